@@ -1,0 +1,155 @@
+"""Turn the vendored Taichi C-API headers into cffi ``cdef`` text.
+
+Used by ``build_ffi.py`` (at build time, loaded by path so the package is not
+imported) and by the test suite (so that a header update shows up as a diff).
+Pure standard library on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+#: The headers bound, in dependency order (relative to ``include/taichi``).
+HEADERS = (
+    "taichi_core.h",
+    "taichi_cpu.h",
+    "taichi_cuda.h",
+    "taichi_opengl.h",
+    "taichi_vulkan.h",
+)
+
+#: The C-API version the vendored headers describe.
+HEADER_VERSION_RE = re.compile(r"#define\s+TI_C_API_VERSION\s+(\d+)")
+
+# Types the interop headers take from system headers (Vulkan, OpenGL). They are
+# declared here instead of requiring the Vulkan SDK or GL headers at build time.
+# Handles are opaque pointers, enums and flag words are 32-bit integers, which
+# is how the Vulkan and GL ABIs define them on every 64-bit platform we target.
+INTEROP_PRELUDE = """\
+typedef struct VkInstance_T *VkInstance;
+typedef struct VkPhysicalDevice_T *VkPhysicalDevice;
+typedef struct VkDevice_T *VkDevice;
+typedef struct VkQueue_T *VkQueue;
+typedef struct VkBuffer_T *VkBuffer;
+typedef struct VkDeviceMemory_T *VkDeviceMemory;
+typedef struct VkImage_T *VkImage;
+typedef uint32_t VkFlags;
+typedef VkFlags VkBufferUsageFlags;
+typedef VkFlags VkImageUsageFlags;
+typedef int32_t VkImageType;
+typedef int32_t VkFormat;
+typedef int32_t VkSampleCountFlagBits;
+typedef int32_t VkImageTiling;
+typedef int32_t VkImageViewType;
+typedef int32_t VkImageLayout;
+typedef struct VkExtent3D { uint32_t width; uint32_t height; uint32_t depth; } VkExtent3D;
+typedef void (*PFN_vkVoidFunction)(void);
+typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance, const char *pName);
+typedef unsigned int GLuint;
+typedef unsigned int GLenum;
+typedef int GLsizei;
+typedef ptrdiff_t GLsizeiptr;
+"""
+
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_LINE_COMMENT = re.compile(r"//[^\n]*")
+_INT_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+(-?(?:0x[0-9a-fA-F]+|\d+))\s*$")
+_DECORATORS = re.compile(r"\b(?:TI_DLL_EXPORT|TI_API_CALL)\b")
+_EXTERN_C = re.compile(r'extern\s+"C"\s*\{|\}\s*(?=$)')
+_FUNCTION = re.compile(r"^(?P<restype>[^;()]*?[\w*])\s*\b(?P<name>ti_\w+)\s*\((?P<params>[^;]*)\)\s*;$", re.M)
+
+
+def clean_header(text: str) -> str:
+    """Return the declarations of one header as cdef text.
+
+    Comments, include guards, ``#include``s, ``extern "C"`` wrappers and the
+    export decorators are dropped; integer ``#define``s are kept (cffi accepts
+    them); every declaration ends up on one line.
+    """
+    text = _BLOCK_COMMENT.sub("", text)
+    text = _LINE_COMMENT.sub("", text)
+    lines = []
+    skip_cplusplus = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            if re.match(r"#\s*ifdef\s+__cplusplus", stripped):
+                skip_cplusplus = 1
+                continue
+            if skip_cplusplus and re.match(r"#\s*endif", stripped):
+                skip_cplusplus = 0
+                continue
+            match = _INT_DEFINE.match(stripped)
+            if match and not skip_cplusplus:
+                lines.append(f"#define {match.group(1)} {match.group(2)}")
+            continue
+        if skip_cplusplus or not stripped:
+            continue
+        lines.append(stripped)
+    body = " ".join(line for line in lines if not line.startswith("#"))
+    body = _DECORATORS.sub("", body)
+    body = re.sub(r"\s+", " ", body)
+    # one statement per line: split after ';' and around braces of type bodies
+    body = re.sub(r";\s*", ";\n", body)
+    out = [line for line in lines if line.startswith("#define")]
+    for stmt in body.splitlines():
+        stmt = stmt.strip()
+        if stmt:
+            stmt = re.sub(r"\(\s+", "(", stmt)
+            stmt = re.sub(r"\s+\)", ")", stmt)
+            stmt = re.sub(r"\s*,\s*", ", ", stmt)
+            out.append(stmt)
+    return "\n".join(out) + "\n"
+
+
+def read_headers(include_dir: str) -> dict[str, str]:
+    """Read the bound headers from ``include_dir`` (the folder holding ``taichi/``)."""
+    result = {}
+    for name in HEADERS:
+        with open(os.path.join(include_dir, "taichi", name), encoding="utf-8") as f:
+            result[name] = f.read()
+    return result
+
+
+def build_cdef(include_dir: str) -> str:
+    """The whole cdef: interop prelude, then every bound header cleaned."""
+    parts = [INTEROP_PRELUDE]
+    for name, text in read_headers(include_dir).items():
+        parts.append(f"/* {name} */\n" + clean_header(text))
+    return "\n".join(parts)
+
+
+def header_version(include_dir: str) -> int:
+    """``TI_C_API_VERSION`` as written in the vendored ``taichi_core.h``."""
+    with open(os.path.join(include_dir, "taichi", "taichi_core.h"), encoding="utf-8") as f:
+        match = HEADER_VERSION_RE.search(f.read())
+    if not match:
+        raise ValueError("taichi_core.h does not define TI_C_API_VERSION")
+    return int(match.group(1))
+
+
+class Function(NamedTuple):
+    """One C function declaration found in the cdef."""
+
+    restype: str
+    name: str
+    params: str  # the parameter list as written, "void" when empty
+    arg_names: tuple[str, ...]
+
+
+def functions(cdef: str) -> list[Function]:
+    """Every ``ti_*`` function declared in ``cdef``, in order."""
+    result = []
+    for match in _FUNCTION.finditer(cdef):
+        params = match.group("params").strip()
+        names: list[str] = []
+        if params and params != "void":
+            for param in params.split(","):
+                ident = re.findall(r"\w+", param)
+                if not ident:
+                    raise ValueError(f"cannot parse parameter {param!r} of {match.group('name')}")
+                names.append(ident[-1])
+        result.append(Function(match.group("restype").strip(), match.group("name"), params or "void", tuple(names)))
+    return result

@@ -1,0 +1,134 @@
+"""Find and load libtaichi_c_api, prepare what its backends need, check its version.
+
+Search order:
+
+1. ``TAICHI_C_API_INSTALL_DIR`` when set (and then nothing else: an explicit
+   choice that does not work is an error, not a reason to pick another library);
+2. the ``c_api`` folder of every installed ``taichi`` wheel on ``sys.path``
+   (``taichi/_lib/c_api``), found without importing ``taichi``.
+
+The first library that loads and reports a compatible C-API version wins.
+Anything else raises ``ImportError`` naming every place searched and what was
+seen there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import NamedTuple
+
+from ._native import ffi, lib
+
+#: C-API version of the vendored headers this extension was compiled against.
+HEADER_VERSION: int = lib.TI_C_API_VERSION
+
+if sys.platform == "win32":  # pragma: no cover - Linux is what we build and test
+    _LIB_NAMES = (os.path.join("bin", "taichi_c_api.dll"), os.path.join("lib", "taichi_c_api.dll"))
+elif sys.platform == "darwin":  # pragma: no cover
+    _LIB_NAMES = (os.path.join("lib", "libtaichi_c_api.dylib"),)
+else:
+    _LIB_NAMES = (os.path.join("lib", "libtaichi_c_api.so"),)
+
+
+class LibraryInfo(NamedTuple):
+    """The libtaichi_c_api in use."""
+
+    path: str  # the shared library file
+    install_dir: str  # the folder holding lib/, include/, runtime/
+    version: int  # what ti_get_version() reported
+    source: str  # where it was found: "TAICHI_C_API_INSTALL_DIR" or "taichi wheel"
+
+
+def format_version(version: int) -> str:
+    """1007000 -> '1.7.0'."""
+    return f"{version // 1000000}.{version // 1000 % 1000}.{version % 1000}"
+
+
+def is_compatible(version: int) -> bool:
+    """Same major and minor C-API version as the vendored headers."""
+    return version // 1000 == HEADER_VERSION // 1000
+
+
+def candidate_dirs() -> list[tuple[str, str]]:
+    """``(source, install_dir)`` pairs, in search order."""
+    explicit = os.environ.get("TAICHI_C_API_INSTALL_DIR")
+    if explicit:
+        return [("TAICHI_C_API_INSTALL_DIR", os.path.abspath(os.path.expanduser(explicit)))]
+    found: list[tuple[str, str]] = []
+    try:
+        spec = importlib.util.find_spec("taichi")  # locates the package without running it
+    except (ImportError, ValueError):
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    for entry in sys.path:
+        if entry and os.path.isdir(os.path.join(entry, "taichi")):
+            roots.append(os.path.join(entry, "taichi"))
+    seen = set()
+    for root in roots:
+        install_dir = os.path.realpath(os.path.join(root, "_lib", "c_api"))
+        if install_dir not in seen:
+            seen.add(install_dir)
+            found.append(("taichi wheel", install_dir))
+    return found
+
+
+def library_file(install_dir: str) -> str | None:
+    """The shared library inside an install folder, or None."""
+    for name in _LIB_NAMES:
+        path = os.path.join(install_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _prepare_environment(install_dir: str) -> None:
+    # The LLVM backends (x64, CUDA) read their runtime bitcode from TI_LIB_DIR
+    # and fail to create a runtime without it; respect a user's own setting.
+    runtime_dir = os.path.join(install_dir, "runtime")
+    if not os.environ.get("TI_LIB_DIR") and os.path.isdir(runtime_dir):
+        os.environ["TI_LIB_DIR"] = runtime_dir
+
+
+def load() -> LibraryInfo:
+    """Load the first compatible library; raise ImportError describing every attempt."""
+    attempts: list[str] = []
+    candidates = candidate_dirs()
+    if not candidates:
+        attempts.append("no taichi wheel found on sys.path (pip install taichi==1.7.4)")
+    error = ffi.new("char[]", 1024)
+    for source, install_dir in candidates:
+        path = library_file(install_dir)
+        if path is None:
+            attempts.append(f"{source}: {install_dir}: no {' or '.join(_LIB_NAMES)} there")
+            continue
+        _prepare_environment(install_dir)
+        missing = lib.taichi_aot_load(os.fsencode(path), error, len(error))
+        if missing < 0:
+            attempts.append(f"{source}: {path}: cannot be loaded: {ffi.string(error).decode('utf-8', 'replace')}")
+            continue
+        if not lib.taichi_aot_has_symbol(b"ti_get_version"):
+            attempts.append(f"{source}: {path}: not a Taichi C-API library (no ti_get_version)")
+            lib.taichi_aot_unload()
+            continue
+        version = int(lib.ti_get_version())
+        if not is_compatible(version):
+            attempts.append(
+                f"{source}: {path}: C-API version {version} ({format_version(version)}), "
+                f"need {format_version(HEADER_VERSION // 1000 * 1000)}.x"
+            )
+            lib.taichi_aot_unload()
+            continue
+        return LibraryInfo(path, install_dir, version, source)
+    raise ImportError(
+        "taichi_aot could not load a compatible libtaichi_c_api "
+        f"(built against C-API {HEADER_VERSION}, Taichi {format_version(HEADER_VERSION)}). Searched:\n  "
+        + "\n  ".join(attempts)
+        + "\nInstall the taichi wheel (pip install taichi==1.7.4) or set TAICHI_C_API_INSTALL_DIR "
+        "to a Taichi C-API install folder (the one holding lib/ and runtime/)."
+    )
+
+
+#: The library loaded at import.
+info: LibraryInfo = load()

@@ -1,0 +1,280 @@
+"""Exceptions: one class per ``TiError`` code, and the funnel every C call goes through.
+
+Every class derives from :class:`TaichiError` and from the builtin exception a
+Python user would expect (``ValueError``, ``KeyError``, ``MemoryError``, ...), so
+``except KeyError`` catches an unknown kernel name as naturally as
+``except NameNotFoundError`` does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+
+from ._native import ffi, lib
+
+
+class TaichiError(Exception):
+    """Base of every taichi_aot error. Never raised bare.
+
+    Attributes:
+        code: the ``TiError`` value (negative), or 0 for errors raised by taichi_aot itself.
+        message: the text, without the class name.
+    """
+
+    code: int = 0
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() its argument
+        return self.message
+
+
+class NotSupportedError(TaichiError, NotImplementedError):
+    """The operation is not supported by this backend or library build (TI_ERROR_NOT_SUPPORTED)."""
+
+    code = -1
+
+
+class CorruptedDataError(TaichiError, ValueError):
+    """A module or other input is malformed (TI_ERROR_CORRUPTED_DATA)."""
+
+    code = -2
+
+
+class NameNotFoundError(TaichiError, KeyError):
+    """No kernel, graph or other object of that name (TI_ERROR_NAME_NOT_FOUND)."""
+
+    code = -3
+
+
+class InvalidArgumentError(TaichiError, ValueError):
+    """An argument has a wrong value (TI_ERROR_INVALID_ARGUMENT)."""
+
+    code = -4
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong Python type (raised by taichi_aot before calling C)."""
+
+
+class ArgumentNullError(TaichiError, ValueError):
+    """A required handle or pointer is null (TI_ERROR_ARGUMENT_NULL)."""
+
+    code = -5
+
+
+class ArgumentOutOfRangeError(TaichiError, ValueError):
+    """An argument is outside its valid range (TI_ERROR_ARGUMENT_OUT_OF_RANGE)."""
+
+    code = -6
+
+
+class ArgumentNotFoundError(TaichiError, KeyError):
+    """A required (named) argument is missing (TI_ERROR_ARGUMENT_NOT_FOUND)."""
+
+    code = -7
+
+
+class InvalidInteropError(TaichiError, ValueError):
+    """An interop structure does not describe a usable object (TI_ERROR_INVALID_INTEROP)."""
+
+    code = -8
+
+
+class InvalidStateError(TaichiError, RuntimeError):
+    """The object or library is in a state that forbids the call (TI_ERROR_INVALID_STATE)."""
+
+    code = -9
+
+
+class ClosedError(InvalidStateError):
+    """The object (or its runtime) has been closed."""
+
+
+class IncompatibleModuleError(TaichiError, ValueError):
+    """The module was built for another arch or an incompatible Taichi (TI_ERROR_INCOMPATIBLE_MODULE)."""
+
+    code = -10
+
+
+class OutOfMemoryError(TaichiError, MemoryError):
+    """The device or host ran out of memory (TI_ERROR_OUT_OF_MEMORY)."""
+
+    code = -11
+
+
+class UnknownError(TaichiError, RuntimeError):
+    """The library reported an error code this version of taichi_aot does not know."""
+
+
+_BY_CODE: dict[int, type[TaichiError]] = {
+    cls.code: cls
+    for cls in (
+        NotSupportedError,
+        CorruptedDataError,
+        NameNotFoundError,
+        InvalidArgumentError,
+        ArgumentNullError,
+        ArgumentOutOfRangeError,
+        ArgumentNotFoundError,
+        InvalidInteropError,
+        InvalidStateError,
+        IncompatibleModuleError,
+        OutOfMemoryError,
+    )
+}
+
+
+def error_class(code: int) -> type[TaichiError]:
+    """The exception class for a ``TiError`` code."""
+    return _BY_CODE.get(code, UnknownError)
+
+
+def make_error(code: int, message: str, what: str) -> TaichiError:
+    """Build the exception for ``code``, its message prefixed by the call that failed."""
+    cls = error_class(code)
+    if code == InvalidStateError.code and message.rstrip().endswith("Not supported."):
+        # 1.7.4 reports unimplemented backend operations (d2d copy and images
+        # on x64, .tcm bytes on LLVM) as INVALID_STATE "...Not supported."
+        cls = NotSupportedError
+    text = f"{what}: {message}" if message else what
+    if cls is UnknownError:
+        text = f"{text} (unknown TiError code {code})"
+    return cls(text, code)
+
+
+_NULL = ffi.NULL
+_get_last_error = lib.ti_get_last_error
+_set_last_error = lib.ti_set_last_error
+
+
+def take_last_error() -> tuple[int, str]:
+    """Read and clear the calling thread's last error: ``(code, message)``."""
+    code = _get_last_error(_NULL, _NULL)
+    if code == 0:
+        return 0, ""
+    size = ffi.new("uint64_t *", 0)
+    _get_last_error(size, _NULL)
+    buf = ffi.new("char[]", int(size[0]) + 1)
+    size[0] = len(buf)
+    _get_last_error(size, buf)
+    _set_last_error(0, _NULL)
+    return int(code), ffi.string(buf).decode("utf-8", "replace")
+
+
+def clear_last_error() -> None:
+    """Reset the calling thread's last error (the C-API keeps it until then)."""
+    _set_last_error(0, _NULL)
+
+
+def check(what: str) -> None:
+    """The funnel: after a C call, raise the pending error of this thread, if any.
+
+    The C-API error slot is thread-local and sticky; reading it here and clearing
+    it means an old error can never be blamed on a later call.
+    """
+    if _get_last_error(_NULL, _NULL) != 0:
+        code, message = take_last_error()
+        raise make_error(code, message, what)
+
+
+# ---------------------------------------------------------------------------
+# The library writes warnings to stderr for every runtime it creates (for
+# example "libcuda.so lib not found") and for every error it records. By
+# default the calls known to chatter run with stderr sent to a temporary file;
+# what was said is attached to the exception if the call fails.
+
+_QUIET_LOCK = threading.RLock()
+_VERBOSE_LEVELS = {"trace", "debug", "info", "warn", "warning"}
+_sink = None  # one temporary file per process, reused by every quiet call
+
+
+def library_output_enabled() -> bool:
+    """Whether libtaichi_c_api's own log lines reach stderr (``TI_LOG_LEVEL`` or ``TAICHI_AOT_VERBOSE``)."""
+    if os.environ.get("TAICHI_AOT_VERBOSE", "") not in ("", "0"):
+        return True
+    return os.environ.get("TI_LOG_LEVEL", "").lower() in _VERBOSE_LEVELS
+
+
+class quiet:
+    """Context manager: run a chatty C call with fds 1 and 2 sent to a file; ``.output`` holds what it wrote.
+
+    The library logs to stderr and prints blank lines to stdout on errors.
+    Process-wide (file descriptors are), so it holds a lock.
+    """
+
+    __slots__ = ("_saved", "_active", "output")
+
+    def __init__(self):
+        self._saved = ()
+        self._active = False
+        self.output = ""
+
+    def __enter__(self):
+        global _sink
+        if library_output_enabled():
+            return self
+        _QUIET_LOCK.acquire()
+        self._active = True
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            if _sink is None:
+                _sink = tempfile.TemporaryFile()
+            os.ftruncate(_sink.fileno(), 0)
+            os.lseek(_sink.fileno(), 0, os.SEEK_SET)
+            self._saved = (os.dup(1), os.dup(2))
+            os.dup2(_sink.fileno(), 1)
+            os.dup2(_sink.fileno(), 2)
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def _restore(self):
+        try:
+            if self._saved:
+                for fd, saved in zip((1, 2), self._saved):
+                    os.dup2(saved, fd)
+                    os.close(saved)
+                self._saved = ()
+                size = os.lseek(_sink.fileno(), 0, os.SEEK_END)
+                self.output = os.pread(_sink.fileno(), min(size, 65536), 0).decode("utf-8", "replace")
+        finally:
+            self._active = False
+            _QUIET_LOCK.release()
+
+    def __exit__(self, *exc):
+        if self._active:
+            self._restore()
+        return False
+
+
+def check_quiet(what: str, q: quiet) -> None:
+    """Like :func:`check`, for a call made under :class:`quiet`: the library's own words join the message."""
+    if _get_last_error(_NULL, _NULL) != 0:
+        code, message = take_last_error()
+        detail = _library_detail(q.output, message)
+        raise make_error(code, message + detail, what)
+
+
+def _library_detail(output: str, message: str) -> str:
+    lines = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line or "C-API error:" in line or message and line.endswith(message):
+            continue
+        lines.append(line)
+    if not lines:
+        return ""
+    return " [library said: " + " | ".join(lines[-3:])[:600] + "]"
