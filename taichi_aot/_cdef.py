@@ -58,7 +58,7 @@ _LINE_COMMENT = re.compile(r"//[^\n]*")
 _INT_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+(-?(?:0x[0-9a-fA-F]+|\d+))\s*$")
 _DECORATORS = re.compile(r"\b(?:TI_DLL_EXPORT|TI_API_CALL)\b")
 _EXTERN_C = re.compile(r'extern\s+"C"\s*\{|\}\s*(?=$)')
-_FUNCTION = re.compile(r"^(?P<restype>[^;()]*?[\w*])\s*\b(?P<name>ti_\w+)\s*\((?P<params>[^;]*)\)\s*;$", re.M)
+_FUNCTION = re.compile(r"^(?P<restype>[^;()\n]*?[\w*])\s*\b(?P<name>ti_\w+)\s*\((?P<params>[^;]*)\)\s*;$", re.M)
 
 
 def clean_header(text: str) -> str:
