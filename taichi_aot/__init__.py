@@ -1,8 +1,18 @@
-"""taichi_aot: run ahead-of-time compiled Taichi kernels from Python through the Taichi C-API."""
+"""taichi_aot: run ahead-of-time compiled Taichi kernels from Python through the Taichi C-API.
+
+    from taichi_aot import Runtime, Arch
+    with Runtime(Arch.VULKAN) as rt:
+        mod = rt.load_module("physics.tcm")
+        x = rt.ndarray((1024,), np.float32)
+        mod.kernels["step"](x, 0.01)
+        rt.wait()
+
+``taichi_aot.capi`` is the flat, checked API (one function per C function).
+"""
 
 from __future__ import annotations
 
-from . import _library  # loads libtaichi_c_api first; raises ImportError if none fits
+from . import _library  # noqa: F401  (loads libtaichi_c_api first; ImportError if none fits)
 from . import capi, enums, errors
 from .enums import (
     AddressMode,
@@ -18,6 +28,38 @@ from .enums import (
     ImageUsage,
     MemoryUsage,
 )
-from .errors import *  # noqa: F401,F403
+from .errors import (
+    ArgumentNotFoundError,
+    ArgumentNullError,
+    ArgumentOutOfRangeError,
+    ArgumentTypeError,
+    ClosedError,
+    CorruptedDataError,
+    IncompatibleModuleError,
+    InvalidArgumentError,
+    InvalidInteropError,
+    InvalidStateError,
+    MissingFileError,
+    NameNotFoundError,
+    NotSupportedError,
+    OutOfMemoryError,
+    TaichiError,
+    UnknownError,
+    WrongThreadError,
+)
+from .image import Image, Sampler, Texture
+from .memory import Memory, MemorySlice, NdArray
+from .module import AotModule, ComputeGraph, Kernel
+from .runtime import Runtime
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AddressMode", "AotModule", "Arch", "ArgumentNotFoundError", "ArgumentNullError", "ArgumentOutOfRangeError",
+    "ArgumentType", "ArgumentTypeError", "Capability", "ClosedError", "ComputeGraph", "CorruptedDataError",
+    "DataType", "Error", "Filter", "Format", "Image", "ImageDimension", "ImageLayout", "ImageUsage",
+    "IncompatibleModuleError", "InvalidArgumentError", "InvalidInteropError", "InvalidStateError", "Kernel",
+    "Memory", "MemorySlice", "MemoryUsage", "MissingFileError", "NameNotFoundError", "NdArray",
+    "NotSupportedError", "OutOfMemoryError", "Runtime", "Sampler", "TaichiError", "Texture", "UnknownError",
+    "WrongThreadError", "capi", "enums", "errors",
+]

@@ -98,6 +98,14 @@ class ClosedError(InvalidStateError):
     """The object (or its runtime) has been closed."""
 
 
+class WrongThreadError(InvalidStateError):
+    """A runtime (or one of its objects) was used from a thread other than the one that created it."""
+
+
+class MissingFileError(TaichiError, FileNotFoundError):
+    """A module path does not exist."""
+
+
 class IncompatibleModuleError(TaichiError, ValueError):
     """The module was built for another arch or an incompatible Taichi (TI_ERROR_INCOMPATIBLE_MODULE)."""
 

@@ -1,0 +1,238 @@
+"""Images, samplers and textures (Vulkan and the other gfx backends)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from . import capi
+from ._native import ffi
+from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
+from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError
+from .runtime import Owned, Runtime
+
+_DIMS_OF = {
+    ImageDimension.DIM_1D: 1,
+    ImageDimension.DIM_2D: 2,
+    ImageDimension.DIM_3D: 3,
+    ImageDimension.DIM_1D_ARRAY: 2,
+    ImageDimension.DIM_2D_ARRAY: 3,
+    ImageDimension.CUBE: 2,
+}
+
+
+def _dimension(value: Any) -> ImageDimension:
+    if isinstance(value, str):
+        key = value.strip().upper()
+        key = key if key in ImageDimension.__members__ else "DIM_" + key
+        if key in ImageDimension.__members__:
+            return ImageDimension[key]
+        raise InvalidArgumentError(f"unknown image dimension {value!r} (1d, 2d, 3d, 1d_array, 2d_array, cube)")
+    return capi._enum(ImageDimension, value, "image dimension")
+
+
+def _format(value: Any) -> Format:
+    if isinstance(value, str):
+        try:
+            return Format[value.strip().upper()]
+        except KeyError:
+            raise InvalidArgumentError(f"unknown image format {value!r}") from None
+    return capi._enum(Format, value, "image format")
+
+
+def _release_image(handle: tuple) -> None:
+    runtime, image = handle
+    if ("image", runtime, image) in capi._live:
+        capi.free_image(runtime, image)
+
+
+class Image:
+    """An image of one runtime. Create with :meth:`Runtime.allocate_image`.
+
+    Attributes: ``dimension``, ``extent`` (width, height, depth), ``format``, ``mip_level_count``, ``usage``.
+    Pass it to kernels as ``Texture(image)`` (or the Image itself).
+    """
+
+    def __init__(self):
+        raise TypeError("use Runtime.allocate_image() to create an Image")
+
+    @classmethod
+    def _allocate(cls, runtime: Runtime, dimension, extent, format, mip_level_count, usage) -> Image:
+        dim = _dimension(dimension)
+        fmt = _format(format)
+        if isinstance(extent, (int,)) and not isinstance(extent, bool):
+            extent = (extent,)
+        try:
+            sides = [int(v) for v in extent]
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(f"image extent must be a tuple of ints, got {extent!r}") from None
+        if not 1 <= len(sides) <= 3 or any(isinstance(v, bool) for v in extent):
+            raise ArgumentTypeError(f"image extent must have 1 to 3 ints, got {extent!r}")
+        if len(sides) != _DIMS_OF[dim] and dim not in (ImageDimension.CUBE,):
+            raise InvalidArgumentError(f"a {dim.name} image needs an extent of {_DIMS_OF[dim]} sides, got {extent!r}")
+        if any(not 0 < v < 2**31 for v in sides):
+            raise InvalidArgumentError(f"image extent {tuple(sides)}: every side must be positive")
+        sides = (sides + [1, 1])[:3]
+        usage = ImageUsage(capi._enum(ImageUsage, usage, "image usage"))
+        handle = capi.allocate_image(
+            runtime._handle,
+            dimension=dim,
+            extent={"width": sides[0], "height": sides[1], "depth": sides[2], "array_layer_count": 1},
+            mip_level_count=mip_level_count,
+            format=fmt,
+            usage=usage,
+        )
+        self = object.__new__(cls)
+        self._runtime = runtime
+        self._handle = handle
+        self._dimension = dim
+        self._extent = tuple(sides)
+        self._format = fmt
+        self._mip_level_count = mip_level_count
+        self._usage = usage
+        self._owned = Owned((runtime._handle, handle), _release_image, runtime._owned)
+        self._finalizer = weakref.finalize(self, self._owned.close)
+        runtime._adopt(self)
+        return self
+
+    def _check(self) -> None:
+        if self._owned._closed:
+            raise ClosedError("this image is closed")
+        self._runtime._check()
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    @property
+    def dimension(self) -> ImageDimension:
+        return self._dimension
+
+    @property
+    def extent(self) -> tuple[int, int, int]:
+        return self._extent
+
+    @property
+    def format(self) -> Format:
+        return self._format
+
+    @property
+    def mip_level_count(self) -> int:
+        return self._mip_level_count
+
+    @property
+    def usage(self) -> ImageUsage:
+        return self._usage
+
+    @property
+    def closed(self) -> bool:
+        return self._owned._closed
+
+    def transition(self, layout: ImageLayout | int | str) -> None:
+        """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
+        self._check()
+        capi.transition_image(self._runtime._handle, self._handle, layout)
+
+    def track(self, layout: ImageLayout | int | str) -> None:
+        """Tell the runtime the image is in ``layout`` now (after outside use)."""
+        self._check()
+        capi.track_image(self._runtime._handle, self._handle, layout)
+
+    def _region(self) -> dict:
+        w, h, d = self._extent
+        return {"image": self._handle, "offset": {}, "extent": {"width": w, "height": h, "depth": d,
+                "array_layer_count": 1}, "mip_level": 0}
+
+    def copy_to(self, dst: Image) -> None:
+        """Copy the whole image into ``dst`` (same runtime and extent)."""
+        self._check()
+        if not isinstance(dst, Image):
+            raise ArgumentTypeError(f"copy_to: dst must be an Image, got {type(dst).__name__}")
+        dst._check()
+        if dst._runtime is not self._runtime:
+            raise InvalidArgumentError("copy_to: the images belong to different runtimes")
+        if dst._extent != self._extent:
+            raise InvalidArgumentError(f"copy_to: extents differ ({self._extent} -> {dst._extent})")
+        capi.copy_image_device_to_device(self._runtime._handle, dst._region(), self._region())
+
+    def close(self) -> None:
+        """Free the image. Safe to call twice."""
+        self._finalizer()
+
+    def __enter__(self) -> Image:
+        self._check()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Image {self._dimension.name} {self._extent} {self._format.name} ({state})>"
+
+
+def _release_sampler(handle: tuple) -> None:
+    runtime, sampler = handle
+    if ("sampler", runtime, sampler) in capi._live:
+        capi.destroy_sampler(runtime, sampler)
+
+
+class Sampler:
+    """A sampler. libtaichi_c_api 1.7.4 implements samplers on no backend, so creating one
+    raises NotSupportedError there; kernels sample textures with their default sampler."""
+
+    def __init__(self):
+        raise TypeError("use Runtime.create_sampler() to create a Sampler")
+
+    @classmethod
+    def _create(cls, runtime: Runtime, mag_filter=Filter.LINEAR, min_filter=Filter.LINEAR,
+                address_mode=AddressMode.CLAMP_TO_EDGE, max_anisotropy: float = 1.0) -> Sampler:
+        info = {
+            "mag_filter": capi._enum(Filter, mag_filter, "mag_filter"),
+            "min_filter": capi._enum(Filter, min_filter, "min_filter"),
+            "address_mode": capi._enum(AddressMode, address_mode, "address_mode"),
+            "max_anisotropy": float(max_anisotropy),
+        }
+        handle = capi.create_sampler(runtime._handle, info)
+        self = object.__new__(cls)
+        self._runtime = runtime
+        self._handle = handle
+        self._owned = Owned((runtime._handle, handle), _release_sampler, runtime._owned)
+        self._finalizer = weakref.finalize(self, self._owned.close)
+        runtime._adopt(self)
+        return self
+
+    @property
+    def closed(self) -> bool:
+        return self._owned._closed
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+class Texture:
+    """An image (and optional sampler) passed to a kernel's texture or rw_texture argument."""
+
+    __slots__ = ("image", "sampler", "_arg")
+
+    def __init__(self, image: Image, sampler: Sampler | None = None):
+        if not isinstance(image, Image):
+            raise ArgumentTypeError(f"Texture needs an Image, got {type(image).__name__}")
+        if sampler is not None and not isinstance(sampler, Sampler):
+            raise ArgumentTypeError(f"Texture sampler must be a Sampler or None, got {type(sampler).__name__}")
+        image._check()
+        self.image = image
+        self.sampler = sampler
+        arg = ffi.new("TiArgument *")
+        arg.type = ArgumentType.TEXTURE
+        tex = arg.value.texture
+        tex.image = image._handle
+        tex.sampler = sampler._handle if sampler is not None else ffi.NULL
+        tex.dimension = image.dimension
+        tex.extent.width, tex.extent.height, tex.extent.depth = image.extent
+        tex.extent.array_layer_count = 1
+        tex.format = image.format
+        self._arg = arg
+
+    def __repr__(self) -> str:
+        return f"<Texture of {self.image!r}>"
