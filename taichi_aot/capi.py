@@ -20,6 +20,7 @@ What this layer adds to the C library, so that misuse raises instead of crashing
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -200,6 +201,12 @@ def _enum(cls, value: Any, what: str):
             except KeyError:
                 pass
         raise ArgumentTypeError(f"{what}: expected a {cls.__name__} ({', '.join(cls.__members__)}), got {value!r}")
+    if issubclass(cls, enum.IntFlag):
+        all_bits = 0
+        for member in cls:
+            all_bits |= int(member)
+        if value < 0 or value & ~all_bits:
+            raise InvalidArgumentError(f"{what}: {value:#x} has bits that are not {cls.__name__} flags")
     try:
         return cls(value)
     except ValueError:

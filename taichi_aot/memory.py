@@ -300,6 +300,22 @@ class Memory:
         return f"<Memory {self._size} bytes on {self._runtime.arch.name} ({state})>"
 
 
+def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
+    """``value`` as a ``dtype`` scalar; refuses other kinds (float into int, bool into numbers) and overflow."""
+    a = np.asarray(value)
+    if a.ndim or a.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what}: expected a number, got {value!r}")
+    if (a.dtype.kind == "b") != (dtype.kind == "b"):
+        raise ArgumentTypeError(f"{what}: cannot store {value!r} in a {dtype} ndarray")
+    if dtype.kind in "iu":
+        if a.dtype.kind == "f":
+            raise ArgumentTypeError(f"{what}: cannot store float {value!r} in a {dtype} ndarray")
+        info = np.iinfo(dtype)
+        if not info.min <= int(a) <= info.max:
+            raise InvalidArgumentError(f"{what}: {value!r} is out of range for {dtype}")
+    return a.astype(dtype)
+
+
 def _zero(ptr, size: int) -> None:
     np.frombuffer(ffi.buffer(ptr, size), np.uint8)[:] = 0
 
@@ -549,12 +565,7 @@ class NdArray:
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``."""
         self._check()
-        try:
-            scalar = np.asarray(value).astype(self._dtype, casting="same_kind")
-        except TypeError:
-            raise ArgumentTypeError(f"fill: cannot store {value!r} in a {self._dtype} ndarray") from None
-        if scalar.ndim:
-            raise ArgumentTypeError(f"fill: expected a scalar, got {value!r}")
+        scalar = _scalar_for(value, self._dtype, "fill")
         self._write_bytes(np.full(self.full_shape, scalar, self._dtype).reshape(-1).view(np.uint8))
 
     def copy_from(self, other: NdArray) -> None:

@@ -1,0 +1,77 @@
+"""Images and textures through the object layer (a Vulkan feature), and their misuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from taichi_aot import Arch, Format, ImageDimension, ImageLayout, Runtime, Texture
+
+
+def test_texture_kernels(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(modules.path(vulkan, tcm=True))
+        img = rt.allocate_image("2d", (16, 8), "r32f")
+        assert img.dimension == ImageDimension.DIM_2D and img.extent == (16, 8, 1) and img.format == Format.R32F
+        img.transition(ImageLayout.SHADER_READ_WRITE)
+        mod.kernels["tex_write"](Texture(img), 1.5, 16, 8)
+        out = rt.ndarray((16, 8), np.float32)
+        mod.kernels["tex_read"](img, out)  # an Image passes as a texture too
+        expected = 1.5 + np.arange(16)[:, None] * 10.0 + np.arange(8)[None, :]
+        np.testing.assert_allclose(out.to_numpy(), expected)
+
+        copy = rt.allocate_image(ImageDimension.DIM_2D, (16, 8), Format.R32F)
+        copy.track(ImageLayout.UNDEFINED)
+        img.copy_to(copy)
+        out.fill(0)
+        mod.kernels["tex_read"](Texture(copy), out)
+        np.testing.assert_allclose(out.to_numpy(), expected)
+
+        with pytest.raises(ValueError, match="extents differ"):
+            img.copy_to(rt.allocate_image("2d", (4, 4), "r32f"))
+        with pytest.raises(TypeError):
+            img.copy_to(out)
+        copy.close()
+        copy.close()
+        with pytest.raises(ta.ClosedError):
+            mod.kernels["tex_read"](Texture(copy) if False else copy, out)
+        with pytest.raises(ta.ClosedError):
+            copy.transition(ImageLayout.SHADER_READ)
+
+
+def test_image_bad_input(vulkan):
+    with Runtime(vulkan) as rt:
+        for args, exc in (
+            (("4d", (4, 4), "r32f"), ValueError),
+            (("2d", (4,), "r32f"), ValueError),
+            (("2d", (0, 4), "r32f"), ValueError),
+            (("2d", "wide", "r32f"), TypeError),
+            (("2d", (4, 4), "rgba99"), ValueError),
+            (("2d", (4, 4), 999), ValueError),
+            ((None, (4, 4), "r32f"), TypeError),
+        ):
+            with pytest.raises(exc):
+                rt.allocate_image(*args)
+        with pytest.raises(ValueError):
+            rt.allocate_image("2d", (4, 4), "r32f", usage=1 << 9)
+        with pytest.raises(ta.NotSupportedError):  # 1.7.4 refuses mip chains
+            rt.allocate_image("2d", (4, 4), "r32f", mip_level_count=2)
+        img = rt.allocate_image("2d", (4, 4), "rgba8")
+        with pytest.raises(ValueError):
+            img.transition(4242)
+        with pytest.raises(TypeError):
+            Texture("image")
+        with pytest.raises(TypeError):
+            Texture(img, sampler="linear")
+        with pytest.raises(ta.NotSupportedError):  # no backend of 1.7.4 implements samplers
+            rt.create_sampler()
+
+
+def test_images_not_supported_on_x64():
+    with Runtime(Arch.X64) as rt:
+        with pytest.raises(ta.NotSupportedError):
+            rt.allocate_image("2d", (4, 4), "r32f")
+        x = rt.ndarray((2,), np.float32)  # the runtime is fine afterwards
+        x.fill(1)
+        assert x.to_numpy().tolist() == [1, 1]

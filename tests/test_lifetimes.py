@@ -1,0 +1,113 @@
+"""Lifetimes: children keep parents alive, close order, finalizers, no leaks, clean exits."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from taichi_aot import Runtime, capi
+
+
+def test_child_keeps_parent_alive(arch, modules):
+    def make():
+        rt = Runtime(arch)
+        return rt.load_module(modules.path(arch)), rt.ndarray_from_numpy(np.ones(4, np.float32))
+
+    mod, x = make()  # the Runtime object itself is gone
+    gc.collect()
+    mod.kernels["add"](x, x, 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), [2, 2, 2, 2])
+    assert not x.runtime.closed
+    rt = x.runtime
+    del mod, x
+    rt.close()
+
+
+def test_runtime_close_closes_children_first(arch, modules):
+    rt = Runtime(arch)
+    children = [rt.load_module(modules.path(arch)), rt.ndarray((3,)), rt.allocate_memory(16)]
+    rt.close()
+    assert all(c.closed for c in children)
+    assert capi.live_handle_count() == 0 or ("runtime", rt._handle) not in capi._live
+
+
+def test_garbage_collection_releases_handles(arch, modules):
+    gc.collect()
+    before = capi.live_handle_count()
+    rt = Runtime(arch)
+    mod = rt.load_module(modules.path(arch))
+    mod.kernels["add"]
+    rt.ndarray((16,))
+    del rt, mod
+    gc.collect()
+    assert capi.live_handle_count() == before
+
+
+def test_no_leak_over_ten_thousand_cycles(arch):
+    with Runtime(arch) as rt:
+        gc.collect()
+        before = capi.live_handle_count()
+        for _ in range(10_000):
+            m = rt.allocate_memory(256, host_read=True, host_write=True)
+            m.close()
+        gc.collect()
+        assert capi.live_handle_count() - before <= 1  # x64 keeps one block for reuse
+        for _ in range(2_000):
+            with rt.ndarray((8,), np.float32, host_access="readwrite") as x:
+                with x.map() as view:
+                    view[:] = 1
+        del view, x  # the last view pins the last ndarray until it goes
+        gc.collect()
+        assert capi.live_handle_count() - before <= 2  # x64: one reusable block per size
+
+
+def test_runtime_cycles_do_not_leak(arch, modules):
+    gc.collect()
+    before = capi.live_handle_count()
+    for _ in range(20):
+        with Runtime(arch) as rt:
+            rt.load_module(modules.path(arch)).kernels["add"]
+            rt.ndarray((4,))
+    gc.collect()
+    assert capi.live_handle_count() == before
+
+
+EXIT_SCRIPT = """
+import sys, numpy as np
+from taichi_aot import Runtime, Arch
+arch, path, order = Arch[sys.argv[1]], sys.argv[2], sys.argv[3]
+rt = Runtime(arch)
+mod = rt.load_module(path)
+x = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+view = x.map().view()
+mod.kernels["add"](x, x, 1.0)
+if order == "close_runtime_keep_view":
+    rt.close()
+elif order == "close_module_only":
+    mod.close()
+elif order == "drop_runtime_ref":
+    del rt
+elif order == "cycle":
+    x.self_ref = x  # objects in a reference cycle at exit
+    rt.me = rt
+print("done", float(view.sum()))
+"""
+
+
+@pytest.mark.parametrize("order", ["keep_all", "close_runtime_keep_view", "close_module_only", "drop_runtime_ref",
+                                   "cycle"])
+def test_exit_with_live_objects_is_clean(arch, modules, order, tmp_path):
+    script = tmp_path / "exit.py"
+    script.write_text(textwrap.dedent(EXIT_SCRIPT))
+    out = subprocess.run([sys.executable, str(script), arch.name, modules.path(arch), order],
+                         capture_output=True, text=True, timeout=120, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    assert out.stdout.startswith("done ")

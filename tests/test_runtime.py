@@ -1,0 +1,266 @@
+"""Runtime, modules, kernels and graphs through the object layer, on x64 and Vulkan."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from taichi_aot import Arch, Capability, Runtime, capi
+
+
+@pytest.fixture
+def rt(arch):
+    with Runtime(arch) as runtime:
+        yield runtime
+
+
+@pytest.fixture(params=["folder", "tcm", "bytes"])
+def mod(request, rt, arch, modules):
+    if request.param == "folder":
+        return rt.load_module(modules.path(arch))
+    path = modules.path(arch, tcm=True)
+    return rt.load_module(path if request.param == "tcm" else open(path, "rb").read())
+
+
+def test_quickstart_as_written(arch, modules):
+    # the README quickstart, on every arch
+    with Runtime(arch) as rt:
+        mod = rt.load_module(modules.path(arch, tcm=True))
+        x = rt.ndarray((1024,), np.float32)
+        y = rt.ndarray_from_numpy(np.arange(1024, dtype=np.float32))
+        mod.kernels["add"](x, y, 0.01)
+        rt.wait()
+        np.testing.assert_allclose(x.to_numpy(), np.arange(1024, dtype=np.float32) * np.float32(0.01))
+
+
+def test_runtime_properties(rt, arch):
+    assert rt.arch == arch and rt.device_index == 0 and not rt.closed
+    caps = rt.capabilities
+    if arch == Arch.VULKAN:
+        assert Capability.SPIRV_VERSION in caps
+        rt.set_capabilities(spirv_version=0x10300)
+        assert rt.capabilities == {Capability.SPIRV_VERSION: 0x10300}
+        with pytest.raises(ta.InvalidArgumentError):
+            rt.set_capabilities(no_such_cap=1)
+    else:
+        assert caps == {}
+    rt.flush()
+    rt.wait()
+    assert repr(rt).startswith(f"<Runtime {arch.name}")
+
+
+def test_runtime_default_arch_and_env(monkeypatch):
+    with Runtime() as rt:  # a GPU backend over x64
+        best = [a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs()][0]
+        assert rt.arch == best
+    monkeypatch.setenv("TAICHI_AOT_ARCH", "x64")
+    with Runtime() as rt:
+        assert rt.arch == Arch.X64
+    with Runtime("X64") as rt:
+        assert rt.arch == Arch.X64
+    with pytest.raises(ta.InvalidArgumentError, match="unknown arch"):
+        Runtime("quantum")
+    with pytest.raises(ta.NotSupportedError):
+        Runtime(Arch.METAL)
+
+
+def test_closed_runtime_raises_everywhere(arch, modules):
+    rt = Runtime(arch)
+    mod = rt.load_module(modules.path(arch))
+    k = mod.kernels["add"]
+    x = rt.ndarray((4,), np.float32)
+    rt.close()
+    rt.close()  # idempotent
+    assert rt.closed and x.closed and mod.closed
+    for call in (rt.wait, rt.flush, lambda: rt.capabilities, lambda: rt.ndarray((2,)),
+                 lambda: rt.load_module(modules.path(arch)), lambda: k(x, x, 1.0), x.to_numpy,
+                 lambda: mod.kernels["add"], lambda: x.fill(1), rt.__enter__):
+        with pytest.raises(ta.ClosedError):
+            call()
+
+
+def test_kernels_and_graphs_numbers(rt, mod):
+    n = 257
+    a = np.linspace(-1, 1, n, dtype=np.float32)
+    x = rt.ndarray_from_numpy(a)
+    y = rt.ndarray_from_numpy(np.full(n, 2, np.float32))
+    mod.kernels["add"](x, y, 0.25)
+    np.testing.assert_allclose(x.to_numpy(), a + 0.5)
+    mod.graphs["add_twice"](x=x, y=y, a=1.0)
+    np.testing.assert_allclose(x.to_numpy(), a + 4.5)
+    mod.graphs["add_twice"].launch({"x": x, "y": y, "a": np.float32(-1.0)})
+    np.testing.assert_allclose(x.to_numpy(), a + 0.5)
+
+    m = rt.ndarray((3, 5), np.int32)
+    mod.kernels["fill_i32"].launch(m, np.int32(7))
+    np.testing.assert_array_equal(m.to_numpy(), 7 + np.arange(3)[:, None] * 100 + np.arange(5)[None, :])
+
+
+def test_vector_and_matrix_arguments(rt, mod):
+    v = rt.ndarray((5,), np.float32, (3,))
+    mod.kernels["scale_vec3"](v, np.array([1.0, -1.0, 0.5], np.float32))
+    np.testing.assert_allclose(v.to_numpy(), np.array([1.0, -1.0, 0.5]) * np.arange(1, 6)[:, None])
+    mod.kernels["scale_vec3"](v, (2.0, 0.0, 1.0))  # a tuple of floats is an f32 vector
+    np.testing.assert_allclose(v.to_numpy()[:, 0], 2.0 * np.arange(1, 6))
+    mats = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 2, 2), elem_ndim=2)
+    assert mats.shape == (3,) and mats.elem_shape == (2, 2)
+    m = np.array([[1, 2], [3, 4]], np.float32)
+    mod.kernels["mat_apply"](mats, m)
+    np.testing.assert_allclose(mats.to_numpy(), m @ np.arange(12, dtype=np.float32).reshape(3, 2, 2))
+
+
+def test_numpy_scalar_arguments(rt, mod):
+    out = rt.ndarray((4,), np.float64)
+    mod.kernels["typed_scalars"](out, np.int16(-300), np.uint16(65535), np.float16(-2.5), np.int64(123))
+    np.testing.assert_array_equal(out.to_numpy(), [-300, 65535, -2.5, 123])
+    h = rt.ndarray_from_numpy(np.array([1, 2, 3], np.float16))
+    mod.kernels["half_scale"](h, np.float16(0.5))
+    np.testing.assert_array_equal(h.to_numpy(), np.array([0.5, 1, 1.5], np.float16))
+
+
+def test_every_dtype_round_trips(rt, arch):
+    for dtype in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                  np.uint32, np.uint64):
+        info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
+        a = np.array([info.min, 0, 1, info.max], dtype)
+        x = rt.ndarray_from_numpy(a)
+        assert x.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(x.to_numpy(), a)
+        with x.map() as view:
+            np.testing.assert_array_equal(view, a)
+
+
+def test_u8_and_i64_kernels(rt, mod):
+    u = rt.ndarray((600,), np.uint8)
+    mod.kernels["iota_u8"](u)
+    np.testing.assert_array_equal(u.to_numpy(), (np.arange(600) % 256).astype(np.uint8))
+    vals = rt.ndarray_from_numpy(np.arange(1, 51, dtype=np.int64) << 34)
+    total = rt.ndarray((1,), np.int64)
+    mod.kernels["sum_i64"](vals, total)
+    assert total.to_numpy()[0] == (np.arange(1, 51, dtype=np.int64) << 34).sum()
+
+
+def test_unknown_names_list_what_exists(mod):
+    with pytest.raises(ta.NameNotFoundError) as info:
+        mod.kernels["nope"]
+    assert isinstance(info.value, KeyError)
+    assert "add" in str(info.value) and "fill_i32" in str(info.value)
+    with pytest.raises(KeyError, match="add_twice"):
+        mod.graphs["add"]
+    with pytest.raises(TypeError):
+        mod.kernels[3]
+    assert "add" in mod.kernels and "nope" not in mod.kernels
+    assert set(mod.graphs) == {"add_twice"} and len(mod.graphs) == 1
+    assert mod.kernels["add"] is mod.kernels["add"]
+
+
+def test_bad_kernel_arguments_raise(rt, mod, arch):
+    x = rt.ndarray((4,), np.float32)
+    add = mod.kernels["add"]
+    for bad, exc in ((True, TypeError), ("s", TypeError), (object(), TypeError), (2**40, ValueError),
+                     (np.complex64(1), TypeError), (np.zeros(100, np.float32), ValueError),
+                     ([[[1.0]]], TypeError), (np.array([True]), TypeError)):
+        with pytest.raises(exc):
+            add(x, x, bad)
+    with Runtime(arch) as other:
+        y = other.ndarray((4,), np.float32)
+        with pytest.raises(ta.InvalidArgumentError, match="another runtime"):
+            add(x, y, 1.0)
+    with pytest.raises(TypeError):
+        mod.graphs["add_twice"].launch([x])
+    with pytest.raises(ta.ArgumentNotFoundError):
+        mod.graphs["add_twice"](x=x, a=1.0)
+
+
+def test_load_module_errors(rt, arch, modules, tmp_path):
+    with pytest.raises(ta.MissingFileError):
+        rt.load_module(tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError):
+        rt.load_module(str(tmp_path / "nothing.tcm"))
+    (tmp_path / "empty.tcm").write_bytes(b"")
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(tmp_path / "empty.tcm")
+    (tmp_path / "junk.tcm").write_bytes(b"not a zip at all")
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(tmp_path / "junk.tcm")
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(b"junk")
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(b"")
+    data = open(modules.path(arch, tcm=True), "rb").read()
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(data[: len(data) // 2])  # truncated archive
+    (tmp_path / "emptydir").mkdir()
+    with pytest.raises(ta.CorruptedDataError):
+        rt.load_module(tmp_path / "emptydir")
+    with pytest.raises(TypeError):
+        rt.load_module(12)
+    # the runtime is intact after all that
+    m = rt.load_module(modules.path(arch))
+    x = rt.ndarray_from_numpy(np.ones(3, np.float32))
+    m.kernels["add"](x, x, 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), [2, 2, 2])
+
+
+def test_hostile_archives_are_refused(rt, tmp_path):
+    import zipfile
+
+    for member in ("../evil.txt", "/abs.txt", "a/../../evil.txt"):
+        path = tmp_path / "evil.tcm"
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr(member, "x")
+            zf.writestr("__content__", "kernel:add\n")
+        if rt.arch in capi.LLVM_ARCHS:  # extraction happens on LLVM backends
+            with pytest.raises(ta.CorruptedDataError, match="unsafe|escapes"):
+                rt.load_module(path)
+        else:
+            with pytest.raises(ta.TaichiError):
+                rt.load_module(path)
+        assert not (tmp_path.parent / "evil.txt").exists()
+    info = zipfile.ZipInfo("link")
+    info.external_attr = 0o120777 << 16  # a symlink member
+    with zipfile.ZipFile(tmp_path / "link.tcm", "w") as zf:
+        zf.writestr(info, "/etc/passwd")
+    with pytest.raises(ta.TaichiError):
+        rt.load_module(tmp_path / "link.tcm")
+
+
+def test_module_close_keeps_others_working(rt, arch, modules):
+    m1 = rt.load_module(modules.path(arch))
+    m2 = rt.load_module(modules.path(arch))
+    k1 = m1.kernels["add"]
+    m1.close()
+    with pytest.raises(ta.ClosedError):
+        k1(rt.ndarray((2,)), rt.ndarray((2,)), 1.0)
+    x = rt.ndarray_from_numpy(np.ones(2, np.float32))
+    m2.kernels["add"](x, x, 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), [2, 2])
+
+
+def test_wrong_thread_is_refused(arch, modules):
+    with Runtime(arch) as rt:
+        mod = rt.load_module(modules.path(arch))
+        x = rt.ndarray((4,), np.float32)
+        errors = []
+
+        def other():
+            for call in (rt.wait, x.to_numpy, lambda: mod.kernels["add"](x, x, 1.0), lambda: rt.ndarray((2,))):
+                try:
+                    call()
+                except ta.WrongThreadError as e:
+                    errors.append(e)
+            # a runtime of its own works in this thread
+            with Runtime(arch) as mine:
+                y = mine.ndarray_from_numpy(np.ones(2, np.float32))
+                mine.load_module(modules.path(arch)).kernels["add"](y, y, 1.0)
+                errors.append(y.to_numpy().tolist())
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 5 and all(isinstance(e, ta.WrongThreadError) for e in errors[:4])
+        assert errors[4] == [2.0, 2.0]
+        np.testing.assert_array_equal(x.to_numpy(), np.zeros(4))  # untouched
