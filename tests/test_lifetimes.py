@@ -65,7 +65,9 @@ def test_no_leak_over_ten_thousand_cycles(arch):
                     view[:] = 1
         del view, x  # the last view pins the last ndarray until it goes
         gc.collect()
-        assert capi.live_handle_count() - before <= 2  # x64: one reusable block per size
+        # bounded, not growing: on x64 the reuse pool holds the 256-byte block and two
+        # 32-byte ones (each view outlives its ndarray until the next iteration)
+        assert capi.live_handle_count() - before <= 3
 
 
 def test_runtime_cycles_do_not_leak(arch, modules):
