@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from . import _library  # noqa: F401  (loads libtaichi_c_api first; ImportError if none fits)
-from . import capi, enums, errors
+from . import capi, enums, errors, metadata, module
 from .enums import (
     AddressMode,
     ArgumentType,
@@ -61,5 +61,5 @@ __all__ = [
     "IncompatibleModuleError", "InvalidArgumentError", "InvalidInteropError", "InvalidStateError", "Kernel",
     "Memory", "MemorySlice", "MemoryUsage", "MissingFileError", "NameNotFoundError", "NdArray",
     "NotSupportedError", "OutOfMemoryError", "Runtime", "Sampler", "TaichiError", "Texture", "UnknownError",
-    "WrongThreadError", "capi", "enums", "errors",
+    "WrongThreadError", "capi", "enums", "errors", "metadata", "module",
 ]

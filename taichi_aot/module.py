@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import capi
+from . import capi, metadata
 from ._native import ffi, lib
 from .enums import ArgumentType, DataType
 from .errors import (
@@ -151,6 +151,8 @@ class AotModule:
             raise ArgumentTypeError(f"load_module: expected a path or bytes, got {type(source).__name__}")
 
         names = _content_names(path, data)
+        # read the metadata before C sees the module: corrupt input raises here
+        meta = metadata.read_module(data if data is not None else path)
         rt = runtime._handle
         if runtime._arch in capi.LLVM_ARCHS and (data is not None or os.path.isfile(path)):
             # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
@@ -172,6 +174,7 @@ class AotModule:
         self._handle = handle
         self._source = path if path is not None else f"<{len(data)} bytes>"
         self._names = names
+        self._meta = meta
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
         self._owned = Owned((handle, temp_dir), _release_module, runtime._owned)
@@ -365,14 +368,135 @@ def _set_tensor(dst: Any, value: Any, what: str) -> None:
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
 
 
+def _describe_value(value: Any) -> str:
+    if isinstance(value, NdArray):
+        elem = f", element shape {value.elem_shape}" if value.elem_shape else ""
+        return f"{value.dtype} ndarray of shape {value.shape}{elem}"
+    if isinstance(value, np.ndarray):
+        return f"numpy {value.dtype} array of shape {value.shape}"
+    if isinstance(value, np.generic):
+        return f"numpy {value.dtype} scalar {value!r}"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}"
+
+
+def _make_checker(spec: metadata.ArgInfo, what: str):
+    """A function ``(value, dst, runtime)`` that validates ``value`` against ``spec`` and packs it."""
+    expected = spec.describe()
+
+    def wrong(value, cls=ArgumentTypeError):
+        return cls(f"{what}: expected {expected}, got {_describe_value(value)}")
+
+    if spec.kind == "ndarray":
+        np_dtype = NUMPY_DTYPES.get(spec.dtype) if spec.dtype is not None else None
+
+        def check(value, dst, runtime):
+            if not isinstance(value, NdArray):
+                raise wrong(value)
+            if (np_dtype is not None and value._dtype != np_dtype) or value.ndim != spec.ndim or (
+                value._elem_shape != spec.elem_shape
+            ):
+                raise wrong(value, InvalidArgumentError)
+            _set_argument(dst, value, runtime, what)
+
+        return check
+    if spec.kind in ("texture", "rw_texture"):
+
+        def check(value, dst, runtime):
+            image = value.image if isinstance(value, Texture) else value
+            if not isinstance(image, Image):
+                raise wrong(value)
+            if spec.ndim and len([d for d in image.extent if d > 1]) > spec.ndim:
+                raise wrong(value, InvalidArgumentError)
+            _set_argument(dst, value, runtime, what)
+
+        return check
+    if spec.kind == "tensor":
+
+        def check(value, dst, runtime):
+            if isinstance(value, (NdArray, Texture, Image, str, bytes)) or np.ndim(value) not in (1, 2):
+                raise wrong(value)
+            if spec.length is not None and np.size(value) != spec.length:
+                raise wrong(value, InvalidArgumentError)
+            if spec.dtype is not None:
+                a = np.asarray(value)
+                if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and NUMPY_DTYPES[spec.dtype].kind in "iu"):
+                    raise wrong(value)
+                value = a.astype(NUMPY_DTYPES[spec.dtype])
+            _set_tensor(dst, value, what)
+
+        return check
+    if spec.kind != "scalar":
+        def check(value, dst, runtime):
+            raise NotSupportedError(f"{what}: {spec.kind} arguments cannot be passed through the C-API")
+
+        return check
+    dt = spec.dtype
+    if dt in (DataType.I32, DataType.I16, DataType.U16):
+        info = np.iinfo({DataType.I32: np.int32, DataType.I16: np.int16, DataType.U16: np.uint16}[dt])
+
+        def check(value, dst, runtime):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise wrong(value)
+            v = int(value)
+            if not info.min <= v <= info.max:
+                raise InvalidArgumentError(f"{what}: {v} is out of range for {dt.name.lower()}")
+            if dt == DataType.I32:
+                dst.type = ArgumentType.I32
+                dst.value.i32 = v
+            else:
+                dst.type = ArgumentType.SCALAR
+                dst.value.scalar.type = dt
+                dst.value.scalar.value.x16 = v & 0xFFFF
+
+        return check
+    if dt in (DataType.F32, DataType.F16):
+
+        def check(value, dst, runtime):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise wrong(value)
+            v = float(value)
+            if dt == DataType.F32:
+                dst.type = ArgumentType.F32
+                dst.value.f32 = v
+            else:  # the C-API carries an f16 scalar as an f32 in x32
+                dst.type = ArgumentType.SCALAR
+                dst.value.scalar.type = DataType.F16
+                dst.value.scalar.value.x32 = int(np.array(v, np.float32).view(np.uint32))
+
+        return check
+
+    def check(value, dst, runtime):
+        name = dt.name.lower() if dt is not None else "this"
+        raise NotSupportedError(
+            f"{what}: the C-API of Taichi 1.7.4 cannot pass a {name} scalar (only i32, f32, i16, u16, f16)"
+        )
+
+    return check
+
+
 class Kernel:
-    """A kernel of a module. Call it to launch: ``kernel(x, y, 0.5)`` (alias ``kernel.launch``)."""
+    """A kernel of a module. Call it to launch: ``kernel(x, y, 0.5)`` (alias ``kernel.launch``).
+
+    Every argument is checked against the signature in the module's metadata before
+    C is called (count, kind, dtype, ndim, element shape, scalar range); keyword
+    arguments work where the module records argument names (gfx backends).
+    """
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
         self._runtime = module._runtime
         self._name = name
         self._handle = handle
+        info = module._meta.kernels.get(name)
+        self._args: list[metadata.ArgInfo] | None = info.args if info is not None else None
+        self._checkers = None
+        if self._args is not None:
+            self._checkers = [
+                _make_checker(a, f"kernel {name!r} argument {a.index}" + (f" ({a.name!r})" if a.name else ""))
+                for a in self._args
+            ]
+            self._names = [a.name for a in self._args]
 
     @property
     def name(self) -> str:
@@ -382,15 +506,53 @@ class Kernel:
     def module(self) -> AotModule:
         return self._module
 
-    def __call__(self, *args: Any) -> None:
-        """Enqueue a launch with ``args`` (NdArray, Texture/Image, int -> i32, float -> f32,
-        numpy i16/u16/f16 scalars, small vectors/matrices as numpy arrays or tuples)."""
+    @property
+    def signature(self) -> list[metadata.ArgInfo] | None:
+        """The arguments the module records for this kernel."""
+        return list(self._args) if self._args is not None else None
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        if kwargs:
+            if None in self._names:
+                raise ArgumentTypeError(f"kernel {self._name!r}: this module records no argument names; pass them "
+                                        "by position")
+            values = list(args) + [_MISSING] * (len(self._names) - len(args))
+            for key, value in kwargs.items():
+                if key not in self._names:
+                    raise ArgumentTypeError(f"kernel {self._name!r} has no argument {key!r} "
+                                            f"(it takes {', '.join(self._names)})")
+                i = self._names.index(key)
+                if i < len(args):
+                    raise ArgumentTypeError(f"kernel {self._name!r}: argument {key!r} given twice")
+                values[i] = value
+            missing = [n for n, v in zip(self._names, values) if v is _MISSING]
+            if missing:
+                raise ArgumentTypeError(f"kernel {self._name!r}: missing argument(s) {', '.join(missing)}")
+            args = tuple(values)
+        if len(args) != len(self._checkers):
+            listing = ", ".join(a.describe() + (f" {a.name}" if a.name else "") for a in self._args)
+            raise ArgumentTypeError(
+                f"kernel {self._name!r} takes {len(self._checkers)} argument(s) ({listing}), got {len(args)}"
+            )
+        return args
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Enqueue a launch. Arguments: NdArray, Texture/Image, int, float, numpy scalars,
+        small vectors/matrices (numpy arrays or tuples); checked against the signature."""
         self._module._check()
         rt = self._runtime
+        if self._checkers is not None:
+            args = self._bind(args, kwargs)
+        elif kwargs:
+            raise ArgumentTypeError(f"kernel {self._name!r}: keyword arguments need the module's argument names")
         array = ffi.new("TiArgument[]", len(args)) if args else ffi.NULL
-        for i, value in enumerate(args):
-            _set_argument(array + i, value, rt, f"kernel {self._name!r} argument {i}")
-        # hot path: the flat layer's checks are already guaranteed by the objects
+        if self._checkers is not None:
+            for i, (value, checker) in enumerate(zip(args, self._checkers)):
+                checker(value, array + i, rt)
+        else:
+            for i, value in enumerate(args):
+                _set_argument(array + i, value, rt, f"kernel {self._name!r} argument {i}")
+        # hot path: the objects guarantee what the flat layer would check (live handles, extents)
         lib.ti_launch_kernel(rt._handle, self._handle, len(args), array)
         check(f"launch of kernel {self._name!r}")
 
@@ -398,6 +560,9 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self._name!r} of {self._module!r}>"
+
+
+_MISSING = object()
 
 
 class ComputeGraph:

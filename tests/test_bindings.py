@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from taichi_aot import _cdef, _library, capi
-from taichi_aot._native import ffi, lib
+from taichi_aot._native import lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")

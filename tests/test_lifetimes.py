@@ -11,7 +11,6 @@ import textwrap
 import numpy as np
 import pytest
 
-import taichi_aot as ta
 from taichi_aot import Runtime, capi
 
 

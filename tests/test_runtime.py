@@ -160,10 +160,8 @@ def test_unknown_names_list_what_exists(mod):
 def test_bad_kernel_arguments_raise(rt, mod, arch):
     x = rt.ndarray((4,), np.float32)
     add = mod.kernels["add"]
-    for bad, exc in ((True, TypeError), ("s", TypeError), (object(), TypeError), (2**40, ValueError),
-                     (np.complex64(1), TypeError), (np.zeros(100, np.float32), ValueError),
-                     ([[[1.0]]], TypeError), (np.array([True]), TypeError)):
-        with pytest.raises(exc):
+    for bad in (True, "s", object(), np.complex64(1), np.zeros(100, np.float32), [[[1.0]]], np.array([True]), x):
+        with pytest.raises(TypeError):
             add(x, x, bad)
     with Runtime(arch) as other:
         y = other.ndarray((4,), np.float32)
@@ -213,19 +211,21 @@ def test_hostile_archives_are_refused(rt, tmp_path):
         with zipfile.ZipFile(path, "w") as zf:
             zf.writestr(member, "x")
             zf.writestr("__content__", "kernel:add\n")
-        if rt.arch in capi.LLVM_ARCHS:  # extraction happens on LLVM backends
-            with pytest.raises(ta.CorruptedDataError, match="unsafe|escapes"):
-                rt.load_module(path)
-        else:
-            with pytest.raises(ta.TaichiError):
-                rt.load_module(path)
+        with pytest.raises(ta.CorruptedDataError):
+            rt.load_module(path)
         assert not (tmp_path.parent / "evil.txt").exists()
+        # the extractor itself refuses the member, whatever the metadata says
+        with pytest.raises(ta.CorruptedDataError, match="unsafe|escapes"):
+            ta.module.extract_archive(str(path), str(tmp_path / "out"))
+        assert not (tmp_path / "evil.txt").exists()
     info = zipfile.ZipInfo("link")
     info.external_attr = 0o120777 << 16  # a symlink member
     with zipfile.ZipFile(tmp_path / "link.tcm", "w") as zf:
         zf.writestr(info, "/etc/passwd")
     with pytest.raises(ta.TaichiError):
         rt.load_module(tmp_path / "link.tcm")
+    with pytest.raises(ta.CorruptedDataError, match="not a regular file"):
+        ta.module.extract_archive(str(tmp_path / "link.tcm"), str(tmp_path / "out2"))
 
 
 def test_module_close_keeps_others_working(rt, arch, modules):

@@ -1,0 +1,115 @@
+"""Every kernel argument is checked against the module's metadata before C is called."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from taichi_aot import Arch, Runtime, metadata
+
+
+@pytest.fixture
+def env(arch, modules):
+    with Runtime(arch) as rt:
+        yield rt, rt.load_module(modules.path(arch))
+
+
+def test_signatures_are_read_for_both_formats(arch, modules):
+    for source in (modules.path(arch), modules.path(arch, tcm=True)):
+        info = metadata.read_module(source)
+        assert info.format == ("llvm" if arch == Arch.X64 else "gfx")
+        assert info.version == (1, 7, 4)
+        assert info.graph_names == ["add_twice"]
+        add = info.kernels["add"].args
+        assert [(a.kind, a.dtype, a.ndim) for a in add] == [
+            ("ndarray", ta.DataType.F32, 1), ("ndarray", ta.DataType.F32, 1), ("scalar", ta.DataType.F32, 0)]
+        vec = info.kernels["scale_vec3"].args
+        assert vec[0].elem_shape == (3,) and vec[1].kind == "tensor"
+        ts = [a.dtype for a in info.kernels["typed_scalars"].args]
+        assert ts == [ta.DataType.F64, ta.DataType.I16, ta.DataType.U16, ta.DataType.F16, ta.DataType.I32]
+        if arch == Arch.VULKAN:
+            assert [a.name for a in add] == ["x", "y", "a"]
+            assert [a.kind for a in info.kernels["tex_write"].args][:1] == ["rw_texture"]
+
+
+def test_misuse_classes(env):
+    rt, mod = env
+    x = rt.ndarray((8,), np.float32)
+    i2 = rt.ndarray((4, 4), np.int32)
+    add, fill = mod.kernels["add"], mod.kernels["fill_i32"]
+    cases = [
+        (lambda: add(x, x), TypeError, "takes 3 argument"),  # missing argument
+        (lambda: add(x, x, 1.0, 2.0), TypeError, "takes 3"),  # too many
+        (lambda: add(1.0, x, 1.0), TypeError, "expected f32 ndarray with ndim 1, got float"),  # scalar for ndarray
+        (lambda: add(x, i2, 1.0), ValueError, "got int32 ndarray of shape (4, 4)"),  # wrong dtype and ndim
+        (lambda: add(x, rt.ndarray((8,), np.float64), 1.0), ValueError, "float64"),  # wrong dtype
+        (lambda: add(x, rt.ndarray((8,), np.float32, (2,)), 1.0), ValueError, "element shape"),  # wrong elem shape
+        (lambda: add(x, x, x), TypeError, "expected f32 scalar"),  # ndarray for scalar
+        (lambda: add(x, x, "1"), TypeError, "got str"),
+        (lambda: add(x, x, True), TypeError, "bool"),  # bool where a number is due
+        (lambda: fill(i2, 1.5), TypeError, "expected i32 scalar, got float"),  # float -> i32
+        (lambda: fill(i2, 2**31), ValueError, "out of range for i32"),
+        (lambda: fill(i2, np.float32(2)), TypeError, "i32"),
+        (lambda: mod.kernels["scale_vec3"](rt.ndarray((2,), np.float32, (3,)), (1.0, 2.0)), None, "vector"),
+        (lambda: mod.kernels["typed_scalars"](rt.ndarray((4,), np.float64), 70000, 1, 0.5, 1), ValueError, "i16"),
+        (lambda: mod.kernels["typed_scalars"](rt.ndarray((4,), np.float64), 1, -1, 0.5, 1), ValueError, "u16"),
+    ]
+    for call, exc, text in cases:
+        with pytest.raises(exc or (TypeError, ValueError)) as info:
+            call()
+        assert isinstance(info.value, ta.TaichiError)
+        assert text in str(info.value), (text, str(info.value))
+        assert "kernel" in str(info.value)
+    add(x, x, 2)  # int -> f32 is fine
+    fill(i2, np.int64(3))  # an in-range numpy int for i32 too
+    assert i2.to_numpy()[0, 0] == 3
+
+
+def test_keyword_arguments(env):
+    rt, mod = env
+    x = rt.ndarray_from_numpy(np.ones(4, np.float32))
+    add = mod.kernels["add"]
+    if rt.arch == Arch.VULKAN:  # gfx modules record argument names
+        add(x, y=x, a=0.5)
+        add(a=0.5, y=x, x=x)
+        np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.25, np.float32))
+        with pytest.raises(TypeError, match="no argument 'b'"):
+            add(x, x, b=1.0)
+        with pytest.raises(TypeError, match="given twice"):
+            add(x, x=x, a=1.0)
+        with pytest.raises(TypeError, match="missing argument"):
+            add(x, a=1.0)
+    else:
+        with pytest.raises(TypeError, match="by position"):
+            add(x, y=x, a=0.5)
+
+
+def test_corrupt_metadata_is_refused_before_c(arch, modules, tmp_path):
+    import shutil
+
+    src = modules.path(arch)
+    for damage in ("truncate", "garbage", "deep"):
+        bad = tmp_path / damage
+        shutil.copytree(src, bad)
+        meta = bad / "metadata.json"
+        text = meta.read_text()
+        if damage == "truncate":
+            meta.write_text(text[: len(text) // 3])
+        elif damage == "garbage":
+            meta.write_text("{\\x00 nonsense ;;;")
+        else:
+            meta.write_text("[" * 100000)
+        with Runtime(arch) as rt:
+            with pytest.raises(ta.CorruptedDataError):
+                rt.load_module(bad)
+        with pytest.raises(ta.CorruptedDataError):
+            metadata.read_module(bad)
+
+
+def test_text_parser_forms():
+    doc = metadata.parse_text('{"a": {1, 7, 4}, "b": ptr {"k": 1\n"j": [true, false, null]}, "c": "s"}')
+    assert doc == {"a": [1, 7, 4], "b": {"k": 1, "j": [True, False, None]}, "c": "s"}
+    for bad in ("{", '{"a": }', '{"a": 1,', "[1 2]", "@", '{"a": 1} 2', '"unterminated'):
+        with pytest.raises(ta.CorruptedDataError):
+            metadata.parse_text(bad)
