@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from . import capi
 from ._native import ffi
 from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
-from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError
-from .runtime import Owned, Runtime
+from .errors import ArgumentTypeError, InvalidArgumentError
+from .runtime import Child, Owned, Runtime
 
 _DIMS_OF = {
     ImageDimension.DIM_1D: 1,
@@ -46,7 +45,7 @@ def _release_image(handle: tuple) -> None:
         capi.free_image(runtime, image)
 
 
-class Image:
+class Image(Child):
     """An image of one runtime. Create with :meth:`Runtime.allocate_image`.
 
     Attributes: ``dimension``, ``extent`` (width, height, depth), ``format``, ``mip_level_count``, ``usage``.
@@ -83,26 +82,16 @@ class Image:
             usage=usage,
         )
         self = object.__new__(cls)
-        self._runtime = runtime
         self._handle = handle
         self._dimension = dim
         self._extent = tuple(sides)
         self._format = fmt
         self._mip_level_count = mip_level_count
         self._usage = usage
-        self._owned = Owned((runtime._handle, handle), _release_image, runtime._owned)
-        self._finalizer = weakref.finalize(self, self._owned.close)
-        runtime._adopt(self)
+        self._attach(runtime, Owned((runtime._handle, handle), _release_image, runtime._owned))
         return self
 
-    def _check(self) -> None:
-        if self._owned._closed:
-            raise ClosedError("this image is closed")
-        self._runtime._check()
-
-    @property
-    def runtime(self) -> Runtime:
-        return self._runtime
+    _kind = "image"
 
     @property
     def dimension(self) -> ImageDimension:
@@ -123,10 +112,6 @@ class Image:
     @property
     def usage(self) -> ImageUsage:
         return self._usage
-
-    @property
-    def closed(self) -> bool:
-        return self._owned._closed
 
     def transition(self, layout: ImageLayout | int | str) -> None:
         """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
@@ -155,17 +140,6 @@ class Image:
             raise InvalidArgumentError(f"copy_to: extents differ ({self._extent} -> {dst._extent})")
         capi.copy_image_device_to_device(self._runtime._handle, dst._region(), self._region())
 
-    def close(self) -> None:
-        """Free the image. Safe to call twice."""
-        self._finalizer()
-
-    def __enter__(self) -> Image:
-        self._check()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<Image {self._dimension.name} {self._extent} {self._format.name} ({state})>"
@@ -177,7 +151,7 @@ def _release_sampler(handle: tuple) -> None:
         capi.destroy_sampler(runtime, sampler)
 
 
-class Sampler:
+class Sampler(Child):
     """A sampler. libtaichi_c_api 1.7.4 implements samplers on no backend, so creating one
     raises NotSupportedError there; kernels sample textures with their default sampler."""
 
@@ -195,19 +169,11 @@ class Sampler:
         }
         handle = capi.create_sampler(runtime._handle, info)
         self = object.__new__(cls)
-        self._runtime = runtime
         self._handle = handle
-        self._owned = Owned((runtime._handle, handle), _release_sampler, runtime._owned)
-        self._finalizer = weakref.finalize(self, self._owned.close)
-        runtime._adopt(self)
+        self._attach(runtime, Owned((runtime._handle, handle), _release_sampler, runtime._owned))
         return self
 
-    @property
-    def closed(self) -> bool:
-        return self._owned._closed
-
-    def close(self) -> None:
-        self._finalizer()
+    _kind = "sampler"
 
 
 class Texture:

@@ -11,7 +11,6 @@ Views of memory without ``host_write`` are read-only.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 import numpy as np
@@ -19,8 +18,8 @@ import numpy as np
 from . import capi
 from ._native import ffi
 from .enums import ArgumentType, DataType, MemoryUsage
-from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, InvalidStateError
-from .runtime import Owned, Runtime
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
+from .runtime import Child, Owned, Runtime
 
 #: numpy dtype of every Taichi data type that can be stored.
 NUMPY_DTYPES: dict[DataType, np.dtype] = {
@@ -149,7 +148,7 @@ class _MapContext:
         self._view = None  # the mapping ends when the caller's references go too
 
 
-class Memory:
+class Memory(Child):
     """A block of device memory of one runtime. Create with :meth:`Runtime.allocate_memory`.
 
     Attributes: ``size`` (bytes), ``host_read``, ``host_write``, ``export_sharing``, ``usage``, ``runtime``.
@@ -181,26 +180,14 @@ class Memory:
                 usage=flags[3],
             )
         self = object.__new__(cls)
-        self._runtime = runtime
         self._handle = handle
         self._size = size
         self._flags = flags
         self._mapping: _Mapping | None = None
-        self._owned = Owned((runtime._handle, handle, pool, key), _release_memory, runtime._owned)
-        self._finalizer = weakref.finalize(self, self._owned.close)
-        runtime._adopt(self)
+        self._attach(runtime, Owned((runtime._handle, handle, pool, key), _release_memory, runtime._owned))
         return self
 
-    # -- state ------------------------------------------------------------------
-
-    def _check(self) -> None:
-        if self._owned._closed:
-            raise ClosedError("this memory is closed")
-        self._runtime._check()
-
-    @property
-    def runtime(self) -> Runtime:
-        return self._runtime
+    _kind = "memory"
 
     @property
     def size(self) -> int:
@@ -222,10 +209,6 @@ class Memory:
     @property
     def usage(self) -> MemoryUsage:
         return MemoryUsage(self._flags[3])
-
-    @property
-    def closed(self) -> bool:
-        return self._owned._closed
 
     # -- mapping ------------------------------------------------------------------
 
@@ -281,19 +264,6 @@ class Memory:
     def copy_to(self, dst: Memory | MemorySlice) -> None:
         """Copy the whole memory into ``dst`` (a Memory or MemorySlice of the same size)."""
         self.slice().copy_to(dst)
-
-    # -- closing ----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Free the memory (deferred while numpy views of it are alive). Safe to call twice."""
-        self._finalizer()
-
-    def __enter__(self) -> Memory:
-        self._check()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

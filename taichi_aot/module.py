@@ -6,7 +6,6 @@ import os
 import shutil
 import stat
 import tempfile
-import weakref
 import zipfile
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,7 +17,6 @@ from ._native import ffi, lib
 from .enums import ArgumentType, DataType
 from .errors import (
     ArgumentTypeError,
-    ClosedError,
     CorruptedDataError,
     InvalidArgumentError,
     MissingFileError,
@@ -28,7 +26,7 @@ from .errors import (
 )
 from .image import Image, Texture
 from .memory import NUMPY_DTYPES, NdArray
-from .runtime import Owned, Runtime
+from .runtime import Child, Owned, Runtime
 
 #: Limits when extracting a .tcm archive (a zip file) for the LLVM backends.
 MAX_ARCHIVE_MEMBERS = 10_000
@@ -120,7 +118,7 @@ def _release_module(handle: tuple) -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-class AotModule:
+class AotModule(Child):
     """A loaded AOT module. Create with :meth:`Runtime.load_module`.
 
     ``module.kernels["name"]`` and ``module.graphs["name"]`` are mappings by name;
@@ -170,35 +168,21 @@ class AotModule:
             handle = capi.load_aot_module(rt, path)
 
         self = object.__new__(cls)
-        self._runtime = runtime
         self._handle = handle
         self._source = path if path is not None else f"<{len(data)} bytes>"
         self._names = names
         self._meta = meta
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
-        self._owned = Owned((handle, temp_dir), _release_module, runtime._owned)
-        self._finalizer = weakref.finalize(self, self._owned.close)
-        runtime._adopt(self)
+        self._attach(runtime, Owned((handle, temp_dir), _release_module, runtime._owned))
         return self
 
-    def _check(self) -> None:
-        if self._owned._closed:
-            raise ClosedError(f"module {self._source} is closed")
-        self._runtime._check()
-
-    @property
-    def runtime(self) -> Runtime:
-        return self._runtime
+    _kind = "module"
 
     @property
     def source(self) -> str:
         """Where the module came from (path, or a byte count)."""
         return self._source
-
-    @property
-    def closed(self) -> bool:
-        return self._owned._closed
 
     @property
     def kernels(self) -> _Named:
@@ -238,17 +222,6 @@ class AotModule:
         obj = (Kernel if kind == "kernel" else ComputeGraph)(self, name, handle)
         cache[name] = obj
         return obj
-
-    def close(self) -> None:
-        """Destroy the module; its kernels and graphs stop working. Safe to call twice."""
-        self._finalizer()
-
-    def __enter__(self) -> AotModule:
-        self._check()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

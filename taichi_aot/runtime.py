@@ -102,6 +102,44 @@ class Owned:
                 parent.unpin()
 
 
+class Child:
+    """What every object owned by a runtime shares: closing, ``closed``, context manager, checks."""
+
+    _kind = "object"
+
+    def _attach(self, runtime: Runtime, owned: Owned) -> None:
+        self._runtime = runtime
+        self._owned = owned
+        self._finalizer = weakref.finalize(self, owned.close)
+        runtime._adopt(self)
+
+    def _check(self) -> None:
+        if self._owned._closed:
+            raise ClosedError(f"this {self._kind} is closed")
+        self._runtime._check()
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this object belongs to."""
+        return self._runtime
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (or the object or its runtime was finalized)."""
+        return self._owned._closed
+
+    def close(self) -> None:
+        """Release the native object (deferred while something still needs it). Safe to call twice."""
+        self._finalizer()
+
+    def __enter__(self):
+        self._check()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _destroy_runtime(handle: Any) -> None:
     if ("runtime", handle) in capi._live:
         capi.destroy_runtime(handle)
