@@ -18,6 +18,7 @@ from .enums import ArgumentType, DataType
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
+    IncompatibleModuleError,
     InvalidArgumentError,
     MissingFileError,
     NameNotFoundError,
@@ -108,6 +109,23 @@ def _content_names(path: str | None, data: bytes | None) -> tuple[list[str], lis
     return kernels, graphs
 
 
+def _check_compatible(meta: metadata.ModuleInfo, runtime: Runtime, where: str) -> None:
+    """Refuse, before C, a module built for another kind of backend or by an incompatible Taichi."""
+    llvm_runtime = runtime._arch in capi.LLVM_ARCHS
+    if (meta.format == "llvm") != llvm_runtime:
+        built = "an LLVM backend (x64/CUDA)" if meta.format == "llvm" else "a gfx backend (Vulkan/Metal/OpenGL)"
+        raise IncompatibleModuleError(
+            f"module {where} was compiled for {built}; this runtime is {runtime._arch.name}", -10
+        )
+    wanted = capi.library.version // 1000  # e.g. 1007 for Taichi 1.7.x
+    if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
+        have = ".".join(map(str, meta.version))
+        raise IncompatibleModuleError(
+            f"module {where} was compiled by Taichi {have}; libtaichi_c_api {capi.library.version} "
+            f"loads modules of Taichi {wanted // 1000}.{wanted % 1000}.x", -10
+        )
+
+
 def _release_module(handle: tuple) -> None:
     module, temp_dir = handle
     try:
@@ -151,6 +169,7 @@ class AotModule(Child):
         names = _content_names(path, data)
         # read the metadata before C sees the module: corrupt input raises here
         meta = metadata.read_module(data if data is not None else path)
+        _check_compatible(meta, runtime, path if path is not None else "<bytes>")
         rt = runtime._handle
         if runtime._arch in capi.LLVM_ARCHS and (data is not None or os.path.isfile(path)):
             # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and

@@ -113,3 +113,24 @@ def test_text_parser_forms():
     for bad in ("{", '{"a": }', '{"a": 1,', "[1 2]", "@", '{"a": 1} 2', '"unterminated'):
         with pytest.raises(ta.CorruptedDataError):
             metadata.parse_text(bad)
+
+
+def test_module_of_another_backend_or_taichi_is_incompatible(modules, tmp_path):
+    import shutil
+
+    from conftest import require_arch
+
+    require_arch(Arch.X64)
+    require_arch(Arch.VULKAN)
+    for arch, other in ((Arch.X64, Arch.VULKAN), (Arch.VULKAN, Arch.X64)):
+        with Runtime(arch) as rt:
+            for source in (modules.path(other), modules.path(other, tcm=True)):
+                with pytest.raises(ta.IncompatibleModuleError, match=arch.name) as info:
+                    rt.load_module(source)
+                assert isinstance(info.value, ValueError)
+    old = tmp_path / "old"
+    shutil.copytree(modules.path(Arch.VULKAN), old)
+    (old / "__version__").write_text("1.6.0")
+    with Runtime(Arch.VULKAN) as rt:
+        with pytest.raises(ta.IncompatibleModuleError, match="Taichi 1.6.0"):
+            rt.load_module(old)
