@@ -467,7 +467,28 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
     return check
 
 
-class Kernel:
+class _ModuleEntry:
+    """A kernel or graph of a module: its name, module and handle."""
+
+    def __init__(self, module: AotModule, name: str, handle: Any):
+        self._module = module
+        self._runtime = module._runtime
+        self._name = name
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def module(self) -> AotModule:
+        return self._module
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
+
+
+class Kernel(_ModuleEntry):
     """A kernel of a module. Call it to launch: ``kernel(x, y, 0.5)`` (alias ``kernel.launch``).
 
     Every argument is checked against the signature in the module's metadata before
@@ -476,10 +497,7 @@ class Kernel:
     """
 
     def __init__(self, module: AotModule, name: str, handle: Any):
-        self._module = module
-        self._runtime = module._runtime
-        self._name = name
-        self._handle = handle
+        super().__init__(module, name, handle)
         info = module._meta.kernels.get(name)
         self._args: list[metadata.ArgInfo] | None = info.args if info is not None else None
         self._checkers = None
@@ -489,14 +507,6 @@ class Kernel:
                 for a in self._args
             ]
             self._names = [a.name for a in self._args]
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def module(self) -> AotModule:
-        return self._module
 
     @property
     def signature(self) -> list[metadata.ArgInfo] | None:
@@ -550,29 +560,12 @@ class Kernel:
 
     launch = __call__
 
-    def __repr__(self) -> str:
-        return f"<Kernel {self._name!r} of {self._module!r}>"
-
 
 _MISSING = object()
 
 
-class ComputeGraph:
+class ComputeGraph(_ModuleEntry):
     """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``."""
-
-    def __init__(self, module: AotModule, name: str, handle: Any):
-        self._module = module
-        self._runtime = module._runtime
-        self._name = name
-        self._handle = handle
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def module(self) -> AotModule:
-        return self._module
 
     def launch(self, args: Mapping[str, Any]) -> None:
         """Enqueue the graph with ``{name: value}`` arguments."""
@@ -597,9 +590,6 @@ class ComputeGraph:
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
         self.launch(args)
-
-    def __repr__(self) -> str:
-        return f"<ComputeGraph {self._name!r} of {self._module!r}>"
 
 
 __all__ = ["AotModule", "ComputeGraph", "Kernel", "NotSupportedError", "extract_archive"]
