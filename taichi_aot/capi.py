@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _library
 from ._native import ffi, lib
-from ._probe import ArchStatus, probe
+from ._probe import ArchStatus, _host_cpu_arch, probe
 from .enums import ArgumentType, Arch, Capability, DataType, ImageLayout
 from .errors import (
     ArgumentNotFoundError,
@@ -276,18 +276,12 @@ def get_available_devices() -> dict[Arch, int | None]:
 
 
 def _require_available(arch: Arch, what: str) -> None:
-    if arch in (Arch.X64, Arch.ARM64) and arch == _probe_cpu_arch():
+    if arch in (Arch.X64, Arch.ARM64) and arch == _host_cpu_arch():
         return  # creating an LLVM CPU runtime is safe in process; errors come back as errors
     status = arch_status().get(arch)
     if status is None or not status.available:
         why = status.reason if status is not None else "unknown arch"
         raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
-
-
-def _probe_cpu_arch():
-    from ._probe import _host_cpu_arch
-
-    return _host_cpu_arch()
 
 
 def create_runtime(arch: Arch | int | str, device_index: int = 0) -> Any:

@@ -26,7 +26,7 @@ from .errors import (
     check,
 )
 from .image import Image, Texture
-from .memory import NUMPY_DTYPES, NdArray
+from .memory import DATA_TYPES, NUMPY_DTYPES, NdArray
 from .runtime import Child, Owned, Runtime
 
 #: Limits when extracting a .tcm archive (a zip file) for the LLVM backends.
@@ -346,7 +346,7 @@ def _set_tensor(dst: Any, value: Any, what: str) -> None:
         a = a.astype(np.int32)  # Python ints default to i32, as scalars do
     if a.dtype == np.float64 and isinstance(value, (list, tuple)):
         a = a.astype(np.float32)
-    dt = {v: k for k, v in NUMPY_DTYPES.items()}.get(a.dtype)
+    dt = DATA_TYPES.get(a.dtype)
     if dt is None:
         raise ArgumentTypeError(f"{what}: {a.dtype} vectors are not kernel arguments")
     capacity = 128 // a.dtype.itemsize
@@ -582,9 +582,7 @@ class ComputeGraph(_ModuleEntry):
             keep.append(cname)
             array[i].name = cname
             _set_argument(ffi.addressof(array[i], "argument"), value, rt, f"graph {self._name!r} argument {name!r}")
-        capi.launch_compute_graph(rt._handle, self._handle, array) if args else capi.launch_compute_graph(
-            rt._handle, self._handle, ()
-        )
+        capi.launch_compute_graph(rt._handle, self._handle, array if args else ())
         del keep
 
     def __call__(self, **args: Any) -> None:
