@@ -14,11 +14,13 @@ import io
 import json
 import os
 import re
+import struct
 import zipfile
+from zlib import error as zlib_error
 from dataclasses import dataclass, field
 from typing import Any
 
-from .enums import DataType
+from .enums import Arch, DataType, Format
 from .errors import CorruptedDataError
 
 MAX_DEPTH = 200
@@ -26,6 +28,10 @@ MAX_METADATA_BYTES = 256 << 20
 
 #: ParameterType codes in the metadata (``ptype``).
 PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
+#: ArgKind codes of compute-graph arguments (``tag``).
+GRAPH_KINDS = {0: "scalar", 1: "tensor", 2: "ndarray", 3: "texture", 4: "rw_texture"}
+#: Backends that load a gfx (SPIR-V) module.
+GFX_ARCHS = (Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES)
 _UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
 
 
@@ -40,6 +46,7 @@ class ArgInfo:
     ndim: int = 0  # ndarray dimensions (textures: their dimension count)
     elem_shape: tuple[int, ...] = ()
     length: int | None = None  # tensor (vector/matrix by value) element count, when recorded
+    format: Format | None = None  # texel format a storage texture is declared with (gfx, from SPIR-V)
 
     def describe(self) -> str:
         dt = self.dtype.name.lower() if self.dtype is not None else "?"
@@ -49,14 +56,33 @@ class ArgInfo:
         if self.kind == "tensor":
             return f"{dt} vector/matrix" + (f" of {self.length} elements" if self.length else "")
         if self.kind in ("texture", "rw_texture"):
-            return f"{self.ndim}-D {self.kind.replace('_', '-')}"
+            fmt = f" of format {self.format.name.lower()}" if self.format else ""
+            return f"{self.ndim}-D {self.kind.replace('_', '-')}{fmt}"
         return f"{dt} scalar"
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description (names of enums, lists for tuples)."""
+        return {
+            "index": self.index, "name": self.name, "kind": self.kind,
+            "dtype": self.dtype.name.lower() if self.dtype is not None else None,
+            "ndim": self.ndim, "element_shape": list(self.elem_shape), "length": self.length,
+            "format": self.format.name.lower() if self.format is not None else None,
+        }
 
 
 @dataclass
 class KernelInfo:
     name: str
     args: list[ArgInfo] = field(default_factory=list)
+
+
+@dataclass
+class GraphInfo:
+    """A compute graph: its named arguments (in order of first use) and the kernels it dispatches."""
+
+    name: str
+    args: list[ArgInfo] = field(default_factory=list)
+    dispatches: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -68,6 +94,22 @@ class ModuleInfo:
     kernels: dict[str, KernelInfo] = field(default_factory=dict)
     graph_names: list[str] = field(default_factory=list)
     required_caps: dict[str, int] = field(default_factory=dict)
+    graphs: dict[str, GraphInfo] = field(default_factory=dict)
+    arch: Arch | None = None  # the one arch the code was generated for (LLVM); None for gfx
+    archs: tuple[Arch, ...] = ()  # the archs that can load the module
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description of the module."""
+        return {
+            "format": self.format,
+            "arch": self.arch.name.lower() if self.arch is not None else None,
+            "archs": [a.name.lower() for a in self.archs],
+            "taichi_version": ".".join(map(str, self.version)) if self.version else None,
+            "required_caps": dict(self.required_caps),
+            "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.kernels.values()},
+            "graphs": {g.name: {"args": [a.to_dict() for a in g.args], "dispatches": list(g.dispatches)}
+                       for g in self.graphs.values()},
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -178,40 +220,59 @@ def parse_text(text: str) -> Any:
 # Reading modules
 
 
-def _files(source: str | bytes | os.PathLike) -> dict[str, bytes]:
-    """The metadata files of a module folder, .tcm path or .tcm bytes."""
-    wanted = ("metadata.json", "graphs.json", "__content__", "__version__")
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return _zip_files(bytes(source), wanted)
-    path = os.fsdecode(os.fspath(source))
-    if os.path.isdir(path):
-        out = {}
-        for name in wanted:
-            p = os.path.join(path, name)
-            if os.path.isfile(p):
-                if os.path.getsize(p) > MAX_METADATA_BYTES:
-                    raise CorruptedDataError(f"{p} is too large to be metadata", -2)
-                with open(p, "rb") as f:
-                    out[name] = f.read()
-        return out
-    if not os.path.exists(path):
-        raise CorruptedDataError(f"no module at {path!r}", -2)
-    with open(path, "rb") as f:
-        return _zip_files(f.read(), wanted)
+class _Source:
+    """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit."""
 
+    def __init__(self, source: str | bytes | os.PathLike):
+        self._zip: zipfile.ZipFile | None = None
+        self._dir: str | None = None
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self._open_zip(io.BytesIO(bytes(source)))
+            return
+        path = os.fsdecode(os.fspath(source))
+        if os.path.isdir(path):
+            self._dir = path
+        elif os.path.exists(path):
+            self._open_zip(path)
+        else:
+            raise CorruptedDataError(f"no module at {path!r}", -2)
 
-def _zip_files(data: bytes, wanted) -> dict[str, bytes]:
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            out = {}
-            for info in zf.infolist():
-                if info.filename in wanted:
-                    if info.file_size > MAX_METADATA_BYTES:
-                        raise CorruptedDataError(f"{info.filename} is too large to be metadata", -2)
-                    out[info.filename] = zf.read(info)
-            return out
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
-        raise CorruptedDataError(f"not a readable .tcm archive: {e}", -2) from None
+    def _open_zip(self, what) -> None:
+        try:
+            self._zip = zipfile.ZipFile(what)
+            self._members = {i.filename: i for i in self._zip.infolist()}
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
+            raise CorruptedDataError(f"not a readable .tcm archive: {e}", -2) from None
+
+    def names(self) -> list[str]:
+        if self._zip is not None:
+            return sorted(self._members)
+        return sorted(n for n in os.listdir(self._dir) if os.path.isfile(os.path.join(self._dir, n)))
+
+    def read(self, name: str, limit: int = MAX_METADATA_BYTES) -> bytes | None:
+        """The file's bytes (at most ``limit``; more is an error unless ``limit`` is a prefix read)."""
+        try:
+            if self._zip is not None:
+                info = self._members.get(name)
+                if info is None:
+                    return None
+                if info.file_size > MAX_METADATA_BYTES:
+                    raise CorruptedDataError(f"{name} is too large to be metadata", -2)
+                with self._zip.open(info) as f:
+                    return f.read(limit)
+            p = os.path.join(self._dir, name)
+            if not os.path.isfile(p):
+                return None
+            if os.path.getsize(p) > MAX_METADATA_BYTES:
+                raise CorruptedDataError(f"{p} is too large to be metadata", -2)
+            with open(p, "rb") as f:
+                return f.read(limit)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError, zlib_error) as e:
+            raise CorruptedDataError(f"module file {name} cannot be read: {e}", -2) from None
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
 
 
 def _data_type(code: Any) -> DataType | None:
@@ -319,34 +380,382 @@ def _llvm(doc: Any) -> ModuleInfo:
     return info
 
 
+# ---------------------------------------------------------------------------
+# Compute graphs
+
+
+def _graph_arg(index: int, name: Any, tag: Any, dtype_id: Any, field_dim: Any, elem_shape: Any,
+               num_channels: Any) -> ArgInfo:
+    if not isinstance(name, str) or not isinstance(tag, int) or not isinstance(field_dim, int):
+        raise CorruptedDataError("graph metadata: malformed argument", -2)
+    kind = GRAPH_KINDS.get(tag, "unknown")
+    shape = tuple(int(d) for d in elem_shape or ())
+    if kind in ("texture", "rw_texture"):
+        # num_channels holds the texture's dimension count; Taichi leaves it unset for other kinds
+        return ArgInfo(index, name, kind, None, int(num_channels) if 0 < int(num_channels) <= 3 else 0)
+    length = None
+    if kind == "tensor":
+        length = 1
+        for d in shape:
+            length *= d
+    return ArgInfo(index, name, kind, _data_type(dtype_id), field_dim, shape if kind == "ndarray" else (), length)
+
+
+def _graph(name: str, dispatches: list[tuple[str, list[ArgInfo]]]) -> GraphInfo:
+    g = GraphInfo(name)
+    seen: dict[str, ArgInfo] = {}
+    for kernel, args in dispatches:
+        g.dispatches.append(kernel)
+        for a in args:
+            if a.name not in seen:
+                seen[a.name] = ArgInfo(len(seen), a.name, a.kind, a.dtype, a.ndim, a.elem_shape, a.length)
+    g.args = list(seen.values())
+    return g
+
+
+def _gfx_graphs(doc: Any) -> dict[str, GraphInfo]:
+    if not isinstance(doc, list):
+        raise CorruptedDataError("graphs.json: expected a list of graphs", -2)
+    out = {}
+    try:
+        for entry in doc:
+            dispatches = []
+            for d in entry["value"]["dispatches"]:
+                args = [_graph_arg(0, a.get("name"), a.get("tag"), a.get("dtype_id"), a.get("field_dim"),
+                                   a.get("element_shape"), a.get("num_channels") or 0)
+                        for a in d.get("symbolic_args") or []]
+                dispatches.append((str(d["kernel_name"]), args))
+            name = entry["key"]
+            if not isinstance(name, str):
+                raise TypeError
+            out[name] = _graph(name, dispatches)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise CorruptedDataError("graphs.json: malformed graph", -2) from None
+    return out
+
+
+class _Binary:
+    """Reader of Taichi's binary serializer: little-endian, size_t counts, length-prefixed strings."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def _take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise CorruptedDataError("graphs.tcb: truncated", -2)
+        (v,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return v
+
+    def u64(self) -> int:
+        return self._take("<Q")
+
+    def i32(self) -> int:
+        return self._take("<i")
+
+    def count(self, item_size: int) -> int:
+        n = self.u64()
+        if n * item_size > len(self.data) - self.pos:
+            raise CorruptedDataError("graphs.tcb: a count larger than the file", -2)
+        return n
+
+    def str(self) -> str:
+        n = self.count(1)
+        raw = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return raw.decode("utf-8", "replace")
+
+
+def _llvm_graphs(data: bytes) -> dict[str, GraphInfo]:
+    r = _Binary(data)
+    total = r.u64()
+    if total != len(data):
+        raise CorruptedDataError(f"graphs.tcb: header says {total} bytes, file has {len(data)}", -2)
+    out = {}
+    for _ in range(r.count(9)):
+        name = r.str()
+        dispatches = []
+        for _ in range(r.count(16)):
+            kernel = r.str()
+            args = []
+            for _ in range(r.count(40)):
+                arg_name, dtype_id, field_dim, tag = r.str(), r.i32(), r.u64(), r.i32()
+                shape = [r.i32() for _ in range(r.count(4))]
+                args.append(_graph_arg(0, arg_name, tag, dtype_id, field_dim, shape, r.u64()))
+            dispatches.append((kernel, args))
+        out[name] = _graph(name, dispatches)
+    if r.pos != len(data):
+        raise CorruptedDataError("graphs.tcb: trailing data", -2)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Storage-texture formats, from the SPIR-V of the tasks that bind them
+
+_SPIRV_FORMATS = (
+    None, "RGBA32F", "RGBA16F", "R32F", "RGBA8", None, "RG32F", "RG16F", None, "R16F", "RGBA16", None, "RG16",
+    "RG8", "R16", "R8", None, None, None, None, None, "RGBA32I", "RGBA16I", "RGBA8I", "R32I", "RG32I", "RG16I",
+    "RG8I", "R16I", "R8I", "RGBA32U", "RGBA16U", "RGBA8U", "R32U", None, "RG32U", "RG16U", "RG8U", "R16U", "R8U",
+)  # SPIR-V ImageFormat codes (the spec's order) -> TiFormat names
+
+
+def _spirv_image_formats(code: bytes) -> dict[int, Format]:
+    """{binding: format} of the storage images a SPIR-V module declares."""
+    if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != 0x07230203:
+        raise CorruptedDataError("a task's SPIR-V is not a SPIR-V module", -2)
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    bindings, images, pointers, variables = {}, {}, {}, {}
+    i = 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0 or i + count > len(words):
+            raise CorruptedDataError("a task's SPIR-V is truncated", -2)
+        w = words[i + 1:i + count]
+        if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
+            bindings[w[0]] = w[2]
+        elif op == 25 and len(w) >= 8:  # OpTypeImage
+            images[w[0]] = w[7]
+        elif op == 32 and len(w) >= 3:  # OpTypePointer
+            pointers[w[0]] = w[2]
+        elif op == 59 and len(w) >= 2:  # OpVariable
+            variables[w[1]] = w[0]
+        i += count
+    out = {}
+    for var, binding in bindings.items():
+        image_format = images.get(pointers.get(variables.get(var, -1), -1))
+        name = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
+        if name is not None:
+            out[binding] = Format[name]
+    return out
+
+
+def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Format]:
+    """{(kernel, argument index): format} for storage textures."""
+    out = {}
+    for k in meta.get("kernels") or []:
+        for task in (k.get("tasks_attribs") or []) if isinstance(k, dict) else []:
+            binds = [b for b in task.get("texture_binds") or [] if isinstance(b, dict) and b.get("is_storage")]
+            if not binds or not isinstance(task.get("name"), str):
+                continue
+            code = source.read(task["name"] + ".spv")
+            if code is None:
+                continue
+            formats = _spirv_image_formats(code)
+            for b in binds:
+                arg_id = b.get("arg_id")
+                index = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
+                if isinstance(index, int) and b.get("binding") in formats:
+                    out[(k["name"], index)] = formats[b["binding"]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Which arch
+
+_TRIPLE = re.compile(rb'target triple = "([^"]+)"')
+_TRIPLE_ARCHS = (("x86_64", Arch.X64), ("aarch64", Arch.ARM64), ("arm64", Arch.ARM64), ("nvptx", Arch.CUDA))
+
+
+def _llvm_arch(source: _Source) -> Arch | None:
+    """The arch of an LLVM module, from the target triple of its LLVM IR."""
+    for name in source.names():
+        if name.endswith(".ll"):
+            head = source.read(name, 64 << 10) or b""
+            m = _TRIPLE.search(head)
+            if m:
+                triple = m.group(1).decode("ascii", "replace")
+                for prefix, arch in _TRIPLE_ARCHS:
+                    if triple.startswith(prefix):
+                        return arch
+            return None
+    return None
+
+
 def read_module(source: str | bytes | os.PathLike) -> ModuleInfo:
-    """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes."""
-    files = _files(source)
-    raw = files.get("metadata.json")
+    """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes.
+
+    Raises CorruptedDataError for anything that is not a well-formed Taichi 1.7 module.
+    """
+    src = _Source(source)
+    try:
+        return _read(src)
+    finally:
+        src.close()
+
+
+def _read(src: _Source) -> ModuleInfo:
+    raw = src.read("metadata.json")
     if raw is None:
         raise CorruptedDataError("module has no metadata.json", -2)
     text = raw.decode("utf-8", "replace")
     version = None
-    if "__version__" in files:
-        parts = re.findall(r"\d+", files["__version__"].decode("ascii", "replace"))
+    raw_version = src.read("__version__", 64)
+    if raw_version is not None:
+        parts = re.findall(r"\d+", raw_version.decode("ascii", "replace"))
         version = tuple(int(p) for p in parts[:3]) or None
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
-        graphs = None
-        if "graphs.json" in files:
+        info = _gfx(doc, None)
+        formats = _texture_formats(doc, src)
+        for k in info.kernels.values():
+            k.args = [ArgInfo(a.index, a.name, a.kind, a.dtype, a.ndim, a.elem_shape, a.length,
+                              formats.get((k.name, a.index))) for a in k.args]
+        graphs = src.read("graphs.json")
+        if graphs is not None:
             try:
-                graphs = json.loads(files["graphs.json"].decode("utf-8", "replace"))
+                info.graphs = _gfx_graphs(json.loads(graphs.decode("utf-8", "replace")))
             except (ValueError, RecursionError):
                 raise CorruptedDataError("graphs.json is not valid JSON", -2) from None
-        info = _gfx(doc, graphs)
+        info.archs = GFX_ARCHS
     else:
         info = _llvm(parse_text(text))
+        graphs = src.read("graphs.tcb")
+        if graphs is not None:
+            info.graphs = _llvm_graphs(graphs)
+        info.arch = _llvm_arch(src)
+        info.archs = (info.arch,) if info.arch is not None else ()
     if version is not None:
         info.version = version
-    if "__content__" in files and not info.graph_names:
-        info.graph_names = [line[7:] for line in files["__content__"].decode("utf-8", "replace").splitlines()
+    info.graph_names = list(info.graphs)
+    content = src.read("__content__")
+    if content is not None and not info.graph_names:
+        info.graph_names = [line[7:] for line in content.decode("utf-8", "replace").splitlines()
                             if line.startswith("cgraph:")]
     return info
+
+
+# ---------------------------------------------------------------------------
+# Structured gfx metadata that writes back the same JSON (the GfxRuntime140 convention)
+
+_ARG_FIELDS = ("dtype", "element_shape", "field_dim", "format", "indices", "is_argpack", "is_array", "name",
+               "offset_in_mem", "ptype", "stride")
+_GRAPH_ARG_FIELDS = ("name", "tag", "dtype_id", "field_dim", "element_shape", "num_channels")
+
+
+@dataclass
+class GfxArgument:
+    """One entry of a kernel's ``arg_attribs_vec_``; ``extra`` keeps fields this version does not know."""
+
+    key: list
+    name: str
+    ptype: int
+    dtype: int
+    field_dim: int
+    element_shape: list
+    format: int
+    is_array: bool
+    is_argpack: bool
+    indices: list
+    offset_in_mem: int
+    stride: int
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, j: dict) -> GfxArgument:
+        v = dict(j["value"])
+        known = {k: v.pop(k) for k in _ARG_FIELDS}
+        return cls(key=list(j["key"]), extra=v, **known)
+
+    def to_json(self) -> dict:
+        value = {k: getattr(self, k) for k in _ARG_FIELDS}
+        value.update(self.extra)
+        return {"key": list(self.key), "value": value}
+
+
+@dataclass
+class GfxKernel:
+    """A kernel: name, arguments, and the rest of its attributes (tasks, argument layout) as recorded."""
+
+    name: str
+    args: list[GfxArgument]
+    ctx_attribs: dict  # context attributes other than the arguments
+    tasks_attribs: list
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, j: dict) -> GfxKernel:
+        j = dict(j)
+        ctx = dict(j.pop("ctx_attribs"))
+        args = [GfxArgument.from_json(a) for a in ctx.pop("arg_attribs_vec_")]
+        return cls(j.pop("name"), args, ctx, j.pop("tasks_attribs"), j)
+
+    def to_json(self) -> dict:
+        ctx = {"arg_attribs_vec_": [a.to_json() for a in self.args], **self.ctx_attribs}
+        return {"name": self.name, "ctx_attribs": ctx, "tasks_attribs": self.tasks_attribs, **self.extra}
+
+
+@dataclass
+class GfxGraphArg:
+    name: str
+    tag: int
+    dtype_id: int
+    field_dim: int
+    element_shape: list
+    num_channels: int
+
+
+@dataclass
+class GfxGraph:
+    """A compute graph: ``dispatches`` is a list of (kernel name, [GfxGraphArg])."""
+
+    name: str
+    dispatches: list[tuple[str, list[GfxGraphArg]]]
+
+    @classmethod
+    def from_json(cls, j: dict) -> GfxGraph:
+        dispatches = [(d["kernel_name"], [GfxGraphArg(**{k: a[k] for k in _GRAPH_ARG_FIELDS})
+                                          for a in d["symbolic_args"]]) for d in j["value"]["dispatches"]]
+        return cls(j["key"], dispatches)
+
+    def to_json(self) -> dict:
+        dispatches = [{"kernel_name": k, "symbolic_args": [dict(vars(a)) for a in args]}
+                      for k, args in self.dispatches]
+        return {"key": self.name, "value": {"dispatches": dispatches}}
+
+
+class GfxRuntime140:
+    """The metadata of a gfx (Vulkan/Metal/OpenGL) module, structured, and written back as the same JSON.
+
+    ``GfxRuntime140.from_module(path_or_bytes)`` reads ``metadata.json`` and ``graphs.json`` from a folder,
+    a ``.tcm`` path or ``.tcm`` bytes; ``to_metadata_json()`` / ``to_graphs_json()`` give back documents
+    equal to the ones read, including edits made to the structured fields.
+    """
+
+    def __init__(self, metadata_json: Any, graphs_json: Any):
+        try:
+            m = dict(metadata_json)
+            self.kernels: list[GfxKernel] = [GfxKernel.from_json(k) for k in m.pop("kernels")]
+            self.required_caps: dict[str, Any] = {c["key"]: c["value"] for c in m.pop("required_caps", [])}
+            self.extra: dict = m  # fields, root_buffer_size, ...
+            self.graphs: list[GfxGraph] = [GfxGraph.from_json(g) for g in graphs_json or []]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CorruptedDataError(f"gfx metadata does not follow the 1.7 layout: {e!r}", -2) from None
+
+    @staticmethod
+    def from_module(source: str | bytes | os.PathLike) -> GfxRuntime140:
+        src = _Source(source)
+        try:
+            docs = []
+            for name in ("metadata.json", "graphs.json"):
+                raw = src.read(name)
+                if raw is None and name == "metadata.json":
+                    raise CorruptedDataError("module has no metadata.json", -2)
+                try:
+                    docs.append(json.loads(raw) if raw is not None else [])
+                except (ValueError, RecursionError):
+                    raise CorruptedDataError(f"{name} is not JSON (an LLVM module?)", -2) from None
+        finally:
+            src.close()
+        return GfxRuntime140(*docs)
+
+    def to_metadata_json(self) -> dict:
+        caps = [{"key": k, "value": v} for k, v in self.required_caps.items()]
+        return {"kernels": [k.to_json() for k in self.kernels], "required_caps": caps, **self.extra}
+
+    def to_graphs_json(self) -> list:
+        return [g.to_json() for g in self.graphs]

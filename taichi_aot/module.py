@@ -14,8 +14,9 @@ import numpy as np
 
 from . import capi, metadata
 from ._native import ffi, lib
-from .enums import ArgumentType, DataType
+from .enums import ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import (
+    ArgumentNotFoundError,
     ArgumentTypeError,
     CorruptedDataError,
     IncompatibleModuleError,
@@ -116,6 +117,12 @@ def _check_compatible(meta: metadata.ModuleInfo, runtime: Runtime, where: str) -
         built = "an LLVM backend (x64/CUDA)" if meta.format == "llvm" else "a gfx backend (Vulkan/Metal/OpenGL)"
         raise IncompatibleModuleError(
             f"module {where} was compiled for {built}; this runtime is {runtime._arch.name}", -10
+        )
+    if meta.arch is not None and meta.arch != runtime._arch and not (
+        meta.arch in capi.CPU_ARCHS and runtime._arch in capi.CPU_ARCHS and meta.arch == capi._host_cpu_arch()
+    ):
+        raise IncompatibleModuleError(
+            f"module {where} was compiled for {meta.arch.name}; this runtime is {runtime._arch.name}", -10
         )
     wanted = capi.library.version // 1000  # e.g. 1007 for Taichi 1.7.x
     if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
@@ -278,6 +285,7 @@ class _Named(Mapping):
 # Python values -> TiArgument
 
 _TENSOR_FIELD = {1: "x8", 2: "x16", 4: "x32", 8: "x64"}
+_TEXTURE_DIMENSIONS = {1: ImageDimension.DIM_1D, 2: ImageDimension.DIM_2D, 3: ImageDimension.DIM_3D}
 _I32 = (-(2**31), 2**31 - 1)
 
 
@@ -393,13 +401,21 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
 
         return check
     if spec.kind in ("texture", "rw_texture"):
+        want_dim = _TEXTURE_DIMENSIONS.get(spec.ndim)
+        want_usage = ImageUsage.STORAGE if spec.kind == "rw_texture" else ImageUsage.SAMPLED
 
         def check(value, dst, runtime):
             image = value.image if isinstance(value, Texture) else value
             if not isinstance(image, Image):
                 raise wrong(value)
-            if spec.ndim and len([d for d in image.extent if d > 1]) > spec.ndim:
-                raise wrong(value, InvalidArgumentError)
+            if want_dim is not None and image.dimension != want_dim:
+                raise InvalidArgumentError(f"{what}: expected {expected}, got a {image.dimension.name} image")
+            if spec.format is not None and image.format != spec.format:
+                raise InvalidArgumentError(f"{what}: the kernel writes {spec.format.name} texels, the image is "
+                                           f"{image.format.name}")
+            if not image.usage & want_usage:
+                raise InvalidArgumentError(f"{what}: a {spec.kind.replace('_', '-')} needs an image allocated with "
+                                           f"{want_usage.name} usage, this one has {image.usage!r}")
             _set_argument(dst, value, runtime, what)
 
         return check
@@ -565,7 +581,28 @@ _MISSING = object()
 
 
 class ComputeGraph(_ModuleEntry):
-    """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``."""
+    """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``.
+
+    Arguments are checked against the graph's recorded signature before C is called:
+    every name present and known, and each value's kind, dtype, ndim and element shape.
+    """
+
+    def __init__(self, module: AotModule, name: str, handle: Any):
+        super().__init__(module, name, handle)
+        info = module._meta.graphs.get(name)
+        self._args: list[metadata.ArgInfo] | None = info.args if info is not None else None
+        self._checkers: dict[str, Any] | None = None
+        self._cnames: dict[str, Any] = {}
+        if self._args is not None:
+            self._checkers = {
+                a.name: _make_checker(a, f"graph {name!r} argument {a.name!r}") for a in self._args
+            }
+            self._cnames = {a.name: ffi.new("char[]", a.name.encode()) for a in self._args}
+
+    @property
+    def signature(self) -> list[metadata.ArgInfo] | None:
+        """The named arguments the module records for this graph."""
+        return list(self._args) if self._args is not None else None
 
     def launch(self, args: Mapping[str, Any]) -> None:
         """Enqueue the graph with ``{name: value}`` arguments."""
@@ -573,15 +610,31 @@ class ComputeGraph(_ModuleEntry):
         if not isinstance(args, Mapping):
             raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
         rt = self._runtime
+        checkers = self._checkers
+        if checkers is not None:
+            unknown = [n for n in args if n not in checkers]
+            if unknown:
+                raise ArgumentTypeError(f"graph {self._name!r} has no argument {unknown[0]!r} "
+                                        f"(it takes {', '.join(checkers)})")
+            missing = [n for n in checkers if n not in args]
+            if missing:
+                raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}", -7)
         array = ffi.new("TiNamedArgument[]", len(args)) if args else ffi.NULL
         keep = []
         for i, (name, value) in enumerate(args.items()):
-            if not isinstance(name, str) or not name or "\0" in name:
-                raise ArgumentTypeError(f"graph {self._name!r}: argument names must be non-empty str, got {name!r}")
-            cname = ffi.new("char[]", name.encode())
-            keep.append(cname)
+            cname = self._cnames.get(name)
+            if cname is None:
+                if not isinstance(name, str) or not name or "\0" in name:
+                    raise ArgumentTypeError(f"graph {self._name!r}: argument names must be non-empty str, "
+                                            f"got {name!r}")
+                cname = ffi.new("char[]", name.encode())
+                keep.append(cname)
             array[i].name = cname
-            _set_argument(ffi.addressof(array[i], "argument"), value, rt, f"graph {self._name!r} argument {name!r}")
+            dst = ffi.addressof(array[i], "argument")
+            if checkers is not None:
+                checkers[name](value, dst, rt)
+            else:
+                _set_argument(dst, value, rt, f"graph {self._name!r} argument {name!r}")
         capi.launch_compute_graph(rt._handle, self._handle, array if args else ())
         del keep
 
