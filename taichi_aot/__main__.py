@@ -1,6 +1,9 @@
 """Command line: ``python -m taichi_aot`` (or ``taichi-aot``).
 
     archs             which backends work here, their devices and capabilities
+    info MODULE       kernels, graphs and argument tables of a module (--json for JSON)
+    build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm)
+    stubs MODULE      write typed Python signatures (.pyi) for a module's kernels and graphs
     demo              compile a reaction-diffusion module with Taichi, run it through
                       taichi_aot on the best backend, print timings, write a PNG
 """
@@ -30,6 +33,75 @@ def cmd_archs(args: argparse.Namespace) -> int:
             print(line)
         else:
             print(f"  {arch.name.lower():8} unavailable: {status.reason}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import json
+
+    from . import metadata
+
+    if not os.path.exists(args.module):
+        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
+        return 1
+    info = metadata.read_module(args.module)
+    if args.json:
+        print(json.dumps({"module": args.module, **info.to_dict()}, indent=2))
+        return 0
+    version = ".".join(map(str, info.version)) if info.version else "unknown"
+    archs = info.arch.name.lower() if info.arch else "/".join(a.name.lower() for a in info.archs) or "unknown"
+    print(f"module {args.module}")
+    print(f"  format {info.format} (Taichi {version}), loads on: {archs}")
+    if info.required_caps:
+        print("  required capabilities: " + ", ".join(f"{k}={v}" for k, v in info.required_caps.items()))
+    kernels = info.exported_kernels()
+    internal = f"; {len(info.internal)} more compiled for graphs" if info.internal else ""
+    print(f"  kernels ({len(kernels)}{internal}):")
+    for k in kernels:
+        _print_args(k.name, k.args)
+    print(f"  graphs ({len(info.graphs)}):")
+    for g in info.graphs.values():
+        _print_args(g.name, g.args, f" ({len(g.dispatches)} dispatches)")
+    return 0
+
+
+def _print_args(name: str, args: list, suffix: str = "") -> None:
+    print(f"    {name}{suffix}")
+    for a in args:
+        label = a.name if a.name else f"arg{a.index}"
+        print(f"      {a.index:>2}  {label:<14} {a.describe()}")
+    if not args:
+        print("      (no arguments)")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from ._build import BuildError, build
+
+    try:
+        summary = build(args.file, args.arch, args.out, args.caps)
+    except BuildError as e:
+        print(f"taichi-aot: error: {e}", file=sys.stderr)
+        return 1
+    print(f"built {summary['out']} for {summary['arch']}: kernels {', '.join(summary['kernels']) or '(none)'}; "
+          f"graphs {', '.join(summary['graphs']) or '(none)'}")
+    return 0
+
+
+def cmd_stubs(args: argparse.Namespace) -> int:
+    from . import metadata
+    from ._stubs import generate
+
+    if not os.path.exists(args.module):
+        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
+        return 1
+    text = generate(metadata.read_module(args.module), os.path.basename(os.path.abspath(args.module)))
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.out}")
     return 0
 
 
@@ -105,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("archs", help="which backends work here")
     p.add_argument("--caps", action="store_true", help="also list each backend's device capabilities")
     p.set_defaults(func=cmd_archs)
+    p = sub.add_parser("info", help="describe a module's kernels and graphs")
+    p.add_argument("module", help="module folder or .tcm file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_info)
+    p = sub.add_parser("build", help="compile a Python file's exported kernels and graphs into a module")
+    p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
+    p.add_argument("--arch", required=True, help="x64, arm64, cuda, vulkan, metal, opengl or gles")
+    p.add_argument("-o", "--out", required=True, help="output folder, or a file ending in .tcm")
+    p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("stubs", help="write typed signatures (.pyi) for a module")
+    p.add_argument("module", help="module folder or .tcm file")
+    p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
+    p.set_defaults(func=cmd_stubs)
     p = sub.add_parser("demo", help="run a reaction-diffusion demo and write a picture")
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")

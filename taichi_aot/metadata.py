@@ -97,6 +97,11 @@ class ModuleInfo:
     graphs: dict[str, GraphInfo] = field(default_factory=dict)
     arch: Arch | None = None  # the one arch the code was generated for (LLVM); None for gfx
     archs: tuple[Arch, ...] = ()  # the archs that can load the module
+    internal: list[str] = field(default_factory=list)  # kernels compiled for graphs, not exported by name
+
+    def exported_kernels(self) -> list[KernelInfo]:
+        """The kernels the module exports by name (graph-internal copies left out)."""
+        return [k for k in self.kernels.values() if k.name not in self.internal]
 
     def to_dict(self) -> dict:
         """A JSON-ready description of the module."""
@@ -106,7 +111,8 @@ class ModuleInfo:
             "archs": [a.name.lower() for a in self.archs],
             "taichi_version": ".".join(map(str, self.version)) if self.version else None,
             "required_caps": dict(self.required_caps),
-            "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.kernels.values()},
+            "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.exported_kernels()},
+            "internal_kernels": list(self.internal),
             "graphs": {g.name: {"args": [a.to_dict() for a in g.args], "dispatches": list(g.dispatches)}
                        for g in self.graphs.values()},
         }
@@ -623,9 +629,14 @@ def _read(src: _Source) -> ModuleInfo:
         info.version = version
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
-    if content is not None and not info.graph_names:
-        info.graph_names = [line[7:] for line in content.decode("utf-8", "replace").splitlines()
-                            if line.startswith("cgraph:")]
+    if content is not None:
+        lines = content.decode("utf-8", "replace").splitlines()
+        if not info.graph_names:
+            info.graph_names = [line[7:] for line in lines if line.startswith("cgraph:")]
+        listed = [line[7:] for line in lines if line.startswith("kernel:")]
+        info.internal = [k for k in info.kernels if k not in listed]
+        order = {name: i for i, name in enumerate(listed)}
+        info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))
     return info
 
 

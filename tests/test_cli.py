@@ -51,3 +51,99 @@ def test_demo_bad_input(tmp_path):
     out = run_cli("demo", "--arch", "quantum", "--out", str(tmp_path / "x.png"))
     assert out.returncode == 1 and "unknown arch" in out.stderr and "Traceback" not in out.stderr
     assert run_cli("nonsense").returncode == 2
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("arch", [Arch.X64, Arch.VULKAN], ids=["x64", "vulkan"])
+def test_info_describes_a_module(arch, modules):
+    import json
+
+    for source in (modules.path(arch), modules.path(arch, tcm=True)):
+        out = run_cli("info", source)
+        assert out.returncode == 0, out.stderr
+        assert "format " + ("llvm" if arch == Arch.X64 else "gfx") + " (Taichi 1.7.4)" in out.stdout
+        assert "add_twice (2 dispatches)" in out.stdout
+        assert "f32 ndarray with ndim 1, element shape (3,)" in out.stdout  # scale_vec3
+        doc = json.loads(run_cli("info", source, "--json").stdout)
+        assert doc["arch"] == ("x64" if arch == Arch.X64 else None)
+        assert set(doc["kernels"]) >= {"add", "fill_i32", "typed_scalars"}
+        assert [a["dtype"] for a in doc["kernels"]["typed_scalars"]] == ["f64", "i16", "u16", "f16", "i32"]
+        assert [a["name"] for a in doc["graphs"]["add_twice"]["args"]] == ["x", "y", "a"]
+        if arch == Arch.VULKAN:
+            assert "0  tex            2-D rw-texture of format r32f" in out.stdout
+            assert doc["kernels"]["add"][2]["name"] == "a"
+
+
+def test_info_and_stubs_bad_input(tmp_path):
+    (tmp_path / "junk.tcm").write_bytes(b"not a zip")
+    for cmd in (["info"], ["stubs", "-o", str(tmp_path / "s.pyi")]):
+        missing = run_cli(*cmd[:1], str(tmp_path / "nope"), *cmd[1:])
+        assert missing.returncode == 1 and "no module at" in missing.stderr
+        junk = run_cli(*cmd[:1], str(tmp_path / "junk.tcm"), *cmd[1:])
+        assert junk.returncode == 1 and "CorruptedDataError" in junk.stderr and "Traceback" not in junk.stderr
+
+
+def test_build_then_run_through_taichi_aot(tmp_path):
+    import numpy as np
+
+    from taichi_aot import Runtime
+
+    sample = os.path.join(HERE, "export_sample.py")
+    for arch_name, out in (("x64", tmp_path / "deep" / "x64_module"), ("vulkan", tmp_path / "more" / "v.tcm")):
+        proc = run_cli("build", sample, "--arch", arch_name, "-o", str(out))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "kernels saxpy, scale_f64; graphs saxpy_twice" in proc.stdout
+        with Runtime(getattr(Arch, arch_name.upper())) as rt:
+            mod = rt.load_module(str(out))
+            assert sorted(mod.kernel_names()) == ["saxpy", "scale_f64"]
+            x = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+            y = rt.ndarray_from_numpy(np.ones(8, np.float32))
+            mod.kernels["saxpy"](x, y, 2.0)
+            mod.graphs["saxpy_twice"](x=x, y=y, a=1.0)
+            m = rt.ndarray_from_numpy(np.full((2, 3), 1.5))
+            mod.kernels["scale_f64"](m, 4.0)
+            rt.wait()
+            assert np.array_equal(y.to_numpy(), 1 + 4 * np.arange(8, dtype=np.float32))
+            assert np.array_equal(m.to_numpy(), np.full((2, 3), 6.0))
+
+
+def test_build_bad_input(tmp_path):
+    empty = tmp_path / "nothing.py"
+    empty.write_text("import taichi as ti\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    cases = [
+        (["build", str(tmp_path / "missing.py"), "--arch", "x64", "-o", str(tmp_path / "o")], "no such file"),
+        (["build", str(empty), "--arch", "x64", "-o", str(tmp_path / "o")], "exports nothing"),
+        (["build", str(broken), "--arch", "x64", "-o", str(tmp_path / "o")], "RuntimeError: boom"),
+        (["build", os.path.join(HERE, "export_sample.py"), "--arch", "riscv", "-o", str(tmp_path / "o")],
+         "unknown arch"),
+    ]
+    for args, text in cases:
+        proc = run_cli(*args)
+        assert proc.returncode == 1 and text in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("arch", [Arch.X64, Arch.VULKAN], ids=["x64", "vulkan"])
+def test_stubs_are_valid_typed_python(arch, modules, tmp_path):
+    import inspect
+
+    out = tmp_path / "stubs" / "mod.pyi"
+    proc = run_cli("stubs", modules.path(arch, tcm=True), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    namespace: dict = {}
+    exec(compile(text, str(out), "exec"), namespace)  # valid Python whose annotations resolve
+    add = inspect.signature(namespace["Kernel_add"].__call__)
+    graph = inspect.signature(namespace["Graph_add_twice"].__call__)
+    assert [p.kind for p in graph.parameters.values()][1:] == [inspect.Parameter.KEYWORD_ONLY] * 3
+    assert list(graph.parameters)[1:] == ["x", "y", "a"]
+    if arch == Arch.VULKAN:
+        assert list(add.parameters) == ["self", "x", "y", "a"]
+        assert "def __call__(self, tex: Image | Texture, v: float | np.floating, w: int | np.integer" in text
+    else:
+        assert [p.kind for p in add.parameters.values()][1:] == [inspect.Parameter.POSITIONAL_ONLY] * 3
+    assert "add_c80_0" not in text  # graph-internal kernels are not part of the module's surface
+    assert "def __getitem__(self, name: Literal['add']) -> Kernel_add" in text
