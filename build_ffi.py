@@ -36,6 +36,20 @@ int taichi_aot_load(const char *path, char *error, size_t error_size);
 void taichi_aot_unload(void);
 int taichi_aot_is_loaded(void);
 int taichi_aot_has_symbol(const char *name);
+
+typedef struct {
+    TiRuntime runtime;
+    uint32_t kind;
+    void *handle;
+    uint32_t arg_count;
+    const void *args;
+    int64_t seen;
+    unsigned long thread;
+} TaichiAotLaunch;
+int64_t taichi_aot_epoch;
+#define TAICHI_AOT_STALE ...
+int taichi_aot_launch(const TaichiAotLaunch *launch);
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
 """
 
 EXTRA_SOURCE = r"""
@@ -75,6 +89,70 @@ void taichi_aot_unload(void) {
 
 int taichi_aot_is_loaded(void) {
     return taichi_aot_handle != NULL;
+}
+
+/* One prepared launch: a kernel (kind 0) or a compute graph (kind 1) with packed arguments.
+   `seen` is the close epoch at which Python last found every object it uses open, `thread` the
+   thread that owns the runtime. */
+typedef struct {
+    TiRuntime runtime;
+    uint32_t kind;
+    void *handle;
+    uint32_t arg_count;
+    const void *args;
+    int64_t seen;
+    unsigned long thread;
+} TaichiAotLaunch;
+
+/* Bumped by Python whenever a native object is closed. */
+int64_t taichi_aot_epoch = 0;
+#define TAICHI_AOT_STALE (-100)
+
+/* A launch and its error check in one call from Python. Returns the TiError code (0: success),
+   or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
+   not the runtime's thread: Python then re-checks (and raises) before launching again. The
+   error message stays in the library's thread-local slot for the error funnel to take. */
+int taichi_aot_launch(const TaichiAotLaunch *l) {
+    if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
+        return TAICHI_AOT_STALE;
+    }
+    if (l->kind == 0) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                (const TiNamedArgument *)l->args);
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
+/* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
+   error slot after every launch and stops at the first failure (`*done` counts the launches made
+   before it); later passes repeat the same launches with the same arguments, so they are checked
+   once, at the end (the sticky error slot keeps any failure until then). */
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done) {
+    uint64_t r;
+    uint32_t i;
+    int error;
+    *done = 0;
+    for (r = 0; r < repeat; ++r) {
+        for (i = 0; i < count; ++i) {
+            const TaichiAotLaunch *l = &launches[i];
+            if (l->kind == 0) {
+                ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+            } else {
+                ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                        (const TiNamedArgument *)l->args);
+            }
+            if (r == 0) {
+                error = (int)ti_get_last_error(NULL, NULL);
+                if (error != 0) {
+                    return error;
+                }
+            }
+            ++*done;
+        }
+    }
+    return (int)ti_get_last_error(NULL, NULL);
 }
 
 int taichi_aot_has_symbol(const char *name) {
@@ -134,7 +212,7 @@ def make_ffibuilder() -> FFI:
     functions = _cdef.functions(cdef)
     includes = "\n".join(f'#include "taichi/{name}"' for name in _cdef.HEADERS)
     source = (
-        "#include <dlfcn.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n"
+        "#include <dlfcn.h>\n#include <pthread.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n"
         "#include <stdio.h>\n#include <string.h>\n"
         + _cdef.INTEROP_PRELUDE
         + '#include "taichi/taichi.h"\n'
@@ -149,7 +227,7 @@ def make_ffibuilder() -> FFI:
         "taichi_aot._native",
         source,
         include_dirs=[INCLUDE_DIR],
-        libraries=["dl"],
+        libraries=["dl", "pthread"],
     )
     return builder
 

@@ -49,13 +49,13 @@ from .errors import (
 )
 from .image import Image, Sampler, Texture
 from .memory import Memory, MemorySlice, NdArray
-from .module import AotModule, ComputeGraph, Kernel
+from .module import AotModule, BoundLaunch, ComputeGraph, Kernel, LaunchSequence
 from .runtime import Runtime
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AddressMode", "AotModule", "Arch", "ArgumentNotFoundError", "ArgumentNullError", "ArgumentOutOfRangeError",
+    "AddressMode", "AotModule", "Arch", "BoundLaunch", "LaunchSequence", "ArgumentNotFoundError", "ArgumentNullError", "ArgumentOutOfRangeError",
     "ArgumentType", "ArgumentTypeError", "Capability", "ClosedError", "ComputeGraph", "CorruptedDataError",
     "DataType", "Error", "Filter", "Format", "Image", "ImageDimension", "ImageLayout", "ImageUsage",
     "IncompatibleModuleError", "InvalidArgumentError", "InvalidInteropError", "InvalidStateError", "Kernel",

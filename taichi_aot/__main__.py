@@ -4,6 +4,7 @@
     info MODULE       kernels, graphs and argument tables of a module (--json for JSON)
     build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm)
     stubs MODULE      write typed Python signatures (.pyi) for a module's kernels and graphs
+    bench             launch cost, throughput, transfers and graphs against raw C and memcpy
     demo              compile a reaction-diffusion module with Taichi, run it through
                       taichi_aot on the best backend, print timings, write a PNG
 """
@@ -11,9 +12,7 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import subprocess
 import sys
 import time
 
@@ -33,6 +32,38 @@ def cmd_archs(args: argparse.Namespace) -> int:
             print(line)
         else:
             print(f"  {arch.name.lower():8} unavailable: {status.reason}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from . import Arch
+    from ._bench import SECTIONS, plot, run, summary
+
+    archs = [Arch[a.upper()] for a in args.arch] if args.arch else None
+    sections = args.sections or SECTIONS
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        print(f"taichi-aot: error: unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    quiet = args.json == "-"
+    results = run(archs, quick=args.quick, sections=sections, jit=not args.no_jit,
+                  log=(lambda m: print(m, file=sys.stderr)) if quiet else print)
+    if args.json:
+        text = json.dumps(results, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    if args.plot:
+        try:
+            plot(results, args.plot)
+        except ImportError:
+            print("taichi-aot: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
+            return 1
+    print(summary(results), file=sys.stderr if quiet else sys.stdout)
     return 0
 
 
@@ -105,23 +136,6 @@ def cmd_stubs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_module(arch_name: str) -> str:
-    """Compile (once, cached) the demo module for ``arch_name`` with Taichi in a child process."""
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_demo_source.py")  # not imported here
-    with open(source, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    cache = os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
-    out = os.path.join(cache, f"demo-{arch_name}-{digest}")
-    if os.path.isfile(os.path.join(out, "__content__")):
-        return out
-    tmp = out + f".tmp{os.getpid()}"
-    proc = subprocess.run([sys.executable, source, arch_name, tmp], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"demo: Taichi could not compile the demo module for {arch_name}:\n{proc.stderr[-2000:]}")
-    os.replace(tmp, out) if not os.path.exists(out) else None
-    return out
-
-
 def _progress(done: int, total: int, started: float) -> None:
     width = 30
     filled = int(width * done / total)
@@ -134,13 +148,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import Runtime
+    from ._compile import CompileError, taichi_module
     from ._png import colormap, write_png
 
     with Runtime(args.arch) as rt:
         arch = rt.arch.name.lower()
         print(f"demo: Gray-Scott reaction-diffusion, {args.size}x{args.size}, {args.steps} steps on {arch}")
         t0 = time.perf_counter()
-        path = _demo_module(arch)
+        try:
+            path = taichi_module("demo", arch)
+        except CompileError as e:
+            raise SystemExit(f"demo: {e}") from None
         t1 = time.perf_counter()
         mod = rt.load_module(path)
         a = rt.ndarray((args.size, args.size), np.float32, (2,), host_access="none")
@@ -191,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
     p.set_defaults(func=cmd_stubs)
+    p = sub.add_parser("bench", help="measure launch cost, throughput and transfers against their limits")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
+    p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
+    p.add_argument("--sections", nargs="*", help="launch graph throughput transfers memory (default: all)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
+    p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
+    p.set_defaults(func=cmd_bench)
     p = sub.add_parser("demo", help="run a reaction-diffusion demo and write a picture")
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")

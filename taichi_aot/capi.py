@@ -81,7 +81,7 @@ MAX_ND_DIMS = 16
 
 
 class _Entry:
-    __slots__ = ("kind", "runtime", "parent", "arch", "size", "mapped", "children", "name")
+    __slots__ = ("kind", "runtime", "parent", "arch", "size", "mapped", "children", "name", "host")
 
     def __init__(self, kind, runtime=None, parent=None, arch=None, size=0, name=""):
         self.kind = kind
@@ -90,6 +90,7 @@ class _Entry:
         self.arch = arch
         self.size = size
         self.mapped = False
+        self.host = False  # allocated host-visible: mapping it is known to be quiet
         self.children: set = set()
         self.name = name
 
@@ -416,7 +417,9 @@ def allocate_memory(runtime: Any, allocate_info: Any = None, **fields: Any) -> A
             # the x64 backend reports a failed host allocation as INVALID_STATE
             raise OutOfMemoryError(f"{what}: {message}", -11)
         raise make_error(code, message, what)
-    return _register_memory(runtime, memory, int(info.size), "allocate_memory")
+    handle = _register_memory(runtime, memory, int(info.size), "allocate_memory")
+    _live[("memory", runtime, memory)].host = bool(info.host_read or info.host_write) or rt.arch in CPU_ARCHS
+    return handle
 
 
 def free_memory(runtime: Any, memory: Any) -> None:
@@ -453,9 +456,14 @@ def map_memory(runtime: Any, memory: Any) -> Any:
     _, entry = _child("memory", "TiMemory", runtime, memory, "map_memory")
     if entry.mapped:
         raise InvalidStateError("map_memory: the memory is already mapped")
-    with quiet():
+    if entry.host:  # the common case, kept off the fd-redirecting path
         ptr = lib.ti_map_memory(runtime, memory)
-    check("map_memory")
+        check("map_memory")
+    else:
+        q = quiet()
+        with q:
+            ptr = lib.ti_map_memory(runtime, memory)
+        check_quiet("map_memory", q)
     if ptr == NULL:
         raise InvalidStateError("map_memory: the library returned a NULL mapping")
     entry.mapped = True

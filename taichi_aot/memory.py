@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from . import capi
-from ._native import ffi
+from ._native import ffi, lib
 from .enums import ArgumentType, DataType, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, check
 from .runtime import Child, Owned, Runtime
 
 #: numpy dtype of every Taichi data type that can be stored.
@@ -219,6 +219,35 @@ class Memory(Child):
             mapping = self._mapping = _Mapping(self)
         return mapping.view(self._size - offset if nbytes is None else nbytes, offset)
 
+    def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
+        """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
+
+        Hot path of to_numpy/from_numpy: the object guarantees a live, host-visible, unmapped or
+        already mapped handle, so the library is called directly (no registry lookups, no fd redirection).
+        """
+        mapping = self._mapping
+        if mapping is not None:  # a live view holds a mapping: use it
+            ptr = mapping.ptr
+            if to_device:
+                ffi.memmove(ptr, data, nbytes)
+            else:
+                ffi.memmove(data, ptr, nbytes)
+            return
+        rt, handle = self._runtime._handle, self._handle
+        entry = capi._live[("memory", rt, handle)]
+        ptr = lib.ti_map_memory(rt, handle)
+        check("map_memory")
+        entry.mapped = True
+        try:
+            if to_device:
+                ffi.memmove(ptr, data, nbytes)
+            else:
+                ffi.memmove(data, ptr, nbytes)
+        finally:
+            lib.ti_unmap_memory(rt, handle)
+            entry.mapped = False
+            check("unmap_memory")
+
     def _require_host_access(self, what: str) -> None:
         if not (self.host_read or self.host_write):
             raise InvalidStateError(
@@ -403,6 +432,8 @@ class NdArray:
             nd.elem_shape.dims[0 : len(elem_shape)] = list(elem_shape)
         nd.elem_type = dt
         self._arg = arg
+        self._arg_bytes = bytes(ffi.buffer(arg))  # packed into launches with one byte copy
+        self._sig = (dt, len(shape), elem_shape)
         if runtime._arch not in capi.CPU_ARCHS:
             self.fill(0)  # CPU memory is zeroed on allocation; device memory is not
         return self
@@ -483,13 +514,27 @@ class NdArray:
     def _staging(self) -> Memory:
         return Memory._allocate(self._runtime, self.nbytes, True, True, False, MemoryUsage.STORAGE)
 
-    def to_numpy(self) -> np.ndarray:
-        """A new numpy array holding a copy of the data (staged through host memory if needed)."""
+    def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A copy of the data as a numpy array (staged through host memory if needed).
+
+        ``out``: an existing C-contiguous, writeable array of shape ``shape + elem_shape`` and the
+        same dtype to copy into (no allocation); it is returned.
+        """
         self._check()
-        self._runtime.wait()
-        out = np.empty(self.full_shape, self._dtype)
+        if out is None:
+            out = np.empty(self.full_shape, self._dtype)
+        elif not isinstance(out, np.ndarray):
+            raise ArgumentTypeError(f"to_numpy: out must be a numpy array, got {type(out).__name__}")
+        elif out.shape != self.full_shape or out.dtype != self._dtype:
+            raise InvalidArgumentError(f"to_numpy: out must be {self._dtype} of shape {self.full_shape}, got "
+                                       f"{out.dtype} of shape {out.shape}")
+        elif not out.flags.c_contiguous or not out.flags.writeable:
+            raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
+        rt = self._runtime
+        lib.ti_wait(rt._handle)
+        check("wait")
         if self._direct(write=False):
-            np.copyto(out.reshape(-1).view(np.uint8), self._memory._view())
+            self._memory._copy_host(out, self.nbytes, to_device=False)
             return out
         staging = self._staging()
         try:
@@ -520,9 +565,10 @@ class NdArray:
         self._write_bytes(a.reshape(-1).view(np.uint8))
 
     def _write_bytes(self, data: np.ndarray) -> None:
-        self._runtime.wait()
+        lib.ti_wait(self._runtime._handle)
+        check("wait")
         if self._direct(write=True):
-            np.copyto(self._memory._view(), data)
+            self._memory._copy_host(data, self.nbytes, to_device=True)
             return
         staging = self._staging()
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import struct
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -16,6 +17,7 @@ from . import capi, metadata
 from ._native import ffi, lib
 from .enums import ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import (
+    ClosedError,
     ArgumentNotFoundError,
     ArgumentTypeError,
     CorruptedDataError,
@@ -24,7 +26,8 @@ from .errors import (
     MissingFileError,
     NameNotFoundError,
     NotSupportedError,
-    check,
+    make_error,
+    take_last_error,
 )
 from .image import Image, Texture
 from .memory import DATA_TYPES, NUMPY_DTYPES, NdArray
@@ -380,31 +383,46 @@ def _describe_value(value: Any) -> str:
     return f"{type(value).__name__} {text[:60]}"
 
 
+_ARG_SIZE = ffi.sizeof("TiArgument")
+_VALUE = ffi.offsetof("TiArgument", "value")
+_F32 = struct.Struct("<f").pack_into
+_I32_PACK = struct.Struct("<i").pack_into
+_TYPE = struct.Struct("<I").pack_into
+
+
 def _make_checker(spec: metadata.ArgInfo, what: str):
-    """A function ``(value, dst, runtime)`` that validates ``value`` against ``spec`` and packs it."""
+    """A function ``(value, runtime, buf, off, dst)`` that validates ``value`` against ``spec`` and
+    writes it as the TiArgument at byte ``off`` of ``buf`` (``dst`` points there, for the rare kinds
+    packed through cffi). The common kinds (ndarray, i32, f32) are packed with plain byte writes."""
     expected = spec.describe()
 
     def wrong(value, cls=ArgumentTypeError):
         return cls(f"{what}: expected {expected}, got {_describe_value(value)}")
 
     if spec.kind == "ndarray":
-        np_dtype = NUMPY_DTYPES.get(spec.dtype) if spec.dtype is not None else None
+        sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
+        end = _ARG_SIZE
 
-        def check(value, dst, runtime):
-            if not isinstance(value, NdArray):
-                raise wrong(value)
-            if (np_dtype is not None and value._dtype != np_dtype) or value.ndim != spec.ndim or (
-                value._elem_shape != spec.elem_shape
+        def check(value, runtime, buf, off, dst):
+            if value.__class__ is not NdArray:
+                if not isinstance(value, NdArray):
+                    raise wrong(value)
+            if (sig is not None and value._sig != sig) or (
+                sig is None and (value._sig[1] != spec.ndim or value._sig[2] != spec.elem_shape)
             ):
                 raise wrong(value, InvalidArgumentError)
-            _set_argument(dst, value, runtime, what)
+            if value._memory._owned._closed:
+                value._check()
+            if value._runtime is not runtime:
+                raise InvalidArgumentError(f"{what}: the ndarray belongs to another runtime")
+            buf[off:off + end] = value._arg_bytes
 
         return check
     if spec.kind in ("texture", "rw_texture"):
         want_dim = _TEXTURE_DIMENSIONS.get(spec.ndim)
         want_usage = ImageUsage.STORAGE if spec.kind == "rw_texture" else ImageUsage.SAMPLED
 
-        def check(value, dst, runtime):
+        def check(value, runtime, buf, off, dst):
             image = value.image if isinstance(value, Texture) else value
             if not isinstance(image, Image):
                 raise wrong(value)
@@ -421,7 +439,7 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
         return check
     if spec.kind == "tensor":
 
-        def check(value, dst, runtime):
+        def check(value, runtime, buf, off, dst):
             if isinstance(value, (NdArray, Texture, Image, str, bytes)) or np.ndim(value) not in (1, 2):
                 raise wrong(value)
             if spec.length is not None and np.size(value) != spec.length:
@@ -435,46 +453,63 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
 
         return check
     if spec.kind != "scalar":
-        def check(value, dst, runtime):
+        def check(value, runtime, buf, off, dst):
             raise NotSupportedError(f"{what}: {spec.kind} arguments cannot be passed through the C-API")
 
         return check
     dt = spec.dtype
-    if dt in (DataType.I32, DataType.I16, DataType.U16):
-        info = np.iinfo({DataType.I32: np.int32, DataType.I16: np.int16, DataType.U16: np.uint16}[dt])
+    if dt == DataType.F32:
+        value_off = _VALUE
 
-        def check(value, dst, runtime):
+        def check(value, runtime, buf, off, dst):
+            cls = value.__class__
+            if cls is not float and cls is not int:
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                    raise wrong(value)
+                value = float(value)
+            _F32(buf, off + value_off, value)  # the slot's type was written once (_prefill)
+
+        return check
+    if dt == DataType.I32:
+        value_off = _VALUE
+
+        def check(value, runtime, buf, off, dst):
+            if value.__class__ is not int:
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                    raise wrong(value)
+                value = int(value)
+            if not -2147483648 <= value <= 2147483647:
+                raise InvalidArgumentError(f"{what}: {value} is out of range for i32")
+            _I32_PACK(buf, off + value_off, value)  # the slot's type was written once (_prefill)
+
+        return check
+    if dt in (DataType.I16, DataType.U16):
+        info = np.iinfo(np.int16 if dt == DataType.I16 else np.uint16)
+
+        def check(value, runtime, buf, off, dst):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise wrong(value)
             v = int(value)
             if not info.min <= v <= info.max:
                 raise InvalidArgumentError(f"{what}: {v} is out of range for {dt.name.lower()}")
-            if dt == DataType.I32:
-                dst.type = ArgumentType.I32
-                dst.value.i32 = v
-            else:
-                dst.type = ArgumentType.SCALAR
-                dst.value.scalar.type = dt
-                dst.value.scalar.value.x16 = v & 0xFFFF
+            dst.type = ArgumentType.SCALAR
+            dst.value.scalar.type = dt
+            dst.value.scalar.value.x16 = v & 0xFFFF
 
         return check
-    if dt in (DataType.F32, DataType.F16):
+    if dt == DataType.F16:
 
-        def check(value, dst, runtime):
+        def check(value, runtime, buf, off, dst):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise wrong(value)
-            v = float(value)
-            if dt == DataType.F32:
-                dst.type = ArgumentType.F32
-                dst.value.f32 = v
-            else:  # the C-API carries an f16 scalar as an f32 in x32
-                dst.type = ArgumentType.SCALAR
-                dst.value.scalar.type = DataType.F16
-                dst.value.scalar.value.x32 = int(np.array(v, np.float32).view(np.uint32))
+            # the C-API carries an f16 scalar as an f32 in x32
+            dst.type = ArgumentType.SCALAR
+            dst.value.scalar.type = DataType.F16
+            dst.value.scalar.value.x32 = int(np.array(float(value), np.float32).view(np.uint32))
 
         return check
 
-    def check(value, dst, runtime):
+    def check(value, runtime, buf, off, dst):
         name = dt.name.lower() if dt is not None else "this"
         raise NotSupportedError(
             f"{what}: the C-API of Taichi 1.7.4 cannot pass a {name} scalar (only i32, f32, i16, u16, f16)"
@@ -483,8 +518,67 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
     return check
 
 
+def _prefill(packed: _Packed, specs: list) -> None:
+    """Write the constant argument types of i32/f32 slots once; their checkers then write only values."""
+    for off, spec in zip(packed.offsets, specs):
+        if spec.kind == "scalar" and spec.dtype in (DataType.F32, DataType.I32):
+            _TYPE(packed.buf, off, ArgumentType.F32 if spec.dtype == DataType.F32 else ArgumentType.I32)
+
+
+def _launch_struct(runtime: Any, kind: int, handle: Any, packed: _Packed, thread: int) -> Any:
+    c = ffi.new("TaichiAotLaunch *")
+    c.runtime = runtime
+    c.kind = kind
+    c.handle = handle
+    c.arg_count = len(packed.offsets)
+    c.args = packed.array
+    c.seen = -1  # stale: the first launch checks in Python
+    c.thread = thread
+    return c
+
+
+def _untyped_checker(what: str):
+    """For a module without a recorded signature: pack by the value's own type."""
+
+    def check(value, runtime, buf, off, dst):
+        _set_argument(dst, value, runtime, what)
+
+    return check
+
+
+def _launcher(c: Any, validate, what: str):
+    def launch() -> None:
+        code = _launch(c)
+        if code:
+            _launch_failed(code, c, validate, what)
+
+    return launch
+
+
+def _launch_failed(code: int, c: Any, validate, what: str) -> None:
+    """A prepared launch came back non-zero: re-check and relaunch when stale, else raise the error."""
+    if code == _STALE:
+        epoch = lib.taichi_aot_epoch
+        validate()  # raises ClosedError / WrongThreadError
+        c.seen = epoch
+        code = _launch(c)
+        if not code:
+            return
+    _raise_launch_error(code, what)
+
+
+_STALE = lib.TAICHI_AOT_STALE
+
+
+def _raise_launch_error(code: int, what: str) -> None:
+    c, message = take_last_error()
+    raise make_error(c or code, message, what)
+
+
 class _ModuleEntry:
-    """A kernel or graph of a module: its name, module and handle."""
+    """A kernel or graph of a module: its name, module, handle, and precomputed argument packers."""
+
+    _what = "kernel"
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
@@ -504,12 +598,28 @@ class _ModuleEntry:
         return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
 
 
+class _Packed:
+    """One launch's arguments: a byte buffer laid out as the C array, and cffi pointers into it."""
+
+    __slots__ = ("buf", "array", "slots", "offsets", "keep", "launch")
+
+    def __init__(self, ctype: str, count: int, stride: int, arg_offset: int):
+        self.buf = bytearray(max(count, 1) * stride)
+        self.array = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
+        self.offsets = [i * stride + arg_offset for i in range(count)]
+        base = ffi.cast("char *", self.array) if count else None
+        self.slots = [ffi.cast("TiArgument *", base + o) for o in self.offsets]
+        self.keep: list = []
+        self.launch = None  # the TaichiAotLaunch that launches with these arguments
+
+
 class Kernel(_ModuleEntry):
     """A kernel of a module. Call it to launch: ``kernel(x, y, 0.5)`` (alias ``kernel.launch``).
 
     Every argument is checked against the signature in the module's metadata before
     C is called (count, kind, dtype, ndim, element shape, scalar range); keyword
     arguments work where the module records argument names (gfx backends).
+    :meth:`bind` checks and packs arguments once for repeated launches.
     """
 
     def __init__(self, module: AotModule, name: str, handle: Any):
@@ -517,12 +627,23 @@ class Kernel(_ModuleEntry):
         info = module._meta.kernels.get(name)
         self._args: list[metadata.ArgInfo] | None = info.args if info is not None else None
         self._checkers = None
+        self._plan = None
+        self._names: list = []
         if self._args is not None:
             self._checkers = [
                 _make_checker(a, f"kernel {name!r} argument {a.index}" + (f" ({a.name!r})" if a.name else ""))
                 for a in self._args
             ]
             self._names = [a.name for a in self._args]
+            self._packed = self._new_packed(len(self._args))
+            self._plan = list(zip(self._checkers, self._packed.offsets, self._packed.slots))
+
+    def _new_packed(self, count: int) -> _Packed:
+        packed = _Packed("TiArgument", count, _ARG_SIZE, 0)
+        if self._args is not None:
+            _prefill(packed, self._args)
+        packed.launch = _launch_struct(self._runtime._handle, 0, self._handle, packed, self._runtime._thread)
+        return packed
 
     @property
     def signature(self) -> list[metadata.ArgInfo] | None:
@@ -554,30 +675,192 @@ class Kernel(_ModuleEntry):
             )
         return args
 
+    def _pack(self, args: tuple, kwargs: dict, packed: _Packed | None = None) -> tuple[_Packed, tuple]:
+        """Check ``args`` and write them into ``packed`` (a new one when None); returns it and the values."""
+        rt = self._runtime
+        if self._checkers is None:
+            if kwargs:
+                raise ArgumentTypeError(f"kernel {self._name!r}: keyword arguments need the module's argument names")
+            checkers = [_untyped_checker(f"kernel {self._name!r} argument {i}") for i in range(len(args))]
+        else:
+            if kwargs or len(args) != len(self._checkers):
+                args = self._bind(args, kwargs)
+            checkers = self._checkers
+        if packed is None:
+            packed = self._new_packed(len(args))
+        buf, offsets, slots = packed.buf, packed.offsets, packed.slots
+        for i, value in enumerate(args):
+            checkers[i](value, rt, buf, offsets[i], slots[i])
+        return packed, args
+
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         """Enqueue a launch. Arguments: NdArray, Texture/Image, int, float, numpy scalars,
         small vectors/matrices (numpy arrays or tuples); checked against the signature."""
-        self._module._check()
         rt = self._runtime
-        if self._checkers is not None:
-            args = self._bind(args, kwargs)
-        elif kwargs:
-            raise ArgumentTypeError(f"kernel {self._name!r}: keyword arguments need the module's argument names")
-        array = ffi.new("TiArgument[]", len(args)) if args else ffi.NULL
-        if self._checkers is not None:
-            for i, (value, checker) in enumerate(zip(args, self._checkers)):
-                checker(value, array + i, rt)
+        if rt._recorder is not None:
+            rt._recorder.append(self.bind(*args, **kwargs))
+            return
+        plan = self._plan
+        if plan is None or kwargs or len(args) != len(plan):
+            packed = self._pack(args, kwargs, self._packed if plan is not None else None)[0]
         else:
-            for i, value in enumerate(args):
-                _set_argument(array + i, value, rt, f"kernel {self._name!r} argument {i}")
-        # hot path: the objects guarantee what the flat layer would check (live handles, extents)
-        lib.ti_launch_kernel(rt._handle, self._handle, len(args), array)
-        check(f"launch of kernel {self._name!r}")
+            # hot path: the metadata-derived checkers validate and pack each argument
+            packed = self._packed
+            buf = packed.buf
+            for (check, off, slot), value in zip(plan, args):
+                check(value, rt, buf, off, slot)
+        # the objects guarantee what the flat layer would check (live handles, extents); C checks
+        # that nothing was closed since the last look and that this is the runtime's thread
+        code = _launch(packed.launch)
+        if code:
+            _launch_failed(code, packed.launch, self._module._check, f"launch of kernel {self._name!r}")
 
     launch = __call__
 
+    def bind(self, *args: Any, **kwargs: Any) -> BoundLaunch:
+        """Check and pack arguments once; the returned :class:`BoundLaunch` launches with them.
+
+        ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
+        """
+        self._module._check()
+        packed, values = self._pack(args, kwargs)
+        return BoundLaunch(self, packed, list(values))
+
 
 _MISSING = object()
+_launch = lib.taichi_aot_launch
+_NAMED_SIZE = ffi.sizeof("TiNamedArgument")
+_NAMED_ARG = ffi.offsetof("TiNamedArgument", "argument")
+
+
+class BoundLaunch:
+    """A kernel or graph with its arguments checked and packed: call it to launch.
+
+    Holds its arguments (they stay alive). A launch re-checks that the kernel, the runtime and
+    each bound object are open whenever anything was closed since the last check, so a closed
+    object raises ClosedError; otherwise a launch is one comparison and one C call.
+    """
+
+    __slots__ = ("_entry", "_packed", "_values", "_owneds", "_runtime", "_c", "launch", "__weakref__")
+
+    def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list):
+        self._entry = entry
+        self._packed = packed
+        self._runtime = entry._runtime
+        self._values = values
+        self._c = packed.launch
+        self._refresh()
+        #: The launch as a plain function: ``run = bound.launch`` then ``run()`` skips the cost of
+        #: calling an object (the fastest way to launch from Python).
+        self.launch = _launcher(self._c, self._validate, f"launch of {entry!r}")
+
+    def _refresh(self) -> None:
+        owneds = [self._entry._module._owned, self._runtime._owned]
+        for v in self._values:
+            if isinstance(v, NdArray):
+                owneds.append(v._memory._owned)
+            elif isinstance(v, (Image, Texture)):
+                owneds.append((v.image if isinstance(v, Texture) else v)._owned)
+        self._owneds = tuple(owneds)
+        self._c.seen = -1
+
+    @property
+    def entry(self) -> Kernel | ComputeGraph:
+        """The kernel or graph this launch belongs to."""
+        return self._entry
+
+    def _validate(self) -> None:
+        for o in self._owneds:
+            if o._closed:
+                raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
+        self._runtime._check()
+
+    def __call__(self) -> None:
+        """Launch with the bound arguments."""
+        code = _launch(self._c)
+        if code:
+            _launch_failed(code, self._c, self._validate, f"launch of {self._entry!r}")
+
+    def set(self, key: int | str, value: Any) -> None:
+        """Replace one argument (by index, or by name where the module records names), checked."""
+        entry = self._entry
+        if entry._checkers is None:
+            raise NotSupportedError(f"{entry!r}: set() needs the module's argument signature")
+        if isinstance(entry, Kernel):
+            names = entry._names
+            index = names.index(key) if isinstance(key, str) and key in names else key
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(names):
+                raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
+            checker = entry._checkers[index]
+        else:
+            if key not in entry._order:
+                raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
+            index = entry._order.index(key)
+            checker = entry._checkers[key]
+        p = self._packed
+        checker(value, self._runtime, p.buf, p.offsets[index], p.slots[index])
+        self._values[index] = value
+        self._refresh()
+
+    def __repr__(self) -> str:
+        return f"<BoundLaunch of {self._entry!r}>"
+
+
+class LaunchSequence:
+    """Launches recorded once and replayed by C code in the extension, with no Python in between.
+
+    Build with ``rt.record()`` (``with rt.record() as seq: kernel(x, 1.0); graph(a=x)``) or
+    :meth:`append` of :class:`BoundLaunch` objects; then ``seq.replay(times)``.
+    """
+
+    def __init__(self, runtime: Runtime):
+        self._runtime = runtime
+        self._launches: list[BoundLaunch] = []
+        self._steps = None
+
+    def append(self, launch: BoundLaunch) -> None:
+        """Add a bound launch (of this runtime) at the end."""
+        if not isinstance(launch, BoundLaunch):
+            raise ArgumentTypeError(f"a LaunchSequence holds BoundLaunch objects, got {type(launch).__name__}")
+        if launch._runtime is not self._runtime:
+            raise InvalidArgumentError("the launch belongs to another runtime")
+        self._launches.append(launch)
+        self._steps = None
+
+    def __len__(self) -> int:
+        return len(self._launches)
+
+    def __iter__(self):
+        return iter(self._launches)
+
+    def replay(self, times: int = 1) -> None:
+        """Launch the whole sequence ``times`` times, in order, from C."""
+        if isinstance(times, bool) or not isinstance(times, int) or times < 0:
+            raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
+        for launch in self._launches:
+            launch._validate()
+        self._runtime._check()
+        if not self._launches or not times:
+            return
+        if self._steps is None:
+            steps = ffi.new("TaichiAotLaunch[]", len(self._launches))
+            for i, launch in enumerate(self._launches):
+                steps[i] = launch._c[0]
+            self._steps = steps
+        code = lib.taichi_aot_replay(self._steps, len(self._launches), times, _done)
+        if code:
+            done = _done[0]
+            if done < len(self._launches):
+                where = f"replay step {done} ({self._launches[done]._entry!r})"
+            else:
+                where = f"a replay of {done} launches (found after the first pass)"
+            _raise_launch_error(code, where)
+
+    def __repr__(self) -> str:
+        return f"<LaunchSequence of {len(self._launches)} launches>"
+
+
+_done = ffi.new("uint64_t *")
 
 
 class ComputeGraph(_ModuleEntry):
@@ -592,55 +875,85 @@ class ComputeGraph(_ModuleEntry):
         info = module._meta.graphs.get(name)
         self._args: list[metadata.ArgInfo] | None = info.args if info is not None else None
         self._checkers: dict[str, Any] | None = None
-        self._cnames: dict[str, Any] = {}
+        self._order: list[str] = []
         if self._args is not None:
             self._checkers = {
                 a.name: _make_checker(a, f"graph {name!r} argument {a.name!r}") for a in self._args
             }
-            self._cnames = {a.name: ffi.new("char[]", a.name.encode()) for a in self._args}
+            self._order = [a.name for a in self._args]
+            self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
+            self._packed = self._new_packed(self._cnames)
+
+    def _new_packed(self, cnames: list) -> _Packed:
+        packed = _Packed("TiNamedArgument", len(cnames), _NAMED_SIZE, _NAMED_ARG)
+        for i, cname in enumerate(cnames):
+            packed.array[i].name = cname
+        packed.keep = list(cnames)
+        if self._args is not None and len(cnames) == len(self._args):
+            _prefill(packed, self._args)
+        packed.launch = _launch_struct(self._runtime._handle, 1, self._handle, packed, self._runtime._thread)
+        return packed
 
     @property
     def signature(self) -> list[metadata.ArgInfo] | None:
         """The named arguments the module records for this graph."""
         return list(self._args) if self._args is not None else None
 
-    def launch(self, args: Mapping[str, Any]) -> None:
-        """Enqueue the graph with ``{name: value}`` arguments."""
-        self._module._check()
+    def _pack(self, args: Mapping[str, Any], packed: _Packed | None) -> _Packed:
         if not isinstance(args, Mapping):
             raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
         rt = self._runtime
         checkers = self._checkers
-        if checkers is not None:
+        if checkers is None:  # no recorded signature: pack by the values' own types
+            names = list(args)
+            for name in names:
+                if not isinstance(name, str) or not name or "\0" in name:
+                    raise ArgumentTypeError(f"graph {self._name!r}: argument names must be non-empty str, "
+                                            f"got {name!r}")
+            packed = self._new_packed([ffi.new("char[]", n.encode()) for n in names])
+            for i, name in enumerate(names):
+                _set_argument(packed.slots[i], args[name], rt, f"graph {self._name!r} argument {name!r}")
+            return packed
+        if len(args) != len(checkers) or any(n not in checkers for n in args):
             unknown = [n for n in args if n not in checkers]
             if unknown:
                 raise ArgumentTypeError(f"graph {self._name!r} has no argument {unknown[0]!r} "
                                         f"(it takes {', '.join(checkers)})")
             missing = [n for n in checkers if n not in args]
-            if missing:
-                raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}", -7)
-        array = ffi.new("TiNamedArgument[]", len(args)) if args else ffi.NULL
-        keep = []
-        for i, (name, value) in enumerate(args.items()):
-            cname = self._cnames.get(name)
-            if cname is None:
-                if not isinstance(name, str) or not name or "\0" in name:
-                    raise ArgumentTypeError(f"graph {self._name!r}: argument names must be non-empty str, "
-                                            f"got {name!r}")
-                cname = ffi.new("char[]", name.encode())
-                keep.append(cname)
-            array[i].name = cname
-            dst = ffi.addressof(array[i], "argument")
-            if checkers is not None:
-                checkers[name](value, dst, rt)
-            else:
-                _set_argument(dst, value, rt, f"graph {self._name!r} argument {name!r}")
-        capi.launch_compute_graph(rt._handle, self._handle, array if args else ())
-        del keep
+            raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}", -7)
+        packed = packed or self._new_packed(self._cnames)
+        buf, offsets, slots = packed.buf, packed.offsets, packed.slots
+        for i, name in enumerate(self._order):
+            checkers[name](args[name], rt, buf, offsets[i], slots[i])
+        return packed
+
+    def launch(self, args: Mapping[str, Any]) -> None:
+        """Enqueue the graph with ``{name: value}`` arguments."""
+        self._module._check()
+        rt = self._runtime
+        if rt._recorder is not None:
+            rt._recorder.append(self.bind(**args) if isinstance(args, Mapping) else self.bind(args))
+            return
+        packed = self._pack(args, self._packed if self._checkers is not None else None)
+        code = _launch(packed.launch)
+        if code:
+            _launch_failed(code, packed.launch, self._module._check, f"launch of graph {self._name!r}")
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
         self.launch(args)
 
+    def bind(self, *mapping: Mapping[str, Any], **args: Any) -> BoundLaunch:
+        """Check and pack named arguments once; returns a :class:`BoundLaunch`."""
+        self._module._check()
+        if mapping:
+            if len(mapping) != 1 or args:
+                raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
+            args = mapping[0]
+        packed = self._pack(args, None)
+        order = self._order if self._checkers is not None else list(args)
+        return BoundLaunch(self, packed, [args[n] for n in order])
 
-__all__ = ["AotModule", "ComputeGraph", "Kernel", "NotSupportedError", "extract_archive"]
+
+__all__ = ["AotModule", "BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence", "NotSupportedError",
+           "extract_archive"]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import capi
+from ._native import lib
 from .enums import Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import ClosedError, InvalidArgumentError, NotSupportedError, WrongThreadError
 
@@ -38,6 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .module import AotModule
 
 _pin_lock = threading.RLock()
+
+#: ``lib.taichi_aot_epoch`` is bumped whenever any native object is closed. Prepared launches
+#: (kernels, bound launches) compare it in C with the epoch at which they last found their objects
+#: open, and come back to Python to re-check only when it has moved: the hot path stays in C.
 
 #: Preference when ``Runtime(arch=None)``: GPU backends first.
 ARCH_PREFERENCE = (Arch.CUDA, Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES, Arch.X64, Arch.ARM64)
@@ -85,6 +90,7 @@ class Owned:
             if self._closed:
                 return
             self._closed = True
+            lib.taichi_aot_epoch += 1
             ready = self._pins == 0 and not self._released
             if ready:
                 self._released = True
@@ -100,6 +106,21 @@ class Owned:
             parent, self._parent = self._parent, None
             if parent is not None:
                 parent.unpin()
+
+
+class _Recording:
+    """The context manager of :meth:`Runtime.record`."""
+
+    def __init__(self, runtime: Runtime, sequence: Any):
+        self._runtime = runtime
+        self.sequence = sequence
+
+    def __enter__(self):
+        self._runtime._recorder = self.sequence
+        return self.sequence
+
+    def __exit__(self, *exc) -> None:
+        self._runtime._recorder = None
 
 
 class Child:
@@ -185,6 +206,7 @@ class Runtime:
         self._handle = handle
         self._owned = Owned(handle, _destroy_runtime)
         self._thread = threading.get_ident()
+        self._recorder = None  # a LaunchSequence while record() is active
         self._children: weakref.WeakSet = weakref.WeakSet()
         self._free_pool: dict[tuple, list] = {}  # CPU backends cannot free: closed memory is reused
         self._finalizer = weakref.finalize(self, Runtime._finalize, self._owned, self._children)
@@ -256,6 +278,26 @@ class Runtime:
         """Submit queued work and wait until the device has finished it."""
         self._check()
         capi.wait(self._handle)
+
+    def record(self) -> _Recording:
+        """Record kernel and graph launches instead of running them; replay them from C later.
+
+        ``with rt.record() as seq: step(x, 0.1); graph(a=x)`` then ``seq.replay(1000)``.
+        Arguments are checked when recorded.
+        """
+        self._check()
+        if self._recorder is not None:
+            raise InvalidArgumentError("this runtime is already recording")
+        from .module import LaunchSequence
+
+        return _Recording(self, LaunchSequence(self))
+
+    def sequence(self) -> Any:
+        """An empty :class:`~taichi_aot.module.LaunchSequence` to ``append`` bound launches to."""
+        self._check()
+        from .module import LaunchSequence
+
+        return LaunchSequence(self)
 
     # -- factories ----------------------------------------------------------------
 

@@ -1,0 +1,680 @@
+"""``taichi-aot bench``: launch overhead, kernel throughput, transfers and graphs, side by side.
+
+Every figure is measured in one run with interleaved repeats after a warm-up, reported as the
+median with min-max, and as a ratio to its limit: the raw C loop (a driver compiled here with the
+system compiler, linked against the same libtaichi_c_api), ``memcpy``/``np.copyto`` on the host,
+or the device's own copy bandwidth. Times of a method include a final ``wait``, as in C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import Arch, Runtime, capi
+from ._compile import CompileError, bench_driver, taichi_module
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GRAPH_DISPATCHES = 16
+
+
+@dataclass
+class Row:
+    """One measured figure: samples (per unit) and how it compares with its limit."""
+
+    section: str
+    arch: str
+    name: str
+    unit: str  # "us/launch", "GB/s", ...
+    samples: list[float]
+    limit: str | None = None  # the row this one is compared with
+    ratio: float | None = None
+    target: str | None = None  # e.g. "<= 1.05"
+    met: bool | None = None
+    note: str = ""
+    params: dict = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float("nan")
+
+    def to_dict(self) -> dict:
+        return {
+            "section": self.section, "arch": self.arch, "name": self.name, "unit": self.unit,
+            "median": self.median, "min": min(self.samples) if self.samples else None,
+            "max": max(self.samples) if self.samples else None, "samples": self.samples,
+            "limit": self.limit, "ratio": self.ratio, "target": self.target, "met": self.met, "note": self.note,
+            "params": self.params,
+        }
+
+
+class _Server:
+    """A child process answering one JSON line per command line (the C driver, or Taichi's JIT)."""
+
+    def __init__(self, argv: list[str], what: str):
+        self.what = what
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        first = self._read()
+        if not first.get("ready"):
+            raise RuntimeError(f"{what} did not start: {first}")
+
+    def _read(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.proc.stderr.read()[-1500:] if self.proc.poll() is not None else ""
+                raise RuntimeError(f"{self.what} stopped: {err}")
+            line = line.strip()
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def seconds(self, command: str) -> float:
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = self._read()
+        if "seconds" not in answer:
+            raise RuntimeError(f"{self.what}: {command!r} failed: {answer}")
+        return answer["seconds"]
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+
+
+def _interleave(methods: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Run each method once as warm-up, then ``repeats`` rounds of all methods in turn."""
+    for f in methods.values():
+        f()
+    out: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeats):
+        for name, f in methods.items():
+            out[name].append(f())
+    return out
+
+
+def _ratio(rows: list[Row], name: str, limit: str, target: float | None = None, higher_is_better=False,
+           op: str = "<=") -> None:
+    """Set ``ratio`` of row ``name`` against row ``limit`` (same section and arch)."""
+    by = {r.name: r for r in rows}
+    if name not in by or limit not in by or not by[limit].samples or not by[name].samples:
+        return
+    row = by[name]
+    row.limit = limit
+    row.ratio = row.median / by[limit].median
+    if target is not None:
+        row.target = f"{op} {target:g}"
+        row.met = row.ratio >= target if higher_is_better else row.ratio <= target
+
+
+class Bench:
+    """Runs the sections on one arch."""
+
+    def __init__(self, arch: Arch, quick: bool, log: Callable[[str], None]):
+        self.arch = arch
+        self.name = arch.name.lower()
+        self.quick = quick
+        self.log = log
+        self.gpu = arch not in capi.CPU_ARCHS
+        self.module_path = taichi_module("bench", self.name)
+        self.driver: _Server | None = None
+        self.driver_note = ""
+        try:
+            exe = bench_driver(capi.library.path)
+            self.driver = _Server([exe, str(int(arch)), self.module_path], f"raw C driver ({self.name})")
+        except (CompileError, RuntimeError, OSError) as e:
+            self.driver_note = f"no raw C reference: {e}"
+            log(self.driver_note)
+        self.rt = Runtime(arch)
+        self.mod = self.rt.load_module(self.module_path)
+
+    def close(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+        self.rt.close()
+
+    def _timed(self, loop: Callable[[], None]) -> float:
+        t0 = time.perf_counter()
+        loop()
+        self.rt.wait()
+        return time.perf_counter() - t0
+
+    # -- launch overhead --------------------------------------------------------------
+
+    def launch_overhead(self, jit: bool) -> list[Row]:
+        rt, tiny = self.rt, self.mod.kernels["tiny"]
+        x = rt.ndarray((16,), np.float32)
+        if not self.gpu or self.arch == Arch.CUDA:
+            n = 2000 if self.quick else 20000
+        else:
+            n = 300 if self.quick else 3000
+        repeats = 3 if self.quick else 7
+        bound = tiny.bind(x, 1.0)
+        with rt.record() as seq:
+            tiny(x, 1.0)
+        keep = tiny.bind(x, 1.0)
+        rh, kh, array = rt._handle, tiny._handle, keep._packed.array
+        scratch = tiny.bind(x, 1.0)._packed
+
+        def dynamic():
+            def loop():
+                for _ in range(n):
+                    tiny(x, 1.0)
+            return self._timed(loop) / n * 1e6
+
+        def prebound():
+            launch = bound.launch
+
+            def loop():
+                for _ in range(n):
+                    launch()
+            return self._timed(loop) / n * 1e6
+
+        def prebound_call():
+            def loop():
+                for _ in range(n):
+                    bound()
+            return self._timed(loop) / n * 1e6
+
+        def recorded():
+            return self._timed(lambda: seq.replay(n)) / n * 1e6
+
+        def flat():
+            launch = capi.launch_kernel
+
+            def loop():
+                for _ in range(n):
+                    launch(rh, kh, array)
+            return self._timed(loop) / n * 1e6
+
+        def validation():
+            # exactly the checking and packing a dynamic call does (its hot loop), without the launch
+            args = (x, 1.0)
+            plan = list(zip(tiny._checkers, scratch.offsets, scratch.slots))
+            buf = scratch.buf
+
+            def loop():
+                for _ in range(n):
+                    for (check, off, slot), value in zip(plan, args):
+                        check(value, rt, buf, off, slot)
+            t0 = time.perf_counter()
+            loop()
+            return (time.perf_counter() - t0) / n * 1e6
+
+        methods: dict[str, Callable[[], float]] = {}
+        if self.driver is not None:
+            methods["raw C"] = lambda: self.driver.seconds(f"launch {n}") / n * 1e6
+        methods.update({"recorded sequence (C replay)": recorded, "pre-bound launch": prebound,
+                        "pre-bound launch, bound() form": prebound_call, "dynamic call (validated)": dynamic, "flat capi.launch_kernel": flat,
+                        "validation + packing alone": validation})
+        jit_server = None
+        if jit:
+            try:
+                jit_server = _Server([sys.executable, os.path.join(HERE, "_bench_source.py"), "jit", self.name],
+                                     f"Taichi JIT ({self.name})")
+                jn = max(n // 4, 100)
+                methods["Taichi JIT (ti.kernel call)"] = lambda: jit_server.seconds(f"launch {jn}") / jn * 1e6
+            except (RuntimeError, OSError) as e:
+                self.log(f"Taichi JIT path not measured on {self.name}: {e}")
+        try:
+            samples = _interleave(methods, repeats)
+        finally:
+            if jit_server is not None:
+                jit_server.close()
+        rows = [Row("launch", self.name, k, "us/launch", v, params={"launches": n, "repeats": repeats})
+                for k, v in samples.items()]
+        _ratio(rows, "recorded sequence (C replay)", "raw C", 1.05)
+        _ratio(rows, "pre-bound launch", "raw C", 1.3 if not self.gpu else 1.1)
+        _ratio(rows, "dynamic call (validated)", "raw C", 2.5 if not self.gpu else (1.1 if self.arch == Arch.CUDA
+                                                                                     else None))
+        _ratio(rows, "pre-bound launch, bound() form", "raw C")
+        _ratio(rows, "flat capi.launch_kernel", "raw C")
+        _ratio(rows, "validation + packing alone", "dynamic call (validated)", 0.25)
+        _ratio(rows, "Taichi JIT (ti.kernel call)", "raw C")
+        by = {r.name: r for r in rows}
+        if "Taichi JIT (ti.kernel call)" in by:
+            jit_row, dyn = by["Taichi JIT (ti.kernel call)"], by["dynamic call (validated)"]
+            speedup = jit_row.median / dyn.median
+            target = 7.0 if self.arch == Arch.X64 else None
+            rows.append(Row("launch", self.name, "speed-up of dynamic call over Taichi JIT", "x", [speedup],
+                            limit="Taichi JIT (ti.kernel call)", ratio=speedup,
+                            target=f">= {target:g}" if target else None,
+                            met=(speedup >= target) if target else None))
+        for r in rows:
+            if r.limit == "raw C" and self.driver is None:
+                r.note = self.driver_note
+        return rows
+
+    # -- graph against kernels ------------------------------------------------------------
+
+    def graph_vs_kernels(self) -> list[Row]:
+        rt = self.rt
+        x = rt.ndarray((16,), np.float32)
+        graph, tiny = self.mod.graphs["tiny16"], self.mod.kernels["tiny"]
+        n = 100 if self.quick else 1000
+        if self.gpu and self.arch != Arch.CUDA:
+            n = max(n // 10, 20)
+        repeats = 3 if self.quick else 5
+        bound_graph = graph.bind(x=x, a=1.0)
+        bound = tiny.bind(x, 1.0)
+        d = GRAPH_DISPATCHES
+
+        def per_dispatch(loop):
+            return lambda: self._timed(loop) / (n * d) * 1e6
+
+        def graph_loop():
+            for _ in range(n):
+                bound_graph()
+
+        def graph_dynamic_loop():
+            for _ in range(n):
+                graph(x=x, a=1.0)
+
+        def kernels_bound_loop():
+            for _ in range(n):
+                for _ in range(d):
+                    bound()
+
+        def kernels_dynamic_loop():
+            for _ in range(n):
+                for _ in range(d):
+                    tiny(x, 1.0)
+
+        methods = {}
+        if self.driver is not None:
+            methods["raw C: graph"] = lambda: self.driver.seconds(f"graph {n}") / (n * d) * 1e6
+            methods["raw C: 16 kernel launches"] = lambda: self.driver.seconds(f"kernels16 {n}") / (n * d) * 1e6
+        methods.update({"graph (bound)": per_dispatch(graph_loop), "graph (dynamic call)":
+                        per_dispatch(graph_dynamic_loop), "16 kernels (bound)": per_dispatch(kernels_bound_loop),
+                        "16 kernels (dynamic calls)": per_dispatch(kernels_dynamic_loop)})
+        samples = _interleave(methods, repeats)
+        rows = [Row("graph", self.name, k, "us/dispatch", v, params={"dispatches": d, "launches": n})
+                for k, v in samples.items()]
+        _ratio(rows, "graph (bound)", "raw C: graph")
+        _ratio(rows, "graph (dynamic call)", "raw C: graph")
+        _ratio(rows, "16 kernels (bound)", "raw C: 16 kernel launches")
+        _ratio(rows, "16 kernels (dynamic calls)", "raw C: 16 kernel launches")
+        return rows
+
+    # -- throughput -----------------------------------------------------------------------
+
+    def throughput(self, torch_copy: bool) -> list[Row]:
+        rt = self.rt
+        exps = [10, 14] if self.quick else list(range(10, 27, 2))
+        repeats = 3 if self.quick else 5
+        rows: list[Row] = []
+        budget = 2e-3 if self.quick else 2e-2  # seconds of work per sample, roughly
+        for e in exps:
+            size = 1 << e
+            nbytes = size * 4
+            x = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
+            y = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
+            copy, saxpy = self.mod.kernels["copy"].bind(x, y), self.mod.kernels["saxpy"].bind(x, y, 0.5)
+            # launches per sample: enough work to time, at least 3
+            per = max(3, min(2000, int(budget / max(nbytes * 3 / 20e9, 2e-6))))
+            if self.gpu and self.arch != Arch.CUDA:
+                per = max(3, min(per, int(budget / max(nbytes * 3 / 2e9, 30e-6))))
+            methods: dict[str, Callable[[], float]] = {}
+            if self.driver is not None:
+                methods["raw C copy"] = lambda: 2 * nbytes * per / self.driver.seconds(f"stream copy {size} {per}")
+                methods["raw C saxpy"] = lambda: 3 * nbytes * per / self.driver.seconds(f"stream saxpy {size} {per}")
+
+            def run(bound):
+                def f():
+                    def loop():
+                        for _ in range(per):
+                            bound()
+                    return self._timed(loop)
+                return f
+
+            cp, sx = run(copy), run(saxpy)
+            methods["taichi_aot copy"] = lambda: 2 * nbytes * per / cp()
+            methods["taichi_aot saxpy"] = lambda: 3 * nbytes * per / sx()
+            if not self.gpu:
+                src = np.ones(size, np.float32)
+                dst = np.empty_like(src)
+
+                def host_copy():
+                    t0 = time.perf_counter()
+                    for _ in range(per):
+                        np.copyto(dst, src)
+                    return 2 * nbytes * per / (time.perf_counter() - t0)
+
+                methods["memcpy (np.copyto)"] = host_copy
+                limit = "memcpy (np.copyto)"
+            else:
+                if self.driver is not None:
+                    methods["device copy (ti_copy_memory_device_to_device)"] = (
+                        lambda: 2 * nbytes * per / self.driver.seconds(f"d2d {size} {per}"))
+                limit = "device copy (ti_copy_memory_device_to_device)"
+                if torch_copy and self.arch == Arch.CUDA:
+                    tc = _torch_copy(size, per)
+                    if tc is not None:
+                        methods["torch device-to-device copy"] = tc
+                        limit = "torch device-to-device copy"
+            samples = _interleave(methods, repeats)
+            group = [Row("throughput", self.name, k, "GB/s", [s / 1e9 for s in v],
+                         params={"elements": size, "launches": per}) for k, v in samples.items()]
+            for r in group:
+                r.name = f"{r.name} @2^{e}"
+            by = {r.name.rsplit(" @", 1)[0]: r for r in group}
+            for name in ("taichi_aot copy", "taichi_aot saxpy"):
+                raw = "raw C " + name.split()[-1]
+                if raw in by and name in by:
+                    r = by[name]
+                    r.limit, r.ratio = by[raw].name, r.median / by[raw].median
+                    if self.gpu and name.endswith("saxpy") and e >= 24:
+                        r.target, r.met = ">= 0.97", r.ratio >= 0.97
+            for name in ("raw C copy", "raw C saxpy", "taichi_aot copy", "taichi_aot saxpy"):
+                if name in by and limit in by:
+                    by[name].note = f"{by[name].median / by[limit].median:.2f} of {limit}"
+            rows += group
+            x.close()
+            y.close()
+        return rows
+
+    # -- transfers ------------------------------------------------------------------------
+
+    def transfers(self) -> list[Row]:
+        rt = self.rt
+        sizes = [1 << 10, 1 << 20] if self.quick else [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24,
+                                                       1 << 26, 1 << 28]
+        repeats = 3 if self.quick else 5
+        rows: list[Row] = []
+        for nbytes in sizes:
+            count = nbytes // 4
+            nd = rt.ndarray((count,), np.float32)
+            src = np.random.default_rng(0).random(count, dtype=np.float32)
+            dst = np.empty_like(src)
+            per = max(1, min(2000, int((2e-3 if self.quick else 2e-2) / max(nbytes / 8e9, 1e-6))))
+
+            def timed(f):
+                def g():
+                    t0 = time.perf_counter()
+                    for _ in range(per):
+                        f()
+                    return nbytes * per / (time.perf_counter() - t0) / 1e9
+                return g
+
+            def mapped_write():
+                with nd.map() as view:
+                    np.copyto(view, src)
+
+            def mapped_read():
+                with nd.map() as view:
+                    np.copyto(dst, view)
+
+            methods = {
+                "np.copyto (host to host)": timed(lambda: np.copyto(dst, src)),
+                "from_numpy": timed(lambda: nd.from_numpy(src)),
+                "to_numpy(out=)": timed(lambda: nd.to_numpy(out=dst)),
+                "to_numpy() (new array)": timed(nd.to_numpy),
+                "np.copy (new array)": timed(src.copy),
+                "mapped view write (np.copyto)": timed(mapped_write),
+                "mapped view read (np.copyto)": timed(mapped_read),
+            }
+            samples = _interleave(methods, repeats)
+            label = _size_label(nbytes)
+            group = [Row("transfers", self.name, f"{k} @{label}", "GB/s", v, params={"bytes": nbytes, "per": per})
+                     for k, v in samples.items()]
+            by = {r.name.rsplit(" @", 1)[0]: r for r in group}
+            limit = by["np.copyto (host to host)"]
+            for name in ("from_numpy", "to_numpy(out=)", "mapped view write (np.copyto)",
+                         "mapped view read (np.copyto)"):
+                r = by[name]
+                r.limit, r.ratio = limit.name, r.median / limit.median
+                if nbytes >= 1 << 20 and name in ("from_numpy", "to_numpy(out=)"):
+                    r.target, r.met = ">= 0.9", r.ratio >= 0.9
+            fresh, ref = by["to_numpy() (new array)"], by["np.copy (new array)"]
+            fresh.limit, fresh.ratio = ref.name, fresh.median / ref.median
+            rows += group
+            nd.close()
+        return rows
+
+    # -- memory growth --------------------------------------------------------------------
+
+    def memory_growth(self) -> list[Row]:
+        rt, tiny = self.rt, self.mod.kernels["tiny"]
+        x = rt.ndarray((16,), np.float32)
+        n = 10_000 if self.quick else 100_000
+        bound = tiny.bind(x, 1.0)
+        for _ in range(1000):
+            tiny(x, 1.0)
+        rt.wait()
+        tracemalloc.start()
+        before_py = tracemalloc.get_traced_memory()[0]
+        before_rss = _rss()
+        for i in range(n):
+            tiny(x, 1.0)
+            bound()
+            if i % 1000 == 999:
+                rt.wait()
+        rt.wait()
+        after_py = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        after_rss = _rss()
+        py = (after_py - before_py) / 1024
+        rss = (after_rss - before_rss) / 1024
+        params = {"launches": 2 * n}
+        return [
+            Row("memory", self.name, f"Python heap growth over {2 * n} launches", "KiB", [py], target="<= 64",
+                met=py <= 64, params=params),
+            Row("memory", self.name, f"RSS growth over {2 * n} launches", "KiB", [rss], target="<= 1024",
+                met=rss <= 1024, params=params),
+        ]
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # pragma: no cover - not Linux
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _size_label(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def _torch_copy(size: int, per: int):
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    a = torch.ones(size, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+
+    def f():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(per):
+            b.copy_(a)
+        torch.cuda.synchronize()
+        return 2 * size * 4 * per / (time.perf_counter() - t0)
+
+    return f
+
+
+SECTIONS = ("launch", "graph", "throughput", "transfers", "memory")
+
+
+def run(archs: list[Arch] | None = None, quick: bool = False, sections=SECTIONS, jit: bool = True,
+        log: Callable[[str], None] = print) -> dict:
+    """Run the benchmark sections on every available arch (or ``archs``); returns the results."""
+    status = capi.arch_status()
+    if archs is None:
+        archs = [a for a in (Arch.X64, Arch.VULKAN, Arch.CUDA) if status[a].available]
+    jit_ok = jit and _has_taichi()
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "host": platform.node(),
+        "machine": _machine(), "python": platform.python_version(), "numpy": np.__version__,
+        "library": capi.library.path, "c_api_version": capi.get_version(), "archs": {}, "rows": [],
+    }
+    for arch in archs:
+        if not status[arch].available:
+            log(f"{arch.name.lower()}: not available ({status[arch].reason})")
+            continue
+        log(f"== {arch.name.lower()} ==")
+        bench = Bench(arch, quick, log)
+        try:
+            results["archs"][bench.name] = {"device": _device_name(arch), "raw_c": bench.driver is not None}
+            for section in sections:
+                t0 = time.perf_counter()
+                if section == "launch":
+                    rows = bench.launch_overhead(jit_ok)
+                elif section == "graph":
+                    rows = bench.graph_vs_kernels()
+                elif section == "throughput":
+                    rows = bench.throughput(torch_copy=True)
+                elif section == "transfers":
+                    if arch == Arch.CUDA:
+                        continue  # no host-visible memory for ndarrays there; staging is measured elsewhere
+                    rows = bench.transfers()
+                else:
+                    rows = bench.memory_growth()
+                results["rows"] += [r.to_dict() for r in rows]
+                log(format_rows(rows))
+                log(f"   ({section}: {time.perf_counter() - t0:.1f} s)")
+        finally:
+            bench.close()
+    return results
+
+
+def _has_taichi() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("taichi") is not None
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def _device_name(arch: Arch) -> str:
+    if arch in capi.CPU_ARCHS:
+        return _machine()
+    if arch == Arch.CUDA:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            return out.stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "CUDA device"
+    if arch == Arch.VULKAN:
+        try:
+            out = subprocess.run(["vulkaninfo", "--summary"], capture_output=True, text=True, timeout=20)
+            for line in out.stdout.splitlines():
+                if "deviceName" in line:
+                    return line.split("=", 1)[1].strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+        return "Vulkan device (first)"
+    return arch.name
+
+
+def format_rows(rows: list[Row | dict]) -> str:
+    """A readable table: median, min-max, ratio to the limit, target and whether it is met."""
+    lines = []
+    head = f"  {'':52} {'median':>10} {'min-max':>19} {'ratio':>7}  {'target':<8} vs"
+    section = None
+    for r in rows:
+        d = r.to_dict() if isinstance(r, Row) else r
+        if d["section"] != section:
+            section = d["section"]
+            lines.append(f"-- {d['arch']}: {section} ({d['unit']})")
+            lines.append(head)
+        lo, hi = d["min"], d["max"]
+        rng = f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None and hi is not None and lo != hi else ""
+        ratio = f"{d['ratio']:.2f}x" if d["ratio"] is not None else ""
+        target = d["target"] or ""
+        mark = "" if d["met"] is None else (" ok" if d["met"] else " MISSED")
+        vs = (d["limit"] or "") + (f"; {d['note']}" if d["note"] else "")
+        lines.append(f"  {d['name'][:52]:52} {_fmt(d['median']):>10} {rng:>19} {ratio:>7}  {target + mark:<8} {vs}")
+    return "\n".join(lines)
+
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "nan"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def summary(results: dict) -> str:
+    """The target lines only: what the issue asks to see."""
+    out = ["targets:"]
+    for d in results["rows"]:
+        if d["target"]:
+            state = "met" if d["met"] else "MISSED"
+            out.append(f"  [{state:6}] {d['arch']:7} {d['name']}: {d['ratio']:.3g} ({d['target']})"
+                       f"{' vs ' + d['limit'] if d['limit'] else ''}")
+    return "\n".join(out)
+
+
+def plot(results: dict, path: str) -> None:
+    """Write a PNG of the launch costs and throughput (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    archs = list(results["archs"])
+    fig, axes = plt.subplots(2, max(len(archs), 1), figsize=(6 * max(len(archs), 1), 9), squeeze=False)
+    for i, arch in enumerate(archs):
+        rows = [d for d in results["rows"] if d["arch"] == arch]
+        launch = [d for d in rows if d["section"] == "launch" and d["unit"] == "us/launch"]
+        ax = axes[0][i]
+        ax.barh([d["name"] for d in launch], [d["median"] for d in launch],
+                xerr=[[d["median"] - d["min"] for d in launch], [d["max"] - d["median"] for d in launch]])
+        ax.set_xscale("log")
+        ax.set_xlabel("us per launch (median, min-max)")
+        ax.set_title(f"{arch}: launch cost of a trivial kernel ({results['archs'][arch]['device']})", fontsize=9)
+        ax = axes[1][i]
+        series: dict[str, list] = {}
+        for d in rows:
+            if d["section"] == "throughput":
+                name = d["name"].rsplit(" @", 1)[0]
+                series.setdefault(name, []).append((d["params"]["elements"], d["median"]))
+        for name, pts in series.items():
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("f32 elements")
+        ax.set_ylabel("GB/s (bytes read + written)")
+        ax.set_title(f"{arch}: memory-bound kernels", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

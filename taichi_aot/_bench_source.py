@@ -1,0 +1,82 @@
+"""Taichi source of the benchmark kernels, and Taichi's own JIT path for the same kernels.
+
+Run in child processes by ``python -m taichi_aot bench``; taichi_aot never imports Taichi.
+
+    python _bench_source.py build ARCH OUT    compile the benchmark module
+    python _bench_source.py jit ARCH          serve timing requests on stdin for Taichi's JIT path
+
+(No ``from __future__ import annotations`` here: Taichi reads the annotations.)
+"""
+
+import json
+import os
+import sys
+import time
+
+import taichi as ti
+
+GRAPH_DISPATCHES = 16
+
+
+def define():
+    vec = ti.types.ndarray(dtype=ti.f32, ndim=1)
+
+    @ti.kernel
+    def tiny(x: vec, a: ti.f32):
+        x[0] = x[0] + a  # one serial task: what is left is the cost of a launch
+
+    @ti.kernel
+    def copy(src: vec, dst: vec):
+        for i in src:
+            dst[i] = src[i]
+
+    @ti.kernel
+    def saxpy(x: vec, y: vec, a: ti.f32):
+        for i in x:
+            y[i] = a * x[i] + y[i]
+
+    return {"tiny": tiny, "copy": copy, "saxpy": saxpy}
+
+
+def build(arch, out):
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
+    kernels = define()
+    x = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=1)
+    a = ti.graph.Arg(ti.graph.ArgKind.SCALAR, "a", ti.f32)
+    builder = ti.graph.GraphBuilder()
+    for _ in range(GRAPH_DISPATCHES):
+        builder.dispatch(kernels["tiny"], x, a)
+    module = ti.aot.Module(getattr(ti, arch))
+    for name, kernel in kernels.items():
+        module.add_kernel(kernel, name=name)
+    module.add_graph("tiny16", builder.compile())
+    os.makedirs(out, exist_ok=True)
+    module.save(out)
+
+
+def jit(arch):
+    """Answer 'launch N' with the seconds N launches of ``tiny`` take through Taichi's Python path."""
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
+    kernels = define()
+    tiny = kernels["tiny"]
+    x = ti.ndarray(ti.f32, 16)
+    tiny(x, 1.0)
+    ti.sync()
+    print(json.dumps({"ready": True, "arch": arch}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        n = int(words[1])
+        t0 = time.perf_counter()
+        for _ in range(n):
+            tiny(x, 1.0)
+        ti.sync()
+        print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3])
+    else:
+        jit(sys.argv[2])

@@ -1,0 +1,73 @@
+"""Things compiled on first use and cached: Taichi modules for the demo and the benchmarks, and the
+raw C benchmark driver. The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CompileError(Exception):
+    """Something could not be compiled; the message says what and why."""
+
+
+def cache_dir() -> str:
+    return os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()[:12]
+
+
+def taichi_module(kind: str, arch: str) -> str:
+    """Compile (once, cached) ``_<kind>_source.py``'s module for ``arch`` with Taichi in a child process."""
+    source = os.path.join(HERE, f"_{kind}_source.py")  # never imported here: it imports taichi
+    with open(source, "rb") as f:
+        digest = _digest(f.read())
+    out = os.path.join(cache_dir(), f"{kind}-{arch}-{digest}")
+    if os.path.isfile(os.path.join(out, "__content__")):
+        return out
+    tmp = out + f".tmp{os.getpid()}"
+    args = [arch, tmp] if kind == "demo" else ["build", arch, tmp]
+    proc = subprocess.run([sys.executable, source, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
+    if not os.path.exists(out):
+        os.replace(tmp, out)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def bench_driver(library_path: str) -> str:
+    """Compile (once, cached) the raw C benchmark driver against ``library_path``."""
+    source = os.path.join(HERE, "_bench_driver.c")
+    lib_dir = os.path.dirname(os.path.abspath(library_path))
+    include = os.path.join(os.path.dirname(lib_dir), "include")  # the library's own headers
+    if not os.path.isfile(os.path.join(include, "taichi", "taichi_core.h")):
+        include = os.path.join(os.path.dirname(HERE), "include")  # a source checkout's vendored copy
+    with open(source, "rb") as f:
+        digest = _digest(f.read(), library_path.encode(), include.encode())
+    out = os.path.join(cache_dir(), f"bench-driver-{digest}")
+    if os.path.isfile(out):
+        return out
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise CompileError("no C compiler (cc, gcc or clang) found for the raw C reference")
+    os.makedirs(cache_dir(), exist_ok=True)
+    tmp = out + f".tmp{os.getpid()}"
+    cmd = [cc, "-O2", "-o", tmp, source, "-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"compiling the raw C driver failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+    os.replace(tmp, out)
+    return out
