@@ -45,6 +45,7 @@ typedef struct {
     const void *args;
     int64_t seen;
     unsigned long thread;
+    int32_t *pending;
 } TaichiAotLaunch;
 int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE ...
@@ -102,6 +103,7 @@ typedef struct {
     const void *args;
     int64_t seen;
     unsigned long thread;
+    int32_t *pending; /* the runtime's "work may be running" flag, set by every launch */
 } TaichiAotLaunch;
 
 /* Bumped by Python whenever a native object is closed. */
@@ -116,6 +118,7 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_STALE;
     }
+    *l->pending = 1;
     if (l->kind == 0) {
         ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
     } else {
@@ -134,6 +137,9 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     uint32_t i;
     int error;
     *done = 0;
+    if (count > 0 && repeat > 0) {
+        *launches[0].pending = 1;
+    }
     for (r = 0; r < repeat; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];

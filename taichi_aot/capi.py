@@ -81,7 +81,7 @@ MAX_ND_DIMS = 16
 
 
 class _Entry:
-    __slots__ = ("kind", "runtime", "parent", "arch", "size", "mapped", "children", "name", "host")
+    __slots__ = ("kind", "runtime", "parent", "arch", "size", "mapped", "children", "name", "host", "pending")
 
     def __init__(self, kind, runtime=None, parent=None, arch=None, size=0, name=""):
         self.kind = kind
@@ -91,6 +91,9 @@ class _Entry:
         self.size = size
         self.mapped = False
         self.host = False  # allocated host-visible: mapping it is known to be quiet
+        # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
+        # cleared by wait(), so a host copy waits only when something may still be running
+        self.pending = ffi.new("int32_t *") if kind == "runtime" else None
         self.children: set = set()
         self.name = name
 
@@ -314,6 +317,17 @@ def _register_runtime(runtime: Any, arch: Arch, what: str) -> Any:
     return runtime
 
 
+def pending_flag(runtime: Any) -> Any:
+    """The ``int32_t *`` that is non-zero while work enqueued on ``runtime`` may not have finished."""
+    return _runtime(runtime, "pending_flag").pending
+
+
+def _enqueued(runtime: Any) -> None:
+    entry = _live.get(("runtime", runtime))
+    if entry is not None:
+        entry.pending[0] = 1
+
+
 def runtime_arch(runtime: Any) -> Arch:
     """The arch a live runtime was created for."""
     return _runtime(runtime, "runtime_arch").arch
@@ -379,9 +393,10 @@ def flush(runtime: Any) -> None:
 
 def wait(runtime: Any) -> None:
     """``ti_wait``: submit queued work and wait for the device to finish it."""
-    _runtime(runtime, "wait")
+    entry = _runtime(runtime, "wait")
     lib.ti_wait(runtime)
     check("wait")
+    entry.pending[0] = 0
 
 
 # ---------------------------------------------------------------------------
@@ -501,6 +516,7 @@ def copy_memory_device_to_device(runtime: Any, dst_memory: Any, src_memory: Any)
     src = _slice(runtime, src_memory, "copy_memory_device_to_device: src_memory")
     if dst.size != src.size:
         raise InvalidArgumentError(f"copy_memory_device_to_device: sizes differ (dst {dst.size}, src {src.size})")
+    _enqueued(runtime)
     with quiet():
         lib.ti_copy_memory_device_to_device(runtime, dst, src)
     check("copy_memory_device_to_device")
@@ -575,6 +591,7 @@ def copy_image_device_to_device(runtime: Any, dst_image: Any, src_image: Any) ->
     dst = _image_slice(runtime, dst_image, "copy_image_device_to_device: dst_image")
     src = _image_slice(runtime, src_image, "copy_image_device_to_device: src_image")
     with quiet():
+        _enqueued(runtime)
         lib.ti_copy_image_device_to_device(runtime, dst, src)
     check("copy_image_device_to_device")
 
@@ -585,6 +602,7 @@ def track_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
     _child("image", "TiImage", runtime, image, "track_image")
     layout = _enum(ImageLayout, layout, "track_image: layout")
     with quiet():
+        _enqueued(runtime)
         lib.ti_track_image_ext(runtime, image, layout)
     check("track_image")
 
@@ -595,6 +613,7 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
     _child("image", "TiImage", runtime, image, "transition_image")
     layout = _enum(ImageLayout, layout, "transition_image: layout")
     with quiet():
+        _enqueued(runtime)
         lib.ti_transition_image(runtime, image, layout)
     check("transition_image")
 
@@ -807,6 +826,7 @@ def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> 
     array = pack_arguments(args)
     for i in range(len(array)):
         _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
+    _enqueued(runtime)
     lib.ti_launch_kernel(runtime, kernel, len(array), array)
     check(f"launch_kernel({entry.name!r})")
 
@@ -860,6 +880,7 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, args: Mapping[str, An
             raise ArgumentNullError(f"launch_compute_graph: argument {i} has a NULL name")
         _check_argument(runtime, array[i].argument, f"launch_compute_graph({entry.name!r}) argument {name!r}")
     with quiet():
+        _enqueued(runtime)
         lib.ti_launch_compute_graph(runtime, compute_graph, len(array), array)
     code, message = take_last_error()
     if code != 0:

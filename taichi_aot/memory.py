@@ -265,7 +265,7 @@ class Memory(Child):
 
         def make():
             self._check()
-            self._runtime.wait()
+            self._runtime._sync()
             view = self._view()
             if not self.host_write:
                 view.flags.writeable = False
@@ -434,6 +434,9 @@ class NdArray:
         self._arg = arg
         self._arg_bytes = bytes(ffi.buffer(arg))  # packed into launches with one byte copy
         self._sig = (dt, len(shape), elem_shape)
+        self._full_shape = shape + elem_shape
+        cpu = runtime._arch in capi.CPU_ARCHS
+        self._direct_read, self._direct_write = cpu or host_read, cpu or host_write
         if runtime._arch not in capi.CPU_ARCHS:
             self.fill(0)  # CPU memory is zeroed on allocation; device memory is not
         return self
@@ -499,7 +502,7 @@ class NdArray:
 
         def make():
             self._check()
-            self._runtime.wait()
+            self._runtime._sync()
             view = self._typed(self._memory._view())
             if not self._memory.host_write:
                 view.flags.writeable = False
@@ -508,8 +511,7 @@ class NdArray:
         return _MapContext(make)
 
     def _direct(self, write: bool) -> bool:
-        mem = self._memory
-        return self._runtime._arch in capi.CPU_ARCHS or (mem.host_write if write else mem.host_read)
+        return self._direct_write if write else self._direct_read
 
     def _staging(self) -> Memory:
         return Memory._allocate(self._runtime, self.nbytes, True, True, False, MemoryUsage.STORAGE)
@@ -522,30 +524,34 @@ class NdArray:
         """
         self._check()
         if out is None:
-            out = np.empty(self.full_shape, self._dtype)
+            out = np.empty(self._full_shape, self._dtype)
         elif not isinstance(out, np.ndarray):
             raise ArgumentTypeError(f"to_numpy: out must be a numpy array, got {type(out).__name__}")
-        elif out.shape != self.full_shape or out.dtype != self._dtype:
-            raise InvalidArgumentError(f"to_numpy: out must be {self._dtype} of shape {self.full_shape}, got "
+        elif out.shape != self._full_shape or out.dtype != self._dtype:
+            raise InvalidArgumentError(f"to_numpy: out must be {self._dtype} of shape {self._full_shape}, got "
                                        f"{out.dtype} of shape {out.shape}")
-        elif not out.flags.c_contiguous or not out.flags.writeable:
-            raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
-        rt = self._runtime
-        lib.ti_wait(rt._handle)
-        check("wait")
-        if self._direct(write=False):
-            self._memory._copy_host(out, self.nbytes, to_device=False)
+        else:
+            flags = out.flags
+            if not (flags.c_contiguous and flags.writeable):
+                raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
+        self._runtime._sync()
+        if self._direct_read:
+            self._memory._copy_host(out, self._memory._size, to_device=False)
             return out
         staging = self._staging()
         try:
             self._memory.copy_to(staging)
-            self._runtime.wait()
+            self._runtime._sync()
             np.copyto(out.reshape(-1).view(np.uint8), staging._view())
         finally:
             staging.close()
         return out
 
     def _checked_input(self, array: Any) -> np.ndarray:
+        if array.__class__ is np.ndarray and array.dtype == self._dtype and array.shape == self._full_shape and (
+            array.flags.c_contiguous
+        ):
+            return array  # the common case, checked without conversions
         a = np.asarray(array)
         if a.shape != self.full_shape:
             raise InvalidArgumentError(
@@ -561,20 +567,18 @@ class NdArray:
     def from_numpy(self, array: Any) -> None:
         """Copy ``array`` (shape ``shape + elem_shape``; same-kind dtypes are converted) into the ndarray."""
         self._check()
-        a = self._checked_input(array)
-        self._write_bytes(a.reshape(-1).view(np.uint8))
+        self._write_bytes(self._checked_input(array))
 
     def _write_bytes(self, data: np.ndarray) -> None:
-        lib.ti_wait(self._runtime._handle)
-        check("wait")
-        if self._direct(write=True):
-            self._memory._copy_host(data, self.nbytes, to_device=True)
+        self._runtime._sync()
+        if self._direct_write:
+            self._memory._copy_host(data, self._memory._size, to_device=True)
             return
         staging = self._staging()
         try:
-            np.copyto(staging._view(), data)
+            np.copyto(staging._view(), data.reshape(-1).view(np.uint8))
             staging.copy_to(self._memory)
-            self._runtime.wait()
+            self._runtime._sync()
         finally:
             staging.close()
 

@@ -525,7 +525,8 @@ def _prefill(packed: _Packed, specs: list) -> None:
             _TYPE(packed.buf, off, ArgumentType.F32 if spec.dtype == DataType.F32 else ArgumentType.I32)
 
 
-def _launch_struct(runtime: Any, kind: int, handle: Any, packed: _Packed, thread: int) -> Any:
+def _launch_struct(rt: Runtime, kind: int, handle: Any, packed: _Packed) -> Any:
+    runtime, thread, pending = rt._handle, rt._thread, rt._pending
     c = ffi.new("TaichiAotLaunch *")
     c.runtime = runtime
     c.kind = kind
@@ -534,6 +535,7 @@ def _launch_struct(runtime: Any, kind: int, handle: Any, packed: _Packed, thread
     c.args = packed.array
     c.seen = -1  # stale: the first launch checks in Python
     c.thread = thread
+    c.pending = pending
     return c
 
 
@@ -642,7 +644,7 @@ class Kernel(_ModuleEntry):
         packed = _Packed("TiArgument", count, _ARG_SIZE, 0)
         if self._args is not None:
             _prefill(packed, self._args)
-        packed.launch = _launch_struct(self._runtime._handle, 0, self._handle, packed, self._runtime._thread)
+        packed.launch = _launch_struct(self._runtime, 0, self._handle, packed)
         return packed
 
     @property
@@ -891,7 +893,7 @@ class ComputeGraph(_ModuleEntry):
         packed.keep = list(cnames)
         if self._args is not None and len(cnames) == len(self._args):
             _prefill(packed, self._args)
-        packed.launch = _launch_struct(self._runtime._handle, 1, self._handle, packed, self._runtime._thread)
+        packed.launch = _launch_struct(self._runtime, 1, self._handle, packed)
         return packed
 
     @property

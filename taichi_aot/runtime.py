@@ -206,6 +206,7 @@ class Runtime:
         self._handle = handle
         self._owned = Owned(handle, _destroy_runtime)
         self._thread = threading.get_ident()
+        self._pending = capi.pending_flag(handle)  # non-zero while enqueued work may be running
         self._recorder = None  # a LaunchSequence while record() is active
         self._children: weakref.WeakSet = weakref.WeakSet()
         self._free_pool: dict[tuple, list] = {}  # CPU backends cannot free: closed memory is reused
@@ -278,6 +279,11 @@ class Runtime:
         """Submit queued work and wait until the device has finished it."""
         self._check()
         capi.wait(self._handle)
+
+    def _sync(self) -> None:
+        """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
+        if self._pending[0]:
+            capi.wait(self._handle)
 
     def record(self) -> _Recording:
         """Record kernel and graph launches instead of running them; replay them from C later.

@@ -1,0 +1,49 @@
+"""The benchmark harness runs end to end in quick mode (timings are reported, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from taichi_aot import Arch, capi
+
+from conftest import require_arch
+
+
+def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
+    for arch in (Arch.X64, Arch.VULKAN):
+        require_arch(arch)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--arch", "x64", "vulkan",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "targets:" in proc.stdout and "median" in proc.stdout
+    results = json.loads(out.read_text())
+    assert results["c_api_version"] == capi.get_version() and results["quick"] is True
+    for arch in ("x64", "vulkan"):
+        assert results["archs"][arch]["raw_c"], "the raw C reference must build (a C compiler is needed)"
+        rows = [r for r in results["rows"] if r["arch"] == arch]
+        names = {r["name"] for r in rows}
+        for expected in ("raw C", "recorded sequence (C replay)", "pre-bound launch", "dynamic call (validated)",
+                         "flat capi.launch_kernel", "validation + packing alone", "graph (bound)",
+                         "16 kernels (dynamic calls)", "taichi_aot saxpy @2^14", "from_numpy @1 MiB",
+                         "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB"):
+            assert expected in names, (arch, expected)
+        for r in rows:
+            assert r["samples"] and all(math.isfinite(v) for v in r["samples"]), r
+            if r["unit"] in ("us/launch", "us/dispatch", "GB/s"):
+                assert r["median"] > 0, r
+        targets = [r for r in rows if r["target"]]
+        assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",
+                                                 "validation + packing alone", "from_numpy @1 MiB"}
+        assert all(r["ratio"] is not None or r["section"] == "memory" for r in targets)
+        if results["archs"][arch].get("jit"):
+            assert "Taichi JIT (ti.kernel call)" in names
+
+
+def test_bench_bad_input():
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--sections", "nope"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown section" in proc.stderr

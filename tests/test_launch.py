@@ -1,0 +1,170 @@
+"""Pre-bound launches and recorded sequences: same results as dynamic calls, same safety."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from taichi_aot import BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
+
+
+@pytest.fixture
+def env(arch, modules):
+    with Runtime(arch) as rt:
+        yield rt, rt.load_module(modules.path(arch))
+
+
+def test_bound_launch_matches_dynamic_call(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x = rt.ndarray_from_numpy(np.zeros(8, np.float32))
+    y = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+    bound = add.bind(x, y, 2.0)
+    assert isinstance(bound, BoundLaunch) and bound.entry is add
+    bound()
+    run = bound.launch
+    run()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), 4 * np.arange(8, dtype=np.float32))
+    bound.set(2, -1.0)  # by index
+    bound()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), 3 * np.arange(8, dtype=np.float32))
+    z = rt.ndarray_from_numpy(np.ones(8, np.float32))
+    bound.set(1, z)
+    bound()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), 3 * np.arange(8, dtype=np.float32) - 1)
+    with pytest.raises(TypeError, match="expected f32 scalar"):
+        bound.set(2, x)
+    with pytest.raises(ValueError):
+        bound.set(1, rt.ndarray((8,), np.int32))
+    with pytest.raises(TypeError, match="no argument"):
+        bound.set(7, 1.0)
+    with pytest.raises(TypeError, match="takes 3"):
+        add.bind(x, y)
+
+
+def test_bound_launch_refuses_closed_objects(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    bound = add.bind(x, y, 1.0)
+    run = bound.launch
+    bound()
+    y.close()
+    with pytest.raises(ClosedError):
+        bound()
+    with pytest.raises(ClosedError):
+        run()
+    x2, y2 = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    other = add.bind(x2, y2, 1.0)
+    other()  # unrelated objects closing does not stop it
+    mod.close()
+    with pytest.raises(ClosedError):
+        other()
+    with pytest.raises(ClosedError):
+        add(x2, y2, 1.0)
+
+
+def test_dynamic_call_after_close_and_from_another_thread(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    add(x, y, 1.0)
+    bound = add.bind(x, y, 1.0)
+    errors = []
+
+    def worker():
+        for f in (lambda: add(x, y, 1.0), bound, bound.launch):
+            try:
+                f()
+            except WrongThreadError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert len(errors) == 3
+    add(x, y, 1.0)  # still fine on the owning thread
+    x.close()
+    with pytest.raises(ClosedError):
+        add(x, y, 1.0)
+
+
+def test_recorded_sequence_replays_in_order(env):
+    rt, mod = env
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+    x = rt.ndarray_from_numpy(np.zeros(4, np.float32))
+    y = rt.ndarray_from_numpy(np.ones(4, np.float32))
+    with rt.record() as seq:
+        add(x, y, 1.0)
+        graph(x=x, y=y, a=10.0)
+    assert isinstance(seq, LaunchSequence) and len(seq) == 2
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.zeros(4))  # recording runs nothing
+    seq.replay()
+    seq.replay(3)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 4 * 21.0))
+    seq.replay(0)
+    with pytest.raises(TypeError):
+        seq.replay(-1)
+    with pytest.raises(TypeError):
+        with rt.record():
+            add(x, 1.0)  # checked when recorded
+    manual = rt.sequence()
+    manual.append(add.bind(x, y, -84.0))
+    manual.replay()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.zeros(4))
+    with pytest.raises(TypeError):
+        manual.append(lambda: None)
+    y.close()
+    with pytest.raises(ClosedError):
+        seq.replay()
+
+
+def test_sequence_of_another_runtime_is_refused(arch, modules):
+    with Runtime(arch) as a, Runtime(arch) as b:
+        ka = a.load_module(modules.path(arch)).kernels["add"]
+        x, y = a.ndarray((4,), np.float32), a.ndarray((4,), np.float32)
+        with pytest.raises(ValueError, match="another runtime"):
+            b.sequence().append(ka.bind(x, y, 1.0))
+        kb = b.load_module(modules.path(arch)).kernels["add"]
+        with pytest.raises(ValueError, match="another runtime"):
+            kb(x, y, 1.0)
+
+
+def test_graph_bind(env):
+    rt, mod = env
+    graph = mod.graphs["add_twice"]
+    x = rt.ndarray_from_numpy(np.zeros(4, np.float32))
+    y = rt.ndarray_from_numpy(np.ones(4, np.float32))
+    bound = graph.bind(x=x, y=y, a=0.5)
+    bound()
+    bound.set("a", 2.0)
+    bound.launch()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 5.0))
+    with pytest.raises(KeyError):
+        graph.bind(x=x, y=y)
+    with pytest.raises(TypeError):
+        bound.set("b", 1.0)
+
+
+def test_to_numpy_into_an_existing_array(env):
+    rt, _ = env
+    nd = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = np.empty((2, 3), np.float32)
+    assert nd.to_numpy(out=out) is out and np.array_equal(out, np.arange(6).reshape(2, 3))
+    for bad, exc in ((np.empty((3, 2), np.float32), ValueError), (np.empty((2, 3), np.float64), ValueError),
+                     (np.empty((3, 2), np.float32).T, ValueError), ([0] * 6, TypeError)):
+        with pytest.raises(exc):
+            nd.to_numpy(out=bad)
+    with nd.map() as view:  # a live view: transfers go through its mapping
+        nd.from_numpy(np.ones((2, 3)))
+        assert np.array_equal(view.reshape(2, 3), np.ones((2, 3)))
+        assert np.array_equal(nd.to_numpy(), np.ones((2, 3)))
