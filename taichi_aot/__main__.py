@@ -64,7 +64,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print("taichi-aot: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
             return 1
     print(summary(results), file=sys.stderr if quiet else sys.stdout)
-    return 0
+    return 1 if results["errors"] else 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU benchmark run, as made on the NVIDIA machine (Python 3.12 there, no network).
+# Carried: .whl/ (Python 3.12 wheels of taichi 1.7.4, cffi, pycparser, dill) and .gl/ (the Vulkan
+# loader .debs), made here by ../shared/tools/gpu-carry.sh; .gpu/cache/ holds modules compiled here.
+# Usage there: bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+set -uo pipefail
+out=${1:?output folder}; shift
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+repo=$(pwd)
+if python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site .; then
+  where=/tmp
+else  # no compiler for the extension there: use the checkout with the carried abi3 build of it
+  echo "building taichi_aot there failed; using the carried taichi_aot/_native.abi3.so"
+  export PYTHONPATH=$repo:/tmp/site
+  where=$repo
+fi
+if ! python3 -c 'import ctypes; ctypes.CDLL("libvulkan.so.1")' 2>/dev/null; then echo "no Vulkan loader"; fi
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && \
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+mkdir -p /tmp/cache && cp -r .gpu/cache/. /tmp/cache/ 2>/dev/null
+export TAICHI_AOT_CACHE=/tmp/cache
+cd "$where"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
+PYTHONUNBUFFERED=1 python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"
