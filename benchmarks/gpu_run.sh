@@ -2,7 +2,7 @@
 # The GPU benchmark run, as made on the NVIDIA machine (Python 3.12 there, no network).
 # Carried: .whl/ (Python 3.12 wheels of taichi 1.7.4, cffi, pycparser, dill) and .gl/ (the Vulkan
 # loader .debs), made here by ../shared/tools/gpu-carry.sh; .gpu/cache/ holds modules compiled here.
-# Usage there: bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+# Usage there: [GPU_TESTS=SECONDS] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
 set -uo pipefail
 out=${1:?output folder}; shift
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -22,6 +22,10 @@ if ! python3 -c 'import ctypes; ctypes.CDLL("libvulkan.so.1")' 2>/dev/null; then
 mkdir -p /tmp/cache && cp -r .gpu/cache/. /tmp/cache/ 2>/dev/null
 export TAICHI_AOT_CACHE=/tmp/cache
 cd "$where"
+if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only where CUDA is
+  (cd "$repo" && PYTHONPATH=$repo:/tmp/site timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider \
+     -o addopts="-ra" tests 2>&1 | tail -40 | tee "$out/tests.txt")
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
 PYTHONUNBUFFERED=1 python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"

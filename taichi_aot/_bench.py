@@ -320,17 +320,18 @@ class Bench:
         exps = [10, 14] if self.quick else list(range(10, 27, 2))
         repeats = 3 if self.quick else 5
         rows: list[Row] = []
-        budget = 2e-3 if self.quick else 2e-2  # seconds of work per sample, roughly
+        budget = 5e-3 if self.quick else 3e-2  # seconds of work per sample, roughly
         for e in exps:
             size = 1 << e
             nbytes = size * 4
             x = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
             y = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
             copy, saxpy = self.mod.kernels["copy"].bind(x, y), self.mod.kernels["saxpy"].bind(x, y, 0.5)
-            # launches per sample: enough work to time, at least 3
-            per = max(3, min(2000, int(budget / max(nbytes * 3 / 20e9, 2e-6))))
-            if self.gpu and self.arch != Arch.CUDA:
-                per = max(3, min(per, int(budget / max(nbytes * 3 / 2e9, 30e-6))))
+            # launches per sample: enough work to time (calibrated on one timed batch), at least 3
+            saxpy()
+            rt.wait()
+            t1 = max(self._timed(lambda: [saxpy() for _ in range(3)]) / 3, 1e-7)
+            per = max(3, min(2000, int(budget / t1)))
             methods: dict[str, Callable[[], float]] = {}
             if self.driver is not None:
                 methods["raw C copy"] = lambda: 2 * nbytes * per / self.driver.seconds(f"stream copy {size} {per}")

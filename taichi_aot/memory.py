@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from . import capi
+from . import _cuda, capi
 from ._native import ffi, lib
-from .enums import ArgumentType, DataType, MemoryUsage
+from .enums import Arch, ArgumentType, DataType, MemoryUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, check
 from .runtime import Child, Owned, Runtime
 
@@ -219,6 +219,14 @@ class Memory(Child):
             mapping = self._mapping = _Mapping(self)
         return mapping.view(self._size - offset if nbytes is None else nbytes, offset)
 
+    def _cuda_ptr(self) -> int:
+        """The CUDA device pointer of this memory (CUDA runtimes)."""
+        ptr = getattr(self, "_cuda_address", None)
+        if ptr is None:
+            info = capi.export_cuda_memory(self._runtime._handle, self._handle)
+            ptr = self._cuda_address = int(ffi.cast("uintptr_t", info.ptr))
+        return ptr
+
     def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
 
@@ -360,6 +368,10 @@ class MemorySlice:
             np.copyto(dst_view, src)
             del src, dst_view
             return
+        if rt.arch == Arch.CUDA:  # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
+            rt._sync()
+            _cuda.dtod(dst_mem._cuda_ptr() + dst.offset, src_mem._cuda_ptr() + self.offset, self.size)
+            return
         capi.copy_memory_device_to_device(
             rt._handle,
             {"memory": dst_mem._handle, "offset": dst.offset, "size": dst.size},
@@ -406,6 +418,8 @@ class NdArray:
         dt = data_type(dtype)
         if dt not in NUMPY_DTYPES:
             raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
+        if host_access is None:
+            host_access = "none" if runtime._arch == Arch.CUDA else "readwrite"
         if host_access not in _HOST_ACCESS:
             raise InvalidArgumentError(
                 f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
@@ -538,6 +552,9 @@ class NdArray:
         if self._direct_read:
             self._memory._copy_host(out, self._memory._size, to_device=False)
             return out
+        if self._runtime._arch == Arch.CUDA:  # 1.7.4 has no device-to-host path there: the driver copies
+            _cuda.dtoh(out.__array_interface__["data"][0], self._memory._cuda_ptr(), self._memory._size)
+            return out
         staging = self._staging()
         try:
             self._memory.copy_to(staging)
@@ -573,6 +590,10 @@ class NdArray:
         self._runtime._sync()
         if self._direct_write:
             self._memory._copy_host(data, self._memory._size, to_device=True)
+            return
+        if self._runtime._arch == Arch.CUDA:  # 1.7.4 has no host-to-device path there: the driver copies
+            data = np.ascontiguousarray(data)
+            _cuda.htod(self._memory._cuda_ptr(), data.__array_interface__["data"][0], self._memory._size)
             return
         staging = self._staging()
         try:

@@ -323,15 +323,21 @@ class Runtime:
         return Memory._allocate(self, size, host_read, host_write, export_sharing, usage)
 
     def ndarray(
-        self, shape, dtype=np.float32, elem_shape=(), *, host_access: str | bool = "readwrite"
+        self, shape, dtype=np.float32, elem_shape=(), *, host_access: str | bool | None = None
     ) -> NdArray:
-        """A new zero-filled ndarray. See :class:`~taichi_aot.memory.NdArray`."""
+        """A new zero-filled ndarray. See :class:`~taichi_aot.memory.NdArray`.
+
+        ``host_access`` (``"none"``, ``"read"``, ``"write"``, ``"readwrite"``): whether ``map()`` views
+        are possible. Default: ``"readwrite"``, except on CUDA, where host-visible memory is managed
+        memory (slow for kernels and for copies) and the default is ``"none"``; to_numpy/from_numpy
+        work either way.
+        """
         from .memory import NdArray
 
         self._check()
         return NdArray._allocate(self, shape, dtype, elem_shape, host_access)
 
-    def ndarray_from_numpy(self, array, elem_ndim: int = 0, *, host_access: str | bool = "readwrite") -> NdArray:
+    def ndarray_from_numpy(self, array, elem_ndim: int = 0, *, host_access: str | bool | None = None) -> NdArray:
         """A new ndarray holding a copy of ``array``; its last ``elem_ndim`` axes form the element shape."""
         from .memory import NdArray
 
