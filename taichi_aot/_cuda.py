@@ -3,7 +3,8 @@
 Its ``ti_copy_memory_device_to_device`` reports NOT_SUPPORTED on LLVM backends (CUDA included),
 so device memory could neither be filled nor read back. The object layer copies with the driver
 instead: ``ti_export_cuda_memory`` gives the device pointer, and each call runs in the context
-that owns the pointer (pushed, then popped).
+that owns the pointer (pushed, then popped) or, for pointers that name none, in the runtime's
+context, current on the runtime's thread.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def _in_context(device_ptr: int, what: str, call) -> None:
     cu = _cuda()
     ctx = ctypes.c_void_p()
     _ok(cu.cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr), what)
+    if not ctx.value:
+        # Taichi maps its memory with the virtual memory API: such pointers name no context, and
+        # the runtime's own context is current on its thread (the only thread that may use it)
+        _ok(call(cu), what)
+        return
     _ok(cu.cuCtxPushCurrent_v2(ctx), what)
     try:
         _ok(call(cu), what)
