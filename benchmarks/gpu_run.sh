@@ -24,7 +24,7 @@ export TAICHI_AOT_CACHE=/tmp/cache
 cd "$where"
 if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only where CUDA is
   (cd "$repo" && PYTHONPATH=$repo:/tmp/site timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider \
-     -o addopts="-ra" tests 2>&1 | tail -40 | tee "$out/tests.txt")
+     -o addopts="-ra" tests > "$out/tests.txt" 2>&1; tail -15 "$out/tests.txt")
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"

@@ -27,7 +27,7 @@ def _cuda() -> ctypes.CDLL:
             ptr, size, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
             for name, args in (("cuMemcpyHtoD_v2", (ptr, vp, size)), ("cuMemcpyDtoH_v2", (vp, ptr, size)),
                                ("cuMemcpyDtoD_v2", (ptr, ptr, size)), ("cuMemsetD8_v2", (ptr, ctypes.c_ubyte, size)),
-                               ("cuPointerGetAttribute", (vp, ctypes.c_int, ptr)),
+                               ("cuPointerGetAttribute", (ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ptr)),
                                ("cuCtxPushCurrent_v2", (vp,)), ("cuCtxPopCurrent_v2", (ctypes.POINTER(vp),))):
                 fn = getattr(lib, name)
                 fn.argtypes = args
@@ -43,14 +43,14 @@ def _ok(code: int, what: str) -> None:
 
 def _in_context(device_ptr: int, what: str, call) -> None:
     cu = _cuda()
-    ctx = ctypes.c_void_p()
+    ctx = ctypes.c_uint64(0)  # a CUcontext, read as a pointer-sized integer
     _ok(cu.cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr), what)
     if not ctx.value:
         # Taichi maps its memory with the virtual memory API: such pointers name no context, and
         # the runtime's own context is current on its thread (the only thread that may use it)
         _ok(call(cu), what)
         return
-    _ok(cu.cuCtxPushCurrent_v2(ctx), what)
+    _ok(cu.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx.value)), what)
     try:
         _ok(call(cu), what)
     finally:
