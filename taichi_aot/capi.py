@@ -300,6 +300,13 @@ def create_runtime(arch: Arch | int | str, device_index: int = 0) -> Any:
     if not 0 <= device_index < 2**32:
         raise InvalidArgumentError(f"create_runtime: device_index {device_index} out of range")
     _require_available(arch, "create_runtime")
+    if arch == Arch.CUDA and any(e.kind == "runtime" and e.arch == Arch.CUDA for e in list(_live.values())):
+        # measured: with two CUDA runtimes alive, destroying the second one aborts the process
+        raise InvalidStateError(
+            "create_runtime(CUDA): a CUDA runtime already exists in this process. libtaichi_c_api 1.7.4 aborts "
+            "the process when two CUDA runtimes are destroyed, so one may exist at a time: close the other first "
+            "(a closed runtime lives on while a numpy view of its memory does)"
+        )
     q = quiet()
     with q:
         runtime = lib.ti_create_runtime(arch, device_index)

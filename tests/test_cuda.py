@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from taichi_aot import Arch, ClosedError, IncompatibleModuleError, Runtime, capi, metadata
+from taichi_aot import Arch, ClosedError, IncompatibleModuleError, InvalidStateError, Runtime, capi, metadata
 
 from conftest import KERNELS
 
@@ -77,10 +77,25 @@ def test_cuda_kernels_graphs_and_copies(cuda_module):
             host = rt.ndarray((8,), np.float32, host_access="readwrite")
             with host.map() as view:
                 view[:] = 1.5
+            del view  # the runtime lives on while a view does, and the next loop creates another
             np.testing.assert_allclose(host.to_numpy(), 1.5)
             y.close()
             with pytest.raises(ClosedError):
                 bound()
+
+
+def test_one_cuda_runtime_at_a_time(cuda_module):
+    # two live CUDA runtimes abort the process when both are destroyed (libtaichi_c_api 1.7.4)
+    with Runtime(Arch.CUDA) as rt:
+        with pytest.raises(InvalidStateError, match="already exists"):
+            Runtime(Arch.CUDA)
+        x = rt.ndarray((4,), np.float32, host_access="readwrite")
+        view = x.map().view()
+    with pytest.raises(InvalidStateError, match="already exists"):
+        Runtime(Arch.CUDA)  # the closed runtime lives on through the view
+    del view
+    with Runtime(Arch.CUDA) as again:
+        assert again.arch == Arch.CUDA
 
 
 def test_cuda_and_x64_modules_do_not_mix(cuda_module, modules):
