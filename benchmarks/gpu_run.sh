@@ -28,4 +28,4 @@ if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only wher
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
-PYTHONUNBUFFERED=1 python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"
+PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-480}" python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"

@@ -48,15 +48,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"taichi-aot: error: unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
     quiet = args.json == "-"
-    results = run(archs, quick=args.quick, sections=sections, jit=not args.no_jit,
-                  log=(lambda m: print(m, file=sys.stderr)) if quiet else print)
-    if args.json:
-        text = json.dumps(results, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
+
+    def save(results: dict) -> None:
+        if args.json and args.json != "-":
             with open(args.json, "w") as f:
-                f.write(text)
+                f.write(json.dumps(results, indent=1))
+
+    results = run(archs, quick=args.quick, sections=sections, jit=not args.no_jit,
+                  log=(lambda m: print(m, file=sys.stderr)) if quiet else print, saved=save)
+    save(results)
+    if quiet:
+        print(json.dumps(results, indent=1))
     if args.plot:
         try:
             plot(results, args.plot)

@@ -315,7 +315,7 @@ class Bench:
 
     # -- throughput -----------------------------------------------------------------------
 
-    def throughput(self, torch_copy: bool) -> list[Row]:
+    def throughput(self, torch_copy: _Server | None) -> list[Row]:
         rt = self.rt
         exps = [10, 14] if self.quick else list(range(10, 27, 2))
         repeats = 3 if self.quick else 5
@@ -360,16 +360,28 @@ class Bench:
 
                 methods["memcpy (np.copyto)"] = host_copy
                 limit = "memcpy (np.copyto)"
+            elif self.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
+                from . import _cuda
+
+                dst_ptr, src_ptr = y.memory._cuda_ptr(), x.memory._cuda_ptr()
+
+                def dtod():
+                    def loop():
+                        for _ in range(per):
+                            _cuda.dtod(dst_ptr, src_ptr, nbytes)
+                    return 2 * nbytes * per / self._timed(loop)
+
+                methods["device copy (cuMemcpyDtoD)"] = dtod
+                limit = "device copy (cuMemcpyDtoD)"
+                if torch_copy is not None:
+                    methods["torch device-to-device copy"] = (
+                        lambda: 2 * nbytes * per / torch_copy.seconds(f"copy {size} {per}"))
+                    limit = "torch device-to-device copy"
             else:
                 if self.driver is not None:
                     methods["device copy (ti_copy_memory_device_to_device)"] = (
                         lambda: 2 * nbytes * per / self.driver.seconds(f"d2d {size} {per}"))
                 limit = "device copy (ti_copy_memory_device_to_device)"
-                if torch_copy and self.arch == Arch.CUDA:
-                    tc = _torch_copy(size, per)
-                    if tc is not None:
-                        methods["torch device-to-device copy"] = tc
-                        limit = "torch device-to-device copy"
             samples = _interleave(methods, repeats)
             group = [Row("throughput", self.name, k, "GB/s", [s / 1e9 for s in v],
                          params={"elements": size, "launches": per}) for k, v in samples.items()]
@@ -514,32 +526,47 @@ def _size_label(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def _torch_copy(size: int, per: int):
+_TORCH_SERVER = r"""
+import json, sys, time
+import torch
+assert torch.cuda.is_available()
+a = b = None
+print(json.dumps({"ready": True, "device": torch.cuda.get_device_name()}), flush=True)
+for line in sys.stdin:
+    words = line.split()
+    if not words or words[0] == "quit":
+        break
+    size, n = int(words[1]), int(words[2])
+    if a is None or a.numel() != size:
+        a = torch.ones(size, dtype=torch.float32, device="cuda")
+        b = torch.empty_like(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+"""
+
+
+def _torch_server(log: Callable[[str], None]) -> _Server | None:
+    """torch's device-to-device copy, measured in its own process (it brings its own CUDA runtime)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
     try:
-        import torch
-    except ImportError:
+        return _Server([sys.executable, "-c", _TORCH_SERVER], "torch copy")
+    except (RuntimeError, OSError) as e:
+        log(f"torch's copy not measured: {e}")
         return None
-    if not torch.cuda.is_available():
-        return None
-    a = torch.ones(size, dtype=torch.float32, device="cuda")
-    b = torch.empty_like(a)
-
-    def f():
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(per):
-            b.copy_(a)
-        torch.cuda.synchronize()
-        return 2 * size * 4 * per / (time.perf_counter() - t0)
-
-    return f
 
 
 SECTIONS = ("launch", "graph", "throughput", "transfers", "memory")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections=SECTIONS, jit: bool = True,
-        log: Callable[[str], None] = print) -> dict:
+        log: Callable[[str], None] = print, saved: Callable[[dict], None] | None = None) -> dict:
     """Run the benchmark sections on every available arch (or ``archs``); returns the results."""
     status = capi.arch_status()
     if archs is None:
@@ -572,7 +599,12 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections=SECTIONS,
                     elif section == "graph":
                         rows = bench.graph_vs_kernels()
                     elif section == "throughput":
-                        rows = bench.throughput(torch_copy=True)
+                        torch_server = _torch_server(log) if arch == Arch.CUDA else None
+                        try:
+                            rows = bench.throughput(torch_server)
+                        finally:
+                            if torch_server is not None:
+                                torch_server.close()
                     elif section == "transfers":
                         rows = bench.transfers()
                     else:
@@ -584,6 +616,8 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections=SECTIONS,
                     log(traceback.format_exc())
                     continue
                 results["rows"] += [r.to_dict() for r in rows]
+                if saved is not None:
+                    saved(results)  # after every section, so a run cut short keeps what it measured
                 log(format_rows(rows))
                 log(f"   ({section}: {time.perf_counter() - t0:.1f} s)")
         finally:
