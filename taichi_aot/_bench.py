@@ -442,9 +442,10 @@ class Bench:
                 "to_numpy(out=)": timed(lambda: nd.to_numpy(out=dst)),
                 "to_numpy() (new array)": timed(nd.to_numpy),
                 "np.copy (new array)": timed(src.copy),
-                "mapped view write (np.copyto)": timed(mapped_write),
-                "mapped view read (np.copyto)": timed(mapped_read),
             }
+            if nd.memory.host_read:  # device memory (CUDA's default) has no views
+                methods["mapped view write (np.copyto)"] = timed(mapped_write)
+                methods["mapped view read (np.copyto)"] = timed(mapped_read)
             samples = _interleave(methods, repeats)
             label = _size_label(nbytes)
             group = [Row("transfers", self.name, f"{k} @{label}", "GB/s", v, params={"bytes": nbytes, "per": per})
@@ -453,6 +454,8 @@ class Bench:
             limit = by["np.copyto (host to host)"]
             for name in ("from_numpy", "to_numpy(out=)", "mapped view write (np.copyto)",
                          "mapped view read (np.copyto)"):
+                if name not in by:
+                    continue
                 r = by[name]
                 r.limit, r.ratio = limit.name, r.median / limit.median
                 if nbytes >= 1 << 20 and name in ("from_numpy", "to_numpy(out=)"):
