@@ -9,7 +9,7 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 repo=$(pwd)
-if python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site .; then
+if python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target /tmp/site .; then
   where=/tmp
 else  # no compiler for the extension there: use the checkout with the carried abi3 build of it
   echo "building taichi_aot there failed; using the carried taichi_aot/_native.abi3.so"
