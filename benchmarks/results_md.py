@@ -30,13 +30,14 @@ def render(results: dict) -> str:
             if r["section"] != section:
                 section = r["section"]
                 out.append(f"\n**{section}** ({r['unit']})\n")
-                out.append("| figure | median | min–max | ratio | target | against |")
-                out.append("|---|---:|---:|---:|---|---|")
+                out.append("| figure | median | min–max | ratio | ratio of mins | target | against |")
+                out.append("|---|---:|---:|---:|---:|---|---|")
             rng = f"{fmt(r['min'])}–{fmt(r['max'])}" if r["min"] != r["max"] else ""
             ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else ""
+            mins = f"{r['min_ratio']:.2f}×" if r.get("min_ratio") is not None else ""
             target = (r["target"] or "") + ("" if r["met"] is None else (" ✔" if r["met"] else " ✘ missed"))
             against = (r["limit"] or "") + (f" ({r['note']})" if r["note"] else "")
-            out.append(f"| {r['name']} | {fmt(r['median'])} | {rng} | {ratio} | {target} | {against} |")
+            out.append(f"| {r['name']} | {fmt(r['median'])} | {rng} | {ratio} | {mins} | {target} | {against} |")
         out.append("")
     return "\n".join(out)
 
