@@ -507,17 +507,25 @@ _SPIRV_FORMATS = (
 )  # SPIR-V ImageFormat codes (the spec's order) -> TiFormat names
 
 
-def _spirv_image_formats(code: bytes) -> dict[int, Format]:
-    """{binding: format} of the storage images a SPIR-V module declares."""
+def _spirv_image_formats(code: bytes, name: str = "a task's SPIR-V") -> dict[int, Format]:
+    """{binding: format} of the storage images a SPIR-V module declares.
+
+    Also checks the module's structure, since a damaged shader crashes drivers at launch: the magic
+    number, every instruction within the stream, result ids below the header's bound, at least one
+    entry point, and functions that all end (the stream ending with OpFunctionEnd).
+    """
     if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != 0x07230203:
-        raise CorruptedDataError("a task's SPIR-V is not a SPIR-V module", -2)
+        raise CorruptedDataError(f"{name} is not a SPIR-V module", -2)
     words = struct.unpack(f"<{len(code) // 4}I", code)
+    bound = words[3]
     bindings, images, pointers, variables = {}, {}, {}, {}
+    entry_points = functions = function_ends = 0
+    last_op = None
     i = 5
     while i < len(words):
         count, op = words[i] >> 16, words[i] & 0xFFFF
         if count == 0 or i + count > len(words):
-            raise CorruptedDataError("a task's SPIR-V is truncated", -2)
+            raise CorruptedDataError(f"{name} is truncated or damaged (instruction at word {i})", -2)
         w = words[i + 1:i + count]
         if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
             bindings[w[0]] = w[2]
@@ -527,29 +535,43 @@ def _spirv_image_formats(code: bytes) -> dict[int, Format]:
             pointers[w[0]] = w[2]
         elif op == 59 and len(w) >= 2:  # OpVariable
             variables[w[1]] = w[0]
+        elif op == 15:  # OpEntryPoint
+            entry_points += 1
+        elif op == 54:  # OpFunction
+            functions += 1
+            if len(w) < 2 or w[1] >= bound:
+                raise CorruptedDataError(f"{name}: a result id beyond the module's bound", -2)
+        elif op == 56:  # OpFunctionEnd
+            function_ends += 1
+        last_op = op
         i += count
+    if not entry_points or functions == 0 or functions != function_ends or last_op != 56:
+        raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
+                                 f"ends {function_ends})", -2)
     out = {}
     for var, binding in bindings.items():
         image_format = images.get(pointers.get(variables.get(var, -1), -1))
-        name = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
-        if name is not None:
-            out[binding] = Format[name]
+        fmt = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
+        if fmt is not None:
+            out[binding] = Format[fmt]
     return out
 
 
 def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Format]:
-    """{(kernel, argument index): format} for storage textures."""
+    """{(kernel, argument index): format} for storage textures; every task's SPIR-V is checked."""
     out = {}
     for k in meta.get("kernels") or []:
         for task in (k.get("tasks_attribs") or []) if isinstance(k, dict) else []:
-            binds = [b for b in task.get("texture_binds") or [] if isinstance(b, dict) and b.get("is_storage")]
-            if not binds or not isinstance(task.get("name"), str):
-                continue
-            code = source.read(task["name"] + ".spv")
+            if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+                raise CorruptedDataError(f"metadata: a task of kernel {k.get('name')!r} has no name", -2)
+            file = task["name"] + ".spv"
+            code = source.read(file)
             if code is None:
-                continue
-            formats = _spirv_image_formats(code)
-            for b in binds:
+                raise CorruptedDataError(f"module file {file} (kernel {k.get('name')!r}) is missing", -2)
+            formats = _spirv_image_formats(code, file)
+            for b in task.get("texture_binds") or []:
+                if not isinstance(b, dict) or not b.get("is_storage"):
+                    continue
                 arg_id = b.get("arg_id")
                 index = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
                 if isinstance(index, int) and b.get("binding") in formats:

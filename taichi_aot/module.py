@@ -247,6 +247,11 @@ class AotModule(Child):
             else:
                 handle = capi.get_aot_module_compute_graph(self._handle, name)
         except NameNotFoundError:
+            if self._names is not None and name in known:
+                raise CorruptedDataError(
+                    f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "
+                    f"code is missing or damaged" + (f" ({name}.ll)" if self._meta.format == "llvm" else ""), -2
+                ) from None
             raise NameNotFoundError(f"no {kind} named {name!r} in module {self._source}{listing}", -3) from None
         obj = (Kernel if kind == "kernel" else ComputeGraph)(self, name, handle)
         cache[name] = obj
@@ -354,9 +359,9 @@ def _set_tensor(dst: Any, value: Any, what: str) -> None:
     if a.dtype.kind == "b":
         raise ArgumentTypeError(f"{what}: bool vectors are not kernel arguments")
     if a.dtype.kind in "iu" and a.dtype.itemsize > 4 and isinstance(value, (list, tuple)):
-        a = a.astype(np.int32)  # Python ints default to i32, as scalars do
+        a = _convert_checked(a, np.dtype(np.int32), what)  # Python ints default to i32, as scalars do
     if a.dtype == np.float64 and isinstance(value, (list, tuple)):
-        a = a.astype(np.float32)
+        a = _convert_checked(a, np.dtype(np.float32), what)
     dt = DATA_TYPES.get(a.dtype)
     if dt is None:
         raise ArgumentTypeError(f"{what}: {a.dtype} vectors are not kernel arguments")
@@ -369,6 +374,23 @@ def _set_tensor(dst: Any, value: Any, what: str) -> None:
     tensor.contents.length = a.size
     raw = np.ascontiguousarray(a).tobytes()
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
+
+
+_F16_MAX = 65504.0
+
+
+def _convert_checked(a: np.ndarray, target: np.dtype, what: str) -> np.ndarray:
+    """``a`` as ``target``, refusing values the conversion would wrap or overflow to infinity."""
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if a.size and (a.min() < info.min or a.max() > info.max):
+            raise InvalidArgumentError(f"{what}: values out of range for {target} ({a.min()}..{a.max()})")
+        return a.astype(target)
+    with np.errstate(over="ignore"):
+        out = a.astype(target)
+    if not np.array_equal(np.isfinite(out), np.isfinite(a)):
+        raise InvalidArgumentError(f"{what}: values out of range for {target}")
+    return out
 
 
 def _describe_value(value: Any) -> str:
@@ -446,9 +468,10 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
                 raise wrong(value, InvalidArgumentError)
             if spec.dtype is not None:
                 a = np.asarray(value)
-                if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and NUMPY_DTYPES[spec.dtype].kind in "iu"):
+                target = NUMPY_DTYPES[spec.dtype]
+                if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and target.kind in "iu"):
                     raise wrong(value)
-                value = a.astype(NUMPY_DTYPES[spec.dtype])
+                value = _convert_checked(a, target, what)
             _set_tensor(dst, value, what)
 
         return check
@@ -467,7 +490,10 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
                 if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                     raise wrong(value)
                 value = float(value)
-            _F32(buf, off + value_off, value)  # the slot's type was written once (_prefill)
+            try:
+                _F32(buf, off + value_off, value)  # the slot's type was written once (_prefill)
+            except (OverflowError, struct.error):
+                raise InvalidArgumentError(f"{what}: {value!r} is out of range for f32") from None
 
         return check
     if dt == DataType.I32:
@@ -502,10 +528,13 @@ def _make_checker(spec: metadata.ArgInfo, what: str):
         def check(value, runtime, buf, off, dst):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise wrong(value)
+            v = float(value)
+            if abs(v) > _F16_MAX and v == v and abs(v) != float("inf"):
+                raise InvalidArgumentError(f"{what}: {value!r} is out of range for f16 (largest {_F16_MAX:g})")
             # the C-API carries an f16 scalar as an f32 in x32
             dst.type = ArgumentType.SCALAR
             dst.value.scalar.type = DataType.F16
-            dst.value.scalar.value.x32 = int(np.array(float(value), np.float32).view(np.uint32))
+            dst.value.scalar.value.x32 = int(np.array(v, np.float32).view(np.uint32))
 
         return check
 

@@ -211,3 +211,18 @@ def test_hostile_spirv_and_deep_json(vulkan, modules, tmp_path):
     (folder / "graphs.json").write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(CorruptedDataError):
         metadata.read_module(str(folder))
+
+
+def test_damaged_shaders_are_refused_before_the_driver_sees_them(vulkan, modules, tmp_path):
+    # a SPIR-V module cut at an instruction boundary used to load and then crash the process at launch
+    folder = tmp_path / "m"
+    shutil.copytree(modules.path(vulkan), folder)
+    spv = folder / next(n for n in os.listdir(folder) if n.startswith("add_c") and n.endswith(".spv"))
+    code = spv.read_bytes()
+    for cut in (len(code) // 2 // 4 * 4, len(code) - 4, 20):
+        spv.write_bytes(code[:cut])
+        with Runtime(vulkan) as rt, pytest.raises(CorruptedDataError):
+            rt.load_module(str(folder))
+    spv.unlink()
+    with Runtime(vulkan) as rt, pytest.raises(CorruptedDataError, match="missing"):
+        rt.load_module(str(folder))

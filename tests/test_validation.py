@@ -134,3 +134,44 @@ def test_module_of_another_backend_or_taichi_is_incompatible(modules, tmp_path):
     with Runtime(Arch.VULKAN) as rt:
         with pytest.raises(ta.IncompatibleModuleError, match="Taichi 1.6.0"):
             rt.load_module(old)
+
+
+def test_out_of_range_values_are_refused(env):
+    rt, mod = env
+    x = rt.ndarray((4,), np.float32)
+    add, half, vec = mod.kernels["add"], mod.kernels["half_scale"], mod.kernels["scale_vec3"]
+    for value in (10**40, 1e39, np.float64(1e300)):
+        with pytest.raises(ValueError, match="out of range for f32"):
+            add(x, x, value)
+    add(x, x, 2**64)  # an int f32 can hold (as a float) is fine
+    with pytest.raises(ValueError, match="out of range for f16"):
+        half(rt.ndarray((4,), np.float16), 70000.0)
+    v3 = rt.ndarray((2,), np.float32, (3,))
+    with pytest.raises(ValueError, match="out of range"):
+        vec(v3, (1e39, 0.0, 0.0))
+    with pytest.raises(ValueError, match="out of range"):
+        add(x, x, float("-1e40"))
+    add(x, x, float("inf"))  # infinities and NaN are f32 values
+    rt.wait()
+
+
+def test_module_with_missing_code_is_corrupt_not_unknown(arch, modules, tmp_path):
+    import os
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(modules.path(arch), folder)
+    victims = [n for n in os.listdir(folder) if n.startswith("add") and n.endswith((".ll", ".spv")) and "_c" not in n
+               or n.startswith("add_c") and n.endswith(".spv")]
+    for n in victims:
+        os.remove(folder / n)
+    with Runtime(arch) as rt:
+        with pytest.raises(ta.CorruptedDataError):
+            mod = rt.load_module(str(folder))
+            mod.kernels["add"]
+        if arch == Arch.X64:  # the other kernels of the module still load and run
+            mod = rt.load_module(str(folder))
+            x = rt.ndarray((2, 2), np.int32)
+            mod.kernels["fill_i32"](x, 1)
+            rt.wait()
+            assert x.to_numpy()[1, 1] == 102
