@@ -30,13 +30,11 @@ def _load_cdef_module():
 
 _cdef = _load_cdef_module()
 
-# Functions of our own, compiled into the extension next to the trampolines.
-EXTRA_CDEF = """
-int taichi_aot_load(const char *path, char *error, size_t error_size);
-void taichi_aot_unload(void);
-int taichi_aot_is_loaded(void);
-int taichi_aot_has_symbol(const char *name);
-
+# One prepared launch: a kernel (kind 0) or a compute graph (kind 1) with packed arguments. `seen`
+# is the close epoch at which Python last found every object it uses open, `thread` the thread that
+# owns the runtime, `pending` the runtime's "work may be running" flag, set by every launch. Declared
+# once, for the cdef and the C source alike.
+LAUNCH_STRUCT = """
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
@@ -47,13 +45,22 @@ typedef struct {
     unsigned long thread;
     int32_t *pending;
 } TaichiAotLaunch;
+"""
+
+# Functions of our own, compiled into the extension next to the trampolines.
+EXTRA_CDEF = LAUNCH_STRUCT + """
+int taichi_aot_load(const char *path, char *error, size_t error_size);
+void taichi_aot_unload(void);
+int taichi_aot_is_loaded(void);
+int taichi_aot_has_symbol(const char *name);
+
 int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE ...
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
 """
 
-EXTRA_SOURCE = r"""
+EXTRA_SOURCE = LAUNCH_STRUCT + r"""
 static void *taichi_aot_handle = NULL;
 
 int taichi_aot_load(const char *path, char *error, size_t error_size) {
@@ -92,19 +99,6 @@ int taichi_aot_is_loaded(void) {
     return taichi_aot_handle != NULL;
 }
 
-/* One prepared launch: a kernel (kind 0) or a compute graph (kind 1) with packed arguments.
-   `seen` is the close epoch at which Python last found every object it uses open, `thread` the
-   thread that owns the runtime. */
-typedef struct {
-    TiRuntime runtime;
-    uint32_t kind;
-    void *handle;
-    uint32_t arg_count;
-    const void *args;
-    int64_t seen;
-    unsigned long thread;
-    int32_t *pending; /* the runtime's "work may be running" flag, set by every launch */
-} TaichiAotLaunch;
 
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;

@@ -6,15 +6,7 @@
 import json
 import sys
 
-
-def fmt(v):
-    if v is None:
-        return ""
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.3g}"
+from taichi_aot._bench import _fmt as fmt
 
 
 def render(results: dict) -> str:

@@ -700,7 +700,10 @@ def format_rows(rows: list[Row | dict]) -> str:
     return "\n".join(lines)
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: float | None) -> str:
+    """A figure to three significant digits (thousands grouped); "" for None."""
+    if v is None:
+        return ""
     if v != v:
         return "nan"
     if abs(v) >= 100:

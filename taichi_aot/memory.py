@@ -499,7 +499,7 @@ class NdArray:
     @property
     def full_shape(self) -> tuple[int, ...]:
         """``shape + elem_shape``: the shape of ``to_numpy()``."""
-        return self._shape + self._elem_shape
+        return self._full_shape
 
     # -- numpy ------------------------------------------------------------------------
 
@@ -523,9 +523,6 @@ class NdArray:
             return view
 
         return _MapContext(make)
-
-    def _direct(self, write: bool) -> bool:
-        return self._direct_write if write else self._direct_read
 
     def _staging(self) -> Memory:
         return Memory._allocate(self._runtime, self.nbytes, True, True, False, MemoryUsage.STORAGE)

@@ -98,6 +98,7 @@ class ModuleInfo:
     arch: Arch | None = None  # the one arch the code was generated for (LLVM); None for gfx
     archs: tuple[Arch, ...] = ()  # the archs that can load the module
     internal: list[str] = field(default_factory=list)  # kernels compiled for graphs, not exported by name
+    content: tuple[list[str], list[str]] | None = None  # (kernels, graphs) the module lists, when it does
 
     def exported_kernels(self) -> list[KernelInfo]:
         """The kernels the module exports by name (graph-internal copies left out)."""
@@ -299,7 +300,8 @@ def _struct_scalars(t: Any) -> tuple[int | None, DataType | None]:
     return len(elements), (_data_type(types.pop()) if len(types) == 1 else None)
 
 
-def _gfx(meta: dict, graphs: Any) -> ModuleInfo:
+def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
+    """Kernels of gfx metadata; ``formats`` gives storage-texture formats by (kernel, argument index)."""
     info = ModuleInfo("gfx", None)
     for cap in meta.get("required_caps") or []:
         if isinstance(cap, dict) and isinstance(cap.get("key"), str):
@@ -329,12 +331,10 @@ def _gfx(meta: dict, graphs: Any) -> ModuleInfo:
                     length, dtype = _struct_scalars(arg_types.get(f"arg_{index}"))
                 args.append(ArgInfo(index, name if isinstance(name, str) else None, kind, dtype,
                                     int(a.get("field_dim") or 0), tuple(int(d) for d in a.get("element_shape") or ()),
-                                    length))
+                                    length, formats.get((k["name"], index))))
             except (KeyError, TypeError, ValueError, IndexError):
                 raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}", -2) from None
         info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index))
-    if isinstance(graphs, list):
-        info.graph_names = [g["key"] for g in graphs if isinstance(g, dict) and isinstance(g.get("key"), str)]
     return info
 
 
@@ -601,6 +601,18 @@ def _llvm_arch(source: _Source) -> Arch | None:
     return None
 
 
+def _content(text: str) -> tuple[list[str], list[str]]:
+    """(kernel names, graph names) of a module's ``__content__`` listing."""
+    kernels, graphs = [], []
+    for line in text.splitlines():
+        kind, _, name = line.strip().partition(":")
+        if kind == "kernel" and name:
+            kernels.append(name)
+        elif kind == "cgraph" and name:
+            graphs.append(name)
+    return kernels, graphs
+
+
 def read_module(source: str | bytes | os.PathLike) -> ModuleInfo:
     """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes.
 
@@ -628,11 +640,7 @@ def _read(src: _Source) -> ModuleInfo:
     except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
-        info = _gfx(doc, None)
-        formats = _texture_formats(doc, src)
-        for k in info.kernels.values():
-            k.args = [ArgInfo(a.index, a.name, a.kind, a.dtype, a.ndim, a.elem_shape, a.length,
-                              formats.get((k.name, a.index))) for a in k.args]
+        info = _gfx(doc, _texture_formats(doc, src))
         graphs = src.read("graphs.json")
         if graphs is not None:
             try:
@@ -652,10 +660,9 @@ def _read(src: _Source) -> ModuleInfo:
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
     if content is not None:
-        lines = content.decode("utf-8", "replace").splitlines()
+        listed, listed_graphs = info.content = _content(content.decode("utf-8", "replace"))
         if not info.graph_names:
-            info.graph_names = [line[7:] for line in lines if line.startswith("cgraph:")]
-        listed = [line[7:] for line in lines if line.startswith("kernel:")]
+            info.graph_names = list(listed_graphs)
         info.internal = [k for k in info.kernels if k not in listed]
         order = {name: i for i, name in enumerate(listed)}
         info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))

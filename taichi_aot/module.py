@@ -87,32 +87,6 @@ def extract_archive(source: str | bytes, dest: str) -> None:
             raise CorruptedDataError(f"{what} is damaged: {e}", -2) from None
 
 
-def _content_names(path: str | None, data: bytes | None) -> tuple[list[str], list[str]] | None:
-    """Kernel and graph names from a module's ``__content__`` listing, or None when unknown."""
-    text = None
-    try:
-        if data is not None or (path and os.path.isfile(path)):
-            import io
-
-            with zipfile.ZipFile(io.BytesIO(data) if data is not None else path) as zf:
-                text = zf.read("__content__").decode("utf-8", "replace")
-        elif path and os.path.isfile(os.path.join(path, "__content__")):
-            with open(os.path.join(path, "__content__"), encoding="utf-8", errors="replace") as f:
-                text = f.read()
-    except (KeyError, OSError, zipfile.BadZipFile, ValueError):
-        return None
-    if text is None:
-        return None
-    kernels, graphs = [], []
-    for line in text.splitlines():
-        kind, _, name = line.strip().partition(":")
-        if kind == "kernel" and name:
-            kernels.append(name)
-        elif kind == "cgraph" and name:
-            graphs.append(name)
-    return kernels, graphs
-
-
 def _check_compatible(meta: metadata.ModuleInfo, runtime: Runtime, where: str) -> None:
     """Refuse, before C, a module built for another kind of backend or by an incompatible Taichi."""
     llvm_runtime = runtime._arch in capi.LLVM_ARCHS
@@ -176,9 +150,9 @@ class AotModule(Child):
         else:
             raise ArgumentTypeError(f"load_module: expected a path or bytes, got {type(source).__name__}")
 
-        names = _content_names(path, data)
         # read the metadata before C sees the module: corrupt input raises here
         meta = metadata.read_module(data if data is not None else path)
+        names = meta.content
         _check_compatible(meta, runtime, path if path is not None else "<bytes>")
         rt = runtime._handle
         if runtime._arch in capi.LLVM_ARCHS and (data is not None or os.path.isfile(path)):
@@ -625,6 +599,11 @@ class _ModuleEntry:
     def module(self) -> AotModule:
         return self._module
 
+    @property
+    def signature(self) -> list[metadata.ArgInfo] | None:
+        """The arguments the module records (in order for a kernel, by first use for a graph), or None."""
+        return list(self._args) if self._args is not None else None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
 
@@ -675,11 +654,6 @@ class Kernel(_ModuleEntry):
             _prefill(packed, self._args)
         packed.launch = _launch_struct(self._runtime, 0, self._handle, packed)
         return packed
-
-    @property
-    def signature(self) -> list[metadata.ArgInfo] | None:
-        """The arguments the module records for this kernel."""
-        return list(self._args) if self._args is not None else None
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         if kwargs:
@@ -925,11 +899,6 @@ class ComputeGraph(_ModuleEntry):
         packed.launch = _launch_struct(self._runtime, 1, self._handle, packed)
         return packed
 
-    @property
-    def signature(self) -> list[metadata.ArgInfo] | None:
-        """The named arguments the module records for this graph."""
-        return list(self._args) if self._args is not None else None
-
     def _pack(self, args: Mapping[str, Any], packed: _Packed | None) -> _Packed:
         if not isinstance(args, Mapping):
             raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
@@ -960,8 +929,7 @@ class ComputeGraph(_ModuleEntry):
 
     def launch(self, args: Mapping[str, Any]) -> None:
         """Enqueue the graph with ``{name: value}`` arguments."""
-        self._module._check()
-        rt = self._runtime
+        rt = self._runtime  # closed objects and the thread are checked in C at launch (_launch_failed)
         if rt._recorder is not None:
             rt._recorder.append(self.bind(**args) if isinstance(args, Mapping) else self.bind(args))
             return

@@ -69,16 +69,12 @@ def test_bound_launch_refuses_closed_objects(env):
         add(x2, y2, 1.0)
 
 
-def test_dynamic_call_after_close_and_from_another_thread(env):
-    rt, mod = env
-    add = mod.kernels["add"]
-    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
-    add(x, y, 1.0)
-    bound = add.bind(x, y, 1.0)
+def _wrong_thread_errors(*calls) -> int:
+    """How many of ``calls``, made from another thread, raise WrongThreadError."""
     errors = []
 
     def worker():
-        for f in (lambda: add(x, y, 1.0), bound, bound.launch):
+        for f in calls:
             try:
                 f()
             except WrongThreadError as e:
@@ -87,7 +83,16 @@ def test_dynamic_call_after_close_and_from_another_thread(env):
     t = threading.Thread(target=worker)
     t.start()
     t.join()
-    assert len(errors) == 3
+    return len(errors)
+
+
+def test_dynamic_call_after_close_and_from_another_thread(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    add(x, y, 1.0)
+    bound = add.bind(x, y, 1.0)
+    assert _wrong_thread_errors(lambda: add(x, y, 1.0), bound, bound.launch) == 3
     add(x, y, 1.0)  # still fine on the owning thread
     x.close()
     with pytest.raises(ClosedError):
@@ -168,3 +173,15 @@ def test_to_numpy_into_an_existing_array(env):
         nd.from_numpy(np.ones((2, 3)))
         assert np.array_equal(view.reshape(2, 3), np.ones((2, 3)))
         assert np.array_equal(nd.to_numpy(), np.ones((2, 3)))
+
+
+def test_graph_call_after_close_and_from_another_thread(env):
+    rt, mod = env
+    graph = mod.graphs["add_twice"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    graph(x=x, y=y, a=1.0)
+    assert _wrong_thread_errors(lambda: graph(x=x, y=y, a=1.0)) == 1
+    graph(x=x, y=y, a=1.0)
+    mod.close()
+    with pytest.raises(ClosedError):
+        graph(x=x, y=y, a=1.0)
