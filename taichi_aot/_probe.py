@@ -50,7 +50,7 @@ def cuda_device_count() -> tuple[int, str]:
     return count.value, "" if count.value else "no CUDA device"
 
 
-def _host_cpu_arch() -> Arch | None:
+def host_cpu_arch() -> Arch | None:
     machine = platform.machine().lower()
     if machine in ("x86_64", "amd64"):
         return Arch.X64
@@ -76,7 +76,7 @@ def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
 def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
     """Probe every arch the C-API knows; GPU archs in child processes, in parallel."""
     results: dict[Arch, ArchStatus] = {}
-    cpu = _host_cpu_arch()
+    cpu = host_cpu_arch()
     for arch in (Arch.X64, Arch.ARM64):
         if arch != cpu:
             results[arch] = ArchStatus(arch, False, None, f"this machine is {platform.machine()}")

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _library
 from ._native import ffi, lib
-from ._probe import ArchStatus, _host_cpu_arch, probe
+from ._probe import ArchStatus, host_cpu_arch, probe
 from .enums import ArgumentType, Arch, Capability, DataType, ImageLayout
 from .errors import (
     ArgumentNotFoundError,
@@ -197,7 +197,8 @@ def _struct(ctype: str, value: Any, fields: Mapping[str, Any], what: str) -> Any
         raise InvalidArgumentError(f"{what}: bad {ctype}: {e}") from None
 
 
-def _enum(cls, value: Any, what: str):
+def enum_arg(cls, value: Any, what: str):
+    """``value`` (a member, its int or its name) as a member of the enum ``cls``; typed errors otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str):
             try:
@@ -280,7 +281,7 @@ def get_available_devices() -> dict[Arch, int | None]:
 
 
 def _require_available(arch: Arch, what: str) -> None:
-    if arch in (Arch.X64, Arch.ARM64) and arch == _host_cpu_arch():
+    if arch in (Arch.X64, Arch.ARM64) and arch == host_cpu_arch():
         return  # creating an LLVM CPU runtime is safe in process; errors come back as errors
     status = arch_status().get(arch)
     if status is None or not status.available:
@@ -294,7 +295,7 @@ def create_runtime(arch: Arch | int | str, device_index: int = 0) -> Any:
     Raises NotSupportedError when the arch cannot create a runtime here (checked
     before calling C: 1.7.4 crashes or silently falls back to x64 on some).
     """
-    arch = _enum(Arch, arch, "create_runtime: arch")
+    arch = enum_arg(Arch, arch, "create_runtime: arch")
     if isinstance(device_index, bool) or not isinstance(device_index, int):
         raise ArgumentTypeError(f"create_runtime: device_index must be an int, got {device_index!r}")
     if not 0 <= device_index < 2**32:
@@ -378,7 +379,7 @@ def set_runtime_capabilities_ext(runtime: Any, capabilities: Mapping | Sequence 
     else:
         items = capabilities.items() if isinstance(capabilities, Mapping) else capabilities
         try:
-            pairs = [(int(_enum(Capability, c, "capability")), int(level)) for c, level in items]
+            pairs = [(int(enum_arg(Capability, c, "capability")), int(level)) for c, level in items]
         except (TypeError, ValueError) as e:
             if isinstance(e, TaichiError):
                 raise
@@ -503,6 +504,32 @@ def unmap_memory(runtime: Any, memory: Any) -> None:
     check("unmap_memory")
 
 
+def memcpy_host(runtime: Any, memory: Any, data: Any, nbytes: int, to_device: bool) -> None:
+    """Copy ``nbytes`` between the buffer ``data`` and live host-visible ``memory``, mapped for just this copy.
+
+    The hot path of ``NdArray.to_numpy``/``from_numpy``: one registry lookup, then the library directly
+    (no fd redirection: host-visible memory maps quietly). Raises ClosedError for a dead handle and
+    InvalidStateError while the memory is mapped elsewhere.
+    """
+    entry = _live.get(("memory", runtime, memory))
+    if entry is None:
+        raise ClosedError(f"memcpy_host: memory {memory} is not alive in runtime {runtime}")
+    if entry.mapped:
+        raise InvalidStateError("memcpy_host: the memory is mapped; copy through the mapping")
+    ptr = lib.ti_map_memory(runtime, memory)
+    check("map_memory")
+    entry.mapped = True
+    try:
+        if to_device:
+            ffi.memmove(ptr, data, nbytes)
+        else:
+            ffi.memmove(data, ptr, nbytes)
+    finally:
+        lib.ti_unmap_memory(runtime, memory)
+        entry.mapped = False
+        check("unmap_memory")
+
+
 def _slice(runtime: Any, value: Any, what: str) -> Any:
     s = _struct("TiMemorySlice", value, {}, what)
     _, entry = _child("memory", "TiMemory", runtime, s.memory, what + ".memory")
@@ -607,7 +634,7 @@ def track_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
     """``ti_track_image_ext``: tell the runtime the layout an image is in now."""
     _runtime(runtime, "track_image")
     _child("image", "TiImage", runtime, image, "track_image")
-    layout = _enum(ImageLayout, layout, "track_image: layout")
+    layout = enum_arg(ImageLayout, layout, "track_image: layout")
     with quiet():
         _enqueued(runtime)
         lib.ti_track_image_ext(runtime, image, layout)
@@ -618,7 +645,7 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
     """``ti_transition_image``: move an image to ``layout``."""
     _runtime(runtime, "transition_image")
     _child("image", "TiImage", runtime, image, "transition_image")
-    layout = _enum(ImageLayout, layout, "transition_image: layout")
+    layout = enum_arg(ImageLayout, layout, "transition_image: layout")
     with quiet():
         _enqueued(runtime)
         lib.ti_transition_image(runtime, image, layout)
@@ -1187,6 +1214,7 @@ __all__ = [
     "get_cuda_stream",
     "get_last_error",
     "get_runtime_capabilities",
+    "enum_arg",
     "get_version",
     "import_cpu_memory",
     "import_cuda_memory",
@@ -1202,6 +1230,7 @@ __all__ = [
     "live_handle_count",
     "load_aot_module",
     "map_memory",
+    "memcpy_host",
     "memory_size",
     "pack_arguments",
     "pack_named_arguments",

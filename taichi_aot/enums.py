@@ -1,64 +1,310 @@
-"""Every C enum and bit field of the C-API as ``IntEnum`` / ``IntFlag``.
+"""Every C enum and bit field of the C-API as ``IntEnum`` / ``IntFlag``, and the tables about them.
 
-Values are read from the compiled extension (``lib``), so they always match the
-vendored headers. Member names drop the C prefix: ``TI_ARCH_VULKAN`` is
-``Arch.VULKAN``, ``TI_MEMORY_USAGE_STORAGE_BIT`` is ``MemoryUsage.STORAGE``.
-Image dimensions, whose C names start with a digit, are ``ImageDimension.DIM_1D`` etc.
+Members are written out so that type checkers and readers see them; a test
+(``tests/test_bindings.py``) checks each value against the compiled extension's
+``lib``, so they cannot drift from the vendored headers. Member names drop the C
+prefix: ``TI_ARCH_VULKAN`` is ``Arch.VULKAN``, ``TI_MEMORY_USAGE_STORAGE_BIT`` is
+``MemoryUsage.STORAGE``. Image dimensions, whose C names start with a digit, are
+``ImageDimension.DIM_1D`` etc.
+
+Every ``str()`` of a member is its name (``print(rt.arch)`` prints ``VULKAN``).
+
+The tables below are the one place each fact about these enums lives: the
+backend families, and the size and numpy dtype of each data type.
 """
 
 from __future__ import annotations
 
 import enum
 
-from ._native import lib
+import numpy as np
 
 
-def _members(prefix: str, suffix: str = "", rename=None) -> dict[str, int]:
-    members = {}
-    for name in dir(lib):
-        if not name.startswith(prefix) or name.endswith("_MAX_ENUM"):
-            continue
-        short = name[len(prefix) :]
-        if suffix:
-            if not short.endswith(suffix):
-                continue
-            short = short[: -len(suffix)]
-        if rename:
-            short = rename(short)
-        members[short] = getattr(lib, name)
-    return dict(sorted(members.items(), key=lambda kv: kv[1]))
+class _Named(enum.IntEnum):
+    """An IntEnum that prints as its name (``str``, and ``format`` without a spec)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return self.name if not spec else int.__format__(self, spec)
 
 
-def _make(cls_name: str, base, prefix: str, doc: str, **kw):
-    cls = base(cls_name, _members(prefix, **kw), module=__name__)
-    cls.__doc__ = doc
-    return cls
+class _NamedFlag(enum.IntFlag):
+    """An IntFlag that prints as its name, ``A|B`` for a combination."""
+
+    def __str__(self) -> str:
+        return self.name or repr(self)
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else int.__format__(self, spec)
 
 
-Error = _make("Error", enum.IntEnum, "TI_ERROR_", "TiError: result codes of the C-API (SUCCESS is 0, errors are negative).")
-Arch = _make("Arch", enum.IntEnum, "TI_ARCH_", "TiArch: backends a runtime can be created for.")
-Capability = _make("Capability", enum.IntEnum, "TI_CAPABILITY_", "TiCapability: device capabilities (SPIR-V features).")
-DataType = _make("DataType", enum.IntEnum, "TI_DATA_TYPE_", "TiDataType: element types of ndarrays and scalars.")
-ArgumentType = _make("ArgumentType", enum.IntEnum, "TI_ARGUMENT_TYPE_", "TiArgumentType: kinds of kernel argument.")
-MemoryUsage = _make(
-    "MemoryUsage", enum.IntFlag, "TI_MEMORY_USAGE_", "TiMemoryUsageFlagBits: how device memory is used.", suffix="_BIT"
+class Error(_Named):
+    """TiError: result codes of the C-API (SUCCESS is 0, errors are negative)."""
+
+    OUT_OF_MEMORY = -11
+    INCOMPATIBLE_MODULE = -10
+    INVALID_STATE = -9
+    INVALID_INTEROP = -8
+    ARGUMENT_NOT_FOUND = -7
+    ARGUMENT_OUT_OF_RANGE = -6
+    ARGUMENT_NULL = -5
+    INVALID_ARGUMENT = -4
+    NAME_NOT_FOUND = -3
+    CORRUPTED_DATA = -2
+    NOT_SUPPORTED = -1
+    SUCCESS = 0
+
+
+class Arch(_Named):
+    """TiArch: backends a runtime can be created for."""
+
+    RESERVED = 0
+    VULKAN = 1
+    METAL = 2
+    CUDA = 3
+    X64 = 4
+    ARM64 = 5
+    OPENGL = 6
+    GLES = 7
+
+
+class Capability(_Named):
+    """TiCapability: device capabilities (SPIR-V features)."""
+
+    RESERVED = 0
+    SPIRV_VERSION = 1
+    SPIRV_HAS_INT8 = 2
+    SPIRV_HAS_INT16 = 3
+    SPIRV_HAS_INT64 = 4
+    SPIRV_HAS_FLOAT16 = 5
+    SPIRV_HAS_FLOAT64 = 6
+    SPIRV_HAS_ATOMIC_INT64 = 7
+    SPIRV_HAS_ATOMIC_FLOAT16 = 8
+    SPIRV_HAS_ATOMIC_FLOAT16_ADD = 9
+    SPIRV_HAS_ATOMIC_FLOAT16_MINMAX = 10
+    SPIRV_HAS_ATOMIC_FLOAT = 11
+    SPIRV_HAS_ATOMIC_FLOAT_ADD = 12
+    SPIRV_HAS_ATOMIC_FLOAT_MINMAX = 13
+    SPIRV_HAS_ATOMIC_FLOAT64 = 14
+    SPIRV_HAS_ATOMIC_FLOAT64_ADD = 15
+    SPIRV_HAS_ATOMIC_FLOAT64_MINMAX = 16
+    SPIRV_HAS_VARIABLE_PTR = 17
+    SPIRV_HAS_PHYSICAL_STORAGE_BUFFER = 18
+    SPIRV_HAS_SUBGROUP_BASIC = 19
+    SPIRV_HAS_SUBGROUP_VOTE = 20
+    SPIRV_HAS_SUBGROUP_ARITHMETIC = 21
+    SPIRV_HAS_SUBGROUP_BALLOT = 22
+    SPIRV_HAS_NON_SEMANTIC_INFO = 23
+    SPIRV_HAS_NO_INTEGER_WRAP_DECORATION = 24
+
+
+class DataType(_Named):
+    """TiDataType: element types of ndarrays and scalars."""
+
+    F16 = 0
+    F32 = 1
+    F64 = 2
+    I8 = 3
+    I16 = 4
+    I32 = 5
+    I64 = 6
+    U1 = 7
+    U8 = 8
+    U16 = 9
+    U32 = 10
+    U64 = 11
+    GEN = 12
+    UNKNOWN = 13
+
+
+class ArgumentType(_Named):
+    """TiArgumentType: kinds of kernel argument."""
+
+    I32 = 0
+    F32 = 1
+    NDARRAY = 2
+    TEXTURE = 3
+    SCALAR = 4
+    TENSOR = 5
+
+
+class MemoryUsage(_NamedFlag):
+    """TiMemoryUsageFlagBits: how device memory is used."""
+
+    STORAGE = 1
+    UNIFORM = 2
+    VERTEX = 4
+    INDEX = 8
+
+
+class ImageUsage(_NamedFlag):
+    """TiImageUsageFlagBits: how an image is used."""
+
+    STORAGE = 1
+    SAMPLED = 2
+    ATTACHMENT = 4
+
+
+class ImageDimension(_Named):
+    """TiImageDimension: 1D, 2D, 3D, arrays and cube maps."""
+
+    DIM_1D = 0
+    DIM_2D = 1
+    DIM_3D = 2
+    DIM_1D_ARRAY = 3
+    DIM_2D_ARRAY = 4
+    CUBE = 5
+
+
+class ImageLayout(_Named):
+    """TiImageLayout: image layouts for transitions."""
+
+    UNDEFINED = 0
+    SHADER_READ = 1
+    SHADER_WRITE = 2
+    SHADER_READ_WRITE = 3
+    COLOR_ATTACHMENT = 4
+    COLOR_ATTACHMENT_READ = 5
+    DEPTH_ATTACHMENT = 6
+    DEPTH_ATTACHMENT_READ = 7
+    TRANSFER_DST = 8
+    TRANSFER_SRC = 9
+    PRESENT_SRC = 10
+
+
+class Format(_Named):
+    """TiFormat: texel formats."""
+
+    UNKNOWN = 0
+    R8 = 1
+    RG8 = 2
+    RGBA8 = 3
+    RGBA8SRGB = 4
+    BGRA8 = 5
+    BGRA8SRGB = 6
+    R8U = 7
+    RG8U = 8
+    RGBA8U = 9
+    R8I = 10
+    RG8I = 11
+    RGBA8I = 12
+    R16 = 13
+    RG16 = 14
+    RGB16 = 15
+    RGBA16 = 16
+    R16U = 17
+    RG16U = 18
+    RGB16U = 19
+    RGBA16U = 20
+    R16I = 21
+    RG16I = 22
+    RGB16I = 23
+    RGBA16I = 24
+    R16F = 25
+    RG16F = 26
+    RGB16F = 27
+    RGBA16F = 28
+    R32U = 29
+    RG32U = 30
+    RGB32U = 31
+    RGBA32U = 32
+    R32I = 33
+    RG32I = 34
+    RGB32I = 35
+    RGBA32I = 36
+    R32F = 37
+    RG32F = 38
+    RGB32F = 39
+    RGBA32F = 40
+    DEPTH16 = 41
+    DEPTH24STENCIL8 = 42
+    DEPTH32F = 43
+
+
+class Filter(_Named):
+    """TiFilter: sampler filters."""
+
+    NEAREST = 0
+    LINEAR = 1
+
+
+class AddressMode(_Named):
+    """TiAddressMode: sampler address modes."""
+
+    REPEAT = 0
+    MIRRORED_REPEAT = 1
+    CLAMP_TO_EDGE = 2
+
+
+#: The C prefix (and suffix) of each enum's members, for the test that compares them with ``lib``.
+C_NAMES: dict[type[enum.IntEnum], tuple[str, str]] = {
+    Error: ("TI_ERROR_", ""),
+    Arch: ("TI_ARCH_", ""),
+    Capability: ("TI_CAPABILITY_", ""),
+    DataType: ("TI_DATA_TYPE_", ""),
+    ArgumentType: ("TI_ARGUMENT_TYPE_", ""),
+    MemoryUsage: ("TI_MEMORY_USAGE_", "_BIT"),
+    ImageUsage: ("TI_IMAGE_USAGE_", "_BIT"),
+    ImageDimension: ("TI_IMAGE_DIMENSION_", ""),
+    ImageLayout: ("TI_IMAGE_LAYOUT_", ""),
+    Format: ("TI_FORMAT_", ""),
+    Filter: ("TI_FILTER_", ""),
+    AddressMode: ("TI_ADDRESS_MODE_", ""),
+}
+
+# ---------------------------------------------------------------------------
+# Backend families
+
+#: Backends whose modules are LLVM code (x64, arm64, CUDA); their metadata is Taichi's text serializer.
+LLVM_ARCHS: frozenset[Arch] = frozenset({Arch.X64, Arch.ARM64, Arch.CUDA})
+#: Backends that run on the host CPU; their memory is host memory.
+CPU_ARCHS: frozenset[Arch] = frozenset({Arch.X64, Arch.ARM64})
+#: Backends whose modules are SPIR-V/shader code with JSON metadata.
+GFX_ARCHS: frozenset[Arch] = frozenset({Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES})
+#: Backends that drive a GPU (CUDA and the gfx APIs).
+GPU_ARCHS: frozenset[Arch] = frozenset({Arch.CUDA}) | GFX_ARCHS
+#: Preference when ``Runtime(arch=None)``: GPU backends first.
+ARCH_PREFERENCE: tuple[Arch, ...] = (
+    Arch.CUDA, Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES, Arch.X64, Arch.ARM64,
 )
-ImageUsage = _make(
-    "ImageUsage", enum.IntFlag, "TI_IMAGE_USAGE_", "TiImageUsageFlagBits: how an image is used.", suffix="_BIT"
-)
-ImageDimension = _make(
-    "ImageDimension",
-    enum.IntEnum,
-    "TI_IMAGE_DIMENSION_",
-    "TiImageDimension: 1D, 2D, 3D, arrays and cube maps (DIM_1D, DIM_2D, DIM_3D, DIM_1D_ARRAY, DIM_2D_ARRAY, CUBE).",
-    rename=lambda s: s if s[0].isalpha() else "DIM_" + s,
-)
-ImageLayout = _make("ImageLayout", enum.IntEnum, "TI_IMAGE_LAYOUT_", "TiImageLayout: image layouts for transitions.")
-Format = _make("Format", enum.IntEnum, "TI_FORMAT_", "TiFormat: texel formats.")
-Filter = _make("Filter", enum.IntEnum, "TI_FILTER_", "TiFilter: sampler filters.")
-AddressMode = _make("AddressMode", enum.IntEnum, "TI_ADDRESS_MODE_", "TiAddressMode: sampler address modes.")
+
+# ---------------------------------------------------------------------------
+# Data types
+
+#: numpy dtype of every Taichi data type that can be stored (U1 is stored as a byte).
+NUMPY_DTYPES: dict[DataType, np.dtype] = {
+    DataType.F16: np.dtype(np.float16),
+    DataType.F32: np.dtype(np.float32),
+    DataType.F64: np.dtype(np.float64),
+    DataType.I8: np.dtype(np.int8),
+    DataType.I16: np.dtype(np.int16),
+    DataType.I32: np.dtype(np.int32),
+    DataType.I64: np.dtype(np.int64),
+    DataType.U1: np.dtype(np.bool_),
+    DataType.U8: np.dtype(np.uint8),
+    DataType.U16: np.dtype(np.uint16),
+    DataType.U32: np.dtype(np.uint32),
+    DataType.U64: np.dtype(np.uint64),
+}
+#: The Taichi data type of each numpy dtype that has one.
+DATA_TYPES: dict[np.dtype, DataType] = {v: k for k, v in NUMPY_DTYPES.items()}
+#: Bytes per element of each storable data type.
+DATA_TYPE_SIZE: dict[DataType, int] = {k: v.itemsize for k, v in NUMPY_DTYPES.items()}
+#: Types the C-API accepts in a TI_ARGUMENT_TYPE_SCALAR argument (F16 travels as an f32 in ``x32``).
+SCALAR_ARGUMENT_TYPES: frozenset[DataType] = frozenset({DataType.I16, DataType.U16, DataType.F16})
 
 __all__ = [
+    "ARCH_PREFERENCE",
+    "CPU_ARCHS",
+    "DATA_TYPES",
+    "DATA_TYPE_SIZE",
+    "GFX_ARCHS",
+    "GPU_ARCHS",
+    "LLVM_ARCHS",
+    "NUMPY_DTYPES",
+    "SCALAR_ARGUMENT_TYPES",
     "AddressMode",
     "ArgumentType",
     "Arch",

@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 from ._native import ffi, lib
+from .enums import Error
 
 
 class TaichiError(Exception):
@@ -39,25 +40,25 @@ class TaichiError(Exception):
 class NotSupportedError(TaichiError, NotImplementedError):
     """The operation is not supported by this backend or library build (TI_ERROR_NOT_SUPPORTED)."""
 
-    code = -1
+    code = Error.NOT_SUPPORTED
 
 
 class CorruptedDataError(TaichiError, ValueError):
     """A module or other input is malformed (TI_ERROR_CORRUPTED_DATA)."""
 
-    code = -2
+    code = Error.CORRUPTED_DATA
 
 
 class NameNotFoundError(TaichiError, KeyError):
     """No kernel, graph or other object of that name (TI_ERROR_NAME_NOT_FOUND)."""
 
-    code = -3
+    code = Error.NAME_NOT_FOUND
 
 
 class InvalidArgumentError(TaichiError, ValueError):
     """An argument has a wrong value (TI_ERROR_INVALID_ARGUMENT)."""
 
-    code = -4
+    code = Error.INVALID_ARGUMENT
 
 
 class ArgumentTypeError(InvalidArgumentError, TypeError):
@@ -67,31 +68,31 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
 class ArgumentNullError(TaichiError, ValueError):
     """A required handle or pointer is null (TI_ERROR_ARGUMENT_NULL)."""
 
-    code = -5
+    code = Error.ARGUMENT_NULL
 
 
 class ArgumentOutOfRangeError(TaichiError, ValueError):
     """An argument is outside its valid range (TI_ERROR_ARGUMENT_OUT_OF_RANGE)."""
 
-    code = -6
+    code = Error.ARGUMENT_OUT_OF_RANGE
 
 
 class ArgumentNotFoundError(TaichiError, KeyError):
     """A required (named) argument is missing (TI_ERROR_ARGUMENT_NOT_FOUND)."""
 
-    code = -7
+    code = Error.ARGUMENT_NOT_FOUND
 
 
 class InvalidInteropError(TaichiError, ValueError):
     """An interop structure does not describe a usable object (TI_ERROR_INVALID_INTEROP)."""
 
-    code = -8
+    code = Error.INVALID_INTEROP
 
 
 class InvalidStateError(TaichiError, RuntimeError):
     """The object or library is in a state that forbids the call (TI_ERROR_INVALID_STATE)."""
 
-    code = -9
+    code = Error.INVALID_STATE
 
 
 class ClosedError(InvalidStateError):
@@ -109,13 +110,13 @@ class MissingFileError(TaichiError, FileNotFoundError):
 class IncompatibleModuleError(TaichiError, ValueError):
     """The module was built for another arch or an incompatible Taichi (TI_ERROR_INCOMPATIBLE_MODULE)."""
 
-    code = -10
+    code = Error.INCOMPATIBLE_MODULE
 
 
 class OutOfMemoryError(TaichiError, MemoryError):
     """The device or host ran out of memory (TI_ERROR_OUT_OF_MEMORY)."""
 
-    code = -11
+    code = Error.OUT_OF_MEMORY
 
 
 class UnknownError(TaichiError, RuntimeError):

@@ -27,7 +27,7 @@ def _dimension(value: Any) -> ImageDimension:
         if key in ImageDimension.__members__:
             return ImageDimension[key]
         raise InvalidArgumentError(f"unknown image dimension {value!r} (1d, 2d, 3d, 1d_array, 2d_array, cube)")
-    return capi._enum(ImageDimension, value, "image dimension")
+    return capi.enum_arg(ImageDimension, value, "image dimension")
 
 
 def _format(value: Any) -> Format:
@@ -36,7 +36,7 @@ def _format(value: Any) -> Format:
             return Format[value.strip().upper()]
         except KeyError:
             raise InvalidArgumentError(f"unknown image format {value!r}") from None
-    return capi._enum(Format, value, "image format")
+    return capi.enum_arg(Format, value, "image format")
 
 
 def _release_image(handle: tuple) -> None:
@@ -72,7 +72,7 @@ class Image(Child):
         if any(not 0 < v < 2**31 for v in sides):
             raise InvalidArgumentError(f"image extent {tuple(sides)}: every side must be positive")
         sides = (sides + [1, 1])[:3]
-        usage = ImageUsage(capi._enum(ImageUsage, usage, "image usage"))
+        usage = ImageUsage(capi.enum_arg(ImageUsage, usage, "image usage"))
         handle = capi.allocate_image(
             runtime._handle,
             dimension=dim,
@@ -162,9 +162,9 @@ class Sampler(Child):
     def _create(cls, runtime: Runtime, mag_filter=Filter.LINEAR, min_filter=Filter.LINEAR,
                 address_mode=AddressMode.CLAMP_TO_EDGE, max_anisotropy: float = 1.0) -> Sampler:
         info = {
-            "mag_filter": capi._enum(Filter, mag_filter, "mag_filter"),
-            "min_filter": capi._enum(Filter, min_filter, "min_filter"),
-            "address_mode": capi._enum(AddressMode, address_mode, "address_mode"),
+            "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
+            "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),
+            "address_mode": capi.enum_arg(AddressMode, address_mode, "address_mode"),
             "max_anisotropy": float(max_anisotropy),
         }
         handle = capi.create_sampler(runtime._handle, info)

@@ -162,7 +162,7 @@ class Memory(Child):
     @classmethod
     def _allocate(cls, runtime: Runtime, size, host_read, host_write, export_sharing, usage) -> Memory:
         size = _size_arg(size, "allocate_memory")
-        usage = MemoryUsage(capi._enum(MemoryUsage, usage, "allocate_memory: usage"))
+        usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
         key = (size, *flags)
         pool = runtime._free_pool if runtime._arch in capi.CPU_ARCHS else None
@@ -230,8 +230,8 @@ class Memory(Child):
     def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
 
-        Hot path of to_numpy/from_numpy: the object guarantees a live, host-visible, unmapped or
-        already mapped handle, so the library is called directly (no registry lookups, no fd redirection).
+        Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
+        :func:`capi.memcpy_host` maps, copies and unmaps in one call.
         """
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
@@ -241,20 +241,7 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        rt, handle = self._runtime._handle, self._handle
-        entry = capi._live[("memory", rt, handle)]
-        ptr = lib.ti_map_memory(rt, handle)
-        check("map_memory")
-        entry.mapped = True
-        try:
-            if to_device:
-                ffi.memmove(ptr, data, nbytes)
-            else:
-                ffi.memmove(data, ptr, nbytes)
-        finally:
-            lib.ti_unmap_memory(rt, handle)
-            entry.mapped = False
-            check("unmap_memory")
+        capi.memcpy_host(self._runtime._handle, self._handle, data, nbytes, to_device)
 
     def _require_host_access(self, what: str) -> None:
         if not (self.host_read or self.host_write):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import capi, metadata
+from . import _probe, capi, metadata
 from ._native import ffi, lib
 from .enums import ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import (
@@ -96,7 +96,7 @@ def _check_compatible(meta: metadata.ModuleInfo, runtime: Runtime, where: str) -
             f"module {where} was compiled for {built}; this runtime is {runtime._arch.name}", -10
         )
     if meta.arch is not None and meta.arch != runtime._arch and not (
-        meta.arch in capi.CPU_ARCHS and runtime._arch in capi.CPU_ARCHS and meta.arch == capi._host_cpu_arch()
+        meta.arch in capi.CPU_ARCHS and runtime._arch in capi.CPU_ARCHS and meta.arch == _probe.host_cpu_arch()
     ):
         raise IncompatibleModuleError(
             f"module {where} was compiled for {meta.arch.name}; this runtime is {runtime._arch.name}", -10

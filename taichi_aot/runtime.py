@@ -184,7 +184,7 @@ def resolve_arch(arch: Arch | int | str | None) -> Arch:
         except KeyError:
             names = ", ".join(a.name.lower() for a in Arch if a not in (Arch.RESERVED,))
             raise InvalidArgumentError(f"unknown arch {arch!r} (expected one of {names})") from None
-    return capi._enum(Arch, arch, "Runtime: arch")
+    return capi.enum_arg(Arch, arch, "Runtime: arch")
 
 
 class Runtime:
