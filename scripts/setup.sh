@@ -24,5 +24,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,check]'
 .venv/bin/python -c "import taichi_aot.capi as c; print('setup: taichi_aot loads', c.library.path, 'C-API', c.get_version())"

@@ -239,7 +239,7 @@ class AddressMode(_Named):
 
 
 #: The C prefix (and suffix) of each enum's members, for the test that compares them with ``lib``.
-C_NAMES: dict[type[enum.IntEnum], tuple[str, str]] = {
+C_NAMES: dict[type[enum.IntEnum | enum.IntFlag], tuple[str, str]] = {
     Error: ("TI_ERROR_", ""),
     Arch: ("TI_ARCH_", ""),
     Capability: ("TI_CAPABILITY_", ""),
@@ -306,8 +306,8 @@ __all__ = [
     "NUMPY_DTYPES",
     "SCALAR_ARGUMENT_TYPES",
     "AddressMode",
-    "ArgumentType",
     "Arch",
+    "ArgumentType",
     "Capability",
     "DataType",
     "Error",

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 from . import capi
+from ._lifetime import Child, Owned
 from ._native import ffi
 from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError
-from .runtime import Child, Owned, Runtime
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
+    from .runtime import Runtime
+
+__all__ = ["Image", "Sampler", "Texture"]
 
 _DIMS_OF = {
     ImageDimension.DIM_1D: 1,
@@ -20,7 +28,7 @@ _DIMS_OF = {
 }
 
 
-def _dimension(value: Any) -> ImageDimension:
+def _dimension(value: object) -> ImageDimension:
     if isinstance(value, str):
         key = value.strip().upper()
         key = key if key in ImageDimension.__members__ else "DIM_" + key
@@ -30,7 +38,7 @@ def _dimension(value: Any) -> ImageDimension:
     return capi.enum_arg(ImageDimension, value, "image dimension")
 
 
-def _format(value: Any) -> Format:
+def _format(value: object) -> Format:
     if isinstance(value, str):
         try:
             return Format[value.strip().upper()]
@@ -39,57 +47,60 @@ def _format(value: Any) -> Format:
     return capi.enum_arg(Format, value, "image format")
 
 
-def _release_image(handle: tuple) -> None:
-    runtime, image = handle
-    if ("image", runtime, image) in capi._live:
-        capi.free_image(runtime, image)
-
-
 class Image(Child):
-    """An image of one runtime. Create with :meth:`Runtime.allocate_image`.
+    """An image of one runtime: ``Image(rt, "2d", (w, h), "rgba8")`` or :meth:`Runtime.allocate_image`.
 
     Attributes: ``dimension``, ``extent`` (width, height, depth), ``format``, ``mip_level_count``, ``usage``.
-    Pass it to kernels as ``Texture(image)`` (or the Image itself).
+    Pass it to kernels as ``Texture(image)`` (or the Image itself). Vulkan and the other gfx backends.
+
+    Raises:
+        ArgumentTypeError: an extent that is not 1 to 3 ints, an unknown kind of dimension/format/usage.
+        InvalidArgumentError: an unknown dimension or format name, an extent that does not fit the dimension.
+        NotSupportedError: the backend has no images (x64, CUDA).
     """
 
-    def __init__(self):
-        raise TypeError("use Runtime.allocate_image() to create an Image")
-
-    @classmethod
-    def _allocate(cls, runtime: Runtime, dimension, extent, format, mip_level_count, usage) -> Image:
+    def __init__(
+        self,
+        runtime: Runtime,
+        dimension: ImageDimension | int | str,
+        extent: Iterable[int] | int,
+        format: Format | int | str,
+        *,
+        mip_level_count: int = 1,
+        usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
+    ):
+        runtime._check()
         dim = _dimension(dimension)
         fmt = _format(format)
-        if isinstance(extent, (int,)) and not isinstance(extent, bool):
-            extent = (extent,)
+        given: Any = (extent,) if isinstance(extent, int) and not isinstance(extent, bool) else extent
         try:
-            sides = [int(v) for v in extent]
+            sides = [int(v) for v in given]
         except (TypeError, ValueError):
             raise ArgumentTypeError(f"image extent must be a tuple of ints, got {extent!r}") from None
-        if not 1 <= len(sides) <= 3 or any(isinstance(v, bool) for v in extent):
+        if not 1 <= len(sides) <= 3 or any(isinstance(v, bool) for v in given):
             raise ArgumentTypeError(f"image extent must have 1 to 3 ints, got {extent!r}")
         if len(sides) != _DIMS_OF[dim] and dim not in (ImageDimension.CUBE,):
             raise InvalidArgumentError(f"a {dim.name} image needs an extent of {_DIMS_OF[dim]} sides, got {extent!r}")
         if any(not 0 < v < 2**31 for v in sides):
             raise InvalidArgumentError(f"image extent {tuple(sides)}: every side must be positive")
-        sides = (sides + [1, 1])[:3]
+        sides = [*sides, 1, 1][:3]
         usage = ImageUsage(capi.enum_arg(ImageUsage, usage, "image usage"))
+        rt = runtime._handle
         handle = capi.allocate_image(
-            runtime._handle,
+            rt,
             dimension=dim,
             extent={"width": sides[0], "height": sides[1], "depth": sides[2], "array_layer_count": 1},
             mip_level_count=mip_level_count,
             format=fmt,
             usage=usage,
         )
-        self = object.__new__(cls)
         self._handle = handle
         self._dimension = dim
-        self._extent = tuple(sides)
+        self._extent: tuple[int, int, int] = (sides[0], sides[1], sides[2])
         self._format = fmt
         self._mip_level_count = mip_level_count
         self._usage = usage
-        self._attach(runtime, Owned((runtime._handle, handle), _release_image, runtime._owned))
-        return self
+        self._attach(runtime, Owned(functools.partial(capi.free_image, rt, handle), runtime._owned))
 
     _kind = "image"
 
@@ -116,12 +127,12 @@ class Image(Child):
     def transition(self, layout: ImageLayout | int | str) -> None:
         """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
         self._check()
-        capi.transition_image(self._runtime._handle, self._handle, layout)
+        capi.transition_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "transition"))
 
     def track(self, layout: ImageLayout | int | str) -> None:
         """Tell the runtime the image is in ``layout`` now (after outside use)."""
         self._check()
-        capi.track_image(self._runtime._handle, self._handle, layout)
+        capi.track_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "track"))
 
     def _region(self) -> dict:
         w, h, d = self._extent
@@ -145,33 +156,29 @@ class Image(Child):
         return f"<Image {self._dimension.name} {self._extent} {self._format.name} ({state})>"
 
 
-def _release_sampler(handle: tuple) -> None:
-    runtime, sampler = handle
-    if ("sampler", runtime, sampler) in capi._live:
-        capi.destroy_sampler(runtime, sampler)
-
-
 class Sampler(Child):
     """A sampler. libtaichi_c_api 1.7.4 implements samplers on no backend, so creating one
     raises NotSupportedError there; kernels sample textures with their default sampler."""
 
-    def __init__(self):
-        raise TypeError("use Runtime.create_sampler() to create a Sampler")
-
-    @classmethod
-    def _create(cls, runtime: Runtime, mag_filter=Filter.LINEAR, min_filter=Filter.LINEAR,
-                address_mode=AddressMode.CLAMP_TO_EDGE, max_anisotropy: float = 1.0) -> Sampler:
+    def __init__(
+        self,
+        runtime: Runtime,
+        mag_filter: Filter | int | str = Filter.LINEAR,
+        min_filter: Filter | int | str = Filter.LINEAR,
+        address_mode: AddressMode | int | str = AddressMode.CLAMP_TO_EDGE,
+        max_anisotropy: float = 1.0,
+    ):
+        runtime._check()
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
             "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),
             "address_mode": capi.enum_arg(AddressMode, address_mode, "address_mode"),
             "max_anisotropy": float(max_anisotropy),
         }
-        handle = capi.create_sampler(runtime._handle, info)
-        self = object.__new__(cls)
+        rt = runtime._handle
+        handle = capi.create_sampler(rt, info)
         self._handle = handle
-        self._attach(runtime, Owned((runtime._handle, handle), _release_sampler, runtime._owned))
-        return self
+        self._attach(runtime, Owned(functools.partial(capi.destroy_sampler, rt, handle), runtime._owned))
 
     _kind = "sampler"
 
@@ -179,7 +186,7 @@ class Sampler(Child):
 class Texture:
     """An image (and optional sampler) passed to a kernel's texture or rw_texture argument."""
 
-    __slots__ = ("image", "sampler", "_arg")
+    __slots__ = ("_arg", "image", "sampler")
 
     def __init__(self, image: Image, sampler: Sampler | None = None):
         if not isinstance(image, Image):

@@ -1,16 +1,10 @@
 """Runtime: the object that owns a C-API runtime and everything allocated on it.
 
-Lifetimes. Every native handle is held by an :class:`Owned` record. A child
-(memory, image, module) *pins* its parent's record, and a live numpy view pins
-its memory's record, so a native object is released only once it is closed
-**and** nothing that needs it remains:
-
-* ``close()`` (or leaving a ``with`` block, or garbage collection through
-  ``weakref.finalize``) marks an object closed at once: every public method then
-  raises :class:`~taichi_aot.errors.ClosedError`;
-* the native release follows as soon as nothing pins it. A numpy view from
-  ``map()`` therefore never dangles: its memory (and runtime) stay mapped and
-  alive until the last view is garbage collected.
+Lifetimes (see :mod:`taichi_aot._lifetime`): children pin the runtime, so it is
+destroyed only once it is closed and its last child is gone; ``close()`` closes
+every live child first. A runtime collected without ``close()`` (or a ``with``
+block) is closed by the garbage collector with a ``ResourceWarning``, as an open
+file is; runtimes still open when the interpreter exits are closed quietly.
 
 Threads. The C-API keeps its error state per thread and a runtime is meant to
 be driven from one thread. A Runtime and its children may only be used from the
@@ -21,149 +15,35 @@ collection work from any thread.)
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import threading
+import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import capi
-from ._native import lib
-from .enums import Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
+from ._lifetime import Child, Owned
+from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import ClosedError, InvalidArgumentError, NotSupportedError, WrongThreadError
+from .image import Image, Sampler
+from .launch import LaunchSequence
+from .memory import Memory
+from .module import AotModule
+from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .image import Image, Sampler
-    from .memory import Memory, NdArray
-    from .module import AotModule
+    from collections.abc import Iterable, Mapping
 
-_pin_lock = threading.RLock()
+    from .ndarray import DTypeLike, HostAccess
 
-#: ``lib.taichi_aot_epoch`` is bumped whenever any native object is closed. Prepared launches
-#: (kernels, bound launches) compare it in C with the epoch at which they last found their objects
-#: open, and come back to Python to re-check only when it has moved: the hot path stays in C.
+__all__ = ["ARCH_PREFERENCE", "Runtime", "resolve_arch"]
 
-#: Preference when ``Runtime(arch=None)``: GPU backends first.
-ARCH_PREFERENCE = (Arch.CUDA, Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES, Arch.X64, Arch.ARM64)
-
-
-class Owned:
-    """A native handle, its release function, and what still needs it (pins)."""
-
-    __slots__ = ("handle", "_release", "_pins", "_closed", "_released", "_parent", "__weakref__")
-
-    def __init__(self, handle: Any, release: Callable[[Any], None], parent: Owned | None = None):
-        self.handle = handle
-        self._release = release
-        self._pins = 0
-        self._closed = False
-        self._released = False
-        self._parent = parent
-        if parent is not None:
-            parent.pin()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    def pin(self) -> None:
-        with _pin_lock:
-            self._pins += 1
-
-    def unpin(self) -> None:
-        with _pin_lock:
-            self._pins -= 1
-            ready = self._closed and self._pins == 0 and not self._released
-            if ready:
-                self._released = True
-        if ready:
-            self._do_release()
-
-    def close(self) -> None:
-        """Mark closed; release now if nothing pins it. Safe to call twice, never raises."""
-        with _pin_lock:
-            if self._closed:
-                return
-            self._closed = True
-            lib.taichi_aot_epoch += 1
-            ready = self._pins == 0 and not self._released
-            if ready:
-                self._released = True
-        if ready:
-            self._do_release()
-
-    def _do_release(self) -> None:
-        try:
-            self._release(self.handle)
-        except Exception:
-            pass  # a finalizer never raises; the handle is gone either way
-        finally:
-            parent, self._parent = self._parent, None
-            if parent is not None:
-                parent.unpin()
-
-
-class _Recording:
-    """The context manager of :meth:`Runtime.record`."""
-
-    def __init__(self, runtime: Runtime, sequence: Any):
-        self._runtime = runtime
-        self.sequence = sequence
-
-    def __enter__(self):
-        self._runtime._recorder = self.sequence
-        return self.sequence
-
-    def __exit__(self, *exc) -> None:
-        self._runtime._recorder = None
-
-
-class Child:
-    """What every object owned by a runtime shares: closing, ``closed``, context manager, checks."""
-
-    _kind = "object"
-
-    def _attach(self, runtime: Runtime, owned: Owned) -> None:
-        self._runtime = runtime
-        self._owned = owned
-        self._finalizer = weakref.finalize(self, owned.close)
-        runtime._adopt(self)
-
-    def _check(self) -> None:
-        if self._owned._closed:
-            raise ClosedError(f"this {self._kind} is closed")
-        self._runtime._check()
-
-    @property
-    def runtime(self) -> Runtime:
-        """The runtime this object belongs to."""
-        return self._runtime
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called (or the object or its runtime was finalized)."""
-        return self._owned._closed
-
-    def close(self) -> None:
-        """Release the native object (deferred while something still needs it). Safe to call twice."""
-        self._finalizer()
-
-    def __enter__(self):
-        self._check()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _destroy_runtime(handle: Any) -> None:
-    if ("runtime", handle) in capi._live:
-        capi.destroy_runtime(handle)
+#: Every runtime not yet closed, closed quietly at interpreter exit.
+_open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
 def resolve_arch(arch: Arch | int | str | None) -> Arch:
@@ -182,9 +62,35 @@ def resolve_arch(arch: Arch | int | str | None) -> Arch:
         try:
             return Arch[arch.strip().upper()]
         except KeyError:
-            names = ", ".join(a.name.lower() for a in Arch if a not in (Arch.RESERVED,))
+            names = ", ".join(a.name.lower() for a in Arch if a is not Arch.RESERVED)
             raise InvalidArgumentError(f"unknown arch {arch!r} (expected one of {names})") from None
     return capi.enum_arg(Arch, arch, "Runtime: arch")
+
+
+class _Recording:
+    """The context manager of :meth:`Runtime.record`."""
+
+    def __init__(self, runtime: Runtime, sequence: LaunchSequence):
+        self._runtime = runtime
+        self.sequence = sequence
+
+    def __enter__(self) -> LaunchSequence:
+        self._runtime._recorder = self.sequence
+        return self.sequence
+
+    def __exit__(self, *exc: object) -> None:
+        self._runtime._recorder = None
+
+
+def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, warn: bool) -> None:
+    if warn:
+        warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
+    for child in list(children):
+        try:
+            child.close()
+        except Exception:
+            pass
+    owned.close()
 
 
 class Runtime:
@@ -197,44 +103,37 @@ class Runtime:
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
+        InvalidArgumentError: an unknown arch name.
     """
 
+    _finalizer: weakref.finalize
+
     def __init__(self, arch: Arch | int | str | None = None, device_index: int = 0):
-        self._arch = resolve_arch(arch)
+        self._arch: Arch = resolve_arch(arch)
         self._device_index = device_index
         handle = capi.create_runtime(self._arch, device_index)
-        self._handle = handle
-        self._owned = Owned(handle, _destroy_runtime)
+        self._handle: Any = handle
+        self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
         self._thread = threading.get_ident()
-        self._pending = capi.pending_flag(handle)  # non-zero while enqueued work may be running
-        self._recorder = None  # a LaunchSequence while record() is active
-        self._children: weakref.WeakSet = weakref.WeakSet()
-        self._free_pool: dict[tuple, list] = {}  # CPU backends cannot free: closed memory is reused
-        self._finalizer = weakref.finalize(self, Runtime._finalize, self._owned, self._children)
-
-    @staticmethod
-    def _finalize(owned: Owned, children: weakref.WeakSet) -> None:
-        for child in list(children):
-            try:
-                child.close()
-            except Exception:
-                pass
-        owned.close()
+        self._pending: Any = capi.pending_flag(handle)  # non-zero while enqueued work may be running
+        self._recorder: LaunchSequence | None = None  # set while record() is active
+        self._children: weakref.WeakSet[Child] = weakref.WeakSet()
+        self._free_pool: dict[tuple[int, ...], list[Any]] = {}  # CPU backends cannot free: closed memory is reused
+        self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
+        self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
+        _open_runtimes.add(self)
 
     # -- state ----------------------------------------------------------------
 
     def _check(self) -> None:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
-        if self._owned._closed:
+        if self._owned.closed:
             raise ClosedError(f"this {self._arch.name} runtime is closed")
         if threading.get_ident() != self._thread:
             raise WrongThreadError(
                 f"this {self._arch.name} runtime belongs to thread {self._thread}; "
                 f"it was used from thread {threading.get_ident()} (create one runtime per thread)"
             )
-
-    def _adopt(self, child: Any) -> None:
-        self._children.add(child)
 
     @property
     def arch(self) -> Arch:
@@ -249,7 +148,7 @@ class Runtime:
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called (or the runtime was finalized)."""
-        return self._owned._closed
+        return self._owned.closed
 
     @property
     def capabilities(self) -> dict[Capability | int, int]:
@@ -257,10 +156,14 @@ class Runtime:
         self._check()
         return capi.get_runtime_capabilities(self._handle)
 
-    def set_capabilities(self, capabilities: dict | None = None, **named: int) -> None:
-        """Replace the capability levels: a mapping and/or keywords such as ``spirv_has_int64=1``."""
+    def set_capabilities(self, capabilities: Mapping[Capability | int, int] | None = None, **named: int) -> None:
+        """Replace the capability levels: a mapping and/or keywords such as ``spirv_has_int64=1``.
+
+        Raises:
+            InvalidArgumentError: an unknown capability name.
+        """
         self._check()
-        caps: dict = dict(capabilities or {})
+        caps: dict[Capability | int, int] = dict(capabilities or {})
         for name, level in named.items():
             try:
                 caps[Capability[name.upper()]] = level
@@ -290,19 +193,18 @@ class Runtime:
 
         ``with rt.record() as seq: step(x, 0.1); graph(a=x)`` then ``seq.replay(1000)``.
         Arguments are checked when recorded.
+
+        Raises:
+            InvalidArgumentError: the runtime is already recording.
         """
         self._check()
         if self._recorder is not None:
             raise InvalidArgumentError("this runtime is already recording")
-        from .module import LaunchSequence
-
         return _Recording(self, LaunchSequence(self))
 
-    def sequence(self) -> Any:
-        """An empty :class:`~taichi_aot.module.LaunchSequence` to ``append`` bound launches to."""
+    def sequence(self) -> LaunchSequence:
+        """An empty :class:`~taichi_aot.launch.LaunchSequence` to ``append`` bound launches to."""
         self._check()
-        from .module import LaunchSequence
-
         return LaunchSequence(self)
 
     # -- factories ----------------------------------------------------------------
@@ -317,81 +219,88 @@ class Runtime:
         usage: MemoryUsage | int = MemoryUsage.STORAGE,
     ) -> Memory:
         """Allocate ``size`` bytes of device memory. See :class:`~taichi_aot.memory.Memory`."""
-        from .memory import Memory
-
-        self._check()
-        return Memory._allocate(self, size, host_read, host_write, export_sharing, usage)
+        return Memory(
+            self, size, host_read=host_read, host_write=host_write, export_sharing=export_sharing, usage=usage
+        )
 
     def ndarray(
-        self, shape, dtype=np.float32, elem_shape=(), *, host_access: str | bool | None = None
+        self,
+        shape: Iterable[int] | int,
+        dtype: DTypeLike = np.float32,
+        elem_shape: Iterable[int] = (),
+        *,
+        host_access: HostAccess | None = None,
     ) -> NdArray:
-        """A new zero-filled ndarray. See :class:`~taichi_aot.memory.NdArray`.
+        """A new zero-filled ndarray. See :class:`~taichi_aot.ndarray.NdArray`.
 
         ``host_access`` (``"none"``, ``"read"``, ``"write"``, ``"readwrite"``): whether ``map()`` views
         are possible. Default: ``"readwrite"``, except on CUDA, where host-visible memory is managed
         memory (slow for kernels and for copies) and the default is ``"none"``; to_numpy/from_numpy
         work either way.
         """
-        from .memory import NdArray
+        return NdArray(self, shape, dtype, elem_shape, host_access=host_access)
 
-        self._check()
-        return NdArray._allocate(self, shape, dtype, elem_shape, host_access)
+    def ndarray_from_numpy(
+        self, array: Any, elem_ndim: int = 0, *, host_access: HostAccess | None = None
+    ) -> NdArray:
+        """A new ndarray holding a copy of ``array``; its last ``elem_ndim`` axes form the element shape.
 
-    def ndarray_from_numpy(self, array, elem_ndim: int = 0, *, host_access: str | bool | None = None) -> NdArray:
-        """A new ndarray holding a copy of ``array``; its last ``elem_ndim`` axes form the element shape."""
-        from .memory import NdArray
-
+        Raises:
+            InvalidArgumentError: ``elem_ndim`` is negative or more than the array's dimensions.
+        """
         self._check()
         a = np.asarray(array)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from_numpy: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
         split = a.ndim - elem_ndim
-        nd = NdArray._allocate(self, a.shape[:split], a.dtype, a.shape[split:], host_access)
+        nd = NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host_access=host_access)
         nd.from_numpy(a)
         return nd
 
     def allocate_image(
         self,
         dimension: ImageDimension | int | str,
-        extent,
-        format,
+        extent: Iterable[int] | int,
+        format: Any,
         *,
         mip_level_count: int = 1,
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ) -> Image:
         """Allocate an image (Vulkan and other gfx backends). See :class:`~taichi_aot.image.Image`."""
-        from .image import Image
-
-        self._check()
-        return Image._allocate(self, dimension, extent, format, mip_level_count, usage)
+        return Image(self, dimension, extent, format, mip_level_count=mip_level_count, usage=usage)
 
     def create_sampler(self, **kwargs: Any) -> Sampler:
         """Create a sampler (``mag_filter``, ``min_filter``, ``address_mode``, ``max_anisotropy``)."""
-        from .image import Sampler
+        return Sampler(self, **kwargs)
 
-        self._check()
-        return Sampler._create(self, **kwargs)
+    def load_module(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> AotModule:
+        """Load an AOT module from a folder, a ``.tcm`` file or ``.tcm`` bytes (every arch).
 
-    def load_module(self, source) -> AotModule:
-        """Load an AOT module from a folder, a ``.tcm`` file or ``.tcm`` bytes (every arch)."""
-        from .module import AotModule
-
-        self._check()
-        return AotModule._load(self, source)
+        See :class:`~taichi_aot.module.AotModule` for what is checked and raised.
+        """
+        return AotModule(self, source)
 
     # -- closing --------------------------------------------------------------------
 
     def close(self) -> None:
         """Close every live child (modules, memory, images), then the runtime. Safe to call twice."""
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _close_runtime(self._owned, self._children, "", warn=False)
+        _open_runtimes.discard(self)
 
     def __enter__(self) -> Runtime:
         self._check()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
+        state = "closed" if self._owned.closed else "open"
         return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
+
+
+@atexit.register
+def _close_open_runtimes() -> None:
+    for runtime in list(_open_runtimes):
+        runtime.close()

@@ -175,6 +175,46 @@ def test_to_numpy_into_an_existing_array(env):
         assert np.array_equal(nd.to_numpy(), np.ones((2, 3)))
 
 
+def test_another_thread_never_writes_the_shared_arguments(env):
+    # A call from a foreign thread is refused before it packs anything: the owner's arguments
+    # stay as they were (the GIL is released during launches, so a write would tear them).
+    rt, mod = env
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+    x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
+    other_x, other_y = rt.ndarray((64,), np.float32), rt.ndarray((64,), np.float32)
+    add(x, y, 1.0)
+    graph(x=x, y=y, a=1.0)
+    packed = [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)]
+    assert _wrong_thread_errors(lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0)) == 2
+    assert [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)] == packed
+
+    # and while the owner launches in a loop, an intruder hammering the same kernel changes nothing
+    launches, stop = 400, threading.Event()
+    refused = []
+
+    def intruder():
+        while not stop.is_set():
+            for call in (lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0)):
+                try:
+                    call()
+                except WrongThreadError:
+                    refused.append(1)
+
+    t = threading.Thread(target=intruder)
+    t.start()
+    try:
+        for _ in range(launches):
+            add(x, y, 1.0)
+            graph(x=x, y=y, a=1.0)
+    finally:
+        stop.set()
+        t.join()
+    rt.wait()
+    assert refused
+    assert np.array_equal(x.to_numpy(), np.full(64, 3 + 3 * launches, np.float32))
+    assert not other_x.to_numpy().any()
+
+
 def test_graph_call_after_close_and_from_another_thread(env):
     rt, mod = env
     graph = mod.graphs["add_twice"]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -44,9 +45,38 @@ def test_garbage_collection_releases_handles(arch, modules):
     mod = rt.load_module(modules.path(arch))
     mod.kernels["add"]
     rt.ndarray((16,))
-    del rt, mod
-    gc.collect()
+    with pytest.warns(ResourceWarning, match=r"unclosed <Runtime .*: close it, or use it in a with block"):
+        del rt, mod
+        gc.collect()
     assert capi.live_handle_count() == before
+
+
+def test_closed_runtime_collects_without_warning(arch):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rt = Runtime(arch)
+        rt.ndarray((4,))
+        rt.close()
+        del rt
+        gc.collect()
+        with Runtime(arch) as rt:
+            rt.ndarray((4,))
+        del rt
+        gc.collect()
+
+
+def test_runtime_left_open_at_exit_closes_quietly(arch):
+    # at interpreter exit an open runtime is closed without a warning, even with warnings as errors
+    code = textwrap.dedent(f"""
+        import numpy as np
+        from taichi_aot import Arch, Runtime
+        rt = Runtime(Arch({int(arch)}))
+        x = rt.ndarray((8,), np.float32)
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    assert proc.stderr == ""
 
 
 def test_no_leak_over_ten_thousand_cycles(arch):

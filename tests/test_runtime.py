@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ def mod(request, rt, arch, modules):
     if request.param == "folder":
         return rt.load_module(modules.path(arch))
     path = modules.path(arch, tcm=True)
-    return rt.load_module(path if request.param == "tcm" else open(path, "rb").read())
+    return rt.load_module(path if request.param == "tcm" else Path(path).read_bytes())
 
 
 def test_quickstart_as_written(arch, modules):
@@ -188,7 +189,7 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
         rt.load_module(b"junk")
     with pytest.raises(ta.CorruptedDataError):
         rt.load_module(b"")
-    data = open(modules.path(arch, tcm=True), "rb").read()
+    data = Path(modules.path(arch, tcm=True)).read_bytes()
     with pytest.raises(ta.CorruptedDataError):
         rt.load_module(data[: len(data) // 2])  # truncated archive
     (tmp_path / "emptydir").mkdir()

@@ -1,0 +1,288 @@
+"""How Python values become kernel arguments: one packer per argument of a module's signature.
+
+:func:`make_packer` turns an :class:`~taichi_aot.metadata.ArgInfo` into a function
+``pack(value, runtime, slot)`` that validates ``value`` against it and writes it as
+the ``TiArgument`` at ``slot`` (a place in a launch's packed argument buffer). The
+common kinds (ndarray, i32, f32) are written as plain bytes into the buffer; the rare
+ones (textures, vectors and matrices, i16/u16/f16 scalars) through the slot's cffi
+pointer. Messages name the kernel or graph, the argument, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ._native import ffi
+from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
+from .image import Image, Texture
+from .ndarray import NdArray
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .metadata import ArgInfo
+    from .runtime import Runtime
+
+ARG_SIZE: int = ffi.sizeof("TiArgument")
+_VALUE = ffi.offsetof("TiArgument", "value")
+_F32 = struct.Struct("<f").pack_into
+_I32 = struct.Struct("<i").pack_into
+_TYPE = struct.Struct("<I").pack_into
+_F16_MAX = 65504.0
+_TENSOR_FIELD = {1: "x8", 2: "x16", 4: "x32", 8: "x64"}
+_TEXTURE_DIMENSIONS = {1: ImageDimension.DIM_1D, 2: ImageDimension.DIM_2D, 3: ImageDimension.DIM_3D}
+
+
+class Slot:
+    """Where one argument goes: byte ``off`` of the packed buffer ``buf``, and ``ptr``, a TiArgument* there."""
+
+    __slots__ = ("buf", "off", "ptr")
+
+    def __init__(self, buf: bytearray, off: int, ptr: Any):
+        self.buf = buf
+        self.off = off
+        self.ptr = ptr
+
+
+#: ``pack(value, runtime, slot)``: validate ``value`` and write it into ``slot``.
+Packer = Callable[[Any, "Runtime", Slot], None]
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a value for error messages (type, dtype, shape)."""
+    if isinstance(value, NdArray):
+        elem = f", element shape {value.elem_shape}" if value.elem_shape else ""
+        return f"{value.dtype} ndarray of shape {value.shape}{elem}"
+    if isinstance(value, np.ndarray):
+        return f"numpy {value.dtype} array of shape {value.shape}"
+    if isinstance(value, np.generic):
+        return f"numpy {value.dtype} scalar {value!r}"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}"
+
+
+def prefill(buf: bytearray, offsets: list[int], specs: list[ArgInfo]) -> None:
+    """Write the constant argument types of i32/f32 slots once; their packers then write only values."""
+    for off, spec in zip(offsets, specs):
+        if spec.kind == "scalar" and spec.dtype in (DataType.F32, DataType.I32):
+            _TYPE(buf, off, ArgumentType.F32 if spec.dtype == DataType.F32 else ArgumentType.I32)
+
+
+def _convert_checked(a: np.ndarray, target: np.dtype, what: str) -> np.ndarray:
+    """``a`` as ``target``, refusing values the conversion would wrap or overflow to infinity."""
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if a.size and (a.min() < info.min or a.max() > info.max):
+            raise InvalidArgumentError(f"{what}: values out of range for {target} ({a.min()}..{a.max()})")
+        return a.astype(target)
+    with np.errstate(over="ignore"):
+        out = a.astype(target)
+    if not np.array_equal(np.isfinite(out), np.isfinite(a)):
+        raise InvalidArgumentError(f"{what}: values out of range for {target}")
+    return out
+
+
+def _write_tensor(dst: Any, value: Any, what: str) -> None:
+    """Write a 1-D or 2-D array of numbers as a TI_ARGUMENT_TYPE_TENSOR at ``dst``."""
+    a = np.asarray(value)
+    if a.dtype == object or a.ndim not in (1, 2) or a.size == 0:
+        raise ArgumentTypeError(f"{what}: a vector/matrix argument must be a 1-D or 2-D array of numbers")
+    if a.dtype.kind == "b":
+        raise ArgumentTypeError(f"{what}: bool vectors are not kernel arguments")
+    if a.dtype.kind in "iu" and a.dtype.itemsize > 4 and isinstance(value, (list, tuple)):
+        a = _convert_checked(a, np.dtype(np.int32), what)  # Python ints default to i32, as scalars do
+    if a.dtype == np.float64 and isinstance(value, (list, tuple)):
+        a = _convert_checked(a, np.dtype(np.float32), what)
+    dt = DATA_TYPES.get(a.dtype)
+    if dt is None:
+        raise ArgumentTypeError(f"{what}: {a.dtype} vectors are not kernel arguments")
+    capacity = 128 // a.dtype.itemsize
+    if a.size > capacity:
+        raise InvalidArgumentError(f"{what}: {a.size} elements of {a.dtype} exceed a tensor argument ({capacity})")
+    dst.type = ArgumentType.TENSOR
+    tensor = dst.value.tensor
+    tensor.type = dt
+    tensor.contents.length = a.size
+    raw = np.ascontiguousarray(a).tobytes()
+    ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
+
+
+def make_packer(spec: ArgInfo, what: str) -> Packer:
+    """The packer for an argument described by ``spec``; ``what`` names it in messages."""
+    if spec.kind == "ndarray":
+        return _ndarray_packer(spec, what)
+    if spec.kind in ("texture", "rw_texture"):
+        return _texture_packer(spec, what)
+    if spec.kind == "tensor":
+        return _tensor_packer(spec, what)
+    if spec.kind == "scalar":
+        make = _SCALAR_PACKERS.get(spec.dtype) if spec.dtype is not None else None
+        if make is not None:
+            return make(spec, what)
+        name = spec.dtype.name.lower() if spec.dtype is not None else "this"
+        message = f"{what}: the C-API of Taichi 1.7.4 cannot pass a {name} scalar (only i32, f32, i16, u16, f16)"
+    else:
+        message = f"{what}: {spec.kind} arguments cannot be passed through the C-API"
+
+    def refuse(value: Any, runtime: Runtime, slot: Slot) -> None:
+        raise NotSupportedError(message)
+
+    return refuse
+
+
+def _wrong(spec: ArgInfo, what: str) -> Callable[..., Exception]:
+    expected = spec.describe()
+
+    def wrong(value: Any, cls: type[Exception] = ArgumentTypeError) -> Exception:
+        return cls(f"{what}: expected {expected}, got {describe_value(value)}")
+
+    return wrong
+
+
+def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
+    shape_sig = (spec.ndim, spec.elem_shape)
+    end = ARG_SIZE
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        if value.__class__ is not NdArray and not isinstance(value, NdArray):
+            raise wrong(value)
+        if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
+            raise wrong(value, InvalidArgumentError)
+        if value._memory._owned.closed:
+            value._check()
+        if value._runtime is not runtime:
+            raise InvalidArgumentError(f"{what}: the ndarray belongs to another runtime")
+        off = slot.off
+        slot.buf[off:off + end] = value._arg_bytes
+
+    return pack
+
+
+def _texture_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    expected = spec.describe()
+    want_dim = _TEXTURE_DIMENSIONS.get(spec.ndim)
+    want_usage = ImageUsage.STORAGE if spec.kind == "rw_texture" else ImageUsage.SAMPLED
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        texture = value if isinstance(value, Texture) else None
+        image = texture.image if texture is not None else value
+        if not isinstance(image, Image):
+            raise wrong(value)
+        if want_dim is not None and image.dimension != want_dim:
+            raise InvalidArgumentError(f"{what}: expected {expected}, got a {image.dimension.name} image")
+        if spec.format is not None and image.format != spec.format:
+            raise InvalidArgumentError(f"{what}: the kernel writes {spec.format.name} texels, the image is "
+                                       f"{image.format.name}")
+        if not image.usage & want_usage:
+            raise InvalidArgumentError(f"{what}: a {spec.kind.replace('_', '-')} needs an image allocated with "
+                                       f"{want_usage.name} usage, this one has {image.usage!r}")
+        image._check()
+        if image._runtime is not runtime:
+            raise InvalidArgumentError(f"{what}: the texture's image belongs to another runtime")
+        slot.ptr[0] = (texture if texture is not None else Texture(image))._arg[0]
+
+    return pack
+
+
+def _tensor_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    target = NUMPY_DTYPES[spec.dtype] if spec.dtype is not None else None
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        if isinstance(value, (NdArray, Texture, Image, str, bytes)) or np.ndim(value) not in (1, 2):
+            raise wrong(value)
+        if spec.length is not None and np.size(value) != spec.length:
+            raise wrong(value, InvalidArgumentError)
+        if target is not None:
+            a = np.asarray(value)
+            if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and target.kind in "iu"):
+                raise wrong(value)
+            value = _convert_checked(a, target, what)
+        _write_tensor(slot.ptr, value, what)
+
+    return pack
+
+
+def _f32_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    value_off = _VALUE
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        cls = value.__class__
+        if cls is not float and cls is not int:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise wrong(value)
+            value = float(value)
+        try:
+            _F32(slot.buf, slot.off + value_off, value)  # the slot's type was written once (prefill)
+        except (OverflowError, struct.error):
+            raise InvalidArgumentError(f"{what}: {value!r} is out of range for f32") from None
+
+    return pack
+
+
+def _i32_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    value_off = _VALUE
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        if value.__class__ is not int:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise wrong(value)
+            value = int(value)
+        if not -2147483648 <= value <= 2147483647:
+            raise InvalidArgumentError(f"{what}: {value} is out of range for i32")
+        _I32(slot.buf, slot.off + value_off, value)  # the slot's type was written once (prefill)
+
+    return pack
+
+
+def _i16_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+    dt = DataType.I16 if spec.dtype == DataType.I16 else DataType.U16
+    info = np.iinfo(np.int16 if dt == DataType.I16 else np.uint16)
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise wrong(value)
+        v = int(value)
+        if not info.min <= v <= info.max:
+            raise InvalidArgumentError(f"{what}: {v} is out of range for {dt.name.lower()}")
+        dst = slot.ptr
+        dst.type = ArgumentType.SCALAR
+        dst.value.scalar.type = dt
+        dst.value.scalar.value.x16 = v & 0xFFFF
+
+    return pack
+
+
+def _f16_packer(spec: ArgInfo, what: str) -> Packer:
+    wrong = _wrong(spec, what)
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise wrong(value)
+        v = float(value)
+        if abs(v) > _F16_MAX and v == v and abs(v) != float("inf"):
+            raise InvalidArgumentError(f"{what}: {value!r} is out of range for f16 (largest {_F16_MAX:g})")
+        # the C-API carries an f16 scalar as an f32 in x32
+        dst = slot.ptr
+        dst.type = ArgumentType.SCALAR
+        dst.value.scalar.type = DataType.F16
+        dst.value.scalar.value.x32 = int(np.array(v, np.float32).view(np.uint32))
+
+    return pack
+
+
+_SCALAR_PACKERS: dict[DataType, Callable[[ArgInfo, str], Packer]] = {
+    DataType.F32: _f32_packer,
+    DataType.I32: _i32_packer,
+    DataType.I16: _i16_packer,
+    DataType.U16: _i16_packer,
+    DataType.F16: _f16_packer,
+}

@@ -1,0 +1,139 @@
+"""Lifetimes of native objects: what every runtime-owned object shares.
+
+Every native handle is held by an :class:`Owned` record. A child (memory, image,
+module) *pins* its parent's record, and a live numpy view pins its memory's
+record, so a native object is released only once it is closed **and** nothing
+that needs it remains:
+
+* ``close()`` (or leaving a ``with`` block, or garbage collection through
+  ``weakref.finalize``) marks an object closed at once: every public method then
+  raises :class:`~taichi_aot.errors.ClosedError`;
+* the native release follows as soon as nothing pins it. A numpy view from
+  ``map()`` therefore never dangles: its memory (and runtime) stay mapped and
+  alive until the last view is garbage collected.
+
+Closing bumps ``lib.taichi_aot_epoch``. Prepared launches (kernels, bound launches)
+compare it in C with the epoch at which they last found their objects open, and
+come back to Python to re-check only when it has moved: the hot path stays in C.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Callable
+
+from ._native import lib
+from .errors import ClosedError, TaichiError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Self
+
+    from .runtime import Runtime
+
+_pin_lock = threading.RLock()
+
+
+class Owned:
+    """A native handle's release function and what still needs it (pins).
+
+    ``closed`` turns True once at :meth:`close`; ``release`` runs once, when the record is
+    closed and unpinned. A record pins its ``parent`` until it is released.
+    """
+
+    __slots__ = ("__weakref__", "_parent", "_pins", "_release", "_released", "closed")
+
+    def __init__(self, release: Callable[[], object], parent: Owned | None = None):
+        self._release = release
+        self._pins = 0
+        self.closed = False
+        self._released = False
+        self._parent = parent
+        if parent is not None:
+            parent.pin()
+
+    def pin(self) -> None:
+        """Keep the native object alive (until :meth:`unpin`), even once closed."""
+        with _pin_lock:
+            self._pins += 1
+
+    def unpin(self) -> None:
+        """Drop a pin; release now if the record is closed and this was the last one."""
+        with _pin_lock:
+            self._pins -= 1
+            ready = self.closed and self._pins == 0 and not self._released
+            if ready:
+                self._released = True
+        if ready:
+            self._do_release()
+
+    def close(self) -> None:
+        """Mark closed; release now if nothing pins it. Safe to call twice, never raises."""
+        with _pin_lock:
+            if self.closed:
+                return
+            self.closed = True
+            lib.taichi_aot_epoch += 1
+            ready = self._pins == 0 and not self._released
+            if ready:
+                self._released = True
+        if ready:
+            self._do_release()
+
+    def _do_release(self) -> None:
+        try:
+            self._release()
+        except ClosedError:
+            pass  # its runtime was destroyed first, which released it with everything else
+        except (TaichiError, OSError):
+            pass  # a finalizer never raises; the handle is gone either way
+        finally:
+            parent, self._parent = self._parent, None
+            if parent is not None:
+                parent.unpin()
+
+
+class Child:
+    """What every object owned by a runtime shares: closing, ``closed``, context manager, checks.
+
+    A subclass's constructor makes the native object, then calls :meth:`_attach` with the
+    record that releases it.
+    """
+
+    _kind = "object"
+    _runtime: Runtime
+    _owned: Owned
+    _finalizer: weakref.finalize
+
+    def _attach(self, runtime: Runtime, owned: Owned) -> None:
+        self._runtime = runtime
+        self._owned = owned
+        self._finalizer = weakref.finalize(self, owned.close)
+        runtime._children.add(self)
+
+    def _check(self) -> None:
+        """Raise ClosedError or WrongThreadError unless this object (and its runtime) may be used here."""
+        if self._owned.closed:
+            raise ClosedError(f"this {self._kind} is closed")
+        self._runtime._check()
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this object belongs to."""
+        return self._runtime
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (or the object or its runtime was finalized)."""
+        return self._owned.closed
+
+    def close(self) -> None:
+        """Release the native object (deferred while something still needs it). Safe to call twice."""
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        self._check()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

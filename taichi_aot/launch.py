@@ -1,0 +1,447 @@
+"""Launching kernels and compute graphs: the hot path.
+
+A :class:`Kernel` or :class:`ComputeGraph` owns one packed argument buffer laid out as
+the C array of ``TiArgument`` / ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct
+pointing at it. A call checks that it comes from the runtime's thread *before* it
+writes that shared buffer, packs each argument with its precomputed packer
+(:mod:`taichi_aot._arguments`), and makes one C call, ``taichi_aot_launch``, which
+also checks in C that nothing was closed since Python last looked (the close epoch)
+and that the caller is the runtime's thread. Only when that comes back non-zero does
+Python look again (:func:`_launcher`).
+
+:class:`BoundLaunch` keeps a buffer of its own, packed once; :class:`LaunchSequence`
+replays bound launches from C (``taichi_aot_replay``) with no Python in between.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
+from ._native import ffi, lib
+from .errors import (
+    ArgumentNotFoundError,
+    ArgumentTypeError,
+    ClosedError,
+    InvalidArgumentError,
+    make_error,
+    take_last_error,
+)
+from .image import Image, Texture
+from .ndarray import NdArray
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._lifetime import Owned
+    from .metadata import ArgInfo
+    from .module import AotModule
+    from .runtime import Runtime
+
+__all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence"]
+
+# The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
+_launch = lib.taichi_aot_launch
+_STALE: int = lib.TAICHI_AOT_STALE
+_get_ident = threading.get_ident
+_MISSING: Any = object()
+_NAMED_SIZE: int = ffi.sizeof("TiNamedArgument")
+_NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
+
+
+def _raise_launch_error(code: int, what: str) -> None:
+    c, message = take_last_error()
+    raise make_error(c or code, message, what)
+
+
+def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], None]:
+    """The one way to launch a prepared ``TaichiAotLaunch``: a function that launches it, and when C
+    reports it stale (something closed since the last look, or another thread) re-checks with
+    ``validate`` (which raises ClosedError / WrongThreadError) and launches again; any other code raises."""
+
+    def launch() -> None:
+        code = _launch(c)
+        if code:
+            if code == _STALE:
+                epoch = lib.taichi_aot_epoch
+                validate()
+                c.seen = epoch
+                code = _launch(c)
+                if not code:
+                    return
+            _raise_launch_error(code, what)
+
+    return launch
+
+
+class _Packed:
+    """One launch's arguments: a byte buffer laid out as the C array, its slots, and the launch struct."""
+
+    __slots__ = ("array", "buf", "keep", "launch", "slots")
+
+    def __init__(self, runtime: Runtime, kind: int, handle: Any, ctype: str, count: int, stride: int,
+                 arg_offset: int):
+        self.buf = bytearray(max(count, 1) * stride)
+        self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
+        base: Any = ffi.cast("char *", self.array) if count else None
+        self.slots = [
+            Slot(self.buf, i * stride + arg_offset, ffi.cast("TiArgument *", base + i * stride + arg_offset))
+            for i in range(count)
+        ]
+        self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
+        c = ffi.new("TaichiAotLaunch *")
+        c.runtime = runtime._handle
+        c.kind = kind
+        c.handle = handle
+        c.arg_count = count
+        c.args = self.array
+        c.seen = -1  # stale: the first launch checks in Python
+        c.thread = runtime._thread
+        c.pending = runtime._pending
+        self.launch: Any = c
+
+    def prefill(self, specs: list[ArgInfo]) -> None:
+        """Write the constant parts of the arguments (the types of i32/f32 slots)."""
+        prefill(self.buf, [s.off for s in self.slots], specs)
+
+
+class _Launchable:
+    """A kernel or graph of a module: its name, module, handle, signature and packers."""
+
+    _args: list[ArgInfo]
+
+    def __init__(self, module: AotModule, name: str, handle: Any):
+        self._module = module
+        self._runtime: Runtime = module._runtime
+        self._name = name
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        """The name the module exports it under."""
+        return self._name
+
+    @property
+    def module(self) -> AotModule:
+        """The module it belongs to."""
+        return self._module
+
+    @property
+    def signature(self) -> list[ArgInfo]:
+        """The arguments the module records (in order for a kernel, by first use for a graph)."""
+        return list(self._args)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
+
+
+class Kernel(_Launchable):
+    """A kernel of a module. Call it to launch: ``kernel(x, y, 0.5)`` (alias ``kernel.launch``).
+
+    Every argument is checked against the signature in the module's metadata before
+    C is called (count, kind, dtype, ndim, element shape, scalar range); keyword
+    arguments work where the module records argument names (gfx backends).
+    :meth:`bind` checks and packs arguments once for repeated launches.
+    """
+
+    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
+        super().__init__(module, name, handle)
+        self._args = args
+        self._what = f"launch of kernel {name!r}"
+        self._packers: list[Packer] = [
+            make_packer(a, f"kernel {name!r} argument {a.index}" + (f" ({a.name!r})" if a.name else "")) for a in args
+        ]
+        self._names: list[str | None] = [a.name for a in args]
+        packed = self._new_packed()
+        self._slots = packed.slots
+        self._plan = list(zip(self._packers, packed.slots))
+        self._run = _launcher(packed.launch, module._check, self._what)
+
+    def _new_packed(self) -> _Packed:
+        packed = _Packed(self._runtime, 0, self._handle, "TiArgument", len(self._args), ARG_SIZE, 0)
+        packed.prefill(self._args)
+        return packed
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Positional and keyword arguments as one positional tuple, in signature order."""
+        if kwargs:
+            if None in self._names:
+                raise ArgumentTypeError(f"kernel {self._name!r}: this module records no argument names; pass them "
+                                        "by position")
+            names: list[str] = self._names  # type: ignore[assignment]  # no None in it (checked above)
+            values = list(args) + [_MISSING] * (len(names) - len(args))
+            for key, value in kwargs.items():
+                if key not in names:
+                    raise ArgumentTypeError(f"kernel {self._name!r} has no argument {key!r} "
+                                            f"(it takes {', '.join(names)})")
+                i = names.index(key)
+                if i < len(args):
+                    raise ArgumentTypeError(f"kernel {self._name!r}: argument {key!r} given twice")
+                values[i] = value
+            missing = [n for n, v in zip(names, values) if v is _MISSING]
+            if missing:
+                raise ArgumentTypeError(f"kernel {self._name!r}: missing argument(s) {', '.join(missing)}")
+            args = tuple(values)
+        if len(args) != len(self._packers):
+            listing = ", ".join(a.describe() + (f" {a.name}" if a.name else "") for a in self._args)
+            raise ArgumentTypeError(
+                f"kernel {self._name!r} takes {len(self._packers)} argument(s) ({listing}), got {len(args)}"
+            )
+        return args
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Enqueue a launch. Arguments: NdArray, Texture/Image, int, float, numpy scalars,
+        small vectors/matrices (numpy arrays or tuples); checked against the signature.
+
+        Raises:
+            ArgumentTypeError: a missing, extra or unknown argument, or one of the wrong kind or dtype.
+            InvalidArgumentError: a value out of range, a wrong shape, an object of another runtime.
+            ClosedError: the kernel's module, its runtime or an argument is closed.
+            WrongThreadError: called from a thread other than the runtime's (before anything is written).
+        """
+        rt = self._runtime
+        if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
+            rt._check()
+        if rt._recorder is not None:
+            rt._recorder.append(self.bind(*args, **kwargs))
+            return
+        plan = self._plan
+        if kwargs or len(args) != len(plan):
+            args = self._bind(args, kwargs)
+        # the objects guarantee what the flat layer would check (live handles, extents); C checks
+        # that nothing was closed since the last look and that this is the runtime's thread
+        for (pack, slot), value in zip(plan, args):
+            pack(value, rt, slot)
+        self._run()
+
+    launch = __call__
+
+    def bind(self, *args: Any, **kwargs: Any) -> BoundLaunch:
+        """Check and pack arguments once; the returned :class:`BoundLaunch` launches with them.
+
+        ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
+        """
+        self._module._check()
+        values = self._bind(args, kwargs)
+        packed = self._new_packed()
+        rt = self._runtime
+        for pack, slot, value in zip(self._packers, packed.slots, values):
+            pack(value, rt, slot)
+        return BoundLaunch(self, packed, list(values))
+
+
+class ComputeGraph(_Launchable):
+    """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``.
+
+    Arguments are checked against the graph's recorded signature before C is called:
+    every name present and known, and each value's kind, dtype, ndim and element shape.
+    """
+
+    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
+        super().__init__(module, name, handle)
+        self._args = args
+        self._what = f"launch of graph {name!r}"
+        self._order: list[str] = [a.name or "" for a in args]
+        self._packers: list[Packer] = [make_packer(a, f"graph {name!r} argument {a.name!r}") for a in args]
+        self._index = {n: i for i, n in enumerate(self._order)}
+        self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
+        packed = self._new_packed()
+        self._slots = packed.slots
+        self._run = _launcher(packed.launch, module._check, self._what)
+
+    def _new_packed(self) -> _Packed:
+        packed = _Packed(self._runtime, 1, self._handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
+                         _NAMED_ARG)
+        for i, cname in enumerate(self._cnames):
+            packed.array[i].name = cname
+        packed.keep = list(self._cnames)
+        packed.prefill(self._args)
+        return packed
+
+    def _values(self, args: Mapping[str, Any]) -> list[Any]:
+        """The values of ``args`` in signature order; raises for a missing or unknown name."""
+        if not isinstance(args, Mapping):
+            raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
+        index = self._index
+        if len(args) != len(index) or any(n not in index for n in args):
+            unknown = [n for n in args if n not in index]
+            if unknown:
+                raise ArgumentTypeError(f"graph {self._name!r} has no argument {unknown[0]!r} "
+                                        f"(it takes {', '.join(self._order)})")
+            missing = [n for n in self._order if n not in args]
+            raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}")
+        return [args[n] for n in self._order]
+
+    def _pack(self, values: list[Any], slots: list[Slot]) -> None:
+        rt = self._runtime
+        for pack, slot, value in zip(self._packers, slots, values):
+            pack(value, rt, slot)
+
+    def launch(self, args: Mapping[str, Any]) -> None:
+        """Enqueue the graph with ``{name: value}`` arguments.
+
+        Raises:
+            ArgumentTypeError: an unknown argument, or one of the wrong kind or dtype.
+            ArgumentNotFoundError: a missing argument.
+            InvalidArgumentError, ClosedError, WrongThreadError: as for a kernel launch.
+        """
+        rt = self._runtime
+        if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
+            rt._check()
+        if rt._recorder is not None:
+            rt._recorder.append(self.bind(args))
+            return
+        self._pack(self._values(args), self._slots)
+        self._run()
+
+    def __call__(self, **args: Any) -> None:
+        """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
+        self.launch(args)
+
+    def bind(self, *mapping: Mapping[str, Any], **args: Any) -> BoundLaunch:
+        """Check and pack named arguments once; returns a :class:`BoundLaunch`."""
+        self._module._check()
+        if mapping:
+            if len(mapping) != 1 or args:
+                raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
+            args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
+        values = self._values(args)
+        packed = self._new_packed()
+        self._pack(values, packed.slots)
+        return BoundLaunch(self, packed, values)
+
+
+class BoundLaunch:
+    """A kernel or graph with its arguments checked and packed: call it to launch.
+
+    Holds its arguments (they stay alive). A launch re-checks that the kernel, the runtime and
+    each bound object are open whenever anything was closed since the last check, so a closed
+    object raises ClosedError; otherwise a launch is one comparison and one C call.
+    """
+
+    __slots__ = ("__weakref__", "_c", "_entry", "_owneds", "_packed", "_runtime", "_values", "launch")
+
+    def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any]):
+        self._entry = entry
+        self._packed = packed
+        self._runtime = entry._runtime
+        self._values = values
+        self._c = packed.launch
+        self._owneds: tuple[Owned, ...] = ()
+        self._refresh()
+        #: The launch as a plain function: ``run = bound.launch`` then ``run()`` skips the cost of
+        #: calling an object (the fastest way to launch from Python).
+        self.launch = _launcher(self._c, self._validate, f"launch of {entry!r}")
+
+    def _refresh(self) -> None:
+        owneds = [self._entry._module._owned, self._runtime._owned]
+        for v in self._values:
+            if isinstance(v, NdArray):
+                owneds.append(v._memory._owned)
+            elif isinstance(v, (Image, Texture)):
+                owneds.append((v.image if isinstance(v, Texture) else v)._owned)
+        self._owneds = tuple(owneds)
+        self._c.seen = -1
+
+    @property
+    def entry(self) -> Kernel | ComputeGraph:
+        """The kernel or graph this launch belongs to."""
+        return self._entry
+
+    def _validate(self) -> None:
+        for o in self._owneds:
+            if o.closed:
+                raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
+        self._runtime._check()
+
+    def __call__(self) -> None:
+        """Launch with the bound arguments."""
+        self.launch()
+
+    def set(self, key: int | str, value: Any) -> None:
+        """Replace one argument (by index, or by name where the module records names), checked.
+
+        Raises:
+            ArgumentTypeError: no such argument, or a value of the wrong kind.
+            InvalidArgumentError, ClosedError, WrongThreadError: as for a launch.
+        """
+        entry = self._entry
+        self._runtime._check()  # the buffer may be read by a launch of the runtime's thread
+        if isinstance(entry, Kernel):
+            names = entry._names
+            index = names.index(key) if isinstance(key, str) and key in names else key
+        else:
+            index = entry._index.get(key, -1) if isinstance(key, str) else -1
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entry._packers):
+            raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
+        entry._packers[index](value, self._runtime, self._packed.slots[index])
+        self._values[index] = value
+        self._refresh()
+
+    def __repr__(self) -> str:
+        return f"<BoundLaunch of {self._entry!r}>"
+
+
+class LaunchSequence:
+    """Launches recorded once and replayed by C code in the extension, with no Python in between.
+
+    Build with ``rt.record()`` (``with rt.record() as seq: kernel(x, 1.0); graph(a=x)``) or
+    :meth:`append` of :class:`BoundLaunch` objects; then ``seq.replay(times)``.
+    """
+
+    def __init__(self, runtime: Runtime):
+        self._runtime = runtime
+        self._launches: list[BoundLaunch] = []
+        self._steps: Any = None
+        self._done: Any = ffi.new("uint64_t *")  # how many launches the last replay made before it stopped
+
+    def append(self, launch: BoundLaunch) -> None:
+        """Add a bound launch (of this runtime) at the end.
+
+        Raises:
+            ArgumentTypeError: not a BoundLaunch.
+            InvalidArgumentError: a launch of another runtime.
+        """
+        if not isinstance(launch, BoundLaunch):
+            raise ArgumentTypeError(f"a LaunchSequence holds BoundLaunch objects, got {type(launch).__name__}")
+        if launch._runtime is not self._runtime:
+            raise InvalidArgumentError("the launch belongs to another runtime")
+        self._launches.append(launch)
+        self._steps = None
+
+    def __len__(self) -> int:
+        return len(self._launches)
+
+    def __iter__(self) -> Iterator[BoundLaunch]:
+        return iter(self._launches)
+
+    def replay(self, times: int = 1) -> None:
+        """Launch the whole sequence ``times`` times, in order, from C.
+
+        Raises:
+            ArgumentTypeError: ``times`` is not an int >= 0.
+            ClosedError, WrongThreadError: a recorded object is closed, or another thread calls.
+        """
+        if isinstance(times, bool) or not isinstance(times, int) or times < 0:
+            raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
+        for launch in self._launches:
+            launch._validate()
+        self._runtime._check()
+        if not self._launches or not times:
+            return
+        if self._steps is None:
+            steps = ffi.new("TaichiAotLaunch[]", len(self._launches))
+            for i, launch in enumerate(self._launches):
+                steps[i] = launch._c[0]
+            self._steps = steps
+        code = lib.taichi_aot_replay(self._steps, len(self._launches), times, self._done)
+        if code:
+            done = self._done[0]
+            if done < len(self._launches):
+                where = f"replay step {done} ({self._launches[done]._entry!r})"
+            else:
+                where = f"a replay of {done} launches (found after the first pass)"
+            _raise_launch_error(code, where)
+
+    def __repr__(self) -> str:
+        return f"<LaunchSequence of {len(self._launches)} launches>"

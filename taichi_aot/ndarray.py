@@ -1,0 +1,397 @@
+"""NdArray: an n-dimensional array in device memory, and how its bytes move on each backend.
+
+How an ndarray's bytes reach the host is chosen once, when it is created:
+
+* **direct**: memory the host can map (every CPU backend, and host-visible memory
+  elsewhere) is copied with one map/memcpy/unmap (or through a live view's mapping);
+* **CUDA**: libtaichi_c_api 1.7.4 has no host copies for CUDA memory, so the CUDA
+  driver copies to and from the device pointer;
+* **staged**: device-only memory of the gfx backends goes through a temporary
+  host-visible buffer and a device-to-device copy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+
+import numpy as np
+
+from . import _cuda
+from ._native import ffi
+from .capi import MAX_ND_DIMS
+from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
+from .errors import ArgumentTypeError, InvalidArgumentError
+from .memory import Memory, _MapContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
+    from .runtime import Runtime
+
+__all__ = ["DATA_TYPES", "NUMPY_DTYPES", "DTypeLike", "HostAccess", "NdArray", "data_type"]
+
+#: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, or a name.
+DTypeLike = Union[DataType, np.dtype, type, str]
+#: What ``host_access`` parameters take.
+HostAccess = Union[Literal["none", "read", "write", "readwrite"], bool]
+
+_HOST_ACCESS: dict[object, tuple[bool, bool]] = {
+    "none": (False, False),
+    "read": (True, False),
+    "write": (False, True),
+    "readwrite": (True, True),
+    True: (True, True),
+    False: (False, False),
+}
+
+
+def data_type(dtype: Any) -> DataType:
+    """The :class:`DataType` for a numpy dtype, a DataType, or a name such as ``"f32"``/``"float32"``.
+
+    Raises:
+        ArgumentTypeError: it names no data type, or one Taichi cannot store.
+    """
+    if isinstance(dtype, DataType):
+        return dtype
+    if isinstance(dtype, str) and dtype.upper() in DataType.__members__:
+        return DataType[dtype.upper()]
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        raise ArgumentTypeError(f"{dtype!r} is not a data type") from None
+    if np_dtype not in DATA_TYPES:
+        raise ArgumentTypeError(f"numpy dtype {np_dtype} has no Taichi data type")
+    return DATA_TYPES[np_dtype]
+
+
+def _shape_arg(shape: Any, what: str, allow_empty: bool) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be a tuple of ints, got {shape!r}") from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise ArgumentTypeError(f"{what} must be a tuple of ints, got {shape!r}")
+        if not 0 < int(d) < 2**31:
+            raise InvalidArgumentError(f"{what} {dims}: every dimension must be between 1 and 2**31-1")
+    if not dims and not allow_empty:
+        raise InvalidArgumentError(f"{what} must have at least one dimension")
+    if len(dims) > MAX_ND_DIMS:
+        raise InvalidArgumentError(f"{what} {dims} has more than {MAX_ND_DIMS} dimensions")
+    return tuple(int(d) for d in dims)
+
+
+def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
+    """``value`` as a ``dtype`` scalar; refuses other kinds (float into int, bool into numbers) and overflow."""
+    a = np.asarray(value)
+    if a.ndim or a.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what}: expected a number, got {value!r}")
+    if (a.dtype.kind == "b") != (dtype.kind == "b"):
+        raise ArgumentTypeError(f"{what}: cannot store {value!r} in a {dtype} ndarray")
+    if dtype.kind in "iu":
+        if a.dtype.kind == "f":
+            raise ArgumentTypeError(f"{what}: cannot store float {value!r} in a {dtype} ndarray")
+        info = np.iinfo(dtype)
+        if not info.min <= int(a) <= info.max:
+            raise InvalidArgumentError(f"{what}: {value!r} is out of range for {dtype}")
+    return a.astype(dtype)
+
+
+class NdArray:
+    """An n-dimensional array of ``dtype`` elements of ``elem_shape`` in device memory.
+
+    ``NdArray(rt, shape, dtype, elem_shape)``, or :meth:`Runtime.ndarray` /
+    :meth:`Runtime.ndarray_from_numpy`. Zero-filled on creation.
+    Attributes: ``shape``, ``elem_shape``, ``dtype`` (numpy), ``data_type``, ``nbytes``, ``memory``.
+
+    ``host_access`` (``"none"``, ``"read"``, ``"write"``, ``"readwrite"``): whether ``map()`` views are
+    possible. Default ``"readwrite"``, except on CUDA (``"none"``: host-visible memory is managed memory
+    there, slow for kernels and copies); to_numpy/from_numpy work either way.
+
+    Raises:
+        ArgumentTypeError: a shape that is not a tuple of ints, or a dtype Taichi cannot store.
+        InvalidArgumentError: a dimension out of range, too many dimensions, a bad ``host_access``.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        shape: Iterable[int] | int,
+        dtype: DTypeLike = np.float32,
+        elem_shape: Iterable[int] = (),
+        *,
+        host_access: HostAccess | None = None,
+    ):
+        runtime._check()
+        dims = _shape_arg(shape, "ndarray shape", allow_empty=False)
+        elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
+        dt = data_type(dtype)
+        if dt not in NUMPY_DTYPES:
+            raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
+        if host_access is None:
+            host_access = "none" if runtime._arch == Arch.CUDA else "readwrite"
+        if host_access not in _HOST_ACCESS:
+            raise InvalidArgumentError(
+                f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
+            )
+        host_read, host_write = _HOST_ACCESS[host_access]
+        np_dtype = NUMPY_DTYPES[dt]
+        nbytes = int(np.prod(dims + elem_dims, dtype=np.int64)) * np_dtype.itemsize
+        memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write)
+        self._memory = memory
+        self._runtime = runtime
+        self._shape = dims
+        self._elem_shape = elem_dims
+        self._dtype = np_dtype
+        self._data_type = dt
+        arg = ffi.new("TiArgument *")
+        arg.type = ArgumentType.NDARRAY
+        nd = arg.value.ndarray
+        nd.memory = memory._handle
+        nd.shape.dim_count = len(dims)
+        nd.shape.dims[0 : len(dims)] = list(dims)
+        nd.elem_shape.dim_count = len(elem_dims)
+        if elem_dims:
+            nd.elem_shape.dims[0 : len(elem_dims)] = list(elem_dims)
+        nd.elem_type = dt
+        self._arg: Any = arg
+        self._arg_bytes = bytes(ffi.buffer(arg))  # packed into launches with one byte copy
+        self._sig = (dt, len(dims), elem_dims)
+        self._full_shape = dims + elem_dims
+        # how bytes move, chosen once (see the module docstring)
+        cpu = runtime._arch in CPU_ARCHS
+        self._read: Callable[[np.ndarray], None]
+        self._write: Callable[[np.ndarray], None]
+        if cpu or host_read:
+            self._read = self._read_direct
+        elif runtime._arch == Arch.CUDA:
+            self._read = self._read_cuda
+        else:
+            self._read = self._read_staged
+        if cpu or host_write:
+            self._write = self._write_direct
+        elif runtime._arch == Arch.CUDA:
+            self._write = self._write_cuda
+        else:
+            self._write = self._write_staged
+        if not cpu:
+            self.fill(0)  # CPU memory is zeroed on allocation; device memory is not
+
+    # -- state --------------------------------------------------------------------
+
+    def _check(self) -> None:
+        self._memory._check()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape (without the element shape)."""
+        return self._shape
+
+    @property
+    def elem_shape(self) -> tuple[int, ...]:
+        """The shape of each element: ``()`` for scalars, ``(3,)`` for a vec3, ``(2, 2)`` for a 2x2 matrix."""
+        return self._elem_shape
+
+    @property
+    def ndim(self) -> int:
+        """The number of array dimensions (``len(shape)``)."""
+        return len(self._shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of the components."""
+        return self._dtype
+
+    @property
+    def data_type(self) -> DataType:
+        """The Taichi data type of the components."""
+        return self._data_type
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return self._memory.size
+
+    @property
+    def memory(self) -> Memory:
+        """The memory holding the data."""
+        return self._memory
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this ndarray belongs to."""
+        return self._runtime
+
+    @property
+    def closed(self) -> bool:
+        """True once its memory is closed."""
+        return self._memory.closed
+
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        """``shape + elem_shape``: the shape of ``to_numpy()``."""
+        return self._full_shape
+
+    # -- numpy ------------------------------------------------------------------------
+
+    def map(self) -> _MapContext:
+        """``with x.map() as view``: a zero-copy view of shape ``shape + elem_shape`` and this dtype.
+
+        Needs host access; read-only unless the ndarray is host-writable.
+
+        Raises:
+            InvalidStateError: the ndarray was made without host access.
+        """
+        self._check()
+        self._memory._require_host_access("NdArray.map")
+
+        def make() -> np.ndarray:
+            self._check()
+            self._runtime._sync()
+            view = self._memory._view().view(self._dtype).reshape(self._full_shape)
+            if not self._memory.host_write:
+                view.flags.writeable = False
+            return view
+
+        return _MapContext(make)
+
+    def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A copy of the data as a numpy array (staged through host memory if needed).
+
+        ``out``: an existing C-contiguous, writeable array of shape ``shape + elem_shape`` and the
+        same dtype to copy into (no allocation); it is returned.
+
+        Raises:
+            ArgumentTypeError: ``out`` is not a numpy array.
+            InvalidArgumentError: ``out`` has another shape or dtype, or is not C-contiguous and writeable.
+        """
+        self._check()
+        if out is None:
+            out = np.empty(self._full_shape, self._dtype)
+        elif not isinstance(out, np.ndarray):
+            raise ArgumentTypeError(f"to_numpy: out must be a numpy array, got {type(out).__name__}")
+        elif out.shape != self._full_shape or out.dtype != self._dtype:
+            raise InvalidArgumentError(f"to_numpy: out must be {self._dtype} of shape {self._full_shape}, got "
+                                       f"{out.dtype} of shape {out.shape}")
+        else:
+            flags = out.flags
+            if not (flags.c_contiguous and flags.writeable):
+                raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
+        self._runtime._sync()
+        self._read(out)
+        return out
+
+    def _checked_input(self, array: Any) -> np.ndarray:
+        if array.__class__ is np.ndarray and array.dtype == self._dtype and array.shape == self._full_shape and (
+            array.flags.c_contiguous
+        ):
+            return array  # the common case, checked without conversions
+        a = np.asarray(array)
+        if a.shape != self.full_shape:
+            raise InvalidArgumentError(
+                f"from_numpy: expected shape {self.full_shape} (shape {self._shape} + element {self._elem_shape}), "
+                f"got {a.shape}"
+            )
+        if a.dtype != self._dtype:
+            if not np.can_cast(a.dtype, self._dtype, casting="same_kind"):
+                raise ArgumentTypeError(f"from_numpy: cannot store {a.dtype} values in a {self._dtype} ndarray")
+            a = a.astype(self._dtype)
+        return np.ascontiguousarray(a)
+
+    def from_numpy(self, array: Any) -> None:
+        """Copy ``array`` (shape ``shape + elem_shape``; same-kind dtypes are converted) into the ndarray.
+
+        Raises:
+            InvalidArgumentError: another shape.
+            ArgumentTypeError: a dtype that does not convert within its kind (float into an int ndarray).
+        """
+        self._check()
+        data = self._checked_input(array)
+        self._runtime._sync()
+        self._write(data)
+
+    def fill(self, value: Any) -> None:
+        """Set every element (every component of every element) to ``value``.
+
+        Raises:
+            ArgumentTypeError: not a number, or a kind the dtype cannot hold (a float into ints).
+            InvalidArgumentError: out of the dtype's range.
+        """
+        self._check()
+        scalar = _scalar_for(value, self._dtype, "fill")
+        data = np.full(self._full_shape, scalar, self._dtype)
+        self._runtime._sync()
+        self._write(data)
+
+    def copy_from(self, other: NdArray) -> None:
+        """Copy another ndarray of the same runtime, dtype and total shape into this one.
+
+        Raises:
+            ArgumentTypeError: ``other`` is not an NdArray.
+            InvalidArgumentError: another dtype or shape, or another runtime.
+        """
+        self._check()
+        if not isinstance(other, NdArray):
+            raise ArgumentTypeError(f"copy_from: expected an NdArray, got {type(other).__name__}")
+        other._check()
+        if other._dtype != self._dtype or other.full_shape != self.full_shape:
+            raise InvalidArgumentError(
+                f"copy_from: {other._dtype} {other.full_shape} does not match {self._dtype} {self.full_shape}"
+            )
+        other._memory.copy_to(self._memory)
+
+    # -- how bytes move (one pair chosen at creation) -----------------------------------
+
+    def _read_direct(self, out: np.ndarray) -> None:
+        self._memory._copy_host(out, self._memory._size, to_device=False)
+
+    def _write_direct(self, data: np.ndarray) -> None:
+        self._memory._copy_host(data, self._memory._size, to_device=True)
+
+    def _read_cuda(self, out: np.ndarray) -> None:
+        _cuda.dtoh(out.__array_interface__["data"][0], self._memory._cuda_ptr(), self._memory._size)
+
+    def _write_cuda(self, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        _cuda.htod(self._memory._cuda_ptr(), data.__array_interface__["data"][0], self._memory._size)
+
+    def _staging(self) -> Memory:
+        return Memory(self._runtime, self.nbytes, host_read=True, host_write=True, usage=MemoryUsage.STORAGE)
+
+    def _read_staged(self, out: np.ndarray) -> None:
+        staging = self._staging()
+        try:
+            self._memory.copy_to(staging)
+            self._runtime._sync()
+            np.copyto(out.reshape(-1).view(np.uint8), staging._view())
+        finally:
+            staging.close()
+
+    def _write_staged(self, data: np.ndarray) -> None:
+        staging = self._staging()
+        try:
+            np.copyto(staging._view(), data.reshape(-1).view(np.uint8))
+            staging.copy_to(self._memory)
+            self._runtime._sync()
+        finally:
+            staging.close()
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the ndarray's memory (deferred while views are alive). Safe to call twice."""
+        self._memory.close()
+
+    def __enter__(self) -> NdArray:
+        self._check()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        elem = f", elem_shape={self._elem_shape}" if self._elem_shape else ""
+        return f"<NdArray shape={self._shape}{elem} dtype={self._dtype} on {self._runtime.arch.name} ({state})>"
