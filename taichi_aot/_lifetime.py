@@ -111,11 +111,11 @@ class Child:
         self._finalizer = weakref.finalize(self, owned.close)
         runtime._children.add(self)
 
-    def _check(self) -> None:
+    def _ensure_open(self) -> None:
         """Raise ClosedError or WrongThreadError unless this object (and its runtime) may be used here."""
         if self._owned.closed:
             raise ClosedError(f"this {self._kind} is closed")
-        self._runtime._check()
+        self._runtime._ensure_open()
 
     @property
     def runtime(self) -> Runtime:
@@ -132,7 +132,7 @@ class Child:
         self._finalizer()
 
     def __enter__(self) -> Self:
-        self._check()
+        self._ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:

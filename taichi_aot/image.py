@@ -69,7 +69,7 @@ class Image(Child):
         mip_level_count: int = 1,
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ):
-        runtime._check()
+        runtime._ensure_open()
         dim = _dimension(dimension)
         fmt = _format(format)
         given: Any = (extent,) if isinstance(extent, int) and not isinstance(extent, bool) else extent
@@ -126,12 +126,12 @@ class Image(Child):
 
     def transition(self, layout: ImageLayout | int | str) -> None:
         """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
-        self._check()
+        self._ensure_open()
         capi.transition_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "transition"))
 
     def track(self, layout: ImageLayout | int | str) -> None:
         """Tell the runtime the image is in ``layout`` now (after outside use)."""
-        self._check()
+        self._ensure_open()
         capi.track_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "track"))
 
     def _region(self) -> dict:
@@ -141,10 +141,10 @@ class Image(Child):
 
     def copy_to(self, dst: Image) -> None:
         """Copy the whole image into ``dst`` (same runtime and extent)."""
-        self._check()
+        self._ensure_open()
         if not isinstance(dst, Image):
             raise ArgumentTypeError(f"copy_to: dst must be an Image, got {type(dst).__name__}")
-        dst._check()
+        dst._ensure_open()
         if dst._runtime is not self._runtime:
             raise InvalidArgumentError("copy_to: the images belong to different runtimes")
         if dst._extent != self._extent:
@@ -168,7 +168,7 @@ class Sampler(Child):
         address_mode: AddressMode | int | str = AddressMode.CLAMP_TO_EDGE,
         max_anisotropy: float = 1.0,
     ):
-        runtime._check()
+        runtime._ensure_open()
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
             "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),
@@ -193,7 +193,7 @@ class Texture:
             raise ArgumentTypeError(f"Texture needs an Image, got {type(image).__name__}")
         if sampler is not None and not isinstance(sampler, Sampler):
             raise ArgumentTypeError(f"Texture sampler must be a Sampler or None, got {type(sampler).__name__}")
-        image._check()
+        image._ensure_open()
         self.image = image
         self.sampler = sampler
         arg = ffi.new("TiArgument *")

@@ -155,7 +155,7 @@ class Kernel(_Launchable):
         packed = self._new_packed()
         self._slots = packed.slots
         self._plan = list(zip(self._packers, packed.slots))
-        self._run = _launcher(packed.launch, module._check, self._what)
+        self._run = _launcher(packed.launch, module._ensure_open, self._what)
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 0, self._handle, "TiArgument", len(self._args), ARG_SIZE, 0)
@@ -201,7 +201,7 @@ class Kernel(_Launchable):
         """
         rt = self._runtime
         if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
-            rt._check()
+            rt._ensure_open()
         if rt._recorder is not None:
             rt._recorder.append(self.bind(*args, **kwargs))
             return
@@ -221,7 +221,7 @@ class Kernel(_Launchable):
 
         ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
         """
-        self._module._check()
+        self._module._ensure_open()
         values = self._bind(args, kwargs)
         packed = self._new_packed()
         rt = self._runtime
@@ -247,7 +247,7 @@ class ComputeGraph(_Launchable):
         self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
         packed = self._new_packed()
         self._slots = packed.slots
-        self._run = _launcher(packed.launch, module._check, self._what)
+        self._run = _launcher(packed.launch, module._ensure_open, self._what)
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 1, self._handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
@@ -287,7 +287,7 @@ class ComputeGraph(_Launchable):
         """
         rt = self._runtime
         if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
-            rt._check()
+            rt._ensure_open()
         if rt._recorder is not None:
             rt._recorder.append(self.bind(args))
             return
@@ -300,7 +300,7 @@ class ComputeGraph(_Launchable):
 
     def bind(self, *mapping: Mapping[str, Any], **args: Any) -> BoundLaunch:
         """Check and pack named arguments once; returns a :class:`BoundLaunch`."""
-        self._module._check()
+        self._module._ensure_open()
         if mapping:
             if len(mapping) != 1 or args:
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
@@ -352,7 +352,7 @@ class BoundLaunch:
         for o in self._owneds:
             if o.closed:
                 raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
-        self._runtime._check()
+        self._runtime._ensure_open()
 
     def __call__(self) -> None:
         """Launch with the bound arguments."""
@@ -366,7 +366,7 @@ class BoundLaunch:
             InvalidArgumentError, ClosedError, WrongThreadError: as for a launch.
         """
         entry = self._entry
-        self._runtime._check()  # the buffer may be read by a launch of the runtime's thread
+        self._runtime._ensure_open()  # the buffer may be read by a launch of the runtime's thread
         if isinstance(entry, Kernel):
             names = entry._names
             index = names.index(key) if isinstance(key, str) and key in names else key
@@ -426,7 +426,7 @@ class LaunchSequence:
             raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
         for launch in self._launches:
             launch._validate()
-        self._runtime._check()
+        self._runtime._ensure_open()
         if not self._launches or not times:
             return
         if self._steps is None:

@@ -139,7 +139,7 @@ class Memory(Child):
         export_sharing: bool = False,
         usage: MemoryUsage | int = MemoryUsage.STORAGE,
     ):
-        runtime._check()
+        runtime._ensure_open()
         size = _size_arg(size, "allocate_memory")
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
@@ -242,11 +242,11 @@ class Memory(Child):
 
         Writable only if the memory has ``host_write``. The memory stays mapped while a view lives.
         """
-        self._check()
+        self._ensure_open()
         self._require_host_access("Memory.map")
 
         def make() -> np.ndarray:
-            self._check()
+            self._ensure_open()
             self._runtime._sync()
             view = self._view()
             if not self.host_write:
@@ -307,8 +307,8 @@ class MemorySlice:
         if not isinstance(dst, MemorySlice):
             raise ArgumentTypeError(f"copy_to: dst must be a Memory or MemorySlice, got {type(dst).__name__}")
         src_mem, dst_mem = self.memory, dst.memory
-        src_mem._check()
-        dst_mem._check()
+        src_mem._ensure_open()
+        dst_mem._ensure_open()
         if src_mem._runtime is not dst_mem._runtime:
             raise InvalidArgumentError("copy_to: source and destination belong to different runtimes")
         if dst.size != self.size:

@@ -181,7 +181,7 @@ class AotModule(Child):
     _kind = "module"
 
     def __init__(self, runtime: Runtime, source: ModuleSource):
-        runtime._check()
+        runtime._ensure_open()
         handle, what, temp_dir, meta = _load(runtime, source)
         self._handle: Any = handle
         self._source = what
@@ -221,7 +221,7 @@ class AotModule(Child):
         return list(names[1]) if names else list(self._meta.graphs)
 
     def _get(self, kind: Literal["kernel", "graph"], name: object) -> Kernel | ComputeGraph:
-        self._check()
+        self._ensure_open()
         cache: dict[str, Any] = self._kernels if kind == "kernel" else self._graphs
         obj = cache.get(name) if isinstance(name, str) else None
         if obj is not None:

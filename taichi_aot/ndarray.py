@@ -124,7 +124,7 @@ class NdArray:
         *,
         host_access: HostAccess | None = None,
     ):
-        runtime._check()
+        runtime._ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=False)
         elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
         dt = data_type(dtype)
@@ -181,8 +181,8 @@ class NdArray:
 
     # -- state --------------------------------------------------------------------
 
-    def _check(self) -> None:
-        self._memory._check()
+    def _ensure_open(self) -> None:
+        self._memory._ensure_open()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -244,11 +244,11 @@ class NdArray:
         Raises:
             InvalidStateError: the ndarray was made without host access.
         """
-        self._check()
+        self._ensure_open()
         self._memory._require_host_access("NdArray.map")
 
         def make() -> np.ndarray:
-            self._check()
+            self._ensure_open()
             self._runtime._sync()
             view = self._memory._view().view(self._dtype).reshape(self._full_shape)
             if not self._memory.host_write:
@@ -267,7 +267,7 @@ class NdArray:
             ArgumentTypeError: ``out`` is not a numpy array.
             InvalidArgumentError: ``out`` has another shape or dtype, or is not C-contiguous and writeable.
         """
-        self._check()
+        self._ensure_open()
         if out is None:
             out = np.empty(self._full_shape, self._dtype)
         elif not isinstance(out, np.ndarray):
@@ -307,7 +307,7 @@ class NdArray:
             InvalidArgumentError: another shape.
             ArgumentTypeError: a dtype that does not convert within its kind (float into an int ndarray).
         """
-        self._check()
+        self._ensure_open()
         data = self._checked_input(array)
         self._runtime._sync()
         self._write(data)
@@ -319,7 +319,7 @@ class NdArray:
             ArgumentTypeError: not a number, or a kind the dtype cannot hold (a float into ints).
             InvalidArgumentError: out of the dtype's range.
         """
-        self._check()
+        self._ensure_open()
         scalar = _scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
         self._runtime._sync()
@@ -332,10 +332,10 @@ class NdArray:
             ArgumentTypeError: ``other`` is not an NdArray.
             InvalidArgumentError: another dtype or shape, or another runtime.
         """
-        self._check()
+        self._ensure_open()
         if not isinstance(other, NdArray):
             raise ArgumentTypeError(f"copy_from: expected an NdArray, got {type(other).__name__}")
-        other._check()
+        other._ensure_open()
         if other._dtype != self._dtype or other.full_shape != self.full_shape:
             raise InvalidArgumentError(
                 f"copy_from: {other._dtype} {other.full_shape} does not match {self._dtype} {self.full_shape}"
@@ -385,7 +385,7 @@ class NdArray:
         self._memory.close()
 
     def __enter__(self) -> NdArray:
-        self._check()
+        self._ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -125,7 +125,7 @@ class Runtime:
 
     # -- state ----------------------------------------------------------------
 
-    def _check(self) -> None:
+    def _ensure_open(self) -> None:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
         if self._owned.closed:
             raise ClosedError(f"this {self._arch.name} runtime is closed")
@@ -153,7 +153,7 @@ class Runtime:
     @property
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64)."""
-        self._check()
+        self._ensure_open()
         return capi.get_runtime_capabilities(self._handle)
 
     def set_capabilities(self, capabilities: Mapping[Capability | int, int] | None = None, **named: int) -> None:
@@ -162,7 +162,7 @@ class Runtime:
         Raises:
             InvalidArgumentError: an unknown capability name.
         """
-        self._check()
+        self._ensure_open()
         caps: dict[Capability | int, int] = dict(capabilities or {})
         for name, level in named.items():
             try:
@@ -175,12 +175,12 @@ class Runtime:
 
     def flush(self) -> None:
         """Submit queued work without waiting for it."""
-        self._check()
+        self._ensure_open()
         capi.flush(self._handle)
 
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
-        self._check()
+        self._ensure_open()
         capi.wait(self._handle)
 
     def _sync(self) -> None:
@@ -197,14 +197,14 @@ class Runtime:
         Raises:
             InvalidArgumentError: the runtime is already recording.
         """
-        self._check()
+        self._ensure_open()
         if self._recorder is not None:
             raise InvalidArgumentError("this runtime is already recording")
         return _Recording(self, LaunchSequence(self))
 
     def sequence(self) -> LaunchSequence:
         """An empty :class:`~taichi_aot.launch.LaunchSequence` to ``append`` bound launches to."""
-        self._check()
+        self._ensure_open()
         return LaunchSequence(self)
 
     # -- factories ----------------------------------------------------------------
@@ -248,7 +248,7 @@ class Runtime:
         Raises:
             InvalidArgumentError: ``elem_ndim`` is negative or more than the array's dimensions.
         """
-        self._check()
+        self._ensure_open()
         a = np.asarray(array)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from_numpy: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
@@ -289,7 +289,7 @@ class Runtime:
         _open_runtimes.discard(self)
 
     def __enter__(self) -> Runtime:
-        self._check()
+        self._ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
