@@ -19,7 +19,7 @@ from ._native import ffi
 from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
-from .ndarray import NdArray
+from .ndarray import NdArray, convert_checked
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
@@ -70,20 +70,6 @@ def prefill(buf: bytearray, offsets: list[int], specs: list[ArgInfo]) -> None:
             _TYPE(buf, off, ArgumentType.F32 if spec.dtype == DataType.F32 else ArgumentType.I32)
 
 
-def _convert_checked(a: np.ndarray, target: np.dtype, what: str) -> np.ndarray:
-    """``a`` as ``target``, refusing values the conversion would wrap or overflow to infinity."""
-    if target.kind in "iu":
-        info = np.iinfo(target)
-        if a.size and (a.min() < info.min or a.max() > info.max):
-            raise InvalidArgumentError(f"{what}: values out of range for {target} ({a.min()}..{a.max()})")
-        return a.astype(target)
-    with np.errstate(over="ignore"):
-        out = a.astype(target)
-    if not np.array_equal(np.isfinite(out), np.isfinite(a)):
-        raise InvalidArgumentError(f"{what}: values out of range for {target}")
-    return out
-
-
 def _write_tensor(dst: Any, value: Any, what: str) -> None:
     """Write a 1-D or 2-D array of numbers as a TI_ARGUMENT_TYPE_TENSOR at ``dst``."""
     a = np.asarray(value)
@@ -92,9 +78,9 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
     if a.dtype.kind == "b":
         raise ArgumentTypeError(f"{what}: bool vectors are not kernel arguments")
     if a.dtype.kind in "iu" and a.dtype.itemsize > 4 and isinstance(value, (list, tuple)):
-        a = _convert_checked(a, np.dtype(np.int32), what)  # Python ints default to i32, as scalars do
+        a = convert_checked(a, np.dtype(np.int32), what)  # Python ints default to i32, as scalars do
     if a.dtype == np.float64 and isinstance(value, (list, tuple)):
-        a = _convert_checked(a, np.dtype(np.float32), what)
+        a = convert_checked(a, np.dtype(np.float32), what)
     dt = DATA_TYPES.get(a.dtype)
     if dt is None:
         raise ArgumentTypeError(f"{what}: {a.dtype} vectors are not kernel arguments")
@@ -202,7 +188,7 @@ def _tensor_packer(spec: ArgInfo, what: str) -> Packer:
             a = np.asarray(value)
             if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and target.kind in "iu"):
                 raise wrong(value)
-            value = _convert_checked(a, target, what)
+            value = convert_checked(a, target, what)
         _write_tensor(slot.ptr, value, what)
 
     return pack

@@ -12,6 +12,7 @@ How an ndarray's bytes reach the host is chosen once, when it is created:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 import numpy as np
@@ -28,12 +29,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .runtime import Runtime
 
-__all__ = ["DATA_TYPES", "NUMPY_DTYPES", "DTypeLike", "HostAccess", "NdArray", "data_type"]
+__all__ = [
+    "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "convert_checked", "data_type",
+]
 
 #: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, or a name.
 DTypeLike = Union[DataType, np.dtype, type, str]
 #: What ``host_access`` parameters take.
 HostAccess = Union[Literal["none", "read", "write", "readwrite"], bool]
+#: How ``from_numpy`` converts another dtype: ``"checked"`` (same kind, values must fit), or numpy's
+#: own ``"same_kind"`` / ``"unsafe"`` casting (values that do not fit wrap or overflow, as in numpy).
+Casting = Literal["checked", "same_kind", "unsafe"]
+#: The largest size of an ndarray in bytes.
+MAX_NBYTES = 2**63 - 1
 
 _HOST_ACCESS: dict[object, tuple[bool, bool]] = {
     "none": (False, False),
@@ -83,6 +91,26 @@ def _shape_arg(shape: Any, what: str, allow_empty: bool) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+def convert_checked(a: np.ndarray, target: np.dtype, what: str) -> np.ndarray:
+    """``a`` as ``target``, refusing values the conversion would wrap or overflow to infinity.
+
+    Raises:
+        InvalidArgumentError: an integer out of ``target``'s range, or a finite value that would become infinite.
+    """
+    if a.dtype == target:
+        return a
+    if target.kind in "iu" and a.dtype.kind in "iub":
+        info = np.iinfo(target)
+        if a.size and (a.min() < info.min or a.max() > info.max):
+            raise InvalidArgumentError(f"{what}: values out of range for {target} ({a.min()}..{a.max()})")
+        return a.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = a.astype(target)
+    if target.kind == "f" and not np.array_equal(np.isfinite(out), np.isfinite(a)):
+        raise InvalidArgumentError(f"{what}: values out of range for {target} (largest {np.finfo(target).max:g})")
+    return out
+
+
 def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
     """``value`` as a ``dtype`` scalar; refuses other kinds (float into int, bool into numbers) and overflow."""
     a = np.asarray(value)
@@ -90,13 +118,11 @@ def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
         raise ArgumentTypeError(f"{what}: expected a number, got {value!r}")
     if (a.dtype.kind == "b") != (dtype.kind == "b"):
         raise ArgumentTypeError(f"{what}: cannot store {value!r} in a {dtype} ndarray")
-    if dtype.kind in "iu":
-        if a.dtype.kind == "f":
-            raise ArgumentTypeError(f"{what}: cannot store float {value!r} in a {dtype} ndarray")
-        info = np.iinfo(dtype)
-        if not info.min <= int(a) <= info.max:
-            raise InvalidArgumentError(f"{what}: {value!r} is out of range for {dtype}")
-    return a.astype(dtype)
+    if dtype.kind in "iu" and a.dtype.kind == "f":
+        raise ArgumentTypeError(f"{what}: cannot store float {value!r} in a {dtype} ndarray")
+    if dtype.kind in "iu" and not np.iinfo(dtype).min <= int(a) <= np.iinfo(dtype).max:
+        raise InvalidArgumentError(f"{what}: {value!r} is out of range for {dtype}")
+    return convert_checked(a, dtype, what)
 
 
 class NdArray:
@@ -125,7 +151,7 @@ class NdArray:
         host_access: HostAccess | None = None,
     ):
         runtime._ensure_open()
-        dims = _shape_arg(shape, "ndarray shape", allow_empty=False)
+        dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
         elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
         dt = data_type(dtype)
         if dt not in NUMPY_DTYPES:
@@ -138,7 +164,12 @@ class NdArray:
             )
         host_read, host_write = _HOST_ACCESS[host_access]
         np_dtype = NUMPY_DTYPES[dt]
-        nbytes = int(np.prod(dims + elem_dims, dtype=np.int64)) * np_dtype.itemsize
+        nbytes = math.prod(dims + elem_dims) * np_dtype.itemsize  # Python ints: no wrap-around
+        if nbytes > MAX_NBYTES:
+            raise InvalidArgumentError(
+                f"ndarray of shape {dims} + element {elem_dims} of {np_dtype} needs {nbytes} bytes "
+                f"(more than {MAX_NBYTES})"
+            )
         memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write)
         self._memory = memory
         self._runtime = runtime
@@ -283,7 +314,7 @@ class NdArray:
         self._read(out)
         return out
 
-    def _checked_input(self, array: Any) -> np.ndarray:
+    def _checked_input(self, array: Any, casting: Casting) -> np.ndarray:
         if array.__class__ is np.ndarray and array.dtype == self._dtype and array.shape == self._full_shape and (
             array.flags.c_contiguous
         ):
@@ -295,20 +326,35 @@ class NdArray:
                 f"got {a.shape}"
             )
         if a.dtype != self._dtype:
-            if not np.can_cast(a.dtype, self._dtype, casting="same_kind"):
-                raise ArgumentTypeError(f"from_numpy: cannot store {a.dtype} values in a {self._dtype} ndarray")
-            a = a.astype(self._dtype)
+            if casting not in ("checked", "same_kind", "unsafe"):
+                raise InvalidArgumentError(f"from_numpy: casting must be 'checked', 'same_kind' or 'unsafe', "
+                                           f"got {casting!r}")
+            integers = a.dtype.kind in "iu" and self._dtype.kind in "iu"  # checked: signed <-> unsigned too
+            if casting != "unsafe" and not (np.can_cast(a.dtype, self._dtype, casting="same_kind") or (
+                integers and casting == "checked"
+            )):
+                raise ArgumentTypeError(f"from_numpy: cannot store {a.dtype} values in a {self._dtype} ndarray "
+                                        "(casting='unsafe' converts as numpy does)")
+            if casting == "checked":
+                a = convert_checked(a, self._dtype, "from_numpy")
+            else:
+                with np.errstate(all="ignore"):
+                    a = a.astype(self._dtype)
         return np.ascontiguousarray(a)
 
-    def from_numpy(self, array: Any) -> None:
-        """Copy ``array`` (shape ``shape + elem_shape``; same-kind dtypes are converted) into the ndarray.
+    def from_numpy(self, array: Any, *, casting: Casting = "checked") -> None:
+        """Copy ``array`` (shape ``shape + elem_shape``) into the ndarray.
+
+        ``casting``: ``"checked"`` (the default) converts another dtype of the same kind only when every
+        value fits (no wrap-around, no overflow to infinity); ``"same_kind"`` and ``"unsafe"`` convert as
+        numpy's ``astype`` does.
 
         Raises:
-            InvalidArgumentError: another shape.
-            ArgumentTypeError: a dtype that does not convert within its kind (float into an int ndarray).
+            InvalidArgumentError: another shape, or values that do not fit the dtype (``"checked"``).
+            ArgumentTypeError: a dtype of another kind (a float into an int ndarray) unless ``"unsafe"``.
         """
         self._ensure_open()
-        data = self._checked_input(array)
+        data = self._checked_input(array, casting)
         self._runtime._sync()
         self._write(data)
 

@@ -136,7 +136,7 @@ def test_ndarray_attributes(rt):
 
 
 def test_ndarray_bad_input(rt):
-    for shape in ((), (0,), (-1,), ("a",), (2.5,), (1,) * 17, None):
+    for shape in ((0,), (-1,), ("a",), (2.5,), (1,) * 17, None):  # () is a 0-D ndarray (test_ndarray.py)
         with pytest.raises((TypeError, ValueError)):
             rt.ndarray(shape, np.float32)
     for dtype in (np.complex64, "nope", object):
