@@ -41,9 +41,9 @@ def test_zero_dimensional_ndarrays(rt, elem_shape):
 
 def test_shape_whose_bytes_overflow_is_refused(rt):
     # the int64 product of this shape wraps around to 16 bytes; in Python integers it does not fit
-    with pytest.raises(InvalidArgumentError, match="needs .* bytes"):
+    with pytest.raises(InvalidArgumentError, match=r"needs .* bytes"):
         rt.ndarray((769546, 494770, 48448661), np.float32)
-    with pytest.raises(InvalidArgumentError, match="needs .* bytes"):
+    with pytest.raises(InvalidArgumentError, match=r"needs .* bytes"):
         rt.ndarray((2**30, 2**30), np.float64, (2**30,))
 
 
@@ -58,7 +58,7 @@ def test_huge_shapes_are_a_typed_error(dims, elem, itemsize):
     if nbytes <= MAX_NBYTES:
         return  # fits: nothing to refuse (allocating it is for the device to answer)
     dtype = {1: np.uint8, 2: np.float16, 4: np.float32, 8: np.float64}[itemsize]
-    with Runtime("x64") as rt, pytest.raises(InvalidArgumentError, match="needs .* bytes"):
+    with Runtime("x64") as rt, pytest.raises(InvalidArgumentError, match=r"needs .* bytes"):
         rt.ndarray(dims, dtype, elem)
 
 
