@@ -16,6 +16,7 @@ replays bound launches from C (``taichi_aot_replay``) with no Python in between.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -47,6 +48,8 @@ _get_ident = threading.get_ident
 _MISSING: Any = object()
 _NAMED_SIZE: int = ffi.sizeof("TiNamedArgument")
 _NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
+_clock = time.perf_counter
+_CHUNK_SECONDS = 0.02  # a replay returns to Python at least this often (once its chunks have grown)
 
 
 def _raise_launch_error(code: int, what: str) -> None:
@@ -429,19 +432,30 @@ class LaunchSequence:
         self._runtime._ensure_open()
         if not self._launches or not times:
             return
+        count = len(self._launches)
         if self._steps is None:
-            steps = ffi.new("TaichiAotLaunch[]", len(self._launches))
+            steps = ffi.new("TaichiAotLaunch[]", count)
             for i, launch in enumerate(self._launches):
                 steps[i] = launch._c[0]
             self._steps = steps
-        code = lib.taichi_aot_replay(self._steps, len(self._launches), times, self._done)
-        if code:
-            done = self._done[0]
-            if done < len(self._launches):
-                where = f"replay step {done} ({self._launches[done]._entry!r})"
-            else:
-                where = f"a replay of {done} launches (found after the first pass)"
-            _raise_launch_error(code, where)
+        # In chunks of about _CHUNK_SECONDS each, growing from one pass: Python gets control back between
+        # them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay.
+        replay, steps, done = lib.taichi_aot_replay, self._steps, self._done
+        chunk, passes = 1, 0
+        while passes < times:
+            n = min(chunk, times - passes)
+            start = _clock()
+            code = replay(steps, count, n, done)
+            if code:
+                made = passes * count + done[0]
+                if done[0] < count:
+                    where = f"replay step {done[0]} ({self._launches[done[0]]._entry!r}) after {made} launches"
+                else:
+                    where = f"a replay of {made} launches"
+                _raise_launch_error(code, where)
+            passes += n
+            if _clock() - start < _CHUNK_SECONDS:
+                chunk *= 2
 
     def __repr__(self) -> str:
         return f"<LaunchSequence of {len(self._launches)} launches>"

@@ -33,8 +33,9 @@ __all__ = [
     "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "convert_checked", "data_type",
 ]
 
-#: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, or a name.
-DTypeLike = Union[DataType, np.dtype, type, str]
+#: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, a name, or
+#: one of Taichi's types (``ti.f32``, ``ti.math.vec3``, ``ti.types.matrix(2, 2, ti.f32)``).
+DTypeLike = Union[DataType, "np.dtype[Any]", type, str, object]
 #: What ``host_access`` parameters take.
 HostAccess = Union[Literal["none", "read", "write", "readwrite"], bool]
 #: How ``from_numpy`` converts another dtype: ``"checked"`` (same kind, values must fit), or numpy's
@@ -53,14 +54,40 @@ _HOST_ACCESS: dict[object, tuple[bool, bool]] = {
 }
 
 
+def _taichi_type(dtype: Any) -> tuple[DataType, tuple[int, ...]] | None:
+    """``(data type, element shape)`` of one of Taichi's own type objects (``ti.f32``, ``ti.math.vec3``,
+    ``ti.types.matrix(2, 2, ti.f32)``), read from the object itself (taichi is never imported here)."""
+    if not type(dtype).__module__.startswith("taichi."):
+        return None
+    inner = getattr(dtype, "dtype", None)
+    n, m, ndim = (getattr(dtype, a, None) for a in ("n", "m", "ndim"))
+    if inner is not None and isinstance(n, int) and ndim in (1, 2):
+        scalar = _taichi_type(inner)
+        if scalar is None or scalar[1]:
+            return None
+        return scalar[0], ((n,) if ndim == 1 else (n, int(m or 1)))
+    to_string = getattr(dtype, "to_string", None)
+    name = to_string() if callable(to_string) else None
+    if isinstance(name, str) and name.upper() in DataType.__members__:
+        return DataType[name.upper()], ()
+    return None
+
+
 def data_type(dtype: Any) -> DataType:
-    """The :class:`DataType` for a numpy dtype, a DataType, or a name such as ``"f32"``/``"float32"``.
+    """The :class:`DataType` for a numpy dtype, a DataType, a name such as ``"f32"``/``"float32"``, or
+    Taichi's own scalar type (``ti.f32``).
 
     Raises:
-        ArgumentTypeError: it names no data type, or one Taichi cannot store.
+        ArgumentTypeError: it names no data type, one Taichi cannot store, or a vector/matrix type
+            (those are ndarray dtypes: ``rt.ndarray(shape, ti.math.vec3)``).
     """
     if isinstance(dtype, DataType):
         return dtype
+    taichi = _taichi_type(dtype)
+    if taichi is not None:
+        if taichi[1]:
+            raise ArgumentTypeError(f"{dtype} is a vector/matrix type, not a scalar data type")
+        return taichi[0]
     if isinstance(dtype, str) and dtype.upper() in DataType.__members__:
         return DataType[dtype.upper()]
     try:
@@ -153,6 +180,12 @@ class NdArray:
         runtime._ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
         elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
+        taichi = _taichi_type(dtype)
+        if taichi is not None and taichi[1]:  # ti.math.vec3 and friends carry their element shape
+            if elem_dims:
+                raise InvalidArgumentError(f"ndarray dtype {dtype} has its element shape {taichi[1]}; "
+                                           f"elem_shape {elem_dims} cannot be added to it")
+            dtype, elem_dims = taichi
         dt = data_type(dtype)
         if dt not in NUMPY_DTYPES:
             raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
@@ -207,8 +240,8 @@ class NdArray:
             self._write = self._write_cuda
         else:
             self._write = self._write_staged
-        if not cpu:
-            self.fill(0)  # CPU memory is zeroed on allocation; device memory is not
+        if not cpu:  # CPU memory is zeroed on allocation; device memory is not
+            self._write(np.zeros(self._full_shape, np_dtype))
 
     # -- state --------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import threading
 
 import numpy as np
@@ -213,6 +214,29 @@ def test_another_thread_never_writes_the_shared_arguments(env):
     assert refused
     assert np.array_equal(x.to_numpy(), np.full(64, 3 + 3 * launches, np.float32))
     assert not other_x.to_numpy().any()
+
+
+def test_ctrl_c_stops_a_long_replay(env):
+    # a replay returns to Python between chunks, so KeyboardInterrupt stops it instead of waiting for
+    # a billion launches
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray_from_numpy(np.zeros(1, np.float32)), rt.ndarray_from_numpy(np.ones(1, np.float32))
+    with rt.record() as seq:
+        add(x, y, 1.0)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            seq.replay(10**9)
+    finally:
+        timer.cancel()
+    rt.wait()
+    made = x.to_numpy()[0]
+    assert 0 < made < 10**9
+    seq.replay(2)  # the sequence still works
+    rt.wait()
+    assert x.to_numpy()[0] == made + 2
 
 
 def test_graph_call_after_close_and_from_another_thread(env):

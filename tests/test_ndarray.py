@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -107,3 +110,48 @@ def test_fill_refuses_values_that_do_not_fit(rt):
     i8 = rt.ndarray((2,), np.int8)
     with pytest.raises(InvalidArgumentError, match="out of range"):
         i8.fill(128)
+
+
+def test_bool_ndarrays(rt):
+    b = rt.ndarray((8,), bool)
+    assert b.dtype == np.dtype(bool) and not b.to_numpy().any()
+    data = np.array([True, False] * 4)
+    b.from_numpy(data)
+    assert np.array_equal(b.to_numpy(), data)
+    b.fill(True)
+    assert b.to_numpy().all()
+    with pytest.raises(ArgumentTypeError):
+        b.fill(1)
+
+
+def test_taichi_types_are_dtypes(arch):
+    # Taichi's type objects are read, never imported by taichi_aot; the test imports taichi itself, in a
+    # process of its own (the Taichi compiler and libtaichi_c_api are not meant to share one)
+    code = textwrap.dedent(f"""
+        import numpy as np
+        import taichi as ti
+        from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, Runtime
+        from taichi_aot.ndarray import data_type
+        with Runtime(Arch({int(arch)})) as rt:
+            assert rt.ndarray((2,), ti.f32).dtype == np.float32
+            assert rt.ndarray((2,), ti.u1).dtype == np.dtype(bool)
+            v = rt.ndarray((4,), ti.math.vec3)
+            assert v.dtype == np.float32 and v.elem_shape == (3,) and v.full_shape == (4, 3)
+            m = rt.ndarray((4,), ti.types.matrix(2, 3, ti.f64))
+            assert m.dtype == np.float64 and m.elem_shape == (2, 3)
+            assert rt.ndarray((), ti.types.vector(2, ti.i32)).full_shape == (2,)
+            try:
+                rt.ndarray((4,), ti.math.vec3, (2,))
+                raise SystemExit("vec3 with an elem_shape was accepted")
+            except InvalidArgumentError as e:
+                assert "element shape" in str(e)
+            assert data_type(ti.i16).name == "I16"
+            try:
+                data_type(ti.math.vec2)
+                raise SystemExit("a vector type was taken as a scalar type")
+            except ArgumentTypeError as e:
+                assert "vector/matrix" in str(e)
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
