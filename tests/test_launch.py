@@ -118,9 +118,8 @@ def test_recorded_sequence_replays_in_order(env):
     seq.replay(0)
     with pytest.raises(TypeError):
         seq.replay(-1)
-    with pytest.raises(TypeError):
-        with rt.record():
-            add(x, 1.0)  # checked when recorded
+    with pytest.raises(TypeError), rt.record():
+        add(x, 1.0)  # checked when recorded
     manual = rt.sequence()
     manual.append(add.bind(x, y, -84.0))
     manual.replay()
@@ -186,7 +185,8 @@ def test_another_thread_never_writes_the_shared_arguments(env):
     add(x, y, 1.0)
     graph(x=x, y=y, a=1.0)
     packed = [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)]
-    assert _wrong_thread_errors(lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0)) == 2
+    intruders = (lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0))
+    assert _wrong_thread_errors(*intruders) == 2
     assert [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)] == packed
 
     # and while the owner launches in a loop, an intruder hammering the same kernel changes nothing
