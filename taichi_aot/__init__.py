@@ -54,6 +54,7 @@ from .errors import (
     OutOfMemoryError,
     TaichiError,
     UnknownError,
+    WrongProcessError,
     WrongThreadError,
 )
 from .image import Image, Sampler, Texture
@@ -112,6 +113,7 @@ __all__ = [
     "TaichiError",
     "Texture",
     "UnknownError",
+    "WrongProcessError",
     "WrongThreadError",
     "capi",
     "enums",

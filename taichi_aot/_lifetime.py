@@ -19,6 +19,7 @@ come back to Python to re-check only when it has moved: the hot path stays in C.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Callable
@@ -34,6 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover
 _pin_lock = threading.RLock()
 
 
+def _after_fork_in_child() -> None:
+    # Every prepared launch in a forked child must come back to Python, which refuses it (the
+    # runtime belongs to the parent process: its driver state is not the child's to use).
+    lib.taichi_aot_epoch += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Owned:
     """A native handle's release function and what still needs it (pins).
 
@@ -41,10 +51,11 @@ class Owned:
     closed and unpinned. A record pins its ``parent`` until it is released.
     """
 
-    __slots__ = ("__weakref__", "_parent", "_pins", "_release", "_released", "closed")
+    __slots__ = ("__weakref__", "_parent", "_pid", "_pins", "_release", "_released", "closed")
 
     def __init__(self, release: Callable[[], object], parent: Owned | None = None):
         self._release = release
+        self._pid = os.getpid()  # a forked child never releases its parent's native objects
         self._pins = 0
         self.closed = False
         self._released = False
@@ -82,7 +93,8 @@ class Owned:
 
     def _do_release(self) -> None:
         try:
-            self._release()
+            if self._pid == os.getpid():
+                self._release()
         except ClosedError:
             pass  # its runtime was destroyed first, which released it with everything else
         except (TaichiError, OSError):

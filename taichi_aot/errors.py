@@ -103,6 +103,10 @@ class WrongThreadError(InvalidStateError):
     """A runtime (or one of its objects) was used from a thread other than the one that created it."""
 
 
+class WrongProcessError(InvalidStateError):
+    """A runtime (or one of its objects) was used in a process other than the one that created it (os.fork)."""
+
+
 class MissingFileError(TaichiError, FileNotFoundError):
     """A module path does not exist."""
 

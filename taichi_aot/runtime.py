@@ -28,7 +28,7 @@ import numpy as np
 from . import capi
 from ._lifetime import Child, Owned
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
-from .errors import ClosedError, InvalidArgumentError, NotSupportedError, WrongThreadError
+from .errors import ClosedError, InvalidArgumentError, NotSupportedError, WrongProcessError, WrongThreadError
 from .image import Image, Sampler
 from .launch import LaunchSequence
 from .memory import Memory
@@ -115,6 +115,7 @@ class Runtime:
         self._handle: Any = handle
         self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
         self._thread = threading.get_ident()
+        self._pid = os.getpid()
         self._pending: Any = capi.pending_flag(handle)  # non-zero while enqueued work may be running
         self._recorder: LaunchSequence | None = None  # set while record() is active
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
@@ -129,7 +130,12 @@ class Runtime:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
         if self._owned.closed:
             raise ClosedError(f"this {self._arch.name} runtime is closed")
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self._thread or os.getpid() != self._pid:
+            if os.getpid() != self._pid:
+                raise WrongProcessError(
+                    f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
+                    f"{os.getpid()} (after os.fork(), create a runtime in the child)"
+                )
             raise WrongThreadError(
                 f"this {self._arch.name} runtime belongs to thread {self._thread}; "
                 f"it was used from thread {threading.get_ident()} (create one runtime per thread)"

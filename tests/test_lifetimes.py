@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from taichi_aot import Runtime, capi
+from taichi_aot import Runtime, WrongProcessError, capi
 
 
 def test_child_keeps_parent_alive(arch, modules):
@@ -89,9 +89,8 @@ def test_no_leak_over_ten_thousand_cycles(arch):
         gc.collect()
         assert capi.live_handle_count() - before <= 1  # x64 keeps one block for reuse
         for _ in range(2_000):
-            with rt.ndarray((8,), np.float32, host_access="readwrite") as x:
-                with x.map() as view:
-                    view[:] = 1
+            with rt.ndarray((8,), np.float32, host_access="readwrite") as x, x.map() as view:
+                view[:] = 1
         del view, x  # the last view pins the last ndarray until it goes
         gc.collect()
         # bounded, not growing: on x64 the reuse pool holds the 256-byte block and two
@@ -142,3 +141,38 @@ def test_exit_with_live_objects_is_clean(arch, modules, order, tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     assert out.stdout.startswith("done ")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+def test_objects_refuse_a_forked_child(arch, modules):
+    # after fork the child must not drive the parent's runtime (undefined behaviour of the driver):
+    # every use raises WrongProcessError, and the child's exit releases nothing of the parent's
+    with Runtime(arch) as rt:
+        mod = rt.load_module(modules.path(arch))
+        add = mod.kernels["add"]
+        x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+        add(x, y, 1.0)
+        bound = add.bind(x, y, 1.0)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what each use raised, then leave without cleanup handlers
+            results = []
+            for use in (lambda: add(x, y, 1.0), bound.launch, x.to_numpy, rt.wait, lambda: rt.ndarray((2,))):
+                try:
+                    use()
+                    results.append("ran")
+                except WrongProcessError:
+                    results.append("refused")
+                except BaseException as e:
+                    results.append(type(e).__name__)
+            with Runtime(arch) as own:  # a runtime of its own works in the child
+                results.append("own" if own.ndarray((2,)).to_numpy().shape == (2,) else "bad")
+            os.write(w, ",".join(results).encode())
+            os._exit(0)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        report = os.read(r, 1000).decode()
+        os.close(r)
+        assert status == 0 and report == "refused,refused,refused,refused,refused,own", report
+        add(x, y, 1.0)  # the parent's objects are untouched
+        rt.wait()
