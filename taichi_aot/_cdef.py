@@ -1,4 +1,4 @@
-"""Turn the vendored Taichi C-API headers into cffi ``cdef`` text.
+"""Turn the vendored Taichi C-API headers into cffi ``cdef`` text, and into the C trampolines.
 
 Used by ``build_ffi.py`` (at build time, loaded by path so the package is not
 imported) and by the test suite (so that a header update shows up as a diff).
@@ -57,7 +57,7 @@ _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _INT_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+(-?(?:0x[0-9a-fA-F]+|\d+))\s*$")
 _DECORATORS = re.compile(r"\b(?:TI_DLL_EXPORT|TI_API_CALL)\b")
-_EXTERN_C = re.compile(r'extern\s+"C"\s*\{|\}\s*(?=$)')
+_VALUED_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+\S")
 _FUNCTION = re.compile(r"^(?P<restype>[^;()\n]*?[\w*])\s*\b(?P<name>ti_\w+)\s*\((?P<params>[^;]*)\)\s*;$", re.M)
 
 
@@ -101,6 +101,27 @@ def clean_header(text: str) -> str:
             stmt = re.sub(r"\s+\)", ")", stmt)
             stmt = re.sub(r"\s*,\s*", ", ", stmt)
             out.append(stmt)
+    return "\n".join(out) + "\n"
+
+
+def extension_cdef(text: str) -> str:
+    """The cdef text of our own header (``_csrc/taichi_aot.h``), which the cdef parser cannot read as is.
+
+    Comments and preprocessor lines (include guard, ``#include``) are dropped; a
+    ``#define`` with a value becomes ``#define NAME ...``, so that the compiler
+    supplies the value and ``lib.NAME`` has it.
+    """
+    text = _BLOCK_COMMENT.sub("", text)
+    text = _LINE_COMMENT.sub("", text)
+    out = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            match = _VALUED_DEFINE.match(stripped)
+            if match:
+                out.append(f"#define {match.group(1)} ...")
+        elif stripped:
+            out.append(line.rstrip())
     return "\n".join(out) + "\n"
 
 
@@ -153,3 +174,44 @@ def functions(cdef: str) -> list[Function]:
                 names.append(ident[-1])
         result.append(Function(match.group("restype").strip(), match.group("name"), params or "void", tuple(names)))
     return result
+
+
+def trampolines(functions: list[Function]) -> str:
+    """C source: one pointer and one forwarding definition per C-API function, and their table.
+
+    The table ``taichi_aot_symbols`` (name and pointer slot of each function) is
+    what ``_csrc/loader.c`` fills with ``dlsym``. A function the loaded library
+    lacks reports TI_ERROR_NOT_SUPPORTED through the library's own last-error
+    slot instead of jumping to NULL.
+    """
+    out = []
+    table = []
+    for fn in functions:
+        ptr = f"taichi_aot_fn_{fn.name}"
+        out.append(f"static __typeof__(&{fn.name}) {ptr} = NULL;")
+        args = ", ".join(fn.arg_names)
+        if fn.restype == "void":
+            on_missing = "return;"
+            call = f"{ptr}({args});"
+        else:
+            on_missing = f"return ({fn.restype})0;"
+            call = f"return {ptr}({args});"
+        out.append(
+            f"{fn.restype} {fn.name}({fn.params}) {{\n"
+            f"    if ({ptr} == NULL) {{ taichi_aot_missing(\"{fn.name}\"); {on_missing} }}\n"
+            f"    {call}\n}}"
+        )
+        table.append(f'    {{"{fn.name}", (void **)&{ptr}}},')
+    return (
+        "static void taichi_aot_missing(const char *name);\n"
+        + "\n".join(out)
+        + "\nstatic struct { const char *name; void **slot; } taichi_aot_symbols[] = {\n"
+        + "\n".join(table)
+        + "\n};\n"
+        + "static void taichi_aot_missing(const char *name) {\n"
+        "    char message[160];\n"
+        "    if (taichi_aot_fn_ti_set_last_error == NULL) return;\n"
+        '    snprintf(message, sizeof(message), "%s is not exported by the loaded libtaichi_c_api", name);\n'
+        "    taichi_aot_fn_ti_set_last_error(TI_ERROR_NOT_SUPPORTED, message);\n"
+        "}\n"
+    )

@@ -1,0 +1,60 @@
+/* Launches from Python in one C call: the close-epoch and thread check, the launch and its error
+   code (taichi_aot_launch), and recorded sequences replayed with no Python in between
+   (taichi_aot_replay). */
+#include <pthread.h>
+
+#include "taichi_aot.h"
+
+/* Bumped by Python whenever a native object is closed. */
+int64_t taichi_aot_epoch = 0;
+
+/* A launch and its error check in one call from Python. Returns the TiError code (0: success),
+   or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
+   not the runtime's thread: Python then re-checks (and raises) before launching again. The
+   error message stays in the library's thread-local slot for the error funnel to take. */
+int taichi_aot_launch(const TaichiAotLaunch *l) {
+    if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
+        return TAICHI_AOT_STALE;
+    }
+    *l->pending = 1;
+    if (l->kind == 0) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                (const TiNamedArgument *)l->args);
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
+/* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
+   error slot after every launch and stops at the first failure (`*done` counts the launches made
+   before it); later passes repeat the same launches with the same arguments, so they are checked
+   once, at the end (the sticky error slot keeps any failure until then). */
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done) {
+    uint64_t r;
+    uint32_t i;
+    int error;
+    *done = 0;
+    if (count > 0 && repeat > 0) {
+        *launches[0].pending = 1;
+    }
+    for (r = 0; r < repeat; ++r) {
+        for (i = 0; i < count; ++i) {
+            const TaichiAotLaunch *l = &launches[i];
+            if (l->kind == 0) {
+                ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+            } else {
+                ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                        (const TiNamedArgument *)l->args);
+            }
+            if (r == 0) {
+                error = (int)ti_get_last_error(NULL, NULL);
+                if (error != 0) {
+                    return error;
+                }
+            }
+            ++*done;
+        }
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}

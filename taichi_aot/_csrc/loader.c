@@ -1,0 +1,57 @@
+/* Open libtaichi_c_api at run time and point the trampolines at its functions.
+
+   Compiled in one translation unit after the trampolines that _cdef.trampolines() generates, whose
+   table `taichi_aot_symbols` ({name, slot} per C-API function) this file fills and empties. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "taichi_aot.h"
+
+static void *taichi_aot_handle = NULL;
+
+int taichi_aot_load(const char *path, char *error, size_t error_size) {
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    size_t i, missing = 0;
+    if (handle == NULL) {
+        const char *why = dlerror();
+        snprintf(error, error_size, "%s", why ? why : "dlopen failed");
+        return -1;
+    }
+    if (taichi_aot_handle != NULL && taichi_aot_handle != handle) {
+        dlclose(taichi_aot_handle);
+    }
+    taichi_aot_handle = handle;
+    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+        *taichi_aot_symbols[i].slot = dlsym(handle, taichi_aot_symbols[i].name);
+        if (*taichi_aot_symbols[i].slot == NULL) {
+            ++missing;
+        }
+    }
+    return (int)missing;
+}
+
+void taichi_aot_unload(void) {
+    size_t i;
+    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+        *taichi_aot_symbols[i].slot = NULL;
+    }
+    if (taichi_aot_handle != NULL) {
+        dlclose(taichi_aot_handle);
+        taichi_aot_handle = NULL;
+    }
+}
+
+int taichi_aot_is_loaded(void) {
+    return taichi_aot_handle != NULL;
+}
+
+int taichi_aot_has_symbol(const char *name) {
+    size_t i;
+    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+        if (strcmp(taichi_aot_symbols[i].name, name) == 0) {
+            return *taichi_aot_symbols[i].slot != NULL;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* taichi_aot's own C functions, compiled into taichi_aot._native next to the C-API trampolines.
+
+   Declared once, read twice: build_ffi.py hands this header to the cffi cdef with its preprocessor
+   lines and comments stripped (a valued #define becomes `#define NAME ...`, so the compiler supplies
+   the value: lib.TAICHI_AOT_STALE), and loader.c and launch.c #include it. */
+#ifndef TAICHI_AOT_H
+#define TAICHI_AOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "taichi/taichi_core.h"
+
+/* One prepared launch: a kernel (kind 0) or a compute graph (kind 1) with packed arguments. `seen`
+   is the close epoch at which Python last found every object it uses open, `thread` the thread that
+   owns the runtime, `pending` the runtime's "work may be running" flag, set by every launch. */
+typedef struct {
+    TiRuntime runtime;
+    uint32_t kind;
+    void *handle;
+    uint32_t arg_count;
+    const void *args;
+    int64_t seen;
+    unsigned long thread;
+    int32_t *pending;
+} TaichiAotLaunch;
+
+/* loader.c: libtaichi_c_api opened with dlopen, its functions looked up into the trampolines. */
+int taichi_aot_load(const char *path, char *error, size_t error_size);
+void taichi_aot_unload(void);
+int taichi_aot_is_loaded(void);
+int taichi_aot_has_symbol(const char *name);
+
+/* launch.c: launches checked against the close epoch, and replayed sequences. */
+extern int64_t taichi_aot_epoch;
+#define TAICHI_AOT_STALE (-100)
+int taichi_aot_launch(const TaichiAotLaunch *launch);
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
+
+#endif
