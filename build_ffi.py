@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from cffi import FFI
+from cffi import FFI  # type: ignore[import-untyped]  # cffi ships no type information
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE_DIR = os.path.join(HERE, "include")
@@ -34,6 +34,7 @@ def _load_cdef_module():
     # Load taichi_aot/_cdef.py by path: importing the package would need the
     # extension this script is about to build.
     spec = importlib.util.spec_from_file_location("_taichi_aot_cdef", os.path.join(HERE, "taichi_aot", "_cdef.py"))
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -10,6 +10,11 @@ Search order:
 The first library that loads and reports a compatible C-API version wins.
 Anything else raises ``ImportError`` naming every place searched and what was
 seen there.
+
+What the library prints: it writes warnings to stderr for every runtime it
+creates and every error it records. :class:`Quiet` sends that to a file for the
+calls known to chatter, and :func:`check_quiet` attaches it to the exception
+when such a call fails.
 """
 
 from __future__ import annotations
@@ -17,12 +22,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import NamedTuple
+import tempfile
+import threading
+from typing import IO, NamedTuple
 
 from ._native import ffi, lib
+from .errors import make_error, take_last_error
 
 #: C-API version of the vendored headers this extension was compiled against.
 HEADER_VERSION: int = lib.TI_C_API_VERSION
+#: The Taichi release the vendored headers come from (every 1.7.x reports C-API 1007000).
+TAICHI_RELEASE = "1.7.4"
 
 if sys.platform == "win32":  # pragma: no cover - Linux is what we build and test
     _LIB_NAMES = (os.path.join("bin", "taichi_c_api.dll"), os.path.join("lib", "taichi_c_api.dll"))
@@ -96,7 +106,7 @@ def load() -> LibraryInfo:
     attempts: list[str] = []
     candidates = candidate_dirs()
     if not candidates:
-        attempts.append("no taichi wheel found on sys.path (pip install taichi==1.7.4)")
+        attempts.append(f"no taichi wheel found on sys.path (pip install taichi=={TAICHI_RELEASE})")
     error = ffi.new("char[]", 1024)
     for source, install_dir in candidates:
         path = library_file(install_dir)
@@ -116,19 +126,114 @@ def load() -> LibraryInfo:
         if not is_compatible(version):
             attempts.append(
                 f"{source}: {path}: C-API version {version} ({format_version(version)}), "
-                f"need {format_version(HEADER_VERSION // 1000 * 1000)}.x"
+                f"need {HEADER_VERSION // 1000000}.{HEADER_VERSION // 1000 % 1000}.x"
             )
             lib.taichi_aot_unload()
             continue
         return LibraryInfo(path, install_dir, version, source)
     raise ImportError(
         "taichi_aot could not load a compatible libtaichi_c_api "
-        f"(built against C-API {HEADER_VERSION}, Taichi {format_version(HEADER_VERSION)}). Searched:\n  "
+        f"(built against C-API {HEADER_VERSION}, the headers of Taichi {TAICHI_RELEASE}). Searched:\n  "
         + "\n  ".join(attempts)
-        + "\nInstall the taichi wheel (pip install taichi==1.7.4) or set TAICHI_C_API_INSTALL_DIR "
+        + f"\nInstall the taichi wheel (pip install taichi=={TAICHI_RELEASE}) or set TAICHI_C_API_INSTALL_DIR "
         "to a Taichi C-API install folder (the one holding lib/ and runtime/)."
     )
 
 
 #: The library loaded at import.
 info: LibraryInfo = load()
+
+
+# ---------------------------------------------------------------------------
+# The library writes warnings to stderr for every runtime it creates (for
+# example "libcuda.so lib not found") and for every error it records. By
+# default the calls known to chatter run with stderr sent to a temporary file;
+# what was said is attached to the exception if the call fails.
+
+_QUIET_LOCK = threading.RLock()
+_VERBOSE_LEVELS = {"trace", "debug", "info", "warn", "warning"}
+_sink: IO[bytes] | None = None  # one temporary file per process, reused by every Quiet call
+
+
+def library_output_enabled() -> bool:
+    """Whether libtaichi_c_api's own log lines reach stderr (``TI_LOG_LEVEL`` or ``TAICHI_AOT_VERBOSE``)."""
+    if os.environ.get("TAICHI_AOT_VERBOSE", "") not in ("", "0"):
+        return True
+    return os.environ.get("TI_LOG_LEVEL", "").lower() in _VERBOSE_LEVELS
+
+
+class Quiet:
+    """Context manager: run a chatty C call with fds 1 and 2 sent to a file; ``.output`` holds what it wrote.
+
+    The library logs to stderr and prints blank lines to stdout on errors.
+    Process-wide (file descriptors are), so it holds a lock.
+    """
+
+    __slots__ = ("_active", "_saved", "output")
+
+    def __init__(self) -> None:
+        self._saved: tuple[int, ...] = ()
+        self._active = False
+        self.output = ""
+
+    def __enter__(self) -> Quiet:
+        global _sink
+        if library_output_enabled():
+            return self
+        _QUIET_LOCK.acquire()
+        self._active = True
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            if _sink is None:
+                _sink = tempfile.TemporaryFile()
+            os.ftruncate(_sink.fileno(), 0)
+            os.lseek(_sink.fileno(), 0, os.SEEK_SET)
+            self._saved = (os.dup(1), os.dup(2))
+            os.dup2(_sink.fileno(), 1)
+            os.dup2(_sink.fileno(), 2)
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def _restore(self) -> None:
+        try:
+            if self._saved:
+                for fd, saved in zip((1, 2), self._saved):
+                    os.dup2(saved, fd)
+                    os.close(saved)
+                self._saved = ()
+                assert _sink is not None  # opened by __enter__ before the descriptors were saved
+                size = os.lseek(_sink.fileno(), 0, os.SEEK_END)
+                self.output = os.pread(_sink.fileno(), min(size, 65536), 0).decode("utf-8", "replace")
+        finally:
+            self._active = False
+            _QUIET_LOCK.release()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._active:
+            self._restore()
+
+
+def check_quiet(what: str, q: Quiet) -> None:
+    """Like ``errors.check``, for a call made under :class:`Quiet`: the library's own words join the message."""
+    if lib.ti_get_last_error(ffi.NULL, ffi.NULL) != 0:
+        code, message = take_last_error()
+        detail = _library_detail(q.output, message)
+        raise make_error(code, message + detail, what)
+
+
+def _library_detail(output: str, message: str) -> str:
+    lines = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line or "C-API error:" in line or (message and line.endswith(message)):
+            continue
+        lines.append(line)
+    if not lines:
+        return ""
+    return " [library said: " + " | ".join(lines[-3:])[:600] + "]"

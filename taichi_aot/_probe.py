@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import NamedTuple
 
-from .enums import Arch
+from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
 
@@ -77,7 +77,7 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
     """Probe every arch the C-API knows; GPU archs in child processes, in parallel."""
     results: dict[Arch, ArchStatus] = {}
     cpu = host_cpu_arch()
-    for arch in (Arch.X64, Arch.ARM64):
+    for arch in sorted(CPU_ARCHS):
         if arch != cpu:
             results[arch] = ArchStatus(arch, False, None, f"this machine is {platform.machine()}")
     cuda_count, cuda_why = cuda_device_count()
@@ -101,26 +101,27 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
         thread.join()
         ok, why = found.get(arch, (False, "probe did not report"))
         count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
-        if arch in (Arch.X64, Arch.ARM64):
+        if arch in CPU_ARCHS:
             count = 1 if ok else 0
-        results[arch] = ArchStatus(arch, ok, count if arch in (Arch.CUDA, Arch.X64, Arch.ARM64) else None, why)
+        results[arch] = ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
     return {a: results[a] for a in Arch if a in results}
 
 
 def _child(arch_value: int) -> int:
     # Runs in the child: load the library, create and destroy one runtime.
     from . import errors
-    from ._native import lib
+    from ._library import Quiet
+    from ._native import ffi, lib
 
     arch = Arch(arch_value)
-    q = errors.quiet()
+    q = Quiet()
     with q:
         runtime = lib.ti_create_runtime(arch, 0)
     code, message = errors.take_last_error()
-    if code != 0 or runtime == errors.ffi.NULL:
+    if code != 0 or runtime == ffi.NULL:
         print(f"{_MARK}no {message or 'runtime creation failed'}", flush=True)
         return 0
-    with errors.quiet():
+    with Quiet():
         lib.ti_destroy_runtime(runtime)
     code, message = errors.take_last_error()
     print(f"{_MARK}ok" if code == 0 else f"{_MARK}no destroy failed: {message}", flush=True)

@@ -61,6 +61,17 @@ def test_every_header_function_is_bound_and_wrapped():
     assert _cdef.header_version(INCLUDE) == lib.TI_C_API_VERSION == 1007000
 
 
+def test_own_header_declared_once_for_cdef_and_c():
+    # _csrc/taichi_aot.h is read by the cdef (preprocessor lines stripped) and #included by the C files
+    with open(os.path.join(ROOT, "taichi_aot", "_csrc", "taichi_aot.h"), encoding="utf-8") as f:
+        cdef = _cdef.extension_cdef(f.read())
+    assert "#include" not in cdef and "TAICHI_AOT_H" not in cdef
+    assert "#define TAICHI_AOT_STALE ...\n" in cdef and "extern int64_t taichi_aot_epoch;\n" in cdef
+    assert lib.TAICHI_AOT_STALE == -100 and isinstance(lib.taichi_aot_epoch, int)
+    for name in ("load", "unload", "is_loaded", "has_symbol", "launch", "replay"):
+        assert f" taichi_aot_{name}(" in cdef and callable(getattr(lib, f"taichi_aot_{name}")), name
+
+
 def test_library_located_without_importing_taichi():
     code = "import sys, taichi_aot.capi as c; print(c.get_version()); print('taichi' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -92,7 +103,9 @@ def test_missing_library_raises_import_error_naming_the_place(setting, tmp_path)
 def test_not_a_taichi_library_is_refused(tmp_path):
     (tmp_path / "lib").mkdir()
     # a real shared library that is not libtaichi_c_api
-    libz = next(p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1") if os.path.exists(p))
+    libz = next(
+        p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1") if os.path.exists(p)
+    )
     os.symlink(libz, tmp_path / "lib" / "libtaichi_c_api.so")
     out = run_python("import taichi_aot", TAICHI_C_API_INSTALL_DIR=str(tmp_path))
     assert out.returncode == 1 and "not a Taichi C-API library" in out.stderr

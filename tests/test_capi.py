@@ -52,7 +52,7 @@ def host_memory(rt, nbytes):
 def rt(arch):
     runtime = capi.create_runtime(arch)
     yield runtime
-    if ("runtime", runtime) in capi._live:
+    if capi.handles.is_live("runtime", runtime):
         capi.destroy_runtime(runtime)
 
 
@@ -108,9 +108,9 @@ def test_every_error_code_maps_to_a_typed_exception(code, cls, builtin):
 
 def test_set_last_error_rejects_bad_input():
     with pytest.raises(TypeError):
-        capi.set_last_error("bad")
+        capi.set_last_error("bad")  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(TypeError):
-        capi.set_last_error(-4, b"bytes")
+        capi.set_last_error(-4, b"bytes")  # type: ignore[arg-type]  # wrong on purpose
 
 
 # -- archs and runtimes --------------------------------------------------------
@@ -140,9 +140,9 @@ def test_create_runtime_bad_input():
     with pytest.raises(errors.InvalidArgumentError):
         capi.create_runtime(12345)
     with pytest.raises(TypeError):
-        capi.create_runtime(Arch.X64, "0")
+        capi.create_runtime(Arch.X64, "0")  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(TypeError):
-        capi.create_runtime(None)
+        capi.create_runtime(None)  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(errors.NotSupportedError):  # 1.7.4 supports device 0 only
         capi.create_runtime(Arch.X64, 1)
 
@@ -304,7 +304,8 @@ def test_tensor_arguments(rt, module):
     n = 8
     mem = host_memory(rt, n * 3 * 4)
     k = capi.get_aot_module_kernel(module, "scale_vec3")
-    s = {"type": ArgumentType.TENSOR, "value": {"tensor": {"type": F32, "contents": {"length": 3, "data": {"x32": [0] * 32}}}}}
+    contents = {"length": 3, "data": {"x32": [0] * 32}}
+    s = {"type": ArgumentType.TENSOR, "value": {"tensor": {"type": F32, "contents": contents}}}
     arg = capi.pack_arguments([nd(mem, (n,), F32, (3,)), s])
     vec = np.array([1.5, -2.0, 0.25], np.float32)
     ffi.memmove(arg[1].value.tensor.contents.data.x32, vec.tobytes(), 12)
@@ -317,7 +318,8 @@ def test_tensor_arguments(rt, module):
     mats = np.arange(n * 4, dtype=np.float32).reshape(n, 2, 2)
     mm = host_memory(rt, mats.nbytes)
     write(rt, mm, mats)
-    t = capi.pack_arguments([nd(mm, (n,), F32, (2, 2)), {"type": ArgumentType.TENSOR, "value": {"tensor": {"type": F32, "contents": {"length": 4}}}}])
+    tensor = {"type": ArgumentType.TENSOR, "value": {"tensor": {"type": F32, "contents": {"length": 4}}}}
+    t = capi.pack_arguments([nd(mm, (n,), F32, (2, 2)), tensor])
     ffi.memmove(t[1].value.tensor.contents.data.x32, m.tobytes(), 16)
     capi.launch_kernel(rt, capi.get_aot_module_kernel(module, "mat_apply"), t)
     capi.wait(rt)
@@ -351,14 +353,16 @@ def test_f16_u8_i64_kernels(rt, module):
     h = np.array([1.0, 2.0, -3.5, 0.25], np.float16)
     mh = host_memory(rt, 8)
     write(rt, mh, h)
-    capi.launch_kernel(rt, capi.get_aot_module_kernel(module, "half_scale"), [nd(mh, (4,), DataType.F16), scalar(np.float16, 2.0)])
+    half_scale = capi.get_aot_module_kernel(module, "half_scale")
+    capi.launch_kernel(rt, half_scale, [nd(mh, (4,), DataType.F16), scalar(np.float16, 2.0)])
     mu = host_memory(rt, 300)
     capi.launch_kernel(rt, capi.get_aot_module_kernel(module, "iota_u8"), [nd(mu, (300,), DataType.U8)])
     vals = np.arange(1, 101, dtype=np.int64) * (2**33)
     mi, mo = host_memory(rt, vals.nbytes), host_memory(rt, 8)
     write(rt, mi, vals)
     write(rt, mo, np.zeros(1, np.int64))
-    capi.launch_kernel(rt, capi.get_aot_module_kernel(module, "sum_i64"), [nd(mi, (100,), DataType.I64), nd(mo, (1,), DataType.I64)])
+    sum_i64 = capi.get_aot_module_kernel(module, "sum_i64")
+    capi.launch_kernel(rt, sum_i64, [nd(mi, (100,), DataType.I64), nd(mo, (1,), DataType.I64)])
     capi.wait(rt)
     np.testing.assert_array_equal(read(rt, mh, np.float16, 4), h * np.float16(2))
     np.testing.assert_array_equal(read(rt, mu, np.uint8, 300), (np.arange(300) % 256).astype(np.uint8))
@@ -395,7 +399,7 @@ def test_unknown_names_raise_keyerror_on_every_arch(module):
         with pytest.raises(errors.NameNotFoundError):
             getter(module, "")
         with pytest.raises(TypeError):
-            getter(module, 3)
+            getter(module, 3)  # type: ignore[arg-type]  # wrong on purpose
     # a failed lookup leaves nothing behind: the next call is clean
     capi.get_aot_module_kernel(module, "add")
     assert capi.get_last_error() == (0, "")
@@ -418,7 +422,8 @@ def test_launch_bad_arguments(rt, module):
     with pytest.raises(errors.InvalidArgumentError):
         capi.launch_kernel(rt, add, [{"type": 77, "value": {"i32": 0}}])
     with pytest.raises(errors.InvalidArgumentError, match="dims"):
-        capi.launch_kernel(rt, add, [{"type": ArgumentType.NDARRAY, "value": {"ndarray": {"memory": big, "shape": {"dim_count": 17}}}}])
+        too_many = {"ndarray": {"memory": big, "shape": {"dim_count": 17}}}
+        capi.launch_kernel(rt, add, [{"type": ArgumentType.NDARRAY, "value": too_many}])
     with pytest.raises(TypeError):
         capi.launch_kernel(rt, module, [])  # a module is no kernel
 
@@ -430,13 +435,13 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
     with pytest.raises(errors.CorruptedDataError):
         capi.load_aot_module(rt, str(tmp_path / "empty"))
     with pytest.raises(TypeError):
-        capi.load_aot_module(rt, 42)
+        capi.load_aot_module(rt, 42)  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(errors.CorruptedDataError):
         capi.create_aot_module(rt, b"")
     with pytest.raises(errors.CorruptedDataError):
         capi.create_aot_module(rt, b"PK\x03\x04" + b"\x00" * 64)
     with pytest.raises(TypeError):
-        capi.create_aot_module(rt, "not bytes")
+        capi.create_aot_module(rt, "not bytes")  # type: ignore[arg-type]  # wrong on purpose
     tcm = modules.path(arch, tcm=True)
     data = open(tcm, "rb").read()
     if arch == Arch.X64:
@@ -535,7 +540,8 @@ def test_texture_kernels_and_image_copy(vulkan, modules):
 
         img2 = capi.allocate_image(rt, image_info())
         capi.track_image(rt, img2, ImageLayout.UNDEFINED)
-        region = {"offset": {}, "extent": {"width": 16, "height": 8, "depth": 1, "array_layer_count": 1}, "mip_level": 0}
+        extent = {"width": 16, "height": 8, "depth": 1, "array_layer_count": 1}
+        region = {"offset": {}, "extent": extent, "mip_level": 0}
         capi.copy_image_device_to_device(rt, {**region, "image": img2}, {**region, "image": img})
         capi.launch_kernel(rt, capi.get_aot_module_kernel(mod, "tex_read"), [texture(img2), nd(out, (16, 8))])
         capi.wait(rt)

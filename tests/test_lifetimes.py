@@ -35,7 +35,7 @@ def test_runtime_close_closes_children_first(arch, modules):
     children = [rt.load_module(modules.path(arch)), rt.ndarray((3,)), rt.allocate_memory(16)]
     rt.close()
     assert all(c.closed for c in children)
-    assert capi.live_handle_count() == 0 or ("runtime", rt._handle) not in capi._live
+    assert capi.live_handle_count() == 0 or not capi.handles.is_live("runtime", rt._handle)
 
 
 def test_garbage_collection_releases_handles(arch, modules):

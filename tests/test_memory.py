@@ -105,12 +105,12 @@ def test_views_outlive_runtime_close(arch):
     view = x.map().view()
     sub = view[1]
     rt.close()  # runtime destruction waits for the views
-    assert rt.closed and ("runtime", rt._handle) in capi._live
+    assert rt.closed and capi.handles.is_live("runtime", rt._handle)
     assert sub.tolist() == [3.0, 4.0, 5.0]
     handle = rt._handle
     del view, sub
     gc.collect()
-    assert ("runtime", handle) not in capi._live
+    assert not capi.handles.is_live("runtime", handle)
 
 
 def test_two_views_share_one_mapping(rt):

@@ -1,0 +1,194 @@
+"""Python values as C values, or a typed error whose message names the argument.
+
+Handles (:func:`handle_arg`), enums by member, int or name (:func:`enum_arg`),
+structs from cffi, dicts or keywords (:func:`struct_arg`), pointers and sizes,
+and kernel arguments (:func:`pack_arguments`, :func:`pack_named_arguments`).
+Nothing here reads the handle registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from .._native import ffi
+from ..enums import ArgumentType
+from ..errors import ArgumentNullError, ArgumentTypeError, InvalidArgumentError, TaichiError
+
+NULL = ffi.NULL
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def describe(value: Any) -> str:
+    """A short description of a value for messages: its cdata type, or its type and repr."""
+    if isinstance(value, ffi.CData):
+        return f"cdata '{ffi.typeof(value).cname}'"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def handle_arg(value: Any, ctype: str, what: str) -> Any:
+    """``value`` if it is a non-NULL cffi handle of type ``ctype``; ArgumentTypeError / ArgumentNullError otherwise."""
+    if not isinstance(value, ffi.CData) or ffi.typeof(value) != ffi.typeof(ctype):
+        raise ArgumentTypeError(f"{what}: expected a {ctype} handle, got {describe(value)}")
+    if value == NULL:
+        raise ArgumentNullError(f"{what}: the {ctype} handle is NULL")
+    return value
+
+
+def enum_arg(cls: type[E], value: Any, what: str) -> E:
+    """``value`` (a member, its int or its name) as a member of the enum ``cls``; typed errors otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                pass
+        raise ArgumentTypeError(f"{what}: expected a {cls.__name__} ({', '.join(cls.__members__)}), got {value!r}")
+    if issubclass(cls, enum.IntFlag):
+        all_bits = 0
+        for member in cls:
+            all_bits |= int(member)
+        if value < 0 or value & ~all_bits:
+            raise InvalidArgumentError(f"{what}: {value:#x} has bits that are not {cls.__name__} flags")
+    try:
+        return cls(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{what}: {value} is not a {cls.__name__}") from None
+
+
+def struct_arg(ctype: str, value: Any, fields: Mapping[str, Any], what: str) -> Any:
+    """A ``ctype *`` built from a cffi struct/pointer, a dict, and/or keywords."""
+    try:
+        if isinstance(value, ffi.CData):
+            t = ffi.typeof(value)
+            if t is ffi.typeof(ctype):
+                ptr = ffi.new(ctype + " *", value)
+            elif t is ffi.typeof(ctype + " *"):
+                if value == NULL:
+                    raise ArgumentNullError(f"{what}: NULL {ctype} pointer")
+                ptr = ffi.new(ctype + " *", value[0])
+            else:
+                raise ArgumentTypeError(f"{what}: expected {ctype}, got {describe(value)}")
+            for k, v in fields.items():
+                setattr(ptr, k, v)
+            return ptr
+        if value is None:
+            init = dict(fields)
+        elif isinstance(value, Mapping):
+            init = {**value, **fields}
+        else:
+            raise ArgumentTypeError(f"{what}: expected {ctype}, a dict or keywords, got {describe(value)}")
+        return ffi.new(ctype + " *", init)
+    except TaichiError:
+        raise
+    except (TypeError, KeyError, AttributeError) as e:
+        raise ArgumentTypeError(f"{what}: bad {ctype}: {e}") from None
+    except (OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"{what}: bad {ctype}: {e}") from None
+
+
+def pointer_arg(value: Any, what: str, allow_null: bool = False) -> Any:
+    """A ``void *`` from a cffi pointer or an int address."""
+    if isinstance(value, ffi.CData) and ffi.typeof(value).kind == "pointer":
+        p = ffi.cast("void *", value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**64:
+            raise InvalidArgumentError(f"{what}: address {value} out of range")
+        p = ffi.cast("void *", value)
+    else:
+        raise ArgumentTypeError(f"{what}: expected a pointer or an int address, got {describe(value)}")
+    if p == NULL and not allow_null:
+        raise ArgumentNullError(f"{what}: NULL pointer")
+    return p
+
+
+def size_arg(value: Any, what: str) -> int:
+    """A byte size: an int from 1 to 2**63 - 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{what}: expected an int, got {describe(value)}")
+    if not 0 < value < 2**63:
+        raise InvalidArgumentError(f"{what}: {value} is not a valid size")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Kernel arguments
+
+
+def argument_init(value: Any, what: str) -> Any:
+    """A TiArgument initializer (or cdata) from one Python argument."""
+    if isinstance(value, ffi.CData):
+        t = ffi.typeof(value)
+        if t is ffi.typeof("TiArgument"):
+            return value
+        if t is ffi.typeof("TiArgument *"):
+            if value == NULL:
+                raise ArgumentNullError(f"{what}: NULL TiArgument pointer")
+            return value[0]
+        raise ArgumentTypeError(f"{what}: expected a TiArgument, got {describe(value)}")
+    if isinstance(value, bool):
+        raise ArgumentTypeError(f"{what}: bool is not a kernel argument (pass int or float)")
+    if isinstance(value, int):
+        if not -(2**31) <= value < 2**31:
+            raise InvalidArgumentError(f"{what}: int {value} does not fit in i32")
+        return {"type": ArgumentType.I32, "value": {"i32": value}}
+    if isinstance(value, float):
+        return {"type": ArgumentType.F32, "value": {"f32": value}}
+    if isinstance(value, Mapping):
+        return value
+    raise ArgumentTypeError(f"{what}: expected TiArgument, dict, int or float, got {describe(value)}")
+
+
+def pack_arguments(args: Sequence[Any] | Any) -> Any:
+    """A cffi ``TiArgument[]`` from TiArguments, dicts, ints (i32) and floats (f32)."""
+    if isinstance(args, ffi.CData):
+        if ffi.typeof(args).kind == "array" and ffi.typeof(args).item is ffi.typeof("TiArgument"):
+            return args
+        raise ArgumentTypeError(f"launch_kernel: args must be a TiArgument[] or a sequence, got {describe(args)}")
+    if not isinstance(args, Sequence) or isinstance(args, (str, bytes)):
+        raise ArgumentTypeError(f"launch_kernel: args must be a sequence, got {describe(args)}")
+    inits = [argument_init(a, f"argument {i}") for i, a in enumerate(args)]
+    try:
+        return ffi.new("TiArgument[]", inits) if inits else ffi.new("TiArgument[]", 0)
+    except (TypeError, KeyError) as e:
+        raise ArgumentTypeError(f"launch_kernel: bad argument: {e}") from None
+    except (OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"launch_kernel: bad argument: {e}") from None
+
+
+def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple[Any, list]:
+    """A cffi ``TiNamedArgument[]`` (and the name buffers it points to) from a mapping or a sequence."""
+    if isinstance(args, ffi.CData):
+        if ffi.typeof(args).kind == "array" and ffi.typeof(args).item is ffi.typeof("TiNamedArgument"):
+            return args, []
+        raise ArgumentTypeError(f"launch_compute_graph: bad args {describe(args)}")
+    if isinstance(args, Mapping):
+        items = list(args.items())
+    elif isinstance(args, Sequence) and not isinstance(args, (str, bytes)):
+        items = []
+        for i, item in enumerate(args):
+            if isinstance(item, Mapping) and "name" in item:
+                name = item["name"]
+                items.append((name.decode() if isinstance(name, bytes) else name, item.get("argument")))
+            elif isinstance(item, tuple) and len(item) == 2:
+                items.append(item)
+            else:
+                raise ArgumentTypeError(f"launch_compute_graph: item {i} must be (name, argument) or a dict")
+    else:
+        raise ArgumentTypeError(f"launch_compute_graph: args must be a mapping or a sequence, got {describe(args)}")
+    keep = []
+    inits = []
+    for name, value in items:
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ArgumentTypeError(f"launch_compute_graph: argument name must be a non-empty str, got {name!r}")
+        cname = ffi.new("char[]", name.encode())
+        keep.append(cname)
+        inits.append({"name": cname, "argument": argument_init(value, f"argument {name!r}")})
+    try:
+        return ffi.new("TiNamedArgument[]", inits) if inits else ffi.new("TiNamedArgument[]", 0), keep
+    except (TypeError, KeyError) as e:
+        raise ArgumentTypeError(f"launch_compute_graph: bad argument: {e}") from None
+    except (OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"launch_compute_graph: bad argument: {e}") from None

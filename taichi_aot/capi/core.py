@@ -1,0 +1,638 @@
+"""``taichi_core.h``, one checked Python function per C function: runtimes, memory, images, modules, launches.
+
+Every handle is looked up in the registry (:mod:`.handles`) before it reaches C,
+every call goes through the error funnel, and the calls known to chatter run
+under :class:`~taichi_aot._library.Quiet`. Also here: the checks where 1.7.4
+crashes (arch availability, LLVM module folders, zero sizes, ndarray extents) and
+the hot paths the objects use (:func:`memcpy_host`, :func:`pending_flag`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._library import Quiet, check_quiet
+from .._native import ffi, lib
+from .._probe import ArchStatus, host_cpu_arch, probe
+from ..enums import (
+    CPU_ARCHS,
+    DATA_TYPE_SIZE,
+    LLVM_ARCHS,
+    SCALAR_ARGUMENT_TYPES,
+    Arch,
+    ArgumentType,
+    Capability,
+    DataType,
+    ImageLayout,
+)
+from ..errors import (
+    ArgumentNotFoundError,
+    ArgumentNullError,
+    ArgumentTypeError,
+    ClosedError,
+    CorruptedDataError,
+    InvalidArgumentError,
+    InvalidStateError,
+    NameNotFoundError,
+    NotSupportedError,
+    OutOfMemoryError,
+    TaichiError,
+    check,
+    make_error,
+    take_last_error,
+)
+from . import handles
+from .coerce import describe, enum_arg, pack_arguments, pack_named_arguments, struct_arg
+from .handles import lookup_module_or_child, lookup_runtime, lookup_runtime_child
+
+NULL = ffi.NULL
+#: The most dimensions an ndarray shape (or element shape) may have.
+MAX_ND_DIMS = 16
+
+
+# ---------------------------------------------------------------------------
+# Version and errors
+
+
+def get_version() -> int:
+    """``ti_get_version``: the C-API version of the loaded library (1007000 for Taichi 1.7.4)."""
+    return int(lib.ti_get_version())
+
+
+def get_last_error() -> tuple[int, str]:
+    """``ti_get_last_error``: ``(code, message)`` of this thread's pending error, without clearing it."""
+    size = ffi.new("uint64_t *", 0)
+    code = lib.ti_get_last_error(size, NULL)
+    buf = ffi.new("char[]", int(size[0]) + 1)
+    size[0] = len(buf)
+    lib.ti_get_last_error(size, buf)
+    return int(code), ffi.string(buf).decode("utf-8", "replace")
+
+
+def set_last_error(error: int, message: str | None = None) -> None:
+    """``ti_set_last_error``: record an error (or clear it with ``Error.SUCCESS``) for this thread."""
+    if isinstance(error, bool) or not isinstance(error, int):
+        raise ArgumentTypeError(f"set_last_error: error must be an int or Error, got {error!r}")
+    if not -(2**31) <= error < 2**32:
+        raise InvalidArgumentError(f"set_last_error: error code {error} out of range")
+    if message is not None and not isinstance(message, str):
+        raise ArgumentTypeError(f"set_last_error: message must be str or None, got {describe(message)}")
+    with Quiet():
+        lib.ti_set_last_error(error, message.encode() if message is not None else NULL)
+
+
+# ---------------------------------------------------------------------------
+# Runtimes
+
+_arch_status: dict[Arch, ArchStatus] | None = None
+_arch_lock = threading.Lock()
+
+
+def arch_status(refresh: bool = False) -> dict[Arch, ArchStatus]:
+    """Per-arch probe results (available, device count, reason); probed once per process."""
+    global _arch_status
+    with _arch_lock:
+        if _arch_status is None or refresh:
+            _arch_status = probe()
+        return dict(_arch_status)
+
+
+def get_available_archs() -> list[Arch]:
+    """Archs on which a runtime can really be created here (``ti_get_available_archs``, made safe).
+
+    The C function crashes without libcuda and reports archs that cannot create a
+    runtime; this probes each arch in a child process once and caches the answer.
+    Device counts are in :func:`get_available_devices`.
+    """
+    return [a for a, s in arch_status().items() if s.available]
+
+
+def get_available_devices() -> dict[Arch, int | None]:
+    """``{arch: device count}`` for every available arch; None where the count is not known."""
+    return {a: s.device_count for a, s in arch_status().items() if s.available}
+
+
+def require_available(arch: Arch, what: str) -> None:
+    """NotSupportedError unless a runtime on ``arch`` can be created here (asked before every runtime is made)."""
+    if arch in CPU_ARCHS and arch == host_cpu_arch():
+        return  # creating an LLVM CPU runtime is safe in process; errors come back as errors
+    status = arch_status().get(arch)
+    if status is None or not status.available:
+        why = status.reason if status is not None else "unknown arch"
+        raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
+
+
+def create_runtime(arch: Arch | int | str, device_index: int = 0) -> Any:
+    """``ti_create_runtime``: a new runtime (TiRuntime) on ``arch``.
+
+    Raises NotSupportedError when the arch cannot create a runtime here (checked
+    before calling C: 1.7.4 crashes or silently falls back to x64 on some).
+    """
+    arch = enum_arg(Arch, arch, "create_runtime: arch")
+    if isinstance(device_index, bool) or not isinstance(device_index, int):
+        raise ArgumentTypeError(f"create_runtime: device_index must be an int, got {device_index!r}")
+    if not 0 <= device_index < 2**32:
+        raise InvalidArgumentError(f"create_runtime: device_index {device_index} out of range")
+    require_available(arch, "create_runtime")
+    if arch == Arch.CUDA and handles.has_runtime(Arch.CUDA):
+        # measured: with two CUDA runtimes alive, destroying the second one aborts the process
+        raise InvalidStateError(
+            "create_runtime(CUDA): a CUDA runtime already exists in this process. libtaichi_c_api 1.7.4 aborts "
+            "the process when two CUDA runtimes are destroyed, so one may exist at a time: close the other first "
+            "(a closed runtime lives on while a numpy view of its memory does)"
+        )
+    q = Quiet()
+    with q:
+        runtime = lib.ti_create_runtime(arch, device_index)
+    check_quiet(f"create_runtime({arch.name}, {device_index})", q)
+    return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})")
+
+
+def pending_flag(runtime: Any) -> Any:
+    """The ``int32_t *`` that is non-zero while work enqueued on ``runtime`` may not have finished."""
+    return lookup_runtime(runtime, "pending_flag").pending
+
+
+def runtime_arch(runtime: Any) -> Arch:
+    """The arch a live runtime was created for."""
+    return lookup_runtime(runtime, "runtime_arch").arch
+
+
+def destroy_runtime(runtime: Any) -> None:
+    """``ti_destroy_runtime``: destroy a runtime; its memory, images, modules and kernels die with it."""
+    lookup_runtime(runtime, "destroy_runtime")
+    handles.retire(("runtime", runtime))
+    with Quiet():
+        lib.ti_destroy_runtime(runtime)
+    check("destroy_runtime")
+
+
+def get_runtime_capabilities(runtime: Any) -> dict[Capability | int, int]:
+    """``ti_get_runtime_capabilities``: ``{capability: level}`` of the runtime's device."""
+    lookup_runtime(runtime, "get_runtime_capabilities")
+    count = ffi.new("uint32_t *", 0)
+    lib.ti_get_runtime_capabilities(runtime, count, NULL)
+    check("get_runtime_capabilities")
+    caps = ffi.new("TiCapabilityLevelInfo[]", max(int(count[0]), 1))
+    count[0] = len(caps)
+    lib.ti_get_runtime_capabilities(runtime, count, caps)
+    check("get_runtime_capabilities")
+    out: dict[Capability | int, int] = {}
+    for i in range(min(int(count[0]), len(caps))):
+        cap = int(caps[i].capability)
+        out[Capability(cap) if cap in Capability._value2member_map_ else cap] = int(caps[i].level)
+    return out
+
+
+def set_runtime_capabilities_ext(runtime: Any, capabilities: Mapping | Sequence | Any) -> None:
+    """``ti_set_runtime_capabilities_ext``: replace the runtime's capability levels.
+
+    ``capabilities``: ``{Capability: level}``, pairs, or a cffi ``TiCapabilityLevelInfo[]``.
+    """
+    lookup_runtime(runtime, "set_runtime_capabilities_ext")
+    if isinstance(capabilities, ffi.CData):
+        array = capabilities
+        count = len(array)
+    else:
+        items = capabilities.items() if isinstance(capabilities, Mapping) else capabilities
+        try:
+            pairs = [(int(enum_arg(Capability, c, "capability")), int(level)) for c, level in items]
+        except (TypeError, ValueError) as e:
+            if isinstance(e, TaichiError):
+                raise
+            raise ArgumentTypeError(f"set_runtime_capabilities_ext: bad capabilities: {e}") from None
+        if any(not 0 <= level < 2**32 for _, level in pairs):
+            raise InvalidArgumentError("set_runtime_capabilities_ext: capability level out of range")
+        array = ffi.new("TiCapabilityLevelInfo[]", [{"capability": c, "level": v} for c, v in pairs] or 1)
+        count = len(pairs)
+    lib.ti_set_runtime_capabilities_ext(runtime, count, array)
+    check("set_runtime_capabilities_ext")
+
+
+def flush(runtime: Any) -> None:
+    """``ti_flush``: submit queued work without waiting."""
+    lookup_runtime(runtime, "flush")
+    lib.ti_flush(runtime)
+    check("flush")
+
+
+def wait(runtime: Any) -> None:
+    """``ti_wait``: submit queued work and wait for the device to finish it."""
+    entry = lookup_runtime(runtime, "wait")
+    lib.ti_wait(runtime)
+    check("wait")
+    entry.pending[0] = 0
+
+
+# ---------------------------------------------------------------------------
+# Memory
+
+
+def allocate_memory(runtime: Any, allocate_info: Any = None, **fields: Any) -> Any:
+    """``ti_allocate_memory``: allocate device memory (TiMemory).
+
+    ``allocate_info``: a ``TiMemoryAllocateInfo`` (cffi), a dict, or keywords
+    (``size``, ``host_write``, ``host_read``, ``export_sharing``, ``usage``).
+    A size of 0 raises InvalidArgumentError (1.7.4 aborts on Vulkan).
+    """
+    rt = lookup_runtime(runtime, "allocate_memory")
+    info = struct_arg("TiMemoryAllocateInfo", allocate_info, fields, "allocate_memory")
+    if info.size == 0:
+        raise InvalidArgumentError("allocate_memory: size must be at least 1 byte, got 0")
+    q = Quiet()
+    with q:
+        memory = lib.ti_allocate_memory(runtime, info)
+    code, message = take_last_error()
+    if code != 0:
+        what = f"allocate_memory({info.size} bytes on {rt.arch.name})"
+        if code == InvalidStateError.code and "allocation" in message.lower() and "failed" in message.lower():
+            # the x64 backend reports a failed host allocation as INVALID_STATE
+            raise OutOfMemoryError(f"{what}: {message}")
+        raise make_error(code, message, what)
+    host = bool(info.host_read or info.host_write) or rt.arch in CPU_ARCHS
+    return handles.register_in_runtime("memory", runtime, memory, "allocate_memory", size=int(info.size), host=host)
+
+
+def free_memory(runtime: Any, memory: Any) -> None:
+    """``ti_free_memory``: free device memory.
+
+    On x64 1.7.4 cannot free (NotSupportedError; the memory stays valid and is
+    released with the runtime).
+    """
+    rt = lookup_runtime(runtime, "free_memory")
+    key, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "free_memory")
+    if entry.mapped:
+        raise InvalidStateError("free_memory: the memory is mapped; unmap it first")
+    if rt.arch in CPU_ARCHS:
+        # 1.7.4 reports NOT_SUPPORTED on CPU backends only after breaking the
+        # allocation (it can no longer be mapped): refuse before calling C.
+        raise NotSupportedError(
+            f"free_memory: libtaichi_c_api 1.7.4 cannot free memory on {rt.arch.name}; "
+            "it stays valid and is released with its runtime"
+        )
+    with Quiet():
+        lib.ti_free_memory(runtime, memory)
+    check("free_memory")
+    handles.retire(key)
+
+
+def memory_size(runtime: Any, memory: Any) -> int:
+    """Size in bytes of a live memory allocation."""
+    return lookup_runtime_child("memory", "TiMemory", runtime, memory, "memory_size")[1].size
+
+
+def map_memory(runtime: Any, memory: Any) -> Any:
+    """``ti_map_memory``: a ``void *`` to host-visible memory. Mapping twice raises InvalidStateError."""
+    lookup_runtime(runtime, "map_memory")
+    _, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "map_memory")
+    if entry.mapped:
+        raise InvalidStateError("map_memory: the memory is already mapped")
+    if entry.host:  # the common case, kept off the fd-redirecting path
+        ptr = lib.ti_map_memory(runtime, memory)
+        check("map_memory")
+    else:
+        q = Quiet()
+        with q:
+            ptr = lib.ti_map_memory(runtime, memory)
+        check_quiet("map_memory", q)
+    if ptr == NULL:
+        raise InvalidStateError("map_memory: the library returned a NULL mapping")
+    entry.mapped = True
+    return ptr
+
+
+def unmap_memory(runtime: Any, memory: Any) -> None:
+    """``ti_unmap_memory``: end a mapping made by :func:`map_memory`."""
+    lookup_runtime(runtime, "unmap_memory")
+    _, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "unmap_memory")
+    if not entry.mapped:
+        raise InvalidStateError("unmap_memory: the memory is not mapped")
+    lib.ti_unmap_memory(runtime, memory)
+    entry.mapped = False
+    check("unmap_memory")
+
+
+def memcpy_host(runtime: Any, memory: Any, data: Any, nbytes: int, to_device: bool) -> None:
+    """Copy ``nbytes`` between the buffer ``data`` and live host-visible ``memory``, mapped for just this copy.
+
+    The hot path of ``NdArray.to_numpy``/``from_numpy``: one registry lookup, then the library directly
+    (no fd redirection: host-visible memory maps quietly). Raises ClosedError for a dead handle and
+    InvalidStateError while the memory is mapped elsewhere.
+    """
+    entry = handles.find(("memory", runtime, memory))
+    if entry is None:
+        raise ClosedError(f"memcpy_host: memory {memory} is not alive in runtime {runtime}")
+    if entry.mapped:
+        raise InvalidStateError("memcpy_host: the memory is mapped; copy through the mapping")
+    ptr = lib.ti_map_memory(runtime, memory)
+    check("map_memory")
+    entry.mapped = True
+    try:
+        if to_device:
+            ffi.memmove(ptr, data, nbytes)
+        else:
+            ffi.memmove(data, ptr, nbytes)
+    finally:
+        lib.ti_unmap_memory(runtime, memory)
+        entry.mapped = False
+        check("unmap_memory")
+
+
+def _slice(runtime: Any, value: Any, what: str) -> Any:
+    s = struct_arg("TiMemorySlice", value, {}, what)
+    _, entry = lookup_runtime_child("memory", "TiMemory", runtime, s.memory, what + ".memory")
+    if s.offset + s.size > entry.size:
+        raise InvalidArgumentError(
+            f"{what}: slice [{s.offset}, {s.offset + s.size}) exceeds the memory's {entry.size} bytes"
+        )
+    return s
+
+
+def copy_memory_device_to_device(runtime: Any, dst_memory: Any, src_memory: Any) -> None:
+    """``ti_copy_memory_device_to_device``: copy between memory slices (dicts or ``TiMemorySlice``).
+
+    Unsupported on x64 in 1.7.4 (NotSupportedError).
+    """
+    lookup_runtime(runtime, "copy_memory_device_to_device")
+    dst = _slice(runtime, dst_memory, "copy_memory_device_to_device: dst_memory")
+    src = _slice(runtime, src_memory, "copy_memory_device_to_device: src_memory")
+    if dst.size != src.size:
+        raise InvalidArgumentError(f"copy_memory_device_to_device: sizes differ (dst {dst.size}, src {src.size})")
+    handles.mark_enqueued(runtime)
+    with Quiet():
+        lib.ti_copy_memory_device_to_device(runtime, dst, src)
+    check("copy_memory_device_to_device")
+
+
+# ---------------------------------------------------------------------------
+# Images and samplers
+
+
+def allocate_image(runtime: Any, allocate_info: Any = None, **fields: Any) -> Any:
+    """``ti_allocate_image``: allocate an image (TiImage); dict/keywords as ``TiImageAllocateInfo``."""
+    rt = lookup_runtime(runtime, "allocate_image")
+    info = struct_arg("TiImageAllocateInfo", allocate_info, fields, "allocate_image")
+    ext = info.extent
+    if 0 in (ext.width, ext.height, ext.depth):
+        raise InvalidArgumentError(
+            f"allocate_image: extent {ext.width}x{ext.height}x{ext.depth} has a zero side (use 1 for unused sides)"
+        )
+    q = Quiet()
+    with q:
+        image = lib.ti_allocate_image(runtime, info)
+    check_quiet(f"allocate_image on {rt.arch.name}", q)
+    return handles.register_in_runtime("image", runtime, image, "allocate_image")
+
+
+def free_image(runtime: Any, image: Any) -> None:
+    """``ti_free_image``: free an image."""
+    lookup_runtime(runtime, "free_image")
+    key, _ = lookup_runtime_child("image", "TiImage", runtime, image, "free_image")
+    with Quiet():
+        lib.ti_free_image(runtime, image)
+    check("free_image")
+    handles.retire(key)
+
+
+def create_sampler(runtime: Any, create_info: Any = None, **fields: Any) -> Any:
+    """``ti_create_sampler``: create a sampler (TiSampler). Taichi 1.7.4 implements it on no backend."""
+    lookup_runtime(runtime, "create_sampler")
+    info = struct_arg("TiSamplerCreateInfo", create_info, fields, "create_sampler")
+    with Quiet():
+        sampler = lib.ti_create_sampler(runtime, info)
+    check("create_sampler")
+    return handles.register_in_runtime("sampler", runtime, sampler, "create_sampler")
+
+
+def destroy_sampler(runtime: Any, sampler: Any) -> None:
+    """``ti_destroy_sampler``: destroy a sampler."""
+    lookup_runtime(runtime, "destroy_sampler")
+    key, _ = lookup_runtime_child("sampler", "TiSampler", runtime, sampler, "destroy_sampler")
+    with Quiet():
+        lib.ti_destroy_sampler(runtime, sampler)
+    check("destroy_sampler")
+    handles.retire(key)
+
+
+def _image_slice(runtime: Any, value: Any, what: str) -> Any:
+    s = struct_arg("TiImageSlice", value, {}, what)
+    lookup_runtime_child("image", "TiImage", runtime, s.image, what + ".image")
+    return s
+
+
+def copy_image_device_to_device(runtime: Any, dst_image: Any, src_image: Any) -> None:
+    """``ti_copy_image_device_to_device``: copy between image slices (dicts or ``TiImageSlice``)."""
+    lookup_runtime(runtime, "copy_image_device_to_device")
+    dst = _image_slice(runtime, dst_image, "copy_image_device_to_device: dst_image")
+    src = _image_slice(runtime, src_image, "copy_image_device_to_device: src_image")
+    with Quiet():
+        handles.mark_enqueued(runtime)
+        lib.ti_copy_image_device_to_device(runtime, dst, src)
+    check("copy_image_device_to_device")
+
+
+def track_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
+    """``ti_track_image_ext``: tell the runtime the layout an image is in now."""
+    lookup_runtime(runtime, "track_image")
+    lookup_runtime_child("image", "TiImage", runtime, image, "track_image")
+    layout = enum_arg(ImageLayout, layout, "track_image: layout")
+    with Quiet():
+        handles.mark_enqueued(runtime)
+        lib.ti_track_image_ext(runtime, image, layout)
+    check("track_image")
+
+
+def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
+    """``ti_transition_image``: move an image to ``layout``."""
+    lookup_runtime(runtime, "transition_image")
+    lookup_runtime_child("image", "TiImage", runtime, image, "transition_image")
+    layout = enum_arg(ImageLayout, layout, "transition_image: layout")
+    with Quiet():
+        handles.mark_enqueued(runtime)
+        lib.ti_transition_image(runtime, image, layout)
+    check("transition_image")
+
+
+# ---------------------------------------------------------------------------
+# AOT modules, kernels, graphs
+
+
+def _check_llvm_module_dir(path: str, what: str) -> None:
+    # libtaichi_c_api 1.7.4 segfaults on LLVM backends when the folder is
+    # missing, empty or a .tcm file: refuse anything that is not a module folder.
+    if not os.path.exists(path):
+        raise CorruptedDataError(f"{what}: no module at {path!r} (path does not exist)")
+    if not os.path.isdir(path):
+        raise NotSupportedError(
+            f"{what}: {path!r} is a file; the x64/CUDA backends of libtaichi_c_api 1.7.4 load only module "
+            "folders (Runtime.load_module extracts .tcm archives for you)"
+        )
+    meta = os.path.join(path, "metadata.tcb")
+    if not os.path.isfile(meta) or os.path.getsize(meta) == 0:
+        raise CorruptedDataError(f"{what}: {path!r} is not an LLVM AOT module folder (no metadata.tcb)")
+
+
+def load_aot_module(runtime: Any, module_path: str | os.PathLike) -> Any:
+    """``ti_load_aot_module``: load a module from a folder (or a ``.tcm`` file on gfx backends)."""
+    rt = lookup_runtime(runtime, "load_aot_module")
+    if not isinstance(module_path, (str, bytes, os.PathLike)):
+        raise ArgumentTypeError(f"load_aot_module: module_path must be a path, got {describe(module_path)}")
+    path = os.fsdecode(os.fspath(module_path))
+    if "\0" in path:
+        raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
+    if rt.arch in LLVM_ARCHS:
+        _check_llvm_module_dir(path, "load_aot_module")
+    q = Quiet()
+    with q:
+        module = lib.ti_load_aot_module(runtime, os.fsencode(path))
+    check_quiet(f"load_aot_module({path!r})", q)
+    return handles.register_module(runtime, module, "load_aot_module")
+
+
+def create_aot_module(runtime: Any, tcm: bytes | bytearray | memoryview) -> Any:
+    """``ti_create_aot_module``: load a module from the bytes of a ``.tcm`` archive.
+
+    The x64/CUDA backends of 1.7.4 refuse bytes (NotSupportedError).
+    """
+    rt = lookup_runtime(runtime, "create_aot_module")
+    if not isinstance(tcm, (bytes, bytearray, memoryview)):
+        raise ArgumentTypeError(f"create_aot_module: tcm must be bytes-like, got {describe(tcm)}")
+    data = bytes(tcm)
+    if not data:
+        raise CorruptedDataError("create_aot_module: empty module data")
+    q = Quiet()
+    with q:
+        module = lib.ti_create_aot_module(runtime, data, len(data))
+    check_quiet(f"create_aot_module({len(data)} bytes on {rt.arch.name})", q)
+    return handles.register_module(runtime, module, "create_aot_module")
+
+
+def destroy_aot_module(aot_module: Any) -> None:
+    """``ti_destroy_aot_module``: destroy a module; its kernels and graphs die with it."""
+    key, _ = lookup_module_or_child("module", "TiAotModule", aot_module, "destroy_aot_module")
+    handles.retire(key)
+    with Quiet():
+        lib.ti_destroy_aot_module(aot_module)
+    check("destroy_aot_module")
+
+
+def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, name: str, what: str) -> Any:
+    key, entry = lookup_module_or_child("module", "TiAotModule", aot_module, what)
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"{what}: name must be str, got {describe(name)}")
+    if not name or "\0" in name:
+        raise NameNotFoundError(f"{what}: no {kind} named {name!r}")
+    q = Quiet()
+    with q:
+        handle = getter(aot_module, name.encode())
+    code, message = take_last_error()
+    if code != 0 or handle == NULL:
+        # x64 reports an unknown kernel as INVALID_STATE, Vulkan as NAME_NOT_FOUND.
+        detail = f" ({message})" if message and message != name else ""
+        raise NameNotFoundError(f"{what}: the module has no {kind} named {name!r}{detail}")
+    handles.register_module_child(kind, key, entry, handle, name)
+    return handle
+
+
+def get_aot_module_kernel(aot_module: Any, name: str) -> Any:
+    """``ti_get_aot_module_kernel``: a kernel (TiKernel) by name; unknown names raise NameNotFoundError."""
+    return _get_named("kernel", lib.ti_get_aot_module_kernel, aot_module, name, "get_aot_module_kernel")
+
+
+def get_aot_module_compute_graph(aot_module: Any, name: str) -> Any:
+    """``ti_get_aot_module_compute_graph``: a compute graph by name; unknown names raise NameNotFoundError."""
+    return _get_named(
+        "graph", lib.ti_get_aot_module_compute_graph, aot_module, name, "get_aot_module_compute_graph"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Launches
+
+
+def _check_argument(runtime: Any, arg: Any, what: str) -> None:
+    t = int(arg.type)
+    if t == ArgumentType.NDARRAY:
+        nd = arg.value.ndarray
+        _, entry = lookup_runtime_child("memory", "TiMemory", runtime, nd.memory, what + " ndarray memory")
+        elem_type = int(nd.elem_type)
+        if elem_type not in DATA_TYPE_SIZE:
+            raise InvalidArgumentError(f"{what}: ndarray elem_type {elem_type} is not a storable DataType")
+        for label, shape in (("shape", nd.shape), ("elem_shape", nd.elem_shape)):
+            if shape.dim_count > MAX_ND_DIMS:
+                raise InvalidArgumentError(f"{what}: ndarray {label} has {shape.dim_count} dims (at most 16)")
+        n = DATA_TYPE_SIZE[DataType(elem_type)]
+        for shape in (nd.shape, nd.elem_shape):
+            for i in range(shape.dim_count):
+                n *= shape.dims[i]
+        if n > entry.size:
+            dims = [nd.shape.dims[i] for i in range(nd.shape.dim_count)]
+            edims = [nd.elem_shape.dims[i] for i in range(nd.elem_shape.dim_count)]
+            raise InvalidArgumentError(
+                f"{what}: ndarray of shape {dims}, element shape {edims} and type {DataType(elem_type).name} "
+                f"needs {n} bytes but its memory holds {entry.size}"
+            )
+    elif t == ArgumentType.TEXTURE:
+        lookup_runtime_child("image", "TiImage", runtime, arg.value.texture.image, what + " texture image")
+    elif t == ArgumentType.SCALAR:
+        st = int(arg.value.scalar.type)
+        if st not in SCALAR_ARGUMENT_TYPES:
+            name = DataType(st).name if st in DataType._value2member_map_ else str(st)
+            raise NotSupportedError(
+                f"{what}: the C-API passes typed scalars of type I16, U16, F16 only, not {name} "
+                "(i32 and f32 have their own argument types)"
+            )
+    elif t == ArgumentType.TENSOR:
+        tensor = arg.value.tensor
+        if int(tensor.type) not in DATA_TYPE_SIZE:
+            raise InvalidArgumentError(f"{what}: tensor type {int(tensor.type)} is not a DataType")
+        capacity = 128 // DATA_TYPE_SIZE[DataType(int(tensor.type))]
+        if tensor.contents.length > capacity:
+            raise InvalidArgumentError(f"{what}: tensor of {tensor.contents.length} elements (at most {capacity})")
+    elif t not in (ArgumentType.I32, ArgumentType.F32):
+        raise InvalidArgumentError(f"{what}: {t} is not an ArgumentType")
+
+
+def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> None:
+    """``ti_launch_kernel``: enqueue a kernel launch.
+
+    ``args``: a cffi ``TiArgument[]`` or a sequence of TiArgument / dict / int / float.
+    Ndarray memories must be alive in this runtime and large enough for the shape
+    given; the kernel's own signature is not known at this layer.
+    """
+    lookup_runtime(runtime, "launch_kernel")
+    _, entry = lookup_module_or_child("kernel", "TiKernel", kernel, "launch_kernel")
+    if entry.runtime != runtime:
+        raise InvalidArgumentError("launch_kernel: the kernel belongs to another runtime")
+    array = pack_arguments(args)
+    for i in range(len(array)):
+        _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
+    handles.mark_enqueued(runtime)
+    lib.ti_launch_kernel(runtime, kernel, len(array), array)
+    check(f"launch_kernel({entry.name!r})")
+
+
+def launch_compute_graph(runtime: Any, compute_graph: Any, args: Mapping[str, Any] | Sequence[Any] | Any = ()) -> None:
+    """``ti_launch_compute_graph``: enqueue a graph with named arguments ``{name: argument}``."""
+    lookup_runtime(runtime, "launch_compute_graph")
+    _, entry = lookup_module_or_child("graph", "TiComputeGraph", compute_graph, "launch_compute_graph")
+    if entry.runtime != runtime:
+        raise InvalidArgumentError("launch_compute_graph: the graph belongs to another runtime")
+    array, keep = pack_named_arguments(args)
+    for i in range(len(array)):
+        name = ffi.string(array[i].name).decode() if array[i].name != NULL else None
+        if name is None:
+            raise ArgumentNullError(f"launch_compute_graph: argument {i} has a NULL name")
+        _check_argument(runtime, array[i].argument, f"launch_compute_graph({entry.name!r}) argument {name!r}")
+    with Quiet():
+        handles.mark_enqueued(runtime)
+        lib.ti_launch_compute_graph(runtime, compute_graph, len(array), array)
+    code, message = take_last_error()
+    if code != 0:
+        if "Missing runtime value for" in message:
+            raise ArgumentNotFoundError(f"launch_compute_graph({entry.name!r}): {message}")
+        raise make_error(code, message, f"launch_compute_graph({entry.name!r})")
+    del keep

@@ -1,0 +1,171 @@
+"""The live-handle registry: every handle the flat API created and has not destroyed.
+
+Private to :mod:`taichi_aot.capi`. Its functions look a handle up here before it
+reaches C, so a destroyed or foreign handle raises
+:class:`~taichi_aot.errors.ClosedError` (1.7.4 segfaults on use after destroy),
+and destroying a runtime or module retires its children. The object layer never
+reads it; tests ask :func:`is_live` and :func:`live_handle_count`.
+
+Keys are tuples of cffi pointers (they hash and compare by address): memory,
+images and samplers are keyed with their runtime, because the x64 backend numbers
+memory 0x1, 0x2, ... in every runtime; modules, kernels and graphs are unique in
+the process and keyed by their handle alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .._native import ffi
+from ..enums import Arch
+from ..errors import ClosedError, InvalidStateError
+from .coerce import handle_arg
+
+NULL = ffi.NULL
+
+
+class HandleRecord:
+    """What the registry knows about one live handle."""
+
+    __slots__ = ("arch", "children", "host", "kind", "mapped", "name", "parent", "pending", "runtime", "size")
+
+    def __init__(
+        self, kind: str, runtime: Any = None, parent: tuple | None = None, arch: Arch = Arch.RESERVED, size: int = 0,
+        name: str = "",
+    ) -> None:
+        self.kind = kind
+        self.runtime = runtime
+        self.parent = parent
+        self.arch = arch  # runtimes: their arch (RESERVED for the others)
+        self.size = size
+        self.mapped = False
+        self.host = False  # allocated host-visible: mapping it is known to be quiet
+        # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
+        # cleared by wait(), so a host copy waits only when something may still be running
+        self.pending: Any = ffi.new("int32_t *") if kind == "runtime" else None
+        self.children: set[tuple] = set()
+        self.name = name
+
+
+_live: dict[tuple, HandleRecord] = {}
+_lock = threading.RLock()
+
+
+def add(key: tuple, record: HandleRecord, parent_key: tuple | None) -> None:
+    """Record a live handle (and make it a child of ``parent_key``'s)."""
+    with _lock:
+        _live[key] = record
+        if parent_key is not None:
+            _live[parent_key].children.add(key)
+
+
+def retire(key: tuple) -> None:
+    """Forget a handle and, first, all its children."""
+    with _lock:
+        record = _live.pop(key, None)
+        if record is None:
+            return
+        for child in list(record.children):
+            retire(child)
+        if record.parent is not None and record.parent in _live:
+            _live[record.parent].children.discard(key)
+
+
+def find(key: tuple) -> HandleRecord | None:
+    """The record of a live handle, or None (no checks: for the hot paths)."""
+    return _live.get(key)
+
+
+def is_live(kind: str, *handle: Any) -> bool:
+    """Whether the handle is alive: ``is_live("runtime", rt)``, ``is_live("memory", rt, mem)``."""
+    return (kind, *handle) in _live
+
+
+def live_handle_count(kind: str | None = None) -> int:
+    """How many handles created through this module are alive (for leak checks)."""
+    with _lock:
+        return sum(1 for e in _live.values() if kind is None or e.kind == kind)
+
+
+def has_runtime(arch: Arch) -> bool:
+    """Whether a runtime on ``arch`` is alive."""
+    with _lock:
+        return any(e.kind == "runtime" and e.arch == arch for e in _live.values())
+
+
+def mark_enqueued(runtime: Any) -> None:
+    """Set the runtime's pending flag: work may be running until the next wait."""
+    record = _live.get(("runtime", runtime))
+    if record is not None:
+        record.pending[0] = 1
+
+
+# ---------------------------------------------------------------------------
+# Lookups: the handle checked for its cffi type, then found alive, or ClosedError.
+
+
+def lookup_runtime(runtime: Any, what: str) -> HandleRecord:
+    """The record of a live runtime."""
+    handle_arg(runtime, "TiRuntime", what)
+    record = _live.get(("runtime", runtime))
+    if record is None:
+        raise ClosedError(f"{what}: runtime {runtime} is not alive (destroyed, or not created by taichi_aot)")
+    return record
+
+
+def lookup_runtime_child(kind: str, ctype: str, runtime: Any, value: Any, what: str) -> tuple[tuple, HandleRecord]:
+    """Key and record of live memory, an image or a sampler of ``runtime``."""
+    handle_arg(value, ctype, what)
+    key = (kind, runtime, value)
+    record = _live.get(key)
+    if record is None:
+        raise ClosedError(f"{what}: {kind} {value} is not alive in runtime {runtime} (freed, or from another runtime)")
+    return key, record
+
+
+def lookup_module_or_child(kind: str, ctype: str, value: Any, what: str) -> tuple[tuple, HandleRecord]:
+    """Key and record of a live module, or of a kernel or graph of one (keyed without their runtime)."""
+    handle_arg(value, ctype, what)
+    key = (kind, value)
+    record = _live.get(key)
+    if record is None:
+        raise ClosedError(f"{what}: {kind} {value} is not alive (destroyed, or its module or runtime was)")
+    return key, record
+
+
+# ---------------------------------------------------------------------------
+# Registration of what the library returned (NULL: it returned nothing).
+
+
+def register_runtime(runtime: Any, arch: Arch, what: str) -> Any:
+    """Record a new runtime; returns it."""
+    if runtime == NULL:
+        raise InvalidStateError(f"{what}: the library returned no runtime")
+    add(("runtime", runtime), HandleRecord("runtime", runtime=runtime, arch=arch), None)
+    return runtime
+
+
+def register_in_runtime(kind: str, runtime: Any, handle: Any, what: str, size: int = 0, host: bool = False) -> Any:
+    """Record new memory (``size`` bytes, ``host``-visible or not), an image or a sampler of ``runtime``."""
+    if handle == NULL:
+        raise InvalidStateError(f"{what}: the library returned no {kind}")
+    record = HandleRecord(kind, runtime=runtime, parent=("runtime", runtime), size=size)
+    record.host = host
+    add((kind, runtime, handle), record, ("runtime", runtime))
+    return handle
+
+
+def register_module(runtime: Any, module: Any, what: str) -> Any:
+    """Record a new AOT module of ``runtime``; returns it."""
+    if module == NULL:
+        raise InvalidStateError(f"{what}: the library returned no module")
+    add(("module", module), HandleRecord("module", runtime=runtime, parent=("runtime", runtime)), ("runtime", runtime))
+    return module
+
+
+def register_module_child(kind: str, module_key: tuple, module: HandleRecord, handle: Any, name: str) -> None:
+    """Record a kernel or graph ``name`` of a module, unless already recorded (the library returns the same one)."""
+    key = (kind, handle)
+    if key not in _live:
+        add(key, HandleRecord(kind, runtime=module.runtime, parent=module_key, name=name), module_key)
