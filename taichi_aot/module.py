@@ -201,12 +201,12 @@ class AotModule(Child):
         return self._meta
 
     @property
-    def kernels(self) -> _ByName[Kernel]:
+    def kernels(self) -> Mapping[str, Kernel]:
         """Kernels by name."""
         return _ByName(self, "kernel")
 
     @property
-    def graphs(self) -> _ByName[ComputeGraph]:
+    def graphs(self) -> Mapping[str, ComputeGraph]:
         """Compute graphs by name."""
         return _ByName(self, "graph")
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import IN_CI
+from conftest import check_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 
 
 def quickstart() -> str:
@@ -27,30 +24,19 @@ def quickstart() -> str:
     return match.group(1)
 
 
-def _tool(name: str) -> str:
-    path = os.path.join(BIN, name)
-    if not os.path.exists(path):
-        path = shutil.which(name) or ""
-    if not path:
-        if IN_CI:
-            pytest.fail(f"{name} is not installed (the check extra: pip install -e '.[check]')")
-        pytest.skip(f"{name} is not installed (pip install -e '.[check]')")
-    return path
-
-
 def check_typed(script: str, tmp_path) -> None:
     """Run mypy --strict and pyright on ``script`` as a user's file; assert no error."""
     path = tmp_path / "user_script.py"
     path.write_text(script)
     env = {**os.environ, "MYPYPATH": ROOT}
     mypy = subprocess.run(
-        [_tool("mypy"), "--strict", "--follow-imports=silent", "--no-incremental", "--config-file", os.devnull,
+        [check_tool("mypy"), "--strict", "--follow-imports=silent", "--no-incremental", "--config-file", os.devnull,
          str(path)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
     )
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr
     (tmp_path / "pyrightconfig.json").write_text(f'{{"extraPaths": ["{ROOT}"], "typeCheckingMode": "standard"}}')
     pyright = subprocess.run(
-        [_tool("pyright"), "--project", str(tmp_path), str(path)], capture_output=True, text=True, cwd=tmp_path,
+        [check_tool("pyright"), "--project", str(tmp_path), str(path)], capture_output=True, text=True, cwd=tmp_path,
         timeout=600,
     )
     assert pyright.returncode == 0 and "0 errors" in pyright.stdout, pyright.stdout + pyright.stderr
