@@ -55,7 +55,7 @@ def test_runtime_properties(rt, arch):
 
 def test_runtime_default_arch_and_env(monkeypatch):
     with Runtime() as rt:  # a GPU backend over x64
-        best = [a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs()][0]
+        best = next(a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs())
         assert rt.arch == best
     monkeypatch.setenv("TAICHI_AOT_ARCH", "x64")
     with Runtime() as rt:
@@ -216,7 +216,7 @@ def test_hostile_archives_are_refused(rt, tmp_path):
             rt.load_module(path)
         assert not (tmp_path.parent / "evil.txt").exists()
         # the extractor itself refuses the member, whatever the metadata says
-        with pytest.raises(ta.CorruptedDataError, match="unsafe|escapes"):
+        with pytest.raises(ta.CorruptedDataError, match=r"unsafe|escapes"):
             ta.module.extract_archive(str(path), str(tmp_path / "out"))
         assert not (tmp_path / "evil.txt").exists()
     info = zipfile.ZipInfo("link")

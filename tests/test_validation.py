@@ -130,7 +130,7 @@ def test_module_of_another_backend_or_taichi_is_incompatible(modules, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(modules.path(Arch.VULKAN), old)
     (old / "__version__").write_text("1.6.0")
-    with Runtime(Arch.VULKAN) as rt, pytest.raises(ta.IncompatibleModuleError, match="Taichi 1.6.0"):
+    with Runtime(Arch.VULKAN) as rt, pytest.raises(ta.IncompatibleModuleError, match=r"Taichi 1\.6\.0"):
         rt.load_module(old)
 
 

@@ -366,7 +366,11 @@ class Bench:
         # launches per sample: enough work to time (calibrated on one timed batch), at least 3
         saxpy()
         rt.wait()
-        t1 = max(self._timed(lambda: [saxpy() for _ in range(3)]) / 3, 1e-7)
+        def three() -> None:
+            for _ in range(3):
+                saxpy()
+
+        t1 = max(self._timed(three) / 3, 1e-7)
         per = max(3, min(2000, int(budget / t1)))
         methods: dict[str, Callable[[], float]] = {}
         driver = self.driver
