@@ -95,7 +95,7 @@ def _check_member(what: str, info: zipfile.ZipInfo, root: str) -> None:
     mode = info.external_attr >> 16
     if name.startswith(("/", "\\")) or ":" in name or any(p == ".." for p in name.replace("\\", "/").split("/")):
         raise CorruptedDataError(f"{what}: unsafe member path {name!r}")
-    if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # no type bits: a plain file
         raise CorruptedDataError(f"{what}: member {name!r} is not a regular file")
     target = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, target]) != root:
@@ -136,5 +136,5 @@ def extract_archive(source: str | bytes, dest: str) -> None:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with zf.open(info) as src, open(target, "wb") as out:
                     shutil.copyfileobj(src, out)
-        except _ZIP_ERRORS as e:
+        except (*_ZIP_ERRORS, zlib_error) as e:  # zlib: a member whose compressed data is damaged
             raise CorruptedDataError(f"{what} is damaged: {e}") from None
