@@ -14,10 +14,12 @@ Sections (default: all):
 The same harness as ``python -m taichi_aot bench``; ``results_md.py`` turns its JSON into tables.
 """
 
+from __future__ import annotations
+
 import sys
 
-from taichi_aot.__main__ import main
-from taichi_aot._bench import SECTIONS
+from taichi_aot.cli import main
+from taichi_aot.cli.bench import SECTIONS
 
 if __name__ == "__main__":
     args = sys.argv[1:]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU benchmark run, as made on the NVIDIA machine (Python 3.12 there, no network).
-# Carried: .whl/ (Python 3.12 wheels of taichi 1.7.4, cffi, pycparser, dill) and .gl/ (the Vulkan
-# loader .debs), made here by ../shared/tools/gpu-carry.sh; .gpu/cache/ holds modules compiled here.
+# Carried (all three are in .gitignore): .whl/ (Python 3.12 wheels of taichi 1.7.4, cffi, pycparser,
+# dill) and .gl/ (the Vulkan loader .debs), made on the development machine by gpu-carry.sh, which is
+# not part of this repository: it is expected at ../shared/tools/gpu-carry.sh beside the checkout;
+# .gpu/cache/ holds the modules compiled there (taichi_aot/cli/cache.py's cache, TAICHI_AOT_CACHE).
 # Usage there: [GPU_TESTS=SECONDS] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
 set -uo pipefail
 out=${1:?output folder}; shift

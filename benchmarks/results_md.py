@@ -3,13 +3,20 @@
     python benchmarks/results_md.py RESULTS.json [MORE.json ...] > section.md
 """
 
+from __future__ import annotations
+
 import json
 import sys
 
-from taichi_aot._bench import _fmt as fmt
+from taichi_aot.cli.bench import format_figure
+
+# typographic marks of the tables, by name (a plain "-" or "x" would read as a minus or a letter)
+DASH = "\N{EN DASH}"
+TIMES = "\N{MULTIPLICATION SIGN}"
 
 
 def render(results: dict) -> str:
+    """The Markdown of one results file: a table a section, for each arch."""
     out = []
     for arch, info in results["archs"].items():
         out.append(f"### {arch}: {info['device']}\n")
@@ -22,14 +29,15 @@ def render(results: dict) -> str:
             if r["section"] != section:
                 section = r["section"]
                 out.append(f"\n**{section}** ({r['unit']})\n")
-                out.append("| figure | median | min–max | ratio | ratio of mins | target | against |")
+                out.append(f"| figure | median | min{DASH}max | ratio | ratio of mins | target | against |")
                 out.append("|---|---:|---:|---:|---:|---|---|")
-            rng = f"{fmt(r['min'])}–{fmt(r['max'])}" if r["min"] != r["max"] else ""
-            ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else ""
-            mins = f"{r['min_ratio']:.2f}×" if r.get("min_ratio") is not None else ""
+            rng = f"{format_figure(r['min'])}{DASH}{format_figure(r['max'])}" if r["min"] != r["max"] else ""
+            ratio = f"{r['ratio']:.2f}{TIMES}" if r["ratio"] is not None else ""
+            mins = f"{r['min_ratio']:.2f}{TIMES}" if r.get("min_ratio") is not None else ""
             target = (r["target"] or "") + ("" if r["met"] is None else (" ✔" if r["met"] else " ✘ missed"))
             against = (r["limit"] or "") + (f" ({r['note']})" if r["note"] else "")
-            out.append(f"| {r['name']} | {fmt(r['median'])} | {rng} | {ratio} | {mins} | {target} | {against} |")
+            median = format_figure(r["median"])
+            out.append(f"| {r['name']} | {median} | {rng} | {ratio} | {mins} | {target} | {against} |")
         out.append("")
     return "\n".join(out)
 

@@ -65,14 +65,16 @@ def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], N
     def launch() -> None:
         code = _launch(c)
         if code:
-            if code == _STALE:
+            # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector
+            # between the check and the launch) may close something else and move the epoch again.
+            # validate() raises for a closed object or a foreign thread, so this ends.
+            while code == _STALE:
                 epoch = lib.taichi_aot_epoch
                 validate()
                 c.seen = epoch
                 code = _launch(c)
-                if not code:
-                    return
-            _raise_launch_error(code, what)
+            if code:
+                _raise_launch_error(code, what)
 
     return launch
 

@@ -10,12 +10,9 @@ another backend family, another LLVM arch or another Taichi minor version raises
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import stat
 import tempfile
-import zipfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
@@ -30,69 +27,21 @@ from .errors import (
     NameNotFoundError,
 )
 from .launch import BoundLaunch, ComputeGraph, Kernel, LaunchSequence
+from .metadata.source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ModuleInfo
     from .runtime import Runtime
 
-__all__ = ["AotModule", "BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence", "ModuleSource", "extract_archive"]
+__all__ = [  # the launch classes and extract_archive keep their old home here
+    "MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "AotModule", "BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence",
+    "ModuleSource", "extract_archive",
+]
 
 #: What :class:`AotModule` loads: a folder or ``.tcm`` path, or ``.tcm`` bytes.
 ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
-#: Limits when extracting a .tcm archive (a zip file) for the LLVM backends.
-MAX_ARCHIVE_MEMBERS = 10_000
-MAX_ARCHIVE_BYTES = 4 << 30
-
 _E = TypeVar("_E", Kernel, ComputeGraph)
-
-
-def _is_zip(data: bytes) -> bool:
-    return data[:4] == b"PK\x03\x04"
-
-
-def extract_archive(source: str | bytes, dest: str) -> None:
-    """Safely extract a ``.tcm`` archive (path or bytes) into ``dest``.
-
-    Refuses absolute paths, ``..`` components, links and special files, more than
-    MAX_ARCHIVE_MEMBERS members, and more than MAX_ARCHIVE_BYTES uncompressed.
-    """
-
-    what = "module archive"
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
-        raise CorruptedDataError(f"{what} is not a valid .tcm (zip) archive: {e}") from None
-    with zf:
-        members = zf.infolist()
-        if len(members) > MAX_ARCHIVE_MEMBERS:
-            raise CorruptedDataError(f"{what} has {len(members)} members (at most {MAX_ARCHIVE_MEMBERS})")
-        total = 0
-        root = os.path.realpath(dest)
-        for info in members:
-            name = info.filename
-            mode = info.external_attr >> 16
-            if name.startswith(("/", "\\")) or ":" in name or any(p == ".." for p in name.replace("\\", "/").split("/")):
-                raise CorruptedDataError(f"{what}: unsafe member path {name!r}")
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise CorruptedDataError(f"{what}: member {name!r} is not a regular file")
-            target = os.path.realpath(os.path.join(root, name))
-            if os.path.commonpath([root, target]) != root:
-                raise CorruptedDataError(f"{what}: member {name!r} escapes the extraction folder")
-            total += info.file_size
-            if total > MAX_ARCHIVE_BYTES:
-                raise CorruptedDataError(f"{what} expands to more than {MAX_ARCHIVE_BYTES} bytes")
-        try:
-            for info in members:
-                target = os.path.join(root, info.filename)
-                if info.is_dir():
-                    os.makedirs(target, exist_ok=True)
-                    continue
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out)
-        except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as e:
-            raise CorruptedDataError(f"{what} is damaged: {e}") from None
 
 
 def _check_compatible(meta: ModuleInfo, runtime: Runtime, where: str) -> None:
@@ -134,7 +83,7 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
         data = bytes(source)
         if not data:
             raise CorruptedDataError("load_module: empty module data")
-        if not _is_zip(data):
+        if not is_zip(data):
             raise CorruptedDataError("load_module: the bytes are not a .tcm archive")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fsdecode(os.fspath(source))
@@ -201,12 +150,12 @@ class AotModule(Child):
         return self._meta
 
     @property
-    def kernels(self) -> _ByName[Kernel]:
+    def kernels(self) -> Mapping[str, Kernel]:
         """Kernels by name."""
         return _ByName(self, "kernel")
 
     @property
-    def graphs(self) -> _ByName[ComputeGraph]:
+    def graphs(self) -> Mapping[str, ComputeGraph]:
         """Compute graphs by name."""
         return _ByName(self, "graph")
 

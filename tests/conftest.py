@@ -7,6 +7,7 @@ A backend the machine lacks skips its tests locally but fails them under CI
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,17 @@ def require_arch(arch: Arch) -> None:
         if IN_CI:
             pytest.fail(message + " (CI requires x64 and Vulkan)")
         pytest.skip(message)
+
+
+def check_tool(name: str) -> str:
+    """The path of a checker of the check extra (mypy, pyright) beside this Python; skip or fail without it."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    found = path if os.path.exists(path) else shutil.which(name)
+    if not found:
+        if IN_CI:
+            pytest.fail(f"{name} is not installed (the check extra: pip install -e '.[check]')")
+        pytest.skip(f"{name} is not installed (pip install -e '.[check]')")
+    return found
 
 
 class Modules:

@@ -7,9 +7,8 @@ import math
 import subprocess
 import sys
 
-from taichi_aot import Arch, capi
-
 from conftest import require_arch
+from taichi_aot import Arch, capi
 
 
 def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):

@@ -56,6 +56,23 @@ def test_demo_bad_input(tmp_path):
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def test_each_command_checks_its_own_options(capsys):
+    from taichi_aot.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--steps", "8"])
+    assert exit_.value.code == 2 and "--size must be at least 32 and --steps at least 16" in capsys.readouterr().err
+    assert main(["stubs", os.path.join(HERE, "no-such-module"), "-o", "-"]) == 1  # demo's limits are not its own
+
+
+def test_console_script_and_module_run_the_same_main():
+    script = os.path.join(os.path.dirname(sys.executable), "taichi-aot")
+    if not os.path.exists(script):
+        pytest.skip("no taichi-aot console script next to this Python (not installed with pip)")
+    out = subprocess.run([script, "archs"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout == run_cli("archs").stdout, out.stderr
+
+
 @pytest.mark.parametrize("arch", [Arch.X64, Arch.VULKAN], ids=["x64", "vulkan"])
 def test_info_describes_a_module(arch, modules):
     import json

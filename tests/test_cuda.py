@@ -12,9 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from taichi_aot import Arch, ClosedError, IncompatibleModuleError, InvalidStateError, Runtime, capi, metadata
-
 from conftest import KERNELS
+from taichi_aot import Arch, ClosedError, IncompatibleModuleError, InvalidStateError, Runtime, capi, metadata
 
 
 @pytest.fixture(scope="module")

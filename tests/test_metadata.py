@@ -126,7 +126,8 @@ def test_llvm_module_for_another_arch_is_incompatible(modules, tmp_path):
             p = folder / name
             p.write_bytes(p.read_bytes().replace(b'target triple = "x86_64', b'target triple = "nvptx64'))
     assert metadata.read_module(str(folder)).arch == Arch.CUDA
-    with Runtime(Arch.X64) as rt, pytest.raises(IncompatibleModuleError, match="compiled for CUDA; this runtime is X64"):
+    message = "compiled for CUDA; this runtime is X64"
+    with Runtime(Arch.X64) as rt, pytest.raises(IncompatibleModuleError, match=message):
         rt.load_module(str(folder))
 
 
@@ -164,7 +165,7 @@ def test_fuzz_binary_graphs(data):
         pass
 
 
-_TEXT_ALPHABET = st.sampled_from(list('{}[],:"ptr 0123456789-.eE\\abc_\n') + ["true", "null", "ptr {"])
+_TEXT_ALPHABET = st.sampled_from([*'{}[],:"ptr 0123456789-.eE\\abc_\n', "true", "null", "ptr {"])
 
 
 @settings(max_examples=400, deadline=None)

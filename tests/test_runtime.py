@@ -55,7 +55,7 @@ def test_runtime_properties(rt, arch):
 
 def test_runtime_default_arch_and_env(monkeypatch):
     with Runtime() as rt:  # a GPU backend over x64
-        best = [a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs()][0]
+        best = next(a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs())
         assert rt.arch == best
     monkeypatch.setenv("TAICHI_AOT_ARCH", "x64")
     with Runtime() as rt:
@@ -216,7 +216,7 @@ def test_hostile_archives_are_refused(rt, tmp_path):
             rt.load_module(path)
         assert not (tmp_path.parent / "evil.txt").exists()
         # the extractor itself refuses the member, whatever the metadata says
-        with pytest.raises(ta.CorruptedDataError, match="unsafe|escapes"):
+        with pytest.raises(ta.CorruptedDataError, match=r"unsafe|escapes"):
             ta.module.extract_archive(str(path), str(tmp_path / "out"))
         assert not (tmp_path / "evil.txt").exists()
     info = zipfile.ZipInfo("link")
@@ -227,6 +227,16 @@ def test_hostile_archives_are_refused(rt, tmp_path):
         rt.load_module(tmp_path / "link.tcm")
     with pytest.raises(ta.CorruptedDataError, match="not a regular file"):
         ta.module.extract_archive(str(tmp_path / "link.tcm"), str(tmp_path / "out2"))
+    # a member whose deflated bytes are damaged (zlib's own error before)
+    payload = bytes(range(256)) * 64
+    with zipfile.ZipFile(tmp_path / "damaged.tcm", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("data.bin", payload)
+    raw = bytearray((tmp_path / "damaged.tcm").read_bytes())
+    start = raw.index(b"data.bin") + len("data.bin")  # the member's compressed bytes follow its local header
+    raw[start + 4 : start + 40] = b"\xff" * 36
+    (tmp_path / "damaged.tcm").write_bytes(bytes(raw))
+    with pytest.raises(ta.CorruptedDataError, match="damaged"):
+        ta.metadata.extract_archive(str(tmp_path / "damaged.tcm"), str(tmp_path / "out3"))
 
 
 def test_module_close_keeps_others_working(rt, arch, modules):

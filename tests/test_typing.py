@@ -7,35 +7,22 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import IN_CI
+from conftest import check_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 
 
 def quickstart() -> str:
-    """The first Python block of the README."""
+    """The README's first Python block that uses taichi_aot."""
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        match = re.search(r"```python\n(.*?)```", f.read(), re.S)
-    assert match, "the README has no python block"
-    return match.group(1)
-
-
-def _tool(name: str) -> str:
-    path = os.path.join(BIN, name)
-    if not os.path.exists(path):
-        path = shutil.which(name) or ""
-    if not path:
-        if IN_CI:
-            pytest.fail(f"{name} is not installed (the check extra: pip install -e '.[check]')")
-        pytest.skip(f"{name} is not installed (pip install -e '.[check]')")
-    return path
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    found = [b for b in blocks if "from taichi_aot import" in b]
+    assert found, "the README has no python block using taichi_aot"
+    return found[0]
 
 
 def check_typed(script: str, tmp_path) -> None:
@@ -44,13 +31,13 @@ def check_typed(script: str, tmp_path) -> None:
     path.write_text(script)
     env = {**os.environ, "MYPYPATH": ROOT}
     mypy = subprocess.run(
-        [_tool("mypy"), "--strict", "--follow-imports=silent", "--no-incremental", "--config-file", os.devnull,
+        [check_tool("mypy"), "--strict", "--follow-imports=silent", "--no-incremental", "--config-file", os.devnull,
          str(path)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
     )
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr
     (tmp_path / "pyrightconfig.json").write_text(f'{{"extraPaths": ["{ROOT}"], "typeCheckingMode": "standard"}}')
     pyright = subprocess.run(
-        [_tool("pyright"), "--project", str(tmp_path), str(path)], capture_output=True, text=True, cwd=tmp_path,
+        [check_tool("pyright"), "--project", str(tmp_path), str(path)], capture_output=True, text=True, cwd=tmp_path,
         timeout=600,
     )
     assert pyright.returncode == 0 and "0 errors" in pyright.stdout, pyright.stdout + pyright.stderr

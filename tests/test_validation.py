@@ -100,9 +100,8 @@ def test_corrupt_metadata_is_refused_before_c(arch, modules, tmp_path):
             meta.write_text("{\\x00 nonsense ;;;")
         else:
             meta.write_text("[" * 100000)
-        with Runtime(arch) as rt:
-            with pytest.raises(ta.CorruptedDataError):
-                rt.load_module(bad)
+        with Runtime(arch) as rt, pytest.raises(ta.CorruptedDataError):
+            rt.load_module(bad)
         with pytest.raises(ta.CorruptedDataError):
             metadata.read_module(bad)
 
@@ -131,9 +130,8 @@ def test_module_of_another_backend_or_taichi_is_incompatible(modules, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(modules.path(Arch.VULKAN), old)
     (old / "__version__").write_text("1.6.0")
-    with Runtime(Arch.VULKAN) as rt:
-        with pytest.raises(ta.IncompatibleModuleError, match="Taichi 1.6.0"):
-            rt.load_module(old)
+    with Runtime(Arch.VULKAN) as rt, pytest.raises(ta.IncompatibleModuleError, match=r"Taichi 1\.6\.0"):
+        rt.load_module(old)
 
 
 def test_out_of_range_values_are_refused(env):
@@ -161,8 +159,8 @@ def test_module_with_missing_code_is_corrupt_not_unknown(arch, modules, tmp_path
 
     folder = tmp_path / "m"
     shutil.copytree(modules.path(arch), folder)
-    victims = [n for n in os.listdir(folder) if n.startswith("add") and n.endswith((".ll", ".spv")) and "_c" not in n
-               or n.startswith("add_c") and n.endswith(".spv")]
+    victims = [n for n in os.listdir(folder) if (n.startswith("add") and n.endswith((".ll", ".spv")) and "_c" not in n)
+               or (n.startswith("add_c") and n.endswith(".spv"))]
     for n in victims:
         os.remove(folder / n)
     with Runtime(arch) as rt:

@@ -1,4 +1,5 @@
-"""``taichi-aot bench``: launch overhead, kernel throughput, transfers and graphs, side by side.
+"""The benchmark harness of ``taichi-aot bench``: launch overhead, kernel throughput, transfers and
+graphs, side by side.
 
 Every figure is measured in one run with interleaved repeats after a warm-up, reported as the
 median with min-max, and as a ratio to its limit: the raw C loop (a driver compiled here with the
@@ -17,13 +18,18 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from . import Arch, Runtime, capi
-from ._compile import CompileError, bench_driver, taichi_module
+from .. import Arch, Runtime, capi
+from ..enums import CPU_ARCHS
+from .cache import CompileError, bench_driver, taichi_module
+
+if TYPE_CHECKING:
+    from .. import Kernel, NdArray
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRAPH_DISPATCHES = 16
@@ -67,32 +73,38 @@ class _Server:
         self.what = what
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr  # all three are pipes
+        self._stdin: IO[str] = self.proc.stdin
+        self._stdout: IO[str] = self.proc.stdout
+        self._stderr: IO[str] = self.proc.stderr
         first = self._read()
         if not first.get("ready"):
             raise RuntimeError(f"{what} did not start: {first}")
 
     def _read(self) -> dict:
         while True:
-            line = self.proc.stdout.readline()
+            line = self._stdout.readline()
             if not line:
-                err = self.proc.stderr.read()[-1500:] if self.proc.poll() is not None else ""
+                err = self._stderr.read()[-1500:] if self.proc.poll() is not None else ""
                 raise RuntimeError(f"{self.what} stopped: {err}")
             line = line.strip()
             if line.startswith("{"):
                 return json.loads(line)
 
     def seconds(self, command: str) -> float:
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
+        """Send one command line; the seconds it took, as the child measured them."""
+        self._stdin.write(command + "\n")
+        self._stdin.flush()
         answer = self._read()
         if "seconds" not in answer:
             raise RuntimeError(f"{self.what}: {command!r} failed: {answer}")
-        return answer["seconds"]
+        return float(answer["seconds"])
 
     def close(self) -> None:
+        """Ask the child to quit (kill it if it does not)."""
         try:
-            self.proc.stdin.write("quit\n")
-            self.proc.stdin.flush()
+            self._stdin.write("quit\n")
+            self._stdin.flush()
             self.proc.wait(timeout=30)
         except Exception:
             self.proc.kill()
@@ -109,7 +121,7 @@ def _interleave(methods: dict[str, Callable[[], float]], repeats: int) -> dict[s
     return out
 
 
-def _ratio(rows: list[Row], name: str, limit: str, target: float | None = None, higher_is_better=False,
+def _ratio(rows: list[Row], name: str, limit: str, target: float | None = None, higher_is_better: bool = False,
            op: str = "<=") -> None:
     """Set ``ratio`` of row ``name`` against row ``limit`` (same section and arch)."""
     by = {r.name: r for r in rows}
@@ -132,7 +144,7 @@ class Bench:
         self.name = arch.name.lower()
         self.quick = quick
         self.log = log
-        self.gpu = arch not in capi.CPU_ARCHS
+        self.gpu = arch not in CPU_ARCHS
         self.device = _device_name(arch)
         self.software = "lavapipe" in self.device or "llvmpipe" in self.device  # a CPU behind Vulkan
         self.module_path = taichi_module("bench", self.name)
@@ -148,11 +160,12 @@ class Bench:
         self.mod = self.rt.load_module(self.module_path)
 
     def close(self) -> None:
+        """Stop the raw C driver and close the runtime."""
         if self.driver is not None:
             self.driver.close()
         self.rt.close()
 
-    def _timed(self, loop: Callable[[], None]) -> float:
+    def _timed(self, loop: Callable[[], object]) -> float:
         t0 = time.perf_counter()
         loop()
         self.rt.wait()
@@ -161,77 +174,25 @@ class Bench:
     # -- launch overhead --------------------------------------------------------------
 
     def launch_overhead(self, jit: bool) -> list[Row]:
-        rt, tiny = self.rt, self.mod.kernels["tiny"]
-        x = rt.ndarray((16,), np.float32, host_access="none")  # as the raw C driver allocates
-        if not self.gpu or self.arch == Arch.CUDA:
-            n = 2000 if self.quick else 10000
-        else:
-            n = 300 if self.quick else 1500
+        """Per-launch cost of a trivial kernel, each way taichi_aot can launch it, against raw C and Taichi's JIT."""
+        fast = not self.gpu or self.arch == Arch.CUDA  # launches are cheap there: more of them
+        n = (2000 if self.quick else 10000) if fast else (300 if self.quick else 1500)
         repeats = 3 if self.quick else 15  # many short rounds: medians that shared CPUs cannot sway
-        bound = tiny.bind(x, 1.0)
-        with rt.record() as seq:
-            tiny(x, 1.0)
-        keep = tiny.bind(x, 1.0)
-        rh, kh, array = rt._handle, tiny._handle, keep._packed.array
-        scratch = tiny.bind(x, 1.0)._packed
-
-        def dynamic():
-            def loop():
-                for _ in range(n):
-                    tiny(x, 1.0)
-            return self._timed(loop) / n * 1e6
-
-        def prebound():
-            launch = bound.launch
-
-            def loop():
-                for _ in range(n):
-                    launch()
-            return self._timed(loop) / n * 1e6
-
-        def prebound_call():
-            def loop():
-                for _ in range(n):
-                    bound()
-            return self._timed(loop) / n * 1e6
-
-        def recorded():
-            return self._timed(lambda: seq.replay(n)) / n * 1e6
-
-        def flat():
-            launch = capi.launch_kernel
-
-            def loop():
-                for _ in range(n):
-                    launch(rh, kh, array)
-            return self._timed(loop) / n * 1e6
-
-        def validation():
-            # exactly the checking and packing a dynamic call does (its hot loop), without the launch
-            args = (x, 1.0)
-            plan = list(zip(tiny._packers, scratch.slots))
-
-            def loop():
-                for _ in range(n):
-                    for (pack, slot), value in zip(plan, args):
-                        pack(value, rt, slot)
-            t0 = time.perf_counter()
-            loop()
-            return (time.perf_counter() - t0) / n * 1e6
-
         methods: dict[str, Callable[[], float]] = {}
-        if self.driver is not None:
-            methods["raw C"] = lambda: self.driver.seconds(f"launch {n}") / n * 1e6
-        methods.update({"recorded sequence (C replay)": recorded, "pre-bound launch": prebound,
-                        "pre-bound launch, bound() form": prebound_call, "dynamic call (validated)": dynamic, "flat capi.launch_kernel": flat,
-                        "validation + packing alone": validation})
+        driver = self.driver
+        if driver is not None:
+            methods["raw C"] = lambda: driver.seconds(f"launch {n}") / n * 1e6
+        tiny = self.mod.kernels["tiny"]
+        x = self.rt.ndarray((16,), np.float32, host_access="none")  # as the raw C driver allocates
+        methods.update(self._launch_methods(tiny, x, n))
+        methods.update(self._launch_parts(tiny, x, n))
         jit_server = None
         if jit:
             try:
-                jit_server = _Server([sys.executable, os.path.join(HERE, "_bench_source.py"), "jit", self.name],
+                jit_server = _Server([sys.executable, os.path.join(HERE, "bench_kernels.py"), "jit", self.name],
                                      f"Taichi JIT ({self.name})")
-                jn = max(n // 4, 100)
-                methods["Taichi JIT (ti.kernel call)"] = lambda: jit_server.seconds(f"launch {jn}") / jn * 1e6
+                jn, server = max(n // 4, 100), jit_server
+                methods["Taichi JIT (ti.kernel call)"] = lambda: server.seconds(f"launch {jn}") / jn * 1e6
             except (RuntimeError, OSError) as e:
                 self.log(f"Taichi JIT path not measured on {self.name}: {e}")
         try:
@@ -241,6 +202,74 @@ class Bench:
                 jit_server.close()
         rows = [Row("launch", self.name, k, "us/launch", v, params={"launches": n, "repeats": repeats})
                 for k, v in samples.items()]
+        self._rate_launches(rows)
+        return rows
+
+    def _launch_methods(self, tiny: Kernel, x: NdArray, n: int) -> dict[str, Callable[[], float]]:
+        """Each way the objects launch ``tiny(x, 1.0)``, timed over ``n`` launches (us per launch)."""
+        rt = self.rt
+        bound = tiny.bind(x, 1.0)
+        with rt.record() as seq:
+            tiny(x, 1.0)
+
+        def dynamic() -> float:
+            def loop() -> None:
+                for _ in range(n):
+                    tiny(x, 1.0)
+            return self._timed(loop) / n * 1e6
+
+        def prebound() -> float:
+            launch = bound.launch
+
+            def loop() -> None:
+                for _ in range(n):
+                    launch()
+            return self._timed(loop) / n * 1e6
+
+        def prebound_call() -> float:
+            def loop() -> None:
+                for _ in range(n):
+                    bound()
+            return self._timed(loop) / n * 1e6
+
+        def recorded() -> float:
+            return self._timed(lambda: seq.replay(n)) / n * 1e6
+
+        return {"recorded sequence (C replay)": recorded, "pre-bound launch": prebound,
+                "pre-bound launch, bound() form": prebound_call, "dynamic call (validated)": dynamic}
+
+    def _launch_parts(self, tiny: Kernel, x: NdArray, n: int) -> dict[str, Callable[[], float]]:
+        """The two halves of a dynamic call, timed apart: the flat capi launch, and checking and packing alone."""
+        rt = self.rt
+        keep = tiny.bind(x, 1.0)
+        rh, kh, array = rt._handle, tiny._handle, keep._packed.array
+        scratch = tiny.bind(x, 1.0)._packed
+
+        def flat() -> float:
+            launch = capi.launch_kernel
+
+            def loop() -> None:
+                for _ in range(n):
+                    launch(rh, kh, array)
+            return self._timed(loop) / n * 1e6
+
+        def validation() -> float:
+            # exactly the checking and packing a dynamic call does (its hot loop), without the launch
+            args = (x, 1.0)
+            plan = list(zip(tiny._packers, scratch.slots))
+
+            def loop() -> None:
+                for _ in range(n):
+                    for (pack, slot), value in zip(plan, args):
+                        pack(value, rt, slot)
+            t0 = time.perf_counter()
+            loop()
+            return (time.perf_counter() - t0) / n * 1e6
+
+        return {"flat capi.launch_kernel": flat, "validation + packing alone": validation}
+
+    def _rate_launches(self, rows: list[Row]) -> None:
+        """Set the launch rows' ratios and targets; add the speed-up over Taichi's JIT when it was measured."""
         _ratio(rows, "recorded sequence (C replay)", "raw C", 1.05)
         _ratio(rows, "pre-bound launch", "raw C", 1.3 if not self.gpu else 1.1)
         dynamic_target = 2.5 if self.arch == Arch.X64 else (None if self.software else 1.1)
@@ -261,11 +290,11 @@ class Bench:
         for r in rows:
             if r.limit == "raw C" and self.driver is None:
                 r.note = self.driver_note
-        return rows
 
     # -- graph against kernels ------------------------------------------------------------
 
     def graph_vs_kernels(self) -> list[Row]:
+        """A 16-dispatch graph against the same 16 kernels launched one by one, per dispatch."""
         rt = self.rt
         x = rt.ndarray((16,), np.float32, host_access="none")  # as the raw C driver allocates
         graph, tiny = self.mod.graphs["tiny16"], self.mod.kernels["tiny"]
@@ -277,7 +306,7 @@ class Bench:
         bound = tiny.bind(x, 1.0)
         d = GRAPH_DISPATCHES
 
-        def per_dispatch(loop):
+        def per_dispatch(loop: Callable[[], None]) -> Callable[[], float]:
             return lambda: self._timed(loop) / (n * d) * 1e6
 
         def graph_loop():
@@ -298,10 +327,11 @@ class Bench:
                 for _ in range(d):
                     tiny(x, 1.0)
 
-        methods = {}
-        if self.driver is not None:
-            methods["raw C: graph"] = lambda: self.driver.seconds(f"graph {n}") / (n * d) * 1e6
-            methods["raw C: 16 kernel launches"] = lambda: self.driver.seconds(f"kernels16 {n}") / (n * d) * 1e6
+        methods: dict[str, Callable[[], float]] = {}
+        driver = self.driver
+        if driver is not None:
+            methods["raw C: graph"] = lambda: driver.seconds(f"graph {n}") / (n * d) * 1e6
+            methods["raw C: 16 kernel launches"] = lambda: driver.seconds(f"kernels16 {n}") / (n * d) * 1e6
         methods.update({"graph (bound)": per_dispatch(graph_loop), "graph (dynamic call)":
                         per_dispatch(graph_dynamic_loop), "16 kernels (bound)": per_dispatch(kernels_bound_loop),
                         "16 kernels (dynamic calls)": per_dispatch(kernels_dynamic_loop)})
@@ -317,155 +347,174 @@ class Bench:
     # -- throughput -----------------------------------------------------------------------
 
     def throughput(self, torch_copy: _Server | None) -> list[Row]:
-        rt = self.rt
-        exps = [10, 14] if self.quick else list(range(10, 27, 2))
-        repeats = 3 if self.quick else 5
+        """Memory-bound kernels (copy, saxpy) from 2^10 elements up, against raw C and a plain copy."""
         rows: list[Row] = []
-        budget = 5e-3 if self.quick else 3e-2  # seconds of work per sample, roughly
-        for e in exps:
-            size = 1 << e
-            nbytes = size * 4
-            x = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
-            y = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
-            copy, saxpy = self.mod.kernels["copy"].bind(x, y), self.mod.kernels["saxpy"].bind(x, y, 0.5)
-            # launches per sample: enough work to time (calibrated on one timed batch), at least 3
-            saxpy()
-            rt.wait()
-            t1 = max(self._timed(lambda: [saxpy() for _ in range(3)]) / 3, 1e-7)
-            per = max(3, min(2000, int(budget / t1)))
-            methods: dict[str, Callable[[], float]] = {}
-            if self.driver is not None:
-                methods["raw C copy"] = lambda: 2 * nbytes * per / self.driver.seconds(f"stream copy {size} {per}")
-                methods["raw C saxpy"] = lambda: 3 * nbytes * per / self.driver.seconds(f"stream saxpy {size} {per}")
-
-            def run(bound):
-                def f():
-                    def loop():
-                        for _ in range(per):
-                            bound()
-                    return self._timed(loop)
-                return f
-
-            cp, sx = run(copy), run(saxpy)
-            methods["taichi_aot copy"] = lambda: 2 * nbytes * per / cp()
-            methods["taichi_aot saxpy"] = lambda: 3 * nbytes * per / sx()
-            if not self.gpu:
-                src = np.ones(size, np.float32)
-                dst = np.empty_like(src)
-
-                def host_copy():
-                    t0 = time.perf_counter()
-                    for _ in range(per):
-                        np.copyto(dst, src)
-                    return 2 * nbytes * per / (time.perf_counter() - t0)
-
-                methods["memcpy (np.copyto)"] = host_copy
-                limit = "memcpy (np.copyto)"
-            elif self.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
-                from . import _cuda
-
-                dst_ptr, src_ptr = y.memory._cuda_ptr(), x.memory._cuda_ptr()
-
-                def dtod():
-                    def loop():
-                        for _ in range(per):
-                            _cuda.dtod(dst_ptr, src_ptr, nbytes)
-                    return 2 * nbytes * per / self._timed(loop)
-
-                methods["device copy (cuMemcpyDtoD)"] = dtod
-                limit = "device copy (cuMemcpyDtoD)"
-                if torch_copy is not None:
-                    methods["torch device-to-device copy"] = (
-                        lambda: 2 * nbytes * per / torch_copy.seconds(f"copy {size} {per}"))
-                    limit = "torch device-to-device copy"
-            else:
-                if self.driver is not None:
-                    methods["device copy (ti_copy_memory_device_to_device)"] = (
-                        lambda: 2 * nbytes * per / self.driver.seconds(f"d2d {size} {per}"))
-                limit = "device copy (ti_copy_memory_device_to_device)"
-            samples = _interleave(methods, repeats)
-            group = [Row("throughput", self.name, k, "GB/s", [s / 1e9 for s in v],
-                         params={"elements": size, "launches": per}) for k, v in samples.items()]
-            for r in group:
-                r.name = f"{r.name} @2^{e}"
-            by = {r.name.rsplit(" @", 1)[0]: r for r in group}
-            for name in ("taichi_aot copy", "taichi_aot saxpy"):
-                raw = "raw C " + name.split()[-1]
-                if raw in by and name in by:
-                    r = by[name]
-                    r.limit, r.ratio = by[raw].name, r.median / by[raw].median
-                    if self.gpu and name.endswith("saxpy") and e >= 24:
-                        r.target, r.met = ">= 0.97", r.ratio >= 0.97
-            for name in ("raw C copy", "raw C saxpy", "taichi_aot copy", "taichi_aot saxpy"):
-                if name in by and limit in by:
-                    by[name].note = f"{by[name].median / by[limit].median:.2f} of {limit}"
-            rows += group
-            x.close()
-            y.close()
+        for e in [10, 14] if self.quick else list(range(10, 27, 2)):
+            rows += self._throughput_at(e, torch_copy)
         return rows
+
+    def _throughput_at(self, e: int, torch_copy: _Server | None) -> list[Row]:
+        """The throughput rows of one size: 2^e f32 elements."""
+        rt = self.rt
+        repeats = 3 if self.quick else 5
+        budget = 5e-3 if self.quick else 3e-2  # seconds of work per sample, roughly
+        size = 1 << e
+        nbytes = size * 4
+        x = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
+        y = rt.ndarray((size,), np.float32, host_access="none" if self.gpu else "readwrite")
+        copy, saxpy = self.mod.kernels["copy"].bind(x, y), self.mod.kernels["saxpy"].bind(x, y, 0.5)
+        # launches per sample: enough work to time (calibrated on one timed batch), at least 3
+        saxpy()
+        rt.wait()
+        def three() -> None:
+            for _ in range(3):
+                saxpy()
+
+        t1 = max(self._timed(three) / 3, 1e-7)
+        per = max(3, min(2000, int(budget / t1)))
+        methods: dict[str, Callable[[], float]] = {}
+        driver = self.driver
+        if driver is not None:
+            methods["raw C copy"] = lambda: 2 * nbytes * per / driver.seconds(f"stream copy {size} {per}")
+            methods["raw C saxpy"] = lambda: 3 * nbytes * per / driver.seconds(f"stream saxpy {size} {per}")
+
+        def run(bound: Callable[[], object]) -> Callable[[], float]:
+            def f() -> float:
+                def loop() -> None:
+                    for _ in range(per):
+                        bound()
+                return self._timed(loop)
+            return f
+
+        cp, sx = run(copy), run(saxpy)
+        methods["taichi_aot copy"] = lambda: 2 * nbytes * per / cp()
+        methods["taichi_aot saxpy"] = lambda: 3 * nbytes * per / sx()
+        limit = self._copy_limit(methods, x, y, size, per, torch_copy)
+        samples = _interleave(methods, repeats)
+        group = [Row("throughput", self.name, k, "GB/s", [s / 1e9 for s in v],
+                     params={"elements": size, "launches": per}) for k, v in samples.items()]
+        for r in group:
+            r.name = f"{r.name} @2^{e}"
+        by = {r.name.rsplit(" @", 1)[0]: r for r in group}
+        for name in ("taichi_aot copy", "taichi_aot saxpy"):
+            raw = "raw C " + name.split()[-1]
+            if raw in by and name in by:
+                r = by[name]
+                r.limit, r.ratio = by[raw].name, r.median / by[raw].median
+                if self.gpu and name.endswith("saxpy") and e >= 24:
+                    r.target, r.met = ">= 0.97", r.ratio >= 0.97
+        for name in ("raw C copy", "raw C saxpy", "taichi_aot copy", "taichi_aot saxpy"):
+            if name in by and limit in by:
+                by[name].note = f"{by[name].median / by[limit].median:.2f} of {limit}"
+        x.close()
+        y.close()
+        return group
+
+    def _copy_limit(self, methods: dict[str, Callable[[], float]], x: NdArray, y: NdArray, size: int, per: int,
+                    torch_copy: _Server | None) -> str:
+        """Add this backend's plain copy of ``size`` f32 (bytes/s, ``per`` a sample) to ``methods``; its name."""
+        nbytes = size * 4
+        if not self.gpu:
+            src = np.ones(size, np.float32)
+            dst = np.empty_like(src)
+
+            def host_copy() -> float:
+                t0 = time.perf_counter()
+                for _ in range(per):
+                    np.copyto(dst, src)
+                return 2 * nbytes * per / (time.perf_counter() - t0)
+
+            methods["memcpy (np.copyto)"] = host_copy
+            return "memcpy (np.copyto)"
+        if self.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
+            from .. import _cuda
+
+            dst_ptr, src_ptr = y.memory._cuda_ptr(), x.memory._cuda_ptr()
+
+            def dtod() -> float:
+                def loop() -> None:
+                    for _ in range(per):
+                        _cuda.dtod(dst_ptr, src_ptr, nbytes)
+                return 2 * nbytes * per / self._timed(loop)
+
+            methods["device copy (cuMemcpyDtoD)"] = dtod
+            if torch_copy is None:
+                return "device copy (cuMemcpyDtoD)"
+            methods["torch device-to-device copy"] = (
+                lambda: 2 * nbytes * per / torch_copy.seconds(f"copy {size} {per}"))
+            return "torch device-to-device copy"
+        driver = self.driver
+        if driver is not None:
+            methods["device copy (ti_copy_memory_device_to_device)"] = (
+                lambda: 2 * nbytes * per / driver.seconds(f"d2d {size} {per}"))
+        return "device copy (ti_copy_memory_device_to_device)"
 
     # -- transfers ------------------------------------------------------------------------
 
     def transfers(self) -> list[Row]:
-        rt = self.rt
+        """to_numpy, from_numpy and mapped views against np.copyto, from 1 KiB up."""
         sizes = [1 << 10, 1 << 20] if self.quick else [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24,
                                                        1 << 26, 1 << 28]
         if self.arch == Arch.CUDA:  # host-visible ndarrays are CUDA managed memory there: keep them small
             sizes = [n for n in sizes if n <= 1 << 26]
-        repeats = 3 if self.quick else 5
         rows: list[Row] = []
         for nbytes in sizes:
-            count = nbytes // 4
-            nd = rt.ndarray((count,), np.float32)
-            src = np.random.default_rng(0).random(count, dtype=np.float32)
-            dst = np.empty_like(src)
-            per = max(1, min(2000, int((2e-3 if self.quick else 2e-2) / max(nbytes / 8e9, 1e-6))))
-
-            def timed(f):
-                def g():
-                    t0 = time.perf_counter()
-                    for _ in range(per):
-                        f()
-                    return nbytes * per / (time.perf_counter() - t0) / 1e9
-                return g
-
-            def mapped_write():
-                with nd.map() as view:
-                    np.copyto(view, src)
-
-            def mapped_read():
-                with nd.map() as view:
-                    np.copyto(dst, view)
-
-            methods = {
-                "np.copyto (host to host)": timed(lambda: np.copyto(dst, src)),
-                "from_numpy": timed(lambda: nd.from_numpy(src)),
-                "to_numpy(out=)": timed(lambda: nd.to_numpy(out=dst)),
-                "to_numpy() (new array)": timed(nd.to_numpy),
-                "np.copy (new array)": timed(src.copy),
-            }
-            if nd.memory.host_read:  # device memory (CUDA's default) has no views
-                methods["mapped view write (np.copyto)"] = timed(mapped_write)
-                methods["mapped view read (np.copyto)"] = timed(mapped_read)
-            samples = _interleave(methods, repeats)
-            label = _size_label(nbytes)
-            group = [Row("transfers", self.name, f"{k} @{label}", "GB/s", v, params={"bytes": nbytes, "per": per})
-                     for k, v in samples.items()]
-            by = {r.name.rsplit(" @", 1)[0]: r for r in group}
-            limit = by["np.copyto (host to host)"]
-            for name in ("from_numpy", "to_numpy(out=)", "mapped view write (np.copyto)",
-                         "mapped view read (np.copyto)"):
-                if name not in by:
-                    continue
-                r = by[name]
-                r.limit, r.ratio = limit.name, r.median / limit.median
-                if nbytes >= 1 << 20 and name in ("from_numpy", "to_numpy(out=)"):
-                    r.target, r.met = ">= 0.9", r.ratio >= 0.9
-            fresh, ref = by["to_numpy() (new array)"], by["np.copy (new array)"]
-            fresh.limit, fresh.ratio = ref.name, fresh.median / ref.median
-            rows += group
-            nd.close()
+            rows += self._transfers_at(nbytes)
         return rows
+
+    def _transfers_at(self, nbytes: int) -> list[Row]:
+        """The transfer rows of one size, in GB/s."""
+        repeats = 3 if self.quick else 5
+        count = nbytes // 4
+        nd = self.rt.ndarray((count,), np.float32)
+        src = np.random.default_rng(0).random(count, dtype=np.float32)
+        dst = np.empty_like(src)
+        per = max(1, min(2000, int((2e-3 if self.quick else 2e-2) / max(nbytes / 8e9, 1e-6))))
+
+        def timed(f: Callable[[], object]) -> Callable[[], float]:
+            def g() -> float:
+                t0 = time.perf_counter()
+                for _ in range(per):
+                    f()
+                return nbytes * per / (time.perf_counter() - t0) / 1e9
+            return g
+
+        def mapped_write() -> None:
+            with nd.map() as view:
+                np.copyto(view, src)
+
+        def mapped_read() -> None:
+            with nd.map() as view:
+                np.copyto(dst, view)
+
+        methods = {
+            "np.copyto (host to host)": timed(lambda: np.copyto(dst, src)),
+            "from_numpy": timed(lambda: nd.from_numpy(src)),
+            "to_numpy(out=)": timed(lambda: nd.to_numpy(out=dst)),
+            "to_numpy() (new array)": timed(nd.to_numpy),
+            "np.copy (new array)": timed(src.copy),
+        }
+        if nd.memory.host_read:  # device memory (CUDA's default) has no views
+            methods["mapped view write (np.copyto)"] = timed(mapped_write)
+            methods["mapped view read (np.copyto)"] = timed(mapped_read)
+        samples = _interleave(methods, repeats)
+        label = _size_label(nbytes)
+        group = [Row("transfers", self.name, f"{k} @{label}", "GB/s", v, params={"bytes": nbytes, "per": per})
+                 for k, v in samples.items()]
+        by = {r.name.rsplit(" @", 1)[0]: r for r in group}
+        limit = by["np.copyto (host to host)"]
+        for name in ("from_numpy", "to_numpy(out=)", "mapped view write (np.copyto)",
+                     "mapped view read (np.copyto)"):
+            if name not in by:
+                continue
+            r = by[name]
+            r.limit, r.ratio = limit.name, r.median / limit.median
+            if nbytes >= 1 << 20 and name in ("from_numpy", "to_numpy(out=)"):
+                r.target, r.met = ">= 0.9", r.ratio >= 0.9
+        fresh, ref = by["to_numpy() (new array)"], by["np.copy (new array)"]
+        fresh.limit, fresh.ratio = ref.name, fresh.median / ref.median
+        nd.close()
+        return group
 
     # -- memory growth --------------------------------------------------------------------
 
@@ -569,7 +618,7 @@ def _torch_server(log: Callable[[str], None]) -> _Server | None:
 SECTIONS = ("launch", "graph", "throughput", "transfers", "memory")
 
 
-def run(archs: list[Arch] | None = None, quick: bool = False, sections=SECTIONS, jit: bool = True,
+def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
         log: Callable[[str], None] = print, saved: Callable[[dict], None] | None = None) -> dict:
     """Run the benchmark sections on every available arch (or ``archs``); returns the results."""
     status = capi.arch_status()
@@ -676,7 +725,7 @@ def _device_name(arch: Arch) -> str:
     return arch.name
 
 
-def format_rows(rows: list[Row | dict]) -> str:
+def format_rows(rows: Sequence[Row | dict]) -> str:
     """A readable table: median, min-max, ratio to the limit, target and whether it is met."""
     lines = []
     head = f"  {'':52} {'median':>10} {'min-max':>19} {'ratio':>7} {'(mins)':>7}  {'target':<8} vs"
@@ -688,18 +737,19 @@ def format_rows(rows: list[Row | dict]) -> str:
             lines.append(f"-- {d['arch']}: {section} ({d['unit']})")
             lines.append(head)
         lo, hi = d["min"], d["max"]
-        rng = f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None and hi is not None and lo != hi else ""
+        rng = f"{format_figure(lo)}-{format_figure(hi)}" if lo is not None and hi is not None and lo != hi else ""
         ratio = f"{d['ratio']:.2f}x" if d["ratio"] is not None else ""
         mins = f"{d['min_ratio']:.2f}x" if d.get("min_ratio") is not None else ""
         target = d["target"] or ""
         mark = "" if d["met"] is None else (" ok" if d["met"] else " MISSED")
         target = target.replace(" ", "")
         vs = (d["limit"] or "") + (f"; {d['note']}" if d["note"] else "")
-        lines.append(f"  {d['name'][:52]:52} {_fmt(d['median']):>10} {rng:>19} {ratio:>7} {mins:>7}  {target + mark:<8} {vs}")
+        lines.append(f"  {d['name'][:52]:52} {format_figure(d['median']):>10} {rng:>19} {ratio:>7} {mins:>7}  "
+                     f"{target + mark:<8} {vs}")
     return "\n".join(lines)
 
 
-def _fmt(v: float | None) -> str:
+def format_figure(v: float | None) -> str:
     """A figure to three significant digits (thousands grouped); "" for None."""
     if v is None:
         return ""

@@ -17,13 +17,34 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from types import ModuleType
 
-GFX_ARCHS = ("vulkan", "metal", "opengl", "gles")
-ARCHS = ("x64", "arm64", "cuda") + GFX_ARCHS
+from .. import enums
+
+#: Taichi's names (``ti.vulkan``, ...) of the gfx backends (enums.GFX_ARCHS), in order of preference.
+GFX_ARCHS = tuple(a.name.lower() for a in enums.ARCH_PREFERENCE if a in enums.GFX_ARCHS)
+#: Every backend Taichi can compile a module for, by Taichi's name, as the error message lists them.
+ARCHS = ("x64", "arm64", "cuda", *GFX_ARCHS)
 
 
 class BuildError(Exception):
     """The file could not be built into a module (message says why)."""
+
+
+def _import(source: str) -> ModuleType:
+    """Import the user's file as a module (its folder on ``sys.path`` meanwhile, for its own imports)."""
+    spec = importlib.util.spec_from_file_location("_taichi_aot_build_source", os.path.abspath(source))
+    if spec is None or spec.loader is None:
+        raise BuildError(f"cannot import {source}: not a Python file")
+    user = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(source)))
+    try:
+        spec.loader.exec_module(user)
+    except Exception as e:
+        raise BuildError(f"importing {source} failed: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.pop(0)
+    return user
 
 
 def build(source: str, arch: str, out: str, caps: list[str] | None = None) -> dict:
@@ -32,6 +53,10 @@ def build(source: str, arch: str, out: str, caps: list[str] | None = None) -> di
         raise BuildError(f"unknown arch {arch!r} (one of {', '.join(ARCHS)})")
     if not os.path.isfile(source):
         raise BuildError(f"no such file: {source}")
+    # Taichi 1.7.4 has no public way to find the kernels a file marks with @ti.aot.export: the
+    # decorators append records (.kernel, .name, .template_types) to the private list
+    # taichi.aot._export._aot_kernels, so we read what the import of the file added to it.
+    # The taichi==1.7.4 pin in pyproject keeps the list where it is.
     try:
         import taichi as ti
         from taichi.aot import _export
@@ -42,17 +67,9 @@ def build(source: str, arch: str, out: str, caps: list[str] | None = None) -> di
     got = ti.lang.impl.current_cfg().arch
     if got != getattr(ti, arch):
         raise BuildError(f"Taichi cannot target {arch} on this machine (it fell back to {got.name})")
-    before = len(_export._aot_kernels)
-    spec = importlib.util.spec_from_file_location("_taichi_aot_build_source", os.path.abspath(source))
-    user = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(source)))
-    try:
-        spec.loader.exec_module(user)
-    except Exception as e:
-        raise BuildError(f"importing {source} failed: {type(e).__name__}: {e}") from e
-    finally:
-        sys.path.pop(0)
-    records = _export._aot_kernels[before:]
+    before = len(_export._aot_kernels)  # private, see above
+    user = _import(source)
+    records = _export._aot_kernels[before:]  # what the file's @ti.aot.export decorators added
     try:
         graphs = user.export_graphs() if callable(getattr(user, "export_graphs", None)) else {}
     except Exception as e:
@@ -73,7 +90,8 @@ def build(source: str, arch: str, out: str, caps: list[str] | None = None) -> di
             else:
                 module.add_kernel(r.kernel, name=r.name)
         except Exception as e:
-            hint = " (gfx backends may need --caps, e.g. spirv_has_int64 spirv_has_float64)" if arch in GFX_ARCHS else ""
+            hint = (" (gfx backends may need --caps, e.g. spirv_has_int64 spirv_has_float64)"
+                    if arch in GFX_ARCHS else "")
             raise BuildError(f"Taichi could not compile kernel {r.name!r} for {arch}: {e}{hint}") from e
     for name, graph in graphs.items():
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from .metadata import ArgInfo, ModuleInfo
+from ..metadata import ArgInfo, ModuleInfo
 
 _INT_TYPES = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 
@@ -57,8 +57,8 @@ def generate(info: ModuleInfo, source: str) -> str:
         "Use with a cast: ``mod = typing.cast(Module, rt.load_module(path))``.",
         '"""',
         "",
-        "from collections.abc import Sequence",
-        "from typing import Literal, Protocol, overload",
+        "from collections.abc import Iterator, Mapping, Sequence",
+        "from typing import Literal, overload",
         "",
         "import numpy as np",
         "",
@@ -77,14 +77,16 @@ def generate(info: ModuleInfo, source: str) -> str:
         cls = f"Graph_{_identifier(g.name)}"
         graph_classes[g.name] = cls
         params, docs = _signature(g.args, keyword_only=True)
-        out += ["", f"class {cls}(ComputeGraph):", f"    def __call__({params}) -> None:",
+        # a graph takes exactly its own arguments: narrower than ComputeGraph.__call__(**args), on purpose
+        out += ["", f"class {cls}(ComputeGraph):", f"    def __call__({params}) -> None:  # type: ignore[override]",
                 f'        """Launch graph {g.name!r}.', *(f"        {d}" for d in docs), '        """', ""]
     for what, classes in (("Kernels", kernel_classes), ("Graphs", graph_classes)):
         base = "Kernel" if what == "Kernels" else "ComputeGraph"
-        out += ["", f"class {what}(Protocol):"]
+        out += ["", f"class {what}(Mapping[str, {base}]):",
+                "    def __iter__(self) -> Iterator[str]: ...", "    def __len__(self) -> int: ..."]
         for name, cls in classes.items():
             out += ["    @overload", f"    def __getitem__(self, name: Literal[{name!r}]) -> {cls}: ..."]
-        out += (["    @overload"] if classes else []) + [f"    def __getitem__(self, name: str) -> {base}: ..."]
-    out += ["", "", "class Module(AotModule):", "    @property", "    def kernels(self) -> Kernels: ...",
+        out += (["    @overload"] if classes else []) + [f"    def __getitem__(self, name: str) -> {base}: ...", ""]
+    out += ["", "class Module(AotModule):", "    @property", "    def kernels(self) -> Kernels: ...",
             "    @property", "    def graphs(self) -> Graphs: ...", ""]
     return "\n".join(out) + "\n"

@@ -1,5 +1,6 @@
-"""Things compiled on first use and cached: Taichi modules for the demo and the benchmarks, and the
-raw C benchmark driver. The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
+"""The compile cache: things compiled on first use and kept, keyed by a digest of their source: Taichi
+modules for the demo and the benchmarks (``*_kernels.py`` here), and the raw C benchmark driver
+(``bench_driver.c``). The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: A source checkout's root (its include/ holds the vendored headers).
+CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 
 
 class CompileError(Exception):
@@ -17,6 +20,7 @@ class CompileError(Exception):
 
 
 def cache_dir() -> str:
+    """Where compiled things are kept: ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
     return os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
 
 
@@ -28,8 +32,8 @@ def _digest(*parts: bytes) -> str:
 
 
 def taichi_module(kind: str, arch: str) -> str:
-    """Compile (once, cached) ``_<kind>_source.py``'s module for ``arch`` with Taichi in a child process."""
-    source = os.path.join(HERE, f"_{kind}_source.py")  # never imported here: it imports taichi
+    """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
+    source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
     with open(source, "rb") as f:
         digest = _digest(f.read())
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{digest}")
@@ -50,11 +54,11 @@ def taichi_module(kind: str, arch: str) -> str:
 
 def bench_driver(library_path: str) -> str:
     """Compile (once, cached) the raw C benchmark driver against ``library_path``."""
-    source = os.path.join(HERE, "_bench_driver.c")
+    source = os.path.join(HERE, "bench_driver.c")
     lib_dir = os.path.dirname(os.path.abspath(library_path))
     include = os.path.join(os.path.dirname(lib_dir), "include")  # the library's own headers
     if not os.path.isfile(os.path.join(include, "taichi", "taichi_core.h")):
-        include = os.path.join(os.path.dirname(HERE), "include")  # a source checkout's vendored copy
+        include = os.path.join(CHECKOUT, "include")  # a source checkout's vendored copy
     with open(source, "rb") as f:
         digest = _digest(f.read(), library_path.encode(), include.encode())
     out = os.path.join(cache_dir(), f"bench-driver-{digest}")

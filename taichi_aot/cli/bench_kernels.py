@@ -2,11 +2,13 @@
 
 Run in child processes by ``python -m taichi_aot bench``; taichi_aot never imports Taichi.
 
-    python _bench_source.py build ARCH OUT    compile the benchmark module
-    python _bench_source.py jit ARCH          serve timing requests on stdin for Taichi's JIT path
+    python bench_kernels.py build ARCH OUT    compile the benchmark module
+    python bench_kernels.py jit ARCH          serve timing requests on stdin for Taichi's JIT path
 
 (No ``from __future__ import annotations`` here: Taichi reads the annotations.)
 """
+# mypy: ignore-errors
+# (Taichi's DSL: kernel parameters are annotated with Taichi type objects, which are no Python types)
 
 import json
 import os
@@ -18,7 +20,8 @@ import taichi as ti
 GRAPH_DISPATCHES = 16
 
 
-def define():
+def define() -> dict:
+    """The benchmark kernels by name (after ``ti.init``)."""
     vec = ti.types.ndarray(dtype=ti.f32, ndim=1)
 
     @ti.kernel
@@ -38,7 +41,8 @@ def define():
     return {"tiny": tiny, "copy": copy, "saxpy": saxpy}
 
 
-def build(arch, out):
+def build(arch: str, out: str) -> None:
+    """Compile the benchmark kernels and the 16-dispatch graph ``tiny16`` for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     kernels = define()
     x = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=1)
@@ -54,7 +58,7 @@ def build(arch, out):
     module.save(out)
 
 
-def jit(arch):
+def jit(arch: str) -> None:
     """Answer 'launch N' with the seconds N launches of ``tiny`` take through Taichi's Python path."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     kernels = define()

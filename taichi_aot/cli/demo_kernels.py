@@ -4,6 +4,8 @@ Compiled by ``python -m taichi_aot demo`` in a child process (Taichi allows one 
 module per ``ti.init``); taichi_aot itself never imports Taichi.
 (No ``from __future__ import annotations`` here: Taichi reads the annotations.)
 """
+# mypy: ignore-errors
+# (Taichi's DSL: kernel parameters are annotated with Taichi type objects, which are no Python types)
 
 import os
 import sys
@@ -12,6 +14,7 @@ import taichi as ti
 
 
 def build(arch: str, out: str) -> None:
+    """Compile kernels ``seed`` and ``react`` and the graph ``steps16`` for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     field = ti.types.ndarray(dtype=ti.types.vector(2, ti.f32), ndim=2)
 
@@ -20,7 +23,7 @@ def build(arch: str, out: str) -> None:
         w, h = uv.shape
         for i, j in uv:
             uv[i, j] = ti.Vector([1.0, 0.0])
-        for s in range(n_spots):
+        for _spot in range(n_spots):
             ci = int(ti.random() * (w - 20)) + 10
             cj = int(ti.random() * (h - 20)) + 10
             for di, dj in ti.ndrange((-4, 5), (-4, 5)):

@@ -1,0 +1,265 @@
+"""The command line, ``python -m taichi_aot`` (or ``taichi-aot``): argparse and one function a command.
+
+    archs             which backends work here, their devices and capabilities
+    info MODULE       kernels, graphs and argument tables of a module (--json for JSON)
+    build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm)
+    stubs MODULE      write typed Python signatures (.pyi) for a module's kernels and graphs
+    bench             launch cost, throughput, transfers and graphs against raw C and memcpy
+    demo              compile a reaction-diffusion module with Taichi, run it through
+                      taichi_aot on the best backend, print timings, write a PNG
+
+The rest of this folder is what the commands are built from: the benchmark harness (bench.py),
+its raw C reference (bench_driver.c) and Taichi kernels (bench_kernels.py), the demo's kernels
+(demo_kernels.py), ``build`` (build.py), ``stubs`` (stubs.py), the compile cache (cache.py) and a
+PNG writer (png.py). Nothing in the library imports from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable, Optional
+
+
+def cmd_archs(args: argparse.Namespace) -> int:
+    """``archs``: each backend, available or why not; with ``--caps``, its device capabilities."""
+    from .. import Runtime, capi
+
+    print(f"libtaichi_c_api {capi.library.path} (C-API {capi.get_version()}, found via {capi.library.source})")
+    for arch, status in capi.arch_status().items():
+        if status.available:
+            devices = "?" if status.device_count is None else status.device_count
+            line = f"  {arch.name.lower():8} available, devices: {devices}"
+            if args.caps:
+                with Runtime(arch) as rt:
+                    caps = rt.capabilities
+                line += "".join(f"\n      {getattr(c, 'name', c)}={v}" for c, v in caps.items())
+            print(line)
+        else:
+            print(f"  {arch.name.lower():8} unavailable: {status.reason}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``bench``: run the harness (bench.py), print its tables and targets; 1 when a section failed."""
+    import json
+
+    from .. import Arch
+    from .bench import SECTIONS, plot, run, summary
+
+    archs = [Arch[a.upper()] for a in args.arch] if args.arch else None
+    sections = args.sections or SECTIONS
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        print(f"taichi-aot: error: unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    quiet = args.json == "-"
+
+    def save(results: dict) -> None:
+        if args.json and args.json != "-":
+            with open(args.json, "w") as f:
+                f.write(json.dumps(results, indent=1))
+
+    results = run(archs, quick=args.quick, sections=sections, jit=not args.no_jit,
+                  log=(lambda m: print(m, file=sys.stderr)) if quiet else print, saved=save)
+    save(results)
+    if quiet:
+        print(json.dumps(results, indent=1))
+    if args.plot:
+        try:
+            plot(results, args.plot)
+        except ImportError:
+            print("taichi-aot: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
+            return 1
+    print(summary(results), file=sys.stderr if quiet else sys.stdout)
+    return 1 if results["errors"] else 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``info``: a module's format, kernels, graphs and argument tables (``--json``: as JSON)."""
+    import json
+
+    from .. import metadata
+
+    if not os.path.exists(args.module):
+        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
+        return 1
+    info = metadata.read_module(args.module)
+    if args.json:
+        print(json.dumps({"module": args.module, **info.to_dict()}, indent=2))
+        return 0
+    version = ".".join(map(str, info.version)) if info.version else "unknown"
+    archs = info.arch.name.lower() if info.arch else "/".join(a.name.lower() for a in info.archs) or "unknown"
+    print(f"module {args.module}")
+    print(f"  format {info.format} (Taichi {version}), loads on: {archs}")
+    if info.required_caps:
+        print("  required capabilities: " + ", ".join(f"{k}={v}" for k, v in info.required_caps.items()))
+    kernels = info.exported_kernels()
+    internal = f"; {len(info.internal)} more compiled for graphs" if info.internal else ""
+    print(f"  kernels ({len(kernels)}{internal}):")
+    for k in kernels:
+        _print_args(k.name, k.args)
+    print(f"  graphs ({len(info.graphs)}):")
+    for g in info.graphs.values():
+        _print_args(g.name, g.args, f" ({len(g.dispatches)} dispatches)")
+    return 0
+
+
+def _print_args(name: str, args: list, suffix: str = "") -> None:
+    print(f"    {name}{suffix}")
+    for a in args:
+        label = a.name if a.name else f"arg{a.index}"
+        print(f"      {a.index:>2}  {label:<14} {a.describe()}")
+    if not args:
+        print("      (no arguments)")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """``build``: compile a Python file's exported kernels and graphs with Taichi (build.py)."""
+    from .build import BuildError, build
+
+    try:
+        summary = build(args.file, args.arch, args.out, args.caps)
+    except BuildError as e:
+        print(f"taichi-aot: error: {e}", file=sys.stderr)
+        return 1
+    print(f"built {summary['out']} for {summary['arch']}: kernels {', '.join(summary['kernels']) or '(none)'}; "
+          f"graphs {', '.join(summary['graphs']) or '(none)'}")
+    return 0
+
+
+def cmd_stubs(args: argparse.Namespace) -> int:
+    """``stubs``: write a ``.pyi`` of the module's kernels and graphs (stubs.py)."""
+    from .. import metadata
+    from .stubs import generate
+
+    if not os.path.exists(args.module):
+        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
+        return 1
+    text = generate(metadata.read_module(args.module), os.path.basename(os.path.abspath(args.module)))
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    width = 30
+    filled = int(width * done / total)
+    rate = done / max(time.perf_counter() - started, 1e-9)
+    sys.stderr.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done}/{total} steps, {rate:,.0f} steps/s ")
+    sys.stderr.flush()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``demo``: the reaction-diffusion demo on the best (or the given) backend; writes a PNG."""
+    import numpy as np
+
+    from .. import Runtime
+    from .cache import CompileError, taichi_module
+    from .png import colormap, write_png
+
+    with Runtime(args.arch) as rt:
+        arch = rt.arch.name.lower()
+        print(f"demo: Gray-Scott reaction-diffusion, {args.size}x{args.size}, {args.steps} steps on {arch}")
+        t0 = time.perf_counter()
+        try:
+            path = taichi_module("demo", arch)
+        except CompileError as e:
+            raise SystemExit(f"demo: {e}") from None
+        t1 = time.perf_counter()
+        mod = rt.load_module(path)
+        a = rt.ndarray((args.size, args.size), np.float32, (2,), host_access="none")
+        b = rt.ndarray((args.size, args.size), np.float32, (2,), host_access="none")
+        mod.kernels["seed"](a, max(args.size // 16, 4))
+        step16 = mod.graphs["steps16"]
+        rt.wait()
+        t2 = time.perf_counter()
+        launches = max(args.steps // 16, 1)
+        started = time.perf_counter()
+        for i in range(launches):
+            step16(a=a, b=b, feed=0.037, kill=0.06)
+            if (i + 1) % max(launches // 20, 1) == 0 or i + 1 == launches:
+                rt.wait()
+                _progress((i + 1) * 16, launches * 16, started)
+        rt.wait()
+        t3 = time.perf_counter()
+        sys.stderr.write("\n")
+        v = a.to_numpy()[..., 1]
+        image = colormap((v - v.min()) / max(float(v.max() - v.min()), 1e-6))
+        write_png(args.out, image)
+        steps = launches * 16
+        print(f"  compile (Taichi, cached after the first run): {t1 - t0:.2f} s")
+        print(f"  load module + allocate + seed:                {t2 - t1:.3f} s")
+        print(f"  {steps} steps ({launches} graph launches):      {t3 - t2:.3f} s, "
+              f"{steps / (t3 - t2):,.0f} steps/s, {(t3 - t2) / steps * 1e6:.1f} us/step")
+        print(f"  wrote {args.out} ({args.size}x{args.size}, v in [{v.min():.3f}, {v.max():.3f}])")
+    return 0
+
+
+def check_demo(args: argparse.Namespace) -> str | None:
+    """What is wrong with the demo's options, or None."""
+    if args.size < 32 or args.steps < 16:
+        return "--size must be at least 32 and --steps at least 16"
+    return None
+
+
+Command = Callable[[argparse.Namespace], int]
+#: A command's own check of its options: a message for ``parser.error``, or None when they are fine.
+Check = Callable[[argparse.Namespace], Optional[str]]
+
+
+def _command(sub: argparse._SubParsersAction, name: str, func: Command, help: str,
+             check: Check | None = None) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    p.set_defaults(func=func, check=check)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit status."""
+    parser = argparse.ArgumentParser(prog="taichi-aot", description="Run ahead-of-time compiled Taichi kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = _command(sub, "archs", cmd_archs, "which backends work here")
+    p.add_argument("--caps", action="store_true", help="also list each backend's device capabilities")
+    p = _command(sub, "info", cmd_info, "describe a module's kernels and graphs")
+    p.add_argument("module", help="module folder or .tcm file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module")
+    p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
+    p.add_argument("--arch", required=True, help="x64, arm64, cuda, vulkan, metal, opengl or gles")
+    p.add_argument("-o", "--out", required=True, help="output folder, or a file ending in .tcm")
+    p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
+    p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module")
+    p.add_argument("module", help="module folder or .tcm file")
+    p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
+    p = _command(sub, "bench", cmd_bench, "measure launch cost, throughput and transfers against their limits")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
+    p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
+    p.add_argument("--sections", nargs="*", help="launch graph throughput transfers memory (default: all)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
+    p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
+    p = _command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)
+    p.add_argument("--arch", default=None, help="backend (default: the best available)")
+    p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
+    p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
+    p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
+    args = parser.parse_args(argv)
+    problem = args.check(args) if args.check is not None else None
+    if problem:
+        parser.error(problem)
+    from ..errors import TaichiError
+
+    try:
+        status: int = args.func(args)
+    except TaichiError as e:
+        print(f"taichi-aot: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return status

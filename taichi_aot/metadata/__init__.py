@@ -1,0 +1,121 @@
+"""Pure-Python reader of AOT module metadata: kernel signatures from both formats Taichi 1.7.4 writes.
+
+* gfx backends (Vulkan, Metal, OpenGL): ``metadata.json`` and ``graphs.json`` are JSON (:mod:`.gfx`);
+* LLVM backends (x64, CUDA): ``metadata.json`` is Taichi's *text serializer* output, which is
+  JSON-like but not JSON (``{1, 7, 4}`` tuples, ``ptr {...}`` tagged values, missing commas).
+  :func:`parse_text` reads it with a small tokenizer and a depth-limited parser (:mod:`.llvm`).
+
+This room decides which format a module is and assembles its :class:`ModuleInfo`; the records are
+in :mod:`.model`, reading folders and archives in :mod:`.source`, the structured gfx round trip
+in :mod:`.gfx140`. No Taichi import, no ``eval``; hostile or truncated input raises CorruptedDataError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ..enums import ARCH_PREFERENCE, GFX_ARCHS
+from ..errors import CorruptedDataError
+from .gfx import _gfx, _gfx_graphs, _texture_formats
+from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
+from .llvm import MAX_DEPTH, _llvm, _llvm_arch, parse_text
+from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
+from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo
+from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
+
+# the archs that load a gfx module, in order of preference (Vulkan first)
+_GFX_LOADERS = tuple(a for a in ARCH_PREFERENCE if a in GFX_ARCHS)
+
+
+def _content(text: str) -> tuple[list[str], list[str]]:
+    """(kernel names, graph names) of a module's ``__content__`` listing."""
+    kernels, graphs = [], []
+    for line in text.splitlines():
+        kind, _, name = line.strip().partition(":")
+        if kind == "kernel" and name:
+            kernels.append(name)
+        elif kind == "cgraph" and name:
+            graphs.append(name)
+    return kernels, graphs
+
+
+def read_module(source: str | bytes | os.PathLike) -> ModuleInfo:
+    """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes.
+
+    Raises CorruptedDataError for anything that is not a well-formed Taichi 1.7 module.
+    """
+    src = _Source(source)
+    try:
+        return _read(src)
+    finally:
+        src.close()
+
+
+def _read(src: _Source) -> ModuleInfo:
+    raw = src.read("metadata.json")
+    if raw is None:
+        raise CorruptedDataError("module has no metadata.json")
+    text = raw.decode("utf-8", "replace")
+    version = None
+    raw_version = src.read("__version__", 64)
+    if raw_version is not None:
+        parts = re.findall(r"\d+", raw_version.decode("ascii", "replace"))
+        version = tuple(int(p) for p in parts[:3]) or None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
+        info = _gfx(doc, _texture_formats(doc, src))
+        graphs = src.read("graphs.json")
+        if graphs is not None:
+            try:
+                info.graphs = _gfx_graphs(json.loads(graphs.decode("utf-8", "replace")))
+            except (ValueError, RecursionError):
+                raise CorruptedDataError("graphs.json is not valid JSON") from None
+        info.archs = _GFX_LOADERS
+    else:
+        info = _llvm(parse_text(text))
+        graphs = src.read("graphs.tcb")
+        if graphs is not None:
+            info.graphs = _llvm_graphs(graphs)
+        info.arch = _llvm_arch(src)
+        info.archs = (info.arch,) if info.arch is not None else ()
+    if version is not None:
+        info.version = version
+    info.graph_names = list(info.graphs)
+    content = src.read("__content__")
+    if content is not None:
+        listed, listed_graphs = info.content = _content(content.decode("utf-8", "replace"))
+        if not info.graph_names:
+            info.graph_names = list(listed_graphs)
+        info.internal = [k for k in info.kernels if k not in listed]
+        order = {name: i for i, name in enumerate(listed)}
+        info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return info
+
+
+__all__ = [
+    "GFX_ARCHS",
+    "GRAPH_KINDS",
+    "MAX_ARCHIVE_BYTES",
+    "MAX_ARCHIVE_MEMBERS",
+    "MAX_DEPTH",
+    "MAX_METADATA_BYTES",
+    "PTYPE_KINDS",
+    "ArgInfo",
+    "GfxArgument",
+    "GfxGraph",
+    "GfxGraphArg",
+    "GfxKernel",
+    "GfxRuntime140",
+    "GraphInfo",
+    "KernelInfo",
+    "ModuleInfo",
+    "extract_archive",
+    "is_zip",
+    "parse_text",
+    "read_module",
+]

@@ -1,0 +1,173 @@
+"""The gfx format (Vulkan, Metal, OpenGL): ``metadata.json`` and ``graphs.json`` are JSON.
+
+Storage-texture formats are not in the JSON; they are read from the SPIR-V of the tasks that bind
+them, and every task's SPIR-V is checked on the way, since a damaged shader crashes drivers at launch.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from ..enums import Format
+from ..errors import CorruptedDataError
+from .model import (
+    PTYPE_KINDS,
+    ArgInfo,
+    GraphInfo,
+    KernelInfo,
+    ModuleInfo,
+    _data_type,
+    _graph,
+    _graph_arg,
+    _struct_scalars,
+)
+
+if TYPE_CHECKING:
+    from .source import _Source
+
+_UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
+
+
+def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
+    """Kernels of gfx metadata; ``formats`` gives storage-texture formats by (kernel, argument index)."""
+    info = ModuleInfo("gfx", None)
+    for cap in meta.get("required_caps") or []:
+        if isinstance(cap, dict) and isinstance(cap.get("key"), str):
+            info.required_caps[cap["key"]] = cap.get("value")
+    for k in meta.get("kernels") or []:
+        if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+            raise CorruptedDataError("metadata: a kernel without a name")
+        args = []
+        ctx = k.get("ctx_attribs") or {}
+        arg_types = {}
+        for e in ((ctx.get("args_type_") or {}).get("content") or {}).get("elements_") or []:
+            if isinstance(e, dict) and isinstance(e.get("name"), str):
+                arg_types[e["name"]] = e.get("type")
+        for entry in ctx.get("arg_attribs_vec_") or []:
+            try:
+                index = int(entry["key"][0])
+                a = entry["value"]
+                kind = PTYPE_KINDS.get(int(a.get("ptype", 0)), "unknown")
+                dtype_code = a.get("dtype")
+                if kind == "scalar" and dtype_code == _UNKNOWN_DTYPE:
+                    kind = "tensor"
+                name = a.get("name")
+                if isinstance(name, str) and name.startswith("_") and kind != "scalar":
+                    name = name[1:]  # Taichi prefixes array and texture argument names with '_'
+                dtype, length = _data_type(dtype_code), None
+                if kind == "tensor":
+                    length, dtype = _struct_scalars(arg_types.get(f"arg_{index}"))
+                args.append(ArgInfo(index, name if isinstance(name, str) else None, kind, dtype,
+                                    int(a.get("field_dim") or 0), tuple(int(d) for d in a.get("element_shape") or ()),
+                                    length, formats.get((k["name"], index))))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
+        info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index))
+    return info
+
+
+def _gfx_graphs(doc: Any) -> dict[str, GraphInfo]:
+    if not isinstance(doc, list):
+        raise CorruptedDataError("graphs.json: expected a list of graphs")
+    out = {}
+    try:
+        for entry in doc:
+            dispatches = []
+            for d in entry["value"]["dispatches"]:
+                args = [_graph_arg(0, a.get("name"), a.get("tag"), a.get("dtype_id"), a.get("field_dim"),
+                                   a.get("element_shape"), a.get("num_channels") or 0)
+                        for a in d.get("symbolic_args") or []]
+                dispatches.append((str(d["kernel_name"]), args))
+            name = entry["key"]
+            if not isinstance(name, str):
+                raise TypeError
+            out[name] = _graph(name, dispatches)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise CorruptedDataError("graphs.json: malformed graph") from None
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Storage-texture formats, from the SPIR-V of the tasks that bind them
+
+_SPIRV_FORMATS = (
+    None, "RGBA32F", "RGBA16F", "R32F", "RGBA8", None, "RG32F", "RG16F", None, "R16F", "RGBA16", None, "RG16",
+    "RG8", "R16", "R8", None, None, None, None, None, "RGBA32I", "RGBA16I", "RGBA8I", "R32I", "RG32I", "RG16I",
+    "RG8I", "R16I", "R8I", "RGBA32U", "RGBA16U", "RGBA8U", "R32U", None, "RG32U", "RG16U", "RG8U", "R16U", "R8U",
+)  # SPIR-V ImageFormat codes (the spec's order) -> TiFormat names
+
+
+def _spirv_image_formats(code: bytes, name: str = "a task's SPIR-V") -> dict[int, Format]:
+    """{binding: format} of the storage images a SPIR-V module declares.
+
+    Also checks the module's structure, since a damaged shader crashes drivers at launch: the magic
+    number, every instruction within the stream, result ids below the header's bound, at least one
+    entry point, and functions that all end (the stream ending with OpFunctionEnd).
+    """
+    if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != 0x07230203:
+        raise CorruptedDataError(f"{name} is not a SPIR-V module")
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    bound = words[3]
+    bindings: dict[int, int] = {}
+    images: dict[int, int] = {}
+    pointers: dict[int, int] = {}
+    variables: dict[int, int] = {}
+    entry_points = functions = function_ends = 0
+    last_op = None
+    i = 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0 or i + count > len(words):
+            raise CorruptedDataError(f"{name} is truncated or damaged (instruction at word {i})")
+        w = words[i + 1:i + count]
+        if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
+            bindings[w[0]] = w[2]
+        elif op == 25 and len(w) >= 8:  # OpTypeImage
+            images[w[0]] = w[7]
+        elif op == 32 and len(w) >= 3:  # OpTypePointer
+            pointers[w[0]] = w[2]
+        elif op == 59 and len(w) >= 2:  # OpVariable
+            variables[w[1]] = w[0]
+        elif op == 15:  # OpEntryPoint
+            entry_points += 1
+        elif op == 54:  # OpFunction
+            functions += 1
+            if len(w) < 2 or w[1] >= bound:
+                raise CorruptedDataError(f"{name}: a result id beyond the module's bound")
+        elif op == 56:  # OpFunctionEnd
+            function_ends += 1
+        last_op = op
+        i += count
+    if not entry_points or functions == 0 or functions != function_ends or last_op != 56:
+        raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
+                                 f"ends {function_ends})")
+    out = {}
+    for var, binding in bindings.items():
+        image_format = images.get(pointers.get(variables.get(var, -1), -1))
+        fmt = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
+        if fmt is not None:
+            out[binding] = Format[fmt]
+    return out
+
+
+def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Format]:
+    """{(kernel, argument index): format} for storage textures; every task's SPIR-V is checked."""
+    out = {}
+    for k in meta.get("kernels") or []:
+        for task in (k.get("tasks_attribs") or []) if isinstance(k, dict) else []:
+            if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+                raise CorruptedDataError(f"metadata: a task of kernel {k.get('name')!r} has no name")
+            file = task["name"] + ".spv"
+            code = source.read(file)
+            if code is None:
+                raise CorruptedDataError(f"module file {file} (kernel {k.get('name')!r}) is missing")
+            formats = _spirv_image_formats(code, file)
+            for b in task.get("texture_binds") or []:
+                if not isinstance(b, dict) or not b.get("is_storage"):
+                    continue
+                arg_id = b.get("arg_id")
+                index = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
+                if isinstance(index, int) and b.get("binding") in formats:
+                    out[(k["name"], index)] = formats[b["binding"]]
+    return out

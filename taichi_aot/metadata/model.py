@@ -1,0 +1,163 @@
+"""What a module's metadata says, whichever format it came from: ArgInfo, KernelInfo, GraphInfo, ModuleInfo.
+
+Also the codes both formats share (parameter and graph-argument kinds, data types, vectors passed by
+value as structs of scalars) and how a graph's dispatches become its argument list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..enums import NUMPY_DTYPES, Arch, DataType, Format
+from ..errors import CorruptedDataError
+
+#: ParameterType codes in the metadata (``ptype``).
+PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
+#: ArgKind codes of compute-graph arguments (``tag``).
+GRAPH_KINDS = {0: "scalar", 1: "tensor", 2: "ndarray", 3: "texture", 4: "rw_texture"}
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    """One kernel argument as the module records it."""
+
+    index: int
+    name: str | None  # None where the format records no name (LLVM)
+    kind: str  # "scalar", "ndarray", "texture", "rw_texture", "tensor"
+    dtype: DataType | None  # element type; None when not recorded (gfx vector scalars)
+    ndim: int = 0  # ndarray dimensions (textures: their dimension count)
+    elem_shape: tuple[int, ...] = ()
+    length: int | None = None  # tensor (vector/matrix by value) element count, when recorded
+    format: Format | None = None  # texel format a storage texture is declared with (gfx, from SPIR-V)
+
+    def describe(self) -> str:
+        """What the argument expects, in words, as launch errors quote it ("f32 ndarray with ndim 1")."""
+        dt = self.dtype.name.lower() if self.dtype is not None else "?"
+        if self.kind == "ndarray":
+            elem = f", element shape {self.elem_shape}" if self.elem_shape else ""
+            return f"{dt} ndarray with ndim {self.ndim}{elem}"
+        if self.kind == "tensor":
+            return f"{dt} vector/matrix" + (f" of {self.length} elements" if self.length else "")
+        if self.kind in ("texture", "rw_texture"):
+            fmt = f" of format {self.format.name.lower()}" if self.format else ""
+            return f"{self.ndim}-D {self.kind.replace('_', '-')}{fmt}"
+        return f"{dt} scalar"
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description (names of enums, lists for tuples)."""
+        return {
+            "index": self.index, "name": self.name, "kind": self.kind,
+            "dtype": self.dtype.name.lower() if self.dtype is not None else None,
+            "ndim": self.ndim, "element_shape": list(self.elem_shape), "length": self.length,
+            "format": self.format.name.lower() if self.format is not None else None,
+        }
+
+
+@dataclass
+class KernelInfo:
+    """A kernel: its name and its arguments in order."""
+
+    name: str
+    args: list[ArgInfo] = field(default_factory=list)
+
+
+@dataclass
+class GraphInfo:
+    """A compute graph: its named arguments (in order of first use) and the kernels it dispatches."""
+
+    name: str
+    args: list[ArgInfo] = field(default_factory=list)
+    dispatches: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModuleInfo:
+    """What a module's metadata says."""
+
+    format: str  # "gfx" or "llvm"
+    version: tuple[int, ...] | None
+    kernels: dict[str, KernelInfo] = field(default_factory=dict)
+    graph_names: list[str] = field(default_factory=list)
+    required_caps: dict[str, Any] = field(default_factory=dict)  # as recorded (ints in 1.7.4 modules)
+    graphs: dict[str, GraphInfo] = field(default_factory=dict)
+    arch: Arch | None = None  # the one arch the code was generated for (LLVM); None for gfx
+    archs: tuple[Arch, ...] = ()  # the archs that can load the module
+    internal: list[str] = field(default_factory=list)  # kernels compiled for graphs, not exported by name
+    content: tuple[list[str], list[str]] | None = None  # (kernels, graphs) the module lists, when it does
+
+    def exported_kernels(self) -> list[KernelInfo]:
+        """The kernels the module exports by name (graph-internal copies left out)."""
+        return [k for k in self.kernels.values() if k.name not in self.internal]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description of the module."""
+        return {
+            "format": self.format,
+            "arch": self.arch.name.lower() if self.arch is not None else None,
+            "archs": [a.name.lower() for a in self.archs],
+            "taichi_version": ".".join(map(str, self.version)) if self.version else None,
+            "required_caps": dict(self.required_caps),
+            "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.exported_kernels()},
+            "internal_kernels": list(self.internal),
+            "graphs": {g.name: {"args": [a.to_dict() for a in g.args], "dispatches": list(g.dispatches)}
+                       for g in self.graphs.values()},
+        }
+
+
+# ---------------------------------------------------------------------------
+# Codes both formats share
+
+# the storable data types by code; GEN and UNKNOWN are not element types
+_DATA_TYPE_CODES = {int(t): t for t in NUMPY_DTYPES}
+
+
+def _data_type(code: Any) -> DataType | None:
+    return _DATA_TYPE_CODES.get(code) if isinstance(code, int) else None
+
+
+def _struct_scalars(t: Any) -> tuple[int | None, DataType | None]:
+    """(element count, dtype) of a vector/matrix passed by value: a struct of scalars."""
+    if not isinstance(t, dict) or t.get("type_kind") != 3:
+        return None, None
+    elements = (t.get("content") or {}).get("elements_") or []
+    types = set()
+    for e in elements:
+        et = e.get("type") if isinstance(e, dict) else None
+        if not isinstance(et, dict) or et.get("type_kind") != 0:
+            return None, None
+        types.add((et.get("content") or {}).get("type"))
+    return len(elements), (_data_type(types.pop()) if len(types) == 1 else None)
+
+
+# ---------------------------------------------------------------------------
+# Compute graphs (graphs.json and graphs.tcb record the same fields)
+
+
+def _graph_arg(index: int, name: Any, tag: Any, dtype_id: Any, field_dim: Any, elem_shape: Any,
+               num_channels: Any) -> ArgInfo:
+    if not isinstance(name, str) or not isinstance(tag, int) or not isinstance(field_dim, int):
+        raise CorruptedDataError("graph metadata: malformed argument")
+    kind = GRAPH_KINDS.get(tag, "unknown")
+    shape = tuple(int(d) for d in elem_shape or ())
+    if kind in ("texture", "rw_texture"):
+        # num_channels holds the texture's dimension count; Taichi leaves it unset for other kinds
+        return ArgInfo(index, name, kind, None, int(num_channels) if 0 < int(num_channels) <= 3 else 0)
+    length = None
+    if kind == "tensor":
+        length = 1
+        for d in shape:
+            length *= d
+    return ArgInfo(index, name, kind, _data_type(dtype_id), field_dim, shape if kind == "ndarray" else (), length)
+
+
+def _graph(name: str, dispatches: list[tuple[str, list[ArgInfo]]]) -> GraphInfo:
+    g = GraphInfo(name)
+    seen: dict[str | None, ArgInfo] = {}
+    for kernel, args in dispatches:
+        g.dispatches.append(kernel)
+        for a in args:
+            if a.name not in seen:
+                seen[a.name] = ArgInfo(len(seen), a.name, a.kind, a.dtype, a.ndim, a.elem_shape, a.length)
+    g.args = list(seen.values())
+    return g

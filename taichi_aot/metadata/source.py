@@ -1,0 +1,140 @@
+"""Where a module's files come from: a folder, a ``.tcm`` path or ``.tcm`` bytes.
+
+Reads are bounded (:data:`MAX_METADATA_BYTES` a file) and :func:`extract_archive` unpacks a ``.tcm``
+archive (a zip file) safely for the backends that cannot load one themselves. Every failure to read
+is a CorruptedDataError.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import zipfile
+from zlib import error as zlib_error
+
+from ..errors import CorruptedDataError
+
+#: The largest file read as metadata.
+MAX_METADATA_BYTES = 256 << 20
+#: Limits when extracting a .tcm archive (a zip file) for the LLVM backends.
+MAX_ARCHIVE_MEMBERS = 10_000
+MAX_ARCHIVE_BYTES = 4 << 30
+
+# what zipfile raises for damaged archives besides BadZipFile (truncated streams, bad headers)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError)
+
+
+def is_zip(data: bytes) -> bool:
+    """Whether ``data`` starts like a zip archive (a ``.tcm`` module), by its magic number."""
+    return data[:4] == b"PK\x03\x04"
+
+
+class _Source:
+    """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit."""
+
+    def __init__(self, source: str | bytes | os.PathLike):
+        self._zip: zipfile.ZipFile | None = None
+        self._members: dict[str, zipfile.ZipInfo] = {}
+        self._dir = ""  # the folder, when the source is one
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self._open_zip(io.BytesIO(bytes(source)))
+            return
+        path = os.fsdecode(os.fspath(source))
+        if os.path.isdir(path):
+            self._dir = path
+        elif os.path.exists(path):
+            self._open_zip(path)
+        else:
+            raise CorruptedDataError(f"no module at {path!r}")
+
+    def _open_zip(self, what: str | io.BytesIO) -> None:
+        try:
+            self._zip = zipfile.ZipFile(what)
+            self._members = {i.filename: i for i in self._zip.infolist()}
+        except _ZIP_ERRORS as e:
+            raise CorruptedDataError(f"not a readable .tcm archive: {e}") from None
+
+    def names(self) -> list[str]:
+        """The names of the module's files, sorted."""
+        if self._zip is not None:
+            return sorted(self._members)
+        return sorted(n for n in os.listdir(self._dir) if os.path.isfile(os.path.join(self._dir, n)))
+
+    def read(self, name: str, limit: int = MAX_METADATA_BYTES) -> bytes | None:
+        """The file's bytes (at most ``limit``; more is an error unless ``limit`` is a prefix read)."""
+        try:
+            if self._zip is not None:
+                info = self._members.get(name)
+                if info is None:
+                    return None
+                if info.file_size > MAX_METADATA_BYTES:
+                    raise CorruptedDataError(f"{name} is too large to be metadata")
+                with self._zip.open(info) as f:
+                    return f.read(limit)
+            p = os.path.join(self._dir, name)
+            if not os.path.isfile(p):
+                return None
+            if os.path.getsize(p) > MAX_METADATA_BYTES:
+                raise CorruptedDataError(f"{p} is too large to be metadata")
+            with open(p, "rb") as f:
+                return f.read(limit)
+        except (*_ZIP_ERRORS, zlib_error) as e:
+            raise CorruptedDataError(f"module file {name} cannot be read: {e}") from None
+
+    def close(self) -> None:
+        """Close the archive, if the source is one."""
+        if self._zip is not None:
+            self._zip.close()
+
+
+def _check_member(what: str, info: zipfile.ZipInfo, root: str) -> None:
+    """Refuse a member that would land outside ``root`` or is not a plain file or folder."""
+    name = info.filename
+    mode = info.external_attr >> 16
+    if name.startswith(("/", "\\")) or ":" in name or any(p == ".." for p in name.replace("\\", "/").split("/")):
+        raise CorruptedDataError(f"{what}: unsafe member path {name!r}")
+    if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # no type bits: a plain file
+        raise CorruptedDataError(f"{what}: member {name!r} is not a regular file")
+    target = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, target]) != root:
+        raise CorruptedDataError(f"{what}: member {name!r} escapes the extraction folder")
+
+
+def extract_archive(source: str | bytes, dest: str) -> None:
+    """Safely extract a ``.tcm`` archive (path or bytes) into ``dest``.
+
+    Refuses absolute paths, ``..`` components, links and special files, more than
+    MAX_ARCHIVE_MEMBERS members, and more than MAX_ARCHIVE_BYTES uncompressed.
+
+    Raises:
+        CorruptedDataError: the archive is not a zip file, breaks one of those rules, or is damaged.
+    """
+    what = "module archive"
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise CorruptedDataError(f"{what} is not a valid .tcm (zip) archive: {e}") from None
+    with zf:
+        members = zf.infolist()
+        if len(members) > MAX_ARCHIVE_MEMBERS:
+            raise CorruptedDataError(f"{what} has {len(members)} members (at most {MAX_ARCHIVE_MEMBERS})")
+        total = 0
+        root = os.path.realpath(dest)
+        for info in members:
+            _check_member(what, info, root)
+            total += info.file_size
+            if total > MAX_ARCHIVE_BYTES:
+                raise CorruptedDataError(f"{what} expands to more than {MAX_ARCHIVE_BYTES} bytes")
+        try:
+            for info in members:
+                target = os.path.join(root, info.filename)
+                if info.is_dir():
+                    os.makedirs(target, exist_ok=True)
+                    continue
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with zf.open(info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+        except (*_ZIP_ERRORS, zlib_error) as e:  # zlib: a member whose compressed data is damaged
+            raise CorruptedDataError(f"{what} is damaged: {e}") from None

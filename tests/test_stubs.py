@@ -1,0 +1,101 @@
+"""``taichi-aot stubs`` writes a .pyi that mypy --strict and pyright accept, used as the README says.
+
+A user script casts ``rt.load_module(...)`` to the stub's ``Module`` and launches a kernel and a
+graph; both checkers must find no error in it or in the stub, and must catch a wrong argument
+(proof that they read the stub rather than falling back to ``Any``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import check_tool
+from taichi_aot import Arch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+USER_SCRIPT = '''\
+"""A user's script, typed through the generated stubs."""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+
+from taichi_aot import Arch, Runtime
+from aot_kernels import Module
+
+
+def main(path: str) -> float:
+    with Runtime(Arch.{arch}) as rt:
+        mod = typing.cast(Module, rt.load_module(path))
+        x = rt.ndarray((8,), np.float32)
+        y = rt.ndarray((8,), np.float32)
+        mod.kernels["add"](x, y, 2.0)
+        mod.kernels["add"].launch(x, y, np.float32(0.5))
+        mod.graphs["add_twice"](x=x, y=y, a=1.0)
+        names = sorted(mod.kernels) + list(mod.graphs)
+        rt.wait()
+        return float(x.to_numpy()[0]) + len(names)
+'''
+
+# a wrong argument on the marked line: the checkers must say so
+WRONG_SCRIPT = '''\
+from __future__ import annotations
+
+from taichi_aot import NdArray
+from aot_kernels import Module
+
+
+def main(mod: Module, x: NdArray) -> None:
+    mod.kernels["add"](x, x, "two")  # WRONG
+'''
+
+def _errors(lines: list[str]) -> list[tuple[str, int, str]]:
+    """(file name, line, message) of each error line of mypy or pyright output."""
+    found = []
+    for line in lines:
+        m = re.match(r"\s*(?P<file>\S+?):(?P<line>\d+):(?:\d+ -)? error: (?P<msg>.*)", line)
+        if m:
+            found.append((os.path.basename(m["file"]), int(m["line"]), m["msg"]))
+    return found
+
+
+def _check(tmp_path, files: list[str]) -> dict[str, list[tuple[str, int, str]]]:
+    """Run mypy --strict and pyright on ``files`` (in tmp_path); their errors by checker."""
+    mypy = subprocess.run(
+        [check_tool("mypy"), "--strict", "--follow-imports=silent", "--no-incremental", "--config-file", os.devnull,
+         *files], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**os.environ, "MYPYPATH": ROOT},  # taichi_aot from this checkout (an editable install hides it)
+    )
+    assert mypy.returncode in (0, 1), mypy.stdout + mypy.stderr  # 2: mypy itself failed
+    config = {"extraPaths": [ROOT], "typeCheckingMode": "standard", "include": files,
+              "reportMissingModuleSource": False}  # a stub without a .py is the point here
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps(config))
+    pyright = subprocess.run([check_tool("pyright"), "--project", str(tmp_path)], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=600)
+    assert pyright.returncode in (0, 1), pyright.stdout + pyright.stderr  # 2, 3: pyright itself failed
+    return {"mypy": _errors(mypy.stdout.splitlines()), "pyright": _errors(pyright.stdout.splitlines())}
+
+
+def test_stubs_type_check_where_a_user_uses_them(arch: Arch, modules, tmp_path):
+    stub = tmp_path / "aot_kernels.pyi"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "stubs", modules.path(arch, tcm=True), "-o", str(stub)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "user_script.py").write_text(USER_SCRIPT.format(arch=arch.name))
+    (tmp_path / "wrong_script.py").write_text(WRONG_SCRIPT)
+    wrong_line = next(i for i, s in enumerate(WRONG_SCRIPT.splitlines(), 1) if s.endswith("# WRONG"))
+    results = _check(tmp_path, ["aot_kernels.pyi", "user_script.py", "wrong_script.py"])
+    for checker, errors in results.items():
+        unexpected = [e for e in errors if e[0] != "wrong_script.py"]
+        assert not unexpected, (checker, unexpected)
+        assert not [e for e in errors if e[0] == "user_script.py"], checker
+        assert [e for e in errors if e[0] == "wrong_script.py"], (checker, "the wrong argument went unnoticed")
+        assert all(e[1] == wrong_line and re.search(r"str|'two'", e[2]) for e in errors
+                   if e[0] == "wrong_script.py"), (checker, errors)
