@@ -11,10 +11,10 @@ The first library that loads and reports a compatible C-API version wins.
 Anything else raises ``ImportError`` naming every place searched and what was
 seen there.
 
-What the library prints: it writes warnings to stderr for every runtime it
-creates and every error it records. :class:`Quiet` sends that to a file for the
-calls known to chatter, and :func:`check_quiet` attaches it to the exception
-when such a call fails.
+What the library prints: it logs a warning for every error it records. Its logger
+is pointed at a file of ours at import (nothing of the process's own output is
+redirected); :class:`Quiet` collects what it logged during a call, and
+:func:`check_quiet` attaches that to the exception when the call fails.
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ import os
 import sys
 import tempfile
 import threading
-from typing import IO, NamedTuple
+from typing import Any, NamedTuple
+
+import cffi
 
 from ._native import ffi, lib
+from .enums import Error
 from .errors import make_error, take_last_error
 
 #: C-API version of the vendored headers this extension was compiled against.
@@ -145,14 +148,15 @@ info: LibraryInfo = load()
 
 
 # ---------------------------------------------------------------------------
-# The library writes warnings to stderr for every runtime it creates (for
-# example "libcuda.so lib not found") and for every error it records. By
-# default the calls known to chatter run with stderr sent to a temporary file;
-# what was said is attached to the exception if the call fails.
+# What the library prints. libtaichi_c_api logs a warning line for every error it records (and for
+# some it only reports, such as an unreadable metadata file) through a logger that holds on to the C
+# ``stderr`` stream it found when it was created. So the logger is created once, at import, while the C
+# library's ``stderr`` variable points at a file of ours: from then on the library's log lines go to
+# that file, and nothing else is touched. Python's own sys.stdout/sys.stderr, the application's threads
+# and its logging write to the file descriptors, which are never redirected.
 
-_QUIET_LOCK = threading.RLock()
 _VERBOSE_LEVELS = {"trace", "debug", "info", "warn", "warning"}
-_sink: IO[bytes] | None = None  # one temporary file per process, reused by every Quiet call
+_SINK_LIMIT = 1 << 20  # the log file is emptied when it grows past this
 
 
 def library_output_enabled() -> bool:
@@ -162,61 +166,80 @@ def library_output_enabled() -> bool:
     return os.environ.get("TI_LOG_LEVEL", "").lower() in _VERBOSE_LEVELS
 
 
-class Quiet:
-    """Context manager: run a chatty C call with fds 1 and 2 sent to a file; ``.output`` holds what it wrote.
-
-    The library logs to stderr and prints blank lines to stdout on errors.
-    Process-wide (file descriptors are), so it holds a lock.
-    """
-
-    __slots__ = ("_active", "_saved", "output")
+class _LogSink:
+    """The file the library's logger writes to, and the C stream over it."""
 
     def __init__(self) -> None:
-        self._saved: tuple[int, ...] = ()
-        self._active = False
+        self._lock = threading.Lock()
+        self._fd = -1  # an unlinked temporary file, open for the life of the process
+        self._stream: object = None
+        self._c: Any = None
+
+    def route(self) -> None:
+        """Create the library's logger with its stream pointing here (once, at import)."""
+        if library_output_enabled():
+            return
+        c = cffi.FFI()
+        c.cdef("typedef struct FILE FILE; extern FILE *stderr; FILE *fdopen(int, const char *); int fflush(FILE *);")
+        libc = c.dlopen(None)
+        with tempfile.TemporaryFile() as file:
+            fd = os.dup(file.fileno())
+        stream = libc.fdopen(os.dup(fd), b"a")
+        if stream == c.NULL:
+            os.close(fd)
+            return
+        saved = libc.stderr
+        libc.stderr = stream
+        try:
+            # the first log line creates the logger, which keeps the stream it finds now
+            lib.ti_set_last_error(Error.INVALID_STATE, b"taichi_aot: the library's log goes to a file from here")
+            lib.ti_set_last_error(Error.SUCCESS, ffi.NULL)
+        finally:
+            libc.stderr = saved
+        self._c, self._stream, self._fd = libc, stream, fd
+
+    def position(self) -> int:
+        """Where the next line will be written."""
+        if self._fd < 0:
+            return 0
+        self._c.fflush(self._stream)
+        return os.lseek(self._fd, 0, os.SEEK_END)
+
+    def since(self, start: int) -> str:
+        """What the library logged from ``start`` on (the log is emptied once it is large)."""
+        if self._fd < 0:
+            return ""
+        end = self.position()
+        fd = self._fd
+        text = os.pread(fd, min(max(end - start, 0), 65536), start).decode("utf-8", "replace")
+        if end > _SINK_LIMIT:
+            with self._lock:
+                os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
+        return text
+
+
+_sink = _LogSink()
+
+
+class Quiet:
+    """Context manager around a C call that may log: ``.output`` holds what the library logged meanwhile.
+
+    The library's log never reaches the process's stderr (see above), so this only collects it, to
+    attach to the exception when the call fails; it redirects nothing.
+    """
+
+    __slots__ = ("_start", "output")
+
+    def __init__(self) -> None:
+        self._start = 0
         self.output = ""
 
     def __enter__(self) -> Quiet:
-        global _sink
-        if library_output_enabled():
-            return self
-        _QUIET_LOCK.acquire()
-        self._active = True
-        try:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            if _sink is None:
-                _sink = tempfile.TemporaryFile()
-            os.ftruncate(_sink.fileno(), 0)
-            os.lseek(_sink.fileno(), 0, os.SEEK_SET)
-            self._saved = (os.dup(1), os.dup(2))
-            os.dup2(_sink.fileno(), 1)
-            os.dup2(_sink.fileno(), 2)
-        except BaseException:
-            self._restore()
-            raise
+        self._start = _sink.position()
         return self
 
-    def _restore(self) -> None:
-        try:
-            if self._saved:
-                for fd, saved in zip((1, 2), self._saved):
-                    os.dup2(saved, fd)
-                    os.close(saved)
-                self._saved = ()
-                assert _sink is not None  # opened by __enter__ before the descriptors were saved
-                size = os.lseek(_sink.fileno(), 0, os.SEEK_END)
-                self.output = os.pread(_sink.fileno(), min(size, 65536), 0).decode("utf-8", "replace")
-        finally:
-            self._active = False
-            _QUIET_LOCK.release()
-
     def __exit__(self, *exc: object) -> None:
-        if self._active:
-            self._restore()
+        self.output = _sink.since(self._start)
 
 
 def check_quiet(what: str, q: Quiet) -> None:
@@ -237,3 +260,6 @@ def _library_detail(output: str, message: str) -> str:
     if not lines:
         return ""
     return " [library said: " + " | ".join(lines[-3:])[:600] + "]"
+
+
+_sink.route()

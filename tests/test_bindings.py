@@ -90,6 +90,10 @@ def run_python(code, **env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full)
 
 
+def run_python_args(code, *args):
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.parametrize("setting", ["/nonexistent/taichi_c_api", "EMPTY"])
 def test_missing_library_raises_import_error_naming_the_place(setting, tmp_path):
     where = str(tmp_path) if setting == "EMPTY" else setting
@@ -188,3 +192,51 @@ def test_raw_library_crashes_on_use_after_destroy_and_we_do_not():
         capi.allocate_memory(rt, size=64)
     with pytest.raises(errors.ClosedError):
         capi.destroy_runtime(rt)
+
+
+APP_OUTPUT = """
+import logging, sys, threading
+import numpy as np
+from taichi_aot import Arch, Runtime, capi
+logging.basicConfig(stream=sys.stderr, format="%(message)s", level=logging.INFO)
+N = 4000
+stop = threading.Event()
+
+def printer():
+    for i in range(N):
+        print(f"line {i}", flush=(i % 50 == 0))
+
+def logger():
+    for i in range(N):
+        logging.info("log %d", i)
+
+threads = [threading.Thread(target=printer), threading.Thread(target=logger)]
+for t in threads:
+    t.start()
+for _ in range(3):  # the library at work meanwhile: its chatty calls and its errors
+    with Runtime(Arch(int(sys.argv[1]))) as rt:
+        x = rt.ndarray((64,), np.float32)
+        with x.map() as view:
+            view[:] = 1
+        mod = rt.load_module(sys.argv[2])
+        mod.kernels["add"](x, x, 1.0)
+        rt.wait()
+        try:
+            rt.load_module("/nonexistent")
+        except Exception:
+            pass
+        capi.set_last_error(-4, "an error the library logs")
+        capi.clear_last_error()
+for t in threads:
+    t.join()
+"""
+
+
+def test_application_output_is_never_lost(arch, modules):
+    # the library's log is hidden without redirecting the process's stdout/stderr: a printing thread
+    # and a logging thread, running through runtime creation, allocation, mapping, loading and launches,
+    # lose no line, and none of the library's lines appear
+    proc = run_python_args(APP_OUTPUT, str(int(arch)), modules.path(arch))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [f"line {i}" for i in range(4000)]
+    assert proc.stderr.splitlines() == [f"log {i}" for i in range(4000)]
