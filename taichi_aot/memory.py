@@ -7,13 +7,15 @@ alive; the mapping ends when the last one is garbage collected. A view can
 therefore never dangle, even after ``close()``: closing only stops new use.
 Views of memory without ``host_write`` are read-only.
 
-On CPU backends (x64), where libtaichi_c_api 1.7.4 cannot free memory, closed
-memory goes to its runtime's reuse pool and is handed, zeroed, to the next
-allocation of the same size and flags.
+On CPU backends (x64), where libtaichi_c_api 1.7.4 cannot free the memory it
+allocates, memory is host memory of our own, imported into the runtime
+(``ti_import_cpu_memory``): closing it returns it to the system.
 """
 
 from __future__ import annotations
 
+import functools
+import mmap
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,7 +25,7 @@ from . import _cuda, capi
 from ._lifetime import Child, Owned
 from ._native import ffi
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, OutOfMemoryError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
@@ -42,14 +44,11 @@ def _size_arg(size: Any, what: str) -> int:
     return size
 
 
-def _zero(ptr: Any, size: int) -> None:
-    np.frombuffer(ffi.buffer(ptr, size), np.uint8)[:] = 0
-
-
-def _release_to_pool(runtime: Any, memory: Any, pool: dict[tuple[int, ...], list[Any]], key: tuple[int, ...]) -> None:
-    # CPU backends cannot free: keep it for the next allocation of this kind (while its runtime lives)
-    capi.memory_size(runtime, memory)  # ClosedError once the runtime is destroyed: then there is nothing to keep
-    pool.setdefault(key, []).append(memory)
+def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
+    try:
+        capi.free_memory(runtime, memory)  # imported memory: the registry forgets it
+    finally:
+        host.close()  # back to the system at once (every view of it is gone by now: views pin the memory)
 
 
 class _Mapping:
@@ -120,8 +119,7 @@ class Memory(Child):
     """A block of device memory of one runtime: ``Memory(rt, size)`` or :meth:`Runtime.allocate_memory`.
 
     Attributes: ``size`` (bytes), ``host_read``, ``host_write``, ``export_sharing``, ``usage``, ``runtime``.
-    ``mem[a:b]`` is a :class:`MemorySlice`. Closing frees the memory (on x64, where 1.7.4
-    cannot free, it is kept for the runtime's next allocation of the same size and flags).
+    ``mem[a:b]`` is a :class:`MemorySlice`. Closing frees the memory (once no view needs it).
 
     Raises:
         ArgumentTypeError: ``size`` is not an int.
@@ -143,31 +141,28 @@ class Memory(Child):
         size = _size_arg(size, "allocate_memory")
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
-        key = (size, *flags)
         rt = runtime._handle
-        pool = runtime._free_pool if runtime._arch in CPU_ARCHS else None
-        reused = pool.get(key) if pool else None
-        if reused:
-            handle = reused.pop()
-            ptr = capi.map_memory(rt, handle)
+        release: Callable[[], object]
+        if runtime._arch in CPU_ARCHS:
+            # libtaichi_c_api 1.7.4 cannot free what it allocates on CPU backends, not even when the
+            # runtime is destroyed: host memory of our own (zero-filled, page-aligned), imported, goes
+            # back to the system when closed.
             try:
-                _zero(ptr, size)
-            finally:
-                capi.unmap_memory(rt, handle)
+                host = mmap.mmap(-1, size)
+            except (OSError, OverflowError) as e:
+                raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
+            handle = capi.import_cpu_memory(rt, int(ffi.cast("uintptr_t", ffi.from_buffer(host))), size)
+            release = functools.partial(_release_host, rt, handle, host)
         else:
             handle = capi.allocate_memory(
                 rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
             )
+            release = functools.partial(capi.free_memory, rt, handle)
         self._handle: Any = handle
         self._size = size
         self._flags = flags
         self._mapping: _Mapping | None = None
         self._cuda_address: int | None = None
-        release: Callable[[], object]
-        if pool is not None:
-            release = lambda: _release_to_pool(rt, handle, pool, key)  # noqa: E731
-        else:
-            release = lambda: capi.free_memory(rt, handle)  # noqa: E731
         self._attach(runtime, Owned(release, runtime._owned))
 
     _kind = "memory"

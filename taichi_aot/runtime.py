@@ -119,7 +119,6 @@ class Runtime:
         self._pending: Any = capi.pending_flag(handle)  # non-zero while enqueued work may be running
         self._recorder: LaunchSequence | None = None  # set while record() is active
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
-        self._free_pool: dict[tuple[int, ...], list[Any]] = {}  # CPU backends cannot free: closed memory is reused
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)

@@ -259,13 +259,17 @@ def allocate_memory(runtime: Any, allocate_info: Any = None, **fields: Any) -> A
 def free_memory(runtime: Any, memory: Any) -> None:
     """``ti_free_memory``: free device memory.
 
-    On x64 1.7.4 cannot free (NotSupportedError; the memory stays valid and is
-    released with the runtime).
+    On x64 1.7.4 cannot free what it allocated (NotSupportedError; the memory stays valid and is
+    released with the runtime); memory imported with ``import_cpu_memory`` is forgotten (the handle
+    becomes invalid, the host memory stays its owner's).
     """
     rt = lookup_runtime(runtime, "free_memory")
     key, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "free_memory")
     if entry.mapped:
         raise InvalidStateError("free_memory: the memory is mapped; unmap it first")
+    if rt.arch in CPU_ARCHS and entry.imported:
+        handles.retire(key)  # nothing of the library's to free: it only recorded the caller's pointer
+        return
     if rt.arch in CPU_ARCHS:
         # 1.7.4 reports NOT_SUPPORTED on CPU backends only after breaking the
         # allocation (it can no longer be mapped): refuse before calling C.

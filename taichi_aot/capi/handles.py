@@ -28,7 +28,9 @@ NULL = ffi.NULL
 class HandleRecord:
     """What the registry knows about one live handle."""
 
-    __slots__ = ("arch", "children", "host", "kind", "mapped", "name", "parent", "pending", "runtime", "size")
+    __slots__ = (
+        "arch", "children", "host", "imported", "kind", "mapped", "name", "parent", "pending", "runtime", "size",
+    )
 
     def __init__(
         self, kind: str, runtime: Any = None, parent: tuple | None = None, arch: Arch = Arch.RESERVED, size: int = 0,
@@ -41,6 +43,7 @@ class HandleRecord:
         self.size = size
         self.mapped = False
         self.host = False  # allocated host-visible: mapping it is known to be quiet
+        self.imported = False  # memory the caller owns (ti_import_*_memory): freeing it only forgets the handle
         # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
         # cleared by wait(), so a host copy waits only when something may still be running
         self.pending: Any = ffi.new("int32_t *") if kind == "runtime" else None
@@ -146,12 +149,16 @@ def register_runtime(runtime: Any, arch: Arch, what: str) -> Any:
     return runtime
 
 
-def register_in_runtime(kind: str, runtime: Any, handle: Any, what: str, size: int = 0, host: bool = False) -> Any:
-    """Record new memory (``size`` bytes, ``host``-visible or not), an image or a sampler of ``runtime``."""
+def register_in_runtime(
+    kind: str, runtime: Any, handle: Any, what: str, size: int = 0, host: bool = False, imported: bool = False
+) -> Any:
+    """Record new memory (``size`` bytes, ``host``-visible or not, ``imported`` from the caller or allocated),
+    an image or a sampler of ``runtime``."""
     if handle == NULL:
         raise InvalidStateError(f"{what}: the library returned no {kind}")
     record = HandleRecord(kind, runtime=runtime, parent=("runtime", runtime), size=size)
     record.host = host
+    record.imported = imported
     add((kind, runtime, handle), record, ("runtime", runtime))
     return handle
 

@@ -47,14 +47,16 @@ def export_cpu_memory(runtime: Any, memory: Any) -> Any:
 def import_cpu_memory(runtime: Any, ptr: Any, memory_size: int) -> Any:
     """``ti_import_cpu_memory``: wrap host memory at ``ptr`` (cffi pointer or int address) as TiMemory.
 
-    The caller keeps that host memory alive for as long as the TiMemory is used.
+    The caller keeps that host memory alive for as long as the TiMemory is used; :func:`free_memory`
+    of the TiMemory forgets it (the host memory stays the caller's).
     """
     _require_arch(runtime, CPU_ARCHS, "import_cpu_memory")
     p = pointer_arg(ptr, "import_cpu_memory: ptr")
     size = size_arg(memory_size, "import_cpu_memory: memory_size")
     memory = lib.ti_import_cpu_memory(runtime, p, size)
     check("import_cpu_memory")
-    return handles.register_in_runtime("memory", runtime, memory, "import_cpu_memory", size=size)
+    return handles.register_in_runtime("memory", runtime, memory, "import_cpu_memory", size=size, host=True,
+                                       imported=True)
 
 
 def export_cuda_memory(runtime: Any, memory: Any) -> Any:
