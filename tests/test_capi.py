@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -443,7 +444,7 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
     with pytest.raises(TypeError):
         capi.create_aot_module(rt, "not bytes")  # type: ignore[arg-type]  # wrong on purpose
     tcm = modules.path(arch, tcm=True)
-    data = open(tcm, "rb").read()
+    data = Path(tcm).read_bytes()
     if arch == Arch.X64:
         # 1.7.4 segfaults loading a .tcm path on x64 and refuses .tcm bytes
         with pytest.raises(errors.NotSupportedError, match="folder"):

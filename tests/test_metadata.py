@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,7 +60,7 @@ def test_gfx_round_trip(vulkan, modules, tmp_path):
     tcm = modules.path(vulkan, tcm=True)
     with zipfile.ZipFile(tcm) as z:
         tcm_meta, tcm_graphs = json.loads(z.read("metadata.json")), json.loads(z.read("graphs.json"))
-    for source in (tcm, open(tcm, "rb").read()):
+    for source in (tcm, Path(tcm).read_bytes()):
         g2 = metadata.GfxRuntime140.from_module(source)
         assert g2.to_metadata_json() == tcm_meta and g2.to_graphs_json() == tcm_graphs
     # edits to the structured form are written back, and the reader sees them
@@ -185,7 +186,7 @@ def test_fuzz_mutated_modules(modules, tmp_path_factory, data):
     arch = data.draw(st.sampled_from([Arch.X64, Arch.VULKAN]))
     folder = modules.path(arch)
     name = data.draw(st.sampled_from(["metadata.json", "graphs.json" if arch == Arch.VULKAN else "graphs.tcb"]))
-    raw = bytearray(open(os.path.join(folder, name), "rb").read())
+    raw = bytearray(Path(folder, name).read_bytes())
     if data.draw(st.booleans()):
         raw = raw[: data.draw(st.integers(0, len(raw)))]
     for _ in range(data.draw(st.integers(0, 4))):

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 from conftest import require_arch
-
 from taichi_aot import Arch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
