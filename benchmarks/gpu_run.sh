@@ -25,8 +25,12 @@ mkdir -p /tmp/cache && cp -r .gpu/cache/. /tmp/cache/ 2>/dev/null
 export TAICHI_AOT_CACHE=/tmp/cache
 cd "$where"
 if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only where CUDA is
-  (cd "$repo" && PYTHONPATH=$repo:/tmp/site timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider \
-     -o addopts="-ra" tests > "$out/tests.txt" 2>&1; tail -15 "$out/tests.txt")
+  # PYTHONSAFEPATH: the tests and the processes they start import the taichi_aot installed in /tmp/site
+  # (built here), not the checkout's copy (which has no compiled extension); else the checkout with the
+  # carried build
+  (cd "$repo" && PYTHONPATH=$([ "$where" = /tmp ] && echo /tmp/site || echo "$repo:/tmp/site") PYTHONSAFEPATH=1 \
+     timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests \
+     > "$out/tests.txt" 2>&1; tail -15 "$out/tests.txt")
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
