@@ -181,6 +181,11 @@ class AotModule(Child):
         listing = f"; the module has {kind}s: {', '.join(known) if known else '(none)'}"
         if name not in known:
             raise NameNotFoundError(f"no {kind} named {name!r} in module {self._source}{listing}")
+        info = self._meta.kernels.get(name) if kind == "kernel" else self._meta.graphs.get(name)
+        if info is None:  # no unchecked launch path: a kernel without a signature is refused
+            raise CorruptedDataError(
+                f"module {self._source} lists {kind} {name!r}, but its metadata does not describe its arguments"
+            )
         try:
             if kind == "kernel":
                 handle = capi.get_aot_module_kernel(self._handle, name)
@@ -191,9 +196,6 @@ class AotModule(Child):
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "
                 f"code is missing or damaged" + (f" ({name}.ll)" if self._meta.format == "llvm" else "")
             ) from None
-        info = self._meta.kernels.get(name) if kind == "kernel" else self._meta.graphs.get(name)
-        if info is None:
-            raise CorruptedDataError(f"module {self._source} lists {kind} {name!r} but records no signature for it")
         obj = Kernel(self, name, handle, info.args) if kind == "kernel" else ComputeGraph(self, name, handle, info.args)
         cache[name] = obj
         return obj

@@ -173,3 +173,24 @@ def test_module_with_missing_code_is_corrupt_not_unknown(arch, modules, tmp_path
             mod.kernels["fill_i32"](x, 1)
             rt.wait()
             assert x.to_numpy()[1, 1] == 102
+
+
+def test_kernel_listed_without_a_signature_is_refused(vulkan, modules, tmp_path):
+    # a module whose listing names a kernel that its metadata does not describe is corrupt: the kernel
+    # is refused with a clear error (there is no unchecked launch path), the others work
+    import json
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(modules.path(vulkan), folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["kernels"] = [k for k in meta["kernels"] if k["name"] != "iota_u8"]
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(str(folder))
+        with pytest.raises(ta.CorruptedDataError, match="iota_u8.*does not describe its arguments"):
+            mod.kernels["iota_u8"]
+        x = rt.ndarray((2, 2), np.int32)
+        mod.kernels["fill_i32"](x, 1)
+        rt.wait()
+        assert x.to_numpy()[1, 1] == 102
