@@ -188,7 +188,7 @@ def test_kernel_listed_without_a_signature_is_refused(vulkan, modules, tmp_path)
     (folder / "metadata.json").write_text(json.dumps(meta))
     with Runtime(vulkan) as rt:
         mod = rt.load_module(str(folder))
-        with pytest.raises(ta.CorruptedDataError, match="iota_u8.*does not describe its arguments"):
+        with pytest.raises(ta.CorruptedDataError, match=r"iota_u8.*does not describe its arguments"):
             mod.kernels["iota_u8"]
         x = rt.ndarray((2, 2), np.int32)
         mod.kernels["fill_i32"](x, 1)
