@@ -57,24 +57,32 @@ def _raise_launch_error(code: int, what: str) -> None:
     raise make_error(c or code, message, what)
 
 
+def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str) -> None:
+    """What every launch path does when ``_launch(c)`` returned non-zero: when C reports the launch
+    stale (something closed since the last look, or another thread), re-check with ``validate``
+    (which raises ClosedError / WrongThreadError) and launch again; any other code raises.
+
+    The C call itself stays inline at each launch site: one Python frame more would cost a dynamic
+    launch about 3 %."""
+    # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector between the
+    # check and the launch) may close something else and move the epoch again. validate() raises for
+    # a closed object or a foreign thread, so this ends.
+    while code == _STALE:
+        epoch = lib.taichi_aot_epoch
+        validate()
+        c.seen = epoch
+        code = _launch(c)
+    if code:
+        _raise_launch_error(code, what)
+
+
 def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], None]:
-    """The one way to launch a prepared ``TaichiAotLaunch``: a function that launches it, and when C
-    reports it stale (something closed since the last look, or another thread) re-checks with
-    ``validate`` (which raises ClosedError / WrongThreadError) and launches again; any other code raises."""
+    """A prepared ``TaichiAotLaunch`` as a plain function: the fastest launch from Python."""
 
     def launch() -> None:
         code = _launch(c)
         if code:
-            # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector
-            # between the check and the launch) may close something else and move the epoch again.
-            # validate() raises for a closed object or a foreign thread, so this ends.
-            while code == _STALE:
-                epoch = lib.taichi_aot_epoch
-                validate()
-                c.seen = epoch
-                code = _launch(c)
-            if code:
-                _raise_launch_error(code, what)
+            _after_launch(code, c, validate, what)
 
     return launch
 
@@ -160,7 +168,7 @@ class Kernel(_Launchable):
         packed = self._new_packed()
         self._slots = packed.slots
         self._plan = list(zip(self._packers, packed.slots))
-        self._run = _launcher(packed.launch, module._ensure_open, self._what)
+        self._c = packed.launch
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 0, self._handle, "TiArgument", len(self._args), ARG_SIZE, 0)
@@ -205,11 +213,11 @@ class Kernel(_Launchable):
             WrongThreadError: called from a thread other than the runtime's (before anything is written).
         """
         rt = self._runtime
-        if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
+        if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
             rt._ensure_open()
-        if rt._recorder is not None:
-            rt._recorder.append(self.bind(*args, **kwargs))
-            return
+            if rt._recorder is not None:
+                rt._recorder.append(self.bind(*args, **kwargs))
+                return
         plan = self._plan
         if kwargs or len(args) != len(plan):
             args = self._bind(args, kwargs)
@@ -217,7 +225,9 @@ class Kernel(_Launchable):
         # that nothing was closed since the last look and that this is the runtime's thread
         for (pack, slot), value in zip(plan, args):
             pack(value, rt, slot)
-        self._run()
+        code = _launch(self._c)
+        if code:
+            _after_launch(code, self._c, self._module._ensure_open, self._what)
 
     launch = __call__
 
@@ -252,7 +262,7 @@ class ComputeGraph(_Launchable):
         self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
         packed = self._new_packed()
         self._slots = packed.slots
-        self._run = _launcher(packed.launch, module._ensure_open, self._what)
+        self._c = packed.launch
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 1, self._handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
@@ -291,13 +301,15 @@ class ComputeGraph(_Launchable):
             InvalidArgumentError, ClosedError, WrongThreadError: as for a kernel launch.
         """
         rt = self._runtime
-        if _get_ident() != rt._thread:  # never write the shared buffer from a foreign thread
+        if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
             rt._ensure_open()
-        if rt._recorder is not None:
-            rt._recorder.append(self.bind(args))
-            return
+            if rt._recorder is not None:
+                rt._recorder.append(self.bind(args))
+                return
         self._pack(self._values(args), self._slots)
-        self._run()
+        code = _launch(self._c)
+        if code:
+            _after_launch(code, self._c, self._module._ensure_open, self._what)
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
@@ -361,7 +373,9 @@ class BoundLaunch:
 
     def __call__(self) -> None:
         """Launch with the bound arguments."""
-        self.launch()
+        code = _launch(self._c)
+        if code:
+            _after_launch(code, self._c, self._validate, f"launch of {self._entry!r}")
 
     def set(self, key: int | str, value: Any) -> None:
         """Replace one argument (by index, or by name where the module records names), checked.

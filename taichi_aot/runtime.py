@@ -75,11 +75,15 @@ class _Recording:
         self.sequence = sequence
 
     def __enter__(self) -> LaunchSequence:
-        self._runtime._recorder = self.sequence
+        rt = self._runtime
+        rt._recorder = self.sequence
+        rt._launch_ident = -1  # every launch takes the slow path, which records it
         return self.sequence
 
     def __exit__(self, *exc: object) -> None:
-        self._runtime._recorder = None
+        rt = self._runtime
+        rt._recorder = None
+        rt._launch_ident = rt._thread
 
 
 def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, warn: bool) -> None:
@@ -118,6 +122,8 @@ class Runtime:
         self._pid = os.getpid()
         self._pending: Any = capi.pending_flag(handle)  # non-zero while enqueued work may be running
         self._recorder: LaunchSequence | None = None  # set while record() is active
+        # the thread whose launches may take the fast path: the owner's, or none (-1) while recording
+        self._launch_ident = self._thread
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning

@@ -62,7 +62,15 @@ def define_kernels(arch: str):
         for i in x:
             ti.atomic_add(out[0], x[i])
 
+    @ti.kernel
+    def accumulate(total: ti.types.ndarray(dtype=ti.f32, ndim=0), x: ti.types.ndarray(dtype=ti.f32, ndim=1),
+                   v: ti.types.ndarray(dtype=ti.types.vector(3, ti.f32), ndim=0)):
+        for i in x:
+            total[None] += x[i]
+        v[None] = v[None] * 2.0
+
     kernels.update(
+        accumulate=accumulate,
         add=add,
         fill_i32=fill_i32,
         scale_vec3=scale_vec3,
@@ -98,7 +106,24 @@ def define_graphs(kernels):
     builder = ti.graph.GraphBuilder()
     builder.dispatch(kernels["add"], x, y, a)
     builder.dispatch(kernels["add"], x, y, a)
-    return {"add_twice": builder.compile()}
+    total = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "total", ti.f32, ndim=0)
+    v = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "v", ti.types.vector(3, ti.f32), ndim=0)
+    zero_d = ti.graph.GraphBuilder()
+    zero_d.dispatch(kernels["accumulate"], total, x, v)
+    graphs = {"add_twice": builder.compile(), "accumulate_graph": zero_d.compile()}
+    if "tex_write" in kernels:  # textures in graphs (gfx backends)
+        tex = ti.graph.Arg(ti.graph.ArgKind.RWTEXTURE, "tex", fmt=ti.Format.r32f, ndim=2)
+        v = ti.graph.Arg(ti.graph.ArgKind.SCALAR, "v", ti.f32)
+        w = ti.graph.Arg(ti.graph.ArgKind.SCALAR, "w", ti.i32)
+        h = ti.graph.Arg(ti.graph.ArgKind.SCALAR, "h", ti.i32)
+        write = ti.graph.GraphBuilder()
+        write.dispatch(kernels["tex_write"], tex, v, w, h)
+        sampled = ti.graph.Arg(ti.graph.ArgKind.TEXTURE, "tex", ndim=2)
+        out = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "out", ti.f32, ndim=2)
+        read = ti.graph.GraphBuilder()
+        read.dispatch(kernels["tex_read"], sampled, out)
+        graphs.update(tex_write_graph=write.compile(), tex_read_graph=read.compile())
+    return graphs
 
 
 def build(arch: str, out: str) -> None:

@@ -40,6 +40,28 @@ def test_texture_kernels(vulkan, modules):
             copy.transition(ImageLayout.SHADER_READ)
 
 
+def test_texture_graphs(vulkan, modules):
+    # texture and rw-texture graph arguments: dimension from the graph's record, format from the kernel
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(modules.path(vulkan))
+        write, read = mod.graphs["tex_write_graph"], mod.graphs["tex_read_graph"]
+        assert [(a.kind, a.ndim, a.format) for a in write.signature][0] == ("rw_texture", 2, Format.R32F)
+        assert [(a.kind, a.ndim) for a in read.signature][0] == ("texture", 2)
+        img = rt.allocate_image("2d", (16, 8), "r32f")
+        img.transition(ImageLayout.SHADER_READ_WRITE)
+        write(tex=Texture(img), v=2.5, w=16, h=8)
+        out = rt.ndarray((16, 8), np.float32)
+        read(tex=img, out=out)
+        expected = 2.5 + np.arange(16)[:, None] * 10.0 + np.arange(8)[None, :]
+        np.testing.assert_allclose(out.to_numpy(), expected)
+        with pytest.raises(ValueError, match="DIM_1D"):
+            write(tex=rt.allocate_image("1d", (16,), "r32f"), v=1.0, w=16, h=1)
+        with pytest.raises(ValueError, match="R32F texels"):
+            write(tex=rt.allocate_image("2d", (16, 8), "rgba8"), v=1.0, w=16, h=8)
+        with pytest.raises(ValueError, match="STORAGE usage"):
+            write(tex=rt.allocate_image("2d", (16, 8), "r32f", usage=ta.ImageUsage.SAMPLED), v=1.0, w=16, h=8)
+
+
 def test_image_bad_input(vulkan):
     with Runtime(vulkan) as rt:
         for args, exc in (

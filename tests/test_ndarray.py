@@ -155,3 +155,20 @@ def test_taichi_types_are_dtypes(arch):
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+def test_zero_dimensional_ndarrays_in_kernels_and_graphs(rt, arch, modules):
+    mod = rt.load_module(modules.path(arch))
+    sig = mod.kernels["accumulate"].signature
+    assert [(a.ndim, a.elem_shape) for a in sig] == [(0, ()), (1, ()), (0, (3,))]  # both readers: true ndim
+    total, v = rt.ndarray((), np.float32), rt.ndarray((), np.float32, (3,))
+    x = rt.ndarray_from_numpy(np.arange(10, dtype=np.float32))
+    v.from_numpy(np.array([1, 2, 3], np.float32))
+    mod.kernels["accumulate"](total, x, v)
+    rt.wait()
+    assert total.to_numpy() == 45 and v.to_numpy().tolist() == [2, 4, 6]
+    mod.graphs["accumulate_graph"](total=total, x=x, v=v)
+    rt.wait()
+    assert total.to_numpy() == 90 and v.to_numpy().tolist() == [4, 8, 12]
+    with pytest.raises(InvalidArgumentError, match="ndim 0"):
+        mod.kernels["accumulate"](x, x, v)  # a 1-D array where a 0-D one goes

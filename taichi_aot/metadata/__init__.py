@@ -72,7 +72,7 @@ def _read(src: _Source) -> ModuleInfo:
         graphs = src.read("graphs.json")
         if graphs is not None:
             try:
-                info.graphs = _gfx_graphs(json.loads(graphs.decode("utf-8", "replace")))
+                info.graphs = _gfx_graphs(json.loads(graphs.decode("utf-8", "replace")), info.kernels)
             except (ValueError, RecursionError):
                 raise CorruptedDataError("graphs.json is not valid JSON") from None
         info.archs = _GFX_LOADERS

@@ -7,6 +7,7 @@ them, and every task's SPIR-V is checked on the way, since a damaged shader cras
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..enums import Format
@@ -67,7 +68,9 @@ def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
     return info
 
 
-def _gfx_graphs(doc: Any) -> dict[str, GraphInfo]:
+def _gfx_graphs(doc: Any, kernels: dict[str, KernelInfo] | None = None) -> dict[str, GraphInfo]:
+    """The graphs of ``graphs.json``; a storage texture's format comes from the dispatched kernel's SPIR-V."""
+    kernels = kernels or {}
     if not isinstance(doc, list):
         raise CorruptedDataError("graphs.json: expected a list of graphs")
     out = {}
@@ -78,6 +81,10 @@ def _gfx_graphs(doc: Any) -> dict[str, GraphInfo]:
                 args = [_graph_arg(0, a.get("name"), a.get("tag"), a.get("dtype_id"), a.get("field_dim"),
                                    a.get("element_shape"), a.get("num_channels") or 0)
                         for a in d.get("symbolic_args") or []]
+                kernel = kernels.get(str(d["kernel_name"]))
+                if kernel is not None and len(kernel.args) == len(args):
+                    args = [replace(a, format=k.format) if a.kind == "rw_texture" else a
+                            for a, k in zip(args, kernel.args)]
                 dispatches.append((str(d["kernel_name"]), args))
             name = entry["key"]
             if not isinstance(name, str):

@@ -168,8 +168,11 @@ def _llvm_arg(index: int, a: dict) -> ArgInfo:
     elem_shape = tuple(int(d) for d in a.get("element_shape") or ())
     if ptype == "ndarray" and kind_code == 3:
         members = {e.get("name"): e.get("type") for e in content.get("elements_") or [] if isinstance(e, dict)}
-        shape = _llvm_type(members.get("shape"))
-        ndim = len((shape.get("content") or {}).get("elements_") or [])
+        if "total_dim" in a:  # array dims + element dims (the shape struct has a dim_0 even for a 0-D array)
+            ndim = int(a["total_dim"]) - len(elem_shape)
+        else:
+            shape = _llvm_type(members.get("shape"))
+            ndim = len((shape.get("content") or {}).get("elements_") or [])
         pointee = _llvm_type(((_llvm_type(members.get("data_ptr")).get("content")) or {}).get("pointee_"))
         dtype = _data_type((pointee.get("content") or {}).get("type")) if pointee.get("type_kind") == 0 else None
         return ArgInfo(index, None, "ndarray", dtype, ndim, elem_shape)

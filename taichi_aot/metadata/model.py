@@ -6,7 +6,7 @@ value as structs of scalars) and how a graph's dispatches become its argument li
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..enums import NUMPY_DTYPES, Arch, DataType, Format
@@ -141,8 +141,9 @@ def _graph_arg(index: int, name: Any, tag: Any, dtype_id: Any, field_dim: Any, e
     kind = GRAPH_KINDS.get(tag, "unknown")
     shape = tuple(int(d) for d in elem_shape or ())
     if kind in ("texture", "rw_texture"):
-        # num_channels holds the texture's dimension count; Taichi leaves it unset for other kinds
-        return ArgInfo(index, name, kind, None, int(num_channels) if 0 < int(num_channels) <= 3 else 0)
+        # Taichi 1.7.4 records a texture argument's dimensions as element_shape [2] * ndim (num_channels
+        # holds its channel count, 4 for a sampled texture); the texel format is checked per kernel
+        return ArgInfo(index, name, kind, None, len(shape) if 0 < len(shape) <= 3 else 0)
     length = None
     if kind == "tensor":
         length = 1
@@ -158,6 +159,6 @@ def _graph(name: str, dispatches: list[tuple[str, list[ArgInfo]]]) -> GraphInfo:
         g.dispatches.append(kernel)
         for a in args:
             if a.name not in seen:
-                seen[a.name] = ArgInfo(len(seen), a.name, a.kind, a.dtype, a.ndim, a.elem_shape, a.length)
+                seen[a.name] = replace(a, index=len(seen))
     g.args = list(seen.values())
     return g
