@@ -45,8 +45,9 @@ def test_texture_graphs(vulkan, modules):
     with Runtime(vulkan) as rt:
         mod = rt.load_module(modules.path(vulkan))
         write, read = mod.graphs["tex_write_graph"], mod.graphs["tex_read_graph"]
-        assert [(a.kind, a.ndim, a.format) for a in write.signature][0] == ("rw_texture", 2, Format.R32F)
-        assert [(a.kind, a.ndim) for a in read.signature][0] == ("texture", 2)
+        tex_w, tex_r = write.signature[0], read.signature[0]
+        assert (tex_w.kind, tex_w.ndim, tex_w.format) == ("rw_texture", 2, Format.R32F)
+        assert (tex_r.kind, tex_r.ndim) == ("texture", 2)
         img = rt.allocate_image("2d", (16, 8), "r32f")
         img.transition(ImageLayout.SHADER_READ_WRITE)
         write(tex=Texture(img), v=2.5, w=16, h=8)
