@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 from . import _probe, capi, metadata
 from ._lifetime import Child, Owned
-from .enums import CPU_ARCHS, LLVM_ARCHS
+from .enums import LLVM_ARCHS
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
-    IncompatibleModuleError,
     MissingFileError,
     NameNotFoundError,
 )
@@ -42,29 +41,6 @@ __all__ = [  # the launch classes and extract_archive keep their old home here
 ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 _E = TypeVar("_E", Kernel, ComputeGraph)
-
-
-def _check_compatible(meta: ModuleInfo, runtime: Runtime, where: str) -> None:
-    """Refuse, before C, a module built for another kind of backend or by an incompatible Taichi."""
-    llvm_runtime = runtime._arch in LLVM_ARCHS
-    if (meta.format == "llvm") != llvm_runtime:
-        built = "an LLVM backend (x64/CUDA)" if meta.format == "llvm" else "a gfx backend (Vulkan/Metal/OpenGL)"
-        raise IncompatibleModuleError(
-            f"module {where} was compiled for {built}; this runtime is {runtime._arch.name}"
-        )
-    if meta.arch is not None and meta.arch != runtime._arch and not (
-        meta.arch in CPU_ARCHS and runtime._arch in CPU_ARCHS and meta.arch == _probe.host_cpu_arch()
-    ):
-        raise IncompatibleModuleError(
-            f"module {where} was compiled for {meta.arch.name}; this runtime is {runtime._arch.name}"
-        )
-    wanted = capi.library.version // 1000  # e.g. 1007 for Taichi 1.7.x
-    if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
-        have = ".".join(map(str, meta.version))
-        raise IncompatibleModuleError(
-            f"module {where} was compiled by Taichi {have}; libtaichi_c_api {capi.library.version} "
-            f"loads modules of Taichi {wanted // 1000}.{wanted % 1000}.x"
-        )
 
 
 def _release_module(module: Any, temp_dir: str | None) -> None:
@@ -96,7 +72,8 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
     what = path if path is not None else f"<{len(data or b'')} bytes>"
     # read the metadata before C sees the module: corrupt input raises here
     meta = metadata.read_module(data if data is not None else path)  # type: ignore[arg-type]  # one is set
-    _check_compatible(meta, runtime, path if path is not None else "<bytes>")
+    metadata.check_compatible(meta, runtime._arch, capi.library.version, _probe.host_cpu_arch(),
+                              path if path is not None else "<bytes>")
     rt = runtime._handle
     if runtime._arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and

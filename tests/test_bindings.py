@@ -171,7 +171,7 @@ def test_raw_library_crashes_on_tcm_path_on_x64_and_we_do_not(modules):
     try:
         with pytest.raises(errors.NotSupportedError):
             capi.load_aot_module(rt, tcm)
-        with pytest.raises(errors.CorruptedDataError):
+        with pytest.raises(errors.MissingFileError):
             capi.load_aot_module(rt, "/nonexistent/module")
     finally:
         capi.destroy_runtime(rt)

@@ -8,7 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from taichi_aot import Arch, ArgumentType, Capability, DataType, Error, ImageDimension, ImageLayout, capi, errors
+from taichi_aot import (
+    Arch,
+    ArgumentType,
+    Capability,
+    DataType,
+    Error,
+    ImageDimension,
+    ImageLayout,
+    MemoryUsage,
+    capi,
+    errors,
+)
 from taichi_aot._native import ffi
 
 F32 = DataType.F32
@@ -430,7 +441,7 @@ def test_launch_bad_arguments(rt, module):
 
 
 def test_load_module_errors(rt, arch, modules, tmp_path):
-    with pytest.raises(errors.CorruptedDataError):
+    with pytest.raises(errors.MissingFileError):  # and so a FileNotFoundError, as in the object layer
         capi.load_aot_module(rt, str(tmp_path / "missing"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(errors.CorruptedDataError):
@@ -455,6 +466,68 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
         for mod in (capi.load_aot_module(rt, tcm), capi.create_aot_module(rt, data)):
             assert capi.get_aot_module_kernel(mod, "add") != ffi.NULL
             capi.destroy_aot_module(mod)
+
+
+def test_flat_api_refuses_what_crashes_the_library(rt, arch, modules, tmp_path):
+    # the same checks as the object layer, before C: garbage metadata (x64: SIGSEGV in 1.7.4), damaged
+    # SPIR-V (Vulkan: loads, then the launch segfaults), another backend's module
+    import shutil
+
+    garbage = tmp_path / "garbage"
+    shutil.copytree(modules.path(arch), garbage)
+    for name in os.listdir(garbage):
+        if name.startswith("metadata"):
+            (garbage / name).write_bytes(b"\x00\xff garbage " * 64)
+    with pytest.raises(errors.CorruptedDataError):
+        capi.load_aot_module(rt, str(garbage))
+    if arch == Arch.VULKAN:
+        damaged = tmp_path / "damaged"
+        shutil.copytree(modules.path(arch), damaged)
+        spv = damaged / next(n for n in os.listdir(damaged) if n.startswith("add_") and n.endswith(".spv"))
+        spv.write_bytes(spv.read_bytes()[: len(spv.read_bytes()) // 2])
+        with pytest.raises(errors.CorruptedDataError):
+            capi.load_aot_module(rt, str(damaged))
+    other = Arch.VULKAN if arch == Arch.X64 else Arch.X64
+    with pytest.raises(errors.IncompatibleModuleError):
+        capi.load_aot_module(rt, modules.path(other))
+    with pytest.raises(errors.IncompatibleModuleError):
+        capi.create_aot_module(rt, Path(modules.path(other, tcm=True)).read_bytes())
+
+
+def test_flat_api_tells_memory_of_another_runtime_apart(arch, modules):
+    # x64 numbers memory 1, 2, ... in every runtime: a handle of another runtime with the same value
+    # used to pass and compute with this runtime's memory (8.0 instead of 5.0)
+    def ndarray(memory):
+        return {"type": ArgumentType.NDARRAY, "value": {"ndarray": {
+            "memory": memory, "shape": {"dim_count": 1, "dims": [4]}, "elem_shape": {"dim_count": 0},
+            "elem_type": DataType.F32}}}
+
+    a, b = capi.create_runtime(arch), capi.create_runtime(arch)
+    try:
+        mems = {}
+        for rt in (a, b):
+            for name in ("x", "y"):
+                m = capi.allocate_memory(rt, size=16, host_read=True, host_write=True, usage=MemoryUsage.STORAGE)
+                ptr = capi.map_memory(rt, m)
+                ffi.cast("float *", ptr)[0:4] = [1.0 if name == "x" else (2.0 if rt == a else 9.0)] * 4
+                capi.unmap_memory(rt, m)
+                mems[rt, name] = m
+        kernel = capi.get_aot_module_kernel(capi.load_aot_module(a, modules.path(arch)), "add")
+        same_values = mems[a, "y"] == mems[b, "y"]
+        if same_values:  # x64: the values repeat; the object tells them apart
+            with pytest.raises(errors.InvalidArgumentError, match="more than one runtime"):
+                capi.launch_kernel(a, kernel, [ndarray(mems[a, "x"]), ndarray(mems[b, "y"]), 2.0])
+        else:  # Vulkan: the values differ; another runtime's memory is not alive here
+            with pytest.raises(errors.ClosedError):
+                capi.launch_kernel(a, kernel, [ndarray(mems[a, "x"]), ndarray(mems[b, "y"]), 2.0])
+        capi.launch_kernel(a, kernel, [ndarray(mems[a, "x"]), ndarray(mems[a, "y"]), 2.0])
+        capi.wait(a)
+        ptr = capi.map_memory(a, mems[a, "x"])
+        assert list(ffi.cast("float *", ptr)[0:4]) == [5.0] * 4
+        capi.unmap_memory(a, mems[a, "x"])
+    finally:
+        capi.destroy_runtime(b)
+        capi.destroy_runtime(a)
 
 
 def test_module_lifetimes(rt, arch, modules):

@@ -276,3 +276,29 @@ def test_wrong_thread_is_refused(arch, modules):
         assert len(errors) == 5 and all(isinstance(e, ta.WrongThreadError) for e in errors[:4])
         assert errors[4] == [2.0, 2.0]
         np.testing.assert_array_equal(x.to_numpy(), np.zeros(4))  # untouched
+
+
+def test_archives_with_two_members_of_one_name_or_huge_expansion_are_refused(arch, modules, tmp_path):
+    import zipfile
+
+    # two members named alike: only one of them could be read (the module used to load with no kernels)
+    dup = tmp_path / "dup.tcm"
+    with zipfile.ZipFile(modules.path(arch, tcm=True)) as src, zipfile.ZipFile(dup, "w") as zf:
+        for info in src.infolist():
+            zf.writestr(info, src.read(info))
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zf.writestr("__content__", "kernel:nothing\n")
+    with Runtime(arch) as rt, pytest.raises(ta.CorruptedDataError, match="more than one member named '__content__'"):
+        rt.load_module(dup)
+    with pytest.raises(ta.CorruptedDataError, match="more than one member"):
+        ta.metadata.extract_archive(str(dup), str(tmp_path / "out"))
+    # 600 MiB of zeros in a ~600 KB archive: refused before anything is written
+    bomb = tmp_path / "bomb.tcm"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("blob", "w", force_zip64=True) as f:
+        chunk = bytes(1 << 20)
+        for _ in range(600):
+            f.write(chunk)
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(ta.CorruptedDataError, match="expands"):
+        ta.metadata.extract_archive(str(bomb), str(tmp_path / "out2"))
+    assert not (tmp_path / "out2" / "blob").exists()

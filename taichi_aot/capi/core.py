@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .. import _library, metadata
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
 from .._probe import ArchStatus, host_cpu_arch, probe
@@ -36,6 +37,7 @@ from ..errors import (
     CorruptedDataError,
     InvalidArgumentError,
     InvalidStateError,
+    MissingFileError,
     NameNotFoundError,
     NotSupportedError,
     OutOfMemoryError,
@@ -464,6 +466,19 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
 # AOT modules, kernels, graphs
 
 
+def _check_module(source: str | bytes, arch: Arch, what: str) -> None:
+    # What the object layer checks, before C sees the module: 1.7.4 segfaults on garbage LLVM metadata
+    # and on damaged SPIR-V (at launch), and reports a missing path or another backend's module as
+    # corrupt data or an invalid state.
+    if isinstance(source, str) and not os.path.exists(source):
+        raise MissingFileError(f"{what}: no module at {source!r}")
+    try:
+        meta = metadata.read_module(source)
+    except CorruptedDataError as e:
+        raise CorruptedDataError(f"{what}: {e}") from None
+    metadata.check_compatible(meta, arch, _library.info.version, host_cpu_arch(), repr(source)[:200])
+
+
 def _check_llvm_module_dir(path: str, what: str) -> None:
     # libtaichi_c_api 1.7.4 segfaults on LLVM backends when the folder is
     # missing, empty or a .tcm file: refuse anything that is not a module folder.
@@ -487,6 +502,7 @@ def load_aot_module(runtime: Any, module_path: str | os.PathLike) -> Any:
     path = os.fsdecode(os.fspath(module_path))
     if "\0" in path:
         raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
+    _check_module(path, rt.arch, f"load_aot_module({path!r})")
     if rt.arch in LLVM_ARCHS:
         _check_llvm_module_dir(path, "load_aot_module")
     q = Quiet()
@@ -507,6 +523,7 @@ def create_aot_module(runtime: Any, tcm: bytes | bytearray | memoryview) -> Any:
     data = bytes(tcm)
     if not data:
         raise CorruptedDataError("create_aot_module: empty module data")
+    _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
     q = Quiet()
     with q:
         module = lib.ti_create_aot_module(runtime, data, len(data))
@@ -600,6 +617,41 @@ def _check_argument(runtime: Any, arg: Any, what: str) -> None:
         raise InvalidArgumentError(f"{what}: {t} is not an ArgumentType")
 
 
+def _check_owners(runtime: Any, args: Any, what: str) -> None:
+    """Refuse another runtime's memory whose handle has the same value as one of this runtime's.
+
+    The value alone cannot tell them apart (x64 numbers memory 1, 2, ... in each runtime), so where a
+    value is live in more than one runtime the handle object itself must be the one this runtime
+    gave out; inside a TiArgument struct it cannot be told, and is refused.
+    """
+    if isinstance(args, Mapping):
+        items = list(args.items())
+    elif isinstance(args, Sequence) and not isinstance(args, (str, bytes)):
+        items = list(enumerate(args))
+    else:  # a cffi array: values only
+        items = [(i, args[i]) for i in range(len(args))]
+    for key, arg in items:
+        if isinstance(arg, Mapping) and "argument" in arg:  # a named argument as a dict
+            arg = arg["argument"]
+        memory = given = None
+        if isinstance(arg, Mapping):
+            memory = given = ((arg.get("value") or {}).get("ndarray") or {}).get("memory")
+        elif isinstance(arg, ffi.CData) and ffi.typeof(arg) in (ffi.typeof("TiArgument"), ffi.typeof("TiArgument *")):
+            a = arg if ffi.typeof(arg) is ffi.typeof("TiArgument") else arg[0]
+            if int(a.type) == ArgumentType.NDARRAY:
+                memory = a.value.ndarray.memory
+        if memory is None or not isinstance(memory, ffi.CData) or handles.runtimes_holding("memory", memory) < 2:
+            continue
+        record = handles.find(("memory", runtime, memory))
+        if record is not None and given is not None and record.handle is given:
+            continue
+        raise InvalidArgumentError(
+            f"{what} argument {key!r}: memory {memory} is live in more than one runtime (x64 numbers memory "
+            f"1, 2, ... in each), and this handle is not the one this runtime allocated"
+            + ("" if given is not None else "; pass the handle from allocate_memory in a dict so it can be told")
+        )
+
+
 def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> None:
     """``ti_launch_kernel``: enqueue a kernel launch.
 
@@ -611,6 +663,7 @@ def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> 
     _, entry = lookup_module_or_child("kernel", "TiKernel", kernel, "launch_kernel")
     if entry.runtime != runtime:
         raise InvalidArgumentError("launch_kernel: the kernel belongs to another runtime")
+    _check_owners(runtime, args, f"launch_kernel({entry.name!r})")
     array = pack_arguments(args)
     for i in range(len(array)):
         _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
@@ -625,6 +678,7 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, args: Mapping[str, An
     _, entry = lookup_module_or_child("graph", "TiComputeGraph", compute_graph, "launch_compute_graph")
     if entry.runtime != runtime:
         raise InvalidArgumentError("launch_compute_graph: the graph belongs to another runtime")
+    _check_owners(runtime, args, f"launch_compute_graph({entry.name!r})")
     array, keep = pack_named_arguments(args)
     for i in range(len(array)):
         name = ffi.string(array[i].name).decode() if array[i].name != NULL else None

@@ -29,7 +29,8 @@ class HandleRecord:
     """What the registry knows about one live handle."""
 
     __slots__ = (
-        "arch", "children", "host", "imported", "kind", "mapped", "name", "parent", "pending", "runtime", "size",
+        "arch", "children", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending", "runtime",
+        "size",
     )
 
     def __init__(
@@ -44,6 +45,7 @@ class HandleRecord:
         self.mapped = False
         self.host = False  # allocated host-visible: mapping it is known to be quiet
         self.imported = False  # memory the caller owns (ti_import_*_memory): freeing it only forgets the handle
+        self.handle: Any = None  # memory: the very object handed to the caller (values repeat across runtimes)
         # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
         # cleared by wait(), so a host copy waits only when something may still be running
         self.pending: Any = ffi.new("int32_t *") if kind == "runtime" else None
@@ -53,6 +55,9 @@ class HandleRecord:
 
 _live: dict[tuple, HandleRecord] = {}
 _lock = threading.RLock()
+# (kind, handle value) -> how many runtimes have a live handle of that value: x64 numbers its memory
+# 1, 2, ... in every runtime, so a value alone may not say whose memory it is
+_shared: dict[tuple, int] = {}
 
 
 def add(key: tuple, record: HandleRecord, parent_key: tuple | None) -> None:
@@ -61,6 +66,13 @@ def add(key: tuple, record: HandleRecord, parent_key: tuple | None) -> None:
         _live[key] = record
         if parent_key is not None:
             _live[parent_key].children.add(key)
+        if len(key) == 3:
+            _shared[key[0], key[2]] = _shared.get((key[0], key[2]), 0) + 1
+
+
+def runtimes_holding(kind: str, value: Any) -> int:
+    """How many runtimes have a live ``kind`` handle of this value."""
+    return _shared.get((kind, value), 0)
 
 
 def retire(key: tuple) -> None:
@@ -69,6 +81,10 @@ def retire(key: tuple) -> None:
         record = _live.pop(key, None)
         if record is None:
             return
+        if len(key) == 3:
+            left = _shared.pop((key[0], key[2]), 1) - 1
+            if left:
+                _shared[key[0], key[2]] = left
         for child in list(record.children):
             retire(child)
         if record.parent is not None and record.parent in _live:
@@ -159,6 +175,7 @@ def register_in_runtime(
     record = HandleRecord(kind, runtime=runtime, parent=("runtime", runtime), size=size)
     record.host = host
     record.imported = imported
+    record.handle = handle
     add((kind, runtime, handle), record, ("runtime", runtime))
     return handle
 

@@ -16,8 +16,8 @@ import json
 import os
 import re
 
-from ..enums import ARCH_PREFERENCE, GFX_ARCHS
-from ..errors import CorruptedDataError
+from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
+from ..errors import CorruptedDataError, IncompatibleModuleError
 from .gfx import _gfx, _gfx_graphs, _texture_formats
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _llvm, _llvm_arch, parse_text
@@ -41,10 +41,37 @@ def _content(text: str) -> tuple[list[str], list[str]]:
     return kernels, graphs
 
 
+def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cpu: Arch | None, where: str) -> None:
+    """Refuse a module built for another kind of backend than ``arch`` or by an incompatible Taichi.
+
+    ``library_version`` is the loaded libtaichi_c_api's (1007000 loads Taichi 1.7.x modules);
+    ``host_cpu`` is this machine's CPU arch (an x64 module loads on any x64 runtime).
+
+    Raises:
+        IncompatibleModuleError: another backend family, another LLVM arch, or another Taichi minor version.
+    """
+    if (meta.format == "llvm") != (arch in LLVM_ARCHS):
+        built = "an LLVM backend (x64/CUDA)" if meta.format == "llvm" else "a gfx backend (Vulkan/Metal/OpenGL)"
+        raise IncompatibleModuleError(f"module {where} was compiled for {built}; this runtime is {arch.name}")
+    if meta.arch is not None and meta.arch != arch and not (
+        meta.arch in CPU_ARCHS and arch in CPU_ARCHS and meta.arch == host_cpu
+    ):
+        raise IncompatibleModuleError(f"module {where} was compiled for {meta.arch.name}; this runtime is {arch.name}")
+    wanted = library_version // 1000  # e.g. 1007 for Taichi 1.7.x
+    if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
+        have = ".".join(map(str, meta.version))
+        raise IncompatibleModuleError(
+            f"module {where} was compiled by Taichi {have}; libtaichi_c_api {library_version} "
+            f"loads modules of Taichi {wanted // 1000}.{wanted % 1000}.x"
+        )
+
+
 def read_module(source: str | bytes | os.PathLike) -> ModuleInfo:
     """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes.
 
-    Raises CorruptedDataError for anything that is not a well-formed Taichi 1.7 module.
+    Raises:
+        CorruptedDataError: anything that is not a well-formed Taichi 1.7 module.
+        MissingFileError: no file or folder at the path.
     """
     src = _Source(source)
     try:
@@ -114,6 +141,7 @@ __all__ = [
     "GraphInfo",
     "KernelInfo",
     "ModuleInfo",
+    "check_compatible",
     "extract_archive",
     "is_zip",
     "parse_text",

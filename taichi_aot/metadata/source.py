@@ -14,13 +14,16 @@ import stat
 import zipfile
 from zlib import error as zlib_error
 
-from ..errors import CorruptedDataError
+from ..errors import CorruptedDataError, MissingFileError
 
 #: The largest file read as metadata.
 MAX_METADATA_BYTES = 256 << 20
-#: Limits when extracting a .tcm archive (a zip file) for the LLVM backends.
+#: Limits when extracting a .tcm archive (a zip file) for the LLVM backends: members, bytes, and how
+#: many times its compressed size an archive may expand to (past a size below which nothing is refused).
 MAX_ARCHIVE_MEMBERS = 10_000
 MAX_ARCHIVE_BYTES = 4 << 30
+MAX_EXPANSION_RATIO = 200
+SMALL_ARCHIVE_BYTES = 64 << 20
 
 # what zipfile raises for damaged archives besides BadZipFile (truncated streams, bad headers)
 _ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError)
@@ -47,12 +50,12 @@ class _Source:
         elif os.path.exists(path):
             self._open_zip(path)
         else:
-            raise CorruptedDataError(f"no module at {path!r}")
+            raise MissingFileError(f"no module at {path!r}")
 
     def _open_zip(self, what: str | io.BytesIO) -> None:
         try:
             self._zip = zipfile.ZipFile(what)
-            self._members = {i.filename: i for i in self._zip.infolist()}
+            self._members = {i.filename: i for i in _members(self._zip, "module archive")}
         except _ZIP_ERRORS as e:
             raise CorruptedDataError(f"not a readable .tcm archive: {e}") from None
 
@@ -89,6 +92,18 @@ class _Source:
             self._zip.close()
 
 
+def _members(zf: zipfile.ZipFile, what: str) -> list[zipfile.ZipInfo]:
+    """The archive's members; refuses too many, and two of one name (only one of them could be read)."""
+    members = zf.infolist()
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise CorruptedDataError(f"{what} has {len(members)} members (at most {MAX_ARCHIVE_MEMBERS})")
+    names = [i.filename for i in members]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise CorruptedDataError(f"{what} holds more than one member named {', '.join(map(repr, twice))}")
+    return members
+
+
 def _check_member(what: str, info: zipfile.ZipInfo, root: str) -> None:
     """Refuse a member that would land outside ``root`` or is not a plain file or folder."""
     name = info.filename
@@ -105,8 +120,9 @@ def _check_member(what: str, info: zipfile.ZipInfo, root: str) -> None:
 def extract_archive(source: str | bytes, dest: str) -> None:
     """Safely extract a ``.tcm`` archive (path or bytes) into ``dest``.
 
-    Refuses absolute paths, ``..`` components, links and special files, more than
-    MAX_ARCHIVE_MEMBERS members, and more than MAX_ARCHIVE_BYTES uncompressed.
+    Refuses absolute paths, ``..`` components, links and special files, two members of one name, more
+    than MAX_ARCHIVE_MEMBERS members, more than MAX_ARCHIVE_BYTES uncompressed, and (past
+    SMALL_ARCHIVE_BYTES) more than MAX_EXPANSION_RATIO times the archive's compressed size.
 
     Raises:
         CorruptedDataError: the archive is not a zip file, breaks one of those rules, or is damaged.
@@ -117,9 +133,7 @@ def extract_archive(source: str | bytes, dest: str) -> None:
     except (zipfile.BadZipFile, OSError, ValueError) as e:
         raise CorruptedDataError(f"{what} is not a valid .tcm (zip) archive: {e}") from None
     with zf:
-        members = zf.infolist()
-        if len(members) > MAX_ARCHIVE_MEMBERS:
-            raise CorruptedDataError(f"{what} has {len(members)} members (at most {MAX_ARCHIVE_MEMBERS})")
+        members = _members(zf, what)
         total = 0
         root = os.path.realpath(dest)
         for info in members:
@@ -127,6 +141,12 @@ def extract_archive(source: str | bytes, dest: str) -> None:
             total += info.file_size
             if total > MAX_ARCHIVE_BYTES:
                 raise CorruptedDataError(f"{what} expands to more than {MAX_ARCHIVE_BYTES} bytes")
+        packed = sum(i.compress_size for i in members)
+        if total > SMALL_ARCHIVE_BYTES and total > MAX_EXPANSION_RATIO * max(packed, 1):
+            raise CorruptedDataError(
+                f"{what} expands {total / max(packed, 1):.0f} times ({packed} bytes to {total}); "
+                f"at most {MAX_EXPANSION_RATIO} times"
+            )
         try:
             for info in members:
                 target = os.path.join(root, info.filename)
