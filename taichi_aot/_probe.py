@@ -5,22 +5,50 @@ absent, creating an OpenGL runtime without a display segfaults, and a CUDA
 runtime without a driver silently falls back to x64. So each GPU arch is tried
 in a child process (running :func:`_child`) that creates and
 destroys a runtime and prints one line; a crash there only fails that arch.
+
+The Vulkan loader is asked for every physical device (name and type), so that a
+software rasterizer (Mesa's lavapipe, a "CPU" device) is told from a GPU.
+
+The answer is kept in the user's cache folder (``$XDG_CACHE_HOME/taichi_aot``, else
+``~/.cache/taichi_aot``) under a key made of everything that can change it: the
+library, the Vulkan drivers, the CUDA driver and the environment variables that
+choose among them. A warm cache answers without starting any child process.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import glob
+import hashlib
+import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
+
+#: VkPhysicalDeviceType names, by value.
+VULKAN_DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+
+
+class VulkanDevice(NamedTuple):
+    """A Vulkan physical device, as the loader reports it."""
+
+    name: str
+    type: str  # one of VULKAN_DEVICE_TYPES' names
+    api_version: str
+
+    @property
+    def software(self) -> bool:
+        """Whether it runs on the CPU (a software rasterizer such as lavapipe)."""
+        return self.type == "CPU"
 
 
 class ArchStatus(NamedTuple):
@@ -30,6 +58,54 @@ class ArchStatus(NamedTuple):
     available: bool
     device_count: int | None  # None where the C-API gives no way to count
     reason: str  # why not, when not available
+    devices: tuple[VulkanDevice, ...] = ()  # Vulkan: every physical device the loader reports
+
+    @property
+    def software(self) -> bool:
+        """True for a Vulkan backend whose only devices are software rasterizers (no GPU)."""
+        return bool(self.devices) and all(d.software for d in self.devices)
+
+
+def vulkan_devices() -> tuple[list[VulkanDevice], str]:
+    """Every Vulkan physical device the loader reports, or ([], why not). Safe to call in any process."""
+    import cffi
+
+    c = cffi.FFI()
+    c.cdef("""
+        typedef struct { int sType; const void *pNext; uint32_t flags; const void *pApplicationInfo;
+                         uint32_t enabledLayerCount; const char *const *ppEnabledLayerNames;
+                         uint32_t enabledExtensionCount; const char *const *ppEnabledExtensionNames; } VkInfo;
+        int vkCreateInstance(const VkInfo *info, const void *allocator, void **instance);
+        void vkDestroyInstance(void *instance, const void *allocator);
+        int vkEnumeratePhysicalDevices(void *instance, uint32_t *count, void **devices);
+        void vkGetPhysicalDeviceProperties(void *device, void *properties);
+    """)
+    try:
+        vk = c.dlopen("libvulkan.so.1")
+    except OSError as e:
+        return [], f"no Vulkan loader ({e})"
+    info = c.new("VkInfo *", {"sType": 1})  # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO
+    instance = c.new("void **")
+    code = vk.vkCreateInstance(info, c.NULL, instance)
+    if code != 0:
+        return [], f"vkCreateInstance failed ({code})"
+    try:
+        count = c.new("uint32_t *")
+        vk.vkEnumeratePhysicalDevices(instance[0], count, c.NULL)
+        handles = c.new("void *[]", max(int(count[0]), 1))
+        vk.vkEnumeratePhysicalDevices(instance[0], count, handles)
+        found = []
+        for i in range(int(count[0])):
+            props = c.new("char[]", 4096)  # VkPhysicalDeviceProperties is under 1 KiB
+            vk.vkGetPhysicalDeviceProperties(handles[i], props)
+            words = c.cast("uint32_t *", props)  # apiVersion, driverVersion, vendorID, deviceID, deviceType
+            api = int(words[0])
+            name = c.string(c.cast("char *", props) + 20, 256).decode("utf-8", "replace")
+            found.append(VulkanDevice(name, VULKAN_DEVICE_TYPES.get(int(words[4]), "other"),
+                                      f"{api >> 22 & 0x7F}.{api >> 12 & 0x3FF}.{api & 0xFFF}"))
+    finally:
+        vk.vkDestroyInstance(instance[0], c.NULL)
+    return found, "" if found else "no Vulkan device"
 
 
 def cuda_device_count() -> tuple[int, str]:
@@ -74,7 +150,7 @@ def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
 
 
 def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
-    """Probe every arch the C-API knows; GPU archs in child processes, in parallel."""
+    """Probe every arch the C-API knows; GPU archs in child processes, in parallel (no cache)."""
     results: dict[Arch, ArchStatus] = {}
     cpu = host_cpu_arch()
     for arch in sorted(CPU_ARCHS):
@@ -104,7 +180,92 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
         if arch in CPU_ARCHS:
             count = 1 if ok else 0
         results[arch] = ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
+    vulkan = results.get(Arch.VULKAN)
+    if vulkan is not None and vulkan.available:
+        devices, _ = _vulkan_devices_in_child(timeout)
+        results[Arch.VULKAN] = vulkan._replace(devices=tuple(devices), device_count=len(devices) or None)
     return {a: results[a] for a in Arch if a in results}
+
+
+def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
+    # the loader's drivers run in a child too: a broken driver must not take this process with it
+    cmd = [sys.executable, "-c", "import json; from taichi_aot._probe import vulkan_devices; "
+           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        rows = json.loads(proc.stdout.strip().splitlines()[-1])
+        return [VulkanDevice(*r) for r in rows], ""
+    except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
+        return [], f"the Vulkan device list could not be read ({type(e).__name__})"
+
+
+# ---------------------------------------------------------------------------
+# The answer, cached on disk
+
+
+def _cache_key(library: str) -> str:
+    """A digest of what the probe's answer depends on."""
+    parts: list[str] = [sys.executable, platform.machine(), library]
+    files = [library, *sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
+             *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
+             ctypes.util.find_library("cuda") or "", ctypes.util.find_library("vulkan") or ""]
+    for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
+        files += [f for f in os.environ.get(var, "").split(os.pathsep) if f]
+    for name in files:
+        try:
+            st = os.stat(name)
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{name}:-")
+    for var in ("CUDA_VISIBLE_DEVICES", "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "DISPLAY",
+                "WAYLAND_DISPLAY", "TI_LIB_DIR", "__EGL_VENDOR_LIBRARY_FILENAMES"):
+        parts.append(f"{var}={os.environ.get(var, '')}")
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/driver/nvidia/version", "rb") as version:
+                parts.append(version.read().decode("ascii", "replace"))
+        except OSError:
+            pass
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cache_folder() -> str:
+    """Where the probe's answer is kept: ``$XDG_CACHE_HOME/taichi_aot`` or ``~/.cache/taichi_aot``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "taichi_aot")
+
+
+def _to_json(status: dict[Arch, ArchStatus]) -> list[Any]:
+    return [[s.arch.name, s.available, s.device_count, s.reason, [[*d] for d in s.devices]] for s in status.values()]
+
+
+def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
+    out = {}
+    for name, available, count, reason, devices in rows:
+        arch = Arch[name]
+        out[arch] = ArchStatus(arch, bool(available), count, str(reason), tuple(VulkanDevice(*d) for d in devices))
+    return out
+
+
+def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
+    """:func:`probe`'s answer, from the cache folder when it still holds for this machine; else probed and kept."""
+    path = os.path.join(cache_folder(), f"probe-{_cache_key(library)}.json")
+    if not refresh:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return _from_json(json.load(f))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    status = probe()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(_to_json(status), f)
+        os.replace(tmp, path)  # whole or not at all, also with several processes at once
+    except OSError:
+        pass  # a read-only home: probe again next time
+    return status
 
 
 def _child(arch_value: int) -> int:

@@ -265,9 +265,10 @@ CPU_ARCHS: frozenset[Arch] = frozenset({Arch.X64, Arch.ARM64})
 GFX_ARCHS: frozenset[Arch] = frozenset({Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES})
 #: Backends that drive a GPU (CUDA and the gfx APIs).
 GPU_ARCHS: frozenset[Arch] = frozenset({Arch.CUDA}) | GFX_ARCHS
-#: Preference when ``Runtime(arch=None)``: GPU backends first.
+#: Preference when ``Runtime(arch=None)``: GPU backends, then the CPU, then OpenGL. A Vulkan backend
+#: whose devices are all software rasterizers (no GPU) comes after every other choice.
 ARCH_PREFERENCE: tuple[Arch, ...] = (
-    Arch.CUDA, Arch.VULKAN, Arch.METAL, Arch.OPENGL, Arch.GLES, Arch.X64, Arch.ARM64,
+    Arch.CUDA, Arch.VULKAN, Arch.METAL, Arch.X64, Arch.ARM64, Arch.OPENGL, Arch.GLES,
 )
 
 # ---------------------------------------------------------------------------

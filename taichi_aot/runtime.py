@@ -40,10 +40,27 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .ndarray import DTypeLike, HostAccess
 
-__all__ = ["ARCH_PREFERENCE", "Runtime", "resolve_arch"]
+__all__ = ["ARCH_PREFERENCE", "Runtime", "best_arch", "resolve_arch"]
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
+def best_arch() -> Arch:
+    """The fastest backend here: a GPU (CUDA, then Vulkan on a real GPU, Metal), then the CPU, then OpenGL,
+    and a software Vulkan device (such as Mesa's lavapipe) only when nothing else works.
+
+    Raises:
+        NotSupportedError: no backend can create a runtime here.
+    """
+    status = capi.arch_status()
+    usable = [a for a in ARCH_PREFERENCE if a in status and status[a].available]
+    for arch in usable:
+        if not status[arch].software:
+            return arch
+    if usable:
+        return usable[0]
+    raise NotSupportedError("no Taichi backend can create a runtime on this machine")
 
 
 def resolve_arch(arch: Arch | int | str | None) -> Arch:
@@ -53,11 +70,7 @@ def resolve_arch(arch: Arch | int | str | None) -> Arch:
         if env:
             arch = env
         else:
-            available = capi.get_available_archs()
-            for candidate in ARCH_PREFERENCE:
-                if candidate in available:
-                    return candidate
-            raise NotSupportedError("no Taichi backend can create a runtime on this machine")
+            return best_arch()
     if isinstance(arch, str):
         try:
             return Arch[arch.strip().upper()]
@@ -101,8 +114,8 @@ class Runtime:
     """A Taichi runtime on one backend; a context manager.
 
     Args:
-        arch: an :class:`Arch`, its name (``"vulkan"``) or None for the best available
-            (a GPU backend over x64; the ``TAICHI_AOT_ARCH`` environment variable overrides).
+        arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
+            a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
         device_index: the device to use (libtaichi_c_api 1.7.4 supports 0 only).
 
     Raises:

@@ -54,9 +54,13 @@ def test_runtime_properties(rt, arch):
 
 
 def test_runtime_default_arch_and_env(monkeypatch):
-    with Runtime() as rt:  # a GPU backend over x64
-        best = next(a for a in ta.runtime.ARCH_PREFERENCE if a in capi.get_available_archs())
-        assert rt.arch == best
+    with Runtime() as rt:  # the fastest backend: a GPU, then x64, then a software Vulkan device
+        status = capi.arch_status()
+        if Arch.CUDA not in capi.get_available_archs():
+            vulkan = status[Arch.VULKAN]
+            gpu_vulkan = vulkan.available and not vulkan.software
+            assert rt.arch == (Arch.VULKAN if gpu_vulkan else Arch.X64)
+        assert rt.arch == ta.runtime.best_arch()
     monkeypatch.setenv("TAICHI_AOT_ARCH", "x64")
     with Runtime() as rt:
         assert rt.arch == Arch.X64
@@ -302,3 +306,39 @@ def test_archives_with_two_members_of_one_name_or_huge_expansion_are_refused(arc
     with pytest.raises(ta.CorruptedDataError, match="expands"):
         ta.metadata.extract_archive(str(bomb), str(tmp_path / "out2"))
     assert not (tmp_path / "out2" / "blob").exists()
+
+
+def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):
+    import json
+    import subprocess
+    import sys
+
+    from taichi_aot import _probe
+
+    devices, why = _probe.vulkan_devices()
+    assert devices, why
+    assert all(d.type in _probe.VULKAN_DEVICE_TYPES.values() and d.name for d in devices)
+    status = capi.arch_status()[Arch.VULKAN]
+    assert status.devices == tuple(devices) and status.device_count == len(devices)
+    if any("llvmpipe" in d.name for d in devices):  # Mesa's lavapipe is a CPU device: software
+        assert any(d.software for d in devices)
+
+    # a fresh process answers from the user's cache folder, and a change of what the answer depends on
+    # (here: the Vulkan driver list) makes it probe again
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path)}
+    code = "from taichi_aot import capi; print([a.name for a in capi.get_available_archs()])"
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    files = list((tmp_path / "taichi_aot").glob("probe-*.json"))
+    assert len(files) == 1
+    rows = json.loads(files[0].read_text())
+    for row in rows:  # doctor the cached answer: the next process must take it as it is
+        if row[0] == "X64":
+            row[1], row[3] = False, "doctored"
+    files[0].write_text(json.dumps(rows))
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert "X64" not in second.stdout and "X64" in first.stdout
+    third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           env={**env, "VK_ADD_DRIVER_FILES": "/nonexistent.json"})
+    assert "X64" in third.stdout
+    assert len(list((tmp_path / "taichi_aot").glob("probe-*.json"))) == 2

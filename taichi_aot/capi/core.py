@@ -17,7 +17,7 @@ from typing import Any
 from .. import _library, metadata
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
-from .._probe import ArchStatus, host_cpu_arch, probe
+from .._probe import ArchStatus, cached_probe, host_cpu_arch
 from ..enums import (
     CPU_ARCHS,
     DATA_TYPE_SIZE,
@@ -98,7 +98,7 @@ def arch_status(refresh: bool = False) -> dict[Arch, ArchStatus]:
     global _arch_status
     with _arch_lock:
         if _arch_status is None or refresh:
-            _arch_status = probe()
+            _arch_status = cached_probe(_library.info.path, refresh)
         return dict(_arch_status)
 
 

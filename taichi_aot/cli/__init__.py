@@ -32,6 +32,11 @@ def cmd_archs(args: argparse.Namespace) -> int:
         if status.available:
             devices = "?" if status.device_count is None else status.device_count
             line = f"  {arch.name.lower():8} available, devices: {devices}"
+            if status.software:
+                line += " (software rasterizer only: no GPU)"
+            for i, device in enumerate(status.devices):
+                kind = f"{device.type}: software rasterizer" if device.software else device.type
+                line += f"\n      device {i}: {device.name} ({kind}, Vulkan {device.api_version})"
             if args.caps:
                 with Runtime(arch) as rt:
                     caps = rt.capabilities
