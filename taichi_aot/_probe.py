@@ -203,12 +203,22 @@ def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
 # The answer, cached on disk
 
 
+_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", f"/usr/lib/{platform.machine()}-linux-gnu",
+                 "/usr/local/lib", "/usr/local/nvidia/lib64", "/usr/local/cuda/lib64")
+
+
+def _shared_libraries(*names: str) -> list[str]:
+    """Files of these shared libraries in the usual folders and LD_LIBRARY_PATH (a cheap look: no ldconfig)."""
+    folders = [*os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep), *_LIBRARY_DIRS]
+    return sorted({f for d in folders if d for n in names for f in glob.glob(os.path.join(d, f"lib{n}.so*"))})
+
+
 def _cache_key(library: str) -> str:
     """A digest of what the probe's answer depends on."""
     parts: list[str] = [sys.executable, platform.machine(), library]
     files = [library, *sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
              *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
-             ctypes.util.find_library("cuda") or "", ctypes.util.find_library("vulkan") or ""]
+             *_shared_libraries("cuda", "vulkan")]
     for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
         files += [f for f in os.environ.get(var, "").split(os.pathsep) if f]
     for name in files:
