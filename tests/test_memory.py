@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -200,3 +203,26 @@ def test_memory_pool_on_cpu_backends(arch):
             m = rt.allocate_memory(4096, host_read=True)
             m.close()
         assert capi.live_handle_count("memory") - before <= 1
+
+
+def test_x64_memory_returns_to_the_system_when_runtimes_close(tmp_path):
+    # 1.7.4 never frees what it allocates on x64, not even with its runtime: 20 runtimes with a 64 MiB
+    # ndarray each grew the process by 1.3 GB. Measured in a child process, over 30 cycles of 32 MiB.
+    code = textwrap.dedent("""
+        import gc, numpy as np
+        from taichi_aot import Runtime
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+        with Runtime("x64") as rt:  # the library's own one-time cost
+            rt.ndarray((1 << 23,), np.float32).fill(1.0)
+        gc.collect()
+        before = rss()
+        for _ in range(30):
+            with Runtime("x64") as rt:
+                rt.ndarray((1 << 23,), np.float32).fill(1.0)
+        gc.collect()
+        print(rss() - before)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.split()[-1]) < 64  # MiB, for 960 MiB allocated and closed
