@@ -170,7 +170,7 @@ class _LogSink:
     """The file the library's logger writes to, and the C stream over it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # Quiet sections may nest
         self._fd = -1  # an unlinked temporary file, open for the life of the process
         self._stream: object = None
         self._c: Any = None
@@ -180,7 +180,8 @@ class _LogSink:
         if library_output_enabled():
             return
         c = cffi.FFI()
-        c.cdef("typedef struct FILE FILE; extern FILE *stderr; FILE *fdopen(int, const char *); int fflush(FILE *);")
+        c.cdef("typedef struct FILE FILE; extern FILE *stderr; extern FILE *stdout; "
+               "FILE *fdopen(int, const char *); int fflush(FILE *);")
         libc = c.dlopen(None)
         with tempfile.TemporaryFile() as file:
             fd = os.dup(file.fileno())
@@ -198,6 +199,25 @@ class _LogSink:
             libc.stderr = saved
         self._c, self._stream, self._fd = libc, stream, fd
 
+    def divert_stdout(self) -> object:
+        """Point the C ``stdout`` stream here (the library printf()s blank lines on some errors); returns what
+        to give :meth:`restore_stdout`. Only C stdio output of the calling moment is diverted: Python's own
+        output goes to the file descriptors, which stay where they are."""
+        if self._fd < 0:
+            return None
+        self._lock.acquire()
+        saved = self._c.stdout
+        self._c.stdout = self._stream
+        return saved
+
+    def restore_stdout(self, saved: object) -> None:
+        """Undo :meth:`divert_stdout`."""
+        if saved is None:
+            return
+        self._c.fflush(self._stream)
+        self._c.stdout = saved
+        self._lock.release()
+
     def position(self) -> int:
         """Where the next line will be written."""
         if self._fd < 0:
@@ -213,8 +233,7 @@ class _LogSink:
         fd = self._fd
         text = os.pread(fd, min(max(end - start, 0), 65536), start).decode("utf-8", "replace")
         if end > _SINK_LIMIT:
-            with self._lock:
-                os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
+            os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
         return text
 
 
@@ -224,21 +243,25 @@ _sink = _LogSink()
 class Quiet:
     """Context manager around a C call that may log: ``.output`` holds what the library logged meanwhile.
 
-    The library's log never reaches the process's stderr (see above), so this only collects it, to
-    attach to the exception when the call fails; it redirects nothing.
+    The library's log never reaches the process's stderr (see above); this collects it, to attach to
+    the exception when the call fails. For the call's duration the C ``stdout`` stream points at the
+    same file too (the library printf()s blank lines on some errors); file descriptors are never moved.
     """
 
-    __slots__ = ("_start", "output")
+    __slots__ = ("_saved", "_start", "output")
 
     def __init__(self) -> None:
         self._start = 0
+        self._saved: object = None
         self.output = ""
 
     def __enter__(self) -> Quiet:
         self._start = _sink.position()
+        self._saved = _sink.divert_stdout()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _sink.restore_stdout(self._saved)
         self.output = _sink.since(self._start)
 
 

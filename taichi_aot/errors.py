@@ -8,6 +8,8 @@ Python user would expect (``ValueError``, ``KeyError``, ``MemoryError``, ...), s
 
 from __future__ import annotations
 
+import threading
+
 from ._native import ffi, lib
 from .enums import Error
 
@@ -163,8 +165,20 @@ _get_last_error = lib.ti_get_last_error
 _set_last_error = lib.ti_set_last_error
 
 
+class _Taken(threading.local):
+    """The last error this thread took from the library: ``(code, message)`` (what ``get_last_error`` reads)."""
+
+    code = 0
+    message = ""
+
+
+taken = _Taken()
+
+
 def take_last_error() -> tuple[int, str]:
-    """Read and clear the calling thread's last error: ``(code, message)``."""
+    """Read and clear the calling thread's last error: ``(code, message)``.
+
+    The error stays readable afterwards through ``taken`` (``capi.get_last_error()``)."""
     code = _get_last_error(_NULL, _NULL)
     if code == 0:
         return 0, ""
@@ -174,12 +188,15 @@ def take_last_error() -> tuple[int, str]:
     size[0] = len(buf)
     _get_last_error(size, buf)
     _set_last_error(0, _NULL)
-    return int(code), ffi.string(buf).decode("utf-8", "replace")
+    message = ffi.string(buf).decode("utf-8", "replace")
+    taken.code, taken.message = int(code), message
+    return int(code), message
 
 
 def clear_last_error() -> None:
-    """Reset the calling thread's last error (the C-API keeps it until then)."""
+    """Reset the calling thread's last error (the C-API keeps it until then), and what was taken of it."""
     _set_last_error(0, _NULL)
+    taken.code, taken.message = 0, ""
 
 
 def check(what: str) -> None:

@@ -60,7 +60,7 @@ class _Mapping:
         self._owned = memory._owned
         self._runtime = memory._runtime._handle
         self._handle = memory._handle
-        self.ptr = capi.map_memory(self._runtime, self._handle)
+        self.ptr: Any = ffi.cast("uint8_t *", capi.map_memory(self._runtime, self._handle))
         self._owned.pin()
         self._refs = 0
         self._memory_ref: Memory | None = memory

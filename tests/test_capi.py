@@ -20,7 +20,7 @@ from taichi_aot import (
     capi,
     errors,
 )
-from taichi_aot._native import ffi
+from taichi_aot._native import ffi, lib
 
 F32 = DataType.F32
 
@@ -41,7 +41,7 @@ def nd(memory, shape, dtype=F32, elem_shape=()):
 
 
 def write(rt, mem, array):
-    ptr = capi.map_memory(rt, mem)
+    ptr = ffi.cast("char *", capi.map_memory(rt, mem))
     try:
         np.frombuffer(ffi.buffer(ptr, array.nbytes), array.dtype)[:] = array.ravel()
     finally:
@@ -49,7 +49,7 @@ def write(rt, mem, array):
 
 
 def read(rt, mem, dtype, count):
-    ptr = capi.map_memory(rt, mem)
+    ptr = ffi.cast("char *", capi.map_memory(rt, mem))
     try:
         return np.frombuffer(ffi.buffer(ptr, np.dtype(dtype).itemsize * count), dtype).copy()
     finally:
@@ -84,12 +84,15 @@ def test_version_matches_headers():
 
 def test_last_error_roundtrip_and_funnel_clears():
     capi.set_last_error(Error.INVALID_ARGUMENT, "from python")
-    assert capi.get_last_error() == (-4, "from python")
-    # the funnel raises the pending error once, then the slot is clean
+    assert capi.get_last_error() == "from python" and capi.get_last_error_code() == Error.INVALID_ARGUMENT
+    # the funnel raises the pending error once, then the slot is clean; its message stays readable
     with pytest.raises(errors.InvalidArgumentError, match="from python"):
         errors.check("after set")
-    assert capi.get_last_error() == (0, "")
+    assert lib.ti_get_last_error(ffi.NULL, ffi.NULL) == 0
+    assert capi.get_last_error() == "from python"
     errors.check("clean")  # nothing pending, nothing raised
+    capi.clear_last_error()
+    assert capi.get_last_error() == "" and capi.get_last_error_code() == Error.SUCCESS
 
 
 @pytest.mark.parametrize(
@@ -129,14 +132,14 @@ def test_set_last_error_rejects_bad_input():
 
 
 def test_available_archs_never_crash_and_are_real():
-    archs = capi.get_available_archs()
+    archs = capi.get_available_archs()[1]
     assert Arch.X64 in archs or os.uname().machine != "x86_64"
     devices = capi.get_available_devices()
     assert set(devices) == set(archs)
     for a in archs:  # every arch reported can really create a runtime
         rt = capi.create_runtime(a)
         capi.destroy_runtime(rt)
-    assert capi.get_available_archs() == archs  # cached, same answer
+    assert capi.get_available_archs()[1] == archs  # cached, same answer
 
 
 def test_unavailable_arch_raises_instead_of_crashing():
@@ -412,9 +415,9 @@ def test_unknown_names_raise_keyerror_on_every_arch(module):
             getter(module, "")
         with pytest.raises(TypeError):
             getter(module, 3)  # type: ignore[arg-type]  # wrong on purpose
-    # a failed lookup leaves nothing behind: the next call is clean
+    # a failed lookup leaves nothing pending: the next call is clean
     capi.get_aot_module_kernel(module, "add")
-    assert capi.get_last_error() == (0, "")
+    assert lib.ti_get_last_error(ffi.NULL, ffi.NULL) == 0
 
 
 def test_launch_bad_arguments(rt, module):
@@ -693,7 +696,7 @@ def test_vulkan_interop(vulkan):
 
 
 def test_cuda_stream_functions_need_cuda():
-    if Arch.CUDA in capi.get_available_archs():
+    if Arch.CUDA in capi.get_available_archs()[1]:
         rt = capi.create_runtime(Arch.CUDA)
         capi.set_cuda_stream(None)
         assert capi.get_cuda_stream() == ffi.NULL
@@ -708,6 +711,96 @@ def test_cuda_stream_functions_need_cuda():
 
 
 def test_unavailable_interop_runtimes_raise():
-    if Arch.OPENGL not in capi.get_available_archs():
+    if Arch.OPENGL not in capi.get_available_archs()[1]:
         with pytest.raises(errors.NotSupportedError):
             capi.import_opengl_runtime({"get_proc_addr": ffi.NULL})
+
+
+# -- conformance with the design document of the flat API (seed 001) ------------------------------------
+
+SEED_001 = [  # name, parameters in order, return annotation, as the design document gives them
+    ("get_version", [], "int"),
+    ("get_last_error", [], "str"),
+    ("create_runtime", ["arch", "device"], "Any"),
+    ("get_available_archs", [], "tuple[list[int], list[Arch]]"),
+    ("destroy_runtime", ["runtime"], "None"),
+    ("set_last_error", ["error", "message"], "None"),
+    ("allocate_memory", ["runtime", "allocate_info"], "Any"),
+    ("free_memory", ["runtime", "memory"], "None"),
+    ("map_memory", ["runtime", "memory"], "int"),
+    ("unmap_memory", ["runtime", "memory"], "None"),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "returns"), SEED_001, ids=[s[0] for s in SEED_001])
+def test_seed_001_names_parameters_and_return_types(name, params, returns):
+    import inspect
+
+    fn = getattr(capi, name)
+    signature = inspect.signature(fn)
+    positional = [p.name for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    assert positional == params
+    assert signature.return_annotation == returns
+
+
+def test_seed_001_behaviour(arch, modules):
+    import ctypes
+
+    values, archs = capi.get_available_archs()
+    assert values == [int(a) for a in archs] and all(isinstance(v, int) for v in values) and arch in archs
+    rt = capi.create_runtime(arch, 0)
+    try:
+        capi.set_last_error(Error.INVALID_ARGUMENT, "seed")
+        assert capi.get_last_error() == "seed"
+        capi.clear_last_error()
+        with pytest.raises(errors.InvalidArgumentError):  # an error of the library itself ...
+            capi.allocate_memory(rt, size=0, usage=1)
+        with pytest.raises(errors.NameNotFoundError):
+            capi.get_aot_module_kernel(capi.load_aot_module(rt, modules.path(arch)), "no_such_kernel")
+        assert "no_such_kernel" in capi.get_last_error()  # ... stays readable after the call raised it
+
+        class AllocateInfo(ctypes.Structure):  # what a ctypes caller holds: the C layout
+            _fields_ = [("size", ctypes.c_uint64), ("host_write", ctypes.c_uint32), ("host_read", ctypes.c_uint32),
+                        ("export_sharing", ctypes.c_uint32), ("usage", ctypes.c_uint32)]
+
+        mem = capi.allocate_memory(rt, AllocateInfo(size=16, host_write=1, host_read=1, usage=1))
+        address = capi.map_memory(rt, mem)
+        view = (ctypes.c_float * 4).from_address(ctypes.c_void_p(address).value)
+        view[:] = [1.0, 2.0, 3.0, 4.0]
+        capi.unmap_memory(rt, mem)
+        address = capi.map_memory(rt, mem)
+        assert list(ffi.cast("float *", address)[0:4]) == [1.0, 2.0, 3.0, 4.0]
+        capi.unmap_memory(rt, mem)
+        class Small(ctypes.Structure):
+            _fields_ = [("size", ctypes.c_uint64)]
+
+        with pytest.raises(TypeError, match="not a TiMemoryAllocateInfo"):
+            capi.allocate_memory(rt, Small(size=16))
+        # a ctypes array of TiArgument, C layout, for a launch
+        module = capi.load_aot_module(rt, modules.path(arch))
+        kernel = capi.get_aot_module_kernel(module, "add")
+        size = ffi.sizeof("TiArgument")
+        args = (ctypes.c_uint8 * (3 * size))()
+        cffi_args = ffi.new("TiArgument[]", [
+            {"type": ArgumentType.NDARRAY, "value": {"ndarray": {"memory": mem, "shape": {"dim_count": 1, "dims": [4]},
+                                                                  "elem_shape": {"dim_count": 0},
+                                                                  "elem_type": DataType.F32}}},
+            {"type": ArgumentType.NDARRAY, "value": {"ndarray": {"memory": mem, "shape": {"dim_count": 1, "dims": [4]},
+                                                                  "elem_shape": {"dim_count": 0},
+                                                                  "elem_type": DataType.F32}}},
+            {"type": ArgumentType.F32, "value": {"f32": 1.0}}])
+        ctypes.memmove(args, bytes(ffi.buffer(cffi_args)), 3 * size)
+
+        class TiArgument(ctypes.Structure):
+            _fields_ = [("raw", ctypes.c_uint8 * size)]
+
+        as_structs = (TiArgument * 3).from_buffer(args)
+        capi.launch_kernel(rt, kernel, as_structs)
+        capi.wait(rt)
+        address = capi.map_memory(rt, mem)
+        assert list(ffi.cast("float *", address)[0:4]) == [2.0, 4.0, 6.0, 8.0]  # x += 1.0 * x
+        capi.unmap_memory(rt, mem)
+        assert capi.track_image_ext is capi.track_image
+    finally:
+        capi.destroy_runtime(rt)

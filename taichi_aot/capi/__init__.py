@@ -1,6 +1,6 @@
 """The flat, checked Taichi C-API: one Python function per C function.
 
-Names drop the ``ti_`` prefix (``ti_track_image_ext`` is :func:`track_image`).
+Names drop the ``ti_`` prefix (``ti_track_image_ext`` is :func:`track_image_ext`, also :func:`track_image`).
 Handles are the cffi pointers the C functions return. Struct parameters take the
 cffi struct (or a pointer to one), a plain ``dict``, or keyword arguments.
 
@@ -63,6 +63,7 @@ from .core import (
     get_available_archs,
     get_available_devices,
     get_last_error,
+    get_last_error_code,
     get_runtime_capabilities,
     get_version,
     launch_compute_graph,
@@ -76,6 +77,7 @@ from .core import (
     set_last_error,
     set_runtime_capabilities_ext,
     track_image,
+    track_image_ext,
     transition_image,
     unmap_memory,
     wait,
@@ -138,6 +140,7 @@ __all__ = [
     "get_available_devices",
     "get_cuda_stream",
     "get_last_error",
+    "get_last_error_code",
     "get_runtime_capabilities",
     "get_version",
     "import_cpu_memory",
@@ -164,6 +167,7 @@ __all__ = [
     "set_last_error",
     "set_runtime_capabilities_ext",
     "track_image",
+    "track_image_ext",
     "transition_image",
     "unmap_memory",
     "wait",

@@ -8,6 +8,7 @@ Nothing here reads the handle registry.
 
 from __future__ import annotations
 
+import ctypes
 import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -61,6 +62,8 @@ def enum_arg(cls: type[E], value: Any, what: str) -> E:
 def struct_arg(ctype: str, value: Any, fields: Mapping[str, Any], what: str) -> Any:
     """A ``ctype *`` built from a cffi struct/pointer, a dict, and/or keywords."""
     try:
+        if isinstance(value, (ctypes.Structure, ctypes.Union)):
+            value = from_ctypes(ctype, value, what)
         if isinstance(value, ffi.CData):
             t = ffi.typeof(value)
             if t is ffi.typeof(ctype):
@@ -87,6 +90,21 @@ def struct_arg(ctype: str, value: Any, fields: Mapping[str, Any], what: str) -> 
         raise ArgumentTypeError(f"{what}: bad {ctype}: {e}") from None
     except (OverflowError, ValueError) as e:
         raise InvalidArgumentError(f"{what}: bad {ctype}: {e}") from None
+
+
+def from_ctypes(ctype: str, value: Any, what: str, count: int | None = None) -> Any:
+    """A cffi ``ctype`` (or ``ctype[count]``) holding a copy of a ctypes structure (or array) of the C layout.
+
+    Raises:
+        ArgumentTypeError: its size is not the C type's (another layout).
+    """
+    want = ffi.sizeof(ctype) * (count if count is not None else 1)
+    if ctypes.sizeof(value) != want:
+        raise ArgumentTypeError(f"{what}: a ctypes {type(value).__name__} of {ctypes.sizeof(value)} bytes is not a "
+                                f"{ctype}{'' if count is None else f'[{count}]'} ({want} bytes)")
+    out = ffi.new(f"{ctype}[{count}]" if count is not None else f"{ctype} *")
+    ffi.memmove(out, bytes(memoryview(value).cast("B")), want)
+    return out if count is not None else out[0]
 
 
 def pointer_arg(value: Any, what: str, allow_null: bool = False) -> Any:
@@ -119,6 +137,8 @@ def size_arg(value: Any, what: str) -> int:
 
 def argument_init(value: Any, what: str) -> Any:
     """A TiArgument initializer (or cdata) from one Python argument."""
+    if isinstance(value, (ctypes.Structure, ctypes.Union)):
+        value = from_ctypes("TiArgument", value, what)
     if isinstance(value, ffi.CData):
         t = ffi.typeof(value)
         if t is ffi.typeof("TiArgument"):
@@ -142,7 +162,10 @@ def argument_init(value: Any, what: str) -> Any:
 
 
 def pack_arguments(args: Sequence[Any] | Any) -> Any:
-    """A cffi ``TiArgument[]`` from TiArguments, dicts, ints (i32) and floats (f32)."""
+    """A cffi ``TiArgument[]`` from TiArguments (cffi or ctypes), dicts, ints (i32) and floats (f32),
+    or a ctypes array of the C layout."""
+    if isinstance(args, ctypes.Array):
+        return from_ctypes("TiArgument", args, "launch_kernel: args", len(args))
     if isinstance(args, ffi.CData):
         if ffi.typeof(args).kind == "array" and ffi.typeof(args).item is ffi.typeof("TiArgument"):
             return args
@@ -160,6 +183,8 @@ def pack_arguments(args: Sequence[Any] | Any) -> Any:
 
 def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple[Any, list]:
     """A cffi ``TiNamedArgument[]`` (and the name buffers it points to) from a mapping or a sequence."""
+    if isinstance(args, ctypes.Array):
+        return from_ctypes("TiNamedArgument", args, "launch_compute_graph: args", len(args)), []
     if isinstance(args, ffi.CData):
         if ffi.typeof(args).kind == "array" and ffi.typeof(args).item is ffi.typeof("TiNamedArgument"):
             return args, []

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import _library, metadata
+from .. import _library, errors, metadata
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
 from .._probe import ArchStatus, cached_probe, host_cpu_arch
@@ -27,6 +27,7 @@ from ..enums import (
     ArgumentType,
     Capability,
     DataType,
+    Error,
     ImageLayout,
 )
 from ..errors import (
@@ -64,10 +65,27 @@ def get_version() -> int:
     return int(lib.ti_get_version())
 
 
-def get_last_error() -> tuple[int, str]:
-    """``ti_get_last_error``: ``(code, message)`` of this thread's pending error, without clearing it."""
+def get_last_error() -> str:
+    """``ti_get_last_error``: the message of this thread's last error ("" when there is none).
+
+    A pending error of the library is read without clearing it; after a call of this API raised, its
+    error is still what this returns (the exception was made from it), until ``clear_last_error()``.
+    The code is the exception's ``code``, or :func:`get_last_error_code`.
+    """
+    return _last_error()[1]
+
+
+def get_last_error_code() -> Error:
+    """The code of the error :func:`get_last_error` describes (``Error.SUCCESS`` when there is none)."""
+    code = _last_error()[0]
+    return Error(code) if code in Error._value2member_map_ else Error.SUCCESS
+
+
+def _last_error() -> tuple[int, str]:
     size = ffi.new("uint64_t *", 0)
     code = lib.ti_get_last_error(size, NULL)
+    if code == 0:
+        return errors.taken.code, errors.taken.message
     buf = ffi.new("char[]", int(size[0]) + 1)
     size[0] = len(buf)
     lib.ti_get_last_error(size, buf)
@@ -102,14 +120,16 @@ def arch_status(refresh: bool = False) -> dict[Arch, ArchStatus]:
         return dict(_arch_status)
 
 
-def get_available_archs() -> list[Arch]:
-    """Archs on which a runtime can really be created here (``ti_get_available_archs``, made safe).
+def get_available_archs() -> tuple[list[int], list[Arch]]:
+    """``ti_get_available_archs``, made safe: ``(values, archs)`` of the archs on which a runtime can really
+    be created here, as ``uint32`` values and as :class:`Arch` members (``Arch.CUDA in archs``).
 
     The C function crashes without libcuda and reports archs that cannot create a
     runtime; this probes each arch in a child process once and caches the answer.
     Device counts are in :func:`get_available_devices`.
     """
-    return [a for a, s in arch_status().items() if s.available]
+    archs = [a for a, s in arch_status().items() if s.available]
+    return [int(a) for a in archs], archs
 
 
 def get_available_devices() -> dict[Arch, int | None]:
@@ -127,12 +147,18 @@ def require_available(arch: Arch, what: str) -> None:
         raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
 
 
-def create_runtime(arch: Arch | int | str, device_index: int = 0) -> Any:
-    """``ti_create_runtime``: a new runtime (TiRuntime) on ``arch``.
+def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int | None = None) -> Any:
+    """``ti_create_runtime``: a new runtime (TiRuntime) on ``arch`` and its ``device`` (the C header's
+    ``device_index``, accepted under that name too).
 
     Raises NotSupportedError when the arch cannot create a runtime here (checked
     before calling C: 1.7.4 crashes or silently falls back to x64 on some).
     """
+    if device_index is not None:
+        if device != 0:
+            raise ArgumentTypeError("create_runtime: device given twice (device and device_index)")
+        device = device_index
+    device_index = device
     arch = enum_arg(Arch, arch, "create_runtime: arch")
     if isinstance(device_index, bool) or not isinstance(device_index, int):
         raise ArgumentTypeError(f"create_runtime: device_index must be an int, got {device_index!r}")
@@ -290,8 +316,9 @@ def memory_size(runtime: Any, memory: Any) -> int:
     return lookup_runtime_child("memory", "TiMemory", runtime, memory, "memory_size")[1].size
 
 
-def map_memory(runtime: Any, memory: Any) -> Any:
-    """``ti_map_memory``: a ``void *`` to host-visible memory. Mapping twice raises InvalidStateError."""
+def map_memory(runtime: Any, memory: Any) -> int:
+    """``ti_map_memory``: the address of host-visible memory, an int (``ctypes.c_void_p(address)``,
+    ``ffi.cast("float *", address)``, ``numpy`` through ctypes). Mapping twice raises InvalidStateError."""
     lookup_runtime(runtime, "map_memory")
     _, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "map_memory")
     if entry.mapped:
@@ -307,7 +334,7 @@ def map_memory(runtime: Any, memory: Any) -> Any:
     if ptr == NULL:
         raise InvalidStateError("map_memory: the library returned a NULL mapping")
     entry.mapped = True
-    return ptr
+    return int(ffi.cast("uintptr_t", ptr))
 
 
 def unmap_memory(runtime: Any, memory: Any) -> None:
@@ -449,6 +476,9 @@ def track_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
         handles.mark_enqueued(runtime)
         lib.ti_track_image_ext(runtime, image, layout)
     check("track_image")
+
+
+track_image_ext = track_image  # the C name (``ti_track_image_ext``)
 
 
 def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> None:
