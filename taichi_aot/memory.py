@@ -25,7 +25,7 @@ from . import _cuda, capi
 from ._lifetime import Child, Owned
 from ._native import ffi
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, OutOfMemoryError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
@@ -42,6 +42,10 @@ def _size_arg(size: Any, what: str) -> int:
     if size >= 2**63:
         raise InvalidArgumentError(f"{what}: size {size} is too large")
     return size
+
+
+def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
+    capi.free_memory(runtime, memory)  # the registry forgets it; ``host`` is the caller's, kept alive until now
 
 
 def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
@@ -136,9 +140,13 @@ class Memory(Child):
         host_write: bool = False,
         export_sharing: bool = False,
         usage: MemoryUsage | int = MemoryUsage.STORAGE,
+        host: Any = None,
     ):
         runtime._ensure_open()
         size = _size_arg(size, "allocate_memory")
+        if host is not None:  # the caller's own host memory, shared (CPU backends)
+            self._import_host(runtime, size, host)
+            return
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
         rt = runtime._handle
@@ -163,7 +171,29 @@ class Memory(Child):
         self._flags = flags
         self._mapping: _Mapping | None = None
         self._cuda_address: int | None = None
+        self._host: Any = None
         self._attach(runtime, Owned(release, runtime._owned))
+
+    def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
+        # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory
+        if runtime._arch not in CPU_ARCHS:
+            raise NotSupportedError(
+                f"{runtime._arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
+                "host memory on CPU backends only): copy it instead"
+            )
+        view = memoryview(host)
+        if view.readonly or not view.c_contiguous or view.nbytes != size:
+            raise InvalidArgumentError("allocate_memory: host must be a writable C-contiguous buffer of the size")
+        rt = runtime._handle
+        handle = capi.import_cpu_memory(rt, int(ffi.cast("uintptr_t", ffi.from_buffer(view))), size)
+        self._handle = handle
+        self._size = size
+        self._flags = (True, True, False, int(MemoryUsage.STORAGE))
+        self._mapping = None
+        self._cuda_address = None
+        self._host = host
+        # the release holds the buffer too: it lives as long as the native handle can be used
+        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, host), runtime._owned))
 
     _kind = "memory"
 

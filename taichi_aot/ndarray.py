@@ -21,7 +21,7 @@ from . import _cuda
 from ._native import ffi
 from .capi import MAX_ND_DIMS
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
 from .memory import Memory, _MapContext
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,6 +176,7 @@ class NdArray:
         elem_shape: Iterable[int] = (),
         *,
         host_access: HostAccess | None = None,
+        host: np.ndarray | None = None,
     ):
         runtime._ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
@@ -203,7 +204,9 @@ class NdArray:
                 f"ndarray of shape {dims} + element {elem_dims} of {np_dtype} needs {nbytes} bytes "
                 f"(more than {MAX_NBYTES})"
             )
-        memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write)
+        if host is not None and (host.dtype != np_dtype or host.shape != dims + elem_dims):
+            raise InvalidArgumentError(f"host array {host.dtype} {host.shape} is not {np_dtype} {dims + elem_dims}")
+        memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write, host=host)
         self._memory = memory
         self._runtime = runtime
         self._shape = dims
@@ -240,7 +243,7 @@ class NdArray:
             self._write = self._write_cuda
         else:
             self._write = self._write_staged
-        if not cpu:  # CPU memory is zeroed on allocation; device memory is not
+        if not cpu:  # CPU memory is zeroed on allocation (or is the caller's host array); device memory is not
             self._write(np.zeros(self._full_shape, np_dtype))
 
     # -- state --------------------------------------------------------------------
@@ -320,6 +323,30 @@ class NdArray:
             return view
 
         return _MapContext(make)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy's protocol (``np.asarray(x)``, ``np.sum(x)``): a zero-copy view where the host can address
+        the memory (CPU backends, host-readable memory), else a copy. ``copy=True`` always copies;
+        ``copy=False`` raises where only a copy is possible.
+
+        Raises:
+            InvalidStateError: ``copy=False`` for memory the host cannot address (use ``to_numpy()``).
+        """
+        self._ensure_open()
+        target = np.dtype(dtype) if dtype is not None else self._dtype
+        host_visible = self._runtime._arch in CPU_ARCHS or self._memory.host_read
+        if copy is False and (not host_visible or target != self._dtype):
+            why = "its memory is not host-visible (allocate with host_access)" if not host_visible else (
+                f"it holds {self._dtype}, not {target}")
+            raise InvalidStateError(f"np.asarray(copy=False) of this ndarray needs a copy: {why}; use to_numpy()")
+        if copy or not host_visible:
+            a = self.to_numpy()
+        else:
+            self._runtime._sync()
+            a = self._memory._view().view(self._dtype).reshape(self._full_shape)
+            if not self._memory.host_write:
+                a.flags.writeable = False
+        return a.astype(target, copy=False) if target != self._dtype else a
 
     def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:
         """A copy of the data as a numpy array (staged through host memory if needed).

@@ -27,8 +27,15 @@ import numpy as np
 
 from . import capi
 from ._lifetime import Child, Owned
-from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
-from .errors import ClosedError, InvalidArgumentError, NotSupportedError, WrongProcessError, WrongThreadError
+from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
+from .errors import (
+    ArgumentTypeError,
+    ClosedError,
+    InvalidArgumentError,
+    NotSupportedError,
+    WrongProcessError,
+    WrongThreadError,
+)
 from .image import Image, Sampler
 from .launch import LaunchSequence
 from .memory import Memory
@@ -281,6 +288,39 @@ class Runtime:
         nd.from_numpy(a)
         return nd
 
+    def ndarray_from(
+        self, obj: Any, elem_ndim: int = 0, *, copy: bool | None = None, host_access: HostAccess | None = None
+    ) -> NdArray:
+        """An ndarray over ``obj`` (numpy array, buffer protocol, ``__array_interface__``, or a CPU ``__dlpack__``
+        object such as a torch CPU tensor): its last ``elem_ndim`` axes are the element shape.
+
+        ``copy=None`` shares the memory where this backend can address it (x64: a writable C-contiguous
+        array of a Taichi dtype; the source stays alive as long as the ndarray) and copies otherwise;
+        ``copy=False`` raises where a copy would be needed; ``copy=True`` always copies (numpy 2's meaning).
+
+        Raises:
+            ArgumentTypeError: not an array, or a dtype Taichi cannot store.
+            InvalidArgumentError: ``copy=False`` where a copy is needed (which case is named), an empty array,
+                a bad ``elem_ndim``.
+        """
+        self._ensure_open()
+        a = _host_array(obj)
+        if not 0 <= elem_ndim <= a.ndim:
+            raise InvalidArgumentError(f"ndarray_from: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
+        if a.dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"ndarray_from: {a.dtype} has no Taichi data type")
+        if a.size == 0:
+            raise InvalidArgumentError(f"ndarray_from: the array is empty (shape {a.shape})")
+        split = a.ndim - elem_ndim
+        why = _why_copy(a, self._arch)
+        if copy is False and why:
+            raise InvalidArgumentError(f"ndarray_from(copy=False): {why}")
+        if copy or why:
+            nd = NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host_access=host_access)
+            nd.from_numpy(a)
+            return nd
+        return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
+
     def allocate_image(
         self,
         dimension: ImageDimension | int | str,
@@ -322,6 +362,32 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
         return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
+
+
+def _host_array(obj: Any) -> np.ndarray:
+    """A numpy array over ``obj``'s memory, without a copy."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        try:
+            return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
+        except (TypeError, RuntimeError, BufferError, ValueError) as e:
+            raise ArgumentTypeError(f"ndarray_from: {type(obj).__name__} is not on the CPU ({e})") from None
+    try:
+        return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
+    except (TypeError, ValueError) as e:
+        raise ArgumentTypeError(f"ndarray_from: {type(obj).__name__} is not an array ({e})") from None
+
+
+def _why_copy(a: np.ndarray, arch: Arch) -> str:
+    """Why ``a`` cannot be shared with a runtime on ``arch`` (empty: it can)."""
+    if arch not in CPU_ARCHS:
+        return f"{arch.name} cannot address host memory (libtaichi_c_api 1.7.4 imports it on CPU backends only)"
+    if not a.flags.c_contiguous:
+        return "the array is not C-contiguous (a strided or reversed view)"
+    if not a.flags.writeable:
+        return "the array is read-only, and kernels may write their arguments"
+    return ""
 
 
 @atexit.register
