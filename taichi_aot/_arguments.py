@@ -135,7 +135,9 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if value.__class__ is not NdArray and not isinstance(value, NdArray):
-            raise wrong(value)
+            if not array_like(value):
+                raise wrong(value)
+            value = runtime._foreign_ndarray(value, len(spec.elem_shape), what)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
             raise wrong(value, InvalidArgumentError)
         if value._memory._owned.closed:
@@ -146,6 +148,11 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
         slot.buf[off:off + end] = value._arg_bytes
 
     return pack
+
+
+def array_like(value: Any) -> bool:
+    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
+    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")
 
 
 def _texture_packer(spec: ArgInfo, what: str) -> Packer:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Slot, array_like, make_packer, prefill
 from ._native import ffi, lib
 from .errors import (
     ArgumentNotFoundError,
@@ -85,6 +85,23 @@ def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], N
             _after_launch(code, c, validate, what)
 
     return launch
+
+
+def _bindable(entry: Kernel | ComputeGraph, values: Sequence[Any]) -> list[Any]:
+    """``values`` with foreign arrays for ndarray arguments replaced by the ndarrays they travel in (a bound launch
+    holds those); an array the backend could take only as a copy is refused (it would be copied once, at bind)."""
+    rt = entry._runtime
+    out = list(values)
+    for i, (spec, value) in enumerate(zip(entry._args, values)):
+        if spec.kind == "ndarray" and not isinstance(value, NdArray) and array_like(value):
+            out[i] = rt._foreign_ndarray(value, len(spec.elem_shape), f"{entry!r} argument {spec.index}")
+            if rt._copy_back:
+                rt._copy_back.clear()
+                raise InvalidArgumentError(
+                    f"{entry!r} argument {spec.index}: {rt.arch.name} cannot address this array, and a bound "
+                    "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
+                )
+    return out
 
 
 class _Packed:
@@ -223,11 +240,15 @@ class Kernel(_Launchable):
             args = self._bind(args, kwargs)
         # the objects guarantee what the flat layer would check (live handles, extents); C checks
         # that nothing was closed since the last look and that this is the runtime's thread
-        for (pack, slot), value in zip(plan, args):
-            pack(value, rt, slot)
-        code = _launch(self._c)
-        if code:
-            _after_launch(code, self._c, self._module._ensure_open, self._what)
+        try:
+            for (pack, slot), value in zip(plan, args):
+                pack(value, rt, slot)
+            code = _launch(self._c)
+            if code:
+                _after_launch(code, self._c, self._module._ensure_open, self._what)
+        finally:
+            if rt._copy_back:  # foreign arrays the backend cannot address travelled as copies
+                rt._write_back()
 
     launch = __call__
 
@@ -237,7 +258,7 @@ class Kernel(_Launchable):
         ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
         """
         self._module._ensure_open()
-        values = self._bind(args, kwargs)
+        values = _bindable(self, self._bind(args, kwargs))
         packed = self._new_packed()
         rt = self._runtime
         for pack, slot, value in zip(self._packers, packed.slots, values):
@@ -306,10 +327,14 @@ class ComputeGraph(_Launchable):
             if rt._recorder is not None:
                 rt._recorder.append(self.bind(args))
                 return
-        self._pack(self._values(args), self._slots)
-        code = _launch(self._c)
-        if code:
-            _after_launch(code, self._c, self._module._ensure_open, self._what)
+        try:
+            self._pack(self._values(args), self._slots)
+            code = _launch(self._c)
+            if code:
+                _after_launch(code, self._c, self._module._ensure_open, self._what)
+        finally:
+            if rt._copy_back:  # foreign arrays the backend cannot address travelled as copies
+                rt._write_back()
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
@@ -322,7 +347,7 @@ class ComputeGraph(_Launchable):
             if len(mapping) != 1 or args:
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
             args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
-        values = self._values(args)
+        values = _bindable(self, self._values(args))
         packed = self._new_packed()
         self._pack(values, packed.slots)
         return BoundLaunch(self, packed, values)

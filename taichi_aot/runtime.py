@@ -16,6 +16,7 @@ collection work from any thread.)
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import os
 import threading
@@ -48,6 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ndarray import DTypeLike, HostAccess
 
 __all__ = ["ARCH_PREFERENCE", "Runtime", "best_arch", "resolve_arch"]
+
+#: How many ndarrays made for foreign kernel arguments a runtime keeps (each holds its array alive).
+_FOREIGN_CACHE = 16
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -145,6 +149,13 @@ class Runtime:
         # the thread whose launches may take the fast path: the owner's, or none (-1) while recording
         self._launch_ident = self._thread
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
+        # foreign arrays passed to kernels: the ndarrays made for them (most recent last), and the copies to
+        # write back after a launch where the backend cannot address them
+        self._foreign: collections.OrderedDict[tuple[Any, ...], NdArray] = collections.OrderedDict()
+        self._copy_back: list[tuple[NdArray, np.ndarray]] = []
+        #: Whether a foreign array the backend cannot address (any array on a GPU backend) may be passed to
+        #: a kernel through a copy in and back out; False makes that an InvalidArgumentError.
+        self.allow_array_copies = True
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)
@@ -320,6 +331,47 @@ class Runtime:
             nd.from_numpy(a)
             return nd
         return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
+
+    def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
+        """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
+        can address it (cached by identity and pointer, so a repeated argument costs one lookup), else a staged
+        copy, written back into ``value`` after the launch."""
+        if value.__class__ is np.ndarray:  # the common case, found without building the array interface:
+            # the cached ndarray holds this very array, so its buffer cannot move (numpy refuses to resize
+            # an array others refer to); only its shape, strides and dtype are compared
+            key: tuple[Any, ...] = (id(value), value.shape, value.strides, value.dtype, elem_ndim)
+            nd = self._foreign.get(key)
+            if nd is not None and nd._memory._host is value and not nd.closed:
+                return nd
+            a = value
+        else:
+            a = _host_array(value)
+            key = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
+        nd = self._foreign.get(key)
+        if nd is not None and not nd.closed:
+            self._foreign.move_to_end(key)
+        else:
+            why = _why_copy(a, self._arch)
+            if why and not self.allow_array_copies:
+                raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
+            nd = self.ndarray_from(a, elem_ndim=min(elem_ndim, a.ndim), copy=bool(why))
+            if why:  # a staged copy: not cached, written back after the launch
+                if a.flags.writeable:
+                    self._copy_back.append((nd, a))
+                return nd
+            self._foreign[key] = nd
+            if len(self._foreign) > _FOREIGN_CACHE:
+                self._foreign.popitem(last=False)
+        if nd._data_type != DATA_TYPES.get(a.dtype):
+            raise ArgumentTypeError(f"{what}: {a.dtype} array")
+        return nd
+
+    def _write_back(self) -> None:
+        """After a launch with staged foreign arrays: wait, and copy each back into its array."""
+        pending, self._copy_back = self._copy_back, []
+        for nd, a in pending:
+            np.copyto(a, nd.to_numpy(), casting="no")
+            nd.close()
 
     def allocate_image(
         self,

@@ -80,3 +80,46 @@ def test_the_shared_source_outlives_its_owner():
         x = rt.ndarray_from(np.full(1 << 16, 3, np.int32))  # nobody else holds the array: the ndarray does
         gc.collect()
         assert int(x.to_numpy().sum()) == 3 << 16
+
+
+def test_numpy_arrays_as_kernel_and_graph_arguments(rt, arch, modules):
+    mod = rt.load_module(modules.path(arch))
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+    x, y = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
+    add(x, y, 2.0)  # numpy in place of ndarrays: x is written, as Taichi's own JIT kernels do
+    rt.wait()
+    assert np.array_equal(x, 2 * y)
+    graph(x=x, y=rt.ndarray_from(y), a=1.0)
+    rt.wait()
+    assert np.array_equal(x, 4 * y)
+    nd = rt.ndarray_from_numpy(np.ones(8, np.float32))
+    add(nd, y, 1.0)  # mixed
+    rt.wait()
+    assert np.array_equal(nd.to_numpy(), 1 + y)
+    with pytest.raises(InvalidArgumentError, match="expected f32 ndarray"):
+        add(np.zeros(8, np.float64), y, 1.0)  # validated like an NdArray
+    with pytest.raises(InvalidArgumentError):
+        add(np.zeros((2, 4), np.float32), y, 1.0)
+    vec = np.zeros((4, 3), np.float32)
+    mod.kernels["scale_vec3"](vec + 1, (1.0, 2.0, 3.0))  # element shape from the trailing dimensions
+    if arch == Arch.X64:  # shared, not copied: a bound launch holds the array's ndarray
+        bound = add.bind(x, y, 1.0)
+        bound()
+        rt.wait()
+        assert np.array_equal(x, 5 * y)
+    else:
+        with pytest.raises(InvalidArgumentError, match="bound launch would copy"):
+            add.bind(x, y, 1.0)
+        rt.allow_array_copies = False
+        with pytest.raises(InvalidArgumentError, match="allow_array_copies"):
+            add(x, y, 1.0)
+        assert np.array_equal(x, 4 * y)  # untouched
+
+
+def test_a_repeated_foreign_argument_is_looked_up_not_imported_again():
+    require_arch(Arch.X64)  # CPU backends share host arrays; elsewhere each call copies (tested above)
+    with Runtime(Arch.X64) as rt:
+        a = np.zeros(4, np.float32)
+        first = rt._foreign_ndarray(a, 0, "test")
+        assert rt._foreign_ndarray(a, 0, "test") is first
+        assert rt._foreign_ndarray(a[:2], 0, "test") is not first  # another view: another ndarray
