@@ -49,7 +49,7 @@ def test_demo_writes_a_picture(arch_name, tmp_path):
 def test_demo_bad_input(tmp_path):
     assert run_cli("demo", "--size", "4").returncode == 2
     out = run_cli("demo", "--arch", "quantum", "--out", str(tmp_path / "x.png"))
-    assert out.returncode == 1 and "unknown arch" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "unknown arch" in out.stderr and "Traceback" not in out.stderr
     assert run_cli("nonsense").returncode == 2
 
 
@@ -62,7 +62,7 @@ def test_each_command_checks_its_own_options(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["demo", "--steps", "8"])
     assert exit_.value.code == 2 and "--size must be at least 32 and --steps at least 16" in capsys.readouterr().err
-    assert main(["stubs", os.path.join(HERE, "no-such-module"), "-o", "-"]) == 1  # demo's limits are not its own
+    assert main(["stubs", os.path.join(HERE, "no-such-module"), "-o", "-"]) == 2  # demo's limits are not its own
 
 
 def test_console_script_and_module_run_the_same_main():
@@ -97,9 +97,9 @@ def test_info_and_stubs_bad_input(tmp_path):
     (tmp_path / "junk.tcm").write_bytes(b"not a zip")
     for cmd in (["info"], ["stubs", "-o", str(tmp_path / "s.pyi")]):
         missing = run_cli(*cmd[:1], str(tmp_path / "nope"), *cmd[1:])
-        assert missing.returncode == 1 and "no module at" in missing.stderr
+        assert missing.returncode == 2 and "no module at" in missing.stderr and "Traceback" not in missing.stderr
         junk = run_cli(*cmd[:1], str(tmp_path / "junk.tcm"), *cmd[1:])
-        assert junk.returncode == 1 and "CorruptedDataError" in junk.stderr and "Traceback" not in junk.stderr
+        assert junk.returncode == 2 and "CorruptedDataError" in junk.stderr and "Traceback" not in junk.stderr
 
 
 def test_build_then_run_through_taichi_aot(tmp_path):
@@ -140,7 +140,7 @@ def test_build_bad_input(tmp_path):
     ]
     for args, text in cases:
         proc = run_cli(*args)
-        assert proc.returncode == 1 and text in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and text in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("arch", [Arch.X64, Arch.VULKAN], ids=["x64", "vulkan"])
@@ -164,3 +164,53 @@ def test_stubs_are_valid_typed_python(arch, modules, tmp_path):
         assert [p.kind for p in add.parameters.values()][1:] == [inspect.Parameter.POSITIONAL_ONLY] * 3
     assert "add_c80_0" not in text  # graph-internal kernels are not part of the module's surface
     assert "def __getitem__(self, name: Literal['add']) -> Kernel_add" in text
+
+
+def test_every_user_mistake_is_one_line_and_exit_2(tmp_path, modules):
+    readme = os.path.join(os.path.dirname(HERE), "README.md")
+    (tmp_path / "folder").mkdir()
+    module = modules.path(Arch.X64)
+    cases = [
+        ["build", readme, "--arch", "x64", "-o", str(tmp_path / "o")],  # not Python: was an AttributeError traceback
+        ["demo", "--out", "/nonexistent/x.png"],  # refused before the run, not after it
+        ["demo", "--out", str(tmp_path / "folder")],
+        ["stubs", module, "-o", str(tmp_path / "folder")],
+        ["bench", "--quick", "--json", "/nonexistent/r.json"],
+        ["info", str(tmp_path / "folder")],  # a folder that is no module
+        ["archs", "--bogus"],
+    ]
+    for args in cases:
+        proc = run_cli(*args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and lines and lines[-1].startswith(("taichi-aot: error", "usage")), (
+            args, proc.stderr)
+        assert proc.stdout == "" or "demo:" not in proc.stdout, (args, proc.stdout)  # no work was started
+
+
+def test_info_into_a_closed_pipe_ends_quietly(modules):
+    cmd = f"{sys.executable} -m taichi_aot info --json {modules.path(Arch.VULKAN)} | head -c 10"
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], capture_output=True, text=True, timeout=120)
+    assert len(proc.stdout) == 10 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_no_progress_frames_in_a_log(tmp_path):
+    out = run_cli("demo", "--arch", "x64", "--size", "32", "--steps", "16", "--out", str(tmp_path / "d.png"))
+    assert out.returncode == 0, out.stderr
+    assert "\r" not in out.stderr and "\r" not in out.stdout  # stderr is a pipe here, not a terminal
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "taichi_aot", "demo", "--arch", "x64", "--size", "64", "--steps",
+                             "10000000", "--out", str(tmp_path / "d.png")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("demo:")  # it is running
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "taichi-aot: interrupted", err
+    assert "Traceback" not in err

@@ -79,7 +79,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print("taichi-aot: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
             return 1
     print(summary(results), file=sys.stderr if quiet else sys.stdout)
-    return 1 if results["errors"] else 0
+    if results["errors"]:
+        return 1
+    missed = [r for r in results.get("rows", []) if r.get("met") is False]
+    if args.check and missed:
+        print(f"taichi-aot: {len(missed)} target(s) missed (--check)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -88,10 +94,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from .. import metadata
 
-    if not os.path.exists(args.module):
-        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
-        return 1
-    info = metadata.read_module(args.module)
+    info = metadata.read_module(args.module)  # MissingFileError / CorruptedDataError: one line, exit 2
     if args.json:
         print(json.dumps({"module": args.module, **info.to_dict()}, indent=2))
         return 0
@@ -129,7 +132,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         summary = build(args.file, args.arch, args.out, args.caps)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(f"built {summary['out']} for {summary['arch']}: kernels {', '.join(summary['kernels']) or '(none)'}; "
           f"graphs {', '.join(summary['graphs']) or '(none)'}")
     return 0
@@ -140,9 +143,6 @@ def cmd_stubs(args: argparse.Namespace) -> int:
     from .. import metadata
     from .stubs import generate
 
-    if not os.path.exists(args.module):
-        print(f"taichi-aot: error: no module at {args.module}", file=sys.stderr)
-        return 1
     text = generate(metadata.read_module(args.module), os.path.basename(os.path.abspath(args.module)))
     if args.out == "-":
         sys.stdout.write(text)
@@ -155,6 +155,8 @@ def cmd_stubs(args: argparse.Namespace) -> int:
 
 
 def _progress(done: int, total: int, started: float) -> None:
+    if not sys.stderr.isatty():  # a log gets no \r frames
+        return
     width = 30
     filled = int(width * done / total)
     rate = done / max(time.perf_counter() - started, 1e-9)
@@ -195,7 +197,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 _progress((i + 1) * 16, launches * 16, started)
         rt.wait()
         t3 = time.perf_counter()
-        sys.stderr.write("\n")
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
         v = a.to_numpy()[..., 1]
         image = colormap((v - v.min()) / max(float(v.max() - v.min()), 1e-6))
         write_png(args.out, image)
@@ -212,7 +215,36 @@ def check_demo(args: argparse.Namespace) -> str | None:
     """What is wrong with the demo's options, or None."""
     if args.size < 32 or args.steps < 16:
         return "--size must be at least 32 and --steps at least 16"
+    return unwritable(args.out, "--out")
+
+
+def unwritable(path: str | None, option: str, folder: bool = False, makes_folders: bool = False) -> str | None:
+    """Why ``path`` cannot be written (checked before any long work), or None. ``folder``: it may be a folder;
+    ``makes_folders``: the command creates missing folders (then the nearest existing one must be writable)."""
+    if not path or path == "-":
+        return None
+    if os.path.isdir(path) and not folder:
+        return f"{option} {path!r} is a folder"
+    parent = os.path.dirname(os.path.abspath(path))
+    while makes_folders and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{option} {path!r}: no folder {parent!r}"
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return f"{option} {path!r} cannot be written"
     return None
+
+
+def _check_stubs(args: argparse.Namespace) -> str | None:
+    return unwritable(args.out, "-o", makes_folders=True)
+
+
+def _check_build(args: argparse.Namespace) -> str | None:
+    return unwritable(args.out, "-o", folder=True, makes_folders=True)
+
+
+def _check_bench(args: argparse.Namespace) -> str | None:
+    return unwritable(args.json, "--json") or unwritable(args.plot, "--plot")
 
 
 Command = Callable[[argparse.Namespace], int]
@@ -236,21 +268,24 @@ def main(argv: list[str] | None = None) -> int:
     p = _command(sub, "info", cmd_info, "describe a module's kernels and graphs")
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module")
+    p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module",
+                 check=_check_build)
     p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
     p.add_argument("--arch", required=True, help="x64, arm64, cuda, vulkan, metal, opengl or gles")
     p.add_argument("-o", "--out", required=True, help="output folder, or a file ending in .tcm")
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
-    p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module")
+    p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
-    p = _command(sub, "bench", cmd_bench, "measure launch cost, throughput and transfers against their limits")
+    p = _command(sub, "bench", cmd_bench, "measure launch cost, throughput and transfers against their limits",
+                 check=_check_bench)
     p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
     p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
     p.add_argument("--sections", nargs="*", help="launch graph throughput transfers memory (default: all)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
+    p.add_argument("--check", action="store_true", help="exit 1 when a figure misses its target")
     p = _command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
@@ -264,7 +299,18 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         status: int = args.func(args)
-    except TaichiError as e:
+        sys.stdout.flush()
+    except TaichiError as e:  # what the user gave (a module, an arch, a file) is wrong: one line, exit 2
         print(f"taichi-aot: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader left (`info --json | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush at exit fails no more
         return 1
+    except KeyboardInterrupt:
+        print("taichi-aot: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # a file the user named cannot be read or written
+        print(f"taichi-aot: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
     return status
