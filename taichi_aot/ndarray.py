@@ -33,6 +33,9 @@ __all__ = [
     "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "convert_checked", "data_type",
 ]
 
+# DLPack device types (dlpack.h: kDLCPU, kDLCUDA, kDLVulkan)
+_DL_CPU, _DL_CUDA, _DL_VULKAN = 1, 2, 7
+
 #: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, a name, or
 #: one of Taichi's types (``ti.f32``, ``ti.math.vec3``, ``ti.types.matrix(2, 2, ti.f32)``).
 DTypeLike = Union[DataType, "np.dtype[Any]", type, str, object]
@@ -347,6 +350,40 @@ class NdArray:
             if not self._memory.host_write:
                 a.flags.writeable = False
         return a.astype(target, copy=False) if target != self._dtype else a
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's ``(device type, device id)``: the CPU where the host can address the memory (x64, host-visible
+        memory), else the device (CUDA 2, Vulkan 7)."""
+        if self._runtime._arch in CPU_ARCHS or self._memory.host_read:
+            return (_DL_CPU, 0)
+        if self._runtime._arch == Arch.CUDA:
+            return (_DL_CUDA, self._runtime.device_index)
+        return (_DL_VULKAN, self._runtime.device_index)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export as a DLPack capsule (``np.from_dlpack(x)``, ``torch.from_dlpack(x)``), without a copy where the
+        host can address the memory: the consumer's array keeps this ndarray's memory mapped and alive.
+        ``max_version`` (1, 0) or later gives the versioned capsule, else the older one; ``copy`` as in the
+        standard.
+
+        Raises:
+            InvalidStateError: memory the host cannot address (use ``to_numpy()``, or make the ndarray with
+                ``host_access`` and ``map()`` it), or ``copy=False`` for another ``dl_device``.
+        """
+        self._ensure_open()
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__() and copy is False:
+            raise InvalidStateError(f"__dlpack__: the ndarray is on device {self.__dlpack_device__()}, not "
+                                    f"{tuple(dl_device)}, and copy=False")
+        if self.__dlpack_device__()[0] != _DL_CPU and not copy:
+            raise InvalidStateError(
+                f"__dlpack__: this {self._runtime.arch.name} ndarray's memory is not host-visible, so it cannot be "
+                "shared without a copy: use to_numpy(), or allocate it with host_access='readwrite' and map() it"
+            )
+        view = self.to_numpy() if copy else self.__array__()
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return view.__dlpack__(max_version=(int(max_version[0]), int(max_version[1])), copy=False)
+        return view.__dlpack__()
 
     def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:
         """A copy of the data as a numpy array (staged through host memory if needed).

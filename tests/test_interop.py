@@ -123,3 +123,28 @@ def test_a_repeated_foreign_argument_is_looked_up_not_imported_again():
         first = rt._foreign_ndarray(a, 0, "test")
         assert rt._foreign_ndarray(a, 0, "test") is first
         assert rt._foreign_ndarray(a[:2], 0, "test") is not first  # another view: another ndarray
+
+
+def test_dlpack_export(rt):
+    x = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    if rt.arch == Arch.X64:  # host memory: shared, the consumer's array keeps it alive
+        assert x.__dlpack_device__() == (1, 0)
+        a = np.from_dlpack(x)
+        assert a.shape == (3, 4) and a.dtype == np.float32 and a[2, 3] == 11
+        a[0, 0] = 100
+        assert x.to_numpy()[0, 0] == 100  # the same memory
+        del x
+        import gc
+
+        gc.collect()
+        assert a[0, 0] == 100 and a.sum() == 100 + sum(range(1, 12))  # still valid after its ndarray went away
+        legacy = rt.ndarray_from_numpy(np.ones(2, np.int32)).__dlpack__()  # the older, unversioned capsule
+        assert "dltensor" in repr(legacy)
+    else:  # device-only memory says how to get the data instead
+        device_only = rt.ndarray((4,), np.float32, host_access="none")
+        assert device_only.__dlpack_device__() == (7, 0)
+        with pytest.raises(InvalidStateError, match="to_numpy"):
+            np.from_dlpack(device_only)
+        assert np.from_dlpack(x).tolist() == x.to_numpy().tolist()  # host-readable: shared through its mapping
+        copy = device_only.__dlpack__(copy=True, max_version=(1, 0))
+        assert "dltensor" in repr(copy)
