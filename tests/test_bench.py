@@ -46,3 +46,14 @@ def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--sections", "nope"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown section" in proc.stderr
+
+
+def test_bench_check_exits_1_exactly_when_a_target_is_missed(tmp_path):
+    require_arch(Arch.X64)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--arch", "x64", "--sections",
+                           "launch", "--check", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    results = json.loads(out.read_text())
+    missed = [r["name"] for r in results["rows"] if r["met"] is False]
+    assert proc.returncode == (1 if missed else 0), (missed, proc.stderr[-2000:])
+    assert ("target(s) missed" in proc.stderr) == bool(missed)

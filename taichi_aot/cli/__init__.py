@@ -82,7 +82,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if results["errors"]:
         return 1
     missed = [r for r in results.get("rows", []) if r.get("met") is False]
-    if args.check and missed:
+    if args.check_targets and missed:
         print(f"taichi-aot: {len(missed)} target(s) missed (--check)", file=sys.stderr)
         return 1
     return 0
@@ -255,7 +255,7 @@ Check = Callable[[argparse.Namespace], Optional[str]]
 def _command(sub: argparse._SubParsersAction, name: str, func: Command, help: str,
              check: Check | None = None) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(name, help=help)
-    p.set_defaults(func=func, check=check)
+    p.set_defaults(func=func, check_options=check)
     return p
 
 
@@ -285,14 +285,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
-    p.add_argument("--check", action="store_true", help="exit 1 when a figure misses its target")
+    p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
     p = _command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
     p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
     p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
     args = parser.parse_args(argv)
-    problem = args.check(args) if args.check is not None else None
+    problem = args.check_options(args) if args.check_options is not None else None
     if problem:
         parser.error(problem)
     from ..errors import TaichiError

@@ -1,0 +1,30 @@
+"""The distributions as PyPI and a user get them: scripts/package.sh builds, repairs, audits and installs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_wheel_and_sdist(tmp_path):
+    out = tmp_path / "dist"
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "package.sh"), str(out)], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    wheels = [p.name for p in out.glob("*.whl")]
+    assert len(wheels) == 1 and "-cp39-abi3-manylinux_" in wheels[0], wheels  # one wheel for CPython >= 3.9
+    audit = json.loads((out / "abi3audit.txt").read_text().strip().splitlines()[-1])
+    [(_, spec)] = audit["specs"].items()
+    assert all(obj["result"]["is_abi3"] and not obj["result"]["non_abi3_symbols"] for obj in spec["wheel"])
+    assert (out / "demo.png").stat().st_size > 0  # the demo ran from the installed wheel
+    assert "passed" in proc.stdout and "failed" not in proc.stdout.split("package:")[0].splitlines()[-2]
+    sdists = list(out.glob("*.tar.gz"))
+    assert len(sdists) == 1
+    listing = subprocess.run(["tar", "-tzf", str(sdists[0])], capture_output=True, text=True, check=True).stdout
+    for needed in ("LICENSE", "NOTICE", "tests/conftest.py", "tests/kernels.py", "tests/export_sample.py",
+                   "tests/data/cdef.txt", "include/taichi/taichi_core.h", "taichi_aot/_csrc/launch.c",
+                   "taichi_aot/cli/bench_driver.c", "taichi_aot/py.typed", "taichi_aot/_native.pyi"):
+        assert needed in listing, needed
