@@ -152,7 +152,8 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
 
 def array_like(value: Any) -> bool:
     """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
-    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")
+    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
+        hasattr(value, "__cuda_array_interface__"))
 
 
 def _texture_packer(spec: ArgInfo, what: str) -> Packer:

@@ -144,8 +144,11 @@ class Memory(Child):
     ):
         runtime._ensure_open()
         size = _size_arg(size, "allocate_memory")
-        if host is not None:  # the caller's own host memory, shared (CPU backends)
-            self._import_host(runtime, size, host)
+        if host is not None:  # the caller's own host memory (CPU backends), or a CUDA pointer (ptr, owner)
+            if runtime._arch == Arch.CUDA and isinstance(host, tuple):
+                self._import_cuda(runtime, size, host[0], host[1])
+            else:
+                self._import_host(runtime, size, host)
             return
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
@@ -173,6 +176,18 @@ class Memory(Child):
         self._cuda_address: int | None = None
         self._host: Any = None
         self._attach(runtime, Owned(release, runtime._owned))
+
+    def _import_cuda(self, runtime: Runtime, size: int, pointer: int, owner: object) -> None:
+        # another library's CUDA memory (torch, CuPy, JAX) on this runtime's device: shared, its owner kept alive
+        rt = runtime._handle
+        handle = capi.import_cuda_memory(rt, pointer, size)
+        self._handle = handle
+        self._size = size
+        self._flags = (False, False, False, int(MemoryUsage.STORAGE))
+        self._mapping = None
+        self._cuda_address = pointer
+        self._host = owner
+        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
 
     def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
         # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory

@@ -179,7 +179,7 @@ class NdArray:
         elem_shape: Iterable[int] = (),
         *,
         host_access: HostAccess | None = None,
-        host: np.ndarray | None = None,
+        host: np.ndarray | tuple[int, object] | None = None,
     ):
         runtime._ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
@@ -207,7 +207,7 @@ class NdArray:
                 f"ndarray of shape {dims} + element {elem_dims} of {np_dtype} needs {nbytes} bytes "
                 f"(more than {MAX_NBYTES})"
             )
-        if host is not None and (host.dtype != np_dtype or host.shape != dims + elem_dims):
+        if isinstance(host, np.ndarray) and (host.dtype != np_dtype or host.shape != dims + elem_dims):
             raise InvalidArgumentError(f"host array {host.dtype} {host.shape} is not {np_dtype} {dims + elem_dims}")
         memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write, host=host)
         self._memory = memory
@@ -246,7 +246,7 @@ class NdArray:
             self._write = self._write_cuda
         else:
             self._write = self._write_staged
-        if not cpu:  # CPU memory is zeroed on allocation (or is the caller's host array); device memory is not
+        if not cpu and host is None:  # CPU memory is zeroed on allocation; device memory is not; shared is shared
             self._write(np.zeros(self._full_shape, np_dtype))
 
     # -- state --------------------------------------------------------------------
@@ -350,6 +350,18 @@ class NdArray:
             if not self._memory.host_write:
                 a.flags.writeable = False
         return a.astype(target, copy=False) if target != self._dtype else a
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA Array Interface (version 3) of a CUDA ndarray: ``torch.as_tensor(x, device="cuda")``,
+        ``cupy.asarray(x)`` share its memory. Work enqueued on the runtime is finished first. Other backends
+        have no such attribute."""
+        if self._runtime._arch != Arch.CUDA:
+            raise AttributeError("__cuda_array_interface__: only CUDA ndarrays have one")
+        self._ensure_open()
+        self._runtime._sync()
+        return {"shape": self._full_shape, "typestr": self._dtype.str, "data": (self._memory._cuda_ptr(), False),
+                "strides": None, "version": 3}
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """DLPack's ``(device type, device id)``: the CPU where the host can address the memory (x64, host-visible

@@ -315,6 +315,8 @@ class Runtime:
                 a bad ``elem_ndim``.
         """
         self._ensure_open()
+        if self._arch == Arch.CUDA and hasattr(obj, "__cuda_array_interface__"):
+            return self._cuda_ndarray(obj, elem_ndim, copy)
         a = _host_array(obj)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
@@ -332,10 +334,41 @@ class Runtime:
             return nd
         return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
 
+    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None) -> NdArray:
+        """An ndarray sharing another library's CUDA array (``__cuda_array_interface__``) on this runtime."""
+        iface = obj.__cuda_array_interface__
+        shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
+        strides = iface.get("strides")
+        contiguous = strides is None or tuple(strides) == tuple(np.empty(shape, dtype).strides)
+        if dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"ndarray_from: {dtype} has no Taichi data type")
+        if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
+            raise InvalidArgumentError(f"ndarray_from: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
+        if copy:
+            raise NotSupportedError("ndarray_from(copy=True) of a CUDA array: copy it with its own library first")
+        if not contiguous:
+            raise InvalidArgumentError("ndarray_from: a strided CUDA array: make it contiguous with its own library")
+        split = len(shape) - elem_ndim
+        stream = iface.get("stream")
+        if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
+            import ctypes
+
+            ctypes.CDLL("libcuda.so.1").cuStreamSynchronize(ctypes.c_void_p(stream))
+        return NdArray(self, shape[:split], dtype, shape[split:], host=(int(iface["data"][0]), obj))
+
     def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
         """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
         can address it (cached by identity and pointer, so a repeated argument costs one lookup), else a staged
         copy, written back into ``value`` after the launch."""
+        if self._arch == Arch.CUDA and hasattr(value, "__cuda_array_interface__"):
+            ptr = value.__cuda_array_interface__["data"][0]
+            key_cuda: tuple[Any, ...] = (id(value), ptr, elem_ndim)
+            found = self._foreign.get(key_cuda)
+            if found is None or found.closed or found._memory._host is not value:
+                found = self._foreign[key_cuda] = self._cuda_ndarray(value, elem_ndim, None)
+                if len(self._foreign) > _FOREIGN_CACHE:
+                    self._foreign.popitem(last=False)
+            return found
         if value.__class__ is np.ndarray:  # the common case, found without building the array interface:
             # the cached ndarray holds this very array, so its buffer cannot move (numpy refuses to resize
             # an array others refer to); only its shape, strides and dtype are compared

@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 from conftest import KERNELS
-from taichi_aot import Arch, ClosedError, IncompatibleModuleError, InvalidStateError, Runtime, capi, metadata
+from taichi_aot import (
+    Arch,
+    ClosedError,
+    IncompatibleModuleError,
+    InvalidArgumentError,
+    InvalidStateError,
+    Runtime,
+    capi,
+    metadata,
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +111,30 @@ def test_cuda_and_x64_modules_do_not_mix(cuda_module, modules):
         rt.load_module(modules.path(Arch.X64))
     with Runtime(Arch.X64) as rt, pytest.raises(IncompatibleModuleError, match="CUDA"):
         rt.load_module(cuda_module["cuda"])
+
+
+def test_torch_and_cupy_cuda_arrays_without_a_copy(cuda_module):
+    # another library's CUDA arrays as kernel arguments (the same memory: pointer equality), and CUDA ndarrays
+    # read by them through __cuda_array_interface__
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        x = torch.zeros(1024, device="cuda")
+        y = torch.arange(1024, dtype=torch.float32, device="cuda")
+        add(x, y, 2.0)
+        rt.wait()
+        assert torch.equal(x, 2 * y)
+        shared = rt.ndarray_from(x)
+        assert shared.memory._cuda_ptr() == x.data_ptr()
+        c = cupy.ones(1024, dtype=cupy.float32)
+        add(c, y, 1.0)
+        rt.wait()
+        assert cupy.allclose(c, 1 + cupy.asarray(y))
+        nd = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+        t = torch.as_tensor(nd, device="cuda")
+        assert t.data_ptr() == nd.memory._cuda_ptr() and t.tolist() == list(range(8))
+        cp = cupy.asarray(nd)
+        assert cp.data.ptr == nd.memory._cuda_ptr() and float(cp.sum()) == 28.0
+        with pytest.raises(InvalidArgumentError, match="strided"):
+            rt.ndarray_from(torch.zeros((4, 4), device="cuda").t())

@@ -295,7 +295,7 @@ def free_memory(runtime: Any, memory: Any) -> None:
     key, entry = lookup_runtime_child("memory", "TiMemory", runtime, memory, "free_memory")
     if entry.mapped:
         raise InvalidStateError("free_memory: the memory is mapped; unmap it first")
-    if rt.arch in CPU_ARCHS and entry.imported:
+    if entry.imported:
         handles.retire(key)  # nothing of the library's to free: it only recorded the caller's pointer
         return
     if rt.arch in CPU_ARCHS:

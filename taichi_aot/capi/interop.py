@@ -76,7 +76,7 @@ def import_cuda_memory(runtime: Any, ptr: Any, memory_size: int) -> Any:
     size = size_arg(memory_size, "import_cuda_memory: memory_size")
     memory = lib.ti_import_cuda_memory(runtime, p, size)
     check("import_cuda_memory")
-    return handles.register_in_runtime("memory", runtime, memory, "import_cuda_memory", size=size)
+    return handles.register_in_runtime("memory", runtime, memory, "import_cuda_memory", size=size, imported=True)
 
 
 def set_cuda_stream(stream: Any) -> None:
