@@ -179,15 +179,8 @@ class Memory(Child):
 
     def _import_cuda(self, runtime: Runtime, size: int, pointer: int, owner: object) -> None:
         # another library's CUDA memory (torch, CuPy, JAX) on this runtime's device: shared, its owner kept alive
-        rt = runtime._handle
-        handle = capi.import_cuda_memory(rt, pointer, size)
-        self._handle = handle
-        self._size = size
-        self._flags = (False, False, False, int(MemoryUsage.STORAGE))
-        self._mapping = None
-        self._cuda_address = pointer
-        self._host = owner
-        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
+        handle = capi.import_cuda_memory(runtime._handle, pointer, size)
+        self._adopt(runtime, handle, size, False, owner, pointer)
 
     def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
         # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory
@@ -199,16 +192,21 @@ class Memory(Child):
         view = memoryview(host)
         if view.readonly or not view.c_contiguous or view.nbytes != size:
             raise InvalidArgumentError("allocate_memory: host must be a writable C-contiguous buffer of the size")
-        rt = runtime._handle
-        handle = capi.import_cpu_memory(rt, int(ffi.cast("uintptr_t", ffi.from_buffer(view))), size)
+        handle = capi.import_cpu_memory(runtime._handle, int(ffi.cast("uintptr_t", ffi.from_buffer(view))), size)
+        self._adopt(runtime, handle, size, True, host, None)
+
+    def _adopt(self, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
+               cuda_address: int | None) -> None:
+        """Take an imported handle: memory of ``owner``'s, which the release holds too (it lives as long as the
+        native handle can be used), and forgets rather than frees."""
         self._handle = handle
         self._size = size
-        self._flags = (True, True, False, int(MemoryUsage.STORAGE))
+        self._flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._mapping = None
-        self._cuda_address = None
-        self._host = host
-        # the release holds the buffer too: it lives as long as the native handle can be used
-        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, host), runtime._owned))
+        self._cuda_address = cuda_address
+        self._host = owner
+        rt = runtime._handle
+        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
 
     _kind = "memory"
 
