@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development environment from a fresh clone: system libraries (as root on
 # Debian/Ubuntu), a virtual environment in .venv, and taichi_aot installed editable
-# with its test and runtime dependencies (the taichi wheel ships libtaichi_c_api).
+# with its test and runtime dependencies (the taichi wheel ships libtaichi_c_api) and the ray extra
+# (the pool's Ray backend is tested too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +25,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,check]'
+.venv/bin/python -m pip install -q -e '.[test,check,ray]'
 .venv/bin/python -c "import taichi_aot.capi as c; print('setup: taichi_aot loads', c.library.path, 'C-API', c.get_version())"

@@ -208,3 +208,50 @@ def check(what: str) -> None:
     if _get_last_error(_NULL, _NULL) != 0:
         code, message = take_last_error()
         raise make_error(code, message, what)
+
+
+class PoolError(TaichiError, RuntimeError):
+    """Base of the errors of a :class:`taichi_aot.pool.Pool` (its workers are processes or Ray actors)."""
+
+
+class WorkerStartError(PoolError):
+    """A worker could not start (a module that does not load, a backend that is missing, a failing ``setup``).
+
+    Attributes:
+        remote_traceback: the worker's traceback text, or "" when it died before it could send one.
+    """
+
+    def __init__(self, message: str, remote_traceback: str = ""):
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+class WorkerCrashedError(PoolError):
+    """A task's worker died (segfault, abort, ``kill -9``) on every attempt the pool allowed.
+
+    Attributes:
+        item: the task's item; index: its position in ``map``'s items (None for ``submit``);
+        attempts: how many workers it was given; exitcodes: how each of them ended (negative: a signal).
+    """
+
+    def __init__(self, message: str, item: object = None, index: int | None = None, attempts: int = 0,
+                 exitcodes: tuple[int | None, ...] = ()):
+        super().__init__(message)
+        self.item, self.index, self.attempts, self.exitcodes = item, index, attempts, exitcodes
+
+
+class WorkerTaskError(PoolError):
+    """A task raised an exception that could not be sent back as itself (it cannot be pickled), or sent a
+    result that cannot be pickled; the text names the exception type and its message.
+
+    Attributes:
+        type_name: the qualified name of the worker's exception type; remote_traceback: its traceback text.
+    """
+
+    def __init__(self, message: str, type_name: str = "", remote_traceback: str = ""):
+        super().__init__(message)
+        self.type_name, self.remote_traceback = type_name, remote_traceback
+
+
+class PoolClosedError(PoolError):
+    """The pool was closed (or a map interrupted) before the task could finish."""

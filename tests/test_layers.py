@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"taichi_aot"},  # the package's face (__init__)
+    {"pool"},  # worker processes (or Ray actors), each with a runtime on one device
     {"cli"},  # the command line, benchmark harness and demo, built on the face
     {"__main__"},
 ]

@@ -7,11 +7,13 @@
     bench             launch cost, throughput, transfers and graphs against raw C and memcpy
     demo              compile a reaction-diffusion module with Taichi, run it through
                       taichi_aot on the best backend, print timings, write a PNG
+    sweep             a Gray-Scott parameter map: one simulation per (F, k) pair, spread over a
+                      pool of workers (local processes or Ray), written as one PNG mosaic
 
 The rest of this folder is what the commands are built from: the benchmark harness (bench.py),
 its raw C reference (bench_driver.c) and Taichi kernels (bench_kernels.py), the demo's kernels
-(demo_kernels.py), ``build`` (build.py), ``stubs`` (stubs.py), the compile cache (cache.py) and a
-PNG writer (png.py). Nothing in the library imports from here.
+(demo_kernels.py), the sweep's task (sweep.py), ``build`` (build.py), ``stubs`` (stubs.py), the
+compile cache (cache.py) and a PNG writer (png.py). Nothing in the library imports from here.
 """
 
 from __future__ import annotations
@@ -211,6 +213,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``sweep``: the Gray-Scott parameter map over a pool of workers (sweep.py); writes the mosaic PNG."""
+    from ..runtime import resolve_arch
+    from .cache import CompileError, taichi_module
+    from .sweep import run_sweep
+
+    arch = resolve_arch(args.arch).name.lower()
+    try:
+        module = taichi_module("demo", arch)
+    except CompileError as e:
+        raise SystemExit(f"sweep: {e}") from None
+    devices = [int(d) for d in args.devices.split(",")] if args.devices else None
+    print(f"sweep: Gray-Scott parameter map, {args.grid}x{args.grid} simulations of {args.size}x{args.size}, "
+          f"{args.steps} steps each, on {arch}")
+    baseline = min(args.baseline, args.grid * args.grid)
+    run_sweep(module, arch, args.grid, args.size, args.steps, args.workers, devices, args.backend, baseline, args.out)
+    return 0
+
+
+def check_sweep(args: argparse.Namespace) -> str | None:
+    """What is wrong with the sweep's options, or None."""
+    if args.grid < 1 or args.size < 32 or args.steps < 16 or args.baseline < 0:
+        return "--grid must be at least 1, --size at least 32, --steps at least 16, --baseline at least 0"
+    if args.workers is not None and args.workers < 1:
+        return "--workers must be at least 1"
+    if args.devices and not all(d.strip().isdigit() for d in args.devices.split(",")):
+        return f"--devices takes device numbers separated by commas, got {args.devices!r}"
+    return unwritable(args.out, "--out")
+
+
 def check_demo(args: argparse.Namespace) -> str | None:
     """What is wrong with the demo's options, or None."""
     if args.size < 32 or args.steps < 16:
@@ -291,6 +323,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
     p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
     p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
+    p = _command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
+    p.add_argument("--arch", default=None, help="backend (default: the best available)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="number of workers (default: one per GPU, or one per CPU core on the CPU)")
+    p.add_argument("--devices", default=None, help="GPUs to use, e.g. 0,1 (default: all)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local", help="worker processes or Ray actors")
+    p.add_argument("--grid", type=int, default=8, help="tiles per side: grid x grid simulations (default 8)")
+    p.add_argument("--size", type=int, default=128, help="grid side of each simulation (default 128)")
+    p.add_argument("--steps", type=int, default=2000, help="steps per simulation (default 2000)")
+    p.add_argument("--baseline", type=int, default=4,
+                   help="simulations first run on one worker, for the speed-up (default 4; 0: none)")
+    p.add_argument("--out", default="taichi_aot_sweep.png", help="PNG to write")
     args = parser.parse_args(argv)
     problem = args.check_options(args) if args.check_options is not None else None
     if problem:

@@ -1,0 +1,615 @@
+"""A pool of runtimes: one worker process per device (or per CPU share), each with its modules loaded once.
+
+    from taichi_aot.pool import Pool
+
+    def simulate(worker, params):             # at module level: it travels to the workers by name
+        rt, mod = worker.runtime, worker.module
+        ...                                   # allocate, launch, read back: numpy arrays or plain values
+        return result
+
+    if __name__ == "__main__":                # workers are spawned: they import this file again
+        with Pool("physics.tcm", arch="cuda") as pool:   # one worker per GPU, each seeing only its own
+            results = pool.map(simulate, params)          # in the order of params
+
+A runtime drives one device, and libtaichi_c_api 1.7.4 aborts a process that destroys two CUDA
+runtimes, so one process per device is how several devices are used. Workers are local processes
+(spawned, never forked) by default, or Ray actors with ``backend="ray"`` (``pip install
+'taichi_aot[ray]'``) to spread over a cluster with the same code.
+
+What comes back: ``fn``'s return value, or its exception (its own type, the worker's traceback as
+``__cause__``). A worker that dies (segfault, abort, ``kill -9``) is replaced and its task retried,
+``retries`` times, then the task fails with :class:`WorkerCrashedError`. A worker that cannot start
+fails the pool's start with :class:`WorkerStartError` and its reason. Closing the pool (or leaving its
+``with`` block, or Ctrl-C) leaves no worker process behind.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import os
+import pickle
+import sys
+import threading
+import time
+import weakref
+import zipfile
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, Union
+
+from .. import capi
+from ..enums import CPU_ARCHS, Arch
+from ..errors import (
+    ArgumentOutOfRangeError,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    MissingFileError,
+    PoolClosedError,
+    PoolError,
+    WorkerCrashedError,
+    WorkerStartError,
+    WorkerTaskError,
+)
+from ..runtime import resolve_arch
+from ._local import LocalHandle, WorkerDiedError
+from ._worker import Worker, WorkerConfig, describe_exit
+
+__all__ = [
+    "Pool",
+    "PoolClosedError",
+    "PoolError",
+    "RemoteTraceback",
+    "Worker",
+    "WorkerCrashedError",
+    "WorkerStartError",
+    "WorkerTaskError",
+]
+
+#: Modules as a pool takes them: one path (folder or ``.tcm``) or ``.tcm`` bytes, a list of them, or a dict
+#: name -> path or bytes (``worker.modules[name]``).
+Modules = Union[str, "os.PathLike[str]", bytes, Sequence[Union[str, "os.PathLike[str]", bytes]],
+                Mapping[str, Union[str, "os.PathLike[str]", bytes]], None]
+
+#: Variables a Ray worker is given from the driver (a local worker inherits the whole environment).
+_RAY_ENV_PREFIXES = ("TAICHI_C_API_INSTALL_DIR", "TAICHI_AOT_", "VK_ICD_FILENAMES", "VK_DRIVER_FILES")
+
+
+class RemoteTraceback(Exception):  # noqa: N818  (a traceback, never raised: named as concurrent.futures names its own)
+    """The worker's traceback, attached as ``__cause__`` of an exception raised by a task."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return "\n\n" + self.text.rstrip()
+
+
+class _Task:
+    __slots__ = ("exitcodes", "fn", "future", "index", "item", "running")
+
+    def __init__(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None):
+        self.fn, self.item, self.index = fn, item, index
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.exitcodes: tuple[int | None, ...] = ()
+        self.running = False
+
+    def label(self) -> str:
+        text = repr(self.item)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        return f"item {self.index} ({text})" if self.index is not None else f"item {text}"
+
+
+class _Slot:
+    """One worker place in the pool: its current handle and the thread that feeds it."""
+
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        self.handle: Any = None
+        self.thread: threading.Thread | None = None
+        self.lost: BaseException | None = None
+
+
+class Pool:
+    """Worker processes (or Ray actors), each holding one Runtime on one device with the modules loaded.
+
+    Args:
+        modules: a module path (folder or ``.tcm``) or ``.tcm`` bytes, a list of them, or a dict
+            ``name -> module``. Workers get them as ``worker.modules`` (by name: a path's file name without
+            ``.tcm``) and the first as ``worker.module``.
+        arch: the backend (an :class:`Arch`, its name, or None for the fastest here).
+        devices: the devices to use, one worker each: CUDA ordinals (among the visible ones) or Vulkan
+            device indices. Default: every GPU the probe found (Vulkan: every non-software device, else
+            device 0); ignored on the CPU.
+        workers: how many workers; default one per device on a GPU, ``os.cpu_count()`` on the CPU. More
+            workers than devices share them round-robin.
+        backend: ``"local"`` (spawned processes, the default) or ``"ray"`` (Ray actors; CUDA workers ask
+            for ``num_gpus=1``, the others for one CPU).
+        setup: ``setup(worker)``, run once in each worker after its modules load (allocate buffers into
+            ``worker.cache``, warm kernels up); a failure there fails the start.
+        retries: how many times a task whose worker died is given to a new worker before it fails
+            with :class:`WorkerCrashedError`.
+        start_timeout: seconds a worker may take to start.
+        ray_init: with ``backend="ray"``, call ``ray.init()`` when Ray is not initialized yet (and
+            ``ray.shutdown()`` at close); False: the caller initializes Ray (a cluster address, say).
+
+    Raises:
+        WorkerStartError: a worker could not start (its reason and traceback are in the error);
+        MissingFileError: a module path does not exist; InvalidArgumentError/ArgumentOutOfRangeError:
+        bad devices, workers or backend.
+    """
+
+    def __init__(self, modules: Modules = None, *, arch: Arch | str | int | None = None,
+                 devices: Sequence[int] | None = None, workers: int | None = None, backend: str = "local",
+                 setup: Callable[[Worker], Any] | None = None, retries: int = 2, start_timeout: float = 300.0,
+                 ray_init: bool = True):
+        if backend not in ("local", "ray"):
+            raise InvalidArgumentError(f"Pool: backend must be 'local' or 'ray', got {backend!r}")
+        if not isinstance(retries, int) or retries < 0:
+            raise InvalidArgumentError(f"Pool: retries must be an int >= 0, got {retries!r}")
+        self.arch = resolve_arch(arch)
+        self.backend = backend
+        self._retries = retries
+        self._start_timeout = float(start_timeout)
+        self._cv = threading.Condition()
+        self._queue: deque[_Task] = deque()
+        self._stopping = False
+        self._terminating = False
+        self._closed = False
+        self._owns_ray = False
+        self._lost = 0
+        self._broken: BaseException | None = None
+        #: how many workers were replaced after dying
+        self.restarts = 0
+        sources = _module_sources(modules, pack=backend == "ray")
+        plan = _plan(self.arch, devices, workers, backend)
+        env = {k: v for k, v in os.environ.items() if k.startswith(_RAY_ENV_PREFIXES)} if backend == "ray" else {}
+        self._slots = [
+            _Slot(WorkerConfig(slot=i, arch=self.arch.name, device_index=index, device=device, cuda_visible=visible,
+                               modules=sources, setup=setup, env=env))
+            for i, (device, index, visible) in enumerate(plan)
+        ]
+        if backend == "ray":
+            self._start_ray(ray_init)
+        self._start_all()
+        for slot in self._slots:
+            slot.thread = threading.Thread(target=self._feed, args=(slot,), daemon=True,
+                                           name=f"taichi_aot-pool-slot-{slot.config.slot}")
+            slot.thread.start()
+        self._finalizer = weakref.finalize(self, _kill_handles, self._slots)
+
+    # -- starting -------------------------------------------------------------------------
+
+    def _start_ray(self, ray_init: bool) -> None:
+        from ._ray import _ray
+
+        ray = _ray()
+        if not ray.is_initialized():
+            if not ray_init:
+                raise WorkerStartError("backend='ray' with ray_init=False: call ray.init() first")
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            self._owns_ray = True
+
+    def _new_handle(self, config: WorkerConfig) -> Any:
+        if self.backend == "ray":
+            from ._ray import RayHandle
+
+            return RayHandle(config, cuda=self.arch == Arch.CUDA)
+        return LocalHandle(config)
+
+    def _start_all(self) -> None:
+        """Start every worker at once and wait for all; on any failure stop the others and raise it."""
+        try:
+            for slot in self._slots:
+                slot.handle = self._new_handle(slot.config)
+            deadline = time.monotonic() + self._start_timeout
+            for slot in self._slots:
+                slot.handle.ready(max(deadline - time.monotonic(), 0.1))
+        except BaseException as e:
+            for slot in self._slots:
+                if slot.handle is not None:
+                    slot.handle.kill()
+                    slot.handle.release()
+            if self._owns_ray:
+                self._shutdown_ray()
+            if isinstance(e, TimeoutError):
+                raise WorkerStartError(str(e)) from None
+            raise
+
+    def _replace(self, slot: _Slot) -> Any:
+        """A new worker in a dead one's place; None (the slot is lost) when two tries fail."""
+        for _ in range(2):
+            if self._terminating:
+                return None
+            handle = None
+            try:
+                handle = self._new_handle(slot.config)
+                handle.ready(self._start_timeout)
+                self.restarts += 1
+                return handle
+            except (WorkerStartError, TimeoutError) as e:
+                if handle is not None:
+                    handle.release()
+                slot.lost = e if isinstance(e, WorkerStartError) else WorkerStartError(str(e))
+        return None
+
+    # -- the slot threads -----------------------------------------------------------------
+
+    def _take(self) -> _Task | None:
+        with self._cv:
+            while True:
+                while not self._queue and not self._stopping:
+                    self._cv.wait()
+                if not self._queue or self._terminating:
+                    return None
+                task = self._queue.popleft()
+                if task.running or task.future.set_running_or_notify_cancel():
+                    task.running = True
+                    return task
+
+    def _feed(self, slot: _Slot) -> None:
+        handle = slot.handle
+        while handle is not None:
+            task = self._take()
+            if task is None:
+                break
+            try:
+                reply = handle.run(task.fn, task.item)
+            except WorkerDiedError as death:
+                handle.release()
+                handle = slot.handle = None
+                if self._terminating:
+                    task.future.set_exception(PoolClosedError(f"the pool was closed while {task.label()} ran"))
+                    break
+                self._crashed(task, death.exitcode)
+                handle = slot.handle = self._replace(slot)
+                continue
+            except (ArgumentTypeError, WorkerTaskError) as e:  # not sent (cannot be pickled), or not carried back
+                task.future.set_exception(type(e)(f"Pool: {task.label()}: {e}"))
+                continue
+            _deliver(task, reply)
+        if handle is not None:
+            if self._terminating:
+                handle.kill()
+                handle.release()
+            else:
+                handle.stop(30.0)
+            slot.handle = None
+        elif not self._terminating:
+            self._slot_lost(slot)
+
+    def _crashed(self, task: _Task, exitcode: int | None) -> None:
+        task.exitcodes += (exitcode,)
+        if len(task.exitcodes) > self._retries:
+            how = ", ".join(describe_exit(c) if c is not None else "the worker died" for c in task.exitcodes)
+            task.future.set_exception(WorkerCrashedError(
+                f"{task.label()} crashed its worker {len(task.exitcodes)} time(s) ({how}); retries={self._retries}",
+                task.item, task.index, len(task.exitcodes), task.exitcodes))
+            return
+        with self._cv:
+            self._queue.appendleft(task)  # first in line for the next free worker
+            self._cv.notify()
+
+    def _slot_lost(self, slot: _Slot) -> None:
+        """A worker could not be replaced: when none is left, every waiting task fails with the reason."""
+        with self._cv:
+            self._lost += 1
+            if self._lost < len(self._slots):
+                return
+            self._broken = slot.lost or WorkerStartError("every worker of the pool died and none could be restarted")
+            pending, self._queue = list(self._queue), deque()
+        for task in pending:
+            if task.running or task.future.set_running_or_notify_cancel():
+                task.future.set_exception(self._broken)
+
+    # -- the API ----------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """The number of workers."""
+        return len(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        """What each worker said when it started: slot, pid, host, arch, device."""
+        return [dict(s.handle.info) for s in self._slots if s.handle is not None]
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` or ``terminate`` began."""
+        return self._stopping
+
+    def _check_open(self) -> None:
+        if self._stopping:
+            raise PoolClosedError("the pool is closed")
+        if self._broken is not None:
+            raise self._broken
+
+    def _check_fn(self, fn: Callable[..., Any]) -> None:
+        if not callable(fn):
+            raise ArgumentTypeError(f"Pool: fn must be callable as fn(worker, item), got {type(fn).__name__}")
+        if self.backend == "local":
+            try:
+                pickle.dumps(fn)
+            except Exception as e:
+                raise ArgumentTypeError(
+                    f"Pool: {getattr(fn, '__qualname__', fn)!s} cannot be sent to a worker process ({e}); a local "
+                    "pool needs a function defined at module level (not a lambda or a nested function)") from None
+
+    def _submit(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None) -> _Task:
+        task = _Task(fn, item, index)
+        with self._cv:
+            self._check_open()
+            self._queue.append(task)
+            self._cv.notify()
+        return task
+
+    def submit(self, fn: Callable[[Worker, Any], Any], item: Any) -> concurrent.futures.Future:
+        """Run ``fn(worker, item)`` on the next free worker; a :class:`concurrent.futures.Future` of its result.
+
+        Raises:
+            ArgumentTypeError: ``fn`` is not callable, or (local pool) cannot be pickled;
+            PoolClosedError: the pool is closed.
+        """
+        self._check_fn(fn)
+        return self._submit(fn, item, None).future
+
+    def map(self, fn: Callable[[Worker, Any], Any], items: Iterable[Any], *, progress: bool | None = None) -> list:
+        """``[fn(worker, item) for item in items]``, spread over the workers; results in the order of ``items``.
+
+        The first task that fails raises its exception here (its own type, the worker's traceback as
+        ``__cause__``); tasks of this map not started yet are cancelled. ``progress``: a progress bar on
+        standard error (default: when it is a terminal and the map has more tasks than workers).
+
+        Raises:
+            the task's own exception; WorkerCrashedError: a task killed its worker ``retries + 1`` times;
+            PoolClosedError: the pool was closed (terminated) during the map.
+        """
+        self._check_fn(fn)
+        items = list(items)
+        tasks = [self._submit(fn, item, i) for i, item in enumerate(items)]
+        futures = [t.future for t in tasks]
+        show = progress if progress is not None else (sys.stderr.isatty() and len(items) > len(self._slots))
+        bar = _Progress(len(futures), len(self._slots)) if show and futures else None
+        try:
+            if bar is not None:
+                for f in futures:
+                    f.add_done_callback(bar.step)
+            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            failed = [i for i, f in enumerate(futures) if f in done and (f.cancelled() or f.exception() is not None)]
+            if failed:
+                first = futures[failed[0]]
+                if first.cancelled() or isinstance(first.exception(), PoolClosedError):
+                    ended = sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
+                    raise PoolClosedError(f"the pool was closed during the map: {ended} of {len(futures)} tasks done")
+                raise first.exception()  # type: ignore[misc]
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()  # what has not started (after an error or Ctrl-C) is not run
+            if bar is not None:
+                bar.finish()
+
+    def close(self) -> None:
+        """Finish every submitted task, then stop the workers (each closes its runtime) and reap them."""
+        with self._cv:
+            if self._closed:
+                return
+            self._stopping = True
+            self._cv.notify_all()
+        try:
+            for slot in self._slots:
+                if slot.thread is not None:
+                    slot.thread.join()
+        except BaseException:  # Ctrl-C while waiting: stop at once instead
+            self.terminate()
+            raise
+        self._end()
+
+    def terminate(self) -> None:
+        """Stop now: cancel what has not started, kill the workers (running tasks fail with PoolClosedError)."""
+        with self._cv:
+            if self._closed:
+                return
+            self._stopping = self._terminating = True
+            pending, self._queue = list(self._queue), deque()
+            self._cv.notify_all()
+        for task in pending:
+            if task.running:
+                task.future.set_exception(PoolClosedError(f"the pool was closed before {task.label()} could run"))
+            else:
+                task.future.cancel()
+        for slot in self._slots:
+            if slot.handle is not None:
+                slot.handle.kill()
+        for slot in self._slots:
+            if slot.thread is not None:
+                slot.thread.join()
+        self._end()
+
+    def _end(self) -> None:
+        for slot in self._slots:  # a slot whose thread never ran (start failed after it) holds its handle still
+            if slot.handle is not None:
+                slot.handle.kill()
+                slot.handle.release()
+                slot.handle = None
+        self._closed = True
+        self._finalizer.detach()
+        if self._owns_ray:
+            self._shutdown_ray()
+
+    def _shutdown_ray(self) -> None:
+        from ._ray import _ray
+
+        self._owns_ray = False
+        _ray().shutdown()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # an error or Ctrl-C in the block: do not wait for the rest
+            self.terminate()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._slots)} workers"
+        return f"<Pool {self.backend} {self.arch.name.lower()} {state}>"
+
+
+def _deliver(task: _Task, reply: tuple) -> None:
+    if reply[0] == "ok":
+        task.future.set_result(reply[1])
+        return
+    _, payload, type_name, message, text = reply
+    exc: BaseException | None = None
+    if payload is not None:
+        try:
+            exc = pickle.loads(payload)
+        except Exception:  # its class is not importable here
+            exc = None
+    if not isinstance(exc, BaseException):
+        exc = WorkerTaskError(f"{task.label()} raised {type_name}: {message}", type_name, text)
+    exc.__cause__ = RemoteTraceback(text)
+    task.future.set_exception(exc)
+
+
+def _kill_handles(slots: list[_Slot]) -> None:
+    """At exit (or when a pool is dropped unclosed): no worker outlives its pool."""
+    for slot in slots:
+        if slot.handle is not None:
+            slot.handle.kill()
+
+
+class _Progress:
+    """A one-line progress bar on standard error, redrawn at most ten times a second."""
+
+    def __init__(self, total: int, workers: int):
+        self.total, self.workers, self.done = total, workers, 0
+        self.started = self.drawn = time.perf_counter()
+        self.lock = threading.Lock()
+
+    def step(self, _future: object) -> None:
+        with self.lock:
+            self.done += 1
+            now = time.perf_counter()
+            if now - self.drawn >= 0.1 or self.done == self.total:
+                self.drawn = now
+                self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        width = 30
+        filled = int(width * self.done / self.total)
+        rate = self.done / max(now - self.started, 1e-9)
+        sys.stderr.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} tasks, "
+                         f"{rate:,.1f}/s on {self.workers} workers ")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        with self.lock:
+            if self.done:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+            self.done = self.total  # no more frames from late callbacks
+
+
+def _module_sources(modules: Modules, pack: bool) -> dict[str, str | bytes]:
+    """Modules by name, paths made absolute and checked; with ``pack`` (Ray: other machines), as ``.tcm`` bytes."""
+    if modules is None:
+        return {}
+    named: list[tuple[str | None, Any]]
+    if isinstance(modules, Mapping):
+        named = list(modules.items())
+    elif isinstance(modules, (str, os.PathLike, bytes, bytearray, memoryview)):
+        named = [(None, modules)]
+    elif isinstance(modules, Sequence):
+        named = [(None, m) for m in modules]
+    else:
+        raise ArgumentTypeError(f"Pool: modules must be a path, bytes, a list or a dict, got {type(modules).__name__}")
+    out: dict[str, str | bytes] = {}
+    for i, (name, source) in enumerate(named):
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            value: str | bytes = bytes(source)
+            key = name if name is not None else f"module{i}" if i else "module"
+        elif isinstance(source, (str, os.PathLike)):
+            path = os.path.abspath(os.fspath(source))
+            if not os.path.exists(path):
+                raise MissingFileError(f"Pool: no module at {path!r}")
+            stem = os.path.basename(path.rstrip(os.sep))
+            key = name if name is not None else stem[:-4] if stem.endswith(".tcm") else stem
+            value = _pack(path) if pack else path
+        else:
+            raise ArgumentTypeError(f"Pool: a module is a path or bytes, got {type(source).__name__}")
+        if not isinstance(key, str) or key in out:
+            raise InvalidArgumentError(f"Pool: module name {key!r} given twice (pass a dict to name them)")
+        out[key] = value
+    return out
+
+
+def _pack(path: str) -> bytes:
+    """A module path as ``.tcm`` bytes (a folder zipped), so it reaches workers on other machines."""
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            return f.read()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for folder, _, files in os.walk(path):
+            for name in sorted(files):
+                full = os.path.join(folder, name)
+                zf.write(full, os.path.relpath(full, path))
+    return buf.getvalue()
+
+
+def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
+          backend: str) -> list[tuple[int | None, int, str | None]]:
+    """``(device, runtime device_index, CUDA_VISIBLE_DEVICES)`` for each worker."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise InvalidArgumentError(f"Pool: workers must be an int >= 1, got {workers!r}")
+    if devices is not None:
+        devices = list(devices)
+        if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
+            raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
+    if arch in CPU_ARCHS:
+        count = workers or os.cpu_count() or 1
+        return [(None, 0, None)] * count
+    status = capi.arch_status()[arch]
+    if devices is None:
+        if arch == Arch.VULKAN and status.devices:
+            hardware = [i for i, d in enumerate(status.devices) if not d.software]
+            devices = hardware or [0]
+        else:
+            devices = list(range(status.device_count or 1))
+    known = len(status.devices) if arch == Arch.VULKAN and status.devices else status.device_count
+    if backend == "local" and known is not None:
+        for d in devices:
+            if d >= known:
+                raise ArgumentOutOfRangeError(f"Pool: device {d} does not exist: {arch.name.lower()} has {known} "
+                                              f"device(s) here")
+    count = workers or len(devices)
+    plan: list[tuple[int | None, int, str | None]] = []
+    for i in range(count):
+        device = devices[i % len(devices)]
+        if arch == Arch.CUDA:
+            if backend == "ray":  # Ray gives each CUDA actor its GPU (num_gpus=1) and sets the variable
+                plan.append((None, 0, None))
+            else:
+                plan.append((device, 0, _visible(device)))
+        else:
+            plan.append((device, device, None))
+    return plan
+
+
+def _visible(device: int) -> str:
+    """CUDA_VISIBLE_DEVICES for a worker given ``device``, counted among the devices this process sees."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if seen is None:
+        return str(device)
+    visible = [v.strip() for v in seen.split(",") if v.strip()]
+    if device >= len(visible):
+        raise ArgumentOutOfRangeError(f"Pool: device {device} does not exist: CUDA_VISIBLE_DEVICES={seen!r}")
+    return visible[device]

@@ -1,0 +1,114 @@
+"""Local workers: one spawned process each, spoken to through a pipe (no dependency beyond the standard library).
+
+A handle runs one task at a time. While it waits for the answer it also watches the process's
+sentinel, so a worker that dies (segfault, abort, ``kill -9``) is seen at once, not by a timeout.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+from ..errors import ArgumentTypeError
+from ._worker import WorkerConfig, serve, start_error
+
+_context = multiprocessing.get_context("spawn")  # never fork: a forked runtime is unusable (and CUDA forbids it)
+
+
+class WorkerDiedError(Exception):
+    """The worker's process ended while it held a task (or while starting)."""
+
+    def __init__(self, exitcode: int | None):
+        super().__init__(exitcode)
+        self.exitcode = exitcode
+
+
+class LocalHandle:
+    """One local worker process."""
+
+    backend = "local"
+
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        self._conn, child = _context.Pipe(duplex=True)
+        self.process = _context.Process(target=serve, args=(child, config, os.getpid()), daemon=True,
+                                        name=f"taichi_aot-worker-{config.slot}")
+        self.process.start()
+        self.pid = self.process.pid
+        child.close()
+        self.info: dict[str, Any] = {}
+
+    def ready(self, timeout: float | None) -> None:
+        """Wait for the worker's hello; WorkerStartError when it failed or died, TimeoutError when late."""
+        ready = wait([self._conn, self.process.sentinel], timeout)
+        if not ready:
+            raise TimeoutError(f"worker {self.config.slot} did not start within {timeout:g} s")
+        reply: tuple | None = None
+        if self._conn in ready:
+            try:
+                reply = self._conn.recv()
+            except (EOFError, OSError):
+                reply = None
+        if reply is None or reply[0] != "ready":
+            self.process.join(5)
+            raise start_error(self.config.slot, reply, self.process.exitcode, _detail(self.config))
+        self.info = reply[1]
+
+    def run(self, fn: Callable[..., Any], item: Any) -> tuple:
+        """Run one task; its reply tuple. WorkerDiedError when the process ends first; ArgumentTypeError (nothing sent)
+        when the function or the item cannot be pickled."""
+        try:
+            data = pickle.dumps((fn, item), pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            raise ArgumentTypeError(f"the task cannot be pickled for a worker process ({type(e).__name__}: {e}); a "
+                                    "local pool needs a function defined at module level and picklable items") from None
+        try:
+            self._conn.send_bytes(data)
+        except (EOFError, OSError):
+            self.process.join(5)
+            raise WorkerDiedError(self.process.exitcode) from None
+        ready = wait([self._conn, self.process.sentinel])
+        if self._conn in ready:
+            try:
+                return pickle.loads(self._conn.recv_bytes())
+            except (EOFError, OSError):
+                pass
+        self.process.join(5)
+        raise WorkerDiedError(self.process.exitcode)
+
+    def kill(self) -> None:
+        """Kill the process now (any thread may call this; the owner then sees WorkerDiedError)."""
+        try:
+            self.process.kill()
+        except (ValueError, AttributeError):  # already closed
+            pass
+
+    def stop(self, timeout: float) -> None:
+        """Ask the worker to stop and wait up to ``timeout`` s (then kill it); the process is gone and reaped after.
+        Called by the handle's owner only."""
+        try:
+            self._conn.send_bytes(pickle.dumps(None))
+        except (EOFError, OSError):
+            pass
+        self.process.join(timeout)
+        self.release()
+
+    def release(self) -> None:
+        """Make sure the process is gone, reap it and close the pipe."""
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(2)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self._conn.close()
+
+
+def _detail(config: WorkerConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"arch": (config.arch or "best").lower()}
+    if config.device is not None:
+        out["device"] = config.device
+    return out

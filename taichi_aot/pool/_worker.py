@@ -1,0 +1,207 @@
+"""The worker side of a pool: one Runtime on one device with its modules loaded once, and the task loop.
+
+The same :class:`Worker` serves both backends: a local worker process runs :func:`serve` on its end of
+a pipe; a Ray actor (``_ray.py``) holds a Worker and calls :func:`run_task` for each task. Replies are
+plain tuples, so the parent never unpickles anything the worker could not build:
+
+    ("ok", value)
+    ("error", pickled exception or None, "module.Type", "message", "traceback text")
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+from ..errors import WorkerStartError
+
+#: A module as the pool is given it: a folder or ``.tcm`` path, or ``.tcm`` bytes.
+ModuleSource = Union[str, bytes]
+
+
+@dataclass
+class WorkerConfig:
+    """What a worker needs to start; pickled into the worker process (or Ray actor)."""
+
+    slot: int  # which of the pool's workers this is (0..N-1), kept by its replacements
+    arch: str | None  # an Arch name, or None: the fastest here
+    device_index: int  # the runtime's device index (0 for CUDA: the process sees one GPU)
+    device: int | None  # the device given to this worker (a CUDA ordinal or Vulkan index), None on the CPU
+    cuda_visible: str | None  # CUDA_VISIBLE_DEVICES for the worker process, set before CUDA starts
+    modules: dict[str, ModuleSource] = field(default_factory=dict)
+    setup: Callable[[Worker], Any] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Worker:
+    """What a task function receives: this worker's runtime, its modules and a place to keep things.
+
+    Attributes:
+        slot: the worker's number in the pool (a replacement keeps its predecessor's number).
+        device: the device it was given (CUDA ordinal or Vulkan device index), None on the CPU.
+        runtime: its :class:`~taichi_aot.Runtime` (used from the worker's own thread only).
+        modules: its loaded modules by name; ``module`` is the first (or only) one.
+        cache: a dict kept between tasks: allocate ndarrays once, reuse them in every task.
+    """
+
+    def __init__(self, config: WorkerConfig):
+        from ..runtime import Runtime
+
+        self.slot = config.slot
+        self.device = config.device
+        self.pid = os.getpid()
+        self.cache: dict[str, Any] = {}
+        self.tasks_done = 0
+        self.runtime = Runtime(config.arch, config.device_index)
+        try:
+            self.modules = {name: self.runtime.load_module(source) for name, source in config.modules.items()}
+            if config.setup is not None:
+                config.setup(self)
+            self.runtime.wait()
+        except BaseException:
+            self.runtime.close()
+            raise
+
+    @property
+    def module(self):  # -> AotModule (the first one given to the pool)
+        """The pool's first (usually only) module; KeyError-free: None when the pool was given no module."""
+        return next(iter(self.modules.values()), None)
+
+    @property
+    def arch(self):  # -> Arch
+        """The runtime's arch."""
+        return self.runtime.arch
+
+    def describe(self) -> dict[str, Any]:
+        """What the parent learns when the worker is ready (pid, arch, device)."""
+        return {"slot": self.slot, "pid": self.pid, "arch": self.runtime.arch.name.lower(), "device": self.device,
+                "host": os.uname().nodename}
+
+    def close(self) -> None:
+        """Close the runtime (and with it every module and ndarray of the worker)."""
+        self.cache.clear()
+        self.runtime.close()
+
+    def __repr__(self) -> str:
+        return f"<Worker slot={self.slot} pid={self.pid} {self.runtime.arch.name.lower()} device={self.device}>"
+
+
+def apply_environment(config: WorkerConfig) -> None:
+    """Set the worker process's environment before anything starts a backend (CUDA reads it once)."""
+    if config.cuda_visible is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = config.cuda_visible
+    os.environ.update(config.env)
+
+
+def failure(exc: BaseException) -> tuple:
+    """The reply for an exception: itself pickled when it can be, with its type, message and traceback."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        payload: bytes | None = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(payload)  # type: ignore[arg-type]  # an exception whose constructor cannot take its args back fails here, not there
+    except Exception:
+        payload = None
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return ("error", payload, name, str(exc), text)
+
+
+def run_task(worker: Worker, fn: Callable[[Worker, Any], Any], item: Any) -> tuple:
+    """Run ``fn(worker, item)``; the reply tuple (see the module's docstring)."""
+    try:
+        value = fn(worker, item)
+    except Exception as e:
+        return failure(e)
+    worker.tasks_done += 1
+    return ("ok", value)
+
+
+def unsendable(reply: tuple, error: Exception) -> tuple:
+    """The reply for a result (or exception) that cannot be pickled back: the parent raises WorkerTaskError."""
+    what = f"result of type {type(reply[1]).__name__}" if reply[0] == "ok" else f"exception {reply[2]}"
+    return ("error", None, "TypeError", f"the task's {what} cannot be pickled: {error}", "")
+
+
+def start_worker(config: WorkerConfig) -> tuple[Worker | None, tuple]:
+    """Start a worker; ``(worker, ("ready", info))`` or ``(None, ("failed", message, traceback))``."""
+    try:
+        apply_environment(config)
+        worker = Worker(config)
+    except BaseException as e:
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        return None, ("failed", f"{type(e).__name__}: {e}", text)
+    return worker, ("ready", worker.describe())
+
+
+def _watch_parent(parent: int) -> None:
+    """End this process when its parent is gone (a task may run long, away from the pipe)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
+    """A local worker process: start, say whether it is ready, then answer tasks until told to stop.
+
+    Messages in are pickled ``(fn, item)`` tuples (bytes), or ``None`` to stop; out, the reply tuples.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="taichi_aot-parent-watch").start()
+    worker, hello = start_worker(config)
+    conn.send(hello)
+    if worker is None:
+        return
+    loads, dumps, protocol = pickle.loads, pickle.dumps, pickle.HIGHEST_PROTOCOL
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            break  # the parent closed the pipe (or is gone)
+        try:
+            message = loads(data)
+        except Exception as e:  # the item's class is not importable here, say
+            reply = failure(e)
+        else:
+            if message is None:
+                break
+            reply = run_task(worker, message[0], message[1])
+        try:
+            out = dumps(reply, protocol)
+        except Exception as e:  # the result cannot be pickled: say so instead of dying
+            out = dumps(unsendable(reply, e), protocol)
+        try:
+            conn.send_bytes(out)
+        except (EOFError, OSError):
+            break
+    worker.close()
+    conn.close()
+    sys.stdout.flush()
+
+
+def start_error(slot: int, reply: tuple | None, exitcode: int | None = None,
+                detail: Mapping[str, Any] | None = None) -> WorkerStartError:
+    """The error for a worker that did not start: its own reason, or how its process ended."""
+    where = f"worker {slot}" + (f" ({', '.join(f'{k} {v}' for k, v in detail.items())})" if detail else "")
+    if reply is not None and reply[0] == "failed":
+        return WorkerStartError(f"{where} could not start: {reply[1]}", reply[2])
+    return WorkerStartError(f"{where} died while starting ({describe_exit(exitcode)})")
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """'killed by SIGKILL', 'exit status 1', ... for a process's exit code (negative: a signal)."""
+    if exitcode is None:
+        return "no exit status"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"

@@ -1,0 +1,72 @@
+"""Task functions for the pool tests, at module level so that worker processes (and Ray actors) import them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+
+def axpy(worker, a):
+    """x = 0 + a * arange(8) through the test module's ``add`` kernel; (values, worker pid)."""
+    rt = worker.runtime
+    x = rt.ndarray((8,), np.float32)
+    y = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+    worker.module.kernels["add"](x, y, a)
+    rt.wait()
+    return x.to_numpy(), os.getpid()
+
+
+def slow_axpy(worker, a):
+    time.sleep(0.15)
+    return axpy(worker, a)
+
+
+def whoami(worker, _item):
+    return {"pid": os.getpid(), "slot": worker.slot, "device": worker.device, "arch": worker.arch.name,
+            "modules": sorted(worker.modules), "cache": sorted(worker.cache),
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def fails(worker, item):
+    if item == 2:
+        raise ValueError(f"item {item} is bad")
+    return item
+
+
+class UnpicklableError(Exception):
+    def __init__(self, a, b):  # pickle gives back only args: rebuilding it fails
+        super().__init__(f"{a}-{b}")
+
+
+def fails_oddly(worker, item):
+    raise UnpicklableError(1, 2)
+
+
+def returns_lock(worker, item):
+    import threading
+
+    return threading.Lock()
+
+
+def crashes(worker, item):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def crashes_once(worker, item):
+    """Kill the worker the first time ``item`` is seen (a marker file says it was)."""
+    value, marker = item
+    if marker and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.abort()
+    return value * 2
+
+
+def setup_fails(worker):
+    raise RuntimeError("setup refused")
+
+
+def setup_cache(worker):
+    worker.cache["ready"] = True

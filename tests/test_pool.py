@@ -1,0 +1,302 @@
+"""The pool: workers on x64 and Vulkan, as local processes and as Ray actors, with real modules.
+
+Fault cases are real: workers are killed with SIGKILL or abort themselves; "no orphan" is checked
+by pid. Ray tests run against a local Ray instance (``ray.init()`` here); Ray is a promised extra,
+so under CI its absence fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pool_tasks as tasks
+import pytest
+
+from conftest import IN_CI, require_arch
+from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, MissingFileError
+from taichi_aot.pool import (
+    Pool,
+    PoolClosedError,
+    RemoteTraceback,
+    WorkerCrashedError,
+    WorkerStartError,
+    WorkerTaskError,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    try:
+        import ray
+    except ImportError:
+        if IN_CI:
+            pytest.fail("Ray is not installed (the ray extra: pip install -e '.[ray]')")
+        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
+    import ray.cloudpickle
+
+    # Ray workers do not see this folder: the task functions travel by value, as a user's own script's would
+    ray.cloudpickle.register_pickle_by_value(tasks)
+    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["local", "ray"])
+def backend(request) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
+def _gone(pids, timeout=15.0) -> bool:
+    """True once no process of ``pids`` exists (zombies count as gone: they hold nothing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _expect(a: float) -> np.ndarray:
+    return a * np.arange(8, dtype=np.float32)
+
+
+def test_map_on_every_backend(arch, backend, modules):
+    items = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    with Pool(modules.path(arch), arch=arch, workers=2, backend=backend, setup=tasks.setup_cache) as pool:
+        assert pool.size == 2 and len(pool.workers) == 2
+        pids = [w["pid"] for w in pool.workers]
+        results = pool.map(tasks.axpy, items)
+        for a, (values, _pid) in zip(items, results):
+            np.testing.assert_array_equal(values, _expect(a))  # in the order of the items
+        seen = pool.map(tasks.whoami, range(4))
+        assert {s["slot"] for s in seen} <= {0, 1}
+        assert all(s["arch"] == arch.name and s["cache"] == ["ready"] for s in seen)
+        assert all(s["modules"] == [os.path.basename(modules.path(arch))] for s in seen)
+        future = pool.submit(tasks.axpy, 7.0)
+        np.testing.assert_array_equal(future.result(timeout=60)[0], _expect(7.0))
+    assert _gone(pids), "a worker outlived its pool"
+
+
+def test_task_exceptions_come_back_typed(backend, modules):
+    require_arch(Arch.X64)
+    with Pool(modules.path(Arch.X64), arch="x64", workers=2, backend=backend) as pool:
+        with pytest.raises(ValueError, match="item 2 is bad") as info:
+            pool.map(tasks.fails, range(5))
+        cause = info.value.__cause__
+        assert isinstance(cause, RemoteTraceback)
+        assert "in fails" in cause.text and "pool_tasks.py" in cause.text  # the worker's own traceback
+        with pytest.raises(WorkerTaskError, match="UnpicklableError: 1-2") as odd:
+            pool.submit(tasks.fails_oddly, 0).result(timeout=60)
+        assert odd.value.type_name.endswith("UnpicklableError") and "fails_oddly" in odd.value.remote_traceback
+        with pytest.raises(WorkerTaskError, match="pickle"):
+            pool.submit(tasks.returns_lock, 0).result(timeout=60)
+        assert pool.map(tasks.fails, [0, 1, 3]) == [0, 1, 3]  # the pool goes on
+        assert pool.restarts == 0  # no worker died for any of that
+
+
+def test_kill_9_during_a_map(backend, modules):
+    """Every result exactly once, in order and correct, although a worker is killed while it runs a task."""
+    require_arch(Arch.X64)
+    items = [float(i) for i in range(10)]
+    with Pool(modules.path(Arch.X64), arch="x64", workers=2, backend=backend) as pool:
+        victim = pool.workers[0]["pid"]
+        killer = threading.Timer(0.4, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        results = pool.map(tasks.slow_axpy, items)
+        killer.join()
+        assert len(results) == len(items)
+        for a, (values, _pid) in zip(items, results):
+            np.testing.assert_array_equal(values, _expect(a))
+        assert victim not in {pid for _, pid in results[6:]}  # the victim ran nothing after its death
+        deadline = time.monotonic() + 60
+        while pool.restarts < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.restarts == 1
+        assert _gone([victim])
+        assert victim not in [w["pid"] for w in pool.workers]
+
+
+def test_a_task_that_always_crashes(backend, modules):
+    require_arch(Arch.X64)
+    with Pool(modules.path(Arch.X64), arch="x64", workers=1, backend=backend, retries=1) as pool:
+        with pytest.raises(WorkerCrashedError) as info:
+            pool.submit(tasks.crashes, "poison").result(timeout=120)
+        err = info.value
+        assert err.item == "poison" and err.index is None and err.attempts == 2
+        assert "'poison'" in str(err) and "retries=1" in str(err)
+        if backend == "local":
+            assert err.exitcodes == (-signal.SIGKILL, -signal.SIGKILL) and "SIGKILL" in str(err)
+        with pytest.raises(WorkerCrashedError) as mapped:
+            pool.map(tasks.crashes, ["a", "b"])
+        assert mapped.value.index in (0, 1)
+        np.testing.assert_array_equal(pool.map(tasks.axpy, [2.0])[0][0], _expect(2.0))  # replaced, working
+
+
+def test_a_retried_task_runs_again(modules, tmp_path):
+    require_arch(Arch.X64)
+    marker = str(tmp_path / "crashed")
+    with Pool(modules.path(Arch.X64), arch="x64", workers=2) as pool:
+        results = pool.map(tasks.crashes_once, [(i, marker if i == 3 else None) for i in range(8)])
+    assert results == [2 * i for i in range(8)] and os.path.exists(marker)
+
+
+def test_workers_that_cannot_start(backend, modules):
+    require_arch(Arch.X64)
+    require_arch(Arch.VULKAN)
+    with pytest.raises(WorkerStartError, match="IncompatibleModuleError") as info:  # a Vulkan module on x64
+        Pool(modules.path(Arch.VULKAN, tcm=True), arch="x64", workers=2, backend=backend)
+    assert "worker" in str(info.value) and info.value.remote_traceback
+    with pytest.raises(WorkerStartError, match="setup refused") as info:
+        Pool(modules.path(Arch.X64), arch="x64", workers=1, backend=backend, setup=tasks.setup_fails)
+    assert "setup_fails" in info.value.remote_traceback
+
+
+def test_corrupt_and_missing_modules(tmp_path):
+    bad = tmp_path / "bad.tcm"
+    bad.write_bytes(b"not a module")
+    with pytest.raises(WorkerStartError, match="CorruptedDataError"):
+        Pool(str(bad), arch="x64", workers=1)
+    with pytest.raises(MissingFileError):
+        Pool(str(tmp_path / "nowhere.tcm"), arch="x64")
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []  # nothing left of the failed starts
+
+
+def test_terminate_in_the_middle_of_a_map(backend, modules):
+    require_arch(Arch.X64)
+    pool = Pool(modules.path(Arch.X64), arch="x64", workers=2, backend=backend)
+    pids = [w["pid"] for w in pool.workers]
+    stopper = threading.Timer(0.4, pool.terminate)
+    stopper.start()
+    with pytest.raises(PoolClosedError, match="closed during the map"):
+        pool.map(tasks.slow_axpy, [float(i) for i in range(40)])
+    stopper.join()
+    assert pool.closed and _gone(pids)
+    with pytest.raises(PoolClosedError):
+        pool.submit(tasks.axpy, 1.0)
+
+
+def test_close_finishes_submitted_work(modules):
+    require_arch(Arch.X64)
+    pool = Pool(modules.path(Arch.X64), arch="x64", workers=2)
+    futures = [pool.submit(tasks.slow_axpy, float(i)) for i in range(5)]
+    pool.close()
+    assert all(f.done() and not f.cancelled() for f in futures)
+    np.testing.assert_array_equal(futures[4].result()[0], _expect(4.0))
+    pool.close()  # twice is fine
+
+
+def test_bad_arguments(modules):
+    require_arch(Arch.X64)
+    path = modules.path(Arch.X64)
+    for kwargs in ({"workers": 0}, {"workers": "2"}, {"backend": "threads"}, {"retries": -1}):
+        with pytest.raises(InvalidArgumentError):
+            Pool(path, arch="x64", **kwargs)
+    with pytest.raises(ArgumentTypeError):
+        Pool(42, arch="x64")
+    with Pool(path, arch="x64", workers=1) as pool:
+        with pytest.raises(ArgumentTypeError, match="module level"):
+            pool.submit(lambda w, i: i, 1)
+        with pytest.raises(ArgumentTypeError, match="callable"):
+            pool.map(3, [1])
+        with pytest.raises(ArgumentTypeError, match="pickled"):
+            pool.submit(tasks.fails, threading.Lock()).result(timeout=60)
+        assert pool.map(tasks.fails, []) == []
+
+
+def test_vulkan_devices_are_checked(vulkan, modules):
+    from taichi_aot import ArgumentOutOfRangeError
+
+    with pytest.raises(ArgumentOutOfRangeError, match="device 7"):
+        Pool(modules.path(Arch.VULKAN, tcm=True), arch="vulkan", devices=[7])
+    with Pool({"k": modules.path(Arch.VULKAN, tcm=True)}, arch="vulkan", devices=[0], workers=2) as pool:
+        seen = pool.map(tasks.whoami, range(2))
+    assert all(s["device"] == 0 and s["modules"] == ["k"] for s in seen)
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(modules, capsys):
+    require_arch(Arch.X64)
+    with Pool(modules.path(Arch.X64), arch="x64", workers=1) as pool:
+        pool.map(tasks.fails, [0, 1, 3, 4])
+        assert capsys.readouterr().err == ""  # not a terminal: no frames
+        pool.map(tasks.fails, [0, 1, 3, 4], progress=True)
+        assert "4/4 tasks" in capsys.readouterr().err
+
+
+_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {here!r})
+import pool_tasks
+from taichi_aot.pool import Pool
+if __name__ == "__main__":
+    with Pool({module!r}, arch="x64", workers=2) as pool:
+        print(" ".join(str(w["pid"]) for w in pool.workers), flush=True)
+        pool.map(pool_tasks.slow_axpy, [1.0] * 1000)
+"""
+
+
+def _start_script(tmp_path, module):
+    script = tmp_path / "pool_script.py"
+    script.write_text(_SCRIPT.format(here=HERE, module=module))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2, proc.stderr.read() if proc.stderr else ""
+    time.sleep(0.5)  # inside the map
+    return proc, pids
+
+
+def test_ctrl_c_leaves_no_orphans(modules, tmp_path):
+    require_arch(Arch.X64)
+    proc, pids = _start_script(tmp_path, modules.path(Arch.X64))
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert _gone(pids, 10)
+
+
+def test_workers_end_with_a_killed_parent(modules, tmp_path):
+    require_arch(Arch.X64)
+    proc, pids = _start_script(tmp_path, modules.path(Arch.X64))
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone(pids, 10), "workers outlived their parent"
+
+
+def test_sweep_command(tmp_path):
+    require_arch(Arch.X64)
+    png = tmp_path / "sweep.png"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "sweep", "--arch", "x64", "--workers", "2", "--grid",
+                           "3", "--size", "32", "--steps", "32", "--baseline", "2", "--out", str(png)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "TAICHI_AOT_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    assert "9 simulations" in proc.stdout and "speed-up over one worker" in proc.stdout
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width == height == 3 * 32 + 4  # 3x3 tiles with 1-pixel gaps
+    bad = subprocess.run([sys.executable, "-m", "taichi_aot", "sweep", "--grid", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--grid" in bad.stderr
