@@ -131,13 +131,23 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
     sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
     shape_sig = (spec.ndim, spec.elem_shape)
+    elem_ndim = len(spec.elem_shape)
+    ndarray = np.ndarray
     end = ARG_SIZE
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if value.__class__ is not NdArray and not isinstance(value, NdArray):
-            if not array_like(value):
+            if value.__class__ is ndarray:  # a numpy array seen before: one lookup (runtime._numpy_args)
+                hit = runtime._numpy_args.get(id(value))
+                if (hit is not None and hit[0] is value and hit[1] == value.shape and hit[2] == value.strides
+                        and hit[3] is value.dtype and hit[4] == elem_ndim and not hit[5]._memory._owned.closed):
+                    value = hit[5]
+                else:
+                    value = runtime._foreign_ndarray(value, elem_ndim, what)
+            elif array_like(value):
+                value = runtime._foreign_ndarray(value, elem_ndim, what)
+            else:
                 raise wrong(value)
-            value = runtime._foreign_ndarray(value, len(spec.elem_shape), what)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
             raise wrong(value, InvalidArgumentError)
         if value._memory._owned.closed:

@@ -152,6 +152,10 @@ class Runtime:
         # foreign arrays passed to kernels: the ndarrays made for them (most recent last), and the copies to
         # write back after a launch where the backend cannot address them
         self._foreign: collections.OrderedDict[tuple[Any, ...], NdArray] = collections.OrderedDict()
+        # numpy arrays passed zero-copy, by id: (the array, its shape, strides and dtype then, element dims, ndarray).
+        # The entry holds the array, so its id is not reused and its buffer cannot move (numpy refuses to resize
+        # an array others refer to); shape, strides and dtype can be reassigned in place, so they are compared.
+        self._numpy_args: dict[int, tuple[Any, ...]] = {}
         self._copy_back: list[tuple[NdArray, np.ndarray]] = []
         #: Whether a foreign array the backend cannot address (any array on a GPU backend) may be passed to
         #: a kernel through a copy in and back out; False makes that an InvalidArgumentError.
@@ -369,17 +373,8 @@ class Runtime:
                 if len(self._foreign) > _FOREIGN_CACHE:
                     self._foreign.popitem(last=False)
             return found
-        if value.__class__ is np.ndarray:  # the common case, found without building the array interface:
-            # the cached ndarray holds this very array, so its buffer cannot move (numpy refuses to resize
-            # an array others refer to); only its shape, strides and dtype are compared
-            key: tuple[Any, ...] = (id(value), value.shape, value.strides, value.dtype, elem_ndim)
-            nd = self._foreign.get(key)
-            if nd is not None and nd._memory._host is value and not nd.closed:
-                return nd
-            a = value
-        else:
-            a = _host_array(value)
-            key = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
+        a = _host_array(value)
+        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
         nd = self._foreign.get(key)
         if nd is not None and not nd.closed:
             self._foreign.move_to_end(key)
@@ -395,6 +390,10 @@ class Runtime:
             self._foreign[key] = nd
             if len(self._foreign) > _FOREIGN_CACHE:
                 self._foreign.popitem(last=False)
+            if value.__class__ is np.ndarray:  # the common case, found again by _arguments without this call
+                self._numpy_args[id(value)] = (value, value.shape, value.strides, value.dtype, elem_ndim, nd)
+                if len(self._numpy_args) > _FOREIGN_CACHE:
+                    del self._numpy_args[next(iter(self._numpy_args))]
         if nd._data_type != DATA_TYPES.get(a.dtype):
             raise ArgumentTypeError(f"{what}: {a.dtype} array")
         return nd

@@ -516,6 +516,41 @@ class Bench:
         nd.close()
         return group
 
+    # -- foreign arrays ---------------------------------------------------------------------
+
+    def interop(self) -> list[Row]:
+        """A dynamic launch with the caller's own array (numpy on the CPU and Vulkan, torch on CUDA) against the
+        same launch with an NdArray: what taking a foreign array costs after its first call."""
+        fast = not self.gpu or self.arch == Arch.CUDA
+        n = (2000 if self.quick else 10000) if fast else (300 if self.quick else 1500)
+        repeats = 3 if self.quick else 11
+        tiny = self.mod.kernels["tiny"]
+        x = self.rt.ndarray((16,), np.float32)
+        foreign: Any = np.zeros(16, np.float32)
+        kind = "numpy array, zero-copy" if not self.gpu else "numpy array, staged copy in and out"
+        if self.arch == Arch.CUDA:
+            try:
+                import torch
+            except ImportError:
+                torch = None
+            if torch is not None and torch.cuda.is_available():
+                foreign, kind = torch.zeros(16, device="cuda"), "torch CUDA tensor, zero-copy"
+
+        def timed(arg: Any) -> Callable[[], float]:
+            def one() -> float:
+                def loop() -> None:
+                    for _ in range(n):
+                        tiny(arg, 1.0)
+                return self._timed(loop) / n * 1e6
+            return one
+
+        samples = _interleave({"dynamic call, NdArray": timed(x), f"dynamic call, {kind}": timed(foreign)}, repeats)
+        rows = [Row("interop", self.name, k, "us/launch", v, params={"launches": n, "repeats": repeats})
+                for k, v in samples.items()]
+        zero_copy = "zero-copy" in kind
+        _ratio(rows, f"dynamic call, {kind}", "dynamic call, NdArray", 1.5 if zero_copy else None)
+        return rows
+
     # -- memory growth --------------------------------------------------------------------
 
     def memory_growth(self) -> list[Row]:
@@ -615,7 +650,7 @@ def _torch_server(log: Callable[[str], None]) -> _Server | None:
         return None
 
 
-SECTIONS = ("launch", "graph", "throughput", "transfers", "memory")
+SECTIONS = ("launch", "graph", "throughput", "transfers", "memory", "interop", "scaling")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
@@ -660,6 +695,12 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
                                 torch_server.close()
                     elif section == "transfers":
                         rows = bench.transfers()
+                    elif section == "interop":
+                        rows = bench.interop()
+                    elif section == "scaling":
+                        from .bench_scaling import scaling
+
+                        rows = scaling(bench.rt, quick, log)
                     else:
                         rows = bench.memory_growth()
                 except Exception as e:

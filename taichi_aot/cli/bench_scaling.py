@@ -1,0 +1,117 @@
+"""The benchmark's scaling section: the Gray-Scott sweep (sweep.py) on a pool of 1..N workers.
+
+For each worker count n, a pool of n workers (one per device on a GPU) runs ``tasks_per_worker * n``
+simulations after a warm-up, and the section reports throughput (simulations/s) and scaling
+efficiency, ``throughput(n) / (n * throughput(1))``, all measured in one run. It also reports what the
+pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
+this process, and one simulation through the pool against the same simulation run here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+from typing import Callable
+
+from .. import Arch, Runtime, capi
+from ..enums import CPU_ARCHS
+from .bench import Row
+from .cache import taichi_module
+from .sweep import noop, params, simulate, warm_up
+
+#: Scaling efficiency a pool must reach on GPUs (one worker per device).
+EFFICIENCY_TARGET = 0.9
+
+
+def _counts(arch: Arch, workers: int | None) -> tuple[list[int], list[int] | None]:
+    """The worker counts to measure, and the devices (None on the CPU)."""
+    if arch in CPU_ARCHS:
+        top = workers or min(os.cpu_count() or 1, 8)
+        return list(range(1, top + 1)), None
+    status = capi.arch_status()[arch]
+    if arch == Arch.VULKAN and status.devices:
+        devices = [i for i, d in enumerate(status.devices) if not d.software] or [0]
+    else:
+        devices = list(range(status.device_count or 1))
+    top = min(workers or len(devices), len(devices))
+    return list(range(1, top + 1)), devices
+
+
+def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int | None = None,
+            backend: str = "local") -> list[Row]:
+    """Throughput and efficiency of the sweep on 1..N workers of ``rt``'s arch, and the pool's cost per task
+    (the in-process reference runs on ``rt``: a process holds one CUDA runtime at a time)."""
+    from ..pool import Pool
+
+    arch = rt.arch
+    name = arch.name.lower()
+    module = taichi_module("demo", name)
+    gpu = arch not in CPU_ARCHS
+    size = 128 if quick else 256
+    steps = (512 if quick else 4000) if gpu else (256 if quick else 1000)
+    per_worker = 3 if quick else 8
+    counts, devices = _counts(arch, workers)
+    grid = params(8, size, steps)
+    rows: list[Row] = []
+    base = None
+    for n in counts:
+        tasks = [grid[i % len(grid)] for i in range(per_worker * n)]
+        with Pool(module, arch=arch, workers=n, devices=devices[:n] if devices else None, backend=backend,
+                  setup=warm_up) as pool:
+            pool.map(simulate, tasks[:n], progress=False)  # every worker has run a full-size simulation once
+            t0 = time.perf_counter()
+            pool.map(simulate, tasks, progress=False)
+            wall = time.perf_counter() - t0
+        throughput = len(tasks) / wall
+        base = base or throughput
+        efficiency = throughput / (n * base)
+        row = Row("scaling", name, f"sweep, {n} worker{'s' * (n > 1)}", "sims/s", [throughput], ratio=efficiency,
+                  limit=f"{n} x 1 worker",
+                  params={"workers": n, "tasks": len(tasks), "size": size, "steps": steps, "backend": backend,
+                          "devices": devices[:n] if devices else None, "wall_s": wall})
+        if gpu and n > 1:
+            row.target, row.met = f">= {EFFICIENCY_TARGET}", efficiency >= EFFICIENCY_TARGET
+        row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation"
+        rows.append(row)
+        log(f"   {n} worker(s): {throughput:.2f} sims/s, efficiency {efficiency:.3f}")
+
+    # what the pool costs per task: nothing to do, and one simulation, against the same call here
+    calls = 200 if quick else 2000
+    with Pool(module, arch=arch, workers=1, devices=devices[:1] if devices else None, backend=backend,
+              setup=warm_up) as pool:
+        pool.map(noop, range(50), progress=False)
+        t0 = time.perf_counter()
+        pool.map(noop, range(calls), progress=False)
+        pooled_noop = (time.perf_counter() - t0) / calls
+        sims = grid[:4]
+        pool.map(simulate, sims[:1], progress=False)
+        t0 = time.perf_counter()
+        pool.map(simulate, sims, progress=False)
+        pooled_sim = (time.perf_counter() - t0) / len(sims)
+    # what a task receives, in this process: the bench's runtime with the same module
+    here = SimpleNamespace(runtime=rt, module=rt.load_module(module), cache={})
+    try:
+        warm_up(here)
+        t0 = time.perf_counter()
+        for i in range(calls):
+            noop(here, i)
+        local_noop = (time.perf_counter() - t0) / calls
+        simulate(here, sims[0])
+        t0 = time.perf_counter()
+        for task in sims:
+            simulate(here, task)
+        local_sim = (time.perf_counter() - t0) / len(sims)
+    finally:
+        here.cache.clear()
+        here.module.close()
+    overhead = Row("scaling", name, "pool cost per task (empty task)", "us/task", [(pooled_noop - local_noop) * 1e6],
+                   params={"calls": calls, "pooled_us": pooled_noop * 1e6, "in_process_us": local_noop * 1e6})
+    overhead.note = f"{pooled_noop * 1e6:.0f} us through the pool vs {local_noop * 1e6:.2f} us in-process"
+    sim_row = Row("scaling", name, "one simulation through the pool", "ms/sim", [pooled_sim * 1e3],
+                  limit="the same simulation in-process", ratio=pooled_sim / local_sim,
+                  params={"size": size, "steps": steps, "in_process_ms": local_sim * 1e3})
+    rows += [overhead, sim_row]
+    log(f"   pool cost per task: {(pooled_noop - local_noop) * 1e6:.0f} us; a simulation: {pooled_sim * 1e3:.1f} ms "
+        f"pooled vs {local_sim * 1e3:.1f} ms here")
+    return rows
