@@ -4,7 +4,9 @@
 # dill) and .gl/ (the Vulkan loader .debs), made on the development machine by gpu-carry.sh, which is
 # not part of this repository: it is expected at ../shared/tools/gpu-carry.sh beside the checkout;
 # .gpu/cache/ holds the modules compiled there (taichi_aot/cli/cache.py's cache, TAICHI_AOT_CACHE).
-# Usage there: [GPU_TESTS=SECONDS] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+# Usage there: [GPU_TESTS=SECONDS [GPU_TEST_ARGS="tests/test_cuda.py ..."]] [GPU_SWEEP="--arch cuda ..."]
+#   bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+# GPU_SWEEP runs the sweep command with those arguments after the bench, its picture in OUT_DIR/sweep.png.
 set -uo pipefail
 out=${1:?output folder}; shift
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -29,9 +31,13 @@ if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only wher
   # (built here), not the checkout's copy (which has no compiled extension); else the checkout with the
   # carried build
   (cd "$repo" && PYTHONPATH=$([ "$where" = /tmp ] && echo /tmp/site || echo "$repo:/tmp/site") PYTHONSAFEPATH=1 \
-     timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests \
+     timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" ${GPU_TEST_ARGS:-tests} \
      > "$out/tests.txt" 2>&1; tail -15 "$out/tests.txt")
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
 PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-480}" python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"
+if [ -n "${GPU_SWEEP:-}" ]; then
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 timeout "${SWEEP_TIMEOUT:-240}" python3 -m taichi_aot sweep $GPU_SWEEP --out "$out/sweep.png" 2>&1 | tee "$out/sweep.txt"
+fi

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 import numpy as np
 
-from . import _cuda
+from . import _cuda, _dlpack
 from ._native import ffi
 from .capi import MAX_ND_DIMS
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
@@ -374,27 +374,45 @@ class NdArray:
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        """Export as a DLPack capsule (``np.from_dlpack(x)``, ``torch.from_dlpack(x)``), without a copy where the
-        host can address the memory: the consumer's array keeps this ndarray's memory mapped and alive.
-        ``max_version`` (1, 0) or later gives the versioned capsule, else the older one; ``copy`` as in the
-        standard.
+        """Export as a DLPack capsule (``np.from_dlpack(x)``, ``torch.from_dlpack(x)``, ``jax.dlpack.from_dlpack``),
+        without a copy where the consumer's device can address the memory: host memory (x64, host-visible
+        memory) to the CPU, CUDA memory to CUDA. The consumer's array keeps this ndarray's memory alive (and
+        mapped), even after ``close()``. ``max_version`` (1, 0) or later gives the versioned capsule, else the
+        older one; ``copy`` and ``dl_device`` as in the standard (a CUDA ndarray can be copied to the CPU).
+        On CUDA, ``stream`` is the consumer's: the runtime's work is waited for unless it is -1.
 
         Raises:
-            InvalidStateError: memory the host cannot address (use ``to_numpy()``, or make the ndarray with
-                ``host_access`` and ``map()`` it), or ``copy=False`` for another ``dl_device``.
+            InvalidStateError: memory the consumer cannot address without a copy and ``copy`` is not True
+                (Vulkan device memory: use ``to_numpy()``, or allocate with ``host_access`` and ``map()``), or
+                ``copy=False`` for another ``dl_device``.
         """
         self._ensure_open()
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__() and copy is False:
-            raise InvalidStateError(f"__dlpack__: the ndarray is on device {self.__dlpack_device__()}, not "
-                                    f"{tuple(dl_device)}, and copy=False")
-        if self.__dlpack_device__()[0] != _DL_CPU and not copy:
+        own = self.__dlpack_device__()
+        target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
+        versioned = max_version is not None and tuple(max_version) >= _dlpack.VERSION
+        if target != own and copy is False:
+            raise InvalidStateError(f"__dlpack__: the ndarray is on device {own}, not {target}, and copy=False")
+        if target[0] == _DL_CUDA and own[0] == _DL_CUDA:  # device memory numpy cannot describe
+            source = self
+            if copy:
+                source = NdArray(self._runtime, self._shape, self._dtype, self._elem_shape)
+                source.copy_from(self)
+            if stream != -1:  # -1: the consumer asks for no synchronization
+                self._runtime._sync()
+            owned = source._memory._owned
+            owned.pin()  # the memory outlives close() while the consumer holds it
+            return _dlpack.export(source._memory._cuda_ptr(), self._full_shape, self._dtype, own, source,
+                                  versioned=versioned, release=owned.unpin)
+        if target[0] != _DL_CPU and target != own:
+            raise InvalidStateError(f"__dlpack__: no export to DLPack device {target}")
+        if own[0] != _DL_CPU and not copy:
             raise InvalidStateError(
                 f"__dlpack__: this {self._runtime.arch.name} ndarray's memory is not host-visible, so it cannot be "
                 "shared without a copy: use to_numpy(), or allocate it with host_access='readwrite' and map() it"
             )
         view = self.to_numpy() if copy else self.__array__()
-        if max_version is not None and tuple(max_version) >= (1, 0):
-            return view.__dlpack__(max_version=(int(max_version[0]), int(max_version[1])), copy=False)
+        if versioned:
+            return view.__dlpack__(max_version=_dlpack.VERSION, copy=False)
         return view.__dlpack__()
 
     def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import capi
+from . import _cuda, _dlpack, capi
 from ._lifetime import Child, Owned
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
@@ -160,6 +160,7 @@ class Runtime:
         #: Whether a foreign array the backend cannot address (any array on a GPU backend) may be passed to
         #: a kernel through a copy in and back out; False makes that an InvalidArgumentError.
         self.allow_array_copies = True
+        self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)
@@ -228,11 +229,79 @@ class Runtime:
         """Submit queued work and wait until the device has finished it."""
         self._ensure_open()
         capi.wait(self._handle)
+        if self._cuda_stream:
+            _cuda.stream_synchronize(self._cuda_stream)
 
     def _sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
         if self._pending[0]:
             capi.wait(self._handle)
+            if self._cuda_stream:
+                _cuda.stream_synchronize(self._cuda_stream)
+
+    @property
+    def cuda_stream(self) -> int | None:
+        """The caller's CUDA stream (a ``CUstream`` handle) that kernels run on, or None: the legacy default
+        stream, which torch's and CuPy's default streams are too. See :meth:`set_cuda_stream`."""
+        return self._cuda_stream
+
+    def set_cuda_stream(self, stream: Any) -> None:
+        """Run this CUDA runtime's kernels on the caller's stream: ``None`` (the legacy default stream), a
+        ``CUstream`` handle (int), or a stream object of torch (``.cuda_stream``) or CuPy (``.ptr``).
+
+        Work on the legacy default stream (torch's and CuPy's default) and kernels are ordered without any
+        synchronization, stream or no stream. A stream of one's own must be a *blocking* one (CuPy's
+        ``cupy.cuda.Stream()``; not ``non_blocking=True``, and not ``torch.cuda.Stream()``, which is
+        non-blocking): Taichi 1.7.4 copies a launch's argument buffer and frees it on the legacy default
+        stream, which a non-blocking stream does not wait for. :meth:`wait` also waits for the stream.
+
+        Raises:
+            NotSupportedError: not a CUDA runtime, or a non-blocking stream.
+            ArgumentTypeError: not a stream.
+        """
+        self._ensure_open()
+        if self._arch != Arch.CUDA:
+            raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
+        if stream is not None and not isinstance(stream, int):
+            handle = getattr(stream, "cuda_stream", None)
+            if handle is None:
+                handle = getattr(stream, "ptr", None)
+            if not isinstance(handle, int):
+                raise ArgumentTypeError(f"set_cuda_stream: {type(stream).__name__} is not a CUDA stream (a CUstream "
+                                        "handle, a torch.cuda.Stream or a cupy.cuda.Stream)")
+            stream = handle
+        if isinstance(stream, bool) or (stream is not None and stream < 0):
+            raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
+        if stream and not _cuda.stream_is_blocking(stream):
+            raise NotSupportedError(
+                "set_cuda_stream: a non-blocking stream (torch.cuda.Stream(), cupy's non_blocking=True): Taichi "
+                "1.7.4 copies and frees each launch's arguments on the legacy default stream, which such a stream "
+                "does not wait for; use a blocking stream, or the default stream (ordered with no option)"
+            )
+        self.wait()
+        capi.set_cuda_stream(stream or None)
+        self._cuda_stream = stream or None
+
+    def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
+        """A zero-filled numpy array for fast transfers: page-locked on CUDA, where ``from_numpy`` and
+        ``to_numpy(out=)`` copy it directly at the full speed of the bus (pageable arrays go through staging
+        buffers); a plain array elsewhere. It is the caller's like any numpy array, and outlives the runtime.
+
+        Raises:
+            ArgumentTypeError: a bad shape or dtype.
+            OutOfMemoryError: no page-locked memory of that size.
+        """
+        self._ensure_open()
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as e:
+            raise ArgumentTypeError(f"host_array: {dtype!r} is not a dtype ({e})") from None
+        if self._arch == Arch.CUDA:
+            return _cuda.pinned_array(dims, dt)
+        return np.zeros(dims, dt)
 
     def record(self) -> _Recording:
         """Record kernel and graph launches instead of running them; replay them from C later.
@@ -319,8 +388,8 @@ class Runtime:
                 a bad ``elem_ndim``.
         """
         self._ensure_open()
-        if self._arch == Arch.CUDA and hasattr(obj, "__cuda_array_interface__"):
-            return self._cuda_ndarray(obj, elem_ndim, copy)
+        if self._arch == Arch.CUDA and _on_cuda(obj):
+            return self._cuda_ndarray(obj, elem_ndim, copy)[0]
         a = _host_array(obj)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
@@ -338,38 +407,64 @@ class Runtime:
             return nd
         return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
 
-    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None) -> NdArray:
-        """An ndarray sharing another library's CUDA array (``__cuda_array_interface__``) on this runtime."""
-        iface = obj.__cuda_array_interface__
-        shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
-        strides = iface.get("strides")
-        contiguous = strides is None or tuple(strides) == tuple(np.empty(shape, dtype).strides)
+    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from"
+                      ) -> tuple[NdArray, bool]:
+        """An ndarray over another library's CUDA array (``__cuda_array_interface__``, else ``__dlpack__``) on
+        this runtime: shared, its owner kept alive, or (where ``copy`` asks or allows) a copy; and whether it
+        is a copy."""
+        if hasattr(obj, "__cuda_array_interface__"):
+            iface = obj.__cuda_array_interface__
+            shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
+            strides = iface.get("strides")
+            contiguous = strides is None or tuple(strides) == tuple(np.empty(shape, dtype).strides)
+            ptr, read_only = int(iface["data"][0]), bool(iface["data"][1])
+            owner: Any = obj
+            stream = iface.get("stream")
+            if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
+                _cuda.stream_synchronize(stream)
+            device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
+        else:
+            owner = _dlpack.consume(obj, stream=self._cuda_stream or 1)  # 1: the legacy default stream
+            if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
+                raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
+            if owner.dtype is None:
+                raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
+            shape, dtype, ptr, read_only = owner.shape, owner.dtype, owner.data, owner.read_only
+            contiguous, device = owner.compact(), owner.device[1]
         if dtype not in DATA_TYPES:
-            raise ArgumentTypeError(f"ndarray_from: {dtype} has no Taichi data type")
+            raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
         if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
-            raise InvalidArgumentError(f"ndarray_from: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
-        if copy:
-            raise NotSupportedError("ndarray_from(copy=True) of a CUDA array: copy it with its own library first")
+            raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
+        if device != _cuda.RUNTIME_DEVICE:
+            raise InvalidArgumentError(f"{what}: the array is on CUDA device {device}; this runtime drives device "
+                                       f"{_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as device 0)")
         if not contiguous:
-            raise InvalidArgumentError("ndarray_from: a strided CUDA array: make it contiguous with its own library")
+            raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
         split = len(shape) - elem_ndim
-        stream = iface.get("stream")
-        if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
-            import ctypes
-
-            ctypes.CDLL("libcuda.so.1").cuStreamSynchronize(ctypes.c_void_p(stream))
-        return NdArray(self, shape[:split], dtype, shape[split:], host=(int(iface["data"][0]), obj))
+        # A read-only flag (JAX marks its immutable buffers so) does not make a copy: the C-API records no
+        # argument access, so it cannot tell an input from an output, and inputs are what such arrays are for
+        del read_only
+        if copy:
+            nd = NdArray(self, shape[:split], dtype, shape[split:])
+            _cuda.dtod(nd._memory._cuda_ptr(), ptr, nd.nbytes)
+            return nd, True
+        return NdArray(self, shape[:split], dtype, shape[split:], host=(ptr, owner)), False
 
     def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
         """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
         can address it (cached by identity and pointer, so a repeated argument costs one lookup), else a staged
         copy, written back into ``value`` after the launch."""
-        if self._arch == Arch.CUDA and hasattr(value, "__cuda_array_interface__"):
-            ptr = value.__cuda_array_interface__["data"][0]
-            key_cuda: tuple[Any, ...] = (id(value), ptr, elem_ndim)
+        if self._arch == Arch.CUDA and _on_cuda(value):
+            iface = getattr(value, "__cuda_array_interface__", None)
+            key_cuda: tuple[Any, ...] = (id(value), iface["data"][0] if iface else None, elem_ndim)
             found = self._foreign.get(key_cuda)
-            if found is None or found.closed or found._memory._host is not value:
-                found = self._foreign[key_cuda] = self._cuda_ndarray(value, elem_ndim, None)
+            if found is not None and not found.closed:
+                host = found._memory._host
+                if host is value or getattr(host, "source", None) is value:
+                    return found
+            found, copied = self._cuda_ndarray(value, elem_ndim, None if self.allow_array_copies else False, what)
+            if not copied:  # a copy (of a read-only array) is made again each time, and not written back
+                self._foreign[key_cuda] = found
                 if len(self._foreign) > _FOREIGN_CACHE:
                     self._foreign.popitem(last=False)
             return found
@@ -432,6 +527,9 @@ class Runtime:
 
     def close(self) -> None:
         """Close every live child (modules, memory, images), then the runtime. Safe to call twice."""
+        if self._cuda_stream and not self._owned.closed:  # Taichi's stream setting outlives the runtime
+            capi.set_cuda_stream(None)
+            self._cuda_stream = None
         if self._finalizer.detach() is not None:
             _close_runtime(self._owned, self._children, "", warn=False)
         _open_runtimes.discard(self)
@@ -446,6 +544,19 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
         return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
+
+
+def _on_cuda(obj: Any) -> bool:
+    """Whether ``obj`` is another library's array in CUDA memory (its CUDA array interface, or DLPack's device)."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None or isinstance(obj, np.ndarray):
+        return False
+    try:
+        return int(device()[0]) in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
+    except Exception:  # a broken producer: it is then no CUDA array of ours to take
+        return False
 
 
 def _host_array(obj: Any) -> np.ndarray:

@@ -28,11 +28,13 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
         for expected in ("raw C", "recorded sequence (C replay)", "pre-bound launch", "dynamic call (validated)",
                          "flat capi.launch_kernel", "validation + packing alone", "graph (bound)",
                          "16 kernels (dynamic calls)", "taichi_aot saxpy @2^14", "from_numpy @1 MiB",
-                         "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB"):
+                         "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB",
+                         "dynamic call, NdArray", "sweep, 1 worker", "pool cost per task (empty task)",
+                         "one simulation through the pool"):
             assert expected in names, (arch, expected)
         for r in rows:
             assert r["samples"] and all(math.isfinite(v) for v in r["samples"]), r
-            if r["unit"] in ("us/launch", "us/dispatch", "GB/s"):
+            if r["unit"] in ("us/launch", "us/dispatch", "GB/s", "sims/s"):
                 assert r["median"] > 0, r
         targets = [r for r in rows if r["target"]]
         assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",

@@ -15,6 +15,7 @@ import pytest
 from conftest import KERNELS
 from taichi_aot import (
     Arch,
+    ArgumentTypeError,
     ClosedError,
     IncompatibleModuleError,
     InvalidArgumentError,
@@ -138,3 +139,147 @@ def test_torch_and_cupy_cuda_arrays_without_a_copy(cuda_module):
         assert cp.data.ptr == nd.memory._cuda_ptr() and float(cp.sum()) == 28.0
         with pytest.raises(InvalidArgumentError, match="strided"):
             rt.ndarray_from(torch.zeros((4, 4), device="cuda").t())
+
+
+def test_a_pool_of_cuda_workers_one_gpu_each(cuda_module):
+    # one worker per GPU, each seeing only its own (CUDA_VISIBLE_DEVICES), results right on every one
+    import pool_tasks as tasks
+
+    from taichi_aot.pool import Pool
+
+    count = capi.arch_status()[Arch.CUDA].device_count or 1
+    devices = list(range(count))
+    items = [float(i) for i in range(4 * count)]
+    with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=devices) as pool:
+        assert pool.size == count
+        results = pool.map(tasks.axpy, items)
+        for a, (values, _pid) in zip(items, results):
+            np.testing.assert_array_equal(values, a * np.arange(8, dtype=np.float32))
+        seen = {s["slot"]: s for s in pool.map(tasks.whoami, range(8 * count))}
+        visible = sorted(s["cuda_visible"] for s in seen.values())
+        assert visible == sorted(str(d) for d in devices)[: len(visible)]
+        assert len({s["pid"] for s in seen.values()}) == len(seen)
+
+
+def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
+    # CUDA ndarrays exported through DLPack without a copy (pointer equality), alive after close() while a
+    # consumer holds them; JAX arrays (DLPack or their CUDA array interface) as kernel arguments and sources
+    import gc
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX would take 75 % of the GPU
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from taichi_aot import _dlpack
+
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        nd = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+        ptr = nd.memory._cuda_ptr()
+        assert nd.__dlpack_device__() == (2, 0)
+        t = torch.from_dlpack(nd)
+        assert t.device.type == "cuda" and t.data_ptr() == ptr and t.shape == (3, 4) and t[2, 3].item() == 11
+        c = cupy.from_dlpack(nd)
+        assert c.data.ptr == ptr and float(c.sum()) == 66.0
+        j = jax.dlpack.from_dlpack(nd)
+        assert float(jnp.sum(j)) == 66.0
+        t += 1  # the same memory
+        assert nd.to_numpy()[0, 0] == 1.0
+        nd.close()
+        gc.collect()
+        assert float(t.sum()) == 78.0  # the consumer keeps the memory alive past close()
+        del t, c, j
+        gc.collect()
+        # copies on request: to the CPU, and on the device
+        nd = rt.ndarray_from_numpy(np.ones(4, np.float32))
+        on_host = torch.from_dlpack(nd.__dlpack__(dl_device=(1, 0), copy=True))
+        assert on_host.device.type == "cpu" and on_host.tolist() == [1.0] * 4
+        moved = torch.from_dlpack(nd.__dlpack__(max_version=(1, 0), copy=True))
+        assert moved.data_ptr() != nd.memory._cuda_ptr() and moved.tolist() == [1.0] * 4
+        with pytest.raises(InvalidStateError, match="copy=False"):
+            nd.__dlpack__(dl_device=(1, 0), copy=False)
+
+        # JAX arrays in: a kernel argument (read) and an ndarray source, without a copy
+        y = jnp.arange(1024, dtype=jnp.float32)
+        x = torch.zeros(1024, device="cuda")
+        add(x, y, 3.0)
+        rt.wait()
+        np.testing.assert_array_equal(x.cpu().numpy(), np.asarray(y) * 3)
+        shared = rt.ndarray_from(y)
+        assert shared.memory._cuda_ptr() == y.unsafe_buffer_pointer()
+        imported = _dlpack.consume(jnp.ones(8, jnp.int32), stream=1)  # JAX's own capsule, read by ours
+        assert imported.device == (2, 0) and imported.dtype == np.int32 and imported.shape == (8,)
+        imported.release()
+
+
+def test_foreign_cuda_arrays_read_only_copies_and_bad_cases(cuda_module):
+    torch = pytest.importorskip("torch")
+
+    class ReadOnly:  # a CUDA array interface that says read-only, over a real tensor's memory
+        def __init__(self, t):
+            self.t = t
+            self.__cuda_array_interface__ = {**t.__cuda_array_interface__, "data": (t.data_ptr(), True)}
+
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        src = torch.arange(16, dtype=torch.float32, device="cuda")
+        ro = ReadOnly(src)  # shared all the same (kernels may only read it: JAX's buffers say read-only)
+        assert rt.ndarray_from(ro, copy=False).memory._cuda_ptr() == src.data_ptr()
+        twice = rt.ndarray_from(src, copy=True)
+        assert twice.memory._cuda_ptr() != src.data_ptr() and twice.to_numpy()[3] == 3
+        x = torch.zeros(16, device="cuda")
+        add(x, ro, 1.0)
+        rt.wait()
+        assert x.tolist() == list(map(float, range(16)))
+        with pytest.raises(ArgumentTypeError):
+            rt.ndarray_from(torch.zeros(4, dtype=torch.complex64, device="cuda"))
+        if torch.cuda.device_count() > 1:  # another GPU than the runtime's
+            with pytest.raises(InvalidArgumentError, match="device 1"):
+                rt.ndarray_from(torch.zeros(4, device="cuda:1"))
+
+
+def test_streams_and_fast_transfers(cuda_module):
+    from taichi_aot import NotSupportedError, _cuda
+
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        # transfers: pageable arrays staged (odd sizes, several chunks), page-locked arrays directly
+        for count in (1000, (3 << 20) // 4 + 3, (_cuda.CHUNK * 2 + (5 << 20)) // 4 + 1):
+            data = np.random.default_rng(count).random(count, dtype=np.float32)
+            nd = rt.ndarray((count,), np.float32)
+            nd.from_numpy(data)
+            np.testing.assert_array_equal(nd.to_numpy(), data)
+            pinned = rt.host_array((count,), np.float32)
+            assert _cuda.is_pinned(pinned.ctypes.data) and not _cuda.is_pinned(data.ctypes.data)
+            nd.to_numpy(out=pinned)
+            np.testing.assert_array_equal(pinned, data)
+            pinned *= 2
+            nd.from_numpy(pinned)
+            np.testing.assert_array_equal(nd.to_numpy(), data * 2)
+            nd.close()
+        kept = rt.host_array((4,), np.int32)
+        # streams: a blocking CuPy stream is taken, a non-blocking torch stream refused
+        cupy = pytest.importorskip("cupy")
+        torch = pytest.importorskip("torch")
+        stream = cupy.cuda.Stream()
+        x = cupy.zeros(1 << 20, dtype=cupy.float32)
+        y = cupy.ones(1 << 20, dtype=cupy.float32)
+        rt.set_cuda_stream(stream)
+        assert rt.cuda_stream == stream.ptr
+        with stream:
+            y *= 2  # queued on the stream, then the kernel after it on the same stream
+            add(x, y, 1.5)
+            x += 1
+        rt.wait()
+        assert float(x[-1]) == 4.0
+        with pytest.raises(NotSupportedError, match="non-blocking"):
+            rt.set_cuda_stream(torch.cuda.Stream())
+        with pytest.raises(ArgumentTypeError):
+            rt.set_cuda_stream("stream")
+        rt.set_cuda_stream(None)
+        assert rt.cuda_stream is None
+    kept[:] = 7  # page-locked memory outlives the runtime
+    assert kept.sum() == 28

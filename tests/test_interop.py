@@ -148,3 +148,86 @@ def test_dlpack_export(rt):
         assert np.from_dlpack(x).tolist() == x.to_numpy().tolist()  # host-readable: shared through its mapping
         copy = device_only.__dlpack__(copy=True, max_version=(1, 0))
         assert "dltensor" in repr(copy)
+
+
+class _Exporter:
+    """A DLPack producer over a numpy array through taichi_aot's own capsules (the code CUDA ndarrays export
+    with), so that numpy, a real consumer, reads them here; ``released`` counts deleter calls."""
+
+    def __init__(self, a, versioned_only=False):
+        self.a, self.released, self.versioned_only = a, 0, versioned_only
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from taichi_aot import _dlpack
+
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        return _dlpack.export(self.a.ctypes.data, self.a.shape, self.a.dtype, (1, 0), self.a, versioned=versioned,
+                              release=self._release)
+
+    def _release(self):
+        self.released += 1
+
+
+def test_dlpack_capsules_of_our_own_are_read_by_numpy():
+    import gc
+
+    for dtype in (np.float32, np.int64, np.uint8, np.bool_, np.float16):
+        a = np.arange(6).reshape(2, 3).astype(dtype)
+        producer = _Exporter(a)
+        b = np.from_dlpack(producer)  # numpy 2 asks for the versioned capsule
+        assert b.dtype == a.dtype and b.shape == (2, 3) and b.ctypes.data == a.ctypes.data
+        np.testing.assert_array_equal(b, a)
+        assert producer.released == 0  # numpy holds the tensor while b lives
+        del b
+        gc.collect()
+        assert producer.released == 1  # numpy called the deleter
+    for versioned in (True, False):  # a capsule nobody consumed deletes its tensor when collected
+        producer = _Exporter(np.zeros(3, np.float32))
+        capsule = producer.__dlpack__(max_version=(1, 0) if versioned else None)
+        assert ("dltensor_versioned" in repr(capsule)) == versioned
+        del capsule
+        gc.collect()
+        assert producer.released == 1
+
+
+def test_dlpack_capsules_of_others_are_consumed_once():
+    import gc
+
+    from taichi_aot import _dlpack
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    imported = _dlpack.consume(a, stream=None)  # numpy's own capsule
+    assert imported.data == a.ctypes.data and imported.shape == (3, 4) and imported.dtype == np.float32
+    assert imported.device == (1, 0) and imported.compact() and imported.source is a
+    strided = _dlpack.consume(a[:, ::2], stream=None)
+    assert not strided.compact() and strided.strides == (4, 2)
+    producer = _Exporter(np.ones(4, np.int32))
+    taken = _dlpack.consume(producer, stream=None)
+    assert taken.dtype == np.int32 and producer.released == 0
+    taken.release()
+    taken.release()  # once only
+    assert producer.released == 1
+    producer = _Exporter(np.ones(4, np.int32))
+    taken = _dlpack.consume(producer, stream=None)
+    del taken
+    gc.collect()
+    assert producer.released == 1  # collected: released
+
+
+def test_host_array_and_cuda_streams_elsewhere(rt):
+    from taichi_aot import NotSupportedError
+
+    h = rt.host_array((4, 3), np.int16)
+    assert h.shape == (4, 3) and h.dtype == np.int16 and not h.any()
+    assert rt.host_array(5).dtype == np.float32
+    for bad in ((2, -1), "x", (1.5,)):
+        with pytest.raises(ArgumentTypeError):
+            rt.host_array(bad)
+    with pytest.raises(ArgumentTypeError):
+        rt.host_array(3, "not a dtype")
+    assert rt.cuda_stream is None
+    with pytest.raises(NotSupportedError, match="CUDA stream"):
+        rt.set_cuda_stream(None)

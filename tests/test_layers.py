@@ -22,7 +22,8 @@ LAYERS: list[set[str]] = [
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
-    {"_probe", "_cuda", "metadata"},  # beside the flat API: arch probing, CUDA driver copies, module metadata
+    {"_probe", "_cuda", "_dlpack", "metadata"},  # beside the flat API: arch probing, CUDA driver copies, DLPack
+    # capsules, module metadata
     {"capi"},  # the flat, checked API
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},

@@ -137,6 +137,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 2
     print(f"built {summary['out']} for {summary['arch']}: kernels {', '.join(summary['kernels']) or '(none)'}; "
           f"graphs {', '.join(summary['graphs']) or '(none)'}")
+    if args.arch == "cuda":  # Taichi 1.7.4 can abort in its CUDA teardown at exit on multi-GPU hosts
+        sys.stdout.flush()  # (CUDA_ERROR_INVALID_CONTEXT in cuMemFreeAsync) after the module is written
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -13,19 +13,18 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from .. import Arch, Runtime, capi
 from ..enums import CPU_ARCHS
+from .bench_row import Row
 from .cache import CompileError, bench_driver, taichi_module
 
 if TYPE_CHECKING:
@@ -33,37 +32,9 @@ if TYPE_CHECKING:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRAPH_DISPATCHES = 16
-
-
-@dataclass
-class Row:
-    """One measured figure: samples (per unit) and how it compares with its limit."""
-
-    section: str
-    arch: str
-    name: str
-    unit: str  # "us/launch", "GB/s", ...
-    samples: list[float]
-    limit: str | None = None  # the row this one is compared with
-    ratio: float | None = None
-    target: str | None = None  # e.g. "<= 1.05"
-    met: bool | None = None
-    note: str = ""
-    params: dict = field(default_factory=dict)
-    min_ratio: float | None = None  # best against best: what noise on shared CPUs sways least
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples) if self.samples else float("nan")
-
-    def to_dict(self) -> dict:
-        return {
-            "section": self.section, "arch": self.arch, "name": self.name, "unit": self.unit,
-            "median": self.median, "min": min(self.samples) if self.samples else None,
-            "max": max(self.samples) if self.samples else None, "samples": self.samples,
-            "limit": self.limit, "ratio": self.ratio, "min_ratio": self.min_ratio, "target": self.target,
-            "met": self.met, "note": self.note, "params": self.params,
-        }
+#: GB/s that from_numpy and to_numpy of pageable arrays reach on CUDA from 16 MiB up (half of torch's
+#: pinned copy on an H200)
+CUDA_PAGEABLE_GBS = 26
 
 
 class _Server:
@@ -451,18 +422,19 @@ class Bench:
 
     # -- transfers ------------------------------------------------------------------------
 
-    def transfers(self) -> list[Row]:
-        """to_numpy, from_numpy and mapped views against np.copyto, from 1 KiB up."""
+    def transfers(self, torch_copy: _Server | None = None) -> list[Row]:
+        """to_numpy, from_numpy and mapped views against np.copyto, from 1 KiB up; on CUDA also page-locked
+        arrays (``rt.host_array``) against torch's copies from and to pinned memory (``torch_copy``)."""
         sizes = [1 << 10, 1 << 20] if self.quick else [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24,
                                                        1 << 26, 1 << 28]
         if self.arch == Arch.CUDA:  # host-visible ndarrays are CUDA managed memory there: keep them small
             sizes = [n for n in sizes if n <= 1 << 26]
         rows: list[Row] = []
         for nbytes in sizes:
-            rows += self._transfers_at(nbytes)
+            rows += self._transfers_at(nbytes, torch_copy)
         return rows
 
-    def _transfers_at(self, nbytes: int) -> list[Row]:
+    def _transfers_at(self, nbytes: int, torch_copy: _Server | None = None) -> list[Row]:
         """The transfer rows of one size, in GB/s."""
         repeats = 3 if self.quick else 5
         count = nbytes // 4
@@ -497,6 +469,18 @@ class Bench:
         if nd.memory.host_read:  # device memory (CUDA's default) has no views
             methods["mapped view write (np.copyto)"] = timed(mapped_write)
             methods["mapped view read (np.copyto)"] = timed(mapped_read)
+        pinned_pairs = []
+        if self.arch == Arch.CUDA:  # page-locked arrays, copied directly, against torch's pinned copies
+            pinned = self.rt.host_array((count,), np.float32)
+            pinned[:] = src
+            methods["from_numpy (rt.host_array)"] = timed(lambda: nd.from_numpy(pinned))
+            methods["to_numpy(out=rt.host_array)"] = timed(lambda: nd.to_numpy(out=pinned))
+            if torch_copy is not None:
+                server = torch_copy
+                methods["torch pinned to device"] = lambda: nbytes * per / server.seconds(f"h2d {count} {per}") / 1e9
+                methods["torch device to pinned"] = lambda: nbytes * per / server.seconds(f"d2h {count} {per}") / 1e9
+                pinned_pairs = [("from_numpy (rt.host_array)", "torch pinned to device"),
+                                ("to_numpy(out=rt.host_array)", "torch device to pinned")]
         samples = _interleave(methods, repeats)
         label = _size_label(nbytes)
         group = [Row("transfers", self.name, f"{k} @{label}", "GB/s", v, params={"bytes": nbytes, "per": per})
@@ -513,6 +497,8 @@ class Bench:
                 r.target, r.met = ">= 0.9", r.ratio >= 0.9
         fresh, ref = by["to_numpy() (new array)"], by["np.copy (new array)"]
         fresh.limit, fresh.ratio = ref.name, fresh.median / ref.median
+        if self.arch == Arch.CUDA:
+            _cuda_targets(by, nbytes, pinned_pairs)
         nd.close()
         return group
 
@@ -597,6 +583,21 @@ class Bench:
         return rows
 
 
+def _cuda_targets(by: dict[str, Row], nbytes: int, pinned_pairs: list[tuple[str, str]]) -> None:
+    """CUDA's transfer targets: pageable arrays also reach CUDA_PAGEABLE_GBS from 16 MiB up, page-locked
+    ones 0.9 of torch's pinned copy from 1 MiB up."""
+    if nbytes >= 1 << 24:
+        for name in ("from_numpy", "to_numpy(out=)"):
+            r = by[name]
+            r.target = f">= 0.9 and >= {CUDA_PAGEABLE_GBS} GB/s"
+            r.met = r.ratio is not None and r.ratio >= 0.9 and r.median >= CUDA_PAGEABLE_GBS
+    for ours, theirs in pinned_pairs:
+        r = by[ours]
+        r.limit, r.ratio = by[theirs].name, r.median / by[theirs].median
+        if nbytes >= 1 << 20:
+            r.target, r.met = ">= 0.9", r.ratio >= 0.9
+
+
 def _rss(pid: int | str = "self") -> int:
     try:
         with open(f"/proc/{pid}/statm") as f:
@@ -620,20 +621,32 @@ import torch
 assert torch.cuda.is_available()
 a = b = None
 print(json.dumps({"ready": True, "device": torch.cuda.get_device_name()}), flush=True)
+
+
+def timed(dst, src, n):
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+
+
 for line in sys.stdin:
     words = line.split()
     if not words or words[0] == "quit":
         break
     size, n = int(words[1]), int(words[2])
+    if words[0] in ("h2d", "d2h"):  # pinned host memory to and from the device
+        host = torch.ones(size, dtype=torch.float32, pin_memory=True)
+        dev = torch.empty(size, dtype=torch.float32, device="cuda")
+        timed(*((dev, host) if words[0] == "h2d" else (host, dev)), n)
+        continue
     if a is None or a.numel() != size:
         a = torch.ones(size, dtype=torch.float32, device="cuda")
         b = torch.empty_like(a)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+    timed(b, a, n)
 """
 
 
@@ -648,6 +661,29 @@ def _torch_server(log: Callable[[str], None]) -> _Server | None:
     except (RuntimeError, OSError) as e:
         log(f"torch's copy not measured: {e}")
         return None
+
+
+def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, log: Callable[[str], None]
+             ) -> list[Row]:
+    """The rows of one section on one arch."""
+    if section == "launch":
+        return bench.launch_overhead(jit_ok)
+    if section == "graph":
+        return bench.graph_vs_kernels()
+    if section in ("throughput", "transfers"):  # on CUDA against torch's copies, measured in its own process
+        torch_server = _torch_server(log) if arch == Arch.CUDA else None
+        try:
+            return bench.throughput(torch_server) if section == "throughput" else bench.transfers(torch_server)
+        finally:
+            if torch_server is not None:
+                torch_server.close()
+    if section == "interop":
+        return bench.interop()
+    if section == "scaling":
+        from .bench_scaling import scaling
+
+        return scaling(bench.rt, quick, log)
+    return bench.memory_growth()
 
 
 SECTIONS = ("launch", "graph", "throughput", "transfers", "memory", "interop", "scaling")
@@ -682,27 +718,7 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
             for section in sections:
                 t0 = time.perf_counter()
                 try:
-                    if section == "launch":
-                        rows = bench.launch_overhead(jit_ok)
-                    elif section == "graph":
-                        rows = bench.graph_vs_kernels()
-                    elif section == "throughput":
-                        torch_server = _torch_server(log) if arch == Arch.CUDA else None
-                        try:
-                            rows = bench.throughput(torch_server)
-                        finally:
-                            if torch_server is not None:
-                                torch_server.close()
-                    elif section == "transfers":
-                        rows = bench.transfers()
-                    elif section == "interop":
-                        rows = bench.interop()
-                    elif section == "scaling":
-                        from .bench_scaling import scaling
-
-                        rows = scaling(bench.rt, quick, log)
-                    else:
-                        rows = bench.memory_growth()
+                    rows = _section(bench, section, arch, quick, jit_ok, log)
                 except Exception as e:
                     import traceback
 

@@ -1,0 +1,37 @@
+"""One row of the benchmark's results (bench.py and its sections in other files share it)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    """One measured figure: samples (per unit) and how it compares with its limit."""
+
+    section: str
+    arch: str
+    name: str
+    unit: str  # "us/launch", "GB/s", ...
+    samples: list[float]
+    limit: str | None = None  # the row this one is compared with
+    ratio: float | None = None
+    target: str | None = None  # e.g. "<= 1.05"
+    met: bool | None = None
+    note: str = ""
+    params: dict = field(default_factory=dict)
+    min_ratio: float | None = None  # best against best: what noise on shared CPUs sways least
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float("nan")
+
+    def to_dict(self) -> dict:
+        return {
+            "section": self.section, "arch": self.arch, "name": self.name, "unit": self.unit,
+            "median": self.median, "min": min(self.samples) if self.samples else None,
+            "max": max(self.samples) if self.samples else None, "samples": self.samples,
+            "limit": self.limit, "ratio": self.ratio, "min_ratio": self.min_ratio, "target": self.target,
+            "met": self.met, "note": self.note, "params": self.params,
+        }
