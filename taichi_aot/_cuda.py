@@ -99,11 +99,6 @@ def _context_of(device_ptr: int, what: str) -> Iterator[Any]:
         cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
 
-def _in_context(device_ptr: int, what: str, call) -> None:
-    with _context_of(device_ptr, what) as cu:
-        _ok(call(cu), what)
-
-
 def htod(dst: int, src: int, nbytes: int) -> None:
     """Copy ``nbytes`` from host address ``src`` to device pointer ``dst`` (staged from 16 MiB of pageable memory)."""
     _transfer(dst, src, nbytes, to_device=True)
@@ -128,7 +123,9 @@ def _transfer(device: int, host: int, nbytes: int, *, to_device: bool) -> None:
 
 def dtod(dst: int, src: int, nbytes: int) -> None:
     """Copy ``nbytes`` between device pointers."""
-    _in_context(src, "copy within CUDA memory", lambda cu: cu.cuMemcpyDtoD_v2(dst, src, nbytes))
+    what = "copy within CUDA memory"
+    with _context_of(src, what) as cu:
+        _ok(cu.cuMemcpyDtoD_v2(dst, src, nbytes), what)
 
 
 def stream_synchronize(stream: int) -> None:

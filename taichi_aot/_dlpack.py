@@ -24,8 +24,6 @@ from .errors import ArgumentTypeError
 
 #: DLPack device types (``DLDeviceType``)
 CPU, CUDA, CUDA_HOST, VULKAN, CUDA_MANAGED = 1, 2, 3, 7, 13
-#: ``DLManagedTensorVersioned.flags``
-READ_ONLY, IS_COPIED = 1, 2
 VERSION = (1, 0)
 
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}  # numpy kind -> DLDataTypeCode (kDLInt, kDLUInt, kDLFloat, kDLBool)
@@ -113,7 +111,7 @@ def dl_dtype(dtype: np.dtype) -> DLDataType:
 
 
 def export(data: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple[int, int], owner: object, *,
-           versioned: bool, read_only: bool = False, release: Callable[[], None] | None = None) -> Any:
+           versioned: bool, release: Callable[[], None] | None = None) -> Any:
     """A DLPack capsule over ``data`` (compact, row-major); ``owner`` is held, and ``release`` called once, when
     the tensor's deleter runs."""
     ndim = len(shape)
@@ -122,8 +120,7 @@ def export(data: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple[int
                       None, 0)
     managed: Any
     if versioned:
-        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _DELETER, READ_ONLY if read_only else 0,
-                                           tensor)
+        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _DELETER, 0, tensor)
     else:
         managed = DLManagedTensor(tensor, None, _DELETER)
     address = ctypes.addressof(managed)
@@ -141,12 +138,10 @@ class Imported:
         if _py.PyCapsule_IsValid(id(capsule), _NAME_V):
             address = _py.PyCapsule_GetPointer(id(capsule), _NAME_V)
             managed: Any = DLManagedTensorVersioned.from_address(address)
-            self.read_only = bool(managed.flags & READ_ONLY)
             used = _USED_V
         elif _py.PyCapsule_IsValid(id(capsule), _NAME):
             address = _py.PyCapsule_GetPointer(id(capsule), _NAME)
             managed = DLManagedTensor.from_address(address)
-            self.read_only = False
             used = _USED
         else:
             raise ArgumentTypeError(f"{type(source).__name__}.__dlpack__() gave no DLPack capsule (or a used one)")
@@ -164,13 +159,7 @@ class Imported:
 
     def compact(self) -> bool:
         """Row-major without gaps (the only layout a Taichi ndarray has)."""
-        if self.strides is None:
-            return True
-        expected, step = [], 1
-        for n in reversed(self.shape):
-            expected.append(step)
-            step *= n
-        return all(s == e or n == 1 for s, e, n in zip(self.strides, reversed(expected), self.shape))
+        return self.strides is None or self.strides == row_major(self.shape)
 
     def release(self) -> None:
         address, self._address = self._address, None
@@ -179,6 +168,16 @@ class Imported:
 
     def __del__(self) -> None:
         self.release()
+
+
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides, in elements, of ``shape`` laid out row-major without gaps (the only layout a Taichi
+    ndarray has)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 def consume(source: Any, stream: int | None) -> Imported:

@@ -389,7 +389,7 @@ class Runtime:
         """
         self._ensure_open()
         if self._arch == Arch.CUDA and _on_cuda(obj):
-            return self._cuda_ndarray(obj, elem_ndim, copy)[0]
+            return self._cuda_ndarray(obj, elem_ndim, copy)
         a = _host_array(obj)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
@@ -407,17 +407,19 @@ class Runtime:
             return nd
         return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
 
-    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from"
-                      ) -> tuple[NdArray, bool]:
+    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from") -> NdArray:
         """An ndarray over another library's CUDA array (``__cuda_array_interface__``, else ``__dlpack__``) on
-        this runtime: shared, its owner kept alive, or (where ``copy`` asks or allows) a copy; and whether it
-        is a copy."""
+        this runtime: shared, its owner kept alive, or a copy on the device where ``copy`` is True.
+
+        A read-only flag (JAX marks its immutable buffers so) makes no copy: the C-API records no argument
+        access, so it cannot tell an input from an output, and inputs are what such arrays are for."""
         if hasattr(obj, "__cuda_array_interface__"):
             iface = obj.__cuda_array_interface__
             shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
             strides = iface.get("strides")
-            contiguous = strides is None or tuple(strides) == tuple(np.empty(shape, dtype).strides)
-            ptr, read_only = int(iface["data"][0]), bool(iface["data"][1])
+            row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
+            contiguous = strides is None or tuple(strides) == row_major
+            ptr = int(iface["data"][0])
             owner: Any = obj
             stream = iface.get("stream")
             if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
@@ -429,7 +431,7 @@ class Runtime:
                 raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
             if owner.dtype is None:
                 raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
-            shape, dtype, ptr, read_only = owner.shape, owner.dtype, owner.data, owner.read_only
+            shape, dtype, ptr = owner.shape, owner.dtype, owner.data
             contiguous, device = owner.compact(), owner.device[1]
         if dtype not in DATA_TYPES:
             raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
@@ -441,32 +443,28 @@ class Runtime:
         if not contiguous:
             raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
         split = len(shape) - elem_ndim
-        # A read-only flag (JAX marks its immutable buffers so) does not make a copy: the C-API records no
-        # argument access, so it cannot tell an input from an output, and inputs are what such arrays are for
-        del read_only
         if copy:
             nd = NdArray(self, shape[:split], dtype, shape[split:])
             _cuda.dtod(nd._memory._cuda_ptr(), ptr, nd.nbytes)
-            return nd, True
-        return NdArray(self, shape[:split], dtype, shape[split:], host=(ptr, owner)), False
+            return nd
+        return NdArray(self, shape[:split], dtype, shape[split:], host=(ptr, owner))
 
     def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
         """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
         can address it (cached by identity and pointer, so a repeated argument costs one lookup), else a staged
         copy, written back into ``value`` after the launch."""
-        if self._arch == Arch.CUDA and _on_cuda(value):
-            iface = getattr(value, "__cuda_array_interface__", None)
+        # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
+        iface = getattr(value, "__cuda_array_interface__", None) if self._arch == Arch.CUDA else None
+        if iface is not None or (self._arch == Arch.CUDA and _on_cuda(value)):
             key_cuda: tuple[Any, ...] = (id(value), iface["data"][0] if iface else None, elem_ndim)
             found = self._foreign.get(key_cuda)
             if found is not None and not found.closed:
                 host = found._memory._host
                 if host is value or getattr(host, "source", None) is value:
                     return found
-            found, copied = self._cuda_ndarray(value, elem_ndim, None if self.allow_array_copies else False, what)
-            if not copied:  # a copy (of a read-only array) is made again each time, and not written back
-                self._foreign[key_cuda] = found
-                if len(self._foreign) > _FOREIGN_CACHE:
-                    self._foreign.popitem(last=False)
+            found = self._foreign[key_cuda] = self._cuda_ndarray(value, elem_ndim, None, what)
+            if len(self._foreign) > _FOREIGN_CACHE:
+                self._foreign.popitem(last=False)
             return found
         a = _host_array(value)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
