@@ -6,12 +6,15 @@ instead: ``ti_export_cuda_memory`` gives the device pointer, and each call runs 
 that owns the pointer (pushed, then popped) or, for pointers that name none, in the runtime's
 context, current on the runtime's thread.
 
-Transfers from pageable host memory (any numpy array) run at half the bus's speed or less when
-the driver stages them itself. From 16 MiB up they go through two page-locked staging buffers of
-our own instead: host copies (several threads) into one buffer overlap the DMA out of the other.
-Page-locked memory is allocated in the device's primary context (retained for the life of the
-process, with ``CU_MEMHOSTALLOC_PORTABLE``), so it outlives every Taichi runtime; arrays of it
-(:func:`pinned_array`) are copied directly, at the bus's full speed.
+Transfers from pageable host memory (any numpy array) run at a quarter of the bus's speed when
+the driver stages them itself. A numpy array of 1 MiB or more that moves a second time is
+page-locked where it lies (``cuMemHostRegister``: its whole allocation, once, within a budget) and
+copied directly from then on; it is unregistered when the array that owns the memory is collected,
+before numpy frees it. The first transfer of an array goes through two page-locked staging buffers
+of our own from 16 MiB up: host copies (several threads) into one buffer overlap the DMA out of the
+other. Page-locked memory is allocated and registered in the device's primary context (retained for
+the life of the process, portable: every context sees it as pinned), so it outlives every Taichi
+runtime; arrays of it (:func:`pinned_array`) are copied directly, at the bus's full speed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidStateError, OutOfMemoryError
+from ._native import ffi as _ffi
+from .errors import InvalidArgumentError, InvalidStateError, OutOfMemoryError
 
 #: The CUDA device a Taichi 1.7.4 runtime drives: its CUDA context is always made on device 0 (of the
 #: devices the process sees; a pool's CUDA worker sees only its own GPU, as device 0).
@@ -51,6 +57,8 @@ _EVENT_DISABLE_TIMING = 2
 
 def _cuda() -> ctypes.CDLL:
     global _driver
+    if _driver is not None:  # no lock once loaded: a collected array's finalizer may call in under _lock
+        return _driver
     with _lock:
         if _driver is None:
             lib = ctypes.CDLL("libcuda.so.1")
@@ -65,6 +73,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuInit", (ctypes.c_uint,)), ("cuDeviceGet", (ctypes.POINTER(i32), i32)),
                                ("cuDevicePrimaryCtxRetain", (pvp, i32)),
                                ("cuMemHostAlloc", (pvp, size, ctypes.c_uint)), ("cuMemFreeHost", (vp,)),
+                               ("cuMemHostRegister_v2", (vp, size, ctypes.c_uint)), ("cuMemHostUnregister", (vp,)),
                                ("cuStreamSynchronize", (vp,)),
                                ("cuStreamGetFlags", (vp, ctypes.POINTER(ctypes.c_uint))),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
@@ -81,44 +90,70 @@ def _ok(code: int, what: str) -> None:
         raise InvalidStateError(f"{what}: the CUDA driver returned error {code}")
 
 
+def context_of(device_ptr: int) -> int:
+    """The CUcontext (as an integer) that owns ``device_ptr``; 0 where it names none: Taichi maps its memory
+    with the virtual memory API, and the runtime's own context is current on its thread (the only thread
+    that may use it)."""
+    ctx = ctypes.c_uint64(0)
+    _ok(_cuda().cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr),
+        "find the CUDA context of a device pointer")
+    return int(ctx.value)
+
+
 @contextmanager
 def _context_of(device_ptr: int, what: str) -> Iterator[Any]:
     """The driver, with the context that owns ``device_ptr`` current (pushed, then popped)."""
-    cu = _cuda()
-    ctx = ctypes.c_uint64(0)  # a CUcontext, read as a pointer-sized integer
-    _ok(cu.cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr), what)
-    if not ctx.value:
-        # Taichi maps its memory with the virtual memory API: such pointers name no context, and
-        # the runtime's own context is current on its thread (the only thread that may use it)
-        yield cu
-        return
-    _ok(cu.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx.value)), what)
+    cu, ctx = _cuda(), context_of(device_ptr)
+    if ctx:
+        _ok(cu.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), what)
     try:
         yield cu
     finally:
-        cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+        if ctx:
+            cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
 
-def htod(dst: int, src: int, nbytes: int) -> None:
-    """Copy ``nbytes`` from host address ``src`` to device pointer ``dst`` (staged from 16 MiB of pageable memory)."""
-    _transfer(dst, src, nbytes, to_device=True)
+def htod(dst: int, src: np.ndarray, context: int | None = None) -> None:
+    """Copy the contiguous array ``src`` to device pointer ``dst`` (owned by ``context``, found if None)."""
+    _transfer(dst, src, context, to_device=True)
 
 
-def dtoh(dst: int, src: int, nbytes: int) -> None:
-    """Copy ``nbytes`` from device pointer ``src`` to host address ``dst`` (staged from 16 MiB of pageable memory)."""
-    _transfer(src, dst, nbytes, to_device=False)
+def dtoh(dst: np.ndarray, src: int, context: int | None = None) -> None:
+    """Copy from device pointer ``src`` (owned by ``context``, found if None) into the contiguous array ``dst``."""
+    _transfer(src, dst, context, to_device=False)
 
 
-def _transfer(device: int, host: int, nbytes: int, *, to_device: bool) -> None:
+def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device: bool) -> None:
+    # the hot path of to_numpy/from_numpy on CUDA: no generator-based context managers here (each costs
+    # about a microsecond, which a 1 MiB copy at 50 GB/s notices)
     what = "copy to CUDA memory" if to_device else "copy from CUDA memory"
-    with _context_of(device, what) as cu:
-        if nbytes >= STAGE_MIN and not is_pinned(host):
+    try:  # half the cost of __array_interface__, which a 1 MiB copy of page-locked memory notices
+        host = int(_ffi.cast("uintptr_t", _ffi.from_buffer(array)))
+    except ValueError:  # not C-contiguous
+        host = array.__array_interface__["data"][0]
+    nbytes = array.nbytes
+    cu = _driver or _cuda()
+    ctx = context_of(device) if context is None else context
+    registering = nbytes >= REGISTER_MIN and (REGISTER_LIMIT or register_limit())
+    entry = _entry_for(array, host, nbytes) if registering else None
+    pushed = False
+    try:  # everything after _entry_for inside: the entry stays busy (never unregistered) only while copying
+        if ctx:
+            _ok(cu.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), what)
+            pushed = True
+        if entry is None and nbytes >= STAGE_MIN and not is_pinned(host):
             with _staging_lock:
                 _staged(cu, what, nbytes, to_device=to_device, device=device, host=host)
         elif to_device:
             _ok(cu.cuMemcpyHtoD_v2(device, host, nbytes), what)
         else:
             _ok(cu.cuMemcpyDtoH_v2(host, device, nbytes), what)
+    finally:
+        if pushed:
+            cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+        if entry is not None:
+            with _lock_registered:
+                entry.busy -= 1
 
 
 def dtod(dst: int, src: int, nbytes: int) -> None:
@@ -162,11 +197,8 @@ def is_pinned(host_address: int) -> bool:
 _primary: ctypes.c_void_p | None = None
 
 
-@contextmanager
-def _primary_context() -> Iterator[Any]:
-    """The driver, with device 0's primary context current (retained once, never released)."""
+def _retain_primary(cu: Any) -> ctypes.c_void_p:
     global _primary
-    cu = _cuda()
     with _lock:
         if _primary is None:
             _ok(cu.cuInit(0), "initialize CUDA")
@@ -174,7 +206,15 @@ def _primary_context() -> Iterator[Any]:
             _ok(cu.cuDeviceGet(ctypes.byref(device), RUNTIME_DEVICE), "find the CUDA device")
             _ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device), "retain the CUDA primary context")
             _primary = ctx
-    _ok(cu.cuCtxPushCurrent_v2(_primary), "use the CUDA primary context")
+        return _primary
+
+
+@contextmanager
+def _primary_context() -> Iterator[Any]:
+    """The driver, with device 0's primary context current (retained once, never released)."""
+    cu = _cuda()
+    primary = _primary if _primary is not None else _retain_primary(cu)
+    _ok(cu.cuCtxPushCurrent_v2(primary), "use the CUDA primary context")
     try:
         yield cu
     finally:
@@ -220,11 +260,200 @@ def pinned_array(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return raw.view(dtype).reshape(shape)
 
 
+# -- registered arrays ------------------------------------------------------------------------
+
+#: Transfers of at least this many bytes page-lock a numpy array the second time they move it.
+REGISTER_MIN = 1 << 20
+_MEMHOSTREGISTER_PORTABLE = 1
+_SEEN_MAX = 256  # arrays seen once, remembered (by weak reference) for a second sight
+
+
+def register_limit() -> int:
+    """The most bytes of the caller's arrays page-locked at once: ``TAICHI_AOT_REGISTER_LIMIT`` (bytes, or with
+    a K, M or G suffix; 0 turns registration off), else a quarter of the memory the process may use (the
+    physical memory, or its cgroup's limit where lower). Read once."""
+    global REGISTER_LIMIT
+    if REGISTER_LIMIT is None:
+        raw = os.environ.get("TAICHI_AOT_REGISTER_LIMIT", "")
+        REGISTER_LIMIT = _parse_bytes(raw) if raw.strip() else _usable_memory() // 4
+    return REGISTER_LIMIT
+
+
+def _parse_bytes(raw: str) -> int:
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:], 0)
+    try:
+        value = float(text[:-1] if shift else text) * (1 << shift)
+        if not 0 <= value < 1 << 62:  # negative, infinite or NaN
+            raise ValueError(raw)
+        return int(value)
+    except (ValueError, OverflowError):
+        raise InvalidArgumentError(f"TAICHI_AOT_REGISTER_LIMIT: expected a size such as 4G, 512M or 0 (off), "
+                                   f"got {raw!r}") from None
+
+
+def _usable_memory() -> int:
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):  # pragma: no cover - not Linux
+        total = 16 << 30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+REGISTER_LIMIT: int | None = None
+
+
+class _Registered:
+    """A numpy array whose memory (its whole allocation) the transfers page-locked. The weak reference
+    unregisters it as the array is collected, before numpy frees the memory; while it lives, numpy refuses
+    to resize the array in place (``ndarray.resize`` would move the memory under the registration), and a
+    lookup checks that the memory is still where it was (``__setstate__`` can move it)."""
+
+    __slots__ = ("busy", "key", "ref", "size", "start")
+
+    def __init__(self, owner: np.ndarray, start: int):
+        self.key, self.start, self.size, self.busy = id(owner), start, owner.nbytes, 0
+        self.ref: weakref.ref[np.ndarray] | None = weakref.ref(owner, self._collected)
+
+    def _collected(self, _ref: object) -> None:
+        with _lock_registered:
+            self.unregister()
+
+    def unregister(self) -> None:
+        """Unpin the memory, then forget the array (under the lock). In this order an interruption leaves the
+        range tracked (unpinned twice at worst, which the driver refuses harmlessly), never pinned untracked."""
+        global _registered_bytes
+        if self.ref is None:
+            return
+        try:
+            with _primary_context() as cu:
+                cu.cuMemHostUnregister(ctypes.c_void_p(self.start))
+        except Exception:  # the driver is gone (interpreter exit)
+            pass
+        if self.ref is None:  # forgotten meanwhile (a fork's child, a callback that ran inside this one)
+            return
+        self.ref = None
+        if _registered.get(self.key) is self:
+            del _registered[self.key]
+        _registered_bytes -= self.size
+
+    def holds(self, root: np.ndarray, host: int, nbytes: int) -> bool:
+        """Whether this registration page-locks the memory ``root`` owns now, ``host`` to ``host + nbytes`` in it
+        (cheap checks: a transfer makes them each time)."""
+        return (self.ref is not None and self.ref() is root and root.base is None and root.flags.owndata
+                and root.nbytes == self.size and self.start <= host and host + nbytes <= self.start + self.size)
+
+
+_lock_registered = threading.RLock()  # reentrant: a collected array's callback may run inside a section
+_registered: OrderedDict[int, _Registered] = OrderedDict()  # by id() of the owning array, least recent first
+_registered_bytes = 0
+_seen: OrderedDict[int, tuple[weakref.ref[np.ndarray], bool]] = OrderedDict()  # id() -> the array, refused
+
+
+def _entry_for(array: np.ndarray, host: int, nbytes: int) -> _Registered | None:
+    """The registration that page-locks ``array``'s memory, marked busy for one transfer (the caller ends it).
+    The array that owns the memory is registered the second time the transfers see it, if numpy allocated
+    the memory (its lifetime is the array's), and the budget allows. A registration whose array no longer
+    owns that memory (``__setstate__`` replaced it) is dropped as the array comes by."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    key = id(root)
+    if key not in _registered and root.base is not None:  # memory numpy does not own: nothing to do, no lock
+        return None
+    with _lock_registered:
+        entry = _registered.get(key)
+        if entry is not None:
+            if entry.holds(root, host, nbytes):
+                _registered.move_to_end(key)
+                entry.busy += 1
+                return entry
+            if entry.busy:  # in use by another thread's transfer: left to it
+                return None
+            entry.unregister()  # a dead array's successor at the same id(), or memory that moved
+        if (root.base is not None or not root.flags.owndata or root.nbytes > register_limit()
+                or not (root.flags.c_contiguous or root.flags.f_contiguous)):
+            return None
+        seen = _seen.pop(key, None)  # id() may name a dead array's successor: the weak reference tells
+        if seen is None or seen[0]() is not root or seen[1]:
+            _seen[key] = (weakref.ref(root), seen is not None and seen[0]() is root and seen[1])
+            while len(_seen) > _SEEN_MAX:
+                _seen.popitem(last=False)
+            return None
+        made = _register(root, root.__array_interface__["data"][0])
+        if not isinstance(made, _Registered):  # over the budget: tried again; the driver refused: not again
+            _seen[key] = (weakref.ref(root), made == "refused")
+            return None
+        made.busy += 1
+        return made
+
+
+def _register(owner: np.ndarray, start: int) -> _Registered | str:
+    """Page-lock ``owner``'s memory (under the lock), unregistering the least recently used arrays that are
+    not being copied as far as the budget needs; else "over budget" or "refused" (by the driver)."""
+    global _registered_bytes
+    limit, size = register_limit(), owner.nbytes
+    for e in list(_registered.values()):  # memory that moved while nobody copied it: unpinned now
+        target = e.ref() if e.ref is not None else None
+        if not e.busy and (target is None or target.__array_interface__["data"][0] != e.start):
+            e.unregister()
+    for e in list(_registered.values()):
+        if _registered_bytes + size <= limit:
+            break
+        if not e.busy:
+            e.unregister()
+    if _registered_bytes + size > limit:
+        return "over budget"
+    # tracked before the driver pins it: an interruption leaves a range tracked (and unpinned when its array
+    # goes), never a pinned range nobody unpins
+    entry = _Registered(owner, start)
+    _registered[entry.key] = entry
+    _registered_bytes += size
+    code = -1
+    try:
+        with _primary_context() as cu:
+            code = cu.cuMemHostRegister_v2(ctypes.c_void_p(start), size, _MEMHOSTREGISTER_PORTABLE)
+    finally:
+        if code != 0:  # already page-locked by someone else (copied directly anyway), or out of resources
+            entry.ref = None
+            del _registered[entry.key]
+            _registered_bytes -= size
+    return entry if code == 0 else "refused"
+
+
+def registered_bytes() -> int:
+    """How many bytes of the caller's arrays are page-locked by the transfers now."""
+    return _registered_bytes
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's CUDA state is unusable there, and its registrations are not the child's
+    (its copies of the pages are ordinary memory). Drop them without calling the driver; fresh locks."""
+    global _lock, _lock_registered, _staging_lock, _registered_bytes, _copier, _primary
+    for entry in _registered.values():
+        entry.ref = None
+    _registered.clear()
+    _seen.clear()
+    _registered_bytes = 0
+    _lock, _lock_registered, _staging_lock = threading.Lock(), threading.RLock(), threading.Lock()
+    _staging.clear()
+    _copier, _primary = None, None
+
+
 # -- staged transfers -------------------------------------------------------------------------
 
 _staging_lock = threading.Lock()
 _staging: list[int] = []
 _copier: ThreadPoolExecutor | None = None
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _memcpy(dst: int, src: int, nbytes: int) -> None:

@@ -174,6 +174,7 @@ class Memory(Child):
         self._flags = flags
         self._mapping: _Mapping | None = None
         self._cuda_address: int | None = None
+        self._cuda_ctx: int | None = None
         self._host: Any = None
         self._attach(runtime, Owned(release, runtime._owned))
 
@@ -204,6 +205,7 @@ class Memory(Child):
         self._flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._mapping = None
         self._cuda_address = cuda_address
+        self._cuda_ctx = None
         self._host = owner
         rt = runtime._handle
         self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
@@ -251,6 +253,13 @@ class Memory(Child):
             info = capi.export_cuda_memory(self._runtime._handle, self._handle)
             ptr = self._cuda_address = int(ffi.cast("uintptr_t", info.ptr))
         return ptr
+
+    def _cuda_context(self) -> int:
+        """The CUDA context that owns this memory's pointer (0: none, Taichi's own memory), found once."""
+        ctx = self._cuda_ctx
+        if ctx is None:
+            ctx = self._cuda_ctx = _cuda.context_of(self._cuda_ptr())
+        return ctx
 
     def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.

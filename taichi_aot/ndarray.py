@@ -524,11 +524,12 @@ class NdArray:
         self._memory._copy_host(data, self._memory._size, to_device=True)
 
     def _read_cuda(self, out: np.ndarray) -> None:
-        _cuda.dtoh(out.__array_interface__["data"][0], self._memory._cuda_ptr(), self._memory._size)
+        memory = self._memory
+        _cuda.dtoh(out, memory._cuda_ptr(), memory._cuda_context())
 
-    def _write_cuda(self, data: np.ndarray) -> None:
-        data = np.ascontiguousarray(data)
-        _cuda.htod(self._memory._cuda_ptr(), data.__array_interface__["data"][0], self._memory._size)
+    def _write_cuda(self, data: np.ndarray) -> None:  # contiguous: _checked_input's result, or fill's
+        memory = self._memory
+        _cuda.htod(memory._cuda_ptr(), data, memory._cuda_context())
 
     def _staging(self) -> Memory:
         return Memory(self._runtime, self.nbytes, host_read=True, host_write=True, usage=MemoryUsage.STORAGE)

@@ -466,7 +466,7 @@ class Runtime:
             if len(self._foreign) > _FOREIGN_CACHE:
                 self._foreign.popitem(last=False)
             return found
-        a = _host_array(value)
+        a = _host_array(value, what)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
         nd = self._foreign.get(key)
         if nd is not None and not nd.closed:
@@ -557,7 +557,7 @@ def _on_cuda(obj: Any) -> bool:
         return False
 
 
-def _host_array(obj: Any) -> np.ndarray:
+def _host_array(obj: Any, what: str = "ndarray_from") -> np.ndarray:
     """A numpy array over ``obj``'s memory, without a copy."""
     if isinstance(obj, np.ndarray):
         return obj
@@ -565,11 +565,12 @@ def _host_array(obj: Any) -> np.ndarray:
         try:
             return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
         except (TypeError, RuntimeError, BufferError, ValueError) as e:
-            raise ArgumentTypeError(f"ndarray_from: {type(obj).__name__} is not on the CPU ({e})") from None
+            name = type(obj).__name__
+            raise ArgumentTypeError(f"{what}: numpy cannot take this {name} through DLPack ({e})") from None
     try:
         return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
     except (TypeError, ValueError) as e:
-        raise ArgumentTypeError(f"ndarray_from: {type(obj).__name__} is not an array ({e})") from None
+        raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e})") from None
 
 
 def _why_copy(a: np.ndarray, arch: Arch) -> str:

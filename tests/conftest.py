@@ -1,11 +1,12 @@
 """Shared fixtures: real modules compiled by Taichi 1.7.4, and the archs to run on.
 
 A backend the machine lacks skips its tests locally but fails them under CI
-(``CI=true``): CI must run x64 and Vulkan for real.
+(``CI=true``): CI must run x64 and Vulkan for real. So does a promised extra (ray, interop).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -20,6 +21,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "kernels.py")
 ARCHS = {"x64": Arch.X64, "vulkan": Arch.VULKAN}
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def require_extra(module: str, extra: str):
+    """Import ``module`` of a promised extra: skip (locally) or fail (under CI) where it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        message = f"{module} is not installed (the {extra} extra: pip install -e '.[{extra}]')"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def require_arch(arch: Arch) -> None:

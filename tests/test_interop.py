@@ -3,6 +3,8 @@ the backend can address them)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -231,3 +233,21 @@ def test_host_array_and_cuda_streams_elsewhere(rt):
     assert rt.cuda_stream is None
     with pytest.raises(NotSupportedError, match="CUDA stream"):
         rt.set_cuda_stream(None)
+
+
+def test_the_register_limit_is_read_from_the_environment(monkeypatch):
+    from taichi_aot import _cuda
+
+    for text, value in (("0", 0), ("4G", 4 << 30), ("512m", 512 << 20), (" 1.5 GiB", 3 << 29), ("65536", 1 << 16)):
+        monkeypatch.setattr(_cuda, "REGISTER_LIMIT", None)
+        monkeypatch.setenv("TAICHI_AOT_REGISTER_LIMIT", text)
+        assert _cuda.register_limit() == value
+    for text in ("lots", "-1", "inf", "nan", "1e400", "G", "4X"):
+        monkeypatch.setattr(_cuda, "REGISTER_LIMIT", None)
+        monkeypatch.setenv("TAICHI_AOT_REGISTER_LIMIT", text)
+        with pytest.raises(InvalidArgumentError, match=rf"TAICHI_AOT_REGISTER_LIMIT.*{text!r}"):
+            _cuda.register_limit()
+    monkeypatch.setattr(_cuda, "REGISTER_LIMIT", None)
+    monkeypatch.delenv("TAICHI_AOT_REGISTER_LIMIT")
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < _cuda.register_limit() <= physical // 4  # a quarter of the memory the process may use

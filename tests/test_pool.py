@@ -18,7 +18,7 @@ import numpy as np
 import pool_tasks as tasks
 import pytest
 
-from conftest import IN_CI, require_arch
+from conftest import require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, MissingFileError
 from taichi_aot.pool import (
     Pool,
@@ -35,16 +35,10 @@ ROOT = os.path.dirname(HERE)
 
 @pytest.fixture(scope="session")
 def ray_session():
-    try:
-        import ray
-    except ImportError:
-        if IN_CI:
-            pytest.fail("Ray is not installed (the ray extra: pip install -e '.[ray]')")
-        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
-    import ray.cloudpickle
-
+    ray = require_extra("ray", "ray")
+    cloudpickle = require_extra("ray.cloudpickle", "ray")
     # Ray workers do not see this folder: the task functions travel by value, as a user's own script's would
-    ray.cloudpickle.register_pickle_by_value(tasks)
+    cloudpickle.register_pickle_by_value(tasks)
     ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()

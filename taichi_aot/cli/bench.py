@@ -518,9 +518,10 @@ class Bench:
             try:
                 import torch
             except ImportError:
-                torch = None
-            if torch is not None and torch.cuda.is_available():
-                foreign, kind = torch.zeros(16, device="cuda"), "torch CUDA tensor, zero-copy"
+                pass
+            else:
+                if torch.cuda.is_available():
+                    foreign, kind = torch.zeros(16, device="cuda"), "torch CUDA tensor, zero-copy"
 
         def timed(arg: Any) -> Callable[[], float]:
             def one() -> float:

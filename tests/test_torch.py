@@ -1,0 +1,103 @@
+"""PyTorch's CPU tensors (the interop extra, which CI installs): kernel and graph arguments, ndarray_from and DLPack
+export, shared on x64 (the same memory) and copied in and back out on Vulkan, and torch's own refusals turned into
+typed errors."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from conftest import require_extra
+from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, InvalidStateError, Runtime
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return require_extra("torch", "interop")
+
+
+@pytest.fixture
+def rt(arch):
+    with Runtime(arch) as runtime:
+        yield runtime
+
+
+def test_tensors_as_kernel_and_graph_arguments(torch, rt, arch, modules):
+    mod = rt.load_module(modules.path(arch))
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+    x, y = torch.zeros(8), torch.arange(8, dtype=torch.float32)
+    add(x, y, 2.0)  # written in place, as Taichi's own kernels write torch arguments
+    rt.wait()
+    assert torch.equal(x, 2 * y)
+    graph(x=x, y=y, a=0.5)
+    rt.wait()
+    assert torch.equal(x, 3 * y)
+    strided = torch.zeros(16)
+    add(strided[::2], y, 1.0)  # a strided view: copied in and back out, on every backend
+    rt.wait()
+    assert torch.equal(strided[::2], y) and not strided[1::2].any()
+    vec = torch.ones(4, 3)
+    mod.kernels["scale_vec3"](vec, (1.0, 2.0, 3.0))  # element shape from the trailing dimension
+    rt.wait()
+    assert vec.tolist() == [[k, 2.0 * k, 3.0 * k] for k in (1.0, 2.0, 3.0, 4.0)]
+    with pytest.raises(InvalidArgumentError, match="expected f32 ndarray"):
+        add(torch.zeros(8, dtype=torch.float64), y, 1.0)
+    with pytest.raises(ArgumentTypeError, match="require gradient"):
+        add(torch.zeros(8, requires_grad=True), y, 1.0)  # torch's own reason, as a typed error
+    if arch == Arch.X64:  # shared: the launch uses the tensor's memory, and a bound launch may hold it
+        bound = add.bind(x, y, 1.0)
+        bound()
+        rt.wait()
+        assert torch.equal(x, 4 * y)
+    else:
+        rt.allow_array_copies = False
+        with pytest.raises(InvalidArgumentError, match="allow_array_copies"):
+            add(x, y, 1.0)
+        assert torch.equal(x, 3 * y)  # untouched
+
+
+def test_ndarray_from_a_tensor(torch, rt, arch):
+    t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    nd = rt.ndarray_from(t)
+    assert nd.shape == (2, 3) and nd.dtype == np.int32 and nd.to_numpy().tolist() == t.tolist()
+    if arch == Arch.X64:  # the same memory, kept alive by the ndarray
+        assert np.asarray(nd).ctypes.data == t.data_ptr()
+        t[0, 0] = 42
+        assert nd.to_numpy()[0, 0] == 42
+        with pytest.raises(InvalidArgumentError, match="not C-contiguous"):
+            rt.ndarray_from(t.t(), copy=False)
+        kept = rt.ndarray_from(torch.full((1 << 12,), 7, dtype=torch.int64))  # only the ndarray holds the tensor
+        gc.collect()
+        assert int(kept.to_numpy().sum()) == 7 << 12
+    else:
+        with pytest.raises(InvalidArgumentError, match="cannot address host memory"):
+            rt.ndarray_from(t, copy=False)
+    copied = rt.ndarray_from(t, copy=True)
+    t[1, 2] = -1
+    assert copied.to_numpy()[1, 2] == 5  # a copy: independent of the tensor
+    assert rt.ndarray_from(t.t()).to_numpy().tolist() == t.t().tolist()  # copy=None copies a transposed view
+    assert rt.ndarray_from(torch.zeros(5, 3), elem_ndim=1).elem_shape == (3,)
+    for bad, match in ((torch.zeros(4, dtype=torch.bfloat16), "DLPack"), (torch.zeros(4, dtype=torch.complex64),
+                       "complex64"), (torch.zeros(4, requires_grad=True), "require gradient"),
+                       (torch.zeros(4, device="meta"), "meta")):
+        with pytest.raises(ArgumentTypeError, match=match):
+            rt.ndarray_from(bad)
+
+
+def test_ndarrays_to_torch_through_dlpack(torch, rt, arch):
+    nd = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    t = torch.from_dlpack(nd)
+    assert t.shape == (3, 4) and t.dtype == torch.float32 and t.device.type == "cpu"
+    assert t.tolist() == nd.to_numpy().tolist()
+    if arch == Arch.X64:  # the ndarray's memory itself, alive as long as the tensor
+        t[0, 0] = 100
+        assert nd.to_numpy()[0, 0] == 100
+        del nd
+        gc.collect()
+        assert float(t.sum()) == 100 + sum(range(1, 12))
+    else:  # Vulkan memory without host access cannot be shared: the error names the way to get the data
+        hidden = rt.ndarray((4,), np.float32, host_access="none")
+        with pytest.raises(InvalidStateError, match="to_numpy"):
+            torch.from_dlpack(hidden)
