@@ -137,9 +137,9 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if value.__class__ is not NdArray and not isinstance(value, NdArray):
-            if value.__class__ is ndarray:  # a numpy array seen before: one lookup (runtime._numpy_args)
-                hit = runtime._numpy_args.get(id(value))
-                if (hit is not None and hit[0] is value and hit[1] == value.shape and hit[2] == value.strides
+            if value.__class__ is ndarray:  # a numpy array seen before: one lookup (runtime._numpy_args; an
+                hit = runtime._numpy_args.get(id(value))  # entry leaves before its array's id can be reused)
+                if (hit is not None and hit[1] == value.shape and hit[2] == value.strides
                         and hit[3] is value.dtype and hit[4] == elem_ndim and not hit[5]._memory._owned.closed):
                     value = hit[5]
                 else:

@@ -92,6 +92,12 @@ class InvalidStateError(TaichiError, RuntimeError):
     code = Error.INVALID_STATE
 
 
+class ExportError(InvalidStateError, BufferError, ValueError):
+    """An ndarray cannot be handed to another library as asked: its memory cannot be shared without a copy
+    and no copy is allowed, or the consumer cannot be given what it asks for. A ``BufferError`` too (what the
+    DLPack protocol raises) and a ``ValueError`` (what numpy's ``copy=False`` raises)."""
+
+
 class ClosedError(InvalidStateError):
     """The object (or its runtime) has been closed."""
 

@@ -89,19 +89,23 @@ def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], N
 
 def _bindable(entry: Kernel | ComputeGraph, values: Sequence[Any]) -> list[Any]:
     """``values`` with foreign arrays for ndarray arguments replaced by the ndarrays they travel in (a bound launch
-    holds those); an array the backend could take only as a copy is refused (it would be copied once, at bind)."""
+    holds those, and the arrays); an array the backend could take only as a copy is refused (it would be copied
+    once, at bind)."""
+    return [_bindable_value(entry, spec, value) for spec, value in zip(entry._args, values)]
+
+
+def _bindable_value(entry: Kernel | ComputeGraph, spec: ArgInfo, value: Any) -> Any:
+    if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
+        return value
     rt = entry._runtime
-    out = list(values)
-    for i, (spec, value) in enumerate(zip(entry._args, values)):
-        if spec.kind == "ndarray" and not isinstance(value, NdArray) and array_like(value):
-            out[i] = rt._foreign_ndarray(value, len(spec.elem_shape), f"{entry!r} argument {spec.index}")
-            if rt._copy_back:
-                rt._copy_back.clear()
-                raise InvalidArgumentError(
-                    f"{entry!r} argument {spec.index}: {rt.arch.name} cannot address this array, and a bound "
-                    "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
-                )
-    return out
+    nd = rt._foreign_ndarray(value, len(spec.elem_shape), f"{entry!r} argument {spec.index}")
+    if rt._copy_back:
+        rt._discard_staged()
+        raise InvalidArgumentError(
+            f"{entry!r} argument {spec.index}: {rt.arch.name} cannot address this array, and a bound "
+            "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
+        )
+    return nd
 
 
 class _Packed:
@@ -243,6 +247,8 @@ class Kernel(_Launchable):
         try:
             for (pack, slot), value in zip(plan, args):
                 pack(value, rt, slot)
+            if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
+                rt._check_staged(args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
@@ -258,12 +264,13 @@ class Kernel(_Launchable):
         ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
         """
         self._module._ensure_open()
-        values = _bindable(self, self._bind(args, kwargs))
+        given = self._bind(args, kwargs)
+        values = _bindable(self, given)
         packed = self._new_packed()
         rt = self._runtime
         for pack, slot, value in zip(self._packers, packed.slots, values):
             pack(value, rt, slot)
-        return BoundLaunch(self, packed, list(values))
+        return BoundLaunch(self, packed, values, list(given))
 
 
 class ComputeGraph(_Launchable):
@@ -328,7 +335,10 @@ class ComputeGraph(_Launchable):
                 rt._recorder.append(self.bind(args))
                 return
         try:
-            self._pack(self._values(args), self._slots)
+            values = self._values(args)
+            self._pack(values, self._slots)
+            if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
+                rt._check_staged(values)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
@@ -347,10 +357,11 @@ class ComputeGraph(_Launchable):
             if len(mapping) != 1 or args:
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
             args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
-        values = _bindable(self, self._values(args))
+        given = self._values(args)
+        values = _bindable(self, given)
         packed = self._new_packed()
         self._pack(values, packed.slots)
-        return BoundLaunch(self, packed, values)
+        return BoundLaunch(self, packed, values, given)
 
 
 class BoundLaunch:
@@ -361,13 +372,14 @@ class BoundLaunch:
     object raises ClosedError; otherwise a launch is one comparison and one C call.
     """
 
-    __slots__ = ("__weakref__", "_c", "_entry", "_owneds", "_packed", "_runtime", "_values", "launch")
+    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values", "launch")
 
-    def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any]):
+    def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any], given: list[Any]):
         self._entry = entry
         self._packed = packed
         self._runtime = entry._runtime
-        self._values = values
+        self._values = values  # foreign arrays replaced by their ndarrays
+        self._given = given  # the arrays themselves: the ndarrays made for them do not hold them
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
@@ -418,8 +430,10 @@ class BoundLaunch:
             index = entry._index.get(key, -1) if isinstance(key, str) else -1
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entry._packers):
             raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
-        entry._packers[index](value, self._runtime, self._packed.slots[index])
-        self._values[index] = value
+        bound = _bindable_value(entry, entry._args[index], value)
+        entry._packers[index](bound, self._runtime, self._packed.slots[index])
+        self._values[index] = bound
+        self._given[index] = value
         self._refresh()
 
     def __repr__(self) -> str:

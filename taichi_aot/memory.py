@@ -162,9 +162,11 @@ class Memory(Child):
                 host = mmap.mmap(-1, size)
             except (OSError, OverflowError) as e:
                 raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
-            handle = capi.import_cpu_memory(rt, int(ffi.cast("uintptr_t", ffi.from_buffer(host))), size)
+            address: int | None = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
+            handle = capi.import_cpu_memory(rt, address, size)
             release = functools.partial(_release_host, rt, handle, host)
         else:
+            address = None
             handle = capi.allocate_memory(
                 rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
             )
@@ -176,6 +178,7 @@ class Memory(Child):
         self._cuda_address: int | None = None
         self._cuda_ctx: int | None = None
         self._host: Any = None
+        self._host_address = address
         self._attach(runtime, Owned(release, runtime._owned))
 
     def _import_cuda(self, runtime: Runtime, size: int, pointer: int, owner: object) -> None:
@@ -184,17 +187,23 @@ class Memory(Child):
         self._adopt(runtime, handle, size, False, owner, pointer)
 
     def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
-        # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory
+        # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory, or
+        # (address, owner) of such memory, checked by the caller (owner None: the caller keeps it alive)
         if runtime._arch not in CPU_ARCHS:
             raise NotSupportedError(
                 f"{runtime._arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
                 "host memory on CPU backends only): copy it instead"
             )
-        view = memoryview(host)
-        if view.readonly or not view.c_contiguous or view.nbytes != size:
-            raise InvalidArgumentError("allocate_memory: host must be a writable C-contiguous buffer of the size")
-        handle = capi.import_cpu_memory(runtime._handle, int(ffi.cast("uintptr_t", ffi.from_buffer(view))), size)
+        if isinstance(host, tuple):
+            address, host = host
+        else:
+            view = memoryview(host)
+            if view.readonly or not view.c_contiguous or view.nbytes != size:
+                raise InvalidArgumentError("allocate_memory: host must be a writable C-contiguous buffer of the size")
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(view)))
+        handle = capi.import_cpu_memory(runtime._handle, address, size)
         self._adopt(runtime, handle, size, True, host, None)
+        self._host_address = address
 
     def _adopt(self, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
                cuda_address: int | None) -> None:
@@ -207,6 +216,7 @@ class Memory(Child):
         self._cuda_address = cuda_address
         self._cuda_ctx = None
         self._host = owner
+        self._host_address = None
         rt = runtime._handle
         self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
 
@@ -245,6 +255,14 @@ class Memory(Child):
         if mapping is None:
             mapping = self._mapping = _Mapping(self)
         return mapping.view(self._size - offset if nbytes is None else nbytes, offset)
+
+    def _host_span(self) -> tuple[int, int] | None:
+        """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""
+        address = self._host_address
+        mapping = self._mapping
+        if address is None and mapping is not None:
+            address = int(ffi.cast("uintptr_t", mapping.ptr))
+        return None if address is None else (address, address + self._size)
 
     def _cuda_ptr(self) -> int:
         """The CUDA device pointer of this memory (CUDA runtimes)."""

@@ -13,6 +13,7 @@ How an ndarray's bytes reach the host is chosen once, when it is created:
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 import numpy as np
@@ -21,7 +22,7 @@ from . import _cuda, _dlpack
 from ._native import ffi
 from .capi import MAX_ND_DIMS
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
+from .errors import ArgumentTypeError, ExportError, InvalidArgumentError
 from .memory import Memory, _MapContext
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -333,15 +334,19 @@ class NdArray:
         ``copy=False`` raises where only a copy is possible.
 
         Raises:
-            InvalidStateError: ``copy=False`` for memory the host cannot address (use ``to_numpy()``).
+            ExportError: ``copy=False`` for memory the host cannot address (use ``to_numpy()``), or another dtype.
+            ArgumentTypeError: ``copy`` is not None or a bool, ``dtype`` is not a dtype.
         """
         self._ensure_open()
-        target = np.dtype(dtype) if dtype is not None else self._dtype
+        _check_copy(copy, "__array__")
+        try:
+            target = np.dtype(dtype) if dtype is not None else self._dtype
+        except TypeError as e:
+            raise ArgumentTypeError(f"__array__: dtype {dtype!r} is not a numpy dtype ({e})") from None
         host_visible = self._runtime._arch in CPU_ARCHS or self._memory.host_read
         if copy is False and (not host_visible or target != self._dtype):
-            why = "its memory is not host-visible (allocate with host_access)" if not host_visible else (
-                f"it holds {self._dtype}, not {target}")
-            raise InvalidStateError(f"np.asarray(copy=False) of this ndarray needs a copy: {why}; use to_numpy()")
+            why = self._not_host_visible() if not host_visible else f"it holds {self._dtype}, not {target}"
+            raise ExportError(f"np.asarray(copy=False) of this ndarray needs a copy: {why}; use to_numpy()")
         if copy or not host_visible:
             a = self.to_numpy()
         else:
@@ -382,16 +387,19 @@ class NdArray:
         On CUDA, ``stream`` is the consumer's: the runtime's work is waited for unless it is -1.
 
         Raises:
-            InvalidStateError: memory the consumer cannot address without a copy and ``copy`` is not True
-                (Vulkan device memory: use ``to_numpy()``, or allocate with ``host_access`` and ``map()``), or
-                ``copy=False`` for another ``dl_device``.
+            ExportError: memory the consumer cannot address without a copy and ``copy`` is not True
+                (Vulkan device memory: use ``to_numpy()``, or allocate with ``host_access`` and ``map()``),
+                ``copy=False`` for another ``dl_device``, or read-only memory asked for in the older capsule
+                (which cannot say read-only).
+            ArgumentTypeError: ``max_version`` or ``dl_device`` is not a pair of ints, ``copy`` not a bool.
         """
         self._ensure_open()
+        _check_copy(copy, "__dlpack__")
         own = self.__dlpack_device__()
-        target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
-        versioned = max_version is not None and tuple(max_version) >= _dlpack.VERSION
+        target = own if dl_device is None else _int_pair(dl_device, "dl_device")
+        versioned = max_version is not None and _int_pair(max_version, "max_version") >= _dlpack.VERSION
         if target != own and copy is False:
-            raise InvalidStateError(f"__dlpack__: the ndarray is on device {own}, not {target}, and copy=False")
+            raise ExportError(f"__dlpack__: the ndarray is on device {own}, not {target}, and copy=False")
         if target[0] == _DL_CUDA and own[0] == _DL_CUDA:  # device memory numpy cannot describe
             source = self
             if copy:
@@ -404,16 +412,28 @@ class NdArray:
             return _dlpack.export(source._memory._cuda_ptr(), self._full_shape, self._dtype, own, source,
                                   versioned=versioned, release=owned.unpin)
         if target[0] != _DL_CPU and target != own:
-            raise InvalidStateError(f"__dlpack__: no export to DLPack device {target}")
+            raise ExportError(f"__dlpack__: no export to DLPack device {target}")
         if own[0] != _DL_CPU and not copy:
-            raise InvalidStateError(
-                f"__dlpack__: this {self._runtime.arch.name} ndarray's memory is not host-visible, so it cannot be "
-                "shared without a copy: use to_numpy(), or allocate it with host_access='readwrite' and map() it"
+            raise ExportError(
+                f"__dlpack__: this {self._runtime.arch.name} ndarray cannot be shared without a copy: "
+                f"{self._not_host_visible()}; use to_numpy(), or allocate it with host_access='readwrite' and "
+                "map() it"
             )
         view = self.to_numpy() if copy else self.__array__()
         if versioned:
             return view.__dlpack__(max_version=_dlpack.VERSION, copy=False)
+        if not view.flags.writeable:
+            raise ExportError(
+                "__dlpack__: the ndarray is read-only for the host (host_access), and the older DLPack capsule "
+                "this consumer asks for cannot say so: use a consumer of DLPack 1.0 (np.from_dlpack, "
+                "torch.from_dlpack with torch 2.4 or later), copy=True, or to_numpy()"
+            )
         return view.__dlpack__()
+
+    def _not_host_visible(self) -> str:
+        if self._memory.host_write:
+            return "its memory is write-only for the host (host_access='write'; 'readwrite' makes it readable)"
+        return "its memory is not host-visible (allocate it with host_access='readwrite')"
 
     def to_numpy(self, out: np.ndarray | None = None) -> np.ndarray:
         """A copy of the data as a numpy array (staged through host memory if needed).
@@ -569,3 +589,17 @@ class NdArray:
         state = "closed" if self.closed else "open"
         elem = f", elem_shape={self._elem_shape}" if self._elem_shape else ""
         return f"<NdArray shape={self._shape}{elem} dtype={self._dtype} on {self._runtime.arch.name} ({state})>"
+
+
+def _check_copy(copy: Any, what: str) -> None:
+    if copy is not None and copy is not True and copy is not False:
+        raise ArgumentTypeError(f"{what}: copy must be None, True or False, got {copy!r}")
+
+
+def _int_pair(value: Any, what: str) -> tuple[int, int]:
+    """``value`` as DLPack's pair of ints (a version, or a device)."""
+    try:
+        first, second = value
+        return (operator.index(first), operator.index(second))
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"__dlpack__: {what} must be a pair of ints, got {value!r}") from None

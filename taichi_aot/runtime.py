@@ -16,8 +16,8 @@ collection work from any thread.)
 from __future__ import annotations
 
 import atexit
-import collections
 import functools
+import operator
 import os
 import threading
 import warnings
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _cuda, _dlpack, capi
+from ._foreign import ForeignCache, check_others, check_staged, host_array, lazy_view, on_cuda, why_copy
 from ._lifetime import Child, Owned
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
@@ -44,14 +45,11 @@ from .module import AotModule
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from .ndarray import DTypeLike, HostAccess
 
 __all__ = ["ARCH_PREFERENCE", "Runtime", "best_arch", "resolve_arch"]
-
-#: How many ndarrays made for foreign kernel arguments a runtime keeps (each holds its array alive).
-_FOREIGN_CACHE = 16
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -149,17 +147,13 @@ class Runtime:
         # the thread whose launches may take the fast path: the owner's, or none (-1) while recording
         self._launch_ident = self._thread
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
-        # foreign arrays passed to kernels: the ndarrays made for them (most recent last), and the copies to
-        # write back after a launch where the backend cannot address them
-        self._foreign: collections.OrderedDict[tuple[Any, ...], NdArray] = collections.OrderedDict()
-        # numpy arrays passed zero-copy, by id: (the array, its shape, strides and dtype then, element dims, ndarray).
-        # The entry holds the array, so its id is not reused and its buffer cannot move (numpy refuses to resize
-        # an array others refer to); shape, strides and dtype can be reassigned in place, so they are compared.
-        self._numpy_args: dict[int, tuple[Any, ...]] = {}
-        self._copy_back: list[tuple[NdArray, np.ndarray]] = []
-        #: Whether a foreign array the backend cannot address (any array on a GPU backend) may be passed to
-        #: a kernel through a copy in and back out; False makes that an InvalidArgumentError.
-        self.allow_array_copies = True
+        # foreign arrays passed to kernels: the ndarrays made for them (held weakly, see _foreign), numpy arrays
+        # passed zero-copy found by one lookup (_arguments reads _numpy_args), and the staged copies to write
+        # back after a launch where the backend cannot address them: (ndarray, array, which argument)
+        self._foreign = ForeignCache()
+        self._numpy_args = self._foreign.numpy_args
+        self._copy_back: list[tuple[NdArray, np.ndarray, str]] = []
+        self._allow_array_copies = True
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
@@ -231,6 +225,7 @@ class Runtime:
         capi.wait(self._handle)
         if self._cuda_stream:
             _cuda.stream_synchronize(self._cuda_stream)
+        self._foreign.release()
 
     def _sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
@@ -238,6 +233,20 @@ class Runtime:
             capi.wait(self._handle)
             if self._cuda_stream:
                 _cuda.stream_synchronize(self._cuda_stream)
+            self._foreign.release()
+
+    @property
+    def allow_array_copies(self) -> bool:
+        """Whether a foreign array the backend cannot address (any host array on a GPU backend, a strided or
+        read-only one on the CPU) may be passed to a kernel through a copy in and back out; False makes that
+        an InvalidArgumentError. True by default."""
+        return self._allow_array_copies
+
+    @allow_array_copies.setter
+    def allow_array_copies(self, allow: bool) -> None:
+        if not isinstance(allow, (bool, np.bool_)):
+            raise ArgumentTypeError(f"allow_array_copies must be True or False, got {allow!r}")
+        self._allow_array_copies = bool(allow)
 
     @property
     def cuda_stream(self) -> int | None:
@@ -383,36 +392,58 @@ class Runtime:
         ``copy=False`` raises where a copy would be needed; ``copy=True`` always copies (numpy 2's meaning).
 
         Raises:
-            ArgumentTypeError: not an array, or a dtype Taichi cannot store.
+            ArgumentTypeError: not an array (a scalar, a masked array, a lazily negated torch tensor), a dtype
+                Taichi cannot store, ``elem_ndim`` not an int or ``copy`` not None or a bool.
             InvalidArgumentError: ``copy=False`` where a copy is needed (which case is named), an empty array,
                 a bad ``elem_ndim``.
         """
         self._ensure_open()
-        if self._arch == Arch.CUDA and _on_cuda(obj):
+        if copy is not None and copy is not True and copy is not False:
+            raise ArgumentTypeError(f"ndarray_from: copy must be None, True or False, got {copy!r}")
+        if isinstance(elem_ndim, bool):
+            raise ArgumentTypeError("ndarray_from: elem_ndim must be an int, got a bool")
+        try:
+            elem_ndim = operator.index(elem_ndim)
+        except TypeError:
+            raise ArgumentTypeError(f"ndarray_from: elem_ndim must be an int, got {elem_ndim!r}") from None
+        if self._arch == Arch.CUDA and on_cuda(obj):
             return self._cuda_ndarray(obj, elem_ndim, copy)
-        a = _host_array(obj)
+        return self._from_host(host_array(obj, "ndarray_from"), elem_ndim, copy, host_access, "ndarray_from")
+
+    def _from_host(self, a: np.ndarray, elem_ndim: int, copy: bool | None, host_access: HostAccess | None,
+                   what: str, owner: Any = True) -> NdArray:
+        """An ndarray over host array ``a`` (see ndarray_from); ``owner``: what keeps ``a``'s memory alive, held
+        as long as the ndarray (True: ``a`` itself; None: the caller sees to it)."""
         if not 0 <= elem_ndim <= a.ndim:
-            raise InvalidArgumentError(f"ndarray_from: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
-        if a.dtype not in DATA_TYPES:
-            raise ArgumentTypeError(f"ndarray_from: {a.dtype} has no Taichi data type")
+            raise InvalidArgumentError(f"{what}: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
+        dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
+        if dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"{what}: {a.dtype} has no Taichi data type")
         if a.size == 0:
-            raise InvalidArgumentError(f"ndarray_from: the array is empty (shape {a.shape})")
+            raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape})")
         split = a.ndim - elem_ndim
-        why = _why_copy(a, self._arch)
+        why = why_copy(a, self._arch)
         if copy is False and why:
-            raise InvalidArgumentError(f"ndarray_from(copy=False): {why}")
+            raise InvalidArgumentError(f"{what}(copy=False): {why}" if what == "ndarray_from" else f"{what}: {why}")
         if copy or why:
-            nd = NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host_access=host_access)
+            nd = NdArray(self, a.shape[:split], dtype, a.shape[split:], host_access=host_access)
             nd.from_numpy(a)
             return nd
-        return NdArray(self, a.shape[:split], a.dtype, a.shape[split:], host=a)
+        host = a if owner is True else (a.__array_interface__["data"][0], owner)
+        return NdArray(self, a.shape[:split], dtype, a.shape[split:], host=host)
 
-    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from") -> NdArray:
+    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from",
+                      weak: bool = False) -> NdArray:
         """An ndarray over another library's CUDA array (``__cuda_array_interface__``, else ``__dlpack__``) on
         this runtime: shared, its owner kept alive, or a copy on the device where ``copy`` is True.
 
         A read-only flag (JAX marks its immutable buffers so) makes no copy: the C-API records no argument
-        access, so it cannot tell an input from an output, and inputs are what such arrays are for."""
+        access, so it cannot tell an input from an output, and inputs are what such arrays are for.
+        ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument cache)."""
+        bit = lazy_view(obj)
+        if bit:
+            raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds the "
+                                    f"values before the {bit}): call .resolve_{bit}() first")
         if hasattr(obj, "__cuda_array_interface__"):
             iface = obj.__cuda_array_interface__
             shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
@@ -420,7 +451,7 @@ class Runtime:
             row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
             contiguous = strides is None or tuple(strides) == row_major
             ptr = int(iface["data"][0])
-            owner: Any = obj
+            owner: Any = None if weak else obj
             stream = iface.get("stream")
             if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
                 _cuda.stream_synchronize(stream)
@@ -451,51 +482,81 @@ class Runtime:
 
     def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
         """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
-        can address it (cached by identity and pointer, so a repeated argument costs one lookup), else a staged
-        copy, written back into ``value`` after the launch."""
+        can address it (cached, see _foreign: a repeated argument costs one lookup), else a staged copy, written
+        back into ``value`` after the launch."""
+        cache = self._foreign
         # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
         iface = getattr(value, "__cuda_array_interface__", None) if self._arch == Arch.CUDA else None
-        if iface is not None or (self._arch == Arch.CUDA and _on_cuda(value)):
+        if iface is not None or (self._arch == Arch.CUDA and on_cuda(value)):
             key_cuda: tuple[Any, ...] = (id(value), iface["data"][0] if iface else None, elem_ndim)
-            found = self._foreign.get(key_cuda)
-            if found is not None and not found.closed:
-                host = found._memory._host
-                if host is value or getattr(host, "source", None) is value:
-                    return found
-            found = self._foreign[key_cuda] = self._cuda_ndarray(value, elem_ndim, None, what)
-            if len(self._foreign) > _FOREIGN_CACHE:
-                self._foreign.popitem(last=False)
+            entry = cache.entries.get(key_cuda)  # the hot path: one lookup
+            if entry is not None and not entry[0].closed:
+                entry[2] = value  # held until the runtime is waited for
+                return entry[0]
+            found = self._cuda_ndarray(value, elem_ndim, None, what, weak=True)
+            cache.put(key_cuda, value, found, True)
             return found
-        a = _host_array(value, what)
+        a = host_array(value, what)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
-        nd = self._foreign.get(key)
-        if nd is not None and not nd.closed:
-            self._foreign.move_to_end(key)
-        else:
-            why = _why_copy(a, self._arch)
-            if why and not self.allow_array_copies:
+        nd = cache.get(key)
+        if nd is not None:
+            return nd
+        why = why_copy(a, self._arch)
+        if why:
+            if not self._allow_array_copies:
                 raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
-            nd = self.ndarray_from(a, elem_ndim=min(elem_ndim, a.ndim), copy=bool(why))
-            if why:  # a staged copy: not cached, written back after the launch
-                if a.flags.writeable:
-                    self._copy_back.append((nd, a))
+            if a.flags.writeable:  # staged, and written back after the launch: not cached
+                try:
+                    nd = check_staged(a, what, self._copy_back)
+                except InvalidArgumentError:
+                    self._discard_staged()
+                    raise
+                if nd is None:
+                    nd = self._from_host(a, min(elem_ndim, a.ndim), True, None, what)
+                    self._copy_back.append((nd, a, what))
                 return nd
-            self._foreign[key] = nd
-            if len(self._foreign) > _FOREIGN_CACHE:
-                self._foreign.popitem(last=False)
-            if value.__class__ is np.ndarray:  # the common case, found again by _arguments without this call
-                self._numpy_args[id(value)] = (value, value.shape, value.strides, value.dtype, elem_ndim, nd)
-                if len(self._numpy_args) > _FOREIGN_CACHE:
-                    del self._numpy_args[next(iter(self._numpy_args))]
-        if nd._data_type != DATA_TYPES.get(a.dtype):
-            raise ArgumentTypeError(f"{what}: {a.dtype} array")
+            return self._from_host(a, min(elem_ndim, a.ndim), True, None, what)
+        # shared: the cache holds ``value`` weakly (x64 kernels have run when the launch returns), so the
+        # ndarray holds nothing of it where ``value`` can be referenced weakly
+        nd = self._from_host(a, min(elem_ndim, a.ndim), False, None, what, owner=None)
+        ref = cache.put(key, value, nd, False)
+        if ref is None:  # held by the cache instead: give the ndarray its owner, as ndarray_from does
+            nd._memory._host = a
+        elif value.__class__ is np.ndarray:  # the common case, found again by _arguments without this call
+            cache.put_numpy(value, ref, elem_ndim, nd)
         return nd
+
+    def _check_staged(self, values: Sequence[Any]) -> None:
+        """Before a launch with staged copies: refuse arguments whose memory overlaps a staged array."""
+        try:
+            check_others(values, self._copy_back, self._lent_span)
+        except InvalidArgumentError:
+            self._discard_staged()
+            raise
+
+    def _lent_span(self, value: Any) -> Any:
+        """The host memory a kernel argument lends the kernel directly (see _foreign.check_others)."""
+        if isinstance(value, NdArray):
+            return value._memory._host_span()
+        if self._arch not in CPU_ARCHS or not (isinstance(value, np.ndarray) or hasattr(value, "__dlpack__")
+                                               or hasattr(value, "__array_interface__")):
+            return None
+        try:
+            a = host_array(value, "")
+        except ArgumentTypeError:
+            return None
+        return None if why_copy(a, self._arch) else a
+
+    def _discard_staged(self) -> None:
+        pending, self._copy_back = self._copy_back, []
+        for nd, _, _ in pending:
+            nd.close()
 
     def _write_back(self) -> None:
         """After a launch with staged foreign arrays: wait, and copy each back into its array."""
         pending, self._copy_back = self._copy_back, []
-        for nd, a in pending:
-            np.copyto(a, nd.to_numpy(), casting="no")
+        for nd, a, _ in pending:
+            np.copyto(a, nd.to_numpy(), casting="equiv")
             nd.close()
 
     def allocate_image(
@@ -542,46 +603,6 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
         return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
-
-
-def _on_cuda(obj: Any) -> bool:
-    """Whether ``obj`` is another library's array in CUDA memory (its CUDA array interface, or DLPack's device)."""
-    if hasattr(obj, "__cuda_array_interface__"):
-        return True
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is None or isinstance(obj, np.ndarray):
-        return False
-    try:
-        return int(device()[0]) in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
-    except Exception:  # a broken producer: it is then no CUDA array of ours to take
-        return False
-
-
-def _host_array(obj: Any, what: str = "ndarray_from") -> np.ndarray:
-    """A numpy array over ``obj``'s memory, without a copy."""
-    if isinstance(obj, np.ndarray):
-        return obj
-    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
-        try:
-            return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
-        except (TypeError, RuntimeError, BufferError, ValueError) as e:
-            name = type(obj).__name__
-            raise ArgumentTypeError(f"{what}: numpy cannot take this {name} through DLPack ({e})") from None
-    try:
-        return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
-    except (TypeError, ValueError) as e:
-        raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e})") from None
-
-
-def _why_copy(a: np.ndarray, arch: Arch) -> str:
-    """Why ``a`` cannot be shared with a runtime on ``arch`` (empty: it can)."""
-    if arch not in CPU_ARCHS:
-        return f"{arch.name} cannot address host memory (libtaichi_c_api 1.7.4 imports it on CPU backends only)"
-    if not a.flags.c_contiguous:
-        return "the array is not C-contiguous (a strided or reversed view)"
-    if not a.flags.writeable:
-        return "the array is read-only, and kernels may write their arguments"
-    return ""
 
 
 @atexit.register

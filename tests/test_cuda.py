@@ -141,6 +141,39 @@ def test_torch_and_cupy_cuda_arrays_without_a_copy(cuda_module):
             rt.ndarray_from(torch.zeros((4, 4), device="cuda").t())
 
 
+def test_foreign_cuda_arguments_are_held_until_the_runtime_waits(cuda_module):
+    # kernels run after the launch returns: a temporary stays alive until then, and no longer
+    import gc
+    import weakref
+
+    torch = pytest.importorskip("torch")
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        y = torch.ones(1 << 20, device="cuda")
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        refs = []
+        for _ in range(4):
+            temporary = torch.zeros(1 << 20, device="cuda")
+            add(temporary, y, 1.0)
+            refs.append(weakref.ref(temporary))
+            del temporary
+        gc.collect()
+        assert all(ref() is not None for ref in refs)  # the kernels may still be reading them
+        assert refs[-1]().sum().item() == 1 << 20
+        rt.wait()
+        gc.collect()
+        assert all(ref() is None for ref in refs) and torch.cuda.memory_allocated() == before
+        x = torch.zeros(1 << 20, device="cuda")
+        for _ in range(3):  # found again, and held again until the next wait
+            add(x, y, 1.0)
+        rt.wait()
+        assert x.min().item() == 3.0
+        negated = torch.complex(torch.arange(4.0), torch.arange(4.0)).cuda().conj().imag
+        with pytest.raises(ArgumentTypeError, match="resolve_neg"):
+            add(torch.zeros(4, device="cuda"), negated, 1.0)
+
+
 def test_a_pool_of_cuda_workers_one_gpu_each(cuda_module):
     # one worker per GPU, each seeing only its own (CUDA_VISIBLE_DEVICES), results right on every one
     import pool_tasks as tasks

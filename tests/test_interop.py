@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import require_arch
-from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, InvalidStateError, Runtime
+from taichi_aot import Arch, ArgumentTypeError, ExportError, InvalidArgumentError, InvalidStateError, Runtime
 
 
 @pytest.fixture
@@ -125,6 +125,126 @@ def test_a_repeated_foreign_argument_is_looked_up_not_imported_again():
         first = rt._foreign_ndarray(a, 0, "test")
         assert rt._foreign_ndarray(a, 0, "test") is first
         assert rt._foreign_ndarray(a[:2], 0, "test") is not first  # another view: another ndarray
+
+
+def test_arguments_that_share_memory(rt, arch, modules):
+    """The same array twice travels once; staged copies whose write-backs would undo each other, or a shared
+    argument's writes, are refused before the launch (the arrays untouched), as are arrays whose elements
+    overlap."""
+    mod = rt.load_module(modules.path(arch))
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+    x = np.ones(8, np.float32)
+    add(x, x, 1.0)
+    rt.wait()
+    assert x.tolist() == [2.0] * 8  # on Vulkan: one copy in and out, not two
+    graph(x=x, y=x, a=1.0)
+    rt.wait()
+    assert x.tolist() == [8.0] * 8
+    b = np.zeros(16, np.float32)
+    add(b[::2], np.ones(8, np.float32), 1.0)
+    add(b[1::2], b[::2], 2.0)  # interleaved views share no element: both write back
+    rt.wait()
+    assert b.tolist() == [1.0, 2.0] * 8
+    c = np.arange(12, dtype=np.float32)
+    clashes = [(c[::-1][:8], c[:8])]  # staged and staged (x64: staged and shared)
+    if arch != Arch.X64:
+        clashes.append((c[:8], c[4:]))  # each a copy on Vulkan (on x64 both are the array itself)
+    for first, second in clashes:
+        with pytest.raises(InvalidArgumentError, match="shares memory"):
+            add(first, second, 1.0)
+        assert c.tolist() == list(range(12))
+    if arch == Arch.X64:  # an ndarray over the array, and a staged view of it
+        with pytest.raises(InvalidArgumentError, match="shares memory"):
+            add(rt.ndarray_from(c), c[::-1], 1.0)
+    broadcast = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (8,), (0,))  # writable, one element
+    with pytest.raises(InvalidArgumentError, match="share memory"):
+        add(broadcast, np.ones(8, np.float32), 1.0)
+    read_only = np.broadcast_to(np.float32(2), (8,))  # an input: copied in, never back
+    add(x, read_only, 1.0)
+    rt.wait()
+    assert x.tolist() == [10.0] * 8 and c.tolist() == list(range(12))
+
+
+def test_the_cache_of_arguments_keeps_no_array_alive(rt, arch, modules):
+    import gc
+    import weakref
+
+    add = rt.load_module(modules.path(arch)).kernels["add"]
+    y = np.ones(1 << 16, np.float32)
+    refs = []
+    for _ in range(4):
+        temporary = np.zeros(1 << 16, np.float32)
+        add(temporary, y, 1.0)
+        refs.append(weakref.ref(temporary))
+        del temporary
+    rt.wait()
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+    fresh = np.zeros(1 << 16, np.float32)  # ids are reused: nothing of the dead arrays is found for it
+    add(fresh, y, 3.0)
+    rt.wait()
+    assert fresh[0] == 3.0 and fresh[-1] == 3.0
+    if arch == Arch.X64:  # a bound launch holds its arrays, however many others pass through the cache
+        kept = np.zeros(8, np.float32)
+        bound = add.bind(kept, np.ones(8, np.float32), 1.0)
+        ref = weakref.ref(kept)
+        del kept
+        for _ in range(40):
+            add(np.zeros(8, np.float32), np.ones(8, np.float32), 1.0)
+        gc.collect()
+        bound()
+        rt.wait()
+        assert ref() is not None and ref().tolist() == [1.0] * 8
+
+
+def test_bad_foreign_input_is_typed(rt, arch, modules):
+    add = rt.load_module(modules.path(arch)).kernels["add"]
+    y = np.ones(8, np.float32)
+
+    class Broken:
+        def __dlpack__(self, **kwargs):
+            raise KeyError("broken producer")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    masked = np.ma.masked_array(np.ones(8, np.float32), mask=[0, 1] * 4)
+    for bad, match in ((5, "not an array"), (np.float32(1), "not an array"), (masked, "mask"),
+                       (Broken(), "broken producer")):
+        with pytest.raises(ArgumentTypeError, match=match):
+            rt.ndarray_from(bad)
+    with pytest.raises(ArgumentTypeError, match="mask"):
+        add(masked, y, 1.0)
+    for kwargs in ({"elem_ndim": 1.0}, {"elem_ndim": True}, {"copy": "yes"}):
+        with pytest.raises(ArgumentTypeError):
+            rt.ndarray_from(np.ones((2, 3), np.float32), **kwargs)
+    with pytest.raises(ArgumentTypeError, match="allow_array_copies"):
+        rt.allow_array_copies = "no"
+    assert rt.allow_array_copies is True
+    nd = rt.ndarray((4,), np.float32, host_access="readwrite")
+    for kwargs in ({"max_version": "x"}, {"dl_device": (1,)}, {"copy": 1}):
+        with pytest.raises(ArgumentTypeError):
+            nd.__dlpack__(**kwargs)
+    read_only = rt.ndarray((4,), np.float32, host_access="read")
+    with pytest.raises(BufferError, match="older DLPack capsule"):  # an ExportError, as DLPack's protocol says
+        read_only.__dlpack__()
+    assert np.from_dlpack(read_only).tolist() == [0.0] * 4  # DLPack 1.0 says read-only
+    if arch != Arch.X64:
+        with pytest.raises(ValueError, match="write-only"):  # an ExportError, as numpy's copy=False says
+            np.asarray(rt.ndarray((4,), np.float32, host_access="write"), copy=False)
+        with pytest.raises(ExportError, match="to_numpy"):
+            rt.ndarray((4,), np.float32, host_access="none").__dlpack__()
+
+
+def test_arrays_of_the_other_byte_order(rt, arch, modules):
+    big = np.arange(8, dtype=">f4")
+    assert rt.ndarray_from(big).to_numpy().tolist() == list(range(8))  # converted on the way in
+    if arch == Arch.X64:
+        with pytest.raises(InvalidArgumentError, match="byte order"):
+            rt.ndarray_from(big, copy=False)
+    rt.load_module(modules.path(arch)).kernels["add"](big, np.ones(8, np.float32), 1.0)
+    rt.wait()
+    assert big.dtype == ">f4" and big.tolist() == list(range(1, 9))  # and back out in its own order
 
 
 def test_dlpack_export(rt):

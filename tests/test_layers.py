@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
+    {"_foreign"},  # other libraries' arrays on their way into kernels: checks, the cache, staged copies
     {"_arguments"},  # values -> kernel arguments
     {"launch"},  # kernels, graphs, bound launches, sequences
     {"module"},  # AotModule

@@ -58,6 +58,26 @@ def test_tensors_as_kernel_and_graph_arguments(torch, rt, arch, modules):
         assert torch.equal(x, 3 * y)  # untouched
 
 
+def test_tensors_whose_memory_does_not_hold_their_values(torch, rt, arch, modules):
+    add = rt.load_module(modules.path(arch)).kernels["add"]
+    x = torch.zeros(4)
+    negated = torch.complex(torch.arange(4.0), torch.arange(4.0)).conj().imag  # -0, -1, -2, -3, negated lazily
+    assert negated.is_neg()
+    with pytest.raises(ArgumentTypeError, match="resolve_neg"):
+        add(x, negated, 1.0)
+    with pytest.raises(ArgumentTypeError, match="resolve_neg"):
+        rt.ndarray_from(negated)
+    add(x, negated.resolve_neg(), 1.0)
+    rt.wait()
+    assert x.tolist() == [0.0, -1.0, -2.0, -3.0]
+    with pytest.raises(InvalidArgumentError, match="share memory"):  # one element seen eight times
+        add(torch.zeros(1).expand(8), torch.ones(8), 1.0)
+    same = torch.ones(8)
+    add(same, same.view(8), 1.0)  # two views of one tensor: one copy on Vulkan, so no write is lost
+    rt.wait()
+    assert same.tolist() == [2.0] * 8
+
+
 def test_ndarray_from_a_tensor(torch, rt, arch):
     t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
     nd = rt.ndarray_from(t)
