@@ -134,13 +134,16 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     elem_ndim = len(spec.elem_shape)
     ndarray = np.ndarray
     end = ARG_SIZE
+    from_buffer = ffi.from_buffer
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if value.__class__ is not NdArray and not isinstance(value, NdArray):
             if value.__class__ is ndarray:  # a numpy array seen before: one lookup (runtime._numpy_args; an
                 hit = runtime._numpy_args.get(id(value))  # entry leaves before its array's id can be reused)
                 if (hit is not None and hit[1] == value.shape and hit[2] == value.strides
-                        and hit[3] is value.dtype and hit[4] == elem_ndim and not hit[5]._memory._owned.closed):
+                        and hit[3] is value.dtype and hit[4] == elem_ndim and not hit[5]._memory._owned.closed
+                        and from_buffer(value) == hit[6]  # the same memory (__setstate__ replaces it)
+                        and value.flags.writeable):  # and writable still (else a copy: _foreign_ndarray)
                     value = hit[5]
                 else:
                     value = runtime._foreign_ndarray(value, elem_ndim, what)

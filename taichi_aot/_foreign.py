@@ -143,65 +143,76 @@ def _forget(entries: dict[Any, list[Any]], numpy_args: dict[int, tuple[Any, ...]
 class ForeignCache:
     """The ndarrays made for a runtime's foreign kernel arguments, most recent last.
 
-    ``entries``: key (the array's id first) -> [ndarray, weak reference or None, the array while held].
-    ``numpy_args``: id -> (weak reference, shape, strides, dtype, element dims, ndarray) of numpy arrays passed
-    zero-copy, found by one lookup; shape, strides and dtype can be reassigned in place, so they are compared.
-    An array that cannot be referenced weakly is held until its entry is pushed out.
+    ``entries``: key (the array's id first) -> [ndarray, weak reference, or None and the array itself where
+    it cannot be referenced weakly (held so its id is not reused while cached)].
+    ``numpy_args``: id -> (weak reference, shape, strides, dtype, element dims, ndarray, address) of numpy
+    arrays passed zero-copy, found by one lookup; shape, strides and dtype can be reassigned in place and
+    ``__setstate__`` replaces the memory, so they are compared.
+    ``held``: id -> array, the CUDA arrays passed since the runtime was last waited for (see the module).
+    The weak-reference callbacks may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("entries", "numpy_args")
+    __slots__ = ("entries", "held", "numpy_args")
 
     def __init__(self) -> None:
         self.entries: collections.OrderedDict[Any, list[Any]] = collections.OrderedDict()
         self.numpy_args: dict[int, tuple[Any, ...]] = {}
+        self.held: dict[int, Any] = {}
 
     def get(self, key: Any) -> NdArray | None:
-        """The ndarray made for the array under ``key`` (a CUDA array's is read by the runtime, which holds
-        the array again: ``entries[key][2] = array``)."""
+        """The ndarray made for the array under ``key``."""
         entry = self.entries.get(key)
         if entry is None or entry[0].closed:
             return None
-        self.entries.move_to_end(key)
+        try:
+            self.entries.move_to_end(key)
+        except KeyError:  # its array was collected meanwhile (another thread)
+            pass
         nd: NdArray = entry[0]
         return nd
 
-    def put(self, key: Any, value: Any, nd: NdArray, hold: bool) -> weakref.ref[Any] | None:
+    def put(self, key: Any, value: Any, nd: NdArray) -> weakref.ref[Any] | None:
         """Keep ``nd``, made for ``value``; the weak reference to ``value`` (None: it is held strongly)."""
         try:
             ref: weakref.ref[Any] | None = weakref.ref(
                 value, functools.partial(_forget, self.entries, self.numpy_args, key))
         except TypeError:  # no weak references to it: held, so its id is not reused while cached
             ref = None
-        self.entries[key] = [nd, ref, value if hold or ref is None else None]
-        if len(self.entries) > CACHE_SIZE:
-            self.entries.popitem(last=False)
+        self.entries[key] = [nd, ref] if ref is not None else [nd, None, value]
+        while len(self.entries) > CACHE_SIZE:
+            try:
+                self.entries.popitem(last=False)
+            except KeyError:
+                break
         return ref
 
-    def put_numpy(self, value: np.ndarray, ref: weakref.ref[Any], elem_ndim: int, nd: NdArray) -> None:
-        self.numpy_args[id(value)] = (ref, value.shape, value.strides, value.dtype, elem_ndim, nd)
-        if len(self.numpy_args) > CACHE_SIZE:
-            del self.numpy_args[next(iter(self.numpy_args))]
+    def put_numpy(self, value: np.ndarray, ref: weakref.ref[Any], elem_ndim: int, nd: NdArray, address: Any) -> None:
+        self.numpy_args[id(value)] = (ref, value.shape, value.strides, value.dtype, elem_ndim, nd, address)
+        while len(self.numpy_args) > CACHE_SIZE:
+            try:
+                self.numpy_args.pop(next(iter(self.numpy_args)), None)
+            except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
+                continue
 
-    def release(self) -> None:
-        """The runtime's work is done: let go of the arrays held for it (those referenced weakly)."""
-        held = []
-        for entry in self.entries.values():
-            if entry[1] is not None and entry[2] is not None:
-                held.append(entry[2])
-                entry[2] = None
-        del held  # an array now collected leaves the cache in its callback: not while the loop runs
+    def release(self, keep: int = 0) -> None:
+        """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""
+        held = self.held
+        self.held = dict(list(held.items())[-keep:]) if keep else {}
+        held.clear()  # an array collected now leaves ``entries`` in its callback
 
 
-def check_staged(a: np.ndarray, what: str, staged: list[tuple[NdArray, np.ndarray, str]]) -> NdArray | None:
-    """Before ``a`` (writable, of argument ``what``) is staged: the staged copy of the same array made for
-    another argument of this launch, if any; raises where the copies' write-backs would clash."""
+def check_staged(a: np.ndarray, elem_ndim: int, what: str,
+                 staged: list[tuple[NdArray, np.ndarray, str]]) -> NdArray | None:
+    """Before ``a`` (writable, of argument ``what``, ``elem_ndim`` element dims) is staged: the staged copy of
+    the same array made for another argument of this launch, if any; raises where the copies' write-backs
+    would clash."""
     if overlaps_itself(a):
         raise InvalidArgumentError(
             f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
             "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input"
         )
     for nd, b, other in staged:
-        if same_layout(a, b):
+        if same_layout(a, b) and len(nd.elem_shape) == elem_ndim:
             return nd
         if _share(a, b):
             raise InvalidArgumentError(_clash(what, other))

@@ -94,6 +94,18 @@ def _bindable(entry: Kernel | ComputeGraph, values: Sequence[Any]) -> list[Any]:
     return [_bindable_value(entry, spec, value) for spec, value in zip(entry._args, values)]
 
 
+def _held(value: Any) -> Any:
+    """What keeps a bound argument's memory alive: the value, and a torch tensor's storage too (``t.data = u``
+    gives the tensor other memory and frees its old storage, which the bound launch goes on using)."""
+    storage = getattr(value, "untyped_storage", None)
+    if storage is None or isinstance(value, NdArray):
+        return value
+    try:
+        return (value, storage())
+    except Exception:  # not torch's method
+        return value
+
+
 def _bindable_value(entry: Kernel | ComputeGraph, spec: ArgInfo, value: Any) -> Any:
     if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
         return value
@@ -248,7 +260,7 @@ class Kernel(_Launchable):
             for (pack, slot), value in zip(plan, args):
                 pack(value, rt, slot)
             if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
-                rt._check_staged(args)
+                rt._check_staged(args, self._args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
@@ -338,7 +350,7 @@ class ComputeGraph(_Launchable):
             values = self._values(args)
             self._pack(values, self._slots)
             if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
-                rt._check_staged(values)
+                rt._check_staged(values, self._args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
@@ -379,7 +391,7 @@ class BoundLaunch:
         self._packed = packed
         self._runtime = entry._runtime
         self._values = values  # foreign arrays replaced by their ndarrays
-        self._given = given  # the arrays themselves: the ndarrays made for them do not hold them
+        self._given = [_held(v) for v in given]  # the arrays themselves: the ndarrays made for them do not hold them
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
@@ -433,7 +445,7 @@ class BoundLaunch:
         bound = _bindable_value(entry, entry._args[index], value)
         entry._packers[index](bound, self._runtime, self._packed.slots[index])
         self._values[index] = bound
-        self._given[index] = value
+        self._given[index] = _held(value)
         self._refresh()
 
     def __repr__(self) -> str:

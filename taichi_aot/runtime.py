@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _dlpack, capi
+from . import _cuda, _dlpack, _foreign, capi
 from ._foreign import ForeignCache, check_others, check_staged, host_array, lazy_view, on_cuda, why_copy
 from ._lifetime import Child, Owned
+from ._native import ffi
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
     ArgumentTypeError,
@@ -47,9 +48,13 @@ from .ndarray import NdArray
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Mapping, Sequence
 
+    from .metadata import ArgInfo
     from .ndarray import DTypeLike, HostAccess
 
 __all__ = ["ARCH_PREFERENCE", "Runtime", "best_arch", "resolve_arch"]
+
+#: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
+_HELD_LIMIT = 64
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -222,18 +227,19 @@ class Runtime:
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
         self._ensure_open()
-        capi.wait(self._handle)
-        if self._cuda_stream:
-            _cuda.stream_synchronize(self._cuda_stream)
+        self._drain()
         self._foreign.release()
 
     def _sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
         if self._pending[0]:
-            capi.wait(self._handle)
-            if self._cuda_stream:
-                _cuda.stream_synchronize(self._cuda_stream)
+            self._drain()
             self._foreign.release()
+
+    def _drain(self) -> None:
+        capi.wait(self._handle)
+        if self._cuda_stream:
+            _cuda.stream_synchronize(self._cuda_stream)
 
     @property
     def allow_array_copies(self) -> bool:
@@ -490,14 +496,21 @@ class Runtime:
         if iface is not None or (self._arch == Arch.CUDA and on_cuda(value)):
             key_cuda: tuple[Any, ...] = (id(value), iface["data"][0] if iface else None, elem_ndim)
             entry = cache.entries.get(key_cuda)  # the hot path: one lookup
+            held = cache.held  # the arrays queued kernels may read, held until the runtime is waited for
             if entry is not None and not entry[0].closed:
-                entry[2] = value  # held until the runtime is waited for
+                held[id(value)] = held.pop(id(value), value)  # most recent last
                 return entry[0]
+            if len(held) >= _HELD_LIMIT:  # many arrays since the last wait: wait now, keep the newest (this
+                if self._pending[0]:  # launch's other arguments are among them, not yet enqueued)
+                    self._drain()
+                cache.release(keep=_foreign.CACHE_SIZE)
             found = self._cuda_ndarray(value, elem_ndim, None, what, weak=True)
-            cache.put(key_cuda, value, found, True)
+            cache.put(key_cuda, value, found)
+            cache.held[id(value)] = value
             return found
         a = host_array(value, what)
-        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
+        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim,
+                                a.flags.writeable)
         nd = cache.get(key)
         if nd is not None:
             return nd
@@ -507,7 +520,7 @@ class Runtime:
                 raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
             if a.flags.writeable:  # staged, and written back after the launch: not cached
                 try:
-                    nd = check_staged(a, what, self._copy_back)
+                    nd = check_staged(a, min(elem_ndim, a.ndim), what, self._copy_back)
                 except InvalidArgumentError:
                     self._discard_staged()
                     raise
@@ -519,17 +532,19 @@ class Runtime:
         # shared: the cache holds ``value`` weakly (x64 kernels have run when the launch returns), so the
         # ndarray holds nothing of it where ``value`` can be referenced weakly
         nd = self._from_host(a, min(elem_ndim, a.ndim), False, None, what, owner=None)
-        ref = cache.put(key, value, nd, False)
+        ref = cache.put(key, value, nd)
         if ref is None:  # held by the cache instead: give the ndarray its owner, as ndarray_from does
             nd._memory._host = a
         elif value.__class__ is np.ndarray:  # the common case, found again by _arguments without this call
-            cache.put_numpy(value, ref, elem_ndim, nd)
+            # the address as a bare pointer (ffi.from_buffer's own result would hold the array)
+            cache.put_numpy(value, ref, elem_ndim, nd, ffi.cast("char *", ffi.from_buffer(value)))
         return nd
 
-    def _check_staged(self, values: Sequence[Any]) -> None:
-        """Before a launch with staged copies: refuse arguments whose memory overlaps a staged array."""
+    def _check_staged(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
+        """Before a launch with staged copies: refuse ndarray arguments whose memory overlaps a staged array."""
         try:
-            check_others(values, self._copy_back, self._lent_span)
+            arrays = [v for v, spec in zip(values, specs) if spec.kind == "ndarray"]
+            check_others(arrays, self._copy_back, self._lent_span)
         except InvalidArgumentError:
             self._discard_staged()
             raise

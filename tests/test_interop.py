@@ -197,6 +197,32 @@ def test_the_cache_of_arguments_keeps_no_array_alive(rt, arch, modules):
         assert ref() is not None and ref().tolist() == [1.0] * 8
 
 
+def test_a_cached_argument_whose_memory_changed(rt, arch, modules):
+    mod = rt.load_module(modules.path(arch))
+    add, accumulate, scale = mod.kernels["add"], mod.kernels["accumulate"], mod.kernels["scale_vec3"]
+    y = np.ones(1 << 12, np.float32)
+    z = np.zeros(1 << 12, np.float32)
+    add(z, y, 1.0)
+    z.__setstate__((1, z.shape, z.dtype, False, np.zeros_like(z).tobytes()))  # new memory, same array
+    others = [np.full(1 << 12, 7, np.float32) for _ in range(4)]  # may take the freed memory
+    add(z, y, 1.0)
+    rt.wait()
+    assert z[0] == 1.0 and z[-1] == 1.0 and all((o == 7).all() for o in others)
+    z.flags.writeable = False  # read-only now: copied, no longer written
+    add(z, y, 1.0)
+    rt.wait()
+    assert z[0] == 1.0
+    rows = np.ones((8, 3), np.float32)[::2]  # staged; one of its rows, by value, is no clash
+    scale(rows, rows[1])
+    rt.wait()
+    assert rows.tolist() == [[float(k)] * 3 for k in (1, 2, 3, 4)]
+    total = np.zeros((), np.float32)
+    a = np.arange(6, dtype=np.float32)[::2] if arch == Arch.X64 else np.arange(3, dtype=np.float32)  # staged
+    with pytest.raises(InvalidArgumentError, match="shares memory"):  # one array as two kinds of argument
+        accumulate(total, a, a)
+    assert a.tolist() == [0.0, 2.0, 4.0] if arch == Arch.X64 else a.tolist() == [0.0, 1.0, 2.0]
+
+
 def test_bad_foreign_input_is_typed(rt, arch, modules):
     add = rt.load_module(modules.path(arch)).kernels["add"]
     y = np.ones(8, np.float32)

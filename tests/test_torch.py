@@ -78,6 +78,21 @@ def test_tensors_whose_memory_does_not_hold_their_values(torch, rt, arch, module
     assert same.tolist() == [2.0] * 8
 
 
+def test_a_bound_launch_keeps_the_storage_it_was_given(torch, rt, arch, modules):
+    add = rt.load_module(modules.path(arch)).kernels["add"]
+    t = torch.zeros(1 << 12)
+    if arch != Arch.X64:  # bound launches share tensors on CPU backends only; elsewhere they would copy once
+        with pytest.raises(InvalidArgumentError, match="bound launch would copy"):
+            add.bind(t, torch.ones(1 << 12), 1.0)
+        return
+    bound = add.bind(t, torch.ones(1 << 12), 1.0)
+    t.data = torch.zeros(1 << 12)  # other memory for the tensor; its old storage is still the bound launch's
+    others = [torch.full((1 << 12,), 7.0) for _ in range(8)]
+    bound()
+    rt.wait()
+    assert all(bool((o == 7).all()) for o in others) and float(t[0]) == 0.0
+
+
 def test_ndarray_from_a_tensor(torch, rt, arch):
     t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
     nd = rt.ndarray_from(t)
