@@ -25,7 +25,8 @@ from .ndarray import NdArray
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-__all__ = ["ForeignCache", "byte_span", "host_array", "lazy_view", "on_cuda", "overlaps_itself", "why_copy"]
+__all__ = ["CACHE_SIZE", "ForeignCache", "byte_span", "check_others", "check_staged", "host_array", "on_cuda",
+           "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
@@ -46,18 +47,20 @@ def on_cuda(obj: Any) -> bool:
         return False
 
 
-def lazy_view(obj: Any) -> str:
-    """torch's lazily negated or conjugated tensors (``x.conj().imag``, ``x._neg_view()``): their memory holds
-    the values before the operation, and DLPack does not say so. The name of the pending operation, or ''."""
+def refuse_lazy(obj: Any, what: str) -> None:
+    """Refuse torch's lazily negated or conjugated tensors (``x.conj().imag``, ``x._neg_view()``): their memory
+    holds the values before the operation, and DLPack does not say so."""
     for bit in ("neg", "conj"):
         test = getattr(obj, "is_" + bit, None)
-        if test is not None:
-            try:
-                if test() is True:
-                    return bit
-            except Exception:  # not torch's method: nothing pending
-                continue
-    return ""
+        if test is None:
+            continue
+        try:
+            pending = test() is True
+        except Exception:  # not torch's method: nothing pending
+            continue
+        if pending:
+            raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds "
+                                    f"the values before the {bit}): call .resolve_{bit}() first")
 
 
 def host_array(obj: Any, what: str) -> np.ndarray:
@@ -69,10 +72,7 @@ def host_array(obj: Any, what: str) -> np.ndarray:
         return obj
     if isinstance(obj, _SCALARS):
         raise ArgumentTypeError(f"{what}: a {type(obj).__name__} is not an array (pass np.array(value))")
-    bit = lazy_view(obj)
-    if bit:
-        raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds the "
-                                f"values before the {bit}): call .resolve_{bit}() first")
+    refuse_lazy(obj, what)
     if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
         try:
             return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
@@ -196,9 +196,9 @@ class ForeignCache:
 
     def release(self, keep: int = 0) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""
-        held = self.held
-        self.held = dict(list(held.items())[-keep:]) if keep else {}
-        held.clear()  # an array collected now leaves ``entries`` in its callback
+        kept = list(self.held.items())[-keep:] if keep else []
+        self.held.clear()  # an array collected now leaves ``entries`` in its callback
+        self.held.update(kept)
 
 
 def check_staged(a: np.ndarray, elem_ndim: int, what: str,

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
 __all__ = [
-    "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "convert_checked", "data_type",
+    "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
+    "data_type",
 ]
 
 # DLPack device types (dlpack.h: kDLCPU, kDLCUDA, kDLVulkan)
@@ -338,7 +339,7 @@ class NdArray:
             ArgumentTypeError: ``copy`` is not None or a bool, ``dtype`` is not a dtype.
         """
         self._ensure_open()
-        _check_copy(copy, "__array__")
+        check_copy(copy, "__array__")
         try:
             target = np.dtype(dtype) if dtype is not None else self._dtype
         except TypeError as e:
@@ -394,7 +395,7 @@ class NdArray:
             ArgumentTypeError: ``max_version`` or ``dl_device`` is not a pair of ints, ``copy`` not a bool.
         """
         self._ensure_open()
-        _check_copy(copy, "__dlpack__")
+        check_copy(copy, "__dlpack__")
         own = self.__dlpack_device__()
         target = own if dl_device is None else _int_pair(dl_device, "dl_device")
         versioned = max_version is not None and _int_pair(max_version, "max_version") >= _dlpack.VERSION
@@ -591,7 +592,8 @@ class NdArray:
         return f"<NdArray shape={self._shape}{elem} dtype={self._dtype} on {self._runtime.arch.name} ({state})>"
 
 
-def _check_copy(copy: Any, what: str) -> None:
+def check_copy(copy: Any, what: str) -> None:
+    """numpy 2's ``copy`` argument: None, True or False, nothing else (typed error)."""
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"{what}: copy must be None, True or False, got {copy!r}")
 

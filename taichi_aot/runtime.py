@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _cuda, _dlpack, _foreign, capi
-from ._foreign import ForeignCache, check_others, check_staged, host_array, lazy_view, on_cuda, why_copy
+from ._arguments import array_like
+from ._foreign import ForeignCache, check_others, check_staged, host_array, on_cuda, refuse_lazy, why_copy
 from ._lifetime import Child, Owned
 from ._native import ffi
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
@@ -43,7 +44,7 @@ from .image import Image, Sampler
 from .launch import LaunchSequence
 from .memory import Memory
 from .module import AotModule
-from .ndarray import NdArray
+from .ndarray import NdArray, check_copy
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Mapping, Sequence
@@ -404,8 +405,7 @@ class Runtime:
                 a bad ``elem_ndim``.
         """
         self._ensure_open()
-        if copy is not None and copy is not True and copy is not False:
-            raise ArgumentTypeError(f"ndarray_from: copy must be None, True or False, got {copy!r}")
+        check_copy(copy, "ndarray_from")
         if isinstance(elem_ndim, bool):
             raise ArgumentTypeError("ndarray_from: elem_ndim must be an int, got a bool")
         try:
@@ -430,7 +430,7 @@ class Runtime:
         split = a.ndim - elem_ndim
         why = why_copy(a, self._arch)
         if copy is False and why:
-            raise InvalidArgumentError(f"{what}(copy=False): {why}" if what == "ndarray_from" else f"{what}: {why}")
+            raise InvalidArgumentError(f"{what}(copy=False): {why}")
         if copy or why:
             nd = NdArray(self, a.shape[:split], dtype, a.shape[split:], host_access=host_access)
             nd.from_numpy(a)
@@ -446,10 +446,7 @@ class Runtime:
         A read-only flag (JAX marks its immutable buffers so) makes no copy: the C-API records no argument
         access, so it cannot tell an input from an output, and inputs are what such arrays are for.
         ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument cache)."""
-        bit = lazy_view(obj)
-        if bit:
-            raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds the "
-                                    f"values before the {bit}): call .resolve_{bit}() first")
+        refuse_lazy(obj, what)
         if hasattr(obj, "__cuda_array_interface__"):
             iface = obj.__cuda_array_interface__
             shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
@@ -506,9 +503,10 @@ class Runtime:
                 cache.release(keep=_foreign.CACHE_SIZE)
             found = self._cuda_ndarray(value, elem_ndim, None, what, weak=True)
             cache.put(key_cuda, value, found)
-            cache.held[id(value)] = value
+            held[id(value)] = value
             return found
         a = host_array(value, what)
+        dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim,
                                 a.flags.writeable)
         nd = cache.get(key)
@@ -520,18 +518,18 @@ class Runtime:
                 raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
             if a.flags.writeable:  # staged, and written back after the launch: not cached
                 try:
-                    nd = check_staged(a, min(elem_ndim, a.ndim), what, self._copy_back)
+                    nd = check_staged(a, dims, what, self._copy_back)
                 except InvalidArgumentError:
                     self._discard_staged()
                     raise
                 if nd is None:
-                    nd = self._from_host(a, min(elem_ndim, a.ndim), True, None, what)
+                    nd = self._from_host(a, dims, True, None, what)
                     self._copy_back.append((nd, a, what))
                 return nd
-            return self._from_host(a, min(elem_ndim, a.ndim), True, None, what)
+            return self._from_host(a, dims, True, None, what)
         # shared: the cache holds ``value`` weakly (x64 kernels have run when the launch returns), so the
         # ndarray holds nothing of it where ``value`` can be referenced weakly
-        nd = self._from_host(a, min(elem_ndim, a.ndim), False, None, what, owner=None)
+        nd = self._from_host(a, dims, False, None, what, owner=None)
         ref = cache.put(key, value, nd)
         if ref is None:  # held by the cache instead: give the ndarray its owner, as ndarray_from does
             nd._memory._host = a
@@ -553,8 +551,7 @@ class Runtime:
         """The host memory a kernel argument lends the kernel directly (see _foreign.check_others)."""
         if isinstance(value, NdArray):
             return value._memory._host_span()
-        if self._arch not in CPU_ARCHS or not (isinstance(value, np.ndarray) or hasattr(value, "__dlpack__")
-                                               or hasattr(value, "__array_interface__")):
+        if self._arch not in CPU_ARCHS or not array_like(value):
             return None
         try:
             a = host_array(value, "")
