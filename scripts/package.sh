@@ -14,7 +14,7 @@ $py -m pip install -q -e '.[package]' >/dev/null
 $py -m build --sdist --wheel --outdir "$out/raw" . >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
 wheel=$(ls "$out"/raw/*.whl)
 sdist=$(ls "$out"/raw/*.tar.gz)
-# the library comes from the taichi wheel at run time: nothing of it is bundled
+# the wheel bundles libtaichi_c_api (taichi_aot/_lib): repairing leaves it as it is (its libX11 and libz are the system's)
 .venv/bin/auditwheel repair --plat "$(.venv/bin/auditwheel show "$wheel" | sed -n 's/.*"\(manylinux_[0-9]*_[0-9]*_x86_64\)".*/\1/p' | head -1)" \
   -w "$out" "$wheel" >"$out/repair.log" 2>&1 || { cat "$out/repair.log"; exit 1; }
 repaired=$(ls "$out"/*.whl)
@@ -27,7 +27,7 @@ rm -rf "$out/venv-wheel" && python3 -m venv "$out/venv-wheel"
 (cd "$out" && venv-wheel/bin/python -m taichi_aot demo --arch x64 --size 32 --steps 32 --out "$out/demo.png")
 # the sdist in a fresh venv: built from source, and its own tests run from the unpacked tree
 rm -rf "$out/venv-sdist" "$out/src" && python3 -m venv "$out/venv-sdist" && mkdir -p "$out/src"
-"$out/venv-sdist/bin/python" -m pip install -q "$sdist[test]"
+"$out/venv-sdist/bin/python" -m pip install -q "$sdist[test,build]"
 tar -xzf "$sdist" -C "$out/src"
 # PYTHONSAFEPATH: the tests and the processes they start import the installed package, not the source tree
 (cd "$out"/src/taichi_aot-*/ && PYTHONSAFEPATH=1 "$out/venv-sdist/bin/python" -m pytest -q -p no:cacheprovider \

@@ -3,7 +3,7 @@
 # mypy on the package) and run the test suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test
 echo "test: ruff"
 .venv/bin/ruff check taichi_aot tests benchmarks build_ffi.py setup.py
 echo "test: mypy"

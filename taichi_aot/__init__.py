@@ -68,7 +68,7 @@ from .launch import BoundLaunch, ComputeGraph, Kernel, LaunchSequence
 from .memory import Memory, MemorySlice
 from .module import AotModule
 from .ndarray import NdArray
-from .runtime import Runtime
+from .runtime import Runtime, arch_for_module, best_arch
 
 __version__ = "0.1.0"
 
@@ -127,6 +127,8 @@ __all__ = [
     "WorkerTaskError",
     "WrongProcessError",
     "WrongThreadError",
+    "arch_for_module",
+    "best_arch",
     "capi",
     "enums",
     "errors",

@@ -4,7 +4,8 @@ Search order:
 
 1. ``TAICHI_C_API_INSTALL_DIR`` when set (and then nothing else: an explicit
    choice that does not work is an error, not a reason to pick another library);
-2. the ``c_api`` folder of every installed ``taichi`` wheel on ``sys.path``
+2. the copy bundled in this package (``taichi_aot/_lib``, put there by the build: ``_bundle.py``);
+3. the ``c_api`` folder of every installed ``taichi`` wheel on ``sys.path``
    (``taichi/_lib/c_api``), found without importing ``taichi``.
 
 The first library that loads and reports a compatible C-API version wins.
@@ -28,6 +29,7 @@ from typing import Any, NamedTuple
 
 import cffi
 
+from ._bundle import BUNDLE_DIR
 from ._native import ffi, lib
 from .enums import Error
 from .errors import make_error, take_last_error
@@ -51,7 +53,7 @@ class LibraryInfo(NamedTuple):
     path: str  # the shared library file
     install_dir: str  # the folder holding lib/, include/, runtime/
     version: int  # what ti_get_version() reported
-    source: str  # where it was found: "TAICHI_C_API_INSTALL_DIR" or "taichi wheel"
+    source: str  # where it was found: "TAICHI_C_API_INSTALL_DIR", "bundled" or "taichi wheel"
 
 
 def format_version(version: int) -> str:
@@ -70,6 +72,9 @@ def candidate_dirs() -> list[tuple[str, str]]:
     if explicit:
         return [("TAICHI_C_API_INSTALL_DIR", os.path.abspath(os.path.expanduser(explicit)))]
     found: list[tuple[str, str]] = []
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), BUNDLE_DIR)
+    if os.path.isdir(bundled):
+        found.append(("bundled", bundled))
     try:
         spec = importlib.util.find_spec("taichi")  # locates the package without running it
     except (ImportError, ValueError):
@@ -109,7 +114,8 @@ def load() -> LibraryInfo:
     attempts: list[str] = []
     candidates = candidate_dirs()
     if not candidates:
-        attempts.append(f"no taichi wheel found on sys.path (pip install taichi=={TAICHI_RELEASE})")
+        attempts.append(f"no bundled copy (this build was made with TAICHI_AOT_BUNDLE=0) and no taichi wheel on "
+                        f"sys.path (pip install taichi=={TAICHI_RELEASE})")
     error = ffi.new("char[]", 1024)
     for source, install_dir in candidates:
         path = library_file(install_dir)
@@ -119,7 +125,11 @@ def load() -> LibraryInfo:
         _prepare_environment(install_dir)
         missing = lib.taichi_aot_load(os.fsencode(path), error, len(error))
         if missing < 0:
-            attempts.append(f"{source}: {path}: cannot be loaded: {ffi.string(error).decode('utf-8', 'replace')}")
+            said = ffi.string(error).decode("utf-8", "replace")
+            hint = ""
+            if "libX11" in said:
+                hint = " (the library needs libX11: apt-get install libx11-6, dnf install libX11)"
+            attempts.append(f"{source}: {path}: cannot be loaded: {said}{hint}")
             continue
         if not lib.taichi_aot_has_symbol(b"ti_get_version"):
             attempts.append(f"{source}: {path}: not a Taichi C-API library (no ti_get_version)")
@@ -138,8 +148,9 @@ def load() -> LibraryInfo:
         "taichi_aot could not load a compatible libtaichi_c_api "
         f"(built against C-API {HEADER_VERSION}, the headers of Taichi {TAICHI_RELEASE}). Searched:\n  "
         + "\n  ".join(attempts)
-        + f"\nInstall the taichi wheel (pip install taichi=={TAICHI_RELEASE}) or set TAICHI_C_API_INSTALL_DIR "
-        "to a Taichi C-API install folder (the one holding lib/ and runtime/)."
+        + "\nReinstall taichi_aot from a wheel that bundles the library, install the taichi wheel "
+        f"(pip install taichi=={TAICHI_RELEASE}), or set TAICHI_C_API_INSTALL_DIR to a Taichi C-API install folder "
+        "(the one holding lib/ and runtime/)."
     )
 
 

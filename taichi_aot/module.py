@@ -70,10 +70,12 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
     else:
         raise ArgumentTypeError(f"load_module: expected a path or bytes, got {type(source).__name__}")
     what = path if path is not None else f"<{len(data or b'')} bytes>"
-    # read the metadata before C sees the module: corrupt input raises here
-    meta = metadata.read_module(data if data is not None else path)  # type: ignore[arg-type]  # one is set
-    metadata.check_compatible(meta, runtime._arch, capi.library.version, _probe.host_cpu_arch(),
-                              path if path is not None else "<bytes>")
+    # read the metadata before C sees the module: corrupt input raises here. A multi-arch module gives the
+    # bytes of the part for this runtime's arch.
+    loadable, meta, part = metadata.open_module(data if data is not None else path, runtime._arch, what)  # type: ignore[arg-type]
+    if part is not None:
+        data, path, what = loadable, None, f"{what} ({part} part)"  # type: ignore[assignment]
+    metadata.check_compatible(meta, runtime._arch, capi.library.version, _probe.host_cpu_arch(), what)
     rt = runtime._handle
     if runtime._arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _dlpack, _foreign, capi
+from . import _cuda, _dlpack, _foreign, capi, metadata
 from ._arguments import array_like
 from ._foreign import ForeignCache, check_others, check_staged, host_array, on_cuda, refuse_lazy, why_copy
 from ._lifetime import Child, Owned
@@ -35,6 +35,7 @@ from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, Ima
 from .errors import (
     ArgumentTypeError,
     ClosedError,
+    IncompatibleModuleError,
     InvalidArgumentError,
     NotSupportedError,
     WrongProcessError,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
     from .ndarray import DTypeLike, HostAccess
 
-__all__ = ["ARCH_PREFERENCE", "Runtime", "best_arch", "resolve_arch"]
+__all__ = ["ARCH_PREFERENCE", "Runtime", "arch_for_module", "best_arch", "resolve_arch"]
 
 #: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
 _HELD_LIMIT = 64
@@ -76,6 +77,37 @@ def best_arch() -> Arch:
     if usable:
         return usable[0]
     raise NotSupportedError("no Taichi backend can create a runtime on this machine")
+
+
+def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Arch:
+    """The fastest backend that both this machine and the module ``source`` have (order as :func:`best_arch`;
+    ``TAICHI_AOT_ARCH`` chooses among them).
+
+    Raises:
+        IncompatibleModuleError: none of the archs the module holds works here (the message says why each not).
+        MissingFileError, CorruptedDataError: as :meth:`Runtime.load_module`.
+    """
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
+    meta = metadata.read_module(source)
+    status = capi.arch_status()
+    usable = [a for a in ARCH_PREFERENCE if a in meta.archs and a in status and status[a].available]
+    chosen = os.environ.get("TAICHI_AOT_ARCH", "").strip().upper()
+    for arch in usable:
+        if arch.name == chosen:
+            return arch
+    for arch in usable:
+        if not status[arch].software:
+            return arch
+    if usable:
+        return usable[0]
+    where = os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"
+    why = "; ".join(f"{a.name.lower()}: {status[a].reason if a in status else 'unknown here'}" for a in meta.archs)
+    raise IncompatibleModuleError(
+        f"module {where} runs on {', '.join(a.name.lower() for a in meta.archs) or 'no known arch'}, and none of them "
+        f"works on this machine ({why or 'nothing recorded'}); rebuild it for a backend this machine has "
+        f"(python -m taichi_aot archs lists them) with python -m taichi_aot build FILE.py --arch ..."
+    )
 
 
 def resolve_arch(arch: Arch | int | str | None) -> Arch:
@@ -588,11 +620,25 @@ class Runtime:
         return Sampler(self, **kwargs)
 
     def load_module(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> AotModule:
-        """Load an AOT module from a folder, a ``.tcm`` file or ``.tcm`` bytes (every arch).
+        """Load an AOT module from a folder, a ``.tcm`` file, ``.tcm`` bytes, or a multi-arch module file (the
+        part for this runtime's arch), on every arch.
 
         See :class:`~taichi_aot.module.AotModule` for what is checked and raised.
         """
         return AotModule(self, source)
+
+    @classmethod
+    def for_module(cls, source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+                   device_index: int = 0) -> Runtime:
+        """A runtime on the fastest backend that both this machine and the module have::
+
+            with Runtime.for_module("physics.tcm") as rt:
+                mod = rt.load_module("physics.tcm")
+
+        Raises:
+            IncompatibleModuleError: no arch the module holds works here.
+        """
+        return cls(arch_for_module(source), device_index)
 
     # -- closing --------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ PACKAGE = os.path.join(ROOT, "taichi_aot")
 #: The rooms from the ground up. A room may import from its own layer's rooms (no circle) and from
 #: any layer below it, never from one above. A new module must be given a place here.
 LAYERS: list[set[str]] = [
-    {"_native", "_cdef"},  # the compiled extension and the build's header reader
+    {"_native", "_cdef", "_bundle"},  # the compiled extension, the build's header reader and bundled library
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output

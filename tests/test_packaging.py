@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -16,6 +18,15 @@ def test_wheel_and_sdist(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     wheels = [p.name for p in out.glob("*.whl")]
     assert len(wheels) == 1 and "-cp39-abi3-manylinux_" in wheels[0], wheels  # one wheel for CPython >= 3.9
+    # the library rides along unchanged: the repair touched neither it nor its name, and the wheel stays small
+    library = "taichi_aot/_lib/lib/libtaichi_c_api.so"
+    digests = []
+    for path in (out / wheels[0], *(out / "raw").glob("*.whl")):
+        with zipfile.ZipFile(path) as z:
+            digests.append(hashlib.sha256(z.read(library)).hexdigest())
+            assert "taichi_aot/_lib/LICENSE" in z.namelist() and not any(".libs/" in n for n in z.namelist())
+    assert len(digests) == 2 and digests[0] == digests[1]
+    assert (out / wheels[0]).stat().st_size < 30 << 20
     audit = json.loads((out / "abi3audit.txt").read_text().strip().splitlines()[-1])
     [(_, spec)] = audit["specs"].items()
     assert all(obj["result"]["is_abi3"] and not obj["result"]["non_abi3_symbols"] for obj in spec["wheel"])
@@ -24,7 +35,9 @@ def test_wheel_and_sdist(tmp_path):
     sdists = list(out.glob("*.tar.gz"))
     assert len(sdists) == 1
     listing = subprocess.run(["tar", "-tzf", str(sdists[0])], capture_output=True, text=True, check=True).stdout
-    for needed in ("LICENSE", "NOTICE", "tests/conftest.py", "tests/kernels.py", "tests/export_sample.py",
+    assert "taichi_aot/_lib/" not in listing  # an sdist fetches its own library when it is built
+    for needed in ("LICENSE", "NOTICE", "taichi_aot/cli/demo.tcm", "taichi_aot/_bundle.py", "setup.py",
+                   "tests/conftest.py", "tests/kernels.py", "tests/export_sample.py",
                    "tests/data/cdef.txt", "include/taichi/taichi_core.h", "taichi_aot/_csrc/launch.c",
                    "taichi_aot/cli/bench_driver.c", "taichi_aot/py.typed", "taichi_aot/_native.pyi"):
         assert needed in listing, needed

@@ -1,40 +1,113 @@
-"""The README runs as written: its kernel file, its build command and its quickstart, in that order."""
+"""The README runs as written, in a fresh venv holding only the wheel of this checkout (no Taichi).
+
+Every fenced block, in order, in one folder: the Python file it introduces with "say in `NAME.py`" is
+written there; each ``python -m taichi_aot`` line of a shell block runs (``build`` with this checkout's
+Taichi, the rest in the fresh venv, and ``pip install`` lines are what the venv was made with); every other
+Python block runs as a program in the fresh venv, and where a line ends in ``# [..]`` or ``# <values>``
+after a ``print``, the program prints exactly that. A block whose first line is ``# needs: ...`` runs where
+those are: ``torch`` (installed into the venv where the interop extra is installed here), ``cuda``, ``jax``.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
 import subprocess
 import sys
 
-from conftest import require_arch
-from taichi_aot import Arch
+import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT, require_arch
+from taichi_aot import Arch, capi
+
+_BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.S)
+_FILE = re.compile(r"say in `(\w+\.py)`:\s*$")
 
 
-def _readme() -> str:
+def _blocks() -> list[tuple[str, str, str | None]]:
+    """(language, code, file name it is introduced as, if any) of every fenced block."""
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        return f.read()
+        text = f.read()
+    out = []
+    for m in _BLOCK.finditer(text):
+        before = text[: m.start()].rstrip().splitlines()[-1] if text[: m.start()].strip() else ""
+        named = _FILE.search(before)
+        out.append((m.group(1), m.group(2), named.group(1) if named else None))
+    return out
 
 
-def test_quickstart_runs_as_written(tmp_path):
+def _needs(code: str) -> list[str]:
+    first = code.splitlines()[0] if code.strip() else ""
+    return first.split(":", 1)[1].split() if first.startswith("# needs:") else []
+
+
+def _expected(code: str) -> list[str] | None:
+    """What the block says its prints print, word by word (brackets apart), or None."""
+    said = re.findall(r"print\(.*\)\s+# (.+)$", code, re.M)
+    return " ".join(said).replace("[", " [ ").replace("]", " ] ").split() if said else None
+
+
+def test_every_block_runs_as_written(fresh_venv, tmp_path):
+    require_arch(Arch.X64)
     require_arch(Arch.VULKAN)
-    text = _readme()
-    kernel_file = re.search(r"say in `(\w+\.py)`:\n\n```python\n(.*?)```", text, re.S)
-    assert kernel_file, "the README's kernel file block"
-    (tmp_path / kernel_file.group(1)).write_text(kernel_file.group(2))
-    build = re.search(r"```\n(python -m taichi_aot build [^\n]+)\n```", text)
-    assert build, "the README's build command"
-    argv = shlex.split(build.group(1))
-    proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "from taichi_aot import" in b]
-    quickstart = blocks[0]
-    proc = subprocess.run([sys.executable, "-c", quickstart], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    printed = re.search(r"print\(.*\)\s+# (\[.*\])", quickstart)
-    assert printed, "the quickstart says what it prints"
-    assert proc.stdout.split() == printed.group(1).split(), proc.stdout
+    cuda = capi.arch_status()[Arch.CUDA].available
+    available = {"cuda": cuda, "torch": importlib.util.find_spec("torch") is not None,
+                 "jax": cuda and importlib.util.find_spec("jax") is not None}
+    torch_installed = False
+    ran, skipped = [], []
+    for number, (lang, code, name) in enumerate(_blocks()):
+        if name:
+            (tmp_path / name).write_text(code)
+            continue
+        if lang == "sh":
+            for line in code.splitlines():
+                line = line.split("#")[0].strip()
+                if not line.startswith("python -m taichi_aot"):
+                    assert not line or line.startswith(("pip install", "python -m pip")), line
+                    continue
+                argv = shlex.split(line)[1:]
+                if argv[2] == "build" and cuda and "--arch" in argv:
+                    argv.insert(argv.index("--arch") + 1, "cuda")  # as the README says to where a GPU is
+                if argv[2] == "build":  # compiling needs Taichi: this checkout's
+                    proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True,
+                                          timeout=600)
+                else:
+                    proc = fresh_venv.run(argv, cwd=str(tmp_path))
+                assert proc.returncode == 0, (line, proc.stdout + proc.stderr)
+                ran.append(number)
+            continue
+        if lang != "python":
+            continue
+        missing = [n for n in _needs(code) if not available.get(n, False)]
+        if missing:
+            skipped.append((number, missing))
+            continue
+        if "torch" in _needs(code) and not torch_installed:
+            import torch
+
+            fresh_venv.install(f"torch=={torch.__version__.split('+')[0]}")  # the build installed here
+            torch_installed = True
+        script = tmp_path / f"block{number}.py"
+        script.write_text(code)
+        proc = fresh_venv.run([str(script)], cwd=str(tmp_path))
+        assert proc.returncode == 0, (code, proc.stdout + proc.stderr)
+        expected = _expected(code)
+        if expected is not None:
+            got = proc.stdout.replace("[", " [ ").replace("]", " ] ").split()
+            assert got == expected, (code, proc.stdout)
+        ran.append(number)
+    assert len(ran) >= 6, ran  # the build, quickstart, fast paths, pool, numpy (and torch where installed)
+    if not cuda:
+        assert len(skipped) == 1 and "cuda" in skipped[0][1], skipped  # only the CUDA block waits for a GPU
+
+
+def test_no_block_is_left_unchecked():
+    """Every Python block is a file, a program, or marked with what it needs; no other languages hide code."""
+    for lang, code, name in _blocks():
+        assert lang in ("python", "sh", "text"), (lang, code[:80])
+        if lang == "python" and not name:
+            compile(code, "<README block>", "exec")
+    with pytest.raises(StopIteration):  # the quickstart's program is the first one, before any fragment
+        next(c for lang, c, n in _blocks() if lang == "python" and not n and "Runtime" not in c and "Pool" not in c)

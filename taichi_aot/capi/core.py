@@ -36,6 +36,7 @@ from ..errors import (
     ArgumentTypeError,
     ClosedError,
     CorruptedDataError,
+    IncompatibleModuleError,
     InvalidArgumentError,
     InvalidStateError,
     MissingFileError,
@@ -506,6 +507,11 @@ def _check_module(source: str | bytes, arch: Arch, what: str) -> None:
         meta = metadata.read_module(source)
     except CorruptedDataError as e:
         raise CorruptedDataError(f"{what}: {e}") from None
+    if meta.parts:
+        raise IncompatibleModuleError(
+            f"{what}: a multi-arch module (parts: {', '.join(meta.parts)}); the C-API loads one plain module: "
+            "Runtime.load_module takes the part for its arch"
+        )
     metadata.check_compatible(meta, arch, _library.info.version, host_cpu_arch(), repr(source)[:200])
 
 

@@ -2,11 +2,12 @@
 
     archs             which backends work here, their devices and capabilities
     info MODULE       kernels, graphs and argument tables of a module (--json for JSON)
-    build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm)
+    build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm), or
+                      for several archs into one multi-arch module file
     stubs MODULE      write typed Python signatures (.pyi) for a module's kernels and graphs
     bench             launch cost, throughput, transfers and graphs against raw C and memcpy
-    demo              compile a reaction-diffusion module with Taichi, run it through
-                      taichi_aot on the best backend, print timings, write a PNG
+    demo              run a reaction-diffusion module (shipped precompiled; --compile builds it with
+                      Taichi) through taichi_aot on the best backend, print timings, write a PNG
     sweep             a Gray-Scott parameter map: one simulation per (F, k) pair, spread over a
                       pool of workers (local processes or Ray), written as one PNG mosaic
 
@@ -103,7 +104,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     version = ".".join(map(str, info.version)) if info.version else "unknown"
     archs = info.arch.name.lower() if info.arch else "/".join(a.name.lower() for a in info.archs) or "unknown"
     print(f"module {args.module}")
-    print(f"  format {info.format} (Taichi {version}), loads on: {archs}")
+    if info.parts:
+        print(f"  multi-arch module (Taichi {version}), parts: {', '.join(info.parts)}; kernels as the "
+              f"{info.parts[0]} part records them")
+    else:
+        print(f"  format {info.format} (Taichi {version}), loads on: {archs}")
     if info.required_caps:
         print("  required capabilities: " + ", ".join(f"{k}={v}" for k, v in info.required_caps.items()))
     kernels = info.exported_kernels()
@@ -127,7 +132,8 @@ def _print_args(name: str, args: list, suffix: str = "") -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    """``build``: compile a Python file's exported kernels and graphs with Taichi (build.py)."""
+    """``build``: compile a Python file's exported kernels and graphs with Taichi, for one arch or several
+    (build.py)."""
     from .build import BuildError, build
 
     try:
@@ -135,12 +141,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
-    print(f"built {summary['out']} for {summary['arch']}: kernels {', '.join(summary['kernels']) or '(none)'}; "
-          f"graphs {', '.join(summary['graphs']) or '(none)'}")
-    if args.arch == "cuda":  # Taichi 1.7.4 can abort in its CUDA teardown at exit on multi-GPU hosts
-        sys.stdout.flush()  # (CUDA_ERROR_INVALID_CONTEXT in cuMemFreeAsync) after the module is written
-        sys.stderr.flush()
-        os._exit(0)
+    what = {"multi-arch": "a multi-arch module", "tcm": "a .tcm archive", "folder": "a module folder"}[summary["kind"]]
+    print(f"built {summary['out']} ({what}) for {', '.join(summary['archs'])}: kernels "
+          f"{', '.join(summary['kernels']) or '(none)'}; graphs {', '.join(summary['graphs']) or '(none)'}")
     return 0
 
 
@@ -174,16 +177,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``demo``: the reaction-diffusion demo on the best (or the given) backend; writes a PNG."""
     import numpy as np
 
-    from .. import Runtime
-    from .cache import CompileError, taichi_module
+    from .. import Runtime, arch_for_module
+    from .cache import CompileError, demo_module
     from .png import colormap, write_png
 
-    with Runtime(args.arch) as rt:
+    arch_choice = args.arch if args.arch or args.compile else arch_for_module(demo_module(""))
+    with Runtime(arch_choice) as rt:
         arch = rt.arch.name.lower()
         print(f"demo: Gray-Scott reaction-diffusion, {args.size}x{args.size}, {args.steps} steps on {arch}")
         t0 = time.perf_counter()
         try:
-            path = taichi_module("demo", arch)
+            path = demo_module(arch, compile=args.compile)
         except CompileError as e:
             raise SystemExit(f"demo: {e}") from None
         t1 = time.perf_counter()
@@ -209,7 +213,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         image = colormap((v - v.min()) / max(float(v.max() - v.min()), 1e-6))
         write_png(args.out, image)
         steps = launches * 16
-        print(f"  compile (Taichi, cached after the first run): {t1 - t0:.2f} s")
+        if args.compile:
+            print(f"  compile (Taichi, cached after the first run): {t1 - t0:.2f} s")
         print(f"  load module + allocate + seed:                {t2 - t1:.3f} s")
         print(f"  {steps} steps ({launches} graph launches):      {t3 - t2:.3f} s, "
               f"{steps / (t3 - t2):,.0f} steps/s, {(t3 - t2) / steps * 1e6:.1f} us/step")
@@ -219,15 +224,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sweep``: the Gray-Scott parameter map over a pool of workers (sweep.py); writes the mosaic PNG."""
-    from ..runtime import resolve_arch
-    from .cache import CompileError, taichi_module
+    from ..runtime import arch_for_module, resolve_arch
+    from .cache import demo_module
     from .sweep import run_sweep
 
-    arch = resolve_arch(args.arch).name.lower()
-    try:
-        module = taichi_module("demo", arch)
-    except CompileError as e:
-        raise SystemExit(f"sweep: {e}") from None
+    module = demo_module("")
+    arch = (resolve_arch(args.arch) if args.arch else arch_for_module(module)).name.lower()
     devices = [int(d) for d in args.devices.split(",")] if args.devices else None
     print(f"sweep: Gray-Scott parameter map, {args.grid}x{args.grid} simulations of {args.size}x{args.size}, "
           f"{args.steps} steps each, on {arch}")
@@ -307,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module",
                  check=_check_build)
     p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
-    p.add_argument("--arch", required=True, help="x64, arm64, cuda, vulkan, metal, opengl or gles")
-    p.add_argument("-o", "--out", required=True, help="output folder, or a file ending in .tcm")
+    p.add_argument("--arch", required=True, nargs="+",
+                   help="one or more of x64, arm64, cuda, vulkan, metal, opengl, gles (several: one multi-arch file)")
+    p.add_argument("-o", "--out", required=True,
+                   help="one arch: a folder, or a file ending in .tcm; several: the multi-arch module file")
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
     p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
@@ -328,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
     p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
     p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
+    p.add_argument("--compile", action="store_true",
+                   help="compile the demo's kernels with Taichi (the build extra) instead of the shipped module")
     p = _command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--workers", type=int, default=None,

@@ -17,7 +17,7 @@ from typing import Callable
 from .. import Arch, Runtime, capi
 from ..enums import CPU_ARCHS
 from .bench_row import Row
-from .cache import taichi_module
+from .cache import demo_module
 from .sweep import noop, params, simulate, warm_up
 
 #: Scaling efficiency a pool must reach on GPUs (one worker per device).
@@ -46,7 +46,7 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
 
     arch = rt.arch
     name = arch.name.lower()
-    module = taichi_module("demo", name)
+    module = demo_module(name)
     gpu = arch not in CPU_ARCHS
     size = 128 if quick else 256
     steps = (512 if quick else 4000) if gpu else (256 if quick else 1000)

@@ -1,6 +1,7 @@
 """The compile cache: things compiled on first use and kept, keyed by a digest of their source: Taichi
-modules for the demo and the benchmarks (``*_kernels.py`` here), and the raw C benchmark driver
-(``bench_driver.c``). The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
+modules for the benchmarks and for ``demo --compile`` (``*_kernels.py`` here), and the raw C benchmark driver
+(``bench_driver.c``). The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``. Also where the demo's
+precompiled module is (:func:`demo_module`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,37 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:12]
 
 
+#: The demo's module, compiled from demo_kernels.py for every arch the package ships it for.
+DEMO_MODULE = os.path.join(HERE, "demo.tcm")
+
+
+def demo_module(arch: str, compile: bool = False) -> str:
+    """The demo's module: the precompiled one shipped with the package (``arch`` "": whatever it holds), or built
+    anew with Taichi for ``arch`` (cached) when asked to (``compile``) or when the shipped one has no part for it."""
+    from ..metadata import read_module
+
+    if not compile and (not arch or arch in read_module(DEMO_MODULE).parts):
+        return DEMO_MODULE
+    from .build import BuildError, build
+
+    with open(os.path.join(HERE, "demo_kernels.py"), "rb") as f:
+        digest = _digest(f.read())
+    out = os.path.join(cache_dir(), f"demo-{arch}-{digest}")
+    if os.path.isfile(os.path.join(out, "__content__")):
+        return out
+    tmp = out + f".tmp{os.getpid()}"
+    try:
+        build(os.path.join(HERE, "demo_kernels.py"), [arch], tmp)
+    except BuildError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None
+    if not os.path.exists(out):
+        os.replace(tmp, out)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def taichi_module(kind: str, arch: str) -> str:
     """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
     source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
@@ -40,8 +72,7 @@ def taichi_module(kind: str, arch: str) -> str:
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
     tmp = out + f".tmp{os.getpid()}"
-    args = [arch, tmp] if kind == "demo" else ["build", arch, tmp]
-    proc = subprocess.run([sys.executable, source, *args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")

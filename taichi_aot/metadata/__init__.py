@@ -23,6 +23,7 @@ from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
 from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo
+from .multi import apply_names, part_for, parts_of
 from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
 
 # the archs that load a gfx module, in order of preference (Vulkan first)
@@ -50,13 +51,18 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
     Raises:
         IncompatibleModuleError: another backend family, another LLVM arch, or another Taichi minor version.
     """
+    way_out = (f": Runtime.for_module({where!r}) opens a backend the module runs on, or build one file for "
+               f"several with python -m taichi_aot build FILE.py --arch "
+               f"{meta.arch.name.lower() if meta.arch else 'vulkan'} {arch.name.lower()} -o FILE.tcm")
     if (meta.format == "llvm") != (arch in LLVM_ARCHS):
-        built = "an LLVM backend (x64/CUDA)" if meta.format == "llvm" else "a gfx backend (Vulkan/Metal/OpenGL)"
-        raise IncompatibleModuleError(f"module {where} was compiled for {built}; this runtime is {arch.name}")
+        built = (f"{meta.arch.name if meta.arch else 'an LLVM backend'} (LLVM code)" if meta.format == "llvm"
+                 else "a gfx backend (Vulkan, Metal, OpenGL)")
+        raise IncompatibleModuleError(f"module {where} was compiled for {built}; this runtime is {arch.name}{way_out}")
     if meta.arch is not None and meta.arch != arch and not (
         meta.arch in CPU_ARCHS and arch in CPU_ARCHS and meta.arch == host_cpu
     ):
-        raise IncompatibleModuleError(f"module {where} was compiled for {meta.arch.name}; this runtime is {arch.name}")
+        raise IncompatibleModuleError(f"module {where} was compiled for {meta.arch.name}; this runtime is "
+                                      f"{arch.name}{way_out}")
     wanted = library_version // 1000  # e.g. 1007 for Taichi 1.7.x
     if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
         have = ".".join(map(str, meta.version))
@@ -66,18 +72,50 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
         )
 
 
-def read_module(source: str | bytes | os.PathLike) -> ModuleInfo:
+def read_module(source: str | bytes | os.PathLike, arch: Arch | None = None) -> ModuleInfo:
     """Read a module's metadata from a folder, a ``.tcm`` path or ``.tcm`` bytes.
+
+    A multi-arch module (:mod:`.multi`) is described by one of its parts: the one for ``arch``, or, with no
+    arch, the first in order of preference; ``parts`` lists them all and ``archs`` is every arch they load on.
 
     Raises:
         CorruptedDataError: anything that is not a well-formed Taichi 1.7 module.
         MissingFileError: no file or folder at the path.
+        IncompatibleModuleError: a multi-arch module without a part for ``arch``.
     """
+    return open_module(source, arch)[1]
+
+
+def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None,
+                where: str = "") -> tuple[str | bytes | os.PathLike, ModuleInfo, str | None]:
+    """``(what to load, its metadata, part name)``: ``source`` itself for a plain module (part None), the bytes
+    of the part for ``arch`` (or the preferred part) for a multi-arch module. See :func:`read_module`."""
     src = _Source(source)
     try:
-        return _read(src)
+        parts = parts_of(src)
+        if parts is None:
+            return source, _read(src), None
+        name = next(iter(parts)) if arch is None else None
+        member = parts[name] if name is not None else part_for(parts, arch, where or _where(source))  # type: ignore[arg-type]
+        data = src.read(member, MAX_METADATA_BYTES)
+        assert data is not None
     finally:
         src.close()
+    part = _Source(data)
+    try:
+        if parts_of(part) is not None:
+            raise CorruptedDataError(f"the part {member!r} of a multi-arch module is not a plain module")
+        info = _read(part)
+    finally:
+        part.close()
+    info.parts = tuple(parts)
+    loaders = {a for p in parts for a in ARCH_PREFERENCE if a.name.lower() == p}
+    info.archs = tuple(a for a in ARCH_PREFERENCE if a in loaders)
+    return data, info, name or next(p for p, m in parts.items() if m == member)
+
+
+def _where(source: object) -> str:
+    return os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"  # type: ignore[arg-type]
 
 
 def _read(src: _Source) -> ModuleInfo:
@@ -112,6 +150,7 @@ def _read(src: _Source) -> ModuleInfo:
         info.archs = (info.arch,) if info.arch is not None else ()
     if version is not None:
         info.version = version
+    apply_names(info, src)
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
     if content is not None:
@@ -144,6 +183,7 @@ __all__ = [
     "check_compatible",
     "extract_archive",
     "is_zip",
+    "open_module",
     "parse_text",
     "read_module",
 ]

@@ -85,6 +85,7 @@ class ModuleInfo:
     archs: tuple[Arch, ...] = ()  # the archs that can load the module
     internal: list[str] = field(default_factory=list)  # kernels compiled for graphs, not exported by name
     content: tuple[list[str], list[str]] | None = None  # (kernels, graphs) the module lists, when it does
+    parts: tuple[str, ...] = ()  # a multi-arch module's parts (arch names); this info describes one of them
 
     def exported_kernels(self) -> list[KernelInfo]:
         """The kernels the module exports by name (graph-internal copies left out)."""
@@ -96,6 +97,7 @@ class ModuleInfo:
             "format": self.format,
             "arch": self.arch.name.lower() if self.arch is not None else None,
             "archs": [a.name.lower() for a in self.archs],
+            "parts": list(self.parts),
             "taichi_version": ".".join(map(str, self.version)) if self.version else None,
             "required_caps": dict(self.required_caps),
             "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.exported_kernels()},

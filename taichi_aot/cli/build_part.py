@@ -1,0 +1,121 @@
+"""One arch of ``taichi-aot build``, in a child process: ``python build_part.py ARCH gfx|llvm FILE FOLDER [CAPS...]``.
+
+Run by path, never imported by the library: it imports Taichi and nothing of taichi_aot (one process never
+holds Taichi's runtime twice). It compiles what FILE exports (build.py's docstring gives the convention)
+into the module folder FOLDER and prints a summary line (kernels, graphs, each kernel's argument names);
+a failure is one ``taichi-aot: error: ...`` line on stderr and exit status 2.
+(No ``from __future__ import annotations`` here: the user's file may rely on Taichi reading annotations.)
+"""
+# mypy: ignore-errors
+# (Taichi ships no types)
+
+import importlib.util
+import json
+import os
+import sys
+
+SUMMARY = "taichi_aot-build-summary: "
+ERROR = "taichi-aot: error: "
+
+
+class BuildError(Exception):
+    """What went wrong, in words for the user."""
+
+
+def _import(source):
+    """Import the user's file as a module (its folder on ``sys.path`` meanwhile, for its own imports)."""
+    spec = importlib.util.spec_from_file_location("_taichi_aot_build_source", os.path.abspath(source))
+    if spec is None or spec.loader is None:
+        raise BuildError(f"cannot import {source}: not a Python file")
+    user = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(source)))
+    try:
+        spec.loader.exec_module(user)
+    except Exception as e:
+        raise BuildError(f"importing {source} failed: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.pop(0)
+    return user
+
+
+def argument_names(kernel):
+    """The names of a Taichi kernel's parameters that the compiled kernel takes (template ones are baked in)."""
+    primal = getattr(kernel, "_primal", None)
+    arguments = getattr(primal, "arguments", None)
+    if primal is None or arguments is None:
+        raise BuildError(f"{kernel!r} is not a Taichi kernel")
+    templates = set(getattr(primal, "template_slot_locations", ()) or ())
+    return [a.name for i, a in enumerate(arguments) if i not in templates]
+
+
+def build_part(source, arch, gfx, folder, caps):
+    """Compile ``source`` for ``arch`` into the module folder ``folder``; returns the summary."""
+    # Taichi 1.7.4 has no public way to find the kernels a file marks with @ti.aot.export: the
+    # decorators append records (.kernel, .name, .template_types) to the private list
+    # taichi.aot._export._aot_kernels, so we read what the import of the file added to it.
+    # The build extra's taichi==1.7.4 pin keeps the list where it is.
+    try:
+        import taichi as ti
+        from taichi.aot import _export
+    except ImportError as e:
+        raise BuildError(f"building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'): {e}") from None
+
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
+    got = ti.lang.impl.current_cfg().arch
+    if got != getattr(ti, arch):
+        raise BuildError(f"Taichi cannot target {arch} on this machine (it fell back to {got.name})")
+    before = len(_export._aot_kernels)  # private, see above
+    user = _import(source)
+    records = _export._aot_kernels[before:]  # what the file's @ti.aot.export decorators added
+    try:
+        graphs = user.export_graphs() if callable(getattr(user, "export_graphs", None)) else {}
+    except Exception as e:
+        raise BuildError(f"export_graphs() in {source} failed: {type(e).__name__}: {e}") from e
+    if not isinstance(graphs, dict):
+        raise BuildError("export_graphs() must return a dict of name -> compiled graph")
+    if not records and not graphs:
+        raise BuildError(f"{source} exports nothing: mark kernels with @ti.aot.export or define export_graphs()")
+    names = [r.name for r in records]
+    if len(set(names)) != len(names):
+        raise BuildError(f"two exported kernels share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    all_caps = list(caps) + list(getattr(user, "AOT_CAPS", []) or [])
+    module = ti.aot.Module(getattr(ti, arch), caps=all_caps if gfx else None)
+    for r in records:
+        try:
+            if r.template_types:
+                module.add_kernel(r.kernel, template_args=r.template_types, name=r.name)
+            else:
+                module.add_kernel(r.kernel, name=r.name)
+        except Exception as e:
+            hint = " (gfx backends may need --caps, e.g. spirv_has_int64 spirv_has_float64)" if gfx else ""
+            raise BuildError(f"Taichi could not compile kernel {r.name!r} for {arch}: {e}{hint}") from e
+    for name, graph in graphs.items():
+        try:
+            module.add_graph(name, graph)
+        except Exception as e:
+            raise BuildError(f"Taichi could not add graph {name!r}: {e}") from e
+    os.makedirs(folder, exist_ok=True)  # Taichi 1.7.4 needs the folder to exist (gfx)
+    module.save(folder)
+    return {"kernels": names, "graphs": list(graphs), "arch": arch, "taichi": ".".join(map(str, ti.__version__)),
+            "args": {r.name: argument_names(r.kernel) for r in records}}
+
+
+def main(argv):
+    arch, family, source, folder, *caps = argv
+    try:
+        summary = build_part(source, arch, family == "gfx", folder, caps)
+    except BuildError as e:
+        print(ERROR + str(e), file=sys.stderr)
+        code = 2
+    else:
+        print(SUMMARY + json.dumps(summary))
+        code = 0
+    # Taichi 1.7.4 can abort in its CUDA teardown at exit on multi-GPU hosts (CUDA_ERROR_INVALID_CONTEXT in
+    # cuMemFreeAsync) once the module is written: leave without it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

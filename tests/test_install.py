@@ -1,0 +1,95 @@
+"""taichi_aot as a user installs it: a wheel of this checkout in fresh venvs of CPython 3.9 and 3.13, with no
+Taichi: the bundled library, the demo from its shipped module, a multi-arch module built here loaded on x64
+and Vulkan with keyword arguments, Runtime.for_module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+
+from conftest import Venv, find_python, require_arch
+from taichi_aot import Arch
+
+PHYSICS = '''
+import taichi as ti
+
+
+@ti.aot.export
+@ti.kernel
+def step(x: ti.types.ndarray(dtype=ti.f32, ndim=1), dt: ti.f32):
+    for i in x:
+        x[i] = x[i] + dt * i
+'''
+
+USE = textwrap.dedent('''
+    import importlib.util, json, sys
+    import numpy as np
+    import taichi_aot
+    from taichi_aot import IncompatibleModuleError, Runtime, capi
+
+    out = {"taichi": importlib.util.find_spec("taichi") is not None, "library": capi.library.source,
+           "python": sys.version_info[:2], "results": {}}
+    for arch in ("x64", "vulkan"):
+        with Runtime(arch) as rt:
+            mod = rt.load_module("physics.tcm")
+            x = rt.ndarray((4,), np.float32)
+            mod.kernels["step"](x=x, dt=0.5)
+            rt.wait()
+            out["results"][arch] = x.to_numpy().tolist()
+            out["names"] = [a.name for a in mod.kernels["step"].signature]
+    with Runtime.for_module("physics.tcm") as rt:
+        out["for_module"] = rt.arch.name
+    with Runtime("vulkan") as rt:
+        try:
+            rt.load_module("x64_only")
+        except IncompatibleModuleError as e:
+            out["incompatible"] = str(e)
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def physics(tmp_path_factory) -> str:
+    """physics.tcm (x64 and Vulkan parts) and x64_only (a folder), built with this checkout's Taichi."""
+    folder = tmp_path_factory.mktemp("physics")
+    (folder / "physics.py").write_text(PHYSICS)
+    for archs, out in ((["x64", "vulkan"], "physics.tcm"), (["x64"], "x64_only")):
+        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", "physics.py", "--arch", *archs, "-o", out],
+                              cwd=folder, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return str(folder)
+
+
+@pytest.mark.parametrize("version", ["3.9", "3.13"])
+def test_the_wheel_runs_without_taichi(version, wheel, physics, tmp_path):
+    require_arch(Arch.X64)
+    require_arch(Arch.VULKAN)
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert "taichi_aot/_lib/lib/libtaichi_c_api.so" in names and "taichi_aot/_lib/LICENSE" in names
+    assert "taichi_aot/cli/demo.tcm" in names
+    venv = Venv(str(tmp_path / "venv"), find_python(version), wheel)
+    proc = venv.run(["-m", "taichi_aot", "demo", "--arch", "x64", "--size", "32", "--steps", "16", "--out", "d.png"],
+                    cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compile" not in proc.stdout and (tmp_path / "d.png").stat().st_size > 0  # the shipped module ran
+    (tmp_path / "use.py").write_text(USE)
+    proc = venv.run([str(tmp_path / "use.py")], cwd=physics)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["python"] == [int(p) for p in version.split(".")]
+    assert out["taichi"] is False and out["library"] == "bundled"
+    assert out["results"] == {"x64": [0.0, 0.5, 1.0, 1.5], "vulkan": [0.0, 0.5, 1.0, 1.5]}
+    assert out["names"] == ["x", "dt"]  # recorded by build on x64 too, where Taichi's metadata has none
+    assert out["for_module"] == "X64"  # Vulkan here is a software rasterizer: the CPU is faster
+    message = out["incompatible"]
+    assert "x64" in message and "Runtime.for_module" in message and "--arch x64 vulkan" in message, message
+    # building needs Taichi, which this venv lacks: one line saying how to get it
+    proc = venv.run(["-m", "taichi_aot", "build", "physics.py", "--arch", "x64", "-o", str(tmp_path / "m")],
+                    cwd=physics)
+    assert proc.returncode == 2 and "taichi_aot[build]" in proc.stderr, proc.stderr
