@@ -5,8 +5,10 @@
 # not part of this repository: it is expected at ../shared/tools/gpu-carry.sh beside the checkout;
 # .gpu/cache/ holds the modules compiled there (taichi_aot/cli/cache.py's cache, TAICHI_AOT_CACHE).
 # Usage there: [GPU_TESTS=SECONDS [GPU_TEST_ARGS="tests/test_cuda.py ..."]] [GPU_SWEEP="--arch cuda ..."]
-#   bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+#   [GPU_DEMO=1] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
 # GPU_SWEEP runs the sweep command with those arguments after the bench, its picture in OUT_DIR/sweep.png.
+# GPU_DEMO=1 compiles the demo's CUDA part (OUT_DIR/demo-cuda.tcm), which scripts/demo_module.sh joins to the
+# shipped taichi_aot/cli/demo.tcm (Taichi compiles for CUDA only where a GPU is).
 set -uo pipefail
 out=${1:?output folder}; shift
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -33,6 +35,9 @@ if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only wher
   (cd "$repo" && PYTHONPATH=$([ "$where" = /tmp ] && echo /tmp/site || echo "$repo:/tmp/site") PYTHONSAFEPATH=1 \
      timeout "${GPU_TESTS}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" ${GPU_TEST_ARGS:-tests} \
      > "$out/tests.txt" 2>&1; tail -15 "$out/tests.txt")
+fi
+if [ -n "${GPU_DEMO:-}" ]; then
+  python3 -m taichi_aot build "$repo/taichi_aot/cli/demo_kernels.py" --arch cuda -o "$out/demo-cuda.tcm" 2>&1 | tail -3
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"

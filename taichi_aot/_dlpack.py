@@ -78,21 +78,34 @@ _py.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 # exported tensors still alive, by address: (the structure, its shape array, the owner, the release)
 _live: dict[int, tuple[Any, Any, object, Callable[[], None] | None]] = {}
 _live_lock = threading.Lock()
+# set once the interpreter exits (shutting_down): from then on a consumer letting go of a tensor (JAX and torch
+# free theirs as their modules are torn down, after ours) releases nothing; the process is ending
+_state = {"exiting": False}
 
 
-def _delete(address: int | None) -> None:
+def shutting_down() -> None:
+    """Called as the interpreter exits, before runtimes close: deleters called from then on do nothing."""
+    _state["exiting"] = True
+
+
+# The callbacks take what they use as default arguments: at exit the interpreter clears this module's names
+# while consumers may still call them.
+def _delete(address: int | None, _live: dict = _live, _lock: Any = _live_lock, _state: dict = _state) -> None:
     """The deleter of every tensor exported here: drop what it held."""
-    if address is None:
+    if address is None or _state["exiting"]:
         return
-    with _live_lock:
+    with _lock:
         entry = _live.pop(address, None)
     if entry is not None and entry[3] is not None:
         entry[3]()
 
 
-def _capsule_gone(capsule: int | None) -> None:
+def _capsule_gone(capsule: int | None, _py: Any = _py, _names: tuple = (_NAME_V, _NAME), _delete: Any = _delete,
+                  _state: dict = _state) -> None:
     """A capsule of ours collected: unless a consumer took the tensor (and renamed it), delete it."""
-    for name in (_NAME_V, _NAME):
+    if _state["exiting"]:
+        return
+    for name in _names:
         if capsule and _py.PyCapsule_IsValid(capsule, name):
             _delete(_py.PyCapsule_GetPointer(capsule, name))
             return
@@ -101,6 +114,11 @@ def _capsule_gone(capsule: int | None) -> None:
 _DELETER = _Deleter(_delete)
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_capsule_gone)
 _DESTRUCTOR_ADDRESS = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value
+# consumers hold these function pointers until they let go, which may be after this module is torn down at exit:
+# the callbacks are never freed
+_py.Py_IncRef.argtypes = [ctypes.py_object]
+for _callback in (_DELETER, _DESTRUCTOR):
+    _py.Py_IncRef(_callback)
 
 
 def dl_dtype(dtype: np.dtype) -> DLDataType:
@@ -163,7 +181,7 @@ class Imported:
 
     def release(self) -> None:
         address, self._address = self._address, None
-        if address is not None and self._deleter:
+        if address is not None and self._deleter and not _state["exiting"]:  # at exit the producer may be gone
             self._deleter(address)
 
     def __del__(self) -> None:

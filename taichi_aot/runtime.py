@@ -665,5 +665,6 @@ class Runtime:
 
 @atexit.register
 def _close_open_runtimes() -> None:
+    _dlpack.shutting_down()
     for runtime in list(_open_runtimes):
         runtime.close()

@@ -137,7 +137,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import BuildError, build
 
     try:
-        summary = build(args.file, args.arch, args.out, args.caps)
+        prebuilt = {}
+        for item in args.with_parts:
+            arch, sep, module = item.partition("=")
+            if not sep or not module:
+                raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
+            prebuilt[arch] = module
+        summary = build(args.file, args.arch, args.out, args.caps, prebuilt)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
@@ -309,8 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module",
                  check=_check_build)
     p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
-    p.add_argument("--arch", required=True, nargs="+",
+    p.add_argument("--arch", nargs="+", default=[],
                    help="one or more of x64, arm64, cuda, vulkan, metal, opengl, gles (several: one multi-arch file)")
+    p.add_argument("--with", dest="with_parts", nargs="+", default=[], metavar="ARCH=MODULE",
+                   help="a module built elsewhere (folder or .tcm) as the part for ARCH, e.g. cuda=physics-cuda.tcm")
     p.add_argument("-o", "--out", required=True,
                    help="one arch: a folder, or a file ending in .tcm; several: the multi-arch module file")
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")

@@ -18,7 +18,9 @@ What is written (:mod:`taichi_aot.metadata.multi` describes the formats):
 * one arch: a module folder, or a ``.tcm`` archive when the output ends in ``.tcm``, as Taichi writes them,
   plus ``taichi_aot.json`` with the kernels' argument names (Taichi's loader never reads it);
 * several archs: one multi-arch module file at the path given, whatever its suffix, holding a ``.tcm``
-  per arch; ``Runtime.load_module`` takes the part for its arch.
+  per arch; ``Runtime.load_module`` takes the part for its arch. A part may also be a module built
+  elsewhere (``--with cuda=physics-cuda.tcm``: Taichi compiles for CUDA only where a GPU is); every part
+  must declare the same kernels and graphs with the same arguments.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 
 from .. import enums
+from ..errors import CorruptedDataError, MissingFileError
+from ..metadata import ModuleInfo, extract_archive, read_module
 from ..metadata.multi import FORMAT, SIDECAR
 
 #: Taichi's names (``ti.vulkan``, ...) of the gfx backends (enums.GFX_ARCHS), in order of preference.
@@ -73,9 +78,10 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str]) -> dict:
     errors = [ln for ln in said if ln.startswith(ERROR)]
     if errors:
         raise BuildError(errors[-1][len(ERROR):])
-    if summary is None and proc.returncode >= 0 and not said:
+    if summary is None and proc.returncode >= 0:
         raise BuildError(f"building {source} for {arch} ended (exit status {proc.returncode}) before a module was "
-                         "written: does the file call sys.exit() or os._exit()?")
+                         "written: does the file call sys.exit() or os._exit()?"
+                         + (f" It printed: {' | '.join(said[-3:])[-600:]}" if said else ""))
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
     raise BuildError(f"building {source} for {arch} failed ({how}): " + " | ".join(said[-5:])[-1500:])
 
@@ -110,41 +116,93 @@ def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> N
                 z.writestr(info, f.read())
 
 
-def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None) -> dict:
-    """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written). Returns a
-    summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch")."""
+def _signature(info: ModuleInfo) -> dict:
+    """What must agree between the parts of one module: each exported kernel's and graph's arguments."""
+    def args(entries: list) -> list:
+        return [(a.name, a.kind, a.dtype, a.ndim, a.elem_shape) for a in entries]
+
+    return {"kernels": {k.name: args(k.args) for k in info.exported_kernels()},
+            "graphs": {g.name: args(g.args) for g in info.graphs.values()}}
+
+
+def _add_prebuilt(arch: str, module: str, folder: str) -> dict:
+    """Unpack a module built elsewhere (a folder or ``.tcm``, e.g. CUDA's, built where a GPU is) as the part
+    for ``arch``; returns its summary."""
+    try:
+        info = read_module(module)
+    except (MissingFileError, CorruptedDataError) as e:
+        raise BuildError(f"--with {arch}={module}: {e}") from None
+    if info.parts:
+        raise BuildError(f"--with {arch}={module}: a multi-arch module; give one part (a folder or a .tcm)")
+    built_for = info.arch.name.lower() if info.arch is not None else "vulkan"
+    if built_for != arch and not (info.arch is None and arch in GFX_ARCHS):
+        raise BuildError(f"--with {arch}={module}: that module was built for {built_for}")
+    if os.path.isdir(module):
+        shutil.copytree(module, folder)
+    else:
+        extract_archive(module, folder)
+    version = ".".join(map(str, info.version)) if info.version else "unknown"
+    return {"kernels": [k.name for k in info.exported_kernels()], "graphs": list(info.graphs), "arch": arch,
+            "taichi": version}
+
+
+def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None,
+          prebuilt: dict[str, str] | None = None) -> dict:
+    """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written), with the
+    modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too. Returns a summary:
+    ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch")."""
     archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
-    unknown = [a for a in archs if a not in ARCHS]
-    if not archs or unknown:
+    prebuilt = dict(prebuilt or {})
+    unknown = [a for a in [*archs, *prebuilt] if a not in ARCHS]
+    if not (archs or prebuilt) or unknown:
         raise BuildError(f"unknown arch {', '.join(map(repr, unknown)) or '(none given)'} (one of {', '.join(ARCHS)})")
+    twice = sorted(set(archs) & set(prebuilt))
+    if twice:
+        raise BuildError(f"{', '.join(twice)}: both built (--arch) and given (--with)")
     if not os.path.isfile(source):
         raise BuildError(f"no such file: {source}")
-    if importlib.util.find_spec("taichi") is None:
+    if archs and importlib.util.find_spec("taichi") is None:
         raise BuildError("building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'); running modules does not")
     out = os.path.abspath(out)
-    multi = len(archs) > 1
+    every = [*archs, *prebuilt]
+    multi = len(every) > 1
     if multi and os.path.isdir(out):
         raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp:
         summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or [])) for a in archs}
+        summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
+        named = next((a for a in every if os.path.isfile(os.path.join(tmp, a, SIDECAR))), None)
+        for a in prebuilt:  # a plain Taichi module given: the names the other parts record, where they agree
+            if named is not None and not os.path.isfile(os.path.join(tmp, a, SIDECAR)):
+                with open(os.path.join(tmp, named, SIDECAR), encoding="utf-8") as f:
+                    sidecar = {**json.load(f), "arch": a}
+                with open(os.path.join(tmp, a, SIDECAR), "w", encoding="utf-8") as f:
+                    json.dump(sidecar, f, indent=1, sort_keys=True)
+        try:
+            signatures = {a: _signature(read_module(os.path.join(tmp, a))) for a in every}
+        except CorruptedDataError as e:
+            raise BuildError(f"the parts do not describe one module: {e}") from None
+        for a in every[1:]:
+            if signatures[a] != signatures[every[0]]:
+                raise BuildError(f"the {a} part's kernels and graphs differ from the {every[0]} part's: "
+                                 f"{signatures[a]} against {signatures[every[0]]}")
         staged = os.path.join(tmp, "out")
         if multi:
-            _write_multi({a: os.path.join(tmp, a) for a in archs}, staged, source, summaries[archs[0]]["taichi"])
+            _write_multi({a: os.path.join(tmp, a) for a in every}, staged, source, summaries[every[0]]["taichi"])
             kind = "multi-arch"
         elif out.endswith(".tcm"):
-            _zip_folder(os.path.join(tmp, archs[0]), staged)
+            _zip_folder(os.path.join(tmp, every[0]), staged)
             kind = "tcm"
         else:
             kind = "folder"
         if kind == "folder":
             os.makedirs(out, exist_ok=True)
-            folder = os.path.join(tmp, archs[0])
+            folder = os.path.join(tmp, every[0])
             for name in os.listdir(folder):
                 os.replace(os.path.join(folder, name), os.path.join(out, name))
         else:
             os.replace(staged, out)
-    first = summaries[archs[0]]
-    return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": archs, "out": out, "kind": kind}
-
+    first = summaries[every[0]]
+    return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind}
