@@ -12,21 +12,15 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import require_arch
 
+from conftest import require_arch
 from taichi_aot import Arch, CorruptedDataError, IncompatibleModuleError, Runtime, arch_for_module, capi, metadata
 from taichi_aot.metadata.multi import SIDECAR
 
-SOURCE = '''
-import taichi as ti
-
-
-@ti.aot.export
-@ti.kernel
-def saxpy(x: ti.types.ndarray(dtype=ti.f32, ndim=1), y: ti.types.ndarray(dtype=ti.f32, ndim=1), a: ti.f32):
-    for i in x:
-        y[i] = a * x[i] + y[i]
-
+HERE = os.path.dirname(os.path.abspath(__file__))
+# export_sample.py (saxpy, scale_f64, the graph saxpy_twice) and a kernel with a template parameter
+with open(os.path.join(HERE, "export_sample.py"), encoding="utf-8") as _f:
+    SOURCE = _f.read() + '''
 
 @ti.kernel
 def fill(x: ti.types.ndarray(dtype=ti.f32, ndim=1), base: ti.template(), step: ti.f32):
@@ -36,16 +30,6 @@ def fill(x: ti.types.ndarray(dtype=ti.f32, ndim=1), base: ti.template(), step: t
 
 # with template_types, Taichi 1.7.4 wants an instance for each ndarray parameter too
 ti.aot.export_as("fill_from_2", template_types={"x": ti.ndarray(ti.f32, 4), "base": 2.0})(fill)
-
-
-def export_graphs():
-    x = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=1)
-    y = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "y", ti.f32, ndim=1)
-    a = ti.graph.Arg(ti.graph.ArgKind.SCALAR, "a", ti.f32)
-    g = ti.graph.GraphBuilder()
-    g.dispatch(saxpy, x, y, a)
-    g.dispatch(saxpy, x, y, a)
-    return {"saxpy_twice": g.compile()}
 '''
 
 
@@ -158,7 +142,7 @@ def test_a_missing_part_names_what_the_module_holds_and_the_way_out(built, tmp_p
     assert "holds parts for x64, none for vulkan" in str(e.value)
     assert "Runtime.for_module" in str(e.value) and "--arch x64 vulkan" in str(e.value)
     # and a single-arch module on another backend says the same
-    with Runtime(Arch.VULKAN) as rt, pytest.raises(IncompatibleModuleError, match="Runtime.for_module"):
+    with Runtime(Arch.VULKAN) as rt, pytest.raises(IncompatibleModuleError, match=r"Runtime\.for_module"):
         rt.load_module(os.path.join(built, "x64"))
 
 
@@ -168,7 +152,7 @@ def test_no_arch_of_the_module_works_here(built, tmp_path):
     cuda_only = str(tmp_path / "cuda_only.tcm")
     _rewrite(os.path.join(built, "multi.tcm"), cuda_only,
              _manifest(lambda m: {**m, "parts": {"cuda": "x64.tcm"}}))
-    with pytest.raises(IncompatibleModuleError, match=r"runs on cuda, and none of them works on this machine"):
+    with pytest.raises(IncompatibleModuleError, match="runs on cuda, and none of them works on this machine"):
         Runtime.for_module(cuda_only)
 
 
