@@ -6,6 +6,7 @@ precompiled module is (:func:`demo_module`)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -71,6 +72,8 @@ def taichi_module(kind: str, arch: str) -> str:
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{digest}")
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
+    if importlib.util.find_spec("taichi") is None:
+        raise CompileError(f"the {kind} kernels are compiled with Taichi 1.7.4: pip install 'taichi_aot[build]'")
     tmp = out + f".tmp{os.getpid()}"
     proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
     if proc.returncode != 0:
