@@ -70,3 +70,8 @@ def setup_fails(worker):
 
 def setup_cache(worker):
     worker.cache["ready"] = True
+
+
+def cores(worker, _item):
+    """The cores this worker may run on, and how many threads the module's kernels use."""
+    return sorted(os.sched_getaffinity(0)), os.getpid()

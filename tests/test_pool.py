@@ -294,3 +294,31 @@ def test_sweep_command(tmp_path):
     assert width == height == 3 * 32 + 4  # 3x3 tiles with 1-pixel gaps
     bad = subprocess.run([sys.executable, "-m", "taichi_aot", "sweep", "--grid", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--grid" in bad.stderr
+
+
+def test_cpu_workers_share_the_cores_as_the_module_was_built(tmp_path):
+    """On the CPU a module's kernels run on a thread count compiled into them: the pool fits workers to the
+    cores (cores // threads) and pins each local worker to its own share."""
+    from taichi_aot import metadata
+
+    require_arch(Arch.X64)
+    built = {}
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}.tcm"
+        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", os.path.join(ROOT, "taichi_aot", "cli",
+                               "demo_kernels.py"), "--arch", "x64", "--cpu-threads", str(threads), "-o", str(out)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert f"at most {threads} thread" in proc.stdout
+        built[threads] = str(out)
+    cores = sorted(os.sched_getaffinity(0))
+    assert metadata.cpu_threads(built[1]) == 1
+    assert metadata.cpu_threads(built[2]) == min(2, len(cores))  # Taichi gives at most the building machine's
+    with Pool(built[1], arch="x64") as pool:
+        assert len(pool) == len(cores) and pool.threads == 1
+        seen = dict((pid, tuple(c)) for c, pid in pool.map(tasks.cores, range(4 * len(cores))))
+    assert sorted(c for share in seen.values() for c in share) == cores  # one core each, every core once
+    with Pool(built[2], arch="x64", workers=3) as pool:  # more than fit: still each pinned to a share
+        assert len(pool) == 3 and pool.threads == min(2, len(cores))
+        shares = {tuple(c) for c, _ in pool.map(tasks.cores, range(12))}
+    assert all(len(s) == max(1, len(cores) // 3) and set(s) <= set(cores) for s in shares)

@@ -111,6 +111,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  format {info.format} (Taichi {version}), loads on: {archs}")
     if info.required_caps:
         print("  required capabilities: " + ", ".join(f"{k}={v}" for k, v in info.required_caps.items()))
+    threads = metadata.cpu_threads(args.module)
+    if threads is not None:
+        print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed when it was built)")
     kernels = info.exported_kernels()
     internal = f"; {len(info.internal)} more compiled for graphs" if info.internal else ""
     print(f"  kernels ({len(kernels)}{internal}):")
@@ -143,13 +146,18 @@ def cmd_build(args: argparse.Namespace) -> int:
             if not sep or not module:
                 raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
             prebuilt[arch] = module
-        summary = build(args.file, args.arch, args.out, args.caps, prebuilt)
+        summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
     what = {"multi-arch": "a multi-arch module", "tcm": "a .tcm archive", "folder": "a module folder"}[summary["kind"]]
     print(f"built {summary['out']} ({what}) for {', '.join(summary['archs'])}: kernels "
           f"{', '.join(summary['kernels']) or '(none)'}; graphs {', '.join(summary['graphs']) or '(none)'}")
+    threads = summary["cpu_threads"]
+    if threads is not None:
+        print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed now; --cpu-threads)")
+        if args.cpu_threads and threads < args.cpu_threads:
+            print(f"  (Taichi gives at most this machine's {threads} cores: build where the module runs for more)")
     return 0
 
 
@@ -322,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--out", required=True,
                    help="one arch: a folder, or a file ending in .tcm; several: the multi-arch module file")
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
+    p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
+                   help="CPU kernels run on at most N threads (default and most: this machine's cores)")
     p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
@@ -345,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     p = _command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--workers", type=int, default=None,
-                   help="number of workers (default: one per GPU, or one per CPU core on the CPU)")
+                   help="number of workers (default: one per GPU; on the CPU as many as fit the cores, the "
+                        "module's threads each)")
     p.add_argument("--devices", default=None, help="GPUs to use, e.g. 0,1 (default: all)")
     p.add_argument("--backend", choices=["local", "ray"], default="local", help="worker processes or Ray actors")
     p.add_argument("--grid", type=int, default=8, help="tiles per side: grid x grid simulations (default 8)")

@@ -1,8 +1,10 @@
 """The benchmark's scaling section: the Gray-Scott sweep (sweep.py) on a pool of 1..N workers.
 
-For each worker count n, a pool of n workers (one per device on a GPU) runs ``16 * n`` simulations
-(three times, the median kept) after a warm-up, and the section reports throughput (simulations/s) and scaling
-efficiency, ``throughput(n) / (n * throughput(1))``, all measured in one run. It also reports what the
+For each worker count n, a pool of n workers (one per device on a GPU; on the CPU one per core, up to every
+core this process may use, with the demo's kernels built for one thread each, so that a worker is one core's
+work) runs ``16 * n`` simulations (three times, the median kept) after a warm-up, and the section reports
+throughput (simulations/s) and scaling efficiency, ``throughput(n) / (n * throughput(1))``, all measured in one
+run. It also reports what the
 pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
 this process, and one simulation through the pool against the same simulation run here.
 """
@@ -22,13 +24,18 @@ from .sweep import noop, params, simulate, warm_up
 
 #: Scaling efficiency a pool must reach on GPUs (one worker per device).
 EFFICIENCY_TARGET = 0.9
+#: ... and on CPU cores, up to CPU_TARGET_WORKERS workers (one core each).
+CPU_EFFICIENCY_TARGET = 0.8
+CPU_TARGET_WORKERS = 8
 
 
 def _counts(arch: Arch, workers: int | None) -> tuple[list[int], list[int] | None]:
     """The worker counts to measure, and the devices (None on the CPU)."""
     if arch in CPU_ARCHS:
-        top = workers or min(os.cpu_count() or 1, 8)
-        return list(range(1, top + 1)), None
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        top = workers or cores
+        counts = sorted({n for n in (1, 2, 4, 8, 16, 32, 64) if n < top} | {top})
+        return counts, None
     status = capi.arch_status()[arch]
     if arch == Arch.VULKAN and status.devices:
         devices = [i for i, d in enumerate(status.devices) if not d.software] or [0]
@@ -46,8 +53,8 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
 
     arch = rt.arch
     name = arch.name.lower()
-    module = demo_module(name)
     gpu = arch not in CPU_ARCHS
+    module = demo_module(name, cpu_threads=None if gpu else 1)  # CPU: one thread a worker, a core each
     size = 128 if quick else 256
     steps = (512 if quick else 4000) if gpu else (256 if quick else 1000)
     per_worker = 3 if quick else 16
@@ -76,6 +83,8 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
                           "devices": devices[:n] if devices else None, "repeats": repeats, "median_wall_s": wall})
         if gpu and n > 1:
             row.target, row.met = f">= {EFFICIENCY_TARGET}", efficiency >= EFFICIENCY_TARGET
+        elif 1 < n <= CPU_TARGET_WORKERS:
+            row.target, row.met = f">= {CPU_EFFICIENCY_TARGET}", efficiency >= CPU_EFFICIENCY_TARGET
         row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation"
         rows.append(row)
         log(f"   {n} worker(s): {throughput:.2f} sims/s, efficiency {efficiency:.3f}")

@@ -13,6 +13,10 @@ Convention for FILE.py (imported after ``ti.init(arch=...)``, so it must not cal
 * a list ``AOT_CAPS``, if present, names device capabilities for gfx backends
   (e.g. ``["spirv_has_float64"]``), added to those given with ``--caps``.
 
+CPU kernels run on as many threads as Taichi compiled into them: ``--cpu-threads N``, by default (and at most)
+the building machine's core count. A pool of CPU workers wants few threads a worker (``--cpu-threads 1``: one
+worker per core); one process alone wants many.
+
 What is written (:mod:`taichi_aot.metadata.multi` describes the formats):
 
 * one arch: a module folder, or a ``.tcm`` archive when the output ends in ``.tcm``, as Taichi writes them,
@@ -38,12 +42,15 @@ import zipfile
 from .. import enums
 from ..errors import CorruptedDataError, MissingFileError
 from ..metadata import ModuleInfo, extract_archive, read_module
+from ..metadata import cpu_threads as _cpu_threads
 from ..metadata.multi import FORMAT, SIDECAR
 
 #: Taichi's names (``ti.vulkan``, ...) of the gfx backends (enums.GFX_ARCHS), in order of preference.
 GFX_ARCHS = tuple(a.name.lower() for a in enums.ARCH_PREFERENCE if a in enums.GFX_ARCHS)
 #: Every backend Taichi can compile a module for, by Taichi's name, as the error message lists them.
 ARCHS = ("x64", "arm64", "cuda", *GFX_ARCHS)
+#: The CPU ones, whose kernels run on a number of threads fixed when they are compiled (--cpu-threads).
+CPU_PARTS = ("x64", "arm64")
 #: Archive members get this time, so that building the same source twice writes the same bytes.
 _FIXED_TIME = (2000, 12, 1, 0, 0, 0)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,12 +64,12 @@ class BuildError(Exception):
 # The command: one child per arch, then the output
 
 
-def _run_part(source: str, arch: str, folder: str, caps: list[str]) -> dict:
+def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads: int | None = None) -> dict:
     """Build one arch in a child process (build_part.py); write the argument names beside its files."""
     from .build_part import ERROR, SUMMARY
 
     cmd = [sys.executable, os.path.join(HERE, "build_part.py"), arch, "gfx" if arch in GFX_ARCHS else "llvm",
-           os.path.abspath(source), folder, *caps]
+           os.path.abspath(source), folder, str(cpu_threads) if arch in CPU_PARTS and cpu_threads else "-", *caps]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     summary = None
     for line in proc.stdout.splitlines():
@@ -146,11 +153,34 @@ def _add_prebuilt(arch: str, module: str, folder: str) -> dict:
             "taichi": version}
 
 
+def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str) -> str:
+    """Move the parts built in ``tmp`` to ``out``: a multi-arch file, a ``.tcm`` or a folder (returned)."""
+    staged = os.path.join(tmp, "out")
+    if len(parts) > 1:
+        _write_multi({a: os.path.join(tmp, a) for a in parts}, staged, source, taichi)
+        kind = "multi-arch"
+    elif out.endswith(".tcm"):
+        _zip_folder(os.path.join(tmp, parts[0]), staged)
+        kind = "tcm"
+    else:
+        os.makedirs(out, exist_ok=True)
+        folder = os.path.join(tmp, parts[0])
+        for name in os.listdir(folder):
+            os.replace(os.path.join(folder, name), os.path.join(out, name))
+        return "folder"
+    os.replace(staged, out)
+    return kind
+
+
 def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None,
-          prebuilt: dict[str, str] | None = None) -> dict:
+          prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None) -> dict:
     """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written), with the
-    modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too. Returns a summary:
-    ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch")."""
+    modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too, CPU kernels on at most
+    ``cpu_threads`` threads (default: this machine's cores, which also bound it). Returns a summary:
+    ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"), ``cpu_threads``
+    (what the CPU part's kernels run on, or None)."""
+    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise BuildError(f"--cpu-threads takes a number >= 1, got {cpu_threads!r}")
     archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
     prebuilt = dict(prebuilt or {})
     unknown = [a for a in [*archs, *prebuilt] if a not in ARCHS]
@@ -171,7 +201,7 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp:
-        summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or [])) for a in archs}
+        summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or []), cpu_threads) for a in archs}
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
         named = next((a for a in every if os.path.isfile(os.path.join(tmp, a, SIDECAR))), None)
         for a in prebuilt:  # a plain Taichi module given: the names the other parts record, where they agree
@@ -188,21 +218,9 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
             if signatures[a] != signatures[every[0]]:
                 raise BuildError(f"the {a} part's kernels and graphs differ from the {every[0]} part's: "
                                  f"{signatures[a]} against {signatures[every[0]]}")
-        staged = os.path.join(tmp, "out")
-        if multi:
-            _write_multi({a: os.path.join(tmp, a) for a in every}, staged, source, summaries[every[0]]["taichi"])
-            kind = "multi-arch"
-        elif out.endswith(".tcm"):
-            _zip_folder(os.path.join(tmp, every[0]), staged)
-            kind = "tcm"
-        else:
-            kind = "folder"
-        if kind == "folder":
-            os.makedirs(out, exist_ok=True)
-            folder = os.path.join(tmp, every[0])
-            for name in os.listdir(folder):
-                os.replace(os.path.join(folder, name), os.path.join(out, name))
-        else:
-            os.replace(staged, out)
+        cpu = next((a for a in every if a in CPU_PARTS), None)
+        threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
+        kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
-    return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind}
+    return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
+            "cpu_threads": threads}

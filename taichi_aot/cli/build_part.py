@@ -1,4 +1,5 @@
-"""One arch of ``taichi-aot build``, in a child process: ``python build_part.py ARCH gfx|llvm FILE FOLDER [CAPS...]``.
+"""One arch of ``taichi-aot build``, in a child process:
+``python build_part.py ARCH gfx|llvm FILE FOLDER CPU_THREADS|- [CAPS...]``.
 
 Run by path, never imported by the library: it imports Taichi and nothing of taichi_aot (one process never
 holds Taichi's runtime twice). It compiles what FILE exports (build.py's docstring gives the convention)
@@ -48,8 +49,9 @@ def argument_names(kernel):
     return [a.name for i, a in enumerate(arguments) if i not in templates]
 
 
-def build_part(source, arch, gfx, folder, caps):
-    """Compile ``source`` for ``arch`` into the module folder ``folder``; returns the summary."""
+def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
+    """Compile ``source`` for ``arch`` into the module folder ``folder`` (CPU kernels on at most ``cpu_threads``
+    threads: Taichi compiles the count into them); returns the summary."""
     # Taichi 1.7.4 has no public way to find the kernels a file marks with @ti.aot.export: the
     # decorators append records (.kernel, .name, .template_types) to the private list
     # taichi.aot._export._aot_kernels, so we read what the import of the file added to it.
@@ -60,7 +62,8 @@ def build_part(source, arch, gfx, folder, caps):
     except ImportError as e:
         raise BuildError(f"building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'): {e}") from None
 
-    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
+    options = {"cpu_max_num_threads": cpu_threads} if cpu_threads else {}
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False, **options)
     got = ti.lang.impl.current_cfg().arch
     if got != getattr(ti, arch):
         raise BuildError(f"Taichi cannot target {arch} on this machine (it fell back to {got.name})")
@@ -101,9 +104,9 @@ def build_part(source, arch, gfx, folder, caps):
 
 
 def main(argv):
-    arch, family, source, folder, *caps = argv
+    arch, family, source, folder, threads, *caps = argv
     try:
-        summary = build_part(source, arch, family == "gfx", folder, caps)
+        summary = build_part(source, arch, family == "gfx", folder, caps, None if threads == "-" else int(threads))
     except BuildError as e:
         print(ERROR + str(e), file=sys.stderr)
         code = 2

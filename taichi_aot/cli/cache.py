@@ -37,23 +37,24 @@ def _digest(*parts: bytes) -> str:
 DEMO_MODULE = os.path.join(HERE, "demo.tcm")
 
 
-def demo_module(arch: str, compile: bool = False) -> str:
+def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None) -> str:
     """The demo's module: the precompiled one shipped with the package (``arch`` "": whatever it holds), or built
-    anew with Taichi for ``arch`` (cached) when asked to (``compile``) or when the shipped one has no part for it."""
+    anew with Taichi for ``arch`` (cached) when asked to (``compile``, or ``cpu_threads``: CPU kernels on that
+    many threads) or when the shipped one has no part for it."""
     from ..metadata import read_module
 
-    if not compile and (not arch or arch in read_module(DEMO_MODULE).parts):
+    if not compile and cpu_threads is None and (not arch or arch in read_module(DEMO_MODULE).parts):
         return DEMO_MODULE
     from .build import BuildError, build
 
     with open(os.path.join(HERE, "demo_kernels.py"), "rb") as f:
-        digest = _digest(f.read())
+        digest = _digest(f.read(), str(cpu_threads).encode())
     out = os.path.join(cache_dir(), f"demo-{arch}-{digest}")
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
     tmp = out + f".tmp{os.getpid()}"
     try:
-        build(os.path.join(HERE, "demo_kernels.py"), [arch], tmp)
+        build(os.path.join(HERE, "demo_kernels.py"), [arch], tmp, cpu_threads=cpu_threads)
     except BuildError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None

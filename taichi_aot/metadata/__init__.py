@@ -20,7 +20,7 @@ from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
 from .gfx import _gfx, _gfx_graphs, _texture_formats
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
-from .llvm import MAX_DEPTH, _llvm, _llvm_arch, parse_text
+from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
 from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo
 from .multi import apply_names, part_for, parts_of
@@ -114,6 +114,32 @@ def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None,
     return data, info, name or next(p for p, m in parts.items() if m == member)
 
 
+def cpu_threads(source: str | bytes | os.PathLike) -> int | None:
+    """How many threads the kernels of a CPU (x64, arm64) module, or of a multi-arch module's CPU part, run on
+    at most: fixed when the module was built (``build --cpu-threads N``; Taichi's default is the building
+    machine's core count, which also bounds it). None for a module without CPU code.
+
+    Raises:
+        CorruptedDataError, MissingFileError: as :func:`read_module`.
+    """
+    src = _Source(source)
+    try:
+        parts = parts_of(src)
+        if parts is None:
+            return _cpu_threads(src)
+        member = parts.get("x64") or parts.get("arm64")
+        data = src.read(member, MAX_METADATA_BYTES) if member else None
+    finally:
+        src.close()
+    if data is None:
+        return None
+    part = _Source(data)
+    try:
+        return _cpu_threads(part)
+    finally:
+        part.close()
+
+
 def _where(source: object) -> str:
     return os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"  # type: ignore[arg-type]
 
@@ -181,6 +207,7 @@ __all__ = [
     "KernelInfo",
     "ModuleInfo",
     "check_compatible",
+    "cpu_threads",
     "extract_archive",
     "is_zip",
     "open_module",

@@ -286,3 +286,26 @@ def _llvm_arch(source: _Source) -> Arch | None:
                         return arch
             return None
     return None
+
+
+# A CPU module's parallel loops hand their body to the runtime's thread pool as
+# ``parallel_for(pool, splits, threads, context, task)``, both counts constants of the compiled code: Taichi
+# fixes them when it compiles (``cpu_max_num_threads``, which defaults to the building machine's core count
+# and is clamped by it), and nothing at run time changes them.
+_PARALLEL_FOR = re.compile(
+    rb"call void %\d+\(i8\* noundef %\d+, i32 noundef (\d+), i32 noundef (\d+), i8\* noundef nonnull %\d+, "
+    rb"void \(i8\*, i32, i32\)\* noundef nonnull @[\w.$]+\)"
+)
+
+
+def _cpu_threads(source: _Source) -> int | None:
+    """How many threads the kernels of a CPU module run on at most (1 when none has a parallel loop); None
+    when the module is no CPU module."""
+    if _llvm_arch(source) not in (Arch.X64, Arch.ARM64):
+        return None
+    threads = 1
+    for name in source.names():
+        if name.endswith(".ll"):
+            for m in _PARALLEL_FOR.finditer(source.read(name) or b""):
+                threads = max(threads, int(m.group(2)))
+    return threads

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Union
 
-from .. import capi
+from .. import capi, metadata
 from ..enums import CPU_ARCHS, Arch
 from ..errors import (
     ArgumentOutOfRangeError,
@@ -47,6 +47,7 @@ from ..errors import (
     MissingFileError,
     PoolClosedError,
     PoolError,
+    TaichiError,
     WorkerCrashedError,
     WorkerStartError,
     WorkerTaskError,
@@ -122,8 +123,11 @@ class Pool:
         devices: the devices to use, one worker each: CUDA ordinals (among the visible ones) or Vulkan
             device indices. Default: every GPU the probe found (Vulkan: every non-software device, else
             device 0); ignored on the CPU.
-        workers: how many workers; default one per device on a GPU, ``os.cpu_count()`` on the CPU. More
-            workers than devices share them round-robin.
+        workers: how many workers; default one per device on a GPU. On the CPU, where a module's kernels run
+            on a number of threads fixed when it was built (``metadata.cpu_threads``; ``build --cpu-threads``),
+            the default is as many workers as fit the cores this process may use (cores // threads, at least
+            one), and each local worker is pinned to its own share of the cores. More workers than devices
+            share them round-robin.
         backend: ``"local"`` (spawned processes, the default) or ``"ray"`` (Ray actors; CUDA workers ask
             for ``num_gpus=1``, the others for one CPU).
         setup: ``setup(worker)``, run once in each worker after its modules load (allocate buffers into
@@ -164,10 +168,17 @@ class Pool:
         self.restarts = 0
         sources = _module_sources(modules, pack=backend == "ray")
         plan = _plan(self.arch, devices, workers, backend)
+        if self.arch in CPU_ARCHS:
+            threads, cpus = _cpu_plan(sources, len(plan) if workers is not None else None, backend)
+            plan = [(None, 0, None)] * len(cpus)
+        else:
+            threads, cpus = 1, [None] * len(plan)
+        #: the CPU threads each worker's kernels run on (fixed in the module when it was built), 1 on a GPU
+        self.threads = threads
         env = {k: v for k, v in os.environ.items() if k.startswith(_RAY_ENV_PREFIXES)} if backend == "ray" else {}
         self._slots = [
             _Slot(WorkerConfig(slot=i, arch=self.arch.name, device_index=index, device=device, cuda_visible=visible,
-                               modules=sources, setup=setup, env=env))
+                               modules=sources, setup=setup, env=env, cpus=cpus[i], threads=threads))
             for i, (device, index, visible) in enumerate(plan)
         ]
         if backend == "ray":
@@ -575,8 +586,7 @@ def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
         if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
             raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
     if arch in CPU_ARCHS:
-        count = workers or os.cpu_count() or 1
-        return [(None, 0, None)] * count
+        return [(None, 0, None)] * (workers or 1)  # how many: _cpu_plan
     status = capi.arch_status()[arch]
     if devices is None:
         if arch == Arch.VULKAN and status.devices:
@@ -602,6 +612,24 @@ def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
         else:
             plan.append((device, device, None))
     return plan
+
+
+def _cpu_plan(sources: Mapping[str, str | bytes], workers: int | None,
+              backend: str) -> tuple[int, list[tuple[int, ...] | None]]:
+    """``(threads a worker's kernels use, the cores of each worker)`` on the CPU: as many workers as fit the
+    cores (unless ``workers`` says), each pinned to its own share (local workers; Ray places its own)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    threads = 1
+    for source in sources.values():
+        try:
+            threads = max(threads, metadata.cpu_threads(source) or 1)
+        except TaichiError:  # a module that cannot be read: its worker fails to start and says why
+            pass
+    count = workers or max(1, len(cores) // threads)
+    if backend == "ray":
+        return threads, [None] * count
+    share = max(1, len(cores) // count)
+    return threads, [tuple(cores[(i * share + j) % len(cores)] for j in range(share)) for i in range(count)]
 
 
 def _visible(device: int) -> str:

@@ -62,7 +62,10 @@ class RayHandle:
             raise WorkerStartError("backend='ray': Ray is not initialized (the pool calls ray.init() when given "
                                    "ray_init=True, the default)")
         self.config = config
-        resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0} if cuda else {"num_cpus": 1}
+        # a CPU worker reserves the threads its kernels run on (Ray places it; the pool pins nothing there)
+        # (at most what one node has: an actor asking for more would never start)
+        cpus = min(config.threads, int(max((n.get("Resources", {}).get("CPU", 1) for n in ray.nodes()), default=1)))
+        resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0} if cuda else {"num_cpus": max(cpus, 1)}
         options: dict[str, Any] = dict(resources)
         if config.env:  # set before the actor's process imports anything (the library reads some at import)
             options["runtime_env"] = {"env_vars": dict(config.env)}

@@ -39,6 +39,8 @@ class WorkerConfig:
     modules: dict[str, ModuleSource] = field(default_factory=dict)
     setup: Callable[[Worker], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    cpus: tuple[int, ...] | None = None  # the cores a CPU worker runs on (its share), None: wherever
+    threads: int = 1  # the CPU threads each of its tasks' kernels may use (what Ray reserves for it)
 
 
 class Worker:
@@ -60,6 +62,8 @@ class Worker:
         self.pid = os.getpid()
         self.cache: dict[str, Any] = {}
         self.tasks_done = 0
+        if config.cpus and hasattr(os, "sched_setaffinity"):  # before the runtime starts its threads
+            os.sched_setaffinity(0, config.cpus)
         self.runtime = Runtime(config.arch, config.device_index)
         try:
             self.modules = {name: self.runtime.load_module(source) for name, source in config.modules.items()}
