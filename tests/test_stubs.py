@@ -99,3 +99,48 @@ def test_stubs_type_check_where_a_user_uses_them(arch: Arch, modules, tmp_path):
         assert [e for e in errors if e[0] == "wrong_script.py"], (checker, "the wrong argument went unnoticed")
         assert all(e[1] == wrong_line and re.search(r"str|'two'", e[2]) for e in errors
                    if e[0] == "wrong_script.py"), (checker, errors)
+
+
+def test_hostile_names_are_data(modules, tmp_path):
+    """Names from a module reach a .pyi and a terminal as data: a name that would close a docstring and run
+    code, or move the cursor, is escaped; names that become one identifier stay apart."""
+    import ast
+    import zipfile
+
+    from conftest import require_arch
+
+    require_arch(Arch.VULKAN)
+    hostile = 'x"""\nimport os; os.system("touch PWNED")\n"""'
+    source = modules.path(Arch.VULKAN, tcm=True)
+    target = tmp_path / "hostile.tcm"
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename == "metadata.json":
+                doc = json.loads(data)
+                for k in doc["kernels"]:
+                    if k["name"] == "add":
+                        k["name"] = 'add"""\x1b[2J'
+                        attribs = k["ctx_attribs"]["arg_attribs_vec_"]
+                        attribs[0]["value"]["name"] = "_" + hostile  # Taichi prefixes array names with '_'
+                        attribs[1]["value"]["name"] = "_x-"  # becomes x_ ... and so may another
+                        attribs[2]["value"]["name"] = "x_"
+                data = json.dumps(doc).encode()
+            if info.filename == "__content__":
+                data = data.replace(b"kernel:add\n", b'kernel:add"""\x1b[2J\n')
+            zout.writestr(info.filename, data)
+    out = tmp_path / "h.pyi"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "stubs", str(target), "-o", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    tree = ast.parse(text)  # valid Python ...
+    top = {type(n).__name__ for n in tree.body}
+    assert top <= {"Expr", "ImportFrom", "Import", "ClassDef"}, top  # ... with nothing at top level that runs
+    assert not any(isinstance(n, ast.Import) and any(a.name == "os" for a in n.names) for n in tree.body)
+    assert "\x1b" not in text
+    namespace: dict = {}
+    exec(compile(text, str(out), "exec"), namespace)
+    assert not (tmp_path / "PWNED").exists()
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "info", str(target)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "\x1b" not in proc.stdout and "\\x1b" in proc.stdout, proc.stdout

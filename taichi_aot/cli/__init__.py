@@ -125,10 +125,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def printable(text: str) -> str:
+    """``text`` as a terminal should get it from a module (names are data): control characters escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _print_args(name: str, args: list, suffix: str = "") -> None:
-    print(f"    {name}{suffix}")
+    print(f"    {printable(name)}{suffix}")
     for a in args:
-        label = a.name if a.name else f"arg{a.index}"
+        label = printable(a.name) if a.name else f"arg{a.index}"
         print(f"      {a.index:>2}  {label:<14} {a.describe()}")
     if not args:
         print("      (no arguments)")
