@@ -46,6 +46,14 @@ def test_demo_writes_a_picture(arch_name, tmp_path):
     assert again.returncode == 0, again.stderr
 
 
+def test_version_names_the_package_and_the_library():
+    from taichi_aot import __version__, capi
+
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == (
+        f"taichi_aot {__version__}, libtaichi_c_api C-API 1007000 ({capi.library.source}: {capi.library.path})")
+
+
 def test_demo_bad_input(tmp_path):
     assert run_cli("demo", "--size", "4").returncode == 2
     out = run_cli("demo", "--arch", "quantum", "--out", str(tmp_path / "x.png"))

@@ -306,6 +306,23 @@ def test_archives_with_two_members_of_one_name_or_huge_expansion_are_refused(arc
     with pytest.raises(ta.CorruptedDataError, match="expands"):
         ta.metadata.extract_archive(str(bomb), str(tmp_path / "out2"))
     assert not (tmp_path / "out2" / "blob").exists()
+    # and on every backend, by path and by bytes (a gfx backend reads the archive itself), in C and in Python
+    with Runtime(arch) as rt:
+        for source in (str(bomb), bomb.read_bytes()):
+            with pytest.raises(ta.CorruptedDataError, match="expands 1"):
+                rt.load_module(source)
+        with pytest.raises(ta.CorruptedDataError, match="expands 1"):
+            capi.create_aot_module(rt._handle, bomb.read_bytes()) if arch == Arch.VULKAN else \
+                capi.load_aot_module(rt._handle, str(bomb))
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
+def test_a_device_file_is_no_module(path):
+    # reading /dev/zero as an archive never ended
+    with Runtime(Arch.X64) as rt, pytest.raises(ta.CorruptedDataError, match="neither a module folder nor a file"):
+        rt.load_module(path)
+    with pytest.raises(ta.CorruptedDataError, match="neither a module folder nor a file"):
+        ta.metadata.read_module(path)
 
 
 def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):

@@ -318,7 +318,13 @@ def _command(sub: argparse._SubParsersAction, name: str, func: Command, help: st
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit status."""
-    parser = argparse.ArgumentParser(prog="taichi-aot", description="Run ahead-of-time compiled Taichi kernels.")
+    from .. import __version__, capi
+
+    parser = argparse.ArgumentParser(prog="taichi-aot", description="Run ahead-of-time compiled Taichi kernels.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=f"taichi_aot {__version__}, libtaichi_c_api C-API {capi.get_version()} "
+                                f"({capi.library.source}: {capi.library.path})")
     sub = parser.add_subparsers(dest="command", required=True)
     p = _command(sub, "archs", cmd_archs, "which backends work here")
     p.add_argument("--caps", action="store_true", help="also list each backend's device capabilities")

@@ -47,17 +47,23 @@ class _Source:
         path = os.fsdecode(os.fspath(source))
         if os.path.isdir(path):
             self._dir = path
-        elif os.path.exists(path):
+        elif os.path.isfile(path):
             self._open_zip(path)
+        elif os.path.exists(path):  # a device, a pipe, a socket: reading one may never end
+            raise CorruptedDataError(f"{path!r} is neither a module folder nor a file")
         else:
             raise MissingFileError(f"no module at {path!r}")
 
     def _open_zip(self, what: str | io.BytesIO) -> None:
         try:
             self._zip = zipfile.ZipFile(what)
-            self._members = {i.filename: i for i in _members(self._zip, "module archive")}
+            members = _members(self._zip, "module archive")
         except _ZIP_ERRORS as e:
             raise CorruptedDataError(f"not a readable .tcm archive: {e}") from None
+        except CorruptedDataError:
+            self._zip.close()
+            raise
+        self._members = {i.filename: i for i in members}
 
     def names(self) -> list[str]:
         """The names of the module's files, sorted."""
@@ -93,7 +99,10 @@ class _Source:
 
 
 def _members(zf: zipfile.ZipFile, what: str) -> list[zipfile.ZipInfo]:
-    """The archive's members; refuses too many, and two of one name (only one of them could be read)."""
+    """The archive's members, as every reader of an archive sees them first (the library's included: a gfx
+    backend reads a ``.tcm`` itself). Refuses too many members, two of one name (only one of them could be
+    read), more than MAX_ARCHIVE_BYTES uncompressed, and (past SMALL_ARCHIVE_BYTES) more than
+    MAX_EXPANSION_RATIO times the archive's compressed size."""
     members = zf.infolist()
     if len(members) > MAX_ARCHIVE_MEMBERS:
         raise CorruptedDataError(f"{what} has {len(members)} members (at most {MAX_ARCHIVE_MEMBERS})")
@@ -101,6 +110,15 @@ def _members(zf: zipfile.ZipFile, what: str) -> list[zipfile.ZipInfo]:
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise CorruptedDataError(f"{what} holds more than one member named {', '.join(map(repr, twice))}")
+    total = sum(i.file_size for i in members)
+    if total > MAX_ARCHIVE_BYTES:
+        raise CorruptedDataError(f"{what} expands to more than {MAX_ARCHIVE_BYTES} bytes")
+    packed = sum(i.compress_size for i in members)
+    if total > SMALL_ARCHIVE_BYTES and total > MAX_EXPANSION_RATIO * max(packed, 1):
+        raise CorruptedDataError(
+            f"{what} expands {total / max(packed, 1):.0f} times ({packed} bytes to {total}); "
+            f"at most {MAX_EXPANSION_RATIO} times"
+        )
     return members
 
 
@@ -134,19 +152,9 @@ def extract_archive(source: str | bytes, dest: str) -> None:
         raise CorruptedDataError(f"{what} is not a valid .tcm (zip) archive: {e}") from None
     with zf:
         members = _members(zf, what)
-        total = 0
         root = os.path.realpath(dest)
         for info in members:
             _check_member(what, info, root)
-            total += info.file_size
-            if total > MAX_ARCHIVE_BYTES:
-                raise CorruptedDataError(f"{what} expands to more than {MAX_ARCHIVE_BYTES} bytes")
-        packed = sum(i.compress_size for i in members)
-        if total > SMALL_ARCHIVE_BYTES and total > MAX_EXPANSION_RATIO * max(packed, 1):
-            raise CorruptedDataError(
-                f"{what} expands {total / max(packed, 1):.0f} times ({packed} bytes to {total}); "
-                f"at most {MAX_EXPANSION_RATIO} times"
-            )
         try:
             for info in members:
                 target = os.path.join(root, info.filename)
