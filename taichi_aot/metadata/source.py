@@ -56,13 +56,15 @@ class _Source:
 
     def _open_zip(self, what: str | io.BytesIO) -> None:
         try:
-            self._zip = zipfile.ZipFile(what)
-            members = _members(self._zip, "module archive")
+            zf = zipfile.ZipFile(what)
         except _ZIP_ERRORS as e:
             raise CorruptedDataError(f"not a readable .tcm archive: {e}") from None
-        except CorruptedDataError:
-            self._zip.close()
+        try:
+            members = _members(zf, "module archive")
+        except BaseException:
+            zf.close()
             raise
+        self._zip = zf
         self._members = {i.filename: i for i in members}
 
     def names(self) -> list[str]:
