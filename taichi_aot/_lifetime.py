@@ -51,7 +51,7 @@ class Owned:
     closed and unpinned. A record pins its ``parent`` until it is released.
     """
 
-    __slots__ = ("__weakref__", "_parent", "_pid", "_pins", "_release", "_released", "closed")
+    __slots__ = ("__weakref__", "_abandoned", "_parent", "_pid", "_pins", "_release", "_released", "closed")
 
     def __init__(self, release: Callable[[], object], parent: Owned | None = None):
         self._release = release
@@ -59,6 +59,7 @@ class Owned:
         self._pins = 0
         self.closed = False
         self._released = False
+        self._abandoned = False
         self._parent = parent
         if parent is not None:
             parent.pin()
@@ -91,9 +92,30 @@ class Owned:
         if ready:
             self._do_release()
 
+    def abandon(self) -> None:
+        """Mark closed and never release, nor anything made under it: at interpreter exit, for a runtime another
+        thread may be inside of (the operating system takes the memory back)."""
+        with _pin_lock:
+            self._abandoned = True
+            self.closed = True
+            lib.taichi_aot_epoch += 1
+
+    @property
+    def abandoned(self) -> bool:
+        """True once :meth:`abandon` was called."""
+        return self._abandoned
+
+    def _gone(self) -> bool:
+        owned: Owned | None = self
+        while owned is not None:
+            if owned._abandoned:
+                return True
+            owned = owned._parent
+        return False
+
     def _do_release(self) -> None:
         try:
-            if self._pid == os.getpid():
+            if self._pid == os.getpid() and not self._gone():
                 self._release()
         except ClosedError:
             pass  # its runtime was destroyed first, which released it with everything else

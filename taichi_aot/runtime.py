@@ -20,6 +20,7 @@ import functools
 import operator
 import os
 import threading
+import time
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -196,13 +197,15 @@ class Runtime:
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)
+        _register_exit_hook()
 
     # -- state ----------------------------------------------------------------
 
     def _ensure_open(self) -> None:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
         if self._owned.closed:
-            raise ClosedError(f"this {self._arch.name} runtime is closed")
+            why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
+            raise ClosedError(f"this {self._arch.name} runtime is closed{why}")
         if threading.get_ident() != self._thread or os.getpid() != self._pid:
             if os.getpid() != self._pid:
                 raise WrongProcessError(
@@ -663,8 +666,32 @@ class Runtime:
         return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
 
 
-@atexit.register
 def _close_open_runtimes() -> None:
+    """At interpreter exit: close every open runtime whose thread has ended (or is this one), quietly. A runtime
+    whose thread still runs (a daemon thread) may be inside a C call: it is abandoned instead, closed for every
+    further use (that thread gets ClosedError) but never destroyed, and that thread gets a second to leave it."""
     _dlpack.shutting_down()
+    me = threading.get_ident()
+    threads = {t.ident: t for t in threading.enumerate()}
+    busy = []
     for runtime in list(_open_runtimes):
-        runtime.close()
+        owner = threads.get(runtime._thread)
+        if runtime._thread != me and owner is not None and owner.is_alive() and runtime._pid == os.getpid():
+            runtime._owned.abandon()
+            busy.append(owner)
+        else:
+            runtime.close()
+    deadline = time.monotonic() + 1.0
+    for thread in busy:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+_exit_hook: list[bool] = []  # [True] once _close_open_runtimes is registered
+
+
+def _register_exit_hook() -> None:
+    # after the first weakref.finalize exists: atexit runs its functions last registered first, so this runs
+    # before the finalizers of runtimes' children, which would otherwise close what another thread still uses
+    if not _exit_hook:
+        atexit.register(_close_open_runtimes)
+        _exit_hook.append(True)

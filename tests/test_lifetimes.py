@@ -180,3 +180,37 @@ def test_objects_refuse_a_forked_child(arch, modules):
         assert status == 0 and report == "refused,refused,refused,refused,refused,own", report
         add(x, y, 1.0)  # the parent's objects are untouched
         rt.wait()
+
+
+DAEMON = """
+import threading, time, numpy as np
+from taichi_aot import Runtime
+started = threading.Event()
+def loop():
+    rt = Runtime({arch!r})
+    mod = rt.load_module({module!r})
+    x, y = rt.ndarray((1 << 16,), np.float32), rt.ndarray((1 << 16,), np.float32)
+    started.set()
+    while True:
+        mod.kernels["add"](x, y, 0.5)
+        rt.wait()
+threading.Thread(target=loop, daemon=True).start()
+started.wait()
+time.sleep(0.2)
+print("main returns")
+"""
+
+
+def test_interpreter_exit_while_a_daemon_thread_launches(arch, modules, tmp_path):
+    """The main thread returns while a daemon thread launches on its own runtime: the runtime is abandoned at
+    exit (that thread gets ClosedError saying why), never destroyed under it (this crashed 1 run in 3 on x64)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON.format(arch=arch.name.lower(), module=modules.path(arch)))
+    for _ in range(4):
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout == "main returns\n", proc.stderr[-2000:]
+        assert "Segmentation" not in proc.stderr and ("ClosedError" not in proc.stderr
+                                                       or "the interpreter is exiting" in proc.stderr), proc.stderr
