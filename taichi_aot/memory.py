@@ -88,12 +88,14 @@ class _Mapping:
                 pass
             self._owned.unpin()
 
-    def view(self, nbytes: int, offset: int = 0) -> np.ndarray:
-        """A uint8 numpy array over ``[offset, offset + nbytes)``; keeps the mapping alive."""
+    def view(self, nbytes: int, offset: int = 0, writable: bool = True) -> np.ndarray:
+        """A uint8 numpy array over ``[offset, offset + nbytes)``; keeps the mapping alive. Not ``writable``: over
+        a read-only buffer, so that no ``setflags(write=True)`` can make it writable again."""
         self.acquire()
         try:
             base = ffi.gc(ffi.cast("uint8_t *", self.ptr) + offset, self.release)
-            return np.frombuffer(ffi.buffer(base, nbytes), dtype=np.uint8)
+            buffer = ffi.buffer(base, nbytes)
+            return np.frombuffer(buffer if writable else memoryview(buffer).toreadonly(), dtype=np.uint8)
         except BaseException:
             self.release()
             raise
@@ -249,12 +251,13 @@ class Memory(Child):
 
     # -- mapping ------------------------------------------------------------------
 
-    def _view(self, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
-        # internal: a uint8 view whatever the host flags (used for staging and on CPU backends)
+    def _view(self, nbytes: int | None = None, offset: int = 0, writable: bool = True) -> np.ndarray:
+        # internal: a uint8 view whatever the host flags (used for staging and on CPU backends); what users get
+        # is not ``writable`` where the memory has no host_write
         mapping = self._mapping
         if mapping is None:
             mapping = self._mapping = _Mapping(self)
-        return mapping.view(self._size - offset if nbytes is None else nbytes, offset)
+        return mapping.view(self._size - offset if nbytes is None else nbytes, offset, writable)
 
     def _host_span(self) -> tuple[int, int] | None:
         """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""
@@ -313,10 +316,7 @@ class Memory(Child):
         def make() -> np.ndarray:
             self._ensure_open()
             self._runtime._sync()
-            view = self._view()
-            if not self.host_write:
-                view.flags.writeable = False
-            return view
+            return self._view(writable=self.host_write)
 
         return _MapContext(make)
 

@@ -322,10 +322,7 @@ class NdArray:
         def make() -> np.ndarray:
             self._ensure_open()
             self._runtime._sync()
-            view = self._memory._view().view(self._dtype).reshape(self._full_shape)
-            if not self._memory.host_write:
-                view.flags.writeable = False
-            return view
+            return self._memory._view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
 
         return _MapContext(make)
 
@@ -352,9 +349,7 @@ class NdArray:
             a = self.to_numpy()
         else:
             self._runtime._sync()
-            a = self._memory._view().view(self._dtype).reshape(self._full_shape)
-            if not self._memory.host_write:
-                a.flags.writeable = False
+            a = self._memory._view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
         return a.astype(target, copy=False) if target != self._dtype else a
 
     @property

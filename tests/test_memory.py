@@ -37,6 +37,10 @@ def test_map_read_only_and_no_access(rt):
         assert not view.flags.writeable
         with pytest.raises(ValueError):
             view[0] = 1
+        with pytest.raises(ValueError, match="WRITEABLE"):  # and cannot be made writable again
+            view.setflags(write=True)
+        with pytest.raises(ValueError):
+            view.view(np.float32).reshape(2, 2).setflags(write=True)  # nor through a derived array
     none = rt.allocate_memory(16)
     with pytest.raises(ta.InvalidStateError, match="host_read/host_write"):
         none.map()
@@ -187,6 +191,11 @@ def test_ndarray_transfers_with_any_host_access(rt, host_access):
     else:
         with x.map() as view:
             assert view.flags.writeable == (host_access in ("write", "readwrite"))
+            if not view.flags.writeable:
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    view.setflags(write=True)
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    np.asarray(x).setflags(write=True)
 
 
 def test_memory_pool_on_cpu_backends(arch):
