@@ -162,7 +162,13 @@ class Child:
         return self._owned.closed
 
     def close(self) -> None:
-        """Release the native object (deferred while something still needs it). Safe to call twice."""
+        """Release the native object (deferred while something still needs it). Safe to call twice.
+
+        Raises:
+            WrongThreadError: called from another thread while the runtime's own thread still runs.
+        """
+        if not self._owned.closed:
+            self._runtime._check_closer(f"{type(self).__name__}.close()")
         self._finalizer()
 
     def __enter__(self) -> Self:

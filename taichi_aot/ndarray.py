@@ -145,9 +145,12 @@ def convert_checked(a: np.ndarray, target: np.dtype, what: str) -> np.ndarray:
 
 def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
     """``value`` as a ``dtype`` scalar; refuses other kinds (float into int, bool into numbers) and overflow."""
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError, OverflowError):
+        a = np.asarray(None)
     if a.ndim or a.dtype.kind not in "biuf":
-        raise ArgumentTypeError(f"{what}: expected a number, got {value!r}")
+        raise ArgumentTypeError(f"{what}: expected a number, got {value!r}"[:300])
     if (a.dtype.kind == "b") != (dtype.kind == "b"):
         raise ArgumentTypeError(f"{what}: cannot store {value!r} in a {dtype} ndarray")
     if dtype.kind in "iu" and a.dtype.kind == "f":
@@ -462,7 +465,10 @@ class NdArray:
             array.flags.c_contiguous
         ):
             return array  # the common case, checked without conversions
-        a = np.asarray(array)
+        try:
+            a = np.asarray(array)
+        except (ValueError, TypeError, OverflowError) as e:  # ragged lists, objects numpy cannot read
+            raise ArgumentTypeError(f"from_numpy: {type(array).__name__} is not an array ({e})") from None
         if a.shape != self.full_shape:
             raise InvalidArgumentError(
                 f"from_numpy: expected shape {self.full_shape} (shape {self._shape} + element {self._elem_shape}), "

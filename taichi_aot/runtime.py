@@ -152,7 +152,7 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
     for child in list(children):
         try:
-            child.close()
+            child._finalizer()  # the runtime's own teardown: already allowed here
         except Exception:
             pass
     owned.close()
@@ -645,8 +645,28 @@ class Runtime:
 
     # -- closing --------------------------------------------------------------------
 
+    def _check_closer(self, what: str) -> None:
+        """Closing belongs to the runtime's thread while that thread runs: it may be inside a launch or a replay
+        of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed)."""
+        me = threading.get_ident()
+        if me == self._thread or self._owned.closed or os.getpid() != self._pid:
+            return
+        if any(t.ident == self._thread for t in threading.enumerate()):
+            raise WrongThreadError(
+                f"{what}: this {self._arch.name} runtime and its objects belong to thread {self._thread}, which is "
+                "still running; close them there (closing under a thread that may be using them would crash it)"
+            )
+
     def close(self) -> None:
-        """Close every live child (modules, memory, images), then the runtime. Safe to call twice."""
+        """Close every live child (modules, memory, images), then the runtime. Safe to call twice.
+
+        Raises:
+            WrongThreadError: called from another thread while the runtime's own thread still runs.
+        """
+        self._check_closer("Runtime.close()")
+        self._close()
+
+    def _close(self) -> None:
         if self._cuda_stream and not self._owned.closed:  # Taichi's stream setting outlives the runtime
             capi.set_cuda_stream(None)
             self._cuda_stream = None
@@ -680,7 +700,7 @@ def _close_open_runtimes() -> None:
             runtime._owned.abandon()
             busy.append(owner)
         else:
-            runtime.close()
+            runtime._close()
     deadline = time.monotonic() + 1.0
     for thread in busy:
         thread.join(max(0.0, deadline - time.monotonic()))

@@ -214,3 +214,49 @@ def test_interpreter_exit_while_a_daemon_thread_launches(arch, modules, tmp_path
         assert proc.returncode == 0 and proc.stdout == "main returns\n", proc.stderr[-2000:]
         assert "Segmentation" not in proc.stderr and ("ClosedError" not in proc.stderr
                                                        or "the interpreter is exiting" in proc.stderr), proc.stderr
+
+
+def test_closing_belongs_to_the_runtimes_thread(arch, modules):
+    """close() from another thread while the runtime's thread runs is refused (it crashed the thread that was
+    replaying or launching); once that thread has ended, any thread may close what it left."""
+    import threading
+
+    import numpy as np
+
+    from taichi_aot import WrongThreadError
+
+    with Runtime(arch) as rt:
+        mod = rt.load_module(modules.path(arch))
+        x, y = rt.ndarray((64,), np.float32), rt.ndarray_from_numpy(np.ones(64, np.float32))
+        with rt.record() as seq:
+            mod.kernels["add"](x, y, 1.0)
+        errors = []
+
+        def close_all():
+            for obj in (mod, x, rt):
+                try:
+                    obj.close()
+                except WrongThreadError as e:
+                    errors.append(str(e))
+
+        closer = threading.Thread(target=close_all)
+        closer.start()
+        seq.replay(200)  # meanwhile: nothing of it is closed under us
+        closer.join()
+        rt.wait()
+        assert len(errors) == 3 and all("still running; close them there" in e for e in errors), errors
+        assert not (mod.closed or x.closed or rt.closed)
+        np.testing.assert_array_equal(x.to_numpy(), np.full(64, 200, np.float32))  # every replay ran
+
+    made = {}
+
+    def make():
+        made["rt"] = Runtime(arch)
+        made["x"] = made["rt"].ndarray((4,), np.float32)
+
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+    made["x"].close()  # its thread is gone: nothing can be inside a call of it
+    made["rt"].close()
+    assert made["x"].closed and made["rt"].closed

@@ -85,6 +85,10 @@ def test_from_numpy_refuses_values_that_do_not_fit(rt):
         i32.from_numpy([0.5, np.nan, 1.0])
     with pytest.raises(InvalidArgumentError, match="casting must be"):
         i32.from_numpy([1.0, 2.0, 3.0], casting="wrap")  # type: ignore[arg-type]
+    with pytest.raises(ArgumentTypeError, match="is not an array"):  # numpy's own ValueError, typed
+        f32.from_numpy([[1.0, 2.0], [3.0]])
+    with pytest.raises(ArgumentTypeError, match="expected a number"):
+        f32.fill([[1.0, 2.0], [3.0]])
 
 
 def test_from_numpy_casting_as_numpy_on_request(rt):
