@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import ARG_SIZE, Packer, Slot, array_like, make_packer, prefill
 from ._native import ffi, lib
+from .enums import CPU_ARCHS
 from .errors import (
     ArgumentNotFoundError,
     ArgumentTypeError,
@@ -506,13 +507,19 @@ class LaunchSequence:
                 steps[i] = launch._c[0]
             self._steps = steps
         # In chunks of about _CHUNK_SECONDS each, growing from one pass: Python gets control back between
-        # them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay.
+        # them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay. Where launches
+        # only enqueue work (GPUs), each chunk is waited for before the next, so a chunk's time is the device's
+        # and the queue never holds more than one chunk: what an interrupted replay leaves to drain is short.
         replay, steps, done = lib.taichi_aot_replay, self._steps, self._done
+        rt = self._runtime
+        queued = rt.arch not in CPU_ARCHS
         chunk, passes = 1, 0
         while passes < times:
             n = min(chunk, times - passes)
             start = _clock()
             code = replay(steps, count, n, done)
+            if queued and not code and passes + n < times:
+                rt.wait()
             if code:
                 made = passes * count + done[0]
                 if done[0] < count:
