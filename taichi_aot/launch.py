@@ -51,6 +51,7 @@ _NAMED_SIZE: int = ffi.sizeof("TiNamedArgument")
 _NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
 _CHUNK_SECONDS = 0.02  # a replay returns to Python at least this often (once its chunks have grown)
+_QUEUE_LAUNCHES = 512  # on GPUs, a replay waits for the device after at most this many launches
 
 
 def _raise_launch_error(code: int, what: str) -> None:
@@ -508,18 +509,21 @@ class LaunchSequence:
             self._steps = steps
         # In chunks of about _CHUNK_SECONDS each, growing from one pass: Python gets control back between
         # them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay. Where launches
-        # only enqueue work (GPUs), each chunk is waited for before the next, so a chunk's time is the device's
-        # and the queue never holds more than one chunk: what an interrupted replay leaves to drain is short.
+        # only enqueue work (GPUs), the replay waits for the device once every _QUEUE_LAUNCHES launches: the
+        # queue never holds more, so what an interrupted replay leaves to drain is short (half a second on a software
+        # Vulkan device), and a wait every few hundred launches costs a GPU's pipeline next to nothing.
         replay, steps, done = lib.taichi_aot_replay, self._steps, self._done
         rt = self._runtime
-        queued = rt.arch not in CPU_ARCHS
-        chunk, passes = 1, 0
+        most = max(1, _QUEUE_LAUNCHES // count) if rt.arch not in CPU_ARCHS else times
+        chunk, passes, queued = 1, 0, 0
         while passes < times:
-            n = min(chunk, times - passes)
+            n = min(chunk, times - passes, most)
             start = _clock()
             code = replay(steps, count, n, done)
-            if queued and not code and passes + n < times:
+            queued += n
+            if queued >= most and not code and passes + n < times:
                 rt.wait()
+                queued = 0
             if code:
                 made = passes * count + done[0]
                 if done[0] < count:
