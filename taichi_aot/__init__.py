@@ -23,6 +23,8 @@ from . import (
     module,
     ndarray,
 )
+from ._version import __version__ as __version__
+from .config import devices, show_config
 from .enums import (
     AddressMode,
     Arch,
@@ -69,8 +71,6 @@ from .memory import Memory, MemorySlice
 from .module import AotModule
 from .ndarray import NdArray
 from .runtime import Runtime, arch_for_module, best_arch
-
-__version__ = "0.1.0"
 
 # NdArray and data_type lived in taichi_aot.memory, a room below theirs now: the face keeps
 # the old path working without memory.py importing upward.
@@ -130,10 +130,12 @@ __all__ = [
     "arch_for_module",
     "best_arch",
     "capi",
+    "devices",
     "enums",
     "errors",
     "launch",
     "metadata",
     "module",
     "ndarray",
+    "show_config",
 ]

@@ -18,13 +18,14 @@ PACKAGE = os.path.join(ROOT, "taichi_aot")
 #: The rooms from the ground up. A room may import from its own layer's rooms (no circle) and from
 #: any layer below it, never from one above. A new module must be given a place here.
 LAYERS: list[set[str]] = [
-    {"_native", "_cdef", "_bundle"},  # the compiled extension, the build's header reader and bundled library
+    {"_native", "_cdef", "_bundle", "_version"},  # the extension, the build's helpers, the version
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
     {"_probe", "_cuda", "_dlpack", "metadata"},  # beside the flat API: arch probing, CUDA driver copies, DLPack
     # capsules, module metadata
     {"capi"},  # the flat, checked API
+    {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables)
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},

@@ -359,3 +359,27 @@ def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):
                            env={**env, "VK_ADD_DRIVER_FILES": "/nonexistent.json"})
     assert "X64" in third.stdout
     assert len(list((tmp_path / "taichi_aot").glob("probe-*.json"))) == 2
+
+
+def test_show_config_and_devices_say_what_this_installation_is(capsys):
+    import io
+    import json
+    import subprocess
+    import sys
+
+    found = ta.devices()
+    by_arch = {d["arch"]: d for d in found}
+    assert [d["arch"] for d in found][:2] == ["cuda", "vulkan"]  # in order of preference
+    assert by_arch["x64"]["available"] and by_arch["metal"]["reason"]
+    if by_arch["vulkan"]["available"]:
+        assert by_arch["vulkan"]["devices"] and all({"name", "type", "software"} <= set(d)
+                                                    for d in by_arch["vulkan"]["devices"])
+    text = io.StringIO()
+    ta.show_config(text)
+    shown = text.getvalue()
+    for needed in (ta.__version__, capi.library.path, "C-API 1007000", "x64      available", "caches:",
+                   "environment:"):
+        assert needed in shown, needed
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "archs", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == found

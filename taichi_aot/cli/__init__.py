@@ -30,6 +30,13 @@ def cmd_archs(args: argparse.Namespace) -> int:
     """``archs``: each backend, available or why not; with ``--caps``, its device capabilities."""
     from .. import Runtime, capi
 
+    if args.json:
+        import json
+
+        from ..config import devices as arch_list
+
+        print(json.dumps(arch_list(), indent=1))
+        return 0
     print(f"libtaichi_c_api {capi.library.path} (C-API {capi.get_version()}, found via {capi.library.source})")
     for arch, status in capi.arch_status().items():
         if status.available:
@@ -328,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = _command(sub, "archs", cmd_archs, "which backends work here")
     p.add_argument("--caps", action="store_true", help="also list each backend's device capabilities")
+    p.add_argument("--json", action="store_true", help="print every arch and its devices as JSON (no capabilities)")
     p = _command(sub, "info", cmd_info, "describe a module's kernels and graphs")
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -23,7 +23,9 @@ class CompileError(Exception):
 
 def cache_dir() -> str:
     """Where compiled things are kept: ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
-    return os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
+    from ..config import compile_cache
+
+    return compile_cache()
 
 
 def _digest(*parts: bytes) -> str:

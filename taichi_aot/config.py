@@ -1,0 +1,88 @@
+"""What this installation is and sees: :func:`devices` as data, :func:`show_config` as text.
+
+Versions (taichi_aot, the C-API library and where it was found, Python, numpy, cffi), every arch with its
+devices (name, type, software or not) or why it is unavailable, the caches and the environment variables
+that steer taichi_aot and the library.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import IO, Any
+
+from . import _library, _probe, capi
+from .enums import ARCH_PREFERENCE
+
+#: The environment variables taichi_aot or libtaichi_c_api read (prefixes end in ``_``).
+VARIABLES = ("TAICHI_AOT_", "TAICHI_C_API_INSTALL_DIR", "TI_LIB_DIR", "TI_LOG_LEVEL", "XDG_CACHE_HOME",
+             "CUDA_VISIBLE_DEVICES", "VK_ICD_FILENAMES", "VK_DRIVER_FILES")
+
+
+def compile_cache() -> str:
+    """Where modules compiled on first use (the demo's with ``--compile``, the bench's) are kept:
+    ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
+    return os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
+
+
+def devices() -> list[dict[str, Any]]:
+    """Every arch the library knows, in order of preference: ``arch``, ``available``, ``reason`` (why not),
+    ``device_count`` and ``devices`` (Vulkan: ``name``, ``type``, ``software``, ``api_version`` of each)."""
+    status = capi.arch_status()
+    out = []
+    order = list(ARCH_PREFERENCE)
+    for arch in sorted(status, key=lambda a: (a not in order, order.index(a) if a in order else 0, a.name)):
+        s = status[arch]
+        out.append({
+            "arch": arch.name.lower(), "available": s.available, "reason": "" if s.available else s.reason,
+            "device_count": s.device_count, "software": s.software,
+            "devices": [{"name": d.name, "type": d.type, "software": d.software, "api_version": d.api_version}
+                        for d in s.devices],
+        })
+    return out
+
+
+def config() -> dict[str, Any]:
+    """What :func:`show_config` prints, as data."""
+    import cffi
+    import numpy
+
+    from ._version import __version__
+
+    info = _library.info
+    return {
+        "taichi_aot": __version__,
+        "library": {"path": info.path, "source": info.source, "c_api_version": info.version,
+                    "taichi": _library.TAICHI_RELEASE},
+        "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+        "numpy": numpy.__version__, "cffi": cffi.__version__,
+        "archs": devices(),
+        "caches": {"probe": _probe.cache_folder(), "compiled modules": compile_cache()},
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
+    }
+
+
+def show_config(file: IO[str] | None = None) -> None:
+    """Print versions, the library in use, every arch and device, caches and the variables in effect."""
+    c = config()
+    out = file or sys.stdout
+    lib = c["library"]
+    lines = [f"taichi_aot {c['taichi_aot']}",
+             f"  libtaichi_c_api: {lib['path']} (C-API {lib['c_api_version']}, Taichi {lib['taichi']}; "
+             f"{lib['source']})",
+             f"  python: {c['python']}", f"  numpy {c['numpy']}, cffi {c['cffi']}", "archs:"]
+    for a in c["archs"]:
+        if not a["available"]:
+            lines.append(f"  {a['arch']:8} unavailable: {a['reason']}")
+            continue
+        count = "?" if a["device_count"] is None else a["device_count"]
+        lines.append(f"  {a['arch']:8} available, {count} device(s)" + (" (software only)" if a["software"] else ""))
+        for i, d in enumerate(a["devices"]):
+            kind = d["type"] + (", software rasterizer" if d["software"] else "")
+            lines.append(f"    {i}: {d['name']} ({kind}, Vulkan {d['api_version']})")
+    lines.append("caches:")
+    lines += [f"  {k}: {v}" for k, v in c["caches"].items()]
+    lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))
+    lines += [f"  {k}={v}" for k, v in c["environment"].items()]
+    print("\n".join(lines), file=out)
