@@ -7,7 +7,7 @@ from the first source that has them:
 1. ``TAICHI_C_API_INSTALL_DIR``: a Taichi C-API install folder (``lib/``, ``runtime/``, ``include/``);
 2. ``TAICHI_AOT_TAICHI_WHEEL``: a ``taichi-1.7.4-*.whl`` file on disk (offline builds);
 3. an installed ``taichi==1.7.4`` (its ``taichi/_lib/c_api``), found without importing it;
-4. a wheel this build fetched before, kept in the cache (``$XDG_CACHE_HOME/taichi_aot/c_api``);
+4. a wheel this build fetched before, kept in the cache (``c_api`` in :func:`cache_home`);
 5. ``pip download`` of one pinned ``taichi==1.7.4`` wheel (any Python's: the C-API library in it does not
    depend on Python), checked against its sha256 below.
 
@@ -70,10 +70,20 @@ def _log(message: str) -> None:
     print(f"taichi_aot build: {message}", file=sys.stderr, flush=True)
 
 
+def cache_home() -> str:
+    """taichi_aot's one cache folder: ``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else
+    ``~/.cache/taichi_aot``. The probe's answers, modules compiled on first use and the libraries builds fetch
+    are kept there (``python -m taichi_aot cache clear`` empties it)."""
+    explicit = os.environ.get("TAICHI_AOT_CACHE")
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "taichi_aot")
+
+
 def cache_root() -> str:
     """Where fetched libraries are kept between builds."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "taichi_aot", "c_api")
+    return os.path.join(cache_home(), "c_api")
 
 
 def sha256(path: str) -> str:

@@ -9,7 +9,7 @@ destroys a runtime and prints one line; a crash there only fails that arch.
 The Vulkan loader is asked for every physical device (name and type), so that a
 software rasterizer (Mesa's lavapipe, a "CPU" device) is told from a GPU.
 
-The answer is kept in the user's cache folder (``$XDG_CACHE_HOME/taichi_aot``, else
+The answer is kept in taichi_aot's cache folder (``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else
 ``~/.cache/taichi_aot``) under a key made of everything that can change it: the
 library, the Vulkan drivers, the CUDA driver and the environment variables that
 choose among them. A warm cache answers without starting any child process.
@@ -30,6 +30,7 @@ import tempfile
 import threading
 from typing import Any, NamedTuple
 
+from ._bundle import cache_home
 from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
@@ -240,9 +241,9 @@ def _cache_key(library: str) -> str:
 
 
 def cache_folder() -> str:
-    """Where the probe's answer is kept: ``$XDG_CACHE_HOME/taichi_aot`` or ``~/.cache/taichi_aot``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "taichi_aot")
+    """Where the probe's answer is kept: taichi_aot's cache folder (``_bundle.cache_home``: ``TAICHI_AOT_CACHE``,
+    else ``$XDG_CACHE_HOME/taichi_aot``, else ``~/.cache/taichi_aot``)."""
+    return cache_home()
 
 
 def _to_json(status: dict[Arch, ArchStatus]) -> list[Any]:

@@ -12,7 +12,8 @@ import platform
 import sys
 from typing import IO, Any
 
-from . import _library, _probe, capi
+from . import _library, capi
+from ._bundle import cache_home
 from .enums import ARCH_PREFERENCE
 
 #: The environment variables taichi_aot or libtaichi_c_api read (prefixes end in ``_``).
@@ -21,9 +22,41 @@ VARIABLES = ("TAICHI_AOT_", "TAICHI_C_API_INSTALL_DIR", "TI_LIB_DIR", "TI_LOG_LE
 
 
 def compile_cache() -> str:
-    """Where modules compiled on first use (the demo's with ``--compile``, the bench's) are kept:
-    ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``."""
-    return os.environ.get("TAICHI_AOT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taichi_aot")
+    """Where modules compiled on first use (the demo's with ``--compile``, the bench's) are kept: taichi_aot's
+    one cache folder (``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else ``~/.cache/taichi_aot``)."""
+    return cache_home()
+
+
+#: What taichi_aot keeps in its cache folder, by kind (file name patterns); ``cache clear`` removes these only.
+CACHE_ENTRIES = {"probe answers": ("probe-*.json",), "compiled modules": ("demo-*", "bench-*"),
+                 "libraries fetched by builds": ("c_api",)}
+
+
+def cache_entries() -> dict[str, list[str]]:
+    """The paths of what taichi_aot keeps in its cache folder, by kind."""
+    import glob
+
+    root = cache_home()
+    return {kind: sorted(p for pattern in patterns for p in glob.glob(os.path.join(root, pattern)))
+            for kind, patterns in CACHE_ENTRIES.items()}
+
+
+def clear_cache() -> int:
+    """Remove what taichi_aot keeps in its cache folder (nothing else there); returns how many entries."""
+    import shutil
+
+    removed = 0
+    for paths in cache_entries().values():
+        for path in paths:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except OSError:
+                    continue
+            removed += 1
+    return removed
 
 
 def devices() -> list[dict[str, Any]]:
@@ -58,7 +91,7 @@ def config() -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
         "numpy": numpy.__version__, "cffi": cffi.__version__,
         "archs": devices(),
-        "caches": {"probe": _probe.cache_folder(), "compiled modules": compile_cache()},
+        "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
     }
 
@@ -81,8 +114,8 @@ def show_config(file: IO[str] | None = None) -> None:
         for i, d in enumerate(a["devices"]):
             kind = d["type"] + (", software rasterizer" if d["software"] else "")
             lines.append(f"    {i}: {d['name']} ({kind}, Vulkan {d['api_version']})")
-    lines.append("caches:")
-    lines += [f"  {k}: {v}" for k, v in c["caches"].items()]
+    lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
+    lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
     lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))
     lines += [f"  {k}={v}" for k, v in c["environment"].items()]
     print("\n".join(lines), file=out)

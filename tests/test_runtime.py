@@ -377,9 +377,30 @@ def test_show_config_and_devices_say_what_this_installation_is(capsys):
     text = io.StringIO()
     ta.show_config(text)
     shown = text.getvalue()
-    for needed in (ta.__version__, capi.library.path, "C-API 1007000", "x64      available", "caches:",
+    for needed in (ta.__version__, capi.library.path, "C-API 1007000", "x64      available", "cache: ",
                    "environment:"):
         assert needed in shown, needed
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "archs", "--json"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and json.loads(proc.stdout) == found
+
+
+def test_one_cache_folder_listed_and_cleared(tmp_path):
+    """Probe answers and compiled modules live in one folder (TAICHI_AOT_CACHE here); cache clear removes what
+    taichi_aot put there and nothing else."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "TAICHI_AOT_CACHE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", "from taichi_aot import Runtime; Runtime().close()"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert list(tmp_path.glob("probe-*.json"))  # the probe's answer went there
+    (tmp_path / "mine.txt").write_text("not taichi_aot's")
+    listing = subprocess.run([sys.executable, "-m", "taichi_aot", "cache"], env=env, capture_output=True, text=True)
+    assert listing.returncode == 0 and f"cache folder {tmp_path}" in listing.stdout
+    assert "probe answers: 1" in listing.stdout
+    cleared = subprocess.run([sys.executable, "-m", "taichi_aot", "cache", "clear"], env=env, capture_output=True,
+                             text=True)
+    assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout, cleared.stdout + cleared.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]

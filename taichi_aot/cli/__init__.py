@@ -173,6 +173,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``cache [clear]``: what taichi_aot keeps in its cache folder, or remove it."""
+    from ..config import cache_entries, cache_home, clear_cache
+
+    if args.action == "clear":
+        print(f"removed {clear_cache()} entries from {cache_home()}")
+        return 0
+    print(f"cache folder {cache_home()}")
+    for kind, paths in cache_entries().items():
+        print(f"  {kind}: {len(paths)}")
+        for path in paths:
+            print(f"    {os.path.basename(path)}")
+    return 0
+
+
 def cmd_stubs(args: argparse.Namespace) -> int:
     """``stubs``: write a ``.pyi`` of the module's kernels and graphs (stubs.py)."""
     from .. import metadata
@@ -351,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
                    help="CPU kernels run on at most N threads (default and most: this machine's cores)")
+    p = _command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
+    p.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
     p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
