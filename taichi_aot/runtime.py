@@ -90,9 +90,9 @@ def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryv
     """
     if isinstance(source, (bytearray, memoryview)):
         source = bytes(source)
-    meta = metadata.read_module(source)
+    archs = metadata.loads_on(source)
     status = capi.arch_status()
-    usable = [a for a in ARCH_PREFERENCE if a in meta.archs and a in status and status[a].available]
+    usable = [a for a in ARCH_PREFERENCE if a in archs and a in status and status[a].available]
     chosen = os.environ.get("TAICHI_AOT_ARCH", "").strip().upper()
     for arch in usable:
         if arch.name == chosen:
@@ -102,10 +102,10 @@ def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryv
             return arch
     if usable:
         return usable[0]
-    where = os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"
-    why = "; ".join(f"{a.name.lower()}: {status[a].reason if a in status else 'unknown here'}" for a in meta.archs)
+    why = "; ".join(f"{a.name.lower()}: {status[a].reason if a in status else 'unknown here'}" for a in archs)
     raise IncompatibleModuleError(
-        f"module {where} runs on {', '.join(a.name.lower() for a in meta.archs) or 'no known arch'}, and none of them "
+        f"module {metadata.describe(source)} runs on {', '.join(a.name.lower() for a in archs) or 'no known arch'}, "
+        f"and none of them "
         f"works on this machine ({why or 'nothing recorded'}); rebuild it for a backend this machine has "
         f"(python -m taichi_aot archs lists them) with python -m taichi_aot build FILE.py --arch ..."
     )
@@ -645,13 +645,16 @@ class Runtime:
 
     # -- closing --------------------------------------------------------------------
 
+    def _owner_running(self) -> threading.Thread | None:
+        """The runtime's own thread, when it is another than the caller's and still runs (in this process)."""
+        if threading.get_ident() == self._thread or os.getpid() != self._pid:
+            return None
+        return next((t for t in threading.enumerate() if t.ident == self._thread and t.is_alive()), None)
+
     def _check_closer(self, what: str) -> None:
         """Closing belongs to the runtime's thread while that thread runs: it may be inside a launch or a replay
         of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed)."""
-        me = threading.get_ident()
-        if me == self._thread or self._owned.closed or os.getpid() != self._pid:
-            return
-        if any(t.ident == self._thread for t in threading.enumerate()):
+        if not self._owned.closed and self._owner_running() is not None:
             raise WrongThreadError(
                 f"{what}: this {self._arch.name} runtime and its objects belong to thread {self._thread}, which is "
                 "still running; close them there (closing under a thread that may be using them would crash it)"
@@ -691,12 +694,10 @@ def _close_open_runtimes() -> None:
     whose thread still runs (a daemon thread) may be inside a C call: it is abandoned instead, closed for every
     further use (that thread gets ClosedError) but never destroyed, and that thread gets a second to leave it."""
     _dlpack.shutting_down()
-    me = threading.get_ident()
-    threads = {t.ident: t for t in threading.enumerate()}
     busy = []
     for runtime in list(_open_runtimes):
-        owner = threads.get(runtime._thread)
-        if runtime._thread != me and owner is not None and owner.is_alive() and runtime._pid == os.getpid():
+        owner = runtime._owner_running()
+        if owner is not None:
             runtime._owned.abandon()
             busy.append(owner)
         else:

@@ -93,14 +93,19 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads:
     raise BuildError(f"building {source} for {arch} failed ({how}): " + " | ".join(said[-5:])[-1500:])
 
 
+def _store(z: zipfile.ZipFile, name: str, data: bytes | str) -> None:
+    """One archive member, stored as the same bytes whatever day it is built."""
+    info = zipfile.ZipInfo(name, _FIXED_TIME)
+    info.external_attr = 0o644 << 16
+    z.writestr(info, data)
+
+
 def _zip_folder(folder: str, out: str) -> None:
     """A ``.tcm`` of the folder's files, as Taichi's ``Module.archive`` writes one (flat, uncompressed)."""
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for name in sorted(os.listdir(folder)):
-            info = zipfile.ZipInfo(name, _FIXED_TIME)
-            info.external_attr = 0o644 << 16
             with open(os.path.join(folder, name), "rb") as f:
-                z.writestr(info, f.read())
+                _store(z, name, f.read())
 
 
 def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> None:
@@ -111,16 +116,12 @@ def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> N
                 "source": os.path.basename(source), "source_sha256": digest}
     with tempfile.TemporaryDirectory(prefix="taichi_aot_parts_") as tmp, \
             zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        info = zipfile.ZipInfo(SIDECAR, _FIXED_TIME)
-        info.external_attr = 0o644 << 16
-        z.writestr(info, json.dumps(manifest, indent=1, sort_keys=True))
+        _store(z, SIDECAR, json.dumps(manifest, indent=1, sort_keys=True))
         for arch, folder in parts.items():
             tcm = os.path.join(tmp, f"{arch}.tcm")
             _zip_folder(folder, tcm)
-            info = zipfile.ZipInfo(f"{arch}.tcm", _FIXED_TIME)
-            info.external_attr = 0o644 << 16
             with open(tcm, "rb") as f:
-                z.writestr(info, f.read())
+                _store(z, f"{arch}.tcm", f.read())
 
 
 def _signature(info: ModuleInfo) -> dict:

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: A source checkout's root (its include/ holds the vendored headers).
@@ -35,6 +36,24 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:12]
 
 
+def _cached_module(out: str, make: Callable[[str], None]) -> str:
+    """``out``, a module folder of the cache: as it is when complete, else made by ``make(tmp)`` in a private
+    folder and moved into place (a concurrent maker's copy wins; a failed one leaves nothing)."""
+    if os.path.isfile(os.path.join(out, "__content__")):
+        return out
+    tmp = out + f".tmp{os.getpid()}"
+    try:
+        make(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not os.path.exists(out):
+        os.replace(tmp, out)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 #: The demo's module, compiled from demo_kernels.py for every arch the package ships it for.
 DEMO_MODULE = os.path.join(HERE, "demo.tcm")
 
@@ -52,20 +71,14 @@ def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None
     with open(os.path.join(HERE, "demo_kernels.py"), "rb") as f:
         digest = _digest(f.read(), str(cpu_threads).encode())
     out = os.path.join(cache_dir(), f"demo-{arch}-{digest}")
-    if os.path.isfile(os.path.join(out, "__content__")):
-        return out
-    tmp = out + f".tmp{os.getpid()}"
-    try:
-        build(os.path.join(HERE, "demo_kernels.py"), [arch], tmp, cpu_threads=cpu_threads)
-    except BuildError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None
-    if not os.path.exists(out):
-        os.replace(tmp, out)
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
+    def make(tmp: str) -> None:
+        try:
+            build(os.path.join(HERE, "demo_kernels.py"), [arch], tmp, cpu_threads=cpu_threads)
+        except BuildError as e:
+            raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None
+
+    return _cached_module(out, make)
 
 def taichi_module(kind: str, arch: str) -> str:
     """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
@@ -77,17 +90,13 @@ def taichi_module(kind: str, arch: str) -> str:
         return out
     if importlib.util.find_spec("taichi") is None:
         raise CompileError(f"the {kind} kernels are compiled with Taichi 1.7.4: pip install 'taichi_aot[build]'")
-    tmp = out + f".tmp{os.getpid()}"
-    proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
-    if not os.path.exists(out):
-        os.replace(tmp, out)
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
+    def make(tmp: str) -> None:
+        proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
+
+    return _cached_module(out, make)
 
 def bench_driver(library_path: str) -> str:
     """Compile (once, cached) the raw C benchmark driver against ``library_path``."""

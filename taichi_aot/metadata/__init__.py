@@ -96,22 +96,32 @@ def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None,
         if parts is None:
             return source, _read(src), None
         name = next(iter(parts)) if arch is None else None
-        member = parts[name] if name is not None else part_for(parts, arch, where or _where(source))  # type: ignore[arg-type]
-        data = src.read(member, MAX_METADATA_BYTES)
-        assert data is not None
+        member = parts[name] if name is not None else part_for(parts, arch, where or describe(source))  # type: ignore[arg-type]
+        data = _part_bytes(src, member)
     finally:
         src.close()
-    part = _Source(data)
+    part = _part_source(data, member)
     try:
-        if parts_of(part) is not None:
-            raise CorruptedDataError(f"the part {member!r} of a multi-arch module is not a plain module")
         info = _read(part)
     finally:
         part.close()
     info.parts = tuple(parts)
-    loaders = {a for p in parts for a in ARCH_PREFERENCE if a.name.lower() == p}
-    info.archs = tuple(a for a in ARCH_PREFERENCE if a in loaders)
+    info.archs = _loaders(parts)
     return data, info, name or next(p for p, m in parts.items() if m == member)
+
+
+def loads_on(source: str | bytes | os.PathLike) -> tuple[Arch, ...]:
+    """The archs that can load the module, in order of preference; a multi-arch module's from its manifest alone.
+
+    Raises:
+        CorruptedDataError, MissingFileError: as :func:`read_module`.
+    """
+    src = _Source(source)
+    try:
+        parts = parts_of(src)
+        return _read(src).archs if parts is None else _loaders(parts)
+    finally:
+        src.close()
 
 
 def cpu_threads(source: str | bytes | os.PathLike) -> int | None:
@@ -128,19 +138,40 @@ def cpu_threads(source: str | bytes | os.PathLike) -> int | None:
         if parts is None:
             return _cpu_threads(src)
         member = parts.get("x64") or parts.get("arm64")
-        data = src.read(member, MAX_METADATA_BYTES) if member else None
+        data = _part_bytes(src, member) if member else None
     finally:
         src.close()
     if data is None:
         return None
-    part = _Source(data)
+    part = _part_source(data, member)  # type: ignore[arg-type]  # set with data
     try:
         return _cpu_threads(part)
     finally:
         part.close()
 
 
-def _where(source: object) -> str:
+def _part_bytes(src: _Source, member: str) -> bytes:
+    data = src.read(member, MAX_METADATA_BYTES)
+    assert data is not None  # parts_of checked that the member is there
+    return data
+
+
+def _part_source(data: bytes, member: str) -> _Source:
+    """A multi-arch module's part, opened; a part that is itself multi-arch is refused."""
+    part = _Source(data)
+    if parts_of(part) is not None:
+        part.close()
+        raise CorruptedDataError(f"the part {member!r} of a multi-arch module is not a plain module")
+    return part
+
+
+def _loaders(parts: dict[str, str]) -> tuple[Arch, ...]:
+    """The archs that load a multi-arch module's parts (each part loads on the arch it is named after)."""
+    return tuple(a for a in ARCH_PREFERENCE if a.name.lower() in parts)
+
+
+def describe(source: object) -> str:
+    """A module source in words, as messages name it: the path, or ``<N bytes>``."""
     return os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"  # type: ignore[arg-type]
 
 
@@ -208,8 +239,10 @@ __all__ = [
     "ModuleInfo",
     "check_compatible",
     "cpu_threads",
+    "describe",
     "extract_archive",
     "is_zip",
+    "loads_on",
     "open_module",
     "parse_text",
     "read_module",

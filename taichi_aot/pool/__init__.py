@@ -169,7 +169,7 @@ class Pool:
         sources = _module_sources(modules, pack=backend == "ray")
         plan = _plan(self.arch, devices, workers, backend)
         if self.arch in CPU_ARCHS:
-            threads, cpus = _cpu_plan(sources, len(plan) if workers is not None else None, backend)
+            threads, cpus = _cpu_plan(sources, workers, backend)
             plan = [(None, 0, None)] * len(cpus)
         else:
             threads, cpus = 1, [None] * len(plan)
@@ -586,7 +586,7 @@ def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
         if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
             raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
     if arch in CPU_ARCHS:
-        return [(None, 0, None)] * (workers or 1)  # how many: _cpu_plan
+        return []  # how many workers, and their cores: _cpu_plan
     status = capi.arch_status()[arch]
     if devices is None:
         if arch == Arch.VULKAN and status.devices:
