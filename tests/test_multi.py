@@ -106,6 +106,8 @@ def test_for_module_takes_the_fastest_arch_both_have(built):
     software = capi.arch_status()[Arch.VULKAN].software
     assert arch_for_module(os.path.join(built, "multi.tcm")) == (Arch.X64 if software else Arch.VULKAN)
     assert arch_for_module(os.path.join(built, "vulkan.tcm")) == Arch.VULKAN
+    assert metadata.loads_on(os.path.join(built, "multi.tcm")) == (Arch.VULKAN, Arch.X64)  # from the manifest
+    assert metadata.loads_on(os.path.join(built, "x64")) == (Arch.X64,)
     with Runtime.for_module(os.path.join(built, "x64")) as rt:
         assert rt.arch == Arch.X64
     os.environ["TAICHI_AOT_ARCH"] = "vulkan"

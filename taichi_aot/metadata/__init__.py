@@ -239,11 +239,9 @@ __all__ = [
     "ModuleInfo",
     "check_compatible",
     "cpu_threads",
-    "describe",
     "extract_archive",
     "is_zip",
     "loads_on",
-    "open_module",
     "parse_text",
     "read_module",
 ]
