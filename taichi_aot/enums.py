@@ -57,6 +57,34 @@ class Error(_Named):
     SUCCESS = 0
 
 
+class Access(_NamedFlag):
+    """How a kernel uses an ndarray argument, as Taichi's analysis records it (gfx modules' ``arr_access``): it
+    reads it, writes it, both, or neither. Strings name them too: ``"read"``, ``"write"``, ``"read_write"``
+    (or ``"readwrite"``), ``"none"``."""
+
+    NONE = 0
+    READ = 1
+    WRITE = 2
+    READ_WRITE = 3
+
+    @classmethod
+    def parse(cls, value: object, what: str) -> Access:
+        """``value`` (an Access, or one of the strings above) as an Access; ValueError naming ``what`` else."""
+        if isinstance(value, Access):
+            return value
+        if isinstance(value, str):
+            key = value.strip().lower().replace("-", "_")
+            found = _ACCESS_WORDS.get(key)
+            if found is not None:
+                return found
+        raise ValueError(f"{what}: {value!r} is no access (one of 'read', 'write', 'read_write', 'none', or Access)")
+
+
+_ACCESS_WORDS = {"read": Access.READ, "write": Access.WRITE, "read_write": Access.READ_WRITE,
+                 "readwrite": Access.READ_WRITE, "rw": Access.READ_WRITE, "r": Access.READ, "w": Access.WRITE,
+                 "none": Access.NONE}
+
+
 class Arch(_Named):
     """TiArch: backends a runtime can be created for."""
 
@@ -306,6 +334,7 @@ __all__ = [
     "LLVM_ARCHS",
     "NUMPY_DTYPES",
     "SCALAR_ARGUMENT_TYPES",
+    "Access",
     "AddressMode",
     "Arch",
     "ArgumentType",

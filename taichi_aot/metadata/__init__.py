@@ -22,7 +22,7 @@ from .gfx import _gfx, _gfx_graphs, _texture_formats
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
-from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo
+from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo, graph_access
 from .multi import apply_names, part_for, parts_of
 from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
 
@@ -208,6 +208,7 @@ def _read(src: _Source) -> ModuleInfo:
     if version is not None:
         info.version = version
     apply_names(info, src)
+    graph_access(info)
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
     if content is not None:

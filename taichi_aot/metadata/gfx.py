@@ -10,7 +10,7 @@ import struct
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..enums import Format
+from ..enums import Access, Format
 from ..errors import CorruptedDataError
 from .model import (
     PTYPE_KINDS,
@@ -45,6 +45,7 @@ def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
         for e in ((ctx.get("args_type_") or {}).get("content") or {}).get("elements_") or []:
             if isinstance(e, dict) and isinstance(e.get("name"), str):
                 arg_types[e["name"]] = e.get("type")
+        access = _arr_access(ctx.get("arr_access"), k["name"])
         for entry in ctx.get("arg_attribs_vec_") or []:
             try:
                 index = int(entry["key"][0])
@@ -61,11 +62,27 @@ def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
                     length, dtype = _struct_scalars(arg_types.get(f"arg_{index}"))
                 args.append(ArgInfo(index, name if isinstance(name, str) else None, kind, dtype,
                                     int(a.get("field_dim") or 0), tuple(int(d) for d in a.get("element_shape") or ()),
-                                    length, formats.get((k["name"], index))))
+                                    length, formats.get((k["name"], index)),
+                                    access.get(index) if kind == "ndarray" else None))
             except (KeyError, TypeError, ValueError, IndexError):
                 raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
         info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index))
     return info
+
+
+def _arr_access(entries: Any, kernel: str) -> dict[int, Access]:
+    """{argument index: access} of a kernel's ``arr_access`` list (Taichi's ExternalPtrAccess bits)."""
+    out = {}
+    for e in entries or []:
+        try:
+            key, value = e["key"], e["value"]
+            index = key[0] if isinstance(key, list) else key
+            if not isinstance(index, int) or not isinstance(value, int) or not 0 <= value <= 3:
+                raise TypeError
+        except (KeyError, TypeError, IndexError):
+            raise CorruptedDataError(f"metadata: malformed arr_access of kernel {kernel!r}") from None
+        out[index] = Access(value)
+    return out
 
 
 def _gfx_graphs(doc: Any, kernels: dict[str, KernelInfo] | None = None) -> dict[str, GraphInfo]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..enums import NUMPY_DTYPES, Arch, DataType, Format
+from ..enums import NUMPY_DTYPES, Access, Arch, DataType, Format
 from ..errors import CorruptedDataError
 
 #: ParameterType codes in the metadata (``ptype``).
@@ -30,6 +30,21 @@ class ArgInfo:
     elem_shape: tuple[int, ...] = ()
     length: int | None = None  # tensor (vector/matrix by value) element count, when recorded
     format: Format | None = None  # texel format a storage texture is declared with (gfx, from SPIR-V)
+    access: Access | None = None  # how the kernel uses an ndarray (gfx metadata, taichi_aot.json); None: unknown
+
+    @property
+    def may_write(self) -> bool:
+        """Whether the kernel may write the argument (it does, or nothing records that it does not)."""
+        return self.access is None or bool(self.access & Access.WRITE)
+
+    @property
+    def reads(self) -> bool:
+        """Whether the kernel may read the argument (it does, or nothing records that it does not)."""
+        return self.access is None or bool(self.access & Access.READ)
+
+    def access_word(self) -> str | None:
+        """The recorded access in words ("read", "write", "read_write", "none"), None where unknown."""
+        return self.access.name.lower() if self.access is not None else None
 
     def describe(self) -> str:
         """What the argument expects, in words, as launch errors quote it ("f32 ndarray with ndim 1")."""
@@ -51,6 +66,7 @@ class ArgInfo:
             "dtype": self.dtype.name.lower() if self.dtype is not None else None,
             "ndim": self.ndim, "element_shape": list(self.elem_shape), "length": self.length,
             "format": self.format.name.lower() if self.format is not None else None,
+            "access": self.access_word() if self.kind == "ndarray" else None,
         }
 
 
@@ -69,6 +85,8 @@ class GraphInfo:
     name: str
     args: list[ArgInfo] = field(default_factory=list)
     dispatches: list[str] = field(default_factory=list)
+    #: each dispatch's argument names, by the dispatched kernel's argument positions
+    calls: list[tuple[str | None, ...]] = field(default_factory=list)
 
 
 @dataclass
@@ -159,8 +177,25 @@ def _graph(name: str, dispatches: list[tuple[str, list[ArgInfo]]]) -> GraphInfo:
     seen: dict[str | None, ArgInfo] = {}
     for kernel, args in dispatches:
         g.dispatches.append(kernel)
+        g.calls.append(tuple(a.name for a in args))
         for a in args:
             if a.name not in seen:
                 seen[a.name] = replace(a, index=len(seen))
     g.args = list(seen.values())
     return g
+
+
+def graph_access(info: ModuleInfo) -> None:
+    """Give each graph's ndarray arguments the union of what its dispatched kernels do with them, where every
+    such kernel records it (an access already given, by ``taichi_aot.json``, is kept)."""
+    for g in info.graphs.values():
+        found: dict[str | None, Access | None] = {}
+        for kernel_name, names in zip(g.dispatches, g.calls):
+            kernel = info.kernels.get(kernel_name)
+            for i, name in enumerate(names):
+                access = kernel.args[i].access if kernel is not None and i < len(kernel.args) else None
+                if name in found and found[name] is None:
+                    continue
+                found[name] = None if access is None else Access(found.get(name, Access.NONE) | access)
+        g.args = [a if a.kind != "ndarray" or a.access is not None else replace(a, access=found.get(a.name))
+                  for a in g.args]

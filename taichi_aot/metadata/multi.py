@@ -3,7 +3,9 @@
 * **Argument names** (``taichi_aot.json`` inside a module, beside Taichi's own files, which Taichi's loader
   never reads): ``{"taichi_aot": 1, "arch": "x64", "kernels": {"step": {"args": ["x", "dt"]}}}``. LLVM
   metadata records no kernel argument names; with this file keyword calls, ``info`` and stubs show them on
-  x64 and CUDA too. Gfx metadata records them as well: the two must agree.
+  x64 and CUDA too. Gfx metadata records them as well: the two must agree. It may also record how each
+  kernel and graph uses its ndarray arguments, which LLVM metadata does not (``"access": {"x": "read"}`` in
+  a kernel's or a graph's entry, ``"graphs": {"g": {"access": {...}}}``): what gfx metadata records wins.
 * **A multi-arch module**: a zip archive (any suffix) whose root holds ``taichi_aot.json``
   (``{"taichi_aot": 1, "parts": {"x64": "x64.tcm", "vulkan": "vulkan.tcm"}}``) and, per arch, a plain
   Taichi ``.tcm`` archive stored uncompressed. A runtime loads the part named after its own arch.
@@ -18,7 +20,7 @@ import keyword
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..enums import ARCH_PREFERENCE, Arch
+from ..enums import ARCH_PREFERENCE, Access, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
 
 if TYPE_CHECKING:
@@ -108,4 +110,35 @@ def apply_names(info: ModuleInfo, src: _Source) -> None:
                 raise CorruptedDataError(
                     f"{SIDECAR} calls argument {a.index} of kernel {name!r} {n!r}; the module's metadata, {a.name!r}"
                 )
-        k.args = [replace(a, name=n) for a, n in zip(k.args, names)]
+        access = _access(f"kernel {name!r}", entry.get("access"), names)
+        k.args = [replace(a, name=n, access=a.access if a.access is not None or a.kind != "ndarray" else access.get(n))
+                  for a, n in zip(k.args, names)]
+    graphs = doc.get("graphs") or {}
+    if not isinstance(graphs, dict):
+        raise CorruptedDataError(f"{SIDECAR}: 'graphs' is not a mapping")
+    for name, entry in graphs.items():
+        g = info.graphs.get(name)
+        if g is None or not isinstance(entry, dict):
+            raise CorruptedDataError(f"{SIDECAR} describes graph {name!r}, which the module lacks")
+        access = _access(f"graph {name!r}", entry.get("access"), [a.name or "" for a in g.args])
+        g.args = [replace(a, access=access.get(a.name or "")) if a.kind == "ndarray" and a.access is None else a
+                  for a in g.args]
+
+
+def _access(what: str, recorded: Any, names: list[str]) -> dict[str, Access]:
+    """{argument name: access} of a sidecar's ``access`` mapping (None or absent: nothing recorded)."""
+    if recorded is None:
+        return {}
+    if not isinstance(recorded, dict):
+        raise CorruptedDataError(f"{SIDECAR}: the access of {what} is not a mapping")
+    out = {}
+    for arg, word in recorded.items():
+        if arg not in names:
+            raise CorruptedDataError(f"{SIDECAR} records the access of argument {arg!r} of {what}, which it lacks")
+        if word is None:
+            continue
+        try:
+            out[arg] = Access.parse(word, f"{SIDECAR}: argument {arg!r} of {what}")
+        except ValueError as e:
+            raise CorruptedDataError(str(e)) from None
+    return out
