@@ -26,6 +26,7 @@ from . import (
 from ._version import __version__ as __version__
 from .config import devices, show_config
 from .enums import (
+    Access,
     AddressMode,
     Arch,
     ArgumentType,
@@ -57,6 +58,7 @@ from .errors import (
     OutOfMemoryError,
     PoolClosedError,
     PoolError,
+    ReadOnlyArrayError,
     TaichiError,
     UnknownError,
     WorkerCrashedError,
@@ -79,6 +81,7 @@ for _name in ("NdArray", "data_type"):
 del _name
 
 __all__ = [
+    "Access",
     "AddressMode",
     "AotModule",
     "Arch",
@@ -117,6 +120,7 @@ __all__ = [
     "OutOfMemoryError",
     "PoolClosedError",
     "PoolError",
+    "ReadOnlyArrayError",
     "Runtime",
     "Sampler",
     "TaichiError",

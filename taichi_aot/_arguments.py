@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ._foreign import array_like
 from ._native import ffi
 from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
@@ -132,23 +133,25 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
     shape_sig = (spec.ndim, spec.elem_shape)
     elem_ndim = len(spec.elem_shape)
+    writes = spec.may_write
     ndarray = np.ndarray
     end = ARG_SIZE
     from_buffer = ffi.from_buffer
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if value.__class__ is not NdArray and not isinstance(value, NdArray):
-            if value.__class__ is ndarray:  # a numpy array seen before: one lookup (runtime._numpy_args; an
-                hit = runtime._numpy_args.get(id(value))  # entry leaves before its array's id can be reused)
-                if (hit is not None and hit[1] == value.shape and hit[2] == value.strides
-                        and hit[3] is value.dtype and hit[4] == elem_ndim and not hit[5]._memory._owned.closed
-                        and from_buffer(value) == hit[6]  # the same memory (__setstate__ replaces it)
-                        and value.flags.writeable):  # and writable still (else a copy: _foreign_ndarray)
-                    value = hit[5]
+            foreign = runtime.foreign
+            if value.__class__ is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its
+                hit = foreign.numpy_hits.get(id(value))  # array's id can be reused), and what may have changed
+                if (hit is not None and hit.shape == value.shape and hit.strides == value.strides
+                        and hit.dtype is value.dtype and hit.elem_ndim == elem_ndim and not hit.owned.closed
+                        and from_buffer(value) == hit.address  # the same memory (__setstate__ replaces it)
+                        and (not writes or value.flags.writeable)):  # else ForeignArgs.argument says why not
+                    value = hit.nd
                 else:
-                    value = runtime._foreign_ndarray(value, elem_ndim, what)
+                    value = foreign.argument(value, spec, what)
             elif array_like(value):
-                value = runtime._foreign_ndarray(value, elem_ndim, what)
+                value = foreign.argument(value, spec, what)
             else:
                 raise wrong(value)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
@@ -161,12 +164,6 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
         slot.buf[off:off + end] = value._arg_bytes
 
     return pack
-
-
-def array_like(value: Any) -> bool:
-    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
-    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
-        hasattr(value, "__cuda_array_interface__"))
 
 
 def _texture_packer(spec: ArgInfo, what: str) -> Packer:

@@ -24,6 +24,8 @@ from .errors import ArgumentTypeError
 
 #: DLPack device types (``DLDeviceType``)
 CPU, CUDA, CUDA_HOST, VULKAN, CUDA_MANAGED = 1, 2, 3, 7, 13
+#: DLPack 1.0's flag of a tensor its consumer must not write.
+FLAG_READ_ONLY = 1
 VERSION = (1, 0)
 
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}  # numpy kind -> DLDataTypeCode (kDLInt, kDLUInt, kDLFloat, kDLBool)
@@ -153,10 +155,12 @@ class Imported:
 
     def __init__(self, source: object, capsule: Any):
         self.source = source  # the array the capsule came from, kept alive too
+        read_only = False
         if _py.PyCapsule_IsValid(id(capsule), _NAME_V):
             address = _py.PyCapsule_GetPointer(id(capsule), _NAME_V)
             managed: Any = DLManagedTensorVersioned.from_address(address)
             used = _USED_V
+            read_only = bool(managed.flags & FLAG_READ_ONLY)
         elif _py.PyCapsule_IsValid(id(capsule), _NAME):
             address = _py.PyCapsule_GetPointer(id(capsule), _NAME)
             managed = DLManagedTensor.from_address(address)
@@ -169,6 +173,7 @@ class Imported:
         t = managed.dl_tensor
         self.data = (t.data or 0) + t.byte_offset
         self.device = (int(t.device.device_type), int(t.device.device_id))
+        self.read_only = read_only  # the producer forbids writes (DLPack 1.0's read-only flag)
         self.shape = tuple(int(t.shape[i]) for i in range(t.ndim))
         self.strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else None
         kind = _KINDS.get(t.dtype.code)

@@ -1,49 +1,97 @@
-"""Other libraries' arrays (numpy, torch, CuPy, JAX) on their way into kernels: read without a copy, the
-reasons one must be copied, and the cache of the ndarrays made for kernel arguments.
+"""Other libraries' arrays (numpy, torch, CuPy, JAX) as a runtime's ndarrays and kernel arguments: the room
+where that policy lives (:class:`ForeignArgs`, one per runtime), and the helpers it uses.
 
-The cache holds arrays weakly. An entry is dropped in the array's weak-reference callback, which runs
-before the array's memory goes back, so an id found in the cache is that array's and its memory is still
-there; a temporary passed to a kernel is not kept alive by the cache. CUDA kernels run after the launch
-returns, so on CUDA an entry also holds its array until the runtime is waited for (:meth:`ForeignCache.
-release`): the memory a kernel reads stays its array's until then.
+The policy, for an ndarray argument whose access (:class:`~taichi_aot.enums.Access`) the module records or
+the caller declares; an unknown access is taken as "may be written":
+
+* **Shared, without a copy,** where the backend addresses the memory: host arrays on CPU backends
+  (C-contiguous, native byte order), CUDA arrays on CUDA.
+* **Never written behind its owner's back, never a write dropped:** an array its owner made immutable (a
+  read-only numpy array or export, a JAX array) passed for an argument the kernel may write is a
+  :class:`~taichi_aot.errors.ReadOnlyArrayError`; for an argument the kernel only reads it is shared
+  (or copied in).
+* **Elsewhere, a staged copy** (any host array on a GPU backend; a strided or byte-swapped one on the CPU):
+  copied in where the kernel reads the argument, copied back where it writes it, as Taichi's own
+  kernels do. A write-only argument's copy starts zero-filled, so what the kernel leaves unwritten comes
+  back as zeros (declare it ``"read_write"`` to keep those elements).
+
+The cache. Ndarrays made for arrays shared without a copy are kept, held weakly: an entry is dropped in
+the array's weak-reference callback, which runs before the array's memory goes back, so an id found in
+the cache is that array's and its memory is still there; a temporary passed to a kernel is not kept
+alive by the cache. CUDA kernels run after the launch returns, so on CUDA an entry also holds its array
+until the runtime is waited for (:meth:`ForeignArgs.release`).
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import sys
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _dlpack
-from .enums import CPU_ARCHS, Arch
-from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
-from .ndarray import NdArray
+from . import _cuda, _dlpack
+from ._native import ffi
+from .enums import CPU_ARCHS, DATA_TYPES, Arch
+from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
+from .ndarray import NdArray, check_copy
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-__all__ = ["CACHE_SIZE", "ForeignCache", "byte_span", "check_others", "check_staged", "host_array", "on_cuda",
-           "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
+    from .metadata import ArgInfo
+    from .ndarray import HostAccess
+    from .runtime import Runtime
+
+__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "Staged", "array_like", "byte_span", "host_array",
+           "on_cuda", "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
+#: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
+HELD_LIMIT = 64
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 
 
-def on_cuda(obj: Any) -> bool:
+# ---------------------------------------------------------------------------
+# Reading other libraries' arrays
+
+
+def array_like(value: Any) -> bool:
+    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
+    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
+        hasattr(value, "__cuda_array_interface__"))
+
+
+def _producer_error(obj: Any, what: str, how: str, e: BaseException) -> ArgumentTypeError:
+    return ArgumentTypeError(f"{what}: this {type(obj).__name__} refused {how} ({type(e).__name__}: {e})")
+
+
+def cuda_interface(obj: Any, what: str) -> dict | None:
+    """``obj.__cuda_array_interface__``, or None where it has none; what a producer raises (torch, for a tensor
+    that requires grad) is an ArgumentTypeError."""
+    try:
+        return getattr(obj, "__cuda_array_interface__", None)
+    except TaichiError:
+        raise
+    except Exception as e:
+        raise _producer_error(obj, what, "its __cuda_array_interface__", e) from None
+
+
+def on_cuda(obj: Any, what: str = "") -> bool:
     """Whether ``obj`` is another library's array in CUDA memory (its CUDA array interface, or DLPack's device)."""
-    if hasattr(obj, "__cuda_array_interface__"):
+    if cuda_interface(obj, what) is not None:
         return True
     device = getattr(obj, "__dlpack_device__", None)
     if device is None or isinstance(obj, np.ndarray):
         return False
     try:
         return int(device()[0]) in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
-    except Exception:  # a broken producer: it is then no CUDA array of ours to take
+    except Exception:  # a broken producer (or a meta tensor): no CUDA array of ours to take
         return False
 
 
@@ -78,15 +126,25 @@ def host_array(obj: Any, what: str) -> np.ndarray:
             return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
         except TaichiError:
             raise
-        except Exception as e:  # whatever the producer raises
-            name = type(obj).__name__
-            raise ArgumentTypeError(f"{what}: numpy cannot take this {name} through DLPack ({e!r})") from None
+        except Exception as e:  # whatever the producer raises (torch: a tensor that requires grad, a meta tensor)
+            raise _producer_error(obj, what, "numpy's DLPack import", e) from None
     try:
         return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
     except TaichiError:
         raise
     except Exception as e:
         raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e!r})") from None
+
+
+def is_jax(obj: Any) -> bool:
+    """Whether ``obj`` is a JAX array (immutable, whatever its exports say)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    try:
+        return isinstance(obj, jax.Array)
+    except Exception:
+        return False
 
 
 def why_copy(a: np.ndarray, arch: Arch) -> str:
@@ -97,8 +155,6 @@ def why_copy(a: np.ndarray, arch: Arch) -> str:
         return "the array is not C-contiguous (a strided or reversed view)"
     if not a.dtype.isnative:
         return f"the array's byte order ({a.dtype.str}) is not this machine's"
-    if not a.flags.writeable:
-        return "the array is read-only, and kernels may write their arguments"
     return ""
 
 
@@ -129,96 +185,6 @@ def same_layout(a: np.ndarray, b: np.ndarray) -> bool:
             and a.strides == b.strides and a.dtype == b.dtype)
 
 
-def _forget(entries: dict[Any, list[Any]], numpy_args: dict[int, tuple[Any, ...]], key: Any,
-            ref: weakref.ref[Any]) -> None:
-    """The weak-reference callback of a cached array: it is being collected, its memory not yet freed."""
-    entry = entries.get(key)
-    if entry is not None and entry[1] is ref:
-        entries.pop(key, None)
-    hit = numpy_args.get(key[0])
-    if hit is not None and hit[0] is ref:
-        numpy_args.pop(key[0], None)
-
-
-class ForeignCache:
-    """The ndarrays made for a runtime's foreign kernel arguments, most recent last.
-
-    ``entries``: key (the array's id first) -> [ndarray, weak reference, or None and the array itself where
-    it cannot be referenced weakly (held so its id is not reused while cached)].
-    ``numpy_args``: id -> (weak reference, shape, strides, dtype, element dims, ndarray, address) of numpy
-    arrays passed zero-copy, found by one lookup; shape, strides and dtype can be reassigned in place and
-    ``__setstate__`` replaces the memory, so they are compared.
-    ``held``: id -> array, the CUDA arrays passed since the runtime was last waited for (see the module).
-    The weak-reference callbacks may run in any thread: the cache's own changes tolerate theirs.
-    """
-
-    __slots__ = ("entries", "held", "numpy_args")
-
-    def __init__(self) -> None:
-        self.entries: collections.OrderedDict[Any, list[Any]] = collections.OrderedDict()
-        self.numpy_args: dict[int, tuple[Any, ...]] = {}
-        self.held: dict[int, Any] = {}
-
-    def get(self, key: Any) -> NdArray | None:
-        """The ndarray made for the array under ``key``."""
-        entry = self.entries.get(key)
-        if entry is None or entry[0].closed:
-            return None
-        try:
-            self.entries.move_to_end(key)
-        except KeyError:  # its array was collected meanwhile (another thread)
-            pass
-        nd: NdArray = entry[0]
-        return nd
-
-    def put(self, key: Any, value: Any, nd: NdArray) -> weakref.ref[Any] | None:
-        """Keep ``nd``, made for ``value``; the weak reference to ``value`` (None: it is held strongly)."""
-        try:
-            ref: weakref.ref[Any] | None = weakref.ref(
-                value, functools.partial(_forget, self.entries, self.numpy_args, key))
-        except TypeError:  # no weak references to it: held, so its id is not reused while cached
-            ref = None
-        self.entries[key] = [nd, ref] if ref is not None else [nd, None, value]
-        while len(self.entries) > CACHE_SIZE:
-            try:
-                self.entries.popitem(last=False)
-            except KeyError:
-                break
-        return ref
-
-    def put_numpy(self, value: np.ndarray, ref: weakref.ref[Any], elem_ndim: int, nd: NdArray, address: Any) -> None:
-        self.numpy_args[id(value)] = (ref, value.shape, value.strides, value.dtype, elem_ndim, nd, address)
-        while len(self.numpy_args) > CACHE_SIZE:
-            try:
-                self.numpy_args.pop(next(iter(self.numpy_args)), None)
-            except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
-                continue
-
-    def release(self, keep: int = 0) -> None:
-        """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""
-        kept = list(self.held.items())[-keep:] if keep else []
-        self.held.clear()  # an array collected now leaves ``entries`` in its callback
-        self.held.update(kept)
-
-
-def check_staged(a: np.ndarray, elem_ndim: int, what: str,
-                 staged: list[tuple[NdArray, np.ndarray, str]]) -> NdArray | None:
-    """Before ``a`` (writable, of argument ``what``, ``elem_ndim`` element dims) is staged: the staged copy of
-    the same array made for another argument of this launch, if any; raises where the copies' write-backs
-    would clash."""
-    if overlaps_itself(a):
-        raise InvalidArgumentError(
-            f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
-            "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input"
-        )
-    for nd, b, other in staged:
-        if same_layout(a, b) and len(nd.elem_shape) == elem_ndim:
-            return nd
-        if _share(a, b):
-            raise InvalidArgumentError(_clash(what, other))
-    return None
-
-
 def _share(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` share an element (where that is too hard to tell: whether their spans meet)."""
     try:
@@ -233,18 +199,359 @@ def _clash(what: str, other: str) -> str:
             "back would undo one's writes: pass one array, or NdArrays")
 
 
-def check_others(values: Sequence[Any], staged: list[tuple[NdArray, np.ndarray, str]], span_of: Any) -> None:
-    """After packing a launch with staged copies: raise if another argument's memory (an array shared without
-    a copy, an ndarray's host memory) overlaps a staged array, whose write-back would undo the kernel's writes
-    there. ``span_of(value)``: a numpy array over the memory the value lends the kernel, its (start, end), or
-    None (nothing of the host's, or a copy)."""
-    spans = [(byte_span(b), b, what) for _, b, what in staged]
-    for value in values:
-        span = span_of(value)
-        if span is None:
-            continue
-        shared = span if isinstance(span, np.ndarray) else None
-        start, end = byte_span(shared) if shared is not None else span
-        for (first, last), b, what in spans:
-            if start < last and first < end and (shared is None or _share(shared, b)):
-                raise InvalidArgumentError(_clash(what, "another argument of this launch"))
+def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyArrayError:
+    if spec.access is None:
+        how = f"{spec.name}='read'" if spec.name else f"{{{spec.index}: 'read'}}"
+        why = "the module records no access for it, so the kernel may write it"
+        remedy += f", or, if the kernel only reads it, declare so: .declare_access({how})"
+    else:
+        why = f"the kernel writes it (its access is {spec.access_word()})"
+    return ReadOnlyArrayError(f"{what}: {reason}, and {why}: {remedy}")
+
+
+# ---------------------------------------------------------------------------
+# The records
+
+
+class NumpyHit:
+    """A numpy array shared without a copy, found again by one lookup (the argument packer's fast path). Its
+    shape, strides and dtype can be reassigned in place and ``__setstate__`` replaces its memory, so they are
+    compared on every use."""
+
+    __slots__ = ("address", "dtype", "elem_ndim", "nd", "owned", "ref", "shape", "strides")
+
+    def __init__(self, value: np.ndarray, ref: weakref.ref[Any], elem_ndim: int, nd: NdArray):
+        self.ref = ref
+        self.shape = value.shape
+        self.strides = value.strides
+        self.dtype = value.dtype
+        self.elem_ndim = elem_ndim
+        self.nd = nd
+        self.owned = nd.memory.owned  # whether the ndarray was closed
+        self.address = ffi.cast("char *", ffi.from_buffer(value))  # a bare pointer (from_buffer's own holds it)
+
+
+@dataclass
+class Staged:
+    """A host array the backend takes as a copy for one launch: copied in where a kernel reads it (``filled``),
+    copied back after the launch where one writes it (``write_back``)."""
+
+    nd: NdArray
+    array: np.ndarray
+    dims: int  # the element dims the copy was made with
+    what: str  # which argument, for messages
+    filled: bool
+    write_back: bool
+
+
+class _Entry:
+    """A cached ndarray, and the weak reference to its array (or the array itself, where it has none)."""
+
+    __slots__ = ("held", "nd", "ref")
+
+    def __init__(self, nd: NdArray, ref: weakref.ref[Any] | None, held: Any):
+        self.nd = nd
+        self.ref = ref
+        self.held = held
+
+
+def _forget(entries: dict[Any, _Entry], hits: dict[int, NumpyHit], key: Any, ref: weakref.ref[Any]) -> None:
+    """The weak-reference callback of a cached array: it is being collected, its memory not yet freed."""
+    entry = entries.get(key)
+    if entry is not None and entry.ref is ref:
+        entries.pop(key, None)
+    hit = hits.get(key[0])
+    if hit is not None and hit.ref is ref:
+        hits.pop(key[0], None)
+
+
+# ---------------------------------------------------------------------------
+# The room
+
+
+class ForeignArgs:
+    """One runtime's policy for other libraries' arrays (the module docstring gives it), and its state.
+
+    What the launch path calls: :meth:`argument` (an array for an ndarray argument, to the NdArray it travels
+    in), ``numpy_hits`` (``id -> NumpyHit``, read by the packers' fast path), ``staged`` (the copies of the
+    launch being packed: non-empty means the launch must call :meth:`before_launch` and :meth:`after_launch`),
+    :meth:`discard`. The runtime calls :meth:`ndarray_from` and :meth:`release`. The weak-reference callbacks
+    may run in any thread: the cache's own changes tolerate theirs.
+    """
+
+    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_runtime", "allow_copies", "numpy_hits", "staged")
+
+    def __init__(self, runtime: Runtime):
+        self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
+        self._arch = runtime.arch
+        self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self.numpy_hits: dict[int, NumpyHit] = {}
+        self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
+        self.staged: list[Staged] = []
+        self.allow_copies = True
+
+    def _rt(self) -> Runtime:
+        rt = self._runtime()
+        if rt is None:  # pragma: no cover - the runtime holds this object
+            raise InvalidArgumentError("the runtime is gone")
+        return rt
+
+    # -- rt.ndarray_from ----------------------------------------------------------------
+
+    def ndarray_from(self, obj: Any, elem_ndim: Any, copy: bool | None, host_access: HostAccess | None) -> NdArray:
+        """See :meth:`Runtime.ndarray_from`."""
+        check_copy(copy, "ndarray_from")
+        if isinstance(elem_ndim, bool) or not isinstance(elem_ndim, (int, np.integer)):
+            raise ArgumentTypeError(f"ndarray_from: elem_ndim must be an int, got {elem_ndim!r}")
+        elem_ndim = int(elem_ndim)
+        if self._arch == Arch.CUDA and on_cuda(obj, "ndarray_from"):
+            return self._cuda(obj, cuda_interface(obj, "ndarray_from"), elem_ndim, copy, "ndarray_from")
+        a = host_array(obj, "ndarray_from")
+        if copy is not True and (is_jax(obj) or not a.flags.writeable) and not self._copy_needed(a):
+            if copy is False:  # shared, it could be written: numpy 2 would refuse the same
+                raise ReadOnlyArrayError("ndarray_from(copy=False): the array is read-only (or a JAX array), and "
+                                         "an ndarray's memory is written by kernels: pass a writable array")
+            copy = True
+        return self._from_host(a, elem_ndim, copy, host_access, "ndarray_from", owner=a)
+
+    def _copy_needed(self, a: np.ndarray) -> bool:
+        return bool(why_copy(a, self._arch))
+
+    def _from_host(self, a: np.ndarray, elem_ndim: int, copy: bool | None, host_access: HostAccess | None,
+                   what: str, owner: Any, fill: bool = True) -> NdArray:
+        """An ndarray over host array ``a``, or a copy of it (``fill``: with its values, else zeros); ``owner``:
+        what keeps ``a``'s memory alive, held as long as the ndarray (None: the caller sees to it)."""
+        if not 0 <= elem_ndim <= a.ndim:
+            raise InvalidArgumentError(f"{what}: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
+        dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
+        if dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"{what}: {a.dtype} has no Taichi data type")
+        if a.size == 0:
+            raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape})")
+        split = a.ndim - elem_ndim
+        why = why_copy(a, self._arch)
+        if copy is False and why:
+            raise InvalidArgumentError(f"{what}(copy=False): {why}")
+        rt = self._rt()
+        if copy or why:
+            nd = NdArray(rt, a.shape[:split], dtype, a.shape[split:], host_access=host_access)
+            if fill:
+                nd.from_numpy(a)
+            return nd
+        return NdArray.over_host(rt, a, a.shape[:split], dtype, a.shape[split:], owner)
+
+    def _cuda(self, obj: Any, iface: dict | None, elem_ndim: int, copy: bool | None, what: str,
+              weak: bool = False, spec: ArgInfo | None = None) -> NdArray:
+        """An ndarray over another library's CUDA array (``iface``, its ``__cuda_array_interface__``, else
+        ``__dlpack__``) on this runtime: shared, its owner kept alive, or a copy on the device where ``copy`` is
+        True. ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument
+        cache). ``spec``: the kernel argument it is for (an immutable array may not be written)."""
+        refuse_lazy(obj, what)
+        read_only = is_jax(obj)
+        if iface is not None:
+            try:
+                shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
+                strides = iface.get("strides")
+                ptr, read_only = int(iface["data"][0]), read_only or bool(iface["data"][1])
+            except Exception as e:
+                raise _producer_error(obj, what, "a readable __cuda_array_interface__", e) from None
+            row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
+            contiguous = strides is None or tuple(strides) == row_major
+            owner: Any = None if weak else obj
+            stream = iface.get("stream")
+            if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
+                _cuda.stream_synchronize(stream)
+            device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
+        else:
+            try:
+                owner = _dlpack.consume(obj, stream=self._rt().cuda_stream or 1)  # 1: the legacy default stream
+            except TaichiError:
+                raise
+            except Exception as e:
+                raise _producer_error(obj, what, "its DLPack export", e) from None
+            if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
+                raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
+            if owner.dtype is None:
+                raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
+            shape, dtype, ptr = owner.shape, owner.dtype, owner.data
+            contiguous, device = owner.compact(), owner.device[1]
+            read_only = read_only or owner.read_only
+        if read_only and spec is not None and spec.may_write:
+            kind = "a JAX array (JAX arrays are immutable)" if is_jax(obj) else "the array is read-only"
+            raise _read_only(what, spec, kind, "pass a writable array (for JAX, a buffer of another library, "
+                                               "or the result of a kernel's own output argument)")
+        if dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
+        if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
+            raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
+        if device != _cuda.RUNTIME_DEVICE:
+            raise InvalidArgumentError(f"{what}: the array is on CUDA device {device}; this runtime drives device "
+                                       f"{_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as device 0)")
+        if not contiguous:
+            raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
+        split = len(shape) - elem_ndim
+        rt = self._rt()
+        if copy:
+            nd = NdArray(rt, shape[:split], dtype, shape[split:])
+            _cuda.dtod(nd.__cuda_array_interface__["data"][0], ptr, nd.nbytes)
+            return nd
+        return NdArray.over_cuda(rt, ptr, shape[:split], dtype, shape[split:], owner)
+
+    # -- kernel arguments -------------------------------------------------------------------
+
+    def argument(self, value: Any, spec: ArgInfo, what: str) -> NdArray:
+        """The ndarray kernel argument ``spec`` gets for ``value`` (a numpy or other array): shared where the
+        backend can address it (cached: a repeated argument costs one lookup), else a staged copy (``staged``)."""
+        elem_ndim = len(spec.elem_shape)
+        if self._arch == Arch.CUDA:
+            # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
+            iface = cuda_interface(value, what)
+            if iface is not None or on_cuda(value, what):
+                return self._cuda_argument(value, iface, spec, elem_ndim, what)
+        a = host_array(value, what)
+        writes = spec.may_write
+        if writes and (not a.flags.writeable or is_jax(value)):
+            kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__
+            reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
+            raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
+        dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
+        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
+        entry = self._entries.get(key)
+        if entry is not None and not entry.nd.closed:
+            try:
+                self._entries.move_to_end(key)
+            except KeyError:  # its array was collected meanwhile (another thread)
+                pass
+            return entry.nd
+        why = why_copy(a, self._arch)
+        if why:
+            if not self.allow_copies:
+                raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
+            return self._stage(a, dims, spec, what)
+        # shared: the cache holds ``value`` weakly (CPU kernels have run when the launch returns), so the
+        # ndarray holds nothing of it where ``value`` can be referenced weakly
+        ref = self._weak(key, value)
+        nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a)
+        self._keep(key, _Entry(nd, ref, None if ref is not None else value))
+        if ref is not None and value.__class__ is np.ndarray:  # found again by the packer without this call
+            self.numpy_hits[id(value)] = NumpyHit(value, ref, elem_ndim, nd)
+            while len(self.numpy_hits) > CACHE_SIZE:
+                try:
+                    self.numpy_hits.pop(next(iter(self.numpy_hits)), None)
+                except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
+                    continue
+        return nd
+
+    def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
+        try:
+            return weakref.ref(value, functools.partial(_forget, self._entries, self.numpy_hits, key))
+        except TypeError:  # no weak references to it: held by the cache, so its id is not reused while cached
+            return None
+
+    def _keep(self, key: Any, entry: _Entry) -> None:
+        self._entries[key] = entry
+        while len(self._entries) > CACHE_SIZE:
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:
+                break
+
+    def _cuda_argument(self, value: Any, iface: dict | None, spec: ArgInfo, elem_ndim: int, what: str) -> NdArray:
+        key = (id(value), iface["data"][0] if iface else None, elem_ndim, spec.may_write)
+        entry = self._entries.get(key)  # the hot path: one lookup
+        held = self._held  # the arrays queued kernels may read, held until the runtime is waited for
+        if entry is not None and not entry.nd.closed:
+            held[id(value)] = held.pop(id(value), value)  # most recent last
+            return entry.nd
+        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: wait now, and hold on to the newest (this
+            kept = list(held.items())[-CACHE_SIZE:]  # launch's other arguments are among them, not yet enqueued)
+            self._rt().wait()
+            held.update(kept)
+        nd = self._cuda(value, iface, elem_ndim, None, what, weak=True, spec=spec)
+        ref = self._weak(key, value)
+        self._keep(key, _Entry(nd, ref, value if ref is None else None))
+        held[id(value)] = value
+        return nd
+
+    def _stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
+        """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it."""
+        reads, writes = spec.reads, spec.may_write
+        try:
+            for s in self.staged:
+                if same_layout(a, s.array) and s.dims == dims:  # the same array again: one copy, as one memory
+                    if reads and not s.filled:
+                        s.nd.from_numpy(a)
+                        s.filled = True
+                    s.write_back = s.write_back or writes
+                    return s.nd
+                if (writes or s.write_back) and _share(a, s.array):
+                    raise InvalidArgumentError(_clash(what, s.what))
+            if writes and overlaps_itself(a):
+                raise InvalidArgumentError(
+                    f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
+                    "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input"
+                )
+        except InvalidArgumentError:
+            self.discard()
+            raise
+        nd = self._from_host(a, dims, True, None, what, owner=None, fill=reads)
+        self.staged.append(Staged(nd, a, dims, what, reads, writes))
+        return nd
+
+    def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
+        """Before a launch with staged copies: refuse an argument shared without a copy (an ndarray's host memory,
+        a host array on the CPU) whose memory overlaps a copy that is written back (its write-back would undo
+        the kernel's writes there)."""
+        spans = [(byte_span(s.array), s) for s in self.staged if s.write_back]
+        if not spans:
+            return
+        try:
+            for value, spec in zip(values, specs):
+                if spec.kind != "ndarray":
+                    continue
+                shared = self._lent(value)
+                if shared is None:
+                    continue
+                start, end = shared if isinstance(shared, tuple) else byte_span(shared)
+                for (first, last), s in spans:
+                    if start < last and first < end and (isinstance(shared, tuple) or _share(shared, s.array)):
+                        raise InvalidArgumentError(_clash(s.what, "another argument of this launch"))
+        except InvalidArgumentError:
+            self.discard()
+            raise
+
+    def _lent(self, value: Any) -> np.ndarray | tuple[int, int] | None:
+        """The host memory a kernel argument lends the kernel directly: an array over it, its (start, end), or
+        None (nothing of the host's, or a copy)."""
+        if isinstance(value, NdArray):
+            return value.host_span()
+        if self._arch not in CPU_ARCHS or not array_like(value):
+            return None
+        try:
+            a = host_array(value, "")
+        except ArgumentTypeError:
+            return None
+        return None if why_copy(a, self._arch) else a
+
+    def discard(self) -> None:
+        """Drop the staged copies of a launch that will not run."""
+        pending, self.staged = self.staged, []
+        for s in pending:
+            s.nd.close()
+
+    def after_launch(self) -> None:
+        """After a launch with staged copies: wait, and copy each written one back into its array."""
+        pending, self.staged = self.staged, []
+        try:
+            for s in pending:
+                if s.write_back:
+                    np.copyto(s.array, s.nd.to_numpy(), casting="equiv")
+        finally:
+            for s in pending:
+                s.nd.close()
+
+    def release(self, keep: int = 0) -> None:
+        """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""
+        kept = list(self._held.items())[-keep:] if keep else []
+        self._held.clear()  # an array collected now leaves the cache in its callback
+        self._held.update(kept)

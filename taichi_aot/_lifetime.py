@@ -161,6 +161,11 @@ class Child:
         """True once :meth:`close` was called (or the object or its runtime was finalized)."""
         return self._owned.closed
 
+    @property
+    def owned(self) -> Owned:
+        """The record of the native object's lifetime (for the package: ``owned.closed`` is the cheapest test)."""
+        return self._owned
+
     def close(self) -> None:
         """Release the native object (deferred while something still needs it). Safe to call twice.
 

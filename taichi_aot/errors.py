@@ -62,6 +62,11 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument has the wrong Python type (raised by taichi_aot before calling C)."""
 
 
+class ReadOnlyArrayError(InvalidArgumentError):
+    """An array its owner made immutable (a read-only numpy array or export, a JAX array) was passed for a kernel
+    argument the kernel may write: it would be written behind its owner's back, or its writes dropped."""
+
+
 class ArgumentNullError(TaichiError, ValueError):
     """A required handle or pointer is null (TI_ERROR_ARGUMENT_NULL)."""
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._arguments import ARG_SIZE, Packer, Slot, array_like, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
+from ._foreign import array_like
 from ._native import ffi, lib
-from .enums import CPU_ARCHS
+from .enums import CPU_ARCHS, Access
 from .errors import (
     ArgumentNotFoundError,
     ArgumentTypeError,
@@ -112,9 +114,10 @@ def _bindable_value(entry: Kernel | ComputeGraph, spec: ArgInfo, value: Any) -> 
     if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
         return value
     rt = entry._runtime
-    nd = rt._foreign_ndarray(value, len(spec.elem_shape), f"{entry!r} argument {spec.index}")
-    if rt._copy_back:
-        rt._discard_staged()
+    foreign = rt.foreign
+    nd = foreign.argument(value, spec, f"{entry!r} argument {spec.index}")
+    if foreign.staged:
+        foreign.discard()
         raise InvalidArgumentError(
             f"{entry!r} argument {spec.index}: {rt.arch.name} cannot address this array, and a bound "
             "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
@@ -161,6 +164,7 @@ class _Launchable:
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
         self._runtime: Runtime = module._runtime
+        self._foreign = self._runtime.foreign
         self._name = name
         self._handle = handle
 
@@ -179,6 +183,50 @@ class _Launchable:
         """The arguments the module records (in order for a kernel, by first use for a graph)."""
         return list(self._args)
 
+    def _what_arg(self, spec: ArgInfo) -> str:
+        raise NotImplementedError
+
+    def _set_packers(self) -> None:
+        raise NotImplementedError
+
+    def _arg_index(self, key: Any) -> int:
+        """The position of argument ``key`` (a name, or for a kernel an index); -1 where there is none."""
+        raise NotImplementedError
+
+    def declare_access(self, access: Mapping[Any, Any] | None = None, /, **named: Any) -> _Launchable:
+        """Declare how ndarray arguments are used, where the module records it not (LLVM modules that
+        ``taichi_aot build`` did not make): ``step.declare_access(x="read", v="read_write")``, or by index
+        ``step.declare_access({0: "read"})`` (words, or :class:`~taichi_aot.enums.Access`). An argument the
+        kernel only reads then takes read-only arrays (a JAX array, a read-only numpy array), shared where the
+        backend can address them, and a staged copy of it is not copied back; one it only writes is not copied
+        in. A declaration must include what the module records. Returns ``self``.
+
+        Raises:
+            ArgumentTypeError: no such argument.
+            InvalidArgumentError: not an ndarray argument, not an access, or less than the module records.
+        """
+        given = {**dict(access or {}), **named}
+        args = list(self._args)
+        for key, word in given.items():
+            i = self._arg_index(key)
+            if i < 0:
+                raise ArgumentTypeError(f"{self!r} has no argument {key!r}")
+            spec = args[i]
+            what = self._what_arg(spec)
+            if spec.kind != "ndarray":
+                raise InvalidArgumentError(f"{what}: a {spec.kind} argument has no access to declare")
+            try:
+                declared = Access.parse(word, what)
+            except ValueError as e:
+                raise InvalidArgumentError(str(e)) from None
+            if spec.access is not None and spec.access & ~declared:
+                raise InvalidArgumentError(f"{what}: the module records that the kernel uses it as "
+                                           f"{spec.access_word()}; a declaration may add to that, not take away")
+            args[i] = replace(spec, access=declared)
+        self._args = args
+        self._set_packers()
+        return self
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
 
@@ -196,14 +244,25 @@ class Kernel(_Launchable):
         super().__init__(module, name, handle)
         self._args = args
         self._what = f"launch of kernel {name!r}"
-        self._packers: list[Packer] = [
-            make_packer(a, f"kernel {name!r} argument {a.index}" + (f" ({a.name!r})" if a.name else "")) for a in args
-        ]
         self._names: list[str | None] = [a.name for a in args]
         packed = self._new_packed()
         self._slots = packed.slots
-        self._plan = list(zip(self._packers, packed.slots))
         self._c = packed.launch
+        self._set_packers()
+
+    def _what_arg(self, spec: ArgInfo) -> str:
+        return f"kernel {self._name!r} argument {spec.index}" + (f" ({spec.name!r})" if spec.name else "")
+
+    def _set_packers(self) -> None:
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
+        self._plan = list(zip(self._packers, self._slots))
+
+    def _arg_index(self, key: Any) -> int:
+        if isinstance(key, str):
+            return self._names.index(key) if key in self._names else -1
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self._args):
+            return key
+        return -1
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 0, self._handle, "TiArgument", len(self._args), ARG_SIZE, 0)
@@ -258,17 +317,18 @@ class Kernel(_Launchable):
             args = self._bind(args, kwargs)
         # the objects guarantee what the flat layer would check (live handles, extents); C checks
         # that nothing was closed since the last look and that this is the runtime's thread
+        foreign = self._foreign
         try:
             for (pack, slot), value in zip(plan, args):
                 pack(value, rt, slot)
-            if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
-                rt._check_staged(args, self._args)
+            if foreign.staged:  # staged copies: nothing shared may overlap one written back
+                foreign.before_launch(args, self._args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
         finally:
-            if rt._copy_back:  # foreign arrays the backend cannot address travelled as copies
-                rt._write_back()
+            if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
+                foreign.after_launch()
 
     launch = __call__
 
@@ -299,12 +359,21 @@ class ComputeGraph(_Launchable):
         self._args = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]
-        self._packers: list[Packer] = [make_packer(a, f"graph {name!r} argument {a.name!r}") for a in args]
+        self._set_packers()
         self._index = {n: i for i, n in enumerate(self._order)}
         self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
         packed = self._new_packed()
         self._slots = packed.slots
         self._c = packed.launch
+
+    def _what_arg(self, spec: ArgInfo) -> str:
+        return f"graph {self._name!r} argument {spec.name!r}"
+
+    def _set_packers(self) -> None:
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
+
+    def _arg_index(self, key: Any) -> int:
+        return self._index.get(key, -1) if isinstance(key, str) else -1
 
     def _new_packed(self) -> _Packed:
         packed = _Packed(self._runtime, 1, self._handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
@@ -348,17 +417,18 @@ class ComputeGraph(_Launchable):
             if rt._recorder is not None:
                 rt._recorder.append(self.bind(args))
                 return
+        foreign = self._foreign
         try:
             values = self._values(args)
             self._pack(values, self._slots)
-            if rt._copy_back:  # staged copies, written back after the launch: nothing else may share them
-                rt._check_staged(values, self._args)
+            if foreign.staged:  # staged copies: nothing shared may overlap one written back
+                foreign.before_launch(values, self._args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module._ensure_open, self._what)
         finally:
-            if rt._copy_back:  # foreign arrays the backend cannot address travelled as copies
-                rt._write_back()
+            if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
+                foreign.after_launch()
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
@@ -437,12 +507,8 @@ class BoundLaunch:
         """
         entry = self._entry
         self._runtime._ensure_open()  # the buffer may be read by a launch of the runtime's thread
-        if isinstance(entry, Kernel):
-            names = entry._names
-            index = names.index(key) if isinstance(key, str) and key in names else key
-        else:
-            index = entry._index.get(key, -1) if isinstance(key, str) else -1
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entry._packers):
+        index = entry._arg_index(key)
+        if index < 0:
             raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
         bound = _bindable_value(entry, entry._args[index], value)
         entry._packers[index](bound, self._runtime, self._packed.slots[index])

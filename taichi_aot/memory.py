@@ -259,7 +259,7 @@ class Memory(Child):
             mapping = self._mapping = _Mapping(self)
         return mapping.view(self._size - offset if nbytes is None else nbytes, offset, writable)
 
-    def _host_span(self) -> tuple[int, int] | None:
+    def host_span(self) -> tuple[int, int] | None:
         """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""
         address = self._host_address
         mapping = self._mapping

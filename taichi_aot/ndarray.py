@@ -254,6 +254,24 @@ class NdArray:
         if not cpu and host is None:  # CPU memory is zeroed on allocation; device memory is not; shared is shared
             self._write(np.zeros(self._full_shape, np_dtype))
 
+    @classmethod
+    def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
+                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+        """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
+        keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it)."""
+        return cls(runtime, shape, dtype, elem_shape, host=(a.__array_interface__["data"][0], owner))
+
+    @classmethod
+    def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
+                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+        """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
+        is held as long as the ndarray (None: the caller sees to it)."""
+        return cls(runtime, shape, dtype, elem_shape, host=(pointer, owner))
+
+    def host_span(self) -> tuple[int, int] | None:
+        """The host's addresses of the memory, first and one past the last (CPU backends, or while mapped)."""
+        return self._memory.host_span()
+
     # -- state --------------------------------------------------------------------
 
     def _ensure_open(self) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import operator
 import os
 import threading
 import time
@@ -27,12 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _dlpack, _foreign, capi, metadata
-from ._arguments import array_like
-from ._foreign import ForeignCache, check_others, check_staged, host_array, on_cuda, refuse_lazy, why_copy
+from . import _cuda, _dlpack, capi, metadata
+from ._foreign import ForeignArgs
 from ._lifetime import Child, Owned
-from ._native import ffi
-from .enums import ARCH_PREFERENCE, CPU_ARCHS, DATA_TYPES, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
+from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
     ArgumentTypeError,
     ClosedError,
@@ -46,18 +43,14 @@ from .image import Image, Sampler
 from .launch import LaunchSequence
 from .memory import Memory
 from .module import AotModule
-from .ndarray import NdArray, check_copy
+from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping
 
-    from .metadata import ArgInfo
     from .ndarray import DTypeLike, HostAccess
 
 __all__ = ["ARCH_PREFERENCE", "Runtime", "arch_for_module", "best_arch", "resolve_arch"]
-
-#: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
-_HELD_LIMIT = 64
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -186,13 +179,9 @@ class Runtime:
         # the thread whose launches may take the fast path: the owner's, or none (-1) while recording
         self._launch_ident = self._thread
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
-        # foreign arrays passed to kernels: the ndarrays made for them (held weakly, see _foreign), numpy arrays
-        # passed zero-copy found by one lookup (_arguments reads _numpy_args), and the staged copies to write
-        # back after a launch where the backend cannot address them: (ndarray, array, which argument)
-        self._foreign = ForeignCache()
-        self._numpy_args = self._foreign.numpy_args
-        self._copy_back: list[tuple[NdArray, np.ndarray, str]] = []
-        self._allow_array_copies = True
+        #: Other libraries' arrays as this runtime's ndarrays and kernel arguments: the policy, its cache and the
+        #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
+        self.foreign = ForeignArgs(self)
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
@@ -264,13 +253,13 @@ class Runtime:
         """Submit queued work and wait until the device has finished it."""
         self._ensure_open()
         self._drain()
-        self._foreign.release()
+        self.foreign.release()
 
     def _sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
         if self._pending[0]:
             self._drain()
-            self._foreign.release()
+            self.foreign.release()
 
     def _drain(self) -> None:
         capi.wait(self._handle)
@@ -282,13 +271,13 @@ class Runtime:
         """Whether a foreign array the backend cannot address (any host array on a GPU backend, a strided or
         read-only one on the CPU) may be passed to a kernel through a copy in and back out; False makes that
         an InvalidArgumentError. True by default."""
-        return self._allow_array_copies
+        return self.foreign.allow_copies
 
     @allow_array_copies.setter
     def allow_array_copies(self, allow: bool) -> None:
         if not isinstance(allow, (bool, np.bool_)):
             raise ArgumentTypeError(f"allow_array_copies must be True or False, got {allow!r}")
-        self._allow_array_copies = bool(allow)
+        self.foreign.allow_copies = bool(allow)
 
     @property
     def cuda_stream(self) -> int | None:
@@ -440,171 +429,7 @@ class Runtime:
                 a bad ``elem_ndim``.
         """
         self._ensure_open()
-        check_copy(copy, "ndarray_from")
-        if isinstance(elem_ndim, bool):
-            raise ArgumentTypeError("ndarray_from: elem_ndim must be an int, got a bool")
-        try:
-            elem_ndim = operator.index(elem_ndim)
-        except TypeError:
-            raise ArgumentTypeError(f"ndarray_from: elem_ndim must be an int, got {elem_ndim!r}") from None
-        if self._arch == Arch.CUDA and on_cuda(obj):
-            return self._cuda_ndarray(obj, elem_ndim, copy)
-        return self._from_host(host_array(obj, "ndarray_from"), elem_ndim, copy, host_access, "ndarray_from")
-
-    def _from_host(self, a: np.ndarray, elem_ndim: int, copy: bool | None, host_access: HostAccess | None,
-                   what: str, owner: Any = True) -> NdArray:
-        """An ndarray over host array ``a`` (see ndarray_from); ``owner``: what keeps ``a``'s memory alive, held
-        as long as the ndarray (True: ``a`` itself; None: the caller sees to it)."""
-        if not 0 <= elem_ndim <= a.ndim:
-            raise InvalidArgumentError(f"{what}: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
-        dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
-        if dtype not in DATA_TYPES:
-            raise ArgumentTypeError(f"{what}: {a.dtype} has no Taichi data type")
-        if a.size == 0:
-            raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape})")
-        split = a.ndim - elem_ndim
-        why = why_copy(a, self._arch)
-        if copy is False and why:
-            raise InvalidArgumentError(f"{what}(copy=False): {why}")
-        if copy or why:
-            nd = NdArray(self, a.shape[:split], dtype, a.shape[split:], host_access=host_access)
-            nd.from_numpy(a)
-            return nd
-        host = a if owner is True else (a.__array_interface__["data"][0], owner)
-        return NdArray(self, a.shape[:split], dtype, a.shape[split:], host=host)
-
-    def _cuda_ndarray(self, obj: Any, elem_ndim: int, copy: bool | None, what: str = "ndarray_from",
-                      weak: bool = False) -> NdArray:
-        """An ndarray over another library's CUDA array (``__cuda_array_interface__``, else ``__dlpack__``) on
-        this runtime: shared, its owner kept alive, or a copy on the device where ``copy`` is True.
-
-        A read-only flag (JAX marks its immutable buffers so) makes no copy: the C-API records no argument
-        access, so it cannot tell an input from an output, and inputs are what such arrays are for.
-        ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument cache)."""
-        refuse_lazy(obj, what)
-        if hasattr(obj, "__cuda_array_interface__"):
-            iface = obj.__cuda_array_interface__
-            shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
-            strides = iface.get("strides")
-            row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
-            contiguous = strides is None or tuple(strides) == row_major
-            ptr = int(iface["data"][0])
-            owner: Any = None if weak else obj
-            stream = iface.get("stream")
-            if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
-                _cuda.stream_synchronize(stream)
-            device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
-        else:
-            owner = _dlpack.consume(obj, stream=self._cuda_stream or 1)  # 1: the legacy default stream
-            if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
-                raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
-            if owner.dtype is None:
-                raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
-            shape, dtype, ptr = owner.shape, owner.dtype, owner.data
-            contiguous, device = owner.compact(), owner.device[1]
-        if dtype not in DATA_TYPES:
-            raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
-        if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
-            raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
-        if device != _cuda.RUNTIME_DEVICE:
-            raise InvalidArgumentError(f"{what}: the array is on CUDA device {device}; this runtime drives device "
-                                       f"{_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as device 0)")
-        if not contiguous:
-            raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
-        split = len(shape) - elem_ndim
-        if copy:
-            nd = NdArray(self, shape[:split], dtype, shape[split:])
-            _cuda.dtod(nd._memory._cuda_ptr(), ptr, nd.nbytes)
-            return nd
-        return NdArray(self, shape[:split], dtype, shape[split:], host=(ptr, owner))
-
-    def _foreign_ndarray(self, value: Any, elem_ndim: int, what: str) -> NdArray:
-        """The ndarray a kernel argument ``value`` (a numpy or other array) travels in: zero-copy where the backend
-        can address it (cached, see _foreign: a repeated argument costs one lookup), else a staged copy, written
-        back into ``value`` after the launch."""
-        cache = self._foreign
-        # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
-        iface = getattr(value, "__cuda_array_interface__", None) if self._arch == Arch.CUDA else None
-        if iface is not None or (self._arch == Arch.CUDA and on_cuda(value)):
-            key_cuda: tuple[Any, ...] = (id(value), iface["data"][0] if iface else None, elem_ndim)
-            entry = cache.entries.get(key_cuda)  # the hot path: one lookup
-            held = cache.held  # the arrays queued kernels may read, held until the runtime is waited for
-            if entry is not None and not entry[0].closed:
-                held[id(value)] = held.pop(id(value), value)  # most recent last
-                return entry[0]
-            if len(held) >= _HELD_LIMIT:  # many arrays since the last wait: wait now, keep the newest (this
-                if self._pending[0]:  # launch's other arguments are among them, not yet enqueued)
-                    self._drain()
-                cache.release(keep=_foreign.CACHE_SIZE)
-            found = self._cuda_ndarray(value, elem_ndim, None, what, weak=True)
-            cache.put(key_cuda, value, found)
-            held[id(value)] = value
-            return found
-        a = host_array(value, what)
-        dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
-        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim,
-                                a.flags.writeable)
-        nd = cache.get(key)
-        if nd is not None:
-            return nd
-        why = why_copy(a, self._arch)
-        if why:
-            if not self._allow_array_copies:
-                raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
-            if a.flags.writeable:  # staged, and written back after the launch: not cached
-                try:
-                    nd = check_staged(a, dims, what, self._copy_back)
-                except InvalidArgumentError:
-                    self._discard_staged()
-                    raise
-                if nd is None:
-                    nd = self._from_host(a, dims, True, None, what)
-                    self._copy_back.append((nd, a, what))
-                return nd
-            return self._from_host(a, dims, True, None, what)
-        # shared: the cache holds ``value`` weakly (x64 kernels have run when the launch returns), so the
-        # ndarray holds nothing of it where ``value`` can be referenced weakly
-        nd = self._from_host(a, dims, False, None, what, owner=None)
-        ref = cache.put(key, value, nd)
-        if ref is None:  # held by the cache instead: give the ndarray its owner, as ndarray_from does
-            nd._memory._host = a
-        elif value.__class__ is np.ndarray:  # the common case, found again by _arguments without this call
-            # the address as a bare pointer (ffi.from_buffer's own result would hold the array)
-            cache.put_numpy(value, ref, elem_ndim, nd, ffi.cast("char *", ffi.from_buffer(value)))
-        return nd
-
-    def _check_staged(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
-        """Before a launch with staged copies: refuse ndarray arguments whose memory overlaps a staged array."""
-        try:
-            arrays = [v for v, spec in zip(values, specs) if spec.kind == "ndarray"]
-            check_others(arrays, self._copy_back, self._lent_span)
-        except InvalidArgumentError:
-            self._discard_staged()
-            raise
-
-    def _lent_span(self, value: Any) -> Any:
-        """The host memory a kernel argument lends the kernel directly (see _foreign.check_others)."""
-        if isinstance(value, NdArray):
-            return value._memory._host_span()
-        if self._arch not in CPU_ARCHS or not array_like(value):
-            return None
-        try:
-            a = host_array(value, "")
-        except ArgumentTypeError:
-            return None
-        return None if why_copy(a, self._arch) else a
-
-    def _discard_staged(self) -> None:
-        pending, self._copy_back = self._copy_back, []
-        for nd, _, _ in pending:
-            nd.close()
-
-    def _write_back(self) -> None:
-        """After a launch with staged foreign arrays: wait, and copy each back into its array."""
-        pending, self._copy_back = self._copy_back, []
-        for nd, a, _ in pending:
-            np.copyto(a, nd.to_numpy(), casting="equiv")
-            nd.close()
+        return self.foreign.ndarray_from(obj, elem_ndim, copy, host_access)
 
     def allocate_image(
         self,

@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 from conftest import require_arch
-from taichi_aot import Arch, ArgumentTypeError, ExportError, InvalidArgumentError, InvalidStateError, Runtime
+from taichi_aot import (
+    Arch,
+    ArgumentTypeError,
+    ExportError,
+    InvalidArgumentError,
+    InvalidStateError,
+    ReadOnlyArrayError,
+    Runtime,
+)
+from taichi_aot.enums import DataType
+from taichi_aot.metadata import ArgInfo
 
 
 @pytest.fixture
@@ -122,9 +132,10 @@ def test_a_repeated_foreign_argument_is_looked_up_not_imported_again():
     require_arch(Arch.X64)  # CPU backends share host arrays; elsewhere each call copies (tested above)
     with Runtime(Arch.X64) as rt:
         a = np.zeros(4, np.float32)
-        first = rt._foreign_ndarray(a, 0, "test")
-        assert rt._foreign_ndarray(a, 0, "test") is first
-        assert rt._foreign_ndarray(a[:2], 0, "test") is not first  # another view: another ndarray
+        spec = ArgInfo(0, "x", "ndarray", DataType.F32, 1)
+        first = rt.foreign.argument(a, spec, "test")
+        assert rt.foreign.argument(a, spec, "test") is first
+        assert rt.foreign.argument(a[:2], spec, "test") is not first  # another view: another ndarray
 
 
 def test_arguments_that_share_memory(rt, arch, modules):
@@ -160,6 +171,10 @@ def test_arguments_that_share_memory(rt, arch, modules):
     with pytest.raises(InvalidArgumentError, match="share memory"):
         add(broadcast, np.ones(8, np.float32), 1.0)
     read_only = np.broadcast_to(np.float32(2), (8,))  # an input: copied in, never back
+    if arch == Arch.X64:  # an LLVM module of Taichi's own records no access: y may be written
+        with pytest.raises(ReadOnlyArrayError, match=r"declare_access\(\{1: 'read'\}\)"):
+            add(x, read_only, 1.0)
+    add.declare_access({1: "read"})
     add(x, read_only, 1.0)
     rt.wait()
     assert x.tolist() == [10.0] * 8 and c.tolist() == list(range(12))
@@ -208,8 +223,9 @@ def test_a_cached_argument_whose_memory_changed(rt, arch, modules):
     add(z, y, 1.0)
     rt.wait()
     assert z[0] == 1.0 and z[-1] == 1.0 and all((o == 7).all() for o in others)
-    z.flags.writeable = False  # read-only now: copied, no longer written
-    add(z, y, 1.0)
+    z.flags.writeable = False  # read-only now: never written
+    with pytest.raises(ReadOnlyArrayError, match="read-only"):
+        add(z, y, 1.0)
     rt.wait()
     assert z[0] == 1.0
     rows = np.ones((8, 3), np.float32)[::2]  # staged; one of its rows, by value, is no clash

@@ -44,7 +44,7 @@ class ArgInfo:
 
     def access_word(self) -> str | None:
         """The recorded access in words ("read", "write", "read_write", "none"), None where unknown."""
-        return self.access.name.lower() if self.access is not None else None
+        return str(self.access).lower() if self.access is not None else None
 
     def describe(self) -> str:
         """What the argument expects, in words, as launch errors quote it ("f32 ndarray with ndim 1")."""
@@ -196,6 +196,6 @@ def graph_access(info: ModuleInfo) -> None:
                 access = kernel.args[i].access if kernel is not None and i < len(kernel.args) else None
                 if name in found and found[name] is None:
                     continue
-                found[name] = None if access is None else Access(found.get(name, Access.NONE) | access)
+                found[name] = None if access is None else Access((found.get(name) or Access.NONE) | access)
         g.args = [a if a.kind != "ndarray" or a.access is not None else replace(a, access=found.get(a.name))
                   for a in g.args]
