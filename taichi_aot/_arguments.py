@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ._foreign import array_like
-from ._native import ffi
+from ._native import ffi, lib
 from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
@@ -132,26 +132,27 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
     sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
     shape_sig = (spec.ndim, spec.elem_shape)
-    elem_ndim = len(spec.elem_shape)
     writes = spec.may_write
     ndarray = np.ndarray
     end = ARG_SIZE
-    from_buffer = ffi.from_buffer
+    same = lib.taichi_aot_array_same
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
-        if value.__class__ is not NdArray and not isinstance(value, NdArray):
-            foreign = runtime.foreign
-            if value.__class__ is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its
-                hit = foreign.numpy_hits.get(id(value))  # array's id can be reused), and what may have changed
-                if (hit is not None and hit.shape == value.shape and hit.strides == value.strides
-                        and hit.dtype is value.dtype and hit.elem_ndim == elem_ndim and not hit.owned.closed
-                        and from_buffer(value) == hit.address  # the same memory (__setstate__ replaces it)
-                        and (not writes or value.flags.writeable)):  # else ForeignArgs.argument says why not
-                    value = hit.nd
-                else:
-                    value = foreign.argument(value, spec, what)
+        cls = value.__class__
+        if cls is not NdArray:
+            if cls is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its array's id can
+                address = id(value)  # be reused) and one C call (what may have changed, see NumpyHit)
+                hit = runtime.foreign.numpy_hits.get(address)
+                if hit is not None and not hit.owned.closed and same(address, hit.key, writes) and (
+                        hit.sig == sig or (sig is None and hit.sig[1:] == shape_sig)):
+                    off = slot.off  # the hit's ndarray is this runtime's, open, and of this signature
+                    slot.buf[off:off + end] = hit.arg_bytes
+                    return
+                value = runtime.foreign.argument(value, spec, what)
+            elif isinstance(value, NdArray):
+                pass
             elif array_like(value):
-                value = foreign.argument(value, spec, what)
+                value = runtime.foreign.argument(value, spec, what)
             else:
                 raise wrong(value)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _cuda, _dlpack
-from ._native import ffi
+from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
 from .ndarray import NdArray, check_copy
@@ -46,8 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ndarray import HostAccess
     from .runtime import Runtime
 
-__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "Staged", "array_like", "byte_span", "host_array",
-           "on_cuda", "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
+__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "Staged", "array_like", "byte_span",
+           "host_array", "on_cuda", "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
@@ -213,22 +213,48 @@ def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyAr
 # The records
 
 
+def _array_keys_work() -> bool:
+    """Whether the extension reads numpy's array objects right here (CPython's id() is the object's address, and
+    numpy's object starts as the extension expects): checked against numpy's own attributes, once."""
+    try:
+        base = np.arange(24, dtype=np.float32).reshape(4, 6)
+        probes = [base, base[::2, 1::3], base.T, np.zeros((), np.int64), np.ones(3, np.uint8)[::-1]]
+        frozen = base.view()
+        frozen.flags.writeable = False
+        probes.append(frozen)
+        key = ffi.new("TaichiAotArrayKey *")
+        for a in probes:
+            if not lib.taichi_aot_array_key(id(a), key):
+                return False
+            data = int(ffi.cast("uintptr_t", key.data))
+            if (data != a.__array_interface__["data"][0] or key.nd != a.ndim
+                    or bool(key.writable) != a.flags.writeable or tuple(key.dims[0:a.ndim]) != a.shape
+                    or tuple(key.strides[0:a.ndim]) != a.strides or not lib.taichi_aot_array_same(id(a), key, 0)):
+                return False
+        other = probes[1]
+        return not lib.taichi_aot_array_same(id(frozen), key, 1) and not lib.taichi_aot_array_same(id(other), key, 0)
+    except Exception:  # pragma: no cover - an interpreter whose objects are not laid out as CPython's
+        return False
+
+
+#: Whether numpy arrays shared before are recognised in C (else each call takes ForeignArgs.argument).
+ARRAY_KEYS = _array_keys_work()
+
+
 class NumpyHit:
-    """A numpy array shared without a copy, found again by one lookup (the argument packer's fast path). Its
-    shape, strides and dtype can be reassigned in place and ``__setstate__`` replaces its memory, so they are
-    compared on every use."""
+    """A numpy array shared without a copy, found again by one lookup and one C call (the argument packer's fast
+    path, ``taichi_aot_array_same(id(array), hit.key, writes)``): its shape, strides and dtype can be reassigned
+    in place, ``__setstate__`` replaces its memory and its writable flag can be cleared, so all are compared on
+    every use."""
 
-    __slots__ = ("address", "dtype", "elem_ndim", "nd", "owned", "ref", "shape", "strides")
+    __slots__ = ("arg_bytes", "key", "owned", "ref", "sig")
 
-    def __init__(self, value: np.ndarray, ref: weakref.ref[Any], elem_ndim: int, nd: NdArray):
+    def __init__(self, key: Any, ref: weakref.ref[Any], nd: NdArray):
+        self.key = key
         self.ref = ref
-        self.shape = value.shape
-        self.strides = value.strides
-        self.dtype = value.dtype
-        self.elem_ndim = elem_ndim
-        self.nd = nd
-        self.owned = nd.memory.owned  # whether the ndarray was closed
-        self.address = ffi.cast("char *", ffi.from_buffer(value))  # a bare pointer (from_buffer's own holds it)
+        self.owned = nd.owned  # whether the ndarray was closed
+        self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
+        self.arg_bytes = nd._arg_bytes  # the TiArgument the packer writes
 
 
 @dataclass
@@ -433,8 +459,9 @@ class ForeignArgs:
         ref = self._weak(key, value)
         nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a)
         self._keep(key, _Entry(nd, ref, None if ref is not None else value))
-        if ref is not None and value.__class__ is np.ndarray:  # found again by the packer without this call
-            self.numpy_hits[id(value)] = NumpyHit(value, ref, elem_ndim, nd)
+        c_key = ffi.new("TaichiAotArrayKey *") if ARRAY_KEYS and value.__class__ is np.ndarray else None
+        if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):
+            self.numpy_hits[id(value)] = NumpyHit(c_key, ref, nd)  # the packer finds it without this call
             while len(self.numpy_hits) > CACHE_SIZE:
                 try:
                     self.numpy_hits.pop(next(iter(self.numpy_hits)), None)
@@ -484,7 +511,7 @@ class ForeignArgs:
                         s.filled = True
                     s.write_back = s.write_back or writes
                     return s.nd
-                if (writes or s.write_back) and _share(a, s.array):
+                if writes and s.write_back and _share(a, s.array):  # both copied back: one undoes the other
                     raise InvalidArgumentError(_clash(what, s.what))
             if writes and overlaps_itself(a):
                 raise InvalidArgumentError(

@@ -160,6 +160,7 @@ class _Launchable:
     """A kernel or graph of a module: its name, module, handle, signature and packers."""
 
     _args: list[ArgInfo]
+    _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
@@ -211,7 +212,7 @@ class _Launchable:
             i = self._arg_index(key)
             if i < 0:
                 raise ArgumentTypeError(f"{self!r} has no argument {key!r}")
-            spec = args[i]
+            spec = self._recorded[i]
             what = self._what_arg(spec)
             if spec.kind != "ndarray":
                 raise InvalidArgumentError(f"{what}: a {spec.kind} argument has no access to declare")
@@ -223,7 +224,7 @@ class _Launchable:
                 raise InvalidArgumentError(f"{what}: the module records that the kernel uses it as "
                                            f"{spec.access_word()}; a declaration may add to that, not take away")
             args[i] = replace(spec, access=declared)
-        self._args = args
+        self._args = args  # launches made from now on (bound launches keep what they were bound with)
         self._set_packers()
         return self
 
@@ -242,7 +243,7 @@ class Kernel(_Launchable):
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
         super().__init__(module, name, handle)
-        self._args = args
+        self._args = self._recorded = args
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
         packed = self._new_packed()
@@ -356,7 +357,7 @@ class ComputeGraph(_Launchable):
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
         super().__init__(module, name, handle)
-        self._args = args
+        self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]
         self._set_packers()

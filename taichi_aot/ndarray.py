@@ -28,6 +28,7 @@ from .memory import Memory, _MapContext
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
+    from ._lifetime import Owned
     from .runtime import Runtime
 
 __all__ = [
@@ -267,6 +268,11 @@ class NdArray:
         """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
         is held as long as the ndarray (None: the caller sees to it)."""
         return cls(runtime, shape, dtype, elem_shape, host=(pointer, owner))
+
+    @property
+    def owned(self) -> Owned:
+        """The record of the memory's lifetime (for the package: ``owned.closed`` is the cheapest test)."""
+        return self._memory.owned
 
     def host_span(self) -> tuple[int, int] | None:
         """The host's addresses of the memory, first and one past the last (CPU backends, or while mapped)."""

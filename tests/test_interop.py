@@ -157,6 +157,8 @@ def test_arguments_that_share_memory(rt, arch, modules):
     rt.wait()
     assert b.tolist() == [1.0, 2.0] * 8
     c = np.arange(12, dtype=np.float32)
+    if arch != Arch.X64:  # Vulkan records that y is only read, and a read copy is never written back: declared
+        add.declare_access(y="read_write")  # written, both are copied back, which clash
     clashes = [(c[::-1][:8], c[:8])]  # staged and staged (x64: staged and shared)
     if arch != Arch.X64:
         clashes.append((c[:8], c[4:]))  # each a copy on Vulkan (on x64 both are the array itself)
@@ -234,9 +236,14 @@ def test_a_cached_argument_whose_memory_changed(rt, arch, modules):
     assert rows.tolist() == [[float(k)] * 3 for k in (1, 2, 3, 4)]
     total = np.zeros((), np.float32)
     a = np.arange(6, dtype=np.float32)[::2] if arch == Arch.X64 else np.arange(3, dtype=np.float32)  # staged
-    with pytest.raises(InvalidArgumentError, match="shares memory"):  # one array as two kinds of argument
+    if arch == Arch.X64:  # nothing recorded: both arguments may be written, and their copies would clash
+        with pytest.raises(InvalidArgumentError, match="shares memory"):  # one array as two kinds of argument
+            accumulate(total, a, a)
+        assert a.tolist() == [0.0, 2.0, 4.0]
+    else:  # x is only read: a snapshot, and v, written, is copied back
         accumulate(total, a, a)
-    assert a.tolist() == [0.0, 2.0, 4.0] if arch == Arch.X64 else a.tolist() == [0.0, 1.0, 2.0]
+        rt.wait()
+        assert a.tolist() == [0.0, 2.0, 4.0] and float(total) == 3.0
 
 
 def test_bad_foreign_input_is_typed(rt, arch, modules):

@@ -37,4 +37,19 @@ extern int64_t taichi_aot_epoch;
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
 
+/* arrays.c: a numpy array passed to kernels before, recognised in one call: its data pointer, dtype
+   object, dimensions, strides and writable flag, read from numpy's array object (whose layout numpy
+   keeps for compiled extensions) at `array`, the object's address (CPython's id()). Python checks at
+   import that these reads agree with numpy's own attributes, and uses them only then. */
+typedef struct {
+    const void *data;
+    const void *descr;
+    int32_t nd;
+    int32_t writable;
+    intptr_t dims[16];
+    intptr_t strides[16];
+} TaichiAotArrayKey;
+int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
+int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
+
 #endif

@@ -1,0 +1,56 @@
+/* numpy arrays recognised from C (see taichi_aot.h): the argument packer's fast path asks whether the
+   array it was given is, in every respect a kernel sees, the one it shared before. */
+#include "taichi_aot.h"
+
+/* The start of numpy's array object (PyArrayObject_fields in numpy/ndarraytypes.h, the same in numpy 1
+   and 2), after CPython's object header (reference count and type). */
+typedef struct {
+    intptr_t ob_refcnt;
+    void *ob_type;
+    char *data;
+    int nd;
+    intptr_t *dimensions;
+    intptr_t *strides;
+    void *base;
+    void *descr;
+    int flags;
+} taichi_aot_numpy_array;
+
+#define TAICHI_AOT_NPY_WRITEABLE 0x0400
+
+/* Fill `key` from the array at `array`; 0 (and nothing kept) where it has more dimensions than a key holds. */
+int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key) {
+    const taichi_aot_numpy_array *a = (const taichi_aot_numpy_array *)array;
+    int i;
+    if (a->nd < 0 || a->nd > 16) {
+        return 0;
+    }
+    key->data = a->data;
+    key->descr = a->descr;
+    key->nd = a->nd;
+    key->writable = (a->flags & TAICHI_AOT_NPY_WRITEABLE) != 0;
+    for (i = 0; i < a->nd; i++) {
+        key->dims[i] = a->dimensions[i];
+        key->strides[i] = a->strides[i];
+    }
+    return 1;
+}
+
+/* Whether the array at `array` has the key's memory, dtype object, shape and strides (and is writable
+   where `need_writable`). */
+int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable) {
+    const taichi_aot_numpy_array *a = (const taichi_aot_numpy_array *)array;
+    int i;
+    if (a->data != key->data || a->descr != key->descr || a->nd != key->nd) {
+        return 0;
+    }
+    if (need_writable && !(a->flags & TAICHI_AOT_NPY_WRITEABLE)) {
+        return 0;
+    }
+    for (i = 0; i < a->nd; i++) {
+        if (a->dimensions[i] != key->dims[i] || a->strides[i] != key->strides[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
