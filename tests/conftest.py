@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from taichi_aot import Arch, capi
+from taichi_aot import Arch, Runtime, capi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "kernels.py")
@@ -111,6 +111,13 @@ def modules(tmp_path_factory) -> Modules:
 def arch(request) -> Arch:
     require_arch(request.param)
     return request.param
+
+
+@pytest.fixture
+def rt(arch: Arch):
+    """A runtime on each arch of the ``arch`` fixture, closed after the test."""
+    with Runtime(arch) as runtime:
+        yield runtime
 
 
 @pytest.fixture(scope="session")

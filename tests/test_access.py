@@ -20,12 +20,6 @@ from taichi_aot import (
 from taichi_aot.metadata import read_module
 
 
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
-
-
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a

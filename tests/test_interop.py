@@ -22,12 +22,6 @@ from taichi_aot.enums import DataType
 from taichi_aot.metadata import ArgInfo
 
 
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
-
-
 def test_numpy_protocol(rt):
     x = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
     a = np.asarray(x)

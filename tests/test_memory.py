@@ -14,12 +14,6 @@ import taichi_aot as ta
 from taichi_aot import MemoryUsage, Runtime, capi
 
 
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
-
-
 def test_memory_attributes_and_map(rt):
     mem = rt.allocate_memory(64, host_read=True, host_write=True, usage=MemoryUsage.STORAGE | MemoryUsage.UNIFORM)
     assert (mem.size, mem.host_read, mem.host_write, mem.export_sharing) == (64, True, True, False)

@@ -16,12 +16,6 @@ from taichi_aot import ArgumentTypeError, InvalidArgumentError, NdArray, Runtime
 from taichi_aot.ndarray import MAX_NBYTES
 
 
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
-
-
 @pytest.mark.parametrize("elem_shape", [(), (3,), (2, 2)])
 def test_zero_dimensional_ndarrays(rt, elem_shape):
     x = rt.ndarray((), np.float32, elem_shape)

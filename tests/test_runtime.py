@@ -12,12 +12,6 @@ import taichi_aot as ta
 from taichi_aot import Arch, Capability, Runtime, capi
 
 
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
-
-
 @pytest.fixture(params=["folder", "tcm", "bytes"])
 def mod(request, rt, arch, modules):
     if request.param == "folder":

@@ -10,18 +10,12 @@ import numpy as np
 import pytest
 
 from conftest import require_extra
-from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, InvalidStateError, Runtime
+from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, InvalidStateError
 
 
 @pytest.fixture(scope="module")
 def torch():
     return require_extra("torch", "interop")
-
-
-@pytest.fixture
-def rt(arch):
-    with Runtime(arch) as runtime:
-        yield runtime
 
 
 def test_tensors_as_kernel_and_graph_arguments(torch, rt, arch, modules):
