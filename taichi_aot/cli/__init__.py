@@ -149,7 +149,7 @@ def _print_args(name: str, args: list, suffix: str = "") -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """``build``: compile a Python file's exported kernels and graphs with Taichi, for one arch or several
     (build.py)."""
-    from .build import BuildError, build
+    from .build import LLVM_PARTS, BuildError, build
 
     try:
         prebuilt = {}
@@ -158,7 +158,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             if not sep or not module:
                 raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
             prebuilt[arch] = module
-        summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads)
+        summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
@@ -170,6 +170,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed now; --cpu-threads)")
         if args.cpu_threads and threads < args.cpu_threads:
             print(f"  (Taichi gives at most this machine's {threads} cores: build where the module runs for more)")
+    learned = summary["access"]
+    llvm = ", ".join(a for a in summary["archs"] if a in LLVM_PARTS)
+    if learned == "unknown":
+        print(f"  ndarray access unknown on {llvm} (taken as read and written): {summary['access_reason']}")
+    elif learned is not None:
+        how = "a Vulkan build of the file, not kept" if learned == "probe" else f"the {learned}"
+        print(f"  ndarray access recorded for {llvm}, from {how}")
     return 0
 
 
@@ -366,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
                    help="CPU kernels run on at most N threads (default and most: this machine's cores)")
+    p.add_argument("--no-access", action="store_true",
+                   help="record no ndarray access in the LLVM parts (skips the Vulkan build that learns it)")
     p = _command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
     p.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
     p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)

@@ -25,6 +25,13 @@ What is written (:mod:`taichi_aot.metadata.multi` describes the formats):
   per arch; ``Runtime.load_module`` takes the part for its arch. A part may also be a module built
   elsewhere (``--with cuda=physics-cuda.tcm``: Taichi compiles for CUDA only where a GPU is); every part
   must declare the same kernels and graphs with the same arguments.
+
+Every LLVM part's ``taichi_aot.json`` (x64, arm64, CUDA: built, or given with ``--with``) also records how each
+exported kernel and each graph uses its ndarray arguments (read, write, both, none), which Taichi's LLVM metadata
+does not: learned from Taichi's own analysis for gfx backends, taken from the module's gfx part (Vulkan, ...) if it
+has one, else from a Vulkan build of the same file into a throwaway folder (the probe, run beside the parts and
+never written out). Where that cannot be had (no Vulkan here, a kernel Vulkan cannot compile, ``--no-access``),
+the access stays unknown (callers assume every ndarray read and written) and the summary says why.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import enums
 from ..errors import CorruptedDataError, MissingFileError
@@ -51,6 +59,10 @@ GFX_ARCHS = tuple(a.name.lower() for a in enums.ARCH_PREFERENCE if a in enums.GF
 ARCHS = ("x64", "arm64", "cuda", *GFX_ARCHS)
 #: The CPU ones, whose kernels run on a number of threads fixed when they are compiled (--cpu-threads).
 CPU_PARTS = ("x64", "arm64")
+#: The LLVM ones, whose metadata records no ndarray access (build learns it from a gfx build of the same file).
+LLVM_PARTS = tuple(a for a in ARCHS if a not in GFX_ARCHS)
+#: Capabilities the access probe (a Vulkan build) takes besides the build's, so that more kernels compile.
+PROBE_CAPS = ("spirv_has_int64", "spirv_has_float64", "spirv_has_int8", "spirv_has_int16", "spirv_has_float16")
 #: Archive members get this time, so that building the same source twice writes the same bytes.
 _FIXED_TIME = (2000, 12, 1, 0, 0, 0)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -173,13 +185,77 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
     return kind
 
 
+def _access_words(info: ModuleInfo) -> dict[str, dict[str, dict[str, str]]]:
+    """``{"kernels": {kernel: {argument: word}}, "graphs": {...}}``: the access gfx metadata records of each
+    exported kernel's and graph's ndarray arguments (internal kernels left out: their graphs carry it)."""
+    def words(args: list) -> dict[str, str]:
+        return {a.name: a.access_word() for a in args if a.kind == "ndarray" and a.name and a.access is not None}
+
+    return {"kernels": {k.name: words(k.args) for k in info.exported_kernels()},
+            "graphs": {g.name: words(g.args) for g in info.graphs.values()}}
+
+
+def _record_access(folder: str, words: dict[str, dict[str, dict[str, str]]]) -> None:
+    """Write ``words`` (from :func:`_access_words`) into the part's ``taichi_aot.json``, matching kernels, graphs
+    and arguments by name."""
+    path = os.path.join(folder, SIDECAR)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    for name, entry in doc["kernels"].items():
+        access = {n: w for n, w in words["kernels"].get(name, {}).items() if n in entry["args"]}
+        if access:
+            entry["access"] = access
+    graphs = {name: {"access": access} for name, access in words["graphs"].items() if access}
+    if graphs:
+        doc["graphs"] = {**doc.get("graphs", {}), **graphs}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+
+
+def _probe(source: str, folder: str, caps: list[str]) -> str:
+    """Build ``source`` for Vulkan into ``folder`` (returned) only to read what its metadata records."""
+    _run_part(source, "vulkan", folder, [*caps, *PROBE_CAPS])
+    return folder
+
+
+def _learn_access(tmp: str, every: list[str], signatures: dict[str, dict],
+                  probe: Future[str] | None) -> tuple[str, str | None]:
+    """Record the ndarray access in each LLVM part of ``every`` (built in ``tmp``) from the gfx part, else from the
+    probe's Vulkan build (``probe``, whose result is its folder); returns where it came from and, when unknown,
+    why."""
+    llvm = [a for a in every if a in LLVM_PARTS]
+    unnamed = [a for a in llvm if not os.path.isfile(os.path.join(tmp, a, SIDECAR))]
+    if unnamed:
+        return "unknown", f"the {unnamed[0]} part names no arguments to match it by"
+    gfx = next((a for a in every if a in GFX_ARCHS), None)
+    if gfx is not None:
+        learned, what, info = f"{gfx} part", f"{gfx} part", read_module(os.path.join(tmp, gfx))
+    else:
+        assert probe is not None
+        learned, what = "probe", "Vulkan build"
+        try:
+            info = read_module(probe.result())
+        except (BuildError, MissingFileError, CorruptedDataError) as e:
+            return "unknown", f"the Vulkan build that learns it failed: {e}"
+    differ = [a for a in llvm if signatures[a] != _signature(info)]
+    if differ:
+        return "unknown", f"the {differ[0]} part's kernels and graphs differ from the {what}'s"
+    words = _access_words(info)
+    for a in llvm:
+        _record_access(os.path.join(tmp, a), words)
+    return learned, None
+
+
 def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None,
-          prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None) -> dict:
+          prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None, access: bool = True) -> dict:
     """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written), with the
     modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too, CPU kernels on at most
-    ``cpu_threads`` threads (default: this machine's cores, which also bound it). Returns a summary:
-    ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"), ``cpu_threads``
-    (what the CPU part's kernels run on, or None)."""
+    ``cpu_threads`` threads (default: this machine's cores, which also bound it), the LLVM parts' ndarray access
+    learned from a gfx part or, with none, from a Vulkan build of ``source`` (``access=False``: left unknown).
+    Returns a summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"),
+    ``cpu_threads`` (what the CPU part's kernels run on, or None), ``access`` (where the LLVM parts' access came
+    from: "vulkan part" (or another gfx arch's), "probe" or "unknown"; None without an LLVM part: gfx metadata
+    records its own) and ``access_reason`` (why it is unknown, else None)."""
     if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
         raise BuildError(f"--cpu-threads takes a number >= 1, got {cpu_threads!r}")
     archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
@@ -201,7 +277,12 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
         raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp:
+    has_llvm = any(a in LLVM_PARTS for a in every)
+    with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp, \
+            ThreadPoolExecutor(1) as pool:  # left first, waiting for the probe, before tmp is removed
+        probe = None
+        if access and has_llvm and not any(a in GFX_ARCHS for a in every):  # built beside the parts
+            probe = pool.submit(_probe, source, os.path.join(tmp, "access-probe"), list(caps or []))
         summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or []), cpu_threads) for a in archs}
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
         named = next((a for a in every if os.path.isfile(os.path.join(tmp, a, SIDECAR))), None)
@@ -219,9 +300,13 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
             if signatures[a] != signatures[every[0]]:
                 raise BuildError(f"the {a} part's kernels and graphs differ from the {every[0]} part's: "
                                  f"{signatures[a]} against {signatures[every[0]]}")
+        learned, reason = None, None
+        if has_llvm:
+            learned, reason = (_learn_access(tmp, every, signatures, probe) if access
+                               else ("unknown", "not asked for (--no-access)"))
         cpu = next((a for a in every if a in CPU_PARTS), None)
         threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
-            "cpu_threads": threads}
+            "cpu_threads": threads, "access": learned, "access_reason": reason}
