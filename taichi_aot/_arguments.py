@@ -20,7 +20,7 @@ from ._native import ffi, lib
 from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
-from .ndarray import NdArray, convert_checked
+from .ndarray import NdArray, convert_checked, signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
@@ -37,14 +37,16 @@ _TEXTURE_DIMENSIONS = {1: ImageDimension.DIM_1D, 2: ImageDimension.DIM_2D, 3: Im
 
 
 class Slot:
-    """Where one argument goes: byte ``off`` of the packed buffer ``buf``, and ``ptr``, a TiArgument* there."""
+    """Where one argument goes: byte ``off`` of the packed buffer ``buf``, and ``ptr``, a TiArgument* there;
+    ``hits``: the runtime's numpy arrays shared before (``ForeignArgs.hits``), one lookup away."""
 
-    __slots__ = ("buf", "off", "ptr")
+    __slots__ = ("buf", "hits", "off", "ptr")
 
-    def __init__(self, buf: bytearray, off: int, ptr: Any):
+    def __init__(self, buf: bytearray, off: int, ptr: Any, hits: dict[int, Any]):
         self.buf = buf
         self.off = off
         self.ptr = ptr
+        self.hits = hits
 
 
 #: ``pack(value, runtime, slot)``: validate ``value`` and write it into ``slot``.
@@ -130,23 +132,22 @@ def _wrong(spec: ArgInfo, what: str) -> Callable[..., Exception]:
 
 def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
-    sig = (spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
+    sig = signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None
     shape_sig = (spec.ndim, spec.elem_shape)
     writes = spec.may_write
     ndarray = np.ndarray
     end = ARG_SIZE
-    same = lib.taichi_aot_array_same
+    put = lib.taichi_aot_array_pack
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         cls = value.__class__
         if cls is not NdArray:
             if cls is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its array's id can
                 address = id(value)  # be reused) and one C call (what may have changed, see NumpyHit)
-                hit = runtime.foreign.numpy_hits.get(address)
-                if hit is not None and not hit.owned.closed and same(address, hit.key, writes) and (
-                        hit.sig == sig or (sig is None and hit.sig[1:] == shape_sig)):
-                    off = slot.off  # the hit's ndarray is this runtime's, open, and of this signature
-                    slot.buf[off:off + end] = hit.arg_bytes
+                hit = slot.hits.get(address)
+                if hit is not None and not hit.owned.closed and (
+                        hit.sig is sig or (sig is None and hit.sig[1:] == shape_sig)) and put(
+                        address, hit.key, writes, slot.ptr):  # the same array: its ndarray's argument written
                     return
                 value = runtime.foreign.argument(value, spec, what)
             elif isinstance(value, NdArray):

@@ -55,6 +55,7 @@ CACHE_SIZE = 16
 HELD_LIMIT = 64
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
+_MISSING: Any = object()
 
 
 # ---------------------------------------------------------------------------
@@ -243,18 +244,60 @@ ARRAY_KEYS = _array_keys_work()
 
 class NumpyHit:
     """A numpy array shared without a copy, found again by one lookup and one C call (the argument packer's fast
-    path, ``taichi_aot_array_same(id(array), hit.key, writes)``): its shape, strides and dtype can be reassigned
+    path, ``taichi_aot_array_pack(id(array), hit.key, writes, slot)``): its shape, strides and dtype can be reassigned
     in place, ``__setstate__`` replaces its memory and its writable flag can be cleared, so all are compared on
     every use."""
 
-    __slots__ = ("arg_bytes", "key", "owned", "ref", "sig")
+    __slots__ = ("key", "owned", "ref", "sig")
 
     def __init__(self, key: Any, ref: weakref.ref[Any], nd: NdArray):
+        ffi.memmove(ffi.addressof(key, "argument"), nd._arg_bytes, len(nd._arg_bytes))  # what a launch gets
         self.key = key
         self.ref = ref
         self.owned = nd.owned  # whether the ndarray was closed
         self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
-        self.arg_bytes = nd._arg_bytes  # the TiArgument the packer writes
+
+
+def _torch_print(t: Any) -> tuple:
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.requires_grad)
+
+
+def _cupy_print(a: Any) -> tuple:
+    return (a.data.ptr, a.shape, a.strides, a.dtype)
+
+
+def _jax_print(a: Any) -> bool:
+    return bool(a.is_deleted())  # the rest of a JAX array never changes
+
+
+#: What identifies a CUDA array of each library, read cheaply on every use (torch builds its
+#: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
+#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted.
+_PRINTS = {"torch": _torch_print, "cupy": _cupy_print, "jaxlib": _jax_print, "jax": _jax_print}
+#: The print function of each array class seen (None: none known; such arrays take the slow path every time).
+_PRINT_OF: dict[type, Any] = {}
+
+
+def print_of(cls: type) -> Any:
+    """The function that identifies arrays of class ``cls`` (a torch, CuPy or JAX array), or None."""
+    found = _PRINT_OF.get(cls, _MISSING)
+    if found is _MISSING:
+        found = _PRINT_OF[cls] = _PRINTS.get(cls.__module__.partition(".")[0])
+    return found
+
+
+class CudaHit:
+    """A CUDA array of torch, CuPy or JAX shared before, found again by one lookup and its print (``print_of``):
+    the ndarray it travels in, for arguments of ``elem_ndim`` element dims, and whether it is immutable."""
+
+    __slots__ = ("elem_ndim", "nd", "print", "read_only", "ref")
+
+    def __init__(self, ref: weakref.ref[Any], fingerprint: Any, nd: NdArray, elem_ndim: int, read_only: bool):
+        self.ref = ref
+        self.print = fingerprint
+        self.nd = nd
+        self.elem_ndim = elem_ndim
+        self.read_only = read_only
 
 
 @dataclass
@@ -281,7 +324,7 @@ class _Entry:
         self.held = held
 
 
-def _forget(entries: dict[Any, _Entry], hits: dict[int, NumpyHit], key: Any, ref: weakref.ref[Any]) -> None:
+def _forget(entries: dict[Any, _Entry], hits: dict[int, Any], key: Any, ref: weakref.ref[Any]) -> None:
     """The weak-reference callback of a cached array: it is being collected, its memory not yet freed."""
     entry = entries.get(key)
     if entry is not None and entry.ref is ref:
@@ -299,19 +342,19 @@ class ForeignArgs:
     """One runtime's policy for other libraries' arrays (the module docstring gives it), and its state.
 
     What the launch path calls: :meth:`argument` (an array for an ndarray argument, to the NdArray it travels
-    in), ``numpy_hits`` (``id -> NumpyHit``, read by the packers' fast path), ``staged`` (the copies of the
+    in), ``hits`` (``id -> NumpyHit``, read by the packers' fast path), ``staged`` (the copies of the
     launch being packed: non-empty means the launch must call :meth:`before_launch` and :meth:`after_launch`),
     :meth:`discard`. The runtime calls :meth:`ndarray_from` and :meth:`release`. The weak-reference callbacks
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_runtime", "allow_copies", "numpy_hits", "staged")
+    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_runtime", "allow_copies", "hits", "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
-        self.numpy_hits: dict[int, NumpyHit] = {}
+        self.hits: dict[int, Any] = {}  # NumpyHit or CudaHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
         self.staged: list[Staged] = []
         self.allow_copies = True
@@ -430,6 +473,14 @@ class ForeignArgs:
         backend can address it (cached: a repeated argument costs one lookup), else a staged copy (``staged``)."""
         elem_ndim = len(spec.elem_shape)
         if self._arch == Arch.CUDA:
+            fingerprint = print_of(value.__class__)
+            if fingerprint is not None:  # torch, CuPy, JAX: seen before, and the same?
+                hit = self.hits.get(id(value))
+                if (hit is not None and hit.elem_ndim == elem_ndim and not hit.nd.closed
+                        and not (hit.read_only and spec.may_write) and hit.print == fingerprint(value)):
+                    held = self._held  # what queued kernels may read, held until the runtime is waited for
+                    held[id(value)] = held.pop(id(value), value)  # most recent last
+                    return hit.nd
             # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
             iface = cuda_interface(value, what)
             if iface is not None or on_cuda(value, what):
@@ -461,17 +512,13 @@ class ForeignArgs:
         self._keep(key, _Entry(nd, ref, None if ref is not None else value))
         c_key = ffi.new("TaichiAotArrayKey *") if ARRAY_KEYS and value.__class__ is np.ndarray else None
         if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):
-            self.numpy_hits[id(value)] = NumpyHit(c_key, ref, nd)  # the packer finds it without this call
-            while len(self.numpy_hits) > CACHE_SIZE:
-                try:
-                    self.numpy_hits.pop(next(iter(self.numpy_hits)), None)
-                except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
-                    continue
+            self.hits[id(value)] = NumpyHit(c_key, ref, nd)  # the packer finds it without this call
+            self._trim_hits()
         return nd
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
         try:
-            return weakref.ref(value, functools.partial(_forget, self._entries, self.numpy_hits, key))
+            return weakref.ref(value, functools.partial(_forget, self._entries, self.hits, key))
         except TypeError:  # no weak references to it: held by the cache, so its id is not reused while cached
             return None
 
@@ -498,7 +545,22 @@ class ForeignArgs:
         ref = self._weak(key, value)
         self._keep(key, _Entry(nd, ref, value if ref is None else None))
         held[id(value)] = value
+        fingerprint = print_of(value.__class__)
+        if ref is not None and fingerprint is not None:
+            try:
+                read_only = is_jax(value) or bool(iface and iface["data"][1])
+                self.hits[id(value)] = CudaHit(ref, fingerprint(value), nd, elem_ndim, read_only)
+            except Exception:  # pragma: no cover - a class of these libraries without the methods read
+                _PRINT_OF[value.__class__] = None
+            self._trim_hits()
         return nd
+
+    def _trim_hits(self) -> None:
+        while len(self.hits) > CACHE_SIZE:
+            try:
+                self.hits.pop(next(iter(self.hits)), None)
+            except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
+                continue
 
     def _stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it."""

@@ -136,7 +136,8 @@ class _Packed:
         self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
         base: Any = ffi.cast("char *", self.array) if count else None
         self.slots = [
-            Slot(self.buf, i * stride + arg_offset, ffi.cast("TiArgument *", base + i * stride + arg_offset))
+            Slot(self.buf, i * stride + arg_offset, ffi.cast("TiArgument *", base + i * stride + arg_offset),
+                 runtime.foreign.hits)
             for i in range(count)
         ]
         self.keep: list[Any] = []  # what the C array points to (argument names of graphs)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
-    "data_type",
+    "data_type", "signature",
 ]
 
 # DLPack device types (dlpack.h: kDLCPU, kDLCUDA, kDLVulkan)
@@ -234,7 +234,7 @@ class NdArray:
         nd.elem_type = dt
         self._arg: Any = arg
         self._arg_bytes = bytes(ffi.buffer(arg))  # packed into launches with one byte copy
-        self._sig = (dt, len(dims), elem_dims)
+        self._sig = signature(dt, len(dims), elem_dims)
         self._full_shape = dims + elem_dims
         # how bytes move, chosen once (see the module docstring)
         cpu = runtime._arch in CPU_ARCHS
@@ -615,6 +615,17 @@ class NdArray:
         state = "closed" if self.closed else "open"
         elem = f", elem_shape={self._elem_shape}" if self._elem_shape else ""
         return f"<NdArray shape={self._shape}{elem} dtype={self._dtype} on {self._runtime.arch.name} ({state})>"
+
+
+_SIGNATURES: dict[tuple[DataType | None, int, tuple[int, ...]], tuple[DataType | None, int, tuple[int, ...]]] = {}
+
+
+def signature(dtype: DataType | None, ndim: int, elem_shape: tuple[int, ...]) -> tuple[DataType | None, int,
+                                                                                       tuple[int, ...]]:
+    """What a kernel's ndarray argument checks of an ndarray: (data type, dims, element shape), one tuple object per
+    value (so that packers compare them by identity first)."""
+    sig = (dtype, ndim, elem_shape)
+    return _SIGNATURES.setdefault(sig, sig)
 
 
 def check_copy(copy: Any, what: str) -> None:

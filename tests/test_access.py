@@ -83,7 +83,7 @@ def test_a_read_only_array_is_shared_where_the_backend_addresses_it(modules):
         y = _read_only(base.view())
         x = np.zeros(8, np.float32)
         add(x, y, 1.0)
-        assert id(y) in rt.foreign.numpy_hits and not rt.foreign.staged  # shared, not a copy
+        assert id(y) in rt.foreign.hits and not rt.foreign.staged  # shared, not a copy
         base[:] = 100
         add(x, y, 1.0)
         assert x.tolist() == [i + 100.0 for i in range(8)]

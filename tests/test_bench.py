@@ -29,7 +29,7 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                          "flat capi.launch_kernel", "validation + packing alone", "graph (bound)",
                          "16 kernels (dynamic calls)", "taichi_aot saxpy @2^14", "from_numpy @1 MiB",
                          "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB",
-                         "dynamic call, NdArray", "sweep, 1 worker", "pool cost per task (empty task)",
+                         "dynamic call, 1 array: NdArray", "dynamic call, 3 arrays: NdArray", "sweep, 1 worker", "pool cost per task (empty task)",
                          "one simulation through the pool"):
             assert expected in names, (arch, expected)
         for r in rows:
@@ -40,6 +40,9 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
         assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",
                                                  "validation + packing alone", "from_numpy @1 MiB"}
         assert all(r["ratio"] is not None or r["section"] == "memory" for r in targets)
+        if arch == "x64":  # numpy arrays, shared: compared with NdArrays, 1 and 3 of them
+            assert {"dynamic call, 1 array: numpy (zero-copy)", "dynamic call, 3 arrays: numpy (zero-copy)"} <= {
+                r["name"] for r in targets}
         if results["archs"][arch].get("jit"):
             assert "Taichi JIT (ti.kernel call)" in names
 

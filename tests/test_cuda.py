@@ -20,7 +20,9 @@ from taichi_aot import (
     IncompatibleModuleError,
     InvalidArgumentError,
     InvalidStateError,
+    ReadOnlyArrayError,
     Runtime,
+    TaichiError,
     capi,
     metadata,
 )
@@ -259,19 +261,82 @@ def test_foreign_cuda_arrays_read_only_copies_and_bad_cases(cuda_module):
     with Runtime(Arch.CUDA) as rt:
         add = rt.load_module(cuda_module["cuda"]).kernels["add"]
         src = torch.arange(16, dtype=torch.float32, device="cuda")
-        ro = ReadOnly(src)  # shared all the same (kernels may only read it: JAX's buffers say read-only)
-        assert rt.ndarray_from(ro, copy=False).memory._cuda_ptr() == src.data_ptr()
+        ro = ReadOnly(src)  # an ndarray is written by kernels: a copy on the device, never the memory itself
+        with pytest.raises(ReadOnlyArrayError, match="copy=False"):
+            rt.ndarray_from(ro, copy=False)
+        copied = rt.ndarray_from(ro)
+        assert copied.memory._cuda_ptr() != src.data_ptr() and copied.to_numpy()[5] == 5
         twice = rt.ndarray_from(src, copy=True)
         assert twice.memory._cuda_ptr() != src.data_ptr() and twice.to_numpy()[3] == 3
         x = torch.zeros(16, device="cuda")
-        add(x, ro, 1.0)
+        with pytest.raises(ReadOnlyArrayError, match=r"declare_access\(\{1: 'read'\}\)"):
+            add(x, ro, 1.0)  # an LLVM module of Taichi's own records no access: y may be written
+        add.declare_access({1: "read"})
+        add(x, ro, 1.0)  # shared: only read
         rt.wait()
         assert x.tolist() == list(map(float, range(16)))
+        with pytest.raises(ReadOnlyArrayError, match="read-only"):
+            add(ro, x, 1.0)
+        grad = torch.ones(16, device="cuda", requires_grad=True)
+        with pytest.raises(ArgumentTypeError, match="refused"):
+            add(x, grad, 1.0)
+        with pytest.raises(TaichiError):
+            add(x, torch.empty(16, device="meta"), 1.0)
         with pytest.raises(ArgumentTypeError):
             rt.ndarray_from(torch.zeros(4, dtype=torch.complex64, device="cuda"))
         if torch.cuda.device_count() > 1:  # another GPU than the runtime's
             with pytest.raises(InvalidArgumentError, match="device 1"):
                 rt.ndarray_from(torch.zeros(4, device="cuda:1"))
+
+
+def test_immutable_and_changed_cuda_arrays(cuda_module):
+    """A JAX array is never written; torch and CuPy arrays found again (by their pointer, shape, strides, dtype and
+    requires_grad, not by torch's slow __cuda_array_interface__) are seen as they are now."""
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("JAX sees no GPU here")
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        j = jax.device_put(jnp.arange(16, dtype=jnp.float32), gpus[0])
+        x = torch.zeros(16, device="cuda")
+        for _ in range(2):
+            with pytest.raises(ReadOnlyArrayError, match="JAX"):
+                add(j, x, 1.0)
+        with pytest.raises(ReadOnlyArrayError, match="JAX"):
+            rt.ndarray_from(j, copy=False)
+        add.declare_access({1: "read"})
+        for _ in range(3):  # the second and third find it again
+            add(x, j, 1.0)
+        rt.wait()
+        assert x.tolist() == [3.0 * i for i in range(16)]
+        with pytest.raises(ReadOnlyArrayError, match="JAX"):  # found again, and still immutable
+            add(j, x, 1.0)
+        assert np.asarray(j).tolist() == list(range(16))
+        t = torch.zeros(16, device="cuda")
+        add(t, x, 1.0)
+        t.resize_(8)  # the same memory, another shape
+        add(t, x[:8], 1.0)
+        t.data = torch.ones(32, device="cuda")  # other memory
+        add(t, torch.ones(32, device="cuda"), 1.0)
+        rt.wait()
+        assert t.tolist() == [2.0] * 32
+        t.requires_grad_()
+        with pytest.raises(ArgumentTypeError, match="refused"):
+            add(t, torch.ones(32, device="cuda"), 1.0)
+        c = cupy.zeros(16, cupy.float32)
+        add(c, x, 1.0)
+        c.shape = (2, 8)
+        with pytest.raises(InvalidArgumentError, match="ndim 1"):
+            add(c, x, 1.0)
+        c.shape = (16,)
+        add(c, x, 1.0)
+        rt.wait()
+        assert cupy.asnumpy(c).tolist() == [6.0 * i for i in range(16)]
 
 
 def test_streams_and_fast_transfers(cuda_module):

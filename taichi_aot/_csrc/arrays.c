@@ -54,3 +54,13 @@ int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int nee
     }
     return 1;
 }
+
+/* Where the array at `array` is the key's (see taichi_aot_array_same): write the key's argument into `slot`,
+   return 1; else leave the slot alone and return 0. */
+int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot) {
+    if (!taichi_aot_array_same(array, key, need_writable)) {
+        return 0;
+    }
+    memcpy(slot, &key->argument, sizeof(TiArgument));
+    return 1;
+}

@@ -40,7 +40,8 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
 /* arrays.c: a numpy array passed to kernels before, recognised in one call: its data pointer, dtype
    object, dimensions, strides and writable flag, read from numpy's array object (whose layout numpy
    keeps for compiled extensions) at `array`, the object's address (CPython's id()). Python checks at
-   import that these reads agree with numpy's own attributes, and uses them only then. */
+   import that these reads agree with numpy's own attributes, and uses them only then. `..._pack`
+   writes the key's argument into a launch's slot where the array is the same (one call per argument). */
 typedef struct {
     const void *data;
     const void *descr;
@@ -48,8 +49,10 @@ typedef struct {
     int32_t writable;
     intptr_t dims[16];
     intptr_t strides[16];
+    TiArgument argument; /* what a launch gets for the array: the ndarray shared over its memory */
 } TaichiAotArrayKey;
 int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
 int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
+int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot);
 
 #endif

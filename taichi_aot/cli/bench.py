@@ -107,6 +107,37 @@ def _ratio(rows: list[Row], name: str, limit: str, target: float | None = None, 
         row.met = row.ratio >= target if higher_is_better else row.ratio <= target
 
 
+def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
+    """(label, a maker of one 16-element f32 array, shared without a copy?) of each library here whose arrays a
+    kernel on ``arch`` takes."""
+    kinds: list[tuple[str, Callable[[], Any], bool]] = []
+    if arch != Arch.CUDA:
+        shared = arch in CPU_ARCHS
+        kinds.append((f"numpy ({'zero-copy' if shared else 'staged copies'})", lambda: np.zeros(16, np.float32),
+                      shared))
+        return kinds
+    try:
+        import torch
+        if torch.cuda.is_available():
+            kinds.append(("torch CUDA tensor", lambda: torch.zeros(16, device="cuda"), True))
+    except ImportError:
+        pass
+    try:
+        import cupy
+        kinds.append(("CuPy array", lambda: cupy.zeros(16, cupy.float32), True))
+    except ImportError:
+        pass
+    try:
+        import jax
+        import jax.numpy as jnp
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        if gpus:
+            kinds.append(("JAX array", lambda: jax.device_put(jnp.zeros(16, jnp.float32), gpus[0]), True))
+    except (ImportError, RuntimeError):
+        pass
+    return kinds
+
+
 class Bench:
     """Runs the sections on one arch."""
 
@@ -505,37 +536,50 @@ class Bench:
     # -- foreign arrays ---------------------------------------------------------------------
 
     def interop(self) -> list[Row]:
-        """A dynamic launch with the caller's own array (numpy on the CPU and Vulkan, torch on CUDA) against the
-        same launch with an NdArray: what taking a foreign array costs after its first call."""
+        """Dynamic launches with the caller's own arrays against the same launches with NdArrays, with 1 and with 3
+        array arguments: numpy on the CPU (zero-copy) and on Vulkan (staged copies), torch, CuPy and JAX on CUDA
+        (zero-copy), what taking a foreign array costs after its first call. ``tiny3`` writes x and only reads y
+        and z (declared here: LLVM modules record no access), so a JAX array, immutable, travels as y or z."""
         fast = not self.gpu or self.arch == Arch.CUDA
         n = (2000 if self.quick else 10000) if fast else (300 if self.quick else 1500)
         repeats = 3 if self.quick else 11
-        tiny = self.mod.kernels["tiny"]
-        x = self.rt.ndarray((16,), np.float32)
-        foreign: Any = np.zeros(16, np.float32)
-        kind = "numpy array, zero-copy" if not self.gpu else "numpy array, staged copy in and out"
-        if self.arch == Arch.CUDA:
-            try:
-                import torch
-            except ImportError:
-                pass
-            else:
-                if torch.cuda.is_available():
-                    foreign, kind = torch.zeros(16, device="cuda"), "torch CUDA tensor, zero-copy"
+        tiny, tiny3 = self.mod.kernels["tiny"], self.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
+        nds = [self.rt.ndarray((16,), np.float32) for _ in range(3)]
 
-        def timed(arg: Any) -> Callable[[], float]:
+        def timed(kernel: Any, args: tuple) -> Callable[[], float]:
             def one() -> float:
                 def loop() -> None:
                     for _ in range(n):
-                        tiny(arg, 1.0)
+                        kernel(*args)
                 return self._timed(loop) / n * 1e6
             return one
 
-        samples = _interleave({"dynamic call, NdArray": timed(x), f"dynamic call, {kind}": timed(foreign)}, repeats)
-        rows = [Row("interop", self.name, k, "us/launch", v, params={"launches": n, "repeats": repeats})
-                for k, v in samples.items()]
-        zero_copy = "zero-copy" in kind
-        _ratio(rows, f"dynamic call, {kind}", "dynamic call, NdArray", 1.5 if zero_copy else None)
+        methods = {"1 array: NdArray": timed(tiny, (nds[0], 1.0)),
+                   "3 arrays: NdArray": timed(tiny3, (*nds, 1.0))}
+        compared = []
+        for kind, make, zero_copy in _foreign_kinds(self.arch):
+            try:
+                arrays = [make() for _ in range(3)]
+            except Exception as e:  # the library cannot allocate here (no GPU for it)
+                self.log(f"  interop: {kind} skipped ({type(e).__name__}: {e})")
+                continue
+            if kind.startswith("JAX"):  # immutable: only for arguments the kernel reads (y, z)
+                methods[f"1 array: {kind}"] = timed(tiny3, (nds[0], arrays[1], nds[2], 1.0))
+                methods[f"3 arrays: {kind} as y and z, x an NdArray"] = timed(tiny3, (nds[0], *arrays[1:], 1.0))
+                compared += [(f"1 array: {kind}", "3 arrays: NdArray", zero_copy),
+                             (f"3 arrays: {kind} as y and z, x an NdArray", "3 arrays: NdArray", zero_copy)]
+                continue
+            methods[f"1 array: {kind}"] = timed(tiny, (arrays[0], 1.0))
+            methods[f"3 arrays: {kind}"] = timed(tiny3, (*arrays, 1.0))
+            compared += [(f"1 array: {kind}", "1 array: NdArray", zero_copy),
+                         (f"3 arrays: {kind}", "3 arrays: NdArray", zero_copy)]
+        samples = _interleave(methods, repeats)
+        rows = [Row("interop", self.name, f"dynamic call, {k}", "us/launch", v,
+                    params={"launches": n, "repeats": repeats}) for k, v in samples.items()]
+        for name, limit, zero_copy in compared:
+            _ratio(rows, f"dynamic call, {name}", f"dynamic call, {limit}", 1.1 if zero_copy else None)
+        for nd in nds:
+            nd.close()
         return rows
 
     # -- memory growth --------------------------------------------------------------------

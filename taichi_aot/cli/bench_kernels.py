@@ -29,6 +29,10 @@ def define() -> dict:
         x[0] = x[0] + a  # one serial task: what is left is the cost of a launch
 
     @ti.kernel
+    def tiny3(x: vec, y: vec, z: vec, a: ti.f32):
+        x[0] = x[0] + y[0] * z[0] + a  # x read and written, y and z only read
+
+    @ti.kernel
     def copy(src: vec, dst: vec):
         for i in src:
             dst[i] = src[i]
@@ -38,7 +42,7 @@ def define() -> dict:
         for i in x:
             y[i] = a * x[i] + y[i]
 
-    return {"tiny": tiny, "copy": copy, "saxpy": saxpy}
+    return {"tiny": tiny, "tiny3": tiny3, "copy": copy, "saxpy": saxpy}
 
 
 def build(arch: str, out: str) -> None:
