@@ -287,17 +287,33 @@ def print_of(cls: type) -> Any:
 
 
 class CudaHit:
-    """A CUDA array of torch, CuPy or JAX shared before, found again by one lookup and its print (``print_of``):
-    the ndarray it travels in, for arguments of ``elem_ndim`` element dims, and whether it is immutable."""
+    """A CUDA array of torch, CuPy or JAX shared before, found again by the argument packer with one lookup and its
+    print (``print_of``) instead of the library's slow ``__cuda_array_interface__``: the argument of the ndarray it
+    travels in, and whether the array is immutable."""
 
-    __slots__ = ("elem_ndim", "nd", "print", "read_only", "ref")
+    __slots__ = ("arg_bytes", "cls", "fingerprint", "held", "nd", "owned", "print", "read_only", "ref", "sig")
 
-    def __init__(self, ref: weakref.ref[Any], fingerprint: Any, nd: NdArray, elem_ndim: int, read_only: bool):
+    def __init__(self, value: Any, ref: weakref.ref[Any], fingerprint: Any, nd: NdArray, read_only: bool,
+                 held: dict[int, Any]):
+        self.cls = value.__class__
         self.ref = ref
-        self.print = fingerprint
-        self.nd = nd
-        self.elem_ndim = elem_ndim
+        self.fingerprint = fingerprint
+        self.print = fingerprint(value)
+        self.nd = nd  # kept: the hit's argument is its memory's
+        self.owned = nd.owned
+        self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
+        self.arg_bytes = nd._arg_bytes  # the TiArgument the packer writes
         self.read_only = read_only
+        self.held = held
+
+    def fresh(self, value: Any, writes: bool) -> bool:
+        """Whether ``value`` (an array of this hit's class and id) is still what the hit was made for, and may go
+        where a kernel ``writes``; if so it is held until the runtime is waited for (queued kernels read it)."""
+        if self.owned.closed or (writes and self.read_only) or self.print != self.fingerprint(value):
+            return False
+        held = self.held
+        held[id(value)] = held.pop(id(value), value)  # most recent last
+        return True
 
 
 @dataclass
@@ -348,11 +364,12 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_runtime", "allow_copies", "hits", "staged")
+    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_on_cuda", "_runtime", "allow_copies", "hits", "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
+        self._on_cuda = runtime.arch == Arch.CUDA
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
         self.hits: dict[int, Any] = {}  # NumpyHit or CudaHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
@@ -472,15 +489,7 @@ class ForeignArgs:
         """The ndarray kernel argument ``spec`` gets for ``value`` (a numpy or other array): shared where the
         backend can address it (cached: a repeated argument costs one lookup), else a staged copy (``staged``)."""
         elem_ndim = len(spec.elem_shape)
-        if self._arch == Arch.CUDA:
-            fingerprint = print_of(value.__class__)
-            if fingerprint is not None:  # torch, CuPy, JAX: seen before, and the same?
-                hit = self.hits.get(id(value))
-                if (hit is not None and hit.elem_ndim == elem_ndim and not hit.nd.closed
-                        and not (hit.read_only and spec.may_write) and hit.print == fingerprint(value)):
-                    held = self._held  # what queued kernels may read, held until the runtime is waited for
-                    held[id(value)] = held.pop(id(value), value)  # most recent last
-                    return hit.nd
+        if self._on_cuda:
             # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
             iface = cuda_interface(value, what)
             if iface is not None or on_cuda(value, what):
@@ -549,7 +558,7 @@ class ForeignArgs:
         if ref is not None and fingerprint is not None:
             try:
                 read_only = is_jax(value) or bool(iface and iface["data"][1])
-                self.hits[id(value)] = CudaHit(ref, fingerprint(value), nd, elem_ndim, read_only)
+                self.hits[id(value)] = CudaHit(value, ref, fingerprint, nd, read_only, held)
             except Exception:  # pragma: no cover - a class of these libraries without the methods read
                 _PRINT_OF[value.__class__] = None
             self._trim_hits()

@@ -237,14 +237,15 @@ def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
         with pytest.raises(InvalidStateError, match="copy=False"):
             nd.__dlpack__(dl_device=(1, 0), copy=False)
 
-        # JAX arrays in: a kernel argument (read) and an ndarray source, without a copy
+        # JAX arrays in: a kernel argument only read, without a copy; an ndarray (which kernels write) a copy
         y = jnp.arange(1024, dtype=jnp.float32)
         x = torch.zeros(1024, device="cuda")
+        add.declare_access({1: "read"})  # Taichi's own LLVM module records no access
         add(x, y, 3.0)
         rt.wait()
         np.testing.assert_array_equal(x.cpu().numpy(), np.asarray(y) * 3)
-        shared = rt.ndarray_from(y)
-        assert shared.memory._cuda_ptr() == y.unsafe_buffer_pointer()
+        copied = rt.ndarray_from(y)
+        assert copied.memory._cuda_ptr() != y.unsafe_buffer_pointer() and copied.to_numpy()[7] == 7
         imported = _dlpack.consume(jnp.ones(8, jnp.int32), stream=1)  # JAX's own capsule, read by ours
         assert imported.device == (2, 0) and imported.dtype == np.int32 and imported.shape == (8,)
         imported.release()

@@ -31,16 +31,15 @@ class ArgInfo:
     length: int | None = None  # tensor (vector/matrix by value) element count, when recorded
     format: Format | None = None  # texel format a storage texture is declared with (gfx, from SPIR-V)
     access: Access | None = None  # how the kernel uses an ndarray (gfx metadata, taichi_aot.json); None: unknown
+    #: Whether the kernel may write the argument (it does, or nothing records that it does not).
+    may_write: bool = field(init=False, repr=False, compare=False)
+    #: Whether the kernel may read the argument (it does, or nothing records that it does not).
+    reads: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def may_write(self) -> bool:
-        """Whether the kernel may write the argument (it does, or nothing records that it does not)."""
-        return self.access is None or bool(self.access & Access.WRITE)
-
-    @property
-    def reads(self) -> bool:
-        """Whether the kernel may read the argument (it does, or nothing records that it does not)."""
-        return self.access is None or bool(self.access & Access.READ)
+    def __post_init__(self) -> None:  # flag operations on an Access cost a microsecond: done once
+        bits = 3 if self.access is None else int(self.access)
+        object.__setattr__(self, "may_write", bool(bits & 2))
+        object.__setattr__(self, "reads", bool(bits & 1))
 
     def access_word(self) -> str | None:
         """The recorded access in words ("read", "write", "read_write", "none"), None where unknown."""
