@@ -289,7 +289,8 @@ def print_of(cls: type) -> Any:
 class CudaHit:
     """A CUDA array of torch, CuPy or JAX shared before, found again by the argument packer with one lookup and its
     print (``print_of``) instead of the library's slow ``__cuda_array_interface__``: the argument of the ndarray it
-    travels in, and whether the array is immutable."""
+    travels in, and whether the array is immutable. The packer holds the array in ``held`` (the runtime's arrays
+    that queued kernels may read, until it is waited for)."""
 
     __slots__ = ("arg_bytes", "cls", "fingerprint", "held", "nd", "owned", "print", "read_only", "ref", "sig")
 
@@ -305,15 +306,6 @@ class CudaHit:
         self.arg_bytes = nd._arg_bytes  # the TiArgument the packer writes
         self.read_only = read_only
         self.held = held
-
-    def fresh(self, value: Any, writes: bool) -> bool:
-        """Whether ``value`` (an array of this hit's class and id) is still what the hit was made for, and may go
-        where a kernel ``writes``; if so it is held until the runtime is waited for (queued kernels read it)."""
-        if self.owned.closed or (writes and self.read_only) or self.print != self.fingerprint(value):
-            return False
-        held = self.held
-        held[id(value)] = held.pop(id(value), value)  # most recent last
-        return True
 
 
 @dataclass
@@ -546,8 +538,10 @@ class ForeignArgs:
         if entry is not None and not entry.nd.closed:
             held[id(value)] = held.pop(id(value), value)  # most recent last
             return entry.nd
-        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: wait now, and hold on to the newest (this
-            kept = list(held.items())[-CACHE_SIZE:]  # launch's other arguments are among them, not yet enqueued)
+        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: wait now, and hold on to those this launch
+            # may have packed already, not yet enqueued: the newest, and those found again (all in ``hits``)
+            kept = [(k, v) for k, v in list(held.items())[:-CACHE_SIZE] if k in self.hits]
+            kept += list(held.items())[-CACHE_SIZE:]
             self._rt().wait()
             held.update(kept)
         nd = self._cuda(value, iface, elem_ndim, None, what, weak=True, spec=spec)
