@@ -458,6 +458,12 @@ class ForeignArgs:
             kind = "a JAX array (JAX arrays are immutable)" if is_jax(obj) else "the array is read-only"
             raise _read_only(what, spec, kind, "pass a writable array (for JAX, a buffer of another library, "
                                                "or the result of a kernel's own output argument)")
+        if read_only and spec is None and not copy:  # an ndarray (which kernels write) over it: a copy
+            if copy is False:
+                raise ReadOnlyArrayError(f"{what}(copy=False): the array is read-only (or a JAX array), and an "
+                                         "ndarray's memory is written by kernels: pass copy=None (a copy on the "
+                                         "device) or a writable array")
+            copy = True
         if dtype not in DATA_TYPES:
             raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
         if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
