@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ._foreign import array_like
+from ._arrays import array_like
 from ._native import ffi, lib
 from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError

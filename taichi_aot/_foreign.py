@@ -26,17 +26,32 @@ from __future__ import annotations
 
 import collections
 import functools
-import sys
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _dlpack
+from . import _cuda
+from ._arrays import (
+    CudaArray,
+    array_like,
+    byte_span,
+    cuda_interface,
+    forget_print,
+    host_array,
+    is_jax,
+    on_cuda,
+    overlaps_itself,
+    print_of,
+    refuse_lazy,
+    same_layout,
+    share,
+    why_copy,
+)
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
-from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
+from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError
 from .ndarray import NdArray, check_copy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,154 +61,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ndarray import HostAccess
     from .runtime import Runtime
 
-__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "Staged", "array_like", "byte_span",
-           "host_array", "on_cuda", "overlaps_itself", "refuse_lazy", "same_layout", "why_copy"]
+__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "CudaHit", "ForeignArgs", "NumpyHit", "Staged"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
 #: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
 HELD_LIMIT = 64
-
-_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
-_MISSING: Any = object()
-
-
-# ---------------------------------------------------------------------------
-# Reading other libraries' arrays
-
-
-def array_like(value: Any) -> bool:
-    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
-    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
-        hasattr(value, "__cuda_array_interface__"))
-
-
-def _producer_error(obj: Any, what: str, how: str, e: BaseException) -> ArgumentTypeError:
-    return ArgumentTypeError(f"{what}: this {type(obj).__name__} refused {how} ({type(e).__name__}: {e})")
-
-
-def cuda_interface(obj: Any, what: str) -> dict | None:
-    """``obj.__cuda_array_interface__``, or None where it has none; what a producer raises (torch, for a tensor
-    that requires grad) is an ArgumentTypeError."""
-    try:
-        return getattr(obj, "__cuda_array_interface__", None)
-    except TaichiError:
-        raise
-    except Exception as e:
-        raise _producer_error(obj, what, "its __cuda_array_interface__", e) from None
-
-
-def on_cuda(obj: Any, what: str = "") -> bool:
-    """Whether ``obj`` is another library's array in CUDA memory (its CUDA array interface, or DLPack's device)."""
-    if cuda_interface(obj, what) is not None:
-        return True
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is None or isinstance(obj, np.ndarray):
-        return False
-    try:
-        return int(device()[0]) in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
-    except Exception:  # a broken producer (or a meta tensor): no CUDA array of ours to take
-        return False
-
-
-def refuse_lazy(obj: Any, what: str) -> None:
-    """Refuse torch's lazily negated or conjugated tensors (``x.conj().imag``, ``x._neg_view()``): their memory
-    holds the values before the operation, and DLPack does not say so."""
-    for bit in ("neg", "conj"):
-        test = getattr(obj, "is_" + bit, None)
-        if test is None:
-            continue
-        try:
-            pending = test() is True
-        except Exception:  # not torch's method: nothing pending
-            continue
-        if pending:
-            raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds "
-                                    f"the values before the {bit}): call .resolve_{bit}() first")
-
-
-def host_array(obj: Any, what: str) -> np.ndarray:
-    """A numpy array over ``obj``'s memory, without a copy where ``obj`` is an array (a list is converted)."""
-    if isinstance(obj, np.ndarray):
-        if obj.__class__ is not np.ndarray and isinstance(obj, np.ma.MaskedArray):
-            raise ArgumentTypeError(f"{what}: a masked array (its mask would be ignored): pass a.filled(value) "
-                                    "or a.data")
-        return obj
-    if isinstance(obj, _SCALARS):
-        raise ArgumentTypeError(f"{what}: a {type(obj).__name__} is not an array (pass np.array(value))")
-    refuse_lazy(obj, what)
-    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
-        try:
-            return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
-        except TaichiError:
-            raise
-        except Exception as e:  # whatever the producer raises (torch: a tensor that requires grad, a meta tensor)
-            raise _producer_error(obj, what, "numpy's DLPack import", e) from None
-    try:
-        return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
-    except TaichiError:
-        raise
-    except Exception as e:
-        raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e!r})") from None
-
-
-def is_jax(obj: Any) -> bool:
-    """Whether ``obj`` is a JAX array (immutable, whatever its exports say)."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return False
-    try:
-        return isinstance(obj, jax.Array)
-    except Exception:
-        return False
-
-
-def why_copy(a: np.ndarray, arch: Arch) -> str:
-    """Why ``a`` cannot be shared with a runtime on ``arch`` (empty: it can)."""
-    if arch not in CPU_ARCHS:
-        return f"{arch.name} cannot address host memory (libtaichi_c_api 1.7.4 imports it on CPU backends only)"
-    if not a.flags.c_contiguous:
-        return "the array is not C-contiguous (a strided or reversed view)"
-    if not a.dtype.isnative:
-        return f"the array's byte order ({a.dtype.str}) is not this machine's"
-    return ""
-
-
-def overlaps_itself(a: np.ndarray) -> bool:
-    """Whether two elements of ``a`` may share memory (a broadcast or stride-0 view, ``as_strided``)."""
-    axes = sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1)
-    reach = a.itemsize
-    for stride, n in axes:
-        if stride < reach:
-            return True
-        reach = stride * n
-    return False
-
-
-def byte_span(a: np.ndarray) -> tuple[int, int]:
-    """The first and one past the last byte ``a`` can reach."""
-    start = end = a.__array_interface__["data"][0]
-    for stride, n in zip(a.strides, a.shape):
-        if stride < 0:
-            start += stride * (n - 1)
-        else:
-            end += stride * (n - 1)
-    return start, end + a.itemsize
-
-
-def same_layout(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
-            and a.strides == b.strides and a.dtype == b.dtype)
-
-
-def _share(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` share an element (where that is too hard to tell: whether their spans meet)."""
-    try:
-        # numpy takes any bound on the work; its stubs name only the two special values
-        return bool(np.shares_memory(a, b, max_work=10_000))  # type: ignore[arg-type]
-    except Exception:  # numpy's TooHardError
-        return bool(np.may_share_memory(a, b))
-
 
 def _clash(what: str, other: str) -> str:
     return (f"{what} shares memory with {other}; the backend takes each as its own copy, and copying them "
@@ -256,34 +129,6 @@ class NumpyHit:
         self.ref = ref
         self.owned = nd.owned  # whether the ndarray was closed
         self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
-
-
-def _torch_print(t: Any) -> tuple:
-    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.requires_grad)
-
-
-def _cupy_print(a: Any) -> tuple:
-    return (a.data.ptr, a.shape, a.strides, a.dtype)
-
-
-def _jax_print(a: Any) -> bool:
-    return bool(a.is_deleted())  # the rest of a JAX array never changes
-
-
-#: What identifies a CUDA array of each library, read cheaply on every use (torch builds its
-#: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
-#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted.
-_PRINTS = {"torch": _torch_print, "cupy": _cupy_print, "jaxlib": _jax_print, "jax": _jax_print}
-#: The print function of each array class seen (None: none known; such arrays take the slow path every time).
-_PRINT_OF: dict[type, Any] = {}
-
-
-def print_of(cls: type) -> Any:
-    """The function that identifies arrays of class ``cls`` (a torch, CuPy or JAX array), or None."""
-    found = _PRINT_OF.get(cls, _MISSING)
-    if found is _MISSING:
-        found = _PRINT_OF[cls] = _PRINTS.get(cls.__module__.partition(".")[0])
-    return found
 
 
 class CudaHit:
@@ -422,64 +267,29 @@ class ForeignArgs:
               weak: bool = False, spec: ArgInfo | None = None) -> NdArray:
         """An ndarray over another library's CUDA array (``iface``, its ``__cuda_array_interface__``, else
         ``__dlpack__``) on this runtime: shared, its owner kept alive, or a copy on the device where ``copy`` is
-        True. ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument
-        cache). ``spec``: the kernel argument it is for (an immutable array may not be written)."""
+        True (or where ``obj`` is immutable and no kernel argument, ``spec``, is for it: ndarrays are written).
+        ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument cache)."""
         refuse_lazy(obj, what)
-        read_only = is_jax(obj)
-        if iface is not None:
-            try:
-                shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
-                strides = iface.get("strides")
-                ptr, read_only = int(iface["data"][0]), read_only or bool(iface["data"][1])
-            except Exception as e:
-                raise _producer_error(obj, what, "a readable __cuda_array_interface__", e) from None
-            row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
-            contiguous = strides is None or tuple(strides) == row_major
-            owner: Any = None if weak else obj
-            stream = iface.get("stream")
-            if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
-                _cuda.stream_synchronize(stream)
-            device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
-        else:
-            try:
-                owner = _dlpack.consume(obj, stream=self._rt().cuda_stream or 1)  # 1: the legacy default stream
-            except TaichiError:
-                raise
-            except Exception as e:
-                raise _producer_error(obj, what, "its DLPack export", e) from None
-            if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
-                raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
-            if owner.dtype is None:
-                raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
-            shape, dtype, ptr = owner.shape, owner.dtype, owner.data
-            contiguous, device = owner.compact(), owner.device[1]
-            read_only = read_only or owner.read_only
-        if read_only and spec is not None and spec.may_write:
+        c = (CudaArray.from_interface(obj, iface, what, weak) if iface is not None
+             else CudaArray.from_dlpack(obj, what, self._rt().cuda_stream))
+        if c.read_only and spec is not None and spec.may_write:
             kind = "a JAX array (JAX arrays are immutable)" if is_jax(obj) else "the array is read-only"
             raise _read_only(what, spec, kind, "pass a writable array (for JAX, a buffer of another library, "
                                                "or the result of a kernel's own output argument)")
-        if read_only and spec is None and not copy:  # an ndarray (which kernels write) over it: a copy
+        if c.read_only and spec is None and not copy:  # an ndarray (which kernels write) over it: a copy
             if copy is False:
                 raise ReadOnlyArrayError(f"{what}(copy=False): the array is read-only (or a JAX array), and an "
                                          "ndarray's memory is written by kernels: pass copy=None (a copy on the "
                                          "device) or a writable array")
             copy = True
-        if dtype not in DATA_TYPES:
-            raise ArgumentTypeError(f"{what}: {dtype} has no Taichi data type")
-        if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
-            raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
-        if device != _cuda.RUNTIME_DEVICE:
-            raise InvalidArgumentError(f"{what}: the array is on CUDA device {device}; this runtime drives device "
-                                       f"{_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as device 0)")
-        if not contiguous:
-            raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
-        split = len(shape) - elem_ndim
+        c.check(elem_ndim, what)
+        split = len(c.shape) - elem_ndim
         rt = self._rt()
         if copy:
-            nd = NdArray(rt, shape[:split], dtype, shape[split:])
-            _cuda.dtod(nd.__cuda_array_interface__["data"][0], ptr, nd.nbytes)
+            nd = NdArray(rt, c.shape[:split], c.dtype, c.shape[split:])
+            _cuda.dtod(nd.__cuda_array_interface__["data"][0], c.ptr, nd.nbytes)
             return nd
-        return NdArray.over_cuda(rt, ptr, shape[:split], dtype, shape[split:], owner)
+        return NdArray.over_cuda(rt, c.ptr, c.shape[:split], c.dtype, c.shape[split:], c.owner)
 
     # -- kernel arguments -------------------------------------------------------------------
 
@@ -560,7 +370,7 @@ class ForeignArgs:
                 read_only = is_jax(value) or bool(iface and iface["data"][1])
                 self.hits[id(value)] = CudaHit(value, ref, fingerprint, nd, read_only, held)
             except Exception:  # pragma: no cover - a class of these libraries without the methods read
-                _PRINT_OF[value.__class__] = None
+                forget_print(value.__class__)
             self._trim_hits()
         return nd
 
@@ -582,7 +392,7 @@ class ForeignArgs:
                         s.filled = True
                     s.write_back = s.write_back or writes
                     return s.nd
-                if writes and s.write_back and _share(a, s.array):  # both copied back: one undoes the other
+                if writes and s.write_back and share(a, s.array):  # both copied back: one undoes the other
                     raise InvalidArgumentError(_clash(what, s.what))
             if writes and overlaps_itself(a):
                 raise InvalidArgumentError(
@@ -612,7 +422,7 @@ class ForeignArgs:
                     continue
                 start, end = shared if isinstance(shared, tuple) else byte_span(shared)
                 for (first, last), s in spans:
-                    if start < last and first < end and (isinstance(shared, tuple) or _share(shared, s.array)):
+                    if start < last and first < end and (isinstance(shared, tuple) or share(shared, s.array)):
                         raise InvalidArgumentError(_clash(s.what, "another argument of this launch"))
         except InvalidArgumentError:
             self.discard()

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
-from ._foreign import array_like
+from ._arrays import array_like
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, Access
 from .errors import (

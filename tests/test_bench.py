@@ -29,7 +29,8 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                          "flat capi.launch_kernel", "validation + packing alone", "graph (bound)",
                          "16 kernels (dynamic calls)", "taichi_aot saxpy @2^14", "from_numpy @1 MiB",
                          "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB",
-                         "dynamic call, 1 array: NdArray", "dynamic call, 3 arrays: NdArray", "sweep, 1 worker", "pool cost per task (empty task)",
+                         "dynamic call, 1 array: NdArray", "dynamic call, 3 arrays: NdArray", "sweep, 1 worker",
+                         "pool cost per task (empty task)",
                          "one simulation through the pool"):
             assert expected in names, (arch, expected)
         for r in rows:

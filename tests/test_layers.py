@@ -29,7 +29,8 @@ LAYERS: list[set[str]] = [
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
-    {"_foreign"},  # other libraries' arrays on their way into kernels: checks, the cache, staged copies
+    {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
+    {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
     {"_arguments"},  # values -> kernel arguments
     {"launch"},  # kernels, graphs, bound launches, sequences
     {"module"},  # AotModule

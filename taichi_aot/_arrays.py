@@ -1,0 +1,262 @@
+"""Other libraries' arrays as they describe themselves: numpy views over host arrays, the CUDA array interface and
+DLPack exports of CUDA arrays, the cheap prints that recognise a torch, CuPy or JAX array again, and the layout
+questions the staged copies ask (contiguity, overlap). The policy that uses them is :mod:`taichi_aot._foreign`'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import _cuda, _dlpack
+from .enums import CPU_ARCHS, DATA_TYPES, Arch
+from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
+
+__all__ = [
+    "CudaArray",
+    "array_like",
+    "byte_span",
+    "cuda_interface",
+    "forget_print",
+    "host_array",
+    "is_jax",
+    "on_cuda",
+    "overlaps_itself",
+    "print_of",
+    "producer_error",
+    "refuse_lazy",
+    "same_layout",
+    "share",
+    "why_copy",
+]
+
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
+_MISSING: Any = object()
+
+
+def array_like(value: Any) -> bool:
+    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
+    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
+        hasattr(value, "__cuda_array_interface__"))
+
+
+def producer_error(obj: Any, what: str, how: str, e: BaseException) -> ArgumentTypeError:
+    return ArgumentTypeError(f"{what}: this {type(obj).__name__} refused {how} ({type(e).__name__}: {e})")
+
+
+def cuda_interface(obj: Any, what: str) -> dict | None:
+    """``obj.__cuda_array_interface__``, or None where it has none; what a producer raises (torch, for a tensor
+    that requires grad) is an ArgumentTypeError."""
+    try:
+        return getattr(obj, "__cuda_array_interface__", None)
+    except TaichiError:
+        raise
+    except Exception as e:
+        raise producer_error(obj, what, "its __cuda_array_interface__", e) from None
+
+
+def on_cuda(obj: Any, what: str = "") -> bool:
+    """Whether ``obj`` is another library's array in CUDA memory (its CUDA array interface, or DLPack's device)."""
+    if cuda_interface(obj, what) is not None:
+        return True
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None or isinstance(obj, np.ndarray):
+        return False
+    try:
+        return int(device()[0]) in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
+    except Exception:  # a broken producer (or a meta tensor): no CUDA array of ours to take
+        return False
+
+
+def refuse_lazy(obj: Any, what: str) -> None:
+    """Refuse torch's lazily negated or conjugated tensors (``x.conj().imag``, ``x._neg_view()``): their memory
+    holds the values before the operation, and DLPack does not say so."""
+    for bit in ("neg", "conj"):
+        test = getattr(obj, "is_" + bit, None)
+        if test is None:
+            continue
+        try:
+            pending = test() is True
+        except Exception:  # not torch's method: nothing pending
+            continue
+        if pending:
+            raise ArgumentTypeError(f"{what}: this {type(obj).__name__} is a lazy {bit} view (its memory holds "
+                                    f"the values before the {bit}): call .resolve_{bit}() first")
+
+
+def host_array(obj: Any, what: str) -> np.ndarray:
+    """A numpy array over ``obj``'s memory, without a copy where ``obj`` is an array (a list is converted)."""
+    if isinstance(obj, np.ndarray):
+        if obj.__class__ is not np.ndarray and isinstance(obj, np.ma.MaskedArray):
+            raise ArgumentTypeError(f"{what}: a masked array (its mask would be ignored): pass a.filled(value) "
+                                    "or a.data")
+        return obj
+    if isinstance(obj, _SCALARS):
+        raise ArgumentTypeError(f"{what}: a {type(obj).__name__} is not an array (pass np.array(value))")
+    refuse_lazy(obj, what)
+    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        try:
+            return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
+        except TaichiError:
+            raise
+        except Exception as e:  # whatever the producer raises (torch: a tensor that requires grad, a meta tensor)
+            raise producer_error(obj, what, "numpy's DLPack import", e) from None
+    try:
+        return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
+    except TaichiError:
+        raise
+    except Exception as e:
+        raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e!r})") from None
+
+
+def is_jax(obj: Any) -> bool:
+    """Whether ``obj`` is a JAX array (immutable, whatever its exports say)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    try:
+        return isinstance(obj, jax.Array)
+    except Exception:
+        return False
+
+
+def why_copy(a: np.ndarray, arch: Arch) -> str:
+    """Why ``a`` cannot be shared with a runtime on ``arch`` (empty: it can)."""
+    if arch not in CPU_ARCHS:
+        return f"{arch.name} cannot address host memory (libtaichi_c_api 1.7.4 imports it on CPU backends only)"
+    if not a.flags.c_contiguous:
+        return "the array is not C-contiguous (a strided or reversed view)"
+    if not a.dtype.isnative:
+        return f"the array's byte order ({a.dtype.str}) is not this machine's"
+    return ""
+
+
+def overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` may share memory (a broadcast or stride-0 view, ``as_strided``)."""
+    axes = sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1)
+    reach = a.itemsize
+    for stride, n in axes:
+        if stride < reach:
+            return True
+        reach = stride * n
+    return False
+
+
+def byte_span(a: np.ndarray) -> tuple[int, int]:
+    """The first and one past the last byte ``a`` can reach."""
+    start = end = a.__array_interface__["data"][0]
+    for stride, n in zip(a.strides, a.shape):
+        if stride < 0:
+            start += stride * (n - 1)
+        else:
+            end += stride * (n - 1)
+    return start, end + a.itemsize
+
+
+def same_layout(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def share(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` share an element (where that is too hard to tell: whether their spans meet)."""
+    try:
+        # numpy takes any bound on the work; its stubs name only the two special values
+        return bool(np.shares_memory(a, b, max_work=10_000))  # type: ignore[arg-type]
+    except Exception:  # numpy's TooHardError
+        return bool(np.may_share_memory(a, b))
+
+
+def _torch_print(t: Any) -> tuple:
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.requires_grad)
+
+
+def _cupy_print(a: Any) -> tuple:
+    return (a.data.ptr, a.shape, a.strides, a.dtype)
+
+
+def _jax_print(a: Any) -> bool:
+    return bool(a.is_deleted())  # the rest of a JAX array never changes
+
+
+#: What identifies a CUDA array of each library, read cheaply on every use (torch builds its
+#: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
+#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted.
+_PRINTS = {"torch": _torch_print, "cupy": _cupy_print, "jaxlib": _jax_print, "jax": _jax_print}
+#: The print function of each array class seen (None: none known; such arrays take the slow path every time).
+_PRINT_OF: dict[type, Any] = {}
+
+
+def forget_print(cls: type) -> None:
+    """Recognise arrays of ``cls`` no more (its arrays lack what the print reads)."""
+    _PRINT_OF[cls] = None
+
+
+def print_of(cls: type) -> Any:
+    """The function that identifies arrays of class ``cls`` (a torch, CuPy or JAX array), or None."""
+    found = _PRINT_OF.get(cls, _MISSING)
+    if found is _MISSING:
+        found = _PRINT_OF[cls] = _PRINTS.get(cls.__module__.partition(".")[0])
+    return found
+
+
+class CudaArray:
+    """What another library's CUDA array says of itself (its ``__cuda_array_interface__`` or DLPack export)."""
+
+    __slots__ = ("contiguous", "device", "dtype", "owner", "ptr", "read_only", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ptr: int, contiguous: bool, device: int,
+                 read_only: bool, owner: Any):
+        self.shape, self.dtype, self.ptr, self.contiguous = shape, dtype, ptr, contiguous
+        self.device, self.read_only, self.owner = device, read_only, owner
+
+    @classmethod
+    def from_interface(cls, obj: Any, iface: dict, what: str, weak: bool) -> CudaArray:
+        """From ``iface``; its producer's stream is synchronized (kernels read what it wrote). ``weak``: hold
+        nothing of ``obj`` (the caller keeps it alive)."""
+        try:
+            shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
+            strides = iface.get("strides")
+            ptr, read_only = int(iface["data"][0]), bool(iface["data"][1])
+        except Exception as e:
+            raise producer_error(obj, what, "a readable __cuda_array_interface__", e) from None
+        row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
+        stream = iface.get("stream")
+        if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
+            _cuda.stream_synchronize(stream)
+        device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
+        return cls(shape, dtype, ptr, strides is None or tuple(strides) == row_major, device,
+                   read_only or is_jax(obj), None if weak else obj)
+
+    @classmethod
+    def from_dlpack(cls, obj: Any, what: str, stream: int | None) -> CudaArray:
+        """From ``obj.__dlpack__``, consumed on ``stream`` (None: the legacy default stream); the consumed tensor
+        (which holds the memory) is the owner."""
+        try:
+            owner = _dlpack.consume(obj, stream=stream or 1)
+        except TaichiError:
+            raise
+        except Exception as e:
+            raise producer_error(obj, what, "its DLPack export", e) from None
+        if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
+            raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
+        if owner.dtype is None:
+            raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
+        return cls(owner.shape, owner.dtype, owner.data, owner.compact(), owner.device[1],
+                   owner.read_only or is_jax(obj), owner)
+
+    def check(self, elem_ndim: int, what: str) -> None:
+        """Raise unless an ndarray of ``elem_ndim`` element dims can be made over it on this runtime."""
+        shape = self.shape
+        if self.dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"{what}: {self.dtype} has no Taichi data type")
+        if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
+            raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
+        if self.device != _cuda.RUNTIME_DEVICE:
+            raise InvalidArgumentError(f"{what}: the array is on CUDA device {self.device}; this runtime drives "
+                                       f"device {_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as "
+                                       "device 0)")
+        if not self.contiguous:
+            raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")
