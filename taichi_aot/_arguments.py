@@ -169,7 +169,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
             raise wrong(value, InvalidArgumentError)
         if value._memory._owned.closed:
-            value._ensure_open()
+            value.ensure_open()
         if value._runtime is not runtime:
             raise InvalidArgumentError(f"{what}: the ndarray belongs to another runtime")
         off = slot.off
@@ -197,7 +197,7 @@ def _texture_packer(spec: ArgInfo, what: str) -> Packer:
         if not image.usage & want_usage:
             raise InvalidArgumentError(f"{what}: a {spec.kind.replace('_', '-')} needs an image allocated with "
                                        f"{want_usage.name} usage, this one has {image.usage!r}")
-        image._ensure_open()
+        image.ensure_open()
         if image._runtime is not runtime:
             raise InvalidArgumentError(f"{what}: the texture's image belongs to another runtime")
         slot.ptr[0] = (texture if texture is not None else Texture(image))._arg[0]

@@ -145,11 +145,11 @@ class Child:
         self._finalizer = weakref.finalize(self, owned.close)
         runtime._children.add(self)
 
-    def _ensure_open(self) -> None:
+    def ensure_open(self) -> None:
         """Raise ClosedError or WrongThreadError unless this object (and its runtime) may be used here."""
         if self._owned.closed:
             raise ClosedError(f"this {self._kind} is closed")
-        self._runtime._ensure_open()
+        self._runtime.ensure_open()
 
     @property
     def runtime(self) -> Runtime:
@@ -177,7 +177,7 @@ class Child:
         self._finalizer()
 
     def __enter__(self) -> Self:
-        self._ensure_open()
+        self.ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -69,7 +69,7 @@ class Image(Child):
         mip_level_count: int = 1,
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ):
-        runtime._ensure_open()
+        runtime.ensure_open()
         dim = _dimension(dimension)
         fmt = _format(format)
         given: Any = (extent,) if isinstance(extent, int) and not isinstance(extent, bool) else extent
@@ -100,7 +100,7 @@ class Image(Child):
         self._format = fmt
         self._mip_level_count = mip_level_count
         self._usage = usage
-        self._attach(runtime, Owned(functools.partial(capi.free_image, rt, handle), runtime._owned))
+        self._attach(runtime, Owned(functools.partial(capi.free_image, rt, handle), runtime.owned))
 
     _kind = "image"
 
@@ -126,12 +126,12 @@ class Image(Child):
 
     def transition(self, layout: ImageLayout | int | str) -> None:
         """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
-        self._ensure_open()
+        self.ensure_open()
         capi.transition_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "transition"))
 
     def track(self, layout: ImageLayout | int | str) -> None:
         """Tell the runtime the image is in ``layout`` now (after outside use)."""
-        self._ensure_open()
+        self.ensure_open()
         capi.track_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "track"))
 
     def _region(self) -> dict:
@@ -141,11 +141,11 @@ class Image(Child):
 
     def copy_to(self, dst: Image) -> None:
         """Copy the whole image into ``dst`` (same runtime and extent)."""
-        self._ensure_open()
+        self.ensure_open()
         if not isinstance(dst, Image):
             raise ArgumentTypeError(f"copy_to: dst must be an Image, got {type(dst).__name__}")
-        dst._ensure_open()
-        if dst._runtime is not self._runtime:
+        dst.ensure_open()
+        if dst.runtime is not self._runtime:
             raise InvalidArgumentError("copy_to: the images belong to different runtimes")
         if dst._extent != self._extent:
             raise InvalidArgumentError(f"copy_to: extents differ ({self._extent} -> {dst._extent})")
@@ -168,7 +168,7 @@ class Sampler(Child):
         address_mode: AddressMode | int | str = AddressMode.CLAMP_TO_EDGE,
         max_anisotropy: float = 1.0,
     ):
-        runtime._ensure_open()
+        runtime.ensure_open()
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
             "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),
@@ -178,7 +178,7 @@ class Sampler(Child):
         rt = runtime._handle
         handle = capi.create_sampler(rt, info)
         self._handle = handle
-        self._attach(runtime, Owned(functools.partial(capi.destroy_sampler, rt, handle), runtime._owned))
+        self._attach(runtime, Owned(functools.partial(capi.destroy_sampler, rt, handle), runtime.owned))
 
     _kind = "sampler"
 
@@ -193,7 +193,7 @@ class Texture:
             raise ArgumentTypeError(f"Texture needs an Image, got {type(image).__name__}")
         if sampler is not None and not isinstance(sampler, Sampler):
             raise ArgumentTypeError(f"Texture sampler must be a Sampler or None, got {type(sampler).__name__}")
-        image._ensure_open()
+        image.ensure_open()
         self.image = image
         self.sampler = sampler
         arg = ffi.new("TiArgument *")

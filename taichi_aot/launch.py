@@ -310,7 +310,7 @@ class Kernel(_Launchable):
         """
         rt = self._runtime
         if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
-            rt._ensure_open()
+            rt.ensure_open()
             if rt._recorder is not None:
                 rt._recorder.append(self.bind(*args, **kwargs))
                 return
@@ -327,7 +327,7 @@ class Kernel(_Launchable):
                 foreign.before_launch(args, self._args)
             code = _launch(self._c)
             if code:
-                _after_launch(code, self._c, self._module._ensure_open, self._what)
+                _after_launch(code, self._c, self._module.ensure_open, self._what)
         finally:
             if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
                 foreign.after_launch()
@@ -339,7 +339,7 @@ class Kernel(_Launchable):
 
         ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
         """
-        self._module._ensure_open()
+        self._module.ensure_open()
         given = self._bind(args, kwargs)
         values = _bindable(self, given)
         packed = self._new_packed()
@@ -415,7 +415,7 @@ class ComputeGraph(_Launchable):
         """
         rt = self._runtime
         if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
-            rt._ensure_open()
+            rt.ensure_open()
             if rt._recorder is not None:
                 rt._recorder.append(self.bind(args))
                 return
@@ -427,7 +427,7 @@ class ComputeGraph(_Launchable):
                 foreign.before_launch(values, self._args)
             code = _launch(self._c)
             if code:
-                _after_launch(code, self._c, self._module._ensure_open, self._what)
+                _after_launch(code, self._c, self._module.ensure_open, self._what)
         finally:
             if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
                 foreign.after_launch()
@@ -438,7 +438,7 @@ class ComputeGraph(_Launchable):
 
     def bind(self, *mapping: Mapping[str, Any], **args: Any) -> BoundLaunch:
         """Check and pack named arguments once; returns a :class:`BoundLaunch`."""
-        self._module._ensure_open()
+        self._module.ensure_open()
         if mapping:
             if len(mapping) != 1 or args:
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
@@ -474,12 +474,12 @@ class BoundLaunch:
         self.launch = _launcher(self._c, self._validate, f"launch of {entry!r}")
 
     def _refresh(self) -> None:
-        owneds = [self._entry._module._owned, self._runtime._owned]
+        owneds = [self._entry.module.owned, self._runtime.owned]
         for v in self._values:
             if isinstance(v, NdArray):
-                owneds.append(v._memory._owned)
+                owneds.append(v.owned)
             elif isinstance(v, (Image, Texture)):
-                owneds.append((v.image if isinstance(v, Texture) else v)._owned)
+                owneds.append((v.image if isinstance(v, Texture) else v).owned)
         self._owneds = tuple(owneds)
         self._c.seen = -1
 
@@ -492,7 +492,7 @@ class BoundLaunch:
         for o in self._owneds:
             if o.closed:
                 raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
-        self._runtime._ensure_open()
+        self._runtime.ensure_open()
 
     def __call__(self) -> None:
         """Launch with the bound arguments."""
@@ -508,7 +508,7 @@ class BoundLaunch:
             InvalidArgumentError, ClosedError, WrongThreadError: as for a launch.
         """
         entry = self._entry
-        self._runtime._ensure_open()  # the buffer may be read by a launch of the runtime's thread
+        self._runtime.ensure_open()  # the buffer may be read by a launch of the runtime's thread
         index = entry._arg_index(key)
         if index < 0:
             raise ArgumentTypeError(f"{entry!r} has no argument {key!r}")
@@ -566,7 +566,7 @@ class LaunchSequence:
             raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
         for launch in self._launches:
             launch._validate()
-        self._runtime._ensure_open()
+        self._runtime.ensure_open()
         if not self._launches or not times:
             return
         count = len(self._launches)

@@ -144,10 +144,10 @@ class Memory(Child):
         usage: MemoryUsage | int = MemoryUsage.STORAGE,
         host: Any = None,
     ):
-        runtime._ensure_open()
+        runtime.ensure_open()
         size = _size_arg(size, "allocate_memory")
         if host is not None:  # the caller's own host memory (CPU backends), or a CUDA pointer (ptr, owner)
-            if runtime._arch == Arch.CUDA and isinstance(host, tuple):
+            if runtime.arch == Arch.CUDA and isinstance(host, tuple):
                 self._import_cuda(runtime, size, host[0], host[1])
             else:
                 self._import_host(runtime, size, host)
@@ -156,7 +156,7 @@ class Memory(Child):
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
         rt = runtime._handle
         release: Callable[[], object]
-        if runtime._arch in CPU_ARCHS:
+        if runtime.arch in CPU_ARCHS:
             # libtaichi_c_api 1.7.4 cannot free what it allocates on CPU backends, not even when the
             # runtime is destroyed: host memory of our own (zero-filled, page-aligned), imported, goes
             # back to the system when closed.
@@ -191,9 +191,9 @@ class Memory(Child):
     def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
         # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory, or
         # (address, owner) of such memory, checked by the caller (owner None: the caller keeps it alive)
-        if runtime._arch not in CPU_ARCHS:
+        if runtime.arch not in CPU_ARCHS:
             raise NotSupportedError(
-                f"{runtime._arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
+                f"{runtime.arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
                 "host memory on CPU backends only): copy it instead"
             )
         if isinstance(host, tuple):
@@ -230,6 +230,11 @@ class Memory(Child):
         return self._size
 
     @property
+    def handle(self) -> Any:
+        """The C-API's ``TiMemory`` handle (for the flat API, :mod:`taichi_aot.capi`)."""
+        return self._handle
+
+    @property
     def host_read(self) -> bool:
         """Whether the host may read it through a mapping."""
         return self._flags[0]
@@ -251,9 +256,9 @@ class Memory(Child):
 
     # -- mapping ------------------------------------------------------------------
 
-    def _view(self, nbytes: int | None = None, offset: int = 0, writable: bool = True) -> np.ndarray:
-        # internal: a uint8 view whatever the host flags (used for staging and on CPU backends); what users get
-        # is not ``writable`` where the memory has no host_write
+    def host_view(self, nbytes: int | None = None, offset: int = 0, writable: bool = True) -> np.ndarray:
+        """A uint8 view of ``nbytes`` from ``offset``, whatever the host flags (for the package: staging, CPU
+        backends; :meth:`map` is the users' door, whose views are writable only with ``host_write``)."""
         mapping = self._mapping
         if mapping is None:
             mapping = self._mapping = _Mapping(self)
@@ -267,7 +272,7 @@ class Memory(Child):
             address = int(ffi.cast("uintptr_t", mapping.ptr))
         return None if address is None else (address, address + self._size)
 
-    def _cuda_ptr(self) -> int:
+    def cuda_pointer(self) -> int:
         """The CUDA device pointer of this memory (CUDA runtimes)."""
         ptr = self._cuda_address
         if ptr is None:
@@ -275,14 +280,14 @@ class Memory(Child):
             ptr = self._cuda_address = int(ffi.cast("uintptr_t", info.ptr))
         return ptr
 
-    def _cuda_context(self) -> int:
+    def cuda_context(self) -> int:
         """The CUDA context that owns this memory's pointer (0: none, Taichi's own memory), found once."""
         ctx = self._cuda_ctx
         if ctx is None:
-            ctx = self._cuda_ctx = _cuda.context_of(self._cuda_ptr())
+            ctx = self._cuda_ctx = _cuda.context_of(self.cuda_pointer())
         return ctx
 
-    def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
+    def copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
 
         Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
@@ -298,7 +303,8 @@ class Memory(Child):
             return
         capi.memcpy_host(self._runtime._handle, self._handle, data, nbytes, to_device)
 
-    def _require_host_access(self, what: str) -> None:
+    def require_host_access(self, what: str) -> None:
+        """Raise InvalidStateError (naming ``what``) unless the memory was allocated for host access."""
         if not (self.host_read or self.host_write):
             raise InvalidStateError(
                 f"{what}: this memory was allocated without host_read/host_write, so it cannot be mapped; "
@@ -310,13 +316,13 @@ class Memory(Child):
 
         Writable only if the memory has ``host_write``. The memory stays mapped while a view lives.
         """
-        self._ensure_open()
-        self._require_host_access("Memory.map")
+        self.ensure_open()
+        self.require_host_access("Memory.map")
 
         def make() -> np.ndarray:
-            self._ensure_open()
-            self._runtime._sync()
-            return self._view(writable=self.host_write)
+            self.ensure_open()
+            self._runtime.sync()
+            return self.host_view(writable=self.host_write)
 
         return _MapContext(make)
 
@@ -372,8 +378,8 @@ class MemorySlice:
         if not isinstance(dst, MemorySlice):
             raise ArgumentTypeError(f"copy_to: dst must be a Memory or MemorySlice, got {type(dst).__name__}")
         src_mem, dst_mem = self.memory, dst.memory
-        src_mem._ensure_open()
-        dst_mem._ensure_open()
+        src_mem.ensure_open()
+        dst_mem.ensure_open()
         if src_mem._runtime is not dst_mem._runtime:
             raise InvalidArgumentError("copy_to: source and destination belong to different runtimes")
         if dst.size != self.size:
@@ -382,14 +388,14 @@ class MemorySlice:
         if rt.arch in CPU_ARCHS:
             # 1.7.4 has no device-to-device copy on CPU backends; their memory is host memory.
             rt.wait()
-            src = src_mem._view(self.size, self.offset)
-            dst_view = dst_mem._view(dst.size, dst.offset)
+            src = src_mem.host_view(self.size, self.offset)
+            dst_view = dst_mem.host_view(dst.size, dst.offset)
             np.copyto(dst_view, src)
             del src, dst_view
             return
         if rt.arch == Arch.CUDA:  # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
-            rt._sync()
-            _cuda.dtod(dst_mem._cuda_ptr() + dst.offset, src_mem._cuda_ptr() + self.offset, self.size)
+            rt.sync()
+            _cuda.dtod(dst_mem.cuda_pointer() + dst.offset, src_mem.cuda_pointer() + self.offset, self.size)
             return
         capi.copy_memory_device_to_device(
             rt._handle,

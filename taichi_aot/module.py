@@ -72,12 +72,12 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
     what = path if path is not None else f"<{len(data or b'')} bytes>"
     # read the metadata before C sees the module: corrupt input raises here. A multi-arch module gives the
     # bytes of the part for this runtime's arch.
-    loadable, meta, part = metadata.open_module(data if data is not None else path, runtime._arch, what)  # type: ignore[arg-type]
+    loadable, meta, part = metadata.open_module(data if data is not None else path, runtime.arch, what)  # type: ignore[arg-type]
     if part is not None:
         data, path, what = loadable, None, f"{what} ({part} part)"  # type: ignore[assignment]
-    metadata.check_compatible(meta, runtime._arch, capi.library.version, _probe.host_cpu_arch(), what)
+    metadata.check_compatible(meta, runtime.arch, capi.library.version, _probe.host_cpu_arch(), what)
     rt = runtime._handle
-    if runtime._arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
+    if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
         # refuses .tcm bytes: extract the archive to a private folder instead.
         temp_dir = tempfile.mkdtemp(prefix="taichi_aot_module_")
@@ -109,14 +109,14 @@ class AotModule(Child):
     _kind = "module"
 
     def __init__(self, runtime: Runtime, source: ModuleSource):
-        runtime._ensure_open()
+        runtime.ensure_open()
         handle, what, temp_dir, meta = _load(runtime, source)
         self._handle: Any = handle
         self._source = what
         self._meta = meta
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
-        self._attach(runtime, Owned(lambda: _release_module(handle, temp_dir), runtime._owned))
+        self._attach(runtime, Owned(lambda: _release_module(handle, temp_dir), runtime.owned))
 
     @property
     def source(self) -> str:
@@ -149,7 +149,7 @@ class AotModule(Child):
         return list(names[1]) if names else list(self._meta.graphs)
 
     def _get(self, kind: Literal["kernel", "graph"], name: object) -> Kernel | ComputeGraph:
-        self._ensure_open()
+        self.ensure_open()
         cache: dict[str, Any] = self._kernels if kind == "kernel" else self._graphs
         obj = cache.get(name) if isinstance(name, str) else None
         if obj is not None:

@@ -187,7 +187,7 @@ class NdArray:
         host_access: HostAccess | None = None,
         host: np.ndarray | tuple[int, object] | None = None,
     ):
-        runtime._ensure_open()
+        runtime.ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
         elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
         taichi = _taichi_type(dtype)
@@ -200,7 +200,7 @@ class NdArray:
         if dt not in NUMPY_DTYPES:
             raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
         if host_access is None:
-            host_access = "none" if runtime._arch == Arch.CUDA else "readwrite"
+            host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
         if host_access not in _HOST_ACCESS:
             raise InvalidArgumentError(
                 f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
@@ -225,7 +225,7 @@ class NdArray:
         arg = ffi.new("TiArgument *")
         arg.type = ArgumentType.NDARRAY
         nd = arg.value.ndarray
-        nd.memory = memory._handle
+        nd.memory = memory.handle
         nd.shape.dim_count = len(dims)
         nd.shape.dims[0 : len(dims)] = list(dims)
         nd.elem_shape.dim_count = len(elem_dims)
@@ -237,18 +237,18 @@ class NdArray:
         self._sig = signature(dt, len(dims), elem_dims)
         self._full_shape = dims + elem_dims
         # how bytes move, chosen once (see the module docstring)
-        cpu = runtime._arch in CPU_ARCHS
+        cpu = runtime.arch in CPU_ARCHS
         self._read: Callable[[np.ndarray], None]
         self._write: Callable[[np.ndarray], None]
         if cpu or host_read:
             self._read = self._read_direct
-        elif runtime._arch == Arch.CUDA:
+        elif runtime.arch == Arch.CUDA:
             self._read = self._read_cuda
         else:
             self._read = self._read_staged
         if cpu or host_write:
             self._write = self._write_direct
-        elif runtime._arch == Arch.CUDA:
+        elif runtime.arch == Arch.CUDA:
             self._write = self._write_cuda
         else:
             self._write = self._write_staged
@@ -280,8 +280,8 @@ class NdArray:
 
     # -- state --------------------------------------------------------------------
 
-    def _ensure_open(self) -> None:
-        self._memory._ensure_open()
+    def ensure_open(self) -> None:
+        self._memory.ensure_open()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -343,13 +343,13 @@ class NdArray:
         Raises:
             InvalidStateError: the ndarray was made without host access.
         """
-        self._ensure_open()
-        self._memory._require_host_access("NdArray.map")
+        self.ensure_open()
+        self._memory.require_host_access("NdArray.map")
 
         def make() -> np.ndarray:
-            self._ensure_open()
-            self._runtime._sync()
-            return self._memory._view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
+            self.ensure_open()
+            self._runtime.sync()
+            return self._memory.host_view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
 
         return _MapContext(make)
 
@@ -362,21 +362,21 @@ class NdArray:
             ExportError: ``copy=False`` for memory the host cannot address (use ``to_numpy()``), or another dtype.
             ArgumentTypeError: ``copy`` is not None or a bool, ``dtype`` is not a dtype.
         """
-        self._ensure_open()
+        self.ensure_open()
         check_copy(copy, "__array__")
         try:
             target = np.dtype(dtype) if dtype is not None else self._dtype
         except TypeError as e:
             raise ArgumentTypeError(f"__array__: dtype {dtype!r} is not a numpy dtype ({e})") from None
-        host_visible = self._runtime._arch in CPU_ARCHS or self._memory.host_read
+        host_visible = self._runtime.arch in CPU_ARCHS or self._memory.host_read
         if copy is False and (not host_visible or target != self._dtype):
             why = self._not_host_visible() if not host_visible else f"it holds {self._dtype}, not {target}"
             raise ExportError(f"np.asarray(copy=False) of this ndarray needs a copy: {why}; use to_numpy()")
         if copy or not host_visible:
             a = self.to_numpy()
         else:
-            self._runtime._sync()
-            a = self._memory._view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
+            self._runtime.sync()
+            a = self._memory.host_view(writable=self._memory.host_write).view(self._dtype).reshape(self._full_shape)
         return a.astype(target, copy=False) if target != self._dtype else a
 
     @property
@@ -384,19 +384,19 @@ class NdArray:
         """The CUDA Array Interface (version 3) of a CUDA ndarray: ``torch.as_tensor(x, device="cuda")``,
         ``cupy.asarray(x)`` share its memory. Work enqueued on the runtime is finished first. Other backends
         have no such attribute."""
-        if self._runtime._arch != Arch.CUDA:
+        if self._runtime.arch != Arch.CUDA:
             raise AttributeError("__cuda_array_interface__: only CUDA ndarrays have one")
-        self._ensure_open()
-        self._runtime._sync()
-        return {"shape": self._full_shape, "typestr": self._dtype.str, "data": (self._memory._cuda_ptr(), False),
+        self.ensure_open()
+        self._runtime.sync()
+        return {"shape": self._full_shape, "typestr": self._dtype.str, "data": (self._memory.cuda_pointer(), False),
                 "strides": None, "version": 3}
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """DLPack's ``(device type, device id)``: the CPU where the host can address the memory (x64, host-visible
         memory), else the device (CUDA 2, Vulkan 7)."""
-        if self._runtime._arch in CPU_ARCHS or self._memory.host_read:
+        if self._runtime.arch in CPU_ARCHS or self._memory.host_read:
             return (_DL_CPU, 0)
-        if self._runtime._arch == Arch.CUDA:
+        if self._runtime.arch == Arch.CUDA:
             return (_DL_CUDA, self._runtime.device_index)
         return (_DL_VULKAN, self._runtime.device_index)
 
@@ -416,7 +416,7 @@ class NdArray:
                 (which cannot say read-only).
             ArgumentTypeError: ``max_version`` or ``dl_device`` is not a pair of ints, ``copy`` not a bool.
         """
-        self._ensure_open()
+        self.ensure_open()
         check_copy(copy, "__dlpack__")
         own = self.__dlpack_device__()
         target = own if dl_device is None else _int_pair(dl_device, "dl_device")
@@ -429,10 +429,10 @@ class NdArray:
                 source = NdArray(self._runtime, self._shape, self._dtype, self._elem_shape)
                 source.copy_from(self)
             if stream != -1:  # -1: the consumer asks for no synchronization
-                self._runtime._sync()
-            owned = source._memory._owned
+                self._runtime.sync()
+            owned = source.owned
             owned.pin()  # the memory outlives close() while the consumer holds it
-            return _dlpack.export(source._memory._cuda_ptr(), self._full_shape, self._dtype, own, source,
+            return _dlpack.export(source._memory.cuda_pointer(), self._full_shape, self._dtype, own, source,
                                   versioned=versioned, release=owned.unpin)
         if target[0] != _DL_CPU and target != own:
             raise ExportError(f"__dlpack__: no export to DLPack device {target}")
@@ -468,7 +468,7 @@ class NdArray:
             ArgumentTypeError: ``out`` is not a numpy array.
             InvalidArgumentError: ``out`` has another shape or dtype, or is not C-contiguous and writeable.
         """
-        self._ensure_open()
+        self.ensure_open()
         if out is None:
             out = np.empty(self._full_shape, self._dtype)
         elif not isinstance(out, np.ndarray):
@@ -480,7 +480,7 @@ class NdArray:
             flags = out.flags
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
-        self._runtime._sync()
+        self._runtime.sync()
         self._read(out)
         return out
 
@@ -526,9 +526,9 @@ class NdArray:
             InvalidArgumentError: another shape, or values that do not fit the dtype (``"checked"``).
             ArgumentTypeError: a dtype of another kind (a float into an int ndarray) unless ``"unsafe"``.
         """
-        self._ensure_open()
+        self.ensure_open()
         data = self._checked_input(array, casting)
-        self._runtime._sync()
+        self._runtime.sync()
         self._write(data)
 
     def fill(self, value: Any) -> None:
@@ -538,10 +538,10 @@ class NdArray:
             ArgumentTypeError: not a number, or a kind the dtype cannot hold (a float into ints).
             InvalidArgumentError: out of the dtype's range.
         """
-        self._ensure_open()
+        self.ensure_open()
         scalar = _scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
-        self._runtime._sync()
+        self._runtime.sync()
         self._write(data)
 
     def copy_from(self, other: NdArray) -> None:
@@ -551,10 +551,10 @@ class NdArray:
             ArgumentTypeError: ``other`` is not an NdArray.
             InvalidArgumentError: another dtype or shape, or another runtime.
         """
-        self._ensure_open()
+        self.ensure_open()
         if not isinstance(other, NdArray):
             raise ArgumentTypeError(f"copy_from: expected an NdArray, got {type(other).__name__}")
-        other._ensure_open()
+        other.ensure_open()
         if other._dtype != self._dtype or other.full_shape != self.full_shape:
             raise InvalidArgumentError(
                 f"copy_from: {other._dtype} {other.full_shape} does not match {self._dtype} {self.full_shape}"
@@ -564,18 +564,18 @@ class NdArray:
     # -- how bytes move (one pair chosen at creation) -----------------------------------
 
     def _read_direct(self, out: np.ndarray) -> None:
-        self._memory._copy_host(out, self._memory._size, to_device=False)
+        self._memory.copy_host(out, self._memory.size, to_device=False)
 
     def _write_direct(self, data: np.ndarray) -> None:
-        self._memory._copy_host(data, self._memory._size, to_device=True)
+        self._memory.copy_host(data, self._memory.size, to_device=True)
 
     def _read_cuda(self, out: np.ndarray) -> None:
         memory = self._memory
-        _cuda.dtoh(out, memory._cuda_ptr(), memory._cuda_context())
+        _cuda.dtoh(out, memory.cuda_pointer(), memory.cuda_context())
 
     def _write_cuda(self, data: np.ndarray) -> None:  # contiguous: _checked_input's result, or fill's
         memory = self._memory
-        _cuda.htod(memory._cuda_ptr(), data, memory._cuda_context())
+        _cuda.htod(memory.cuda_pointer(), data, memory.cuda_context())
 
     def _staging(self) -> Memory:
         return Memory(self._runtime, self.nbytes, host_read=True, host_write=True, usage=MemoryUsage.STORAGE)
@@ -584,17 +584,17 @@ class NdArray:
         staging = self._staging()
         try:
             self._memory.copy_to(staging)
-            self._runtime._sync()
-            np.copyto(out.reshape(-1).view(np.uint8), staging._view())
+            self._runtime.sync()
+            np.copyto(out.reshape(-1).view(np.uint8), staging.host_view())
         finally:
             staging.close()
 
     def _write_staged(self, data: np.ndarray) -> None:
         staging = self._staging()
         try:
-            np.copyto(staging._view(), data.reshape(-1).view(np.uint8))
+            np.copyto(staging.host_view(), data.reshape(-1).view(np.uint8))
             staging.copy_to(self._memory)
-            self._runtime._sync()
+            self._runtime.sync()
         finally:
             staging.close()
 
@@ -605,7 +605,7 @@ class NdArray:
         self._memory.close()
 
     def __enter__(self) -> NdArray:
-        self._ensure_open()
+        self.ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:

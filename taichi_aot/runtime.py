@@ -190,7 +190,7 @@ class Runtime:
 
     # -- state ----------------------------------------------------------------
 
-    def _ensure_open(self) -> None:
+    def ensure_open(self) -> None:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
         if self._owned.closed:
             why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
@@ -222,9 +222,14 @@ class Runtime:
         return self._owned.closed
 
     @property
+    def owned(self) -> Owned:
+        """The record of the native runtime's lifetime (for the package: its children's records hang on it)."""
+        return self._owned
+
+    @property
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64)."""
-        self._ensure_open()
+        self.ensure_open()
         return capi.get_runtime_capabilities(self._handle)
 
     def set_capabilities(self, capabilities: Mapping[Capability | int, int] | None = None, **named: int) -> None:
@@ -233,7 +238,7 @@ class Runtime:
         Raises:
             InvalidArgumentError: an unknown capability name.
         """
-        self._ensure_open()
+        self.ensure_open()
         caps: dict[Capability | int, int] = dict(capabilities or {})
         for name, level in named.items():
             try:
@@ -246,16 +251,16 @@ class Runtime:
 
     def flush(self) -> None:
         """Submit queued work without waiting for it."""
-        self._ensure_open()
+        self.ensure_open()
         capi.flush(self._handle)
 
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
-        self._ensure_open()
+        self.ensure_open()
         self._drain()
         self.foreign.release()
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
         if self._pending[0]:
             self._drain()
@@ -299,7 +304,7 @@ class Runtime:
             NotSupportedError: not a CUDA runtime, or a non-blocking stream.
             ArgumentTypeError: not a stream.
         """
-        self._ensure_open()
+        self.ensure_open()
         if self._arch != Arch.CUDA:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
         if stream is not None and not isinstance(stream, int):
@@ -331,7 +336,7 @@ class Runtime:
             ArgumentTypeError: a bad shape or dtype.
             OutOfMemoryError: no page-locked memory of that size.
         """
-        self._ensure_open()
+        self.ensure_open()
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
             raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
@@ -352,14 +357,14 @@ class Runtime:
         Raises:
             InvalidArgumentError: the runtime is already recording.
         """
-        self._ensure_open()
+        self.ensure_open()
         if self._recorder is not None:
             raise InvalidArgumentError("this runtime is already recording")
         return _Recording(self, LaunchSequence(self))
 
     def sequence(self) -> LaunchSequence:
         """An empty :class:`~taichi_aot.launch.LaunchSequence` to ``append`` bound launches to."""
-        self._ensure_open()
+        self.ensure_open()
         return LaunchSequence(self)
 
     # -- factories ----------------------------------------------------------------
@@ -403,7 +408,7 @@ class Runtime:
         Raises:
             InvalidArgumentError: ``elem_ndim`` is negative or more than the array's dimensions.
         """
-        self._ensure_open()
+        self.ensure_open()
         a = np.asarray(array)
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from_numpy: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
@@ -428,7 +433,7 @@ class Runtime:
             InvalidArgumentError: ``copy=False`` where a copy is needed (which case is named), an empty array,
                 a bad ``elem_ndim``.
         """
-        self._ensure_open()
+        self.ensure_open()
         return self.foreign.ndarray_from(obj, elem_ndim, copy, host_access)
 
     def allocate_image(
@@ -503,7 +508,7 @@ class Runtime:
         _open_runtimes.discard(self)
 
     def __enter__(self) -> Runtime:
-        self._ensure_open()
+        self.ensure_open()
         return self
 
     def __exit__(self, *exc: object) -> None:

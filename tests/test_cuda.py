@@ -129,16 +129,16 @@ def test_torch_and_cupy_cuda_arrays_without_a_copy(cuda_module):
         rt.wait()
         assert torch.equal(x, 2 * y)
         shared = rt.ndarray_from(x)
-        assert shared.memory._cuda_ptr() == x.data_ptr()
+        assert shared.memory.cuda_pointer() == x.data_ptr()
         c = cupy.ones(1024, dtype=cupy.float32)
         add(c, y, 1.0)
         rt.wait()
         assert cupy.allclose(c, 1 + cupy.asarray(y))
         nd = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
         t = torch.as_tensor(nd, device="cuda")
-        assert t.data_ptr() == nd.memory._cuda_ptr() and t.tolist() == list(range(8))
+        assert t.data_ptr() == nd.memory.cuda_pointer() and t.tolist() == list(range(8))
         cp = cupy.asarray(nd)
-        assert cp.data.ptr == nd.memory._cuda_ptr() and float(cp.sum()) == 28.0
+        assert cp.data.ptr == nd.memory.cuda_pointer() and float(cp.sum()) == 28.0
         with pytest.raises(InvalidArgumentError, match="strided"):
             rt.ndarray_from(torch.zeros((4, 4), device="cuda").t())
 
@@ -213,7 +213,7 @@ def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
     with Runtime(Arch.CUDA) as rt:
         add = rt.load_module(cuda_module["cuda"]).kernels["add"]
         nd = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
-        ptr = nd.memory._cuda_ptr()
+        ptr = nd.memory.cuda_pointer()
         assert nd.__dlpack_device__() == (2, 0)
         t = torch.from_dlpack(nd)
         assert t.device.type == "cuda" and t.data_ptr() == ptr and t.shape == (3, 4) and t[2, 3].item() == 11
@@ -233,7 +233,7 @@ def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
         on_host = torch.from_dlpack(nd.__dlpack__(dl_device=(1, 0), copy=True))
         assert on_host.device.type == "cpu" and on_host.tolist() == [1.0] * 4
         moved = torch.from_dlpack(nd.__dlpack__(max_version=(1, 0), copy=True))
-        assert moved.data_ptr() != nd.memory._cuda_ptr() and moved.tolist() == [1.0] * 4
+        assert moved.data_ptr() != nd.memory.cuda_pointer() and moved.tolist() == [1.0] * 4
         with pytest.raises(InvalidStateError, match="copy=False"):
             nd.__dlpack__(dl_device=(1, 0), copy=False)
 
@@ -245,7 +245,7 @@ def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
         rt.wait()
         np.testing.assert_array_equal(x.cpu().numpy(), np.asarray(y) * 3)
         copied = rt.ndarray_from(y)
-        assert copied.memory._cuda_ptr() != y.unsafe_buffer_pointer() and copied.to_numpy()[7] == 7
+        assert copied.memory.cuda_pointer() != y.unsafe_buffer_pointer() and copied.to_numpy()[7] == 7
         imported = _dlpack.consume(jnp.ones(8, jnp.int32), stream=1)  # JAX's own capsule, read by ours
         assert imported.device == (2, 0) and imported.dtype == np.int32 and imported.shape == (8,)
         imported.release()
@@ -266,9 +266,9 @@ def test_foreign_cuda_arrays_read_only_copies_and_bad_cases(cuda_module):
         with pytest.raises(ReadOnlyArrayError, match="copy=False"):
             rt.ndarray_from(ro, copy=False)
         copied = rt.ndarray_from(ro)
-        assert copied.memory._cuda_ptr() != src.data_ptr() and copied.to_numpy()[5] == 5
+        assert copied.memory.cuda_pointer() != src.data_ptr() and copied.to_numpy()[5] == 5
         twice = rt.ndarray_from(src, copy=True)
-        assert twice.memory._cuda_ptr() != src.data_ptr() and twice.to_numpy()[3] == 3
+        assert twice.memory.cuda_pointer() != src.data_ptr() and twice.to_numpy()[3] == 3
         x = torch.zeros(16, device="cuda")
         with pytest.raises(ReadOnlyArrayError, match=r"declare_access\(\{1: 'read'\}\)"):
             add(x, ro, 1.0)  # an LLVM module of Taichi's own records no access: y may be written

@@ -156,6 +156,73 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert RANK["memory"] < RANK["runtime"]
 
 
+# -- private members ------------------------------------------------------------------------------------
+#
+# Layers call only downward, and through what a class shows: no module reads ``x._name`` (``x`` not self or
+# cls) unless a class of that module defines ``_name`` itself. Read by name, not by type: a module that defines
+# ``_handle`` for its own class may also read another's ``_handle`` unseen; what remains is listed here, each
+# with its reason.
+PRIVATE_READS: dict[tuple[str, str], str] = {
+    ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
+    ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",
+    ("_arguments", "_arg"): "...or its cffi TiArgument, and checks its memory's lifetime record and runtime",
+    ("_arguments", "_memory"): "...(NdArray._memory._owned.closed, NdArray._runtime), the same hot path",
+    ("_arguments", "_owned"): "...(see above)",
+    ("_arguments", "_runtime"): "...(see above); textures and images too (their _runtime)",
+    ("_foreign", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
+    ("_foreign", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
+    ("launch", "_launch_ident"): "the runtime's launch gate, read once per launch: the thread allowed the fast",
+    ("launch", "_recorder"): "...path, the recorder while rt.record() is active, and what the C launch struct",
+    ("launch", "_thread"): "...takes (the owning thread, the pending-work flag); runtime.py sets them",
+    ("launch", "_pending"): "...(see above)",
+    ("_lifetime", "_children"): "Child registers with its runtime and closes through it: the lifetime protocol",
+    ("_lifetime", "_check_closer"): "...that runtime.py implements for every child (runtime.py imports _lifetime)",
+    ("cli.bench", "_packed"): "the bench times the parts of a launch apart (the flat C call on a bound launch's",
+    ("cli.bench", "_packers"): "...packed buffer, the packers alone): it reads what no user should",
+    ("cli.bench", "_handle"): "...(see above)",
+    ("cli.build_part", "_aot_kernels"): "Taichi 1.7.4 lists the @ti.aot.export kernels nowhere public (pinned)",
+    ("cli", "_SubParsersAction"): "argparse's type of a subcommand table, for an annotation",
+    ("capi.core", "_value2member_map_"): "enum's table of values: the one lookup that takes no exception",
+    ("_probe", "_replace"): "a namedtuple's documented method (its name begins with _ so as not to clash)",
+}
+
+
+def private_reads() -> dict[tuple[str, str], list[int]]:
+    """(module, private name) -> lines where the module reads a private member no class of its own defines."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for module, path in _modules().items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        own: set[str] = set()
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    own.add(node.name)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    own.add(node.attr)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    own.add(node.id)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # __slots__ entries
+                    own.add(node.value)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")) or node.attr.startswith("__"):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "lib", "ffi", "os"):  # os._exit
+                continue
+            if node.attr not in own:
+                out[(module.replace("taichi_aot.", ""), node.attr)].append(node.lineno)
+    return out
+
+
+def test_no_module_reads_another_modules_private_members():
+    found = private_reads()
+    unlisted = {f"{m}: .{name} (lines {lines})" for (m, name), lines in found.items() if (m, name) not in PRIVATE_READS}
+    assert not unlisted, "read through a public name, or list it in PRIVATE_READS with its reason: " + "; ".join(
+        sorted(unlisted))
+    stale = sorted(set(PRIVATE_READS) - set(found))
+    assert not stale, f"listed in PRIVATE_READS but read no more: {stale}"
+
+
 def render() -> str:
     """The import graph as text, lowest layer first: each module and the modules it imports."""
     edges = graph()

@@ -141,7 +141,8 @@ def _print_args(name: str, args: list, suffix: str = "") -> None:
     print(f"    {printable(name)}{suffix}")
     for a in args:
         label = printable(a.name) if a.name else f"arg{a.index}"
-        print(f"      {a.index:>2}  {label:<14} {a.describe()}")
+        access = f" ({a.access_word() or 'access unknown'})" if a.kind == "ndarray" else ""
+        print(f"      {a.index:>2}  {label:<14} {a.describe()}{access}")
     if not args:
         print("      (no arguments)")
 

@@ -431,7 +431,7 @@ class Bench:
         if self.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
             from .. import _cuda
 
-            dst_ptr, src_ptr = y.memory._cuda_ptr(), x.memory._cuda_ptr()
+            dst_ptr, src_ptr = y.memory.cuda_pointer(), x.memory.cuda_pointer()
 
             def dtod() -> float:
                 def loop() -> None:
