@@ -67,6 +67,9 @@ __all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "CudaHit", "ForeignArgs", "
 CACHE_SIZE = 16
 #: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
 HELD_LIMIT = 64
+#: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
+SPARE_COUNT = 8
+SPARE_BYTES = 16 << 20
 
 def _clash(what: str, other: str) -> str:
     return (f"{what} shares memory with {other}; the backend takes each as its own copy, and copying them "
@@ -201,7 +204,8 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_on_cuda", "_runtime", "allow_copies", "hits", "staged")
+    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_on_cuda", "_runtime", "_spare", "allow_copies", "hits",
+                 "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -211,6 +215,7 @@ class ForeignArgs:
         self.hits: dict[int, Any] = {}  # NumpyHit or CudaHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
         self.staged: list[Staged] = []
+        self._spare: dict[tuple[Any, ...], list[NdArray]] = {}  # (shape, dtype, element dims) -> spare copies
         self.allow_copies = True
 
     def _rt(self) -> Runtime:
@@ -402,9 +407,33 @@ class ForeignArgs:
         except InvalidArgumentError:
             self.discard()
             raise
-        nd = self._from_host(a, dims, True, None, what, owner=None, fill=reads)
+        nd = self._staging(a, dims, reads, what)
         self.staged.append(Staged(nd, a, dims, what, reads, writes))
         return nd
+
+    def _staging(self, a: np.ndarray, dims: int, fill: bool, what: str) -> NdArray:
+        """An ndarray for a staged copy of ``a``: filled with its values, or zeros; a spare one of the same layout
+        where there is one (allocating device memory costs more than copying a small array; filling it waits
+        for the kernels that may still read it)."""
+        dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
+        spare = self._spare.get((a.shape, dtype, dims))
+        while spare:
+            nd = spare.pop()
+            if not nd.closed:
+                if fill:
+                    nd.from_numpy(a)
+                else:
+                    nd.fill(0)
+                return nd
+        return self._from_host(a, dims, True, None, what, owner=None, fill=fill)
+
+    def _retire(self, s: Staged) -> None:
+        """A staged copy its launch is done with: kept as a spare (SPARE_COUNT, SPARE_BYTES), else closed."""
+        nd = s.nd
+        if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT:
+            nd.close()
+            return
+        self._spare.setdefault((s.array.shape, nd.dtype, s.dims), []).append(nd)
 
     def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
         """Before a launch with staged copies: refuse an argument shared without a copy (an ndarray's host memory,
@@ -445,7 +474,7 @@ class ForeignArgs:
         """Drop the staged copies of a launch that will not run."""
         pending, self.staged = self.staged, []
         for s in pending:
-            s.nd.close()
+            self._retire(s)
 
     def after_launch(self) -> None:
         """After a launch with staged copies: wait, and copy each written one back into its array."""
@@ -456,7 +485,7 @@ class ForeignArgs:
                     np.copyto(s.array, s.nd.to_numpy(), casting="equiv")
         finally:
             for s in pending:
-                s.nd.close()
+                self._retire(s)
 
     def release(self, keep: int = 0) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""

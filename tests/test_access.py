@@ -127,6 +127,12 @@ def test_staged_copies_follow_access(vulkan, modules):
         typed(out, 1, 2, 3.0, 4)
         rt.wait()
         assert out.tolist() == [1, 2, 3, 4, 9, 9]
+        # the copy's ndarray is kept for the next launch: reused, a write-only argument's starts zeroed again
+        again = rt.load_module(modules.path(Arch.VULKAN)).kernels["typed_scalars"]
+        out = np.full(6, 7.0)
+        again(out, 5, 6, 7.0, 8)
+        rt.wait()
+        assert out.tolist() == [5, 6, 7, 8, 0, 0]
         add = mod.kernels["add"]
         c = np.arange(12, dtype=np.float32)
         add(c[:8], c[2:10], 1.0)  # y only read: its copy is a snapshot, never written back
