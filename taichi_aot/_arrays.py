@@ -170,7 +170,9 @@ def share(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _torch_print(t: Any) -> tuple:
-    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.requires_grad)
+    # is_contiguous() for the strides: an array found again was contiguous, and of one shape the row-major
+    # strides are one (torch ignores those of size-1 dimensions, which address nothing else)
+    return (t.data_ptr(), t.shape, t.is_contiguous(), t.dtype, t.requires_grad)
 
 
 def _cupy_print(a: Any) -> tuple:
