@@ -180,6 +180,17 @@ class _Entry:
         self.held = held
 
 
+def _layout_key(value: Any, iface: dict | None, elem_ndim: int, writes: bool) -> tuple[Any, ...]:
+    """The cache key of a CUDA array: its id and everything its interface says that an ndarray over it fixes (memory,
+    shape, dtype, strides; its shape can be set in place). Without an interface (DLPack only) a key never found
+    again: its export is read anew each time."""
+    try:
+        return (id(value), int(iface["data"][0]), tuple(iface["shape"]), str(iface["typestr"]),
+                tuple(iface.get("strides") or ()), elem_ndim, writes) if iface else (id(value), object())
+    except Exception:  # a malformed interface: ForeignArgs._cuda says what is wrong with it
+        return (id(value), object())
+
+
 def _forget(entries: dict[Any, _Entry], hits: dict[int, Any], key: Any, ref: weakref.ref[Any]) -> None:
     """The weak-reference callback of a cached array: it is being collected, its memory not yet freed."""
     entry = entries.get(key)
@@ -353,8 +364,8 @@ class ForeignArgs:
                 break
 
     def _cuda_argument(self, value: Any, iface: dict | None, spec: ArgInfo, elem_ndim: int, what: str) -> NdArray:
-        key = (id(value), iface["data"][0] if iface else None, elem_ndim, spec.may_write)
-        entry = self._entries.get(key)  # the hot path: one lookup
+        key = _layout_key(value, iface, elem_ndim, spec.may_write)
+        entry = self._entries.get(key)
         held = self._held  # the arrays queued kernels may read, held until the runtime is waited for
         if entry is not None and not entry.nd.closed:
             held[id(value)] = held.pop(id(value), value)  # most recent last
