@@ -15,6 +15,8 @@ replays bound launches from C (``taichi_aot_replay``) with no Python in between.
 
 from __future__ import annotations
 
+import inspect
+import keyword
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -191,6 +193,23 @@ class _Launchable:
     def _set_packers(self) -> None:
         raise NotImplementedError
 
+    def _introspect(self) -> None:
+        """What ``inspect.signature`` (and IDEs) and ``help()`` show of this kernel or graph: its arguments as the
+        module records them (names where it records names, ``arg0``... else), each annotated with what it takes."""
+        graph = isinstance(self, ComputeGraph)
+        params = []
+        for i, a in enumerate(self._args):
+            name = a.name or ""
+            named = name.isidentifier() and not keyword.iskeyword(name)
+            kind = (inspect.Parameter.KEYWORD_ONLY if graph else inspect.Parameter.POSITIONAL_OR_KEYWORD if named
+                    else inspect.Parameter.POSITIONAL_ONLY)
+            access = f", {a.access_word() or 'access unknown'}" if a.kind == "ndarray" else ""
+            params.append(inspect.Parameter(name if named else f"arg{i}", kind, annotation=a.describe() + access))
+        self.__signature__ = inspect.Signature(params, return_annotation=None)
+        what = "graph" if graph else "kernel"
+        self.__doc__ = (f"{self._name}{self.__signature__}\n\nThe {what} {self._name!r} of {self._module!r}; "
+                        f"a call enqueues a launch.\n\n{inspect.getdoc(type(self)) or ''}")
+
     def _arg_index(self, key: Any) -> int:
         """The position of argument ``key`` (a name, or for a kernel an index); -1 where there is none."""
         raise NotImplementedError
@@ -230,7 +249,8 @@ class _Launchable:
         return self
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._name!r} of {self._module!r}>"
+        names = ", ".join(p for p in getattr(self, "__signature__", inspect.Signature()).parameters)
+        return f"<{type(self).__name__} {self._name}({names}) of {self._module!r}>"
 
 
 class Kernel(_Launchable):
@@ -258,6 +278,7 @@ class Kernel(_Launchable):
     def _set_packers(self) -> None:
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
+        self._introspect()
 
     def _arg_index(self, key: Any) -> int:
         if isinstance(key, str):
@@ -373,6 +394,7 @@ class ComputeGraph(_Launchable):
 
     def _set_packers(self) -> None:
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
+        self._introspect()
 
     def _arg_index(self, key: Any) -> int:
         return self._index.get(key, -1) if isinstance(key, str) else -1

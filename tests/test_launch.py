@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from taichi_aot import BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
+from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
 
 
 @pytest.fixture
@@ -252,3 +252,28 @@ def test_graph_call_after_close_and_from_another_thread(env):
     mod.close()
     with pytest.raises(ClosedError):
         graph(x=x, y=y, a=1.0)
+
+
+def test_kernels_and_graphs_show_their_arguments(modules, vulkan):
+    """inspect.signature (IDEs, help) and repr show what a kernel or graph takes, as the module records it."""
+    import inspect
+    import pydoc
+
+    with Runtime(Arch.VULKAN) as rt:
+        mod = rt.load_module(modules.path(Arch.VULKAN))
+        add, graph = mod.kernels["add"], mod.graphs["add_twice"]
+        sig = inspect.signature(add)
+        assert list(sig.parameters) == ["x", "y", "a"]
+        assert sig.parameters["y"].annotation == "f32 ndarray with ndim 1, read"
+        assert sig.parameters["x"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in inspect.signature(graph).parameters.values())
+        assert repr(add).startswith("<Kernel add(x, y, a) of <AotModule")
+        assert "add(x: 'f32 ndarray with ndim 1, read_write'" in pydoc.render_doc(add)
+        add.declare_access(y="read_write")
+        assert inspect.signature(add).parameters["y"].annotation.endswith("read_write")
+    with Runtime(Arch.X64) as rt:  # Taichi's own LLVM module: no names, no access
+        llvm = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+        params = inspect.signature(llvm).parameters
+        assert list(params) == ["arg0", "arg1", "arg2"]
+        assert params["arg0"].kind is inspect.Parameter.POSITIONAL_ONLY
+        assert params["arg0"].annotation.endswith("access unknown")
