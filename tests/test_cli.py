@@ -149,6 +149,19 @@ def test_build_bad_input(tmp_path):
     for args, text in cases:
         proc = run_cli(*args)
         assert proc.returncode == 2 and text in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    deep = tmp_path / "new" / "folders" / "m.tcm"  # a failed build leaves no folder it made for its output
+    proc = run_cli("build", str(broken), "--arch", "x64", "-o", str(deep))
+    assert proc.returncode == 2 and not (tmp_path / "new").exists(), proc.stderr
+
+
+def test_bench_check_of_a_backend_not_here_fails():
+    from taichi_aot import capi
+
+    missing = next((a for a in ("cuda", "vulkan") if not capi.arch_status()[Arch[a.upper()]].available), None)
+    if missing is None:
+        pytest.skip("CUDA and Vulkan are both here")
+    proc = run_cli("bench", "--quick", "--arch", missing, "--sections", "launch", "--check")
+    assert proc.returncode == 1 and f"{missing} not available here" in proc.stderr, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("arch", [Arch.X64, Arch.VULKAN], ids=["x64", "vulkan"])

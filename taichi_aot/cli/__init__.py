@@ -20,6 +20,7 @@ compile cache (cache.py) and a PNG writer (png.py). Nothing in the library impor
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -71,6 +72,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"taichi-aot: error: unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
     quiet = args.json == "-"
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # said before the run, not after it
+        print("taichi-aot: error: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
+        return 2
 
     def save(results: dict) -> None:
         if args.json and args.json != "-":
@@ -94,6 +98,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     missed = [r for r in results.get("rows", []) if r.get("met") is False]
     if args.check_targets and missed:
         print(f"taichi-aot: {len(missed)} target(s) missed (--check)", file=sys.stderr)
+        return 1
+    absent = [a.name.lower() for a in archs or () if a.name.lower() not in results["archs"]]
+    if args.check_targets and absent:  # a check of a backend that is not here has checked nothing
+        print(f"taichi-aot: --check: {', '.join(absent)} not available here, its targets unchecked", file=sys.stderr)
         return 1
     return 0
 

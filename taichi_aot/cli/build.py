@@ -276,7 +276,34 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     if multi and os.path.isdir(out):
         raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
     parent = os.path.dirname(out)
+    made = _missing_folders(parent)  # made for the output: removed again if the build fails
     os.makedirs(parent, exist_ok=True)
+    try:
+        return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access)
+    except BaseException:
+        for folder in made:
+            try:
+                os.rmdir(folder)
+            except OSError:  # not empty (something else wrote there meanwhile): left as it is
+                break
+        raise
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """``folder`` and those of its parents that do not exist, deepest first."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        up = os.path.dirname(folder)
+        if up == folder:
+            break
+        folder = up
+    return missing
+
+
+def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: list[str], out: str, parent: str,
+                caps: list[str] | None, cpu_threads: int | None, access: bool) -> dict:
+    """``build`` once its arguments are checked and ``out``'s folder exists."""
     has_llvm = any(a in LLVM_PARTS for a in every)
     with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp, \
             ThreadPoolExecutor(1) as pool:  # left first, waiting for the probe, before tmp is removed
