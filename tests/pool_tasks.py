@@ -41,6 +41,15 @@ class UnpicklableError(Exception):
         super().__init__(f"{a}-{b}")
 
 
+def fails_late(worker, item):
+    """Item 0 fails after item 1 has failed: map must raise item 0's error (input order, as Executor.map)."""
+    import time
+
+    if item == 0:
+        time.sleep(0.5)
+    raise ValueError(f"item {item} failed")
+
+
 def fails_oddly(worker, item):
     raise UnpicklableError(1, 2)
 

@@ -164,7 +164,7 @@ class Pool:
         self._owns_ray = False
         self._lost = 0
         self._broken: BaseException | None = None
-        #: how many workers were replaced after dying
+        #: how many workers died under a task (each replaced where a new one starts); counted before the task ends
         self.restarts = 0
         sources = _module_sources(modules, pack=backend == "ray")
         plan = _plan(self.arch, devices, workers, backend)
@@ -237,7 +237,6 @@ class Pool:
             try:
                 handle = self._new_handle(slot.config)
                 handle.ready(self._start_timeout)
-                self.restarts += 1
                 return handle
             except (WorkerStartError, TimeoutError) as e:
                 if handle is not None:
@@ -273,6 +272,8 @@ class Pool:
                 if self._terminating:
                     task.future.set_exception(PoolClosedError(f"the pool was closed while {task.label()} ran"))
                     break
+                with self._cv:  # counted before the task's future can end: map returns with it counted
+                    self.restarts += 1
                 self._crashed(task, death.exitcode)
                 handle = slot.handle = self._replace(slot)
                 continue
@@ -369,12 +370,15 @@ class Pool:
         self._check_fn(fn)
         return self._submit(fn, item, None).future
 
-    def map(self, fn: Callable[[Worker, Any], Any], items: Iterable[Any], *, progress: bool | None = None) -> list:
+    def map(self, fn: Callable[[Worker, Any], Any], items: Iterable[Any], *,
+            progress: bool | Callable[[int, int], object] | None = None) -> list:
         """``[fn(worker, item) for item in items]``, spread over the workers; results in the order of ``items``.
 
-        The first task that fails raises its exception here (its own type, the worker's traceback as
-        ``__cause__``); tasks of this map not started yet are cancelled. ``progress``: a progress bar on
-        standard error (default: when it is a terminal and the map has more tasks than workers).
+        The first task in input order that fails raises its exception here, as ``Executor.map`` does (its own
+        type, the worker's traceback as ``__cause__``); tasks of this map not started yet are cancelled.
+        ``progress``: True, a progress bar on standard error (default: when it is a terminal and the map has more
+        tasks than workers); or a function ``progress(done, total)``, called as tasks end (a notebook's widget,
+        ``tqdm``'s ``update``: it runs in the pool's threads).
 
         Raises:
             the task's own exception; WorkerCrashedError: a task killed its worker ``retries + 1`` times;
@@ -385,15 +389,18 @@ class Pool:
         tasks = [self._submit(fn, item, i) for i, item in enumerate(items)]
         futures = [t.future for t in tasks]
         show = progress if progress is not None else (sys.stderr.isatty() and len(items) > len(self._slots))
-        bar = _Progress(len(futures), len(self._slots)) if show and futures else None
+        bar = _Progress(len(futures), len(self._slots), show if callable(show) else None) if show and futures else None
         try:
             if bar is not None:
                 for f in futures:
                     f.add_done_callback(bar.step)
             done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
             failed = [i for i, f in enumerate(futures) if f in done and (f.cancelled() or f.exception() is not None)]
-            if failed:
-                first = futures[failed[0]]
+            if failed:  # the first failure in input order, as Executor.map: the tasks before it may fail too
+                for f in futures[failed[0] + 1:]:
+                    f.cancel()
+                concurrent.futures.wait(futures[:failed[0]])
+                first = next(f for f in futures if f.done() and (f.cancelled() or f.exception() is not None))
                 if first.cancelled() or isinstance(first.exception(), PoolClosedError):
                     ended = sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
                     raise PoolClosedError(f"the pool was closed during the map: {ended} of {len(futures)} tasks done")
@@ -500,14 +507,21 @@ def _kill_handles(slots: list[_Slot]) -> None:
 class _Progress:
     """A one-line progress bar on standard error, redrawn at most ten times a second."""
 
-    def __init__(self, total: int, workers: int):
+    def __init__(self, total: int, workers: int, report: Callable[[int, int], object] | None = None):
         self.total, self.workers, self.done = total, workers, 0
         self.started = self.drawn = time.perf_counter()
         self.lock = threading.Lock()
+        self.report = report  # the caller's own function instead of the bar
 
     def step(self, _future: object) -> None:
         with self.lock:
             self.done += 1
+            if self.report is not None:
+                try:
+                    self.report(self.done, self.total)
+                except Exception:  # the caller's function: its failure is no task's
+                    pass
+                return
             now = time.perf_counter()
             if now - self.drawn >= 0.1 or self.done == self.total:
                 self.drawn = now
@@ -523,7 +537,7 @@ class _Progress:
 
     def finish(self) -> None:
         with self.lock:
-            if self.done:
+            if self.done and self.report is None:
                 sys.stderr.write("\n")
                 sys.stderr.flush()
             self.done = self.total  # no more frames from late callbacks
