@@ -21,6 +21,7 @@ redirected); :class:`Quiet` collects what it logged during a call, and
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -185,6 +186,7 @@ class _LogSink:
         self._fd = -1  # an unlinked temporary file, open for the life of the process
         self._stream: object = None
         self._c: Any = None
+        self._forwarded = 0  # where the lines not yet given to Python's logging begin
 
     def route(self) -> None:
         """Create the library's logger with its stream pointing here (once, at import)."""
@@ -209,6 +211,7 @@ class _LogSink:
         finally:
             libc.stderr = saved
         self._c, self._stream, self._fd = libc, stream, fd
+        self._forwarded = self.position()  # the line above is ours: not the library's to forward
 
     def divert_stdout(self) -> object:
         """Point the C ``stdout`` stream here (the library printf()s blank lines on some errors); returns what
@@ -237,15 +240,44 @@ class _LogSink:
         return os.lseek(self._fd, 0, os.SEEK_END)
 
     def since(self, start: int) -> str:
-        """What the library logged from ``start`` on (the log is emptied once it is large)."""
+        """What the library logged from ``start`` on (the log is emptied once it is large); everything it logged
+        since the last look also goes to Python's logging (:func:`forward`)."""
         if self._fd < 0:
             return ""
-        end = self.position()
-        fd = self._fd
-        text = os.pread(fd, min(max(end - start, 0), 65536), start).decode("utf-8", "replace")
-        if end > _SINK_LIMIT:
-            os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
+        with self._lock:
+            end = self.position()
+            fd = self._fd
+            text = os.pread(fd, min(max(end - start, 0), 65536), start).decode("utf-8", "replace")
+            if self._forwarded < end:
+                new = os.pread(fd, min(end - self._forwarded, 65536), self._forwarded).decode("utf-8", "replace")
+                self._forwarded = end
+                forward(new)
+            if end > _SINK_LIMIT:
+                os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
+                self._forwarded = 0
         return text
+
+
+#: Where the library's log lines go in Python: ``logging.getLogger("taichi_aot")``, with a NullHandler, so that
+#: nothing is printed unless the application configures logging (``logging.basicConfig(level=logging.DEBUG)``).
+logger = logging.getLogger("taichi_aot")
+logger.addHandler(logging.NullHandler())
+# spdlog's level letters, as the library's lines begin ("[W 11/23/26 17:02:01.123 42] [file:line@fn] ...")
+_LEVELS = {"T": logging.DEBUG, "D": logging.DEBUG, "I": logging.INFO, "W": logging.WARNING, "E": logging.ERROR,
+           "C": logging.CRITICAL}
+
+
+def forward(text: str) -> None:
+    """Give lines the library logged to Python's logging, at their own level; a "C-API error" line, which the call
+    that caused it raises as an exception, at DEBUG."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        level = _LEVELS.get(line[1:2], logging.INFO) if line.startswith("[") else logging.INFO
+        if "C-API error:" in line:
+            level = logging.DEBUG
+        logger.log(level, "libtaichi_c_api: %s", line)
 
 
 _sink = _LogSink()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import taichi_aot as ta
+from conftest import require_arch
 from taichi_aot import Arch, Capability, Runtime, capi
 
 
@@ -398,3 +399,27 @@ def test_one_cache_folder_listed_and_cleared(tmp_path):
                              text=True)
     assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout, cleared.stdout + cleared.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_the_librarys_log_goes_to_python_logging(modules, caplog):
+    """libtaichi_c_api's log lines reach logging.getLogger("taichi_aot") at their own level (a C-API error line,
+    raised as an exception anyway, at DEBUG), and nothing reaches stderr unless logging is configured."""
+    import logging
+
+    from taichi_aot import NameNotFoundError
+
+    require_arch(Arch.X64)
+    caplog.set_level(logging.DEBUG, logger="taichi_aot")
+    runtime = capi.create_runtime(Arch.X64)
+    try:
+        module = capi.load_aot_module(runtime, modules.path(Arch.X64))
+        with pytest.raises(NameNotFoundError):
+            capi.get_aot_module_kernel(module, "no_such_kernel")  # the library logs, then we raise
+        capi.destroy_aot_module(module)
+    finally:
+        capi.destroy_runtime(runtime)
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "taichi_aot"]
+    assert any(level == logging.ERROR and "no_such_kernel" in text for level, text in lines), lines
+    assert any(level == logging.DEBUG and "C-API error:" in text for level, text in lines), lines
+    assert all(text.startswith("libtaichi_c_api: ") for _, text in lines)
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("taichi_aot").handlers)
