@@ -37,9 +37,18 @@ _MISSING: Any = object()
 
 
 def array_like(value: Any) -> bool:
-    """Whether ``value`` is an array of another library (numpy, or anything with an array protocol)."""
-    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
-        hasattr(value, "__cuda_array_interface__"))
+    """Whether ``value`` is an array of another library: numpy, anything with an array protocol, or the buffer
+    protocol (``array.array``, a ``memoryview``, a ``bytearray``; not bytes or str, which are no arrays)."""
+    if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or (
+            hasattr(value, "__cuda_array_interface__")):
+        return True
+    if isinstance(value, _SCALARS):
+        return False
+    try:
+        memoryview(value).release()
+    except TypeError:
+        return False
+    return True
 
 
 def producer_error(obj: Any, what: str, how: str, e: BaseException) -> ArgumentTypeError:

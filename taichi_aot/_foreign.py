@@ -398,23 +398,27 @@ class ForeignArgs:
                 continue
 
     def _stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
-        """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it."""
+        """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it. The
+        same array given again shares its copy; copies that are both copied back may not share memory (one
+        would undo the other's writes)."""
         reads, writes = spec.reads, spec.may_write
+        same = next((s for s in self.staged if s.dims == dims and same_layout(a, s.array)), None)
         try:
-            for s in self.staged:
-                if same_layout(a, s.array) and s.dims == dims:  # the same array again: one copy, as one memory
-                    if reads and not s.filled:
-                        s.nd.from_numpy(a)
-                        s.filled = True
-                    s.write_back = s.write_back or writes
-                    return s.nd
-                if writes and s.write_back and share(a, s.array):  # both copied back: one undoes the other
-                    raise InvalidArgumentError(_clash(what, s.what))
-            if writes and overlaps_itself(a):
-                raise InvalidArgumentError(
-                    f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
-                    "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input"
-                )
+            if writes:
+                for s in self.staged:
+                    if s is not same and s.write_back and share(a, s.array):
+                        raise InvalidArgumentError(_clash(what, s.what))
+                if overlaps_itself(a):
+                    raise InvalidArgumentError(
+                        f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a "
+                        "kernel writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an "
+                        "input")
+            if same is not None:  # the same array again: one copy, as one memory
+                if reads and not same.filled:
+                    same.nd.from_numpy(a)
+                    same.filled = True
+                same.write_back = same.write_back or writes
+                return same.nd
         except InvalidArgumentError:
             self.discard()
             raise
@@ -430,12 +434,17 @@ class ForeignArgs:
         spare = self._spare.get((a.shape, dtype, dims))
         while spare:
             nd = spare.pop()
-            if not nd.closed:
+            if nd.closed:
+                continue
+            try:
                 if fill:
                     nd.from_numpy(a)
                 else:
-                    nd.fill(0)
-                return nd
+                    nd.fill(False if nd.dtype == np.bool_ else 0)
+            except BaseException:
+                nd.close()
+                raise
+            return nd
         return self._from_host(a, dims, True, None, what, owner=None, fill=fill)
 
     def _retire(self, s: Staged) -> None:

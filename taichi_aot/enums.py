@@ -71,7 +71,9 @@ class Access(_NamedFlag):
     def parse(cls, value: object, what: str) -> Access:
         """``value`` (an Access, or one of the strings above) as an Access; ValueError naming ``what`` else."""
         if isinstance(value, Access):
-            return value
+            if int(value) in (0, 1, 2, 3):
+                return value
+            raise ValueError(f"{what}: {value!r} is no access (its bits are READ 1 and WRITE 2)")
         if isinstance(value, str):
             key = value.strip().lower().replace("-", "_")
             found = _ACCESS_WORDS.get(key)

@@ -349,9 +349,12 @@ class Kernel(_Launchable):
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module.ensure_open, self._what)
-        finally:
-            if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
-                foreign.after_launch()
+        except BaseException:
+            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
+                foreign.discard()
+            raise
+        if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
+            foreign.after_launch()
 
     launch = __call__
 
@@ -450,9 +453,12 @@ class ComputeGraph(_Launchable):
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module.ensure_open, self._what)
-        finally:
-            if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
-                foreign.after_launch()
+        except BaseException:
+            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
+                foreign.discard()
+            raise
+        if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
+            foreign.after_launch()
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
