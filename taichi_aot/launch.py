@@ -164,6 +164,8 @@ class _Launchable:
 
     _args: list[ArgInfo]
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
+    _c: Any  # the prepared TaichiAotLaunch
+    _what: str  # "launch of kernel 'step'", for messages
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
@@ -192,6 +194,17 @@ class _Launchable:
 
     def _set_packers(self) -> None:
         raise NotImplementedError
+
+    def _launch_staged(self, values: Sequence[Any]) -> None:
+        """The launch of packed arguments of which some are staged copies: nothing shared may overlap a copy
+        written back; after the launch, each written copy goes back into its array (a failure before that
+        leaves the copies to the caller's ``discard``)."""
+        foreign = self._foreign
+        foreign.before_launch(values, self._args)
+        code = _launch(self._c)
+        if code:
+            _after_launch(code, self._c, self._module.ensure_open, self._what)
+        foreign.after_launch()
 
     def _introspect(self) -> None:
         """What ``inspect.signature`` (and IDEs) and ``help()`` show of this kernel or graph: its arguments as the
@@ -344,8 +357,8 @@ class Kernel(_Launchable):
         try:
             for (pack, slot), value in zip(plan, args):
                 pack(value, rt, slot)
-            if foreign.staged:  # staged copies: nothing shared may overlap one written back
-                foreign.before_launch(args, self._args)
+            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
+                return self._launch_staged(args)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module.ensure_open, self._what)
@@ -353,8 +366,6 @@ class Kernel(_Launchable):
             if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
                 foreign.discard()
             raise
-        if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
-            foreign.after_launch()
 
     launch = __call__
 
@@ -448,8 +459,8 @@ class ComputeGraph(_Launchable):
         try:
             values = self._values(args)
             self._pack(values, self._slots)
-            if foreign.staged:  # staged copies: nothing shared may overlap one written back
-                foreign.before_launch(values, self._args)
+            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
+                return self._launch_staged(values)
             code = _launch(self._c)
             if code:
                 _after_launch(code, self._c, self._module.ensure_open, self._what)
@@ -457,8 +468,6 @@ class ComputeGraph(_Launchable):
             if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
                 foreign.discard()
             raise
-        if foreign.staged:  # foreign arrays the backend cannot address travelled as copies
-            foreign.after_launch()
 
     def __call__(self, **args: Any) -> None:
         """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
