@@ -17,7 +17,7 @@ import numpy as np
 
 from ._arrays import array_like
 from ._native import ffi, lib
-from .enums import DATA_TYPES, NUMPY_DTYPES, ArgumentType, DataType, ImageDimension, ImageUsage
+from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
 from .ndarray import NdArray, convert_checked, signature
@@ -98,8 +98,17 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
 
 
-def make_packer(spec: ArgInfo, what: str) -> Packer:
-    """The packer for an argument described by ``spec``; ``what`` names it in messages."""
+def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None) -> Packer:
+    """The packer for an argument described by ``spec`` of a kernel on ``arch``; ``what`` names it in messages."""
+    if spec.kind == "ndarray" and spec.dtype == DataType.U1 and arch in GFX_ARCHS:
+        message = (f"{what}: a u1 (bool) ndarray on {arch.name}: Taichi 1.7.4's SPIR-V for u1 ndarrays stores "
+                   "nothing the host sees (lavapipe), and its writes corrupted the process on an NVIDIA GPU; "
+                   "declare the array u8 in the kernel")
+
+        def refuse_u1(value: Any, runtime: Runtime, slot: Slot) -> None:
+            raise NotSupportedError(message)
+
+        return refuse_u1
     if spec.kind == "ndarray":
         return _ndarray_packer(spec, what)
     if spec.kind in ("texture", "rw_texture"):

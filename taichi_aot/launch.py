@@ -289,7 +289,7 @@ class Kernel(_Launchable):
         return f"kernel {self._name!r} argument {spec.index}" + (f" ({spec.name!r})" if spec.name else "")
 
     def _set_packers(self) -> None:
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
 
@@ -407,7 +407,7 @@ class ComputeGraph(_Launchable):
         return f"graph {self._name!r} argument {spec.name!r}"
 
     def _set_packers(self) -> None:
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a)) for a in self._args]
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
         self._introspect()
 
     def _arg_index(self, key: Any) -> int:
