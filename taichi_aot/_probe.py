@@ -299,3 +299,90 @@ def _child(arch_value: int) -> int:
     print(f"{_MARK}ok" if code == 0 else f"{_MARK}no destroy failed: {message}", flush=True)
     return 0
 
+
+
+# ---------------------------------------------------------------------------
+# Modules: what the library reads of an LLVM module (metadata.tcb, graphs.tcb, the kernels' code) is not what
+# taichi_aot's reader checks (metadata.json), and libtaichi_c_api 1.7.4 segfaults on a damaged metadata.tcb.
+# So an LLVM module folder is first loaded by the library in a child process (every kernel and graph looked up
+# too); a crash there is the module's fault, and this process never loads it. The verdict is kept under the
+# digest of the folder's files, the arch and the library, so each module costs one child, once.
+
+_MODULE_TIMEOUT = 300.0
+
+
+def _module_digest(folder: str, arch: Arch, library: str) -> str:
+    h = hashlib.sha256(f"{int(arch)}\0{library}\0".encode())
+    try:
+        st = os.stat(library)
+        h.update(f"{st.st_size}:{st.st_mtime_ns}\0".encode())
+    except OSError:
+        pass
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()[:32]
+
+
+def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str) -> str:
+    """Why libtaichi_c_api cannot read the LLVM module ``folder`` on ``arch`` without crashing ("" where it can):
+    found by a child process that loads it and looks up ``kernels`` and ``graphs``, remembered by content.
+    ``TAICHI_AOT_CHECK_MODULES=0`` skips it (modules of your own build, trusted)."""
+    if os.environ.get("TAICHI_AOT_CHECK_MODULES", "") == "0":
+        return ""
+    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, library)}.txt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        pass
+    names = json.dumps([kernels, graphs])
+    cmd = [sys.executable, "-c", "import sys; from taichi_aot._probe import _module_child; "
+           "sys.exit(_module_child(sys.argv[1], int(sys.argv[2]), sys.argv[3]))", folder, str(int(arch)), names]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_MODULE_TIMEOUT, env=os.environ.copy())
+    except subprocess.TimeoutExpired:
+        return f"did not finish loading it in {_MODULE_TIMEOUT:.0f} s (in a child process)"
+    if any(line.strip() == f"{_MARK}ok" for line in proc.stdout.splitlines()):
+        verdict = ""
+    elif proc.returncode < 0:
+        verdict = f"crashed loading it (signal {-proc.returncode}, in a child process)"
+    else:
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
+        verdict = f"could not load it in a child process (exit status {proc.returncode}) {tail[0][:300]}".strip()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(verdict)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache: checked again next time
+    return verdict
+
+
+def _module_child(folder: str, arch_value: int, names: str) -> int:
+    # Runs in the child: load the module and look up every kernel and graph, with the library alone (no checks of
+    # ours: they are what this tests). Errors the library reports are no crash: the parent meets them again.
+    from ._library import Quiet
+    from ._native import ffi, lib
+
+    kernels, graphs = json.loads(names)
+    with Quiet():
+        runtime = lib.ti_create_runtime(arch_value, 0)
+        if runtime != ffi.NULL:
+            module = lib.ti_load_aot_module(runtime, os.fsencode(folder))
+            if module != ffi.NULL:
+                for name in kernels:
+                    lib.ti_get_aot_module_kernel(module, name.encode())
+                for name in graphs:
+                    lib.ti_get_aot_module_compute_graph(module, name.encode())
+                lib.ti_destroy_aot_module(module)
+            lib.ti_destroy_runtime(runtime)
+    print(f"{_MARK}ok", flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # no teardown of the library's globals: what was to be tested is done

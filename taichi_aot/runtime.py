@@ -222,6 +222,11 @@ class Runtime:
         return self._owned.closed
 
     @property
+    def handle(self) -> Any:
+        """The C-API's ``TiRuntime`` handle (for the flat API, :mod:`taichi_aot.capi`)."""
+        return self._handle
+
+    @property
     def owned(self) -> Owned:
         """The record of the native runtime's lifetime (for the package: its children's records hang on it)."""
         return self._owned

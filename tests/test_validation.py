@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import taichi_aot as ta
+from conftest import require_arch
 from taichi_aot import Arch, Runtime, metadata
 
 
@@ -105,6 +106,34 @@ def test_corrupt_metadata_is_refused_before_c(arch, modules, tmp_path):
             rt.load_module(bad)
         with pytest.raises(ta.CorruptedDataError):
             metadata.read_module(bad)
+
+
+def test_a_damaged_tcb_is_refused_not_a_crash(modules, tmp_path):
+    """What the library reads of an LLVM module (metadata.tcb) is not what taichi_aot's reader checks: a garbage or
+    truncated metadata.tcb with its metadata.json intact segfaults libtaichi_c_api 1.7.4 at load. The module is
+    first loaded in a child process; its crash is a CorruptedDataError here, remembered for the next load."""
+    import os
+    import shutil
+    import time
+
+    from taichi_aot import capi
+
+    require_arch(Arch.X64)
+    for damage in ("garbage", "truncated"):
+        bad = tmp_path / damage
+        shutil.copytree(modules.path(Arch.X64), bad)
+        tcb = bad / "metadata.tcb"
+        data = tcb.read_bytes()
+        tcb.write_bytes(os.urandom(len(data)) if damage == "garbage" else data[: len(data) // 2])
+        with Runtime(Arch.X64) as rt:
+            with pytest.raises(ta.CorruptedDataError, match="crashed loading it"):
+                rt.load_module(bad)
+            t0 = time.perf_counter()
+            with pytest.raises(ta.CorruptedDataError, match=r"metadata\.tcb"):
+                capi.load_aot_module(rt.handle, str(bad))
+            assert time.perf_counter() - t0 < 2.0  # the verdict is remembered: no second child
+            good = rt.load_module(modules.path(Arch.X64))  # the process and the runtime carry on
+            assert "add" in good.kernels
 
 
 def test_text_parser_forms():

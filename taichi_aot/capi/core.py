@@ -17,7 +17,7 @@ from typing import Any
 from .. import _library, errors, metadata
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
-from .._probe import ArchStatus, cached_probe, host_cpu_arch
+from .._probe import ArchStatus, cached_probe, host_cpu_arch, module_crash
 from ..enums import (
     CPU_ARCHS,
     DATA_TYPE_SIZE,
@@ -497,7 +497,7 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
 # AOT modules, kernels, graphs
 
 
-def _check_module(source: str | bytes, arch: Arch, what: str) -> None:
+def _check_module(source: str | bytes, arch: Arch, what: str) -> metadata.ModuleInfo:
     # What the object layer checks, before C sees the module: 1.7.4 segfaults on garbage LLVM metadata
     # and on damaged SPIR-V (at launch), and reports a missing path or another backend's module as
     # corrupt data or an invalid state.
@@ -513,6 +513,7 @@ def _check_module(source: str | bytes, arch: Arch, what: str) -> None:
             "Runtime.load_module takes the part for its arch"
         )
     metadata.check_compatible(meta, arch, _library.info.version, host_cpu_arch(), repr(source)[:200])
+    return meta
 
 
 def _check_llvm_module_dir(path: str, what: str) -> None:
@@ -538,9 +539,13 @@ def load_aot_module(runtime: Any, module_path: str | os.PathLike) -> Any:
     path = os.fsdecode(os.fspath(module_path))
     if "\0" in path:
         raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
-    _check_module(path, rt.arch, f"load_aot_module({path!r})")
+    meta = _check_module(path, rt.arch, f"load_aot_module({path!r})")
     if rt.arch in LLVM_ARCHS:
         _check_llvm_module_dir(path, "load_aot_module")
+        why = module_crash(path, rt.arch, list(meta.kernels), list(meta.graphs), _library.info.path)
+        if why:
+            raise CorruptedDataError(f"load_aot_module({path!r}): libtaichi_c_api {why}: its metadata.tcb or code "
+                                     "is damaged, so this process does not load it")
     q = Quiet()
     with q:
         module = lib.ti_load_aot_module(runtime, os.fsencode(path))
