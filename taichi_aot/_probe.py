@@ -45,6 +45,8 @@ class VulkanDevice(NamedTuple):
     name: str
     type: str  # one of VULKAN_DEVICE_TYPES' names
     api_version: str
+    max_image: tuple[int, int, int] = (0, 0, 0)  # the largest side of a 1-D, 2-D and 3-D image (0: unknown)
+    max_allocation: int = 0  # the largest single allocation in bytes (maxMemoryAllocationSize; 0: unknown)
 
     @property
     def software(self) -> bool:
@@ -80,12 +82,15 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
         void vkDestroyInstance(void *instance, const void *allocator);
         int vkEnumeratePhysicalDevices(void *instance, uint32_t *count, void **devices);
         void vkGetPhysicalDeviceProperties(void *device, void *properties);
+        void vkGetPhysicalDeviceProperties2(void *device, void *properties);
     """)
     try:
         vk = c.dlopen("libvulkan.so.1")
     except OSError as e:
         return [], f"no Vulkan loader ({e})"
-    info = c.new("VkInfo *", {"sType": 1})  # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO
+    app = c.new("char[]", 64)  # VkApplicationInfo: sType 0, ..., apiVersion (at 44) 1.1, for the limits of 1.1
+    c.cast("uint32_t *", app + 44)[0] = (1 << 22) | (1 << 12)
+    info = c.new("VkInfo *", {"sType": 1, "pApplicationInfo": app})  # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO
     instance = c.new("void **")
     code = vk.vkCreateInstance(info, c.NULL, instance)
     if code != 0:
@@ -102,11 +107,37 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
             words = c.cast("uint32_t *", props)  # apiVersion, driverVersion, vendorID, deviceID, deviceType
             api = int(words[0])
             name = c.string(c.cast("char *", props) + 20, 256).decode("utf-8", "replace")
+            limits = words + _LIMITS_OFFSET // 4  # VkPhysicalDeviceLimits: maxImageDimension1D, 2D, 3D first
             found.append(VulkanDevice(name, VULKAN_DEVICE_TYPES.get(int(words[4]), "other"),
-                                      f"{api >> 22 & 0x7F}.{api >> 12 & 0x3FF}.{api & 0xFFF}"))
+                                      f"{api >> 22 & 0x7F}.{api >> 12 & 0x3FF}.{api & 0xFFF}",
+                                      (int(limits[0]), int(limits[1]), int(limits[2])),
+                                      _max_allocation(c, vk, handles[i], api)))
     finally:
         vk.vkDestroyInstance(instance[0], c.NULL)
     return found, "" if found else "no Vulkan device"
+
+
+#: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits).
+_FORMAT = "probe format 2"
+
+# VkPhysicalDeviceProperties: 5 uint32, deviceName[256], pipelineCacheUUID[16], then the limits (8-aligned)
+_LIMITS_OFFSET = 296
+
+
+def _max_allocation(c: Any, vk: Any, device: Any, api: int) -> int:
+    """VkPhysicalDeviceMaintenance3Properties.maxMemoryAllocationSize (Vulkan 1.1), 0 where not reported."""
+    if (api >> 22 & 0x7F, api >> 12 & 0x3FF) < (1, 1):
+        return 0
+    maintenance3 = c.new("char[]", 64)  # sType, pNext, maxPerSetDescriptors, maxMemoryAllocationSize (at 24)
+    c.cast("int *", maintenance3)[0] = 1000168000  # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES
+    props2 = c.new("char[]", 4096)  # sType, pNext, then VkPhysicalDeviceProperties at 16
+    c.cast("int *", props2)[0] = 1000059001  # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+    c.cast("void **", props2 + 8)[0] = maintenance3
+    try:
+        vk.vkGetPhysicalDeviceProperties2(device, props2)
+    except AttributeError:  # a loader without it
+        return 0
+    return int(c.cast("uint64_t *", maintenance3 + 24)[0])
 
 
 def cuda_device_count() -> tuple[int, str]:
@@ -188,6 +219,14 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
     return {a: results[a] for a in Arch if a in results}
 
 
+def _device(row: Any) -> VulkanDevice:
+    """A VulkanDevice from its JSON row (older rows have no limits)."""
+    name, kind, api, *rest = row
+    max_image = tuple(int(v) for v in rest[0]) if rest else (0, 0, 0)
+    return VulkanDevice(str(name), str(kind), str(api), max_image,  # type: ignore[arg-type]
+                        int(rest[1]) if len(rest) > 1 else 0)
+
+
 def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     # the loader's drivers run in a child too: a broken driver must not take this process with it
     cmd = [sys.executable, "-c", "import json; from taichi_aot._probe import vulkan_devices; "
@@ -195,7 +234,7 @@ def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
         rows = json.loads(proc.stdout.strip().splitlines()[-1])
-        return [VulkanDevice(*r) for r in rows], ""
+        return [_device(r) for r in rows], ""
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
         return [], f"the Vulkan device list could not be read ({type(e).__name__})"
 
@@ -216,7 +255,7 @@ def _shared_libraries(*names: str) -> list[str]:
 
 def _cache_key(library: str) -> str:
     """A digest of what the probe's answer depends on."""
-    parts: list[str] = [sys.executable, platform.machine(), library]
+    parts: list[str] = [_FORMAT, sys.executable, platform.machine(), library]
     files = [library, *sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
              *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
              *_shared_libraries("cuda", "vulkan")]
@@ -254,7 +293,7 @@ def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
     out = {}
     for name, available, count, reason, devices in rows:
         arch = Arch[name]
-        out[arch] = ArchStatus(arch, bool(available), count, str(reason), tuple(VulkanDevice(*d) for d in devices))
+        out[arch] = ArchStatus(arch, bool(available), count, str(reason), tuple(_device(d) for d in devices))
     return out
 
 

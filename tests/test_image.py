@@ -98,3 +98,29 @@ def test_images_not_supported_on_x64():
         x = rt.ndarray((2,), np.float32)  # the runtime is fine afterwards
         x.fill(1)
         assert x.to_numpy().tolist() == [1, 1]
+
+
+def test_images_beyond_the_device_are_refused_not_an_abort(vulkan):
+    """libtaichi_c_api 1.7.4 aborts the process on an image the device cannot make: checked first, against the
+    limits the probe read from the Vulkan loader (each case ran here as a SIGABRT before)."""
+    from taichi_aot import capi
+
+    devices = capi.arch_status()[Arch.VULKAN].devices
+    side2d = min(d.max_image[1] for d in devices)
+    largest = min(d.max_allocation for d in devices)
+    assert side2d >= 4096 and largest >= 1 << 28  # what the loader reports (lavapipe: 16384, 2 GiB)
+    with Runtime(Arch.VULKAN) as rt:
+        with pytest.raises(ta.InvalidArgumentError, match="per side"):
+            rt.allocate_image("2d", (2**30, 2**30), "r32f")
+        with pytest.raises(ta.InvalidArgumentError, match="per side"):
+            rt.allocate_image("2d", (side2d + 1, 4), "r32f")
+        with pytest.raises(ta.InvalidArgumentError, match="UNKNOWN"):
+            rt.allocate_image("2d", (64, 64), Format.UNKNOWN)
+        with pytest.raises(ta.OutOfMemoryError, match="at most"):
+            rt.allocate_image("3d", (4096, 4096, 4096), "rgba32f")
+        big = int((largest // 16) ** 0.5) + 1  # an rgba32f square just over the largest allocation
+        if big <= side2d:
+            with pytest.raises(ta.OutOfMemoryError, match="at most"):
+                rt.allocate_image("2d", (big, big), "rgba32f")
+        image = rt.allocate_image("2d", (1024, 1024), "rgba32f")  # the runtime carries on
+        assert image.extent[:2] == (1024, 1024)

@@ -51,6 +51,7 @@ from ..errors import (
 from . import handles
 from .coerce import describe, enum_arg, pack_arguments, pack_named_arguments, struct_arg
 from .handles import lookup_module_or_child, lookup_runtime, lookup_runtime_child
+from .images import check_image
 
 NULL = ffi.NULL
 #: The most dimensions an ndarray shape (or element shape) may have.
@@ -414,6 +415,8 @@ def allocate_image(runtime: Any, allocate_info: Any = None, **fields: Any) -> An
         raise InvalidArgumentError(
             f"allocate_image: extent {ext.width}x{ext.height}x{ext.depth} has a zero side (use 1 for unused sides)"
         )
+    status = arch_status().get(rt.arch)
+    check_image(info, status.devices if status is not None else (), f"allocate_image on {rt.arch.name}")
     q = Quiet()
     with q:
         image = lib.ti_allocate_image(runtime, info)
