@@ -23,6 +23,7 @@ from . import (
     module,
     ndarray,
 )
+from ._arrays import ArrayArgument
 from ._version import __version__ as __version__
 from .config import devices, show_config
 from .enums import (
@@ -90,6 +91,7 @@ __all__ = [
     "ArgumentOutOfRangeError",
     "ArgumentType",
     "ArgumentTypeError",
+    "ArrayArgument",
     "BoundLaunch",
     "Capability",
     "ClosedError",

@@ -6,7 +6,7 @@ questions the staged copies ask (contiguity, overlap). The policy that uses them
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import numpy as np
 
@@ -14,23 +14,38 @@ from . import _cuda, _dlpack
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
 
-__all__ = [
-    "CudaArray",
-    "array_like",
-    "byte_span",
-    "cuda_interface",
-    "forget_print",
-    "host_array",
-    "is_jax",
-    "on_cuda",
-    "overlaps_itself",
-    "print_of",
-    "producer_error",
-    "refuse_lazy",
-    "same_layout",
-    "share",
-    "why_copy",
-]
+if TYPE_CHECKING:  # pragma: no cover
+    from .ndarray import NdArray
+
+class SupportsDLPack(Protocol):
+    """An array with DLPack's protocol (torch, JAX, CuPy, numpy)."""
+
+    def __dlpack__(self) -> Any: ...
+
+    def __dlpack_device__(self) -> Any: ...
+
+
+class SupportsArrayInterface(Protocol):
+    """An array with numpy's ``__array_interface__``."""
+
+    @property
+    def __array_interface__(self) -> Any: ...
+
+
+class SupportsCudaArrayInterface(Protocol):
+    """A CUDA array with the ``__cuda_array_interface__`` (CuPy, torch, Numba, JAX)."""
+
+    @property
+    def __cuda_array_interface__(self) -> Any: ...
+
+
+#: What a kernel's ndarray argument takes, for type checkers (the generated stubs use it): an NdArray, a numpy
+#: array, or another library's array with DLPack or an array interface.
+ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterface, SupportsCudaArrayInterface]
+
+__all__ = ["ArrayArgument", "CudaArray", "SupportsArrayInterface", "SupportsCudaArrayInterface", "SupportsDLPack",
+           "array_like", "byte_span", "cuda_interface", "forget_print", "host_array", "is_jax", "on_cuda",
+           "overlaps_itself", "print_of", "producer_error", "refuse_lazy", "same_layout", "share", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()

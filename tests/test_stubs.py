@@ -7,6 +7,7 @@ graph; both checkers must find no error in it or in the stub, and must catch a w
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -25,23 +26,33 @@ from __future__ import annotations
 
 import typing
 
-import numpy as np
+import sys
 
+import numpy as np
+{torch_import}
 from taichi_aot import Arch, Runtime
-from aot_kernels import Module
+
+if typing.TYPE_CHECKING:  # the stub has no module to import at run time
+    from aot_kernels import Module
 
 
 def main(path: str) -> float:
     with Runtime(Arch.{arch}) as rt:
-        mod = typing.cast(Module, rt.load_module(path))
+        mod = typing.cast("Module", rt.load_module(path))
         x = rt.ndarray((8,), np.float32)
         y = rt.ndarray((8,), np.float32)
         mod.kernels["add"](x, y, 2.0)
         mod.kernels["add"].launch(x, y, np.float32(0.5))
         mod.graphs["add_twice"](x=x, y=y, a=1.0)
+        mod.kernels["add"](np.zeros(8, np.float32), y, 1.0)  # the caller's arrays go where ndarrays go
+        {torch_call}
         names = sorted(mod.kernels) + list(mod.graphs)
         rt.wait()
         return float(x.to_numpy()[0]) + len(names)
+
+
+if __name__ == "__main__":
+    print(main(sys.argv[1]))
 '''
 
 # a wrong argument on the marked line: the checkers must say so
@@ -75,7 +86,8 @@ def _check(tmp_path, files: list[str]) -> dict[str, list[tuple[str, int, str]]]:
     )
     assert mypy.returncode in (0, 1), mypy.stdout + mypy.stderr  # 2: mypy itself failed
     config = {"extraPaths": [ROOT], "typeCheckingMode": "standard", "include": files,
-              "reportMissingModuleSource": False}  # a stub without a .py is the point here
+              "reportMissingModuleSource": False,  # a stub without a .py is the point here
+              "venvPath": os.path.dirname(sys.prefix), "venv": os.path.basename(sys.prefix)}  # numpy, torch
     (tmp_path / "pyrightconfig.json").write_text(json.dumps(config))
     pyright = subprocess.run([check_tool("pyright"), "--project", str(tmp_path)], capture_output=True, text=True,
                              cwd=tmp_path, timeout=600)
@@ -88,10 +100,16 @@ def test_stubs_type_check_where_a_user_uses_them(arch: Arch, modules, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "stubs", modules.path(arch, tcm=True), "-o", str(stub)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    (tmp_path / "user_script.py").write_text(USER_SCRIPT.format(arch=arch.name))
+    torch = importlib.util.find_spec("torch") is not None  # the interop extra, where pip has torch's CPU build
+    (tmp_path / "user_script.py").write_text(USER_SCRIPT.format(
+        arch=arch.name, torch_import="import torch\n" if torch else "",
+        torch_call='mod.kernels["add"](torch.zeros(8), torch.ones(8), 1.0)' if torch else "pass"))
     (tmp_path / "wrong_script.py").write_text(WRONG_SCRIPT)
     wrong_line = next(i for i, s in enumerate(WRONG_SCRIPT.splitlines(), 1) if s.endswith("# WRONG"))
     results = _check(tmp_path, ["aot_kernels.pyi", "user_script.py", "wrong_script.py"])
+    ran = subprocess.run([sys.executable, str(tmp_path / "user_script.py"), modules.path(arch, tcm=True)],
+                         capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert ran.returncode == 0, ran.stderr[-2000:]  # the documented form runs, too
     for checker, errors in results.items():
         unexpected = [e for e in errors if e[0] != "wrong_script.py"]
         assert not unexpected, (checker, unexpected)

@@ -25,7 +25,7 @@ def _text(name: str) -> str:
 
 def _annotation(a: ArgInfo) -> str:
     if a.kind == "ndarray":
-        return "NdArray"
+        return "ArrayArgument"
     if a.kind in ("texture", "rw_texture"):
         return "Image | Texture"
     if a.kind == "tensor":
@@ -63,7 +63,9 @@ def generate(info: ModuleInfo, source: str) -> str:
     out = [
         f'"""Typed signatures of the AOT module {_text(source)} (taichi-aot stubs; format {info.format}).',
         "",
-        "Use with a cast: ``mod = typing.cast(Module, rt.load_module(path))``.",
+        "Use with a cast, importing ``Module`` for the type checker only (this file has no module to import at run",
+        "time): ``if typing.TYPE_CHECKING: from NAME import Module``, then",
+        "``mod = typing.cast(\"Module\", rt.load_module(path))``.",
         '"""',
         "",
         "from collections.abc import Iterator, Mapping, Sequence",
@@ -71,7 +73,7 @@ def generate(info: ModuleInfo, source: str) -> str:
         "",
         "import numpy as np",
         "",
-        "from taichi_aot import AotModule, ComputeGraph, Image, Kernel, NdArray, Texture",
+        "from taichi_aot import AotModule, ArrayArgument, ComputeGraph, Image, Kernel, Texture",
         "",
     ]
     kernel_classes, graph_classes = {}, {}
