@@ -243,7 +243,7 @@ class ForeignArgs:
         if isinstance(elem_ndim, bool) or not isinstance(elem_ndim, (int, np.integer)):
             raise ArgumentTypeError(f"ndarray_from: elem_ndim must be an int, got {elem_ndim!r}")
         elem_ndim = int(elem_ndim)
-        if self._arch == Arch.CUDA and on_cuda(obj, "ndarray_from"):
+        if self._on_cuda and on_cuda(obj, "ndarray_from"):
             return self._cuda(obj, cuda_interface(obj, "ndarray_from"), elem_ndim, copy, "ndarray_from")
         a = host_array(obj, "ndarray_from")
         if copy is not True and (is_jax(obj) or not a.flags.writeable) and not self._copy_needed(a):
@@ -507,8 +507,6 @@ class ForeignArgs:
             for s in pending:
                 self._retire(s)
 
-    def release(self, keep: int = 0) -> None:
-        """The runtime's work is done: let go of the CUDA arrays held for it (but the ``keep`` newest)."""
-        kept = list(self._held.items())[-keep:] if keep else []
+    def release(self) -> None:
+        """The runtime's work is done: let go of the CUDA arrays held for it."""
         self._held.clear()  # an array collected now leaves the cache in its callback
-        self._held.update(kept)

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import stat
 import subprocess
 import sys
 import tempfile
@@ -350,13 +351,28 @@ def _child(arch_value: int) -> int:
 _MODULE_TIMEOUT = 300.0
 
 
-def _module_digest(folder: str, arch: Arch, library: str) -> str:
-    h = hashlib.sha256(f"{int(arch)}\0{library}\0".encode())
+#: Verdicts this process already has, by the module's files as they stand (name, size, modification time), the
+#: arch and the library: a module loaded again is neither read through nor asked of the cache folder again.
+_verdicts: dict[tuple[Any, ...], str] = {}
+
+
+def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
+    """What :data:`_verdicts` is keyed by; its fourth item is the library's (size, modification time)."""
+    files = []
+    for name in sorted(os.listdir(folder)):
+        st = os.stat(os.path.join(folder, name))
+        if stat.S_ISREG(st.st_mode):
+            files.append((name, st.st_size, st.st_mtime_ns))
     try:
-        st = os.stat(library)
-        h.update(f"{st.st_size}:{st.st_mtime_ns}\0".encode())
+        lib_st = os.stat(library)
+        lib_key: tuple[Any, ...] = (lib_st.st_size, lib_st.st_mtime_ns)
     except OSError:
-        pass
+        lib_key = ()
+    return (os.path.abspath(folder), int(arch), library, lib_key, tuple(files))
+
+
+def _module_digest(folder: str, arch: Arch, library: str, lib_key: tuple[Any, ...]) -> str:
+    h = hashlib.sha256(f"{int(arch)}\0{library}\0{lib_key}\0".encode())
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
         if os.path.isfile(path):
@@ -373,7 +389,18 @@ def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str],
     ``TAICHI_AOT_CHECK_MODULES=0`` skips it (modules of your own build, trusted)."""
     if os.environ.get("TAICHI_AOT_CHECK_MODULES", "") == "0":
         return ""
-    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, library)}.txt")
+    seen = _stat_key(folder, arch, library)
+    if seen in _verdicts:
+        return _verdicts[seen]
+    verdict = _module_verdict(folder, arch, kernels, graphs, library, seen[3])
+    _verdicts[seen] = verdict
+    return verdict
+
+
+def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str,
+                    lib_key: tuple[Any, ...]) -> str:
+    """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
+    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, library, lib_key)}.txt")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
