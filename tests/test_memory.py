@@ -229,3 +229,19 @@ def test_x64_memory_returns_to_the_system_when_runtimes_close(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.split()[-1]) < 64  # MiB, for 960 MiB allocated and closed
+
+
+def test_objects_hand_their_handles_to_the_flat_api(rt):
+    """``rt.handle`` and ``memory.handle`` are the C-API's handles: the flat API takes them as they are."""
+    import ctypes
+
+    m = rt.allocate_memory(16, host_read=True, host_write=True)
+    with m.map() as view:
+        view[:4] = [1, 2, 3, 4]
+    del view  # the object layer's mapping ends with its last view
+    address = capi.map_memory(rt.handle, m.handle)
+    try:
+        assert bytes((ctypes.c_ubyte * 4).from_address(address)) == b"\x01\x02\x03\x04"
+    finally:
+        capi.unmap_memory(rt.handle, m.handle)
+    m.close()
