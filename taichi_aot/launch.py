@@ -193,7 +193,9 @@ class _Launchable:
         raise NotImplementedError
 
     def _set_packers(self) -> None:
-        raise NotImplementedError
+        """One packer per argument of ``_args`` (as recorded, or as declared), and what introspection shows."""
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
+        self._introspect()
 
     def _launch_staged(self, values: Sequence[Any]) -> None:
         """The launch of packed arguments of which some are staged copies: nothing shared may overlap a copy
@@ -289,9 +291,8 @@ class Kernel(_Launchable):
         return f"kernel {self._name!r} argument {spec.index}" + (f" ({spec.name!r})" if spec.name else "")
 
     def _set_packers(self) -> None:
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
+        super()._set_packers()
         self._plan = list(zip(self._packers, self._slots))
-        self._introspect()
 
     def _arg_index(self, key: Any) -> int:
         if isinstance(key, str):
@@ -405,10 +406,6 @@ class ComputeGraph(_Launchable):
 
     def _what_arg(self, spec: ArgInfo) -> str:
         return f"graph {self._name!r} argument {spec.name!r}"
-
-    def _set_packers(self) -> None:
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
-        self._introspect()
 
     def _arg_index(self, key: Any) -> int:
         return self._index.get(key, -1) if isinstance(key, str) else -1
