@@ -38,7 +38,8 @@ _TEXTURE_DIMENSIONS = {1: ImageDimension.DIM_1D, 2: ImageDimension.DIM_2D, 3: Im
 
 class Slot:
     """Where one argument goes: byte ``off`` of the packed buffer ``buf``, and ``ptr``, a TiArgument* there;
-    ``hits``: the runtime's numpy arrays shared before (``ForeignArgs.hits``), one lookup away."""
+    ``hits``: the runtime's arrays shared before (``ForeignArgs.hits``: numpy arrays and CUDA arrays of torch,
+    CuPy and JAX), one lookup away."""
 
     __slots__ = ("buf", "hits", "off", "ptr")
 
