@@ -143,7 +143,7 @@ def test_staged_copies_follow_access(vulkan, modules):
 
 
 def test_producer_errors_are_typed(rt, arch, modules):
-    torch = require_extra("torch", "test")
+    torch = require_extra("torch", "interop")
     add = rt.load_module(modules.path(arch)).kernels["add"]
     y = np.ones(8, np.float32)
     grad = torch.ones(8, requires_grad=True)
