@@ -359,8 +359,11 @@ _verdicts: dict[tuple[Any, ...], str] = {}
 def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
     """What :data:`_verdicts` is keyed by; its fourth item is the library's (size, modification time)."""
     files = []
-    for name in sorted(os.listdir(folder)):
-        st = os.stat(os.path.join(folder, name))
+    for name in _module_files(folder):
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except FileNotFoundError:  # gone meanwhile
+            continue
         if stat.S_ISREG(st.st_mode):
             files.append((name, st.st_size, st.st_mtime_ns))
     try:
@@ -373,14 +376,24 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 
 def _module_digest(folder: str, arch: Arch, library: str, lib_key: tuple[Any, ...]) -> str:
     h = hashlib.sha256(f"{int(arch)}\0{library}\0{lib_key}\0".encode())
-    for name in sorted(os.listdir(folder)):
+    for name in _module_files(folder):
         path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        try:
             with open(path, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    continue
+                h.update(name.encode("utf-8", "surrogateescape") + b"\0")
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
+        except (FileNotFoundError, IsADirectoryError):  # gone meanwhile, or a folder
+            continue
     return h.hexdigest()[:32]
+
+
+def _module_files(folder: str) -> list[str]:
+    """The names of a module folder's files that make the module: not the lock file Taichi's loader makes beside
+    them while it reads (``metadata.lock``), which comes and goes as other processes load the module."""
+    return sorted(n for n in os.listdir(folder) if not n.endswith(".lock"))
 
 
 def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str) -> str:
