@@ -158,6 +158,9 @@ class Runtime:
         arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
             a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
         device_index: the device to use (libtaichi_c_api 1.7.4 supports 0 only).
+        cpu_threads: CPU runtimes only: how many threads it starts (kernels run on at most this many, and at
+            most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
+            this process may use (its affinity, within a container's CPU quota).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -166,11 +169,13 @@ class Runtime:
 
     _finalizer: weakref.finalize
 
-    def __init__(self, arch: Arch | int | str | None = None, device_index: int = 0):
+    def __init__(self, arch: Arch | int | str | None = None, device_index: int = 0, *,
+                 cpu_threads: int | None = None):
         self._arch: Arch = resolve_arch(arch)
         self._device_index = device_index
-        handle = capi.create_runtime(self._arch, device_index)
+        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads)
         self._handle: Any = handle
+        self._cpu_threads = capi.runtime_threads(handle) or None
         self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
         self._thread = threading.get_ident()
         self._pid = os.getpid()
@@ -210,6 +215,11 @@ class Runtime:
     def arch(self) -> Arch:
         """The backend of this runtime."""
         return self._arch
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """The threads this CPU runtime started (its kernels run on at most this many); None on a GPU."""
+        return self._cpu_threads
 
     @property
     def device_index(self) -> int:

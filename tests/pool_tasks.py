@@ -82,5 +82,17 @@ def setup_cache(worker):
 
 
 def cores(worker, _item):
-    """The cores this worker may run on, and how many threads the module's kernels use."""
+    """The cores this worker may run on, and its pid."""
     return sorted(os.sched_getaffinity(0)), os.getpid()
+
+
+def threads(worker, _item):
+    """(the threads the worker's runtime says it started, the cores it may run on, its pid, how many threads
+    a second runtime made here with the same count adds to the process)."""
+    from taichi_aot import Runtime
+
+    before = len(os.listdir("/proc/self/task"))
+    with Runtime(worker.arch, cpu_threads=worker.runtime.cpu_threads) as rt:
+        added = len(os.listdir("/proc/self/task")) - before
+        assert rt.cpu_threads == worker.runtime.cpu_threads
+    return worker.runtime.cpu_threads, sorted(os.sched_getaffinity(0)), os.getpid(), added

@@ -22,8 +22,8 @@ LAYERS: list[set[str]] = [
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
-    {"_probe", "_cuda", "_dlpack", "metadata"},  # beside the flat API: arch probing, CUDA driver copies, DLPack
-    # capsules, module metadata
+    {"_probe", "_cuda", "_dlpack", "metadata", "_cpus"},  # beside the flat API: arch probing, CUDA driver copies,
+    # DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads
     {"capi"},  # the flat, checked API
     {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables)
     {"_lifetime"},  # what every runtime-owned object shares

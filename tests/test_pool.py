@@ -20,6 +20,7 @@ import pytest
 
 from conftest import require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, MissingFileError
+from taichi_aot.cli.sweep import simulate as sweep_simulate
 from taichi_aot.pool import (
     Pool,
     PoolClosedError,
@@ -298,29 +299,50 @@ def test_sweep_command(tmp_path):
     assert bad.returncode == 2 and "--grid" in bad.stderr
 
 
-def test_cpu_workers_share_the_cores_as_the_module_was_built(tmp_path):
-    """On the CPU a module's kernels run on a thread count compiled into them: the pool fits workers to the
-    cores (cores // threads) and pins each local worker to its own share."""
-    from taichi_aot import metadata
+def test_cpu_workers_share_the_cores(tmp_path):
+    """A CPU pool divides the cores this process may use among its workers: one worker per core by default,
+    each pinned to its own share, each runtime starting as many threads as its share (not one per core of the
+    machine, as libtaichi_c_api alone would); a module built for more threads than that runs on fewer."""
+    from taichi_aot import _cpus, metadata
 
     require_arch(Arch.X64)
-    built = {}
-    for threads in (1, 2):
-        out = tmp_path / f"t{threads}.tcm"
-        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", os.path.join(ROOT, "taichi_aot", "cli",
-                               "demo_kernels.py"), "--arch", "x64", "--cpu-threads", str(threads), "-o", str(out)],
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        assert f"at most {threads} thread" in proc.stdout
-        built[threads] = str(out)
+    out = tmp_path / "t2.tcm"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", os.path.join(ROOT, "taichi_aot", "cli",
+                           "demo_kernels.py"), "--arch", "x64", "--cpu-threads", "2", "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
     cores = sorted(os.sched_getaffinity(0))
-    assert metadata.cpu_threads(built[1]) == 1
-    assert metadata.cpu_threads(built[2]) == min(2, len(cores))  # Taichi gives at most the building machine's
-    with Pool(built[1], arch="x64") as pool:
-        assert len(pool) == len(cores) and pool.threads == 1
-        seen = dict((pid, tuple(c)) for c, pid in pool.map(tasks.cores, range(4 * len(cores))))
-    assert sorted(c for share in seen.values() for c in share) == cores  # one core each, every core once
-    with Pool(built[2], arch="x64", workers=3) as pool:  # more than fit: still each pinned to a share
-        assert len(pool) == 3 and pool.threads == min(2, len(cores))
-        shares = {tuple(c) for c, _ in pool.map(tasks.cores, range(12))}
-    assert all(len(s) == max(1, len(cores) // 3) and set(s) <= set(cores) for s in shares)
+    assert metadata.cpu_threads(str(out)) == min(2, len(cores))  # Taichi gives at most the building machine's
+    with Pool(str(out), arch="x64") as pool:  # one worker a core, one thread each
+        assert len(pool) == _cpus.usable_cpus() and pool.threads == 1
+        seen = {pid: (n, tuple(c), added) for n, c, pid, added in pool.map(tasks.threads, range(4 * len(pool)))}
+        sim = pool.map(sweep_simulate, [(0.037, 0.06, 32, 32)] * 2)
+    assert sorted(c for _, share, _ in seen.values() for c in share) == cores[:len(pool)]  # every core once
+    assert all(n == 1 and added == 1 for n, _, added in seen.values())
+    with Pool(str(out), arch="x64", workers=1) as pool:  # one worker: every core, as many threads
+        [(n, share, _, added)] = pool.map(tasks.threads, [0])
+        assert pool.threads == n == added == len(cores) and share == cores
+        np.testing.assert_array_equal(pool.map(sweep_simulate, [(0.037, 0.06, 32, 32)])[0][0], sim[0][0])
+    with Pool(str(out), arch="x64", workers=3, threads=2) as pool:  # more than fit: the shares wrap around
+        assert len(pool) == 3 and pool.threads == 2
+        found = pool.map(tasks.threads, range(12))
+    assert all(n == added == 2 and len(set(c)) == min(2, len(cores)) for n, c, _, added in found)
+    for bad in (0, -1, 10**6):
+        with pytest.raises(InvalidArgumentError, match="threads"):
+            Pool(str(out), arch="x64", threads=bad)
+    with pytest.raises(ArgumentTypeError, match="threads"):
+        Pool(str(out), arch="x64", threads=1.5)
+
+
+def test_threads_are_for_cpu_workers(vulkan, modules):
+    with pytest.raises(InvalidArgumentError, match="CPU"):
+        Pool(modules.path(vulkan), arch="vulkan", threads=2)
+
+
+def test_ray_cpu_workers_reserve_their_threads(ray_session, modules):
+    """A Ray CPU worker asks Ray for as many CPUs as its runtime starts threads, and starts that many."""
+    require_arch(Arch.X64)
+    with Pool(modules.path(Arch.X64), arch="x64", backend="ray", workers=1, threads=2) as pool:
+        [(n, _, _, added)] = pool.map(tasks.threads, [0])
+        assert pool.threads == n == added == 2
+        assert ray_session.available_resources().get("CPU", 0) <= 4 - 2  # the session has 4

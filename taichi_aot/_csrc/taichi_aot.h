@@ -55,4 +55,10 @@ int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
 int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
 int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot);
 
+/* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
+   for it is pointed at our answer once the library is loaded). */
+int taichi_aot_hook_cpu_threads(void);
+void taichi_aot_set_cpu_threads(int count);
+int taichi_aot_get_cpu_threads(void);
+
 #endif

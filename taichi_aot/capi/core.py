@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import _library, errors, metadata
+from .. import _cpus, _library, errors, metadata
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
 from .._probe import ArchStatus, cached_probe, host_cpu_arch, module_crash
@@ -149,9 +149,12 @@ def require_available(arch: Arch, what: str) -> None:
         raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
 
 
-def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int | None = None) -> Any:
+def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int | None = None,
+                   cpu_threads: int | None = None) -> Any:
     """``ti_create_runtime``: a new runtime (TiRuntime) on ``arch`` and its ``device`` (the C header's
-    ``device_index``, accepted under that name too).
+    ``device_index``, accepted under that name too). A CPU runtime starts ``cpu_threads`` threads (default:
+    ``TAICHI_AOT_CPU_THREADS``, else the cores this process may use; the library alone would start one per
+    online core of the machine).
 
     Raises NotSupportedError when the arch cannot create a runtime here (checked
     before calling C: 1.7.4 crashes or silently falls back to x64 on some).
@@ -166,6 +169,7 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
         raise ArgumentTypeError(f"create_runtime: device_index must be an int, got {device_index!r}")
     if not 0 <= device_index < 2**32:
         raise InvalidArgumentError(f"create_runtime: device_index {device_index} out of range")
+    threads = _cpus.runtime_threads(arch, cpu_threads, "create_runtime")
     require_available(arch, "create_runtime")
     if arch == Arch.CUDA and handles.has_runtime(Arch.CUDA):
         # measured: with two CUDA runtimes alive, destroying the second one aborts the process
@@ -175,10 +179,10 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
     q = Quiet()
-    with q:
+    with _cpus.starting(threads), q:
         runtime = lib.ti_create_runtime(arch, device_index)
     check_quiet(f"create_runtime({arch.name}, {device_index})", q)
-    return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})")
+    return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})", threads)
 
 
 def pending_flag(runtime: Any) -> Any:
@@ -189,6 +193,11 @@ def pending_flag(runtime: Any) -> Any:
 def runtime_arch(runtime: Any) -> Arch:
     """The arch a live runtime was created for."""
     return lookup_runtime(runtime, "runtime_arch").arch
+
+
+def runtime_threads(runtime: Any) -> int:
+    """The threads a live CPU runtime started (0 for the others)."""
+    return lookup_runtime(runtime, "runtime_threads").threads
 
 
 def destroy_runtime(runtime: Any) -> None:

@@ -30,7 +30,7 @@ class HandleRecord:
 
     __slots__ = (
         "arch", "children", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending", "runtime",
-        "size",
+        "size", "threads",
     )
 
     def __init__(
@@ -42,6 +42,7 @@ class HandleRecord:
         self.parent = parent
         self.arch = arch  # runtimes: their arch (RESERVED for the others)
         self.size = size
+        self.threads = 0  # CPU runtimes: the threads they started
         self.mapped = False
         self.host = False  # allocated host-visible: mapping it is known to be quiet
         self.imported = False  # memory the caller owns (ti_import_*_memory): freeing it only forgets the handle
@@ -157,11 +158,13 @@ def lookup_module_or_child(kind: str, ctype: str, value: Any, what: str) -> tupl
 # Registration of what the library returned (NULL: it returned nothing).
 
 
-def register_runtime(runtime: Any, arch: Arch, what: str) -> Any:
-    """Record a new runtime; returns it."""
+def register_runtime(runtime: Any, arch: Arch, what: str, threads: int = 0) -> Any:
+    """Record a new runtime (``threads``: the CPU threads it started, 0 on a GPU); returns it."""
     if runtime == NULL:
         raise InvalidStateError(f"{what}: the library returned no runtime")
-    add(("runtime", runtime), HandleRecord("runtime", runtime=runtime, arch=arch), None)
+    record = HandleRecord("runtime", runtime=runtime, arch=arch)
+    record.threads = threads
+    add(("runtime", runtime), record, None)
     return runtime
 
 

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Union
 
-from .. import capi, metadata
+from .. import _cpus, capi
 from ..enums import CPU_ARCHS, Arch
 from ..errors import (
     ArgumentOutOfRangeError,
@@ -47,7 +47,6 @@ from ..errors import (
     MissingFileError,
     PoolClosedError,
     PoolError,
-    TaichiError,
     WorkerCrashedError,
     WorkerStartError,
     WorkerTaskError,
@@ -123,11 +122,14 @@ class Pool:
         devices: the devices to use, one worker each: CUDA ordinals (among the visible ones) or Vulkan
             device indices. Default: every GPU the probe found (Vulkan: every non-software device, else
             device 0); ignored on the CPU.
-        workers: how many workers; default one per device on a GPU. On the CPU, where a module's kernels run
-            on a number of threads fixed when it was built (``metadata.cpu_threads``; ``build --cpu-threads``),
-            the default is as many workers as fit the cores this process may use (cores // threads, at least
-            one), and each local worker is pinned to its own share of the cores. More workers than devices
-            share them round-robin.
+        workers: how many workers; default one per device on a GPU, and on the CPU one per ``threads`` of
+            the cores this process may use (its affinity, within a container's CPU quota). More workers than
+            devices share them round-robin.
+        threads: CPU only: the threads each worker's runtime starts (its kernels run on at most this many,
+            and at most as many as their module was built for: ``build --cpu-threads``). Default: the cores
+            divided among the workers (1 when ``workers`` is not given either: one worker per core is the
+            most throughput for many independent tasks). Each local worker is pinned to its own share of the
+            cores; a Ray worker asks Ray for ``num_cpus=threads``.
         backend: ``"local"`` (spawned processes, the default) or ``"ray"`` (Ray actors; CUDA workers ask
             for ``num_gpus=1``, the others for one CPU).
         setup: ``setup(worker)``, run once in each worker after its modules load (allocate buffers into
@@ -145,7 +147,8 @@ class Pool:
     """
 
     def __init__(self, modules: Modules = None, *, arch: Arch | str | int | None = None,
-                 devices: Sequence[int] | None = None, workers: int | None = None, backend: str = "local",
+                 devices: Sequence[int] | None = None, workers: int | None = None, threads: int | None = None,
+                 backend: str = "local",
                  setup: Callable[[Worker], Any] | None = None, retries: int = 2, start_timeout: float = 300.0,
                  ray_init: bool = True):
         if backend not in ("local", "ray"):
@@ -168,12 +171,15 @@ class Pool:
         self.restarts = 0
         sources = _module_sources(modules, pack=backend == "ray")
         plan = _plan(self.arch, devices, workers, backend)
+        cpus: list[tuple[int, ...] | None]
         if self.arch in CPU_ARCHS:
-            threads, cpus = _cpu_plan(sources, workers, backend)
+            threads, cpus = _cpu_plan(workers, threads, backend)
             plan = [(None, 0, None)] * len(cpus)
+        elif threads is not None:
+            raise InvalidArgumentError(f"Pool: threads is for CPU workers, not {self.arch.name}")
         else:
-            threads, cpus = 1, [None] * len(plan)
-        #: the CPU threads each worker's kernels run on (fixed in the module when it was built), 1 on a GPU
+            cpus = [None] * len(plan)
+        #: the threads each CPU worker's runtime starts (its kernels run on at most this many); None on a GPU
         self.threads = threads
         env = {k: v for k, v in os.environ.items() if k.startswith(_RAY_ENV_PREFIXES)} if backend == "ray" else {}
         self._slots = [
@@ -628,22 +634,23 @@ def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
     return plan
 
 
-def _cpu_plan(sources: Mapping[str, str | bytes], workers: int | None,
+def _cpu_plan(workers: int | None, threads: int | None,
               backend: str) -> tuple[int, list[tuple[int, ...] | None]]:
-    """``(threads a worker's kernels use, the cores of each worker)`` on the CPU: as many workers as fit the
-    cores (unless ``workers`` says), each pinned to its own share (local workers; Ray places its own)."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    threads = 1
-    for source in sources.values():
-        try:
-            threads = max(threads, metadata.cpu_threads(source) or 1)
-        except TaichiError:  # a module that cannot be read: its worker fails to start and says why
-            pass
-    count = workers or max(1, len(cores) // threads)
+    """``(threads of each worker's runtime, the cores of each worker)`` on the CPU: the usable cores divided
+    among the workers, each local worker pinned to its own share, one hardware thread of every physical core taken
+    before any second one (Ray places its own)."""
+    cores = _cpus.spread(_cpus.affinity())[:_cpus.usable_cpus()]  # physical cores first; within a quota: as many
+    # cores as it allows
+    if threads is not None:
+        threads = _cpus.check_threads(threads, "Pool: threads")
+        count = workers or max(1, len(cores) // threads)
+    else:
+        count = workers or len(cores)
+        threads = max(1, len(cores) // count)
     if backend == "ray":
         return threads, [None] * count
-    share = max(1, len(cores) // count)
-    return threads, [tuple(cores[(i * share + j) % len(cores)] for j in range(share)) for i in range(count)]
+    # more workers or threads than cores: the shares wrap around and overlap
+    return threads, [tuple(cores[(i * threads + j) % len(cores)] for j in range(threads)) for i in range(count)]
 
 
 def _visible(device: int) -> str:

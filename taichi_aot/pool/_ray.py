@@ -1,8 +1,9 @@
 """Ray workers: the same Worker as a Ray actor, so a pool spreads over a cluster with the same code.
 
-A CUDA worker asks Ray for one GPU (``num_gpus=1``) and Ray sets its ``CUDA_VISIBLE_DEVICES``; other
-workers ask for one CPU. Actors are never restarted by Ray (``max_restarts=0``): the pool replaces a
-dead actor and retries its task itself, exactly as it does for local processes.
+A CUDA worker asks Ray for one GPU (``num_gpus=1``) and Ray sets its ``CUDA_VISIBLE_DEVICES``; a CPU
+worker asks for as many CPUs as its runtime starts threads (the pool's ``threads``). Actors are never
+restarted by Ray (``max_restarts=0``): the pool replaces a dead actor and retries its task itself, exactly as
+it does for local processes.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class RayHandle:
             raise WorkerStartError("backend='ray': Ray is not initialized (the pool calls ray.init() when given "
                                    "ray_init=True, the default)")
         self.config = config
-        # a CPU worker reserves the threads its kernels run on (Ray places it; the pool pins nothing there)
+        # a CPU worker reserves the threads its runtime starts (Ray places it; the pool pins nothing there)
         # (at most what one node has: an actor asking for more would never start)
-        cpus = min(config.threads, int(max((n.get("Resources", {}).get("CPU", 1) for n in ray.nodes()), default=1)))
+        cpus = min(config.threads or 1,
+                   int(max((n.get("Resources", {}).get("CPU", 1) for n in ray.nodes()), default=1)))
         resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0} if cuda else {"num_cpus": max(cpus, 1)}
         options: dict[str, Any] = dict(resources)
         if config.env:  # set before the actor's process imports anything (the library reads some at import)

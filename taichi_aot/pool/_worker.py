@@ -40,7 +40,7 @@ class WorkerConfig:
     setup: Callable[[Worker], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None  # the cores a CPU worker runs on (its share), None: wherever
-    threads: int = 1  # the CPU threads each of its tasks' kernels may use (what Ray reserves for it)
+    threads: int | None = None  # the threads of a CPU worker's runtime (what Ray reserves for it); None on a GPU
 
 
 class Worker:
@@ -64,7 +64,7 @@ class Worker:
         self.tasks_done = 0
         if config.cpus and hasattr(os, "sched_setaffinity"):  # before the runtime starts its threads
             os.sched_setaffinity(0, config.cpus)
-        self.runtime = Runtime(config.arch, config.device_index)
+        self.runtime = Runtime(config.arch, config.device_index, cpu_threads=config.threads)
         try:
             self.modules = {name: self.runtime.load_module(source) for name, source in config.modules.items()}
             if config.setup is not None:
