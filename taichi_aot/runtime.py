@@ -245,7 +245,7 @@ class Runtime:
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64)."""
         self.ensure_open()
-        return capi.get_runtime_capabilities(self._handle)
+        return capi.get_runtime_capabilities(self._handle).as_dict()
 
     def set_capabilities(self, capabilities: Mapping[Capability | int, int] | None = None, **named: int) -> None:
         """Replace the capability levels: a mapping and/or keywords such as ``spirv_has_int64=1``.

@@ -40,6 +40,7 @@ from ..enums import ImageLayout as ImageLayout
 from ..errors import clear_last_error
 from . import coerce as coerce
 from . import handles as handles
+from . import structs as structs
 from .coerce import enum_arg, pack_arguments, pack_named_arguments
 from .core import MAX_ND_DIMS as MAX_ND_DIMS
 from .core import NULL as NULL
@@ -105,11 +106,53 @@ from .interop import (
     import_vulkan_runtime,
     set_cuda_stream,
 )
+from .structs import (  # the C structures as ctypes classes that take this package's handles
+    CapabilityList,
+    TiArgument,
+    TiArgumentValue,
+    TiCapabilityLevelInfo,
+    TiImageAllocateInfo,
+    TiImageExtent,
+    TiImageOffset,
+    TiImageSlice,
+    TiMemoryAllocateInfo,
+    TiMemorySlice,
+    TiNamedArgument,
+    TiNdArray,
+    TiNdShape,
+    TiSamplerCreateInfo,
+    TiScalar,
+    TiScalarValue,
+    TiTensor,
+    TiTensorValue,
+    TiTensorValueWithLength,
+    TiTexture,
+)
 
 #: The loaded library: path, install folder, version.
 library = _library.info
 
 __all__ = [
+    "CapabilityList",
+    "TiArgument",
+    "TiArgumentValue",
+    "TiCapabilityLevelInfo",
+    "TiImageAllocateInfo",
+    "TiImageExtent",
+    "TiImageOffset",
+    "TiImageSlice",
+    "TiMemoryAllocateInfo",
+    "TiMemorySlice",
+    "TiNamedArgument",
+    "TiNdArray",
+    "TiNdShape",
+    "TiSamplerCreateInfo",
+    "TiScalar",
+    "TiScalarValue",
+    "TiTensor",
+    "TiTensorValue",
+    "TiTensorValueWithLength",
+    "TiTexture",
     "allocate_image",
     "allocate_memory",
     "arch_status",

@@ -181,6 +181,20 @@ def pack_arguments(args: Sequence[Any] | Any) -> Any:
         raise InvalidArgumentError(f"launch_kernel: bad argument: {e}") from None
 
 
+def _named_item(i: int, item: Any) -> tuple[str | None, Any]:
+    """One item of a sequence of named arguments: ``(name, argument)``, or ``(None, a whole TiNamedArgument)``."""
+    if isinstance(item, (ctypes.Structure, ctypes.Union)):  # a TiNamedArgument of the C layout
+        return None, from_ctypes("TiNamedArgument", item, f"launch_compute_graph: item {i}")
+    if isinstance(item, ffi.CData) and ffi.typeof(item) is ffi.typeof("TiNamedArgument"):
+        return None, item
+    if isinstance(item, Mapping) and "name" in item:
+        name = item["name"]
+        return (name.decode() if isinstance(name, bytes) else name), item.get("argument")
+    if isinstance(item, tuple) and len(item) == 2:
+        return item
+    raise ArgumentTypeError(f"launch_compute_graph: item {i} must be (name, argument), a dict or a TiNamedArgument")
+
+
 def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple[Any, list]:
     """A cffi ``TiNamedArgument[]`` (and the name buffers it points to) from a mapping or a sequence."""
     if isinstance(args, ctypes.Array):
@@ -192,20 +206,15 @@ def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple
     if isinstance(args, Mapping):
         items = list(args.items())
     elif isinstance(args, Sequence) and not isinstance(args, (str, bytes)):
-        items = []
-        for i, item in enumerate(args):
-            if isinstance(item, Mapping) and "name" in item:
-                name = item["name"]
-                items.append((name.decode() if isinstance(name, bytes) else name, item.get("argument")))
-            elif isinstance(item, tuple) and len(item) == 2:
-                items.append(item)
-            else:
-                raise ArgumentTypeError(f"launch_compute_graph: item {i} must be (name, argument) or a dict")
+        items = [_named_item(i, item) for i, item in enumerate(args)]
     else:
         raise ArgumentTypeError(f"launch_compute_graph: args must be a mapping or a sequence, got {describe(args)}")
     keep = []
     inits = []
     for name, value in items:
+        if name is None:  # a whole TiNamedArgument, its name the caller's (checked by the launch)
+            inits.append(value)
+            continue
         if not isinstance(name, str) or not name or "\0" in name:
             raise ArgumentTypeError(f"launch_compute_graph: argument name must be a non-empty str, got {name!r}")
         cname = ffi.new("char[]", name.encode())

@@ -9,6 +9,7 @@ the hot paths the objects use (:func:`memcpy_host`, :func:`pending_flag`).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +49,7 @@ from ..errors import (
     make_error,
     take_last_error,
 )
-from . import handles
+from . import handles, structs
 from .coerce import describe, enum_arg, pack_arguments, pack_named_arguments, struct_arg
 from .handles import lookup_module_or_child, lookup_runtime, lookup_runtime_child
 from .images import check_image
@@ -209,8 +210,9 @@ def destroy_runtime(runtime: Any) -> None:
     check("destroy_runtime")
 
 
-def get_runtime_capabilities(runtime: Any) -> dict[Capability | int, int]:
-    """``ti_get_runtime_capabilities``: ``{capability: level}`` of the runtime's device."""
+def get_runtime_capabilities(runtime: Any) -> structs.CapabilityList:
+    """``ti_get_runtime_capabilities``: the runtime device's ``TiCapabilityLevelInfo`` list, which also
+    answers as the mapping ``{capability: level}`` (:class:`~taichi_aot.capi.structs.CapabilityList`)."""
     lookup_runtime(runtime, "get_runtime_capabilities")
     count = ffi.new("uint32_t *", 0)
     lib.ti_get_runtime_capabilities(runtime, count, NULL)
@@ -219,24 +221,26 @@ def get_runtime_capabilities(runtime: Any) -> dict[Capability | int, int]:
     count[0] = len(caps)
     lib.ti_get_runtime_capabilities(runtime, count, caps)
     check("get_runtime_capabilities")
-    out: dict[Capability | int, int] = {}
-    for i in range(min(int(count[0]), len(caps))):
-        cap = int(caps[i].capability)
-        out[Capability(cap) if cap in Capability._value2member_map_ else cap] = int(caps[i].level)
-    return out
+    return structs.CapabilityList(
+        structs.TiCapabilityLevelInfo(capability=caps[i].capability, level=caps[i].level)
+        for i in range(min(int(count[0]), len(caps))))
 
 
 def set_runtime_capabilities_ext(runtime: Any, capabilities: Mapping | Sequence | Any) -> None:
     """``ti_set_runtime_capabilities_ext``: replace the runtime's capability levels.
 
-    ``capabilities``: ``{Capability: level}``, pairs, or a cffi ``TiCapabilityLevelInfo[]``.
+    ``capabilities``: ``{Capability: level}``, pairs, ``TiCapabilityLevelInfo`` structures (ctypes or cffi,
+    in a list or an array), or a cffi ``TiCapabilityLevelInfo[]``.
     """
     lookup_runtime(runtime, "set_runtime_capabilities_ext")
     if isinstance(capabilities, ffi.CData):
         array = capabilities
         count = len(array)
     else:
-        items = capabilities.items() if isinstance(capabilities, Mapping) else capabilities
+        items: Any = capabilities.items() if isinstance(capabilities, Mapping) else capabilities
+        if isinstance(items, (Sequence, ctypes.Array)) and not isinstance(items, (str, bytes)):
+            items = [(c.capability, c.level) if structs.is_struct(c) or isinstance(c, ffi.CData) else c
+                     for c in items]
         try:
             pairs = [(int(enum_arg(Capability, c, "capability")), int(level)) for c, level in items]
         except (TypeError, ValueError) as e:
@@ -385,6 +389,16 @@ def memcpy_host(runtime: Any, memory: Any, data: Any, nbytes: int, to_device: bo
         check("unmap_memory")
 
 
+def _pair(dst: Any, dst_named: Any, src: Any, src_named: Any, what: str) -> tuple[Any, Any]:
+    """The (destination, source) of a copy given positionally or by ``dst=``/``src=``, each once."""
+    if (dst is not None and dst_named is not None) or (src is not None and src_named is not None):
+        raise ArgumentTypeError(f"{what}: a slice given twice (by position and by dst=/src=)")
+    dst, src = dst if dst is not None else dst_named, src if src is not None else src_named
+    if dst is None or src is None:
+        raise ArgumentTypeError(f"{what}: needs a destination and a source slice")
+    return dst, src
+
+
 def _slice(runtime: Any, value: Any, what: str) -> Any:
     s = struct_arg("TiMemorySlice", value, {}, what)
     _, entry = lookup_runtime_child("memory", "TiMemory", runtime, s.memory, what + ".memory")
@@ -395,12 +409,15 @@ def _slice(runtime: Any, value: Any, what: str) -> Any:
     return s
 
 
-def copy_memory_device_to_device(runtime: Any, dst_memory: Any, src_memory: Any) -> None:
-    """``ti_copy_memory_device_to_device``: copy between memory slices (dicts or ``TiMemorySlice``).
+def copy_memory_device_to_device(runtime: Any, dst_memory: Any = None, src_memory: Any = None, *, dst: Any = None,
+                                 src: Any = None) -> None:
+    """``ti_copy_memory_device_to_device``: copy between memory slices (dicts, cffi or ctypes ``TiMemorySlice``),
+    positionally in C's order (destination first), or by name: ``dst=``/``src=`` (the design document's).
 
     Unsupported on x64 in 1.7.4 (NotSupportedError).
     """
     lookup_runtime(runtime, "copy_memory_device_to_device")
+    dst_memory, src_memory = _pair(dst_memory, dst, src_memory, src, "copy_memory_device_to_device")
     dst = _slice(runtime, dst_memory, "copy_memory_device_to_device: dst_memory")
     src = _slice(runtime, src_memory, "copy_memory_device_to_device: src_memory")
     if dst.size != src.size:
@@ -469,9 +486,12 @@ def _image_slice(runtime: Any, value: Any, what: str) -> Any:
     return s
 
 
-def copy_image_device_to_device(runtime: Any, dst_image: Any, src_image: Any) -> None:
-    """``ti_copy_image_device_to_device``: copy between image slices (dicts or ``TiImageSlice``)."""
+def copy_image_device_to_device(runtime: Any, dst_image: Any = None, src_image: Any = None, *, dst: Any = None,
+                                src: Any = None) -> None:
+    """``ti_copy_image_device_to_device``: copy between image slices (dicts, cffi or ctypes ``TiImageSlice``),
+    positionally in C's order (destination first), or by name: ``dst=``/``src=``."""
     lookup_runtime(runtime, "copy_image_device_to_device")
+    dst_image, src_image = _pair(dst_image, dst, src_image, src, "copy_image_device_to_device")
     dst = _image_slice(runtime, dst_image, "copy_image_device_to_device: dst_image")
     src = _image_slice(runtime, src_image, "copy_image_device_to_device: src_image")
     with Quiet():
@@ -543,9 +563,14 @@ def _check_llvm_module_dir(path: str, what: str) -> None:
         raise CorruptedDataError(f"{what}: {path!r} is not an LLVM AOT module folder (no metadata.tcb)")
 
 
-def load_aot_module(runtime: Any, module_path: str | os.PathLike) -> Any:
-    """``ti_load_aot_module``: load a module from a folder (or a ``.tcm`` file on gfx backends)."""
+def load_aot_module(runtime: Any, filepath: str | os.PathLike | None = None, *,
+                    module_path: str | os.PathLike | None = None) -> Any:
+    """``ti_load_aot_module``: load a module from a folder (or a ``.tcm`` file on gfx backends); the path is
+    ``filepath`` (the design document's name) or ``module_path`` (the C header's)."""
     rt = lookup_runtime(runtime, "load_aot_module")
+    if (filepath is None) == (module_path is None):
+        raise ArgumentTypeError("load_aot_module: give the module's path once (filepath or module_path)")
+    module_path = filepath if filepath is not None else module_path
     if not isinstance(module_path, (str, bytes, os.PathLike)):
         raise ArgumentTypeError(f"load_aot_module: module_path must be a path, got {describe(module_path)}")
     path = os.fsdecode(os.fspath(module_path))
@@ -565,15 +590,14 @@ def load_aot_module(runtime: Any, module_path: str | os.PathLike) -> Any:
     return handles.register_module(runtime, module, "load_aot_module")
 
 
-def create_aot_module(runtime: Any, tcm: bytes | bytearray | memoryview) -> Any:
-    """``ti_create_aot_module``: load a module from the bytes of a ``.tcm`` archive.
+def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
+    """``ti_create_aot_module``: load a module from the bytes of a ``.tcm`` archive: ``data`` bytes-like, or,
+    as C takes it, a ctypes pointer or array with its ``size`` in bytes.
 
     The x64/CUDA backends of 1.7.4 refuse bytes (NotSupportedError).
     """
     rt = lookup_runtime(runtime, "create_aot_module")
-    if not isinstance(tcm, (bytes, bytearray, memoryview)):
-        raise ArgumentTypeError(f"create_aot_module: tcm must be bytes-like, got {describe(tcm)}")
-    data = bytes(tcm)
+    data = structs.module_bytes(data, size, "create_aot_module")
     if not data:
         raise CorruptedDataError("create_aot_module: empty module data")
     _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
@@ -705,14 +729,19 @@ def _check_owners(runtime: Any, args: Any, what: str) -> None:
         )
 
 
-def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> None:
-    """``ti_launch_kernel``: enqueue a kernel launch.
+def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequence[Any] | Any = None) -> None:
+    """``ti_launch_kernel``: enqueue a kernel launch: ``launch_kernel(runtime, kernel, args)``, or in C's arity
+    ``launch_kernel(runtime, kernel, num_args, args)`` (the first ``num_args`` of ``args``).
 
-    ``args``: a cffi ``TiArgument[]`` or a sequence of TiArgument / dict / int / float.
+    ``args``: a cffi or ctypes ``TiArgument`` array, or a sequence of TiArgument (cffi or ctypes) / dict / int /
+    float.
     Ndarray memories must be alive in this runtime and large enough for the shape
     given; the kernel's own signature is not known at this layer.
     """
     lookup_runtime(runtime, "launch_kernel")
+    if args is None:  # launch_kernel(runtime, kernel, args)
+        num_args, args = None, (() if num_args is None else num_args)
+    args = structs.first(num_args, args, "launch_kernel")
     _, entry = lookup_module_or_child("kernel", "TiKernel", kernel, "launch_kernel")
     if entry.runtime != runtime:
         raise InvalidArgumentError("launch_kernel: the kernel belongs to another runtime")
@@ -725,9 +754,15 @@ def launch_kernel(runtime: Any, kernel: Any, args: Sequence[Any] | Any = ()) -> 
     check(f"launch_kernel({entry.name!r})")
 
 
-def launch_compute_graph(runtime: Any, compute_graph: Any, args: Mapping[str, Any] | Sequence[Any] | Any = ()) -> None:
-    """``ti_launch_compute_graph``: enqueue a graph with named arguments ``{name: argument}``."""
+def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
+                         named_args: Mapping[str, Any] | Sequence[Any] | Any = None) -> None:
+    """``ti_launch_compute_graph``: enqueue a graph with named arguments: ``{name: argument}``, ``(name,
+    argument)`` pairs or ``TiNamedArgument`` structures (cffi or ctypes); in C's arity ``(runtime, graph,
+    num_args, named_args)``."""
     lookup_runtime(runtime, "launch_compute_graph")
+    if named_args is None:
+        num_args, named_args = None, (() if num_args is None else num_args)
+    args = structs.first(num_args, named_args, "launch_compute_graph")
     _, entry = lookup_module_or_child("graph", "TiComputeGraph", compute_graph, "launch_compute_graph")
     if entry.runtime != runtime:
         raise InvalidArgumentError("launch_compute_graph: the graph belongs to another runtime")
