@@ -31,7 +31,7 @@ fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 extras=""
 if [ "$mode" = test ]; then
-  extras="[test,check,build,ray]"
+  extras="[test,check,build,ray,docs,plot]"
   # PyTorch (the interop extra) is tested through its CPU build (a few hundred MB). Where pip's only torch is
   # the CUDA build (PyPI's default on Linux x86_64: several GB of nvidia-* packages), it is not installed and the
   # torch tests say so: point pip at a CPU build (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) or

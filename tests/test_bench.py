@@ -7,18 +7,20 @@ import math
 import subprocess
 import sys
 
-from conftest import require_arch
+from conftest import require_arch, require_extra
 from taichi_aot import Arch, capi
 
 
 def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
     for arch in (Arch.X64, Arch.VULKAN):
         require_arch(arch)
-    out = tmp_path / "bench.json"
+    require_extra("matplotlib", "plot")
+    out, picture = tmp_path / "bench.json", tmp_path / "bench.png"
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--arch", "x64", "vulkan",
-                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--json", str(out), "--plot", str(picture)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "targets:" in proc.stdout and "median" in proc.stdout
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "Warning" not in proc.stderr, proc.stderr
     results = json.loads(out.read_text())
     assert results["c_api_version"] == capi.get_version() and results["quick"] is True
     for arch in ("x64", "vulkan"):

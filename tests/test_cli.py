@@ -196,6 +196,7 @@ def test_every_user_mistake_is_one_line_and_exit_2(tmp_path, modules):
         ["demo", "--out", "/nonexistent/x.png"],  # refused before the run, not after it
         ["demo", "--out", str(tmp_path / "folder")],
         ["stubs", module, "-o", str(tmp_path / "folder")],
+        ["stubs", module, "-o", str(tmp_path / "missing" / "dir" / "x.pyi")],  # no folder is made for it
         ["bench", "--quick", "--json", "/nonexistent/r.json"],
         ["info", str(tmp_path / "folder")],  # a folder that is no module
         ["archs", "--bogus"],
@@ -207,6 +208,7 @@ def test_every_user_mistake_is_one_line_and_exit_2(tmp_path, modules):
         assert "Traceback" not in proc.stderr and lines and lines[-1].startswith(("taichi-aot: error", "usage")), (
             args, proc.stderr)
         assert proc.stdout == "" or "demo:" not in proc.stdout, (args, proc.stdout)  # no work was started
+    assert not (tmp_path / "missing").exists()
 
 
 def test_info_into_a_closed_pipe_ends_quietly(modules):

@@ -283,18 +283,27 @@ def test_workers_end_with_a_killed_parent(modules, tmp_path):
 
 
 def test_sweep_command(tmp_path):
+    """The sweep on CPU workers; its picture has labelled axes with matplotlib (the plot extra), and is the bare
+    mosaic of tiles without it (matplotlib hidden from a second run)."""
     require_arch(Arch.X64)
-    png = tmp_path / "sweep.png"
-    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "sweep", "--arch", "x64", "--workers", "2", "--grid",
-                           "3", "--size", "32", "--steps", "32", "--baseline", "2", "--out", str(png)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={**os.environ, "TAICHI_AOT_CACHE": str(tmp_path / "cache")})
-    assert proc.returncode == 0, proc.stderr
-    assert "9 simulations" in proc.stdout and "speed-up over one worker" in proc.stdout
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert width == height == 3 * 32 + 4  # 3x3 tiles with 1-pixel gaps
+    require_extra("matplotlib", "plot")
+    sizes = {}
+    for labelled in (True, False):
+        png = tmp_path / f"sweep-{labelled}.png"
+        hide = "" if labelled else "import sys; sys.modules['matplotlib'] = None; "
+        code = (f"{hide}import sys; from taichi_aot.cli import main; sys.exit(main(['sweep', '--arch', 'x64', "
+                f"'--workers', '2', '--grid', '3', '--size', '32', '--steps', '32', '--baseline', '2', '--out', "
+                f"{str(png)!r}]))")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env={**os.environ, "TAICHI_AOT_CACHE": str(tmp_path / "cache")})
+        assert proc.returncode == 0, proc.stderr
+        assert "9 simulations" in proc.stdout and "speed-up over one worker" in proc.stdout
+        assert ("pip install matplotlib" in proc.stdout) is not labelled, proc.stdout
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        sizes[labelled] = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert sizes[False] == (3 * 32 + 4, 3 * 32 + 4)  # 3x3 tiles with 1-pixel gaps
+    assert sizes[True][0] > 500  # a figure with axes, ticks and a title around the tiles
     bad = subprocess.run([sys.executable, "-m", "taichi_aot", "sweep", "--grid", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--grid" in bad.stderr
 

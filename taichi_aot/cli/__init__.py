@@ -213,7 +213,6 @@ def cmd_stubs(args: argparse.Namespace) -> int:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
         print(f"wrote {args.out}")
@@ -331,7 +330,7 @@ def unwritable(path: str | None, option: str, folder: bool = False, makes_folder
 
 
 def _check_stubs(args: argparse.Namespace) -> str | None:
-    return unwritable(args.out, "-o", makes_folders=True)
+    return unwritable(args.out, "-o")  # a missing folder is a mistake in the path: nothing is created
 
 
 def _check_build(args: argparse.Namespace) -> str | None:

@@ -876,6 +876,45 @@ def summary(results: dict) -> str:
     return "\n".join(out)
 
 
+def _empty(ax: Any, title: str, what: str) -> None:
+    ax.set_title(title, fontsize=9)
+    ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_axis_off()
+
+
+def _plot_launch(ax: Any, launch: list[dict], title: str) -> None:
+    """One arch's launch costs: a bar per path, log scale, the min-max as error bars."""
+    if not launch:
+        return _empty(ax, title, "launch figures")
+    ax.barh([d["name"] for d in launch], [d["median"] for d in launch],
+            xerr=[[d["median"] - d["min"] for d in launch], [d["max"] - d["median"] for d in launch]])
+    ax.set_xscale("log")
+    ax.invert_yaxis()  # in the order the section ran them, top down
+    ax.set_xlabel("µs per launch (median, min-max; log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+
+
+def _plot_throughput(ax: Any, rows: list[dict], title: str) -> None:
+    """One arch's throughput curves: GB/s against the element count, both on log scales (the kernels span
+    orders of magnitude, and on a linear scale the small sizes lie on top of each other at the bottom)."""
+    series: dict[str, list] = {}
+    for d in rows:
+        series.setdefault(d["name"].rsplit(" @", 1)[0], []).append((d["params"]["elements"], d["median"]))
+    if not series:
+        return _empty(ax, title, "throughput figures")
+    for name, pts in series.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("f32 elements (log scale)")
+    ax.set_ylabel("GB/s, bytes read + written (log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+
+
 def plot(results: dict, path: str) -> None:
     """Write a PNG of the launch costs and throughput (needs matplotlib)."""
     import matplotlib
@@ -884,29 +923,13 @@ def plot(results: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     archs = list(results["archs"])
-    fig, axes = plt.subplots(2, max(len(archs), 1), figsize=(6 * max(len(archs), 1), 9), squeeze=False)
+    fig, axes = plt.subplots(2, max(len(archs), 1), figsize=(6.5 * max(len(archs), 1), 9.5), squeeze=False)
     for i, arch in enumerate(archs):
         rows = [d for d in results["rows"] if d["arch"] == arch]
-        launch = [d for d in rows if d["section"] == "launch" and d["unit"] == "us/launch"]
-        ax = axes[0][i]
-        ax.barh([d["name"] for d in launch], [d["median"] for d in launch],
-                xerr=[[d["median"] - d["min"] for d in launch], [d["max"] - d["median"] for d in launch]])
-        ax.set_xscale("log")
-        ax.set_xlabel("us per launch (median, min-max)")
-        ax.set_title(f"{arch}: launch cost of a trivial kernel ({results['archs'][arch]['device']})", fontsize=9)
-        ax = axes[1][i]
-        series: dict[str, list] = {}
-        for d in rows:
-            if d["section"] == "throughput":
-                name = d["name"].rsplit(" @", 1)[0]
-                series.setdefault(name, []).append((d["params"]["elements"], d["median"]))
-        for name, pts in series.items():
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("f32 elements")
-        ax.set_ylabel("GB/s (bytes read + written)")
-        ax.set_title(f"{arch}: memory-bound kernels", fontsize=9)
-        ax.legend(fontsize=7)
+        device = results["archs"][arch]["device"]
+        _plot_launch(axes[0][i], [d for d in rows if d["section"] == "launch" and d["unit"] == "us/launch"],
+                     f"{arch}: launch cost of a trivial kernel\n{device}")
+        _plot_throughput(axes[1][i], [d for d in rows if d["section"] == "throughput"],
+                         f"{arch}: memory-bound kernels\n{device}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

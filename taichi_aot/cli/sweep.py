@@ -113,8 +113,39 @@ def run_sweep(module: str, arch: str | None, grid: int, size: int, steps: int, w
         log(f"  speed-up over one worker: {speedup:.2f}x with {figures['workers']} workers "
             f"(efficiency {speedup / figures['workers']:.2f})")
     if out:
-        from .png import write_png
+        picture = mosaic([r[0] for r in results], grid)
+        labelled = _labelled(out, picture, grid, f"{len(tasks)} simulations ({size}x{size}, {steps} steps) on "
+                             f"{figures['workers']} {arch or 'best'} workers, {wall:.1f} s")
+        if not labelled:  # no matplotlib: the tiles alone, their axes said here
+            from .png import write_png
 
-        write_png(out, mosaic([r[0] for r in results], grid))
-        log(f"  wrote {out}: F {FEED[0]}..{FEED[1]} down, k {KILL[0]}..{KILL[1]} across, {grid}x{grid} tiles")
+            write_png(out, picture)
+        log(f"  wrote {out}: F {FEED[0]}..{FEED[1]} down, k {KILL[0]}..{KILL[1]} across, {grid}x{grid} tiles"
+            f"{'' if labelled else ' (pip install matplotlib for labelled axes)'}")
     return figures
+
+
+def _labelled(out: str, picture: np.ndarray, grid: int, subtitle: str) -> bool:
+    """Draw the mosaic with its axes named and ticked (F down, k across) where matplotlib is installed;
+    False where it is not."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    side = picture.shape[0]
+    centres = (np.arange(grid) + 0.5) * side / grid
+    fig, ax = plt.subplots(figsize=(7, 7.6))
+    ax.imshow(picture, interpolation="nearest")
+    ax.set_xticks(centres, [f"{k:.3f}" for k in np.linspace(KILL[0], KILL[1], grid)], rotation=60, fontsize=7)
+    ax.set_yticks(centres, [f"{f:.3f}" for f in np.linspace(FEED[0], FEED[1], grid)], fontsize=7)
+    ax.set_xlabel("kill rate k")
+    ax.set_ylabel("feed rate F")
+    ax.set_title(f"Gray-Scott patterns: the v field after each simulation (dark: 0, yellow: the largest)\n"
+                 f"{subtitle}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return True

@@ -141,9 +141,10 @@ class Pool:
             ``ray.shutdown()`` at close); False: the caller initializes Ray (a cluster address, say).
 
     Raises:
-        WorkerStartError: a worker could not start (its reason and traceback are in the error);
-        MissingFileError: a module path does not exist; InvalidArgumentError/ArgumentOutOfRangeError:
-        bad devices, workers or backend.
+        WorkerStartError: a worker could not start (its reason and traceback are in the error).
+        MissingFileError: a module path does not exist.
+        InvalidArgumentError: bad devices, workers, threads or backend.
+        ArgumentOutOfRangeError: a device that does not exist.
     """
 
     def __init__(self, modules: Modules = None, *, arch: Arch | str | int | None = None,
