@@ -241,6 +241,9 @@ class _Launchable:
             ArgumentTypeError: no such argument.
             InvalidArgumentError: not an ndarray argument, not an access, or less than the module records.
         """
+        if access is not None and not isinstance(access, Mapping):
+            raise ArgumentTypeError(f"declare_access: expected a mapping {{argument: access}} or keywords, got "
+                                    f"{type(access).__name__}")
         given = {**dict(access or {}), **named}
         args = list(self._args)
         for key, word in given.items():

@@ -22,6 +22,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from .module import AotModule
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
     from .ndarray import DTypeLike, HostAccess
 
@@ -254,6 +255,9 @@ class Runtime:
             InvalidArgumentError: an unknown capability name.
         """
         self.ensure_open()
+        if capabilities is not None and not isinstance(capabilities, Mapping):
+            raise ArgumentTypeError(f"set_capabilities: expected a mapping {{capability: level}} or keywords, got "
+                                    f"{type(capabilities).__name__}")
         caps: dict[Capability | int, int] = dict(capabilities or {})
         for name, level in named.items():
             try:
@@ -424,7 +428,10 @@ class Runtime:
             InvalidArgumentError: ``elem_ndim`` is negative or more than the array's dimensions.
         """
         self.ensure_open()
-        a = np.asarray(array)
+        try:
+            a = np.asarray(array)
+        except (TypeError, ValueError) as e:  # ragged nesting, objects numpy cannot hold
+            raise ArgumentTypeError(f"ndarray_from_numpy: not an array: {e}") from None
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from_numpy: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
         split = a.ndim - elem_ndim

@@ -224,3 +224,50 @@ def test_kernel_listed_without_a_signature_is_refused(vulkan, modules, tmp_path)
         mod.kernels["fill_i32"](x, 1)
         rt.wait()
         assert x.to_numpy()[1, 1] == 102
+
+
+HOSTILE = [None, True, -1, 2**70, 1.5, float("nan"), float("inf"), "x", b"x", [[1, 2], [3]], {}, object(),
+           np.array(["a"]), np.zeros((2, 2), object), complex(1, 2), 10**400, (-1,), (2**40, 2**40), (0,), [1.5],
+           np.float64(2.0)]
+
+
+def test_hostile_values_at_the_public_entry_points_are_typed(arch, modules):
+    """Every public entry point given values of every wrong kind raises a TaichiError (or works), never a
+    bare TypeError/ValueError from numpy or Python, and the runtime keeps working after."""
+    import taichi_aot as ta
+
+    untyped = {}
+    with ta.Runtime(arch) as rt:
+        mod = rt.load_module(modules.path(arch))
+        kernel = mod.kernels["add"]
+        x, y = rt.ndarray((8,), np.float32), rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+        calls = {
+            "ndarray(shape)": lambda v: rt.ndarray(v, np.float32),
+            "ndarray(dtype)": lambda v: rt.ndarray((4,), v),
+            "ndarray(elem_shape)": lambda v: rt.ndarray((4,), np.float32, v),
+            "ndarray_from_numpy": lambda v: rt.ndarray_from_numpy(v),
+            "ndarray_from": lambda v: rt.ndarray_from(v),
+            "from_numpy": lambda v: x.from_numpy(v),
+            "to_numpy(out=)": lambda v: x.to_numpy(out=v),
+            "copy_from": lambda v: x.copy_from(v),
+            "load_module": lambda v: rt.load_module(v),
+            "kernels[name]": lambda v: mod.kernels[v],
+            "declare_access": lambda v: kernel.declare_access(v),
+            "set_capabilities": lambda v: rt.set_capabilities(v),
+            "kernel(x=)": lambda v: kernel(v, y, 1.0),
+            "kernel(a=)": lambda v: kernel(x, y, v),
+            "bind": lambda v: kernel.bind(v, y, 1.0),
+        }
+        for name, call in calls.items():
+            for value in HOSTILE:
+                try:
+                    call(value)
+                except ta.TaichiError:
+                    pass
+                except Exception as e:  # noqa: BLE001  (what the test looks for)
+                    untyped.setdefault(name, set()).add(f"{type(e).__name__}: {e}"[:120])
+        z = rt.ndarray((8,), np.float32)  # still working (x took nan and inf from the calls above)
+        kernel(z, y, 2.0)
+        rt.wait()
+        np.testing.assert_array_equal(z.to_numpy(), 2.0 * np.arange(8, dtype=np.float32))
+    assert not untyped, untyped
