@@ -228,3 +228,51 @@ def test_damaged_shaders_are_refused_before_the_driver_sees_them(vulkan, modules
     spv.unlink()
     with Runtime(vulkan) as rt, pytest.raises(CorruptedDataError, match="missing"):
         rt.load_module(str(folder))
+
+
+def _tasks_of(meta: dict, kernel: str) -> list:
+    return next(k for k in meta["kernels"] if k["name"] == kernel)["tasks_attribs"]
+
+
+def _set_word(folder, prefix: str, index: int, value: int) -> None:
+    spv = folder / next(n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".spv"))
+    code = bytearray(spv.read_bytes())
+    code[4 * index:4 * index + 4] = value.to_bytes(4, "little")
+    spv.write_bytes(bytes(code))
+
+
+#: Damage to a Vulkan module's metadata or SPIR-V that loads in libtaichi_c_api and then crashes at launch
+#: or computes on the wrong memory: each is refused at load, by name.
+GFX_DAMAGE = {
+    "a task listed twice": lambda m, f: _tasks_of(m, "add").append(dict(_tasks_of(m, "add")[0])),
+    "zero threads per group": lambda m, f: _tasks_of(m, "add")[0].update(advisory_num_threads_per_group=0),
+    "threads per group unlike the shader's": lambda m, f: _tasks_of(m, "add")[0].update(
+        advisory_num_threads_per_group=_tasks_of(m, "add")[0]["advisory_num_threads_per_group"] // 2),
+    "a negative total": lambda m, f: _tasks_of(m, "add")[0].update(advisory_total_num_threads=-5),
+    "a negative binding": lambda m, f: _tasks_of(m, "add")[0]["buffer_binds"][0].update(binding=-1),
+    "a binding the shader does not declare": lambda m, f: _tasks_of(m, "add")[0]["buffer_binds"][0].update(
+        binding=77),
+    "a binding given twice": lambda m, f: _tasks_of(m, "add")[0]["buffer_binds"].append(
+        dict(_tasks_of(m, "add")[0]["buffer_binds"][0])),
+    "a binding left out": lambda m, f: _tasks_of(m, "add")[0]["buffer_binds"].pop(),
+    "an ndarray buffer naming a scalar argument": lambda m, f: next(
+        b for b in _tasks_of(m, "add")[0]["buffer_binds"] if b["buffer"]["type"] == 5)["buffer"].update(
+        root_id=[2]),
+    "an unknown buffer type": lambda m, f: _tasks_of(m, "add")[0]["buffer_binds"][0]["buffer"].update(type=42),
+    "a texture binding naming an ndarray": lambda m, f: next(
+        t for t in (_tasks_of(m, "tex_write")) if t.get("texture_binds"))["texture_binds"][0].update(arg_id=[99]),
+    "a huge id bound": lambda m, f: _set_word(f, "add_c", 3, 0xFFFFFFF0),
+}
+
+
+@pytest.mark.parametrize("damage", list(GFX_DAMAGE))
+def test_damaged_vulkan_modules_are_refused_at_load(vulkan, modules, tmp_path, damage):
+    folder = tmp_path / "m"
+    shutil.copytree(modules.path(vulkan), folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    GFX_DAMAGE[damage](meta, folder)
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    with Runtime(vulkan) as rt:
+        with pytest.raises(CorruptedDataError):
+            rt.load_module(str(folder))
+        rt.load_module(modules.path(vulkan)).close()  # the runtime and the good module are unharmed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..enums import Access, Format
 from ..errors import CorruptedDataError
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .source import _Source
 
 _UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
+_BUFFER_TYPES = 7  # Taichi's spirv BufferType: Root, GlobalTmps, Args, Rets, ListGen, ExtArr, ArgPack
+_EXT_ARR = 5  # ... the one whose root_id names an ndarray argument
+_MAX_BINDING = 4095  # far beyond what Taichi emits (a few per task); a larger number is damage
+_MAX_GROUP = 1024  # threads per work group: Vulkan devices allow at most 1024 (many exactly that)
+_MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
 
 
 def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
@@ -122,21 +127,28 @@ _SPIRV_FORMATS = (
 )  # SPIR-V ImageFormat codes (the spec's order) -> TiFormat names
 
 
-def _spirv_image_formats(code: bytes, name: str = "a task's SPIR-V") -> dict[int, Format]:
-    """{binding: format} of the storage images a SPIR-V module declares.
+class _Shader(NamedTuple):
+    """What a task's SPIR-V declares that its metadata must agree with."""
+
+    formats: dict[int, Format]  # {binding: format} of its storage images
+    bindings: frozenset[int]  # every binding it decorates
+    local_size: tuple[int, int, int] | None  # its LocalSize execution mode
+
+
+def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
+    """The bindings, storage-image formats and work-group size a SPIR-V module declares.
 
     Also checks the module's structure, since a damaged shader crashes drivers at launch: the magic
     number, every instruction within the stream, result ids below the header's bound, at least one
     entry point, and functions that all end (the stream ending with OpFunctionEnd).
     """
-    if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != 0x07230203:
-        raise CorruptedDataError(f"{name} is not a SPIR-V module")
-    words = struct.unpack(f"<{len(code) // 4}I", code)
+    words = _spirv_words(code, name)
     bound = words[3]
     bindings: dict[int, int] = {}
     images: dict[int, int] = {}
     pointers: dict[int, int] = {}
     variables: dict[int, int] = {}
+    local_size = None
     entry_points = functions = function_ends = 0
     last_op = None
     i = 5
@@ -147,6 +159,8 @@ def _spirv_image_formats(code: bytes, name: str = "a task's SPIR-V") -> dict[int
         w = words[i + 1:i + count]
         if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
             bindings[w[0]] = w[2]
+        elif op == 16 and len(w) >= 5 and w[1] == 17:  # OpExecutionMode ... LocalSize x y z
+            local_size = (w[2], w[3], w[4])
         elif op == 25 and len(w) >= 8:  # OpTypeImage
             images[w[0]] = w[7]
         elif op == 32 and len(w) >= 3:  # OpTypePointer
@@ -172,21 +186,102 @@ def _spirv_image_formats(code: bytes, name: str = "a task's SPIR-V") -> dict[int
         fmt = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
         if fmt is not None:
             out[binding] = Format[fmt]
+    return _Shader(out, frozenset(bindings.values()), local_size)
+
+
+def _spirv_words(code: bytes, name: str) -> tuple[int, ...]:
+    """The module's words, after its header's checks: the magic number, whole words, an id bound SPIR-V allows."""
+    if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != 0x07230203:
+        raise CorruptedDataError(f"{name} is not a SPIR-V module")
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    if not 0 < words[3] <= _MAX_ID_BOUND:
+        raise CorruptedDataError(f"{name}: an id bound of {words[3]}")
+    return words
+
+
+def _int(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _arg_kinds(kernel: dict) -> dict[int, int]:
+    """{argument index: ptype} of a kernel's arguments, as its metadata lists them."""
+    out = {}
+    for entry in (kernel.get("ctx_attribs") or {}).get("arg_attribs_vec_") or []:
+        try:
+            out[int(entry["key"][0])] = int(entry["value"].get("ptype", 0))
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            continue  # reported where the arguments are read
     return out
 
 
+def _check_binds(task: dict, shader: _Shader, args: dict[int, int], what: str) -> None:
+    """A task's buffer and texture bindings: well formed, each once, each naming an argument of the right kind
+    where it names one, and exactly the bindings its SPIR-V declares (a buffer bound to a slot the shader never
+    reads, or a slot left empty, computes on the wrong memory)."""
+    seen: set[int] = set()
+    for b in task.get("buffer_binds") or []:
+        buffer = b.get("buffer") if isinstance(b, dict) else None
+        root = buffer.get("root_id") if isinstance(buffer, dict) else None
+        if (not isinstance(buffer, dict) or not _int(b.get("binding"), 0, _MAX_BINDING)
+                or not _int(buffer.get("type"), 0, _BUFFER_TYPES - 1) or not isinstance(root, list)):
+            raise CorruptedDataError(f"{what}: a malformed buffer binding")
+        if buffer["type"] == _EXT_ARR and (not root or args.get(root[0]) != 1):
+            raise CorruptedDataError(f"{what}: binding {b['binding']} names no ndarray argument ({root})")
+        _bind_once(seen, b["binding"], what)
+    for b in task.get("texture_binds") or []:
+        arg_id = b.get("arg_id") if isinstance(b, dict) else None
+        index: Any = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
+        kind = args.get(index) if isinstance(index, int) else None
+        if not isinstance(b, dict) or not _int(b.get("binding"), 0, _MAX_BINDING) or kind not in (2, 3):
+            raise CorruptedDataError(f"{what}: a malformed texture binding, or one that names no texture argument")
+        _bind_once(seen, b["binding"], what)
+    if seen != shader.bindings:
+        raise CorruptedDataError(f"{what}: its metadata binds {sorted(seen)}, its SPIR-V declares "
+                                 f"{sorted(shader.bindings)}")
+
+
+def _bind_once(seen: set[int], binding: int, what: str) -> None:
+    if binding in seen:
+        raise CorruptedDataError(f"{what}: binding {binding} is bound twice")
+    seen.add(binding)
+
+
+def _check_task(task: Any, kernel: dict, names: set[str], source: _Source) -> _Shader:
+    """One task of a kernel against its metadata's invariants and its SPIR-V; the shader it declares."""
+    if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+        raise CorruptedDataError(f"metadata: a task of kernel {kernel.get('name')!r} has no name")
+    what = f"metadata: task {task['name']!r} of kernel {kernel.get('name')!r}"
+    if task["name"] in names:
+        raise CorruptedDataError(f"{what} is listed twice")
+    names.add(task["name"])
+    group, total = task.get("advisory_num_threads_per_group"), task.get("advisory_total_num_threads")
+    if not _int(group, 1, _MAX_GROUP) or not _int(total, 0, 2**31 - 1):
+        raise CorruptedDataError(f"{what}: {group!r} threads per group, {total!r} in all")
+    file = task["name"] + ".spv"
+    code = source.read(file)
+    if code is None:
+        raise CorruptedDataError(f"module file {file} (kernel {kernel.get('name')!r}) is missing")
+    shader = _spirv_shader(code, file)
+    size = shader.local_size
+    if size is not None and size[0] * size[1] * size[2] != group:
+        raise CorruptedDataError(f"{what}: {group} threads per group, its SPIR-V's work group is {size}")
+    _check_binds(task, shader, _arg_kinds(kernel), what)
+    return shader
+
+
 def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Format]:
-    """{(kernel, argument index): format} for storage textures; every task's SPIR-V is checked."""
+    """{(kernel, argument index): format} for storage textures; every task is checked on the way (its
+    metadata's invariants, its SPIR-V's structure, the two against each other)."""
     out = {}
     for k in meta.get("kernels") or []:
-        for task in (k.get("tasks_attribs") or []) if isinstance(k, dict) else []:
-            if not isinstance(task, dict) or not isinstance(task.get("name"), str):
-                raise CorruptedDataError(f"metadata: a task of kernel {k.get('name')!r} has no name")
-            file = task["name"] + ".spv"
-            code = source.read(file)
-            if code is None:
-                raise CorruptedDataError(f"module file {file} (kernel {k.get('name')!r}) is missing")
-            formats = _spirv_image_formats(code, file)
+        if not isinstance(k, dict):
+            continue  # reported where the kernels are read
+        tasks = k.get("tasks_attribs") or []
+        if not isinstance(tasks, list):
+            raise CorruptedDataError(f"metadata: the tasks of kernel {k.get('name')!r} are no list")
+        names: set[str] = set()
+        for task in tasks:
+            formats = _check_task(task, k, names, source).formats
             for b in task.get("texture_binds") or []:
                 if not isinstance(b, dict) or not b.get("is_storage"):
                     continue
