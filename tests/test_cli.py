@@ -169,6 +169,7 @@ def test_stubs_are_valid_typed_python(arch, modules, tmp_path):
     import inspect
 
     out = tmp_path / "stubs" / "mod.pyi"
+    out.parent.mkdir()  # stubs makes no folder: a missing one is a mistake in the path
     proc = run_cli("stubs", modules.path(arch, tcm=True), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
