@@ -96,3 +96,18 @@ def threads(worker, _item):
         added = len(os.listdir("/proc/self/task")) - before
         assert rt.cpu_threads == worker.runtime.cpu_threads
     return worker.runtime.cpu_threads, sorted(os.sched_getaffinity(0)), os.getpid(), added
+
+
+def react(worker, steps):
+    """``steps`` x 16 Gray-Scott steps of the demo module from a fixed start (no random seeding): the same
+    numbers on any thread count."""
+    rt = worker.runtime
+    start = np.zeros((32, 32, 2), np.float32)
+    start[..., 0] = 1.0
+    start[12:20, 12:20] = (0.5, 0.25)
+    a = rt.ndarray_from_numpy(start, elem_ndim=1)
+    b = rt.ndarray((32, 32), np.float32, (2,))
+    for _ in range(steps):
+        worker.module.graphs["steps16"](a=a, b=b, feed=0.037, kill=0.06)
+    rt.wait()
+    return a.to_numpy()

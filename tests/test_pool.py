@@ -20,7 +20,6 @@ import pytest
 
 from conftest import require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, MissingFileError
-from taichi_aot.cli.sweep import simulate as sweep_simulate
 from taichi_aot.pool import (
     Pool,
     PoolClosedError,
@@ -325,13 +324,14 @@ def test_cpu_workers_share_the_cores(tmp_path):
     with Pool(str(out), arch="x64") as pool:  # one worker a core, one thread each
         assert len(pool) == _cpus.usable_cpus() and pool.threads == 1
         seen = {pid: (n, tuple(c), added) for n, c, pid, added in pool.map(tasks.threads, range(4 * len(pool)))}
-        sim = pool.map(sweep_simulate, [(0.037, 0.06, 32, 32)] * 2)
+        sim = pool.map(tasks.react, [2, 2])
     assert sorted(c for _, share, _ in seen.values() for c in share) == cores[:len(pool)]  # every core once
     assert all(n == 1 and added == 1 for n, _, added in seen.values())
     with Pool(str(out), arch="x64", workers=1) as pool:  # one worker: every core, as many threads
         [(n, share, _, added)] = pool.map(tasks.threads, [0])
         assert pool.threads == n == added == len(cores) and share == cores
-        np.testing.assert_array_equal(pool.map(sweep_simulate, [(0.037, 0.06, 32, 32)])[0][0], sim[0][0])
+        np.testing.assert_array_equal(pool.map(tasks.react, [2])[0], sim[0])  # one thread or all: the same
+    np.testing.assert_array_equal(sim[0], sim[1])
     with Pool(str(out), arch="x64", workers=3, threads=2) as pool:  # more than fit: the shares wrap around
         assert len(pool) == 3 and pool.threads == 2
         found = pool.map(tasks.threads, range(12))
