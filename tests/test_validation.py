@@ -162,6 +162,20 @@ def test_module_of_another_backend_or_taichi_is_incompatible(modules, tmp_path):
     (old / "__version__").write_text("1.6.0")
     with Runtime(Arch.VULKAN) as rt, pytest.raises(ta.IncompatibleModuleError, match=r"Taichi 1\.6\.0"):
         rt.load_module(old)
+    # a gfx module of a later 1.x runs (the library checks no version there; its metadata and SPIR-V are
+    # checked in full); an LLVM one of another version does not
+    (old / "__version__").write_text("1.8.0")
+    with Runtime(Arch.VULKAN) as rt:
+        mod = rt.load_module(old)
+        x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.arange(4, dtype=np.float32))
+        mod.kernels["add"](x, y, 2.0)
+        rt.wait()
+        np.testing.assert_array_equal(x.to_numpy(), 2.0 * np.arange(4))
+    newer = tmp_path / "newer"
+    shutil.copytree(modules.path(Arch.X64), newer)
+    (newer / "__version__").write_text("1.8.0")
+    with Runtime(Arch.X64) as rt, pytest.raises(ta.IncompatibleModuleError, match=r"Taichi 1\.8\.0"):
+        rt.load_module(newer)
 
 
 def test_out_of_range_values_are_refused(env):

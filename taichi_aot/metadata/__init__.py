@@ -13,6 +13,7 @@ in :mod:`.gfx140`. No Taichi import, no ``eval``; hostile or truncated input rai
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 
@@ -25,6 +26,8 @@ from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes th
 from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo, graph_access
 from .multi import apply_names, part_for, parts_of
 from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
+
+_log = logging.getLogger("taichi_aot")
 
 # the archs that load a gfx module, in order of preference (Vulkan first)
 _GFX_LOADERS = tuple(a for a in ARCH_PREFERENCE if a in GFX_ARCHS)
@@ -49,7 +52,9 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
     ``host_cpu`` is this machine's CPU arch (an x64 module loads on any x64 runtime).
 
     Raises:
-        IncompatibleModuleError: another backend family, another LLVM arch, or another Taichi minor version.
+        IncompatibleModuleError: another backend family, another LLVM arch, or another Taichi minor version
+            (a gfx module of a later 1.x is loaded: the library checks no version there, and its metadata
+            and SPIR-V are checked in full).
     """
     way_out = (f": Runtime.for_module({where!r}) opens a backend the module runs on, or build one file for "
                f"several with python -m taichi_aot build FILE.py --arch "
@@ -64,12 +69,20 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
         raise IncompatibleModuleError(f"module {where} was compiled for {meta.arch.name}; this runtime is "
                                       f"{arch.name}{way_out}")
     wanted = library_version // 1000  # e.g. 1007 for Taichi 1.7.x
-    if meta.version is not None and len(meta.version) >= 2 and meta.version[0] * 1000 + meta.version[1] != wanted:
-        have = ".".join(map(str, meta.version))
-        raise IncompatibleModuleError(
-            f"module {where} was compiled by Taichi {have}; libtaichi_c_api {library_version} "
-            f"loads modules of Taichi {wanted // 1000}.{wanted % 1000}.x"
-        )
+    if meta.version is None or len(meta.version) < 2 or meta.version[0] * 1000 + meta.version[1] == wanted:
+        return
+    have = ".".join(map(str, meta.version))
+    if meta.format == "gfx" and meta.version[0] == wanted // 1000 and meta.version[1] > wanted % 1000:
+        # the library checks no version of a gfx module: it runs what its metadata and SPIR-V say, which
+        # taichi_aot has just read and checked in full (a later 1.x writes them as 1.7 does)
+        _log.info("module %s was compiled by Taichi %s; libtaichi_c_api %s runs it as its own gfx format", where,
+                  have, library_version)
+        return
+    raise IncompatibleModuleError(
+        f"module {where} was compiled by Taichi {have}; libtaichi_c_api {library_version} "
+        f"loads modules of Taichi {wanted // 1000}.{wanted % 1000}.x"
+        + (" (and, on Vulkan, later 1.x)" if meta.format == "gfx" else "")
+    )
 
 
 def read_module(source: str | bytes | os.PathLike, arch: Arch | None = None) -> ModuleInfo:
