@@ -158,6 +158,28 @@ def load() -> LibraryInfo:
 #: The library loaded at import.
 info: LibraryInfo = load()
 
+#: Held while the library creates or destroys a runtime or loads a module (LLVM compiles code then, and the
+#: library takes locks of its own). A fork waits for it (os.register_at_fork), so a child never starts with
+#: such a call half done in another thread, whose locks it would inherit held: creating a runtime there hung.
+busy = threading.RLock()
+
+
+def _fork_before() -> None:
+    busy.acquire()
+
+
+def _fork_after_in_parent() -> None:
+    busy.release()
+
+
+def _fork_after_in_child() -> None:
+    global busy
+    busy = threading.RLock()  # the parent's is held by the forking thread, which the child does not have
+
+
+os.register_at_fork(before=_fork_before, after_in_parent=_fork_after_in_parent,
+                    after_in_child=_fork_after_in_child)
+
 
 # ---------------------------------------------------------------------------
 # What the library prints. libtaichi_c_api logs a warning line for every error it records (and for

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _dlpack, capi, metadata
+from . import _cuda, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
 from ._lifetime import Child, Owned
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
@@ -557,6 +557,9 @@ def _close_open_runtimes() -> None:
     deadline = time.monotonic() + 1.0
     for thread in busy:
         thread.join(max(0.0, deadline - time.monotonic()))
+    # a creation, destruction or module load another thread has under way (LLVM compiling) finishes before the
+    # library's static destructors run at process exit, and none starts after: the library stays held
+    _library.busy.acquire(timeout=10.0)
 
 
 _exit_hook: list[bool] = []  # [True] once _close_open_runtimes is registered

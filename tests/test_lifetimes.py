@@ -260,3 +260,39 @@ def test_closing_belongs_to_the_runtimes_thread(arch, modules):
     made["x"].close()  # its thread is gone: nothing can be inside a call of it
     made["rt"].close()
     assert made["x"].closed and made["rt"].closed
+
+
+FORK_WHILE_CREATING = """
+import os, sys, threading, time
+import taichi_aot as ta
+arch = sys.argv[1]
+def churn():
+    while True:
+        with ta.Runtime(arch):
+            pass
+threading.Thread(target=churn, daemon=True).start()
+time.sleep(0.3)
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        with ta.Runtime(arch):
+            pass
+        os._exit(0)
+    deadline = time.time() + 20
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            print("a child hung")
+            sys.exit(1)
+        time.sleep(0.01)
+print("children ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+def test_fork_while_another_thread_creates_runtimes(arch):
+    """A fork waits for a runtime creation another thread has under way (the child would inherit the library's
+    locks held and hang creating its own), and the parent, exiting with that thread still at it, ends cleanly."""
+    proc = subprocess.run([sys.executable, "-c", FORK_WHILE_CREATING, arch.name.lower()], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "children ok" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr[-2000:])

@@ -180,7 +180,7 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
     q = Quiet()
-    with _cpus.starting(threads), q:
+    with _library.busy, _cpus.starting(threads), q:
         runtime = lib.ti_create_runtime(arch, device_index)
     check_quiet(f"create_runtime({arch.name}, {device_index})", q)
     return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})", threads)
@@ -205,7 +205,7 @@ def destroy_runtime(runtime: Any) -> None:
     """``ti_destroy_runtime``: destroy a runtime; its memory, images, modules and kernels die with it."""
     lookup_runtime(runtime, "destroy_runtime")
     handles.retire(("runtime", runtime))
-    with Quiet():
+    with _library.busy, Quiet():
         lib.ti_destroy_runtime(runtime)
     check("destroy_runtime")
 
@@ -584,7 +584,7 @@ def load_aot_module(runtime: Any, filepath: str | os.PathLike | None = None, *,
             raise CorruptedDataError(f"load_aot_module({path!r}): libtaichi_c_api {why}: its metadata.tcb or code "
                                      "is damaged, so this process does not load it")
     q = Quiet()
-    with q:
+    with _library.busy, q:
         module = lib.ti_load_aot_module(runtime, os.fsencode(path))
     check_quiet(f"load_aot_module({path!r})", q)
     return handles.register_module(runtime, module, "load_aot_module")
@@ -602,7 +602,7 @@ def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
         raise CorruptedDataError("create_aot_module: empty module data")
     _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
     q = Quiet()
-    with q:
+    with _library.busy, q:
         module = lib.ti_create_aot_module(runtime, data, len(data))
     check_quiet(f"create_aot_module({len(data)} bytes on {rt.arch.name})", q)
     return handles.register_module(runtime, module, "create_aot_module")
