@@ -83,13 +83,14 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
         temp_dir = tempfile.mkdtemp(prefix="taichi_aot_module_")
         try:
             extract_archive(data if data is not None else what, temp_dir)
-            return capi.load_aot_module(rt, temp_dir), what, temp_dir, meta
+            return capi.load_checked(rt, temp_dir, meta), what, temp_dir, meta
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
+    # the metadata was read and checked above: capi's loads by that metadata do not read it again
     if data is not None:
-        return capi.create_aot_module(rt, data), what, None, meta
-    return capi.load_aot_module(rt, what), what, None, meta
+        return capi.create_checked(rt, data), what, None, meta
+    return capi.load_checked(rt, what, meta), what, None, meta
 
 
 class AotModule(Child):

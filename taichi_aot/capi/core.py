@@ -576,7 +576,14 @@ def load_aot_module(runtime: Any, filepath: str | os.PathLike | None = None, *,
     path = os.fsdecode(os.fspath(module_path))
     if "\0" in path:
         raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
-    meta = _check_module(path, rt.arch, f"load_aot_module({path!r})")
+    return load_checked(runtime, path, _check_module(path, rt.arch, f"load_aot_module({path!r})"))
+
+
+def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
+    """``load_aot_module`` of a module folder (or gfx ``.tcm``) whose metadata the caller has just read and
+    checked for this runtime (``metadata.open_module`` and ``metadata.check_compatible``: the object layer),
+    so it is not read again; the checks only C's side needs are made here."""
+    rt = lookup_runtime(runtime, "load_aot_module")
     if rt.arch in LLVM_ARCHS:
         _check_llvm_module_dir(path, "load_aot_module")
         why = module_crash(path, rt.arch, list(meta.kernels), list(meta.graphs), _library.info.path)
@@ -601,6 +608,13 @@ def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
     if not data:
         raise CorruptedDataError("create_aot_module: empty module data")
     _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
+    return create_checked(runtime, data)
+
+
+def create_checked(runtime: Any, data: bytes) -> Any:
+    """``create_aot_module`` of ``.tcm`` bytes whose metadata the caller has just read and checked for this
+    runtime (the object layer), so they are not read again."""
+    rt = lookup_runtime(runtime, "create_aot_module")
     q = Quiet()
     with _library.busy, q:
         module = lib.ti_create_aot_module(runtime, data, len(data))
