@@ -1,4 +1,5 @@
-"""``taichi_core.h``, one checked Python function per C function: runtimes, memory, images, modules, launches.
+"""``taichi_core.h``, one checked Python function per C function: runtimes, memory, images, launches (modules:
+:mod:`.modules`).
 
 Every handle is looked up in the registry (:mod:`.handles`) before it reaches C,
 every call goes through the error funnel, and the calls known to chatter run
@@ -10,19 +11,17 @@ the hot paths the objects use (:func:`memcpy_host`, :func:`pending_flag`).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _cpus, _library, errors, metadata
+from .. import _cpus, _library, errors
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
-from .._probe import ArchStatus, cached_probe, host_cpu_arch, module_crash
+from .._probe import ArchStatus, cached_probe, host_cpu_arch
 from ..enums import (
     CPU_ARCHS,
     DATA_TYPE_SIZE,
-    LLVM_ARCHS,
     SCALAR_ARGUMENT_TYPES,
     Arch,
     ArgumentType,
@@ -36,12 +35,8 @@ from ..errors import (
     ArgumentNullError,
     ArgumentTypeError,
     ClosedError,
-    CorruptedDataError,
-    IncompatibleModuleError,
     InvalidArgumentError,
     InvalidStateError,
-    MissingFileError,
-    NameNotFoundError,
     NotSupportedError,
     OutOfMemoryError,
     TaichiError,
@@ -523,142 +518,6 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
         handles.mark_enqueued(runtime)
         lib.ti_transition_image(runtime, image, layout)
     check("transition_image")
-
-
-# ---------------------------------------------------------------------------
-# AOT modules, kernels, graphs
-
-
-def _check_module(source: str | bytes, arch: Arch, what: str) -> metadata.ModuleInfo:
-    # What the object layer checks, before C sees the module: 1.7.4 segfaults on garbage LLVM metadata
-    # and on damaged SPIR-V (at launch), and reports a missing path or another backend's module as
-    # corrupt data or an invalid state.
-    if isinstance(source, str) and not os.path.exists(source):
-        raise MissingFileError(f"{what}: no module at {source!r}")
-    try:
-        meta = metadata.read_module(source)
-    except CorruptedDataError as e:
-        raise CorruptedDataError(f"{what}: {e}") from None
-    if meta.parts:
-        raise IncompatibleModuleError(
-            f"{what}: a multi-arch module (parts: {', '.join(meta.parts)}); the C-API loads one plain module: "
-            "Runtime.load_module takes the part for its arch"
-        )
-    metadata.check_compatible(meta, arch, _library.info.version, host_cpu_arch(), repr(source)[:200])
-    return meta
-
-
-def _check_llvm_module_dir(path: str, what: str) -> None:
-    # libtaichi_c_api 1.7.4 segfaults on LLVM backends when the folder is
-    # missing, empty or a .tcm file: refuse anything that is not a module folder.
-    if not os.path.exists(path):
-        raise CorruptedDataError(f"{what}: no module at {path!r} (path does not exist)")
-    if not os.path.isdir(path):
-        raise NotSupportedError(
-            f"{what}: {path!r} is a file; the x64/CUDA backends of libtaichi_c_api 1.7.4 load only module "
-            "folders (Runtime.load_module extracts .tcm archives for you)"
-        )
-    meta = os.path.join(path, "metadata.tcb")
-    if not os.path.isfile(meta) or os.path.getsize(meta) == 0:
-        raise CorruptedDataError(f"{what}: {path!r} is not an LLVM AOT module folder (no metadata.tcb)")
-
-
-def load_aot_module(runtime: Any, filepath: str | os.PathLike | None = None, *,
-                    module_path: str | os.PathLike | None = None) -> Any:
-    """``ti_load_aot_module``: load a module from a folder (or a ``.tcm`` file on gfx backends); the path is
-    ``filepath`` (the design document's name) or ``module_path`` (the C header's)."""
-    rt = lookup_runtime(runtime, "load_aot_module")
-    if (filepath is None) == (module_path is None):
-        raise ArgumentTypeError("load_aot_module: give the module's path once (filepath or module_path)")
-    module_path = filepath if filepath is not None else module_path
-    if not isinstance(module_path, (str, bytes, os.PathLike)):
-        raise ArgumentTypeError(f"load_aot_module: module_path must be a path, got {describe(module_path)}")
-    path = os.fsdecode(os.fspath(module_path))
-    if "\0" in path:
-        raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
-    return load_checked(runtime, path, _check_module(path, rt.arch, f"load_aot_module({path!r})"))
-
-
-def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
-    """``load_aot_module`` of a module folder (or gfx ``.tcm``) whose metadata the caller has just read and
-    checked for this runtime (``metadata.open_module`` and ``metadata.check_compatible``: the object layer),
-    so it is not read again; the checks only C's side needs are made here."""
-    rt = lookup_runtime(runtime, "load_aot_module")
-    if rt.arch in LLVM_ARCHS:
-        _check_llvm_module_dir(path, "load_aot_module")
-        why = module_crash(path, rt.arch, list(meta.kernels), list(meta.graphs), _library.info.path)
-        if why:
-            raise CorruptedDataError(f"load_aot_module({path!r}): libtaichi_c_api {why}: its metadata.tcb or code "
-                                     "is damaged, so this process does not load it")
-    q = Quiet()
-    with _library.busy, q:
-        module = lib.ti_load_aot_module(runtime, os.fsencode(path))
-    check_quiet(f"load_aot_module({path!r})", q)
-    return handles.register_module(runtime, module, "load_aot_module")
-
-
-def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
-    """``ti_create_aot_module``: load a module from the bytes of a ``.tcm`` archive: ``data`` bytes-like, or,
-    as C takes it, a ctypes pointer or array with its ``size`` in bytes.
-
-    The x64/CUDA backends of 1.7.4 refuse bytes (NotSupportedError).
-    """
-    rt = lookup_runtime(runtime, "create_aot_module")
-    data = structs.module_bytes(data, size, "create_aot_module")
-    if not data:
-        raise CorruptedDataError("create_aot_module: empty module data")
-    _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
-    return create_checked(runtime, data)
-
-
-def create_checked(runtime: Any, data: bytes) -> Any:
-    """``create_aot_module`` of ``.tcm`` bytes whose metadata the caller has just read and checked for this
-    runtime (the object layer), so they are not read again."""
-    rt = lookup_runtime(runtime, "create_aot_module")
-    q = Quiet()
-    with _library.busy, q:
-        module = lib.ti_create_aot_module(runtime, data, len(data))
-    check_quiet(f"create_aot_module({len(data)} bytes on {rt.arch.name})", q)
-    return handles.register_module(runtime, module, "create_aot_module")
-
-
-def destroy_aot_module(aot_module: Any) -> None:
-    """``ti_destroy_aot_module``: destroy a module; its kernels and graphs die with it."""
-    key, _ = lookup_module_or_child("module", "TiAotModule", aot_module, "destroy_aot_module")
-    handles.retire(key)
-    with Quiet():
-        lib.ti_destroy_aot_module(aot_module)
-    check("destroy_aot_module")
-
-
-def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, name: str, what: str) -> Any:
-    key, entry = lookup_module_or_child("module", "TiAotModule", aot_module, what)
-    if not isinstance(name, str):
-        raise ArgumentTypeError(f"{what}: name must be str, got {describe(name)}")
-    if not name or "\0" in name:
-        raise NameNotFoundError(f"{what}: no {kind} named {name!r}")
-    q = Quiet()
-    with q:
-        handle = getter(aot_module, name.encode())
-    code, message = take_last_error()
-    if code != 0 or handle == NULL:
-        # x64 reports an unknown kernel as INVALID_STATE, Vulkan as NAME_NOT_FOUND.
-        detail = f" ({message})" if message and message != name else ""
-        raise NameNotFoundError(f"{what}: the module has no {kind} named {name!r}{detail}")
-    handles.register_module_child(kind, key, entry, handle, name)
-    return handle
-
-
-def get_aot_module_kernel(aot_module: Any, name: str) -> Any:
-    """``ti_get_aot_module_kernel``: a kernel (TiKernel) by name; unknown names raise NameNotFoundError."""
-    return _get_named("kernel", lib.ti_get_aot_module_kernel, aot_module, name, "get_aot_module_kernel")
-
-
-def get_aot_module_compute_graph(aot_module: Any, name: str) -> Any:
-    """``ti_get_aot_module_compute_graph``: a compute graph by name; unknown names raise NameNotFoundError."""
-    return _get_named(
-        "graph", lib.ti_get_aot_module_compute_graph, aot_module, name, "get_aot_module_compute_graph"
-    )
 
 
 # ---------------------------------------------------------------------------
