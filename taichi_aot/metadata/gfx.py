@@ -144,11 +144,7 @@ def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
     """
     words = _spirv_words(code, name)
     bound = words[3]
-    bindings: dict[int, int] = {}
-    images: dict[int, int] = {}
-    pointers: dict[int, int] = {}
-    variables: dict[int, int] = {}
-    local_size = None
+    found: dict[str, dict[int, Any]] = {"bindings": {}, "images": {}, "pointers": {}, "variables": {}, "size": {}}
     entry_points = functions = function_ends = 0
     last_op = None
     i = 5
@@ -157,17 +153,8 @@ def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
         if count == 0 or i + count > len(words):
             raise CorruptedDataError(f"{name} is truncated or damaged (instruction at word {i})")
         w = words[i + 1:i + count]
-        if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
-            bindings[w[0]] = w[2]
-        elif op == 16 and len(w) >= 5 and w[1] == 17:  # OpExecutionMode ... LocalSize x y z
-            local_size = (w[2], w[3], w[4])
-        elif op == 25 and len(w) >= 8:  # OpTypeImage
-            images[w[0]] = w[7]
-        elif op == 32 and len(w) >= 3:  # OpTypePointer
-            pointers[w[0]] = w[2]
-        elif op == 59 and len(w) >= 2:  # OpVariable
-            variables[w[1]] = w[0]
-        elif op == 15:  # OpEntryPoint
+        _note(op, w, found)
+        if op == 15:  # OpEntryPoint
             entry_points += 1
         elif op == 54:  # OpFunction
             functions += 1
@@ -180,13 +167,36 @@ def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
     if not entry_points or functions == 0 or functions != function_ends or last_op != 56:
         raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
                                  f"ends {function_ends})")
+    bindings = found["bindings"]
+    return _Shader(_image_formats(bindings, found["images"], found["pointers"], found["variables"]),
+                   frozenset(bindings.values()), found["size"].get(0))
+
+
+def _note(op: int, w: tuple[int, ...], found: dict[str, dict[int, Any]]) -> None:
+    """Keep what one instruction declares that the checks need: bindings, the work-group size, and the image
+    types, pointers and variables that lead from a binding to an image format."""
+    if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
+        found["bindings"][w[0]] = w[2]
+    elif op == 16 and len(w) >= 5 and w[1] == 17:  # OpExecutionMode ... LocalSize x y z
+        found["size"][0] = (w[2], w[3], w[4])
+    elif op == 25 and len(w) >= 8:  # OpTypeImage
+        found["images"][w[0]] = w[7]
+    elif op == 32 and len(w) >= 3:  # OpTypePointer
+        found["pointers"][w[0]] = w[2]
+    elif op == 59 and len(w) >= 2:  # OpVariable
+        found["variables"][w[1]] = w[0]
+
+
+def _image_formats(bindings: dict[int, int], images: dict[int, int], pointers: dict[int, int],
+                   variables: dict[int, int]) -> dict[int, Format]:
+    """{binding: format} of the storage images among a shader's bound variables."""
     out = {}
     for var, binding in bindings.items():
         image_format = images.get(pointers.get(variables.get(var, -1), -1))
         fmt = _SPIRV_FORMATS[image_format] if image_format is not None and image_format < len(_SPIRV_FORMATS) else None
         if fmt is not None:
             out[binding] = Format[fmt]
-    return _Shader(out, frozenset(bindings.values()), local_size)
+    return out
 
 
 def _spirv_words(code: bytes, name: str) -> tuple[int, ...]:
