@@ -24,13 +24,13 @@ import numpy as np
 from . import _cuda, capi
 from ._lifetime import Child, Owned
 from ._native import ffi
-from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, MemoryUsage
+from .enums import CPU_ARCHS, Arch, MemoryUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
-__all__ = ["DATA_TYPES", "NUMPY_DTYPES", "Memory", "MemorySlice"]  # the tables are enums' (old home)
+__all__ = ["Memory", "MemorySlice"]
 
 
 def _size_arg(size: Any, what: str) -> int:

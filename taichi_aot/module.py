@@ -25,17 +25,14 @@ from .errors import (
     MissingFileError,
     NameNotFoundError,
 )
-from .launch import BoundLaunch, ComputeGraph, Kernel, LaunchSequence
-from .metadata.source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, extract_archive, is_zip
+from .launch import ComputeGraph, Kernel
+from .metadata.source import extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ModuleInfo
     from .runtime import Runtime
 
-__all__ = [  # the launch classes and extract_archive keep their old home here
-    "MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "AotModule", "BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence",
-    "ModuleSource", "extract_archive",
-]
+__all__ = ["AotModule", "ModuleSource"]
 
 #: What :class:`AotModule` loads: a folder or ``.tcm`` path, or ``.tcm`` bytes.
 ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]

@@ -32,12 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
 __all__ = [
-    "DATA_TYPES", "NUMPY_DTYPES", "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
+    "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
     "data_type", "signature",
 ]
 
 # DLPack device types (dlpack.h: kDLCPU, kDLCUDA, kDLVulkan)
-_DL_CPU, _DL_CUDA, _DL_VULKAN = 1, 2, 7
+_DL_CPU, _DL_CUDA, _DL_VULKAN = _dlpack.CPU, _dlpack.CUDA, _dlpack.VULKAN  # DLPack's device types
 
 #: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, a name, or
 #: one of Taichi's types (``ti.f32``, ``ti.math.vec3``, ``ti.types.matrix(2, 2, ti.f32)``).

@@ -217,7 +217,7 @@ def test_hostile_archives_are_refused(rt, tmp_path):
         assert not (tmp_path.parent / "evil.txt").exists()
         # the extractor itself refuses the member, whatever the metadata says
         with pytest.raises(ta.CorruptedDataError, match=r"unsafe|escapes"):
-            ta.module.extract_archive(str(path), str(tmp_path / "out"))
+            ta.metadata.source.extract_archive(str(path), str(tmp_path / "out"))
         assert not (tmp_path / "evil.txt").exists()
     info = zipfile.ZipInfo("link")
     info.external_attr = 0o120777 << 16  # a symlink member
@@ -226,7 +226,7 @@ def test_hostile_archives_are_refused(rt, tmp_path):
     with pytest.raises(ta.TaichiError):
         rt.load_module(tmp_path / "link.tcm")
     with pytest.raises(ta.CorruptedDataError, match="not a regular file"):
-        ta.module.extract_archive(str(tmp_path / "link.tcm"), str(tmp_path / "out2"))
+        ta.metadata.source.extract_archive(str(tmp_path / "link.tcm"), str(tmp_path / "out2"))
     # a member whose deflated bytes are damaged (zlib's own error before)
     payload = bytes(range(256)) * 64
     with zipfile.ZipFile(tmp_path / "damaged.tcm", "w", zipfile.ZIP_DEFLATED) as zf:

@@ -52,8 +52,8 @@ from ..errors import (
     WorkerTaskError,
 )
 from ..runtime import resolve_arch
-from ._local import LocalHandle, WorkerDiedError
-from ._worker import Worker, WorkerConfig, describe_exit
+from ._local import LocalHandle
+from ._worker import Worker, WorkerConfig, WorkerDiedError, describe_exit
 
 __all__ = [
     "Pool",

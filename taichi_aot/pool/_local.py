@@ -13,17 +13,9 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from ..errors import ArgumentTypeError
-from ._worker import WorkerConfig, serve, start_error
+from ._worker import WorkerConfig, WorkerDiedError, serve, start_error
 
 _context = multiprocessing.get_context("spawn")  # never fork: a forked runtime is unusable (and CUDA forbids it)
-
-
-class WorkerDiedError(Exception):
-    """The worker's process ended while it held a task (or while starting)."""
-
-    def __init__(self, exitcode: int | None):
-        super().__init__(exitcode)
-        self.exitcode = exitcode
 
 
 class LocalHandle:

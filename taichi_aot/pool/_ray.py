@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import WorkerStartError, WorkerTaskError
-from ._local import WorkerDiedError
-from ._worker import WorkerConfig, start_error, start_worker
+from ._worker import WorkerConfig, WorkerDiedError, start_error, start_worker
 
 _actor_class: Any = None
 

@@ -43,6 +43,15 @@ class WorkerConfig:
     threads: int | None = None  # the threads of a CPU worker's runtime (what Ray reserves for it); None on a GPU
 
 
+class WorkerDiedError(Exception):
+    """A worker (process or Ray actor) ended while it held a task (or while starting): what every handle kind
+    raises for the pool to replace it."""
+
+    def __init__(self, exitcode: int | None):
+        super().__init__(exitcode)
+        self.exitcode = exitcode
+
+
 class Worker:
     """What a task function receives: this worker's runtime, its modules and a place to keep things.
 
@@ -61,7 +70,6 @@ class Worker:
         self.device = config.device
         self.pid = os.getpid()
         self.cache: dict[str, Any] = {}
-        self.tasks_done = 0
         if config.cpus and hasattr(os, "sched_setaffinity"):  # before the runtime starts its threads
             os.sched_setaffinity(0, config.cpus)
         self.runtime = Runtime(config.arch, config.device_index, cpu_threads=config.threads)
@@ -123,7 +131,6 @@ def run_task(worker: Worker, fn: Callable[[Worker, Any], Any], item: Any) -> tup
         value = fn(worker, item)
     except Exception as e:
         return failure(e)
-    worker.tasks_done += 1
     return ("ok", value)
 
 
