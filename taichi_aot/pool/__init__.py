@@ -597,15 +597,22 @@ def _pack(path: str) -> bytes:
     return buf.getvalue()
 
 
+def _checked_counts(workers: int | None, devices: Sequence[int] | None) -> list[int] | None:
+    """``devices`` as a list, after checking it and ``workers`` (InvalidArgumentError)."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise InvalidArgumentError(f"Pool: workers must be an int >= 1, got {workers!r}")
+    if devices is None:
+        return None
+    devices = list(devices)
+    if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
+        raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
+    return devices
+
+
 def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
           backend: str) -> list[tuple[int | None, int, str | None]]:
     """``(device, runtime device_index, CUDA_VISIBLE_DEVICES)`` for each worker."""
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-        raise InvalidArgumentError(f"Pool: workers must be an int >= 1, got {workers!r}")
-    if devices is not None:
-        devices = list(devices)
-        if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
-            raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
+    devices = _checked_counts(workers, devices)
     if arch in CPU_ARCHS:
         return []  # how many workers, and their cores: _cpu_plan
     status = capi.arch_status()[arch]
