@@ -53,7 +53,7 @@ from ..errors import (
 )
 from ..runtime import resolve_arch
 from ._local import LocalHandle
-from ._worker import Worker, WorkerConfig, WorkerDiedError, describe_exit
+from ._worker import Reply, TaskDone, Worker, WorkerConfig, WorkerDiedError, WorkerHandle, describe_exit
 
 __all__ = [
     "Pool",
@@ -106,7 +106,7 @@ class _Slot:
 
     def __init__(self, config: WorkerConfig):
         self.config = config
-        self.handle: Any = None
+        self.handle: WorkerHandle | None = None
         self.thread: threading.Thread | None = None
         self.lost: BaseException | None = None
 
@@ -209,7 +209,7 @@ class Pool:
             ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
             self._owns_ray = True
 
-    def _new_handle(self, config: WorkerConfig) -> Any:
+    def _new_handle(self, config: WorkerConfig) -> WorkerHandle:
         if self.backend == "ray":
             from ._ray import RayHandle
 
@@ -219,11 +219,13 @@ class Pool:
     def _start_all(self) -> None:
         """Start every worker at once and wait for all; on any failure stop the others and raise it."""
         try:
+            handles = []
             for slot in self._slots:
                 slot.handle = self._new_handle(slot.config)
+                handles.append(slot.handle)
             deadline = time.monotonic() + self._start_timeout
-            for slot in self._slots:
-                slot.handle.ready(max(deadline - time.monotonic(), 0.1))
+            for handle in handles:
+                handle.ready(max(deadline - time.monotonic(), 0.1))
         except BaseException as e:
             for slot in self._slots:
                 if slot.handle is not None:
@@ -487,11 +489,11 @@ class Pool:
         return f"<Pool {self.backend} {self.arch.name.lower()} {state}>"
 
 
-def _deliver(task: _Task, reply: tuple) -> None:
-    if reply[0] == "ok":
-        task.future.set_result(reply[1])
+def _deliver(task: _Task, reply: Reply) -> None:
+    if isinstance(reply, TaskDone):
+        task.future.set_result(reply.value)
         return
-    _, payload, type_name, message, text = reply
+    payload, type_name, message, text = reply
     exc: BaseException | None = None
     if payload is not None:
         try:

@@ -13,7 +13,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from ..errors import ArgumentTypeError
-from ._worker import WorkerConfig, WorkerDiedError, serve, start_error
+from ._worker import Reply, Started, WorkerConfig, WorkerDiedError, serve, start_error
 
 _context = multiprocessing.get_context("spawn")  # never fork: a forked runtime is unusable (and CUDA forbids it)
 
@@ -38,19 +38,19 @@ class LocalHandle:
         ready = wait([self._conn, self.process.sentinel], timeout)
         if not ready:
             raise TimeoutError(f"worker {self.config.slot} did not start within {timeout:g} s")
-        reply: tuple | None = None
+        reply = None
         if self._conn in ready:
             try:
                 reply = self._conn.recv()
             except (EOFError, OSError):
                 reply = None
-        if reply is None or reply[0] != "ready":
+        if not isinstance(reply, Started):
             self.process.join(5)
             raise start_error(self.config.slot, reply, self.process.exitcode, _detail(self.config))
-        self.info = reply[1]
+        self.info = reply.info
 
-    def run(self, fn: Callable[..., Any], item: Any) -> tuple:
-        """Run one task; its reply tuple. WorkerDiedError when the process ends first; ArgumentTypeError (nothing sent)
+    def run(self, fn: Callable[..., Any], item: Any) -> Reply:
+        """Run one task; its reply. WorkerDiedError when the process ends first; ArgumentTypeError (nothing sent)
         when the function or the item cannot be pickled."""
         try:
             data = pickle.dumps((fn, item), pickle.HIGHEST_PROTOCOL)

@@ -11,7 +11,17 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import WorkerStartError, WorkerTaskError
-from ._worker import WorkerConfig, WorkerDiedError, start_error, start_worker
+from ._worker import (
+    Reply,
+    Started,
+    StartFailed,
+    TaskFailed,
+    WorkerConfig,
+    WorkerDiedError,
+    run_task,
+    start_error,
+    start_worker,
+)
 
 _actor_class: Any = None
 
@@ -30,13 +40,11 @@ class _PoolActor:
     def __init__(self, config: WorkerConfig):
         self.worker, self.hello_reply = start_worker(config)
 
-    def hello(self) -> tuple:
+    def hello(self) -> Started | StartFailed:
         return self.hello_reply
 
-    def run(self, fn: Callable[..., Any], item: Any) -> tuple:
-        from ._worker import run_task
-
-        return run_task(self.worker, fn, item) if self.worker is not None else ("error", None, "", "not started", "")
+    def run(self, fn: Callable[..., Any], item: Any) -> Reply:
+        return run_task(self.worker, fn, item) if self.worker is not None else TaskFailed(None, "", "not started", "")
 
     def stop(self) -> None:
         if self.worker is not None:
@@ -84,13 +92,13 @@ class RayHandle:
                                "(are the resources it asks for, a GPU for CUDA, in the cluster?)") from None
         except ray.exceptions.RayError as e:
             raise WorkerStartError(f"worker {self.config.slot} (a Ray actor) died while starting: {e}") from None
-        if reply[0] != "ready":
+        if not isinstance(reply, Started):
             self.kill()
             raise start_error(self.config.slot, reply)
-        self.info = reply[1]
+        self.info = reply.info
         self.pid = self.info["pid"]
 
-    def run(self, fn: Callable[..., Any], item: Any) -> tuple:
+    def run(self, fn: Callable[..., Any], item: Any) -> Reply:
         ray = _ray()
         try:
             return ray.get(self.actor.run.remote(fn, item))

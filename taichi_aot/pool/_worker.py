@@ -2,10 +2,11 @@
 
 The same :class:`Worker` serves both backends: a local worker process runs :func:`serve` on its end of
 a pipe; a Ray actor (``_ray.py``) holds a Worker and calls :func:`run_task` for each task. Replies are
-plain tuples, so the parent never unpickles anything the worker could not build:
+named tuples of this module (which both sides import), so the parent never unpickles anything the worker
+could not build: :class:`Started` or :class:`StartFailed` once, then :class:`TaskDone` or :class:`TaskFailed`
+for each task.
 
-    ("ok", value)
-    ("error", pickled exception or None, "module.Type", "message", "traceback text")
+A handle (``_local.LocalHandle``, ``_ray.RayHandle``) is what the pool drives: :class:`WorkerHandle`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable, NamedTuple, Protocol, Union
 
 from ..errors import WorkerStartError
 
@@ -41,6 +42,61 @@ class WorkerConfig:
     env: dict[str, str] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None  # the cores a CPU worker runs on (its share), None: wherever
     threads: int | None = None  # the threads of a CPU worker's runtime (what Ray reserves for it); None on a GPU
+
+
+class Started(NamedTuple):
+    """A worker is ready: what the parent learns of it (:meth:`Worker.describe`)."""
+
+    info: dict[str, Any]
+
+
+class StartFailed(NamedTuple):
+    """A worker could not start: why, and where (its traceback)."""
+
+    message: str
+    traceback: str
+
+
+class TaskDone(NamedTuple):
+    """A task's return value."""
+
+    value: Any
+
+
+class TaskFailed(NamedTuple):
+    """A task's exception: pickled where it could be rebuilt, with its type's name, message and traceback."""
+
+    payload: bytes | None
+    type_name: str
+    message: str
+    traceback: str
+
+
+Reply = Union[TaskDone, TaskFailed]
+
+
+class WorkerHandle(Protocol):
+    """One worker as the pool drives it (a local process or a Ray actor). ``ready`` and ``run`` and ``stop``
+    are called by the slot's own thread only; ``kill`` by any thread."""
+
+    backend: str
+    pid: int | None
+    info: dict[str, Any]
+
+    def ready(self, timeout: float | None) -> None:
+        """Wait for the worker's :class:`Started`; WorkerStartError when it failed or died, TimeoutError when late."""
+
+    def run(self, fn: Callable[..., Any], item: Any) -> Reply:
+        """Run one task and return its reply; WorkerDiedError when the worker ends first."""
+
+    def kill(self) -> None:
+        """End the worker now (its owner then sees WorkerDiedError)."""
+
+    def stop(self, timeout: float) -> None:
+        """Ask the worker to stop, wait up to ``timeout`` s, then make sure it is gone."""
+
+    def release(self) -> None:
+        """Make sure the worker is gone and free what the handle holds."""
 
 
 class WorkerDiedError(Exception):
@@ -113,7 +169,7 @@ def apply_environment(config: WorkerConfig) -> None:
     os.environ.update(config.env)
 
 
-def failure(exc: BaseException) -> tuple:
+def failure(exc: BaseException) -> TaskFailed:
     """The reply for an exception: itself pickled when it can be, with its type, message and traceback."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
@@ -122,33 +178,34 @@ def failure(exc: BaseException) -> tuple:
     except Exception:
         payload = None
     name = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    return ("error", payload, name, str(exc), text)
+    return TaskFailed(payload, name, str(exc), text)
 
 
-def run_task(worker: Worker, fn: Callable[[Worker, Any], Any], item: Any) -> tuple:
-    """Run ``fn(worker, item)``; the reply tuple (see the module's docstring)."""
+def run_task(worker: Worker, fn: Callable[[Worker, Any], Any], item: Any) -> Reply:
+    """Run ``fn(worker, item)``; its reply."""
     try:
         value = fn(worker, item)
     except Exception as e:
         return failure(e)
-    return ("ok", value)
+    return TaskDone(value)
 
 
-def unsendable(reply: tuple, error: Exception) -> tuple:
+def unsendable(reply: Reply, error: Exception) -> TaskFailed:
     """The reply for a result (or exception) that cannot be pickled back: the parent raises WorkerTaskError."""
-    what = f"result of type {type(reply[1]).__name__}" if reply[0] == "ok" else f"exception {reply[2]}"
-    return ("error", None, "TypeError", f"the task's {what} cannot be pickled: {error}", "")
+    what = (f"result of type {type(reply.value).__name__}" if isinstance(reply, TaskDone)
+            else f"exception {reply.type_name}")
+    return TaskFailed(None, "TypeError", f"the task's {what} cannot be pickled: {error}", "")
 
 
-def start_worker(config: WorkerConfig) -> tuple[Worker | None, tuple]:
-    """Start a worker; ``(worker, ("ready", info))`` or ``(None, ("failed", message, traceback))``."""
+def start_worker(config: WorkerConfig) -> tuple[Worker | None, Started | StartFailed]:
+    """Start a worker; ``(worker, Started)`` or ``(None, StartFailed)``."""
     try:
         apply_environment(config)
         worker = Worker(config)
     except BaseException as e:
         text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        return None, ("failed", f"{type(e).__name__}: {e}", text)
-    return worker, ("ready", worker.describe())
+        return None, StartFailed(f"{type(e).__name__}: {e}", text)
+    return worker, Started(worker.describe())
 
 
 def _watch_parent(parent: int) -> None:
@@ -162,7 +219,7 @@ def _watch_parent(parent: int) -> None:
 def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
     """A local worker process: start, say whether it is ready, then answer tasks until told to stop.
 
-    Messages in are pickled ``(fn, item)`` tuples (bytes), or ``None`` to stop; out, the reply tuples.
+    Messages in are pickled ``(fn, item)`` tuples (bytes), or ``None`` to stop; out, the replies.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="taichi_aot-parent-watch").start()
@@ -176,6 +233,7 @@ def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
             data = conn.recv_bytes()
         except (EOFError, OSError):
             break  # the parent closed the pipe (or is gone)
+        reply: Reply
         try:
             message = loads(data)
         except Exception as e:  # the item's class is not importable here, say
@@ -197,12 +255,12 @@ def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
     sys.stdout.flush()
 
 
-def start_error(slot: int, reply: tuple | None, exitcode: int | None = None,
+def start_error(slot: int, reply: Started | StartFailed | None, exitcode: int | None = None,
                 detail: Mapping[str, Any] | None = None) -> WorkerStartError:
     """The error for a worker that did not start: its own reason, or how its process ended."""
     where = f"worker {slot}" + (f" ({', '.join(f'{k} {v}' for k, v in detail.items())})" if detail else "")
-    if reply is not None and reply[0] == "failed":
-        return WorkerStartError(f"{where} could not start: {reply[1]}", reply[2])
+    if isinstance(reply, StartFailed):
+        return WorkerStartError(f"{where} could not start: {reply.message}", reply.traceback)
     return WorkerStartError(f"{where} died while starting ({describe_exit(exitcode)})")
 
 
