@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import threading
 from collections.abc import Iterator
 
-from . import _library  # noqa: F401  (the library is loaded before its slot is looked for)
+from . import _library  # loaded (its slot is looked for below), and its lock held while a runtime starts
 from ._native import lib
 from .enums import CPU_ARCHS, Arch
-from .errors import ArgumentTypeError, InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 
 #: The most threads a CPU runtime may be asked for.
 MAX_THREADS = 4096
@@ -87,7 +86,8 @@ def usable_cpus() -> int:
 
 
 def check_threads(value: object, what: str) -> int:
-    """``value`` as a thread count (an int in 1..MAX_THREADS), else InvalidArgumentError naming ``what``."""
+    """``value`` as a thread count (an int in 1..MAX_THREADS); ArgumentTypeError (not an int) or
+    InvalidArgumentError (out of range) naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentTypeError(f"{what} must be an int from 1 to {MAX_THREADS}, got {value!r}")
     if not 1 <= value <= MAX_THREADS:
@@ -107,17 +107,16 @@ def default_threads() -> int:
     return check_threads(value, THREADS_VARIABLE)
 
 
-#: Whether the library's thread count can be set (its get_nprocs slot was found and pointed at ours).
+#: Whether the library's thread count can be set (its get_nprocs slot was found and pointed at ours); where
+#: not, a CPU runtime starts what the library chooses, and asking for a count is refused.
 SETTABLE = lib.taichi_aot_hook_cpu_threads() > 0
-
-
-_lock = threading.Lock()
 
 
 @contextlib.contextmanager
 def starting(count: int) -> Iterator[None]:
-    """Within the block (one thread at a time), CPU runtimes created start ``count`` threads."""
-    with _lock:
+    """Within the block, CPU runtimes created start ``count`` threads. It holds the library (``_library.busy``),
+    so no other thread creates a runtime meanwhile."""
+    with _library.busy:
         lib.taichi_aot_set_cpu_threads(count)
         try:
             yield
@@ -127,11 +126,17 @@ def starting(count: int) -> Iterator[None]:
 
 def runtime_threads(arch: Arch, cpu_threads: int | None, what: str) -> int:
     """The threads a new runtime of ``arch`` starts: ``cpu_threads`` (checked) or the default on a CPU arch,
-    0 on the others (where ``cpu_threads`` must be None)."""
+    0 on the others (where ``cpu_threads`` must be None). Where the count cannot be set (not SETTABLE), the
+    library's own count, and NotSupportedError for a count asked for."""
     if arch not in CPU_ARCHS:
         if cpu_threads is not None:
             raise InvalidArgumentError(f"{what}: cpu_threads is for CPU runtimes (x64, arm64), not {arch.name}")
         return 0
+    if not SETTABLE:
+        if cpu_threads is not None:
+            raise NotSupportedError(f"{what}: cpu_threads cannot be set here (libtaichi_c_api's core count could "
+                                    "not be answered on this processor); its runtimes start one thread per core")
+        return int(lib.taichi_aot_get_cpu_threads())
     if cpu_threads is None:
         return default_threads()
     return check_threads(cpu_threads, f"{what}: cpu_threads")

@@ -175,7 +175,7 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
     q = Quiet()
-    with _library.busy, _cpus.starting(threads), q:
+    with _cpus.starting(threads), q:  # holds _library.busy
         runtime = lib.ti_create_runtime(arch, device_index)
     check_quiet(f"create_runtime({arch.name}, {device_index})", q)
     return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})", threads)
@@ -234,8 +234,7 @@ def set_runtime_capabilities_ext(runtime: Any, capabilities: Mapping | Sequence 
     else:
         items: Any = capabilities.items() if isinstance(capabilities, Mapping) else capabilities
         if isinstance(items, (Sequence, ctypes.Array)) and not isinstance(items, (str, bytes)):
-            items = [(c.capability, c.level) if structs.is_struct(c) or isinstance(c, ffi.CData) else c
-                     for c in items]
+            items = [(c.capability, c.level) if isinstance(c, (ctypes.Structure, ffi.CData)) else c for c in items]
         try:
             pairs = [(int(enum_arg(Capability, c, "capability")), int(level)) for c, level in items]
         except (TypeError, ValueError) as e:
@@ -612,8 +611,6 @@ def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequenc
     given; the kernel's own signature is not known at this layer.
     """
     lookup_runtime(runtime, "launch_kernel")
-    if args is None:  # launch_kernel(runtime, kernel, args)
-        num_args, args = None, (() if num_args is None else num_args)
     args = structs.first(num_args, args, "launch_kernel")
     _, entry = lookup_module_or_child("kernel", "TiKernel", kernel, "launch_kernel")
     if entry.runtime != runtime:
@@ -633,8 +630,6 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
     argument)`` pairs or ``TiNamedArgument`` structures (cffi or ctypes); in C's arity ``(runtime, graph,
     num_args, named_args)``."""
     lookup_runtime(runtime, "launch_compute_graph")
-    if named_args is None:
-        num_args, named_args = None, (() if num_args is None else num_args)
     args = structs.first(num_args, named_args, "launch_compute_graph")
     _, entry = lookup_module_or_child("graph", "TiComputeGraph", compute_graph, "launch_compute_graph")
     if entry.runtime != runtime:

@@ -16,14 +16,6 @@ from typing import Any
 
 from .._native import ffi
 
-#: The structures made available, by C name.
-NAMES = (
-    "TiMemoryAllocateInfo", "TiMemorySlice", "TiNdShape", "TiNdArray", "TiImageOffset", "TiImageExtent",
-    "TiImageAllocateInfo", "TiImageSlice", "TiSamplerCreateInfo", "TiTexture", "TiScalarValue", "TiScalar",
-    "TiTensorValue", "TiTensorValueWithLength", "TiTensor", "TiArgumentValue", "TiArgument",
-    "TiNamedArgument", "TiCapabilityLevelInfo",
-)
-
 _PRIMITIVES = {
     "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16, "uint16_t": ctypes.c_uint16,
     "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
@@ -95,33 +87,32 @@ def _make(t: Any, made: dict[str, Any]) -> Any:
 
 
 _made: dict[str, Any] = {}
-for _name in NAMES:
-    _make(ffi.typeof(_name), _made)
-
-TiMemoryAllocateInfo: Any = _made["TiMemoryAllocateInfo"]
-TiMemorySlice: Any = _made["TiMemorySlice"]
-TiNdShape: Any = _made["TiNdShape"]
-TiNdArray: Any = _made["TiNdArray"]
-TiImageOffset: Any = _made["TiImageOffset"]
-TiImageExtent: Any = _made["TiImageExtent"]
-TiImageAllocateInfo: Any = _made["TiImageAllocateInfo"]
-TiImageSlice: Any = _made["TiImageSlice"]
-TiSamplerCreateInfo: Any = _made["TiSamplerCreateInfo"]
-TiTexture: Any = _made["TiTexture"]
-TiScalarValue: Any = _made["TiScalarValue"]
-TiScalar: Any = _made["TiScalar"]
-TiTensorValue: Any = _made["TiTensorValue"]
-TiTensorValueWithLength: Any = _made["TiTensorValueWithLength"]
-TiTensor: Any = _made["TiTensor"]
-TiArgumentValue: Any = _made["TiArgumentValue"]
-TiArgument: Any = _made["TiArgument"]
-TiNamedArgument: Any = _made["TiNamedArgument"]
-TiCapabilityLevelInfo: Any = _made["TiCapabilityLevelInfo"]
 
 
-def is_struct(value: Any) -> bool:
-    """Whether ``value`` is a ctypes structure or union (ours or the caller's own of the C layout)."""
-    return isinstance(value, (ctypes.Structure, ctypes.Union))
+def _struct(name: str) -> Any:
+    """The ctypes class of the C structure ``name`` (and of the structures inside it)."""
+    return _make(ffi.typeof(name), _made)
+
+
+TiMemoryAllocateInfo: Any = _struct("TiMemoryAllocateInfo")
+TiMemorySlice: Any = _struct("TiMemorySlice")
+TiNdShape: Any = _struct("TiNdShape")
+TiNdArray: Any = _struct("TiNdArray")
+TiImageOffset: Any = _struct("TiImageOffset")
+TiImageExtent: Any = _struct("TiImageExtent")
+TiImageAllocateInfo: Any = _struct("TiImageAllocateInfo")
+TiImageSlice: Any = _struct("TiImageSlice")
+TiSamplerCreateInfo: Any = _struct("TiSamplerCreateInfo")
+TiTexture: Any = _struct("TiTexture")
+TiScalarValue: Any = _struct("TiScalarValue")
+TiScalar: Any = _struct("TiScalar")
+TiTensorValue: Any = _struct("TiTensorValue")
+TiTensorValueWithLength: Any = _struct("TiTensorValueWithLength")
+TiTensor: Any = _struct("TiTensor")
+TiArgumentValue: Any = _struct("TiArgumentValue")
+TiArgument: Any = _struct("TiArgument")
+TiNamedArgument: Any = _struct("TiNamedArgument")
+TiCapabilityLevelInfo: Any = _struct("TiCapabilityLevelInfo")
 
 
 class CapabilityList(list):
@@ -177,10 +168,13 @@ class CapabilityList(list):
 
 
 def first(count: Any, items: Any, what: str) -> Any:
-    """The first ``count`` of ``items`` (the C arity: a count and an array), ``items`` itself where ``count`` is
-    None or all of them. InvalidArgumentError where the count is not an int from 0 to ``len(items)``."""
+    """The arguments of a launch given as ``(items)`` or in C's arity ``(count, items)``: with ``items`` None, the
+    first value is the items themselves (``()`` when None too); else the first ``count`` of ``items``.
+    InvalidArgumentError where the count is not an int from 0 to ``len(items)``."""
     from ..errors import ArgumentTypeError, InvalidArgumentError
 
+    if items is None:  # (runtime, kernel, args): the count's place holds the items
+        return () if count is None else count
     if count is None:
         return items
     if isinstance(count, bool) or not isinstance(count, int):

@@ -65,11 +65,11 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
     # every task is the same simulation (the grid's middle), so that n workers do exactly n times one worker's
     # work: a simulation's cost depends on its parameters (one whose pattern dies out computes with subnormal
     # floats, several times slower on some CPUs), and a mix of costs would measure how the tasks happen to pack
-    mix = [grid[len(grid) // 2 + 4]]
+    same = grid[len(grid) // 2 + 4]
     rows: list[Row] = []
     base = None
     for n in counts:
-        tasks = [mix[i % len(mix)] for i in range(per_worker * n)]
+        tasks = [same] * (per_worker * n)
         with Pool(module, arch=arch, workers=n, devices=devices[:n] if devices else None, backend=backend,
                   threads=None if gpu else 1, setup=warm_up) as pool:
             pool.map(simulate, tasks[:2 * n], progress=False)  # warm: every worker has run full-size simulations

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 _UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
 _BUFFER_TYPES = 7  # Taichi's spirv BufferType: Root, GlobalTmps, Args, Rets, ListGen, ExtArr, ArgPack
 _EXT_ARR = 5  # ... the one whose root_id names an ndarray argument
+_TEXTURES = ("texture", "rw_texture")  # the argument kinds a texture binding names
 _MAX_BINDING = 4095  # far beyond what Taichi emits (a few per task); a larger number is damage
 _MAX_GROUP = 1024  # threads per work group: Vulkan devices allow at most 1024 (many exactly that)
 _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
@@ -213,18 +214,18 @@ def _int(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _arg_kinds(kernel: dict) -> dict[int, int]:
-    """{argument index: ptype} of a kernel's arguments, as its metadata lists them."""
+def _arg_kinds(kernel: dict) -> dict[int, str]:
+    """{argument index: kind} of a kernel's arguments (PTYPE_KINDS' names), as its metadata lists them."""
     out = {}
     for entry in (kernel.get("ctx_attribs") or {}).get("arg_attribs_vec_") or []:
         try:
-            out[int(entry["key"][0])] = int(entry["value"].get("ptype", 0))
+            out[int(entry["key"][0])] = PTYPE_KINDS.get(int(entry["value"].get("ptype", 0)), "unknown")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             continue  # reported where the arguments are read
     return out
 
 
-def _check_binds(task: dict, shader: _Shader, args: dict[int, int], what: str) -> None:
+def _check_binds(task: dict, shader: _Shader, args: dict[int, str], what: str) -> None:
     """A task's buffer and texture bindings: well formed, each once, each naming an argument of the right kind
     where it names one, and exactly the bindings its SPIR-V declares (a buffer bound to a slot the shader never
     reads, or a slot left empty, computes on the wrong memory)."""
@@ -235,14 +236,14 @@ def _check_binds(task: dict, shader: _Shader, args: dict[int, int], what: str) -
         if (not isinstance(buffer, dict) or not _int(b.get("binding"), 0, _MAX_BINDING)
                 or not _int(buffer.get("type"), 0, _BUFFER_TYPES - 1) or not isinstance(root, list)):
             raise CorruptedDataError(f"{what}: a malformed buffer binding")
-        if buffer["type"] == _EXT_ARR and (not root or args.get(root[0]) != 1):
+        if buffer["type"] == _EXT_ARR and (not root or args.get(root[0]) != "ndarray"):
             raise CorruptedDataError(f"{what}: binding {b['binding']} names no ndarray argument ({root})")
         _bind_once(seen, b["binding"], what)
     for b in task.get("texture_binds") or []:
         arg_id = b.get("arg_id") if isinstance(b, dict) else None
         index: Any = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
         kind = args.get(index) if isinstance(index, int) else None
-        if not isinstance(b, dict) or not _int(b.get("binding"), 0, _MAX_BINDING) or kind not in (2, 3):
+        if not isinstance(b, dict) or not _int(b.get("binding"), 0, _MAX_BINDING) or kind not in _TEXTURES:
             raise CorruptedDataError(f"{what}: a malformed texture binding, or one that names no texture argument")
         _bind_once(seen, b["binding"], what)
     if seen != shader.bindings:
