@@ -936,3 +936,54 @@ def test_seed_001_client_walks_all_29_functions(arch, modules):
     finally:
         call("destroy_runtime", rt)
     assert len(called) == 29, sorted(called)
+
+
+def test_seed_001_forms_refuse_bad_input(rt, arch, modules):
+    """The C arities and document keywords the flat API takes are checked: each mistake is a typed error."""
+    import ctypes
+
+    from taichi_aot.capi import TiArgument, TiArgumentValue, TiCapabilityLevelInfo, TiMemorySlice
+
+    module = capi.load_aot_module(rt, filepath=modules.path(arch))
+    kernel = capi.get_aot_module_kernel(module, "add")
+    graph = capi.get_aot_module_compute_graph(module, "add_twice")
+    one = (TiArgument * 1)(TiArgument(type=ArgumentType.F32, value=TiArgumentValue(f32=1.0)))
+    for count in (2, -1):  # more than given, negative
+        with pytest.raises(errors.InvalidArgumentError, match="count"):
+            capi.launch_kernel(rt, kernel, count, one)
+    for count in (True, 1.0, "1"):
+        with pytest.raises(errors.ArgumentTypeError, match="count"):
+            capi.launch_kernel(rt, kernel, count, one)
+    with pytest.raises(errors.ArgumentTypeError):
+        capi.launch_kernel(rt, kernel, 1, 5)  # a count for something that is no array
+    with pytest.raises(errors.InvalidArgumentError, match="agree"):
+        capi.launch_compute_graph(rt, graph, 1, {"x": 1.0, "a": 1.0})  # a mapping is taken whole
+    with pytest.raises(errors.ArgumentTypeError, match="once"):
+        capi.load_aot_module(rt, modules.path(arch), module_path=modules.path(arch))
+    with pytest.raises(errors.ArgumentTypeError, match="once"):
+        capi.load_aot_module(rt)
+    data = b"PK" + b"\0" * 30
+    with pytest.raises(errors.InvalidArgumentError, match="size"):
+        capi.create_aot_module(rt, data, len(data) + 1)
+    with pytest.raises(errors.InvalidArgumentError, match="size"):
+        capi.create_aot_module(rt, data, -1)
+    with pytest.raises(errors.ArgumentTypeError, match="size"):
+        capi.create_aot_module(rt, ctypes.c_void_p(1), None)  # a pointer needs its size
+    with pytest.raises(errors.InvalidArgumentError, match="NULL"):
+        capi.create_aot_module(rt, ctypes.c_void_p(None), 16)
+    with pytest.raises(errors.ArgumentTypeError, match="bytes-like"):
+        capi.create_aot_module(rt, 12345, 16)  # a bare int is no pointer it takes
+    mem = capi.allocate_memory(rt, size=16, usage=1, host_read=True, host_write=True)
+    whole = TiMemorySlice(memory=mem, offset=0, size=16)
+    with pytest.raises(errors.ArgumentTypeError, match="twice"):
+        capi.copy_memory_device_to_device(rt, whole, whole, dst=whole)
+    with pytest.raises(errors.ArgumentTypeError, match="destination and a source"):
+        capi.copy_memory_device_to_device(rt, src=whole)
+
+    class Other(ctypes.Union):
+        _fields_ = [("x", ctypes.c_uint32)]
+
+    with pytest.raises(errors.ArgumentTypeError):
+        capi.set_runtime_capabilities_ext(rt, [Other()])
+    with pytest.raises(errors.TaichiError):
+        capi.set_runtime_capabilities_ext(rt, [TiCapabilityLevelInfo(capability=9999, level=1)])
