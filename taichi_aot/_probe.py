@@ -168,10 +168,22 @@ def host_cpu_arch() -> Arch | None:
     return None
 
 
+#: The folder holding the taichi_aot in use: the children start there, so they import this same package
+#: whatever the caller's working directory holds (a checkout's unbuilt copy there shadowed an installed one,
+#: and its import error was kept as the probe's answer, or as a module's crash).
+_PACKAGE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run_child(code: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -c code args...`` in a child process of this environment; TimeoutExpired past ``timeout``."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          env=os.environ.copy(), cwd=_PACKAGE_HOME)
+
+
 def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
-    cmd = [sys.executable, "-c", f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        proc = _run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
+                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"probe timed out after {timeout:.0f} s"
     for line in proc.stdout.splitlines():
@@ -230,10 +242,9 @@ def _device(row: Any) -> VulkanDevice:
 
 def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     # the loader's drivers run in a child too: a broken driver must not take this process with it
-    cmd = [sys.executable, "-c", "import json; from taichi_aot._probe import vulkan_devices; "
-           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        proc = _run_child("import json; from taichi_aot._probe import vulkan_devices; "
+                          "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))", timeout=timeout)
         rows = json.loads(proc.stdout.strip().splitlines()[-1])
         return [_device(r) for r in rows], ""
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
@@ -420,10 +431,10 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
     except OSError:
         pass
     names = json.dumps([kernels, graphs])
-    cmd = [sys.executable, "-c", "import sys; from taichi_aot._probe import _module_child; "
-           "sys.exit(_module_child(sys.argv[1], int(sys.argv[2]), sys.argv[3]))", folder, str(int(arch)), names]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_MODULE_TIMEOUT, env=os.environ.copy())
+        proc = _run_child("import sys; from taichi_aot._probe import _module_child; "
+                          "sys.exit(_module_child(sys.argv[1], int(sys.argv[2]), sys.argv[3]))",
+                          os.path.abspath(folder), str(int(arch)), names, timeout=_MODULE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"did not finish loading it in {_MODULE_TIMEOUT:.0f} s (in a child process)"
     if any(line.strip() == f"{_MARK}ok" for line in proc.stdout.splitlines()):

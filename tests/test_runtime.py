@@ -424,3 +424,25 @@ def test_the_librarys_log_goes_to_python_logging(modules, caplog):
     assert any(level == logging.DEBUG and "C-API error:" in text for level, text in lines), lines
     assert all(text.startswith("libtaichi_c_api: ") for _, text in lines)
     assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("taichi_aot").handlers)
+
+
+def test_children_import_this_package_whatever_the_working_directory_holds(tmp_path, modules):
+    """The probe's and the module check's child processes import the taichi_aot in use, not one a program's
+    working directory holds (an unbuilt checkout there made every arch 'unavailable' and every LLVM module
+    'crashed', answers then kept in the cache)."""
+    import subprocess
+    import sys
+
+    require_arch(Arch.X64)
+    shadow = tmp_path / "cwd" / "taichi_aot"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not this taichi_aot')\n")
+    app = tmp_path / "app.py"
+    app.write_text("import sys, taichi_aot as ta\n"
+                   "with ta.Runtime('x64') as rt:\n"
+                   "    rt.load_module(sys.argv[1]).close()\n"
+                   "print('ok', ta.capi.arch_status()[ta.Arch.X64].available)\n")
+    env = {**__import__("os").environ, "TAICHI_AOT_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, str(app), modules.path(Arch.X64)], cwd=tmp_path / "cwd", env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok True", proc.stderr[-2000:]
