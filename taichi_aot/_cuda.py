@@ -85,6 +85,11 @@ def _cuda() -> ctypes.CDLL:
         return _driver
 
 
+def driver() -> ctypes.CDLL:
+    """libcuda, loaded once (raises where it is absent)."""
+    return _cuda()
+
+
 def _ok(code: int, what: str) -> None:
     if code != 0:
         raise InvalidStateError(f"{what}: the CUDA driver returned error {code}")

@@ -124,11 +124,12 @@ class NumpyHit:
     in place, ``__setstate__`` replaces its memory and its writable flag can be cleared, so all are compared on
     every use."""
 
-    __slots__ = ("key", "owned", "ref", "sig")
+    __slots__ = ("address", "key", "owned", "ref", "sig")
 
     def __init__(self, key: Any, ref: weakref.ref[Any], nd: NdArray):
         ffi.memmove(ffi.addressof(key, "argument"), nd._arg_bytes, len(nd._arg_bytes))  # what a launch gets
         self.key = key
+        self.address = int(ffi.cast("uintptr_t", key))  # for the C call (launch.py), which holds the hit
         self.ref = ref
         self.owned = nd.owned  # whether the ndarray was closed
         self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)

@@ -4,3 +4,11 @@ from typing import Any
 
 ffi: Any
 lib: Any
+
+class Launcher:
+    """The C call of kernels and graphs (_csrc/call.c): the base of Kernel and ComputeGraph."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+    def _prepare(self, launch_address: int, graph: int, ndarray_type: type, numpy_type: type,
+                 slots: list[tuple[int, int, int, Any, str | None]]) -> None: ...
+    def _forget(self) -> None: ...

@@ -21,12 +21,14 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
 from ._arrays import array_like
 from ._native import ffi, lib
-from .enums import CPU_ARCHS, Access
+from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
     ArgumentNotFoundError,
     ArgumentTypeError,
@@ -36,7 +38,7 @@ from .errors import (
     take_last_error,
 )
 from .image import Image, Texture
-from .ndarray import NdArray
+from .ndarray import NdArray, signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Owned
@@ -56,6 +58,15 @@ _NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
 _CHUNK_SECONDS = 0.02  # a replay returns to Python at least this often (once its chunks have grown)
 _QUEUE_LAUNCHES = 512  # on GPUs, a replay waits for the device after at most this many launches
+
+# The C call of kernels and graphs (_csrc/call.c): the base type of Kernel and ComputeGraph, made once and set on
+# the extension module.
+if not lib.taichi_aot_install_launcher(b"taichi_aot._native"):
+    raise ImportError("taichi_aot._native: the Launcher type could not be made")
+from ._native import Launcher  # noqa: E402  (there since the line above)
+
+#: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
+_SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
 
 
 def _raise_launch_error(code: int, what: str) -> None:
@@ -93,7 +104,18 @@ def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], N
     return launch
 
 
-def _bindable(entry: Kernel | ComputeGraph, values: Sequence[Any]) -> list[Any]:
+def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
+    """What the C call checks of the argument ``spec`` describes itself (``_SLOT_OTHER``: Python checks it)."""
+    if spec.kind == "ndarray":
+        return _SLOT_OTHER if spec.dtype == DataType.U1 and arch in GFX_ARCHS else _SLOT_NDARRAY
+    if spec.kind == "scalar" and spec.dtype == DataType.F32:
+        return _SLOT_F32
+    if spec.kind == "scalar" and spec.dtype == DataType.I32:
+        return _SLOT_I32
+    return _SLOT_OTHER
+
+
+def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
     """``values`` with foreign arrays for ndarray arguments replaced by the ndarrays they travel in (a bound launch
     holds those, and the arrays); an array the backend could take only as a copy is refused (it would be copied
     once, at bind)."""
@@ -112,7 +134,7 @@ def _held(value: Any) -> Any:
         return value
 
 
-def _bindable_value(entry: Kernel | ComputeGraph, spec: ArgInfo, value: Any) -> Any:
+def _bindable_value(entry: _Launchable, spec: ArgInfo, value: Any) -> Any:
     if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
         return value
     rt = entry._runtime
@@ -159,13 +181,19 @@ class _Packed:
         prefill(self.buf, [s.off for s in self.slots], specs)
 
 
-class _Launchable:
-    """A kernel or graph of a module: its name, module, handle, signature and packers."""
+class _Launchable(Launcher):
+    """A kernel or graph of a module: its name, module, handle, signature and packers.
+
+    A call (``kernel(x, 0.5)``, ``graph(x=a)``) is :class:`Launcher`'s, made in C where every argument is one it
+    can vouch for (``_csrc/call.c``: the NdArrays and shared numpy arrays of the last launch, exact floats and
+    ints), else by :meth:`_slow_call`: the checks and packing below, and :meth:`_launch_values`.
+    """
 
     _args: list[ArgInfo]
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
+    _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
@@ -193,9 +221,61 @@ class _Launchable:
         raise NotImplementedError
 
     def _set_packers(self) -> None:
-        """One packer per argument of ``_args`` (as recorded, or as declared), and what introspection shows."""
+        """One packer per argument of ``_args`` (as recorded, or as declared), what introspection shows, and the
+        C call's view of the shared buffer's slots."""
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
+        self._plan = list(zip(self._packers, self._slots))
         self._introspect()
+        arch = self._runtime.arch
+        graph = isinstance(self, ComputeGraph)
+        slots = [(_slot_kind(spec, arch), int(spec.may_write), int(ffi.cast("uintptr_t", slot.ptr)),
+                  signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
+                  spec.name if graph else None)
+                 for spec, slot in zip(self._args, self._slots)]
+        self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots)
+
+    def _recording(self) -> bool:
+        """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow
+        path then appends a bound launch to the recording instead of launching)."""
+        rt = self._runtime
+        if _get_ident() == rt._launch_ident:
+            return False
+        rt.ensure_open()
+        return rt._recorder is not None
+
+    def _launch_values(self, values: Sequence[Any]) -> None:
+        """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch."""
+        rt = self._runtime
+        foreign = self._foreign
+        try:
+            for (pack, slot), value in zip(self._plan, values):
+                pack(value, rt, slot)
+            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
+                return self._launch_staged(values)
+            code = _launch(self._c)
+            if code:
+                _after_launch(code, self._c, self._module.ensure_open, self._what)
+        except BaseException:
+            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
+                foreign.discard()
+            raise
+
+    def _after_code(self, code: int) -> None:
+        """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
+        _after_launch(code, self._c, self._module.ensure_open, self._what)
+
+    def _bound(self, given: list[Any]) -> BoundLaunch:
+        """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own."""
+        self._module.ensure_open()
+        values = _bindable(self, given)
+        packed = self._new_packed()
+        rt = self._runtime
+        for pack, slot, value in zip(self._packers, packed.slots, values):
+            pack(value, rt, slot)
+        return BoundLaunch(cast("Kernel | ComputeGraph", self), packed, values, given)
+
+    def _new_packed(self) -> _Packed:
+        raise NotImplementedError
 
     def _launch_staged(self, values: Sequence[Any]) -> None:
         """The launch of packed arguments of which some are staged copies: nothing shared may overlap a copy
@@ -278,6 +358,16 @@ class Kernel(_Launchable):
     C is called (count, kind, dtype, ndim, element shape, scalar range); keyword
     arguments work where the module records argument names (gfx backends).
     :meth:`bind` checks and packs arguments once for repeated launches.
+
+    A call enqueues a launch. Arguments: NdArray, Texture/Image, int, float, numpy scalars,
+    small vectors/matrices (numpy arrays or tuples), and other libraries' arrays (numpy,
+    torch, CuPy, JAX); checked against the signature.
+
+    Raises:
+        ArgumentTypeError: a missing, extra or unknown argument, or one of the wrong kind or dtype.
+        InvalidArgumentError: a value out of range, a wrong shape, an object of another runtime.
+        ClosedError: the kernel's module, its runtime or an argument is closed.
+        WrongThreadError: called from a thread other than the runtime's (before anything is written).
     """
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
@@ -292,10 +382,6 @@ class Kernel(_Launchable):
 
     def _what_arg(self, spec: ArgInfo) -> str:
         return f"kernel {self._name!r} argument {spec.index}" + (f" ({spec.name!r})" if spec.name else "")
-
-    def _set_packers(self) -> None:
-        super()._set_packers()
-        self._plan = list(zip(self._packers, self._slots))
 
     def _arg_index(self, key: Any) -> int:
         if isinstance(key, str):
@@ -336,42 +422,17 @@ class Kernel(_Launchable):
             )
         return args
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        """Enqueue a launch. Arguments: NdArray, Texture/Image, int, float, numpy scalars,
-        small vectors/matrices (numpy arrays or tuples); checked against the signature.
-
-        Raises:
-            ArgumentTypeError: a missing, extra or unknown argument, or one of the wrong kind or dtype.
-            InvalidArgumentError: a value out of range, a wrong shape, an object of another runtime.
-            ClosedError: the kernel's module, its runtime or an argument is closed.
-            WrongThreadError: called from a thread other than the runtime's (before anything is written).
-        """
-        rt = self._runtime
-        if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
-            rt.ensure_open()
-            if rt._recorder is not None:
-                rt._recorder.append(self.bind(*args, **kwargs))
-                return
-        plan = self._plan
-        if kwargs or len(args) != len(plan):
+    def _slow_call(self, *args: Any, **kwargs: Any) -> None:
+        """A call the C call left to Python: every argument checked and packed here."""
+        if self._recording():
+            self._runtime._recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
+            return
+        if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
-        # the objects guarantee what the flat layer would check (live handles, extents); C checks
-        # that nothing was closed since the last look and that this is the runtime's thread
-        foreign = self._foreign
-        try:
-            for (pack, slot), value in zip(plan, args):
-                pack(value, rt, slot)
-            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
-                return self._launch_staged(args)
-            code = _launch(self._c)
-            if code:
-                _after_launch(code, self._c, self._module.ensure_open, self._what)
-        except BaseException:
-            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
-                foreign.discard()
-            raise
+        self._launch_values(args)
 
-    launch = __call__
+    #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
+    launch = Launcher.__call__
 
     def bind(self, *args: Any, **kwargs: Any) -> BoundLaunch:
         """Check and pack arguments once; the returned :class:`BoundLaunch` launches with them.
@@ -379,17 +440,11 @@ class Kernel(_Launchable):
         ``bound()`` launches; ``bound.set(index_or_name, value)`` changes one argument (checked).
         """
         self._module.ensure_open()
-        given = self._bind(args, kwargs)
-        values = _bindable(self, given)
-        packed = self._new_packed()
-        rt = self._runtime
-        for pack, slot, value in zip(self._packers, packed.slots, values):
-            pack(value, rt, slot)
-        return BoundLaunch(self, packed, values, list(given))
+        return self._bound(list(self._bind(args, kwargs)))
 
 
 class ComputeGraph(_Launchable):
-    """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``.
+    """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``, which enqueues a launch.
 
     Arguments are checked against the graph's recorded signature before C is called:
     every name present and known, and each value's kind, dtype, ndim and element shape.
@@ -400,12 +455,12 @@ class ComputeGraph(_Launchable):
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]
-        self._set_packers()
         self._index = {n: i for i, n in enumerate(self._order)}
         self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
         packed = self._new_packed()
         self._slots = packed.slots
         self._c = packed.launch
+        self._set_packers()
 
     def _what_arg(self, spec: ArgInfo) -> str:
         return f"graph {self._name!r} argument {spec.name!r}"
@@ -436,42 +491,32 @@ class ComputeGraph(_Launchable):
             raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}")
         return [args[n] for n in self._order]
 
-    def _pack(self, values: list[Any], slots: list[Slot]) -> None:
-        rt = self._runtime
-        for pack, slot, value in zip(self._packers, slots, values):
-            pack(value, rt, slot)
+
+    def _slow_call(self, *positional: Any, **args: Any) -> None:
+        """A call the C call left to Python: every argument checked and packed here."""
+        if positional:
+            raise ArgumentTypeError(f"graph {self._name!r} takes named arguments only: "
+                                    f"graph({', '.join(n + '=...' for n in self._order)})")
+        if self._recording():
+            self._runtime._recorder.append(self.bind(args))  # type: ignore[union-attr]  # recording
+            return
+        self._launch_values(self._values(args))
 
     def launch(self, args: Mapping[str, Any]) -> None:
-        """Enqueue the graph with ``{name: value}`` arguments.
+        """Enqueue the graph with ``{name: value}`` arguments: ``graph.launch(d)`` is ``graph(**d)``.
 
         Raises:
             ArgumentTypeError: an unknown argument, or one of the wrong kind or dtype.
             ArgumentNotFoundError: a missing argument.
             InvalidArgumentError, ClosedError, WrongThreadError: as for a kernel launch.
         """
-        rt = self._runtime
-        if _get_ident() != rt._launch_ident:  # a foreign thread (never writes the shared buffer), or recording
-            rt.ensure_open()
-            if rt._recorder is not None:
-                rt._recorder.append(self.bind(args))
-                return
-        foreign = self._foreign
-        try:
-            values = self._values(args)
-            self._pack(values, self._slots)
-            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
-                return self._launch_staged(values)
-            code = _launch(self._c)
-            if code:
-                _after_launch(code, self._c, self._module.ensure_open, self._what)
-        except BaseException:
-            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
-                foreign.discard()
-            raise
-
-    def __call__(self, **args: Any) -> None:
-        """Enqueue the graph: ``graph(x=nd, y=nd, a=0.5)``."""
-        self.launch(args)
+        if not isinstance(args, Mapping):
+            raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
+        unknown = [n for n in args if n.__class__ is not str or n not in self._index]
+        if unknown:
+            raise ArgumentTypeError(f"graph {self._name!r} has no argument {unknown[0]!r} "
+                                    f"(it takes {', '.join(self._order)})")
+        self(**args)
 
     def bind(self, *mapping: Mapping[str, Any], **args: Any) -> BoundLaunch:
         """Check and pack named arguments once; returns a :class:`BoundLaunch`."""
@@ -480,11 +525,7 @@ class ComputeGraph(_Launchable):
             if len(mapping) != 1 or args:
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
             args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
-        given = self._values(args)
-        values = _bindable(self, given)
-        packed = self._new_packed()
-        self._pack(values, packed.slots)
-        return BoundLaunch(self, packed, values, given)
+        return self._bound(self._values(args))
 
 
 class BoundLaunch:

@@ -30,6 +30,7 @@ import numpy as np
 from . import _cuda, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
 from ._lifetime import Child, Owned
+from ._native import lib
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
     ArgumentTypeError,
@@ -133,6 +134,7 @@ class _Recording:
         rt = self._runtime
         rt._recorder = self.sequence
         rt._launch_ident = -1  # every launch takes the slow path, which records it
+        lib.taichi_aot_epoch += 1  # and calls made in C (launch.py) come back to Python while it records
         return self.sequence
 
     def __exit__(self, *exc: object) -> None:

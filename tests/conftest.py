@@ -120,6 +120,13 @@ def rt(arch: Arch):
         yield runtime
 
 
+@pytest.fixture
+def env(arch: Arch, modules: Modules):
+    """A runtime on each arch of the ``arch`` fixture and the test module loaded on it: ``rt, mod = env``."""
+    with Runtime(arch) as runtime:
+        yield runtime, runtime.load_module(modules.path(arch))
+
+
 @pytest.fixture(scope="session")
 def vulkan() -> Arch:
     require_arch(Arch.VULKAN)

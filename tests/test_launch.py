@@ -12,12 +12,6 @@ import pytest
 from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
 
 
-@pytest.fixture
-def env(arch, modules):
-    with Runtime(arch) as rt:
-        yield rt, rt.load_module(modules.path(arch))
-
-
 def test_bound_launch_matches_dynamic_call(env):
     rt, mod = env
     add = mod.kernels["add"]

@@ -10,12 +10,6 @@ from conftest import require_arch
 from taichi_aot import Arch, Runtime, metadata
 
 
-@pytest.fixture
-def env(arch, modules):
-    with Runtime(arch) as rt:
-        yield rt, rt.load_module(modules.path(arch))
-
-
 def test_signatures_are_read_for_both_formats(arch, modules):
     for source in (modules.path(arch), modules.path(arch, tcm=True)):
         info = metadata.read_module(source)

@@ -55,6 +55,26 @@ int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
 int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
 int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot);
 
+/* call.c: the type taichi_aot._native.Launcher (kernel and graph calls checked and launched in C), made
+   and set on the module named once, at import; 1 where that worked. */
+int taichi_aot_install_launcher(const char *module_name);
+
+/* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
+   steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.
+   Returns the seconds it took, or -1 where the library reported an error. Read back: kind 0 none, 1 map
+   `memory`, copy `size` bytes to `dst`, unmap; 2 `cuda_copy(dst, device_pointer, size)` (cuMemcpyDtoH). */
+typedef struct {
+    uint32_t kind;
+    TiRuntime runtime;
+    TiMemory memory;
+    void *dst;
+    uint64_t size;
+    void *cuda_copy;
+    uint64_t device_pointer;
+} TaichiAotReadback;
+double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const TaichiAotLaunch *every_launches,
+                        uint32_t every_count, uint64_t steps, uint64_t every, const TaichiAotReadback *readback);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);

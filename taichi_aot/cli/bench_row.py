@@ -22,6 +22,7 @@ class Row:
     note: str = ""
     params: dict = field(default_factory=dict)
     min_ratio: float | None = None  # best against best: what noise on shared CPUs sways least
+    spread: float | None = None  # paired ratios (bench_measure): half their interquartile range, relative
 
     @property
     def median(self) -> float:
@@ -32,6 +33,7 @@ class Row:
             "section": self.section, "arch": self.arch, "name": self.name, "unit": self.unit,
             "median": self.median, "min": min(self.samples) if self.samples else None,
             "max": max(self.samples) if self.samples else None, "samples": self.samples,
-            "limit": self.limit, "ratio": self.ratio, "min_ratio": self.min_ratio, "target": self.target,
+            "limit": self.limit, "ratio": self.ratio, "min_ratio": self.min_ratio, "spread": self.spread,
+            "target": self.target,
             "met": self.met, "note": self.note, "params": self.params,
         }

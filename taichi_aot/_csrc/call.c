@@ -1,0 +1,389 @@
+/* Kernel and graph calls checked and launched in C: the type `taichi_aot._native.Launcher`, the base
+   of taichi_aot's Kernel and ComputeGraph, whose call (`step(x, v, 0.01)`, `graph(x=a, s=0.5)`) is
+   this file's launcher_call.
+
+   A call is made here, with no Python frame, when every argument is one the launcher can vouch for:
+   - an ndarray argument given the very object (an NdArray, or a numpy array the runtime shares) whose
+     argument the slot already holds, as the last successful launch left it, with nothing closed since
+     (the close epoch unmoved: an object's dtype, shape, runtime and memory are fixed while it is open);
+     a numpy array is re-checked besides (data, dtype, shape, strides, writable flag: numpy lets them
+     change in place) and its argument written again;
+   - an f32 or i32 argument given an exact Python float or int in range;
+   the call comes from the runtime's thread, the runtime is not recording, and no keyword is unknown.
+   Anything else goes to the Python method `_slow_call`, which checks, packs and launches as the
+   package always did (and raises what is wrong); after a launch it made, the launcher remembers the
+   objects it was given, so the next call with them is made here. The Python side forgets nothing it
+   packs behind the launcher's back: every write to the shared buffer goes through this call.
+
+   Written against the limited API of Python 3.2 that cffi compiles with (Py_LIMITED_API). */
+#include "taichi_aot.h"
+
+enum {
+    TAICHI_AOT_SLOT_OTHER = 0, /* always checked in Python */
+    TAICHI_AOT_SLOT_NDARRAY = 1,
+    TAICHI_AOT_SLOT_F32 = 2,
+    TAICHI_AOT_SLOT_I32 = 3
+};
+
+typedef struct {
+    int kind;
+    int writes;                   /* the kernel may write the argument (a numpy array must be writable) */
+    TiArgument *arg;              /* the slot in the launch's buffer */
+    PyObject *sig;                /* the signature a numpy array's hit must have, or NULL */
+    PyObject *name;               /* a graph argument's name (interned) */
+    PyObject *last;               /* a weak reference to the value whose argument the slot holds, or NULL */
+    PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call */
+    const TaichiAotArrayKey *key; /* the hit's key */
+} taichi_aot_slot;
+
+typedef struct {
+    PyObject_HEAD
+    TaichiAotLaunch *launch;
+    Py_ssize_t count; /* -1 until _prepare */
+    int graph;
+    taichi_aot_slot *slots;
+    PyObject *ndarray_type;
+    PyObject *numpy_type;
+} taichi_aot_launcher;
+
+static void launcher_forget(taichi_aot_launcher *self) {
+    Py_ssize_t i;
+    for (i = 0; i < self->count; ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        Py_CLEAR(s->last);
+        Py_CLEAR(s->hit);
+        s->key = NULL;
+    }
+}
+
+static void launcher_release(taichi_aot_launcher *self) {
+    Py_ssize_t i;
+    launcher_forget(self);
+    for (i = 0; i < self->count; ++i) {
+        Py_CLEAR(self->slots[i].sig);
+        Py_CLEAR(self->slots[i].name);
+    }
+    PyMem_Free(self->slots);
+    self->slots = NULL;
+    self->count = -1;
+    self->launch = NULL;
+    Py_CLEAR(self->ndarray_type);
+    Py_CLEAR(self->numpy_type);
+}
+
+static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    Py_ssize_t i;
+    for (i = 0; i < self->count; ++i) {
+        Py_VISIT(self->slots[i].hit);
+        Py_VISIT(self->slots[i].last);
+        Py_VISIT(self->slots[i].sig);
+    }
+    Py_VISIT(self->ndarray_type);
+    Py_VISIT(self->numpy_type);
+    Py_VISIT((PyObject *)Py_TYPE(op)); /* a heap type's instances keep it alive */
+    return 0;
+}
+
+static int launcher_clear(PyObject *op) {
+    launcher_release((taichi_aot_launcher *)op);
+    return 0;
+}
+
+static void launcher_dealloc(PyObject *op) {
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    launcher_release((taichi_aot_launcher *)op);
+    PyObject_GC_Del(op);
+    Py_DECREF((PyObject *)type);
+}
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)PyType_GenericAlloc(type, 0);
+    (void)args;
+    (void)kwargs;
+    if (self != NULL) {
+        self->count = -1;
+    }
+    return (PyObject *)self;
+}
+
+/* _prepare(launch_address, graph, ndarray_type, numpy_type, slots): slots is a list of
+   (kind, writes, argument_address, sig or None, name or None), one per argument in buffer order. */
+static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    PyObject *address, *ndarray_type, *numpy_type, *list;
+    int graph;
+    Py_ssize_t n, i;
+    taichi_aot_slot *slots;
+    void *launch;
+    if (!PyArg_ParseTuple(args, "OiOOO", &address, &graph, &ndarray_type, &numpy_type, &list)) {
+        return NULL;
+    }
+    launch = PyLong_AsVoidPtr(address);
+    if (launch == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "_prepare: slots must be a list");
+        return NULL;
+    }
+    n = PyList_Size(list);
+    slots = (taichi_aot_slot *)PyMem_Malloc((n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
+    if (slots == NULL) {
+        return PyErr_NoMemory();
+    }
+    memset(slots, 0, (n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
+    for (i = 0; i < n; ++i) {
+        PyObject *item = PyList_GetItem(list, i), *arg_address, *sig, *name;
+        taichi_aot_slot *s = &slots[i];
+        if (!PyArg_ParseTuple(item, "iiOOO", &s->kind, &s->writes, &arg_address, &sig, &name)) {
+            goto fail;
+        }
+        s->arg = (TiArgument *)PyLong_AsVoidPtr(arg_address);
+        if (s->arg == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "_prepare: a NULL argument address");
+            }
+            goto fail;
+        }
+        if (sig != Py_None) {
+            Py_INCREF(sig);
+            s->sig = sig;
+        }
+        if (name != Py_None) {
+            Py_INCREF(name);
+            PyUnicode_InternInPlace(&name);
+            s->name = name;
+        }
+    }
+    launcher_release(self);
+    self->launch = (TaichiAotLaunch *)launch;
+    self->graph = graph;
+    self->slots = slots;
+    self->count = n;
+    Py_INCREF(ndarray_type);
+    self->ndarray_type = ndarray_type;
+    Py_INCREF(numpy_type);
+    self->numpy_type = numpy_type;
+    Py_RETURN_NONE;
+fail:
+    for (i = 0; i < n; ++i) {
+        Py_XDECREF(slots[i].sig);
+        Py_XDECREF(slots[i].name);
+    }
+    PyMem_Free(slots);
+    return NULL;
+}
+
+static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
+    (void)unused;
+    launcher_forget((taichi_aot_launcher *)op);
+    Py_RETURN_NONE;
+}
+
+/* The value given for slot i, borrowed; NULL where there is none (a graph's keyword missing). */
+static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs) {
+    if (self->graph) {
+        return PyDict_GetItem(kwargs, self->slots[i].name);
+    }
+    return PyTuple_GetItem(args, i);
+}
+
+/* Whether the values can be vouched for here (see the file's comment), writing the scalars and numpy
+   arguments into their slots on the way; 0 sends the call to Python, which writes every slot anew. */
+static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t i;
+    for (i = 0; i < self->count; ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        PyObject *value = launcher_value(self, i, args, kwargs);
+        if (value == NULL) {
+            return 0;
+        }
+        if (s->kind == TAICHI_AOT_SLOT_NDARRAY) {
+            if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
+                return 0;
+            }
+            if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
+                return 0;
+            }
+        } else if (s->kind == TAICHI_AOT_SLOT_F32) {
+            double d;
+            float f;
+            if (PyFloat_CheckExact(value)) {
+                d = PyFloat_AsDouble(value);
+            } else if (PyLong_CheckExact(value)) {
+                d = PyLong_AsDouble(value);
+                if (d == -1.0 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return 0;
+                }
+            } else {
+                return 0;
+            }
+            f = (float)d;
+            if (isinf(f) && !isinf(d)) {
+                return 0; /* out of f32's range: Python raises */
+            }
+            s->arg->value.f32 = f;
+        } else if (s->kind == TAICHI_AOT_SLOT_I32) {
+            int overflow = 0;
+            long v;
+            if (!PyLong_CheckExact(value)) {
+                return 0;
+            }
+            v = PyLong_AsLongAndOverflow(value, &overflow);
+            if (overflow || v < INT32_MIN || v > INT32_MAX || (v == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return 0;
+            }
+            s->arg->value.i32 = (int32_t)v;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* After a launch made by _slow_call: remember the NdArrays and shared numpy arrays it was given. */
+static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t i;
+    PyObject *hits = NULL;
+    for (i = 0; i < self->count; ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        PyObject *value, *hit, *sig, *address, *id;
+        void *key;
+        if (s->kind != TAICHI_AOT_SLOT_NDARRAY) {
+            continue;
+        }
+        value = launcher_value(self, i, args, kwargs);
+        if (value == NULL) {
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(value) == self->ndarray_type) {
+            s->last = PyWeakref_NewRef(value, NULL);
+            if (s->last == NULL) {
+                PyErr_Clear();
+            }
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(value) != self->numpy_type || s->sig == NULL) {
+            continue;
+        }
+        if (hits == NULL) { /* the runtime's shared arrays: self._foreign.hits */
+            PyObject *foreign = PyObject_GetAttrString((PyObject *)self, "_foreign");
+            hits = foreign != NULL ? PyObject_GetAttrString(foreign, "hits") : NULL;
+            Py_XDECREF(foreign);
+            if (hits == NULL || !PyDict_Check(hits)) {
+                PyErr_Clear();
+                Py_XDECREF(hits);
+                return;
+            }
+        }
+        id = PyLong_FromVoidPtr(value);
+        hit = id != NULL ? PyDict_GetItem(hits, id) : NULL;
+        Py_XDECREF(id);
+        if (hit == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        sig = PyObject_GetAttrString(hit, "sig");
+        address = sig == s->sig ? PyObject_GetAttrString(hit, "address") : NULL;
+        key = address != NULL ? PyLong_AsVoidPtr(address) : NULL;
+        Py_XDECREF(sig);
+        Py_XDECREF(address);
+        if (key == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        s->last = PyWeakref_NewRef(value, NULL);
+        if (s->last == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        Py_INCREF(hit);
+        s->hit = hit;
+        s->key = (const TaichiAotArrayKey *)key;
+    }
+    Py_XDECREF(hits);
+}
+
+/* Whether the call's arguments have the shape the fast path reads: a kernel's all positional, a graph's all
+   named, as many as it takes. */
+static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+    if (self->graph) {
+        return PyTuple_Size(args) == 0 && kwargs != NULL && PyDict_Size(kwargs) == self->count;
+    }
+    return PyTuple_Size(args) == self->count && (kwargs == NULL || PyDict_Size(kwargs) == 0);
+}
+
+static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    TaichiAotLaunch *c = self->launch;
+    PyObject *method, *result;
+    int code;
+    if (self->count >= 0 && c->seen == taichi_aot_epoch && (unsigned long)pthread_self() == c->thread) {
+        if (launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs)) {
+            PyThreadState *state = PyEval_SaveThread();
+            code = taichi_aot_launch(c);
+            PyEval_RestoreThread(state);
+            if (code) { /* raises, or (closed since the check) re-checks and launches again */
+                return PyObject_CallMethod(op, "_after_code", "i", code);
+            }
+            Py_RETURN_NONE;
+        }
+    }
+    launcher_forget(self); /* the slow call writes every slot anew */
+    method = PyObject_GetAttrString(op, "_slow_call");
+    if (method == NULL) {
+        return NULL;
+    }
+    result = PyObject_Call(method, args, kwargs);
+    Py_DECREF(method);
+    if (result != NULL && self->count >= 0 && self->launch->seen == taichi_aot_epoch &&
+        launcher_shape_ok(self, args, kwargs)) {
+        launcher_remember(self, args, kwargs); /* it launched with them, every check passed */
+    }
+    return result;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"_prepare", launcher_prepare, METH_VARARGS,
+     "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
+    {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot launcher_type_slots[] = {
+    {Py_tp_new, (void *)launcher_new},
+    {Py_tp_dealloc, (void *)launcher_dealloc},
+    {Py_tp_traverse, (void *)launcher_traverse},
+    {Py_tp_clear, (void *)launcher_clear},
+    {Py_tp_call, (void *)launcher_call},
+    {Py_tp_methods, (void *)launcher_methods},
+    {Py_tp_doc, (void *)"The C call of kernels and graphs (the base of Kernel and ComputeGraph)."},
+    {0, NULL},
+};
+
+static PyType_Spec launcher_spec = {
+    "taichi_aot._native.Launcher",
+    sizeof(taichi_aot_launcher),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    launcher_type_slots,
+};
+
+int taichi_aot_install_launcher(const char *module_name) {
+    PyGILState_STATE gil = PyGILState_Ensure(); /* cffi calls C without the GIL */
+    PyObject *module = PyImport_ImportModule(module_name);
+    int made = module != NULL && PyObject_HasAttrString(module, "Launcher"); /* made before: keep it */
+    PyObject *type = module != NULL && !made ? PyType_FromSpec(&launcher_spec) : NULL;
+    int ok = made || (type != NULL && PyObject_SetAttrString(module, "Launcher", type) == 0);
+    if (!ok) {
+        PyErr_Print();
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(module);
+    PyGILState_Release(gil);
+    return ok;
+}

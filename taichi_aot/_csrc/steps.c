@@ -1,0 +1,62 @@
+/* A step loop driven by C alone: the raw C reference of `taichi-aot bench` (its launch and simulation
+   sections), run in the benchmark's own process, on its runtime, with the handles and packed arguments
+   of the launches it compares, so that both sides launch the same work on the same device queue. The
+   launches are plain ti_launch_kernel / ti_launch_compute_graph calls: no check of any kind. */
+#include "taichi_aot.h"
+
+static double taichi_aot_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void taichi_aot_raw_launch(const TaichiAotLaunch *l) {
+    if (l->kind == 0) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                (const TiNamedArgument *)l->args);
+    }
+}
+
+typedef int (*taichi_aot_cuda_copy)(void *dst, uint64_t src, size_t size); /* cuMemcpyDtoH_v2 */
+
+static int taichi_aot_read_back(const TaichiAotReadback *r) {
+    if (r->kind == 1) {
+        void *mapped = ti_map_memory(r->runtime, r->memory);
+        if (mapped == NULL) {
+            return -1;
+        }
+        memcpy(r->dst, mapped, (size_t)r->size);
+        ti_unmap_memory(r->runtime, r->memory);
+    } else if (r->kind == 2) {
+        return ((taichi_aot_cuda_copy)r->cuda_copy)(r->dst, r->device_pointer, (size_t)r->size) == 0 ? 0 : -1;
+    }
+    return 0;
+}
+
+double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const TaichiAotLaunch *every_launches,
+                        uint32_t every_count, uint64_t steps, uint64_t every, const TaichiAotReadback *readback) {
+    uint64_t s;
+    uint32_t i;
+    double t0 = taichi_aot_now();
+    for (s = 0; s < steps; ++s) {
+        for (i = 0; i < count; ++i) {
+            taichi_aot_raw_launch(&step[i]);
+        }
+        if (every != 0 && s % every == every - 1) {
+            for (i = 0; i < every_count; ++i) {
+                taichi_aot_raw_launch(&every_launches[i]);
+            }
+            ti_wait(step[0].runtime);
+            if (taichi_aot_read_back(readback) != 0) {
+                return -1.0;
+            }
+        }
+    }
+    ti_wait(step[0].runtime);
+    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
+        return -1.0;
+    }
+    return taichi_aot_now() - t0;
+}

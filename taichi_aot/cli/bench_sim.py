@@ -1,0 +1,177 @@
+"""The simulation section of ``taichi-aot bench``: a whole step loop, taichi_aot against raw C.
+
+The module is ``sim_kernels.py``'s (a particle-in-cell step: 8192 particles on a 64x64 grid). One step launches the
+graph ``substep`` (four dispatches) and then the same four kernels one by one; every ``EVERY`` steps ``stats`` runs,
+the runtime is waited for and its four floats are read back to the host, as a program that watches its
+simulation does. The same loop runs
+
+* in C (``taichi_aot_steps`` of the extension: plain ``ti_launch_*`` calls, ``ti_wait``, and the read back a C
+  program would make: map and copy on x64 and Vulkan, ``cuMemcpyDtoH`` on CUDA), over the very handles, memory
+  and packed arguments of the Python loops below, in this process and on this runtime;
+* as a Python user writes it: ``substep(x=x, ...)``, ``p2g(x, v, grid_v, grid_m)``, ..., ``rt.wait()``,
+  ``out.to_numpy(buf)``;
+* with bound launches (``bind`` once, ``launch()`` every step), and the read back the same way.
+
+Measured with :mod:`.bench_measure` (paired rounds; the C loop is the reference).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .. import Arch, _cuda
+from .._native import ffi, lib
+from ..enums import CPU_ARCHS
+from .bench_measure import measure
+from .bench_row import Row
+from .cache import taichi_module
+
+if TYPE_CHECKING:
+    from .. import Runtime
+
+PARTICLES = 8192
+GRID = 64
+EVERY = 8
+DT = 2e-4
+GRAVITY = -9.8
+
+
+class _Simulation:
+    """The module, its arrays and the three ways of running ``steps`` steps."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.mod = rt.load_module(taichi_module("sim", rt.arch.name.lower()))
+        rng = np.random.default_rng(0)
+        self.x = rt.ndarray((PARTICLES, 2), np.float32, host_access="none")
+        self.x.from_numpy(rng.uniform(0.2, 0.8, (PARTICLES, 2)).astype(np.float32))
+        self.v = rt.ndarray((PARTICLES, 2), np.float32, host_access="none")
+        self.v.from_numpy(rng.uniform(-1.0, 1.0, (PARTICLES, 2)).astype(np.float32))
+        self.grid_v = rt.ndarray((GRID, GRID, 2), np.float32, host_access="none")
+        self.grid_m = rt.ndarray((GRID, GRID), np.float32, host_access="none")
+        # a small result the host reads: mapped where it can be
+        self.out = rt.ndarray((4,), np.float32, host_access="none") if rt.arch == Arch.CUDA else rt.ndarray(
+            (4,), np.float32, host_access="read")
+        self.buf = np.zeros(4, np.float32)
+        self._c_loop = self._c_reference()
+
+    def _kernels(self) -> tuple[Any, ...]:
+        k = self.mod.kernels
+        return k["clear_grid"], k["p2g"], k["grid_update"], k["g2p"], k["stats"], self.mod.graphs["substep"]
+
+    def dynamic(self, steps: int) -> float:
+        """Seconds of ``steps`` steps as a user writes them, per step."""
+        clear_grid, p2g, grid_update, g2p, stats, substep = self._kernels()
+        x, v, gv, gm, out, buf, rt = self.x, self.v, self.grid_v, self.grid_m, self.out, self.buf, self.rt
+        dt, g, every = DT, GRAVITY, EVERY
+        t0 = _clock()
+        for s in range(steps):
+            substep(x=x, v=v, grid_v=gv, grid_m=gm, dt=dt, gravity=g)
+            clear_grid(gv, gm)
+            p2g(x, v, gv, gm)
+            grid_update(gv, gm, dt, g)
+            g2p(x, v, gv, dt)
+            if s % every == every - 1:
+                stats(x, v, out)
+                rt.wait()
+                out.to_numpy(buf)
+        rt.wait()
+        return (_clock() - t0) / steps
+
+    def _bound(self) -> tuple[list[Any], Any]:
+        clear_grid, p2g, grid_update, g2p, stats, substep = self._kernels()
+        x, v, gv, gm = self.x, self.v, self.grid_v, self.grid_m
+        step = [substep.bind(x=x, v=v, grid_v=gv, grid_m=gm, dt=DT, gravity=GRAVITY), clear_grid.bind(gv, gm),
+                p2g.bind(x, v, gv, gm), grid_update.bind(gv, gm, DT, GRAVITY), g2p.bind(x, v, gv, DT)]
+        return step, stats.bind(x, v, self.out)
+
+    def bound(self, steps: int) -> float:
+        """Seconds per step with launches bound once."""
+        step, stats = self._bound()
+        runs = [b.launch for b in step]
+        a, b, c, d, e = runs
+        report = stats.launch
+        out, buf, rt, every = self.out, self.buf, self.rt, EVERY
+        t0 = _clock()
+        for s in range(steps):
+            a()
+            b()
+            c()
+            d()
+            e()
+            if s % every == every - 1:
+                report()
+                rt.wait()
+                out.to_numpy(buf)
+        rt.wait()
+        return (_clock() - t0) / steps
+
+    def _c_reference(self) -> Callable[[int], float]:
+        step, stats = self._bound()
+        launches = ffi.new("TaichiAotLaunch[]", len(step))
+        for i, b in enumerate(step):
+            launches[i] = b._c[0]  # the bound launch's prepared struct: its handle and packed arguments
+        every = ffi.new("TaichiAotLaunch[]", 1)
+        every[0] = stats._c[0]
+        readback = ffi.new("TaichiAotReadback *")
+        memory = self.out.memory
+        readback.dst = ffi.cast("void *", self.buf.ctypes.data)
+        readback.size = self.buf.nbytes
+        if self.rt.arch == Arch.CUDA:
+            readback.kind = 2
+            readback.cuda_copy = ffi.cast("void *", ctypes.cast(_cuda.driver().cuMemcpyDtoH_v2, ctypes.c_void_p).value)
+            readback.device_pointer = memory.cuda_pointer()
+        else:
+            readback.kind = 1
+            readback.runtime = self.rt.handle
+            readback.memory = memory.handle
+        keep = (step, stats, launches, every, readback)
+
+        def run(steps: int) -> float:
+            assert keep
+            seconds = lib.taichi_aot_steps(launches, len(step), every, 1, steps, EVERY, readback)
+            if seconds < 0:
+                raise RuntimeError("the raw C step loop failed")
+            return seconds / steps
+
+        return run
+
+    def c(self, steps: int) -> float:
+        """Seconds per step of the same loop in C."""
+        return self._c_loop(steps)
+
+
+def _clock() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+def simulation(rt: Runtime, quick: bool) -> list[Row]:
+    """The section's rows on ``rt``'s arch: us per step, and each Python form against the C loop."""
+    sim = _Simulation(rt)
+    name = rt.arch.name.lower()
+    cpu = rt.arch in CPU_ARCHS
+    steps = (8 if quick else 32) if cpu else (32 if quick else 128)
+    rounds = 5 if quick else 15
+    methods = {
+        "raw C step loop": lambda: sim.c(steps) * 1e6,
+        "dynamic calls (as users write them)": lambda: sim.dynamic(steps) * 1e6,
+        "bound launches": lambda: sim.bound(steps) * 1e6,
+    }
+    m = measure(methods, "raw C step loop", rounds)
+    params = {"steps": steps, "rounds": rounds, "every": EVERY, "particles": PARTICLES, "grid": GRID}
+    rows = []
+    for method, bests in m.bests.items():
+        row = Row("simulation", name, method, "us/step", bests, params=params)
+        ratio = m.ratio(method)
+        if ratio is not None:
+            row.limit, row.ratio, row.spread = "raw C step loop", ratio, m.spread(method)
+            row.target, row.met = "<= 1.03", ratio <= 1.03
+        rows.append(row)
+    if m.warnings:
+        rows[0].note = "; ".join(m.warnings)
+    return rows

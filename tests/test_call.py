@@ -1,0 +1,192 @@
+"""The C call of kernels and graphs (_csrc/call.c): a call it makes itself, with the arrays of the last launch and
+plain floats and ints, checks exactly what the Python path checks; whatever it cannot vouch for goes to Python."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import require_arch
+from taichi_aot import (
+    Arch,
+    ArgumentNotFoundError,
+    ArgumentTypeError,
+    ClosedError,
+    InvalidArgumentError,
+    ReadOnlyArrayError,
+    Runtime,
+    WrongThreadError,
+)
+
+
+def test_repeated_calls_go_to_the_array_given(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    y = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+    a, b = rt.ndarray((8,), np.float32), rt.ndarray((8,), np.float32)
+    for _ in range(3):
+        add(a, y, 1.0)  # the second and third: made in C
+    add(b, y, 2)  # another array, an int for an f32
+    add(a, y, 0.5)
+    rt.wait()
+    assert np.array_equal(a.to_numpy(), 3.5 * np.arange(8, dtype=np.float32))
+    assert np.array_equal(b.to_numpy(), 2 * np.arange(8, dtype=np.float32))
+    for _ in range(5):  # objects made and dropped: a new one at a dead one's address is still checked
+        c = rt.ndarray((8,), np.float32)
+        add(c, y, 1.0)
+        add(c, y, 1.0)
+        rt.wait()
+        assert np.array_equal(c.to_numpy(), 2 * np.arange(8, dtype=np.float32))
+        del c
+
+
+def test_every_check_holds_after_calls_made_in_c(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    with pytest.raises(InvalidArgumentError, match="out of range for f32"):
+        add(x, y, 1e39)
+    with pytest.raises(InvalidArgumentError, match="out of range for f32"):
+        add(x, y, 10**400)
+    with pytest.raises(ArgumentTypeError, match="expected f32 scalar"):
+        add(x, y, True)
+    with pytest.raises(InvalidArgumentError):
+        add(x, rt.ndarray((4,), np.int32), 1.0)
+    with pytest.raises(InvalidArgumentError):
+        add(x, rt.ndarray((2, 2), np.float32), 1.0)
+    with pytest.raises(ArgumentTypeError, match="takes 3"):
+        add(x, y)
+    if rt.arch != Arch.CUDA:  # (two CUDA runtimes in one process abort it when destroyed)
+        with Runtime(rt.arch) as other, pytest.raises(InvalidArgumentError, match="another runtime"):
+            add(x, other.ndarray((4,), np.float32), 1.0)
+    add(x, y, 1.0)
+    y.close()
+    with pytest.raises(ClosedError):
+        add(x, y, 1.0)
+    fill = mod.kernels["fill_i32"]
+    m = rt.ndarray((2, 3), np.int32)
+    fill(m, 7)
+    fill(m, 8)
+    with pytest.raises(InvalidArgumentError, match="out of range for i32"):
+        fill(m, 2**31)
+    with pytest.raises(ArgumentTypeError):
+        fill(m, 1.5)
+    fill(m, -(2**31))
+    rt.wait()
+    assert m.to_numpy()[0, 0] == -(2**31)
+
+
+def test_keywords_then_positions(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+    if rt.arch == Arch.VULKAN:  # gfx modules record argument names
+        add(x=x, y=y, a=1.0)
+        add(x, y=y, a=1.0)
+    else:
+        add(x, y, 1.0)
+        add(x, y, 1.0)
+    add(x, y, 1.0)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 3, np.float32))
+
+
+def test_recording_records_calls_that_were_made_in_c(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    with rt.record() as seq:
+        add(x, y, 1.0)
+        add(x, y, 1.0)
+    rt.wait()
+    assert len(seq) == 2 and np.array_equal(x.to_numpy(), np.full(4, 2, np.float32))  # recorded, not launched
+    seq.replay(2)
+    add(x, y, 1.0)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 7, np.float32))
+
+
+def test_another_thread_is_refused_after_calls_made_in_c(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    errors = []
+
+    def other() -> None:
+        try:
+            add(x, y, 5.0)
+        except WrongThreadError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1
+    add(x, y, 1.0)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 3, np.float32))  # the other thread's 5.0 never went in
+
+
+def test_declared_access_applies_to_calls_made_in_c(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x, y = np.zeros(4, np.float32), np.ones(4, np.float32)
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    add.declare_access({1: "read"})
+    y.flags.writeable = False  # y is only read, as declared: taken
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    x.flags.writeable = False  # x is written: refused, after calls made in C too
+    with pytest.raises(ReadOnlyArrayError):
+        add(x, y, 1.0)
+    rt.wait()
+    assert np.array_equal(x, np.full(4, 4, np.float32))
+
+
+def test_shared_numpy_arrays_are_checked_on_every_call(modules):
+    require_arch(Arch.X64)  # numpy arrays are shared (and their checks cached) on the CPU
+    with Runtime(Arch.X64) as rt:
+        add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+        x, y = np.zeros(8, np.float32), np.ones(8, np.float32)
+        add(x, y, 1.0)
+        add(x, y, 1.0)  # made in C
+        assert np.array_equal(x, np.full(8, 2, np.float32))
+        x.flags.writeable = False
+        with pytest.raises(ReadOnlyArrayError):
+            add(x, y, 1.0)
+        x.flags.writeable = True
+        x.shape = (2, 4)  # reshaped in place: no longer a 1-D array
+        with pytest.raises(InvalidArgumentError):
+            add(x, y, 1.0)
+        x.shape = (8,)
+        add(x, y, 1.0)
+        rt.wait()
+        assert np.array_equal(x, np.full(8, 3, np.float32))
+
+
+def test_graph_calls_made_in_c_check_their_names(env):
+    rt, mod = env
+    graph = mod.graphs["add_twice"]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+    graph(x=x, y=y, a=1.0)
+    graph(x=x, y=y, a=1.0)
+    graph.launch({"x": x, "y": y, "a": 1.0})
+    with pytest.raises(ArgumentNotFoundError, match="missing"):
+        graph(x=x, y=y)
+    with pytest.raises(ArgumentTypeError, match="no argument 'b'"):
+        graph(x=x, y=y, b=1.0)
+    with pytest.raises(ArgumentTypeError, match="no argument 1"):
+        graph.launch({1: x, "y": y, "a": 1.0})
+    with pytest.raises(ArgumentTypeError, match="named arguments only"):
+        graph(x, y, 1.0)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 6, np.float32))  # three launches of two adds
