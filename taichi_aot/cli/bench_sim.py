@@ -56,17 +56,18 @@ class _Simulation:
         self.out = rt.ndarray((4,), np.float32, host_access="none") if rt.arch == Arch.CUDA else rt.ndarray(
             (4,), np.float32, host_access="read")
         self.buf = np.zeros(4, np.float32)
-        self._c_loop = self._c_reference()
+        self._c_loop: Callable[[int, int], float] = self._c_reference()
 
     def _kernels(self) -> tuple[Any, ...]:
         k = self.mod.kernels
         return k["clear_grid"], k["p2g"], k["grid_update"], k["g2p"], k["stats"], self.mod.graphs["substep"]
 
-    def dynamic(self, steps: int) -> float:
-        """Seconds of ``steps`` steps as a user writes them, per step."""
+    def dynamic(self, steps: int, every: int = EVERY) -> float:
+        """Seconds of ``steps`` steps as a user writes them, per step (a read back every ``every``, 0: never)."""
         clear_grid, p2g, grid_update, g2p, stats, substep = self._kernels()
         x, v, gv, gm, out, buf, rt = self.x, self.v, self.grid_v, self.grid_m, self.out, self.buf, self.rt
-        dt, g, every = DT, GRAVITY, EVERY
+        dt, g = DT, GRAVITY
+        every = every or steps + 1
         t0 = _clock()
         for s in range(steps):
             substep(x=x, v=v, grid_v=gv, grid_m=gm, dt=dt, gravity=g)
@@ -88,13 +89,14 @@ class _Simulation:
                 p2g.bind(x, v, gv, gm), grid_update.bind(gv, gm, DT, GRAVITY), g2p.bind(x, v, gv, DT)]
         return step, stats.bind(x, v, self.out)
 
-    def bound(self, steps: int) -> float:
+    def bound(self, steps: int, every: int = EVERY) -> float:
         """Seconds per step with launches bound once."""
         step, stats = self._bound()
         runs = [b.launch for b in step]
         a, b, c, d, e = runs
         report = stats.launch
-        out, buf, rt, every = self.out, self.buf, self.rt, EVERY
+        out, buf, rt = self.out, self.buf, self.rt
+        every = every or steps + 1
         t0 = _clock()
         for s in range(steps):
             a()
@@ -109,7 +111,7 @@ class _Simulation:
         rt.wait()
         return (_clock() - t0) / steps
 
-    def _c_reference(self) -> Callable[[int], float]:
+    def _c_reference(self) -> Callable[[int, int], float]:
         step, stats = self._bound()
         launches = ffi.new("TaichiAotLaunch[]", len(step))
         for i, b in enumerate(step):
@@ -130,18 +132,18 @@ class _Simulation:
             readback.memory = memory.handle
         keep = (step, stats, launches, every, readback)
 
-        def run(steps: int) -> float:
+        def run(steps: int, each: int) -> float:
             assert keep
-            seconds = lib.taichi_aot_steps(launches, len(step), every, 1, steps, EVERY, readback)
+            seconds = lib.taichi_aot_steps(launches, len(step), every, 1, steps, each, readback)
             if seconds < 0:
                 raise RuntimeError("the raw C step loop failed")
             return seconds / steps
 
         return run
 
-    def c(self, steps: int) -> float:
+    def c(self, steps: int, every: int = EVERY) -> float:
         """Seconds per step of the same loop in C."""
-        return self._c_loop(steps)
+        return self._c_loop(steps, every)
 
 
 def _clock() -> float:
@@ -155,7 +157,7 @@ def simulation(rt: Runtime, quick: bool) -> list[Row]:
     sim = _Simulation(rt)
     name = rt.arch.name.lower()
     cpu = rt.arch in CPU_ARCHS
-    steps = (8 if quick else 32) if cpu else (32 if quick else 128)
+    steps = 8 if quick else (32 if cpu else 128)
     rounds = 5 if quick else 15
     methods = {
         "raw C step loop": lambda: sim.c(steps) * 1e6,
