@@ -265,8 +265,8 @@ class _Launchable(Launcher):
         _after_launch(code, self._c, self._module.ensure_open, self._what)
 
     def _bound(self, given: list[Any]) -> BoundLaunch:
-        """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own."""
-        self._module.ensure_open()
+        """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own (the
+        caller found the module open)."""
         values = _bindable(self, given)
         packed = self._new_packed()
         rt = self._runtime
@@ -491,7 +491,6 @@ class ComputeGraph(_Launchable):
             raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}")
         return [args[n] for n in self._order]
 
-
     def _slow_call(self, *positional: Any, **args: Any) -> None:
         """A call the C call left to Python: every argument checked and packed here."""
         if positional:
@@ -512,9 +511,9 @@ class ComputeGraph(_Launchable):
         """
         if not isinstance(args, Mapping):
             raise ArgumentTypeError(f"graph {self._name!r}: arguments must be a mapping of name to value")
-        unknown = [n for n in args if n.__class__ is not str or n not in self._index]
-        if unknown:
-            raise ArgumentTypeError(f"graph {self._name!r} has no argument {unknown[0]!r} "
+        odd = [n for n in args if n.__class__ is not str]  # no keyword: the rest is _values' to check
+        if odd:
+            raise ArgumentTypeError(f"graph {self._name!r} has no argument {odd[0]!r} "
                                     f"(it takes {', '.join(self._order)})")
         self(**args)
 

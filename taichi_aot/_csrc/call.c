@@ -121,7 +121,10 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
         return NULL;
     }
     launch = PyLong_AsVoidPtr(address);
-    if (launch == NULL && PyErr_Occurred()) {
+    if (launch == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_prepare: a NULL launch address");
+        }
         return NULL;
     }
     if (!PyList_Check(list)) {

@@ -23,10 +23,10 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .. import Arch, Runtime, capi
-from .._native import ffi, lib
 from ..enums import CPU_ARCHS
 from .bench_measure import machine_warnings, measure
 from .bench_row import Row
+from .bench_sim import c_loop, simulation
 from .cache import CompileError, bench_driver, taichi_module
 
 if TYPE_CHECKING:
@@ -221,18 +221,8 @@ class Bench:
 
     def _c_launches(self, bound: Any, n: int) -> Callable[[], float]:
         """``n`` launches of ``bound`` by the extension's raw C loop, then a wait (us per launch)."""
-        launch = ffi.new("TaichiAotLaunch[]", 1)
-        launch[0] = bound._c[0]  # the bound launch's prepared struct: its handle and packed arguments
-        none = ffi.new("TaichiAotReadback *")
-
-        def c_loop() -> float:
-            assert bound is not None  # held: the struct points into its buffer
-            seconds = lib.taichi_aot_steps(launch, 1, launch, 0, n, 0, none)
-            if seconds < 0:
-                raise RuntimeError("the raw C launch loop failed")
-            return seconds / n * 1e6
-
-        return c_loop
+        loop = c_loop([bound])
+        return lambda: loop(n, 0) * 1e6
 
     def _launch_methods(self, tiny: Kernel, x: NdArray, n: int) -> dict[str, Callable[[], float]]:
         """Each way the objects launch ``tiny(x, 1.0)``, timed over ``n`` launches (us per launch)."""
@@ -741,8 +731,6 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
     if section == "interop":
         return bench.interop()
     if section == "simulation":
-        from .bench_sim import simulation
-
         return simulation(bench.rt, quick)
     if section == "scaling":
         from .bench_scaling import scaling

@@ -18,6 +18,8 @@ Measured with :mod:`.bench_measure` (paired rounds; the C loop is the reference)
 from __future__ import annotations
 
 import ctypes
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -30,7 +32,7 @@ from .bench_row import Row
 from .cache import taichi_module
 
 if TYPE_CHECKING:
-    from .. import Runtime
+    from .. import BoundLaunch, Runtime
 
 PARTICLES = 8192
 GRID = 64
@@ -68,7 +70,7 @@ class _Simulation:
         x, v, gv, gm, out, buf, rt = self.x, self.v, self.grid_v, self.grid_m, self.out, self.buf, self.rt
         dt, g = DT, GRAVITY
         every = every or steps + 1
-        t0 = _clock()
+        t0 = time.perf_counter()
         for s in range(steps):
             substep(x=x, v=v, grid_v=gv, grid_m=gm, dt=dt, gravity=g)
             clear_grid(gv, gm)
@@ -80,7 +82,7 @@ class _Simulation:
                 rt.wait()
                 out.to_numpy(buf)
         rt.wait()
-        return (_clock() - t0) / steps
+        return (time.perf_counter() - t0) / steps
 
     def _bound(self) -> tuple[list[Any], Any]:
         clear_grid, p2g, grid_update, g2p, stats, substep = self._kernels()
@@ -97,7 +99,7 @@ class _Simulation:
         report = stats.launch
         out, buf, rt = self.out, self.buf, self.rt
         every = every or steps + 1
-        t0 = _clock()
+        t0 = time.perf_counter()
         for s in range(steps):
             a()
             b()
@@ -109,15 +111,10 @@ class _Simulation:
                 rt.wait()
                 out.to_numpy(buf)
         rt.wait()
-        return (_clock() - t0) / steps
+        return (time.perf_counter() - t0) / steps
 
     def _c_reference(self) -> Callable[[int, int], float]:
         step, stats = self._bound()
-        launches = ffi.new("TaichiAotLaunch[]", len(step))
-        for i, b in enumerate(step):
-            launches[i] = b._c[0]  # the bound launch's prepared struct: its handle and packed arguments
-        every = ffi.new("TaichiAotLaunch[]", 1)
-        every[0] = stats._c[0]
         readback = ffi.new("TaichiAotReadback *")
         memory = self.out.memory
         readback.dst = ffi.cast("void *", self.buf.ctypes.data)
@@ -130,26 +127,36 @@ class _Simulation:
             readback.kind = 1
             readback.runtime = self.rt.handle
             readback.memory = memory.handle
-        keep = (step, stats, launches, every, readback)
-
-        def run(steps: int, each: int) -> float:
-            assert keep
-            seconds = lib.taichi_aot_steps(launches, len(step), every, 1, steps, each, readback)
-            if seconds < 0:
-                raise RuntimeError("the raw C step loop failed")
-            return seconds / steps
-
-        return run
+        return c_loop(step, [stats], readback)
 
     def c(self, steps: int, every: int = EVERY) -> float:
         """Seconds per step of the same loop in C."""
         return self._c_loop(steps, every)
 
 
-def _clock() -> float:
-    import time
+def c_loop(step: Sequence[BoundLaunch], every: Sequence[BoundLaunch] = (), readback: Any = None
+           ) -> Callable[[int, int], float]:
+    """The extension's raw C loop over bound launches: ``run(steps, each)`` launches ``step`` ``steps`` times, and
+    every ``each`` steps (0: never) ``every``, a wait and ``readback`` (a ``TaichiAotReadback *``; None: nothing
+    read); returns the seconds per step."""
+    launches = ffi.new("TaichiAotLaunch[]", len(step))
+    for i, b in enumerate(step):
+        launches[i] = b._c[0]  # the bound launch's prepared struct: its handle and packed arguments
+    others = ffi.new("TaichiAotLaunch[]", max(len(every), 1))
+    for i, b in enumerate(every):
+        others[i] = b._c[0]
+    if readback is None:
+        readback = ffi.new("TaichiAotReadback *")  # kind 0: no read back
+    keep = (step, every, launches, others, readback)  # the structs point into the bound launches' buffers
 
-    return time.perf_counter()
+    def run(steps: int, each: int) -> float:
+        assert keep
+        seconds = lib.taichi_aot_steps(launches, len(step), others, len(every), steps, each, readback)
+        if seconds < 0:
+            raise RuntimeError("the raw C step loop failed")
+        return seconds / steps
+
+    return run
 
 
 def simulation(rt: Runtime, quick: bool) -> list[Row]:
