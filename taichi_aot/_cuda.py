@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ._native import ffi as _ffi
+from ._native import lib as _lib
 from .errors import InvalidArgumentError, InvalidStateError, OutOfMemoryError
 
 #: The CUDA device a Taichi 1.7.4 runtime drives: its CUDA context is always made on device 0 (of the
@@ -48,6 +49,8 @@ _THREADS = max(1, min(4, (os.cpu_count() or 2) // 2))  # 4 was best on an H100 h
 
 _lock = threading.Lock()
 _driver = None
+#: The driver's copy functions for the extension's taichi_aot_cuda_transfer (set with _driver).
+_driver_functions: Any = None
 _POINTER_ATTRIBUTE_CONTEXT, _POINTER_ATTRIBUTE_MEMORY_TYPE, _POINTER_ATTRIBUTE_DEVICE_ORDINAL = 1, 2, 9
 _MEMORYTYPE_HOST = 1
 _MEMHOSTALLOC_PORTABLE = 1
@@ -81,6 +84,13 @@ def _cuda() -> ctypes.CDLL:
                 fn = getattr(lib, name)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int
+            global _driver_functions
+            functions = _ffi.new("TaichiAotCudaDriver *")
+            for field, name in (("push", "cuCtxPushCurrent_v2"), ("pop", "cuCtxPopCurrent_v2"),
+                                ("htod", "cuMemcpyHtoD_v2"), ("dtoh", "cuMemcpyDtoH_v2")):
+                address = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                setattr(functions, field, _ffi.cast("void *", address))
+            _driver_functions = functions
             _driver = lib
         return _driver
 
@@ -139,7 +149,12 @@ def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device:
     nbytes = array.nbytes
     cu = _driver or _cuda()
     ctx = context_of(device) if context is None else context
-    registering = nbytes >= REGISTER_MIN and (REGISTER_LIMIT or register_limit())
+    if nbytes < REGISTER_MIN:  # small (a step loop's read back): one call into the extension, the GIL released
+        code = _lib.taichi_aot_cuda_transfer(_driver_functions, ctx, _ffi.cast("void *", host), device, nbytes,
+                                             to_device)
+        _ok(code, what)
+        return
+    registering = REGISTER_LIMIT or register_limit()
     entry = _entry_for(array, host, nbytes) if registering else None
     pushed = False
     try:  # everything after _entry_for inside: the entry stays busy (never unregistered) only while copying

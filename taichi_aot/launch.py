@@ -57,7 +57,10 @@ _NAMED_SIZE: int = ffi.sizeof("TiNamedArgument")
 _NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
 _CHUNK_SECONDS = 0.02  # a replay returns to Python at least this often (once its chunks have grown)
-_QUEUE_LAUNCHES = 512  # on GPUs, a replay waits for the device after at most this many launches
+_CHUNK_GROWTH = 16
+# On GPUs, a replay waits for the device after self._queue launches: at first _QUEUE_LAUNCHES, then as many as
+# the device runs in about _DRAIN_SECONDS (by what the last wait took), changed at most _QUEUE_GROWTH times at once.
+_QUEUE_LAUNCHES, _QUEUE_MIN, _QUEUE_MAX, _QUEUE_GROWTH, _DRAIN_SECONDS = 512, 16, 1 << 16, 8.0, 0.05
 
 # The C call of kernels and graphs (_csrc/call.c): the base type of Kernel and ComputeGraph, made once and set on
 # the extension module.
@@ -91,17 +94,6 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str) ->
         code = _launch(c)
     if code:
         _raise_launch_error(code, what)
-
-
-def _launcher(c: Any, validate: Callable[[], None], what: str) -> Callable[[], None]:
-    """A prepared ``TaichiAotLaunch`` as a plain function: the fastest launch from Python."""
-
-    def launch() -> None:
-        code = _launch(c)
-        if code:
-            _after_launch(code, c, validate, what)
-
-    return launch
 
 
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
@@ -527,15 +519,16 @@ class ComputeGraph(_Launchable):
         return self._bound(self._values(args))
 
 
-class BoundLaunch:
+class BoundLaunch(Launcher):
     """A kernel or graph with its arguments checked and packed: call it to launch.
 
     Holds its arguments (they stay alive). A launch re-checks that the kernel, the runtime and
     each bound object are open whenever anything was closed since the last check, so a closed
-    object raises ClosedError; otherwise a launch is one comparison and one C call.
+    object raises ClosedError; otherwise a launch is one comparison and one C call, made by
+    :class:`Launcher`'s call with no argument to check (no Python frame).
     """
 
-    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values", "launch")
+    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values")
 
     def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any], given: list[Any]):
         self._entry = entry
@@ -546,9 +539,7 @@ class BoundLaunch:
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
-        #: The launch as a plain function: ``run = bound.launch`` then ``run()`` skips the cost of
-        #: calling an object (the fastest way to launch from Python).
-        self.launch = _launcher(self._c, self._validate, f"launch of {entry!r}")
+        self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [])
 
     def _refresh(self) -> None:
         owneds = [self._entry.module.owned, self._runtime.owned]
@@ -571,11 +562,20 @@ class BoundLaunch:
                 raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
         self._runtime.ensure_open()
 
-    def __call__(self) -> None:
-        """Launch with the bound arguments."""
-        code = _launch(self._c)
-        if code:
-            _after_launch(code, self._c, self._validate, f"launch of {self._entry!r}")
+    def _slow_call(self, *args: Any, **kwargs: Any) -> None:
+        """A launch the C call left to Python: something was closed since the last one (or it is the first, or
+        from another thread): check, then launch."""
+        if args or kwargs:
+            raise ArgumentTypeError(f"launch of {self._entry!r}: a bound launch takes no arguments (set() changes "
+                                    "one)")
+        self._after_code(_STALE)
+
+    def _after_code(self, code: int) -> None:
+        """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
+        _after_launch(code, self._c, self._validate, f"launch of {self._entry!r}")
+
+    #: The launch (``bound()``), as a method: ``run = bound.launch`` then ``run()``.
+    launch = Launcher.__call__
 
     def set(self, key: int | str, value: Any) -> None:
         """Replace one argument (by index, or by name where the module records names), checked.
@@ -611,6 +611,9 @@ class LaunchSequence:
         self._launches: list[BoundLaunch] = []
         self._steps: Any = None
         self._done: Any = ffi.new("uint64_t *")  # how many launches the last replay made before it stopped
+        self._pass_seconds = 0.0  # what one pass took in the last chunk replayed (0: none yet)
+        self._last_chunk = 1  # that chunk's passes: the next grows at most _CHUNK_GROWTH times
+        self._queue = _QUEUE_LAUNCHES  # on GPUs, launches queued before the replay waits for the device
 
     def append(self, launch: BoundLaunch) -> None:
         """Add a bound launch (of this runtime) at the end.
@@ -652,23 +655,24 @@ class LaunchSequence:
             for i, launch in enumerate(self._launches):
                 steps[i] = launch._c[0]
             self._steps = steps
-        # In chunks of about _CHUNK_SECONDS each, growing from one pass: Python gets control back between
-        # them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay. Where launches
-        # only enqueue work (GPUs), the replay waits for the device once every _QUEUE_LAUNCHES launches: the
-        # queue never holds more, so what an interrupted replay leaves to drain is short (half a second on a software
-        # Vulkan device), and a wait every few hundred launches costs a GPU's pipeline next to nothing.
+        # In chunks of about _CHUNK_SECONDS each, sized by what a pass took in the last chunk (the first chunk
+        # ever is one pass, and a chunk grows at most _CHUNK_GROWTH times the last): Python gets control back
+        # between them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay, and a
+        # short replay, once the sequence has run, is one C call. Where launches only enqueue work (GPUs), the
+        # queue holds at most about _DRAIN_SECONDS of the device's work: the replay waits for the device after
+        # self._queue launches, a number set by how long the last such wait took. What an interrupted replay
+        # leaves to drain stays short (on a software Vulkan device too), and on a fast GPU the waits come
+        # seldom enough to cost nothing (each costs a fixed half millisecond on an H100 with Vulkan).
         replay, steps, done = lib.taichi_aot_replay, self._steps, self._done
         rt = self._runtime
-        most = max(1, _QUEUE_LAUNCHES // count) if rt.arch not in CPU_ARCHS else times
-        chunk, passes, queued = 1, 0, 0
+        cpu = rt.arch in CPU_ARCHS
+        passes, queued = 0, 0
         while passes < times:
-            n = min(chunk, times - passes, most)
+            most = times if cpu else max(1, self._queue // count)
+            n = min(self._chunk(), times - passes, most - queued)
             start = _clock()
             code = replay(steps, count, n, done)
-            queued += n
-            if queued >= most and not code and passes + n < times:
-                rt.wait()
-                queued = 0
+            self._pass_seconds, self._last_chunk = max(_clock() - start, 1e-9) / n, n
             if code:
                 made = passes * count + done[0]
                 if done[0] < count:
@@ -677,8 +681,22 @@ class LaunchSequence:
                     where = f"a replay of {made} launches"
                 _raise_launch_error(code, where)
             passes += n
-            if _clock() - start < _CHUNK_SECONDS:
-                chunk *= 2
+            queued += n
+            if queued >= most and passes < times:
+                self._drain()
+                queued = 0
+
+    def _chunk(self) -> int:
+        """Passes in the next chunk: about _CHUNK_SECONDS of them, at most _CHUNK_GROWTH times the last chunk."""
+        per = self._pass_seconds
+        return min(max(1, int(_CHUNK_SECONDS / per)) if per else 1, self._last_chunk * _CHUNK_GROWTH)
+
+    def _drain(self) -> None:
+        """Wait for the device in a replay on a GPU, and size the queue by what the wait took."""
+        start = _clock()
+        self._runtime.wait()
+        took = max(_clock() - start, 1e-6)
+        self._queue = min(_QUEUE_MAX, max(_QUEUE_MIN, int(self._queue * min(_QUEUE_GROWTH, _DRAIN_SECONDS / took))))
 
     def __repr__(self) -> str:
         return f"<LaunchSequence of {len(self._launches)} launches>"

@@ -190,3 +190,30 @@ def test_graph_calls_made_in_c_check_their_names(env):
         graph(x, y, 1.0)
     rt.wait()
     assert np.array_equal(x.to_numpy(), np.full(4, 6, np.float32))  # three launches of two adds
+
+
+def test_bound_launches_are_made_in_c_and_checked_after_a_close(env):
+    rt, mod = env
+    add = mod.kernels["add"]
+    x = rt.ndarray((4,), np.float32)
+    y = rt.ndarray_from_numpy(np.ones(4, np.float32))
+    bound = add.bind(x, y, 1.0)
+    run = bound.launch
+    for _ in range(3):  # the first checks in Python; the next two are made in C
+        run()
+    bound()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 4.0, np.float32))
+    with pytest.raises(ArgumentTypeError, match="takes no arguments"):
+        bound(x)
+    with pytest.raises(ArgumentTypeError, match="takes no arguments"):
+        run(a=1.0)
+    bound.set(2, 2.0)
+    run()
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 6.0, np.float32))
+    y.close()
+    with pytest.raises(ClosedError):
+        run()
+    with pytest.raises(ClosedError):
+        bound()

@@ -227,8 +227,8 @@ def test_ctrl_c_stops_a_long_replay(env):
     finally:
         timer.cancel()
     started = time.monotonic()
-    rt.wait()  # what the interrupted replay left queued drains at once (on lavapipe it took 28 s)
-    assert time.monotonic() - started < 10
+    rt.wait()  # what the interrupted replay left queued drains at once (about _DRAIN_SECONDS of work)
+    assert time.monotonic() - started < 2
     made = x.to_numpy()[0]
     assert 0 < made < 10**9
     seq.replay(2)  # the sequence still works

@@ -75,6 +75,18 @@ typedef struct {
 double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const TaichiAotLaunch *every_launches,
                         uint32_t every_count, uint64_t steps, uint64_t every, const TaichiAotReadback *readback);
 
+/* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the
+   thread's current one), through the driver functions at these addresses (cuCtxPushCurrent_v2,
+   cuCtxPopCurrent_v2, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2). Returns the driver's CUresult. */
+typedef struct {
+    void *push;
+    void *pop;
+    void *htod;
+    void *dtoh;
+} TaichiAotCudaDriver;
+int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
+                         int to_device);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);

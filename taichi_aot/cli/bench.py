@@ -185,6 +185,11 @@ class Bench:
         compiled driver in a process of its own is shown beside it."""
         fast = not self.gpu or self.arch == Arch.CUDA  # launches are cheap there: more of them
         n = (1000 if self.quick else 4000) if fast else (150 if self.quick else 600)
+        reps = 3
+        if self.arch == Arch.CUDA and not self.quick:  # a GPU host's noise comes in bursts: more, shorter repeats
+            n, reps = n // 3, 8  # find its quiet moments for every method alike (its round bests); not on Vulkan,
+        elif self.gpu and not self.quick:  # whose final wait (0.5 ms on an H100) would weigh on a shorter repeat
+            reps = 5
         rounds = 5 if self.quick else 21
         methods: dict[str, Callable[[], float]] = {}
         tiny = self.mod.kernels["tiny"]
@@ -205,11 +210,11 @@ class Bench:
             except (RuntimeError, OSError) as e:
                 self.log(f"Taichi JIT path not measured on {self.name}: {e}")
         try:
-            measured = measure(methods, "raw C", rounds)
+            measured = measure(methods, "raw C", rounds, reps)
         finally:
             if jit_server is not None:
                 jit_server.close()
-        params = {"launches": n, "rounds": rounds}
+        params = {"launches": n, "rounds": rounds, "reps": reps}
         rows = [Row("launch", self.name, k, "us/launch", v, params=params) for k, v in measured.bests.items()]
         for r in rows:
             if r.name != "raw C":

@@ -165,14 +165,16 @@ def simulation(rt: Runtime, quick: bool) -> list[Row]:
     name = rt.arch.name.lower()
     cpu = rt.arch in CPU_ARCHS
     steps = 8 if quick else (32 if cpu else 128)
-    rounds = 5 if quick else 15
+    rounds, reps = (5 if quick else 15), 3
+    if rt.arch == Arch.CUDA and not quick:  # a GPU host's noise comes in bursts: more, shorter repeats (as the
+        steps, reps = 32, 8                  # launch section's) find its quiet moments for every loop alike
     methods = {
         "raw C step loop": lambda: sim.c(steps) * 1e6,
         "dynamic calls (as users write them)": lambda: sim.dynamic(steps) * 1e6,
         "bound launches": lambda: sim.bound(steps) * 1e6,
     }
-    m = measure(methods, "raw C step loop", rounds)
-    params = {"steps": steps, "rounds": rounds, "every": EVERY, "particles": PARTICLES, "grid": GRID}
+    m = measure(methods, "raw C step loop", rounds, reps)
+    params = {"steps": steps, "rounds": rounds, "reps": reps, "every": EVERY, "particles": PARTICLES, "grid": GRID}
     rows = []
     for method, bests in m.bests.items():
         row = Row("simulation", name, method, "us/step", bests, params=params)

@@ -1,0 +1,33 @@
+/* A host <-> CUDA copy in one call: the context pushed, the copy, the context popped, through the driver's
+   functions found by Python (ctypes) and handed over as addresses. The small copies of a step loop (a few
+   bytes read back every N steps) cost the driver's own time and one call, not three calls through ctypes. */
+#include "taichi_aot.h"
+
+typedef int (*taichi_aot_cu_push)(void *context);
+typedef int (*taichi_aot_cu_pop)(void **context);
+typedef int (*taichi_aot_cu_htod)(uint64_t dst, const void *src, size_t size);
+typedef int (*taichi_aot_cu_dtoh)(void *dst, uint64_t src, size_t size);
+
+int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
+                         int to_device) {
+    int code, popped;
+    void *previous = NULL;
+    if (context != 0) {
+        code = ((taichi_aot_cu_push)cu->push)((void *)(uintptr_t)context);
+        if (code != 0) {
+            return code;
+        }
+    }
+    if (to_device) {
+        code = ((taichi_aot_cu_htod)cu->htod)(device, host, (size_t)size);
+    } else {
+        code = ((taichi_aot_cu_dtoh)cu->dtoh)(host, device, (size_t)size);
+    }
+    if (context != 0) {
+        popped = ((taichi_aot_cu_pop)cu->pop)(&previous);
+        if (code == 0) {
+            code = popped;
+        }
+    }
+    return code;
+}
