@@ -139,7 +139,9 @@ class CudaHit:
     """A CUDA array of torch, CuPy or JAX shared before, found again by the argument packer with one lookup and its
     print (``print_of``) instead of the library's slow ``__cuda_array_interface__``: the argument of the ndarray it
     travels in, and whether the array is immutable. The packer holds the array in ``held`` (the runtime's arrays
-    that queued kernels may read, until it is waited for)."""
+    that queued kernels may read, until it is waited for). The C call of kernels (``_csrc/call.c``) reads the same
+    attributes by name (``cls``, ``sig``, ``read_only``, ``fingerprint``, ``print``, ``arg_bytes``, ``held``) and
+    makes the same check."""
 
     __slots__ = ("arg_bytes", "cls", "fingerprint", "held", "nd", "owned", "print", "read_only", "ref", "sig")
 

@@ -340,6 +340,58 @@ def test_immutable_and_changed_cuda_arrays(cuda_module):
         assert cupy.asnumpy(c).tolist() == [6.0 * i for i in range(16)]
 
 
+def test_cuda_arrays_found_again_by_the_c_call(cuda_module):
+    """Calls with the torch, CuPy and JAX arrays of the last launch are made in C (_csrc/call.c), which checks each
+    array's print as the Python packer does: a change in place between calls is seen (and checked) there."""
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        x, y = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")
+        for _ in range(4):  # the last three made in C
+            add(x, y, 1.0)
+        x.resize_(8)  # the same memory, another shape
+        for _ in range(2):
+            add(x, y, 1.0)
+        rt.wait()
+        assert x.tolist() == [6.0] * 8
+        x.data = torch.zeros(16, device="cuda")  # other memory
+        for _ in range(3):
+            add(x, y, 2.0)
+        rt.wait()
+        assert x.tolist() == [6.0] * 16
+        x.requires_grad_()
+        with pytest.raises(ArgumentTypeError, match="refused"):
+            add(x, y, 1.0)
+        c, d = cupy.zeros(16, cupy.float32), cupy.ones(16, cupy.float32)
+        for _ in range(3):
+            add(c, d, 1.0)
+        c.shape = (2, 8)
+        with pytest.raises(InvalidArgumentError, match="ndim 1"):
+            add(c, d, 1.0)
+        c.shape = (16,)
+        add(c, d, 1.0)
+        add(c, d, 1.0)
+        rt.wait()
+        assert cupy.asnumpy(c).tolist() == [5.0] * 16
+        gpus = [dev for dev in jax.devices() if dev.platform == "gpu"]
+        if gpus:
+            add.declare_access({1: "read"})
+            j = jax.device_put(jnp.arange(16, dtype=jnp.float32), gpus[0])
+            for _ in range(3):
+                add(c, j, 1.0)
+            rt.wait()
+            assert cupy.asnumpy(c).tolist() == [5.0 + 3 * i for i in range(16)]
+            j.delete()  # its memory goes back to JAX: the print says so
+            with pytest.raises(TaichiError):
+                add(c, j, 1.0)
+            with pytest.raises(ReadOnlyArrayError, match="JAX"):  # x = JAX output: refused in C's stead too
+                add(jax.device_put(jnp.zeros(16, dtype=jnp.float32), gpus[0]), d, 1.0)
+
+
 def test_streams_and_fast_transfers(cuda_module):
     from taichi_aot import NotSupportedError, _cuda
 

@@ -7,7 +7,10 @@
      argument the slot already holds, as the last successful launch left it, with nothing closed since
      (the close epoch unmoved: an object's dtype, shape, runtime and memory are fixed while it is open);
      a numpy array is re-checked besides (data, dtype, shape, strides, writable flag: numpy lets them
-     change in place) and its argument written again;
+     change in place) and its argument written again; a CUDA array of torch, CuPy or JAX is re-checked by
+     its CudaHit's print function (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
+     as the Python packer checks it, then held until the runtime is waited for (this runs the library's
+     Python code, so the close epoch is looked at again after packing);
    - an f32 or i32 argument given an exact Python float or int in range;
    the call comes from the runtime's thread, the runtime is not recording, and no keyword is unknown.
    Anything else goes to the Python method `_slow_call`, which checks, packs and launches as the
@@ -32,8 +35,13 @@ typedef struct {
     PyObject *sig;                /* the signature a numpy array's hit must have, or NULL */
     PyObject *name;               /* a graph argument's name (interned) */
     PyObject *last;               /* a weak reference to the value whose argument the slot holds, or NULL */
-    PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call */
-    const TaichiAotArrayKey *key; /* the hit's key */
+    PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call; for a
+                                     CUDA array of torch, CuPy or JAX: its CudaHit */
+    const TaichiAotArrayKey *key; /* the NumpyHit's key */
+    PyObject *print_fn;           /* the CudaHit's fingerprint function, */
+    PyObject *print;              /* the print it must return (the array unchanged), */
+    PyObject *arg_bytes;          /* the argument its ndarray gets (bytes of a TiArgument), */
+    PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait) */
 } taichi_aot_slot;
 
 typedef struct {
@@ -53,6 +61,10 @@ static void launcher_forget(taichi_aot_launcher *self) {
         Py_CLEAR(s->last);
         Py_CLEAR(s->hit);
         s->key = NULL;
+        Py_CLEAR(s->print_fn);
+        Py_CLEAR(s->print);
+        Py_CLEAR(s->arg_bytes);
+        Py_CLEAR(s->held);
     }
 }
 
@@ -77,6 +89,9 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     for (i = 0; i < self->count; ++i) {
         Py_VISIT(self->slots[i].hit);
         Py_VISIT(self->slots[i].last);
+        Py_VISIT(self->slots[i].print_fn);
+        Py_VISIT(self->slots[i].print);
+        Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
     }
     Py_VISIT(self->ndarray_type);
@@ -193,6 +208,35 @@ static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObjec
     return PyTuple_GetItem(args, i);
 }
 
+/* A CUDA array of torch, CuPy or JAX found again in its slot: whether its print (memory, shape, strides, dtype,
+   requires_grad; a JAX array's deletion) is still the one it had, as the Python packer checks; if so its
+   ndarray's argument is written to the slot and the array held until the runtime is waited for. */
+static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
+    PyObject *print = PyObject_CallFunctionObjArgs(s->print_fn, value, NULL);
+    PyObject *id;
+    int same = print != NULL ? PyObject_RichCompareBool(print, s->print, Py_EQ) : -1;
+    char *bytes;
+    Py_XDECREF(print);
+    if (same != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    id = PyLong_FromVoidPtr(value);
+    if (id == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    same = PyDict_Contains(s->held, id) == 1 || PyDict_SetItem(s->held, id, value) == 0;
+    Py_DECREF(id);
+    bytes = same ? PyBytes_AsString(s->arg_bytes) : NULL;
+    if (bytes == NULL || PyBytes_Size(s->arg_bytes) != (Py_ssize_t)sizeof(TiArgument)) {
+        PyErr_Clear();
+        return 0;
+    }
+    memcpy(s->arg, bytes, sizeof(TiArgument));
+    return 1;
+}
+
 /* Whether the values can be vouched for here (see the file's comment), writing the scalars and numpy
    arguments into their slots on the way; 0 sends the call to Python, which writes every slot anew. */
 static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
@@ -208,6 +252,9 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
                 return 0;
             }
             if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
+                return 0;
+            }
+            if (s->print_fn != NULL && !launcher_foreign_same(s, value)) {
                 return 0;
             }
         } else if (s->kind == TAICHI_AOT_SLOT_F32) {
@@ -248,6 +295,39 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
     return 1;
 }
 
+/* Remember the CUDA array `value` of slot `s` by its CudaHit `hit` (of its class, signature and access). */
+static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
+    PyObject *cls = PyObject_GetAttrString(hit, "cls");
+    PyObject *sig = PyObject_GetAttrString(hit, "sig");
+    PyObject *read_only = PyObject_GetAttrString(hit, "read_only");
+    PyObject *print_fn = PyObject_GetAttrString(hit, "fingerprint");
+    PyObject *print = PyObject_GetAttrString(hit, "print");
+    PyObject *arg_bytes = PyObject_GetAttrString(hit, "arg_bytes");
+    PyObject *held = PyObject_GetAttrString(hit, "held");
+    int writable = read_only != NULL && PyObject_IsTrue(read_only) == 0;
+    if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && print_fn != NULL &&
+        print != NULL && arg_bytes != NULL && PyBytes_Check(arg_bytes) && held != NULL && PyDict_Check(held)) {
+        s->last = PyWeakref_NewRef(value, NULL);
+        if (s->last != NULL) {
+            Py_INCREF(hit);
+            s->hit = hit;
+            s->print_fn = print_fn;
+            s->print = print;
+            s->arg_bytes = arg_bytes;
+            s->held = held;
+            print_fn = print = arg_bytes = held = NULL; /* now the slot's */
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(cls);
+    Py_XDECREF(sig);
+    Py_XDECREF(read_only);
+    Py_XDECREF(print_fn);
+    Py_XDECREF(print);
+    Py_XDECREF(arg_bytes);
+    Py_XDECREF(held);
+}
+
 /* After a launch made by _slow_call: remember the NdArrays and shared numpy arrays it was given. */
 static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
@@ -270,7 +350,7 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
             }
             continue;
         }
-        if ((PyObject *)Py_TYPE(value) != self->numpy_type || s->sig == NULL) {
+        if (s->sig == NULL) {
             continue;
         }
         if (hits == NULL) { /* the runtime's shared arrays: self._foreign.hits */
@@ -288,6 +368,10 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
         Py_XDECREF(id);
         if (hit == NULL) {
             PyErr_Clear();
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(value) != self->numpy_type) {
+            launcher_remember_foreign(s, value, hit);
             continue;
         }
         sig = PyObject_GetAttrString(hit, "sig");
@@ -326,7 +410,10 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     PyObject *method, *result;
     int code;
     if (self->count >= 0 && c->seen == taichi_aot_epoch && (unsigned long)pthread_self() == c->thread) {
-        if (launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs)) {
+        /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
+           collect and close what another slot holds */
+        if (launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
+            c->seen == taichi_aot_epoch) {
             PyThreadState *state = PyEval_SaveThread();
             code = taichi_aot_launch(c);
             PyEval_RestoreThread(state);

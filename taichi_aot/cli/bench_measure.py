@@ -41,11 +41,22 @@ class Measured:
 
     def spread(self, name: str) -> float | None:
         """Half the interquartile range of ``name``'s paired ratios, relative to their median."""
-        r = self.ratios.get(name)
-        if not r or len(r) < 4:
+        return _spread(self.ratios.get(name))
+
+    def pair(self, name: str, reference: str) -> tuple[float, float | None] | None:
+        """``name`` against another method of the rounds, round by round: the median ratio and its spread."""
+        a, b = self.bests.get(name), self.bests.get(reference)
+        if not a or not b:
             return None
-        q = statistics.quantiles(r, n=4)
-        return (q[2] - q[0]) / 2 / statistics.median(r)
+        r = [x / y for x, y in zip(a, b)]
+        return statistics.median(r), _spread(r)
+
+
+def _spread(r: list[float] | None) -> float | None:
+    if not r or len(r) < 4:
+        return None
+    q = statistics.quantiles(r, n=4)
+    return (q[2] - q[0]) / 2 / statistics.median(r)
 
 
 def measure(methods: dict[str, Callable[[], float]], reference: str | None, rounds: int, reps: int = 3
