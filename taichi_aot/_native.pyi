@@ -6,7 +6,7 @@ ffi: Any
 lib: Any
 
 class Launcher:
-    """The C call of kernels and graphs (_csrc/call.c): the base of Kernel and ComputeGraph."""
+    """The C call of kernels and graphs (_csrc/call.c): the base of Kernel, ComputeGraph and BoundLaunch."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
     def _prepare(self, launch_address: int, graph: int, ndarray_type: type, numpy_type: type,

@@ -1,6 +1,6 @@
 /* Kernel and graph calls checked and launched in C: the type `taichi_aot._native.Launcher`, the base
-   of taichi_aot's Kernel and ComputeGraph, whose call (`step(x, v, 0.01)`, `graph(x=a, s=0.5)`) is
-   this file's launcher_call.
+   of taichi_aot's Kernel, ComputeGraph and BoundLaunch (a launcher of no argument), whose call
+   (`step(x, v, 0.01)`, `graph(x=a, s=0.5)`, `bound()`) is this file's launcher_call.
 
    A call is made here, with no Python frame, when every argument is one the launcher can vouch for:
    - an ndarray argument given the very object (an NdArray, or a numpy array the runtime shares) whose
@@ -215,7 +215,6 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
     PyObject *print = PyObject_CallFunctionObjArgs(s->print_fn, value, NULL);
     PyObject *id;
     int same = print != NULL ? PyObject_RichCompareBool(print, s->print, Py_EQ) : -1;
-    char *bytes;
     Py_XDECREF(print);
     if (same != 1) {
         PyErr_Clear();
@@ -228,12 +227,11 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
     }
     same = PyDict_Contains(s->held, id) == 1 || PyDict_SetItem(s->held, id, value) == 0;
     Py_DECREF(id);
-    bytes = same ? PyBytes_AsString(s->arg_bytes) : NULL;
-    if (bytes == NULL || PyBytes_Size(s->arg_bytes) != (Py_ssize_t)sizeof(TiArgument)) {
+    if (!same) {
         PyErr_Clear();
         return 0;
     }
-    memcpy(s->arg, bytes, sizeof(TiArgument));
+    memcpy(s->arg, PyBytes_AsString(s->arg_bytes), sizeof(TiArgument)); /* its size checked when remembered */
     return 1;
 }
 
@@ -306,7 +304,8 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
     PyObject *held = PyObject_GetAttrString(hit, "held");
     int writable = read_only != NULL && PyObject_IsTrue(read_only) == 0;
     if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && print_fn != NULL &&
-        print != NULL && arg_bytes != NULL && PyBytes_Check(arg_bytes) && held != NULL && PyDict_Check(held)) {
+        print != NULL && arg_bytes != NULL && PyBytes_Check(arg_bytes) &&
+        PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL && PyDict_Check(held)) {
         s->last = PyWeakref_NewRef(value, NULL);
         if (s->last != NULL) {
             Py_INCREF(hit);
@@ -451,7 +450,7 @@ static PyType_Slot launcher_type_slots[] = {
     {Py_tp_clear, (void *)launcher_clear},
     {Py_tp_call, (void *)launcher_call},
     {Py_tp_methods, (void *)launcher_methods},
-    {Py_tp_doc, (void *)"The C call of kernels and graphs (the base of Kernel and ComputeGraph)."},
+    {Py_tp_doc, (void *)"The C call of kernels and graphs (the base of Kernel, ComputeGraph and BoundLaunch)."},
     {0, NULL},
 };
 
