@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 import numpy as np
 
 from . import _cuda, _dlpack
+from ._native import lib
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
 
@@ -43,9 +44,10 @@ class SupportsCudaArrayInterface(Protocol):
 #: array, or another library's array with DLPack or an array interface.
 ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterface, SupportsCudaArrayInterface]
 
-__all__ = ["ArrayArgument", "CudaArray", "SupportsArrayInterface", "SupportsCudaArrayInterface", "SupportsDLPack",
-           "array_like", "byte_span", "cuda_interface", "forget_print", "host_array", "is_jax", "on_cuda",
-           "overlaps_itself", "print_of", "producer_error", "refuse_lazy", "same_layout", "share", "why_copy"]
+__all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
+           "SupportsDLPack", "array_like", "byte_span", "cuda_interface", "forget_print", "host_array", "is_jax",
+           "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy", "same_layout",
+           "share", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -193,25 +195,34 @@ def share(a: np.ndarray, b: np.ndarray) -> bool:
         return bool(np.may_share_memory(a, b))
 
 
-def _torch_print(t: Any) -> tuple:
-    # is_contiguous() for the strides: an array found again was contiguous, and of one shape the row-major
-    # strides are one (torch ignores those of size-1 dimensions, which address nothing else)
-    return (t.data_ptr(), t.shape, t.is_contiguous(), t.dtype, t.requires_grad)
+def _reads(*spec: str) -> tuple[tuple[str | None, str, bool], ...]:
+    """The reads of a print as ``Launcher.read_print`` and the C call take them: ``"a.b"`` reads the attribute ``b``
+    of the attribute ``a``, ``"f()"`` calls the method ``f`` with no argument."""
+    out = []
+    for read in spec:
+        first, _, name = read.rpartition(".")
+        call = name.endswith("()")
+        out.append((sys.intern(first) if first else None, sys.intern(name[:-2] if call else name), call))
+    return tuple(out)
 
 
-def _cupy_print(a: Any) -> tuple:
-    return (a.data.ptr, a.shape, a.strides, a.dtype)
-
-
-def _jax_print(a: Any) -> bool:
-    return bool(a.is_deleted())  # the rest of a JAX array never changes
-
-
-#: What identifies a CUDA array of each library, read cheaply on every use (torch builds its
+#: What identifies a CUDA array of each library, read cheaply on every use, in C (torch builds its
 #: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
-#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted.
-_PRINTS = {"torch": _torch_print, "cupy": _cupy_print, "jaxlib": _jax_print, "jax": _jax_print}
-#: The print function of each array class seen (None: none known; such arrays take the slow path every time).
+#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted. Torch's
+#: is_contiguous() stands for its strides: an array found again was contiguous, and of one shape the row-major
+#: strides are one (torch ignores those of size-1 dimensions, which address nothing else).
+_PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad"),
+           "cupy": _reads("data.ptr", "shape", "strides", "dtype"),
+           "jaxlib": _reads("is_deleted()"), "jax": _reads("is_deleted()")}
+# The C call's type (_csrc/call.c: the base of launch.py's Kernel, ComputeGraph and BoundLaunch), made once on the
+# extension module; its static read_print makes the prints below.
+if not lib.taichi_aot_install_launcher(b"taichi_aot._native"):
+    raise ImportError("taichi_aot._native: the Launcher type could not be made")
+from ._native import Launcher  # noqa: E402  (there since the line above)
+
+read_print = Launcher.read_print  # (value, reads): the print of a CUDA array, made in C
+
+#: The reads of each array class seen (None: none known; such arrays take the slow path every time).
 _PRINT_OF: dict[type, Any] = {}
 
 
@@ -221,7 +232,8 @@ def forget_print(cls: type) -> None:
 
 
 def print_of(cls: type) -> Any:
-    """The function that identifies arrays of class ``cls`` (a torch, CuPy or JAX array), or None."""
+    """The reads that identify arrays of class ``cls`` (a torch, CuPy or JAX array; ``read_print`` makes its print),
+    or None."""
     found = _PRINT_OF.get(cls, _MISSING)
     if found is _MISSING:
         found = _PRINT_OF[cls] = _PRINTS.get(cls.__module__.partition(".")[0])

@@ -44,6 +44,7 @@ from ._arrays import (
     on_cuda,
     overlaps_itself,
     print_of,
+    read_print,
     refuse_lazy,
     same_layout,
     share,
@@ -137,20 +138,21 @@ class NumpyHit:
 
 class CudaHit:
     """A CUDA array of torch, CuPy or JAX shared before, found again by the argument packer with one lookup and its
-    print (``print_of``) instead of the library's slow ``__cuda_array_interface__``: the argument of the ndarray it
-    travels in, and whether the array is immutable. The packer holds the array in ``held`` (the runtime's arrays
-    that queued kernels may read, until it is waited for). The C call of kernels (``_csrc/call.c``) reads the same
-    attributes by name (``cls``, ``sig``, ``read_only``, ``fingerprint``, ``print``, ``arg_bytes``, ``held``) and
-    makes the same check."""
+    print (``read_print`` of its class's reads, ``print_of``) instead of the library's slow
+    ``__cuda_array_interface__``: the argument of the ndarray it travels in, and whether the array is immutable.
+    The packer holds the array in ``held`` (the runtime's arrays that queued kernels may read, until it is waited
+    for). The C call of kernels (``_csrc/call.c``) reads the same attributes by name (``cls``, ``sig``,
+    ``read_only``, ``reads``, ``print``, ``arg_bytes``, ``held``) and makes the same check, its reads going
+    straight to the class's C getters and methods."""
 
-    __slots__ = ("arg_bytes", "cls", "fingerprint", "held", "nd", "owned", "print", "read_only", "ref", "sig")
+    __slots__ = ("arg_bytes", "cls", "held", "nd", "owned", "print", "read_only", "reads", "ref", "sig")
 
-    def __init__(self, value: Any, ref: weakref.ref[Any], fingerprint: Any, nd: NdArray, read_only: bool,
+    def __init__(self, value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read_only: bool,
                  held: dict[int, Any]):
         self.cls = value.__class__
         self.ref = ref
-        self.fingerprint = fingerprint
-        self.print = fingerprint(value)
+        self.reads = reads
+        self.print = read_print(value, reads)
         self.nd = nd  # kept: the hit's argument is its memory's
         self.owned = nd.owned
         self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
@@ -383,11 +385,11 @@ class ForeignArgs:
         ref = self._weak(key, value)
         self._keep(key, _Entry(nd, ref, value if ref is None else None))
         held[id(value)] = value
-        fingerprint = print_of(value.__class__)
-        if ref is not None and fingerprint is not None:
+        reads = print_of(value.__class__)
+        if ref is not None and reads is not None:
             try:
                 read_only = is_jax(value) or bool(iface and iface["data"][1])
-                self.hits[id(value)] = CudaHit(value, ref, fingerprint, nd, read_only, held)
+                self.hits[id(value)] = CudaHit(value, ref, reads, nd, read_only, held)
             except Exception:  # pragma: no cover - a class of these libraries without the methods read
                 forget_print(value.__class__)
             self._trim_hits()

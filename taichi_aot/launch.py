@@ -62,11 +62,9 @@ _CHUNK_GROWTH = 16
 # the device runs in about _DRAIN_SECONDS (by what the last wait took), changed at most _QUEUE_GROWTH times at once.
 _QUEUE_LAUNCHES, _QUEUE_MIN, _QUEUE_MAX, _QUEUE_GROWTH, _DRAIN_SECONDS = 512, 16, 1 << 16, 8.0, 0.05
 
-# The C call of kernels and graphs (_csrc/call.c): the base type of Kernel and ComputeGraph, made once and set on
-# the extension module.
-if not lib.taichi_aot_install_launcher(b"taichi_aot._native"):
-    raise ImportError("taichi_aot._native: the Launcher type could not be made")
-from ._native import Launcher  # noqa: E402  (there since the line above)
+# The C call of kernels and graphs (_csrc/call.c): the base type of Kernel and ComputeGraph, made by _arrays (whose
+# read_print it serves too), once, on the extension module.
+from ._arrays import Launcher  # noqa: E402
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3

@@ -366,6 +366,21 @@ def test_cuda_arrays_found_again_by_the_c_call(cuda_module):
         x.requires_grad_()
         with pytest.raises(ArgumentTypeError, match="refused"):
             add(x, y, 1.0)
+        x = torch.zeros(16, device="cuda")
+        for _ in range(3):
+            add(x, y, 1.0)
+        x.data = x.view(torch.int32)  # the same memory and shape, another dtype
+        with pytest.raises(InvalidArgumentError):
+            add(x, y, 1.0)
+        w = torch.zeros(32, device="cuda")
+        x.data = w[:16]
+        for _ in range(3):
+            add(x, y, 1.0)
+        x.as_strided_((16,), (2,))  # the same memory and shape, other strides
+        with pytest.raises(TaichiError):
+            add(x, y, 1.0)
+        rt.wait()
+        assert w.tolist() == [3.0] * 16 + [0.0] * 16
         c, d = cupy.zeros(16, cupy.float32), cupy.ones(16, cupy.float32)
         for _ in range(3):
             add(c, d, 1.0)

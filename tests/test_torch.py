@@ -130,3 +130,30 @@ def test_ndarrays_to_torch_through_dlpack(torch, rt, arch):
         hidden = rt.ndarray((4,), np.float32, host_access="none")
         with pytest.raises(InvalidStateError, match="to_numpy"):
             torch.from_dlpack(hidden)
+
+
+def test_the_print_that_finds_a_tensor_again(torch):
+    """A CUDA tensor found again is checked by its print, made in C from the reads its class names (the C call of
+    kernels reads the same, straight from torch's getters): each change in place that a launch depends on shows in
+    it, changes of the values do not. The reads are the same for CPU tensors, which let this run anywhere."""
+    from taichi_aot._arrays import Launcher, print_of, read_print
+
+    reads = print_of(torch.Tensor)
+    t = torch.zeros(16)
+    first = read_print(t, reads)
+    assert first == (t.data_ptr(), t.shape, True, torch.float32, False)
+    t += 1
+    assert read_print(t, reads) == first
+    changes = [lambda u: u.resize_(4, 4), lambda u: u.transpose_(0, 1) if u.dim() == 2 else u.as_strided_((8,), (2,)),
+               lambda u: setattr(u, "data", u.view(torch.int32)), lambda u: setattr(u, "data", torch.zeros(16)),
+               lambda u: u.requires_grad_()]
+    for change in changes:
+        u = torch.zeros(16)
+        before = read_print(u, reads)
+        change(u)
+        assert read_print(u, reads) != before
+    for bad in (None, [("x",)], ((None, "data_ptr", True),) * 9, ((1, "data_ptr", True),)):
+        with pytest.raises(TypeError, match="reads"):
+            Launcher.read_print(t, bad)
+    with pytest.raises(AttributeError):
+        read_print(t, ((None, "no_such_read", False),))

@@ -8,7 +8,7 @@
      (the close epoch unmoved: an object's dtype, shape, runtime and memory are fixed while it is open);
      a numpy array is re-checked besides (data, dtype, shape, strides, writable flag: numpy lets them
      change in place) and its argument written again; a CUDA array of torch, CuPy or JAX is re-checked by
-     its CudaHit's print function (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
+     its CudaHit's reads, made here (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
      as the Python packer checks it, then held until the runtime is waited for (this runs the library's
      Python code, so the close epoch is looked at again after packing);
    - an f32 or i32 argument given an exact Python float or int in range;
@@ -28,6 +28,26 @@ enum {
     TAICHI_AOT_SLOT_I32 = 3
 };
 
+/* One read of a CUDA array's print: `first` (an attribute read first, as CuPy's `data` of `data.ptr`, or NULL),
+   then the attribute `name`, or the method `name` called with no argument. */
+typedef struct {
+    PyObject *first;
+    PyObject *name;
+    int call;
+    /* bound to the array's class where the read is of the array itself (`first` NULL) and its class gives `name`
+       by a C getter or method, so that the C call goes to it directly, without the attribute lookup: */
+    PyObject *descr; /* the class's descriptor (a new reference), or NULL: looked up by name each time */
+    descrgetfunc get; /* a getter descriptor's get function, or NULL: `descr` is a method, called with the array */
+} taichi_aot_read;
+
+#define TAICHI_AOT_READS 8 /* the most reads a print takes */
+
+static void reads_unbind(taichi_aot_read *read, int n);
+
+/* In the stable ABI since Python 3.4 (the limited API this file is compiled with is older); for a static type,
+   before Python 3.10, it raises SystemError. */
+PyAPI_FUNC(void *) PyType_GetSlot(PyTypeObject *type, int slot);
+
 typedef struct {
     int kind;
     int writes;                   /* the kernel may write the argument (a numpy array must be writable) */
@@ -38,8 +58,12 @@ typedef struct {
     PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call; for a
                                      CUDA array of torch, CuPy or JAX: its CudaHit */
     const TaichiAotArrayKey *key; /* the NumpyHit's key */
-    PyObject *print_fn;           /* the CudaHit's fingerprint function, */
-    PyObject *print;              /* the print it must return (the array unchanged), */
+    PyObject *reads;              /* the CudaHit's reads (see taichi_aot_read; NULL: not a CUDA array), */
+    PyObject *print;              /* the print they must give (the array unchanged), */
+    taichi_aot_read read[TAICHI_AOT_READS]; /* the reads, parsed (borrowed from `reads`), */
+    PyObject *expect[TAICHI_AOT_READS];     /* and what each must give (borrowed from `print`) */
+    int nreads;
+    PyObject *id;                 /* the array's id (the key of `held`), */
     PyObject *arg_bytes;          /* the argument its ndarray gets (bytes of a TiArgument), */
     PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait) */
 } taichi_aot_slot;
@@ -61,8 +85,11 @@ static void launcher_forget(taichi_aot_launcher *self) {
         Py_CLEAR(s->last);
         Py_CLEAR(s->hit);
         s->key = NULL;
-        Py_CLEAR(s->print_fn);
+        reads_unbind(s->read, s->nreads);
+        Py_CLEAR(s->reads);
         Py_CLEAR(s->print);
+        s->nreads = 0;
+        Py_CLEAR(s->id);
         Py_CLEAR(s->arg_bytes);
         Py_CLEAR(s->held);
     }
@@ -89,7 +116,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     for (i = 0; i < self->count; ++i) {
         Py_VISIT(self->slots[i].hit);
         Py_VISIT(self->slots[i].last);
-        Py_VISIT(self->slots[i].print_fn);
+        Py_VISIT(self->slots[i].reads);
         Py_VISIT(self->slots[i].print);
         Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
@@ -208,25 +235,123 @@ static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObjec
     return PyTuple_GetItem(args, i);
 }
 
-/* A CUDA array of torch, CuPy or JAX found again in its slot: whether its print (memory, shape, strides, dtype,
-   requires_grad; a JAX array's deletion) is still the one it had, as the Python packer checks; if so its
+/* Parse a print's reads, a tuple of (first or None, name, call) (see taichi_aot_read; borrowed from `reads`) into
+   `out`: how many, or -1 (an error set) where they are not of that form. */
+static int reads_parse(PyObject *reads, taichi_aot_read *out) {
+    Py_ssize_t n = PyTuple_Check(reads) ? PyTuple_Size(reads) : -1, k;
+    if (n < 0 || n > TAICHI_AOT_READS) {
+        PyErr_SetString(PyExc_TypeError, "reads: a tuple of at most 8 (first, name, call) tuples");
+        return -1;
+    }
+    for (k = 0; k < n; ++k) {
+        PyObject *item = PyTuple_GetItem(reads, k);
+        PyObject *first = item != NULL && PyTuple_Check(item) && PyTuple_Size(item) == 3 ? PyTuple_GetItem(item, 0)
+                                                                                          : NULL;
+        PyObject *name = first != NULL ? PyTuple_GetItem(item, 1) : NULL;
+        int call = name != NULL ? PyObject_IsTrue(PyTuple_GetItem(item, 2)) : -1;
+        if (call < 0 || !PyUnicode_Check(name) || (first != Py_None && !PyUnicode_Check(first))) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "reads: each read is (first: str or None, name: str, call: bool)");
+            return -1;
+        }
+        out[k].first = first != Py_None ? first : NULL;
+        out[k].name = name;
+        out[k].call = call;
+        out[k].descr = NULL;
+        out[k].get = NULL;
+    }
+    return (int)n;
+}
+
+/* What one read gives of `value` (a new reference), or NULL with an error set. */
+static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
+    PyObject *owner, *got;
+    if (r->descr != NULL) {
+        return r->get != NULL ? r->get(r->descr, value, (PyObject *)Py_TYPE(value))
+                              : PyObject_CallFunctionObjArgs(r->descr, value, NULL);
+    }
+    owner = r->first != NULL ? PyObject_GetAttr(value, r->first) : value;
+    if (owner == NULL) {
+        return NULL;
+    }
+    got = r->call ? PyObject_CallMethodObjArgs(owner, r->name, NULL) : PyObject_GetAttr(owner, r->name);
+    if (r->first != NULL) {
+        Py_DECREF(owner);
+    }
+    return got;
+}
+
+/* The types of the descriptors a read is bound to (set by taichi_aot_install_launcher): a C getter's (int.real's)
+   and a C method's (int.bit_length's). */
+static PyObject *getset_type, *method_type;
+
+/* Bind the reads of arrays of class `cls` to its descriptors where that reads the same (see taichi_aot_read): a
+   getter's (a data descriptor: no instance attribute hides it) and a C method's (called with the array, it reads
+   the array's own, even where an instance attribute of that name would hide it). */
+static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
+    int k;
+    for (k = 0; k < n; ++k) {
+        taichi_aot_read *r = &read[k];
+        PyObject *descr = r->first == NULL ? PyObject_GetAttr((PyObject *)cls, r->name) : NULL;
+        PyObject *kind = descr != NULL ? (PyObject *)Py_TYPE(descr) : NULL;
+        descrgetfunc get = kind != NULL && kind == getset_type && !r->call
+                               ? (descrgetfunc)PyType_GetSlot((PyTypeObject *)kind, Py_tp_descr_get)
+                               : NULL; /* NULL before Python 3.10, which gives no slot of a static type */
+        PyErr_Clear();
+        if (get != NULL || (kind != NULL && kind == method_type && r->call)) {
+            r->descr = descr;
+            r->get = get;
+        } else {
+            Py_XDECREF(descr);
+        }
+    }
+}
+
+static void reads_unbind(taichi_aot_read *read, int n) {
+    int k;
+    for (k = 0; k < n; ++k) {
+        Py_CLEAR(read[k].descr);
+        read[k].get = NULL;
+    }
+}
+
+/* Launcher.read_print(value, reads): the print of a CUDA array, the tuple of what each read gives (the Python
+   packer's check, the same as the C call's below). */
+static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
+    taichi_aot_read read[TAICHI_AOT_READS];
+    PyObject *value, *reads, *print;
+    int n, k;
+    (void)unused;
+    if (!PyArg_ParseTuple(args, "OO", &value, &reads) || (n = reads_parse(reads, read)) < 0) {
+        return NULL;
+    }
+    print = PyTuple_New(n);
+    for (k = 0; print != NULL && k < n; ++k) {
+        PyObject *got = read_one(value, &read[k]);
+        if (got == NULL) {
+            Py_CLEAR(print);
+        } else {
+            PyTuple_SetItem(print, k, got); /* steals got */
+        }
+    }
+    return print;
+}
+
+/* A CUDA array of torch, CuPy or JAX found again in its slot: whether what its reads give (memory, shape, strides,
+   dtype, requires_grad; a JAX array's deletion) is still its print, as the Python packer checks; if so its
    ndarray's argument is written to the slot and the array held until the runtime is waited for. */
 static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
-    PyObject *print = PyObject_CallFunctionObjArgs(s->print_fn, value, NULL);
-    PyObject *id;
-    int same = print != NULL ? PyObject_RichCompareBool(print, s->print, Py_EQ) : -1;
-    Py_XDECREF(print);
-    if (same != 1) {
-        PyErr_Clear();
-        return 0;
+    int k, same;
+    for (k = 0; k < s->nreads; ++k) {
+        PyObject *got = read_one(value, &s->read[k]);
+        same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
+        Py_XDECREF(got);
+        if (same != 1) {
+            PyErr_Clear();
+            return 0;
+        }
     }
-    id = PyLong_FromVoidPtr(value);
-    if (id == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    same = PyDict_Contains(s->held, id) == 1 || PyDict_SetItem(s->held, id, value) == 0;
-    Py_DECREF(id);
+    same = PyDict_Contains(s->held, s->id) == 1 || PyDict_SetItem(s->held, s->id, value) == 0;
     if (!same) {
         PyErr_Clear();
         return 0;
@@ -252,7 +377,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
                 return 0;
             }
-            if (s->print_fn != NULL && !launcher_foreign_same(s, value)) {
+            if (s->reads != NULL && !launcher_foreign_same(s, value)) {
                 return 0;
             }
         } else if (s->kind == TAICHI_AOT_SLOT_F32) {
@@ -298,31 +423,41 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
     PyObject *cls = PyObject_GetAttrString(hit, "cls");
     PyObject *sig = PyObject_GetAttrString(hit, "sig");
     PyObject *read_only = PyObject_GetAttrString(hit, "read_only");
-    PyObject *print_fn = PyObject_GetAttrString(hit, "fingerprint");
+    PyObject *reads = PyObject_GetAttrString(hit, "reads");
     PyObject *print = PyObject_GetAttrString(hit, "print");
     PyObject *arg_bytes = PyObject_GetAttrString(hit, "arg_bytes");
     PyObject *held = PyObject_GetAttrString(hit, "held");
+    PyObject *id = PyLong_FromVoidPtr(value);
     int writable = read_only != NULL && PyObject_IsTrue(read_only) == 0;
-    if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && print_fn != NULL &&
-        print != NULL && arg_bytes != NULL && PyBytes_Check(arg_bytes) &&
-        PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL && PyDict_Check(held)) {
+    int n = reads != NULL ? reads_parse(reads, s->read) : -1, k;
+    if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && n >= 0 &&
+        print != NULL && PyTuple_Check(print) && PyTuple_Size(print) == n && arg_bytes != NULL &&
+        PyBytes_Check(arg_bytes) && PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL &&
+        PyDict_Check(held) && id != NULL) {
         s->last = PyWeakref_NewRef(value, NULL);
         if (s->last != NULL) {
             Py_INCREF(hit);
             s->hit = hit;
-            s->print_fn = print_fn;
+            for (k = 0; k < n; ++k) {
+                s->expect[k] = PyTuple_GetItem(print, k);
+            }
+            reads_bind(s->read, n, Py_TYPE(value));
+            s->nreads = n;
+            s->reads = reads; /* the slot's now: the parsed reads and expected items are borrowed from these */
             s->print = print;
+            s->id = id;
             s->arg_bytes = arg_bytes;
             s->held = held;
-            print_fn = print = arg_bytes = held = NULL; /* now the slot's */
+            reads = print = id = arg_bytes = held = NULL;
         }
     }
     PyErr_Clear();
     Py_XDECREF(cls);
     Py_XDECREF(sig);
     Py_XDECREF(read_only);
-    Py_XDECREF(print_fn);
+    Py_XDECREF(reads);
     Py_XDECREF(print);
+    Py_XDECREF(id);
     Py_XDECREF(arg_bytes);
     Py_XDECREF(held);
 }
@@ -440,6 +575,8 @@ static PyMethodDef launcher_methods[] = {
     {"_prepare", launcher_prepare, METH_VARARGS,
      "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
+    {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
+     "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -467,6 +604,19 @@ int taichi_aot_install_launcher(const char *module_name) {
     PyObject *module = PyImport_ImportModule(module_name);
     int made = module != NULL && PyObject_HasAttrString(module, "Launcher"); /* made before: keep it */
     PyObject *type = module != NULL && !made ? PyType_FromSpec(&launcher_spec) : NULL;
+    if (getset_type == NULL) { /* the descriptor types reads are bound to (kept for the process) */
+        PyObject *real = PyObject_GetAttrString((PyObject *)&PyLong_Type, "real");
+        PyObject *bit_length = PyObject_GetAttrString((PyObject *)&PyLong_Type, "bit_length");
+        if (real != NULL && bit_length != NULL) {
+            getset_type = (PyObject *)Py_TYPE(real);
+            method_type = (PyObject *)Py_TYPE(bit_length);
+            Py_INCREF(getset_type);
+            Py_INCREF(method_type);
+        }
+        PyErr_Clear();
+        Py_XDECREF(real);
+        Py_XDECREF(bit_length);
+    }
     int ok = made || (type != NULL && PyObject_SetAttrString(module, "Launcher", type) == 0);
     if (!ok) {
         PyErr_Print();
