@@ -161,6 +161,57 @@ def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
     return convert_checked(a, dtype, what)
 
 
+def _element_type(dtype: DTypeLike, elem_dims: tuple[int, ...]) -> tuple[DataType, tuple[int, ...]]:
+    """The data type an ndarray of ``dtype`` stores, and its element shape (``ti.math.vec3`` and friends carry
+    theirs)."""
+    taichi = _taichi_type(dtype)
+    if taichi is not None and taichi[1]:
+        if elem_dims:
+            raise InvalidArgumentError(f"ndarray dtype {dtype} has its element shape {taichi[1]}; "
+                                       f"elem_shape {elem_dims} cannot be added to it")
+        dtype, elem_dims = taichi
+    dt = data_type(dtype)
+    if dt not in NUMPY_DTYPES:
+        raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
+    return dt, elem_dims
+
+
+def _host_access(runtime: Runtime, host_access: HostAccess | None) -> tuple[bool, bool]:
+    """Whether the host may read and write an ndarray's memory (``None``: the runtime's default)."""
+    if host_access is None:
+        host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
+    if host_access not in _HOST_ACCESS:
+        raise InvalidArgumentError(
+            f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
+        )
+    return _HOST_ACCESS[host_access]
+
+
+def _checked_nbytes(dims: tuple[int, ...], elem_dims: tuple[int, ...], np_dtype: np.dtype) -> int:
+    nbytes = math.prod(dims + elem_dims) * np_dtype.itemsize  # Python ints: no wrap-around
+    if nbytes > MAX_NBYTES:
+        raise InvalidArgumentError(
+            f"ndarray of shape {dims} + element {elem_dims} of {np_dtype} needs {nbytes} bytes "
+            f"(more than {MAX_NBYTES})"
+        )
+    return nbytes
+
+
+def _argument(memory: Memory, dims: tuple[int, ...], elem_dims: tuple[int, ...], dt: DataType) -> Any:
+    """The ``TiArgument`` a kernel gets for the ndarray."""
+    arg = ffi.new("TiArgument *")
+    arg.type = ArgumentType.NDARRAY
+    nd = arg.value.ndarray
+    nd.memory = memory.handle
+    nd.shape.dim_count = len(dims)
+    nd.shape.dims[0 : len(dims)] = list(dims)
+    nd.elem_shape.dim_count = len(elem_dims)
+    if elem_dims:
+        nd.elem_shape.dims[0 : len(elem_dims)] = list(elem_dims)
+    nd.elem_type = dt
+    return arg
+
+
 class NdArray:
     """An n-dimensional array of ``dtype`` elements of ``elem_shape`` in device memory.
 
@@ -189,30 +240,10 @@ class NdArray:
     ):
         runtime.ensure_open()
         dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
-        elem_dims = _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True)
-        taichi = _taichi_type(dtype)
-        if taichi is not None and taichi[1]:  # ti.math.vec3 and friends carry their element shape
-            if elem_dims:
-                raise InvalidArgumentError(f"ndarray dtype {dtype} has its element shape {taichi[1]}; "
-                                           f"elem_shape {elem_dims} cannot be added to it")
-            dtype, elem_dims = taichi
-        dt = data_type(dtype)
-        if dt not in NUMPY_DTYPES:
-            raise ArgumentTypeError(f"ndarray dtype {dt.name} cannot be stored")
-        if host_access is None:
-            host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
-        if host_access not in _HOST_ACCESS:
-            raise InvalidArgumentError(
-                f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
-            )
-        host_read, host_write = _HOST_ACCESS[host_access]
+        dt, elem_dims = _element_type(dtype, _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True))
+        host_read, host_write = _host_access(runtime, host_access)
         np_dtype = NUMPY_DTYPES[dt]
-        nbytes = math.prod(dims + elem_dims) * np_dtype.itemsize  # Python ints: no wrap-around
-        if nbytes > MAX_NBYTES:
-            raise InvalidArgumentError(
-                f"ndarray of shape {dims} + element {elem_dims} of {np_dtype} needs {nbytes} bytes "
-                f"(more than {MAX_NBYTES})"
-            )
+        nbytes = _checked_nbytes(dims, elem_dims, np_dtype)
         if isinstance(host, np.ndarray) and (host.dtype != np_dtype or host.shape != dims + elem_dims):
             raise InvalidArgumentError(f"host array {host.dtype} {host.shape} is not {np_dtype} {dims + elem_dims}")
         memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write, host=host)
@@ -222,38 +253,22 @@ class NdArray:
         self._elem_shape = elem_dims
         self._dtype = np_dtype
         self._data_type = dt
-        arg = ffi.new("TiArgument *")
-        arg.type = ArgumentType.NDARRAY
-        nd = arg.value.ndarray
-        nd.memory = memory.handle
-        nd.shape.dim_count = len(dims)
-        nd.shape.dims[0 : len(dims)] = list(dims)
-        nd.elem_shape.dim_count = len(elem_dims)
-        if elem_dims:
-            nd.elem_shape.dims[0 : len(elem_dims)] = list(elem_dims)
-        nd.elem_type = dt
-        self._arg: Any = arg
-        self._arg_bytes = bytes(ffi.buffer(arg))  # packed into launches with one byte copy
+        self._arg: Any = _argument(memory, dims, elem_dims, dt)
+        self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
         self._sig = signature(dt, len(dims), elem_dims)
         self._full_shape = dims + elem_dims
-        # how bytes move, chosen once (see the module docstring)
-        cpu = runtime.arch in CPU_ARCHS
-        self._read: Callable[[np.ndarray], None]
-        self._write: Callable[[np.ndarray], None]
-        if cpu or host_read:
-            self._read = self._read_direct
-        elif runtime.arch == Arch.CUDA:
-            self._read = self._read_cuda
-        else:
-            self._read = self._read_staged
-        if cpu or host_write:
-            self._write = self._write_direct
-        elif runtime.arch == Arch.CUDA:
-            self._write = self._write_cuda
-        else:
-            self._write = self._write_staged
-        if not cpu and host is None:  # CPU memory is zeroed on allocation; device memory is not; shared is shared
-            self._write(np.zeros(self._full_shape, np_dtype))
+        self._choose_copies(runtime.arch, host_read, host_write)
+        if runtime.arch not in CPU_ARCHS and host is None:  # CPU memory is zeroed on allocation; device memory is
+            self._write(np.zeros(self._full_shape, np_dtype))  # not; shared memory is the owner's
+
+    def _choose_copies(self, arch: Arch, host_read: bool, host_write: bool) -> None:
+        """How bytes move, chosen once (see the module docstring): directly where the host sees the memory, with
+        the CUDA driver on CUDA, else through a staging buffer."""
+        cpu = arch in CPU_ARCHS
+        self._read: Callable[[np.ndarray], None] = (
+            self._read_direct if cpu or host_read else self._read_cuda if arch == Arch.CUDA else self._read_staged)
+        self._write: Callable[[np.ndarray], None] = (
+            self._write_direct if cpu or host_write else self._write_cuda if arch == Arch.CUDA else self._write_staged)
 
     @classmethod
     def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,13 @@ def require_extra(module: str, extra: str):
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+def interruptible() -> None:
+    """A child's SIGINT as a terminal gives it (the ``preexec_fn`` of a child that a test interrupts): a pytest
+    started with SIGINT ignored (in the background of a shell, or by some CI runners) passes that on to its
+    children, and a Python started so never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def require_arch(arch: Arch) -> None:

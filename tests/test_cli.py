@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import interruptible
 from taichi_aot import Arch
 
 
@@ -229,7 +230,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
 
     proc = subprocess.Popen([sys.executable, "-m", "taichi_aot", "demo", "--arch", "x64", "--size", "64", "--steps",
                              "10000000", "--out", str(tmp_path / "d.png")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("demo:")  # it is running
         proc.send_signal(signal.SIGINT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 
@@ -220,12 +221,15 @@ def test_ctrl_c_stops_a_long_replay(env):
     with rt.record() as seq:
         add(x, y, 1.0)
     timer = threading.Timer(0.3, _thread.interrupt_main)
+    # Python's own handler, which interrupt_main needs: a pytest started with SIGINT ignored has none
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             seq.replay(10**9)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, handler)
     started = time.monotonic()
     rt.wait()  # what the interrupted replay left queued drains at once (about _DRAIN_SECONDS of work)
     assert time.monotonic() - started < 2

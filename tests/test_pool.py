@@ -18,7 +18,7 @@ import numpy as np
 import pool_tasks as tasks
 import pytest
 
-from conftest import require_arch, require_extra
+from conftest import interruptible, require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, MissingFileError
 from taichi_aot.pool import (
     Pool,
@@ -256,7 +256,7 @@ def _start_script(tmp_path, module):
     script = tmp_path / "pool_script.py"
     script.write_text(_SCRIPT.format(here=HERE, module=module))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=interruptible)
     assert proc.stdout is not None
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2, proc.stderr.read() if proc.stderr else ""

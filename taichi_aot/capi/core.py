@@ -11,6 +11,7 @@ the hot paths the objects use (:func:`memcpy_host`, :func:`pending_flag`).
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -526,25 +527,7 @@ def transition_image(runtime: Any, image: Any, layout: ImageLayout | int) -> Non
 def _check_argument(runtime: Any, arg: Any, what: str) -> None:
     t = int(arg.type)
     if t == ArgumentType.NDARRAY:
-        nd = arg.value.ndarray
-        _, entry = lookup_runtime_child("memory", "TiMemory", runtime, nd.memory, what + " ndarray memory")
-        elem_type = int(nd.elem_type)
-        if elem_type not in DATA_TYPE_SIZE:
-            raise InvalidArgumentError(f"{what}: ndarray elem_type {elem_type} is not a storable DataType")
-        for label, shape in (("shape", nd.shape), ("elem_shape", nd.elem_shape)):
-            if shape.dim_count > MAX_ND_DIMS:
-                raise InvalidArgumentError(f"{what}: ndarray {label} has {shape.dim_count} dims (at most 16)")
-        n = DATA_TYPE_SIZE[DataType(elem_type)]
-        for shape in (nd.shape, nd.elem_shape):
-            for i in range(shape.dim_count):
-                n *= shape.dims[i]
-        if n > entry.size:
-            dims = [nd.shape.dims[i] for i in range(nd.shape.dim_count)]
-            edims = [nd.elem_shape.dims[i] for i in range(nd.elem_shape.dim_count)]
-            raise InvalidArgumentError(
-                f"{what}: ndarray of shape {dims}, element shape {edims} and type {DataType(elem_type).name} "
-                f"needs {n} bytes but its memory holds {entry.size}"
-            )
+        _check_ndarray_argument(runtime, arg.value.ndarray, what)
     elif t == ArgumentType.TEXTURE:
         lookup_runtime_child("image", "TiImage", runtime, arg.value.texture.image, what + " texture image")
     elif t == ArgumentType.SCALAR:
@@ -556,14 +539,37 @@ def _check_argument(runtime: Any, arg: Any, what: str) -> None:
                 "(i32 and f32 have their own argument types)"
             )
     elif t == ArgumentType.TENSOR:
-        tensor = arg.value.tensor
-        if int(tensor.type) not in DATA_TYPE_SIZE:
-            raise InvalidArgumentError(f"{what}: tensor type {int(tensor.type)} is not a DataType")
-        capacity = 128 // DATA_TYPE_SIZE[DataType(int(tensor.type))]
-        if tensor.contents.length > capacity:
-            raise InvalidArgumentError(f"{what}: tensor of {tensor.contents.length} elements (at most {capacity})")
+        _check_tensor_argument(arg.value.tensor, what)
     elif t not in (ArgumentType.I32, ArgumentType.F32):
         raise InvalidArgumentError(f"{what}: {t} is not an ArgumentType")
+
+
+def _check_ndarray_argument(runtime: Any, nd: Any, what: str) -> None:
+    """A TiNdArray: memory of this runtime, a storable element type, at most 16 dims each, within its memory."""
+    _, entry = lookup_runtime_child("memory", "TiMemory", runtime, nd.memory, what + " ndarray memory")
+    elem_type = int(nd.elem_type)
+    if elem_type not in DATA_TYPE_SIZE:
+        raise InvalidArgumentError(f"{what}: ndarray elem_type {elem_type} is not a storable DataType")
+    for label, shape in (("shape", nd.shape), ("elem_shape", nd.elem_shape)):
+        if shape.dim_count > MAX_ND_DIMS:
+            raise InvalidArgumentError(f"{what}: ndarray {label} has {shape.dim_count} dims (at most 16)")
+    dims = [nd.shape.dims[i] for i in range(nd.shape.dim_count)]
+    edims = [nd.elem_shape.dims[i] for i in range(nd.elem_shape.dim_count)]
+    n = DATA_TYPE_SIZE[DataType(elem_type)] * math.prod(dims) * math.prod(edims)
+    if n > entry.size:
+        raise InvalidArgumentError(
+            f"{what}: ndarray of shape {dims}, element shape {edims} and type {DataType(elem_type).name} "
+            f"needs {n} bytes but its memory holds {entry.size}"
+        )
+
+
+def _check_tensor_argument(tensor: Any, what: str) -> None:
+    """A TiTensorValue: a known element type, at most its 128 bytes of elements."""
+    if int(tensor.type) not in DATA_TYPE_SIZE:
+        raise InvalidArgumentError(f"{what}: tensor type {int(tensor.type)} is not a DataType")
+    capacity = 128 // DATA_TYPE_SIZE[DataType(int(tensor.type))]
+    if tensor.contents.length > capacity:
+        raise InvalidArgumentError(f"{what}: tensor of {tensor.contents.length} elements (at most {capacity})")
 
 
 def _check_owners(runtime: Any, args: Any, what: str) -> None:
