@@ -1,0 +1,119 @@
+"""What a run of ``taichi-aot bench`` prints and draws: the tables of rows, the target lines, the picture."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .bench_row import Row
+
+
+def format_rows(rows: Sequence[Row | dict]) -> str:
+    """A readable table: median, min-max, ratio to the limit, target and whether it is met."""
+    lines = []
+    head = f"  {'':52} {'median':>10} {'min-max':>19} {'ratio':>7} {'(mins/±)':>8}  {'target':<8} vs"
+    section = None
+    for r in rows:
+        d = r.to_dict() if isinstance(r, Row) else r
+        if d["section"] != section:
+            section = d["section"]
+            lines.append(f"-- {d['arch']}: {section} ({d['unit']})")
+            lines.append(head)
+        lo, hi = d["min"], d["max"]
+        rng = f"{format_figure(lo)}-{format_figure(hi)}" if lo is not None and hi is not None and lo != hi else ""
+        ratio = f"{d['ratio']:.2f}x" if d["ratio"] is not None else ""
+        if d.get("spread") is not None:  # paired rounds (bench_measure): the ratios' spread
+            mins = f"±{d['spread']:.1%}"
+        else:
+            mins = f"{d['min_ratio']:.2f}x" if d.get("min_ratio") is not None else ""
+        target = d["target"] or ""
+        mark = "" if d["met"] is None else (" ok" if d["met"] else " MISSED")
+        target = target.replace(" ", "")
+        vs = (d["limit"] or "") + (f"; {d['note']}" if d["note"] else "")
+        lines.append(f"  {d['name'][:52]:52} {format_figure(d['median']):>10} {rng:>19} {ratio:>7} {mins:>8}  "
+                     f"{target + mark:<8} {vs}")
+    return "\n".join(lines)
+
+
+def format_figure(v: float | None) -> str:
+    """A figure to three significant digits (thousands grouped); "" for None."""
+    if v is None:
+        return ""
+    if v != v:
+        return "nan"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def summary(results: dict) -> str:
+    """The target lines only: what the issue asks to see."""
+    out = [f"errors: {e}" for e in results.get("errors", [])] + ["targets:"]
+    for d in results["rows"]:
+        if d["target"]:
+            state = "met" if d["met"] else "MISSED"
+            value = d["ratio"] if d["ratio"] is not None else d["median"]
+            out.append(f"  [{state:6}] {d['arch']:7} {d['name']}: {value:.3g} ({d['target']})"
+                       f"{' vs ' + d['limit'] if d['limit'] else ''}")
+    return "\n".join(out)
+
+
+def _empty(ax: Any, title: str, what: str) -> None:
+    ax.set_title(title, fontsize=9)
+    ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_axis_off()
+
+
+def _plot_launch(ax: Any, launch: list[dict], title: str) -> None:
+    """One arch's launch costs: a bar per path, log scale, the min-max as error bars."""
+    if not launch:
+        return _empty(ax, title, "launch figures")
+    ax.barh([d["name"] for d in launch], [d["median"] for d in launch],
+            xerr=[[d["median"] - d["min"] for d in launch], [d["max"] - d["median"] for d in launch]])
+    ax.set_xscale("log")
+    ax.invert_yaxis()  # in the order the section ran them, top down
+    ax.set_xlabel("µs per launch (median, min-max; log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+
+
+def _plot_throughput(ax: Any, rows: list[dict], title: str) -> None:
+    """One arch's throughput curves: GB/s against the element count, both on log scales (the kernels span
+    orders of magnitude, and on a linear scale the small sizes lie on top of each other at the bottom)."""
+    series: dict[str, list] = {}
+    for d in rows:
+        series.setdefault(d["name"].rsplit(" @", 1)[0], []).append((d["params"]["elements"], d["median"]))
+    if not series:
+        return _empty(ax, title, "throughput figures")
+    for name, pts in series.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("f32 elements (log scale)")
+    ax.set_ylabel("GB/s, bytes read + written (log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+
+
+def plot(results: dict, path: str) -> None:
+    """Write a PNG of the launch costs and throughput (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    archs = list(results["archs"])
+    fig, axes = plt.subplots(2, max(len(archs), 1), figsize=(6.5 * max(len(archs), 1), 9.5), squeeze=False)
+    for i, arch in enumerate(archs):
+        rows = [d for d in results["rows"] if d["arch"] == arch]
+        device = results["archs"][arch]["device"]
+        _plot_launch(axes[0][i], [d for d in rows if d["section"] == "launch" and d["unit"] == "us/launch"],
+                     f"{arch}: launch cost of a trivial kernel\n{device}")
+        _plot_throughput(axes[1][i], [d for d in rows if d["section"] == "throughput"],
+                         f"{arch}: memory-bound kernels\n{device}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
