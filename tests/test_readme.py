@@ -49,6 +49,26 @@ def _expected(code: str) -> list[str] | None:
     return " ".join(said).replace("[", " [ ").replace("]", " ] ").split() if said else None
 
 
+def _run_commands(code: str, cuda: bool, fresh_venv, tmp_path) -> int:
+    """Run a shell block's ``python -m taichi_aot`` lines (the rest may only install); how many."""
+    ran = 0
+    for line in code.splitlines():
+        line = line.split("#")[0].strip()
+        if not line.startswith("python -m taichi_aot"):
+            assert not line or line.startswith(("pip install", "python -m pip")), line
+            continue
+        argv = shlex.split(line)[1:]
+        if argv[2] == "build" and cuda and "--arch" in argv:
+            argv.insert(argv.index("--arch") + 1, "cuda")  # as the README says to where a GPU is
+        if argv[2] == "build":  # compiling needs Taichi: this checkout's
+            proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        else:
+            proc = fresh_venv.run(argv, cwd=str(tmp_path))
+        assert proc.returncode == 0, (line, proc.stdout + proc.stderr)
+        ran += 1
+    return ran
+
+
 def test_every_block_runs_as_written(fresh_venv, tmp_path):
     require_arch(Arch.X64)
     require_arch(Arch.VULKAN)
@@ -62,21 +82,7 @@ def test_every_block_runs_as_written(fresh_venv, tmp_path):
             (tmp_path / name).write_text(code)
             continue
         if lang == "sh":
-            for line in code.splitlines():
-                line = line.split("#")[0].strip()
-                if not line.startswith("python -m taichi_aot"):
-                    assert not line or line.startswith(("pip install", "python -m pip")), line
-                    continue
-                argv = shlex.split(line)[1:]
-                if argv[2] == "build" and cuda and "--arch" in argv:
-                    argv.insert(argv.index("--arch") + 1, "cuda")  # as the README says to where a GPU is
-                if argv[2] == "build":  # compiling needs Taichi: this checkout's
-                    proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True,
-                                          timeout=600)
-                else:
-                    proc = fresh_venv.run(argv, cwd=str(tmp_path))
-                assert proc.returncode == 0, (line, proc.stdout + proc.stderr)
-                ran.append(number)
+            ran += [number] * _run_commands(code, cuda, fresh_venv, tmp_path)
             continue
         if lang != "python":
             continue
