@@ -142,16 +142,9 @@ class Memory(Child):
         host_write: bool = False,
         export_sharing: bool = False,
         usage: MemoryUsage | int = MemoryUsage.STORAGE,
-        host: Any = None,
     ):
         runtime.ensure_open()
         size = _size_arg(size, "allocate_memory")
-        if host is not None:  # the caller's own host memory (CPU backends), or a CUDA pointer (ptr, owner)
-            if runtime.arch == Arch.CUDA and isinstance(host, tuple):
-                self._import_cuda(runtime, size, host[0], host[1])
-            else:
-                self._import_host(runtime, size, host)
-            return
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
         rt = runtime._handle
@@ -173,54 +166,55 @@ class Memory(Child):
                 rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
             )
             release = functools.partial(capi.free_memory, rt, handle)
-        self._handle: Any = handle
-        self._size = size
-        self._flags = flags
-        self._mapping: _Mapping | None = None
-        self._cuda_address: int | None = None
-        self._cuda_ctx: int | None = None
-        self._host: Any = None
-        self._host_address = address
-        self._attach(runtime, Owned(release, runtime._owned))
+        self._setup(runtime, handle, size, flags, release, None, address, None)
 
-    def _import_cuda(self, runtime: Runtime, size: int, pointer: int, owner: object) -> None:
-        # another library's CUDA memory (torch, CuPy, JAX) on this runtime's device: shared, its owner kept alive
-        handle = capi.import_cuda_memory(runtime._handle, pointer, size)
-        self._adopt(runtime, handle, size, False, owner, pointer)
-
-    def _import_host(self, runtime: Runtime, size: int, host: Any) -> None:
-        # ``host``: a writable, C-contiguous buffer of ``size`` bytes that stays alive as long as this memory, or
-        # (address, owner) of such memory, checked by the caller (owner None: the caller keeps it alive)
+    @classmethod
+    def imported_host(cls, runtime: Runtime, size: int, address: int, owner: object) -> Memory:
+        """(For the package.) The caller's host memory of ``size`` bytes at ``address`` (CPU backends), writable
+        and C-contiguous (the caller checked it); ``owner``, what keeps it alive, is held as long as the native
+        handle can be used (None: the caller sees to it). Closing forgets it rather than frees it."""
+        runtime.ensure_open()
         if runtime.arch not in CPU_ARCHS:
             raise NotSupportedError(
                 f"{runtime.arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
                 "host memory on CPU backends only): copy it instead"
             )
-        if isinstance(host, tuple):
-            address, host = host
-        else:
-            view = memoryview(host)
-            if view.readonly or not view.c_contiguous or view.nbytes != size:
-                raise InvalidArgumentError("allocate_memory: host must be a writable C-contiguous buffer of the size")
-            address = int(ffi.cast("uintptr_t", ffi.from_buffer(view)))
+        size = _size_arg(size, "import_cpu_memory")
         handle = capi.import_cpu_memory(runtime._handle, address, size)
-        self._adopt(runtime, handle, size, True, host, None)
-        self._host_address = address
+        return cls._imported(runtime, handle, size, True, owner, address, None)
 
-    def _adopt(self, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
+    @classmethod
+    def imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object) -> Memory:
+        """(For the package.) Another library's CUDA memory (torch, CuPy, JAX) of ``size`` bytes at ``pointer`` on
+        this runtime's device, shared; ``owner`` is held as :meth:`imported_host` holds it."""
+        runtime.ensure_open()
+        size = _size_arg(size, "import_cuda_memory")
+        handle = capi.import_cuda_memory(runtime._handle, pointer, size)
+        return cls._imported(runtime, handle, size, False, owner, None, pointer)
+
+    @classmethod
+    def _imported(cls, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
+                  host_address: int | None, cuda_address: int | None) -> Memory:
+        self = cls.__new__(cls)
+        release = functools.partial(_forget_imported, runtime._handle, handle, owner)
+        flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
+        self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address)
+        return self
+
+    def _setup(self, runtime: Runtime, handle: Any, size: int, flags: tuple[bool, bool, bool, int],
+               release: Callable[[], object], owner: object, host_address: int | None,
                cuda_address: int | None) -> None:
-        """Take an imported handle: memory of ``owner``'s, which the release holds too (it lives as long as the
-        native handle can be used), and forgets rather than frees."""
-        self._handle = handle
+        """Every route's one list of attributes: the handle, what it holds (``owner``: imported memory's, kept
+        by the release too), where the host sees it, and the record that releases it."""
+        self._handle: Any = handle
         self._size = size
-        self._flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
-        self._mapping = None
+        self._flags = flags
+        self._mapping: _Mapping | None = None
         self._cuda_address = cuda_address
-        self._cuda_ctx = None
-        self._host = owner
-        self._host_address = None
-        rt = runtime._handle
-        self._attach(runtime, Owned(functools.partial(_forget_imported, rt, handle, owner), runtime._owned))
+        self._cuda_ctx: int | None = None
+        self._host: Any = owner
+        self._host_address = host_address
+        self._attach(runtime, Owned(release, runtime._owned))
 
     _kind = "memory"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union
 
 import numpy as np
 
@@ -161,6 +161,23 @@ def _scalar_for(value: Any, dtype: np.dtype, what: str) -> Any:
     return convert_checked(a, dtype, what)
 
 
+class _Layout(NamedTuple):
+    """What an ndarray's shape, dtype and element shape come to, checked."""
+
+    dims: tuple[int, ...]
+    elem_dims: tuple[int, ...]
+    data_type: DataType
+    np_dtype: np.dtype
+    nbytes: int
+
+
+def _layout(shape: Iterable[int] | int, dtype: DTypeLike, elem_shape: Iterable[int]) -> _Layout:
+    dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
+    dt, elem_dims = _element_type(dtype, _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True))
+    np_dtype = NUMPY_DTYPES[dt]
+    return _Layout(dims, elem_dims, dt, np_dtype, _checked_nbytes(dims, elem_dims, np_dtype))
+
+
 def _element_type(dtype: DTypeLike, elem_dims: tuple[int, ...]) -> tuple[DataType, tuple[int, ...]]:
     """The data type an ndarray of ``dtype`` stores, and its element shape (``ti.math.vec3`` and friends carry
     theirs)."""
@@ -236,30 +253,54 @@ class NdArray:
         elem_shape: Iterable[int] = (),
         *,
         host_access: HostAccess | None = None,
-        host: np.ndarray | tuple[int, object] | None = None,
     ):
         runtime.ensure_open()
-        dims = _shape_arg(shape, "ndarray shape", allow_empty=True)  # () is a 0-D ndarray: one element
-        dt, elem_dims = _element_type(dtype, _shape_arg(elem_shape, "ndarray elem_shape", allow_empty=True))
+        layout = _layout(shape, dtype, elem_shape)
         host_read, host_write = _host_access(runtime, host_access)
-        np_dtype = NUMPY_DTYPES[dt]
-        nbytes = _checked_nbytes(dims, elem_dims, np_dtype)
-        if isinstance(host, np.ndarray) and (host.dtype != np_dtype or host.shape != dims + elem_dims):
-            raise InvalidArgumentError(f"host array {host.dtype} {host.shape} is not {np_dtype} {dims + elem_dims}")
-        memory = Memory(runtime, nbytes, host_read=host_read, host_write=host_write, host=host)
+        self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
+        if runtime.arch not in CPU_ARCHS:  # CPU memory is zeroed on allocation; device memory is not
+            self._write(np.zeros(self._full_shape, self._dtype))
+
+    @classmethod
+    def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
+                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+        """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
+        keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it)."""
+        address = a.__array_interface__["data"][0]
+        return cls._over(runtime, shape, dtype, elem_shape,
+                         lambda nbytes: Memory.imported_host(runtime, nbytes, address, owner))
+
+    @classmethod
+    def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
+                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+        """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
+        is held as long as the ndarray (None: the caller sees to it)."""
+        return cls._over(runtime, shape, dtype, elem_shape,
+                         lambda nbytes: Memory.imported_cuda(runtime, nbytes, pointer, owner))
+
+    @classmethod
+    def _over(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...],
+              memory: Callable[[int], Memory]) -> NdArray:
+        """An ndarray over memory imported by ``memory(nbytes)``."""
+        runtime.ensure_open()
+        layout = _layout(shape, dtype, elem_shape)
+        self = cls.__new__(cls)
+        self._bind(runtime, memory(layout.nbytes), layout)
+        return self
+
+    def _bind(self, runtime: Runtime, memory: Memory, layout: _Layout) -> None:
+        """Every route's one list of attributes: the memory, the layout, the launch argument, how bytes move."""
         self._memory = memory
         self._runtime = runtime
-        self._shape = dims
-        self._elem_shape = elem_dims
-        self._dtype = np_dtype
-        self._data_type = dt
-        self._arg: Any = _argument(memory, dims, elem_dims, dt)
+        self._shape = layout.dims
+        self._elem_shape = layout.elem_dims
+        self._dtype = layout.np_dtype
+        self._data_type = layout.data_type
+        self._arg: Any = _argument(memory, layout.dims, layout.elem_dims, layout.data_type)
         self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
-        self._sig = signature(dt, len(dims), elem_dims)
-        self._full_shape = dims + elem_dims
-        self._choose_copies(runtime.arch, host_read, host_write)
-        if runtime.arch not in CPU_ARCHS and host is None:  # CPU memory is zeroed on allocation; device memory is
-            self._write(np.zeros(self._full_shape, np_dtype))  # not; shared memory is the owner's
+        self._sig = signature(layout.data_type, len(layout.dims), layout.elem_dims)
+        self._full_shape = layout.dims + layout.elem_dims
+        self._choose_copies(runtime.arch, memory.host_read, memory.host_write)
 
     def _choose_copies(self, arch: Arch, host_read: bool, host_write: bool) -> None:
         """How bytes move, chosen once (see the module docstring): directly where the host sees the memory, with
@@ -269,20 +310,6 @@ class NdArray:
             self._read_direct if cpu or host_read else self._read_cuda if arch == Arch.CUDA else self._read_staged)
         self._write: Callable[[np.ndarray], None] = (
             self._write_direct if cpu or host_write else self._write_cuda if arch == Arch.CUDA else self._write_staged)
-
-    @classmethod
-    def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
-                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
-        """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
-        keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it)."""
-        return cls(runtime, shape, dtype, elem_shape, host=(a.__array_interface__["data"][0], owner))
-
-    @classmethod
-    def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
-                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
-        """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
-        is held as long as the ndarray (None: the caller sees to it)."""
-        return cls(runtime, shape, dtype, elem_shape, host=(pointer, owner))
 
     @property
     def owned(self) -> Owned:
