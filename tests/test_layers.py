@@ -246,3 +246,18 @@ def render() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(render() + "\n")
+
+
+def test_no_file_is_over_700_lines():
+    """The house's size rule for the library, its benchmarks and examples (ruff holds the other, McCabe 12): a file
+    over 700 lines holds more than one room."""
+    long = []
+    for folder in ("taichi_aot", "benchmarks", "examples"):
+        for where, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith((".py", ".c", ".h")) and "_lib" not in where:
+                    with open(os.path.join(where, name), encoding="utf-8") as f:
+                        count = sum(1 for _ in f)
+                    if count > 700:
+                        long.append(f"{os.path.relpath(os.path.join(where, name), ROOT)}: {count}")
+    assert not long, long
