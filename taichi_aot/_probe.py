@@ -70,8 +70,8 @@ class ArchStatus(NamedTuple):
         return bool(self.devices) and all(d.software for d in self.devices)
 
 
-def vulkan_devices() -> tuple[list[VulkanDevice], str]:
-    """Every Vulkan physical device the loader reports, or ([], why not). Safe to call in any process."""
+def _vulkan_loader() -> tuple[Any, Any]:
+    """(cffi, the Vulkan loader) with the few entry points used here; OSError where there is no loader."""
     import cffi
 
     c = cffi.FFI()
@@ -85,8 +85,45 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
         void vkGetPhysicalDeviceProperties(void *device, void *properties);
         void vkGetPhysicalDeviceProperties2(void *device, void *properties);
     """)
+    return c, c.dlopen("libvulkan.so.1")
+
+
+#: The VkInstance that keeps the process's Vulkan driver loaded (None: none made yet; False: none can be).
+_kept_instance: Any = None
+
+
+def keep_vulkan_loaded() -> bool:
+    """Hold one bare VkInstance (no device) for the rest of the process, made once; whether one is held.
+
+    libtaichi_c_api makes a VkInstance for each Vulkan runtime. When the last instance of the process goes, the
+    Vulkan loader unloads the driver, and the next runtime loads it again. Measured on an H100 (NVIDIA's driver
+    580.159.04): the 20th to 30th such reload segfaults, with taichi_aot or with bare ti_create_runtime and
+    ti_destroy_runtime; with an instance of the process's own kept, 400 runtimes came and went. Called (with the
+    library's lock held) before each Vulkan runtime is made."""
+    global _kept_instance
+    if _kept_instance is None:
+        _kept_instance = False
+        try:
+            c, vk = _vulkan_loader()
+            instance = c.new("void **")
+            if vk.vkCreateInstance(c.new("VkInfo *", {"sType": 1}), c.NULL, instance) == 0:
+                # never destroyed: the process's exit lets it go
+                _kept_instance = (c, vk, instance[0], os.getpid())
+        except (OSError, AttributeError):  # no loader: the runtime will say so
+            pass
+    return bool(_kept_instance)
+
+
+def vulkan_kept_by_parent() -> bool:
+    """Whether this process is a forked child of one that kept its Vulkan driver loaded (keep_vulkan_loaded):
+    a Vulkan driver does not survive fork (NVIDIA's hangs the child's first runtime)."""
+    return bool(_kept_instance) and _kept_instance[3] != os.getpid()
+
+
+def vulkan_devices() -> tuple[list[VulkanDevice], str]:
+    """Every Vulkan physical device the loader reports, or ([], why not). Safe to call in any process."""
     try:
-        vk = c.dlopen("libvulkan.so.1")
+        c, vk = _vulkan_loader()
     except OSError as e:
         return [], f"no Vulkan loader ({e})"
     app = c.new("char[]", 64)  # VkApplicationInfo: sType 0, ..., apiVersion (at 44) 1.1, for the limits of 1.1

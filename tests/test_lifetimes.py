@@ -300,3 +300,52 @@ def test_fork_while_another_thread_creates_runtimes():
     proc = subprocess.run([sys.executable, "-c", FORK_WHILE_CREATING, "x64"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and "children ok" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+
+
+VULKAN_AGAIN_AND_AGAIN = """
+import sys
+import numpy as np
+import taichi_aot as ta
+from taichi_aot import _probe
+for _ in range(int(sys.argv[1])):
+    with ta.Runtime("vulkan") as rt:
+        assert not rt.ndarray((4,), np.float32).to_numpy().any()
+print("kept", _probe.keep_vulkan_loaded())
+"""
+
+
+def test_vulkan_runtimes_made_again_and_again(vulkan):
+    """Vulkan runtimes made and closed one after another, with nothing else of Vulkan in the process: the driver
+    stays loaded between them (on an H100, NVIDIA's driver segfaulted at its 20th to 30th reload, with bare
+    ti_create_runtime and ti_destroy_runtime too), so 40 come and go (in a child: a crash fails the test)."""
+    proc = subprocess.run([sys.executable, "-c", VULKAN_AGAIN_AND_AGAIN, "40"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "kept True" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+def test_a_forked_child_is_refused_a_vulkan_runtime(vulkan):
+    """A child forked after the parent's first Vulkan runtime (the driver kept loaded since) gets WrongProcessError
+    for a Vulkan runtime of its own, on every driver: NVIDIA's hung there. A CPU runtime still works in it."""
+    with Runtime(vulkan):
+        pass
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            try:
+                Runtime(vulkan)
+                said = "ran"
+            except WrongProcessError as e:
+                said = "refused: " + str(e)
+            with Runtime(Arch.X64) as own:
+                said += " | x64 " + str(own.ndarray((2,)).to_numpy().shape)
+            os.write(w, said.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(r, 4096).decode()
+    os.close(r)
+    assert status == 0 and said.startswith("refused: ") and "spawn" in said and said.endswith("x64 (2,)"), said
+

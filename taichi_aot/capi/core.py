@@ -19,7 +19,7 @@ from typing import Any
 from .. import _cpus, _library, errors
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
-from .._probe import ArchStatus, cached_probe, host_cpu_arch
+from .._probe import ArchStatus, cached_probe, host_cpu_arch, keep_vulkan_loaded, vulkan_kept_by_parent
 from ..enums import (
     CPU_ARCHS,
     DATA_TYPE_SIZE,
@@ -41,6 +41,7 @@ from ..errors import (
     NotSupportedError,
     OutOfMemoryError,
     TaichiError,
+    WrongProcessError,
     check,
     make_error,
     take_last_error,
@@ -175,8 +176,17 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "the process when two CUDA runtimes are destroyed, so one may exist at a time: close the other first "
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
+    if arch == Arch.VULKAN and vulkan_kept_by_parent():
+        raise WrongProcessError(
+            "create_runtime(VULKAN): this process was forked from one whose Vulkan driver was loaded (taichi_aot "
+            "keeps it loaded from the first Vulkan runtime on), and a Vulkan driver does not survive fork "
+            "(NVIDIA's hangs the child): start GPU work in a new process (multiprocessing's 'spawn' or "
+            "'forkserver', as taichi_aot.Pool does)"
+        )
     q = Quiet()
     with _cpus.starting(threads), q:  # holds _library.busy
+        if arch == Arch.VULKAN:
+            keep_vulkan_loaded()  # the driver reloaded again and again crashes (_probe.keep_vulkan_loaded)
         runtime = lib.ti_create_runtime(arch, device_index)
     check_quiet(f"create_runtime({arch.name}, {device_index})", q)
     return handles.register_runtime(runtime, arch, f"create_runtime({arch.name})", threads)
