@@ -6,12 +6,14 @@ them, and every task's SPIR-V is checked on the way, since a damaged shader cras
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..enums import Access, Format
 from ..errors import CorruptedDataError
+from . import spirv
 from .model import (
     PTYPE_KINDS,
     ArgInfo,
@@ -34,6 +36,7 @@ _TEXTURES = ("texture", "rw_texture")  # the argument kinds a texture binding na
 _MAX_BINDING = 4095  # far beyond what Taichi emits (a few per task); a larger number is damage
 _MAX_GROUP = 1024  # threads per work group: Vulkan devices allow at most 1024 (many exactly that)
 _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
+_KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a small record each); more start afresh
 
 
 def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
@@ -136,38 +139,41 @@ class _Shader(NamedTuple):
     local_size: tuple[int, int, int] | None  # its LocalSize execution mode
 
 
+_SHADERS: dict[bytes, _Shader] = {}  # SPIR-V that passed (by digest): what it declares
+
+
 def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
     """The bindings, storage-image formats and work-group size a SPIR-V module declares.
 
-    Also checks the module's structure, since a damaged shader crashes drivers at launch: the magic
-    number, every instruction within the stream, result ids below the header's bound, at least one
-    entry point, and functions that all end (the stream ending with OpFunctionEnd).
+    Also checks the module, since a damaged shader crashes drivers at launch: the magic number, every
+    instruction within the stream, at least one entry point, functions that all end (the stream ending
+    with OpFunctionEnd), and then every instruction's operands (:func:`.spirv.check`). What a module that
+    passed declares is kept by its digest, so loading it again reads it no more.
     """
+    digest = hashlib.blake2b(code, digest_size=16).digest()
+    shader = _SHADERS.get(digest)
+    if shader is None:
+        shader = _read_shader(code, name)
+        if len(_SHADERS) >= _KEEP_SHADERS:
+            _SHADERS.clear()
+        _SHADERS[digest] = shader
+    return shader
+
+
+def _read_shader(code: bytes, name: str) -> _Shader:
     words = _spirv_words(code, name)
-    bound = words[3]
+    insts = spirv.instructions(words, name)
     found: dict[str, dict[int, Any]] = {"bindings": {}, "images": {}, "pointers": {}, "variables": {}, "size": {}}
-    entry_points = functions = function_ends = 0
-    last_op = None
-    i = 5
-    while i < len(words):
-        count, op = words[i] >> 16, words[i] & 0xFFFF
-        if count == 0 or i + count > len(words):
-            raise CorruptedDataError(f"{name} is truncated or damaged (instruction at word {i})")
-        w = words[i + 1:i + count]
+    counts = {15: 0, 54: 0, 56: 0}  # OpEntryPoint, OpFunction, OpFunctionEnd
+    for op, w in insts:
         _note(op, w, found)
-        if op == 15:  # OpEntryPoint
-            entry_points += 1
-        elif op == 54:  # OpFunction
-            functions += 1
-            if len(w) < 2 or w[1] >= bound:
-                raise CorruptedDataError(f"{name}: a result id beyond the module's bound")
-        elif op == 56:  # OpFunctionEnd
-            function_ends += 1
-        last_op = op
-        i += count
-    if not entry_points or functions == 0 or functions != function_ends or last_op != 56:
+        if op in counts:
+            counts[op] += 1
+    entry_points, functions, function_ends = counts.values()
+    if not entry_points or functions == 0 or functions != function_ends or insts[-1][0] != 56:
         raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
                                  f"ends {function_ends})")
+    spirv.check(insts, words[3], name)
     bindings = found["bindings"]
     return _Shader(_image_formats(bindings, found["images"], found["pointers"], found["variables"]),
                    frozenset(bindings.values()), found["size"].get(0))
@@ -272,7 +278,7 @@ def _check_task(task: Any, kernel: dict, names: set[str], source: _Source) -> _S
     code = source.read(file)
     if code is None:
         raise CorruptedDataError(f"module file {file} (kernel {kernel.get('name')!r}) is missing")
-    shader = _spirv_shader(code, file)
+    shader = _spirv_shader(code, f"{file} (kernel {kernel.get('name')!r})")
     size = shader.local_size
     if size is not None and size[0] * size[1] * size[2] != group:
         raise CorruptedDataError(f"{what}: {group} threads per group, its SPIR-V's work group is {size}")

@@ -1,0 +1,155 @@
+"""A Vulkan module's SPIR-V is checked at load (metadata/spirv.py): damage inside the instruction stream that
+keeps the module's structure, bindings and sizes (an operand naming the wrong id, operands flipped, a branch
+or merge target moved) crashed the driver at launch; it is refused with CorruptedDataError naming the task's
+file, its kernel and the instruction, and what Taichi writes passes."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import struct
+import zipfile
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from conftest import ROOT
+from taichi_aot import Runtime, capi, metadata
+from taichi_aot.metadata import spirv
+
+Words = list  # a module's words, changed in place
+Inst = tuple  # (word offset, opcode, operand words)
+
+CHAIN, LOAD, STORE, IADD, LABEL, BRANCH, LOOP_MERGE, DECORATE, BOOL, INT, STRUCT, POINTER = (
+    65, 61, 62, 128, 248, 249, 246, 71, 20, 21, 30, 32)  # opcodes
+
+
+def _insts(words: Words) -> list[Inst]:
+    out, i = [], 5
+    while i < len(words):
+        count = words[i] >> 16
+        out.append((i, words[i] & 0xFFFF, words[i + 1:i + count]))
+        i += count
+    return out
+
+
+def _first(insts: list[Inst], op: int) -> Inst:
+    return next(inst for inst in insts if inst[1] == op)
+
+
+def _defined(insts: list[Inst], op: int) -> int:
+    """The result id of the first instruction ``op`` (types: their first operand; the others: their second)."""
+    _, _, w = _first(insts, op)
+    return w[0] if op in (STRUCT, POINTER, LABEL, BOOL, INT) else w[1]
+
+
+def _set(words: Words, inst: Inst, operand: int, value: int) -> None:
+    words[inst[0] + 1 + operand] = value
+
+
+def _swap(words: Words, inst: Inst, a: int, b: int) -> None:
+    words[inst[0] + 1 + a], words[inst[0] + 1 + b] = inst[2][b], inst[2][a]
+
+
+def _array_chain(insts: list[Inst]) -> Inst:
+    """The first access chain to an array's element: (type, result, base, 0, index)."""
+    return next(inst for inst in insts if inst[1] == CHAIN and len(inst[2]) == 5)
+
+
+def _undefined(words: Words, insts: list[Inst]) -> int:
+    used = {w[1] for _, _, w in insts if len(w) > 1} | {w[0] for _, _, w in insts if w}
+    return next(x for x in range(words[3] - 1, 0, -1) if x not in used)
+
+
+#: Damage to the add kernel's SPIR-V that crashed the process (in the driver, at launch) before it was checked.
+DAMAGE: dict[str, Callable[[Words, list[Inst]], None]] = {
+    "a type where a value is due": lambda w, i: _set(w, _first(i, LOAD), 2, _first(i, LOAD)[2][0]),
+    "an access chain into a number": lambda w, i: _set(w, _array_chain(i), 2, _first(i, LOAD)[2][1]),
+    "an id nothing defines": lambda w, i: _set(w, _first(i, IADD), 2, _undefined(w, i)),
+    "an id beyond the bound": lambda w, i: _set(w, _first(i, IADD), 3, w[3] + 7),
+    "a label where a value is due": lambda w, i: _set(w, _first(i, STORE), 1, _defined(i, LABEL)),
+    "a store's operands flipped": lambda w, i: _swap(w, _first(i, STORE), 0, 1),
+    "a load's result type replaced": lambda w, i: _set(w, _first(i, LOAD), 0, _defined(i, BOOL)),
+    "an id defined twice": lambda w, i: _set(w, _first(i, IADD), 1, _first(i, LOAD)[2][1]),
+    "a loop's merge and continue targets flipped": lambda w, i: _swap(w, _first(i, LOOP_MERGE), 0, 1),
+    "a back edge moved to the entry block": lambda w, i: _set(w, [x for x in i if x[1] == BRANCH][-1], 0,
+                                                             _defined(i, LABEL)),
+    "a Block decoration moved to an integer type": lambda w, i: _set(
+        w, next(inst for inst in i if inst[1] == DECORATE and inst[2][1] == 2), 0, _defined(i, INT)),
+    "a struct member made a pointer": lambda w, i: _set(w, _first(i, STRUCT), 1, _defined(i, POINTER)),
+}
+
+
+def _damaged(source: str, tmp_path, damage: Callable[[Words, list[Inst]], None]) -> tuple[str, str]:
+    """A copy of the module with the add kernel's SPIR-V damaged; (its folder, the damaged file's name)."""
+    folder = tmp_path / "m"
+    shutil.copytree(source, folder)
+    name = next(n for n in os.listdir(folder) if n.startswith("add_c") and n.endswith(".spv"))
+    code = (folder / name).read_bytes()
+    words = list(struct.unpack(f"<{len(code) // 4}I", code))
+    damage(words, _insts(words))
+    (folder / name).write_bytes(struct.pack(f"<{len(words)}I", *words))
+    return str(folder), name
+
+
+@pytest.fixture(scope="module")
+def vulkan_rt(vulkan):
+    with Runtime(vulkan) as rt:
+        yield rt
+
+
+def _add_runs(rt: Runtime, path: str) -> None:
+    mod = rt.load_module(path)
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.arange(4, dtype=np.float32))
+    mod.kernels["add"](x, y, 2.0)
+    rt.wait()
+    np.testing.assert_array_equal(x.to_numpy(), 2.0 * np.arange(4))
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_spirv_is_refused_at_load(vulkan_rt, modules, tmp_path, damage):
+    good = modules.path(ta.Arch.VULKAN)
+    folder, name = _damaged(good, tmp_path, DAMAGE[damage])
+    with pytest.raises(ta.CorruptedDataError, match=rf"{name} \(kernel 'add'\): instruction \d+ \(Op\w+\)"):
+        vulkan_rt.load_module(folder)
+    _add_runs(vulkan_rt, good)  # the process and the runtime carry on
+
+
+def test_the_flat_api_refuses_damaged_spirv_too(vulkan_rt, modules, tmp_path):
+    folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, DAMAGE["a store's operands flipped"])
+    with pytest.raises(ta.CorruptedDataError, match="OpStore"):
+        capi.load_aot_module(vulkan_rt.handle, folder)
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        for n in sorted(os.listdir(folder)):
+            z.write(os.path.join(folder, n), n)
+    with pytest.raises(ta.CorruptedDataError, match="OpStore"):
+        vulkan_rt.load_module(archive.getvalue())  # a .tcm's bytes
+
+
+def test_what_taichi_writes_passes(vulkan_rt, modules):
+    """Every task of the test module, the demo and the physics example; Taichi's emulated f64 atomic min and max
+    (an f32 FMin into f64 bits: against SPIR-V's rules, yet they run) load and compute."""
+    sources = [modules.path(ta.Arch.VULKAN)]
+    for path in (os.path.join(ROOT, "taichi_aot", "cli", "demo.tcm"), os.path.join(ROOT, "examples", "physics.tcm")):
+        with zipfile.ZipFile(path) as z:
+            sources.append(z.read("vulkan.tcm"))
+    for source in sources:
+        info = metadata.read_module(source)
+        assert info.kernels
+    folder = sources[0]
+    for name in os.listdir(folder):
+        if name.endswith(".spv"):
+            with open(os.path.join(folder, name), "rb") as f:
+                code = f.read()
+            words = struct.unpack(f"<{len(code) // 4}I", code)
+            spirv.check(spirv.instructions(words, name), words[3], name)
+    mod = vulkan_rt.load_module(folder)
+    x = vulkan_rt.ndarray_from_numpy(np.array([3.0, -2.5, 7.25, 1.0]))
+    out = vulkan_rt.ndarray_from_numpy(np.array([100.0, -100.0]))
+    mod.kernels["extrema_f64"](x, out)
+    vulkan_rt.wait()
+    assert out.to_numpy().tolist() == [-2.5, 7.25]
