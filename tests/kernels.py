@@ -64,13 +64,6 @@ def define_kernels(arch: str):
             ti.atomic_add(out[0], x[i])
 
     @ti.kernel
-    def extrema_f64(x: ti.types.ndarray(dtype=ti.f64, ndim=1), out: ti.types.ndarray(dtype=ti.f64, ndim=1)):
-        # Taichi 1.7.4's Vulkan SPIR-V for these bends SPIR-V's typing rules; taichi_aot's check lets it pass
-        for i in x:
-            ti.atomic_min(out[0], x[i])
-            ti.atomic_max(out[1], x[i])
-
-    @ti.kernel
     def accumulate(total: ti.types.ndarray(dtype=ti.f32, ndim=0), x: ti.types.ndarray(dtype=ti.f32, ndim=1),
                    v: ti.types.ndarray(dtype=ti.types.vector(3, ti.f32), ndim=0)):
         for i in x:
@@ -87,7 +80,6 @@ def define_kernels(arch: str):
         half_scale=half_scale,
         iota_u8=iota_u8,
         sum_i64=sum_i64,
-        extrema_f64=extrema_f64,
     )
 
     if arch == "vulkan":
