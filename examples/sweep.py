@@ -26,6 +26,6 @@ if __name__ == "__main__":                        # the workers are spawned proc
     dts = np.linspace(0.001, 0.008, 8)
     with Pool(MODULE, arch="x64", workers=2) as pool:
         results = pool.map(simulate, dts)         # in input order
-        print(f"{len(results)} simulations on {len(pool.workers)} workers ({pool.threads} thread each)")
+        print(f"{len(results)} simulations on {len(pool.workers)} workers, {pool.threads} CPU thread(s) each")
     for dt, r in zip(dts, results):
         print(f"  dt={dt:.3f}: x[1] = {r:.3f}")   # 100 * dt
