@@ -129,6 +129,15 @@ def rt(arch: Arch):
 
 
 @pytest.fixture
+def flat_rt(arch: Arch):
+    """A runtime of the flat API (``capi``) on each arch of the ``arch`` fixture, destroyed after the test."""
+    runtime = capi.create_runtime(arch)
+    yield runtime
+    if capi.handles.is_live("runtime", runtime):
+        capi.destroy_runtime(runtime)
+
+
+@pytest.fixture
 def env(arch: Arch, modules: Modules):
     """A runtime on each arch of the ``arch`` fixture and the test module loaded on it: ``rt, mod = env``."""
     with Runtime(arch) as runtime:

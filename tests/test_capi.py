@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capi_args import F32, host_memory, nd, read, write
 
+from capi_args import F32, host_memory, nd, read, write
 from taichi_aot import (
     Arch,
     ArgumentType,
@@ -25,11 +25,9 @@ from taichi_aot._native import ffi, lib
 
 
 @pytest.fixture
-def rt(arch):
-    runtime = capi.create_runtime(arch)
-    yield runtime
-    if capi.handles.is_live("runtime", runtime):
-        capi.destroy_runtime(runtime)
+def rt(flat_rt):
+    """Here ``rt`` is the flat API's runtime (conftest's flat_rt)."""
+    return flat_rt
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capi_args import read
 
+from capi_args import read
 from taichi_aot import (
     Arch,
     ArgumentType,
@@ -24,15 +24,6 @@ from taichi_aot import (
     errors,
 )
 from taichi_aot._native import ffi
-
-
-@pytest.fixture
-def flat_rt(arch):
-    """A runtime of the flat API on each arch, destroyed after the test."""
-    runtime = capi.create_runtime(arch)
-    yield runtime
-    capi.destroy_runtime(runtime)
-
 
 # -- conformance with the design document of the flat API (seed 001) ------------------------------------
 
