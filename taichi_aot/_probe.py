@@ -115,8 +115,9 @@ def keep_vulkan_loaded() -> bool:
 
 
 def vulkan_kept_by_parent() -> bool:
-    """Whether this process is a forked child of one that kept its Vulkan driver loaded (keep_vulkan_loaded):
-    a Vulkan driver does not survive fork (NVIDIA's hangs the child's first runtime)."""
+    """Whether this process is a forked child of one that kept its Vulkan driver loaded (keep_vulkan_loaded): a
+    GPU's Vulkan driver does not survive fork (NVIDIA's hangs the child's first runtime; Mesa's CPU driver,
+    lavapipe, works on)."""
     return bool(_kept_instance) and _kept_instance[3] != os.getpid()
 
 

@@ -6,6 +6,7 @@ A backend the machine lacks skips its tests locally but fails them under CI
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -49,11 +50,16 @@ def require_extra(module: str, extra: str):
         pytest.skip(message)
 
 
-def interruptible() -> None:
-    """A child's SIGINT as a terminal gives it (the ``preexec_fn`` of a child that a test interrupts): a pytest
-    started with SIGINT ignored (in the background of a shell, or by some CI runners) passes that on to its
-    children, and a Python started so never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+@contextlib.contextmanager
+def interruptible():
+    """Children started inside get SIGINT as a terminal gives it: a pytest started with SIGINT ignored (in the
+    background of a shell, or by some CI runners) would pass that on, and a Python started so never raises
+    KeyboardInterrupt. A handled signal is set back to its default in a child when it starts a program."""
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def require_arch(arch: Arch) -> None:

@@ -228,9 +228,10 @@ def test_no_progress_frames_in_a_log(tmp_path):
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     import signal
 
-    proc = subprocess.Popen([sys.executable, "-m", "taichi_aot", "demo", "--arch", "x64", "--size", "64", "--steps",
-                             "10000000", "--out", str(tmp_path / "d.png")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+    with interruptible():
+        proc = subprocess.Popen([sys.executable, "-m", "taichi_aot", "demo", "--arch", "x64", "--size", "64",
+                                 "--steps", "10000000", "--out", str(tmp_path / "d.png")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("demo:")  # it is running
         proc.send_signal(signal.SIGINT)

@@ -255,8 +255,9 @@ if __name__ == "__main__":
 def _start_script(tmp_path, module):
     script = tmp_path / "pool_script.py"
     script.write_text(_SCRIPT.format(here=HERE, module=module))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=interruptible)
+    with interruptible():
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
     assert proc.stdout is not None
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2, proc.stderr.read() if proc.stderr else ""

@@ -58,6 +58,7 @@ typedef struct {
     PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call; for a
                                      CUDA array of torch, CuPy or JAX: its CudaHit */
     const TaichiAotArrayKey *key; /* the NumpyHit's key */
+    PyObject *cls;                /* a CUDA array's class, which its reads were bound to, */
     PyObject *reads;              /* the CudaHit's reads (see taichi_aot_read; NULL: not a CUDA array), */
     PyObject *print;              /* the print they must give (the array unchanged), */
     taichi_aot_read read[TAICHI_AOT_READS]; /* the reads, parsed (borrowed from `reads`), */
@@ -76,6 +77,8 @@ typedef struct {
     taichi_aot_slot *slots;
     PyObject *ndarray_type;
     PyObject *numpy_type;
+    int packing;   /* inside launcher_pack, whose reads may run Python code (and let other threads run) */
+    int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
 } taichi_aot_launcher;
 
 static void launcher_forget(taichi_aot_launcher *self) {
@@ -86,6 +89,7 @@ static void launcher_forget(taichi_aot_launcher *self) {
         Py_CLEAR(s->hit);
         s->key = NULL;
         reads_unbind(s->read, s->nreads);
+        Py_CLEAR(s->cls);
         Py_CLEAR(s->reads);
         Py_CLEAR(s->print);
         s->nreads = 0;
@@ -113,10 +117,15 @@ static void launcher_release(taichi_aot_launcher *self) {
 static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     Py_ssize_t i;
+    int k;
     for (i = 0; i < self->count; ++i) {
         Py_VISIT(self->slots[i].hit);
         Py_VISIT(self->slots[i].last);
         Py_VISIT(self->slots[i].reads);
+        Py_VISIT(self->slots[i].cls);
+        for (k = 0; k < self->slots[i].nreads; ++k) {
+            Py_VISIT(self->slots[i].read[k].descr);
+        }
         Py_VISIT(self->slots[i].print);
         Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
@@ -160,6 +169,10 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
     taichi_aot_slot *slots;
     void *launch;
     if (!PyArg_ParseTuple(args, "OiOOO", &address, &graph, &ndarray_type, &numpy_type, &list)) {
+        return NULL;
+    }
+    if (self->packing) {
+        PyErr_SetString(PyExc_RuntimeError, "_prepare: the launcher is packing a call");
         return NULL;
     }
     launch = PyLong_AsVoidPtr(address);
@@ -223,6 +236,10 @@ fail:
 
 static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
     (void)unused;
+    if (((taichi_aot_launcher *)op)->packing) {
+        PyErr_SetString(PyExc_RuntimeError, "_forget: the launcher is packing a call");
+        return NULL;
+    }
     launcher_forget((taichi_aot_launcher *)op);
     Py_RETURN_NONE;
 }
@@ -287,9 +304,16 @@ static PyObject *getset_type, *method_type;
 
 /* Bind the reads of arrays of class `cls` to its descriptors where that reads the same (see taichi_aot_read): a
    getter's (a data descriptor: no instance attribute hides it) and a C method's (called with the array, it reads
-   the array's own, even where an instance attribute of that name would hide it). */
+   the array's own, even where an instance attribute of that name would hide it). The C call checks the array's
+   class on every use. */
 static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
     int k;
+    /* only where the class looks attributes up the standard way (no __getattribute__ or __getattr__ of its own) */
+    getattrofunc lookup = (getattrofunc)PyType_GetSlot(cls, Py_tp_getattro);
+    PyErr_Clear(); /* before Python 3.10, for a static type: no slot given, nothing bound */
+    if (lookup != PyObject_GenericGetAttr) {
+        return;
+    }
     for (k = 0; k < n; ++k) {
         taichi_aot_read *r = &read[k];
         PyObject *descr = r->first == NULL ? PyObject_GetAttr((PyObject *)cls, r->name) : NULL;
@@ -342,6 +366,9 @@ static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
    ndarray's argument is written to the slot and the array held until the runtime is waited for. */
 static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
     int k, same;
+    if ((PyObject *)Py_TYPE(value) != s->cls) { /* its class changed: the reads were bound to the old one's */
+        return 0;
+    }
     for (k = 0; k < s->nreads; ++k) {
         PyObject *got = read_one(value, &s->read[k]);
         same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
@@ -442,6 +469,8 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
                 s->expect[k] = PyTuple_GetItem(print, k);
             }
             reads_bind(s->read, n, Py_TYPE(value));
+            Py_INCREF(cls);
+            s->cls = cls;
             s->nreads = n;
             s->reads = reads; /* the slot's now: the parsed reads and expected items are borrowed from these */
             s->print = print;
@@ -543,11 +572,25 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     TaichiAotLaunch *c = self->launch;
     PyObject *method, *result;
     int code;
+    if (self->packing) {
+        /* a call while this launcher packs (a read ran Python code, which let another thread in or called the
+           kernel itself): the Python path, which raises or writes every slot anew; the slots' records are left
+           to the pack under way, which will not launch what it packed */
+        self->disturbed = 1;
+        method = PyObject_GetAttrString(op, "_slow_call");
+        result = method != NULL ? PyObject_Call(method, args, kwargs) : NULL;
+        Py_XDECREF(method);
+        return result;
+    }
     if (self->count >= 0 && c->seen == taichi_aot_epoch && (unsigned long)pthread_self() == c->thread) {
+        int packed;
+        self->packing = 1;
+        self->disturbed = 0;
+        packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs);
+        self->packing = 0;
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
-        if (launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
-            c->seen == taichi_aot_epoch) {
+        if (packed && !self->disturbed && c->seen == taichi_aot_epoch) {
             PyThreadState *state = PyEval_SaveThread();
             code = taichi_aot_launch(c);
             PyEval_RestoreThread(state);

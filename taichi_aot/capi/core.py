@@ -176,11 +176,11 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "the process when two CUDA runtimes are destroyed, so one may exist at a time: close the other first "
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
-    if arch == Arch.VULKAN and vulkan_kept_by_parent():
+    if arch == Arch.VULKAN and vulkan_kept_by_parent() and not arch_status()[Arch.VULKAN].software:
         raise WrongProcessError(
-            "create_runtime(VULKAN): this process was forked from one whose Vulkan driver was loaded (taichi_aot "
-            "keeps it loaded from the first Vulkan runtime on), and a Vulkan driver does not survive fork "
-            "(NVIDIA's hangs the child): start GPU work in a new process (multiprocessing's 'spawn' or "
+            "create_runtime(VULKAN): this process was forked from one whose GPU's Vulkan driver was loaded "
+            "(taichi_aot keeps it loaded from the first Vulkan runtime on), and a GPU driver does not survive "
+            "fork (NVIDIA's hangs the child): start GPU work in a new process (multiprocessing's 'spawn' or "
             "'forkserver', as taichi_aot.Pool does)"
         )
     q = Quiet()
