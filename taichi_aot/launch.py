@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
-from ._arrays import array_like
+from ._arrays import Launcher, array_like  # Launcher: the C call's type (_csrc/call.c)
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
@@ -61,10 +61,6 @@ _CHUNK_GROWTH = 16
 # On GPUs, a replay waits for the device after self._queue launches: at first _QUEUE_LAUNCHES, then as many as
 # the device runs in about _DRAIN_SECONDS (by what the last wait took), changed at most _QUEUE_GROWTH times at once.
 _QUEUE_LAUNCHES, _QUEUE_MIN, _QUEUE_MAX, _QUEUE_GROWTH, _DRAIN_SECONDS = 512, 16, 1 << 16, 8.0, 0.05
-
-# The C call of kernels and graphs (_csrc/call.c): the base type of Kernel and ComputeGraph, made by _arrays (whose
-# read_print it serves too), once, on the extension module.
-from ._arrays import Launcher  # noqa: E402
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3

@@ -169,10 +169,11 @@ class Memory(Child):
         self._setup(runtime, handle, size, flags, release, None, address, None)
 
     @classmethod
-    def imported_host(cls, runtime: Runtime, size: int, address: int, owner: object) -> Memory:
-        """(For the package.) The caller's host memory of ``size`` bytes at ``address`` (CPU backends), writable
-        and C-contiguous (the caller checked it); ``owner``, what keeps it alive, is held as long as the native
-        handle can be used (None: the caller sees to it). Closing forgets it rather than frees it."""
+    def _imported_host(cls, runtime: Runtime, size: int, address: int, owner: object) -> Memory:
+        """NdArray.over_host's memory: the caller's host memory of ``size`` bytes at ``address`` (CPU backends),
+        writable and C-contiguous (the caller checked it: a raw address, not for users); ``owner``, what keeps it
+        alive, is held as long as the native handle can be used (None: the caller sees to it). Closing forgets it
+        rather than frees it."""
         runtime.ensure_open()
         if runtime.arch not in CPU_ARCHS:
             raise NotSupportedError(
@@ -184,9 +185,9 @@ class Memory(Child):
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
     @classmethod
-    def imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object) -> Memory:
-        """(For the package.) Another library's CUDA memory (torch, CuPy, JAX) of ``size`` bytes at ``pointer`` on
-        this runtime's device, shared; ``owner`` is held as :meth:`imported_host` holds it."""
+    def _imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object) -> Memory:
+        """NdArray.over_cuda's memory: another library's CUDA memory (torch, CuPy, JAX) of ``size`` bytes at
+        ``pointer`` on this runtime's device, shared; ``owner`` is held as :meth:`_imported_host` holds it."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
         handle = capi.import_cuda_memory(runtime._handle, pointer, size)

@@ -268,7 +268,7 @@ class NdArray:
         keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it)."""
         address = a.__array_interface__["data"][0]
         return cls._over(runtime, shape, dtype, elem_shape,
-                         lambda nbytes: Memory.imported_host(runtime, nbytes, address, owner))
+                         lambda nbytes: Memory._imported_host(runtime, nbytes, address, owner))
 
     @classmethod
     def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
@@ -276,7 +276,7 @@ class NdArray:
         """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
         is held as long as the ndarray (None: the caller sees to it)."""
         return cls._over(runtime, shape, dtype, elem_shape,
-                         lambda nbytes: Memory.imported_cuda(runtime, nbytes, pointer, owner))
+                         lambda nbytes: Memory._imported_cuda(runtime, nbytes, pointer, owner))
 
     @classmethod
     def _over(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...],
