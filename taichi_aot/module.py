@@ -86,7 +86,7 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
             raise
     # the metadata was read and checked above: capi's loads by that metadata do not read it again
     if data is not None:
-        return capi.create_checked(rt, data), what, None, meta
+        return capi.create_checked(rt, data, meta), what, None, meta
     return capi.load_checked(rt, what, meta), what, None, meta
 
 

@@ -29,8 +29,8 @@ class HandleRecord:
     """What the registry knows about one live handle."""
 
     __slots__ = (
-        "arch", "children", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending", "runtime",
-        "size", "threads",
+        "arch", "children", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending", "refused",
+        "runtime", "size", "threads",
     )
 
     def __init__(
@@ -47,6 +47,7 @@ class HandleRecord:
         self.host = False  # allocated host-visible: mapping it is known to be quiet
         self.imported = False  # memory the caller owns (ti_import_*_memory): freeing it only forgets the handle
         self.handle: Any = None  # memory: the very object handed to the caller (values repeat across runtimes)
+        self.refused: dict[tuple[str, str], str] = {}  # modules: {(kind, name): why} of what drivers cannot run
         # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
         # cleared by wait(), so a host copy waits only when something may still be running
         self.pending: Any = ffi.new("int32_t *") if kind == "runtime" else None
@@ -183,11 +184,14 @@ def register_in_runtime(
     return handle
 
 
-def register_module(runtime: Any, module: Any, what: str) -> Any:
-    """Record a new AOT module of ``runtime``; returns it."""
+def register_module(runtime: Any, module: Any, what: str, refused: dict[tuple[str, str], str]) -> Any:
+    """Record a new AOT module of ``runtime`` and the kernels and graphs in it that drivers cannot run
+    (``refused``: {(kind, name): why}); returns it."""
     if module == NULL:
         raise InvalidStateError(f"{what}: the library returned no module")
-    add(("module", module), HandleRecord("module", runtime=runtime, parent=("runtime", runtime)), ("runtime", runtime))
+    record = HandleRecord("module", runtime=runtime, parent=("runtime", runtime))
+    record.refused = refused
+    add(("module", module), record, ("runtime", runtime))
     return module
 
 

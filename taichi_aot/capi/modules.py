@@ -98,7 +98,7 @@ def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
     with _library.busy, q:
         module = lib.ti_load_aot_module(runtime, os.fsencode(path))
     check_quiet(f"load_aot_module({path!r})", q)
-    return handles.register_module(runtime, module, "load_aot_module")
+    return handles.register_module(runtime, module, "load_aot_module", meta.refused())
 
 
 def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
@@ -111,11 +111,10 @@ def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
     data = structs.module_bytes(data, size, "create_aot_module")
     if not data:
         raise CorruptedDataError("create_aot_module: empty module data")
-    _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)")
-    return create_checked(runtime, data)
+    return create_checked(runtime, data, _check_module(data, rt.arch, f"create_aot_module({len(data)} bytes)"))
 
 
-def create_checked(runtime: Any, data: bytes) -> Any:
+def create_checked(runtime: Any, data: bytes, meta: metadata.ModuleInfo) -> Any:
     """``create_aot_module`` of ``.tcm`` bytes whose metadata the caller has just read and checked for this
     runtime (the object layer), so they are not read again."""
     rt = lookup_runtime(runtime, "create_aot_module")
@@ -123,7 +122,7 @@ def create_checked(runtime: Any, data: bytes) -> Any:
     with _library.busy, q:
         module = lib.ti_create_aot_module(runtime, data, len(data))
     check_quiet(f"create_aot_module({len(data)} bytes on {rt.arch.name})", q)
-    return handles.register_module(runtime, module, "create_aot_module")
+    return handles.register_module(runtime, module, "create_aot_module", meta.refused())
 
 
 def destroy_aot_module(aot_module: Any) -> None:
@@ -141,6 +140,9 @@ def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, 
         raise ArgumentTypeError(f"{what}: name must be str, got {describe(name)}")
     if not name or "\0" in name:
         raise NameNotFoundError(f"{what}: no {kind} named {name!r}")
+    why = entry.refused.get((kind, name))
+    if why:  # the driver would crash making or running it
+        raise NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
     q = Quiet()
     with q:
         handle = getter(aot_module, name.encode())

@@ -19,7 +19,7 @@ import re
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
-from .gfx import _gfx, _gfx_graphs, _texture_formats
+from .gfx import _check_tasks, _gfx, _gfx_graphs
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
@@ -203,7 +203,7 @@ def _read(src: _Source) -> ModuleInfo:
     except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
-        info = _gfx(doc, _texture_formats(doc, src))
+        info = _gfx(doc, _check_tasks(doc, src))
         graphs = src.read("graphs.json")
         if graphs is not None:
             try:

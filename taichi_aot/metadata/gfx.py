@@ -39,8 +39,10 @@ _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit
 _KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a small record each); more start afresh
 
 
-def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
-    """Kernels of gfx metadata; ``formats`` gives storage-texture formats by (kernel, argument index)."""
+def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
+    """Kernels of gfx metadata; ``tasks`` what their tasks' SPIR-V says (storage-texture formats, kernels
+    drivers cannot run)."""
+    formats = tasks.formats
     info = ModuleInfo("gfx", None)
     for cap in meta.get("required_caps") or []:
         if isinstance(cap, dict) and isinstance(cap.get("key"), str):
@@ -75,7 +77,8 @@ def _gfx(meta: dict, formats: dict[tuple[str, int], Format]) -> ModuleInfo:
                                     access.get(index) if kind == "ndarray" else None))
             except (KeyError, TypeError, ValueError, IndexError):
                 raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
-        info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index))
+        info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index),
+                                             tasks.unsupported.get(k["name"], ""))
     return info
 
 
@@ -137,6 +140,7 @@ class _Shader(NamedTuple):
     formats: dict[int, Format]  # {binding: format} of its storage images
     bindings: frozenset[int]  # every binding it decorates
     local_size: tuple[int, int, int] | None  # its LocalSize execution mode
+    unsupported: str  # why drivers cannot run it though it is well formed, or ""
 
 
 _SHADERS: dict[bytes, _Shader] = {}  # SPIR-V that passed (by digest): what it declares
@@ -173,10 +177,10 @@ def _read_shader(code: bytes, name: str) -> _Shader:
     if not entry_points or functions == 0 or functions != function_ends or insts[-1][0] != 56:
         raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
                                  f"ends {function_ends})")
-    spirv.check(insts, words[3], name)
+    unsupported = spirv.check(insts, words[3], name)
     bindings = found["bindings"]
     return _Shader(_image_formats(bindings, found["images"], found["pointers"], found["variables"]),
-                   frozenset(bindings.values()), found["size"].get(0))
+                   frozenset(bindings.values()), found["size"].get(0), unsupported)
 
 
 def _note(op: int, w: tuple[int, ...], found: dict[str, dict[int, Any]]) -> None:
@@ -286,10 +290,18 @@ def _check_task(task: Any, kernel: dict, names: set[str], source: _Source) -> _S
     return shader
 
 
-def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Format]:
-    """{(kernel, argument index): format} for storage textures; every task is checked on the way (its
-    metadata's invariants, its SPIR-V's structure, the two against each other)."""
-    out = {}
+class _Tasks(NamedTuple):
+    """What a module's tasks' SPIR-V says about their kernels."""
+
+    formats: dict[tuple[str, int], Format]  # {(kernel, argument index): format} of storage textures
+    unsupported: dict[str, str]  # {kernel: why drivers cannot run it}
+
+
+def _check_tasks(meta: dict, source: _Source) -> _Tasks:
+    """Every task checked (its metadata's invariants, its SPIR-V's structure, the two against each other), and
+    what their SPIR-V says about their kernels."""
+    out: dict[tuple[str, int], Format] = {}
+    unsupported: dict[str, str] = {}
     for k in meta.get("kernels") or []:
         if not isinstance(k, dict):
             continue  # reported where the kernels are read
@@ -298,7 +310,10 @@ def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Forma
             raise CorruptedDataError(f"metadata: the tasks of kernel {k.get('name')!r} are no list")
         names: set[str] = set()
         for task in tasks:
-            formats = _check_task(task, k, names, source).formats
+            shader = _check_task(task, k, names, source)
+            formats = shader.formats
+            if shader.unsupported and isinstance(k.get("name"), str):
+                unsupported.setdefault(k["name"], f"task {task['name']!r}: {shader.unsupported}")
             for b in task.get("texture_binds") or []:
                 if not isinstance(b, dict) or not b.get("is_storage"):
                     continue
@@ -306,4 +321,4 @@ def _texture_formats(meta: dict, source: _Source) -> dict[tuple[str, int], Forma
                 index = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
                 if isinstance(index, int) and b.get("binding") in formats:
                     out[(k["name"], index)] = formats[b["binding"]]
-    return out
+    return _Tasks(out, unsupported)

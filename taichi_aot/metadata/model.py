@@ -75,6 +75,8 @@ class KernelInfo:
 
     name: str
     args: list[ArgInfo] = field(default_factory=list)
+    #: why drivers cannot run it though the module is well formed (looking it up is refused), or ""
+    unsupported: str = ""
 
 
 @dataclass
@@ -108,6 +110,17 @@ class ModuleInfo:
         """The kernels the module exports by name (graph-internal copies left out)."""
         return [k for k in self.kernels.values() if k.name not in self.internal]
 
+    def refused(self) -> dict[tuple[str, str], str]:
+        """{(kind, name): why} of the kernels and graphs drivers cannot run, though the module is well formed:
+        looking one up is refused, the others run."""
+        out = {("kernel", k.name): k.unsupported for k in self.exported_kernels() if k.unsupported}
+        for g in self.graphs.values():
+            why = next((self.kernels[d].unsupported for d in g.dispatches
+                        if d in self.kernels and self.kernels[d].unsupported), "")
+            if why:
+                out[("graph", g.name)] = why
+        return out
+
     def to_dict(self) -> dict:
         """A JSON-ready description of the module."""
         return {
@@ -119,6 +132,7 @@ class ModuleInfo:
             "required_caps": dict(self.required_caps),
             "kernels": {k.name: [a.to_dict() for a in k.args] for k in self.exported_kernels()},
             "internal_kernels": list(self.internal),
+            "unsupported": {f"{kind} {name}": why for (kind, name), why in self.refused().items()},
             "graphs": {g.name: {"args": [a.to_dict() for a in g.args], "dispatches": list(g.dispatches)}
                        for g in self.graphs.values()},
         }

@@ -55,9 +55,10 @@ def instructions(words: tuple[int, ...], name: str) -> list[tuple[int, tuple[int
     return out
 
 
-def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> None:
+def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> str:
     """Check a SPIR-V module's instructions (see the module's docstring); CorruptedDataError names ``name``, the
-    instruction and what is wrong."""
+    instruction and what is wrong. Returns why drivers cannot run the module though it is well formed (what
+    Taichi 1.7.4 writes for f16 and f64 atomic min and max), or ""."""
     module = _Module(insts, bound)
     try:
         module.read()
@@ -67,6 +68,7 @@ def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> No
             module.at = function  # where a control flow error is reported
             check_function(entry, module.succ, module.merges)
         module.check_types()
+        return module.unsupported
     except RecursionError:
         raise CorruptedDataError(f"{name}: types nested too deeply") from None
     except (SpirvError, IndexError, KeyError) as e:
@@ -202,6 +204,8 @@ class _Module:
         self.blocks: set[int] = set()  # structs decorated Block or BufferBlock
         self.forward: set[int] = set()  # pointer types declared ahead (OpTypeForwardPointer)
         self.glsl: set[int] = set()  # ids of the GLSL.std.450 instruction set
+        self.unsupported = ""  # why drivers cannot run it, though it is well formed
+        self.odd_width: set[int] = set()  # results of GLSL extrema narrower than their operands (see spirv_rules)
 
     # ---- reading ----------------------------------------------------------------------------------------
 

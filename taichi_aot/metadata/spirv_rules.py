@@ -4,7 +4,8 @@ Each rule takes the module (its definitions and types), the instruction's opcode
 return type of the function it is in; it raises SpirvError where the instruction's operands do not have the
 types the SPIR-V specification requires. Where Taichi 1.7.4 itself breaks a rule that drivers take (its
 emulated atomics load float bits as integers), the rule is relaxed so that its modules pass; where drivers crash
-on what it writes (its f16 and f64 atomic min and max), the module is refused.
+on what it writes (its f16 and f64 atomic min and max), the module is marked (``unsupported``) and the kernel
+is refused where it is looked up.
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ def _bitcast(m: _Module, op: int, w: tuple, _: int) -> None:
             raise SpirvError("it reinterprets a pointer as no pointer or integer")
         return
     ok = a[0] in ("i", "f") and b[0] in ("i", "f")
+    if ok and w[2] in m.odd_width:
+        return  # the cast Taichi 1.7.4 writes after such an extremum, of a kernel already refused (see _ext)
     if not ok or a[1] * a[2] != b[1] * b[2]:
         raise SpirvError(f"it reinterprets {_show(b)} as {_show(a)}")
 
@@ -338,9 +341,13 @@ def _ext(m: _Module, op: int, w: tuple, _: int) -> None:
             raise SpirvError(f"its result type is {_show(result)}")
         _operands(m, result, w[4:], False)
         if any(m.shape(m.type_of(x)) != result for x in w[4:]):
-            raise SpirvError(f"its operands are not of its result's width ({_show(result)}): Taichi 1.7.4 writes "
-                             "this for atomic min and max of f16 and f64 on Vulkan, on which drivers crash "
-                             "(NVIDIA's when it runs, lavapipe's for f16 when the pipeline is made)")
+            # what Taichi 1.7.4 writes for atomic min and max of f16 and f64 on Vulkan: the kernel is refused when
+            # it is looked up, the module's other kernels run
+            m.odd_width.add(w[1])
+            m.unsupported = m.unsupported or (
+                f"instruction {m.at} (OpExtInst) takes operands of another width than its result "
+                f"({_show(result)}): Taichi 1.7.4 writes this for atomic min and max of f16 and f64 on Vulkan, on "
+                "which drivers crash (NVIDIA's when it runs, lavapipe's for f16 when the pipeline is made)")
 
 
 def _function(m: _Module, op: int, w: tuple, _: int) -> None:
