@@ -25,68 +25,105 @@ from .spirv_rules import SpirvError
 
 def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tuple[int, int]]) -> None:
     """Check one function's control flow: ``succ`` maps each of its blocks (by label) to the blocks it branches
-    to, ``merges`` each header to (its merge block, its continue target or 0 for a selection)."""
+    to, ``merges`` each header to (its merge block, its continue target or 0 for a selection). The cost grows
+    with the blocks and branches, and with how far up the dominator tree a branch that joins two paths reaches."""
     order = _reverse_postorder(entry, succ)
     position = {block: i for i, block in enumerate(order)}
-    idom = _dominators(order, position, succ)
+    tree = _Tree(order, _dominators(order, position, succ), position)
     back_edges: dict[int, int] = {}
     for block in order:
         for target in succ[block]:
             if position[target] <= position[block]:
-                _back_edge(block, target, idom, merges, back_edges)
-    children: dict[int, list[int]] = {block: [] for block in order}
-    for block in order[1:]:
-        children[idom[block]].append(block)
+                _back_edge(block, target, tree, merges, back_edges)
     headers = {header: merges[header] for header in merges if header in position}
-    regions = {header: _subtree(header, children) - (_subtree(merge, children) if merge in position else set())
-               for header, (merge, _) in headers.items()}
     for header, (merge, continue_target) in headers.items():
-        if merge in position and (merge == header or not _dominates(header, merge, idom)):
+        if merge in position and (merge == header or not tree.dominates(header, merge)):
             raise SpirvError(f"header %{header} does not dominate its merge block %{merge}")
-        if continue_target in position and not _dominates(header, continue_target, idom):
+        if continue_target in position and not tree.dominates(header, continue_target):
             raise SpirvError(f"loop header %{header} does not dominate its continue target %{continue_target}")
         if continue_target in position and header not in back_edges:
             raise SpirvError(f"loop header %{header} is the target of no back edge")
-        if merge in position:
-            # where a break or continue from inside the constructs around this one may go
-            exits = {x for outer, region in regions.items() if outer != header and header in region
-                     for x in (outer, *headers[outer])}
-            _entered_at_header(header, merge, children, succ, exits)
-
-
-def _entered_at_header(header: int, merge: int, children: dict[int, list[int]], succ: dict[int, list[int]],
-                       exits: set[int]) -> None:
-    """No block the merge block dominates branches into the construct, but to its header or to ``exits`` (the
-    merge blocks, continue targets and loop headers of the constructs around it, where a break or continue
-    goes)."""
-    after = _subtree(merge, children)
-    inside = _subtree(header, children) - after
-    for block in after:
+    header_of = {merge: header for header, (merge, _) in headers.items() if merge in position}
+    for block in order:
         for target in succ[block]:
-            if target in inside and target != header and target not in exits:
-                raise SpirvError(f"%{block}, after the merge block of header %{header}, branches back into its "
-                                 "construct")
+            if not tree.dominates(block, target):
+                _entered_at_header(block, target, tree, headers, header_of)
 
 
-def _subtree(block: int, children: dict[int, list[int]]) -> set[int]:
-    """The blocks ``block`` dominates (itself too)."""
-    out, stack = {block}, [block]
-    while stack:
-        for child in children[stack.pop()]:
-            out.add(child)
-            stack.append(child)
+class _Tree:
+    """The dominator tree of a function's reachable blocks, numbered so that a dominance query is two
+    comparisons."""
+
+    def __init__(self, order: list[int], idom: dict[int, int], position: dict[int, int]):
+        self.idom, self.position = idom, position
+        children: dict[int, list[int]] = {block: [] for block in order}
+        for block in order[1:]:
+            children[idom[block]].append(block)
+        self.first: dict[int, int] = {}  # a block's number in a depth-first walk of the tree
+        self.last: dict[int, int] = {}  # the greatest number in its subtree
+        count, stack = 0, [(order[0], False)]
+        while stack:
+            block, done = stack.pop()
+            if done:
+                self.last[block] = count - 1
+                continue
+            self.first[block] = count
+            count += 1
+            stack.append((block, True))
+            stack.extend((child, False) for child in children[block])
+
+    def dominates(self, a: int, b: int) -> bool:
+        """Whether block ``a`` dominates block ``b`` (both reachable)."""
+        return self.first[a] <= self.first[b] <= self.last[a]
+
+    def common(self, a: int, b: int) -> int:
+        """The nearest block that dominates both."""
+        return _meet(a, b, self.idom, self.position)
+
+
+def _entered_at_header(block: int, target: int, tree: _Tree, headers: dict[int, tuple[int, int]],
+                       header_of: dict[int, int]) -> None:
+    """A branch from ``block`` to ``target``, which ``block`` does not dominate, enters no construct (the blocks
+    a header dominates, less those its merge block dominates) from a block its merge block dominates, but at
+    its header or at an exit of the constructs around it (their merge blocks, continue targets and loop
+    headers, where a break or continue goes). The merge block of such a construct lies on the dominator tree's
+    path from ``block`` up to (not including) the nearest block dominating both, and its header dominates
+    that block."""
+    top = tree.common(block, target)
+    up = block
+    while up != top:
+        header = header_of.get(up)
+        if header is not None and header != target and tree.dominates(header, top) and \
+                target not in _exits(header, tree, headers):
+            raise SpirvError(f"%{block}, after the merge block of header %{header}, branches back into its "
+                             "construct")
+        up = tree.idom[up]
+
+
+def _exits(header: int, tree: _Tree, headers: dict[int, tuple[int, int]]) -> set[int]:
+    """Where a break or continue from inside the constructs around ``header``'s may go: their headers, merge
+    blocks and continue targets. A construct around it is one whose header strictly dominates it and whose
+    merge block does not."""
+    out: set[int] = set()
+    up = header
+    while tree.idom[up] != up:
+        up = tree.idom[up]
+        if up in headers:
+            merge, continue_target = headers[up]
+            if merge not in tree.first or not tree.dominates(merge, header):
+                out.update((up, merge, continue_target))
     return out
 
 
-def _back_edge(block: int, header: int, idom: dict[int, int], merges: dict[int, tuple[int, int]],
+def _back_edge(block: int, header: int, tree: _Tree, merges: dict[int, tuple[int, int]],
                back_edges: dict[int, int]) -> None:
     """A branch from ``block`` to ``header``, which does not come after it: a loop's back edge."""
-    if not _dominates(header, block, idom):
+    if not tree.dominates(header, block):
         raise SpirvError(f"the branch from %{block} to %{header} closes a cycle that enters no loop at its header")
     continue_target = merges.get(header, (0, 0))[1]
     if not continue_target:
         raise SpirvError(f"the branch from %{block} back to %{header} targets no loop header")
-    if not _dominates(continue_target, block, idom):
+    if continue_target not in tree.first or not tree.dominates(continue_target, block):
         raise SpirvError(f"the back edge from %{block} to %{header} leaves from outside its continue construct")
     if back_edges.setdefault(header, block) != block:
         raise SpirvError(f"loop header %{header} is the target of two back edges")
@@ -138,12 +175,3 @@ def _meet(a: int, b: int, idom: dict[int, int], position: dict[int, int]) -> int
             b = idom[b]
     return a
 
-
-def _dominates(a: int, b: int, idom: dict[int, int]) -> bool:
-    """Whether block ``a`` dominates block ``b`` (both reachable)."""
-    while b != a:
-        up = idom[b]
-        if up == b:
-            return False
-        b = up
-    return True

@@ -233,10 +233,10 @@ def _atomic_store(m: _Module, op: int, w: tuple, _: int) -> None:
 def _phi(m: _Module, op: int, w: tuple, _: int) -> None:
     if m.key(w[0]) == (19,):
         raise SpirvError("its result type is void")
-    preds = [label for label, targets in m.succ.items() if m.block_of.get(m.at) in targets]
+    block = m.block_of.get(m.at)
     for i in range(2, len(w), 2):
         _same_key(m, w[i], m.key(w[0]), "incoming value")
-        if w[i + 1] not in preds:
+        if block not in m.succ.get(w[i + 1], ()):
             raise SpirvError(f"parent {m.describe(w[i + 1])} does not branch to its block")
 
 
