@@ -209,10 +209,11 @@ def _reads(*spec: str) -> tuple[tuple[str | None, str, bool], ...]:
 #: What identifies a CUDA array of each library, read cheaply on every use, in C (torch builds its
 #: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
 #: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted. Torch's
-#: is_contiguous() stands for its strides: an array found again was contiguous, and of one shape the row-major
-#: strides are one (torch ignores those of size-1 dimensions, which address nothing else).
+#: is_contiguous() and CuPy's _c_contiguous (a bool it keeps with its strides) stand for the strides: an array found
+#: again was contiguous, and of one shape the row-major strides are one (both ignore those of size-1 dimensions,
+#: which address nothing else). CuPy's strides getter builds a tuple on each read.
 _PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad"),
-           "cupy": _reads("data.ptr", "shape", "strides", "dtype"),
+           "cupy": _reads("data.ptr", "shape", "_c_contiguous", "dtype"),
            "jaxlib": _reads("is_deleted()"), "jax": _reads("is_deleted()")}
 # The C call's type (_csrc/call.c: the base of launch.py's Kernel, ComputeGraph and BoundLaunch), made once on the
 # extension module; its static read_print makes the prints below.
