@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import CorruptedDataError
 from .spirv_cfg import check_function
+from .spirv_header import check_header
 from .spirv_ops import ANYWHERE, CONSTANTS, OPS, OUTSIDE, TERMINATORS, TYPES
 from .spirv_rules import RULES, SpirvError, string_end
 
@@ -63,10 +64,13 @@ def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> st
     try:
         module.read()
         module.check_references()
+        check_header(module)
         module.check_layout()
+        trees = {}
         for entry, function in module.entries.items():
             module.at = function  # where a control flow error is reported
-            check_function(entry, module.succ, module.merges)
+            trees[function] = check_function(entry, module.succ, module.merges)
+        module.check_uses(trees)
         module.check_types()
         return module.unsupported
     except RecursionError:
@@ -302,6 +306,27 @@ class _Module:
             raise SpirvError(f"operand {self.describe(x)} belongs to another function")
         if d > k and role != "l" and self.insts[k][0] != _PHI:
             raise SpirvError(f"operand {self.describe(x)} is used before its definition")
+
+    def check_uses(self, trees: dict[int, Any]) -> None:
+        """Every use of a value a function defines is in a block its definition's block dominates (a phi's
+        input: the block it comes from), where both blocks are reachable."""
+        block_of, defs, fn, kinds = self.block_of, self.defs, self.fn, self.kinds
+        for k, (op, w) in enumerate(self.insts):
+            tree = trees.get(fn[k])
+            if tree is None or block_of.get(k) not in tree.first:
+                continue
+            if op == _PHI:
+                uses = [(w[i], w[i + 1]) for i in range(2, len(w) - 1, 2)]
+            else:
+                uses = [(x, block_of[k]) for _, x in self.refs[k] if kinds.get(x) == "v"]
+            for x, at in uses:
+                d = defs.get(x)
+                home = block_of.get(d) if d is not None and fn[d] == fn[k] else None
+                if home is not None and home != at and home in tree.first and at in tree.first and \
+                        not tree.dominates(home, at):
+                    self.at = k
+                    raise SpirvError(f"{self.describe(x)} is defined in block %{home}, which does not dominate its "
+                                     f"use in block %{at}")
 
     # ---- layout -----------------------------------------------------------------------------------------
 

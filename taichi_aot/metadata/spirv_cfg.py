@@ -23,10 +23,11 @@ from __future__ import annotations
 from .spirv_rules import SpirvError
 
 
-def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tuple[int, int]]) -> None:
+def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tuple[int, int]]) -> _Tree:
     """Check one function's control flow: ``succ`` maps each of its blocks (by label) to the blocks it branches
     to, ``merges`` each header to (its merge block, its continue target or 0 for a selection). The cost grows
-    with the blocks and branches, and with how far up the dominator tree a branch that joins two paths reaches."""
+    with the blocks and branches, and with how far up the dominator tree a branch that joins two paths reaches.
+    Returns the function's dominator tree."""
     order = _reverse_postorder(entry, succ)
     position = {block: i for i, block in enumerate(order)}
     tree = _Tree(order, _dominators(order, position, succ), position)
@@ -44,10 +45,14 @@ def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tup
         if continue_target in position and header not in back_edges:
             raise SpirvError(f"loop header %{header} is the target of no back edge")
     header_of = {merge: header for header, (merge, _) in headers.items() if merge in position}
+    loop_of = {x: header for header, (merge, cont) in headers.items() if cont for x in (merge, cont)}
+    inner = _innermost(order[0], tree, headers, header_of)
     for block in order:
         for target in succ[block]:
             if not tree.dominates(block, target):
                 _entered_at_header(block, target, tree, headers, header_of)
+            _left_structured(block, target, tree, headers, loop_of, inner)
+    return tree
 
 
 class _Tree:
@@ -59,6 +64,7 @@ class _Tree:
         children: dict[int, list[int]] = {block: [] for block in order}
         for block in order[1:]:
             children[idom[block]].append(block)
+        self.children = children
         self.first: dict[int, int] = {}  # a block's number in a depth-first walk of the tree
         self.last: dict[int, int] = {}  # the greatest number in its subtree
         count, stack = 0, [(order[0], False)]
@@ -98,6 +104,46 @@ def _entered_at_header(block: int, target: int, tree: _Tree, headers: dict[int, 
             raise SpirvError(f"%{block}, after the merge block of header %{header}, branches back into its "
                              "construct")
         up = tree.idom[up]
+
+
+def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]],
+               header_of: dict[int, int]) -> dict[int, int]:
+    """{block: the header of the innermost construct holding it} (0: none), walking the dominator tree down: a
+    construct opens at its header and closes at its merge block."""
+    inner: dict[int, int] = {}
+    stack: list[tuple[int, tuple]] = [(entry, ())]  # (block, the open headers above it, innermost first)
+    while stack:
+        block, open_ = stack.pop()
+        closed = header_of.get(block)
+        if closed is not None and closed in open_:
+            open_ = tuple(h for h in open_ if h != closed)
+        if block in headers:
+            open_ = (block, *open_)
+        inner[block] = open_[0] if open_ else 0
+        stack.extend((child, open_) for child in tree.children[block])
+    return inner
+
+
+def _left_structured(block: int, target: int, tree: _Tree, headers: dict[int, tuple[int, int]],
+                     loop_of: dict[int, int], inner: dict[int, int]) -> None:
+    """A branch to a loop's merge block or continue target comes from inside the loop; a branch out of the
+    innermost construct holding ``block`` goes to its merge block or to where a break or continue of the
+    constructs around it goes."""
+    loop = loop_of.get(target)
+    if loop is not None and not _inside(loop, block, tree, headers):
+        raise SpirvError(f"%{block} branches to %{target}, the merge block or continue target of loop %{loop}, "
+                         "from outside the loop")
+    header = inner[block]
+    if header and target != headers[header][0] and not _inside(header, target, tree, headers) and \
+            target not in _exits(header, tree, headers):
+        raise SpirvError(f"%{block} leaves the construct of header %{header} for %{target}, neither its merge "
+                         "block nor a break or continue of the constructs around it")
+
+
+def _inside(header: int, block: int, tree: _Tree, headers: dict[int, tuple[int, int]]) -> bool:
+    """Whether ``block`` is in the construct of ``header``: dominated by it, not by its merge block."""
+    merge = headers[header][0]
+    return tree.dominates(header, block) and not (merge in tree.first and tree.dominates(merge, block))
 
 
 def _exits(header: int, tree: _Tree, headers: dict[int, tuple[int, int]]) -> set[int]:

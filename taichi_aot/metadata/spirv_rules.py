@@ -30,12 +30,16 @@ class SpirvError(Exception):
 
 
 def string_end(w: tuple[int, ...], j: int) -> int:
-    """The word after a literal string starting at ``w[j]``."""
+    """The word after a literal string starting at ``w[j]`` (its last word holds its terminating zero, and zeros
+    after it)."""
     while j < len(w):
         word = w[j]
         j += 1
-        if not word & 0xFF000000 or not word & 0xFF0000 or not word & 0xFF00 or not word & 0xFF:
-            return j
+        for shift in (0, 8, 16, 24):
+            if not (word >> shift) & 0xFF:
+                if word >> shift:
+                    raise SpirvError("a literal string padded with other bytes than zeros")
+                return j
     raise SpirvError("a literal string without its terminating zero")
 
 
