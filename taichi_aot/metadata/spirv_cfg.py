@@ -44,6 +44,8 @@ def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tup
             raise SpirvError(f"loop header %{header} does not dominate its continue target %{continue_target}")
         if continue_target in position and header not in back_edges:
             raise SpirvError(f"loop header %{header} is the target of no back edge")
+        if continue_target and merge not in position:
+            _ends(header, tree, succ)
     header_of = {merge: header for header, (merge, _) in headers.items() if merge in position}
     loop_of = {x: header for header, (merge, cont) in headers.items() if cont for x in (merge, cont)}
     inner = _innermost(order[0], tree, headers, header_of)
@@ -67,6 +69,7 @@ class _Tree:
         self.children = children
         self.first: dict[int, int] = {}  # a block's number in a depth-first walk of the tree
         self.last: dict[int, int] = {}  # the greatest number in its subtree
+        self.walk: list[int] = []  # the blocks by their number
         count, stack = 0, [(order[0], False)]
         while stack:
             block, done = stack.pop()
@@ -74,6 +77,7 @@ class _Tree:
                 self.last[block] = count - 1
                 continue
             self.first[block] = count
+            self.walk.append(block)
             count += 1
             stack.append((block, True))
             stack.extend((child, False) for child in children[block])
@@ -104,6 +108,17 @@ def _entered_at_header(block: int, target: int, tree: _Tree, headers: dict[int, 
             raise SpirvError(f"%{block}, after the merge block of header %{header}, branches back into its "
                              "construct")
         up = tree.idom[up]
+
+
+def _ends(header: int, tree: _Tree, succ: dict[int, list[int]]) -> None:
+    """A loop whose merge block cannot be reached ends only where a block it dominates returns (or stops) or
+    branches to a block it does not dominate (a break or continue of a loop around it): else, once entered, it
+    runs for ever."""
+    for block in tree.walk[tree.first[header]:tree.last[header] + 1]:
+        if not succ[block] or not all(tree.dominates(header, target) for target in succ[block]):
+            return
+    raise SpirvError(f"the loop of header %{header} never ends: its merge block cannot be reached, and no block in "
+                     "it returns or leaves it")
 
 
 def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]],

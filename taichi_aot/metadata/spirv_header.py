@@ -69,7 +69,8 @@ _BUILTIN, _DESCRIPTOR_SET = 11, 34
 _BUILTINS = {24: 3, 26: 3, 27: 3, 28: 3, 29: 1, 36: 1, 38: 1, 40: 1, 41: 1, 4416: 4, 4417: 4, 4418: 4,
              4419: 4, 4420: 4, 4438: 1}
 _WORKGROUP_SIZE = 25  # decorates a 3-vector constant
-_INPUT = 1
+_INPUT, _OUTPUT = 1, 3
+_COMPOSITE, _SPEC_COMPOSITE, _SPEC_CONSTANT = 44, 51, 50
 
 
 def check_header(m: _Module) -> None:
@@ -78,6 +79,7 @@ def check_header(m: _Module) -> None:
     counts = {14: 0, 15: 0}
     sets: set[int] = set()
     sized = False
+    inputs, builtins = [], set()
     for k, (op, w) in enumerate(m.insts):
         m.at = k
         if op in _ANYWHERE:
@@ -92,16 +94,27 @@ def check_header(m: _Module) -> None:
             continue
         if op in counts:
             counts[op] += 1
+        if op == _VARIABLE and w[2] in (_INPUT, _OUTPUT):
+            inputs.append(k)
+        elif op == _DECORATE and w[1] == _BUILTIN:
+            builtins.add(w[0])
         sized = _module_level(m, op, w, sets) or sized
     m.at = 0
-    if counts[14] != 1:
-        raise SpirvError(f"{counts[14]} memory models (one is due)")
-    if not counts[15]:
-        raise SpirvError("no entry point")
-    if not sized:
-        raise SpirvError("no work-group size (LocalSize, LocalSizeId or a WorkgroupSize constant)")
+    if counts[14] != 1 or not counts[15] or not sized:
+        raise SpirvError(f"{counts[14]} memory model(s) (one is due), {counts[15]} entry point(s), "
+                         f"{'a' if sized else 'no'} work-group size (LocalSize, LocalSizeId or WorkgroupSize)")
     if sets != set(range(len(sets))):
         raise SpirvError(f"descriptor sets {sorted(sets)}: the library numbers them from 0 without a gap")
+    _interface(m, inputs, builtins)
+
+
+def _interface(m: _Module, variables: list[int], builtins: set[int]) -> None:
+    """A compute shader's inputs (``variables``: the instructions of its Input and Output variables) are its
+    built-ins, and it has no outputs."""
+    for k in variables:
+        m.at = k
+        if m.insts[k][1][2] == _OUTPUT or m.insts[k][1][1] not in builtins:
+            raise SpirvError("an Input variable that is no built-in, or an Output variable")
 
 
 def _module_level(m: _Module, op: int, w: tuple[int, ...], sets: set[int]) -> bool:
@@ -153,9 +166,11 @@ def _decoration(m: _Module, op: int, w: tuple[int, ...], sets: set[int]) -> bool
 def _builtin(m: _Module, target: int, builtin: int) -> bool:
     """A built-in decoration of ``target``: one of a compute shader's, on a variable or constant of its type."""
     if builtin == _WORKGROUP_SIZE:
-        shape = m.shape(m.type_of(target)) if m.op_of(target) in CONSTANTS else None
-        if shape != ("i", 32, 3):
-            raise SpirvError(f"WorkgroupSize decorates {m.describe(target)}, no constant of 3 32-bit integers")
+        shape = m.shape(m.type_of(target)) if m.op_of(target) in (_COMPOSITE, _SPEC_COMPOSITE) else None
+        sizes = [_value(m, x) for x in m.insts[m.defs[target]][1][2:]] if shape == ("i", 32, 3) else []
+        if len(sizes) != 3 or not all(1 <= x <= 1024 for x in sizes) or sizes[0] * sizes[1] * sizes[2] > 1024:
+            raise SpirvError(f"WorkgroupSize decorates {m.describe(target)}, no constant of 3 32-bit integers "
+                             "making a work group of at most 1024")
         return True
     count = _BUILTINS.get(builtin)
     if count is None:
@@ -168,6 +183,12 @@ def _builtin(m: _Module, target: int, builtin: int) -> bool:
         raise SpirvError(f"built-in {builtin} decorates {m.describe(target)}, not an Input of {count} 32-bit "
                          "integer(s)")
     return False
+
+
+def _value(m: _Module, x: int) -> int:
+    """The value of a 32-bit integer constant or spec constant (its default), or -1."""
+    op, w = m.insts[m.defs[x]]
+    return w[2] if op in (43, _SPEC_CONSTANT) and len(w) == 3 else -1
 
 
 def _string(w: tuple[int, ...], j: int) -> str:

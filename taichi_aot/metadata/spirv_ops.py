@@ -81,8 +81,8 @@ OPS: dict[int, tuple[str, str, str]] = {
     138: ("SRem", _F, "int"), 139: ("SMod", _F, "int"), 140: ("FRem", _F, "float"), 141: ("FMod", _F, "float"),
     142: ("VectorTimesScalar", _F, ""), 143: ("MatrixTimesScalar", _F, ""), 144: ("VectorTimesMatrix", _F, ""),
     145: ("MatrixTimesVector", _F, ""), 146: ("MatrixTimesMatrix", _F, ""), 147: ("OuterProduct", _F, ""),
-    148: ("Dot", _F, ""), 149: ("IAddCarry", _F, ""), 150: ("ISubBorrow", _F, ""), 151: ("UMulExtended", _F, ""),
-    152: ("SMulExtended", _F, ""),
+    148: ("Dot", _F, "dot"), 149: ("IAddCarry", _F, "extended"), 150: ("ISubBorrow", _F, "extended"),
+    151: ("UMulExtended", _F, "extended"), 152: ("SMulExtended", _F, "extended"),
     # relational and logical
     154: ("Any", _U, "reduce"), 155: ("All", _U, "reduce"), 156: ("IsNan", _U, "ftest"), 157: ("IsInf", _U, "ftest"),
     158: ("IsFinite", _U, "ftest"), 159: ("IsNormal", _U, "ftest"), 160: ("SignBitSet", _U, "ftest"),
@@ -115,7 +115,7 @@ OPS: dict[int, tuple[str, str, str]] = {
     5614: ("AtomicFMinEXT", _ATOMIC, "atomic"), 5615: ("AtomicFMaxEXT", _ATOMIC, "atomic"),
     6035: ("AtomicFAddEXT", _ATOMIC, "atomic"),
     # control flow
-    245: ("Phi", "TRP", "phi"), 246: ("LoopMerge", "llN", ""), 247: ("SelectionMerge", "ln", ""),
+    245: ("Phi", "TRP", "phi"), 246: ("LoopMerge", "llN", "loopmerge"), 247: ("SelectionMerge", "ln", "selectionmerge"),
     248: ("Label", "R", ""), 249: ("Branch", "l", ""), 250: ("BranchConditional", "vllN", "condition"),
     251: ("Switch", "vlW", "switch"),
     252: ("Kill", "", ""), 253: ("Return", "", "return"), 254: ("ReturnValue", "v", "return"),
@@ -157,3 +157,8 @@ OUTSIDE = frozenset((2, 3, 4, 5, 6, 7, 10, 11, 14, 15, 16, 17, 39, 71, 72, 73, 7
 #: operands' signedness may differ).
 GLSL_FLOAT_SAME = frozenset((1, 2, 3, 4, 6, *range(8, 33), 37, 40, 43, 46, 48, 49, 50))
 GLSL_INT_SAME = frozenset((5, 7, 38, 39, 41, 42, 44, 45))
+#: How many operands each GLSL.std.450 instruction a compute shader may use takes (the interpolation ones,
+#: 76-78, are a fragment shader's).
+GLSL_ARITY = {**dict.fromkeys((*range(1, 25), *range(27, 35), 36, 52, *range(54, 67), 69, 73, 74, 75), 1),
+              **dict.fromkeys((25, 26, 35, 37, 38, 39, 40, 41, 42, 48, 51, 53, 67, 68, 71, 79, 80), 2),
+              **dict.fromkeys((43, 44, 45, 46, 47, 49, 50, 70, 72, 81), 3)}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .spirv_ops import CONSTANTS, GLSL_FLOAT_SAME, GLSL_INT_SAME, OPS
+from .spirv_ops import CONSTANTS, GLSL_ARITY, GLSL_FLOAT_SAME, GLSL_INT_SAME, OPS
 
 if TYPE_CHECKING:
     from .spirv import _Module
@@ -338,6 +338,8 @@ def _ext(m: _Module, op: int, w: tuple, _: int) -> None:
     for x in w[4:]:
         if not m.is_value(x):
             raise SpirvError(f"operand {m.describe(x)} is not a value")
+    if GLSL_ARITY.get(w[3]) != len(w) - 4:
+        raise SpirvError(f"GLSL.std.450 instruction {w[3]} with {len(w) - 4} operand(s), none a compute shader has")
     kind = "f" if w[3] in GLSL_FLOAT_SAME else "i" if w[3] in GLSL_INT_SAME else ""
     if kind:
         result = m.shape(w[0])
@@ -577,6 +579,47 @@ def _type_image(m: _Module, op: int, w: tuple, _: int) -> None:
     sampled = m.key(w[1])
     if not (sampled == (19,) or sampled[0] in ("i", "f")):
         raise SpirvError(f"an image of {m.describe(w[1])}")
+    dim, depth, arrayed, multisampled, use, image_format = w[2:8]
+    access = w[8:]
+    if not (dim in (0, 1, 2, 3, 5) and depth <= 2 and arrayed <= 1 and multisampled <= 1 and use in (1, 2)
+            and image_format <= 41 and len(access) <= 1 and all(a <= 2 for a in access)):
+        raise SpirvError(f"an image of operands {w[2:]}, which no Vulkan image has")
+
+
+#: Loop controls: {bit: the literals it takes}: Unroll, DontUnroll, DependencyInfinite, DependencyLength,
+#: MinIterations, MaxIterations, IterationMultiple, PeelCount, PartialCount.
+_LOOP_CONTROLS = {0x1: 0, 0x2: 0, 0x4: 0, 0x8: 1, 0x10: 1, 0x20: 1, 0x40: 1, 0x80: 1, 0x100: 1}
+
+
+def _loop_merge(m: _Module, op: int, w: tuple, _: int) -> None:
+    control = w[2]
+    if control & ~0x1FF or (control & 3) == 3 or len(w) - 3 != sum(n for bit, n in _LOOP_CONTROLS.items()
+                                                                if control & bit):
+        raise SpirvError(f"loop control {control:#x} with {len(w) - 3} literal(s)")
+
+
+def _selection_merge(m: _Module, op: int, w: tuple, _: int) -> None:
+    if w[1] not in (0, 1, 2):
+        raise SpirvError(f"selection control {w[1]:#x}")
+
+
+def _dot(m: _Module, op: int, w: tuple, _: int) -> None:
+    result = m.shape(w[0])
+    if result[0] != "f" or result[2] != 1:
+        raise SpirvError(f"its result type is {_show(result)}")
+    for x in w[2:]:
+        shape = m.shape(m.type_of(x))
+        if not (shape[0] == "f" and shape[1] == result[1] and shape[2] > 1):
+            raise SpirvError(f"operand {m.describe(x)} is no vector of the result's type")
+    _same_key(m, w[3], m.key(m.type_of(w[2])), "operand")
+
+
+def _extended(m: _Module, op: int, w: tuple, _: int) -> None:
+    """IAddCarry, ISubBorrow, UMulExtended, SMulExtended: a struct of two members of the operands' type."""
+    operand = m.key(m.type_of(w[2]))
+    if m.shape(m.type_of(w[2]))[0] != "i" or m.key(w[0]) != (_STRUCT, operand, operand):
+        raise SpirvError("its result type is no struct of two integers of its operands' type")
+    _same_key(m, w[3], operand, "operand")
 
 
 def _type_sampled(m: _Module, op: int, w: tuple, _: int) -> None:
@@ -598,4 +641,5 @@ RULES: dict[str, Rule] = {
     "bool": _bool, "constant": _constant, "tint": _type_int, "tfloat": _type_float, "tvector": _type_vector,
     "tmatrix": _type_matrix, "telement": _type_element, "tarray": _type_array, "tstruct": _type_struct,
     "tpointer": _type_pointer, "tfunction": _type_function, "timage": _type_image, "tsampled": _type_sampled,
+    "loopmerge": _loop_merge, "selectionmerge": _selection_merge, "dot": _dot, "extended": _extended,
 }
