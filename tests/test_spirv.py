@@ -27,6 +27,8 @@ Inst = tuple  # (word offset, opcode, operand words)
 
 CHAIN, LOAD, STORE, IADD, LABEL, BRANCH, LOOP_MERGE, DECORATE, BOOL, INT, STRUCT, POINTER = (
     65, 61, 62, 128, 248, 249, 246, 71, 20, 21, 30, 32)  # opcodes
+CAPABILITY, IMPORT, MEMORY_MODEL, ENTRY, CONDITIONAL = 17, 11, 14, 15, 250
+BINDING, DESCRIPTOR_SET, BUILTIN = 33, 34, 11  # decorations
 
 
 def _insts(words: Words) -> list[Inst]:
@@ -56,6 +58,27 @@ def _swap(words: Words, inst: Inst, a: int, b: int) -> None:
     words[inst[0] + 1 + a], words[inst[0] + 1 + b] = inst[2][b], inst[2][a]
 
 
+def _decoration(insts: list[Inst], kind: int) -> Inst:
+    return next(inst for inst in insts if inst[1] == DECORATE and inst[2][1] == kind)
+
+
+def _nops(words: Words, inst: Inst) -> None:
+    """The instruction made OpNops, as many as its words."""
+    words[inst[0]:inst[0] + 1 + len(inst[2])] = [1 << 16] * (1 + len(inst[2]))
+
+
+def _text(word: str) -> int:
+    return int.from_bytes(word.encode(), "little")
+
+
+def _loop_exit_made_a_loop(words: Words, insts: list[Inst]) -> None:
+    """The conditional branch that leaves the first loop for its merge block goes to its other target instead."""
+    merge = _first(insts, LOOP_MERGE)[2][0]
+    branch = next(inst for inst in insts if inst[1] == CONDITIONAL and merge in inst[2][1:3])
+    targets = list(branch[2][1:3])
+    _set(words, branch, 1 + targets.index(merge), targets[1 - targets.index(merge)])
+
+
 def _array_chain(insts: list[Inst]) -> Inst:
     """The first access chain to an array's element: (type, result, base, 0, index)."""
     return next(inst for inst in insts if inst[1] == CHAIN and len(inst[2]) == 5)
@@ -82,6 +105,18 @@ DAMAGE: dict[str, Callable[[Words, list[Inst]], None]] = {
     "a Block decoration moved to an integer type": lambda w, i: _set(
         w, next(inst for inst in i if inst[1] == DECORATE and inst[2][1] == 2), 0, _defined(i, INT)),
     "a struct member made a pointer": lambda w, i: _set(w, _first(i, STRUCT), 1, _defined(i, POINTER)),
+    # found by benchmarks/fuzz_spirv.py: each crashed lavapipe (a pipeline it refused, which the library then used,
+    # or a shader it ran) or hung the process
+    "an unknown decoration": lambda w, i: _set(w, _decoration(i, BINDING), 1, 0x4A6FCA7D),
+    "a built-in a compute shader has not": lambda w, i: _set(w, _decoration(i, BUILTIN), 2, 23),
+    "a built-in input left undecorated": lambda w, i: _nops(w, _decoration(i, BUILTIN)),
+    "a descriptor set after a gap": lambda w, i: _set(w, _decoration(i, DESCRIPTOR_SET), 2, 1 << 25),
+    "an unknown capability": lambda w, i: _set(w, _first(i, CAPABILITY), 0, 0xFCEA1B9E),
+    "an instruction set of another name": lambda w, i: _set(w, _first(i, IMPORT), 1, _text("GLL.")),
+    "another memory model": lambda w, i: _set(w, _first(i, MEMORY_MODEL), 0, 1),
+    "the entry point renamed": lambda w, i: _set(w, _first(i, ENTRY), 2, _text("mbin")),
+    "an unknown loop control": lambda w, i: _set(w, _first(i, LOOP_MERGE), 2, 0x4000),
+    "a loop that never ends": _loop_exit_made_a_loop,
 }
 
 
