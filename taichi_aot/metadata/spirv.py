@@ -308,8 +308,8 @@ class _Module:
             raise SpirvError(f"operand {self.describe(x)} is used before its definition")
 
     def check_uses(self, trees: dict[int, Any]) -> None:
-        """Every use of a value a function defines is in a block its definition's block dominates (a phi's
-        input: the block it comes from), where both blocks are reachable."""
+        """Every use of a value a function defines, in a block that can be reached, is in a block its definition's
+        block dominates (a phi's input: the block it comes from); a block that cannot be reached dominates none."""
         block_of, defs, fn, kinds = self.block_of, self.defs, self.fn, self.kinds
         for k, (op, w) in enumerate(self.insts):
             tree = trees.get(fn[k])
@@ -322,8 +322,8 @@ class _Module:
             for x, at in uses:
                 d = defs.get(x)
                 home = block_of.get(d) if d is not None and fn[d] == fn[k] else None
-                if home is not None and home != at and home in tree.first and at in tree.first and \
-                        not tree.dominates(home, at):
+                if home is not None and home != at and at in tree.first and \
+                        (home not in tree.first or not tree.dominates(home, at)):
                     self.at = k
                     raise SpirvError(f"{self.describe(x)} is defined in block %{home}, which does not dominate its "
                                      f"use in block %{at}")

@@ -27,34 +27,62 @@ def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tup
     """Check one function's control flow: ``succ`` maps each of its blocks (by label) to the blocks it branches
     to, ``merges`` each header to (its merge block, its continue target or 0 for a selection). The cost grows
     with the blocks and branches, and with how far up the dominator tree a branch that joins two paths reaches.
-    Returns the function's dominator tree."""
+    Returns the function's dominator tree.
+
+    Constructs are found by structural dominance, as SPIR-V defines them: dominance in the flow where each
+    header also branches to its merge block and continue target (so a loop's merge block is no part of a
+    selection inside the loop, though only the selection's block branches to it)."""
+    tree = _tree(entry, succ)
+    back_edges: dict[int, int] = {}
+    for block in tree.walk:
+        for target in succ[block]:
+            if tree.position[target] <= tree.position[block]:
+                _back_edge(block, target, tree, merges, back_edges)
+    headers = {header: merges[header] for header in merges if header in tree.first}
+    structural = {block: list(targets) for block, targets in succ.items()}
+    for header, (merge, continue_target) in headers.items():
+        structural[header] += [x for x in (merge, continue_target) if x in succ]
+    shape = _tree(entry, structural)
+    for header, (merge, continue_target) in headers.items():
+        _header(header, merge, continue_target, tree, shape, back_edges, succ)
+    _constructs(tree, shape, succ, headers)
+    return tree
+
+
+def _tree(entry: int, succ: dict[int, list[int]]) -> _Tree:
     order = _reverse_postorder(entry, succ)
     position = {block: i for i, block in enumerate(order)}
-    tree = _Tree(order, _dominators(order, position, succ), position)
-    back_edges: dict[int, int] = {}
-    for block in order:
-        for target in succ[block]:
-            if position[target] <= position[block]:
-                _back_edge(block, target, tree, merges, back_edges)
-    headers = {header: merges[header] for header in merges if header in position}
+    return _Tree(order, _dominators(order, position, succ), position)
+
+
+def _header(header: int, merge: int, continue_target: int, tree: _Tree, shape: _Tree, back_edges: dict[int, int],
+            succ: dict[int, list[int]]) -> None:
+    """A header (of a block that can be reached) against its merge block and continue target."""
+    if merge in tree.first and (merge == header or not shape.dominates(header, merge)):
+        raise SpirvError(f"header %{header} does not dominate its merge block %{merge}")
+    if continue_target in tree.first and not shape.dominates(header, continue_target):
+        raise SpirvError(f"loop header %{header} does not dominate its continue target %{continue_target}")
+    if continue_target in tree.first and header not in back_edges:
+        raise SpirvError(f"loop header %{header} is the target of no back edge")
+    if continue_target and merge not in tree.first:
+        _ends(header, tree, succ)
+
+
+def _constructs(tree: _Tree, shape: _Tree, succ: dict[int, list[int]], headers: dict[int, tuple[int, int]]) -> None:
+    """Each branch enters a construct only at its header and leaves it only for a merge block or continue target
+    of the constructs it may (see _entered_at_header and _left_structured); ``shape``: the structural tree."""
+    header_of = {merge: header for header, (merge, _) in headers.items() if merge in shape.first}
+    roles: dict[int, list[tuple[str, int]]] = {}  # a block -> ("merge" or "continue", of which header)
     for header, (merge, continue_target) in headers.items():
-        if merge in position and (merge == header or not tree.dominates(header, merge)):
-            raise SpirvError(f"header %{header} does not dominate its merge block %{merge}")
-        if continue_target in position and not tree.dominates(header, continue_target):
-            raise SpirvError(f"loop header %{header} does not dominate its continue target %{continue_target}")
-        if continue_target in position and header not in back_edges:
-            raise SpirvError(f"loop header %{header} is the target of no back edge")
-        if continue_target and merge not in position:
-            _ends(header, tree, succ)
-    header_of = {merge: header for header, (merge, _) in headers.items() if merge in position}
-    loop_of = {x: header for header, (merge, cont) in headers.items() if cont for x in (merge, cont)}
-    inner = _innermost(order[0], tree, headers, header_of)
-    for block in order:
+        roles.setdefault(merge, []).append(("merge", header))
+        if continue_target:
+            roles.setdefault(continue_target, []).append(("continue", header))
+    inner = _innermost(shape.walk[0], shape, headers, header_of)
+    for block in tree.walk:
         for target in succ[block]:
-            if not tree.dominates(block, target):
-                _entered_at_header(block, target, tree, headers, header_of)
-            _left_structured(block, target, tree, headers, loop_of, inner)
-    return tree
+            if not shape.dominates(block, target):
+                _entered_at_header(block, target, shape, headers, header_of)
+            _left_structured(block, target, shape, headers, roles, inner)
 
 
 class _Tree:
@@ -122,10 +150,10 @@ def _ends(header: int, tree: _Tree, succ: dict[int, list[int]]) -> None:
 
 
 def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]],
-               header_of: dict[int, int]) -> dict[int, int]:
-    """{block: the header of the innermost construct holding it} (0: none), walking the dominator tree down: a
-    construct opens at its header and closes at its merge block."""
-    inner: dict[int, int] = {}
+               header_of: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """{block: (the header of the innermost construct holding it, of the innermost loop construct)} (0: none),
+    walking the dominator tree down: a construct opens at its header and closes at its merge block."""
+    inner: dict[int, tuple[int, int]] = {}
     stack: list[tuple[int, tuple]] = [(entry, ())]  # (block, the open headers above it, innermost first)
     while stack:
         block, open_ = stack.pop()
@@ -134,25 +162,24 @@ def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]],
             open_ = tuple(h for h in open_ if h != closed)
         if block in headers:
             open_ = (block, *open_)
-        inner[block] = open_[0] if open_ else 0
+        inner[block] = (open_[0] if open_ else 0, next((h for h in open_ if headers[h][1]), 0))
         stack.extend((child, open_) for child in tree.children[block])
     return inner
 
 
 def _left_structured(block: int, target: int, tree: _Tree, headers: dict[int, tuple[int, int]],
-                     loop_of: dict[int, int], inner: dict[int, int]) -> None:
-    """A branch to a loop's merge block or continue target comes from inside the loop; a branch out of the
-    innermost construct holding ``block`` goes to its merge block or to where a break or continue of the
-    constructs around it goes."""
-    loop = loop_of.get(target)
-    if loop is not None and not _inside(loop, block, tree, headers):
-        raise SpirvError(f"%{block} branches to %{target}, the merge block or continue target of loop %{loop}, "
-                         "from outside the loop")
-    header = inner[block]
-    if header and target != headers[header][0] and not _inside(header, target, tree, headers) and \
-            target not in _exits(header, tree, headers):
-        raise SpirvError(f"%{block} leaves the construct of header %{header} for %{target}, neither its merge "
-                         "block nor a break or continue of the constructs around it")
+                     roles: dict[int, list[tuple[str, int]]], inner: dict[int, tuple[int, int]]) -> None:
+    """A branch goes to the merge block of the innermost construct holding ``block`` or of the innermost loop
+    (a break), to that loop's continue target (a continue), or stays inside the innermost construct: a break or
+    continue reaches no further than the innermost loop."""
+    header, loop = inner[block]
+    for role, of in roles.get(target, ()):
+        if of not in ((header, loop) if role == "merge" else (loop,)):
+            raise SpirvError(f"%{block} branches to %{target}, the {role} {'block' if role == 'merge' else 'target'} "
+                             f"of header %{of}, which is not the innermost construct or loop holding it")
+    if header and target not in roles and not _inside(header, target, tree, headers):
+        raise SpirvError(f"%{block} leaves the construct of header %{header} for %{target}, which is no merge block "
+                         "or continue target")
 
 
 def _inside(header: int, block: int, tree: _Tree, headers: dict[int, tuple[int, int]]) -> bool:
