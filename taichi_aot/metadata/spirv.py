@@ -206,6 +206,7 @@ class _Module:
         self.merges: dict[int, tuple[int, int]] = {}  # a header's label -> (merge block, continue target or 0)
         self.laid_out: set[int] = set()  # structs with an Offset on a member
         self.blocks: set[int] = set()  # structs decorated Block or BufferBlock
+        self.buffer_blocks = False  # whether a struct is decorated BufferBlock (a Uniform one may be written)
         self.forward: set[int] = set()  # pointer types declared ahead (OpTypeForwardPointer)
         self.glsl: set[int] = set()  # ids of the GLSL.std.450 instruction set
         self.unsupported = ""  # why drivers cannot run it, though it is well formed
@@ -236,6 +237,7 @@ class _Module:
                 self.laid_out.add(w[0])
             elif op == 71 and w[1] in (2, 3):  # OpDecorate ... Block or BufferBlock
                 self.blocks.add(w[0])
+                self.buffer_blocks = self.buffer_blocks or w[1] == 3
             elif op == 39:
                 self.forward.add(w[0])
 
@@ -322,6 +324,9 @@ class _Module:
             for x, at in uses:
                 d = defs.get(x)
                 home = block_of.get(d) if d is not None and fn[d] == fn[k] else None
+                if home == at and d is not None and d > k and op != _PHI:
+                    self.at = k
+                    raise SpirvError(f"operand {self.describe(x)} is used before its definition")
                 if home is not None and home != at and at in tree.first and \
                         (home not in tree.first or not tree.dominates(home, at)):
                     self.at = k

@@ -173,8 +173,17 @@ def _load(m: _Module, op: int, w: tuple, _: int) -> None:
     _through(m, w[2], m.key(w[0]), "it loads")
 
 
+def _writable(m: _Module, pointer: int) -> None:
+    """Memory a shader may write: not a constant, an input or a push constant, nor a Uniform block (a Uniform
+    BufferBlock, older SPIR-V's storage buffer, is)."""
+    storage = m.pointee(pointer)[0]
+    if storage in (0, 1, 9) or (storage == 2 and not m.buffer_blocks):
+        raise SpirvError(f"it writes through {m.describe(pointer)}, to read-only memory (storage class {storage})")
+
+
 def _store(m: _Module, op: int, w: tuple, _: int) -> None:
     _through(m, w[0], m.key(m.type_of(w[1])), f"it stores {m.describe(w[1])}")
+    _writable(m, w[0])
 
 
 def _copy(m: _Module, op: int, w: tuple, _: int) -> None:
@@ -224,6 +233,7 @@ def _atomic(m: _Module, op: int, w: tuple, _: int) -> None:
     _through(m, w[2], m.key(w[0]), "it works")
     if m.pointee(w[2])[0] in _NO_ATOMICS:
         raise SpirvError(f"an atomic operation on memory of storage class {m.pointee(w[2])[0]}")
+    _writable(m, w[2])
     form = OPS[op][1]
     for i in range(3, len(form)):
         if form[i] == "v" and m.stored(m.key(m.type_of(w[i]))) != m.stored(m.key(w[0])):
@@ -232,6 +242,7 @@ def _atomic(m: _Module, op: int, w: tuple, _: int) -> None:
 
 def _atomic_store(m: _Module, op: int, w: tuple, _: int) -> None:
     _through(m, w[0], m.key(m.type_of(w[3])), f"it stores {m.describe(w[3])}")
+    _writable(m, w[0])
 
 
 def _phi(m: _Module, op: int, w: tuple, _: int) -> None:
