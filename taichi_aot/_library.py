@@ -330,6 +330,45 @@ class Quiet:
         self.output = _sink.since(self._start)
 
 
+class Cerr:
+    """Context manager around a C call whose C++ code may write to ``std::cerr`` (libtaichi_c_api's RHI reports
+    a pipeline the driver refused only so): file descriptor 2 points at a file of ours for the call, and ``.text``
+    holds what was written. Lines naming the RHI are kept out of the process's stderr (the caller raises them);
+    anything else written meanwhile (another thread's output) goes to stderr after the call. Calls under it are
+    serialized."""
+
+    __slots__ = ("_file", "_saved", "text")
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def __enter__(self) -> Cerr:
+        self._lock.acquire()
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._file.seek(0)
+            self.text = self._file.read(1 << 20).decode("utf-8", "replace")
+            self._file.close()
+        finally:
+            self._lock.release()
+        others = "".join(line for line in self.text.splitlines(True) if "RHI " not in line)
+        if others:
+            os.write(2, others.encode())
+
+
 def check_quiet(what: str, q: Quiet) -> None:
     """Like ``errors.check``, for a call made under :class:`Quiet`: the library's own words join the message."""
     if lib.ti_get_last_error(ffi.NULL, ffi.NULL) != 0:

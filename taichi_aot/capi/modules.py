@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _library, metadata
-from .._library import Quiet, check_quiet
+from .._library import Cerr, Quiet, check_quiet
 from .._native import lib
 from .._probe import host_cpu_arch, module_crash
 from ..enums import LLVM_ARCHS, Arch
@@ -143,14 +143,22 @@ def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, 
     why = entry.refused.get((kind, name))
     if why:  # the driver would crash making or running it
         raise NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
-    q = Quiet()
-    with q:
+    q, cerr = Quiet(), Cerr()
+    with q, cerr:
         handle = getter(aot_module, name.encode())
     code, message = take_last_error()
     if code != 0 or handle == NULL:
         # x64 reports an unknown kernel as INVALID_STATE, Vulkan as NAME_NOT_FOUND.
         detail = f" ({message})" if message and message != name else ""
         raise NameNotFoundError(f"{what}: the module has no {kind} named {name!r}{detail}")
+    refused = [line.strip() for line in (q.output + cerr.text).splitlines() if "RHI Error" in line]
+    if refused:
+        # On gfx backends a kernel's pipelines are made here; one the driver refused is kept by the library all the
+        # same, and a launch of it crashes: this kernel (or graph) is refused, now and on every later look-up.
+        why = (f"the driver could not make its pipeline (the library said: {' | '.join(refused[-2:])[:300]}): its "
+               "SPIR-V is damaged, or needs what this device does not have")
+        entry.refused[(kind, name)] = why
+        raise NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
     handles.register_module_child(kind, key, entry, handle, name)
     return handle
 

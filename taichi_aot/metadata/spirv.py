@@ -324,7 +324,7 @@ class _Module:
             for x, at in uses:
                 d = defs.get(x)
                 home = block_of.get(d) if d is not None and fn[d] == fn[k] else None
-                if home == at and d is not None and d > k and op != _PHI:
+                if home == at and d is not None and d >= k and op != _PHI:
                     self.at = k
                     raise SpirvError(f"operand {self.describe(x)} is used before its definition")
                 if home is not None and home != at and at in tree.first and \

@@ -41,9 +41,8 @@ _ANYWHERE = frozenset((0, 8, 317))  # OpNop, OpLine, OpNoLine
 #: Capabilities a Vulkan compute shader may declare (whether the device has them is the runtime's business).
 _CAPABILITIES = frozenset((
     0, 1, 9, 10, 11, 12, 18, 22, 25, 27, 28, 29, 30, 31, 34, 39, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 55, 56,
-    *range(61, 69), 71, 4423, 4428, 4429, 4430, 4431, 4433, 4434, 4435, 4437, 4441, 4442, 4448, 4449, 4450,
-    *range(4464, 4469), 5008, 5016, 5055, *range(5301, 5313), 5345, 5346, 5347, 5612, 5613, 5616, 6016, 6017, 6018,
-    6019, 6033, 6034, 6095,
+    *range(61, 69), 4423, 4428, 4429, 4430, 4431, 4433, 4434, 4435, 4437, 4441, 4442, 4448, 4449, 4450,
+    *range(4464, 4469), 5008, 5016, 5055, *range(5301, 5313), 5345, 5346, 5347, 5612, 5613, 5616, 6033, 6034, 6095,
 ))
 _EXTENSIONS = frozenset((
     "SPV_KHR_storage_buffer_storage_class", "SPV_KHR_variable_pointers", "SPV_KHR_16bit_storage",
