@@ -155,19 +155,19 @@ def test_damaged_spirv_is_refused_at_load(vulkan_rt, modules, tmp_path, damage):
     _add_runs(vulkan_rt, good)  # the process and the runtime carry on
 
 
-def _load_made_transpose(words: Words, insts: list[Inst]) -> None:
-    """The first load of an integer made an OpTranspose of the pointer (as many words): a kind of damage the
-    load-time check leaves to the driver."""
-    ints = {w[0] for _, op, w in insts if op == INT}
-    load = next(inst for inst in insts if inst[1] == LOAD and inst[2][0] in ints)
-    words[load[0]] = (words[load[0]] & 0xFFFF0000) | 84
+def _load_of_other_signedness(words: Words, insts: list[Inst]) -> None:
+    """The first load of an unsigned 32-bit integer made a load of a signed one through the same pointer: a
+    kind of damage the load-time check leaves to the driver (it never compares integers' signedness)."""
+    ints = {(w[1], w[2]): w[0] for _, op, w in insts if op == INT}
+    load = next(inst for inst in insts if inst[1] == LOAD and inst[2][0] == ints[(32, 0)])
+    _set(words, load, 0, ints[(32, 1)])
 
 
 def test_a_pipeline_the_driver_refuses_is_a_typed_error(vulkan_rt, modules, tmp_path):
     """Damage the check leaves to the driver: a driver that refuses the kernel's pipeline (made when the kernel is
     looked up) left the library holding none, and the launch crashed the process. The look-up is refused now, and
     every later one; the runtime and the module's other kernels carry on."""
-    folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _load_made_transpose)
+    folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _load_of_other_signedness)
     mod = vulkan_rt.load_module(folder)
     for _ in range(2):
         with pytest.raises(ta.NotSupportedError, match="kernel 'add' cannot run .* could not make its pipeline"):

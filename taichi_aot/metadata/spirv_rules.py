@@ -625,6 +625,84 @@ def _dot(m: _Module, op: int, w: tuple, _: int) -> None:
     _same_key(m, w[3], m.key(m.type_of(w[2])), "operand")
 
 
+def _matrix(key: Any) -> tuple[Any, int, int]:
+    """(component, rows, columns) of a matrix type's key, or (None, 0, 0)."""
+    if key[0] == 24 and key[1][0] == 23:
+        return key[1][1], key[1][2], key[2]
+    return None, 0, 0
+
+
+def _vector(key: Any) -> tuple[Any, int]:
+    """(component, count) of a vector type's key, a scalar's (itself, 1)."""
+    return (key[1], key[2]) if key[0] == 23 else (key, 1)
+
+
+def _linear(m: _Module, op: int, w: tuple, _: int) -> None:
+    """Transpose and the products of vectors and matrices: the operands' shapes make the result's."""
+    result, a = m.key(w[0]), m.key(m.type_of(w[2]))
+    b = m.key(m.type_of(w[3])) if len(w) > 3 else None
+    (rc, rr, rk), (ac, ar, ak) = _matrix(result), _matrix(a)
+    if op == 84:  # Transpose
+        ok = rc is not None and (ac, ar, ak) == (rc, rk, rr)
+    elif op in (142, 143):  # VectorTimesScalar, MatrixTimesScalar
+        ok = a == result and (rc if op == 143 else _vector(result)[0]) == b and b is not None and b[0] == "f"
+    elif op == 144:  # VectorTimesMatrix: vector(c, R) x matrix(R rows, C columns) = vector(c, C)
+        bc, br, bk = _matrix(b)
+        ok = bc is not None and _vector(a) == (bc, br) and _vector(result) == (bc, bk) and result[0] == 23
+    elif op == 145:  # MatrixTimesVector: matrix(R, C) x vector(c, C) = vector(c, R)
+        ok = ac is not None and _vector(b) == (ac, ak) and _vector(result) == (ac, ar) and result[0] == 23
+    elif op == 146:  # MatrixTimesMatrix: (R, N) x (N, C) = (R, C)
+        bc, br, bk = _matrix(b)
+        ok = rc is not None and (ac, ar) == (rc, rr) and (bc, bk) == (rc, rk) and ak == br
+    else:  # OuterProduct: vector(c, R) x vector(c, C) = matrix(R, C)
+        ok = rc is not None and _vector(a) == (rc, rr) and _vector(b) == (rc, rk) and a[0] == 23
+    if not ok or (rc if rc is not None else _vector(result)[0])[0] != "f":
+        raise SpirvError("its operands' shapes do not make its result's")
+
+
+def _bits(m: _Module, op: int, w: tuple, _: int) -> None:
+    """BitFieldInsert, BitField[SU]Extract, BitCount: integers of the result's shape, offsets and counts."""
+    result = m.shape(w[0])
+    if result[0] != "i":
+        raise SpirvError(f"its result type is {_show(result)}")
+    if op == 205:  # BitCount: as many components
+        _operands(m, result, w[2:], False)
+        return
+    lead = 2 if op == 201 else 1  # base (and insert) of the result's type, then offset and count
+    for x in w[2:2 + lead]:
+        _same_key(m, x, m.key(w[0]), "operand")
+    for x in w[2 + lead:]:
+        _integer(m, x, "offset or count")
+
+
+_BALLOT = ("i", 32, 4)  # a ballot: a vector of 4 32-bit integers
+#: Group operations with no rule of their own: (result's shape, each operand's) ("" any, "b" a boolean scalar).
+_GROUP_FORMS = {261: ("b", "b"), 262: ("b", "b"), 333: ("b",), 334: ("b", "b"), 335: ("b", "b"), 336: ("b", ""),
+                339: (_BALLOT, "b"), 340: ("b", _BALLOT), 341: ("b", _BALLOT, "i"), 342: ("i", _BALLOT),
+                343: ("i", _BALLOT), 344: ("i", _BALLOT)}
+
+
+def _group_form(m: _Module, op: int, w: tuple, _: int) -> None:
+    want = _GROUP_FORMS[op]
+    values = [x for x in w[3:] if m.is_value(x)] if op != 342 else [w[4]]
+    for shape, need in zip([m.shape(w[0])] + [m.shape(m.type_of(x)) for x in values], want):
+        fits = {"b": shape == ("b", 1, 1), "i": shape[0] == "i" and shape[2] == 1, "": True}
+        if not (fits[need] if isinstance(need, str) else shape == need):
+            raise SpirvError(f"a result or operand of shape {_show(shape)}, not what the operation takes")
+
+
+def _pointer_int(m: _Module, op: int, w: tuple, _: int) -> None:
+    """ConvertPtrToU and ConvertUToPtr: a physical pointer and an integer, either way."""
+    pointer, number = (m.key(m.type_of(w[2])), m.shape(w[0])) if op == 117 else (m.key(w[0]),
+                                                                                 m.shape(m.type_of(w[2])))
+    if pointer[0] != _POINTER or pointer[1] != _PHYSICAL or number[0] != "i" or number[2] != 1:
+        raise SpirvError("no physical pointer and integer")
+
+
+def _not_compute(m: _Module, op: int, w: tuple, _: int) -> None:
+    raise SpirvError(f"Op{OPS[op][0]}, which a compute shader cannot use")
+
+
 def _extended(m: _Module, op: int, w: tuple, _: int) -> None:
     """IAddCarry, ISubBorrow, UMulExtended, SMulExtended: a struct of two members of the operands' type."""
     operand = m.key(m.type_of(w[2]))
@@ -653,4 +731,5 @@ RULES: dict[str, Rule] = {
     "tmatrix": _type_matrix, "telement": _type_element, "tarray": _type_array, "tstruct": _type_struct,
     "tpointer": _type_pointer, "tfunction": _type_function, "timage": _type_image, "tsampled": _type_sampled,
     "loopmerge": _loop_merge, "selectionmerge": _selection_merge, "dot": _dot, "extended": _extended,
+    "linear": _linear, "bits": _bits, "groupform": _group_form, "pointerint": _pointer_int, "notcompute": _not_compute,
 }
