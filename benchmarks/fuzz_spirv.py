@@ -218,6 +218,11 @@ def run_case(rt: Any, folder: str, only: list[str] | None, stage: Callable[[str]
                 errors.append(_failed(e, "typed", entry))
     finally:
         mod.close()
+    # a lost device (a GPU's fault, or its watchdog) shows at the next submit: make it this case's
+    stage("device check")
+    a, b = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+    b.copy_from(a)
+    rt.wait()
     errors.sort(key=lambda e: e["outcome"] == "typed")  # an untyped error first
     return {**errors[0], "errors": len(errors)} if errors else {"outcome": "ran", "digests": digests}
 
