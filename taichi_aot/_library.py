@@ -15,11 +15,15 @@ seen there.
 What the library prints: it logs a warning for every error it records. Its logger
 is pointed at a file of ours at import (nothing of the process's own output is
 redirected); :class:`Quiet` collects what it logged during a call, and
-:func:`check_quiet` attaches that to the exception when the call fails.
+:func:`check_quiet` attaches that to the exception when the call fails. Its Vulkan
+layer reports a pipeline the driver refused only on ``std::cerr``: :class:`Cerr`
+points file descriptor 2 at a file of ours for the one call that makes pipelines
+(a kernel's or graph's look-up).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import logging
 import os
@@ -310,7 +314,8 @@ class Quiet:
 
     The library's log never reaches the process's stderr (see above); this collects it, to attach to
     the exception when the call fails. For the call's duration the C ``stdout`` stream points at the
-    same file too (the library printf()s blank lines on some errors); file descriptors are never moved.
+    same file too (the library printf()s blank lines on some errors); file descriptors are not moved (that is
+    :class:`Cerr`'s, for the one call that needs it).
     """
 
     __slots__ = ("_saved", "_start", "output")
@@ -331,42 +336,58 @@ class Quiet:
 
 
 class Cerr:
-    """Context manager around a C call whose C++ code may write to ``std::cerr`` (libtaichi_c_api's RHI reports
-    a pipeline the driver refused only so): file descriptor 2 points at a file of ours for the call, and ``.text``
-    holds what was written. Lines naming the RHI are kept out of the process's stderr (the caller raises them);
-    anything else written meanwhile (another thread's output) goes to stderr after the call. Calls under it are
-    serialized."""
+    """Context manager around a C call whose C++ code may write to ``std::cerr`` (libtaichi_c_api's Vulkan layer
+    reports a pipeline the driver refused only so): file descriptor 2 points at a file of ours for the call, and
+    ``.text`` holds what was written. "RHI Error" lines are kept out of the process's stderr (the caller raises
+    them; with ``TAICHI_AOT_VERBOSE`` they go there too); anything else written meanwhile (another thread's
+    output) goes to stderr after the call. Python's fault handler, if enabled, writes to the real stderr for the
+    call; should the process die inside it, what the library wrote stays in the file (its path: ``.path``).
+    Calls under it are serialized."""
 
-    __slots__ = ("_file", "_saved", "text")
+    __slots__ = ("_fault", "_file", "_saved", "path", "text")
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text, self.path, self._saved, self._fault = "", "", -1, False
 
     def __enter__(self) -> Cerr:
         self._lock.acquire()
         try:
             sys.stderr.flush()
-            self._file = tempfile.TemporaryFile()
+            fd, self.path = tempfile.mkstemp(prefix=f"taichi_aot-{os.getpid()}-", suffix=".log")
+            self._file = os.fdopen(fd, "w+b")
             self._saved = os.dup(2)
+            self._fault = faulthandler.is_enabled()
+            if self._fault:
+                faulthandler.enable(file=self._saved)
             os.dup2(self._file.fileno(), 2)
         except BaseException:
-            self._lock.release()
+            self._restore()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
         try:
-            os.dup2(self._saved, 2)
-            os.close(self._saved)
-            self._file.seek(0)
-            self.text = self._file.read(1 << 20).decode("utf-8", "replace")
-            self._file.close()
+            if self._saved >= 0:
+                os.dup2(self._saved, 2)
+                os.close(self._saved)
+                self._saved = -1
+            if self._fault:
+                faulthandler.enable(file=sys.stderr)
+            if self.path:
+                self._file.seek(0)
+                self.text = self._file.read().decode("utf-8", "replace")
+                self._file.close()
+                os.unlink(self.path)
         finally:
             self._lock.release()
-        others = "".join(line for line in self.text.splitlines(True) if "RHI " not in line)
-        if others:
-            os.write(2, others.encode())
+        keep = library_output_enabled()
+        others = "".join(line for line in self.text.splitlines(True) if keep or "RHI Error" not in line).encode()
+        while others:
+            others = others[os.write(2, others):]
 
 
 def check_quiet(what: str, q: Quiet) -> None:

@@ -151,7 +151,7 @@ def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, 
         # x64 reports an unknown kernel as INVALID_STATE, Vulkan as NAME_NOT_FOUND.
         detail = f" ({message})" if message and message != name else ""
         raise NameNotFoundError(f"{what}: the module has no {kind} named {name!r}{detail}")
-    refused = [line.strip() for line in (q.output + cerr.text).splitlines() if "RHI Error" in line]
+    refused = [line.strip() for line in cerr.text.splitlines() if "RHI Error" in line]
     if refused:
         # On gfx backends a kernel's pipelines are made here; one the driver refused is kept by the library all the
         # same, and a launch of it crashes: this kernel (or graph) is refused, now and on every later look-up.

@@ -32,7 +32,9 @@ from .spirv_cfg import check_function
 from .spirv_header import check_header
 from .spirv_ops import ANYWHERE, CONSTANTS, OPS, OUTSIDE, TERMINATORS, TYPES
 from .spirv_rules import RULES, SpirvError, string_end
+from .spirv_types import TYPE_RULES
 
+_RULES = {**RULES, **TYPE_RULES}
 _LABEL, _FUNCTION, _FUNCTION_END, _PARAMETER, _VARIABLE, _PHI = 248, 54, 56, 55, 59, 245
 _LOOP_MERGE, _SELECTION_MERGE, _POINTER, _STRUCT, _CONSTANT = 246, 247, 32, 30, 43
 _LINES = frozenset((8, 317, 0))  # OpLine, OpNoLine, OpNop: allowed between a block's phis or variables
@@ -69,7 +71,9 @@ def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> st
         trees = {}
         for entry, function in module.entries.items():
             module.at = function  # where a control flow error is reported
-            trees[function] = check_function(entry, module.succ, module.merges)
+            trees[function], never_ends = check_function(entry, module.succ, module.merges, module.switches)
+            if never_ends:  # well formed, but the kernel would run for ever: refused where it is looked up
+                module.unsupported = module.unsupported or never_ends
         module.check_uses(trees)
         module.check_types()
         return module.unsupported
@@ -78,6 +82,8 @@ def check(insts: list[tuple[int, tuple[int, ...]]], bound: int, name: str) -> st
     except (SpirvError, IndexError, KeyError) as e:
         # IndexError, KeyError: what a module damaged past the checks' expectations may still trip over
         at = module.at
+        if not insts:
+            raise CorruptedDataError(f"{name}: no instructions") from None
         what = f"Op{OPS[insts[at][0]][0]}" if insts[at][0] in OPS else f"opcode {insts[at][0]}"
         why = e if isinstance(e, SpirvError) else "malformed operands"
         raise CorruptedDataError(f"{name}: instruction {at} ({what}): {why}") from None
@@ -204,6 +210,9 @@ class _Module:
         self.succ: dict[int, list[int]] = {}  # a block's label -> the labels it branches to
         self.entries: dict[int, int] = {}  # the label of each function's first block -> its OpFunction's index
         self.merges: dict[int, tuple[int, int]] = {}  # a header's label -> (merge block, continue target or 0)
+        self.merge_blocks: set[int] = set()  # the merge blocks of the headers above
+        self.switches: set[int] = set()  # the headers whose block ends in OpSwitch
+        self.entry_functions: set[int] = set()  # the functions entry points name
         self.laid_out: set[int] = set()  # structs with an Offset on a member
         self.blocks: set[int] = set()  # structs decorated Block or BufferBlock
         self.buffer_blocks = False  # whether a struct is decorated BufferBlock (a Uniform one may be written)
@@ -240,6 +249,8 @@ class _Module:
                 self.buffer_blocks = self.buffer_blocks or w[1] == 3
             elif op == 39:
                 self.forward.add(w[0])
+            elif op == 15:
+                self.entry_functions.add(w[1])
 
     def _define(self, result: int, k: int, op: int) -> None:
         if not 0 < result < self.bound:
@@ -391,13 +402,16 @@ class _Module:
             if after not in ((249, 250) if op == _LOOP_MERGE else (250, 251)):
                 raise SpirvError("a merge instruction not followed by its block's branch")
             self._merge(label, op, self.insts[k][1])
+            if after == 251:
+                self.switches.add(label)
         return "first" if label in self.entries else "block"
 
     def _merge(self, header: int, op: int, w: tuple[int, ...]) -> None:
-        if any(merge == w[0] for merge, _ in self.merges.values()):
+        if w[0] in self.merge_blocks:
             raise SpirvError(f"%{w[0]} is already the merge block of another header")
         if op == _LOOP_MERGE and w[0] == w[1]:
             raise SpirvError("its merge block is its continue target")
+        self.merge_blocks.add(w[0])
         self.merges[header] = (w[0], w[1] if op == _LOOP_MERGE else 0)
 
     def _local_variable(self, k: int, label: int, previous: int) -> None:
@@ -485,7 +499,7 @@ class _Module:
                 returns = w[0]
             rule = OPS[op][2]
             if rule:
-                RULES[rule](self, op, w, returns)
+                _RULES[rule](self, op, w, returns)
 
 
 def _literal(w: tuple[int, ...]) -> str:

@@ -14,20 +14,26 @@ rules checked here, on the blocks reachable from the function's entry:
   header: a block after the merge branches back into it only to leave a construct around it (to its merge
   block, continue target or loop header).
 
-(That a block is the merge block of one header at most, and no loop's continue target, is checked as the
-merge instructions are read.)
+(That a block is the merge block of one header at most, and not the continue target of its own loop, is checked
+as the merge instructions are read.) A loop that nothing leaves is no error of form: its kernel is refused where
+it is looked up (it would run for ever).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from .spirv_rules import SpirvError
 
 
-def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tuple[int, int]]) -> _Tree:
+def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tuple[int, int]],
+                   switches: set[int]) -> tuple[_Tree, str]:
     """Check one function's control flow: ``succ`` maps each of its blocks (by label) to the blocks it branches
-    to, ``merges`` each header to (its merge block, its continue target or 0 for a selection). The cost grows
-    with the blocks and branches, and with how far up the dominator tree a branch that joins two paths reaches.
-    Returns the function's dominator tree.
+    to, ``merges`` each header to (its merge block, its continue target or 0 for a selection), ``switches`` holds
+    the headers whose block ends in OpSwitch. The cost grows with the blocks and branches, and with how far up
+    the dominator tree a branch that joins two paths reaches. Returns the function's dominator tree, and why it
+    would run for ever once entered (a loop nothing leaves: well formed, so its kernel is refused where it is
+    looked up), or "".
 
     Constructs are found by structural dominance, as SPIR-V defines them: dominance in the flow where each
     header also branches to its merge block and continue target (so a loop's merge block is no part of a
@@ -43,10 +49,11 @@ def check_function(entry: int, succ: dict[int, list[int]], merges: dict[int, tup
     for header, (merge, continue_target) in headers.items():
         structural[header] += [x for x in (merge, continue_target) if x in succ]
     shape = _tree(entry, structural)
+    never_ends = ""
     for header, (merge, continue_target) in headers.items():
-        _header(header, merge, continue_target, tree, shape, back_edges, succ)
-    _constructs(tree, shape, succ, headers)
-    return tree
+        never_ends = _header(header, merge, continue_target, tree, shape, back_edges, succ) or never_ends
+    _constructs(tree, shape, succ, headers, switches)
+    return tree, never_ends
 
 
 def _tree(entry: int, succ: dict[int, list[int]]) -> _Tree:
@@ -56,19 +63,20 @@ def _tree(entry: int, succ: dict[int, list[int]]) -> _Tree:
 
 
 def _header(header: int, merge: int, continue_target: int, tree: _Tree, shape: _Tree, back_edges: dict[int, int],
-            succ: dict[int, list[int]]) -> None:
-    """A header (of a block that can be reached) against its merge block and continue target."""
+            succ: dict[int, list[int]]) -> str:
+    """A header (of a block that can be reached) against its merge block and continue target; why its loop
+    never ends, or ""."""
     if merge in tree.first and (merge == header or not shape.dominates(header, merge)):
         raise SpirvError(f"header %{header} does not dominate its merge block %{merge}")
     if continue_target in tree.first and not shape.dominates(header, continue_target):
         raise SpirvError(f"loop header %{header} does not dominate its continue target %{continue_target}")
     if continue_target in tree.first and header not in back_edges:
         raise SpirvError(f"loop header %{header} is the target of no back edge")
-    if continue_target and merge not in tree.first:
-        _ends(header, tree, succ)
+    return _ends(header, tree, succ) if continue_target and merge not in tree.first else ""
 
 
-def _constructs(tree: _Tree, shape: _Tree, succ: dict[int, list[int]], headers: dict[int, tuple[int, int]]) -> None:
+def _constructs(tree: _Tree, shape: _Tree, succ: dict[int, list[int]], headers: dict[int, tuple[int, int]],
+                switches: set[int]) -> None:
     """Each branch enters a construct only at its header and leaves it only for a merge block or continue target
     of the constructs it may (see _entered_at_header and _left_structured); ``shape``: the structural tree."""
     header_of = {merge: header for header, (merge, _) in headers.items() if merge in shape.first}
@@ -77,7 +85,7 @@ def _constructs(tree: _Tree, shape: _Tree, succ: dict[int, list[int]], headers: 
         roles.setdefault(merge, []).append(("merge", header))
         if continue_target:
             roles.setdefault(continue_target, []).append(("continue", header))
-    inner = _innermost(shape.walk[0], shape, headers, header_of)
+    inner = _innermost(shape.walk[0], shape, headers, header_of, switches)
     for block in tree.walk:
         for target in succ[block]:
             if not shape.dominates(block, target):
@@ -138,43 +146,68 @@ def _entered_at_header(block: int, target: int, tree: _Tree, headers: dict[int, 
         up = tree.idom[up]
 
 
-def _ends(header: int, tree: _Tree, succ: dict[int, list[int]]) -> None:
+def _ends(header: int, tree: _Tree, succ: dict[int, list[int]]) -> str:
     """A loop whose merge block cannot be reached ends only where a block it dominates returns (or stops) or
     branches to a block it does not dominate (a break or continue of a loop around it): else, once entered, it
-    runs for ever."""
+    runs for ever (Taichi writes such a loop for ``while True:`` without a break); why, or ""."""
     for block in tree.walk[tree.first[header]:tree.last[header] + 1]:
         if not succ[block] or not all(tree.dominates(header, target) for target in succ[block]):
-            return
-    raise SpirvError(f"the loop of header %{header} never ends: its merge block cannot be reached, and no block in "
-                     "it returns or leaves it")
+            return ""
+    return (f"the loop of header %{header} never ends: its merge block cannot be reached, and no block in it "
+            "returns or leaves it (a kernel that would run for ever: a GPU's driver gives up on it and loses the "
+            "device)")
 
 
-def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]],
-               header_of: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """{block: (the header of the innermost construct holding it, of the innermost loop construct)} (0: none),
-    walking the dominator tree down: a construct opens at its header and closes at its merge block."""
-    inner: dict[int, tuple[int, int]] = {}
-    stack: list[tuple[int, tuple]] = [(entry, ())]  # (block, the open headers above it, innermost first)
+def _innermost(entry: int, tree: _Tree, headers: dict[int, tuple[int, int]], header_of: dict[int, int],
+               switches: set[int]) -> dict[int, tuple[int, int, int]]:
+    """{block: (the header of the innermost construct holding it, of the innermost loop, of the innermost
+    switch)} (0: none), walking the dominator tree down: a construct opens at its header and closes at its merge
+    block. The open constructs are a linked stack ((header, loop, switch), the rest), so nesting costs nothing
+    per level."""
+    inner: dict[int, tuple[int, int, int]] = {}
+    stack: list[tuple[int, Any]] = [(entry, None)]
     while stack:
         block, open_ = stack.pop()
         closed = header_of.get(block)
-        if closed is not None and closed in open_:
-            open_ = tuple(h for h in open_ if h != closed)
+        if closed is not None:
+            open_ = _close(open_, closed)
         if block in headers:
-            open_ = (block, *open_)
-        inner[block] = (open_[0] if open_ else 0, next((h for h in open_ if headers[h][1]), 0))
+            top = open_[0] if open_ else (0, 0, 0)
+            open_ = ((block, block if headers[block][1] else top[1], block if block in switches else top[2]), open_)
+        inner[block] = open_[0] if open_ else (0, 0, 0)
         stack.extend((child, open_) for child in tree.children[block])
     return inner
 
 
+def _close(open_: Any, header: int) -> Any:
+    """The linked stack of open constructs without ``header``'s (the innermost, where constructs nest)."""
+    skipped = []
+    node = open_
+    while node is not None and node[0][0] != header:
+        skipped.append(node[0])
+        node = node[1]
+    if node is None:
+        return open_
+    rest = node[1]
+    for header_, loop, switch in reversed(skipped):  # constructs opened inside it (damaged nesting) stay open
+        top = rest[0] if rest else (0, 0, 0)
+        rest = ((header_, loop if loop != header else top[1], switch if switch != header else top[2]), rest)
+    return rest
+
+
 def _left_structured(block: int, target: int, tree: _Tree, headers: dict[int, tuple[int, int]],
-                     roles: dict[int, list[tuple[str, int]]], inner: dict[int, tuple[int, int]]) -> None:
-    """A branch goes to the merge block of the innermost construct holding ``block`` or of the innermost loop
-    (a break), to that loop's continue target (a continue), or stays inside the innermost construct: a break or
-    continue reaches no further than the innermost loop."""
-    header, loop = inner[block]
+                     roles: dict[int, list[tuple[str, int]]], inner: dict[int, tuple[int, int, int]]) -> None:
+    """A branch goes to the merge block of the innermost construct holding ``block``, of the innermost loop (a
+    break) or switch, to that loop's continue target (a continue), or stays inside the innermost construct: a
+    break or continue reaches no further than the innermost loop. Back edges are _back_edge's, and a branch to
+    a loop header that is its own continue target enters the loop."""
+    header, loop, switch = inner[block]
+    if tree.dominates(target, block):
+        return  # a back edge (checked by _back_edge) or a branch to the block itself
     for role, of in roles.get(target, ()):
-        if of not in ((header, loop) if role == "merge" else (loop,)):
+        if role == "continue" and of == target:
+            continue
+        if of not in ((header, loop, switch) if role == "merge" else (loop,)):
             raise SpirvError(f"%{block} branches to %{target}, the {role} {'block' if role == 'merge' else 'target'} "
                              f"of header %{of}, which is not the innermost construct or loop holding it")
     if header and target not in roles and not _inside(header, target, tree, headers):

@@ -48,8 +48,8 @@ _EXTENSIONS = frozenset((
     "SPV_KHR_storage_buffer_storage_class", "SPV_KHR_variable_pointers", "SPV_KHR_16bit_storage",
     "SPV_KHR_8bit_storage", "SPV_KHR_physical_storage_buffer", "SPV_EXT_physical_storage_buffer",
     "SPV_KHR_non_semantic_info", "SPV_KHR_shader_ballot", "SPV_KHR_subgroup_vote", "SPV_KHR_float_controls",
-    "SPV_KHR_vulkan_memory_model", "SPV_KHR_no_integer_wrap_decoration", "SPV_KHR_shader_clock",
-    "SPV_KHR_shader_draw_parameters", "SPV_KHR_device_group", "SPV_KHR_integer_dot_product",
+    "SPV_KHR_vulkan_memory_model", "SPV_KHR_no_integer_wrap_decoration",
+    "SPV_KHR_shader_draw_parameters", "SPV_KHR_device_group",
     "SPV_KHR_workgroup_memory_explicit_layout", "SPV_KHR_subgroup_uniform_control_flow",
     "SPV_EXT_shader_atomic_float_add", "SPV_EXT_shader_atomic_float_min_max", "SPV_EXT_shader_atomic_float16_add",
     "SPV_EXT_descriptor_indexing", "SPV_EXT_shader_image_int64", "SPV_GOOGLE_user_type",
@@ -110,6 +110,8 @@ def check_header(m: _Module) -> None:
 def _interface(m: _Module, variables: list[int], builtins: set[int]) -> None:
     """A compute shader's inputs (``variables``: the instructions of its Input and Output variables) are its
     built-ins, and it has no outputs."""
+    if any(op in (73, 74) for op, _ in m.insts):
+        return  # built-ins may be decorated through a decoration group: not followed here
     for k in variables:
         m.at = k
         if m.insts[k][1][2] == _OUTPUT or m.insts[k][1][1] not in builtins:
@@ -140,8 +142,8 @@ def _mode(op: int, w: tuple[int, ...]) -> bool:
     mode = w[1]
     if mode not in table or len(w) - 2 != table[mode]:
         raise SpirvError(f"execution mode {mode} with {len(w) - 2} operand(s), none a compute shader takes so")
-    if mode == 17 and not all(1 <= size <= 1024 for size in w[2:]):
-        raise SpirvError(f"a work group of {w[2:]}")
+    if mode == 17 and not (all(1 <= size <= 1024 for size in w[2:]) and w[2] * w[3] * w[4] <= 1024):
+        raise SpirvError(f"a work group of {w[2:]} (at most 1024 invocations)")
     return mode in (17, 38)
 
 
