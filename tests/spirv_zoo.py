@@ -1,6 +1,8 @@
 """Kernels of many shapes for the SPIR-V check (tests/test_spirv.py): loops with break and continue, while loops,
-functions returning from inside loops, matrices, math, bit operations, every width, atomics, textures. Run as a
-script (Taichi reads a kernel's source from its file): python tests/spirv_zoo.py OUT_FOLDER."""
+functions returning from inside loops, matrices, math, bit operations, every width, 32-bit atomics, textures. Run
+as a script (Taichi reads a kernel's source from its file): python tests/spirv_zoo.py OUT_FOLDER. (Taichi 1.7.4's
+64-bit and 8-bit atomics are left out: NVIDIA's compiler refuses their pipelines, which the look-up reports as
+NotSupportedError.)"""
 
 import sys
 
@@ -79,9 +81,7 @@ def bits(x: U32, y: ti.types.ndarray(dtype=ti.i64, ndim=1), z: ti.types.ndarray(
         z[i] = ti.u8(a % 256) + z[i]
         h[i] = ti.f16(h[i] * 0.5 + d[i])
         d[i] = ti.f64(a) / 3.0 + ti.sqrt(d[i] * d[i])
-        ti.atomic_add(y[0], 1)
         ti.atomic_max(x[0], a)
-        ti.atomic_min(z[0], z[i])
         ti.atomic_and(x[1], a)
         ti.atomic_or(x[2], a)
         ti.atomic_xor(x[3], a)
@@ -112,8 +112,7 @@ def textures(t: ti.types.rw_texture(num_dimensions=2, fmt=ti.Format.r32f, lod=0)
         o[i, j] = t.load(ti.Vector([i, j])).x
 
 
-CAPS = ["spirv_has_int8", "spirv_has_int16", "spirv_has_int64", "spirv_has_float16", "spirv_has_float64",
-        "spirv_has_atomic_int64"]
+CAPS = ["spirv_has_int8", "spirv_has_int16", "spirv_has_int64", "spirv_has_float16", "spirv_has_float64"]
 module = ti.aot.Module(ti.vulkan, caps=CAPS)
 for kernel in (loops, maths, bits, grid, textures):
     module.add_kernel(kernel)

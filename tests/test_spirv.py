@@ -262,6 +262,10 @@ def extrema_f64(x: ti.types.ndarray(dtype=ti.f64, ndim=1), out: ti.types.ndarray
         ti.atomic_min(out[0], x[i])
         ti.atomic_max(out[1], x[i])
 @ti.kernel
+def smallest_u8(x: ti.types.ndarray(dtype=ti.u8, ndim=1)):
+    for i in x:
+        ti.atomic_min(x[0], x[i])
+@ti.kernel
 def total_f64(x: ti.types.ndarray(dtype=ti.f64, ndim=1), out: ti.types.ndarray(dtype=ti.f64, ndim=1)):
     for i in x:
         out[0] += x[i]
@@ -270,8 +274,9 @@ out = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "out", ti.f64, ndim=1)
 builder = ti.graph.GraphBuilder()
 builder.dispatch(total_f64, x, out)
 builder.dispatch(extrema_f64, x, out)
-module = ti.aot.Module(ti.vulkan, caps=["spirv_has_int64", "spirv_has_float64"])
+module = ti.aot.Module(ti.vulkan, caps=["spirv_has_int8", "spirv_has_int64", "spirv_has_float64"])
 module.add_kernel(extrema_f64)
+module.add_kernel(smallest_u8)
 module.add_kernel(total_f64)
 module.add_graph("both", builder.compile())
 module.save(sys.argv[1])
@@ -281,20 +286,23 @@ module.save(sys.argv[1])
 def test_taichis_f64_atomic_min_and_max_are_refused_per_kernel(vulkan_rt, tmp_path):
     """Taichi 1.7.4 writes f64 (and f16) atomic min and max on Vulkan as GLSL's FMin or FMax with an f32 result,
     bit-cast to the float's width: NVIDIA's driver crashed the process when such a kernel ran (an H100), lavapipe's
-    when the f16 pipeline was made. The module loads; looking up such a kernel, or a graph that dispatches it, is
-    refused naming why (object layer and flat API alike), and the module's other kernels run."""
+    when the f16 pipeline was made; and atomics on 8- and 16-bit integers, which Vulkan does not have. The module
+    loads; looking up such a kernel, or a graph that dispatches it, is refused naming why (object layer and flat
+    API alike), and the module's other kernels run."""
     out, script = tmp_path / "extrema", tmp_path / "extrema.py"  # Taichi reads a kernel's source from its file
     out.mkdir()
     script.write_text(F64_EXTREMA)
     proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     info = metadata.read_module(str(out))
-    assert set(info.refused()) == {("kernel", "extrema_f64"), ("graph", "both")}
+    assert set(info.refused()) == {("kernel", "extrema_f64"), ("kernel", "smallest_u8"), ("graph", "both")}
     mod = vulkan_rt.load_module(str(out))
     with pytest.raises(ta.NotSupportedError, match="atomic min and max of f16 and f64"):
         mod.kernels["extrema_f64"]
     with pytest.raises(ta.NotSupportedError, match="atomic min and max of f16 and f64"):
         mod.graphs["both"]
+    with pytest.raises(ta.NotSupportedError, match="an atomic on an integer of 8 bits"):
+        mod.kernels["smallest_u8"]  # NVIDIA's compiler crashed the process making this pipeline (an H100)
     flat = capi.load_aot_module(vulkan_rt.handle, str(out))
     with pytest.raises(ta.NotSupportedError, match="kernel 'extrema_f64' cannot run on this backend"):
         capi.get_aot_module_kernel(flat, "extrema_f64")

@@ -234,6 +234,7 @@ def _atomic(m: _Module, op: int, w: tuple, _: int) -> None:
     if m.pointee(w[2])[0] in _NO_ATOMICS:
         raise SpirvError(f"an atomic operation on memory of storage class {m.pointee(w[2])[0]}")
     _writable(m, w[2])
+    _narrow(m, result)
     form = OPS[op][1]
     for i in range(3, len(form)):
         if form[i] == "v" and m.stored(m.key(m.type_of(w[i]))) != m.stored(m.key(w[0])):
@@ -243,6 +244,16 @@ def _atomic(m: _Module, op: int, w: tuple, _: int) -> None:
 def _atomic_store(m: _Module, op: int, w: tuple, _: int) -> None:
     _through(m, w[0], m.key(m.type_of(w[3])), f"it stores {m.describe(w[3])}")
     _writable(m, w[0])
+    _narrow(m, m.shape(m.type_of(w[3])))
+
+
+def _narrow(m: _Module, shape: tuple[str, int, int]) -> None:
+    """An atomic on an integer narrower than 32 bits, which Vulkan does not have: Taichi 1.7.4 writes one for an
+    atomic on an 8- or 16-bit array. Well formed, so only its kernel is refused, where it is looked up."""
+    if shape[0] == "i" and shape[1] < 32:
+        m.unsupported = m.unsupported or (
+            f"instruction {m.at}: an atomic on an integer of {shape[1]} bits, which Vulkan does not have (Taichi 1.7.4 "
+            "writes it for atomics on 8- and 16-bit arrays; NVIDIA's compiler crashed making its pipeline)")
 
 
 def _phi(m: _Module, op: int, w: tuple, _: int) -> None:
