@@ -353,7 +353,8 @@ class Cerr:
     def __enter__(self) -> Cerr:
         self._lock.acquire()
         try:
-            sys.stderr.flush()
+            if sys.stderr is not None:
+                sys.stderr.flush()
             fd, self.path = tempfile.mkstemp(prefix=f"taichi_aot-{os.getpid()}-", suffix=".log")
             self._file = os.fdopen(fd, "w+b")
             self._saved = os.dup(2)
@@ -361,6 +362,10 @@ class Cerr:
             if self._fault:
                 faulthandler.enable(file=self._saved)
             os.dup2(self._file.fileno(), 2)
+        except OSError:  # no descriptor 2 (closed) or no temporary file: the call runs uncaptured
+            self._restore()
+            self._lock.acquire()  # released again by __exit__
+            self.text = ""
         except BaseException:
             self._restore()
             raise
@@ -375,19 +380,24 @@ class Cerr:
                 os.dup2(self._saved, 2)
                 os.close(self._saved)
                 self._saved = -1
-            if self._fault:
+            if self._fault and sys.stderr is not None:
                 faulthandler.enable(file=sys.stderr)
+            self._fault = False
             if self.path:
                 self._file.seek(0)
                 self.text = self._file.read().decode("utf-8", "replace")
                 self._file.close()
                 os.unlink(self.path)
+                self.path = ""
         finally:
             self._lock.release()
         keep = library_output_enabled()
         others = "".join(line for line in self.text.splitlines(True) if keep or "RHI Error" not in line).encode()
-        while others:
-            others = others[os.write(2, others):]
+        try:
+            while others:
+                others = others[os.write(2, others):]
+        except OSError:
+            pass  # no stderr to give it back to
 
 
 def check_quiet(what: str, q: Quiet) -> None:

@@ -192,6 +192,17 @@ def test_a_pipeline_the_driver_refuses_is_a_typed_error(vulkan_rt, modules, tmp_
     assert x.to_numpy().tolist() == [[7, 8, 9]]
 
 
+def test_a_look_up_works_with_no_stderr(modules):
+    """A kernel's look-up watches what the library writes to file descriptor 2; a process that closed it (a
+    daemon) looks kernels up as any other."""
+    script = ("import os, sys, taichi_aot as ta\n"
+              "rt = ta.Runtime(ta.Arch.VULKAN)\nmod = rt.load_module(sys.argv[1])\nos.close(2)\n"
+              "print(mod.kernels['add'].name)\n")
+    proc = subprocess.run([sys.executable, "-c", script, modules.path(ta.Arch.VULKAN)], capture_output=True,
+                          text=True, timeout=120)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "add"), proc.stderr[-2000:]
+
+
 def test_the_flat_api_refuses_damaged_spirv_too(vulkan_rt, modules, tmp_path):
     folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, DAMAGE["a store's operands flipped"])
     with pytest.raises(ta.CorruptedDataError, match="OpStore"):
