@@ -342,7 +342,8 @@ class Cerr:
     them; with ``TAICHI_AOT_VERBOSE`` they go there too); anything else written meanwhile (another thread's
     output) goes to stderr after the call. Python's fault handler, if enabled, writes to the real stderr for the
     call; should the process die inside it, what the library wrote stays in the file (its path: ``.path``).
-    Calls under it are serialized."""
+    Calls under it are serialized. While the process runs other Python threads, nothing is captured: their
+    output, held back for the call, would come out after lines they wrote later."""
 
     __slots__ = ("_fault", "_file", "_saved", "path", "text")
     _lock = threading.Lock()
@@ -352,6 +353,8 @@ class Cerr:
 
     def __enter__(self) -> Cerr:
         self._lock.acquire()
+        if threading.active_count() > 1:  # another thread's output would be held back and come out of order
+            return self
         try:
             if sys.stderr is not None:
                 sys.stderr.flush()
