@@ -5,6 +5,7 @@ questions the staged copies ask (contiguity, overlap). The policy that uses them
 
 from __future__ import annotations
 
+import struct
 import sys
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
@@ -195,15 +196,20 @@ def share(a: np.ndarray, b: np.ndarray) -> bool:
         return bool(np.may_share_memory(a, b))
 
 
-def _reads(*spec: str) -> tuple[tuple[str | None, str, bool], ...]:
+def _reads(*spec: str) -> tuple[tuple[str | None, str, int], ...]:
     """The reads of a print as ``Launcher.read_print`` and the C call take them: ``"a.b"`` reads the attribute ``b``
-    of the attribute ``a``, ``"f()"`` calls the method ``f`` with no argument."""
+    of the attribute ``a``, ``"f()"`` calls the method ``f`` with no argument, ``"layout(_cdata)"`` reads a torch
+    tensor's layout through torch's C functions (``_csrc/torch.c``) from its ``_cdata``."""
     out = []
     for read in spec:
         first, _, name = read.rpartition(".")
-        call = name.endswith("()")
-        out.append((sys.intern(first) if first else None, sys.intern(name[:-2] if call else name), call))
+        kind = _LAYOUT if name.startswith("layout(") else _METHOD if name.endswith("()") else _ATTRIBUTE
+        name = name[7:-1] if kind == _LAYOUT else name[:-2] if kind == _METHOD else name
+        out.append((sys.intern(first) if first else None, sys.intern(name), kind))
     return tuple(out)
+
+
+_ATTRIBUTE, _METHOD, _LAYOUT = 0, 1, 2  # the kinds of read (READ_* in _csrc/call.c)
 
 
 #: What identifies a CUDA array of each library, read cheaply on every use, in C (torch builds its
@@ -211,7 +217,8 @@ def _reads(*spec: str) -> tuple[tuple[str | None, str, bool], ...]:
 #: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted. Torch's
 #: is_contiguous() and CuPy's _c_contiguous (a bool it keeps with its strides) stand for the strides: an array found
 #: again was contiguous, and of one shape the row-major strides are one (both ignore those of size-1 dimensions,
-#: which address nothing else). CuPy's strides getter builds a tuple on each read.
+#: which address nothing else). CuPy's strides getter builds a tuple on each read. A plain torch tensor is read
+#: through torch's C functions instead where they agree with these getters (``_TORCH_LAYOUT`` below).
 _PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad"),
            "cupy": _reads("data.ptr", "shape", "_c_contiguous", "dtype"),
            "jaxlib": _reads("is_deleted()"), "jax": _reads("is_deleted()")}
@@ -237,8 +244,45 @@ def print_of(cls: type) -> Any:
     or None."""
     found = _PRINT_OF.get(cls, _MISSING)
     if found is _MISSING:
-        found = _PRINT_OF[cls] = _PRINTS.get(cls.__module__.partition(".")[0])
+        found = _PRINTS.get(cls.__module__.partition(".")[0])
+        if found is _PRINTS["torch"] and _torch_layout_agrees(cls):
+            found = _TORCH_LAYOUT
+        _PRINT_OF[cls] = found
     return found
+
+
+#: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): its layout
+#: (memory, dtype, device, sizes, strides) in one read with no Python object made but the ``_cdata`` address,
+#: and requires_grad.
+_TORCH_LAYOUT = _reads("layout(_cdata)", "requires_grad")
+
+
+def _torch_layout_agrees(cls: type) -> bool:
+    """Whether the layouts that torch's C functions give agree with torch's getters, for tensors of class ``cls``:
+    only plain tensors (a subclass may answer ``_cdata`` or the getters its own way), with the functions found in
+    the libtorch_cpu that torch loaded, checked on probe tensors of two dtypes, a transposed view and an offset
+    slice. The C reads take ``_cdata`` from torch's own getter of the class's base, and read no object of another
+    class. Else the getters' reads serve."""
+    torch = sys.modules.get("torch")
+    if torch is None or cls is not getattr(torch, "Tensor", None) or not lib.taichi_aot_torch_bind(b"libtorch_cpu.so"):
+        return False
+    try:
+        getter = next(k.__dict__["_cdata"] for k in cls.__mro__ if "_cdata" in k.__dict__)  # TensorBase's, in C
+        if not Launcher.trust_layout(cls, getter):
+            return False
+        base = torch.zeros((3, 4), dtype=torch.float32)
+        probes = (base, base.t(), base[1:, 2:], torch.zeros(5, dtype=torch.int32), torch.zeros((), dtype=torch.int64))
+        dtypes = set()
+        for t in probes:
+            data, dtype, kind, index, _, dim, *rest = struct.unpack("@Piiiiq16q16q", read_print(t, _TORCH_LAYOUT)[0])
+            sizes, strides = tuple(rest[:dim]), tuple(rest[16:16 + dim])
+            if (data, kind, index, dim, sizes, strides) != (t.data_ptr(), 0, t.get_device(), t.dim(), tuple(t.shape),
+                                                            t.stride()) or any(rest[dim:16]) or any(rest[16 + dim:]):
+                return False
+            dtypes.add((dtype, t.dtype))
+        return len(dtypes) == len({d for d, _ in dtypes}) == 3  # one code a dtype, each its own
+    except Exception:  # no such function, or a layout of another form: the getters serve
+        return False
 
 
 class CudaArray:

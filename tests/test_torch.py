@@ -132,28 +132,51 @@ def test_ndarrays_to_torch_through_dlpack(torch, rt, arch):
             torch.from_dlpack(hidden)
 
 
-def test_the_print_that_finds_a_tensor_again(torch):
+def test_the_print_that_finds_a_tensor_again(torch, monkeypatch):
     """A CUDA tensor found again is checked by its print, made in C from the reads its class names (the C call of
-    kernels reads the same, straight from torch's getters): each change in place that a launch depends on shows in
-    it, changes of the values do not. The reads are the same for CPU tensors, which let this run anywhere."""
-    from taichi_aot._arrays import Launcher, print_of, read_print
+    kernels makes the same reads): each change in place that a launch depends on shows in it, changes of the values
+    do not. A plain tensor's layout is read through torch's own C functions (checked against torch's getters when
+    first used); a subclass's through the getters. The reads are the same for CPU tensors, which let this run
+    anywhere."""
+    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, print_of, read_print
+    from taichi_aot._native import lib
 
-    reads = print_of(torch.Tensor)
+    # where torch exports the functions (from 2.2 or so; setup.sh installs 2.13), a plain tensor's print uses them
+    assert print_of(torch.Tensor) == (_TORCH_LAYOUT if lib.taichi_aot_torch_bind(b"libtorch_cpu.so") else
+                                      _PRINTS["torch"])
+    assert print_of(torch.nn.Parameter) == _PRINTS["torch"]
     t = torch.zeros(16)
-    first = read_print(t, reads)
-    assert first == (t.data_ptr(), t.shape, True, torch.float32, False)
-    t += 1
-    assert read_print(t, reads) == first
-    changes = [lambda u: u.resize_(4, 4), lambda u: u.transpose_(0, 1) if u.dim() == 2 else u.as_strided_((8,), (2,)),
-               lambda u: setattr(u, "data", u.view(torch.int32)), lambda u: setattr(u, "data", torch.zeros(16)),
-               lambda u: u.requires_grad_()]
-    for change in changes:
-        u = torch.zeros(16)
-        before = read_print(u, reads)
-        change(u)
-        assert read_print(u, reads) != before
-    for bad in (None, [("x",)], ((None, "data_ptr", True),) * 9, ((1, "data_ptr", True),)):
+    assert read_print(t, _PRINTS["torch"]) == (t.data_ptr(), t.shape, True, torch.float32, False)
+    for reads in (_TORCH_LAYOUT, _PRINTS["torch"]):
+        first = read_print(t, reads)
+        t += 1
+        assert read_print(t, reads) == first
+        changes = [lambda u: u.resize_(4, 4), lambda u: u.as_strided_((8,), (2,)),
+                   lambda u: u.as_strided_((8,), (1,), 1),
+                   lambda u: setattr(u, "data", u.view(torch.int32)), lambda u: setattr(u, "data", u.view(2, 8)),
+                   lambda u: setattr(u, "data", torch.zeros(16)), lambda u: u.set_(torch.zeros(16).untyped_storage()),
+                   lambda u: torch.utils.swap_tensors(u, torch.zeros(16)), lambda u: u.requires_grad_()]
+        for change in changes:
+            u = torch.zeros(16)
+            before = read_print(u, reads)
+            change(u)
+            assert read_print(u, reads) != before
+        square = torch.zeros(4, 4)
+        before = read_print(square, reads)
+        square.transpose_(0, 1)  # the same memory and shape, other strides
+        assert read_print(square, reads) != before
+    for bad in (None, [("x",)], ((None, "data_ptr", True),) * 9, ((1, "data_ptr", True),), ((None, "data_ptr", 3),)):
         with pytest.raises(TypeError, match="reads"):
             Launcher.read_print(t, bad)
+    class Odd:
+        _cdata = 8  # no TensorImpl's address
+
+    for other in (Odd(), torch.nn.Parameter(torch.zeros(2)), torch.Tensor):  # read of no plain tensor: refused
+        with pytest.raises(TypeError, match="no plain torch tensor"):
+            read_print(other, _TORCH_LAYOUT)
+    if print_of(torch.Tensor) == _TORCH_LAYOUT:  # `_cdata` comes from torch's own getter, whatever the class says
+        before = read_print(t, _TORCH_LAYOUT)
+        monkeypatch.setattr(torch.Tensor, "_cdata", property(lambda self: 8), raising=False)
+        assert read_print(t, _TORCH_LAYOUT) == before
     with pytest.raises(AttributeError):
         read_print(t, ((None, "no_such_read", False),))

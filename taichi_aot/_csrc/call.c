@@ -28,25 +28,6 @@ enum {
     TAICHI_AOT_SLOT_I32 = 3
 };
 
-/* One read of a CUDA array's print: `first` (an attribute read first, as CuPy's `data` of `data.ptr`, or NULL),
-   then the attribute `name`, or the method `name` called with no argument. */
-typedef struct {
-    PyObject *first;
-    PyObject *name;
-    int call;
-    /* bound to the array's class where the read is of the array itself (`first` NULL) and its class gives `name`
-       by a C getter or method, so that the C call goes to it directly, without the attribute lookup: */
-    PyObject *descr; /* the class's descriptor (a new reference), or NULL: looked up by name each time */
-    descrgetfunc get; /* a getter descriptor's get function, or NULL: `descr` is a method, called with the array */
-} taichi_aot_read;
-
-#define TAICHI_AOT_READS 8 /* the most reads a print takes */
-
-static void reads_unbind(taichi_aot_read *read, int n);
-
-/* In the stable ABI since Python 3.4 (the limited API this file is compiled with is older); for a static type,
-   before Python 3.10, it raises SystemError. */
-PyAPI_FUNC(void *) PyType_GetSlot(PyTypeObject *type, int slot);
 
 typedef struct {
     int kind;
@@ -252,92 +233,6 @@ static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObjec
     return PyTuple_GetItem(args, i);
 }
 
-/* Parse a print's reads, a tuple of (first or None, name, call) (see taichi_aot_read; borrowed from `reads`) into
-   `out`: how many, or -1 (an error set) where they are not of that form. */
-static int reads_parse(PyObject *reads, taichi_aot_read *out) {
-    Py_ssize_t n = PyTuple_Check(reads) ? PyTuple_Size(reads) : -1, k;
-    if (n < 0 || n > TAICHI_AOT_READS) {
-        PyErr_SetString(PyExc_TypeError, "reads: a tuple of at most 8 (first, name, call) tuples");
-        return -1;
-    }
-    for (k = 0; k < n; ++k) {
-        PyObject *item = PyTuple_GetItem(reads, k);
-        PyObject *first = item != NULL && PyTuple_Check(item) && PyTuple_Size(item) == 3 ? PyTuple_GetItem(item, 0)
-                                                                                          : NULL;
-        PyObject *name = first != NULL ? PyTuple_GetItem(item, 1) : NULL;
-        int call = name != NULL ? PyObject_IsTrue(PyTuple_GetItem(item, 2)) : -1;
-        if (call < 0 || !PyUnicode_Check(name) || (first != Py_None && !PyUnicode_Check(first))) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "reads: each read is (first: str or None, name: str, call: bool)");
-            return -1;
-        }
-        out[k].first = first != Py_None ? first : NULL;
-        out[k].name = name;
-        out[k].call = call;
-        out[k].descr = NULL;
-        out[k].get = NULL;
-    }
-    return (int)n;
-}
-
-/* What one read gives of `value` (a new reference), or NULL with an error set. */
-static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
-    PyObject *owner, *got;
-    if (r->descr != NULL) {
-        return r->get != NULL ? r->get(r->descr, value, (PyObject *)Py_TYPE(value))
-                              : PyObject_CallFunctionObjArgs(r->descr, value, NULL);
-    }
-    owner = r->first != NULL ? PyObject_GetAttr(value, r->first) : value;
-    if (owner == NULL) {
-        return NULL;
-    }
-    got = r->call ? PyObject_CallMethodObjArgs(owner, r->name, NULL) : PyObject_GetAttr(owner, r->name);
-    if (r->first != NULL) {
-        Py_DECREF(owner);
-    }
-    return got;
-}
-
-/* The types of the descriptors a read is bound to (set by taichi_aot_install_launcher): a C getter's (int.real's)
-   and a C method's (int.bit_length's). */
-static PyObject *getset_type, *method_type;
-
-/* Bind the reads of arrays of class `cls` to its descriptors where that reads the same (see taichi_aot_read): a
-   getter's (a data descriptor: no instance attribute hides it) and a C method's (called with the array, it reads
-   the array's own, even where an instance attribute of that name would hide it). The C call checks the array's
-   class on every use. */
-static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
-    int k;
-    /* only where the class looks attributes up the standard way (no __getattribute__ or __getattr__ of its own) */
-    getattrofunc lookup = (getattrofunc)PyType_GetSlot(cls, Py_tp_getattro);
-    PyErr_Clear(); /* before Python 3.10, for a static type: no slot given, nothing bound */
-    if (lookup != PyObject_GenericGetAttr) {
-        return;
-    }
-    for (k = 0; k < n; ++k) {
-        taichi_aot_read *r = &read[k];
-        PyObject *descr = r->first == NULL ? PyObject_GetAttr((PyObject *)cls, r->name) : NULL;
-        PyObject *kind = descr != NULL ? (PyObject *)Py_TYPE(descr) : NULL;
-        descrgetfunc get = kind != NULL && kind == getset_type && !r->call
-                               ? (descrgetfunc)PyType_GetSlot((PyTypeObject *)kind, Py_tp_descr_get)
-                               : NULL; /* NULL before Python 3.10, which gives no slot of a static type */
-        PyErr_Clear();
-        if (get != NULL || (kind != NULL && kind == method_type && r->call)) {
-            r->descr = descr;
-            r->get = get;
-        } else {
-            Py_XDECREF(descr);
-        }
-    }
-}
-
-static void reads_unbind(taichi_aot_read *read, int n) {
-    int k;
-    for (k = 0; k < n; ++k) {
-        Py_CLEAR(read[k].descr);
-        read[k].get = NULL;
-    }
-}
 
 /* Launcher.read_print(value, reads): the print of a CUDA array, the tuple of what each read gives (the Python
    packer's check, the same as the C call's below). */
@@ -370,9 +265,17 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
         return 0;
     }
     for (k = 0; k < s->nreads; ++k) {
-        PyObject *got = read_one(value, &s->read[k]);
-        same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
-        Py_XDECREF(got);
+        if (s->read[k].call == READ_TORCH_LAYOUT) { /* compared in place: no bytes made */
+            TaichiAotTorchLayout layout;
+            same = read_layout(value, &s->read[k], &layout) && PyBytes_Check(s->expect[k]) &&
+                           PyBytes_Size(s->expect[k]) == (Py_ssize_t)sizeof(layout)
+                       ? memcmp(PyBytes_AsString(s->expect[k]), &layout, sizeof(layout)) == 0
+                       : -1;
+        } else {
+            PyObject *got = read_one(value, &s->read[k]);
+            same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
+            Py_XDECREF(got);
+        }
         if (same != 1) {
             PyErr_Clear();
             return 0;
@@ -620,6 +523,8 @@ static PyMethodDef launcher_methods[] = {
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
      "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
+    {"trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,
+     "trust_layout(cls, descr): torch layout reads of objects of exactly cls, by the C getter descr of _cdata"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -647,19 +552,7 @@ int taichi_aot_install_launcher(const char *module_name) {
     PyObject *module = PyImport_ImportModule(module_name);
     int made = module != NULL && PyObject_HasAttrString(module, "Launcher"); /* made before: keep it */
     PyObject *type = module != NULL && !made ? PyType_FromSpec(&launcher_spec) : NULL;
-    if (getset_type == NULL) { /* the descriptor types reads are bound to (kept for the process) */
-        PyObject *real = PyObject_GetAttrString((PyObject *)&PyLong_Type, "real");
-        PyObject *bit_length = PyObject_GetAttrString((PyObject *)&PyLong_Type, "bit_length");
-        if (real != NULL && bit_length != NULL) {
-            getset_type = (PyObject *)Py_TYPE(real);
-            method_type = (PyObject *)Py_TYPE(bit_length);
-            Py_INCREF(getset_type);
-            Py_INCREF(method_type);
-        }
-        PyErr_Clear();
-        Py_XDECREF(real);
-        Py_XDECREF(bit_length);
-    }
+    reads_install();
     int ok = made || (type != NULL && PyObject_SetAttrString(module, "Launcher", type) == 0);
     if (!ok) {
         PyErr_Print();

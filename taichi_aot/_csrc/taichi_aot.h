@@ -59,6 +59,23 @@ int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int nee
    and set on the module named once, at import; 1 where that worked. */
 int taichi_aot_install_launcher(const char *module_name);
 
+/* torch.c: a torch tensor's layout, read through the C functions torch exports for compiled models
+   (aoti_torch_get_*), looked up in `library` (libtorch_cpu, loaded by torch; 1 where all were found).
+   `impl` is the tensor's `_cdata` (its TensorImpl). Python checks at first use that these reads agree with
+   torch's own getters, and uses them only then. Returns 1 where read (the bytes past `dim` zero). */
+typedef struct {
+    void *data;
+    int32_t dtype;
+    int32_t device_type;
+    int32_t device_index;
+    int32_t pad;
+    int64_t dim;
+    int64_t sizes[16];
+    int64_t strides[16];
+} TaichiAotTorchLayout;
+int taichi_aot_torch_bind(const char *library);
+int taichi_aot_torch_layout(uintptr_t impl, TaichiAotTorchLayout *out);
+
 /* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
    steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.
    Returns the seconds it took, or -1 where the library reported an error. Read back: kind 0 none, 1 map

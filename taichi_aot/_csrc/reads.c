@@ -1,0 +1,193 @@
+/* The reads of a CUDA array's print, the C call's check that a torch, CuPy or JAX array passed again is still
+   the one shared before (call.c, compiled after this file; see taichi_aot._arrays._PRINTS): parsed from the
+   Python tuples that name them, bound to the array class's C getters and methods, and made. */
+#include "taichi_aot.h"
+
+/* One read of a CUDA array's print: `first` (an attribute read first, as CuPy's `data` of `data.ptr`, or NULL),
+   then the attribute `name` (READ_ATTRIBUTE), the method `name` called with no argument (READ_METHOD), or a torch
+   tensor's layout (READ_TORCH_LAYOUT: the bytes of a TaichiAotTorchLayout, read through torch's C functions from
+   the TensorImpl address its `_cdata` gives, the `name`, read by torch's own getter: see read_layout). */
+enum { READ_ATTRIBUTE = 0, READ_METHOD = 1, READ_TORCH_LAYOUT = 2 };
+
+typedef struct {
+    PyObject *first;
+    PyObject *name;
+    int call; /* READ_* */
+    /* bound to the array's class where the read is of the array itself (`first` NULL) and its class gives `name`
+       by a C getter or method, so that the C call goes to it directly, without the attribute lookup: */
+    PyObject *descr; /* the class's descriptor (a new reference), or NULL: looked up by name each time */
+    descrgetfunc get; /* a getter descriptor's get function, or NULL: `descr` is a method, called with the array */
+} taichi_aot_read;
+
+#define TAICHI_AOT_READS 8 /* the most reads a print takes */
+
+/* In the stable ABI since Python 3.4 (the limited API this file is compiled with is older); for a static type,
+   before Python 3.10, it raises SystemError. */
+PyAPI_FUNC(void *) PyType_GetSlot(PyTypeObject *type, int slot);
+
+static int read_layout(PyObject *value, const taichi_aot_read *r, TaichiAotTorchLayout *out);
+
+/* Parse a print's reads, a tuple of (first or None, name, call) (see taichi_aot_read; borrowed from `reads`) into
+   `out`: how many, or -1 (an error set) where they are not of that form. */
+static int reads_parse(PyObject *reads, taichi_aot_read *out) {
+    Py_ssize_t n = PyTuple_Check(reads) ? PyTuple_Size(reads) : -1, k;
+    if (n < 0 || n > TAICHI_AOT_READS) {
+        PyErr_SetString(PyExc_TypeError, "reads: a tuple of at most 8 (first, name, call) tuples");
+        return -1;
+    }
+    for (k = 0; k < n; ++k) {
+        PyObject *item = PyTuple_GetItem(reads, k);
+        PyObject *first = item != NULL && PyTuple_Check(item) && PyTuple_Size(item) == 3 ? PyTuple_GetItem(item, 0)
+                                                                                          : NULL;
+        PyObject *name = first != NULL ? PyTuple_GetItem(item, 1) : NULL;
+        long call = name != NULL ? PyLong_AsLong(PyTuple_GetItem(item, 2)) : -1;
+        if (call < READ_ATTRIBUTE || call > READ_TORCH_LAYOUT || !PyUnicode_Check(name) ||
+            (first != Py_None && !PyUnicode_Check(first))) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "reads: each read is (first: str or None, name: str, call: 0, 1 or 2)");
+            return -1;
+        }
+        out[k].first = first != Py_None ? first : NULL;
+        out[k].name = name;
+        out[k].call = (int)call;
+        out[k].descr = NULL;
+        out[k].get = NULL;
+    }
+    return (int)n;
+}
+
+/* What one read gives of `value` (a new reference), or NULL with an error set. */
+static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
+    PyObject *owner, *got;
+    if (r->call == READ_TORCH_LAYOUT) {
+        TaichiAotTorchLayout layout;
+        return read_layout(value, r, &layout) ? PyBytes_FromStringAndSize((const char *)&layout, sizeof(layout))
+                                              : NULL;
+    }
+    if (r->descr != NULL) {
+        return r->get != NULL ? r->get(r->descr, value, (PyObject *)Py_TYPE(value))
+                              : PyObject_CallFunctionObjArgs(r->descr, value, NULL);
+    }
+    owner = r->first != NULL ? PyObject_GetAttr(value, r->first) : value;
+    if (owner == NULL) {
+        return NULL;
+    }
+    got = r->call ? PyObject_CallMethodObjArgs(owner, r->name, NULL) : PyObject_GetAttr(owner, r->name);
+    if (r->first != NULL) {
+        Py_DECREF(owner);
+    }
+    return got;
+}
+
+/* What a torch layout read trusts (Launcher.trust_layout): the class of plain tensors, and torch's own C getter
+   of their `_cdata` (TensorBase's getset descriptor, kept with its get function), called directly so that no
+   attribute set on the class or an instance is read as the address of a TensorImpl. */
+static PyObject *layout_class, *layout_descr;
+static descrgetfunc layout_get;
+
+/* A torch tensor's layout (a READ_TORCH_LAYOUT read of `value`) into `out`: 1, or 0 with an error set. Only of
+   an object of exactly the trusted class, whose `_cdata` is then its TensorImpl's address. */
+static int read_layout(PyObject *value, const taichi_aot_read *r, TaichiAotTorchLayout *out) {
+    PyObject *cdata;
+    void *impl;
+    (void)r;
+    if (layout_get == NULL || (PyObject *)Py_TYPE(value) != layout_class) {
+        PyErr_SetString(PyExc_TypeError, "a torch layout read of no plain torch tensor");
+        return 0;
+    }
+    cdata = layout_get(layout_descr, value, layout_class);
+    impl = cdata != NULL && PyLong_Check(cdata) ? PyLong_AsVoidPtr(cdata) : NULL;
+    Py_XDECREF(cdata);
+    if (impl == NULL || !taichi_aot_torch_layout((uintptr_t)impl, out)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "the tensor's layout could not be read through torch's C functions");
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* The types of the descriptors a read is bound to (set by reads_install): a C getter's (int.real's)
+   and a C method's (int.bit_length's). */
+static PyObject *getset_type, *method_type;
+
+/* Bind the reads of arrays of class `cls` to its descriptors where that reads the same (see taichi_aot_read): a
+   getter's (a data descriptor: no instance attribute hides it) and a C method's (called with the array, it reads
+   the array's own, even where an instance attribute of that name would hide it). The C call checks the array's
+   class on every use. */
+static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
+    int k;
+    /* only where the class looks attributes up the standard way (no __getattribute__ or __getattr__ of its own) */
+    getattrofunc lookup = (getattrofunc)PyType_GetSlot(cls, Py_tp_getattro);
+    PyErr_Clear(); /* before Python 3.10, for a static type: no slot given, nothing bound */
+    if (lookup != PyObject_GenericGetAttr) {
+        return;
+    }
+    for (k = 0; k < n; ++k) {
+        taichi_aot_read *r = &read[k];
+        PyObject *descr = r->first == NULL ? PyObject_GetAttr((PyObject *)cls, r->name) : NULL;
+        PyObject *kind = descr != NULL ? (PyObject *)Py_TYPE(descr) : NULL;
+        descrgetfunc get = kind != NULL && kind == getset_type && r->call == READ_ATTRIBUTE
+                               ? (descrgetfunc)PyType_GetSlot((PyTypeObject *)kind, Py_tp_descr_get)
+                               : NULL; /* NULL before Python 3.10, which gives no slot of a static type */
+        PyErr_Clear();
+        if (get != NULL || (kind != NULL && kind == method_type && r->call == READ_METHOD)) {
+            r->descr = descr;
+            r->get = get;
+        } else {
+            Py_XDECREF(descr);
+        }
+    }
+}
+
+/* Launcher.trust_layout(cls, descr): trust torch layout reads of objects of exactly `cls` (torch.Tensor), whose
+   `_cdata` `descr` (a C getter, TensorBase's) gives; once for the process (later calls change nothing). */
+static PyObject *launcher_trust_layout(PyObject *unused, PyObject *args) {
+    PyObject *cls, *descr;
+    (void)unused;
+    if (!PyArg_ParseTuple(args, "OO", &cls, &descr)) {
+        return NULL;
+    }
+    if (!PyType_Check(cls) || getset_type == NULL || (PyObject *)Py_TYPE(descr) != getset_type) {
+        PyErr_SetString(PyExc_TypeError, "trust_layout: a class and a C getter's descriptor");
+        return NULL;
+    }
+    if (layout_get == NULL) {
+        descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
+        if (get == NULL) { /* before Python 3.10 a static type gives no slot: layouts stay untrusted */
+            PyErr_Clear();
+            return PyBool_FromLong(0);
+        }
+        Py_INCREF(cls);
+        Py_INCREF(descr);
+        layout_class = cls;
+        layout_descr = descr;
+        layout_get = get;
+    }
+    return PyBool_FromLong(layout_class == cls && layout_descr == descr);
+}
+
+static void reads_unbind(taichi_aot_read *read, int n) {
+    int k;
+    for (k = 0; k < n; ++k) {
+        Py_CLEAR(read[k].descr);
+        read[k].get = NULL;
+    }
+}
+
+/* Find the descriptor types reads are bound to, once (kept for the process; taichi_aot_install_launcher). */
+static void reads_install(void) {
+    if (getset_type == NULL) {
+        PyObject *real = PyObject_GetAttrString((PyObject *)&PyLong_Type, "real");
+        PyObject *bit_length = PyObject_GetAttrString((PyObject *)&PyLong_Type, "bit_length");
+        if (real != NULL && bit_length != NULL) {
+            getset_type = (PyObject *)Py_TYPE(real);
+            method_type = (PyObject *)Py_TYPE(bit_length);
+            Py_INCREF(getset_type);
+            Py_INCREF(method_type);
+        }
+        PyErr_Clear();
+        Py_XDECREF(real);
+        Py_XDECREF(bit_length);
+    }
+}
