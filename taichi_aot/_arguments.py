@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ._arrays import array_like, read_print
+from ._arrays import array_like, same_print
 from ._native import ffi, lib
 from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
@@ -166,7 +166,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
                 address = id(value)
                 hit = slot.hits.get(address)
                 if (hit is not None and hit.cls is cls and hit.sig is sig and not hit.owned.closed
-                        and not (writes and hit.read_only) and hit.print == read_print(value, hit.reads)):
+                        and not (writes and hit.read_only) and same_print(value, hit.reads, hit.print)):
                     held = hit.held  # what queued kernels read is held until the runtime is waited for
                     if address not in held:
                         held[address] = value

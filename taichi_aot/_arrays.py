@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 import numpy as np
 
 from . import _cuda, _dlpack
-from ._native import lib
+from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
 
@@ -48,7 +48,7 @@ ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterf
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
            "SupportsDLPack", "array_like", "byte_span", "cuda_interface", "forget_print", "host_array", "is_jax",
            "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy", "same_layout",
-           "share", "why_copy"]
+           "same_print", "share", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -230,6 +230,15 @@ from ._native import Launcher  # noqa: E402  (there since the line above)
 
 read_print = Launcher.read_print  # (value, reads): the print of a CUDA array, made in C
 
+
+def same_print(value: Any, reads: tuple, print_: tuple) -> bool:
+    """Whether ``value``'s print is still ``print_``; False where a read raises (a tensor changed in place into one
+    its library cannot read so: the slow path says what is wrong with it)."""
+    try:
+        return bool(print_ == read_print(value, reads))
+    except Exception:
+        return False
+
 #: The reads of each array class seen (None: none known; such arrays take the slow path every time).
 _PRINT_OF: dict[type, Any] = {}
 
@@ -252,34 +261,48 @@ def print_of(cls: type) -> Any:
 
 
 #: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): its layout
-#: (memory, dtype, device, sizes, strides) in one read with no Python object made but the ``_cdata`` address,
-#: and requires_grad.
+#: (memory, storage size, dtype, device, sizes, strides) in one read, with no getter run (``_csrc/reads.c``,
+#: ``_csrc/torch.c``), and requires_grad. Not in it, nor in the getters' reads: torch's negative bit, which only
+#: assigning a view of the same memory and layout that has it sets in place (``t = z.imag``, then
+#: ``t.data = z.conj().imag``); torch exports no C function that reads it.
 _TORCH_LAYOUT = _reads("layout(_cdata)", "requires_grad")
 
 
 def _torch_layout_agrees(cls: type) -> bool:
-    """Whether the layouts that torch's C functions give agree with torch's getters, for tensors of class ``cls``:
-    only plain tensors (a subclass may answer ``_cdata`` or the getters its own way), with the functions found in
-    the libtorch_cpu that torch loaded, checked on probe tensors of two dtypes, a transposed view and an offset
-    slice. The C reads take ``_cdata`` from torch's own getter of the class's base, and read no object of another
-    class. Else the getters' reads serve."""
+    """Whether torch's C functions can read the layouts of tensors of class ``cls`` as torch's getters do: only
+    plain tensors (a subclass may answer its own way) of torch 2.10 on, whose Python object holds its at::Tensor
+    right after the object's header (before, a MaybeOwned of one, borrowed or owned), with the functions found in
+    the libtorch_cpu that torch loaded. Checked on probe tensors: the word there is the tensor's ``_cdata``, and
+    the layout read agrees with the getters (two dtypes, a transposed view, an offset slice, a 0-d tensor). Else
+    the getters' reads serve."""
     torch = sys.modules.get("torch")
-    if torch is None or cls is not getattr(torch, "Tensor", None) or not lib.taichi_aot_torch_bind(b"libtorch_cpu.so"):
-        return False
     try:
-        getter = next(k.__dict__["_cdata"] for k in cls.__mro__ if "_cdata" in k.__dict__)  # TensorBase's, in C
-        if not Launcher.trust_layout(cls, getter):
-            return False
-        base = torch.zeros((3, 4), dtype=torch.float32)
-        probes = (base, base.t(), base[1:, 2:], torch.zeros(5, dtype=torch.int32), torch.zeros((), dtype=torch.int64))
-        dtypes = set()
-        for t in probes:
-            data, dtype, kind, index, _, dim, *rest = struct.unpack("@Piiiiq16q16q", read_print(t, _TORCH_LAYOUT)[0])
-            sizes, strides = tuple(rest[:dim]), tuple(rest[16:16 + dim])
-            if (data, kind, index, dim, sizes, strides) != (t.data_ptr(), 0, t.get_device(), t.dim(), tuple(t.shape),
-                                                            t.stride()) or any(rest[dim:16]) or any(rest[16 + dim:]):
+        version = tuple(int(part) for part in str(torch.__version__).split("+")[0].split(".")[:2]) if torch else ()
+    except ValueError:  # a version of another form
+        return False
+    if (torch is None or cls is not getattr(torch, "Tensor", None) or version < (2, 10)
+            or not lib.taichi_aot_torch_bind(b"libtorch_cpu.so")):
+        return False
+    offset = object.__basicsize__  # the object's header
+    try:
+        with torch._C.DisableTorchFunction():  # no mode or default device answers for torch here
+            base = torch.zeros((3, 4), dtype=torch.float32, device="cpu")
+            probes = (base, base.t(), base[1:, 2:], torch.zeros(5, dtype=torch.int32, device="cpu"),
+                      torch.zeros((), dtype=torch.int64, device="cpu"))
+            if any(ffi.cast("uintptr_t *", id(t) + offset)[0] != t._cdata for t in probes):
                 return False
-            dtypes.add((dtype, t.dtype))
+            if not Launcher._trust_layout(cls, offset):
+                return False
+            dtypes = set()
+            for t in probes:
+                got = read_print(t, _TORCH_LAYOUT)[0]
+                data, storage, dtype, kind, index, _, dim, *rest = struct.unpack("@Pqiiiiq16q16q", got)
+                sizes, strides = tuple(rest[:dim]), tuple(rest[16:16 + dim])
+                if (data, storage, kind, index, dim, sizes, strides) != (
+                        t.data_ptr(), t.untyped_storage().nbytes(), 0, t.get_device(), t.dim(), tuple(t.shape),
+                        t.stride()) or any(rest[dim:16]) or any(rest[16 + dim:]):
+                    return False
+                dtypes.add((dtype, t.dtype))
         return len(dtypes) == len({d for d, _ in dtypes}) == 3  # one code a dtype, each its own
     except Exception:  # no such function, or a layout of another form: the getters serve
         return False

@@ -187,6 +187,9 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("cli", "_SubParsersAction"): "argparse's type of a subcommand table, for an annotation",
     ("capi.core", "_value2member_map_"): "enum's table of values: the one lookup that takes no exception",
     ("_probe", "_replace"): "a namedtuple's documented method (its name begins with _ so as not to clash)",
+    ("_arrays", "_C"): "torch's C layer: the probes of a torch tensor's layout reads are made under its",
+    ("_arrays", "_cdata"): "...DisableTorchFunction, and compared with its _cdata (the TensorImpl's address)",
+    ("_arrays", "_trust_layout"): "Launcher's, off the surface every Kernel inherits: trusts the layout reads",
 }
 
 

@@ -132,22 +132,18 @@ def test_ndarrays_to_torch_through_dlpack(torch, rt, arch):
             torch.from_dlpack(hidden)
 
 
-def test_the_print_that_finds_a_tensor_again(torch, monkeypatch):
+def test_the_print_that_finds_a_tensor_again(torch):
     """A CUDA tensor found again is checked by its print, made in C from the reads its class names (the C call of
     kernels makes the same reads): each change in place that a launch depends on shows in it, changes of the values
     do not. A plain tensor's layout is read through torch's own C functions (checked against torch's getters when
     first used); a subclass's through the getters. The reads are the same for CPU tensors, which let this run
     anywhere."""
-    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, print_of, read_print
-    from taichi_aot._native import lib
+    from taichi_aot._arrays import _PRINTS, Launcher, print_of, read_print, same_print
 
-    # where torch exports the functions (from 2.2 or so; setup.sh installs 2.13), a plain tensor's print uses them
-    assert print_of(torch.Tensor) == (_TORCH_LAYOUT if lib.taichi_aot_torch_bind(b"libtorch_cpu.so") else
-                                      _PRINTS["torch"])
-    assert print_of(torch.nn.Parameter) == _PRINTS["torch"]
     t = torch.zeros(16)
     assert read_print(t, _PRINTS["torch"]) == (t.data_ptr(), t.shape, True, torch.float32, False)
-    for reads in (_TORCH_LAYOUT, _PRINTS["torch"]):
+    assert print_of(torch.nn.Parameter) == _PRINTS["torch"]
+    for reads in {print_of(torch.Tensor), _PRINTS["torch"]}:
         first = read_print(t, reads)
         t += 1
         assert read_print(t, reads) == first
@@ -155,12 +151,13 @@ def test_the_print_that_finds_a_tensor_again(torch, monkeypatch):
                    lambda u: u.as_strided_((8,), (1,), 1),
                    lambda u: setattr(u, "data", u.view(torch.int32)), lambda u: setattr(u, "data", u.view(2, 8)),
                    lambda u: setattr(u, "data", torch.zeros(16)), lambda u: u.set_(torch.zeros(16).untyped_storage()),
-                   lambda u: torch.utils.swap_tensors(u, torch.zeros(16)), lambda u: u.requires_grad_()]
+                   lambda u: torch.utils.swap_tensors(u, torch.zeros(16)), lambda u: u.requires_grad_(),
+                   lambda u: u.resize_([1] * 17)]
         for change in changes:
             u = torch.zeros(16)
             before = read_print(u, reads)
             change(u)
-            assert read_print(u, reads) != before
+            assert not same_print(u, reads, before)
         square = torch.zeros(4, 4)
         before = read_print(square, reads)
         square.transpose_(0, 1)  # the same memory and shape, other strides
@@ -168,15 +165,55 @@ def test_the_print_that_finds_a_tensor_again(torch, monkeypatch):
     for bad in (None, [("x",)], ((None, "data_ptr", True),) * 9, ((1, "data_ptr", True),), ((None, "data_ptr", 3),)):
         with pytest.raises(TypeError, match="reads"):
             Launcher.read_print(t, bad)
+    with pytest.raises(AttributeError):
+        read_print(t, ((None, "no_such_read", False),))
+
+
+def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch):
+    """From torch 2.10 on (setup.sh installs 2.13), a plain tensor's print is its layout, read by the C functions
+    torch exports for compiled models from the at::Tensor inside its Python object, and requires_grad: no getter
+    runs, so nothing a program sets (a class attribute, a TorchFunctionMode, a default device) is read as an
+    address; a tensor torch cannot read so is never found again; the storage's size is in it."""
+    from torch.overrides import TorchFunctionMode
+
+    from taichi_aot import _arrays
+    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, print_of, read_print
+
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    _arrays._PRINT_OF.pop(torch.Tensor, None)
+    with torch.device("meta"):  # the first use under another default device: the probes are made on the CPU
+        reads = print_of(torch.Tensor)
+    assert reads == (_TORCH_LAYOUT if version >= (2, 10) else _PRINTS["torch"])
+    if reads != _TORCH_LAYOUT:
+        return
+    t = torch.zeros(16)
+    before = read_print(t, reads)
+
+    getter = torch._C.TensorBase.__dict__["_cdata"]
+
+    class Lie(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return 8 if getattr(func, "__self__", None) is getter else func(*args, **(kwargs or {}))
+
+    with Lie():
+        assert t._cdata == 8
+        assert read_print(t, reads) == before
+    monkeypatch.setattr(torch.Tensor, "_cdata", property(lambda self: 8), raising=False)
+    assert read_print(t, reads) == before
+    monkeypatch.undo()
+    storage = t.untyped_storage()
+    storage.resize_(0)
+    storage.resize_(32)  # smaller than the tensor, maybe at the same address
+    assert read_print(t, reads) != before
+    deep = torch.zeros([1] * 17)
+    assert read_print(deep, reads)[0] != read_print(deep, reads)[0]  # unreadable: equal to nothing
+
     class Odd:
         _cdata = 8  # no TensorImpl's address
 
     for other in (Odd(), torch.nn.Parameter(torch.zeros(2)), torch.Tensor):  # read of no plain tensor: refused
         with pytest.raises(TypeError, match="no plain torch tensor"):
-            read_print(other, _TORCH_LAYOUT)
-    if print_of(torch.Tensor) == _TORCH_LAYOUT:  # `_cdata` comes from torch's own getter, whatever the class says
-        before = read_print(t, _TORCH_LAYOUT)
-        monkeypatch.setattr(torch.Tensor, "_cdata", property(lambda self: 8), raising=False)
-        assert read_print(t, _TORCH_LAYOUT) == before
-    with pytest.raises(AttributeError):
-        read_print(t, ((None, "no_such_read", False),))
+            read_print(other, reads)
+    for cls, offset in ((int, 16), (torch.Tensor, 3), (torch.Tensor, 4096)):
+        with pytest.raises(TypeError, match="_trust_layout"):
+            Launcher._trust_layout(cls, offset)

@@ -267,7 +267,7 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
     for (k = 0; k < s->nreads; ++k) {
         if (s->read[k].call == READ_TORCH_LAYOUT) { /* compared in place: no bytes made */
             TaichiAotTorchLayout layout;
-            same = read_layout(value, &s->read[k], &layout) && PyBytes_Check(s->expect[k]) &&
+            same = read_layout(value, &layout) > 0 && PyBytes_Check(s->expect[k]) &&
                            PyBytes_Size(s->expect[k]) == (Py_ssize_t)sizeof(layout)
                        ? memcmp(PyBytes_AsString(s->expect[k]), &layout, sizeof(layout)) == 0
                        : -1;
@@ -523,8 +523,8 @@ static PyMethodDef launcher_methods[] = {
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
      "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
-    {"trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,
-     "trust_layout(cls, descr): torch layout reads of objects of exactly cls, by the C getter descr of _cdata"},
+    {"_trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,
+     "_trust_layout(cls, offset): torch layout reads of objects of exactly cls, its at::Tensor at offset"},
     {NULL, NULL, 0, NULL},
 };
 

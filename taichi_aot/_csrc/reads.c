@@ -6,7 +6,7 @@
 /* One read of a CUDA array's print: `first` (an attribute read first, as CuPy's `data` of `data.ptr`, or NULL),
    then the attribute `name` (READ_ATTRIBUTE), the method `name` called with no argument (READ_METHOD), or a torch
    tensor's layout (READ_TORCH_LAYOUT: the bytes of a TaichiAotTorchLayout, read through torch's C functions from
-   the TensorImpl address its `_cdata` gives, the `name`, read by torch's own getter: see read_layout). */
+   the at::Tensor in the tensor's object, the `_cdata` that `name` says: see read_layout). */
 enum { READ_ATTRIBUTE = 0, READ_METHOD = 1, READ_TORCH_LAYOUT = 2 };
 
 typedef struct {
@@ -25,7 +25,7 @@ typedef struct {
    before Python 3.10, it raises SystemError. */
 PyAPI_FUNC(void *) PyType_GetSlot(PyTypeObject *type, int slot);
 
-static int read_layout(PyObject *value, const taichi_aot_read *r, TaichiAotTorchLayout *out);
+static int read_layout(PyObject *value, TaichiAotTorchLayout *out);
 
 /* Parse a print's reads, a tuple of (first or None, name, call) (see taichi_aot_read; borrowed from `reads`) into
    `out`: how many, or -1 (an error set) where they are not of that form. */
@@ -59,10 +59,14 @@ static int reads_parse(PyObject *reads, taichi_aot_read *out) {
 /* What one read gives of `value` (a new reference), or NULL with an error set. */
 static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
     PyObject *owner, *got;
-    if (r->call == READ_TORCH_LAYOUT) {
+    if (r->call == READ_TORCH_LAYOUT) { /* the layout's bytes; where torch could not read it, a new object(),
+                                           equal to nothing: such a print is never found again */
         TaichiAotTorchLayout layout;
-        return read_layout(value, r, &layout) ? PyBytes_FromStringAndSize((const char *)&layout, sizeof(layout))
-                                              : NULL;
+        int read = read_layout(value, &layout);
+        if (read == 0) {
+            return PyObject_CallObject((PyObject *)&PyBaseObject_Type, NULL);
+        }
+        return read > 0 ? PyBytes_FromStringAndSize((const char *)&layout, sizeof(layout)) : NULL;
     }
     if (r->descr != NULL) {
         return r->get != NULL ? r->get(r->descr, value, (PyObject *)Py_TYPE(value))
@@ -79,32 +83,21 @@ static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
     return got;
 }
 
-/* What a torch layout read trusts (Launcher.trust_layout): the class of plain tensors, and torch's own C getter
-   of their `_cdata` (TensorBase's getset descriptor, kept with its get function), called directly so that no
-   attribute set on the class or an instance is read as the address of a TensorImpl. */
-static PyObject *layout_class, *layout_descr;
-static descrgetfunc layout_get;
+/* What a torch layout read trusts (Launcher._trust_layout): the class of plain tensors, and where in their
+   Python object its at::Tensor lies (right after the object's header: torch's THPVariable from torch 2.10 on,
+   checked in Python on probe tensors). Read there, no Python code runs (no getter a TorchFunctionMode could
+   answer) and no address comes from anything a program can set. */
+static PyObject *layout_class;
+static Py_ssize_t layout_offset;
 
-/* A torch tensor's layout (a READ_TORCH_LAYOUT read of `value`) into `out`: 1, or 0 with an error set. Only of
-   an object of exactly the trusted class, whose `_cdata` is then its TensorImpl's address. */
-static int read_layout(PyObject *value, const taichi_aot_read *r, TaichiAotTorchLayout *out) {
-    PyObject *cdata;
-    void *impl;
-    (void)r;
-    if (layout_get == NULL || (PyObject *)Py_TYPE(value) != layout_class) {
+/* A torch tensor's layout (a READ_TORCH_LAYOUT read of `value`) into `out`: 1 where read, 0 where torch could
+   not read it (a tensor of no storage, of over 16 dims), -1 with an error set: `value` is no plain tensor. */
+static int read_layout(PyObject *value, TaichiAotTorchLayout *out) {
+    if (layout_class == NULL || (PyObject *)Py_TYPE(value) != layout_class) {
         PyErr_SetString(PyExc_TypeError, "a torch layout read of no plain torch tensor");
-        return 0;
+        return -1;
     }
-    cdata = layout_get(layout_descr, value, layout_class);
-    impl = cdata != NULL && PyLong_Check(cdata) ? PyLong_AsVoidPtr(cdata) : NULL;
-    Py_XDECREF(cdata);
-    if (impl == NULL || !taichi_aot_torch_layout((uintptr_t)impl, out)) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "the tensor's layout could not be read through torch's C functions");
-        }
-        return 0;
-    }
-    return 1;
+    return taichi_aot_torch_layout((uintptr_t)value + (uintptr_t)layout_offset, out);
 }
 
 /* The types of the descriptors a read is bound to (set by reads_install): a C getter's (int.real's)
@@ -140,31 +133,34 @@ static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
     }
 }
 
-/* Launcher.trust_layout(cls, descr): trust torch layout reads of objects of exactly `cls` (torch.Tensor), whose
-   `_cdata` `descr` (a C getter, TensorBase's) gives; once for the process (later calls change nothing). */
+/* Launcher._trust_layout(cls, offset): trust torch layout reads of objects of exactly `cls` (torch.Tensor),
+   whose at::Tensor lies `offset` bytes into the object; once for the process (later calls change nothing). */
 static PyObject *launcher_trust_layout(PyObject *unused, PyObject *args) {
-    PyObject *cls, *descr;
+    PyObject *cls, *module, *name;
+    Py_ssize_t offset;
+    int torch_tensor;
     (void)unused;
-    if (!PyArg_ParseTuple(args, "OO", &cls, &descr)) {
+    if (!PyArg_ParseTuple(args, "On", &cls, &offset)) {
         return NULL;
     }
-    if (!PyType_Check(cls) || getset_type == NULL || (PyObject *)Py_TYPE(descr) != getset_type) {
-        PyErr_SetString(PyExc_TypeError, "trust_layout: a class and a C getter's descriptor");
+    module = PyType_Check(cls) ? PyObject_GetAttrString(cls, "__module__") : NULL;
+    name = module != NULL ? PyObject_GetAttrString(cls, "__name__") : NULL;
+    torch_tensor = name != NULL && PyUnicode_Check(module) && PyUnicode_Check(name) &&
+                   PyUnicode_CompareWithASCIIString(module, "torch") == 0 &&
+                   PyUnicode_CompareWithASCIIString(name, "Tensor") == 0;
+    Py_XDECREF(module);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    if (!torch_tensor || offset < (Py_ssize_t)sizeof(PyObject) || offset > 64 || offset % sizeof(void *) != 0) {
+        PyErr_SetString(PyExc_TypeError, "_trust_layout: torch.Tensor and the offset of its at::Tensor");
         return NULL;
     }
-    if (layout_get == NULL) {
-        descrgetfunc get = (descrgetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_get);
-        if (get == NULL) { /* before Python 3.10 a static type gives no slot: layouts stay untrusted */
-            PyErr_Clear();
-            return PyBool_FromLong(0);
-        }
+    if (layout_class == NULL) {
         Py_INCREF(cls);
-        Py_INCREF(descr);
         layout_class = cls;
-        layout_descr = descr;
-        layout_get = get;
+        layout_offset = offset;
     }
-    return PyBool_FromLong(layout_class == cls && layout_descr == descr);
+    return PyBool_FromLong(layout_class == cls && layout_offset == offset);
 }
 
 static void reads_unbind(taichi_aot_read *read, int n) {

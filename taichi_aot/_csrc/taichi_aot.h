@@ -61,10 +61,12 @@ int taichi_aot_install_launcher(const char *module_name);
 
 /* torch.c: a torch tensor's layout, read through the C functions torch exports for compiled models
    (aoti_torch_get_*), looked up in `library` (libtorch_cpu, loaded by torch; 1 where all were found).
-   `impl` is the tensor's `_cdata` (its TensorImpl). Python checks at first use that these reads agree with
-   torch's own getters, and uses them only then. Returns 1 where read (the bytes past `dim` zero). */
+   `tensor` is the address of an at::Tensor (in a tensor's Python object: reads.c). Python checks at first
+   use that these reads agree with torch's own getters, and uses them only then. Returns 1 where read (the
+   bytes past `dim` zero). */
 typedef struct {
     void *data;
+    int64_t storage_size;
     int32_t dtype;
     int32_t device_type;
     int32_t device_index;
@@ -74,7 +76,7 @@ typedef struct {
     int64_t strides[16];
 } TaichiAotTorchLayout;
 int taichi_aot_torch_bind(const char *library);
-int taichi_aot_torch_layout(uintptr_t impl, TaichiAotTorchLayout *out);
+int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out);
 
 /* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
    steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.

@@ -2,9 +2,9 @@
    (call.c) asks on every launch whether a tensor shared before is still what was shared, and five of torch's
    Python getters per tensor cost more than the rest of the launch path. The functions are the ones torch
    exports with C linkage and a stable ABI for AOTInductor's compiled models (`aoti_torch_get_*` in
-   torch/csrc/inductor/aoti_torch/c/shim.h); each takes a tensor handle, the address of an at::Tensor, which
-   is one pointer to its TensorImpl: what the tensor's `_cdata` gives. They catch torch's C++ exceptions and
-   return an error code instead. */
+   torch/csrc/inductor/aoti_torch/c/shim.h); each takes a tensor handle, the address of an at::Tensor (one
+   pointer to its TensorImpl), reads through it, neither keeping nor releasing it, and returns an error code
+   for any C++ exception. The handle is the at::Tensor inside the tensor's Python object (see reads.c). */
 #include <dlfcn.h>
 #include <string.h>
 
@@ -23,6 +23,7 @@ static struct {
     taichi_aot_torch_i32_fn dtype;
     taichi_aot_torch_i32_fn device_type;
     taichi_aot_torch_i32_fn device_index;
+    taichi_aot_torch_i64_fn storage_size;
 } torch_fns;
 
 static int torch_bound;
@@ -30,17 +31,20 @@ static int torch_bound;
 /* Look the functions up in `library` (torch's libtorch_cpu, already loaded by `import torch`: it is not
    loaded here where it is not); 1 where all were found. */
 int taichi_aot_torch_bind(const char *library) {
-    void *handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
-    void *found[7];
-    static const char *const names[7] = {"aoti_torch_get_data_ptr", "aoti_torch_get_dim",
+    void *handle, *found[8];
+    static const char *const names[8] = {"aoti_torch_get_data_ptr", "aoti_torch_get_dim",
                                          "aoti_torch_get_sizes", "aoti_torch_get_strides",
                                          "aoti_torch_get_dtype", "aoti_torch_get_device_type",
-                                         "aoti_torch_get_device_index"};
+                                         "aoti_torch_get_device_index", "aoti_torch_get_storage_size"};
     int i;
+    if (torch_bound) { /* once: the functions stay where they are while the process runs */
+        return 1;
+    }
+    handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
     if (handle == NULL) {
         return 0;
     }
-    for (i = 0; i < 7; ++i) {
+    for (i = 0; i < 8; ++i) {
         found[i] = dlsym(handle, names[i]);
         if (found[i] == NULL) {
             return 0; /* the handle is kept: torch stays loaded for the process anyway */
@@ -53,23 +57,24 @@ int taichi_aot_torch_bind(const char *library) {
     torch_fns.dtype = (taichi_aot_torch_i32_fn)found[4];
     torch_fns.device_type = (taichi_aot_torch_i32_fn)found[5];
     torch_fns.device_index = (taichi_aot_torch_i32_fn)found[6];
+    torch_fns.storage_size = (taichi_aot_torch_i64_fn)found[7];
     torch_bound = 1;
     return 1;
 }
 
-/* Fill `out` with the layout of the tensor whose TensorImpl is at `impl` (its `_cdata`): its data pointer
-   (storage offset included), dtype, device, dims, sizes and strides; the bytes past its dims are zero, so that
-   two layouts compare with memcmp. 0 where the functions are not bound, torch reports an error (a tensor of
-   no storage) or it has more dims than a layout holds. */
-int taichi_aot_torch_layout(uintptr_t impl, TaichiAotTorchLayout *out) {
-    void *tensor = (void *)impl; /* the at::Tensor: one pointer to the TensorImpl */
+/* Fill `out` with the layout of the tensor whose at::Tensor is at `tensor`: its data pointer (storage offset
+   included), the size of its storage, dtype, device, dims, sizes and strides; the bytes past its dims are zero,
+   so that two layouts compare with memcmp. 0 where the functions are not bound, torch reports an error (a
+   tensor of no storage) or it has more dims than a layout holds. */
+int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out) {
+    void *t = (void *)tensor;
     int64_t *sizes, *strides, dim;
     memset(out, 0, sizeof(*out));
-    if (!torch_bound || impl == 0 || torch_fns.dim(&tensor, &dim) != 0 || dim < 0 || dim > 16 ||
-        torch_fns.data_ptr(&tensor, &out->data) != 0 || torch_fns.dtype(&tensor, &out->dtype) != 0 ||
-        torch_fns.device_type(&tensor, &out->device_type) != 0 ||
-        torch_fns.device_index(&tensor, &out->device_index) != 0 || torch_fns.sizes(&tensor, &sizes) != 0 ||
-        torch_fns.strides(&tensor, &strides) != 0) {
+    if (!torch_bound || t == NULL || torch_fns.dim(t, &dim) != 0 || dim < 0 || dim > 16 ||
+        torch_fns.data_ptr(t, &out->data) != 0 || torch_fns.storage_size(t, &out->storage_size) != 0 ||
+        torch_fns.dtype(t, &out->dtype) != 0 || torch_fns.device_type(t, &out->device_type) != 0 ||
+        torch_fns.device_index(t, &out->device_index) != 0 || torch_fns.sizes(t, &sizes) != 0 ||
+        torch_fns.strides(t, &strides) != 0) {
         memset(out, 0, sizeof(*out));
         return 0;
     }

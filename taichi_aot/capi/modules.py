@@ -142,7 +142,7 @@ def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, 
         raise NameNotFoundError(f"{what}: no {kind} named {name!r}")
     why = entry.refused.get((kind, name))
     if why:  # the driver would crash making or running it
-        raise NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
+        raise _refusal(what, kind, name, why)
     q, cerr = Quiet(), Cerr()
     with q, cerr:
         handle = getter(aot_module, name.encode())
@@ -158,9 +158,14 @@ def _get_named(kind: str, getter: Callable[[Any, bytes], Any], aot_module: Any, 
         why = (f"the driver could not make its pipeline (the library said: {' | '.join(refused[-2:])[:300]}): its "
                "SPIR-V is damaged, or needs what this device does not have")
         entry.refused[(kind, name)] = why
-        raise NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
+        raise _refusal(what, kind, name, why)
     handles.register_module_child(kind, key, entry, handle, name)
     return handle
+
+
+def _refusal(what: str, kind: str, name: str, why: str) -> NotSupportedError:
+    """The error of a kernel or graph refused at look-up, now and at every later one."""
+    return NotSupportedError(f"{what}: {kind} {name!r} cannot run on this backend: {why}")
 
 
 def get_aot_module_kernel(aot_module: Any, name: str) -> Any:
