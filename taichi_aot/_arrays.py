@@ -254,27 +254,32 @@ def print_of(cls: type) -> Any:
     found = _PRINT_OF.get(cls, _MISSING)
     if found is _MISSING:
         found = _PRINTS.get(cls.__module__.partition(".")[0])
-        if found is _PRINTS["torch"] and _torch_layout_agrees(cls):
+        agrees = _torch_layout_agrees(cls) if found is _PRINTS["torch"] else False
+        if agrees:
             found = _TORCH_LAYOUT
-        _PRINT_OF[cls] = found
+        if agrees is not None:  # None: not known yet (asked again next time)
+            _PRINT_OF[cls] = found
     return found
 
 
-#: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): its layout
-#: (memory, storage size, dtype, device, sizes, strides) in one read, with no getter run (``_csrc/reads.c``,
-#: ``_csrc/torch.c``), and requires_grad. Not in it, nor in the getters' reads: torch's negative bit, which only
-#: assigning a view of the same memory and layout that has it sets in place (``t = z.imag``, then
-#: ``t.data = z.conj().imag``); torch exports no C function that reads it.
-_TORCH_LAYOUT = _reads("layout(_cdata)", "requires_grad")
+#: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): requires_grad,
+#: then its layout (memory, storage size, dtype, device, sizes, strides) in one read, with no getter run
+#: (``_csrc/reads.c``, ``_csrc/torch.c``): after the read that may run Python code (a getter a
+#: TorchFunctionMode answers), as the C call makes every slot's layout read after all other reads. Not in it,
+#: nor in the getters' reads: torch's negative bit, which only assigning a view of the same memory and layout
+#: that has it sets in place (``t = z.imag``, then ``t.data = z.conj().imag``); torch exports no C function
+#: that reads it.
+_TORCH_LAYOUT = _reads("requires_grad", "layout(_cdata)")
 
 
-def _torch_layout_agrees(cls: type) -> bool:
+def _torch_layout_agrees(cls: type) -> bool | None:
     """Whether torch's C functions can read the layouts of tensors of class ``cls`` as torch's getters do: only
     plain tensors (a subclass may answer its own way) of torch 2.10 on, whose Python object holds its at::Tensor
     right after the object's header (before, a MaybeOwned of one, borrowed or owned), with the functions found in
     the libtorch_cpu that torch loaded. Checked on probe tensors: the word there is the tensor's ``_cdata``, and
     the layout read agrees with the getters (two dtypes, a transposed view, an offset slice, a 0-d tensor). Else
-    the getters' reads serve."""
+    the getters' reads serve. None where a mode of torch's made the probes of another class (FakeTensorMode):
+    not known yet."""
     torch = sys.modules.get("torch")
     try:
         version = tuple(int(part) for part in str(torch.__version__).split("+")[0].split(".")[:2]) if torch else ()
@@ -289,13 +294,15 @@ def _torch_layout_agrees(cls: type) -> bool:
             base = torch.zeros((3, 4), dtype=torch.float32, device="cpu")
             probes = (base, base.t(), base[1:, 2:], torch.zeros(5, dtype=torch.int32, device="cpu"),
                       torch.zeros((), dtype=torch.int64, device="cpu"))
+            if any(type(t) is not cls for t in probes):  # a dispatch mode's tensors: ask again outside it
+                return None
             if any(ffi.cast("uintptr_t *", id(t) + offset)[0] != t._cdata for t in probes):
                 return False
             if not Launcher._trust_layout(cls, offset):
                 return False
             dtypes = set()
             for t in probes:
-                got = read_print(t, _TORCH_LAYOUT)[0]
+                got = read_print(t, _TORCH_LAYOUT)[1]
                 data, storage, dtype, kind, index, _, dim, *rest = struct.unpack("@Pqiiiiq16q16q", got)
                 sizes, strides = tuple(rest[:dim]), tuple(rest[16:16 + dim])
                 if (data, storage, kind, index, dim, sizes, strides) != (

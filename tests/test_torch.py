@@ -173,14 +173,18 @@ def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch
     """From torch 2.10 on (setup.sh installs 2.13), a plain tensor's print is its layout, read by the C functions
     torch exports for compiled models from the at::Tensor inside its Python object, and requires_grad: no getter
     runs, so nothing a program sets (a class attribute, a TorchFunctionMode, a default device) is read as an
-    address; a tensor torch cannot read so is never found again; the storage's size is in it."""
+    address; the layout is read after the getter a mode may answer; a tensor torch cannot read so is never found
+    again; the storage's size is in it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.overrides import TorchFunctionMode
 
     from taichi_aot import _arrays
-    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, print_of, read_print
+    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, _reads, print_of, read_print, same_print
 
     version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     _arrays._PRINT_OF.pop(torch.Tensor, None)
+    with FakeTensorMode():  # its probes would be fake tensors: the question waits for a later use
+        assert print_of(torch.Tensor) == _PRINTS["torch"] and torch.Tensor not in _arrays._PRINT_OF
     with torch.device("meta"):  # the first use under another default device: the probes are made on the CPU
         reads = print_of(torch.Tensor)
     assert reads == (_TORCH_LAYOUT if version >= (2, 10) else _PRINTS["torch"])
@@ -198,6 +202,19 @@ def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch
     with Lie():
         assert t._cdata == 8
         assert read_print(t, reads) == before
+
+    class Swap(TorchFunctionMode):  # changes the tensor while its requires_grad is read
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(getattr(func, "__self__", None), "__name__", "") == "requires_grad":
+                with torch._C.DisableTorchFunction():
+                    args[0].data = torch.ones(64)
+            return func(*args, **(kwargs or {}))
+
+    u = torch.zeros(16)
+    shared = read_print(u, reads)
+    with Swap():
+        assert not same_print(u, reads, shared)
+    assert u.shape == (64,)
     monkeypatch.setattr(torch.Tensor, "_cdata", property(lambda self: 8), raising=False)
     assert read_print(t, reads) == before
     monkeypatch.undo()
@@ -206,14 +223,17 @@ def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch
     storage.resize_(32)  # smaller than the tensor, maybe at the same address
     assert read_print(t, reads) != before
     deep = torch.zeros([1] * 17)
-    assert read_print(deep, reads)[0] != read_print(deep, reads)[0]  # unreadable: equal to nothing
+    assert read_print(deep, reads)[1] != read_print(deep, reads)[1]  # unreadable: equal to nothing
 
     class Odd:
         _cdata = 8  # no TensorImpl's address
 
+    class Tensor:  # a class that calls itself torch.Tensor
+        __module__ = "torch"
+
     for other in (Odd(), torch.nn.Parameter(torch.zeros(2)), torch.Tensor):  # read of no plain tensor: refused
         with pytest.raises(TypeError, match="no plain torch tensor"):
-            read_print(other, reads)
-    for cls, offset in ((int, 16), (torch.Tensor, 3), (torch.Tensor, 4096)):
+            read_print(other, _reads("layout(_cdata)"))
+    for cls, offset in ((int, 16), (Tensor, 16), (torch.Tensor, 3), (torch.Tensor, 4096)):
         with pytest.raises(TypeError, match="_trust_layout"):
             Launcher._trust_layout(cls, offset)

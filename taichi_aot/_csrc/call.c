@@ -257,15 +257,21 @@ static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
 }
 
 /* A CUDA array of torch, CuPy or JAX found again in its slot: whether what its reads give (memory, shape, strides,
-   dtype, requires_grad; a JAX array's deletion) is still its print, as the Python packer checks; if so its
+   dtype, requires_grad; a JAX array's deletion) is still its print, as the Python packer checks. In two phases:
+   `layouts` 0, its class and the reads that may run Python code (a library's getter or method, which a
+   TorchFunctionMode may answer), made for every slot first; `layouts` 1, after all of those, the torch layout
+   reads, which run none, so that no Python code changes an array after its layout was compared; then its
    ndarray's argument is written to the slot and the array held until the runtime is waited for. */
-static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
+static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value, int layouts) {
     int k, same;
     if ((PyObject *)Py_TYPE(value) != s->cls) { /* its class changed: the reads were bound to the old one's */
         return 0;
     }
     for (k = 0; k < s->nreads; ++k) {
-        if (s->read[k].call == READ_TORCH_LAYOUT) { /* compared in place: no bytes made */
+        if ((s->read[k].call == READ_TORCH_LAYOUT) != layouts) {
+            continue;
+        }
+        if (layouts) { /* compared in place: no bytes made */
             TaichiAotTorchLayout layout;
             same = read_layout(value, &layout) > 0 && PyBytes_Check(s->expect[k]) &&
                            PyBytes_Size(s->expect[k]) == (Py_ssize_t)sizeof(layout)
@@ -281,6 +287,9 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
             return 0;
         }
     }
+    if (!layouts) {
+        return 1;
+    }
     same = PyDict_Contains(s->held, s->id) == 1 || PyDict_SetItem(s->held, s->id, value) == 0;
     if (!same) {
         PyErr_Clear();
@@ -290,8 +299,29 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value) {
     return 1;
 }
 
-/* Whether the values can be vouched for here (see the file's comment), writing the scalars and numpy
-   arguments into their slots on the way; 0 sends the call to Python, which writes every slot anew. */
+/* The second phase of launcher_pack, after every read that may run Python code: numpy arrays (read from their
+   objects) and the layouts of torch tensors compared, their arguments written, foreign arrays held. */
+static int launcher_pack_arrays(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t i;
+    for (i = 0; i < self->count; ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        PyObject *value = s->kind == TAICHI_AOT_SLOT_NDARRAY ? launcher_value(self, i, args, kwargs) : NULL;
+        if (value == NULL) {
+            continue; /* no array (each slot's value was there in the first phase) */
+        }
+        if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
+            return 0;
+        }
+        if (s->reads != NULL && !launcher_foreign_same(s, value, 1)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether the values can be vouched for here (see the file's comment), writing the scalars into their slots on
+   the way and then the arrays' (launcher_pack_arrays); 0 sends the call to Python, which writes every slot
+   anew. */
 static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
     for (i = 0; i < self->count; ++i) {
@@ -304,10 +334,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
                 return 0;
             }
-            if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
-                return 0;
-            }
-            if (s->reads != NULL && !launcher_foreign_same(s, value)) {
+            if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
                 return 0;
             }
         } else if (s->kind == TAICHI_AOT_SLOT_F32) {
@@ -345,7 +372,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             return 0;
         }
     }
-    return 1;
+    return launcher_pack_arrays(self, args, kwargs);
 }
 
 /* Remember the CUDA array `value` of slot `s` by its CudaHit `hit` (of its class, signature and access). */

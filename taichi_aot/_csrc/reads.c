@@ -97,6 +97,10 @@ static int read_layout(PyObject *value, TaichiAotTorchLayout *out) {
         PyErr_SetString(PyExc_TypeError, "a torch layout read of no plain torch tensor");
         return -1;
     }
+    if (*(void *const *)((const char *)value + layout_offset) == NULL) { /* an at::Tensor of no TensorImpl */
+        memset(out, 0, sizeof(*out));
+        return 0;
+    }
     return taichi_aot_torch_layout((uintptr_t)value + (uintptr_t)layout_offset, out);
 }
 
@@ -136,20 +140,17 @@ static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
 /* Launcher._trust_layout(cls, offset): trust torch layout reads of objects of exactly `cls` (torch.Tensor),
    whose at::Tensor lies `offset` bytes into the object; once for the process (later calls change nothing). */
 static PyObject *launcher_trust_layout(PyObject *unused, PyObject *args) {
-    PyObject *cls, *module, *name;
+    PyObject *cls, *modules = PyImport_GetModuleDict(), *torch, *tensor;
     Py_ssize_t offset;
     int torch_tensor;
     (void)unused;
     if (!PyArg_ParseTuple(args, "On", &cls, &offset)) {
         return NULL;
     }
-    module = PyType_Check(cls) ? PyObject_GetAttrString(cls, "__module__") : NULL;
-    name = module != NULL ? PyObject_GetAttrString(cls, "__name__") : NULL;
-    torch_tensor = name != NULL && PyUnicode_Check(module) && PyUnicode_Check(name) &&
-                   PyUnicode_CompareWithASCIIString(module, "torch") == 0 &&
-                   PyUnicode_CompareWithASCIIString(name, "Tensor") == 0;
-    Py_XDECREF(module);
-    Py_XDECREF(name);
+    torch = modules != NULL ? PyDict_GetItemString(modules, "torch") : NULL; /* borrowed */
+    tensor = torch != NULL ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+    torch_tensor = tensor != NULL && tensor == cls && PyType_Check(cls);
+    Py_XDECREF(tensor);
     PyErr_Clear();
     if (!torch_tensor || offset < (Py_ssize_t)sizeof(PyObject) || offset > 64 || offset % sizeof(void *) != 0) {
         PyErr_SetString(PyExc_TypeError, "_trust_layout: torch.Tensor and the offset of its at::Tensor");

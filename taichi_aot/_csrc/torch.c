@@ -70,7 +70,7 @@ int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out) {
     void *t = (void *)tensor;
     int64_t *sizes, *strides, dim;
     memset(out, 0, sizeof(*out));
-    if (!torch_bound || t == NULL || torch_fns.dim(t, &dim) != 0 || dim < 0 || dim > 16 ||
+    if (!torch_bound || torch_fns.dim(t, &dim) != 0 || dim < 0 || dim > 16 ||
         torch_fns.data_ptr(t, &out->data) != 0 || torch_fns.storage_size(t, &out->storage_size) != 0 ||
         torch_fns.dtype(t, &out->dtype) != 0 || torch_fns.device_type(t, &out->device_type) != 0 ||
         torch_fns.device_index(t, &out->device_index) != 0 || torch_fns.sizes(t, &sizes) != 0 ||
