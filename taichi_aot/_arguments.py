@@ -162,13 +162,13 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
                 value = runtime.foreign.argument(value, spec, what)
             elif isinstance(value, NdArray):
                 pass
-            else:  # a CUDA array of torch, CuPy or JAX shared before (CudaHit), still as it was?
+            else:  # a torch, CuPy or JAX array shared before (PrintHit), still as it was?
                 address = id(value)
                 hit = slot.hits.get(address)
                 if (hit is not None and hit.cls is cls and hit.sig is sig and not hit.owned.closed
                         and not (writes and hit.read_only) and same_print(value, hit.reads, hit.print)):
                     held = hit.held  # what queued kernels read is held until the runtime is waited for
-                    if address not in held:
+                    if held is not None and address not in held:
                         held[address] = value
                     off = slot.off
                     slot.buf[off:off + end] = hit.arg_bytes

@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ndarray import HostAccess
     from .runtime import Runtime
 
-__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "CudaHit", "ForeignArgs", "NumpyHit", "Staged"]
+__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "PrintHit", "Staged"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
@@ -136,19 +136,20 @@ class NumpyHit:
         self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
 
 
-class CudaHit:
-    """A CUDA array of torch, CuPy or JAX shared before, found again by the argument packer with one lookup and its
-    print (``read_print`` of its class's reads, ``print_of``) instead of the library's slow
-    ``__cuda_array_interface__``: the argument of the ndarray it travels in, and whether the array is immutable.
-    The packer holds the array in ``held`` (the runtime's arrays that queued kernels may read, until it is waited
-    for). The C call of kernels (``_csrc/call.c``) reads the same attributes by name (``cls``, ``sig``,
-    ``read_only``, ``reads``, ``print``, ``arg_bytes``, ``held``) and makes the same check, its reads going
-    straight to the class's C getters and methods."""
+class PrintHit:
+    """A torch, CuPy or JAX array shared before (on CUDA, or a host array on a CPU backend), found again by the
+    argument packer with one lookup and its print (``read_print`` of its class's reads, ``print_of``) instead of
+    the library's slow ``__cuda_array_interface__`` or host export: the argument of the ndarray it travels in, and
+    whether the array is immutable. The packer holds the array in ``held`` (the runtime's arrays that queued
+    kernels may read, until it is waited for; None for a host array, read when the launch returns). The C call
+    of kernels (``_csrc/call.c``) reads the same attributes by name (``cls``, ``sig``, ``read_only``, ``reads``,
+    ``print``, ``arg_bytes``, ``held``) and makes the same check, its reads going straight to the class's C
+    getters and methods."""
 
     __slots__ = ("arg_bytes", "cls", "held", "nd", "owned", "print", "read_only", "reads", "ref", "sig")
 
     def __init__(self, value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read_only: bool,
-                 held: dict[int, Any]):
+                 held: dict[int, Any] | None):
         self.cls = value.__class__
         self.ref = ref
         self.reads = reads
@@ -228,7 +229,7 @@ class ForeignArgs:
         self._arch = runtime.arch
         self._on_cuda = runtime.arch == Arch.CUDA
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
-        self.hits: dict[int, Any] = {}  # NumpyHit or CudaHit of arrays shared before, by id
+        self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
         self.staged: list[Staged] = []
         self._spare: dict[tuple[Any, ...], list[NdArray]] = {}  # (shape, dtype, element dims) -> spare copies
@@ -352,6 +353,8 @@ class ForeignArgs:
         if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):
             self.hits[id(value)] = NumpyHit(c_key, ref, nd)  # the packer finds it without this call
             self._trim_hits()
+        elif ref is not None and value.__class__ is not np.ndarray:  # a torch (or JAX) array on the host
+            self._print_hit(value, ref, nd, not a.flags.writeable or is_jax(value), None)
         return nd
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
@@ -385,15 +388,21 @@ class ForeignArgs:
         ref = self._weak(key, value)
         self._keep(key, _Entry(nd, ref, value if ref is None else None))
         held[id(value)] = value
-        reads = print_of(value.__class__)
-        if ref is not None and reads is not None:
-            try:
-                read_only = is_jax(value) or bool(iface and iface["data"][1])
-                self.hits[id(value)] = CudaHit(value, ref, reads, nd, read_only, held)
-            except Exception:  # pragma: no cover - a class of these libraries without the methods read
-                forget_print(value.__class__)
-            self._trim_hits()
+        if ref is not None:
+            self._print_hit(value, ref, nd, is_jax(value) or bool(iface and iface["data"][1]), held)
         return nd
+
+    def _print_hit(self, value: Any, ref: weakref.ref[Any], nd: NdArray, read_only: bool,
+                   held: dict[int, Any] | None) -> None:
+        """Remember ``value``, shared in ``nd``, by its print, where its class has one (torch, CuPy, JAX)."""
+        reads = print_of(value.__class__)
+        if reads is None:
+            return
+        try:
+            self.hits[id(value)] = PrintHit(value, ref, reads, nd, read_only, held)
+        except Exception:  # pragma: no cover - a class of these libraries without the methods read
+            forget_print(value.__class__)
+        self._trim_hits()
 
     def _trim_hits(self) -> None:
         while len(self.hits) > CACHE_SIZE:

@@ -87,6 +87,52 @@ def test_a_bound_launch_keeps_the_storage_it_was_given(torch, rt, arch, modules)
     assert all(bool((o == 7).all()) for o in others) and float(t[0]) == 0.0
 
 
+def test_host_tensors_found_again_by_the_c_call(torch, modules):
+    """On x64 a CPU tensor passed again is recognised in the C call by its print, as a CUDA tensor is: a change in
+    place between calls (memory, shape, dtype, strides, requires_grad) is seen and checked, and the launch uses the
+    tensor's memory as it is."""
+    from conftest import require_arch
+    from taichi_aot import Runtime
+
+    require_arch(Arch.X64)
+    with Runtime(Arch.X64) as rt:
+        add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+        x, y = torch.zeros(16), torch.ones(16)
+        for _ in range(4):  # the last three made in C
+            add(x, y, 1.0)
+        assert x.tolist() == [4.0] * 16
+        x.resize_(8)  # the same memory, another shape
+        for _ in range(2):
+            add(x, y, 1.0)
+        assert x.tolist() == [6.0] * 8
+        x.data = torch.zeros(16)  # other memory
+        for _ in range(3):
+            add(x, y, 2.0)
+        assert x.tolist() == [6.0] * 16
+        x.requires_grad_()
+        with pytest.raises(ArgumentTypeError, match="require"):
+            add(x, y, 1.0)
+        x = torch.zeros(16)
+        for _ in range(3):
+            add(x, y, 1.0)
+        x.data = x.view(torch.int32)  # the same memory and shape, another dtype
+        with pytest.raises(InvalidArgumentError):
+            add(x, y, 1.0)
+        w = torch.zeros(32)
+        x.data = w[:16]
+        for _ in range(3):
+            add(x, y, 1.0)
+        x.as_strided_((16,), (2,))  # the same memory and shape, other strides: copied in and back out
+        add(x, y, 1.0)
+        assert w.tolist() == [(3.0 if i < 16 else 0.0) + (i % 2 == 0) for i in range(32)]
+        seen = torch.zeros(16)
+        add(seen, y, 1.0)
+        del seen  # collected: a new tensor at the same address is not taken for it
+        again = torch.zeros(8)
+        add(again, y[:8], 1.0)
+        assert again.tolist() == [1.0] * 8
+
+
 def test_ndarray_from_a_tensor(torch, rt, arch):
     t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
     nd = rt.ndarray_from(t)

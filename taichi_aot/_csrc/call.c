@@ -8,7 +8,7 @@
      (the close epoch unmoved: an object's dtype, shape, runtime and memory are fixed while it is open);
      a numpy array is re-checked besides (data, dtype, shape, strides, writable flag: numpy lets them
      change in place) and its argument written again; a CUDA array of torch, CuPy or JAX is re-checked by
-     its CudaHit's reads, made here (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
+     its PrintHit's reads, made here (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
      as the Python packer checks it, then held until the runtime is waited for (this runs the library's
      Python code, so the close epoch is looked at again after packing);
    - an f32 or i32 argument given an exact Python float or int in range;
@@ -37,17 +37,18 @@ typedef struct {
     PyObject *name;               /* a graph argument's name (interned) */
     PyObject *last;               /* a weak reference to the value whose argument the slot holds, or NULL */
     PyObject *hit;                /* for a numpy value: its NumpyHit, whose key is checked on every call; for a
-                                     CUDA array of torch, CuPy or JAX: its CudaHit */
+                                     foreign array found by its print: its PrintHit */
     const TaichiAotArrayKey *key; /* the NumpyHit's key */
     PyObject *cls;                /* a CUDA array's class, which its reads were bound to, */
-    PyObject *reads;              /* the CudaHit's reads (see taichi_aot_read; NULL: not a CUDA array), */
+    PyObject *reads;              /* the PrintHit's reads (see taichi_aot_read; NULL: not a CUDA array), */
     PyObject *print;              /* the print they must give (the array unchanged), */
     taichi_aot_read read[TAICHI_AOT_READS]; /* the reads, parsed (borrowed from `reads`), */
     PyObject *expect[TAICHI_AOT_READS];     /* and what each must give (borrowed from `print`) */
     int nreads;
     PyObject *id;                 /* the array's id (the key of `held`), */
     PyObject *arg_bytes;          /* the argument its ndarray gets (bytes of a TiArgument), */
-    PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait) */
+    PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait; None
+                                     for a host array: CPU kernels have run when the launch returns) */
 } taichi_aot_slot;
 
 typedef struct {
@@ -271,12 +272,8 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value, int layout
         if ((s->read[k].call == READ_TORCH_LAYOUT) != layouts) {
             continue;
         }
-        if (layouts) { /* compared in place: no bytes made */
-            TaichiAotTorchLayout layout;
-            same = read_layout(value, &layout) > 0 && PyBytes_Check(s->expect[k]) &&
-                           PyBytes_Size(s->expect[k]) == (Py_ssize_t)sizeof(layout)
-                       ? memcmp(PyBytes_AsString(s->expect[k]), &layout, sizeof(layout)) == 0
-                       : -1;
+        if (layouts) { /* compared in place, field by field: no bytes made */
+            same = layout_same(value, s->expect[k]) ? 1 : -1;
         } else {
             PyObject *got = read_one(value, &s->read[k]);
             same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
@@ -290,7 +287,8 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value, int layout
     if (!layouts) {
         return 1;
     }
-    same = PyDict_Contains(s->held, s->id) == 1 || PyDict_SetItem(s->held, s->id, value) == 0;
+    same = s->held == Py_None || PyDict_Contains(s->held, s->id) == 1 || /* None: a host array, read by now */
+           PyDict_SetItem(s->held, s->id, value) == 0;
     if (!same) {
         PyErr_Clear();
         return 0;
@@ -375,7 +373,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
     return launcher_pack_arrays(self, args, kwargs);
 }
 
-/* Remember the CUDA array `value` of slot `s` by its CudaHit `hit` (of its class, signature and access). */
+/* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
 static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
     PyObject *cls = PyObject_GetAttrString(hit, "cls");
     PyObject *sig = PyObject_GetAttrString(hit, "sig");
@@ -390,7 +388,7 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
     if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && n >= 0 &&
         print != NULL && PyTuple_Check(print) && PyTuple_Size(print) == n && arg_bytes != NULL &&
         PyBytes_Check(arg_bytes) && PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL &&
-        PyDict_Check(held) && id != NULL) {
+        (PyDict_Check(held) || held == Py_None) && id != NULL) {
         s->last = PyWeakref_NewRef(value, NULL);
         if (s->last != NULL) {
             Py_INCREF(hit);

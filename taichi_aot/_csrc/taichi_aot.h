@@ -77,6 +77,7 @@ typedef struct {
 } TaichiAotTorchLayout;
 int taichi_aot_torch_bind(const char *library);
 int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out);
+int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect);
 
 /* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
    steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.

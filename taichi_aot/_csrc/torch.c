@@ -83,3 +83,20 @@ int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out) {
     memcpy(out->strides, strides, (size_t)dim * sizeof(int64_t));
     return 1;
 }
+
+/* Whether the tensor whose at::Tensor is at `tensor` still has the layout `expect` (as taichi_aot_torch_layout
+   fills it), read field by field and left at the first that differs: the C call's check, which makes no copy. */
+int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect) {
+    void *t = (void *)tensor, *data;
+    int64_t *sizes, *strides, dim, storage_size;
+    int32_t dtype, device_type, device_index;
+    size_t n = (size_t)expect->dim * sizeof(int64_t);
+    return torch_bound && torch_fns.data_ptr(t, &data) == 0 && data == expect->data &&
+           torch_fns.dim(t, &dim) == 0 && dim == expect->dim && torch_fns.sizes(t, &sizes) == 0 &&
+           memcmp(sizes, expect->sizes, n) == 0 && torch_fns.strides(t, &strides) == 0 &&
+           memcmp(strides, expect->strides, n) == 0 && torch_fns.dtype(t, &dtype) == 0 &&
+           dtype == expect->dtype && torch_fns.storage_size(t, &storage_size) == 0 &&
+           storage_size == expect->storage_size && torch_fns.device_type(t, &device_type) == 0 &&
+           device_type == expect->device_type && torch_fns.device_index(t, &device_index) == 0 &&
+           device_index == expect->device_index;
+}

@@ -283,6 +283,12 @@ def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
         shared = arch in CPU_ARCHS
         kinds.append((f"numpy ({'zero-copy' if shared else 'staged copies'})", lambda: np.zeros(16, np.float32),
                       shared))
+        try:
+            if shared:  # (staged, a tensor costs what a numpy array does)
+                import torch
+                kinds.append(("torch CPU tensor (zero-copy)", lambda: torch.zeros(16), True))
+        except ImportError:
+            pass
         return kinds
     try:
         import torch
