@@ -125,11 +125,18 @@ def host_array(obj: Any, what: str) -> np.ndarray:
     refuse_lazy(obj, what)
     if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
         try:
-            return np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
+            a = np.from_dlpack(obj)  # CPU tensors of torch, JAX, CuPy's host arrays: zero-copy
+            # torch exports a lazily zero tensor (torch._efficientzerotensor, its data_ptr() 0) as a temporary
+            # copy: memory that is gone when the export is
+            copied = a.size and type(obj).__module__.startswith("torch") and obj.data_ptr() != a.ctypes.data
         except TaichiError:
             raise
         except Exception as e:  # whatever the producer raises (torch: a tensor that requires grad, a meta tensor)
             raise producer_error(obj, what, "numpy's DLPack import", e) from None
+        if copied:
+            raise ArgumentTypeError(f"{what}: this {type(obj).__name__}'s export is a copy, not its memory (a lazily "
+                                    "zero tensor): pass t.clone()")
+        return a
     try:
         return np.asarray(obj)  # __array_interface__, the buffer protocol: a view, not a copy
     except TaichiError:
@@ -214,12 +221,13 @@ _ATTRIBUTE, _METHOD, _LAYOUT = 0, 1, 2  # the kinds of read (READ_* in _csrc/cal
 
 #: What identifies a CUDA array of each library, read cheaply on every use, in C (torch builds its
 #: ``__cuda_array_interface__`` anew on each access, a few µs): its memory, shape, strides and dtype, what else
-#: its exports depend on (torch's requires_grad), or, for JAX's immutable arrays, whether it was deleted. Torch's
-#: is_contiguous() and CuPy's _c_contiguous (a bool it keeps with its strides) stand for the strides: an array found
-#: again was contiguous, and of one shape the row-major strides are one (both ignore those of size-1 dimensions,
-#: which address nothing else). CuPy's strides getter builds a tuple on each read. A plain torch tensor is read
-#: through torch's C functions instead where they agree with these getters (``_TORCH_LAYOUT`` below).
-_PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad"),
+#: its exports depend on (torch's requires_grad and negative bit), or, for JAX's immutable arrays, whether it was
+#: deleted. Torch's is_contiguous() and CuPy's _c_contiguous (a bool it keeps with its strides) stand for the
+#: strides: an array found again was contiguous, and of one shape the row-major strides are one (both ignore those
+#: of size-1 dimensions, which address nothing else). CuPy's strides getter builds a tuple on each read. A plain
+#: torch tensor is read through torch's C functions instead where they agree with these getters (``_TORCH_LAYOUT``
+#: below).
+_PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad", "is_neg()"),
            "cupy": _reads("data.ptr", "shape", "_c_contiguous", "dtype"),
            "jaxlib": _reads("is_deleted()"), "jax": _reads("is_deleted()")}
 # The C call's type (_csrc/call.c: the base of launch.py's Kernel, ComputeGraph and BoundLaunch), made once on the
@@ -262,14 +270,12 @@ def print_of(cls: type) -> Any:
     return found
 
 
-#: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): requires_grad,
-#: then its layout (memory, storage size, dtype, device, sizes, strides) in one read, with no getter run
+#: A plain torch tensor's print where torch's C functions can read it (``_torch_layout_agrees``): requires_grad
+#: and is_neg() (a negated view of the same memory and layout given in place: ``t.data = z.conj().imag``), then
+#: its layout (memory, storage size, dtype, device, sizes, strides) in one read, with no getter run
 #: (``_csrc/reads.c``, ``_csrc/torch.c``): after the read that may run Python code (a getter a
-#: TorchFunctionMode answers), as the C call makes every slot's layout read after all other reads. Not in it,
-#: nor in the getters' reads: torch's negative bit, which only assigning a view of the same memory and layout
-#: that has it sets in place (``t = z.imag``, then ``t.data = z.conj().imag``); torch exports no C function
-#: that reads it.
-_TORCH_LAYOUT = _reads("requires_grad", "layout(_cdata)")
+#: TorchFunctionMode answers), as the C call makes every slot's layout read after all other reads.
+_TORCH_LAYOUT = _reads("requires_grad", "is_neg()", "layout(_cdata)")
 
 
 def _torch_layout_agrees(cls: type) -> bool | None:
@@ -302,7 +308,7 @@ def _torch_layout_agrees(cls: type) -> bool | None:
                 return False
             dtypes = set()
             for t in probes:
-                got = read_print(t, _TORCH_LAYOUT)[1]
+                got = read_print(t, _TORCH_LAYOUT)[-1]
                 data, storage, dtype, kind, index, _, dim, *rest = struct.unpack("@Pqiiiiq16q16q", got)
                 sizes, strides = tuple(rest[:dim]), tuple(rest[16:16 + dim])
                 if (data, storage, kind, index, dim, sizes, strides) != (
