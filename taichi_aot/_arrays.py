@@ -46,9 +46,9 @@ class SupportsCudaArrayInterface(Protocol):
 ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterface, SupportsCudaArrayInterface]
 
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
-           "SupportsDLPack", "array_like", "byte_span", "cuda_interface", "forget_print", "host_array", "is_jax",
-           "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy", "same_layout",
-           "same_print", "share", "why_copy"]
+           "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "forget_print", "host_array",
+           "is_jax", "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy",
+           "same_layout", "same_print", "share", "storage_guards", "storage_moved", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -143,6 +143,28 @@ def host_array(obj: Any, what: str) -> np.ndarray:
         raise
     except Exception as e:
         raise ArgumentTypeError(f"{what}: {type(obj).__name__} is not an array ({e!r})") from None
+
+
+def bound_hold(value: Any) -> Any:
+    """What keeps a bound argument's memory alive: the value, and a torch tensor's storage too (``t.data = u``
+    gives the tensor other memory and frees its old storage, which the bound launch goes on using)."""
+    storage = getattr(value, "untyped_storage", None) if type(value).__module__.startswith("torch") else None
+    try:
+        return value if storage is None else (value, storage())
+    except Exception:  # not torch's method
+        return value
+
+
+def storage_guards(held: list[Any]) -> tuple[tuple[Any, int, int], ...]:
+    """Where the torch storages a bound launch holds (``bound_hold``) kept their memory when bound: (storage, data
+    pointer, bytes). ``t.resize_(...)`` or ``t.untyped_storage().resize_(...)`` reallocates a storage in place and
+    frees the memory the launch was bound to."""
+    return tuple((h[1], h[1].data_ptr(), h[1].nbytes()) for h in held if isinstance(h, tuple))
+
+
+def storage_moved(guards: tuple[tuple[Any, int, int], ...]) -> bool:
+    """Whether a storage of ``storage_guards`` has other memory now."""
+    return any(storage.data_ptr() != ptr or storage.nbytes() != nbytes for storage, ptr, nbytes in guards)
 
 
 def is_jax(obj: Any) -> bool:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
-from ._arrays import Launcher, array_like  # Launcher: the C call's type (_csrc/call.c)
+from ._arrays import Launcher, array_like, bound_hold, storage_guards, storage_moved  # Launcher: _csrc/call.c
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
@@ -34,6 +34,7 @@ from .errors import (
     ArgumentTypeError,
     ClosedError,
     InvalidArgumentError,
+    InvalidStateError,
     make_error,
     take_last_error,
 )
@@ -71,7 +72,7 @@ def _raise_launch_error(code: int, what: str) -> None:
     raise make_error(c or code, message, what)
 
 
-def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str) -> None:
+def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | Callable[[], str]) -> None:
     """What every launch path does when ``_launch(c)`` returned non-zero: when C reports the launch
     stale (something closed since the last look, or another thread), re-check with ``validate``
     (which raises ClosedError / WrongThreadError) and launch again; any other code raises.
@@ -87,7 +88,7 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str) ->
         c.seen = epoch
         code = _launch(c)
     if code:
-        _raise_launch_error(code, what)
+        _raise_launch_error(code, what if isinstance(what, str) else what())
 
 
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
@@ -106,18 +107,6 @@ def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
     holds those, and the arrays); an array the backend could take only as a copy is refused (it would be copied
     once, at bind)."""
     return [_bindable_value(entry, spec, value) for spec, value in zip(entry._args, values)]
-
-
-def _held(value: Any) -> Any:
-    """What keeps a bound argument's memory alive: the value, and a torch tensor's storage too (``t.data = u``
-    gives the tensor other memory and frees its old storage, which the bound launch goes on using)."""
-    storage = getattr(value, "untyped_storage", None)
-    if storage is None or isinstance(value, NdArray):
-        return value
-    try:
-        return (value, storage())
-    except Exception:  # not torch's method
-        return value
 
 
 def _bindable_value(entry: _Launchable, spec: ArgInfo, value: Any) -> Any:
@@ -519,21 +508,24 @@ class BoundLaunch(Launcher):
     Holds its arguments (they stay alive). A launch re-checks that the kernel, the runtime and
     each bound object are open whenever anything was closed since the last check, so a closed
     object raises ClosedError; otherwise a launch is one comparison and one C call, made by
-    :class:`Launcher`'s call with no argument to check (no Python frame).
+    :class:`Launcher`'s call with no argument to check (no Python frame). A launch bound to torch tensors
+    checks first that their storages kept the memory it was bound to (``resize_`` moves it).
     """
 
-    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values")
+    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_guards", "_owneds", "_packed", "_runtime", "_values")
 
     def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any], given: list[Any]):
         self._entry = entry
         self._packed = packed
         self._runtime = entry._runtime
         self._values = values  # foreign arrays replaced by their ndarrays
-        self._given = [_held(v) for v in given]  # the arrays themselves: the ndarrays made for them do not hold them
+        self._given = [bound_hold(v) for v in given]  # the arrays themselves: their ndarrays do not hold them
+        self._guards = storage_guards(self._given)  # checked at every launch (C, and _validate)
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
         self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [])
+        self._guard(self._guards)
 
     def _refresh(self) -> None:
         owneds = [self._entry.module.owned, self._runtime.owned]
@@ -555,6 +547,9 @@ class BoundLaunch(Launcher):
             if o.closed:
                 raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
         self._runtime.ensure_open()
+        if self._guards and storage_moved(self._guards):
+            raise InvalidStateError(f"{self._entry!r}: the memory of a bound torch tensor moved since it was bound "
+                                    "(resize_ reallocated its storage, freeing what the launch uses): bind again")
 
     def _slow_call(self, *args: Any, **kwargs: Any) -> None:
         """A launch the C call left to Python: something was closed since the last one (or it is the first, or
@@ -566,7 +561,7 @@ class BoundLaunch(Launcher):
 
     def _after_code(self, code: int) -> None:
         """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
-        _after_launch(code, self._c, self._validate, f"launch of {self._entry!r}")
+        _after_launch(code, self._c, self._validate, lambda: f"launch of {self._entry!r}")
 
     #: The launch (``bound()``), as a method: ``run = bound.launch`` then ``run()``.
     launch = Launcher.__call__
@@ -586,7 +581,9 @@ class BoundLaunch(Launcher):
         bound = _bindable_value(entry, entry._args[index], value)
         entry._packers[index](bound, self._runtime, self._packed.slots[index])
         self._values[index] = bound
-        self._given[index] = _held(value)
+        self._given[index] = bound_hold(value)
+        self._guards = storage_guards(self._given)
+        self._guard(self._guards)
         self._refresh()
 
     def __repr__(self) -> str:

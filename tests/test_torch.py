@@ -85,6 +85,24 @@ def test_a_bound_launch_keeps_the_storage_it_was_given(torch, rt, arch, modules)
     bound()
     rt.wait()
     assert all(bool((o == 7).all()) for o in others) and float(t[0]) == 0.0
+    u = torch.zeros(1 << 12)
+    bound = add.bind(u, torch.ones(1 << 12), 1.0)
+    with rt.record() as seq:
+        add(u, torch.ones(1 << 12), 1.0)
+    bound()
+    seq.replay(2)
+    u.resize_(1 << 16)  # its storage reallocated: the memory the launch was bound to is freed
+    with pytest.raises(InvalidStateError, match="resize_"):
+        bound()
+    with pytest.raises(InvalidStateError, match="resize_"):
+        seq.replay(1)
+    v = torch.zeros(1 << 12)
+    bound = add.bind(v, torch.ones(1 << 12), 1.0)
+    v.untyped_storage().resize_(0)
+    with pytest.raises(InvalidStateError, match="bind again"):
+        bound()
+    rt.wait()
+    assert u[:1 << 12].tolist() == [3.0] * (1 << 12)  # resize_ kept the values
 
 
 def test_host_tensors_found_again_by_the_c_call(torch, modules):

@@ -59,6 +59,7 @@ typedef struct {
     taichi_aot_slot *slots;
     PyObject *ndarray_type;
     PyObject *numpy_type;
+    PyObject *guards; /* a bound launch's torch storages, (storage, data_ptr, nbytes) each, or NULL (_guard) */
     int packing;   /* inside launcher_pack, whose reads may run Python code (and let other threads run) */
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
 } taichi_aot_launcher;
@@ -94,6 +95,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     self->launch = NULL;
     Py_CLEAR(self->ndarray_type);
     Py_CLEAR(self->numpy_type);
+    Py_CLEAR(self->guards);
 }
 
 static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
@@ -114,6 +116,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     }
     Py_VISIT(self->ndarray_type);
     Py_VISIT(self->numpy_type);
+    Py_VISIT(self->guards);
     Py_VISIT((PyObject *)Py_TYPE(op)); /* a heap type's instances keep it alive */
     return 0;
 }
@@ -214,6 +217,54 @@ fail:
     }
     PyMem_Free(slots);
     return NULL;
+}
+
+/* _guard(guards): the (storage, data pointer, bytes) of each torch storage a bound launch holds, checked before
+   each launch made here (a storage whose memory moved sends the call to Python, which raises); () for none. */
+static PyObject *launcher_guard(PyObject *op, PyObject *guards) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    if (!PyTuple_Check(guards)) {
+        PyErr_SetString(PyExc_TypeError, "_guard: a tuple of (storage, data_ptr, nbytes)");
+        return NULL;
+    }
+    Py_CLEAR(self->guards);
+    if (PyTuple_Size(guards) > 0) {
+        Py_INCREF(guards);
+        self->guards = guards;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Whether every guarded storage still has the memory it was bound with. */
+static int launcher_guards_hold(taichi_aot_launcher *self) {
+    Py_ssize_t i, n = PyTuple_Size(self->guards);
+    static PyObject *names[2]; /* "data_ptr", "nbytes", interned once (kept for the process) */
+    if (names[0] == NULL || names[1] == NULL) {
+        names[0] = PyUnicode_InternFromString("data_ptr");
+        names[1] = PyUnicode_InternFromString("nbytes");
+        if (names[0] == NULL || names[1] == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        PyObject *g = PyTuple_GetItem(self->guards, i);
+        int k;
+        if (g == NULL || !PyTuple_Check(g) || PyTuple_Size(g) != 3) {
+            PyErr_Clear();
+            return 0;
+        }
+        for (k = 0; k < 2; ++k) {
+            PyObject *got = PyObject_CallMethodObjArgs(PyTuple_GetItem(g, 0), names[k], NULL);
+            int same = got != NULL ? PyObject_RichCompareBool(got, PyTuple_GetItem(g, k + 1), Py_EQ) : -1;
+            Py_XDECREF(got);
+            if (same != 1) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
 }
 
 static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
@@ -514,7 +565,8 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         int packed;
         self->packing = 1;
         self->disturbed = 0;
-        packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs);
+        packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
+                 (self->guards == NULL || launcher_guards_hold(self));
         self->packing = 0;
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
@@ -546,6 +598,7 @@ static PyMethodDef launcher_methods[] = {
     {"_prepare", launcher_prepare, METH_VARARGS,
      "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
+    {"_guard", launcher_guard, METH_O, "_guard(guards): the torch storages checked before each launch"},
     {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
      "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
     {"_trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,
