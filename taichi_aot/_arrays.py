@@ -48,7 +48,7 @@ ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterf
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
            "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "forget_print", "host_array",
            "is_jax", "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy",
-           "same_layout", "same_print", "share", "storage_guards", "storage_moved", "why_copy"]
+           "same_layout", "same_print", "share", "storage_guards", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -160,11 +160,6 @@ def storage_guards(held: list[Any]) -> tuple[tuple[Any, int, int], ...]:
     pointer, bytes). ``t.resize_(...)`` or ``t.untyped_storage().resize_(...)`` reallocates a storage in place and
     frees the memory the launch was bound to."""
     return tuple((h[1], h[1].data_ptr(), h[1].nbytes()) for h in held if isinstance(h, tuple))
-
-
-def storage_moved(guards: tuple[tuple[Any, int, int], ...]) -> bool:
-    """Whether a storage of ``storage_guards`` has other memory now."""
-    return any(storage.data_ptr() != ptr or storage.nbytes() != nbytes for storage, ptr, nbytes in guards)
 
 
 def is_jax(obj: Any) -> bool:

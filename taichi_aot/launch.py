@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
-from ._arrays import Launcher, array_like, bound_hold, storage_guards, storage_moved  # Launcher: _csrc/call.c
+from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
@@ -512,7 +512,7 @@ class BoundLaunch(Launcher):
     checks first that their storages kept the memory it was bound to (``resize_`` moves it).
     """
 
-    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_guards", "_owneds", "_packed", "_runtime", "_values")
+    __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values")
 
     def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any], given: list[Any]):
         self._entry = entry
@@ -520,12 +520,11 @@ class BoundLaunch(Launcher):
         self._runtime = entry._runtime
         self._values = values  # foreign arrays replaced by their ndarrays
         self._given = [bound_hold(v) for v in given]  # the arrays themselves: their ndarrays do not hold them
-        self._guards = storage_guards(self._given)  # checked at every launch (C, and _validate)
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
         self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [])
-        self._guard(self._guards)
+        self._guard(storage_guards(self._given))  # checked before every launch (in C; _validate asks C too)
 
     def _refresh(self) -> None:
         owneds = [self._entry.module.owned, self._runtime.owned]
@@ -547,7 +546,7 @@ class BoundLaunch(Launcher):
             if o.closed:
                 raise ClosedError(f"{self._entry!r}: a bound argument, the module or the runtime is closed")
         self._runtime.ensure_open()
-        if self._guards and storage_moved(self._guards):
+        if not self._guards_hold():
             raise InvalidStateError(f"{self._entry!r}: the memory of a bound torch tensor moved since it was bound "
                                     "(resize_ reallocated its storage, freeing what the launch uses): bind again")
 
@@ -582,8 +581,7 @@ class BoundLaunch(Launcher):
         entry._packers[index](bound, self._runtime, self._packed.slots[index])
         self._values[index] = bound
         self._given[index] = bound_hold(value)
-        self._guards = storage_guards(self._given)
-        self._guard(self._guards)
+        self._guard(storage_guards(self._given))
         self._refresh()
 
     def __repr__(self) -> str:

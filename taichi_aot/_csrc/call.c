@@ -45,6 +45,8 @@ typedef struct {
     taichi_aot_read read[TAICHI_AOT_READS]; /* the reads, parsed (borrowed from `reads`), */
     PyObject *expect[TAICHI_AOT_READS];     /* and what each must give (borrowed from `print`) */
     int nreads;
+    PyObject *value;              /* borrowed: the array of the call being packed, from launcher_pack's first phase
+                                     to its second */
     PyObject *id;                 /* the array's id (the key of `held`), */
     PyObject *arg_bytes;          /* the argument its ndarray gets (bytes of a TiArgument), */
     PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait; None
@@ -235,9 +237,9 @@ static PyObject *launcher_guard(PyObject *op, PyObject *guards) {
     Py_RETURN_NONE;
 }
 
-/* Whether every guarded storage still has the memory it was bound with. */
+/* Whether every guarded storage still has the memory it was bound with (none guarded: 1). */
 static int launcher_guards_hold(taichi_aot_launcher *self) {
-    Py_ssize_t i, n = PyTuple_Size(self->guards);
+    Py_ssize_t i, n = self->guards != NULL ? PyTuple_Size(self->guards) : 0;
     static PyObject *names[2]; /* "data_ptr", "nbytes", interned once (kept for the process) */
     if (names[0] == NULL || names[1] == NULL) {
         names[0] = PyUnicode_InternFromString("data_ptr");
@@ -265,6 +267,12 @@ static int launcher_guards_hold(taichi_aot_launcher *self) {
         }
     }
     return 1;
+}
+
+/* _guards_hold(): launcher_guards_hold, for the checks made in Python (a replay's, the slow call's). */
+static PyObject *launcher_guards_hold_method(PyObject *op, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(launcher_guards_hold((taichi_aot_launcher *)op));
 }
 
 static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
@@ -350,13 +358,13 @@ static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value, int layout
 
 /* The second phase of launcher_pack, after every read that may run Python code: numpy arrays (read from their
    objects) and the layouts of torch tensors compared, their arguments written, foreign arrays held. */
-static int launcher_pack_arrays(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+static int launcher_pack_arrays(taichi_aot_launcher *self) {
     Py_ssize_t i;
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
-        PyObject *value = s->kind == TAICHI_AOT_SLOT_NDARRAY ? launcher_value(self, i, args, kwargs) : NULL;
-        if (value == NULL) {
-            continue; /* no array (each slot's value was there in the first phase) */
+        PyObject *value = s->value; /* the call's args hold it */
+        if (s->kind != TAICHI_AOT_SLOT_NDARRAY) {
+            continue;
         }
         if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
             return 0;
@@ -383,6 +391,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
                 return 0;
             }
+            s->value = value;
             if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
                 return 0;
             }
@@ -421,7 +430,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             return 0;
         }
     }
-    return launcher_pack_arrays(self, args, kwargs);
+    return launcher_pack_arrays(self);
 }
 
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
@@ -566,7 +575,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         self->packing = 1;
         self->disturbed = 0;
         packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
-                 (self->guards == NULL || launcher_guards_hold(self));
+                 launcher_guards_hold(self);
         self->packing = 0;
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
@@ -599,6 +608,8 @@ static PyMethodDef launcher_methods[] = {
      "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"_guard", launcher_guard, METH_O, "_guard(guards): the torch storages checked before each launch"},
+    {"_guards_hold", launcher_guards_hold_method, METH_NOARGS,
+     "_guards_hold(): whether every guarded storage kept its memory"},
     {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
      "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
     {"_trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,

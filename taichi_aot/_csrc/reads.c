@@ -90,29 +90,30 @@ static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
 static PyObject *layout_class;
 static Py_ssize_t layout_offset;
 
+/* The address of `value`'s at::Tensor where it is a plain tensor (of exactly the trusted class), else 0. */
+static uintptr_t layout_at(PyObject *value) {
+    return layout_class != NULL && (PyObject *)Py_TYPE(value) == layout_class
+               ? (uintptr_t)value + (uintptr_t)layout_offset
+               : 0;
+}
+
 /* Whether `value`'s layout is still `expect` (the bytes of a TaichiAotTorchLayout): 1, or 0 where it is not or
    cannot be read, or `value` is no plain tensor (no error set). */
 static int layout_same(PyObject *value, PyObject *expect) {
-    const char *at = (const char *)value + layout_offset;
-    if (layout_class == NULL || (PyObject *)Py_TYPE(value) != layout_class || !PyBytes_Check(expect) ||
-        PyBytes_Size(expect) != (Py_ssize_t)sizeof(TaichiAotTorchLayout) || *(void *const *)at == NULL) {
-        return 0;
-    }
-    return taichi_aot_torch_same((uintptr_t)at, (const TaichiAotTorchLayout *)PyBytes_AsString(expect));
+    uintptr_t at = layout_at(value);
+    return at != 0 && PyBytes_Check(expect) && PyBytes_Size(expect) == (Py_ssize_t)sizeof(TaichiAotTorchLayout) &&
+           taichi_aot_torch_same(at, (const TaichiAotTorchLayout *)PyBytes_AsString(expect));
 }
 
 /* A torch tensor's layout (a READ_TORCH_LAYOUT read of `value`) into `out`: 1 where read, 0 where torch could
    not read it (a tensor of no storage, of over 16 dims), -1 with an error set: `value` is no plain tensor. */
 static int read_layout(PyObject *value, TaichiAotTorchLayout *out) {
-    if (layout_class == NULL || (PyObject *)Py_TYPE(value) != layout_class) {
+    uintptr_t at = layout_at(value);
+    if (at == 0) {
         PyErr_SetString(PyExc_TypeError, "a torch layout read of no plain torch tensor");
         return -1;
     }
-    if (*(void *const *)((const char *)value + layout_offset) == NULL) { /* an at::Tensor of no TensorImpl */
-        memset(out, 0, sizeof(*out));
-        return 0;
-    }
-    return taichi_aot_torch_layout((uintptr_t)value + (uintptr_t)layout_offset, out);
+    return taichi_aot_torch_layout(at, out);
 }
 
 /* The types of the descriptors a read is bound to (set by reads_install): a C getter's (int.real's)

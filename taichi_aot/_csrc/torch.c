@@ -62,41 +62,41 @@ int taichi_aot_torch_bind(const char *library) {
     return 1;
 }
 
-/* Fill `out` with the layout of the tensor whose at::Tensor is at `tensor`: its data pointer (storage offset
-   included), the size of its storage, dtype, device, dims, sizes and strides; the bytes past its dims are zero,
-   so that two layouts compare with memcmp. 0 where the functions are not bound, torch reports an error (a
-   tensor of no storage) or it has more dims than a layout holds. */
+/* Read the tensor whose at::Tensor is at `t` into `out`'s fields before `sizes` (its data pointer, storage
+   offset included; the size of its storage; dtype, device, dims), and point `sizes` and `strides` at torch's own
+   arrays: 0 where the functions are not bound, the at::Tensor holds no TensorImpl, torch reports an error (a
+   tensor of no storage) or the tensor has more dims than a layout holds. */
+static int torch_read(void *t, TaichiAotTorchLayout *out, int64_t **sizes, int64_t **strides) {
+    out->pad = 0;
+    return torch_bound && *(void *const *)t != NULL && torch_fns.dim(t, &out->dim) == 0 && out->dim >= 0 &&
+           out->dim <= 16 && torch_fns.data_ptr(t, &out->data) == 0 &&
+           torch_fns.storage_size(t, &out->storage_size) == 0 && torch_fns.dtype(t, &out->dtype) == 0 &&
+           torch_fns.device_type(t, &out->device_type) == 0 && torch_fns.device_index(t, &out->device_index) == 0 &&
+           torch_fns.sizes(t, sizes) == 0 && torch_fns.strides(t, strides) == 0;
+}
+
+/* Fill `out` with the layout of the tensor whose at::Tensor is at `tensor` (see torch_read), its sizes and
+   strides copied; the bytes past its dims are zero, so that two layouts compare with memcmp. 0 (and `out` all
+   zero) where it cannot be read. */
 int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out) {
-    void *t = (void *)tensor;
-    int64_t *sizes, *strides, dim;
+    int64_t *sizes, *strides;
     memset(out, 0, sizeof(*out));
-    if (!torch_bound || torch_fns.dim(t, &dim) != 0 || dim < 0 || dim > 16 ||
-        torch_fns.data_ptr(t, &out->data) != 0 || torch_fns.storage_size(t, &out->storage_size) != 0 ||
-        torch_fns.dtype(t, &out->dtype) != 0 || torch_fns.device_type(t, &out->device_type) != 0 ||
-        torch_fns.device_index(t, &out->device_index) != 0 || torch_fns.sizes(t, &sizes) != 0 ||
-        torch_fns.strides(t, &strides) != 0) {
+    if (!torch_read((void *)tensor, out, &sizes, &strides)) {
         memset(out, 0, sizeof(*out));
         return 0;
     }
-    out->dim = dim;
-    memcpy(out->sizes, sizes, (size_t)dim * sizeof(int64_t));
-    memcpy(out->strides, strides, (size_t)dim * sizeof(int64_t));
+    memcpy(out->sizes, sizes, (size_t)out->dim * sizeof(int64_t));
+    memcpy(out->strides, strides, (size_t)out->dim * sizeof(int64_t));
     return 1;
 }
 
 /* Whether the tensor whose at::Tensor is at `tensor` still has the layout `expect` (as taichi_aot_torch_layout
-   fills it), read field by field and left at the first that differs: the C call's check, which makes no copy. */
+   fills it): the C call's check, which copies no sizes or strides and clears no record. */
 int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect) {
-    void *t = (void *)tensor, *data;
-    int64_t *sizes, *strides, dim, storage_size;
-    int32_t dtype, device_type, device_index;
+    TaichiAotTorchLayout now; /* only its fields before `sizes` are read */
+    int64_t *sizes, *strides;
     size_t n = (size_t)expect->dim * sizeof(int64_t);
-    return torch_bound && torch_fns.data_ptr(t, &data) == 0 && data == expect->data &&
-           torch_fns.dim(t, &dim) == 0 && dim == expect->dim && torch_fns.sizes(t, &sizes) == 0 &&
-           memcmp(sizes, expect->sizes, n) == 0 && torch_fns.strides(t, &strides) == 0 &&
-           memcmp(strides, expect->strides, n) == 0 && torch_fns.dtype(t, &dtype) == 0 &&
-           dtype == expect->dtype && torch_fns.storage_size(t, &storage_size) == 0 &&
-           storage_size == expect->storage_size && torch_fns.device_type(t, &device_type) == 0 &&
-           device_type == expect->device_type && torch_fns.device_index(t, &device_index) == 0 &&
-           device_index == expect->device_index;
+    return torch_read((void *)tensor, &now, &sizes, &strides) &&
+           memcmp(&now, expect, offsetof(TaichiAotTorchLayout, sizes)) == 0 && memcmp(sizes, expect->sizes, n) == 0 &&
+           memcmp(strides, expect->strides, n) == 0;
 }
