@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda
+from . import _cuda, capi
 from ._arrays import (
     CudaArray,
     array_like,
@@ -51,7 +51,7 @@ from ._arrays import (
     why_copy,
 )
 from ._native import ffi, lib
-from .enums import CPU_ARCHS, DATA_TYPES, Arch
+from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError
 from .ndarray import NdArray, check_copy
 
@@ -221,8 +221,8 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_entries", "_held", "_on_cuda", "_runtime", "_spare", "allow_copies", "hits",
-                 "staged")
+    __slots__ = ("__weakref__", "_arch", "_entries", "_handles", "_held", "_on_cuda", "_runtime", "_spare",
+                 "allow_copies", "hits", "imports", "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -234,6 +234,52 @@ class ForeignArgs:
         self.staged: list[Staged] = []
         self._spare: dict[tuple[Any, ...], list[NdArray]] = {}  # (shape, dtype, element dims) -> spare copies
         self.allow_copies = True
+        # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
+        self.imports: dict[int, tuple[int, int]] = {}
+        self._handles: dict[int, Any] = {}  # address -> the TiMemory handle
+
+    def pooled(self, address: int, nbytes: int) -> Any:
+        """The runtime's import of the ``nbytes`` at ``address`` (host memory on a CPU, CUDA memory on CUDA) that
+        kernel arguments travel in: imported once an address, kept for the runtime's life (libtaichi_c_api 1.7.4
+        cannot release an import), and shared by every array found there later, as allocators hand the same
+        addresses out again. An import says only where memory is: each launch writes the live array's own shape
+        and dtype beside it. A larger array at an address imported smaller is imported anew."""
+        entry = self.imports.get(address)
+        if entry is not None and entry[0] >= nbytes:  # the C call adds imports of its own (no handle object)
+            return self._handles.get(address) or ffi.cast("TiMemory", entry[1])
+        rt = self._rt()
+        rt.ensure_open()
+        importer = capi.import_cuda_memory if self._on_cuda else capi.import_cpu_memory
+        handle = importer(rt.handle, address, nbytes)
+        self._handles[address] = handle
+        self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
+        return handle
+
+    def fresh_plan(self, specs: Sequence[ArgInfo]) -> tuple[Any, ...] | None:
+        """The arguments of a launcher's ``_fresh`` (``_csrc/call.c``): what lets its C call take a numpy array (on
+        a CPU) or a plain torch tensor (on the CPU or the runtime's GPU) it was never given before, found over
+        memory in :meth:`pooled`; None where this runtime takes none so (Vulkan: host arrays are staged)."""
+        if self._arch not in CPU_ARCHS and not self._on_cuda:
+            return None
+        slots: list[Any] = []
+        for spec in specs:
+            dt = spec.dtype
+            dtype = NUMPY_DTYPES.get(dt) if spec.kind == "ndarray" and dt is not None else None
+            if dt is None or dtype is None:
+                slots.append(None)
+                continue
+            arg = ffi.new("TiArgument *")
+            arg.type = ArgumentType.NDARRAY
+            arg.value.ndarray.shape.dim_count = spec.ndim
+            arg.value.ndarray.elem_shape.dim_count = len(spec.elem_shape)
+            for i, n in enumerate(spec.elem_shape):
+                arg.value.ndarray.elem_shape.dims[i] = n
+            arg.value.ndarray.elem_type = dt
+            slots.append((np.dtype(dtype), int(dt), dtype.itemsize, spec.ndim, tuple(spec.elem_shape),
+                          bytes(ffi.buffer(arg))))
+        cpu = not self._on_cuda
+        return (self.imports, int(cpu), 0 if cpu else 1, _cuda.RUNTIME_DEVICE, None if cpu else self._held,
+                HELD_LIMIT, slots)
 
     def _rt(self) -> Runtime:
         rt = self._runtime()
@@ -263,9 +309,10 @@ class ForeignArgs:
         return bool(why_copy(a, self._arch))
 
     def _from_host(self, a: np.ndarray, elem_ndim: int, copy: bool | None, host_access: HostAccess | None,
-                   what: str, owner: Any, fill: bool = True) -> NdArray:
+                   what: str, owner: Any, fill: bool = True, pooled: bool = False) -> NdArray:
         """An ndarray over host array ``a``, or a copy of it (``fill``: with its values, else zeros); ``owner``:
-        what keeps ``a``'s memory alive, held as long as the ndarray (None: the caller sees to it)."""
+        what keeps ``a``'s memory alive, held as long as the ndarray (None: the caller sees to it); ``pooled``: over
+        the pool's import (:meth:`pooled`: a kernel argument's)."""
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"{what}: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
         dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
@@ -283,7 +330,7 @@ class ForeignArgs:
             if fill:
                 nd.from_numpy(a)
             return nd
-        return NdArray.over_host(rt, a, a.shape[:split], dtype, a.shape[split:], owner)
+        return NdArray.over_host(rt, a, a.shape[:split], dtype, a.shape[split:], owner, pooled)
 
     def _cuda(self, obj: Any, iface: dict | None, elem_ndim: int, copy: bool | None, what: str,
               weak: bool = False, spec: ArgInfo | None = None) -> NdArray:
@@ -311,7 +358,7 @@ class ForeignArgs:
             nd = NdArray(rt, c.shape[:split], c.dtype, c.shape[split:])
             _cuda.dtod(nd.__cuda_array_interface__["data"][0], c.ptr, nd.nbytes)
             return nd
-        return NdArray.over_cuda(rt, c.ptr, c.shape[:split], c.dtype, c.shape[split:], c.owner)
+        return NdArray.over_cuda(rt, c.ptr, c.shape[:split], c.dtype, c.shape[split:], c.owner, weak)
 
     # -- kernel arguments -------------------------------------------------------------------
 
@@ -347,7 +394,7 @@ class ForeignArgs:
         # shared: the cache holds ``value`` weakly (CPU kernels have run when the launch returns), so the
         # ndarray holds nothing of it where ``value`` can be referenced weakly
         ref = self._weak(key, value)
-        nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a)
+        nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a, pooled=True)
         self._keep(key, _Entry(nd, ref, None if ref is not None else value))
         c_key = ffi.new("TaichiAotArrayKey *") if ARRAY_KEYS and value.__class__ is np.ndarray else None
         if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):

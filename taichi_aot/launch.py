@@ -208,6 +208,9 @@ class _Launchable(Launcher):
                   spec.name if graph else None)
                  for spec, slot in zip(self._args, self._slots)]
         self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots)
+        fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew
+        if fresh is not None:
+            self._fresh(*fresh)
 
     def _recording(self) -> bool:
         """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow

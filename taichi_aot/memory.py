@@ -48,6 +48,11 @@ def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
     capi.free_memory(runtime, memory)  # the registry forgets it; ``host`` is the caller's, kept alive until now
 
 
+def _keep_pooled(host: object) -> None:
+    """A pooled import's release: the runtime's pool keeps the handle (``ForeignArgs.pooled``); ``host`` is the
+    caller's, kept alive until now."""
+
+
 def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
     try:
         capi.free_memory(runtime, memory)  # imported memory: the registry forgets it
@@ -169,11 +174,12 @@ class Memory(Child):
         self._setup(runtime, handle, size, flags, release, None, address, None)
 
     @classmethod
-    def _imported_host(cls, runtime: Runtime, size: int, address: int, owner: object) -> Memory:
+    def _imported_host(cls, runtime: Runtime, size: int, address: int, owner: object, pooled: bool = False) -> Memory:
         """NdArray.over_host's memory: the caller's host memory of ``size`` bytes at ``address`` (CPU backends),
         writable and C-contiguous (the caller checked it: a raw address, not for users); ``owner``, what keeps it
         alive, is held as long as the native handle can be used (None: the caller sees to it). Closing forgets it
-        rather than frees it."""
+        rather than frees it; ``pooled``: the handle is the runtime's import of that address, shared and kept
+        (``ForeignArgs.pooled``: for kernel arguments, never mapped)."""
         runtime.ensure_open()
         if runtime.arch not in CPU_ARCHS:
             raise NotSupportedError(
@@ -181,23 +187,29 @@ class Memory(Child):
                 "host memory on CPU backends only): copy it instead"
             )
         size = _size_arg(size, "import_cpu_memory")
+        if pooled:
+            return cls._imported(runtime, runtime.foreign.pooled(address, size), size, True, owner, address, None, True)
         handle = capi.import_cpu_memory(runtime._handle, address, size)
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
     @classmethod
-    def _imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object) -> Memory:
+    def _imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object, pooled: bool = False) -> Memory:
         """NdArray.over_cuda's memory: another library's CUDA memory (torch, CuPy, JAX) of ``size`` bytes at
-        ``pointer`` on this runtime's device, shared; ``owner`` is held as :meth:`_imported_host` holds it."""
+        ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
+        if pooled:
+            handle = runtime.foreign.pooled(pointer, size)
+            return cls._imported(runtime, handle, size, False, owner, None, pointer, True)
         handle = capi.import_cuda_memory(runtime._handle, pointer, size)
         return cls._imported(runtime, handle, size, False, owner, None, pointer)
 
     @classmethod
     def _imported(cls, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
-                  host_address: int | None, cuda_address: int | None) -> Memory:
+                  host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
-        release = functools.partial(_forget_imported, runtime._handle, handle, owner)
+        release = (functools.partial(_keep_pooled, owner) if pooled
+                   else functools.partial(_forget_imported, runtime._handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address)
         return self

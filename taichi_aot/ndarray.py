@@ -263,20 +263,21 @@ class NdArray:
 
     @classmethod
     def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
-                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+                  elem_shape: tuple[int, ...], owner: object, pooled: bool = False) -> NdArray:
         """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
-        keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it)."""
+        keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it); ``pooled``: over the
+        runtime's import of that address (a kernel argument's, never mapped)."""
         address = a.__array_interface__["data"][0]
         return cls._over(runtime, shape, dtype, elem_shape,
-                         lambda nbytes: Memory._imported_host(runtime, nbytes, address, owner))
+                         lambda nbytes: Memory._imported_host(runtime, nbytes, address, owner, pooled))
 
     @classmethod
     def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
-                  elem_shape: tuple[int, ...], owner: object) -> NdArray:
+                  elem_shape: tuple[int, ...], owner: object, pooled: bool = False) -> NdArray:
         """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
-        is held as long as the ndarray (None: the caller sees to it)."""
+        and ``pooled`` as :meth:`over_host` takes them."""
         return cls._over(runtime, shape, dtype, elem_shape,
-                         lambda nbytes: Memory._imported_cuda(runtime, nbytes, pointer, owner))
+                         lambda nbytes: Memory._imported_cuda(runtime, nbytes, pointer, owner, pooled))
 
     @classmethod
     def _over(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...],

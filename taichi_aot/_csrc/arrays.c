@@ -16,6 +16,7 @@ typedef struct {
     int flags;
 } taichi_aot_numpy_array;
 
+#define TAICHI_AOT_NPY_ALIGNED 0x0100
 #define TAICHI_AOT_NPY_WRITEABLE 0x0400
 
 /* Fill `key` from the array at `array`; 0 (and nothing kept) where it has more dimensions than a key holds. */

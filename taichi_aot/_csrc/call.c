@@ -11,6 +11,9 @@
      its PrintHit's reads, made here (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
      as the Python packer checks it, then held until the runtime is waited for (this runs the library's
      Python code, so the close epoch is looked at again after packing);
+   - an ndarray argument given another array: a numpy array on a CPU runtime, or a plain torch tensor on the
+     runtime's device, of the argument's dtype and shape and contiguous, taken anew over the runtime's pool of
+     imported memory (fresh.c);
    - an f32 or i32 argument given an exact Python float or int in range;
    the call comes from the runtime's thread, the runtime is not recording, and no keyword is unknown.
    Anything else goes to the Python method `_slow_call`, which checks, packs and launches as the
@@ -51,6 +54,7 @@ typedef struct {
     PyObject *arg_bytes;          /* the argument its ndarray gets (bytes of a TiArgument), */
     PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait; None
                                      for a host array: CPU kernels have run when the launch returns) */
+    taichi_aot_fresh_slot fresh;  /* what an array taken anew must be (fresh.c), set by _fresh */
 } taichi_aot_slot;
 
 typedef struct {
@@ -63,6 +67,7 @@ typedef struct {
     PyObject *numpy_type;
     PyObject *guards; /* a bound launch's torch storages, (storage, data_ptr, nbytes) each, or NULL (_guard) */
     int packing;   /* inside launcher_pack, whose reads may run Python code (and let other threads run) */
+    taichi_aot_fresh fresh;  /* arrays taken anew (fresh.c), set by _fresh */
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
 } taichi_aot_launcher;
 
@@ -90,6 +95,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     for (i = 0; i < self->count; ++i) {
         Py_CLEAR(self->slots[i].sig);
         Py_CLEAR(self->slots[i].name);
+        Py_CLEAR(self->slots[i].fresh.descr);
     }
     PyMem_Free(self->slots);
     self->slots = NULL;
@@ -98,6 +104,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     Py_CLEAR(self->ndarray_type);
     Py_CLEAR(self->numpy_type);
     Py_CLEAR(self->guards);
+    fresh_clear(&self->fresh);
 }
 
 static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
@@ -115,7 +122,10 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
         Py_VISIT(self->slots[i].print);
         Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
+        Py_VISIT(self->slots[i].fresh.descr);
     }
+    Py_VISIT(self->fresh.imports);
+    Py_VISIT(self->fresh.held);
     Py_VISIT(self->ndarray_type);
     Py_VISIT(self->numpy_type);
     Py_VISIT(self->guards);
@@ -219,6 +229,28 @@ fail:
     }
     PyMem_Free(slots);
     return NULL;
+}
+
+/* _fresh(imports, host_numpy, torch_device, torch_index, held, held_limit, slots), after _prepare: the arrays a
+   call may take anew (fresh.c: fresh_set and fresh_slot_set say what each is). */
+static PyObject *launcher_fresh_method(PyObject *op, PyObject *args) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    PyObject *list;
+    Py_ssize_t i;
+    if (self->packing || self->count < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_fresh: before _prepare, or while the launcher packs a call");
+        return NULL;
+    }
+    list = fresh_set(&self->fresh, self->count, args);
+    for (i = 0; list != NULL && i < self->count; ++i) {
+        if (!fresh_slot_set(&self->slots[i].fresh, PyList_GetItem(list, i))) {
+            return NULL;
+        }
+    }
+    if (list == NULL) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* _guard(guards): the (storage, data pointer, bytes) of each torch storage a bound launch holds, checked before
@@ -366,6 +398,12 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
         if (s->kind != TAICHI_AOT_SLOT_NDARRAY) {
             continue;
         }
+        if (s->fresh.fresh != FRESH_NONE) {
+            if (!fresh_take(&self->fresh, &s->fresh, s->writes, value, self->launch->runtime, s->arg)) {
+                return 0;
+            }
+            continue;
+        }
         if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
             return 0;
         }
@@ -388,11 +426,13 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             return 0;
         }
         if (s->kind == TAICHI_AOT_SLOT_NDARRAY) {
-            if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
-                return 0;
-            }
             s->value = value;
-            if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
+            s->fresh.fresh = FRESH_NONE;
+            if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
+                if (!fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type)) { /* taken anew, or Python's */
+                    return 0;
+                }
+            } else if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
                 return 0;
             }
         } else if (s->kind == TAICHI_AOT_SLOT_F32) {
@@ -607,6 +647,8 @@ static PyMethodDef launcher_methods[] = {
     {"_prepare", launcher_prepare, METH_VARARGS,
      "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
+    {"_fresh", launcher_fresh_method, METH_VARARGS,
+     "_fresh(imports, host_numpy, torch_device, torch_index, held, held_limit, slots): arrays taken anew"},
     {"_guard", launcher_guard, METH_O, "_guard(guards): the torch storages checked before each launch"},
     {"_guards_hold", launcher_guards_hold_method, METH_NOARGS,
      "_guards_hold(): whether every guarded storage kept its memory"},

@@ -90,6 +90,31 @@ static PyObject *read_one(PyObject *value, const taichi_aot_read *r) {
 static PyObject *layout_class;
 static Py_ssize_t layout_offset;
 
+static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls);
+
+/* requires_grad and is_neg() of plain tensors (layout_class), bound to its getter and method once it is trusted
+   (flags_clear, below; kept for the process). */
+static taichi_aot_read flag_reads[2];
+static int flag_reads_bound;
+
+static void flag_reads_bind(void) {
+    PyObject *requires_grad = PyUnicode_InternFromString("requires_grad");
+    PyObject *is_neg = PyUnicode_InternFromString("is_neg");
+    if (requires_grad == NULL || is_neg == NULL) {
+        PyErr_Clear();
+        Py_XDECREF(requires_grad);
+        Py_XDECREF(is_neg);
+        return;
+    }
+    flag_reads[0].first = flag_reads[1].first = NULL;
+    flag_reads[0].name = requires_grad; /* kept for the process */
+    flag_reads[0].call = READ_ATTRIBUTE;
+    flag_reads[1].name = is_neg;
+    flag_reads[1].call = READ_METHOD;
+    reads_bind(flag_reads, 2, (PyTypeObject *)layout_class);
+    flag_reads_bound = 1;
+}
+
 /* The address of `value`'s at::Tensor where it is a plain tensor (of exactly the trusted class), else 0. */
 static uintptr_t layout_at(PyObject *value) {
     return layout_class != NULL && (PyObject *)Py_TYPE(value) == layout_class
@@ -172,8 +197,29 @@ static PyObject *launcher_trust_layout(PyObject *unused, PyObject *args) {
         Py_INCREF(cls);
         layout_class = cls;
         layout_offset = offset;
+        flag_reads_bind();
     }
     return PyBool_FromLong(layout_class == cls && layout_offset == offset);
+}
+
+/* Whether the plain tensor `value` (of layout_class) is neither requiring grad nor a lazily negated view: the two
+   flags a tensor taken anew by the C call must have clear (its exports depend on them; see _arrays._TORCH_LAYOUT),
+   read by torch's getter and method. 0 (no error set) where either is set or cannot be read. */
+static int flags_clear(PyObject *value) {
+    int k;
+    if (!flag_reads_bound) {
+        return 0;
+    }
+    for (k = 0; k < 2; ++k) {
+        PyObject *got = read_one(value, &flag_reads[k]);
+        int clear = got == Py_False;
+        Py_XDECREF(got);
+        if (!clear) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void reads_unbind(taichi_aot_read *read, int n) {

@@ -78,6 +78,8 @@ typedef struct {
 int taichi_aot_torch_bind(const char *library);
 int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out);
 int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect);
+/* torch's dtype code for a Taichi data type (TiDataType), or -1 (none, or the functions are not bound). */
+int32_t taichi_aot_torch_code(int32_t data_type);
 
 /* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
    steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.

@@ -28,6 +28,27 @@ static struct {
 
 static int torch_bound;
 
+/* torch's dtype codes (aoti_torch_dtype_*), by Taichi data type (TiDataType), -1 where torch has none or does not
+   say: what a tensor taken anew by the C call must have (call.c). */
+static int32_t torch_codes[TI_DATA_TYPE_U64 + 1];
+
+static void torch_bind_codes(void *handle) {
+    static const char *const names[TI_DATA_TYPE_U64 + 1] = {
+        "aoti_torch_dtype_float16", "aoti_torch_dtype_float32", "aoti_torch_dtype_float64",
+        "aoti_torch_dtype_int8",    "aoti_torch_dtype_int16",   "aoti_torch_dtype_int32",
+        "aoti_torch_dtype_int64",   "aoti_torch_dtype_bool",    "aoti_torch_dtype_uint8",
+        "aoti_torch_dtype_uint16",  "aoti_torch_dtype_uint32",  "aoti_torch_dtype_uint64"};
+    int i;
+    for (i = 0; i <= TI_DATA_TYPE_U64; ++i) {
+        int32_t (*code)(void) = (int32_t(*)(void))dlsym(handle, names[i]);
+        torch_codes[i] = code != NULL ? code() : -1;
+    }
+}
+
+int32_t taichi_aot_torch_code(int32_t data_type) {
+    return torch_bound && data_type >= 0 && data_type <= TI_DATA_TYPE_U64 ? torch_codes[data_type] : -1;
+}
+
 /* Look the functions up in `library` (torch's libtorch_cpu, already loaded by `import torch`: it is not
    loaded here where it is not); 1 where all were found. */
 int taichi_aot_torch_bind(const char *library) {
@@ -58,6 +79,7 @@ int taichi_aot_torch_bind(const char *library) {
     torch_fns.device_type = (taichi_aot_torch_i32_fn)found[5];
     torch_fns.device_index = (taichi_aot_torch_i32_fn)found[6];
     torch_fns.storage_size = (taichi_aot_torch_i64_fn)found[7];
+    torch_bind_codes(handle);
     torch_bound = 1;
     return 1;
 }

@@ -1,0 +1,237 @@
+/* Arrays a kernel call takes anew in C (call.c's launcher_pack), as the Python path would take them, with no record
+   of them: a numpy array on a CPU runtime, or a plain torch tensor (torch.Tensor itself, its layout read through
+   torch's C functions: reads.c, torch.c) on the CPU or the runtime's CUDA device. PyTorch, CuPy and JAX programs
+   make new arrays at every step (outputs, activations, slices); without this each went through Python.
+
+   An array is taken where it is of the slot's dtype, dims and element shape, C-contiguous (aligned, writable where
+   the kernel may write it; for torch, neither requiring grad nor lazily negated), and its memory is found in, or
+   added to, the runtime's pool of imports: {address: (bytes, TiMemory)}, shared with Python's ForeignArgs.pooled.
+   An import says only where memory is; the launch gets the live array's own dims and dtype beside it, so memory
+   freed and handed to an array of another size or dtype is never taken for the old one. libtaichi_c_api 1.7.4
+   cannot release an import: one per address for the runtime's life (as allocators hand addresses out again, few).
+   Anything else sends the call to Python, which takes the array its way or raises what is wrong.
+
+   Compiled after reads.c (layout_at, read_layout, flags_clear) and before call.c, which holds a taichi_aot_fresh
+   and one taichi_aot_fresh_slot a slot. */
+#include "taichi_aot.h"
+
+enum { FRESH_NONE = 0, FRESH_NUMPY = 1, FRESH_TORCH = 2 };
+
+typedef struct {
+    int fresh;          /* how this call's value is taken: FRESH_NONE (the slot's remembered value), or anew */
+    PyObject *descr;    /* the numpy dtype object the argument takes, or NULL: no array taken anew */
+    int32_t data_type;  /* its TiDataType */
+    int32_t itemsize;
+    int32_t ndim;       /* the argument's dims, before its element's */
+    int32_t elem_ndim;
+    intptr_t elem_dims[16];
+    TiArgument arg;     /* the argument with all but its memory and dims written */
+} taichi_aot_fresh_slot;
+
+typedef struct {
+    PyObject *imports;    /* the runtime's pool, or NULL: no array is taken anew */
+    int host_numpy;       /* numpy arrays are shared here (a CPU runtime) */
+    int torch_device;     /* the device type of torch tensors shared here (0 CPU, 1 CUDA), or -1: none */
+    int torch_index;      /* and its index (CUDA) */
+    PyObject *held;       /* the runtime's held arrays, where queued kernels read them (CUDA), or NULL */
+    Py_ssize_t held_limit; /* how many it holds before the Python path waits */
+} taichi_aot_fresh;
+
+static void fresh_clear(taichi_aot_fresh *f) {
+    Py_CLEAR(f->imports);
+    Py_CLEAR(f->held);
+}
+
+/* Slot `s` as _fresh describes it (see launcher_fresh_method in call.c): None (no array taken anew), or (numpy
+   dtype, TiDataType, itemsize, ndim, element shape, the argument's bytes with all but its memory and dims written);
+   0 with an error set where it is not of that form. */
+static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
+    PyObject *descr, *elem, *arg;
+    int data_type, itemsize, ndim;
+    Py_ssize_t k, elem_ndim;
+    Py_CLEAR(s->descr);
+    if (item == Py_None) {
+        return 1;
+    }
+    if (!PyArg_ParseTuple(item, "OiiiOO", &descr, &data_type, &itemsize, &ndim, &elem, &arg)) {
+        return 0;
+    }
+    elem_ndim = PyTuple_Check(elem) ? PyTuple_Size(elem) : -1;
+    if (elem_ndim < 0 || ndim < 0 || ndim + elem_ndim > 16 || itemsize <= 0 || !PyBytes_Check(arg) ||
+        PyBytes_Size(arg) != (Py_ssize_t)sizeof(TiArgument)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_fresh: a slot is (dtype, data type, itemsize, ndim, element shape, argument bytes)");
+        return 0;
+    }
+    for (k = 0; k < elem_ndim; ++k) {
+        s->elem_dims[k] = (intptr_t)PyLong_AsSsize_t(PyTuple_GetItem(elem, k));
+        if (PyErr_Occurred()) {
+            return 0;
+        }
+    }
+    memcpy(&s->arg, PyBytes_AsString(arg), sizeof(TiArgument));
+    s->data_type = data_type;
+    s->itemsize = itemsize;
+    s->ndim = ndim;
+    s->elem_ndim = (int32_t)elem_ndim;
+    Py_INCREF(descr);
+    s->descr = descr;
+    return 1;
+}
+
+/* `f` from _fresh's arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, slots): the list
+   of slots (borrowed, `count` long), or NULL with an error set. */
+static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args) {
+    PyObject *imports, *held, *list;
+    int host_numpy, torch_device, torch_index;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "OiiiOnO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
+                          &list)) {
+        return NULL;
+    }
+    if (!PyDict_Check(imports) || (held != Py_None && !PyDict_Check(held)) || !PyList_Check(list) ||
+        PyList_Size(list) != count) {
+        PyErr_SetString(PyExc_TypeError, "_fresh: a dict, three ints, a dict or None, an int, a list of the slots");
+        return NULL;
+    }
+    fresh_clear(f);
+    Py_INCREF(imports);
+    f->imports = imports;
+    if (held != Py_None) {
+        Py_INCREF(held);
+        f->held = held;
+    }
+    f->host_numpy = host_numpy;
+    f->torch_device = torch_device;
+    f->torch_index = torch_index;
+    f->held_limit = limit;
+    return list;
+}
+
+/* The first phase (its reads may run Python code): whether slot `s` can take `value`, which is not the value it
+   remembers, anew: its kind, and a torch tensor's flags. */
+static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value, PyObject *numpy_type) {
+    if (s->descr == NULL || f->imports == NULL) {
+        return 0;
+    }
+    if ((PyObject *)Py_TYPE(value) == numpy_type) {
+        s->fresh = FRESH_NUMPY;
+        return f->host_numpy;
+    }
+    s->fresh = FRESH_TORCH;
+    return f->torch_device >= 0 && layout_at(value) != 0 && flags_clear(value);
+}
+
+/* Import the `bytes` at `data` into `runtime` and add it to the pool under `key`: the handle, or NULL (nothing kept,
+   no error set) where the library refused it. The library's thread-local error slot is left as it was: clear. */
+static void *fresh_import(const taichi_aot_fresh *f, TiRuntime runtime, PyObject *key, const void *data,
+                          intptr_t bytes) {
+    TiMemory memory;
+    PyObject *entry;
+    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
+        return NULL; /* an error not taken yet: Python's to report */
+    }
+    memory = f->torch_device == 1 ? ti_import_cuda_memory(runtime, (void *)data, (uint64_t)bytes)
+                                  : ti_import_cpu_memory(runtime, (void *)data, (uint64_t)bytes);
+    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS || memory == TI_NULL_HANDLE) {
+        ti_set_last_error(TI_ERROR_SUCCESS, NULL);
+        return NULL;
+    }
+    entry = Py_BuildValue("(nN)", (Py_ssize_t)bytes, PyLong_FromVoidPtr((void *)memory));
+    if (entry == NULL || PyDict_SetItem(f->imports, key, entry) != 0) {
+        PyErr_Clear(); /* the import stays the library's, as every import does; made again next time */
+    }
+    Py_XDECREF(entry);
+    return (void *)memory;
+}
+
+/* The array's memory, dims and row-major strides (bytes), read with no Python code run: 0 where it is not of the
+   slot's dtype, dims and device (or a numpy array not writable where the kernel may write it, or misaligned). */
+static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, PyObject *value,
+                      const void **data, intptr_t *dims, intptr_t *strides) {
+    int i;
+    if (s->fresh == FRESH_NUMPY) {
+        const taichi_aot_numpy_array *a = (const taichi_aot_numpy_array *)value;
+        if (a->descr != (void *)s->descr || (writes && !(a->flags & TAICHI_AOT_NPY_WRITEABLE)) ||
+            !(a->flags & TAICHI_AOT_NPY_ALIGNED) || a->nd != s->ndim + s->elem_ndim) {
+            return 0;
+        }
+        *data = a->data;
+        for (i = 0; i < a->nd; ++i) {
+            dims[i] = a->dimensions[i];
+            strides[i] = a->strides[i];
+        }
+        return 1;
+    } else {
+        TaichiAotTorchLayout l;
+        int32_t code = taichi_aot_torch_code(s->data_type);
+        if (read_layout(value, &l) != 1) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (code < 0 || l.dtype != code || l.device_type != f->torch_device ||
+            (f->torch_device != 0 && l.device_index != f->torch_index) || l.dim != s->ndim + s->elem_ndim) {
+            return 0;
+        }
+        *data = l.data;
+        for (i = 0; i < (int)l.dim; ++i) {
+            dims[i] = (intptr_t)l.sizes[i];
+            strides[i] = (intptr_t)l.strides[i] * s->itemsize;
+        }
+        return 1;
+    }
+}
+
+/* The second phase, after every read that may run Python code: take `value` (its kind found by fresh_kind) into
+   the launch's `arg`, holding a CUDA array until the runtime is waited for; 0 where it cannot be taken here. */
+static int fresh_take(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, PyObject *value,
+                      TiRuntime runtime, TiArgument *arg) {
+    intptr_t dims[16], strides[16], bytes = s->itemsize;
+    const void *data = NULL;
+    int i, nd = s->ndim + s->elem_ndim;
+    PyObject *key, *entry;
+    void *handle;
+    if (!fresh_read(f, s, writes, value, &data, dims, strides)) {
+        return 0;
+    }
+    for (i = nd - 1; i >= 0; --i) { /* C-contiguous: a dimension of one addresses nothing else */
+        if (dims[i] <= 0 || dims[i] > (intptr_t)UINT32_MAX || (i >= s->ndim && dims[i] != s->elem_dims[i - s->ndim]) ||
+            (dims[i] != 1 && strides[i] != bytes) || bytes > INTPTR_MAX / dims[i]) {
+            return 0;
+        }
+        bytes *= dims[i];
+    }
+    if (data == NULL || (key = PyLong_FromVoidPtr((void *)data)) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    entry = PyDict_GetItem(f->imports, key); /* borrowed */
+    handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
+                     PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
+                 ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
+                 : fresh_import(f, runtime, key, data, bytes);
+    Py_DECREF(key);
+    if (handle == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (f->held != NULL) { /* CUDA: queued kernels read it until the runtime is waited for */
+        int held;
+        if (PyDict_Size(f->held) >= f->held_limit) {
+            return 0; /* Python waits first */
+        }
+        key = PyLong_FromVoidPtr(value);
+        held = key != NULL && PyDict_SetItem(f->held, key, value) == 0;
+        Py_XDECREF(key);
+        if (!held) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    memcpy(arg, &s->arg, sizeof(TiArgument));
+    arg->value.ndarray.memory = (TiMemory)handle;
+    for (i = 0; i < s->ndim; ++i) {
+        arg->value.ndarray.shape.dims[i] = (uint32_t)dims[i];
+    }
+    return 1;
+}
