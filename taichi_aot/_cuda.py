@@ -197,6 +197,14 @@ def stream_is_blocking(stream: int) -> bool:
     return not flags.value & _STREAM_NON_BLOCKING
 
 
+def pointer_attribute_address() -> int:
+    """The address of the driver's cuPointerGetAttribute (the C call's device check of a CUDA array), 0 without one."""
+    try:
+        return int(ctypes.cast(_cuda().cuPointerGetAttribute, ctypes.c_void_p).value or 0)
+    except Exception:  # no driver here: the C call takes no CUDA array by its interface anyway
+        return 0
+
+
 def device_of(device_ptr: int) -> int:
     """The ordinal of the device ``device_ptr`` lives on (RUNTIME_DEVICE where the driver cannot say)."""
     ordinal = ctypes.c_uint64(0)

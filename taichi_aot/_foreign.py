@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,10 +72,27 @@ HELD_LIMIT = 64
 #: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
 SPARE_COUNT = 8
 SPARE_BYTES = 16 << 20
+#: How many staged copies, and bytes, queued kernels may still read (none is refilled before a wait) before the
+#: next copy waits for them.
+FLIGHT_COUNT = 32
+FLIGHT_BYTES = 64 << 20
 
 def _clash(what: str, other: str) -> str:
     return (f"{what} shares memory with {other}; the backend takes each as its own copy, and copying them "
             "back would undo one's writes: pass one array, or NdArrays")
+
+
+def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
+    """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
+    if view is None:
+        if a is None:
+            nd.fill(False if nd.dtype == np.bool_ else 0)
+        else:
+            nd.from_numpy(a)
+    elif a is None:
+        view[...] = 0
+    else:
+        np.copyto(view, a, casting="equiv")
 
 
 def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyArrayError:
@@ -165,9 +183,11 @@ class PrintHit:
 @dataclass
 class Staged:
     """A host array the backend takes as a copy for one launch: copied in where a kernel reads it (``filled``),
-    copied back after the launch where one writes it (``write_back``)."""
+    copied back after the launch where one writes it (``write_back``); ``view``, the copy's memory as mapped for
+    good (None where the host cannot map it: CUDA)."""
 
     nd: NdArray
+    view: np.ndarray | None
     array: np.ndarray
     dims: int  # the element dims the copy was made with
     what: str  # which argument, for messages
@@ -221,8 +241,8 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_entries", "_handles", "_held", "_on_cuda", "_runtime", "_spare",
-                 "allow_copies", "hits", "imports", "staged")
+    __slots__ = ("__weakref__", "_arch", "_cai_classes", "_entries", "_flight", "_handles", "_held", "_on_cuda",
+                 "_runtime", "_spare", "allow_copies", "hits", "imports", "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -232,11 +252,16 @@ class ForeignArgs:
         self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
         self.staged: list[Staged] = []
-        self._spare: dict[tuple[Any, ...], list[NdArray]] = {}  # (shape, dtype, element dims) -> spare copies
+        # (shape, dtype, element dims) -> spare copies (ndarray, its mapped view), free to fill; those queued kernels
+        # may read until the next wait (which frees them)
+        self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
+        self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
         self.allow_copies = True
         # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
         self._handles: dict[int, Any] = {}  # address -> the TiMemory handle
+        # classes of CUDA arrays (not torch's) taken by their __cuda_array_interface__ -> immutable (JAX)?
+        self._cai_classes: dict[type, bool] = {}
 
     def pooled(self, address: int, nbytes: int) -> Any:
         """The runtime's import of the ``nbytes`` at ``address`` (host memory on a CPU, CUDA memory on CUDA) that
@@ -275,11 +300,12 @@ class ForeignArgs:
             for i, n in enumerate(spec.elem_shape):
                 arg.value.ndarray.elem_shape.dims[i] = n
             arg.value.ndarray.elem_type = dt
-            slots.append((np.dtype(dtype), int(dt), dtype.itemsize, spec.ndim, tuple(spec.elem_shape),
-                          bytes(ffi.buffer(arg))))
+            slots.append((np.dtype(dtype), np.dtype(dtype).str, int(dt), dtype.itemsize, spec.ndim,
+                          tuple(spec.elem_shape), bytes(ffi.buffer(arg))))
         cpu = not self._on_cuda
         return (self.imports, int(cpu), 0 if cpu else 1, _cuda.RUNTIME_DEVICE, None if cpu else self._held,
-                HELD_LIMIT, slots)
+                HELD_LIMIT, None if cpu else self._cai_classes, 0 if cpu else _cuda.pointer_attribute_address(),
+                slots)
 
     def _rt(self) -> Runtime:
         rt = self._runtime()
@@ -437,6 +463,10 @@ class ForeignArgs:
         held[id(value)] = value
         if ref is not None:
             self._print_hit(value, ref, nd, is_jax(value) or bool(iface and iface["data"][1]), held)
+        cls = value.__class__
+        torch = sys.modules.get("torch")  # torch's tensors are read by their layout (lazy bits their interface hides)
+        if iface is not None and cls not in self._cai_classes and not (torch and isinstance(value, torch.Tensor)):
+            self._cai_classes[cls] = is_jax(value)  # the C call takes its arrays anew by their interface
         return nd
 
     def _print_hit(self, value: Any, ref: weakref.ref[Any], nd: NdArray, read_only: bool,
@@ -476,45 +506,58 @@ class ForeignArgs:
                         "input")
             if same is not None:  # the same array again: one copy, as one memory
                 if reads and not same.filled:
-                    same.nd.from_numpy(a)
+                    _fill(same.nd, same.view, a)
                     same.filled = True
                 same.write_back = same.write_back or writes
                 return same.nd
         except InvalidArgumentError:
             self.discard()
             raise
-        nd = self._staging(a, dims, reads, what)
-        self.staged.append(Staged(nd, a, dims, what, reads, writes))
+        nd, view = self._staging(a, dims, reads, what)
+        self.staged.append(Staged(nd, view, a, dims, what, reads, writes))
         return nd
 
-    def _staging(self, a: np.ndarray, dims: int, fill: bool, what: str) -> NdArray:
-        """An ndarray for a staged copy of ``a``: filled with its values, or zeros; a spare one of the same layout
-        where there is one (allocating device memory costs more than copying a small array; filling it waits
-        for the kernels that may still read it)."""
+    def _staging(self, a: np.ndarray, dims: int, fill: bool, what: str) -> tuple[NdArray, np.ndarray | None]:
+        """An ndarray for a staged copy of ``a`` (filled with its values, or zeros) and its mapped view: a spare one of
+        the same layout that no queued kernel reads where there is one (allocating device memory costs more than
+        copying a small array), written through a mapping kept for good (mapping memory waits for the device on
+        Vulkan); where the copies queued kernels may read are many, they are waited for first."""
         dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
-        spare = self._spare.get((a.shape, dtype, dims))
+        key = (a.shape, dtype, dims)
+        if not self._spare.get(key) and (len(self._flight) >= FLIGHT_COUNT
+                                         or sum(f[1].nbytes for f in self._flight) >= FLIGHT_BYTES):
+            self._rt().wait()  # frees those in flight (release)
+        spare = self._spare.get(key)
         while spare:
-            nd = spare.pop()
+            nd, view = spare.pop()
             if nd.closed:
                 continue
             try:
-                if fill:
-                    nd.from_numpy(a)
-                else:
-                    nd.fill(False if nd.dtype == np.bool_ else 0)
+                _fill(nd, view, a if fill else None)
             except BaseException:
                 nd.close()
                 raise
-            return nd
-        return self._from_host(a, dims, True, None, what, owner=None, fill=fill)
+            return nd, view
+        nd = self._from_host(a, dims, True, None, what, owner=None, fill=False)
+        view = None
+        if nd.memory.host_read and nd.memory.host_write:
+            view = nd.memory.host_view(nd.nbytes).view(dtype).reshape(a.shape)  # mapped for good
+        if fill:
+            _fill(nd, view, a)
+        return nd, view
 
-    def _retire(self, s: Staged) -> None:
-        """A staged copy its launch is done with: kept as a spare (SPARE_COUNT, SPARE_BYTES), else closed."""
+    def _retire(self, s: Staged, in_flight: bool) -> None:
+        """A staged copy its launch is done with: kept as a spare (SPARE_COUNT, SPARE_BYTES; ``in_flight``: not to be
+        filled before the next wait), else closed."""
         nd = s.nd
-        if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT:
+        if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT + FLIGHT_COUNT:
             nd.close()
             return
-        self._spare.setdefault((s.array.shape, nd.dtype, s.dims), []).append(nd)
+        key = (s.array.shape, nd.dtype, s.dims)
+        if in_flight:
+            self._flight.append((key, nd, s.view))
+        else:
+            self._spare.setdefault(key, []).append((nd, s.view))
 
     def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
         """Before a launch with staged copies: refuse an argument shared without a copy (an ndarray's host memory,
@@ -555,19 +598,28 @@ class ForeignArgs:
         """Drop the staged copies of a launch that will not run."""
         pending, self.staged = self.staged, []
         for s in pending:
-            self._retire(s)
+            self._retire(s, False)
 
     def after_launch(self) -> None:
-        """After a launch with staged copies: wait, and copy each written one back into its array."""
+        """After a launch with staged copies: where one is written, wait, and copy each written one back into its
+        array. Copies only read are left to the kernel: none is filled again before the next wait."""
         pending, self.staged = self.staged, []
+        waited = False
         try:
-            for s in pending:
-                if s.write_back:
-                    np.copyto(s.array, s.nd.to_numpy(), casting="equiv")
+            if any(s.write_back for s in pending):
+                self._rt().wait()
+                waited = True
+                for s in pending:
+                    if s.write_back:
+                        np.copyto(s.array, s.view if s.view is not None else s.nd.to_numpy(), casting="equiv")
         finally:
             for s in pending:
-                self._retire(s)
+                self._retire(s, not waited)
 
     def release(self) -> None:
-        """The runtime's work is done: let go of the CUDA arrays held for it."""
+        """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
+        read are free to fill again."""
         self._held.clear()  # an array collected now leaves the cache in its callback
+        flight, self._flight = self._flight, []
+        for key, nd, view in flight:
+            self._spare.setdefault(key, []).append((nd, view))

@@ -537,3 +537,62 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
         del arrays, a
         gc.collect()
         assert _cuda.registered_bytes() == base
+
+
+def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, monkeypatch):
+    # a new output, new inputs, slices and memory handed again at another size: right values, found in C (a call
+    # through Python only where HELD_LIMIT arrays wait to be let go)
+    from taichi_aot._foreign import HELD_LIMIT
+    from taichi_aot.launch import Kernel
+
+    torch = pytest.importorskip("torch")
+    calls = [0]
+    python_call = Kernel._slow_call
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "_slow_call", counted)
+    n = 4096
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        y = torch.arange(n, dtype=torch.float32, device="cuda")
+        add(torch.zeros(n, device="cuda"), y, 1.0)
+        calls[0] = 0
+        kept = []
+        for i in range(300):
+            out = torch.full((n,), float(i), device="cuda")
+            add(out, y, 2.0)
+            if i % 37 == 0:
+                kept.append((i, out))
+        rt.wait()
+        assert all(torch.equal(out, i + 2 * y) for i, out in kept)
+        assert calls[0] <= 300 // HELD_LIMIT + 1
+        big = torch.zeros(4 * n, device="cuda")
+        for k in range(8):
+            add(big[(k % 4) * n:(k % 4 + 1) * n], y, 1.0)
+        add(big[:2 * n], torch.ones(2 * n, device="cuda"), 1.0)  # the first slice's address, twice the size
+        rt.wait()
+        assert torch.equal(big[:n], 2 * y + 1) and torch.equal(big[n:2 * n], 2 * y + 1)
+        assert torch.equal(big[2 * n:], torch.cat([2 * y, 2 * y]))
+        with pytest.raises((ArgumentTypeError, InvalidArgumentError)):
+            add(big[:n].view(torch.int32), y, 1.0)  # the same memory as another dtype
+    try:
+        import cupy
+    except ImportError:
+        return
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        c = cupy.arange(n, dtype=cupy.float32)
+        add(cupy.zeros(n, cupy.float32), c, 1.0)  # the first CuPy array: its class is learnt
+        calls[0] = 0
+        outs = []
+        for i in range(40):
+            outs.append(cupy.full(n, i, dtype=cupy.float32))
+            add(outs[-1], c, 1.0)
+        rt.wait()
+        assert calls[0] == 0
+        assert all(bool(cupy.array_equal(o, i + c)) for i, o in enumerate(outs))
+        with pytest.raises(InvalidArgumentError, match="strided"):
+            add(cupy.zeros(2 * n, cupy.float32)[::2], c, 1.0)

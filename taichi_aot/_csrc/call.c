@@ -95,7 +95,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     for (i = 0; i < self->count; ++i) {
         Py_CLEAR(self->slots[i].sig);
         Py_CLEAR(self->slots[i].name);
-        Py_CLEAR(self->slots[i].fresh.descr);
+        fresh_slot_clear(&self->slots[i].fresh);
     }
     PyMem_Free(self->slots);
     self->slots = NULL;
@@ -123,9 +123,12 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
         Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
         Py_VISIT(self->slots[i].fresh.descr);
+        Py_VISIT(self->slots[i].fresh.typestr);
+        Py_VISIT(self->slots[i].fresh.cai);
     }
     Py_VISIT(self->fresh.imports);
     Py_VISIT(self->fresh.held);
+    Py_VISIT(self->fresh.cai_classes);
     Py_VISIT(self->ndarray_type);
     Py_VISIT(self->numpy_type);
     Py_VISIT(self->guards);

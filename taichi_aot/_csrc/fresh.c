@@ -15,11 +15,14 @@
    and one taichi_aot_fresh_slot a slot. */
 #include "taichi_aot.h"
 
-enum { FRESH_NONE = 0, FRESH_NUMPY = 1, FRESH_TORCH = 2 };
+enum { FRESH_NONE = 0, FRESH_NUMPY = 1, FRESH_TORCH = 2, FRESH_CAI = 3 };
 
 typedef struct {
     int fresh;          /* how this call's value is taken: FRESH_NONE (the slot's remembered value), or anew */
     PyObject *descr;    /* the numpy dtype object the argument takes, or NULL: no array taken anew */
+    PyObject *typestr;  /* its typestr in the CUDA array interface ("<f4") */
+    PyObject *cai;      /* a CUDA array's interface, read in the first phase for the second, or NULL */
+    int read_only;      /* and whether its class is immutable (JAX) */
     int32_t data_type;  /* its TiDataType */
     int32_t itemsize;
     int32_t ndim;       /* the argument's dims, before its element's */
@@ -35,32 +38,42 @@ typedef struct {
     int torch_index;      /* and its index (CUDA) */
     PyObject *held;       /* the runtime's held arrays, where queued kernels read them (CUDA), or NULL */
     Py_ssize_t held_limit; /* how many it holds before the Python path waits */
+    PyObject *cai_classes; /* {class: immutable?} of CUDA arrays taken by their __cuda_array_interface__, or NULL */
+    int (*pointer_device)(uint64_t *ordinal, int attribute, uint64_t pointer); /* cuPointerGetAttribute, or NULL */
 } taichi_aot_fresh;
 
 static void fresh_clear(taichi_aot_fresh *f) {
     Py_CLEAR(f->imports);
     Py_CLEAR(f->held);
+    Py_CLEAR(f->cai_classes);
+}
+
+static void fresh_slot_clear(taichi_aot_fresh_slot *s) {
+    Py_CLEAR(s->descr);
+    Py_CLEAR(s->typestr);
+    Py_CLEAR(s->cai);
 }
 
 /* Slot `s` as _fresh describes it (see launcher_fresh_method in call.c): None (no array taken anew), or (numpy
    dtype, TiDataType, itemsize, ndim, element shape, the argument's bytes with all but its memory and dims written);
    0 with an error set where it is not of that form. */
 static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
-    PyObject *descr, *elem, *arg;
+    PyObject *descr, *typestr, *elem, *arg;
     int data_type, itemsize, ndim;
     Py_ssize_t k, elem_ndim;
-    Py_CLEAR(s->descr);
+    fresh_slot_clear(s);
     if (item == Py_None) {
         return 1;
     }
-    if (!PyArg_ParseTuple(item, "OiiiOO", &descr, &data_type, &itemsize, &ndim, &elem, &arg)) {
+    if (!PyArg_ParseTuple(item, "OOiiiOO", &descr, &typestr, &data_type, &itemsize, &ndim, &elem, &arg)) {
         return 0;
     }
     elem_ndim = PyTuple_Check(elem) ? PyTuple_Size(elem) : -1;
     if (elem_ndim < 0 || ndim < 0 || ndim + elem_ndim > 16 || itemsize <= 0 || !PyBytes_Check(arg) ||
+        !PyUnicode_Check(typestr) ||
         PyBytes_Size(arg) != (Py_ssize_t)sizeof(TiArgument)) {
         PyErr_SetString(PyExc_TypeError,
-                        "_fresh: a slot is (dtype, data type, itemsize, ndim, element shape, argument bytes)");
+                        "_fresh: a slot is (dtype, typestr, data type, itemsize, ndim, element shape, argument)");
         return 0;
     }
     for (k = 0; k < elem_ndim; ++k) {
@@ -76,21 +89,23 @@ static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
     s->elem_ndim = (int32_t)elem_ndim;
     Py_INCREF(descr);
     s->descr = descr;
+    Py_INCREF(typestr);
+    s->typestr = typestr;
     return 1;
 }
 
-/* `f` from _fresh's arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, slots): the list
-   of slots (borrowed, `count` long), or NULL with an error set. */
+/* `f` from _fresh's arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes,
+   pointer_device, slots): the list of slots (borrowed, `count` long), or NULL with an error set. */
 static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args) {
-    PyObject *imports, *held, *list;
+    PyObject *imports, *held, *classes, *device, *list;
     int host_numpy, torch_device, torch_index;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "OiiiOnO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
-                          &list)) {
+    if (!PyArg_ParseTuple(args, "OiiiOnOOO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
+                          &classes, &device, &list)) {
         return NULL;
     }
     if (!PyDict_Check(imports) || (held != Py_None && !PyDict_Check(held)) || !PyList_Check(list) ||
-        PyList_Size(list) != count) {
+        (classes != Py_None && !PyDict_Check(classes)) || !PyLong_Check(device) || PyList_Size(list) != count) {
         PyErr_SetString(PyExc_TypeError, "_fresh: a dict, three ints, a dict or None, an int, a list of the slots");
         return NULL;
     }
@@ -105,12 +120,21 @@ static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args
     f->torch_device = torch_device;
     f->torch_index = torch_index;
     f->held_limit = limit;
+    if (classes != Py_None) {
+        Py_INCREF(classes);
+        f->cai_classes = classes;
+    }
+    f->pointer_device = (int (*)(uint64_t *, int, uint64_t))PyLong_AsVoidPtr(device);
+    PyErr_Clear();
     return list;
 }
 
 /* The first phase (its reads may run Python code): whether slot `s` can take `value`, which is not the value it
    remembers, anew: its kind, and a torch tensor's flags. */
 static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value, PyObject *numpy_type) {
+    static PyObject *cai_name; /* "__cuda_array_interface__", interned once (kept for the process) */
+    PyObject *immutable;
+    Py_CLEAR(s->cai);
     if (s->descr == NULL || f->imports == NULL) {
         return 0;
     }
@@ -118,8 +142,83 @@ static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObj
         s->fresh = FRESH_NUMPY;
         return f->host_numpy;
     }
-    s->fresh = FRESH_TORCH;
-    return f->torch_device >= 0 && layout_at(value) != 0 && flags_clear(value);
+    if (layout_at(value) != 0) {
+        s->fresh = FRESH_TORCH;
+        return f->torch_device >= 0 && flags_clear(value);
+    }
+    immutable = f->cai_classes != NULL ? PyDict_GetItem(f->cai_classes, (PyObject *)Py_TYPE(value)) : NULL;
+    if (immutable == NULL || (cai_name == NULL && (cai_name = PyUnicode_InternFromString("__cuda_array_interface__"))
+                                                      == NULL)) {
+        PyErr_Clear();
+        return 0;
+    }
+    s->fresh = FRESH_CAI;
+    s->read_only = immutable == Py_True;
+    s->cai = PyObject_GetAttr(value, cai_name); /* the library's code: a CuPy, JAX or Numba array's interface */
+    if (s->cai == NULL || !PyDict_CheckExact(s->cai)) {
+        PyErr_Clear();
+        Py_CLEAR(s->cai);
+        return 0;
+    }
+    return 1;
+}
+
+/* The ints of `tuple` (exact ints, `n` of them) into `out`; 0 where it is not such a tuple. */
+static int fresh_ints(PyObject *tuple, int n, intptr_t *out) {
+    int i;
+    if (!PyTuple_CheckExact(tuple) || PyTuple_Size(tuple) != n) {
+        return 0;
+    }
+    for (i = 0; i < n; ++i) {
+        PyObject *item = PyTuple_GetItem(tuple, i);
+        out[i] = PyLong_CheckExact(item) ? (intptr_t)PyLong_AsSsize_t(item) : -1;
+        if (out[i] == -1 && (!PyLong_CheckExact(item) || PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A CUDA array's memory, dims and strides from its interface (read in the first phase): 0 where it is not of the
+   slot's dims and dtype, is read-only where the kernel may write it, has a mask, names a stream of its own (Python
+   synchronizes it), or lies on another device. */
+static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, const void **data,
+                          intptr_t *dims, intptr_t *strides) {
+    PyObject *cai = s->cai, *item, *stream = PyDict_GetItemString(cai, "stream");
+    int nd = s->ndim + s->elem_ndim, i;
+    intptr_t address_ro[2];
+    uint64_t ordinal = 0;
+    item = PyDict_GetItemString(cai, "data");
+    if (item == NULL || !PyTuple_CheckExact(item) || PyTuple_Size(item) != 2 ||
+        !fresh_ints(PyDict_GetItemString(cai, "shape"), nd, dims) || PyDict_GetItemString(cai, "mask") != NULL ||
+        (stream != NULL && stream != Py_None && !(PyLong_CheckExact(stream) && PyLong_AsLong(stream) >= 1 &&
+                                                  PyLong_AsLong(stream) <= 2))) {
+        PyErr_Clear();
+        return 0;
+    }
+    address_ro[0] = PyLong_CheckExact(PyTuple_GetItem(item, 0)) ? (intptr_t)PyLong_AsVoidPtr(PyTuple_GetItem(item, 0))
+                                                                : 0;
+    address_ro[1] = PyTuple_GetItem(item, 1) == Py_True ? 1 : PyTuple_GetItem(item, 1) == Py_False ? 0 : -1;
+    item = PyDict_GetItemString(cai, "typestr");
+    if (address_ro[1] < 0 || (writes && (address_ro[1] || s->read_only)) || item == NULL || !PyUnicode_Check(item) ||
+        PyUnicode_Compare(item, s->typestr) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    item = PyDict_GetItemString(cai, "strides");
+    if (item == NULL || item == Py_None) { /* row-major */
+        intptr_t bytes = s->itemsize;
+        for (i = nd - 1; i >= 0; --i) {
+            strides[i] = bytes;
+            bytes *= dims[i] > 0 ? dims[i] : 1;
+        }
+    } else if (!fresh_ints(item, nd, strides)) {
+        return 0;
+    }
+    *data = (const void *)address_ro[0];
+    return address_ro[0] != 0 && (f->pointer_device == NULL || f->pointer_device(&ordinal, 9, (uint64_t)address_ro[0])
+                                  != 0 || (int)ordinal == f->torch_index); /* 9: CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
 }
 
 /* Import the `bytes` at `data` into `runtime` and add it to the pool under `key`: the handle, or NULL (nothing kept,
@@ -150,6 +249,9 @@ static void *fresh_import(const taichi_aot_fresh *f, TiRuntime runtime, PyObject
 static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, PyObject *value,
                       const void **data, intptr_t *dims, intptr_t *strides) {
     int i;
+    if (s->fresh == FRESH_CAI) {
+        return fresh_read_cai(f, s, writes, data, dims, strides);
+    }
     if (s->fresh == FRESH_NUMPY) {
         const taichi_aot_numpy_array *a = (const taichi_aot_numpy_array *)value;
         if (a->descr != (void *)s->descr || (writes && !(a->flags & TAICHI_AOT_NPY_WRITEABLE)) ||
@@ -184,14 +286,16 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
 
 /* The second phase, after every read that may run Python code: take `value` (its kind found by fresh_kind) into
    the launch's `arg`, holding a CUDA array until the runtime is waited for; 0 where it cannot be taken here. */
-static int fresh_take(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, PyObject *value,
+static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int writes, PyObject *value,
                       TiRuntime runtime, TiArgument *arg) {
     intptr_t dims[16], strides[16], bytes = s->itemsize;
     const void *data = NULL;
     int i, nd = s->ndim + s->elem_ndim;
     PyObject *key, *entry;
     void *handle;
-    if (!fresh_read(f, s, writes, value, &data, dims, strides)) {
+    int read = fresh_read(f, s, writes, value, &data, dims, strides);
+    Py_CLEAR(s->cai); /* read: let it go */
+    if (!read) {
         return 0;
     }
     for (i = nd - 1; i >= 0; --i) { /* C-contiguous: a dimension of one addresses nothing else */

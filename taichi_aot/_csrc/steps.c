@@ -60,3 +60,37 @@ double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const Taich
     }
     return taichi_aot_now() - t0;
 }
+
+/* What raw C pays to launch an array it is handed anew each time (the floor under taichi-aot bench's rows of new
+   arrays): `steps` times, the memory at each of `ptrs` (`size` bytes) imported into the runtime (CUDA memory where
+   `cuda`, else host memory) and written into the kernel launch `step`'s first `count` ndarray arguments, then the
+   launch; then a wait. libtaichi_c_api 1.7.4 cannot release an import, so none is. The arguments' memory is put back
+   as it was. Returns the seconds it took, or -1 where the library reported an error. */
+double taichi_aot_import_steps(const TaichiAotLaunch *step, const uint64_t *ptrs, uint32_t count, uint64_t size,
+                               uint32_t cuda, uint64_t steps) {
+    TiArgument *args = (TiArgument *)step->args;
+    TiMemory kept[16];
+    uint64_t s;
+    uint32_t i;
+    double t0, t1;
+    if (step->kind != 0 || count > 16 || count > step->arg_count) {
+        return -1.0;
+    }
+    for (i = 0; i < count; ++i) {
+        kept[i] = args[i].value.ndarray.memory;
+    }
+    t0 = taichi_aot_now();
+    for (s = 0; s < steps; ++s) {
+        for (i = 0; i < count; ++i) {
+            args[i].value.ndarray.memory = cuda ? ti_import_cuda_memory(step->runtime, (void *)ptrs[i], size)
+                                                : ti_import_cpu_memory(step->runtime, (void *)ptrs[i], size);
+        }
+        taichi_aot_raw_launch(step);
+    }
+    ti_wait(step->runtime);
+    t1 = taichi_aot_now();
+    for (i = 0; i < count; ++i) {
+        args[i].value.ndarray.memory = kept[i];
+    }
+    return ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS ? -1.0 : t1 - t0;
+}

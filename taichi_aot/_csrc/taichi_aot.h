@@ -97,6 +97,11 @@ typedef struct {
 double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const TaichiAotLaunch *every_launches,
                         uint32_t every_count, uint64_t steps, uint64_t every, const TaichiAotReadback *readback);
 
+/* steps.c: raw C's launch of arrays handed anew each step (imported, written into the first `count` ndarray
+   arguments of the kernel launch `step`, launched); the seconds `steps` took, or -1. */
+double taichi_aot_import_steps(const TaichiAotLaunch *step, const uint64_t *ptrs, uint32_t count, uint64_t size,
+                               uint32_t cuda, uint64_t steps);
+
 /* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the
    thread's current one), through the driver functions at these addresses (cuCtxPushCurrent_v2,
    cuCtxPopCurrent_v2, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2). Returns the driver's CUresult. */

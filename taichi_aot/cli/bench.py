@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import Arch, capi
 from ..enums import CPU_ARCHS
+from .bench_fresh import fresh
 from .bench_harness import Bench, Methods, Server, interleave, machine, ratio
 from .bench_measure import Measured, machine_warnings, measure
 from .bench_report import format_figure, format_rows, plot, summary
@@ -272,7 +273,7 @@ def interop(bench: Bench) -> list[Row]:
         rows[0].note = "; ".join(measured.warnings)
     for nd in nds:
         nd.close()
-    return rows
+    return rows + fresh(bench)  # arrays made anew each call (bench_fresh.py)
 
 
 def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:

@@ -1,0 +1,173 @@
+"""Rows of ``taichi-aot bench``'s interop section for arrays made anew at every call, as PyTorch, CuPy, JAX and numpy
+programs make them (an output each step, new inputs, slices of a bigger array), against the same launch with the
+arrays passed again, and raw C's floor for an array handed anew (import it, launch; libtaichi_c_api 1.7.4 cannot
+release an import).
+
+Every form makes the same arrays in its loop: its reference ("..., again") makes them and leaves them unused,
+launching with arrays passed again, so that each ratio is what taking a new array costs the launch, not what the
+library costs to make one (both are shown, in us). On
+Vulkan, host arrays travel as staged copies: their forms are compared with the launch with NdArrays instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..enums import CPU_ARCHS, Arch
+from .bench_measure import measure
+from .bench_row import Row
+
+if TYPE_CHECKING:
+    from .bench_harness import Bench
+
+__all__ = ["fresh"]
+
+#: The targets: a new array at most 1.2x the launch that passes arrays again (zero-copy); a staged copy (Vulkan,
+#: host arrays) at most 3x the launch with NdArrays.
+SHARED_TARGET, STAGED_TARGET = 1.2, 3.0
+
+Maker = Callable[[int], Any]  # one f32 array of n elements
+
+
+def _kinds(arch: Arch) -> list[tuple[str, Maker, bool]]:
+    """(label, maker, writable?) of each library here whose arrays a kernel on ``arch`` takes; JAX's are immutable."""
+    kinds: list[tuple[str, Maker, bool]] = []
+    if arch != Arch.CUDA:
+        kinds.append(("numpy", lambda n: np.zeros(n, np.float32), True))
+        if arch in CPU_ARCHS:
+            try:
+                import torch
+                kinds.append(("torch CPU", lambda n: torch.zeros(n), True))
+            except ImportError:
+                pass
+        return kinds
+    try:
+        import torch
+        if torch.cuda.is_available():
+            kinds.append(("torch CUDA", lambda n: torch.empty(n, device="cuda"), True))
+    except ImportError:
+        pass
+    try:
+        import cupy
+        kinds.append(("CuPy", lambda n: cupy.empty(n, cupy.float32), True))
+    except ImportError:
+        pass
+    try:
+        import jax
+        import jax.numpy as jnp
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        if gpus:
+            kinds.append(("JAX", lambda n: jax.device_put(jnp.zeros(n, jnp.float32), gpus[0]), False))
+    except (ImportError, RuntimeError):
+        pass
+    return kinds
+
+
+Body = Callable[[], object]
+
+
+def _forms(kind: str, make: Maker, writable: bool, kernel: Any, nd: Any) -> dict[str, tuple[Body, Body]]:
+    """Each form of new arrays: (its call, the call of the same launch with the arrays passed again, making the same
+    arrays unused). Where the library's arrays are immutable (JAX) the kernel's x is an NdArray and y, z are new."""
+    a, b, c = make(16), make(16), make(16)
+    big = make(4096)
+    if not writable:
+        return {
+            "new inputs (y, z)": (lambda: kernel(nd, make(16), make(16), 1.0),
+                                  lambda: (make(16), make(16), kernel(nd, b, c, 1.0))),
+            "2 slices (y, z)": (lambda: kernel(nd, big[16:32], big[32:48], 1.0),
+                                lambda: (big[16:32], big[32:48], kernel(nd, b, c, 1.0))),
+        }
+    return {
+        "new output": (lambda: kernel(make(16), b, c, 1.0), lambda: (make(16), kernel(a, b, c, 1.0))),
+        "3 new arrays": (lambda: kernel(make(16), make(16), make(16), 1.0),
+                         lambda: (make(16), make(16), make(16), kernel(a, b, c, 1.0))),
+        "3 slices": (lambda: kernel(big[0:16], big[16:32], big[32:48], 1.0),
+                     lambda: (big[0:16], big[16:32], big[32:48], kernel(a, b, c, 1.0))),
+    }
+
+
+def _per_launch(bench: Bench, body: Callable[[], object], n: int) -> Callable[[], float]:
+    def one() -> float:
+        def loop() -> None:
+            for _ in range(n):
+                body()
+        return bench.timed(loop) / n * 1e6
+    return one
+
+
+def _raw_c(bench: Bench, kernel: Any, nds: list[Any], count: int, n: int) -> Callable[[], float] | None:
+    """Raw C's launch of ``count`` arrays handed anew (``taichi_aot_import_steps``: import each, launch), or None
+    where this arch imports no memory (Vulkan)."""
+    from .._native import ffi, lib
+
+    arch = bench.rt.arch
+    if arch not in CPU_ARCHS and arch != Arch.CUDA:
+        return None
+    bound = kernel.bind(*nds, 1.0)
+    cuda = arch == Arch.CUDA
+    if cuda:
+        ptrs = [x.__cuda_array_interface__["data"][0] for x in nds[:count]]
+    else:
+        ptrs = [x.host_span()[0] for x in nds[:count]]
+    c_ptrs = ffi.new("uint64_t[]", ptrs)
+
+    def one() -> float:
+        seconds = lib.taichi_aot_import_steps(bound._c, c_ptrs, count, nds[0].nbytes, int(cuda), n)
+        if seconds < 0:
+            raise RuntimeError("the raw C import loop failed")
+        return seconds / n * 1e6
+
+    one.keep = (bound, c_ptrs)  # type: ignore[attr-defined]
+    return one
+
+
+def fresh(bench: Bench) -> list[Row]:
+    """The rows of new arrays on this arch (see the module docstring)."""
+    arch = bench.rt.arch
+    staged = arch not in CPU_ARCHS and arch != Arch.CUDA
+    fast = not staged
+    n = (1000 if bench.quick else 3000) if fast else (200 if bench.quick else 600)
+    rounds = 3 if bench.quick else 11
+    tiny3 = bench.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
+    nds = [bench.rt.ndarray((16,), np.float32) for _ in range(3)]
+    methods: dict[str, Callable[[], float]] = {"NdArrays passed again": _per_launch(
+        bench, lambda: tiny3(nds[0], nds[1], nds[2], 1.0), n)}
+    for count in (1, 3):
+        raw = _raw_c(bench, tiny3, nds, count, n)
+        if raw is not None:
+            methods[f"raw C: import {count}, launch"] = raw
+    compared: list[tuple[str, str, str]] = []  # (form, its reference, target)
+    for kind, make, writable in _kinds(arch):
+        try:
+            forms = _forms(kind, make, writable, tiny3, nds[0])
+        except Exception as e:  # the library cannot allocate here
+            bench.log(f"  interop: {kind} new arrays skipped ({type(e).__name__}: {e})")
+            continue
+        for form, (call, again) in forms.items():
+            name, reference = f"{kind}: {form}", f"{kind}: {form}, again"
+            methods[name] = _per_launch(bench, call, n)
+            if staged:
+                compared.append((name, "NdArrays passed again", f"<= {STAGED_TARGET:g}"))
+            else:
+                methods[reference] = _per_launch(bench, again, n)
+                compared.append((name, reference, f"<= {SHARED_TARGET:g}"))
+    measured = measure(methods, None, rounds)
+    params = {"launches": n, "rounds": rounds, "elements": 16}
+    rows = [Row("interop", bench.name, f"new arrays: {k}", "us/launch", v, params=params)
+            for k, v in measured.bests.items()]
+    by = {r.name: r for r in rows}
+    for name, reference, target in compared:
+        paired = measured.pair(name, reference)
+        if paired is None:
+            continue
+        row = by[f"new arrays: {name}"]
+        row.limit, (row.ratio, row.spread) = f"new arrays: {reference}", paired
+        row.target, row.met = target, row.ratio <= float(target.split()[-1])
+    if measured.warnings:
+        rows[0].note = "; ".join(measured.warnings)
+    for nd in nds:
+        nd.close()
+    return rows

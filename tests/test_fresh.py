@@ -1,0 +1,166 @@
+"""Arrays made anew at every call (outputs, inputs, slices), as PyTorch and numpy programs make them: taken by the C
+call over the runtime's pool of imported memory on CPU backends, never the memory of anything but the live argument;
+on Vulkan, staged copies through reused buffers that no queued kernel still reads when they are filled again."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import require_arch, require_extra
+from taichi_aot import Arch, ArgumentTypeError, ClosedError, InvalidArgumentError, Runtime, WrongThreadError
+from taichi_aot.launch import Kernel
+
+
+@pytest.fixture
+def x64(modules):
+    require_arch(Arch.X64)
+    with Runtime(Arch.X64) as rt:
+        yield rt, rt.load_module(modules.path(Arch.X64))
+
+
+@pytest.fixture
+def slow_calls(monkeypatch):
+    """How many calls of kernels went through Python (the C call hands the rest straight to the library)."""
+    calls = [0]
+    python_call = Kernel._slow_call
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "_slow_call", counted)
+    return calls
+
+
+def test_new_numpy_arrays_each_call_are_taken_in_c(x64, slow_calls):
+    rt, mod = x64
+    add = mod.kernels["add"]
+    y = np.arange(16, dtype=np.float32)
+    add(np.zeros(16, np.float32), y, 1.0)  # the first: the launcher learns its slots
+    slow_calls[0] = 0
+    big = np.zeros(64, np.float32)
+    for i in range(200):
+        out = np.full(16, i, np.float32)
+        add(out, y, 2.0)  # a new output
+        assert np.array_equal(out, i + 2 * y)
+        add(big[16 * (i % 4):16 * (i % 4 + 1)], y, 1.0)  # slices of a bigger array, a new view each call
+    assert slow_calls[0] == 0
+    assert np.array_equal(big, np.tile(50 * y, 4))
+    assert len(rt.foreign.imports) <= 64  # one import an address, as the allocator hands addresses out again
+
+
+def test_memory_handed_to_an_array_of_another_size_or_dtype(x64):
+    _rt, mod = x64
+    add = mod.kernels["add"]
+    raw = np.zeros(1024, np.uint8)
+    small = raw[:64].view(np.float32)  # 16 f32 at the start of raw
+    add(small, np.ones(16, np.float32), 1.0)
+    larger = raw[:256].view(np.float32)  # 64 f32 at the same address: imported anew, larger
+    add(larger, np.ones(64, np.float32), 1.0)
+    assert np.array_equal(larger, np.r_[np.full(16, 2.0), np.ones(48)].astype(np.float32))
+    with pytest.raises((ArgumentTypeError, InvalidArgumentError), match=r"i32|int32"):
+        add(raw[:64].view(np.int32), np.ones(16, np.float32), 1.0)  # the same address, another dtype
+    with pytest.raises(InvalidArgumentError, match="ndim"):
+        add(raw[:64].view(np.float32).reshape(4, 4), np.ones(16, np.float32), 1.0)
+    add(small, np.ones(16, np.float32), 1.0)  # and the first again, as it was
+    assert np.array_equal(larger[:16], np.full(16, 3, np.float32)) and np.array_equal(larger[16:], np.ones(48))
+
+
+def test_refused_arrays_go_to_python_and_raise(x64):
+    _rt, mod = x64
+    add = mod.kernels["add"]
+    y = np.ones(16, np.float32)
+    add(np.zeros(16, np.float32), y, 1.0)
+    frozen = np.zeros(16, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(Exception, match="read-only"):
+        add(frozen, y, 1.0)
+    strided = np.zeros(32, np.float32)[::2]  # taken as a staged copy, written back
+    add(strided, y, 3.0)
+    assert np.array_equal(strided, np.full(16, 3, np.float32))
+    swapped = np.zeros(16, ">f4")
+    add(swapped, y, 1.0)
+    assert np.array_equal(swapped, np.ones(16))
+
+
+def test_torch_tensors_made_anew_and_resized(x64, slow_calls):
+    torch = require_extra("torch", "interop")
+    _rt, mod = x64
+    add = mod.kernels["add"]
+    y = torch.arange(16, dtype=torch.float32)
+    add(torch.zeros(16), y, 1.0)
+    slow_calls[0] = 0
+    for i in range(100):
+        out = torch.full((16,), float(i))
+        add(out, y, 1.0)
+        assert torch.equal(out, i + y)
+    assert slow_calls[0] == 0  # found by torch's C functions, where this torch has them
+    t = torch.zeros(16)
+    add(t, y, 1.0)
+    t.resize_(4096)  # its storage reallocated: the next call takes the new memory and shape
+    t.zero_()
+    add(t, torch.ones(4096), 2.0)
+    assert torch.equal(t, torch.full((4096,), 2.0))
+    with pytest.raises(ArgumentTypeError, match="resolve_neg"):
+        add(torch.zeros(16), torch.complex(torch.arange(16.0), torch.arange(16.0)).conj().imag, 1.0)
+    with pytest.raises(Exception, match="grad"):
+        add(torch.zeros(16, requires_grad=True), y, 1.0)
+
+
+def test_closed_runtime_and_another_thread(modules):
+    require_arch(Arch.X64)
+    rt = Runtime(Arch.X64)
+    add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+    y = np.ones(8, np.float32)
+    add(np.zeros(8, np.float32), y, 1.0)
+    errors = []
+
+    def other() -> None:
+        try:
+            add(np.zeros(8, np.float32), y, 1.0)
+        except WrongThreadError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1
+    rt.close()
+    with pytest.raises(ClosedError):
+        add(np.zeros(8, np.float32), y, 1.0)
+
+
+def test_new_numpy_arrays_leak_no_references(x64):
+    import sys
+
+    _rt, mod = x64
+    add = mod.kernels["add"]
+    y = np.ones(16, np.float32)
+    add(np.zeros(16, np.float32), y, 1.0)
+    gc.collect()
+    before = (sys.getrefcount(y), len(gc.get_objects()))
+    for _ in range(100_000):
+        add(np.empty(16, np.float32), y, 1.0)
+    gc.collect()
+    assert sys.getrefcount(y) == before[0]
+    assert len(gc.get_objects()) - before[1] < 100
+
+
+def test_staged_inputs_are_not_refilled_while_queued_kernels_read_them(vulkan, modules):
+    # on Vulkan a host array travels as a copy; a copy only read is not waited for, so the next call must fill
+    # another one while queued kernels may still read it
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x = rt.ndarray((4096,), np.float32)
+        for i in range(100):
+            add(x, np.full(4096, i, np.float32), 1.0)  # a new input each call
+        rt.wait()
+        assert np.array_equal(x.to_numpy(), np.full(4096, sum(range(100)), np.float32))
+        out = np.zeros(4096, np.float32)
+        for i in range(20):  # written: copied back after each call
+            add(out, np.full(4096, i, np.float32), 1.0)
+            assert out[0] == sum(range(i + 1))
