@@ -56,6 +56,7 @@ _MEMORYTYPE_HOST = 1
 _MEMHOSTALLOC_PORTABLE = 1
 _STREAM_NON_BLOCKING = 1
 _EVENT_DISABLE_TIMING = 2
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
 
 
 def _cuda() -> ctypes.CDLL:
@@ -80,7 +81,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuStreamSynchronize", (vp,)),
                                ("cuStreamGetFlags", (vp, ctypes.POINTER(ctypes.c_uint))),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
-                               ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,))):
+                               ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,))):
                 fn = getattr(lib, name)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int
@@ -195,6 +196,29 @@ def stream_is_blocking(stream: int) -> bool:
     flags = ctypes.c_uint(0)
     _ok(_cuda().cuStreamGetFlags(ctypes.c_void_p(stream), ctypes.byref(flags)), "read a CUDA stream's flags")
     return not flags.value & _STREAM_NON_BLOCKING
+
+
+def event_after(stream: int | None) -> int:
+    """A CUDA event recorded on ``stream`` (None: the legacy default stream), in the current context: it completes
+    once the work queued there before it has run."""
+    cu, event = _cuda(), ctypes.c_void_p()
+    _ok(cu.cuEventCreate(ctypes.byref(event), _EVENT_DISABLE_TIMING), "create a CUDA event")
+    code = cu.cuEventRecord(event, ctypes.c_void_p(stream or 0))
+    if code != 0:
+        cu.cuEventDestroy_v2(event)
+        _ok(code, "record a CUDA event")
+    return int(event.value or 0)
+
+
+def event_done(event: int, wait: bool = False) -> bool:
+    """Whether ``event`` completed (``wait``: wait until it has); a completed event is destroyed."""
+    cu = _cuda()
+    code = cu.cuEventSynchronize(ctypes.c_void_p(event)) if wait else cu.cuEventQuery(ctypes.c_void_p(event))
+    if code == _NOT_READY:
+        return False
+    cu.cuEventDestroy_v2(ctypes.c_void_p(event))
+    _ok(code, "wait for a CUDA event")
+    return True
 
 
 def pointer_attribute_address() -> int:

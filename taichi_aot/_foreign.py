@@ -67,8 +67,11 @@ __all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", 
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
-#: How many CUDA arrays passed to kernels a runtime holds before it waits for its work to let them go.
+#: How many CUDA arrays passed to kernels a runtime holds before it lets them go in a batch, once an event recorded
+#: after the kernels queued so far completes (no wait); and how many such batches may be pending before the oldest
+#: is waited for.
 HELD_LIMIT = 64
+HELD_BATCHES = 64
 #: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
 SPARE_COUNT = 8
 SPARE_BYTES = 16 << 20
@@ -241,8 +244,8 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_cai_classes", "_entries", "_flight", "_handles", "_held", "_on_cuda",
-                 "_runtime", "_spare", "allow_copies", "hits", "imports", "staged")
+    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_handles", "_held",
+                 "_on_cuda", "_runtime", "_spare", "allow_copies", "hits", "imports", "staged")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -250,7 +253,8 @@ class ForeignArgs:
         self._on_cuda = runtime.arch == Arch.CUDA
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
         self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
-        self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for
+        self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for (or spilled)
+        self._batches: collections.deque[tuple[int, list[Any]]] = collections.deque()  # (CUDA event, arrays): spill
         self.staged: list[Staged] = []
         # (shape, dtype, element dims) -> spare copies (ndarray, its mapped view), free to fill; those queued kernels
         # may read until the next wait (which frees them)
@@ -305,7 +309,23 @@ class ForeignArgs:
         cpu = not self._on_cuda
         return (self.imports, int(cpu), 0 if cpu else 1, _cuda.RUNTIME_DEVICE, None if cpu else self._held,
                 HELD_LIMIT, None if cpu else self._cai_classes, 0 if cpu else _cuda.pointer_attribute_address(),
-                slots)
+                None if cpu else self.spill, slots)
+
+    def spill(self) -> None:
+        """Many CUDA arrays held (HELD_LIMIT): hand all but the newest CACHE_SIZE (which a launch being packed may
+        hold) to a batch let go once an event recorded now on the runtime's stream completes, that is, once the
+        kernels queued so far that read them have run; no wait, unless HELD_BATCHES batches are pending. Let go of
+        the batches whose kernels have run."""
+        held = self._held
+        if len(held) > CACHE_SIZE:
+            items = list(held.items())
+            batch = [v for _, v in items[:-CACHE_SIZE]]
+            self._batches.append((_cuda.event_after(self._rt().cuda_stream), batch))
+            held.clear()
+            held.update(items[-CACHE_SIZE:])
+        batches = self._batches
+        while batches and _cuda.event_done(batches[0][0], wait=len(batches) > HELD_BATCHES):
+            batches.popleft()
 
     def _rt(self) -> Runtime:
         rt = self._runtime()
@@ -451,12 +471,8 @@ class ForeignArgs:
         if entry is not None and not entry.nd.closed:
             held[id(value)] = held.pop(id(value), value)  # most recent last
             return entry.nd
-        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: wait now, and hold on to those this launch
-            # may have packed already, not yet enqueued: the newest, and those found again (all in ``hits``)
-            kept = [(k, v) for k, v in list(held.items())[:-CACHE_SIZE] if k in self.hits]
-            kept += list(held.items())[-CACHE_SIZE:]
-            self._rt().wait()
-            held.update(kept)
+        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: let go of them once their kernels ran
+            self.spill()
         nd = self._cuda(value, iface, elem_ndim, None, what, weak=True, spec=spec)
         ref = self._weak(key, value)
         self._keep(key, _Entry(nd, ref, value if ref is None else None))
@@ -620,6 +636,9 @@ class ForeignArgs:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
         read are free to fill again."""
         self._held.clear()  # an array collected now leaves the cache in its callback
+        batches, self._batches = self._batches, collections.deque()
+        for event, _ in batches:
+            _cuda.event_done(event, wait=True)  # done: destroyed
         flight, self._flight = self._flight, []
         for key, nd, view in flight:
             self._spare.setdefault(key, []).append((nd, view))

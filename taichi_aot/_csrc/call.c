@@ -11,9 +11,8 @@
      its PrintHit's reads, made here (pointer, shape, strides, dtype, requires_grad; a JAX array's deletion),
      as the Python packer checks it, then held until the runtime is waited for (this runs the library's
      Python code, so the close epoch is looked at again after packing);
-   - an ndarray argument given another array: a numpy array on a CPU runtime, or a plain torch tensor on the
-     runtime's device, of the argument's dtype and shape and contiguous, taken anew over the runtime's pool of
-     imported memory (fresh.c);
+   - an ndarray argument given another array (numpy on a CPU, a torch tensor or a known CUDA array on the runtime's
+     device) of its dtype and shape, contiguous: taken anew over the runtime's pool of imported memory (fresh.c);
    - an f32 or i32 argument given an exact Python float or int in range;
    the call comes from the runtime's thread, the runtime is not recording, and no keyword is unknown.
    Anything else goes to the Python method `_slow_call`, which checks, packs and launches as the
@@ -129,6 +128,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     Py_VISIT(self->fresh.imports);
     Py_VISIT(self->fresh.held);
     Py_VISIT(self->fresh.cai_classes);
+    Py_VISIT(self->fresh.spill);
     Py_VISIT(self->ndarray_type);
     Py_VISIT(self->numpy_type);
     Py_VISIT(self->guards);
@@ -234,8 +234,7 @@ fail:
     return NULL;
 }
 
-/* _fresh(imports, host_numpy, torch_device, torch_index, held, held_limit, slots), after _prepare: the arrays a
-   call may take anew (fresh.c: fresh_set and fresh_slot_set say what each is). */
+/* _fresh(...), after _prepare: the arrays a call may take anew (fresh.c: fresh_set, fresh_slot_set). */
 static PyObject *launcher_fresh_method(PyObject *op, PyObject *args) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     PyObject *list;
@@ -422,6 +421,9 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
    anew. */
 static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
+    if (!fresh_spill(&self->fresh, self->count)) {
+        return 0;
+    }
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
         PyObject *value = launcher_value(self, i, args, kwargs);

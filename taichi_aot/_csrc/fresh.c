@@ -39,6 +39,7 @@ typedef struct {
     PyObject *held;       /* the runtime's held arrays, where queued kernels read them (CUDA), or NULL */
     Py_ssize_t held_limit; /* how many it holds before the Python path waits */
     PyObject *cai_classes; /* {class: immutable?} of CUDA arrays taken by their __cuda_array_interface__, or NULL */
+    PyObject *spill;       /* ForeignArgs.spill: lets go of held arrays once their kernels ran (CUDA), or NULL */
     int (*pointer_device)(uint64_t *ordinal, int attribute, uint64_t pointer); /* cuPointerGetAttribute, or NULL */
 } taichi_aot_fresh;
 
@@ -46,6 +47,24 @@ static void fresh_clear(taichi_aot_fresh *f) {
     Py_CLEAR(f->imports);
     Py_CLEAR(f->held);
     Py_CLEAR(f->cai_classes);
+    Py_CLEAR(f->spill);
+}
+
+/* Before a call's first phase (Python code may run here: nothing is read yet): where the held arrays and this
+   call's could pass the limit, let Python hand them to a batch let go once their kernels ran (ForeignArgs.spill).
+   0 where it raised (the Python path says what). */
+static int fresh_spill(const taichi_aot_fresh *f, Py_ssize_t count) {
+    PyObject *done;
+    if (f->held == NULL || f->spill == NULL || PyDict_Size(f->held) + count < f->held_limit) {
+        return 1;
+    }
+    done = PyObject_CallObject(f->spill, NULL);
+    if (done == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(done);
+    return 1;
 }
 
 static void fresh_slot_clear(taichi_aot_fresh_slot *s) {
@@ -95,16 +114,17 @@ static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
 }
 
 /* `f` from _fresh's arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes,
-   pointer_device, slots): the list of slots (borrowed, `count` long), or NULL with an error set. */
+   pointer_device, spill, slots): the list of slots (borrowed, `count` long), or NULL with an error set. */
 static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args) {
-    PyObject *imports, *held, *classes, *device, *list;
+    PyObject *imports, *held, *classes, *device, *spill, *list;
     int host_numpy, torch_device, torch_index;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "OiiiOnOOO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
-                          &classes, &device, &list)) {
+    if (!PyArg_ParseTuple(args, "OiiiOnOOOO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
+                          &classes, &device, &spill, &list)) {
         return NULL;
     }
     if (!PyDict_Check(imports) || (held != Py_None && !PyDict_Check(held)) || !PyList_Check(list) ||
+        (spill != Py_None && !PyCallable_Check(spill)) ||
         (classes != Py_None && !PyDict_Check(classes)) || !PyLong_Check(device) || PyList_Size(list) != count) {
         PyErr_SetString(PyExc_TypeError, "_fresh: a dict, three ints, a dict or None, an int, a list of the slots");
         return NULL;
@@ -123,6 +143,10 @@ static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args
     if (classes != Py_None) {
         Py_INCREF(classes);
         f->cai_classes = classes;
+    }
+    if (spill != Py_None) {
+        Py_INCREF(spill);
+        f->spill = spill;
     }
     f->pointer_device = (int (*)(uint64_t *, int, uint64_t))PyLong_AsVoidPtr(device);
     PyErr_Clear();
