@@ -77,7 +77,7 @@ SPARE_COUNT = 8
 SPARE_BYTES = 16 << 20
 #: How many staged copies, and bytes, queued kernels may still read (none is refilled before a wait) before the
 #: next copy waits for them.
-FLIGHT_COUNT = 32
+FLIGHT_COUNT = 256
 FLIGHT_BYTES = 64 << 20
 
 def _clash(what: str, other: str) -> str:
@@ -554,12 +554,12 @@ class ForeignArgs:
                 nd.close()
                 raise
             return nd, view
-        nd = self._from_host(a, dims, True, None, what, owner=None, fill=False)
-        view = None
-        if nd.memory.host_read and nd.memory.host_write:
-            view = nd.memory.host_view(nd.nbytes).view(dtype).reshape(a.shape)  # mapped for good
-        if fill:
-            _fill(nd, view, a)
+        if self._on_cuda:  # host-visible memory is managed memory there: device memory, copied by the driver
+            return self._from_host(a, dims, True, None, what, owner=None, fill=fill), None
+        split = a.ndim - dims
+        nd = NdArray._unfilled(self._rt(), a.shape[:split], dtype, a.shape[split:])
+        view = nd.memory.host_view(nd.nbytes).view(dtype).reshape(a.shape)  # mapped for good
+        _fill(nd, view, a if fill else None)
         return nd, view
 
     def _retire(self, s: Staged, in_flight: bool) -> None:

@@ -262,6 +262,17 @@ class NdArray:
             self._write(np.zeros(self._full_shape, self._dtype))
 
     @classmethod
+    def _unfilled(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
+                  ) -> NdArray:
+        """An ndarray of host-visible memory whose bytes are not written yet (a staged copy, which its caller fills
+        at once: on Vulkan, writing it would wait for the device)."""
+        runtime.ensure_open()
+        layout = _layout(shape, dtype, elem_shape)
+        self = cls.__new__(cls)
+        self._bind(runtime, Memory(runtime, layout.nbytes, host_read=True, host_write=True), layout)
+        return self
+
+    @classmethod
     def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
                   elem_shape: tuple[int, ...], owner: object, pooled: bool = False) -> NdArray:
         """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
