@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, capi
+from . import _cuda
 from ._arrays import (
     CudaArray,
     array_like,
@@ -53,7 +53,7 @@ from ._arrays import (
 )
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType
-from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError
+from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
 from .ndarray import NdArray, check_copy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -278,8 +278,11 @@ class ForeignArgs:
             return self._handles.get(address) or ffi.cast("TiMemory", entry[1])
         rt = self._rt()
         rt.ensure_open()
-        importer = capi.import_cuda_memory if self._on_cuda else capi.import_cpu_memory
-        handle = importer(rt.handle, address, nbytes)
+        # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
+        # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
+        importer = lib.ti_import_cuda_memory if self._on_cuda else lib.ti_import_cpu_memory
+        handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
+        check("import_cuda_memory" if self._on_cuda else "import_cpu_memory")
         self._handles[address] = handle
         self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
         return handle

@@ -175,6 +175,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("launch", "_recorder"): "...path, the recorder while rt.record() is active, and what the C launch struct",
     ("launch", "_thread"): "...takes (the owning thread, the pending-work flag); runtime.py sets them",
     ("launch", "_pending"): "...(see above)",
+    ("_foreign", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
+    ("cli.bench_fresh", "_c"): "raw C's import-and-launch loop writes a bound launch's prepared struct (as bench_sim)",
     ("ndarray", "_imported_host"): "NdArray's import routes (over_host, over_cuda) make their Memory with its",
     ("ndarray", "_imported_cuda"): "...import constructors, which take raw addresses their callers checked",
     ("_lifetime", "_children"): "Child registers with its runtime and closes through it: the lifetime protocol",
