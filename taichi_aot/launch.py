@@ -205,7 +205,7 @@ class _Launchable(Launcher):
         graph = isinstance(self, ComputeGraph)
         slots = [(_slot_kind(spec, arch), int(spec.may_write), int(ffi.cast("uintptr_t", slot.ptr)),
                   signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
-                  spec.name if graph else None)
+                  spec.name)  # a kernel's too: keyword calls are made in C
                  for spec, slot in zip(self._args, self._slots)]
         self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots)
         fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew

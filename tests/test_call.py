@@ -217,3 +217,37 @@ def test_bound_launches_are_made_in_c_and_checked_after_a_close(env):
         run()
     with pytest.raises(ClosedError):
         bound()
+
+
+def test_keyword_calls_are_made_in_c(vulkan, modules, monkeypatch):
+    # Vulkan modules record argument names (Taichi's own x64 modules do not)
+    from taichi_aot.launch import Kernel
+
+    rt = Runtime(vulkan)
+    add = rt.load_module(modules.path(vulkan)).kernels["add"]
+    calls = [0]
+    python_call = Kernel._slow_call
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "_slow_call", counted)
+    names = [a.name for a in add.signature]
+    x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+    add(x, y, **{names[2]: 1.0})  # the first call of each form learns its arrays
+    add(**{names[0]: x, names[1]: y, names[2]: 1.0})
+    calls[0] = 0
+    for _ in range(3):
+        add(x, y, **{names[2]: 1.0})
+        add(**{names[2]: 1.0, names[1]: y, names[0]: x})  # any order
+    assert calls[0] == 0
+    with pytest.raises(ArgumentTypeError, match="given twice"):
+        add(x, y, **{names[0]: x})
+    with pytest.raises(ArgumentTypeError, match="no argument"):
+        add(x, y, nothing=1.0)
+    with pytest.raises(ArgumentTypeError, match="missing"):
+        add(x, **{names[2]: 1.0})
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 8, np.float32))
+    rt.close()

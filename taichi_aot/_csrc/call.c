@@ -319,36 +319,15 @@ static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* The value given for slot i, borrowed; NULL where there is none (a graph's keyword missing). */
+/* The value given for slot i, borrowed: a kernel's positional argument, else the keyword of the slot's name; NULL
+   where there is none (a keyword missing, or a module that records no names). */
 static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs) {
-    if (self->graph) {
-        return PyDict_GetItem(kwargs, self->slots[i].name);
+    if (!self->graph && i < PyTuple_Size(args)) {
+        return PyTuple_GetItem(args, i);
     }
-    return PyTuple_GetItem(args, i);
+    return kwargs != NULL && self->slots[i].name != NULL ? PyDict_GetItem(kwargs, self->slots[i].name) : NULL;
 }
 
-
-/* Launcher.read_print(value, reads): the print of a CUDA array, the tuple of what each read gives (the Python
-   packer's check, the same as the C call's below). */
-static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
-    taichi_aot_read read[TAICHI_AOT_READS];
-    PyObject *value, *reads, *print;
-    int n, k;
-    (void)unused;
-    if (!PyArg_ParseTuple(args, "OO", &value, &reads) || (n = reads_parse(reads, read)) < 0) {
-        return NULL;
-    }
-    print = PyTuple_New(n);
-    for (k = 0; print != NULL && k < n; ++k) {
-        PyObject *got = read_one(value, &read[k]);
-        if (got == NULL) {
-            Py_CLEAR(print);
-        } else {
-            PyTuple_SetItem(print, k, got); /* steals got */
-        }
-    }
-    return print;
-}
 
 /* A CUDA array of torch, CuPy or JAX found again in its slot: whether what its reads give (memory, shape, strides,
    dtype, requires_grad; a JAX array's deletion) is still its print, as the Python packer checks. In two phases:
@@ -591,13 +570,12 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
     Py_XDECREF(hits);
 }
 
-/* Whether the call's arguments have the shape the fast path reads: a kernel's all positional, a graph's all
-   named, as many as it takes. */
+/* Whether the call's arguments have the shape the fast path reads: a graph's all named, a kernel's positional then
+   named, as many as it takes (each slot past the positional ones then finds its own keyword, or the call goes to
+   Python: so every keyword is used once). */
 static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
-    if (self->graph) {
-        return PyTuple_Size(args) == 0 && kwargs != NULL && PyDict_Size(kwargs) == self->count;
-    }
-    return PyTuple_Size(args) == self->count && (kwargs == NULL || PyDict_Size(kwargs) == 0);
+    Py_ssize_t n = PyTuple_Size(args), named = kwargs != NULL ? PyDict_Size(kwargs) : 0;
+    return (self->graph ? n == 0 : n <= self->count) && n + named == self->count;
 }
 
 static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {

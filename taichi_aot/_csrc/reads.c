@@ -246,3 +246,25 @@ static void reads_install(void) {
         Py_XDECREF(bit_length);
     }
 }
+
+/* Launcher.read_print(value, reads): the print of a CUDA array, the tuple of what each read gives (the Python
+   packer's check, the same as the C call's below). */
+static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
+    taichi_aot_read read[TAICHI_AOT_READS];
+    PyObject *value, *reads, *print;
+    int n, k;
+    (void)unused;
+    if (!PyArg_ParseTuple(args, "OO", &value, &reads) || (n = reads_parse(reads, read)) < 0) {
+        return NULL;
+    }
+    print = PyTuple_New(n);
+    for (k = 0; print != NULL && k < n; ++k) {
+        PyObject *got = read_one(value, &read[k]);
+        if (got == NULL) {
+            Py_CLEAR(print);
+        } else {
+            PyTuple_SetItem(print, k, got); /* steals got */
+        }
+    }
+    return print;
+}

@@ -130,8 +130,21 @@ def _launch_methods(bench: Bench, tiny: Kernel, x: NdArray, n: int) -> Methods:
     def recorded() -> float:
         return bench.timed(lambda: seq.replay(n)) / n * 1e6
 
-    return {"recorded sequence (C replay)": recorded, "pre-bound launch": prebound,
-            "pre-bound launch, bound() form": prebound_call, "dynamic call (validated)": dynamic}
+    methods = {"recorded sequence (C replay)": recorded, "pre-bound launch": prebound,
+               "pre-bound launch, bound() form": prebound_call, "dynamic call (validated)": dynamic}
+    names = [a.name for a in tiny.signature]
+    if None not in names:  # the module records argument names (Vulkan's): the same call by keyword
+        methods["dynamic call by keyword"] = _keyword_calls(bench, tiny, {str(names[0]): x, str(names[1]): 1.0}, n)
+    return methods
+
+
+def _keyword_calls(bench: Bench, tiny: Kernel, named: dict[str, Any], n: int) -> Callable[[], float]:
+    def keywords() -> float:
+        def loop() -> None:
+            for _ in range(n):
+                tiny(**named)
+        return bench.timed(loop) / n * 1e6
+    return keywords
 
 
 def _launch_parts(bench: Bench, tiny: Kernel, x: NdArray, n: int) -> Methods:
