@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._native import lib
-from .errors import ClosedError, TaichiError
+from .errors import ArgumentTypeError, ClosedError, TaichiError
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Self
@@ -33,6 +33,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
 _pin_lock = threading.RLock()
+
+
+def unpicklable(instead: str) -> Callable[[Any, Any], Any]:
+    """A ``__reduce_ex__`` that refuses pickling (and copying) with an ArgumentTypeError that names the object and
+    says what to send instead (``instead``): a native handle means nothing in another process."""
+
+    def refuse(self: Any, protocol: Any) -> Any:
+        raise ArgumentTypeError(f"a taichi_aot {type(self).__name__} cannot be pickled or copied: it holds native "
+                                f"objects of this process's runtime; {instead}")
+
+    return refuse
 
 
 def _after_fork_in_child() -> None:

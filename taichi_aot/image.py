@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from . import capi
-from ._lifetime import Child, Owned
+from ._lifetime import Child, Owned, unpicklable
 from ._native import ffi
 from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError
@@ -58,6 +58,8 @@ class Image(Child):
         InvalidArgumentError: an unknown dimension or format name, an extent that does not fit the dimension.
         NotSupportedError: the backend has no images (x64, CUDA).
     """
+
+    __reduce_ex__ = unpicklable("send its texels as a numpy array and make an image there")
 
     def __init__(
         self,
@@ -160,6 +162,8 @@ class Sampler(Child):
     """A sampler. libtaichi_c_api 1.7.4 implements samplers on no backend, so creating one
     raises NotSupportedError there; kernels sample textures with their default sampler."""
 
+    __reduce_ex__ = unpicklable("make the sampler there")
+
     def __init__(
         self,
         runtime: Runtime,
@@ -185,6 +189,8 @@ class Sampler(Child):
 
 class Texture:
     """An image (and optional sampler) passed to a kernel's texture or rw_texture argument."""
+
+    __reduce_ex__ = unpicklable("send its image's texels as a numpy array and make a texture there")
 
     __slots__ = ("_arg", "image", "sampler")
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
+from ._lifetime import unpicklable
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
@@ -164,6 +165,7 @@ class _Launchable(Launcher):
     ints), else by :meth:`_slow_call`: the checks and packing below, and :meth:`_launch_values`.
     """
 
+    __reduce_ex__ = unpicklable("send the module's path and the kernel's or graph's name, and look it up there")
     _args: list[ArgInfo]
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
     _c: Any  # the prepared TaichiAotLaunch
@@ -514,6 +516,7 @@ class BoundLaunch(Launcher):
     :class:`Launcher`'s call with no argument to check (no Python frame). A launch bound to torch tensors
     checks first that their storages kept the memory it was bound to (``resize_`` moves it).
     """
+    __reduce_ex__ = unpicklable("send the module's path, the kernel's name and its arguments, and bind there")
 
     __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values")
 
@@ -597,6 +600,7 @@ class LaunchSequence:
     Build with ``rt.record()`` (``with rt.record() as seq: kernel(x, 1.0); graph(a=x)``) or
     :meth:`append` of :class:`BoundLaunch` objects; then ``seq.replay(times)``.
     """
+    __reduce_ex__ = unpicklable("send what it launches and record it there")
 
     def __init__(self, runtime: Runtime):
         self._runtime = runtime

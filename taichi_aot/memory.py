@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import _cuda, capi
-from ._lifetime import Child, Owned
+from ._lifetime import Child, Owned, unpicklable
 from ._native import ffi
 from .enums import CPU_ARCHS, Arch, MemoryUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
@@ -137,6 +137,8 @@ class Memory(Child):
         InvalidArgumentError: ``size`` is not positive, too large, or ``usage`` has unknown bits.
         OutOfMemoryError: the device (or host) has no room for it.
     """
+
+    __reduce_ex__ = unpicklable("send its contents as a numpy array and allocate memory there")
 
     def __init__(
         self,
@@ -361,6 +363,8 @@ class Memory(Child):
 
 class MemorySlice:
     """``size`` bytes of a :class:`Memory` from ``offset`` (``mem[a:b]`` or ``mem.slice(offset, size)``)."""
+
+    __reduce_ex__ = unpicklable("send its contents as a numpy array and allocate memory there")
 
     __slots__ = ("memory", "offset", "size")
 

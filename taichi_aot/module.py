@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 from . import _probe, capi, metadata
-from ._lifetime import Child, Owned
+from ._lifetime import Child, Owned, unpicklable
 from .enums import LLVM_ARCHS
 from .errors import (
     ArgumentTypeError,
@@ -103,6 +103,8 @@ class AotModule(Child):
         IncompatibleModuleError: built for another backend or Taichi version.
         ArgumentTypeError: ``source`` is neither a path nor bytes.
     """
+
+    __reduce_ex__ = unpicklable("send the module's path and load it there (rt.load_module)")
 
     _kind = "module"
 

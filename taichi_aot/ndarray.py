@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union
 import numpy as np
 
 from . import _cuda, _dlpack
+from ._lifetime import unpicklable
 from ._native import ffi
 from .capi import MAX_ND_DIMS
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
@@ -197,7 +198,7 @@ def _host_access(runtime: Runtime, host_access: HostAccess | None) -> tuple[bool
     """Whether the host may read and write an ndarray's memory (``None``: the runtime's default)."""
     if host_access is None:
         host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
-    if host_access not in _HOST_ACCESS:
+    if not isinstance(host_access, (str, bool, np.bool_)) or host_access not in _HOST_ACCESS:
         raise InvalidArgumentError(
             f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
         )
@@ -244,6 +245,8 @@ class NdArray:
         ArgumentTypeError: a shape that is not a tuple of ints, or a dtype Taichi cannot store.
         InvalidArgumentError: a dimension out of range, too many dimensions, a bad ``host_access``.
     """
+
+    __reduce_ex__ = unpicklable("send nd.to_numpy() and make an ndarray of it there (rt.ndarray_from_numpy)")
 
     def __init__(
         self,

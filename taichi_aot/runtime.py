@@ -29,7 +29,7 @@ import numpy as np
 
 from . import _cuda, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
-from ._lifetime import Child, Owned
+from ._lifetime import Child, Owned, unpicklable
 from ._native import lib
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
@@ -169,6 +169,8 @@ class Runtime:
         NotSupportedError: the arch cannot create a runtime here.
         InvalidArgumentError: an unknown arch name.
     """
+
+    __reduce_ex__ = unpicklable("create a Runtime in the other process (taichi_aot.pool's workers each make theirs)")
 
     _finalizer: weakref.finalize
 
@@ -434,6 +436,9 @@ class Runtime:
             a = np.asarray(array)
         except (TypeError, ValueError) as e:  # ragged nesting, objects numpy cannot hold
             raise ArgumentTypeError(f"ndarray_from_numpy: not an array: {e}") from None
+        if isinstance(elem_ndim, bool) or not isinstance(elem_ndim, (int, np.integer)):
+            raise ArgumentTypeError(f"ndarray_from_numpy: elem_ndim must be an int (the element's dims), got "
+                                    f"{elem_ndim!r}")
         if not 0 <= elem_ndim <= a.ndim:
             raise InvalidArgumentError(f"ndarray_from_numpy: elem_ndim {elem_ndim} for an array of {a.ndim} dims")
         split = a.ndim - elem_ndim

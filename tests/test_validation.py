@@ -7,7 +7,7 @@ import pytest
 
 import taichi_aot as ta
 from conftest import require_arch
-from taichi_aot import Arch, Runtime, metadata
+from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, Runtime, metadata
 
 
 def test_signatures_are_read_for_both_formats(arch, modules):
@@ -279,3 +279,31 @@ def test_hostile_values_at_the_public_entry_points_are_typed(arch, modules):
         rt.wait()
         np.testing.assert_array_equal(z.to_numpy(), 2.0 * np.arange(8, dtype=np.float32))
     assert not untyped, untyped
+
+
+def test_objects_refuse_pickling_and_say_what_to_send(env):
+    import copy
+    import pickle
+
+    rt, mod = env
+    nd = rt.ndarray((4,), np.float32)
+    kernel = mod.kernels["add"]
+    for obj, hint in ((rt, "Runtime in the other process"), (nd, "to_numpy"), (nd.memory, "numpy array"),
+                      (mod, "load it there"), (kernel, "look it up there"), (kernel.bind(nd, nd, 1.0), "bind there")):
+        with pytest.raises(ArgumentTypeError, match=f"{type(obj).__name__} cannot be pickled.*{hint}"):
+            pickle.dumps(obj)
+        with pytest.raises(ArgumentTypeError, match="cannot be pickled or copied"):
+            copy.copy(obj)
+    kernel(nd, nd, 1.0)  # nothing harmed
+    rt.wait()
+
+
+def test_parameters_of_the_wrong_type_name_themselves(rt):
+    for bad in (["read"], {"read": 1}, 1.5, None.__class__):
+        with pytest.raises(InvalidArgumentError, match="host_access"):
+            rt.ndarray((4,), np.float32, host_access=bad)
+    for bad in (1.5, "1", True):
+        with pytest.raises(ArgumentTypeError, match="elem_ndim"):
+            rt.ndarray_from_numpy(np.zeros((4, 3), np.float32), elem_ndim=bad)
+        with pytest.raises(ArgumentTypeError, match="elem_ndim"):
+            rt.ndarray_from(np.zeros((4, 3), np.float32), elem_ndim=bad)
