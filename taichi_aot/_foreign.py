@@ -85,6 +85,10 @@ def _clash(what: str, other: str) -> str:
             "back would undo one's writes: pass one array, or NdArrays")
 
 
+def _nothing() -> None:
+    pass
+
+
 def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
     """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
     if view is None:
@@ -245,7 +249,7 @@ class ForeignArgs:
     """
 
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_handles", "_held",
-                 "_on_cuda", "_runtime", "_spare", "allow_copies", "hits", "imports", "staged")
+                 "_on_cuda", "_runtime", "_spare", "allow_copies", "hits", "imports", "staged", "unmaps")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -260,6 +264,9 @@ class ForeignArgs:
         # may read until the next wait (which frees them)
         self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
         self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
+        # id(view) -> the unmap of a staged copy's mapping (Memory.keep_mapped): the runtime's finalizer calls those
+        # left (the views hold no reference back, so a runtime dropped unclosed is still collected)
+        self.unmaps: dict[int, Any] = {}
         self.allow_copies = True
         # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
@@ -313,6 +320,12 @@ class ForeignArgs:
         return (self.imports, int(cpu), 0 if cpu else 1, _cuda.RUNTIME_DEVICE, None if cpu else self._held,
                 HELD_LIMIT, None if cpu else self._cai_classes, 0 if cpu else _cuda.pointer_attribute_address(),
                 None if cpu else self.spill, slots)
+
+    def before_pack(self, count: int) -> None:
+        """Before a launch of ``count`` arguments is packed in Python: where the CUDA arrays held and its own could
+        pass HELD_LIMIT, :meth:`spill` (now, while none of this launch's is held yet)."""
+        if self._on_cuda and len(self._held) + count >= HELD_LIMIT:
+            self.spill()
 
     def spill(self) -> None:
         """Many CUDA arrays held (HELD_LIMIT): hand all but the newest CACHE_SIZE (which a launch being packed may
@@ -474,8 +487,6 @@ class ForeignArgs:
         if entry is not None and not entry.nd.closed:
             held[id(value)] = held.pop(id(value), value)  # most recent last
             return entry.nd
-        if len(held) >= HELD_LIMIT:  # many arrays since the last wait: let go of them once their kernels ran
-            self.spill()
         nd = self._cuda(value, iface, elem_ndim, None, what, weak=True, spec=spec)
         ref = self._weak(key, value)
         self._keep(key, _Entry(nd, ref, value if ref is None else None))
@@ -545,32 +556,55 @@ class ForeignArgs:
         key = (a.shape, dtype, dims)
         if not self._spare.get(key) and (len(self._flight) >= FLIGHT_COUNT
                                          or sum(f[1].nbytes for f in self._flight) >= FLIGHT_BYTES):
+            held = dict(self._held)  # the CUDA arrays this launch packed already stay held
             self._rt().wait()  # frees those in flight (release)
+            self._held.update(held)
         spare = self._spare.get(key)
         while spare:
             nd, view = spare.pop()
             if nd.closed:
+                self._drop(nd, view)
                 continue
             try:
                 _fill(nd, view, a if fill else None)
             except BaseException:
-                nd.close()
+                self._drop(nd, view)
                 raise
             return nd, view
         if self._on_cuda:  # host-visible memory is managed memory there: device memory, copied by the driver
             return self._from_host(a, dims, True, None, what, owner=None, fill=fill), None
         split = a.ndim - dims
         nd = NdArray._unfilled(self._rt(), a.shape[:split], dtype, a.shape[split:])
-        view = nd.memory.host_view(nd.nbytes).view(dtype).reshape(a.shape)  # mapped for good
+        address, unmap = nd.memory.keep_mapped()  # for good: the view is made over the address, holding nothing
+        view = np.frombuffer(ffi.buffer(ffi.cast("char *", address), nd.nbytes), dtype).reshape(a.shape)
+        self.unmaps[id(view)] = unmap
         _fill(nd, view, a if fill else None)
         return nd, view
+
+    def _drop(self, nd: NdArray, view: np.ndarray | None) -> None:
+        """Close a staged copy's ndarray, its mapping ended first."""
+        if view is not None:
+            self.unmaps.pop(id(view), _nothing)()
+        nd.close()
+
+    def close(self) -> None:
+        """The runtime closes: end the staged copies' mappings (which pin their memory) and drop what is held."""
+        spares = [x for spare in self._spare.values() for x in spare] + [(nd, view) for _, nd, view in self._flight]
+        self._spare, self._flight = {}, []
+        for nd, view in spares:
+            self._drop(nd, view)
+        for unmap in list(self.unmaps.values()):
+            unmap()
+        self.unmaps.clear()
+        self._held.clear()
+        self._batches.clear()
 
     def _retire(self, s: Staged, in_flight: bool) -> None:
         """A staged copy its launch is done with: kept as a spare (SPARE_COUNT, SPARE_BYTES; ``in_flight``: not to be
         filled before the next wait), else closed."""
         nd = s.nd
         if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT + FLIGHT_COUNT:
-            nd.close()
+            self._drop(nd, s.view)
             return
         key = (s.array.shape, nd.dtype, s.dims)
         if in_flight:

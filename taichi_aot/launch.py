@@ -107,6 +107,7 @@ def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
     """``values`` with foreign arrays for ndarray arguments replaced by the ndarrays they travel in (a bound launch
     holds those, and the arrays); an array the backend could take only as a copy is refused (it would be copied
     once, at bind)."""
+    entry._foreign.before_pack(len(values))
     return [_bindable_value(entry, spec, value) for spec, value in zip(entry._args, values)]
 
 
@@ -227,6 +228,7 @@ class _Launchable(Launcher):
         """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch."""
         rt = self._runtime
         foreign = self._foreign
+        foreign.before_pack(len(values))
         try:
             for (pack, slot), value in zip(self._plan, values):
                 pack(value, rt, slot)

@@ -48,6 +48,15 @@ def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
     capi.free_memory(runtime, memory)  # the registry forgets it; ``host`` is the caller's, kept alive until now
 
 
+def _unkeep(runtime: Any, memory: Any, owned: Owned) -> None:
+    """End a mapping of :meth:`Memory.keep_mapped`."""
+    try:
+        capi.unmap_memory(runtime, memory)
+    except Exception:  # the runtime was destroyed first: nothing is mapped any more
+        pass
+    owned.unpin()
+
+
 def _keep_pooled(host: object) -> None:
     """A pooled import's release: the runtime's pool keeps the handle (``ForeignArgs.pooled``); ``host`` is the
     caller's, kept alive until now."""
@@ -272,6 +281,16 @@ class Memory(Child):
         if mapping is None:
             mapping = self._mapping = _Mapping(self)
         return mapping.view(self._size - offset if nbytes is None else nbytes, offset, writable)
+
+    def keep_mapped(self) -> tuple[int, Callable[[], None]]:
+        """Map this memory until the returned call unmaps it (for the package's staged copies, written between
+        launches: on Vulkan, mapping memory waits for the device): its host address, and the unmap, which holds only
+        native handles and the lifetime record, so that no reference cycle runs through a mapping kept so (a view's
+        would: numpy does not show the collector what its arrays hold). The memory stays pinned until then."""
+        self.ensure_open()
+        address = capi.map_memory(self._runtime._handle, self._handle)
+        self._owned.pin()
+        return address, functools.partial(_unkeep, self._runtime._handle, self._handle, self._owned)
 
     def host_span(self) -> tuple[int, int] | None:
         """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""

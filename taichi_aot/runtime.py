@@ -23,7 +23,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -143,9 +143,13 @@ class _Recording:
         rt._launch_ident = rt._thread
 
 
-def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, warn: bool) -> None:
+def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, warn: bool,
+                   unmaps: dict[int, Callable[[], None]]) -> None:
     if warn:
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
+    for unmap in list(unmaps.values()):  # staged copies' mappings (ForeignArgs.unmaps), which pin their memory
+        unmap()
+    unmaps.clear()
     for child in list(children):
         try:
             child._finalizer()  # the runtime's own teardown: already allowed here
@@ -193,7 +197,8 @@ class Runtime:
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
         self.foreign = ForeignArgs(self)
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
-        self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True)
+        self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True,
+                                           self.foreign.unmaps)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)
         _register_exit_hook()
@@ -533,7 +538,8 @@ class Runtime:
             capi.set_cuda_stream(None)
             self._cuda_stream = None
         if self._finalizer.detach() is not None:
-            _close_runtime(self._owned, self._children, "", warn=False)
+            self.foreign.close()
+            _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
         _open_runtimes.discard(self)
 
     def __enter__(self) -> Runtime:

@@ -164,3 +164,57 @@ def test_staged_inputs_are_not_refilled_while_queued_kernels_read_them(vulkan, m
         for i in range(20):  # written: copied back after each call
             add(out, np.full(4096, i, np.float32), 1.0)
             assert out[0] == sum(range(i + 1))
+
+
+def test_an_ndarray_passed_again_after_an_array_taken_anew(x64):
+    # the slot held the new array's argument: the NdArray it remembered must be written again
+    rt, mod = x64
+    add = mod.kernels["add"]
+    y = np.ones(4, np.float32)
+    nd = rt.ndarray((4,), np.float32)
+    add(nd, y, 1.0)
+    add(nd, y, 1.0)
+    a = np.zeros(4, np.float32)
+    add(a, y, 1.0)
+    add(nd, y, 1.0)
+    rt.wait()
+    assert np.array_equal(nd.to_numpy(), np.full(4, 3, np.float32)) and np.array_equal(a, np.ones(4))
+
+
+def test_a_runtime_closed_while_a_call_reads_its_arrays(x64):
+    # Python code run by the first phase's reads (a torch mode) closes the runtime: the call raises, no crash
+    torch = require_extra("torch", "interop")
+    rt, mod = x64
+    add = mod.kernels["add"]
+    add(torch.zeros(16), torch.ones(16), 1.0)
+
+    class Closing(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            rt.close()
+            return func(*args, **(kwargs or {}))
+
+    x, y = torch.zeros(1 << 16), torch.ones(1 << 16)
+    with Closing(), pytest.raises(ClosedError):
+        add(x, y, 1.0)
+
+
+def test_staged_copies_let_a_runtime_go(vulkan, modules):
+    # staged copies keep their memory mapped: closing the runtime, or dropping it unclosed, releases it all
+    import warnings
+
+    owneds = []
+    for close in (True, False):
+        rt = Runtime(vulkan)
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x = rt.ndarray((16,), np.float32)
+        for _ in range(3):
+            add(x, np.ones(16, np.float32), 1.0)  # only read: copies left in flight
+        add(np.zeros(16, np.float32), np.ones(16, np.float32), 1.0)  # written: copied back
+        owneds.append(rt._owned)
+        if close:
+            rt.close()
+        del rt, add, x
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+    assert all(o.closed and o._released for o in owneds)

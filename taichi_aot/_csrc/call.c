@@ -70,21 +70,25 @@ typedef struct {
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
 } taichi_aot_launcher;
 
+/* Forget the value slot `s` remembers (its argument is no longer that value's). */
+static void launcher_forget_slot(taichi_aot_slot *s) {
+    Py_CLEAR(s->last);
+    Py_CLEAR(s->hit);
+    s->key = NULL;
+    reads_unbind(s->read, s->nreads);
+    Py_CLEAR(s->cls);
+    Py_CLEAR(s->reads);
+    Py_CLEAR(s->print);
+    s->nreads = 0;
+    Py_CLEAR(s->id);
+    Py_CLEAR(s->arg_bytes);
+    Py_CLEAR(s->held);
+}
+
 static void launcher_forget(taichi_aot_launcher *self) {
     Py_ssize_t i;
     for (i = 0; i < self->count; ++i) {
-        taichi_aot_slot *s = &self->slots[i];
-        Py_CLEAR(s->last);
-        Py_CLEAR(s->hit);
-        s->key = NULL;
-        reads_unbind(s->read, s->nreads);
-        Py_CLEAR(s->cls);
-        Py_CLEAR(s->reads);
-        Py_CLEAR(s->print);
-        s->nreads = 0;
-        Py_CLEAR(s->id);
-        Py_CLEAR(s->arg_bytes);
-        Py_CLEAR(s->held);
+        launcher_forget_slot(&self->slots[i]);
     }
 }
 
@@ -454,7 +458,21 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             return 0;
         }
     }
-    return launcher_pack_arrays(self);
+    /* the first phase may have run Python code that closed something (the second calls the library) or called us */
+    return self->launch->seen == taichi_aot_epoch && !self->disturbed && launcher_pack_arrays(self);
+}
+
+/* After a pack, when Python code may run again: the slots' new imports into the pool (fresh_settle); where the call
+   launched, the slots that took an array anew forget the value they remembered (their argument is the new one's). */
+static void launcher_settle(taichi_aot_launcher *self, int launched) {
+    Py_ssize_t i;
+    for (i = 0; i < self->count; ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        fresh_settle(&self->fresh, &s->fresh);
+        if (launched && s->kind == TAICHI_AOT_SLOT_NDARRAY && s->fresh.fresh != FRESH_NONE) {
+            launcher_forget_slot(s);
+        }
+    }
 }
 
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
@@ -606,11 +624,15 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
             PyThreadState *state = PyEval_SaveThread();
             code = taichi_aot_launch(c);
             PyEval_RestoreThread(state);
+            launcher_settle(self, 1);
             if (code) { /* raises, or (closed since the check) re-checks and launches again */
                 return PyObject_CallMethod(op, "_after_code", "i", code);
             }
             Py_RETURN_NONE;
         }
+    }
+    if (self->count >= 0) {
+        launcher_settle(self, 0);
     }
     launcher_forget(self); /* the slow call writes every slot anew */
     method = PyObject_GetAttrString(op, "_slow_call");

@@ -23,6 +23,9 @@ typedef struct {
     PyObject *typestr;  /* its typestr in the CUDA array interface ("<f4") */
     PyObject *cai;      /* a CUDA array's interface, read in the first phase for the second, or NULL */
     int read_only;      /* and whether its class is immutable (JAX) */
+    const void *new_data; /* an import made in the second phase, for the pool once Python code may run (settle) */
+    intptr_t new_bytes;
+    TiMemory new_memory;
     int32_t data_type;  /* its TiDataType */
     int32_t itemsize;
     int32_t ndim;       /* the argument's dims, before its element's */
@@ -247,11 +250,10 @@ static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot
 
 /* Import the `bytes` at `data` into `runtime` and add it to the pool under `key`: the handle, or NULL (nothing kept,
    no error set) where the library refused it. The library's thread-local error slot is left as it was: clear. */
-static void *fresh_import(const taichi_aot_fresh *f, TiRuntime runtime, PyObject *key, const void *data,
+static void *fresh_import(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, TiRuntime runtime, const void *data,
                           intptr_t bytes) {
     TiMemory memory;
-    PyObject *entry;
-    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
+    if (s->new_memory != TI_NULL_HANDLE || ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
         return NULL; /* an error not taken yet: Python's to report */
     }
     memory = f->torch_device == 1 ? ti_import_cuda_memory(runtime, (void *)data, (uint64_t)bytes)
@@ -260,12 +262,26 @@ static void *fresh_import(const taichi_aot_fresh *f, TiRuntime runtime, PyObject
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
         return NULL;
     }
-    entry = Py_BuildValue("(nN)", (Py_ssize_t)bytes, PyLong_FromVoidPtr((void *)memory));
-    if (entry == NULL || PyDict_SetItem(f->imports, key, entry) != 0) {
-        PyErr_Clear(); /* the import stays the library's, as every import does; made again next time */
-    }
-    Py_XDECREF(entry);
+    s->new_data = data; /* a tuple made here could start a garbage collection: Python code, after layouts were read */
+    s->new_bytes = bytes;
+    s->new_memory = memory;
     return (void *)memory;
+}
+
+/* After the launch (or where there is none), when Python code may run again: the slot's new import into the pool,
+   and its CUDA array interface let go. */
+static void fresh_settle(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s) {
+    if (s->new_memory != TI_NULL_HANDLE) {
+        PyObject *key = PyLong_FromVoidPtr((void *)s->new_data);
+        PyObject *entry = Py_BuildValue("(nN)", (Py_ssize_t)s->new_bytes, PyLong_FromVoidPtr((void *)s->new_memory));
+        if (key == NULL || entry == NULL || f->imports == NULL || PyDict_SetItem(f->imports, key, entry) != 0) {
+            PyErr_Clear(); /* the import stays the library's, as every import does; made again next time */
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(entry);
+        s->new_memory = TI_NULL_HANDLE;
+    }
+    Py_CLEAR(s->cai);
 }
 
 /* The array's memory, dims and row-major strides (bytes), read with no Python code run: 0 where it is not of the
@@ -317,8 +333,7 @@ static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int w
     int i, nd = s->ndim + s->elem_ndim;
     PyObject *key, *entry;
     void *handle;
-    int read = fresh_read(f, s, writes, value, &data, dims, strides);
-    Py_CLEAR(s->cai); /* read: let it go */
+    int read = fresh_read(f, s, writes, value, &data, dims, strides); /* s->cai is let go in fresh_settle */
     if (!read) {
         return 0;
     }
@@ -337,7 +352,7 @@ static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int w
     handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
                      PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
                  ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
-                 : fresh_import(f, runtime, key, data, bytes);
+                 : fresh_import(f, s, runtime, data, bytes);
     Py_DECREF(key);
     if (handle == NULL) {
         PyErr_Clear();
