@@ -218,3 +218,22 @@ def test_staged_copies_let_a_runtime_go(vulkan, modules):
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
     assert all(o.closed and o._released for o in owneds)
+
+
+def test_an_array_taken_anew_then_passed_again_is_remembered(x64, slow_calls):
+    # the same array given again after it was taken anew: Python learns it once, then the C call finds it by its
+    # record (as before arrays were taken anew), and the NdArray the slot remembered before is written again
+    rt, mod = x64
+    add = mod.kernels["add"]
+    y = np.ones(8, np.float32)
+    nd = rt.ndarray((8,), np.float32)
+    add(nd, y, 1.0)
+    add(nd, y, 1.0)
+    a = np.zeros(8, np.float32)
+    slow_calls[0] = 0
+    for _ in range(50):
+        add(a, y, 1.0)
+    assert slow_calls[0] == 1  # taken anew, then learnt
+    add(nd, y, 1.0)
+    rt.wait()
+    assert np.array_equal(a, np.full(8, 50, np.float32)) and np.array_equal(nd.to_numpy(), np.full(8, 3, np.float32))

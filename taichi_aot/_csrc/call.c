@@ -54,6 +54,9 @@ typedef struct {
     PyObject *held;               /* and the runtime's held arrays (queued kernels read them until a wait; None
                                      for a host array: CPU kernels have run when the launch returns) */
     taichi_aot_fresh_slot fresh;  /* what an array taken anew must be (fresh.c), set by _fresh */
+    TiArgument saved;             /* the remembered value's argument, for the call after one that took another */
+    int dirty;                    /* the slot holds an array taken anew's argument, not `saved` */
+    PyObject *seen;               /* a weak reference to the array last taken anew: given again, Python learns it */
 } taichi_aot_slot;
 
 typedef struct {
@@ -70,9 +73,9 @@ typedef struct {
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
 } taichi_aot_launcher;
 
-/* Forget the value slot `s` remembers (its argument is no longer that value's). */
 static void launcher_forget_slot(taichi_aot_slot *s) {
     Py_CLEAR(s->last);
+    Py_CLEAR(s->seen);
     Py_CLEAR(s->hit);
     s->key = NULL;
     reads_unbind(s->read, s->nreads);
@@ -126,6 +129,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
         Py_VISIT(self->slots[i].held);
         Py_VISIT(self->slots[i].sig);
         Py_VISIT(self->slots[i].fresh.descr);
+        Py_VISIT(self->slots[i].seen);
         Py_VISIT(self->slots[i].fresh.typestr);
         Py_VISIT(self->slots[i].fresh.cai);
     }
@@ -275,36 +279,9 @@ static PyObject *launcher_guard(PyObject *op, PyObject *guards) {
     Py_RETURN_NONE;
 }
 
-/* Whether every guarded storage still has the memory it was bound with (none guarded: 1). */
+/* Whether every guarded storage still has the memory it was bound with (reads.c: guards_hold). */
 static int launcher_guards_hold(taichi_aot_launcher *self) {
-    Py_ssize_t i, n = self->guards != NULL ? PyTuple_Size(self->guards) : 0;
-    static PyObject *names[2]; /* "data_ptr", "nbytes", interned once (kept for the process) */
-    if (names[0] == NULL || names[1] == NULL) {
-        names[0] = PyUnicode_InternFromString("data_ptr");
-        names[1] = PyUnicode_InternFromString("nbytes");
-        if (names[0] == NULL || names[1] == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-    }
-    for (i = 0; i < n; ++i) {
-        PyObject *g = PyTuple_GetItem(self->guards, i);
-        int k;
-        if (g == NULL || !PyTuple_Check(g) || PyTuple_Size(g) != 3) {
-            PyErr_Clear();
-            return 0;
-        }
-        for (k = 0; k < 2; ++k) {
-            PyObject *got = PyObject_CallMethodObjArgs(PyTuple_GetItem(g, 0), names[k], NULL);
-            int same = got != NULL ? PyObject_RichCompareBool(got, PyTuple_GetItem(g, k + 1), Py_EQ) : -1;
-            Py_XDECREF(got);
-            if (same != 1) {
-                PyErr_Clear();
-                return 0;
-            }
-        }
-    }
-    return 1;
+    return guards_hold(self->guards);
 }
 
 /* _guards_hold(): launcher_guards_hold, for the checks made in Python (a replay's, the slow call's). */
@@ -389,6 +366,10 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
             }
             continue;
         }
+        if (s->dirty) { /* the remembered value again, after an array taken anew */
+            memcpy(s->arg, &s->saved, sizeof(TiArgument));
+            s->dirty = 0;
+        }
         if (s->key != NULL && !taichi_aot_array_pack((uintptr_t)value, s->key, s->writes, s->arg)) {
             return 0;
         }
@@ -417,7 +398,9 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
             s->value = value;
             s->fresh.fresh = FRESH_NONE;
             if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
-                if (!fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type)) { /* taken anew, or Python's */
+                /* an array taken anew (the first time it is seen), or Python's, which remembers it */
+                if ((s->seen != NULL && PyWeakref_GetObject(s->seen) == value) ||
+                    !fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type)) {
                     return 0;
                 }
             } else if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
@@ -463,14 +446,17 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
 }
 
 /* After a pack, when Python code may run again: the slots' new imports into the pool (fresh_settle); where the call
-   launched, the slots that took an array anew forget the value they remembered (their argument is the new one's). */
+   launched, the slots that took an array anew hold its argument, not the remembered value's (dirty). */
 static void launcher_settle(taichi_aot_launcher *self, int launched) {
     Py_ssize_t i;
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
         fresh_settle(&self->fresh, &s->fresh);
         if (launched && s->kind == TAICHI_AOT_SLOT_NDARRAY && s->fresh.fresh != FRESH_NONE) {
-            launcher_forget_slot(s);
+            s->dirty = 1;
+            Py_CLEAR(s->seen);
+            s->seen = PyWeakref_NewRef(s->value, NULL); /* the call's args still hold it */
+            PyErr_Clear();
         }
     }
 }
@@ -536,6 +522,8 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
         if (value == NULL) {
             continue;
         }
+        memcpy(&s->saved, s->arg, sizeof(TiArgument)); /* the slow call packed every slot with these values */
+        s->dirty = 0;
         if ((PyObject *)Py_TYPE(value) == self->ndarray_type) {
             s->last = PyWeakref_NewRef(value, NULL);
             if (s->last == NULL) {

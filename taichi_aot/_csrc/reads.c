@@ -268,3 +268,36 @@ static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
     }
     return print;
 }
+
+/* Whether every torch storage of a bound launch's `guards` ((storage, data pointer, bytes) each, or NULL: none)
+   still has the memory it was bound with (Launcher._guard, call.c). */
+static int guards_hold(PyObject *guards) {
+    Py_ssize_t i, n = guards != NULL ? PyTuple_Size(guards) : 0;
+    static PyObject *names[2]; /* "data_ptr", "nbytes", interned once (kept for the process) */
+    if (names[0] == NULL || names[1] == NULL) {
+        names[0] = PyUnicode_InternFromString("data_ptr");
+        names[1] = PyUnicode_InternFromString("nbytes");
+        if (names[0] == NULL || names[1] == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        PyObject *g = PyTuple_GetItem(guards, i);
+        int k;
+        if (g == NULL || !PyTuple_Check(g) || PyTuple_Size(g) != 3) {
+            PyErr_Clear();
+            return 0;
+        }
+        for (k = 0; k < 2; ++k) {
+            PyObject *got = PyObject_CallMethodObjArgs(PyTuple_GetItem(g, 0), names[k], NULL);
+            int same = got != NULL ? PyObject_RichCompareBool(got, PyTuple_GetItem(g, k + 1), Py_EQ) : -1;
+            Py_XDECREF(got);
+            if (same != 1) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
