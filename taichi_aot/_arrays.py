@@ -207,8 +207,8 @@ def byte_span(a: np.ndarray) -> tuple[int, int]:
 
 
 def same_layout(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
-            and a.strides == b.strides and a.dtype == b.dtype)
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def share(a: np.ndarray, b: np.ndarray) -> bool:

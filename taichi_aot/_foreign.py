@@ -440,6 +440,8 @@ class ForeignArgs:
             reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
             raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
         dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
+        if self._arch not in CPU_ARCHS:  # host memory is never shared there: no cache to look in
+            return self._staged_argument(a, dims, spec, what)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
         entry = self._entries.get(key)
         if entry is not None and not entry.nd.closed:
@@ -448,11 +450,8 @@ class ForeignArgs:
             except KeyError:  # its array was collected meanwhile (another thread)
                 pass
             return entry.nd
-        why = why_copy(a, self._arch)
-        if why:
-            if not self.allow_copies:
-                raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
-            return self._stage(a, dims, spec, what)
+        if why_copy(a, self._arch):
+            return self._staged_argument(a, dims, spec, what)
         # shared: the cache holds ``value`` weakly (CPU kernels have run when the launch returns), so the
         # ndarray holds nothing of it where ``value`` can be referenced weakly
         ref = self._weak(key, value)
@@ -465,6 +464,11 @@ class ForeignArgs:
         elif ref is not None and value.__class__ is not np.ndarray:  # a torch (or JAX) array on the host
             self._print_hit(value, ref, nd, not a.flags.writeable or is_jax(value), None)
         return nd
+
+    def _staged_argument(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
+        if not self.allow_copies:
+            raise InvalidArgumentError(f"{what}: {why_copy(a, self._arch)}; this runtime's allow_array_copies is False")
+        return self._stage(a, dims, spec, what)
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
         try:
@@ -523,7 +527,7 @@ class ForeignArgs:
         same array given again shares its copy; copies that are both copied back may not share memory (one
         would undo the other's writes)."""
         reads, writes = spec.reads, spec.may_write
-        same = next((s for s in self.staged if s.dims == dims and same_layout(a, s.array)), None)
+        same = next((s for s in self.staged if s.array is a or (s.dims == dims and same_layout(a, s.array))), None)
         try:
             if writes:
                 for s in self.staged:
