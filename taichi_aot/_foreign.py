@@ -527,7 +527,7 @@ class ForeignArgs:
         same array given again shares its copy; copies that are both copied back may not share memory (one
         would undo the other's writes)."""
         reads, writes = spec.reads, spec.may_write
-        same = next((s for s in self.staged if s.array is a or (s.dims == dims and same_layout(a, s.array))), None)
+        same = next((s for s in self.staged if s.dims == dims and (s.array is a or same_layout(a, s.array))), None)
         try:
             if writes:
                 for s in self.staged:
