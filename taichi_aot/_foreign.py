@@ -272,7 +272,7 @@ class ForeignArgs:
         self.imports: dict[int, tuple[int, int]] = {}
         self._handles: dict[int, Any] = {}  # address -> the TiMemory handle
         # classes of CUDA arrays (not torch's) taken by their __cuda_array_interface__ -> immutable (JAX)?
-        self._cai_classes: dict[type, bool] = {}
+        self._cai_classes: dict[type, bool | int] = {}
 
     def pooled(self, address: int, nbytes: int) -> Any:
         """The runtime's import of the ``nbytes`` at ``address`` (host memory on a CPU, CUDA memory on CUDA) that
@@ -500,7 +500,9 @@ class ForeignArgs:
         cls = value.__class__
         torch = sys.modules.get("torch")  # torch's tensors are read by their layout (lazy bits their interface hides)
         if iface is not None and cls not in self._cai_classes and not (torch and isinstance(value, torch.Tensor)):
-            self._cai_classes[cls] = is_jax(value)  # the C call takes its arrays anew by their interface
+            # the C call takes its arrays anew by their interface (immutable: JAX's), cupy.ndarray by its attributes
+            cupy = sys.modules.get("cupy")
+            self._cai_classes[cls] = 2 if cupy is not None and cls is cupy.ndarray else is_jax(value)
         return nd
 
     def _print_hit(self, value: Any, ref: weakref.ref[Any], nd: NdArray, read_only: bool,

@@ -15,7 +15,7 @@
    and one taichi_aot_fresh_slot a slot. */
 #include "taichi_aot.h"
 
-enum { FRESH_NONE = 0, FRESH_NUMPY = 1, FRESH_TORCH = 2, FRESH_CAI = 3 };
+enum { FRESH_NONE = 0, FRESH_NUMPY = 1, FRESH_TORCH = 2, FRESH_CAI = 3, FRESH_CUPY = 4 };
 
 typedef struct {
     int fresh;          /* how this call's value is taken: FRESH_NONE (the slot's remembered value), or anew */
@@ -23,6 +23,8 @@ typedef struct {
     PyObject *typestr;  /* its typestr in the CUDA array interface ("<f4") */
     PyObject *cai;      /* a CUDA array's interface, read in the first phase for the second, or NULL */
     int read_only;      /* and whether its class is immutable (JAX) */
+    intptr_t got_data;  /* a CuPy array's memory and shape, read in the first phase (fresh_read_cupy) */
+    intptr_t got_dims[16];
     const void *new_data; /* an import made in the second phase, for the pool once Python code may run (settle) */
     intptr_t new_bytes;
     TiMemory new_memory;
@@ -156,6 +158,8 @@ static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args
     return list;
 }
 
+static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value);
+
 /* The first phase (its reads may run Python code): whether slot `s` can take `value`, which is not the value it
    remembers, anew: its kind, and a torch tensor's flags. */
 static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value, PyObject *numpy_type) {
@@ -178,6 +182,10 @@ static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObj
                                                       == NULL)) {
         PyErr_Clear();
         return 0;
+    }
+    if (PyLong_CheckExact(immutable) && PyLong_AsLong(immutable) == 2) { /* cupy.ndarray: its own attributes */
+        s->fresh = FRESH_CUPY;
+        return fresh_read_cupy(f, s, value);
     }
     s->fresh = FRESH_CAI;
     s->read_only = immutable == Py_True;
@@ -205,6 +213,35 @@ static int fresh_ints(PyObject *tuple, int n, intptr_t *out) {
         }
     }
     return 1;
+}
+
+/* A cupy.ndarray read in the first phase by the attributes CuPy keeps (cheaper than its interface, a dict built on
+   each read): its memory and device (`data.ptr`, `data.device_id`), `shape`, `_c_contiguous` and `dtype` (numpy's own
+   dtype object); 1 where it is of the slot's dtype and dims, contiguous, on the runtime's device. */
+static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value) {
+    static PyObject *names[6]; /* interned once, kept for the process */
+    static const char *const texts[6] = {"data", "ptr", "device_id", "shape", "_c_contiguous", "dtype"};
+    PyObject *got[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int k, ok;
+    for (k = 0; k < 6; ++k) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(texts[k])) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    got[0] = PyObject_GetAttr(value, names[0]);
+    for (k = 1; k < 6; ++k) {
+        got[k] = k < 3 ? (got[0] != NULL ? PyObject_GetAttr(got[0], names[k]) : NULL) : PyObject_GetAttr(value, names[k]);
+    }
+    ok = got[1] != NULL && PyLong_CheckExact(got[1]) && got[2] != NULL && PyLong_CheckExact(got[2]) &&
+         PyLong_AsLong(got[2]) == f->torch_index && got[4] == Py_True && got[5] == s->descr &&
+         fresh_ints(got[3], s->ndim + s->elem_ndim, s->got_dims);
+    s->got_data = ok ? (intptr_t)PyLong_AsVoidPtr(got[1]) : 0;
+    for (k = 0; k < 6; ++k) {
+        Py_XDECREF(got[k]);
+    }
+    PyErr_Clear();
+    return s->got_data != 0;
 }
 
 /* A CUDA array's memory, dims and strides from its interface (read in the first phase): 0 where it is not of the
@@ -291,6 +328,16 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
     int i;
     if (s->fresh == FRESH_CAI) {
         return fresh_read_cai(f, s, writes, data, dims, strides);
+    }
+    if (s->fresh == FRESH_CUPY) { /* read in the first phase; C-contiguous */
+        intptr_t bytes = s->itemsize;
+        for (i = s->ndim + s->elem_ndim - 1; i >= 0; --i) {
+            dims[i] = s->got_dims[i];
+            strides[i] = bytes;
+            bytes *= dims[i] > 0 ? dims[i] : 1;
+        }
+        *data = (const void *)s->got_data;
+        return 1;
     }
     if (s->fresh == FRESH_NUMPY) {
         const taichi_aot_numpy_array *a = (const taichi_aot_numpy_array *)value;
