@@ -143,7 +143,7 @@ def test_new_numpy_arrays_leak_no_references(x64):
     add(np.zeros(16, np.float32), y, 1.0)
     gc.collect()
     before = (sys.getrefcount(y), len(gc.get_objects()))
-    for _ in range(100_000):
+    for _ in range(20_000):
         add(np.empty(16, np.float32), y, 1.0)
     gc.collect()
     assert sys.getrefcount(y) == before[0]

@@ -171,8 +171,8 @@ def fresh(bench: Bench) -> list[Row]:
     """The rows of new arrays on this arch (see the module docstring)."""
     arch = bench.rt.arch
     staged = arch not in CPU_ARCHS and arch != Arch.CUDA
-    n = (200 if bench.quick else 600) if staged else (1000 if bench.quick else 3000)
-    rounds = 3 if bench.quick else 11
+    n = (100 if bench.quick else 600) if staged else (300 if bench.quick else 3000)
+    rounds = 2 if bench.quick else 11
     tiny3 = bench.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
     nds = [bench.rt.ndarray((16,), np.float32) for _ in range(3)]
     methods, compared = _methods(bench, tiny3, nds, n, staged)
