@@ -52,9 +52,9 @@ from ._arrays import (
     why_copy,
 )
 from ._native import ffi, lib
-from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType
+from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
-from .ndarray import NdArray, check_copy
+from .ndarray import NdArray, check_copy, ndarray_argument
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -248,8 +248,8 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_handles", "_held",
-                 "_on_cuda", "_runtime", "_spare", "allow_copies", "hits", "imports", "staged", "unmaps")
+    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_held", "_on_cuda",
+                 "_runtime", "_spare", "allow_copies", "hits", "imports", "staged", "unmaps")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -270,7 +270,6 @@ class ForeignArgs:
         self.allow_copies = True
         # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
-        self._handles: dict[int, Any] = {}  # address -> the TiMemory handle
         # classes of CUDA arrays (not torch's) taken by their __cuda_array_interface__ -> immutable (JAX)?
         self._cai_classes: dict[type, bool | int] = {}
 
@@ -281,8 +280,8 @@ class ForeignArgs:
         addresses out again. An import says only where memory is: each launch writes the live array's own shape
         and dtype beside it. A larger array at an address imported smaller is imported anew."""
         entry = self.imports.get(address)
-        if entry is not None and entry[0] >= nbytes:  # the C call adds imports of its own (no handle object)
-            return self._handles.get(address) or ffi.cast("TiMemory", entry[1])
+        if entry is not None and entry[0] >= nbytes:  # the C call's imports too
+            return ffi.cast("TiMemory", entry[1])
         rt = self._rt()
         rt.ensure_open()
         # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
@@ -290,7 +289,6 @@ class ForeignArgs:
         importer = lib.ti_import_cuda_memory if self._on_cuda else lib.ti_import_cpu_memory
         handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
         check("import_cuda_memory" if self._on_cuda else "import_cpu_memory")
-        self._handles[address] = handle
         self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
         return handle
 
@@ -307,13 +305,7 @@ class ForeignArgs:
             if dt is None or dtype is None:
                 slots.append(None)
                 continue
-            arg = ffi.new("TiArgument *")
-            arg.type = ArgumentType.NDARRAY
-            arg.value.ndarray.shape.dim_count = spec.ndim
-            arg.value.ndarray.elem_shape.dim_count = len(spec.elem_shape)
-            for i, n in enumerate(spec.elem_shape):
-                arg.value.ndarray.elem_shape.dims[i] = n
-            arg.value.ndarray.elem_type = dt
+            arg = ndarray_argument(ffi.NULL, (0,) * spec.ndim, tuple(spec.elem_shape), dt)  # dims written per launch
             slots.append((np.dtype(dtype), np.dtype(dtype).str, int(dt), dtype.itemsize, spec.ndim,
                           tuple(spec.elem_shape), bytes(ffi.buffer(arg))))
         cpu = not self._on_cuda

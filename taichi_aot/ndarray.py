@@ -215,12 +215,13 @@ def _checked_nbytes(dims: tuple[int, ...], elem_dims: tuple[int, ...], np_dtype:
     return nbytes
 
 
-def _argument(memory: Memory, dims: tuple[int, ...], elem_dims: tuple[int, ...], dt: DataType) -> Any:
-    """The ``TiArgument`` a kernel gets for the ndarray."""
+def ndarray_argument(handle: Any, dims: tuple[int, ...], elem_dims: tuple[int, ...], dt: DataType) -> Any:
+    """The ``TiArgument`` a kernel gets for an ndarray over memory ``handle`` (a ``TiMemory``; NULL for a template
+    whose memory a launch writes, as the C call's arrays taken anew)."""
     arg = ffi.new("TiArgument *")
     arg.type = ArgumentType.NDARRAY
     nd = arg.value.ndarray
-    nd.memory = memory.handle
+    nd.memory = handle
     nd.shape.dim_count = len(dims)
     nd.shape.dims[0 : len(dims)] = list(dims)
     nd.elem_shape.dim_count = len(elem_dims)
@@ -311,7 +312,7 @@ class NdArray:
         self._elem_shape = layout.elem_dims
         self._dtype = layout.np_dtype
         self._data_type = layout.data_type
-        self._arg: Any = _argument(memory, layout.dims, layout.elem_dims, layout.data_type)
+        self._arg: Any = ndarray_argument(memory.handle, layout.dims, layout.elem_dims, layout.data_type)
         self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
         self._sig = signature(layout.data_type, len(layout.dims), layout.elem_dims)
         self._full_shape = layout.dims + layout.elem_dims

@@ -215,6 +215,16 @@ static int fresh_ints(PyObject *tuple, int n, intptr_t *out) {
     return 1;
 }
 
+/* Row-major strides (bytes) of the slot's dims `dims`, into `strides`. */
+static void fresh_row_major(const taichi_aot_fresh_slot *s, const intptr_t *dims, intptr_t *strides) {
+    intptr_t bytes = s->itemsize;
+    int i;
+    for (i = s->ndim + s->elem_ndim - 1; i >= 0; --i) {
+        strides[i] = bytes;
+        bytes *= dims[i] > 0 ? dims[i] : 1;
+    }
+}
+
 /* A cupy.ndarray read in the first phase by the attributes CuPy keeps (cheaper than its interface, a dict built on
    each read): its memory and device (`data.ptr`, `data.device_id`), `shape`, `_c_contiguous` and `dtype` (numpy's own
    dtype object); 1 where it is of the slot's dtype and dims, contiguous, on the runtime's device. */
@@ -250,7 +260,7 @@ static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, 
 static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, const void **data,
                           intptr_t *dims, intptr_t *strides) {
     PyObject *cai = s->cai, *item, *stream = PyDict_GetItemString(cai, "stream");
-    int nd = s->ndim + s->elem_ndim, i;
+    int nd = s->ndim + s->elem_ndim;
     intptr_t address_ro[2];
     uint64_t ordinal = 0;
     item = PyDict_GetItemString(cai, "data");
@@ -271,12 +281,8 @@ static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot
         return 0;
     }
     item = PyDict_GetItemString(cai, "strides");
-    if (item == NULL || item == Py_None) { /* row-major */
-        intptr_t bytes = s->itemsize;
-        for (i = nd - 1; i >= 0; --i) {
-            strides[i] = bytes;
-            bytes *= dims[i] > 0 ? dims[i] : 1;
-        }
+    if (item == NULL || item == Py_None) {
+        fresh_row_major(s, dims, strides);
     } else if (!fresh_ints(item, nd, strides)) {
         return 0;
     }
@@ -330,12 +336,8 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
         return fresh_read_cai(f, s, writes, data, dims, strides);
     }
     if (s->fresh == FRESH_CUPY) { /* read in the first phase; C-contiguous */
-        intptr_t bytes = s->itemsize;
-        for (i = s->ndim + s->elem_ndim - 1; i >= 0; --i) {
-            dims[i] = s->got_dims[i];
-            strides[i] = bytes;
-            bytes *= dims[i] > 0 ? dims[i] : 1;
-        }
+        memcpy(dims, s->got_dims, (size_t)(s->ndim + s->elem_ndim) * sizeof(intptr_t));
+        fresh_row_major(s, dims, strides);
         *data = (const void *)s->got_data;
         return 1;
     }
