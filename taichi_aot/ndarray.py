@@ -216,8 +216,7 @@ def _checked_nbytes(dims: tuple[int, ...], elem_dims: tuple[int, ...], np_dtype:
 
 
 def ndarray_argument(handle: Any, dims: tuple[int, ...], elem_dims: tuple[int, ...], dt: DataType) -> Any:
-    """The ``TiArgument`` a kernel gets for an ndarray over memory ``handle`` (a ``TiMemory``; NULL for a template
-    whose memory a launch writes, as the C call's arrays taken anew)."""
+    """The ``TiArgument`` a kernel gets for an ndarray over ``handle`` (a ``TiMemory``; NULL: a launch writes it)."""
     arg = ffi.new("TiArgument *")
     arg.type = ArgumentType.NDARRAY
     nd = arg.value.ndarray
