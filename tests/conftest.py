@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -48,6 +49,39 @@ def require_extra(module: str, extra: str):
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture
+def slow_calls(monkeypatch):
+    """How many kernel calls went through Python (``calls[0]``): the C call hands the rest straight to the library."""
+    from taichi_aot.launch import Kernel
+
+    calls = [0]
+    python_call = Kernel._slow_call
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "_slow_call", counted)
+    return calls
+
+
+def raised_in_thread(expected: type[BaseException], *calls) -> list[BaseException]:
+    """Make each of ``calls`` in another thread: the ``expected`` exceptions they raised (an empty list: none)."""
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        for call in calls:
+            try:
+                call()
+            except expected as e:
+                errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    return errors
 
 
 @contextlib.contextmanager

@@ -3,12 +3,10 @@ plain floats and ints, checks exactly what the Python path checks; whatever it c
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
-from conftest import require_arch
+from conftest import raised_in_thread, require_arch
 from taichi_aot import (
     Arch,
     ArgumentNotFoundError,
@@ -118,17 +116,7 @@ def test_another_thread_is_refused_after_calls_made_in_c(env):
     x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
     add(x, y, 1.0)
     add(x, y, 1.0)
-    errors = []
-
-    def other() -> None:
-        try:
-            add(x, y, 5.0)
-        except WrongThreadError as e:
-            errors.append(e)
-
-    t = threading.Thread(target=other)
-    t.start()
-    t.join()
+    errors = raised_in_thread(WrongThreadError, lambda: add(x, y, 5.0))
     assert len(errors) == 1
     add(x, y, 1.0)
     rt.wait()
@@ -219,20 +207,11 @@ def test_bound_launches_are_made_in_c_and_checked_after_a_close(env):
         bound()
 
 
-def test_keyword_calls_are_made_in_c(vulkan, modules, monkeypatch):
+def test_keyword_calls_are_made_in_c(vulkan, modules, slow_calls):
     # Vulkan modules record argument names (Taichi's own x64 modules do not)
-    from taichi_aot.launch import Kernel
-
+    calls = slow_calls
     rt = Runtime(vulkan)
     add = rt.load_module(modules.path(vulkan)).kernels["add"]
-    calls = [0]
-    python_call = Kernel._slow_call
-
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return python_call(self, *args, **kwargs)
-
-    monkeypatch.setattr(Kernel, "_slow_call", counted)
     names = [a.name for a in add.signature]
     x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
     add(x, y, **{names[2]: 1.0})  # the first call of each form learns its arrays

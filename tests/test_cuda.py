@@ -539,21 +539,13 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
         assert _cuda.registered_bytes() == base
 
 
-def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, monkeypatch):
+def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, slow_calls):
     # a new output, new inputs, slices and memory handed again at another size: right values, found in C (a call
     # through Python only where HELD_LIMIT arrays wait to be let go)
     from taichi_aot._foreign import CACHE_SIZE, HELD_LIMIT
-    from taichi_aot.launch import Kernel
 
     torch = pytest.importorskip("torch")
-    calls = [0]
-    python_call = Kernel._slow_call
-
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return python_call(self, *args, **kwargs)
-
-    monkeypatch.setattr(Kernel, "_slow_call", counted)
+    calls = slow_calls
     n = 4096
     with Runtime(Arch.CUDA) as rt:
         add = rt.load_module(cuda_module["cuda"]).kernels["add"]

@@ -5,14 +5,12 @@ on Vulkan, staged copies through reused buffers that no queued kernel still read
 from __future__ import annotations
 
 import gc
-import threading
 
 import numpy as np
 import pytest
 
-from conftest import require_arch, require_extra
+from conftest import raised_in_thread, require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, ClosedError, InvalidArgumentError, Runtime, WrongThreadError
-from taichi_aot.launch import Kernel
 
 
 @pytest.fixture
@@ -20,20 +18,6 @@ def x64(modules):
     require_arch(Arch.X64)
     with Runtime(Arch.X64) as rt:
         yield rt, rt.load_module(modules.path(Arch.X64))
-
-
-@pytest.fixture
-def slow_calls(monkeypatch):
-    """How many calls of kernels went through Python (the C call hands the rest straight to the library)."""
-    calls = [0]
-    python_call = Kernel._slow_call
-
-    def counted(self, *args, **kwargs):
-        calls[0] += 1
-        return python_call(self, *args, **kwargs)
-
-    monkeypatch.setattr(Kernel, "_slow_call", counted)
-    return calls
 
 
 def test_new_numpy_arrays_each_call_are_taken_in_c(x64, slow_calls):
@@ -117,17 +101,7 @@ def test_closed_runtime_and_another_thread(modules):
     add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
     y = np.ones(8, np.float32)
     add(np.zeros(8, np.float32), y, 1.0)
-    errors = []
-
-    def other() -> None:
-        try:
-            add(np.zeros(8, np.float32), y, 1.0)
-        except WrongThreadError as e:
-            errors.append(e)
-
-    t = threading.Thread(target=other)
-    t.start()
-    t.join()
+    errors = raised_in_thread(WrongThreadError, lambda: add(np.zeros(8, np.float32), y, 1.0))
     assert len(errors) == 1
     rt.close()
     with pytest.raises(ClosedError):

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import raised_in_thread
 from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
 
 
@@ -68,19 +69,7 @@ def test_bound_launch_refuses_closed_objects(env):
 
 def _wrong_thread_errors(*calls) -> int:
     """How many of ``calls``, made from another thread, raise WrongThreadError."""
-    errors = []
-
-    def worker():
-        for f in calls:
-            try:
-                f()
-            except WrongThreadError as e:
-                errors.append(e)
-
-    t = threading.Thread(target=worker)
-    t.start()
-    t.join()
-    return len(errors)
+    return len(raised_in_thread(WrongThreadError, *calls))
 
 
 def test_dynamic_call_after_close_and_from_another_thread(env):
