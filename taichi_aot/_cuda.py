@@ -249,7 +249,7 @@ def is_pinned(host_address: int) -> bool:
 _primary: ctypes.c_void_p | None = None
 
 
-def _retain_primary(cu: Any) -> ctypes.c_void_p:
+def retain_primary(cu: Any) -> ctypes.c_void_p:
     global _primary
     with _lock:
         if _primary is None:
@@ -262,10 +262,10 @@ def _retain_primary(cu: Any) -> ctypes.c_void_p:
 
 
 @contextmanager
-def _primary_context() -> Iterator[Any]:
+def primary_context() -> Iterator[Any]:
     """The driver, with device 0's primary context current (retained once, never released)."""
     cu = _cuda()
-    primary = _primary if _primary is not None else _retain_primary(cu)
+    primary = _primary if _primary is not None else retain_primary(cu)
     _ok(cu.cuCtxPushCurrent_v2(primary), "use the CUDA primary context")
     try:
         yield cu
@@ -276,7 +276,7 @@ def _primary_context() -> Iterator[Any]:
 def host_alloc(nbytes: int) -> int:
     """``nbytes`` of page-locked host memory (portable: every context sees it as pinned)."""
     ptr = ctypes.c_void_p()
-    with _primary_context() as cu:
+    with primary_context() as cu:
         code = cu.cuMemHostAlloc(ctypes.byref(ptr), max(nbytes, 1), _MEMHOSTALLOC_PORTABLE)
     if code != 0 or not ptr.value:
         raise OutOfMemoryError(f"page-locked host memory of {nbytes} bytes: the CUDA driver returned error {code}")
@@ -284,7 +284,7 @@ def host_alloc(nbytes: int) -> int:
 
 
 def host_free(ptr: int) -> None:
-    with _primary_context() as cu:
+    with primary_context() as cu:
         cu.cuMemFreeHost(ctypes.c_void_p(ptr))
 
 
@@ -386,7 +386,7 @@ class _Registered:
         if self.ref is None:
             return
         try:
-            with _primary_context() as cu:
+            with primary_context() as cu:
                 cu.cuMemHostUnregister(ctypes.c_void_p(self.start))
         except Exception:  # the driver is gone (interpreter exit)
             pass
@@ -471,7 +471,7 @@ def _register(owner: np.ndarray, start: int) -> _Registered | str:
     _registered_bytes += size
     code = -1
     try:
-        with _primary_context() as cu:
+        with primary_context() as cu:
             code = cu.cuMemHostRegister_v2(ctypes.c_void_p(start), size, _MEMHOSTREGISTER_PORTABLE)
     finally:
         if code != 0:  # already page-locked by someone else (copied directly anyway), or out of resources

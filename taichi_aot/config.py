@@ -91,9 +91,21 @@ def config() -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
         "numpy": numpy.__version__, "cffi": cffi.__version__,
         "archs": devices(),
+        "cuda_launcher": _cuda_launcher(),
         "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
     }
+
+
+def _cuda_launcher() -> dict[str, Any]:
+    """Which launcher CUDA kernels with PTX take (TAICHI_AOT_CUDA_LAUNCHER), the PTX target, and whether PTX can be
+    made here (llvmlite)."""
+    import importlib.util
+
+    from .ptx.compile import TARGET
+
+    choice = os.environ.get("TAICHI_AOT_CUDA_LAUNCHER", "own")
+    return {"launcher": choice, "ptx_target": TARGET, "llvmlite": importlib.util.find_spec("llvmlite") is not None}
 
 
 def show_config(file: IO[str] | None = None) -> None:
@@ -114,6 +126,11 @@ def show_config(file: IO[str] | None = None) -> None:
         for i, d in enumerate(a["devices"]):
             kind = d["type"] + (", software rasterizer" if d["software"] else "")
             lines.append(f"    {i}: {d['name']} ({kind}, Vulkan {d['api_version']})")
+    cuda = c["cuda_launcher"]
+    path = "taichi_aot's own launcher" if cuda["launcher"] == "own" else "libtaichi"
+    lines.append(f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
+                 f"{cuda['ptx_target']}, "
+                 f"{'here (llvmlite installed)' if cuda['llvmlite'] else 'not here (pip install taichi_aot[ptx])'}")
     lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
     lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
     lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))

@@ -1,15 +1,12 @@
 """Launching kernels and compute graphs: the hot path.
 
-A :class:`Kernel` or :class:`ComputeGraph` owns one packed argument buffer laid out as
-the C array of ``TiArgument`` / ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct
-pointing at it. A call checks that it comes from the runtime's thread *before* it
-writes that shared buffer, packs each argument with its precomputed packer
-(:mod:`taichi_aot._arguments`), and makes one C call, ``taichi_aot_launch``, which
-also checks in C that nothing was closed since Python last looked (the close epoch)
-and that the caller is the runtime's thread. Only when that comes back non-zero does
-Python look again (:func:`_launcher`).
-
-:class:`BoundLaunch` keeps a buffer of its own, packed once; :class:`LaunchSequence`
+A :class:`Kernel` or :class:`ComputeGraph` owns one packed argument buffer laid out as the C array of ``TiArgument``
+/ ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct pointing at it (on CUDA, a kernel with PTX is launched by
+the own launcher, ``_csrc/ptx.c``, from the same buffer). A call checks that it comes from the runtime's thread
+*before* it writes that buffer, packs each argument with its precomputed packer (:mod:`taichi_aot._arguments`), and
+makes one C call, ``taichi_aot_launch``, which also checks in C that nothing was closed since Python last looked
+(the close epoch) and that the caller is the runtime's thread; only when that comes back non-zero does Python look
+again (:func:`_launcher`). :class:`BoundLaunch` keeps a buffer of its own, packed once; :class:`LaunchSequence`
 replays bound launches from C (``taichi_aot_replay``) with no Python in between.
 """
 
@@ -29,6 +26,7 @@ from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
+from ._ptx_launch import own_launch_error
 from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
 from .errors import (
     ArgumentNotFoundError,
@@ -53,13 +51,12 @@ __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence"]
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
+_CUDA_ERROR, _CUDA_BAD_ARGS = lib.TAICHI_AOT_CUDA_ERROR, lib.TAICHI_AOT_CUDA_BAD_ARGS
 _get_ident = threading.get_ident
 _MISSING: Any = object()
-_NAMED_SIZE: int = ffi.sizeof("TiNamedArgument")
-_NAMED_ARG: int = ffi.offsetof("TiNamedArgument", "argument")
+_NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
-_CHUNK_SECONDS = 0.02  # a replay returns to Python at least this often (once its chunks have grown)
-_CHUNK_GROWTH = 16
+_CHUNK_SECONDS, _CHUNK_GROWTH = 0.02, 16  # a replay returns to Python at least this often (once its chunks grew)
 # On GPUs, a replay waits for the device after self._queue launches: at first _QUEUE_LAUNCHES, then as many as
 # the device runs in about _DRAIN_SECONDS (by what the last wait took), changed at most _QUEUE_GROWTH times at once.
 _QUEUE_LAUNCHES, _QUEUE_MIN, _QUEUE_MAX, _QUEUE_GROWTH, _DRAIN_SECONDS = 512, 16, 1 << 16, 8.0, 0.05
@@ -69,20 +66,19 @@ _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
 
 
 def _raise_launch_error(code: int, what: str) -> None:
+    if code <= _CUDA_ERROR or code == _CUDA_BAD_ARGS:  # the own CUDA launcher's (ptx.c)
+        raise own_launch_error(code, what)
     c, message = take_last_error()
     raise make_error(c or code, message, what)
 
 
 def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | Callable[[], str]) -> None:
-    """What every launch path does when ``_launch(c)`` returned non-zero: when C reports the launch
-    stale (something closed since the last look, or another thread), re-check with ``validate``
-    (which raises ClosedError / WrongThreadError) and launch again; any other code raises.
-
-    The C call itself stays inline at each launch site: one Python frame more would cost a dynamic
-    launch about 3 %."""
-    # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector between the
-    # check and the launch) may close something else and move the epoch again. validate() raises for
-    # a closed object or a foreign thread, so this ends.
+    """What every launch path does when ``_launch(c)`` returned non-zero: when C reports the launch stale (something
+    closed since the last look, or another thread), re-check with ``validate`` (which raises ClosedError /
+    WrongThreadError) and launch again; any other code raises. The C call itself stays inline at each launch site:
+    one Python frame more would cost a dynamic launch about 3 %."""
+    # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector between the check and the
+    # launch) may close something else and move the epoch again. validate() raises for those, so this ends.
     while code == _STALE:
         epoch = lib.taichi_aot_epoch
         validate()
@@ -352,8 +348,9 @@ class Kernel(_Launchable):
         WrongThreadError: called from a thread other than the runtime's (before anything is written).
     """
 
-    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
+    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
         super().__init__(module, name, handle)
+        self._own = own  # the own CUDA launcher's plan (a TaichiAotCudaKernel), or None: libtaichi launches it
         self._args = self._recorded = args
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
@@ -373,7 +370,9 @@ class Kernel(_Launchable):
         return -1
 
     def _new_packed(self) -> _Packed:
-        packed = _Packed(self._runtime, 0, self._handle, "TiArgument", len(self._args), ARG_SIZE, 0)
+        own = self._own
+        packed = _Packed(self._runtime, 0 if own is None else 2, self._handle if own is None else own, "TiArgument",
+                         len(self._args), ARG_SIZE, 0)
         packed.prefill(self._args)
         return packed
 
@@ -432,8 +431,9 @@ class ComputeGraph(_Launchable):
     every name present and known, and each value's kind, dtype, ndim and element shape.
     """
 
-    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo]):
+    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
         super().__init__(module, name, handle)
+        self._own = own  # the own CUDA launcher's plan (a TaichiAotCudaKernel), or None: libtaichi launches it
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]

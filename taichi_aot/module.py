@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 from . import _probe, capi, metadata
 from ._lifetime import Child, Owned, unpicklable
-from .enums import LLVM_ARCHS
+from .enums import LLVM_ARCHS, Arch
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
@@ -40,12 +40,30 @@ ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 _E = TypeVar("_E", Kernel, ComputeGraph)
 
 
-def _release_module(module: Any, temp_dir: str | None) -> None:
+def _release_module(module: Any, temp_dir: str | None, own: Any = None) -> None:
     try:
+        if own is not None:
+            own.unload()
         capi.destroy_aot_module(module)
     finally:
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: ModuleInfo, given: str | None) -> Any:
+    """The module's kernels on the own CUDA launcher (``_ptx_launch.Kernels``), or None (not CUDA, no PTX, or
+    libtaichi's path asked for)."""
+    from . import _ptx_launch
+
+    choice = _ptx_launch.choice(given)  # checked on every arch
+    if runtime.arch != Arch.CUDA or choice != "own":
+        return None
+    folder = temp_dir if temp_dir is not None else what if os.path.isdir(what) else None
+    if folder is None or not os.path.isfile(os.path.join(folder, "ptx.json")):
+        return None
+    from .ptx import _kernels
+
+    return _ptx_launch.load(runtime, folder, _kernels(folder), what, given)
 
 
 def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, ModuleInfo]:
@@ -108,15 +126,36 @@ class AotModule(Child):
 
     _kind = "module"
 
-    def __init__(self, runtime: Runtime, source: ModuleSource):
+    def __init__(self, runtime: Runtime, source: ModuleSource, *, cuda_launcher: str | None = None):
         runtime.ensure_open()
+        if cuda_launcher is not None and not isinstance(cuda_launcher, str):
+            raise ArgumentTypeError(f"cuda_launcher is 'own' or 'taichi', got {cuda_launcher!r}")
         handle, what, temp_dir, meta = _load(runtime, source)
+        try:
+            own = _own_kernels(runtime, what, temp_dir, meta, cuda_launcher)
+        except BaseException:
+            _release_module(handle, temp_dir)
+            raise
         self._handle: Any = handle
         self._source = what
         self._meta = meta
+        self._own = own
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
-        self._attach(runtime, Owned(lambda: _release_module(handle, temp_dir), runtime.owned))
+        self._attach(runtime, Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned))
+
+    def launchers(self) -> dict[str, str]:
+        """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
+        (libtaichi), with the reason after a colon where the module's PTX leaves a kernel to libtaichi."""
+        own = self._own
+        out = {}
+        for name in self.kernel_names():
+            if own is not None and name in own.plans:
+                out[name] = "own"
+            else:
+                reason = own.refused.get(name) if own is not None else None
+                out[name] = f"taichi: {reason}" if reason else "taichi"
+        return out
 
     @property
     def source(self) -> str:
@@ -175,7 +214,11 @@ class AotModule(Child):
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "
                 f"code is missing or damaged" + (f" ({name}.ll)" if self._meta.format == "llvm" else "")
             ) from None
-        obj = Kernel(self, name, handle, info.args) if kind == "kernel" else ComputeGraph(self, name, handle, info.args)
+        if kind == "kernel":
+            own = self._own.plans.get(name) if self._own is not None else None
+            obj = Kernel(self, name, handle, info.args, own)
+        else:
+            obj = ComputeGraph(self, name, handle, info.args)
         cache[name] = obj
         return obj
 

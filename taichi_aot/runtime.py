@@ -147,7 +147,8 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
                    unmaps: dict[int, Callable[[], None]]) -> None:
     if warn:
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
-    for unmap in list(unmaps.values()):  # staged copies' mappings (ForeignArgs.unmaps), which pin their memory
+    # staged copies' mappings (ForeignArgs.unmaps), which pin their memory, and the own CUDA launcher's stand-ins
+    for unmap in list(unmaps.values()):
         unmap()
     unmaps.clear()
     for child in list(children):
@@ -197,6 +198,7 @@ class Runtime:
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
         self.foreign = ForeignArgs(self)
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
+        self._ptx_launcher: Any = None  # the own CUDA launcher's stand-ins (_ptx_launch.Launcher), once needed
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True,
                                            self.foreign.unmaps)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
@@ -354,6 +356,8 @@ class Runtime:
         self.wait()
         capi.set_cuda_stream(stream or None)
         self._cuda_stream = stream or None
+        if self._ptx_launcher is not None:
+            self._ptx_launcher.select(self._cuda_stream)
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
         """A zero-filled numpy array for fast transfers: page-locked on CUDA, where ``from_numpy`` and
@@ -486,13 +490,16 @@ class Runtime:
         """Create a sampler (``mag_filter``, ``min_filter``, ``address_mode``, ``max_anisotropy``)."""
         return Sampler(self, **kwargs)
 
-    def load_module(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> AotModule:
+    def load_module(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+                    cuda_launcher: str | None = None) -> AotModule:
         """Load an AOT module from a folder, a ``.tcm`` file, ``.tcm`` bytes, or a multi-arch module file (the
-        part for this runtime's arch), on every arch.
+        part for this runtime's arch), on every arch. ``cuda_launcher`` (CUDA): "own" launches the kernels the
+        module has PTX for with taichi_aot's own launcher, "taichi" all through libtaichi (default:
+        ``TAICHI_AOT_CUDA_LAUNCHER``, else "own").
 
         See :class:`~taichi_aot.module.AotModule` for what is checked and raised.
         """
-        return AotModule(self, source)
+        return AotModule(self, source, cuda_launcher=cuda_launcher)
 
     @classmethod
     def for_module(cls, source: str | os.PathLike[str] | bytes | bytearray | memoryview,

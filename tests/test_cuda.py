@@ -6,6 +6,7 @@ copies with the CUDA driver, and these tests check that real data makes the roun
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ from taichi_aot import (
     capi,
     metadata,
 )
+from taichi_aot.ptx import add_ptx
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +42,8 @@ def cuda_module(tmp_path_factory):
         proc = subprocess.run([sys.executable, KERNELS, "--arch", "cuda", "--out", path], capture_output=True,
                               text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
+        if importlib.util.find_spec("llvmlite") is not None:  # kernels on the own launcher (TAICHI_AOT_CUDA_LAUNCHER)
+            add_ptx(path)
         out[name] = path
     return out
 

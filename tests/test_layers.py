@@ -22,9 +22,9 @@ LAYERS: list[set[str]] = [
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
-    {"_probe", "_cuda", "_dlpack", "metadata", "_cpus"},  # beside the flat API: arch probing, CUDA driver copies,
-    # DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads
-    {"capi"},  # the flat, checked API
+    {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
+    # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
+    {"capi", "_ptx_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins
     {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables)
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
@@ -163,6 +163,7 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # ``_handle`` for its own class may also read another's ``_handle`` unseen; what remains is listed here, each
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
+    ("_ptx_launch", "_ptx_launcher"): "a CUDA runtime's own-launcher state, made with its first module with PTX",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",
     ("_arguments", "_arg"): "...or its cffi TiArgument, and checks its memory's lifetime record and runtime",

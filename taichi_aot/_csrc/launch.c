@@ -8,6 +8,21 @@
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
 
+/* One launch of any kind, no check; the error code (the library's last error for kinds 0 and 1). */
+static int launch_any(const TaichiAotLaunch *l) {
+    if (l->kind == 2) {
+        return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
+                                      (const TiArgument *)l->args);
+    }
+    if (l->kind == 0) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                (const TiNamedArgument *)l->args);
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
 /* A launch and its error check in one call from Python. Returns the TiError code (0: success),
    or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
    not the runtime's thread: Python then re-checks (and raises) before launching again. The
@@ -17,13 +32,7 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
         return TAICHI_AOT_STALE;
     }
     *l->pending = 1;
-    if (l->kind == 0) {
-        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-    } else {
-        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
-                                (const TiNamedArgument *)l->args);
-    }
-    return (int)ti_get_last_error(NULL, NULL);
+    return launch_any(l);
 }
 
 /* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
@@ -41,17 +50,17 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     for (r = 0; r < repeat; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
-            if (l->kind == 0) {
-                ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-            } else {
-                ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
-                                        (const TiNamedArgument *)l->args);
-            }
-            if (r == 0) {
-                error = (int)ti_get_last_error(NULL, NULL);
+            if (l->kind == 2) { /* its own error code, checked every time */
+                error = launch_any(l);
                 if (error != 0) {
                     return error;
                 }
+                ++*done;
+                continue;
+            }
+            error = launch_any(l);
+            if (r == 0 && error != 0) {
+                return error;
             }
             ++*done;
         }

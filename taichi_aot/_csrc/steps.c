@@ -1,7 +1,8 @@
 /* A step loop driven by C alone: the raw C reference of `taichi-aot bench` (its launch and simulation
    sections), run in the benchmark's own process, on its runtime, with the handles and packed arguments
    of the launches it compares, so that both sides launch the same work on the same device queue. The
-   launches are plain ti_launch_kernel / ti_launch_compute_graph calls: no check of any kind. */
+   launches are plain ti_launch_kernel / ti_launch_compute_graph calls (or the own CUDA launcher's, ptx.c): no
+   check of any kind. */
 #include "taichi_aot.h"
 
 static double taichi_aot_now(void) {
@@ -11,12 +12,7 @@ static double taichi_aot_now(void) {
 }
 
 static void taichi_aot_raw_launch(const TaichiAotLaunch *l) {
-    if (l->kind == 0) {
-        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-    } else {
-        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
-                                (const TiNamedArgument *)l->args);
-    }
+    (void)launch_any(l); /* launch.c's: a kernel, a graph, or a kernel of the own CUDA launcher */
 }
 
 typedef int (*taichi_aot_cuda_copy)(void *dst, uint64_t src, size_t size); /* cuMemcpyDtoH_v2 */

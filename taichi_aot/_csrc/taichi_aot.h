@@ -11,7 +11,8 @@
 
 #include "taichi/taichi_core.h"
 
-/* One prepared launch: a kernel (kind 0) or a compute graph (kind 1) with packed arguments. `seen`
+/* One prepared launch: a kernel (kind 0), a compute graph (kind 1) or a kernel taichi_aot launches itself on
+   CUDA (kind 2: ptx.c) with packed arguments. `seen`
    is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's "work may be running" flag, set by every launch. */
 typedef struct {
@@ -113,6 +114,53 @@ typedef struct {
 } TaichiAotCudaDriver;
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device);
+
+/* ptx.c: a kernel launched by taichi_aot itself (TaichiAotLaunch kind 2, whose handle is a TaichiAotCudaKernel):
+   its TiArguments laid out in the launch parameters by `args` (kind NDARRAY: `size` i32 dims at `offset`, the
+   device pointer at `data`; SCALAR and TENSOR: `count` values of `size` bytes at `offset`), then each task
+   launched in order on the runtime's `stream` with its stand-in `standin` (a device LLVMRuntime). Returns 0, the
+   library's error code (an ndarray's memory unknown to it), TAICHI_AOT_CUDA_BAD_ARGS (an argument not of the
+   planned kind), or TAICHI_AOT_CUDA_ERROR minus the driver's CUresult. */
+#define TAICHI_AOT_CUDA_MAX_ARGS 4096
+#define TAICHI_AOT_CUDA_BAD_ARGS (-101)
+#define TAICHI_AOT_CUDA_ERROR (-1000)
+#define TAICHI_AOT_CUDA_NDARRAY 1
+#define TAICHI_AOT_CUDA_SCALAR 2
+#define TAICHI_AOT_CUDA_TENSOR 3
+typedef struct {
+    void *launch;  /* cuLaunchKernel */
+    void *current; /* cuCtxGetCurrent */
+    void *push;    /* cuCtxPushCurrent_v2 */
+    void *pop;     /* cuCtxPopCurrent_v2 */
+} TaichiAotCudaDriverCalls;
+typedef struct {
+    const TaichiAotCudaDriverCalls *driver;
+    void *context;   /* the runtime's CUcontext */
+    void *stream;    /* the stream kernels run on (NULL: the legacy default stream) */
+    uint64_t standin; /* that stream's runtime stand-in */
+} TaichiAotCudaRuntime;
+typedef struct {
+    void *function; /* CUfunction */
+    uint32_t grid;
+    uint32_t block;
+} TaichiAotCudaTask;
+typedef struct {
+    uint32_t kind;
+    uint32_t offset;
+    uint32_t size;
+    uint32_t count;
+    uint32_t data;
+} TaichiAotCudaArg;
+typedef struct {
+    const TaichiAotCudaRuntime *runtime;
+    const TaichiAotCudaTask *tasks;
+    const TaichiAotCudaArg *args;
+    uint32_t task_count;
+    uint32_t arg_count;
+    uint32_t args_size;
+} TaichiAotCudaKernel;
+int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
+                           const TiArgument *args);
 
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */

@@ -186,6 +186,32 @@ def cmd_build(args: argparse.Namespace) -> int:
     elif learned is not None:
         how = "a Vulkan build of the file, not kept" if learned == "probe" else f"the {learned}"
         print(f"  ndarray access recorded for {llvm}, from {how}")
+    if summary["ptx"] is not None:
+        _print_ptx(summary["ptx"])
+    return 0
+
+
+def _print_ptx(manifest: dict | str) -> None:
+    if isinstance(manifest, str):
+        print(f"  no PTX for the CUDA part (its kernels run through libtaichi): {manifest}")
+        return
+    print(f"  PTX ({manifest['target']}) for {len(manifest['kernels'])} CUDA kernels: taichi_aot's own launcher")
+    for name, why in sorted(manifest["refused"].items()):
+        print(f"    {printable(name)} stays on libtaichi: {why}")
+
+
+def cmd_ptx(args: argparse.Namespace) -> int:
+    """``ptx``: add PTX for taichi_aot's own CUDA launcher to a Taichi CUDA module (llvmlite, no Taichi, no GPU)."""
+    from ..ptx import add_ptx
+    from ..ptx.compile import PtxError
+
+    try:
+        manifest = add_ptx(args.module, args.out)
+    except PtxError as e:
+        print(f"taichi-aot: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote PTX into {args.out or args.module}")
+    _print_ptx(manifest)
     return 0
 
 
@@ -383,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU kernels run on at most N threads (default and most: this machine's cores)")
     p.add_argument("--no-access", action="store_true",
                    help="record no ndarray access in the LLVM parts (skips the Vulkan build that learns it)")
+    p = _command(sub, "ptx", cmd_ptx, "add PTX for taichi_aot's own CUDA launcher to a Taichi CUDA module")
+    p.add_argument("module", help="a CUDA module folder, .tcm, or multi-arch module with a CUDA part")
+    p.add_argument("-o", "--out", default=None, help="write the result here (default: in place)")
     p = _command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
     p.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
     p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)

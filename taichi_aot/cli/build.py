@@ -52,6 +52,7 @@ from ..errors import CorruptedDataError, MissingFileError
 from ..metadata import ModuleInfo, extract_archive, read_module
 from ..metadata import cpu_threads as _cpu_threads
 from ..metadata.multi import FORMAT, SIDECAR
+from ..metadata.source import store_member, zip_folder
 
 #: Taichi's names (``ti.vulkan``, ...) of the gfx backends (enums.GFX_ARCHS), in order of preference.
 GFX_ARCHS = tuple(a.name.lower() for a in enums.ARCH_PREFERENCE if a in enums.GFX_ARCHS)
@@ -64,7 +65,6 @@ LLVM_PARTS = tuple(a for a in ARCHS if a not in GFX_ARCHS)
 #: Capabilities the access probe (a Vulkan build) takes besides the build's, so that more kernels compile.
 PROBE_CAPS = ("spirv_has_int64", "spirv_has_float64", "spirv_has_int8", "spirv_has_int16", "spirv_has_float16")
 #: Archive members get this time, so that building the same source twice writes the same bytes.
-_FIXED_TIME = (2000, 12, 1, 0, 0, 0)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -105,21 +105,6 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads:
     raise BuildError(f"building {source} for {arch} failed ({how}): " + " | ".join(said[-5:])[-1500:])
 
 
-def _store(z: zipfile.ZipFile, name: str, data: bytes | str) -> None:
-    """One archive member, stored as the same bytes whatever day it is built."""
-    info = zipfile.ZipInfo(name, _FIXED_TIME)
-    info.external_attr = 0o644 << 16
-    z.writestr(info, data)
-
-
-def _zip_folder(folder: str, out: str) -> None:
-    """A ``.tcm`` of the folder's files, as Taichi's ``Module.archive`` writes one (flat, uncompressed)."""
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        for name in sorted(os.listdir(folder)):
-            with open(os.path.join(folder, name), "rb") as f:
-                _store(z, name, f.read())
-
-
 def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> None:
     """The multi-arch module: a manifest, then each part's ``.tcm`` (stored: the parts are read in place)."""
     with open(source, "rb") as f:
@@ -128,12 +113,12 @@ def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> N
                 "source": os.path.basename(source), "source_sha256": digest}
     with tempfile.TemporaryDirectory(prefix="taichi_aot_parts_") as tmp, \
             zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        _store(z, SIDECAR, json.dumps(manifest, indent=1, sort_keys=True))
+        store_member(z, SIDECAR, json.dumps(manifest, indent=1, sort_keys=True))
         for arch, folder in parts.items():
             tcm = os.path.join(tmp, f"{arch}.tcm")
-            _zip_folder(folder, tcm)
+            zip_folder(folder, tcm)
             with open(tcm, "rb") as f:
-                _store(z, f"{arch}.tcm", f.read())
+                store_member(z, f"{arch}.tcm", f.read())
 
 
 def _signature(info: ModuleInfo) -> dict:
@@ -173,7 +158,7 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
         _write_multi({a: os.path.join(tmp, a) for a in parts}, staged, source, taichi)
         kind = "multi-arch"
     elif out.endswith(".tcm"):
-        _zip_folder(os.path.join(tmp, parts[0]), staged)
+        zip_folder(os.path.join(tmp, parts[0]), staged)
         kind = "tcm"
     else:
         os.makedirs(out, exist_ok=True)
@@ -255,7 +240,8 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     Returns a summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"),
     ``cpu_threads`` (what the CPU part's kernels run on, or None), ``access`` (where the LLVM parts' access came
     from: "vulkan part" (or another gfx arch's), "probe" or "unknown"; None without an LLVM part: gfx metadata
-    records its own) and ``access_reason`` (why it is unknown, else None)."""
+    records its own), ``access_reason`` (why it is unknown, else None) and ``ptx`` (with a CUDA part: the PTX
+    manifest, :mod:`taichi_aot.ptx`, or why none was made)."""
     if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
         raise BuildError(f"--cpu-threads takes a number >= 1, got {cpu_threads!r}")
     archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
@@ -333,7 +319,19 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
                                else ("unknown", "not asked for (--no-access)"))
         cpu = next((a for a in every if a in CPU_PARTS), None)
         threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
+        ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
-            "cpu_threads": threads, "access": learned, "access_reason": reason}
+            "cpu_threads": threads, "access": learned, "access_reason": reason, "ptx": ptx}
+
+
+def _add_ptx(folder: str) -> dict | str:
+    """PTX for the CUDA part's kernels (taichi_aot's own launcher): the manifest, or why there is none."""
+    from ..ptx import add_to_folder
+    from ..ptx.compile import PtxError
+
+    try:
+        return add_to_folder(folder)
+    except PtxError as e:
+        return str(e)

@@ -35,11 +35,16 @@ FORMAT = 1
 PART_NAMES = tuple(a.name.lower() for a in ARCH_PREFERENCE)
 
 
-def _json(raw: bytes, what: str) -> dict:
+def parse_json(raw: bytes, what: str) -> Any:
+    """``raw`` as JSON (UTF-8), or CorruptedDataError naming ``what``."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise CorruptedDataError(f"{what} is not valid JSON") from None
+
+
+def _json(raw: bytes, what: str) -> dict:
+    doc = parse_json(raw, what)
     if not isinstance(doc, dict) or doc.get("taichi_aot") != FORMAT:
         raise CorruptedDataError(f"{what}: not a taichi_aot {SIDECAR} of format {FORMAT}")
     return doc

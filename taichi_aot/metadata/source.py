@@ -168,3 +168,22 @@ def extract_archive(source: str | bytes, dest: str) -> None:
                     shutil.copyfileobj(src, out)
         except (*_ZIP_ERRORS, zlib_error) as e:  # zlib: a member whose compressed data is damaged
             raise CorruptedDataError(f"{what} is damaged: {e}") from None
+
+
+#: The date every member of an archive taichi_aot writes carries: the same bytes whatever day it is built.
+_FIXED_TIME = (2000, 12, 1, 0, 0, 0)
+
+
+def store_member(z: zipfile.ZipFile, name: str, data: bytes | str) -> None:
+    """One archive member, stored as the same bytes whatever day it is built."""
+    info = zipfile.ZipInfo(name, _FIXED_TIME)
+    info.external_attr = 0o644 << 16
+    z.writestr(info, data)
+
+
+def zip_folder(folder: str, out: str) -> None:
+    """A ``.tcm`` of the folder's files, as Taichi's ``Module.archive`` writes one (flat, uncompressed)."""
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name), "rb") as f:
+                store_member(z, name, f.read())

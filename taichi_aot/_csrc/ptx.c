@@ -1,0 +1,149 @@
+/* CUDA kernels launched by taichi_aot itself (a TaichiAotLaunch of kind 2): the arguments libtaichi would get
+   (the same TiArgument array every launch path packs) are laid out in the kernel's launch parameters as its
+   metadata's args_type says, and each task of the kernel is launched in order with cuLaunchKernel on the
+   runtime's stream, with the stream's runtime stand-in. No allocation, no copy, no import: an ndarray's device
+   pointer comes from ti_export_cuda_memory (a lookup), and the parameters travel with the launch.
+
+   The plan (TaichiAotCudaKernel) was checked by Python when the module was loaded (ptx/plan.py's check): every
+   offset and size lies inside args_size, which is at most TAICHI_AOT_CUDA_MAX_ARGS. */
+#include "taichi_aot.h"
+
+typedef int (*taichi_aot_cu_launch)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                    unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared,
+                                    void *stream, void **params, void **extra);
+typedef int (*taichi_aot_cu_current)(void **context);
+typedef int (*taichi_aot_cu_push)(void *context);
+typedef int (*taichi_aot_cu_pop)(void **context);
+
+/* An f32 (its bits) as the nearest f16, ties to even (how Taichi converts an f16 argument, which the C-API
+   carries as an f32). */
+static uint16_t ptx_half(uint32_t f) {
+    uint32_t sign = (f >> 16) & 0x8000u, mant = f & 0x7fffffu, half, rest, mid, shift;
+    int e = (int)((f >> 23) & 0xffu) - 127 + 15;
+    if (((f >> 23) & 0xffu) == 0xffu) {
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u)); /* infinity, NaN */
+    }
+    if (e >= 31) {
+        return (uint16_t)(sign | 0x7c00u); /* too large: infinity */
+    }
+    if (e <= 0) { /* a subnormal f16, or zero */
+        if (e < -10) {
+            return (uint16_t)sign;
+        }
+        mant |= 0x800000u;
+        shift = (uint32_t)(14 - e);
+        half = mant >> shift;
+        rest = mant & ((1u << shift) - 1u);
+        mid = 1u << (shift - 1u);
+    } else {
+        half = ((uint32_t)e << 10) | (mant >> 13);
+        rest = mant & 0x1fffu;
+        mid = 0x1000u;
+    }
+    if (rest > mid || (rest == mid && (half & 1u))) {
+        ++half; /* a carry into the exponent is right: it rounds up to the next power of two, or infinity */
+    }
+    return (uint16_t)(sign | half);
+}
+
+/* The bytes of a scalar or vector argument, or NULL where the TiArgument is not what the plan expects (`half`:
+   room for an f16 made from the f32 the C-API carries). */
+static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uint16_t *half) {
+    uint32_t bytes = a->size * a->count;
+    if (v->type == TI_ARGUMENT_TYPE_SCALAR && v->value.scalar.type == TI_DATA_TYPE_F16) {
+        if (a->kind != TAICHI_AOT_CUDA_SCALAR || bytes != 2) {
+            return NULL;
+        }
+        *half = ptx_half(v->value.scalar.value.x32);
+        return half;
+    }
+    switch (v->type) {
+    case TI_ARGUMENT_TYPE_I32:
+        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.i32 : NULL;
+    case TI_ARGUMENT_TYPE_F32:
+        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.f32 : NULL;
+    case TI_ARGUMENT_TYPE_SCALAR: /* the union's low bytes (little-endian) */
+        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes <= 8 ? (const void *)&v->value.scalar.value : NULL;
+    case TI_ARGUMENT_TYPE_TENSOR:
+        return a->kind == TAICHI_AOT_CUDA_TENSOR && v->value.tensor.contents.length == a->count &&
+                       bytes <= sizeof(v->value.tensor.contents.data)
+                   ? (const void *)&v->value.tensor.contents.data
+                   : NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* The launch parameters of `count` arguments written into `params` (zeroed first); 0, or
+   TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
+   where an ndarray's memory is not its (ti_export_cuda_memory failed). */
+static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args,
+                    unsigned char *params) {
+    uint32_t i, d, n;
+    int exported = 0;
+    memset(params, 0, k->args_size);
+    for (i = 0; i < count; ++i) {
+        const TaichiAotCudaArg *a = &k->args[i];
+        const TiArgument *v = &args[i];
+        if (a->kind == TAICHI_AOT_CUDA_NDARRAY) {
+            TiCudaMemoryInteropInfo info = {NULL, 0};
+            const TiNdArray *nd = &v->value.ndarray;
+            if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
+                return TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
+            for (d = 0; d < n; ++d) {
+                int32_t dim = (int32_t)nd->shape.dims[d];
+                memcpy(params + a->offset + 4 * d, &dim, 4);
+            }
+            ti_export_cuda_memory(runtime, nd->memory, &info);
+            exported = 1;
+            memcpy(params + a->data, &info.ptr, 8);
+        } else {
+            uint16_t half;
+            const void *src = ptx_value(a, v, &half);
+            if (src == NULL) {
+                return TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            memcpy(params + a->offset, src, (size_t)a->size * a->count);
+        }
+    }
+    return exported ? (int)ti_get_last_error(NULL, NULL) : 0;
+}
+
+int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
+    unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
+    const TaichiAotCudaRuntime *rt = k->runtime;
+    const TaichiAotCudaDriverCalls *cu = rt->driver;
+    uint64_t standin = rt->standin;
+    void *kernel_params[2];
+    void *current = NULL, *popped = NULL;
+    uint32_t t;
+    int code, pushed = 0;
+    if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
+        return TAICHI_AOT_CUDA_BAD_ARGS;
+    }
+    code = ptx_pack(runtime, k, count, args, params);
+    if (code != 0) {
+        return code;
+    }
+    kernel_params[0] = params;
+    kernel_params[1] = &standin;
+    /* the runtime's context, current on its thread unless another library made its own current since */
+    if (((taichi_aot_cu_current)cu->current)(&current) != 0 || current != rt->context) {
+        code = ((taichi_aot_cu_push)cu->push)(rt->context);
+        if (code != 0) {
+            return TAICHI_AOT_CUDA_ERROR - code;
+        }
+        pushed = 1;
+    }
+    for (t = 0; t < k->task_count && code == 0; ++t) {
+        const TaichiAotCudaTask *task = &k->tasks[t];
+        code = ((taichi_aot_cu_launch)cu->launch)(task->function, task->grid, 1, 1, task->block, 1, 1, 0, rt->stream,
+                                                  kernel_params, NULL);
+    }
+    if (pushed) {
+        ((taichi_aot_cu_pop)cu->pop)(&popped);
+    }
+    return code != 0 ? TAICHI_AOT_CUDA_ERROR - code : 0;
+}

@@ -1,0 +1,253 @@
+"""The own CUDA launcher's Python half: PTX loaded once per module, the runtime stand-ins, the C plans.
+
+A CUDA module with PTX (``ptx.json``, see :mod:`taichi_aot.ptx`) has its kernels launched by ``_csrc/ptx.c``
+instead of libtaichi: the PTX of each kernel is loaded once (``cuModuleLoadData``, in device 0's primary
+context, which is the context Taichi 1.7.4 itself runs in), and each kernel gets a C plan: its tasks'
+functions, grids and blocks, and where each argument goes in the launch parameters (read again from the
+metadata and checked, :func:`taichi_aot.ptx.plan.check`).
+
+The kernels' code reads Taichi's runtime for two things: ``temporaries`` (a serial task leaves a loop bound
+there for the next) and, for ``ti.random``, ``rand_states``. Each stream kernels run on gets a stand-in of its
+own (zeroed device memory laid out as the IR's ``LLVMRuntime``, with those two fields set), so launches on two
+streams never share temporaries; random states are made as Taichi makes them (seed 0) for as many threads as
+the largest grid launched.
+
+``TAICHI_AOT_CUDA_LAUNCHER=taichi`` (or ``load_module(..., cuda_launcher="taichi")``) keeps every kernel on
+libtaichi's path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _cuda
+from ._native import ffi
+from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, OutOfMemoryError
+from .ptx import MANIFEST, read_manifest
+from .ptx.plan import check, from_entry
+
+#: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
+ENV = "TAICHI_AOT_CUDA_LAUNCHER"
+CHOICES = ("own", "taichi")
+#: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
+TEMPORARIES_BYTES = 1 << 20
+_KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
+
+_calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
+
+
+def choice(given: str | None) -> str:
+    """The launcher asked for: ``given``, else the environment's, else "own"."""
+    value = given if given is not None else os.environ.get(ENV, "own")
+    if value not in CHOICES:
+        where = "cuda_launcher" if given is not None else ENV
+        raise InvalidArgumentError(f"{where} must be one of {', '.join(CHOICES)}, got {value!r}")
+    return value
+
+
+def _driver() -> Any:
+    global _calls
+    cu = _cuda.driver()
+    if _calls is None:
+        vp, u32 = ctypes.c_void_p, ctypes.c_uint
+        for name, args in (("cuModuleLoadData", (ctypes.POINTER(vp), ctypes.c_char_p)),
+                           ("cuModuleGetFunction", (ctypes.POINTER(vp), vp, ctypes.c_char_p)),
+                           ("cuModuleUnload", (vp,)),
+                           ("cuMemAlloc_v2", (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)),
+                           ("cuMemFree_v2", (ctypes.c_uint64,)), ("cuCtxGetCurrent", (ctypes.POINTER(vp),)),
+                           ("cuLaunchKernel", (vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp))):
+            fn = getattr(cu, name)
+            fn.argtypes = args
+            fn.restype = ctypes.c_int
+        calls = ffi.new("TaichiAotCudaDriverCalls *")
+        for field, name in (("launch", "cuLaunchKernel"), ("current", "cuCtxGetCurrent"),
+                            ("push", "cuCtxPushCurrent_v2"), ("pop", "cuCtxPopCurrent_v2")):
+            setattr(calls, field, ffi.cast("void *", ctypes.cast(getattr(cu, name), ctypes.c_void_p).value))
+        _calls = calls
+    return cu
+
+
+def own_launch_error(code: int, what: str) -> Exception:
+    """The exception for an error code of the own launcher (``_csrc/ptx.c``)."""
+    from ._native import lib
+
+    if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
+        return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
+    cuda = lib.TAICHI_AOT_CUDA_ERROR - code
+    return InvalidStateError(f"{what}: the CUDA driver refused the launch (CUresult {cuda})")
+
+
+def _alloc(cu: Any, nbytes: int, what: str) -> int:
+    ptr = ctypes.c_uint64()
+    code = cu.cuMemAlloc_v2(ctypes.byref(ptr), nbytes)
+    if code != 0:
+        raise OutOfMemoryError(f"{what}: {nbytes} bytes of device memory (the CUDA driver returned error {code})")
+    return int(ptr.value)
+
+
+class Launcher:
+    """One CUDA runtime's own-launcher state: the C runtime record and a stand-in per stream."""
+
+    def __init__(self, layout: dict[str, int]):
+        cu = _driver()
+        self.layout = layout
+        self.c = ffi.new("TaichiAotCudaRuntime *")
+        self.c.driver = _calls
+        self._context = _cuda.retain_primary(cu)
+        self.c.context = ffi.cast("void *", self._context.value)
+        self._standins: dict[int, tuple[int, int, int]] = {}  # stream -> (runtime, temporaries, rand states)
+        self._rand_threads = 0
+        self.select(None)
+
+    def _standin(self, cu: Any) -> tuple[int, int, int]:
+        layout = self.layout
+        runtime = _alloc(cu, layout["size"], "a CUDA runtime stand-in")
+        temporaries = _alloc(cu, TEMPORARIES_BYTES, "a CUDA runtime stand-in's temporaries")
+        image = np.zeros(layout["size"], np.uint8)
+        image[layout["temporaries"]:layout["temporaries"] + 8] = np.frombuffer(np.uint64(temporaries).tobytes(),
+                                                                               np.uint8)
+        _cuda.htod(runtime, image, 0)
+        _cuda.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
+        return runtime, temporaries, 0
+
+    def select(self, stream: int | None) -> None:
+        """Launch on ``stream`` (None: the legacy default stream) from now on, with that stream's stand-in."""
+        key = stream or 0
+        if key not in self._standins:
+            with _cuda.primary_context() as cu:
+                self._standins[key] = self._standin(cu)
+                if self._rand_threads:
+                    self._rand(cu, key, self._rand_threads)
+        self.c.stream = ffi.cast("void *", key)
+        self.c.standin = self._standins[key][0]
+
+    def _rand(self, cu: Any, key: int, threads: int) -> None:
+        runtime, temporaries, old = self._standins[key]
+        size = self.layout["rand_state_size"]
+        states = _alloc(cu, threads * size, "random states")
+        i = np.arange(threads, dtype=np.uint64)
+        image = np.zeros((threads, size // 4), np.uint32)  # x, y, z, w, lock: as Taichi seeds them (seed 0)
+        image[:, 0] = (np.uint64(123456789) * i * np.uint64(1000000007)) & np.uint64(0xFFFFFFFF)
+        image[:, 1:4] = (362436069, 521288629, 88675123)
+        _cuda.htod(states, image, 0)
+        _cuda.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
+        if old:
+            cu.cuMemFree_v2(old)
+        self._standins[key] = (runtime, temporaries, states)
+
+    def need_rand(self, threads: int) -> None:
+        """Random states for ``threads`` threads on every stand-in (made once, as Taichi makes them)."""
+        if threads <= self._rand_threads:
+            return
+        self._rand_threads = threads
+        with _cuda.primary_context() as cu:
+            for key in self._standins:
+                self._rand(cu, key, threads)
+
+    def free(self) -> None:
+        """Give the stand-ins' memory back (the runtime is closed: nothing runs on them any more)."""
+        standins, self._standins = self._standins, {}
+        with _cuda.primary_context() as cu:  # cuMemFree waits for the device to finish with it
+            for ptrs in standins.values():
+                for ptr in ptrs:
+                    if ptr:
+                        cu.cuMemFree_v2(ptr)
+
+
+class Kernels:
+    """A module's kernels on the own launcher: their loaded PTX and C plans; ``refused`` says why the others are
+    not."""
+
+    def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], entries: dict[str, Any],
+                 where: str):
+        self.plans: dict[str, Any] = {}
+        self.refused: dict[str, str] = dict(manifest["refused"])
+        self._modules: list[int] = []
+        self._keep: list[Any] = []
+        cu = _driver()
+        try:
+            with _cuda.primary_context():
+                for name, k in manifest["kernels"].items():
+                    reason = self._add(cu, launcher, folder, name, k, entries.get(name), where)
+                    if reason is not None:
+                        self.refused[name] = reason
+        except BaseException:
+            self.unload()
+            raise
+
+    def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
+        if entry is None:
+            return "the metadata has no entry for it"
+        try:
+            with open(os.path.join(folder, f"{name}.ll"), "rb") as f:
+                if hashlib.sha256(f.read()).hexdigest() != k["ir_sha256"]:
+                    return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
+            with open(os.path.join(folder, k["ptx"]), "rb") as f:
+                ptx = f.read()
+        except OSError as e:
+            return f"its IR or PTX cannot be read ({e.strerror})"
+        plan = check(from_entry(entry), f"{where}: kernel {name!r}")
+        module = ctypes.c_void_p()
+        code = cu.cuModuleLoadData(ctypes.byref(module), ptx + b"\0")
+        if code != 0:
+            return f"the CUDA driver could not load its PTX (error {code})"
+        self._modules.append(int(module.value or 0))
+        tasks = ffi.new("TaichiAotCudaTask[]", len(plan["tasks"]))
+        for t, task in zip(tasks, plan["tasks"]):
+            function = ctypes.c_void_p()
+            code = cu.cuModuleGetFunction(ctypes.byref(function), module, f"{task['name']}__w".encode())
+            if code != 0:
+                return f"its PTX has no entry for task {task['name']} (error {code})"
+            t.function = ffi.cast("void *", function.value)
+            t.grid, t.block = task["grid"], task["block"]
+        args = ffi.new("TaichiAotCudaArg[]", max(len(plan["args"]), 1))
+        for a, arg in zip(args, plan["args"]):
+            a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
+            if arg["kind"] == "ndarray":
+                a.size, a.count, a.data = arg["dims"], 1, arg["data"]
+            else:
+                a.size, a.count = arg["size"], arg.get("count", 1)
+        c = ffi.new("TaichiAotCudaKernel *")
+        c.runtime, c.tasks, c.args = launcher.c, tasks, args
+        c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
+        self._keep += [tasks, args]
+        if k["rand"]:
+            launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))
+        self.plans[name] = c
+        return None
+
+    def unload(self) -> None:
+        modules, self._modules = self._modules, []
+        if not modules:
+            return
+        with _cuda.primary_context() as cu:
+            for m in modules:
+                cu.cuModuleUnload(ctypes.c_void_p(m))
+
+
+def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str, given: str | None
+         ) -> Kernels | None:
+    """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX, or libtaichi's path
+    is asked for)."""
+    if choice(given) != "own" or folder is None or entries is None:
+        return None
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        manifest = read_manifest(f.read(), where)
+    if manifest is None or not manifest["kernels"]:
+        return None
+    launcher = runtime._ptx_launcher
+    if launcher is None:
+        launcher = runtime._ptx_launcher = Launcher(manifest["runtime"])
+        launcher.select(runtime.cuda_stream)
+        runtime.foreign.unmaps[id(launcher)] = launcher.free  # before the runtime goes, however it goes
+    elif launcher.layout != manifest["runtime"]:
+        raise CorruptedDataError(f"{where}: {MANIFEST} lays Taichi's runtime out unlike the modules loaded before")
+    return Kernels(launcher, folder, manifest, entries, where)

@@ -1,0 +1,165 @@
+"""PTX for the own CUDA launcher, made once, off the GPU, and kept in the module beside Taichi's IR.
+
+``python -m taichi_aot ptx MODULE`` (or ``build --arch cuda``, which calls :func:`add_to_folder`) reads each
+kernel's ``NAME.ll`` and metadata entry, keeps on libtaichi's path what the launcher cannot run (:mod:`.gate`,
+:mod:`.plan`), and writes ``NAME.ptx`` for the rest (:mod:`.compile`, with llvmlite) and the manifest
+``ptx.json``::
+
+    {"taichi_aot_ptx": 1, "target": "sm_60", "llvm": "22.1.0",
+     "runtime": {"size": 35256, "temporaries": 32872, "rand_states": 32880, "rand_state_size": 20},
+     "kernels": {"add": {"ptx": "add.ptx", "ir_sha256": "...", "rand": false}},
+     "refused": {"printer": "calls vprintf (print), which only Taichi's runtime provides"}}
+
+Loading reads the manifest with no llvmlite (:func:`read_manifest`); a kernel's launch plan is read again from
+the metadata and checked, and PTX whose IR changed since (its digest) is not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from typing import Any
+
+from ..errors import CorruptedDataError
+from . import gate, plan
+
+#: The manifest's name inside a CUDA module, and its format version.
+MANIFEST = "ptx.json"
+FORMAT = 1
+
+
+def _kernels(folder: str) -> dict[str, Any]:
+    from ..metadata.llvm import parse_text
+
+    with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
+        doc = parse_text(f.read())
+    kernels = (doc.get("cache") or {}).get("kernels") if isinstance(doc, dict) else None
+    if not isinstance(kernels, dict):
+        raise CorruptedDataError("metadata.json: no kernels (not an LLVM module)")
+    return kernels
+
+
+def add_to_folder(folder: str) -> dict[str, Any]:
+    """Write PTX and the manifest into a CUDA module folder; returns the manifest (``refused`` says why a kernel
+    has none). Raises PtxError without llvmlite, CorruptedDataError for a module that is not CUDA's."""
+    from . import compile as ptx_compile
+
+    llvm = ptx_compile.llvm_version()
+    manifest: dict[str, Any] = {"taichi_aot_ptx": FORMAT, "target": ptx_compile.TARGET, "llvm": llvm,
+                                "runtime": None, "kernels": {}, "refused": {}}
+    for name, entry in sorted(_kernels(folder).items()):
+        path = os.path.join(folder, f"{name}.ll")
+        if not os.path.isfile(path):
+            manifest["refused"][name] = "the module has no IR for it"
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if 'target triple = "nvptx64-nvidia-cuda"' not in text:
+            raise CorruptedDataError(f"{path}: not a CUDA kernel's IR")
+        verdict = gate.read_ir(text)
+        reason = verdict.reason or gate.read_entry(entry)
+        try:
+            layout = plan.from_entry(entry) if reason is None else None
+        except (plan.PlanError, CorruptedDataError, KeyError, TypeError, ValueError) as e:
+            reason, layout = f"its arguments cannot be laid out here: {e}", None
+        if reason is None and layout is not None:
+            try:
+                code = ptx_compile.to_ptx(text, [t["name"] for t in layout["tasks"]], layout["args_size"])
+                runtime = ptx_compile.runtime_layout(text)
+            except ptx_compile.PtxError as e:
+                reason = str(e)
+            else:
+                if runtime is not None and manifest["runtime"] not in (None, runtime.__dict__):
+                    reason = "its IR lays Taichi's runtime out unlike the module's other kernels"
+                elif runtime is None and verdict.rand:
+                    reason = "it uses random numbers, and its IR does not lay Taichi's runtime out"
+                else:
+                    if runtime is not None:
+                        manifest["runtime"] = dict(runtime.__dict__)
+                    with open(os.path.join(folder, f"{name}.ptx"), "w", encoding="utf-8") as f:
+                        f.write(code)
+                    manifest["kernels"][name] = {"ptx": f"{name}.ptx", "rand": verdict.rand,
+                                                 "ir_sha256": hashlib.sha256(text.encode()).hexdigest()}
+                    continue
+        manifest["refused"][name] = reason
+    with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    return manifest
+
+
+def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
+    """Add PTX to a Taichi CUDA module: a folder, a ``.tcm`` or a multi-arch module (its CUDA part), written to
+    ``out`` (default: in place). Returns the manifest."""
+    from ..metadata import read_module
+    from ..metadata.multi import SIDECAR
+    from ..metadata.source import extract_archive, store_member, zip_folder
+
+    info = read_module(source)
+    out = out or source
+    with tempfile.TemporaryDirectory(prefix="taichi_aot_ptx_") as tmp:
+        if os.path.isdir(source):
+            if os.path.abspath(out) != os.path.abspath(source):
+                shutil.copytree(source, out, dirs_exist_ok=True)
+            return add_to_folder(out)
+        if info.parts:
+            if "cuda" not in info.parts:
+                raise CorruptedDataError(f"{source}: a multi-arch module with no CUDA part")
+            whole = os.path.join(tmp, "whole")
+            extract_archive(source, whole)
+            with open(os.path.join(whole, SIDECAR), encoding="utf-8") as f:
+                part = json.load(f)["parts"]["cuda"]
+            extract_archive(os.path.join(whole, part), os.path.join(tmp, "cuda"))
+            manifest = add_to_folder(os.path.join(tmp, "cuda"))
+            zip_folder(os.path.join(tmp, "cuda"), os.path.join(whole, part))
+            staged = os.path.join(tmp, "out")
+            with zipfile.ZipFile(source) as z:
+                order = [i.filename for i in z.infolist()]
+            with zipfile.ZipFile(staged, "w", zipfile.ZIP_STORED) as z:
+                for name in order:
+                    with open(os.path.join(whole, name), "rb") as f:
+                        store_member(z, name, f.read())
+        else:
+            if info.arch is None or info.arch.name != "CUDA":
+                raise CorruptedDataError(f"{source}: not a CUDA module")
+            extract_archive(source, os.path.join(tmp, "cuda"))
+            manifest = add_to_folder(os.path.join(tmp, "cuda"))
+            staged = os.path.join(tmp, "out")
+            zip_folder(os.path.join(tmp, "cuda"), staged)
+        os.replace(staged, out) if os.path.dirname(os.path.abspath(out)) == os.path.dirname(staged) else \
+            shutil.move(staged, out)
+    return manifest
+
+
+def read_manifest(raw: bytes | None, where: str) -> dict[str, Any] | None:
+    """The manifest's bytes checked (None: the module has none); CorruptedDataError where they break its
+    format."""
+    if raw is None:
+        return None
+    from ..metadata.multi import parse_json
+
+    doc = parse_json(raw, f"{where}: {MANIFEST}")
+    if not isinstance(doc, dict) or doc.get("taichi_aot_ptx") != FORMAT:
+        raise CorruptedDataError(f"{where}: {MANIFEST} is not a taichi_aot PTX manifest of format {FORMAT}")
+    kernels, refused, runtime = doc.get("kernels"), doc.get("refused"), doc.get("runtime")
+    if not isinstance(kernels, dict) or not isinstance(refused, dict):
+        raise CorruptedDataError(f"{where}: {MANIFEST} without kernels and refused")
+    for name, k in kernels.items():
+        if (not isinstance(k, dict) or not isinstance(k.get("ptx"), str) or not isinstance(k.get("rand"), bool)
+                or not isinstance(k.get("ir_sha256"), str) or os.path.basename(k["ptx"]) != k["ptx"]):
+            raise CorruptedDataError(f"{where}: {MANIFEST}: kernel {name!r} is malformed")
+    if runtime is not None:
+        fields = ("size", "temporaries", "rand_states", "rand_state_size")
+        if not isinstance(runtime, dict) or any(type(runtime.get(f)) is not int for f in fields):
+            raise CorruptedDataError(f"{where}: {MANIFEST}: a malformed runtime layout")
+        size = runtime["size"]
+        if not (0 < size <= 1 << 20 and 0 <= runtime["temporaries"] <= size - 8
+                and 0 <= runtime["rand_states"] <= size - 8 and 0 < runtime["rand_state_size"] <= 64
+                and runtime["temporaries"] % 8 == 0 and runtime["rand_states"] % 8 == 0):
+            raise CorruptedDataError(f"{where}: {MANIFEST}: the runtime layout is out of range")
+    elif any(k["rand"] for k in kernels.values()) or kernels:
+        raise CorruptedDataError(f"{where}: {MANIFEST}: kernels with PTX and no runtime layout")
+    return doc

@@ -1,0 +1,153 @@
+"""PTX from a Taichi 1.7.4 CUDA kernel's LLVM IR, with llvmlite (LLVM with its NVPTX target): no Taichi, no GPU.
+
+The module's ``NAME.ll`` holds each offloaded task (``define void @T(%struct.RuntimeContext* byval ...)``) with
+every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
+- the target's data layout is set (Taichi writes none);
+- each task gets a kernel of its own, ``T__w(args, runtime)``: the argument bytes by value (they travel in the
+  launch's parameters: nothing is copied to the device per launch) and the runtime stand-in's pointer, which
+  builds the task's RuntimeContext and calls it; the task itself becomes an internal function, inlined;
+- Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, f32
+  denormals flushed, libdevice's reflection told so), so values equal libtaichi's bit for bit.
+Then LLVM's O3 pipeline (which inlines the helpers and removes their function pointers) and the PTX printer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: The GPU architecture and PTX ISA the PTX is written for: old enough for every GPU Taichi 1.7.4's CUDA backend
+#: runs on that a current driver supports (Pascal on); the driver compiles it for the GPU at hand once and keeps
+#: the result in its cache.
+TARGET = "sm_60"
+PTX_FEATURES = "+ptx60"
+TRIPLE = "nvptx64-nvidia-cuda"
+_FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
+_TASK = re.compile(r"^define (?:dso_local )?void @([\w.$]+)\((%struct\.RuntimeContext(?:\.\d+)?)\* byval", re.M)
+_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )")
+_ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
+_FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
+_METADATA_ID = re.compile(r"^!(\d+) = ", re.M)
+_BARE_DEFINE = re.compile(r"^(define [^\n]*\))(?: \{)$", re.M)
+
+
+class PtxError(Exception):
+    """LLVM could not make PTX of a kernel; the message says why (the kernel stays on libtaichi's path)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The stand-in's layout, from the IR's own ``%struct.LLVMRuntime``: its size and two fields' offsets."""
+
+    size: int
+    temporaries: int
+    rand_states: int
+    rand_state_size: int
+
+
+def _llvm():
+    try:
+        import llvmlite.binding as llvm  # type: ignore[import-untyped]  # llvmlite ships no type information
+    except ImportError:
+        raise PtxError("PTX is made with llvmlite: pip install 'taichi_aot[ptx]'") from None
+    if not hasattr(_llvm, "machine"):
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        target = llvm.Target.from_triple(TRIPLE)
+        _llvm.machine = target.create_target_machine(cpu=TARGET, features=PTX_FEATURES, opt=3)  # type: ignore
+    return llvm, _llvm.machine  # type: ignore
+
+
+def llvm_version() -> str:
+    """LLVM's version inside llvmlite ("22.1.0"), or raise PtxError without llvmlite."""
+    llvm, _ = _llvm()
+    return ".".join(map(str, llvm.llvm_version_info))
+
+
+def _wrapper(task: str, context: str, args_size: int, attrs: int) -> str:
+    """The kernel ``task__w``: argument bytes by value and the runtime stand-in, made into the task's context."""
+    size = max(args_size, 8)
+    return f"""
+define void @{task}__w(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{attrs} {{
+  %ctx = alloca {context}, align 8
+  %a = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 0
+  store ptr %args, ptr %a, align 8
+  %r = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 1
+  store ptr %runtime, ptr %r, align 8
+  %t = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 2
+  store i32 0, ptr %t, align 8
+  %b = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 3
+  store ptr null, ptr %b, align 8
+  call void @{task}(ptr byval({context}) align 8 %ctx)
+  ret void
+}}
+"""
+
+
+def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
+    """The IR of one kernel made ready for the NVPTX pipeline (see the module's comment)."""
+    found = dict(_TASK.findall(text))
+    missing = [t for t in tasks if t not in found]
+    if missing:
+        raise PtxError(f"the IR defines no task {', '.join(missing)}")
+    if "target datalayout" not in text:
+        triple = f'target triple = "{TRIPLE}"'
+        text = text.replace(triple, f'{triple}\ntarget datalayout = "{layout}"', 1)
+    text = _FP_OP.sub(lambda m: f"= {m.group(1)} {m.group(2)}contract ", text)
+    text = _ATTR_GROUP.sub(lambda m: f"attributes #{m.group(1)} = {{ {_FTZ} ", text)
+    attrs = max((int(n) for n in _ATTR_GROUP.findall(text)), default=0) + 1
+    text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals
+    for task in tasks:
+        # the task: an internal function of the wrapper (inlined), no longer a kernel of its own
+        text = re.sub(rf"^define (?:dso_local )?void @{re.escape(task)}(\(.*\)) (?:#\d+ )?\{{",
+                      rf"define internal void @{task}\1 #{attrs + 1} {{", text, count=1, flags=re.M)
+        text = re.sub(rf"!\{{void \([^)]*\)\* @{re.escape(task)}, ", f"!{{ptr @{task}__w, ", text)
+        text += _wrapper(task, found[task], args_size, attrs)
+    text += f"\nattributes #{attrs} = {{ {_FTZ} }}\nattributes #{attrs + 1} = {{ alwaysinline {_FTZ} }}\n"
+    flag_id = max((int(n) for n in _METADATA_ID.findall(text)), default=0) + 1
+    flag = f'!{flag_id} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}\n'
+    if _FLAGS.search(text):
+        text = _FLAGS.sub(lambda m: f"!llvm.module.flags = !{{{m.group(1)}, !{flag_id}}}", text, count=1) + flag
+    else:
+        text += f"!llvm.module.flags = !{{!{flag_id}}}\n" + flag
+    return text
+
+
+def runtime_layout(text: str) -> Runtime | None:
+    """The stand-in's layout from one kernel's IR, or None where it declares no LLVMRuntime."""
+    llvm, machine = _llvm()
+    layout = str(machine.target_data)
+    module = _parse(llvm, prepare(text, [], 0, layout) if "target datalayout" not in text else text)
+    try:
+        runtime = module.get_struct_type("struct.LLVMRuntime")
+        rand = module.get_struct_type("struct.RandState")
+    except NameError:
+        return None
+    data = llvm.create_target_data(layout)
+    return Runtime(data.get_abi_size(runtime), data.get_element_offset(runtime, 14),
+                   data.get_element_offset(runtime, 15), data.get_abi_size(rand))
+
+
+def _parse(llvm, text: str):
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as e:
+        raise PtxError(f"LLVM could not read the IR: {str(e).strip()[:500]}") from None
+    return module
+
+
+def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
+    """PTX of one kernel's IR: a ``TASK__w`` entry for each of ``tasks``."""
+    llvm, machine = _llvm()
+    module = _parse(llvm, prepare(text, tasks, args_size, str(machine.target_data)))
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(machine, options)
+    builder.getModulePassManager().run(module, builder)
+    ptx = machine.emit_assembly(module)
+    for task in tasks:
+        if f".entry {task}__w(" not in ptx:
+            raise PtxError(f"the PTX has no entry {task}__w")
+    if re.search(r"\bcall(?:\.uni)?\b", ptx):
+        raise PtxError("the PTX still calls a function after inlining")
+    return ptx

@@ -1,0 +1,75 @@
+"""Which CUDA kernels the own launcher takes: a read of each kernel's LLVM IR (text, as Taichi 1.7.4 writes it)
+and its metadata entry, with no LLVM and no GPU.
+
+A kernel's offloaded tasks reach Taichi's runtime through the ``LLVMRuntime`` its ``RuntimeContext`` points to.
+The launcher gives each stream a stand-in for it with two fields filled: ``temporaries`` (where a serial task
+leaves a loop bound for the next task) and ``rand_states`` (``ti.random``'s generators, set up as Taichi does).
+A kernel that touches any other field (SNode roots, allocators, the memory pool, the error code, the profiler),
+calls a function the module does not define (``vprintf``: print), returns values, reads its context's result
+buffer or thread id, has a grad pointer, an argpack, dynamic shared memory or an argument of a kind the launcher
+does not pack stays on libtaichi's path; the reason is kept, and ``info`` shows it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Fields of LLVMRuntime the stand-in fills (by their index in the IR's struct type).
+RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES = 14, 15
+#: Fields of RuntimeContext a task may read: the argument buffer and the runtime.
+CONTEXT_FIELDS = {0, 1}
+
+_RUNTIME_GEP = re.compile(
+    r"getelementptr(?: inbounds)? (%struct\.LLVMRuntime(?:\.\d+)?), \1\* %[\w.]+, i(?:32|64) 0, i32 (\d+)")
+_CONTEXT_GEP = re.compile(
+    r"getelementptr(?: inbounds)? (%struct\.RuntimeContext(?:\.\d+)?), \1\* %[\w.]+, i(?:32|64) 0, i32 (\d+)")
+_DECLARE = re.compile(r"^declare [^@\n]*@([\w.$]+)\(", re.M)
+_LLVMRUNTIME_CAST = re.compile(r"bitcast %struct\.LLVMRuntime(?:\.\d+)?\* ")
+#: Declarations the PTX step resolves: LLVM's and NVVM's intrinsics, and libdevice's reflection query.
+_KNOWN_DECLARATIONS = re.compile(r"llvm\.|__nvvm_reflect$")
+_WHY_FIELD = {0: "the runtime's preallocated memory", 7: "SNode fields (the runtime's roots)",
+              11: "SNode element lists", 12: "SNode node allocators"}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a kernel's IR asks of the runtime: ``reason`` None where the own launcher takes it."""
+
+    reason: str | None
+    rand: bool = False
+
+
+def read_ir(text: str) -> Gate:
+    """The gate's verdict from one kernel's IR (``NAME.ll``)."""
+    fields = {int(m.group(2)) for m in _RUNTIME_GEP.finditer(text)}
+    other = sorted(fields - {RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES})
+    if other:
+        what = ", ".join(_WHY_FIELD.get(f, f"field {f}") for f in other)
+        return Gate(f"uses Taichi's runtime beyond temporaries and random states: LLVMRuntime {what}")
+    if _LLVMRUNTIME_CAST.search(text):
+        return Gate("reads Taichi's runtime through a cast pointer")
+    context = sorted({int(m.group(2)) for m in _CONTEXT_GEP.finditer(text)} - CONTEXT_FIELDS)
+    if context:
+        names = {2: "the CPU thread id", 3: "the result buffer (return values)"}
+        return Gate("reads " + ", ".join(names.get(f, f"field {f}") for f in context) + " of its RuntimeContext")
+    calls = sorted({name for name in _DECLARE.findall(text) if not _KNOWN_DECLARATIONS.match(name)})
+    if calls:
+        hint = " (print)" if "vprintf" in calls else ""
+        return Gate(f"calls {', '.join(calls)}{hint}, which only Taichi's runtime provides")
+    return Gate(None, rand=RUNTIME_RAND_STATES in fields)
+
+
+def read_entry(entry: dict) -> str | None:
+    """Why a kernel's metadata entry keeps it on libtaichi's path, or None."""
+    if entry.get("ret_size", 0) or entry.get("rets"):
+        return "returns values"
+    for _, arg in entry.get("args", []):
+        if arg.get("needs_grad"):
+            return "has an argument with a grad pointer"
+        if arg.get("is_argpack"):
+            return "has an argpack argument"
+    for task in entry.get("compiled_data", {}).get("tasks", []):
+        if task.get("dynamic_shared_array_bytes", 0):
+            return "uses dynamic shared memory"
+    return None

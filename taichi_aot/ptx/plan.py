@@ -1,0 +1,132 @@
+"""A CUDA kernel's launch plan: its tasks in order (entry, grid, block) and where each argument goes in the
+launch parameters (``args_type``: the byte offsets Taichi laid out for NVPTX), read from its metadata entry,
+and checked again when a module is loaded (the manifest is a file anyone can edit: nothing in it may make
+the C launcher write outside the parameter buffer or launch an impossible grid).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CorruptedDataError
+
+#: Bytes of each scalar type code (Taichi's PrimitiveTypeID, TiDataType): f16 f32 f64 i8 i16 i32 i64 u1 u8 u16
+#: u32 u64.
+SCALAR_SIZES = {0: 2, 1: 4, 2: 8, 3: 1, 4: 2, 5: 4, 6: 8, 7: 1, 8: 1, 9: 2, 10: 4, 11: 8}
+#: The most argument bytes the launcher packs (CUDA's kernel parameters hold 4 KiB on every GPU).
+MAX_ARGS_SIZE = 4096
+#: Most dimensions an ndarray argument has (TiNdShape holds 16).
+MAX_DIMS = 16
+MAX_GRID = 2**31 - 1
+MAX_BLOCK = 1024
+MAX_TASKS = 64
+
+
+class PlanError(Exception):
+    """A metadata entry the launcher cannot plan for; the message says why (the kernel stays on libtaichi)."""
+
+
+def _elements(t: Any) -> list[dict]:
+    if not isinstance(t, dict) or t.get("type_kind") != 3:
+        raise PlanError("an argument's type is not a struct")
+    elements = (t.get("content") or {}).get("elements_")
+    if not isinstance(elements, list) or not all(isinstance(e, dict) for e in elements):
+        raise PlanError("an argument struct without elements")
+    return elements
+
+
+def _scalar_code(t: Any) -> int:
+    if not isinstance(t, dict) or t.get("type_kind") != 0:
+        raise PlanError("a member that is not a scalar")
+    code = (t.get("content") or {}).get("type")
+    if code not in SCALAR_SIZES:
+        raise PlanError(f"a scalar of unknown type {code!r}")
+    return int(code)
+
+
+def _argument(arg: dict, t: Any, offset: int) -> dict:
+    ptype = arg.get("ptype", 0)
+    if ptype == 1:  # an ndarray: {shape {i32 dim_k}, data_ptr[, grad_ptr]}
+        members = {e.get("name"): e for e in _elements(t)}
+        if set(members) != {"shape", "data_ptr"}:
+            raise PlanError(f"an ndarray argument with members {sorted(map(str, members))}")
+        shape = _elements(members["shape"].get("type"))
+        if not 1 <= len(shape) <= MAX_DIMS or any(_scalar_code(e.get("type")) != 5 for e in shape):
+            raise PlanError("an ndarray shape that is not 1 to 16 i32")
+        if [e.get("offset") for e in shape] != [4 * k for k in range(len(shape))]:
+            raise PlanError("an ndarray shape with unexpected offsets")
+        return {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
+                "data": offset + int(members["data_ptr"]["offset"])}
+    if ptype != 0:
+        raise PlanError("a texture argument")
+    if isinstance(t, dict) and t.get("type_kind") == 0:
+        code = _scalar_code(t)
+        return {"kind": "scalar", "offset": offset, "size": SCALAR_SIZES[code], "type": code}
+    values = _elements(t)  # a vector or matrix by value: a struct of scalars of one type
+    codes = {_scalar_code(e.get("type")) for e in values}
+    if len(codes) != 1:
+        raise PlanError("a vector argument of mixed types")
+    size = SCALAR_SIZES[codes.pop()]
+    if [e.get("offset") for e in values] != [size * k for k in range(len(values))]:
+        raise PlanError("a vector argument with unexpected offsets")
+    return {"kind": "tensor", "offset": offset, "size": size, "count": len(values)}
+
+
+def from_entry(entry: dict) -> dict:
+    """The plan of one metadata kernel entry: ``{"tasks": [...], "args": [...], "args_size": N}``."""
+    tasks = []
+    for task in (entry.get("compiled_data") or {}).get("tasks") or []:
+        tasks.append({"name": str(task["name"]), "grid": int(task["grid_dim"]), "block": int(task["block_dim"])})
+    args_type = entry.get("args_type")
+    members = {e.get("name"): e for e in _elements(args_type)} if entry.get("args") else {}
+    args: list[dict] = [{}] * len(entry.get("args") or [])
+    for ids, arg in entry.get("args") or []:
+        if not isinstance(ids, list) or len(ids) != 1 or not isinstance(arg, dict):
+            raise PlanError("an argument id that is not one index")
+        index = int(ids[0])
+        member = members.get(f"arg_{index}")
+        if not 0 <= index < len(args) or member is None:
+            raise PlanError(f"argument {index} is not laid out")
+        args[index] = _argument(arg, member.get("type"), int(member.get("offset", -1)))
+    plan = {"tasks": tasks, "args": args, "args_size": int(entry.get("args_size", 0))}
+    check(plan, "metadata")
+    return plan
+
+
+def _int(value: Any, low: int, high: int, what: str) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise CorruptedDataError(f"{what} {value!r} is out of range ({low} to {high})")
+    return value
+
+
+def check(plan: Any, where: str) -> dict:
+    """``plan`` (from :func:`from_entry`, or read back from a manifest) is one the C launcher may use as it is:
+    every write inside ``args_size``, aligned, grids and blocks possible; else CorruptedDataError."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list) or not isinstance(plan.get("args"), list):
+        raise CorruptedDataError(f"{where}: a kernel plan without tasks and args")
+    size = _int(plan.get("args_size"), 0, MAX_ARGS_SIZE, f"{where}: args_size")
+    _int(len(plan["tasks"]), 1, MAX_TASKS, f"{where}: the number of tasks")
+    for task in plan["tasks"]:
+        if not isinstance(task, dict) or not isinstance(task.get("name"), str) or not task["name"]:
+            raise CorruptedDataError(f"{where}: a task without a name")
+        _int(task.get("grid"), 1, MAX_GRID, f"{where}: task {task['name']}'s grid")
+        _int(task.get("block"), 1, MAX_BLOCK, f"{where}: task {task['name']}'s block")
+    for i, arg in enumerate(plan["args"]):
+        what = f"{where}: argument {i}"
+        kind = arg.get("kind") if isinstance(arg, dict) else None
+        offset = _int(arg.get("offset") if kind else None, 0, size, f"{what}'s offset")
+        if kind == "ndarray":
+            dims = _int(arg.get("dims"), 1, MAX_DIMS, f"{what}'s dims")
+            data = _int(arg.get("data"), 0, size - 8, f"{what}'s data pointer offset")
+            if offset % 4 or data % 8 or offset + 4 * dims > size or (data < offset + 4 * dims and offset < data + 8):
+                raise CorruptedDataError(f"{what}: its shape and pointer overlap or leave the arguments")
+        elif kind in ("scalar", "tensor"):
+            width = _int(arg.get("size"), 1, 8, f"{what}'s element size")
+            if width not in (1, 2, 4, 8) or offset % width:
+                raise CorruptedDataError(f"{what}: a misaligned or odd-sized value")
+            count = _int(arg.get("count", 1), 1, 64, f"{what}'s element count")
+            if offset + width * count > size:
+                raise CorruptedDataError(f"{what} ends past the arguments ({size} bytes)")
+        else:
+            raise CorruptedDataError(f"{what}: unknown kind {kind!r}")
+    return plan

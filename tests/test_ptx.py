@@ -1,0 +1,216 @@
+"""taichi_aot's own CUDA launcher: PTX made from Taichi's CUDA modules with llvmlite (here, no GPU), the kernels its
+gate leaves to libtaichi, the manifest and plans checked against tampering, and (where a GPU is) both launch
+paths giving the same values.
+
+The CUDA modules were compiled by Taichi 1.7.4 on a GPU (Taichi compiles for CUDA only there) and are kept as
+test data: ``tests/data/cuda-modules.tar.xz`` holds the suite's kernels (tests/kernels.py), the simulation's and
+the benchmark's (taichi_aot/cli/*_kernels.py), and tests/ptx_kernels.py's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+from conftest import require_extra
+from taichi_aot import Arch, CorruptedDataError, Runtime, capi, metadata
+from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, plan, read_manifest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARCHIVE = os.path.join(HERE, "data", "cuda-modules.tar.xz")
+REFUSED = {"printer": "vprintf", "field_user": "SNode fields", "returner": "result buffer"}
+
+
+@pytest.fixture(scope="module")
+def cuda_modules(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp("cuda-modules"))
+    with tarfile.open(ARCHIVE) as t:
+        t.extractall(root, filter="data") if sys.version_info >= (3, 12) else t.extractall(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def with_ptx(cuda_modules, tmp_path_factory) -> dict[str, str]:
+    require_extra("llvmlite.binding", "ptx")
+    out = {}
+    for name in ("tests", "ptx", "sim", "bench"):
+        folder = str(tmp_path_factory.mktemp(name) / name)
+        shutil.copytree(os.path.join(cuda_modules, name), folder)
+        add_to_folder(folder)
+        out[name] = folder
+    return out
+
+
+def _manifest(folder: str) -> dict:
+    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_every_kernel_of_the_suite_gets_ptx(with_ptx):
+    for name in ("tests", "sim", "bench"):
+        man = _manifest(with_ptx[name])
+        kernels = set(metadata.read_module(with_ptx[name]).kernels)
+        assert set(man["kernels"]) == kernels and not man["refused"]
+        assert man["runtime"] == {"size": 35256, "temporaries": 32872, "rand_states": 32880, "rand_state_size": 20}
+        for kernel, entry in man["kernels"].items():
+            with open(os.path.join(with_ptx[name], entry["ptx"]), encoding="utf-8") as f:
+                ptx = f.read()
+            assert ".target sm_60" in ptx and ".address_size 64" in ptx
+            assert not re.search(r"\bcall(\.uni)?\b", ptx), kernel  # every helper inlined
+            tasks = [t["name"] for t in plan.from_entry(_entry(with_ptx[name], kernel))["tasks"]]
+            entries = re.findall(r"\.visible \.entry (\w+)\(", ptx)
+            assert entries == [f"{t}__w" for t in tasks]
+            assert not entry["rand"]
+
+
+def _entry(folder: str, kernel: str) -> dict:
+    from taichi_aot.ptx import _kernels
+
+    return _kernels(folder)[kernel]
+
+
+def test_gate_keeps_what_needs_taichis_runtime_on_libtaichi(with_ptx):
+    man = _manifest(with_ptx["ptx"])
+    assert set(man["kernels"]) == {"rnd", "rangen", "add2d", "grid3", "mathk", "wide"}
+    assert {k: next(w for w in REFUSED.values() if w in why) for k, why in man["refused"].items()} == REFUSED
+    assert man["kernels"]["rnd"]["rand"] and not man["kernels"]["rangen"]["rand"]
+    # metadata alone keeps a kernel away too: return values, grad pointers, argpacks, dynamic shared memory
+    assert gate.read_entry({"ret_size": 4}) == "returns values"
+    assert "grad" in gate.read_entry({"args": [[[0], {"needs_grad": True}]]})
+    assert "argpack" in gate.read_entry({"args": [[[0], {"is_argpack": True}]]})
+    assert "shared" in gate.read_entry({"compiled_data": {"tasks": [{"dynamic_shared_array_bytes": 64}]}})
+
+
+def test_fast_math_as_taichi_and_arguments_in_the_launch_parameters(with_ptx):
+    with open(os.path.join(with_ptx["tests"], "add.ptx"), encoding="utf-8") as f:
+        ptx = f.read()
+    assert "fma.rn.ftz.f32" in ptx  # contraction and flushed f32 denormals, as Taichi's own JIT
+    assert ".param .align 8 .b8 add_c80_0_kernel_1_range_for__w_param_0[40]" in ptx  # args_size bytes, by value
+    assert "ld.param" in ptx and "32872" in ptx  # the arguments read from the parameters; temporaries by offset
+    args = plan.from_entry(_entry(with_ptx["sim"], "p2g"))["args"]
+    assert [a["kind"] for a in args] == ["ndarray"] * 4 and args[2] == {"kind": "ndarray", "offset": 32, "dims": 3,
+                                                                         "data": 48}
+    wide = plan.from_entry(_entry(with_ptx["ptx"], "wide"))["args"]
+    assert [(a["kind"], a.get("size")) for a in wide] == [("ndarray", None), ("scalar", 8), ("scalar", 8),
+                                                          ("scalar", 1)]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p: p.update(args_size=5000), "args_size"),
+    (lambda p: p["args"][0].update(offset=40), "leave the arguments"),
+    (lambda p: p["args"][0].update(data=4), "pointer overlap"),
+    (lambda p: p["args"][2].update(size=3), "odd-sized"),
+    (lambda p: p["args"][2].update(offset=38), "misaligned"),
+    (lambda p: p["args"][2].update(count=9), "past the arguments"),
+    (lambda p: p["tasks"][1].update(block=4096), "block"),
+    (lambda p: p["tasks"][0].update(grid=0), "grid"),
+    (lambda p: p.update(tasks=[]), "number of tasks"),
+    (lambda p: p["args"][1].update(kind="texture"), "unknown kind"),
+])
+def test_a_plan_that_would_write_outside_the_parameters_is_refused(with_ptx, change, message):
+    good = plan.from_entry(_entry(with_ptx["tests"], "add"))
+    plan.check(copy.deepcopy(good), "here")
+    bad = copy.deepcopy(good)
+    change(bad)
+    with pytest.raises(CorruptedDataError, match=message):
+        plan.check(bad, "here")
+
+
+def test_a_tampered_manifest_is_refused(with_ptx):
+    with open(os.path.join(with_ptx["tests"], MANIFEST), "rb") as f:
+        raw = f.read()
+    assert read_manifest(raw, "m")["kernels"]["add"]["ptx"] == "add.ptx"
+    assert read_manifest(None, "m") is None
+    doc = json.loads(raw)
+    for change, message in [(lambda d: d["runtime"].update(temporaries=10**7), "out of range"),
+                            (lambda d: d["kernels"]["add"].update(ptx="../../etc/passwd"), "malformed"),
+                            (lambda d: d.update(taichi_aot_ptx=2), "format"),
+                            (lambda d: d.update(runtime=None), "no runtime layout"),
+                            (lambda d: d.pop("refused"), "without kernels")]:
+        bad = copy.deepcopy(doc)
+        change(bad)
+        with pytest.raises(CorruptedDataError, match=message):
+            read_manifest(json.dumps(bad).encode(), "m")
+    with pytest.raises(CorruptedDataError, match="JSON"):
+        read_manifest(b"{not json", "m")
+
+
+def test_ptx_command_on_folders_archives_and_multi_arch_modules(cuda_modules, tmp_path):
+    require_extra("llvmlite.binding", "ptx")
+    cli = [sys.executable, "-m", "taichi_aot", "ptx"]
+    folder = str(tmp_path / "sim")
+    proc = subprocess.run([*cli, os.path.join(cuda_modules, "sim"), "-o", folder], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "PTX (sm_60) for 9 CUDA kernels" in proc.stdout and os.path.isfile(os.path.join(folder, "p2g.ptx"))
+    assert not os.path.exists(os.path.join(cuda_modules, "sim", MANIFEST))  # -o: the source is left as it was
+    demo = os.path.join(os.path.dirname(metadata.__file__), "..", "cli", "demo.tcm")
+    out = str(tmp_path / "demo.tcm")
+    manifest = add_ptx(demo, out)
+    assert set(manifest["kernels"]) >= {"seed", "react"}
+    info = metadata.read_module(out)
+    assert info.parts == metadata.read_module(demo).parts  # every part kept, the CUDA part with its PTX
+    x64 = str(tmp_path / "x64")
+    shutil.copytree(os.path.join(cuda_modules, "tests"), x64)
+    with open(os.path.join(x64, "add.ll"), "r+", encoding="utf-8") as f:
+        text = f.read().replace('target triple = "nvptx64-nvidia-cuda"', 'target triple = "x86_64-unknown-linux"')
+        f.seek(0)
+        f.write(text)
+        f.truncate()
+    proc = subprocess.run([*cli, x64], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a CUDA kernel's IR" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# On a GPU: both launch paths, the same values
+
+def _inputs(name: str, rng: np.random.Generator) -> list | None:
+    def f(*s):
+        return rng.standard_normal(s).astype(np.float32)
+
+    return {"add": [f(4096), f(4096), 0.5], "fill_i32": [np.zeros((4, 5), np.int32), 7],
+            "typed_scalars": [np.zeros(4, np.float64), -3, 40000, 0.3, 123456],
+            "half_scale": [f(100).astype(np.float16), 0.3],
+            "iota_u8": [np.zeros(300, np.uint8)], "sum_i64": [np.arange(1000, dtype=np.int64), np.zeros(1, np.int64)],
+            "rangen": [f(4096), np.zeros(4096, np.float32), 1000], "add2d": [f(64, 48), f(64, 48), 0.25],
+            "grid3": [np.zeros((5, 6, 7), np.int32)], "mathk": [f(4096), np.zeros(4096, np.float32)]}.get(name)
+
+
+def _run(rt, mod, name: str, values: list) -> list[np.ndarray]:
+    nds = [rt.ndarray_from_numpy(v) if isinstance(v, np.ndarray) else v for v in values]
+    mod.kernels[name](*nds)
+    rt.wait()
+    return [n.to_numpy() for n in nds if not isinstance(n, (int, float))]
+
+
+def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    with Runtime(Arch.CUDA) as rt:
+        for name in ("tests", "ptx"):
+            own = rt.load_module(with_ptx[name], cuda_launcher="own")
+            lib = rt.load_module(with_ptx[name], cuda_launcher="taichi")
+            paths = own.launchers()
+            assert set(lib.launchers().values()) == {"taichi"}
+            for kernel in own.kernel_names():
+                assert paths[kernel] == ("own" if kernel not in REFUSED else paths[kernel])
+                values = _inputs(kernel, np.random.default_rng(1))
+                if values is None:
+                    continue
+                a = _run(rt, own, kernel, values)
+                b = _run(rt, lib, kernel, _inputs(kernel, np.random.default_rng(1)))
+                for x, y in zip(a, b):
+                    np.testing.assert_array_equal(x, y, err_msg=kernel)  # bit for bit
+            if name == "ptx":
+                assert paths["printer"].startswith("taichi: calls vprintf")
+                r = [_run(rt, m, "rnd", [np.zeros(100_000, np.float32)])[0] for m in (own, lib)]
+                np.testing.assert_array_equal(r[0], r[1])  # Taichi's generators, seeded as Taichi seeds them
+                assert r[0].min() >= 0 and r[0].max() < 1 and abs(r[0].mean() - 0.5) < 0.01
