@@ -99,8 +99,9 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
 
 
-def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None) -> Packer:
-    """The packer for an argument described by ``spec`` of a kernel on ``arch``; ``what`` names it in messages."""
+def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, own: bool = False) -> Packer:
+    """The packer for an argument described by ``spec`` of a kernel on ``arch``; ``what`` names it in messages;
+    ``own``: the kernel is launched by taichi_aot's CUDA launcher, which takes every scalar type."""
     if spec.kind == "ndarray" and spec.dtype == DataType.U1 and arch in GFX_ARCHS:
         message = (f"{what}: a u1 (bool) ndarray on {arch.name}: Taichi 1.7.4's SPIR-V for u1 ndarrays stores "
                    "nothing the host sees (lavapipe), and its writes corrupted the process on an NVIDIA GPU; "
@@ -118,6 +119,8 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None) -> Packer:
         return _tensor_packer(spec, what)
     if spec.kind == "scalar":
         make = _SCALAR_PACKERS.get(spec.dtype) if spec.dtype is not None else None
+        if make is None and own and spec.dtype in _WIDE:
+            make = _wide_packer
         if make is not None:
             return make(spec, what)
         name = spec.dtype.name.lower() if spec.dtype is not None else "this"
@@ -301,6 +304,33 @@ def _f16_packer(spec: ArgInfo, what: str) -> Packer:
         dst.type = ArgumentType.SCALAR
         dst.value.scalar.type = DataType.F16
         dst.value.scalar.value.x32 = int(np.array(v, np.float32).view(np.uint32))
+
+    return pack
+
+
+#: Scalars the C-API cannot pass and taichi_aot's CUDA launcher can: the unsigned type of their width, for the bits.
+_WIDE = {DataType.F64: np.uint64, DataType.I64: np.uint64, DataType.U64: np.uint64, DataType.U32: np.uint32,
+         DataType.I8: np.uint8, DataType.U8: np.uint8}
+
+
+def _wide_packer(spec: ArgInfo, what: str) -> Packer:
+    """A scalar the C-API has no room for, as its bits in the TiScalar's x64 (read back by ``_csrc/ptx.c``)."""
+    wrong = _wrong(spec, what)
+    dt = spec.dtype
+    assert dt is not None
+    target, bits = NUMPY_DTYPES[dt], _WIDE[dt]
+    floating = dt == DataType.F64
+
+    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+        kinds = (int, float, np.integer, np.floating) if floating else (int, np.integer)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
+            raise wrong(value)
+        if not floating and not np.iinfo(target).min <= int(value) <= np.iinfo(target).max:
+            raise InvalidArgumentError(f"{what}: {value} is out of range for {dt.name.lower()}")
+        dst = slot.ptr
+        dst.type = ArgumentType.SCALAR
+        dst.value.scalar.type = dt
+        dst.value.scalar.value.x64 = int(np.array(value, target).view(bits))
 
     return pack
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _cuda
 from ._native import ffi
-from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, OutOfMemoryError
+from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 from .ptx import MANIFEST, read_manifest
 from .ptx.plan import check, from_entry
 
@@ -78,6 +78,11 @@ def own_launch_error(code: int, what: str) -> Exception:
 
     if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
+    if code == lib.TAICHI_AOT_REFUSED:
+        return NotSupportedError(
+            f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
+            "CUDA stream set (it copies each launch's arguments on the legacy default stream); set a blocking stream "
+            "or None (rt.set_cuda_stream), or give the module PTX (python -m taichi_aot ptx)")
     cuda = lib.TAICHI_AOT_CUDA_ERROR - code
     return InvalidStateError(f"{what}: the CUDA driver refused the launch (CUresult {cuda})")
 
@@ -204,7 +209,7 @@ class Kernels:
             if code != 0:
                 return f"its PTX has no entry for task {task['name']} (error {code})"
             t.function = ffi.cast("void *", function.value)
-            t.grid, t.block = task["grid"], task["block"]
+            t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
         args = ffi.new("TaichiAotCudaArg[]", max(len(plan["args"]), 1))
         for a, arg in zip(args, plan["args"]):
             a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]

@@ -51,7 +51,7 @@ __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence"]
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
-_CUDA_ERROR, _CUDA_BAD_ARGS = lib.TAICHI_AOT_CUDA_ERROR, lib.TAICHI_AOT_CUDA_BAD_ARGS
+_CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED)
 _get_ident = threading.get_ident
 _MISSING: Any = object()
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
@@ -66,7 +66,7 @@ _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
 
 
 def _raise_launch_error(code: int, what: str) -> None:
-    if code <= _CUDA_ERROR or code == _CUDA_BAD_ARGS:  # the own CUDA launcher's (ptx.c)
+    if code <= _CUDA_ERROR or code in _OWN_CODES:  # the own CUDA launcher's (ptx.c), or a refusal (launch.c)
         raise own_launch_error(code, what)
     c, message = take_last_error()
     raise make_error(c or code, message, what)
@@ -139,11 +139,7 @@ class _Packed:
         ]
         self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
         c = ffi.new("TaichiAotLaunch *")
-        c.runtime = runtime._handle
-        c.kind = kind
-        c.handle = handle
-        c.arg_count = count
-        c.args = self.array
+        c.runtime, c.kind, c.handle, c.arg_count, c.args = runtime._handle, kind, handle, count, self.array
         c.seen = -1  # stale: the first launch checks in Python
         c.thread = runtime._thread
         c.pending = runtime._pending
@@ -168,6 +164,7 @@ class _Launchable(Launcher):
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
+    _own: Any = None  # a kernel's plan on taichi_aot's CUDA launcher (a TaichiAotCudaKernel), or None: libtaichi
 
     def __init__(self, module: AotModule, name: str, handle: Any):
         self._module = module
@@ -197,7 +194,8 @@ class _Launchable(Launcher):
     def _set_packers(self) -> None:
         """One packer per argument of ``_args`` (as recorded, or as declared), what introspection shows, and the
         C call's view of the shared buffer's slots."""
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch) for a in self._args]
+        own = self._own is not None  # taichi_aot's CUDA launcher takes every scalar type
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch, own) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
         arch = self._runtime.arch
@@ -350,7 +348,7 @@ class Kernel(_Launchable):
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
         super().__init__(module, name, handle)
-        self._own = own  # the own CUDA launcher's plan (a TaichiAotCudaKernel), or None: libtaichi launches it
+        self._own = own
         self._args = self._recorded = args
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
@@ -433,7 +431,7 @@ class ComputeGraph(_Launchable):
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
         super().__init__(module, name, handle)
-        self._own = own  # the own CUDA launcher's plan (a TaichiAotCudaKernel), or None: libtaichi launches it
+        self._own = own
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]

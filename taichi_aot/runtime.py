@@ -325,13 +325,16 @@ class Runtime:
         ``CUstream`` handle (int), or a stream object of torch (``.cuda_stream``) or CuPy (``.ptr``).
 
         Work on the legacy default stream (torch's and CuPy's default) and kernels are ordered without any
-        synchronization, stream or no stream. A stream of one's own must be a *blocking* one (CuPy's
-        ``cupy.cuda.Stream()``; not ``non_blocking=True``, and not ``torch.cuda.Stream()``, which is
-        non-blocking): Taichi 1.7.4 copies a launch's argument buffer and frees it on the legacy default
-        stream, which a non-blocking stream does not wait for. :meth:`wait` also waits for the stream.
+        synchronization, stream or no stream. Kernels launched by taichi_aot's own CUDA launcher (a module with
+        PTX, :meth:`AotModule.launchers`) run on any stream, a non-blocking one too (``torch.cuda.Stream()``, a
+        stream being captured into a CUDA graph): each stream gets its own stand-in for Taichi's runtime, made
+        here. Kernels and graphs launched through libtaichi need a *blocking* stream (CuPy's
+        ``cupy.cuda.Stream()``, or None): Taichi 1.7.4 copies a launch's argument buffer and frees it on the legacy
+        default stream, which a non-blocking stream does not wait for; while a non-blocking stream is set, their
+        launches raise NotSupportedError. :meth:`wait` also waits for the stream.
 
         Raises:
-            NotSupportedError: not a CUDA runtime, or a non-blocking stream.
+            NotSupportedError: not a CUDA runtime.
             ArgumentTypeError: not a stream.
         """
         self.ensure_open()
@@ -347,17 +350,13 @@ class Runtime:
             stream = handle
         if isinstance(stream, bool) or (stream is not None and stream < 0):
             raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
-        if stream and not _cuda.stream_is_blocking(stream):
-            raise NotSupportedError(
-                "set_cuda_stream: a non-blocking stream (torch.cuda.Stream(), cupy's non_blocking=True): Taichi "
-                "1.7.4 copies and frees each launch's arguments on the legacy default stream, which such a stream "
-                "does not wait for; use a blocking stream, or the default stream (ordered with no option)"
-            )
+        blocking = not stream or _cuda.stream_is_blocking(stream)
         self.wait()
+        if self._ptx_launcher is not None:
+            self._ptx_launcher.select(stream or None)  # its stand-in made first: it may fail (out of memory)
         capi.set_cuda_stream(stream or None)
         self._cuda_stream = stream or None
-        if self._ptx_launcher is not None:
-            self._ptx_launcher.select(self._cuda_stream)
+        self._pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
         """A zero-filled numpy array for fast transfers: page-locked on CUDA, where ``from_numpy`` and

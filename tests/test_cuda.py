@@ -415,7 +415,8 @@ def test_streams_and_fast_transfers(cuda_module):
     from taichi_aot import NotSupportedError, _cuda
 
     with Runtime(Arch.CUDA) as rt:
-        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        module = rt.load_module(cuda_module["cuda"])
+        add = module.kernels["add"]
         # transfers: pageable arrays staged (odd sizes, several chunks), page-locked arrays directly
         for count in (1000, (3 << 20) // 4 + 3, (_cuda.CHUNK * 2 + (5 << 20)) // 4 + 1):
             data = np.random.default_rng(count).random(count, dtype=np.float32)
@@ -431,7 +432,7 @@ def test_streams_and_fast_transfers(cuda_module):
             np.testing.assert_array_equal(nd.to_numpy(), data * 2)
             nd.close()
         kept = rt.host_array((4,), np.int32)
-        # streams: a blocking CuPy stream is taken, a non-blocking torch stream refused
+        # streams: a blocking CuPy stream is taken by both launchers; a non-blocking torch stream by the own one
         cupy = pytest.importorskip("cupy")
         torch = pytest.importorskip("torch")
         stream = cupy.cuda.Stream()
@@ -445,8 +446,25 @@ def test_streams_and_fast_transfers(cuda_module):
             x += 1
         rt.wait()
         assert float(x[-1]) == 4.0
-        with pytest.raises(NotSupportedError, match="non-blocking"):
-            rt.set_cuda_stream(torch.cuda.Stream())
+        side = torch.cuda.Stream()  # non-blocking
+        rt.set_cuda_stream(side)
+        xt, yt = torch.zeros(1 << 20, device="cuda"), torch.ones(1 << 20, device="cuda")
+        torch.cuda.synchronize()
+        graph = module.graphs["add_twice"]  # compute graphs run through libtaichi
+        with torch.cuda.stream(side):
+            yt.mul_(3)  # queued on the stream, the kernels after it, then torch again: ordered with no sync
+            if module.launchers()["add"] == "own":
+                add(xt, yt, 0.5)
+                xt.add_(1)
+                expected = 2.5
+            else:
+                with pytest.raises(NotSupportedError, match="non-blocking"):
+                    add(xt, yt, 0.5)
+                expected = 0.0
+            with pytest.raises(NotSupportedError, match="non-blocking"):
+                graph(x=xt, y=yt, a=1.0)
+        rt.wait()
+        assert float(xt[-1]) == expected and float(xt[0]) == expected
         with pytest.raises(ArgumentTypeError):
             rt.set_cuda_stream("stream")
         rt.set_cuda_stream(None)

@@ -214,3 +214,64 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
                 r = [_run(rt, m, "rnd", [np.zeros(100_000, np.float32)])[0] for m in (own, lib)]
                 np.testing.assert_array_equal(r[0], r[1])  # Taichi's generators, seeded as Taichi seeds them
                 assert r[0].min() >= 0 and r[0].max() < 1 and abs(r[0].mean() - 0.5) < 0.01
+
+
+@pytest.fixture
+def cuda_torch():
+    """torch, where a GPU is (the tests below run there only)."""
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    return require_extra("torch", "interop")
+
+
+def test_captured_cuda_graphs_and_torch_streams_on_the_own_launcher(with_ptx, cuda_torch):
+    torch = cuda_torch
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(with_ptx["tests"]).kernels["add"]
+        wide = rt.load_module(with_ptx["ptx"]).kernels["wide"]
+        out = rt.ndarray((8,), np.float64)
+        wide(out, 0.125, 2**40, 3)  # f64, i64 and u8 scalars: the C-API has no room for them, the own launcher has
+        np.testing.assert_array_equal(out.to_numpy(), 0.125 * np.arange(8) + 2.0**40 + 3)
+        x, y = torch.zeros(4096, device="cuda"), torch.ones(4096, device="cuda")
+        side = torch.cuda.Stream()  # non-blocking: the own launcher takes it
+        rt.set_cuda_stream(side)
+        add(x, y, 0.5)  # seen once before the capture (its first call checks in Python)
+        rt.wait()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            add(x, y, 0.5)
+            x.mul_(2)
+        x.zero_()
+        for _ in range(3):
+            graph.replay()  # x = (x + 0.5 y) * 2
+        torch.cuda.synchronize()
+        assert x.eq(7.0).all()  # 0 -> 1 -> 3 -> 7
+        y.fill_(2.0)  # an input changed in place shows in the next replay
+        graph.replay()
+        torch.cuda.synchronize()
+        assert x.eq(16.0).all()
+        with torch.cuda.stream(side):  # launches between torch's ops on the stream, ordered with no sync
+            y.fill_(4.0)
+            add(x, y, 0.25)
+            x.sub_(1.0)
+        rt.wait()
+        assert x.eq(16.0).all()
+        rt.set_cuda_stream(None)
+
+
+def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch):
+    torch = cuda_torch
+    with Runtime(Arch.CUDA) as rt:
+        own = rt.load_module(with_ptx["tests"]).kernels["add"]
+        lib = rt.load_module(with_ptx["tests"], cuda_launcher="taichi").kernels["add"]
+        big, y = torch.zeros(2000 * 256, device="cuda"), torch.ones(256, device="cuda")
+        for kernel in (own, lib):
+            kernel(big[:256], y, 0.5)  # the first call: Python's path, which imports
+            before = len(rt.foreign.imports)
+            for i in range(1, 1000):  # 999 arrays at new addresses, taken anew in C
+                kernel(big[i * 256:(i + 1) * 256], y, 0.5)
+            rt.wait()
+            grown = len(rt.foreign.imports) - before
+            assert grown == (0 if kernel is own else 999)  # libtaichi keeps each import for the runtime's life
+        rows = big.view(2000, 256)
+        assert rows[:1000].eq(1.0).all() and rows[1000:].eq(0).all()  # each path added 0.5 y once

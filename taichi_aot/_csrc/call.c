@@ -361,7 +361,8 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
             continue;
         }
         if (s->fresh.fresh != FRESH_NONE) {
-            if (!fresh_take(&self->fresh, &s->fresh, s->writes, value, self->launch->runtime, s->arg)) {
+            if (!fresh_take(&self->fresh, &s->fresh, s->writes, value, self->launch->runtime, s->arg,
+                            self->launch->kind == 2)) {
                 return 0;
             }
             continue;

@@ -376,7 +376,7 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
 /* The second phase, after every read that may run Python code: take `value` (its kind found by fresh_kind) into
    the launch's `arg`, holding a CUDA array until the runtime is waited for; 0 where it cannot be taken here. */
 static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int writes, PyObject *value,
-                      TiRuntime runtime, TiArgument *arg) {
+                      TiRuntime runtime, TiArgument *arg, int own) {
     intptr_t dims[16], strides[16], bytes = s->itemsize;
     const void *data = NULL;
     int i, nd = s->ndim + s->elem_ndim;
@@ -393,16 +393,23 @@ static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int w
         }
         bytes *= dims[i];
     }
-    if (data == NULL || (key = PyLong_FromVoidPtr((void *)data)) == NULL) {
-        PyErr_Clear();
+    if (data == NULL) {
         return 0;
     }
-    entry = PyDict_GetItem(f->imports, key); /* borrowed */
-    handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
-                     PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
-                 ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
-                 : fresh_import(f, s, runtime, data, bytes);
-    Py_DECREF(key);
+    if (own) { /* the own CUDA launcher takes the pointer itself (ptx.c): nothing imported, nothing kept */
+        handle = (void *)((uintptr_t)data | TAICHI_AOT_POINTER_TAG);
+    } else {
+        if ((key = PyLong_FromVoidPtr((void *)data)) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        entry = PyDict_GetItem(f->imports, key); /* borrowed */
+        handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
+                         PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
+                     ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
+                     : fresh_import(f, s, runtime, data, bytes);
+        Py_DECREF(key);
+    }
     if (handle == NULL) {
         PyErr_Clear();
         return 0;

@@ -10,6 +10,9 @@ int64_t taichi_aot_epoch = 0;
 
 /* One launch of any kind, no check; the error code (the library's last error for kinds 0 and 1). */
 static int launch_any(const TaichiAotLaunch *l) {
+    if (l->kind != 2 && l->pending[1]) {
+        return TAICHI_AOT_REFUSED;
+    }
     if (l->kind == 2) {
         return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
                                       (const TiArgument *)l->args);

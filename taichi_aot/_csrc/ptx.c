@@ -1,8 +1,10 @@
 /* CUDA kernels launched by taichi_aot itself (a TaichiAotLaunch of kind 2): the arguments libtaichi would get
    (the same TiArgument array every launch path packs) are laid out in the kernel's launch parameters as its
    metadata's args_type says, and each task of the kernel is launched in order with cuLaunchKernel on the
-   runtime's stream, with the stream's runtime stand-in. No allocation, no copy, no import: an ndarray's device
-   pointer comes from ti_export_cuda_memory (a lookup), and the parameters travel with the launch.
+   runtime's stream, with the stream's runtime stand-in; a range_for task's grid (a grid-stride loop, right at any
+   size) is trimmed to one thread for each element of the largest ndarray argument. No allocation, no copy, no
+   import: an ndarray's device pointer comes from ti_export_cuda_memory (a lookup), or is the argument's memory
+   itself (TAICHI_AOT_POINTER_TAG: an array taken anew in C), and the parameters travel with the launch.
 
    The plan (TaichiAotCudaKernel) was checked by Python when the module was loaded (ptx/plan.py's check): every
    offset and size lies inside args_size, which is at most TAICHI_AOT_CUDA_MAX_ARGS. */
@@ -78,9 +80,10 @@ static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uin
    TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
    where an ndarray's memory is not its (ti_export_cuda_memory failed). */
 static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args,
-                    unsigned char *params) {
+                    unsigned char *params, uint64_t *elements) {
     uint32_t i, d, n;
     int exported = 0;
+    *elements = 0;
     memset(params, 0, k->args_size);
     for (i = 0; i < count; ++i) {
         const TaichiAotCudaArg *a = &k->args[i];
@@ -91,10 +94,21 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t co
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_CUDA_BAD_ARGS;
             }
+            uint64_t count_elements = 1;
             n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
             for (d = 0; d < n; ++d) {
                 int32_t dim = (int32_t)nd->shape.dims[d];
                 memcpy(params + a->offset + 4 * d, &dim, 4);
+                count_elements = count_elements * nd->shape.dims[d] > (1ULL << 40) ? (1ULL << 40)
+                                                                                   : count_elements * nd->shape.dims[d];
+            }
+            if (count_elements > *elements) {
+                *elements = count_elements;
+            }
+            if ((uintptr_t)nd->memory & TAICHI_AOT_POINTER_TAG) { /* a pointer itself (fresh.c) */
+                uint64_t pointer = (uint64_t)((uintptr_t)nd->memory & ~TAICHI_AOT_POINTER_TAG);
+                memcpy(params + a->data, &pointer, 8);
+                continue;
             }
             ti_export_cuda_memory(runtime, nd->memory, &info);
             exported = 1;
@@ -115,7 +129,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
     const TaichiAotCudaDriverCalls *cu = rt->driver;
-    uint64_t standin = rt->standin;
+    uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *current = NULL, *popped = NULL;
     uint32_t t;
@@ -123,7 +137,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
         return TAICHI_AOT_CUDA_BAD_ARGS;
     }
-    code = ptx_pack(runtime, k, count, args, params);
+    code = ptx_pack(runtime, k, count, args, params, &elements);
     if (code != 0) {
         return code;
     }
@@ -139,7 +153,12 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     }
     for (t = 0; t < k->task_count && code == 0; ++t) {
         const TaichiAotCudaTask *task = &k->tasks[t];
-        code = ((taichi_aot_cu_launch)cu->launch)(task->function, task->grid, 1, 1, task->block, 1, 1, 0, rt->stream,
+        uint32_t grid = task->grid;
+        if (task->trim && elements > 0) { /* one thread an element, as the full grid gives them, fewer idle blocks */
+            uint64_t needed = (elements + task->block - 1) / task->block;
+            grid = needed < grid ? (uint32_t)needed : grid;
+        }
+        code = ((taichi_aot_cu_launch)cu->launch)(task->function, grid, 1, 1, task->block, 1, 1, 0, rt->stream,
                                                   kernel_params, NULL);
     }
     if (pushed) {

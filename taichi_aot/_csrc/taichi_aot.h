@@ -14,7 +14,9 @@
 /* One prepared launch: a kernel (kind 0), a compute graph (kind 1) or a kernel taichi_aot launches itself on
    CUDA (kind 2: ptx.c) with packed arguments. `seen`
    is the close epoch at which Python last found every object it uses open, `thread` the thread that
-   owns the runtime, `pending` the runtime's "work may be running" flag, set by every launch. */
+   owns the runtime, `pending` the runtime's two flags: [0] "work may be running", set by every launch; [1]
+   launches through libtaichi (kinds 0 and 1) refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set,
+   which libtaichi's own copies on the legacy default stream would not be ordered with). */
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
@@ -35,6 +37,7 @@ int taichi_aot_has_symbol(const char *name);
 /* launch.c: launches checked against the close epoch, and replayed sequences. */
 extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)
+#define TAICHI_AOT_REFUSED (-102)
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
 
@@ -122,6 +125,9 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
    library's error code (an ndarray's memory unknown to it), TAICHI_AOT_CUDA_BAD_ARGS (an argument not of the
    planned kind), or TAICHI_AOT_CUDA_ERROR minus the driver's CUresult. */
 #define TAICHI_AOT_CUDA_MAX_ARGS 4096
+/* An ndarray argument's memory with this bit set is a device pointer itself (an array taken anew in C for a kernel
+   of the own launcher: never imported), not a TiMemory: user-space addresses never have it. */
+#define TAICHI_AOT_POINTER_TAG 0x8000000000000000ULL
 #define TAICHI_AOT_CUDA_BAD_ARGS (-101)
 #define TAICHI_AOT_CUDA_ERROR (-1000)
 #define TAICHI_AOT_CUDA_NDARRAY 1
@@ -143,6 +149,7 @@ typedef struct {
     void *function; /* CUfunction */
     uint32_t grid;
     uint32_t block;
+    uint32_t trim; /* a grid-stride range_for task: its grid trimmed to the largest ndarray argument's elements */
 } TaichiAotCudaTask;
 typedef struct {
     uint32_t kind;

@@ -50,7 +50,9 @@ class HandleRecord:
         self.refused: dict[tuple[str, str], str] = {}  # modules: {(kind, name): why} of what drivers cannot run
         # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
         # cleared by wait(), so a host copy waits only when something may still be running
-        self.pending: Any = ffi.new("int32_t *") if kind == "runtime" else None
+        # a runtime's flags, read by the C launch: [0] work may be running (until the next wait); [1] launches
+        # through libtaichi are refused (a non-blocking CUDA stream is set: Runtime.set_cuda_stream)
+        self.pending: Any = ffi.new("int32_t[2]") if kind == "runtime" else None
         self.children: set[tuple] = set()
         self.name = name
 

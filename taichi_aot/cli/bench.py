@@ -445,10 +445,14 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
         from .bench_scaling import scaling
 
         return scaling(bench.rt, quick, log)
+    if section == "launcher":
+        from .bench_launcher import launcher
+
+        return launcher(bench)
     return memory_growth(bench)
 
 
-SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling")
+SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

@@ -83,8 +83,9 @@ def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None
 def taichi_module(kind: str, arch: str) -> str:
     """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
     source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
+    ptx = arch == "cuda" and importlib.util.find_spec("llvmlite") is not None  # the own launcher's PTX too
     with open(source, "rb") as f:
-        digest = _digest(f.read())
+        digest = _digest(f.read(), b"ptx" if ptx else b"")
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{digest}")
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
@@ -95,6 +96,10 @@ def taichi_module(kind: str, arch: str) -> str:
         proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
+        if ptx:
+            from ..ptx import add_to_folder
+
+            add_to_folder(tmp)
 
     return _cached_module(out, make)
 

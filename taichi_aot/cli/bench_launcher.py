@@ -1,0 +1,143 @@
+"""``taichi-aot bench``'s launcher section (CUDA): taichi_aot's own CUDA launcher beside libtaichi's path and CuPy's
+``RawKernel``, measured in one run, round by round (bench_measure.py).
+
+* ``saxpy`` over 4096 f32 with NdArrays passed again: the own launcher against CuPy's ``RawKernel`` doing the same
+  work in one launch (target: at most 1.5x) and against libtaichi's path (the same module loaded with
+  ``cuda_launcher="taichi"``);
+* a new torch output each call (tensors made before the loop, each passed once) against torch tensors passed
+  again (target: at most 1.1x), on both paths;
+* the simulation's step, its four kernels called one by one from Python (``cli/sim_kernels.py``), on both paths
+  (target: the own launcher's below libtaichi's).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..enums import Arch
+from .bench_measure import measure
+from .bench_row import Row
+from .cache import taichi_module
+
+if TYPE_CHECKING:
+    from .bench_harness import Bench
+
+__all__ = ["launcher"]
+
+N = 4096
+CUPY_TARGET, NEW_TARGET, SIM_TARGET = 1.5, 1.1, 1.0
+_SAXPY = r"""extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = a * x[i] + y[i];
+}"""
+
+
+def _timed(bench: Bench, body: Callable[[], object], n: int, sync: Callable[[], object] | None = None
+           ) -> Callable[[], float]:
+    def one() -> float:
+        def loop() -> None:
+            for _ in range(n):
+                body()
+            if sync is not None:
+                sync()
+        return bench.timed(loop) / n * 1e6
+    return one
+
+
+def _call(kernel: Any, x: Any, y: Any) -> Callable[[], object]:
+    return lambda: kernel(x, y, 0.5)
+
+
+def _cupy(bench: Bench, n: int) -> Callable[[], float] | None:
+    try:
+        import cupy
+    except ImportError:
+        return None
+    kernel = cupy.RawKernel(_SAXPY, "saxpy")
+    x, y = cupy.ones(N, cupy.float32), cupy.zeros(N, cupy.float32)
+    a, count = np.float32(0.5), np.int32(N)
+    return _timed(bench, lambda: kernel((N // 128,), (128,), (x, y, a, count)), n, cupy.cuda.Device().synchronize)
+
+
+def _torch_forms(bench: Bench, saxpy: dict[str, Any], n: int) -> dict[str, Callable[[], float]]:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    x, y = torch.ones(N, device="cuda"), torch.zeros(N, device="cuda")
+    methods = {}
+    for path, kernel in saxpy.items():
+        methods[f"{path}: torch tensors again"] = _timed(bench, _call(kernel, x, y), n)
+
+        def new_output(k: Any = kernel) -> float:
+            outs = [torch.zeros(N, device="cuda") for _ in range(n)]  # made before the clock starts
+            it = iter(outs)
+            return _timed(bench, lambda: k(x, next(it), 0.5), n)()
+        methods[f"{path}: a new torch output each call"] = new_output
+    return methods
+
+
+def _simulation(bench: Bench, steps: int) -> dict[str, Callable[[], float]]:
+    rt = bench.rt
+    path = taichi_module("sim", "cuda")
+    rng = np.random.default_rng(0)
+    x = rt.ndarray_from_numpy(rng.uniform(0.2, 0.8, (8192, 2)).astype(np.float32))
+    v = rt.ndarray_from_numpy(rng.uniform(-1.0, 1.0, (8192, 2)).astype(np.float32))
+    gv, gm = rt.ndarray((64, 64, 2), np.float32), rt.ndarray((64, 64), np.float32)
+    methods = {}
+    for launcher in ("own", "taichi"):
+        k = rt.load_module(path, cuda_launcher=launcher).kernels
+        clear, p2g, update, g2p = k["clear_grid"], k["p2g"], k["grid_update"], k["g2p"]
+
+        def step(clear: Any = clear, p2g: Any = p2g, update: Any = update, g2p: Any = g2p) -> None:
+            clear(gv, gm)
+            p2g(x, v, gv, gm)
+            update(gv, gm, 2e-4, -9.8)
+            g2p(x, v, gv, 2e-4)
+        methods[f"{launcher}: simulation step (4 kernels)"] = _timed(bench, step, steps)
+    return methods
+
+
+def launcher(bench: Bench) -> list[Row]:
+    """The rows of the launcher section on CUDA (none elsewhere: the own launcher is CUDA's)."""
+    if bench.rt.arch != Arch.CUDA:
+        return []
+    n, rounds = (500, 3) if bench.quick else (5000, 9)
+    saxpy = {"own": bench.mod.kernels["saxpy"],
+             "taichi": bench.rt.load_module(bench.module_path, cuda_launcher="taichi").kernels["saxpy"]}
+    if bench.mod.launchers()["saxpy"] != "own":
+        bench.log(f"  launcher: the bench module has no PTX ({bench.mod.launchers()['saxpy']}); both rows are "
+                  "libtaichi's")
+    x, y = bench.rt.ndarray((N,), np.float32), bench.rt.ndarray((N,), np.float32)
+    methods: dict[str, Callable[[], float]] = {
+        f"{path}: saxpy, NdArrays again": _timed(bench, _call(k, x, y), n) for path, k in saxpy.items()}
+    cupy = _cupy(bench, n)
+    if cupy is not None:
+        methods["CuPy RawKernel: saxpy"] = cupy
+    methods.update(_torch_forms(bench, saxpy, n))
+    methods.update(_simulation(bench, n // 10))
+    measured = measure(methods, None, rounds)
+    params = {"launches": n, "rounds": rounds, "elements": N}
+    rows = {k: Row("launcher", bench.name, k, "us/launch" if "simulation" not in k else "us/step", v, params=params)
+            for k, v in measured.bests.items()}
+    compared = [("own: saxpy, NdArrays again", "CuPy RawKernel: saxpy", f"<= {CUPY_TARGET:g}"),
+                ("taichi: saxpy, NdArrays again", "own: saxpy, NdArrays again", None),
+                ("own: a new torch output each call", "own: torch tensors again", f"<= {NEW_TARGET:g}"),
+                ("taichi: a new torch output each call", "taichi: torch tensors again", None),
+                ("own: simulation step (4 kernels)", "taichi: simulation step (4 kernels)", f"< {SIM_TARGET:g}")]
+    for name, reference, target in compared:
+        paired = measured.pair(name, reference)
+        if paired is None:
+            continue
+        row = rows[name]
+        row.limit, (row.ratio, row.spread) = reference, paired
+        if target is not None:
+            bound = float(target.split()[-1])
+            row.target, row.met = target, row.ratio <= bound if target.startswith("<=") else row.ratio < bound
+    out = list(rows.values())
+    if measured.warnings:
+        out[0].note = "; ".join(measured.warnings)
+    return out
