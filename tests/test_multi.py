@@ -279,3 +279,6 @@ def test_the_shipped_demo_module_is_built_from_its_source():
         part = metadata.read_module(DEMO_MODULE, Arch[arch.upper()])
         assert [a.name for a in part.kernels["react"].args] == ["src", "dst", "feed", "kill"]
         assert [a.name for a in part.graphs["steps16"].args] == ["a", "b", "feed", "kill"]
+    from taichi_aot.ptx import paths_of
+
+    assert set(paths_of(DEMO_MODULE).values()) == {"own"}  # its CUDA kernels run on taichi_aot's own launcher

@@ -24,7 +24,7 @@ import importlib.util
 import os
 import sys
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 
 def cmd_archs(args: argparse.Namespace) -> int:
@@ -132,12 +132,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     kernels = info.exported_kernels()
     internal = f"; {len(info.internal)} more compiled for graphs" if info.internal else ""
     print(f"  kernels ({len(kernels)}{internal}):")
+    paths = _launch_paths(args.module, info)
     for k in kernels:
-        _print_args(k.name, k.args)
+        _print_args(k.name, k.args, f"  [CUDA: {paths.get(k.name, 'taichi: no PTX for it')}]" if paths else "")
     print(f"  graphs ({len(info.graphs)}):")
     for g in info.graphs.values():
         _print_args(g.name, g.args, f" ({len(g.dispatches)} dispatches)")
     return 0
+
+
+def _launch_paths(module: str, info: Any) -> dict[str, str] | None:
+    """How a CUDA module's (or part's) kernels are launched, from its PTX manifest; None: no CUDA, or no PTX."""
+    from ..enums import Arch
+    from ..ptx import paths_of
+
+    if info.arch != Arch.CUDA and "cuda" not in info.parts:
+        return None
+    paths = paths_of(module)
+    if paths is None:
+        print("  CUDA kernels launched through libtaichi (no PTX: python -m taichi_aot ptx adds it)")
+    return paths
 
 
 def printable(text: str) -> str:

@@ -4,7 +4,7 @@
 * ``saxpy`` over 4096 f32 with NdArrays passed again: the own launcher against CuPy's ``RawKernel`` doing the same
   work in one launch (target: at most 1.5x) and against libtaichi's path (the same module loaded with
   ``cuda_launcher="taichi"``);
-* a new torch output each call (tensors made before the loop, each passed once) against torch tensors passed
+* a new torch or CuPy output each call (arrays made before the loop, each passed once) against arrays passed
   again (target: at most 1.1x), on both paths;
 * the simulation's step, its four kernels called one by one from Python (``cli/sim_kernels.py``), on both paths
   (target: the own launcher's below libtaichi's).
@@ -60,23 +60,35 @@ def _cupy(bench: Bench, n: int) -> Callable[[], float] | None:
     return _timed(bench, lambda: kernel((N // 128,), (128,), (x, y, a, count)), n, cupy.cuda.Device().synchronize)
 
 
-def _torch_forms(bench: Bench, saxpy: dict[str, Any], n: int) -> dict[str, Callable[[], float]]:
+def _makers() -> dict[str, Callable[[], Any]]:
+    """Each library here whose CUDA arrays kernels take: a maker of one f32 array of N elements."""
+    makers: dict[str, Callable[[], Any]] = {}
     try:
         import torch
+        if torch.cuda.is_available():
+            makers["torch"] = lambda: torch.zeros(N, device="cuda")
     except ImportError:
-        return {}
-    if not torch.cuda.is_available():
-        return {}
-    x, y = torch.ones(N, device="cuda"), torch.zeros(N, device="cuda")
-    methods = {}
-    for path, kernel in saxpy.items():
-        methods[f"{path}: torch tensors again"] = _timed(bench, _call(kernel, x, y), n)
+        pass
+    try:
+        import cupy
+        makers["CuPy"] = lambda: cupy.zeros(N, cupy.float32)
+    except ImportError:
+        pass
+    return makers
 
-        def new_output(k: Any = kernel) -> float:
-            outs = [torch.zeros(N, device="cuda") for _ in range(n)]  # made before the clock starts
-            it = iter(outs)
-            return _timed(bench, lambda: k(x, next(it), 0.5), n)()
-        methods[f"{path}: a new torch output each call"] = new_output
+
+def _array_forms(bench: Bench, saxpy: dict[str, Any], n: int) -> dict[str, Callable[[], float]]:
+    methods = {}
+    for lib, make in _makers().items():
+        x, y = make(), make()
+        for path, kernel in saxpy.items():
+            methods[f"{path}: {lib} arrays again"] = _timed(bench, _call(kernel, x, y), n)
+
+            def new_output(k: Any = kernel, make: Callable[[], Any] = make, x: Any = x) -> float:
+                outs = [make() for _ in range(n)]  # made before the clock starts
+                it = iter(outs)
+                return _timed(bench, lambda: k(x, next(it), 0.5), n)()
+            methods[f"{path}: a new {lib} output each call"] = new_output
     return methods
 
 
@@ -117,7 +129,7 @@ def launcher(bench: Bench) -> list[Row]:
     cupy = _cupy(bench, n)
     if cupy is not None:
         methods["CuPy RawKernel: saxpy"] = cupy
-    methods.update(_torch_forms(bench, saxpy, n))
+    methods.update(_array_forms(bench, saxpy, n))
     methods.update(_simulation(bench, n // 10))
     measured = measure(methods, None, rounds)
     params = {"launches": n, "rounds": rounds, "elements": N}
@@ -125,9 +137,10 @@ def launcher(bench: Bench) -> list[Row]:
             for k, v in measured.bests.items()}
     compared = [("own: saxpy, NdArrays again", "CuPy RawKernel: saxpy", f"<= {CUPY_TARGET:g}"),
                 ("taichi: saxpy, NdArrays again", "own: saxpy, NdArrays again", None),
-                ("own: a new torch output each call", "own: torch tensors again", f"<= {NEW_TARGET:g}"),
-                ("taichi: a new torch output each call", "taichi: torch tensors again", None),
                 ("own: simulation step (4 kernels)", "taichi: simulation step (4 kernels)", f"< {SIM_TARGET:g}")]
+    for lib in _makers():
+        compared += [(f"own: a new {lib} output each call", f"own: {lib} arrays again", f"<= {NEW_TARGET:g}"),
+                     (f"taichi: a new {lib} output each call", f"taichi: {lib} arrays again", None)]
     for name, reference, target in compared:
         paired = measured.pair(name, reference)
         if paired is None:

@@ -24,7 +24,8 @@ import tempfile
 import zipfile
 from typing import Any
 
-from ..errors import CorruptedDataError
+from ..enums import Arch
+from ..errors import CorruptedDataError, IncompatibleModuleError
 from . import gate, plan
 
 #: The manifest's name inside a CUDA module, and its format version.
@@ -163,3 +164,33 @@ def read_manifest(raw: bytes | None, where: str) -> dict[str, Any] | None:
     elif any(k["rand"] for k in kernels.values()) or kernels:
         raise CorruptedDataError(f"{where}: {MANIFEST}: kernels with PTX and no runtime layout")
     return doc
+
+
+def manifest_of(source: str) -> dict[str, Any] | None:
+    """The PTX manifest of a module (a folder, a ``.tcm``, or a multi-arch module's CUDA part), checked; None where
+    it has none (not CUDA, or no PTX made)."""
+    from ..metadata import open_module
+    from ..metadata.source import _Source
+
+    try:
+        loadable, info, _ = open_module(source, Arch.CUDA)
+    except IncompatibleModuleError:  # a multi-arch module with no CUDA part
+        return None
+    if info.arch != Arch.CUDA:
+        return None
+    src = _Source(loadable)
+    try:
+        return read_manifest(src.read(MANIFEST), str(source))
+    finally:
+        src.close()
+
+
+def paths_of(source: str) -> dict[str, str] | None:
+    """How each kernel of a CUDA module is launched, as :meth:`AotModule.launchers` says it, from its manifest
+    alone: "own", or "taichi: <why>"; None where the module has no PTX."""
+    manifest = manifest_of(source)
+    if manifest is None:
+        return None
+    out = {name: "own" for name in manifest["kernels"]}
+    out.update({name: f"taichi: {why}" for name, why in manifest["refused"].items()})
+    return out
