@@ -235,6 +235,9 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
                 if values is None:
                     continue
                 a = _run(rt, own, kernel, values)
+                if kernel == "wide":  # f64, i64 and u8 scalars: libtaichi's C-API cannot pass them
+                    np.testing.assert_array_equal(a[0], 0.125 * np.arange(100) + 2.0**40 + 3)
+                    continue
                 b = _run(rt, lib, kernel, _inputs(kernel, np.random.default_rng(1)))
                 for x, y in zip(a, b):
                     if kernel in ATOMIC_FLOATS:
