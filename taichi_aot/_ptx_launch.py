@@ -226,6 +226,25 @@ class Kernels:
         self.plans[name] = c
         return None
 
+    def graph(self, info: Any) -> Any:
+        """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the
+        own launcher, with each dispatch's arguments mapped to the graph's; else None (libtaichi launches it)."""
+        names = [a.name for a in info.args]
+        kernels: list[Any] = [self.plans.get(k) for k in info.dispatches]
+        if not kernels or any(k is None for k in kernels) or len(info.calls) != len(kernels):
+            return None
+        maps = []
+        for kernel, call in zip(kernels, info.calls):
+            if len(call) != kernel.arg_count or any(n not in names for n in call):
+                return None
+            maps += [names.index(n) for n in call]
+        c = ffi.new("TaichiAotCudaGraph *")
+        listed = ffi.new("TaichiAotCudaKernel *[]", kernels)
+        mapped = ffi.new("uint32_t[]", maps or [0])
+        c.dispatch_count, c.kernels, c.maps = len(kernels), listed, mapped
+        self._keep += [listed, mapped]
+        return c
+
     def unload(self) -> None:
         modules, self._modules = self._modules, []
         if not modules:

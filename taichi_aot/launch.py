@@ -141,8 +141,7 @@ class _Packed:
         c = ffi.new("TaichiAotLaunch *")
         c.runtime, c.kind, c.handle, c.arg_count, c.args = runtime._handle, kind, handle, count, self.array
         c.seen = -1  # stale: the first launch checks in Python
-        c.thread = runtime._thread
-        c.pending = runtime._pending
+        c.thread, c.pending = runtime._thread, runtime._pending
         self.launch: Any = c
 
     def prefill(self, specs: list[ArgInfo]) -> None:
@@ -164,9 +163,9 @@ class _Launchable(Launcher):
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
-    _own: Any = None  # a kernel's plan on taichi_aot's CUDA launcher (a TaichiAotCudaKernel), or None: libtaichi
 
-    def __init__(self, module: AotModule, name: str, handle: Any):
+    def __init__(self, module: AotModule, name: str, handle: Any, own: Any = None):
+        self._own: Any = own  # its plan on taichi_aot's CUDA launcher (TaichiAotCudaKernel/Graph), or None: libtaichi
         self._module = module
         self._runtime: Runtime = module._runtime
         self._foreign = self._runtime.foreign
@@ -184,6 +183,11 @@ class _Launchable(Launcher):
         return self._module
 
     @property
+    def launcher(self) -> str:
+        """"own" where taichi_aot's CUDA launcher launches it (the module's PTX), else "taichi" (libtaichi)."""
+        return "taichi" if self._own is None else "own"
+
+    @property
     def signature(self) -> list[ArgInfo]:
         """The arguments the module records (in order for a kernel, by first use for a graph)."""
         return list(self._args)
@@ -194,12 +198,11 @@ class _Launchable(Launcher):
     def _set_packers(self) -> None:
         """One packer per argument of ``_args`` (as recorded, or as declared), what introspection shows, and the
         C call's view of the shared buffer's slots."""
-        own = self._own is not None  # taichi_aot's CUDA launcher takes every scalar type
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), self._runtime.arch, own) for a in self._args]
+        # taichi_aot's CUDA launcher (own) takes every scalar type
+        arch, graph, own = self._runtime.arch, isinstance(self, ComputeGraph), self._own is not None
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, own) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
-        arch = self._runtime.arch
-        graph = isinstance(self, ComputeGraph)
         slots = [(_slot_kind(spec, arch), int(spec.may_write), int(ffi.cast("uintptr_t", slot.ptr)),
                   signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
                   spec.name)  # a kernel's too: keyword calls are made in C
@@ -347,8 +350,7 @@ class Kernel(_Launchable):
     """
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
-        super().__init__(module, name, handle)
-        self._own = own
+        super().__init__(module, name, handle, own)
         self._args = self._recorded = args
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
@@ -369,8 +371,8 @@ class Kernel(_Launchable):
 
     def _new_packed(self) -> _Packed:
         own = self._own
-        packed = _Packed(self._runtime, 0 if own is None else 2, self._handle if own is None else own, "TiArgument",
-                         len(self._args), ARG_SIZE, 0)
+        packed = _Packed(self._runtime, 0 if own is None else 2, own or self._handle, "TiArgument", len(self._args),
+                         ARG_SIZE, 0)
         packed.prefill(self._args)
         return packed
 
@@ -430,8 +432,7 @@ class ComputeGraph(_Launchable):
     """
 
     def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
-        super().__init__(module, name, handle)
-        self._own = own
+        super().__init__(module, name, handle, own)
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]
@@ -449,8 +450,9 @@ class ComputeGraph(_Launchable):
         return self._index.get(key, -1) if isinstance(key, str) else -1
 
     def _new_packed(self) -> _Packed:
-        packed = _Packed(self._runtime, 1, self._handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
-                         _NAMED_ARG)
+        own = self._own  # a TaichiAotCudaGraph: every dispatch on taichi_aot's CUDA launcher (kind 3)
+        packed = _Packed(self._runtime, 1 if own is None else 3, own or self._handle, "TiNamedArgument",
+                         len(self._args), _NAMED_SIZE, _NAMED_ARG)
         for i, cname in enumerate(self._cnames):
             packed.array[i].name = cname
         packed.keep = list(self._cnames)

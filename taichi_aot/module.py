@@ -146,7 +146,8 @@ class AotModule(Child):
 
     def launchers(self) -> dict[str, str]:
         """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
-        (libtaichi), with the reason after a colon where the module's PTX leaves a kernel to libtaichi."""
+        (libtaichi), with the reason after a colon where the module's PTX leaves a kernel to libtaichi. A graph
+        whose every kernel is "own" is launched by the own launcher too (``graph.launcher``)."""
         own = self._own
         out = {}
         for name in self.kernel_names():
@@ -218,7 +219,8 @@ class AotModule(Child):
             own = self._own.plans.get(name) if self._own is not None else None
             obj = Kernel(self, name, handle, info.args, own)
         else:
-            obj = ComputeGraph(self, name, handle, info.args)
+            own = self._own.graph(info) if self._own is not None else None
+            obj = ComputeGraph(self, name, handle, info.args, own)
         cache[name] = obj
         return obj
 

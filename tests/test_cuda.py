@@ -450,19 +450,21 @@ def test_streams_and_fast_transfers(cuda_module):
         rt.set_cuda_stream(side)
         xt, yt = torch.zeros(1 << 20, device="cuda"), torch.ones(1 << 20, device="cuda")
         torch.cuda.synchronize()
-        graph = module.graphs["add_twice"]  # compute graphs run through libtaichi
+        graph = module.graphs["add_twice"]  # on the own launcher where its kernel is
+        assert graph.launcher == add.launcher == module.launchers()["add"]
         with torch.cuda.stream(side):
             yt.mul_(3)  # queued on the stream, the kernels after it, then torch again: ordered with no sync
-            if module.launchers()["add"] == "own":
+            if add.launcher == "own":
                 add(xt, yt, 0.5)
+                graph(x=xt, y=yt, a=1.0)
                 xt.add_(1)
-                expected = 2.5
+                expected = 0.5 * 3 + 2 * 3 + 1
             else:
                 with pytest.raises(NotSupportedError, match="non-blocking"):
                     add(xt, yt, 0.5)
+                with pytest.raises(NotSupportedError, match="non-blocking"):
+                    graph(x=xt, y=yt, a=1.0)
                 expected = 0.0
-            with pytest.raises(NotSupportedError, match="non-blocking"):
-                graph(x=xt, y=yt, a=1.0)
         rt.wait()
         assert float(xt[-1]) == expected and float(xt[0]) == expected
         with pytest.raises(ArgumentTypeError):

@@ -220,6 +220,20 @@ def _simulation(rt, mod) -> list[np.ndarray]:
     return [x.to_numpy(), v.to_numpy()]
 
 
+def _graphs(rt, own, lib) -> None:
+    """Compute graphs of kernels that all have PTX run on the own launcher too, with libtaichi's results."""
+    assert {own.graphs[g].launcher for g in own.graph_names()} == {"own"}
+    assert {lib.graphs[g].launcher for g in lib.graph_names()} == {"taichi"}
+    for mod in (own, lib):
+        x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
+        mod.graphs["add_twice"](x=x, y=y, a=0.25)
+        total, v = rt.ndarray((), np.float32), rt.ndarray_from_numpy(np.ones(3, np.float32), elem_ndim=1)
+        mod.graphs["accumulate_graph"](total=total, x=y, v=v)
+        rt.wait()
+        assert x.to_numpy().tolist() == [0.5] * 64 and float(total.to_numpy()) == 64.0
+        assert v.to_numpy().tolist() == [2.0] * 3
+
+
 def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
     if not capi.arch_status()[Arch.CUDA].available:
         pytest.skip("no CUDA here")
@@ -247,6 +261,8 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
             if name == "sim":
                 for x, y in zip(_simulation(rt, own), _simulation(rt, lib)):
                     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+            if name == "tests":
+                _graphs(rt, own, lib)
             if name == "ptx":
                 assert paths["printer"].startswith("taichi: calls vprintf")
                 r = [_run(rt, m, "rnd", [np.zeros(100_000, np.float32)])[0] for m in (own, lib)]

@@ -10,12 +10,16 @@ int64_t taichi_aot_epoch = 0;
 
 /* One launch of any kind, no check; the error code (the library's last error for kinds 0 and 1). */
 static int launch_any(const TaichiAotLaunch *l) {
-    if (l->kind != 2 && l->pending[1]) {
-        return TAICHI_AOT_REFUSED;
-    }
     if (l->kind == 2) {
         return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
                                       (const TiArgument *)l->args);
+    }
+    if (l->kind == 3) {
+        return taichi_aot_cuda_graph(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                     (const TiNamedArgument *)l->args);
+    }
+    if (l->pending[1]) {
+        return TAICHI_AOT_REFUSED;
     }
     if (l->kind == 0) {
         ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
@@ -53,7 +57,7 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     for (r = 0; r < repeat; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
-            if (l->kind == 2) { /* its own error code, checked every time */
+            if (l->kind >= 2) { /* its own error code, checked every time */
                 error = launch_any(l);
                 if (error != 0) {
                     return error;

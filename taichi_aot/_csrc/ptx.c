@@ -166,3 +166,28 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     }
     return code != 0 ? TAICHI_AOT_CUDA_ERROR - code : 0;
 }
+
+int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t count, const TiNamedArgument *args) {
+    TiArgument local[TAICHI_AOT_CUDA_GRAPH_ARGS];
+    const uint32_t *map = g->maps;
+    uint32_t d, i;
+    int code;
+    for (d = 0; d < g->dispatch_count; ++d) {
+        const TaichiAotCudaKernel *k = g->kernels[d];
+        if (k->arg_count > TAICHI_AOT_CUDA_GRAPH_ARGS) {
+            return TAICHI_AOT_CUDA_BAD_ARGS;
+        }
+        for (i = 0; i < k->arg_count; ++i) {
+            if (map[i] >= count) {
+                return TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            local[i] = args[map[i]].argument;
+        }
+        map += k->arg_count;
+        code = taichi_aot_cuda_launch(runtime, k, k->arg_count, local);
+        if (code != 0) {
+            return code;
+        }
+    }
+    return 0;
+}

@@ -11,8 +11,8 @@
 
 #include "taichi/taichi_core.h"
 
-/* One prepared launch: a kernel (kind 0), a compute graph (kind 1) or a kernel taichi_aot launches itself on
-   CUDA (kind 2: ptx.c) with packed arguments. `seen`
+/* One prepared launch: a kernel (kind 0), a compute graph (kind 1), or a kernel (kind 2) or graph (kind 3)
+   taichi_aot launches itself on CUDA (ptx.c), with packed arguments. `seen`
    is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's two flags: [0] "work may be running", set by every launch; [1]
    launches through libtaichi (kinds 0 and 1) refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set,
@@ -168,6 +168,17 @@ typedef struct {
 } TaichiAotCudaKernel;
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
                            const TiArgument *args);
+/* A compute graph whose every dispatch is a kernel of the own launcher (TaichiAotLaunch kind 3, its handle this):
+   dispatch d launches kernels[d] with, as its argument i, the graph's named argument maps[offset + i] (offset: the
+   argument counts of the dispatches before it). Returns as taichi_aot_cuda_launch, at the first failure. */
+#define TAICHI_AOT_CUDA_GRAPH_ARGS 64
+typedef struct {
+    uint32_t dispatch_count;
+    const TaichiAotCudaKernel *const *kernels;
+    const uint32_t *maps;
+} TaichiAotCudaGraph;
+int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
+                          const TiNamedArgument *args);
 
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
