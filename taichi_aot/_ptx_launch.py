@@ -60,6 +60,7 @@ def _driver() -> Any:
                            ("cuModuleUnload", (vp,)),
                            ("cuMemAlloc_v2", (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)),
                            ("cuMemFree_v2", (ctypes.c_uint64,)), ("cuCtxGetCurrent", (ctypes.POINTER(vp),)),
+                           ("cuCtxSynchronize", ()),
                            ("cuLaunchKernel", (vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp))):
             fn = getattr(cu, name)
             fn.argtypes = args
@@ -157,7 +158,8 @@ class Launcher:
     def free(self) -> None:
         """Give the stand-ins' memory back (the runtime is closed: nothing runs on them any more)."""
         standins, self._standins = self._standins, {}
-        with _cuda.primary_context() as cu:  # cuMemFree waits for the device to finish with it
+        with _cuda.primary_context() as cu:
+            cu.cuCtxSynchronize()  # queued kernels may still read the stand-ins
             for ptrs in standins.values():
                 for ptr in ptrs:
                     if ptr:
@@ -250,6 +252,7 @@ class Kernels:
         if not modules:
             return
         with _cuda.primary_context() as cu:
+            cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
 
