@@ -330,7 +330,10 @@ def _wide_packer(spec: ArgInfo, what: str) -> Packer:
         dst = slot.ptr
         dst.type = ArgumentType.SCALAR
         dst.value.scalar.type = dt
-        dst.value.scalar.value.x64 = int(np.array(value, target).view(bits))
+        try:
+            dst.value.scalar.value.x64 = int(np.array(value, target).view(bits))
+        except OverflowError:
+            raise InvalidArgumentError(f"{what}: {value!r} is out of range for {dt.name.lower()}") from None
 
     return pack
 

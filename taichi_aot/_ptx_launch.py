@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from . import _cuda
 from ._native import ffi
 from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
-from .ptx import MANIFEST, read_manifest
+from .ptx import MANIFEST, gate, read_manifest
 from .ptx.plan import check, from_entry
 
 #: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
@@ -36,7 +37,12 @@ ENV = "TAICHI_AOT_CUDA_LAUNCHER"
 CHOICES = ("own", "taichi")
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
+#: Stand-ins kept for streams selected before (one each: about 1 MiB, and random states where kernels use them).
+STANDINS = 8
+#: The most threads random states are made for (Taichi makes saturating grid x max block dim: about 1.1M on an H100).
+MAX_RAND_THREADS = 1 << 24
 _KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
+GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel a graph of the own launcher passes
 
 _calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
 
@@ -96,6 +102,12 @@ def _alloc(cu: Any, nbytes: int, what: str) -> int:
     return int(ptr.value)
 
 
+def _free(cu: Any, pointers: tuple[int, ...]) -> None:
+    for ptr in pointers:
+        if ptr:
+            cu.cuMemFree_v2(ptr)
+
+
 class Launcher:
     """One CUDA runtime's own-launcher state: the C runtime record and a stand-in per stream."""
 
@@ -106,29 +118,48 @@ class Launcher:
         self.c.driver = _calls
         self._context = _cuda.retain_primary(cu)
         self.c.context = ffi.cast("void *", self._context.value)
-        self._standins: dict[int, tuple[int, int, int]] = {}  # stream -> (runtime, temporaries, rand states)
+        # stream -> (runtime, temporaries, rand states), the most recently selected last
+        self._standins: dict[int, tuple[int, int, int]] = {}
         self._rand_threads = 0
-        self.select(None)
 
     def _standin(self, cu: Any) -> tuple[int, int, int]:
         layout = self.layout
-        runtime = _alloc(cu, layout["size"], "a CUDA runtime stand-in")
-        temporaries = _alloc(cu, TEMPORARIES_BYTES, "a CUDA runtime stand-in's temporaries")
-        image = np.zeros(layout["size"], np.uint8)
-        image[layout["temporaries"]:layout["temporaries"] + 8] = np.frombuffer(np.uint64(temporaries).tobytes(),
-                                                                               np.uint8)
-        _cuda.htod(runtime, image, 0)
-        _cuda.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
+        made: list[int] = []
+        try:
+            made.append(_alloc(cu, layout["size"], "a CUDA runtime stand-in"))
+            made.append(_alloc(cu, TEMPORARIES_BYTES, "a CUDA runtime stand-in's temporaries"))
+            runtime, temporaries = made
+            image = np.zeros(layout["size"], np.uint8)
+            image[layout["temporaries"]:layout["temporaries"] + 8] = np.frombuffer(
+                np.uint64(temporaries).tobytes(), np.uint8)
+            _cuda.htod(runtime, image, 0)
+            _cuda.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
+        except BaseException:
+            for ptr in made:
+                cu.cuMemFree_v2(ptr)
+            raise
         return runtime, temporaries, 0
 
     def select(self, stream: int | None) -> None:
-        """Launch on ``stream`` (None: the legacy default stream) from now on, with that stream's stand-in."""
+        """Launch on ``stream`` (None: the legacy default stream) from now on, with that stream's stand-in (made
+        for it; the least recently selected of more than STANDINS is given back, the device synchronized first: a
+        CUDA graph captured on a stream must not be replayed once STANDINS other streams were selected since)."""
         key = stream or 0
-        if key not in self._standins:
-            with _cuda.primary_context() as cu:
-                self._standins[key] = self._standin(cu)
+        with _cuda.primary_context() as cu:
+            if key not in self._standins:
+                standin = self._standin(cu)
+                self._standins[key] = standin
                 if self._rand_threads:
-                    self._rand(cu, key, self._rand_threads)
+                    try:
+                        self._rand(cu, key, self._rand_threads)
+                    except BaseException:
+                        del self._standins[key]
+                        _free(cu, standin)
+                        raise
+            self._standins[key] = self._standins.pop(key)  # most recent last
+            while len(self._standins) > STANDINS:
+                cu.cuCtxSynchronize()
+                _free(cu, self._standins.pop(next(iter(self._standins))))
         self.c.stream = ffi.cast("void *", key)
         self.c.standin = self._standins[key][0]
 
@@ -136,12 +167,17 @@ class Launcher:
         runtime, temporaries, old = self._standins[key]
         size = self.layout["rand_state_size"]
         states = _alloc(cu, threads * size, "random states")
-        i = np.arange(threads, dtype=np.uint64)
-        image = np.zeros((threads, size // 4), np.uint32)  # x, y, z, w, lock: as Taichi seeds them (seed 0)
-        image[:, 0] = (np.uint64(123456789) * i * np.uint64(1000000007)) & np.uint64(0xFFFFFFFF)
-        image[:, 1:4] = (362436069, 521288629, 88675123)
-        _cuda.htod(states, image, 0)
-        _cuda.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
+        try:
+            i = np.arange(threads, dtype=np.uint64)
+            image = np.zeros((threads, size // 4), np.uint32)  # x, y, z, w, lock: as Taichi seeds them (seed 0)
+            image[:, 0] = (np.uint64(123456789) * i * np.uint64(1000000007)) & np.uint64(0xFFFFFFFF)
+            image[:, 1:4] = (362436069, 521288629, 88675123)
+            _cuda.htod(states, image, 0)
+            cu.cuCtxSynchronize()  # queued kernels may still use the states replaced
+            _cuda.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
+        except BaseException:
+            cu.cuMemFree_v2(states)
+            raise
         if old:
             cu.cuMemFree_v2(old)
         self._standins[key] = (runtime, temporaries, states)
@@ -160,10 +196,8 @@ class Launcher:
         standins, self._standins = self._standins, {}
         with _cuda.primary_context() as cu:
             cu.cuCtxSynchronize()  # queued kernels may still read the stand-ins
-            for ptrs in standins.values():
-                for ptr in ptrs:
-                    if ptr:
-                        cu.cuMemFree_v2(ptr)
+            for standin in standins.values():
+                _free(cu, standin)
 
 
 class Kernels:
@@ -187,18 +221,19 @@ class Kernels:
             self.unload()
             raise
 
+    @classmethod
+    def none(cls, refused: dict[str, str]) -> Kernels:
+        """No kernel on the own launcher, each with the reason why."""
+        self = cls.__new__(cls)
+        self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
+        return self
+
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
-        if entry is None:
-            return "the metadata has no entry for it"
-        try:
-            with open(os.path.join(folder, f"{name}.ll"), "rb") as f:
-                if hashlib.sha256(f.read()).hexdigest() != k["ir_sha256"]:
-                    return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
-            with open(os.path.join(folder, k["ptx"]), "rb") as f:
-                ptx = f.read()
-        except OSError as e:
-            return f"its IR or PTX cannot be read ({e.strerror})"
-        plan = check(from_entry(entry), f"{where}: kernel {name!r}")
+        """Load kernel ``name``'s PTX and make its C plan; the reason where it stays on libtaichi."""
+        read = _read(folder, name, k, entry, where)
+        if isinstance(read, str):
+            return read
+        ptx, plan, rand = read
         module = ctypes.c_void_p()
         code = cu.cuModuleLoadData(ctypes.byref(module), ptx + b"\0")
         if code != 0:
@@ -223,7 +258,7 @@ class Kernels:
         c.runtime, c.tasks, c.args = launcher.c, tasks, args
         c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
         self._keep += [tasks, args]
-        if k["rand"]:
+        if rand:
             launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))
         self.plans[name] = c
         return None
@@ -237,7 +272,8 @@ class Kernels:
             return None
         maps = []
         for kernel, call in zip(kernels, info.calls):
-            if len(call) != kernel.arg_count or any(n not in names for n in call):
+            if (len(call) != kernel.arg_count or kernel.arg_count > GRAPH_ARGS
+                    or any(n not in names for n in call)):
                 return None
             maps += [names.index(n) for n in call]
         c = ffi.new("TaichiAotCudaGraph *")
@@ -257,6 +293,46 @@ class Kernels:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
 
 
+def _read(folder: str, name: str, k: dict, entry: Any, where: str) -> str | tuple[bytes, dict[str, Any], bool]:
+    """Kernel ``name``'s PTX, checked plan and whether it uses random numbers, or why it stays on libtaichi: its IR
+    read again (the manifest's digest and verdict are not taken on trust), its metadata laid out again."""
+    if entry is None:
+        return "the metadata has no entry for it"
+    try:
+        with open(os.path.join(folder, f"{name}.ll"), "rb") as f:
+            ir = f.read()
+        with open(os.path.join(folder, k["ptx"]), "rb") as f:
+            ptx = f.read()
+    except OSError as e:
+        return f"its IR or PTX cannot be read ({e.strerror})"
+    if hashlib.sha256(ir).hexdigest() != k["ir_sha256"]:
+        return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
+    verdict = gate.read_ir(ir.decode("utf-8", "replace"))
+    if verdict.reason is not None:
+        return verdict.reason
+    try:
+        plan = check(from_entry(entry), f"{where}: kernel {name!r}")
+    except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
+        return f"its metadata cannot be laid out: {type(e).__name__}: {e}"
+    if verdict.rand and max(t["grid"] * t["block"] for t in plan["tasks"]) > MAX_RAND_THREADS:
+        return f"it uses random numbers on more than {MAX_RAND_THREADS} threads"
+    return _ptx_fits(ptx, plan) or (ptx, plan, verdict.rand)
+
+
+_ENTRY = re.compile(rb"\.entry (\w+)__w\(\s*\.param \.align \d+ \.b8 \w+\[(\d+)\],\s*\.param \.u64[^,)]*\)")
+
+
+def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
+    """Why the PTX's entries do not take what the plan launches them with (cuLaunchKernel reads as many parameter
+    bytes as an entry declares), or None."""
+    entries = {m.group(1).decode(): int(m.group(2)) for m in _ENTRY.finditer(ptx)}
+    size = max(plan["args_size"], 8)
+    for task in plan["tasks"]:
+        if entries.get(task["name"]) != size:
+            return f"its PTX has no entry {task['name']}__w taking {size} argument bytes and the runtime"
+    return None
+
+
 def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str, given: str | None
          ) -> Kernels | None:
     """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX, or libtaichi's path
@@ -270,11 +346,16 @@ def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where
         manifest = read_manifest(f.read(), where)
     if manifest is None or not manifest["kernels"]:
         return None
+    from .ptx.compile import VERSION
+
+    if manifest.get("compile") != VERSION:  # an older compile step's PTX: every kernel stays on libtaichi
+        why = "its PTX was made by another version of taichi_aot's PTX step (run `taichi_aot ptx` again)"
+        return Kernels.none({**manifest["refused"], **{name: why for name in manifest["kernels"]}})
     launcher = runtime._ptx_launcher
     if launcher is None:
         launcher = runtime._ptx_launcher = Launcher(manifest["runtime"])
-        launcher.select(runtime.cuda_stream)
         runtime.foreign.unmaps[id(launcher)] = launcher.free  # before the runtime goes, however it goes
+        launcher.select(runtime.cuda_stream)
     elif launcher.layout != manifest["runtime"]:
         raise CorruptedDataError(f"{where}: {MANIFEST} lays Taichi's runtime out unlike the modules loaded before")
     return Kernels(launcher, folder, manifest, entries, where)

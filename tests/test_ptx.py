@@ -94,6 +94,9 @@ def test_fast_math_as_taichi_and_arguments_in_the_launch_parameters(with_ptx):
     with open(os.path.join(with_ptx["tests"], "add.ptx"), encoding="utf-8") as f:
         ptx = f.read()
     assert "fma.rn.ftz.f32" in ptx  # contraction and flushed f32 denormals, as Taichi's own JIT
+    with open(os.path.join(with_ptx["sim"], "grid_update.ptx"), encoding="utf-8") as f:
+        divisions = re.findall(r"div\.\S+\.f32", f.read())
+    assert divisions and set(divisions) == {"div.approx.ftz.f32"}  # Taichi's unsafe-fp-math f32 division
     assert ".param .align 8 .b8 add_c80_0_kernel_1_range_for__w_param_0[40]" in ptx  # args_size bytes, by value
     assert "ld.param" in ptx and "32872" in ptx  # the arguments read from the parameters; temporaries by offset
     args = plan.from_entry(_entry(with_ptx["sim"], "p2g"))["args"]
@@ -261,6 +264,10 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
             if name == "sim":
                 for x, y in zip(_simulation(rt, own), _simulation(rt, lib)):
                     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+                rng = np.random.default_rng(2)  # grid_update's f32 divisions alone: bit for bit
+                gv0, gm0 = rng.standard_normal((64, 64, 2)).astype(np.float32), rng.random((64, 64)).astype(np.float32)
+                a, b = (_run(rt, m, "grid_update", [gv0, gm0 + 0.5, 2e-4, -9.8]) for m in (own, lib))
+                np.testing.assert_array_equal(a[0], b[0])
             if name == "tests":
                 _graphs(rt, own, lib)
             if name == "ptx":
@@ -329,3 +336,44 @@ def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch)
             assert grown == (0 if kernel is own else 999)  # libtaichi keeps each import for the runtime's life
         rows = big.view(2000, 256)
         assert rows[:1000].eq(1.0).all() and rows[1000:].eq(0).all()  # each path added 0.5 y once
+
+
+def test_what_a_load_reads_again_rather_than_trusting_the_manifest(with_ptx, tmp_path):
+    from taichi_aot._ptx_launch import _read
+    from taichi_aot.ptx import _kernels
+
+    folder = str(tmp_path / "ptx")
+    shutil.copytree(with_ptx["ptx"], folder)
+    man, entries = _manifest(folder), _kernels(folder)
+    _, layout, rand = _read(folder, "rnd", {**man["kernels"]["rnd"], "rand": False}, entries["rnd"], "m")
+    assert rand and layout["args_size"] == 16  # random states by the IR, whatever the manifest says
+    assert "no entry" in _read(folder, "rangen", man["kernels"]["rangen"], {**entries["rangen"], "args_size": 48},
+                               "m")  # the PTX takes 40 argument bytes: launched with more, it would read garbage
+    broken = copy.deepcopy(entries["rangen"])
+    del broken["compiled_data"]["tasks"][0]["grid_dim"]
+    assert "cannot be laid out" in _read(folder, "rangen", man["kernels"]["rangen"], broken, "m")
+    assert "no entry for it" in _read(folder, "rangen", man["kernels"]["rangen"], None, "m")
+    with open(os.path.join(folder, "rangen.ll"), "a", encoding="utf-8") as f:
+        f.write("\n; changed\n")
+    assert "other IR" in _read(folder, "rangen", man["kernels"]["rangen"], entries["rangen"], "m")
+    for change, message in [(lambda d: d["runtime"].update(rand_state_size=2), "out of range"),
+                            (lambda d: d["kernels"].update({"../x": d["kernels"]["rnd"]}), "malformed"),
+                            (lambda d: d["refused"].update(printer=3), "not a text")]:
+        bad = copy.deepcopy(man)
+        change(bad)
+        with pytest.raises(CorruptedDataError, match=message):
+            read_manifest(json.dumps(bad).encode(), "m")
+
+
+def test_hostile_metadata_leaves_a_kernel_on_libtaichi_when_ptx_is_made(cuda_modules, tmp_path):
+    require_extra("llvmlite.binding", "ptx")
+    folder = str(tmp_path / "tests")
+    shutil.copytree(os.path.join(cuda_modules, "tests"), folder)
+    path = os.path.join(folder, "metadata.json")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8") as f:  # the first grid_dim, which a task of sum_i64 records, goes
+        f.write(text.replace('"grid_dim": 1,', '"grid_dim": "x",', 1))
+    man = add_to_folder(folder)
+    assert len(man["refused"]) == 1 and "cannot be laid out" in next(iter(man["refused"].values()))
+    assert man["compile"] == 2 and len(man["kernels"]) == 10

@@ -51,7 +51,7 @@ def add_to_folder(folder: str) -> dict[str, Any]:
 
     llvm = ptx_compile.llvm_version()
     manifest: dict[str, Any] = {"taichi_aot_ptx": FORMAT, "target": ptx_compile.TARGET, "llvm": llvm,
-                                "runtime": None, "kernels": {}, "refused": {}}
+                                "compile": ptx_compile.VERSION, "runtime": None, "kernels": {}, "refused": {}}
     for name, entry in sorted(_kernels(folder).items()):
         path = os.path.join(folder, f"{name}.ll")
         if not os.path.isfile(path):
@@ -62,11 +62,11 @@ def add_to_folder(folder: str) -> dict[str, Any]:
         if 'target triple = "nvptx64-nvidia-cuda"' not in text:
             raise CorruptedDataError(f"{path}: not a CUDA kernel's IR")
         verdict = gate.read_ir(text)
-        reason = verdict.reason or gate.read_entry(entry)
         try:
+            reason = verdict.reason or gate.read_entry(entry)
             layout = plan.from_entry(entry) if reason is None else None
-        except (plan.PlanError, CorruptedDataError, KeyError, TypeError, ValueError) as e:
-            reason, layout = f"its arguments cannot be laid out here: {e}", None
+        except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
+            reason, layout = f"its metadata cannot be laid out here: {type(e).__name__}: {e}", None
         if reason is None and layout is not None:
             try:
                 code = ptx_compile.to_ptx(text, [t["name"] for t in layout["tasks"]], layout["args_size"])
@@ -87,6 +87,10 @@ def add_to_folder(folder: str) -> dict[str, Any]:
                                                  "ir_sha256": hashlib.sha256(text.encode()).hexdigest()}
                     continue
         manifest["refused"][name] = reason
+    if manifest["runtime"] is None and manifest["kernels"]:  # no IR lays Taichi's runtime out: no stand-in to make
+        why = "the module's IR does not lay Taichi's runtime out"
+        manifest["refused"].update({k: why for k in manifest["kernels"]})
+        manifest["kernels"] = {}
     with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return manifest
@@ -135,6 +139,11 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     return manifest
 
 
+def _plain_name(name: Any) -> bool:
+    """A kernel's or file's name that stays inside the module's folder."""
+    return isinstance(name, str) and bool(name) and os.path.basename(name) == name and not name.startswith(".")
+
+
 def read_manifest(raw: bytes | None, where: str) -> dict[str, Any] | None:
     """The manifest's bytes checked (None: the module has none); CorruptedDataError where they break its
     format."""
@@ -149,16 +158,20 @@ def read_manifest(raw: bytes | None, where: str) -> dict[str, Any] | None:
     if not isinstance(kernels, dict) or not isinstance(refused, dict):
         raise CorruptedDataError(f"{where}: {MANIFEST} without kernels and refused")
     for name, k in kernels.items():
-        if (not isinstance(k, dict) or not isinstance(k.get("ptx"), str) or not isinstance(k.get("rand"), bool)
-                or not isinstance(k.get("ir_sha256"), str) or os.path.basename(k["ptx"]) != k["ptx"]):
+        if (not _plain_name(name) or not isinstance(k, dict) or not isinstance(k.get("ptx"), str)
+                or not isinstance(k.get("rand"), bool) or not isinstance(k.get("ir_sha256"), str)
+                or not _plain_name(k["ptx"])):
             raise CorruptedDataError(f"{where}: {MANIFEST}: kernel {name!r} is malformed")
+    if not all(isinstance(why, str) for why in refused.values()):
+        raise CorruptedDataError(f"{where}: {MANIFEST}: a refusal that is not a text")
     if runtime is not None:
         fields = ("size", "temporaries", "rand_states", "rand_state_size")
         if not isinstance(runtime, dict) or any(type(runtime.get(f)) is not int for f in fields):
             raise CorruptedDataError(f"{where}: {MANIFEST}: a malformed runtime layout")
         size = runtime["size"]
         if not (0 < size <= 1 << 20 and 0 <= runtime["temporaries"] <= size - 8
-                and 0 <= runtime["rand_states"] <= size - 8 and 0 < runtime["rand_state_size"] <= 64
+                and 0 <= runtime["rand_states"] <= size - 8 and 20 <= runtime["rand_state_size"] <= 64
+                and runtime["rand_state_size"] % 4 == 0
                 and runtime["temporaries"] % 8 == 0 and runtime["rand_states"] % 8 == 0):
             raise CorruptedDataError(f"{where}: {MANIFEST}: the runtime layout is out of range")
     elif any(k["rand"] for k in kernels.values()) or kernels:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import TaichiError
+
 #: The GPU architecture and PTX ISA the PTX is written for: old enough for every GPU Taichi 1.7.4's CUDA backend
 #: runs on that a current driver supports (Pascal on); the driver compiles it for the GPU at hand once and keeps
 #: the result in its cache.
@@ -24,14 +26,19 @@ PTX_FEATURES = "+ptx60"
 TRIPLE = "nvptx64-nvidia-cuda"
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
 _TASK = re.compile(r"^define (?:dso_local )?void @([\w.$]+)\((%struct\.RuntimeContext(?:\.\d+)?)\* byval", re.M)
-_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )")
+_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
 _ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
 _FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
 _METADATA_ID = re.compile(r"^!(\d+) = ", re.M)
 _BARE_DEFINE = re.compile(r"^(define [^\n]*\))(?: \{)$", re.M)
 
 
-class PtxError(Exception):
+#: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
+#: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's.
+VERSION = 2
+
+
+class PtxError(TaichiError):
     """LLVM could not make PTX of a kernel; the message says why (the kernel stays on libtaichi's path)."""
 
 
@@ -84,6 +91,15 @@ define void @{task}__w(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{a
 """
 
 
+def _fast_math(m: re.Match) -> str:
+    """One fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted, and an f32 division approximate (Taichi
+    compiles with UnsafeFPMath, which makes it ``div.approx.ftz.f32``)."""
+    op, flags, f32 = m.group(1), m.group(2), m.group(3) or ""
+    if op == "fdiv" and f32 and "afn" not in flags:
+        flags += "afn "
+    return f"= {op} {flags}contract {f32}"
+
+
 def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     """The IR of one kernel made ready for the NVPTX pipeline (see the module's comment)."""
     found = dict(_TASK.findall(text))
@@ -93,7 +109,7 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     if "target datalayout" not in text:
         triple = f'target triple = "{TRIPLE}"'
         text = text.replace(triple, f'{triple}\ntarget datalayout = "{layout}"', 1)
-    text = _FP_OP.sub(lambda m: f"= {m.group(1)} {m.group(2)}contract ", text)
+    text = _FP_OP.sub(_fast_math, text)
     text = _ATTR_GROUP.sub(lambda m: f"attributes #{m.group(1)} = {{ {_FTZ} ", text)
     attrs = max((int(n) for n in _ATTR_GROUP.findall(text)), default=0) + 1
     text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals

@@ -22,7 +22,7 @@ MAX_BLOCK = 1024
 MAX_TASKS = 64
 
 
-class PlanError(Exception):
+class PlanError(CorruptedDataError):
     """A metadata entry the launcher cannot plan for; the message says why (the kernel stays on libtaichi)."""
 
 
