@@ -48,6 +48,17 @@ static uint16_t ptx_half(uint32_t f) {
     return (uint16_t)(sign | half);
 }
 
+/* Bytes of a TiDataType's value (0: not a scalar type). */
+static uint32_t ptx_width(TiDataType type) {
+    switch (type) {
+    case TI_DATA_TYPE_I8: case TI_DATA_TYPE_U8: case TI_DATA_TYPE_U1: return 1;
+    case TI_DATA_TYPE_F16: case TI_DATA_TYPE_I16: case TI_DATA_TYPE_U16: return 2;
+    case TI_DATA_TYPE_F32: case TI_DATA_TYPE_I32: case TI_DATA_TYPE_U32: return 4;
+    case TI_DATA_TYPE_F64: case TI_DATA_TYPE_I64: case TI_DATA_TYPE_U64: return 8;
+    default: return 0;
+    }
+}
+
 /* The bytes of a scalar or vector argument, or NULL where the TiArgument is not what the plan expects (`half`:
    room for an f16 made from the f32 the C-API carries). */
 static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uint16_t *half) {
@@ -64,11 +75,13 @@ static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uin
         return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.i32 : NULL;
     case TI_ARGUMENT_TYPE_F32:
         return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.f32 : NULL;
-    case TI_ARGUMENT_TYPE_SCALAR: /* the union's low bytes (little-endian) */
-        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes <= 8 ? (const void *)&v->value.scalar.value : NULL;
+    case TI_ARGUMENT_TYPE_SCALAR: /* the union's low bytes (little-endian), of a type of the planned width */
+        return a->kind == TAICHI_AOT_CUDA_SCALAR && ptx_width(v->value.scalar.type) == a->size
+                   ? (const void *)&v->value.scalar.value
+                   : NULL;
     case TI_ARGUMENT_TYPE_TENSOR:
         return a->kind == TAICHI_AOT_CUDA_TENSOR && v->value.tensor.contents.length == a->count &&
-                       bytes <= sizeof(v->value.tensor.contents.data)
+                       ptx_width(v->value.tensor.type) == a->size && bytes <= sizeof(v->value.tensor.contents.data)
                    ? (const void *)&v->value.tensor.contents.data
                    : NULL;
     default:
