@@ -45,6 +45,26 @@ def _counts(arch: Arch, workers: int | None) -> tuple[list[int], list[int] | Non
     return list(range(1, top + 1)), devices
 
 
+def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
+    """The model of each device of ``devices`` (CUDA ordinals, Vulkan indices); empty on the CPU."""
+    if not devices:
+        return []
+    if arch == Arch.VULKAN:
+        found = capi.arch_status()[arch].devices
+        return [found[i].name if i < len(found) else "unknown" for i in devices]
+    import ctypes
+
+    from .. import _cuda
+
+    names = []
+    for i in devices:
+        cu, device, name = _cuda.driver(), ctypes.c_int(0), ctypes.create_string_buffer(256)
+        ok = cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(device), i) == 0 and cu.cuDeviceGetName(
+            name, 256, device) == 0
+        names.append(name.value.decode(errors="replace") if ok else "unknown")
+    return names
+
+
 def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int | None = None,
             backend: str = "local") -> list[Row]:
     """Throughput and efficiency of the sweep on 1..N workers of ``rt``'s arch, and the pool's cost per task
@@ -61,6 +81,7 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
     per_worker = (3 if quick else 16) if gpu else (3 if quick else 8)
     repeats = 1 if quick else 3 if gpu else 5
     counts, devices = _counts(arch, workers)
+    models = _device_names(arch, devices)  # recorded beside each figure: runs on other hosts compare by it
     grid = params(8, size, steps)
     # every task is the same simulation (the grid's middle), so that n workers do exactly n times one worker's
     # work: a simulation's cost depends on its parameters (one whose pattern dies out computes with subnormal
@@ -85,12 +106,14 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
         row = Row("scaling", name, f"sweep, {n} worker{'s' * (n > 1)}", "sims/s", samples, ratio=efficiency,
                   limit=f"{n} x 1 worker",
                   params={"workers": n, "tasks": len(tasks), "size": size, "steps": steps, "backend": backend,
-                          "devices": devices[:n] if devices else None, "repeats": repeats, "best_wall_s": wall})
+                          "devices": devices[:n] if devices else None, "repeats": repeats, "best_wall_s": wall,
+                          "gpus_on_host": len(devices) if devices else 0, "gpu_models": models[:n]})
         if gpu and n > 1:
             row.target, row.met = f">= {EFFICIENCY_TARGET}", efficiency >= EFFICIENCY_TARGET
         elif 1 < n <= CPU_TARGET_WORKERS:
             row.target, row.met = f">= {CPU_EFFICIENCY_TARGET}", efficiency >= CPU_EFFICIENCY_TARGET
-        row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation"
+        row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation" + (
+            f"; {n} of {len(devices)} GPUs: {', '.join(sorted(set(models[:n])))}" if gpu and devices else "")
         rows.append(row)
         log(f"   {n} worker(s): {throughput:.2f} sims/s, efficiency {efficiency:.3f}")
 
