@@ -95,15 +95,6 @@ def _forms(kind: str, make: Maker, writable: bool, kernel: Any, nd: Any, staged:
     }
 
 
-def _per_launch(bench: Bench, body: Callable[[], object], n: int) -> Callable[[], float]:
-    def one() -> float:
-        def loop() -> None:
-            for _ in range(n):
-                body()
-        return bench.timed(loop) / n * 1e6
-    return one
-
-
 def _raw_c(bench: Bench, kernel: Any, nds: list[Any], count: int, n: int) -> Callable[[], float] | None:
     """Raw C's launch of ``count`` arrays handed anew (``taichi_aot_import_steps``: import each, launch), or None
     where this arch imports no memory (Vulkan)."""
@@ -140,10 +131,10 @@ def _waited(kernel: Any, nds: list[Any], rt: Any) -> Body:
 def _methods(bench: Bench, tiny3: Any, nds: list[Any], n: int, staged: bool
              ) -> tuple[dict[str, Callable[[], float]], list[tuple[str, str, str]]]:
     """What the section times (name -> us per launch), and (form, its reference, target) of each form."""
-    methods: dict[str, Callable[[], float]] = {"NdArrays passed again": _per_launch(
-        bench, lambda: tiny3(nds[0], nds[1], nds[2], 1.0), n)}
+    methods: dict[str, Callable[[], float]] = {"NdArrays passed again": bench.per_call(
+        lambda: tiny3(nds[0], nds[1], nds[2], 1.0), n)}
     if staged:  # what a right result of a written copy needs at least: the launch, and a wait
-        methods[WAITED] = _per_launch(bench, _waited(tiny3, nds, bench.rt), n)
+        methods[WAITED] = bench.per_call(_waited(tiny3, nds, bench.rt), n)
     for count in (1, 3):
         raw = _raw_c(bench, tiny3, nds, count, n)
         if raw is not None:
@@ -158,11 +149,11 @@ def _methods(bench: Bench, tiny3: Any, nds: list[Any], n: int, staged: bool
         m = n if writable else max(n // 20, 50)  # a JAX array costs about a millisecond to make
         for form, (call, again) in forms.items():
             name, reference = f"{kind}: {form}", f"{kind}: {form}, again"
-            methods[name] = _per_launch(bench, call, m)
+            methods[name] = bench.per_call(call, m)
             if staged:
                 compared.append((name, "NdArrays passed again", f"<= {STAGED_TARGET:g}"))
             else:
-                methods[reference] = _per_launch(bench, again, m)
+                methods[reference] = bench.per_call(again, m)
                 compared.append((name, reference, f"<= {SHARED_TARGET:g}"))
     return methods, compared
 

@@ -106,6 +106,19 @@ class Bench:
         self.rt.wait()
         return time.perf_counter() - t0
 
+    def per_call(self, body: Callable[[], object], n: int, sync: Callable[[], object] | None = None
+                 ) -> Callable[[], float]:
+        """A method for ``measure``: microseconds per call of ``n`` calls of ``body`` (then ``sync``, another
+        library's wait, and the runtime's)."""
+        def one() -> float:
+            def loop() -> None:
+                for _ in range(n):
+                    body()
+                if sync is not None:
+                    sync()
+            return self.timed(loop) / n * 1e6
+        return one
+
 
 def interleave(methods: Methods, repeats: int) -> dict[str, list[float]]:
     """Run each method once as warm-up, then ``repeats`` rounds of all methods in turn."""

@@ -19,6 +19,7 @@ import numpy as np
 from ..enums import Arch
 from .bench_measure import measure
 from .bench_row import Row
+from .bench_sim import DT, GRAVITY, GRID, PARTICLES
 from .cache import taichi_module
 
 if TYPE_CHECKING:
@@ -33,18 +34,6 @@ _SAXPY = r"""extern "C" __global__ void saxpy(const float* x, float* y, float a,
 }"""
 
 
-def _timed(bench: Bench, body: Callable[[], object], n: int, sync: Callable[[], object] | None = None
-           ) -> Callable[[], float]:
-    def one() -> float:
-        def loop() -> None:
-            for _ in range(n):
-                body()
-            if sync is not None:
-                sync()
-        return bench.timed(loop) / n * 1e6
-    return one
-
-
 def _call(kernel: Any, x: Any, y: Any) -> Callable[[], object]:
     return lambda: kernel(x, y, 0.5)
 
@@ -57,7 +46,7 @@ def _cupy(bench: Bench, n: int) -> Callable[[], float] | None:
     kernel = cupy.RawKernel(_SAXPY, "saxpy")
     x, y = cupy.ones(N, cupy.float32), cupy.zeros(N, cupy.float32)
     a, count = np.float32(0.5), np.int32(N)
-    return _timed(bench, lambda: kernel((N // 128,), (128,), (x, y, a, count)), n, cupy.cuda.Device().synchronize)
+    return bench.per_call(lambda: kernel((N // 128,), (128,), (x, y, a, count)), n, cupy.cuda.Device().synchronize)
 
 
 def _makers() -> dict[str, Callable[[], Any]]:
@@ -82,12 +71,12 @@ def _array_forms(bench: Bench, saxpy: dict[str, Any], n: int) -> dict[str, Calla
     for lib, make in _makers().items():
         x, y = make(), make()
         for path, kernel in saxpy.items():
-            methods[f"{path}: {lib} arrays again"] = _timed(bench, _call(kernel, x, y), n)
+            methods[f"{path}: {lib} arrays again"] = bench.per_call(_call(kernel, x, y), n)
 
             def new_output(k: Any = kernel, make: Callable[[], Any] = make, x: Any = x) -> float:
                 outs = [make() for _ in range(n)]  # made before the clock starts
                 it = iter(outs)
-                return _timed(bench, lambda: k(x, next(it), 0.5), n)()
+                return bench.per_call(lambda: k(x, next(it), 0.5), n)()
             methods[f"{path}: a new {lib} output each call"] = new_output
     return methods
 
@@ -96,9 +85,9 @@ def _simulation(bench: Bench, steps: int) -> dict[str, Callable[[], float]]:
     rt = bench.rt
     path = taichi_module("sim", "cuda")
     rng = np.random.default_rng(0)
-    x = rt.ndarray_from_numpy(rng.uniform(0.2, 0.8, (8192, 2)).astype(np.float32))
-    v = rt.ndarray_from_numpy(rng.uniform(-1.0, 1.0, (8192, 2)).astype(np.float32))
-    gv, gm = rt.ndarray((64, 64, 2), np.float32), rt.ndarray((64, 64), np.float32)
+    x = rt.ndarray_from_numpy(rng.uniform(0.2, 0.8, (PARTICLES, 2)).astype(np.float32))
+    v = rt.ndarray_from_numpy(rng.uniform(-1.0, 1.0, (PARTICLES, 2)).astype(np.float32))
+    gv, gm = rt.ndarray((GRID, GRID, 2), np.float32), rt.ndarray((GRID, GRID), np.float32)
     methods = {}
     for launcher in ("own", "taichi"):
         k = rt.load_module(path, cuda_launcher=launcher).kernels
@@ -107,9 +96,9 @@ def _simulation(bench: Bench, steps: int) -> dict[str, Callable[[], float]]:
         def step(clear: Any = clear, p2g: Any = p2g, update: Any = update, g2p: Any = g2p) -> None:
             clear(gv, gm)
             p2g(x, v, gv, gm)
-            update(gv, gm, 2e-4, -9.8)
-            g2p(x, v, gv, 2e-4)
-        methods[f"{launcher}: simulation step (4 kernels)"] = _timed(bench, step, steps)
+            update(gv, gm, DT, GRAVITY)
+            g2p(x, v, gv, DT)
+        methods[f"{launcher}: simulation step (4 kernels)"] = bench.per_call(step, steps)
     return methods
 
 
@@ -125,7 +114,7 @@ def launcher(bench: Bench) -> list[Row]:
                   "libtaichi's")
     x, y = bench.rt.ndarray((N,), np.float32), bench.rt.ndarray((N,), np.float32)
     methods: dict[str, Callable[[], float]] = {
-        f"{path}: saxpy, NdArrays again": _timed(bench, _call(k, x, y), n) for path, k in saxpy.items()}
+        f"{path}: saxpy, NdArrays again": bench.per_call(_call(k, x, y), n) for path, k in saxpy.items()}
     cupy = _cupy(bench, n)
     if cupy is not None:
         methods["CuPy RawKernel: saxpy"] = cupy
