@@ -81,19 +81,32 @@ def _cuda() -> ctypes.CDLL:
                                ("cuStreamSynchronize", (vp,)),
                                ("cuStreamGetFlags", (vp, ctypes.POINTER(ctypes.c_uint))),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
-                               ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,))):
+                               ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,)),
+                               ("cuDeviceGetName", (ctypes.c_char_p, i32, i32)),
+                               # the own CUDA launcher's (_ptx_launch.py)
+                               ("cuModuleLoadData", (pvp, ctypes.c_char_p)),
+                               ("cuModuleGetFunction", (pvp, vp, ctypes.c_char_p)), ("cuModuleUnload", (vp,)),
+                               ("cuMemAlloc_v2", (ctypes.POINTER(ptr), size)), ("cuMemFree_v2", (ptr,)),
+                               ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()),
+                               ("cuLaunchKernel", (vp, *(ctypes.c_uint,) * 7, vp, vp, vp))):
                 fn = getattr(lib, name)
                 fn.argtypes = args
                 fn.restype = ctypes.c_int
             global _driver_functions
-            functions = _ffi.new("TaichiAotCudaDriver *")
-            for field, name in (("push", "cuCtxPushCurrent_v2"), ("pop", "cuCtxPopCurrent_v2"),
-                                ("htod", "cuMemcpyHtoD_v2"), ("dtoh", "cuMemcpyDtoH_v2")):
-                address = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                setattr(functions, field, _ffi.cast("void *", address))
-            _driver_functions = functions
+            _driver_functions = functions_struct(lib, "TaichiAotCudaDriver", {
+                "push": "cuCtxPushCurrent_v2", "pop": "cuCtxPopCurrent_v2", "htod": "cuMemcpyHtoD_v2",
+                "dtoh": "cuMemcpyDtoH_v2"})
             _driver = lib
         return _driver
+
+
+def functions_struct(lib: ctypes.CDLL, ctype: str, fields: dict[str, str]) -> Any:
+    """A new C struct ``ctype`` whose ``fields`` hold the addresses of the driver's functions of those names (the
+    extension's C calls them directly)."""
+    out = _ffi.new(ctype + " *")
+    for field, name in fields.items():
+        setattr(out, field, _ffi.cast("void *", ctypes.cast(getattr(lib, name), ctypes.c_void_p).value))
+    return out
 
 
 def driver() -> ctypes.CDLL:

@@ -57,25 +57,13 @@ def choice(given: str | None) -> str:
 
 
 def _driver() -> Any:
+    """libcuda (its functions declared by _cuda), and the C launcher's table of them, made once."""
     global _calls
     cu = _cuda.driver()
     if _calls is None:
-        vp, u32 = ctypes.c_void_p, ctypes.c_uint
-        for name, args in (("cuModuleLoadData", (ctypes.POINTER(vp), ctypes.c_char_p)),
-                           ("cuModuleGetFunction", (ctypes.POINTER(vp), vp, ctypes.c_char_p)),
-                           ("cuModuleUnload", (vp,)),
-                           ("cuMemAlloc_v2", (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)),
-                           ("cuMemFree_v2", (ctypes.c_uint64,)), ("cuCtxGetCurrent", (ctypes.POINTER(vp),)),
-                           ("cuCtxSynchronize", ()),
-                           ("cuLaunchKernel", (vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp))):
-            fn = getattr(cu, name)
-            fn.argtypes = args
-            fn.restype = ctypes.c_int
-        calls = ffi.new("TaichiAotCudaDriverCalls *")
-        for field, name in (("launch", "cuLaunchKernel"), ("current", "cuCtxGetCurrent"),
-                            ("push", "cuCtxPushCurrent_v2"), ("pop", "cuCtxPopCurrent_v2")):
-            setattr(calls, field, ffi.cast("void *", ctypes.cast(getattr(cu, name), ctypes.c_void_p).value))
-        _calls = calls
+        _calls = _cuda.functions_struct(cu, "TaichiAotCudaDriverCalls", {
+            "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "push": "cuCtxPushCurrent_v2",
+            "pop": "cuCtxPopCurrent_v2"})
     return cu
 
 

@@ -60,7 +60,7 @@ def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
     for i in devices:
         cu, device, name = _cuda.driver(), ctypes.c_int(0), ctypes.create_string_buffer(256)
         ok = cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(device), i) == 0 and cu.cuDeviceGetName(
-            name, 256, device) == 0
+            name, 256, device.value) == 0
         names.append(name.value.decode(errors="replace") if ok else "unknown")
     return names
 
