@@ -140,14 +140,21 @@ def test_staged_inputs_are_not_refilled_while_queued_kernels_read_them(vulkan, m
             assert out[0] == sum(range(i + 1))
 
 
-def test_an_ndarray_passed_again_after_an_array_taken_anew(x64):
-    # the slot held the new array's argument: the NdArray it remembered must be written again
+def _remembered_ndarray(x64, n: int):
+    """``(rt, add, y, nd)``: kernel ``add`` called twice with an NdArray ``nd`` of ``n`` f32 (so its slot remembers it)
+    and a numpy ``y`` of ones."""
     rt, mod = x64
     add = mod.kernels["add"]
-    y = np.ones(4, np.float32)
-    nd = rt.ndarray((4,), np.float32)
+    y = np.ones(n, np.float32)
+    nd = rt.ndarray((n,), np.float32)
     add(nd, y, 1.0)
     add(nd, y, 1.0)
+    return rt, add, y, nd
+
+
+def test_an_ndarray_passed_again_after_an_array_taken_anew(x64):
+    # the slot held the new array's argument: the NdArray it remembered must be written again
+    rt, add, y, nd = _remembered_ndarray(x64, 4)
     a = np.zeros(4, np.float32)
     add(a, y, 1.0)
     add(nd, y, 1.0)
@@ -197,12 +204,7 @@ def test_staged_copies_let_a_runtime_go(vulkan, modules):
 def test_an_array_taken_anew_then_passed_again_is_remembered(x64, slow_calls):
     # the same array given again after it was taken anew: Python learns it once, then the C call finds it by its
     # record (as before arrays were taken anew), and the NdArray the slot remembered before is written again
-    rt, mod = x64
-    add = mod.kernels["add"]
-    y = np.ones(8, np.float32)
-    nd = rt.ndarray((8,), np.float32)
-    add(nd, y, 1.0)
-    add(nd, y, 1.0)
+    rt, add, y, nd = _remembered_ndarray(x64, 8)
     a = np.zeros(8, np.float32)
     slow_calls[0] = 0
     for _ in range(50):
