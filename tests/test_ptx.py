@@ -377,3 +377,18 @@ def test_hostile_metadata_leaves_a_kernel_on_libtaichi_when_ptx_is_made(cuda_mod
     man = add_to_folder(folder)
     assert len(man["refused"]) == 1 and "cannot be laid out" in next(iter(man["refused"].values()))
     assert man["compile"] == 2 and len(man["kernels"]) == 10
+
+
+def test_a_wrong_launcher_choice_is_a_typed_error_on_every_arch(modules, monkeypatch):
+    from taichi_aot import ArgumentTypeError, InvalidArgumentError
+
+    with Runtime(Arch.X64) as rt:
+        path = modules.path(Arch.X64)
+        assert rt.load_module(path, cuda_launcher="taichi").kernels["add"].launcher == "taichi"
+        with pytest.raises(InvalidArgumentError, match="cuda_launcher must be one of own, taichi"):
+            rt.load_module(path, cuda_launcher="fast")
+        with pytest.raises(ArgumentTypeError, match="cuda_launcher"):
+            rt.load_module(path, cuda_launcher=1)
+        monkeypatch.setenv("TAICHI_AOT_CUDA_LAUNCHER", "nope")
+        with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_CUDA_LAUNCHER"):
+            rt.load_module(path)
