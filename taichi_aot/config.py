@@ -92,6 +92,7 @@ def config() -> dict[str, Any]:
         "numpy": numpy.__version__, "cffi": cffi.__version__,
         "archs": devices(),
         "cuda_launcher": _cuda_launcher(),
+        "spirv_validator": _spirv_validator(),
         "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
     }
@@ -106,6 +107,19 @@ def _cuda_launcher() -> dict[str, Any]:
 
     choice = os.environ.get("TAICHI_AOT_CUDA_LAUNCHER", "own")
     return {"launcher": choice, "ptx_target": TARGET, "llvmlite": importlib.util.find_spec("llvmlite") is not None}
+
+
+def _spirv_validator() -> dict[str, Any]:
+    """SPIRV-Tools, which validates every task of a Vulkan module at load: its path and version, or why it is
+    missing (then Vulkan modules cannot be loaded)."""
+    from .errors import TaichiError
+    from .metadata import spirv
+
+    try:
+        found = spirv.validator()
+    except TaichiError as e:
+        return {"path": None, "version": None, "error": str(e)}
+    return {"path": found.path, "version": found.version, "error": None}
 
 
 def show_config(file: IO[str] | None = None) -> None:
@@ -131,6 +145,9 @@ def show_config(file: IO[str] | None = None) -> None:
     lines.append(f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
                  f"{cuda['ptx_target']}, "
                  f"{'here (llvmlite installed)' if cuda['llvmlite'] else 'not here (pip install taichi_aot[ptx])'}")
+    spv = c["spirv_validator"]
+    lines.append(f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
+                 f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}")
     lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
     lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
     lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))

@@ -360,6 +360,7 @@ def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):
 def test_show_config_and_devices_say_what_this_installation_is(capsys):
     import io
     import json
+    import os
     import subprocess
     import sys
 
@@ -373,8 +374,12 @@ def test_show_config_and_devices_say_what_this_installation_is(capsys):
     text = io.StringIO()
     ta.show_config(text)
     shown = text.getvalue()
+    from taichi_aot.metadata import spirv
+
+    validator = spirv.validator()  # SPIRV-Tools, bundled: its version and path are shown
+    assert validator.version.startswith("v20") and os.path.isfile(validator.path)
     for needed in (ta.__version__, capi.library.path, "C-API 1007000", "x64      available", "cache: ",
-                   "environment:"):
+                   "environment:", f"SPIR-V validator: SPIRV-Tools {validator.version} ({validator.path})"):
         assert needed in shown, needed
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "archs", "--json"], capture_output=True, text=True,
                           timeout=120)

@@ -34,6 +34,14 @@ void taichi_aot_unload(void);
 int taichi_aot_is_loaded(void);
 int taichi_aot_has_symbol(const char *name);
 
+/* spirv.c: SPIRV-Tools' validator, opened with dlopen. A validation returns SPIRV-Tools' result (0: valid; below
+   0: invalid, the message says why) or TAICHI_AOT_SPIRV_UNAVAILABLE. */
+#define TAICHI_AOT_SPIRV_UNAVAILABLE (-1000)
+int taichi_aot_spirv_load(const char *path, char *error, size_t error_size);
+const char *taichi_aot_spirv_version(void);
+int taichi_aot_spirv_env(const char *name);
+int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char *message, size_t message_size);
+
 /* launch.c: launches checked against the close epoch, and replayed sequences. */
 extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)

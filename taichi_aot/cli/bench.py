@@ -449,10 +449,15 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
         from .bench_launcher import launcher
 
         return launcher(bench)
+    if section == "validation":
+        from .bench_validation import validation
+
+        return validation(bench.rt, quick)
     return memory_growth(bench)
 
 
-SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher")
+SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
+            "validation")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

@@ -19,7 +19,7 @@ import re
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
-from .gfx import _check_tasks, _gfx, _gfx_graphs
+from .gfx import _check_tasks, _gfx, _gfx_graphs, forget_shaders
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
@@ -254,6 +254,7 @@ __all__ = [
     "check_compatible",
     "cpu_threads",
     "extract_archive",
+    "forget_shaders",
     "is_zip",
     "loads_on",
     "parse_text",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..enums import Access, Format
 from ..errors import CorruptedDataError
-from . import spirv
+from . import spirv, spirv_rules
 from .model import (
     PTYPE_KINDS,
     ArgInfo,
@@ -139,7 +139,7 @@ class _Shader(NamedTuple):
 
     formats: dict[int, Format]  # {binding: format} of its storage images
     bindings: frozenset[int]  # every binding it decorates
-    local_size: tuple[int, int, int] | None  # its LocalSize execution mode
+    local_size: tuple[int, ...] | None  # its work group (WorkgroupSize, else LocalSize)
     unsupported: str  # why drivers cannot run it though it is well formed, or ""
 
 
@@ -150,9 +150,8 @@ def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
     """The bindings, storage-image formats and work-group size a SPIR-V module declares.
 
     Also checks the module, since a damaged shader crashes drivers at launch: the magic number, every
-    instruction within the stream, at least one entry point, functions that all end (the stream ending
-    with OpFunctionEnd), and then every instruction's operands (:func:`.spirv.check`). What a module that
-    passed declares is kept by its digest, so loading it again reads it no more.
+    instruction within the stream, then SPIRV-Tools' validator and the drivers' rules (:func:`.spirv.check`).
+    What a module that passed declares is kept by its digest, so loading it again reads it no more.
     """
     digest = hashlib.blake2b(code, digest_size=16).digest()
     shader = _SHADERS.get(digest)
@@ -164,32 +163,29 @@ def _spirv_shader(code: bytes, name: str = "a task's SPIR-V") -> _Shader:
     return shader
 
 
+def forget_shaders() -> None:
+    """Forget which SPIR-V passed the checks, so that the next load of it checks it again (the bench measures a
+    load with validation so)."""
+    _SHADERS.clear()
+
+
 def _read_shader(code: bytes, name: str) -> _Shader:
     words = _spirv_words(code, name)
     insts = spirv.instructions(words, name)
-    found: dict[str, dict[int, Any]] = {"bindings": {}, "images": {}, "pointers": {}, "variables": {}, "size": {}}
-    counts = {15: 0, 54: 0, 56: 0}  # OpEntryPoint, OpFunction, OpFunctionEnd
+    found: dict[str, dict[int, Any]] = {"bindings": {}, "images": {}, "pointers": {}, "variables": {}}
     for op, w in insts:
         _note(op, w, found)
-        if op in counts:
-            counts[op] += 1
-    entry_points, functions, function_ends = counts.values()
-    if not entry_points or functions == 0 or functions != function_ends or insts[-1][0] != 56:
-        raise CorruptedDataError(f"{name} is incomplete (entry points {entry_points}, functions {functions}, "
-                                 f"ends {function_ends})")
-    unsupported = spirv.check(insts, words[3], name)
+    unsupported = spirv.check(words, insts, name)
     bindings = found["bindings"]
     return _Shader(_image_formats(bindings, found["images"], found["pointers"], found["variables"]),
-                   frozenset(bindings.values()), found["size"].get(0), unsupported)
+                   frozenset(bindings.values()), spirv_rules.work_group(insts), unsupported)
 
 
 def _note(op: int, w: tuple[int, ...], found: dict[str, dict[int, Any]]) -> None:
-    """Keep what one instruction declares that the checks need: bindings, the work-group size, and the image
-    types, pointers and variables that lead from a binding to an image format."""
+    """Keep what one instruction declares that the checks need: bindings, and the image types, pointers
+    and variables that lead from a binding to an image format."""
     if op == 71 and len(w) >= 3 and w[1] == 33:  # OpDecorate ... Binding
         found["bindings"][w[0]] = w[2]
-    elif op == 16 and len(w) >= 5 and w[1] == 17:  # OpExecutionMode ... LocalSize x y z
-        found["size"][0] = (w[2], w[3], w[4])
     elif op == 25 and len(w) >= 8:  # OpTypeImage
         found["images"][w[0]] = w[7]
     elif op == 32 and len(w) >= 3:  # OpTypePointer
@@ -282,7 +278,7 @@ def _check_task(task: Any, kernel: dict, names: set[str], source: _Source) -> _S
     code = source.read(file)
     if code is None:
         raise CorruptedDataError(f"module file {file} (kernel {kernel.get('name')!r}) is missing")
-    shader = _spirv_shader(code, f"{file} (kernel {kernel.get('name')!r})")
+    shader = _spirv_shader(code, f"{file} (kernel {kernel.get('name')!r}, task {task['name']!r})")
     size = shader.local_size
     if size is not None and size[0] * size[1] * size[2] != group:
         raise CorruptedDataError(f"{what}: {group} threads per group, its SPIR-V's work group is {size}")

@@ -1,6 +1,7 @@
-"""The SPIR-V instructions a Vulkan compute shader can hold, as :mod:`.spirv` reads them.
+"""The SPIR-V instructions a Vulkan compute shader can hold, by opcode: the fuzz's table (benchmarks/fuzz_spirv.py
+names instructions by it and damages ids and opcodes with it).
 
-``OPS[opcode] = (name, form, rule)``. The form lists the instruction's operands in order:
+``OPS[opcode] = (name, form, kind)``. The form lists the instruction's operands in order:
 
 * ``T`` its result type, ``R`` its result id (both first where present);
 * one operand: ``v`` a value, ``t`` a type, ``l`` a label, ``f`` a function, ``x`` an extended instruction set,
@@ -10,7 +11,9 @@
   label) pairs, ``W`` (literal, label) pairs, ``Q`` (id, literal) pairs, ``M`` memory operands, ``I`` image
   operands.
 
-The rule names the check of the operands' types (:data:`.spirv.RULES`); "" where the form says all.
+``kind`` groups instructions whose operands' types follow one rule. (The package checked SPIR-V with this
+table before SPIRV-Tools' validator took the check over; the fuzz keeps it so that a seed damages modules as
+it did then, and runs before and after compare case by case.)
 """
 
 from __future__ import annotations
@@ -146,26 +149,3 @@ OPS: dict[int, tuple[str, str, str]] = {
 for _op, _name in enumerate(("IAdd", "FAdd", "IMul", "FMul", "SMin", "UMin", "FMin", "SMax", "UMax", "FMax",
                              "BitwiseAnd", "BitwiseOr", "BitwiseXor", "LogicalAnd", "LogicalOr", "LogicalXor"), 349):
     OPS[_op] = ("GroupNonUniform" + _name, "TRcnvv?", "group")  # the last: a cluster size
-
-#: Opcodes that end a block.
-TERMINATORS = frozenset((249, 250, 251, 252, 253, 254, 255, 4416))
-#: Opcodes that declare types.
-TYPES = frozenset((19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33))
-#: Opcodes that declare constants (what a scope, semantics or array length operand names).
-CONSTANTS = frozenset((41, 42, 43, 44, 46, 48, 49, 50, 51, 52))
-#: Opcodes found both outside and inside functions.
-ANYWHERE = frozenset((0, 1, 8, 12, 59, 317))
-#: Opcodes found only outside functions (OpFunction, OpFunctionParameter and OpFunctionEnd frame them).
-OUTSIDE = frozenset((2, 3, 4, 5, 6, 7, 10, 11, 14, 15, 16, 17, 39, 71, 72, 73, 74, 75, 330, 331, 332, 5632, 5633)) \
-    | TYPES | CONSTANTS
-
-#: GLSL.std.450 instructions whose operands all have their result's type: the float ones (Round ... InverseSqrt,
-#: FMin, FMax, FClamp, FMix, Step, SmoothStep, Fma) and the integer ones (SAbs, SSign, UMin ... SClamp; their
-#: operands' signedness may differ).
-GLSL_FLOAT_SAME = frozenset((1, 2, 3, 4, 6, *range(8, 33), 37, 40, 43, 46, 48, 49, 50))
-GLSL_INT_SAME = frozenset((5, 7, 38, 39, 41, 42, 44, 45))
-#: How many operands each GLSL.std.450 instruction a compute shader may use takes (the interpolation ones,
-#: 76-78, are a fragment shader's).
-GLSL_ARITY = {**dict.fromkeys((*range(1, 25), *range(27, 35), 36, 52, *range(54, 67), 69, 73, 74, 75), 1),
-              **dict.fromkeys((25, 26, 35, 37, 38, 39, 40, 41, 42, 48, 51, 53, 67, 68, 71, 79, 80), 2),
-              **dict.fromkeys((43, 44, 45, 46, 47, 49, 50, 70, 72, 81), 3)}

@@ -1,0 +1,71 @@
+"""``taichi-aot bench``'s validation section (Vulkan): what SPIRV-Tools' validation adds to a module's load.
+
+A 20-kernel module (``cli/many_kernels.py``) is loaded with every task validated (what a process's first load of
+that content does) and again with the verdicts kept (what later loads of the same content do: a task's SPIR-V is
+checked once per process, by its digest), rounds interleaved; and each task's validation is timed alone.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import struct
+import time
+from typing import TYPE_CHECKING
+
+from .. import metadata
+from ..enums import Arch
+from ..metadata import spirv
+from .bench_row import Row
+from .cache import taichi_module
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+__all__ = ["validation"]
+
+
+def _load_ms(rt: Runtime, path: str, validate: bool) -> float:
+    if validate:
+        metadata.forget_shaders()
+    start = time.perf_counter()
+    rt.load_module(path).close()
+    return (time.perf_counter() - start) * 1e3
+
+
+def validation(rt: Runtime, quick: bool) -> list[Row]:
+    """Rows: the module's load validated and with kept verdicts (ms), and the validator's time per task (ms), on
+    Vulkan (none elsewhere: only gfx modules carry SPIR-V)."""
+    if rt.arch != Arch.VULKAN:
+        return []
+    path = taichi_module("many", rt.arch.name.lower())
+    rounds = 3 if quick else 10
+    with_, without = [], []
+    for i in range(rounds + 1):
+        pair = (_load_ms(rt, path, True), _load_ms(rt, path, False)) if i % 2 else \
+            tuple(reversed((_load_ms(rt, path, False), _load_ms(rt, path, True))))
+        if i:  # the first round warms up
+            with_.append(pair[0])
+            without.append(pair[1])
+    per_task = []
+    tasks = sorted(n for n in os.listdir(path) if n.endswith(".spv"))
+    for name in tasks:
+        with open(os.path.join(path, name), "rb") as f:
+            code = f.read()
+        words = struct.unpack(f"<{len(code) // 4}I", code)
+        fixed = spirv.taichi_fixes(words, spirv.instructions(words, name))
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            spirv.validate(fixed, name)
+            times.append((time.perf_counter() - start) * 1e3)
+        per_task.append(min(times))
+    params = {"kernels": 20, "tasks": len(tasks), "validator": spirv.validator().version}
+    kept = Row("validation", rt.arch.name.lower(), "load a 20-kernel module, verdicts kept", "ms", without,
+               params=params)
+    checked = Row("validation", rt.arch.name.lower(), "load a 20-kernel module, every task validated", "ms", with_,
+                  limit=kept.name, params=params)
+    checked.ratio = statistics.median(a / b for a, b in zip(with_, without))
+    task = Row("validation", rt.arch.name.lower(), "SPIRV-Tools' validation of one task", "ms/task", per_task,
+               params=params, note=f"median of {len(tasks)} tasks, each its best of {rounds}")
+    return [kept, checked, task]
