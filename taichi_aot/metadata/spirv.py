@@ -25,7 +25,7 @@ from typing import NamedTuple
 from .._bundle import BUNDLE_DIR, SPIRV_TOOLS_LIBRARY, installed_spirv_tools
 from .._native import ffi, lib
 from ..errors import CorruptedDataError, NotSupportedError
-from .spirv_rules import ATOMICS, Insts, interface, never_ends, shared_memory, taichi_atomics
+from .spirv_rules import ATOMICS, Insts, interface, never_ends, odd_constructs, shared_memory, taichi_atomics
 
 _CAPABILITY, _EXTENSION, _TYPE_INT = 17, 10, 21
 _INT64_ATOMICS = 12
@@ -158,7 +158,7 @@ def check(words: tuple[int, ...], insts: Insts, name: str) -> str:
         damage = interface(insts)
         if damage:
             raise CorruptedDataError(f"{name}: {damage}")
-        return taichi_atomics(insts) or never_ends(insts) or shared_memory(insts)
+        return taichi_atomics(insts) or never_ends(insts) or odd_constructs(insts) or shared_memory(insts)
     try:
         reason = taichi_atomics(insts)
     except (IndexError, KeyError, ValueError):  # damage past what the rule reads: the validator's verdict stands

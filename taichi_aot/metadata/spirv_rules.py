@@ -10,7 +10,9 @@ well-formed task (or one Taichi wrote) still does to a driver, each found on a d
   and f64 atomic min and max; NVIDIA's driver crashed when it ran, lavapipe's when the f16 pipeline was made;
 * a loop that nothing leaves (a block from which no path reaches a return): the kernel would run for ever once
   launched; lavapipe hung, NVIDIA's driver lost the device;
-* more than 48 KiB of shared (Workgroup) memory: NVIDIA's driver made the pipeline and failed its launch.
+* more than 48 KiB of shared (Workgroup) memory: NVIDIA's driver made the pipeline and failed its launch;
+* a loop whose continue target heads another construct, or a merge block reached though its header is not:
+  NVIDIA's compiler crashed making the pipeline. Taichi writes neither.
 
 Only the instructions these rules need are read; damage past them is the validator's to find.
 """
@@ -18,6 +20,7 @@ Only the instructions these rules need are read; damage past them is the validat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 Insts = list[tuple[int, tuple[int, ...]]]  # (opcode, operand words) of each instruction
 
@@ -32,6 +35,7 @@ _ATOMIC_STORE = 228
 _GLSL_EXTREMA = frozenset((37, 40, 79, 80))  # FMin, FMax, NMin, NMax of GLSL.std.450
 _EXITS = frozenset((252, 253, 254, 255, 4416))  # OpKill, OpReturn, OpReturnValue, OpUnreachable, OpTerminate...
 _BRANCHES = frozenset((249, 250, 251))  # OpBranch, OpBranchConditional, OpSwitch
+_LOOP_MERGE, _SELECTION_MERGE = 246, 247
 
 NARROW_ATOMIC = ("an atomic on an integer of {bits} bits, which Vulkan does not have (Taichi 1.7.4 writes it for "
                  "atomics on 8- and 16-bit arrays and for f16 atomic add; NVIDIA's compiler crashed making its "
@@ -88,26 +92,61 @@ def taichi_atomics(insts: Insts) -> str:
 
 def never_ends(insts: Insts) -> str:
     """Why a valid task would run for ever once launched (the third rule above), or ""."""
-    return NEVER_ENDS if any(_never_ends(blocks) for blocks in _functions(insts)) else ""
+    return NEVER_ENDS if any(_never_ends(f.blocks) for f in _functions(insts)) else ""
 
 
-def _functions(insts: Insts) -> list[dict[int, list[int]]]:
-    """Each function's blocks: {label: the labels its terminator may go to, or [-1] where it leaves}."""
-    out: list[dict[int, list[int]]] = []
-    blocks: dict[int, list[int]] = {}
+class _Function(NamedTuple):
+    blocks: dict[int, list[int]]  # {label: the labels its terminator may go to, or [-1] where it leaves}
+    headers: dict[int, tuple[int, int]]  # {header label: (merge block, continue target or 0)}
+
+
+def _functions(insts: Insts) -> list[_Function]:
+    """Each function's blocks and the headers of its constructs."""
+    out: list[_Function] = []
+    f = _Function({}, {})
     label = 0
     for op, w in insts:
         if op == _FUNCTION:
-            blocks = {}
-            out.append(blocks)
+            f = _Function({}, {})
+            out.append(f)
         elif op == _LABEL and w:
             label = w[0]
-            blocks[label] = []
+            f.blocks[label] = []
         elif op in _BRANCHES:
-            blocks[label] = list(w[1:] if op == 250 else w)  # a condition's labels follow its value
+            f.blocks[label] = list(w[1:] if op == 250 else w)  # a condition's labels follow its value
         elif op in _EXITS:
-            blocks[label] = [-1]
+            f.blocks[label] = [-1]
+        elif op in (_LOOP_MERGE, _SELECTION_MERGE) and w:
+            f.headers[label] = (w[0], w[1] if op == _LOOP_MERGE and len(w) > 1 else 0)
     return out
+
+
+def _reached(blocks: dict[int, list[int]]) -> set[int]:
+    """The blocks a path from the function's entry (its first block) reaches."""
+    entry = next(iter(blocks))
+    reached, todo = {entry}, [entry]
+    while todo:
+        for t in blocks[todo.pop()]:
+            if t in blocks and t not in reached:
+                reached.add(t)
+                todo.append(t)
+    return reached
+
+
+def odd_constructs(insts: Insts) -> str:
+    """Why NVIDIA's compiler crashes on this valid task's control flow (an H100, at look-up), or "": a loop whose
+    continue target is another construct's header, or the merge block of a header nothing reaches, itself
+    reached. Taichi writes neither."""
+    for f in _functions(insts):
+        reached = _reached(f.blocks) if f.blocks else set()
+        for header, (merge, continue_target) in f.headers.items():
+            if continue_target and continue_target != header and continue_target in f.headers:
+                return (f"loop %{header}'s continue target %{continue_target} heads a construct of its own, on which "
+                        "NVIDIA's compiler crashed")
+            if header not in reached and (merge in reached or continue_target in reached):
+                return (f"the merge block %{merge} of header %{header}, which nothing reaches, is reached, on which "
+                        "NVIDIA's compiler crashed")
+    return ""
 
 
 def _never_ends(blocks: dict[int, list[int]]) -> bool:
@@ -116,13 +155,7 @@ def _never_ends(blocks: dict[int, list[int]]) -> bool:
     if not blocks:
         return False
     succ = {b: [t for t in targets if t in blocks or t == -1] for b, targets in blocks.items()}
-    entry = next(iter(blocks))
-    reached, todo = {entry}, [entry]
-    while todo:
-        for t in succ[todo.pop()]:
-            if t != -1 and t not in reached:
-                reached.add(t)
-                todo.append(t)
+    reached = _reached(blocks)
     pred: dict[int, list[int]] = {b: [] for b in blocks}
     for b, targets in succ.items():
         for t in targets:
