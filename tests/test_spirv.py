@@ -73,10 +73,15 @@ def _delete(words: Words, inst: Inst) -> None:
     del words[inst[0]:inst[0] + 1 + len(inst[2])]
 
 
+def _work_group(insts: list[Inst]) -> Inst:
+    """The constant composite the WorkgroupSize built-in decorates."""
+    size = next(w[0] for _, op, w in insts if op == DECORATE and w[1:3] == [BUILTIN, 25])
+    return next(inst for inst in insts if inst[1] == 44 and inst[2][1] == size)  # OpConstantComposite
+
+
 def _work_group_constant(insts: list[Inst]) -> Inst:
     """The constant of the first dimension of the WorkgroupSize built-in."""
-    size = next(w[0] for _, op, w in insts if op == DECORATE and w[1:3] == [BUILTIN, 25])
-    first = next(w[2] for _, op, w in insts if op == 44 and w[1] == size)  # OpConstantComposite
+    first = _work_group(insts)[2][2]
     return next(inst for inst in insts if inst[1] == 43 and inst[2][1] == first)
 
 
@@ -132,6 +137,8 @@ DAMAGE: dict[str, Callable[[Words, list[Inst]], None]] = {
     # found by the same run once SPIRV-Tools' validator took over the check: each crashed lavapipe
     "a built-in's decoration taken out": lambda w, i: _delete(w, _decoration(i, BUILTIN)),
     "a work group of 2**31 invocations": lambda w, i: _set(w, _work_group_constant(i), 2, 1 << 31),
+    # found on the H100: a work group of (1, 1, 128) lost the device (at most 64 along z there)
+    "a work group's x and z swapped": lambda w, i: _swap(w, _work_group(i), 2, 4),
 }
 
 
@@ -143,6 +150,7 @@ REFUSALS = {
     "the entry point renamed": "no GLCompute entry point named main",
     "a built-in's decoration taken out": r"instruction \d+ \(OpVariable\): an Input variable that is no built-in",
     "a work group of 2**31 invocations": r"a work group of \(2147483648, ",
+    "a work group's x and z swapped": r"a work group of \(1, 1, 128\)",
 }
 
 

@@ -174,6 +174,8 @@ def _never_ends(blocks: dict[int, list[int]]) -> bool:
 _ENTRY_POINT, _LOCAL_SIZE_MODE, _EXECUTION_MODE, _DECORATE, _CONSTANT, _COMPOSITE = 15, 17, 16, 71, 43, 44
 _GL_COMPUTE, _BUILT_IN, _DESCRIPTOR_SET, _WORKGROUP_SIZE, _INPUT, _OUTPUT = 5, 11, 34, 25, 1, 3
 MAX_GROUP = 1024  # invocations in a work group: Vulkan devices allow at most 1024 (many exactly that)
+#: Its size along x, y and z: NVIDIA's maxComputeWorkGroupSize (a z of 128 lost the H100's device).
+MAX_GROUP_SIZE = (1024, 1024, 64)
 
 
 def work_group(insts: Insts) -> tuple[int, ...] | None:
@@ -192,7 +194,8 @@ def work_group(insts: Insts) -> tuple[int, ...] | None:
 def interface(insts: Insts) -> str:
     """What libtaichi_c_api's pipelines take for granted of a task's interface, which the validator cannot know
     (each broke lavapipe when it was not so): a GLCompute entry point named main; descriptor sets from 0 without
-    a gap; Input variables that are built-ins, and no Output variables; a work group of 1 to 1024 invocations.
+    a gap; Input variables that are built-ins, and no Output variables; a work group of 1 to 1024 invocations,
+    at most 64 along z.
     Damage found, or ""."""
     if not any(op == _ENTRY_POINT and len(w) >= 3 and w[0] == _GL_COMPUTE and _string(w[2:]) == "main"
                for op, w in insts):
@@ -205,9 +208,9 @@ def interface(insts: Insts) -> str:
         if op == 59 and len(w) >= 3 and (w[2] == _OUTPUT or (w[2] == _INPUT and w[1] not in built_in)):
             return f"instruction {at} (OpVariable): an Input variable that is no built-in, or an Output variable"
     size = work_group(insts)
-    if size is None or len(size) != 3 or not all(1 <= x <= MAX_GROUP for x in size) \
+    if size is None or len(size) != 3 or not all(1 <= x <= most for x, most in zip(size, MAX_GROUP_SIZE)) \
             or size[0] * size[1] * size[2] > MAX_GROUP:
-        return f"a work group of {size} (1 to {MAX_GROUP} invocations)"
+        return f"a work group of {size} (1 to {MAX_GROUP} invocations, at most {MAX_GROUP_SIZE} each way)"
     return ""
 
 
