@@ -24,6 +24,14 @@ def slow_axpy(worker, a):
     return axpy(worker, a)
 
 
+def on_node(worker, a):
+    """``slow_axpy`` on a Ray worker: (values, the id of the Ray node it ran on, worker pid)."""
+    import ray
+
+    values, pid = slow_axpy(worker, a)
+    return values, ray.get_runtime_context().get_node_id(), pid
+
+
 def whoami(worker, _item):
     return {"pid": os.getpid(), "slot": worker.slot, "device": worker.device, "arch": worker.arch.name,
             "modules": sorted(worker.modules), "cache": sorted(worker.cache),

@@ -22,7 +22,8 @@ PAGES = {
     "reference/config/index.html": ["taichi_aot.config.show_config", "taichi_aot.config.devices"],
     "reference/capi/index.html": ["taichi_aot.capi.create_runtime", "taichi_aot.capi.launch_kernel"],
     "reference/metadata/index.html": ["taichi_aot.metadata.read_module", "taichi_aot.metadata.ModuleInfo"],
-    "reference/pool/index.html": ["taichi_aot.pool.Pool", "taichi_aot.pool.Pool.map", "taichi_aot.pool.Worker"],
+    "reference/pool/index.html": ["taichi_aot.pool.Pool", "taichi_aot.pool.Pool.map", "taichi_aot.pool.Worker",
+                                  "taichi_aot.pool.Pool.lost_workers", "taichi_aot.pool.WorkerLost"],
 }
 
 

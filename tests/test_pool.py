@@ -1,8 +1,9 @@
 """The pool: workers on x64 and Vulkan, as local processes and as Ray actors, with real modules.
 
 Fault cases are real: workers are killed with SIGKILL or abort themselves; "no orphan" is checked
-by pid. Ray tests run against a local Ray instance (``ray.init()`` here); Ray is a promised extra,
-so under CI its absence fails them.
+by pid. Ray tests run against a local Ray instance (``ray.init()`` here), and one against a cluster of
+three Ray nodes on this machine, one of which is removed; Ray is a promised extra, so under CI its
+absence fails them.
 """
 
 from __future__ import annotations
@@ -34,14 +35,40 @@ ROOT = os.path.dirname(HERE)
 
 
 @pytest.fixture(scope="session")
-def ray_session():
+def ray_module():
+    """Ray, shut down at the end of the session."""
     ray = require_extra("ray", "ray")
     cloudpickle = require_extra("ray.cloudpickle", "ray")
     # Ray workers do not see this folder: the task functions travel by value, as a user's own script's would
     cloudpickle.register_pickle_by_value(tasks)
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def ray_session(ray_module):
+    """A local Ray instance of 4 CPUs: started by the first test that needs it, again after the cluster's test."""
+    if not ray_module.is_initialized():
+        ray_module.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    return ray_module
+
+
+@pytest.fixture
+def ray_cluster(ray_module):
+    """A Ray cluster on this machine, the driver connected to it by its address as to any cluster: a head of 3
+    CPUs (room for every worker: where Ray by default would put them all) and two nodes of 2 CPUs.
+    ``(cluster, [head, node, node])``."""
+    cluster_utils = require_extra("ray.cluster_utils", "ray")
+    ray_module.shutdown()  # the local instance of the tests before, if any
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 3})
+    try:
+        nodes = [cluster.head_node] + [cluster.add_node(num_cpus=2) for _ in range(2)]
+        cluster.wait_for_nodes()
+        ray_module.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        yield cluster, nodes
+    finally:
+        ray_module.shutdown()
+        cluster.shutdown()
 
 
 @pytest.fixture(params=["local", "ray"])
@@ -115,7 +142,8 @@ def test_kill_9_during_a_map(backend, modules):
     require_arch(Arch.X64)
     items = [float(i) for i in range(10)]
     with Pool(modules.path(Arch.X64), arch="x64", workers=2, backend=backend) as pool:
-        victim = pool.workers[0]["pid"]
+        first = pool.workers[0]
+        victim = first["pid"]
         killer = threading.Timer(0.4, os.kill, (victim, signal.SIGKILL))
         killer.start()
         results = pool.map(tasks.slow_axpy, items)
@@ -125,6 +153,12 @@ def test_kill_9_during_a_map(backend, modules):
             np.testing.assert_array_equal(values, _expect(a))
         assert victim not in {pid for _, pid in results[6:]}  # the victim ran nothing after its death
         assert pool.restarts == 1  # counted when the worker died, before its task was retried
+        [lost] = pool.lost_workers  # and recorded: where it ran, what became of its task
+        assert (lost.slot, lost.pid, lost.node) == (first["slot"], victim, first.get("node"))  # node: None locally
+        assert lost.retried and lost.attempt == 1 and not lost.node_lost and f"under item {lost.index} " in str(lost)
+        assert results[lost.index][1] != victim
+        if backend == "local":
+            assert lost.exitcode == -signal.SIGKILL and lost.cause == "killed by SIGKILL"
         assert _gone([victim])
         assert victim not in [w["pid"] for w in pool.workers]
 
@@ -142,6 +176,8 @@ def test_a_task_that_always_crashes(backend, modules):
         with pytest.raises(WorkerCrashedError) as mapped:
             pool.map(tasks.crashes, ["a", "b"])
         assert mapped.value.index in (0, 1)
+        assert [(w.task, w.attempt, w.retried) for w in pool.lost_workers[:2]] == [("item 'poison'", 1, True),
+                                                                                    ("item 'poison'", 2, False)]
         np.testing.assert_array_equal(pool.map(tasks.axpy, [2.0])[0][0], _expect(2.0))  # replaced, working
 
 
@@ -356,3 +392,38 @@ def test_ray_cpu_workers_reserve_their_threads(ray_session, modules):
         [(n, _, _, added)] = pool.map(tasks.threads, [0])
         assert pool.threads == n == added == 2
         assert ray_session.available_resources().get("CPU", 0) <= 4 - 2  # the session has 4
+
+
+def test_ray_across_nodes(ray_cluster, modules):
+    """A pool on a cluster of three Ray nodes puts a worker on each; a node removed in the middle of a map loses
+    no task and repeats none: the task its worker held runs again on another node, every result comes back once,
+    in order and correct, the pool says which node was lost and which task was retried, and it is back to three
+    workers, none on the lost node."""
+    require_arch(Arch.X64)
+    cluster, nodes = ray_cluster
+    victim = nodes[1]  # a worker node (the head holds the cluster's own services)
+    items = [float(i) for i in range(12)]
+    with Pool(modules.path(Arch.X64), arch="x64", backend="ray", workers=3, ray_init=False) as pool:
+        placed = {w["node"]: w for w in pool.workers}
+        assert sorted(placed) == sorted(n.node_id for n in nodes)  # one worker on every node
+        removal = threading.Thread(target=cluster.remove_node, args=(victim,))
+
+        def remove_after_first_round(done, _total):  # every worker is then on its next task
+            if done == len(nodes):
+                removal.start()
+
+        results = pool.map(tasks.on_node, items, progress=remove_after_first_round)
+        removal.join()
+        assert len(results) == len(items)
+        for a, (values, _node, _pid) in zip(items, results):
+            np.testing.assert_array_equal(values, _expect(a))
+        [lost] = pool.lost_workers
+        assert lost.node == victim.node_id and lost.node_lost and "left the cluster" in str(lost)
+        assert (lost.slot, lost.pid) == (placed[victim.node_id]["slot"], placed[victim.node_id]["pid"])
+        assert lost.retried and lost.attempt == 1 and lost.index is not None and pool.restarts == 1
+        assert victim.node_id not in {node for _, node, _ in results[lost.index:]}  # retried elsewhere, and
+        # nothing after it ran on the lost node
+        deadline = time.monotonic() + 60
+        while len(pool.workers) < len(nodes) and time.monotonic() < deadline:  # the replacement is starting
+            time.sleep(0.1)
+        assert len(pool.workers) == len(nodes) and victim.node_id not in {w["node"] for w in pool.workers}

@@ -18,9 +18,10 @@ runtimes, so one process per device is how several devices are used. Workers are
 
 What comes back: ``fn``'s return value, or its exception (its own type, the worker's traceback as
 ``__cause__``). A worker that dies (segfault, abort, ``kill -9``) is replaced and its task retried,
-``retries`` times, then the task fails with :class:`WorkerCrashedError`. A worker that cannot start
-fails the pool's start with :class:`WorkerStartError` and its reason. Closing the pool (or leaving its
-``with`` block, or Ctrl-C) leaves no worker process behind.
+``retries`` times, then the task fails with :class:`WorkerCrashedError`; with Ray the same holds for an actor
+that dies and for a node that leaves the cluster. ``pool.lost_workers`` says what was lost and what became of
+each task (:class:`WorkerLost`). A worker that cannot start fails the pool's start with :class:`WorkerStartError`
+and its reason. Closing the pool (or leaving its ``with`` block, or Ctrl-C) leaves no worker process behind.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ from ..errors import (
 )
 from ..runtime import resolve_arch
 from ._local import LocalHandle
-from ._worker import Reply, TaskDone, Worker, WorkerConfig, WorkerDiedError, WorkerHandle, describe_exit
+from ._report import WorkerLost, lost_worker
+from ._worker import Reply, TaskDone, Worker, WorkerConfig, WorkerDiedError, WorkerHandle
 
 __all__ = [
     "Pool",
@@ -62,6 +64,7 @@ __all__ = [
     "RemoteTraceback",
     "Worker",
     "WorkerCrashedError",
+    "WorkerLost",
     "WorkerStartError",
     "WorkerTaskError",
 ]
@@ -87,12 +90,12 @@ class RemoteTraceback(Exception):  # noqa: N818  (a traceback, never raised: nam
 
 
 class _Task:
-    __slots__ = ("exitcodes", "fn", "future", "index", "item", "running")
+    __slots__ = ("fn", "future", "index", "item", "losses", "running")
 
     def __init__(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None):
         self.fn, self.item, self.index = fn, item, index
         self.future: concurrent.futures.Future = concurrent.futures.Future()
-        self.exitcodes: tuple[int | None, ...] = ()
+        self.losses: tuple[WorkerLost, ...] = ()  # the workers it was running on when they died
         self.running = False
 
     def label(self) -> str:
@@ -130,8 +133,8 @@ class Pool:
             divided among the workers (1 when ``workers`` is not given either: one worker per core is the
             most throughput for many independent tasks). Each local worker is pinned to its own share of the
             cores; a Ray worker asks Ray for ``num_cpus=threads``.
-        backend: ``"local"`` (spawned processes, the default) or ``"ray"`` (Ray actors; CUDA workers ask
-            for ``num_gpus=1``, the others for one CPU).
+        backend: ``"local"`` (spawned processes, the default) or ``"ray"`` (Ray actors spread over the nodes;
+            CUDA workers ask for ``num_gpus=1``, the others for ``num_cpus=threads``).
         setup: ``setup(worker)``, run once in each worker after its modules load (allocate buffers into
             ``worker.cache``, warm kernels up); a failure there fails the start.
         retries: how many times a task whose worker died is given to a new worker before it fails
@@ -168,8 +171,7 @@ class Pool:
         self._owns_ray = False
         self._lost = 0
         self._broken: BaseException | None = None
-        #: how many workers died under a task (each replaced where a new one starts); counted before the task ends
-        self.restarts = 0
+        self._lost_workers: list[WorkerLost] = []
         sources = _module_sources(modules, pack=backend == "ray")
         plan = _plan(self.arch, devices, workers, backend)
         cpus: list[tuple[int, ...] | None]
@@ -277,13 +279,12 @@ class Pool:
                 reply = handle.run(task.fn, task.item)
             except WorkerDiedError as death:
                 handle.release()
-                handle = slot.handle = None
+                info, handle = handle.info, None
+                slot.handle = None
                 if self._terminating:
                     task.future.set_exception(PoolClosedError(f"the pool was closed while {task.label()} ran"))
                     break
-                with self._cv:  # counted before the task's future can end: map returns with it counted
-                    self.restarts += 1
-                self._crashed(task, death.exitcode)
+                self._crashed(slot, task, death, info)
                 handle = slot.handle = self._replace(slot)
                 continue
             except (ArgumentTypeError, WorkerTaskError) as e:  # not sent (cannot be pickled), or not carried back
@@ -300,17 +301,21 @@ class Pool:
         elif not self._terminating:
             self._slot_lost(slot)
 
-    def _crashed(self, task: _Task, exitcode: int | None) -> None:
-        task.exitcodes += (exitcode,)
-        if len(task.exitcodes) > self._retries:
-            how = ", ".join(describe_exit(c) if c is not None else "the worker died" for c in task.exitcodes)
-            task.future.set_exception(WorkerCrashedError(
-                f"{task.label()} crashed its worker {len(task.exitcodes)} time(s) ({how}); retries={self._retries}",
-                task.item, task.index, len(task.exitcodes), task.exitcodes))
-            return
-        with self._cv:
-            self._queue.appendleft(task)  # first in line for the next free worker
-            self._cv.notify()
+    def _crashed(self, slot: _Slot, task: _Task, death: WorkerDiedError, info: dict[str, Any]) -> None:
+        """Record the lost worker, then give its task to the next free worker, or fail it after ``retries``."""
+        attempt = len(task.losses) + 1
+        lost = lost_worker(slot.config.slot, info, death, task.label(), task.index, attempt, attempt <= self._retries)
+        task.losses += (lost,)
+        with self._cv:  # recorded before the task's future can end: map returns with it counted
+            self._lost_workers.append(lost)
+            if lost.retried:
+                self._queue.appendleft(task)  # first in line for the next free worker
+                self._cv.notify()
+                return
+        how = ", ".join(loss.cause for loss in task.losses)
+        task.future.set_exception(WorkerCrashedError(
+            f"{task.label()} crashed its worker {attempt} time(s) ({how}); retries={self._retries}",
+            task.item, task.index, attempt, tuple(loss.exitcode for loss in task.losses)))
 
     def _slot_lost(self, slot: _Slot) -> None:
         """A worker could not be replaced: when none is left, every waiting task fails with the reason."""
@@ -336,8 +341,20 @@ class Pool:
 
     @property
     def workers(self) -> list[dict[str, Any]]:
-        """What each worker said when it started: slot, pid, host, arch, device."""
+        """What each worker said when it started: slot, pid, host, arch, device (and a Ray worker's node id)."""
         return [dict(s.handle.info) for s in self._slots if s.handle is not None]
+
+    @property
+    def lost_workers(self) -> list[WorkerLost]:
+        """Every worker that died under a task, oldest first: where it ran (slot, pid, host, Ray node, and whether
+        that node left the cluster) and what became of its task (index, attempt, retried or failed)."""
+        with self._cv:
+            return list(self._lost_workers)
+
+    @property
+    def restarts(self) -> int:
+        """How many workers died under a task (each replaced where a new one starts): ``len(pool.lost_workers)``."""
+        return len(self._lost_workers)
 
     @property
     def closed(self) -> bool:

@@ -1,9 +1,10 @@
 """Ray workers: the same Worker as a Ray actor, so a pool spreads over a cluster with the same code.
 
 A CUDA worker asks Ray for one GPU (``num_gpus=1``) and Ray sets its ``CUDA_VISIBLE_DEVICES``; a CPU
-worker asks for as many CPUs as its runtime starts threads (the pool's ``threads``). Actors are never
+worker asks for as many CPUs as its runtime starts threads (the pool's ``threads``). Workers are spread over
+the cluster's nodes (Ray's ``"SPREAD"`` strategy), and each says which node it runs on. Actors are never
 restarted by Ray (``max_restarts=0``): the pool replaces a dead actor and retries its task itself, exactly as
-it does for local processes.
+it does for local processes; a handle tells an actor that died from one whose node left the cluster.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class _PoolActor:
 
     def __init__(self, config: WorkerConfig):
         self.worker, self.hello_reply = start_worker(config)
+        if isinstance(self.hello_reply, Started):
+            self.hello_reply.info["node"] = _ray().get_runtime_context().get_node_id()
 
     def hello(self) -> Started | StartFailed:
         return self.hello_reply
@@ -75,7 +78,7 @@ class RayHandle:
         cpus = min(config.threads or 1,
                    int(max((n.get("Resources", {}).get("CPU", 1) for n in ray.nodes()), default=1)))
         resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0} if cuda else {"num_cpus": max(cpus, 1)}
-        options: dict[str, Any] = dict(resources)
+        options: dict[str, Any] = dict(resources, scheduling_strategy="SPREAD")  # over the nodes, not packed
         if config.env:  # set before the actor's process imports anything (the library reads some at import)
             options["runtime_env"] = {"env_vars": dict(config.env)}
         self.actor = _actor().options(**options).remote(config)
@@ -103,10 +106,19 @@ class RayHandle:
         try:
             return ray.get(self.actor.run.remote(fn, item))
         except ray.exceptions.RayActorError:
-            raise WorkerDiedError(None) from None
+            raise WorkerDiedError(None, node_lost=self._node_gone()) from None
         except ray.exceptions.RayTaskError as e:  # Ray could not carry the task or its result
             raise WorkerTaskError(f"Ray could not carry the task or its result (cannot be pickled?): "
                                   f"{str(e).strip().splitlines()[-1]}", type(e).__name__) from None
+
+    def _node_gone(self) -> bool:
+        """Whether the node this actor ran on has left the cluster (one that leaves in order is marked dead before
+        its actors are)."""
+        node = self.info.get("node")
+        try:
+            return node is not None and not any(n["NodeID"] == node and n["Alive"] for n in _ray().nodes())
+        except Exception:  # the cluster cannot say: the actor died, nothing more is known
+            return False
 
     def kill(self) -> None:
         try:

@@ -101,11 +101,13 @@ class WorkerHandle(Protocol):
 
 class WorkerDiedError(Exception):
     """A worker (process or Ray actor) ended while it held a task (or while starting): what every handle kind
-    raises for the pool to replace it."""
+    raises for the pool to replace it. ``exitcode``: the process's, where known; ``node_lost``: the Ray node it
+    ran on left the cluster (the worker did not die of itself)."""
 
-    def __init__(self, exitcode: int | None):
+    def __init__(self, exitcode: int | None, node_lost: bool = False):
         super().__init__(exitcode)
         self.exitcode = exitcode
+        self.node_lost = node_lost
 
 
 class Worker:
