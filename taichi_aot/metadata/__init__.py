@@ -19,6 +19,7 @@ import re
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
+from . import consistency, schema
 from .gfx import _check_tasks, _gfx, _gfx_graphs, forget_shaders
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
@@ -188,6 +189,25 @@ def describe(source: object) -> str:
     return os.fsdecode(source) if isinstance(source, (str, os.PathLike)) else f"<{len(source)} bytes>"  # type: ignore[arg-type]
 
 
+def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
+    """A gfx module: its metadata's shape (schema), its agreement with itself (consistency), its tasks' SPIR-V,
+    then its kernels and graphs."""
+    schema.check(doc, schema.METADATA, "metadata.json")
+    graphs, graph_doc = src.read("graphs.json"), None
+    if graphs is not None:
+        try:
+            graph_doc = json.loads(graphs.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            raise CorruptedDataError("graphs.json is not valid JSON") from None
+        schema.check(graph_doc, schema.GRAPHS, "graphs.json")
+    consistency.check(doc, graph_doc)
+    info = _gfx(doc, _check_tasks(doc, src))
+    if graph_doc is not None:
+        info.graphs = _gfx_graphs(graph_doc, info.kernels)
+    info.archs = _GFX_LOADERS
+    return info
+
+
 def _read(src: _Source) -> ModuleInfo:
     raw = src.read("metadata.json")
     if raw is None:
@@ -202,15 +222,8 @@ def _read(src: _Source) -> ModuleInfo:
         doc = json.loads(text)
     except (ValueError, RecursionError):
         doc = None
-    if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
-        info = _gfx(doc, _check_tasks(doc, src))
-        graphs = src.read("graphs.json")
-        if graphs is not None:
-            try:
-                info.graphs = _gfx_graphs(json.loads(graphs.decode("utf-8", "replace")), info.kernels)
-            except (ValueError, RecursionError):
-                raise CorruptedDataError("graphs.json is not valid JSON") from None
-        info.archs = _GFX_LOADERS
+    if isinstance(doc, dict):  # gfx: JSON (LLVM modules' text is not)
+        info = _read_gfx(doc, src)
     else:
         info = _llvm(parse_text(text))
         graphs = src.read("graphs.tcb")

@@ -1,0 +1,113 @@
+"""A gfx module's metadata agreeing with itself, checked after its shape (:mod:`.schema`) and before C reads it.
+
+Well-typed metadata can still disagree with itself, and libtaichi_c_api trusts it: an argument layout with no
+elements crashed the process at launch, a layout whose entries are not named as its arguments ran on the wrong
+bytes, a shape with fewer dimensions than the array hung it, a graph dispatch binding fewer arguments than its
+kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedDataError` naming the kernel or graph:
+
+* a kernel's arguments are numbered 0, 1, ... once each and named each once, and its argument layout
+  (``args_type_``) lists one entry for each, named ``arg_<index>`` in that order, at increasing offsets inside
+  ``args_bytes_``; an ndarray's entry is a struct holding ``shape`` (one integer per field dimension, one for
+  none) and a pointer ``data_ptr``; a scalar's is a primitive of its dtype;
+* a task is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
+  as many threads as the range holds);
+* a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
+  the kernel takes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CorruptedDataError
+
+_PRIMITIVE, _POINTER, _STRUCT = 0, 1, 3
+_NDARRAY, _SCALAR = 1, 0  # ptype
+_UNKNOWN = 13  # a scalar argument's dtype when it is a vector or matrix
+_SERIAL, _RANGE_FOR = 0, 1
+#: Graph argument tags for each argument ptype (a scalar's: a scalar or a vector/matrix).
+_TAGS = {0: (0, 1), 1: (2,), 2: (3,), 3: (4,)}
+
+
+def check(meta: dict, graphs: list | None) -> None:
+    """Raise CorruptedDataError where ``metadata.json`` (``meta``) or ``graphs.json`` (``graphs``) disagree."""
+    kernels = {}
+    for k in meta["kernels"]:
+        what = f"metadata.json: kernel {k['name']!r}"
+        args = _arguments(k["ctx_attribs"], what)
+        for task in k["tasks_attribs"]:
+            _task(task, f"{what}, task {task['name']!r}")
+        kernels[k["name"]] = args
+    for g in graphs or []:
+        for d in g["value"]["dispatches"]:
+            _dispatch(d, kernels, f"graphs.json: graph {g['key']!r}, dispatch of {d['kernel_name']!r}")
+
+
+def _arguments(ctx: dict, what: str) -> list[dict]:
+    """The kernel's arguments by index, each checked against its entry in the argument layout."""
+    args = sorted(ctx["arg_attribs_vec_"], key=lambda e: e["key"])
+    if [e["key"] for e in args] != [[i] for i in range(len(args))]:
+        raise CorruptedDataError(f"{what}: arguments numbered {[e['key'] for e in args]}, not 0, 1, ... once each")
+    layout = ctx["args_type_"]
+    elements = layout["content"].get("elements_") if layout["type_kind"] == _STRUCT else None
+    if elements is None or [e["name"] for e in elements][:len(args)] != [f"arg_{i}" for i in range(len(args))]:
+        names = None if elements is None else [e["name"] for e in elements]
+        raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{len(args) - 1}")
+    offsets = [e["offset"] for e in elements]
+    if offsets != sorted(set(offsets)) or (offsets and offsets[-1] >= ctx["args_bytes_"]):
+        raise CorruptedDataError(f"{what}: argument offsets {offsets} in {ctx['args_bytes_']} bytes")
+    for entry, element in zip(args, elements):
+        _argument(entry["value"], element["type"], f"{what}, argument {entry['key'][0]}")
+    names = [e["value"]["name"].lstrip("_") for e in args if e["value"]["name"].lstrip("_")]
+    if len(names) != len(set(names)):
+        raise CorruptedDataError(f"{what}: arguments named {names}, a name twice")
+    return [e["value"] for e in args]
+
+
+def _argument(arg: dict, layout: dict, what: str) -> None:
+    if arg["ptype"] == _NDARRAY:
+        members = {e["name"]: e["type"] for e in layout["content"].get("elements_", [])} \
+            if layout["type_kind"] == _STRUCT else {}
+        shape, data = members.get("shape"), members.get("data_ptr")
+        dims = shape["content"].get("elements_") if shape and shape["type_kind"] == _STRUCT else None
+        if dims is None or len(dims) != max(arg["field_dim"], 1) or not data or data["type_kind"] != _POINTER \
+                or any(d["type"]["type_kind"] != _PRIMITIVE for d in dims):
+            raise CorruptedDataError(f"{what}: an ndarray of {arg['field_dim']} dimensions whose layout is no "
+                                     "struct of that many shape integers and a data pointer")
+    elif arg["ptype"] == _SCALAR and arg["dtype"] != _UNKNOWN \
+            and (layout["type_kind"] != _PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
+        raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
+
+
+def _task(task: dict, what: str) -> None:
+    kind, ranged, total = task["task_type"], task["range_for_attribs"], task["advisory_total_num_threads"]
+    if kind == _SERIAL and (ranged is not None or total != 1):
+        raise CorruptedDataError(f"{what}: a serial task with a range or {total} threads")
+    if kind == _RANGE_FOR:
+        if ranged is None:
+            raise CorruptedDataError(f"{what}: a range-for task without its range")
+        if ranged["const_begin"] and ranged["const_end"] and ranged["end"] - ranged["begin"] != total:
+            raise CorruptedDataError(f"{what}: the range {ranged['begin']}..{ranged['end']} in {total} threads")
+    elif kind != _SERIAL:
+        raise CorruptedDataError(f"{what}: task type {kind}, which Taichi 1.7.4's gfx modules do not hold")
+
+
+def _dispatch(d: dict, kernels: dict[str, list[dict]], what: str) -> None:
+    args = kernels.get(d["kernel_name"])
+    if args is None:
+        raise CorruptedDataError(f"{what}: no such kernel in metadata.json")
+    bound = d["symbolic_args"]
+    if len(bound) != len(args):
+        raise CorruptedDataError(f"{what}: binds {len(bound)} arguments, the kernel takes {len(args)}")
+    for i, (b, a) in enumerate(zip(bound, args)):
+        if b["tag"] not in _TAGS.get(a["ptype"], ()) or _mismatch(b, a):
+            raise CorruptedDataError(f"{what}: argument {i} ({b['name']!r}) bound as another kind, dtype or "
+                                     "dimension than the kernel takes")
+
+
+def _mismatch(b: dict, a: dict) -> Any:
+    """Whether a graph argument differs from the kernel's in what its kind reads (dtype; an ndarray's dims)."""
+    if a["ptype"] == _NDARRAY:
+        return b["dtype_id"] != a["dtype"] or b["field_dim"] != a["field_dim"] \
+            or list(b["element_shape"]) != list(a["element_shape"])
+    return a["ptype"] == _SCALAR and a["dtype"] != _UNKNOWN and b["dtype_id"] != a["dtype"]

@@ -1,0 +1,128 @@
+"""A gfx module's metadata is checked field by field (metadata/schema.py) and for agreement with itself
+(metadata/consistency.py) before anything reads it: a wrong JSON type, an out-of-range value or metadata that
+disagrees with itself is a CorruptedDataError naming the file and the field, from load_module, info and stubs
+alike, never a crash, a hang, a bare Python error or a launch on the wrong memory."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import taichi_aot as ta
+from conftest import ROOT
+from taichi_aot.cli import main
+from taichi_aot.errors import CorruptedDataError
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import fuzz_metadata  # the sweep: benchmarks/fuzz_metadata.py runs every variant
+
+
+def _edited(modules, tmp_path, edit, file: str = "metadata.json") -> str:
+    """A copy of the Vulkan test module with ``edit`` applied to one of its JSON files."""
+    folder = tmp_path / "m"
+    shutil.copytree(modules.path(ta.Arch.VULKAN), folder)
+    doc = json.loads((folder / file).read_text())
+    edit(doc)
+    (folder / file).write_text(json.dumps(doc))
+    return str(folder)
+
+
+def _kernel(doc: dict, name: str) -> dict:
+    return next(k for k in doc["kernels"] if k["name"] == name)
+
+
+def _arg(doc: dict, kernel: str, index: int) -> dict:
+    return next(a["value"] for a in _kernel(doc, kernel)["ctx_attribs"]["arg_attribs_vec_"] if a["key"] == [index])
+
+
+WRONG_TYPES = {
+    "Infinity for an integer": (lambda d: _arg(d, "fill_i32", 0).update(field_dim=float("inf")),
+                                r"kernels\[\d+\]\.ctx_attribs\.arg_attribs_vec_\[\d+\]\.value\.field_dim: expected an "
+                                r"integer 0\.\.16, got Infinity"),
+    "a number for a list": (lambda d: _kernel(d, "add").update(tasks_attribs=3),
+                            r"kernels\[\d+\]\.tasks_attribs: expected a list of 1 to 1024 entries, got 3"),
+    "a list for an object": (lambda d: _kernel(d, "add").update(ctx_attribs=[]),
+                             r"kernels\[\d+\]\.ctx_attribs: expected an object, got a list of 0"),
+    "2**70 for a thread count": (lambda d: _kernel(d, "add")["tasks_attribs"][0].update(
+        advisory_total_num_threads=2**70),
+        r"kernels\[\d+\]\.tasks_attribs\[0\]\.advisory_total_num_threads: expected an integer 1\.\.2147483647"),
+    "a type kind Taichi does not write": (lambda d: _kernel(d, "add")["ctx_attribs"]["args_type_"].update(
+        type_kind=7), r"kernels\[\d+\]\.ctx_attribs\.args_type_\.type_kind: expected an integer 0\.\.3, got 7"),
+    "null for a name": (lambda d: _kernel(d, "add").update(name=None), r"kernels\[\d+\]\.name: expected a string"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_TYPES))
+def test_a_wrong_json_type_names_the_file_and_the_field(vulkan, modules, tmp_path, case):
+    edit, message = WRONG_TYPES[case]
+    folder = _edited(modules, tmp_path, edit)
+    with pytest.raises(CorruptedDataError, match="metadata.json: " + message):
+        ta.metadata.read_module(folder)
+    with ta.Runtime(vulkan) as rt, pytest.raises(CorruptedDataError, match=message):
+        rt.load_module(folder)
+    for argv in (["info", folder], ["info", "--json", folder], ["stubs", folder, "-o", "-"]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(argv)
+        assert code == 2 and "Traceback" not in err.getvalue(), err.getvalue()[-2000:]
+        assert "metadata.json: " in err.getvalue()
+
+
+def _drop_dispatch_argument(graphs: list) -> None:
+    graphs[0]["value"]["dispatches"][0]["symbolic_args"].pop()
+
+
+INCONSISTENT = {
+    # each ran with wrong values, or crashed, before it was checked
+    "a graph dispatch binding fewer arguments than its kernel takes": (
+        _drop_dispatch_argument, "graphs.json", r"binds \d arguments, the kernel takes \d"),
+    "a kernel with no tasks": (lambda d: _kernel(d, "add").update(tasks_attribs=[]), "metadata.json",
+                               r"tasks_attribs: expected a list of 1 to 1024 entries, got a list of 0"),
+    "a range-for task whose threads are not its range": (
+        lambda d: _kernel(d, "add")["tasks_attribs"][0].update(
+            range_for_attribs={"begin": 0, "end": 16, "const_begin": True, "const_end": True}),
+        "metadata.json", r"the range 0\.\.16 in \d+ threads"),
+    "an argument layout with no elements": (
+        lambda d: _kernel(d, "add")["ctx_attribs"]["args_type_"]["content"].update(elements_=[]), "metadata.json",
+        r"kernel 'add': an argument layout of \[\], not arg_0 \.\.\. arg_2"),
+    "two kernels' argument lists swapped": (
+        lambda d: (lambda a, b: (a.update(ctx_attribs=b["ctx_attribs"]), b.update(ctx_attribs=dict(a["ctx_attribs"]))))(
+            _kernel(d, "add"), _kernel(d, "fill_i32")), "metadata.json", r"kernel '(add|fill_i32)'"),
+    "an ndarray whose shape lost its dimensions": (
+        lambda d: _kernel(d, "fill_i32")["ctx_attribs"]["args_type_"]["content"]["elements_"][0]["type"]["content"][
+            "elements_"][0]["type"]["content"].update(elements_=[]), "metadata.json",
+        r"argument 0: an ndarray of 2 dimensions whose layout is no struct"),
+    "an argument named twice": (lambda d: _arg(d, "add", 1).update(name="_x"), "metadata.json",
+                                r"arguments named \['x', 'x', 'a'\], a name twice"),
+}
+
+
+@pytest.mark.parametrize("case", list(INCONSISTENT))
+def test_metadata_that_disagrees_with_itself_is_refused(vulkan, modules, tmp_path, case):
+    edit, file, message = INCONSISTENT[case]
+    folder = _edited(modules, tmp_path, edit, file)
+    with ta.Runtime(vulkan) as rt:
+        with pytest.raises(CorruptedDataError, match=message):
+            rt.load_module(folder)
+        mod = rt.load_module(modules.path(ta.Arch.VULKAN))  # the runtime carries on
+        x = rt.ndarray((1, 2), np.int32)
+        mod.kernels["fill_i32"](x, 3)
+        assert x.to_numpy().tolist() == [[3, 4]]
+
+
+def test_every_value_replaced_gives_a_typed_error_or_the_right_answer(vulkan, modules):
+    """A seeded sample of the sweep (benchmarks/fuzz_metadata.py runs all ~20,000 variants): one value of
+    metadata.json or graphs.json replaced by Infinity, -1, 2**70, "x", [], {} or null; load, launch every kernel
+    and graph with the undamaged module's inputs, info, info --json and stubs, in a worker child. Each variant
+    gives a typed error or the undamaged module's results: no crash, hang, bare Python error or wrong value."""
+    found = fuzz_metadata.sweep(modules.path(ta.Arch.VULKAN), sample=500, seed=7, timeout=60)
+    bad = [r for r in found if r["outcome"] not in ("typed", "right")]
+    assert not bad, bad[:5]
+    assert {r["outcome"] for r in found} == {"typed", "right"}
