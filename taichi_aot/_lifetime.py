@@ -59,18 +59,23 @@ class Owned:
     """A native handle's release function and what still needs it (pins).
 
     ``closed`` turns True once at :meth:`close`; ``release`` runs once, when the record is
-    closed and unpinned. A record pins its ``parent`` until it is released.
+    closed and unpinned. A record pins its ``parent`` until it is released. Closing moves the epoch that prepared
+    launches compare, except for a ``quiet`` record: one whose release frees nothing a launch could still reach
+    (a pooled import, which the runtime keeps), so that arrays taken for a call and dropped after it do not send
+    every later call back to Python.
     """
 
-    __slots__ = ("__weakref__", "_abandoned", "_parent", "_pid", "_pins", "_release", "_released", "closed")
+    __slots__ = ("__weakref__", "_abandoned", "_parent", "_pid", "_pins", "_quiet", "_release", "_released",
+                 "closed")
 
-    def __init__(self, release: Callable[[], object], parent: Owned | None = None):
+    def __init__(self, release: Callable[[], object], parent: Owned | None = None, quiet: bool = False):
         self._release = release
         self._pid = os.getpid()  # a forked child never releases its parent's native objects
         self._pins = 0
         self.closed = False
         self._released = False
         self._abandoned = False
+        self._quiet = quiet
         self._parent = parent
         if parent is not None:
             parent.pin()
@@ -96,7 +101,8 @@ class Owned:
             if self.closed:
                 return
             self.closed = True
-            lib.taichi_aot_epoch += 1
+            if not self._quiet:
+                lib.taichi_aot_epoch += 1
             ready = self._pins == 0 and not self._released
             if ready:
                 self._released = True

@@ -222,14 +222,15 @@ class Memory(Child):
         release = (functools.partial(_keep_pooled, owner) if pooled
                    else functools.partial(_forget_imported, runtime._handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
-        self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address)
+        self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
         return self
 
     def _setup(self, runtime: Runtime, handle: Any, size: int, flags: tuple[bool, bool, bool, int],
                release: Callable[[], object], owner: object, host_address: int | None,
-               cuda_address: int | None) -> None:
+               cuda_address: int | None, quiet: bool = False) -> None:
         """Every route's one list of attributes: the handle, what it holds (``owner``: imported memory's, kept
-        by the release too), where the host sees it, and the record that releases it."""
+        by the release too), where the host sees it, and the record that releases it (``quiet`` for a pooled
+        import: see Owned)."""
         self._handle: Any = handle
         self._size = size
         self._flags = flags
@@ -238,7 +239,7 @@ class Memory(Child):
         self._cuda_ctx: int | None = None
         self._host: Any = owner
         self._host_address = host_address
-        self._attach(runtime, Owned(release, runtime._owned))
+        self._attach(runtime, Owned(release, runtime._owned, quiet))
 
     _kind = "memory"
 

@@ -10,11 +10,13 @@ another backend family, another LLVM arch or another Taichi minor version raises
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
 
 from . import _probe, capi, metadata
 from ._lifetime import Child, Owned, unpicklable
@@ -66,8 +68,38 @@ def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: Module
     return _ptx_launch.load(runtime, folder, _kernels(folder), what, given)
 
 
-def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, ModuleInfo]:
-    """Check ``source``, read its metadata, and load it: ``(handle, description, temp dir, metadata)``."""
+class _Source(NamedTuple):
+    """A module source checked and read (``_open``): what C loads, and the key its loaded module is shared by."""
+
+    data: bytes | None  # .tcm bytes (of the part for this arch), or None for a path
+    path: str | None
+    what: str  # for messages
+    meta: ModuleInfo
+    key: str  # the content's digest
+
+
+def _digest(data: bytes | None, path: str | None) -> str:
+    """The digest of a module's content: its bytes, or a folder's files (names and contents) or a file's."""
+    h = hashlib.sha256()
+    if data is not None:
+        h.update(data)
+    elif path is not None and os.path.isdir(path):
+        for name in sorted(n for n in os.listdir(path) if not n.endswith(".lock")):  # Taichi's loader's lock file
+            full = os.path.join(path, name)
+            if os.path.isfile(full):
+                h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+                with open(full, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+    elif path is not None:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _open(runtime: Runtime, source: object) -> _Source:
+    """Check ``source`` and read its metadata (corrupt input raises here, before C sees it)."""
     data: bytes | None = None
     path: str | None = None
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -85,27 +117,77 @@ def _load(runtime: Runtime, source: object) -> tuple[Any, str, str | None, Modul
     else:
         raise ArgumentTypeError(f"load_module: expected a path or bytes, got {type(source).__name__}")
     what = path if path is not None else f"<{len(data or b'')} bytes>"
-    # read the metadata before C sees the module: corrupt input raises here. A multi-arch module gives the
-    # bytes of the part for this runtime's arch.
+    # a multi-arch module gives the bytes of the part for this runtime's arch
     loadable, meta, part = metadata.open_module(data if data is not None else path, runtime.arch, what)  # type: ignore[arg-type]
     if part is not None:
         data, path, what = loadable, None, f"{what} ({part} part)"  # type: ignore[assignment]
     metadata.check_compatible(meta, runtime.arch, capi.library.version, _probe.host_cpu_arch(), what)
-    rt = runtime._handle
+    return _Source(data, path, what, meta, _digest(data, path))
+
+
+def _load(runtime: Runtime, src: _Source) -> tuple[Any, str | None]:
+    """Load a checked source in C: ``(handle, temp dir)``."""
+    rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
         # refuses .tcm bytes: extract the archive to a private folder instead.
         temp_dir = tempfile.mkdtemp(prefix="taichi_aot_module_")
         try:
             extract_archive(data if data is not None else what, temp_dir)
-            return capi.load_checked(rt, temp_dir, meta), what, temp_dir, meta
+            return capi.load_checked(rt, temp_dir, meta), temp_dir
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
     # the metadata was read and checked above: capi's loads by that metadata do not read it again
     if data is not None:
-        return capi.create_checked(rt, data, meta), what, None, meta
-    return capi.load_checked(rt, what, meta), what, None, meta
+        return capi.create_checked(rt, data, meta), None
+    return capi.load_checked(rt, what, meta), None
+
+
+#: How many loaded modules no AotModule uses a runtime keeps, for a load of the same content to reuse.
+KEEP_IDLE = 8
+
+
+class _Shared:
+    """A module loaded once in a runtime, shared by every :class:`AotModule` of the same content there.
+
+    libtaichi_c_api keeps what a kernel's look-up makes (on Mesa's Vulkan, its pipelines) after its module is
+    destroyed, so loading the same content again, looking a kernel up and closing it grew the process without
+    end. The loaded module (and each kernel and graph looked up in it) is kept while an AotModule uses it, and
+    while idle among the runtime's last ``KEEP_IDLE`` such modules; the runtime's close releases them all.
+    """
+
+    __slots__ = ("__weakref__", "handle", "handles", "idle", "key", "own", "owned", "runtime", "temp_dir", "users")
+
+    def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, own: Any):
+        self.runtime, self.key, self.handle, self.temp_dir, self.own = weakref.ref(runtime), key, handle, temp_dir, own
+        self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
+        self.users = 0
+        self.idle = 0  # when it was last left (a counter of the runtime's), for the least recently used
+        self.owned = Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned)
+        runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
+
+    def user(self, runtime: Runtime) -> Owned:
+        """The lifetime record of one more AotModule of it, which pins it until that module is closed."""
+        self.users += 1
+        return Owned(self.left, self.owned)
+
+    def left(self) -> None:
+        self.users -= 1
+        runtime = self.runtime()
+        if self.users or runtime is None:
+            return
+        shared: dict[tuple, _Shared] = runtime.modules
+        self.idle = max((s.idle for s in shared.values()), default=0) + 1
+        idle = sorted((s for s in shared.values() if not s.users), key=lambda s: s.idle)
+        for old in idle[:max(len(idle) - KEEP_IDLE, 0)]:
+            old.forget(runtime)
+
+    def forget(self, runtime: Runtime) -> None:
+        """No later load reuses it; released once nothing uses it."""
+        runtime.modules.pop(self.key, None)
+        runtime.foreign.unmaps.pop(id(self), None)
+        self.owned.close()
 
 
 class AotModule(Child):
@@ -130,19 +212,31 @@ class AotModule(Child):
         runtime.ensure_open()
         if cuda_launcher is not None and not isinstance(cuda_launcher, str):
             raise ArgumentTypeError(f"cuda_launcher is 'own' or 'taichi', got {cuda_launcher!r}")
-        handle, what, temp_dir, meta = _load(runtime, source)
-        try:
-            own = _own_kernels(runtime, what, temp_dir, meta, cuda_launcher)
-        except BaseException:
-            _release_module(handle, temp_dir)
-            raise
-        self._handle: Any = handle
-        self._source = what
-        self._meta = meta
-        self._own = own
-        self._kernels: dict[str, Kernel] = {}
-        self._graphs: dict[str, ComputeGraph] = {}
-        self._attach(runtime, Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned))
+        from . import _ptx_launch
+
+        choice = _ptx_launch.choice(cuda_launcher)  # checked on every arch
+        src = _open(runtime, source)
+        key = (src.key, choice if runtime.arch == Arch.CUDA else "")
+        shared = runtime.modules.get(key)
+        if shared is None:
+            handle, temp_dir = _load(runtime, src)
+            try:
+                own = _own_kernels(runtime, src.what, temp_dir, src.meta, cuda_launcher)
+            except BaseException:
+                _release_module(handle, temp_dir)
+                raise
+            shared = runtime.modules[key] = _Shared(runtime, key, handle, temp_dir, own)
+        self._shared = shared
+        self._handle: Any = shared.handle
+        self._source = src.what
+        self._meta = src.meta
+        self._own = shared.own
+        # looked-up kernels and graphs while anything holds them (a strong cache would make a reference cycle
+        # through each kernel's module, which keeps an unclosed runtime until the cycle collector runs); their
+        # native handles stay in the shared record, so a look-up again is no new native object
+        self._kernels: weakref.WeakValueDictionary[str, Kernel] = weakref.WeakValueDictionary()
+        self._graphs: weakref.WeakValueDictionary[str, ComputeGraph] = weakref.WeakValueDictionary()
+        self._attach(runtime, shared.user(runtime))
 
     def launchers(self) -> dict[str, str]:
         """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
@@ -157,6 +251,12 @@ class AotModule(Child):
                 reason = own.refused.get(name) if own is not None else None
                 out[name] = f"taichi: {reason}" if reason else "taichi"
         return out
+
+    @property
+    def handle(self) -> Any:
+        """The native ``TiAotModule`` (for the flat API): every AotModule of the same content in a runtime shares
+        one."""
+        return self._handle
 
     @property
     def source(self) -> str:
@@ -190,7 +290,7 @@ class AotModule(Child):
 
     def _get(self, kind: Literal["kernel", "graph"], name: object) -> Kernel | ComputeGraph:
         self.ensure_open()
-        cache: dict[str, Any] = self._kernels if kind == "kernel" else self._graphs
+        cache: weakref.WeakValueDictionary[str, Any] = self._kernels if kind == "kernel" else self._graphs
         obj = cache.get(name) if isinstance(name, str) else None
         if obj is not None:
             return obj
@@ -205,11 +305,12 @@ class AotModule(Child):
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but its metadata does not describe its arguments"
             )
+        handles = self._shared.handles
         try:
-            if kind == "kernel":
-                handle = capi.get_aot_module_kernel(self._handle, name)
-            else:
-                handle = capi.get_aot_module_compute_graph(self._handle, name)
+            handle = handles.get((kind, name))
+            if handle is None:
+                get = capi.get_aot_module_kernel if kind == "kernel" else capi.get_aot_module_compute_graph
+                handle = handles[(kind, name)] = get(self._handle, name)
         except NameNotFoundError:
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "

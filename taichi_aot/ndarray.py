@@ -262,7 +262,7 @@ class NdArray:
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
         if runtime.arch not in CPU_ARCHS:  # CPU memory is zeroed on allocation; device memory is not
-            self._write(np.zeros(self._full_shape, self._dtype))
+            self._write(self, np.zeros(self._full_shape, self._dtype))
 
     @classmethod
     def _unfilled(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
@@ -320,11 +320,11 @@ class NdArray:
     def _choose_copies(self, arch: Arch, host_read: bool, host_write: bool) -> None:
         """How bytes move, chosen once (see the module docstring): directly where the host sees the memory, with
         the CUDA driver on CUDA, else through a staging buffer."""
-        cpu = arch in CPU_ARCHS
-        self._read: Callable[[np.ndarray], None] = (
-            self._read_direct if cpu or host_read else self._read_cuda if arch == Arch.CUDA else self._read_staged)
-        self._write: Callable[[np.ndarray], None] = (
-            self._write_direct if cpu or host_write else self._write_cuda if arch == Arch.CUDA else self._write_staged)
+        cpu, cls = arch in CPU_ARCHS, NdArray  # functions, not bound methods: those would make a reference cycle
+        self._read: Callable[[NdArray, np.ndarray], None] = (
+            cls._read_direct if cpu or host_read else cls._read_cuda if arch == Arch.CUDA else cls._read_staged)
+        self._write: Callable[[NdArray, np.ndarray], None] = (
+            cls._write_direct if cpu or host_write else cls._write_cuda if arch == Arch.CUDA else cls._write_staged)
 
     @property
     def owned(self) -> Owned:
@@ -538,7 +538,7 @@ class NdArray:
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
         self._runtime.sync()
-        self._read(out)
+        self._read(self, out)
         return out
 
     def _checked_input(self, array: Any, casting: Casting) -> np.ndarray:
@@ -586,7 +586,7 @@ class NdArray:
         self.ensure_open()
         data = self._checked_input(array, casting)
         self._runtime.sync()
-        self._write(data)
+        self._write(self, data)
 
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``.
@@ -599,7 +599,7 @@ class NdArray:
         scalar = _scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
         self._runtime.sync()
-        self._write(data)
+        self._write(self, data)
 
     def copy_from(self, other: NdArray) -> None:
         """Copy another ndarray of the same runtime, dtype and total shape into this one.

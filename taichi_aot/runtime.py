@@ -197,6 +197,9 @@ class Runtime:
         #: Other libraries' arrays as this runtime's ndarrays and kernel arguments: the policy, its cache and the
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
         self.foreign = ForeignArgs(self)
+        #: Modules loaded in this runtime, by content: each AotModule of the same content shares one (module.py's
+        #: _Shared; for the package, not for users).
+        self.modules: dict[Any, Any] = {}
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         self._ptx_launcher: Any = None  # the own CUDA launcher's stand-ins (_ptx_launch.Launcher), once needed
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True,

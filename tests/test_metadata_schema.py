@@ -98,7 +98,15 @@ INCONSISTENT = {
     "an ndarray whose shape lost its dimensions": (
         lambda d: _kernel(d, "fill_i32")["ctx_attribs"]["args_type_"]["content"]["elements_"][0]["type"]["content"][
             "elements_"][0]["type"]["content"].update(elements_=[]), "metadata.json",
-        r"argument 0: an ndarray of 2 dimensions whose layout is no struct"),
+        r"argument 0: an array of 2 dimensions whose layout is no struct of 2 shape integers"),
+    "an ndarray's dtype changed, its layout not": (lambda d: _arg(d, "fill_i32", 0).update(dtype=1), "metadata.json",
+                                                    r"an ndarray of dtype 1 whose data pointer points to another"),
+    "a texture whose extent lost its dimensions": (
+        lambda d: _kernel(d, "tex_read")["ctx_attribs"]["args_type_"]["content"]["elements_"][0]["type"]["content"][
+            "elements_"][0]["type"]["content"].update(elements_=[]), "metadata.json",
+        r"argument 0: an array of 2 dimensions whose layout is no struct of 3 shape integers"),
+    "a graph with no dispatches": (lambda g: g[0]["value"].update(dispatches=[]), "graphs.json",
+                                   r"\[0\]\.value\.dispatches: expected a list of 1 to 4096 entries, got a list of 0"),
     "an argument named twice": (lambda d: _arg(d, "add", 1).update(name="_x"), "metadata.json",
                                 r"arguments named \['x', 'x', 'a'\], a name twice"),
 }

@@ -8,7 +8,8 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
 * a kernel's arguments are numbered 0, 1, ... once each and named each once, and its argument layout
   (``args_type_``) lists one entry for each, named ``arg_<index>`` in that order, at increasing offsets inside
   ``args_bytes_``; an ndarray's entry is a struct holding ``shape`` (one integer per field dimension, one for
-  none) and a pointer ``data_ptr``; a scalar's is a primitive of its dtype;
+  none; a texture's: three) and a pointer ``data_ptr`` (an ndarray's: to its dtype); a scalar's is a primitive of
+  its dtype;
 * a task is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
   as many threads as the range holds);
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
@@ -22,7 +23,7 @@ from typing import Any
 from ..errors import CorruptedDataError
 
 _PRIMITIVE, _POINTER, _STRUCT = 0, 1, 3
-_NDARRAY, _SCALAR = 1, 0  # ptype
+_NDARRAY, _SCALAR, _TEXTURES = 1, 0, (2, 3)  # ptype
 _UNKNOWN = 13  # a scalar argument's dtype when it is a vector or matrix
 _SERIAL, _RANGE_FOR = 0, 1
 #: Graph argument tags for each argument ptype (a scalar's: a scalar or a vector/matrix).
@@ -65,15 +66,21 @@ def _arguments(ctx: dict, what: str) -> list[dict]:
 
 
 def _argument(arg: dict, layout: dict, what: str) -> None:
-    if arg["ptype"] == _NDARRAY:
+    if arg["ptype"] in (_NDARRAY, *_TEXTURES):
         members = {e["name"]: e["type"] for e in layout["content"].get("elements_", [])} \
             if layout["type_kind"] == _STRUCT else {}
         shape, data = members.get("shape"), members.get("data_ptr")
         dims = shape["content"].get("elements_") if shape and shape["type_kind"] == _STRUCT else None
-        if dims is None or len(dims) != max(arg["field_dim"], 1) or not data or data["type_kind"] != _POINTER \
+        want = 3 if arg["ptype"] in _TEXTURES else max(arg["field_dim"], 1)  # a texture's extent: 3 always
+        if dims is None or len(dims) != want or not data or data["type_kind"] != _POINTER \
                 or any(d["type"]["type_kind"] != _PRIMITIVE for d in dims):
-            raise CorruptedDataError(f"{what}: an ndarray of {arg['field_dim']} dimensions whose layout is no "
-                                     "struct of that many shape integers and a data pointer")
+            raise CorruptedDataError(f"{what}: an array of {arg['field_dim']} dimensions whose layout is no struct "
+                                     f"of {want} shape integers and a data pointer")
+        pointee = data["content"].get("pointee_") or {}
+        if arg["ptype"] == _NDARRAY and (pointee.get("type_kind") != _PRIMITIVE
+                                         or pointee["content"].get("type") != arg["dtype"]):
+            raise CorruptedDataError(f"{what}: an ndarray of dtype {arg['dtype']} whose data pointer points to "
+                                     "another type")
     elif arg["ptype"] == _SCALAR and arg["dtype"] != _UNKNOWN \
             and (layout["type_kind"] != _PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
         raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")

@@ -161,7 +161,7 @@ GRAPHS = List(Obj({"key": Str(256, 1), "value": Obj({"dispatches": List(Obj({
                                # Taichi 1.7.4 leaves field_dim (a texture's) and num_channels (all but a
                                # texture's) uninitialized: any 64-bit value; what a kind reads is checked apart
                                "field_dim": _ANY64, "name": Str(), "num_channels": _ANY64,
-                               "tag": Int(0, 4)}), 1024)}), 4096)})}), 4096)
+                               "tag": Int(0, 4)}), 1024)}), 4096, 1)})}), 4096)
 
 
 def _wrong(path: str, expected: str, value: Any) -> NoReturn:
