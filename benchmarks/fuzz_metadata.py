@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the checkout's package, wherever this runs from
+if __name__ == "__main__":  # a script: the checkout's package, or (a worker) the package its parent imported
+    sys.path.insert(0, os.environ.get("TAICHI_AOT_FUZZ_PACKAGE", ROOT))
 import taichi_aot as ta  # noqa: E402
 from taichi_aot.enums import NUMPY_DTYPES  # noqa: E402
 
@@ -166,8 +167,10 @@ class Worker:
         import select
 
         if self.proc is None or self.proc.poll() is not None:
+            env = {**os.environ, "TAICHI_AOT_FUZZ_PACKAGE": os.path.dirname(os.path.dirname(ta.__file__))}
             self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", self.source],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=env)
         self.proc.stdin.write((json.dumps(variant) + "\n").encode())
         self.proc.stdin.flush()
         ready = select.select([self.proc.stdout], [], [], self.timeout)[0]
