@@ -1,6 +1,7 @@
 """Every value of a real Vulkan module's metadata replaced, one at a time, against load, launch, info and stubs.
 
     python benchmarks/fuzz_metadata.py [--module DIR] [--sample N] [--seed S] [--timeout 20] [--out FILE]
+    python benchmarks/fuzz_metadata.py --tcb N [--bits 4] [--module LLVM_DIR] ...   # metadata.tcb, bits flipped
 
 A variant replaces one value of ``metadata.json`` or ``graphs.json`` (every value: objects and lists too, not
 only their leaves) by one of ``Infinity``, ``-1``, ``2**70``, ``"x"``, ``[]``, ``{}`` and ``null``. A worker child
@@ -10,6 +11,8 @@ module's inputs and compares what they leave with the undamaged module's results
 message), *right* (everything as the undamaged module), *wrong* (a result differs, no error), *untyped* (another
 exception), *crashed* (the worker died) and *hung* (no answer in ``--timeout`` s). Only typed and right are
 acceptable. ``--sample N`` takes N variants drawn with ``--seed`` (the test suite's run); the default is all.
+``--tcb`` damages an x64 module's ``metadata.tcb`` instead (the binary copy of the metadata that libtaichi_c_api
+reads): seeded sets of flipped bits, or every byte inverted in turn.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import hashlib
 import io
 import json
 import os
@@ -55,14 +57,22 @@ def paths(doc: Any, at: tuple = ()) -> list[tuple]:
     return out
 
 
+def _at(doc: Any, path: tuple) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
 def variants(folder: str) -> list[tuple[str, tuple, str]]:
-    """(file, path, replacement name) of every variant of the module in ``folder``."""
+    """(file, path, replacement name) of every variant of the module in ``folder`` (a replacement equal to the
+    value it replaces is none)."""
     out = []
     for file in FILES:
         if os.path.isfile(os.path.join(folder, file)):
             with open(os.path.join(folder, file)) as f:
                 doc = json.load(f)
-            out += [(file, p, name) for p in paths(doc) for name in REPLACEMENTS]
+            out += [(file, p, name) for p in paths(doc) for name, value in REPLACEMENTS.items()
+                    if not (type(_at(doc, p)) is type(value) and _at(doc, p) == value)]
     return out
 
 
@@ -87,18 +97,36 @@ def _value(rt: Any, arg: Any, arrays: list) -> Any:
     return [1] * (arg.length or 1) if arg.kind == "tensor" else 1
 
 
-def results(rt: Any, folder: str, entries: list[str]) -> dict[str, str]:
-    """Launch each entry ("kernel NAME", "graph NAME") of the module in ``folder``; a digest of what each left."""
+def results(rt: Any, folder: str, entries: list[str]) -> dict[str, list[np.ndarray]]:
+    """Launch each entry ("kernel NAME", "graph NAME") of the module in ``folder``; the arrays each left."""
     out = {}
     with rt.load_module(folder) as mod:
         for entry in entries:
             kind, name = entry.split(" ", 1)
             launchable = mod.kernels[name] if kind == "kernel" else mod.graphs[name]
             arrays: list = []
-            launchable(**{a.name: _value(rt, a, arrays) for a in launchable.signature})
+            values = [_value(rt, a, arrays) for a in launchable.signature]
+            if kind == "kernel":  # by position: LLVM modules record no argument names
+                launchable(*values)
+            else:  # a graph's arguments go by name
+                launchable(**{a.name: v for a, v in zip(launchable.signature, values)})
             rt.wait()
-            out[entry] = hashlib.sha256(b"".join(a.to_numpy().tobytes() for a in arrays)).hexdigest()
+            out[entry] = [a.to_numpy() for a in arrays]
     return out
+
+
+def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two launches left the same arrays (floats within 1e-5: atomic float sums vary in their last bits)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype.kind == "f" and not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
+            return False
+        if x.dtype.kind != "f" and not np.array_equal(x, y):
+            return False
+    return True
 
 
 def _commands(folder: str) -> str | None:
@@ -117,12 +145,39 @@ def _commands(folder: str) -> str | None:
     return None
 
 
-def run_variant(rt: Any, work: str, source: str, variant: tuple[str, tuple, str], reference: dict[str, str]) -> dict:
+def tcb_variants(folder: str, flips: int, bits: int, seed: int) -> list[tuple[str, tuple, str]]:
+    """Variants of an LLVM module's ``metadata.tcb`` (what libtaichi_c_api reads): each byte inverted
+    (``flips`` 0), or ``flips`` seeded sets of ``bits`` flipped bits."""
+    size = os.path.getsize(os.path.join(folder, "metadata.tcb"))
+    if not flips:
+        return [("metadata.tcb", (at,), "byte") for at in range(size)]
+    rng = random.Random(seed)
+    return [("metadata.tcb", tuple(rng.sample(range(size * 8), bits)), "bits") for _ in range(flips)]
+
+
+def _write_variant(source: str, work: str, variant: tuple[str, tuple, str]) -> None:
     file, path, name = variant
+    if file.endswith(".tcb"):
+        with open(os.path.join(source, file), "rb") as f:
+            data = bytearray(f.read())
+        for at in path:
+            if name == "byte":
+                data[at] ^= 0xFF
+            else:
+                data[at // 8] ^= 1 << (at % 8)
+        with open(os.path.join(work, file), "wb") as f:
+            f.write(data)
+        return
     with open(os.path.join(source, file)) as f:
         doc = json.load(f)
     with open(os.path.join(work, file), "w") as f:
         json.dump(_replaced(doc, path, REPLACEMENTS[name]), f)
+
+
+def run_variant(rt: Any, work: str, source: str, variant: tuple[str, tuple, str],
+                reference: dict[str, list[np.ndarray] | None]) -> dict:
+    file = variant[0]
+    _write_variant(source, work, variant)
     untyped = _commands(work)
     if untyped:
         return {"outcome": "untyped", "error": untyped}
@@ -134,20 +189,20 @@ def run_variant(rt: Any, work: str, source: str, variant: tuple[str, tuple, str]
         return {"outcome": "untyped", "error": f"{type(e).__name__}: {e}"[:300]}
     finally:
         shutil.copy(os.path.join(source, file), os.path.join(work, file))
-    same = all(not want or got[e] == want for e, want in reference.items())
-    return {"outcome": "right" if same else "wrong"}
+    right = all(want is None or same(got[e], want) for e, want in reference.items())
+    return {"outcome": "right" if right else "wrong"}
 
 
 def worker(source: str) -> None:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what the library prints goes to stderr: the results keep stdout
-    rt = ta.Runtime(ta.Arch.VULKAN)
     info = ta.metadata.read_module(source)
+    rt = ta.Runtime(ta.Arch.X64 if info.format == "llvm" else ta.Arch.VULKAN)
     entries = [f"kernel {k.name}" for k in info.exported_kernels()]
     entries += [f"graph {g}" for g in info.graphs]
     first, again = results(rt, source, entries), results(rt, source, entries)
     # an entry whose results differ from run to run (one reading a texture nothing wrote) is launched, not compared
-    reference = {e: first[e] if first[e] == again[e] else "" for e in entries}
+    reference = {e: first[e] if same(first[e], again[e]) else None for e in entries}
     with tempfile.TemporaryDirectory(prefix="fuzz_metadata-") as work:
         for name in os.listdir(source):
             shutil.copy(os.path.join(source, name), os.path.join(work, name))
@@ -192,9 +247,11 @@ class Worker:
             self.proc = None
 
 
-def sweep(source: str, sample: int | None = None, seed: int = 1, timeout: float = 20.0) -> list[dict]:
-    """Run the variants (all, or ``sample`` of them drawn with ``seed``) of the module in ``source``."""
-    todo = variants(source)
+def sweep(source: str, sample: int | None = None, seed: int = 1, timeout: float = 20.0,
+          todo: list[tuple[str, tuple, str]] | None = None) -> list[dict]:
+    """Run the variants (``todo``, else the JSON files' every value; all, or ``sample`` of them drawn with
+    ``seed``) of the module in ``source``."""
+    todo = variants(source) if todo is None else todo
     if sample is not None and sample < len(todo):
         todo = random.Random(seed).sample(todo, sample)
     w = Worker(source, timeout)
@@ -211,15 +268,20 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--out")
+    p.add_argument("--tcb", type=int, metavar="N", help="an LLVM module's metadata.tcb instead: N seeded sets of "
+                   "--bits flipped bits (0: every byte inverted in turn)")
+    p.add_argument("--bits", type=int, default=4)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="fuzz_metadata-src-") as tmp:
         source = args.module
         if source is None:
             source = os.path.join(tmp, "tests")
-            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "kernels.py"), "--arch", "vulkan", "--out",
+            arch = "x64" if args.tcb is not None else "vulkan"
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "kernels.py"), "--arch", arch, "--out",
                             source], check=True, capture_output=True)
         start = time.perf_counter()
-        found = sweep(source, args.sample, args.seed, args.timeout)
+        todo = tcb_variants(source, args.tcb, args.bits, args.seed) if args.tcb is not None else None
+        found = sweep(source, args.sample, args.seed, args.timeout, todo)
     counts = Counter(r["outcome"] for r in found)
     print(f"{len(found)} variants in {time.perf_counter() - start:.0f} s: "
           + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES))

@@ -9,7 +9,9 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
   (``args_type_``) lists one entry for each, named ``arg_<index>`` in that order, at increasing offsets inside
   ``args_bytes_``; an ndarray's entry is a struct holding ``shape`` (one integer per field dimension, one for
   none; a texture's: three) and a pointer ``data_ptr`` (an ndarray's: to its dtype); a scalar's is a primitive of
-  its dtype;
+  its dtype, a vector's or matrix's a struct of its elements (as many as its shape holds, where Taichi records
+  one); two kernels running one
+  task (an exported kernel and the twin Taichi writes for its graphs) take the same arguments;
 * a task is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
   as many threads as the range holds);
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
@@ -18,6 +20,7 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import CorruptedDataError
@@ -32,12 +35,17 @@ _TAGS = {0: (0, 1), 1: (2,), 2: (3,), 3: (4,)}
 
 def check(meta: dict, graphs: list | None) -> None:
     """Raise CorruptedDataError where ``metadata.json`` (``meta``) or ``graphs.json`` (``graphs``) disagree."""
-    kernels = {}
+    kernels: dict[str, list[dict]] = {}
+    runs: dict[str, str] = {}  # task -> the first kernel that runs it
     for k in meta["kernels"]:
         what = f"metadata.json: kernel {k['name']!r}"
         args = _arguments(k["ctx_attribs"], what)
         for task in k["tasks_attribs"]:
             _task(task, f"{what}, task {task['name']!r}")
+            other = runs.setdefault(task["name"], k["name"])
+            if other != k["name"] and kernels.get(other) != args:  # Taichi's graph twin of an exported kernel
+                raise CorruptedDataError(f"{what}: runs task {task['name']!r} as kernel {other!r} does, with other "
+                                         "arguments")
         kernels[k["name"]] = args
     for g in graphs or []:
         for d in g["value"]["dispatches"]:
@@ -84,6 +92,11 @@ def _argument(arg: dict, layout: dict, what: str) -> None:
     elif arg["ptype"] == _SCALAR and arg["dtype"] != _UNKNOWN \
             and (layout["type_kind"] != _PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
         raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
+    elif arg["ptype"] == _SCALAR and arg["dtype"] == _UNKNOWN:  # a vector or matrix: a struct of its elements
+        elements = layout["content"].get("elements_", []) if layout["type_kind"] == _STRUCT else []
+        if not elements or (arg["element_shape"] and math.prod(arg["element_shape"]) != len(elements)):
+            raise CorruptedDataError(f"{what}: a vector or matrix of shape {arg['element_shape']} laid out as "
+                                     f"{len(elements)} elements")
 
 
 def _task(task: dict, what: str) -> None:

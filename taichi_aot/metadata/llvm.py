@@ -199,7 +199,7 @@ def _llvm(doc: Any) -> ModuleInfo:
             for entry in k.get("args") or []:
                 index = int(entry[0][0])
                 args.append(_llvm_arg(index, entry[1]))
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index))
     return info
