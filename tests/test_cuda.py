@@ -7,6 +7,7 @@ copies with the CUDA driver, and these tests check that real data makes the roun
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -612,3 +613,37 @@ def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, slow_calls):
         assert all(bool(cupy.array_equal(o, i + c)) for i, o in enumerate(outs))
         with pytest.raises(InvalidArgumentError, match="strided"):
             add(cupy.zeros(2 * n, cupy.float32)[::2], c, 1.0)
+
+
+def test_kill_9_during_a_cuda_map_with_two_workers_on_one_gpu(cuda_module):
+    """Issue 46's fault run, as far as one GPU allows: two CUDA workers share GPU 0, one is killed (SIGKILL) in the
+    middle of a map; every item comes back once, in order and right, the lost task ran again on the other, and
+    the worker started in its place sees the same GPU."""
+    import signal
+    import threading
+    import time
+
+    import pool_tasks as tasks
+
+    from taichi_aot.pool import Pool
+
+    items = [float(i) for i in range(12)]
+    with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=[0], workers=2) as pool:
+        victim = pool.workers[0]
+        killer = threading.Timer(0.5, os.kill, (victim["pid"], signal.SIGKILL))
+        killer.start()
+        results = pool.map(tasks.slow_axpy, items)
+        killer.join()
+        assert len(results) == len(items)
+        for a, (values, _pid) in zip(items, results):
+            np.testing.assert_array_equal(values, a * np.arange(8, dtype=np.float32))
+        [lost] = pool.lost_workers
+        assert lost.pid == victim["pid"] and lost.retried and results[lost.index][1] != victim["pid"]
+        deadline = time.monotonic() + 120  # the worker started in its place (a CUDA runtime takes seconds)
+        while not [w for w in pool.workers if w["slot"] == victim["slot"]] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [again] = [w for w in pool.workers if w["slot"] == victim["slot"]]
+        assert again["pid"] != victim["pid"] and again["device"] == victim["device"] == 0  # on its GPU
+        seen = pool.map(tasks.whoami, range(16))
+        assert {(s["device"], s["cuda_visible"]) for s in seen} == {(0, "0")}
+        assert victim["pid"] not in {s["pid"] for s in seen}
