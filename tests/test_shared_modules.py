@@ -86,20 +86,40 @@ def test_load_look_up_close_cycles_stay_flat(vulkan, modules):
 
 
 def test_a_runtime_left_to_its_finalizer_is_released_at_once(arch, modules):
-    """Dropped unclosed with a module, a kernel looked up, an ndarray and a launch, a runtime is released when the
-    last reference goes (with a ResourceWarning), not when the cycle collector next runs."""
+    """Dropped unclosed with a module and an ndarray written and read, a runtime is released when the last
+    reference goes (with a ResourceWarning), not when the cycle collector next runs."""
     gc.disable()
     try:
         with pytest.warns(ResourceWarning, match="unclosed"):
             rt = ta.Runtime(arch)
             mod = rt.load_module(modules.path(arch))
-            fill = mod.kernels["fill_i32"]
+            x = rt.ndarray_from_numpy(np.arange(4, dtype=np.float32))
+            assert x.to_numpy().tolist() == [0, 1, 2, 3] and mod.kernel_names()
+            gone = weakref.ref(rt)
+            del rt, mod, x
+            assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_a_runtime_dropped_with_its_kernels_is_released_before_runtimes_pile_up(vulkan, modules):
+    """A module and the kernels looked up in it refer to each other (the module keeps them, each keeps its
+    module), so a runtime dropped unclosed with them waits for the cycle collector; making a runtime while four
+    are alive runs it first."""
+    gc.disable()
+    try:
+        with pytest.warns(ResourceWarning, match="unclosed"):
+            rt = ta.Runtime(vulkan)
+            fill = rt.load_module(modules.path(vulkan)).kernels["fill_i32"]
             x = rt.ndarray((1, 2), np.int32)
             fill(x, 5)
             assert x.to_numpy().tolist() == [[5, 6]]
             gone = weakref.ref(rt)
-            del rt, mod, fill, x
+            del rt, fill, x
+            others = [ta.Runtime(vulkan) for _ in range(5)]
             assert gone() is None
+            for other in others:
+                other.close()
     finally:
         gc.enable()
 

@@ -203,9 +203,10 @@ def test_a_kernel_that_would_never_end_is_refused_at_look_up(vulkan_rt, modules,
     assert x.to_numpy().tolist() == [[1, 2]]
 
 
-def _shared_memory(floats: int) -> Callable[[Words, list[Inst]], None]:
-    """The entry function stores into a Workgroup array of ``floats`` f32: valid SPIR-V, which SPIRV-Tools'
-    validator takes (it knows no device's limit on shared memory)."""
+def _shared_memory(floats: int, spec: bool = False) -> Callable[[Words, list[Inst]], None]:
+    """The entry function stores into a Workgroup array of ``floats`` f32 (``spec``: its length a specialization
+    constant, whose value a pipeline may change): valid SPIR-V, which SPIRV-Tools' validator takes (it knows no
+    device's limit on shared memory)."""
 
     def damage(words: Words, insts: list[Inst]) -> None:
         uint = next(w[0] for _, op, w in insts if op == INT and w[1:] == [32, 0])
@@ -213,7 +214,7 @@ def _shared_memory(floats: int) -> Callable[[Words, list[Inst]], None]:
         n = words[3]
         length, array, pointer, var, element, zero, one, chain = range(n, n + 8)
         words[3] = n + 8
-        declared = [(43, [uint, length, floats]), (28, [array, f32, length]), (32, [pointer, 4, array]),
+        declared = [(50 if spec else 43, [uint, length, floats]), (28, [array, f32, length]), (32, [pointer, 4, array]),
                     (59, [pointer, var, 4]), (32, [element, 4, f32]), (43, [uint, zero, 0]),
                     (43, [f32, one, 0x3F800000])]
         stored = [(65, [element, chain, var, zero]), (62, [chain, one])]
@@ -243,20 +244,22 @@ print(x.to_numpy().tolist())
 """
 
 
-@pytest.mark.parametrize("floats", [1 << 14, 1 << 28])
+@pytest.mark.parametrize("floats", [1 << 14, 1 << 28, "spec"])
 def test_more_shared_memory_than_drivers_give_is_refused_at_look_up(modules, tmp_path, floats):
     """Valid SPIR-V declaring 64 KiB or 1 GiB of shared memory: NVIDIA's driver made its pipeline (an H100) and
     failed the submit that launched it, on which libtaichi_c_api 1.7.4 aborts the process (48 KiB ran). The module
     loads; looking the kernel up is refused, at every look-up, naming why; the module's other kernels run. (In a
     child process: the look-up watches stderr, for pipelines a driver refuses, only while no other Python thread
     runs.)"""
-    folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _shared_memory(floats))
+    spec = floats == "spec"  # 1 MiB by a specialization constant (read by its default, which pipelines keep)
+    folder, _ = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _shared_memory(1 << 18 if spec else floats, spec))
     proc = subprocess.run([sys.executable, "-c", REFUSED_LOOK_UP, folder], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[-1] == "[[7, 8, 9]]"
-    assert all(re.match(rf"refused: .*kernel 'add' cannot run .*{4 * floats} bytes of shared memory", x)
+    size = 4 * (1 << 18 if spec else floats)
+    assert all(re.match(rf"refused: .*kernel 'add' cannot run .*{size} bytes of shared memory", x)
                for x in lines[:2]), lines
 
 
@@ -445,3 +448,21 @@ def test_a_loop_continuing_into_another_construct_is_refused_at_look_up(vulkan_r
     with pytest.raises(ta.NotSupportedError, match="continue target %145 heads a construct of its own"):
         mod.kernels["seed"]
     assert mod.kernels["react"].signature
+
+
+def _deeply_nested_structs(words: Words, insts: list[Inst]) -> None:
+    """Seven levels of structs of eight members each (8**7 floats), declared and unused: valid SPIR-V on which
+    SPIRV-Tools' validator spends minutes."""
+    f32 = next(w[0] for _, op, w in insts if op == 22 and w[1:] == [32])
+    n = words[3]
+    levels = list(range(n, n + 7))
+    words[3] = n + 7
+    declared = [(STRUCT, [level, *([levels[i - 1] if i else f32] * 8)]) for i, level in enumerate(levels)]
+    at_function = _first(insts, 54)[0]
+    words[at_function:at_function] = [x for op, w in declared for x in ((len(w) + 1) << 16 | op, *w)]
+
+
+def test_types_nested_past_what_validation_takes_in_time_are_refused(vulkan_rt, modules, tmp_path):
+    folder, name = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _deeply_nested_structs)
+    with pytest.raises(ta.CorruptedDataError, match=rf"{name} .*: types of 2097152 members nested in one struct"):
+        vulkan_rt.load_module(folder)

@@ -1,29 +1,17 @@
 /* SPIRV-Tools' validator, opened at run time (libSPIRV-Tools-shared, bundled beside libtaichi_c_api).
 
-   Its stable C API (spirv-tools/libspirv.h) is declared here with the few types it takes; nothing else of the
-   library is used. A context is made once for each target environment and kept; a mutex serialises the calls
-   (a load validates its tasks one after another, with the GIL released by cffi). */
+   The few functions and types of its stable C API (spirv-tools/libspirv.h) used here are declared here. A
+   context is made once for each target environment and kept; a mutex serialises the calls (a load validates
+   its tasks one after another, with the GIL released by cffi). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "taichi_aot.h"
 
-typedef struct {
-    size_t line, column, index;
-} taichi_aot_spv_position;
-typedef struct {
-    taichi_aot_spv_position position;
-    char *error;
-    int is_text_source; /* a bool in C++; never read here */
-} taichi_aot_spv_diagnostic;
-typedef struct {
-    const uint32_t *code;
-    size_t word_count;
-} taichi_aot_spv_binary;
-
-#define TAICHI_AOT_SPV_ENVS 64
+typedef struct { size_t line, column, index; char *error; } taichi_aot_spv_diagnostic; /* then a bool: unread */
+typedef struct { const uint32_t *code; size_t word_count; } taichi_aot_spv_binary;
+#define TAICHI_AOT_SPV_ENVS 64 /* target environments (spv_target_env) a context is kept for */
 
 static struct {
     void *handle;
@@ -38,71 +26,60 @@ static struct {
 
 int taichi_aot_spirv_load(const char *path, char *error, size_t error_size) {
     void *handle;
+    int result = 0;
     pthread_mutex_lock(&spirv_tools.lock);
-    if (spirv_tools.handle != NULL) {
-        pthread_mutex_unlock(&spirv_tools.lock);
-        return 0;
+    if (spirv_tools.handle == NULL) {
+        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            snprintf(error, error_size, "%s", dlerror());
+            result = -1;
+        } else {
+            *(void **)&spirv_tools.context_create = dlsym(handle, "spvContextCreate");
+            *(void **)&spirv_tools.validate = dlsym(handle, "spvValidate");
+            *(void **)&spirv_tools.diagnostic_destroy = dlsym(handle, "spvDiagnosticDestroy");
+            *(void **)&spirv_tools.parse_env = dlsym(handle, "spvParseTargetEnv");
+            *(void **)&spirv_tools.version = dlsym(handle, "spvSoftwareVersionString");
+            if (spirv_tools.context_create && spirv_tools.validate && spirv_tools.diagnostic_destroy &&
+                spirv_tools.parse_env && spirv_tools.version) {
+                spirv_tools.handle = handle;
+            } else {
+                snprintf(error, error_size, "%s lacks a function of SPIRV-Tools' C API", path);
+                dlclose(handle);
+                result = -1;
+            }
+        }
     }
-    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (handle == NULL) {
-        const char *why = dlerror();
-        snprintf(error, error_size, "%s", why ? why : "dlopen failed");
-        pthread_mutex_unlock(&spirv_tools.lock);
-        return -1;
-    }
-    *(void **)&spirv_tools.context_create = dlsym(handle, "spvContextCreate");
-    *(void **)&spirv_tools.validate = dlsym(handle, "spvValidate");
-    *(void **)&spirv_tools.diagnostic_destroy = dlsym(handle, "spvDiagnosticDestroy");
-    *(void **)&spirv_tools.parse_env = dlsym(handle, "spvParseTargetEnv");
-    *(void **)&spirv_tools.version = dlsym(handle, "spvSoftwareVersionString");
-    if (!spirv_tools.context_create || !spirv_tools.validate || !spirv_tools.diagnostic_destroy ||
-        !spirv_tools.parse_env || !spirv_tools.version) {
-        snprintf(error, error_size, "%s lacks a function of SPIRV-Tools' C API", path);
-        dlclose(handle);
-        pthread_mutex_unlock(&spirv_tools.lock);
-        return -1;
-    }
-    spirv_tools.handle = handle;
     pthread_mutex_unlock(&spirv_tools.lock);
-    return 0;
+    return result;
 }
 
-const char *taichi_aot_spirv_version(void) {
-    return spirv_tools.handle ? spirv_tools.version() : "";
-}
+const char *taichi_aot_spirv_version(void) { return spirv_tools.handle ? spirv_tools.version() : ""; }
 
 int taichi_aot_spirv_env(const char *name) {
     int env = -1;
-    if (spirv_tools.handle == NULL || !spirv_tools.parse_env(name, &env) || env < 0 || env >= TAICHI_AOT_SPV_ENVS) {
+    if (spirv_tools.handle == NULL || !spirv_tools.parse_env(name, &env) || env < 0 || env >= TAICHI_AOT_SPV_ENVS)
         return -1;
-    }
     return env;
 }
 
 int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char *message, size_t message_size) {
     taichi_aot_spv_binary binary = {words, count};
     taichi_aot_spv_diagnostic *diagnostic = NULL;
-    int result;
-    message[0] = '\0';
-    if (spirv_tools.handle == NULL || env < 0 || env >= TAICHI_AOT_SPV_ENVS) {
-        snprintf(message, message_size, "SPIRV-Tools is not loaded, or no such target environment");
-        return TAICHI_AOT_SPIRV_UNAVAILABLE;
-    }
+    int result = TAICHI_AOT_SPIRV_UNAVAILABLE;
+    snprintf(message, message_size, "SPIRV-Tools is not loaded, or made no context for target environment %d", env);
+    if (spirv_tools.handle == NULL || env < 0 || env >= TAICHI_AOT_SPV_ENVS)
+        return result;
     pthread_mutex_lock(&spirv_tools.lock);
-    if (spirv_tools.contexts[env] == NULL) {
+    if (spirv_tools.contexts[env] == NULL)
         spirv_tools.contexts[env] = spirv_tools.context_create(env);
-    }
-    if (spirv_tools.contexts[env] == NULL) {
-        pthread_mutex_unlock(&spirv_tools.lock);
-        snprintf(message, message_size, "SPIRV-Tools made no context for target environment %d", env);
-        return TAICHI_AOT_SPIRV_UNAVAILABLE;
-    }
-    result = spirv_tools.validate(spirv_tools.contexts[env], &binary, &diagnostic);
-    if (diagnostic != NULL) {
-        if (diagnostic->error != NULL) {
-            snprintf(message, message_size, "%s", diagnostic->error);
+    if (spirv_tools.contexts[env] != NULL) {
+        message[0] = '\0';
+        result = spirv_tools.validate(spirv_tools.contexts[env], &binary, &diagnostic);
+        if (diagnostic != NULL) {
+            if (diagnostic->error != NULL)
+                snprintf(message, message_size, "%s", diagnostic->error);
+            spirv_tools.diagnostic_destroy(diagnostic);
         }
-        spirv_tools.diagnostic_destroy(diagnostic);
     }
     pthread_mutex_unlock(&spirv_tools.lock);
     return result;

@@ -10,8 +10,8 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
   ``args_bytes_``; an ndarray's entry is a struct holding ``shape`` (one integer per field dimension, one for
   none; a texture's: three) and a pointer ``data_ptr`` (an ndarray's: to its dtype); a scalar's is a primitive of
   its dtype, a vector's or matrix's a struct of its elements (as many as its shape holds, where Taichi records
-  one); two kernels running one
-  task (an exported kernel and the twin Taichi writes for its graphs) take the same arguments;
+  one); two kernels running one task (an exported kernel and the copy Taichi writes for its graphs, named
+  ``<kernel>_c<n>_<m>``) take the same arguments, and such a copy runs the same tasks;
 * a task is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
   as many threads as the range holds);
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
@@ -21,6 +21,7 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..errors import CorruptedDataError
@@ -43,13 +44,25 @@ def check(meta: dict, graphs: list | None) -> None:
         for task in k["tasks_attribs"]:
             _task(task, f"{what}, task {task['name']!r}")
             other = runs.setdefault(task["name"], k["name"])
-            if other != k["name"] and kernels.get(other) != args:  # Taichi's graph twin of an exported kernel
+            if other != k["name"] and _layout(kernels.get(other)) != _layout(args):  # an exported kernel's twin
                 raise CorruptedDataError(f"{what}: runs task {task['name']!r} as kernel {other!r} does, with other "
                                          "arguments")
         kernels[k["name"]] = args
+    tasks = {k["name"]: [t["name"] for t in k["tasks_attribs"]] for k in meta["kernels"]}
+    for name in tasks:
+        twin = re.match(r"(.+)_c\d+_\d+$", name)  # Taichi's copy of an exported kernel for its graphs
+        if twin and twin.group(1) in tasks and tasks[twin.group(1)] != tasks[name]:
+            raise CorruptedDataError(f"metadata.json: kernel {twin.group(1)!r} runs tasks {tasks[twin.group(1)]}, its "
+                                     f"copy {name!r} {tasks[name]}")
     for g in graphs or []:
         for d in g["value"]["dispatches"]:
             _dispatch(d, kernels, f"graphs.json: graph {g['key']!r}, dispatch of {d['kernel_name']!r}")
+
+
+def _layout(args: list[dict] | None) -> list[tuple] | None:
+    """What of each argument its kernel's code depends on (not its name)."""
+    return None if args is None else [(a["ptype"], a["dtype"], a["field_dim"], a["element_shape"], a["is_array"])
+                                      for a in args]
 
 
 def _arguments(ctx: dict, what: str) -> list[dict]:

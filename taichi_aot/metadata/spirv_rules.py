@@ -1,18 +1,16 @@
-"""What drivers cannot run though it is what Taichi 1.7.4 writes: the kernel is refused where it is looked up.
+"""What drivers cannot run though it is valid or what Taichi 1.7.4 writes: the kernel is refused at look-up.
 
-SPIRV-Tools' validator (:mod:`.spirv`) says whether a task's SPIR-V is well formed. These rules name what a
-well-formed task (or one Taichi wrote) still does to a driver, each found on a driver:
+SPIRV-Tools' validator (:mod:`.spirv`) says whether a task's SPIR-V is well formed; each rule here was found on a
+driver (NVIDIA's on an H100, or Mesa's lavapipe):
 
-* an atomic on an 8- or 16-bit integer, which Vulkan does not have: Taichi 1.7.4 writes one for an atomic on an
-  8- or 16-bit array (and for f16 atomic add, through the f16 array as 16-bit integers); NVIDIA's compiler
-  crashed the process making its pipeline (an H100);
-* GLSL's FMin, FMax, NMin or NMax on operands of another type than its result: what Taichi 1.7.4 writes for f16
-  and f64 atomic min and max; NVIDIA's driver crashed when it ran, lavapipe's when the f16 pipeline was made;
-* a loop that nothing leaves (a block from which no path reaches a return): the kernel would run for ever once
-  launched; lavapipe hung, NVIDIA's driver lost the device;
-* more than 48 KiB of shared (Workgroup) memory: NVIDIA's driver made the pipeline and failed its launch;
-* a loop whose continue target heads another construct, or a merge block reached though its header is not:
-  NVIDIA's compiler crashed making the pipeline. Taichi writes neither.
+* an atomic on an 8- or 16-bit integer (Taichi's for 8- and 16-bit arrays, and f16 atomic add): NVIDIA's
+  compiler crashed making the pipeline;
+* GLSL's FMin, FMax, NMin or NMax on operands of another type than its result (Taichi's f16 and f64 atomic
+  min and max): NVIDIA's driver crashed running it, lavapipe's making the f16 pipeline;
+* a loop nothing leaves (a block from which no path returns): lavapipe hung, NVIDIA's driver lost the device;
+* more than 48 KiB of shared memory: NVIDIA's driver made the pipeline and failed its launch;
+* a loop whose continue target heads another construct, or a merge block reached though its header is not
+  (Taichi writes neither): NVIDIA's compiler crashed.
 
 Only the instructions these rules need are read; damage past them is the validator's to find.
 """
@@ -172,6 +170,7 @@ def _never_ends(blocks: dict[int, list[int]]) -> bool:
 
 
 _ENTRY_POINT, _LOCAL_SIZE_MODE, _EXECUTION_MODE, _DECORATE, _CONSTANT, _COMPOSITE = 15, 17, 16, 71, 43, 44
+_SPEC_CONSTANT = 50
 _GL_COMPUTE, _BUILT_IN, _DESCRIPTOR_SET, _WORKGROUP_SIZE, _INPUT, _OUTPUT = 5, 11, 34, 25, 1, 3
 MAX_GROUP = 1024  # invocations in a work group: Vulkan devices allow at most 1024 (many exactly that)
 #: Its size along x, y and z: NVIDIA's maxComputeWorkGroupSize (a z of 128 lost the H100's device).
@@ -219,35 +218,64 @@ MAX_SHARED = 48 * 1024
 _WORKGROUP = 4  # the storage class
 
 
-def _size(types: dict[int, tuple[int, ...]], constants: dict[int, int], t: int, depth: int = 0) -> int:
-    """The bytes a value of type ``t`` takes at least (no padding counted); 0 where unknown."""
-    kind = types.get(t, ())
-    if not kind or depth > 16:
-        return 0
-    op = kind[0]
-    if op in (_TYPE_INT, _TYPE_FLOAT) and len(kind) > 1:
-        return kind[1] // 8
-    if op in (23, 24) and len(kind) > 2:  # OpTypeVector, OpTypeMatrix: (component type, count)
-        return kind[2] * _size(types, constants, kind[1], depth + 1)
-    if op == 28 and len(kind) > 2:  # OpTypeArray: (element type, length constant)
-        return constants.get(kind[2], 0) * _size(types, constants, kind[1], depth + 1)
-    if op == 30:  # OpTypeStruct: its members
-        return sum(_size(types, constants, m, depth + 1) for m in kind[1:])
-    return 0
+def _size(types: dict[int, tuple[int, ...]], constants: dict[int, int], t: int, memo: dict[int, int | None],
+          depth: int = 0) -> int | None:
+    """The bytes a value of type ``t`` takes at least (no padding counted); None where the size is not known
+    (an array whose length is not a constant, a type nested past 16)."""
+    if t in memo:
+        return memo[t]
+    kind, size = types.get(t, ()), None
+    parts: list[tuple[int, int]] = []  # (count, type) of what it is made of
+    if kind[:1] in ((_TYPE_INT,), (_TYPE_FLOAT,)) and len(kind) > 1:
+        size = kind[1] // 8
+    elif kind[:1] in ((23,), (24,)) and len(kind) > 2:  # OpTypeVector, OpTypeMatrix: (component type, count)
+        parts = [(kind[2], kind[1])]
+    elif kind[:1] == (28,) and len(kind) > 2 and kind[2] in constants:  # OpTypeArray: (element, length)
+        parts = [(constants[kind[2]], kind[1])]
+    elif kind[:1] == (30,):  # OpTypeStruct: its members
+        parts = [(1, m) for m in kind[1:]]
+    if parts and depth <= 16:
+        sizes = [_size(types, constants, member, memo, depth + 1) for _, member in parts]
+        size = None if None in sizes else sum(n * (x or 0) for (n, _), x in zip(parts, sizes))
+    memo[t] = size
+    return size
 
 
 def shared_memory(insts: Insts) -> str:
-    """Why a valid task declares more shared memory than drivers give a work group, or "": NVIDIA's driver made
-    such a pipeline (an H100, 64 KiB and 1 GiB), and the submit that launched it failed, which libtaichi_c_api
-    1.7.4 answers by aborting the process."""
+    """Why a valid task's shared memory is more than drivers give a work group, or not known, or "": NVIDIA's
+    driver made such a pipeline (an H100, 64 KiB and 1 GiB), and the submit that launched it failed, which
+    libtaichi_c_api 1.7.4 answers by aborting the process."""
     types, _ = _typed_values(insts)
-    constants = {w[1]: w[2] for op, w in insts if op == _CONSTANT and len(w) == 3}
-    total = 0
+    constants = {w[1]: w[2] | (w[3] << 32 if len(w) == 4 else 0)  # 32- and 64-bit constants, spec defaults
+                 for op, w in insts if op in (_CONSTANT, _SPEC_CONSTANT) and len(w) in (3, 4)}
+    total: int | None = 0
+    memo: dict[int, int | None] = {}
     for op, w in insts:
-        if op == 59 and len(w) >= 3 and w[2] == _WORKGROUP:
+        if op == 59 and len(w) >= 3 and w[2] == _WORKGROUP and total is not None:
             pointer = types.get(w[0], ())
-            total += _size(types, constants, pointer[2]) if len(pointer) > 2 else 0
-    if total > MAX_SHARED:
-        return (f"{total} bytes of shared memory, more than the {MAX_SHARED} drivers give a work group (NVIDIA's "
-                "took the pipeline and failed the launch, which aborts the process)")
+            size = _size(types, constants, pointer[2], memo) if len(pointer) > 2 else None
+            total = None if size is None else total + size
+    if total is None or total > MAX_SHARED:
+        how = "shared memory of a size this check cannot tell" if total is None else f"{total} bytes of shared memory"
+        return (f"{how}, more than the {MAX_SHARED} drivers give a work group (NVIDIA's took such a pipeline and "
+                "failed the launch, which aborts the process)")
     return ""
+
+
+def too_nested(insts: Insts) -> str:
+    """Why a task's types are beyond what validation can take in time, or "": a struct whose members, expanded
+    through nested structs, number more than 65,536 (SPIRV-Tools' validator ran past a minute on 8 members nested
+    10 deep; Taichi's types hold tens)."""
+    structs = {w[0]: w[1:] for op, w in insts if op == 30 and w}
+    elements = {w[0]: w[1] for op, w in insts if op in (28, 29) and len(w) > 1}  # arrays: their element
+    memo: dict[int, int] = {}
+
+    def count(t: int, depth: int) -> int:
+        if t not in memo:
+            memo[t] = 1 << 17 if depth > 32 else (
+                sum(count(m, depth + 1) for m in structs[t]) if t in structs
+                else count(elements[t], depth + 1) if t in elements else 1)
+        return memo[t]
+
+    worst = max((count(t, 0) for t in structs), default=0)
+    return f"types of {worst} members nested in one struct (at most 65536)" if worst > 1 << 16 else ""
