@@ -7,6 +7,7 @@ them, and every task's SPIR-V is checked on the way, since a damaged shader cras
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,6 +37,7 @@ _TEXTURES = ("texture", "rw_texture")  # the argument kinds a texture binding na
 _MAX_BINDING = 4095  # far beyond what Taichi emits (a few per task); a larger number is damage
 _MAX_GROUP = 1024  # threads per work group: Vulkan devices allow at most 1024 (many exactly that)
 _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
+_TASK_FILE = re.compile(r"(.+)_c\d+_\d+_\d+_t\d+\.spv$")  # a task's file: <kernel>_c<n>_<m>_<i>_t<j>.spv
 _KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a small record each); more start afresh
 
 
@@ -298,10 +300,12 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     what their SPIR-V says about their kernels."""
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
-    named = {t.get("name") for k in meta.get("kernels") or [] if isinstance(k, dict)
-             for t in k.get("tasks_attribs") or [] if isinstance(t, dict)}
-    orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named)
-    if orphans:  # a kernel whose tasks were taken out of the metadata would run nothing: damage
+    kernels = [k for k in meta.get("kernels") or [] if isinstance(k, dict)]
+    named = {t.get("name") for k in kernels for t in k.get("tasks_attribs") or [] if isinstance(t, dict)}
+    described = {k.get("name") for k in kernels}
+    orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named
+                     and (m := _TASK_FILE.match(n)) and m.group(1) in described)
+    if orphans:  # a described kernel whose tasks were taken out of the metadata would run nothing: damage
         raise CorruptedDataError(f"metadata: no task runs {', '.join(orphans[:3])}")
     for k in meta.get("kernels") or []:
         if not isinstance(k, dict):
