@@ -122,6 +122,10 @@ INCONSISTENT = {
     "a kernel without a copy whose tasks were taken out": (
         lambda d: _kernel(d, "iota_u8").update(tasks_attribs=[]), "metadata.json",
         r"no task runs iota_u8_c\d+_0_0_t00\.spv"),
+    "a buffer of Taichi's own given no root": (
+        lambda d: next(b for b in _kernel(d, "add")["tasks_attribs"][0]["buffer_binds"]
+                       if b["buffer"]["type"] != 5)["buffer"].update(root_id=[]),
+        "metadata.json", r"a buffer of type \d+ at binding \d+ with root \[\]"),
     "arguments not numbered 0, 1, ...": (lambda d: _kernel(d, "add")["ctx_attribs"]["arg_attribs_vec_"][0].update(
         key=[7]), "metadata.json", r"kernel 'add': arguments numbered .*not 0, 1, \.\.\. once each"),
     "argument offsets out of order": (

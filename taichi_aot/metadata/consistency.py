@@ -12,7 +12,8 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
   its dtype, a vector's or matrix's a struct of its elements (as many as its shape holds, where Taichi records
   one); two kernels running one task (an exported kernel and the copy Taichi writes for its graphs, named
   ``<kernel>_c<n>_<m>``) take the same arguments, and such a copy runs the same tasks;
-* a task is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
+* a task's buffers have the root their type takes (an ndarray's: its argument; Taichi's own: none, [-1]); a task
+  is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
   as many threads as the range holds);
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
   the kernel takes.
@@ -30,6 +31,7 @@ _PRIMITIVE, _POINTER, _STRUCT = 0, 1, 3
 _NDARRAY, _SCALAR, _TEXTURES = 1, 0, (2, 3)  # ptype
 _UNKNOWN = 13  # a scalar argument's dtype when it is a vector or matrix
 _SERIAL, _RANGE_FOR = 0, 1
+_EXT_ARR = 5  # the buffer type of an ndarray argument, whose root_id is [its index]
 #: Graph argument tags for each argument ptype (a scalar's: a scalar or a vector/matrix).
 _TAGS = {0: (0, 1), 1: (2,), 2: (3,), 3: (4,)}
 
@@ -113,6 +115,11 @@ def _argument(arg: dict, layout: dict, what: str) -> None:
 
 
 def _task(task: dict, what: str) -> None:
+    for b in task["buffer_binds"]:  # Taichi's buffers other than an ndarray's (5) have no root: [-1]
+        root, buffer_type = b["buffer"]["root_id"], b["buffer"]["type"]
+        if (buffer_type == _EXT_ARR) != (len(root) == 1 and root[0] >= 0) or (buffer_type != _EXT_ARR and root != [-1]):
+            raise CorruptedDataError(f"{what}: a buffer of type {buffer_type} at binding {b['binding']} with root "
+                                     f"{root}")
     kind, ranged, total = task["task_type"], task["range_for_attribs"], task["advisory_total_num_threads"]
     if kind == _SERIAL and (ranged is not None or total != 1):
         raise CorruptedDataError(f"{what}: a serial task with a range or {total} threads")
