@@ -31,11 +31,8 @@ if TYPE_CHECKING:
     from .source import _Source
 
 _UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
-_BUFFER_TYPES = 7  # Taichi's spirv BufferType: Root, GlobalTmps, Args, Rets, ListGen, ExtArr, ArgPack
 _EXT_ARR = 5  # ... the one whose root_id names an ndarray argument
 _TEXTURES = ("texture", "rw_texture")  # the argument kinds a texture binding names
-_MAX_BINDING = 4095  # far beyond what Taichi emits (a few per task); a larger number is damage
-_MAX_GROUP = 1024  # threads per work group: Vulkan devices allow at most 1024 (many exactly that)
 _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
 _TASK_FILE = re.compile(r"(.+)_c\d+_\d+_\d+_t\d+\.spv$")  # a task's file: <kernel>_c<n>_<m>_<i>_t<j>.spv
 _KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a small record each); more start afresh
@@ -218,41 +215,25 @@ def _spirv_words(code: bytes, name: str) -> tuple[int, ...]:
     return words
 
 
-def _int(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 def _arg_kinds(kernel: dict) -> dict[int, str]:
     """{argument index: kind} of a kernel's arguments (PTYPE_KINDS' names), as its metadata lists them."""
-    out = {}
-    for entry in (kernel.get("ctx_attribs") or {}).get("arg_attribs_vec_") or []:
-        try:
-            out[int(entry["key"][0])] = PTYPE_KINDS.get(int(entry["value"].get("ptype", 0)), "unknown")
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-            continue  # reported where the arguments are read
-    return out
+    return {e["key"][0]: PTYPE_KINDS[e["value"]["ptype"]] for e in kernel["ctx_attribs"]["arg_attribs_vec_"]}
 
 
 def _check_binds(task: dict, shader: _Shader, args: dict[int, str], what: str) -> None:
-    """A task's buffer and texture bindings: well formed, each once, each naming an argument of the right kind
-    where it names one, and exactly the bindings its SPIR-V declares (a buffer bound to a slot the shader never
-    reads, or a slot left empty, computes on the wrong memory)."""
+    """A task's buffer and texture bindings (of the shape :mod:`.schema` checked): each once, each naming an
+    argument of the right kind where it names one, and exactly the bindings its SPIR-V declares (a buffer bound
+    to a slot the shader never reads, or a slot left empty, computes on the wrong memory)."""
     seen: set[int] = set()
-    for b in task.get("buffer_binds") or []:
-        buffer = b.get("buffer") if isinstance(b, dict) else None
-        root = buffer.get("root_id") if isinstance(buffer, dict) else None
-        if (not isinstance(buffer, dict) or not _int(b.get("binding"), 0, _MAX_BINDING)
-                or not _int(buffer.get("type"), 0, _BUFFER_TYPES - 1) or not isinstance(root, list)):
-            raise CorruptedDataError(f"{what}: a malformed buffer binding")
-        if buffer["type"] == _EXT_ARR and (not root or args.get(root[0]) != "ndarray"):
+    for b in task["buffer_binds"]:
+        root = b["buffer"]["root_id"]
+        if b["buffer"]["type"] == _EXT_ARR and (not root or args.get(root[0]) != "ndarray"):
             raise CorruptedDataError(f"{what}: binding {b['binding']} names no ndarray argument ({root})")
         _bind_once(seen, b["binding"], what)
-    for b in task.get("texture_binds") or []:
-        arg_id = b.get("arg_id") if isinstance(b, dict) else None
-        index: Any = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
-        kind = args.get(index) if isinstance(index, int) else None
-        if not isinstance(b, dict) or not _int(b.get("binding"), 0, _MAX_BINDING) or kind not in _TEXTURES:
-            raise CorruptedDataError(f"{what}: a malformed texture binding, or one that names no texture argument")
+    for b in task["texture_binds"]:
+        arg_id = b["arg_id"]
+        if args.get(arg_id[0] if isinstance(arg_id, list) else arg_id) not in _TEXTURES:
+            raise CorruptedDataError(f"{what}: a texture binding that names no texture argument")
         _bind_once(seen, b["binding"], what)
     if seen != shader.bindings:
         raise CorruptedDataError(f"{what}: its metadata binds {sorted(seen)}, its SPIR-V declares "
@@ -265,22 +246,19 @@ def _bind_once(seen: set[int], binding: int, what: str) -> None:
     seen.add(binding)
 
 
-def _check_task(task: Any, kernel: dict, names: set[str], source: _Source) -> _Shader:
-    """One task of a kernel against its metadata's invariants and its SPIR-V; the shader it declares."""
-    if not isinstance(task, dict) or not isinstance(task.get("name"), str):
-        raise CorruptedDataError(f"metadata: a task of kernel {kernel.get('name')!r} has no name")
-    what = f"metadata: task {task['name']!r} of kernel {kernel.get('name')!r}"
+def _check_task(task: dict, kernel: dict, names: set[str], source: _Source) -> _Shader:
+    """One task of a kernel (of the shape :mod:`.schema` checked) against its metadata's invariants and its
+    SPIR-V; the shader it declares."""
+    what = f"metadata: task {task['name']!r} of kernel {kernel['name']!r}"
     if task["name"] in names:
         raise CorruptedDataError(f"{what} is listed twice")
     names.add(task["name"])
-    group, total = task.get("advisory_num_threads_per_group"), task.get("advisory_total_num_threads")
-    if not _int(group, 1, _MAX_GROUP) or not _int(total, 0, 2**31 - 1):
-        raise CorruptedDataError(f"{what}: {group!r} threads per group, {total!r} in all")
+    group = task["advisory_num_threads_per_group"]
     file = task["name"] + ".spv"
     code = source.read(file)
     if code is None:
-        raise CorruptedDataError(f"module file {file} (kernel {kernel.get('name')!r}) is missing")
-    shader = _spirv_shader(code, f"{file} (kernel {kernel.get('name')!r}, task {task['name']!r})")
+        raise CorruptedDataError(f"module file {file} (kernel {kernel['name']!r}) is missing")
+    shader = _spirv_shader(code, f"{file} (kernel {kernel['name']!r}, task {task['name']!r})")
     size = shader.local_size
     if size is not None and size[0] * size[1] * size[2] != group:
         raise CorruptedDataError(f"{what}: {group} threads per group, its SPIR-V's work group is {size}")
@@ -297,33 +275,23 @@ class _Tasks(NamedTuple):
 
 def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     """Every task checked (its metadata's invariants, its SPIR-V's structure, the two against each other), and
-    what their SPIR-V says about their kernels."""
+    what their SPIR-V says about their kernels. ``meta`` has the shape :mod:`.schema` checked."""
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
-    kernels = [k for k in meta.get("kernels") or [] if isinstance(k, dict)]
-    named = {t.get("name") for k in kernels for t in k.get("tasks_attribs") or [] if isinstance(t, dict)}
-    described = {k.get("name") for k in kernels}
+    named = {t["name"] for k in meta["kernels"] for t in k["tasks_attribs"]}
+    described = {k["name"] for k in meta["kernels"]}
     orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named
                      and (m := _TASK_FILE.match(n)) and m.group(1) in described)
     if orphans:  # a described kernel whose tasks were taken out of the metadata would run nothing: damage
         raise CorruptedDataError(f"metadata: no task runs {', '.join(orphans[:3])}")
-    for k in meta.get("kernels") or []:
-        if not isinstance(k, dict):
-            continue  # reported where the kernels are read
-        tasks = k.get("tasks_attribs") or []
-        if not isinstance(tasks, list):
-            raise CorruptedDataError(f"metadata: the tasks of kernel {k.get('name')!r} are no list")
+    for k in meta["kernels"]:
         names: set[str] = set()
-        for task in tasks:
+        for task in k["tasks_attribs"]:
             shader = _check_task(task, k, names, source)
-            formats = shader.formats
-            if shader.unsupported and isinstance(k.get("name"), str):
+            if shader.unsupported:
                 unsupported.setdefault(k["name"], f"task {task['name']!r}: {shader.unsupported}")
-            for b in task.get("texture_binds") or []:
-                if not isinstance(b, dict) or not b.get("is_storage"):
-                    continue
-                arg_id = b.get("arg_id")
-                index = arg_id[0] if isinstance(arg_id, list) and arg_id else arg_id
-                if isinstance(index, int) and b.get("binding") in formats:
-                    out[(k["name"], index)] = formats[b["binding"]]
+            for b in task["texture_binds"]:
+                index = b["arg_id"][0] if isinstance(b["arg_id"], list) else b["arg_id"]
+                if b["is_storage"] and b["binding"] in shader.formats:
+                    out[(k["name"], index)] = shader.formats[b["binding"]]
     return _Tasks(out, unsupported)
