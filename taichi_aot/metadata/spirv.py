@@ -20,16 +20,7 @@ from typing import NamedTuple
 from .._bundle import BUNDLE_DIR, SPIRV_TOOLS_LIBRARY, installed_spirv_tools
 from .._native import ffi, lib
 from ..errors import CorruptedDataError, NotSupportedError
-from .spirv_rules import (
-    ATOMICS,
-    Insts,
-    interface,
-    never_ends,
-    odd_constructs,
-    shared_memory,
-    taichi_atomics,
-    too_nested,
-)
+from .spirv_rules import ATOMICS, Insts, interface, taichi_atomics, too_nested, typed_values, unsupported
 
 _CAPABILITY, _EXTENSION, _TYPE_INT = 17, 10, 21
 _INT64_ATOMICS = 12
@@ -164,9 +155,9 @@ def check(words: tuple[int, ...], insts: Insts, name: str) -> str:
         damage = interface(insts)
         if damage:
             raise CorruptedDataError(f"{name}: {damage}")
-        return taichi_atomics(insts) or never_ends(insts) or odd_constructs(insts) or shared_memory(insts)
+        return unsupported(insts)
     try:
-        reason = taichi_atomics(insts)
+        reason = taichi_atomics(insts, *typed_values(insts))
     except (IndexError, KeyError, ValueError):  # damage past what the rule reads: the validator's verdict stands
         reason = ""
     if not reason:

@@ -54,7 +54,7 @@ def _string(words: Iterable[int]) -> str:
     return data.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _typed_values(insts: Insts) -> tuple[dict[int, tuple[int, ...]], dict[int, int]]:
+def typed_values(insts: Insts) -> tuple[dict[int, tuple[int, ...]], dict[int, int]]:
     """({type id: (opcode, operands...)}, {value id: its type id}) of the module's types, constants, variables
     and the results inside its functions."""
     types: dict[int, tuple[int, ...]] = {}
@@ -72,10 +72,19 @@ def _typed_values(insts: Insts) -> tuple[dict[int, tuple[int, ...]], dict[int, i
     return types, values
 
 
-def taichi_atomics(insts: Insts) -> str:
+def unsupported(insts: Insts) -> str:
+    """Why drivers cannot run this valid task (the rules above), or "": the module's types and functions are
+    read once for all the rules."""
+    types, values = typed_values(insts)
+    functions = _functions(insts)
+    return (taichi_atomics(insts, types, values) or never_ends(functions) or odd_constructs(functions)
+            or shared_memory(insts, types))
+
+
+def taichi_atomics(insts: Insts, types: dict[int, tuple[int, ...]], values: dict[int, int]) -> str:
     """Why drivers cannot run this task's atomics, written as Taichi 1.7.4 writes them (the first two rules
-    above), or "". SPIRV-Tools' validator refuses some of them too."""
-    types, values = _typed_values(insts)
+    above), or "" (``types`` and ``values``: :func:`typed_values`'). SPIRV-Tools' validator refuses some of
+    them too."""
     glsl = glsl_sets(insts)
     for at, (op, w) in enumerate(insts):
         typed = w[0] if op in ATOMICS and w else values.get(w[3], -1) if op == _ATOMIC_STORE and len(w) > 3 else -1
@@ -88,9 +97,9 @@ def taichi_atomics(insts: Insts) -> str:
     return ""
 
 
-def never_ends(insts: Insts) -> str:
+def never_ends(functions: list[_Function]) -> str:
     """Why a valid task would run for ever once launched (the third rule above), or ""."""
-    return NEVER_ENDS if any(_never_ends(f.blocks) for f in _functions(insts)) else ""
+    return NEVER_ENDS if any(_never_ends(f.blocks) for f in functions) else ""
 
 
 class _Function(NamedTuple):
@@ -131,11 +140,11 @@ def _reached(blocks: dict[int, list[int]]) -> set[int]:
     return reached
 
 
-def odd_constructs(insts: Insts) -> str:
+def odd_constructs(functions: list[_Function]) -> str:
     """Why NVIDIA's compiler crashes on this valid task's control flow (an H100, at look-up), or "": a loop whose
     continue target is another construct's header, or the merge block of a header nothing reaches, itself
     reached. Taichi writes neither."""
-    for f in _functions(insts):
+    for f in functions:
         reached = _reached(f.blocks) if f.blocks else set()
         for header, (merge, continue_target) in f.headers.items():
             if continue_target and continue_target != header and continue_target in f.headers:
@@ -241,11 +250,10 @@ def _size(types: dict[int, tuple[int, ...]], constants: dict[int, int], t: int, 
     return size
 
 
-def shared_memory(insts: Insts) -> str:
+def shared_memory(insts: Insts, types: dict[int, tuple[int, ...]]) -> str:
     """Why a valid task's shared memory is more than drivers give a work group, or not known, or "": NVIDIA's
     driver made such a pipeline (an H100, 64 KiB and 1 GiB), and the submit that launched it failed, which
     libtaichi_c_api 1.7.4 answers by aborting the process."""
-    types, _ = _typed_values(insts)
     constants = {w[1]: w[2] | (w[3] << 32 if len(w) == 4 else 0)  # 32- and 64-bit constants, spec defaults
                  for op, w in insts if op in (_CONSTANT, _SPEC_CONSTANT) and len(w) in (3, 4)}
     total: int | None = 0
