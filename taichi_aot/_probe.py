@@ -425,6 +425,12 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 
 def _module_digest(folder: str, arch: Arch, library: str, lib_key: tuple[Any, ...]) -> str:
     h = hashlib.sha256(f"{int(arch)}\0{library}\0{lib_key}\0".encode())
+    hash_module_files(h, folder)
+    return h.hexdigest()[:32]
+
+
+def hash_module_files(h: Any, folder: str) -> None:
+    """Feed the hash ``h`` a module folder's files, names and contents in order (not the loader's lock file)."""
     for name in _module_files(folder):
         path = os.path.join(folder, name)
         try:
@@ -436,7 +442,6 @@ def _module_digest(folder: str, arch: Arch, library: str, lib_key: tuple[Any, ..
                     h.update(chunk)
         except (FileNotFoundError, IsADirectoryError):  # gone meanwhile, or a folder
             continue
-    return h.hexdigest()[:32]
 
 
 def _module_files(folder: str) -> list[str]:

@@ -80,22 +80,15 @@ class _Source(NamedTuple):
 
 
 def _digest(data: bytes | None, path: str | None) -> str:
-    """The digest of a module's content: its bytes, or a folder's files (names and contents) or a file's."""
+    """The digest of a module's content: its bytes, a folder's files (names and contents) or a file's bytes."""
     h = hashlib.sha256()
     if data is not None:
         h.update(data)
     elif path is not None and os.path.isdir(path):
-        for name in sorted(n for n in os.listdir(path) if not n.endswith(".lock")):  # Taichi's loader's lock file
-            full = os.path.join(path, name)
-            if os.path.isfile(full):
-                h.update(name.encode("utf-8", "surrogateescape") + b"\0")
-                with open(full, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
+        _probe.hash_module_files(h, path)
     elif path is not None:
         with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+            h.update(f.read())
     return h.hexdigest()
 
 

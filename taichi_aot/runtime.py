@@ -150,7 +150,8 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
                    unmaps: dict[int, Callable[[], None]]) -> None:
     if warn:
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
-    # staged copies' mappings (ForeignArgs.unmaps), which pin their memory, and the own CUDA launcher's stand-ins
+    # staged copies' mappings (ForeignArgs.unmaps), which pin their memory, the own CUDA launcher's stand-ins and
+    # the modules kept for reuse (module.py's _Shared)
     for unmap in list(unmaps.values()):
         unmap()
     unmaps.clear()
