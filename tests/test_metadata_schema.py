@@ -6,12 +6,14 @@ alike, never a crash, a hang, a bare Python error or a launch on the wrong memor
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import functools
 import io
 import json
 import os
+import runpy
 import shutil
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,13 +24,11 @@ from taichi_aot.cli import main
 from taichi_aot.errors import CorruptedDataError
 
 
-def _sweep():
-    """benchmarks/fuzz_metadata.py, imported by path (the benchmarks folder is no package, and stays off sys.path)."""
-    spec = importlib.util.spec_from_file_location("fuzz_metadata", os.path.join(ROOT, "benchmarks", "fuzz_metadata.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@functools.cache
+def _sweep() -> SimpleNamespace:
+    """benchmarks/fuzz_metadata.py, run by path as setup.py runs _bundle.py (the benchmarks folder is no package,
+    and stays off sys.path)."""
+    return SimpleNamespace(**runpy.run_path(os.path.join(ROOT, "benchmarks", "fuzz_metadata.py")))
 
 
 def _edited(modules, tmp_path, edit, file: str = "metadata.json") -> str:
