@@ -2,13 +2,14 @@
 
 A 20-kernel module (``cli/many_kernels.py``) is loaded with every task validated (what a process's first load of
 that content does) and again with the verdicts kept (what later loads of the same content do: a task's SPIR-V is
-checked once per process, by its digest), rounds interleaved; and each task's validation is timed alone.
+checked once per process, by its digest), in interleaved rounds (bench_measure.py); and each task's validation
+is timed alone. The loads are loads again in one runtime, which shares the loaded module by content: what they
+time is taichi_aot's own checks, libtaichi_c_api's load aside.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import struct
 import time
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from .. import metadata
 from ..enums import Arch
 from ..metadata import spirv
+from .bench_measure import measure
 from .bench_row import Row
 from .cache import taichi_module
 
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 __all__ = ["validation"]
+
+#: What a load again in one runtime is: the loaded module is shared by content, so the figure is the checks'.
+_AGAIN = "the runtime's loaded module reused: taichi_aot's own checks (metadata, SPIR-V)"
 
 
 def _load_ms(rt: Runtime, path: str, validate: bool) -> float:
@@ -40,13 +45,8 @@ def validation(rt: Runtime, quick: bool) -> list[Row]:
         return []
     path = taichi_module("many", rt.arch.name.lower())
     rounds = 3 if quick else 10
-    with_, without = [], []
-    for i in range(rounds + 1):
-        pair = (_load_ms(rt, path, True), _load_ms(rt, path, False)) if i % 2 else \
-            tuple(reversed((_load_ms(rt, path, False), _load_ms(rt, path, True))))
-        if i:  # the first round warms up
-            with_.append(pair[0])
-            without.append(pair[1])
+    loads = measure({"kept": lambda: _load_ms(rt, path, False), "validated": lambda: _load_ms(rt, path, True)},
+                    "kept", rounds, reps=1)
     per_task = []
     tasks = sorted(n for n in os.listdir(path) if n.endswith(".spv"))
     for name in tasks:
@@ -61,11 +61,11 @@ def validation(rt: Runtime, quick: bool) -> list[Row]:
             times.append((time.perf_counter() - start) * 1e3)
         per_task.append(min(times))
     params = {"kernels": 20, "tasks": len(tasks), "validator": spirv.validator().version}
-    kept = Row("validation", rt.arch.name.lower(), "load a 20-kernel module, verdicts kept", "ms", without,
-               params=params)
-    checked = Row("validation", rt.arch.name.lower(), "load a 20-kernel module, every task validated", "ms", with_,
-                  limit=kept.name, params=params)
-    checked.ratio = statistics.median(a / b for a, b in zip(with_, without))
+    kept = Row("validation", rt.arch.name.lower(), "load a 20-kernel module again, verdicts kept", "ms",
+               loads.bests["kept"], params=params, note=_AGAIN)
+    checked = Row("validation", rt.arch.name.lower(), "load a 20-kernel module again, every task validated",
+                  "ms", loads.bests["validated"], limit=kept.name, params=params, ratio=loads.ratio("validated"),
+                  spread=loads.spread("validated"), note=_AGAIN)
     task = Row("validation", rt.arch.name.lower(), "SPIRV-Tools' validation of one task", "ms/task", per_task,
                params=params, note=f"median of {len(tasks)} tasks, each its best of {rounds}")
     return [kept, checked, task]
