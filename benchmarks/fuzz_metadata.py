@@ -76,12 +76,10 @@ def variants(folder: str) -> list[tuple[str, tuple, str]]:
     return out
 
 
-def _replaced(doc: Any, path: tuple, value: Any) -> Any:
+def replaced(doc: Any, path: tuple, value: Any) -> Any:
+    """A copy of ``doc`` with the value at ``path`` replaced by ``value``."""
     doc = copy.deepcopy(doc)
-    node = doc
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = copy.deepcopy(value)
+    _at(doc, path[:-1])[path[-1]] = copy.deepcopy(value)
     return doc
 
 
@@ -171,7 +169,7 @@ def _write_variant(source: str, work: str, variant: tuple[str, tuple, str]) -> N
     with open(os.path.join(source, file)) as f:
         doc = json.load(f)
     with open(os.path.join(work, file), "w") as f:
-        json.dump(_replaced(doc, path, REPLACEMENTS[name]), f)
+        json.dump(replaced(doc, path, REPLACEMENTS[name]), f)
 
 
 def run_variant(rt: Any, work: str, source: str, variant: tuple[str, tuple, str],
