@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -46,6 +47,11 @@ def test_the_same_content_shares_one_loaded_module(rt, modules, tmp_path):
     for m in (b, c, d):
         m.close()
     assert len(rt.modules) == 2  # kept for a load of the same content
+    elsewhere: list[bool] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(rt.on_its_thread()))
+    thread.start()
+    thread.join()
+    assert rt.on_its_thread() and elsewhere == [False]  # whose thread may let idle modules go
 
 
 def test_idle_modules_beyond_the_kept_number_are_released(vulkan, modules, tmp_path):

@@ -462,6 +462,28 @@ def _deeply_nested_structs(words: Words, insts: list[Inst]) -> None:
     words[at_function:at_function] = [x for op, w in declared for x in ((len(w) + 1) << 16 | op, *w)]
 
 
+def test_a_task_is_checked_once_until_its_verdict_is_forgotten(modules, monkeypatch):
+    """Loading the same SPIR-V again reads it no more (verdicts are kept by digest); metadata.forget_shaders()
+    makes the next load check it again."""
+    calls = [0]
+    validate = spirv.validate
+
+    def counted(*args):
+        calls[0] += 1
+        return validate(*args)
+
+    monkeypatch.setattr(spirv, "validate", counted)
+    path = modules.path(ta.Arch.VULKAN)
+    metadata.forget_shaders()  # what earlier tests loaded
+    metadata.read_module(path)
+    checked, calls[0] = calls[0], 0
+    metadata.read_module(path)
+    assert calls[0] == 0
+    metadata.forget_shaders()
+    metadata.read_module(path)
+    assert calls[0] == checked > 0
+
+
 def test_types_nested_past_what_validation_takes_in_time_are_refused(vulkan_rt, modules, tmp_path):
     folder, name = _damaged(modules.path(ta.Arch.VULKAN), tmp_path, _deeply_nested_structs)
     with pytest.raises(ta.CorruptedDataError, match=rf"{name} .*: types of 2097152 members nested in one struct"):
