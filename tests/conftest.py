@@ -220,15 +220,29 @@ def find_python(version: str, required: bool = True) -> str:
     pytest.skip(message)
 
 
+class Packaged:
+    """What ``scripts/package.sh`` made: ``out`` (its folder) and ``proc`` (its run, checked by test_packaging)."""
+
+    def __init__(self, out: str, proc: subprocess.CompletedProcess):
+        self.out, self.proc = out, proc
+
+
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> str:
-    """``pip wheel .`` of this checkout, as a user builds it (isolated build, the library bundled)."""
-    out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), ROOT],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    [built] = list(out.glob("taichi_aot-*.whl"))
-    return str(built)
+def packaged(tmp_path_factory) -> Packaged:
+    """The distributions built, repaired, audited and installed by ``scripts/package.sh``, once a session."""
+    out = str(tmp_path_factory.mktemp("dist"))
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "package.sh"), out], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    return Packaged(out, proc)
+
+
+@pytest.fixture(scope="session")
+def wheel(packaged) -> str:
+    """The wheel of this checkout as a user gets it (an isolated build, the library bundled, repaired to a
+    manylinux tag): package.sh's, so the suite builds it once."""
+    assert packaged.proc.returncode == 0, (packaged.proc.stdout + packaged.proc.stderr)[-4000:]
+    [built] = [os.path.join(packaged.out, n) for n in os.listdir(packaged.out) if n.endswith(".whl")]
+    return built
 
 
 class Venv:

@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import zipfile
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_wheel_and_sdist(tmp_path):
-    out = tmp_path / "dist"
-    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "package.sh"), str(out)], capture_output=True,
-                          text=True, timeout=900, cwd=ROOT)
+def test_wheel_and_sdist(packaged):
+    out, proc = Path(packaged.out), packaged.proc
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     wheels = [p.name for p in out.glob("*.whl")]
     assert len(wheels) == 1 and "-cp39-abi3-manylinux_" in wheels[0], wheels  # one wheel for CPython >= 3.9
