@@ -81,6 +81,18 @@ def crashes_once(worker, item):
     return value * 2
 
 
+def straggles_once(worker, item):
+    """The first run of ``item`` with a marker is a straggler (a minute, then it writes ``marker + ".done"``);
+    every other run takes 50 ms."""
+    value, marker = item
+    if marker and not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(60)
+        open(marker + ".done", "w").close()
+    time.sleep(0.05)
+    return value * 2, os.getpid()
+
+
 def setup_fails(worker):
     raise RuntimeError("setup refused")
 

@@ -186,7 +186,24 @@ def test_a_retried_task_runs_again(modules, tmp_path):
     marker = str(tmp_path / "crashed")
     with Pool(modules.path(Arch.X64), arch="x64", workers=2) as pool:
         results = pool.map(tasks.crashes_once, [(i, marker if i == 3 else None) for i in range(8)])
+        assert pool.speculated == 0  # no copies unless asked for
     assert results == [2 * i for i in range(8)] and os.path.exists(marker)
+
+
+def test_a_straggler_is_copied_onto_an_idle_worker(modules, tmp_path):
+    """speculative=True: once no task waits, an idle worker runs a copy of a task that has run longer than the
+    median; the copy's result comes back (each item once, in order) while the straggler still runs."""
+    require_arch(Arch.X64)
+    marker = str(tmp_path / "straggled")
+    pool = Pool(modules.path(Arch.X64), arch="x64", workers=2, speculative=True)
+    try:
+        results = pool.map(tasks.straggles_once, [(i, marker if i == 5 else None) for i in range(8)])
+        assert [value for value, _ in results] == [2 * i for i in range(8)]
+        assert os.path.exists(marker) and not os.path.exists(marker + ".done")  # the straggler runs still
+        assert pool.speculated == 1 and pool.speculation_won == 1
+        assert [value for value, _ in pool.map(tasks.straggles_once, [(9, None)])] == [18]  # the other worker
+    finally:
+        pool.terminate()  # the straggler's worker is killed, not waited for
 
 
 def test_workers_that_cannot_start(backend, modules):
@@ -349,6 +366,7 @@ def test_cpu_workers_share_the_cores(tmp_path):
     each pinned to its own share, each runtime starting as many threads as its share (not one per core of the
     machine, as libtaichi_c_api alone would); a module built for more threads than that runs on fewer."""
     from taichi_aot import _cpus, metadata
+    from taichi_aot.pool._plan import plan_cpus
 
     require_arch(Arch.X64)
     out = tmp_path / "t2.tcm"
@@ -364,6 +382,8 @@ def test_cpu_workers_share_the_cores(tmp_path):
         sim = pool.map(tasks.react, [2, 2])
     assert sorted(c for _, share, _ in seen.values() for c in share) == cores[:len(pool)]  # every core once
     assert all(n == 1 and added == 1 for n, _, added in seen.values())
+    if len(cores) > 1:  # a pool of fewer workers than cores leaves the first core (the system's, this process's)
+        assert plan_cpus(1, 1, "local") == (1, [(_cpus.spread(cores)[1],)])
     with Pool(str(out), arch="x64", workers=1) as pool:  # one worker: every core, as many threads
         [(n, share, _, added)] = pool.map(tasks.threads, [0])
         assert pool.threads == n == added == len(cores) and share == cores

@@ -39,10 +39,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Union
 
-from .. import _cpus, capi
 from ..enums import CPU_ARCHS, Arch
 from ..errors import (
-    ArgumentOutOfRangeError,
     ArgumentTypeError,
     InvalidArgumentError,
     MissingFileError,
@@ -54,6 +52,8 @@ from ..errors import (
 )
 from ..runtime import resolve_arch
 from ._local import LocalHandle
+from ._plan import plan_cpus, plan_devices
+from ._progress import Progress
 from ._report import WorkerLost, lost_worker
 from ._worker import Reply, TaskDone, Worker, WorkerConfig, WorkerDiedError, WorkerHandle
 
@@ -90,13 +90,17 @@ class RemoteTraceback(Exception):  # noqa: N818  (a traceback, never raised: nam
 
 
 class _Task:
-    __slots__ = ("fn", "future", "index", "item", "losses", "running")
+    __slots__ = ("copies", "delivered", "fn", "future", "index", "item", "losses", "running", "started", "twice")
 
     def __init__(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None):
         self.fn, self.item, self.index = fn, item, index
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.losses: tuple[WorkerLost, ...] = ()  # the workers it was running on when they died
         self.running = False
+        self.started = 0.0  # when its first copy started (time.monotonic)
+        self.copies = 0  # how many workers run it now (2 while a speculative copy runs)
+        self.twice = False  # a speculative copy was started (at most one)
+        self.delivered = False  # its future was given its outcome (the first copy to end gives it)
 
     def label(self) -> str:
         text = repr(self.item)
@@ -142,6 +146,10 @@ class Pool:
         start_timeout: seconds a worker may take to start.
         ray_init: with ``backend="ray"``, call ``ray.init()`` when Ray is not initialized yet (and
             ``ray.shutdown()`` at close); False: the caller initializes Ray (a cluster address, say).
+        speculative: once no task waits, a worker left idle also runs a copy of a task that has run longer
+            than the pool's median task (the longest-running first, at most one copy each); the first copy to
+            end gives the result (each item's result still comes back once) and the other's is dropped. For
+            tasks that may run twice: a straggler (a slow core, a loaded node) then holds a map back less.
 
     Raises:
         WorkerStartError: a worker could not start (its reason and traceback are in the error).
@@ -154,7 +162,7 @@ class Pool:
                  devices: Sequence[int] | None = None, workers: int | None = None, threads: int | None = None,
                  backend: str = "local",
                  setup: Callable[[Worker], Any] | None = None, retries: int = 2, start_timeout: float = 300.0,
-                 ray_init: bool = True):
+                 ray_init: bool = True, speculative: bool = False):
         if backend not in ("local", "ray"):
             raise InvalidArgumentError(f"Pool: backend must be 'local' or 'ray', got {backend!r}")
         if not isinstance(retries, int) or retries < 0:
@@ -172,11 +180,16 @@ class Pool:
         self._lost = 0
         self._broken: BaseException | None = None
         self._lost_workers: list[WorkerLost] = []
+        self._speculative = bool(speculative)
+        self._running: set[_Task] = set()
+        self._durations: deque[float] = deque(maxlen=64)  # of the latest tasks run to their end
+        #: how many speculative copies were started, and how many of them ended first
+        self.speculated = self.speculation_won = 0
         sources = _module_sources(modules, pack=backend == "ray")
-        plan = _plan(self.arch, devices, workers, backend)
+        plan = plan_devices(self.arch, devices, workers, backend)
         cpus: list[tuple[int, ...] | None]
         if self.arch in CPU_ARCHS:
-            threads, cpus = _cpu_plan(workers, threads, backend)
+            threads, cpus = plan_cpus(workers, threads, backend)
             plan = [(None, 0, None)] * len(cpus)
         elif threads is not None:
             raise InvalidArgumentError(f"Pool: threads is for CPU workers, not {self.arch.name}")
@@ -261,13 +274,56 @@ class Pool:
         with self._cv:
             while True:
                 while not self._queue and not self._stopping:
-                    self._cv.wait()
+                    copy, wait = self._second_copy()
+                    if copy is not None:
+                        return copy
+                    self._cv.wait(wait)
                 if not self._queue or self._terminating:
                     return None
                 task = self._queue.popleft()
+                if task.delivered:  # its other copy ended while it waited for a retry
+                    continue
                 if task.running or task.future.set_running_or_notify_cancel():
                     task.running = True
+                    if not task.copies:
+                        task.started = time.monotonic()
+                    task.copies += 1
+                    self._running.add(task)
                     return task
+
+    def _second_copy(self) -> tuple[_Task | None, float | None]:
+        """Under the lock, with no task waiting: a running task to copy onto this idle worker (speculative), or
+        how long to wait before one could be due (None: until notified)."""
+        if not self._speculative or len(self._durations) < 3 or not self._running:
+            return None, None
+        due = sorted(self._durations)[len(self._durations) // 2]  # the median task
+        now = time.monotonic()
+        single = [t for t in self._running if not t.twice and t.copies == 1 and not t.delivered]
+        if not single:
+            return None, None
+        oldest = min(single, key=lambda t: t.started)
+        if now - oldest.started < due:
+            return None, max(oldest.started + due - now, 0.001)
+        oldest.twice = True
+        oldest.copies += 1
+        self.speculated += 1
+        return oldest, None
+
+    def _ended(self, task: _Task, started: float) -> bool:
+        """A copy of ``task`` (started at ``started``) ended: whether it is the one to give the outcome."""
+        with self._cv:
+            task.copies -= 1
+            if not task.copies:
+                self._running.discard(task)
+            if task.delivered:
+                return False
+            task.delivered = True
+            self._durations.append(time.monotonic() - started)
+            if task.twice and started > task.started:
+                self.speculation_won += 1
+            if self._speculative:
+                self._cv.notify_all()  # idle workers look again for a task to copy
+            return True
 
     def _feed(self, slot: _Slot) -> None:
         handle = slot.handle
@@ -275,6 +331,7 @@ class Pool:
             task = self._take()
             if task is None:
                 break
+            started = time.monotonic()
             try:
                 reply = handle.run(task.fn, task.item)
             except WorkerDiedError as death:
@@ -282,15 +339,18 @@ class Pool:
                 info, handle = handle.info, None
                 slot.handle = None
                 if self._terminating:
-                    task.future.set_exception(PoolClosedError(f"the pool was closed while {task.label()} ran"))
+                    if self._ended(task, started):
+                        task.future.set_exception(PoolClosedError(f"the pool was closed while {task.label()} ran"))
                     break
                 self._crashed(slot, task, death, info)
                 handle = slot.handle = self._replace(slot)
                 continue
             except (ArgumentTypeError, WorkerTaskError) as e:  # not sent (cannot be pickled), or not carried back
-                task.future.set_exception(type(e)(f"Pool: {task.label()}: {e}"))
+                if self._ended(task, started):
+                    task.future.set_exception(type(e)(f"Pool: {task.label()}: {e}"))
                 continue
-            _deliver(task, reply)
+            if self._ended(task, started):
+                _deliver(task, reply)
         if handle is not None:
             if self._terminating:
                 handle.kill()
@@ -304,10 +364,17 @@ class Pool:
     def _crashed(self, slot: _Slot, task: _Task, death: WorkerDiedError, info: dict[str, Any]) -> None:
         """Record the lost worker, then give its task to the next free worker, or fail it after ``retries``."""
         attempt = len(task.losses) + 1
-        lost = lost_worker(slot.config.slot, info, death, task.label(), task.index, attempt, attempt <= self._retries)
-        task.losses += (lost,)
         with self._cv:  # recorded before the task's future can end: map returns with it counted
+            task.copies -= 1
+            elsewhere = task.copies > 0 or task.delivered  # its other copy goes on (or gave the result)
+            if not task.copies:
+                self._running.discard(task)
+            lost = lost_worker(slot.config.slot, info, death, task.label(), task.index, attempt,
+                               elsewhere or attempt <= self._retries)
+            task.losses += (lost,)
             self._lost_workers.append(lost)
+            if elsewhere:
+                return
             if lost.retried:
                 self._queue.appendleft(task)  # first in line for the next free worker
                 self._cv.notify()
@@ -415,7 +482,7 @@ class Pool:
         tasks = [self._submit(fn, item, i) for i, item in enumerate(items)]
         futures = [t.future for t in tasks]
         show = progress if progress is not None else (sys.stderr.isatty() and len(items) > len(self._slots))
-        bar = _Progress(len(futures), len(self._slots), show if callable(show) else None) if show and futures else None
+        bar = Progress(len(futures), len(self._slots), show if callable(show) else None) if show and futures else None
         try:
             if bar is not None:
                 for f in futures:
@@ -530,45 +597,6 @@ def _kill_handles(slots: list[_Slot]) -> None:
             slot.handle.kill()
 
 
-class _Progress:
-    """A one-line progress bar on standard error, redrawn at most ten times a second."""
-
-    def __init__(self, total: int, workers: int, report: Callable[[int, int], object] | None = None):
-        self.total, self.workers, self.done = total, workers, 0
-        self.started = self.drawn = time.perf_counter()
-        self.lock = threading.Lock()
-        self.report = report  # the caller's own function instead of the bar
-
-    def step(self, _future: object) -> None:
-        with self.lock:
-            self.done += 1
-            if self.report is not None:
-                try:
-                    self.report(self.done, self.total)
-                except Exception:  # the caller's function: its failure is no task's
-                    pass
-                return
-            now = time.perf_counter()
-            if now - self.drawn >= 0.1 or self.done == self.total:
-                self.drawn = now
-                self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        width = 30
-        filled = int(width * self.done / self.total)
-        rate = self.done / max(now - self.started, 1e-9)
-        sys.stderr.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} tasks, "
-                         f"{rate:,.1f}/s on {self.workers} workers ")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        with self.lock:
-            if self.done and self.report is None:
-                sys.stderr.write("\n")
-                sys.stderr.flush()
-            self.done = self.total  # no more frames from late callbacks
-
-
 def _module_sources(modules: Modules, pack: bool) -> dict[str, str | bytes]:
     """Modules by name, paths made absolute and checked; with ``pack`` (Ray: other machines), as ``.tcm`` bytes."""
     if modules is None:
@@ -614,78 +642,3 @@ def _pack(path: str) -> bytes:
                 full = os.path.join(folder, name)
                 zf.write(full, os.path.relpath(full, path))
     return buf.getvalue()
-
-
-def _checked_counts(workers: int | None, devices: Sequence[int] | None) -> list[int] | None:
-    """``devices`` as a list, after checking it and ``workers`` (InvalidArgumentError)."""
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-        raise InvalidArgumentError(f"Pool: workers must be an int >= 1, got {workers!r}")
-    if devices is None:
-        return None
-    devices = list(devices)
-    if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
-        raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
-    return devices
-
-
-def _plan(arch: Arch, devices: Sequence[int] | None, workers: int | None,
-          backend: str) -> list[tuple[int | None, int, str | None]]:
-    """``(device, runtime device_index, CUDA_VISIBLE_DEVICES)`` for each worker."""
-    devices = _checked_counts(workers, devices)
-    if arch in CPU_ARCHS:
-        return []  # how many workers, and their cores: _cpu_plan
-    status = capi.arch_status()[arch]
-    if devices is None:
-        if arch == Arch.VULKAN and status.devices:
-            hardware = [i for i, d in enumerate(status.devices) if not d.software]
-            devices = hardware or [0]
-        else:
-            devices = list(range(status.device_count or 1))
-    known = len(status.devices) if arch == Arch.VULKAN and status.devices else status.device_count
-    if backend == "local" and known is not None:
-        for d in devices:
-            if d >= known:
-                raise ArgumentOutOfRangeError(f"Pool: device {d} does not exist: {arch.name.lower()} has {known} "
-                                              f"device(s) here")
-    count = workers or len(devices)
-    plan: list[tuple[int | None, int, str | None]] = []
-    for i in range(count):
-        device = devices[i % len(devices)]
-        if arch == Arch.CUDA:
-            if backend == "ray":  # Ray gives each CUDA actor its GPU (num_gpus=1) and sets the variable
-                plan.append((None, 0, None))
-            else:
-                plan.append((device, 0, _visible(device)))
-        else:
-            plan.append((device, device, None))
-    return plan
-
-
-def _cpu_plan(workers: int | None, threads: int | None,
-              backend: str) -> tuple[int, list[tuple[int, ...] | None]]:
-    """``(threads of each worker's runtime, the cores of each worker)`` on the CPU: the usable cores divided
-    among the workers, each local worker pinned to its own share, one hardware thread of every physical core taken
-    before any second one (Ray places its own)."""
-    cores = _cpus.spread(_cpus.affinity())[:_cpus.usable_cpus()]  # physical cores first; within a quota: as many
-    # cores as it allows
-    if threads is not None:
-        threads = _cpus.check_threads(threads, "Pool: threads")
-        count = workers or max(1, len(cores) // threads)
-    else:
-        count = workers or len(cores)
-        threads = max(1, len(cores) // count)
-    if backend == "ray":
-        return threads, [None] * count
-    # more workers or threads than cores: the shares wrap around and overlap
-    return threads, [tuple(cores[(i * threads + j) % len(cores)] for j in range(threads)) for i in range(count)]
-
-
-def _visible(device: int) -> str:
-    """CUDA_VISIBLE_DEVICES for a worker given ``device``, counted among the devices this process sees."""
-    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if seen is None:
-        return str(device)
-    visible = [v.strip() for v in seen.split(",") if v.strip()]
-    if device >= len(visible):
-        raise ArgumentOutOfRangeError(f"Pool: device {device} does not exist: CUDA_VISIBLE_DEVICES={seen!r}")
-    return visible[device]
