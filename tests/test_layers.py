@@ -35,8 +35,9 @@ LAYERS: list[set[str]] = [
     {"launch"},  # kernels, graphs, bound launches, sequences
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
+    {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
     {"taichi_aot"},  # the package's face (__init__)
-    {"pool"},  # worker processes (or Ray actors), each with a runtime on one device
+    {"pool", "torch", "jax"},  # worker processes (or Ray actors); kernels as PyTorch and JAX ops
     {"cli"},  # the command line, benchmark harness and demo, built on the face
     {"__main__"},
 ]
