@@ -14,6 +14,7 @@ import taichi_aot.jax as tj
 from taichi_aot import Runtime
 
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "physics.tcm")
+jax.config.update("jax_default_device", jax.devices("cpu")[0])  # an x64 runtime takes JAX's CPU arrays
 
 with Runtime("x64") as rt:
     mod = rt.load_module(MODULE)

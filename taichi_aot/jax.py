@@ -51,9 +51,9 @@ def _register() -> None:
     global _registered
     if _registered:
         return
-    call = int(ffi.cast("uintptr_t", ffi.addressof(lib, "taichi_aot_xla_call")))
     empty = int(ffi.cast("uintptr_t", ffi.addressof(lib, "taichi_aot_xla_empty")))
-    for platform in ("cpu", "CUDA"):
+    for platform, handler in (("cpu", "taichi_aot_xla_call_cpu"), ("CUDA", "taichi_aot_xla_call_cuda")):
+        call = int(ffi.cast("uintptr_t", ffi.addressof(lib, handler)))  # each checks its runtime's backend
         jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(call), platform=platform)
         jax.ffi.register_ffi_target(_EMPTY, jax.ffi.pycapsule(empty), platform=platform)
     _registered = True

@@ -66,6 +66,13 @@ def test_ffi_declarations_match_jaxlibs_header(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu():
+    """x64 ops take JAX's CPU arrays (on a machine with JAX's CUDA build, its default device is a GPU)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 @pytest.fixture(scope="module")
 def x64(modules):
     require_arch(Arch.X64)
@@ -145,12 +152,13 @@ def test_closed_runtime_and_other_threads(modules):
     rt = Runtime(Arch.X64)
     add = tj.op(rt.load_module(modules.path(Arch.X64)).kernels["add"], {0: 1})
     compiled = jax.jit(lambda y: add(y, 3.0))
-    y = jnp.ones(8, jnp.float32)
+    y = jax.device_put(jnp.ones(8, jnp.float32), jax.devices("cpu")[0])  # committed: the thread has no default
     results = []
     worker = threading.Thread(target=lambda: results.append(np.asarray(compiled(y))))  # XLA on another thread
     worker.start()
     worker.join()
     np.testing.assert_array_equal(results[0], [3.0] * 8)
+    np.testing.assert_array_equal(compiled(y), [3.0] * 8)  # compiled in this thread too (its own cache entry)
     rt.close()
     with pytest.raises(ClosedError):
         add(y, 1.0)

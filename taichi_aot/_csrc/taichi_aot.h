@@ -228,7 +228,8 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 uint64_t taichi_aot_xla_imports(void *cell);
-void *taichi_aot_xla_call(void *frame);
+void *taichi_aot_xla_call_cpu(void *frame);
+void *taichi_aot_xla_call_cuda(void *frame);
 void *taichi_aot_xla_empty(void *frame);
 
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot

@@ -287,8 +287,8 @@ static void *xla_metadata(tao_ffi_frame *f) {
     return NULL;
 }
 
-/* The handler: XLA_FFI_Error *(XLA_FFI_CallFrame *), registered for the platforms "cpu" and "CUDA". */
-void *taichi_aot_xla_call(void *frame) {
+/* The handler of both platforms: `cuda`, whether XLA calls it for a GPU. */
+static void *xla_call(void *frame, int cuda) {
     tao_ffi_frame *f = (tao_ffi_frame *)frame;
     const tao_ffi_scalar *address;
     TaichiAotXlaPlan *p;
@@ -305,6 +305,12 @@ void *taichi_aot_xla_call(void *frame) {
     }
     p = (TaichiAotXlaPlan *)(uintptr_t)(*(const int64_t *)address->value);
     c = (xla_cell *)p->runtime;
+    if (c->cuda != cuda) {
+        snprintf(why, sizeof(why), "%s: its runtime is %s, and XLA runs it on %s: put its arrays %s", p->what,
+                 c->cuda ? "CUDA" : "x64", cuda ? "a GPU" : "the CPU",
+                 c->cuda ? "on the GPU" : "on the CPU (jax.devices(\"cpu\"), jax.default_device)");
+        return xla_error(f, 3, why);
+    }
     if (c->cuda) {
         tao_ffi_stream_args s;
         memset(&s, 0, sizeof(s));
@@ -325,6 +331,15 @@ void *taichi_aot_xla_call(void *frame) {
     }
     pthread_mutex_unlock(&c->lock);
     return failed ? xla_error(f, 9, why) : NULL;
+}
+
+/* The handlers: XLA_FFI_Error *(XLA_FFI_CallFrame *), registered for the platforms "cpu" and "CUDA". */
+void *taichi_aot_xla_call_cpu(void *frame) {
+    return xla_call(frame, 0);
+}
+
+void *taichi_aot_xla_call_cuda(void *frame) {
+    return xla_call(frame, 1);
 }
 
 /* An FFI call that does nothing: XLA's own floor for a custom call (the bench measures it beside ops). */
