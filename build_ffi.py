@@ -26,7 +26,7 @@ CSRC_DIR = os.path.join(HERE, "taichi_aot", "_csrc")
 #: Our header, declared once for the cdef and the C files.
 HEADER = "taichi_aot.h"
 #: Our C files, compiled after the trampolines (loader.c fills their table).
-C_FILES = ("loader.c", "ptx.c", "launch.c", "arrays.c", "threads.c", "reads.c", "fresh.c", "call.c", "steps.c",
+C_FILES = ("loader.c", "ptx.c", "xla.c", "launch.c", "arrays.c", "threads.c", "reads.c", "fresh.c", "call.c", "steps.c",
            "cuda.c", "torch.c", "spirv.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
@@ -69,7 +69,7 @@ def make_ffibuilder() -> FFI:
         source,
         include_dirs=[INCLUDE_DIR, CSRC_DIR],
         # the C files reach the compiler through #include: a change to one must rebuild
-        depends=[os.path.join(CSRC_DIR, name) for name in (HEADER, *C_FILES)],
+        depends=[os.path.join(CSRC_DIR, name) for name in (HEADER, "xla_ffi.h", *C_FILES)],
         libraries=["dl", "pthread"],
     )
     return builder

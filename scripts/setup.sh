@@ -3,8 +3,9 @@
 #   main (the default): system libraries (as root on Debian/Ubuntu: libX11, the Vulkan loader, Mesa's software
 #         Vulkan driver, a C compiler), then taichi_aot installed editable with what running it needs: cffi and
 #         numpy. The build bundles libtaichi_c_api (fetched once with pip download: taichi_aot/_bundle.py).
-#   test: main, plus the test, check, build (Taichi, which compiles the test modules), ptx (llvmlite), ray and package
-#         (scripts/package.sh's tools) extras, and the interop extra (PyTorch) where pip resolves it to a CPU build; see below.
+#   test: main, plus the test, check, build (Taichi, which compiles the test modules), ptx (llvmlite), ray, jax
+#         (JAX's CPU build) and package (scripts/package.sh's tools) extras, and the interop extra (PyTorch) where
+#         pip resolves it to a CPU build; see below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-main}
@@ -31,7 +32,7 @@ fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 extras=""
 if [ "$mode" = test ]; then
-  extras="[test,check,build,ray,docs,plot,ptx,package]"
+  extras="[test,check,build,ray,docs,plot,ptx,jax,package]"
   # PyTorch (the interop extra) is tested through its CPU build (a few hundred MB). Where pip's only torch is
   # the CUDA build (PyPI's default on Linux x86_64: several GB of nvidia-* packages), it is not installed and the
   # torch tests say so: point pip at a CPU build (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) or

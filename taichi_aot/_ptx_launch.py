@@ -39,6 +39,8 @@ CHOICES = ("own", "taichi")
 TEMPORARIES_BYTES = 1 << 20
 #: Stand-ins kept for streams selected before (one each: about 1 MiB, and random states where kernels use them).
 STANDINS = 8
+#: The key of the stand-in XLA's stream uses (no stream handle is negative): never given back before the runtime closes.
+XLA_STANDIN = -1
 #: The most threads random states are made for (Taichi makes saturating grid x max block dim: about 1.1M on an H100).
 MAX_RAND_THREADS = 1 << 24
 _KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
@@ -145,9 +147,9 @@ class Launcher:
                         _free(cu, standin)
                         raise
             self._standins[key] = self._standins.pop(key)  # most recent last
-            while len(self._standins) > STANDINS:
+            while len(self._standins) - (XLA_STANDIN in self._standins) > STANDINS:
                 cu.cuCtxSynchronize()
-                _free(cu, self._standins.pop(next(iter(self._standins))))
+                _free(cu, self._standins.pop(next(k for k in self._standins if k != XLA_STANDIN)))
         self.c.stream = ffi.cast("void *", key)
         self.c.standin = self._standins[key][0]
 
@@ -169,6 +171,16 @@ class Launcher:
         if old:
             cu.cuMemFree_v2(old)
         self._standins[key] = (runtime, temporaries, states)
+
+    def xla_standin(self) -> int:
+        """The stand-in of the kernels XLA launches on its own stream (taichi_aot.jax: one stream at a time, its
+        compute stream), made once and kept until :meth:`free`; random states as the others'."""
+        with _cuda.primary_context() as cu:
+            if XLA_STANDIN not in self._standins:
+                self._standins = {XLA_STANDIN: self._standin(cu), **self._standins}
+                if self._rand_threads:
+                    self._rand(cu, XLA_STANDIN, self._rand_threads)
+        return self._standins[XLA_STANDIN][0]
 
     def need_rand(self, threads: int) -> None:
         """Random states for ``threads`` threads on every stand-in (made once, as Taichi makes them)."""

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from conftest import require_arch
+from conftest import require_arch, require_extra
 from taichi_aot import Arch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +23,11 @@ EXPECTED = {
     "arrays.py": ["advance: x (read_write), v (read)", "refused: this numpy array is read-only", "energy of v = 70.0"],
     # the threads each worker gets are the cores this process may use, halved: the machine's to say
     "sweep.py": ["8 simulations on 2 workers, ", " CPU thread(s) each", "dt=0.008: x[1] = 0.800"],
+    "ops_torch.py": ["advance: [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]", "compiled: x[7] = 1.75 energy = 280.0"],
+    "ops_jax.py": ["advance: [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]", "jitted: x[7] = 4.871 energy + 1 = 71.0"],
 }
+#: The extra each example needs beyond the package (installed by the test command).
+NEEDS = {"ops_torch.py": ("torch", "interop"), "ops_jax.py": ("jax", "jax")}
 
 
 def test_every_example_is_run_here():
@@ -33,6 +37,8 @@ def test_every_example_is_run_here():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_runs(name):
     require_arch(Arch.X64)
+    if name in NEEDS:
+        require_extra(*NEEDS[name])
     env = {k: v for k, v in os.environ.items() if k != "TAICHI_AOT_ARCH"}
     proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, name)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT, env=env)

@@ -35,8 +35,9 @@ LAYERS: list[set[str]] = [
     {"launch"},  # kernels, graphs, bound launches, sequences
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
+    {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
     {"taichi_aot"},  # the package's face (__init__)
-    {"pool"},  # worker processes (or Ray actors), each with a runtime on one device
+    {"pool", "torch", "jax"},  # worker processes (or Ray actors); kernels as PyTorch and JAX ops
     {"cli"},  # the command line, benchmark harness and demo, built on the face
     {"__main__"},
 ]
@@ -163,6 +164,9 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # ``_handle`` for its own class may also read another's ``_handle`` unseen; what remains is listed here, each
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
+    ("jax", "_handle"): "an op's C plan names the kernel's or graph's handle (TiKernel, TiComputeGraph) XLA launches",
+    ("jax", "_packers"): "...and packs a scalar given as a Python number with the kernel's own packer (its checks)",
+    ("jax", "_ptx_launcher"): "...and on CUDA copies the own launcher's runtime record, with XLA's stand-in",
     ("_ptx_launch", "_ptx_launcher"): "a CUDA runtime's own-launcher state, made with its first module with PTX",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",

@@ -188,6 +188,50 @@ typedef struct {
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
                           const TiNamedArgument *args);
 
+/* xla.c: kernels and graphs as XLA FFI custom calls (taichi_aot.jax). A plan says, for each kernel argument
+   (`args[k]`, its TiArgument prefilled in `templates[k]`), where it comes from: operand buffer `index`
+   (TAICHI_AOT_XLA_OPERAND), result buffer `index` (TAICHI_AOT_XLA_RESULT, zero-filled first where `zero`), a 0-d
+   operand `index` whose `value_size` bytes go at byte `value_offset` of the TiArgument (SCALAR_OPERAND), or the
+   `index`th TiArgument of the u8 array attribute "scalars" (SCALAR_ATTR); `dtype` is XLA's type of the buffer, `ndim`
+   and `elem_ndim` its dims. `runtime` is the runtime's cell (taichi_aot_xla_runtime: its lock, its pool of imports,
+   on CUDA the own launcher's runtime to copy with XLA's stream); `own`: `handle` is a TaichiAotCudaKernel. The
+   handler's address goes to jax.ffi.register_ffi_target; it returns NULL or an XLA_FFI_Error. */
+#define TAICHI_AOT_XLA_MAX_ARGS 64
+#define TAICHI_AOT_XLA_OPERAND 1
+#define TAICHI_AOT_XLA_RESULT 2
+#define TAICHI_AOT_XLA_SCALAR_OPERAND 3
+#define TAICHI_AOT_XLA_SCALAR_ATTR 4
+typedef struct {
+    uint32_t kind;
+    uint32_t index;
+    int32_t dtype;
+    uint32_t ndim;
+    uint32_t elem_ndim;
+    uint32_t zero;
+    uint32_t value_offset;
+    uint32_t value_size;
+} TaichiAotXlaArg;
+typedef struct {
+    void *runtime;
+    uint32_t graph;
+    uint32_t own;
+    void *handle;
+    uint32_t arg_count;
+    const TaichiAotXlaArg *args;
+    const TiArgument *templates;
+    const char *const *names;
+    const char *what;
+    int32_t closed;
+} TaichiAotXlaPlan;
+void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
+                             void *sync);
+void taichi_aot_xla_close(void *cell);
+void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
+uint64_t taichi_aot_xla_imports(void *cell);
+void *taichi_aot_xla_call_cpu(void *frame);
+void *taichi_aot_xla_call_cuda(void *frame);
+void *taichi_aot_xla_empty(void *frame);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);

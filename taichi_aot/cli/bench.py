@@ -449,6 +449,10 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
         from .bench_launcher import launcher
 
         return launcher(bench)
+    if section == "ops":
+        from .bench_ops import ops
+
+        return ops(bench)
     if section == "validation":
         from .bench_validation import validation
 
@@ -457,7 +461,7 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation")
+            "validation", "ops")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

@@ -1,0 +1,352 @@
+/* Kernels and compute graphs as XLA FFI custom calls (taichi_aot.jax): the handler XLA calls, on any of its
+   threads, with no Python. A plan (TaichiAotXlaPlan, made by Python for one op and one way of passing its scalars)
+   says where each kernel argument comes from: an operand buffer, a result buffer XLA allocated, a 0-d operand
+   holding a scalar, or the packed TiArguments of the attribute "scalars". Its address travels as the attribute
+   "plan". XLA's buffers are imported into the runtime once per address (and size), into a pool kept by the
+   runtime's cell (TaichiAotXlaRuntime) for its life: libtaichi_c_api 1.7.4 cannot release an import (about 90
+   bytes each), and XLA's allocators hand the same addresses out again.
+
+   One lock per runtime cell: launches of its ops are serialised, and closing the runtime (Python marks the cell
+   closed under the lock, first) waits for a launch in flight; a call after that, or after its op was let go, is an
+   error XLA raises, never a launch on a dead handle. libtaichi's last error is thread-local: read and cleared here,
+   on XLA's thread. On x64 the handler waits for the kernel before it returns (XLA reads the results next). */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "taichi_aot.h"
+#include "xla_ffi.h"
+
+typedef int (*xla_cu_memset)(uint64_t pointer, unsigned char value, size_t count, void *stream);
+typedef int (*xla_cu_sync)(void *stream);
+
+typedef struct {
+    uintptr_t address;
+    uint64_t bytes;
+    TiMemory memory;
+} xla_import;
+
+typedef struct {
+    pthread_mutex_t lock;
+    TiRuntime runtime;
+    int cuda;
+    int closed;
+    TaichiAotCudaRuntime own;  /* CUDA: the own launcher's runtime with XLA's stream and the cell's stand-in */
+    xla_cu_memset memset_async; /* cuMemsetD8Async */
+    xla_cu_sync sync;          /* cuStreamSynchronize */
+    xla_import *table;         /* open addressing by address; capacity a power of two, at most half full */
+    size_t count, capacity;
+} xla_cell;
+
+void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
+                             void *sync) {
+    xla_cell *c = (xla_cell *)calloc(1, sizeof(xla_cell));
+    if (c == NULL) {
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->runtime = runtime;
+    c->cuda = cuda;
+    if (own != NULL) {
+        c->own = *own;
+    }
+    c->memset_async = (xla_cu_memset)memset_async;
+    c->sync = (xla_cu_sync)sync;
+    return c;
+}
+
+/* The runtime is closing: no launch after this one returns. The cell itself stays (plans point to it). */
+void taichi_aot_xla_close(void *cell) {
+    xla_cell *c = (xla_cell *)cell;
+    pthread_mutex_lock(&c->lock);
+    c->closed = 1;
+    free(c->table);
+    c->table = NULL;
+    c->count = c->capacity = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The op was let go: its plan is never launched again (XLA may still hold compiled calls naming it). */
+void taichi_aot_xla_release(TaichiAotXlaPlan *plan) {
+    xla_cell *c = (xla_cell *)plan->runtime;
+    pthread_mutex_lock(&c->lock);
+    plan->closed = 1;
+    pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t taichi_aot_xla_imports(void *cell) {
+    xla_cell *c = (xla_cell *)cell;
+    uint64_t n;
+    pthread_mutex_lock(&c->lock);
+    n = c->count;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+static size_t xla_slot(const xla_cell *c, uintptr_t address) {
+    size_t i = (size_t)((address >> 4) * 0x9E3779B97F4A7C15ull) & (c->capacity - 1);
+    while (c->table[i].address != 0 && c->table[i].address != address) {
+        i = (i + 1) & (c->capacity - 1);
+    }
+    return i;
+}
+
+static int xla_grow(xla_cell *c) {
+    size_t i, old = c->capacity, capacity = old ? old * 2 : 64;
+    xla_import *was = c->table, *table = (xla_import *)calloc(capacity, sizeof(xla_import));
+    if (table == NULL) {
+        return 0;
+    }
+    c->table = table;
+    c->capacity = capacity;
+    for (i = 0; i < old; ++i) {
+        if (was[i].address != 0) {
+            c->table[xla_slot(c, was[i].address)] = was[i];
+        }
+    }
+    free(was);
+    return 1;
+}
+
+/* The runtime's import of the `bytes` at `data` (imported now where none, or a smaller one); NULL: refused. */
+static TiMemory xla_memory(xla_cell *c, void *data, uint64_t bytes) {
+    size_t i;
+    TiMemory memory;
+    if ((c->count + 1) * 2 > c->capacity && !xla_grow(c)) {
+        return TI_NULL_HANDLE;
+    }
+    i = xla_slot(c, (uintptr_t)data);
+    if (c->table[i].address != 0 && c->table[i].bytes >= bytes) {
+        return c->table[i].memory;
+    }
+    memory = c->cuda ? ti_import_cuda_memory(c->runtime, data, bytes) : ti_import_cpu_memory(c->runtime, data, bytes);
+    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS || memory == TI_NULL_HANDLE) {
+        return TI_NULL_HANDLE;
+    }
+    if (c->table[i].address == 0) {
+        ++c->count;
+    }
+    c->table[i].address = (uintptr_t)data;
+    c->table[i].bytes = bytes;
+    c->table[i].memory = memory;
+    return memory;
+}
+
+/* Bytes of an element of XLA's data type (0: not one a kernel takes). */
+static uint32_t xla_itemsize(int32_t dtype) {
+    switch (dtype) {
+    case 1: case 2: case 6: return 1;  /* pred, s8, u8 */
+    case 3: case 7: case 10: return 2; /* s16, u16, f16 */
+    case 4: case 8: case 11: return 4; /* s32, u32, f32 */
+    case 5: case 9: case 12: return 8; /* s64, u64, f64 */
+    default: return 0;
+    }
+}
+
+static void *xla_error(const tao_ffi_frame *f, int32_t code, const char *message) {
+    tao_ffi_error_args args;
+    memset(&args, 0, sizeof(args));
+    args.struct_size = TAO_FFI_SIZE(tao_ffi_error_args, errc);
+    args.message = message;
+    args.errc = code;
+    return f->api->error_create(&args);
+}
+
+/* The frame's attribute `name`, of type `type` (3 scalar, 1 array), or NULL. */
+static void *xla_attr(const tao_ffi_frame *f, const char *name, int32_t type) {
+    int64_t i;
+    size_t n = strlen(name);
+    for (i = 0; i < f->attrs.size; ++i) {
+        const tao_ffi_span *s = f->attrs.names[i];
+        if (s->len == n && memcmp(s->ptr, name, n) == 0) {
+            return f->attrs.types[i] == type ? f->attrs.attrs[i] : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Argument `k` of the plan into `out`, from the frame: 0, or an error message (into `why`). */
+static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao_ffi_frame *f,
+                   const tao_ffi_array *scalars, void *stream, TiArgument *out, char *why, size_t why_size) {
+    const TaichiAotXlaArg *a = &p->args[k];
+    const tao_ffi_list *list = a->kind == TAICHI_AOT_XLA_RESULT ? &f->rets : &f->args;
+    const tao_ffi_buffer *b;
+    uint64_t bytes;
+    uint32_t i;
+    memcpy(out, &p->templates[k], sizeof(TiArgument));
+    if (a->kind == TAICHI_AOT_XLA_SCALAR_ATTR) {
+        if (scalars == NULL || scalars->size < (size_t)(a->index + 1) * sizeof(TiArgument)) {
+            snprintf(why, why_size, "%s argument %u: its scalar attribute is missing", p->what, k);
+            return 1;
+        }
+        memcpy(out, (const char *)scalars->data + (size_t)a->index * sizeof(TiArgument), sizeof(TiArgument));
+        return 0;
+    }
+    if ((int64_t)a->index >= list->size || list->types[a->index] != 1) {
+        snprintf(why, why_size, "%s argument %u: no buffer %u", p->what, k, a->index);
+        return 1;
+    }
+    b = (const tao_ffi_buffer *)list->items[a->index];
+    if (b->dtype != a->dtype || b->rank != (int64_t)(a->ndim + a->elem_ndim)) {
+        snprintf(why, why_size, "%s argument %u: a buffer of XLA type %d and rank %lld, expected type %d and rank %u",
+                 p->what, k, (int)b->dtype, (long long)b->rank, (int)a->dtype, a->ndim + a->elem_ndim);
+        return 1;
+    }
+    if (a->kind == TAICHI_AOT_XLA_SCALAR_OPERAND) { /* host memory (x64; Python refuses these on CUDA) */
+        memcpy((char *)out + a->value_offset, b->data, a->value_size);
+        return 0;
+    }
+    bytes = xla_itemsize(b->dtype);
+    for (i = 0; i < a->ndim + a->elem_ndim; ++i) {
+        if (b->dims[i] <= 0 || b->dims[i] > (int64_t)UINT32_MAX) {
+            snprintf(why, why_size, "%s argument %u: dimension %u is %lld (an empty array cannot be passed)",
+                     p->what, k, i, (long long)b->dims[i]);
+            return 1;
+        }
+        bytes *= (uint64_t)b->dims[i];
+        if (i < a->ndim) {
+            out->value.ndarray.shape.dims[i] = (uint32_t)b->dims[i];
+        }
+    }
+    if (a->zero) { /* XLA's results are uninitialised: start from zeros, as a new ndarray does */
+        if (!c->cuda) {
+            memset(b->data, 0, bytes);
+        } else if (c->memset_async((uint64_t)(uintptr_t)b->data, 0, bytes, stream) != 0) {
+            snprintf(why, why_size, "%s argument %u: cuMemsetD8Async failed", p->what, k);
+            return 1;
+        }
+    }
+    if (p->own) { /* the own CUDA launcher takes the pointer itself (ptx.c) */
+        out->value.ndarray.memory = (TiMemory)((uintptr_t)b->data | TAICHI_AOT_POINTER_TAG);
+        return 0;
+    }
+    out->value.ndarray.memory = xla_memory(c, b->data, bytes);
+    if (out->value.ndarray.memory == TI_NULL_HANDLE) {
+        snprintf(why, why_size, "%s argument %u: the library refused to import XLA's buffer", p->what, k);
+        return 1;
+    }
+    return 0;
+}
+
+/* The launch (the cell's lock held): 0, or a message in `why`. */
+static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_frame *f, void *stream, char *why,
+                      size_t why_size) {
+    TiArgument args[TAICHI_AOT_XLA_MAX_ARGS];
+    TiNamedArgument named[TAICHI_AOT_XLA_MAX_ARGS];
+    const tao_ffi_array *scalars = (const tao_ffi_array *)xla_attr(f, "scalars", 1);
+    uint32_t k;
+    int code;
+    for (k = 0; k < p->arg_count; ++k) {
+        if (xla_arg(c, p, k, f, scalars, stream, &args[k], why, why_size)) {
+            ti_set_last_error(TI_ERROR_SUCCESS, NULL);
+            return 1;
+        }
+    }
+    if (p->own) { /* a kernel of the own CUDA launcher, on XLA's stream with the cell's stand-in */
+        TaichiAotCudaRuntime own = c->own;
+        TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)p->handle;
+        own.stream = stream;
+        kernel.runtime = &own;
+        code = taichi_aot_cuda_launch(c->runtime, &kernel, p->arg_count, args);
+    } else {
+        if (c->cuda && stream != NULL && c->sync(stream) != 0) { /* libtaichi launches on its own stream */
+            snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed", p->what);
+            return 1;
+        }
+        if (p->graph) {
+            for (k = 0; k < p->arg_count; ++k) {
+                named[k].name = p->names[k];
+                named[k].argument = args[k];
+            }
+            ti_launch_compute_graph(c->runtime, (TiComputeGraph)p->handle, p->arg_count, named);
+        } else {
+            ti_launch_kernel(c->runtime, (TiKernel)p->handle, p->arg_count, args);
+        }
+        ti_wait(c->runtime); /* x64: results read next; CUDA: XLA's stream is not ordered with libtaichi's */
+        code = (int)ti_get_last_error(NULL, NULL);
+    }
+    if (code != 0) {
+        char message[512] = "";
+        uint64_t size = sizeof(message);
+        if (code > TAICHI_AOT_CUDA_ERROR && ti_get_last_error(&size, message) != TI_ERROR_SUCCESS) {
+            message[sizeof(message) - 1] = 0;
+        }
+        snprintf(why, why_size, "%s failed (code %d): %s", p->what, code, message);
+        ti_set_last_error(TI_ERROR_SUCCESS, NULL);
+        return 1;
+    }
+    return 0;
+}
+
+static void *xla_metadata(tao_ffi_frame *f) {
+    tao_ffi_metadata_ext *ext = (tao_ffi_metadata_ext *)f->extension_start;
+    ext->metadata->api_version.struct_size = TAO_FFI_SIZE(tao_ffi_version, minor_version);
+    ext->metadata->api_version.extension_start = NULL;
+    ext->metadata->api_version.major_version = 0;
+    ext->metadata->api_version.minor_version = 1;
+    ext->metadata->traits = 0;
+    return NULL;
+}
+
+/* The handler of both platforms: `cuda`, whether XLA calls it for a GPU. */
+static void *xla_call(void *frame, int cuda) {
+    tao_ffi_frame *f = (tao_ffi_frame *)frame;
+    const tao_ffi_scalar *address;
+    TaichiAotXlaPlan *p;
+    xla_cell *c;
+    char why[768];
+    void *stream = NULL;
+    int failed;
+    if (f->extension_start != NULL && f->extension_start->type == 1) {
+        return xla_metadata(f);
+    }
+    address = (const tao_ffi_scalar *)xla_attr(f, "plan", 3);
+    if (f->stage != 3 || address == NULL || address->dtype != 5) {
+        return xla_error(f, 3, "taichi_aot: a call without its plan (an s64 attribute), or at another stage");
+    }
+    p = (TaichiAotXlaPlan *)(uintptr_t)(*(const int64_t *)address->value);
+    c = (xla_cell *)p->runtime;
+    if (c->cuda != cuda) {
+        snprintf(why, sizeof(why), "%s: its runtime is %s, and XLA runs it on %s: put its arrays %s", p->what,
+                 c->cuda ? "CUDA" : "x64", cuda ? "a GPU" : "the CPU",
+                 c->cuda ? "on the GPU" : "on the CPU (jax.devices(\"cpu\"), jax.default_device)");
+        return xla_error(f, 3, why);
+    }
+    if (c->cuda) {
+        tao_ffi_stream_args s;
+        memset(&s, 0, sizeof(s));
+        s.struct_size = TAO_FFI_SIZE(tao_ffi_stream_args, stream);
+        s.ctx = f->ctx;
+        if (f->api->stream_get(&s) != NULL) {
+            return xla_error(f, 13, "taichi_aot: XLA gave no CUDA stream");
+        }
+        stream = s.stream;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->closed || p->closed) {
+        snprintf(why, sizeof(why), "ClosedError: %s: %s", p->what,
+                 c->closed ? "its runtime is closed" : "its op was let go");
+        failed = 1;
+    } else {
+        failed = xla_launch(c, p, f, stream, why, sizeof(why));
+    }
+    pthread_mutex_unlock(&c->lock);
+    return failed ? xla_error(f, 9, why) : NULL;
+}
+
+/* The handlers: XLA_FFI_Error *(XLA_FFI_CallFrame *), registered for the platforms "cpu" and "CUDA". */
+void *taichi_aot_xla_call_cpu(void *frame) {
+    return xla_call(frame, 0);
+}
+
+void *taichi_aot_xla_call_cuda(void *frame) {
+    return xla_call(frame, 1);
+}
+
+/* An FFI call that does nothing: XLA's own floor for a custom call (the bench measures it beside ops). */
+void *taichi_aot_xla_empty(void *frame) {
+    tao_ffi_frame *f = (tao_ffi_frame *)frame;
+    if (f->extension_start != NULL && f->extension_start->type == 1) {
+        return xla_metadata(f);
+    }
+    return NULL;
+}

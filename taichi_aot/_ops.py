@@ -1,0 +1,209 @@
+"""Kernels and compute graphs as framework ops (:mod:`taichi_aot.torch`, :mod:`taichi_aot.jax`): which arguments
+are outputs, the shape and dtype of each, and the checks both frameworks make at trace time, before any launch.
+
+An op's *outputs* are arguments the framework allocates each call and the op returns; its *inputs* are the other
+arguments, taken in signature order (or by keyword). ``outputs`` maps each output (a name or a position) to the
+input it is shaped like (a name or a position), to ``(shape, dtype)`` (or any object with ``.shape`` and
+``.dtype``: ``jax.ShapeDtypeStruct``, a meta tensor), or to itself: an argument the kernel reads and writes, taken
+as an input and returned as an output that starts as the input's values. Every other output starts zero-filled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from .enums import NUMPY_DTYPES, Access, DataType
+from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .launch import ComputeGraph, Kernel
+    from .metadata import ArgInfo
+
+#: What an output is shaped like: an input's position, or (array shape with the element's dims, numpy dtype).
+Shape = Union[int, tuple[tuple[int, ...], np.dtype]]
+
+
+def _dtype_of(dtype: Any) -> np.dtype | None:
+    """numpy's dtype for a numpy, JAX or torch dtype (``torch.float32``), or None."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        text = str(dtype)  # torch.float32 -> float32
+        try:
+            return np.dtype(text.rsplit(".", 1)[-1])
+        except TypeError:
+            return None
+
+
+class OpSpec:
+    """A launchable's arguments split into inputs and outputs, with the checks an op makes.
+
+    Attributes:
+        entry: the kernel or graph; args: its signature; graph: whether it is a graph.
+        outputs: argument positions of the outputs, in the order the op returns them.
+        shapes: output position -> what it is shaped like (:data:`Shape`).
+        inout: outputs the op also takes as inputs (read and written).
+        inputs: argument positions the op takes, in signature order; names: their parameter names.
+    """
+
+    def __init__(self, entry: Kernel | ComputeGraph, outputs: Mapping[Any, Any], framework: str):
+        from .launch import ComputeGraph, Kernel
+
+        if not isinstance(entry, (Kernel, ComputeGraph)):
+            raise ArgumentTypeError(f"{framework}.op takes a Kernel or a ComputeGraph, got {type(entry).__name__}")
+        entry.module.ensure_open()
+        self.entry = entry
+        self.graph = isinstance(entry, ComputeGraph)
+        self.args: list[ArgInfo] = entry.signature
+        self.kind = "graph" if self.graph else "kernel"
+        if not isinstance(outputs, Mapping) or not outputs:
+            raise ArgumentTypeError(f"{framework}.op({entry.name!r}): outputs must be a non-empty mapping "
+                                    "{output argument: the input it is shaped like, or (shape, dtype)}")
+        self.outputs: list[int] = []
+        self.shapes: dict[int, Shape] = {}
+        self.inout: set[int] = set()
+        for key, like in outputs.items():
+            i = self.index(key)
+            self._output(i, like)
+        self.inputs = [i for i in range(len(self.args)) if i not in self.shapes or i in self.inout]
+        self.names = [self.param(i) for i in self.inputs]
+        for i in self.inputs:
+            self._input_ok(i)
+
+    # -- naming ---------------------------------------------------------------------------------------------
+
+    def index(self, key: Any) -> int:
+        """The position of argument ``key`` (a name, or a position); ArgumentTypeError naming it where none."""
+        for i, a in enumerate(self.args):
+            if (isinstance(key, str) and a.name == key) or (
+                    not self.graph and isinstance(key, int) and not isinstance(key, bool) and key == i):
+                return i
+        taken = ", ".join(self.param(i) for i in range(len(self.args)))
+        raise ArgumentTypeError(f"{self.kind} {self.entry.name!r} has no argument {key!r} (it takes {taken})")
+
+    def param(self, i: int) -> str:
+        """Argument ``i``'s parameter name: its recorded name, else ``arg<i>``."""
+        name = self.args[i].name
+        return name if name and name.isidentifier() else f"arg{i}"
+
+    def what(self, i: int) -> str:
+        """Argument ``i`` in messages: "kernel 'add' argument 1 ('y')"."""
+        name = self.args[i].name
+        return f"{self.kind} {self.entry.name!r} argument {i}" + (f" ({name!r})" if name else "")
+
+    # -- outputs --------------------------------------------------------------------------------------------
+
+    def _output(self, i: int, like: Any) -> None:
+        spec = self.args[i]
+        what = self.what(i)
+        if spec.kind != "ndarray" or spec.dtype is None or spec.dtype not in NUMPY_DTYPES:
+            raise NotSupportedError(f"{what}: an output must be an ndarray argument (this is {spec.describe()})")
+        if i in self.shapes:
+            raise ArgumentTypeError(f"{what}: named twice in outputs")
+        self.outputs.append(i)
+        if isinstance(like, (str, int)) and not isinstance(like, bool):
+            j = self.index(like)
+            if j == i:
+                self.inout.add(i)
+                self.shapes[i] = i
+                return
+            if self.args[j].kind != "ndarray":
+                raise ArgumentTypeError(f"{what}: shaped like {self.what(j)}, which is not an ndarray")
+            self.shapes[i] = j
+            return
+        shape = getattr(like, "shape", None)
+        dtype = getattr(like, "dtype", None)
+        if shape is None and isinstance(like, (tuple, list)) and len(like) == 2:
+            shape, dtype = like
+        dt = _dtype_of(dtype) if dtype is not None else None
+        if shape is None or dt is None:
+            raise ArgumentTypeError(f"{what}: an output is shaped like an input (its name or position) or given as "
+                                    f"(shape, dtype) or a ShapeDtypeStruct, got {like!r}")
+        shape = tuple(int(d) for d in shape)
+        self.check(i, shape, dt, f"{what} (its output shape)")
+        self.shapes[i] = (shape, dt)
+
+    def _input_ok(self, i: int) -> None:
+        spec = self.args[i]
+        if spec.kind == "ndarray" and i not in self.inout and spec.access is not None and spec.access & Access.WRITE:
+            raise InvalidArgumentError(
+                f"{self.what(i)}: the kernel writes it ({spec.access_word()}), and an op's inputs are never written; "
+                f"make it an output (outputs={{{self.param(i)!r}: ...}}), or map it to itself to take it in and out")
+        if spec.kind not in ("ndarray", "scalar"):
+            raise NotSupportedError(f"{self.what(i)}: {spec.describe()} arguments cannot be op inputs "
+                                    "(ndarrays and scalars can)")
+
+    def dtype(self, i: int) -> np.dtype:
+        """numpy's dtype of argument ``i`` (an ndarray's element type, or a scalar's)."""
+        dt = self.args[i].dtype
+        if dt is None or dt not in NUMPY_DTYPES:
+            raise NotSupportedError(f"{self.what(i)}: its data type is not recorded or not storable")
+        return NUMPY_DTYPES[dt]
+
+    def check(self, i: int, shape: Sequence[int], dtype: Any, what: str | None = None) -> None:
+        """Raise ArgumentTypeError (naming the argument) unless an array of ``shape`` and ``dtype`` fits ndarray
+        argument ``i``: its dtype, its dims and element shape."""
+        spec = self.args[i]
+        what = what or self.what(i)
+        dt = _dtype_of(dtype)
+        shape = tuple(shape)
+        elem = tuple(spec.elem_shape)
+        if (dt != self.dtype(i) or len(shape) != spec.ndim + len(elem)
+                or (elem and shape[spec.ndim:] != elem)):
+            raise ArgumentTypeError(f"{what}: expected {spec.describe()}, got {dtype} array of shape {shape}")
+
+    def check_scalar(self, i: int, dtype: Any, shape: Sequence[int]) -> None:
+        """Raise ArgumentTypeError unless an array of ``dtype`` and ``shape`` can be scalar argument ``i``."""
+        if tuple(shape) != () or _dtype_of(dtype) != self.dtype(i):
+            raise ArgumentTypeError(f"{self.what(i)}: expected a Python number or a 0-d {self.dtype(i)} array "
+                                    f"({self.args[i].describe()}), got {dtype} array of shape {tuple(shape)}")
+
+    def output_shapes(self, shapes: Mapping[int, Sequence[int]]) -> list[tuple[tuple[int, ...], np.dtype]]:
+        """Each output's (shape, dtype), in output order, from the input arrays' ``shapes`` (position -> shape)."""
+        out = []
+        for i in self.outputs:
+            like = self.shapes[i]
+            if isinstance(like, int):
+                j = like
+                dims = tuple(shapes[j])[: self.args[j].ndim]
+                out.append((dims + tuple(self.args[i].elem_shape), self.dtype(i)))
+            else:
+                out.append(like)
+        return out
+
+    # -- calls ----------------------------------------------------------------------------------------------
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+        """The op's arguments in :attr:`inputs` order, from positional ``args`` and keywords (parameter names)."""
+        names = self.names
+        if len(args) > len(names):
+            raise ArgumentTypeError(f"{self}: takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)}")
+        values: list[Any] = list(args) + [_MISSING] * (len(names) - len(args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise ArgumentTypeError(f"{self}: no input {key!r} (it takes {', '.join(names)})")
+            k = names.index(key)
+            if values[k] is not _MISSING:
+                raise ArgumentTypeError(f"{self}: input {key!r} given twice")
+            values[k] = value
+        missing = [n for n, v in zip(names, values) if v is _MISSING]
+        if missing:
+            raise ArgumentTypeError(f"{self}: missing input(s) {', '.join(missing)}")
+        return values
+
+    def ensure_open(self) -> None:
+        """ClosedError where the launchable's module or runtime was closed."""
+        if self.entry.module.closed or self.entry.module.runtime.closed:
+            raise ClosedError(f"{self}: its module or runtime is closed")
+
+    def __str__(self) -> str:
+        return f"op of {self.kind} {self.entry.name!r}"
+
+
+_MISSING: Any = object()
+
+#: Scalar data types an op takes as a framework number (``float`` / ``int``).
+FLOATS = frozenset({DataType.F16, DataType.F32, DataType.F64})

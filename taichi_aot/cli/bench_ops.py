@@ -1,0 +1,114 @@
+"""Rows of ``taichi-aot bench``'s ops section: kernels as framework ops (taichi_aot.jax, taichi_aot.torch) against
+the same kernel launched eagerly with arrays passed again.
+
+JAX (where its devices match the arch: the CPU for x64, a GPU for CUDA): a jitted step calling the op, against the
+eager launch (NdArrays passed again, waited for as the op waits on x64) plus XLA's floor for a custom call (a jitted
+empty FFI call, measured beside it): target at most 1.1x that sum. torch: a ``torch.compile(fullgraph=True)``d call
+of the op against its eager call: target at most 1.1x. The kernel is the bench's ``tiny3`` over 16 f32 (x read and
+written, y and z read): the op takes x, y, z and returns x's new values.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..enums import Arch
+from .bench_measure import measure
+from .bench_row import Row
+
+if TYPE_CHECKING:
+    from .bench_harness import Bench
+
+__all__ = ["ops"]
+
+TARGET = 1.1
+EAGER, EMPTY, JITTED = "kernel launched eagerly, arrays passed again", "jax: jitted empty FFI call", "jax: jitted op"
+TORCH_EAGER, TORCH_COMPILED = "torch: op called eagerly", "torch: op in torch.compile(fullgraph=True)"
+
+
+def _jax_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], float]]:
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        from .. import jax as tj
+    except ImportError:
+        return {}
+    platform = "gpu" if bench.rt.arch == Arch.CUDA else "cpu"
+    devices = [d for d in jax.devices() if d.platform == platform]
+    if not devices:
+        return {}
+    op = tj.op(kernel, {0: 0})
+    x, y, z = (jax.device_put(jnp.full(16, v, jnp.float32), devices[0]) for v in (1.0, 2.0, 3.0))
+    step = jax.jit(lambda x, y, z: op(x, y, z, 1.0))
+    empty = jax.jit(tj.empty_call)
+    last: list[Any] = [None]
+
+    def run_op() -> None:
+        last[0] = step(x, y, z)
+
+    def run_empty() -> None:
+        last[0] = empty(x)
+
+    def sync() -> None:
+        last[0].block_until_ready()
+
+    run_op()
+    np.testing.assert_allclose(np.asarray(last[0]), [8.0] + [1.0] * 15)  # x[0] + y[0] * z[0] + a
+    return {JITTED: bench.per_call(run_op, n, sync), EMPTY: bench.per_call(run_empty, n, sync)}
+
+
+def _torch_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], float]]:
+    try:
+        import torch
+
+        from .. import torch as tt
+    except ImportError:
+        return {}
+    cuda = bench.rt.arch == Arch.CUDA
+    if cuda and not torch.cuda.is_available():
+        return {}
+    device = "cuda" if cuda else "cpu"
+    op = tt.op(kernel, {0: 0})
+    x, y, z = (torch.full((16,), v, device=device) for v in (1.0, 2.0, 3.0))
+    compiled = torch.compile(lambda x, y, z: op(x, y, z, 1.0), fullgraph=True)
+    compiled(x, y, z)
+    sync = torch.cuda.synchronize if cuda else None
+    return {TORCH_EAGER: bench.per_call(lambda: op(x, y, z, 1.0), n, sync),
+            TORCH_COMPILED: bench.per_call(lambda: compiled(x, y, z), n, sync)}
+
+
+def ops(bench: Bench) -> list[Row]:
+    """The ops rows on this arch (x64 or CUDA; see the module docstring)."""
+    rt = bench.rt
+    if rt.arch not in (Arch.X64, Arch.CUDA):
+        return []
+    n = 200 if bench.quick else 2000
+    rounds = 2 if bench.quick else 9
+    kernel = bench.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
+    nds = [rt.ndarray((16,), np.float32) for _ in range(3)]
+
+    def eager() -> None:
+        kernel(nds[0], nds[1], nds[2], 1.0)
+        rt.wait()
+
+    methods = {EAGER: bench.per_call(eager, n), **_jax_methods(bench, kernel, n), **_torch_methods(bench, kernel, n)}
+    measured = measure(methods, None, rounds)
+    params = {"calls": n, "rounds": rounds, "elements": 16}
+    rows = {k: Row("ops", bench.name, k, "us/call", v, params=params) for k, v in measured.bests.items()}
+    if JITTED in rows:
+        row, floor = rows[JITTED], [a + b for a, b in zip(measured.bests[EAGER], measured.bests[EMPTY])]
+        row.limit = f"{EAGER} + {EMPTY}"
+        row.ratio = row.median / float(np.median(floor))
+        row.target, row.met = f"<= {TARGET:g}", row.ratio <= TARGET
+    if TORCH_COMPILED in rows:
+        row = rows[TORCH_COMPILED]
+        row.limit, row.ratio = TORCH_EAGER, row.median / rows[TORCH_EAGER].median
+        row.target, row.met = f"<= {TARGET:g}", row.ratio <= TARGET
+    if measured.warnings:
+        rows[EAGER].note = "; ".join(measured.warnings)
+    for nd in nds:
+        nd.close()
+    return list(rows.values())

@@ -1,0 +1,296 @@
+"""Kernels and compute graphs as JAX functions: ``taichi_aot.jax.op(kernel, outputs)``, an XLA FFI custom call.
+
+The op works eagerly and under ``jax.jit``: XLA calls the extension's C handler (``_csrc/xla.c``) with its own
+buffers, on an x64 runtime for the CPU and a CUDA runtime for NVIDIA GPUs. XLA allocates the outputs (zero-filled
+by the handler before the launch, or aliased to the input for an argument the kernel reads and writes); inputs are
+shared, never copied (each buffer address is imported into the runtime once and pooled). On x64 the handler waits
+for the kernel; on CUDA a kernel of taichi_aot's own launcher runs on XLA's stream, one through libtaichi after
+XLA's stream is synchronized, and is waited for. A CUDA op needs the process's one CUDA runtime (libtaichi_c_api
+1.7.4 allows one at a time): the runtime of the kernel it wraps.
+
+Scalars: a Python number (or numpy scalar) becomes an attribute of the call, packed once at trace time: nothing to
+read at run time, but under ``jax.jit`` each new value is a new compilation (pass values that change per step as
+arrays); a 0-d JAX array (a traced value in ``jit``) becomes an operand, read by the handler from XLA's buffer at
+each call (x64; on CUDA that would be a device-to-host copy and a synchronization, refused: pass a number).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._arguments import ARG_SIZE, Slot, prefill
+from ._native import ffi, lib
+from ._ops import OpSpec
+from .enums import DATA_TYPES, Arch, DataType
+from .errors import ArgumentTypeError, NotSupportedError
+from .ndarray import ndarray_argument
+
+__all__ = ["Op", "empty_call", "op"]
+
+_TARGET, _EMPTY = "taichi_aot_call", "taichi_aot_empty"
+_VALUE = ffi.offsetof("TiArgument", "value")
+_SCALAR_VALUE = _VALUE + ffi.offsetof("TiScalar", "value")
+#: XLA's FFI data type of each numpy dtype a kernel takes (xla/ffi/api/c_api.h's XLA_FFI_DataType).
+_XLA_TYPES = {np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
+              np.dtype(np.int64): 5, np.dtype(np.uint8): 6, np.dtype(np.uint16): 7, np.dtype(np.uint32): 8,
+              np.dtype(np.uint64): 9, np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12}
+_registered = False
+_cells: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+#: Plans stay for the process's life (a few hundred bytes each): XLA may hold compiled calls naming them.
+_kept: list[Any] = []
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    empty = int(ffi.cast("uintptr_t", ffi.addressof(lib, "taichi_aot_xla_empty")))
+    for platform, handler in (("cpu", "taichi_aot_xla_call_cpu"), ("CUDA", "taichi_aot_xla_call_cuda")):
+        call = int(ffi.cast("uintptr_t", ffi.addressof(lib, handler)))  # each checks its runtime's backend
+        jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(call), platform=platform)
+        jax.ffi.register_ffi_target(_EMPTY, jax.ffi.pycapsule(empty), platform=platform)
+    _registered = True
+
+
+def _cell(rt: Any) -> Any:
+    """The runtime's C cell (xla.c): its lock and pool of imports, closed with the runtime, first."""
+    cell = _cells.get(rt)
+    if cell is not None:
+        return cell
+    cuda = rt.arch == Arch.CUDA
+    own, memset_async, sync = ffi.NULL, ffi.NULL, ffi.NULL
+    if cuda:
+        from . import _cuda
+
+        cu = _cuda.driver()
+        memset_async, sync = (ffi.cast("void *", ctypes.cast(getattr(cu, name), ctypes.c_void_p).value)
+                              for name in ("cuMemsetD8Async", "cuStreamSynchronize"))
+        launcher = rt._ptx_launcher
+        if launcher is not None:  # a stand-in of its own: XLA's stream is not the runtime's
+            own = ffi.new("TaichiAotCudaRuntime *", launcher.c[0])
+            own.standin = launcher.xla_standin()
+            _kept.append(own)
+    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync)
+    if cell == ffi.NULL:
+        raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
+    _cells[rt] = cell
+    rt.foreign.unmaps[id(cell)] = lambda: lib.taichi_aot_xla_close(cell)  # called first when the runtime closes
+    return cell
+
+
+class _Plan:
+    """One plan (xla.c's TaichiAotXlaPlan) of an op, for one way of passing its scalars (attribute or operand)."""
+
+    def __init__(self, op: Op, attrs: Sequence[bool]):
+        spec = op.spec
+        n = len(spec.args)
+        self.args = ffi.new("TaichiAotXlaArg[]", max(n, 1))
+        self.templates = ffi.new("TiArgument[]", max(n, 1))
+        operand = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if not a)}
+        attr = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if a)}
+        aliased = {i: k for k, i in enumerate(spec.outputs)}
+        for i, a in enumerate(spec.args):
+            c = self.args[i]
+            if a.kind == "ndarray":
+                t = ndarray_argument(ffi.NULL, (0,) * a.ndim, tuple(a.elem_shape), DATA_TYPES[spec.dtype(i)])
+                ffi.memmove(ffi.addressof(self.templates, i), t, ARG_SIZE)
+                c.dtype = _XLA_TYPES[spec.dtype(i)]
+                c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
+                if i in aliased:  # a result (the input's buffer itself where aliased)
+                    c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
+                else:
+                    c.kind, c.index = lib.TAICHI_AOT_XLA_OPERAND, operand[i]
+            elif i in attr:
+                c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_ATTR, attr[i]
+            else:
+                c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_OPERAND, operand[i]
+                c.dtype = _XLA_TYPES[spec.dtype(i)]
+                c.value_offset, c.value_size = self._template(op, i)
+        self.names = [ffi.new("char[]", (a.name or "").encode()) for a in spec.args]
+        self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
+        self.what = ffi.new("char[]", str(spec).encode())
+        p = self.c = ffi.new("TaichiAotXlaPlan *")
+        p.runtime, p.graph, p.own = op._cell, int(spec.graph), int(op._own is not None)
+        p.handle = op._own if op._own is not None else spec.entry._handle
+        p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
+        self.address = np.int64(int(ffi.cast("intptr_t", p)))
+        _kept.append(self)
+
+    def _template(self, op: Op, i: int) -> tuple[int, int]:
+        """Prefill scalar argument ``i``'s TiArgument (type, data type) with a zero packed by its packer; where its
+        value's bytes go, and how many."""
+        spec = op.spec
+        a = spec.args[i]
+        if a.dtype == DataType.F16:
+            raise NotSupportedError(f"{spec.what(i)}: an f16 scalar is passed as a Python number (an attribute)")
+        buf = op._pack(i, 0)
+        ffi.memmove(ffi.addressof(self.templates, i), buf, ARG_SIZE)
+        at = _VALUE if a.dtype in (DataType.F32, DataType.I32) else _SCALAR_VALUE
+        return at, spec.dtype(i).itemsize
+
+
+class Op:
+    """A kernel or graph as a JAX function: call it with the inputs (signature order, or keywords); it returns the
+    outputs (one array, or a tuple in the order ``outputs`` gave them). Traceable: ``jax.jit``, ``jax.vmap`` (a
+    sequential loop), ``jax.grad`` where a ``backward`` was given.
+    """
+
+    def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
+                 vmap_method: str | None = "sequential"):
+        spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.jax")
+        rt = spec.entry.module.runtime
+        if rt.arch not in (Arch.X64, Arch.CUDA):
+            raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "
+                                    f"{rt.arch.name}")
+        if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS:
+            raise NotSupportedError(f"{spec}: more than {lib.TAICHI_AOT_XLA_MAX_ARGS} arguments")
+        _register()
+        self._cuda = rt.arch == Arch.CUDA
+        self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
+        self._cell = _cell(rt)
+        self._plans: dict[tuple[bool, ...], _Plan] = {}
+        self._backward = backward
+        self._vmap_method = vmap_method
+        owned = spec.entry.module.owned
+        owned.pin()  # the kernel's handle stays valid while the op lives (a runtime closed first closes the cell)
+        self._finalizer = weakref.finalize(self, _release, self._plans, owned)
+
+    # -- calls ------------------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        spec = self.spec
+        values = spec.bind(args, kwargs)
+        spec.ensure_open()
+        attrs, operands, shapes = self._split(values)
+        key = tuple(attrs)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan(self, attrs)
+        packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
+        results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(shapes)]
+        inputs = [i for i, a in zip(spec.inputs, attrs) if not a]
+        aliases = {inputs.index(i): k for k, i in enumerate(spec.outputs) if i in spec.inout}
+        call = jax.ffi.ffi_call(_TARGET, results, vmap_method=self._vmap_method, input_output_aliases=aliases or None)
+        extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
+
+        def run(*arrays: Any) -> Any:
+            return call(*arrays, plan=plan.address, **extra)
+
+        out = self._differentiable(run)(*operands)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _split(self, values: Sequence[Any]) -> tuple[list[bool], list[Any], dict[int, tuple[int, ...]]]:
+        """Which inputs are attributes (Python numbers), the operands (checked: dtype, shape), and input shapes."""
+        spec = self.spec
+        attrs, operands, shapes = [], [], {}
+        for i, v in zip(spec.inputs, values):
+            a = spec.args[i]
+            if a.kind == "scalar" and isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+                    v, (bool, np.bool_)):
+                attrs.append(True)
+                continue
+            if not hasattr(v, "shape") or not hasattr(v, "dtype"):
+                raise ArgumentTypeError(f"{spec.what(i)}: expected an array ({a.describe()}), got "
+                                        f"{type(v).__name__}")
+            if a.kind == "scalar":
+                spec.check_scalar(i, v.dtype, v.shape)
+                if self._cuda:
+                    raise NotSupportedError(f"{spec.what(i)}: on CUDA a scalar is passed as a Python number (an "
+                                            "attribute); reading it from a device array would synchronize")
+            else:
+                spec.check(i, v.shape, v.dtype)
+                if any(d == 0 for d in v.shape):
+                    raise ArgumentTypeError(f"{spec.what(i)}: an empty array (shape {tuple(v.shape)})")
+            attrs.append(False)
+            operands.append(v if isinstance(v, jax.Array) else jnp.asarray(v))
+            shapes[i] = tuple(v.shape)
+        return attrs, operands, shapes
+
+    def _pack(self, i: int, value: Any) -> bytes:
+        """Scalar argument ``i`` = ``value`` as a packed TiArgument (its packer checks the type and range)."""
+        buf = bytearray(ARG_SIZE)
+        prefill(buf, [0], [self.spec.args[i]])
+        ptr = ffi.cast("TiArgument *", ffi.from_buffer(buf))
+        entry = self.spec.entry
+        entry._packers[i](value, entry.module.runtime, Slot(buf, 0, ptr, {}))
+        return bytes(buf)
+
+    def _differentiable(self, run: Callable[..., Any]) -> Callable[..., Any]:
+        """``run`` with a VJP: the user's backward, or a NotSupportedError raised when a gradient is asked for."""
+        spec, backward = self.spec, self._backward
+
+        @jax.custom_vjp
+        def f(*arrays: Any) -> Any:
+            return run(*arrays)
+
+        def fwd(*arrays: Any) -> Any:
+            out = run(*arrays)
+            return out, (arrays, out)
+
+        def bwd(res: Any, grads: Any) -> Any:
+            arrays, out = res
+            if backward is None:
+                raise NotSupportedError(f"{spec}: no backward was given (taichi_aot.jax.op(..., backward=fn), "
+                                        "fn(inputs, outputs, cotangents) returning one per array input)")
+            result = backward(tuple(arrays), tuple(out), tuple(grads))
+            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            if len(result) != len(arrays):
+                raise ArgumentTypeError(f"{spec}: backward returned {len(result)} cotangent(s) for {len(arrays)} "
+                                        "array input(s)")
+            return result
+
+        f.defvjp(fwd, bwd)
+        return f
+
+    @property
+    def imports(self) -> int:
+        """How many XLA buffer addresses the op's runtime imported so far (its pool, shared by its ops)."""
+        return int(lib.taichi_aot_xla_imports(self._cell))
+
+    def __repr__(self) -> str:
+        return f"<taichi_aot.jax.Op of {self.spec.kind} {self.spec.entry.name!r}>"
+
+
+def _release(plans: dict[Any, _Plan], owned: Any) -> None:
+    for plan in plans.values():
+        lib.taichi_aot_xla_release(plan.c)
+    owned.unpin()
+
+
+def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,
+       vmap_method: str | None = "sequential") -> Op:
+    """A kernel or compute graph as a JAX function, called through XLA's FFI (eagerly and under ``jax.jit``).
+
+    Args:
+        launchable: a :class:`~taichi_aot.Kernel` or :class:`~taichi_aot.ComputeGraph` of an x64 runtime (JAX on
+            the CPU) or a CUDA runtime (JAX on an NVIDIA GPU).
+        outputs: ``{output argument: like}``, each output by name or position; ``like`` is the input it is shaped
+            like (name or position), a ``jax.ShapeDtypeStruct`` (or ``(shape, dtype)``), or the output itself
+            (read and written: taken as an input, its buffer aliased to the output). Other outputs start zeroed.
+        backward: ``fn(inputs, outputs, cotangents)`` returning a cotangent per array input, for ``jax.grad`` (a
+            ``jax.custom_vjp``); without it, asking for a gradient raises NotSupportedError.
+        vmap_method: how ``jax.vmap`` batches it (``jax.ffi.ffi_call``'s: "sequential", a loop of calls, by
+            default; None makes vmap an error).
+
+    Raises:
+        ArgumentTypeError: an unknown argument or a wrong output; a call with a wrong count, dtype or shape of
+            inputs (at trace time under ``jax.jit``), naming the argument.
+        NotSupportedError: another backend than x64 or CUDA; an argument an op cannot take.
+        ClosedError: a call after the module or runtime was closed (a compiled call then fails in XLA, saying so).
+    """
+    return Op(launchable, outputs, backward, vmap_method)
+
+
+def empty_call(x: Any) -> Any:
+    """An XLA FFI call that does nothing and returns an array like ``x`` (uninitialised): the floor XLA puts under
+    any custom call, which the bench measures beside ops."""
+    _register()
+    return jax.ffi.ffi_call(_EMPTY, jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+

@@ -1,0 +1,173 @@
+"""Kernels and compute graphs as PyTorch operators: ``taichi_aot.torch.op(kernel, outputs)``.
+
+The op is a ``torch.library.custom_op`` with a fake implementation (``register_fake``): ``torch.compile`` (with
+``fullgraph=True`` too) traces it without a graph break, ``torch.library.opcheck`` passes, and autograd raises a
+:class:`~taichi_aot.errors.NotSupportedError` at backward unless a ``backward`` is given. Outputs are allocated by
+torch on the inputs' device (zero-filled, or the input's values for an argument the kernel reads and writes), and
+the kernel is called with the tensors themselves: on x64 and CUDA torch's memory is shared, never copied. On x64
+the op waits for the kernel before it returns; on CUDA the kernel runs on torch's current stream. A CUDA op needs
+the process's one CUDA runtime (libtaichi_c_api 1.7.4 allows one at a time): the runtime of the kernel it wraps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
+
+import torch
+
+from ._ops import FLOATS, OpSpec
+from .enums import Arch
+from .errors import ArgumentTypeError, NotSupportedError
+
+__all__ = ["Op", "op"]
+
+_numbers = itertools.count()
+
+
+def _torch_dtype(dtype: Any) -> torch.dtype:
+    return getattr(torch, "bool" if dtype.kind == "b" else dtype.name)
+
+
+class Op:
+    """A kernel or graph as a PyTorch operator; call it with the inputs (signature order, or keywords): it returns
+    the outputs (one tensor, or a tuple in the order ``outputs`` gave them).
+
+    Attributes:
+        custom_op: the ``torch.library.custom_op`` it calls (for ``torch.library.opcheck``).
+        spec: which arguments are inputs and outputs.
+    """
+
+    def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
+                 name: str | None = None):
+        spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.torch")
+        self._runtime = spec.entry.module.runtime
+        self._device = torch.device("cuda", 0) if self._runtime.arch == Arch.CUDA else torch.device("cpu")
+        types = []
+        for i in spec.inputs:
+            a = spec.args[i]
+            if a.kind == "ndarray":
+                types.append(f"Tensor {spec.param(i)}")
+            else:
+                spec.dtype(i)  # raises for a type no number has
+                types.append(f"{'float' if a.dtype in FLOATS else 'int'} {spec.param(i)}")
+        rets = "Tensor" if len(spec.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(spec.outputs)) + ")"
+        qualname = name or f"taichi_aot::{re.sub(r'[^0-9A-Za-z_]', '_', launchable.name)}_{next(_numbers)}"
+        self.qualname = qualname
+        self.custom_op = torch.library.custom_op(qualname, self._impl, mutates_args=(),
+                                                 schema=f"({', '.join(types)}) -> {rets}")
+        self.custom_op.register_fake(self._fake)
+        self.custom_op.register_autograd(self._backward, setup_context=self._setup_context)
+        self._user_backward = backward
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.custom_op(*self.spec.bind(args, kwargs))
+
+    def __repr__(self) -> str:
+        return f"<taichi_aot.torch.Op of {self.spec.kind} {self.spec.entry.name!r}: {self.qualname}>"
+
+    # -- the checks and outputs both implementations share ----------------------------------------------------
+
+    def _outputs(self, inputs: Sequence[Any], make: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
+        """Check ``inputs`` (raises naming the argument) and make the outputs with ``make(shape, dtype, device)``."""
+        spec = self.spec
+        shapes = {}
+        device = None
+        for i, value in zip(spec.inputs, inputs):
+            a = spec.args[i]
+            if a.kind != "ndarray":
+                if isinstance(value, torch.Tensor):
+                    raise ArgumentTypeError(f"{spec.what(i)}: a scalar argument takes a Python number")
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise ArgumentTypeError(f"{spec.what(i)}: expected a tensor ({a.describe()}), got "
+                                        f"{type(value).__name__}")
+            spec.check(i, value.shape, str(value.dtype))
+            if value.device.type != self._device.type:
+                raise ArgumentTypeError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime is "
+                                        f"{self._runtime.arch.name}: pass tensors on {self._device}")
+            shapes[i] = tuple(value.shape)
+            device = device or value.device
+        by_input = dict(zip(spec.inputs, inputs))
+        out = []
+        for i, (shape, dtype) in zip(spec.outputs, spec.output_shapes(shapes)):
+            if i in spec.inout:
+                out.append(by_input[i].clone())
+            else:
+                out.append(make(shape, dtype=_torch_dtype(dtype), device=device or self._device))
+        return out
+
+    def _fake(self, *inputs: Any) -> Any:
+        out = self._outputs(inputs, torch.empty)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _impl(self, *inputs: Any) -> Any:
+        spec = self.spec
+        spec.ensure_open()
+        out = self._outputs(inputs, torch.zeros)
+        values: list[Any] = [None] * len(spec.args)
+        for i, value in zip(spec.inputs, inputs):
+            # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
+            values[i] = value.detach() if isinstance(value, torch.Tensor) and value.requires_grad else value
+        for i, value in zip(spec.outputs, out):
+            values[i] = value
+        rt = self._runtime
+        if rt.arch == Arch.CUDA:
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+            if (stream or None) != rt.cuda_stream:
+                rt.set_cuda_stream(stream or None)
+        if spec.graph:
+            spec.entry(**{str(spec.args[i].name): v for i, v in enumerate(values)})
+        else:
+            spec.entry(*values)
+        if rt.arch != Arch.CUDA:
+            rt.wait()  # the kernel ran on libtaichi's threads: done before torch reads the outputs
+        return out[0] if len(out) == 1 else tuple(out)
+
+    # -- autograd -----------------------------------------------------------------------------------------
+
+    def _setup_context(self, ctx: Any, inputs: Sequence[Any], output: Any) -> None:
+        if self._user_backward is None:
+            return
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*[v for v in inputs if isinstance(v, torch.Tensor)], *outs)
+        ctx.numbers = [None if isinstance(v, torch.Tensor) else v for v in inputs]
+
+    def _backward(self, ctx: Any, *grads: Any) -> Any:
+        if self._user_backward is None:
+            raise NotSupportedError(f"{self.spec}: no backward was given (taichi_aot.torch.op(..., "
+                                    "backward=fn), fn(inputs, outputs, grads) returning a gradient per input)")
+        saved = list(ctx.saved_tensors)
+        inputs = [saved.pop(0) if n is None else n for n in ctx.numbers]
+        result = self._user_backward(tuple(inputs), tuple(saved), grads)
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(result) != len(inputs):
+            raise ArgumentTypeError(f"{self.spec}: backward returned {len(result)} gradient(s) for "
+                                    f"{len(inputs)} input(s) (None for an input without one)")
+        return result
+
+
+def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,
+       name: str | None = None) -> Op:
+    """A kernel or compute graph as a PyTorch operator (a ``torch.library.custom_op`` with a fake implementation).
+
+    Args:
+        launchable: a :class:`~taichi_aot.Kernel` or :class:`~taichi_aot.ComputeGraph` (x64 or CUDA runtime).
+        outputs: ``{output argument: like}``, each output by name or position; ``like`` is the input it is shaped
+            like (name or position), ``(shape, dtype)``, or the output itself (read and written: taken as an input
+            too, its output starting as the input's values). Other outputs start zero-filled.
+        backward: ``fn(inputs, outputs, grads)`` returning a gradient (or None) per input, for autograd; without
+            it, a backward through the op raises NotSupportedError.
+        name: the operator's qualified name (``"ns::name"``); default ``taichi_aot::<kernel>_<n>``.
+
+    Returns:
+        An :class:`Op`: ``op(*inputs)`` or ``op(**inputs)`` returns the output tensor(s).
+
+    Raises:
+        ArgumentTypeError: an unknown argument, or an output that is not an ndarray or of the wrong shape; a call
+            with a wrong count, dtype, shape or device of inputs (at trace time under ``torch.compile``).
+        InvalidArgumentError: an input the module records the kernel writes.
+    """
+    return Op(launchable, outputs, backward, name)

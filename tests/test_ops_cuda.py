@@ -1,0 +1,78 @@
+"""taichi_aot.torch.op and taichi_aot.jax.op on CUDA, where a GPU with its driver is present (skipped elsewhere, as
+tests/test_cuda.py is): values under torch.compile(fullgraph=True) and jax.jit with framework ops before and after,
+on torch's current stream and XLA's, through taichi_aot's own launcher (the module's PTX) and through libtaichi."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
+
+from taichi_aot import Arch, InvalidStateError, NotSupportedError, Runtime
+
+LAUNCHERS = ["own", "taichi"]
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F811
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(cuda_module["cuda"], cuda_launcher=launcher)
+        add = tt.op(mod.kernels["add"], {0: 1})
+        y = torch.linspace(0, 1, 4096, device="cuda")
+        torch.library.opcheck(add.custom_op, (y, 2.0))
+
+        def step(y):
+            return add(torch.sin(y) + 1, 3.0) * 2 - 1
+
+        compiled = torch.compile(step, fullgraph=True)
+        streams = [torch.cuda.current_stream()]
+        if launcher == "own":  # libtaichi needs a blocking stream; the own launcher takes torch's
+            streams.append(torch.cuda.Stream())
+        for stream in streams:
+            with torch.cuda.stream(stream):
+                for i in range(50):
+                    yi = y + i
+                    want = (3 * (torch.sin(yi) + 1)) * 2 - 1
+                    torch.testing.assert_close(compiled(yi), want)
+                    torch.testing.assert_close(step(yi), want)
+        twice = tt.op(mod.graphs["add_twice"], {"x": "y"})
+        torch.testing.assert_close(twice(y=y, a=1.0), 2 * y)
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(cuda_module["cuda"], cuda_launcher=launcher)
+        add = tj.op(mod.kernels["add"], {0: 1})
+        twice = tj.op(mod.graphs["add_twice"], {"x": "y"})
+
+        @jax.jit
+        def step(y, k):
+            z = add(jnp.sin(y) + k, 3.0) * 2 - 1
+            return twice(y=z, a=0.5) + 1
+
+        y0 = np.linspace(0, 1, 4096, dtype=np.float32)
+        for i in range(100):
+            out = step(jnp.asarray(y0 + i), jnp.float32(i))
+            want = (3 * (np.sin(y0 + i) + i)) * 2 - 1
+            np.testing.assert_allclose(np.asarray(out), want + 1, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(np.asarray(add(jnp.asarray(y0), 2.0)), 2 * y0, rtol=1e-6)
+        with pytest.raises(NotSupportedError, match="on CUDA a scalar is passed as a Python number"):
+            add(jnp.asarray(y0), jnp.float32(2.0))
+
+
+def test_one_cuda_runtime_for_ops(cuda_module):  # noqa: F811
+    with Runtime(Arch.CUDA), pytest.raises(InvalidStateError):
+        Runtime(Arch.CUDA)  # the ops use the one runtime the kernel belongs to

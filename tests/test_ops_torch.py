@@ -1,0 +1,102 @@
+"""taichi_aot.torch.op: kernels and graphs as PyTorch operators, on x64 with torch's CPU build (eager,
+torch.compile(fullgraph=True), opcheck, autograd, the errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import require_arch, require_extra
+from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime
+
+torch = require_extra("torch", "interop")
+tt = pytest.importorskip("taichi_aot.torch")
+
+
+@pytest.fixture(scope="module")
+def x64(modules):
+    require_arch(Arch.X64)
+    with Runtime(Arch.X64) as rt:
+        yield rt, rt.load_module(modules.path(Arch.X64))
+
+
+def test_kernel_op_eager_values_and_keywords(x64):
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})  # x (written) shaped like y: x = 0 + a*y
+    y = torch.arange(16, dtype=torch.float32)
+    assert torch.equal(add(y, 2.0), 2 * y)
+    assert torch.equal(add(arg1=y, arg2=0.5), 0.5 * y)  # unnamed (ti.aot.Module) arguments: arg<i>
+    assert not torch.equal(add(y, 1.0), torch.zeros(16))  # a new zero-filled output each call
+    assert torch.equal(add(y[:5], 1.0), y[:5])
+
+
+def test_graph_op_inout_and_shapes(x64):
+    _rt, mod = x64
+    twice = tt.op(mod.graphs["add_twice"], {"x": "y"})
+    y = torch.ones(8)
+    assert torch.equal(twice(y=y, a=1.5), torch.full((8,), 3.0))
+    acc = tt.op(mod.kernels["accumulate"], {0: 0, 2: 2})  # total and v read and written: taken in and out
+    total, v = torch.tensor(1.0), torch.tensor([1.0, 2.0, 3.0])
+    t2, v2 = acc(total, torch.arange(4, dtype=torch.float32), v)
+    assert float(t2) == 7.0 and v2.tolist() == [2.0, 4.0, 6.0] and float(total) == 1.0 and v.tolist() == [1, 2, 3]
+    fill = tt.op(mod.kernels["fill_i32"], {0: ((3, 4), np.int32)})
+    assert torch.equal(fill(7), 7 + 100 * torch.arange(3)[:, None] + torch.arange(4)[None, :].int())
+
+
+def test_opcheck_and_compile_fullgraph(x64):
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    y = torch.linspace(0, 1, 32)
+    torch.library.opcheck(add.custom_op, (y, 2.0))
+
+    def step(y):
+        return add(torch.sin(y) + 1, 3.0) * 2 - 1
+
+    compiled = torch.compile(step, fullgraph=True)
+    for i in range(20):
+        yi = y + i
+        assert torch.allclose(compiled(yi), step(yi)), i
+        assert torch.allclose(compiled(yi), (3 * (torch.sin(yi) + 1)) * 2 - 1)
+
+
+def test_wrong_inputs_are_typed_errors_naming_the_argument(x64):
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    with pytest.raises(ArgumentTypeError, match=r"kernel 'add' argument 1: expected f32 ndarray with ndim 1, got "
+                                                r"torch.int32"):
+        add(torch.zeros(4, dtype=torch.int32), 1.0)
+    with pytest.raises(ArgumentTypeError, match=r"argument 1: expected f32 ndarray with ndim 1, got .* shape"):
+        add(torch.zeros(2, 2), 1.0)
+    with pytest.raises(ArgumentTypeError, match="takes 2 argument"):
+        add(torch.zeros(2), 1.0, 3)
+    with pytest.raises(ArgumentTypeError, match="missing input"):
+        add(torch.zeros(2))
+    with pytest.raises(ArgumentTypeError, match="no input 'z'"):
+        add(torch.zeros(2), z=1.0)
+    with pytest.raises(ArgumentTypeError, match="has no argument 'q'"):
+        tt.op(mod.kernels["add"], {"q": 1})
+    with pytest.raises(ArgumentTypeError, match=r"argument 0 \(its output shape\): expected i32 ndarray with ndim 2"):
+        tt.op(mod.kernels["fill_i32"], {0: ((3,), np.int32)})
+    compiled = torch.compile(lambda y: add(y, 1.0), fullgraph=True)
+    with pytest.raises(Exception) as info:  # torch reports it as its own error, ours its cause
+        compiled(torch.zeros(4, dtype=torch.int32))
+    assert isinstance(info.value.__cause__, ArgumentTypeError) and "argument 1" in str(info.value.__cause__)
+
+
+def test_autograd_needs_a_backward(x64):
+    _rt, mod = x64
+    y = torch.arange(4.0, requires_grad=True)
+    with pytest.raises(NotSupportedError, match="no backward was given"):
+        tt.op(mod.kernels["add"], {0: 1})(y, 2.0).sum().backward()
+    add = tt.op(mod.kernels["add"], {0: 1}, backward=lambda inputs, outputs, grads: (grads[0] * inputs[1], None))
+    add(y, 3.0).sum().backward()
+    assert y.grad.tolist() == [3.0] * 4
+
+
+def test_closed_runtime_is_a_typed_error(modules):
+    require_arch(Arch.X64)
+    rt = Runtime(Arch.X64)
+    add = tt.op(rt.load_module(modules.path(Arch.X64)).kernels["add"], {0: 1})
+    rt.close()
+    with pytest.raises(ClosedError):
+        add(torch.zeros(2), 1.0)
