@@ -20,7 +20,7 @@ import torch
 
 from ._ops import FLOATS, OpSpec
 from .enums import Arch
-from .errors import ArgumentTypeError, NotSupportedError
+from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 
 __all__ = ["Op", "op"]
 
@@ -61,6 +61,7 @@ class Op:
         self.custom_op.register_fake(self._fake)
         self.custom_op.register_autograd(self._backward, setup_context=self._setup_context)
         self._user_backward = backward
+        self._makers = self._plan_outputs()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.custom_op(*self.spec.bind(args, kwargs))
@@ -99,14 +100,54 @@ class Op:
                 out.append(make(shape, dtype=_torch_dtype(dtype), device=device or self._device))
         return out
 
+    def _plan_outputs(self) -> list[tuple[str, Any, Any]]:
+        """How ``_impl`` makes each output, without the checks (the launch makes them; a failure runs them again
+        for the op's own message): ("clone", input position), ("like", input position, (element shape, torch
+        dtype)), or ("new", shape, torch dtype)."""
+        spec = self.spec
+        at = {i: k for k, i in enumerate(spec.inputs)}
+        makers: list[tuple[str, Any, Any]] = []
+        for i in spec.outputs:
+            like = spec.shapes[i]
+            if i in spec.inout:
+                makers.append(("clone", at[i], None))
+            elif isinstance(like, int):
+                makers.append(("like", at[like], (spec.args[like].ndim, tuple(spec.args[i].elem_shape),
+                                                  _torch_dtype(spec.dtype(i)))))
+            else:
+                makers.append(("new", like[0], _torch_dtype(like[1])))
+        return makers
+
+    def _fast_outputs(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        out = []
+        for how, at, what in self._makers:
+            if how == "clone":
+                out.append(inputs[at].clone())
+            elif how == "like":
+                ndim, elem, dtype = what
+                source = inputs[at]
+                out.append(torch.zeros(tuple(source.shape)[:ndim] + elem, dtype=dtype, device=source.device))
+            else:
+                out.append(torch.zeros(at, dtype=what, device=self._device))
+        return out
+
     def _fake(self, *inputs: Any) -> Any:
         out = self._outputs(inputs, torch.empty)
         return out[0] if len(out) == 1 else tuple(out)
 
     def _impl(self, *inputs: Any) -> Any:
+        try:
+            return self._launch(inputs)
+        except (TaichiError, AttributeError, TypeError):
+            # the op's own message (the argument, what was expected), where its checks find the fault
+            self.spec.ensure_open()
+            self._outputs(inputs, torch.zeros)
+            raise
+
+    def _launch(self, inputs: Sequence[Any]) -> Any:
+        """Make the outputs and launch: the launch checks every array as a kernel call does."""
         spec = self.spec
-        spec.ensure_open()
-        out = self._outputs(inputs, torch.zeros)
+        out = self._fast_outputs(inputs)
         values: list[Any] = [None] * len(spec.args)
         for i, value in zip(spec.inputs, inputs):
             # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
