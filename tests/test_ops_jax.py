@@ -48,7 +48,12 @@ def test_ffi_declarations_match_jaxlibs_header(tmp_path):
     if cc is None:
         (pytest.fail if IN_CI else pytest.skip)("no C compiler")
     lines = ['#include "xla/ffi/api/c_api.h"', '#include "xla_ffi.h"']
+    with open(os.path.join(jax.ffi.include_dir(), "xla", "ffi", "api", "c_api.h")) as f:
+        header = f.read()
+    # jaxlib 0.11 renamed the extension chain's node (the same three fields)
+    base = "XLA_FFI_InternalExtension" if "struct XLA_FFI_InternalExtension {" in header else "XLA_FFI_Extension_Base"
     for ours, name, fields in _LAYOUT:
+        name = base if name == "XLA_FFI_Extension_Base" else name
         theirs = f"struct {name}"  # by tag: jaxlib's header typedefs some of its structures, and not in every release
         for mine, xla in fields:
             lines.append(f"_Static_assert(offsetof({ours}, {mine}) == offsetof({theirs}, {xla}), "
