@@ -95,7 +95,7 @@ class Image(Child):
             mip_level_count=mip_level_count,
             format=fmt,
             usage=usage,
-        )
+        ).cdata
         self._handle = handle
         self._dimension = dim
         self._extent: tuple[int, int, int] = (sides[0], sides[1], sides[2])
@@ -180,7 +180,7 @@ class Sampler(Child):
             "max_anisotropy": float(max_anisotropy),
         }
         rt = runtime._handle
-        handle = capi.create_sampler(rt, info)
+        handle = capi.create_sampler(rt, info).cdata
         self._handle = handle
         self._attach(runtime, Owned(functools.partial(capi.destroy_sampler, rt, handle), runtime.owned))
 

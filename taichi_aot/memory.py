@@ -174,13 +174,13 @@ class Memory(Child):
             except (OSError, OverflowError) as e:
                 raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
             address: int | None = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
-            handle = capi.import_cpu_memory(rt, address, size)
+            handle = capi.import_cpu_memory(rt, address, size).cdata
             release = functools.partial(_release_host, rt, handle, host)
         else:
             address = None
             handle = capi.allocate_memory(
                 rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
-            )
+            ).cdata
             release = functools.partial(capi.free_memory, rt, handle)
         self._setup(runtime, handle, size, flags, release, None, address, None)
 
@@ -200,7 +200,7 @@ class Memory(Child):
         size = _size_arg(size, "import_cpu_memory")
         if pooled:
             return cls._imported(runtime, runtime.foreign.pooled(address, size), size, True, owner, address, None, True)
-        handle = capi.import_cpu_memory(runtime._handle, address, size)
+        handle = capi.import_cpu_memory(runtime._handle, address, size).cdata
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
     @classmethod
@@ -212,7 +212,7 @@ class Memory(Child):
         if pooled:
             handle = runtime.foreign.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, True)
-        handle = capi.import_cuda_memory(runtime._handle, pointer, size)
+        handle = capi.import_cuda_memory(runtime._handle, pointer, size).cdata
         return cls._imported(runtime, handle, size, False, owner, None, pointer)
 
     @classmethod

@@ -189,7 +189,7 @@ class Runtime:
         self._device_index = device_index
         if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
             gc.collect()  # kernels refer to each other), are released before another is made
-        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads)
+        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
         self._handle: Any = handle
         self._cpu_threads = capi.runtime_threads(handle) or None
         self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
