@@ -43,8 +43,7 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                 assert r["median"] > 0, r
         targets = [r for r in rows if r["target"]]
         assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",
-                                                 "dynamic calls (as users write them)", "from_numpy @1 MiB",
-                                                 "dynamic call by keyword"}
+                                                 "dynamic calls (as users write them)", "from_numpy @1 MiB"}
         keyword = next(r for r in rows if r["name"] == "dynamic call by keyword")  # beside the positional call
         assert keyword["limit"] == "dynamic call (validated)" and keyword["spread"] is not None
         paired = [r for r in rows if r["limit"] in ("raw C", "raw C step loop")]

@@ -177,7 +177,7 @@ def _launch_parts(bench: Bench, tiny: Kernel, x: NdArray, n: int) -> Methods:
 
 def _rate_launches(bench: Bench, rows: list[Row], measured: Measured) -> None:
     """Set the launch rows' targets (their ratios are set); rate the call by keyword against the positional one
-    (paired rounds: within 5 %); add the speed-up over Taichi's JIT when measured."""
+    (paired rounds: within 5 %, but on a software Vulkan device); add the speed-up over Taichi's JIT when measured."""
     targets = {"recorded sequence (C replay)": 1.05, "pre-bound launch": 1.3 if not bench.gpu else 1.05,
                "dynamic call (validated)": 1.5 if not bench.gpu else (None if bench.software else 1.05)}
     by = {r.name: r for r in rows}
@@ -185,7 +185,8 @@ def _rate_launches(bench: Bench, rows: list[Row], measured: Measured) -> None:
     if paired is not None:
         keyword = by[KEYWORD]
         keyword.limit, (keyword.ratio, keyword.spread) = "dynamic call (validated)", paired
-        keyword.target, keyword.met = "<= 1.05", keyword.ratio <= 1.05
+        if not bench.software:  # a software Vulkan device's launches wander by more than the 5 % rated
+            keyword.target, keyword.met = "<= 1.05", keyword.ratio <= 1.05
     for name, target in targets.items():
         row = by.get(name)
         if row is not None and target is not None and row.ratio is not None:
