@@ -87,7 +87,7 @@ class Image(Child):
             raise InvalidArgumentError(f"image extent {tuple(sides)}: every side must be positive")
         sides = [*sides, 1, 1][:3]
         usage = ImageUsage(capi.enum_arg(ImageUsage, usage, "image usage"))
-        rt = runtime._handle
+        rt = runtime.handle
         handle = capi.allocate_image(
             rt,
             dimension=dim,
@@ -95,7 +95,7 @@ class Image(Child):
             mip_level_count=mip_level_count,
             format=fmt,
             usage=usage,
-        )
+        ).cdata
         self._handle = handle
         self._dimension = dim
         self._extent: tuple[int, int, int] = (sides[0], sides[1], sides[2])
@@ -129,12 +129,12 @@ class Image(Child):
     def transition(self, layout: ImageLayout | int | str) -> None:
         """Move the image to ``layout`` (e.g. ``ImageLayout.SHADER_READ``)."""
         self.ensure_open()
-        capi.transition_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "transition"))
+        capi.transition_image(self._runtime.handle, self._handle, capi.enum_arg(ImageLayout, layout, "transition"))
 
     def track(self, layout: ImageLayout | int | str) -> None:
         """Tell the runtime the image is in ``layout`` now (after outside use)."""
         self.ensure_open()
-        capi.track_image(self._runtime._handle, self._handle, capi.enum_arg(ImageLayout, layout, "track"))
+        capi.track_image(self._runtime.handle, self._handle, capi.enum_arg(ImageLayout, layout, "track"))
 
     def _region(self) -> dict:
         w, h, d = self._extent
@@ -151,7 +151,7 @@ class Image(Child):
             raise InvalidArgumentError("copy_to: the images belong to different runtimes")
         if dst._extent != self._extent:
             raise InvalidArgumentError(f"copy_to: extents differ ({self._extent} -> {dst._extent})")
-        capi.copy_image_device_to_device(self._runtime._handle, dst._region(), self._region())
+        capi.copy_image_device_to_device(self._runtime.handle, dst._region(), self._region())
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -179,8 +179,8 @@ class Sampler(Child):
             "address_mode": capi.enum_arg(AddressMode, address_mode, "address_mode"),
             "max_anisotropy": float(max_anisotropy),
         }
-        rt = runtime._handle
-        handle = capi.create_sampler(rt, info)
+        rt = runtime.handle
+        handle = capi.create_sampler(rt, info).cdata
         self._handle = handle
         self._attach(runtime, Owned(functools.partial(capi.destroy_sampler, rt, handle), runtime.owned))
 

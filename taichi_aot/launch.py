@@ -139,9 +139,9 @@ class _Packed:
         ]
         self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
         c = ffi.new("TaichiAotLaunch *")
-        c.runtime, c.kind, c.handle, c.arg_count, c.args = runtime._handle, kind, handle, count, self.array
+        c.runtime, c.kind, c.handle, c.arg_count, c.args = runtime.handle, kind, handle, count, self.array
         c.seen = -1  # stale: the first launch checks in Python
-        c.thread, c.pending = runtime._thread, runtime._pending
+        c.thread, c.pending = runtime.gate.thread, runtime.gate.pending
         self.launch: Any = c
 
     def prefill(self, specs: list[ArgInfo]) -> None:
@@ -167,7 +167,7 @@ class _Launchable(Launcher):
     def __init__(self, module: AotModule, name: str, handle: Any, own: Any = None):
         self._own: Any = own  # its plan on taichi_aot's CUDA launcher (TaichiAotCudaKernel/Graph), or None: libtaichi
         self._module = module
-        self._runtime: Runtime = module._runtime
+        self._runtime: Runtime = module.runtime
         self._foreign = self._runtime.foreign
         self._name = name
         self._handle = handle
@@ -216,10 +216,10 @@ class _Launchable(Launcher):
         """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow
         path then appends a bound launch to the recording instead of launching)."""
         rt = self._runtime
-        if _get_ident() == rt._launch_ident:
+        if _get_ident() == rt.gate.ident:
             return False
         rt.ensure_open()
-        return rt._recorder is not None
+        return rt.gate.recorder is not None
 
     def _launch_values(self, values: Sequence[Any]) -> None:
         """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch."""
@@ -406,7 +406,7 @@ class Kernel(_Launchable):
     def _slow_call(self, *args: Any, **kwargs: Any) -> None:
         """A call the C call left to Python: every argument checked and packed here."""
         if self._recording():
-            self._runtime._recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
+            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
             return
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
@@ -479,7 +479,7 @@ class ComputeGraph(_Launchable):
             raise ArgumentTypeError(f"graph {self._name!r} takes named arguments only: "
                                     f"graph({', '.join(n + '=...' for n in self._order)})")
         if self._recording():
-            self._runtime._recorder.append(self.bind(args))  # type: ignore[union-attr]  # recording
+            self._runtime.gate.recorder.append(self.bind(args))  # type: ignore[union-attr]  # recording
             return
         self._launch_values(self._values(args))
 

@@ -76,7 +76,7 @@ class _Mapping:
 
     def __init__(self, memory: Memory):
         self._owned = memory._owned
-        self._runtime = memory._runtime._handle
+        self._runtime = memory._runtime.handle
         self._handle = memory._handle
         self.ptr: Any = ffi.cast("uint8_t *", capi.map_memory(self._runtime, self._handle))
         self._owned.pin()
@@ -163,7 +163,7 @@ class Memory(Child):
         size = _size_arg(size, "allocate_memory")
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
-        rt = runtime._handle
+        rt = runtime.handle
         release: Callable[[], object]
         if runtime.arch in CPU_ARCHS:
             # libtaichi_c_api 1.7.4 cannot free what it allocates on CPU backends, not even when the
@@ -174,13 +174,13 @@ class Memory(Child):
             except (OSError, OverflowError) as e:
                 raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
             address: int | None = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
-            handle = capi.import_cpu_memory(rt, address, size)
+            handle = capi.import_cpu_memory(rt, address, size).cdata
             release = functools.partial(_release_host, rt, handle, host)
         else:
             address = None
             handle = capi.allocate_memory(
                 rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
-            )
+            ).cdata
             release = functools.partial(capi.free_memory, rt, handle)
         self._setup(runtime, handle, size, flags, release, None, address, None)
 
@@ -200,7 +200,7 @@ class Memory(Child):
         size = _size_arg(size, "import_cpu_memory")
         if pooled:
             return cls._imported(runtime, runtime.foreign.pooled(address, size), size, True, owner, address, None, True)
-        handle = capi.import_cpu_memory(runtime._handle, address, size)
+        handle = capi.import_cpu_memory(runtime.handle, address, size).cdata
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
     @classmethod
@@ -212,7 +212,7 @@ class Memory(Child):
         if pooled:
             handle = runtime.foreign.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, True)
-        handle = capi.import_cuda_memory(runtime._handle, pointer, size)
+        handle = capi.import_cuda_memory(runtime.handle, pointer, size).cdata
         return cls._imported(runtime, handle, size, False, owner, None, pointer)
 
     @classmethod
@@ -220,7 +220,7 @@ class Memory(Child):
                   host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
         release = (functools.partial(_keep_pooled, owner) if pooled
-                   else functools.partial(_forget_imported, runtime._handle, handle, owner))
+                   else functools.partial(_forget_imported, runtime.handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
         return self
@@ -239,7 +239,7 @@ class Memory(Child):
         self._cuda_ctx: int | None = None
         self._host: Any = owner
         self._host_address = host_address
-        self._attach(runtime, Owned(release, runtime._owned, quiet))
+        self._attach(runtime, Owned(release, runtime.owned, quiet))
 
     _kind = "memory"
 
@@ -289,9 +289,9 @@ class Memory(Child):
         native handles and the lifetime record, so that no reference cycle runs through a mapping kept so (a view's
         would: numpy does not show the collector what its arrays hold). The memory stays pinned until then."""
         self.ensure_open()
-        address = capi.map_memory(self._runtime._handle, self._handle)
+        address = capi.map_memory(self._runtime.handle, self._handle)
         self._owned.pin()
-        return address, functools.partial(_unkeep, self._runtime._handle, self._handle, self._owned)
+        return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned)
 
     def host_span(self) -> tuple[int, int] | None:
         """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""
@@ -305,7 +305,7 @@ class Memory(Child):
         """The CUDA device pointer of this memory (CUDA runtimes)."""
         ptr = self._cuda_address
         if ptr is None:
-            info = capi.export_cuda_memory(self._runtime._handle, self._handle)
+            info = capi.export_cuda_memory(self._runtime.handle, self._handle)
             ptr = self._cuda_address = int(ffi.cast("uintptr_t", info.ptr))
         return ptr
 
@@ -330,7 +330,7 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        capi.memcpy_host(self._runtime._handle, self._handle, data, nbytes, to_device)
+        capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
 
     def require_host_access(self, what: str) -> None:
         """Raise InvalidStateError (naming ``what``) unless the memory was allocated for host access."""
@@ -429,7 +429,7 @@ class MemorySlice:
             _cuda.dtod(dst_mem.cuda_pointer() + dst.offset, src_mem.cuda_pointer() + self.offset, self.size)
             return
         capi.copy_memory_device_to_device(
-            rt._handle,
+            rt.handle,
             {"memory": dst_mem._handle, "offset": dst.offset, "size": dst.size},
             {"memory": src_mem._handle, "offset": self.offset, "size": self.size},
         )

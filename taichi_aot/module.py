@@ -319,7 +319,7 @@ class AotModule(Child):
             handle = handles.get((kind, name))
             if handle is None:
                 get = capi.get_aot_module_kernel if kind == "kernel" else capi.get_aot_module_compute_graph
-                handle = handles[(kind, name)] = get(self._handle, name)
+                handle = handles[(kind, name)] = get(self._handle, name).cdata
         except NameNotFoundError:
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "

@@ -126,6 +126,29 @@ def resolve_arch(arch: Arch | int | str | None) -> Arch:
     return capi.enum_arg(Arch, arch, "Runtime: arch")
 
 
+class LaunchGate:
+    """What a launch asks of its runtime before it writes anything, in one record that runtime.py sets and launch.py
+    reads (``Runtime.gate``; for the package, not for users): ``thread``, the thread that owns the runtime;
+    ``pending``, the runtime's two C flags ([0] work may be running, [1] libtaichi's launches refused), which each
+    prepared launch struct points to; ``ident``, the thread whose calls may take the fast path (``thread``, or -1
+    while recording: every launch then goes to Python); ``recorder``, the sequence a recording appends to."""
+
+    __slots__ = ("ident", "pending", "recorder", "thread")
+
+    def __init__(self, thread: int, pending: Any):
+        self.thread = thread
+        self.pending = pending
+        self.ident = thread
+        self.recorder: LaunchSequence | None = None
+
+    def record(self, sequence: LaunchSequence | None) -> None:
+        """Start (a sequence) or end (None) a recording."""
+        self.recorder = sequence
+        self.ident = self.thread if sequence is None else -1
+        if sequence is not None:
+            lib.taichi_aot_epoch += 1  # calls made in C (launch.py) come back to Python while it records
+
+
 class _Recording:
     """The context manager of :meth:`Runtime.record`."""
 
@@ -134,16 +157,11 @@ class _Recording:
         self.sequence = sequence
 
     def __enter__(self) -> LaunchSequence:
-        rt = self._runtime
-        rt._recorder = self.sequence
-        rt._launch_ident = -1  # every launch takes the slow path, which records it
-        lib.taichi_aot_epoch += 1  # and calls made in C (launch.py) come back to Python while it records
+        self._runtime.gate.record(self.sequence)  # every launch takes the slow path, which records it
         return self.sequence
 
     def __exit__(self, *exc: object) -> None:
-        rt = self._runtime
-        rt._recorder = None
-        rt._launch_ident = rt._thread
+        self._runtime.gate.record(None)
 
 
 def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, warn: bool,
@@ -189,16 +207,13 @@ class Runtime:
         self._device_index = device_index
         if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
             gc.collect()  # kernels refer to each other), are released before another is made
-        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads)
+        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
         self._handle: Any = handle
         self._cpu_threads = capi.runtime_threads(handle) or None
         self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
-        self._thread = threading.get_ident()
         self._pid = os.getpid()
-        self._pending: Any = capi.pending_flag(handle)  # non-zero while enqueued work may be running
-        self._recorder: LaunchSequence | None = None  # set while record() is active
-        # the thread whose launches may take the fast path: the owner's, or none (-1) while recording
-        self._launch_ident = self._thread
+        #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
+        self.gate = LaunchGate(threading.get_ident(), capi.pending_flag(handle))
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
         #: Other libraries' arrays as this runtime's ndarrays and kernel arguments: the policy, its cache and the
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
@@ -221,14 +236,14 @@ class Runtime:
         if self._owned.closed:
             why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
             raise ClosedError(f"this {self._arch.name} runtime is closed{why}")
-        if threading.get_ident() != self._thread or os.getpid() != self._pid:
+        if threading.get_ident() != self.gate.thread or os.getpid() != self._pid:
             if os.getpid() != self._pid:
                 raise WrongProcessError(
                     f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
                     f"{os.getpid()} (after os.fork(), create a runtime in the child)"
                 )
             raise WrongThreadError(
-                f"this {self._arch.name} runtime belongs to thread {self._thread}; "
+                f"this {self._arch.name} runtime belongs to thread {self.gate.thread}; "
                 f"it was used from thread {threading.get_ident()} (create one runtime per thread)"
             )
 
@@ -259,7 +274,7 @@ class Runtime:
 
     def on_its_thread(self) -> bool:
         """Whether this is the thread (and process) that owns the runtime."""
-        return threading.get_ident() == self._thread and os.getpid() == self._pid
+        return threading.get_ident() == self.gate.thread and os.getpid() == self._pid
 
     @property
     def owned(self) -> Owned:
@@ -305,7 +320,7 @@ class Runtime:
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
-        if self._pending[0]:
+        if self.gate.pending[0]:
             self._drain()
             self.foreign.release()
 
@@ -369,7 +384,7 @@ class Runtime:
             self._ptx_launcher.select(stream or None)  # its stand-in made first: it may fail (out of memory)
         capi.set_cuda_stream(stream or None)
         self._cuda_stream = stream or None
-        self._pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
+        self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
         """A zero-filled numpy array for fast transfers: page-locked on CUDA, where ``from_numpy`` and
@@ -402,7 +417,7 @@ class Runtime:
             InvalidArgumentError: the runtime is already recording.
         """
         self.ensure_open()
-        if self._recorder is not None:
+        if self.gate.recorder is not None:
             raise InvalidArgumentError("this runtime is already recording")
         return _Recording(self, LaunchSequence(self))
 
@@ -530,16 +545,16 @@ class Runtime:
 
     def _owner_running(self) -> threading.Thread | None:
         """The runtime's own thread, when it is another than the caller's and still runs (in this process)."""
-        if threading.get_ident() == self._thread or os.getpid() != self._pid:
+        if threading.get_ident() == self.gate.thread or os.getpid() != self._pid:
             return None
-        return next((t for t in threading.enumerate() if t.ident == self._thread and t.is_alive()), None)
+        return next((t for t in threading.enumerate() if t.ident == self.gate.thread and t.is_alive()), None)
 
     def _check_closer(self, what: str) -> None:
         """Closing belongs to the runtime's thread while that thread runs: it may be inside a launch or a replay
         of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed)."""
         if not self._owned.closed and self._owner_running() is not None:
             raise WrongThreadError(
-                f"{what}: this {self._arch.name} runtime and its objects belong to thread {self._thread}, which is "
+                f"{what}: this {self._arch.name} runtime and its objects belong to thread {self.gate.thread}, which is "
                 "still running; close them there (closing under a thread that may be using them would crash it)"
             )
 

@@ -28,7 +28,8 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
         rows = [r for r in results["rows"] if r["arch"] == arch]
         names = {r["name"] for r in rows}
         for expected in ("raw C", "recorded sequence (C replay)", "pre-bound launch", "dynamic call (validated)",
-                         "flat capi.launch_kernel", "dynamic call checked in Python", "graph (bound)",
+                         "dynamic call by keyword", "flat capi.launch_kernel", "dynamic call checked in Python",
+                         "graph (bound)",
                          "raw C step loop", "dynamic calls (as users write them)", "bound launches",
                          "16 kernels (dynamic calls)", "taichi_aot saxpy @2^14", "from_numpy @1 MiB",
                          "to_numpy(out=) @1 MiB", "mapped view read (np.copyto) @1 MiB",
@@ -43,6 +44,8 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
         targets = [r for r in rows if r["target"]]
         assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",
                                                  "dynamic calls (as users write them)", "from_numpy @1 MiB"}
+        keyword = next(r for r in rows if r["name"] == "dynamic call by keyword")  # beside the positional call
+        assert keyword["limit"] == "dynamic call (validated)" and keyword["spread"] is not None
         paired = [r for r in rows if r["limit"] in ("raw C", "raw C step loop")]
         assert paired and all(r["spread"] is not None for r in paired)  # measured in paired rounds
         assert all(r["ratio"] is not None or r["section"] == "memory" for r in targets)

@@ -3,6 +3,10 @@ plain floats and ints, checks exactly what the Python path checks; whatever it c
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+
 import numpy as np
 import pytest
 
@@ -207,26 +211,69 @@ def test_bound_launches_are_made_in_c_and_checked_after_a_close(env):
         bound()
 
 
-def test_keyword_calls_are_made_in_c(vulkan, modules, slow_calls):
-    # Vulkan modules record argument names (Taichi's own x64 modules do not)
-    calls = slow_calls
-    rt = Runtime(vulkan)
-    add = rt.load_module(modules.path(vulkan)).kernels["add"]
-    names = [a.name for a in add.signature]
+def _named(arch, modules, tmp_path) -> str:
+    """The test module with its kernels' argument names: Taichi's own x64 and CUDA modules record none, so a copy gets
+    the ``taichi_aot.json`` that ``taichi_aot build`` writes (Vulkan modules record them already)."""
+    path = modules.path(arch)
+    if arch == Arch.VULKAN:
+        return path
+    named = str(tmp_path / "named")
+    shutil.copytree(path, named)
+    with open(os.path.join(named, "taichi_aot.json"), "w", encoding="utf-8") as f:
+        json.dump({"taichi_aot": 1, "kernels": {"add": {"args": ["x", "y", "a"]}}}, f)
+    return named
+
+
+def test_keyword_calls_are_made_in_c(arch, modules, tmp_path):
+    with Runtime(arch) as rt:
+        add = rt.load_module(_named(arch, modules, tmp_path)).kernels["add"]
+        assert [a.name for a in add.signature] == ["x", "y", "a"]
+        x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
+        add(x, y, a=1.0)  # the first call of each array learns it
+        before = add.call_counts
+        a = "".join(["a"])  # a name made at run time, not the interned one of the code: found by equality
+        calls = [lambda: add(x, y, a=1.0), lambda: add(x, y=y, a=1.0), lambda: add(a=1.0, y=y, x=x),
+                 lambda: add(x, **{"y": y, a: 1.0}), lambda: add(x, y, 1.0)]
+        for call in calls:
+            call()
+        assert add.call_counts == (before[0] + len(calls), before[1])  # every form in C
+        errors = [(ArgumentTypeError, "argument 'x' given twice", lambda: add(x, y, x=x)),
+                  (ArgumentTypeError, "argument 'a' given twice", lambda: add(x, y, 1.0, a=1.0)),
+                  (ArgumentTypeError, "no argument 'b'", lambda: add(x, y, b=1.0)),
+                  (ArgumentTypeError, "missing argument.s. a", lambda: add(x, y=y)),
+                  (ArgumentTypeError, "missing argument.s. y", lambda: add(x, a=1.0)),
+                  (ArgumentTypeError, "no argument 'b'", lambda: add(x, a=1.0, b=2.0))]
+        for error, message, call in errors:  # the Python path's checks and messages, as before
+            with pytest.raises(error, match=message):
+                call()
+        assert add.call_counts == (before[0] + len(calls), before[1] + len(errors))
+        with pytest.raises(ArgumentTypeError, match="expected f32 scalar"):
+            add(x, y, a="1")
+        with pytest.raises(InvalidArgumentError, match="out of range for f32"):
+            add(x, y=y, a=1e39)
+        rt.wait()
+        assert np.array_equal(x.to_numpy(), np.full(4, 1 + len(calls), np.float32))
+
+
+def test_call_counts_tell_the_path_each_call_took(env):
+    rt, mod = env
+    add, graph = mod.kernels["add"], mod.graphs["add_twice"]
     x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
-    add(x, y, **{names[2]: 1.0})  # the first call of each form learns its arrays
-    add(**{names[0]: x, names[1]: y, names[2]: 1.0})
-    calls[0] = 0
+    assert add.call_counts == (0, 0) and graph.call_counts == (0, 0)
+    for _ in range(4):
+        add(x, y, 1.0)
+        graph(x=x, y=y, a=1.0)
+    assert add.call_counts == (3, 1) and graph.call_counts == (3, 1)  # the first call of each: Python's
+    with pytest.raises(ArgumentTypeError):
+        add(x, y, True)  # a bool for an f32: Python checks (and refuses) it
+    add(x, y, 2)  # after a refusal the slots are learnt anew: Python's
+    add(x, y, 2)  # an exact int for an f32: C
+    assert add.call_counts == (4, 3)
+    bound = add.bind(x, y, 1.0)
     for _ in range(3):
-        add(x, y, **{names[2]: 1.0})
-        add(**{names[2]: 1.0, names[1]: y, names[0]: x})  # any order
-    assert calls[0] == 0
-    with pytest.raises(ArgumentTypeError, match="given twice"):
-        add(x, y, **{names[0]: x})
-    with pytest.raises(ArgumentTypeError, match="no argument"):
-        add(x, y, nothing=1.0)
-    with pytest.raises(ArgumentTypeError, match="missing"):
-        add(x, **{names[2]: 1.0})
-    rt.wait()
-    assert np.array_equal(x.to_numpy(), np.full(4, 8, np.float32))
-    rt.close()
+        bound()
+    assert bound.call_counts == (2, 1)  # its first launch checks in Python
+    y.close()
+    with pytest.raises(ClosedError):
+        add(x, y, 1.0)
+    assert add.call_counts == (4, 4)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import seed_client as own_structures
 
 from capi_args import read
 from taichi_aot import (
@@ -86,19 +87,16 @@ def test_seed_001_behaviour(arch, modules):
 
         with pytest.raises(TypeError, match="not a TiMemoryAllocateInfo"):
             capi.allocate_memory(rt, Small(size=16))
-        # a ctypes array of TiArgument, C layout, for a launch
+        # a ctypes array of TiArgument, C layout, for a launch (a cffi structure takes a handle's cffi pointer: cdata)
         module = capi.load_aot_module(rt, modules.path(arch))
         kernel = capi.get_aot_module_kernel(module, "add")
         size = ffi.sizeof("TiArgument")
         args = (ctypes.c_uint8 * (3 * size))()
-        cffi_args = ffi.new("TiArgument[]", [
-            {"type": ArgumentType.NDARRAY, "value": {"ndarray": {"memory": mem, "shape": {"dim_count": 1, "dims": [4]},
-                                                                  "elem_shape": {"dim_count": 0},
-                                                                  "elem_type": DataType.F32}}},
-            {"type": ArgumentType.NDARRAY, "value": {"ndarray": {"memory": mem, "shape": {"dim_count": 1, "dims": [4]},
-                                                                  "elem_shape": {"dim_count": 0},
-                                                                  "elem_type": DataType.F32}}},
-            {"type": ArgumentType.F32, "value": {"f32": 1.0}}])
+        nd = {"ndarray": {"memory": mem.cdata, "shape": {"dim_count": 1, "dims": [4]}, "elem_shape": {"dim_count": 0},
+                          "elem_type": DataType.F32}}
+        cffi_args = ffi.new("TiArgument[]", [{"type": ArgumentType.NDARRAY, "value": nd},
+                                             {"type": ArgumentType.NDARRAY, "value": nd},
+                                             {"type": ArgumentType.F32, "value": {"f32": 1.0}}])
         ctypes.memmove(args, bytes(ffi.buffer(cffi_args)), 3 * size)
 
         class TiArgument(ctypes.Structure):
@@ -115,28 +113,28 @@ def test_seed_001_behaviour(arch, modules):
         capi.destroy_runtime(rt)
 
 
-def test_seed_001_client_walks_all_29_functions(arch, modules):
-    """A client written as the design document shows: ctypes structures from the same library around the
-    handles it returns, C's arities (num_args and arrays), the documented keywords, the documented return
-    shapes. Each of the 29 functions is called; where 1.7.4 cannot do a thing on an arch, the answer is the
-    typed error the library's own refusal becomes."""
+def test_own_structures_have_the_c_layout():
     import ctypes
 
-    from taichi_aot.capi import (
-        TiArgument,
-        TiArgumentValue,
-        TiCapabilityLevelInfo,
-        TiImageAllocateInfo,
-        TiImageExtent,
-        TiImageOffset,
-        TiImageSlice,
-        TiMemoryAllocateInfo,
-        TiMemorySlice,
-        TiNamedArgument,
-        TiNdArray,
-        TiNdShape,
-        TiSamplerCreateInfo,
-    )
+    for name, cls in vars(own_structures).items():
+        if isinstance(cls, type) and issubclass(cls, (ctypes.Structure, ctypes.Union)):
+            assert ctypes.sizeof(cls) == ffi.sizeof(name), name
+            fields = [f for f, *_ in cls._fields_]
+            assert [getattr(cls, f).offset for f in fields] == [ffi.offsetof(name, f) for f in fields], name
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["capi_structures", "own_structures"])
+def test_seed_001_client_walks_all_29_functions(arch, modules, own):
+    """A client written as the design document shows: ctypes structures around the handles the library returns
+    (the package's, or the client's own plain ctypes ones, whose handle fields are c_void_p), C's arities (num_args
+    and arrays), the documented keywords, the documented return shapes. Each of the 29 functions is called; where
+    1.7.4 cannot do a thing on an arch, the answer is the typed error the library's own refusal becomes."""
+    import ctypes
+
+    from taichi_aot import capi as structures
+
+    s = own_structures if own else structures
+    names = (b"x", b"y", b"a") if own else ("x", b"y", "a")  # c_char_p takes bytes; the package's take str too
 
     called = set()
 
@@ -153,17 +151,17 @@ def test_seed_001_client_walks_all_29_functions(arch, modules):
         call("set_last_error", Error.INVALID_ARGUMENT, "client")
         assert call("get_last_error") == "client"
         capi.clear_last_error()
-        caps = call("get_runtime_capabilities", rt)  # a list of TiCapabilityLevelInfo
-        assert all(isinstance(c, TiCapabilityLevelInfo) for c in caps)
+        caps = call("get_runtime_capabilities", rt)  # a list of the package's s.TiCapabilityLevelInfo
+        assert all(isinstance(c, structures.TiCapabilityLevelInfo) for c in caps)
         if gfx:
             call("set_runtime_capabilities_ext", rt,
-                 [TiCapabilityLevelInfo(capability=Capability.SPIRV_VERSION, level=0x10300)])
+                 [s.TiCapabilityLevelInfo(capability=Capability.SPIRV_VERSION, level=0x10300)])
             assert [(c.capability, c.level) for c in capi.get_runtime_capabilities(rt)] == [(1, 0x10300)]
         else:
             call("set_runtime_capabilities_ext", rt, [])
 
         n = 16
-        info = TiMemoryAllocateInfo(size=4 * n, host_write=1, host_read=1, export_sharing=0, usage=1)
+        info = s.TiMemoryAllocateInfo(size=4 * n, host_write=1, host_read=1, export_sharing=0, usage=1)
         x, y = call("allocate_memory", rt, info), call("allocate_memory", rt, info)
         for mem, values in ((x, np.zeros(n, np.float32)), (y, np.arange(n, dtype=np.float32))):
             address = call("map_memory", rt, mem)
@@ -171,36 +169,35 @@ def test_seed_001_client_walks_all_29_functions(arch, modules):
             call("unmap_memory", rt, mem)
 
         def ndarray(mem):
-            shape = TiNdShape(dim_count=1, dims=(ctypes.c_uint32 * 16)(n))
-            value = TiArgumentValue(ndarray=TiNdArray(memory=mem, shape=shape, elem_shape=TiNdShape(dim_count=0),
+            shape = s.TiNdShape(dim_count=1, dims=(ctypes.c_uint32 * 16)(n))
+            value = s.TiArgumentValue(ndarray=s.TiNdArray(memory=mem, shape=shape, elem_shape=s.TiNdShape(dim_count=0),
                                                       elem_type=DataType.F32))
-            return TiArgument(type=ArgumentType.NDARRAY, value=value)
+            return s.TiArgument(type=ArgumentType.NDARRAY, value=value)
 
-        f32 = TiArgument(type=ArgumentType.F32, value=TiArgumentValue(f32=2.0))
+        f32 = s.TiArgument(type=ArgumentType.F32, value=s.TiArgumentValue(f32=2.0))
         module = call("load_aot_module", rt, filepath=modules.path(arch))
         kernel = call("get_aot_module_kernel", module, "add")
         args = [ndarray(x), ndarray(y), f32]
-        call("launch_kernel", rt, kernel, len(args), (TiArgument * len(args))(*args))
+        call("launch_kernel", rt, kernel, len(args), (s.TiArgument * len(args))(*args))
         call("flush", rt)
         call("wait", rt)
         np.testing.assert_array_equal(read(rt, x, np.float32, n), 2.0 * np.arange(n))
         graph = call("get_aot_module_compute_graph", module, "add_twice")
-        named = [TiNamedArgument(name="x", argument=ndarray(x)), TiNamedArgument(name=b"y", argument=ndarray(y)),
-                 TiNamedArgument(name="a", argument=f32)]
-        call("launch_compute_graph", rt, graph, len(named), (TiNamedArgument * len(named))(*named))
+        named = [s.TiNamedArgument(name=name, argument=arg) for name, arg in zip(names, (ndarray(x), ndarray(y), f32))]
+        call("launch_compute_graph", rt, graph, len(named), (s.TiNamedArgument * len(named))(*named))
         call("wait", rt)
         np.testing.assert_array_equal(read(rt, x, np.float32, n), 6.0 * np.arange(n))
 
         half = 4 * n // 2
         if gfx:  # copies on the device: the documented keywords mean what they say
-            call("copy_memory_device_to_device", rt, src=TiMemorySlice(memory=y, offset=0, size=half),
-                 dst=TiMemorySlice(memory=x, offset=half, size=half))
+            call("copy_memory_device_to_device", rt, src=s.TiMemorySlice(memory=y, offset=0, size=half),
+                 dst=s.TiMemorySlice(memory=x, offset=half, size=half))
             call("wait", rt)
             np.testing.assert_array_equal(read(rt, x, np.float32, n)[n // 2:], np.arange(n // 2))
         else:
             with pytest.raises(errors.NotSupportedError):
-                call("copy_memory_device_to_device", rt, src=TiMemorySlice(memory=y, offset=0, size=half),
-                     dst=TiMemorySlice(memory=x, offset=half, size=half))
+                call("copy_memory_device_to_device", rt, src=s.TiMemorySlice(memory=y, offset=0, size=half),
+                     dst=s.TiMemorySlice(memory=x, offset=half, size=half))
 
         data = Path(modules.path(arch, tcm=True)).read_bytes()
         buffer = ctypes.create_string_buffer(data, len(data))
@@ -213,16 +210,16 @@ def test_seed_001_client_walks_all_29_functions(arch, modules):
                 call("create_aot_module", rt, ctypes.cast(buffer, ctypes.c_void_p), len(data))
         call("destroy_aot_module", module)
 
-        extent = TiImageExtent(width=8, height=8, depth=1, array_layer_count=1)
-        image_info = TiImageAllocateInfo(dimension=ImageDimension.DIM_2D, extent=extent, mip_level_count=1,
+        extent = s.TiImageExtent(width=8, height=8, depth=1, array_layer_count=1)
+        image_info = s.TiImageAllocateInfo(dimension=ImageDimension.DIM_2D, extent=extent, mip_level_count=1,
                                          format=Format.R32F, export_sharing=0, usage=ImageUsage.STORAGE)
         if gfx:
             a, b = call("allocate_image", rt, image_info), call("allocate_image", rt, image_info)
             call("transition_image", rt, a, ImageLayout.TRANSFER_SRC)
             call("track_image_ext", rt, a, ImageLayout.TRANSFER_SRC)
-            whole = {"offset": TiImageOffset(), "extent": extent, "mip_level": 0}
-            call("copy_image_device_to_device", rt, src=TiImageSlice(image=a, **whole),
-                 dst=TiImageSlice(image=b, **whole))
+            whole = {"offset": s.TiImageOffset(), "extent": extent, "mip_level": 0}
+            call("copy_image_device_to_device", rt, src=s.TiImageSlice(image=a, **whole),
+                 dst=s.TiImageSlice(image=b, **whole))
             call("wait", rt)
             call("free_image", rt, a)
             call("free_image", rt, b)
@@ -232,7 +229,7 @@ def test_seed_001_client_walks_all_29_functions(arch, modules):
             for name in ("free_image", "transition_image", "track_image_ext", "copy_image_device_to_device"):
                 called.add(name)  # nothing to pass them on the CPU: checked on Vulkan
         with pytest.raises(errors.NotSupportedError):  # no backend of 1.7.4 makes samplers
-            call("create_sampler", rt, TiSamplerCreateInfo(mag_filter=0, min_filter=0, address_mode=0,
+            call("create_sampler", rt, s.TiSamplerCreateInfo(mag_filter=0, min_filter=0, address_mode=0,
                                                            max_anisotropy=1.0))
         called.add("destroy_sampler")
         with pytest.raises(errors.TaichiError):
@@ -294,3 +291,40 @@ def test_seed_001_forms_refuse_bad_input(flat_rt, arch, modules):
         capi.set_runtime_capabilities_ext(rt, [Other()])
     with pytest.raises(errors.TaichiError):
         capi.set_runtime_capabilities_ext(rt, [TiCapabilityLevelInfo(capability=9999, level=1)])
+
+
+def test_handles_are_ints_that_keep_their_type(flat_rt, arch):
+    """A handle of the flat API is an int (its value: what a c_void_p field takes) and stays typed: flat functions
+    take it back as its cffi pointer, refuse it where another handle type, a kernel argument or a size is due, and
+    refuse a bare int where a handle is due."""
+    import pickle
+
+    import seed_client
+
+    rt = flat_rt
+    mem = capi.allocate_memory(rt, size=16, usage=1, host_read=True, host_write=True)
+    assert isinstance(mem, capi.Handle) and isinstance(mem, int) and isinstance(rt, capi.Handle)
+    assert mem.ctype == "TiMemory" and rt.ctype == "TiRuntime" and repr(mem) == f"<TiMemory handle {int(mem):#x}>"
+    assert int(mem) == int(ffi.cast("uintptr_t", mem.cdata)) and ffi.typeof(mem.cdata) is ffi.typeof("TiMemory")
+    assert seed_client.TiMemorySlice(memory=mem, offset=0, size=16).memory == int(mem)
+    assert capi.handles.is_live("memory", rt, mem) and capi.handles.is_live("memory", rt.cdata, mem.cdata)
+    with pytest.raises(errors.ArgumentTypeError, match="expected a TiRuntime handle, got cdata 'struct TiMemory_t"):
+        capi.map_memory(mem, mem)
+    with pytest.raises(errors.ArgumentTypeError, match="expected a TiMemory handle"):
+        capi.map_memory(rt, int(mem))  # a bare int is no handle
+    with pytest.raises(errors.ArgumentTypeError, match="not a kernel argument"):
+        capi.pack_arguments([mem])
+    with pytest.raises(errors.ArgumentTypeError, match="bad TiMemoryAllocateInfo"):
+        capi.allocate_memory(rt, size=mem, usage=1)
+    with pytest.raises(TypeError, match="cannot pickle a TiMemory handle"):
+        pickle.dumps(mem)
+    nd = {"memory": mem, "shape": {"dim_count": 1, "dims": [4]}, "elem_shape": {"dim_count": 0},
+          "elem_type": DataType.F32}
+    packed = capi.pack_arguments([{"type": ArgumentType.NDARRAY, "value": {"ndarray": nd}}])  # dicts take them
+    assert packed[0].value.ndarray.memory == mem.cdata
+    ctypes_slice = seed_client.TiMemorySlice(memory=mem, offset=0, size=8)
+    other = capi.allocate_memory(rt, size=16, usage=1, host_read=True, host_write=True)
+    if arch == Arch.VULKAN:  # a copy on the device between slices of the client's own structures
+        capi.copy_memory_device_to_device(rt, dst=seed_client.TiMemorySlice(memory=other, offset=8, size=8),
+                                          src=ctypes_slice)
+        capi.wait(rt)

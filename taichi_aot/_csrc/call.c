@@ -71,6 +71,7 @@ typedef struct {
     int packing;   /* inside launcher_pack, whose reads may run Python code (and let other threads run) */
     taichi_aot_fresh fresh;  /* arrays taken anew (fresh.c), set by _fresh */
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
+    unsigned long long in_c, in_python; /* calls launched here, calls handed to _slow_call (call_counts) */
 } taichi_aot_launcher;
 
 static void launcher_forget_slot(taichi_aot_slot *s) {
@@ -279,15 +280,11 @@ static PyObject *launcher_guard(PyObject *op, PyObject *guards) {
     Py_RETURN_NONE;
 }
 
-/* Whether every guarded storage still has the memory it was bound with (reads.c: guards_hold). */
-static int launcher_guards_hold(taichi_aot_launcher *self) {
-    return guards_hold(self->guards);
-}
-
-/* _guards_hold(): launcher_guards_hold, for the checks made in Python (a replay's, the slow call's). */
+/* _guards_hold(): whether every guarded storage kept the memory it was bound with (reads.c: guards_hold), for the
+   checks made in Python (a replay's, the slow call's). */
 static PyObject *launcher_guards_hold_method(PyObject *op, PyObject *unused) {
     (void)unused;
-    return PyBool_FromLong(launcher_guards_hold((taichi_aot_launcher *)op));
+    return PyBool_FromLong(guards_hold(((taichi_aot_launcher *)op)->guards));
 }
 
 static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
@@ -307,6 +304,43 @@ static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObjec
         return PyTuple_GetItem(args, i);
     }
     return kwargs != NULL && self->slots[i].name != NULL ? PyDict_GetItem(kwargs, self->slots[i].name) : NULL;
+}
+
+/* The slot past the `n` positional ones, not yet given a value, named `key`: found by identity (a call's keywords are
+   its code's interned names, as the slots' are), else by equality; -1 where there is none (Python's path raises). */
+static Py_ssize_t launcher_slot_named(taichi_aot_launcher *self, Py_ssize_t n, PyObject *key) {
+    Py_ssize_t i;
+    for (i = n; i < self->count; ++i) {
+        if (self->slots[i].name == key && self->slots[i].value == NULL) {
+            return i;
+        }
+    }
+    for (i = n; i < self->count && PyUnicode_Check(key); ++i) {
+        taichi_aot_slot *s = &self->slots[i];
+        if (s->name != NULL && s->value == NULL && PyUnicode_Compare(s->name, key) == 0) {
+            return i;
+        }
+    }
+    PyErr_Clear();
+    return -1;
+}
+
+/* Each slot's value for this call (`value`, borrowed: the call's args and kwargs hold it), in one pass over the
+   keywords (no lookup a slot): 0 where a keyword names no slot left (unknown, or given twice). launcher_shape_ok
+   counted them (count - n), so every slot is given one. */
+static int launcher_gather(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_Size(args), i, k, pos = 0;
+    PyObject *key, *value;
+    for (i = 0; i < self->count; ++i) {
+        self->slots[i].value = i < n ? PyTuple_GetItem(args, i) : NULL;
+    }
+    for (k = n; k < self->count; ++k) {
+        if (kwargs == NULL || !PyDict_Next(kwargs, &pos, &key, &value) || (i = launcher_slot_named(self, n, key)) < 0) {
+            return 0;
+        }
+        self->slots[i].value = value;
+    }
+    return 1;
 }
 
 
@@ -386,17 +420,13 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
    anew. */
 static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
-    if (!fresh_spill(&self->fresh, self->count)) {
+    if (!launcher_gather(self, args, kwargs) || !fresh_spill(&self->fresh, self->count)) {
         return 0;
     }
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
-        PyObject *value = launcher_value(self, i, args, kwargs);
-        if (value == NULL) {
-            return 0;
-        }
+        PyObject *value = s->value;
         if (s->kind == TAICHI_AOT_SLOT_NDARRAY) {
-            s->value = value;
             s->fresh.fresh = FRESH_NONE;
             if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
                 /* an array taken anew (the first time it is seen), or Python's, which remembers it */
@@ -462,120 +492,8 @@ static void launcher_settle(taichi_aot_launcher *self, int launched) {
     }
 }
 
-/* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
-static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
-    PyObject *cls = PyObject_GetAttrString(hit, "cls");
-    PyObject *sig = PyObject_GetAttrString(hit, "sig");
-    PyObject *read_only = PyObject_GetAttrString(hit, "read_only");
-    PyObject *reads = PyObject_GetAttrString(hit, "reads");
-    PyObject *print = PyObject_GetAttrString(hit, "print");
-    PyObject *arg_bytes = PyObject_GetAttrString(hit, "arg_bytes");
-    PyObject *held = PyObject_GetAttrString(hit, "held");
-    PyObject *id = PyLong_FromVoidPtr(value);
-    int writable = read_only != NULL && PyObject_IsTrue(read_only) == 0;
-    int n = reads != NULL ? reads_parse(reads, s->read) : -1, k;
-    if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && n >= 0 &&
-        print != NULL && PyTuple_Check(print) && PyTuple_Size(print) == n && arg_bytes != NULL &&
-        PyBytes_Check(arg_bytes) && PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL &&
-        (PyDict_Check(held) || held == Py_None) && id != NULL) {
-        s->last = PyWeakref_NewRef(value, NULL);
-        if (s->last != NULL) {
-            Py_INCREF(hit);
-            s->hit = hit;
-            for (k = 0; k < n; ++k) {
-                s->expect[k] = PyTuple_GetItem(print, k);
-            }
-            reads_bind(s->read, n, Py_TYPE(value));
-            Py_INCREF(cls);
-            s->cls = cls;
-            s->nreads = n;
-            s->reads = reads; /* the slot's now: the parsed reads and expected items are borrowed from these */
-            s->print = print;
-            s->id = id;
-            s->arg_bytes = arg_bytes;
-            s->held = held;
-            reads = print = id = arg_bytes = held = NULL;
-        }
-    }
-    PyErr_Clear();
-    Py_XDECREF(cls);
-    Py_XDECREF(sig);
-    Py_XDECREF(read_only);
-    Py_XDECREF(reads);
-    Py_XDECREF(print);
-    Py_XDECREF(id);
-    Py_XDECREF(arg_bytes);
-    Py_XDECREF(held);
-}
-
-/* After a launch made by _slow_call: remember the NdArrays and shared numpy arrays it was given. */
-static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
-    Py_ssize_t i;
-    PyObject *hits = NULL;
-    for (i = 0; i < self->count; ++i) {
-        taichi_aot_slot *s = &self->slots[i];
-        PyObject *value, *hit, *sig, *address, *id;
-        void *key;
-        if (s->kind != TAICHI_AOT_SLOT_NDARRAY) {
-            continue;
-        }
-        value = launcher_value(self, i, args, kwargs);
-        if (value == NULL) {
-            continue;
-        }
-        memcpy(&s->saved, s->arg, sizeof(TiArgument)); /* the slow call packed every slot with these values */
-        s->dirty = 0;
-        if ((PyObject *)Py_TYPE(value) == self->ndarray_type) {
-            s->last = PyWeakref_NewRef(value, NULL);
-            if (s->last == NULL) {
-                PyErr_Clear();
-            }
-            continue;
-        }
-        if (s->sig == NULL) {
-            continue;
-        }
-        if (hits == NULL) { /* the runtime's shared arrays: self._foreign.hits */
-            PyObject *foreign = PyObject_GetAttrString((PyObject *)self, "_foreign");
-            hits = foreign != NULL ? PyObject_GetAttrString(foreign, "hits") : NULL;
-            Py_XDECREF(foreign);
-            if (hits == NULL || !PyDict_Check(hits)) {
-                PyErr_Clear();
-                Py_XDECREF(hits);
-                return;
-            }
-        }
-        id = PyLong_FromVoidPtr(value);
-        hit = id != NULL ? PyDict_GetItem(hits, id) : NULL;
-        Py_XDECREF(id);
-        if (hit == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        if ((PyObject *)Py_TYPE(value) != self->numpy_type) {
-            launcher_remember_foreign(s, value, hit);
-            continue;
-        }
-        sig = PyObject_GetAttrString(hit, "sig");
-        address = sig == s->sig ? PyObject_GetAttrString(hit, "address") : NULL;
-        key = address != NULL ? PyLong_AsVoidPtr(address) : NULL;
-        Py_XDECREF(sig);
-        Py_XDECREF(address);
-        if (key == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        s->last = PyWeakref_NewRef(value, NULL);
-        if (s->last == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        Py_INCREF(hit);
-        s->hit = hit;
-        s->key = (const TaichiAotArrayKey *)key;
-    }
-    Py_XDECREF(hits);
-}
+/* After a launch made by _slow_call: remember the arrays it was given (remember.c). */
+static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs);
 
 /* Whether the call's arguments have the shape the fast path reads: a graph's all named, a kernel's positional then
    named, as many as it takes (each slot past the positional ones then finds its own keyword, or the call goes to
@@ -595,6 +513,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
            kernel itself): the Python path, which raises or writes every slot anew; the slots' records are left
            to the pack under way, which will not launch what it packed */
         self->disturbed = 1;
+        self->in_python++;
         method = PyObject_GetAttrString(op, "_slow_call");
         result = method != NULL ? PyObject_Call(method, args, kwargs) : NULL;
         Py_XDECREF(method);
@@ -605,7 +524,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         self->packing = 1;
         self->disturbed = 0;
         packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
-                 launcher_guards_hold(self);
+                 guards_hold(self->guards);
         self->packing = 0;
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
@@ -613,6 +532,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
             PyThreadState *state = PyEval_SaveThread();
             code = taichi_aot_launch(c);
             PyEval_RestoreThread(state);
+            self->in_c++;
             launcher_settle(self, 1);
             if (code) { /* raises, or (closed since the check) re-checks and launches again */
                 return PyObject_CallMethod(op, "_after_code", "i", code);
@@ -624,6 +544,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         launcher_settle(self, 0);
     }
     launcher_forget(self); /* the slow call writes every slot anew */
+    self->in_python++;
     method = PyObject_GetAttrString(op, "_slow_call");
     if (method == NULL) {
         return NULL;
@@ -636,6 +557,16 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     }
     return result;
 }
+
+static PyObject *launcher_call_counts(PyObject *op, void *closure) {
+    (void)closure;
+    return Py_BuildValue("(KK)", ((taichi_aot_launcher *)op)->in_c, ((taichi_aot_launcher *)op)->in_python);
+}
+
+static PyGetSetDef launcher_getset[] = {
+    {"call_counts", launcher_call_counts, NULL, "(calls launched in C, calls handed to the Python path) so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyMethodDef launcher_methods[] = {
     {"_prepare", launcher_prepare, METH_VARARGS,
@@ -660,6 +591,7 @@ static PyType_Slot launcher_type_slots[] = {
     {Py_tp_clear, (void *)launcher_clear},
     {Py_tp_call, (void *)launcher_call},
     {Py_tp_methods, (void *)launcher_methods},
+    {Py_tp_getset, (void *)launcher_getset},
     {Py_tp_doc, (void *)"The C call of kernels and graphs (the base of Kernel, ComputeGraph and BoundLaunch)."},
     {0, NULL},
 };

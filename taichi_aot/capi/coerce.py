@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from .._native import ffi
 from ..enums import ArgumentType
@@ -20,17 +21,89 @@ from ..errors import ArgumentNullError, ArgumentTypeError, InvalidArgumentError,
 NULL = ffi.NULL
 
 E = TypeVar("E", bound=enum.Enum)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def describe(value: Any) -> str:
     """A short description of a value for messages: its cdata type, or its type and repr."""
     if isinstance(value, ffi.CData):
         return f"cdata '{ffi.typeof(value).cname}'"
+    if value.__class__ is Handle:
+        return repr(value)
     return f"{type(value).__name__} {value!r}"[:120]
 
 
+#: The C handle types (their cffi types: names): what a flat function returns of these is a :class:`Handle`.
+HANDLE_TYPES = {ffi.typeof(t): t for t in ("TiRuntime", "TiMemory", "TiImage", "TiSampler", "TiAotModule", "TiKernel",
+                                           "TiComputeGraph")}
+
+
+class Handle(int):
+    """A handle the flat API returned: an int, the handle's value, so that a ctypes structure of the C layout takes it
+    in its ``c_void_p`` field (a caller's own ``TiMemorySlice(memory=mem, ...)``), which refuses cffi pointers. It
+    keeps its C type: every flat function takes it back as the cffi pointer it stands for (``cdata``) and checks that
+    type as it checks a cffi handle's; a kernel argument, a size or a pointer it is not. ``cdata`` is what cffi
+    structures and ``lib`` take."""
+
+    cdata: Any
+
+    def __new__(cls, cdata: Any) -> Handle:
+        self = super().__new__(cls, int(ffi.cast("uintptr_t", cdata)))
+        self.cdata = cdata
+        return self
+
+    @property
+    def ctype(self) -> str:
+        """Its C type's name: ``"TiMemory"``, ``"TiRuntime"``, ..."""
+        return HANDLE_TYPES[ffi.typeof(self.cdata)]
+
+    def __repr__(self) -> str:
+        return f"<{self.ctype} handle {int(self):#x}>"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"cannot pickle a {self.ctype} handle: it is an address in this process")
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every :class:`Handle` in it (at its top, or in the dicts, lists and tuples of a struct
+    initializer) replaced by its cffi pointer."""
+    cls = value.__class__
+    if cls is Handle:
+        return value.cdata
+    if cls is dict:
+        return {k: plain(v) for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return cls(plain(v) for v in value)
+    return value
+
+
+def flat(fn: F) -> F:
+    """``fn`` as the flat API exports it: a :class:`Handle` given to it (by position or keyword) reaches it as its
+    cffi pointer, and a handle it returns is a :class:`Handle`. The object layer keeps cffi pointers (``cdata``)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for a in args:  # a loop, not any(): the object layer's calls pay for this too
+            if a.__class__ is handle:
+                args = tuple(a.cdata if a.__class__ is handle else a for a in args)
+                break
+        if kwargs:
+            kwargs = {k: v.cdata if v.__class__ is handle else v for k, v in kwargs.items()}
+        result = fn(*args, **kwargs)
+        if result is not None and isinstance(result, cdata) and typeof(result) in types:
+            return handle(result)
+        return result
+
+    handle, cdata, typeof, types = Handle, ffi.CData, ffi.typeof, HANDLE_TYPES
+
+    return cast(F, call)
+
+
 def handle_arg(value: Any, ctype: str, what: str) -> Any:
-    """``value`` if it is a non-NULL cffi handle of type ``ctype``; ArgumentTypeError / ArgumentNullError otherwise."""
+    """``value`` if it is a non-NULL cffi handle of type ``ctype`` (a :class:`Handle`: its cffi pointer);
+    ArgumentTypeError / ArgumentNullError otherwise."""
+    if value.__class__ is Handle:
+        value = value.cdata
     if not isinstance(value, ffi.CData) or ffi.typeof(value) != ffi.typeof(ctype):
         raise ArgumentTypeError(f"{what}: expected a {ctype} handle, got {describe(value)}")
     if value == NULL:
@@ -75,12 +148,12 @@ def struct_arg(ctype: str, value: Any, fields: Mapping[str, Any], what: str) -> 
             else:
                 raise ArgumentTypeError(f"{what}: expected {ctype}, got {describe(value)}")
             for k, v in fields.items():
-                setattr(ptr, k, v)
+                setattr(ptr, k, plain(v))
             return ptr
         if value is None:
-            init = dict(fields)
+            init = plain(dict(fields))
         elif isinstance(value, Mapping):
-            init = {**value, **fields}
+            init = plain({**value, **fields})
         else:
             raise ArgumentTypeError(f"{what}: expected {ctype}, a dict or keywords, got {describe(value)}")
         return ffi.new(ctype + " *", init)
@@ -124,7 +197,7 @@ def pointer_arg(value: Any, what: str, allow_null: bool = False) -> Any:
 
 def size_arg(value: Any, what: str) -> int:
     """A byte size: an int from 1 to 2**63 - 1."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, (bool, Handle)) or not isinstance(value, int):
         raise ArgumentTypeError(f"{what}: expected an int, got {describe(value)}")
     if not 0 < value < 2**63:
         raise InvalidArgumentError(f"{what}: {value} is not a valid size")
@@ -148,8 +221,8 @@ def argument_init(value: Any, what: str) -> Any:
                 raise ArgumentNullError(f"{what}: NULL TiArgument pointer")
             return value[0]
         raise ArgumentTypeError(f"{what}: expected a TiArgument, got {describe(value)}")
-    if isinstance(value, bool):
-        raise ArgumentTypeError(f"{what}: bool is not a kernel argument (pass int or float)")
+    if isinstance(value, (bool, Handle)):
+        raise ArgumentTypeError(f"{what}: {describe(value)} is not a kernel argument (pass int or float)")
     if isinstance(value, int):
         if not -(2**31) <= value < 2**31:
             raise InvalidArgumentError(f"{what}: int {value} does not fit in i32")
@@ -157,7 +230,7 @@ def argument_init(value: Any, what: str) -> Any:
     if isinstance(value, float):
         return {"type": ArgumentType.F32, "value": {"f32": value}}
     if isinstance(value, Mapping):
-        return value
+        return plain(dict(value))
     raise ArgumentTypeError(f"{what}: expected TiArgument, dict, int or float, got {describe(value)}")
 
 

@@ -47,7 +47,7 @@ from ..errors import (
     take_last_error,
 )
 from . import handles, structs
-from .coerce import describe, enum_arg, pack_arguments, pack_named_arguments, struct_arg
+from .coerce import describe, enum_arg, pack_arguments, pack_named_arguments, plain, struct_arg
 from .handles import lookup_module_or_child, lookup_runtime, lookup_runtime_child
 from .images import check_image
 
@@ -600,7 +600,7 @@ def _check_owners(runtime: Any, args: Any, what: str) -> None:
             arg = arg["argument"]
         memory = given = None
         if isinstance(arg, Mapping):
-            memory = given = ((arg.get("value") or {}).get("ndarray") or {}).get("memory")
+            memory = given = plain(((arg.get("value") or {}).get("ndarray") or {}).get("memory"))
         elif isinstance(arg, ffi.CData) and ffi.typeof(arg) in (ffi.typeof("TiArgument"), ffi.typeof("TiArgument *")):
             a = arg if ffi.typeof(arg) is ffi.typeof("TiArgument") else arg[0]
             if int(a.type) == ArgumentType.NDARRAY:

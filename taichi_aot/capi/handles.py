@@ -20,7 +20,7 @@ from typing import Any
 from .._native import ffi
 from ..enums import Arch
 from ..errors import ClosedError, InvalidStateError
-from .coerce import handle_arg
+from .coerce import handle_arg, plain
 
 NULL = ffi.NULL
 
@@ -101,8 +101,9 @@ def find(key: tuple) -> HandleRecord | None:
 
 
 def is_live(kind: str, *handle: Any) -> bool:
-    """Whether the handle is alive: ``is_live("runtime", rt)``, ``is_live("memory", rt, mem)``."""
-    return (kind, *handle) in _live
+    """Whether the handle is alive: ``is_live("runtime", rt)``, ``is_live("memory", rt, mem)`` (cffi pointers or
+    the flat API's Handles)."""
+    return (kind, *(plain(h) for h in handle)) in _live
 
 
 def live_handle_count(kind: str | None = None) -> int:

@@ -1,9 +1,10 @@
 """The C-API's structures as ctypes classes, for callers written as the flat API's design document shows.
 
 Such a caller builds ``TiMemorySlice(memory=mem, offset=0, size=n)``, ``TiArgument(...)`` arrays or
-``TiCapabilityLevelInfo`` lists around the handles this package returns, and hands them back. ctypes alone
-refuses those handles (they are cffi pointers: "cannot be converted to pointer"); these classes take them,
-and ints and None, wherever the C type holds a handle or another pointer. Each class is made from the
+``TiCapabilityLevelInfo`` lists around the handles this package returns, and hands them back. The flat API's
+handles are ints (:class:`~taichi_aot.capi.coerce.Handle`), which a caller's own plain ctypes structures take too;
+these classes take besides the object layer's cffi pointers (``rt.handle``), ints and None, wherever the C type
+holds a handle or another pointer. Each class is made from the
 compiled extension's own layout (``ffi.typeof``), so sizes and offsets are the header's, and every flat
 function that takes a structure takes these as it takes cffi structures and dicts. A ``char *`` field
 (``TiNamedArgument.name``) takes ``bytes`` or ``str`` and keeps it alive with the structure.
