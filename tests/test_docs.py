@@ -24,6 +24,8 @@ PAGES = {
     "reference/metadata/index.html": ["taichi_aot.metadata.read_module", "taichi_aot.metadata.ModuleInfo"],
     "reference/pool/index.html": ["taichi_aot.pool.Pool", "taichi_aot.pool.Pool.map", "taichi_aot.pool.Worker",
                                   "taichi_aot.pool.Pool.lost_workers", "taichi_aot.pool.WorkerLost"],
+    "reference/ops/index.html": ["taichi_aot.torch.op", "taichi_aot.torch.Op", "taichi_aot.jax.op",
+                                 "taichi_aot.jax.Op"],
 }
 
 
