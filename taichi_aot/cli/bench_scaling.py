@@ -80,8 +80,8 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
     gpu = arch not in CPU_ARCHS
     module = demo_module(name, cpu_threads=None if gpu else 1)  # CPU: one thread a worker, a core each
     # a CPU worker is one core running one-thread kernels: smaller simulations keep the section to minutes
-    size = (128 if quick else 256) if gpu else (64 if quick else 128)
-    steps = (128 if quick else 4000) if gpu else (256 if quick else 1000)
+    size = 64 if quick else 256 if gpu else 128
+    steps = 64 if quick else 4000 if gpu else 1000
     per_worker = (3 if quick else 16) if gpu else (3 if quick else 8)
     repeats = 1 if quick else 3 if gpu else 5
     counts, devices = _counts(arch, workers)
