@@ -165,7 +165,7 @@ def simulation(rt: Runtime, quick: bool) -> list[Row]:
     name = rt.arch.name.lower()
     cpu = rt.arch in CPU_ARCHS
     steps = 8 if quick else (32 if cpu else 128)
-    rounds, reps = (2, 2) if quick else (15, 3)  # quick: the harness works (CI), not figures
+    rounds, reps = (4, 2) if quick else (15, 3)  # quick: the harness works (CI), not figures
     if rt.arch == Arch.CUDA and not quick:  # a GPU host's noise comes in bursts: more, shorter repeats (as the
         steps, reps = 32, 8                  # launch section's) find its quiet moments for every loop alike
     methods = {
