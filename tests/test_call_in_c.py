@@ -185,6 +185,33 @@ def test_the_names_the_c_call_reads_are_there(x64):
             assert name in owners.get(owner, set(hit.__slots__)), f"remember.c reads {owner}.{name}: not there"
 
 
+def test_show_config_says_which_fast_reads_are_active(x64, modules, torch, monkeypatch):
+    import io
+
+    from taichi_aot import _foreign, capi, config, show_config
+
+    reads = {r["name"]: r for r in config.fast_reads()}
+    assert reads["C call"]["active"]
+    assert reads["numpy arrays passed again"]["active"] and reads["new numpy arrays each call"]["active"]  # x64
+    assert reads["torch tensors by torch's C functions"]["active"] == _torch_layout_read(torch)
+    cuda = capi.arch_status()[Arch.CUDA]
+    found = reads["CUDA arrays (torch, CuPy, __cuda_array_interface__)"]
+    assert found["active"] == cuda.available and (cuda.available or cuda.reason in found["reason"])
+    text = io.StringIO()
+    show_config(text)
+    for r in reads.values():
+        assert f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" in text.getvalue()
+    monkeypatch.setattr(_foreign, "ARRAY_KEYS", False)  # numpy's objects not laid out as the extension reads them
+    off = {r["name"]: r for r in config.fast_reads()}
+    assert not off["numpy arrays passed again"]["active"] and not off["new numpy arrays each call"]["active"]
+    assert "not laid out" in off["numpy arrays passed again"]["reason"]
+    add = x64[0].load_module(modules.path(Arch.X64)).kernels["add"]
+    x, y = np.zeros(16, np.float32), np.ones(16, np.float32)
+    assert in_c(add, lambda: add(x, y, 1.0)) == (0, TIMES)  # and so every such call takes the Python path
+    assert in_c(add, lambda: add(np.zeros(16, np.float32), y, 1.0)) == (0, TIMES)
+    assert x[0] == TIMES + 2
+
+
 # ---------------------------------------------------------------------------
 # References over many calls
 
