@@ -48,7 +48,7 @@ ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterf
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
            "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "forget_print", "host_array",
            "is_jax", "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy",
-           "same_layout", "same_print", "share", "storage_guards", "why_copy"]
+           "same_layout", "same_print", "share", "storage_guards", "torch_layout_status", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -295,6 +295,32 @@ def print_of(cls: type) -> Any:
 _TORCH_LAYOUT = _reads("requires_grad", "is_neg()", "layout(_cdata)")
 
 
+def _torch_version(torch: Any) -> tuple[int, ...]:
+    """torch's (major, minor); () where its version is of another form."""
+    try:
+        return tuple(int(part) for part in str(torch.__version__).split("+")[0].split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def torch_layout_status() -> tuple[bool, str]:
+    """Whether plain torch tensors are read by torch's C functions (``_torch_layout_agrees``, asked as a call asks
+    it), and why, or why not: for ``show_config``. Without them a tensor passed again is still found again in C,
+    by its getters; a new one each call goes through Python."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False, "torch is not imported"
+    version = ".".join(map(str, _torch_version(torch))) or str(torch.__version__)
+    if _torch_version(torch) < (2, 10):
+        return False, f"torch {version}: before 2.10 a tensor's object holds its at::Tensor otherwise"
+    if not lib.taichi_aot_torch_bind(b"libtorch_cpu.so"):
+        return False, f"torch {version}: its C functions (aoti_torch_get_*) are not in the libtorch_cpu it loaded"
+    if print_of(torch.Tensor) is not _TORCH_LAYOUT:
+        return False, (f"torch {version}: its C functions read probe tensors otherwise than its getters (or a "
+                       "torch mode made the probes: asked again at the next call)")
+    return True, f"torch {version}: plain tensors' layouts read by aoti_torch_get_*, as its getters read them"
+
+
 def _torch_layout_agrees(cls: type) -> bool | None:
     """Whether torch's C functions can read the layouts of tensors of class ``cls`` as torch's getters do: only
     plain tensors (a subclass may answer its own way) of torch 2.10 on, whose Python object holds its at::Tensor
@@ -304,11 +330,7 @@ def _torch_layout_agrees(cls: type) -> bool | None:
     the getters' reads serve. None where a mode of torch's made the probes of another class (FakeTensorMode):
     not known yet."""
     torch = sys.modules.get("torch")
-    try:
-        version = tuple(int(part) for part in str(torch.__version__).split("+")[0].split(".")[:2]) if torch else ()
-    except ValueError:  # a version of another form
-        return False
-    if (torch is None or cls is not getattr(torch, "Tensor", None) or version < (2, 10)
+    if (torch is None or cls is not getattr(torch, "Tensor", None) or _torch_version(torch) < (2, 10)
             or not lib.taichi_aot_torch_bind(b"libtorch_cpu.so")):
         return False
     offset = object.__basicsize__  # the object's header

@@ -308,10 +308,10 @@ class ForeignArgs:
             arg = ndarray_argument(ffi.NULL, (0,) * spec.ndim, tuple(spec.elem_shape), dt)  # dims written per launch
             slots.append((np.dtype(dtype), np.dtype(dtype).str, int(dt), dtype.itemsize, spec.ndim,
                           tuple(spec.elem_shape), bytes(ffi.buffer(arg))))
-        cpu = not self._on_cuda
-        return (self.imports, int(cpu), 0 if cpu else 1, _cuda.RUNTIME_DEVICE, None if cpu else self._held,
-                HELD_LIMIT, None if cpu else self._cai_classes, 0 if cpu else _cuda.pointer_attribute_address(),
-                None if cpu else self.spill, slots)
+        cpu = not self._on_cuda  # numpy's array objects are read in place where ARRAY_KEYS says they can be
+        return (self.imports, int(cpu and ARRAY_KEYS), 0 if cpu else 1, _cuda.RUNTIME_DEVICE,
+                None if cpu else self._held, HELD_LIMIT, None if cpu else self._cai_classes,
+                0 if cpu else _cuda.pointer_attribute_address(), None if cpu else self.spill, slots)
 
     def before_pack(self, count: int) -> None:
         """Before a launch of ``count`` arguments is packed in Python: where the CUDA arrays held and its own could

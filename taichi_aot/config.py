@@ -1,8 +1,8 @@
 """What this installation is and sees: :func:`devices` as data, :func:`show_config` as text.
 
 Versions (taichi_aot, the C-API library and where it was found, Python, numpy, cffi), every arch with its
-devices (name, type, software or not) or why it is unavailable, the caches and the environment variables
-that steer taichi_aot and the library.
+devices (name, type, software or not) or why it is unavailable, which of the C call's fast reads are active and
+why not, the caches and the environment variables that steer taichi_aot and the library.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from . import _library, capi
 from ._bundle import cache_home
-from .enums import ARCH_PREFERENCE
+from .enums import ARCH_PREFERENCE, CPU_ARCHS, Arch
 
 #: The environment variables taichi_aot or libtaichi_c_api read (prefixes end in ``_``).
 VARIABLES = ("TAICHI_AOT_", "TAICHI_C_API_INSTALL_DIR", "TI_LIB_DIR", "TI_LOG_LEVEL", "XDG_CACHE_HOME",
@@ -93,6 +93,7 @@ def config() -> dict[str, Any]:
         "archs": devices(),
         "cuda_launcher": _cuda_launcher(),
         "spirv_validator": _spirv_validator(),
+        "fast_reads": fast_reads(),
         "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
     }
@@ -109,6 +110,69 @@ def _cuda_launcher() -> dict[str, Any]:
     return {"launcher": choice, "ptx_target": TARGET, "llvmlite": importlib.util.find_spec("llvmlite") is not None}
 
 
+def _available(archs: Any) -> tuple[list[str], str]:
+    """The names of ``archs`` available here, and why none is (the first's reason)."""
+    status = capi.arch_status()
+    found = [a for a in archs if a in status]
+    return ([a.name.lower() for a in found if status[a].available],
+            next((f"{a.name.lower()}: {status[a].reason}" for a in found if not status[a].available), "none known"))
+
+
+def _read(name: str, active: bool, reason: str) -> dict[str, Any]:
+    return {"name": name, "active": active, "reason": reason}
+
+
+def _numpy_reads() -> list[dict[str, Any]]:
+    """numpy arrays shared on a CPU backend: passed again (NumpyHit) and new each call (fresh.c), both reading numpy's
+    array object in place where ARRAY_KEYS found it laid out as the extension reads it."""
+    from ._foreign import ARRAY_KEYS
+
+    cpu, no_cpu = _available(sorted(CPU_ARCHS))
+    if not cpu:
+        why = f"no CPU backend here ({no_cpu}); elsewhere host arrays travel as copies"
+        return [_read("numpy arrays passed again", False, why), _read("new numpy arrays each call", False, why)]
+    if not ARRAY_KEYS:
+        why = "numpy's array objects are not laid out as the extension reads them (checked on probe arrays)"
+        return [_read("numpy arrays passed again", False, why), _read("new numpy arrays each call", False, why)]
+    on = ", ".join(cpu)
+    return [_read("numpy arrays passed again", True, f"on {on}, numpy's array objects read in place (checked on "
+                  "probe arrays)"),
+            _read("new numpy arrays each call", True, f"on {on}, imported into the runtime's pool of memory")]
+
+
+def _torch_reads() -> dict[str, Any]:
+    """Plain torch tensors read by torch's C functions (torch.c), torch imported here where it is installed."""
+    import importlib.util
+
+    from ._arrays import torch_layout_status
+
+    if importlib.util.find_spec("torch") is None:
+        return _read("torch tensors by torch's C functions", False, "torch is not installed")
+    import torch  # noqa: F401  (what torch_layout_status asks about)
+
+    active, why = torch_layout_status()
+    if not active:
+        why += "; a tensor passed again is found again by its getters, a new one each call takes the Python path"
+    return _read("torch tensors by torch's C functions", active, why)
+
+
+def fast_reads() -> list[dict[str, Any]]:
+    """The C call's fast reads (``_csrc/call.c``, ``fresh.c``, ``reads.c``, ``torch.c``), each ``name``, ``active``
+    and ``reason``: why it is on, or why not (then those calls take the Python path, which checks the same). A
+    torch installed is imported here: whether torch's C functions read its tensors is checked against its own
+    getters on probe tensors, as the first call given a tensor checks it."""
+    cuda, no_cuda = _available([Arch.CUDA])
+    return [
+        _read("C call", True, "kernels, graphs and bound launches called from the runtime's thread, outside a "
+              "recording, with arguments it vouches for; call_counts says which calls it made"),
+        *_numpy_reads(),
+        _torch_reads(),
+        _read("CUDA arrays (torch, CuPy, __cuda_array_interface__)", bool(cuda),
+              "passed again, found by their print; new each call, read by CuPy's attributes or their interface"
+              if cuda else f"no CUDA here ({no_cuda})"),
+    ]
+
+
 def _spirv_validator() -> dict[str, Any]:
     """SPIRV-Tools, which validates every task of a Vulkan module at load: its path and version, or why it is
     missing (then Vulkan modules cannot be loaded)."""
@@ -123,7 +187,8 @@ def _spirv_validator() -> dict[str, Any]:
 
 
 def show_config(file: IO[str] | None = None) -> None:
-    """Print versions, the library in use, every arch and device, caches and the variables in effect."""
+    """Print versions, the library in use, every arch and device, the C call's fast reads (active, or why not),
+    caches and the variables in effect."""
     c = config()
     out = file or sys.stdout
     lib = c["library"]
@@ -148,6 +213,8 @@ def show_config(file: IO[str] | None = None) -> None:
     spv = c["spirv_validator"]
     lines.append(f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
                  f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}")
+    lines.append("fast reads of the C call (off: those calls take the Python path):")
+    lines += [f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" for r in c["fast_reads"]]
     lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
     lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
     lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))

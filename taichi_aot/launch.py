@@ -207,7 +207,7 @@ class _Launchable(Launcher):
                   signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
                   spec.name)  # a kernel's too: keyword calls are made in C
                  for spec, slot in zip(self._args, self._slots)]
-        self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots)
+        self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots, self._foreign.hits)
         fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew
         if fresh is not None:
             self._fresh(*fresh)
@@ -531,7 +531,7 @@ class BoundLaunch(Launcher):
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
-        self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [])
+        self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [], None)
         self._guard(storage_guards(self._given))  # checked before every launch (in C; _validate asks C too)
 
     def _refresh(self) -> None:

@@ -184,6 +184,21 @@ def env(arch: Arch, modules: Modules):
         yield runtime, runtime.load_module(modules.path(arch))
 
 
+def named_module(arch: Arch, modules: Modules, tmp_path) -> str:
+    """The test module with its kernels' argument names: Taichi's own x64 and CUDA modules record none, so a copy gets
+    the ``taichi_aot.json`` that ``taichi_aot build`` writes (Vulkan modules record them already)."""
+    import json
+
+    path = modules.path(arch)
+    if arch == Arch.VULKAN:
+        return path
+    named = str(tmp_path / "named")
+    shutil.copytree(path, named)
+    with open(os.path.join(named, "taichi_aot.json"), "w", encoding="utf-8") as f:
+        json.dump({"taichi_aot": 1, "kernels": {"add": {"args": ["x", "y", "a"]}}}, f)
+    return named
+
+
 @pytest.fixture(scope="session")
 def vulkan() -> Arch:
     require_arch(Arch.VULKAN)

@@ -3,14 +3,10 @@ plain floats and ints, checks exactly what the Python path checks; whatever it c
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-
 import numpy as np
 import pytest
 
-from conftest import raised_in_thread, require_arch
+from conftest import named_module, raised_in_thread, require_arch
 from taichi_aot import (
     Arch,
     ArgumentNotFoundError,
@@ -211,22 +207,9 @@ def test_bound_launches_are_made_in_c_and_checked_after_a_close(env):
         bound()
 
 
-def _named(arch, modules, tmp_path) -> str:
-    """The test module with its kernels' argument names: Taichi's own x64 and CUDA modules record none, so a copy gets
-    the ``taichi_aot.json`` that ``taichi_aot build`` writes (Vulkan modules record them already)."""
-    path = modules.path(arch)
-    if arch == Arch.VULKAN:
-        return path
-    named = str(tmp_path / "named")
-    shutil.copytree(path, named)
-    with open(os.path.join(named, "taichi_aot.json"), "w", encoding="utf-8") as f:
-        json.dump({"taichi_aot": 1, "kernels": {"add": {"args": ["x", "y", "a"]}}}, f)
-    return named
-
-
 def test_keyword_calls_are_made_in_c(arch, modules, tmp_path):
     with Runtime(arch) as rt:
-        add = rt.load_module(_named(arch, modules, tmp_path)).kernels["add"]
+        add = rt.load_module(named_module(arch, modules, tmp_path)).kernels["add"]
         assert [a.name for a in add.signature] == ["x", "y", "a"]
         x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
         add(x, y, a=1.0)  # the first call of each array learns it

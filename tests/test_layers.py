@@ -25,7 +25,6 @@ LAYERS: list[set[str]] = [
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
     {"capi", "_ptx_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins
-    {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables)
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
@@ -36,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
+    {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables, fast reads)
     {"taichi_aot"},  # the package's face (__init__)
     {"pool", "torch", "jax"},  # worker processes (or Ray actors); kernels as PyTorch and JAX ops
     {"cli"},  # the command line, benchmark harness and demo, built on the face

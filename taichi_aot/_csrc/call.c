@@ -67,6 +67,8 @@ typedef struct {
     taichi_aot_slot *slots;
     PyObject *ndarray_type;
     PyObject *numpy_type;
+    PyObject *hits;   /* the runtime's remembered arrays (ForeignArgs.hits: id -> NumpyHit or PrintHit), handed over once by
+                         _prepare (NULL: none, a bound launch), read by launcher_remember after a slow call */
     PyObject *guards; /* a bound launch's torch storages, (storage, data_ptr, nbytes) each, or NULL (_guard) */
     int packing;   /* inside launcher_pack, whose reads may run Python code (and let other threads run) */
     taichi_aot_fresh fresh;  /* arrays taken anew (fresh.c), set by _fresh */
@@ -110,6 +112,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     self->launch = NULL;
     Py_CLEAR(self->ndarray_type);
     Py_CLEAR(self->numpy_type);
+    Py_CLEAR(self->hits);
     Py_CLEAR(self->guards);
     fresh_clear(&self->fresh);
 }
@@ -140,6 +143,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     Py_VISIT(self->fresh.spill);
     Py_VISIT(self->ndarray_type);
     Py_VISIT(self->numpy_type);
+    Py_VISIT(self->hits);
     Py_VISIT(self->guards);
     Py_VISIT((PyObject *)Py_TYPE(op)); /* a heap type's instances keep it alive */
     return 0;
@@ -168,16 +172,21 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     return (PyObject *)self;
 }
 
-/* _prepare(launch_address, graph, ndarray_type, numpy_type, slots): slots is a list of
-   (kind, writes, argument_address, sig or None, name or None), one per argument in buffer order. */
+/* _prepare(launch_address, graph, ndarray_type, numpy_type, slots, hits): slots is a list of
+   (kind, writes, argument_address, sig or None, name or None), one per argument in buffer order; hits the runtime's
+   dict of remembered arrays (ForeignArgs.hits), or None. */
 static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
-    PyObject *address, *ndarray_type, *numpy_type, *list;
+    PyObject *address, *ndarray_type, *numpy_type, *list, *hits;
     int graph;
     Py_ssize_t n, i;
     taichi_aot_slot *slots;
     void *launch;
-    if (!PyArg_ParseTuple(args, "OiOOO", &address, &graph, &ndarray_type, &numpy_type, &list)) {
+    if (!PyArg_ParseTuple(args, "OiOOOO", &address, &graph, &ndarray_type, &numpy_type, &list, &hits)) {
+        return NULL;
+    }
+    if (hits != Py_None && !PyDict_Check(hits)) {
+        PyErr_SetString(PyExc_TypeError, "_prepare: hits must be a dict or None");
         return NULL;
     }
     if (self->packing) {
@@ -233,6 +242,10 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
     self->ndarray_type = ndarray_type;
     Py_INCREF(numpy_type);
     self->numpy_type = numpy_type;
+    if (hits != Py_None) {
+        Py_INCREF(hits);
+        self->hits = hits;
+    }
     Py_RETURN_NONE;
 fail:
     for (i = 0; i < n; ++i) {
@@ -570,7 +583,8 @@ static PyGetSetDef launcher_getset[] = {
 
 static PyMethodDef launcher_methods[] = {
     {"_prepare", launcher_prepare, METH_VARARGS,
-     "_prepare(launch_address, graph, ndarray_type, numpy_type, slots): the launch struct and its slots"},
+     "_prepare(launch_address, graph, ndarray_type, numpy_type, slots, hits): the launch struct, its slots and "
+     "the runtime's remembered arrays"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"_fresh", launcher_fresh_method, METH_VARARGS,
      "_fresh(imports, host_numpy, torch_device, torch_index, held, held_limit, slots): arrays taken anew"},

@@ -48,10 +48,12 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
     Py_XDECREF(held);
 }
 
-/* After a launch made by _slow_call: remember the NdArrays and shared numpy arrays it was given. */
+/* After a launch made by _slow_call: remember the NdArrays it was given, and the shared numpy and CUDA arrays found in
+   the runtime's hits (handed over by _prepare: no attribute looked up by name). */
 static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
-    PyObject *hits = NULL;
+    PyObject *hits = self->hits; /* held here: Python code run by a read below could hand the launcher another */
+    Py_XINCREF(hits);
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
         PyObject *value, *hit, *sig, *address, *id;
@@ -72,18 +74,8 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
             }
             continue;
         }
-        if (s->sig == NULL) {
+        if (s->sig == NULL || hits == NULL) {
             continue;
-        }
-        if (hits == NULL) { /* the runtime's shared arrays: self._foreign.hits */
-            PyObject *foreign = PyObject_GetAttrString((PyObject *)self, "_foreign");
-            hits = foreign != NULL ? PyObject_GetAttrString(foreign, "hits") : NULL;
-            Py_XDECREF(foreign);
-            if (hits == NULL || !PyDict_Check(hits)) {
-                PyErr_Clear();
-                Py_XDECREF(hits);
-                return;
-            }
         }
         id = PyLong_FromVoidPtr(value);
         hit = id != NULL ? PyDict_GetItem(hits, id) : NULL;
