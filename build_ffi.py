@@ -26,8 +26,10 @@ CSRC_DIR = os.path.join(HERE, "taichi_aot", "_csrc")
 #: Our header, declared once for the cdef and the C files.
 HEADER = "taichi_aot.h"
 #: Our C files, compiled after the trampolines (loader.c fills their table).
-C_FILES = ("loader.c", "ptx.c", "xla.c", "launch.c", "arrays.c", "threads.c", "reads.c", "fresh.c", "call.c",
-           "remember.c", "steps.c", "cuda.c", "torch.c", "spirv.c")
+#: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
+#: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
+C_FILES = ("loader.c", "ptx.c", "xla.c", "launch.c", "arrays.c", "threads.c", "steps.c", "cuda.c", "torch.c",
+           "spirv.c", "table.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

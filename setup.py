@@ -3,7 +3,7 @@
 import os
 import runpy
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,9 +26,26 @@ class BuildPyWithLibrary(build_py):
             raise SystemExit(f"error: {e}") from None
 
 
-# The extension uses the stable ABI (cffi builds it with Py_LIMITED_API): one cp39-abi3 wheel serves
-# CPython 3.9 and later.
+#: The C call's extension, taichi_aot._call: call_module.c #includes the other files (their order matters).
+CALL_FILES = ("call_module.c", "arrays.c", "reads.c", "fresh.c", "call.c", "remember.c")
+CSRC = os.path.join("taichi_aot", "_csrc")
+
+# Both extensions use the stable ABI: cffi builds taichi_aot._native with Py_LIMITED_API, and taichi_aot._call is
+# pinned to the limited API of 3.9 (what it uses is there; PyType_GetSlot of a static type works from 3.10 only, and
+# reads.c expects that). One cp39-abi3 wheel serves CPython 3.9 and later (not the free-threaded builds: abi3 has no
+# free-threaded form).
+call_extension = Extension(
+    "taichi_aot._call",
+    sources=[os.path.join(CSRC, "call_module.c")],
+    depends=[os.path.join(CSRC, name) for name in (*CALL_FILES[1:], "taichi_aot.h")],
+    include_dirs=["include", CSRC],
+    define_macros=[("Py_LIMITED_API", "0x03090000")],
+    py_limited_api=True,
+    extra_compile_args=["-fvisibility=hidden"],  # only PyInit__call (PyMODINIT_FUNC) is exported
+)
+
 setup(
+    ext_modules=[call_extension],
     cffi_modules=["build_ffi.py:ffibuilder"],
     cmdclass={"build_py": BuildPyWithLibrary},
     options={"bdist_wheel": {"py_limited_api": "cp39"}},

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 import numpy as np
 
 from . import _cuda, _dlpack
+from ._call import Launcher, _bind
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
@@ -247,11 +248,10 @@ _ATTRIBUTE, _METHOD, _LAYOUT = 0, 1, 2  # the kinds of read (READ_* in _csrc/cal
 _PRINTS = {"torch": _reads("data_ptr()", "shape", "is_contiguous()", "dtype", "requires_grad", "is_neg()"),
            "cupy": _reads("data.ptr", "shape", "_c_contiguous", "dtype"),
            "jaxlib": _reads("is_deleted()"), "jax": _reads("is_deleted()")}
-# The C call's type (_csrc/call.c: the base of launch.py's Kernel, ComputeGraph and BoundLaunch), made once on the
-# extension module; its static read_print makes the prints below.
-if not lib.taichi_aot_install_launcher(b"taichi_aot._native"):
-    raise ImportError("taichi_aot._native: the Launcher type could not be made")
-from ._native import Launcher  # noqa: E402  (there since the line above)
+# The C call's type (_csrc/call.c: the base of launch.py's Kernel, ComputeGraph and BoundLaunch), made by the init
+# of its own extension, which is handed the cffi module's table of what it uses once, here; its static read_print
+# makes the prints below.
+_bind(int(ffi.cast("uintptr_t", lib.taichi_aot_call_table())))
 
 read_print = Launcher.read_print  # (value, reads): the print of a CUDA array, made in C
 

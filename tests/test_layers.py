@@ -18,7 +18,8 @@ PACKAGE = os.path.join(ROOT, "taichi_aot")
 #: The rooms from the ground up. A room may import from its own layer's rooms (no circle) and from
 #: any layer below it, never from one above. A new module must be given a place here.
 LAYERS: list[set[str]] = [
-    {"_native", "_cdef", "_bundle", "_version"},  # the extension, the build's helpers, the version
+    {"_native", "_call", "_cdef", "_bundle", "_version"},  # the extensions (the C-API bindings, the C call), the
+    # build's helpers, the version
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
@@ -41,6 +42,8 @@ LAYERS: list[set[str]] = [
     {"cli"},  # the command line, benchmark harness and demo, built on the face
     {"__main__"},
 ]
+#: The compiled extensions: modules of ours with no .py file.
+EXTENSIONS = ("._native", "._call")
 RANK = {room: i for i, layer in enumerate(LAYERS) for room in layer}
 
 
@@ -95,8 +98,8 @@ def _imports(module: str, path: str, known: dict[str, str]) -> set[str]:
             visit(child)
 
     visit(tree)
-    # a name that is no module of ours (the compiled extension) counts as its nearest module
-    return {m if m in known or m.endswith("._native") else m.rsplit(".", 1)[0] for m in found} - {module}
+    # a name that is no module of ours (but a compiled extension) counts as its nearest module
+    return {m if m in known or m.endswith(EXTENSIONS) else m.rsplit(".", 1)[0] for m in found} - {module}
 
 
 def _room(module: str) -> str:

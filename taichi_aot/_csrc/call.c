@@ -1,4 +1,4 @@
-/* Kernel and graph calls checked and launched in C: the type `taichi_aot._native.Launcher`, the base
+/* Kernel and graph calls checked and launched in C: the type `taichi_aot._call.Launcher`, the base
    of taichi_aot's Kernel, ComputeGraph and BoundLaunch (a launcher of no argument), whose call
    (`step(x, v, 0.01)`, `graph(x=a, s=0.5)`, `bound()`) is this file's launcher_call.
 
@@ -20,7 +20,7 @@
    objects it was given, so the next call with them is made here. The Python side forgets nothing it
    packs behind the launcher's back: every write to the shared buffer goes through this call.
 
-   Written against the limited API of Python 3.2 that cffi compiles with (Py_LIMITED_API). */
+   Compiled into the extension taichi_aot._call (call_module.c: its init, and the limited API level). */
 #include "taichi_aot.h"
 
 enum {
@@ -189,8 +189,9 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "_prepare: hits must be a dict or None");
         return NULL;
     }
-    if (self->packing) {
-        PyErr_SetString(PyExc_RuntimeError, "_prepare: the launcher is packing a call");
+    if (taichi_aot_api.size == 0 || self->packing) {
+        PyErr_SetString(PyExc_RuntimeError, self->packing ? "_prepare: the launcher is packing a call"
+                                                           : "_prepare: taichi_aot._call is not bound (_bind) yet");
         return NULL;
     }
     launch = PyLong_AsVoidPtr(address);
@@ -316,7 +317,7 @@ static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObjec
     if (!self->graph && i < PyTuple_Size(args)) {
         return PyTuple_GetItem(args, i);
     }
-    return kwargs != NULL && self->slots[i].name != NULL ? PyDict_GetItem(kwargs, self->slots[i].name) : NULL;
+    return kwargs != NULL && self->slots[i].name != NULL ? call_keyword(kwargs, self->slots[i].name) : NULL;
 }
 
 /* The slot past the `n` positional ones, not yet given a value, named `key`: found by identity (a call's keywords are
@@ -441,9 +442,9 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
         PyObject *value = s->value;
         if (s->kind == TAICHI_AOT_SLOT_NDARRAY) {
             s->fresh.fresh = FRESH_NONE;
-            if (s->last == NULL || PyWeakref_GetObject(s->last) != value) {
+            if (s->last == NULL || !weak_is(s->last, value)) {
                 /* an array taken anew (the first time it is seen), or Python's, which remembers it */
-                if ((s->seen != NULL && PyWeakref_GetObject(s->seen) == value) ||
+                if ((s->seen != NULL && weak_is(s->seen, value)) ||
                     !fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type)) {
                     return 0;
                 }
@@ -486,7 +487,7 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
         }
     }
     /* the first phase may have run Python code that closed something (the second calls the library) or called us */
-    return self->launch->seen == taichi_aot_epoch && !self->disturbed && launcher_pack_arrays(self);
+    return self->launch->seen == *taichi_aot_api.epoch && !self->disturbed && launcher_pack_arrays(self);
 }
 
 /* After a pack, when Python code may run again: the slots' new imports into the pool (fresh_settle); where the call
@@ -532,7 +533,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         Py_XDECREF(method);
         return result;
     }
-    if (self->count >= 0 && c->seen == taichi_aot_epoch && (unsigned long)pthread_self() == c->thread) {
+    if (self->count >= 0 && c->seen == *taichi_aot_api.epoch && (unsigned long)pthread_self() == c->thread) {
         int packed;
         self->packing = 1;
         self->disturbed = 0;
@@ -541,9 +542,9 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         self->packing = 0;
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
-        if (packed && !self->disturbed && c->seen == taichi_aot_epoch) {
+        if (packed && !self->disturbed && c->seen == *taichi_aot_api.epoch) {
             PyThreadState *state = PyEval_SaveThread();
-            code = taichi_aot_launch(c);
+            code = taichi_aot_api.launch(c);
             PyEval_RestoreThread(state);
             self->in_c++;
             launcher_settle(self, 1);
@@ -564,7 +565,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     }
     result = PyObject_Call(method, args, kwargs);
     Py_DECREF(method);
-    if (result != NULL && self->count >= 0 && self->launch->seen == taichi_aot_epoch &&
+    if (result != NULL && self->count >= 0 && self->launch->seen == *taichi_aot_api.epoch &&
         launcher_shape_ok(self, args, kwargs)) {
         launcher_remember(self, args, kwargs); /* it launched with them, every check passed */
     }
@@ -611,25 +612,9 @@ static PyType_Slot launcher_type_slots[] = {
 };
 
 static PyType_Spec launcher_spec = {
-    "taichi_aot._native.Launcher",
+    "taichi_aot._call.Launcher",
     sizeof(taichi_aot_launcher),
     0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     launcher_type_slots,
 };
-
-int taichi_aot_install_launcher(const char *module_name) {
-    PyGILState_STATE gil = PyGILState_Ensure(); /* cffi calls C without the GIL */
-    PyObject *module = PyImport_ImportModule(module_name);
-    int made = module != NULL && PyObject_HasAttrString(module, "Launcher"); /* made before: keep it */
-    PyObject *type = module != NULL && !made ? PyType_FromSpec(&launcher_spec) : NULL;
-    reads_install();
-    int ok = made || (type != NULL && PyObject_SetAttrString(module, "Launcher", type) == 0);
-    if (!ok) {
-        PyErr_Print();
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(module);
-    PyGILState_Release(gil);
-    return ok;
-}

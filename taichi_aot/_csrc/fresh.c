@@ -165,6 +165,7 @@ static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, 
 static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value, PyObject *numpy_type) {
     static PyObject *cai_name; /* "__cuda_array_interface__", interned once (kept for the process) */
     PyObject *immutable;
+    int kind; /* of the class in cai_classes: -1 none, 0 mutable, 1 immutable, 2 CuPy's */
     Py_CLEAR(s->cai);
     if (s->descr == NULL || f->imports == NULL) {
         return 0;
@@ -177,18 +178,21 @@ static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObj
         s->fresh = FRESH_TORCH;
         return f->torch_device >= 0 && flags_clear(value);
     }
-    immutable = f->cai_classes != NULL ? PyDict_GetItem(f->cai_classes, (PyObject *)Py_TYPE(value)) : NULL;
-    if (immutable == NULL || (cai_name == NULL && (cai_name = PyUnicode_InternFromString("__cuda_array_interface__"))
-                                                      == NULL)) {
+    immutable = f->cai_classes != NULL ? dict_get(f->cai_classes, (PyObject *)Py_TYPE(value)) : NULL;
+    kind = immutable == NULL ? -1 : PyLong_CheckExact(immutable) && PyLong_AsLong(immutable) == 2 ? 2
+                                                                       : immutable == Py_True;
+    Py_XDECREF(immutable);
+    if (kind < 0 || (cai_name == NULL && (cai_name = PyUnicode_InternFromString("__cuda_array_interface__"))
+                                             == NULL)) {
         PyErr_Clear();
         return 0;
     }
-    if (PyLong_CheckExact(immutable) && PyLong_AsLong(immutable) == 2) { /* cupy.ndarray: its own attributes */
+    if (kind == 2) { /* cupy.ndarray: its own attributes */
         s->fresh = FRESH_CUPY;
         return fresh_read_cupy(f, s, value);
     }
     s->fresh = FRESH_CAI;
-    s->read_only = immutable == Py_True;
+    s->read_only = kind;
     s->cai = PyObject_GetAttr(value, cai_name); /* the library's code: a CuPy, JAX or Numba array's interface */
     if (s->cai == NULL || !PyDict_CheckExact(s->cai)) {
         PyErr_Clear();
@@ -296,13 +300,13 @@ static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot
 static void *fresh_import(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, TiRuntime runtime, const void *data,
                           intptr_t bytes) {
     TiMemory memory;
-    if (s->new_memory != TI_NULL_HANDLE || ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
+    if (s->new_memory != TI_NULL_HANDLE || taichi_aot_api.get_last_error(NULL, NULL) != TI_ERROR_SUCCESS) {
         return NULL; /* an error not taken yet: Python's to report */
     }
-    memory = f->torch_device == 1 ? ti_import_cuda_memory(runtime, (void *)data, (uint64_t)bytes)
-                                  : ti_import_cpu_memory(runtime, (void *)data, (uint64_t)bytes);
-    if (ti_get_last_error(NULL, NULL) != TI_ERROR_SUCCESS || memory == TI_NULL_HANDLE) {
-        ti_set_last_error(TI_ERROR_SUCCESS, NULL);
+    memory = f->torch_device == 1 ? taichi_aot_api.import_cuda_memory(runtime, (void *)data, (uint64_t)bytes)
+                                  : taichi_aot_api.import_cpu_memory(runtime, (void *)data, (uint64_t)bytes);
+    if (taichi_aot_api.get_last_error(NULL, NULL) != TI_ERROR_SUCCESS || memory == TI_NULL_HANDLE) {
+        taichi_aot_api.set_last_error(TI_ERROR_SUCCESS, NULL);
         return NULL;
     }
     s->new_data = data; /* a tuple made here could start a garbage collection: Python code, after layouts were read */
@@ -355,7 +359,7 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
         return 1;
     } else {
         TaichiAotTorchLayout l;
-        int32_t code = taichi_aot_torch_code(s->data_type);
+        int32_t code = taichi_aot_api.torch_code(s->data_type);
         if (read_layout(value, &l) != 1) {
             PyErr_Clear();
             return 0;
@@ -403,11 +407,12 @@ static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int w
             PyErr_Clear();
             return 0;
         }
-        entry = PyDict_GetItem(f->imports, key); /* borrowed */
+        entry = dict_get(f->imports, key);
         handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
                          PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
                      ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
                      : fresh_import(f, s, runtime, data, bytes);
+        Py_XDECREF(entry);
         Py_DECREF(key);
     }
     if (handle == NULL) {

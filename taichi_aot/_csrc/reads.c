@@ -21,10 +21,6 @@ typedef struct {
 
 #define TAICHI_AOT_READS 8 /* the most reads a print takes */
 
-/* In the stable ABI since Python 3.4 (the limited API this file is compiled with is older); for a static type,
-   before Python 3.10, it raises SystemError. */
-PyAPI_FUNC(void *) PyType_GetSlot(PyTypeObject *type, int slot);
-
 static int read_layout(PyObject *value, TaichiAotTorchLayout *out);
 
 /* Parse a print's reads, a tuple of (first or None, name, call) (see taichi_aot_read; borrowed from `reads`) into
@@ -127,7 +123,7 @@ static uintptr_t layout_at(PyObject *value) {
 static int layout_same(PyObject *value, PyObject *expect) {
     uintptr_t at = layout_at(value);
     return at != 0 && PyBytes_Check(expect) && PyBytes_Size(expect) == (Py_ssize_t)sizeof(TaichiAotTorchLayout) &&
-           taichi_aot_torch_same(at, (const TaichiAotTorchLayout *)PyBytes_AsString(expect));
+           taichi_aot_api.torch_same(at, (const TaichiAotTorchLayout *)PyBytes_AsString(expect));
 }
 
 /* A torch tensor's layout (a READ_TORCH_LAYOUT read of `value`) into `out`: 1 where read, 0 where torch could
@@ -138,7 +134,7 @@ static int read_layout(PyObject *value, TaichiAotTorchLayout *out) {
         PyErr_SetString(PyExc_TypeError, "a torch layout read of no plain torch tensor");
         return -1;
     }
-    return taichi_aot_torch_layout(at, out);
+    return taichi_aot_api.torch_layout(at, out);
 }
 
 /* The types of the descriptors a read is bound to (set by reads_install): a C getter's (int.real's)
@@ -152,6 +148,7 @@ static PyObject *getset_type, *method_type;
 static void reads_bind(taichi_aot_read *read, int n, PyTypeObject *cls) {
     int k;
     /* only where the class looks attributes up the standard way (no __getattribute__ or __getattr__ of its own) */
+    /* PyType_GetSlot: in the limited API since 3.4; before Python 3.10, for a static type, it raises SystemError */
     getattrofunc lookup = (getattrofunc)PyType_GetSlot(cls, Py_tp_getattro);
     PyErr_Clear(); /* before Python 3.10, for a static type: no slot given, nothing bound */
     if (lookup != PyObject_GenericGetAttr) {
@@ -189,6 +186,10 @@ static PyObject *launcher_trust_layout(PyObject *unused, PyObject *args) {
     torch_tensor = tensor != NULL && tensor == cls && PyType_Check(cls);
     Py_XDECREF(tensor);
     PyErr_Clear();
+    if (taichi_aot_api.size == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_trust_layout: taichi_aot._call is not bound (_bind) yet");
+        return NULL;
+    }
     if (!torch_tensor || offset < (Py_ssize_t)sizeof(PyObject) || offset > 64 || offset % sizeof(void *) != 0) {
         PyErr_SetString(PyExc_TypeError, "_trust_layout: torch.Tensor and the offset of its at::Tensor");
         return NULL;
@@ -230,7 +231,7 @@ static void reads_unbind(taichi_aot_read *read, int n) {
     }
 }
 
-/* Find the descriptor types reads are bound to, once (kept for the process; taichi_aot_install_launcher). */
+/* Find the descriptor types reads are bound to, once (kept for the process; the module init, call_module.c). */
 static void reads_install(void) {
     if (getset_type == NULL) {
         PyObject *real = PyObject_GetAttrString((PyObject *)&PyLong_Type, "real");

@@ -78,7 +78,7 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
             continue;
         }
         id = PyLong_FromVoidPtr(value);
-        hit = id != NULL ? PyDict_GetItem(hits, id) : NULL;
+        hit = id != NULL ? dict_get(hits, id) : NULL; /* a strong reference: the reads below run Python code */
         Py_XDECREF(id);
         if (hit == NULL) {
             PyErr_Clear();
@@ -86,6 +86,7 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
         }
         if ((PyObject *)Py_TYPE(value) != self->numpy_type) {
             launcher_remember_foreign(s, value, hit);
+            Py_DECREF(hit);
             continue;
         }
         sig = PyObject_GetAttrString(hit, "sig");
@@ -95,15 +96,16 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
         Py_XDECREF(address);
         if (key == NULL) {
             PyErr_Clear();
+            Py_DECREF(hit);
             continue;
         }
         s->last = PyWeakref_NewRef(value, NULL);
         if (s->last == NULL) {
             PyErr_Clear();
+            Py_DECREF(hit);
             continue;
         }
-        Py_INCREF(hit);
-        s->hit = hit;
+        s->hit = hit; /* takes dict_get's reference */
         s->key = (const TaichiAotArrayKey *)key;
     }
     Py_XDECREF(hits);

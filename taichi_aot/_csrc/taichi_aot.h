@@ -67,10 +67,6 @@ int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
 int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
 int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot);
 
-/* call.c: the type taichi_aot._native.Launcher (kernel and graph calls checked and launched in C), made
-   and set on the module named once, at import; 1 where that worked. */
-int taichi_aot_install_launcher(const char *module_name);
-
 /* torch.c: a torch tensor's layout, read through the C functions torch exports for compiled models
    (aoti_torch_get_*), looked up in `library` (libtorch_cpu, loaded by torch; 1 where all were found).
    `tensor` is the address of an at::Tensor (in a tensor's Python object: reads.c). Python checks at first
@@ -92,6 +88,24 @@ int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out);
 int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect);
 /* torch's dtype code for a Taichi data type (TiDataType), or -1 (none, or the functions are not bound). */
 int32_t taichi_aot_torch_code(int32_t data_type);
+
+/* table.c: what the C call (call.c, the extension taichi_aot._call, built apart from this module: setup.py) uses
+   of this module, handed to it once, by address, at import (taichi_aot._arrays: `_call._bind`). `size` is the
+   table's, which _bind checks; `epoch` is taichi_aot_epoch's address; the rest are this module's functions (the
+   ti_* ones its trampolines into libtaichi_c_api). */
+typedef struct {
+    uint32_t size;
+    int64_t *epoch;
+    int (*launch)(const TaichiAotLaunch *launch);
+    int (*torch_layout)(uintptr_t tensor, TaichiAotTorchLayout *out);
+    int (*torch_same)(uintptr_t tensor, const TaichiAotTorchLayout *expect);
+    int32_t (*torch_code)(int32_t data_type);
+    TiError (*get_last_error)(uint64_t *message_size, char *message);
+    void (*set_last_error)(TiError error, const char *message);
+    TiMemory (*import_cpu_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
+    TiMemory (*import_cuda_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
+} TaichiAotCallTable;
+const TaichiAotCallTable *taichi_aot_call_table(void);
 
 /* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
    steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.

@@ -1,0 +1,121 @@
+/* The extension taichi_aot._call: the C call of kernels and graphs (call.c, the type Launcher) with what it reads
+   of Python objects (arrays.c, reads.c, fresh.c, remember.c), built by setup.py apart from the cffi module
+   taichi_aot._native, which keeps the C-API bindings.
+
+   Compiled against the limited API of Python 3.9 (setup.py defines Py_LIMITED_API 0x03090000, the level of the
+   wheel's cp39-abi3 tag). What it takes of taichi_aot._native (the launch, the close epoch, torch's layout reads,
+   libtaichi's imports and error slot) comes in one table (TaichiAotCallTable, table.c), handed over once by its
+   address (`_bind`, called by taichi_aot._arrays at import): no symbol is looked up by name. Until then a Launcher
+   cannot be prepared. The type is made here, in the module's init, and nowhere else. */
+#include <Python.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "taichi_aot.h"
+
+/* taichi_aot._native's functions (zero until _bind). */
+static TaichiAotCallTable taichi_aot_api;
+
+/* A dict's value for `key` as a new (strong) reference, taken at once; NULL where it has none or the lookup
+   raised (cleared: the Python path, which takes the call then, looks again and says what is wrong). */
+static PyObject *dict_get(PyObject *dict, PyObject *key) {
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    if (value == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+/* A call's keyword argument `name`, borrowed from the call's own keyword dict (which holds it until the call
+   returns, and which no code of another can reach), or NULL. */
+static PyObject *call_keyword(PyObject *kwargs, PyObject *name) {
+    PyObject *value = PyDict_GetItemWithError(kwargs, name);
+    if (value == NULL) {
+        PyErr_Clear(); /* a str key's hash and comparison do not raise: none set */
+    }
+    return value;
+}
+
+/* Whether the weak reference `ref` is to `value` (an object the caller holds). PyWeakref_GetRef (a strong
+   reference) is Python 3.13's; below that level PyWeakref_GetObject's borrowed result is only compared, never
+   used, so it cannot outlive its object. */
+static int weak_is(PyObject *ref, PyObject *value) {
+#if Py_LIMITED_API + 0 >= 0x030d0000
+    PyObject *got = NULL;
+    int same = PyWeakref_GetRef(ref, &got) > 0 && got == value;
+    Py_XDECREF(got);
+    PyErr_Clear();
+    return same;
+#else
+    return PyWeakref_GetObject(ref) == value;
+#endif
+}
+
+#include "arrays.c"
+#include "reads.c"
+#include "fresh.c"
+#include "call.c"
+#include "remember.c"
+
+/* _bind(address): the table of taichi_aot._native at `address` (lib.taichi_aot_call_table()), copied once. */
+static PyObject *call_bind(PyObject *module, PyObject *address) {
+    const TaichiAotCallTable *table = (const TaichiAotCallTable *)PyLong_AsVoidPtr(address);
+    (void)module;
+    if (table == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_bind: the address of taichi_aot._native's call table");
+        }
+        return NULL;
+    }
+    if (table->size != sizeof(TaichiAotCallTable) || table->epoch == NULL || table->launch == NULL) {
+        PyErr_SetString(PyExc_ImportError, "_bind: taichi_aot._native's call table is not of this build");
+        return NULL;
+    }
+    if (taichi_aot_api.size != 0 && memcmp(&taichi_aot_api, table, sizeof(TaichiAotCallTable)) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_bind: bound to another table already");
+        return NULL;
+    }
+    taichi_aot_api = *table;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef call_module_methods[] = {
+    {"_bind", call_bind, METH_O, "_bind(address): taichi_aot._native's call table, at its address, once"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef call_module = {
+    PyModuleDef_HEAD_INIT,
+    "taichi_aot._call",
+    "The C call of kernels and graphs: the type Launcher (taichi_aot/_csrc/call.c).",
+    -1,
+    call_module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__call(void) {
+    PyObject *module = PyModule_Create(&call_module);
+    PyObject *type = module != NULL ? PyType_FromSpec(&launcher_spec) : NULL;
+    if (type == NULL || PyModule_AddObject(module, "Launcher", type) != 0) { /* steals type where it worked */
+        Py_XDECREF(type);
+        Py_XDECREF(module);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "LIMITED_API", Py_LIMITED_API) != 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    reads_install();
+    return module;
+}
