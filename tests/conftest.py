@@ -274,6 +274,36 @@ class Venv:
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
+    def link(self, name: str) -> None:
+        """Make the distribution ``name`` installed here (and what it requires, markers of this Python applied)
+        importable in the venv without copying it: its top-level files are linked into a folder a ``.pth`` file
+        names, after the venv's own packages (so the wheel's own dependencies stay the venv's)."""
+        import importlib.metadata
+
+        from packaging.requirements import Requirement
+
+        folder = os.path.join(self.root, "linked")
+        os.makedirs(folder, exist_ok=True)
+        todo, seen = [name], set()
+        while todo:
+            dist = importlib.metadata.distribution(todo.pop())
+            key = dist.metadata["Name"].lower().replace("_", "-")
+            if key in seen:
+                continue
+            seen.add(key)
+            for top in {f.parts[0] for f in dist.files or () if f.parts and f.parts[0] != ".."}:
+                target, source = os.path.join(folder, top), str(dist.locate_file(top))
+                if not os.path.lexists(target) and os.path.exists(source):
+                    os.symlink(source, target)
+            for text in dist.requires or ():
+                req = Requirement(text)
+                if req.marker is None or req.marker.evaluate({"extra": ""}):
+                    todo.append(req.name)
+        site = subprocess.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        with open(os.path.join(site, "linked.pth"), "w") as f:
+            f.write(folder + "\n")
+
     def run(self, args: list[str], cwd: str, timeout: float = 600) -> subprocess.CompletedProcess:
         """``python *args`` in the venv, in ``cwd``, importing the installed package (never this checkout's)."""
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TAICHI_C_API_INSTALL_DIR")}
