@@ -82,13 +82,15 @@ def crashes_once(worker, item):
 
 
 def straggles_once(worker, item):
-    """The first run of ``item`` with a marker is a straggler (a minute, then it writes ``marker + ".done"``);
-    every other run takes 50 ms."""
-    value, marker = item
+    """The first run of ``item`` with a marker takes ``first`` seconds (then writes ``marker + ".done"``), a run
+    after it ``again`` seconds; without a marker, 50 ms."""
+    value, marker, first, again = item if len(item) == 4 else (*item, 60.0, 0.0)
     if marker and not os.path.exists(marker):
         open(marker, "w").close()
-        time.sleep(60)
+        time.sleep(first)
         open(marker + ".done", "w").close()
+    elif marker:
+        time.sleep(again)
     time.sleep(0.05)
     return value * 2, os.getpid()
 

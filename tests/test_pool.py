@@ -192,18 +192,23 @@ def test_a_retried_task_runs_again(modules, tmp_path):
 
 def test_a_straggler_is_copied_onto_an_idle_worker(modules, tmp_path):
     """speculative=True: once no task waits, an idle worker runs a copy of a task that has run longer than the
-    median; the copy's result comes back (each item once, in order) while the straggler still runs."""
+    median; whichever copy ends first gives the result (each item once, in order) while the other still runs, and
+    speculation_won counts only the copies that ended first."""
     require_arch(Arch.X64)
-    marker = str(tmp_path / "straggled")
-    pool = Pool(modules.path(Arch.X64), arch="x64", workers=2, speculative=True)
-    try:
-        results = pool.map(tasks.straggles_once, [(i, marker if i == 5 else None) for i in range(8)])
+    copied, original = str(tmp_path / "copy-wins"), str(tmp_path / "original-wins")
+    pool = Pool(modules.path(Arch.X64), arch="x64", workers=3, speculative=True)
+    try:  # the straggler runs a minute, its copy 50 ms: the copy's result comes back
+        results = pool.map(tasks.straggles_once, [(i, copied if i == 5 else None) for i in range(8)])
         assert [value for value, _ in results] == [2 * i for i in range(8)]
-        assert os.path.exists(marker) and not os.path.exists(marker + ".done")  # the straggler runs still
+        assert os.path.exists(copied) and not os.path.exists(copied + ".done")  # the straggler runs still
         assert pool.speculated == 1 and pool.speculation_won == 1
-        assert [value for value, _ in pool.map(tasks.straggles_once, [(9, None)])] == [18]  # the other worker
+        # the straggler runs 1 s, its copy a minute: the straggler's own result comes back, the copy is no win
+        results = pool.map(tasks.straggles_once, [(i, original, 1.0, 60.0) if i == 5 else (i, None)
+                                                  for i in range(8)])
+        assert [value for value, _ in results] == [2 * i for i in range(8)] and os.path.exists(original + ".done")
+        assert pool.speculated == 2 and pool.speculation_won == 1
     finally:
-        pool.terminate()  # the straggler's worker is killed, not waited for
+        pool.terminate()  # the workers still running a straggler or a copy are killed, not waited for
 
 
 def test_workers_that_cannot_start(backend, modules):
@@ -261,6 +266,8 @@ def test_bad_arguments(modules):
             Pool(path, arch="x64", **kwargs)
     with pytest.raises(ArgumentTypeError):
         Pool(42, arch="x64")
+    with pytest.raises(ArgumentTypeError, match="speculative"):
+        Pool(path, arch="x64", speculative="yes")
     with Pool(path, arch="x64", workers=1) as pool:
         with pytest.raises(ArgumentTypeError, match="module level"):
             pool.submit(lambda w, i: i, 1)

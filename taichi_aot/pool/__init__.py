@@ -99,7 +99,7 @@ class _Task:
         self.running = False
         self.started = 0.0  # when its first copy started (time.monotonic)
         self.copies = 0  # how many workers run it now (2 while a speculative copy runs)
-        self.twice = False  # a speculative copy was started (at most one)
+        self.twice = 0.0  # when its speculative copy started (at most one; 0: none)
         self.delivered = False  # its future was given its outcome (the first copy to end gives it)
 
     def label(self) -> str:
@@ -154,7 +154,8 @@ class Pool:
     Raises:
         WorkerStartError: a worker could not start (its reason and traceback are in the error).
         MissingFileError: a module path does not exist.
-        InvalidArgumentError: bad devices, workers, threads or backend.
+        InvalidArgumentError: bad devices, workers, threads, backend or retries.
+        ArgumentTypeError: modules of another type; speculative not a bool.
         ArgumentOutOfRangeError: a device that does not exist.
     """
 
@@ -165,6 +166,8 @@ class Pool:
                  ray_init: bool = True, speculative: bool = False):
         if backend not in ("local", "ray"):
             raise InvalidArgumentError(f"Pool: backend must be 'local' or 'ray', got {backend!r}")
+        if not isinstance(speculative, bool):
+            raise ArgumentTypeError(f"Pool: speculative must be True or False, got {speculative!r}")
         if not isinstance(retries, int) or retries < 0:
             raise InvalidArgumentError(f"Pool: retries must be an int >= 0, got {retries!r}")
         self.arch = resolve_arch(arch)
@@ -180,7 +183,7 @@ class Pool:
         self._lost = 0
         self._broken: BaseException | None = None
         self._lost_workers: list[WorkerLost] = []
-        self._speculative = bool(speculative)
+        self._speculative = speculative
         self._running: set[_Task] = set()
         self._durations: deque[float] = deque(maxlen=64)  # of the latest tasks run to their end
         #: how many speculative copies were started, and how many of them ended first
@@ -304,7 +307,7 @@ class Pool:
         oldest = min(single, key=lambda t: t.started)
         if now - oldest.started < due:
             return None, max(oldest.started + due - now, 0.001)
-        oldest.twice = True
+        oldest.twice = now
         oldest.copies += 1
         self.speculated += 1
         return oldest, None
@@ -319,7 +322,7 @@ class Pool:
                 return False
             task.delivered = True
             self._durations.append(time.monotonic() - started)
-            if task.twice and started > task.started:
+            if task.twice and started >= task.twice:  # this copy started after the copy was made: it is the copy
                 self.speculation_won += 1
             if self._speculative:
                 self._cv.notify_all()  # idle workers look again for a task to copy

@@ -23,7 +23,7 @@ def _checked_counts(workers: int | None, devices: Sequence[int] | None) -> list[
 
 
 def plan_devices(arch: Arch, devices: Sequence[int] | None, workers: int | None,
-          backend: str) -> list[tuple[int | None, int, str | None]]:
+                 backend: str) -> list[tuple[int | None, int, str | None]]:
     """``(device, runtime device_index, CUDA_VISIBLE_DEVICES)`` for each worker."""
     devices = _checked_counts(workers, devices)
     if arch in CPU_ARCHS:
