@@ -11,6 +11,7 @@ pointer. Messages name the kernel or graph, the argument, what was expected and 
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -52,6 +53,27 @@ class Slot:
 
 #: ``pack(value, runtime, slot)``: validate ``value`` and write it into ``slot``.
 Packer = Callable[[Any, "Runtime", Slot], None]
+
+
+_MISSING: Any = object()
+
+
+def by_name(names: list[str], args: Sequence[Any], kwargs: Mapping[str, Any], what: str,
+            noun: str = "argument") -> list[Any]:
+    """``args`` then ``kwargs`` (by name) as one list in ``names``' order; ArgumentTypeError naming ``what`` for an
+    unknown name, a value given twice or one missing."""
+    values = list(args) + [_MISSING] * (len(names) - len(args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise ArgumentTypeError(f"{what} has no {noun} {key!r} (it takes {', '.join(names)})")
+        i = names.index(key)
+        if values[i] is not _MISSING:
+            raise ArgumentTypeError(f"{what}: {noun} {key!r} given twice")
+        values[i] = value
+    missing = [n for n, v in zip(names, values) if v is _MISSING]
+    if missing:
+        raise ArgumentTypeError(f"{what}: missing {noun}(s) {', '.join(missing)}")
+    return values
 
 
 def describe_value(value: Any) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from ._arguments import by_name
 from .enums import NUMPY_DTYPES, Access, DataType
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
 
@@ -181,18 +182,7 @@ class OpSpec:
         names = self.names
         if len(args) > len(names):
             raise ArgumentTypeError(f"{self}: takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)}")
-        values: list[Any] = list(args) + [_MISSING] * (len(names) - len(args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise ArgumentTypeError(f"{self}: no input {key!r} (it takes {', '.join(names)})")
-            k = names.index(key)
-            if values[k] is not _MISSING:
-                raise ArgumentTypeError(f"{self}: input {key!r} given twice")
-            values[k] = value
-        missing = [n for n, v in zip(names, values) if v is _MISSING]
-        if missing:
-            raise ArgumentTypeError(f"{self}: missing input(s) {', '.join(missing)}")
-        return values
+        return by_name(names, args, kwargs, str(self), "input")
 
     def ensure_open(self) -> None:
         """ClosedError where the launchable's module or runtime was closed."""
@@ -202,8 +192,6 @@ class OpSpec:
     def __str__(self) -> str:
         return f"op of {self.kind} {self.entry.name!r}"
 
-
-_MISSING: Any = object()
 
 #: Scalar data types an op takes as a framework number (``float`` / ``int``).
 FLOATS = frozenset({DataType.F16, DataType.F32, DataType.F64})

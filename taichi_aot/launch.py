@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
-from ._arguments import ARG_SIZE, Packer, Slot, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
@@ -53,7 +53,6 @@ _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
 _CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED)
 _get_ident = threading.get_ident
-_MISSING: Any = object()
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
 _CHUNK_SECONDS, _CHUNK_GROWTH = 0.02, 16  # a replay returns to Python at least this often (once its chunks grew)
@@ -383,19 +382,7 @@ class Kernel(_Launchable):
                 raise ArgumentTypeError(f"kernel {self._name!r}: this module records no argument names; pass them "
                                         "by position")
             names: list[str] = self._names  # type: ignore[assignment]  # no None in it (checked above)
-            values = list(args) + [_MISSING] * (len(names) - len(args))
-            for key, value in kwargs.items():
-                if key not in names:
-                    raise ArgumentTypeError(f"kernel {self._name!r} has no argument {key!r} "
-                                            f"(it takes {', '.join(names)})")
-                i = names.index(key)
-                if i < len(args):
-                    raise ArgumentTypeError(f"kernel {self._name!r}: argument {key!r} given twice")
-                values[i] = value
-            missing = [n for n, v in zip(names, values) if v is _MISSING]
-            if missing:
-                raise ArgumentTypeError(f"kernel {self._name!r}: missing argument(s) {', '.join(missing)}")
-            args = tuple(values)
+            args = tuple(by_name(names, args, kwargs, f"kernel {self._name!r}"))
         if len(args) != len(self._packers):
             listing = ", ".join(a.describe() + (f" {a.name}" if a.name else "") for a in self._args)
             raise ArgumentTypeError(
