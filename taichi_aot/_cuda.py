@@ -100,12 +100,16 @@ def _cuda() -> ctypes.CDLL:
         return _driver
 
 
+def function(lib: ctypes.CDLL, name: str) -> Any:
+    """The address of the driver's function ``name``, as a cffi ``void *`` (the extension's C calls it directly)."""
+    return _ffi.cast("void *", ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+
+
 def functions_struct(lib: ctypes.CDLL, ctype: str, fields: dict[str, str]) -> Any:
-    """A new C struct ``ctype`` whose ``fields`` hold the addresses of the driver's functions of those names (the
-    extension's C calls them directly)."""
+    """A new C struct ``ctype`` whose ``fields`` hold the addresses of the driver's functions of those names."""
     out = _ffi.new(ctype + " *")
     for field, name in fields.items():
-        setattr(out, field, _ffi.cast("void *", ctypes.cast(getattr(lib, name), ctypes.c_void_p).value))
+        setattr(out, field, function(lib, name))
     return out
 
 

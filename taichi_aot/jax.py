@@ -16,7 +16,6 @@ each call (x64; on CUDA that would be a device-to-host copy and a synchronizatio
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -70,8 +69,7 @@ def _cell(rt: Any) -> Any:
         from . import _cuda
 
         cu = _cuda.driver()
-        memset_async, sync = (ffi.cast("void *", ctypes.cast(getattr(cu, name), ctypes.c_void_p).value)
-                              for name in ("cuMemsetD8Async", "cuStreamSynchronize"))
+        memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
         launcher = rt._ptx_launcher
         if launcher is not None:  # a stand-in of its own: XLA's stream is not the runtime's
             own = ffi.new("TaichiAotCudaRuntime *", launcher.c[0])
@@ -96,12 +94,14 @@ class _Plan:
         operand = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if not a)}
         attr = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if a)}
         aliased = {i: k for k, i in enumerate(spec.outputs)}
+        #: each output read and written: the operand its input is, for input_output_aliases
+        self.aliases = {operand[i]: k for k, i in enumerate(spec.outputs) if i in spec.inout} or None
         for i, a in enumerate(spec.args):
             c = self.args[i]
             if a.kind == "ndarray":
                 t = ndarray_argument(ffi.NULL, (0,) * a.ndim, tuple(a.elem_shape), DATA_TYPES[spec.dtype(i)])
                 ffi.memmove(ffi.addressof(self.templates, i), t, ARG_SIZE)
-                c.dtype = _XLA_TYPES[spec.dtype(i)]
+                c.dtype, c.itemsize = _XLA_TYPES[spec.dtype(i)], spec.dtype(i).itemsize
                 c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
                 if i in aliased:  # a result (the input's buffer itself where aliased)
                     c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
@@ -175,9 +175,7 @@ class Op:
             plan = self._plans[key] = _Plan(self, attrs)
         packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
         results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(shapes)]
-        inputs = [i for i, a in zip(spec.inputs, attrs) if not a]
-        aliases = {inputs.index(i): k for k, i in enumerate(spec.outputs) if i in spec.inout}
-        call = jax.ffi.ffi_call(_TARGET, results, vmap_method=self._vmap_method, input_output_aliases=aliases or None)
+        call = jax.ffi.ffi_call(_TARGET, results, vmap_method=self._vmap_method, input_output_aliases=plan.aliases)
         extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
 
         def run(*arrays: Any) -> Any:

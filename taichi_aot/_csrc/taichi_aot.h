@@ -222,6 +222,7 @@ typedef struct {
     uint32_t ndim;
     uint32_t elem_ndim;
     uint32_t zero;
+    uint32_t itemsize; /* an ndarray's: bytes of one element of its dtype */
     uint32_t value_offset;
     uint32_t value_size;
 } TaichiAotXlaArg;

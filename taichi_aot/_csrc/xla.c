@@ -131,17 +131,6 @@ static TiMemory xla_memory(xla_cell *c, void *data, uint64_t bytes) {
     return memory;
 }
 
-/* Bytes of an element of XLA's data type (0: not one a kernel takes). */
-static uint32_t xla_itemsize(int32_t dtype) {
-    switch (dtype) {
-    case 1: case 2: case 6: return 1;  /* pred, s8, u8 */
-    case 3: case 7: case 10: return 2; /* s16, u16, f16 */
-    case 4: case 8: case 11: return 4; /* s32, u32, f32 */
-    case 5: case 9: case 12: return 8; /* s64, u64, f64 */
-    default: return 0;
-    }
-}
-
 static void *xla_error(const tao_ffi_frame *f, int32_t code, const char *message) {
     tao_ffi_error_args args;
     memset(&args, 0, sizeof(args));
@@ -195,7 +184,7 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
         memcpy((char *)out + a->value_offset, b->data, a->value_size);
         return 0;
     }
-    bytes = xla_itemsize(b->dtype);
+    bytes = a->itemsize;
     for (i = 0; i < a->ndim + a->elem_ndim; ++i) {
         if (b->dims[i] <= 0 || b->dims[i] > (int64_t)UINT32_MAX) {
             snprintf(why, why_size, "%s argument %u: dimension %u is %lld (an empty array cannot be passed)",
