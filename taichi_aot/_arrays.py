@@ -303,18 +303,28 @@ def _torch_version(torch: Any) -> tuple[int, ...]:
         return ()
 
 
+def _torch_unusable(torch: Any) -> str:
+    """Why torch's C functions cannot read tensors' layouts at all (torch not imported, before 2.10, the functions
+    missing); empty where they may (the probes decide)."""
+    if torch is None:
+        return "torch is not imported"
+    version = ".".join(map(str, _torch_version(torch))) or str(torch.__version__)
+    if _torch_version(torch) < (2, 10):
+        return f"torch {version}: before 2.10 a tensor's object holds its at::Tensor otherwise"
+    if not lib.taichi_aot_torch_bind(b"libtorch_cpu.so"):
+        return f"torch {version}: its C functions (aoti_torch_get_*) are not in the libtorch_cpu it loaded"
+    return ""
+
+
 def torch_layout_status() -> tuple[bool, str]:
     """Whether plain torch tensors are read by torch's C functions (``_torch_layout_agrees``, asked as a call asks
     it), and why, or why not: for ``show_config``. Without them a tensor passed again is still found again in C,
     by its getters; a new one each call goes through Python."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False, "torch is not imported"
+    torch: Any = sys.modules.get("torch")
+    why_not = _torch_unusable(torch)
+    if why_not:
+        return False, why_not
     version = ".".join(map(str, _torch_version(torch))) or str(torch.__version__)
-    if _torch_version(torch) < (2, 10):
-        return False, f"torch {version}: before 2.10 a tensor's object holds its at::Tensor otherwise"
-    if not lib.taichi_aot_torch_bind(b"libtorch_cpu.so"):
-        return False, f"torch {version}: its C functions (aoti_torch_get_*) are not in the libtorch_cpu it loaded"
     if print_of(torch.Tensor) is not _TORCH_LAYOUT:
         return False, (f"torch {version}: its C functions read probe tensors otherwise than its getters (or a "
                        "torch mode made the probes: asked again at the next call)")
@@ -330,8 +340,7 @@ def _torch_layout_agrees(cls: type) -> bool | None:
     the getters' reads serve. None where a mode of torch's made the probes of another class (FakeTensorMode):
     not known yet."""
     torch = sys.modules.get("torch")
-    if (torch is None or cls is not getattr(torch, "Tensor", None) or _torch_version(torch) < (2, 10)
-            or not lib.taichi_aot_torch_bind(b"libtorch_cpu.so")):
+    if torch is None or cls is not getattr(torch, "Tensor", None) or _torch_unusable(torch):
         return False
     offset = object.__basicsize__  # the object's header
     try:
