@@ -26,12 +26,11 @@ import re
 from typing import Any
 
 from ..errors import CorruptedDataError
+from .model import GFX_COMPOUND_DTYPE, GFX_EXT_ARR
 
 _PRIMITIVE, _POINTER, _STRUCT = 0, 1, 3
 _NDARRAY, _SCALAR, _TEXTURES = 1, 0, (2, 3)  # ptype
-_UNKNOWN = 13  # a scalar argument's dtype when it is a vector or matrix
 _SERIAL, _RANGE_FOR = 0, 1
-_EXT_ARR = 5  # the buffer type of an ndarray argument, whose root_id is [its index]
 #: Graph argument tags for each argument ptype (a scalar's: a scalar or a vector/matrix).
 _TAGS = {0: (0, 1), 1: (2,), 2: (3,), 3: (4,)}
 
@@ -104,10 +103,10 @@ def _argument(arg: dict, layout: dict, what: str) -> None:
                                          or pointee["content"].get("type") != arg["dtype"]):
             raise CorruptedDataError(f"{what}: an ndarray of dtype {arg['dtype']} whose data pointer points to "
                                      "another type")
-    elif arg["ptype"] == _SCALAR and arg["dtype"] != _UNKNOWN \
+    elif arg["ptype"] == _SCALAR and arg["dtype"] != GFX_COMPOUND_DTYPE \
             and (layout["type_kind"] != _PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
         raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
-    elif arg["ptype"] == _SCALAR and arg["dtype"] == _UNKNOWN:  # a vector or matrix: a struct of its elements
+    elif arg["ptype"] == _SCALAR and arg["dtype"] == GFX_COMPOUND_DTYPE:  # a vector or matrix: a struct of its elements
         elements = layout["content"].get("elements_", []) if layout["type_kind"] == _STRUCT else []
         if not elements or (arg["element_shape"] and math.prod(arg["element_shape"]) != len(elements)):
             raise CorruptedDataError(f"{what}: a vector or matrix of shape {arg['element_shape']} laid out as "
@@ -117,7 +116,8 @@ def _argument(arg: dict, layout: dict, what: str) -> None:
 def _task(task: dict, what: str) -> None:
     for b in task["buffer_binds"]:  # Taichi's buffers other than an ndarray's (5) have no root: [-1]
         root, buffer_type = b["buffer"]["root_id"], b["buffer"]["type"]
-        if (buffer_type == _EXT_ARR) != (len(root) == 1 and root[0] >= 0) or (buffer_type != _EXT_ARR and root != [-1]):
+        ndarray = buffer_type == GFX_EXT_ARR
+        if ndarray != (len(root) == 1 and root[0] >= 0) or (not ndarray and root != [-1]):
             raise CorruptedDataError(f"{what}: a buffer of type {buffer_type} at binding {b['binding']} with root "
                                      f"{root}")
     kind, ranged, total = task["task_type"], task["range_for_attribs"], task["advisory_total_num_threads"]
@@ -150,4 +150,4 @@ def _mismatch(b: dict, a: dict) -> Any:
     if a["ptype"] == _NDARRAY:
         return b["dtype_id"] != a["dtype"] or b["field_dim"] != a["field_dim"] \
             or list(b["element_shape"]) != list(a["element_shape"])
-    return a["ptype"] == _SCALAR and a["dtype"] != _UNKNOWN and b["dtype_id"] != a["dtype"]
+    return a["ptype"] == _SCALAR and a["dtype"] != GFX_COMPOUND_DTYPE and b["dtype_id"] != a["dtype"]

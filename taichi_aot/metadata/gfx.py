@@ -16,6 +16,8 @@ from ..enums import Access, Format
 from ..errors import CorruptedDataError
 from . import spirv, spirv_rules
 from .model import (
+    GFX_COMPOUND_DTYPE,
+    GFX_EXT_ARR,
     PTYPE_KINDS,
     ArgInfo,
     GraphInfo,
@@ -30,8 +32,6 @@ from .model import (
 if TYPE_CHECKING:
     from .source import _Source
 
-_UNKNOWN_DTYPE = 13  # a compound (vector/matrix) scalar argument in gfx metadata
-_EXT_ARR = 5  # ... the one whose root_id names an ndarray argument
 _TEXTURES = ("texture", "rw_texture")  # the argument kinds a texture binding names
 _MAX_ID_BOUND = 1 << 22  # SPIR-V's own limit on ids (the spec's universal limit)
 _TASK_FILE = re.compile(r"(.+)_c\d+_\d+_\d+_t\d+\.spv$")  # a task's file: <kernel>_c<n>_<m>_<i>_t<j>.spv
@@ -62,7 +62,7 @@ def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
                 a = entry["value"]
                 kind = PTYPE_KINDS.get(int(a.get("ptype", 0)), "unknown")
                 dtype_code = a.get("dtype")
-                if kind == "scalar" and dtype_code == _UNKNOWN_DTYPE:
+                if kind == "scalar" and dtype_code == GFX_COMPOUND_DTYPE:
                     kind = "tensor"
                 name = a.get("name")
                 if isinstance(name, str) and name.startswith("_") and kind != "scalar":
@@ -227,7 +227,7 @@ def _check_binds(task: dict, shader: _Shader, args: dict[int, str], what: str) -
     seen: set[int] = set()
     for b in task["buffer_binds"]:
         root = b["buffer"]["root_id"]
-        if b["buffer"]["type"] == _EXT_ARR and (not root or args.get(root[0]) != "ndarray"):
+        if b["buffer"]["type"] == GFX_EXT_ARR and (not root or args.get(root[0]) != "ndarray"):
             raise CorruptedDataError(f"{what}: binding {b['binding']} names no ndarray argument ({root})")
         _bind_once(seen, b["binding"], what)
     for b in task["texture_binds"]:

@@ -14,6 +14,10 @@ from ..errors import CorruptedDataError
 
 #: ParameterType codes in the metadata (``ptype``).
 PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
+#: A gfx scalar argument's dtype code when it is a vector or matrix (a struct of its elements).
+GFX_COMPOUND_DTYPE = 13
+#: The gfx buffer type of an ndarray argument, whose root_id is [its index].
+GFX_EXT_ARR = 5
 #: ArgKind codes of compute-graph arguments (``tag``).
 GRAPH_KINDS = {0: "scalar", 1: "tensor", 2: "ndarray", 3: "texture", 4: "rw_texture"}
 
