@@ -333,11 +333,10 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     return None
 
 
-def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str, given: str | None
-         ) -> Kernels | None:
-    """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX, or libtaichi's path
-    is asked for)."""
-    if choice(given) != "own" or folder is None or entries is None:
+def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str) -> Kernels | None:
+    """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX); the caller asked
+    :func:`choice` for the own launcher."""
+    if folder is None or entries is None:
         return None
     path = os.path.join(folder, MANIFEST)
     if not os.path.isfile(path):

@@ -53,12 +53,11 @@ def _release_module(module: Any, temp_dir: str | None, own: Any = None) -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: ModuleInfo, given: str | None) -> Any:
+def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: ModuleInfo, choice: str) -> Any:
     """The module's kernels on the own CUDA launcher (``_ptx_launch.Kernels``), or None (not CUDA, no PTX, or
-    libtaichi's path asked for)."""
+    libtaichi's path asked for: ``choice``, :func:`_ptx_launch.choice`'s answer)."""
     from . import _ptx_launch
 
-    choice = _ptx_launch.choice(given)  # checked on every arch
     if runtime.arch != Arch.CUDA or choice != "own":
         return None
     folder = temp_dir if temp_dir is not None else what if os.path.isdir(what) else None
@@ -66,7 +65,7 @@ def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: Module
         return None
     from .ptx import _kernels
 
-    return _ptx_launch.load(runtime, folder, _kernels(folder), what, given)
+    return _ptx_launch.load(runtime, folder, _kernels(folder), what)
 
 
 class _Source(NamedTuple):
@@ -232,7 +231,7 @@ class AotModule(Child):
         if shared is None or owned is None:
             handle, temp_dir = _load(runtime, src)
             try:
-                own = _own_kernels(runtime, src.what, temp_dir, src.meta, cuda_launcher)
+                own = _own_kernels(runtime, src.what, temp_dir, src.meta, choice)
             except BaseException:
                 _release_module(handle, temp_dir)
                 raise
