@@ -71,11 +71,10 @@ class Op:
 
     # -- the checks and outputs both implementations share ----------------------------------------------------
 
-    def _outputs(self, inputs: Sequence[Any], make: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
-        """Check ``inputs`` (raises naming the argument) and make the outputs with ``make(shape, dtype, device)``."""
+    def _check(self, inputs: Sequence[Any]) -> None:
+        """Raise ArgumentTypeError naming the argument where ``inputs`` do not fit the op (dtype, shape, device, a
+        tensor for a number or the other way round)."""
         spec = self.spec
-        shapes = {}
-        device = None
         for i, value in zip(spec.inputs, inputs):
             a = spec.args[i]
             if a.kind != "ndarray":
@@ -89,21 +88,10 @@ class Op:
             if value.device.type != self._device.type:
                 raise ArgumentTypeError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime is "
                                         f"{self._runtime.arch.name}: pass tensors on {self._device}")
-            shapes[i] = tuple(value.shape)
-            device = device or value.device
-        by_input = dict(zip(spec.inputs, inputs))
-        out = []
-        for i, (shape, dtype) in zip(spec.outputs, spec.output_shapes(shapes)):
-            if i in spec.inout:
-                out.append(by_input[i].clone())
-            else:
-                out.append(make(shape, dtype=_torch_dtype(dtype), device=device or self._device))
-        return out
 
     def _plan_outputs(self) -> list[tuple[str, Any, Any]]:
-        """How ``_impl`` makes each output, without the checks (the launch makes them; a failure runs them again
-        for the op's own message): ("clone", input position), ("like", input position, (element shape, torch
-        dtype)), or ("new", shape, torch dtype)."""
+        """How each output is made from the inputs: ("clone", input position, None), ("like", input position,
+        (its array dims, the output's element shape, torch dtype)), or ("new", shape, torch dtype)."""
         spec = self.spec
         at = {i: k for k, i in enumerate(spec.inputs)}
         makers: list[tuple[str, Any, Any]] = []
@@ -118,7 +106,9 @@ class Op:
                 makers.append(("new", like[0], _torch_dtype(like[1])))
         return makers
 
-    def _fast_outputs(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+    def _outputs(self, inputs: Sequence[Any], make: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
+        """The outputs, made with ``make(shape, dtype=, device=)`` (an in-out one: its input cloned); unchecked
+        inputs (the launch, or ``_check``, checks them)."""
         out = []
         for how, at, what in self._makers:
             if how == "clone":
@@ -126,12 +116,13 @@ class Op:
             elif how == "like":
                 ndim, elem, dtype = what
                 source = inputs[at]
-                out.append(torch.zeros(tuple(source.shape)[:ndim] + elem, dtype=dtype, device=source.device))
+                out.append(make(tuple(source.shape)[:ndim] + elem, dtype=dtype, device=source.device))
             else:
-                out.append(torch.zeros(at, dtype=what, device=self._device))
+                out.append(make(at, dtype=what, device=self._device))
         return out
 
     def _fake(self, *inputs: Any) -> Any:
+        self._check(inputs)
         out = self._outputs(inputs, torch.empty)
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -141,13 +132,13 @@ class Op:
         except (TaichiError, AttributeError, TypeError):
             # the op's own message (the argument, what was expected), where its checks find the fault
             self.spec.ensure_open()
-            self._outputs(inputs, torch.zeros)
+            self._check(inputs)
             raise
 
     def _launch(self, inputs: Sequence[Any]) -> Any:
         """Make the outputs and launch: the launch checks every array as a kernel call does."""
         spec = self.spec
-        out = self._fast_outputs(inputs)
+        out = self._outputs(inputs, torch.zeros)
         values: list[Any] = [None] * len(spec.args)
         for i, value in zip(spec.inputs, inputs):
             # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
