@@ -12,7 +12,8 @@ message), *right* (everything as the undamaged module), *wrong* (a result differ
 exception), *crashed* (the worker died) and *hung* (no answer in ``--timeout`` s). Only typed and right are
 acceptable. ``--sample N`` takes N variants drawn with ``--seed`` (the test suite's run); the default is all.
 ``--tcb`` damages an x64 module's ``metadata.tcb`` instead (the binary copy of the metadata that libtaichi_c_api
-reads): seeded sets of flipped bits, or every byte inverted in turn.
+reads): seeded sets of flipped bits, or every byte inverted in turn. The reader compares it with
+``metadata.json`` (``taichi_aot/metadata/tcb.py``), so each should be typed without a crash behind it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import re
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
-from . import consistency, schema
+from . import consistency, llvm_code, schema, tcb
 from .gfx import _check_tasks, _gfx, _gfx_graphs, forget_shaders
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
@@ -208,6 +208,24 @@ def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
     return info
 
 
+def _read_llvm(text: str, src: _Source) -> ModuleInfo:
+    """An LLVM module from its metadata.json's ``text``: written as metadata.tcb, it must be metadata.tcb (what C
+    reads), and agree with itself and its kernels' code (llvm_code); then its kernels and graphs, each graph's
+    dispatches checked."""
+    doc = parse_text(text)
+    info = _llvm(doc)
+    tcb_raw = src.read("metadata.tcb")
+    if tcb_raw is None:
+        raise CorruptedDataError("module has no metadata.tcb")
+    tcb.check(text, doc["cache"], tcb_raw)
+    llvm_code.check(doc["cache"], src)
+    graphs = src.read("graphs.tcb")
+    if graphs is not None:
+        info.graphs = _llvm_graphs(graphs)
+        llvm_code.check_graphs(info.kernels, info.graphs)
+    return info
+
+
 def _read(src: _Source) -> ModuleInfo:
     raw = src.read("metadata.json")
     if raw is None:
@@ -225,10 +243,7 @@ def _read(src: _Source) -> ModuleInfo:
     if isinstance(doc, dict):  # gfx: JSON (LLVM modules' text is not)
         info = _read_gfx(doc, src)
     else:
-        info = _llvm(parse_text(text))
-        graphs = src.read("graphs.tcb")
-        if graphs is not None:
-            info.graphs = _llvm_graphs(graphs)
+        info = _read_llvm(text, src)
         info.arch = _llvm_arch(src)
         info.archs = (info.arch,) if info.arch is not None else ()
     if version is not None:

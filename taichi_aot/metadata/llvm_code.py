@@ -1,0 +1,214 @@
+"""An LLVM module's metadata agreeing with itself and with its kernels' code, checked before C reads it.
+
+libtaichi_c_api trusts an LLVM module's metadata: it writes each argument at the offset the kernel's argument
+layout (``args_type``) gives, of the kind its argument list (``args``) gives, into a buffer the kernel's code
+reads as the struct type its LLVM IR was compiled with. Where these three disagree (the metadata of two kernels
+swapped, an offset moved, an argument's type changed) a launch runs on the wrong bytes or kills the process.
+Where a task's function is missing from the kernel's ``.ll`` file, the library deletes the module's files.
+Each of these is a :class:`CorruptedDataError` naming the kernel:
+
+* arguments are numbered 0, 1, ... once each; the layout is a struct of one element for each, named
+  ``arg_<index>``, of the type the argument records (offsets aside); an ndarray's is a struct of its shape (one
+  32-bit integer per array dimension, one for none) and a pointer to its dtype; a scalar's is a primitive;
+* the layout's offsets are those of a C struct of its elements, and ``args_size`` (``ret_size``: the results'
+  layout) is that struct's size;
+* the kernel's ``<kernel>.ll`` (where there is one: without it, the library refuses looking the kernel up)
+  defines every task it runs, and where its code reads the argument buffer it reads it as the struct type of
+  the layout;
+* a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and
+  dimensions the kernel takes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorruptedDataError
+
+if TYPE_CHECKING:
+    from .model import ArgInfo, GraphInfo, KernelInfo
+    from .source import _Source
+
+_PRIMITIVE, _POINTER, _TENSOR, _STRUCT = 0, 1, 2, 3
+_SCALAR, _NDARRAY = 0, 1  # ptype
+#: Taichi's primitive type ids: their LLVM type and size in bytes (``gen`` and ``unknown`` have none).
+_PRIMITIVES = {0: ("half", 2), 1: ("float", 4), 2: ("double", 8), 3: ("i8", 1), 4: ("i16", 2), 5: ("i32", 4),
+               6: ("i64", 8), 7: ("i1", 1), 8: ("i8", 1), 9: ("i16", 2), 10: ("i32", 4), 11: ("i64", 8)}
+_I32 = 5
+_POINTER_BYTES = 8  # x86-64, arm64 and nvptx64
+
+_DEFINE = re.compile(r"^define [^@\n]*@([\w.$]+)\(", re.M)
+_CONTEXT = r"%struct\.RuntimeContext(?:\.\d+)?"
+# Where the code reads the argument buffer, the first field of the RuntimeContext: optimised code casts the
+# context itself; unoptimised code (CUDA) takes the field's address first.
+_FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %[\w.]+, i32 0, i32 0$", re.M)
+_CAST = re.compile(rf"^\s*%[\w.]+ = bitcast (?:{_CONTEXT}\* %[\w.]+|i8\*\* (%[\w.]+)) to (\{{.*\}})\*\*$", re.M)
+
+
+def check(cache: dict, src: _Source) -> None:
+    """Raise CorruptedDataError where an LLVM module's ``cache`` record (its ``metadata.json``, whose shape
+    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src``."""
+    for name, k in cache["kernels"].items():
+        what = f"metadata.json: kernel {name!r}"
+        if k["kernel_key"] != name:
+            raise CorruptedDataError(f"{what}: recorded as kernel {k['kernel_key']!r}")
+        layout = _arguments(k, what)
+        if k["ret_type"]["type_kind"] != -1 and _size(k["ret_type"], f"{what}: results' layout") != k["ret_size"]:
+            raise CorruptedDataError(f"{what}: results' layout of {k['ret_size']} bytes, not its struct's size")
+        _code(name, k["compiled_data"]["tasks"], layout, src, what)
+
+
+def _arguments(k: dict, what: str) -> str:
+    """Check a kernel's arguments against its layout; return the layout as an LLVM type."""
+    args = sorted(k["args"], key=lambda e: e[0])
+    if [key for key, _ in args] != [[i] for i in range(len(args))]:
+        raise CorruptedDataError(f"{what}: arguments numbered {[key for key, _ in args]}, not 0, 1, ... once each")
+    layout = k["args_type"]
+    elements = layout["content"]["elements_"] if layout["type_kind"] == _STRUCT else None
+    if elements is None or [e["name"] for e in elements] != [f"arg_{i}" for i in range(len(args))]:
+        names = None if elements is None else [e["name"] for e in elements]
+        raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{len(args) - 1}")
+    if _size(layout, f"{what}: argument layout") != k["args_size"]:
+        raise CorruptedDataError(f"{what}: an argument layout of {k['args_size']} bytes, not its struct's size")
+    for (key, param), element in zip(args, elements):
+        _argument(param, element["type"], f"{what}, argument {key[0]}")
+    return _ir(layout)
+
+
+def _argument(param: dict, laid: dict, what: str) -> None:
+    dt = param["dt_"]["ptr_"]
+    if _shape(dt) != _shape(laid):
+        raise CorruptedDataError(f"{what}: recorded as {_ir(dt)}, laid out as {_ir(laid)}")
+    if param["ptype"] == _NDARRAY:
+        ndim = param["total_dim"] - len(param["element_shape"])
+        members = laid["content"]["elements_"] if laid["type_kind"] == _STRUCT else []
+        dims = members[0]["type"] if len(members) == 2 else {}
+        if ndim < 0 or [m["name"] for m in members] != ["shape", "data_ptr"] or dims.get("type_kind") != _STRUCT \
+                or _ir(dims) != "{ " + ", ".join(["i32"] * max(ndim, 1)) + " }" \
+                or members[1]["type"]["type_kind"] != _POINTER:
+            raise CorruptedDataError(f"{what}: an ndarray of {param['total_dim']} dimensions (element shape "
+                                     f"{param['element_shape']}) laid out as {_ir(laid)}")
+    elif param["ptype"] == _SCALAR:
+        if laid["type_kind"] not in (_PRIMITIVE, _STRUCT, _TENSOR):
+            raise CorruptedDataError(f"{what}: a scalar laid out as {_ir(laid)}")
+    else:
+        raise CorruptedDataError(f"{what}: an argument of kind {param['ptype']}, which LLVM modules do not take")
+
+
+def _shape(t: dict) -> Any:
+    """A type as nested tuples, without its offsets and data layout."""
+    kind, c = t["type_kind"], t.get("content") or {}
+    if kind == _PRIMITIVE:
+        return kind, c["type"]
+    if kind == _POINTER:
+        return kind, _shape(c["pointee_"])
+    if kind == _TENSOR:
+        return kind, tuple(c["shape_"]), _shape(c["element_"])
+    if kind == -1:
+        return (kind,)
+    return (kind, *((e["name"], _shape(e["type"])) for e in c["elements_"]))
+
+
+def _ir(t: dict) -> str:
+    """A type as LLVM IR writes it."""
+    kind, c = t["type_kind"], t.get("content") or {}
+    if kind == _PRIMITIVE:
+        return _PRIMITIVES[c["type"]][0] if c["type"] in _PRIMITIVES else f"<type {c['type']}>"
+    if kind == _POINTER:
+        return _ir(c["pointee_"]) + "*"
+    if kind == _TENSOR:
+        n = 1
+        for d in c["shape_"]:
+            n *= d
+        return f"[{n} x {_ir(c['element_'])}]"
+    if kind == -1:
+        return "<none>"
+    return "{ " + ", ".join(_ir(e["type"]) for e in c["elements_"]) + " }" if c["elements_"] else "{}"
+
+
+def _size(t: dict, what: str) -> int:
+    """The size of a C object of type ``t``, checking that each struct's offsets are a C struct's."""
+    return _size_align(t, what)[0]
+
+
+def _size_align(t: dict, what: str) -> tuple[int, int]:
+    kind, c = t["type_kind"], t.get("content") or {}
+    if kind == _PRIMITIVE:
+        if c["type"] not in _PRIMITIVES:
+            raise CorruptedDataError(f"{what}: a value of type id {c['type']}, which has no size")
+        size = _PRIMITIVES[c["type"]][1]
+        return size, size
+    if kind == _POINTER:
+        return _POINTER_BYTES, _POINTER_BYTES
+    if kind == _TENSOR:
+        size, align = _size_align(c["element_"], what)
+        n = 1
+        for d in c["shape_"]:
+            if d < 0:
+                raise CorruptedDataError(f"{what}: a tensor of shape {c['shape_']}")
+            n *= d
+        return size * n, align
+    if kind not in (_STRUCT, 4):
+        raise CorruptedDataError(f"{what}: a value of type kind {kind}")
+    end, align = 0, 1
+    for e in c["elements_"]:
+        size, a = _size_align(e["type"], what)
+        at = -(-end // a) * a
+        if e["offset"] != at:
+            raise CorruptedDataError(f"{what}: {e['name']!r} at offset {e['offset']}, where a C struct has it at {at}")
+        end, align = at + size, max(align, a)
+    return -(-end // align) * align, align
+
+
+#: Code already found to agree with its metadata in this process: (its bytes' hash, the layout, the tasks). A
+#: module loaded again (shared by content) is not read through again. Python's hash of bytes is keyed per process.
+_agreed: set[tuple[int, str, tuple[str, ...]]] = set()
+
+
+def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> None:
+    raw = src.read(f"{name}.ll")
+    if raw is None:  # the library refuses looking the kernel up, and only that
+        return
+    key = (hash(raw), layout, tuple(t["name"] for t in tasks))
+    if key in _agreed:
+        return
+    text = raw.decode("utf-8", "replace")
+    starts = [(m.start(), m.group(1)) for m in _DEFINE.finditer(text)]
+    defined = {fn for _, fn in starts}
+    for task in tasks:
+        if task["name"] not in defined:
+            raise CorruptedDataError(f"{what}: runs task {task['name']!r}, which {name}.ll does not define")
+    for i, (start, fn) in enumerate(starts):
+        body = text[start:starts[i + 1][0] if i + 1 < len(starts) else len(text)]
+        fields = set(_FIELD0.findall(body))
+        for m in _CAST.finditer(body):
+            if (m.group(1) is None or m.group(1) in fields) and m.group(2) != layout:
+                raise CorruptedDataError(f"{what}: {name}.ll's {fn} reads its arguments as {m.group(2)}, the "
+                                         f"metadata lays them out as {layout}")
+    if len(_agreed) > 4096:
+        _agreed.clear()
+    _agreed.add(key)
+
+
+def check_graphs(kernels: dict[str, KernelInfo], graphs: dict[str, GraphInfo]) -> None:
+    """Raise CorruptedDataError where a graph of an LLVM module (its ``graphs.tcb``) dispatches a kernel the module
+    lacks or binds its arguments as other kinds, dtypes or dimensions than the kernel takes."""
+    for g in graphs.values():
+        by_name = {a.name: a for a in g.args}
+        for kernel_name, names in zip(g.dispatches, g.calls):
+            what = f"graphs.tcb: graph {g.name!r}, dispatch of {kernel_name!r}"
+            kernel = kernels.get(kernel_name)
+            if kernel is None:
+                raise CorruptedDataError(f"{what}: no such kernel in metadata.json")
+            if len(names) != len(kernel.args):
+                raise CorruptedDataError(f"{what}: binds {len(names)} arguments, the kernel takes {len(kernel.args)}")
+            for i, (arg_name, a) in enumerate(zip(names, kernel.args)):
+                if _reads(by_name[arg_name], a.kind == "ndarray") != _reads(a, a.kind == "ndarray"):
+                    raise CorruptedDataError(f"{what}: argument {i} ({arg_name!r}) bound as another kind, dtype or "
+                                             "dimension than the kernel takes")
+
+
+def _reads(a: ArgInfo, ndarray: bool) -> tuple:
+    """What of an argument a kernel's code depends on: its kind and dtype, and an ndarray's dimensions."""
+    return (a.kind, a.dtype, a.ndim, a.elem_shape) if ndarray else (a.kind, a.dtype)
