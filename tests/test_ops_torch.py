@@ -91,6 +91,25 @@ def test_autograd_needs_a_backward(x64):
     add = tt.op(mod.kernels["add"], {0: 1}, backward=lambda inputs, outputs, grads: (grads[0] * inputs[1], None))
     add(y, 3.0).sum().backward()
     assert y.grad.tolist() == [3.0] * 4
+    plain = tt.op(mod.kernels["add"], {0: 1})
+    with torch.no_grad():  # no gradient asked for: the op runs, its output needs none
+        assert not plain(y, 2.0).requires_grad
+    assert not plain(y.detach(), 2.0).requires_grad
+
+
+def test_autograd_under_torch_compile(x64):
+    """A compiled step through the op: the given backward runs, and an op without one still raises at backward."""
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1}, backward=lambda inputs, outputs, grads: (grads[0] * inputs[1], None))
+    compiled = torch.compile(lambda y, a: (add(torch.sin(y), a) ** 2).sum(), fullgraph=True)
+    for a in (2.0, 3.0):
+        y = torch.linspace(0, 1, 8, requires_grad=True)
+        compiled(y, a).backward()
+        assert torch.allclose(y.grad, 2 * (a * torch.sin(y.detach())) * a * torch.cos(y.detach()))
+    plain = tt.op(mod.kernels["add"], {0: 1})
+    # torch.compile traces the backward when it compiles: the error comes then, wrapped by torch
+    with pytest.raises((NotSupportedError, torch._dynamo.exc.BackendCompilerFailed), match="no backward was given"):
+        torch.compile(lambda y: plain(y, 2.0).sum(), fullgraph=True)(torch.ones(4, requires_grad=True)).backward()
 
 
 def test_closed_runtime_is_a_typed_error(modules):
