@@ -55,22 +55,21 @@ class Slot:
 Packer = Callable[[Any, "Runtime", Slot], None]
 
 
-_MISSING: Any = object()
-
-
 def by_name(names: list[str], args: Sequence[Any], kwargs: Mapping[str, Any], what: str,
             noun: str = "argument") -> list[Any]:
     """``args`` then ``kwargs`` (by name) as one list in ``names``' order; ArgumentTypeError naming ``what`` for an
     unknown name, a value given twice or one missing."""
-    values = list(args) + [_MISSING] * (len(names) - len(args))
+    values = list(args) + [None] * (len(names) - len(args))
+    given = set(range(len(args)))  # positions, not a sentinel among the values: torch.compile traces this
     for key, value in kwargs.items():
         if key not in names:
             raise ArgumentTypeError(f"{what} has no {noun} {key!r} (it takes {', '.join(names)})")
         i = names.index(key)
-        if values[i] is not _MISSING:
+        if i in given:
             raise ArgumentTypeError(f"{what}: {noun} {key!r} given twice")
         values[i] = value
-    missing = [n for n, v in zip(names, values) if v is _MISSING]
+        given.add(i)
+    missing = [n for i, n in enumerate(names) if i not in given]
     if missing:
         raise ArgumentTypeError(f"{what}: missing {noun}(s) {', '.join(missing)}")
     return values

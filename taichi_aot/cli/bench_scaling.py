@@ -6,7 +6,9 @@ that a worker is one core's work) runs the same simulation, 16 times a worker on
 warm-up: three rounds on a GPU, five on the CPU, the best kept (a shared machine only ever slows a round down).
 The pools run speculatively (``Pool(speculative=True)``: a straggler is copied onto an idle worker at the map's
 end; each row counts the copies). The section reports throughput (simulations/s) and scaling efficiency,
-``throughput(n) / (n * throughput(1))``, all measured in one run. It also reports what
+``throughput(n) / (n * throughput(1))``, all measured in one run. On the CPU, n independent processes without a
+pool run the largest count's work beside it (``bench_independent``): the machine's ceiling, and the pool's share
+of it (target: INDEPENDENT_TARGET). It also reports what
 the pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
 this process, and one simulation through the pool against the same simulation run here.
 """
@@ -19,6 +21,7 @@ from typing import Callable
 
 from .. import Arch, Runtime, _cpus, capi
 from ..enums import CPU_ARCHS
+from .bench_independent import independent
 from .bench_row import Row
 from .cache import demo_module
 from .sweep import noop, params, simulate, warm_up
@@ -27,6 +30,8 @@ from .sweep import noop, params, simulate, warm_up
 EFFICIENCY_TARGET = 0.9
 #: ... and on CPU cores (one worker a core): (up to this many workers, the efficiency), the first that applies
 CPU_EFFICIENCY_TARGETS = ((2, 0.9), (8, 0.85), (16, 0.8))
+#: The pool of n CPU workers against n independent processes doing the same work (bench_independent).
+INDEPENDENT_TARGET = 0.95
 
 
 def _cpu_target(workers: int) -> float | None:
@@ -122,22 +127,51 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
             f"; {n} of {len(devices)} GPUs: {', '.join(sorted(set(models[:n])))}" if gpu and devices else "")
         rows.append(row)
         log(f"   {n} worker(s): {throughput:.2f} sims/s, efficiency {efficiency:.3f}")
+    if not gpu and base is not None and counts[-1] > 1:
+        rows += _independent_rows(name, module, counts[-1], [same] * (per_worker * counts[-1]), repeats, base,
+                                  max(rows[-1].samples), log)
+    setup = SimpleNamespace(arch=arch, name=name, module=module, devices=devices, gpu=gpu, quick=quick, grid=grid,
+                            size=size, steps=steps, backend=backend)
+    rows += _pool_cost(rt, setup, log)
+    return rows
 
-    # what the pool costs per task: nothing to do, and one simulation, against the same call here
-    calls = 200 if quick else 2000
-    with Pool(module, arch=arch, workers=1, devices=devices[:1] if devices else None, backend=backend,
-              threads=None if gpu else 1, setup=warm_up) as pool:
+
+def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int, base: float, pooled: float,
+                      log: Callable[[str], None]) -> list[Row]:
+    """``n`` independent processes running what the pool's ``n`` workers ran (the machine's ceiling), and the
+    pool's throughput against theirs (target: INDEPENDENT_TARGET)."""
+    samples = independent(module, n, tasks, repeats)
+    best = max(samples)
+    ceiling = Row("scaling", name, f"sweep, {n} independent processes (no pool)", "sims/s", samples,
+                  ratio=best / (n * base), limit=f"{n} x 1 worker", params={"workers": n, "tasks": len(tasks)})
+    ceiling.note = f"efficiency {best / (n * base):.3f}: the machine's ceiling for {n} one-core workers"
+    versus = Row("scaling", name, f"pool of {n} against {n} independent processes", "ratio", [pooled / best],
+                 ratio=pooled / best, limit=f"{n} independent processes")
+    versus.target, versus.met = f">= {INDEPENDENT_TARGET}", pooled / best >= INDEPENDENT_TARGET
+    log(f"   {n} independent processes: {best:.2f} sims/s (efficiency {best / (n * base):.3f}); the pool "
+        f"{pooled / best:.3f} of them")
+    return [ceiling, versus]
+
+
+def _pool_cost(rt: Runtime, s: SimpleNamespace, log: Callable[[str], None]) -> list[Row]:
+    """What the pool costs per task: nothing to do, and one simulation, against the same call in this process
+    (``s``: the section's arch, name, module, devices, gpu, quick, grid, size, steps and backend)."""
+    from ..pool import Pool
+
+    calls = 200 if s.quick else 2000
+    with Pool(s.module, arch=s.arch, workers=1, devices=s.devices[:1] if s.devices else None, backend=s.backend,
+              threads=None if s.gpu else 1, setup=warm_up) as pool:
         pool.map(noop, range(50), progress=False)
         t0 = time.perf_counter()
         pool.map(noop, range(calls), progress=False)
         pooled_noop = (time.perf_counter() - t0) / calls
-        sims = grid[:4]
+        sims = s.grid[:4]
         pool.map(simulate, sims[:1], progress=False)
         t0 = time.perf_counter()
         pool.map(simulate, sims, progress=False)
         pooled_sim = (time.perf_counter() - t0) / len(sims)
     # what a task receives, in this process: the bench's runtime with the same module
-    here = SimpleNamespace(runtime=rt, module=rt.load_module(module), cache={})
+    here = SimpleNamespace(runtime=rt, module=rt.load_module(s.module), cache={})
     try:
         warm_up(here)
         t0 = time.perf_counter()
@@ -152,13 +186,12 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
     finally:
         here.cache.clear()
         here.module.close()
-    overhead = Row("scaling", name, "pool cost per task (empty task)", "us/task", [(pooled_noop - local_noop) * 1e6],
+    overhead = Row("scaling", s.name, "pool cost per task (empty task)", "us/task", [(pooled_noop - local_noop) * 1e6],
                    params={"calls": calls, "pooled_us": pooled_noop * 1e6, "in_process_us": local_noop * 1e6})
     overhead.note = f"{pooled_noop * 1e6:.0f} us through the pool vs {local_noop * 1e6:.2f} us in-process"
-    sim_row = Row("scaling", name, "one simulation through the pool", "ms/sim", [pooled_sim * 1e3],
+    sim_row = Row("scaling", s.name, "one simulation through the pool", "ms/sim", [pooled_sim * 1e3],
                   limit="the same simulation in-process", ratio=pooled_sim / local_sim,
-                  params={"size": size, "steps": steps, "in_process_ms": local_sim * 1e3})
-    rows += [overhead, sim_row]
+                  params={"size": s.size, "steps": s.steps, "in_process_ms": local_sim * 1e3})
     log(f"   pool cost per task: {(pooled_noop - local_noop) * 1e6:.0f} us; a simulation: {pooled_sim * 1e3:.1f} ms "
         f"pooled vs {local_sim * 1e3:.1f} ms here")
-    return rows
+    return [overhead, sim_row]
