@@ -96,19 +96,30 @@ def _value(rt: Any, arg: Any, arrays: list) -> Any:
     return [1] * (arg.length or 1) if arg.kind == "tensor" else 1
 
 
-def results(rt: Any, folder: str, entries: list[str]) -> dict[str, list[np.ndarray]]:
-    """Launch each entry ("kernel NAME", "graph NAME") of the module in ``folder``; the arrays each left."""
+def signatures(rt: Any, folder: str, entries: list[str]) -> dict[str, list[Any]]:
+    """Each entry's arguments as the module in ``folder`` records them."""
+    with rt.load_module(folder) as mod:
+        return {e: list((mod.kernels if e.startswith("kernel ") else mod.graphs)[e.split(" ", 1)[1]].signature)
+                for e in entries}
+
+
+def results(rt: Any, folder: str, entries: list[str],
+            given: dict[str, list[Any]] | None = None) -> dict[str, list[np.ndarray]]:
+    """Launch each entry ("kernel NAME", "graph NAME") of the module in ``folder`` with inputs made for the arguments
+    ``given`` records (the undamaged module's: what a program written for it passes), else for the module's own;
+    the arrays each left."""
     out = {}
     with rt.load_module(folder) as mod:
         for entry in entries:
             kind, name = entry.split(" ", 1)
             launchable = mod.kernels[name] if kind == "kernel" else mod.graphs[name]
+            signature = given[entry] if given is not None else launchable.signature
             arrays: list = []
-            values = [_value(rt, a, arrays) for a in launchable.signature]
+            values = [_value(rt, a, arrays) for a in signature]
             if kind == "kernel":  # by position: LLVM modules record no argument names
                 launchable(*values)
             else:  # a graph's arguments go by name
-                launchable(**{a.name: v for a, v in zip(launchable.signature, values)})
+                launchable(**{a.name: v for a, v in zip(signature, values)})
             rt.wait()
             out[entry] = [a.to_numpy() for a in arrays]
     return out
@@ -174,14 +185,14 @@ def _write_variant(source: str, work: str, variant: tuple[str, tuple, str]) -> N
 
 
 def run_variant(rt: Any, work: str, source: str, variant: tuple[str, tuple, str],
-                reference: dict[str, list[np.ndarray] | None]) -> dict:
+                reference: dict[str, list[np.ndarray] | None], given: dict[str, list[Any]]) -> dict:
     file = variant[0]
     _write_variant(source, work, variant)
     untyped = _commands(work)
     if untyped:
         return {"outcome": "untyped", "error": untyped}
     try:
-        got = results(rt, work, list(reference))
+        got = results(rt, work, list(reference), given)
     except ta.TaichiError as e:
         return {"outcome": "typed", "error": f"{type(e).__name__}: {e}"[:300]}
     except Exception as e:  # any other exception: what the sweep looks for
@@ -202,13 +213,14 @@ def worker(source: str) -> None:
     first, again = results(rt, source, entries), results(rt, source, entries)
     # an entry whose results differ from run to run (one reading a texture nothing wrote) is launched, not compared
     reference = {e: first[e] if same(first[e], again[e]) else None for e in entries}
+    given = signatures(rt, source, entries)
     with tempfile.TemporaryDirectory(prefix="fuzz_metadata-") as work:
         for name in os.listdir(source):
             shutil.copy(os.path.join(source, name), os.path.join(work, name))
         for line in sys.stdin:
             file, path, name = json.loads(line)
-            print(json.dumps(run_variant(rt, work, source, (file, tuple(path), name), reference)), file=out,
-                  flush=True)
+            print(json.dumps(run_variant(rt, work, source, (file, tuple(path), name), reference, given)),
+                  file=out, flush=True)
 
 
 class Worker:

@@ -11,7 +11,8 @@ XLA's stream is synchronized, and is waited for. A CUDA op needs the process's o
 Scalars: a Python number (or numpy scalar) becomes an attribute of the call, packed once at trace time: nothing to
 read at run time, but under ``jax.jit`` each new value is a new compilation (pass values that change per step as
 arrays); a 0-d JAX array (a traced value in ``jit``) becomes an operand, read by the handler from XLA's buffer at
-each call (x64; on CUDA that would be a device-to-host copy and a synchronization, refused: pass a number).
+each call (an f16 widened to the f32 the C-API carries; x64 only: on CUDA that would be a device-to-host copy and a
+synchronization, refused: pass a number).
 """
 
 from __future__ import annotations
@@ -128,8 +129,6 @@ class _Plan:
         value's bytes go, and how many."""
         spec = op.spec
         a = spec.args[i]
-        if a.dtype == DataType.F16:
-            raise NotSupportedError(f"{spec.what(i)}: an f16 scalar is passed as a Python number (an attribute)")
         buf = op._pack(i, 0)
         ffi.memmove(ffi.addressof(self.templates, i), buf, ARG_SIZE)
         at = _VALUE if a.dtype in (DataType.F32, DataType.I32) else _SCALAR_VALUE

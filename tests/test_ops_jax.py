@@ -101,6 +101,20 @@ def test_eager_values_scalars_both_ways_and_graphs(x64):
     np.testing.assert_array_equal(fill(7), 7 + 100 * np.arange(3)[:, None] + np.arange(4)[None, :])
 
 
+def test_f16_scalars_as_operands(x64):
+    """An f16 scalar as a 0-d operand (read by the handler each call, an IEEE half widened to the f32 the C-API
+    carries): normal, subnormal, negative and infinite values under jit, as numpy's f16 product gives them."""
+    half_scale = tj.op(x64.kernels["half_scale"], {0: 0})  # x[i] *= s, x and s f16
+    x = np.array([0.0, 1.0, 3.0, 0.5], np.float16)
+    step = jax.jit(lambda x, s: half_scale(x, s))
+    for s in (2.0, -0.375, 6.0e-8, 1.0e-5, 65504.0, float("inf")):
+        s16 = np.float16(s)
+        with np.errstate(all="ignore"):
+            want = x * s16
+        np.testing.assert_array_equal(np.asarray(step(jnp.asarray(x), jnp.asarray(s16))), want, err_msg=str(s))
+    np.testing.assert_array_equal(np.asarray(half_scale(jnp.asarray(x), 2.0)), x * np.float16(2))  # an attribute
+
+
 def test_jit_between_xla_ops_many_times(x64):
     add = tj.op(x64.kernels["add"], {0: 1})
     acc = tj.op(x64.kernels["accumulate"], {0: 0, 2: 2})

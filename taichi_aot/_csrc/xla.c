@@ -16,6 +16,8 @@
 #include "taichi_aot.h"
 #include "xla_ffi.h"
 
+#define XLA_F16 10 /* XLA_FFI_DataType of an IEEE half */
+
 typedef int (*xla_cu_memset)(uint64_t pointer, unsigned char value, size_t count, void *stream);
 typedef int (*xla_cu_sync)(void *stream);
 
@@ -154,6 +156,23 @@ static void *xla_attr(const tao_ffi_frame *f, const char *name, int32_t type) {
 }
 
 /* Argument `k` of the plan into `out`, from the frame: 0, or an error message (into `why`). */
+/* An IEEE half's value as a float (the C-API carries an f16 scalar as an f32). */
+static float xla_half(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
+    float subnormal;
+    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24 */
+        subnormal = (float)mantissa * (1.0f / 16777216.0f);
+        memcpy(&bits, &subnormal, sizeof bits);
+        bits |= sign;
+    } else if (exponent == 0x1f) { /* inf or nan */
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    }
+    memcpy(&subnormal, &bits, sizeof bits);
+    return subnormal;
+}
+
 static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao_ffi_frame *f,
                    const tao_ffi_array *scalars, void *stream, TiArgument *out, char *why, size_t why_size) {
     const TaichiAotXlaArg *a = &p->args[k];
@@ -181,7 +200,15 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
         return 1;
     }
     if (a->kind == TAICHI_AOT_XLA_SCALAR_OPERAND) { /* host memory (x64; Python refuses these on CUDA) */
-        memcpy((char *)out + a->value_offset, b->data, a->value_size);
+        if (a->dtype == XLA_F16) {
+            uint16_t h;
+            float v;
+            memcpy(&h, b->data, sizeof h);
+            v = xla_half(h);
+            memcpy((char *)out + a->value_offset, &v, sizeof v);
+        } else {
+            memcpy((char *)out + a->value_offset, b->data, a->value_size);
+        }
         return 0;
     }
     bytes = a->itemsize;
