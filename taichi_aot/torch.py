@@ -57,12 +57,17 @@ class Op:
         qualname = name or f"taichi_aot::{re.sub(r'[^0-9A-Za-z_]', '_', launchable.name)}_{next(_numbers)}"
         self.qualname = qualname
         namespace, _, opname = qualname.partition("::")
-        if not namespace or not re.fullmatch(r"[A-Za-z_]\w*", opname):
-            raise ArgumentTypeError(f"taichi_aot.torch.op: name must be 'namespace::name', got {qualname!r}")
+        if not re.fullmatch(r"[A-Za-z_]\w*", namespace) or not re.fullmatch(r"[A-Za-z_]\w*", opname):
+            raise ArgumentTypeError(f"taichi_aot.torch.op: name must be 'namespace::name' (each a Python "
+                                    f"identifier), got {qualname!r}")
         # a Library operator with kernels of its own: torch.library.custom_op's wrapper costs 5-9 us more a call,
         # eagerly and in compiled graphs alike
         self._library = torch.library.Library(namespace, "FRAGMENT")
-        self._library.define(f"{opname}({', '.join(types)}) -> {rets}")
+        try:
+            self._library.define(f"{opname}({', '.join(types)}) -> {rets}")
+        except RuntimeError as e:
+            raise ArgumentTypeError(f"taichi_aot.torch.op: torch refused the operator {qualname!r} (a name is one "
+                                    f"operator for the process's life: name another op anew): {e}") from None
         self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
         torch.library.register_fake(qualname, self._fake, lib=self._library)
         self._user_backward = backward

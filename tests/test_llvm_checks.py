@@ -74,6 +74,38 @@ def test_taichis_own_modules_write_the_same_record_twice(modules, cuda_modules):
         assert info.kernels
 
 
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory) -> str:
+    """tests/llvm_edges.py's module, compiled by Taichi: a field, a kernel named in Cyrillic, one without arguments."""
+    import subprocess
+
+    out = str(tmp_path_factory.mktemp("llvm-edges") / "m")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "llvm_edges.py"), out], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def test_what_taichi_writes_at_the_llvm_edges_loads_and_runs(edges):
+    """A module with an SNode field (the text serializer quotes the "fields" map's integer keys), a kernel named in
+    Cyrillic (LLVM quotes its functions' names, with escapes) and one without arguments: each check passes it."""
+    require_arch(Arch.X64)
+    with open(os.path.join(edges, "metadata.tcb"), "rb") as f:
+        assert tcb.encode(_cache(edges)).data == f.read()
+    with open(os.path.join(edges, "metadata.json")) as f:
+        assert '"fields": {"' in f.read()  # a quoted key: the case at hand
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(edges)
+        x, out = rt.ndarray((4,), np.float32), rt.ndarray((8,), np.float32)
+        mod.kernels["ядро"](x)
+        mod.kernels["fill_field"](1.5)
+        mod.kernels["read_field"](out)
+        mod.kernels["nothing"]()
+        rt.wait()
+        assert x.to_numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+        assert out.to_numpy().tolist() == [1.5 + i for i in range(8)]
+
+
 def _flipped(data: bytes, bits: list[int]) -> bytes:
     out = bytearray(data)
     for at in bits:
@@ -160,7 +192,26 @@ HOSTILE = {
                                 r"ret_type\.type_kind: 7 is no type kind"),
     "another kernel's name": (lambda c: c["kernels"]["add"].update(kernel_key="fill_i32"),
                               r"kernel 'add': recorded as kernel 'fill_i32'"),
+    # numbers past what anything holds: typed, at once, with no large allocation
+    "an ndarray of 2**26 dimensions": (lambda c: _param(c, "add", 0).update(total_dim=1 << 26),
+                                       r"an ndarray of 67108864 dimensions"),
+    "an ndarray of 2**64-1 dimensions": (lambda c: _param(c, "add", 0).update(total_dim=(1 << 64) - 1),
+                                         r"an ndarray of 18446744073709551615 dimensions"),
+    "a tensor of 2**31-1 ** 500 elements": (
+        lambda c: _param(c, "add", 2)["dt_"].update(ptr_={"type_kind": 2, "content": {
+            "shape_": [(1 << 31) - 1] * 500, "element_": {"type_kind": 0, "content": {"type": 1}}}}),
+        r"argument 2: recorded as \[\? x float\]"),
+    "a layout tensor of 100000 dimensions": (
+        lambda c: c["kernels"]["add"]["args_type"]["content"]["elements_"][2].update(type={"type_kind": 2, "content": {
+            "shape_": [3] * 100_000, "element_": {"type_kind": 0, "content": {"type": 1}}}}),
+        r"a tensor of 100000 dimensions"),
+    "a scalar laid out as an ndarray": (lambda c: _param(c, "fill_i32", 0).update(ptype=0),
+                                        r"'fill_i32', argument 0: a scalar laid out as \{ \{ i32, i32 \}, i32\* \}"),
 }
+
+
+def _param(cache: dict, kernel: str, index: int) -> dict:
+    return next(p for key, p in cache["kernels"][kernel]["args"] if key == [index])
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))

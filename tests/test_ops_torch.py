@@ -97,6 +97,16 @@ def test_autograd_needs_a_backward(x64):
     assert not plain(y.detach(), 2.0).requires_grad
 
 
+def test_op_names(x64):
+    """``name=`` is one operator for the process's life; a name torch cannot take is an ArgumentTypeError too."""
+    _rt, mod = x64
+    first = tt.op(mod.kernels["add"], {0: 1}, name="taichi_aot_test::named_once")
+    assert first.qualname == "taichi_aot_test::named_once" and first(torch.ones(2), 1.0).tolist() == [1.0, 1.0]
+    for name in ("taichi_aot_test::named_once", "a.b::c", "::c", "ns::", "no_namespace"):
+        with pytest.raises(ArgumentTypeError, match=r"taichi_aot\.torch\.op"):
+            tt.op(mod.kernels["add"], {0: 1}, name=name)
+
+
 def test_autograd_under_torch_compile(x64):
     """A compiled step through the op: the given backward runs, and an op without one still raises at backward."""
     _rt, mod = x64

@@ -21,6 +21,7 @@ Each of these is a :class:`CorruptedDataError` naming the kernel:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,11 @@ _PRIMITIVES = {0: ("half", 2), 1: ("float", 4), 2: ("double", 8), 3: ("i8", 1), 
 _I32 = 5
 _POINTER_BYTES = 8  # x86-64, arm64 and nvptx64
 
-_DEFINE = re.compile(r"^define [^@\n]*@([\w.$]+)\(", re.M)
+# a function's name: plain, or quoted with \XX escapes (LLVM's form for other bytes: a kernel named in Cyrillic)
+_DEFINE = re.compile(r'^define [^@\n]*@(?:([\w.$]+)|"((?:[^"\\\n]|\\[0-9A-Fa-f]{2})*)")\(', re.M)
+_ESCAPE = re.compile(rb"\\([0-9A-Fa-f]{2})")
+#: At most this many elements in a tensor, and dimensions of an ndarray (Taichi's indices are far fewer).
+_MOST_ELEMENTS, _MOST_DIMS = 1 << 31, 16
 _CONTEXT = r"%struct\.RuntimeContext(?:\.\d+)?"
 # Where the code reads the argument buffer, the first field of the RuntimeContext: optimised code casts the
 # context itself; unoptimised code (CUDA) takes the field's address first.
@@ -84,16 +89,37 @@ def _argument(param: dict, laid: dict, what: str) -> None:
         ndim = param["total_dim"] - len(param["element_shape"])
         members = laid["content"]["elements_"] if laid["type_kind"] == _STRUCT else []
         dims = members[0]["type"] if len(members) == 2 else {}
-        if ndim < 0 or [m["name"] for m in members] != ["shape", "data_ptr"] or dims.get("type_kind") != _STRUCT \
-                or _ir(dims) != "{ " + ", ".join(["i32"] * max(ndim, 1)) + " }" \
+        shape = dims["content"]["elements_"] if dims.get("type_kind") == _STRUCT else []
+        if not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != ["shape", "data_ptr"] \
+                or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (_PRIMITIVE, _I32) for d in shape) \
                 or members[1]["type"]["type_kind"] != _POINTER:
             raise CorruptedDataError(f"{what}: an ndarray of {param['total_dim']} dimensions (element shape "
                                      f"{param['element_shape']}) laid out as {_ir(laid)}")
     elif param["ptype"] == _SCALAR:
-        if laid["type_kind"] not in (_PRIMITIVE, _STRUCT, _TENSOR):
+        if laid["type_kind"] not in (_PRIMITIVE, _STRUCT, _TENSOR) or _holds_pointer(laid):
             raise CorruptedDataError(f"{what}: a scalar laid out as {_ir(laid)}")
     else:
         raise CorruptedDataError(f"{what}: an argument of kind {param['ptype']}, which LLVM modules do not take")
+
+
+def _holds_pointer(t: dict) -> bool:
+    """Whether a type is or holds a pointer (a scalar's, a vector's or a matrix's value holds none)."""
+    kind, c = t["type_kind"], t.get("content") or {}
+    if kind == _POINTER:
+        return True
+    if kind == _TENSOR:
+        return _holds_pointer(c["element_"])
+    return kind != _PRIMITIVE and any(_holds_pointer(e["type"]) for e in c.get("elements_", ()))
+
+
+def _elements(shape: list[int]) -> int | None:
+    """A tensor's element count, or None past _MOST_ELEMENTS (or for a negative dimension)."""
+    n = 1
+    for d in shape:
+        n *= d
+        if not 0 <= n <= _MOST_ELEMENTS:
+            return None
+    return n
 
 
 def _shape(t: dict) -> Any:
@@ -118,10 +144,8 @@ def _ir(t: dict) -> str:
     if kind == _POINTER:
         return _ir(c["pointee_"]) + "*"
     if kind == _TENSOR:
-        n = 1
-        for d in c["shape_"]:
-            n *= d
-        return f"[{n} x {_ir(c['element_'])}]"
+        n = _elements(c["shape_"])
+        return f"[{'?' if n is None else n} x {_ir(c['element_'])}]"
     if kind == -1:
         return "<none>"
     return "{ " + ", ".join(_ir(e["type"]) for e in c["elements_"]) + " }" if c["elements_"] else "{}"
@@ -143,11 +167,10 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
         return _POINTER_BYTES, _POINTER_BYTES
     if kind == _TENSOR:
         size, align = _size_align(c["element_"], what)
-        n = 1
-        for d in c["shape_"]:
-            if d < 0:
-                raise CorruptedDataError(f"{what}: a tensor of shape {c['shape_']}")
-            n *= d
+        n = _elements(c["shape_"])
+        if n is None:
+            raise CorruptedDataError(f"{what}: a tensor of {len(c['shape_'])} dimensions, some negative or more than "
+                                     f"{_MOST_ELEMENTS} elements in all")
         return size * n, align
     if kind not in (_STRUCT, 4):
         raise CorruptedDataError(f"{what}: a value of type kind {kind}")
@@ -161,20 +184,21 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
     return -(-end // align) * align, align
 
 
-#: Code already found to agree with its metadata in this process: (its bytes' hash, the layout, the tasks). A
-#: module loaded again (shared by content) is not read through again. Python's hash of bytes is keyed per process.
-_agreed: set[tuple[int, str, tuple[str, ...]]] = set()
+#: Code already found to agree with its metadata in this process: (its bytes' SHA-256, the layout, the tasks). A
+#: module loaded again (shared by content) is not read through again.
+_agreed: set[tuple[bytes, str, tuple[str, ...]]] = set()
 
 
 def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> None:
     raw = src.read(f"{name}.ll")
     if raw is None:  # the library refuses looking the kernel up, and only that
         return
-    key = (hash(raw), layout, tuple(t["name"] for t in tasks))
+    key = (hashlib.sha256(raw).digest(), layout, tuple(t["name"] for t in tasks))
     if key in _agreed:
         return
     text = raw.decode("utf-8", "replace")
-    starts = [(m.start(), m.group(1)) for m in _DEFINE.finditer(text)]
+    starts = [(m.start(), m.group(1) if m.group(1) is not None else _unquoted(m.group(2)))
+              for m in _DEFINE.finditer(text)]
     defined = {fn for _, fn in starts}
     for task in tasks:
         if task["name"] not in defined:
@@ -189,6 +213,12 @@ def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) ->
     if len(_agreed) > 4096:
         _agreed.clear()
     _agreed.add(key)
+
+
+def _unquoted(name: str) -> str:
+    """A quoted LLVM name (``\\XX`` escapes for its bytes) as text."""
+    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), name.encode("utf-8", "surrogateescape")).decode(
+        "utf-8", "replace")
 
 
 def check_graphs(kernels: dict[str, KernelInfo], graphs: dict[str, GraphInfo]) -> None:

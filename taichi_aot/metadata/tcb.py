@@ -16,6 +16,8 @@ Writing the record also checks that each value fits its C++ field (an ``int`` fi
 from __future__ import annotations
 
 import bisect
+import hashlib
+import re
 import struct
 from typing import Any
 
@@ -54,8 +56,8 @@ def _struct(*fields: tuple[str, Any]) -> tuple:
 
 _MEMBER = _struct(("type", _TYPE), ("name", _STR), ("offset", "Q"))
 _DICTIONARY = _struct(("elements_", _vec(_MEMBER)), ("layout_", _STR))
-#: The content of each type kind the library reads (Taichi's ``TypeKind``: Primitive, Pointer, Tensor, Struct,
-#: ArgPack); the quantized kinds after them make it abort.
+#: The content of each type kind an LLVM module's arguments and layouts are made of (Taichi's ``TypeKind``:
+#: Primitive, Pointer, Tensor, Struct, ArgPack); the quantized kinds after them (fields' bit packing) are refused.
 _TYPE_CONTENT = {
     0: _struct(("type", "i")),
     1: _struct(("pointee_", _TYPE), ("addr_space_", "i"), ("is_bit_pointer_", "?")),
@@ -136,6 +138,10 @@ class _Writer:
                 self.value(kind[1], item, f"{path}[{i}]", depth + 1)
             return
         for key, item in v.items():
+            if kind[1] != _STR:  # the text serializer quotes a number key ("fields": {"0": ...})
+                if not isinstance(key, str) or not re.fullmatch(r"-?\d{1,20}", key):
+                    raise CorruptedDataError(f"metadata.json: {path}: a key {_short(key)} that is no integer")
+                key = int(key)
             self.value(kind[1], key, f"{path} (key)", depth + 1)
             self.value(kind[2], item, f"{path}[{key!r}]", depth + 1)
 
@@ -165,7 +171,8 @@ class _Writer:
             return
         content = _TYPE_CONTENT.get(kind)
         if content is None:
-            raise CorruptedDataError(f"metadata.json: {path}.type_kind: {kind} is no type kind libtaichi_c_api reads")
+            raise CorruptedDataError(f"metadata.json: {path}.type_kind: {kind} is no type kind an LLVM module's "
+                                     "arguments take")
         self.value(content, v.get("content"), f"{path}.content", depth + 1)
 
 
@@ -210,14 +217,14 @@ class Encoded:
                                  f"{self.field_at(first)}: damaged, or the two files are not of one module")
 
 
-#: (metadata.json's text, metadata.tcb) pairs, by their hashes, already found to agree in this process.
-_agreed: set[tuple[int, int]] = set()
+#: (metadata.json's text, metadata.tcb) pairs, by their SHA-256 digests, already found to agree in this process.
+_agreed: set[bytes] = set()
 
 
 def check(json_text: str, cache: Any, tcb: bytes) -> None:
     """Raise CorruptedDataError unless ``tcb`` is ``metadata.json`` (``json_text``, parsed: ``cache``) written by
     Taichi's binary serializer (:func:`encode`, :meth:`Encoded.verify`); a pair already checked is not again."""
-    key = (hash(json_text), hash(tcb))
+    key = hashlib.sha256(json_text.encode("utf-8", "surrogatepass")).digest() + hashlib.sha256(tcb).digest()
     if key not in _agreed:
         encode(cache).verify(tcb)
         if len(_agreed) > 4096:
