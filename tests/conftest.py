@@ -11,6 +11,7 @@ import importlib
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -316,3 +317,20 @@ class Venv:
 def fresh_venv(tmp_path_factory, wheel) -> Venv:
     """This Python's fresh venv with only the wheel and its dependencies (numpy, cffi): no Taichi."""
     return Venv(str(tmp_path_factory.mktemp("venv") / "venv"), sys.executable, wheel)
+
+
+def graphs_tcb(graphs: list) -> bytes:
+    """graphs.tcb as Taichi's binary serializer writes it, made by hand (not with the reader's own schema):
+    ``[(graph, [(kernel, [(name, dtype id, field dim, tag, element shape)])])]``, each num_channels 0."""
+    def text(value: str) -> bytes:
+        return struct.pack("<Q", len(value)) + value.encode()
+
+    body = struct.pack("<Q", len(graphs))
+    for name, dispatches in graphs:
+        body += text(name) + struct.pack("<Q", len(dispatches))
+        for kernel, args in dispatches:
+            body += text(kernel) + struct.pack("<Q", len(args))
+            for arg, dtype, dim, tag, shape in args:
+                body += text(arg) + struct.pack("<iQiQ", dtype, dim, tag, len(shape))
+                body += struct.pack(f"<{len(shape)}i", *shape) + struct.pack("<Q", 0)
+    return struct.pack("<Q", len(body) + 8) + body

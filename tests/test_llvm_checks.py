@@ -11,7 +11,6 @@ import json
 import os
 import random
 import shutil
-import struct
 import sys
 import tarfile
 from typing import Any, Callable
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 import taichi_aot as ta
-from conftest import require_arch
+from conftest import graphs_tcb, require_arch
 from taichi_aot import Arch, Runtime, metadata
 from taichi_aot.errors import CorruptedDataError
 from taichi_aot.metadata import tcb
@@ -243,22 +242,6 @@ def test_the_rewriter_keeps_a_good_module_good(modules, tmp_path):
         assert x.to_numpy().tolist() == [2.0, 3.0, 4.0, 5.0]
 
 
-def _graphs_tcb(graphs: list) -> bytes:
-    """graphs.tcb as Taichi's binary serializer writes it: (graph, [(kernel, [(name, dtype, dim, tag, shape)])])."""
-    def s(text: str) -> bytes:
-        return struct.pack("<Q", len(text)) + text.encode()
-
-    body = struct.pack("<Q", len(graphs))
-    for name, dispatches in graphs:
-        body += s(name) + struct.pack("<Q", len(dispatches))
-        for kernel, args in dispatches:
-            body += s(kernel) + struct.pack("<Q", len(args))
-            for arg, dtype, dim, tag, shape in args:
-                body += s(arg) + struct.pack("<iQi", dtype, dim, tag) + struct.pack("<Q", len(shape))
-                body += b"".join(struct.pack("<i", d) for d in shape) + struct.pack("<Q", 0)
-    return struct.pack("<Q", len(body) + 8) + body
-
-
 @pytest.mark.parametrize("case,args,message", [
     ("binds fewer", [("a", 1, 1, 2, [])], r"binds 1 arguments, the kernel takes 3"),
     ("another dtype", [("a", 1, 1, 2, []), ("b", 5, 1, 2, []), ("s", 1, 0, 0, [])], r"argument 1 \('b'\)"),
@@ -271,11 +254,11 @@ def test_an_llvm_graph_binding_other_arguments_is_refused(modules, tmp_path, cas
     folder = tmp_path / "g"
     shutil.copytree(modules.path(Arch.X64), folder)
     good = [("a", 1, 1, 2, []), ("b", 1, 1, 2, []), ("s", 1, 0, 0, [])]
-    (folder / "graphs.tcb").write_bytes(_graphs_tcb([("g", [("add", good)])]))
+    (folder / "graphs.tcb").write_bytes(graphs_tcb([("g", [("add", good)])]))
     assert list(metadata.read_module(str(folder)).graphs) == ["g"]
-    (folder / "graphs.tcb").write_bytes(_graphs_tcb([("g", [("add", args)])]))
+    (folder / "graphs.tcb").write_bytes(graphs_tcb([("g", [("add", args)])]))
     with pytest.raises(CorruptedDataError, match=message):
         metadata.read_module(str(folder))
-    (folder / "graphs.tcb").write_bytes(_graphs_tcb([("g", [("nothing", good)])]))
+    (folder / "graphs.tcb").write_bytes(graphs_tcb([("g", [("nothing", good)])]))
     with pytest.raises(CorruptedDataError, match=r"dispatch of 'nothing': no such kernel"):
         metadata.read_module(str(folder))

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import taichi_aot as ta
+from conftest import graphs_tcb
 from taichi_aot import Arch, Runtime, metadata
 from taichi_aot.errors import CorruptedDataError, IncompatibleModuleError
 
@@ -132,21 +133,8 @@ def test_llvm_module_for_another_arch_is_incompatible(modules, tmp_path):
         rt.load_module(str(folder))
 
 
-def _tcb(graphs: list) -> bytes:
-    body = struct.pack("<Q", len(graphs))
-    for name, dispatches in graphs:
-        body += struct.pack("<Q", len(name)) + name.encode() + struct.pack("<Q", len(dispatches))
-        for kernel, args in dispatches:
-            body += struct.pack("<Q", len(kernel)) + kernel.encode() + struct.pack("<Q", len(args))
-            for arg_name, dtype_id, field_dim, tag, shape in args:
-                body += struct.pack("<Q", len(arg_name)) + arg_name.encode()
-                body += struct.pack("<iQiQ", dtype_id, field_dim, tag, len(shape))
-                body += struct.pack(f"<{len(shape)}i", *shape) + struct.pack("<Q", 0)
-    return struct.pack("<Q", len(body) + 8) + body
-
-
 def test_binary_graphs_reader_and_hostile_input():
-    good = _tcb([("g", [("k", [("m", 1, 1, 2, [2, 3]), ("s", 5, 0, 0, [])])])])
+    good = graphs_tcb([("g", [("k", [("m", 1, 1, 2, [2, 3]), ("s", 5, 0, 0, [])])])])
     g = metadata._llvm_graphs(good)["g"]
     assert [(a.name, a.kind, a.dtype, a.elem_shape) for a in g.args] == [
         ("m", "ndarray", ta.DataType.F32, (2, 3)), ("s", "scalar", ta.DataType.I32, ())]

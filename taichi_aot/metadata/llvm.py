@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from typing import TYPE_CHECKING, Any
 
 from ..enums import Arch
@@ -26,6 +25,7 @@ from .model import (
     _graph_arg,
     _struct_scalars,
 )
+from .tcb import GRAPHS, decode
 
 if TYPE_CHECKING:
     from .source import _Source
@@ -206,63 +206,15 @@ def _llvm(doc: Any) -> ModuleInfo:
 
 
 # ---------------------------------------------------------------------------
-# graphs.tcb: Taichi's binary serializer
-
-
-class _Binary:
-    """Reader of Taichi's binary serializer: little-endian, size_t counts, length-prefixed strings."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def _take(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
-            raise CorruptedDataError("graphs.tcb: truncated")
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return v
-
-    def u64(self) -> int:
-        return self._take("<Q")
-
-    def i32(self) -> int:
-        return self._take("<i")
-
-    def count(self, item_size: int) -> int:
-        n = self.u64()
-        if n * item_size > len(self.data) - self.pos:
-            raise CorruptedDataError("graphs.tcb: a count larger than the file")
-        return n
-
-    def str(self) -> str:
-        n = self.count(1)
-        raw = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return raw.decode("utf-8", "replace")
+# graphs.tcb: Taichi's binary serializer (read by tcb.decode)
 
 
 def _llvm_graphs(data: bytes) -> dict[str, GraphInfo]:
-    r = _Binary(data)
-    total = r.u64()
-    if total != len(data):
-        raise CorruptedDataError(f"graphs.tcb: header says {total} bytes, file has {len(data)}")
     out = {}
-    for _ in range(r.count(9)):
-        name = r.str()
-        dispatches = []
-        for _ in range(r.count(16)):
-            kernel = r.str()
-            args = []
-            for _ in range(r.count(40)):
-                arg_name, dtype_id, field_dim, tag = r.str(), r.i32(), r.u64(), r.i32()
-                shape = [r.i32() for _ in range(r.count(4))]
-                args.append(_graph_arg(0, arg_name, tag, dtype_id, field_dim, shape, r.u64()))
-            dispatches.append((kernel, args))
-        out[name] = _graph(name, dispatches)
-    if r.pos != len(data):
-        raise CorruptedDataError("graphs.tcb: trailing data")
+    for name, g in decode(GRAPHS, data, "graphs.tcb").items():
+        out[name] = _graph(name, [(d["kernel_name"], [_graph_arg(0, a["name"], a["tag"], a["dtype_id"], a["field_dim"],
+                                                                  a["element_shape"], a["num_channels"])
+                                                       for a in d["symbolic_args"]]) for d in g["dispatches"]])
     return out
 
 

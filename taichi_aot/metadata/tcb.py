@@ -11,6 +11,8 @@ the field it belongs to.
 
 Writing the record also checks that each value fits its C++ field (an ``int`` field holds no ``2**40``, a
 ``bool`` no ``2``) and that each type is of a kind the library can read.
+
+``graphs.tcb`` has no text twin: :func:`decode` reads it by its schema (:data:`GRAPHS`), the same field kinds.
 """
 
 from __future__ import annotations
@@ -85,6 +87,72 @@ _FIELD = _struct(("tree_id", "i"), ("root_id", "i"), ("root_size", "Q"), ("snode
 CACHE = _struct(
     ("version", ("array", "H", 3)), ("size", "Q"), ("fields", _map("i", _FIELD)), ("kernels", _map(_STR, _KERNEL)),
 )
+_GRAPH_ARG = _struct(("name", _STR), ("dtype_id", "i"), ("field_dim", "Q"), ("tag", "i"), ("element_shape", _vec("i")),
+                     ("num_channels", "Q"))
+#: ``graphs.tcb``: each compute graph by name, its dispatches (kernel and bound arguments) in order.
+GRAPHS = _map(_STR, _struct(("dispatches", _vec(_struct(("kernel_name", _STR), ("symbolic_args", _vec(_GRAPH_ARG)))))))
+
+
+def _least(kind: Any) -> int:
+    """The fewest bytes a value of ``kind`` takes (a count says how many values the rest of the file must hold)."""
+    if kind in (_STR, _TYPE):
+        return 8 if kind == _STR else 4
+    if isinstance(kind, str):
+        return 1 if kind == "?" else struct.calcsize("<" + kind)
+    if kind[0] == "struct":
+        return sum(_least(field) for _, field in kind[1])
+    return 8  # a vector's or map's count
+
+
+class _Reader:
+    """Values of the kinds :data:`GRAPHS` is made of (structs, vectors, maps with string keys, integers,
+    strings) from the binary serializer's bytes, every count checked against what the file holds."""
+
+    def __init__(self, data: bytes, file: str):
+        self.data, self.file, self.pos = data, file, 0
+
+    def _take(self, size: int) -> bytes:
+        if self.pos + size > len(self.data):
+            raise CorruptedDataError(f"{self.file}: truncated")
+        self.pos += size
+        return self.data[self.pos - size:self.pos]
+
+    def _count(self, item: Any) -> int:
+        (n,) = struct.unpack("<Q", self._take(8))
+        if n * _least(item) > len(self.data) - self.pos:
+            raise CorruptedDataError(f"{self.file}: a count larger than the file")
+        return n
+
+    def value(self, kind: Any) -> Any:
+        if kind == _STR:
+            return self._take(self._count("B")).decode("utf-8", "replace")
+        if isinstance(kind, str):
+            return struct.unpack("<" + kind, self._take(struct.calcsize("<" + kind)))[0]
+        if kind[0] == "struct":
+            return {name: self.value(field) for name, field in kind[1]}
+        if kind[0] == "vec":
+            return [self.value(kind[1]) for _ in range(self._count(kind[1]))]
+        if kind[0] == "map" and kind[1] == _STR:
+            least = _struct(("key", _STR), ("value", kind[2]))
+            return dict(self.value(least).values() for _ in range(self._count(least)))
+        raise TypeError(f"no reader for {kind!r}")
+
+
+def decode(kind: Any, data: bytes, file: str) -> Any:
+    """A file the binary serializer wrote (its length first) as dicts and lists: ``kind`` is its schema
+    (:data:`GRAPHS`).
+
+    Raises:
+        CorruptedDataError: a length other than the file's, a count past the file's end, trailing bytes.
+    """
+    r = _Reader(data, file)
+    (total,) = struct.unpack("<Q", r._take(8))
+    if total != len(data):
+        raise CorruptedDataError(f"{file}: header says {total} bytes, file has {len(data)}")
+    out = r.value(kind)
+    if r.pos != len(data):
+        raise CorruptedDataError(f"{file}: trailing data")
+    return out
 
 
 class _Writer:
