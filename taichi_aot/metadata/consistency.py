@@ -26,10 +26,17 @@ import re
 from typing import Any
 
 from ..errors import CorruptedDataError
-from .model import GFX_COMPOUND_DTYPE, GFX_EXT_ARR
+from .model import (
+    GFX_COMPOUND_DTYPE,
+    GFX_EXT_ARR,
+    PTYPE_NDARRAY,
+    PTYPE_SCALAR,
+    PTYPE_TEXTURES,
+    TYPE_POINTER,
+    TYPE_PRIMITIVE,
+    TYPE_STRUCT,
+)
 
-_PRIMITIVE, _POINTER, _STRUCT = 0, 1, 3
-_NDARRAY, _SCALAR, _TEXTURES = 1, 0, (2, 3)  # ptype
 _SERIAL, _RANGE_FOR = 0, 1
 #: Graph argument tags for each argument ptype (a scalar's: a scalar or a vector/matrix).
 _TAGS = {0: (0, 1), 1: (2,), 2: (3,), 3: (4,)}
@@ -72,7 +79,7 @@ def _arguments(ctx: dict, what: str) -> list[dict]:
     if [e["key"] for e in args] != [[i] for i in range(len(args))]:
         raise CorruptedDataError(f"{what}: arguments numbered {[e['key'] for e in args]}, not 0, 1, ... once each")
     layout = ctx["args_type_"]
-    elements = layout["content"].get("elements_") if layout["type_kind"] == _STRUCT else None
+    elements = layout["content"].get("elements_") if layout["type_kind"] == TYPE_STRUCT else None
     if elements is None or [e["name"] for e in elements][:len(args)] != [f"arg_{i}" for i in range(len(args))]:
         names = None if elements is None else [e["name"] for e in elements]
         raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{len(args) - 1}")
@@ -88,26 +95,26 @@ def _arguments(ctx: dict, what: str) -> list[dict]:
 
 
 def _argument(arg: dict, layout: dict, what: str) -> None:
-    if arg["ptype"] in (_NDARRAY, *_TEXTURES):
+    if arg["ptype"] in (PTYPE_NDARRAY, *PTYPE_TEXTURES):
         members = {e["name"]: e["type"] for e in layout["content"].get("elements_", [])} \
-            if layout["type_kind"] == _STRUCT else {}
+            if layout["type_kind"] == TYPE_STRUCT else {}
         shape, data = members.get("shape"), members.get("data_ptr")
-        dims = shape["content"].get("elements_") if shape and shape["type_kind"] == _STRUCT else None
-        want = 3 if arg["ptype"] in _TEXTURES else max(arg["field_dim"], 1)  # a texture's extent: 3 always
-        if dims is None or len(dims) != want or not data or data["type_kind"] != _POINTER \
-                or any(d["type"]["type_kind"] != _PRIMITIVE for d in dims):
+        dims = shape["content"].get("elements_") if shape and shape["type_kind"] == TYPE_STRUCT else None
+        want = 3 if arg["ptype"] in PTYPE_TEXTURES else max(arg["field_dim"], 1)  # a texture's extent: 3 always
+        if dims is None or len(dims) != want or not data or data["type_kind"] != TYPE_POINTER \
+                or any(d["type"]["type_kind"] != TYPE_PRIMITIVE for d in dims):
             raise CorruptedDataError(f"{what}: an array of {arg['field_dim']} dimensions whose layout is no struct "
                                      f"of {want} shape integers and a data pointer")
         pointee = data["content"].get("pointee_") or {}
-        if arg["ptype"] == _NDARRAY and (pointee.get("type_kind") != _PRIMITIVE
+        if arg["ptype"] == PTYPE_NDARRAY and (pointee.get("type_kind") != TYPE_PRIMITIVE
                                          or pointee["content"].get("type") != arg["dtype"]):
             raise CorruptedDataError(f"{what}: an ndarray of dtype {arg['dtype']} whose data pointer points to "
                                      "another type")
-    elif arg["ptype"] == _SCALAR and arg["dtype"] != GFX_COMPOUND_DTYPE \
-            and (layout["type_kind"] != _PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
+    elif arg["ptype"] == PTYPE_SCALAR and arg["dtype"] != GFX_COMPOUND_DTYPE \
+            and (layout["type_kind"] != TYPE_PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
         raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
-    elif arg["ptype"] == _SCALAR and arg["dtype"] == GFX_COMPOUND_DTYPE:  # a vector or matrix: a struct of its elements
-        elements = layout["content"].get("elements_", []) if layout["type_kind"] == _STRUCT else []
+    elif arg["ptype"] == PTYPE_SCALAR and arg["dtype"] == GFX_COMPOUND_DTYPE:  # a vector or matrix: its elements
+        elements = layout["content"].get("elements_", []) if layout["type_kind"] == TYPE_STRUCT else []
         if not elements or (arg["element_shape"] and math.prod(arg["element_shape"]) != len(elements)):
             raise CorruptedDataError(f"{what}: a vector or matrix of shape {arg['element_shape']} laid out as "
                                      f"{len(elements)} elements")
@@ -147,7 +154,7 @@ def _dispatch(d: dict, kernels: dict[str, list[dict]], what: str) -> None:
 
 def _mismatch(b: dict, a: dict) -> Any:
     """Whether a graph argument differs from the kernel's in what its kind reads (dtype; an ndarray's dims)."""
-    if a["ptype"] == _NDARRAY:
+    if a["ptype"] == PTYPE_NDARRAY:
         return b["dtype_id"] != a["dtype"] or b["field_dim"] != a["field_dim"] \
             or list(b["element_shape"]) != list(a["element_shape"])
-    return a["ptype"] == _SCALAR and a["dtype"] != GFX_COMPOUND_DTYPE and b["dtype_id"] != a["dtype"]
+    return a["ptype"] == PTYPE_SCALAR and a["dtype"] != GFX_COMPOUND_DTYPE and b["dtype_id"] != a["dtype"]

@@ -25,18 +25,33 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..enums import DATA_TYPE_SIZE, NUMPY_DTYPES, DataType
 from ..errors import CorruptedDataError
+from .model import (
+    PTYPE_NDARRAY,
+    PTYPE_SCALAR,
+    TYPE_ARGPACK,
+    TYPE_POINTER,
+    TYPE_PRIMITIVE,
+    TYPE_STRUCT,
+    TYPE_TENSOR,
+)
 
 if TYPE_CHECKING:
     from .model import ArgInfo, GraphInfo, KernelInfo
     from .source import _Source
 
-_PRIMITIVE, _POINTER, _TENSOR, _STRUCT = 0, 1, 2, 3
-_SCALAR, _NDARRAY = 0, 1  # ptype
-#: Taichi's primitive type ids: their LLVM type and size in bytes (``gen`` and ``unknown`` have none).
-_PRIMITIVES = {0: ("half", 2), 1: ("float", 4), 2: ("double", 8), 3: ("i8", 1), 4: ("i16", 2), 5: ("i32", 4),
-               6: ("i64", 8), 7: ("i1", 1), 8: ("i8", 1), 9: ("i16", 2), 10: ("i32", 4), 11: ("i64", 8)}
-_I32 = 5
+
+def _llvm_name(t: DataType) -> str:
+    d = NUMPY_DTYPES[t]
+    return {2: "half", 4: "float", 8: "double"}[d.itemsize] if d.kind == "f" else "i1" if d.kind == "b" \
+        else f"i{8 * d.itemsize}"
+
+
+#: Taichi's primitive type ids (DataType's codes): their LLVM type and size in bytes (``gen`` and ``unknown``, no
+#: element types, have none).
+_PRIMITIVES = {int(t): (_llvm_name(t), DATA_TYPE_SIZE[t]) for t in NUMPY_DTYPES}
+_I32 = int(DataType.I32)
 _POINTER_BYTES = 8  # x86-64, arm64 and nvptx64
 
 # a function's name: plain, or quoted with \XX escapes (LLVM's form for other bytes: a kernel named in Cyrillic)
@@ -70,7 +85,7 @@ def _arguments(k: dict, what: str) -> str:
     if [key for key, _ in args] != [[i] for i in range(len(args))]:
         raise CorruptedDataError(f"{what}: arguments numbered {[key for key, _ in args]}, not 0, 1, ... once each")
     layout = k["args_type"]
-    elements = layout["content"]["elements_"] if layout["type_kind"] == _STRUCT else None
+    elements = layout["content"]["elements_"] if layout["type_kind"] == TYPE_STRUCT else None
     if elements is None or [e["name"] for e in elements] != [f"arg_{i}" for i in range(len(args))]:
         names = None if elements is None else [e["name"] for e in elements]
         raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{len(args) - 1}")
@@ -85,18 +100,18 @@ def _argument(param: dict, laid: dict, what: str) -> None:
     dt = param["dt_"]["ptr_"]
     if _shape(dt) != _shape(laid):
         raise CorruptedDataError(f"{what}: recorded as {_ir(dt)}, laid out as {_ir(laid)}")
-    if param["ptype"] == _NDARRAY:
+    if param["ptype"] == PTYPE_NDARRAY:
         ndim = param["total_dim"] - len(param["element_shape"])
-        members = laid["content"]["elements_"] if laid["type_kind"] == _STRUCT else []
+        members = laid["content"]["elements_"] if laid["type_kind"] == TYPE_STRUCT else []
         dims = members[0]["type"] if len(members) == 2 else {}
-        shape = dims["content"]["elements_"] if dims.get("type_kind") == _STRUCT else []
+        shape = dims["content"]["elements_"] if dims.get("type_kind") == TYPE_STRUCT else []
         if not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != ["shape", "data_ptr"] \
-                or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (_PRIMITIVE, _I32) for d in shape) \
-                or members[1]["type"]["type_kind"] != _POINTER:
+                or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (TYPE_PRIMITIVE, _I32) for d in shape) \
+                or members[1]["type"]["type_kind"] != TYPE_POINTER:
             raise CorruptedDataError(f"{what}: an ndarray of {param['total_dim']} dimensions (element shape "
                                      f"{param['element_shape']}) laid out as {_ir(laid)}")
-    elif param["ptype"] == _SCALAR:
-        if laid["type_kind"] not in (_PRIMITIVE, _STRUCT, _TENSOR) or _holds_pointer(laid):
+    elif param["ptype"] == PTYPE_SCALAR:
+        if laid["type_kind"] not in (TYPE_PRIMITIVE, TYPE_STRUCT, TYPE_TENSOR) or _holds_pointer(laid):
             raise CorruptedDataError(f"{what}: a scalar laid out as {_ir(laid)}")
     else:
         raise CorruptedDataError(f"{what}: an argument of kind {param['ptype']}, which LLVM modules do not take")
@@ -105,11 +120,11 @@ def _argument(param: dict, laid: dict, what: str) -> None:
 def _holds_pointer(t: dict) -> bool:
     """Whether a type is or holds a pointer (a scalar's, a vector's or a matrix's value holds none)."""
     kind, c = t["type_kind"], t.get("content") or {}
-    if kind == _POINTER:
+    if kind == TYPE_POINTER:
         return True
-    if kind == _TENSOR:
+    if kind == TYPE_TENSOR:
         return _holds_pointer(c["element_"])
-    return kind != _PRIMITIVE and any(_holds_pointer(e["type"]) for e in c.get("elements_", ()))
+    return kind != TYPE_PRIMITIVE and any(_holds_pointer(e["type"]) for e in c.get("elements_", ()))
 
 
 def _elements(shape: list[int]) -> int | None:
@@ -125,11 +140,11 @@ def _elements(shape: list[int]) -> int | None:
 def _shape(t: dict) -> Any:
     """A type as nested tuples, without its offsets and data layout."""
     kind, c = t["type_kind"], t.get("content") or {}
-    if kind == _PRIMITIVE:
+    if kind == TYPE_PRIMITIVE:
         return kind, c["type"]
-    if kind == _POINTER:
+    if kind == TYPE_POINTER:
         return kind, _shape(c["pointee_"])
-    if kind == _TENSOR:
+    if kind == TYPE_TENSOR:
         return kind, tuple(c["shape_"]), _shape(c["element_"])
     if kind == -1:
         return (kind,)
@@ -139,11 +154,11 @@ def _shape(t: dict) -> Any:
 def _ir(t: dict) -> str:
     """A type as LLVM IR writes it."""
     kind, c = t["type_kind"], t.get("content") or {}
-    if kind == _PRIMITIVE:
+    if kind == TYPE_PRIMITIVE:
         return _PRIMITIVES[c["type"]][0] if c["type"] in _PRIMITIVES else f"<type {c['type']}>"
-    if kind == _POINTER:
+    if kind == TYPE_POINTER:
         return _ir(c["pointee_"]) + "*"
-    if kind == _TENSOR:
+    if kind == TYPE_TENSOR:
         n = _elements(c["shape_"])
         return f"[{'?' if n is None else n} x {_ir(c['element_'])}]"
     if kind == -1:
@@ -158,21 +173,21 @@ def _size(t: dict, what: str) -> int:
 
 def _size_align(t: dict, what: str) -> tuple[int, int]:
     kind, c = t["type_kind"], t.get("content") or {}
-    if kind == _PRIMITIVE:
+    if kind == TYPE_PRIMITIVE:
         if c["type"] not in _PRIMITIVES:
             raise CorruptedDataError(f"{what}: a value of type id {c['type']}, which has no size")
         size = _PRIMITIVES[c["type"]][1]
         return size, size
-    if kind == _POINTER:
+    if kind == TYPE_POINTER:
         return _POINTER_BYTES, _POINTER_BYTES
-    if kind == _TENSOR:
+    if kind == TYPE_TENSOR:
         size, align = _size_align(c["element_"], what)
         n = _elements(c["shape_"])
         if n is None:
             raise CorruptedDataError(f"{what}: a tensor of {len(c['shape_'])} dimensions, some negative or more than "
                                      f"{_MOST_ELEMENTS} elements in all")
         return size * n, align
-    if kind not in (_STRUCT, 4):
+    if kind not in (TYPE_STRUCT, TYPE_ARGPACK):
         raise CorruptedDataError(f"{what}: a value of type kind {kind}")
     end, align = 0, 1
     for e in c["elements_"]:

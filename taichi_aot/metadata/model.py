@@ -14,6 +14,9 @@ from ..errors import CorruptedDataError
 
 #: ParameterType codes in the metadata (``ptype``).
 PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
+PTYPE_SCALAR, PTYPE_NDARRAY, PTYPE_TEXTURES = 0, 1, (2, 3)
+#: Taichi's TypeKind codes, of the types both formats' argument layouts are made of (``type_kind``).
+TYPE_PRIMITIVE, TYPE_POINTER, TYPE_TENSOR, TYPE_STRUCT, TYPE_ARGPACK = 0, 1, 2, 3, 4
 #: A gfx scalar argument's dtype code when it is a vector or matrix (a struct of its elements).
 GFX_COMPOUND_DTYPE = 13
 #: The gfx buffer type of an ndarray argument, whose root_id is [its index].
@@ -155,13 +158,13 @@ def _data_type(code: Any) -> DataType | None:
 
 def _struct_scalars(t: Any) -> tuple[int | None, DataType | None]:
     """(element count, dtype) of a vector/matrix passed by value: a struct of scalars."""
-    if not isinstance(t, dict) or t.get("type_kind") != 3:
+    if not isinstance(t, dict) or t.get("type_kind") != TYPE_STRUCT:
         return None, None
     elements = (t.get("content") or {}).get("elements_") or []
     types = set()
     for e in elements:
         et = e.get("type") if isinstance(e, dict) else None
-        if not isinstance(et, dict) or et.get("type_kind") != 0:
+        if not isinstance(et, dict) or et.get("type_kind") != TYPE_PRIMITIVE:
             return None, None
         types.add((et.get("content") or {}).get("type"))
     return len(elements), (_data_type(types.pop()) if len(types) == 1 else None)

@@ -24,6 +24,7 @@ import struct
 from typing import Any
 
 from ..errors import CorruptedDataError
+from .model import TYPE_ARGPACK, TYPE_POINTER, TYPE_PRIMITIVE, TYPE_STRUCT, TYPE_TENSOR
 
 MAX_DEPTH = 64
 
@@ -61,11 +62,11 @@ _DICTIONARY = _struct(("elements_", _vec(_MEMBER)), ("layout_", _STR))
 #: The content of each type kind an LLVM module's arguments and layouts are made of (Taichi's ``TypeKind``:
 #: Primitive, Pointer, Tensor, Struct, ArgPack); the quantized kinds after them (fields' bit packing) are refused.
 _TYPE_CONTENT = {
-    0: _struct(("type", "i")),
-    1: _struct(("pointee_", _TYPE), ("addr_space_", "i"), ("is_bit_pointer_", "?")),
-    2: _struct(("shape_", _vec("i")), ("element_", _TYPE)),
-    3: _DICTIONARY,
-    4: _DICTIONARY,
+    TYPE_PRIMITIVE: _struct(("type", "i")),
+    TYPE_POINTER: _struct(("pointee_", _TYPE), ("addr_space_", "i"), ("is_bit_pointer_", "?")),
+    TYPE_TENSOR: _struct(("shape_", _vec("i")), ("element_", _TYPE)),
+    TYPE_STRUCT: _DICTIONARY,
+    TYPE_ARGPACK: _DICTIONARY,
 }
 _DATA_TYPE = _struct(("ptr_", _TYPE))
 _PARAMETER = _struct(
