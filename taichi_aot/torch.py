@@ -77,8 +77,6 @@ class Op:
             torch.library.register_autograd(qualname, self._backward, setup_context=self._setup_context,
                                             lib=self._library)
         self.custom_op = getattr(getattr(torch.ops, namespace), opname).default
-        #: what the op runs: make the outputs and launch (the bench replaces it to measure torch's floor)
-        self.launch_body: Callable[[Sequence[Any]], Any] = self._launch
         self._makers = self._plan_outputs()
         self._count = len(spec.inputs)
 
@@ -149,7 +147,7 @@ class Op:
 
     def _impl(self, *inputs: Any) -> Any:
         try:
-            return self.launch_body(inputs)
+            return self._launch(inputs)
         except (TaichiError, AttributeError, TypeError):
             # the op's own message (the argument, what was expected), where its checks find the fault
             self.spec.ensure_open()

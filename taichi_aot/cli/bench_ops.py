@@ -42,8 +42,11 @@ def _torch_empty_op(kernel: Any) -> Any:
 
     from .. import torch as tt
 
-    empty = tt.op(kernel, {0: 0}, name=f"taichi_aot_bench::empty_{len(_EMPTY_OPS)}")
-    empty.launch_body = lambda inputs: torch.empty_like(inputs[0])
+    class Empty(tt.Op):
+        def _launch(self, inputs: Any) -> Any:  # no kernel: a tensor like the first input
+            return torch.empty_like(inputs[0])
+
+    empty = Empty(kernel, {0: 0}, name=f"taichi_aot_bench::empty_{len(_EMPTY_OPS)}")
     _EMPTY_OPS.append(empty)
     return empty
 
