@@ -96,13 +96,6 @@ def _value(rt: Any, arg: Any, arrays: list) -> Any:
     return [1] * (arg.length or 1) if arg.kind == "tensor" else 1
 
 
-def signatures(rt: Any, folder: str, entries: list[str]) -> dict[str, list[Any]]:
-    """Each entry's arguments as the module in ``folder`` records them."""
-    with rt.load_module(folder) as mod:
-        return {e: list((mod.kernels if e.startswith("kernel ") else mod.graphs)[e.split(" ", 1)[1]].signature)
-                for e in entries}
-
-
 def results(rt: Any, folder: str, entries: list[str],
             given: dict[str, list[Any]] | None = None) -> dict[str, list[np.ndarray]]:
     """Launch each entry ("kernel NAME", "graph NAME") of the module in ``folder`` with inputs made for the arguments
@@ -211,7 +204,8 @@ def worker(source: str) -> None:
     entries = [f"kernel {k.name}" for k in info.exported_kernels()]
     entries += [f"graph {g}" for g in info.graphs]
     first, again = results(rt, source, entries), results(rt, source, entries)
-    given = signatures(rt, source, entries)
+    given = {e: list((info.kernels if e.startswith("kernel ") else info.graphs)[e.split(" ", 1)[1]].args)
+             for e in entries}  # the undamaged module's arguments (what its launchables' signatures are)
     # an entry whose results differ from run to run, or that samples a texture (nothing writes the harness's new
     # images, whose texels Vulkan leaves undefined: their content varies with what ran before), is launched, not
     # compared
