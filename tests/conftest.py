@@ -14,6 +14,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -334,3 +335,13 @@ def graphs_tcb(graphs: list) -> bytes:
                 body += text(arg) + struct.pack("<iQiQ", dtype, dim, tag, len(shape))
                 body += struct.pack(f"<{len(shape)}i", *shape) + struct.pack("<Q", 0)
     return struct.pack("<Q", len(body) + 8) + body
+
+
+@pytest.fixture(scope="session")
+def cuda_modules(tmp_path_factory) -> str:
+    """tests/data/cuda-modules.tar.xz unpacked (read-only by convention: copy a module before changing it): the
+    suite's CUDA modules, which Taichi compiles only where a GPU is."""
+    root = str(tmp_path_factory.mktemp("cuda-modules"))
+    with tarfile.open(os.path.join(HERE, "data", "cuda-modules.tar.xz")) as t:
+        t.extractall(root, filter="data") if sys.version_info >= (3, 12) else t.extractall(root)
+    return root

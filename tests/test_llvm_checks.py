@@ -12,7 +12,6 @@ import os
 import random
 import shutil
 import sys
-import tarfile
 from typing import Any, Callable
 
 import numpy as np
@@ -25,14 +24,6 @@ from taichi_aot.errors import CorruptedDataError
 from taichi_aot.metadata import tcb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-@pytest.fixture(scope="module")
-def cuda_modules(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp("cuda-modules"))
-    with tarfile.open(os.path.join(HERE, "data", "cuda-modules.tar.xz")) as t:
-        t.extractall(root, filter="data") if sys.version_info >= (3, 12) else t.extractall(root)
-    return root
 
 
 def _cache(folder: str) -> dict:

@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 
 import numpy as np
 import pytest
@@ -26,16 +25,7 @@ from taichi_aot import Arch, CorruptedDataError, Runtime, capi, metadata
 from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, plan, read_manifest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARCHIVE = os.path.join(HERE, "data", "cuda-modules.tar.xz")
 REFUSED = {"printer": "vprintf", "field_user": "SNode fields", "returner": "result buffer"}
-
-
-@pytest.fixture(scope="module")
-def cuda_modules(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp("cuda-modules"))
-    with tarfile.open(ARCHIVE) as t:
-        t.extractall(root, filter="data") if sys.version_info >= (3, 12) else t.extractall(root)
-    return root
 
 
 @pytest.fixture(scope="module")
