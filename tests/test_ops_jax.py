@@ -113,6 +113,9 @@ def test_f16_scalars_as_operands(x64):
             want = x * s16
         np.testing.assert_array_equal(np.asarray(step(jnp.asarray(x), jnp.asarray(s16))), want, err_msg=str(s))
     np.testing.assert_array_equal(np.asarray(half_scale(jnp.asarray(x), 2.0)), x * np.float16(2))  # an attribute
+    for wrong in (jnp.float32(2.0), jnp.ones(2, jnp.float16)):  # another dtype, not 0-d: typed, at trace time
+        with pytest.raises(ArgumentTypeError, match="argument 1: expected a Python number or a 0-d float16 array"):
+            step(jnp.asarray(x), wrong)
 
 
 def test_jit_between_xla_ops_many_times(x64):
