@@ -233,14 +233,17 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
             too, its output starting as the input's values). Other outputs start zero-filled.
         backward: ``fn(inputs, outputs, grads)`` returning a gradient (or None) per input, for autograd; without
             it, a backward through the op raises NotSupportedError.
-        name: the operator's qualified name (``"ns::name"``); default ``taichi_aot::<kernel>_<n>``.
+        name: the operator's qualified name (``"ns::name"``, each part an identifier); default
+            ``taichi_aot::<kernel>_<n>``. A name is one operator for the process's life: a second op of a name already
+            taken raises ArgumentTypeError.
 
     Returns:
         An :class:`Op`: ``op(*inputs)`` or ``op(**inputs)`` returns the output tensor(s).
 
     Raises:
-        ArgumentTypeError: an unknown argument, or an output that is not an ndarray or of the wrong shape; a call
-            with a wrong count, dtype, shape or device of inputs (at trace time under ``torch.compile``).
+        ArgumentTypeError: an unknown argument, an output that is not an ndarray or of the wrong shape, or a ``name``
+            taken or malformed; a call with a wrong count, dtype, shape or device of inputs (at trace time under
+            ``torch.compile``).
         InvalidArgumentError: an input the module records the kernel writes.
     """
     return Op(launchable, outputs, backward, name)
