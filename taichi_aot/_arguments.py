@@ -97,7 +97,10 @@ def prefill(buf: bytearray, offsets: list[int], specs: list[ArgInfo]) -> None:
 
 def _write_tensor(dst: Any, value: Any, what: str) -> None:
     """Write a 1-D or 2-D array of numbers as a TI_ARGUMENT_TYPE_TENSOR at ``dst``."""
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError):  # a ragged nesting of lists
+        a = np.empty(0, object)
     if a.dtype == object or a.ndim not in (1, 2) or a.size == 0:
         raise ArgumentTypeError(f"{what}: a vector/matrix argument must be a 1-D or 2-D array of numbers")
     if a.dtype.kind == "b":
@@ -244,12 +247,17 @@ def _tensor_packer(spec: ArgInfo, what: str) -> Packer:
     target = NUMPY_DTYPES[spec.dtype] if spec.dtype is not None else None
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
-        if isinstance(value, (NdArray, Texture, Image, str, bytes)) or np.ndim(value) not in (1, 2):
+        if isinstance(value, (NdArray, Texture, Image, str, bytes)):
             raise wrong(value)
-        if spec.length is not None and np.size(value) != spec.length:
+        try:
+            a = np.asarray(value)
+        except (ValueError, TypeError):  # a ragged nesting of lists, or what numpy cannot read as numbers
+            raise wrong(value) from None
+        if a.ndim not in (1, 2):
+            raise wrong(value)
+        if spec.length is not None and a.size != spec.length:
             raise wrong(value, InvalidArgumentError)
         if target is not None:
-            a = np.asarray(value)
             if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and target.kind in "iu"):
                 raise wrong(value)
             value = convert_checked(a, target, what)
@@ -264,11 +272,11 @@ def _f32_packer(spec: ArgInfo, what: str) -> Packer:
 
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         cls = value.__class__
-        if cls is not float and cls is not int:
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise wrong(value)
-            value = float(value)
         try:
+            if cls is not float and cls is not int:
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                    raise wrong(value)
+                value = float(value)
             _F32(slot.buf, slot.off + value_off, value)  # the slot's type was written once (prefill)
         except (OverflowError, struct.error):
             raise InvalidArgumentError(f"{what}: {value!r} is out of range for f32") from None
@@ -317,9 +325,13 @@ def _f16_packer(spec: ArgInfo, what: str) -> Packer:
     def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise wrong(value)
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # an int past every float
+            v = _F16_MAX * 2
         if abs(v) > _F16_MAX and v == v and abs(v) != float("inf"):
-            raise InvalidArgumentError(f"{what}: {value!r} is out of range for f16 (largest {_F16_MAX:g})")
+            raise InvalidArgumentError(
+                f"{what}: {describe_value(value)} is out of range for f16 (largest {_F16_MAX:g})")
         # the C-API carries an f16 scalar as an f32 in x32
         dst = slot.ptr
         dst.type = ArgumentType.SCALAR

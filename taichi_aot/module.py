@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 import weakref
@@ -118,13 +120,57 @@ def _open(runtime: Runtime, source: object) -> _Source:
     return _Source(data, path, what, meta, _digest(data, path))
 
 
+_FOLDER_PREFIX = "taichi_aot_module_"  # then the owner's pid and "_"
+_swept: list[bool] = []
+
+
+def _module_folder() -> str:
+    """A private folder for an extracted archive, named for this process. The first one a process makes removes
+    the folders that processes which ended without removing theirs (``os._exit``, a kill, a crash) left behind."""
+    if not _swept:
+        _swept.append(True)
+        _sweep(tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}_")
+
+
+def _sweep(root: str) -> None:
+    """Remove this user's module folders in ``root`` whose process has ended."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        match = re.fullmatch(rf"{_FOLDER_PREFIX}(\d+)_\w+", name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's, or no pid at all: left alone
+    return True
+
+
 def _load(runtime: Runtime, src: _Source) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
         # refuses .tcm bytes: extract the archive to a private folder instead.
-        temp_dir = tempfile.mkdtemp(prefix="taichi_aot_module_")
+        temp_dir = _module_folder()
         try:
             extract_archive(data if data is not None else what, temp_dir)
             return capi.load_checked(rt, temp_dir, meta), temp_dir
@@ -289,7 +335,8 @@ class AotModule(Child):
     def kernel_names(self) -> list[str]:
         """The names of the kernels the module exports."""
         names = self._meta.content
-        return list(names[0]) if names else [k.name for k in self._meta.exported_kernels()]
+        exported = [k.name for k in self._meta.exported_kernels()]  # a kernel template's instances: unlisted
+        return [*names[0], *(k for k in exported if k not in names[0])] if names else exported
 
     def graph_names(self) -> list[str]:
         """The names of the module's compute graphs."""

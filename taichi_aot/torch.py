@@ -159,9 +159,15 @@ class Op:
         spec = self.spec
         out = self._outputs(inputs, torch.zeros)
         values: list[Any] = [None] * len(spec.args)
+        device = self._device.type
         for i, value in zip(spec.inputs, inputs):
-            # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
-            values[i] = value.detach() if isinstance(value, torch.Tensor) and value.requires_grad else value
+            if isinstance(value, torch.Tensor):
+                if value.device.type != device:  # a kernel call would copy it over: the op refuses, as its fake does
+                    self._check(inputs)
+                # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
+                if value.requires_grad:
+                    value = value.detach()
+            values[i] = value
         for i, value in zip(spec.outputs, out):
             values[i] = value
         rt = self._runtime

@@ -359,3 +359,45 @@ def test_a_forked_child_and_vulkan(vulkan):
     expected = "ran (2,)" if software else "refused: "
     assert said.startswith(expected) and said.endswith("x64 (2,)"), said
 
+
+
+def test_extraction_folders_of_ended_processes_are_removed(modules, tmp_path):
+    """An LLVM module loaded from a .tcm is extracted to a folder named for its process; one that ended without
+    removing it (os._exit, a kill) has its folder removed by the next process's first extraction."""
+    require_arch(Arch.X64)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    child = textwrap.dedent("""
+        import os, sys
+        from taichi_aot import Arch, Runtime
+        rt = Runtime(Arch.X64)
+        rt.load_module(sys.argv[1]).kernels["add"]
+        print(os.getpid(), flush=True)
+        if sys.argv[2] == "exit":
+            os._exit(0)
+        rt.close()
+        """)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    run = [sys.executable, "-c", child, modules.path(Arch.X64, tcm=True)]
+    first = subprocess.run([*run, "exit"], capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    left = os.listdir(temp)
+    assert [n for n in left if n.startswith(f"taichi_aot_module_{first.stdout.strip()}_")] == left and left
+    (temp / "taichi_aot_module_1_of_pid_1").mkdir()  # a live process's (init's): kept
+    second = subprocess.run([*run, "close"], capture_output=True, text=True, env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert os.listdir(temp) == ["taichi_aot_module_1_of_pid_1"]
+
+
+def test_load_close_cycles_leave_no_folder(modules, tmp_path, monkeypatch):
+    require_arch(Arch.X64)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with Runtime(Arch.X64) as rt:
+        for _ in range(50):
+            mod = rt.load_module(modules.path(Arch.X64, tcm=True))
+            mod.kernels["add"]
+            mod.close()
+        assert len(os.listdir(tmp_path)) <= 1  # the module the runtime keeps loaded for a load of it again
+    assert os.listdir(tmp_path) == []

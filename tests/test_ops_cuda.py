@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
 
-from taichi_aot import Arch, InvalidStateError, NotSupportedError, Runtime
+from taichi_aot import Arch, ArgumentTypeError, InvalidStateError, NotSupportedError, Runtime
 
 LAUNCHERS = ["own", "taichi"]
 
@@ -42,6 +42,8 @@ def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F
                     torch.testing.assert_close(step(yi), want)
         twice = tt.op(mod.graphs["add_twice"], {"x": "y"})
         torch.testing.assert_close(twice(y=y, a=1.0), 2 * y)
+        with pytest.raises(ArgumentTypeError, match="a tensor on cpu, and the kernel's runtime is CUDA"):
+            add(y.cpu(), 2.0)  # eagerly, as the fake refuses it under torch.compile
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

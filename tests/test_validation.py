@@ -181,9 +181,13 @@ def test_out_of_range_values_are_refused(env):
         with pytest.raises(ValueError, match="out of range for f32"):
             add(x, x, value)
     add(x, x, 2**64)  # an int f32 can hold (as a float) is fine
-    with pytest.raises(ValueError, match="out of range for f16"):
-        half(rt.ndarray((4,), np.float16), 70000.0)
-    v3 = rt.ndarray((2,), np.float32, (3,))
+    for value in (70000.0, 10**400, np.int64(2**62)):  # an int past every float too
+        with pytest.raises(ta.InvalidArgumentError, match=r"kernel 'half_scale' argument 1.*out of range for f16"):
+            half(rt.ndarray((4,), np.float16), value)
+    v3, m2 = rt.ndarray((2,), np.float32, (3,)), rt.ndarray((2,), np.float32, (2, 2))
+    for kernel, array, ragged in ((vec, v3, [1.0, [2.0, 3.0], 4.0]), (mod.kernels["mat_apply"], m2, [[1, 2], [3]])):
+        with pytest.raises(ta.ArgumentTypeError, match=rf"kernel '{kernel.name}' argument 1.*got list"):
+            kernel(array, ragged)  # numpy cannot make an array of it
     with pytest.raises(ValueError, match="out of range"):
         vec(v3, (1e39, 0.0, 0.0))
     with pytest.raises(ValueError, match="out of range"):

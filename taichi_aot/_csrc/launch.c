@@ -30,6 +30,23 @@ static int launch_any(const TaichiAotLaunch *l) {
     return (int)ti_get_last_error(NULL, NULL);
 }
 
+/* Counts a launch through libtaichi in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0:
+   gfx backends, whose libtaichi keeps every submitted command buffer, with its argument buffers, until a wait), the
+   launch that finds pending[2] launches queued waits for them, as a CUDA launch blocks when its queue is full.
+   Returns the launch's error, else the wait's. */
+static int count_launch(const TaichiAotLaunch *l, int error) {
+    int32_t *pending = l->pending;
+    if (pending[2] > 0 && error == 0 && pending[0] >= pending[2]) {
+        ti_wait(l->runtime);
+        pending[0] = 0;
+        return (int)ti_get_last_error(NULL, NULL);
+    }
+    if (pending[0] < INT32_MAX) {
+        ++pending[0];
+    }
+    return error;
+}
+
 /* A launch and its error check in one call from Python. Returns the TiError code (0: success),
    or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
    not the runtime's thread: Python then re-checks (and raises) before launching again. The
@@ -38,8 +55,7 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_STALE;
     }
-    *l->pending = 1;
-    return launch_any(l);
+    return count_launch(l, launch_any(l));
 }
 
 /* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
@@ -51,22 +67,11 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     uint32_t i;
     int error;
     *done = 0;
-    if (count > 0 && repeat > 0) {
-        *launches[0].pending = 1;
-    }
     for (r = 0; r < repeat; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
-            if (l->kind >= 2) { /* its own error code, checked every time */
-                error = launch_any(l);
-                if (error != 0) {
-                    return error;
-                }
-                ++*done;
-                continue;
-            }
-            error = launch_any(l);
-            if (r == 0 && error != 0) {
+            error = count_launch(l, launch_any(l));
+            if (error != 0 && (r == 0 || l->kind >= 2)) { /* the own launcher's error code: checked every time */
                 return error;
             }
             ++*done;

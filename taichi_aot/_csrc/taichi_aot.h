@@ -14,9 +14,11 @@
 /* One prepared launch: a kernel (kind 0), a compute graph (kind 1), or a kernel (kind 2) or graph (kind 3)
    taichi_aot launches itself on CUDA (ptx.c), with packed arguments. `seen`
    is the close epoch at which Python last found every object it uses open, `thread` the thread that
-   owns the runtime, `pending` the runtime's two flags: [0] "work may be running", set by every launch; [1]
-   launches through libtaichi (kinds 0 and 1) refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set,
-   which libtaichi's own copies on the legacy default stream would not be ordered with). */
+   owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
+   launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
+   libtaichi (kinds 0 and 1) refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set, which libtaichi's own
+   copies on the legacy default stream would not be ordered with); [2] the most launches queued before a launch
+   waits for them (0: no bound). */
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;

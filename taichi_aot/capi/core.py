@@ -635,9 +635,11 @@ def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequenc
     array = pack_arguments(args)
     for i in range(len(array)):
         _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
-    handles.mark_enqueued(runtime)
+    full = handles.count_launch(runtime)
     lib.ti_launch_kernel(runtime, kernel, len(array), array)
     check(f"launch_kernel({entry.name!r})")
+    if full:  # a gfx runtime's queue, bounded as the object layer's launches bound it
+        wait(runtime)
 
 
 def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
@@ -658,7 +660,7 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
             raise ArgumentNullError(f"launch_compute_graph: argument {i} has a NULL name")
         _check_argument(runtime, array[i].argument, f"launch_compute_graph({entry.name!r}) argument {name!r}")
     with Quiet():
-        handles.mark_enqueued(runtime)
+        full = handles.count_launch(runtime)
         lib.ti_launch_compute_graph(runtime, compute_graph, len(array), array)
     code, message = take_last_error()
     if code != 0:
@@ -666,3 +668,5 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
             raise ArgumentNotFoundError(f"launch_compute_graph({entry.name!r}): {message}")
         raise make_error(code, message, f"launch_compute_graph({entry.name!r})")
     del keep
+    if full:
+        wait(runtime)

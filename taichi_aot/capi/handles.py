@@ -14,12 +14,13 @@ the process and keyed by their handle alone.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 from .._native import ffi
-from ..enums import Arch
-from ..errors import ClosedError, InvalidStateError
+from ..enums import GFX_ARCHS, Arch
+from ..errors import ClosedError, InvalidArgumentError, InvalidStateError
 from .coerce import handle_arg, plain
 
 NULL = ffi.NULL
@@ -29,8 +30,8 @@ class HandleRecord:
     """What the registry knows about one live handle."""
 
     __slots__ = (
-        "arch", "children", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending", "refused",
-        "runtime", "size", "threads",
+        "arch", "children", "fields", "handle", "host", "imported", "kind", "mapped", "name", "parent", "pending",
+        "refused", "runtime", "size", "threads",
     )
 
     def __init__(
@@ -50,11 +51,16 @@ class HandleRecord:
         self.refused: dict[tuple[str, str], str] = {}  # modules: {(kind, name): why} of what drivers cannot run
         # runtimes: a C int set when work is enqueued (also by the extension's launch helpers) and
         # cleared by wait(), so a host copy waits only when something may still be running
-        # a runtime's flags, read by the C launch: [0] work may be running (until the next wait); [1] launches
-        # through libtaichi are refused (a non-blocking CUDA stream is set: Runtime.set_cuda_stream)
-        self.pending: Any = ffi.new("int32_t[2]") if kind == "runtime" else None
+        # a runtime's counts, read by the C launch: [0] work may be running (until the next wait): the launches
+        # since; [1] launches through libtaichi are refused (a non-blocking CUDA stream is set:
+        # Runtime.set_cuda_stream); [2] the most launches queued before a launch waits for them (0: no bound)
+        self.pending: Any = ffi.new("int32_t[3]") if kind == "runtime" else None
         self.children: set[tuple] = set()
         self.name = name
+        # runtimes: the layout of the global fields its kernels share, (root size, description), once a module set
+        # it: on gfx backends the first module loaded (its root buffer is the one every kernel binds), on LLVM ones
+        # the first with fields
+        self.fields: tuple[int, str] | None = None
 
 
 _live: dict[tuple, HandleRecord] = {}
@@ -118,11 +124,45 @@ def has_runtime(arch: Arch) -> bool:
         return any(e.kind == "runtime" and e.arch == arch for e in _live.values())
 
 
+#: The variable that sets how many launches a gfx runtime queues before a launch waits for them.
+QUEUE_VARIABLE = "TAICHI_AOT_MAX_QUEUED"
+#: Its default: libtaichi 1.7.4 keeps about 2 KB a launch on Vulkan until a wait, 8 MB at most so.
+DEFAULT_QUEUED = 4096
+
+
+def max_queued() -> int:
+    """How many launches a gfx runtime queues before a launch waits for them (``TAICHI_AOT_MAX_QUEUED``, 0: no
+    bound); a value that is no count raises InvalidArgumentError."""
+    text = os.environ.get(QUEUE_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_QUEUED
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**31:
+        raise InvalidArgumentError(f"{QUEUE_VARIABLE}={text!r}: expected a count of launches (0: no bound)")
+    return value
+
+
 def mark_enqueued(runtime: Any) -> None:
-    """Set the runtime's pending flag: work may be running until the next wait."""
+    """Set the runtime's pending count: work may be running until the next wait."""
     record = _live.get(("runtime", runtime))
-    if record is not None:
+    if record is not None and not record.pending[0]:
         record.pending[0] = 1
+
+
+def count_launch(runtime: Any) -> bool:
+    """Count a launch in the runtime's pending count (work may be running until the next wait); whether the runtime
+    bounds its queue and this launch found it full: the caller then waits after it (as the C launch does)."""
+    record = _live.get(("runtime", runtime))
+    if record is None:
+        return False
+    pending = record.pending
+    if 0 < pending[2] <= pending[0]:
+        return True
+    pending[0] = min(pending[0] + 1, 2**31 - 1)
+    return False
 
 
 # ---------------------------------------------------------------------------
@@ -168,6 +208,8 @@ def register_runtime(runtime: Any, arch: Arch, what: str, threads: int = 0) -> A
         raise InvalidStateError(f"{what}: the library returned no runtime")
     record = HandleRecord("runtime", runtime=runtime, arch=arch)
     record.threads = threads
+    if arch in GFX_ARCHS:  # libtaichi keeps every submitted command buffer until a wait
+        record.pending[2] = max_queued()
     add(("runtime", runtime), record, None)
     return runtime
 

@@ -94,11 +94,12 @@ def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
         if why:
             raise CorruptedDataError(f"load_aot_module({path!r}): libtaichi_c_api {why}: its metadata.tcb or code "
                                      "is damaged, so this process does not load it")
+    _check_fields(rt, meta, f"load_aot_module({path!r})")
     q = Quiet()
     with _library.busy, q:
         module = lib.ti_load_aot_module(runtime, os.fsencode(path))
     check_quiet(f"load_aot_module({path!r})", q)
-    return handles.register_module(runtime, module, "load_aot_module", meta.refused())
+    return _registered(runtime, rt, module, "load_aot_module", meta)
 
 
 def create_aot_module(runtime: Any, data: Any, size: int | None = None) -> Any:
@@ -118,11 +119,39 @@ def create_checked(runtime: Any, data: bytes, meta: metadata.ModuleInfo) -> Any:
     """``create_aot_module`` of ``.tcm`` bytes whose metadata the caller has just read and checked for this
     runtime (the object layer), so they are not read again."""
     rt = lookup_runtime(runtime, "create_aot_module")
+    what = f"create_aot_module({len(data)} bytes on {rt.arch.name})"
+    _check_fields(rt, meta, what)
     q = Quiet()
     with _library.busy, q:
         module = lib.ti_create_aot_module(runtime, data, len(data))
-    check_quiet(f"create_aot_module({len(data)} bytes on {rt.arch.name})", q)
-    return handles.register_module(runtime, module, "create_aot_module", meta.refused())
+    check_quiet(what, q)
+    return _registered(runtime, rt, module, "create_aot_module", meta)
+
+
+def _check_fields(rt: handles.HandleRecord, meta: metadata.ModuleInfo, what: str) -> None:
+    """A module whose kernels use global fields loads only where the runtime's fields are laid out as it lays them.
+
+    libtaichi_c_api 1.7.4 keeps one SNode tree a runtime: on gfx backends every kernel binds the root buffer of the
+    first module loaded (a module of no fields makes one of 4 bytes), on LLVM backends the last module loaded with
+    fields replaces the tree under the others. Kernels compiled for another layout would read and write the wrong
+    bytes, past the buffer's end; modules of the same layout share their fields."""
+    layout = meta.fields
+    if layout is None or not layout.bound or rt.fields is None or rt.fields == (layout.size, layout.fields):
+        return
+    size = rt.fields[0]
+    first = "the first module with fields loaded on it" if rt.arch in LLVM_ARCHS else "the first module loaded on it"
+    raise IncompatibleModuleError(
+        f"{what}: this module's kernels use {layout.describe()}, laid out otherwise than this runtime's "
+        f"({f'{size} bytes' if size else 'none'}, laid out by {first}): libtaichi_c_api keeps one set of fields a "
+        "runtime, and these kernels would read and write the wrong memory. Load it in a runtime of its own, or first")
+
+
+def _registered(runtime: Any, rt: handles.HandleRecord, module: Any, what: str, meta: metadata.ModuleInfo) -> Any:
+    """The loaded module registered, and the runtime's fields noted where this load laid them out."""
+    layout = meta.fields
+    if rt.fields is None and layout is not None and (layout.bound or rt.arch not in LLVM_ARCHS):
+        rt.fields = (layout.size, layout.fields)
+    return handles.register_module(runtime, module, what, meta.refused())
 
 
 def destroy_aot_module(aot_module: Any) -> None:

@@ -49,6 +49,13 @@ def argument_names(kernel):
     return [a.name for i, a in enumerate(arguments) if i not in templates]
 
 
+def _fields(user):
+    """(name, field) of the Taichi fields ``user`` (the imported file) holds at its top level, in order."""
+    from taichi.lang.field import Field
+
+    return [(name, value) for name, value in vars(user).items() if isinstance(value, Field)]
+
+
 def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
     """Compile ``source`` for ``arch`` into the module folder ``folder`` (CPU kernels on at most ``cpu_threads``
     threads: Taichi compiles the count into them); returns the summary."""
@@ -83,6 +90,21 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
         raise BuildError(f"two exported kernels share a name: {sorted(n for n in names if names.count(n) > 1)}")
     all_caps = list(caps) + list(getattr(user, "AOT_CAPS", []) or [])
     module = ti.aot.Module(getattr(ti, arch), caps=all_caps if gfx else None)
+    fields = _fields(user)
+    _add(module, arch, gfx, fields, records, graphs)
+    os.makedirs(folder, exist_ok=True)  # Taichi 1.7.4 needs the folder to exist (gfx)
+    module.save(folder)
+    return {"kernels": names, "graphs": list(graphs), "fields": [n for n, _ in fields], "arch": arch,
+            "taichi": ".".join(map(str, ti.__version__)), "args": {r.name: argument_names(r.kernel) for r in records}}
+
+
+def _add(module, arch, gfx, fields, records, graphs):
+    """Put the fields, kernels and graphs into ``module``; a BuildError naming the one Taichi refused."""
+    for name, field in fields:  # the global fields the kernels share: an LLVM module of none has no memory for them
+        try:
+            module.add_field(name, field)
+        except Exception as e:
+            raise BuildError(f"Taichi could not add field {name!r} for {arch}: {e}") from e
     for r in records:
         try:
             if r.template_types:
@@ -97,10 +119,6 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
             module.add_graph(name, graph)
         except Exception as e:
             raise BuildError(f"Taichi could not add graph {name!r}: {e}") from e
-    os.makedirs(folder, exist_ok=True)  # Taichi 1.7.4 needs the folder to exist (gfx)
-    module.save(folder)
-    return {"kernels": names, "graphs": list(graphs), "arch": arch, "taichi": ".".join(map(str, ti.__version__)),
-            "args": {r.name: argument_names(r.kernel) for r in records}}
 
 
 def main(argv):

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+from dataclasses import replace
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
@@ -24,7 +25,17 @@ from .gfx import _check_tasks, _gfx, _gfx_graphs, forget_shaders
 from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
-from .model import GRAPH_KINDS, PTYPE_KINDS, ArgInfo, GraphInfo, KernelInfo, ModuleInfo, graph_access
+from .model import (
+    GFX_ROOT,
+    GRAPH_KINDS,
+    PTYPE_KINDS,
+    ArgInfo,
+    FieldLayout,
+    GraphInfo,
+    KernelInfo,
+    ModuleInfo,
+    graph_access,
+)
 from .multi import apply_names, part_for, parts_of
 from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
 
@@ -202,6 +213,9 @@ def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
         schema.check(graph_doc, schema.GRAPHS, "graphs.json")
     consistency.check(doc, graph_doc)
     info = _gfx(doc, _check_tasks(doc, src))
+    bound = any(b["buffer"]["type"] == GFX_ROOT for k in doc["kernels"] for t in k["tasks_attribs"]
+                for b in t["buffer_binds"])
+    info.fields = FieldLayout(doc["root_buffer_size"], json.dumps(doc["fields"], sort_keys=True), bound)
     if graph_doc is not None:
         info.graphs = _gfx_graphs(graph_doc, info.kernels)
     info.archs = _GFX_LOADERS
@@ -218,7 +232,8 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
     if tcb_raw is None:
         raise CorruptedDataError("module has no metadata.tcb")
     tcb.check(text, doc["cache"], tcb_raw)
-    llvm_code.check(doc["cache"], src)
+    for name, why in llvm_code.check(doc["cache"], src).items():
+        info.kernels[name] = replace(info.kernels[name], unsupported=why)
     graphs = src.read("graphs.tcb")
     if graphs is not None:
         info.graphs = _llvm_graphs(graphs)
@@ -256,7 +271,9 @@ def _read(src: _Source) -> ModuleInfo:
         listed, listed_graphs = info.content = _content(content.decode("utf-8", "replace"))
         if not info.graph_names:
             info.graph_names = list(listed_graphs)
-        info.internal = [k for k in info.kernels if k not in listed]
+        # kernels Taichi compiled for graphs; a kernel template's instances (add_kernel_template) are unlisted too
+        dispatched = {d for g in info.graphs.values() for d in g.dispatches}
+        info.internal = [k for k in info.kernels if k not in listed and k in dispatched]
         order = {name: i for i, name in enumerate(listed)}
         info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))
     return info

@@ -12,9 +12,12 @@ kernel takes ran on whatever lay there. Each of these is a :class:`CorruptedData
   its dtype, a vector's or matrix's a struct of its elements (as many as its shape holds, where Taichi records
   one); two kernels running one task (an exported kernel and the copy Taichi writes for its graphs, named
   ``<kernel>_c<n>_<m>``) take the same arguments, and such a copy runs the same tasks;
-* a task's buffers have the root their type takes (an ndarray's: its argument; Taichi's own: none, [-1]); a task
+* a task's buffers have the root their type takes (an ndarray's: its argument; the fields' root buffer: SNode tree 0,
+  the only one libtaichi 1.7.4 binds; Taichi's other buffers: none, [-1]); a task
   is a serial one (no range, one thread) or a range-for (its range, and where both ends are constants,
-  as many threads as the range holds);
+  as many threads as the range holds, else at least one thread to stride over it);
+* each field (``Module.add_field``) lies inside the root buffer, named once, its dtype's name its dtype's; kernels
+  bind a root buffer only where the module has one;
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and dimensions
   the kernel takes.
 """
@@ -25,16 +28,19 @@ import math
 import re
 from typing import Any
 
+from ..enums import DATA_TYPE_SIZE
 from ..errors import CorruptedDataError
 from .model import (
     GFX_COMPOUND_DTYPE,
     GFX_EXT_ARR,
+    GFX_ROOT,
     PTYPE_NDARRAY,
     PTYPE_SCALAR,
     PTYPE_TEXTURES,
     TYPE_POINTER,
     TYPE_PRIMITIVE,
     TYPE_STRUCT,
+    _data_type,
 )
 
 _SERIAL, _RANGE_FOR = 0, 1
@@ -56,6 +62,7 @@ def check(meta: dict, graphs: list | None) -> None:
                 raise CorruptedDataError(f"{what}: runs task {task['name']!r} as kernel {other!r} does, with other "
                                          "arguments")
         kernels[k["name"]] = args
+    _fields(meta)
     tasks = {k["name"]: [t["name"] for t in k["tasks_attribs"]] for k in meta["kernels"]}
     for name in tasks:
         twin = re.match(r"(.+)_c\d+_\d+$", name)  # Taichi's copy of an exported kernel for its graphs
@@ -121,10 +128,15 @@ def _argument(arg: dict, layout: dict, what: str) -> None:
 
 
 def _task(task: dict, what: str) -> None:
-    for b in task["buffer_binds"]:  # Taichi's buffers other than an ndarray's (5) have no root: [-1]
+    for b in task["buffer_binds"]:
         root, buffer_type = b["buffer"]["root_id"], b["buffer"]["type"]
-        ndarray = buffer_type == GFX_EXT_ARR
-        if ndarray != (len(root) == 1 and root[0] >= 0) or (not ndarray and root != [-1]):
+        if buffer_type == GFX_EXT_ARR:
+            right = len(root) == 1 and root[0] >= 0  # an ndarray's: [its argument]
+        elif buffer_type == GFX_ROOT:
+            right = root == [0]  # the fields' SNode tree: libtaichi 1.7.4's gfx modules bind tree 0 alone
+        else:
+            right = root == [-1]  # Taichi's other buffers have no root
+        if not right:
             raise CorruptedDataError(f"{what}: a buffer of type {buffer_type} at binding {b['binding']} with root "
                                      f"{root}")
     kind, ranged, total = task["task_type"], task["range_for_attribs"], task["advisory_total_num_threads"]
@@ -135,8 +147,31 @@ def _task(task: dict, what: str) -> None:
             raise CorruptedDataError(f"{what}: a range-for task without its range")
         if ranged["const_begin"] and ranged["const_end"] and ranged["end"] - ranged["begin"] != total:
             raise CorruptedDataError(f"{what}: the range {ranged['begin']}..{ranged['end']} in {total} threads")
+        if not (ranged["const_begin"] and ranged["const_end"]) and total == 0:  # a range known at launch: its
+            raise CorruptedDataError(f"{what}: a range known at launch, in 0 threads")  # threads stride over it
     elif kind != _SERIAL:
         raise CorruptedDataError(f"{what}: task type {kind}, which Taichi 1.7.4's gfx modules do not hold")
+
+
+def _fields(meta: dict) -> None:
+    """The fields lie inside the root buffer, each named once with its dtype's name; a kernel that binds the root
+    buffer has one to bind (libtaichi makes a 4-byte buffer for a module of none)."""
+    size, names = meta["root_buffer_size"], set()
+    for f in meta["fields"]:
+        what = f"metadata.json: field {f['field_name']!r}"
+        dtype = _data_type(f["dtype"])
+        if dtype is None or f["dtype_name"] != dtype.name.lower():
+            raise CorruptedDataError(f"{what}: dtype {f['dtype']} named {f['dtype_name']!r}")
+        if f["field_name"] in names:
+            raise CorruptedDataError(f"{what} is listed twice")
+        names.add(f["field_name"])
+        end = f["mem_offset_in_parent"] + math.prod(f["shape"]) * math.prod(f["element_shape"]) \
+            * DATA_TYPE_SIZE[dtype]
+        if end > size:
+            raise CorruptedDataError(f"{what}: ends at byte {end} of a root buffer of {size}")
+    if size == 0 and any(b["buffer"]["type"] == GFX_ROOT for k in meta["kernels"] for t in k["tasks_attribs"]
+                         for b in t["buffer_binds"]):
+        raise CorruptedDataError("metadata.json: kernels bind the fields' root buffer, of 0 bytes")
 
 
 def _dispatch(d: dict, kernels: dict[str, list[dict]], what: str) -> None:

@@ -19,6 +19,7 @@ from .model import (
     TYPE_PRIMITIVE,
     TYPE_STRUCT,
     ArgInfo,
+    FieldLayout,
     GraphInfo,
     KernelInfo,
     ModuleInfo,
@@ -205,6 +206,13 @@ def _llvm(doc: Any) -> ModuleInfo:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index))
+    fields = cache.get("fields")
+    if isinstance(fields, dict) and fields:  # {tree: its root size and SNodes}: allocated on each load
+        try:
+            size = sum(int(tree["root_size"]) for tree in fields.values())
+        except (KeyError, TypeError, ValueError):
+            raise CorruptedDataError("metadata: malformed fields") from None
+        info.fields = FieldLayout(size, repr(sorted(fields.items())), True)
     return info
 
 

@@ -66,9 +66,12 @@ _FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %
 _CAST = re.compile(rf"^\s*%[\w.]+ = bitcast (?:{_CONTEXT}\* %[\w.]+|i8\*\* (%[\w.]+)) to (\{{.*\}})\*\*$", re.M)
 
 
-def check(cache: dict, src: _Source) -> None:
+def check(cache: dict, src: _Source) -> dict[str, str]:
     """Raise CorruptedDataError where an LLVM module's ``cache`` record (its ``metadata.json``, whose shape
-    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src``."""
+    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src``. Returns {kernel: why
+    it cannot run} of the kernels that read global fields where the module records none (Taichi compiled it
+    without ``Module.add_field``): libtaichi_c_api allocates no memory for them, and such a kernel crashed."""
+    unusable = {}
     for name, k in cache["kernels"].items():
         what = f"metadata.json: kernel {name!r}"
         if k["kernel_key"] != name:
@@ -76,7 +79,13 @@ def check(cache: dict, src: _Source) -> None:
         layout = _arguments(k, what)
         if k["ret_type"]["type_kind"] != -1 and _size(k["ret_type"], f"{what}: results' layout") != k["ret_size"]:
             raise CorruptedDataError(f"{what}: results' layout of {k['ret_size']} bytes, not its struct's size")
-        _code(name, k["compiled_data"]["tasks"], layout, src, what)
+        if _code(name, k["compiled_data"]["tasks"], layout, src, what) and not cache["fields"]:
+            unusable[name] = NO_FIELDS
+    return unusable
+
+
+NO_FIELDS = ("it reads global fields, and the module records none (Taichi compiled it without Module.add_field, "
+             "which `taichi_aot build` calls): libtaichi_c_api gives them no memory, and the kernel would crash")
 
 
 def _arguments(k: dict, what: str) -> str:
@@ -201,16 +210,22 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
 
 #: Code already found to agree with its metadata in this process: (its bytes' SHA-256, the layout, the tasks). A
 #: module loaded again (shared by content) is not read through again.
-_agreed: set[tuple[bytes, str, tuple[str, ...]]] = set()
+_agreed: dict[tuple[bytes, str, tuple[str, ...]], bool] = {}  # -> whether it reads the fields' memory
+_RUNTIME = r"%struct\.LLVMRuntime(?:\.\d+)?"
+#: Where code reads the roots of the fields' SNode trees: LLVMRuntime's field 7 (``roots``, in Taichi 1.7.4's
+#: layout), directly (optimised code) or through the runtime's getter (CUDA's).
+_ROOTS = re.compile(rf"getelementptr inbounds {_RUNTIME}, {_RUNTIME}\* %[\w.]+, i(?:32|64) 0, i32 7\b"
+                    r"|@LLVMRuntime_get_roots\(")
 
 
-def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> None:
+def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> bool:
+    """Check the kernel's code against its metadata; whether it reads the global fields' memory."""
     raw = src.read(f"{name}.ll")
     if raw is None:  # the library refuses looking the kernel up, and only that
-        return
+        return False
     key = (hashlib.sha256(raw).digest(), layout, tuple(t["name"] for t in tasks))
     if key in _agreed:
-        return
+        return _agreed[key]
     text = raw.decode("utf-8", "replace")
     starts = [(m.start(), m.group(1) if m.group(1) is not None else _unquoted(m.group(2)))
               for m in _DEFINE.finditer(text)]
@@ -225,9 +240,11 @@ def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) ->
             if (m.group(1) is None or m.group(1) in fields) and m.group(2) != layout:
                 raise CorruptedDataError(f"{what}: {name}.ll's {fn} reads its arguments as {m.group(2)}, the "
                                          f"metadata lays them out as {layout}")
+    roots = _ROOTS.search(text) is not None
     if len(_agreed) > 4096:
         _agreed.clear()
-    _agreed.add(key)
+    _agreed[key] = roots
+    return roots
 
 
 def _unquoted(name: str) -> str:

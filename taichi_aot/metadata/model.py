@@ -7,7 +7,7 @@ value as structs of scalars) and how a graph's dispatches become its argument li
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..enums import NUMPY_DTYPES, Access, Arch, DataType, Format
 from ..errors import CorruptedDataError
@@ -19,8 +19,9 @@ PTYPE_SCALAR, PTYPE_NDARRAY, PTYPE_TEXTURES = 0, 1, (2, 3)
 TYPE_PRIMITIVE, TYPE_POINTER, TYPE_TENSOR, TYPE_STRUCT, TYPE_ARGPACK = 0, 1, 2, 3, 4
 #: A gfx scalar argument's dtype code when it is a vector or matrix (a struct of its elements).
 GFX_COMPOUND_DTYPE = 13
-#: The gfx buffer type of an ndarray argument, whose root_id is [its index].
-GFX_EXT_ARR = 5
+#: The gfx buffer types of the fields' root buffer (root_id [its SNode tree]) and of an ndarray argument (root_id
+#: [its index]).
+GFX_ROOT, GFX_EXT_ARR = 0, 5
 #: ArgKind codes of compute-graph arguments (``tag``).
 GRAPH_KINDS = {0: "scalar", 1: "tensor", 2: "ndarray", 3: "texture", 4: "rw_texture"}
 
@@ -97,6 +98,18 @@ class GraphInfo:
     calls: list[tuple[str | None, ...]] = field(default_factory=list)
 
 
+class FieldLayout(NamedTuple):
+    """The global fields (Taichi's SNode tree) a module's kernels share, as libtaichi_c_api lays them out in the
+    runtime: a runtime holds one such tree, whichever module loaded it."""
+
+    size: int  # bytes of the root buffer (LLVM: of every tree)
+    fields: str  # the fields' description as the metadata gives it (names, dtypes, shapes, offsets)
+    bound: bool  # whether a kernel reads or writes them
+
+    def describe(self) -> str:
+        return f"{self.size} bytes of fields" if self.size else "no fields"
+
+
 @dataclass
 class ModuleInfo:
     """What a module's metadata says."""
@@ -112,6 +125,7 @@ class ModuleInfo:
     internal: list[str] = field(default_factory=list)  # kernels compiled for graphs, not exported by name
     content: tuple[list[str], list[str]] | None = None  # (kernels, graphs) the module lists, when it does
     parts: tuple[str, ...] = ()  # a multi-arch module's parts (arch names); this info describes one of them
+    fields: FieldLayout | None = None  # its global fields (None: an LLVM module of none)
 
     def exported_kernels(self) -> list[KernelInfo]:
         """The kernels the module exports by name (graph-internal copies left out)."""

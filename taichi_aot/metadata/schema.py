@@ -152,10 +152,15 @@ KERNEL = Obj({
         "ret_attribs_vec_": List(RETURN, 64),
         "rets_bytes_": Int(0, 1 << 16), "rets_type_": Type()}),
     "tasks_attribs": List(TASK, 1024)})  # none: a kernel whose body is empty
+#: A global field the module exports (``Module.add_field``): where it lies in the root buffer, which holds every
+#: field of the module's one SNode tree.
+FIELD = Obj({
+    "field_name": Str(256, 1), "dtype": Int(0, 11), "dtype_name": Str(16, 1), "mem_offset_in_parent": _U31,
+    "shape": List(Int(1, 2**31 - 1), 8), "is_scalar": Bool(), "element_shape": List(Int(1, 1 << 16), 8)})
 #: ``metadata.json`` of a gfx module.
 METADATA = Obj({
     "kernels": List(KERNEL, 4096), "required_caps": List(Obj({"key": Str(64, 1), "value": _U31}), 64),
-    "root_buffer_size": _U31, "fields": List(_ANY_OBJECT, 0)})
+    "root_buffer_size": _U31, "fields": List(FIELD, 1024)})
 #: ``graphs.json``.
 GRAPHS = List(Obj({"key": Str(256, 1), "value": Obj({"dispatches": List(Obj({
     "kernel_name": Str(256, 1),

@@ -23,6 +23,16 @@ from ..errors import CorruptedDataError, NotSupportedError
 from .spirv_rules import ATOMICS, Insts, interface, taichi_atomics, too_nested, typed_values, unsupported
 
 _CAPABILITY, _EXTENSION, _TYPE_INT = 17, 10, 21
+_TYPE_ARRAY, _TYPE_RUNTIME_ARRAY, _TYPE_STRUCT, _TYPE_POINTER, _DECORATE = 28, 29, 30, 32, 71
+_ARRAY_STRIDE, _WORKGROUP = 6, 4  # the ArrayStride decoration; the Workgroup storage class
+_ENTRY_POINT, _VARIABLE, _FUNCTION, _FUNCTION_END, _INPUT, _OUTPUT = 15, 59, 54, 56, 1, 3
+_BUILT_IN, _SUBGROUP_BUILT_INS = 11, frozenset((36, 41))  # BuiltIn SubgroupSize, SubgroupLocalInvocationId
+_GROUP_NON_UNIFORM, _ARITHMETIC, _CLUSTERED, _CLUSTERED_REDUCE = 61, 63, 67, 3
+#: The capability of each range of GroupNonUniform opcodes (each needs GroupNonUniform too): Elect; All, Any,
+#: AllEqual (Vote); Broadcast ... BallotFindMSB (Ballot); Shuffle, ShuffleXor; ShuffleUp, ShuffleDown (Relative);
+#: IAdd ... LogicalXor (Arithmetic); QuadBroadcast, QuadSwap.
+_SUBGROUP_OPS = {(333, 333): 61, (334, 336): 62, (337, 344): 64, (345, 346): 65, (347, 348): 66, (349, 364): 63,
+                 (365, 366): 68}
 _INT64_ATOMICS = 12
 #: The float-atomic capabilities and the extension each needs declared (Taichi 1.7.4 declares none).
 _FLOAT_ATOMICS = {6033: "SPV_EXT_shader_atomic_float_add", 6034: "SPV_EXT_shader_atomic_float_add",
@@ -102,16 +112,89 @@ def _literal(text: str) -> list[int]:  # a string operand: its bytes, a zero aft
     return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
 
 
+def _workgroup_strides(insts: Insts) -> set[int]:
+    """The indices of the ``OpDecorate ... ArrayStride`` instructions on arrays that only Workgroup memory holds.
+    Taichi 1.7.4 lays its block-shared arrays (``ti.simt.block.SharedArray``) out explicitly, as it does its
+    buffers; Vulkan gives Workgroup memory no explicit layout (VUID-StandaloneSpirv-None-10684, which newer
+    validators check) and drivers ignore it. An array that a buffer holds too keeps its stride."""
+    pointees: dict[int, set[int]] = {}  # type -> the storage classes of the pointers to it
+    inner: dict[int, list[int]] = {}  # an array or struct type -> the types it holds
+    for op, w in insts:
+        if op == _TYPE_POINTER and len(w) >= 3:
+            pointees.setdefault(w[2], set()).add(w[1])
+        elif op in (_TYPE_ARRAY, _TYPE_RUNTIME_ARRAY) and len(w) >= 2:
+            inner[w[0]] = [w[1]]
+        elif op == _TYPE_STRUCT and w:
+            inner[w[0]] = list(w[1:])
+    classes: dict[int, set[int]] = {}  # type -> the storage classes it is reached in
+
+    def reach(type_id: int, storage: int, depth: int = 0) -> None:
+        if storage in classes.setdefault(type_id, set()) or depth > 64:
+            return
+        classes[type_id].add(storage)
+        for t in inner.get(type_id, ()):
+            reach(t, storage, depth + 1)
+
+    for type_id, storages in pointees.items():
+        for storage in storages:
+            reach(type_id, storage)
+    return {i for i, (op, w) in enumerate(insts)
+            if op == _DECORATE and len(w) >= 2 and w[1] == _ARRAY_STRIDE and classes.get(w[0]) == {_WORKGROUP}}
+
+
+def _unlisted_interface(insts: Insts) -> tuple[int, ...]:
+    """The module's Input and Output variables its one entry point does not list (Taichi 1.7.4 leaves out the
+    subgroup built-ins it reads, which drivers read all the same)."""
+    entries = [w for op, w in insts if op == _ENTRY_POINT]
+    if len(entries) != 1:
+        return ()  # none, or several: the validator's to judge
+    w = entries[0]
+    name_end = next((i for i in range(2, len(w)) if any(not (w[i] >> s) & 0xFF for s in (0, 8, 16, 24))), len(w))
+    listed = set(w[name_end + 1:])
+    inside = False
+    out = []
+    for op, v in insts:
+        inside = (inside or op == _FUNCTION) and op != _FUNCTION_END
+        if op == _VARIABLE and not inside and len(v) >= 3 and v[2] in (_INPUT, _OUTPUT) and v[1] not in listed:
+            out.append(v[1])
+    return tuple(out)
+
+
+def _subgroup_capabilities(insts: Insts) -> set[int]:
+    """The GroupNonUniform capabilities the module's subgroup operations and built-ins need (Taichi 1.7.4's
+    ``ti.simt.subgroup`` functions declare none)."""
+    out = set()
+    for op, w in insts:
+        if op == _DECORATE and len(w) >= 3 and w[1] == _BUILT_IN and w[2] in _SUBGROUP_BUILT_INS:
+            out.add(_GROUP_NON_UNIFORM)
+        capability = next((c for (low, high), c in _SUBGROUP_OPS.items() if low <= op <= high), None)
+        if capability is not None:
+            out.update((_GROUP_NON_UNIFORM, capability))
+            if capability == _ARITHMETIC and len(w) >= 4 and w[3] == _CLUSTERED_REDUCE:
+                out.add(_CLUSTERED)
+    return out
+
+
 def taichi_fixes(words: tuple[int, ...], insts: Insts) -> tuple[int, ...]:
-    """``words`` with what Taichi 1.7.4 leaves out of the modules it writes, for the validator's eyes only:
-    ``OpCapability Int64Atomics`` where an atomic works on a 64-bit integer, and the extension each
-    float-atomic capability it declares needs. The words themselves when nothing is missing."""
+    """``words`` with what Taichi 1.7.4 leaves out of the modules it writes, or puts in where Vulkan has none, for
+    the validator's eyes only: ``OpCapability Int64Atomics`` where an atomic works on a 64-bit integer, the
+    GroupNonUniform capabilities of its subgroup operations and their built-ins in its entry point's interface,
+    the extension each float-atomic capability it declares needs, and no array stride on block-shared arrays
+    (:func:`_workgroup_strides`). The words themselves when nothing is amiss."""
+    strides = _workgroup_strides(insts)
+    interface = _unlisted_interface(insts)
+    if strides or interface:
+        insts = [(op, (*w, *interface) if op == _ENTRY_POINT else w) for i, (op, w) in enumerate(insts)
+                 if i not in strides]
+        words = (*words[:5], *(x for op, w in insts for x in _instruction(op, list(w))))
     declared = {w[0] for op, w in insts if op == _CAPABILITY and w}
     extensions = {w for op, w in insts if op == _EXTENSION}
     wide = {w[0] for op, w in insts if op == _TYPE_INT and len(w) > 1 and w[1] == 64}
     added: list[int] = []
     if _INT64_ATOMICS not in declared and any(op in ATOMICS and w and w[0] in wide for op, w in insts):
         added += _instruction(_CAPABILITY, [_INT64_ATOMICS])
+    for capability in sorted(_subgroup_capabilities(insts) - declared):
+        added += _instruction(_CAPABILITY, [capability])
     for name in sorted({_FLOAT_ATOMICS[c] for c in declared if c in _FLOAT_ATOMICS}):
         literal = tuple(_literal(name))
         if literal not in extensions:
