@@ -58,8 +58,68 @@ def test_every_kernel_of_the_suite_gets_ptx(with_ptx):
             assert not re.search(r"\bcall(\.uni)?\b", ptx), kernel  # every helper inlined
             tasks = [t["name"] for t in plan.from_entry(_entry(with_ptx[name], kernel))["tasks"]]
             entries = re.findall(r"\.visible \.entry (\w+)\(", ptx)
-            assert entries == [f"{t}__w" for t in tasks]
+            assert entries == [f"{t}__w" for t in tasks]  # a name PTX holds stays
             assert not entry["rand"]
+
+
+def _renamed(cuda_modules: str, out: str, rename) -> str:
+    """A copy of the benchmark's CUDA module whose kernels' IR is passed through ``rename(text)``."""
+    shutil.copytree(os.path.join(cuda_modules, "bench"), out)
+    for name in os.listdir(out):
+        if name.endswith(".ll"):
+            path = os.path.join(out, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(rename(text))
+    return out
+
+
+def test_struct_names_that_llvm_suffixed_still_lay_the_runtime_out(with_ptx, cuda_modules, tmp_path):
+    """Taichi links each kernel's IR from several LLVM modules, and LLVM renames the struct types that clash
+    (``%struct.LLVMRuntime.6``): a module of one kernel holds only such names, and got no PTX."""
+    def suffixed(text: str) -> str:
+        return re.sub(r"%struct\.(LLVMRuntime|RuntimeContext|RandState|PreallocatedMemoryChunk|ListManager|"
+                      r"NodeManager)(?![.\w])", r"%struct.\1.99", text)
+
+    folder = _renamed(cuda_modules, str(tmp_path / "suffixed"), suffixed)
+    assert not any(re.search(r"^%struct\.LLVMRuntime = ", _read(os.path.join(folder, n)), re.M)
+                   for n in os.listdir(folder) if n.endswith(".ll"))
+    man = add_to_folder(folder)
+    assert man["runtime"] == _manifest(with_ptx["bench"])["runtime"] and not man["refused"]
+    assert set(man["kernels"]) == set(_manifest(with_ptx["bench"])["kernels"])
+    for entry in man["kernels"].values():  # the same PTX as from the names unsuffixed
+        assert _read(os.path.join(folder, entry["ptx"])) == _read(os.path.join(with_ptx["bench"], entry["ptx"]))
+
+
+def test_a_task_named_in_cyrillic_gets_ptx(cuda_modules, tmp_path):
+    """LLVM quotes a name that is not ASCII (``@"\\D1\\8F..."``); PTX cannot hold it, so its entry is named by
+    its digest."""
+    from taichi_aot.metadata import llvm_ir
+    from taichi_aot.ptx.compile import entry
+
+    task = _entry(os.path.join(cuda_modules, "bench"), "saxpy")["compiled_data"]["tasks"][0]["name"]
+    cyrillic = "ядро_" + task
+    folder = _renamed(cuda_modules, str(tmp_path / "cyrillic"),
+                      lambda text: re.sub(rf"@{task}\b", lambda m: llvm_ir.ref(cyrillic), text))
+    meta = os.path.join(folder, "metadata.json")
+    with open(meta, encoding="utf-8") as f:
+        text = f.read()
+    with open(meta, "w", encoding="utf-8") as f:
+        f.write(text.replace(f'"{task}"', f'"{cyrillic}"'))
+    assert '@"\\D1\\8F\\D0\\B4' in _read(os.path.join(folder, "saxpy.ll"))
+    man = add_to_folder(folder)
+    assert "saxpy" in man["kernels"], man["refused"]
+    ptx = _read(os.path.join(folder, "saxpy.ptx"))
+    assert re.match(r"t[0-9a-f]{24}__w$", entry(cyrillic))
+    tasks = [t["name"] for t in _entry(folder, "saxpy")["compiled_data"]["tasks"]]
+    assert cyrillic in tasks and re.findall(r"\.visible \.entry (\w+)\(", ptx) == [entry(t) for t in tasks]
+    assert cyrillic in llvm_ir.tasks(_read(os.path.join(folder, "saxpy.ll")))
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _entry(folder: str, kernel: str) -> dict:

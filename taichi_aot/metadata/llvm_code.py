@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..enums import DATA_TYPE_SIZE, NUMPY_DTYPES, DataType
 from ..errors import CorruptedDataError
+from . import llvm_ir
 from .model import (
     PTYPE_NDARRAY,
     PTYPE_SCALAR,
@@ -54,12 +55,9 @@ _PRIMITIVES = {int(t): (_llvm_name(t), DATA_TYPE_SIZE[t]) for t in NUMPY_DTYPES}
 _I32 = int(DataType.I32)
 _POINTER_BYTES = 8  # x86-64, arm64 and nvptx64
 
-# a function's name: plain, or quoted with \XX escapes (LLVM's form for other bytes: a kernel named in Cyrillic)
-_DEFINE = re.compile(r'^define [^@\n]*@(?:([\w.$]+)|"((?:[^"\\\n]|\\[0-9A-Fa-f]{2})*)")\(', re.M)
-_ESCAPE = re.compile(rb"\\([0-9A-Fa-f]{2})")
 #: At most this many elements in a tensor, and dimensions of an ndarray (Taichi's indices are far fewer).
 _MOST_ELEMENTS, _MOST_DIMS = 1 << 31, 16
-_CONTEXT = r"%struct\.RuntimeContext(?:\.\d+)?"
+_CONTEXT = llvm_ir.CONTEXT
 # Where the code reads the argument buffer, the first field of the RuntimeContext: optimised code casts the
 # context itself; unoptimised code (CUDA) takes the field's address first.
 _FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %[\w.]+, i32 0, i32 0$", re.M)
@@ -211,11 +209,6 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
 #: Code already found to agree with its metadata in this process: (its bytes' SHA-256, the layout, the tasks). A
 #: module loaded again (shared by content) is not read through again.
 _agreed: dict[tuple[bytes, str, tuple[str, ...]], bool] = {}  # -> whether it reads the fields' memory
-_RUNTIME = r"%struct\.LLVMRuntime(?:\.\d+)?"
-#: Where code reads the roots of the fields' SNode trees: LLVMRuntime's field 7 (``roots``, in Taichi 1.7.4's
-#: layout), directly (optimised code) or through the runtime's getter (CUDA's).
-_ROOTS = re.compile(rf"getelementptr inbounds {_RUNTIME}, {_RUNTIME}\* %[\w.]+, i(?:32|64) 0, i32 7\b"
-                    r"|@LLVMRuntime_get_roots\(")
 
 
 def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> bool:
@@ -227,8 +220,7 @@ def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) ->
     if key in _agreed:
         return _agreed[key]
     text = raw.decode("utf-8", "replace")
-    starts = [(m.start(), m.group(1) if m.group(1) is not None else _unquoted(m.group(2)))
-              for m in _DEFINE.finditer(text)]
+    starts = llvm_ir.defines(text)
     defined = {fn for _, fn in starts}
     for task in tasks:
         if task["name"] not in defined:
@@ -240,17 +232,11 @@ def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) ->
             if (m.group(1) is None or m.group(1) in fields) and m.group(2) != layout:
                 raise CorruptedDataError(f"{what}: {name}.ll's {fn} reads its arguments as {m.group(2)}, the "
                                          f"metadata lays them out as {layout}")
-    roots = _ROOTS.search(text) is not None
+    roots = llvm_ir.reads_roots(text)
     if len(_agreed) > 4096:
         _agreed.clear()
     _agreed[key] = roots
     return roots
-
-
-def _unquoted(name: str) -> str:
-    """A quoted LLVM name (``\\XX`` escapes for its bytes) as text."""
-    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), name.encode("utf-8", "surrogateescape")).decode(
-        "utf-8", "replace")
 
 
 def check_graphs(kernels: dict[str, KernelInfo], graphs: dict[str, GraphInfo]) -> None:

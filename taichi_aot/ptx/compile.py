@@ -13,10 +13,13 @@ Then LLVM's O3 pipeline (which inlines the helpers and removes their function po
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from ..errors import TaichiError
+from ..metadata import llvm_ir
+from .gate import RUNTIME_RAND_STATES, RUNTIME_TEMPORARIES
 
 #: The GPU architecture and PTX ISA the PTX is written for: old enough for every GPU Taichi 1.7.4's CUDA backend
 #: runs on that a current driver supports (Pascal on); the driver compiles it for the GPU at hand once and keeps
@@ -25,12 +28,12 @@ TARGET = "sm_60"
 PTX_FEATURES = "+ptx60"
 TRIPLE = "nvptx64-nvidia-cuda"
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
-_TASK = re.compile(r"^define (?:dso_local )?void @([\w.$]+)\((%struct\.RuntimeContext(?:\.\d+)?)\* byval", re.M)
 _FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
 _ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
 _FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
 _METADATA_ID = re.compile(r"^!(\d+) = ", re.M)
 _BARE_DEFINE = re.compile(r"^(define [^\n]*\))(?: \{)$", re.M)
+_PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it is (a '$' or '.' would not do)
 
 
 #: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
@@ -71,11 +74,19 @@ def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
 
+def entry(task: str) -> str:
+    """The PTX entry of ``task``: ``<task>__w``, or, for a name PTX cannot hold (a kernel named in Cyrillic),
+    ``t<its digest>__w``."""
+    if _PTX_NAME.fullmatch(task):
+        return f"{task}__w"
+    return f"t{hashlib.sha256(task.encode()).hexdigest()[:24]}__w"
+
+
 def _wrapper(task: str, context: str, args_size: int, attrs: int) -> str:
-    """The kernel ``task__w``: argument bytes by value and the runtime stand-in, made into the task's context."""
+    """The kernel :func:`entry`: argument bytes by value and the runtime stand-in, made into the task's context."""
     size = max(args_size, 8)
     return f"""
-define void @{task}__w(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{attrs} {{
+define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{attrs} {{
   %ctx = alloca {context}, align 8
   %a = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 0
   store ptr %args, ptr %a, align 8
@@ -85,7 +96,7 @@ define void @{task}__w(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{a
   store i32 0, ptr %t, align 8
   %b = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 3
   store ptr null, ptr %b, align 8
-  call void @{task}(ptr byval({context}) align 8 %ctx)
+  call void {llvm_ir.ref(task)}(ptr byval({context}) align 8 %ctx)
   ret void
 }}
 """
@@ -102,7 +113,7 @@ def _fast_math(m: re.Match) -> str:
 
 def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     """The IR of one kernel made ready for the NVPTX pipeline (see the module's comment)."""
-    found = dict(_TASK.findall(text))
+    found = llvm_ir.tasks(text)
     missing = [t for t in tasks if t not in found]
     if missing:
         raise PtxError(f"the IR defines no task {', '.join(missing)}")
@@ -115,9 +126,11 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals
     for task in tasks:
         # the task: an internal function of the wrapper (inlined), no longer a kernel of its own
-        text = re.sub(rf"^define (?:dso_local )?void @{re.escape(task)}(\(.*\)) (?:#\d+ )?\{{",
-                      rf"define internal void @{task}\1 #{attrs + 1} {{", text, count=1, flags=re.M)
-        text = re.sub(rf"!\{{void \([^)]*\)\* @{re.escape(task)}, ", f"!{{ptr @{task}__w, ", text)
+        ref = llvm_ir.ref(task)
+        internal = f"define internal void {ref}".replace("\\", "\\\\")  # a replacement template: \XX kept
+        text = re.sub(rf"^define (?:dso_local )?void {re.escape(ref)}(\(.*\)) (?:#\d+ )?\{{",
+                      rf"{internal}\1 #{attrs + 1} {{", text, count=1, flags=re.M)
+        text = re.sub(rf"!\{{void \([^)]*\)\* {re.escape(ref)}, ", f"!{{ptr @{entry(task)}, ", text)
         text += _wrapper(task, found[task], args_size, attrs)
     text += f"\nattributes #{attrs} = {{ {_FTZ} }}\nattributes #{attrs + 1} = {{ alwaysinline {_FTZ} }}\n"
     flag_id = max((int(n) for n in _METADATA_ID.findall(text)), default=0) + 1
@@ -130,18 +143,23 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
 
 
 def runtime_layout(text: str) -> Runtime | None:
-    """The stand-in's layout from one kernel's IR, or None where it declares no LLVMRuntime."""
+    """The stand-in's layout from one kernel's IR, or None where it declares no LLVMRuntime: the runtime type its
+    tasks' context points to and the random state that holds, under whatever suffix LLVM gave their names."""
     llvm, machine = _llvm()
     layout = str(machine.target_data)
+    name = llvm_ir.runtime_struct(text)
+    rand_pointer = llvm_ir.field_type(text, name, RUNTIME_RAND_STATES) if name else None
+    if name is None or not rand_pointer or not rand_pointer.endswith("*"):
+        return None
     module = _parse(llvm, prepare(text, [], 0, layout) if "target datalayout" not in text else text)
     try:
-        runtime = module.get_struct_type("struct.LLVMRuntime")
-        rand = module.get_struct_type("struct.RandState")
+        runtime = module.get_struct_type(name[1:])
+        rand = module.get_struct_type(rand_pointer[1:-1])
     except NameError:
         return None
     data = llvm.create_target_data(layout)
-    return Runtime(data.get_abi_size(runtime), data.get_element_offset(runtime, 14),
-                   data.get_element_offset(runtime, 15), data.get_abi_size(rand))
+    return Runtime(data.get_abi_size(runtime), data.get_element_offset(runtime, RUNTIME_TEMPORARIES),
+                   data.get_element_offset(runtime, RUNTIME_RAND_STATES), data.get_abi_size(rand))
 
 
 def _parse(llvm, text: str):
@@ -162,8 +180,8 @@ def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
     builder.getModulePassManager().run(module, builder)
     ptx = machine.emit_assembly(module)
     for task in tasks:
-        if f".entry {task}__w(" not in ptx:
-            raise PtxError(f"the PTX has no entry {task}__w")
+        if f".entry {entry(task)}(" not in ptx:
+            raise PtxError(f"the PTX has no entry {entry(task)} (task {task!r})")
     if re.search(r"\bcall(?:\.uni)?\b", ptx):
         raise PtxError("the PTX still calls a function after inlining")
     return ptx

@@ -15,20 +15,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..metadata import llvm_ir
+
 #: Fields of LLVMRuntime the stand-in fills (by their index in the IR's struct type).
 RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES = 14, 15
 #: Fields of RuntimeContext a task may read: the argument buffer and the runtime.
 CONTEXT_FIELDS = {0, 1}
 
-_RUNTIME_GEP = re.compile(
-    r"getelementptr(?: inbounds)? (%struct\.LLVMRuntime(?:\.\d+)?), \1\* %[\w.]+, i(?:32|64) 0, i32 (\d+)")
-_CONTEXT_GEP = re.compile(
-    r"getelementptr(?: inbounds)? (%struct\.RuntimeContext(?:\.\d+)?), \1\* %[\w.]+, i(?:32|64) 0, i32 (\d+)")
-_DECLARE = re.compile(r"^declare [^@\n]*@([\w.$]+)\(", re.M)
-_LLVMRUNTIME_CAST = re.compile(r"bitcast %struct\.LLVMRuntime(?:\.\d+)?\* ")
 #: Declarations the PTX step resolves: LLVM's and NVVM's intrinsics, and libdevice's reflection query.
 _KNOWN_DECLARATIONS = re.compile(r"llvm\.|__nvvm_reflect$")
-_WHY_FIELD = {0: "the runtime's preallocated memory", 7: "SNode fields (the runtime's roots)",
+_WHY_FIELD = {0: "the runtime's preallocated memory", llvm_ir.ROOTS: "SNode fields (the runtime's roots)",
               11: "SNode element lists", 12: "SNode node allocators"}
 
 
@@ -42,18 +38,18 @@ class Gate:
 
 def read_ir(text: str) -> Gate:
     """The gate's verdict from one kernel's IR (``NAME.ll``)."""
-    fields = {int(m.group(2)) for m in _RUNTIME_GEP.finditer(text)}
+    fields = llvm_ir.runtime_fields(text)
     other = sorted(fields - {RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES})
     if other:
         what = ", ".join(_WHY_FIELD.get(f, f"field {f}") for f in other)
         return Gate(f"uses Taichi's runtime beyond temporaries and random states: LLVMRuntime {what}")
-    if _LLVMRUNTIME_CAST.search(text):
+    if llvm_ir.casts_runtime(text):
         return Gate("reads Taichi's runtime through a cast pointer")
-    context = sorted({int(m.group(2)) for m in _CONTEXT_GEP.finditer(text)} - CONTEXT_FIELDS)
+    context = sorted(llvm_ir.context_fields(text) - CONTEXT_FIELDS)
     if context:
         names = {2: "the CPU thread id", 3: "the result buffer (return values)"}
         return Gate("reads " + ", ".join(names.get(f, f"field {f}") for f in context) + " of its RuntimeContext")
-    calls = sorted({name for name in _DECLARE.findall(text) if not _KNOWN_DECLARATIONS.match(name)})
+    calls = sorted(name for name in llvm_ir.declares(text) if not _KNOWN_DECLARATIONS.match(name))
     if calls:
         hint = " (print)" if "vprintf" in calls else ""
         return Gate(f"calls {', '.join(calls)}{hint}, which only Taichi's runtime provides")
