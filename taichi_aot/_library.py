@@ -162,6 +162,26 @@ def load() -> LibraryInfo:
 #: The library loaded at import.
 info: LibraryInfo = load()
 
+#: The variable that turns off the reuse of libtaichi's Vulkan fences (``0``): the library then reaches Vulkan
+#: untouched.
+FENCES_VARIABLE = "TAICHI_AOT_VULKAN_FENCES"
+
+
+def _hook_fences() -> tuple[bool, str]:
+    """Point libtaichi's Vulkan fences at a pool (``_csrc/vkfence.c``) before its first Vulkan runtime: whether
+    it is on, and why not."""
+    if os.environ.get(FENCES_VARIABLE, "").strip() == "0":
+        return False, f"{FENCES_VARIABLE}=0"
+    patched = lib.taichi_aot_hook_vulkan_fences(1)
+    if patched <= 0:
+        return False, "the library's calls of dlsym could not be redirected here" if patched < 0 else \
+            "the library calls no dlsym"
+    return True, ""
+
+
+#: Whether libtaichi's Vulkan fences are reused (``_csrc/vkfence.c``), and why not.
+fences, fences_why_not = _hook_fences()
+
 #: Held while the library creates or destroys a runtime or loads a module (LLVM compiles code then, and the
 #: library takes locks of its own). A fork waits for it (os.register_at_fork), so a child never starts with
 #: such a call half done in another thread, whose locks it would inherit held: creating a runtime there hung.

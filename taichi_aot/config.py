@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from . import _library, capi
 from ._bundle import cache_home
+from ._library import FENCES_VARIABLE
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, Arch
 
 #: The environment variables taichi_aot or libtaichi_c_api read (prefixes end in ``_``).
@@ -93,6 +94,7 @@ def config() -> dict[str, Any]:
         "archs": devices(),
         "cuda_launcher": _cuda_launcher(),
         "spirv_validator": _spirv_validator(),
+        "vulkan_fences": vulkan_fences(),
         "fast_reads": fast_reads(),
         "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
@@ -173,6 +175,19 @@ def fast_reads() -> list[dict[str, Any]]:
     ]
 
 
+def vulkan_fences() -> dict[str, Any]:
+    """Whether libtaichi's Vulkan fences are kept and reused (``_csrc/vkfence.c``): ``on``, ``reason`` (why not),
+    ``hooked`` (a Vulkan runtime of this process reaches Vulkan through the pool), and the counts of fences
+    ``made``, ``reused`` (taken from a pool) and ``kept`` (put back)."""
+    from ._native import ffi, lib
+
+    counts = ffi.new("uint64_t[3]")
+    lib.taichi_aot_vulkan_fence_counts(counts)
+    return {"on": _library.fences, "reason": _library.fences_why_not or "libtaichi's dlsym hands out ours",
+            "hooked": bool(lib.taichi_aot_vulkan_fences_hooked()), "made": int(counts[0]),
+            "reused": int(counts[1]), "kept": int(counts[2])}
+
+
 def _spirv_validator() -> dict[str, Any]:
     """SPIRV-Tools, which validates every task of a Vulkan module at load: its path and version, or why it is
     missing (then Vulkan modules cannot be loaded)."""
@@ -213,6 +228,9 @@ def show_config(file: IO[str] | None = None) -> None:
     spv = c["spirv_validator"]
     lines.append(f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
                  f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}")
+    fences = c["vulkan_fences"]
+    lines.append(f"Vulkan fences: {'reused' if fences['on'] else 'made for each submit'} ({fences['reason']}; "
+                 f"{FENCES_VARIABLE}=0 turns this off); made {fences['made']}, reused {fences['reused']}")
     lines.append("fast reads of the C call (off: those calls take the Python path):")
     lines += [f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" for r in c["fast_reads"]]
     lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")

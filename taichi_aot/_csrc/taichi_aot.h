@@ -249,6 +249,15 @@ void *taichi_aot_xla_call_cpu(void *frame);
 void *taichi_aot_xla_call_cuda(void *frame);
 void *taichi_aot_xla_empty(void *frame);
 
+/* got.c: libtaichi_c_api's calls of `name` pointed at `fn` (its GOT slots); the slots patched, or -1. */
+int taichi_aot_patch_library_calls(const char *name, void *fn);
+
+/* vkfence.c: libtaichi's Vulkan fences kept and reused (`on`), its dlsym patched once; whether its Vulkan goes
+   through ours; the counts of fences made, taken from a pool and put back. */
+int taichi_aot_hook_vulkan_fences(int on);
+int taichi_aot_vulkan_fences_hooked(void);
+void taichi_aot_vulkan_fence_counts(uint64_t *out);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);

@@ -7,10 +7,7 @@
    nothing else does) at taichi_aot_nprocs, which answers the count Python asks for while it creates a
    runtime, and glibc's answer otherwise. Only the library's slot changes: the rest of the process,
    Python and other libraries included, still reaches glibc. */
-#include <link.h>
-#include <sys/mman.h>
 #include <sys/sysinfo.h>
-#include <unistd.h>
 
 static volatile int taichi_aot_threads_wanted = 0;
 
@@ -27,111 +24,8 @@ int taichi_aot_get_cpu_threads(void) {
     return taichi_aot_nprocs();
 }
 
-#if defined(__x86_64__)
-#define TAICHI_AOT_JUMP_SLOT R_X86_64_JUMP_SLOT
-#define TAICHI_AOT_GLOB_DAT R_X86_64_GLOB_DAT
-#elif defined(__aarch64__)
-#define TAICHI_AOT_JUMP_SLOT R_AARCH64_JUMP_SLOT
-#define TAICHI_AOT_GLOB_DAT R_AARCH64_GLOB_DAT
-#endif
-
-#ifdef TAICHI_AOT_JUMP_SLOT
-/* The library's RELRO range (read-only after relocation), found among the loaded objects by load address. */
-typedef struct {
-    uintptr_t base, start, end;
-} TaichiAotRelro;
-
-static int taichi_aot_find_relro(struct dl_phdr_info *info, size_t size, void *data) {
-    TaichiAotRelro *relro = (TaichiAotRelro *)data;
-    int i;
-    (void)size;
-    if (info->dlpi_addr != relro->base) {
-        return 0;
-    }
-    for (i = 0; i < info->dlpi_phnum; ++i) {
-        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-            relro->start = relro->base + info->dlpi_phdr[i].p_vaddr;
-            relro->end = relro->start + info->dlpi_phdr[i].p_memsz;
-        }
-    }
-    return 1;
-}
-
-/* Point the slot at taichi_aot_nprocs: its page made writable for the store, and read-only again where it
-   lies in the library's RELRO range. 0, or -1 when the page cannot be made writable. */
-static int taichi_aot_patch_slot(void **slot, const TaichiAotRelro *relro) {
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t start = (uintptr_t)slot & ~(uintptr_t)(page - 1);
-    if (mprotect((void *)start, (size_t)page, PROT_READ | PROT_WRITE) != 0) {
-        return -1;
-    }
-    *slot = (void *)&taichi_aot_nprocs;
-    if ((uintptr_t)slot >= relro->start && (uintptr_t)slot < relro->end) {
-        mprotect((void *)start, (size_t)page, PROT_READ);
-    }
-    return 0;
-}
-
-/* An address from the dynamic section: relocated in place by glibc on most targets, an offset from the
-   load address elsewhere. */
-static uintptr_t taichi_aot_dyn_address(const struct link_map *map, ElfW(Addr) value) {
-    return value < map->l_addr ? map->l_addr + value : value;
-}
-#endif
-
-/* Patch the library's get_nprocs slots; the number of slots patched (0: the library does not call
-   get_nprocs), or -1 where this cannot be done (another processor, a missing table, a page that cannot be
-   made writable). */
+/* Patch the library's get_nprocs slots (got.c); the number of slots patched (0: the library does not call
+   get_nprocs), or -1 where this cannot be done. */
 int taichi_aot_hook_cpu_threads(void) {
-#ifdef TAICHI_AOT_JUMP_SLOT
-    struct link_map *map = NULL;
-    const ElfW(Dyn) *dyn;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *tables[2] = {NULL, NULL};
-    size_t sizes[2] = {0, 0};
-    TaichiAotRelro relro = {0, 0, 0};
-    int plt_is_rela = 1, patched = 0, t;
-    if (taichi_aot_handle == NULL || dlinfo(taichi_aot_handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL) {
-        return -1;
-    }
-    relro.base = map->l_addr;
-    dl_iterate_phdr(taichi_aot_find_relro, &relro);
-    for (dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: tables[0] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: sizes[0] = dyn->d_un.d_val; break;
-        case DT_RELA: tables[1] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: sizes[1] = dyn->d_un.d_val; break;
-        case DT_PLTREL: plt_is_rela = dyn->d_un.d_val == DT_RELA; break;
-        default: break;
-        }
-    }
-    if (symtab == NULL || strtab == NULL || !plt_is_rela) {
-        return -1;
-    }
-    for (t = 0; t < 2; ++t) {
-        size_t i, count = tables[t] == NULL ? 0 : sizes[t] / sizeof(ElfW(Rela));
-        for (i = 0; i < count; ++i) {
-            const ElfW(Rela) *rela = &tables[t][i];
-            unsigned long type = ELF64_R_TYPE(rela->r_info);
-            unsigned long sym = ELF64_R_SYM(rela->r_info);
-            if ((type != TAICHI_AOT_JUMP_SLOT && type != TAICHI_AOT_GLOB_DAT) || sym == 0) {
-                continue;
-            }
-            if (strcmp(strtab + symtab[sym].st_name, "get_nprocs") != 0) {
-                continue;
-            }
-            if (taichi_aot_patch_slot((void **)(map->l_addr + rela->r_offset), &relro) != 0) {
-                return -1;
-            }
-            ++patched;
-        }
-    }
-    return patched;
-#else
-    return -1;
-#endif
+    return taichi_aot_patch_library_calls("get_nprocs", (void *)&taichi_aot_nprocs);
 }

@@ -1,0 +1,184 @@
+/* Raw Vulkan's cost of a submit and a wait, the floor benchmarks/vkwait.py sets taichi_aot's Vulkan waits against.
+
+   Build: cc -O2 -o vk_raw benchmarks/vk_raw.c -ldl   (Vulkan's headers; the loader is opened at run time)
+   Run:   vk_raw [DEVICE_SUBSTRING] [ROUNDS]          one line of JSON: microseconds a round of each loop
+
+   The loops, each on one compute queue of the first device whose name holds DEVICE_SUBSTRING:
+   - reused_fence: an empty command buffer submitted with one fence, waited for and reset;
+   - wait_idle: vkQueueWaitIdle with nothing queued;
+   - new_fence_and_semaphore: libtaichi 1.7.4's way, a new VkSemaphore (signalled) and a new VkFence each submit,
+     vkQueueWaitIdle, both destroyed;
+   - new_semaphore: a new semaphore each submit, the fence reused;
+   - create_destroy_fence: vkCreateFence and vkDestroyFence alone. */
+#define VK_NO_PROTOTYPES
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <vulkan/vulkan.h>
+
+#define LOAD(scope, name) PFN_##name name = (PFN_##name)gipa(scope, #name)
+#define LOAD_DEVICE(name) PFN_##name name = (PFN_##name)gdpa(device, #name)
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        VkResult r_ = (call);                                                                                          \
+        if (r_ != VK_SUCCESS) {                                                                                        \
+            fprintf(stderr, "%s failed: %d\n", #call, (int)r_);                                                        \
+            return 1;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+int main(int argc, char **argv) {
+    const char *want = argc > 1 ? argv[1] : "";
+    int rounds = argc > 2 ? atoi(argv[2]) : 2000, i;
+    void *loader = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (loader == NULL) {
+        fprintf(stderr, "no Vulkan loader: %s\n", dlerror());
+        return 1;
+    }
+    PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(loader, "vkGetInstanceProcAddr");
+    LOAD(NULL, vkCreateInstance);
+    VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.apiVersion = VK_API_VERSION_1_1;
+    VkInstanceCreateInfo ici = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ici.pApplicationInfo = &app;
+    VkInstance instance;
+    CHECK(vkCreateInstance(&ici, NULL, &instance));
+    LOAD(instance, vkEnumeratePhysicalDevices);
+    LOAD(instance, vkGetPhysicalDeviceProperties);
+    LOAD(instance, vkGetPhysicalDeviceQueueFamilyProperties);
+    LOAD(instance, vkCreateDevice);
+    LOAD(instance, vkGetDeviceProcAddr);
+    PFN_vkGetDeviceProcAddr gdpa = vkGetDeviceProcAddr;
+    uint32_t count = 16;
+    VkPhysicalDevice physicals[16];
+    CHECK(vkEnumeratePhysicalDevices(instance, &count, physicals));
+    VkPhysicalDevice physical = VK_NULL_HANDLE;
+    VkPhysicalDeviceProperties props;
+    for (i = 0; i < (int)count && physical == VK_NULL_HANDLE; ++i) {
+        vkGetPhysicalDeviceProperties(physicals[i], &props);
+        if (strstr(props.deviceName, want) != NULL) {
+            physical = physicals[i];
+        }
+    }
+    if (physical == VK_NULL_HANDLE) {
+        fprintf(stderr, "no Vulkan device named like '%s'\n", want);
+        return 1;
+    }
+    uint32_t families = 16, family = 0;
+    VkQueueFamilyProperties fprops[16];
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fprops);
+    while (family < families && !(fprops[family].queueFlags & VK_QUEUE_COMPUTE_BIT)) {
+        ++family;
+    }
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qci.queueFamilyIndex = family;
+    qci.queueCount = 1;
+    qci.pQueuePriorities = &priority;
+    VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    dci.queueCreateInfoCount = 1;
+    dci.pQueueCreateInfos = &qci;
+    VkDevice device;
+    CHECK(vkCreateDevice(physical, &dci, NULL, &device));
+    LOAD_DEVICE(vkGetDeviceQueue);
+    LOAD_DEVICE(vkCreateCommandPool);
+    LOAD_DEVICE(vkAllocateCommandBuffers);
+    LOAD_DEVICE(vkBeginCommandBuffer);
+    LOAD_DEVICE(vkEndCommandBuffer);
+    LOAD_DEVICE(vkCreateFence);
+    LOAD_DEVICE(vkDestroyFence);
+    LOAD_DEVICE(vkResetFences);
+    LOAD_DEVICE(vkWaitForFences);
+    LOAD_DEVICE(vkCreateSemaphore);
+    LOAD_DEVICE(vkDestroySemaphore);
+    LOAD_DEVICE(vkQueueSubmit);
+    LOAD_DEVICE(vkQueueWaitIdle);
+    VkQueue queue;
+    vkGetDeviceQueue(device, family, 0, &queue);
+    VkCommandPoolCreateInfo pci = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pci.queueFamilyIndex = family;
+    VkCommandPool pool;
+    CHECK(vkCreateCommandPool(device, &pci, NULL, &pool));
+    VkCommandBufferAllocateInfo cai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cai.commandPool = pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    VkCommandBuffer cb;
+    CHECK(vkAllocateCommandBuffers(device, &cai, &cb));
+    VkCommandBufferBeginInfo cbi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    CHECK(vkBeginCommandBuffer(cb, &cbi));
+    CHECK(vkEndCommandBuffer(cb));
+    VkFenceCreateInfo fci = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkSemaphoreCreateInfo sci = {VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    VkFence fence;
+    CHECK(vkCreateFence(device, &fci, NULL, &fence));
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    double t, reused, idle, libtaichi, semaphore, create;
+
+    t = now_us();
+    for (i = 0; i < rounds; ++i) {
+        CHECK(vkQueueSubmit(queue, 1, &si, fence));
+        CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+        CHECK(vkResetFences(device, 1, &fence));
+    }
+    reused = (now_us() - t) / rounds;
+
+    t = now_us();
+    for (i = 0; i < rounds; ++i) {
+        CHECK(vkQueueWaitIdle(queue));
+    }
+    idle = (now_us() - t) / rounds;
+
+    t = now_us();
+    for (i = 0; i < rounds; ++i) {
+        VkSemaphore s;
+        VkFence f;
+        CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+        CHECK(vkCreateFence(device, &fci, NULL, &f));
+        VkSubmitInfo sub = si;
+        sub.signalSemaphoreCount = 1;
+        sub.pSignalSemaphores = &s;
+        CHECK(vkQueueSubmit(queue, 1, &sub, f));
+        CHECK(vkQueueWaitIdle(queue));
+        vkDestroyFence(device, f, NULL);
+        vkDestroySemaphore(device, s, NULL);
+    }
+    libtaichi = (now_us() - t) / rounds;
+
+    t = now_us();
+    for (i = 0; i < rounds; ++i) {
+        VkSemaphore s;
+        CHECK(vkCreateSemaphore(device, &sci, NULL, &s));
+        VkSubmitInfo sub = si;
+        sub.signalSemaphoreCount = 1;
+        sub.pSignalSemaphores = &s;
+        CHECK(vkQueueSubmit(queue, 1, &sub, fence));
+        CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+        CHECK(vkResetFences(device, 1, &fence));
+        vkDestroySemaphore(device, s, NULL);
+    }
+    semaphore = (now_us() - t) / rounds;
+
+    t = now_us();
+    for (i = 0; i < rounds; ++i) {
+        VkFence f;
+        CHECK(vkCreateFence(device, &fci, NULL, &f));
+        vkDestroyFence(device, f, NULL);
+    }
+    create = (now_us() - t) / rounds;
+
+    printf("{\"device\": \"%s\", \"rounds\": %d, \"reused_fence\": %.2f, \"wait_idle\": %.2f, "
+           "\"new_fence_and_semaphore\": %.2f, \"new_semaphore\": %.2f, \"create_destroy_fence\": %.2f}\n",
+           props.deviceName, rounds, reused, idle, libtaichi, semaphore, create);
+    return 0;
+}

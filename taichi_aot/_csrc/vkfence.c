@@ -1,0 +1,236 @@
+/* Vulkan fences reused: libtaichi_c_api 1.7.4 creates a VkFence for every submit (VulkanStream::submit) and
+   destroys it at the next wait, which costs about 0.8 ms a fence on NVIDIA's driver: more than half a millisecond
+   on every ti_wait and ti_flush, where a submit and wait with a reused fence costs 37 us.
+
+   libtaichi reaches Vulkan through volk, which takes vkGetInstanceProcAddr from the loader with dlsym and every
+   other function through it. So the library's dlsym slot (got.c) is pointed at taichi_aot_vk_dlsym, which hands
+   out a vkGetInstanceProcAddr of ours; that one and the vkGetDeviceProcAddr it hands out answer the loader's own
+   functions for every name but three: vkCreateFence takes a fence from the device's pool where one is there (a
+   plain fence: no flags, no extension, no allocator, as libtaichi makes them), vkDestroyFence resets the fence
+   and keeps it (up to TAICHI_AOT_FENCES_KEPT a device), vkDestroyDevice destroys the kept ones first. Everything
+   else of libtaichi's Vulkan, its errors and device loss included, is untouched. Fences are reset by the
+   device that made them, and only once the library let go of them: it destroys a fence after the wait that
+   follows its submit (vkQueueWaitIdle), when no queue uses it.
+
+   Semaphores are left as they are: libtaichi signals a new binary semaphore at each submit and waits on none,
+   and a binary semaphore signalled and never waited cannot be signalled again; making one costs about 17 us
+   (measured on the H100 beside the fence's 800). */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int32_t TaichiAotVkResult;
+typedef void *TaichiAotVkHandle; /* VkInstance, VkDevice: dispatchable handles */
+typedef uint64_t TaichiAotVkFence; /* a non-dispatchable handle: 64 bits on 64-bit targets */
+typedef void (*TaichiAotVkVoidFunction)(void);
+typedef TaichiAotVkVoidFunction (*TaichiAotVkGetProcAddr)(TaichiAotVkHandle, const char *);
+typedef struct {
+    int32_t sType;
+    const void *pNext;
+    uint32_t flags;
+} TaichiAotVkFenceCreateInfo;
+typedef TaichiAotVkResult (*TaichiAotVkCreateFence)(TaichiAotVkHandle, const TaichiAotVkFenceCreateInfo *,
+                                                    const void *, TaichiAotVkFence *);
+typedef void (*TaichiAotVkDestroyFence)(TaichiAotVkHandle, TaichiAotVkFence, const void *);
+typedef TaichiAotVkResult (*TaichiAotVkResetFences)(TaichiAotVkHandle, uint32_t, const TaichiAotVkFence *);
+typedef void (*TaichiAotVkDestroyDevice)(TaichiAotVkHandle, const void *);
+
+#define TAICHI_AOT_FENCES_KEPT 64 /* a device's pool: libtaichi holds one fence a submit between two waits */
+#define TAICHI_AOT_FENCE_DEVICES 16 /* devices with a pool at once (more: their fences are made as before) */
+
+typedef struct {
+    TaichiAotVkHandle device;
+    TaichiAotVkCreateFence create;
+    TaichiAotVkDestroyFence destroy;
+    TaichiAotVkResetFences reset;
+    TaichiAotVkDestroyDevice destroy_device;
+    uint32_t kept;
+    TaichiAotVkFence fences[TAICHI_AOT_FENCES_KEPT];
+} TaichiAotFencePool;
+
+static pthread_mutex_t taichi_aot_fence_lock = PTHREAD_MUTEX_INITIALIZER;
+static TaichiAotFencePool taichi_aot_pools[TAICHI_AOT_FENCE_DEVICES];
+static TaichiAotVkGetProcAddr taichi_aot_real_gipa = NULL; /* the loader's */
+static TaichiAotVkGetProcAddr taichi_aot_real_gdpa = NULL;
+static volatile int taichi_aot_fences_on = 0;
+/* The loader's own functions from vkGetInstanceProcAddr: they serve any device, for one without a pool. */
+static TaichiAotVkCreateFence taichi_aot_any_create = NULL;
+static TaichiAotVkDestroyFence taichi_aot_any_destroy = NULL;
+static TaichiAotVkDestroyDevice taichi_aot_any_destroy_device = NULL;
+static uint64_t taichi_aot_fence_counts[3]; /* fences made, taken from a pool, put back */
+
+/* The device's pool, made with the device's own functions where it has none (NULL: no room, or no
+   vkGetDeviceProcAddr yet). Called under the lock. */
+static TaichiAotFencePool *taichi_aot_pool(TaichiAotVkHandle device) {
+    int i, free_slot = -1;
+    TaichiAotFencePool *pool;
+    for (i = 0; i < TAICHI_AOT_FENCE_DEVICES; ++i) {
+        if (taichi_aot_pools[i].device == device) {
+            return &taichi_aot_pools[i];
+        }
+        if (taichi_aot_pools[i].device == NULL && free_slot < 0) {
+            free_slot = i;
+        }
+    }
+    if (free_slot < 0 || taichi_aot_real_gdpa == NULL) {
+        return NULL;
+    }
+    pool = &taichi_aot_pools[free_slot];
+    pool->create = (TaichiAotVkCreateFence)taichi_aot_real_gdpa(device, "vkCreateFence");
+    pool->destroy = (TaichiAotVkDestroyFence)taichi_aot_real_gdpa(device, "vkDestroyFence");
+    pool->reset = (TaichiAotVkResetFences)taichi_aot_real_gdpa(device, "vkResetFences");
+    pool->destroy_device = (TaichiAotVkDestroyDevice)taichi_aot_real_gdpa(device, "vkDestroyDevice");
+    if (pool->create == NULL || pool->destroy == NULL || pool->reset == NULL || pool->destroy_device == NULL) {
+        memset(pool, 0, sizeof(*pool));
+        return NULL;
+    }
+    pool->device = device;
+    pool->kept = 0;
+    return pool;
+}
+
+static TaichiAotVkResult taichi_aot_vk_create_fence(TaichiAotVkHandle device, const TaichiAotVkFenceCreateInfo *info,
+                                                    const void *allocator, TaichiAotVkFence *fence) {
+    TaichiAotFencePool *pool;
+    TaichiAotVkCreateFence create;
+    pthread_mutex_lock(&taichi_aot_fence_lock);
+    pool = taichi_aot_pool(device);
+    if (pool == NULL) {
+        pthread_mutex_unlock(&taichi_aot_fence_lock);
+        return taichi_aot_any_create != NULL ? taichi_aot_any_create(device, info, allocator, fence)
+                                             : -3; /* VK_ERROR_INITIALIZATION_FAILED */
+    }
+    if (pool->kept > 0 && info != NULL && info->flags == 0 && info->pNext == NULL && allocator == NULL) {
+        *fence = pool->fences[--pool->kept];
+        ++taichi_aot_fence_counts[1];
+        pthread_mutex_unlock(&taichi_aot_fence_lock);
+        return 0;
+    }
+    create = pool->create;
+    ++taichi_aot_fence_counts[0];
+    pthread_mutex_unlock(&taichi_aot_fence_lock);
+    return create(device, info, allocator, fence);
+}
+
+static void taichi_aot_vk_destroy_fence(TaichiAotVkHandle device, TaichiAotVkFence fence, const void *allocator) {
+    TaichiAotFencePool *pool;
+    if (fence == 0) {
+        return;
+    }
+    pthread_mutex_lock(&taichi_aot_fence_lock);
+    pool = taichi_aot_pool(device);
+    if (pool != NULL && allocator == NULL && taichi_aot_fences_on && pool->kept < TAICHI_AOT_FENCES_KEPT
+        && pool->reset(device, 1, &fence) == 0) {
+        pool->fences[pool->kept++] = fence;
+        ++taichi_aot_fence_counts[2];
+        pthread_mutex_unlock(&taichi_aot_fence_lock);
+        return;
+    }
+    pthread_mutex_unlock(&taichi_aot_fence_lock);
+    if (pool != NULL) {
+        pool->destroy(device, fence, allocator);
+    } else if (taichi_aot_any_destroy != NULL) {
+        taichi_aot_any_destroy(device, fence, allocator);
+    }
+}
+
+static void taichi_aot_vk_destroy_device(TaichiAotVkHandle device, const void *allocator) {
+    TaichiAotFencePool *pool;
+    TaichiAotVkDestroyDevice destroy_device = NULL;
+    uint32_t i;
+    pthread_mutex_lock(&taichi_aot_fence_lock);
+    pool = taichi_aot_pool(device);
+    if (pool != NULL) {
+        for (i = 0; i < pool->kept; ++i) {
+            pool->destroy(device, pool->fences[i], NULL);
+        }
+        destroy_device = pool->destroy_device;
+        memset(pool, 0, sizeof(*pool));
+    }
+    pthread_mutex_unlock(&taichi_aot_fence_lock);
+    if (destroy_device == NULL) {
+        destroy_device = taichi_aot_any_destroy_device;
+    }
+    if (destroy_device != NULL) {
+        destroy_device(device, allocator);
+    }
+}
+
+/* The three functions above for their names, else NULL. */
+static TaichiAotVkVoidFunction taichi_aot_vk_ours(const char *name) {
+    if (name == NULL) {
+        return NULL;
+    }
+    if (strcmp(name, "vkCreateFence") == 0) {
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_create_fence;
+    }
+    if (strcmp(name, "vkDestroyFence") == 0) {
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_destroy_fence;
+    }
+    if (strcmp(name, "vkDestroyDevice") == 0) {
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_destroy_device;
+    }
+    return NULL;
+}
+
+static TaichiAotVkVoidFunction taichi_aot_vk_gdpa(TaichiAotVkHandle device, const char *name) {
+    TaichiAotVkVoidFunction real = taichi_aot_real_gdpa(device, name);
+    TaichiAotVkVoidFunction ours = real != NULL ? taichi_aot_vk_ours(name) : NULL;
+    return ours != NULL ? ours : real;
+}
+
+static TaichiAotVkVoidFunction taichi_aot_vk_gipa(TaichiAotVkHandle instance, const char *name) {
+    TaichiAotVkVoidFunction real = taichi_aot_real_gipa(instance, name), ours;
+    if (real == NULL || name == NULL) {
+        return real;
+    }
+    if (strcmp(name, "vkGetDeviceProcAddr") == 0) {
+        taichi_aot_real_gdpa = (TaichiAotVkGetProcAddr)real; /* the loader's: the same for every instance */
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_gdpa;
+    }
+    if (strcmp(name, "vkGetInstanceProcAddr") == 0) {
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_gipa;
+    }
+    ours = taichi_aot_vk_ours(name);
+    if (ours == (TaichiAotVkVoidFunction)&taichi_aot_vk_create_fence) {
+        taichi_aot_any_create = (TaichiAotVkCreateFence)real;
+    } else if (ours == (TaichiAotVkVoidFunction)&taichi_aot_vk_destroy_fence) {
+        taichi_aot_any_destroy = (TaichiAotVkDestroyFence)real;
+    } else if (ours == (TaichiAotVkVoidFunction)&taichi_aot_vk_destroy_device) {
+        taichi_aot_any_destroy_device = (TaichiAotVkDestroyDevice)real;
+    }
+    return ours != NULL ? ours : real;
+}
+
+/* libtaichi's dlsym: the loader's vkGetInstanceProcAddr becomes ours, every other symbol is dlsym's. */
+static void *taichi_aot_vk_dlsym(void *handle, const char *name) {
+    void *found = dlsym(handle, name);
+    if (found != NULL && name != NULL && strcmp(name, "vkGetInstanceProcAddr") == 0) {
+        taichi_aot_real_gipa = (TaichiAotVkGetProcAddr)found;
+        return (void *)&taichi_aot_vk_gipa;
+    }
+    return found;
+}
+
+/* Point libtaichi's dlsym at ours, once, before its first Vulkan runtime; a later call only turns the keeping of
+   fences on or off (`on`). The slots patched (0: the library calls no dlsym), or -1 where they cannot be. */
+int taichi_aot_hook_vulkan_fences(int on) {
+    static int patched = -2;
+    taichi_aot_fences_on = on != 0;
+    if (patched == -2) {
+        patched = taichi_aot_patch_library_calls("dlsym", (void *)&taichi_aot_vk_dlsym);
+    }
+    return patched;
+}
+
+/* Whether libtaichi reaches Vulkan through ours (it asked dlsym for the loader since the hook). */
+int taichi_aot_vulkan_fences_hooked(void) {
+    return taichi_aot_real_gipa != NULL;
+}
+
+/* The counts since the library was loaded: [0] fences made, [1] taken from a pool, [2] put back. */
+void taichi_aot_vulkan_fence_counts(uint64_t *out) {
+    pthread_mutex_lock(&taichi_aot_fence_lock);
+    memcpy(out, taichi_aot_fence_counts, sizeof(taichi_aot_fence_counts));
+    pthread_mutex_unlock(&taichi_aot_fence_lock);
+}
