@@ -30,7 +30,7 @@ from . import _cuda
 from ._native import ffi
 from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 from .ptx import MANIFEST, gate, read_manifest
-from .ptx.compile import entry
+from .ptx.compile import entry as ptx_entry
 from .ptx.plan import check, from_entry
 
 #: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
@@ -243,7 +243,7 @@ class Kernels:
         tasks = ffi.new("TaichiAotCudaTask[]", len(plan["tasks"]))
         for t, task in zip(tasks, plan["tasks"]):
             function = ctypes.c_void_p()
-            code = cu.cuModuleGetFunction(ctypes.byref(function), module, entry(task["name"]).encode())
+            code = cu.cuModuleGetFunction(ctypes.byref(function), module, ptx_entry(task["name"]).encode())
             if code != 0:
                 return f"its PTX has no entry for task {task['name']} (error {code})"
             t.function = ffi.cast("void *", function.value)
@@ -329,8 +329,8 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     entries = {m.group(1).decode(): int(m.group(2)) for m in _ENTRY.finditer(ptx)}
     size = max(plan["args_size"], 8)
     for task in plan["tasks"]:
-        if entries.get(entry(task["name"])) != size:
-            return f"its PTX has no entry {entry(task['name'])} taking {size} argument bytes and the runtime"
+        if entries.get(ptx_entry(task["name"])) != size:
+            return f"its PTX has no entry {ptx_entry(task['name'])} taking {size} argument bytes and the runtime"
     return None
 
 
