@@ -69,10 +69,11 @@ from .errors import (
     WrongThreadError,
 )
 from .image import Image, Sampler, Texture
-from .launch import BoundLaunch, ComputeGraph, Kernel, LaunchSequence
+from .launch import BoundLaunch, ComputeGraph, Kernel
 from .memory import Memory, MemorySlice
 from .module import AotModule
 from .ndarray import NdArray
+from .replay import LaunchSequence
 from .runtime import Runtime, arch_for_module, best_arch
 
 # NdArray and data_type lived in taichi_aot.memory, a room below theirs now: the face keeps

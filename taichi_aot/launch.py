@@ -16,7 +16,7 @@ import inspect
 import keyword
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
@@ -27,7 +27,7 @@ from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launche
 from ._lifetime import unpicklable
 from ._native import ffi, lib
 from ._ptx_launch import own_launch_error
-from .enums import CPU_ARCHS, GFX_ARCHS, Access, Arch, DataType
+from .enums import GFX_ARCHS, Access, Arch, DataType
 from .errors import (
     ArgumentNotFoundError,
     ArgumentTypeError,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .module import AotModule
     from .runtime import Runtime
 
-__all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "LaunchSequence"]
+__all__ = ["BoundLaunch", "ComputeGraph", "Kernel"]
 
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
@@ -55,16 +55,12 @@ _CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_AR
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
-_CHUNK_SECONDS, _CHUNK_GROWTH = 0.02, 16  # a replay returns to Python at least this often (once its chunks grew)
-# On GPUs, a replay waits for the device after self._queue launches: at first _QUEUE_LAUNCHES, then as many as
-# the device runs in about _DRAIN_SECONDS (by what the last wait took), changed at most _QUEUE_GROWTH times at once.
-_QUEUE_LAUNCHES, _QUEUE_MIN, _QUEUE_MAX, _QUEUE_GROWTH, _DRAIN_SECONDS = 512, 16, 1 << 16, 8.0, 0.05
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
 
 
-def _raise_launch_error(code: int, what: str) -> None:
+def raise_launch_error(code: int, what: str) -> None:
     if code <= _CUDA_ERROR or code in _OWN_CODES:  # the own CUDA launcher's (ptx.c), or a refusal (launch.c)
         raise own_launch_error(code, what)
     c, message = take_last_error()
@@ -84,7 +80,7 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | C
         c.seen = epoch
         code = _launch(c)
     if code:
-        _raise_launch_error(code, what if isinstance(what, str) else what())
+        raise_launch_error(code, what if isinstance(what, str) else what())
 
 
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
@@ -402,6 +398,26 @@ class Kernel(_Launchable):
     #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
     launch = Launcher.__call__
 
+    def grad(self, *args: Any, grads: Any, **kwargs: Any) -> None:
+        """Run this kernel's reverse-mode (autodiff) kernel: ``add.grad(x, y, 0.5, grads=(x_grad, y_grad))``.
+
+        ``build`` exports it, as ``<kernel>_grad``, for kernels whose ndarrays say ``needs_grad=True``. The
+        arguments are the kernel's (numpy arrays, or torch CPU tensors, for its ndarrays); ``grads`` gives a
+        gradient array for each ndarray that needs one, in argument order (a sequence, or a dict by argument
+        index or name), of its array's dtype and shape. As in Taichi: the gradients of what the kernel reads are
+        added to (start them at zero), and the gradients of what it writes are read, then cleared. It runs on
+        x64, compiled for this machine from the module's IR (llvmlite, the ``ptx`` extra): libtaichi_c_api
+        cannot hand a reverse kernel its gradients.
+
+        Raises:
+            NotSupportedError: no reverse-mode kernel, not x64, no llvmlite, or a kernel the x64 launch cannot run.
+            ArgumentTypeError, InvalidArgumentError: an argument or gradient of the wrong kind, dtype or shape.
+        """
+        reverse = self._module._reverse(self._name)
+        what = [self._what_arg(a) for a in self._args]
+        reverse.call(list(self._bind(args, kwargs)), grads, self._names, what, f"kernel {self._name!r}",
+                     self._runtime.wait)  # what libtaichi launched before has run first
+
     def bind(self, *args: Any, **kwargs: Any) -> BoundLaunch:
         """Check and pack arguments once; the returned :class:`BoundLaunch` launches with them.
 
@@ -581,107 +597,3 @@ class BoundLaunch(Launcher):
 
     def __repr__(self) -> str:
         return f"<BoundLaunch of {self._entry!r}>"
-
-
-class LaunchSequence:
-    """Launches recorded once and replayed by C code in the extension, with no Python in between.
-
-    Build with ``rt.record()`` (``with rt.record() as seq: kernel(x, 1.0); graph(a=x)``) or
-    :meth:`append` of :class:`BoundLaunch` objects; then ``seq.replay(times)``.
-    """
-    __reduce_ex__ = unpicklable("send what it launches and record it there")
-
-    def __init__(self, runtime: Runtime):
-        self._runtime = runtime
-        self._launches: list[BoundLaunch] = []
-        self._steps: Any = None
-        self._done: Any = ffi.new("uint64_t *")  # how many launches the last replay made before it stopped
-        self._pass_seconds = 0.0  # what one pass took in the last chunk replayed (0: none yet)
-        self._last_chunk = 1  # that chunk's passes: the next grows at most _CHUNK_GROWTH times
-        self._queue = _QUEUE_LAUNCHES  # on GPUs, launches queued before the replay waits for the device
-
-    def append(self, launch: BoundLaunch) -> None:
-        """Add a bound launch (of this runtime) at the end.
-
-        Raises:
-            ArgumentTypeError: not a BoundLaunch.
-            InvalidArgumentError: a launch of another runtime.
-        """
-        if not isinstance(launch, BoundLaunch):
-            raise ArgumentTypeError(f"a LaunchSequence holds BoundLaunch objects, got {type(launch).__name__}")
-        if launch._runtime is not self._runtime:
-            raise InvalidArgumentError("the launch belongs to another runtime")
-        self._launches.append(launch)
-        self._steps = None
-
-    def __len__(self) -> int:
-        return len(self._launches)
-
-    def __iter__(self) -> Iterator[BoundLaunch]:
-        return iter(self._launches)
-
-    def replay(self, times: int = 1) -> None:
-        """Launch the whole sequence ``times`` times, in order, from C.
-
-        Raises:
-            ArgumentTypeError: ``times`` is not an int >= 0.
-            ClosedError, WrongThreadError: a recorded object is closed, or another thread calls.
-        """
-        if isinstance(times, bool) or not isinstance(times, int) or times < 0:
-            raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
-        for launch in self._launches:
-            launch._validate()
-        self._runtime.ensure_open()
-        if not self._launches or not times:
-            return
-        count = len(self._launches)
-        if self._steps is None:
-            steps = ffi.new("TaichiAotLaunch[]", count)
-            for i, launch in enumerate(self._launches):
-                steps[i] = launch._c[0]
-            self._steps = steps
-        # In chunks of about _CHUNK_SECONDS each, sized by what a pass took in the last chunk (the first chunk
-        # ever is one pass, and a chunk grows at most _CHUNK_GROWTH times the last): Python gets control back
-        # between them, so Ctrl-C (or any signal handler) acts promptly, however long the whole replay, and a
-        # short replay, once the sequence has run, is one C call. Where launches only enqueue work (GPUs), the
-        # queue holds at most about _DRAIN_SECONDS of the device's work: the replay waits for the device after
-        # self._queue launches, a number set by how long the last such wait took. What an interrupted replay
-        # leaves to drain stays short (on a software Vulkan device too), and on a fast GPU the waits come
-        # seldom enough to cost nothing (each costs a fixed half millisecond on an H100 with Vulkan).
-        replay, steps, done = lib.taichi_aot_replay, self._steps, self._done
-        rt = self._runtime
-        cpu = rt.arch in CPU_ARCHS
-        passes, queued = 0, 0
-        while passes < times:
-            most = times if cpu else max(1, self._queue // count)
-            n = min(self._chunk(), times - passes, most - queued)
-            start = _clock()
-            code = replay(steps, count, n, done)
-            self._pass_seconds, self._last_chunk = max(_clock() - start, 1e-9) / n, n
-            if code:
-                made = passes * count + done[0]
-                if done[0] < count:
-                    where = f"replay step {done[0]} ({self._launches[done[0]]._entry!r}) after {made} launches"
-                else:
-                    where = f"a replay of {made} launches"
-                _raise_launch_error(code, where)
-            passes += n
-            queued += n
-            if queued >= most and passes < times:
-                self._drain()
-                queued = 0
-
-    def _chunk(self) -> int:
-        """Passes in the next chunk: about _CHUNK_SECONDS of them, at most _CHUNK_GROWTH times the last chunk."""
-        per = self._pass_seconds
-        return min(max(1, int(_CHUNK_SECONDS / per)) if per else 1, self._last_chunk * _CHUNK_GROWTH)
-
-    def _drain(self) -> None:
-        """Wait for the device in a replay on a GPU, and size the queue by what the wait took."""
-        start = _clock()
-        self._runtime.wait()
-        took = max(_clock() - start, 1e-6)
-        self._queue = min(_QUEUE_MAX, max(_QUEUE_MIN, int(self._queue * min(_QUEUE_GROWTH, _DRAIN_SECONDS / took))))
-
-    def __repr__(self) -> str:
-        return f"<LaunchSequence of {len(self._launches)} launches>"

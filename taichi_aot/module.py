@@ -29,6 +29,7 @@ from .errors import (
     CorruptedDataError,
     MissingFileError,
     NameNotFoundError,
+    NotSupportedError,
 )
 from .launch import ComputeGraph, Kernel
 from .metadata.source import extract_archive, is_zip
@@ -197,13 +198,15 @@ class _Shared:
     ones are let go only on the runtime's own thread (a finalizer may run on any), under one lock.
     """
 
-    __slots__ = ("__weakref__", "handle", "handles", "idle", "key", "own", "owned", "runtime", "temp_dir", "users")
+    __slots__ = ("__weakref__", "handle", "handles", "idle", "key", "own", "owned", "reverse", "runtime", "temp_dir",
+                 "users")
     _lock = threading.Lock()
     _clock = 0  # when each was last left, for the least recently used
 
     def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, own: Any):
         self.runtime, self.key, self.handle, self.temp_dir, self.own = weakref.ref(runtime), key, handle, temp_dir, own
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
+        self.reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel compiled here (_cpu_launch)
         self.users = 0
         self.idle = 0
         self.owned = Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned)
@@ -285,12 +288,35 @@ class AotModule(Child):
             owned = shared.add(runtime)
         self._shared = shared
         self._handle: Any = shared.handle
+        self._folder = shared.temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
         self._source = src.what
         self._meta = src.meta
         self._own = shared.own
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
         self._attach(runtime, owned)
+
+    def _reverse(self, name: str) -> Any:
+        """The reverse-mode kernel of kernel ``name`` (``<name>_grad``), compiled for this machine
+        (``_cpu_launch.CpuKernel``); NotSupportedError saying why where there is none or it cannot run here."""
+        self.ensure_open()
+        kernel = self._shared.reverse.get(name)
+        if kernel is not None:
+            return kernel
+        grad = self._meta.kernels.get(f"{name}_grad")
+        if grad is None or not grad.reverse:
+            raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {self._source} (build "
+                                    "exports one, named <kernel>_grad, for kernels whose ndarrays say "
+                                    "needs_grad=True)")
+        if self._runtime.arch != Arch.X64 or self._folder is None:
+            raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 only (taichi_aot's own launch "
+                                    f"of their IR); this is a {self._runtime.arch.name} runtime")
+        from . import _cpu_launch
+        from .ptx import _kernels
+
+        kernel = self._shared.reverse[name] = _cpu_launch.compile_kernel(self._folder, grad.name,
+                                                                         _kernels(self._folder)[grad.name])
+        return kernel
 
     def launchers(self) -> dict[str, str]:
         """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"

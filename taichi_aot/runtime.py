@@ -43,10 +43,10 @@ from .errors import (
     WrongThreadError,
 )
 from .image import Image, Sampler
-from .launch import LaunchSequence
 from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
+from .replay import LaunchSequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
@@ -422,7 +422,7 @@ class Runtime:
         return _Recording(self, LaunchSequence(self))
 
     def sequence(self) -> LaunchSequence:
-        """An empty :class:`~taichi_aot.launch.LaunchSequence` to ``append`` bound launches to."""
+        """An empty :class:`~taichi_aot.replay.LaunchSequence` to ``append`` bound launches to."""
         self.ensure_open()
         return LaunchSequence(self)
 

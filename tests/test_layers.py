@@ -25,14 +25,16 @@ LAYERS: list[set[str]] = [
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi", "_ptx_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins
+    {"capi", "_ptx_launch", "_cpu_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins;
+    # the own x64 launch of reverse-mode kernels
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
     {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
     {"_arguments"},  # values -> kernel arguments
-    {"launch"},  # kernels, graphs, bound launches, sequences
+    {"launch"},  # kernels, graphs, bound launches
+    {"replay"},  # recorded launches replayed from C
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
@@ -171,6 +173,11 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("jax", "_packers"): "...and packs a scalar given as a Python number with the kernel's own packer (its checks)",
     ("jax", "_ptx_launcher"): "...and on CUDA copies the own launcher's runtime record, with XLA's stand-in",
     ("_ptx_launch", "_ptx_launcher"): "a CUDA runtime's own-launcher state, made with its first module with PTX",
+    ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
+    ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
+    ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",
+    ("launch", "_reverse"): "a kernel's grad asks its module (above) for its reverse kernel, compiled once a load",
+    ("cli.build_part", "_adjoint"): "Taichi keeps a kernel's reverse-mode kernel there; build exports it so",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",
     ("_arguments", "_arg"): "...or its cffi TiArgument, and checks its memory's lifetime record and runtime",

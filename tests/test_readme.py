@@ -6,7 +6,7 @@ Taichi, the rest in the fresh venv, and ``pip install`` lines are what the venv 
 Python block runs as a program in the fresh venv, and where a line ends in ``# [..]`` or ``# <values>``
 after a ``print``, the program prints exactly that. A block whose first line is ``# needs: ...`` runs where
 those are: ``torch`` (the one the interop extra installed here, with what it requires, linked into the venv),
-``cuda``, ``jax``.
+``llvmlite`` (the ptx extra's, linked likewise), ``cuda``, ``jax``.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ def test_every_block_runs_as_written(fresh_venv, tmp_path):
     require_arch(Arch.VULKAN)
     cuda = capi.arch_status()[Arch.CUDA].available
     available = {"cuda": cuda, "torch": importlib.util.find_spec("torch") is not None,
-                 "jax": cuda and importlib.util.find_spec("jax") is not None}
-    torch_installed = False
+                 "jax": cuda and importlib.util.find_spec("jax") is not None,
+                 "llvmlite": importlib.util.find_spec("llvmlite") is not None}
+    linked: set[str] = set()
     ran, skipped = [], []
     for number, (lang, code, name) in enumerate(_blocks()):
         if name:
@@ -91,9 +92,10 @@ def test_every_block_runs_as_written(fresh_venv, tmp_path):
         if missing:
             skipped.append((number, missing))
             continue
-        if "torch" in _needs(code) and not torch_installed:
-            fresh_venv.link("torch")  # the torch installed here (and what it requires), linked, not copied
-            torch_installed = True
+        for extra in ("torch", "llvmlite"):
+            if extra in _needs(code) and extra not in linked:
+                fresh_venv.link(extra)  # what is installed here (and what it requires), linked, not copied
+                linked.add(extra)
         script = tmp_path / f"block{number}.py"
         script.write_text(code)
         proc = fresh_venv.run([str(script)], cwd=str(tmp_path))

@@ -258,6 +258,11 @@ int taichi_aot_hook_vulkan_fences(int on);
 int taichi_aot_vulkan_fences_hooked(void);
 void taichi_aot_vulkan_fence_counts(uint64_t *out);
 
+/* cpu.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
+   parallel_for is taichi_aot_cpu_parallel_for_address(). */
+void *taichi_aot_cpu_parallel_for_address(void);
+void taichi_aot_cpu_launch(void *standin, void *args, void *const *tasks, uint32_t count);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);

@@ -122,11 +122,12 @@ def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> N
 
 
 def _signature(info: ModuleInfo) -> dict:
-    """What must agree between the parts of one module: each exported kernel's and graph's arguments."""
+    """What must agree between the parts of one module: each exported kernel's and graph's arguments (the
+    reverse-mode kernels the LLVM parts add aside: gfx parts have none)."""
     def args(entries: list) -> list:
         return [(a.name, a.kind, a.dtype, a.ndim, a.elem_shape) for a in entries]
 
-    return {"kernels": {k.name: args(k.args) for k in info.exported_kernels()},
+    return {"kernels": {k.name: args(k.args) for k in info.exported_kernels() if not k.reverse},
             "graphs": {g.name: args(g.args) for g in info.graphs.values()}}
 
 

@@ -49,6 +49,29 @@ def argument_names(kernel):
     return [a.name for i, a in enumerate(arguments) if i not in templates]
 
 
+def _grad_arrays(kernel):
+    """{argument: an ndarray made with needs_grad=True} for each ndarray argument whose annotation says
+    ``needs_grad=True``: Taichi compiles such a kernel only given arrays that carry gradients."""
+    import taichi as ti
+    from taichi.types.ndarray_type import NdarrayType
+
+    out = {}
+    for a in getattr(getattr(kernel, "_primal", None), "arguments", ()):
+        annotation = getattr(a, "annotation", None)
+        if isinstance(annotation, NdarrayType) and annotation.needs_grad:
+            out[a.name] = ti.ndarray(annotation.dtype, shape=(1,) * (annotation.ndim or 1), needs_grad=True)
+    return out
+
+
+class _Reverse:
+    """What ``Module.add_kernel`` takes to export a kernel's reverse-mode kernel: it reads the kernel object's
+    ``_primal``, which the reverse kernel (``kernel.grad``) does not carry; its adjoint is that object."""
+
+    def __init__(self, kernel, name):
+        self._primal = kernel._adjoint
+        self.__name__ = f"{name}_grad"
+
+
 def _fields(user):
     """(name, field) of the Taichi fields ``user`` (the imported file) holds at its top level, in order."""
     from taichi.lang.field import Field
@@ -94,8 +117,11 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
     _add(module, arch, gfx, fields, records, graphs)
     os.makedirs(folder, exist_ok=True)  # Taichi 1.7.4 needs the folder to exist (gfx)
     module.save(folder)
+    args = {r.name: argument_names(r.kernel) for r in records}
+    if not gfx:  # a reverse-mode kernel takes its primal's arguments
+        args.update({f"{r.name}_grad": args[r.name] for r in records if _grad_arrays(r.kernel)})
     return {"kernels": names, "graphs": list(graphs), "fields": [n for n, _ in fields], "arch": arch,
-            "taichi": ".".join(map(str, ti.__version__)), "args": {r.name: argument_names(r.kernel) for r in records}}
+            "taichi": ".".join(map(str, ti.__version__)), "args": args}
 
 
 def _add(module, arch, gfx, fields, records, graphs):
@@ -106,11 +132,14 @@ def _add(module, arch, gfx, fields, records, graphs):
         except Exception as e:
             raise BuildError(f"Taichi could not add field {name!r} for {arch}: {e}") from e
     for r in records:
+        templates = {**_grad_arrays(r.kernel), **(r.template_types or {})}
         try:
-            if r.template_types:
-                module.add_kernel(r.kernel, template_args=r.template_types, name=r.name)
+            if templates:
+                module.add_kernel(r.kernel, template_args=templates, name=r.name)
             else:
                 module.add_kernel(r.kernel, name=r.name)
+            if templates and not gfx and _grad_arrays(r.kernel):  # its reverse-mode kernel beside it
+                module.add_kernel(_Reverse(r.kernel, r.name), template_args=templates, name=f"{r.name}_grad")
         except Exception as e:
             hint = " (gfx backends may need --caps, e.g. spirv_has_int64 spirv_has_float64)" if gfx else ""
             raise BuildError(f"Taichi could not compile kernel {r.name!r} for {arch}: {e}{hint}") from e

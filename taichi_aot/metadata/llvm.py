@@ -179,13 +179,18 @@ def _llvm_arg(index: int, a: dict) -> ArgInfo:
         pointee = _llvm_type(((_llvm_type(members.get("data_ptr")).get("content")) or {}).get("pointee_"))
         primitive = pointee.get("type_kind") == TYPE_PRIMITIVE
         dtype = _data_type((pointee.get("content") or {}).get("type")) if primitive else None
-        return ArgInfo(index, None, "ndarray", dtype, ndim, elem_shape)
+        return ArgInfo(index, None, "ndarray", dtype, ndim, elem_shape, needs_grad="grad_ptr" in members)
     if ptype == "scalar" and kind_code == TYPE_PRIMITIVE:
         return ArgInfo(index, None, "scalar", _data_type(content.get("type")))
     if ptype == "scalar" and kind_code == TYPE_STRUCT:  # a vector/matrix by value: a struct of scalars
         length, dtype = _struct_scalars(ptr)
         return ArgInfo(index, None, "tensor", dtype, 0, (), length)
     return ArgInfo(index, None, ptype, None, int(a.get("total_dim") or 0), elem_shape)
+
+
+#: Why a reverse-mode kernel is not launched through libtaichi_c_api.
+REVERSE = ("a reverse-mode (autodiff) kernel: libtaichi_c_api cannot hand it its gradient arrays (the C-API's "
+           "TiNdArray has no gradient field; a launch crashed); run it as its primal's grad(...) (x64)")
 
 
 def _llvm(doc: Any) -> ModuleInfo:
@@ -205,7 +210,10 @@ def _llvm(doc: Any) -> ModuleInfo:
                 args.append(_llvm_arg(index, entry[1]))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
-        info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index))
+        reverse = any("_reverse_grad_" in str(t.get("name")) for t in (k.get("compiled_data") or {}).get("tasks") or []
+                      if isinstance(t, dict))
+        info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",
+                                        reverse)
     fields = cache.get("fields")
     if isinstance(fields, dict) and fields:  # {tree: its root size and SNodes}: allocated on each load
         try:

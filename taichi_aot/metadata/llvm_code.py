@@ -9,7 +9,8 @@ Each of these is a :class:`CorruptedDataError` naming the kernel:
 
 * arguments are numbered 0, 1, ... once each; the layout is a struct of one element for each, named
   ``arg_<index>``, of the type the argument records (offsets aside); an ndarray's is a struct of its shape (one
-  32-bit integer per array dimension, one for none) and a pointer to its dtype; a scalar's is a primitive;
+  32-bit integer per array dimension, one for none) and a pointer to its dtype (and one to its gradient, where it
+  ``needs_grad``); a scalar's is a primitive;
 * the layout's offsets are those of a C struct of its elements, and ``args_size`` (``ret_size``: the results'
   layout) is that struct's size;
 * the kernel's ``<kernel>.ll`` (where there is one: without it, the library refuses looking the kernel up)
@@ -110,11 +111,13 @@ def _argument(param: dict, laid: dict, what: str) -> None:
     if param["ptype"] == PTYPE_NDARRAY:
         ndim = param["total_dim"] - len(param["element_shape"])
         members = laid["content"]["elements_"] if laid["type_kind"] == TYPE_STRUCT else []
-        dims = members[0]["type"] if len(members) == 2 else {}
+        names = ["shape", "data_ptr", "grad_ptr"] if param["needs_grad"] else ["shape", "data_ptr"]
+        dims = members[0]["type"] if len(members) == len(names) else {}
         shape = dims["content"]["elements_"] if dims.get("type_kind") == TYPE_STRUCT else []
-        if not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != ["shape", "data_ptr"] \
+        if not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != names \
                 or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (TYPE_PRIMITIVE, _I32) for d in shape) \
-                or members[1]["type"]["type_kind"] != TYPE_POINTER:
+                or members[1]["type"]["type_kind"] != TYPE_POINTER \
+                or any(_ir(m["type"]) != _ir(members[1]["type"]) for m in members[2:]):  # a gradient of the dtype
             raise CorruptedDataError(f"{what}: an ndarray of {param['total_dim']} dimensions (element shape "
                                      f"{param['element_shape']}) laid out as {_ir(laid)}")
     elif param["ptype"] == PTYPE_SCALAR:

@@ -39,6 +39,7 @@ class ArgInfo:
     length: int | None = None  # tensor (vector/matrix by value) element count, when recorded
     format: Format | None = None  # texel format a storage texture is declared with (gfx, from SPIR-V)
     access: Access | None = None  # how the kernel uses an ndarray (gfx metadata, taichi_aot.json); None: unknown
+    needs_grad: bool = False  # an LLVM ndarray laid out with a gradient pointer (autodiff)
     #: Whether the kernel may write the argument (it does, or nothing records that it does not).
     may_write: bool = field(init=False, repr=False, compare=False)
     #: Whether the kernel may read the argument (it does, or nothing records that it does not).
@@ -85,6 +86,8 @@ class KernelInfo:
     args: list[ArgInfo] = field(default_factory=list)
     #: why drivers cannot run it though the module is well formed (looking it up is refused), or ""
     unsupported: str = ""
+    #: a reverse-mode (autodiff) kernel: it runs on taichi_aot's own x64 launch (its primal's ``grad``) only
+    reverse: bool = False
 
 
 @dataclass

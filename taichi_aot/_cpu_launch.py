@@ -1,0 +1,249 @@
+"""x64 kernels launched without libtaichi_c_api (``_csrc/cpu.c``): a module's reverse-mode (autodiff) kernels.
+
+A reverse kernel's argument struct holds, for each ndarray that ``needs_grad``, a gradient pointer after its data
+pointer; libtaichi's ``TiNdArray`` has no field for it, so libtaichi cannot run the kernel (a launch crashed).
+Taichi's x64 IR is self-contained (its helpers inlined), so the kernel's ``NAME.ll`` is compiled here with llvmlite
+(the ``ptx`` extra) for this machine, and its tasks run in order on a stand-in for Taichi's ``LLVMRuntime``: the
+temporaries a serial task leaves for the next (field 14), and a ``parallel_for`` of ours (field 10) that runs a
+range-for task's splits. A kernel that touches any other part of the runtime (SNode fields, random states,
+allocators, print) is refused with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any
+
+import numpy as np
+
+from ._native import ffi, lib
+from .enums import NUMPY_DTYPES
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
+from .metadata import llvm_ir
+from .metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
+
+#: LLVMRuntime's fields the stand-in fills: the thread pool (any pointer), parallel_for, the temporaries.
+_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES = 9, 10, 14
+TEMPORARIES_BYTES = 64 << 10
+#: The C library's math functions the IR may call (Taichi's ti.sin, ti.exp, ...): found in this process.
+_LIBM = re.compile(r"(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:2|10|1p)?|pow|sqrt|cbrt|fabs|floor|ceil|round|"
+                   r"trunc|fmod|fmin|fmax|hypot|erfc?|[lt]gamma)f?")
+_lock = threading.Lock()
+
+
+class CpuKernel:
+    """One reverse kernel compiled for this machine: its tasks' addresses and how its arguments are laid out."""
+
+    def __init__(self, name: str, tasks: Any, slots: list[tuple], args_size: int, keep: list[Any]):
+        self.name = name
+        self.tasks = tasks  # void *[]: the tasks, in order
+        self.slots = slots  # per argument: ("ndarray", shape offsets, data, grad or None, dtype, ndim, elem) or
+        #                     ("scalar", offset, numpy dtype)
+        self.args_size = args_size
+        self._keep = keep  # the execution engine, the stand-in and its temporaries: alive as long as the kernel
+
+    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
+             before: Any) -> None:
+        """The primal's ``grad(*values, grads=grads)``: every value and gradient checked (``what`` names each
+        argument, ``kernel`` the kernel), ``before()`` called, then the launch."""
+        arrays = [i for i, slot in enumerate(self.slots) if slot[0] == "ndarray"]
+        needing = [i for i in arrays if self.slots[i][3] is not None]
+        for i, slot in enumerate(self.slots):
+            values[i] = _host_array(values[i], slot, what[i], writable=False) if i in arrays \
+                else _host_scalar(values[i], slot[2], what[i])
+        checked = {i: _host_array(value, self.slots[i], f"{kernel}: the gradient of argument {i}", writable=True,
+                                  like=values[i])
+                   for i, value in _gradients(grads, needing, names, f"{kernel}: grads").items()}
+        before()
+        self.launch(values, checked)
+
+    def launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
+        """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""
+        buf = np.zeros(max(self.args_size, 8), np.uint8)
+        for i, (slot, value) in enumerate(zip(self.slots, values)):
+            if slot[0] == "scalar":
+                _, offset, dtype = slot
+                buf[offset:offset + dtype.itemsize] = np.frombuffer(np.array(value, dtype).tobytes(), np.uint8)
+                continue
+            _, shape_offsets, data, grad, _, ndim, _ = slot
+            for off, extent in zip(shape_offsets, value.shape[:ndim] if ndim else (1,)):
+                buf[off:off + 4] = np.frombuffer(np.int32(extent).tobytes(), np.uint8)
+            buf[data:data + 8] = np.frombuffer(np.uint64(value.ctypes.data).tobytes(), np.uint8)
+            if grad is not None:
+                address = grads[i].ctypes.data if i in grads else 0
+                buf[grad:grad + 8] = np.frombuffer(np.uint64(address).tobytes(), np.uint8)
+        lib.taichi_aot_cpu_launch(self._keep[1], ffi.cast("void *", buf.ctypes.data), self.tasks, len(self._keep[2]))
+
+
+def describe_value(value: Any) -> str:
+    """A value in a message: an array's dtype and shape, else its type and repr."""
+    if isinstance(value, np.ndarray):
+        return f"numpy {value.dtype} array of shape {value.shape}"
+    return f"{type(value).__name__} {repr(value)[:60]}"
+
+
+def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = None) -> np.ndarray:
+    """``value`` as the C-contiguous numpy array the x64 launch hands its address of (a torch CPU tensor's own
+    memory), of the slot's dtype and dimensions (``like``'s shape, for a gradient)."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
+        if value.device.type != "cpu":
+            raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
+        value = value.detach().numpy()
+    if not isinstance(value, np.ndarray):
+        raise ArgumentTypeError(f"{what}: expected a numpy array or a torch CPU tensor, got {describe_value(value)}")
+    _, _, _, _, dtype, ndim, elem = slot
+    if value.dtype != dtype or value.ndim != ndim + len(elem) or tuple(value.shape[ndim:]) != elem:
+        raise ArgumentTypeError(f"{what}: expected {dtype} with {ndim} dimensions (element shape {elem}), got "
+                                f"{describe_value(value)}")
+    if like is not None and value.shape != like.shape:
+        raise InvalidArgumentError(f"{what}: shape {value.shape}, its array's is {like.shape}")
+    if not value.flags.c_contiguous or (writable and not value.flags.writeable):
+        raise InvalidArgumentError(f"{what}: the array must be C-contiguous{' and writable' if writable else ''}")
+    return value
+
+
+def _host_scalar(value: Any, dtype: np.dtype, what: str) -> Any:
+    """A scalar argument of the x64 launch, checked: a number of the argument's kind, within its dtype's range."""
+    integer = dtype.kind in "iu"
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
+        raise ArgumentTypeError(f"{what}: expected {dtype} scalar, got {describe_value(value)}")
+    if integer and not np.iinfo(dtype).min <= int(value) <= np.iinfo(dtype).max:
+        raise InvalidArgumentError(f"{what}: {value} is out of range for {dtype}")
+    if not integer:
+        with np.errstate(over="ignore"):
+            cast = np.array(float(value) if abs(value) < 1e308 else np.inf, dtype)
+        if np.isinf(cast) and np.isfinite(float(value)):
+            raise InvalidArgumentError(f"{what}: {describe_value(value)} is out of range for {dtype}")
+    return value
+
+
+def _gradients(grads: Any, needing: list[int], names: list[str | None], what: str) -> dict[int, Any]:
+    """{argument index: gradient array}: ``grads`` a sequence in the order of the arguments needing one, or a dict
+    by argument index or name."""
+    if isinstance(grads, dict):
+        out = {}
+        for key, value in grads.items():
+            index = names.index(key) if isinstance(key, str) and key in names else key
+            if index not in needing:
+                raise ArgumentTypeError(f"{what}: {key!r} is no argument with a gradient (those: {needing})")
+            out[index] = value
+    elif isinstance(grads, (list, tuple)):
+        if len(grads) != len(needing):
+            raise ArgumentTypeError(f"{what}: {len(grads)} given, the kernel takes one for each of arguments "
+                                    f"{needing}")
+        out = dict(zip(needing, grads))
+    else:
+        raise ArgumentTypeError(f"{what}: a sequence or a dict of gradient arrays, got {type(grads).__name__}")
+    missing = [i for i in needing if i not in out]
+    if missing:
+        raise ArgumentTypeError(f"{what}: no gradient for argument(s) {missing}")
+    return out
+
+
+def _llvm():
+    """llvmlite, and a target machine for this host: a new one each time, since an engine made with it takes it
+    over (and destroys it with itself)."""
+    try:
+        import llvmlite.binding as llvm  # type: ignore[import-untyped]  # llvmlite ships no type information
+    except ImportError:
+        raise NotSupportedError("reverse-mode kernels are compiled for this machine with llvmlite: "
+                                "pip install 'taichi_aot[ptx]'") from None
+    with _lock:
+        if not hasattr(_llvm, "ready"):
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _llvm.ready = True  # type: ignore[attr-defined]
+    return llvm, llvm.Target.from_default_triple().create_target_machine(opt=2)
+
+
+def _gate(text: str) -> str | None:
+    """Why the stand-in cannot run this IR, or None."""
+    other = sorted(llvm_ir.runtime_fields(text) - {_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES})
+    if other:
+        return f"it uses Taichi's runtime beyond its temporaries and parallel loops (LLVMRuntime fields {other})"
+    if llvm_ir.casts_runtime(text):
+        return "it reads Taichi's runtime through a cast pointer"
+    if sorted(llvm_ir.context_fields(text) - {0, 1, 2}):  # its arguments, runtime and thread id: our context's
+        return "it returns values (its RuntimeContext's result buffer)"
+    calls = sorted(n for n in llvm_ir.declares(text) if not n.startswith("llvm.") and not _LIBM.fullmatch(n))
+    if calls:
+        return f"it calls {', '.join(calls)}, which only Taichi's runtime provides"
+    return None
+
+
+def _slots(entry: dict) -> list[tuple]:
+    """How each argument is written into the argument struct (the metadata's layout, which the load checked)."""
+    elements = entry["args_type"]["content"]["elements_"]
+    out: list[tuple] = []
+    for (key, param), element in zip(sorted(entry["args"], key=lambda e: e[0]), elements):
+        offset, laid = element["offset"], element["type"]
+        if param["ptype"] == PTYPE_NDARRAY:
+            members = {m["name"]: m for m in laid["content"]["elements_"]}
+            dims = [offset + members["shape"]["offset"] + d["offset"]
+                    for d in members["shape"]["type"]["content"]["elements_"]]
+            pointee = members["data_ptr"]["type"]["content"]["pointee_"]
+            dtype = _data_type(pointee["content"].get("type")) if pointee["type_kind"] == TYPE_PRIMITIVE else None
+            if dtype is None:
+                raise NotSupportedError(f"argument {key[0]}: an ndarray of vectors or matrices")
+            grad = offset + members["grad_ptr"]["offset"] if "grad_ptr" in members else None
+            elem = tuple(param["element_shape"])
+            out.append(("ndarray", dims, offset + members["data_ptr"]["offset"], grad, NUMPY_DTYPES[dtype],
+                        param["total_dim"] - len(elem), elem))
+        elif param["ptype"] == PTYPE_SCALAR and laid["type_kind"] == TYPE_PRIMITIVE:
+            dtype = _data_type(laid["content"]["type"])
+            if dtype is None:
+                raise NotSupportedError(f"argument {key[0]}: a scalar of type {laid['content']['type']}")
+            out.append(("scalar", offset, NUMPY_DTYPES[dtype]))
+        else:
+            kind = "a vector or matrix" if laid["type_kind"] == TYPE_STRUCT else f"an argument of kind {param['ptype']}"
+            raise NotSupportedError(f"argument {key[0]}: {kind}")
+    return out
+
+
+def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
+    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine;
+    NotSupportedError saying why where the stand-in cannot run it."""
+    path = os.path.join(folder, f"{name}.ll")
+    if not os.path.isfile(path):
+        raise NotSupportedError(f"kernel {name!r}: the module has no IR for it ({name}.ll)")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    why = _gate(text)
+    if why:
+        raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {why}")
+    slots = _slots(entry)
+    tasks = [t["name"] for t in entry["compiled_data"]["tasks"]]
+    runtime = llvm_ir.runtime_struct(text)
+    llvm, machine = _llvm()
+    target = f'target triple = "{llvm.get_process_triple()}"\ntarget datalayout = "{machine.target_data}"'
+    text = re.sub(r"^target (?:triple|datalayout) = .*\n", "", text, flags=re.M)
+    text = text.replace("\n", "\n" + target + "\n", 1)
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as e:
+        raise NotSupportedError(f"kernel {name!r}: LLVM could not read its IR: {str(e)[:300]}") from None
+    size, offsets = 8, {}
+    if runtime is not None:
+        data = llvm.create_target_data(str(machine.target_data))
+        struct = module.get_struct_type(runtime[1:])
+        size = data.get_abi_size(struct)
+        offsets = {f: data.get_element_offset(struct, f) for f in (_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES)}
+    engine = llvm.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    addresses = [engine.get_function_address(t) for t in tasks]
+    if not all(addresses):
+        raise NotSupportedError(f"kernel {name!r}: its IR defines no task {tasks[addresses.index(0)]}")
+    standin = np.zeros(size, np.uint8)
+    temporaries = np.zeros(TEMPORARIES_BYTES, np.uint8)
+    if offsets:
+        words = {_THREAD_POOL: standin.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
+                 _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
+        for field, value in words.items():
+            standin[offsets[field]:offsets[field] + 8] = np.frombuffer(np.uint64(value).tobytes(), np.uint8)
+    table = ffi.new("void *[]", [ffi.cast("void *", a) for a in addresses])
+    keep = [engine, ffi.cast("void *", standin.ctypes.data), addresses, standin, temporaries]
+    return CpuKernel(name, table, slots, entry["args_size"], keep)

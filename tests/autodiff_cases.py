@@ -1,0 +1,9 @@
+"""The inputs tests/test_autodiff.py and tests/autodiff_kernels.py share (no Taichi here: the tests import it)."""
+
+import numpy as np
+
+N = 16
+X = np.linspace(-1.0, 1.5, N).astype(np.float32)  # the input
+SEED = np.linspace(0.5, 2.0, N).astype(np.float32)  # the output's gradient
+#: Each kernel: its output's length and its scalar arguments.
+CASES = {"sq": (N, ()), "poly": (N, (0.75,)), "total": (1, ())}

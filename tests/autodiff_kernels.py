@@ -1,0 +1,68 @@
+"""Differentiable kernels for tests/test_autodiff.py: ``taichi_aot build`` exports each with its reverse-mode
+kernel (``<name>_grad``). Run as a script, it computes with Taichi's own JIT (``kernel.grad``) the gradients the
+test compares with: ``python tests/autodiff_kernels.py OUT.npz``.
+
+(No "from __future__ import annotations" here: Taichi reads the annotations.)
+"""
+
+import os
+import sys
+
+import numpy as np
+import taichi as ti
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from autodiff_cases import CASES, SEED, N, X
+
+A = ti.types.ndarray(dtype=ti.f32, ndim=1, needs_grad=True)
+
+
+@ti.aot.export
+@ti.kernel
+def sq(x: A, y: A):
+    for i in x:
+        y[i] = x[i] * x[i]
+
+
+@ti.aot.export
+@ti.kernel
+def poly(x: A, y: A, k: ti.f32):
+    for i in x:
+        s = 0.0
+        for j in range(4):  # a loop-carried value: Taichi's adstack
+            s = s * x[i] + k * j
+        y[i] = ti.sin(s)
+
+
+@ti.aot.export
+@ti.kernel
+def total(x: A, s: A):
+    for i in x:
+        s[0] += ti.sin(x[i])  # a reduction into one element
+
+
+@ti.aot.export
+@ti.kernel
+def plain(x: ti.types.ndarray(dtype=ti.f32, ndim=1)):
+    for i in x:
+        x[i] += 1
+
+
+def expected() -> dict:
+    """Taichi's own JIT: each kernel's outputs and the gradients its reverse kernel gives."""
+    ti.init(arch=ti.x64, log_level=ti.ERROR, offline_cache=False)
+    out = {}
+    for name, (n, scalars) in CASES.items():
+        kernel = globals()[name]
+        x, y = ti.ndarray(ti.f32, N, needs_grad=True), ti.ndarray(ti.f32, n, needs_grad=True)
+        x.from_numpy(X)
+        kernel(x, y, *scalars)
+        y.grad.from_numpy(SEED[:n])
+        kernel.grad(x, y, *scalars)
+        out[f"{name}_y"], out[f"{name}_xgrad"], out[f"{name}_ygrad"] = y.to_numpy(), x.grad.to_numpy(), \
+            y.grad.to_numpy()
+    return out
+
+
+if __name__ == "__main__":
+    np.savez(sys.argv[1], **expected())

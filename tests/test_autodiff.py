@@ -1,0 +1,140 @@
+"""Reverse-mode kernels (autodiff): ``build`` exports each differentiable kernel's reverse kernel beside it, and
+``kernel.grad(...)`` runs it on x64 (taichi_aot's own launch of its IR: libtaichi_c_api cannot hand it gradients),
+giving Taichi's own JIT's gradients (tests/autodiff_kernels.py computes them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import HERE, IN_CI, require_arch, require_extra
+from taichi_aot import (
+    Arch,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    NotSupportedError,
+    Runtime,
+)
+
+SOURCE = os.path.join(HERE, "autodiff_kernels.py")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[str, dict]:
+    """The kernels built for x64 and Vulkan, and Taichi's own gradients of them."""
+    require_arch(Arch.X64)
+    require_extra("llvmlite.binding", "ptx")
+    root = tmp_path_factory.mktemp("autodiff")
+    out, expect = str(root / "autodiff.tcm"), str(root / "expect.npz")
+    archs = ["x64", "vulkan"] if IN_CI or _has(Arch.VULKAN) else ["x64"]
+    procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", SOURCE, "--arch", *archs, "-o", out],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+             subprocess.Popen([sys.executable, SOURCE, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)]
+    for proc in procs:
+        said, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, said[-3000:]
+    with np.load(expect) as f:
+        return out, dict(f)
+
+
+def _has(arch: Arch) -> bool:
+    from taichi_aot import capi
+
+    return capi.arch_status()[arch].available
+
+
+sys.path.insert(0, HERE)
+from autodiff_cases import CASES, SEED, N, X  # noqa: E402
+
+
+def test_reverse_kernels_give_taichis_own_gradients(built):
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        for name, (n, scalars) in CASES.items():
+            kernel = mod.kernels[name]
+            y = np.zeros(n, np.float32)
+            kernel(X, y, *scalars)  # the primal, through libtaichi
+            rt.wait()
+            np.testing.assert_allclose(y, expect[f"{name}_y"], rtol=1e-6)
+            x_grad, y_grad = np.zeros(N, np.float32), SEED[:n].copy()
+            kernel.grad(X, y, *scalars, grads=(x_grad, y_grad))
+            np.testing.assert_allclose(x_grad, expect[f"{name}_xgrad"], rtol=1e-6, atol=1e-7)
+            np.testing.assert_array_equal(y_grad, expect[f"{name}_ygrad"])  # an output's gradient read, then cleared
+            again = np.zeros(N, np.float32)
+            kernel.grad(X, y, *scalars, grads={0: again, 1: SEED[:n].copy()})  # by index; accumulated into
+            output = "s" if name == "total" else "y"
+            kernel.grad(X, y, *scalars, grads={"x": again, output: SEED[:n].copy()})  # by name, as build records
+            np.testing.assert_allclose(again, 2 * expect[f"{name}_xgrad"], rtol=1e-5, atol=1e-7)
+
+
+def test_torch_cpu_tensors_as_arrays_and_gradients(built):
+    torch = require_extra("torch", "interop")
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        sq = rt.load_module(path).kernels["sq"]
+        x = torch.tensor(X, requires_grad=True)
+        x_grad, y_grad = torch.zeros(N), torch.tensor(SEED)
+        sq.grad(x, torch.zeros(N), grads=(x_grad, y_grad))
+        np.testing.assert_allclose(x_grad.numpy(), expect["sq_xgrad"], rtol=1e-6)
+
+
+def test_what_cannot_be_differentiated_is_refused_typed(built, tmp_path):
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        with pytest.raises(NotSupportedError, match=r"reverse-mode .* cannot hand it its gradient arrays"):
+            mod.kernels["sq_grad"]  # libtaichi would crash on it
+        with pytest.raises(NotSupportedError, match="has no reverse-mode kernel"):
+            mod.kernels["plain"].grad(np.zeros(4, np.float32), grads=())
+        sq, x, y = mod.kernels["sq"], X.copy(), np.zeros(N, np.float32)
+        good = (np.zeros(N, np.float32), np.ones(N, np.float32))
+        for grads, error, message in [
+            ((good[0],), ArgumentTypeError, "1 given, the kernel takes one for each of arguments"),
+            ({"z": good[0]}, ArgumentTypeError, "'z' is no argument with a gradient"),
+            ({0: good[0]}, ArgumentTypeError, r"no gradient for argument\(s\) \[1\]"),
+            ("x", ArgumentTypeError, "a sequence or a dict"),
+            ((good[0].astype(np.float64), good[1]), ArgumentTypeError, "expected float32"),
+            ((np.zeros(N - 1, np.float32), good[1]), InvalidArgumentError, "its array's is"),
+            ((good[0], good[1][::-1]), InvalidArgumentError, "C-contiguous"),
+            ((_read_only(good[0]), good[1]), InvalidArgumentError, "writable"),
+        ]:
+            with pytest.raises(error, match=message):
+                sq.grad(x, y, grads=grads)
+        with pytest.raises(ArgumentTypeError, match="expected a numpy array"):
+            sq.grad([1.0] * N, y, grads=good)
+        with pytest.raises(ArgumentTypeError, match=r"takes 3 argument\(s\)"):
+            mod.kernels["poly"].grad(x, y, grads=good)
+        with pytest.raises(ArgumentTypeError, match="expected float32 scalar"):
+            mod.kernels["poly"].grad(x, y, "k", grads=good)
+
+
+def test_vulkan_takes_the_primal_only(built, vulkan):
+    """Taichi 1.7.4's reverse kernel on Vulkan binds no gradient buffers: the Vulkan part holds none."""
+    path, expect = built
+    with Runtime(vulkan) as rt:
+        sq = rt.load_module(path).kernels["sq"]
+        y = np.zeros(N, np.float32)
+        sq(X, y)
+        rt.wait()
+        np.testing.assert_allclose(y, expect["sq_y"], rtol=1e-6)
+        with pytest.raises(NotSupportedError, match="has no reverse-mode kernel"):
+            sq.grad(X, y, grads=(np.zeros(N, np.float32), np.ones(N, np.float32)))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def test_modules_hold_the_pairs(built):
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        kernels = rt.load_module(path).kernels
+        assert {"sq", "sq_grad", "poly_grad", "total_grad"} <= set(kernels) and "plain_grad" not in kernels
