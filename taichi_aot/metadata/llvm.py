@@ -208,10 +208,9 @@ def _llvm(doc: Any) -> ModuleInfo:
             for entry in k.get("args") or []:
                 index = int(entry[0][0])
                 args.append(_llvm_arg(index, entry[1]))
+            reverse = any("_reverse_grad_" in str(t.get("name")) for t in k["compiled_data"]["tasks"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
-        reverse = any("_reverse_grad_" in str(t.get("name")) for t in (k.get("compiled_data") or {}).get("tasks") or []
-                      if isinstance(t, dict))
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",
                                         reverse)
     fields = cache.get("fields")
