@@ -35,7 +35,7 @@ from .launch import ComputeGraph, Kernel
 from .metadata.source import extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .metadata import ModuleInfo
+    from .metadata import KernelInfo, ModuleInfo
     from .runtime import Runtime
 
 __all__ = ["AotModule", "ModuleSource"]
@@ -295,6 +295,11 @@ class AotModule(Child):
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
         self._attach(runtime, owned)
+
+    def kernel_info(self, name: str) -> KernelInfo | None:
+        """What the module's metadata says of kernel ``name`` (its arguments; ``reverse``: a reverse-mode kernel),
+        or None."""
+        return self._meta.kernels.get(name)
 
     def _reverse(self, name: str) -> Any:
         """The reverse-mode kernel of kernel ``name`` (``<name>_grad``), compiled for this machine

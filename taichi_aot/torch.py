@@ -21,6 +21,7 @@ import torch
 from ._ops import FLOATS, OpSpec
 from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
+from .launch import Kernel
 
 __all__ = ["Op", "op"]
 
@@ -70,6 +71,9 @@ class Op:
                                     f"operator for the process's life: name another op anew): {e}") from None
         self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
         torch.library.register_fake(qualname, self._fake, lib=self._library)
+        needing = _reverse_of(launchable)
+        if backward is None and needing is not None and not set(needing) & set(spec.inout):
+            backward = self._from_reverse  # the module's reverse-mode kernel (x64)
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
             self._library.impl(opname, self._no_backward, "Autograd")
@@ -212,6 +216,40 @@ class Op:
             raise ArgumentTypeError(f"{self.spec}: backward returned {len(result)} gradient(s) for "
                                     f"{len(inputs)} input(s) (None for an input without one)")
         return result
+
+
+    def _from_reverse(self, inputs: Sequence[Any], outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
+        """The backward made from the kernel's reverse-mode kernel (``Kernel.grad``): each output's gradient seeds
+        its argument's, each input's starts at zero, and what the reverse kernel accumulated there is returned."""
+        spec, kernel = self.spec, self.spec.entry
+        needing = _reverse_of(kernel)
+        assert needing is not None and isinstance(kernel, Kernel)  # what made this the op's backward
+        values: list[Any] = [None] * len(spec.args)
+        for i, value in zip(spec.inputs, inputs):
+            values[i] = value
+        for i, value in zip(spec.outputs, outputs):
+            values[i] = value
+        seeds: dict[int, torch.Tensor] = {}
+        for i in needing:
+            if i in spec.outputs:
+                g = grads[spec.outputs.index(i)]
+                seeds[i] = torch.zeros_like(values[i]) if g is None else g.detach().to(values[i].dtype).clone()
+            else:
+                seeds[i] = torch.zeros_like(values[i])
+        kernel.grad(*values, grads=seeds)
+        return tuple(seeds.get(i) if spec.args[i].kind == "ndarray" else None for i in spec.inputs)
+
+
+def _reverse_of(launchable: Any) -> list[int] | None:
+    """The arguments with gradients of a kernel whose module holds its reverse-mode kernel on an x64 runtime (its
+    backward can be made from it), else None. (An op whose in-out argument has a gradient gets none: that
+    gradient's meaning depends on how the kernel updates it.)"""
+    if not isinstance(launchable, Kernel) or launchable.module.runtime.arch != Arch.X64:
+        return None
+    reverse = launchable.module.kernel_info(f"{launchable.name}_grad")
+    if reverse is None or not reverse.reverse:
+        return None
+    return [a.index for a in reverse.args if a.needs_grad]
 
 
 class _Unsupported(torch.autograd.Function):

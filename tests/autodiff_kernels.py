@@ -43,6 +43,17 @@ def total(x: A, s: A):
 
 @ti.aot.export
 @ti.kernel
+def wave(x: ti.types.ndarray(dtype=ti.f64, ndim=1, needs_grad=True),
+         y: ti.types.ndarray(dtype=ti.f64, ndim=1, needs_grad=True), k: ti.f32):
+    for i in x:
+        y[i] = x[i] * x[i] * x[i] + k * x[i] * x[i]  # f64: for torch.autograd.gradcheck
+
+
+AOT_CAPS = ["spirv_has_float64", "spirv_has_int64"]  # wave's f64, in the Vulkan part
+
+
+@ti.aot.export
+@ti.kernel
 def plain(x: ti.types.ndarray(dtype=ti.f32, ndim=1)):
     for i in x:
         x[i] += 1
