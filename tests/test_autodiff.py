@@ -136,8 +136,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 def test_modules_hold_the_pairs(built):
     path, _ = built
     with Runtime(Arch.X64) as rt:
-        kernels = rt.load_module(path).kernels
+        mod = rt.load_module(path)
+        kernels = mod.kernels
         assert {"sq", "sq_grad", "poly_grad", "total_grad"} <= set(kernels) and "plain_grad" not in kernels
+        reverse, primal = mod.kernel_info("poly_grad"), mod.kernel_info("poly")
+        assert reverse is not None and primal is not None and reverse.reverse and not primal.reverse
+        assert [a.needs_grad for a in reverse.args] == [True, True, False]  # x, y; the scalar k
+        assert mod.kernel_info("no_such_kernel") is None
 
 
 def test_a_torch_ops_backward_is_its_reverse_kernel(built):
