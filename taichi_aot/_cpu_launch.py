@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import threading
 from typing import Any
 
 import numpy as np
 
+from ._arguments import describe_value
 from ._native import ffi, lib
 from .enums import NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
@@ -36,13 +38,16 @@ _lock = threading.Lock()
 class CpuKernel:
     """One reverse kernel compiled for this machine: its tasks' addresses and how its arguments are laid out."""
 
-    def __init__(self, name: str, tasks: Any, slots: list[tuple], args_size: int, keep: list[Any]):
+    def __init__(self, name: str, tasks: list[int], slots: list[tuple], args_size: int, standin: np.ndarray,
+                 keep: list[Any]):
         self.name = name
-        self.tasks = tasks  # void *[]: the tasks, in order
+        self.tasks = ffi.new("void *[]", [ffi.cast("void *", a) for a in tasks])  # the tasks, in order
+        self.count = len(tasks)
         self.slots = slots  # per argument: ("ndarray", shape offsets, data, grad or None, dtype, ndim, elem) or
         #                     ("scalar", offset, numpy dtype)
         self.args_size = args_size
-        self._keep = keep  # the execution engine, the stand-in and its temporaries: alive as long as the kernel
+        self.standin = ffi.cast("void *", standin.ctypes.data)
+        self._keep = [standin, *keep]  # the stand-in, its temporaries, the execution engine: alive with the kernel
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
              before: Any) -> None:
@@ -61,27 +66,19 @@ class CpuKernel:
 
     def launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
         """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""
-        buf = np.zeros(max(self.args_size, 8), np.uint8)
+        buf = bytearray(max(self.args_size, 8))
         for i, (slot, value) in enumerate(zip(self.slots, values)):
             if slot[0] == "scalar":
                 _, offset, dtype = slot
-                buf[offset:offset + dtype.itemsize] = np.frombuffer(np.array(value, dtype).tobytes(), np.uint8)
+                buf[offset:offset + dtype.itemsize] = np.array(value, dtype).tobytes()
                 continue
             _, shape_offsets, data, grad, _, ndim, _ = slot
             for off, extent in zip(shape_offsets, value.shape[:ndim] if ndim else (1,)):
-                buf[off:off + 4] = np.frombuffer(np.int32(extent).tobytes(), np.uint8)
-            buf[data:data + 8] = np.frombuffer(np.uint64(value.ctypes.data).tobytes(), np.uint8)
+                struct.pack_into("<i", buf, off, extent)
+            struct.pack_into("<Q", buf, data, value.ctypes.data)
             if grad is not None:
-                address = grads[i].ctypes.data if i in grads else 0
-                buf[grad:grad + 8] = np.frombuffer(np.uint64(address).tobytes(), np.uint8)
-        lib.taichi_aot_cpu_launch(self._keep[1], ffi.cast("void *", buf.ctypes.data), self.tasks, len(self._keep[2]))
-
-
-def describe_value(value: Any) -> str:
-    """A value in a message: an array's dtype and shape, else its type and repr."""
-    if isinstance(value, np.ndarray):
-        return f"numpy {value.dtype} array of shape {value.shape}"
-    return f"{type(value).__name__} {repr(value)[:60]}"
+                struct.pack_into("<Q", buf, grad, grads[i].ctypes.data if i in grads else 0)
+        lib.taichi_aot_cpu_launch(self.standin, ffi.from_buffer(buf), self.tasks, self.count)
 
 
 def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = None) -> np.ndarray:
@@ -229,9 +226,9 @@ def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
     size, offsets = 8, {}
     if runtime is not None:
         data = llvm.create_target_data(str(machine.target_data))
-        struct = module.get_struct_type(runtime[1:])
-        size = data.get_abi_size(struct)
-        offsets = {f: data.get_element_offset(struct, f) for f in (_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES)}
+        runtime_type = module.get_struct_type(runtime[1:])
+        size = data.get_abi_size(runtime_type)
+        offsets = {f: data.get_element_offset(runtime_type, f) for f in (_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES)}
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     addresses = [engine.get_function_address(t) for t in tasks]
@@ -243,7 +240,5 @@ def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
         words = {_THREAD_POOL: standin.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
         for field, value in words.items():
-            standin[offsets[field]:offsets[field] + 8] = np.frombuffer(np.uint64(value).tobytes(), np.uint8)
-    table = ffi.new("void *[]", [ffi.cast("void *", a) for a in addresses])
-    keep = [engine, ffi.cast("void *", standin.ctypes.data), addresses, standin, temporaries]
-    return CpuKernel(name, table, slots, entry["args_size"], keep)
+            struct.pack_into("<Q", standin.data, offsets[field], value)
+    return CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, engine])

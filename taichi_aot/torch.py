@@ -72,6 +72,7 @@ class Op:
         self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
         torch.library.register_fake(qualname, self._fake, lib=self._library)
         needing = _reverse_of(launchable)
+        self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         if backward is None and needing is not None and not set(needing) & set(spec.inout):
             backward = self._from_reverse  # the module's reverse-mode kernel (x64)
         self._user_backward = backward
@@ -222,15 +223,14 @@ class Op:
         """The backward made from the kernel's reverse-mode kernel (``Kernel.grad``): each output's gradient seeds
         its argument's, each input's starts at zero, and what the reverse kernel accumulated there is returned."""
         spec, kernel = self.spec, self.spec.entry
-        needing = _reverse_of(kernel)
-        assert needing is not None and isinstance(kernel, Kernel)  # what made this the op's backward
+        assert isinstance(kernel, Kernel)  # what made this the op's backward
         values: list[Any] = [None] * len(spec.args)
         for i, value in zip(spec.inputs, inputs):
             values[i] = value
         for i, value in zip(spec.outputs, outputs):
             values[i] = value
         seeds: dict[int, torch.Tensor] = {}
-        for i in needing:
+        for i in self._needing:
             if i in spec.outputs:
                 g = grads[spec.outputs.index(i)]
                 seeds[i] = torch.zeros_like(values[i]) if g is None else g.detach().to(values[i].dtype).clone()

@@ -25,15 +25,14 @@ LAYERS: list[set[str]] = [
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi", "_ptx_launch", "_cpu_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins;
-    # the own x64 launch of reverse-mode kernels
+    {"capi", "_ptx_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
     {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
     {"_arguments"},  # values -> kernel arguments
-    {"launch"},  # kernels, graphs, bound launches
+    {"launch", "_cpu_launch"},  # kernels, graphs, bound launches; the own x64 launch of reverse-mode kernels
     {"replay"},  # recorded launches replayed from C
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories

@@ -26,7 +26,6 @@ from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
 from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
 from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
 from .model import (
-    GFX_ROOT,
     GRAPH_KINDS,
     PTYPE_KINDS,
     ArgInfo,
@@ -213,9 +212,8 @@ def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
         schema.check(graph_doc, schema.GRAPHS, "graphs.json")
     consistency.check(doc, graph_doc)
     info = _gfx(doc, _check_tasks(doc, src))
-    bound = any(b["buffer"]["type"] == GFX_ROOT for k in doc["kernels"] for t in k["tasks_attribs"]
-                for b in t["buffer_binds"])
-    info.fields = FieldLayout(doc["root_buffer_size"], json.dumps(doc["fields"], sort_keys=True), bound)
+    info.fields = FieldLayout(doc["root_buffer_size"], json.dumps(doc["fields"], sort_keys=True),
+                              consistency.binds_root(doc))
     if graph_doc is not None:
         info.graphs = _gfx_graphs(graph_doc, info.kernels)
     info.archs = _GFX_LOADERS

@@ -169,9 +169,14 @@ def _fields(meta: dict) -> None:
             * DATA_TYPE_SIZE[dtype]
         if end > size:
             raise CorruptedDataError(f"{what}: ends at byte {end} of a root buffer of {size}")
-    if size == 0 and any(b["buffer"]["type"] == GFX_ROOT for k in meta["kernels"] for t in k["tasks_attribs"]
-                         for b in t["buffer_binds"]):
+    if size == 0 and binds_root(meta):
         raise CorruptedDataError("metadata.json: kernels bind the fields' root buffer, of 0 bytes")
+
+
+def binds_root(meta: dict) -> bool:
+    """Whether a task of the module binds the fields' root buffer (its kernels use global fields)."""
+    return any(b["buffer"]["type"] == GFX_ROOT for k in meta["kernels"] for t in k["tasks_attribs"]
+               for b in t["buffer_binds"])
 
 
 def _dispatch(d: dict, kernels: dict[str, list[dict]], what: str) -> None:
