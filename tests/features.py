@@ -71,7 +71,7 @@ def define(gfx: bool):
 
     @ti.kernel
     def atomics(x: I32, a: I32, u: ti.types.ndarray(dtype=ti.u32, ndim=1), fl: F32,
-                wide: ti.types.ndarray(dtype=ti.i64, ndim=1), d: ti.types.ndarray(dtype=ti.f64, ndim=1)):
+                wide: ti.types.ndarray(dtype=ti.i64, ndim=1)):
         for i in x:
             k = x[i]
             ti.atomic_add(a[0], k)
@@ -83,14 +83,18 @@ def define(gfx: bool):
             ti.atomic_add(fl[0], ti.f32(k) * 0.5)
             ti.atomic_max(fl[1], ti.f32(k))
             ti.atomic_add(wide[0], ti.i64(k) * 1000000000)
-            ti.atomic_add(d[0], ti.f64(k) * 0.25)
+
+    @ti.kernel
+    def atomic_f64(x: I32, d: ti.types.ndarray(dtype=ti.f64, ndim=1)):  # Vulkan: lavapipe refuses it
+        for i in x:
+            ti.atomic_add(d[0], ti.f64(x[i]) * 0.25)
 
     @ti.kernel
     def narrow_atomics(x: ti.types.ndarray(dtype=ti.i8, ndim=1)):
         for _ in x:
             ti.atomic_add(x[0], ti.i8(1))
 
-    kernels.update(fill=fill, read=read, tick=tick, atomics=atomics)
+    kernels.update(fill=fill, read=read, tick=tick, atomics=atomics, atomic_f64=atomic_f64)
     if gfx:
         kernels.update(reverse_blocks=reverse_blocks, subgroup_sum=subgroup_sum, narrow_atomics=narrow_atomics)
     return {"f": f, "v": v}, kernels, bump

@@ -88,12 +88,20 @@ def test_atomics_of_every_width(feature_arch, features):
         a = np.array([0, 1 << 30, -(1 << 30)], np.int32)
         u = np.array([0xFFFFFFFF, 0, 0], np.uint32)
         fl, wide, d = np.zeros(2, np.float32), np.zeros(1, np.int64), np.zeros(1, np.float64)
-        mod.kernels["atomics"](x, a, u, fl, wide, d)
+        mod.kernels["atomics"](x, a, u, fl, wide)
         rt.wait()
         assert a.tolist() == [x.sum(), 1, 64]
         assert u.tolist() == [0, np.bitwise_or.reduce(x), np.bitwise_xor.reduce(x)]
         assert fl.tolist() == [x.sum() * 0.5, 64.0]
-        assert wide[0] == x.sum() * 10**9 and d[0] == x.sum() * 0.25
+        assert wide[0] == x.sum() * 10**9
+        if feature_arch == Arch.VULKAN and capi.arch_status()[Arch.VULKAN].software:
+            # lavapipe aborts the process compiling Vulkan's f64 atomic add: refused at look-up, nothing else is
+            with pytest.raises(NotSupportedError, match=r"on a software rasterizer: .*64-bit floats.*lavapipe"):
+                mod.kernels["atomic_f64"]
+            return
+        mod.kernels["atomic_f64"](x, d)
+        rt.wait()
+        assert d[0] == x.sum() * 0.25
 
 
 def test_block_shared_memory_and_subgroups(vulkan, features):

@@ -29,7 +29,7 @@ from ..errors import (
 )
 from . import handles, structs
 from .coerce import describe
-from .core import NULL, check
+from .core import NULL, arch_status, check
 from .handles import lookup_module_or_child, lookup_runtime
 
 
@@ -151,7 +151,8 @@ def _registered(runtime: Any, rt: handles.HandleRecord, module: Any, what: str, 
     layout = meta.fields
     if rt.fields is None and layout is not None and (layout.bound or rt.arch not in LLVM_ARCHS):
         rt.fields = (layout.size, layout.fields)
-    return handles.register_module(runtime, module, what, meta.refused())
+    software = rt.arch == Arch.VULKAN and arch_status()[Arch.VULKAN].software  # every device lavapipe's
+    return handles.register_module(runtime, module, what, meta.refused(software))
 
 
 def destroy_aot_module(aot_module: Any) -> None:

@@ -77,7 +77,8 @@ def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
             except (KeyError, TypeError, ValueError, IndexError):
                 raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
         info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index),
-                                             tasks.unsupported.get(k["name"], ""))
+                                             tasks.unsupported.get(k["name"], ""),
+                                             software=tasks.software.get(k["name"], ""))
     return info
 
 
@@ -140,6 +141,7 @@ class _Shader(NamedTuple):
     bindings: frozenset[int]  # every binding it decorates
     local_size: tuple[int, ...] | None  # its work group (WorkgroupSize, else LocalSize)
     unsupported: str  # why drivers cannot run it though it is well formed, or ""
+    software: str  # why software rasterizers (lavapipe) cannot run it though GPUs' drivers can, or ""
 
 
 _SHADERS: dict[bytes, _Shader] = {}  # SPIR-V that passed (by digest): what it declares
@@ -177,7 +179,8 @@ def _read_shader(code: bytes, name: str) -> _Shader:
     unsupported = spirv.check(words, insts, name)
     bindings = found["bindings"]
     return _Shader(_image_formats(bindings, found["images"], found["pointers"], found["variables"]),
-                   frozenset(bindings.values()), spirv_rules.work_group(insts), unsupported)
+                   frozenset(bindings.values()), spirv_rules.work_group(insts), unsupported,
+                   spirv_rules.software(insts))
 
 
 def _note(op: int, w: tuple[int, ...], found: dict[str, dict[int, Any]]) -> None:
@@ -271,6 +274,7 @@ class _Tasks(NamedTuple):
 
     formats: dict[tuple[str, int], Format]  # {(kernel, argument index): format} of storage textures
     unsupported: dict[str, str]  # {kernel: why drivers cannot run it}
+    software: dict[str, str]  # {kernel: why software rasterizers cannot run it}
 
 
 def _check_tasks(meta: dict, source: _Source) -> _Tasks:
@@ -278,6 +282,7 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     what their SPIR-V says about their kernels. ``meta`` has the shape :mod:`.schema` checked."""
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
+    software: dict[str, str] = {}
     named = {t["name"] for k in meta["kernels"] for t in k["tasks_attribs"]}
     described = {k["name"] for k in meta["kernels"]}
     orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named
@@ -290,8 +295,10 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
             shader = _check_task(task, k, names, source)
             if shader.unsupported:
                 unsupported.setdefault(k["name"], f"task {task['name']!r}: {shader.unsupported}")
+            if shader.software:
+                software.setdefault(k["name"], f"task {task['name']!r}: {shader.software}")
             for b in task["texture_binds"]:
                 index = b["arg_id"][0] if isinstance(b["arg_id"], list) else b["arg_id"]
                 if b["is_storage"] and b["binding"] in shader.formats:
                     out[(k["name"], index)] = shader.formats[b["binding"]]
-    return _Tasks(out, unsupported)
+    return _Tasks(out, unsupported, software)

@@ -212,7 +212,7 @@ def _llvm(doc: Any) -> ModuleInfo:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",
-                                        reverse)
+                                        reverse=reverse)
     fields = cache.get("fields")
     if isinstance(fields, dict) and fields:  # {tree: its root size and SNodes}: allocated on each load
         try:

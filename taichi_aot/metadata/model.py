@@ -86,6 +86,8 @@ class KernelInfo:
     args: list[ArgInfo] = field(default_factory=list)
     #: why drivers cannot run it though the module is well formed (looking it up is refused), or ""
     unsupported: str = ""
+    #: why software rasterizers (Mesa's lavapipe) cannot run it though GPUs' drivers can, or ""
+    software: str = ""
     #: a reverse-mode (autodiff) kernel: it runs on taichi_aot's own x64 launch (its primal's ``grad``) only
     reverse: bool = False
 
@@ -134,13 +136,17 @@ class ModuleInfo:
         """The kernels the module exports by name (graph-internal copies left out)."""
         return [k for k in self.kernels.values() if k.name not in self.internal]
 
-    def refused(self) -> dict[tuple[str, str], str]:
-        """{(kind, name): why} of the kernels and graphs drivers cannot run, though the module is well formed:
-        looking one up is refused, the others run."""
-        out = {("kernel", k.name): k.unsupported for k in self.exported_kernels() if k.unsupported}
+    def refused(self, software: bool = False) -> dict[tuple[str, str], str]:
+        """{(kind, name): why} of the kernels and graphs drivers cannot run, though the module is well formed
+        (``software``: those a software rasterizer's cannot, too): looking one up is refused, the others run."""
+
+        def why_not(k: KernelInfo) -> str:
+            return k.unsupported or (f"on a software rasterizer: {k.software}" if software and k.software else "")
+
+        out = {("kernel", k.name): why_not(k) for k in self.exported_kernels() if why_not(k)}
         for g in self.graphs.values():
-            why = next((self.kernels[d].unsupported for d in g.dispatches
-                        if d in self.kernels and self.kernels[d].unsupported), "")
+            why = next((why_not(self.kernels[d]) for d in g.dispatches
+                        if d in self.kernels and why_not(self.kernels[d])), "")
             if why:
                 out[("graph", g.name)] = why
         return out

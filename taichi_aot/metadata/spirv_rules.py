@@ -12,6 +12,12 @@ driver (NVIDIA's on an H100, or Mesa's lavapipe):
 * a loop whose continue target heads another construct, or a merge block reached though its header is not
   (Taichi writes neither): NVIDIA's compiler crashed.
 
+One rule holds on software rasterizers only (:func:`software`), so such a kernel is refused on them alone:
+
+* a float atomic add (OpAtomicFAddEXT) on 64-bit floats, which Taichi 1.7.4 writes for f64 atomic add where the
+  module asks ``spirv_has_atomic_float64_add``: lavapipe (Mesa 22.3, LLVM 15) aborted the process compiling it
+  with 256-bit vectors (an AVX2 machine's); without that capability Taichi writes a compare-and-swap loop it runs.
+
 Only the instructions these rules need are read; damage past them is the validator's to find.
 """
 
@@ -42,6 +48,10 @@ ODD_EXTREMA = ("GLSL's min or max on operands of another width than its result: 
                "atomic min and max of f16 and f64 on Vulkan, on which drivers crash (NVIDIA's when it runs, "
                "lavapipe's for f16 when the pipeline is made)")
 NEVER_ENDS = "a loop that nothing leaves: once launched, it never ends"
+F64_ATOMIC_ADD = ("instruction {at}: a float atomic add on 64-bit floats (Taichi 1.7.4 writes it for f64 atomic add "
+                  "where the module asks spirv_has_atomic_float64_add), which Mesa's lavapipe aborts the process "
+                  "compiling; compiled without that capability, Taichi writes a compare-and-swap loop that runs here")
+_ATOMIC_FADD = 6035  # OpAtomicFAddEXT
 
 
 def glsl_sets(insts: Insts) -> set[int]:
@@ -79,6 +89,16 @@ def unsupported(insts: Insts) -> str:
     functions = _functions(insts)
     return (taichi_atomics(insts, types, values) or never_ends(functions) or odd_constructs(functions)
             or shared_memory(insts, types))
+
+
+def software(insts: Insts) -> str:
+    """Why a software rasterizer (Mesa's lavapipe) cannot run this valid task though GPUs' drivers can (the rule
+    of the module's docstring held on software rasterizers only), or ""."""
+    types, _ = typed_values(insts)
+    for at, (op, w) in enumerate(insts):
+        if op == _ATOMIC_FADD and w and types.get(w[0], ())[:2] == (_TYPE_FLOAT, 64):
+            return F64_ATOMIC_ADD.format(at=at)
+    return ""
 
 
 def taichi_atomics(insts: Insts, types: dict[int, tuple[int, ...]], values: dict[int, int]) -> str:
