@@ -88,8 +88,14 @@ def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = 
         if value.device.type != "cpu":
             raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
         value = value.detach().numpy()
+    elif not isinstance(value, np.ndarray) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
+        try:  # a JAX CPU array, or any array of host memory that says so: its memory, not a copy
+            value = np.asarray(value) if hasattr(value, "__array_interface__") else np.from_dlpack(value)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            raise ArgumentTypeError(f"{what}: {describe_value(value)} is no array of host memory ({e})") from None
     if not isinstance(value, np.ndarray):
-        raise ArgumentTypeError(f"{what}: expected a numpy array or a torch CPU tensor, got {describe_value(value)}")
+        raise ArgumentTypeError(f"{what}: expected a numpy array, a torch CPU tensor or an array of host memory "
+                                f"(DLPack, array interface), got {describe_value(value)}")
     _, _, _, _, dtype, ndim, elem = slot
     if value.dtype != dtype or value.ndim != ndim + len(elem) or tuple(value.shape[ndim:]) != elem:
         raise ArgumentTypeError(f"{what}: expected {dtype} with {ndim} dimensions (element shape {elem}), got "

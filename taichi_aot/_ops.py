@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from ._arguments import by_name
-from .enums import NUMPY_DTYPES, Access, DataType
+from .enums import NUMPY_DTYPES, Access, Arch, DataType
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,6 +89,29 @@ class OpSpec:
         """Argument ``i``'s parameter name: its recorded name, else ``arg<i>``."""
         name = self.args[i].name
         return name if name and name.isidentifier() else f"arg{i}"
+
+    def gradients(self) -> list[int] | None:
+        """The arguments with gradients, where the op's backward can be made from the kernel's reverse-mode kernel
+        (``Kernel.grad``: the module holds one, on an x64 runtime), else None. An op whose in-out argument has a
+        gradient gets none: that gradient's meaning depends on how the kernel updates it."""
+        if self.graph or self.entry.module.runtime.arch != Arch.X64:
+            return None
+        reverse = self.entry.module.kernel_info(f"{self.entry.name}_grad")
+        if reverse is None or not reverse.reverse:
+            return None
+        needing = [a.index for a in reverse.args if a.needs_grad]
+        return None if set(needing) & set(self.inout) else needing
+
+    def reverse_seeds(self, values: list[Any], grads: Sequence[Any], needing: list[int],
+                      zeros: Any, seed: Any) -> dict[int, Any]:
+        """The gradient arrays ``Kernel.grad`` takes for a backward: an output's is its incoming gradient
+        (``seed(value, grad)``, a copy the kernel may clear; ``grads`` by output order, None for none), an input's
+        starts at zero (``zeros(value)``), where the reverse kernel accumulates its gradient."""
+        out = {}
+        for i in needing:
+            g = grads[self.outputs.index(i)] if i in self.outputs else None
+            out[i] = zeros(values[i]) if g is None else seed(values[i], g)
+        return out
 
     def what(self, i: int) -> str:
         """Argument ``i`` in messages: "kernel 'add' argument 1 ('y')"."""

@@ -30,6 +30,7 @@ from ._native import ffi, lib
 from ._ops import OpSpec
 from .enums import DATA_TYPES, Arch, DataType
 from .errors import ArgumentTypeError, NotSupportedError
+from .launch import Kernel
 from .ndarray import ndarray_argument
 
 __all__ = ["Op", "empty_call", "op"]
@@ -138,7 +139,8 @@ class _Plan:
 class Op:
     """A kernel or graph as a JAX function: call it with the inputs (signature order, or keywords); it returns the
     outputs (one array, or a tuple in the order ``outputs`` gave them). Traceable: ``jax.jit``, ``jax.vmap`` (a
-    sequential loop), ``jax.grad`` where a ``backward`` was given.
+    sequential loop), ``jax.grad`` where a ``backward`` was given or the module holds the kernel's reverse-mode
+    kernel (x64).
     """
 
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
@@ -155,6 +157,7 @@ class Op:
         self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
         self._cell = _cell(rt)
         self._plans: dict[tuple[bool, ...], _Plan] = {}
+        self._needing = spec.gradients() if backward is None else None  # a backward from the reverse kernel
         self._backward = backward
         self._vmap_method = vmap_method
         owned = spec.entry.module.owned
@@ -180,7 +183,10 @@ class Op:
         def run(*arrays: Any) -> Any:
             return call(*arrays, plan=plan.address, **extra)
 
-        out = self._differentiable(run)(*operands)
+        backward = self._backward
+        if backward is None and self._needing is not None:
+            backward = self._from_reverse(values, attrs)
+        out = self._differentiable(run, backward)(*operands)
         return out[0] if len(out) == 1 else tuple(out)
 
     def _split(self, values: Sequence[Any]) -> tuple[list[bool], list[Any], dict[int, tuple[int, ...]]]:
@@ -219,9 +225,10 @@ class Op:
         entry._packers[i](value, entry.module.runtime, Slot(buf, 0, ptr, {}))
         return bytes(buf)
 
-    def _differentiable(self, run: Callable[..., Any]) -> Callable[..., Any]:
-        """``run`` with a VJP: the user's backward, or a NotSupportedError raised when a gradient is asked for."""
-        spec, backward = self.spec, self._backward
+    def _differentiable(self, run: Callable[..., Any], backward: Callable[..., Any] | None) -> Callable[..., Any]:
+        """``run`` with a VJP: ``backward`` (the user's, or one from the reverse kernel), or a NotSupportedError
+        raised when a gradient is asked for."""
+        spec = self.spec
 
         @jax.custom_vjp
         def f(*arrays: Any) -> Any:
@@ -245,6 +252,39 @@ class Op:
 
         f.defvjp(fwd, bwd)
         return f
+
+    def _from_reverse(self, values: Sequence[Any], attrs: Sequence[bool]) -> Callable[..., Any]:
+        """The backward made from the kernel's reverse-mode kernel (``Kernel.grad``, on the host through
+        ``jax.pure_callback``) for one call's ``values`` (each input's: the numbers passed as attributes are
+        these): each output's cotangent seeds its argument's gradient, each input's starts at zero, and what the
+        reverse kernel accumulated there is the input's cotangent (None, a zero, for scalars and inputs without
+        a gradient)."""
+        spec, kernel, needing = self.spec, self.spec.entry, self._needing or []
+        assert isinstance(kernel, Kernel)  # spec.gradients() is None for graphs
+        operands = [i for i, a in zip(spec.inputs, attrs) if not a]  # argument positions of the operands
+        wanted = [i for i in operands if i in needing and spec.args[i].kind == "ndarray"]
+        given = dict(zip(spec.inputs, values))
+
+        def host(*flat: Any) -> tuple:
+            full: list[Any] = [given.get(i) for i in range(len(spec.args))]
+            flat = tuple(np.asarray(v) for v in flat)  # JAX's CPU arrays: their memory
+            for i, v in zip(operands, flat):
+                full[i] = v.item() if spec.args[i].kind == "scalar" else v
+            for i, v in zip(spec.outputs, flat[len(operands):]):
+                full[i] = v
+            seeds = spec.reverse_seeds(full, flat[len(operands) + len(spec.outputs):], needing, np.zeros_like,
+                                       lambda value, g: np.array(g, value.dtype, copy=True))
+            kernel.grad(*full, grads=seeds)
+            return tuple(seeds[i] for i in wanted)
+
+        def backward(arrays: Sequence[Any], outs: Sequence[Any], cotangents: Sequence[Any]) -> tuple:
+            like = [arrays[operands.index(i)] for i in wanted]
+            got = jax.pure_callback(host, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in like], *arrays, *outs,
+                                    *cotangents, vmap_method="sequential")
+            found = dict(zip(wanted, got))
+            return tuple(found.get(i) for i in operands)
+
+        return backward
 
     @property
     def imports(self) -> int:
@@ -272,7 +312,10 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
             like (name or position), a ``jax.ShapeDtypeStruct`` (or ``(shape, dtype)``), or the output itself
             (read and written: taken as an input, its buffer aliased to the output). Other outputs start zeroed.
         backward: ``fn(inputs, outputs, cotangents)`` returning a cotangent per array input, for ``jax.grad`` (a
-            ``jax.custom_vjp``); without it, asking for a gradient raises NotSupportedError.
+            ``jax.custom_vjp``). Without it, a kernel whose module holds its reverse-mode kernel (``build`` exports
+            one for kernels whose ndarrays say ``needs_grad=True``) on an x64 runtime gets its backward from that
+            (``Kernel.grad``, run on the host through ``jax.pure_callback``); any other raises NotSupportedError
+            when a gradient is asked for.
         vmap_method: how ``jax.vmap`` batches it (``jax.ffi.ffi_call``'s: "sequential", a loop of calls, by
             default; None makes vmap an error).
 

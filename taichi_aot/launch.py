@@ -402,7 +402,8 @@ class Kernel(_Launchable):
         """Run this kernel's reverse-mode (autodiff) kernel: ``add.grad(x, y, 0.5, grads=(x_grad, y_grad))``.
 
         ``build`` exports it, as ``<kernel>_grad``, for kernels whose ndarrays say ``needs_grad=True``. The
-        arguments are the kernel's (numpy arrays, or torch CPU tensors, for its ndarrays); ``grads`` gives a
+        arguments are the kernel's (numpy arrays, torch CPU tensors, or JAX CPU arrays and other host arrays
+        with DLPack or an array interface, for its ndarrays); ``grads`` gives a writable
         gradient array for each ndarray that needs one, in argument order (a sequence, or a dict by argument
         index or name), of its array's dtype and shape. As in Taichi: the gradients of what the kernel reads are
         added to (start them at zero), and the gradients of what it writes are read, then cleared. It runs on

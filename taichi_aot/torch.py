@@ -71,9 +71,9 @@ class Op:
                                     f"operator for the process's life: name another op anew): {e}") from None
         self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
         torch.library.register_fake(qualname, self._fake, lib=self._library)
-        needing = _reverse_of(launchable)
+        needing = spec.gradients()
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
-        if backward is None and needing is not None and not set(needing) & set(spec.inout):
+        if backward is None and needing is not None:
             backward = self._from_reverse  # the module's reverse-mode kernel (x64)
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
@@ -229,27 +229,10 @@ class Op:
             values[i] = value
         for i, value in zip(spec.outputs, outputs):
             values[i] = value
-        seeds: dict[int, torch.Tensor] = {}
-        for i in self._needing:
-            if i in spec.outputs:
-                g = grads[spec.outputs.index(i)]
-                seeds[i] = torch.zeros_like(values[i]) if g is None else g.detach().to(values[i].dtype).clone()
-            else:
-                seeds[i] = torch.zeros_like(values[i])
+        seeds = spec.reverse_seeds(values, grads, self._needing, torch.zeros_like,
+                                   lambda value, g: g.detach().to(value.dtype).clone())
         kernel.grad(*values, grads=seeds)
         return tuple(seeds.get(i) if spec.args[i].kind == "ndarray" else None for i in spec.inputs)
-
-
-def _reverse_of(launchable: Any) -> list[int] | None:
-    """The arguments with gradients of a kernel whose module holds its reverse-mode kernel on an x64 runtime (its
-    backward can be made from it), else None. (An op whose in-out argument has a gradient gets none: that
-    gradient's meaning depends on how the kernel updates it.)"""
-    if not isinstance(launchable, Kernel) or launchable.module.runtime.arch != Arch.X64:
-        return None
-    reverse = launchable.module.kernel_info(f"{launchable.name}_grad")
-    if reverse is None or not reverse.reverse:
-        return None
-    return [a.index for a in reverse.args if a.needs_grad]
 
 
 class _Unsupported(torch.autograd.Function):
