@@ -7,6 +7,11 @@ Taichi's x64 IR is self-contained (its helpers inlined), so the kernel's ``NAME.
 temporaries a serial task leaves for the next (field 14), and a ``parallel_for`` of ours (field 10) that runs a
 range-for task's splits. A kernel that touches any other part of the runtime (SNode fields, random states,
 allocators, print) is refused with its reason.
+
+Taichi's autodiff stacks (the values a reverse kernel's loops carry, in arrays of a size fixed when it was compiled:
+``ad_stack_size``) have no bound check in its code: a loop that pushes more overflows the stack frame (a bus error
+in Taichi's own JIT). Each access at a computed offset into such an array is checked here before it is compiled:
+one past the end is redirected to the array's start and noted, and the launch raises OutOfMemoryError saying so.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 from ._arguments import describe_value
 from ._native import ffi, lib
 from .enums import NUMPY_DTYPES
-from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
 from .metadata import llvm_ir
 from .metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
 
@@ -33,6 +38,13 @@ TEMPORARIES_BYTES = 64 << 10
 _LIBM = re.compile(r"(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:2|10|1p)?|pow|sqrt|cbrt|fabs|floor|ceil|round|"
                    r"trunc|fmod|fmin|fmax|hypot|erfc?|[lt]gamma)f?")
 _lock = threading.Lock()
+#: The flag a checked stack access sets where it would leave its array (a global the module gets).
+_OVERFLOW = "taichi_aot_adstack_overflow"
+_STACK = re.compile(r"^\s*(%[-\w.$]+) = alloca \[(\d+) x i8\]", re.M)
+_STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8\], \[\d+ x i8\]\* (%[-\w.$]+), "
+                       r"i64 0, i64 (%[-\w.$]+)$", re.M)
+_CAST = re.compile(r"= bitcast i8\* (%[-\w.$]+) to (.+)\*$", re.M)
+_SIZES = {"i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
 
 
 class CpuKernel:
@@ -47,6 +59,7 @@ class CpuKernel:
         #                     ("scalar", offset, numpy dtype)
         self.args_size = args_size
         self.standin = ffi.cast("void *", standin.ctypes.data)
+        self.overflow: Any = None  # int32_t *: the flag of its checked stack accesses, where it has any
         self._keep = [standin, *keep]  # the stand-in, its temporaries, the execution engine: alive with the kernel
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
@@ -65,6 +78,17 @@ class CpuKernel:
         self.launch(values, checked)
 
     def launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
+        """Run the kernel (see :meth:`_launch`); OutOfMemoryError where it overflowed an autodiff stack."""
+        self._launch(values, grads)
+        if self.overflow is not None and self.overflow[0]:
+            self.overflow[0] = 0
+            raise OutOfMemoryError(
+                f"kernel {self.name!r} overflowed its autodiff stacks: its loops carry more values than the stacks "
+                "Taichi sized when it was compiled hold (none was written past them). Set AD_STACK_SIZE (Taichi's "
+                "ad_stack_size) in the kernel's file to more entries and build again; the gradient arrays hold no "
+                "valid result")
+
+    def _launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
         """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""
         buf = bytearray(max(self.args_size, 8))
         for i, (slot, value) in enumerate(zip(self.slots, values)):
@@ -206,6 +230,43 @@ def _slots(entry: dict) -> list[tuple]:
     return out
 
 
+def guard_stacks(text: str) -> tuple[str, int]:
+    """The IR with each access at a computed offset into a byte array on the stack (Taichi's autodiff stacks)
+    checked: one that would end past the array goes to its start instead and sets :data:`_OVERFLOW` (a global
+    added to the module); and how many accesses were checked. Each access's width is the widest type its
+    address is cast to (8 bytes where it is used uncast)."""
+    stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(text)}
+    widths: dict[str, int] = {}
+    for m in _CAST.finditer(text):
+        kind = m.group(2).strip()
+        vector = re.fullmatch(r"<(\d+) x (\w+)>", kind)
+        width = int(vector.group(1)) * _SIZES.get(vector.group(2), 8) if vector else _SIZES.get(kind, 8)
+        widths[m.group(1)] = max(widths.get(m.group(1), 0), width)
+    count = 0
+
+    def checked(m: re.Match) -> str:
+        nonlocal count
+        indent, result, size, base, at = m.groups()
+        last = int(size) - widths.get(result, 8)
+        if stacks.get(base) != int(size) or last < 0:
+            return m.group(0)
+        count += 1
+        v = f"%taichi_aot.{count}"
+        return "\n".join(f"{indent}{line}" for line in (
+            f"{v}.bad = icmp ugt i64 {at}, {last}",
+            f"{v}.at = select i1 {v}.bad, i64 0, i64 {at}",
+            f"{v}.flag = zext i1 {v}.bad to i32",
+            f"{v}.was = load i32, i32* @{_OVERFLOW}, align 4",
+            f"{v}.now = or i32 {v}.was, {v}.flag",  # the splits run on one thread: no atomic needed
+            f"store i32 {v}.now, i32* @{_OVERFLOW}, align 4",
+            f"{result} = getelementptr inbounds [{size} x i8], [{size} x i8]* {base}, i64 0, i64 {v}.at"))
+
+    text = _STACK_AT.sub(checked, text)
+    if count:
+        text += f"\n@{_OVERFLOW} = global i32 0, align 4\n"
+    return text, count
+
+
 def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
     """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine;
     NotSupportedError saying why where the stand-in cannot run it."""
@@ -224,6 +285,7 @@ def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
     target = f'target triple = "{llvm.get_process_triple()}"\ntarget datalayout = "{machine.target_data}"'
     text = re.sub(r"^target (?:triple|datalayout) = .*\n", "", text, flags=re.M)
     text = text.replace("\n", "\n" + target + "\n", 1)
+    text, guarded = guard_stacks(text)
     try:
         module = llvm.parse_assembly(text)
         module.verify()
@@ -247,4 +309,7 @@ def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
         for field, value in words.items():
             struct.pack_into("<Q", standin.data, offsets[field], value)
-    return CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, engine])
+    kernel = CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, engine])
+    if guarded:
+        kernel.overflow = ffi.cast("int32_t *", engine.get_global_value_address(_OVERFLOW))
+    return kernel

@@ -49,6 +49,16 @@ def wave(x: ti.types.ndarray(dtype=ti.f64, ndim=1, needs_grad=True),
         y[i] = x[i] * x[i] * x[i] + k * x[i] * x[i]  # f64: for torch.autograd.gradcheck
 
 
+@ti.aot.export
+@ti.kernel
+def long(x: A, y: A):
+    for i in x:
+        s = x[i]
+        for _ in range(40):  # 40 values carried: past the 32 entries Taichi gives each autodiff stack here
+            s = ti.sin(s) + 0.5 * s
+        y[i] = s
+
+
 AOT_CAPS = ["spirv_has_float64", "spirv_has_int64"]  # wave's f64, in the Vulkan part
 
 

@@ -17,6 +17,7 @@ from taichi_aot import (
     ArgumentTypeError,
     InvalidArgumentError,
     NotSupportedError,
+    OutOfMemoryError,
     Runtime,
 )
 
@@ -112,6 +113,21 @@ def test_what_cannot_be_differentiated_is_refused_typed(built, tmp_path):
             mod.kernels["poly"].grad(x, y, grads=good)
         with pytest.raises(ArgumentTypeError, match="expected float32 scalar"):
             mod.kernels["poly"].grad(x, y, "k", grads=good)
+
+
+def test_an_autodiff_stack_overflow_is_an_error_not_a_crash(built):
+    """A reverse kernel whose loop carries more values than Taichi sized its autodiff stacks for wrote past them
+    (a bus error in Taichi's own JIT): taichi_aot's x64 launch checks each stack access, and raises."""
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        x_grad, y_grad = np.zeros(N, np.float32), np.ones(N, np.float32)
+        for _ in range(2):  # the flag is cleared: the same error again
+            with pytest.raises(OutOfMemoryError, match=r"overflowed its autodiff stacks.*AD_STACK_SIZE"):
+                mod.kernels["long"].grad(X, np.zeros(N, np.float32), grads=(x_grad, y_grad))
+        x_grad, y_grad = np.zeros(N, np.float32), SEED.copy()
+        mod.kernels["sq"].grad(X, np.zeros(N, np.float32), grads=(x_grad, y_grad))  # the process goes on
+        np.testing.assert_allclose(x_grad, expect["sq_xgrad"], rtol=1e-6)
 
 
 def test_vulkan_takes_the_primal_only(built, vulkan):

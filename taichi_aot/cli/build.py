@@ -11,7 +11,11 @@ Convention for FILE.py (imported after ``ti.init(arch=...)``, so it must not cal
 * a function ``export_graphs()``, if present, returns ``{name: compiled_graph}`` (from
   ``ti.graph.GraphBuilder().compile()``); it is called once the file is imported;
 * a list ``AOT_CAPS``, if present, names device capabilities for gfx backends
-  (e.g. ``["spirv_has_float64"]``), added to those given with ``--caps``.
+  (e.g. ``["spirv_has_float64"]``), added to those given with ``--caps``;
+* an int ``AD_STACK_SIZE``, if present, is the entries of each autodiff stack in reverse-mode kernels (Taichi's
+  ``ti.init(ad_stack_size=...)``: by default Taichi sizes them itself, 32 where it cannot tell). A reverse kernel
+  whose loops carry more values than that overflows its stack: taichi_aot's x64 launch raises OutOfMemoryError
+  saying so, where Taichi's own would write past it.
 
 CPU kernels run on as many threads as Taichi compiled into them: ``--cpu-threads N``, by default (and at most)
 the building machine's core count. A pool of CPU workers wants few threads a worker (``--cpu-threads 1``: one

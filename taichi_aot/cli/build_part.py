@@ -111,6 +111,11 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
     names = [r.name for r in records]
     if len(set(names)) != len(names):
         raise BuildError(f"two exported kernels share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    stack = getattr(user, "AD_STACK_SIZE", None)  # entries of each autodiff stack (Taichi's ad_stack_size)
+    if stack is not None:
+        if isinstance(stack, bool) or not isinstance(stack, int) or not 1 <= stack <= 1 << 16:
+            raise BuildError(f"AD_STACK_SIZE in {source} must be an int from 1 to 65536, got {stack!r}")
+        ti.lang.impl.current_cfg().ad_stack_size = stack  # read when each kernel is compiled, below
     all_caps = list(caps) + list(getattr(user, "AOT_CAPS", []) or [])
     module = ti.aot.Module(getattr(ti, arch), caps=all_caps if gfx else None)
     fields = _fields(user)
