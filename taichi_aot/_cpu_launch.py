@@ -5,8 +5,9 @@ pointer; libtaichi's ``TiNdArray`` has no field for it, so libtaichi cannot run 
 Taichi's x64 IR is self-contained (its helpers inlined), so the kernel's ``NAME.ll`` is compiled here with llvmlite
 (the ``ptx`` extra) for this machine, and its tasks run in order on a stand-in for Taichi's ``LLVMRuntime``: the
 temporaries a serial task leaves for the next (field 14), and a ``parallel_for`` of ours (field 10) that runs a
-range-for task's splits. A kernel that touches any other part of the runtime (SNode fields, random states,
-allocators, print) is refused with its reason.
+range-for task's splits on threads of its own (as many as the kernel was compiled for and the runtime has). A
+kernel that touches any other part of the runtime (SNode fields, random states, allocators, print) is refused with
+its reason.
 
 Taichi's autodiff stacks (the values a reverse kernel's loops carry, in arrays of a size fixed when it was compiled:
 ``ad_stack_size``) have no bound check in its code: a loop that pushes more overflows the stack frame (a bus error
@@ -232,9 +233,10 @@ def _slots(entry: dict) -> list[tuple]:
 
 def guard_stacks(text: str) -> tuple[str, int]:
     """The IR with each access at a computed offset into a byte array on the stack (Taichi's autodiff stacks)
-    checked: one that would end past the array goes to its start instead and sets :data:`_OVERFLOW` (a global
-    added to the module); and how many accesses were checked. Each access's width is the widest type its
-    address is cast to (8 bytes where it is used uncast)."""
+    checked: one that would end past the array goes to its start instead and stores 1 into :data:`_OVERFLOW` (a
+    global added to the module); and how many accesses were checked. Each access's width is the widest type its
+    address is cast to (8 bytes where it is used uncast). An access in bounds stores into a slot on its own
+    thread's stack instead, so threads share no memory but on an overflow."""
     stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(text)}
     widths: dict[str, int] = {}
     for m in _CAST.finditer(text):
@@ -255,21 +257,30 @@ def guard_stacks(text: str) -> tuple[str, int]:
         return "\n".join(f"{indent}{line}" for line in (
             f"{v}.bad = icmp ugt i64 {at}, {last}",
             f"{v}.at = select i1 {v}.bad, i64 0, i64 {at}",
-            f"{v}.flag = zext i1 {v}.bad to i32",
-            f"{v}.was = load i32, i32* @{_OVERFLOW}, align 4",
-            f"{v}.now = or i32 {v}.was, {v}.flag",  # the splits run on one thread: no atomic needed
-            f"store i32 {v}.now, i32* @{_OVERFLOW}, align 4",
+            f"{v}.flag = select i1 {v}.bad, i32* @{_OVERFLOW}, i32* %taichi_aot.sink",
+            f"store i32 1, i32* {v}.flag, align 4",
             f"{result} = getelementptr inbounds [{size} x i8], [{size} x i8]* {base}, i64 0, i64 {v}.at"))
 
-    text = _STACK_AT.sub(checked, text)
+    out = []
+    for part in re.split(r"(?m)^(?=define )", text):  # each function (and what comes before the first)
+        before = count
+        part = _STACK_AT.sub(checked, part)
+        if count > before:  # the function's sink, first in its entry block
+            head, _, body = part.partition("{\n")
+            label = re.match(r"[-\w.$]+:[^\n]*\n", body)
+            cut = label.end() if label else 0
+            part = f"{head}{{\n{body[:cut]}  %taichi_aot.sink = alloca i32, align 4\n{body[cut:]}"
+        out.append(part)
+    text = "".join(out)
     if count:
         text += f"\n@{_OVERFLOW} = global i32 0, align 4\n"
     return text, count
 
 
-def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
-    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine;
-    NotSupportedError saying why where the stand-in cannot run it."""
+def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKernel:
+    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine,
+    its parallel loops on at most ``threads`` threads (the runtime's); NotSupportedError saying why where the
+    stand-in cannot run it."""
     path = os.path.join(folder, f"{name}.ll")
     if not os.path.isfile(path):
         raise NotSupportedError(f"kernel {name!r}: the module has no IR for it ({name}.ll)")
@@ -304,12 +315,13 @@ def compile_kernel(folder: str, name: str, entry: dict) -> CpuKernel:
         raise NotSupportedError(f"kernel {name!r}: its IR defines no task {tasks[addresses.index(0)]}")
     standin = np.zeros(size, np.uint8)
     temporaries = np.zeros(TEMPORARIES_BYTES, np.uint8)
+    pool = np.array([max(1, threads)], np.int32)  # cpu.c's TaichiAotCpuPool: the threads a loop may use
     if offsets:
-        words = {_THREAD_POOL: standin.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
+        words = {_THREAD_POOL: pool.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
         for field, value in words.items():
             struct.pack_into("<Q", standin.data, offsets[field], value)
-    kernel = CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, engine])
+    kernel = CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, pool, engine])
     if guarded:
         kernel.overflow = ffi.cast("int32_t *", engine.get_global_value_address(_OVERFLOW))
     return kernel

@@ -319,8 +319,8 @@ class AotModule(Child):
         from . import _cpu_launch
         from .ptx import _kernels
 
-        kernel = self._shared.reverse[name] = _cpu_launch.compile_kernel(self._folder, grad.name,
-                                                                         _kernels(self._folder)[grad.name])
+        kernel = self._shared.reverse[name] = _cpu_launch.compile_kernel(
+            self._folder, grad.name, _kernels(self._folder)[grad.name], self._runtime.cpu_threads or 1)
         return kernel
 
     def launchers(self) -> dict[str, str]:

@@ -259,7 +259,8 @@ int taichi_aot_vulkan_fences_hooked(void);
 void taichi_aot_vulkan_fence_counts(uint64_t *out);
 
 /* cpu.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
-   parallel_for is taichi_aot_cpu_parallel_for_address(). */
+   parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
+   thread_pool points to the int32 count of threads a loop may use). */
 void *taichi_aot_cpu_parallel_for_address(void);
 void taichi_aot_cpu_launch(void *standin, void *args, void *const *tasks, uint32_t count);
 

@@ -464,6 +464,10 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
         from .bench_ops import ops
 
         return ops(bench)
+    if section == "autodiff":
+        from .bench_autodiff import autodiff
+
+        return autodiff(bench)
     if section == "validation":
         from .bench_validation import validation
 
@@ -472,7 +476,7 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops")
+            "validation", "ops", "autodiff")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
