@@ -378,3 +378,26 @@ _SCALAR_PACKERS: dict[DataType, Callable[[ArgInfo, str], Packer]] = {
     DataType.U16: _i16_packer,
     DataType.F16: _f16_packer,
 }
+
+
+def gradient_map(grads: Any, needing: list[int], names: list[str | None], what: str) -> dict[int, Any]:
+    """{argument index: gradient array}: ``grads`` a sequence in the order of the arguments needing one, or a dict
+    by argument index or name."""
+    if isinstance(grads, dict):
+        out = {}
+        for key, value in grads.items():
+            index = names.index(key) if isinstance(key, str) and key in names else key
+            if index not in needing:
+                raise ArgumentTypeError(f"{what}: {key!r} is no argument with a gradient (those: {needing})")
+            out[index] = value
+    elif isinstance(grads, (list, tuple)):
+        if len(grads) != len(needing):
+            raise ArgumentTypeError(f"{what}: {len(grads)} given, the kernel takes one for each of arguments "
+                                    f"{needing}")
+        out = dict(zip(needing, grads))
+    else:
+        raise ArgumentTypeError(f"{what}: a sequence or a dict of gradient arrays, got {type(grads).__name__}")
+    missing = [i for i in needing if i not in out]
+    if missing:
+        raise ArgumentTypeError(f"{what}: no gradient for argument(s) {missing}")
+    return out

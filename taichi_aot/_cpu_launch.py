@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arguments import describe_value
+from ._arguments import describe_value, gradient_map
 from ._native import ffi, lib
 from .enums import NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
@@ -39,13 +39,6 @@ TEMPORARIES_BYTES = 64 << 10
 _LIBM = re.compile(r"(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:2|10|1p)?|pow|sqrt|cbrt|fabs|floor|ceil|round|"
                    r"trunc|fmod|fmin|fmax|hypot|erfc?|[lt]gamma)f?")
 _lock = threading.Lock()
-#: The flag a checked stack access sets where it would leave its array (a global the module gets).
-_OVERFLOW = "taichi_aot_adstack_overflow"
-_STACK = re.compile(r"^\s*(%[-\w.$]+) = alloca \[(\d+) x i8\]", re.M)
-_STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8\], \[\d+ x i8\]\* (%[-\w.$]+), "
-                       r"i64 0, i64 (%[-\w.$]+)$", re.M)
-_CAST = re.compile(r"= bitcast i8\* (%[-\w.$]+) to (.+)\*$", re.M)
-_SIZES = {"i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
 
 
 class CpuKernel:
@@ -74,7 +67,7 @@ class CpuKernel:
                 else _host_scalar(values[i], slot[2], what[i])
         checked = {i: _host_array(value, self.slots[i], f"{kernel}: the gradient of argument {i}", writable=True,
                                   like=values[i])
-                   for i, value in _gradients(grads, needing, names, f"{kernel}: grads").items()}
+                   for i, value in gradient_map(grads, needing, names, f"{kernel}: grads").items()}
         before()
         self.launch(values, checked)
 
@@ -83,11 +76,7 @@ class CpuKernel:
         self._launch(values, grads)
         if self.overflow is not None and self.overflow[0]:
             self.overflow[0] = 0
-            raise OutOfMemoryError(
-                f"kernel {self.name!r} overflowed its autodiff stacks: its loops carry more values than the stacks "
-                "Taichi sized when it was compiled hold (none was written past them). Set AD_STACK_SIZE (Taichi's "
-                "ad_stack_size) in the kernel's file to more entries and build again; the gradient arrays hold no "
-                "valid result")
+            raise OutOfMemoryError(llvm_ir.STACK_OVERFLOWED.format(name=self.name))
 
     def _launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
         """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""
@@ -146,29 +135,6 @@ def _host_scalar(value: Any, dtype: np.dtype, what: str) -> Any:
         if np.isinf(cast) and np.isfinite(float(value)):
             raise InvalidArgumentError(f"{what}: {describe_value(value)} is out of range for {dtype}")
     return value
-
-
-def _gradients(grads: Any, needing: list[int], names: list[str | None], what: str) -> dict[int, Any]:
-    """{argument index: gradient array}: ``grads`` a sequence in the order of the arguments needing one, or a dict
-    by argument index or name."""
-    if isinstance(grads, dict):
-        out = {}
-        for key, value in grads.items():
-            index = names.index(key) if isinstance(key, str) and key in names else key
-            if index not in needing:
-                raise ArgumentTypeError(f"{what}: {key!r} is no argument with a gradient (those: {needing})")
-            out[index] = value
-    elif isinstance(grads, (list, tuple)):
-        if len(grads) != len(needing):
-            raise ArgumentTypeError(f"{what}: {len(grads)} given, the kernel takes one for each of arguments "
-                                    f"{needing}")
-        out = dict(zip(needing, grads))
-    else:
-        raise ArgumentTypeError(f"{what}: a sequence or a dict of gradient arrays, got {type(grads).__name__}")
-    missing = [i for i in needing if i not in out]
-    if missing:
-        raise ArgumentTypeError(f"{what}: no gradient for argument(s) {missing}")
-    return out
 
 
 def _llvm():
@@ -231,52 +197,6 @@ def _slots(entry: dict) -> list[tuple]:
     return out
 
 
-def guard_stacks(text: str) -> tuple[str, int]:
-    """The IR with each access at a computed offset into a byte array on the stack (Taichi's autodiff stacks)
-    checked: one that would end past the array goes to its start instead and stores 1 into :data:`_OVERFLOW` (a
-    global added to the module); and how many accesses were checked. Each access's width is the widest type its
-    address is cast to (8 bytes where it is used uncast). An access in bounds stores into a slot on its own
-    thread's stack instead, so threads share no memory but on an overflow."""
-    stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(text)}
-    widths: dict[str, int] = {}
-    for m in _CAST.finditer(text):
-        kind = m.group(2).strip()
-        vector = re.fullmatch(r"<(\d+) x (\w+)>", kind)
-        width = int(vector.group(1)) * _SIZES.get(vector.group(2), 8) if vector else _SIZES.get(kind, 8)
-        widths[m.group(1)] = max(widths.get(m.group(1), 0), width)
-    count = 0
-
-    def checked(m: re.Match) -> str:
-        nonlocal count
-        indent, result, size, base, at = m.groups()
-        last = int(size) - widths.get(result, 8)
-        if stacks.get(base) != int(size) or last < 0:
-            return m.group(0)
-        count += 1
-        v = f"%taichi_aot.{count}"
-        return "\n".join(f"{indent}{line}" for line in (
-            f"{v}.bad = icmp ugt i64 {at}, {last}",
-            f"{v}.at = select i1 {v}.bad, i64 0, i64 {at}",
-            f"{v}.flag = select i1 {v}.bad, i32* @{_OVERFLOW}, i32* %taichi_aot.sink",
-            f"store i32 1, i32* {v}.flag, align 4",
-            f"{result} = getelementptr inbounds [{size} x i8], [{size} x i8]* {base}, i64 0, i64 {v}.at"))
-
-    out = []
-    for part in re.split(r"(?m)^(?=define )", text):  # each function (and what comes before the first)
-        before = count
-        part = _STACK_AT.sub(checked, part)
-        if count > before:  # the function's sink, first in its entry block
-            head, _, body = part.partition("{\n")
-            label = re.match(r"[-\w.$]+:[^\n]*\n", body)
-            cut = label.end() if label else 0
-            part = f"{head}{{\n{body[:cut]}  %taichi_aot.sink = alloca i32, align 4\n{body[cut:]}"
-        out.append(part)
-    text = "".join(out)
-    if count:
-        text += f"\n@{_OVERFLOW} = global i32 0, align 4\n"
-    return text, count
-
-
 def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKernel:
     """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine,
     its parallel loops on at most ``threads`` threads (the runtime's); NotSupportedError saying why where the
@@ -296,7 +216,7 @@ def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKern
     target = f'target triple = "{llvm.get_process_triple()}"\ntarget datalayout = "{machine.target_data}"'
     text = re.sub(r"^target (?:triple|datalayout) = .*\n", "", text, flags=re.M)
     text = text.replace("\n", "\n" + target + "\n", 1)
-    text, guarded = guard_stacks(text)
+    text, guarded = llvm_ir.bound_stacks(text)
     try:
         module = llvm.parse_assembly(text)
         module.verify()
@@ -323,5 +243,5 @@ def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKern
             struct.pack_into("<Q", standin.data, offsets[field], value)
     kernel = CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, pool, engine])
     if guarded:
-        kernel.overflow = ffi.cast("int32_t *", engine.get_global_value_address(_OVERFLOW))
+        kernel.overflow = ffi.cast("int32_t *", engine.get_global_value_address(llvm_ir.STACK_OVERFLOW))
     return kernel

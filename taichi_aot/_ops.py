@@ -90,14 +90,19 @@ class OpSpec:
         name = self.args[i].name
         return name if name and name.isidentifier() else f"arg{i}"
 
-    def gradients(self) -> list[int] | None:
+    def gradients(self, cuda: bool = True) -> list[int] | None:
         """The arguments with gradients, where the op's backward can be made from the kernel's reverse-mode kernel
-        (``Kernel.grad``: the module holds one, on an x64 runtime), else None. An op whose in-out argument has a
-        gradient gets none: that gradient's meaning depends on how the kernel updates it."""
-        if self.graph or self.entry.module.runtime.arch != Arch.X64:
+        (``Kernel.grad``: the module holds one, on an x64 runtime, or on a CUDA runtime (where ``cuda``) whose own
+        launcher takes it), else None. An op whose in-out argument has a gradient gets none: that gradient's
+        meaning depends on how the kernel updates it."""
+        module, name = self.entry.module, f"{self.entry.name}_grad"
+        arch = module.runtime.arch
+        if self.graph or not (arch == Arch.X64 or (cuda and arch == Arch.CUDA)):
             return None
-        reverse = self.entry.module.kernel_info(f"{self.entry.name}_grad")
+        reverse = module.kernel_info(name)
         if reverse is None or not reverse.reverse:
+            return None
+        if arch == Arch.CUDA and module.launchers().get(name) != "own":
             return None
         needing = [a.index for a in reverse.args if a.needs_grad]
         return None if set(needing) & set(self.inout) else needing

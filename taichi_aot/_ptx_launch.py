@@ -22,13 +22,15 @@ import ctypes
 import hashlib
 import os
 import re
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from . import _cuda
 from ._native import ffi
 from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+from .metadata.llvm import is_reverse
+from .metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from .ptx import MANIFEST, gate, read_manifest
 from .ptx.compile import entry as ptx_entry
 from .ptx.plan import check, from_entry
@@ -208,6 +210,7 @@ class Kernels:
     def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], entries: dict[str, Any],
                  where: str):
         self.plans: dict[str, Any] = {}
+        self.overflow: dict[str, int] = {}  # {reverse kernel: the device address of its stack overflow flag}
         self.refused: dict[str, str] = dict(manifest["refused"])
         self._modules: list[int] = []
         self._keep: list[Any] = []
@@ -227,6 +230,7 @@ class Kernels:
         """No kernel on the own launcher, each with the reason why."""
         self = cls.__new__(cls)
         self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
+        self.overflow = {}
         return self
 
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
@@ -249,27 +253,53 @@ class Kernels:
             t.function = ffi.cast("void *", function.value)
             t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
         args = ffi.new("TaichiAotCudaArg[]", max(len(plan["args"]), 1))
+        reverse, grads = is_reverse(entry), 0  # a reverse kernel takes its gradients after its arguments
         for a, arg in zip(args, plan["args"]):
             a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
             if arg["kind"] == "ndarray":
                 a.size, a.count, a.data = arg["dims"], 1, arg["data"]
+                if reverse and "grad" in arg:
+                    a.grad, grads = arg["grad"], grads + 1
             else:
                 a.size, a.count = arg["size"], arg.get("count", 1)
         c = ffi.new("TaichiAotCudaKernel *")
         c.runtime, c.tasks, c.args = launcher.c, tasks, args
         c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
+        c.grad_count = grads
         self._keep += [tasks, args]
         if rand:
             launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))
+        flag, size = ctypes.c_uint64(), ctypes.c_size_t()
+        if reverse and cu.cuModuleGetGlobal_v2(ctypes.byref(flag), ctypes.byref(size), module,
+                                               STACK_OVERFLOW.encode()) == 0 and size.value == 4:
+            self.overflow[name] = flag.value  # its autodiff stacks are bounded: the flag an overflow sets
         self.plans[name] = c
         return None
+
+    def stack_check(self, name: str) -> Callable[[int | None], None] | None:
+        """For a reverse kernel whose PTX bounds its autodiff stacks: what to call after its launch on a stream,
+        which waits for the stream and raises OutOfMemoryError where a stack overflowed (the flag cleared); else
+        None."""
+        flag = self.overflow.get(name)
+        if flag is None:
+            return None
+
+        def check(stream: int | None) -> None:
+            with _cuda.primary_context() as cu:
+                cu.cuStreamSynchronize(ctypes.c_void_p(stream))
+                value = ctypes.c_int32()
+                if cu.cuMemcpyDtoH_v2(ctypes.byref(value), flag, 4) != 0 or not value.value:
+                    return
+                cu.cuMemsetD32_v2(flag, 0, 1)
+            raise OutOfMemoryError(STACK_OVERFLOWED.format(name=name))
+        return check
 
     def graph(self, info: Any) -> Any:
         """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the
         own launcher, with each dispatch's arguments mapped to the graph's; else None (libtaichi launches it)."""
         names = [a.name for a in info.args]
         kernels: list[Any] = [self.plans.get(k) for k in info.dispatches]
-        if not kernels or any(k is None for k in kernels) or len(info.calls) != len(kernels):
+        if not kernels or any(k is None or k.grad_count for k in kernels) or len(info.calls) != len(kernels):
             return None
         maps = []
         for kernel, call in zip(kernels, info.calls):

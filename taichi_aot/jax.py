@@ -157,7 +157,8 @@ class Op:
         self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
         self._cell = _cell(rt)
         self._plans: dict[tuple[bool, ...], _Plan] = {}
-        self._needing = spec.gradients() if backward is None else None  # a backward from the reverse kernel
+        # a backward from the reverse kernel (on the host: x64 only)
+        self._needing = spec.gradients(cuda=False) if backward is None else None
         self._backward = backward
         self._vmap_method = vmap_method
         owned = spec.entry.module.owned

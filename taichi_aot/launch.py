@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
-from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Slot, by_name, gradient_map, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
@@ -406,12 +406,15 @@ class Kernel(_Launchable):
         with DLPack or an array interface, for its ndarrays); ``grads`` gives a writable
         gradient array for each ndarray that needs one, in argument order (a sequence, or a dict by argument
         index or name), of its array's dtype and shape. As in Taichi: the gradients of what the kernel reads are
-        added to (start them at zero), and the gradients of what it writes are read, then cleared. It runs on
-        x64, compiled for this machine from the module's IR (llvmlite, the ``ptx`` extra): libtaichi_c_api
-        cannot hand a reverse kernel its gradients.
+        added to (start them at zero), and the gradients of what it writes are read, then cleared. libtaichi_c_api
+        cannot hand a reverse kernel its gradients, so it runs on taichi_aot's own launches: on x64 compiled for
+        this machine from the module's IR (llvmlite, the ``ptx`` extra), waited for; on CUDA from the module's PTX
+        (``build`` with llvmlite, or ``taichi_aot ptx``), on the runtime's stream like any kernel, with the arrays
+        a CUDA launch takes (NdArrays, torch, CuPy, JAX arrays on the GPU).
 
         Raises:
-            NotSupportedError: no reverse-mode kernel, not x64, no llvmlite, or a kernel the x64 launch cannot run.
+            NotSupportedError: no reverse-mode kernel, not x64 or CUDA, no llvmlite (x64), no PTX for it (CUDA), or
+                a kernel the own launches cannot run.
             ArgumentTypeError, InvalidArgumentError: an argument or gradient of the wrong kind, dtype or shape.
         """
         reverse = self._module._reverse(self._name)
@@ -511,6 +514,40 @@ class ComputeGraph(_Launchable):
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
             args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
         return self._bound(self._values(args))
+
+
+def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
+    """A reverse-mode kernel's signature on taichi_aot's CUDA launcher: its arguments, then the gradient of each
+    ndarray that needs one (same dtype and shape, named ``<name>_grad`` where that name is free)."""
+    names = {a.name for a in args}
+    grads = [a for a in args if a.kind == "ndarray" and a.needs_grad]
+    return [*args, *(replace(a, index=len(args) + k, access=None, needs_grad=False,
+                             name=f"{a.name}_grad" if a.name and f"{a.name}_grad" not in names else None)
+                     for k, a in enumerate(grads))]
+
+
+class GradCall:
+    """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
+    then the gradient arrays of ``needing`` (argument positions), each of its array's shape."""
+
+    def __init__(self, kernel: Kernel, needing: list[int], after: Callable[[int | None], None] | None):
+        self.kernel, self.needing = kernel, needing
+        self.after = after  # the check of its autodiff stacks, on the stream it ran on (or None: none to check)
+
+    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
+             before: Callable[[], object]) -> None:
+        """As ``_cpu_launch.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
+        stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the call waits for
+        it, to raise OutOfMemoryError where one overflowed."""
+        order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
+        for i in self.needing:
+            shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
+            if shape is not None and got is not None and tuple(shape) != tuple(got):
+                raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
+                                           f"{tuple(shape)}")
+        self.kernel(*values, *(order[i] for i in self.needing))
+        if self.after is not None:  # waits: an overflow is known once the kernel ran
+            self.after(self.kernel.module.runtime.cuda_stream)
 
 
 class BoundLaunch(Launcher):

@@ -31,11 +31,12 @@ from .errors import (
     NameNotFoundError,
     NotSupportedError,
 )
-from .launch import ComputeGraph, Kernel
+from .launch import ComputeGraph, GradCall, Kernel, gradient_signature
+from .metadata.model import KernelInfo
 from .metadata.source import extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .metadata import KernelInfo, ModuleInfo
+    from .metadata import ModuleInfo
     from .runtime import Runtime
 
 __all__ = ["AotModule", "ModuleSource"]
@@ -313,9 +314,22 @@ class AotModule(Child):
             raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {self._source} (build "
                                     "exports one, named <kernel>_grad, for kernels whose ndarrays say "
                                     "needs_grad=True)")
+        if self._runtime.arch == Arch.CUDA:  # the own CUDA launcher's, where the module's PTX has it
+            if self._own is None or grad.name not in self._own.plans:
+                why = self._own.refused.get(grad.name) if self._own is not None else None
+                raise NotSupportedError(
+                    f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi "
+                    "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
+                                                         "and the module has no PTX for it (build it where llvmlite "
+                                                         "is installed, or run `taichi_aot ptx`)"))
+            reverse = self._get("kernel", grad.name)
+            assert isinstance(reverse, Kernel)  # looked up as a kernel
+            kernel = self._shared.reverse[name] = GradCall(reverse, [a.index for a in grad.args if a.needs_grad],
+                                                           self._own.stack_check(grad.name))
+            return kernel
         if self._runtime.arch != Arch.X64 or self._folder is None:
-            raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 only (taichi_aot's own launch "
-                                    f"of their IR); this is a {self._runtime.arch.name} runtime")
+            raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "
+                                    f"own launches); this is a {self._runtime.arch.name} runtime")
         from . import _cpu_launch
         from .ptx import _kernels
 
@@ -391,6 +405,11 @@ class AotModule(Child):
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but its metadata does not describe its arguments"
             )
+        if isinstance(info, KernelInfo) and info.reverse and self._own is not None and name in self._own.plans:
+            # a reverse-mode kernel on the own CUDA launcher: its arguments, then their gradients (libtaichi, which
+            # cannot run it, gives it no handle)
+            obj = cache[name] = Kernel(self, name, None, gradient_signature(info.args), self._own.plans[name])
+            return obj
         handles = self._shared.handles
         try:
             handle = handles.get((kind, name))

@@ -74,7 +74,7 @@ class Op:
         needing = spec.gradients()
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         if backward is None and needing is not None:
-            backward = self._from_reverse  # the module's reverse-mode kernel (x64)
+            backward = self._from_reverse  # the module's reverse-mode kernel (x64, CUDA's own launcher)
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
             self._library.impl(opname, self._no_backward, "Autograd")
@@ -175,18 +175,22 @@ class Op:
             values[i] = value
         for i, value in zip(spec.outputs, out):
             values[i] = value
+        self._on_torchs_stream()
+        if spec.graph:
+            spec.entry(**{str(spec.args[i].name): v for i, v in enumerate(values)})
+        else:
+            spec.entry(*values)
+        if self._runtime.arch != Arch.CUDA:
+            self._runtime.wait()  # the kernel ran on libtaichi's threads: done before torch reads the outputs
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _on_torchs_stream(self) -> None:
+        """A CUDA runtime's launches on torch's current stream, as torch orders its own work."""
         rt = self._runtime
         if rt.arch == Arch.CUDA:
             stream = torch.cuda.current_stream(self._device).cuda_stream
             if (stream or None) != rt.cuda_stream:
                 rt.set_cuda_stream(stream or None)
-        if spec.graph:
-            spec.entry(**{str(spec.args[i].name): v for i, v in enumerate(values)})
-        else:
-            spec.entry(*values)
-        if rt.arch != Arch.CUDA:
-            rt.wait()  # the kernel ran on libtaichi's threads: done before torch reads the outputs
-        return out[0] if len(out) == 1 else tuple(out)
 
     # -- autograd -----------------------------------------------------------------------------------------
 
@@ -231,6 +235,7 @@ class Op:
             values[i] = value
         seeds = spec.reverse_seeds(values, grads, self._needing, torch.zeros_like,
                                    lambda value, g: g.detach().to(value.dtype).clone())
+        self._on_torchs_stream()
         kernel.grad(*values, grads=seeds)
         return tuple(seeds.get(i) if spec.args[i].kind == "ndarray" else None for i in spec.inputs)
 

@@ -89,20 +89,33 @@ static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uin
     }
 }
 
-/* The launch parameters of `count` arguments written into `params` (zeroed first); 0, or
-   TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
-   where an ndarray's memory is not its (ti_export_cuda_memory failed). */
-static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args,
-                    unsigned char *params, uint64_t *elements) {
-    uint32_t i, d, n;
+/* An ndarray argument's device pointer written at `at` in `params`: the argument's memory itself
+   (TAICHI_AOT_POINTER_TAG: an array taken anew in C), else looked up with ti_export_cuda_memory (`exported` set). */
+static void ptx_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *params, uint32_t at, int *exported) {
+    TiCudaMemoryInteropInfo info = {NULL, 0};
+    if ((uintptr_t)nd->memory & TAICHI_AOT_POINTER_TAG) { /* a pointer itself (fresh.c) */
+        uint64_t pointer = (uint64_t)((uintptr_t)nd->memory & ~TAICHI_AOT_POINTER_TAG);
+        memcpy(params + at, &pointer, 8);
+        return;
+    }
+    ti_export_cuda_memory(runtime, nd->memory, &info);
+    *exported = 1;
+    memcpy(params + at, &info.ptr, 8);
+}
+
+/* The launch parameters of the kernel's arguments (and a reverse-mode kernel's gradients after them) written
+   into `params` (zeroed first); 0, or TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays
+   out, or the library's error code where an ndarray's memory is not its (ti_export_cuda_memory failed). */
+static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArgument *args, unsigned char *params,
+                    uint64_t *elements) {
+    uint32_t i, d, n, gradient = k->arg_count;
     int exported = 0;
     *elements = 0;
     memset(params, 0, k->args_size);
-    for (i = 0; i < count; ++i) {
+    for (i = 0; i < k->arg_count; ++i) {
         const TaichiAotCudaArg *a = &k->args[i];
         const TiArgument *v = &args[i];
         if (a->kind == TAICHI_AOT_CUDA_NDARRAY) {
-            TiCudaMemoryInteropInfo info = {NULL, 0};
             const TiNdArray *nd = &v->value.ndarray;
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_CUDA_BAD_ARGS;
@@ -118,14 +131,13 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t co
             if (count_elements > *elements) {
                 *elements = count_elements;
             }
-            if ((uintptr_t)nd->memory & TAICHI_AOT_POINTER_TAG) { /* a pointer itself (fresh.c) */
-                uint64_t pointer = (uint64_t)((uintptr_t)nd->memory & ~TAICHI_AOT_POINTER_TAG);
-                memcpy(params + a->data, &pointer, 8);
-                continue;
+            ptx_pointer(runtime, nd, params, a->data, &exported);
+            if (a->grad != 0) { /* its gradient: the next of the arguments after the kernel's own */
+                if (gradient >= k->arg_count + k->grad_count || args[gradient].type != TI_ARGUMENT_TYPE_NDARRAY) {
+                    return TAICHI_AOT_CUDA_BAD_ARGS;
+                }
+                ptx_pointer(runtime, &args[gradient++].value.ndarray, params, a->grad, &exported);
             }
-            ti_export_cuda_memory(runtime, nd->memory, &info);
-            exported = 1;
-            memcpy(params + a->data, &info.ptr, 8);
         } else {
             uint16_t half;
             const void *src = ptx_value(a, v, &half);
@@ -134,6 +146,9 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t co
             }
             memcpy(params + a->offset, src, (size_t)a->size * a->count);
         }
+    }
+    if (gradient != k->arg_count + k->grad_count) {
+        return TAICHI_AOT_CUDA_BAD_ARGS;
     }
     return exported ? (int)ti_get_last_error(NULL, NULL) : 0;
 }
@@ -147,10 +162,10 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     void *current = NULL, *popped = NULL;
     uint32_t t;
     int code, pushed = 0;
-    if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
+    if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
         return TAICHI_AOT_CUDA_BAD_ARGS;
     }
-    code = ptx_pack(runtime, k, count, args, params, &elements);
+    code = ptx_pack(runtime, k, args, params, &elements);
     if (code != 0) {
         return code;
     }

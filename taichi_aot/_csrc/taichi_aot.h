@@ -181,7 +181,10 @@ typedef struct {
     uint32_t size;
     uint32_t count;
     uint32_t data;
+    uint32_t grad; /* a reverse-mode kernel's ndarray: where its gradient's pointer goes (0: it has none) */
 } TaichiAotCudaArg;
+/* A kernel's plan. A reverse-mode kernel takes, after its arg_count arguments, grad_count ndarrays: the gradients
+   of its ndarrays whose grad is set, in their order. */
 typedef struct {
     const TaichiAotCudaRuntime *runtime;
     const TaichiAotCudaTask *tasks;
@@ -189,6 +192,7 @@ typedef struct {
     uint32_t task_count;
     uint32_t arg_count;
     uint32_t args_size;
+    uint32_t grad_count;
 } TaichiAotCudaKernel;
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
                            const TiArgument *args);

@@ -6,7 +6,9 @@ reverse kernel (``shoot_grad``, exported by ``build``) gives the launch velociti
 in paired rounds: the op's forward (torch tensors in and a new one out), the op's forward and backward through
 autograd, the reverse kernel alone (``Kernel.grad`` on numpy arrays) beside the forward kernel alone, and the same
 simulation written in torch (50 steps of tensor arithmetic over every projectile, forward, then forward and
-backward). x64 only: reverse kernels run on taichi_aot's own x64 launch.
+backward). x64 (numpy arrays, torch's CPU tensors) and CUDA (torch's CUDA tensors throughout; the reverse kernel
+on taichi_aot's own launcher, which waits for it to check its autodiff stacks): reverse kernels run on taichi_aot's
+own launches only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["autodiff"]
 
 STEPS, DT, GRAVITY, DRAG = 50, 0.02, 9.8, 0.5
-FORWARD, REVERSE = "kernel: forward, numpy arrays", "kernel.grad: the reverse kernel, numpy arrays"
+FORWARD, REVERSE = "kernel: forward", "kernel.grad: the reverse kernel"
 OP_FORWARD, OP_BOTH = "torch op: forward", "torch op: forward + backward (the reverse kernel)"
 TORCH_FORWARD, TORCH_BOTH = "plain torch: forward", "plain torch: forward + backward (autograd)"
 
@@ -51,8 +53,13 @@ def _torch_methods(bench: Bench, kernel: Any, v0: np.ndarray, n: int) -> dict[st
         from .. import torch as tt
     except ImportError:
         return {}
+    cuda = bench.rt.arch == Arch.CUDA
+    if cuda and not torch.cuda.is_available():
+        return {}
+    device = "cuda" if cuda else "cpu"
+    sync = torch.cuda.synchronize if cuda else None
     op = tt.op(kernel, {"hit": "v0"})
-    start = torch.tensor(v0)
+    start = torch.tensor(v0, device=device)
     leaf = start.clone().requires_grad_(True)
     seed = torch.ones_like(start)
     ours, theirs = op(leaf, DRAG), _torch_shoot(torch, leaf)
@@ -64,12 +71,10 @@ def _torch_methods(bench: Bench, kernel: Any, v0: np.ndarray, n: int) -> dict[st
             (f(leaf) * seed).sum().backward()
         return step
 
-    with torch.no_grad():
-        forward_ours = bench.per_call(lambda: op(start, DRAG), n)
-        forward_theirs = bench.per_call(lambda: _torch_shoot(torch, start), n)
-    return {OP_FORWARD: _no_grad(torch, forward_ours), OP_BOTH: bench.per_call(both(lambda t: op(t, DRAG)), n),
-            TORCH_FORWARD: _no_grad(torch, forward_theirs),
-            TORCH_BOTH: bench.per_call(both(lambda t: _torch_shoot(torch, t)), n)}
+    return {OP_FORWARD: _no_grad(torch, bench.per_call(lambda: op(start, DRAG), n, sync)),
+            OP_BOTH: bench.per_call(both(lambda t: op(t, DRAG)), n, sync),
+            TORCH_FORWARD: _no_grad(torch, bench.per_call(lambda: _torch_shoot(torch, start), n, sync)),
+            TORCH_BOTH: bench.per_call(both(lambda t: _torch_shoot(torch, t)), n, sync)}
 
 
 def _no_grad(torch: Any, method: Callable[[], float]) -> Callable[[], float]:
@@ -79,30 +84,54 @@ def _no_grad(torch: Any, method: Callable[[], float]) -> Callable[[], float]:
     return timed
 
 
+def _arrays(bench: Bench, v0: np.ndarray) -> tuple[Any, ...] | None:
+    """v0, hit, v0's gradient and hit's (the seed) as the kernel takes them here: numpy arrays on x64, torch's
+    CUDA tensors on CUDA (None without torch's CUDA)."""
+    if bench.rt.arch == Arch.X64:
+        return v0, np.zeros_like(v0), np.zeros_like(v0), np.ones_like(v0)
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    start = torch.tensor(v0, device="cuda")
+    return start, torch.zeros_like(start), torch.zeros_like(start), torch.ones_like(start)
+
+
 def autodiff(bench: Bench) -> list[Row]:
-    """The autodiff rows on x64 (see the module docstring)."""
+    """The autodiff rows on x64 and CUDA (see the module docstring)."""
     rt = bench.rt
-    if rt.arch != Arch.X64:
+    if rt.arch not in (Arch.X64, Arch.CUDA):
         return []
     projectiles = 1024 if bench.quick else 4096
     n = 20 if bench.quick else 100
     rounds = 2 if bench.quick else 7
-    kernel = rt.load_module(taichi_module("autodiff", "x64")).kernels["shoot"]
-    v0 = np.random.default_rng(0).uniform(0.5, 3.0, (projectiles, 2)).astype(np.float32)
-    hit, v0_grad, seed = np.zeros_like(v0), np.zeros_like(v0), np.ones_like(v0)
+    kernel = rt.load_module(taichi_module("autodiff", bench.name)).kernels["shoot"]
+    arrays = _arrays(bench, np.random.default_rng(0).uniform(0.5, 3.0, (projectiles, 2)).astype(np.float32))
+    if arrays is None:
+        return []
+    v0, hit, v0_grad, seed = arrays
+    sync = None
+    if rt.arch == Arch.CUDA:
+        import torch
+
+        sync = torch.cuda.synchronize
 
     def forward() -> None:
         kernel(v0, hit, DRAG)
-        rt.wait()
+        if sync is None:
+            rt.wait()
 
     def reverse() -> None:
         seed[:] = 1.0  # the reverse kernel clears the output's gradient it reads
         kernel.grad(v0, hit, DRAG, grads=(v0_grad, seed))
 
-    methods = {FORWARD: bench.per_call(forward, n), REVERSE: bench.per_call(reverse, n),
-               **_torch_methods(bench, kernel, v0, n)}
+    methods = {FORWARD: bench.per_call(forward, n, sync), REVERSE: bench.per_call(reverse, n, sync),
+               **_torch_methods(bench, kernel, np.asarray(v0.cpu() if sync else v0), n)}
     measured = measure(methods, None, rounds)
-    params = {"calls": n, "rounds": rounds, "projectiles": projectiles, "steps": STEPS}
+    params = {"calls": n, "rounds": rounds, "projectiles": projectiles, "steps": STEPS,
+              "arrays": "numpy" if sync is None else "torch (CUDA)"}
     rows = [Row("autodiff", bench.name, k, "us/call", v, params=params) for k, v in measured.bests.items()]
     ratio(rows, REVERSE, FORWARD)
     ratio(rows, TORCH_BOTH, TORCH_FORWARD)

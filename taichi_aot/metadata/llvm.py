@@ -188,6 +188,11 @@ def _llvm_arg(index: int, a: dict) -> ArgInfo:
     return ArgInfo(index, None, ptype, None, int(a.get("total_dim") or 0), elem_shape)
 
 
+def is_reverse(entry: dict) -> bool:
+    """Whether a kernel's metadata entry is a reverse-mode (autodiff) kernel's: Taichi names its tasks so."""
+    return any("_reverse_grad_" in str(t.get("name")) for t in entry["compiled_data"]["tasks"])
+
+
 #: Why a reverse-mode kernel is not launched through libtaichi_c_api.
 REVERSE = ("a reverse-mode (autodiff) kernel: libtaichi_c_api cannot hand it its gradient arrays (the C-API's "
            "TiNdArray has no gradient field; a launch crashed); run it as its primal's grad(...) (x64)")
@@ -208,7 +213,7 @@ def _llvm(doc: Any) -> ModuleInfo:
             for entry in k.get("args") or []:
                 index = int(entry[0][0])
                 args.append(_llvm_arg(index, entry[1]))
-            reverse = any("_reverse_grad_" in str(t.get("name")) for t in k["compiled_data"]["tasks"])
+            reverse = is_reverse(k)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",

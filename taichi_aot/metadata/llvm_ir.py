@@ -118,3 +118,65 @@ def runtime_struct(text: str) -> str | None:
             return pointer[:-1]
     names = re.findall(rf"^({RUNTIME}) = type ", text, re.M)
     return min(names, key=len) if names else None
+
+
+#: The flag a bounded stack access sets where it would leave its array (a global :func:`bound_stacks` adds).
+STACK_OVERFLOW = "taichi_aot_adstack_overflow"
+#: What a launch that set it raises (an OutOfMemoryError), of kernel ``{name}``.
+STACK_OVERFLOWED = ("kernel {name!r} overflowed its autodiff stacks: its loops carry more values than the stacks "
+                    "Taichi sized when it was compiled hold (none was written past them). Set AD_STACK_SIZE "
+                    "(Taichi's ad_stack_size) in the kernel's file to more entries and build again; the gradient "
+                    "arrays hold no valid result")
+_STACK = re.compile(r"^\s*(%[-\w.$]+) = alloca \[(\d+) x i8\]", re.M)
+_STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8\], \[\d+ x i8\]\* (%[-\w.$]+), "
+                       r"i64 0, i64 (%[-\w.$]+)$", re.M)
+_CAST = re.compile(r"= bitcast i8\* (%[-\w.$]+) to (.+)\*$", re.M)
+_SIZES = {"i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
+
+
+def bound_stacks(text: str) -> tuple[str, int]:
+    """The IR (Taichi's, as it writes it: typed pointers) with each access at a computed offset into a byte array
+    on the stack checked, and how many were. Taichi's autodiff stacks are such arrays, of a size fixed when the
+    kernel was compiled (``ad_stack_size``), and its code pushes onto them with no bound check: a loop that pushes
+    more writes past them, into the stack frame. An access that would end past its array goes to the array's
+    start instead and stores 1 into :data:`STACK_OVERFLOW` (a global added to the module); one in bounds stores
+    into a slot on its own thread's stack, so threads share no memory but on an overflow. Each access's width is
+    the widest type its address is cast to (8 bytes where it is used uncast)."""
+    stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(text)}
+    widths: dict[str, int] = {}
+    for m in _CAST.finditer(text):
+        kind = m.group(2).strip()
+        vector = re.fullmatch(r"<(\d+) x (\w+)>", kind)
+        width = int(vector.group(1)) * _SIZES.get(vector.group(2), 8) if vector else _SIZES.get(kind, 8)
+        widths[m.group(1)] = max(widths.get(m.group(1), 0), width)
+    count = 0
+
+    def checked(m: re.Match) -> str:
+        nonlocal count
+        indent, result, size, base, at = m.groups()
+        last = int(size) - widths.get(result, 8)
+        if stacks.get(base) != int(size) or last < 0:
+            return m.group(0)
+        count += 1
+        v = f"%taichi_aot.{count}"
+        return "\n".join(f"{indent}{line}" for line in (
+            f"{v}.bad = icmp ugt i64 {at}, {last}",
+            f"{v}.at = select i1 {v}.bad, i64 0, i64 {at}",
+            f"{v}.flag = select i1 {v}.bad, i32* @{STACK_OVERFLOW}, i32* %taichi_aot.sink",
+            f"store i32 1, i32* {v}.flag, align 4",
+            f"{result} = getelementptr inbounds [{size} x i8], [{size} x i8]* {base}, i64 0, i64 {v}.at"))
+
+    out = []
+    for part in re.split(r"(?m)^(?=define )", text):  # each function (and what comes before the first)
+        before = count
+        part = _STACK_AT.sub(checked, part)
+        if count > before:  # the function's sink, first in its entry block
+            head, _, body = part.partition("{\n")
+            label = re.match(r"[-\w.$]+:[^\n]*\n", body)
+            cut = label.end() if label else 0
+            part = f"{head}{{\n{body[:cut]}  %taichi_aot.sink = alloca i32, align 4\n{body[cut:]}"
+        out.append(part)
+    text = "".join(out)
+    if count:
+        text += f"\n@{STACK_OVERFLOW} = global i32 0, align 4\n"
+    return text, count

@@ -2,6 +2,9 @@
 
 The module's ``NAME.ll`` holds each offloaded task (``define void @T(%struct.RuntimeContext* byval ...)``) with
 every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
+- each access at a computed offset into a byte array on the stack (a reverse kernel's autodiff stacks) is
+  bounded (``llvm_ir.bound_stacks``): one past the end sets the global ``taichi_aot_adstack_overflow``, which the
+  launcher reads after the launch;
 - the target's data layout is set (Taichi writes none);
 - each task gets a kernel of its own, ``T__w(args, runtime)``: the argument bytes by value (they travel in the
   launch's parameters: nothing is copied to the device per launch) and the runtime stand-in's pointer, which
@@ -117,6 +120,7 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     missing = [t for t in tasks if t not in found]
     if missing:
         raise PtxError(f"the IR defines no task {', '.join(missing)}")
+    text, _ = llvm_ir.bound_stacks(text)  # a reverse kernel's autodiff stacks: an overflow noted, not written
     if "target datalayout" not in text:
         triple = f'target triple = "{TRIPLE}"'
         text = text.replace(triple, f'{triple}\ntarget datalayout = "{layout}"', 1)

@@ -6,7 +6,7 @@ The launcher gives each stream a stand-in for it with two fields filled: ``tempo
 leaves a loop bound for the next task) and ``rand_states`` (``ti.random``'s generators, set up as Taichi does).
 A kernel that touches any other field (SNode roots, allocators, the memory pool, the error code, the profiler),
 calls a function the module does not define (``vprintf``: print), returns values, reads its context's result
-buffer or thread id, has a grad pointer, an argpack, dynamic shared memory or an argument of a kind the launcher
+buffer or thread id, has an argpack, dynamic shared memory or an argument of a kind the launcher
 does not pack stays on libtaichi's path; the reason is kept, and ``info`` shows it.
 """
 
@@ -61,8 +61,6 @@ def read_entry(entry: dict) -> str | None:
     if entry.get("ret_size", 0) or entry.get("rets"):
         return "returns values"
     for _, arg in entry.get("args", []):
-        if arg.get("needs_grad"):
-            return "has an argument with a grad pointer"
         if arg.get("is_argpack"):
             return "has an argpack argument"
     for task in entry.get("compiled_data", {}).get("tasks", []):

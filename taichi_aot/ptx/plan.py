@@ -48,15 +48,18 @@ def _argument(arg: dict, t: Any, offset: int) -> dict:
     ptype = arg.get("ptype", 0)
     if ptype == 1:  # an ndarray: {shape {i32 dim_k}, data_ptr[, grad_ptr]}
         members = {e.get("name"): e for e in _elements(t)}
-        if set(members) != {"shape", "data_ptr"}:
+        if set(members) - {"grad_ptr"} != {"shape", "data_ptr"}:
             raise PlanError(f"an ndarray argument with members {sorted(map(str, members))}")
         shape = _elements(members["shape"].get("type"))
         if not 1 <= len(shape) <= MAX_DIMS or any(_scalar_code(e.get("type")) != 5 for e in shape):
             raise PlanError("an ndarray shape that is not 1 to 16 i32")
         if [e.get("offset") for e in shape] != [4 * k for k in range(len(shape))]:
             raise PlanError("an ndarray shape with unexpected offsets")
-        return {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
-                "data": offset + int(members["data_ptr"]["offset"])}
+        out = {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
+               "data": offset + int(members["data_ptr"]["offset"])}
+        if "grad_ptr" in members:  # the arguments say needs_grad: read by the reverse-mode kernel only
+            out["grad"] = offset + int(members["grad_ptr"]["offset"])
+        return out
     if ptype != 0:
         raise PlanError("a texture argument")
     if isinstance(t, dict) and t.get("type_kind") == 0:
@@ -120,6 +123,10 @@ def check(plan: Any, where: str) -> dict:
             data = _int(arg.get("data"), 0, size - 8, f"{what}'s data pointer offset")
             if offset % 4 or data % 8 or offset + 4 * dims > size or (data < offset + 4 * dims and offset < data + 8):
                 raise CorruptedDataError(f"{what}: its shape and pointer overlap or leave the arguments")
+            if "grad" in arg:
+                grad = _int(arg.get("grad"), 8, size - 8, f"{what}'s gradient pointer offset")
+                if grad % 8 or (grad < offset + 4 * dims and offset < grad + 8) or abs(grad - data) < 8:
+                    raise CorruptedDataError(f"{what}: its gradient pointer overlaps its shape or data pointer")
         elif kind in ("scalar", "tensor"):
             width = _int(arg.get("size"), 1, 8, f"{what}'s element size")
             if width not in (1, 2, 4, 8) or offset % width:

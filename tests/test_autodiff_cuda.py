@@ -1,0 +1,103 @@
+"""Reverse-mode kernels on CUDA, where a GPU with its driver is present (skipped elsewhere, as tests/test_cuda.py
+is): ``build`` compiles tests/autodiff_kernels.py for CUDA with its PTX, and the reverse kernels run on taichi_aot's
+own launcher (libtaichi cannot hand them their gradients), with NdArrays and torch's CUDA tensors, giving Taichi's
+own JIT's gradients; a torch op's backward is its reverse kernel; an autodiff stack overflow is an error."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import HERE
+from taichi_aot import Arch, OutOfMemoryError, Runtime, capi
+
+sys.path.insert(0, HERE)
+from autodiff_cases import CASES, SEED, N, X
+
+SOURCE = os.path.join(HERE, "autodiff_kernels.py")
+
+
+@pytest.fixture(scope="module")
+def cuda_built(tmp_path_factory) -> tuple[str, dict]:
+    status = capi.arch_status()[Arch.CUDA]
+    if not status.available:
+        pytest.skip(f"no CUDA here: {status.reason}")
+    if importlib.util.find_spec("llvmlite") is None or importlib.util.find_spec("taichi") is None:
+        pytest.skip("building a CUDA module with its PTX needs Taichi and llvmlite here")
+    root = tmp_path_factory.mktemp("autodiff-cuda")
+    out, expect = str(root / "autodiff"), str(root / "expect.npz")
+    for command in ([sys.executable, "-m", "taichi_aot", "build", SOURCE, "--arch", "cuda", "-o", out],
+                    [sys.executable, SOURCE, expect]):
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    with np.load(expect) as f:
+        return out, dict(f)
+
+
+def test_reverse_kernels_on_the_own_launcher_give_taichis_gradients(cuda_built):
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        launchers = mod.launchers()
+        assert all(launchers[f"{name}_grad"] == "own" for name in CASES), launchers
+        for name, (n, scalars) in CASES.items():
+            kernel = mod.kernels[name]
+            x, y = rt.ndarray_from_numpy(X), rt.ndarray((n,), np.float32)
+            kernel(x, y, *scalars)
+            x_grad, y_grad = rt.ndarray((N,), np.float32), rt.ndarray_from_numpy(SEED[:n].copy())
+            kernel.grad(x, y, *scalars, grads=(x_grad, y_grad))
+            rt.wait()
+            np.testing.assert_allclose(y.to_numpy(), expect[f"{name}_y"], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(x_grad.to_numpy(), expect[f"{name}_xgrad"], rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(y_grad.to_numpy(), expect[f"{name}_ygrad"])  # read, then cleared
+        # the reverse kernel itself: its arguments, then the gradients of those that have one
+        sq_grad = mod.kernels["sq_grad"]
+        assert [a.name for a in sq_grad.signature] == ["x", "y", "x_grad", "y_grad"]
+        x_grad, y_grad = rt.ndarray((N,), np.float32), rt.ndarray_from_numpy(SEED.copy())
+        sq_grad(rt.ndarray_from_numpy(X), rt.ndarray((N,), np.float32), x_grad, y_grad)
+        np.testing.assert_allclose(x_grad.to_numpy(), expect["sq_xgrad"], rtol=1e-5)
+
+
+def test_an_autodiff_stack_overflow_on_cuda_is_an_error(cuda_built):
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        x = rt.ndarray_from_numpy(X)
+        for _ in range(2):
+            with pytest.raises(OutOfMemoryError, match=r"overflowed its autodiff stacks.*AD_STACK_SIZE"):
+                mod.kernels["long"].grad(x, rt.ndarray((N,), np.float32),
+                                         grads=(rt.ndarray((N,), np.float32), rt.ndarray_from_numpy(SEED.copy())))
+        x_grad = rt.ndarray((N,), np.float32)  # the runtime goes on
+        mod.kernels["sq"].grad(x, rt.ndarray((N,), np.float32), grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
+        rt.wait()
+        np.testing.assert_allclose(x_grad.to_numpy(), expect["sq_xgrad"], rtol=1e-5)
+
+
+def test_a_torch_ops_backward_on_cuda_is_its_reverse_kernel(cuda_built):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        sq = tt.op(mod.kernels["sq"], {"y": "x"})
+        seed = torch.tensor(SEED, device="cuda")
+        for stream in (torch.cuda.current_stream(), torch.cuda.Stream()):
+            with torch.cuda.stream(stream):
+                x = torch.tensor(X, device="cuda", requires_grad=True)
+                (sq(x) * seed).sum().backward()
+                np.testing.assert_allclose(x.grad.cpu().numpy(), expect["sq_xgrad"], rtol=1e-5)
+        wave = tt.op(mod.kernels["wave"], {"y": "x"})
+        x64 = torch.linspace(-1.0, 1.0, 9, dtype=torch.float64, device="cuda", requires_grad=True)
+        assert torch.autograd.gradcheck(lambda t: wave(t, 1.5), (x64,))
+        total = tt.op(mod.kernels["total"], {"s": ((1,), np.float32)})
+        x = torch.tensor(X, device="cuda", requires_grad=True)
+        total(x).sum().backward()
+        np.testing.assert_allclose(x.grad.cpu().numpy(), np.cos(X), rtol=1e-5)
