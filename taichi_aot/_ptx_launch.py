@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _cuda
-from ._native import ffi
+from ._native import ffi, lib
 from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 from .metadata.llvm import is_reverse
 from .metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
@@ -44,6 +44,8 @@ TEMPORARIES_BYTES = 1 << 20
 STANDINS = 8
 #: The key of the stand-in XLA's stream uses (no stream handle is negative): never given back before the runtime closes.
 XLA_STANDIN = -1
+AUTOGRAD_STANDIN = -2  # the stand-in of launches from another thread than the runtime's (torch's autograd)
+_SIDE = (XLA_STANDIN, AUTOGRAD_STANDIN)
 #: The most threads random states are made for (Taichi makes saturating grid x max block dim: about 1.1M on an H100).
 MAX_RAND_THREADS = 1 << 24
 _KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
@@ -74,8 +76,6 @@ def _driver() -> Any:
 
 def own_launch_error(code: int, what: str) -> Exception:
     """The exception for an error code of the own launcher (``_csrc/ptx.c``)."""
-    from ._native import lib
-
     if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
     if code == lib.TAICHI_AOT_REFUSED:
@@ -150,9 +150,9 @@ class Launcher:
                         _free(cu, standin)
                         raise
             self._standins[key] = self._standins.pop(key)  # most recent last
-            while len(self._standins) - (XLA_STANDIN in self._standins) > STANDINS:
+            while len(self._standins) - sum(k in self._standins for k in _SIDE) > STANDINS:
                 cu.cuCtxSynchronize()
-                _free(cu, self._standins.pop(next(k for k in self._standins if k != XLA_STANDIN)))
+                _free(cu, self._standins.pop(next(k for k in self._standins if k not in _SIDE)))
         self.c.stream = ffi.cast("void *", key)
         self.c.standin = self._standins[key][0]
 
@@ -178,12 +178,17 @@ class Launcher:
     def xla_standin(self) -> int:
         """The stand-in of the kernels XLA launches on its own stream (taichi_aot.jax: one stream at a time, its
         compute stream), made once and kept until :meth:`free`; random states as the others'."""
+        return self.side_standin(XLA_STANDIN)
+
+    def side_standin(self, key: int) -> int:
+        """The stand-in of launches made outside the runtime's thread and streams (``key``: XLA_STANDIN, or
+        AUTOGRAD_STANDIN: one stream at a time each), made once and kept until :meth:`free`."""
         with _cuda.primary_context() as cu:
-            if XLA_STANDIN not in self._standins:
-                self._standins = {XLA_STANDIN: self._standin(cu), **self._standins}
+            if key not in self._standins:
+                self._standins = {key: self._standin(cu), **self._standins}
                 if self._rand_threads:
-                    self._rand(cu, XLA_STANDIN, self._rand_threads)
-        return self._standins[XLA_STANDIN][0]
+                    self._rand(cu, key, self._rand_threads)
+        return self._standins[key][0]
 
     def need_rand(self, threads: int) -> None:
         """Random states for ``threads`` threads on every stand-in (made once, as Taichi makes them)."""
@@ -275,6 +280,20 @@ class Kernels:
             self.overflow[name] = flag.value  # its autodiff stacks are bounded: the flag an overflow sets
         self.plans[name] = c
         return None
+
+    def launch_elsewhere(self, runtime: Any, name: str, args: Any, count: int, stream: int | None) -> None:
+        """Launch kernel ``name`` with ``count`` TiArguments ``args`` (every array a device pointer: libtaichi is not
+        called) from another thread than its runtime's, on ``stream``, with a stand-in of its own: torch's autograd
+        runs CUDA backward on a thread of its own while the runtime's thread waits for it."""
+        launcher = runtime._ptx_launcher
+        record = ffi.new("TaichiAotCudaRuntime *", launcher.c[0])
+        record.stream = ffi.cast("void *", stream or 0)
+        record.standin = launcher.side_standin(AUTOGRAD_STANDIN)
+        kernel = ffi.new("TaichiAotCudaKernel *", self.plans[name][0])
+        kernel.runtime = record
+        code = lib.taichi_aot_cuda_launch(runtime.handle, kernel, count, args)
+        if code != 0:
+            raise own_launch_error(code, f"kernel {name!r}")
 
     def stack_check(self, name: str) -> Callable[[int | None], None] | None:
         """For a reverse kernel whose PTX bounds its autodiff stacks: what to call after its launch on a stream,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
-from ._arguments import ARG_SIZE, Packer, Slot, by_name, gradient_map, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
@@ -398,6 +398,12 @@ class Kernel(_Launchable):
     #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
     launch = Launcher.__call__
 
+    def prepare_grad(self) -> None:
+        """Find (and on x64 compile) this kernel's reverse-mode kernel now rather than at the first :meth:`grad`:
+        the first call must come from the runtime's thread, later ones may come from another (torch's autograd runs
+        CUDA backward on a thread of its own; the torch op does this when it is made). Raises as :meth:`grad`."""
+        self._module._reverse(self._name)
+
     def grad(self, *args: Any, grads: Any, **kwargs: Any) -> None:
         """Run this kernel's reverse-mode (autodiff) kernel: ``add.grad(x, y, 0.5, grads=(x_grad, y_grad))``.
 
@@ -514,40 +520,6 @@ class ComputeGraph(_Launchable):
                 raise ArgumentTypeError(f"graph {self._name!r}: bind(mapping) or bind(**named), not both")
             args = mapping[0]  # type: ignore[assignment]  # a Mapping is all _values needs
         return self._bound(self._values(args))
-
-
-def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
-    """A reverse-mode kernel's signature on taichi_aot's CUDA launcher: its arguments, then the gradient of each
-    ndarray that needs one (same dtype and shape, named ``<name>_grad`` where that name is free)."""
-    names = {a.name for a in args}
-    grads = [a for a in args if a.kind == "ndarray" and a.needs_grad]
-    return [*args, *(replace(a, index=len(args) + k, access=None, needs_grad=False,
-                             name=f"{a.name}_grad" if a.name and f"{a.name}_grad" not in names else None)
-                     for k, a in enumerate(grads))]
-
-
-class GradCall:
-    """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
-    then the gradient arrays of ``needing`` (argument positions), each of its array's shape."""
-
-    def __init__(self, kernel: Kernel, needing: list[int], after: Callable[[int | None], None] | None):
-        self.kernel, self.needing = kernel, needing
-        self.after = after  # the check of its autodiff stacks, on the stream it ran on (or None: none to check)
-
-    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
-             before: Callable[[], object]) -> None:
-        """As ``_cpu_launch.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
-        stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the call waits for
-        it, to raise OutOfMemoryError where one overflowed."""
-        order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
-        for i in self.needing:
-            shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
-            if shape is not None and got is not None and tuple(shape) != tuple(got):
-                raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
-                                           f"{tuple(shape)}")
-        self.kernel(*values, *(order[i] for i in self.needing))
-        if self.after is not None:  # waits: an overflow is known once the kernel ran
-            self.after(self.kernel.module.runtime.cuda_stream)
 
 
 class BoundLaunch(Launcher):

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
 
 from . import _probe, capi, metadata
+from ._cuda_reverse import GradCall, gradient_signature
 from ._lifetime import Child, Owned, unpicklable
 from .enums import LLVM_ARCHS, Arch
 from .errors import (
@@ -31,7 +32,7 @@ from .errors import (
     NameNotFoundError,
     NotSupportedError,
 )
-from .launch import ComputeGraph, GradCall, Kernel, gradient_signature
+from .launch import ComputeGraph, Kernel
 from .metadata.model import KernelInfo
 from .metadata.source import extract_archive, is_zip
 
@@ -304,11 +305,12 @@ class AotModule(Child):
 
     def _reverse(self, name: str) -> Any:
         """The reverse-mode kernel of kernel ``name`` (``<name>_grad``), compiled for this machine
-        (``_cpu_launch.CpuKernel``); NotSupportedError saying why where there is none or it cannot run here."""
-        self.ensure_open()
+        (``_cpu_launch.CpuKernel``); NotSupportedError saying why where there is none or it cannot run here. Once
+        made, it is returned on any thread (torch's autograd calls it from its own): its call checks the rest."""
         kernel = self._shared.reverse.get(name)
         if kernel is not None:
             return kernel
+        self.ensure_open()
         grad = self._meta.kernels.get(f"{name}_grad")
         if grad is None or not grad.reverse:
             raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {self._source} (build "
@@ -324,8 +326,10 @@ class AotModule(Child):
                                                          "is installed, or run `taichi_aot ptx`)"))
             reverse = self._get("kernel", grad.name)
             assert isinstance(reverse, Kernel)  # looked up as a kernel
-            kernel = self._shared.reverse[name] = GradCall(reverse, [a.index for a in grad.args if a.needs_grad],
-                                                           self._own.stack_check(grad.name))
+            own, runtime = self._own, self._runtime
+            kernel = self._shared.reverse[name] = GradCall(
+                reverse, [a.index for a in grad.args if a.needs_grad], own.stack_check(grad.name),
+                lambda args, count, stream: own.launch_elsewhere(runtime, grad.name, args, count, stream))
             return kernel
         if self._runtime.arch != Arch.X64 or self._folder is None:
             raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "

@@ -75,6 +75,7 @@ class Op:
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         if backward is None and needing is not None:
             backward = self._from_reverse  # the module's reverse-mode kernel (x64, CUDA's own launcher)
+            launchable.prepare_grad()  # here, on the runtime's thread: autograd may call it from one of its own
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
             self._library.impl(opname, self._no_backward, "Autograd")
@@ -229,13 +230,12 @@ class Op:
         spec, kernel = self.spec, self.spec.entry
         assert isinstance(kernel, Kernel)  # what made this the op's backward
         values: list[Any] = [None] * len(spec.args)
-        for i, value in zip(spec.inputs, inputs):
-            values[i] = value
-        for i, value in zip(spec.outputs, outputs):
-            values[i] = value
-        seeds = spec.reverse_seeds(values, grads, self._needing, torch.zeros_like,
-                                   lambda value, g: g.detach().to(value.dtype).clone())
-        self._on_torchs_stream()
+        for i, value in [*zip(spec.inputs, inputs), *zip(spec.outputs, outputs)]:  # the arrays as the launch takes
+            values[i] = value.detach().contiguous() if isinstance(value, torch.Tensor) else value
+        seeds = spec.reverse_seeds(values, grads, self._needing, lambda value: torch.zeros_like(value).contiguous(),
+                                   lambda value, g: g.detach().to(value.dtype).contiguous().clone())
+        if self._runtime.on_its_thread():  # else autograd's thread, on the stream autograd set (the forward's)
+            self._on_torchs_stream()
         kernel.grad(*values, grads=seeds)
         return tuple(seeds.get(i) if spec.args[i].kind == "ndarray" else None for i in spec.inputs)
 

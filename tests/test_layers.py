@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
     {"_arguments"},  # values -> kernel arguments
     {"launch", "_cpu_launch"},  # kernels, graphs, bound launches; the own x64 launch of reverse-mode kernels
-    {"replay"},  # recorded launches replayed from C
+    {"replay", "_cuda_reverse"},  # recorded launches replayed from C; reverse-mode kernels on the own CUDA launcher
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
@@ -176,6 +176,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
     ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",
     ("launch", "_reverse"): "a kernel's grad asks its module (above) for its reverse kernel, compiled once a load",
+    ("_cuda_reverse", "_packers"): "a reverse kernel launched from torch's autograd thread packs its scalars with",
+    ("_cuda_reverse", "_what_arg"): "...the kernel's own packers (their checks) and names its arguments as it does",
     ("cli.build_part", "_adjoint"): "Taichi keeps a kernel's reverse-mode kernel there; build exports it so",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",

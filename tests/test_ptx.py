@@ -32,7 +32,7 @@ REFUSED = {"printer": "vprintf", "field_user": "SNode fields", "returner": "resu
 def with_ptx(cuda_modules, tmp_path_factory) -> dict[str, str]:
     require_extra("llvmlite.binding", "ptx")
     out = {}
-    for name in ("tests", "ptx", "sim", "bench"):
+    for name in ("tests", "ptx", "sim", "bench", "autodiff"):
         folder = str(tmp_path_factory.mktemp(name) / name)
         shutil.copytree(os.path.join(cuda_modules, name), folder)
         add_to_folder(folder)
@@ -120,6 +120,31 @@ def test_a_task_named_in_cyrillic_gets_ptx(cuda_modules, tmp_path):
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def test_reverse_kernels_get_ptx_with_gradient_pointers_and_bounded_stacks(with_ptx):
+    """tests/autodiff_kernels.py built for CUDA (the data's autodiff module): every kernel, primal and reverse, gets
+    PTX; a reverse kernel's plan puts a gradient pointer beside each data pointer, and its PTX bounds Taichi's
+    autodiff stacks (a push past one sets taichi_aot_adstack_overflow, which the launcher reads)."""
+    folder = with_ptx["autodiff"]
+    man = _manifest(folder)
+    info = metadata.read_module(folder)
+    assert set(man["kernels"]) == set(info.kernels) and not man["refused"]
+    reverse = {name for name, k in info.kernels.items() if k.reverse}
+    assert reverse == {"sq_grad", "poly_grad", "total_grad", "wave_grad", "long_grad"}
+    for kernel in man["kernels"]:
+        args = plan.from_entry(_entry(folder, kernel))["args"]
+        arrays = [a for a in args if a["kind"] == "ndarray"]
+        # {shape, data_ptr, grad_ptr} where the arrays say needs_grad (all but plain's)
+        assert arrays and all(a.get("grad") == (None if kernel == "plain" else a["data"] + 8) for a in arrays)
+        with open(os.path.join(folder, man["kernels"][kernel]["ptx"]), encoding="utf-8") as f:
+            ptx = f.read()
+        bounded = ".visible .global .align 4 .u32 taichi_aot_adstack_overflow" in ptx
+        assert bounded == (kernel in ("poly_grad", "long_grad")), kernel  # the kernels with loop-carried values
+    bad = plan.from_entry(_entry(folder, "sq_grad"))
+    bad["args"][0]["grad"] = bad["args"][0]["data"]
+    with pytest.raises(CorruptedDataError, match="gradient pointer overlaps"):
+        plan.check(bad, "here")
 
 
 def _entry(folder: str, kernel: str) -> dict:

@@ -132,6 +132,45 @@ _STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8
                        r"i64 0, i64 (%[-\w.$]+)$", re.M)
 _CAST = re.compile(r"= bitcast i8\* (%[-\w.$]+) to (.+)\*$", re.M)
 _SIZES = {"i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
+#: Taichi's runtime functions that move an autodiff stack's top, where the IR defines them (unoptimized, CUDA's).
+_STACK_HELPER = re.compile(r"define internal void (@stack_(push|pop)(?:\.\d+)?)\(i8\* noundef %0(?:, i64 noundef %1, "
+                           r"i64 noundef %2)?\) #\d+ \{\n")
+#: stack_push(stack, max_num_elements, element_size), checked: a stack of N entries holds its count (i64) and N
+#: (primal, adjoint) pairs, in 4 + max_num_elements * 2 * element_size bytes (Taichi's AdStackAllocaStmt); a push
+#: that would end past them sets the flag and leaves the stack as it was.
+_PUSH = """define internal void {name}(i8* noundef %0, i64 noundef %1, i64 noundef %2) alwaysinline {{
+  %count = bitcast i8* %0 to i64*
+  %n = load i64, i64* %count, align 8
+  %n1 = add i64 %n, 1
+  %pair = mul i64 %2, 2
+  %used = mul i64 %n1, %pair
+  %end = add i64 %used, 4
+  %size = mul i64 %1, %pair
+  %full = icmp ugt i64 %end, %size
+  br i1 %full, label %over, label %push
+over:
+  store i32 1, i32* @{flag}, align 4
+  ret void
+push:
+  store i64 %n1, i64* %count, align 8
+  %at = add i64 %used, 8
+  %start = sub i64 %at, %pair
+  %top = getelementptr inbounds i8, i8* %0, i64 %start
+  call void @llvm.memset.p0i8.i64(i8* align 1 %top, i8 0, i64 %pair, i1 false)
+  ret void
+}}
+"""
+#: stack_pop(stack), checked: an empty stack (its pushes refused) stays empty.
+_POP = """define internal void {name}(i8* noundef %0) alwaysinline {{
+  %count = bitcast i8* %0 to i64*
+  %n = load i64, i64* %count, align 8
+  %empty = icmp eq i64 %n, 0
+  %n1 = add i64 %n, -1
+  %m = select i1 %empty, i64 0, i64 %n1
+  store i64 %m, i64* %count, align 8
+  ret void
+}}
+"""
 
 
 def bound_stacks(text: str) -> tuple[str, int]:
@@ -169,6 +208,13 @@ def bound_stacks(text: str) -> tuple[str, int]:
     out = []
     for part in re.split(r"(?m)^(?=define )", text):  # each function (and what comes before the first)
         before = count
+        helper = _STACK_HELPER.match(part)
+        if helper:  # Taichi's stack_push or stack_pop where it is not inlined (CUDA's IR): a checked body
+            count += 1
+            out.append(_PUSH.format(name=helper.group(1), flag=STACK_OVERFLOW) if helper.group(2) == "push" else
+                       _POP.format(name=helper.group(1)))
+            out.append(part[part.index("\n}\n") + 3:])
+            continue
         part = _STACK_AT.sub(checked, part)
         if count > before:  # the function's sink, first in its entry block
             head, _, body = part.partition("{\n")

@@ -1,0 +1,116 @@
+"""Reverse-mode (autodiff) kernels on taichi_aot's own CUDA launcher: a module's ``<kernel>_grad`` takes its
+arguments, then the gradient of each that has one (:func:`gradient_signature`), and runs as its primal's
+``Kernel.grad`` (:class:`GradCall`), on the runtime's thread as any kernel, or from torch's autograd thread with
+CUDA arrays (libtaichi is not called there). The x64 counterpart is ``_cpu_launch``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+import numpy as np
+
+from ._arguments import ARG_SIZE, Slot, gradient_map, prefill
+from ._native import ffi, lib
+from .enums import NUMPY_DTYPES, DataType
+from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError
+from .ndarray import ndarray_argument
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .launch import Kernel
+    from .metadata import ArgInfo
+
+
+def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
+    """A reverse-mode kernel's signature on taichi_aot's CUDA launcher: its arguments, then the gradient of each
+    ndarray that needs one (same dtype and shape, named ``<name>_grad`` where that name is free)."""
+    names = {a.name for a in args}
+    grads = [a for a in args if a.kind == "ndarray" and a.needs_grad]
+    return [*args, *(replace(a, index=len(args) + k, access=None, needs_grad=False,
+                             name=f"{a.name}_grad" if a.name and f"{a.name}_grad" not in names else None)
+                     for k, a in enumerate(grads))]
+
+
+class GradCall:
+    """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
+    then the gradient arrays of ``needing`` (argument positions), each of its array's shape. ``after``: the check
+    of its autodiff stacks (or None: none to check); ``elsewhere(args, count, stream)``: its launch from another
+    thread than the runtime's (``_ptx_launch.Kernels.launch_elsewhere``)."""
+
+    def __init__(self, kernel: Kernel, needing: list[int], after: Callable[[int | None], None] | None,
+                 elsewhere: Callable[[Any, int, int | None], None]):
+        self.kernel, self.needing, self.after, self.elsewhere = kernel, needing, after, elsewhere
+
+    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
+             before: Callable[[], object]) -> None:
+        """As ``_cpu_launch.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
+        stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the call waits for
+        it, to raise OutOfMemoryError where one overflowed. From another thread than the runtime's (torch's
+        autograd runs CUDA backward on a thread of its own while the runtime's waits), the arrays must be CUDA
+        arrays (``__cuda_array_interface__``: torch, CuPy), launched on that thread's torch stream."""
+        order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
+        for i in self.needing:
+            shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
+            if shape is not None and got is not None and tuple(shape) != tuple(got):
+                raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
+                                           f"{tuple(shape)}")
+        given = [*values, *(order[i] for i in self.needing)]
+        rt = self.kernel.module.runtime
+        if rt.on_its_thread():
+            self.kernel(*given)
+            stream = rt.cuda_stream
+        else:
+            if self.kernel.module.closed:  # closed objects are refused on any thread
+                raise ClosedError(f"{kernel}: its module or runtime is closed")
+            stream = _current_torch_stream()
+            self.elsewhere(self._pack(given, kernel), len(given), stream)
+        if self.after is not None:  # waits: an overflow is known once the kernel ran
+            self.after(stream)
+
+    def _pack(self, given: list[Any], kernel: str) -> Any:
+        """The TiArguments of a launch from another thread: each array a CUDA array's device pointer (checked:
+        dtype, dimensions, element shape, C-contiguous), each scalar packed by its packer."""
+        k = self.kernel
+        args = ffi.new("TiArgument[]", max(len(given), 1))
+        for i, (spec, value) in enumerate(zip(k.signature, given)):
+            if spec.kind == "ndarray":
+                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}")
+                ndim = spec.ndim
+                arg = ndarray_argument(ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:ndim],
+                                       tuple(spec.elem_shape), cast(DataType, spec.dtype))
+                ffi.memmove(ffi.addressof(args, i), arg, ARG_SIZE)
+            else:
+                buf = bytearray(ARG_SIZE)
+                prefill(buf, [0], [spec])
+                k._packers[i](value, k.module.runtime, Slot(buf, 0, ffi.cast("TiArgument *", ffi.from_buffer(buf)), {}))
+                ffi.memmove(ffi.addressof(args, i), bytes(buf), ARG_SIZE)
+        return args
+
+
+def _current_torch_stream() -> int | None:
+    """torch's current CUDA stream on this thread (autograd sets the forward's), or None: the legacy default."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.current_stream().cuda_stream) or None
+
+
+def _cuda_array(value: Any, spec: ArgInfo, what: str) -> tuple[int, tuple[int, ...]]:
+    """A CUDA array's device pointer and shape, checked against an ndarray argument: its dtype, dimensions and
+    element shape, C-contiguous."""
+    face = getattr(value, "__cuda_array_interface__", None)
+    if not isinstance(face, dict):
+        raise ArgumentTypeError(f"{what}: from another thread than the runtime's, a CUDA array (torch, CuPy) is "
+                                f"needed, got {type(value).__name__}")
+    shape, want = tuple(face["shape"]), NUMPY_DTYPES[cast(DataType, spec.dtype)]
+    if np.dtype(face["typestr"]) != want or len(shape) != spec.ndim + len(spec.elem_shape) \
+            or shape[spec.ndim:] != tuple(spec.elem_shape):
+        raise ArgumentTypeError(f"{what}: expected {spec.describe()}, got {np.dtype(face['typestr'])} of shape {shape}")
+    strides = face.get("strides")
+    itemsize = want.itemsize
+    if strides is not None and tuple(strides) != tuple(int(np.prod(shape[k + 1:])) * itemsize
+                                                       for k in range(len(shape))):
+        raise InvalidArgumentError(f"{what}: the array must be C-contiguous")
+    return int(face["data"][0]), shape
