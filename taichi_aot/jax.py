@@ -235,8 +235,16 @@ class Op:
         def f(*arrays: Any) -> Any:
             return run(*arrays)
 
+        @jax.custom_jvp
+        def forward(*arrays: Any) -> Any:  # the call inside a VJP: differentiated again only for a second derivative
+            return run(*arrays)
+
+        @forward.defjvp
+        def second(primals: Any, tangents: Any) -> Any:
+            raise NotSupportedError(f"{spec}: a second derivative: the op's call has a first derivative only")
+
         def fwd(*arrays: Any) -> Any:
-            out = run(*arrays)
+            out = forward(*arrays)
             return out, (arrays, out)
 
         def bwd(res: Any, grads: Any) -> Any:
@@ -278,11 +286,19 @@ class Op:
             kernel.grad(*full, grads=seeds)
             return tuple(seeds[i] for i in wanted)
 
+        @jax.custom_jvp
+        def reverse(*flat: Any) -> Any:
+            like = [flat[operands.index(i)] for i in wanted]
+            return jax.pure_callback(host, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in like], *flat,
+                                     vmap_method="sequential")
+
+        @reverse.defjvp
+        def no_second(primals: Any, tangents: Any) -> Any:
+            raise NotSupportedError(f"{spec}: a second derivative through a reverse-mode kernel: the reverse "
+                                    "kernel has no derivative of its own")
+
         def backward(arrays: Sequence[Any], outs: Sequence[Any], cotangents: Sequence[Any]) -> tuple:
-            like = [arrays[operands.index(i)] for i in wanted]
-            got = jax.pure_callback(host, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in like], *arrays, *outs,
-                                    *cotangents, vmap_method="sequential")
-            found = dict(zip(wanted, got))
+            found = dict(zip(wanted, reverse(*arrays, *outs, *cotangents)))
             return tuple(found.get(i) for i in operands)
 
         return backward

@@ -229,6 +229,9 @@ class Op:
         its argument's, each input's starts at zero, and what the reverse kernel accumulated there is returned."""
         spec, kernel = self.spec, self.spec.entry
         assert isinstance(kernel, Kernel)  # what made this the op's backward
+        if torch.is_grad_enabled():  # autograd records the backward (create_graph=True): a second derivative
+            raise NotSupportedError(f"{spec}: a second derivative (create_graph=True) through a reverse-mode kernel: "
+                                    "the reverse kernel has no derivative of its own")
         values: list[Any] = [None] * len(spec.args)
         for i, value in [*zip(spec.inputs, inputs), *zip(spec.outputs, outputs)]:  # the arrays as the launch takes
             values[i] = value.detach().contiguous() if isinstance(value, torch.Tensor) else value

@@ -186,6 +186,9 @@ def test_a_torch_ops_backward_is_its_reverse_kernel(built):
         plain = tt.op(mod.kernels["plain"], {"x": "x"})  # no reverse kernel: as before, no backward
         with pytest.raises(NotSupportedError, match="no backward was given"):
             plain(torch.ones(4, requires_grad=True)).sum().backward()
+        x = torch.tensor(X, requires_grad=True)
+        with pytest.raises(NotSupportedError, match="a second derivative"):
+            torch.autograd.grad(sq(x).sum(), x, create_graph=True)
 
 
 def test_a_jax_ops_backward_is_its_reverse_kernel(built):
@@ -221,3 +224,5 @@ def test_a_jax_ops_backward_is_its_reverse_kernel(built):
         plain = tj.op(mod.kernels["plain"], {"x": "x"})  # no reverse kernel: as before, no backward
         with pytest.raises(NotSupportedError, match="no backward was given"):
             jax.grad(lambda x: jnp.sum(plain(x)))(jnp.ones(4, jnp.float32))
+        with pytest.raises(NotSupportedError, match="a second derivative"):
+            jax.grad(lambda x: jnp.sum(jax.grad(loss)(x)))(jnp.asarray(X))
