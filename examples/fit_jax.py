@@ -4,7 +4,8 @@ optax).
 ``shoot`` (shoot.py, compiled into shoot.tcm with its reverse-mode kernel) flies projectiles under gravity and
 drag. Its JAX op's VJP is that reverse kernel, so ``jax.grad`` differentiates through the simulation inside a
 jitted training step, with no backward written by hand: Adam finds the launch velocities that land each projectile
-on its target.
+on its target. With JAX's CUDA build on an NVIDIA GPU it runs on CUDA (the reverse kernel an op of its own on
+XLA's stream) where the module holds a CUDA part; else on x64, JAX's arrays in host memory.
 """
 
 import os
@@ -14,13 +15,14 @@ import jax.numpy as jnp
 import optax
 
 import taichi_aot.jax as tj
-from taichi_aot import Runtime
+from taichi_aot import Runtime, metadata
 
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shoot.tcm")
 DRAG = 0.5
-jax.config.update("jax_platforms", "cpu")  # the kernel runs on x64: JAX's arrays in host memory
+gpus = [d for d in jax.devices() if d.platform == "gpu"]
+cuda = bool(gpus) and "cuda" in metadata.read_module(MODULE).parts
 
-with Runtime("x64") as rt:
+with Runtime("cuda" if cuda else "x64") as rt, jax.default_device(gpus[0] if cuda else jax.devices("cpu")[0]):
     shoot = tj.op(rt.load_module(MODULE).kernels["shoot"], {"hit": "v0"})  # hit: new each call, shaped like v0
     targets = jnp.array([[1.0, 0.0], [2.0, 0.5], [0.5, 1.0], [3.0, -0.5]])
     optimizer = optax.adam(0.2)
@@ -41,4 +43,5 @@ with Runtime("x64") as rt:
     final = float(loss(v0))
     print(f"loss after 300 steps: {final:.2e}")
     print("converged:", final < 1e-6)
+    print("on", rt.arch.name.lower())
     print("lands at:", [[round(float(c), 3) + 0.0 for c in p] for p in shoot(v0, DRAG)])  # + 0.0: no -0.0

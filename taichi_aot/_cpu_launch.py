@@ -76,7 +76,7 @@ class CpuKernel:
         self._launch(values, grads)
         if self.overflow is not None and self.overflow[0]:
             self.overflow[0] = 0
-            raise OutOfMemoryError(llvm_ir.STACK_OVERFLOWED.format(name=self.name))
+            raise OutOfMemoryError(f"kernel {self.name!r} {llvm_ir.STACK_OVERFLOWED}")
 
     def _launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
         """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""

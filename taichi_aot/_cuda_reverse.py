@@ -35,21 +35,20 @@ def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
 
 class GradCall:
     """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
-    then the gradient arrays of ``needing`` (argument positions), each of its array's shape. ``after``: the check
-    of its autodiff stacks (or None: none to check); ``elsewhere(args, count, stream)``: its launch from another
-    thread than the runtime's (``_ptx_launch.Kernels.launch_elsewhere``)."""
+    then the gradient arrays of ``needing`` (argument positions), each of its array's shape.
+    ``elsewhere(args, count, stream)``: its launch from another thread than the runtime's
+    (``_ptx_launch.Kernels.launch_elsewhere``)."""
 
-    def __init__(self, kernel: Kernel, needing: list[int], after: Callable[[int | None], None] | None,
-                 elsewhere: Callable[[Any, int, int | None], None]):
-        self.kernel, self.needing, self.after, self.elsewhere = kernel, needing, after, elsewhere
+    def __init__(self, kernel: Kernel, needing: list[int], elsewhere: Callable[[Any, int, int | None], None]):
+        self.kernel, self.needing, self.elsewhere = kernel, needing, elsewhere
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
              before: Callable[[], object]) -> None:
         """As ``_cpu_launch.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
-        stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the call waits for
-        it, to raise OutOfMemoryError where one overflowed. From another thread than the runtime's (torch's
-        autograd runs CUDA backward on a thread of its own while the runtime's waits), the arrays must be CUDA
-        arrays (``__cuda_array_interface__``: torch, CuPy), launched on that thread's torch stream."""
+        stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the launch waits for
+        it, to raise OutOfMemoryError where one overflowed (``_csrc/ptx.c``). From another thread than the
+        runtime's (torch's autograd runs CUDA backward on a thread of its own while the runtime's waits), the arrays
+        must be CUDA arrays (``__cuda_array_interface__``: torch, CuPy), launched on that thread's torch stream."""
         order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
         for i in self.needing:
             shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
@@ -60,14 +59,10 @@ class GradCall:
         rt = self.kernel.module.runtime
         if rt.on_its_thread():
             self.kernel(*given)
-            stream = rt.cuda_stream
         else:
             if self.kernel.module.closed:  # closed objects are refused on any thread
                 raise ClosedError(f"{kernel}: its module or runtime is closed")
-            stream = _current_torch_stream()
-            self.elsewhere(self._pack(given, kernel), len(given), stream)
-        if self.after is not None:  # waits: an overflow is known once the kernel ran
-            self.after(stream)
+            self.elsewhere(self._pack(given, kernel), len(given), _current_torch_stream())
 
     def _pack(self, given: list[Any], kernel: str) -> Any:
         """The TiArguments of a launch from another thread: each array a CUDA array's device pointer (checked:

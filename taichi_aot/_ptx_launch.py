@@ -22,7 +22,7 @@ import ctypes
 import hashlib
 import os
 import re
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +70,8 @@ def _driver() -> Any:
     if _calls is None:
         _calls = _cuda.functions_struct(cu, "TaichiAotCudaDriverCalls", {
             "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "push": "cuCtxPushCurrent_v2",
-            "pop": "cuCtxPopCurrent_v2"})
+            "pop": "cuCtxPopCurrent_v2", "sync": "cuStreamSynchronize", "dtoh": "cuMemcpyDtoH_v2",
+            "memset": "cuMemsetD32_v2"})
     return cu
 
 
@@ -78,6 +79,8 @@ def own_launch_error(code: int, what: str) -> Exception:
     """The exception for an error code of the own launcher (``_csrc/ptx.c``)."""
     if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
+    if code == lib.TAICHI_AOT_CUDA_STACK_OVERFLOW:
+        return OutOfMemoryError(f"{what}: {STACK_OVERFLOWED}")
     if code == lib.TAICHI_AOT_REFUSED:
         return NotSupportedError(
             f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
@@ -215,7 +218,6 @@ class Kernels:
     def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], entries: dict[str, Any],
                  where: str):
         self.plans: dict[str, Any] = {}
-        self.overflow: dict[str, int] = {}  # {reverse kernel: the device address of its stack overflow flag}
         self.refused: dict[str, str] = dict(manifest["refused"])
         self._modules: list[int] = []
         self._keep: list[Any] = []
@@ -235,7 +237,6 @@ class Kernels:
         """No kernel on the own launcher, each with the reason why."""
         self = cls.__new__(cls)
         self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
-        self.overflow = {}
         return self
 
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
@@ -277,7 +278,7 @@ class Kernels:
         flag, size = ctypes.c_uint64(), ctypes.c_size_t()
         if reverse and cu.cuModuleGetGlobal_v2(ctypes.byref(flag), ctypes.byref(size), module,
                                                STACK_OVERFLOW.encode()) == 0 and size.value == 4:
-            self.overflow[name] = flag.value  # its autodiff stacks are bounded: the flag an overflow sets
+            c.overflow = flag.value  # its autodiff stacks are bounded: the flag an overflow sets, read after a launch
         self.plans[name] = c
         return None
 
@@ -295,23 +296,6 @@ class Kernels:
         if code != 0:
             raise own_launch_error(code, f"kernel {name!r}")
 
-    def stack_check(self, name: str) -> Callable[[int | None], None] | None:
-        """For a reverse kernel whose PTX bounds its autodiff stacks: what to call after its launch on a stream,
-        which waits for the stream and raises OutOfMemoryError where a stack overflowed (the flag cleared); else
-        None."""
-        flag = self.overflow.get(name)
-        if flag is None:
-            return None
-
-        def check(stream: int | None) -> None:
-            with _cuda.primary_context() as cu:
-                cu.cuStreamSynchronize(ctypes.c_void_p(stream))
-                value = ctypes.c_int32()
-                if cu.cuMemcpyDtoH_v2(ctypes.byref(value), flag, 4) != 0 or not value.value:
-                    return
-                cu.cuMemsetD32_v2(flag, 0, 1)
-            raise OutOfMemoryError(STACK_OVERFLOWED.format(name=name))
-        return check
 
     def graph(self, info: Any) -> Any:
         """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the

@@ -157,8 +157,9 @@ class Op:
         self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
         self._cell = _cell(rt)
         self._plans: dict[tuple[bool, ...], _Plan] = {}
-        # a backward from the reverse kernel (on the host: x64 only)
-        self._needing = spec.gradients(cuda=False) if backward is None else None
+        # a backward from the reverse kernel: on the host (x64), or an op of its own (CUDA's own launcher)
+        self._needing = spec.gradients() if backward is None else None
+        self._reverse_op = self._make_reverse_op() if self._needing is not None and self._cuda else None
         self._backward = backward
         self._vmap_method = vmap_method
         owned = spec.entry.module.owned
@@ -185,7 +186,9 @@ class Op:
             return call(*arrays, plan=plan.address, **extra)
 
         backward = self._backward
-        if backward is None and self._needing is not None:
+        if backward is None and self._reverse_op is not None:
+            backward = self._from_reverse_op(values, attrs)
+        elif backward is None and self._needing is not None:
             backward = self._from_reverse(values, attrs)
         out = self._differentiable(run, backward)(*operands)
         return out[0] if len(out) == 1 else tuple(out)
@@ -262,6 +265,46 @@ class Op:
         f.defvjp(fwd, bwd)
         return f
 
+    def _make_reverse_op(self) -> Op:
+        """The reverse-mode kernel (``<kernel>_grad`` on the own CUDA launcher: its arguments, then their gradients)
+        as an op of its own: an input's gradient is a new output, zero-filled; an output's is its cotangent, read
+        and cleared by the kernel (aliased, so XLA's buffer is not written behind its back)."""
+        kernel = self.spec.entry
+        assert isinstance(kernel, Kernel)  # spec.gradients() is None for graphs
+        kernel.prepare_grad()
+        reverse = kernel.module.kernels[f"{kernel.name}_grad"]
+        n, outputs = len(self.spec.args), {}
+        for k, i in enumerate(self._needing or []):
+            outputs[n + k] = n + k if i in self.spec.outputs else i
+        return Op(reverse, outputs)
+
+    def _from_reverse_op(self, values: Sequence[Any], attrs: Sequence[bool]) -> Callable[..., Any]:
+        """The backward of one call (CUDA): the reverse kernel's op on the call's inputs and outputs and the
+        outputs' cotangents; each input's cotangent is what it accumulated (None for scalars and inputs without
+        a gradient)."""
+        spec, needing, reverse = self.spec, self._needing or [], self._reverse_op
+        assert reverse is not None
+        operands = [i for i, a in zip(spec.inputs, attrs) if not a]
+        given = dict(zip(spec.inputs, values))
+        inputs = [i for i in needing if i not in spec.outputs]  # whose gradients the reverse op returns
+
+        def backward(arrays: Sequence[Any], outs: Sequence[Any], cotangents: Sequence[Any]) -> tuple:
+            call = []
+            for i in range(len(spec.args)):
+                if i in spec.outputs:
+                    call.append(outs[spec.outputs.index(i)])
+                elif i in operands:
+                    call.append(arrays[operands.index(i)])
+                else:
+                    call.append(given[i])  # a number passed as an attribute
+            call += [cotangents[spec.outputs.index(i)] for i in needing if i in spec.outputs]
+            got = reverse(*call)
+            got = got if isinstance(got, tuple) else (got,)
+            found = {i: g for i, g in zip(needing, got) if i in inputs}
+            return tuple(found.get(i) for i in operands)
+
+        return backward
+
     def _from_reverse(self, values: Sequence[Any], attrs: Sequence[bool]) -> Callable[..., Any]:
         """The backward made from the kernel's reverse-mode kernel (``Kernel.grad``, on the host through
         ``jax.pure_callback``) for one call's ``values`` (each input's: the numbers passed as attributes are
@@ -331,7 +374,8 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
         backward: ``fn(inputs, outputs, cotangents)`` returning a cotangent per array input, for ``jax.grad`` (a
             ``jax.custom_vjp``). Without it, a kernel whose module holds its reverse-mode kernel (``build`` exports
             one for kernels whose ndarrays say ``needs_grad=True``) on an x64 runtime gets its backward from that
-            (``Kernel.grad``, run on the host through ``jax.pure_callback``); any other raises NotSupportedError
+            (``Kernel.grad``, run on the host through ``jax.pure_callback``), or on a CUDA runtime whose own
+            launcher takes it, an op of the reverse kernel on XLA's stream; any other raises NotSupportedError
             when a gradient is asked for.
         vmap_method: how ``jax.vmap`` batches it (``jax.ffi.ffi_call``'s: "sequential", a loop of calls, by
             default; None makes vmap an error).

@@ -51,7 +51,8 @@ __all__ = ["BoundLaunch", "ComputeGraph", "Kernel"]
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
-_CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED)
+_CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED,
+                                                   lib.TAICHI_AOT_CUDA_STACK_OVERFLOW)
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter

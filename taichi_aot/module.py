@@ -328,7 +328,7 @@ class AotModule(Child):
             assert isinstance(reverse, Kernel)  # looked up as a kernel
             own, runtime = self._own, self._runtime
             kernel = self._shared.reverse[name] = GradCall(
-                reverse, [a.index for a in grad.args if a.needs_grad], own.stack_check(grad.name),
+                reverse, [a.index for a in grad.args if a.needs_grad],
                 lambda args, count, stream: own.launch_elsewhere(runtime, grad.name, args, count, stream))
             return kernel
         if self._runtime.arch != Arch.X64 or self._folder is None:

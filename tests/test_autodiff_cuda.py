@@ -101,3 +101,40 @@ def test_a_torch_ops_backward_on_cuda_is_its_reverse_kernel(cuda_built):
         x = torch.tensor(X, device="cuda", requires_grad=True)
         total(x).sum().backward()
         np.testing.assert_allclose(x.grad.cpu().numpy(), np.cos(X), rtol=1e-5)
+
+
+def test_a_jax_ops_vjp_on_cuda_is_its_reverse_kernel(cuda_built):
+    """On CUDA a JAX op's VJP is an op of the reverse kernel on XLA's stream (the own launcher): jax.grad equals
+    Taichi's own eagerly and under jax.jit, check_grads passes, an overflow is XLA's error saying so."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    import taichi_aot.jax as tj
+
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt, jax.default_device(gpus[0]):
+        mod = rt.load_module(path)
+        seed, x = jnp.asarray(SEED), jnp.asarray(X)
+        sq = tj.op(mod.kernels["sq"], {"y": "x"})
+
+        def loss(x):
+            return jnp.sum(sq(x) * seed)
+
+        for grad in (jax.grad(loss), jax.jit(jax.grad(loss))):
+            np.testing.assert_allclose(np.asarray(grad(x)), expect["sq_xgrad"], rtol=1e-5)
+        poly = tj.op(mod.kernels["poly"], {"y": "x"})
+        got = jax.jit(jax.grad(lambda x: jnp.sum(poly(x, 0.75) * seed)))(x)
+        np.testing.assert_allclose(np.asarray(got), expect["poly_xgrad"], rtol=1e-5, atol=1e-6)
+        total = tj.op(mod.kernels["total"], {"s": jax.ShapeDtypeStruct((1,), jnp.float32)})
+        np.testing.assert_allclose(np.asarray(jax.grad(lambda x: total(x)[0])(x)), np.cos(X), rtol=1e-5)
+        with jax.enable_x64(True):
+            wave = tj.op(mod.kernels["wave"], {"y": "x"})
+            check_grads(lambda t: wave(t, 1.5), (jnp.linspace(-1.0, 1.0, 9, dtype=jnp.float64),), order=1,
+                        modes=["rev"])
+        long = tj.op(mod.kernels["long"], {"y": "x"})
+        with pytest.raises(Exception, match="overflowed its autodiff stacks"):
+            jax.block_until_ready(jax.grad(lambda x: jnp.sum(long(x)))(x))

@@ -16,6 +16,9 @@ typedef int (*taichi_aot_cu_launch)(void *function, unsigned grid_x, unsigned gr
 typedef int (*taichi_aot_cu_current)(void **context);
 typedef int (*taichi_aot_cu_push)(void *context);
 typedef int (*taichi_aot_cu_pop)(void **context);
+typedef int (*taichi_aot_cu_sync)(void *stream);
+typedef int (*taichi_aot_cu_dtoh)(void *host, uint64_t device, size_t bytes);
+typedef int (*taichi_aot_cu_memset32)(uint64_t device, unsigned value, size_t count);
 
 /* An f32 (its bits) as the nearest f16, ties to even (how Taichi converts an f16 argument, which the C-API
    carries as an f32). */
@@ -161,7 +164,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     void *kernel_params[2];
     void *current = NULL, *popped = NULL;
     uint32_t t;
-    int code, pushed = 0;
+    int code, pushed = 0, overflowed = 0;
     if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
         return TAICHI_AOT_CUDA_BAD_ARGS;
     }
@@ -189,8 +192,22 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         code = ((taichi_aot_cu_launch)cu->launch)(task->function, grid, 1, 1, task->block, 1, 1, 0, rt->stream,
                                                   kernel_params, NULL);
     }
+    if (code == 0 && k->overflow != 0) { /* its autodiff stacks: known once it ran (a wait) */
+        int32_t flag = 0;
+        code = ((taichi_aot_cu_sync)cu->sync)(rt->stream);
+        if (code == 0) {
+            code = ((taichi_aot_cu_dtoh)cu->dtoh)(&flag, k->overflow, 4);
+        }
+        if (code == 0 && flag != 0) {
+            code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1);
+            overflowed = code == 0;
+        }
+    }
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
+    }
+    if (overflowed) {
+        return TAICHI_AOT_CUDA_STACK_OVERFLOW;
     }
     return code != 0 ? TAICHI_AOT_CUDA_ERROR - code : 0;
 }

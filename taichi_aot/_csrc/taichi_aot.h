@@ -153,6 +153,7 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
    of the own launcher: never imported), not a TiMemory: user-space addresses never have it. */
 #define TAICHI_AOT_POINTER_TAG 0x8000000000000000ULL
 #define TAICHI_AOT_CUDA_BAD_ARGS (-101)
+#define TAICHI_AOT_CUDA_STACK_OVERFLOW (-102) /* a reverse-mode kernel overflowed its autodiff stacks */
 #define TAICHI_AOT_CUDA_ERROR (-1000)
 #define TAICHI_AOT_CUDA_NDARRAY 1
 #define TAICHI_AOT_CUDA_SCALAR 2
@@ -162,6 +163,9 @@ typedef struct {
     void *current; /* cuCtxGetCurrent */
     void *push;    /* cuCtxPushCurrent_v2 */
     void *pop;     /* cuCtxPopCurrent_v2 */
+    void *sync;    /* cuStreamSynchronize */
+    void *dtoh;    /* cuMemcpyDtoH_v2 */
+    void *memset;  /* cuMemsetD32_v2 */
 } TaichiAotCudaDriverCalls;
 typedef struct {
     const TaichiAotCudaDriverCalls *driver;
@@ -193,6 +197,8 @@ typedef struct {
     uint32_t arg_count;
     uint32_t args_size;
     uint32_t grad_count;
+    uint64_t overflow; /* a reverse kernel whose PTX bounds its autodiff stacks: the device address of the flag an
+                          overflow sets (the launch then waits for the stream to read it), or 0 */
 } TaichiAotCudaKernel;
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
                            const TiArgument *args);

@@ -280,6 +280,11 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         ti_wait(c->runtime); /* x64: results read next; CUDA: XLA's stream is not ordered with libtaichi's */
         code = (int)ti_get_last_error(NULL, NULL);
     }
+    if (code == TAICHI_AOT_CUDA_STACK_OVERFLOW) {
+        snprintf(why, why_size, "%s overflowed its autodiff stacks (none was written past them): set AD_STACK_SIZE "
+                 "(Taichi's ad_stack_size) in the kernel's file to more entries and build again", p->what);
+        return 1;
+    }
     if (code != 0) {
         char message[512] = "";
         uint64_t size = sizeof(message);

@@ -122,11 +122,10 @@ def runtime_struct(text: str) -> str | None:
 
 #: The flag a bounded stack access sets where it would leave its array (a global :func:`bound_stacks` adds).
 STACK_OVERFLOW = "taichi_aot_adstack_overflow"
-#: What a launch that set it raises (an OutOfMemoryError), of kernel ``{name}``.
-STACK_OVERFLOWED = ("kernel {name!r} overflowed its autodiff stacks: its loops carry more values than the stacks "
-                    "Taichi sized when it was compiled hold (none was written past them). Set AD_STACK_SIZE "
-                    "(Taichi's ad_stack_size) in the kernel's file to more entries and build again; the gradient "
-                    "arrays hold no valid result")
+#: What a launch that set it raises (an OutOfMemoryError), after the kernel's name.
+STACK_OVERFLOWED = ("overflowed its autodiff stacks: its loops carry more values than the stacks Taichi sized when it "
+                    "was compiled hold (none was written past them). Set AD_STACK_SIZE (Taichi's ad_stack_size) in "
+                    "the kernel's file to more entries and build again; the gradient arrays hold no valid result")
 _STACK = re.compile(r"^\s*(%[-\w.$]+) = alloca \[(\d+) x i8\]", re.M)
 _STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8\], \[\d+ x i8\]\* (%[-\w.$]+), "
                        r"i64 0, i64 (%[-\w.$]+)$", re.M)
