@@ -93,8 +93,8 @@ class OpSpec:
     def gradients(self, cuda: bool = True) -> list[int] | None:
         """The arguments with gradients, where the op's backward can be made from the kernel's reverse-mode kernel
         (``Kernel.grad``: the module holds one, on an x64 runtime, or on a CUDA runtime (where ``cuda``) whose own
-        launcher takes it), else None. An op whose in-out argument has a gradient gets none: that gradient's
-        meaning depends on how the kernel updates it."""
+        launcher takes it), else None. An in-out argument's gradient is seeded with its output's and comes back
+        as its input's, as Taichi's reverse kernels define it (run on the input's values)."""
         module, name = self.entry.module, f"{self.entry.name}_grad"
         arch = module.runtime.arch
         if self.graph or not (arch == Arch.X64 or (cuda and arch == Arch.CUDA)):
@@ -104,8 +104,7 @@ class OpSpec:
             return None
         if arch == Arch.CUDA and module.launchers().get(name) != "own":
             return None
-        needing = [a.index for a in reverse.args if a.needs_grad]
-        return None if set(needing) & set(self.inout) else needing
+        return [a.index for a in reverse.args if a.needs_grad]
 
     def reverse_seeds(self, values: list[Any], grads: Sequence[Any], needing: list[int],
                       zeros: Any, seed: Any) -> dict[int, Any]:

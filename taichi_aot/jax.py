@@ -286,15 +286,15 @@ class Op:
         assert reverse is not None
         operands = [i for i, a in zip(spec.inputs, attrs) if not a]
         given = dict(zip(spec.inputs, values))
-        inputs = [i for i in needing if i not in spec.outputs]  # whose gradients the reverse op returns
+        inputs = [i for i in needing if i in spec.inputs]  # whose gradients the reverse op returns (in-out too)
 
         def backward(arrays: Sequence[Any], outs: Sequence[Any], cotangents: Sequence[Any]) -> tuple:
             call = []
             for i in range(len(spec.args)):
-                if i in spec.outputs:
-                    call.append(outs[spec.outputs.index(i)])
-                elif i in operands:
+                if i in operands:  # an in-out argument: its input's values
                     call.append(arrays[operands.index(i)])
+                elif i in spec.outputs:
+                    call.append(outs[spec.outputs.index(i)])
                 else:
                     call.append(given[i])  # a number passed as an attribute
             call += [cotangents[spec.outputs.index(i)] for i in needing if i in spec.outputs]
@@ -320,10 +320,10 @@ class Op:
         def host(*flat: Any) -> tuple:
             full: list[Any] = [given.get(i) for i in range(len(spec.args))]
             flat = tuple(np.asarray(v) for v in flat)  # JAX's CPU arrays: their memory
-            for i, v in zip(operands, flat):
-                full[i] = v.item() if spec.args[i].kind == "scalar" else v
             for i, v in zip(spec.outputs, flat[len(operands):]):
                 full[i] = v
+            for i, v in zip(operands, flat):  # an in-out argument: its input's values
+                full[i] = v.item() if spec.args[i].kind == "scalar" else v
             seeds = spec.reverse_seeds(full, flat[len(operands) + len(spec.outputs):], needing, np.zeros_like,
                                        lambda value, g: np.array(g, value.dtype, copy=True))
             kernel.grad(*full, grads=seeds)

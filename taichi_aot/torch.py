@@ -233,7 +233,7 @@ class Op:
             raise NotSupportedError(f"{spec}: a second derivative (create_graph=True) through a reverse-mode kernel: "
                                     "the reverse kernel has no derivative of its own")
         values: list[Any] = [None] * len(spec.args)
-        for i, value in [*zip(spec.inputs, inputs), *zip(spec.outputs, outputs)]:  # the arrays as the launch takes
+        for i, value in [*zip(spec.outputs, outputs), *zip(spec.inputs, inputs)]:  # an in-out one: its input's
             values[i] = value.detach().contiguous() if isinstance(value, torch.Tensor) else value
         seeds = spec.reverse_seeds(values, grads, self._needing, lambda value: torch.zeros_like(value).contiguous(),
                                    lambda value, g: g.detach().to(value.dtype).contiguous().clone())

@@ -51,6 +51,13 @@ def wave(x: ti.types.ndarray(dtype=ti.f64, ndim=1, needs_grad=True),
 
 @ti.aot.export
 @ti.kernel
+def squash(x: A, k: ti.f32):
+    for i in x:
+        x[i] = x[i] * x[i] * k  # read and written: its gradient seeded by the output's, given for the input
+
+
+@ti.aot.export
+@ti.kernel
 def long(x: A, y: A):
     for i in x:
         s = x[i]

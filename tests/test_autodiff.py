@@ -189,6 +189,10 @@ def test_a_torch_ops_backward_is_its_reverse_kernel(built):
         x = torch.tensor(X, requires_grad=True)
         with pytest.raises(NotSupportedError, match="a second derivative"):
             torch.autograd.grad(sq(x).sum(), x, create_graph=True)
+        squash = tt.op(mod.kernels["squash"], {"x": "x"})  # x read and written: taken in, returned anew
+        x = torch.tensor(X, requires_grad=True)
+        (squash(x, 0.5) * torch.tensor(SEED)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), X * SEED, rtol=1e-6)  # d(0.5 x^2)/dx = x, as Taichi's
 
 
 def test_a_jax_ops_backward_is_its_reverse_kernel(built):
@@ -226,3 +230,6 @@ def test_a_jax_ops_backward_is_its_reverse_kernel(built):
             jax.grad(lambda x: jnp.sum(plain(x)))(jnp.ones(4, jnp.float32))
         with pytest.raises(NotSupportedError, match="a second derivative"):
             jax.grad(lambda x: jnp.sum(jax.grad(loss)(x)))(jnp.asarray(X))
+        squash = tj.op(mod.kernels["squash"], {"x": "x"})  # read and written: aliased
+        g = jax.jit(jax.grad(lambda x: jnp.sum(squash(x, 0.5) * seed)))(jnp.asarray(X))
+        np.testing.assert_allclose(g, X * SEED, rtol=1e-6)

@@ -101,6 +101,10 @@ def test_a_torch_ops_backward_on_cuda_is_its_reverse_kernel(cuda_built):
         x = torch.tensor(X, device="cuda", requires_grad=True)
         total(x).sum().backward()
         np.testing.assert_allclose(x.grad.cpu().numpy(), np.cos(X), rtol=1e-5)
+        squash = tt.op(mod.kernels["squash"], {"x": "x"})
+        x = torch.tensor(X, device="cuda", requires_grad=True)
+        (squash(x, 0.5) * seed).sum().backward()
+        np.testing.assert_allclose(x.grad.cpu().numpy(), X * SEED, rtol=1e-5)
 
 
 def test_a_jax_ops_vjp_on_cuda_is_its_reverse_kernel(cuda_built):
@@ -135,6 +139,9 @@ def test_a_jax_ops_vjp_on_cuda_is_its_reverse_kernel(cuda_built):
             wave = tj.op(mod.kernels["wave"], {"y": "x"})
             check_grads(lambda t: wave(t, 1.5), (jnp.linspace(-1.0, 1.0, 9, dtype=jnp.float64),), order=1,
                         modes=["rev"])
+        squash = tj.op(mod.kernels["squash"], {"x": "x"})  # read and written: aliased
+        got = jax.jit(jax.grad(lambda x: jnp.sum(squash(x, 0.5) * seed)))(x)
+        np.testing.assert_allclose(np.asarray(got), X * SEED, rtol=1e-5)
         long = tj.op(mod.kernels["long"], {"y": "x"})
         with pytest.raises(Exception, match="overflowed its autodiff stacks"):
             jax.block_until_ready(jax.grad(lambda x: jnp.sum(long(x)))(x))
