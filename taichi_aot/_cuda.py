@@ -88,7 +88,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuModuleGetFunction", (pvp, vp, ctypes.c_char_p)), ("cuModuleUnload", (vp,)),
                                ("cuModuleGetGlobal_v2", (ctypes.POINTER(ptr), ctypes.POINTER(size), vp,
                                                          ctypes.c_char_p)),
-                               ("cuMemsetD32_v2", (ptr, ctypes.c_uint, size)),
+                               ("cuMemsetD32Async", (ptr, ctypes.c_uint, size, vp)),
                                ("cuMemAlloc_v2", (ctypes.POINTER(ptr), size)), ("cuMemFree_v2", (ptr,)),
                                ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()),
                                ("cuLaunchKernel", (vp, *(ctypes.c_uint,) * 7, vp, vp, vp))):

@@ -71,7 +71,7 @@ def _driver() -> Any:
         _calls = _cuda.functions_struct(cu, "TaichiAotCudaDriverCalls", {
             "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "push": "cuCtxPushCurrent_v2",
             "pop": "cuCtxPopCurrent_v2", "sync": "cuStreamSynchronize", "dtoh": "cuMemcpyDtoH_v2",
-            "memset": "cuMemsetD32_v2"})
+            "memset": "cuMemsetD32Async"})
     return cu
 
 
@@ -272,6 +272,9 @@ class Kernels:
         c.runtime, c.tasks, c.args = launcher.c, tasks, args
         c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
         c.grad_count = grads
+        if reverse and [i for i, arg in enumerate(plan["args"]) if "grad" in arg] != [
+                int(key[0]) for key, a in sorted(entry.get("args") or [], key=lambda e: e[0]) if a.get("needs_grad")]:
+            return "its layout's gradient pointers are not its arguments that need gradients"
         self._keep += [tasks, args]
         if rand:
             launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))

@@ -140,7 +140,7 @@ class Op:
     """A kernel or graph as a JAX function: call it with the inputs (signature order, or keywords); it returns the
     outputs (one array, or a tuple in the order ``outputs`` gave them). Traceable: ``jax.jit``, ``jax.vmap`` (a
     sequential loop), ``jax.grad`` where a ``backward`` was given or the module holds the kernel's reverse-mode
-    kernel (x64).
+    kernel (x64, and CUDA where the own launcher takes it).
     """
 
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,

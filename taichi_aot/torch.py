@@ -75,7 +75,8 @@ class Op:
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         if backward is None and needing is not None:
             backward = self._from_reverse  # the module's reverse-mode kernel (x64, CUDA's own launcher)
-            launchable.prepare_grad()  # here, on the runtime's thread: autograd may call it from one of its own
+            if self._runtime.arch == Arch.CUDA:  # here, on the runtime's thread: autograd calls it from its own
+                launchable.prepare_grad()
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
             self._library.impl(opname, self._no_backward, "Autograd")

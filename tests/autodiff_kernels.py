@@ -58,6 +58,16 @@ def squash(x: A, k: ti.f32):
 
 @ti.aot.export
 @ti.kernel
+def spin(x: A, y: A, n: ti.i32):
+    for i in x:
+        s = x[i]
+        for _ in range(n):  # a count known at launch: n values carried
+            s = ti.sin(s) + 0.5 * s
+        y[i] = s
+
+
+@ti.aot.export
+@ti.kernel
 def long(x: A, y: A):
     for i in x:
         s = x[i]

@@ -125,6 +125,12 @@ def test_an_autodiff_stack_overflow_is_an_error_not_a_crash(built):
         for _ in range(2):  # the flag is cleared: the same error again
             with pytest.raises(OutOfMemoryError, match=r"overflowed its autodiff stacks.*AD_STACK_SIZE"):
                 mod.kernels["long"].grad(X, np.zeros(N, np.float32), grads=(x_grad, y_grad))
+        spin = mod.kernels["spin"]  # a loop count known at launch only
+        with pytest.raises(OutOfMemoryError, match="overflowed its autodiff stacks"):
+            spin.grad(X, np.zeros(N, np.float32), 200, grads=(x_grad, y_grad))
+        x_grad, y_grad = np.zeros(N, np.float32), np.ones(N, np.float32)
+        spin.grad(X, np.zeros(N, np.float32), 1, grads=(x_grad, y_grad))
+        np.testing.assert_allclose(x_grad, np.cos(X) + 0.5, rtol=1e-5)  # d(sin x + x/2)/dx
         x_grad, y_grad = np.zeros(N, np.float32), SEED.copy()
         mod.kernels["sq"].grad(X, np.zeros(N, np.float32), grads=(x_grad, y_grad))  # the process goes on
         np.testing.assert_allclose(x_grad, expect["sq_xgrad"], rtol=1e-6)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import HERE
-from taichi_aot import Arch, OutOfMemoryError, Runtime, capi
+from taichi_aot import Arch, InvalidArgumentError, OutOfMemoryError, Runtime, capi
 
 sys.path.insert(0, HERE)
 from autodiff_cases import CASES, SEED, N, X
@@ -72,6 +72,13 @@ def test_an_autodiff_stack_overflow_on_cuda_is_an_error(cuda_built):
             with pytest.raises(OutOfMemoryError, match=r"overflowed its autodiff stacks.*AD_STACK_SIZE"):
                 mod.kernels["long"].grad(x, rt.ndarray((N,), np.float32),
                                          grads=(rt.ndarray((N,), np.float32), rt.ndarray_from_numpy(SEED.copy())))
+        spin = mod.kernels["spin"]  # a loop count known at launch only: an empty stack's top stays inside it
+        with pytest.raises(OutOfMemoryError, match="overflowed its autodiff stacks"):
+            spin.grad(x, rt.ndarray((N,), np.float32), 200,
+                      grads=(rt.ndarray((N,), np.float32), rt.ndarray_from_numpy(SEED.copy())))
+        with pytest.raises(InvalidArgumentError, match="not of the kind"):  # a gradient of another shape, in C
+            mod.kernels["sq_grad"](x, rt.ndarray((N,), np.float32), rt.ndarray((N - 1,), np.float32),
+                                   rt.ndarray((N,), np.float32))
         x_grad = rt.ndarray((N,), np.float32)  # the runtime goes on
         mod.kernels["sq"].grad(x, rt.ndarray((N,), np.float32), grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
         rt.wait()

@@ -4,7 +4,7 @@
    _cpu_launch.py compiles the kernel's IR (the module's NAME.ll, self-contained: Taichi's helpers are inlined) with
    llvmlite and hands over its tasks' addresses; a launch runs them in order on a RuntimeContext of the argument
    struct and a stand-in for Taichi's LLVMRuntime, which holds the temporaries a serial task leaves for the next,
-   as its thread_pool a TaichiAotCpuPool (how many threads a launch may use) and, as its parallel_for,
+   as its thread_pool a pointer to an int32, how many threads a launch may use, and, as its parallel_for,
    taichi_aot_cpu_parallel_for: a range-for task hands it its splits, which threads of its own take in turn. */
 
 typedef void (*TaichiAotCpuTask)(void *context);
@@ -51,9 +51,11 @@ static void taichi_aot_cpu_parallel_for(void *pool, int32_t splits, int32_t thre
     pthread_t ids[TAICHI_AOT_CPU_MAX_THREADS];
     int32_t n = threads, started = 0, t;
     int32_t most = pool != NULL ? *(const int32_t *)pool : 1;
+    if (splits <= 0) return; /* an empty range */
     if (most < n) n = most;
     if (splits < n) n = splits;
     if (n > TAICHI_AOT_CPU_MAX_THREADS) n = TAICHI_AOT_CPU_MAX_THREADS;
+    if (n < 1) n = 1;
     for (t = 0; t < n; ++t) {
         workers[t].job = &job;
         workers[t].thread = t;

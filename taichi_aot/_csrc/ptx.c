@@ -18,7 +18,7 @@ typedef int (*taichi_aot_cu_push)(void *context);
 typedef int (*taichi_aot_cu_pop)(void **context);
 typedef int (*taichi_aot_cu_sync)(void *stream);
 typedef int (*taichi_aot_cu_dtoh)(void *host, uint64_t device, size_t bytes);
-typedef int (*taichi_aot_cu_memset32)(uint64_t device, unsigned value, size_t count);
+typedef int (*taichi_aot_cu_memset32)(uint64_t device, unsigned value, size_t count, void *stream);
 
 /* An f32 (its bits) as the nearest f16, ties to even (how Taichi converts an f16 argument, which the C-API
    carries as an f32). */
@@ -136,8 +136,18 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
             }
             ptx_pointer(runtime, nd, params, a->data, &exported);
             if (a->grad != 0) { /* its gradient: the next of the arguments after the kernel's own */
+                const TiNdArray *g;
                 if (gradient >= k->arg_count + k->grad_count || args[gradient].type != TI_ARGUMENT_TYPE_NDARRAY) {
                     return TAICHI_AOT_CUDA_BAD_ARGS;
+                }
+                g = &args[gradient].value.ndarray;
+                if (g->shape.dim_count != nd->shape.dim_count) {
+                    return TAICHI_AOT_CUDA_BAD_ARGS;
+                }
+                for (d = 0; d < nd->shape.dim_count && d < 16; ++d) { /* the kernel indexes it as its array */
+                    if (g->shape.dims[d] != nd->shape.dims[d]) {
+                        return TAICHI_AOT_CUDA_BAD_ARGS;
+                    }
                 }
                 ptx_pointer(runtime, &args[gradient++].value.ndarray, params, a->grad, &exported);
             }
@@ -182,6 +192,9 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         }
         pushed = 1;
     }
+    if (k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
+        code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
+    }
     for (t = 0; t < k->task_count && code == 0; ++t) {
         const TaichiAotCudaTask *task = &k->tasks[t];
         uint32_t grid = task->grid;
@@ -198,10 +211,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         if (code == 0) {
             code = ((taichi_aot_cu_dtoh)cu->dtoh)(&flag, k->overflow, 4);
         }
-        if (code == 0 && flag != 0) {
-            code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1);
-            overflowed = code == 0;
-        }
+        overflowed = code == 0 && flag != 0;
     }
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);

@@ -165,7 +165,7 @@ typedef struct {
     void *pop;     /* cuCtxPopCurrent_v2 */
     void *sync;    /* cuStreamSynchronize */
     void *dtoh;    /* cuMemcpyDtoH_v2 */
-    void *memset;  /* cuMemsetD32_v2 */
+    void *memset;  /* cuMemsetD32Async */
 } TaichiAotCudaDriverCalls;
 typedef struct {
     const TaichiAotCudaDriverCalls *driver;
@@ -198,7 +198,7 @@ typedef struct {
     uint32_t args_size;
     uint32_t grad_count;
     uint64_t overflow; /* a reverse kernel whose PTX bounds its autodiff stacks: the device address of the flag an
-                          overflow sets (the launch then waits for the stream to read it), or 0 */
+                          overflow sets (cleared on the stream before the launch, read after it: a wait), or 0 */
 } TaichiAotCudaKernel;
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
                            const TiArgument *args);

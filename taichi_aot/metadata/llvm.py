@@ -195,7 +195,8 @@ def is_reverse(entry: dict) -> bool:
 
 #: Why a reverse-mode kernel is not launched through libtaichi_c_api.
 REVERSE = ("a reverse-mode (autodiff) kernel: libtaichi_c_api cannot hand it its gradient arrays (the C-API's "
-           "TiNdArray has no gradient field; a launch crashed); run it as its primal's grad(...) (x64)")
+           "TiNdArray has no gradient field; a launch crashed); run it as its primal's grad(...) (x64; on CUDA the "
+           "own launcher takes it by name too)")
 
 
 def _llvm(doc: Any) -> ModuleInfo:

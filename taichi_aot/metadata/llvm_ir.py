@@ -130,10 +130,27 @@ _STACK = re.compile(r"^\s*(%[-\w.$]+) = alloca \[(\d+) x i8\]", re.M)
 _STACK_AT = re.compile(r"^(\s*)(%[-\w.$]+) = getelementptr inbounds \[(\d+) x i8\], \[\d+ x i8\]\* (%[-\w.$]+), "
                        r"i64 0, i64 (%[-\w.$]+)$", re.M)
 _CAST = re.compile(r"= bitcast i8\* (%[-\w.$]+) to (.+)\*$", re.M)
-_SIZES = {"i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
-#: Taichi's runtime functions that move an autodiff stack's top, where the IR defines them (unoptimized, CUDA's).
-_STACK_HELPER = re.compile(r"define internal void (@stack_(push|pop)(?:\.\d+)?)\(i8\* noundef %0(?:, i64 noundef %1, "
-                           r"i64 noundef %2)?\) #\d+ \{\n")
+_SIZES = {"i1": 1, "i8": 1, "i16": 2, "half": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
+#: Taichi's runtime functions that move an autodiff stack's top or find it, where the IR defines them (unoptimized,
+#: CUDA's).
+_STACK_HELPER = re.compile(r"define internal (void|i8\*) (@stack_(push|pop|top_primal)(?:\.\d+)?)\(i8\* noundef %0"
+                           r"(?:, i64 noundef %1(?:, i64 noundef %2)?)?\) #\d+ \{\n")
+_OFFSET = re.compile(r"^\s*(%[-\w.$]+) = getelementptr inbounds i8, i8\* (%[-\w.$]+), i64 (\d+)$", re.M)
+#: stack_top_primal(stack, element_size), checked: entry n-1 of a stack of n entries, entry 0 of an empty one (its
+#: pushes refused), so every top lies in the stack.
+_TOP = """define internal i8* {name}(i8* noundef %0, i64 noundef %1) alwaysinline {{
+  %count = bitcast i8* %0 to i64*
+  %n = load i64, i64* %count, align 8
+  %empty = icmp eq i64 %n, 0
+  %n1 = add i64 %n, -1
+  %entry = select i1 %empty, i64 0, i64 %n1
+  %pair = mul i64 %1, 2
+  %skip = mul i64 %entry, %pair
+  %at = add i64 %skip, 8
+  %top = getelementptr inbounds i8, i8* %0, i64 %at
+  ret i8* %top
+}}
+"""
 #: stack_push(stack, max_num_elements, element_size), checked: a stack of N entries holds its count (i64) and N
 #: (primal, adjoint) pairs, in 4 + max_num_elements * 2 * element_size bytes (Taichi's AdStackAllocaStmt); a push
 #: that would end past them sets the flag and leaves the stack as it was.
@@ -172,6 +189,21 @@ _POP = """define internal void {name}(i8* noundef %0) alwaysinline {{
 """
 
 
+def _widths(text: str) -> dict[str, int]:
+    """{byte pointer: the bytes an access through it may reach}: the widest type it is cast to, or a constant
+    offset from it plus what is reached through that (one level: Taichi reaches an entry's adjoint so)."""
+    widths: dict[str, int] = {}
+    for m in _CAST.finditer(text):
+        kind = m.group(2).strip()
+        vector = re.fullmatch(r"<(\d+) x (\w+)>", kind)
+        width = int(vector.group(1)) * _SIZES.get(vector.group(2), 8) if vector else _SIZES.get(kind, 8)
+        widths[m.group(1)] = max(widths.get(m.group(1), 0), width)
+    for m in _OFFSET.finditer(text):
+        derived, base, offset = m.groups()
+        widths[base] = max(widths.get(base, 0), int(offset) + widths.get(derived, 8))
+    return widths
+
+
 def bound_stacks(text: str) -> tuple[str, int]:
     """The IR (Taichi's, as it writes it: typed pointers) with each access at a computed offset into a byte array
     on the stack checked, and how many were. Taichi's autodiff stacks are such arrays, of a size fixed when the
@@ -179,14 +211,12 @@ def bound_stacks(text: str) -> tuple[str, int]:
     more writes past them, into the stack frame. An access that would end past its array goes to the array's
     start instead and stores 1 into :data:`STACK_OVERFLOW` (a global added to the module); one in bounds stores
     into a slot on its own thread's stack, so threads share no memory but on an overflow. Each access's width is
-    the widest type its address is cast to (8 bytes where it is used uncast)."""
-    stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(text)}
+    the widest type its address is cast to or the farthest byte a constant offset from it reaches (8 bytes where
+    it is used uncast). Where Taichi's stack_push, stack_pop and stack_top_primal are functions of their own (CUDA's
+    unoptimized IR), they get checked bodies instead: a push past the stack's bytes sets the flag and leaves it
+    as it was, a pop of an empty stack leaves it empty, and an empty stack's top is its first entry."""
+    stacks: dict[str, int] = {}
     widths: dict[str, int] = {}
-    for m in _CAST.finditer(text):
-        kind = m.group(2).strip()
-        vector = re.fullmatch(r"<(\d+) x (\w+)>", kind)
-        width = int(vector.group(1)) * _SIZES.get(vector.group(2), 8) if vector else _SIZES.get(kind, 8)
-        widths[m.group(1)] = max(widths.get(m.group(1), 0), width)
     count = 0
 
     def checked(m: re.Match) -> str:
@@ -208,12 +238,14 @@ def bound_stacks(text: str) -> tuple[str, int]:
     for part in re.split(r"(?m)^(?=define )", text):  # each function (and what comes before the first)
         before = count
         helper = _STACK_HELPER.match(part)
-        if helper:  # Taichi's stack_push or stack_pop where it is not inlined (CUDA's IR): a checked body
+        if helper:  # Taichi's stack helpers where they are not inlined (CUDA's IR): checked bodies
             count += 1
-            out.append(_PUSH.format(name=helper.group(1), flag=STACK_OVERFLOW) if helper.group(2) == "push" else
-                       _POP.format(name=helper.group(1)))
+            body = {"push": _PUSH, "pop": _POP, "top_primal": _TOP}[helper.group(3)]
+            out.append(body.format(name=helper.group(2), flag=STACK_OVERFLOW))
             out.append(part[part.index("\n}\n") + 3:])
             continue
+        stacks = {m.group(1): int(m.group(2)) for m in _STACK.finditer(part)}  # names are the function's own
+        widths = _widths(part)
         part = _STACK_AT.sub(checked, part)
         if count > before:  # the function's sink, first in its entry block
             head, _, body = part.partition("{\n")

@@ -88,7 +88,8 @@ class KernelInfo:
     unsupported: str = ""
     #: why software rasterizers (Mesa's lavapipe) cannot run it though GPUs' drivers can, or ""
     software: str = ""
-    #: a reverse-mode (autodiff) kernel: it runs on taichi_aot's own x64 launch (its primal's ``grad``) only
+    #: a reverse-mode (autodiff) kernel: it runs on taichi_aot's own launches only (x64: its primal's ``grad``;
+    #: CUDA: the own launcher, by name too)
     reverse: bool = False
 
 

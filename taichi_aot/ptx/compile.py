@@ -2,9 +2,9 @@
 
 The module's ``NAME.ll`` holds each offloaded task (``define void @T(%struct.RuntimeContext* byval ...)``) with
 every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
-- each access at a computed offset into a byte array on the stack (a reverse kernel's autodiff stacks) is
-  bounded (``llvm_ir.bound_stacks``): one past the end sets the global ``taichi_aot_adstack_overflow``, which the
-  launcher reads after the launch;
+- a reverse kernel's autodiff stacks are bounded (``llvm_ir.bound_stacks``: Taichi's stack_push, stack_pop and
+  stack_top_primal, functions in CUDA's IR, get checked bodies): a push past a stack sets the global
+  ``taichi_aot_adstack_overflow``, which the launcher clears before a launch and reads after it;
 - the target's data layout is set (Taichi writes none);
 - each task gets a kernel of its own, ``T__w(args, runtime)``: the argument bytes by value (they travel in the
   launch's parameters: nothing is copied to the device per launch) and the runtime stand-in's pointer, which
