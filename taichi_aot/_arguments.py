@@ -401,3 +401,12 @@ def gradient_map(grads: Any, needing: list[int], names: list[str | None], what: 
     if missing:
         raise ArgumentTypeError(f"{what}: no gradient for argument(s) {missing}")
     return out
+
+
+def pack_one(packer: Packer, arg: ArgInfo, value: Any, runtime: Any) -> bytes:
+    """One argument packed alone into a TiArgument's bytes by its packer (its checks: type, range), as a call
+    from outside the launch path takes it (an XLA attribute, a launch from another thread)."""
+    buf = bytearray(ARG_SIZE)
+    prefill(buf, [0], [arg])
+    packer(value, runtime, Slot(buf, 0, ffi.cast("TiArgument *", ffi.from_buffer(buf)), {}))
+    return bytes(buf)

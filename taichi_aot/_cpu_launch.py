@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._arguments import describe_value, gradient_map
+from ._arrays import array_like, host_array, on_cuda
 from ._native import ffi, lib
 from .enums import NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
@@ -102,11 +103,10 @@ def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = 
         if value.device.type != "cpu":
             raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
         value = value.detach().numpy()
-    elif not isinstance(value, np.ndarray) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
-        try:  # a JAX CPU array, or any array of host memory that says so: its memory, not a copy
-            value = np.asarray(value) if hasattr(value, "__array_interface__") else np.from_dlpack(value)
-        except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            raise ArgumentTypeError(f"{what}: {describe_value(value)} is no array of host memory ({e})") from None
+    elif on_cuda(value, what):
+        raise ArgumentTypeError(f"{what}: {describe_value(value)} in CUDA memory; the x64 launch takes host memory")
+    elif array_like(value) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
+        value = host_array(value, what)  # a JAX CPU array, or any array of host memory: its memory, not a copy
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(f"{what}: expected a numpy array, a torch CPU tensor or an array of host memory "
                                 f"(DLPack, array interface), got {describe_value(value)}")

@@ -10,9 +10,8 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-import numpy as np
-
-from ._arguments import ARG_SIZE, Slot, gradient_map, prefill
+from ._arguments import ARG_SIZE, gradient_map, pack_one
+from ._arrays import CudaArray, cuda_interface, refuse_lazy
 from ._native import ffi, lib
 from .enums import NUMPY_DTYPES, DataType
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError
@@ -66,21 +65,18 @@ class GradCall:
 
     def _pack(self, given: list[Any], kernel: str) -> Any:
         """The TiArguments of a launch from another thread: each array a CUDA array's device pointer (checked:
-        dtype, dimensions, element shape, C-contiguous), each scalar packed by its packer."""
+        dtype, dimensions, element shape, device, C-contiguous), each scalar packed by its packer."""
         k = self.kernel
         args = ffi.new("TiArgument[]", max(len(given), 1))
         for i, (spec, value) in enumerate(zip(k.signature, given)):
             if spec.kind == "ndarray":
                 pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}")
-                ndim = spec.ndim
-                arg = ndarray_argument(ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:ndim],
-                                       tuple(spec.elem_shape), cast(DataType, spec.dtype))
-                ffi.memmove(ffi.addressof(args, i), arg, ARG_SIZE)
+                arg = bytes(ffi.buffer(ndarray_argument(
+                    ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:spec.ndim],
+                    tuple(spec.elem_shape), cast(DataType, spec.dtype))))
             else:
-                buf = bytearray(ARG_SIZE)
-                prefill(buf, [0], [spec])
-                k._packers[i](value, k.module.runtime, Slot(buf, 0, ffi.cast("TiArgument *", ffi.from_buffer(buf)), {}))
-                ffi.memmove(ffi.addressof(args, i), bytes(buf), ARG_SIZE)
+                arg = pack_one(k._packers[i], spec, value, k.module.runtime)
+            ffi.memmove(ffi.addressof(args, i), arg, ARG_SIZE)
         return args
 
 
@@ -93,19 +89,17 @@ def _current_torch_stream() -> int | None:
 
 
 def _cuda_array(value: Any, spec: ArgInfo, what: str) -> tuple[int, tuple[int, ...]]:
-    """A CUDA array's device pointer and shape, checked against an ndarray argument: its dtype, dimensions and
-    element shape, C-contiguous."""
-    face = getattr(value, "__cuda_array_interface__", None)
-    if not isinstance(face, dict):
+    """A CUDA array's device pointer and shape (``_arrays.CudaArray``: its producer's stream waited for), checked
+    against an ndarray argument: its dtype, dimensions and element shape, on the runtime's device, contiguous."""
+    face = cuda_interface(value, what)
+    if face is None:
         raise ArgumentTypeError(f"{what}: from another thread than the runtime's, a CUDA array (torch, CuPy) is "
                                 f"needed, got {type(value).__name__}")
-    shape, want = tuple(face["shape"]), NUMPY_DTYPES[cast(DataType, spec.dtype)]
-    if np.dtype(face["typestr"]) != want or len(shape) != spec.ndim + len(spec.elem_shape) \
+    refuse_lazy(value, what)
+    array = CudaArray.from_interface(value, face, what, weak=True)
+    array.check(len(spec.elem_shape), what)
+    shape = array.shape
+    if array.dtype != NUMPY_DTYPES[cast(DataType, spec.dtype)] or len(shape) != spec.ndim + len(spec.elem_shape) \
             or shape[spec.ndim:] != tuple(spec.elem_shape):
-        raise ArgumentTypeError(f"{what}: expected {spec.describe()}, got {np.dtype(face['typestr'])} of shape {shape}")
-    strides = face.get("strides")
-    itemsize = want.itemsize
-    if strides is not None and tuple(strides) != tuple(int(np.prod(shape[k + 1:])) * itemsize
-                                                       for k in range(len(shape))):
-        raise InvalidArgumentError(f"{what}: the array must be C-contiguous")
-    return int(face["data"][0]), shape
+        raise ArgumentTypeError(f"{what}: expected {spec.describe()}, got {array.dtype} of shape {shape}")
+    return array.ptr, shape

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._arguments import ARG_SIZE, Slot, prefill
+from ._arguments import ARG_SIZE, pack_one
 from ._native import ffi, lib
 from ._ops import OpSpec
 from .enums import DATA_TYPES, Arch, DataType
@@ -222,12 +222,8 @@ class Op:
 
     def _pack(self, i: int, value: Any) -> bytes:
         """Scalar argument ``i`` = ``value`` as a packed TiArgument (its packer checks the type and range)."""
-        buf = bytearray(ARG_SIZE)
-        prefill(buf, [0], [self.spec.args[i]])
-        ptr = ffi.cast("TiArgument *", ffi.from_buffer(buf))
         entry = self.spec.entry
-        entry._packers[i](value, entry.module.runtime, Slot(buf, 0, ptr, {}))
-        return bytes(buf)
+        return pack_one(entry._packers[i], self.spec.args[i], value, entry.module.runtime)
 
     def _differentiable(self, run: Callable[..., Any], backward: Callable[..., Any] | None) -> Callable[..., Any]:
         """``run`` with a VJP: ``backward`` (the user's, or one from the reverse kernel), or a NotSupportedError

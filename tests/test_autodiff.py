@@ -109,6 +109,8 @@ def test_what_cannot_be_differentiated_is_refused_typed(built, tmp_path):
                 sq.grad(x, y, grads=grads)
         with pytest.raises(ArgumentTypeError, match="expected a numpy array"):
             sq.grad([1.0] * N, y, grads=good)
+        with pytest.raises(ArgumentTypeError, match="a masked array"):  # host arrays read as a kernel call reads them
+            sq.grad(np.ma.masked_array(x), y, grads=good)
         with pytest.raises(ArgumentTypeError, match=r"takes 3 argument\(s\)"):
             mod.kernels["poly"].grad(x, y, grads=good)
         with pytest.raises(ArgumentTypeError, match="expected float32 scalar"):

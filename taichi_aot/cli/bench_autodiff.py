@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..enums import Arch
-from .bench_harness import ratio
+from .bench_harness import ratio, torch_here
 from .bench_measure import measure
 from .bench_row import Row
 from .cache import taichi_module
@@ -47,17 +47,12 @@ def _torch_shoot(torch: Any, v0: Any) -> Any:
 
 
 def _torch_methods(bench: Bench, kernel: Any, v0: np.ndarray, n: int) -> dict[str, Callable[[], float]]:
-    try:
-        import torch
+    found = torch_here(bench)
+    if found is None:
+        return {}
+    torch, device, sync = found
+    from .. import torch as tt
 
-        from .. import torch as tt
-    except ImportError:
-        return {}
-    cuda = bench.rt.arch == Arch.CUDA
-    if cuda and not torch.cuda.is_available():
-        return {}
-    device = "cuda" if cuda else "cpu"
-    sync = torch.cuda.synchronize if cuda else None
     op = tt.op(kernel, {"hit": "v0"})
     start = torch.tensor(v0, device=device)
     leaf = start.clone().requires_grad_(True)
@@ -89,12 +84,10 @@ def _arrays(bench: Bench, v0: np.ndarray) -> tuple[Any, ...] | None:
     CUDA tensors on CUDA (None without torch's CUDA)."""
     if bench.rt.arch == Arch.X64:
         return v0, np.zeros_like(v0), np.zeros_like(v0), np.ones_like(v0)
-    try:
-        import torch
-    except ImportError:
+    found = torch_here(bench)
+    if found is None:
         return None
-    if not torch.cuda.is_available():
-        return None
+    torch = found[0]
     start = torch.tensor(v0, device="cuda")
     return start, torch.zeros_like(start), torch.zeros_like(start), torch.ones_like(start)
 
@@ -112,11 +105,8 @@ def autodiff(bench: Bench) -> list[Row]:
     if arrays is None:
         return []
     v0, hit, v0_grad, seed = arrays
-    sync = None
-    if rt.arch == Arch.CUDA:
-        import torch
-
-        sync = torch.cuda.synchronize
+    found = torch_here(bench) if rt.arch == Arch.CUDA else None
+    sync = found[2] if found is not None else None
 
     def forward() -> None:
         kernel(v0, hit, DRAG)

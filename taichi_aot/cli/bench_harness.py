@@ -14,7 +14,7 @@ import platform
 import shutil
 import subprocess
 import time
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 from .. import Arch, Runtime, capi
 from ..enums import CPU_ARCHS
@@ -187,3 +187,15 @@ def device_name(arch: Arch) -> str:
             return "lavapipe (Mesa's software Vulkan driver)"
         return "Vulkan device (first)"
     return arch.name
+
+
+def torch_here(bench: Bench) -> tuple[Any, str, Callable[[], object] | None] | None:
+    """torch, the device its tensors take on this arch ("cuda" or "cpu") and its wait on CUDA (None on the CPU),
+    or None where torch (or, on CUDA, torch's CUDA) is missing: the sections that compare with torch skip it."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if bench.rt.arch != Arch.CUDA:
+        return torch, "cpu", None
+    return (torch, "cuda", torch.cuda.synchronize) if torch.cuda.is_available() else None

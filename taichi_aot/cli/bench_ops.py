@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..enums import Arch
+from .bench_harness import torch_here
 from .bench_measure import measure
 from .bench_row import Row
 
@@ -87,16 +88,13 @@ def _jax_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], fl
 
 
 def _torch_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], float]]:
-    try:
-        import torch
+    found = torch_here(bench)
+    if found is None:
+        return {}
+    torch, device, sync = found
+    from .. import torch as tt
 
-        from .. import torch as tt
-    except ImportError:
-        return {}
-    cuda = bench.rt.arch == Arch.CUDA
-    if cuda and not torch.cuda.is_available():
-        return {}
-    device = "cuda" if cuda else "cpu"
+    cuda = device == "cuda"
     op = tt.op(kernel, {0: 0})
     x, y, z = (torch.full((16,), v, device=device) for v in (1.0, 2.0, 3.0))
     compiled = torch.compile(lambda x, y, z: op(x, y, z, 1.0), fullgraph=True)
@@ -104,7 +102,6 @@ def _torch_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], 
     empty_op = _torch_empty_op(kernel)
     empty = torch.compile(lambda x, y, z: empty_op(x, y, z, 1.0), fullgraph=True)
     empty(x, y, z)
-    sync = torch.cuda.synchronize if cuda else None
     def launch(*args: Any) -> None:
         kernel(*args)
         if not cuda:
