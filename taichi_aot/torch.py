@@ -73,10 +73,12 @@ class Op:
         torch.library.register_fake(qualname, self._fake, lib=self._library)
         needing = spec.gradients()
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
+        self._backward_op: Any = None
         if backward is None and needing is not None:
             backward = self._from_reverse  # the module's reverse-mode kernel (x64, CUDA's own launcher)
             if self._runtime.arch == Arch.CUDA:  # here, on the runtime's thread: autograd calls it from its own
                 launchable.prepare_grad()
+            self._backward_op = self._define_backward(opname, types)
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient
             self._library.impl(opname, self._no_backward, "Autograd")
@@ -225,14 +227,45 @@ class Op:
         return result
 
 
+    def _define_backward(self, opname: str, types: list[str]) -> Any:
+        """The backward made from the reverse kernel as an operator of its own (``<name>_backward``, with a fake
+        implementation), so that torch.compile traces a backward that calls it rather than the kernel: the op's
+        inputs, its outputs and their gradients in; the gradients of the inputs that have one out."""
+        spec = self.spec
+        self._wanted = [i for i in spec.inputs if i in self._needing and spec.args[i].kind == "ndarray"]
+        if not self._wanted:  # no input has a gradient: nothing to launch
+            return None
+        n = len(spec.outputs)
+        outs = [f"Tensor out{k}" for k in range(n)] + [f"Tensor grad{k}" for k in range(n)]
+        rets = "Tensor" if len(self._wanted) == 1 else "(" + ", ".join(["Tensor"] * len(self._wanted)) + ")"
+        name = f"{opname}_backward"
+        self._library.define(f"{name}({', '.join([*types, *outs])}) -> {rets}")
+        self._library.impl(name, self._reverse_impl, "CompositeExplicitAutograd")
+        at = [spec.inputs.index(i) for i in self._wanted]
+        torch.library.register_fake(f"{self.qualname}_backward",
+                                    lambda *a: _one([torch.empty_like(a[k]) for k in at]), lib=self._library)
+        return getattr(getattr(torch.ops, self.qualname.partition("::")[0]), name).default
+
     def _from_reverse(self, inputs: Sequence[Any], outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
-        """The backward made from the kernel's reverse-mode kernel (``Kernel.grad``): each output's gradient seeds
-        its argument's, each input's starts at zero, and what the reverse kernel accumulated there is returned."""
+        """The backward made from the kernel's reverse-mode kernel: its operator (:meth:`_define_backward`) on the
+        op's inputs, outputs and their gradients (zeros for an output without one)."""
+        if torch.is_grad_enabled():  # autograd records the backward (create_graph=True): a second derivative
+            raise NotSupportedError(f"{self.spec}: a second derivative (create_graph=True) through a reverse-mode "
+                                    "kernel: the reverse kernel has no derivative of its own")
+        if self._backward_op is None:
+            return (None,) * len(inputs)
+        grads = [torch.zeros_like(o) if g is None else g for o, g in zip(outputs, grads)]
+        got = self._backward_op(*inputs, *outputs, *grads)
+        found = dict(zip(self._wanted, got if isinstance(got, tuple) else (got,)))
+        return tuple(found.get(i) for i in self.spec.inputs)
+
+    def _reverse_impl(self, *given: Any) -> Any:
+        """The backward operator's implementation (``Kernel.grad``): each output's gradient seeds its argument's,
+        each input's starts at zero, and what the reverse kernel accumulated there is returned."""
         spec, kernel = self.spec, self.spec.entry
         assert isinstance(kernel, Kernel)  # what made this the op's backward
-        if torch.is_grad_enabled():  # autograd records the backward (create_graph=True): a second derivative
-            raise NotSupportedError(f"{spec}: a second derivative (create_graph=True) through a reverse-mode kernel: "
-                                    "the reverse kernel has no derivative of its own")
+        inputs, n = given[:len(spec.inputs)], len(spec.outputs)
+        outputs, grads = given[len(spec.inputs):len(spec.inputs) + n], given[len(spec.inputs) + n:]
         values: list[Any] = [None] * len(spec.args)
         for i, value in [*zip(spec.outputs, outputs), *zip(spec.inputs, inputs)]:  # an in-out one: its input's
             values[i] = value.detach().contiguous() if isinstance(value, torch.Tensor) else value
@@ -241,7 +274,12 @@ class Op:
         if self._runtime.on_its_thread():  # else autograd's thread, on the stream autograd set (the forward's)
             self._on_torchs_stream()
         kernel.grad(*values, grads=seeds)
-        return tuple(seeds.get(i) if spec.args[i].kind == "ndarray" else None for i in spec.inputs)
+        return _one([seeds[i] for i in self._wanted])
+
+
+def _one(tensors: list[Any]) -> Any:
+    """One tensor, or a tuple of several: what an operator declared ``-> Tensor`` or ``-> (Tensor, ...)`` returns."""
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
 class _Unsupported(torch.autograd.Function):

@@ -197,6 +197,12 @@ def test_a_torch_ops_backward_is_its_reverse_kernel(built):
         x = torch.tensor(X, requires_grad=True)
         with pytest.raises(NotSupportedError, match="a second derivative"):
             torch.autograd.grad(sq(x).sum(), x, create_graph=True)
+        poly = tt.op(mod.kernels["poly"], {"y": "x"})  # under torch.compile: the backward is an operator too
+        step = torch.compile(lambda x: (poly(sq(x), 0.75) * torch.tensor(SEED)).sum(), fullgraph=True)
+        x, eager = torch.tensor(X, requires_grad=True), torch.tensor(X, requires_grad=True)
+        step(x).backward()
+        (poly(sq(eager), 0.75) * torch.tensor(SEED)).sum().backward()
+        torch.testing.assert_close(x.grad, eager.grad)
         squash = tt.op(mod.kernels["squash"], {"x": "x"})  # x read and written: taken in, returned anew
         x = torch.tensor(X, requires_grad=True)
         (squash(x, 0.5) * torch.tensor(SEED)).sum().backward()
