@@ -93,6 +93,9 @@ def test_what_cannot_be_differentiated_is_refused_typed(built, tmp_path):
             mod.kernels["sq_grad"]  # libtaichi would crash on it
         with pytest.raises(NotSupportedError, match="has no reverse-mode kernel"):
             mod.kernels["plain"].grad(np.zeros(4, np.float32), grads=())
+        with pytest.raises(NotSupportedError, match="has no reverse-mode kernel"):
+            mod.kernels["plain"].prepare_grad()
+        mod.kernels["sq"].prepare_grad()  # compiled now: the first grad finds it ready
         sq, x, y = mod.kernels["sq"], X.copy(), np.zeros(N, np.float32)
         good = (np.zeros(N, np.float32), np.ones(N, np.float32))
         for grads, error, message in [
