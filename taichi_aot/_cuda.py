@@ -80,6 +80,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuMemHostRegister_v2", (vp, size, ctypes.c_uint)), ("cuMemHostUnregister", (vp,)),
                                ("cuStreamSynchronize", (vp,)),
                                ("cuStreamGetFlags", (vp, ctypes.POINTER(ctypes.c_uint))),
+                               ("cuStreamIsCapturing", (vp, ctypes.POINTER(i32))),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
                                ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,)),
                                ("cuDeviceGetName", (ctypes.c_char_p, i32, i32)),
@@ -216,6 +217,17 @@ def stream_is_blocking(stream: int) -> bool:
     flags = ctypes.c_uint(0)
     _ok(_cuda().cuStreamGetFlags(ctypes.c_void_p(stream), ctypes.byref(flags)), "read a CUDA stream's flags")
     return not flags.value & _STREAM_NON_BLOCKING
+
+
+def capturing(stream: int | None) -> bool:
+    """Whether ``stream`` is being captured into a CUDA graph now (None and the legacy default stream never are):
+    while it is, nothing may synchronize, and memory is not allocated."""
+    if not stream or stream == 1:
+        return False
+    status = ctypes.c_int(0)
+    _ok(_cuda().cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(status)),
+        "ask whether a CUDA stream is being captured")
+    return status.value != 0  # active, or invalidated (still no wait until it ends)
 
 
 def event_after(stream: int | None) -> int:

@@ -273,6 +273,13 @@ class ForeignArgs:
         # classes of CUDA arrays (not torch's) taken by their __cuda_array_interface__ -> immutable (JAX)?
         self._cai_classes: dict[type, bool | int] = {}
 
+    @property
+    def held(self) -> dict[int, Any] | None:
+        """The CUDA arrays held until the runtime is waited for, by id (None off CUDA): a torch op lets go of its
+        tensors after its launch, as torch's own ops do (torch's allocator reuses their memory in the order of the
+        stream they ran on, which the op launches on)."""
+        return self._held if self._on_cuda else None
+
     def pooled(self, address: int, nbytes: int) -> Any:
         """The runtime's import of the ``nbytes`` at ``address`` (host memory on a CPU, CUDA memory on CUDA) that
         kernel arguments travel in: imported once an address, kept for the runtime's life (libtaichi_c_api 1.7.4

@@ -71,7 +71,7 @@ def _driver() -> Any:
         _calls = _cuda.functions_struct(cu, "TaichiAotCudaDriverCalls", {
             "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "push": "cuCtxPushCurrent_v2",
             "pop": "cuCtxPopCurrent_v2", "sync": "cuStreamSynchronize", "dtoh": "cuMemcpyDtoH_v2",
-            "memset": "cuMemsetD32Async"})
+            "memset": "cuMemsetD32Async", "capturing": "cuStreamIsCapturing"})
     return cu
 
 
@@ -81,11 +81,16 @@ def own_launch_error(code: int, what: str) -> Exception:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
     if code == lib.TAICHI_AOT_CUDA_STACK_OVERFLOW:
         return OutOfMemoryError(f"{what}: {STACK_OVERFLOWED}")
+    if code == lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED:
+        return NotSupportedError(
+            f"{what}: its autodiff stacks are checked after each launch, a wait no CUDA graph capture may hold; "
+            "launch it outside the capture")
     if code == lib.TAICHI_AOT_REFUSED:
         return NotSupportedError(
             f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
-            "CUDA stream set (it copies each launch's arguments on the legacy default stream); set a blocking stream "
-            "or None (rt.set_cuda_stream), or give the module PTX (python -m taichi_aot ptx)")
+            "CUDA stream set, nor be captured into a CUDA graph (it copies each launch's arguments on the legacy "
+            "default stream, and waits); set a blocking stream or None (rt.set_cuda_stream), or give the module PTX "
+            "(python -m taichi_aot ptx)")
     cuda = lib.TAICHI_AOT_CUDA_ERROR - code
     return InvalidStateError(f"{what}: the CUDA driver refused the launch (CUresult {cuda})")
 
@@ -105,7 +110,13 @@ def _free(cu: Any, pointers: tuple[int, ...]) -> None:
 
 
 class Launcher:
-    """One CUDA runtime's own-launcher state: the C runtime record and a stand-in per stream."""
+    """One CUDA runtime's own-launcher state: the C runtime record and a stand-in per stream.
+
+    CUDA graphs: a launch captured into a graph (``torch.cuda.graph``, ``mode="reduce-overhead"``, XLA's command
+    buffers) leaves the stand-in's address in the graph, which may be replayed for the process's life. Such a
+    stand-in is *kept* (never given back, nor the modules' code unloaded, even once the runtime closes), and a
+    stream first seen while it is being captured gets the spare stand-in made ahead (nothing is allocated, copied
+    or waited for while a stream captures)."""
 
     def __init__(self, layout: dict[str, int]):
         cu = _driver()
@@ -117,6 +128,10 @@ class Launcher:
         # stream -> (runtime, temporaries, rand states), the most recently selected last
         self._standins: dict[int, tuple[int, int, int]] = {}
         self._rand_threads = 0
+        self._key = 0  # the stream selected
+        self._spare: tuple[int, int, int] | None = None  # for a stream first selected while it captures
+        self._kept: set[int] = set()  # the streams whose stand-ins a CUDA graph holds
+        self.captured = False  # a launch was captured: its code and stand-ins stay for the process
 
     def _standin(self, cu: Any) -> tuple[int, int, int]:
         layout = self.layout
@@ -130,37 +145,56 @@ class Launcher:
                 np.uint64(temporaries).tobytes(), np.uint8)
             _cuda.htod(runtime, image, 0)
             _cuda.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
+            standin = (runtime, temporaries, 0)
+            return self._rand(cu, standin, self._rand_threads) if self._rand_threads else standin
         except BaseException:
             for ptr in made:
                 cu.cuMemFree_v2(ptr)
             raise
-        return runtime, temporaries, 0
+
+    def note_captured(self) -> None:
+        """Keep the selected stream's stand-in where a launch on it was captured since (the C launch sets
+        ``captured``): a graph holds its address."""
+        if self.c.captured:
+            self.c.captured = 0
+            self._kept.add(self._key)
+            self.captured = True
 
     def select(self, stream: int | None) -> None:
         """Launch on ``stream`` (None: the legacy default stream) from now on, with that stream's stand-in (made
-        for it; the least recently selected of more than STANDINS is given back, the device synchronized first: a
-        CUDA graph captured on a stream must not be replayed once STANDINS other streams were selected since)."""
+        for it, or the spare where the stream is being captured; the least recently selected of more than STANDINS
+        not kept for a graph is given back, the device synchronized first)."""
+        self.note_captured()
         key = stream or 0
+        capturing = _cuda.capturing(stream)
         with _cuda.primary_context() as cu:
             if key not in self._standins:
-                standin = self._standin(cu)
-                self._standins[key] = standin
-                if self._rand_threads:
-                    try:
-                        self._rand(cu, key, self._rand_threads)
-                    except BaseException:
-                        del self._standins[key]
-                        _free(cu, standin)
-                        raise
+                if not capturing:
+                    self._standins[key] = self._standin(cu)
+                elif self._spare is not None:
+                    self._standins[key], self._spare = self._spare, None
+                else:
+                    raise InvalidStateError(
+                        "a second new CUDA stream is being captured before any launch outside a capture: select "
+                        "it (rt.set_cuda_stream, or a warm-up call of the kernel on it) before its capture begins")
             self._standins[key] = self._standins.pop(key)  # most recent last
-            while len(self._standins) - sum(k in self._standins for k in _SIDE) > STANDINS:
-                cu.cuCtxSynchronize()
-                _free(cu, self._standins.pop(next(k for k in self._standins if k not in _SIDE)))
+            if capturing:  # its launches go into a graph: its stand-in is kept
+                self._kept.add(key)
+                self.captured = True
+            else:
+                while len(self._standins) - sum(k in self._standins for k in (*_SIDE, *self._kept)) > STANDINS:
+                    cu.cuCtxSynchronize()
+                    old = next(k for k in self._standins if k not in _SIDE and k not in self._kept)
+                    _free(cu, self._standins.pop(old))
+                if self._spare is None:
+                    self._spare = self._standin(cu)
+        self._key = key
         self.c.stream = ffi.cast("void *", key)
         self.c.standin = self._standins[key][0]
 
-    def _rand(self, cu: Any, key: int, threads: int) -> None:
-        runtime, temporaries, old = self._standins[key]
+    def _rand(self, cu: Any, standin: tuple[int, int, int], threads: int) -> tuple[int, int, int]:
+        """``standin`` with random states for ``threads`` threads (its old ones given back)."""
+        runtime, temporaries, old = standin
         size = self.layout["rand_state_size"]
         states = _alloc(cu, threads * size, "random states")
         try:
@@ -176,7 +210,7 @@ class Launcher:
             raise
         if old:
             cu.cuMemFree_v2(old)
-        self._standins[key] = (runtime, temporaries, states)
+        return runtime, temporaries, states
 
     def xla_standin(self) -> int:
         """The stand-in of the kernels XLA launches on its own stream (taichi_aot.jax: one stream at a time, its
@@ -189,8 +223,6 @@ class Launcher:
         with _cuda.primary_context() as cu:
             if key not in self._standins:
                 self._standins = {key: self._standin(cu), **self._standins}
-                if self._rand_threads:
-                    self._rand(cu, key, self._rand_threads)
         return self._standins[key][0]
 
     def need_rand(self, threads: int) -> None:
@@ -199,16 +231,25 @@ class Launcher:
             return
         self._rand_threads = threads
         with _cuda.primary_context() as cu:
-            for key in self._standins:
-                self._rand(cu, key, threads)
+            for key, standin in self._standins.items():  # graphs read the states through the stand-in: kept ones too
+                self._standins[key] = self._rand(cu, standin, threads)
+            if self._spare is not None:
+                self._spare = self._rand(cu, self._spare, threads)
 
     def free(self) -> None:
-        """Give the stand-ins' memory back (the runtime is closed: nothing runs on them any more)."""
+        """Give the stand-ins' memory back (the runtime is closed: nothing runs on them any more), but those a
+        CUDA graph holds (XLA's too, where a launch was captured): graphs outlive the runtime."""
+        self.note_captured()
         standins, self._standins = self._standins, {}
+        spare, self._spare = self._spare, None
+        keep = (*self._kept, *_SIDE) if self.captured else ()
         with _cuda.primary_context() as cu:
             cu.cuCtxSynchronize()  # queued kernels may still read the stand-ins
-            for standin in standins.values():
-                _free(cu, standin)
+            for key, standin in standins.items():
+                if key not in keep:
+                    _free(cu, standin)
+            if spare is not None:
+                _free(cu, spare)
 
 
 class Kernels:
@@ -221,6 +262,7 @@ class Kernels:
         self.refused: dict[str, str] = dict(manifest["refused"])
         self._modules: list[int] = []
         self._keep: list[Any] = []
+        self._launcher: Launcher | None = launcher
         cu = _driver()
         try:
             with _cuda.primary_context():
@@ -237,6 +279,7 @@ class Kernels:
         """No kernel on the own launcher, each with the reason why."""
         self = cls.__new__(cls)
         self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
+        self._launcher = None
         return self
 
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
@@ -296,6 +339,8 @@ class Kernels:
         kernel = ffi.new("TaichiAotCudaKernel *", self.plans[name][0])
         kernel.runtime = record
         code = lib.taichi_aot_cuda_launch(runtime.handle, kernel, count, args)
+        if record.captured:  # into a CUDA graph (torch's backward under capture): the stand-in stays
+            launcher.captured = True
         if code != 0:
             raise own_launch_error(code, f"kernel {name!r}")
 
@@ -321,8 +366,13 @@ class Kernels:
         return c
 
     def unload(self) -> None:
+        """Unload the modules' code, unless a launch of the runtime was captured into a CUDA graph, which may run
+        it again (:class:`Launcher`)."""
+        launcher = self._launcher
+        if launcher is not None:
+            launcher.note_captured()
         modules, self._modules = self._modules, []
-        if not modules:
+        if not modules or (launcher is not None and launcher.captured):
             return
         with _cuda.primary_context() as cu:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code

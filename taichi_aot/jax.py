@@ -36,6 +36,9 @@ from .ndarray import ndarray_argument
 __all__ = ["Op", "empty_call", "op"]
 
 _TARGET, _EMPTY = "taichi_aot_call", "taichi_aot_empty"
+#: The target of kernels XLA may capture into its command buffers (CUDA graphs): the own launcher's, whose launch
+#: never waits (no autodiff stacks checked after it).
+_GRAPHABLE = "taichi_aot_call_graphable"
 _VALUE = ffi.offsetof("TiArgument", "value")
 _SCALAR_VALUE = _VALUE + ffi.offsetof("TiScalar", "value")
 #: XLA's FFI data type of each numpy dtype a kernel takes (xla/ffi/api/c_api.h's XLA_FFI_DataType).
@@ -57,6 +60,8 @@ def _register() -> None:
         call = int(ffi.cast("uintptr_t", ffi.addressof(lib, handler)))  # each checks its runtime's backend
         jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(call), platform=platform)
         jax.ffi.register_ffi_target(_EMPTY, jax.ffi.pycapsule(empty), platform=platform)
+    graphable = int(ffi.cast("uintptr_t", ffi.addressof(lib, "taichi_aot_xla_call_graphable")))
+    jax.ffi.register_ffi_target(_GRAPHABLE, jax.ffi.pycapsule(graphable), platform="CUDA")
     _registered = True
 
 
@@ -156,6 +161,10 @@ class Op:
         self._cuda = rt.arch == Arch.CUDA
         self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
         self._cell = _cell(rt)
+        self._target = _TARGET
+        if self._own is not None and not self._own.overflow:  # XLA may put it in a command buffer (a CUDA graph),
+            self._target = _GRAPHABLE  # which holds XLA's stand-in and the kernel's code past the runtime's close
+            rt._ptx_launcher.captured = True
         self._plans: dict[tuple[bool, ...], _Plan] = {}
         # a backward from the reverse kernel: on the host (x64), or an op of its own (CUDA's own launcher)
         self._needing = spec.gradients() if backward is None else None
@@ -179,7 +188,8 @@ class Op:
             plan = self._plans[key] = _Plan(self, attrs)
         packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
         results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(shapes)]
-        call = jax.ffi.ffi_call(_TARGET, results, vmap_method=self._vmap_method, input_output_aliases=plan.aliases)
+        call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
+                                input_output_aliases=plan.aliases)
         extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
 
         def run(*arrays: Any) -> Any:
@@ -346,6 +356,12 @@ class Op:
     def imports(self) -> int:
         """How many XLA buffer addresses the op's runtime imported so far (its pool, shared by its ops)."""
         return int(lib.taichi_aot_xla_imports(self._cell))
+
+    @property
+    def captured(self) -> int:
+        """How many launches of the op's runtime's ops XLA captured into its command buffers (CUDA graphs, replayed
+        without calling the op again) so far."""
+        return int(lib.taichi_aot_xla_captured(self._cell))
 
     def __repr__(self) -> str:
         return f"<taichi_aot.jax.Op of {self.spec.kind} {self.spec.entry.name!r}>"

@@ -52,7 +52,8 @@ __all__ = ["BoundLaunch", "ComputeGraph", "Kernel"]
 _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
 _CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED,
-                                                   lib.TAICHI_AOT_CUDA_STACK_OVERFLOW)
+                                                   lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
+                                                   lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED)
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter

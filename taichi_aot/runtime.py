@@ -361,6 +361,13 @@ class Runtime:
         default stream, which a non-blocking stream does not wait for; while a non-blocking stream is set, their
         launches raise NotSupportedError. :meth:`wait` also waits for the stream.
 
+        CUDA graphs: kernels of the own launcher may be captured (``torch.cuda.graph``, ``torch.compile(mode=
+        "reduce-overhead")``). A change of stream waits for the runtime's work first, but not while either stream is
+        being captured (nothing may wait then: order the streams as torch does, ``wait_stream``); a stream first
+        selected while it captures gets a stand-in made ahead. What a graph holds (stand-ins, the kernels' code)
+        stays for the process's life, after the runtime closes too. A kernel launched through libtaichi, or a
+        reverse-mode kernel whose autodiff stacks are checked, raises NotSupportedError inside a capture.
+
         Raises:
             NotSupportedError: not a CUDA runtime.
             ArgumentTypeError: not a stream.
@@ -378,8 +385,10 @@ class Runtime:
             stream = handle
         if isinstance(stream, bool) or (stream is not None and stream < 0):
             raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
-        blocking = not stream or _cuda.stream_is_blocking(stream)
-        self.wait()
+        capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
+        blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
+        if not (capturing or _cuda.capturing(self._cuda_stream)):
+            self.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
         if self._ptx_launcher is not None:
             self._ptx_launcher.select(stream or None)  # its stand-in made first: it may fail (out of memory)
         capi.set_cuda_stream(stream or None)

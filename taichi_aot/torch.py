@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 
@@ -46,6 +46,7 @@ class Op:
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.torch")
         self._runtime = spec.entry.module.runtime
         self._device = torch.device("cuda", 0) if self._runtime.arch == Arch.CUDA else torch.device("cpu")
+        self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
         types = []
         for i in spec.inputs:
             a = spec.args[i]
@@ -179,14 +180,33 @@ class Op:
             values[i] = value
         for i, value in zip(spec.outputs, out):
             values[i] = value
-        self._on_torchs_stream()
+        if self._held is None:  # x64: the kernel runs on libtaichi's threads, done before torch reads the outputs
+            self._call(values)
+            self._runtime.wait()
+        else:
+            self._unheld(values, lambda: self._call(values))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _call(self, values: list[Any]) -> None:
+        spec = self.spec
         if spec.graph:
             spec.entry(**{str(spec.args[i].name): v for i, v in enumerate(values)})
         else:
             spec.entry(*values)
-        if self._runtime.arch != Arch.CUDA:
-            self._runtime.wait()  # the kernel ran on libtaichi's threads: done before torch reads the outputs
-        return out[0] if len(out) == 1 else tuple(out)
+
+    def _unheld(self, tensors: Sequence[Any], launch: Callable[[], object]) -> None:
+        """A CUDA launch on torch's current stream that holds none of ``tensors`` past the op's call, as torch's own
+        ops hold none (a CUDA graph's memory pool may not keep them alive): torch's allocator reuses their memory in
+        that stream's order. Those a kernel call held before stay held."""
+        held = cast(dict, self._held)
+        already = [id(v) in held for v in tensors]
+        try:
+            self._on_torchs_stream()
+            launch()
+        finally:
+            for value, was in zip(tensors, already):
+                if not was:
+                    held.pop(id(value), None)
 
     def _on_torchs_stream(self) -> None:
         """A CUDA runtime's launches on torch's current stream, as torch orders its own work."""
@@ -271,9 +291,10 @@ class Op:
             values[i] = value.detach().contiguous() if isinstance(value, torch.Tensor) else value
         seeds = spec.reverse_seeds(values, grads, self._needing, lambda value: torch.zeros_like(value).contiguous(),
                                    lambda value, g: g.detach().to(value.dtype).contiguous().clone())
-        if self._runtime.on_its_thread():  # else autograd's thread, on the stream autograd set (the forward's)
-            self._on_torchs_stream()
-        kernel.grad(*values, grads=seeds)
+        if self._runtime.on_its_thread() and self._held is not None:
+            self._unheld([*values, *seeds.values()], lambda: kernel.grad(*values, grads=seeds))
+        else:  # x64, or autograd's thread: on the stream autograd set (the forward's), holding nothing
+            kernel.grad(*values, grads=seeds)
         return _one([seeds[i] for i in self._wanted])
 
 

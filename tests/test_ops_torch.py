@@ -73,6 +73,8 @@ def test_wrong_inputs_are_typed_errors_naming_the_argument(x64):
         add(torch.zeros(2))
     with pytest.raises(ArgumentTypeError, match="no input 'z'"):
         add(torch.zeros(2), z=1.0)
+    with pytest.raises(ArgumentTypeError, match="a tensor on meta, and the kernel's runtime is X64"):
+        add(torch.zeros(4, device="meta"), 1.0)  # eagerly, as under torch.compile: another device is refused
     with pytest.raises(ArgumentTypeError, match="has no argument 'q'"):
         tt.op(mod.kernels["add"], {"q": 1})
     with pytest.raises(ArgumentTypeError, match=r"argument 0 \(its output shape\): expected i32 ndarray with ndim 2"):

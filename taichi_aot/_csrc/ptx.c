@@ -19,6 +19,7 @@ typedef int (*taichi_aot_cu_pop)(void **context);
 typedef int (*taichi_aot_cu_sync)(void *stream);
 typedef int (*taichi_aot_cu_dtoh)(void *host, uint64_t device, size_t bytes);
 typedef int (*taichi_aot_cu_memset32)(uint64_t device, unsigned value, size_t count, void *stream);
+typedef int (*taichi_aot_cu_capturing)(void *stream, int *status);
 
 /* An f32 (its bits) as the nearest f16, ties to even (how Taichi converts an f16 argument, which the C-API
    carries as an f32). */
@@ -192,7 +193,18 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         }
         pushed = 1;
     }
-    if (k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
+    if (rt->stream != NULL) { /* a stream being captured into a CUDA graph (the legacy default stream never is) */
+        int status = 0;
+        code = ((taichi_aot_cu_capturing)cu->capturing)(rt->stream, &status);
+        if (code == 0 && status != 0) { /* active, or invalidated and not ended yet */
+            if (k->overflow != 0) { /* its check waits for the launch: nothing a capture may hold */
+                code = TAICHI_AOT_CUDA_CAPTURE_REFUSED;
+            } else { /* the graph holds the stand-in's address: Python keeps the stand-in */
+                ((TaichiAotCudaRuntime *)rt)->captured = 1;
+            }
+        }
+    }
+    if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
     }
     for (t = 0; t < k->task_count && code == 0; ++t) {
@@ -215,6 +227,9 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     }
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
+    }
+    if (code == TAICHI_AOT_CUDA_CAPTURE_REFUSED) {
+        return code;
     }
     if (overflowed) {
         return TAICHI_AOT_CUDA_STACK_OVERFLOW;

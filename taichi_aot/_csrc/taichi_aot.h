@@ -153,7 +153,9 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
    of the own launcher: never imported), not a TiMemory: user-space addresses never have it. */
 #define TAICHI_AOT_POINTER_TAG 0x8000000000000000ULL
 #define TAICHI_AOT_CUDA_BAD_ARGS (-101)
-#define TAICHI_AOT_CUDA_STACK_OVERFLOW (-102) /* a reverse-mode kernel overflowed its autodiff stacks */
+#define TAICHI_AOT_CUDA_STACK_OVERFLOW (-103) /* a reverse-mode kernel overflowed its autodiff stacks */
+/* a kernel whose launch waits (its autodiff stacks' check) launched on a stream being captured into a CUDA graph */
+#define TAICHI_AOT_CUDA_CAPTURE_REFUSED (-104)
 #define TAICHI_AOT_CUDA_ERROR (-1000)
 #define TAICHI_AOT_CUDA_NDARRAY 1
 #define TAICHI_AOT_CUDA_SCALAR 2
@@ -166,12 +168,15 @@ typedef struct {
     void *sync;    /* cuStreamSynchronize */
     void *dtoh;    /* cuMemcpyDtoH_v2 */
     void *memset;  /* cuMemsetD32Async */
+    void *capturing; /* cuStreamIsCapturing */
 } TaichiAotCudaDriverCalls;
 typedef struct {
     const TaichiAotCudaDriverCalls *driver;
     void *context;   /* the runtime's CUcontext */
     void *stream;    /* the stream kernels run on (NULL: the legacy default stream) */
     uint64_t standin; /* that stream's runtime stand-in */
+    uint32_t captured; /* set by a launch made while the stream was being captured into a CUDA graph: the graph
+                          holds the stand-in's address (Python keeps it, and the module's code, for the process) */
 } TaichiAotCudaRuntime;
 typedef struct {
     void *function; /* CUfunction */
@@ -255,8 +260,10 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 uint64_t taichi_aot_xla_imports(void *cell);
+uint64_t taichi_aot_xla_captured(void *cell);
 void *taichi_aot_xla_call_cpu(void *frame);
 void *taichi_aot_xla_call_cuda(void *frame);
+void *taichi_aot_xla_call_graphable(void *frame);
 void *taichi_aot_xla_empty(void *frame);
 
 /* got.c: libtaichi_c_api's calls of `name` pointed at `fn` (its GOT slots); the slots patched, or -1. */

@@ -37,6 +37,7 @@ typedef struct {
     xla_cu_sync sync;          /* cuStreamSynchronize */
     xla_import *table;         /* open addressing by address; capacity a power of two, at most half full */
     size_t count, capacity;
+    uint64_t captured;         /* launches made while XLA captured its stream into a command buffer (a CUDA graph) */
 } xla_cell;
 
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
@@ -75,13 +76,22 @@ void taichi_aot_xla_release(TaichiAotXlaPlan *plan) {
     pthread_mutex_unlock(&c->lock);
 }
 
-uint64_t taichi_aot_xla_imports(void *cell) {
+/* A count of the cell's, read under its lock: its imports (`captured` 0), or its captured launches. */
+static uint64_t xla_count(void *cell, int captured) {
     xla_cell *c = (xla_cell *)cell;
     uint64_t n;
     pthread_mutex_lock(&c->lock);
-    n = c->count;
+    n = captured ? c->captured : (uint64_t)c->count;
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+uint64_t taichi_aot_xla_captured(void *cell) {
+    return xla_count(cell, 1);
+}
+
+uint64_t taichi_aot_xla_imports(void *cell) {
+    return xla_count(cell, 0);
 }
 
 static size_t xla_slot(const xla_cell *c, uintptr_t address) {
@@ -263,6 +273,7 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         own.stream = stream;
         kernel.runtime = &own;
         code = taichi_aot_cuda_launch(c->runtime, &kernel, p->arg_count, args);
+        c->captured += own.captured;
     } else {
         if (c->cuda && stream != NULL && c->sync(stream) != 0) { /* libtaichi launches on its own stream */
             snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed", p->what);
@@ -298,18 +309,21 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
     return 0;
 }
 
-static void *xla_metadata(tao_ffi_frame *f) {
+/* What XLA asks of a handler before it runs it: its API version and traits (`graphable`: its launches may be captured
+   into XLA's command buffers, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE). */
+static void *xla_metadata(tao_ffi_frame *f, uint32_t traits) {
     tao_ffi_metadata_ext *ext = (tao_ffi_metadata_ext *)f->extension_start;
     ext->metadata->api_version.struct_size = TAO_FFI_SIZE(tao_ffi_version, minor_version);
     ext->metadata->api_version.extension_start = NULL;
     ext->metadata->api_version.major_version = 0;
     ext->metadata->api_version.minor_version = 1;
-    ext->metadata->traits = 0;
+    ext->metadata->traits = traits;
     return NULL;
 }
 
-/* The handler of both platforms: `cuda`, whether XLA calls it for a GPU. */
-static void *xla_call(void *frame, int cuda) {
+/* The handler of both platforms: `cuda`, whether XLA calls it for a GPU; `graphable`, whether it told XLA its launches
+   may be captured (kernels of the own CUDA launcher whose launch never waits: Python picks the target). */
+static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     tao_ffi_frame *f = (tao_ffi_frame *)frame;
     const tao_ffi_scalar *address;
     TaichiAotXlaPlan *p;
@@ -318,7 +332,7 @@ static void *xla_call(void *frame, int cuda) {
     void *stream = NULL;
     int failed;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
-        return xla_metadata(f);
+        return xla_metadata(f, graphable);
     }
     address = (const tao_ffi_scalar *)xla_attr(f, "plan", 3);
     if (f->stage != 3 || address == NULL || address->dtype != 5) {
@@ -356,18 +370,22 @@ static void *xla_call(void *frame, int cuda) {
 
 /* The handlers: XLA_FFI_Error *(XLA_FFI_CallFrame *), registered for the platforms "cpu" and "CUDA". */
 void *taichi_aot_xla_call_cpu(void *frame) {
-    return xla_call(frame, 0);
+    return xla_call(frame, 0, 0);
 }
 
 void *taichi_aot_xla_call_cuda(void *frame) {
-    return xla_call(frame, 1);
+    return xla_call(frame, 1, 0);
+}
+
+void *taichi_aot_xla_call_graphable(void *frame) {
+    return xla_call(frame, 1, 1);
 }
 
 /* An FFI call that does nothing: XLA's own floor for a custom call (the bench measures it beside ops). */
 void *taichi_aot_xla_empty(void *frame) {
     tao_ffi_frame *f = (tao_ffi_frame *)frame;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
-        return xla_metadata(f);
+        return xla_metadata(f, 0);
     }
     return NULL;
 }
