@@ -30,6 +30,11 @@ _numbers = itertools.count()
 #: (about 1 us less a call than ``torch.cuda.current_stream(...).cuda_stream``, which makes a Stream object)
 _raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream)
+# What says a call is traced, or runs under a mode or transform (Op._direct): each about 0.1 us
+_compiling = torch.compiler.is_compiling
+_modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
+_level, _tracing = torch._C._functorch.maybe_current_level, torch._C._get_tracing_state
+_Tensor = torch.Tensor
 
 
 def _torch_dtype(dtype: Any) -> torch.dtype:
@@ -51,6 +56,7 @@ class Op:
         self._runtime = spec.entry.module.runtime
         self._device = torch.device("cuda", 0) if self._runtime.arch == Arch.CUDA else torch.device("cpu")
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
+        self._cuda = self._runtime.arch == Arch.CUDA
         types = []
         for i in spec.inputs:
             a = spec.args[i]
@@ -93,11 +99,28 @@ class Op:
         self.custom_op = getattr(getattr(torch.ops, namespace), opname).default
         self._makers = self._plan_outputs()
         self._count = len(spec.inputs)
+        self._tensor_inputs = [k for k, i in enumerate(spec.inputs) if spec.args[i].kind == "ndarray"]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) == self._count:  # every input by position: nothing to put in order
-            return self.custom_op(*args)
-        return self.custom_op(*self.spec.bind(args, kwargs))
+        if kwargs or len(args) != self._count:  # else every input by position: nothing to put in order
+            args = tuple(self.spec.bind(args, kwargs))
+        if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
+            return self._impl(*args)
+        return self.custom_op(*args)
+
+    def _direct(self, args: Sequence[Any]) -> bool:
+        """Whether a call may skip torch's dispatcher (its two Python kernels cost about 8 us): an eager call, not
+        traced (torch.compile, torch.jit.trace), under no dispatch or function mode (fake tensors, opcheck,
+        functionalization, export) or functorch transform (vmap, grad), of plain tensors of which none needs a
+        gradient. The dispatcher would hand those straight to :meth:`_impl` too."""
+        if _compiling() or _modes() or _function_modes() or _level() is not None or _tracing() is not None:
+            return False
+        cuda = self._cuda
+        for k in self._tensor_inputs:
+            v = args[k]
+            if type(v) is not _Tensor or v.requires_grad or not (v.is_cuda if cuda else v.is_cpu):
+                return False  # the dispatcher's way: autograd, or the fake's message for another device
+        return True
 
     def __repr__(self) -> str:
         return f"<taichi_aot.torch.Op of {self.spec.kind} {self.spec.entry.name!r}: {self.qualname}>"
@@ -173,10 +196,10 @@ class Op:
         spec = self.spec
         out = self._outputs(inputs, torch.zeros)
         values: list[Any] = [None] * len(spec.args)
-        device = self._device.type
+        cuda = self._cuda
         for i, value in zip(spec.inputs, inputs):
-            if isinstance(value, torch.Tensor):
-                if value.device.type != device:  # a kernel call would copy it over: the op refuses, as its fake does
+            if isinstance(value, _Tensor):
+                if value.is_cuda != cuda:  # a kernel call would copy it over: the op refuses, as its fake does
                     self._check(inputs)
                 # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
                 if value.requires_grad:

@@ -131,3 +131,24 @@ def test_closed_runtime_is_a_typed_error(modules):
     rt.close()
     with pytest.raises(ClosedError):
         add(torch.zeros(2), 1.0)
+
+
+def test_eager_calls_skip_the_dispatcher_only_where_it_would_hand_them_on(x64):
+    """A plain eager call goes straight to the op's implementation; traced calls, dispatch modes (fake tensors),
+    functorch transforms and inputs that need a gradient go through torch's dispatcher, as before."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    y = torch.arange(8, dtype=torch.float32)
+    assert add._direct((y, 2.0)) and torch.equal(add(y, 2.0), 2 * y)
+    assert not add._direct((y.requires_grad_(), 2.0))
+    y = y.detach()
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(y)
+        assert not add._direct((fake, 2.0))
+        out = add(fake, 2.0)  # the fake implementation: no launch
+        assert isinstance(out, FakeTensor) and out.shape == (8,)
+    batched = torch.vmap(lambda v: add(v, 2.0))(y.reshape(2, 4))  # each row through the dispatcher's fallback
+    assert torch.equal(batched, 2 * y.reshape(2, 4))
+    assert not add._direct((torch.zeros(8, device="meta"), 2.0))
