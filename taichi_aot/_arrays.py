@@ -380,8 +380,9 @@ class CudaArray:
         self.device, self.read_only, self.owner = device, read_only, owner
 
     @classmethod
-    def from_interface(cls, obj: Any, iface: dict, what: str, weak: bool) -> CudaArray:
-        """From ``iface``; its producer's stream is synchronized (kernels read what it wrote). ``weak``: hold
+    def from_interface(cls, obj: Any, iface: dict, what: str, weak: bool, consumer: int | None) -> CudaArray:
+        """From ``iface``; the stream its producer names is ordered before ``consumer`` (the stream the kernels
+        that read it run on: None, the legacy default stream) with an event, as the interface asks. ``weak``: hold
         nothing of ``obj`` (the caller keeps it alive)."""
         try:
             shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
@@ -391,8 +392,8 @@ class CudaArray:
             raise producer_error(obj, what, "a readable __cuda_array_interface__", e) from None
         row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
         stream = iface.get("stream")
-        if stream not in (None, 1, 2):  # the producer's work must be done before kernels read it
-            _cuda.stream_synchronize(stream)
+        if stream is not None:  # the producer's work must be done before kernels read it
+            _cuda.order_after(int(stream), consumer)
         device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
         return cls(shape, dtype, ptr, strides is None or tuple(strides) == row_major, device,
                    read_only or is_jax(obj), None if weak else obj)

@@ -83,6 +83,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuStreamIsCapturing", (vp, ctypes.POINTER(i32))),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
                                ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,)),
+                               ("cuStreamWaitEvent", (vp, vp, ctypes.c_uint)),
                                ("cuDeviceGetName", (ctypes.c_char_p, i32, i32)),
                                # the own CUDA launcher's (_ptx_launch.py)
                                ("cuModuleLoadData", (pvp, ctypes.c_char_p)),
@@ -203,6 +204,26 @@ def dtod(dst: int, src: int, nbytes: int) -> None:
     what = "copy within CUDA memory"
     with _context_of(src, what) as cu:
         _ok(cu.cuMemcpyDtoD_v2(dst, src, nbytes), what)
+
+
+_orders = threading.local()  # each thread's event of order_after (one thread's record never replaces another's)
+
+
+def order_after(producer: int, consumer: int | None) -> None:
+    """Make ``consumer`` (a CUstream handle; None: the legacy default stream) wait on the device for the work queued
+    on ``producer`` so far (what a ``__cuda_array_interface__``'s ``stream`` asks of its consumer): an event recorded
+    there and waited for here, the host never waiting; nothing where both are one stream. Legal while either
+    stream is being captured into a CUDA graph (the wait is recorded in it)."""
+    if producer == (consumer or 1) or (producer == 1 and not consumer):
+        return
+    cu = _cuda()
+    event = getattr(_orders, "event", None)
+    if event is None:
+        made = ctypes.c_void_p()
+        _ok(cu.cuEventCreate(ctypes.byref(made), _EVENT_DISABLE_TIMING), "create a CUDA event")
+        event = _orders.event = made
+    _ok(cu.cuEventRecord(event, ctypes.c_void_p(producer)), "record a CUDA event on an array's stream")
+    _ok(cu.cuStreamWaitEvent(ctypes.c_void_p(consumer or 0), event, 0), "order a CUDA stream after an array's")
 
 
 def stream_synchronize(stream: int) -> None:

@@ -61,16 +61,17 @@ class GradCall:
         else:
             if self.kernel.module.closed:  # closed objects are refused on any thread
                 raise ClosedError(f"{kernel}: its module or runtime is closed")
-            self.elsewhere(self._pack(given, kernel), len(given), _current_torch_stream())
+            stream = _current_torch_stream()
+            self.elsewhere(self._pack(given, kernel, stream), len(given), stream)
 
-    def _pack(self, given: list[Any], kernel: str) -> Any:
-        """The TiArguments of a launch from another thread: each array a CUDA array's device pointer (checked:
-        dtype, dimensions, element shape, device, C-contiguous), each scalar packed by its packer."""
+    def _pack(self, given: list[Any], kernel: str, stream: int | None) -> Any:
+        """The TiArguments of a launch from another thread on ``stream``: each array a CUDA array's device pointer
+        (checked: dtype, dimensions, element shape, device, C-contiguous), each scalar packed by its packer."""
         k = self.kernel
         args = ffi.new("TiArgument[]", max(len(given), 1))
         for i, (spec, value) in enumerate(zip(k.signature, given)):
             if spec.kind == "ndarray":
-                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}")
+                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}", stream)
                 arg = bytes(ffi.buffer(ndarray_argument(
                     ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:spec.ndim],
                     tuple(spec.elem_shape), cast(DataType, spec.dtype))))
@@ -88,15 +89,16 @@ def _current_torch_stream() -> int | None:
     return int(torch.cuda.current_stream().cuda_stream) or None
 
 
-def _cuda_array(value: Any, spec: ArgInfo, what: str) -> tuple[int, tuple[int, ...]]:
-    """A CUDA array's device pointer and shape (``_arrays.CudaArray``: its producer's stream waited for), checked
-    against an ndarray argument: its dtype, dimensions and element shape, on the runtime's device, contiguous."""
+def _cuda_array(value: Any, spec: ArgInfo, what: str, stream: int | None) -> tuple[int, tuple[int, ...]]:
+    """A CUDA array's device pointer and shape (``_arrays.CudaArray``: its producer's stream ordered before
+    ``stream``), checked against an ndarray argument: its dtype, dimensions and element shape, on the runtime's
+    device, contiguous."""
     face = cuda_interface(value, what)
     if face is None:
         raise ArgumentTypeError(f"{what}: from another thread than the runtime's, a CUDA array (torch, CuPy) is "
                                 f"needed, got {type(value).__name__}")
     refuse_lazy(value, what)
-    array = CudaArray.from_interface(value, face, what, weak=True)
+    array = CudaArray.from_interface(value, face, what, weak=True, consumer=stream)
     array.check(len(spec.elem_shape), what)
     shape = array.shape
     if array.dtype != NUMPY_DTYPES[cast(DataType, spec.dtype)] or len(shape) != spec.ndim + len(spec.elem_shape) \

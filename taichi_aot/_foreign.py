@@ -400,8 +400,9 @@ class ForeignArgs:
         True (or where ``obj`` is immutable and no kernel argument, ``spec``, is for it: ndarrays are written).
         ``weak``: the caller keeps ``obj`` alive as long as the ndarray is used (the kernel-argument cache)."""
         refuse_lazy(obj, what)
-        c = (CudaArray.from_interface(obj, iface, what, weak) if iface is not None
-             else CudaArray.from_dlpack(obj, what, self._rt().cuda_stream))
+        stream = self._rt().cuda_stream
+        c = (CudaArray.from_interface(obj, iface, what, weak, stream) if iface is not None
+             else CudaArray.from_dlpack(obj, what, stream))
         if c.read_only and spec is not None and spec.may_write:
             kind = "a JAX array (JAX arrays are immutable)" if is_jax(obj) else "the array is read-only"
             raise _read_only(what, spec, kind, "pass a writable array (for JAX, a buffer of another library, "

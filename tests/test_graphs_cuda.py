@@ -172,3 +172,26 @@ def test_a_jax_op_in_xlas_command_buffers(cuda_module):  # noqa: F811
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "VALUES OK" in proc.stdout and "CAPTURED 0" not in proc.stdout, proc.stdout
+
+
+def test_a_cupy_arrays_stream_is_ordered_before_the_launch_with_no_host_wait(cuda_module):  # noqa: F811
+    """A CuPy array whose interface names the stream still writing it: the kernel, on another stream, reads what
+    that work wrote, and the launch returns before it is done (an event waited for on the device, not the host)."""
+    torch = _torch()
+    cupy = pytest.importorskip("cupy")
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]
+        side = torch.cuda.Stream()
+        rt.set_cuda_stream(side)
+        producer = cupy.cuda.Stream(non_blocking=True)
+        x = torch.zeros(N, device="cuda")
+        with producer:
+            big = cupy.ones((4096, 4096), cupy.float32)
+            for _ in range(40):  # tens of milliseconds of work queued before y is written
+                big = big @ big / 4096
+            y = cupy.full(N, 2.0, cupy.float32) + big[0, :N] * 0
+            add(x, y, 1.5)  # y's interface names the producer's stream
+            assert not producer.done  # the launch did not wait on the host
+        side.synchronize()
+        torch.testing.assert_close(x, torch.full((N,), 3.0, device="cuda"))
+        rt.set_cuda_stream(None)
