@@ -226,6 +226,13 @@ class Op:
         ops hold none (a CUDA graph's memory pool may not keep them alive): torch's allocator reuses their memory in
         that stream's order. Those a kernel call held before stay held."""
         held = cast(dict, self._held)
+        if not held:  # nothing held before: all the launch holds is its own (the common case: ops hold nothing)
+            try:
+                self._on_torchs_stream()
+                launch()
+            finally:
+                held.clear()
+            return
         already = [id(v) in held for v in tensors]
         try:
             self._on_torchs_stream()
