@@ -7,7 +7,7 @@ warm-up: three rounds on a GPU, five on the CPU, the best kept (a shared machine
 The pools run speculatively (``Pool(speculative=True)``: a straggler is copied onto an idle worker at the map's
 end; each row counts the copies). The section reports throughput (simulations/s) and scaling efficiency,
 ``throughput(n) / (n * throughput(1))``, all measured in one run. On the CPU, n independent processes without a
-pool run the largest count's work beside it (``bench_independent``): the machine's ceiling, and the pool's share
+pool run the largest count's work beside it (independent.py): the machine's ceiling, and the pool's share
 of it (target: INDEPENDENT_TARGET). It also reports what
 the pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
 this process, and one simulation through the pool against the same simulation run here.
@@ -19,18 +19,19 @@ import time
 from types import SimpleNamespace
 from typing import Callable
 
-from .. import Arch, Runtime, _cpus, capi
-from ..enums import CPU_ARCHS
-from .bench_independent import independent
-from .bench_row import Row
-from .cache import demo_module
-from .sweep import noop, params, simulate, warm_up
+from taichi_aot import Arch, Runtime, _cpus, capi
+from taichi_aot.cli.cache import demo_module
+from taichi_aot.cli.sweep import noop, params, simulate, warm_up
+from taichi_aot.enums import CPU_ARCHS
+
+from .independent import independent
+from .row import Row
 
 #: Scaling efficiency a pool must reach on GPUs (one worker per device).
 EFFICIENCY_TARGET = 0.9
 #: ... and on CPU cores (one worker a core): (up to this many workers, the efficiency), the first that applies
 CPU_EFFICIENCY_TARGETS = ((2, 0.9), (8, 0.85), (16, 0.8))
-#: The pool of n CPU workers against n independent processes doing the same work (bench_independent).
+#: The pool of n CPU workers against n independent processes doing the same work (independent.py).
 INDEPENDENT_TARGET = 0.95
 
 
@@ -63,7 +64,7 @@ def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
         return [found[i].name if i < len(found) else "unknown" for i in devices]
     import ctypes
 
-    from .. import _cuda
+    from taichi_aot import _cuda
 
     names = []
     for i in devices:
@@ -78,7 +79,7 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
             backend: str = "local") -> list[Row]:
     """Throughput and efficiency of the sweep on 1..N workers of ``rt``'s arch, and the pool's cost per task
     (the in-process reference runs on ``rt``: a process holds one CUDA runtime at a time)."""
-    from ..pool import Pool
+    from taichi_aot.pool import Pool
 
     arch = rt.arch
     name = arch.name.lower()
@@ -156,7 +157,7 @@ def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int,
 def _pool_cost(rt: Runtime, s: SimpleNamespace, log: Callable[[str], None]) -> list[Row]:
     """What the pool costs per task: nothing to do, and one simulation, against the same call in this process
     (``s``: the section's arch, name, module, devices, gpu, quick, grid, size, steps and backend)."""
-    from ..pool import Pool
+    from taichi_aot.pool import Pool
 
     calls = 200 if s.quick else 2000
     with Pool(s.module, arch=s.arch, workers=1, devices=s.devices[:1] if s.devices else None, backend=s.backend,
