@@ -38,14 +38,7 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
     The reference is a C loop in this process on this runtime (``taichi_aot_steps``: plain ``ti_launch_kernel``
     calls over the same handle and packed arguments), measured in paired rounds (:mod:`.measure`); the
     compiled driver in a process of its own is shown beside it."""
-    fast = not bench.gpu or bench.arch == Arch.CUDA  # launches are cheap there: more of them
-    n = (1000 if bench.quick else 4000) if fast else (150 if bench.quick else 600)
-    reps = 3
-    if bench.arch == Arch.CUDA and not bench.quick:  # a GPU host's noise comes in bursts: more, shorter repeats
-        n, reps = n // 3, 8  # find its quiet moments for every method alike (its round bests); not on Vulkan,
-    elif bench.gpu and not bench.quick:  # whose final wait (0.5 ms on an H100) would weigh on a shorter repeat
-        reps = 5
-    rounds = 5 if bench.quick else 21
+    n, reps, rounds = _launch_counts(bench)
     methods: Methods = {}
     tiny = bench.mod.kernels["tiny"]
     x = bench.rt.ndarray((16,), np.float32, host_access="none")  # as the raw C driver allocates
@@ -55,15 +48,7 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
         methods["raw C, own process"] = lambda: driver.seconds(f"launch {n}") / n * 1e6
     methods.update(_launch_methods(bench, tiny, x, n))
     methods.update(_launch_parts(bench, tiny, x, n))
-    jit_server = None
-    if jit:
-        try:
-            jit_server = Server([sys.executable, os.path.join(HERE, "bench_kernels.py"), "jit", bench.name],
-                                f"Taichi JIT ({bench.name})")
-            jn, server = max(n // 4, 100), jit_server
-            methods["Taichi JIT (ti.kernel call)"] = lambda: server.seconds(f"launch {jn}") / jn * 1e6
-        except (RuntimeError, OSError) as e:
-            bench.log(f"Taichi JIT path not measured on {bench.name}: {e}")
+    jit_server = _jit_server(bench, n, methods) if jit else None
     try:
         measured = measure(methods, "raw C", rounds, reps)
     finally:
@@ -78,6 +63,32 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
         rows[0].note = "; ".join(measured.warnings)
     _rate_launches(bench, rows, measured)
     return rows
+
+
+def _launch_counts(bench: Bench) -> tuple[int, int, int]:
+    """Launches a repeat, repeats a round and rounds of the launch section on ``bench``'s arch."""
+    fast = not bench.gpu or bench.arch == Arch.CUDA  # launches are cheap there: more of them
+    n = (1000 if bench.quick else 4000) if fast else (150 if bench.quick else 600)
+    reps = 3
+    if bench.arch == Arch.CUDA and not bench.quick:  # a GPU host's noise comes in bursts: more, shorter repeats
+        n, reps = n // 3, 8  # find its quiet moments for every method alike (its round bests); not on Vulkan,
+    elif bench.gpu and not bench.quick:  # whose final wait (0.5 ms on an H100) would weigh on a shorter repeat
+        reps = 5
+    return n, reps, 5 if bench.quick else 21
+
+
+def _jit_server(bench: Bench, n: int, methods: Methods) -> Server | None:
+    """Taichi's JIT path in a process of its own (bench_kernels.py), added to ``methods``; None where it cannot
+    start (said in the log)."""
+    try:
+        server = Server([sys.executable, os.path.join(HERE, "bench_kernels.py"), "jit", bench.name],
+                        f"Taichi JIT ({bench.name})")
+    except (RuntimeError, OSError) as e:
+        bench.log(f"Taichi JIT path not measured on {bench.name}: {e}")
+        return None
+    jn = max(n // 4, 100)
+    methods["Taichi JIT (ti.kernel call)"] = lambda: server.seconds(f"launch {jn}") / jn * 1e6
+    return server
 
 
 def _c_launches(bound: Any, n: int) -> Callable[[], float]:
