@@ -124,26 +124,43 @@ def _print_args(name: str, args: list, suffix: str = "") -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """``build``: compile a Python file's exported kernels and graphs with Taichi, for one arch or several
     (build.py)."""
-    from .build import LLVM_PARTS, BuildError, build
+    from .build import BuildError, build
 
     try:
-        prebuilt = {}
-        for item in args.with_parts:
-            arch, sep, module = item.partition("=")
-            if not sep or not module:
-                raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
-            prebuilt[arch] = module
+        prebuilt = _with_parts(args.with_parts)
         summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
+    _print_built(summary, args.cpu_threads)
+    return 0
+
+
+def _with_parts(items: list[str]) -> dict[str, str]:
+    """``--with``'s ARCH=MODULE items as ``{arch: module}``."""
+    from .build import BuildError
+
+    prebuilt = {}
+    for item in items:
+        arch, sep, module = item.partition("=")
+        if not sep or not module:
+            raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
+        prebuilt[arch] = module
+    return prebuilt
+
+
+def _print_built(summary: dict, asked_threads: int | None) -> None:
+    """What ``build`` made: the file, its parts, kernels and graphs, CPU threads, where ndarray access came from,
+    the PTX."""
+    from .build import LLVM_PARTS
+
     what = {"multi-arch": "a multi-arch module", "tcm": "a .tcm archive", "folder": "a module folder"}[summary["kind"]]
     print(f"built {summary['out']} ({what}) for {', '.join(summary['archs'])}: kernels "
           f"{', '.join(summary['kernels']) or '(none)'}; graphs {', '.join(summary['graphs']) or '(none)'}")
     threads = summary["cpu_threads"]
     if threads is not None:
         print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed now; --cpu-threads)")
-        if args.cpu_threads and threads < args.cpu_threads:
+        if asked_threads and threads < asked_threads:
             print(f"  (Taichi gives at most this machine's {threads} cores: build where the module runs for more)")
     learned = summary["access"]
     llvm = ", ".join(a for a in summary["archs"] if a in LLVM_PARTS)
@@ -154,7 +171,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  ndarray access recorded for {llvm}, from {how}")
     if summary["ptx"] is not None:
         _print_ptx(summary["ptx"])
-    return 0
 
 
 def _print_ptx(manifest: dict | str) -> None:
