@@ -1,4 +1,5 @@
-"""Build the cffi extension ``taichi_aot._native`` (API mode, out of line).
+"""Build the cffi extensions: ``taichi_aot._native`` (API mode, out of line) and the bench's
+``taichi_aot_bench._steps`` (its raw C loops: :func:`make_bench_ffibuilder`).
 
 The extension is compiled against the vendored headers in ``include/taichi`` and
 does not link libtaichi_c_api: each C-API function is a small compiled
@@ -29,7 +30,7 @@ HEADER = "taichi_aot.h"
 #: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 C_FILES = ("loader.c", "ptx.c", "xla.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cpu.c",
-           "steps.c", "cuda.c", "torch.c", "spirv.c", "table.c")
+           "cuda.c", "torch.c", "spirv.c", "table.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 
@@ -77,7 +78,30 @@ def make_ffibuilder() -> FFI:
     return builder
 
 
+#: The bench's C (its room, taichi_aot_bench, not the package's): its header, declared once for the cdef and C.
+BENCH_CSRC_DIR = os.path.join(HERE, "taichi_aot_bench", "_csrc")
+BENCH_HEADER = "steps.h"
+
+
+def make_bench_ffibuilder() -> FFI:
+    """The bench's builder: cdef from ``taichi_aot_bench/_csrc/steps.h``, source ``steps.c``, which reads
+    launches laid out by ``taichi_aot.h`` and calls ``taichi_aot._native``'s functions through the addresses it is
+    handed (no library to link, no trampoline of its own)."""
+    builder = FFI()
+    builder.cdef(_cdef.extension_cdef(_read(os.path.join(BENCH_CSRC_DIR, BENCH_HEADER))))
+    builder.set_source(
+        "taichi_aot_bench._steps",
+        '#include "steps.c"\n',
+        include_dirs=[INCLUDE_DIR, CSRC_DIR, BENCH_CSRC_DIR],
+        depends=[os.path.join(BENCH_CSRC_DIR, name) for name in (BENCH_HEADER, "steps.c")]
+        + [os.path.join(CSRC_DIR, HEADER)],
+    )
+    return builder
+
+
 ffibuilder = make_ffibuilder()
+bench_ffibuilder = make_bench_ffibuilder()
 
 if __name__ == "__main__":
     ffibuilder.compile(verbose=True)
+    bench_ffibuilder.compile(verbose=True)

@@ -1,4 +1,4 @@
-"""setuptools entry point: everything is in pyproject.toml but the cffi module and the bundled library."""
+"""setuptools entry point: everything is in pyproject.toml but the extensions and the bundled library."""
 
 import os
 import runpy
@@ -30,10 +30,10 @@ class BuildPyWithLibrary(build_py):
 CALL_FILES = ("call_module.c", "arrays.c", "reads.c", "fresh.c", "call.c", "remember.c")
 CSRC = os.path.join("taichi_aot", "_csrc")
 
-# Both extensions use the stable ABI: cffi builds taichi_aot._native with Py_LIMITED_API, and taichi_aot._call is
-# pinned to the limited API of 3.9 (what it uses is there; PyType_GetSlot of a static type works from 3.10 only, and
-# reads.c expects that). One cp39-abi3 wheel serves CPython 3.9 and later (not the free-threaded builds: abi3 has no
-# free-threaded form).
+# The extensions use the stable ABI: cffi builds taichi_aot._native (and the bench's taichi_aot_bench._steps) with
+# Py_LIMITED_API, and taichi_aot._call is pinned to the limited API of 3.9 (what it uses is there; PyType_GetSlot of
+# a static type works from 3.10 only, and reads.c expects that). One cp39-abi3 wheel serves CPython 3.9 and later
+# (not the free-threaded builds: abi3 has no free-threaded form).
 call_extension = Extension(
     "taichi_aot._call",
     sources=[os.path.join(CSRC, "call_module.c")],
@@ -46,7 +46,7 @@ call_extension = Extension(
 
 setup(
     ext_modules=[call_extension],
-    cffi_modules=["build_ffi.py:ffibuilder"],
+    cffi_modules=["build_ffi.py:ffibuilder", "build_ffi.py:bench_ffibuilder"],
     cmdclass={"build_py": BuildPyWithLibrary},
     options={"bdist_wheel": {"py_limited_api": "cp39"}},
 )

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sys
 
-from taichi_aot.cli import main
-from taichi_aot.cli.bench import SECTIONS
+from taichi_aot.__main__ import main
+from taichi_aot_bench.run import SECTIONS
 
 if __name__ == "__main__":
     args = sys.argv[1:]

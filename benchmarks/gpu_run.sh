@@ -19,8 +19,8 @@ repo=$(pwd)
 [ -f .whl/libSPIRV-Tools-shared.so ] && export TAICHI_AOT_SPIRV_TOOLS_LIB=$repo/.whl/libSPIRV-Tools-shared.so
 if python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target /tmp/site .; then
   where=/tmp
-else  # no compiler for the extension there: use the checkout with the carried abi3 build of it
-  echo "building taichi_aot there failed; using the carried taichi_aot/_native.abi3.so"
+else  # no compiler for the extensions there: use the checkout with the carried abi3 builds of them
+  echo "building taichi_aot there failed; using the carried taichi_aot/*.abi3.so and taichi_aot_bench/_steps.abi3.so"
   export PYTHONPATH=$repo:/tmp/site
   where=$repo
 fi

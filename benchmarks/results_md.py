@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from taichi_aot.cli.bench import format_figure
+from taichi_aot_bench.report import format_figure
 
 # typographic marks of the tables, by name (a plain "-" or "x" would read as a minus or a letter)
 DASH = "\N{EN DASH}"

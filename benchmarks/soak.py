@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from taichi_aot import Runtime, capi
-from taichi_aot.cli.cache import taichi_module
+from taichi_aot_bench.compile import taichi_module
 
 
 def rss_mib() -> float:

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 echo "test: ruff"
-.venv/bin/ruff check taichi_aot tests benchmarks examples build_ffi.py setup.py
+.venv/bin/ruff check taichi_aot taichi_aot_bench tests benchmarks examples build_ffi.py setup.py
 echo "test: mypy"
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

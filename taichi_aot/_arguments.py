@@ -187,21 +187,9 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
                         address, hit.key, writes, slot.ptr):  # the same array: its ndarray's argument written
                     return
                 value = runtime.foreign.argument(value, spec, what)
-            elif isinstance(value, NdArray):
-                pass
-            else:  # a torch, CuPy or JAX array shared before (PrintHit), still as it was?
-                address = id(value)
-                hit = slot.hits.get(address)
-                if (hit is not None and hit.cls is cls and hit.sig is sig and not hit.owned.closed
-                        and not (writes and hit.read_only) and same_print(value, hit.reads, hit.print)):
-                    held = hit.held  # what queued kernels read is held until the runtime is waited for
-                    if held is not None and address not in held:
-                        held[address] = value
-                    off = slot.off
-                    slot.buf[off:off + end] = hit.arg_bytes
+            elif not isinstance(value, NdArray):
+                if _other_array(value, cls, slot, sig, writes, wrong):
                     return
-                if not array_like(value):
-                    raise wrong(value)
                 value = runtime.foreign.argument(value, spec, what)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
             raise wrong(value, InvalidArgumentError)
@@ -213,6 +201,26 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
         slot.buf[off:off + end] = value._arg_bytes
 
     return pack
+
+
+def _other_array(value: Any, cls: type, slot: Slot, sig: Any, writes: bool, wrong: Callable[..., Exception]
+                 ) -> bool:
+    """A value neither an NdArray nor a numpy array: True where it is a torch, CuPy or JAX array shared before
+    (PrintHit) and still as it was (its argument written into ``slot``), False for another array (the runtime's
+    ForeignArgs takes it); ``wrong(value)`` raised for what is no array."""
+    address = id(value)
+    hit = slot.hits.get(address)
+    if (hit is None or hit.cls is not cls or hit.sig is not sig or hit.owned.closed
+            or (writes and hit.read_only) or not same_print(value, hit.reads, hit.print)):
+        if not array_like(value):
+            raise wrong(value)
+        return False
+    held = hit.held  # what queued kernels read is held until the runtime is waited for
+    if held is not None and address not in held:
+        held[address] = value
+    off = slot.off
+    slot.buf[off:off + ARG_SIZE] = hit.arg_bytes
+    return True
 
 
 def _texture_packer(spec: ArgInfo, what: str) -> Packer:

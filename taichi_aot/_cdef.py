@@ -61,13 +61,9 @@ _VALUED_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+\S")
 _FUNCTION = re.compile(r"^(?P<restype>[^;()\n]*?[\w*])\s*\b(?P<name>ti_\w+)\s*\((?P<params>[^;]*)\)\s*;$", re.M)
 
 
-def clean_header(text: str) -> str:
-    """Return the declarations of one header as cdef text.
-
-    Comments, include guards, ``#include``s, ``extern "C"`` wrappers and the
-    export decorators are dropped; integer ``#define``s are kept (cffi accepts
-    them); every declaration ends up on one line.
-    """
+def _kept_lines(text: str) -> list[str]:
+    """A header's lines without comments, blank lines, C++-only blocks and preprocessor lines, but its integer
+    ``#define``s (written ``#define NAME VALUE``)."""
     text = _BLOCK_COMMENT.sub("", text)
     text = _LINE_COMMENT.sub("", text)
     lines = []
@@ -88,6 +84,17 @@ def clean_header(text: str) -> str:
         if skip_cplusplus or not stripped:
             continue
         lines.append(stripped)
+    return lines
+
+
+def clean_header(text: str) -> str:
+    """Return the declarations of one header as cdef text.
+
+    Comments, include guards, ``#include``s, ``extern "C"`` wrappers and the
+    export decorators are dropped; integer ``#define``s are kept (cffi accepts
+    them); every declaration ends up on one line.
+    """
+    lines = _kept_lines(text)
     body = " ".join(line for line in lines if not line.startswith("#"))
     body = _DECORATORS.sub("", body)
     body = re.sub(r"\s+", " ", body)

@@ -99,17 +99,7 @@ class CpuKernel:
 def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = None) -> np.ndarray:
     """``value`` as the C-contiguous numpy array the x64 launch hands its address of (a torch CPU tensor's own
     memory), of the slot's dtype and dimensions (``like``'s shape, for a gradient)."""
-    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
-        if value.device.type != "cpu":
-            raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
-        value = value.detach().numpy()
-    elif on_cuda(value, what):
-        raise ArgumentTypeError(f"{what}: {describe_value(value)} in CUDA memory; the x64 launch takes host memory")
-    elif array_like(value) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
-        value = host_array(value, what)  # a JAX CPU array, or any array of host memory: its memory, not a copy
-    if not isinstance(value, np.ndarray):
-        raise ArgumentTypeError(f"{what}: expected a numpy array, a torch CPU tensor or an array of host memory "
-                                f"(DLPack, array interface), got {describe_value(value)}")
+    value = _host_memory(value, what)
     _, _, _, _, dtype, ndim, elem = slot
     if value.dtype != dtype or value.ndim != ndim + len(elem) or tuple(value.shape[ndim:]) != elem:
         raise ArgumentTypeError(f"{what}: expected {dtype} with {ndim} dimensions (element shape {elem}), got "
@@ -118,6 +108,23 @@ def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = 
         raise InvalidArgumentError(f"{what}: shape {value.shape}, its array's is {like.shape}")
     if not value.flags.c_contiguous or (writable and not value.flags.writeable):
         raise InvalidArgumentError(f"{what}: the array must be C-contiguous{' and writable' if writable else ''}")
+    return value
+
+
+def _host_memory(value: Any, what: str) -> np.ndarray:
+    """``value``'s host memory as a numpy array (a torch CPU tensor's, a JAX CPU array's, any array's with DLPack
+    or an array interface): its memory, not a copy; CUDA memory and other values refused."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
+        if value.device.type != "cpu":
+            raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
+        value = value.detach().numpy()
+    elif on_cuda(value, what):
+        raise ArgumentTypeError(f"{what}: {describe_value(value)} in CUDA memory; the x64 launch takes host memory")
+    elif array_like(value) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
+        value = host_array(value, what)
+    if not isinstance(value, np.ndarray):
+        raise ArgumentTypeError(f"{what}: expected a numpy array, a torch CPU tensor or an array of host memory "
+                                f"(DLPack, array interface), got {describe_value(value)}")
     return value
 
 

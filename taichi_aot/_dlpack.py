@@ -15,6 +15,7 @@ An exported tensor holds what it was made from (and a pin on its memory) until i
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 from typing import Any, Callable
 
@@ -121,6 +122,15 @@ _DESTRUCTOR_ADDRESS = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value
 _py.Py_IncRef.argtypes = [ctypes.py_object]
 for _callback in (_DELETER, _DESTRUCTOR):
     _py.Py_IncRef(_callback)
+
+
+def int_pair(value: Any, what: str) -> tuple[int, int]:
+    """``value`` as DLPack's pair of ints (``__dlpack__``'s ``max_version`` or ``dl_device``, named ``what``)."""
+    try:
+        first, second = value
+        return (operator.index(first), operator.index(second))
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"__dlpack__: {what} must be a pair of ints, got {value!r}") from None
 
 
 def dl_dtype(dtype: np.dtype) -> DLDataType:

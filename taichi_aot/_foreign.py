@@ -434,8 +434,7 @@ class ForeignArgs:
             if iface is not None or on_cuda(value, what):
                 return self._cuda_argument(value, iface, spec, elem_ndim, what)
         a = host_array(value, what)
-        writes = spec.may_write
-        if writes and (not a.flags.writeable or is_jax(value)):
+        if spec.may_write and (not a.flags.writeable or is_jax(value)):
             kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__
             reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
             raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
@@ -452,8 +451,12 @@ class ForeignArgs:
             return entry.nd
         if why_copy(a, self._arch):
             return self._staged_argument(a, dims, spec, what)
-        # shared: the cache holds ``value`` weakly (CPU kernels have run when the launch returns), so the
-        # ndarray holds nothing of it where ``value`` can be referenced weakly
+        return self._shared_host(value, a, key, dims, what)
+
+    def _shared_host(self, value: Any, a: np.ndarray, key: tuple[Any, ...], dims: int, what: str) -> NdArray:
+        """An ndarray over host array ``a`` (``value``'s), kept in the cache under ``key``, and remembered for the
+        packer (:class:`NumpyHit`, :class:`PrintHit`). The cache holds ``value`` weakly (CPU kernels have run when
+        the launch returns), so the ndarray holds nothing of it where ``value`` can be referenced weakly."""
         ref = self._weak(key, value)
         nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a, pooled=True)
         self._keep(key, _Entry(nd, ref, None if ref is not None else value))
@@ -532,14 +535,7 @@ class ForeignArgs:
         same = next((s for s in self.staged if s.dims == dims and (s.array is a or same_layout(a, s.array))), None)
         try:
             if writes:
-                for s in self.staged:
-                    if s is not same and s.write_back and share(a, s.array):
-                        raise InvalidArgumentError(_clash(what, s.what))
-                if overlaps_itself(a):
-                    raise InvalidArgumentError(
-                        f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a "
-                        "kernel writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an "
-                        "input")
+                self._check_copied_back(a, same, what)
             if same is not None:  # the same array again: one copy, as one memory
                 if reads and not same.filled:
                     _fill(same.nd, same.view, a)
@@ -552,6 +548,16 @@ class ForeignArgs:
         nd, view = self._staging(a, dims, reads, what)
         self.staged.append(Staged(nd, view, a, dims, what, reads, writes))
         return nd
+
+    def _check_copied_back(self, a: np.ndarray, same: Staged | None, what: str) -> None:
+        """``a``'s copy can be copied back: no other copy copied back shares its memory, nor do its own elements."""
+        for s in self.staged:
+            if s is not same and s.write_back and share(a, s.array):
+                raise InvalidArgumentError(_clash(what, s.what))
+        if overlaps_itself(a):
+            raise InvalidArgumentError(
+                f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
+                "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input")
 
     def _staging(self, a: np.ndarray, dims: int, fill: bool, what: str) -> tuple[NdArray, np.ndarray | None]:
         """An ndarray for a staged copy of ``a`` (filled with its values, or zeros) and its mapped view: a spare one of

@@ -240,22 +240,8 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
         if arch != cpu:
             results[arch] = ArchStatus(arch, False, None, f"this machine is {platform.machine()}")
     cuda_count, cuda_why = cuda_device_count()
-    children: dict[Arch, threading.Thread] = {}
     found: dict[Arch, tuple[bool, str]] = {}
-
-    def run(a: Arch) -> None:
-        found[a] = _probe_in_child(a, timeout)
-
-    wanted = [a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a is not None]
-    for arch in wanted:
-        if arch == Arch.CUDA and cuda_count == 0:
-            results[arch] = ArchStatus(arch, False, 0, cuda_why)
-            continue
-        if arch == Arch.METAL and sys.platform != "darwin":
-            results[arch] = ArchStatus(arch, False, None, "Metal needs macOS")
-            continue
-        children[arch] = threading.Thread(target=run, args=(arch,), daemon=True)
-        children[arch].start()
+    children = _start_probes(cpu, cuda_count, cuda_why, timeout, results, found)
     for arch, thread in children.items():
         thread.join()
         ok, why = found.get(arch, (False, "probe did not report"))
@@ -268,6 +254,27 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
         devices, _ = _vulkan_devices_in_child(timeout)
         results[Arch.VULKAN] = vulkan._replace(devices=tuple(devices), device_count=len(devices) or None)
     return {a: results[a] for a in Arch if a in results}
+
+
+def _start_probes(cpu: Arch | None, cuda_count: int | None, cuda_why: str, timeout: float,
+                  results: dict[Arch, ArchStatus], found: dict[Arch, tuple[bool, str]]) -> dict[Arch, threading.Thread]:
+    """A thread for each arch worth probing here, each probing its arch in a child process into ``found``; the archs
+    known unavailable without one (CUDA without a device, Metal off macOS) go into ``results``."""
+    children: dict[Arch, threading.Thread] = {}
+
+    def run(a: Arch) -> None:
+        found[a] = _probe_in_child(a, timeout)
+
+    for arch in (a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a is not None):
+        if arch == Arch.CUDA and cuda_count == 0:
+            results[arch] = ArchStatus(arch, False, 0, cuda_why)
+            continue
+        if arch == Arch.METAL and sys.platform != "darwin":
+            results[arch] = ArchStatus(arch, False, None, "Metal needs macOS")
+            continue
+        children[arch] = threading.Thread(target=run, args=(arch,), daemon=True)
+        children[arch].start()
+    return children
 
 
 def _device(row: Any) -> VulkanDevice:

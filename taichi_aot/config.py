@@ -211,7 +211,21 @@ def show_config(file: IO[str] | None = None) -> None:
              f"  libtaichi_c_api: {lib['path']} (C-API {lib['c_api_version']}, Taichi {lib['taichi']}; "
              f"{lib['source']})",
              f"  python: {c['python']}", f"  numpy {c['numpy']}, cffi {c['cffi']}", "archs:"]
-    for a in c["archs"]:
+    lines += _arch_lines(c["archs"])
+    lines += _path_lines(c)
+    lines.append("fast reads of the C call (off: those calls take the Python path):")
+    lines += [f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" for r in c["fast_reads"]]
+    lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
+    lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
+    lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))
+    lines += [f"  {k}={v}" for k, v in c["environment"].items()]
+    print("\n".join(lines), file=out)
+
+
+def _arch_lines(archs: list[dict[str, Any]]) -> list[str]:
+    """``show_config``'s lines of each arch: available or why not, its devices."""
+    lines = []
+    for a in archs:
         if not a["available"]:
             lines.append(f"  {a['arch']:8} unavailable: {a['reason']}")
             continue
@@ -220,21 +234,20 @@ def show_config(file: IO[str] | None = None) -> None:
         for i, d in enumerate(a["devices"]):
             kind = d["type"] + (", software rasterizer" if d["software"] else "")
             lines.append(f"    {i}: {d['name']} ({kind}, Vulkan {d['api_version']})")
+    return lines
+
+
+def _path_lines(c: dict[str, Any]) -> list[str]:
+    """``show_config``'s lines of the paths a launch or a load takes: CUDA's launcher, the SPIR-V validator, the
+    Vulkan fences."""
     cuda = c["cuda_launcher"]
     path = "taichi_aot's own launcher" if cuda["launcher"] == "own" else "libtaichi"
-    lines.append(f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
-                 f"{cuda['ptx_target']}, "
-                 f"{'here (llvmlite installed)' if cuda['llvmlite'] else 'not here (pip install taichi_aot[ptx])'}")
     spv = c["spirv_validator"]
-    lines.append(f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
-                 f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}")
     fences = c["vulkan_fences"]
-    lines.append(f"Vulkan fences: {'reused' if fences['on'] else 'made for each submit'} ({fences['reason']}; "
-                 f"{FENCES_VARIABLE}=0 turns this off); made {fences['made']}, reused {fences['reused']}")
-    lines.append("fast reads of the C call (off: those calls take the Python path):")
-    lines += [f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" for r in c["fast_reads"]]
-    lines.append(f"cache: {c['cache']['folder']} (python -m taichi_aot cache clear empties it)")
-    lines += [f"  {k}: {v}" for k, v in c["cache"].items() if k != "folder"]
-    lines.append("environment:" + ("" if c["environment"] else " (none of its variables set)"))
-    lines += [f"  {k}={v}" for k, v in c["environment"].items()]
-    print("\n".join(lines), file=out)
+    return [f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
+            f"{cuda['ptx_target']}, "
+            f"{'here (llvmlite installed)' if cuda['llvmlite'] else 'not here (pip install taichi_aot[ptx])'}",
+            f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
+            f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}",
+            f"Vulkan fences: {'reused' if fences['on'] else 'made for each submit'} ({fences['reason']}; "
+            f"{FENCES_VARIABLE}=0 turns this off); made {fences['made']}, reused {fences['reused']}"]

@@ -33,7 +33,7 @@ from .errors import (
     NotSupportedError,
 )
 from .launch import ComputeGraph, Kernel
-from .metadata.model import KernelInfo
+from .metadata.model import GraphInfo, KernelInfo
 from .metadata.source import extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -398,6 +398,25 @@ class AotModule(Child):
         obj = cache.get(name) if isinstance(name, str) else None
         if obj is not None:
             return obj
+        name, info = self._described(kind, name)
+        if isinstance(info, KernelInfo) and info.reverse and self._own is not None and name in self._own.plans:
+            # a reverse-mode kernel on the own CUDA launcher: its arguments, then their gradients (libtaichi, which
+            # cannot run it, gives it no handle)
+            obj = cache[name] = Kernel(self, name, None, gradient_signature(info.args), self._own.plans[name])
+            return obj
+        handle = self._library_handle(kind, name)
+        if kind == "kernel":
+            own = self._own.plans.get(name) if self._own is not None else None
+            obj = Kernel(self, name, handle, info.args, own)
+        else:
+            own = self._own.graph(info) if self._own is not None else None
+            obj = ComputeGraph(self, name, handle, info.args, own)
+        cache[name] = obj
+        return obj
+
+    def _described(self, kind: Literal["kernel", "graph"], name: object) -> tuple[str, KernelInfo | GraphInfo]:
+        """``name`` and what the metadata says of its kernel or graph; the errors of a name that is no str, that the
+        module does not list, or whose arguments its metadata does not describe (no unchecked launch path)."""
         if not isinstance(name, str):
             raise ArgumentTypeError(f"{kind} names are str, got {type(name).__name__}")
         known = self.kernel_names() if kind == "kernel" else self.graph_names()
@@ -405,15 +424,14 @@ class AotModule(Child):
         if name not in known:
             raise NameNotFoundError(f"no {kind} named {name!r} in module {self._source}{listing}")
         info = self._meta.kernels.get(name) if kind == "kernel" else self._meta.graphs.get(name)
-        if info is None:  # no unchecked launch path: a kernel without a signature is refused
+        if info is None:
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but its metadata does not describe its arguments"
             )
-        if isinstance(info, KernelInfo) and info.reverse and self._own is not None and name in self._own.plans:
-            # a reverse-mode kernel on the own CUDA launcher: its arguments, then their gradients (libtaichi, which
-            # cannot run it, gives it no handle)
-            obj = cache[name] = Kernel(self, name, None, gradient_signature(info.args), self._own.plans[name])
-            return obj
+        return name, info
+
+    def _library_handle(self, kind: Literal["kernel", "graph"], name: str) -> Any:
+        """libtaichi's handle of the kernel or graph ``name``, got once for every AotModule of this content."""
         handles = self._shared.handles
         try:
             handle = handles.get((kind, name))
@@ -425,14 +443,7 @@ class AotModule(Child):
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "
                 f"code is missing or damaged" + (f" ({name}.ll)" if self._meta.format == "llvm" else "")
             ) from None
-        if kind == "kernel":
-            own = self._own.plans.get(name) if self._own is not None else None
-            obj = Kernel(self, name, handle, info.args, own)
-        else:
-            own = self._own.graph(info) if self._own is not None else None
-            obj = ComputeGraph(self, name, handle, info.args, own)
-        cache[name] = obj
-        return obj
+        return handle
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

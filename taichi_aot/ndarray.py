@@ -13,7 +13,6 @@ How an ndarray's bytes reach the host is chosen once, when it is created:
 from __future__ import annotations
 
 import math
-import operator
 from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union
 
 import numpy as np
@@ -476,23 +475,31 @@ class NdArray:
         self.ensure_open()
         check_copy(copy, "__dlpack__")
         own = self.__dlpack_device__()
-        target = own if dl_device is None else _int_pair(dl_device, "dl_device")
-        versioned = max_version is not None and _int_pair(max_version, "max_version") >= _dlpack.VERSION
+        target = own if dl_device is None else _dlpack.int_pair(dl_device, "dl_device")
+        versioned = max_version is not None and _dlpack.int_pair(max_version, "max_version") >= _dlpack.VERSION
         if target != own and copy is False:
             raise ExportError(f"__dlpack__: the ndarray is on device {own}, not {target}, and copy=False")
         if target[0] == _DL_CUDA and own[0] == _DL_CUDA:  # device memory numpy cannot describe
-            source = self
-            if copy:
-                source = NdArray(self._runtime, self._shape, self._dtype, self._elem_shape)
-                source.copy_from(self)
-            if stream != -1:  # -1: the consumer asks for no synchronization
-                self._runtime.sync()
-            owned = source.owned
-            owned.pin()  # the memory outlives close() while the consumer holds it
-            return _dlpack.export(source._memory.cuda_pointer(), self._full_shape, self._dtype, own, source,
-                                  versioned=versioned, release=owned.unpin)
+            return self._cuda_capsule(own, stream, versioned, copy)
         if target[0] != _DL_CPU and target != own:
             raise ExportError(f"__dlpack__: no export to DLPack device {target}")
+        return self._host_capsule(own, versioned, copy)
+
+    def _cuda_capsule(self, own: tuple[int, int], stream: Any, versioned: bool, copy: bool | None) -> Any:
+        """The capsule of this CUDA ndarray's memory (a copy's, with ``copy``), pinned while the consumer holds it."""
+        source = self
+        if copy:
+            source = NdArray(self._runtime, self._shape, self._dtype, self._elem_shape)
+            source.copy_from(self)
+        if stream != -1:  # -1: the consumer asks for no synchronization
+            self._runtime.sync()
+        owned = source.owned
+        owned.pin()  # the memory outlives close() while the consumer holds it
+        return _dlpack.export(source._memory.cuda_pointer(), self._full_shape, self._dtype, own, source,
+                              versioned=versioned, release=owned.unpin)
+
+    def _host_capsule(self, own: tuple[int, int], versioned: bool, copy: bool | None) -> Any:
+        """The capsule numpy makes of this ndarray's host view (a copy's, with ``copy``)."""
         if own[0] != _DL_CPU and not copy:
             raise ExportError(
                 f"__dlpack__: this {self._runtime.arch.name} ndarray cannot be shared without a copy: "
@@ -689,12 +696,3 @@ def check_copy(copy: Any, what: str) -> None:
     """numpy 2's ``copy`` argument: None, True or False, nothing else (typed error)."""
     if copy is not None and copy is not True and copy is not False:
         raise ArgumentTypeError(f"{what}: copy must be None, True or False, got {copy!r}")
-
-
-def _int_pair(value: Any, what: str) -> tuple[int, int]:
-    """``value`` as DLPack's pair of ints (a version, or a device)."""
-    try:
-        first, second = value
-        return (operator.index(first), operator.index(second))
-    except (TypeError, ValueError):
-        raise ArgumentTypeError(f"__dlpack__: {what} must be a pair of ints, got {value!r}") from None

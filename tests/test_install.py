@@ -74,11 +74,15 @@ def test_the_wheel_runs_without_taichi(version, wheel, physics, tmp_path):
         names = z.namelist()
     assert "taichi_aot/_lib/lib/libtaichi_c_api.so" in names and "taichi_aot/_lib/LICENSE" in names
     assert "taichi_aot/cli/demo.tcm" in names
+    # the bench ships beside the package, its raw C loops built into an extension of its own (not into _native)
+    assert {"taichi_aot_bench/_steps.abi3.so", "taichi_aot_bench/_csrc/driver.c"} <= set(names)
     venv = Venv(str(tmp_path / "venv"), find_python(version, required=version in ("3.9", "3.13")), wheel)
     proc = venv.run(["-m", "taichi_aot", "demo", "--arch", "x64", "--size", "32", "--steps", "16", "--out", "d.png"],
                     cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "compile" not in proc.stdout and (tmp_path / "d.png").stat().st_size > 0  # the shipped module ran
+    proc = venv.run(["-c", "import taichi_aot_bench.steps"], cwd=str(tmp_path))  # binds _native's functions
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     (tmp_path / "use.py").write_text(USE)
     proc = venv.run([str(tmp_path / "use.py")], cwd=physics)
     assert proc.returncode == 0, proc.stdout + proc.stderr

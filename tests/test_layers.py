@@ -1,4 +1,5 @@
-"""The package is a house of layers: every import points down, and there is no circle.
+"""The package is a house of layers: every import points down, and there is no circle. The bench
+(taichi_aot_bench, beside the package) is a room of its own on its top floor, under ``__main__`` alone.
 
 Imports are read from the source (``ast``), wherever they stand (functions too); imports under
 ``if TYPE_CHECKING:`` are for annotations only and do not count. ``python tests/test_layers.py``
@@ -13,7 +14,8 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGE = os.path.join(ROOT, "taichi_aot")
+#: The packages of the house: taichi_aot, and the bench built on it.
+PACKAGES = ("taichi_aot", "taichi_aot_bench")
 
 #: The rooms from the ground up. A room may import from its own layer's rooms (no circle) and from
 #: any layer below it, never from one above. A new module must be given a place here.
@@ -40,18 +42,19 @@ LAYERS: list[set[str]] = [
     {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables, fast reads)
     {"taichi_aot"},  # the package's face (__init__)
     {"pool", "torch", "jax"},  # worker processes (or Ray actors); kernels as PyTorch and JAX ops
-    {"cli"},  # the command line, benchmark harness and demo, built on the face
-    {"__main__"},
+    {"cli"},  # the command line and the demo, built on the face
+    {"taichi_aot_bench"},  # the bench: a room of its own, built on the command line (its compile cache, the sweep)
+    {"__main__"},  # the command line with the bench's command
 ]
 #: The compiled extensions: modules of ours with no .py file.
-EXTENSIONS = ("._native", "._call")
+EXTENSIONS = ("._native", "._call", "._steps")
 RANK = {room: i for i, layer in enumerate(LAYERS) for room in layer}
 
 
 def _modules() -> dict[str, str]:
-    """Dotted module name -> file, for every .py file of the package."""
+    """Dotted module name -> file, for every .py file of the packages."""
     out = {}
-    for folder, _, files in os.walk(PACKAGE):
+    for folder, _, files in (w for package in PACKAGES for w in os.walk(os.path.join(ROOT, package))):
         for name in files:
             if not name.endswith(".py"):
                 continue
@@ -81,7 +84,7 @@ def _imports(module: str, path: str, known: dict[str, str]) -> set[str]:
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "taichi_aot":
+                if alias.name.split(".")[0] in PACKAGES:
                     found.add(alias.name)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -91,7 +94,7 @@ def _imports(module: str, path: str, known: dict[str, str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target.split(".")[0] == "taichi_aot":
+            if target.split(".")[0] in PACKAGES:
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
                     found.add(sub if sub in known else target)
@@ -105,7 +108,7 @@ def _imports(module: str, path: str, known: dict[str, str]) -> set[str]:
 
 def _room(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
+    return parts[1] if len(parts) > 1 and parts[0] == "taichi_aot" else parts[0]
 
 
 def graph() -> dict[str, set[str]]:
@@ -188,15 +191,14 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("_foreign", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
     ("_foreign", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
     ("_foreign", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
-    ("cli.bench_fresh", "_c"): "raw C's import-and-launch loop writes a bound launch's prepared struct (as bench_sim)",
     ("ndarray", "_imported_host"): "NdArray's import routes (over_host, over_cuda) make their Memory with its",
     ("ndarray", "_imported_cuda"): "...import constructors, which take raw addresses their callers checked",
     ("_lifetime", "_children"): "Child registers with its runtime and closes through it: the lifetime protocol",
     ("_lifetime", "_check_closer"): "...that runtime.py implements for every child (runtime.py imports _lifetime)",
-    ("cli.bench", "_packed"): "the bench times the parts of a launch apart (the flat C call on a bound launch's",
-    ("cli.bench", "_slow_call"): "...packed buffer, the call checked in Python): it reads what no user should",
-    ("cli.bench", "_handle"): "...(see above)",
-    ("cli.bench_sim", "_c"): "the raw C loop launches bound launches' prepared structs with plain ti_launch_* calls",
+    ("taichi_aot_bench.launch", "_packed"): "the bench times the parts of a launch apart (the flat C call on a",
+    ("taichi_aot_bench.launch", "_slow_call"): "...bound launch's packed buffer, the call checked in Python): it reads",
+    ("taichi_aot_bench.launch", "_handle"): "...what no user should (see above)",
+    ("taichi_aot_bench.steps", "_c"): "the raw C loops launch bound launches' prepared structs with plain ti_launch_*",
     ("cli.build_part", "_aot_kernels"): "Taichi 1.7.4 lists the @ti.aot.export kernels nowhere public (pinned)",
     ("cli", "_SubParsersAction"): "argparse's type of a subcommand table, for an annotation",
     ("capi.core", "_value2member_map_"): "enum's table of values: the one lookup that takes no exception",
@@ -287,7 +289,7 @@ if __name__ == "__main__":
 def test_no_file_is_over_700_lines():
     """The house's size rule (ruff holds the other, McCabe 12): a file over 700 lines holds more than one room."""
     long = []
-    for folder in ("taichi_aot", "tests", "benchmarks", "examples"):
+    for folder in (*PACKAGES, "tests", "benchmarks", "examples"):
         for where, _, files in os.walk(os.path.join(ROOT, folder)):
             for name in files:
                 if name.endswith((".py", ".c", ".h")) and "_lib" not in where:

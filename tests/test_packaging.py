@@ -29,9 +29,9 @@ def test_wheel_and_sdist(packaged):
     audit = json.loads((out / "abi3audit.txt").read_text().strip().splitlines()[-1])
     [(_, spec)] = audit["specs"].items()
     assert all(obj["result"]["is_abi3"] and not obj["result"]["non_abi3_symbols"] for obj in spec["wheel"])
-    # both extensions are audited: the C-API bindings and the C call (pinned to the limited API of 3.9)
+    # every extension is audited: the C-API bindings, the C call (pinned to the limited API of 3.9), the bench's loops
     audited = {os.path.basename(obj["name"]) for obj in spec["wheel"]}
-    assert {"_native.abi3.so", "_call.abi3.so"} <= audited, audited
+    assert {"_native.abi3.so", "_call.abi3.so", "_steps.abi3.so"} <= audited, audited
     assert (out / "demo.png").stat().st_size > 0  # the demo ran from the installed wheel
     assert "passed" in proc.stdout and "failed" not in proc.stdout.split("package:")[0].splitlines()[-2]
     sdists = list(out.glob("*.tar.gz"))
@@ -41,6 +41,8 @@ def test_wheel_and_sdist(packaged):
     for needed in ("LICENSE", "NOTICE", "taichi_aot/cli/demo.tcm", "taichi_aot/_bundle.py", "setup.py",
                    "tests/conftest.py", "tests/kernels.py", "tests/export_sample.py",
                    "tests/data/cdef.txt", "include/taichi/taichi_core.h", "taichi_aot/_csrc/launch.c",
-                   "taichi_aot/cli/bench_driver.c", "taichi_aot/py.typed", "taichi_aot/_native.pyi",
+                   "taichi_aot_bench/_csrc/driver.c", "taichi_aot_bench/_csrc/steps.c",
+                   "taichi_aot_bench/_csrc/steps.h", "taichi_aot_bench/_steps.pyi", "taichi_aot/py.typed",
+                   "taichi_aot/_native.pyi",
                    "taichi_aot/_call.pyi", "taichi_aot/_csrc/call_module.c", "taichi_aot/_csrc/table.c"):
         assert needed in listing, needed

@@ -4,7 +4,7 @@ paths giving the same values.
 
 The CUDA modules were compiled by Taichi 1.7.4 on a GPU (Taichi compiles for CUDA only there) and are kept as
 test data: ``tests/data/cuda-modules.tar.xz`` holds the suite's kernels (tests/kernels.py), the simulation's and
-the benchmark's (taichi_aot/cli/*_kernels.py), and tests/ptx_kernels.py's.
+the benchmark's (taichi_aot_bench/*_kernels.py), and tests/ptx_kernels.py's.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def _run(rt, mod, name: str, values: list) -> list[np.ndarray]:
 
 
 def _simulation(rt, mod) -> list[np.ndarray]:
-    """Ten steps of the simulation's four kernels (cli/sim_kernels.py) from the same start."""
+    """Ten steps of the simulation's four kernels (taichi_aot_bench/sim_kernels.py) from the same start."""
     rng = np.random.default_rng(0)
     x = rt.ndarray_from_numpy(rng.uniform(0.2, 0.8, (8192, 2)).astype(np.float32))
     v = rt.ndarray_from_numpy(rng.uniform(-1.0, 1.0, (8192, 2)).astype(np.float32))

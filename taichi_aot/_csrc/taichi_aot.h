@@ -109,27 +109,6 @@ typedef struct {
 } TaichiAotCallTable;
 const TaichiAotCallTable *taichi_aot_call_table(void);
 
-/* steps.c: the benchmark's raw C reference: `steps` times the `count` launches of `step`, and every `every`
-   steps (0: never) the `every_count` launches of `every_launches`, a wait and a read back; then a wait.
-   Returns the seconds it took, or -1 where the library reported an error. Read back: kind 0 none, 1 map
-   `memory`, copy `size` bytes to `dst`, unmap; 2 `cuda_copy(dst, device_pointer, size)` (cuMemcpyDtoH). */
-typedef struct {
-    uint32_t kind;
-    TiRuntime runtime;
-    TiMemory memory;
-    void *dst;
-    uint64_t size;
-    void *cuda_copy;
-    uint64_t device_pointer;
-} TaichiAotReadback;
-double taichi_aot_steps(const TaichiAotLaunch *step, uint32_t count, const TaichiAotLaunch *every_launches,
-                        uint32_t every_count, uint64_t steps, uint64_t every, const TaichiAotReadback *readback);
-
-/* steps.c: raw C's launch of arrays handed anew each step (imported, written into the first `count` ndarray
-   arguments of the kernel launch `step`, launched); the seconds `steps` took, or -1. */
-double taichi_aot_import_steps(const TaichiAotLaunch *step, const uint64_t *ptrs, uint32_t count, uint64_t size,
-                               uint32_t cuda, uint64_t steps);
-
 /* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the
    thread's current one), through the driver functions at these addresses (cuCtxPushCurrent_v2,
    cuCtxPopCurrent_v2, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2). Returns the driver's CUresult. */

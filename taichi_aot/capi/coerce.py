@@ -268,6 +268,18 @@ def _named_item(i: int, item: Any) -> tuple[str | None, Any]:
     raise ArgumentTypeError(f"launch_compute_graph: item {i} must be (name, argument), a dict or a TiNamedArgument")
 
 
+def _named_init(name: str | None, value: Any, keep: list[Any]) -> Any:
+    """The initializer of one TiNamedArgument: a whole one as it is (``name`` None: its name the caller's, checked
+    by the launch), else its name (a C string appended to ``keep``) and its argument."""
+    if name is None:
+        return value
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise ArgumentTypeError(f"launch_compute_graph: argument name must be a non-empty str, got {name!r}")
+    cname = ffi.new("char[]", name.encode())
+    keep.append(cname)
+    return {"name": cname, "argument": argument_init(value, f"argument {name!r}")}
+
+
 def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple[Any, list]:
     """A cffi ``TiNamedArgument[]`` (and the name buffers it points to) from a mapping or a sequence."""
     if isinstance(args, ctypes.Array):
@@ -282,17 +294,8 @@ def pack_named_arguments(args: Mapping[str, Any] | Sequence[Any] | Any) -> tuple
         items = [_named_item(i, item) for i, item in enumerate(args)]
     else:
         raise ArgumentTypeError(f"launch_compute_graph: args must be a mapping or a sequence, got {describe(args)}")
-    keep = []
-    inits = []
-    for name, value in items:
-        if name is None:  # a whole TiNamedArgument, its name the caller's (checked by the launch)
-            inits.append(value)
-            continue
-        if not isinstance(name, str) or not name or "\0" in name:
-            raise ArgumentTypeError(f"launch_compute_graph: argument name must be a non-empty str, got {name!r}")
-        cname = ffi.new("char[]", name.encode())
-        keep.append(cname)
-        inits.append({"name": cname, "argument": argument_init(value, f"argument {name!r}")})
+    keep: list[Any] = []
+    inits = [_named_init(name, value, keep) for name, value in items]
     try:
         return ffi.new("TiNamedArgument[]", inits) if inits else ffi.new("TiNamedArgument[]", 0), keep
     except (TypeError, KeyError) as e:

@@ -596,15 +596,7 @@ def _check_owners(runtime: Any, args: Any, what: str) -> None:
     else:  # a cffi array: values only
         items = [(i, args[i]) for i in range(len(args))]
     for key, arg in items:
-        if isinstance(arg, Mapping) and "argument" in arg:  # a named argument as a dict
-            arg = arg["argument"]
-        memory = given = None
-        if isinstance(arg, Mapping):
-            memory = given = plain(((arg.get("value") or {}).get("ndarray") or {}).get("memory"))
-        elif isinstance(arg, ffi.CData) and ffi.typeof(arg) in (ffi.typeof("TiArgument"), ffi.typeof("TiArgument *")):
-            a = arg if ffi.typeof(arg) is ffi.typeof("TiArgument") else arg[0]
-            if int(a.type) == ArgumentType.NDARRAY:
-                memory = a.value.ndarray.memory
+        memory, given = _ndarray_memory(arg)
         if memory is None or not isinstance(memory, ffi.CData) or handles.runtimes_holding("memory", memory) < 2:
             continue
         record = handles.find(("memory", runtime, memory))
@@ -615,6 +607,21 @@ def _check_owners(runtime: Any, args: Any, what: str) -> None:
             f"1, 2, ... in each), and this handle is not the one this runtime allocated"
             + ("" if given is not None else "; pass the handle from allocate_memory in a dict so it can be told")
         )
+
+
+def _ndarray_memory(arg: Any) -> tuple[Any, Any]:
+    """An ndarray argument's memory handle, and the handle object as the caller gave it in a dict (None inside a
+    cffi TiArgument, where only its value is left); (None, None) for other arguments."""
+    if isinstance(arg, Mapping) and "argument" in arg:  # a named argument as a dict
+        arg = arg["argument"]
+    if isinstance(arg, Mapping):
+        given = plain(((arg.get("value") or {}).get("ndarray") or {}).get("memory"))
+        return given, given
+    if isinstance(arg, ffi.CData) and ffi.typeof(arg) in (ffi.typeof("TiArgument"), ffi.typeof("TiArgument *")):
+        a = arg if ffi.typeof(arg) is ffi.typeof("TiArgument") else arg[0]
+        if int(a.type) == ArgumentType.NDARRAY:
+            return a.value.ndarray.memory, None
+    return None, None
 
 
 def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequence[Any] | Any = None) -> None:

@@ -5,25 +5,25 @@
     build FILE.py     compile the kernels FILE exports with Taichi into a module (folder or .tcm), or
                       for several archs into one multi-arch module file
     stubs MODULE      write typed Python signatures (.pyi) for a module's kernels and graphs
-    bench             launch cost, throughput, transfers and graphs against raw C and memcpy
+    bench             launch cost, throughput, transfers and graphs against raw C and memcpy (the bench's
+                      own room, taichi_aot_bench, adds it: ``main``'s ``extra``)
     demo              run a reaction-diffusion module (shipped precompiled; --compile builds it with
                       Taichi) through taichi_aot on the best backend, print timings, write a PNG
     sweep             a Gray-Scott parameter map: one simulation per (F, k) pair, spread over a
                       pool of workers (local processes or Ray), written as one PNG mosaic
 
-The rest of this folder is what the commands are built from: the benchmark harness (bench.py),
-its raw C reference (bench_driver.c) and Taichi kernels (bench_kernels.py), the demo's kernels
-(demo_kernels.py), the sweep's task (sweep.py), ``build`` (build.py), ``stubs`` (stubs.py), the
-compile cache (cache.py) and a PNG writer (png.py). Nothing in the library imports from here.
+The rest of this folder is what the commands are built from: the demo's kernels (demo_kernels.py), the
+sweep's task (sweep.py), ``build`` (build.py), ``stubs`` (stubs.py), the compile cache (cache.py) and a PNG
+writer (png.py). Nothing in the library imports from here.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 
@@ -55,54 +55,6 @@ def cmd_archs(args: argparse.Namespace) -> int:
             print(line)
         else:
             print(f"  {arch.name.lower():8} unavailable: {status.reason}")
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """``bench``: run the harness (bench.py), print its tables and targets; 1 when a section failed."""
-    import json
-
-    from .. import Arch
-    from .bench import SECTIONS, plot, run, summary
-
-    archs = [Arch[a.upper()] for a in args.arch] if args.arch else None
-    sections = args.sections or SECTIONS
-    unknown = [s for s in sections if s not in SECTIONS]
-    if unknown:
-        print(f"taichi-aot: error: unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
-        return 2
-    quiet = args.json == "-"
-    if args.plot and importlib.util.find_spec("matplotlib") is None:  # said before the run, not after it
-        print("taichi-aot: error: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
-        return 2
-
-    def save(results: dict) -> None:
-        if args.json and args.json != "-":
-            with open(args.json, "w") as f:
-                f.write(json.dumps(results, indent=1))
-
-    results = run(archs, quick=args.quick, sections=sections, jit=not args.no_jit,
-                  log=(lambda m: print(m, file=sys.stderr)) if quiet else print, saved=save)
-    save(results)
-    if quiet:
-        print(json.dumps(results, indent=1))
-    if args.plot:
-        try:
-            plot(results, args.plot)
-        except ImportError:
-            print("taichi-aot: --plot needs matplotlib (pip install 'taichi_aot[plot]')", file=sys.stderr)
-            return 1
-    print(summary(results), file=sys.stderr if quiet else sys.stdout)
-    if results["errors"]:
-        return 1
-    missed = [r for r in results.get("rows", []) if r.get("met") is False]
-    if args.check_targets and missed:
-        print(f"taichi-aot: {len(missed)} target(s) missed (--check)", file=sys.stderr)
-        return 1
-    absent = [a.name.lower() for a in archs or () if a.name.lower() not in results["archs"]]
-    if args.check_targets and absent:  # a check of a backend that is not here has checked nothing
-        print(f"taichi-aot: --check: {', '.join(absent)} not available here, its targets unchecked", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -172,26 +124,43 @@ def _print_args(name: str, args: list, suffix: str = "") -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """``build``: compile a Python file's exported kernels and graphs with Taichi, for one arch or several
     (build.py)."""
-    from .build import LLVM_PARTS, BuildError, build
+    from .build import BuildError, build
 
     try:
-        prebuilt = {}
-        for item in args.with_parts:
-            arch, sep, module = item.partition("=")
-            if not sep or not module:
-                raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
-            prebuilt[arch] = module
+        prebuilt = _with_parts(args.with_parts)
         summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
+    _print_built(summary, args.cpu_threads)
+    return 0
+
+
+def _with_parts(items: list[str]) -> dict[str, str]:
+    """``--with``'s ARCH=MODULE items as ``{arch: module}``."""
+    from .build import BuildError
+
+    prebuilt = {}
+    for item in items:
+        arch, sep, module = item.partition("=")
+        if not sep or not module:
+            raise BuildError(f"--with takes ARCH=MODULE (e.g. cuda=physics-cuda.tcm), got {item!r}")
+        prebuilt[arch] = module
+    return prebuilt
+
+
+def _print_built(summary: dict, asked_threads: int | None) -> None:
+    """What ``build`` made: the file, its parts, kernels and graphs, CPU threads, where ndarray access came from,
+    the PTX."""
+    from .build import LLVM_PARTS
+
     what = {"multi-arch": "a multi-arch module", "tcm": "a .tcm archive", "folder": "a module folder"}[summary["kind"]]
     print(f"built {summary['out']} ({what}) for {', '.join(summary['archs'])}: kernels "
           f"{', '.join(summary['kernels']) or '(none)'}; graphs {', '.join(summary['graphs']) or '(none)'}")
     threads = summary["cpu_threads"]
     if threads is not None:
         print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed now; --cpu-threads)")
-        if args.cpu_threads and threads < args.cpu_threads:
+        if asked_threads and threads < asked_threads:
             print(f"  (Taichi gives at most this machine's {threads} cores: build where the module runs for more)")
     learned = summary["access"]
     llvm = ", ".join(a for a in summary["archs"] if a in LLVM_PARTS)
@@ -202,7 +171,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  ndarray access recorded for {llvm}, from {how}")
     if summary["ptx"] is not None:
         _print_ptx(summary["ptx"])
-    return 0
 
 
 def _print_ptx(manifest: dict | str) -> None:
@@ -377,24 +345,30 @@ def _check_build(args: argparse.Namespace) -> str | None:
     return unwritable(args.out, "-o", folder=True, makes_folders=True)
 
 
-def _check_bench(args: argparse.Namespace) -> str | None:
-    return unwritable(args.json, "--json") or unwritable(args.plot, "--plot")
-
-
 Command = Callable[[argparse.Namespace], int]
 #: A command's own check of its options: a message for ``parser.error``, or None when they are fine.
 Check = Callable[[argparse.Namespace], Optional[str]]
 
 
-def _command(sub: argparse._SubParsersAction, name: str, func: Command, help: str,
-             check: Check | None = None) -> argparse.ArgumentParser:
+#: argparse's table of subcommands (``add_subparsers()``), whose type has no public name.
+Subcommands = argparse._SubParsersAction
+
+
+def add_command(sub: Subcommands, name: str, func: Command, help: str,
+                check: Check | None = None) -> argparse.ArgumentParser:
+    """Add the command ``name`` to the table ``sub``: ``func`` runs it, ``check`` checks its options first."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help)
     p.set_defaults(func=func, check_options=check)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit status."""
+#: Adds a command of a room above this one to the table of subcommands (``add_command`` does the work).
+AddCommand = Callable[[Subcommands], None]
+
+
+def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit status. ``extra`` adds the
+    commands of rooms above this one (``python -m taichi_aot`` adds the bench's: taichi_aot/__main__.py)."""
     from .. import __version__, capi
 
     parser = argparse.ArgumentParser(prog="taichi-aot", description="Run ahead-of-time compiled Taichi kernels.",
@@ -403,13 +377,13 @@ def main(argv: list[str] | None = None) -> int:
                         version=f"taichi_aot {__version__}, libtaichi_c_api C-API {capi.get_version()} "
                                 f"({capi.library.source}: {capi.library.path})")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = _command(sub, "archs", cmd_archs, "which backends work here")
+    p = add_command(sub, "archs", cmd_archs, "which backends work here")
     p.add_argument("--caps", action="store_true", help="also list each backend's device capabilities")
     p.add_argument("--json", action="store_true", help="print every arch and its devices as JSON (no capabilities)")
-    p = _command(sub, "info", cmd_info, "describe a module's kernels and graphs")
+    p = add_command(sub, "info", cmd_info, "describe a module's kernels and graphs")
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p = _command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module",
+    p = add_command(sub, "build", cmd_build, "compile a Python file's exported kernels and graphs into a module",
                  check=_check_build)
     p.add_argument("file", help="Python file with @ti.aot.export kernels and an optional export_graphs()")
     p.add_argument("--arch", nargs="+", default=[],
@@ -423,32 +397,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU kernels run on at most N threads (default and most: this machine's cores)")
     p.add_argument("--no-access", action="store_true",
                    help="record no ndarray access in the LLVM parts (skips the Vulkan build that learns it)")
-    p = _command(sub, "ptx", cmd_ptx, "add PTX for taichi_aot's own CUDA launcher to a Taichi CUDA module")
+    p = add_command(sub, "ptx", cmd_ptx, "add PTX for taichi_aot's own CUDA launcher to a Taichi CUDA module")
     p.add_argument("module", help="a CUDA module folder, .tcm, or multi-arch module with a CUDA part")
     p.add_argument("-o", "--out", default=None, help="write the result here (default: in place)")
-    p = _command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
+    p = add_command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
     p.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
-    p = _command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
+    p = add_command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
-    p = _command(sub, "bench", cmd_bench, "measure launch cost, throughput and transfers against their limits",
-                 check=_check_bench)
-    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
-    p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
-    p.add_argument("--sections", nargs="*",
-                   help="launch simulation graph throughput transfers memory interop scaling launcher (default: all)")
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
-    p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
-    p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
-    p = _command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)
+    for add in extra:  # the commands of rooms above this one: the bench (taichi_aot_bench.command)
+        add(sub)
+    p = add_command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
     p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
     p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
     p.add_argument("--compile", action="store_true",
                    help="compile the demo's kernels with Taichi (the build extra) instead of the shipped module")
-    p = _command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
+    p = add_command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--workers", type=int, default=None,
                    help="number of workers (default: one per GPU; on the CPU as many as fit the cores, the "

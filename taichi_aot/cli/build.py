@@ -82,7 +82,7 @@ class BuildError(Exception):
 
 def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads: int | None = None) -> dict:
     """Build one arch in a child process (build_part.py); write the argument names beside its files."""
-    from .build_part import ERROR, SUMMARY
+    from .build_part import SUMMARY
 
     cmd = [sys.executable, os.path.join(HERE, "build_part.py"), arch, "gfx" if arch in GFX_ARCHS else "llvm",
            os.path.abspath(source), folder, str(cpu_threads) if arch in CPU_PARTS and cpu_threads else "-", *caps]
@@ -97,16 +97,23 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads:
         with open(os.path.join(folder, SIDECAR), "w", encoding="utf-8") as f:
             json.dump(sidecar, f, indent=1, sort_keys=True)
         return summary
+    raise _part_failed(source, arch, proc, summary is not None)
+
+
+def _part_failed(source: str, arch: str, proc: subprocess.CompletedProcess, summarized: bool) -> BuildError:
+    """Why the child building ``arch`` wrote no module: the error it reported, or how it ended and what it said."""
+    from .build_part import ERROR
+
     said = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     errors = [ln for ln in said if ln.startswith(ERROR)]
     if errors:
-        raise BuildError(errors[-1][len(ERROR):])
-    if summary is None and proc.returncode >= 0:
-        raise BuildError(f"building {source} for {arch} ended (exit status {proc.returncode}) before a module was "
-                         "written: does the file call sys.exit() or os._exit()?"
-                         + (f" It printed: {' | '.join(said[-3:])[-600:]}" if said else ""))
+        return BuildError(errors[-1][len(ERROR):])
+    if not summarized and proc.returncode >= 0:
+        return BuildError(f"building {source} for {arch} ended (exit status {proc.returncode}) before a module was "
+                          "written: does the file call sys.exit() or os._exit()?"
+                          + (f" It printed: {' | '.join(said[-3:])[-600:]}" if said else ""))
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
-    raise BuildError(f"building {source} for {arch} failed ({how}): " + " | ".join(said[-5:])[-1500:])
+    return BuildError(f"building {source} for {arch} failed ({how}): " + " | ".join(said[-5:])[-1500:])
 
 
 def _write_multi(parts: dict[str, str], out: str, source: str, taichi: str) -> None:
@@ -247,24 +254,10 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     from: "vulkan part" (or another gfx arch's), "probe" or "unknown"; None without an LLVM part: gfx metadata
     records its own), ``access_reason`` (why it is unknown, else None) and ``ptx`` (with a CUDA part: the PTX
     manifest, :mod:`taichi_aot.ptx`, or why none was made)."""
-    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
-        raise BuildError(f"--cpu-threads takes a number >= 1, got {cpu_threads!r}")
-    archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
-    prebuilt = dict(prebuilt or {})
-    unknown = [a for a in [*archs, *prebuilt] if a not in ARCHS]
-    if not (archs or prebuilt) or unknown:
-        raise BuildError(f"unknown arch {', '.join(map(repr, unknown)) or '(none given)'} (one of {', '.join(ARCHS)})")
-    twice = sorted(set(archs) & set(prebuilt))
-    if twice:
-        raise BuildError(f"{', '.join(twice)}: both built (--arch) and given (--with)")
-    if not os.path.isfile(source):
-        raise BuildError(f"no such file: {source}")
-    if archs and importlib.util.find_spec("taichi") is None:
-        raise BuildError("building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'); running modules does not")
+    archs, prebuilt = _checked(source, archs, prebuilt, cpu_threads)
     out = os.path.abspath(out)
     every = [*archs, *prebuilt]
-    multi = len(every) > 1
-    if multi and os.path.isdir(out):
+    if len(every) > 1 and os.path.isdir(out):
         raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
     parent = os.path.dirname(out)
     made = _missing_folders(parent)  # made for the output: removed again if the build fails
@@ -278,6 +271,32 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
             except OSError:  # not empty (something else wrote there meanwhile): left as it is
                 break
         raise
+
+
+def _checked(source: str, archs: str | list[str], prebuilt: dict[str, str] | None, cpu_threads: int | None
+             ) -> tuple[list[str], dict[str, str]]:
+    """``build``'s request checked before any work: the archs to build (each once) and the parts given."""
+    if cpu_threads is not None and (not isinstance(cpu_threads, int) or cpu_threads < 1):
+        raise BuildError(f"--cpu-threads takes a number >= 1, got {cpu_threads!r}")
+    archs, prebuilt = _parts(archs, prebuilt)
+    if not os.path.isfile(source):
+        raise BuildError(f"no such file: {source}")
+    if archs and importlib.util.find_spec("taichi") is None:
+        raise BuildError("building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'); running modules does not")
+    return archs, prebuilt
+
+
+def _parts(archs: str | list[str], prebuilt: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The archs to build (each once) and the parts given, checked: known archs, at least one, none both."""
+    archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
+    prebuilt = dict(prebuilt or {})
+    unknown = [a for a in [*archs, *prebuilt] if a not in ARCHS]
+    if not (archs or prebuilt) or unknown:
+        raise BuildError(f"unknown arch {', '.join(map(repr, unknown)) or '(none given)'} (one of {', '.join(ARCHS)})")
+    twice = sorted(set(archs) & set(prebuilt))
+    if twice:
+        raise BuildError(f"{', '.join(twice)}: both built (--arch) and given (--with)")
+    return archs, prebuilt
 
 
 def _missing_folders(folder: str) -> list[str]:
@@ -303,25 +322,9 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
             probe = pool.submit(_probe, source, os.path.join(tmp, "access-probe"), list(caps or []))
         summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or []), cpu_threads) for a in archs}
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
-        named = next((a for a in every if os.path.isfile(os.path.join(tmp, a, SIDECAR))), None)
-        for a in prebuilt:  # a plain Taichi module given: the names the other parts record, where they agree
-            if named is not None and not os.path.isfile(os.path.join(tmp, a, SIDECAR)):
-                with open(os.path.join(tmp, named, SIDECAR), encoding="utf-8") as f:
-                    sidecar = {**json.load(f), "arch": a}
-                with open(os.path.join(tmp, a, SIDECAR), "w", encoding="utf-8") as f:
-                    json.dump(sidecar, f, indent=1, sort_keys=True)
-        try:
-            signatures = {a: _signature(read_module(os.path.join(tmp, a))) for a in every}
-        except CorruptedDataError as e:
-            raise BuildError(f"the parts do not describe one module: {e}") from None
-        for a in every[1:]:
-            if signatures[a] != signatures[every[0]]:
-                raise BuildError(f"the {a} part's kernels and graphs differ from the {every[0]} part's: "
-                                 f"{signatures[a]} against {signatures[every[0]]}")
-        learned, reason = None, None
-        if has_llvm:
-            learned, reason = (_learn_access(tmp, every, signatures, probe) if access
-                               else ("unknown", "not asked for (--no-access)"))
+        _name_prebuilt(tmp, every, prebuilt)
+        signatures = _one_signature(tmp, every)
+        learned, reason = _access_of(tmp, every, signatures, probe, access) if has_llvm else (None, None)
         cpu = next((a for a in every if a in CPU_PARTS), None)
         threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
         ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
@@ -329,6 +332,37 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
     first = summaries[every[0]]
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
             "cpu_threads": threads, "access": learned, "access_reason": reason, "ptx": ptx}
+
+
+def _access_of(tmp: str, every: list[str], signatures: dict, probe: Future[str] | None, access: bool
+               ) -> tuple[str, str | None]:
+    """Where the LLVM parts' ndarray access came from (:func:`_learn_access`), or "unknown" where not asked for."""
+    return _learn_access(tmp, every, signatures, probe) if access else ("unknown", "not asked for (--no-access)")
+
+
+def _name_prebuilt(tmp: str, every: list[str], prebuilt: dict[str, str]) -> None:
+    """A plain Taichi module given (no argument names recorded): the names the other parts record, where they
+    agree (checked next)."""
+    named = next((a for a in every if os.path.isfile(os.path.join(tmp, a, SIDECAR))), None)
+    for a in prebuilt:
+        if named is not None and not os.path.isfile(os.path.join(tmp, a, SIDECAR)):
+            with open(os.path.join(tmp, named, SIDECAR), encoding="utf-8") as f:
+                sidecar = {**json.load(f), "arch": a}
+            with open(os.path.join(tmp, a, SIDECAR), "w", encoding="utf-8") as f:
+                json.dump(sidecar, f, indent=1, sort_keys=True)
+
+
+def _one_signature(tmp: str, every: list[str]) -> dict[str, dict]:
+    """Each part's signature (:func:`_signature`), checked to be the same for every part."""
+    try:
+        signatures = {a: _signature(read_module(os.path.join(tmp, a))) for a in every}
+    except CorruptedDataError as e:
+        raise BuildError(f"the parts do not describe one module: {e}") from None
+    for a in every[1:]:
+        if signatures[a] != signatures[every[0]]:
+            raise BuildError(f"the {a} part's kernels and graphs differ from the {every[0]} part's: "
+                             f"{signatures[a]} against {signatures[every[0]]}")
+    return signatures
 
 
 def _add_ptx(folder: str) -> dict | str:

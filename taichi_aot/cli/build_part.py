@@ -86,31 +86,12 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
     # decorators append records (.kernel, .name, .template_types) to the private list
     # taichi.aot._export._aot_kernels, so we read what the import of the file added to it.
     # The build extra's taichi==1.7.4 pin keeps the list where it is.
-    try:
-        import taichi as ti
-        from taichi.aot import _export
-    except ImportError as e:
-        raise BuildError(f"building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'): {e}") from None
-
-    options = {"cpu_max_num_threads": cpu_threads} if cpu_threads else {}
-    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False, **options)
-    got = ti.lang.impl.current_cfg().arch
-    if got != getattr(ti, arch):
-        raise BuildError(f"Taichi cannot target {arch} on this machine (it fell back to {got.name})")
-    before = len(_export._aot_kernels)  # private, see above
+    ti, export = _taichi(arch, cpu_threads)
+    before = len(export._aot_kernels)  # private, see above
     user = _import(source)
-    records = _export._aot_kernels[before:]  # what the file's @ti.aot.export decorators added
-    try:
-        graphs = user.export_graphs() if callable(getattr(user, "export_graphs", None)) else {}
-    except Exception as e:
-        raise BuildError(f"export_graphs() in {source} failed: {type(e).__name__}: {e}") from e
-    if not isinstance(graphs, dict):
-        raise BuildError("export_graphs() must return a dict of name -> compiled graph")
-    if not records and not graphs:
-        raise BuildError(f"{source} exports nothing: mark kernels with @ti.aot.export or define export_graphs()")
-    names = [r.name for r in records]
-    if len(set(names)) != len(names):
-        raise BuildError(f"two exported kernels share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    records = export._aot_kernels[before:]  # what the file's @ti.aot.export decorators added
+    graphs = _graphs(user, source)
+    names = _kernel_names(source, records, graphs)
     stack = getattr(user, "AD_STACK_SIZE", None)  # entries of each autodiff stack (Taichi's ad_stack_size)
     if stack is not None:
         if isinstance(stack, bool) or not isinstance(stack, int) or not 1 <= stack <= 1 << 16:
@@ -127,6 +108,43 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
         args.update({f"{r.name}_grad": args[r.name] for r in records if _grad_arrays(r.kernel)})
     return {"kernels": names, "graphs": list(graphs), "fields": [n for n, _ in fields], "arch": arch,
             "taichi": ".".join(map(str, ti.__version__)), "args": args}
+
+
+def _taichi(arch, cpu_threads):
+    """Taichi, initialized for ``arch`` (CPU kernels on at most ``cpu_threads`` threads), and its export module."""
+    try:
+        import taichi as ti
+        from taichi.aot import _export
+    except ImportError as e:
+        raise BuildError(f"building needs Taichi 1.7.4 (pip install 'taichi_aot[build]'): {e}") from None
+
+    options = {"cpu_max_num_threads": cpu_threads} if cpu_threads else {}
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False, **options)
+    got = ti.lang.impl.current_cfg().arch
+    if got != getattr(ti, arch):
+        raise BuildError(f"Taichi cannot target {arch} on this machine (it fell back to {got.name})")
+    return ti, _export
+
+
+def _graphs(user, source):
+    """The compiled graphs the file's ``export_graphs()`` returns by name (none without one)."""
+    try:
+        graphs = user.export_graphs() if callable(getattr(user, "export_graphs", None)) else {}
+    except Exception as e:
+        raise BuildError(f"export_graphs() in {source} failed: {type(e).__name__}: {e}") from e
+    if not isinstance(graphs, dict):
+        raise BuildError("export_graphs() must return a dict of name -> compiled graph")
+    return graphs
+
+
+def _kernel_names(source, records, graphs):
+    """The exported kernels' names, checked: something is exported, no name twice."""
+    if not records and not graphs:
+        raise BuildError(f"{source} exports nothing: mark kernels with @ti.aot.export or define export_graphs()")
+    names = [r.name for r in records]
+    if len(set(names)) != len(names):
+        raise BuildError(f"two exported kernels share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    return names
 
 
 def _add(module, arch, gfx, fields, records, graphs):

@@ -1,21 +1,16 @@
 """The compile cache: things compiled on first use and kept, keyed by a digest of their source: Taichi
-modules for the benchmarks and for ``demo --compile`` (``*_kernels.py`` here), and the raw C benchmark driver
-(``bench_driver.c``). The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``. Also where the demo's
-precompiled module is (:func:`demo_module`)."""
+modules for ``demo --compile`` (``demo_kernels.py`` here) and for the bench (taichi_aot_bench/compile.py, which
+keeps its raw C driver here too). The cache is ``TAICHI_AOT_CACHE`` or ``~/.cache/taichi_aot``. Also where the
+demo's precompiled module is (:func:`demo_module`)."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: A source checkout's root (its include/ holds the vendored headers).
-CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 
 
 class CompileError(Exception):
@@ -29,14 +24,15 @@ def cache_dir() -> str:
     return compile_cache()
 
 
-def _digest(*parts: bytes) -> str:
+def digest(*parts: bytes) -> str:
+    """The cache's key of ``parts``: the first 12 hex digits of their SHA-256."""
     h = hashlib.sha256()
     for p in parts:
         h.update(p)
     return h.hexdigest()[:12]
 
 
-def _cached_module(out: str, make: Callable[[str], None]) -> str:
+def cached_module(out: str, make: Callable[[str], None]) -> str:
     """``out``, a module folder of the cache: as it is when complete, else made by ``make(tmp)`` in a private
     folder and moved into place (a concurrent maker's copy wins; a failed one leaves nothing)."""
     if os.path.isfile(os.path.join(out, "__content__")):
@@ -69,8 +65,8 @@ def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None
     from .build import BuildError, build
 
     with open(os.path.join(HERE, "demo_kernels.py"), "rb") as f:
-        digest = _digest(f.read(), str(cpu_threads).encode())
-    out = os.path.join(cache_dir(), f"demo-{arch}-{digest}")
+        key = digest(f.read(), str(cpu_threads).encode())
+    out = os.path.join(cache_dir(), f"demo-{arch}-{key}")
 
     def make(tmp: str) -> None:
         try:
@@ -78,51 +74,4 @@ def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None
         except BuildError as e:
             raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None
 
-    return _cached_module(out, make)
-
-def taichi_module(kind: str, arch: str) -> str:
-    """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
-    source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
-    ptx = arch == "cuda" and importlib.util.find_spec("llvmlite") is not None  # the own launcher's PTX too
-    with open(source, "rb") as f:
-        digest = _digest(f.read(), b"ptx" if ptx else b"")
-    out = os.path.join(cache_dir(), f"{kind}-{arch}-{digest}")
-    if os.path.isfile(os.path.join(out, "__content__")):
-        return out
-    if importlib.util.find_spec("taichi") is None:
-        raise CompileError(f"the {kind} kernels are compiled with Taichi 1.7.4: pip install 'taichi_aot[build]'")
-
-    def make(tmp: str) -> None:
-        proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
-        if ptx:
-            from ..ptx import add_to_folder
-
-            add_to_folder(tmp)
-
-    return _cached_module(out, make)
-
-def bench_driver(library_path: str) -> str:
-    """Compile (once, cached) the raw C benchmark driver against ``library_path``."""
-    source = os.path.join(HERE, "bench_driver.c")
-    lib_dir = os.path.dirname(os.path.abspath(library_path))
-    include = os.path.join(os.path.dirname(lib_dir), "include")  # the library's own headers
-    if not os.path.isfile(os.path.join(include, "taichi", "taichi_core.h")):
-        include = os.path.join(CHECKOUT, "include")  # a source checkout's vendored copy
-    with open(source, "rb") as f:
-        digest = _digest(f.read(), library_path.encode(), include.encode())
-    out = os.path.join(cache_dir(), f"bench-driver-{digest}")
-    if os.path.isfile(out):
-        return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise CompileError("no C compiler (cc, gcc or clang) found for the raw C reference")
-    os.makedirs(cache_dir(), exist_ok=True)
-    tmp = out + f".tmp{os.getpid()}"
-    cmd = [cc, "-O2", "-o", tmp, source, "-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileError(f"compiling the raw C driver failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-    os.replace(tmp, out)
-    return out
+    return cached_module(out, make)

@@ -67,6 +67,12 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
             (a gfx module of a later 1.x is loaded: the library checks no version there, and its metadata
             and SPIR-V are checked in full).
     """
+    _check_backend(meta, arch, host_cpu, where)
+    _check_taichi_version(meta, library_version, where)
+
+
+def _check_backend(meta: ModuleInfo, arch: Arch, host_cpu: Arch | None, where: str) -> None:
+    """Refuse a module of another backend family than ``arch``'s, or of another LLVM arch (but the host's CPU)."""
     way_out = (f": Runtime.for_module({where!r}) opens a backend the module runs on, or build one file for "
                f"several with python -m taichi_aot build FILE.py --arch "
                f"{meta.arch.name.lower() if meta.arch else 'vulkan'} {arch.name.lower()} -o FILE.tcm")
@@ -79,6 +85,11 @@ def check_compatible(meta: ModuleInfo, arch: Arch, library_version: int, host_cp
     ):
         raise IncompatibleModuleError(f"module {where} was compiled for {meta.arch.name}; this runtime is "
                                       f"{arch.name}{way_out}")
+
+
+def _check_taichi_version(meta: ModuleInfo, library_version: int, where: str) -> None:
+    """Refuse a module of another Taichi minor version than the library loads (a gfx module of a later 1.x
+    loads)."""
     wanted = library_version // 1000  # e.g. 1007 for Taichi 1.7.x
     if meta.version is None or len(meta.version) < 2 or meta.version[0] * 1000 + meta.version[1] == wanted:
         return
@@ -244,11 +255,7 @@ def _read(src: _Source) -> ModuleInfo:
     if raw is None:
         raise CorruptedDataError("module has no metadata.json")
     text = raw.decode("utf-8", "replace")
-    version = None
-    raw_version = src.read("__version__", 64)
-    if raw_version is not None:
-        parts = re.findall(r"\d+", raw_version.decode("ascii", "replace"))
-        version = tuple(int(p) for p in parts[:3]) or None
+    version = _version(src)
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError):
@@ -266,15 +273,30 @@ def _read(src: _Source) -> ModuleInfo:
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
     if content is not None:
-        listed, listed_graphs = info.content = _content(content.decode("utf-8", "replace"))
-        if not info.graph_names:
-            info.graph_names = list(listed_graphs)
-        # kernels Taichi compiled for graphs; a kernel template's instances (add_kernel_template) are unlisted too
-        dispatched = {d for g in info.graphs.values() for d in g.dispatches}
-        info.internal = [k for k in info.kernels if k not in listed and k in dispatched]
-        order = {name: i for i, name in enumerate(listed)}
-        info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))
+        _apply_content(info, content)
     return info
+
+
+def _version(src: _Source) -> tuple[int, ...] | None:
+    """The Taichi version a module's ``__version__`` file names, or None."""
+    raw_version = src.read("__version__", 64)
+    if raw_version is None:
+        return None
+    parts = re.findall(r"\d+", raw_version.decode("ascii", "replace"))
+    return tuple(int(p) for p in parts[:3]) or None
+
+
+def _apply_content(info: ModuleInfo, content: bytes) -> None:
+    """What Taichi's ``__content__`` lists: the exported kernels in order (the rest compiled for graphs), and the
+    graphs' names where the metadata has none."""
+    listed, listed_graphs = info.content = _content(content.decode("utf-8", "replace"))
+    if not info.graph_names:
+        info.graph_names = list(listed_graphs)
+    # kernels Taichi compiled for graphs; a kernel template's instances (add_kernel_template) are unlisted too
+    dispatched = {d for g in info.graphs.values() for d in g.dispatches}
+    info.internal = [k for k in info.kernels if k not in listed and k in dispatched]
+    order = {name: i for i, name in enumerate(listed)}
+    info.kernels = dict(sorted(info.kernels.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
 __all__ = [

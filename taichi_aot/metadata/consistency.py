@@ -85,14 +85,7 @@ def _arguments(ctx: dict, what: str) -> list[dict]:
     args = sorted(ctx["arg_attribs_vec_"], key=lambda e: e["key"])
     if [e["key"] for e in args] != [[i] for i in range(len(args))]:
         raise CorruptedDataError(f"{what}: arguments numbered {[e['key'] for e in args]}, not 0, 1, ... once each")
-    layout = ctx["args_type_"]
-    elements = layout["content"].get("elements_") if layout["type_kind"] == TYPE_STRUCT else None
-    if elements is None or [e["name"] for e in elements][:len(args)] != [f"arg_{i}" for i in range(len(args))]:
-        names = None if elements is None else [e["name"] for e in elements]
-        raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{len(args) - 1}")
-    offsets = [e["offset"] for e in elements]
-    if offsets != sorted(set(offsets)) or (offsets and offsets[-1] >= ctx["args_bytes_"]):
-        raise CorruptedDataError(f"{what}: argument offsets {offsets} in {ctx['args_bytes_']} bytes")
+    elements = _layout_entries(ctx, len(args), what)
     for entry, element in zip(args, elements):
         _argument(entry["value"], element["type"], f"{what}, argument {entry['key'][0]}")
     names = [e["value"]["name"].lstrip("_") for e in args if e["value"]["name"].lstrip("_")]
@@ -101,33 +94,60 @@ def _arguments(ctx: dict, what: str) -> list[dict]:
     return [e["value"] for e in args]
 
 
+def _layout_entries(ctx: dict, count: int, what: str) -> list[dict]:
+    """The argument layout's entries: one for each of the ``count`` arguments, named ``arg_<index>`` in that order,
+    at increasing offsets inside ``args_bytes_``."""
+    layout = ctx["args_type_"]
+    elements = layout["content"].get("elements_") if layout["type_kind"] == TYPE_STRUCT else None
+    if elements is None or [e["name"] for e in elements][:count] != [f"arg_{i}" for i in range(count)]:
+        names = None if elements is None else [e["name"] for e in elements]
+        raise CorruptedDataError(f"{what}: an argument layout of {names}, not arg_0 ... arg_{count - 1}")
+    offsets = [e["offset"] for e in elements]
+    if offsets != sorted(set(offsets)) or (offsets and offsets[-1] >= ctx["args_bytes_"]):
+        raise CorruptedDataError(f"{what}: argument offsets {offsets} in {ctx['args_bytes_']} bytes")
+    return elements
+
+
 def _argument(arg: dict, layout: dict, what: str) -> None:
+    """An argument's entry in the layout, as its kind lays it out (an ndarray or texture, a scalar, a vector)."""
     if arg["ptype"] in (PTYPE_NDARRAY, *PTYPE_TEXTURES):
-        members = {e["name"]: e["type"] for e in layout["content"].get("elements_", [])} \
-            if layout["type_kind"] == TYPE_STRUCT else {}
-        shape, data = members.get("shape"), members.get("data_ptr")
-        dims = shape["content"].get("elements_") if shape and shape["type_kind"] == TYPE_STRUCT else None
-        want = 3 if arg["ptype"] in PTYPE_TEXTURES else max(arg["field_dim"], 1)  # a texture's extent: 3 always
-        if dims is None or len(dims) != want or not data or data["type_kind"] != TYPE_POINTER \
-                or any(d["type"]["type_kind"] != TYPE_PRIMITIVE for d in dims):
-            raise CorruptedDataError(f"{what}: an array of {arg['field_dim']} dimensions whose layout is no struct "
-                                     f"of {want} shape integers and a data pointer")
-        pointee = data["content"].get("pointee_") or {}
-        if arg["ptype"] == PTYPE_NDARRAY and (pointee.get("type_kind") != TYPE_PRIMITIVE
-                                         or pointee["content"].get("type") != arg["dtype"]):
-            raise CorruptedDataError(f"{what}: an ndarray of dtype {arg['dtype']} whose data pointer points to "
-                                     "another type")
-    elif arg["ptype"] == PTYPE_SCALAR and arg["dtype"] != GFX_COMPOUND_DTYPE \
-            and (layout["type_kind"] != TYPE_PRIMITIVE or layout["content"].get("type") != arg["dtype"]):
-        raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
-    elif arg["ptype"] == PTYPE_SCALAR and arg["dtype"] == GFX_COMPOUND_DTYPE:  # a vector or matrix: its elements
+        _array_layout(arg, layout, what)
+    elif arg["ptype"] == PTYPE_SCALAR and arg["dtype"] != GFX_COMPOUND_DTYPE:
+        if layout["type_kind"] != TYPE_PRIMITIVE or layout["content"].get("type") != arg["dtype"]:
+            raise CorruptedDataError(f"{what}: a scalar of dtype {arg['dtype']} laid out as another type")
+    elif arg["ptype"] == PTYPE_SCALAR:  # a vector or matrix: its elements
         elements = layout["content"].get("elements_", []) if layout["type_kind"] == TYPE_STRUCT else []
         if not elements or (arg["element_shape"] and math.prod(arg["element_shape"]) != len(elements)):
             raise CorruptedDataError(f"{what}: a vector or matrix of shape {arg['element_shape']} laid out as "
                                      f"{len(elements)} elements")
 
 
+def _array_layout(arg: dict, layout: dict, what: str) -> None:
+    """An ndarray's or texture's entry: a struct of its shape integers (a texture's extent: 3 always) and a data
+    pointer (an ndarray's: to its dtype)."""
+    dims, data = _array_members(layout)
+    want = 3 if arg["ptype"] in PTYPE_TEXTURES else max(arg["field_dim"], 1)
+    if dims is None or len(dims) != want or not data or data["type_kind"] != TYPE_POINTER \
+            or any(d["type"]["type_kind"] != TYPE_PRIMITIVE for d in dims):
+        raise CorruptedDataError(f"{what}: an array of {arg['field_dim']} dimensions whose layout is no struct "
+                                 f"of {want} shape integers and a data pointer")
+    pointee = data["content"].get("pointee_") or {}
+    if arg["ptype"] == PTYPE_NDARRAY and (pointee.get("type_kind") != TYPE_PRIMITIVE
+                                     or pointee["content"].get("type") != arg["dtype"]):
+        raise CorruptedDataError(f"{what}: an ndarray of dtype {arg['dtype']} whose data pointer points to "
+                                 "another type")
+
+
+def _array_members(layout: dict) -> tuple[list | None, dict | None]:
+    """An array's layout entry's shape integers and data pointer, each None where the entry has none."""
+    members = {e["name"]: e["type"] for e in layout["content"].get("elements_", [])} \
+        if layout["type_kind"] == TYPE_STRUCT else {}
+    shape, data = members.get("shape"), members.get("data_ptr")
+    return shape["content"].get("elements_") if shape and shape["type_kind"] == TYPE_STRUCT else None, data
+
+
 def _task(task: dict, what: str) -> None:
+    """A task's buffers bound with the roots their types take, and its kind with the range and threads it takes."""
     for b in task["buffer_binds"]:
         root, buffer_type = b["buffer"]["root_id"], b["buffer"]["type"]
         if buffer_type == GFX_EXT_ARR:
@@ -139,6 +159,12 @@ def _task(task: dict, what: str) -> None:
         if not right:
             raise CorruptedDataError(f"{what}: a buffer of type {buffer_type} at binding {b['binding']} with root "
                                      f"{root}")
+    _task_threads(task, what)
+
+
+def _task_threads(task: dict, what: str) -> None:
+    """A serial task: no range, one thread; a range-for: its range, and as many threads as a constant range holds
+    (at least one to stride over a range known at launch)."""
     kind, ranged, total = task["task_type"], task["range_for_attribs"], task["advisory_total_num_threads"]
     if kind == _SERIAL and (ranged is not None or total != 1):
         raise CorruptedDataError(f"{what}: a serial task with a range or {total} threads")

@@ -41,7 +41,6 @@ _KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a smal
 def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
     """Kernels of gfx metadata; ``tasks`` what their tasks' SPIR-V says (storage-texture formats, kernels
     drivers cannot run)."""
-    formats = tasks.formats
     info = ModuleInfo("gfx", None)
     for cap in meta.get("required_caps") or []:
         if isinstance(cap, dict) and isinstance(cap.get("key"), str):
@@ -49,37 +48,47 @@ def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
     for k in meta.get("kernels") or []:
         if not isinstance(k, dict) or not isinstance(k.get("name"), str):
             raise CorruptedDataError("metadata: a kernel without a name")
-        args = []
-        ctx = k.get("ctx_attribs") or {}
-        arg_types = {}
-        for e in ((ctx.get("args_type_") or {}).get("content") or {}).get("elements_") or []:
-            if isinstance(e, dict) and isinstance(e.get("name"), str):
-                arg_types[e["name"]] = e.get("type")
-        access = _arr_access(ctx.get("arr_access"), k["name"])
-        for entry in ctx.get("arg_attribs_vec_") or []:
-            try:
-                index = int(entry["key"][0])
-                a = entry["value"]
-                kind = PTYPE_KINDS.get(int(a.get("ptype", 0)), "unknown")
-                dtype_code = a.get("dtype")
-                if kind == "scalar" and dtype_code == GFX_COMPOUND_DTYPE:
-                    kind = "tensor"
-                name = a.get("name")
-                if isinstance(name, str) and name.startswith("_") and kind != "scalar":
-                    name = name[1:]  # Taichi prefixes array and texture argument names with '_'
-                dtype, length = _data_type(dtype_code), None
-                if kind == "tensor":
-                    length, dtype = _struct_scalars(arg_types.get(f"arg_{index}"))
-                args.append(ArgInfo(index, name if isinstance(name, str) else None, kind, dtype,
-                                    int(a.get("field_dim") or 0), tuple(int(d) for d in a.get("element_shape") or ()),
-                                    length, formats.get((k["name"], index)),
-                                    access.get(index) if kind == "ndarray" else None))
-            except (KeyError, TypeError, ValueError, IndexError):
-                raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
-        info.kernels[k["name"]] = KernelInfo(k["name"], sorted(args, key=lambda a: a.index),
-                                             tasks.unsupported.get(k["name"], ""),
-                                             software=tasks.software.get(k["name"], ""))
+        info.kernels[k["name"]] = _gfx_kernel(k, tasks)
     return info
+
+
+def _gfx_kernel(k: dict, tasks: _Tasks) -> KernelInfo:
+    """One kernel of gfx metadata (``k``, named), its arguments in index order."""
+    args = []
+    ctx = k.get("ctx_attribs") or {}
+    arg_types = {}  # the argument layout's entries: arg_<index> -> its type
+    for e in ((ctx.get("args_type_") or {}).get("content") or {}).get("elements_") or []:
+        if isinstance(e, dict) and isinstance(e.get("name"), str):
+            arg_types[e["name"]] = e.get("type")
+    access = _arr_access(ctx.get("arr_access"), k["name"])
+    for entry in ctx.get("arg_attribs_vec_") or []:
+        try:
+            args.append(_gfx_arg(k["name"], entry, arg_types, access, tasks.formats))
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
+    return KernelInfo(k["name"], sorted(args, key=lambda a: a.index), tasks.unsupported.get(k["name"], ""),
+                      software=tasks.software.get(k["name"], ""))
+
+
+def _gfx_arg(kernel: str, entry: dict, arg_types: dict, access: dict[int, Access],
+             formats: dict[tuple[str, int], Format]) -> ArgInfo:
+    """One argument of ``kernel`` from its ``arg_attribs_vec_`` entry (a vector's or matrix's length from its
+    layout, a storage texture's format from the SPIR-V, an ndarray's access from ``arr_access``)."""
+    index = int(entry["key"][0])
+    a = entry["value"]
+    kind = PTYPE_KINDS.get(int(a.get("ptype", 0)), "unknown")
+    dtype_code = a.get("dtype")
+    if kind == "scalar" and dtype_code == GFX_COMPOUND_DTYPE:
+        kind = "tensor"
+    name = a.get("name")
+    if isinstance(name, str) and name.startswith("_") and kind != "scalar":
+        name = name[1:]  # Taichi prefixes array and texture argument names with '_'
+    dtype, length = _data_type(dtype_code), None
+    if kind == "tensor":
+        length, dtype = _struct_scalars(arg_types.get(f"arg_{index}"))
+    return ArgInfo(index, name if isinstance(name, str) else None, kind, dtype, int(a.get("field_dim") or 0),
+                   tuple(int(d) for d in a.get("element_shape") or ()), length, formats.get((kernel, index)),
+                   access.get(index) if kind == "ndarray" else None)
 
 
 def _arr_access(entries: Any, kernel: str) -> dict[int, Access]:
@@ -283,12 +292,7 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
     software: dict[str, str] = {}
-    named = {t["name"] for k in meta["kernels"] for t in k["tasks_attribs"]}
-    described = {k["name"] for k in meta["kernels"]}
-    orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named
-                     and (m := _TASK_FILE.match(n)) and m.group(1) in described)
-    if orphans:  # a described kernel whose tasks were taken out of the metadata would run nothing: damage
-        raise CorruptedDataError(f"metadata: no task runs {', '.join(orphans[:3])}")
+    _check_no_orphans(meta, source)
     for k in meta["kernels"]:
         names: set[str] = set()
         for task in k["tasks_attribs"]:
@@ -302,3 +306,14 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
                 if b["is_storage"] and b["binding"] in shader.formats:
                     out[(k["name"], index)] = shader.formats[b["binding"]]
     return _Tasks(out, unsupported, software)
+
+
+def _check_no_orphans(meta: dict, source: _Source) -> None:
+    """Every task file of a described kernel is a task the metadata lists: a described kernel whose tasks were
+    taken out of the metadata would run nothing (damage)."""
+    named = {t["name"] for k in meta["kernels"] for t in k["tasks_attribs"]}
+    described = {k["name"] for k in meta["kernels"]}
+    orphans = sorted(n for n in source.names() if n.endswith(".spv") and n[:-4] not in named
+                     and (m := _TASK_FILE.match(n)) and m.group(1) in described)
+    if orphans:
+        raise CorruptedDataError(f"metadata: no task runs {', '.join(orphans[:3])}")

@@ -170,22 +170,27 @@ def _llvm_arg(index: int, a: dict) -> ArgInfo:
     ptype = PTYPE_KINDS.get(int(a.get("ptype", 0)), "unknown")
     elem_shape = tuple(int(d) for d in a.get("element_shape") or ())
     if ptype == "ndarray" and kind_code == TYPE_STRUCT:
-        members = {e.get("name"): e.get("type") for e in content.get("elements_") or [] if isinstance(e, dict)}
-        if "total_dim" in a:  # array dims + element dims (the shape struct has a dim_0 even for a 0-D array)
-            ndim = int(a["total_dim"]) - len(elem_shape)
-        else:
-            shape = _llvm_type(members.get("shape"))
-            ndim = len((shape.get("content") or {}).get("elements_") or [])
-        pointee = _llvm_type(((_llvm_type(members.get("data_ptr")).get("content")) or {}).get("pointee_"))
-        primitive = pointee.get("type_kind") == TYPE_PRIMITIVE
-        dtype = _data_type((pointee.get("content") or {}).get("type")) if primitive else None
-        return ArgInfo(index, None, "ndarray", dtype, ndim, elem_shape, needs_grad="grad_ptr" in members)
+        return _llvm_ndarray(index, a, content, elem_shape)
     if ptype == "scalar" and kind_code == TYPE_PRIMITIVE:
         return ArgInfo(index, None, "scalar", _data_type(content.get("type")))
     if ptype == "scalar" and kind_code == TYPE_STRUCT:  # a vector/matrix by value: a struct of scalars
         length, dtype = _struct_scalars(ptr)
         return ArgInfo(index, None, "tensor", dtype, 0, (), length)
     return ArgInfo(index, None, ptype, None, int(a.get("total_dim") or 0), elem_shape)
+
+
+def _llvm_ndarray(index: int, a: dict, content: dict, elem_shape: tuple[int, ...]) -> ArgInfo:
+    """An ndarray argument, from its entry ``a`` and its struct's ``content`` (shape, data pointer, gradient)."""
+    members = {e.get("name"): e.get("type") for e in content.get("elements_") or [] if isinstance(e, dict)}
+    if "total_dim" in a:  # array dims + element dims (the shape struct has a dim_0 even for a 0-D array)
+        ndim = int(a["total_dim"]) - len(elem_shape)
+    else:
+        shape = _llvm_type(members.get("shape"))
+        ndim = len((shape.get("content") or {}).get("elements_") or [])
+    pointee = _llvm_type(((_llvm_type(members.get("data_ptr")).get("content")) or {}).get("pointee_"))
+    primitive = pointee.get("type_kind") == TYPE_PRIMITIVE
+    dtype = _data_type((pointee.get("content") or {}).get("type")) if primitive else None
+    return ArgInfo(index, None, "ndarray", dtype, ndim, elem_shape, needs_grad="grad_ptr" in members)
 
 
 def is_reverse(entry: dict) -> bool:

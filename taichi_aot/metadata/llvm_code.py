@@ -109,15 +109,7 @@ def _argument(param: dict, laid: dict, what: str) -> None:
     if _shape(dt) != _shape(laid):
         raise CorruptedDataError(f"{what}: recorded as {_ir(dt)}, laid out as {_ir(laid)}")
     if param["ptype"] == PTYPE_NDARRAY:
-        ndim = param["total_dim"] - len(param["element_shape"])
-        members = laid["content"]["elements_"] if laid["type_kind"] == TYPE_STRUCT else []
-        names = ["shape", "data_ptr", "grad_ptr"] if param["needs_grad"] else ["shape", "data_ptr"]
-        dims = members[0]["type"] if len(members) == len(names) else {}
-        shape = dims["content"]["elements_"] if dims.get("type_kind") == TYPE_STRUCT else []
-        if not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != names \
-                or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (TYPE_PRIMITIVE, _I32) for d in shape) \
-                or members[1]["type"]["type_kind"] != TYPE_POINTER \
-                or any(_ir(m["type"]) != _ir(members[1]["type"]) for m in members[2:]):  # a gradient of the dtype
+        if not _ndarray_laid_out(param, laid):
             raise CorruptedDataError(f"{what}: an ndarray of {param['total_dim']} dimensions (element shape "
                                      f"{param['element_shape']}) laid out as {_ir(laid)}")
     elif param["ptype"] == PTYPE_SCALAR:
@@ -125,6 +117,20 @@ def _argument(param: dict, laid: dict, what: str) -> None:
             raise CorruptedDataError(f"{what}: a scalar laid out as {_ir(laid)}")
     else:
         raise CorruptedDataError(f"{what}: an argument of kind {param['ptype']}, which LLVM modules do not take")
+
+
+def _ndarray_laid_out(param: dict, laid: dict) -> bool:
+    """Whether an ndarray argument's layout is Taichi's: a struct of its shape (one i32 a dimension, one for none),
+    its data pointer and, where it needs a gradient, a gradient pointer of the data pointer's type."""
+    ndim = param["total_dim"] - len(param["element_shape"])
+    members = laid["content"]["elements_"] if laid["type_kind"] == TYPE_STRUCT else []
+    names = ["shape", "data_ptr", "grad_ptr"] if param["needs_grad"] else ["shape", "data_ptr"]
+    dims = members[0]["type"] if len(members) == len(names) else {}
+    shape = dims["content"]["elements_"] if dims.get("type_kind") == TYPE_STRUCT else []
+    return not (not 0 <= ndim <= _MOST_DIMS or [m["name"] for m in members] != names
+                or len(shape) != max(ndim, 1) or any(_shape(d["type"]) != (TYPE_PRIMITIVE, _I32) for d in shape)
+                or members[1]["type"]["type_kind"] != TYPE_POINTER
+                or any(_ir(m["type"]) != _ir(members[1]["type"]) for m in members[2:]))
 
 
 def _holds_pointer(t: dict) -> bool:

@@ -106,28 +106,39 @@ def apply_names(info: ModuleInfo, src: _Source) -> None:
     if not isinstance(kernels, dict):
         raise CorruptedDataError(f"{SIDECAR}: no 'kernels' mapping")
     for name, entry in kernels.items():
-        k = info.kernels.get(name)
-        if k is None:
-            raise CorruptedDataError(f"{SIDECAR} names the arguments of kernel {name!r}, which the module lacks")
-        names = _names(name, entry, len(k.args))
-        for a, n in zip(k.args, names):
-            if a.name is not None and a.name != n:
-                raise CorruptedDataError(
-                    f"{SIDECAR} calls argument {a.index} of kernel {name!r} {n!r}; the module's metadata, {a.name!r}"
-                )
-        access = _access(f"kernel {name!r}", entry.get("access"), names)
-        k.args = [replace(a, name=n, access=a.access if a.access is not None or a.kind != "ndarray" else access.get(n))
-                  for a, n in zip(k.args, names)]
+        _name_kernel(info, name, entry)
     graphs = doc.get("graphs") or {}
     if not isinstance(graphs, dict):
         raise CorruptedDataError(f"{SIDECAR}: 'graphs' is not a mapping")
     for name, entry in graphs.items():
-        g = info.graphs.get(name)
-        if g is None or not isinstance(entry, dict):
-            raise CorruptedDataError(f"{SIDECAR} describes graph {name!r}, which the module lacks")
-        access = _access(f"graph {name!r}", entry.get("access"), [a.name or "" for a in g.args])
-        g.args = [replace(a, access=access.get(a.name or "")) if a.kind == "ndarray" and a.access is None else a
-                  for a in g.args]
+        _graph_access(info, name, entry)
+
+
+def _graph_access(info: ModuleInfo, name: str, entry: Any) -> None:
+    """Graph ``name``'s ndarray arguments get the access its sidecar ``entry`` records, where none is known."""
+    g = info.graphs.get(name)
+    if g is None or not isinstance(entry, dict):
+        raise CorruptedDataError(f"{SIDECAR} describes graph {name!r}, which the module lacks")
+    access = _access(f"graph {name!r}", entry.get("access"), [a.name or "" for a in g.args])
+    g.args = [replace(a, access=access.get(a.name or "")) if a.kind == "ndarray" and a.access is None else a
+              for a in g.args]
+
+
+def _name_kernel(info: ModuleInfo, name: str, entry: Any) -> None:
+    """Kernel ``name``'s arguments get the names its sidecar ``entry`` records (agreeing with any its metadata has)
+    and, where the metadata records none, their access."""
+    k = info.kernels.get(name)
+    if k is None:
+        raise CorruptedDataError(f"{SIDECAR} names the arguments of kernel {name!r}, which the module lacks")
+    names = _names(name, entry, len(k.args))
+    for a, n in zip(k.args, names):
+        if a.name is not None and a.name != n:
+            raise CorruptedDataError(
+                f"{SIDECAR} calls argument {a.index} of kernel {name!r} {n!r}; the module's metadata, {a.name!r}"
+            )
+    access = _access(f"kernel {name!r}", entry.get("access"), names)
+    k.args = [replace(a, name=n, access=a.access if a.access is not None or a.kind != "ndarray" else access.get(n))
+              for a, n in zip(k.args, names)]
 
 
 def _access(what: str, recorded: Any, names: list[str]) -> dict[str, Access]:

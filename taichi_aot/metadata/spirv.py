@@ -187,23 +187,36 @@ def taichi_fixes(words: tuple[int, ...], insts: Insts) -> tuple[int, ...]:
         insts = [(op, (*w, *interface) if op == _ENTRY_POINT else w) for i, (op, w) in enumerate(insts)
                  if i not in strides]
         words = (*words[:5], *(x for op, w in insts for x in _instruction(op, list(w))))
-    declared = {w[0] for op, w in insts if op == _CAPABILITY and w}
-    extensions = {w for op, w in insts if op == _EXTENSION}
-    wide = {w[0] for op, w in insts if op == _TYPE_INT and len(w) > 1 and w[1] == 64}
-    added: list[int] = []
-    if _INT64_ATOMICS not in declared and any(op in ATOMICS and w and w[0] in wide for op, w in insts):
-        added += _instruction(_CAPABILITY, [_INT64_ATOMICS])
-    for capability in sorted(_subgroup_capabilities(insts) - declared):
-        added += _instruction(_CAPABILITY, [capability])
-    for name in sorted({_FLOAT_ATOMICS[c] for c in declared if c in _FLOAT_ATOMICS}):
-        literal = tuple(_literal(name))
-        if literal not in extensions:
-            added += _instruction(_EXTENSION, list(literal))
+    added = _undeclared(insts)
     if not added:
         return words
     first = 5 + sum(len(w) + 1 for op, w in insts[:next((i for i, (op, _) in enumerate(insts)
                                                              if op != _CAPABILITY), len(insts))])
     return (*words[:first], *added, *words[first:])
+
+
+def _undeclared(insts: Insts) -> list[int]:
+    """The instructions (words) of what the module uses but does not declare: ``OpCapability Int64Atomics`` where
+    an atomic works on a 64-bit integer, its subgroup operations' capabilities, the extension of each float-atomic
+    capability it declares."""
+    declared = {w[0] for op, w in insts if op == _CAPABILITY and w}
+    added: list[int] = []
+    if _INT64_ATOMICS not in declared and _atomic_on_int64(insts):
+        added += _instruction(_CAPABILITY, [_INT64_ATOMICS])
+    for capability in sorted(_subgroup_capabilities(insts) - declared):
+        added += _instruction(_CAPABILITY, [capability])
+    extensions = {w for op, w in insts if op == _EXTENSION}
+    for name in sorted({_FLOAT_ATOMICS[c] for c in declared if c in _FLOAT_ATOMICS}):
+        literal = tuple(_literal(name))
+        if literal not in extensions:
+            added += _instruction(_EXTENSION, list(literal))
+    return added
+
+
+def _atomic_on_int64(insts: Insts) -> bool:
+    """Whether an atomic instruction works on a 64-bit integer (its result type, its first word)."""
+    wide = {w[0] for op, w in insts if op == _TYPE_INT and len(w) > 1 and w[1] == 64}
+    return any(op in ATOMICS and w and w[0] in wide for op, w in insts)
 
 
 def validate(words: tuple[int, ...], name: str) -> str:

@@ -209,14 +209,22 @@ MAX_GROUP_SIZE = (1024, 1024, 64)
 def work_group(insts: Insts) -> tuple[int, ...] | None:
     """The task's work-group size: its WorkgroupSize built-in constant where it has one (which overrides the
     execution mode), else its LocalSize execution mode; None where it declares neither."""
+    built_in = _work_group_built_in(insts)
+    if built_in is not None:
+        return built_in
+    return next((w[2:5] for op, w in insts if op == _EXECUTION_MODE and len(w) == 5 and w[1] == _LOCAL_SIZE_MODE),
+                None)
+
+
+def _work_group_built_in(insts: Insts) -> tuple[int, ...] | None:
+    """The WorkgroupSize built-in's constant (``(0,)`` where it is no composite of three), or None without one."""
     constants = {w[1]: w[2] for op, w in insts if op == _CONSTANT and len(w) == 3}
     composites = {w[1]: w[2:] for op, w in insts if op == _COMPOSITE and len(w) >= 2}
     for op, w in insts:
         if op == _DECORATE and len(w) >= 3 and w[1:3] == (_BUILT_IN, _WORKGROUP_SIZE):
             parts = composites.get(w[0], ())
             return tuple(constants.get(x, 0) for x in parts) if len(parts) == 3 else (0,)
-    return next((w[2:5] for op, w in insts if op == _EXECUTION_MODE and len(w) == 5 and w[1] == _LOCAL_SIZE_MODE),
-                None)
+    return None
 
 
 def interface(insts: Insts) -> str:
@@ -225,21 +233,46 @@ def interface(insts: Insts) -> str:
     a gap; Input variables that are built-ins, and no Output variables; a work group of 1 to 1024 invocations,
     at most 64 along z.
     Damage found, or ""."""
+    for rule in _INTERFACE:
+        damage = rule(insts)
+        if damage:
+            return damage
+    return ""
+
+
+def _entry_point(insts: Insts) -> str:
     if not any(op == _ENTRY_POINT and len(w) >= 3 and w[0] == _GL_COMPUTE and _string(w[2:]) == "main"
                for op, w in insts):
         return "no GLCompute entry point named main (the one libtaichi_c_api's pipelines call)"
+    return ""
+
+
+def _descriptor_sets(insts: Insts) -> str:
     sets = {w[2] for op, w in insts if op == _DECORATE and len(w) >= 3 and w[1] == _DESCRIPTOR_SET}
     if sets != set(range(len(sets))):
         return f"descriptor sets {sorted(sets)}, which libtaichi_c_api's pipeline layout numbers from 0 without a gap"
+    return ""
+
+
+def _variables(insts: Insts) -> str:
     built_in = {w[0] for op, w in insts if op == _DECORATE and len(w) >= 2 and w[1] == _BUILT_IN}
     for at, (op, w) in enumerate(insts):
         if op == 59 and len(w) >= 3 and (w[2] == _OUTPUT or (w[2] == _INPUT and w[1] not in built_in)):
             return f"instruction {at} (OpVariable): an Input variable that is no built-in, or an Output variable"
+    return ""
+
+
+def _group_size(insts: Insts) -> str:
     size = work_group(insts)
     if size is None or len(size) != 3 or not all(1 <= x <= most for x, most in zip(size, MAX_GROUP_SIZE)) \
             or size[0] * size[1] * size[2] > MAX_GROUP:
         return f"a work group of {size} (1 to {MAX_GROUP} invocations, at most {MAX_GROUP_SIZE} each way)"
     return ""
+
+
+#: What :func:`interface` checks, in order: the entry point, the descriptor sets, the Input and Output variables,
+#: the work group's size. Each rule returns the damage it finds, or "".
+_INTERFACE = (_entry_point, _descriptor_sets, _variables, _group_size)
 
 
 #: Workgroup (shared) memory a task may declare: NVIDIA's drivers allow 48 KiB (maxComputeSharedMemorySize).
@@ -253,21 +286,25 @@ def _size(types: dict[int, tuple[int, ...]], constants: dict[int, int], t: int, 
     (an array whose length is not a constant, a type nested past 16)."""
     if t in memo:
         return memo[t]
-    kind, size = types.get(t, ()), None
-    parts: list[tuple[int, int]] = []  # (count, type) of what it is made of
-    if kind[:1] in ((_TYPE_INT,), (_TYPE_FLOAT,)) and len(kind) > 1:
-        size = kind[1] // 8
-    elif kind[:1] in ((23,), (24,)) and len(kind) > 2:  # OpTypeVector, OpTypeMatrix: (component type, count)
-        parts = [(kind[2], kind[1])]
-    elif kind[:1] == (28,) and len(kind) > 2 and kind[2] in constants:  # OpTypeArray: (element, length)
-        parts = [(constants[kind[2]], kind[1])]
-    elif kind[:1] == (30,):  # OpTypeStruct: its members
-        parts = [(1, m) for m in kind[1:]]
+    kind = types.get(t, ())
+    size = kind[1] // 8 if kind[:1] in ((_TYPE_INT,), (_TYPE_FLOAT,)) and len(kind) > 1 else None
+    parts = _parts(kind, constants)
     if parts and depth <= 16:
         sizes = [_size(types, constants, member, memo, depth + 1) for _, member in parts]
         size = None if None in sizes else sum(n * (x or 0) for (n, _), x in zip(parts, sizes))
     memo[t] = size
     return size
+
+
+def _parts(kind: tuple[int, ...], constants: dict[int, int]) -> list[tuple[int, int]]:
+    """(count, type) of what a composite type (its declaration's words, ``kind``) is made of; [] for others."""
+    if kind[:1] in ((23,), (24,)) and len(kind) > 2:  # OpTypeVector, OpTypeMatrix: (component type, count)
+        return [(kind[2], kind[1])]
+    if kind[:1] == (28,) and len(kind) > 2 and kind[2] in constants:  # OpTypeArray: (element, length)
+        return [(constants[kind[2]], kind[1])]
+    if kind[:1] == (30,):  # OpTypeStruct: its members
+        return [(1, m) for m in kind[1:]]
+    return []
 
 
 def shared_memory(insts: Insts, types: dict[int, tuple[int, ...]]) -> str:

@@ -27,23 +27,20 @@ and its reason. Closing the pool (or leaving its ``with`` block, or Ctrl-C) leav
 from __future__ import annotations
 
 import concurrent.futures
-import io
 import os
 import pickle
 import sys
 import threading
 import time
 import weakref
-import zipfile
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Callable, Union
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable
 
 from ..enums import CPU_ARCHS, Arch
 from ..errors import (
     ArgumentTypeError,
     InvalidArgumentError,
-    MissingFileError,
     PoolClosedError,
     PoolError,
     WorkerCrashedError,
@@ -52,6 +49,7 @@ from ..errors import (
 )
 from ..runtime import resolve_arch
 from ._local import LocalHandle
+from ._modules import Modules, module_sources
 from ._plan import plan_cpus, plan_devices
 from ._progress import Progress
 from ._report import WorkerLost, lost_worker
@@ -68,11 +66,6 @@ __all__ = [
     "WorkerStartError",
     "WorkerTaskError",
 ]
-
-#: Modules as a pool takes them: one path (folder or ``.tcm``) or ``.tcm`` bytes, a list of them, or a dict
-#: name -> path or bytes (``worker.modules[name]``).
-Modules = Union[str, "os.PathLike[str]", bytes, Sequence[Union[str, "os.PathLike[str]", bytes]],
-                Mapping[str, Union[str, "os.PathLike[str]", bytes]], None]
 
 #: Variables a Ray worker is given from the driver (a local worker inherits the whole environment).
 _RAY_ENV_PREFIXES = ("TAICHI_C_API_INSTALL_DIR", "TAICHI_AOT_", "VK_ICD_FILENAMES", "VK_DRIVER_FILES")
@@ -188,7 +181,7 @@ class Pool:
         self._durations: deque[float] = deque(maxlen=64)  # of the latest tasks run to their end
         #: how many speculative copies were started, and how many of them ended first
         self.speculated = self.speculation_won = 0
-        sources = _module_sources(modules, pack=backend == "ray")
+        sources = module_sources(modules, pack=backend == "ray")
         plan = plan_devices(self.arch, devices, workers, backend)
         cpus: list[tuple[int, ...] | None]
         if self.arch in CPU_ARCHS:
@@ -484,29 +477,25 @@ class Pool:
         items = list(items)
         tasks = [self._submit(fn, item, i) for i, item in enumerate(items)]
         futures = [t.future for t in tasks]
-        show = progress if progress is not None else (sys.stderr.isatty() and len(items) > len(self._slots))
-        bar = Progress(len(futures), len(self._slots), show if callable(show) else None) if show and futures else None
+        bar = self._progress(progress, futures)
         try:
             if bar is not None:
                 for f in futures:
                     f.add_done_callback(bar.step)
             done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-            failed = [i for i, f in enumerate(futures) if f in done and (f.cancelled() or f.exception() is not None)]
-            if failed:  # the first failure in input order, as Executor.map: the tasks before it may fail too
-                for f in futures[failed[0] + 1:]:
-                    f.cancel()
-                concurrent.futures.wait(futures[:failed[0]])
-                first = next(f for f in futures if f.done() and (f.cancelled() or f.exception() is not None))
-                if first.cancelled() or isinstance(first.exception(), PoolClosedError):
-                    ended = sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
-                    raise PoolClosedError(f"the pool was closed during the map: {ended} of {len(futures)} tasks done")
-                raise first.exception()  # type: ignore[misc]
+            _raise_first_failure(futures, done)
             return [f.result() for f in futures]
         finally:
             for f in futures:
                 f.cancel()  # what has not started (after an error or Ctrl-C) is not run
             if bar is not None:
                 bar.finish()
+
+    def _progress(self, progress: bool | Callable[[int, int], object] | None, futures: list[concurrent.futures.Future]
+                  ) -> Progress | None:
+        """The progress of a map of ``futures`` as ``map`` says (None: not shown)."""
+        show = progress if progress is not None else (sys.stderr.isatty() and len(futures) > len(self._slots))
+        return Progress(len(futures), len(self._slots), show if callable(show) else None) if show and futures else None
 
     def close(self) -> None:
         """Finish every submitted task, then stop the workers (each closes its runtime) and reap them."""
@@ -593,55 +582,29 @@ def _deliver(task: _Task, reply: Reply) -> None:
     task.future.set_exception(exc)
 
 
+def _failed(f: concurrent.futures.Future) -> bool:
+    return f.cancelled() or f.exception() is not None
+
+
+def _raise_first_failure(futures: list[concurrent.futures.Future], done: set[concurrent.futures.Future]) -> None:
+    """The first failure in input order among ``futures`` (``done`` holds those that ended), raised as
+    ``Executor.map`` does: the tasks before it, which may fail too, are waited for, those after it cancelled. A
+    cancelled task or one the pool's closing ended is a PoolClosedError."""
+    failed = [i for i, f in enumerate(futures) if f in done and _failed(f)]
+    if not failed:
+        return
+    for f in futures[failed[0] + 1:]:
+        f.cancel()
+    concurrent.futures.wait(futures[:failed[0]])
+    first = next(f for f in futures if f.done() and _failed(f))
+    if first.cancelled() or isinstance(first.exception(), PoolClosedError):
+        ended = sum(1 for f in futures if f.done() and not _failed(f))
+        raise PoolClosedError(f"the pool was closed during the map: {ended} of {len(futures)} tasks done")
+    raise first.exception()  # type: ignore[misc]
+
+
 def _kill_handles(slots: list[_Slot]) -> None:
     """At exit (or when a pool is dropped unclosed): no worker outlives its pool."""
     for slot in slots:
         if slot.handle is not None:
             slot.handle.kill()
-
-
-def _module_sources(modules: Modules, pack: bool) -> dict[str, str | bytes]:
-    """Modules by name, paths made absolute and checked; with ``pack`` (Ray: other machines), as ``.tcm`` bytes."""
-    if modules is None:
-        return {}
-    named: list[tuple[str | None, Any]]
-    if isinstance(modules, Mapping):
-        named = list(modules.items())
-    elif isinstance(modules, (str, os.PathLike, bytes, bytearray, memoryview)):
-        named = [(None, modules)]
-    elif isinstance(modules, Sequence):
-        named = [(None, m) for m in modules]
-    else:
-        raise ArgumentTypeError(f"Pool: modules must be a path, bytes, a list or a dict, got {type(modules).__name__}")
-    out: dict[str, str | bytes] = {}
-    for i, (name, source) in enumerate(named):
-        if isinstance(source, (bytes, bytearray, memoryview)):
-            value: str | bytes = bytes(source)
-            key = name if name is not None else f"module{i}" if i else "module"
-        elif isinstance(source, (str, os.PathLike)):
-            path = os.path.abspath(os.fspath(source))
-            if not os.path.exists(path):
-                raise MissingFileError(f"Pool: no module at {path!r}")
-            stem = os.path.basename(path.rstrip(os.sep))
-            key = name if name is not None else stem[:-4] if stem.endswith(".tcm") else stem
-            value = _pack(path) if pack else path
-        else:
-            raise ArgumentTypeError(f"Pool: a module is a path or bytes, got {type(source).__name__}")
-        if not isinstance(key, str) or key in out:
-            raise InvalidArgumentError(f"Pool: module name {key!r} given twice (pass a dict to name them)")
-        out[key] = value
-    return out
-
-
-def _pack(path: str) -> bytes:
-    """A module path as ``.tcm`` bytes (a folder zipped), so it reaches workers on other machines."""
-    if os.path.isfile(path):
-        with open(path, "rb") as f:
-            return f.read()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for folder, _, files in os.walk(path):
-            for name in sorted(files):
-                full = os.path.join(folder, name)
-                zf.write(full, os.path.relpath(full, path))
-    return buf.getvalue()

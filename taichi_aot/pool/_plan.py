@@ -30,11 +30,7 @@ def plan_devices(arch: Arch, devices: Sequence[int] | None, workers: int | None,
         return []  # how many workers, and their cores: plan_cpus
     status = capi.arch_status()[arch]
     if devices is None:
-        if arch == Arch.VULKAN and status.devices:
-            hardware = [i for i, d in enumerate(status.devices) if not d.software]
-            devices = hardware or [0]
-        else:
-            devices = list(range(status.device_count or 1))
+        devices = _every_device(arch, status)
     known = len(status.devices) if arch == Arch.VULKAN and status.devices else status.device_count
     if backend == "local" and known is not None:
         for d in devices:
@@ -53,6 +49,14 @@ def plan_devices(arch: Arch, devices: Sequence[int] | None, workers: int | None,
         else:
             plan.append((device, device, None))
     return plan
+
+
+def _every_device(arch: Arch, status: capi.ArchStatus) -> list[int]:
+    """The devices a pool takes by default: every one of ``arch``'s (on Vulkan the hardware ones, where any)."""
+    if arch == Arch.VULKAN and status.devices:
+        hardware = [i for i, d in enumerate(status.devices) if not d.software]
+        return hardware or [0]
+    return list(range(status.device_count or 1))
 
 
 def plan_cpus(workers: int | None, threads: int | None,

@@ -53,40 +53,9 @@ def add_to_folder(folder: str) -> dict[str, Any]:
     manifest: dict[str, Any] = {"taichi_aot_ptx": FORMAT, "target": ptx_compile.TARGET, "llvm": llvm,
                                 "compile": ptx_compile.VERSION, "runtime": None, "kernels": {}, "refused": {}}
     for name, entry in sorted(_kernels(folder).items()):
-        path = os.path.join(folder, f"{name}.ll")
-        if not os.path.isfile(path):
-            manifest["refused"][name] = "the module has no IR for it"
-            continue
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        if 'target triple = "nvptx64-nvidia-cuda"' not in text:
-            raise CorruptedDataError(f"{path}: not a CUDA kernel's IR")
-        verdict = gate.read_ir(text)
-        try:
-            reason = verdict.reason or gate.read_entry(entry)
-            layout = plan.from_entry(entry) if reason is None else None
-        except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
-            reason, layout = f"its metadata cannot be laid out here: {type(e).__name__}: {e}", None
-        if reason is None and layout is not None:
-            try:
-                code = ptx_compile.to_ptx(text, [t["name"] for t in layout["tasks"]], layout["args_size"])
-                runtime = ptx_compile.runtime_layout(text)
-            except ptx_compile.PtxError as e:
-                reason = str(e)
-            else:
-                if runtime is not None and manifest["runtime"] not in (None, runtime.__dict__):
-                    reason = "its IR lays Taichi's runtime out unlike the module's other kernels"
-                elif runtime is None and verdict.rand:
-                    reason = "it uses random numbers, and its IR does not lay Taichi's runtime out"
-                else:
-                    if runtime is not None:
-                        manifest["runtime"] = dict(runtime.__dict__)
-                    with open(os.path.join(folder, f"{name}.ptx"), "w", encoding="utf-8") as f:
-                        f.write(code)
-                    manifest["kernels"][name] = {"ptx": f"{name}.ptx", "rand": verdict.rand,
-                                                 "ir_sha256": hashlib.sha256(text.encode()).hexdigest()}
-                    continue
-        manifest["refused"][name] = reason
+        reason = _add_kernel(folder, name, entry, manifest)
+        if reason is not None:
+            manifest["refused"][name] = reason
     if manifest["runtime"] is None and manifest["kernels"]:  # no IR lays Taichi's runtime out: no stand-in to make
         why = "the module's IR does not lay Taichi's runtime out"
         manifest["refused"].update({k: why for k in manifest["kernels"]})
@@ -94,6 +63,44 @@ def add_to_folder(folder: str) -> dict[str, Any]:
     with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return manifest
+
+
+def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -> str | None:
+    """PTX for kernel ``name`` (its metadata ``entry``) written beside its IR and entered in ``manifest`` (with the
+    runtime layout its IR gives, the module's first); or why it gets none."""
+    from . import compile as ptx_compile
+
+    path = os.path.join(folder, f"{name}.ll")
+    if not os.path.isfile(path):
+        return "the module has no IR for it"
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if 'target triple = "nvptx64-nvidia-cuda"' not in text:
+        raise CorruptedDataError(f"{path}: not a CUDA kernel's IR")
+    verdict = gate.read_ir(text)
+    try:
+        reason = verdict.reason or gate.read_entry(entry)
+        if reason is not None:
+            return reason
+        layout = plan.from_entry(entry)
+    except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
+        return f"its metadata cannot be laid out here: {type(e).__name__}: {e}"
+    try:
+        code = ptx_compile.to_ptx(text, [t["name"] for t in layout["tasks"]], layout["args_size"])
+        runtime = ptx_compile.runtime_layout(text)
+    except ptx_compile.PtxError as e:
+        return str(e)
+    if runtime is not None and manifest["runtime"] not in (None, runtime.__dict__):
+        return "its IR lays Taichi's runtime out unlike the module's other kernels"
+    if runtime is None and verdict.rand:
+        return "it uses random numbers, and its IR does not lay Taichi's runtime out"
+    if runtime is not None:
+        manifest["runtime"] = dict(runtime.__dict__)
+    with open(os.path.join(folder, f"{name}.ptx"), "w", encoding="utf-8") as f:
+        f.write(code)
+    manifest["kernels"][name] = {"ptx": f"{name}.ptx", "rand": verdict.rand,
+                                 "ir_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return None
 
 
 def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
@@ -158,25 +165,36 @@ def read_manifest(raw: bytes | None, where: str) -> dict[str, Any] | None:
     if not isinstance(kernels, dict) or not isinstance(refused, dict):
         raise CorruptedDataError(f"{where}: {MANIFEST} without kernels and refused")
     for name, k in kernels.items():
-        if (not _plain_name(name) or not isinstance(k, dict) or not isinstance(k.get("ptx"), str)
-                or not isinstance(k.get("rand"), bool) or not isinstance(k.get("ir_sha256"), str)
-                or not _plain_name(k["ptx"])):
+        if not _kernel_entry(name, k):
             raise CorruptedDataError(f"{where}: {MANIFEST}: kernel {name!r} is malformed")
     if not all(isinstance(why, str) for why in refused.values()):
         raise CorruptedDataError(f"{where}: {MANIFEST}: a refusal that is not a text")
     if runtime is not None:
-        fields = ("size", "temporaries", "rand_states", "rand_state_size")
-        if not isinstance(runtime, dict) or any(type(runtime.get(f)) is not int for f in fields):
-            raise CorruptedDataError(f"{where}: {MANIFEST}: a malformed runtime layout")
-        size = runtime["size"]
-        if not (0 < size <= 1 << 20 and 0 <= runtime["temporaries"] <= size - 8
-                and 0 <= runtime["rand_states"] <= size - 8 and 20 <= runtime["rand_state_size"] <= 64
-                and runtime["rand_state_size"] % 4 == 0
-                and runtime["temporaries"] % 8 == 0 and runtime["rand_states"] % 8 == 0):
-            raise CorruptedDataError(f"{where}: {MANIFEST}: the runtime layout is out of range")
+        _check_runtime(runtime, where)
     elif any(k["rand"] for k in kernels.values()) or kernels:
         raise CorruptedDataError(f"{where}: {MANIFEST}: kernels with PTX and no runtime layout")
     return doc
+
+
+def _kernel_entry(name: Any, k: Any) -> bool:
+    """Whether a manifest's kernel entry is well formed: a plain name, its PTX file's (plain too), whether it uses
+    random numbers, its IR's digest."""
+    return (_plain_name(name) and isinstance(k, dict) and isinstance(k.get("ptx"), str)
+            and isinstance(k.get("rand"), bool) and isinstance(k.get("ir_sha256"), str) and _plain_name(k["ptx"]))
+
+
+def _check_runtime(runtime: Any, where: str) -> None:
+    """A manifest's runtime layout (the stand-in C makes for Taichi's runtime): its fields inside its size,
+    aligned, a random state of 20 to 64 bytes."""
+    fields = ("size", "temporaries", "rand_states", "rand_state_size")
+    if not isinstance(runtime, dict) or any(type(runtime.get(f)) is not int for f in fields):
+        raise CorruptedDataError(f"{where}: {MANIFEST}: a malformed runtime layout")
+    size = runtime["size"]
+    if not (0 < size <= 1 << 20 and 0 <= runtime["temporaries"] <= size - 8
+            and 0 <= runtime["rand_states"] <= size - 8 and 20 <= runtime["rand_state_size"] <= 64
+            and runtime["rand_state_size"] % 4 == 0
+            and runtime["temporaries"] % 8 == 0 and runtime["rand_states"] % 8 == 0):
+        raise CorruptedDataError(f"{where}: {MANIFEST}: the runtime layout is out of range")
 
 
 def manifest_of(source: str) -> dict[str, Any] | None:

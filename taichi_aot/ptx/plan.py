@@ -45,21 +45,11 @@ def _scalar_code(t: Any) -> int:
 
 
 def _argument(arg: dict, t: Any, offset: int) -> dict:
+    """An argument's place in the launch parameters, from its metadata ``arg`` and its layout ``t`` at ``offset``:
+    an ndarray (its shape and pointers), a scalar, or a vector or matrix by value."""
     ptype = arg.get("ptype", 0)
-    if ptype == 1:  # an ndarray: {shape {i32 dim_k}, data_ptr[, grad_ptr]}
-        members = {e.get("name"): e for e in _elements(t)}
-        if set(members) - {"grad_ptr"} != {"shape", "data_ptr"}:
-            raise PlanError(f"an ndarray argument with members {sorted(map(str, members))}")
-        shape = _elements(members["shape"].get("type"))
-        if not 1 <= len(shape) <= MAX_DIMS or any(_scalar_code(e.get("type")) != 5 for e in shape):
-            raise PlanError("an ndarray shape that is not 1 to 16 i32")
-        if [e.get("offset") for e in shape] != [4 * k for k in range(len(shape))]:
-            raise PlanError("an ndarray shape with unexpected offsets")
-        out = {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
-               "data": offset + int(members["data_ptr"]["offset"])}
-        if "grad_ptr" in members:  # the arguments say needs_grad: read by the reverse-mode kernel only
-            out["grad"] = offset + int(members["grad_ptr"]["offset"])
-        return out
+    if ptype == 1:
+        return _ndarray(t, offset)
     if ptype != 0:
         raise PlanError("a texture argument")
     if isinstance(t, dict) and t.get("type_kind") == 0:
@@ -73,6 +63,23 @@ def _argument(arg: dict, t: Any, offset: int) -> dict:
     if [e.get("offset") for e in values] != [size * k for k in range(len(values))]:
         raise PlanError("a vector argument with unexpected offsets")
     return {"kind": "tensor", "offset": offset, "size": size, "count": len(values)}
+
+
+def _ndarray(t: Any, offset: int) -> dict:
+    """An ndarray argument's plan: its layout ``t`` is {shape {i32 dim_k}, data_ptr[, grad_ptr]}."""
+    members = {e.get("name"): e for e in _elements(t)}
+    if set(members) - {"grad_ptr"} != {"shape", "data_ptr"}:
+        raise PlanError(f"an ndarray argument with members {sorted(map(str, members))}")
+    shape = _elements(members["shape"].get("type"))
+    if not 1 <= len(shape) <= MAX_DIMS or any(_scalar_code(e.get("type")) != 5 for e in shape):
+        raise PlanError("an ndarray shape that is not 1 to 16 i32")
+    if [e.get("offset") for e in shape] != [4 * k for k in range(len(shape))]:
+        raise PlanError("an ndarray shape with unexpected offsets")
+    out = {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
+           "data": offset + int(members["data_ptr"]["offset"])}
+    if "grad_ptr" in members:  # the arguments say needs_grad: read by the reverse-mode kernel only
+        out["grad"] = offset + int(members["grad_ptr"]["offset"])
+    return out
 
 
 def from_entry(entry: dict) -> dict:
@@ -119,21 +126,33 @@ def check(plan: Any, where: str) -> dict:
         kind = arg.get("kind") if isinstance(arg, dict) else None
         offset = _int(arg.get("offset") if kind else None, 0, size, f"{what}'s offset")
         if kind == "ndarray":
-            dims = _int(arg.get("dims"), 1, MAX_DIMS, f"{what}'s dims")
-            data = _int(arg.get("data"), 0, size - 8, f"{what}'s data pointer offset")
-            if offset % 4 or data % 8 or offset + 4 * dims > size or (data < offset + 4 * dims and offset < data + 8):
-                raise CorruptedDataError(f"{what}: its shape and pointer overlap or leave the arguments")
-            if "grad" in arg:
-                grad = _int(arg.get("grad"), 8, size - 8, f"{what}'s gradient pointer offset")
-                if grad % 8 or (grad < offset + 4 * dims and offset < grad + 8) or abs(grad - data) < 8:
-                    raise CorruptedDataError(f"{what}: its gradient pointer overlaps its shape or data pointer")
+            _check_ndarray(arg, offset, size, what)
         elif kind in ("scalar", "tensor"):
-            width = _int(arg.get("size"), 1, 8, f"{what}'s element size")
-            if width not in (1, 2, 4, 8) or offset % width:
-                raise CorruptedDataError(f"{what}: a misaligned or odd-sized value")
-            count = _int(arg.get("count", 1), 1, 64, f"{what}'s element count")
-            if offset + width * count > size:
-                raise CorruptedDataError(f"{what} ends past the arguments ({size} bytes)")
+            _check_value(arg, offset, size, what)
         else:
             raise CorruptedDataError(f"{what}: unknown kind {kind!r}")
     return plan
+
+
+def _check_value(arg: dict, offset: int, size: int, what: str) -> None:
+    """A scalar's or vector's elements (1 to 64, of 1, 2, 4 or 8 bytes) aligned at ``offset``, inside the ``size``
+    bytes of the arguments."""
+    width = _int(arg.get("size"), 1, 8, f"{what}'s element size")
+    if width not in (1, 2, 4, 8) or offset % width:
+        raise CorruptedDataError(f"{what}: a misaligned or odd-sized value")
+    count = _int(arg.get("count", 1), 1, 64, f"{what}'s element count")
+    if offset + width * count > size:
+        raise CorruptedDataError(f"{what} ends past the arguments ({size} bytes)")
+
+
+def _check_ndarray(arg: dict, offset: int, size: int, what: str) -> None:
+    """An ndarray's shape (at ``offset``), data pointer and gradient pointer inside the ``size`` bytes of the
+    arguments, aligned, none overlapping another."""
+    dims = _int(arg.get("dims"), 1, MAX_DIMS, f"{what}'s dims")
+    data = _int(arg.get("data"), 0, size - 8, f"{what}'s data pointer offset")
+    if offset % 4 or data % 8 or offset + 4 * dims > size or (data < offset + 4 * dims and offset < data + 8):
+        raise CorruptedDataError(f"{what}: its shape and pointer overlap or leave the arguments")
+    if "grad" in arg:
+        grad = _int(arg.get("grad"), 8, size - 8, f"{what}'s gradient pointer offset")
+        if grad % 8 or (grad < offset + 4 * dims and offset < grad + 8) or abs(grad - data) < 8:
+            raise CorruptedDataError(f"{what}: its gradient pointer overlaps its shape or data pointer")

@@ -1,42 +1,27 @@
-"""The benchmark harness of ``taichi-aot bench``: launch overhead, kernel throughput, transfers and
-graphs, side by side.
-
-Every figure is measured in one run with interleaved repeats after a warm-up, reported as the
-median with min-max, and as a ratio to its limit: the raw C loop (a driver compiled here with the
-system compiler, linked against the same libtaichi_c_api), ``memcpy``/``np.copyto`` on the host,
-or the device's own copy bandwidth. Times of a method include a final ``wait``, as in C.
-
-This file holds :func:`run` and the sections about the launch path (launch, graph, interop, memory); the
-harness of one arch is in bench_harness.py, the bandwidth sections in bench_transfers.py, the tables and the
-picture in bench_report.py.
-"""
+"""The sections of the bench about the launch path: launch (each way a kernel is launched, against raw C and
+Taichi's JIT), graph (a graph against its kernels one by one), interop (foreign arrays against NdArrays) and
+memory (what launches leave behind)."""
 
 from __future__ import annotations
 
 import os
-import platform
 import sys
-import time
 import tracemalloc
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import Arch, capi
-from ..enums import CPU_ARCHS
-from .bench_fresh import fresh
-from .bench_harness import Bench, Methods, Server, interleave, machine, ratio
-from .bench_measure import Measured, machine_warnings, measure
-from .bench_report import format_figure, format_rows, plot, summary
-from .bench_row import Row
-from .bench_sim import c_loop, simulation
-from .bench_transfers import throughput, torch_server, transfers
+from taichi_aot import Arch, capi
+from taichi_aot.enums import CPU_ARCHS
+
+from .fresh import fresh
+from .harness import Bench, Methods, Server, interleave, ratio
+from .measure import Measured, measure
+from .row import Row
+from .steps import c_loop
 
 if TYPE_CHECKING:
-    from .. import AotModule, Kernel, NdArray
-
-__all__ = ["SECTIONS", "format_figure", "format_rows", "plot", "run", "summary"]
+    from taichi_aot import AotModule, Kernel, NdArray
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRAPH_DISPATCHES = 16
@@ -51,16 +36,9 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
     """Per-launch cost of a trivial kernel, each way taichi_aot can launch it, against raw C and Taichi's JIT.
 
     The reference is a C loop in this process on this runtime (``taichi_aot_steps``: plain ``ti_launch_kernel``
-    calls over the same handle and packed arguments), measured in paired rounds (:mod:`.bench_measure`); the
+    calls over the same handle and packed arguments), measured in paired rounds (:mod:`.measure`); the
     compiled driver in a process of its own is shown beside it."""
-    fast = not bench.gpu or bench.arch == Arch.CUDA  # launches are cheap there: more of them
-    n = (1000 if bench.quick else 4000) if fast else (150 if bench.quick else 600)
-    reps = 3
-    if bench.arch == Arch.CUDA and not bench.quick:  # a GPU host's noise comes in bursts: more, shorter repeats
-        n, reps = n // 3, 8  # find its quiet moments for every method alike (its round bests); not on Vulkan,
-    elif bench.gpu and not bench.quick:  # whose final wait (0.5 ms on an H100) would weigh on a shorter repeat
-        reps = 5
-    rounds = 5 if bench.quick else 21
+    n, reps, rounds = _launch_counts(bench)
     methods: Methods = {}
     tiny = bench.mod.kernels["tiny"]
     x = bench.rt.ndarray((16,), np.float32, host_access="none")  # as the raw C driver allocates
@@ -70,15 +48,7 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
         methods["raw C, own process"] = lambda: driver.seconds(f"launch {n}") / n * 1e6
     methods.update(_launch_methods(bench, tiny, x, n))
     methods.update(_launch_parts(bench, tiny, x, n))
-    jit_server = None
-    if jit:
-        try:
-            jit_server = Server([sys.executable, os.path.join(HERE, "bench_kernels.py"), "jit", bench.name],
-                                f"Taichi JIT ({bench.name})")
-            jn, server = max(n // 4, 100), jit_server
-            methods["Taichi JIT (ti.kernel call)"] = lambda: server.seconds(f"launch {jn}") / jn * 1e6
-        except (RuntimeError, OSError) as e:
-            bench.log(f"Taichi JIT path not measured on {bench.name}: {e}")
+    jit_server = _jit_server(bench, n, methods) if jit else None
     try:
         measured = measure(methods, "raw C", rounds, reps)
     finally:
@@ -93,6 +63,32 @@ def launch_overhead(bench: Bench, jit: bool) -> list[Row]:
         rows[0].note = "; ".join(measured.warnings)
     _rate_launches(bench, rows, measured)
     return rows
+
+
+def _launch_counts(bench: Bench) -> tuple[int, int, int]:
+    """Launches a repeat, repeats a round and rounds of the launch section on ``bench``'s arch."""
+    fast = not bench.gpu or bench.arch == Arch.CUDA  # launches are cheap there: more of them
+    n = (1000 if bench.quick else 4000) if fast else (150 if bench.quick else 600)
+    reps = 3
+    if bench.arch == Arch.CUDA and not bench.quick:  # a GPU host's noise comes in bursts: more, shorter repeats
+        n, reps = n // 3, 8  # find its quiet moments for every method alike (its round bests); not on Vulkan,
+    elif bench.gpu and not bench.quick:  # whose final wait (0.5 ms on an H100) would weigh on a shorter repeat
+        reps = 5
+    return n, reps, 5 if bench.quick else 21
+
+
+def _jit_server(bench: Bench, n: int, methods: Methods) -> Server | None:
+    """Taichi's JIT path in a process of its own (bench_kernels.py), added to ``methods``; None where it cannot
+    start (said in the log)."""
+    try:
+        server = Server([sys.executable, os.path.join(HERE, "bench_kernels.py"), "jit", bench.name],
+                        f"Taichi JIT ({bench.name})")
+    except (RuntimeError, OSError) as e:
+        bench.log(f"Taichi JIT path not measured on {bench.name}: {e}")
+        return None
+    jn = max(n // 4, 100)
+    methods["Taichi JIT (ti.kernel call)"] = lambda: server.seconds(f"launch {jn}") / jn * 1e6
+    return server
 
 
 def _c_launches(bound: Any, n: int) -> Callable[[], float]:
@@ -297,7 +293,7 @@ def interop(bench: Bench) -> list[Row]:
         rows[0].note = "; ".join(measured.warnings)
     for nd in nds:
         nd.close()
-    return rows + fresh(bench)  # arrays made anew each call (bench_fresh.py)
+    return rows + fresh(bench)  # arrays made anew each call (fresh.py)
 
 
 def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
@@ -429,107 +425,3 @@ def _rss(pid: int | str = "self") -> int:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-# -- the run --------------------------------------------------------------------------------------------
-
-
-def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, log: Callable[[str], None]
-             ) -> list[Row]:
-    """The rows of one section on one arch."""
-    if section == "launch":
-        return launch_overhead(bench, jit_ok)
-    if section == "graph":
-        return graph_vs_kernels(bench)
-    if section in ("throughput", "transfers"):  # on CUDA against torch's copies, measured in its own process
-        torch_copy = torch_server(log) if arch == Arch.CUDA else None
-        try:
-            return throughput(bench, torch_copy) if section == "throughput" else transfers(bench, torch_copy)
-        finally:
-            if torch_copy is not None:
-                torch_copy.close()
-    if section == "interop":
-        return interop(bench)
-    if section == "simulation":
-        return simulation(bench.rt, quick)
-    if section == "scaling":
-        from .bench_scaling import scaling
-
-        return scaling(bench.rt, quick, log)
-    if section == "launcher":
-        from .bench_launcher import launcher
-
-        return launcher(bench)
-    if section == "ops":
-        from .bench_ops import ops
-
-        return ops(bench)
-    if section == "autodiff":
-        from .bench_autodiff import autodiff
-
-        return autodiff(bench)
-    if section == "validation":
-        from .bench_validation import validation
-
-        return validation(bench.rt, quick)
-    return memory_growth(bench)
-
-
-SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops", "autodiff")
-
-
-def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
-        log: Callable[[str], None] = print, saved: Callable[[dict], None] | None = None) -> dict:
-    """Run the benchmark sections on every available arch (or ``archs``); returns the results."""
-    status = capi.arch_status()
-    if archs is None:
-        archs = [a for a in (Arch.X64, Arch.VULKAN, Arch.CUDA) if status[a].available]
-    jit_ok = jit and _has_taichi()
-    results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "host": platform.node(),
-        "machine": machine(), "python": platform.python_version(), "numpy": np.__version__,
-        "library": capi.library.path, "c_api_version": capi.get_version(), "archs": {}, "rows": [], "errors": [],
-        "warnings": machine_warnings(),
-    }
-    for warning in results["warnings"]:
-        log(f"warning: {warning}")
-    for arch in archs:
-        if not status[arch].available:
-            log(f"{arch.name.lower()}: not available ({status[arch].reason})")
-            continue
-        log(f"== {arch.name.lower()} ==")
-        try:
-            bench = Bench(arch, quick, log)
-        except Exception as e:  # a backend that cannot run the harness: say so, go on with the others
-            results["errors"].append(f"{arch.name.lower()}: {type(e).__name__}: {e}")
-            log(f"{arch.name.lower()}: cannot run the benchmarks: {type(e).__name__}: {e}")
-            continue
-        try:
-            results["archs"][bench.name] = {"device": bench.device, "raw_c": bench.driver is not None,
-                                            "jit": jit_ok}
-            for section in sections:
-                t0 = time.perf_counter()
-                try:
-                    rows = _section(bench, section, arch, quick, jit_ok, log)
-                except Exception as e:
-                    import traceback
-
-                    results["errors"].append(f"{bench.name} {section}: {type(e).__name__}: {e}")
-                    log(traceback.format_exc())
-                    continue
-                results["rows"] += [r.to_dict() for r in rows]
-                if saved is not None:
-                    saved(results)  # after every section, so a run cut short keeps what it measured
-                log(format_rows(rows))
-                log(f"   ({section}: {time.perf_counter() - t0:.1f} s)")
-        finally:
-            bench.close()
-    return results
-
-
-def _has_taichi() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("taichi") is not None
-

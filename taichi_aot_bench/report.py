@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .bench_row import Row
+from .row import Row
 
 
 def format_rows(rows: Sequence[Row | dict]) -> str:
@@ -22,7 +22,7 @@ def format_rows(rows: Sequence[Row | dict]) -> str:
         lo, hi = d["min"], d["max"]
         rng = f"{format_figure(lo)}-{format_figure(hi)}" if lo is not None and hi is not None and lo != hi else ""
         ratio = f"{d['ratio']:.2f}x" if d["ratio"] is not None else ""
-        if d.get("spread") is not None:  # paired rounds (bench_measure): the ratios' spread
+        if d.get("spread") is not None:  # paired rounds (measure.py): the ratios' spread
             mins = f"±{d['spread']:.1%}"
         else:
             mins = f"{d['min_ratio']:.2f}x" if d.get("min_ratio") is not None else ""

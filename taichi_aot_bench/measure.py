@@ -78,6 +78,15 @@ def measure(methods: dict[str, Callable[[], float]], reference: str | None, roun
     if reference is not None and reference in bests:
         ref = bests[reference]
         out.ratios = {name: [a / b for a, b in zip(bests[name], ref)] for name in names if name != reference}
+    wandering = _wandering(bests)
+    if wandering:
+        out.warnings.append(f"round bests wander (interquartile range over median): {', '.join(wandering)}: a busy "
+                            "or throttling machine")
+    return out
+
+
+def _wandering(bests: dict[str, list[float]]) -> list[str]:
+    """The methods whose round bests wander by more than UNSTABLE (interquartile range over median), with it."""
     wandering = []
     for name, values in bests.items():
         if len(values) >= 4:
@@ -85,10 +94,7 @@ def measure(methods: dict[str, Callable[[], float]], reference: str | None, roun
             wander = (q[2] - q[0]) / statistics.median(values)
             if wander > UNSTABLE:
                 wandering.append(f"{name} {wander:.0%}")
-    if wandering:
-        out.warnings.append(f"round bests wander (interquartile range over median): {', '.join(wandering)}: a busy "
-                            "or throttling machine")
-    return out
+    return wandering
 
 
 def machine_warnings() -> list[str]:

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..enums import Arch
-from .bench_harness import torch_here
-from .bench_measure import measure
-from .bench_row import Row
+from taichi_aot.enums import Arch
+
+from .harness import torch_here
+from .measure import measure
+from .row import Row
 
 if TYPE_CHECKING:
-    from .bench_harness import Bench
+    from .harness import Bench
 
 __all__ = ["ops"]
 
@@ -41,7 +42,7 @@ def _torch_empty_op(kernel: Any) -> Any:
     tensor like its first input (uninitialised): torch's floor for calling such an op."""
     import torch
 
-    from .. import torch as tt
+    from taichi_aot import torch as tt
 
     class Empty(tt.Op):
         def _launch(self, inputs: Any) -> Any:  # no kernel: a tensor like the first input
@@ -60,7 +61,7 @@ def _jax_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], fl
         import jax
         import jax.numpy as jnp
 
-        from .. import jax as tj
+        from taichi_aot import jax as tj
     except ImportError:
         return {}
     platform = "gpu" if bench.rt.arch == Arch.CUDA else "cpu"
@@ -92,7 +93,7 @@ def _torch_methods(bench: Bench, kernel: Any, n: int) -> dict[str, Callable[[], 
     if found is None:
         return {}
     torch, device, sync = found
-    from .. import torch as tt
+    from taichi_aot import torch as tt
 
     cuda = device == "cuda"
     op = tt.op(kernel, {0: 0})

@@ -1,4 +1,4 @@
-"""One row of the benchmark's results (bench.py and its sections in other files share it)."""
+"""One row of the benchmark's results (the run and its sections share it)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Row:
     note: str = ""
     params: dict = field(default_factory=dict)
     min_ratio: float | None = None  # best against best: what noise on shared CPUs sways least
-    spread: float | None = None  # paired ratios (bench_measure): half their interquartile range, relative
+    spread: float | None = None  # paired ratios (measure.py): half their interquartile range, relative
 
     @property
     def median(self) -> float:

@@ -1,7 +1,7 @@
 """One arch's benchmark harness, and what the sections of ``taichi-aot bench`` measure with.
 
 :class:`Bench` holds an arch's runtime, the benchmark module loaded on it and the raw C driver; each section
-is a function of it (bench.py, bench_transfers.py). :class:`Server` is a child process that answers one JSON
+is a function of it (launch.py, transfers.py, ...). :class:`Server` is a child process that answers one JSON
 line a command (the raw C driver, Taichi's JIT, torch's copies); :func:`interleave` runs methods in turn and
 :func:`ratio` compares one row with another.
 """
@@ -16,12 +16,14 @@ import subprocess
 import time
 from typing import IO, Any, Callable
 
-from .. import Arch, Runtime, capi
-from ..enums import CPU_ARCHS
-from .bench_row import Row
-from .cache import CompileError, bench_driver, taichi_module
+from taichi_aot import Arch, Runtime, capi
+from taichi_aot.cli.cache import CompileError
+from taichi_aot.enums import CPU_ARCHS
 
-#: named ways to take one sample of a figure, run in turn (interleave, bench_measure.measure)
+from .compile import bench_driver, taichi_module
+from .row import Row
+
+#: named ways to take one sample of a figure, run in turn (interleave, measure.measure)
 Methods = dict[str, Callable[[], float]]
 
 

@@ -5,34 +5,33 @@ graph ``substep`` (four dispatches) and then the same four kernels one by one; e
 the runtime is waited for and its four floats are read back to the host, as a program that watches its
 simulation does. The same loop runs
 
-* in C (``taichi_aot_steps`` of the extension: plain ``ti_launch_*`` calls, ``ti_wait``, and the read back a C
-  program would make: map and copy on x64 and Vulkan, ``cuMemcpyDtoH`` on CUDA), over the very handles, memory
-  and packed arguments of the Python loops below, in this process and on this runtime;
+* in C (``taichi_aot_steps``, steps.py: plain ``ti_launch_*`` calls, ``ti_wait``, and the read back a C program
+  would make: map and copy on x64 and Vulkan, ``cuMemcpyDtoH`` on CUDA), over the very handles, memory and packed
+  arguments of the Python loops below, in this process and on this runtime;
 * as a Python user writes it: ``substep(x=x, ...)``, ``p2g(x, v, grid_v, grid_m)``, ..., ``rt.wait()``,
   ``out.to_numpy(buf)``;
 * with bound launches (``bind`` once, ``launch()`` every step), and the read back the same way.
 
-Measured with :mod:`.bench_measure` (paired rounds; the C loop is the reference).
+Measured with :mod:`.measure` (paired rounds; the C loop is the reference).
 """
 
 from __future__ import annotations
 
-import ctypes
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import Arch, _cuda
-from .._native import ffi, lib
-from ..enums import CPU_ARCHS
-from .bench_measure import measure
-from .bench_row import Row
-from .cache import taichi_module
+from taichi_aot import Arch
+from taichi_aot.enums import CPU_ARCHS
+
+from .compile import taichi_module
+from .measure import measure
+from .row import Row
+from .steps import c_loop, readback
 
 if TYPE_CHECKING:
-    from .. import BoundLaunch, Runtime
+    from taichi_aot import Runtime
 
 PARTICLES = 8192
 GRID = 64
@@ -115,48 +114,11 @@ class _Simulation:
 
     def _c_reference(self) -> Callable[[int, int], float]:
         step, stats = self._bound()
-        readback = ffi.new("TaichiAotReadback *")
-        memory = self.out.memory
-        readback.dst = ffi.cast("void *", self.buf.ctypes.data)
-        readback.size = self.buf.nbytes
-        if self.rt.arch == Arch.CUDA:
-            readback.kind = 2
-            readback.cuda_copy = ffi.cast("void *", ctypes.cast(_cuda.driver().cuMemcpyDtoH_v2, ctypes.c_void_p).value)
-            readback.device_pointer = memory.cuda_pointer()
-        else:
-            readback.kind = 1
-            readback.runtime = self.rt.handle
-            readback.memory = memory.handle
-        return c_loop(step, [stats], readback)
+        return c_loop(step, [stats], readback(self.rt, self.out.memory, self.buf))
 
     def c(self, steps: int, every: int = EVERY) -> float:
         """Seconds per step of the same loop in C."""
         return self._c_loop(steps, every)
-
-
-def c_loop(step: Sequence[BoundLaunch], every: Sequence[BoundLaunch] = (), readback: Any = None
-           ) -> Callable[[int, int], float]:
-    """The extension's raw C loop over bound launches: ``run(steps, each)`` launches ``step`` ``steps`` times, and
-    every ``each`` steps (0: never) ``every``, a wait and ``readback`` (a ``TaichiAotReadback *``; None: nothing
-    read); returns the seconds per step."""
-    launches = ffi.new("TaichiAotLaunch[]", len(step))
-    for i, b in enumerate(step):
-        launches[i] = b._c[0]  # the bound launch's prepared struct: its handle and packed arguments
-    others = ffi.new("TaichiAotLaunch[]", max(len(every), 1))
-    for i, b in enumerate(every):
-        others[i] = b._c[0]
-    if readback is None:
-        readback = ffi.new("TaichiAotReadback *")  # kind 0: no read back
-    keep = (step, every, launches, others, readback)  # the structs point into the bound launches' buffers
-
-    def run(steps: int, each: int) -> float:
-        assert keep
-        seconds = lib.taichi_aot_steps(launches, len(step), others, len(every), steps, each, readback)
-        if seconds < 0:
-            raise RuntimeError("the raw C step loop failed")
-        return seconds / steps
-
-    return run
 
 
 def simulation(rt: Runtime, quick: bool) -> list[Row]:

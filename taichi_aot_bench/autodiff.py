@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..enums import Arch
-from .bench_harness import ratio, torch_here
-from .bench_measure import measure
-from .bench_row import Row
-from .cache import taichi_module
+from taichi_aot.enums import Arch
+
+from .compile import taichi_module
+from .harness import ratio, torch_here
+from .measure import measure
+from .row import Row
 
 if TYPE_CHECKING:
-    from .bench_harness import Bench
+    from .harness import Bench
 
 __all__ = ["autodiff"]
 
@@ -51,7 +52,7 @@ def _torch_methods(bench: Bench, kernel: Any, v0: np.ndarray, n: int) -> dict[st
     if found is None:
         return {}
     torch, device, sync = found
-    from .. import torch as tt
+    from taichi_aot import torch as tt
 
     op = tt.op(kernel, {"hit": "v0"})
     start = torch.tensor(v0, device=device)

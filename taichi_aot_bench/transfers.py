@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .. import Arch
-from .bench_harness import Bench, Methods, Server, interleave
-from .bench_row import Row
+from taichi_aot import Arch
+
+from .harness import Bench, Methods, Server, interleave
+from .row import Row
 
 if TYPE_CHECKING:
-    from .. import BoundLaunch, NdArray
+    from taichi_aot import BoundLaunch, NdArray
 
 #: GB/s that from_numpy and to_numpy of pageable arrays reach on CUDA from 16 MiB up (half of torch's
 #: pinned copy on an H200)
@@ -138,7 +139,7 @@ def _copy_limit(bench: Bench, methods: Methods, x: NdArray, y: NdArray, size: in
         methods["memcpy (np.copyto)"] = host_copy
         return "memcpy (np.copyto)"
     if bench.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
-        from .. import _cuda
+        from taichi_aot import _cuda
 
         dst_ptr, src_ptr = y.memory.cuda_pointer(), x.memory.cuda_pointer()
 

@@ -1,12 +1,12 @@
 """``taichi-aot bench``'s launcher section (CUDA): taichi_aot's own CUDA launcher beside libtaichi's path and CuPy's
-``RawKernel``, measured in one run, round by round (bench_measure.py).
+``RawKernel``, measured in one run, round by round (measure.py).
 
 * ``saxpy`` over 4096 f32 with NdArrays passed again: the own launcher against CuPy's ``RawKernel`` doing the same
   work in one launch (target: at most 1.5x) and against libtaichi's path (the same module loaded with
   ``cuda_launcher="taichi"``);
 * a new torch or CuPy output each call (arrays made before the loop, each passed once) against arrays passed
   again (target: at most 1.1x), on both paths;
-* the simulation's step, its four kernels called one by one from Python (``cli/sim_kernels.py``), on both paths
+* the simulation's step, its four kernels called one by one from Python (``sim_kernels.py``), on both paths
   (target: the own launcher's below libtaichi's).
 """
 
@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..enums import Arch
-from .bench_measure import measure
-from .bench_row import Row
-from .bench_sim import DT, GRAVITY, GRID, PARTICLES
-from .cache import taichi_module
+from taichi_aot.enums import Arch
+
+from .compile import taichi_module
+from .measure import measure
+from .row import Row
+from .sim import DT, GRAVITY, GRID, PARTICLES
 
 if TYPE_CHECKING:
-    from .bench_harness import Bench
+    from .harness import Bench
 
 __all__ = ["launcher"]
 

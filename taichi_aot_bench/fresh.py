@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..enums import CPU_ARCHS, Arch
-from .bench_measure import measure
-from .bench_row import Row
+from taichi_aot.enums import CPU_ARCHS, Arch
+
+from .measure import measure
+from .row import Row
+from .steps import import_loop
 
 if TYPE_CHECKING:
-    from .bench_harness import Bench
+    from .harness import Bench
 
 __all__ = ["fresh"]
 
@@ -98,8 +100,6 @@ def _forms(kind: str, make: Maker, writable: bool, kernel: Any, nd: Any, staged:
 def _raw_c(bench: Bench, kernel: Any, nds: list[Any], count: int, n: int) -> Callable[[], float] | None:
     """Raw C's launch of ``count`` arrays handed anew (``taichi_aot_import_steps``: import each, launch), or None
     where this arch imports no memory (Vulkan) or the kernel is on the own CUDA launcher."""
-    from .._native import ffi, lib
-
     arch = bench.rt.arch
     if (arch not in CPU_ARCHS and arch != Arch.CUDA) or kernel.launcher == "own":
         return None  # the own CUDA launcher takes pointers, never imports: there is no libtaichi loop to compare
@@ -109,16 +109,8 @@ def _raw_c(bench: Bench, kernel: Any, nds: list[Any], count: int, n: int) -> Cal
         ptrs = [x.__cuda_array_interface__["data"][0] for x in nds[:count]]
     else:
         ptrs = [x.host_span()[0] for x in nds[:count]]
-    c_ptrs = ffi.new("uint64_t[]", ptrs)
-
-    def one() -> float:
-        seconds = lib.taichi_aot_import_steps(bound._c, c_ptrs, count, nds[0].nbytes, int(cuda), n)
-        if seconds < 0:
-            raise RuntimeError("the raw C import loop failed")
-        return seconds / n * 1e6
-
-    one.keep = (bound, c_ptrs)  # type: ignore[attr-defined]
-    return one
+    loop = import_loop(bound, ptrs, count, nds[0].nbytes, cuda)
+    return lambda: loop(n) * 1e6
 
 
 def _waited(kernel: Any, nds: list[Any], rt: Any) -> Body:

@@ -1,8 +1,8 @@
 """``taichi-aot bench``'s validation section (Vulkan): what SPIRV-Tools' validation adds to a module's load.
 
-A 20-kernel module (``cli/many_kernels.py``) is loaded with every task validated (what a process's first load of
+A 20-kernel module (``many_kernels.py``) is loaded with every task validated (what a process's first load of
 that content does) and again with the verdicts kept (what later loads of the same content do: a task's SPIR-V is
-checked once per process, by its digest), in interleaved rounds (bench_measure.py); and each task's validation
+checked once per process, by its digest), in interleaved rounds (measure.py); and each task's validation
 is timed alone. The loads are loads again in one runtime, which shares the loaded module by content: what they
 time is taichi_aot's own checks, libtaichi_c_api's load aside.
 """
@@ -14,15 +14,16 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from .. import metadata
-from ..enums import Arch
-from ..metadata import spirv
-from .bench_measure import measure
-from .bench_row import Row
-from .cache import taichi_module
+from taichi_aot import metadata
+from taichi_aot.enums import Arch
+from taichi_aot.metadata import spirv
+
+from .compile import taichi_module
+from .measure import measure
+from .row import Row
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from taichi_aot.runtime import Runtime
 
 __all__ = ["validation"]
 

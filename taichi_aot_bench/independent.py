@@ -15,9 +15,9 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from .. import Arch, Runtime
-from ..pool._plan import plan_cpus
-from .sweep import simulate, warm_up
+from taichi_aot import Arch, Runtime
+from taichi_aot.cli.sweep import simulate, warm_up
+from taichi_aot.pool._plan import plan_cpus
 
 _TIMEOUT = 600.0
 

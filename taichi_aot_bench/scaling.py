@@ -7,7 +7,7 @@ warm-up: three rounds on a GPU, five on the CPU, the best kept (a shared machine
 The pools run speculatively (``Pool(speculative=True)``: a straggler is copied onto an idle worker at the map's
 end; each row counts the copies). The section reports throughput (simulations/s) and scaling efficiency,
 ``throughput(n) / (n * throughput(1))``, all measured in one run. On the CPU, n independent processes without a
-pool run the largest count's work beside it (``bench_independent``): the machine's ceiling, and the pool's share
+pool run the largest count's work beside it (independent.py): the machine's ceiling, and the pool's share
 of it (target: INDEPENDENT_TARGET). It also reports what
 the pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
 this process, and one simulation through the pool against the same simulation run here.
@@ -19,18 +19,19 @@ import time
 from types import SimpleNamespace
 from typing import Callable
 
-from .. import Arch, Runtime, _cpus, capi
-from ..enums import CPU_ARCHS
-from .bench_independent import independent
-from .bench_row import Row
-from .cache import demo_module
-from .sweep import noop, params, simulate, warm_up
+from taichi_aot import Arch, Runtime, _cpus, capi
+from taichi_aot.cli.cache import demo_module
+from taichi_aot.cli.sweep import noop, params, simulate, warm_up
+from taichi_aot.enums import CPU_ARCHS
+
+from .independent import independent
+from .row import Row
 
 #: Scaling efficiency a pool must reach on GPUs (one worker per device).
 EFFICIENCY_TARGET = 0.9
 #: ... and on CPU cores (one worker a core): (up to this many workers, the efficiency), the first that applies
 CPU_EFFICIENCY_TARGETS = ((2, 0.9), (8, 0.85), (16, 0.8))
-#: The pool of n CPU workers against n independent processes doing the same work (bench_independent).
+#: The pool of n CPU workers against n independent processes doing the same work (independent.py).
 INDEPENDENT_TARGET = 0.95
 
 
@@ -63,7 +64,7 @@ def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
         return [found[i].name if i < len(found) else "unknown" for i in devices]
     import ctypes
 
-    from .. import _cuda
+    from taichi_aot import _cuda
 
     names = []
     for i in devices:
@@ -78,62 +79,80 @@ def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int |
             backend: str = "local") -> list[Row]:
     """Throughput and efficiency of the sweep on 1..N workers of ``rt``'s arch, and the pool's cost per task
     (the in-process reference runs on ``rt``: a process holds one CUDA runtime at a time)."""
-    from ..pool import Pool
+    s = _setup(rt.arch, quick, workers, backend)
+    # every task is the same simulation (the grid's middle), so that n workers do exactly n times one worker's
+    # work: a simulation's cost depends on its parameters (one whose pattern dies out computes with subnormal
+    # floats, several times slower on some CPUs), and a mix of costs would measure how the tasks happen to pack
+    same = s.grid[len(s.grid) // 2 + 4]
+    rows: list[Row] = []
+    base = None
+    for n in s.counts:
+        tasks = [same] * (s.per_worker * n)
+        samples, copies, won = _sweep(s, n, tasks)
+        base = base or max(samples)
+        row = _sweep_row(s, n, tasks, samples, base, copies, won)
+        rows.append(row)
+        log(f"   {n} worker(s): {max(samples):.2f} sims/s, efficiency {row.ratio:.3f}")
+    if not s.gpu and base is not None and s.counts[-1] > 1:
+        n = s.counts[-1]
+        rows += _independent_rows(s.name, s.module, n, [same] * (s.per_worker * n), s.repeats, base,
+                                  max(rows[-1].samples), log)
+    rows += _pool_cost(rt, s, log)
+    return rows
 
-    arch = rt.arch
-    name = arch.name.lower()
+
+def _setup(arch: Arch, quick: bool, workers: int | None, backend: str) -> SimpleNamespace:
+    """What the section runs on ``arch``: the module, the sizes, the worker counts and devices, the sweep's grid."""
     gpu = arch not in CPU_ARCHS
+    name = arch.name.lower()
     module = demo_module(name, cpu_threads=None if gpu else 1)  # CPU: one thread a worker, a core each
     # a CPU worker is one core running one-thread kernels: smaller simulations keep the section to minutes
     size = 64 if quick else 256 if gpu else 128
     steps = 64 if quick else 4000 if gpu else 1000
-    per_worker = (3 if quick else 16) if gpu else (3 if quick else 8)
-    repeats = 1 if quick else 3 if gpu else 5
     counts, devices = _counts(arch, workers)
-    models = _device_names(arch, devices)  # recorded beside each figure: runs on other hosts compare by it
-    grid = params(8, size, steps)
-    # every task is the same simulation (the grid's middle), so that n workers do exactly n times one worker's
-    # work: a simulation's cost depends on its parameters (one whose pattern dies out computes with subnormal
-    # floats, several times slower on some CPUs), and a mix of costs would measure how the tasks happen to pack
-    same = grid[len(grid) // 2 + 4]
-    rows: list[Row] = []
-    base = None
-    for n in counts:
-        tasks = [same] * (per_worker * n)
-        with Pool(module, arch=arch, workers=n, devices=devices[:n] if devices else None, backend=backend,
-                  threads=None if gpu else 1, setup=warm_up, speculative=True) as pool:
-            pool.map(simulate, tasks[:2 * n], progress=False)  # warm: every worker has run full-size simulations
-            samples = []
-            copies, won = pool.speculated, pool.speculation_won
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                pool.map(simulate, tasks, progress=False)
-                samples.append(len(tasks) / (time.perf_counter() - t0))
-            copies, won = pool.speculated - copies, pool.speculation_won - won
-        throughput = max(samples)
-        wall = len(tasks) / throughput
-        base = base or throughput
-        efficiency = throughput / (n * base)
-        row = Row("scaling", name, f"sweep, {n} worker{'s' * (n > 1)}", "sims/s", samples, ratio=efficiency,
-                  limit=f"{n} x 1 worker",
-                  params={"workers": n, "tasks": len(tasks), "size": size, "steps": steps, "backend": backend,
-                          "devices": devices[:n] if devices else None, "repeats": repeats, "best_wall_s": wall,
-                          "gpus_on_host": len(devices) if devices else 0, "gpu_models": models[:n],
-                          "speculative_copies": copies, "copies_first": won})
-        target = EFFICIENCY_TARGET if gpu else _cpu_target(n)
-        if n > 1 and target is not None:
-            row.target, row.met = f">= {target}", efficiency >= target
-        row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation" + (
-            f"; {n} of {len(devices)} GPUs: {', '.join(sorted(set(models[:n])))}" if gpu and devices else "")
-        rows.append(row)
-        log(f"   {n} worker(s): {throughput:.2f} sims/s, efficiency {efficiency:.3f}")
-    if not gpu and base is not None and counts[-1] > 1:
-        rows += _independent_rows(name, module, counts[-1], [same] * (per_worker * counts[-1]), repeats, base,
-                                  max(rows[-1].samples), log)
-    setup = SimpleNamespace(arch=arch, name=name, module=module, devices=devices, gpu=gpu, quick=quick, grid=grid,
-                            size=size, steps=steps, backend=backend)
-    rows += _pool_cost(rt, setup, log)
-    return rows
+    return SimpleNamespace(
+        arch=arch, name=name, module=module, devices=devices, gpu=gpu, quick=quick, grid=params(8, size, steps),
+        size=size, steps=steps, backend=backend, counts=counts,
+        per_worker=(3 if quick else 16) if gpu else (3 if quick else 8), repeats=1 if quick else 3 if gpu else 5,
+        models=_device_names(arch, devices))  # recorded beside each figure: runs on other hosts compare by it
+
+
+def _sweep(s: SimpleNamespace, n: int, tasks: list) -> tuple[list[float], int, int]:
+    """``tasks`` on a pool of ``n`` workers, ``s.repeats`` times: sims/s of each time, and how many speculative
+    copies the pool made and how many of them ended first."""
+    from taichi_aot.pool import Pool
+
+    with Pool(s.module, arch=s.arch, workers=n, devices=s.devices[:n] if s.devices else None, backend=s.backend,
+              threads=None if s.gpu else 1, setup=warm_up, speculative=True) as pool:
+        pool.map(simulate, tasks[:2 * n], progress=False)  # warm: every worker has run full-size simulations
+        samples = []
+        copies, won = pool.speculated, pool.speculation_won
+        for _ in range(s.repeats):
+            t0 = time.perf_counter()
+            pool.map(simulate, tasks, progress=False)
+            samples.append(len(tasks) / (time.perf_counter() - t0))
+        return samples, pool.speculated - copies, pool.speculation_won - won
+
+
+def _sweep_row(s: SimpleNamespace, n: int, tasks: list, samples: list[float], base: float, copies: int, won: int
+               ) -> Row:
+    """The row of ``n`` workers: sims/s, and the efficiency against ``n`` times one worker's (``base``)."""
+    throughput = max(samples)
+    wall = len(tasks) / throughput
+    efficiency = throughput / (n * base)
+    devices, models = s.devices, s.models
+    row = Row("scaling", s.name, f"sweep, {n} worker{'s' * (n > 1)}", "sims/s", samples, ratio=efficiency,
+              limit=f"{n} x 1 worker",
+              params={"workers": n, "tasks": len(tasks), "size": s.size, "steps": s.steps, "backend": s.backend,
+                      "devices": devices[:n] if devices else None, "repeats": s.repeats, "best_wall_s": wall,
+                      "gpus_on_host": len(devices) if devices else 0, "gpu_models": models[:n],
+                      "speculative_copies": copies, "copies_first": won})
+    target = EFFICIENCY_TARGET if s.gpu else _cpu_target(n)
+    if n > 1 and target is not None:
+        row.target, row.met = f">= {target}", efficiency >= target
+    row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation" + (
+        f"; {n} of {len(devices)} GPUs: {', '.join(sorted(set(models[:n])))}" if s.gpu and devices else "")
+    return row
 
 
 def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int, base: float, pooled: float,
@@ -155,8 +174,8 @@ def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int,
 
 def _pool_cost(rt: Runtime, s: SimpleNamespace, log: Callable[[str], None]) -> list[Row]:
     """What the pool costs per task: nothing to do, and one simulation, against the same call in this process
-    (``s``: the section's arch, name, module, devices, gpu, quick, grid, size, steps and backend)."""
-    from ..pool import Pool
+    (``s``: the section's setup, :func:`_setup`)."""
+    from taichi_aot.pool import Pool
 
     calls = 200 if s.quick else 2000
     with Pool(s.module, arch=s.arch, workers=1, devices=s.devices[:1] if s.devices else None, backend=s.backend,

@@ -1,0 +1,133 @@
+/* A step loop driven by C alone: the raw C reference of `taichi-aot bench` (its launch and simulation
+   sections), run in the benchmark's own process, on its runtime, with the handles and packed arguments
+   of the launches it compares, so that both sides launch the same work on the same device queue. The
+   launches are plain ti_launch_kernel / ti_launch_compute_graph calls (or the own CUDA launcher's, ptx.c): no
+   check of any kind. The functions are taichi_aot._native's, called through the addresses it handed over
+   (steps.h: TaichiAotBenchCalls). */
+#include <string.h>
+#include <time.h>
+
+#include "steps.h"
+#include "taichi/taichi_cpu.h"
+#include "taichi/taichi_cuda.h"
+#include "taichi_aot.h"
+
+static TaichiAotBenchCalls calls;
+
+/* The bound function `name` (a field of TaichiAotBenchCalls), with the type of its declaration. */
+#define CALL(name) ((__typeof__(&name))calls.name)
+
+void taichi_aot_bench_bind(const TaichiAotBenchCalls *c) {
+    calls = *c;
+}
+
+static double taichi_aot_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One launch, the work launch.c's launch_any makes for every launch from Python: a kernel of the own CUDA
+   launcher (kind 2) or a graph of them (3), else, where libtaichi's launches are not refused (pending[1]), a
+   kernel (0) or a graph (1) through libtaichi and a read of its error slot. */
+static void taichi_aot_raw_launch(const TaichiAotLaunch *l) {
+    switch (l->kind) {
+    case 2:
+        (void)CALL(taichi_aot_cuda_launch)(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
+                                           (const TiArgument *)l->args);
+        return;
+    case 3:
+        (void)CALL(taichi_aot_cuda_graph)(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                          (const TiNamedArgument *)l->args);
+        return;
+    case 0:
+        if (!l->pending[1]) {
+            CALL(ti_launch_kernel)(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+            (void)CALL(ti_get_last_error)(NULL, NULL);
+        }
+        return;
+    default:
+        if (!l->pending[1]) {
+            CALL(ti_launch_compute_graph)(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                          (const TiNamedArgument *)l->args);
+            (void)CALL(ti_get_last_error)(NULL, NULL);
+        }
+    }
+}
+
+typedef int (*taichi_aot_cuda_copy)(void *dst, uint64_t src, size_t size); /* cuMemcpyDtoH_v2 */
+
+static int taichi_aot_read_back(const TaichiAotReadback *r) {
+    if (r->kind == 1) {
+        TiRuntime runtime = (TiRuntime)r->runtime;
+        TiMemory memory = (TiMemory)r->memory;
+        void *mapped = CALL(ti_map_memory)(runtime, memory);
+        if (mapped == NULL) {
+            return -1;
+        }
+        memcpy(r->dst, mapped, (size_t)r->size);
+        CALL(ti_unmap_memory)(runtime, memory);
+    } else if (r->kind == 2) {
+        return ((taichi_aot_cuda_copy)r->cuda_copy)(r->dst, r->device_pointer, (size_t)r->size) == 0 ? 0 : -1;
+    }
+    return 0;
+}
+
+double taichi_aot_steps(const void *step_launches, uint32_t count, const void *every_launches, uint32_t every_count,
+                        uint64_t steps, uint64_t every, const TaichiAotReadback *readback) {
+    const TaichiAotLaunch *step = (const TaichiAotLaunch *)step_launches;
+    const TaichiAotLaunch *others = (const TaichiAotLaunch *)every_launches;
+    uint64_t s;
+    uint32_t i;
+    double t0 = taichi_aot_now();
+    for (s = 0; s < steps; ++s) {
+        for (i = 0; i < count; ++i) {
+            taichi_aot_raw_launch(&step[i]);
+        }
+        if (every != 0 && s % every == every - 1) {
+            for (i = 0; i < every_count; ++i) {
+                taichi_aot_raw_launch(&others[i]);
+            }
+            CALL(ti_wait)(step[0].runtime);
+            if (taichi_aot_read_back(readback) != 0) {
+                return -1.0;
+            }
+        }
+    }
+    CALL(ti_wait)(step[0].runtime);
+    if (CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS) {
+        return -1.0;
+    }
+    return taichi_aot_now() - t0;
+}
+
+/* libtaichi_c_api 1.7.4 cannot release an import, so none is. The arguments' memory is put back as it was. */
+double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_t count, uint64_t size, uint32_t cuda,
+                               uint64_t steps) {
+    const TaichiAotLaunch *step = (const TaichiAotLaunch *)launch;
+    TiArgument *args = (TiArgument *)step->args;
+    TiMemory kept[16];
+    uint64_t s;
+    uint32_t i;
+    double t0, t1;
+    if (step->kind != 0 || count > 16 || count > step->arg_count) {
+        return -1.0;
+    }
+    for (i = 0; i < count; ++i) {
+        kept[i] = args[i].value.ndarray.memory;
+    }
+    t0 = taichi_aot_now();
+    for (s = 0; s < steps; ++s) {
+        for (i = 0; i < count; ++i) {
+            args[i].value.ndarray.memory = cuda ? CALL(ti_import_cuda_memory)(step->runtime, (void *)ptrs[i], size)
+                                                : CALL(ti_import_cpu_memory)(step->runtime, (void *)ptrs[i], size);
+        }
+        taichi_aot_raw_launch(step);
+    }
+    CALL(ti_wait)(step->runtime);
+    t1 = taichi_aot_now();
+    for (i = 0; i < count; ++i) {
+        args[i].value.ndarray.memory = kept[i];
+    }
+    return CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS ? -1.0 : t1 - t0;
+}
