@@ -463,6 +463,24 @@ _registered_bytes = 0
 _seen: OrderedDict[int, tuple[weakref.ref[np.ndarray], bool]] = OrderedDict()  # id() -> the array, refused
 
 
+def _registrable(root: np.ndarray) -> bool:
+    """Whether numpy allocated ``root``'s memory (its lifetime is the array's), contiguous, within the budget."""
+    return (root.base is None and bool(root.flags.owndata) and root.nbytes <= register_limit()
+            and bool(root.flags.c_contiguous or root.flags.f_contiguous))
+
+
+def _seen_before(key: int, root: np.ndarray) -> bool:
+    """Whether the transfers saw ``root`` (at ``id()`` ``key``) before and the driver did not refuse it; else it is
+    remembered now (the least recent forgotten past _SEEN_MAX)."""
+    seen = _seen.pop(key, None)  # id() may name a dead array's successor: the weak reference tells
+    if seen is not None and seen[0]() is root and not seen[1]:
+        return True
+    _seen[key] = (weakref.ref(root), seen is not None and seen[0]() is root and seen[1])
+    while len(_seen) > _SEEN_MAX:
+        _seen.popitem(last=False)
+    return False
+
+
 def _entry_for(array: np.ndarray, host: int, nbytes: int) -> _Registered | None:
     """The registration that page-locks ``array``'s memory, marked busy for one transfer (the caller ends it).
     The array that owns the memory is registered the second time the transfers see it, if numpy allocated
@@ -484,14 +502,7 @@ def _entry_for(array: np.ndarray, host: int, nbytes: int) -> _Registered | None:
             if entry.busy:  # in use by another thread's transfer: left to it
                 return None
             entry.unregister()  # a dead array's successor at the same id(), or memory that moved
-        if (root.base is not None or not root.flags.owndata or root.nbytes > register_limit()
-                or not (root.flags.c_contiguous or root.flags.f_contiguous)):
-            return None
-        seen = _seen.pop(key, None)  # id() may name a dead array's successor: the weak reference tells
-        if seen is None or seen[0]() is not root or seen[1]:
-            _seen[key] = (weakref.ref(root), seen is not None and seen[0]() is root and seen[1])
-            while len(_seen) > _SEEN_MAX:
-                _seen.popitem(last=False)
+        if not _registrable(root) or not _seen_before(key, root):
             return None
         made = _register(root, root.__array_interface__["data"][0])
         if not isinstance(made, _Registered):  # over the budget: tried again; the driver refused: not again

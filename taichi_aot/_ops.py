@@ -39,6 +39,19 @@ def _dtype_of(dtype: Any) -> np.dtype | None:
             return None
 
 
+def _given_shape(like: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
+    """An output's shape and dtype given as ``(shape, dtype)`` or an object with ``.shape`` and ``.dtype``."""
+    shape = getattr(like, "shape", None)
+    dtype = getattr(like, "dtype", None)
+    if shape is None and isinstance(like, (tuple, list)) and len(like) == 2:
+        shape, dtype = like
+    dt = _dtype_of(dtype) if dtype is not None else None
+    if shape is None or dt is None:
+        raise ArgumentTypeError(f"{what}: an output is shaped like an input (its name or position) or given as "
+                                f"(shape, dtype) or a ShapeDtypeStruct, got {like!r}")
+    return tuple(int(d) for d in shape), dt
+
+
 class OpSpec:
     """A launchable's arguments split into inputs and outputs, with the checks an op makes.
 
@@ -142,15 +155,7 @@ class OpSpec:
                 raise ArgumentTypeError(f"{what}: shaped like {self.what(j)}, which is not an ndarray")
             self.shapes[i] = j
             return
-        shape = getattr(like, "shape", None)
-        dtype = getattr(like, "dtype", None)
-        if shape is None and isinstance(like, (tuple, list)) and len(like) == 2:
-            shape, dtype = like
-        dt = _dtype_of(dtype) if dtype is not None else None
-        if shape is None or dt is None:
-            raise ArgumentTypeError(f"{what}: an output is shaped like an input (its name or position) or given as "
-                                    f"(shape, dtype) or a ShapeDtypeStruct, got {like!r}")
-        shape = tuple(int(d) for d in shape)
+        shape, dt = _given_shape(like, what)
         self.check(i, shape, dt, f"{what} (its output shape)")
         self.shapes[i] = (shape, dt)
 

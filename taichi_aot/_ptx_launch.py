@@ -293,38 +293,22 @@ class Kernels:
         if code != 0:
             return f"the CUDA driver could not load its PTX (error {code})"
         self._modules.append(int(module.value or 0))
-        tasks = ffi.new("TaichiAotCudaTask[]", len(plan["tasks"]))
-        for t, task in zip(tasks, plan["tasks"]):
-            function = ctypes.c_void_p()
-            code = cu.cuModuleGetFunction(ctypes.byref(function), module, ptx_entry(task["name"]).encode())
-            if code != 0:
-                return f"its PTX has no entry for task {task['name']} (error {code})"
-            t.function = ffi.cast("void *", function.value)
-            t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
-        args = ffi.new("TaichiAotCudaArg[]", max(len(plan["args"]), 1))
-        reverse, grads = is_reverse(entry), 0  # a reverse kernel takes its gradients after its arguments
-        for a, arg in zip(args, plan["args"]):
-            a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
-            if arg["kind"] == "ndarray":
-                a.size, a.count, a.data = arg["dims"], 1, arg["data"]
-                if reverse and "grad" in arg:
-                    a.grad, grads = arg["grad"], grads + 1
-            else:
-                a.size, a.count = arg["size"], arg.get("count", 1)
+        tasks = _tasks(cu, module, plan["tasks"])
+        if isinstance(tasks, str):
+            return tasks
+        reverse = is_reverse(entry)  # a reverse kernel takes its gradients after its arguments
+        if reverse and not _gradients_match(plan["args"], entry):
+            return "its layout's gradient pointers are not its arguments that need gradients"
+        args, grads = _args(plan["args"], reverse)
         c = ffi.new("TaichiAotCudaKernel *")
         c.runtime, c.tasks, c.args = launcher.c, tasks, args
         c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
         c.grad_count = grads
-        if reverse and [i for i, arg in enumerate(plan["args"]) if "grad" in arg] != [
-                int(key[0]) for key, a in sorted(entry.get("args") or [], key=lambda e: e[0]) if a.get("needs_grad")]:
-            return "its layout's gradient pointers are not its arguments that need gradients"
         self._keep += [tasks, args]
         if rand:
             launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))
-        flag, size = ctypes.c_uint64(), ctypes.c_size_t()
-        if reverse and cu.cuModuleGetGlobal_v2(ctypes.byref(flag), ctypes.byref(size), module,
-                                               STACK_OVERFLOW.encode()) == 0 and size.value == 4:
-            c.overflow = flag.value  # its autodiff stacks are bounded: the flag an overflow sets, read after a launch
+        if reverse:  # where its autodiff stacks are bounded: the flag an overflow sets, read after a launch
+            c.overflow = _overflow_flag(cu, module)
         self.plans[name] = c
         return None
 
@@ -378,6 +362,48 @@ class Kernels:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
+
+
+def _tasks(cu: Any, module: Any, tasks: list[dict]) -> Any:
+    """The C tasks of a plan's ``tasks`` (each one's function in the loaded ``module``, grid, block, and whether it
+    is a grid-stride range_for), or why one has no entry in the PTX."""
+    out = ffi.new("TaichiAotCudaTask[]", len(tasks))
+    for t, task in zip(out, tasks):
+        function = ctypes.c_void_p()
+        code = cu.cuModuleGetFunction(ctypes.byref(function), module, ptx_entry(task["name"]).encode())
+        if code != 0:
+            return f"its PTX has no entry for task {task['name']} (error {code})"
+        t.function = ffi.cast("void *", function.value)
+        t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
+    return out
+
+
+def _gradients_match(plan_args: list[dict], entry: dict) -> bool:
+    """Whether a reverse kernel's laid-out gradient pointers are its arguments the metadata says need gradients."""
+    laid = [i for i, arg in enumerate(plan_args) if "grad" in arg]
+    needing = sorted(int(key[0]) for key, a in entry.get("args") or [] if a.get("needs_grad"))
+    return laid == needing
+
+
+def _overflow_flag(cu: Any, module: Any) -> int:
+    """The device address of the autodiff stacks' overflow flag in the loaded ``module``, 0 where it has none."""
+    flag, size = ctypes.c_uint64(), ctypes.c_size_t()
+    found = cu.cuModuleGetGlobal_v2(ctypes.byref(flag), ctypes.byref(size), module, STACK_OVERFLOW.encode())
+    return int(flag.value) if found == 0 and size.value == 4 else 0
+
+
+def _args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
+    """The C arguments of a plan's ``args``, and how many gradients a reverse kernel takes after them."""
+    args, grads = ffi.new("TaichiAotCudaArg[]", max(len(plan_args), 1)), 0
+    for a, arg in zip(args, plan_args):
+        a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
+        if arg["kind"] == "ndarray":
+            a.size, a.count, a.data = arg["dims"], 1, arg["data"]
+            if reverse and "grad" in arg:
+                a.grad, grads = arg["grad"], grads + 1
+        else:
+            a.size, a.count = arg["size"], arg.get("count", 1)
+    return args, grads
 
 
 def _read(folder: str, name: str, k: dict, entry: Any, where: str) -> str | tuple[bytes, dict[str, Any], bool]:

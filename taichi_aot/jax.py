@@ -90,6 +90,11 @@ def _cell(rt: Any) -> Any:
     return cell
 
 
+def _positions(inputs: Sequence[int], chosen: Sequence[bool]) -> dict[int, int]:
+    """Argument position -> its place among the ``chosen`` inputs (the operands, or the attributes)."""
+    return {i: k for k, i in enumerate(i for i, c in zip(inputs, chosen) if c)}
+
+
 class _Plan:
     """One plan (xla.c's TaichiAotXlaPlan) of an op, for one way of passing its scalars (attribute or operand)."""
 
@@ -98,27 +103,18 @@ class _Plan:
         n = len(spec.args)
         self.args = ffi.new("TaichiAotXlaArg[]", max(n, 1))
         self.templates = ffi.new("TiArgument[]", max(n, 1))
-        operand = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if not a)}
-        attr = {i: k for k, i in enumerate(i for i, a in zip(spec.inputs, attrs) if a)}
+        operand, attr = _positions(spec.inputs, [not a for a in attrs]), _positions(spec.inputs, attrs)
         aliased = {i: k for k, i in enumerate(spec.outputs)}
         #: each output read and written: the operand its input is, for input_output_aliases
         self.aliases = {operand[i]: k for k, i in enumerate(spec.outputs) if i in spec.inout} or None
         for i, a in enumerate(spec.args):
             c = self.args[i]
             if a.kind == "ndarray":
-                t = ndarray_argument(ffi.NULL, (0,) * a.ndim, tuple(a.elem_shape), DATA_TYPES[spec.dtype(i)])
-                ffi.memmove(ffi.addressof(self.templates, i), t, ARG_SIZE)
-                c.dtype, c.itemsize = _XLA_TYPES[spec.dtype(i)], spec.dtype(i).itemsize
-                c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
-                if i in aliased:  # a result (the input's buffer itself where aliased)
-                    c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
-                else:
-                    c.kind, c.index = lib.TAICHI_AOT_XLA_OPERAND, operand[i]
+                self._array(spec, i, aliased, operand)
             elif i in attr:
                 c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_ATTR, attr[i]
             else:
-                c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_OPERAND, operand[i]
-                c.dtype = _XLA_TYPES[spec.dtype(i)]
+                c.kind, c.index, c.dtype = lib.TAICHI_AOT_XLA_SCALAR_OPERAND, operand[i], _XLA_TYPES[spec.dtype(i)]
                 c.value_offset, c.value_size = self._template(op, i)
         self.names = [ffi.new("char[]", (a.name or "").encode()) for a in spec.args]
         self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
@@ -129,6 +125,19 @@ class _Plan:
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)
+
+    def _array(self, spec: OpSpec, i: int, aliased: dict[int, int], operand: dict[int, int]) -> None:
+        """Plan ndarray argument ``i``: its template, XLA type and dims, and the buffer it is (a result, the input's
+        buffer itself where aliased, or an operand)."""
+        a, c, dtype = spec.args[i], self.args[i], spec.dtype(i)
+        t = ndarray_argument(ffi.NULL, (0,) * a.ndim, tuple(a.elem_shape), DATA_TYPES[dtype])
+        ffi.memmove(ffi.addressof(self.templates, i), t, ARG_SIZE)
+        c.dtype, c.itemsize = _XLA_TYPES[dtype], dtype.itemsize
+        c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
+        if i in aliased:
+            c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
+        else:
+            c.kind, c.index = lib.TAICHI_AOT_XLA_OPERAND, operand[i]
 
     def _template(self, op: Op, i: int) -> tuple[int, int]:
         """Prefill scalar argument ``i``'s TiArgument (type, data type) with a zero packed by its packer; where its

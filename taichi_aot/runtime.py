@@ -78,6 +78,35 @@ def best_arch() -> Arch:
     raise NotSupportedError("no Taichi backend can create a runtime on this machine")
 
 
+def _stream_handle(stream: Any) -> int | None:
+    """The CUstream handle of ``stream`` (None, an int, or a torch or CuPy stream object), checked."""
+    if stream is not None and not isinstance(stream, int):
+        handle = getattr(stream, "cuda_stream", None)
+        if handle is None:
+            handle = getattr(stream, "ptr", None)
+        if not isinstance(handle, int):
+            raise ArgumentTypeError(f"set_cuda_stream: {type(stream).__name__} is not a CUDA stream (a CUstream "
+                                    "handle, a torch.cuda.Stream or a cupy.cuda.Stream)")
+        stream = handle
+    if isinstance(stream, bool) or (stream is not None and stream < 0):
+        raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
+    return stream
+
+
+def _usable_arch(archs: Any, status: dict) -> Arch | None:
+    """Of the module's ``archs`` that work here (``status``), the one asked for (TAICHI_AOT_ARCH), else the first
+    on hardware, else the first; None where none works."""
+    usable = [a for a in ARCH_PREFERENCE if a in archs and a in status and status[a].available]
+    chosen = os.environ.get("TAICHI_AOT_ARCH", "").strip().upper()
+    for arch in usable:
+        if arch.name == chosen:
+            return arch
+    for arch in usable:
+        if not status[arch].software:
+            return arch
+    return usable[0] if usable else None
+
+
 def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Arch:
     """The fastest backend that both this machine and the module ``source`` have (order as :func:`best_arch`;
     ``TAICHI_AOT_ARCH`` chooses among them).
@@ -90,16 +119,9 @@ def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryv
         source = bytes(source)
     archs = metadata.loads_on(source)
     status = capi.arch_status()
-    usable = [a for a in ARCH_PREFERENCE if a in archs and a in status and status[a].available]
-    chosen = os.environ.get("TAICHI_AOT_ARCH", "").strip().upper()
-    for arch in usable:
-        if arch.name == chosen:
-            return arch
-    for arch in usable:
-        if not status[arch].software:
-            return arch
-    if usable:
-        return usable[0]
+    found = _usable_arch(archs, status)
+    if found is not None:
+        return found
     why = "; ".join(f"{a.name.lower()}: {status[a].reason if a in status else 'unknown here'}" for a in archs)
     raise IncompatibleModuleError(
         f"module {metadata.describe(source)} runs on {', '.join(a.name.lower() for a in archs) or 'no known arch'}, "
@@ -375,16 +397,7 @@ class Runtime:
         self.ensure_open()
         if self._arch != Arch.CUDA:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
-        if stream is not None and not isinstance(stream, int):
-            handle = getattr(stream, "cuda_stream", None)
-            if handle is None:
-                handle = getattr(stream, "ptr", None)
-            if not isinstance(handle, int):
-                raise ArgumentTypeError(f"set_cuda_stream: {type(stream).__name__} is not a CUDA stream (a CUstream "
-                                        "handle, a torch.cuda.Stream or a cupy.cuda.Stream)")
-            stream = handle
-        if isinstance(stream, bool) or (stream is not None and stream < 0):
-            raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
+        stream = _stream_handle(stream)
         capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
         if not (capturing or _cuda.capturing(self._cuda_stream)):

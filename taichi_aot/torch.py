@@ -41,6 +41,31 @@ def _torch_dtype(dtype: Any) -> torch.dtype:
     return getattr(torch, "bool" if dtype.kind == "b" else dtype.name)
 
 
+def _schema_types(spec: OpSpec) -> list[str]:
+    """The op's inputs as its schema declares them: ``Tensor x``, ``float a`` (raises for a scalar of a type no
+    number has)."""
+    types = []
+    for i in spec.inputs:
+        a = spec.args[i]
+        if a.kind == "ndarray":
+            types.append(f"Tensor {spec.param(i)}")
+        else:
+            spec.dtype(i)
+            types.append(f"{'float' if a.dtype in FLOATS else 'int'} {spec.param(i)}")
+    return types
+
+
+def _qualname(name: str | None, kernel: str) -> str:
+    """The operator's qualified name: ``name`` (checked: ``namespace::name``, each an identifier), else
+    ``taichi_aot::<kernel>_<n>``."""
+    qualname = name or f"taichi_aot::{re.sub(r'[^0-9A-Za-z_]', '_', kernel)}_{next(_numbers)}"
+    namespace, _, opname = qualname.partition("::")
+    if not re.fullmatch(r"[A-Za-z_]\w*", namespace) or not re.fullmatch(r"[A-Za-z_]\w*", opname):
+        raise ArgumentTypeError(f"taichi_aot.torch.op: name must be 'namespace::name' (each a Python "
+                                f"identifier), got {qualname!r}")
+    return qualname
+
+
 class Op:
     """A kernel or graph as a PyTorch operator; call it with the inputs (signature order, or keywords): it returns
     the outputs (one tensor, or a tuple in the order ``outputs`` gave them).
@@ -57,21 +82,10 @@ class Op:
         self._device = torch.device("cuda", 0) if self._runtime.arch == Arch.CUDA else torch.device("cpu")
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
         self._cuda = self._runtime.arch == Arch.CUDA
-        types = []
-        for i in spec.inputs:
-            a = spec.args[i]
-            if a.kind == "ndarray":
-                types.append(f"Tensor {spec.param(i)}")
-            else:
-                spec.dtype(i)  # raises for a type no number has
-                types.append(f"{'float' if a.dtype in FLOATS else 'int'} {spec.param(i)}")
+        types = _schema_types(spec)
         rets = "Tensor" if len(spec.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(spec.outputs)) + ")"
-        qualname = name or f"taichi_aot::{re.sub(r'[^0-9A-Za-z_]', '_', launchable.name)}_{next(_numbers)}"
-        self.qualname = qualname
+        qualname = self.qualname = _qualname(name, launchable.name)
         namespace, _, opname = qualname.partition("::")
-        if not re.fullmatch(r"[A-Za-z_]\w*", namespace) or not re.fullmatch(r"[A-Za-z_]\w*", opname):
-            raise ArgumentTypeError(f"taichi_aot.torch.op: name must be 'namespace::name' (each a Python "
-                                    f"identifier), got {qualname!r}")
         # a Library operator with kernels of its own: torch.library.custom_op's wrapper costs 5-9 us more a call,
         # eagerly and in compiled graphs alike
         self._library = torch.library.Library(namespace, "FRAGMENT")

@@ -208,6 +208,10 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("_arrays", "_trust_layout"): "Launcher's, off the surface every Kernel inherits: trusts the layout reads",
     ("torch", "_C"): "an op's own autograd kernel calls the op below autograd (_AutoDispatchBelowAutograd, as",
     ("torch", "_AutoDispatchBelowAutograd"): "...torch.library's own autograd wrappers do): 6-9 us less a call",
+    ("torch", "_len_torch_dispatch_stack"): "a plain eager call skips torch's dispatcher (about 8 us) only where",
+    ("torch", "_len_torch_function_stack"): "...no dispatch or function mode, no functorch transform and no",
+    ("torch", "_functorch"): "...tracer is active: torch's C layer is where those are asked (about 0.1 us each);",
+    ("torch", "_get_tracing_state"): "...torch.jit.trace's state, as torch's own Python code asks it",
 }
 
 
