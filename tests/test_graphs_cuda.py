@@ -183,15 +183,18 @@ def test_a_cupy_arrays_stream_is_ordered_before_the_launch_with_no_host_wait(cud
         add = rt.load_module(cuda_module["cuda"]).kernels["add"]
         side = torch.cuda.Stream()
         rt.set_cuda_stream(side)
-        producer = cupy.cuda.Stream(non_blocking=True)
+        producer = torch.cuda.Stream()
         x = torch.zeros(N, device="cuda")
-        with producer:
-            big = cupy.ones((4096, 4096), cupy.float32)
-            for _ in range(40):  # tens of milliseconds of work queued before y is written
-                big = big @ big / 4096
-            y = cupy.full(N, 2.0, cupy.float32) + big[0, :N] * 0
-            add(x, y, 1.5)  # y's interface names the producer's stream
-            assert not producer.done  # the launch did not wait on the host
+        cupy.full(N, 2.0, cupy.float32)  # CuPy's kernel compiled before the clock runs
+        add(x, torch.zeros(N, device="cuda"), 0.0)
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(1 << 31)  # the producer's stream busy for about a second (a spinning kernel)
+        stream = cupy.cuda.ExternalStream(producer.cuda_stream)
+        with stream:
+            y = cupy.full(N, 2.0, cupy.float32)  # written after the spin; its interface names the stream
+            assert not stream.done
+            add(x, y, 1.5)
+            assert not stream.done  # the launch did not wait on the host
         side.synchronize()
         torch.testing.assert_close(x, torch.full((N,), 3.0, device="cuda"))
         rt.set_cuda_stream(None)
