@@ -244,58 +244,13 @@ class Packaged:
         self.out, self.proc = out, proc
 
 
-class _Early:
-    """A subprocess a fixture needs, started once the tests are collected, so that its minutes (package.sh's
-    isolated builds and fresh venvs: about two) pass on the machine's other core while the tests before it run;
-    its output goes to files (no pipe to fill)."""
-
-    def __init__(self, args: list[str], out: str):
-        self.args, self.out = args, out
-        # beside ``out`` (package.sh empties its folder first), read back by result()
-        self._logs = [open(f"{out}.{name}", "w+") for name in ("stdout", "stderr")]
-        self._popen = subprocess.Popen(args, stdout=self._logs[0], stderr=self._logs[1], text=True, cwd=ROOT)
-
-    def result(self, timeout: float) -> subprocess.CompletedProcess:
-        try:
-            code = self._popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._popen.kill()
-            code = self._popen.wait()
-        texts = []
-        for log in self._logs:
-            log.seek(0)
-            texts.append(log.read())
-            log.close()
-        return subprocess.CompletedProcess(self.args, code, *texts)
-
-
-_early: dict[str, _Early] = {}
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    """Start ``scripts/package.sh`` now where a collected test needs its distributions (``packaged``)."""
-    if config.option.collectonly or not any({"packaged", "wheel"} & set(getattr(i, "fixturenames", ()))
-                                            for i in items):
-        return
-    out = config._tmp_path_factory.mktemp("dist")  # pytest's own temporary folder, as tmp_path_factory's
-    _early["package"] = _Early(["bash", os.path.join(ROOT, "scripts", "package.sh"), str(out)], str(out))
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    for early in _early.values():  # a session cut short: nothing left running
-        if early._popen.poll() is None:
-            early._popen.kill()
-
-
 @pytest.fixture(scope="session")
 def packaged(tmp_path_factory) -> Packaged:
-    """The distributions built, repaired, audited and installed by ``scripts/package.sh``, once a session (started
-    early, at collection)."""
-    early = _early.get("package")
-    if early is None:  # the fixture asked for by a test collected otherwise
-        out = str(tmp_path_factory.mktemp("dist"))
-        early = _early["package"] = _Early(["bash", os.path.join(ROOT, "scripts", "package.sh"), out], out)
-    return Packaged(early.out, early.result(timeout=900))
+    """The distributions built, repaired, audited and installed by ``scripts/package.sh``, once a session."""
+    out = str(tmp_path_factory.mktemp("dist"))
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "package.sh"), out], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    return Packaged(out, proc)
 
 
 @pytest.fixture(scope="session")
