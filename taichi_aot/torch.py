@@ -206,11 +206,7 @@ class Op:
         return out[0] if len(out) == 1 else tuple(out)
 
     def _impl(self, *inputs: Any) -> Any:
-        try:
-            return self._launch(inputs)
-        except (TaichiError, AttributeError, TypeError):
-            self._explain(inputs)
-            raise
+        return self._launch(inputs)
 
     def _explain(self, inputs: Sequence[Any]) -> None:
         """The op's own message (the argument, what was expected), where its checks find the fault a launch met."""
@@ -219,7 +215,8 @@ class Op:
 
     def _eager(self, args: Sequence[Any]) -> Any:
         """A call :meth:`_direct` let through (plain tensors on the op's device, none needing a gradient): the
-        outputs made and the kernel launched, with no further look at the inputs (the launch checks them)."""
+        outputs made and the kernel launched, with no further look at the inputs (the launch checks them; where it
+        refuses one, the op's own checks give the message)."""
         try:
             out = self._outputs(args)
             both = (*args, *out)
@@ -230,23 +227,18 @@ class Op:
         return out[0] if len(out) == 1 else tuple(out)
 
     def _launch(self, inputs: Sequence[Any]) -> Any:
-        """Make the outputs and launch: the launch checks every array as a kernel call does."""
-        spec = self.spec
-        out = self._outputs(inputs)
-        values: list[Any] = [None] * len(spec.args)
-        cuda = self._cuda
-        for i, value in zip(spec.inputs, inputs):
+        """The call torch's dispatcher hands the op: its tensors on the op's device (else the op's own message, as
+        its fake's), detached (autograd hands the op the tensors it tracks, grad mode off: the kernel reads their
+        memory), then as :meth:`_eager`."""
+        cuda, given = self._cuda, []
+        for value in inputs:
             if isinstance(value, _Tensor):
                 if value.is_cuda != cuda:  # a kernel call would copy it over: the op refuses, as its fake does
-                    self._check(inputs)
-                # autograd hands the tensors it tracks to the op (grad mode off): the kernel reads their memory
+                    self._explain(inputs)
                 if value.requires_grad:
                     value = value.detach()
-            values[i] = value
-        for i, value in zip(spec.outputs, out):
-            values[i] = value
-        self._run(values)
-        return out[0] if len(out) == 1 else tuple(out)
+            given.append(value)
+        return self._eager(given)
 
     def _run(self, values: list[Any]) -> None:
         """Launch with ``values`` (in signature order)."""
@@ -268,21 +260,18 @@ class Op:
         ops hold none (a CUDA graph's memory pool may not keep them alive): torch's allocator reuses their memory in
         that stream's order. Those a kernel call held before stay held."""
         held = cast(dict, self._held)
-        if not held:  # nothing held before: all the launch holds is its own (the common case: ops hold nothing)
-            try:
-                self._on_torchs_stream()
-                launch()
-            finally:
-                held.clear()
-            return
-        already = [id(v) in held for v in tensors]
+        # nothing held before (the common case: ops hold nothing): all the launch holds is its own
+        already = [id(v) in held for v in tensors] if held else None
         try:
             self._on_torchs_stream()
             launch()
         finally:
-            for value, was in zip(tensors, already):
-                if not was:
-                    held.pop(id(value), None)
+            if already is None:
+                held.clear()
+            else:
+                for value, was in zip(tensors, already):
+                    if not was:
+                        held.pop(id(value), None)
 
     def _on_torchs_stream(self) -> None:
         """A CUDA runtime's launches on torch's current stream, as torch orders its own work."""
