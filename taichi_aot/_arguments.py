@@ -123,9 +123,9 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
 
 
-def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, own: bool = False) -> Packer:
+def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool = False) -> Packer:
     """The packer for an argument described by ``spec`` of a kernel on ``arch``; ``what`` names it in messages;
-    ``own``: the kernel is launched by taichi_aot's CUDA launcher, which takes every scalar type."""
+    ``widens``: the kernel's launch backend takes every scalar type as it is (the own launches)."""
     if spec.kind == "ndarray" and spec.dtype == DataType.U1 and arch in GFX_ARCHS:
         message = (f"{what}: a u1 (bool) ndarray on {arch.name}: Taichi 1.7.4's SPIR-V for u1 ndarrays stores "
                    "nothing the host sees (lavapipe), and its writes corrupted the process on an NVIDIA GPU; "
@@ -143,7 +143,7 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, own: bool = 
         return _tensor_packer(spec, what)
     if spec.kind == "scalar":
         make = _SCALAR_PACKERS.get(spec.dtype) if spec.dtype is not None else None
-        if make is None and own and spec.dtype in _WIDE:
+        if make is None and widens and spec.dtype in _WIDE:
             make = _wide_packer
         if make is not None:
             return make(spec, what)

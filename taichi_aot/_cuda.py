@@ -85,7 +85,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,)),
                                ("cuStreamWaitEvent", (vp, vp, ctypes.c_uint)),
                                ("cuDeviceGetName", (ctypes.c_char_p, i32, i32)),
-                               # the own CUDA launcher's (_ptx_launch.py)
+                               # the own CUDA launcher's (backends/cuda.py)
                                ("cuModuleLoadData", (pvp, ctypes.c_char_p)),
                                ("cuModuleGetFunction", (pvp, vp, ctypes.c_char_p)), ("cuModuleUnload", (vp,)),
                                ("cuModuleGetGlobal_v2", (ctypes.POINTER(ptr), ctypes.POINTER(size), vp,

@@ -77,11 +77,8 @@ def _cell(rt: Any) -> Any:
 
         cu = _cuda.driver()
         memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
-        launcher = rt._ptx_launcher
-        if launcher is not None:  # a stand-in of its own: XLA's stream is not the runtime's
-            own = ffi.new("TaichiAotCudaRuntime *", launcher.c[0])
-            own.standin = launcher.xla_standin()
-            _kept.append(own)
+        own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
+        _kept.append(own)
     cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
@@ -120,8 +117,7 @@ class _Plan:
         self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
         self.what = ffi.new("char[]", str(spec).encode())
         p = self.c = ffi.new("TaichiAotXlaPlan *")
-        p.runtime, p.graph, p.own = op._cell, int(spec.graph), int(op._own is not None)
-        p.handle = op._own if op._own is not None else spec.entry._handle
+        p.runtime, (p.kind, p.handle) = op._cell, op._choice.elsewhere()
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)
@@ -168,12 +164,12 @@ class Op:
             raise NotSupportedError(f"{spec}: more than {lib.TAICHI_AOT_XLA_MAX_ARGS} arguments")
         _register()
         self._cuda = rt.arch == Arch.CUDA
-        self._own = getattr(spec.entry, "_own", None) if not spec.graph else None
+        self._choice = spec.entry._choice  # its launch backend's
         self._cell = _cell(rt)
         self._target = _TARGET
-        if self._own is not None and not self._own.overflow:  # XLA may put it in a command buffer (a CUDA graph),
-            self._target = _GRAPHABLE  # which holds XLA's stand-in and the kernel's code past the runtime's close
-            rt._ptx_launcher.captured = True
+        if self._choice.graphable:  # XLA may put it in a command buffer (a CUDA graph), which holds XLA's stand-in
+            self._target = _GRAPHABLE  # and the kernel's code past the runtime's close
+            rt.backends.keep_for_graphs()
         self._plans: dict[tuple[bool, ...], _Plan] = {}
         # a backward from the reverse kernel: on the host (x64), or an op of its own (CUDA's own launcher)
         self._needing = spec.gradients() if backward is None else None

@@ -1,13 +1,14 @@
 """Launching kernels and compute graphs: the hot path.
 
 A :class:`Kernel` or :class:`ComputeGraph` owns one packed argument buffer laid out as the C array of ``TiArgument``
-/ ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct pointing at it (on CUDA, a kernel with PTX is launched by
-the own launcher, ``_csrc/ptx.c``, from the same buffer). A call checks that it comes from the runtime's thread
-*before* it writes that buffer, packs each argument with its precomputed packer (:mod:`taichi_aot._arguments`), and
-makes one C call, ``taichi_aot_launch``, which also checks in C that nothing was closed since Python last looked
-(the close epoch) and that the caller is the runtime's thread; only when that comes back non-zero does Python look
-again (:func:`_launcher`). :class:`BoundLaunch` keeps a buffer of its own, packed once; :class:`LaunchSequence`
-replays bound launches from C (``taichi_aot_replay``) with no Python in between.
+/ ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct pointing at it, of the kind its launch backend's
+:class:`~taichi_aot.backends.Choice` says (libtaichi's, or the own CUDA launcher's from the same buffer). A call
+checks that it comes from the runtime's thread *before* it writes that buffer, packs each argument with its
+precomputed packer (:mod:`taichi_aot._arguments`), and makes one C call, ``taichi_aot_launch``, which also checks in
+C that nothing was closed since Python last looked (the close epoch) and that the caller is the runtime's thread;
+only when that comes back non-zero does Python look again (:func:`_launcher`). :class:`BoundLaunch` keeps a buffer
+of its own, packed once; :class:`LaunchSequence` replays bound launches from C (``taichi_aot_replay``) with no
+Python in between.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
-from ._ptx_launch import own_launch_error
+from .backends import launch_error
 from .enums import GFX_ARCHS, Access, Arch, DataType
 from .errors import (
     ArgumentNotFoundError,
@@ -34,14 +35,13 @@ from .errors import (
     ClosedError,
     InvalidArgumentError,
     InvalidStateError,
-    make_error,
-    take_last_error,
 )
 from .image import Image, Texture
 from .ndarray import NdArray, signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Owned
+    from .backends import Choice
     from .metadata import ArgInfo
     from .module import AotModule
     from .runtime import Runtime
@@ -51,22 +51,12 @@ __all__ = ["BoundLaunch", "ComputeGraph", "Kernel"]
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
 _STALE: int = lib.TAICHI_AOT_STALE
-_CUDA_ERROR, _OWN_CODES = lib.TAICHI_AOT_CUDA_ERROR, (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED,
-                                                   lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
-                                                   lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED)
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
-
-
-def raise_launch_error(code: int, what: str) -> None:
-    if code <= _CUDA_ERROR or code in _OWN_CODES:  # the own CUDA launcher's (ptx.c), or a refusal (launch.c)
-        raise own_launch_error(code, what)
-    c, message = take_last_error()
-    raise make_error(c or code, message, what)
 
 
 def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | Callable[[], str]) -> None:
@@ -82,7 +72,7 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | C
         c.seen = epoch
         code = _launch(c)
     if code:
-        raise_launch_error(code, what if isinstance(what, str) else what())
+        raise launch_error(code, what if isinstance(what, str) else what())
 
 
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
@@ -161,13 +151,13 @@ class _Launchable(Launcher):
     _what: str  # "launch of kernel 'step'", for messages
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
-    def __init__(self, module: AotModule, name: str, handle: Any, own: Any = None):
-        self._own: Any = own  # its plan on taichi_aot's CUDA launcher (TaichiAotCudaKernel/Graph), or None: libtaichi
+    def __init__(self, module: AotModule, name: str, choice: Choice):
+        self._choice = choice  # its launch backend, and the kind and handle of its C launch
         self._module = module
         self._runtime: Runtime = module.runtime
         self._foreign = self._runtime.foreign
         self._name = name
-        self._handle = handle
+        self._handle = choice.library  # libtaichi's handle, where libtaichi can launch it (the flat API's)
 
     @property
     def name(self) -> str:
@@ -182,7 +172,7 @@ class _Launchable(Launcher):
     @property
     def launcher(self) -> str:
         """"own" where taichi_aot's CUDA launcher launches it (the module's PTX), else "taichi" (libtaichi)."""
-        return "taichi" if self._own is None else "own"
+        return self._choice.backend
 
     @property
     def signature(self) -> list[ArgInfo]:
@@ -195,9 +185,9 @@ class _Launchable(Launcher):
     def _set_packers(self) -> None:
         """One packer per argument of ``_args`` (as recorded, or as declared), what introspection shows, and the
         C call's view of the shared buffer's slots."""
-        # taichi_aot's CUDA launcher (own) takes every scalar type
-        arch, graph, own = self._runtime.arch, isinstance(self, ComputeGraph), self._own is not None
-        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, own) for a in self._args]
+        # the own launches take every scalar type
+        arch, graph, widens = self._runtime.arch, isinstance(self, ComputeGraph), self._choice.widens
+        self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
         slots = [(_slot_kind(spec, arch), int(spec.may_write), int(ffi.cast("uintptr_t", slot.ptr)),
@@ -346,8 +336,8 @@ class Kernel(_Launchable):
         WrongThreadError: called from a thread other than the runtime's (before anything is written).
     """
 
-    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
-        super().__init__(module, name, handle, own)
+    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo]):
+        super().__init__(module, name, choice)
         self._args = self._recorded = args
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
@@ -367,9 +357,8 @@ class Kernel(_Launchable):
         return -1
 
     def _new_packed(self) -> _Packed:
-        own = self._own
-        packed = _Packed(self._runtime, 0 if own is None else 2, own or self._handle, "TiArgument", len(self._args),
-                         ARG_SIZE, 0)
+        choice = self._choice
+        packed = _Packed(self._runtime, choice.kind, choice.handle, "TiArgument", len(self._args), ARG_SIZE, 0)
         packed.prefill(self._args)
         return packed
 
@@ -446,8 +435,8 @@ class ComputeGraph(_Launchable):
     every name present and known, and each value's kind, dtype, ndim and element shape.
     """
 
-    def __init__(self, module: AotModule, name: str, handle: Any, args: list[ArgInfo], own: Any = None):
-        super().__init__(module, name, handle, own)
+    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo]):
+        super().__init__(module, name, choice)
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"
         self._order: list[str] = [a.name or "" for a in args]
@@ -465,9 +454,9 @@ class ComputeGraph(_Launchable):
         return self._index.get(key, -1) if isinstance(key, str) else -1
 
     def _new_packed(self) -> _Packed:
-        own = self._own  # a TaichiAotCudaGraph: every dispatch on taichi_aot's CUDA launcher (kind 3)
-        packed = _Packed(self._runtime, 1 if own is None else 3, own or self._handle, "TiNamedArgument",
-                         len(self._args), _NAMED_SIZE, _NAMED_ARG)
+        choice = self._choice
+        packed = _Packed(self._runtime, choice.kind, choice.handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
+                         _NAMED_ARG)
         for i, cname in enumerate(self._cnames):
             packed.array[i].name = cname
         packed.keep = list(self._cnames)

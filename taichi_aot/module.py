@@ -22,15 +22,15 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
 
 from . import _probe, capi, metadata
-from ._cuda_reverse import GradCall, gradient_signature
 from ._lifetime import Child, Owned, unpicklable
+from .backends import ModuleBackends
+from .backends import cuda_launcher as launcher_choice
 from .enums import LLVM_ARCHS, Arch
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
     MissingFileError,
     NameNotFoundError,
-    NotSupportedError,
 )
 from .launch import ComputeGraph, Kernel
 from .metadata.model import GraphInfo, KernelInfo
@@ -48,29 +48,14 @@ ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 _E = TypeVar("_E", Kernel, ComputeGraph)
 
 
-def _release_module(module: Any, temp_dir: str | None, own: Any = None) -> None:
+def _release_module(module: Any, temp_dir: str | None, backends: ModuleBackends | None = None) -> None:
     try:
-        if own is not None:
-            own.unload()
+        if backends is not None:
+            backends.unload()
         capi.destroy_aot_module(module)
     finally:
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _own_kernels(runtime: Runtime, what: str, temp_dir: str | None, meta: ModuleInfo, choice: str) -> Any:
-    """The module's kernels on the own CUDA launcher (``_ptx_launch.Kernels``), or None (not CUDA, no PTX, or
-    libtaichi's path asked for: ``choice``, :func:`_ptx_launch.choice`'s answer)."""
-    from . import _ptx_launch
-
-    if runtime.arch != Arch.CUDA or choice != "own":
-        return None
-    folder = temp_dir if temp_dir is not None else what if os.path.isdir(what) else None
-    if folder is None or not os.path.isfile(os.path.join(folder, "ptx.json")):
-        return None
-    from .ptx import _kernels
-
-    return _ptx_launch.load(runtime, folder, _kernels(folder), what)
 
 
 class _Source(NamedTuple):
@@ -200,18 +185,17 @@ class _Shared:
     ones are let go only on the runtime's own thread (a finalizer may run on any), under one lock.
     """
 
-    __slots__ = ("__weakref__", "handle", "handles", "idle", "key", "own", "owned", "reverse", "runtime", "temp_dir",
-                 "users")
+    __slots__ = ("__weakref__", "backends", "handle", "handles", "idle", "key", "owned", "runtime", "temp_dir", "users")
     _lock = threading.Lock()
     _clock = 0  # when each was last left, for the least recently used
 
-    def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, own: Any):
-        self.runtime, self.key, self.handle, self.temp_dir, self.own = weakref.ref(runtime), key, handle, temp_dir, own
+    def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends):
+        self.runtime, self.key, self.handle, self.temp_dir = weakref.ref(runtime), key, handle, temp_dir
+        self.backends = backends  # which backend launches each kernel and graph; reverse-mode kernels
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
-        self.reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel compiled here (_cpu_launch)
         self.users = 0
         self.idle = 0
-        self.owned = Owned(lambda: _release_module(handle, temp_dir, own), runtime.owned)
+        self.owned = Owned(lambda: _release_module(handle, temp_dir, backends), runtime.owned)
         runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
 
     @classmethod
@@ -273,27 +257,25 @@ class AotModule(Child):
         runtime.ensure_open()
         if cuda_launcher is not None and not isinstance(cuda_launcher, str):
             raise ArgumentTypeError(f"cuda_launcher is 'own' or 'taichi', got {cuda_launcher!r}")
-        from . import _ptx_launch
-
-        choice = _ptx_launch.choice(cuda_launcher)  # checked on every arch
+        choice = launcher_choice(cuda_launcher)  # checked on every arch
         src = _open(runtime, source)
         key = (src.key, choice if runtime.arch == Arch.CUDA else "")
         shared, owned = _Shared.take(runtime, key)  # pinned from here on
         if shared is None or owned is None:
             handle, temp_dir = _load(runtime, src)
+            folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
-                own = _own_kernels(runtime, src.what, temp_dir, src.meta, choice)
+                backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice)
             except BaseException:
                 _release_module(handle, temp_dir)
                 raise
-            shared = _Shared(runtime, key, handle, temp_dir, own)
+            shared = _Shared(runtime, key, handle, temp_dir, backends)
             owned = shared.add(runtime)
         self._shared = shared
         self._handle: Any = shared.handle
-        self._folder = shared.temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
         self._source = src.what
         self._meta = src.meta
-        self._own = shared.own
+        self._backends = shared.backends
         self._kernels: dict[str, Kernel] = {}
         self._graphs: dict[str, ComputeGraph] = {}
         self._attach(runtime, owned)
@@ -304,56 +286,17 @@ class AotModule(Child):
         return self._meta.kernels.get(name)
 
     def _reverse(self, name: str) -> Any:
-        """The reverse-mode kernel of kernel ``name`` (``<name>_grad``), compiled for this machine
-        (``_cpu_launch.CpuKernel``); NotSupportedError saying why where there is none or it cannot run here. Once
-        made, it is returned on any thread (torch's autograd calls it from its own): its call checks the rest."""
-        kernel = self._shared.reverse.get(name)
-        if kernel is not None:
-            return kernel
-        self.ensure_open()
-        grad = self._meta.kernels.get(f"{name}_grad")
-        if grad is None or not grad.reverse:
-            raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {self._source} (build "
-                                    "exports one, named <kernel>_grad, for kernels whose ndarrays say "
-                                    "needs_grad=True)")
-        if self._runtime.arch == Arch.CUDA:  # the own CUDA launcher's, where the module's PTX has it
-            if self._own is None or grad.name not in self._own.plans:
-                why = self._own.refused.get(grad.name) if self._own is not None else None
-                raise NotSupportedError(
-                    f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi "
-                    "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
-                                                         "and the module has no PTX for it (build it where llvmlite "
-                                                         "is installed, or run `taichi_aot ptx`)"))
-            reverse = self._get("kernel", grad.name)
-            assert isinstance(reverse, Kernel)  # looked up as a kernel
-            own, runtime = self._own, self._runtime
-            kernel = self._shared.reverse[name] = GradCall(
-                reverse, [a.index for a in grad.args if a.needs_grad],
-                lambda args, count, stream: own.launch_elsewhere(runtime, grad.name, args, count, stream))
-            return kernel
-        if self._runtime.arch != Arch.X64 or self._folder is None:
-            raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "
-                                    f"own launches); this is a {self._runtime.arch.name} runtime")
-        from . import _cpu_launch
-        from .ptx import _kernels
-
-        kernel = self._shared.reverse[name] = _cpu_launch.compile_kernel(
-            self._folder, grad.name, _kernels(self._folder)[grad.name], self._runtime.cpu_threads or 1)
-        return kernel
+        """The reverse-mode kernel of kernel ``name`` (``<name>_grad``) as its ``grad`` call, made by its launch backend
+        once (:meth:`backends.ModuleBackends.reverse`); NotSupportedError saying why where there is none or it cannot
+        run here. Once made, it is returned on any thread (torch's autograd calls it from its own): its call checks
+        the rest."""
+        return self._backends.reverse(self, name, self._meta, self._runtime.cpu_threads)
 
     def launchers(self) -> dict[str, str]:
         """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
         (libtaichi), with the reason after a colon where the module's PTX leaves a kernel to libtaichi. A graph
         whose every kernel is "own" is launched by the own launcher too (``graph.launcher``)."""
-        own = self._own
-        out = {}
-        for name in self.kernel_names():
-            if own is not None and name in own.plans:
-                out[name] = "own"
-            else:
-                reason = own.refused.get(name) if own is not None else None
-                out[name] = f"taichi: {reason}" if reason else "taichi"
-        return out
+        return self._backends.launchers(self.kernel_names())
 
     @property
     def handle(self) -> Any:
@@ -399,18 +342,12 @@ class AotModule(Child):
         if obj is not None:
             return obj
         name, info = self._described(kind, name)
-        if isinstance(info, KernelInfo) and info.reverse and self._own is not None and name in self._own.plans:
-            # a reverse-mode kernel on the own CUDA launcher: its arguments, then their gradients (libtaichi, which
-            # cannot run it, gives it no handle)
-            obj = cache[name] = Kernel(self, name, None, gradient_signature(info.args), self._own.plans[name])
-            return obj
-        handle = self._library_handle(kind, name)
-        if kind == "kernel":
-            own = self._own.plans.get(name) if self._own is not None else None
-            obj = Kernel(self, name, handle, info.args, own)
+        if isinstance(info, KernelInfo):
+            choice, args = self._backends.kernel(name, info, lambda: self._library_handle("kernel", name))
+            obj = Kernel(self, name, choice, args)
         else:
-            own = self._own.graph(info) if self._own is not None else None
-            obj = ComputeGraph(self, name, handle, info.args, own)
+            choice = self._backends.graph(info, self._library_handle("graph", name))
+            obj = ComputeGraph(self, name, choice, info.args)
         cache[name] = obj
         return obj
 

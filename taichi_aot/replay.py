@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._lifetime import unpicklable
 from ._native import ffi, lib
+from .backends import launch_error
 from .enums import CPU_ARCHS
 from .errors import ArgumentTypeError, InvalidArgumentError
-from .launch import BoundLaunch, raise_launch_error
+from .launch import BoundLaunch
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
@@ -107,7 +108,7 @@ class LaunchSequence:
                     where = f"replay step {done[0]} ({self._launches[done[0]]._entry!r}) after {made} launches"
                 else:
                     where = f"a replay of {made} launches"
-                raise_launch_error(code, where)
+                raise launch_error(code, where)
             passes += n
             queued += n
             if queued >= most and passes < times:

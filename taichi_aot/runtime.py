@@ -32,6 +32,7 @@ from . import _cuda, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
 from ._lifetime import Child, Owned, unpicklable
 from ._native import lib
+from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
     ArgumentTypeError,
@@ -244,7 +245,8 @@ class Runtime:
         #: _Shared; for the package, not for users).
         self.modules: dict[Any, Any] = {}
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
-        self._ptx_launcher: Any = None  # the own CUDA launcher's stand-ins (_ptx_launch.Launcher), once needed
+        #: what the launch backends keep for this runtime (the own CUDA launcher's stand-ins and stream)
+        self.backends = RuntimeBackends()
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True,
                                            self.foreign.unmaps)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
@@ -402,8 +404,7 @@ class Runtime:
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
         if not (capturing or _cuda.capturing(self._cuda_stream)):
             self.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
-        if self._ptx_launcher is not None:
-            self._ptx_launcher.select(stream or None)  # its stand-in made first: it may fail (out of memory)
+        self.backends.select_stream(stream or None)  # its stand-in made first: it may fail (out of memory)
         capi.set_cuda_stream(stream or None)
         self._cuda_stream = stream or None
         self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream

@@ -27,15 +27,17 @@ LAYERS: list[set[str]] = [
     {"_library"},  # finds and loads libtaichi_c_api, hides its output
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi", "_ptx_launch"},  # the flat, checked API; the own CUDA launcher's loading and stand-ins
+    {"capi"},  # the flat, checked API
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
     {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
     {"_arguments"},  # values -> kernel arguments
-    {"launch", "_cpu_launch"},  # kernels, graphs, bound launches; the own x64 launch of reverse-mode kernels
-    {"replay", "_cuda_reverse"},  # recorded launches replayed from C; reverse-mode kernels on the own CUDA launcher
+    {"backends"},  # the launch backends (libtaichi's, the own CUDA launcher, the own x64 launch of reverse-mode
+    # kernels) and the one place that decides which launches a kernel
+    {"launch"},  # kernels, graphs, bound launches
+    {"replay"},  # recorded launches replayed from C
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
@@ -171,16 +173,13 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # ``_handle`` for its own class may also read another's ``_handle`` unseen; what remains is listed here, each
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
-    ("jax", "_handle"): "an op's C plan names the kernel's or graph's handle (TiKernel, TiComputeGraph) XLA launches",
-    ("jax", "_packers"): "...and packs a scalar given as a Python number with the kernel's own packer (its checks)",
-    ("jax", "_ptx_launcher"): "...and on CUDA copies the own launcher's runtime record, with XLA's stand-in",
-    ("_ptx_launch", "_ptx_launcher"): "a CUDA runtime's own-launcher state, made with its first module with PTX",
+    ("jax", "_packers"): "an op packs a scalar given as a Python number with the kernel's own packer (its checks)",
     ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
     ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",
     ("launch", "_reverse"): "a kernel's grad asks its module (above) for its reverse kernel, compiled once a load",
-    ("_cuda_reverse", "_packers"): "a reverse kernel launched from torch's autograd thread packs its scalars with",
-    ("_cuda_reverse", "_what_arg"): "...the kernel's own packers (their checks) and names its arguments as it does",
+    ("backends.cuda_reverse", "_packers"): "a reverse kernel launched from torch's autograd thread packs its",
+    ("backends.cuda_reverse", "_what_arg"): "...scalars with the kernel's own packers, and names its arguments",
     ("cli.build_part", "_adjoint"): "Taichi keeps a kernel's reverse-mode kernel there; build exports it so",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",

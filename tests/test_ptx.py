@@ -415,7 +415,7 @@ def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch)
 
 
 def test_what_a_load_reads_again_rather_than_trusting_the_manifest(with_ptx, tmp_path):
-    from taichi_aot._ptx_launch import _read
+    from taichi_aot.backends.cuda import _read
     from taichi_aot.ptx import _kernels
 
     folder = str(tmp_path / "ptx")

@@ -1,7 +1,7 @@
 /* Kernels of an x64 module launched without libtaichi_c_api: reverse-mode (autodiff) kernels, whose argument struct
    holds a gradient pointer beside each ndarray's data pointer, which libtaichi's TiNdArray cannot fill.
 
-   _cpu_launch.py compiles the kernel's IR (the module's NAME.ll, self-contained: Taichi's helpers are inlined) with
+   backends/cpu.py compiles the kernel's IR (the module's NAME.ll, self-contained: Taichi's helpers are inlined) with
    llvmlite and hands over its tasks' addresses; a launch runs them in order on a RuntimeContext of the argument
    struct and a stand-in for Taichi's LLVMRuntime, which holds the temporaries a serial task leaves for the next,
    as its thread_pool a pointer to an int32, how many threads a launch may use, and, as its parallel_for,
@@ -74,10 +74,10 @@ void *taichi_aot_cpu_parallel_for_address(void) {
     return (void *)&taichi_aot_cpu_parallel_for;
 }
 
-void taichi_aot_cpu_launch(void *standin, void *args, void *const *tasks, uint32_t count) {
-    TaichiAotCpuContext context = {args, standin, 0, NULL};
+void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args) {
+    TaichiAotCpuContext context = {args, kernel->standin, 0, NULL};
     uint32_t i;
-    for (i = 0; i < count; ++i) {
-        ((TaichiAotCpuTask)tasks[i])(&context);
+    for (i = 0; i < kernel->count; ++i) {
+        ((TaichiAotCpuTask)kernel->tasks[i])(&context);
     }
 }

@@ -1,6 +1,7 @@
-/* Launches from Python in one C call: the close-epoch and thread check, the launch and its error
-   code (taichi_aot_launch), and recorded sequences replayed with no Python in between
-   (taichi_aot_replay). */
+/* The dispatcher: every launch, of every launch backend, is made here (launch_any decides by the launch's kind).
+   Launches from Python in one C call: the close-epoch and thread check, the launch and its error code
+   (taichi_aot_launch); recorded sequences replayed with no Python in between (taichi_aot_replay); launches made
+   elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). */
 #include <pthread.h>
 
 #include "taichi_aot.h"
@@ -10,18 +11,22 @@ int64_t taichi_aot_epoch = 0;
 
 /* One launch of any kind, no check; the error code (the library's last error for kinds 0 and 1). */
 static int launch_any(const TaichiAotLaunch *l) {
-    if (l->kind == 2) {
+    if (l->kind == TAICHI_AOT_KIND_CUDA_KERNEL) {
         return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
                                       (const TiArgument *)l->args);
     }
-    if (l->kind == 3) {
+    if (l->kind == TAICHI_AOT_KIND_CUDA_GRAPH) {
         return taichi_aot_cuda_graph(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
                                      (const TiNamedArgument *)l->args);
     }
-    if (l->pending[1]) {
+    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL) {
+        taichi_aot_cpu_launch((const TaichiAotCpuKernel *)l->handle, (void *)l->args);
+        return 0;
+    }
+    if (l->pending != NULL && l->pending[1]) {
         return TAICHI_AOT_REFUSED;
     }
-    if (l->kind == 0) {
+    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
         ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
     } else {
         ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
@@ -58,6 +63,11 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     return count_launch(l, launch_any(l));
 }
 
+/* One launch of any kind, with no check: the flat API's (taichi_aot.capi checked its arguments). */
+int taichi_aot_dispatch(const TaichiAotLaunch *l) {
+    return launch_any(l);
+}
+
 /* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
    error slot after every launch and stops at the first failure (`*done` counts the launches made
    before it); later passes repeat the same launches with the same arguments, so they are checked
@@ -71,11 +81,35 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
             error = count_launch(l, launch_any(l));
-            if (error != 0 && (r == 0 || l->kind >= 2)) { /* the own launcher's error code: checked every time */
+            if (error != 0 && (r == 0 || l->kind >= TAICHI_AOT_KIND_OWN)) { /* the own launcher's error code: checked every time */
                 return error;
             }
             ++*done;
         }
     }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
+int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *where) {
+    if (l->kind == TAICHI_AOT_KIND_CUDA_KERNEL) { /* the kernel's plan with the caller's record: its stand-in */
+        TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)l->handle;
+        where->own->stream = where->stream;
+        kernel.runtime = where->own;
+        return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
+    }
+    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL) {
+        return launch_any(l);
+    }
+    if (l->kind != TAICHI_AOT_KIND_KERNEL && l->kind != TAICHI_AOT_KIND_GRAPH) {
+        return TAICHI_AOT_REFUSED;
+    }
+    if (where->sync != NULL && where->stream != NULL) {
+        int waited = where->sync(where->stream);
+        if (waited != 0) {
+            return TAICHI_AOT_CUDA_ERROR - waited;
+        }
+    }
+    launch_any(l);
+    ti_wait(l->runtime);
     return (int)ti_get_last_error(NULL, NULL);
 }

@@ -11,14 +11,28 @@
 
 #include "taichi/taichi_core.h"
 
-/* One prepared launch: a kernel (kind 0), a compute graph (kind 1), or a kernel (kind 2) or graph (kind 3)
-   taichi_aot launches itself on CUDA (ptx.c), with packed arguments. `seen`
-   is the close epoch at which Python last found every object it uses open, `thread` the thread that
+/* One prepared launch, of one of the launch backends (their Python half: taichi_aot/backends). `kind` says which,
+   and launch.c's dispatcher is the one place that launches by it:
+     TAICHI_AOT_KIND_KERNEL, TAICHI_AOT_KIND_GRAPH: libtaichi's ti_launch_kernel / ti_launch_compute_graph, `handle` a
+       TiKernel / TiComputeGraph, `args` TiArguments / TiNamedArguments;
+     TAICHI_AOT_KIND_CUDA_KERNEL, TAICHI_AOT_KIND_CUDA_GRAPH: the own CUDA launcher (ptx.c), `handle` a
+       TaichiAotCudaKernel / TaichiAotCudaGraph, `args` as libtaichi's, but an ndarray's TiMemory may be a device
+       pointer tagged with TAICHI_AOT_POINTER_TAG;
+     TAICHI_AOT_KIND_CPU_KERNEL: the own x64 launch (cpu.c) of a reverse-mode kernel, `handle` a TaichiAotCpuKernel,
+       `args` the kernel's argument struct as its IR lays it out.
+   Kinds from TAICHI_AOT_KIND_OWN on are taichi_aot's own launches, which report their errors by their code.
+   `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
-   libtaichi (kinds 0 and 1) refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set, which libtaichi's own
-   copies on the legacy default stream would not be ordered with); [2] the most launches queued before a launch
-   waits for them (0: no bound). */
+   libtaichi refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set, which libtaichi's own copies on the
+   legacy default stream would not be ordered with); [2] the most launches queued before a launch waits for them
+   (0: no bound). */
+#define TAICHI_AOT_KIND_KERNEL 0
+#define TAICHI_AOT_KIND_GRAPH 1
+#define TAICHI_AOT_KIND_CUDA_KERNEL 2
+#define TAICHI_AOT_KIND_CUDA_GRAPH 3
+#define TAICHI_AOT_KIND_CPU_KERNEL 4
+#define TAICHI_AOT_KIND_OWN 2
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
@@ -44,11 +58,14 @@ const char *taichi_aot_spirv_version(void);
 int taichi_aot_spirv_env(const char *name);
 int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char *message, size_t message_size);
 
-/* launch.c: launches checked against the close epoch, and replayed sequences. */
+/* launch.c: the dispatcher. Launches from the runtime's thread, checked against the close epoch; one launch
+   unchecked (the flat API's, whose callers checked it); replayed sequences; and launches made elsewhere (XLA's handler on XLA's threads and stream, torch's autograd thread),
+   which take no epoch: their callers hold what they launch. */
 extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)
 #define TAICHI_AOT_REFUSED (-102)
 int taichi_aot_launch(const TaichiAotLaunch *launch);
+int taichi_aot_dispatch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
 
 /* arrays.c: a numpy array passed to kernels before, recognised in one call: its data pointer, dtype
@@ -198,14 +215,30 @@ typedef struct {
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
                           const TiNamedArgument *args);
 
+/* launch.c: a launch made elsewhere than the runtime's thread and stream: XLA's handler (on XLA's threads and
+   stream) and torch's autograd thread (on torch's stream). A kernel of the own CUDA launcher runs with the record
+   `own` (a stand-in of the caller's, the `stream` set into it; its `captured` set where a CUDA graph took the
+   launch); one of libtaichi's, where `sync` is given, first waits for `stream` (libtaichi launches on a stream of its
+   own) and then for itself (x64: the caller reads the results next; CUDA: `stream` is not ordered with libtaichi's).
+   An x64 kernel of the own launch runs as it would anywhere. A graph of the own CUDA launcher is refused
+   (TAICHI_AOT_REFUSED: none is launched elsewhere). Returns 0 or the
+   launch's error code; the library's last error is left for the caller to read and clear. */
+typedef struct {
+    void *stream;
+    TaichiAotCudaRuntime *own;
+    int (*sync)(void *stream);
+} TaichiAotElsewhere;
+int taichi_aot_launch_elsewhere(const TaichiAotLaunch *launch, TaichiAotElsewhere *where);
+
 /* xla.c: kernels and graphs as XLA FFI custom calls (taichi_aot.jax). A plan says, for each kernel argument
    (`args[k]`, its TiArgument prefilled in `templates[k]`), where it comes from: operand buffer `index`
    (TAICHI_AOT_XLA_OPERAND), result buffer `index` (TAICHI_AOT_XLA_RESULT, zero-filled first where `zero`), a 0-d
    operand `index` whose `value_size` bytes go at byte `value_offset` of the TiArgument (SCALAR_OPERAND), or the
    `index`th TiArgument of the u8 array attribute "scalars" (SCALAR_ATTR); `dtype` is XLA's type of the buffer, `ndim`
    and `elem_ndim` its dims. `runtime` is the runtime's cell (taichi_aot_xla_runtime: its lock, its pool of imports,
-   on CUDA the own launcher's runtime to copy with XLA's stream); `own`: `handle` is a TaichiAotCudaKernel. The
-   handler's address goes to jax.ffi.register_ffi_target; it returns NULL or an XLA_FFI_Error. */
+   on CUDA the own launcher's runtime to copy with XLA's stream); `kind` and `handle` are a TaichiAotLaunch's (the
+   dispatcher launches it). The handler's address goes to jax.ffi.register_ffi_target; it returns NULL or an
+   XLA_FFI_Error. */
 #define TAICHI_AOT_XLA_MAX_ARGS 64
 #define TAICHI_AOT_XLA_OPERAND 1
 #define TAICHI_AOT_XLA_RESULT 2
@@ -224,8 +257,7 @@ typedef struct {
 } TaichiAotXlaArg;
 typedef struct {
     void *runtime;
-    uint32_t graph;
-    uint32_t own;
+    uint32_t kind;
     void *handle;
     uint32_t arg_count;
     const TaichiAotXlaArg *args;
@@ -257,8 +289,13 @@ void taichi_aot_vulkan_fence_counts(uint64_t *out);
 /* cpu.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
    thread_pool points to the int32 count of threads a loop may use). */
+typedef struct {
+    void *standin;
+    void *const *tasks;
+    uint32_t count;
+} TaichiAotCpuKernel;
 void *taichi_aot_cpu_parallel_for_address(void);
-void taichi_aot_cpu_launch(void *standin, void *args, void *const *tasks, uint32_t count);
+void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args);
 
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */

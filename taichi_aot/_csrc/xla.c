@@ -241,7 +241,7 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
             return 1;
         }
     }
-    if (p->own) { /* the own CUDA launcher takes the pointer itself (ptx.c) */
+    if (p->kind >= TAICHI_AOT_KIND_OWN) { /* the own CUDA launcher takes the pointer itself (ptx.c) */
         out->value.ndarray.memory = (TiMemory)((uintptr_t)b->data | TAICHI_AOT_POINTER_TAG);
         return 0;
     }
@@ -267,29 +267,33 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
             return 1;
         }
     }
-    if (p->own) { /* a kernel of the own CUDA launcher, on XLA's stream with the cell's stand-in */
+    { /* the dispatcher's (launch.c), on XLA's stream; a kernel of the own launcher with the cell's stand-in */
+        TaichiAotLaunch launch;
         TaichiAotCudaRuntime own = c->own;
-        TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)p->handle;
-        own.stream = stream;
-        kernel.runtime = &own;
-        code = taichi_aot_cuda_launch(c->runtime, &kernel, p->arg_count, args);
-        c->captured += own.captured;
-    } else {
-        if (c->cuda && stream != NULL && c->sync(stream) != 0) { /* libtaichi launches on its own stream */
-            snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed", p->what);
-            return 1;
-        }
-        if (p->graph) {
+        TaichiAotElsewhere where;
+        memset(&launch, 0, sizeof(launch));
+        launch.runtime = c->runtime;
+        launch.kind = p->kind;
+        launch.handle = p->handle;
+        launch.arg_count = p->arg_count;
+        launch.args = args;
+        if (p->kind == TAICHI_AOT_KIND_GRAPH) {
             for (k = 0; k < p->arg_count; ++k) {
                 named[k].name = p->names[k];
                 named[k].argument = args[k];
             }
-            ti_launch_compute_graph(c->runtime, (TiComputeGraph)p->handle, p->arg_count, named);
-        } else {
-            ti_launch_kernel(c->runtime, (TiKernel)p->handle, p->arg_count, args);
+            launch.args = named;
         }
-        ti_wait(c->runtime); /* x64: results read next; CUDA: XLA's stream is not ordered with libtaichi's */
-        code = (int)ti_get_last_error(NULL, NULL);
+        where.stream = stream;
+        where.own = &own;
+        where.sync = c->cuda ? c->sync : NULL;
+        code = taichi_aot_launch_elsewhere(&launch, &where);
+        c->captured += own.captured;
+    }
+    if (code < TAICHI_AOT_CUDA_ERROR && p->kind < TAICHI_AOT_KIND_OWN) {
+        snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed (CUresult %d)", p->what,
+                 TAICHI_AOT_CUDA_ERROR - code);
+        return 1;
     }
     if (code == TAICHI_AOT_CUDA_STACK_OVERFLOW) {
         snprintf(why, why_size, "%s overflowed its autodiff stacks (none was written past them): set AD_STACK_SIZE "

@@ -643,10 +643,18 @@ def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequenc
     for i in range(len(array)):
         _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
     full = handles.count_launch(runtime)
-    lib.ti_launch_kernel(runtime, kernel, len(array), array)
+    _dispatch(runtime, lib.TAICHI_AOT_KIND_KERNEL, kernel, array)  # ti_launch_kernel
     check(f"launch_kernel({entry.name!r})")
     if full:  # a gfx runtime's queue, bounded as the object layer's launches bound it
         wait(runtime)
+
+
+def _dispatch(runtime: Any, kind: int, handle: Any, array: Any) -> None:
+    """libtaichi's launch of ``handle`` with the checked ``array``, made by the dispatcher (``_csrc/launch.c``) as every
+    launch is; its error is left in the library's slot."""
+    launch = ffi.new("TaichiAotLaunch *")
+    launch.runtime, launch.kind, launch.handle, launch.arg_count, launch.args = runtime, kind, handle, len(array), array
+    lib.taichi_aot_dispatch(launch)
 
 
 def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
@@ -668,7 +676,7 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
         _check_argument(runtime, array[i].argument, f"launch_compute_graph({entry.name!r}) argument {name!r}")
     with Quiet():
         full = handles.count_launch(runtime)
-        lib.ti_launch_compute_graph(runtime, compute_graph, len(array), array)
+        _dispatch(runtime, lib.TAICHI_AOT_KIND_GRAPH, compute_graph, array)  # ti_launch_compute_graph
     code, message = take_last_error()
     if code != 0:
         if "Missing runtime value for" in message:

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ._arguments import describe_value, gradient_map
-from ._arrays import array_like, host_array, on_cuda
-from ._native import ffi, lib
-from .enums import NUMPY_DTYPES
-from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
-from .metadata import llvm_ir
-from .metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
+from .._arguments import describe_value, gradient_map
+from .._arrays import array_like, host_array, on_cuda
+from .._native import ffi, lib
+from ..enums import NUMPY_DTYPES
+from ..errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
+from ..metadata import llvm_ir
+from ..metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
 
 #: LLVMRuntime's fields the stand-in fills: the thread pool (any pointer), parallel_for, the temporaries.
 _THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES = 9, 10, 14
@@ -48,14 +48,17 @@ class CpuKernel:
     def __init__(self, name: str, tasks: list[int], slots: list[tuple], args_size: int, standin: np.ndarray,
                  keep: list[Any]):
         self.name = name
-        self.tasks = ffi.new("void *[]", [ffi.cast("void *", a) for a in tasks])  # the tasks, in order
-        self.count = len(tasks)
+        listed = ffi.new("void *[]", [ffi.cast("void *", a) for a in tasks])  # the tasks, in order
         self.slots = slots  # per argument: ("ndarray", shape offsets, data, grad or None, dtype, ndim, elem) or
         #                     ("scalar", offset, numpy dtype)
         self.args_size = args_size
-        self.standin = ffi.cast("void *", standin.ctypes.data)
         self.overflow: Any = None  # int32_t *: the flag of its checked stack accesses, where it has any
-        self._keep = [standin, *keep]  # the stand-in, its temporaries, the execution engine: alive with the kernel
+        # the launch the dispatcher makes (launch.c, TAICHI_AOT_KIND_CPU_KERNEL): its tasks on the stand-in
+        self._kernel = ffi.new("TaichiAotCpuKernel *", {"standin": ffi.cast("void *", standin.ctypes.data),
+                                                        "tasks": listed, "count": len(tasks)})
+        self._launch_c = ffi.new("TaichiAotLaunch *", {"kind": lib.TAICHI_AOT_KIND_CPU_KERNEL, "handle": self._kernel})
+        self._where = ffi.new("TaichiAotElsewhere *")
+        self._keep = [standin, listed, *keep]  # the stand-in, its temporaries, the execution engine: alive with it
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
              before: Any) -> None:
@@ -93,7 +96,9 @@ class CpuKernel:
             struct.pack_into("<Q", buf, data, value.ctypes.data)
             if grad is not None:
                 struct.pack_into("<Q", buf, grad, grads[i].ctypes.data if i in grads else 0)
-        lib.taichi_aot_cpu_launch(self.standin, ffi.from_buffer(buf), self.tasks, self.count)
+        launch = ffi.new("TaichiAotLaunch *", self._launch_c[0])  # one a call: calls may come from several threads
+        launch.args = ffi.from_buffer(buf)
+        lib.taichi_aot_launch_elsewhere(launch, self._where)
 
 
 def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = None) -> np.ndarray:

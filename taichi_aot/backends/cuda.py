@@ -1,4 +1,4 @@
-"""The own CUDA launcher's Python half: PTX loaded once per module, the runtime stand-ins, the C plans.
+"""The own CUDA launcher, a launch backend: PTX loaded once per module, the runtime stand-ins, the C plans.
 
 A CUDA module with PTX (``ptx.json``, see :mod:`taichi_aot.ptx`) has its kernels launched by ``_csrc/ptx.c``
 instead of libtaichi: the PTX of each kernel is loaded once (``cuModuleLoadData``, in device 0's primary
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from . import _cuda
-from ._native import ffi, lib
-from .errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
-from .metadata.llvm import is_reverse
-from .metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
-from .ptx import MANIFEST, gate, read_manifest
-from .ptx.compile import entry as ptx_entry
-from .ptx.plan import check, from_entry
+from .. import _cuda
+from .._native import ffi, lib
+from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+from ..metadata.llvm import is_reverse
+from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
+from ..ptx import MANIFEST, gate, read_manifest
+from ..ptx.compile import entry as ptx_entry
+from ..ptx.plan import check, from_entry
 
 #: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
 ENV = "TAICHI_AOT_CUDA_LAUNCHER"
@@ -314,20 +314,23 @@ class Kernels:
 
     def launch_elsewhere(self, runtime: Any, name: str, args: Any, count: int, stream: int | None) -> None:
         """Launch kernel ``name`` with ``count`` TiArguments ``args`` (every array a device pointer: libtaichi is not
-        called) from another thread than its runtime's, on ``stream``, with a stand-in of its own: torch's autograd
-        runs CUDA backward on a thread of its own while the runtime's thread waits for it."""
-        launcher = runtime._ptx_launcher
+        called) from another thread than its runtime's (``runtime``: the TiRuntime), on ``stream``, with a stand-in
+        of its own, through the dispatcher (``taichi_aot_launch_elsewhere``): torch's autograd runs CUDA backward on
+        a thread of its own while the runtime's thread waits for it."""
+        launcher = self._launcher
+        assert launcher is not None  # a kernel with a plan has its launcher
         record = ffi.new("TaichiAotCudaRuntime *", launcher.c[0])
-        record.stream = ffi.cast("void *", stream or 0)
         record.standin = launcher.side_standin(AUTOGRAD_STANDIN)
-        kernel = ffi.new("TaichiAotCudaKernel *", self.plans[name][0])
-        kernel.runtime = record
-        code = lib.taichi_aot_cuda_launch(runtime.handle, kernel, count, args)
+        launch = ffi.new("TaichiAotLaunch *")
+        launch.runtime, launch.kind, launch.handle = runtime, lib.TAICHI_AOT_KIND_CUDA_KERNEL, self.plans[name]
+        launch.arg_count, launch.args = count, args
+        where = ffi.new("TaichiAotElsewhere *")
+        where.stream, where.own = ffi.cast("void *", stream or 0), record
+        code = lib.taichi_aot_launch_elsewhere(launch, where)
         if record.captured:  # into a CUDA graph (torch's backward under capture): the stand-in stays
             launcher.captured = True
         if code != 0:
             raise own_launch_error(code, f"kernel {name!r}")
-
 
     def graph(self, info: Any) -> Any:
         """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the
@@ -446,9 +449,10 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     return None
 
 
-def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str) -> Kernels | None:
+def load(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str) -> Kernels | None:
     """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX); the caller asked
-    :func:`choice` for the own launcher."""
+    :func:`choice` for the own launcher. ``state`` is the runtime's backends record (``backends.RuntimeBackends``):
+    its ``cuda`` is the runtime's :class:`Launcher`, made here with its first module with PTX."""
     if folder is None or entries is None:
         return None
     path = os.path.join(folder, MANIFEST)
@@ -458,14 +462,14 @@ def load(runtime: Any, folder: str | None, entries: dict[str, Any] | None, where
         manifest = read_manifest(f.read(), where)
     if manifest is None or not manifest["kernels"]:
         return None
-    from .ptx.compile import VERSION
+    from ..ptx.compile import VERSION
 
     if manifest.get("compile") != VERSION:  # an older compile step's PTX: every kernel stays on libtaichi
         why = "its PTX was made by another version of taichi_aot's PTX step (run `taichi_aot ptx` again)"
         return Kernels.none({**manifest["refused"], **{name: why for name in manifest["kernels"]}})
-    launcher = runtime._ptx_launcher
+    launcher = state.cuda
     if launcher is None:
-        launcher = runtime._ptx_launcher = Launcher(manifest["runtime"])
+        launcher = state.cuda = Launcher(manifest["runtime"])
         runtime.foreign.unmaps[id(launcher)] = launcher.free  # before the runtime goes, however it goes
         launcher.select(runtime.cuda_stream)
     elif launcher.layout != manifest["runtime"]:

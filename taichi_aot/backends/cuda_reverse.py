@@ -1,7 +1,7 @@
 """Reverse-mode (autodiff) kernels on taichi_aot's own CUDA launcher: a module's ``<kernel>_grad`` takes its
 arguments, then the gradient of each that has one (:func:`gradient_signature`), and runs as its primal's
 ``Kernel.grad`` (:class:`GradCall`), on the runtime's thread as any kernel, or from torch's autograd thread with
-CUDA arrays (libtaichi is not called there). The x64 counterpart is ``_cpu_launch``.
+CUDA arrays (libtaichi is not called there). The x64 counterpart is :mod:`.cpu`.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from ._arguments import ARG_SIZE, gradient_map, pack_one
-from ._arrays import CudaArray, cuda_interface, refuse_lazy
-from ._native import ffi, lib
-from .enums import NUMPY_DTYPES, DataType
-from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError
-from .ndarray import ndarray_argument
+from .._arguments import ARG_SIZE, gradient_map, pack_one
+from .._arrays import CudaArray, cuda_interface, refuse_lazy
+from .._native import ffi, lib
+from ..enums import NUMPY_DTYPES, DataType
+from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
+from ..ndarray import ndarray_argument
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .launch import Kernel
-    from .metadata import ArgInfo
+    from ..launch import Kernel
+    from ..metadata import ArgInfo
 
 
 def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
@@ -36,14 +36,14 @@ class GradCall:
     """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
     then the gradient arrays of ``needing`` (argument positions), each of its array's shape.
     ``elsewhere(args, count, stream)``: its launch from another thread than the runtime's
-    (``_ptx_launch.Kernels.launch_elsewhere``)."""
+    (``cuda.Kernels.launch_elsewhere``)."""
 
     def __init__(self, kernel: Kernel, needing: list[int], elsewhere: Callable[[Any, int, int | None], None]):
         self.kernel, self.needing, self.elsewhere = kernel, needing, elsewhere
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
              before: Callable[[], object]) -> None:
-        """As ``_cpu_launch.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
+        """As ``cpu.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
         stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the launch waits for
         it, to raise OutOfMemoryError where one overflowed (``_csrc/ptx.c``). From another thread than the
         runtime's (torch's autograd runs CUDA backward on a thread of its own while the runtime's waits), the arrays
