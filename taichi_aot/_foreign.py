@@ -51,6 +51,7 @@ from ._arrays import (
     share,
     why_copy,
 )
+from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
@@ -63,7 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ndarray import HostAccess
     from .runtime import Runtime
 
-__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "NumpyHit", "PrintHit", "Staged"]
+__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "Staged", "numpy_hit", "print_hit"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps.
 CACHE_SIZE = 16
@@ -144,47 +145,31 @@ def _array_keys_work() -> bool:
 ARRAY_KEYS = _array_keys_work()
 
 
-class NumpyHit:
-    """A numpy array shared without a copy, found again by one lookup and one C call (the argument packer's fast
-    path, ``taichi_aot_array_pack(id(array), hit.key, writes, slot)``): its shape, strides and dtype can be reassigned
-    in place, ``__setstate__`` replaces its memory and its writable flag can be cleared, so all are compared on
-    every use."""
-
-    __slots__ = ("address", "key", "owned", "ref", "sig")
-
-    def __init__(self, key: Any, ref: weakref.ref[Any], nd: NdArray):
-        ffi.memmove(ffi.addressof(key, "argument"), nd._arg_bytes, len(nd._arg_bytes))  # what a launch gets
-        self.key = key
-        self.address = int(ffi.cast("uintptr_t", key))  # for the C call (launch.py), which holds the hit
-        self.ref = ref
-        self.owned = nd.owned  # whether the ndarray was closed
-        self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
+def numpy_hit(key: Any, ref: weakref.ref[Any], nd: NdArray) -> NumpyHit:
+    """The record of a numpy array shared without a copy (``_call.NumpyHit``, a C type the C call reads by field), found
+    again by one lookup and one C call (the argument packer's fast path, ``taichi_aot_array_pack(id(array), hit.key,
+    writes, slot)``): its shape, strides and dtype can be reassigned in place, ``__setstate__`` replaces its memory
+    and its writable flag can be cleared, so all are compared on every use. ``key`` gets the ndarray's argument."""
+    ffi.memmove(ffi.addressof(key, "argument"), nd._arg_bytes, len(nd._arg_bytes))  # what a launch gets
+    return NumpyHit(key=key, address=int(ffi.cast("uintptr_t", key)), ref=ref,
+                    owned=nd.owned,  # whether the ndarray was closed
+                    sig=nd._sig)  # what the packer checks: (data type, dims, element shape)
 
 
-class PrintHit:
-    """A torch, CuPy or JAX array shared before (on CUDA, or a host array on a CPU backend), found again by the
-    argument packer with one lookup and its print (``read_print`` of its class's reads, ``print_of``) instead of
-    the library's slow ``__cuda_array_interface__`` or host export: the argument of the ndarray it travels in, and
-    whether the array is immutable. The packer holds the array in ``held`` (the runtime's arrays that queued
-    kernels may read, until it is waited for; None for a host array, read when the launch returns). The C call
-    of kernels (``_csrc/call.c``) reads the same attributes by name (``cls``, ``sig``, ``read_only``, ``reads``,
-    ``print``, ``arg_bytes``, ``held``) and makes the same check, its reads going straight to the class's C
-    getters and methods."""
-
-    __slots__ = ("arg_bytes", "cls", "held", "nd", "owned", "print", "read_only", "reads", "ref", "sig")
-
-    def __init__(self, value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read_only: bool,
-                 held: dict[int, Any] | None):
-        self.cls = value.__class__
-        self.ref = ref
-        self.reads = reads
-        self.print = read_print(value, reads)
-        self.nd = nd  # kept: the hit's argument is its memory's
-        self.owned = nd.owned
-        self.sig = nd._sig  # what the packer checks: (data type, dims, element shape)
-        self.arg_bytes = nd._arg_bytes  # the TiArgument the packer writes
-        self.read_only = read_only
-        self.held = held
+def print_hit(value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read_only: bool,
+              held: dict[int, Any] | None) -> PrintHit:
+    """The record of a torch, CuPy or JAX array shared before (``_call.PrintHit``; on CUDA, or a host array on a CPU
+    backend), found again by the argument packer with one lookup and its print (``read_print`` of its class's reads,
+    ``print_of``) instead of the library's slow ``__cuda_array_interface__`` or host export: the argument of the
+    ndarray it travels in, and whether the array is immutable. The packer holds the array in ``held`` (the runtime's
+    arrays that queued kernels may read, until it is waited for; None for a host array, read when the launch
+    returns). The C call of kernels (``_csrc/remember.c``) reads the same fields and makes the same check, its reads
+    going straight to the class's C getters and methods."""
+    return PrintHit(cls=value.__class__, ref=ref, reads=reads, print=read_print(value, reads),
+                    nd=nd,  # kept: the hit's argument is its memory's
+                    owned=nd.owned, sig=nd._sig,  # what the packer checks: (data type, dims, element shape)
+                    arg_bytes=nd._arg_bytes,  # the TiArgument the packer writes
+                    read_only=read_only, held=held)
 
 
 @dataclass
@@ -299,7 +284,7 @@ class ForeignArgs:
         self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
         return handle
 
-    def fresh_plan(self, specs: Sequence[ArgInfo]) -> tuple[Any, ...] | None:
+    def fresh_plan(self, specs: Sequence[ArgInfo]) -> dict[str, Any] | None:
         """The arguments of a launcher's ``_fresh`` (``_csrc/call.c``): what lets its C call take a numpy array (on
         a CPU) or a plain torch tensor (on the CPU or the runtime's GPU) it was never given before, found over
         memory in :meth:`pooled`; None where this runtime takes none so (Vulkan: host arrays are staged)."""
@@ -313,12 +298,15 @@ class ForeignArgs:
                 slots.append(None)
                 continue
             arg = ndarray_argument(ffi.NULL, (0,) * spec.ndim, tuple(spec.elem_shape), dt)  # dims written per launch
-            slots.append((np.dtype(dtype), np.dtype(dtype).str, int(dt), dtype.itemsize, spec.ndim,
-                          tuple(spec.elem_shape), bytes(ffi.buffer(arg))))
+            slots.append(FreshSlot(dtype=np.dtype(dtype), typestr=np.dtype(dtype).str, data_type=int(dt),
+                                   itemsize=dtype.itemsize, ndim=spec.ndim, element_shape=tuple(spec.elem_shape),
+                                   argument=bytes(ffi.buffer(arg))))
         cpu = not self._on_cuda  # numpy's array objects are read in place where ARRAY_KEYS says they can be
-        return (self.imports, int(cpu and ARRAY_KEYS), 0 if cpu else 1, _cuda.RUNTIME_DEVICE,
-                None if cpu else self._held, HELD_LIMIT, None if cpu else self._cai_classes,
-                0 if cpu else _cuda.pointer_attribute_address(), None if cpu else self.spill, slots)
+        return {"imports": self.imports, "host_numpy": int(cpu and ARRAY_KEYS), "torch_device": 0 if cpu else 1,
+                "torch_index": _cuda.RUNTIME_DEVICE, "held": None if cpu else self._held, "held_limit": HELD_LIMIT,
+                "cai_classes": None if cpu else self._cai_classes,
+                "pointer_device": 0 if cpu else _cuda.pointer_attribute_address(),
+                "spill": None if cpu else self.spill, "slots": slots}
 
     def before_pack(self, count: int) -> None:
         """Before a launch of ``count`` arguments is packed in Python: where the CUDA arrays held and its own could
@@ -462,7 +450,7 @@ class ForeignArgs:
         self._keep(key, _Entry(nd, ref, None if ref is not None else value))
         c_key = ffi.new("TaichiAotArrayKey *") if ARRAY_KEYS and value.__class__ is np.ndarray else None
         if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):
-            self.hits[id(value)] = NumpyHit(c_key, ref, nd)  # the packer finds it without this call
+            self.hits[id(value)] = numpy_hit(c_key, ref, nd)  # the packer finds it without this call
             self._trim_hits()
         elif ref is not None and value.__class__ is not np.ndarray:  # a torch (or JAX) array on the host
             self._print_hit(value, ref, nd, not a.flags.writeable or is_jax(value), None)
@@ -515,7 +503,7 @@ class ForeignArgs:
         if reads is None:
             return
         try:
-            self.hits[id(value)] = PrintHit(value, ref, reads, nd, read_only, held)
+            self.hits[id(value)] = print_hit(value, ref, reads, nd, read_only, held)
         except Exception:  # pragma: no cover - a class of these libraries without the methods read
             forget_print(value.__class__)
         self._trim_hits()

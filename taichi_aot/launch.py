@@ -25,6 +25,7 @@ import numpy as np
 
 from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
+from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
 from ._lifetime import unpicklable
 from ._native import ffi, lib
 from .backends import launch_error
@@ -190,14 +191,16 @@ class _Launchable(Launcher):
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
-        slots = [(_slot_kind(spec, arch), int(spec.may_write), int(ffi.cast("uintptr_t", slot.ptr)),
-                  signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
-                  spec.name)  # a kernel's too: keyword calls are made in C
+        slots = [CallSlot(kind=_slot_kind(spec, arch), writes=spec.may_write,
+                          argument=int(ffi.cast("uintptr_t", slot.ptr)),
+                          sig=signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
+                          name=spec.name)  # a kernel's too: keyword calls are made in C
                  for spec, slot in zip(self._args, self._slots)]
-        self._prepare(int(ffi.cast("uintptr_t", self._c)), int(graph), NdArray, np.ndarray, slots, self._foreign.hits)
+        self._prepare(launch=int(ffi.cast("uintptr_t", self._c)), graph=int(graph), ndarray_type=NdArray,
+                      numpy_type=np.ndarray, slots=slots, hits=self._foreign.hits)
         fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew
         if fresh is not None:
-            self._fresh(*fresh)
+            self._fresh(**fresh)
 
     def _recording(self) -> bool:
         """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow
@@ -535,7 +538,8 @@ class BoundLaunch(Launcher):
         self._c = packed.launch
         self._owneds: tuple[Owned, ...] = ()
         self._refresh()
-        self._prepare(int(ffi.cast("uintptr_t", self._c)), 0, NdArray, np.ndarray, [], None)
+        self._prepare(launch=int(ffi.cast("uintptr_t", self._c)), graph=0, ndarray_type=NdArray, numpy_type=np.ndarray,
+                      slots=[], hits=None)
         self._guard(storage_guards(self._given))  # checked before every launch (in C; _validate asks C too)
 
     def _refresh(self) -> None:

@@ -3,8 +3,8 @@
 ``call_counts`` is ``(made in C, made in Python)``: after the first calls, through which the launcher learns its
 arguments, a repeated call with each kind of argument below adds to the first only. The C call is handed the
 runtime's records once (``ForeignArgs.hits``, in ``_prepare``) and reads a record's fields (``NumpyHit``,
-``PrintHit``) by attribute name; a rename there sends these calls back to Python and fails a test here. A hundred
-thousand calls leave every reference count as it was."""
+``PrintHit``, C types of its own: ``_csrc/records.c``) by field. A hundred thousand calls leave every reference count
+as it was."""
 
 from __future__ import annotations
 
@@ -166,22 +166,43 @@ def test_new_torch_tensors_each_call(x64, torch):
 
 
 # ---------------------------------------------------------------------------
-# What the C call reads of Python's records, by name
+# The records Python hands the C call: C types of its own, read by field
 
 
-def test_the_names_the_c_call_reads_are_there():
-    """remember.c reads a NumpyHit's and a PrintHit's fields by name: each name it reads is one the record has (a
-    rename that missed the C side would turn the C path off, silently)."""
-    from taichi_aot._foreign import NumpyHit, PrintHit
+def test_the_c_calls_records_are_c_types_made_with_keywords(x64):
+    """The records the C call is handed (a call's slots, what arrays taken anew must be, the arrays seen before) are
+    types of taichi_aot._call, made with keywords only and read-only; ``_prepare`` and ``_fresh`` take keywords and
+    refuse a tuple where a record stands, leaving the kernel as it was; no C source reads a record by attribute."""
+    from taichi_aot import _call
+    from taichi_aot._native import ffi
 
-    with open(os.path.join(os.path.dirname(taichi_aot.__file__), "_csrc", "remember.c"), encoding="utf-8") as f:
-        source = f.read()
-    foreign, _, numpy = source.partition("static void launcher_remember(")
-    for text, hit in ((foreign, PrintHit), (numpy, NumpyHit)):
-        read = re.findall(r'PyObject_GetAttrString\((?:\(PyObject \*\))?(\w+), "(\w+)"\)', text)
-        assert read
-        for owner, name in read:
-            assert owner == "hit" and name in hit.__slots__, f"remember.c reads {owner}.{name}: not on {hit.__name__}"
+    slot = _call.CallSlot(kind=1, writes=True, argument=8, sig=None, name="x")
+    assert (slot.kind, slot.writes, slot.argument, slot.sig, slot.name) == (1, True, 8, None, "x")
+    with pytest.raises(AttributeError):
+        slot.kind = 2  # type: ignore[misc]
+    for bad in (lambda: _call.CallSlot(1, True, 8, None, "x"), lambda: _call.CallSlot(kind=1),
+                lambda: _call.CallSlot(kind=1, writes=True, argument=8, sig=None, name="x", extra=0)):
+        with pytest.raises(TypeError, match="as keywords"):
+            bad()
+    rt, mod = x64
+    add = mod.kernels["add"]
+    x, y = np.zeros(16, np.float32), np.ones(16, np.float32)
+    add(x, y, 1.0)
+    hit = rt.foreign.hits[id(x)]
+    assert type(hit) is _call.NumpyHit and hit.ref() is x
+    launch = int(ffi.cast("uintptr_t", add._c))
+    with pytest.raises(TypeError, match="CallSlot records"):
+        add._prepare(launch=launch, graph=0, ndarray_type=type(hit), numpy_type=np.ndarray, slots=[(1, 1, 8, None,
+                     None)], hits=None)
+    with pytest.raises(TypeError, match="positional"):
+        add._prepare(launch, 0, type(hit), np.ndarray, [], None)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="keyword"):
+        add._fresh(**{**rt.foreign.fresh_plan(add.signature), "extra": 0})  # type: ignore[arg-type]
+    assert in_c(add, lambda: add(x, y, 1.0)) == (TIMES, 0)  # as it was
+    csrc = os.path.join(os.path.dirname(taichi_aot.__file__), "_csrc")
+    for name in os.listdir(csrc):
+        with open(os.path.join(csrc, name), encoding="utf-8") as f:
+            assert not re.search(r'GetAttrString\((hit|item|slot)\b', f.read()), f"{name} reads a record by name"
 
 
 def test_show_config_says_which_fast_reads_are_active(x64, modules, torch, monkeypatch):

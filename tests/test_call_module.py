@@ -41,7 +41,7 @@ spec = importlib.util.spec_from_file_location("_call", sys.argv[1])
 call = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(call)
 try:
-    call.Launcher()._prepare(0, 0, object, object, [], None)
+    call.Launcher()._prepare(launch=0, graph=0, ndarray_type=object, numpy_type=object, slots=[], hits=None)
 except RuntimeError as e:
     print("prepare:", e)
 try:

@@ -172,17 +172,24 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     return (PyObject *)self;
 }
 
-/* _prepare(launch_address, graph, ndarray_type, numpy_type, slots, hits): slots is a list of
-   (kind, writes, argument_address, sig or None, name or None), one per argument in buffer order; hits the runtime's
-   dict of remembered arrays (ForeignArgs.hits), or None. */
-static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
+/* _prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): `launch` the address of the TaichiAotLaunch,
+   `slots` a list of CallSlot records (records.c), one per argument in buffer order; `hits` the runtime's dict of
+   remembered arrays (ForeignArgs.hits), or None. */
+static PyObject *launcher_prepare(PyObject *op, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"launch", "graph", "ndarray_type", "numpy_type", "slots", "hits", NULL};
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     PyObject *address, *ndarray_type, *numpy_type, *list, *hits;
     int graph;
     Py_ssize_t n, i;
     taichi_aot_slot *slots;
     void *launch;
-    if (!PyArg_ParseTuple(args, "OiOOOO", &address, &graph, &ndarray_type, &numpy_type, &list, &hits)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OiOOOO", keywords, &address, &graph, &ndarray_type,
+                                     &numpy_type, &list, &hits)) {
+        return NULL;
+    }
+    if (PyTuple_Size(args) != 0 || kwargs == NULL || PyDict_Size(kwargs) != 6) {
+        PyErr_SetString(PyExc_TypeError, "_prepare takes launch, graph, ndarray_type, numpy_type, slots and hits, "
+                                         "as keywords");
         return NULL;
     }
     if (hits != Py_None && !PyDict_Check(hits)) {
@@ -212,23 +219,32 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args) {
     }
     memset(slots, 0, (n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
     for (i = 0; i < n; ++i) {
-        PyObject *item = PyList_GetItem(list, i), *arg_address, *sig, *name;
+        PyObject *item = PyList_GetItem(list, i), *sig, *name;
         taichi_aot_slot *s = &slots[i];
-        if (!PyArg_ParseTuple(item, "iiOOO", &s->kind, &s->writes, &arg_address, &sig, &name)) {
+        if (!record_is(item, RECORD_SLOT)) {
+            PyErr_SetString(PyExc_TypeError, "_prepare: slots must be CallSlot records");
             goto fail;
         }
-        s->arg = (TiArgument *)PyLong_AsVoidPtr(arg_address);
-        if (s->arg == NULL) {
+        s->kind = (int)PyLong_AsLong(RECORD_FIELD(item, SLOT_KIND));
+        s->writes = PyObject_IsTrue(RECORD_FIELD(item, SLOT_WRITES));
+        s->arg = (TiArgument *)PyLong_AsVoidPtr(RECORD_FIELD(item, SLOT_ARGUMENT));
+        if (s->arg == NULL || s->writes < 0 || PyErr_Occurred()) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_ValueError, "_prepare: a NULL argument address");
             }
             goto fail;
         }
+        sig = RECORD_FIELD(item, SLOT_SIG);
+        name = RECORD_FIELD(item, SLOT_NAME);
         if (sig != Py_None) {
             Py_INCREF(sig);
             s->sig = sig;
         }
         if (name != Py_None) {
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "_prepare: a slot's name is a str or None");
+                goto fail;
+            }
             Py_INCREF(name);
             PyUnicode_InternInPlace(&name);
             s->name = name;
@@ -257,8 +273,9 @@ fail:
     return NULL;
 }
 
-/* _fresh(...), after _prepare: the arrays a call may take anew (fresh.c: fresh_set, fresh_slot_set). */
-static PyObject *launcher_fresh_method(PyObject *op, PyObject *args) {
+/* _fresh(*, imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes, pointer_device, spill,
+   slots), after _prepare: the arrays a call may take anew (fresh.c: fresh_set, fresh_slot_set). */
+static PyObject *launcher_fresh_method(PyObject *op, PyObject *args, PyObject *kwargs) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     PyObject *list;
     Py_ssize_t i;
@@ -266,7 +283,7 @@ static PyObject *launcher_fresh_method(PyObject *op, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "_fresh: before _prepare, or while the launcher packs a call");
         return NULL;
     }
-    list = fresh_set(&self->fresh, self->count, args);
+    list = fresh_set(&self->fresh, self->count, args, kwargs);
     for (i = 0; list != NULL && i < self->count; ++i) {
         if (!fresh_slot_set(&self->slots[i].fresh, PyList_GetItem(list, i))) {
             return NULL;
@@ -583,12 +600,13 @@ static PyGetSetDef launcher_getset[] = {
 };
 
 static PyMethodDef launcher_methods[] = {
-    {"_prepare", launcher_prepare, METH_VARARGS,
-     "_prepare(launch_address, graph, ndarray_type, numpy_type, slots, hits): the launch struct, its slots and "
-     "the runtime's remembered arrays"},
+    {"_prepare", (PyCFunction)(void (*)(void))launcher_prepare, METH_VARARGS | METH_KEYWORDS,
+     "_prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): the launch struct's address, its CallSlot "
+     "records and the runtime's remembered arrays"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
-    {"_fresh", launcher_fresh_method, METH_VARARGS,
-     "_fresh(imports, host_numpy, torch_device, torch_index, held, held_limit, slots): arrays taken anew"},
+    {"_fresh", (PyCFunction)(void (*)(void))launcher_fresh_method, METH_VARARGS | METH_KEYWORDS,
+     "_fresh(*, imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes, pointer_device, spill, "
+     "slots): arrays taken anew (slots: a FreshSlot record or None each)"},
     {"_guard", launcher_guard, METH_O, "_guard(guards): the torch storages checked before each launch"},
     {"_guards_hold", launcher_guards_hold_method, METH_NOARGS,
      "_guards_hold(): whether every guarded storage kept its memory"},

@@ -1,12 +1,12 @@
-/* The extension taichi_aot._call: the C call of kernels and graphs (call.c, the type Launcher) with what it reads
-   of Python objects (arrays.c, reads.c, fresh.c, remember.c), built by setup.py apart from the cffi module
-   taichi_aot._native, which keeps the C-API bindings.
+/* The extension taichi_aot._call: the C call of kernels and graphs (call.c, the type Launcher) with the records
+   Python hands it (records.c) and what it reads of Python objects (arrays.c, reads.c, fresh.c, remember.c), built by
+   setup.py apart from the cffi module taichi_aot._native, which keeps the C-API bindings.
 
    Compiled against the limited API of Python 3.9 (setup.py defines Py_LIMITED_API 0x03090000, the level of the
    wheel's cp39-abi3 tag). What it takes of taichi_aot._native (the launch, the close epoch, torch's layout reads,
    libtaichi's imports and error slot) comes in one table (TaichiAotCallTable, table.c), handed over once by its
    address (`_bind`, called by taichi_aot._arrays at import): no symbol is looked up by name. Until then a Launcher
-   cannot be prepared. The type is made here, in the module's init, and nowhere else. */
+   cannot be prepared. The types are made here, in the module's init, and nowhere else. */
 #include <Python.h>
 
 #include <math.h>
@@ -34,6 +34,12 @@ static PyObject *dict_get(PyObject *dict, PyObject *key) {
     return value;
 }
 
+/* `o` with one more reference: the caller stores it (Py_NewRef is Python 3.10's). */
+static PyObject *strong(PyObject *o) {
+    Py_INCREF(o);
+    return o;
+}
+
 /* A call's keyword argument `name`, borrowed from the call's own keyword dict (which holds it until the call
    returns, and which no code of another can reach), or NULL. */
 static PyObject *call_keyword(PyObject *kwargs, PyObject *name) {
@@ -59,6 +65,7 @@ static int weak_is(PyObject *ref, PyObject *value) {
 #endif
 }
 
+#include "records.c"
 #include "arrays.c"
 #include "reads.c"
 #include "fresh.c"
@@ -112,7 +119,7 @@ PyMODINIT_FUNC PyInit__call(void) {
         Py_XDECREF(module);
         return NULL;
     }
-    if (PyModule_AddIntConstant(module, "LIMITED_API", Py_LIMITED_API) != 0) {
+    if (records_install(module) != 0 || PyModule_AddIntConstant(module, "LIMITED_API", Py_LIMITED_API) != 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -78,9 +78,8 @@ static void fresh_slot_clear(taichi_aot_fresh_slot *s) {
     Py_CLEAR(s->cai);
 }
 
-/* Slot `s` as _fresh describes it (see launcher_fresh_method in call.c): None (no array taken anew), or (numpy
-   dtype, TiDataType, itemsize, ndim, element shape, the argument's bytes with all but its memory and dims written);
-   0 with an error set where it is not of that form. */
+/* Slot `s` as _fresh describes it (see launcher_fresh_method in call.c): None (no array taken anew), or a FreshSlot
+   record (records.c); 0 with an error set where it is neither, or its fields are not of their types. */
 static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
     PyObject *descr, *typestr, *elem, *arg;
     int data_type, itemsize, ndim;
@@ -89,15 +88,26 @@ static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
     if (item == Py_None) {
         return 1;
     }
-    if (!PyArg_ParseTuple(item, "OOiiiOO", &descr, &typestr, &data_type, &itemsize, &ndim, &elem, &arg)) {
+    if (!record_is(item, RECORD_FRESH_SLOT)) {
+        PyErr_SetString(PyExc_TypeError, "_fresh: a slot is a FreshSlot record or None");
+        return 0;
+    }
+    descr = RECORD_FIELD(item, FRESH_SLOT_DTYPE);
+    typestr = RECORD_FIELD(item, FRESH_SLOT_TYPESTR);
+    elem = RECORD_FIELD(item, FRESH_SLOT_ELEMENT_SHAPE);
+    arg = RECORD_FIELD(item, FRESH_SLOT_ARGUMENT);
+    data_type = (int)PyLong_AsLong(RECORD_FIELD(item, FRESH_SLOT_DATA_TYPE));
+    itemsize = (int)PyLong_AsLong(RECORD_FIELD(item, FRESH_SLOT_ITEMSIZE));
+    ndim = (int)PyLong_AsLong(RECORD_FIELD(item, FRESH_SLOT_NDIM));
+    if (PyErr_Occurred()) {
         return 0;
     }
     elem_ndim = PyTuple_Check(elem) ? PyTuple_Size(elem) : -1;
     if (elem_ndim < 0 || ndim < 0 || ndim + elem_ndim > 16 || itemsize <= 0 || !PyBytes_Check(arg) ||
         !PyUnicode_Check(typestr) ||
         PyBytes_Size(arg) != (Py_ssize_t)sizeof(TiArgument)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_fresh: a slot is (dtype, typestr, data type, itemsize, ndim, element shape, argument)");
+        PyErr_SetString(PyExc_TypeError, "_fresh: a FreshSlot's fields are a dtype, a str, three ints, a tuple and "
+                                         "the bytes of a TiArgument");
         return 0;
     }
     for (k = 0; k < elem_ndim; ++k) {
@@ -118,14 +128,20 @@ static int fresh_slot_set(taichi_aot_fresh_slot *s, PyObject *item) {
     return 1;
 }
 
-/* `f` from _fresh's arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes,
+/* `f` from _fresh's keyword arguments (imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes,
    pointer_device, spill, slots): the list of slots (borrowed, `count` long), or NULL with an error set. */
-static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args) {
+static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"imports", "host_numpy", "torch_device", "torch_index", "held", "held_limit",
+                               "cai_classes", "pointer_device", "spill", "slots", NULL};
     PyObject *imports, *held, *classes, *device, *spill, *list;
     int host_numpy, torch_device, torch_index;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "OiiiOnOOOO", &imports, &host_numpy, &torch_device, &torch_index, &held, &limit,
-                          &classes, &device, &spill, &list)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OiiiOnOOOO", keywords, &imports, &host_numpy, &torch_device,
+                                     &torch_index, &held, &limit, &classes, &device, &spill, &list)) {
+        return NULL;
+    }
+    if (PyTuple_Size(args) != 0 || kwargs == NULL || PyDict_Size(kwargs) != 10) {
+        PyErr_SetString(PyExc_TypeError, "_fresh takes its ten arguments as keywords");
         return NULL;
     }
     if (!PyDict_Check(imports) || (held != Py_None && !PyDict_Check(held)) || !PyList_Check(list) ||

@@ -81,7 +81,8 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
             error = count_launch(l, launch_any(l));
-            if (error != 0 && (r == 0 || l->kind >= TAICHI_AOT_KIND_OWN)) { /* the own launcher's error code: checked every time */
+            /* the own launches' error codes are checked every time */
+            if (error != 0 && (r == 0 || l->kind >= TAICHI_AOT_KIND_OWN)) {
                 return error;
             }
             ++*done;

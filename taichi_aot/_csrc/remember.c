@@ -1,62 +1,57 @@
-/* What a call made by Python leaves the launcher of call.c to remember (#included after call.c, whose records
-   these are): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays of other libraries it was
-   given, so that the next call with them is made in C. */
+/* What a call made by Python leaves the launcher of call.c to remember (#included after call.c, whose slots these
+   fill): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays of other libraries it was given,
+   so that the next call with them is made in C. Their records (NumpyHit, PrintHit) are records.c's: read by field. */
 
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
 static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
-    PyObject *cls = PyObject_GetAttrString(hit, "cls");
-    PyObject *sig = PyObject_GetAttrString(hit, "sig");
-    PyObject *read_only = PyObject_GetAttrString(hit, "read_only");
-    PyObject *reads = PyObject_GetAttrString(hit, "reads");
-    PyObject *print = PyObject_GetAttrString(hit, "print");
-    PyObject *arg_bytes = PyObject_GetAttrString(hit, "arg_bytes");
-    PyObject *held = PyObject_GetAttrString(hit, "held");
-    PyObject *id = PyLong_FromVoidPtr(value);
-    int writable = read_only != NULL && PyObject_IsTrue(read_only) == 0;
-    int n = reads != NULL ? reads_parse(reads, s->read) : -1, k;
-    if (cls == (PyObject *)Py_TYPE(value) && sig == s->sig && (writable || !s->writes) && n >= 0 &&
-        print != NULL && PyTuple_Check(print) && PyTuple_Size(print) == n && arg_bytes != NULL &&
-        PyBytes_Check(arg_bytes) && PyBytes_Size(arg_bytes) == (Py_ssize_t)sizeof(TiArgument) && held != NULL &&
-        (PyDict_Check(held) || held == Py_None) && id != NULL) {
-        s->last = PyWeakref_NewRef(value, NULL);
-        if (s->last != NULL) {
-            Py_INCREF(hit);
-            s->hit = hit;
-            for (k = 0; k < n; ++k) {
-                s->expect[k] = PyTuple_GetItem(print, k);
-            }
-            reads_bind(s->read, n, Py_TYPE(value));
-            Py_INCREF(cls);
-            s->cls = cls;
-            s->nreads = n;
-            s->reads = reads; /* the slot's now: the parsed reads and expected items are borrowed from these */
-            s->print = print;
-            s->id = id;
-            s->arg_bytes = arg_bytes;
-            s->held = held;
-            reads = print = id = arg_bytes = held = NULL;
-        }
+    PyObject *cls, *reads, *print, *arg_bytes, *held, *id;
+    int writable, n, k;
+    if (!record_is(hit, RECORD_PRINT_HIT)) {
+        return;
     }
-    PyErr_Clear();
-    Py_XDECREF(cls);
-    Py_XDECREF(sig);
-    Py_XDECREF(read_only);
-    Py_XDECREF(reads);
-    Py_XDECREF(print);
-    Py_XDECREF(id);
-    Py_XDECREF(arg_bytes);
-    Py_XDECREF(held);
+    cls = RECORD_FIELD(hit, PRINT_HIT_CLS);
+    reads = RECORD_FIELD(hit, PRINT_HIT_READS);
+    print = RECORD_FIELD(hit, PRINT_HIT_PRINT);
+    arg_bytes = RECORD_FIELD(hit, PRINT_HIT_ARG_BYTES);
+    held = RECORD_FIELD(hit, PRINT_HIT_HELD);
+    writable = PyObject_IsTrue(RECORD_FIELD(hit, PRINT_HIT_READ_ONLY)) == 0;
+    n = reads_parse(reads, s->read);
+    if (cls != (PyObject *)Py_TYPE(value) || RECORD_FIELD(hit, PRINT_HIT_SIG) != s->sig || (!writable && s->writes) ||
+        n < 0 || !PyTuple_Check(print) || PyTuple_Size(print) != n || !PyBytes_Check(arg_bytes) ||
+        PyBytes_Size(arg_bytes) != (Py_ssize_t)sizeof(TiArgument) || !(PyDict_Check(held) || held == Py_None)) {
+        PyErr_Clear();
+        return;
+    }
+    id = PyLong_FromVoidPtr(value);
+    s->last = id != NULL ? PyWeakref_NewRef(value, NULL) : NULL;
+    if (s->last == NULL) {
+        PyErr_Clear();
+        Py_XDECREF(id);
+        return;
+    }
+    s->hit = strong(hit);
+    for (k = 0; k < n; ++k) {
+        s->expect[k] = PyTuple_GetItem(print, k);
+    }
+    reads_bind(s->read, n, Py_TYPE(value));
+    s->cls = strong(cls);
+    s->nreads = n;
+    s->reads = strong(reads); /* the slot's: the parsed reads and expected items are borrowed from these */
+    s->print = strong(print);
+    s->id = id;
+    s->arg_bytes = strong(arg_bytes);
+    s->held = strong(held);
 }
 
 /* After a launch made by _slow_call: remember the NdArrays it was given, and the shared numpy and CUDA arrays found in
-   the runtime's hits (handed over by _prepare: no attribute looked up by name). */
+   the runtime's hits (handed over by _prepare). */
 static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t i;
     PyObject *hits = self->hits; /* held here: Python code run by a read below could hand the launcher another */
     Py_XINCREF(hits);
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
-        PyObject *value, *hit, *sig, *address, *id;
+        PyObject *value, *hit, *id;
         void *key;
         if (s->kind != TAICHI_AOT_SLOT_NDARRAY) {
             continue;
@@ -89,11 +84,8 @@ static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObjec
             Py_DECREF(hit);
             continue;
         }
-        sig = PyObject_GetAttrString(hit, "sig");
-        address = sig == s->sig ? PyObject_GetAttrString(hit, "address") : NULL;
-        key = address != NULL ? PyLong_AsVoidPtr(address) : NULL;
-        Py_XDECREF(sig);
-        Py_XDECREF(address);
+        key = record_is(hit, RECORD_NUMPY_HIT) && RECORD_FIELD(hit, NUMPY_HIT_SIG) == s->sig
+                  ? PyLong_AsVoidPtr(RECORD_FIELD(hit, NUMPY_HIT_ADDRESS)) : NULL;
         if (key == NULL) {
             PyErr_Clear();
             Py_DECREF(hit);

@@ -59,8 +59,9 @@ int taichi_aot_spirv_env(const char *name);
 int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char *message, size_t message_size);
 
 /* launch.c: the dispatcher. Launches from the runtime's thread, checked against the close epoch; one launch
-   unchecked (the flat API's, whose callers checked it); replayed sequences; and launches made elsewhere (XLA's handler on XLA's threads and stream, torch's autograd thread),
-   which take no epoch: their callers hold what they launch. */
+   unchecked (the flat API's, whose callers checked it); replayed sequences; and launches made elsewhere (XLA's
+   handler on XLA's threads and stream, torch's autograd thread), which take no epoch: their callers hold what they
+   launch. */
 extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)
 #define TAICHI_AOT_REFUSED (-102)
