@@ -27,9 +27,10 @@ from .gate import RUNTIME_RAND_STATES, RUNTIME_TEMPORARIES
 
 #: The GPU architecture and PTX ISA the PTX is written for: old enough for every GPU Taichi 1.7.4's CUDA backend
 #: runs on that a current driver supports (Pascal on); the driver compiles it for the GPU at hand once and keeps
-#: the result in its cache.
+#: the result in its cache. ISA 6.2: Taichi's IR holds inline assembly of it (``activemask.b32``, in a reduction's
+#: warp step), which the driver refuses in PTX that declares 6.0.
 TARGET = "sm_60"
-PTX_FEATURES = "+ptx60"
+PTX_FEATURES = "+ptx62"
 TRIPLE = "nvptx64-nvidia-cuda"
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
 _FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
@@ -42,7 +43,7 @@ _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it
 
 #: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
 #: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure serial tasks folded into the tasks after them
-#: (:mod:`.fold`).
+#: (:mod:`.fold`); PTX ISA 6.2.
 VERSION = 3
 
 
