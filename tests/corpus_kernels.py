@@ -45,7 +45,7 @@ def one_rand():
 def one_noargs():
     @ti.kernel
     def idle():  # no arguments and nothing written: a barrier keeps its loop
-        for i in range(64):
+        for _ in range(64):
             ti.simt.block.sync()
 
     return {"idle": idle}
@@ -195,7 +195,7 @@ def small_types():
     return {"half_poly": half_poly, "bytes_wrap": bytes_wrap, "lcg_u64": lcg_u64, "mixed": mixed}
 
 
-def loops():
+def loops():  # noqa: C901 (one kernel a loop form; Taichi's kernels are nested functions)
     @ti.kernel
     def nested(a: ti.types.ndarray(ti.f32, 2), n: ti.i32):
         for i in range(a.shape[0]):
@@ -239,8 +239,8 @@ def loops():
 
     @ti.kernel
     def grouped3(x: ti.types.ndarray(ti.i32, 3)):
-        for I in ti.grouped(x):
-            x[I] = I[0] * 10000 + I[1] * 100 + I[2]
+        for at in ti.grouped(x):
+            x[at] = at[0] * 10000 + at[1] * 100 + at[2]
 
     @ti.kernel
     def unrolled(a: F32):
@@ -285,7 +285,7 @@ def no_arguments():
 
     @ti.kernel
     def count():
-        for i in range(100):
+        for _ in range(100):
             ti.atomic_add(counter[None], 1)
 
     @ti.kernel
@@ -328,7 +328,7 @@ def names():
             x[i] = x[i] + y[i]
 
     @ti.kernel
-    def 倍(x: F32, k: ti.f32):
+    def 倍(x: F32, k: ti.f32):  # noqa: N802 (a name in Han script is what this module is for)
         for i in x:
             x[i] = x[i] * k
 

@@ -16,12 +16,14 @@ import numpy as np
 import pytest
 
 from conftest import require_extra
-from taichi_aot import Arch, Runtime, capi, metadata
+from taichi_aot import Arch, Runtime, TaichiError, capi, metadata
 from taichi_aot.enums import NUMPY_DTYPES
 from taichi_aot.ptx import _kernels, add_to_folder, fold, plan
 
 #: What the gate keeps on libtaichi's path in the corpus, and why (a word of the reason).
 REFUSED = {"count": "SNode fields", "nothing": "no tasks"}
+#: Kernels libtaichi 1.7.4 itself cannot launch: its CUDA JIT looks a task named in Cyrillic or Han up and fails.
+LIBTAICHI_CANNOT = {"сложить", "倍"}
 #: Kernels whose serial tasks do more than compute a bound (write arrays, start a reduction): every task launched.
 UNFOLDED = {"serial_scan", "total_i32", "between", "nothing", "count"}
 
@@ -126,7 +128,7 @@ def _values(arg, kernel: str, rng: np.random.Generator):
         vals = [5 + 16 * arg.index + k for k in range(count)]
     if arg.kind == "scalar":
         return rng, vals[0]
-    side = int(round(count ** 0.5))
+    side = round(count ** 0.5)
     return rng, (tuple(tuple(vals[r * side:(r + 1) * side]) for r in range(side)) if len(arg.elem_shape) == 2
                  else tuple(vals))
 
@@ -149,6 +151,7 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
         pytest.skip("no CUDA here")
     lines: list[str] = []
     failed: list[str] = []
+    cannot: set[str] = set()
     with Runtime(Arch.CUDA) as rt:
         for name, folder in corpus.items():
             own = rt.load_module(folder, cuda_launcher="own")
@@ -157,8 +160,15 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
             infos = metadata.read_module(folder).kernels
             for kernel in own.kernel_names():
                 assert (paths[kernel] == "own") == (kernel not in REFUSED), (kernel, paths[kernel])
+                if kernel in REFUSED:
+                    continue
                 a = _run(rt, own.kernels[kernel], infos[kernel], 1)
-                b = _run(rt, lib.kernels[kernel], infos[kernel], 1)
+                try:
+                    b = _run(rt, lib.kernels[kernel], infos[kernel], 1)
+                except TaichiError as e:  # libtaichi's own limits (a task named in Cyrillic is not found)
+                    lines.append(f"{name}/{kernel}: {paths[kernel]}; libtaichi cannot launch it: {str(e)[:120]}")
+                    cannot.add(kernel)
+                    continue
                 unequal = [(x != y) & ~(np.isnan(x) & np.isnan(y)) if x.dtype.kind == "f" else x != y
                            for x, y in zip(a, b)]  # bit for bit (NaN where both are)
                 count = sum(int(u.sum()) for u in unequal)
@@ -182,4 +192,4 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
                     np.testing.assert_array_equal(x, y)
                 lines.append("graphs/axpy_square (graph): own; 8192 values equal")
     print("\n" + "\n".join(lines))
-    assert not failed, failed
+    assert not failed and cannot <= LIBTAICHI_CANNOT, (failed, cannot)

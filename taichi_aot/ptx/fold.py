@@ -37,7 +37,7 @@ def _body(text: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _pure(body: str) -> int | None:
+def _pure(body: str) -> int | None:  # noqa: C901 (one branch a line form, read in order)
     """Whether a serial task's body only reads its arguments and the temporaries and only writes the
     temporaries: the bytes of temporaries it reaches (at least 8), or None. Every line must be one of a short
     list of forms, each value's origin followed (a load through anything but the argument buffer or the
@@ -57,16 +57,14 @@ def _pure(body: str) -> int | None:
                 return None
             continue
         if (m := re.match(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?{llvm_ir.CONTEXT}, {llvm_ir.CONTEXT}\* "
-                          r"%context, i32 0, i32 0$", line)):
-            kind[m.group(1)] = "slot"
-        elif (m := re.match(rf"^\s*({_VAR}) = bitcast i8\*\* ({_VAR}) to [^\n]*\*\*$", line)) and \
-                kind.get(m.group(2)) == "slot":
+                          r"%context, i32 0, i32 0$", line)) or ((m := re.match(rf"^\s*({_VAR}) = bitcast i8\*\* ({_VAR}) to [^\n]*\*\*$", line)) and \
+                kind.get(m.group(2)) == "slot"):
             kind[m.group(1)] = "slot"
         elif (m := re.match(rf"^\s*({_VAR}) = load [^\n]*\*, [^\n]*\*\* ({_VAR}), align \d+$", line)) and \
                 kind.get(m.group(2)) == "slot":
             kind[m.group(1)] = "args"
-        elif (m := re.match(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?[^\n]*\* ({_VAR})((?:, i32 \d+)+)$", line)) \
-                and kind.get(m.group(2)) == "args":
+        elif (m := re.match(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?[^\n]*\* ({_VAR})((?:, i32 \d+)+)$",
+                            line)) and kind.get(m.group(2)) == "args":
             kind[m.group(1)] = "field"
         elif (m := re.match(rf"^\s*({_VAR}) = load ({_SCALAR}), {_SCALAR}\* ({_VAR}), align \d+$", line)) and \
                 kind.get(m.group(3)) in ("field", "temp"):
