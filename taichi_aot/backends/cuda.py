@@ -423,11 +423,12 @@ def _read(folder: str, name: str, k: dict, entry: Any, where: str) -> str | tupl
         return f"its IR or PTX cannot be read ({e.strerror})"
     if hashlib.sha256(ir).hexdigest() != k["ir_sha256"]:
         return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
-    verdict = gate.read_ir(ir.decode("utf-8", "replace"))
+    text = ir.decode("utf-8", "replace")
+    verdict = gate.read_ir(text)
     if verdict.reason is not None:
         return verdict.reason
     try:
-        plan = check(from_entry(entry), f"{where}: kernel {name!r}")
+        plan = check(from_entry(entry, text), f"{where}: kernel {name!r}")
     except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
         return f"its metadata cannot be laid out: {type(e).__name__}: {e}"
     if verdict.rand and max(t["grid"] * t["block"] for t in plan["tasks"]) > MAX_RAND_THREADS:

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 
 from ..errors import TaichiError
 from ..metadata import llvm_ir
+from . import fold
 from .gate import RUNTIME_RAND_STATES, RUNTIME_TEMPORARIES
 
 #: The GPU architecture and PTX ISA the PTX is written for: old enough for every GPU Taichi 1.7.4's CUDA backend
 #: runs on that a current driver supports (Pascal on); the driver compiles it for the GPU at hand once and keeps
-#: the result in its cache.
+#: the result in its cache. ISA 6.2: Taichi's IR holds inline assembly of it (``activemask.b32``, in a reduction's
+#: warp step), which the driver refuses in PTX that declares 6.0.
 TARGET = "sm_60"
-PTX_FEATURES = "+ptx60"
+PTX_FEATURES = "+ptx62"
 TRIPLE = "nvptx64-nvidia-cuda"
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
 _FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
@@ -40,8 +42,9 @@ _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it
 
 
 #: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
-#: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's.
-VERSION = 2
+#: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure serial tasks folded into the tasks after them
+#: (:mod:`.fold`); PTX ISA 6.2.
+VERSION = 3
 
 
 class PtxError(TaichiError):
@@ -85,22 +88,39 @@ def entry(task: str) -> str:
     return f"t{hashlib.sha256(task.encode()).hexdigest()[:24]}__w"
 
 
-def _wrapper(task: str, context: str, args_size: int, attrs: int) -> str:
-    """The kernel :func:`entry`: argument bytes by value and the runtime stand-in, made into the task's context."""
+def _wrapper(task: str, context: str, args_size: int, attrs: int, before: list[str], runtime: str | None,
+             reach: int) -> str:
+    """The kernel :func:`entry`: argument bytes by value and the runtime stand-in, made into the task's context.
+    Where pure serial tasks fold into it (``before``, :mod:`.fold`), it runs them first into temporaries of its own
+    thread (``reach`` bytes): a stand-in ``runtime`` on the stack whose temporaries are those and whose random
+    states are the stream's."""
     size = max(args_size, 8)
+    rt = "%runtime"
+    local = ""
+    if before:
+        rt = "%local"
+        local = f"""  %local = alloca {runtime}, align 8
+  %temps = alloca [{reach} x i8], align 8
+  %lt = getelementptr inbounds {runtime}, ptr %local, i32 0, i32 {RUNTIME_TEMPORARIES}
+  store ptr %temps, ptr %lt, align 8
+  %rs = getelementptr inbounds {runtime}, ptr %runtime, i32 0, i32 {RUNTIME_RAND_STATES}
+  %rsv = load ptr, ptr %rs, align 8
+  %ls = getelementptr inbounds {runtime}, ptr %local, i32 0, i32 {RUNTIME_RAND_STATES}
+  store ptr %rsv, ptr %ls, align 8
+"""
+    calls = "".join(f"  call void {llvm_ir.ref(t)}(ptr byval({context}) align 8 %ctx)\n" for t in [*before, task])
     return f"""
 define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{attrs} {{
-  %ctx = alloca {context}, align 8
+{local}  %ctx = alloca {context}, align 8
   %a = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 0
   store ptr %args, ptr %a, align 8
   %r = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 1
-  store ptr %runtime, ptr %r, align 8
+  store ptr {rt}, ptr %r, align 8
   %t = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 2
   store i32 0, ptr %t, align 8
   %b = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 3
   store ptr null, ptr %b, align 8
-  call void {llvm_ir.ref(task)}(ptr byval({context}) align 8 %ctx)
-  ret void
+{calls}  ret void
 }}
 """
 
@@ -120,6 +140,7 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     missing = [t for t in tasks if t not in found]
     if missing:
         raise PtxError(f"the IR defines no task {', '.join(missing)}")
+    original = text
     text, _ = llvm_ir.bound_stacks(text)  # a reverse kernel's autodiff stacks: an overflow noted, not written
     if "target datalayout" not in text:
         triple = f'target triple = "{TRIPLE}"'
@@ -128,14 +149,23 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     text = _ATTR_GROUP.sub(lambda m: f"attributes #{m.group(1)} = {{ {_FTZ} ", text)
     attrs = max((int(n) for n in _ATTR_GROUP.findall(text)), default=0) + 1
     text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals
-    for task in tasks:
+    pure = fold.folded(original, tasks)
+    runtime = llvm_ir.runtime_struct(original)
+    if pure and runtime is None:
+        pure = {}
+    for i, task in enumerate(tasks):
         # the task: an internal function of the wrapper (inlined), no longer a kernel of its own
         ref = llvm_ir.ref(task)
         internal = f"define internal void {ref}".replace("\\", "\\\\")  # a replacement template: \XX kept
         text = re.sub(rf"^define (?:dso_local )?void {re.escape(ref)}(\(.*\)) (?:#\d+ )?\{{",
                       rf"{internal}\1 #{attrs + 1} {{", text, count=1, flags=re.M)
+        if task in pure:  # run by the entries after it: no entry, no kernel annotations of its own
+            text = _drop_annotations(text, ref)
+            continue
         text = re.sub(rf"!\{{void \([^)]*\)\* {re.escape(ref)}, ", f"!{{ptr @{entry(task)}, ", text)
-        text += _wrapper(task, found[task], args_size, attrs)
+        before = [t for t in tasks[:i] if t in pure]
+        text += _wrapper(task, found[task], args_size, attrs, before, runtime,
+                         max((pure[t] for t in before), default=8))
     text += f"\nattributes #{attrs} = {{ {_FTZ} }}\nattributes #{attrs + 1} = {{ alwaysinline {_FTZ} }}\n"
     flag_id = max((int(n) for n in _METADATA_ID.findall(text)), default=0) + 1
     flag = f'!{flag_id} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}\n'
@@ -144,6 +174,17 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     else:
         text += f"!llvm.module.flags = !{{!{flag_id}}}\n" + flag
     return text
+
+
+def _drop_annotations(text: str, ref: str) -> str:
+    """``text`` with the ``!nvvm.annotations`` entries of the function ``ref`` (its kernel mark, thread bounds) left
+    out of the list (the nodes stay, unlisted)."""
+    ids = set(re.findall(rf"^!(\d+) = !\{{void \([^)]*\)\* {re.escape(ref)}, ", text, re.M))
+
+    def keep(m: re.Match) -> str:
+        kept = [n for n in m.group(1).split(", ") if n.lstrip("!") not in ids]
+        return f"!nvvm.annotations = !{{{', '.join(kept)}}}"
+    return re.sub(r"^!nvvm\.annotations = !\{([^}]*)\}", keep, text, count=1, flags=re.M)
 
 
 def runtime_layout(text: str) -> Runtime | None:
@@ -183,7 +224,8 @@ def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
     ptx = machine.emit_assembly(module)
-    for task in tasks:
+    for task in fold.launched([{"name": t} for t in tasks], text):
+        task = task["name"]
         if f".entry {entry(task)}(" not in ptx:
             raise PtxError(f"the PTX has no entry {entry(task)} (task {task!r})")
     if re.search(r"\bcall(?:\.uni)?\b", ptx):

@@ -66,4 +66,6 @@ def read_entry(entry: dict) -> str | None:
     for task in entry.get("compiled_data", {}).get("tasks", []):
         if task.get("dynamic_shared_array_bytes", 0):
             return "uses dynamic shared memory"
+    if "compiled_data" in entry and not entry["compiled_data"].get("tasks"):
+        return "has no tasks (Taichi compiled its body to nothing): libtaichi launches nothing for it either"
     return None

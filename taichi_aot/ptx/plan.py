@@ -82,8 +82,9 @@ def _ndarray(t: Any, offset: int) -> dict:
     return out
 
 
-def from_entry(entry: dict) -> dict:
-    """The plan of one metadata kernel entry: ``{"tasks": [...], "args": [...], "args_size": N}``."""
+def from_entry(entry: dict, ir: str | None = None) -> dict:
+    """The plan of one metadata kernel entry: ``{"tasks": [...], "args": [...], "args_size": N}``; given the
+    kernel's IR, only the tasks launched once its pure serial tasks fold into the others (:mod:`.fold`)."""
     tasks = []
     for task in (entry.get("compiled_data") or {}).get("tasks") or []:
         tasks.append({"name": str(task["name"]), "grid": int(task["grid_dim"]), "block": int(task["block_dim"])})
@@ -98,6 +99,10 @@ def from_entry(entry: dict) -> dict:
         if not 0 <= index < len(args) or member is None:
             raise PlanError(f"argument {index} is not laid out")
         args[index] = _argument(arg, member.get("type"), int(member.get("offset", -1)))
+    if ir is not None:
+        from .fold import launched
+
+        tasks = launched(tasks, ir)
     plan = {"tasks": tasks, "args": args, "args_size": int(entry.get("args_size", 0))}
     check(plan, "metadata")
     return plan
