@@ -37,55 +37,71 @@ def _body(text: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _pure(body: str) -> int | None:  # noqa: C901 (one branch a line form, read in order)
+#: The forms of a pure serial task's lines that define a value: (form, the group naming its operand (0: none), the
+#: kinds that operand may be, the kind of the value defined (group 1)). A value's kind: "slot" (the context's
+#: argument slot), "args" (the argument buffer), "field" (an argument's address), "value" (a number read from the
+#: arguments or the temporaries, or computed from such), "runtime", "temp" (an address in the temporaries).
+_FORMS: list[tuple[re.Pattern[str], int, tuple[str, ...], str]] = [
+    (re.compile(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?{llvm_ir.CONTEXT}, {llvm_ir.CONTEXT}\* %context, "
+                r"i32 0, i32 0$"), 0, (), "slot"),
+    (re.compile(rf"^\s*({_VAR}) = bitcast i8\*\* ({_VAR}) to [^\n]*\*\*$"), 2, ("slot",), "slot"),
+    (re.compile(rf"^\s*({_VAR}) = load [^\n]*\*, [^\n]*\*\* ({_VAR}), align \d+$"), 2, ("slot",), "args"),
+    (re.compile(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?[^\n]*\* ({_VAR})((?:, i32 \d+)+)$"), 2, ("args",),
+     "field"),
+    (re.compile(rf"^\s*({_VAR}) = load ({_SCALAR}), {_SCALAR}\* ({_VAR}), align \d+$"), 3, ("field", "temp"),
+     "value"),
+    (re.compile(rf"^\s*({_VAR}) = call {llvm_ir.RUNTIME}\* @RuntimeContext_get_runtime(?:\.\d+)?\("
+                rf"{llvm_ir.CONTEXT}\* %context\)$"), 0, (), "runtime"),
+    (_TEMP_CALL, 2, ("runtime",), "temp"),
+    (re.compile(rf"^\s*({_VAR}) = bitcast i8\* ({_VAR}) to {_SCALAR}\*$"), 2, ("temp",), "temp"),
+]
+_STORE = re.compile(rf"^\s*store {_SCALAR} ({_VAR}|-?[\d.e+]+|true|false), {_SCALAR}\* ({_VAR}), align \d+$")
+
+
+def _numeric(operand: str, kind: dict[str, str]) -> bool:
+    """Whether ``operand`` is a constant or a value of kind "value"."""
+    return not operand.startswith("%") or kind.get(operand) == "value"
+
+
+def _line(line: str, kind: dict[str, str]) -> tuple[str | None, str, re.Match[str]] | None:
+    """What a line of a pure serial task does: (the value it defines or None, that value's kind, its match), or None
+    where it is not one of a pure task's forms (its operands' kinds checked in ``kind``)."""
+    for form, operand, allowed, made in _FORMS:
+        m = form.match(line)
+        if m is not None and (operand == 0 or kind.get(m.group(operand)) in allowed):
+            return m.group(1), made, m
+    m = _STORE.match(line)  # a number stored into the temporaries
+    if m is not None and kind.get(m.group(2)) == "temp" and _numeric(m.group(1), kind):
+        return None, "", m
+    m = _TERMINATOR.match(line)
+    if m is not None and (not m.group(1) or _numeric(m.group(1), kind)):
+        return None, "", m
+    m = _ARITH.match(line)
+    if m is not None and all(kind.get(v) == "value" for v in re.findall(_VAR, m.group(2))):
+        return m.group(1), "value", m
+    return None
+
+
+def _pure(body: str) -> int | None:
     """Whether a serial task's body only reads its arguments and the temporaries and only writes the
     temporaries: the bytes of temporaries it reaches (at least 8), or None. Every line must be one of a short
-    list of forms, each value's origin followed (a load through anything but the argument buffer or the
-    temporaries, a call other than the runtime's two getters, an atomic or a store elsewhere: not pure)."""
-    kind: dict[str, str] = {}  # value -> "slot" | "args" | "field" | "value" | "runtime" | "temp"
+    list of forms (:data:`_FORMS`, a store into the temporaries, a branch), each value's origin followed (a load
+    through anything but the argument buffer or the temporaries, a call other than the runtime's two getters, an
+    atomic or a store elsewhere: not pure)."""
+    kind: dict[str, str] = {}  # value -> its kind (see _FORMS)
     reach = 8
-
-    def values(operands: str) -> bool:
-        return all(kind.get(v) == "value" for v in re.findall(_VAR, operands))
-
     for line in body.splitlines():
         line = line.split(";", 1)[0].rstrip() if not line.lstrip().startswith(";") else ""
         if not line.strip() or _LABEL.match(line):
             continue
-        if (m := _TERMINATOR.match(line)) is not None:
-            if m.group(1) and m.group(1).startswith("%") and kind.get(m.group(1)) != "value":
-                return None
-            continue
-        if (m := re.match(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?{llvm_ir.CONTEXT}, {llvm_ir.CONTEXT}\* "
-                          r"%context, i32 0, i32 0$", line)) or ((m := re.match(rf"^\s*({_VAR}) = bitcast i8\*\* ({_VAR}) to [^\n]*\*\*$", line)) and \
-                kind.get(m.group(2)) == "slot"):
-            kind[m.group(1)] = "slot"
-        elif (m := re.match(rf"^\s*({_VAR}) = load [^\n]*\*, [^\n]*\*\* ({_VAR}), align \d+$", line)) and \
-                kind.get(m.group(2)) == "slot":
-            kind[m.group(1)] = "args"
-        elif (m := re.match(rf"^\s*({_VAR}) = getelementptr (?:inbounds )?[^\n]*\* ({_VAR})((?:, i32 \d+)+)$",
-                            line)) and kind.get(m.group(2)) == "args":
-            kind[m.group(1)] = "field"
-        elif (m := re.match(rf"^\s*({_VAR}) = load ({_SCALAR}), {_SCALAR}\* ({_VAR}), align \d+$", line)) and \
-                kind.get(m.group(3)) in ("field", "temp"):
-            kind[m.group(1)] = "value"
-        elif (m := re.match(rf"^\s*({_VAR}) = call {llvm_ir.RUNTIME}\* @RuntimeContext_get_runtime(?:\.\d+)?\("
-                            rf"{llvm_ir.CONTEXT}\* %context\)$", line)):
-            kind[m.group(1)] = "runtime"
-        elif (m := _TEMP_CALL.match(line)) and kind.get(m.group(2)) == "runtime":
-            kind[m.group(1)] = "temp"
-            reach = max(reach, int(m.group(3)) + 8)
-        elif (m := re.match(rf"^\s*({_VAR}) = bitcast i8\* ({_VAR}) to {_SCALAR}\*$", line)) and \
-                kind.get(m.group(2)) == "temp":
-            kind[m.group(1)] = "temp"
-        elif (m := re.match(rf"^\s*store {_SCALAR} ({_VAR}|-?[\d.e+]+|true|false), {_SCALAR}\* ({_VAR}), "
-                            r"align \d+$", line)) and kind.get(m.group(2)) == "temp" and \
-                (not m.group(1).startswith("%") or kind.get(m.group(1)) == "value"):
-            continue
-        elif (m := _ARITH.match(line)) and values(m.group(2)):
-            kind[m.group(1)] = "value"
-        else:
+        found = _line(line, kind)
+        if found is None:
             return None
+        defined, made, m = found
+        if defined is not None:
+            kind[defined] = made
+        if m.re is _TEMP_CALL:
+            reach = max(reach, int(m.group(3)) + 8)
     return reach
 
 
