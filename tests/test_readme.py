@@ -7,8 +7,8 @@ what the venv was made with); every other Python block runs as a program in the 
 in ``# [..]`` or ``# <values>`` after a ``print``, the program prints exactly that. A block whose first line is
 ``# needs: ...`` runs where those are: ``torch``, ``jax``, ``llvmlite`` (the ones installed here, with what they
 require, linked into the venv), ``cuda``. The guide's pages use the quickstart's module: their folders start with
-the README's files and what its ``build`` made, and a ``build`` of the same file with the same arguments is made
-once a session.
+the README's files and what its ``build`` made; a ``build`` of the same file with the same arguments is made once a
+session, and a program that ran for one page (the same text, on the same module) is not run again for another.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ QUICKSTART_PAGES = ("README.md", os.path.join("docs", "index.md"))
 
 #: What a ``build`` line made this session: (its arguments, its source's digest) -> the output's path.
 _BUILT: dict[tuple[tuple[str, ...], str], str] = {}
+#: The programs that ran (and printed what they say) this session: a page's copy of one runs once.
+_RAN: set[str] = set()
 #: The packages linked into the fresh venv so far.
 _LINKED: set[tuple[str, str]] = set()
 
@@ -128,6 +130,9 @@ def _run_page(page: str, folder, fresh_venv) -> tuple[list[int], list[tuple[int,
         if missing:
             skipped.append((number, missing))
             continue
+        if code in _RAN:  # the same program on the same module ran for another page (the README's, say)
+            ran.append(number)
+            continue
         for extra in ("torch", "jax", "llvmlite"):
             if extra in _needs(code) and (fresh_venv.root, extra) not in _LINKED:
                 fresh_venv.link(extra)  # what is installed here (and what it requires), linked, not copied
@@ -140,6 +145,7 @@ def _run_page(page: str, folder, fresh_venv) -> tuple[list[int], list[tuple[int,
         if expected is not None:
             got = proc.stdout.replace("[", " [ ").replace("]", " ] ").split()
             assert got == expected, (page, code, proc.stdout)
+        _RAN.add(code)
         ran.append(number)
     return ran, skipped
 
