@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the API reference from the package's docstrings (mkdocs.yml, docs/) into site/, or OUT_DIR, with
+# Build the user guide and the API reference (mkdocs.yml, docs/) into site/, or OUT_DIR, with
 # mkdocs and mkdocstrings; --strict: every warning (a docstring griffe cannot parse, a broken link) fails it.
 # Usage: bash scripts/docs.sh [OUT_DIR]   (needs the docs extra, which scripts/setup.sh test installs)
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The API reference: ``mkdocs build --strict`` (mkdocs.yml, docs/) renders the docstrings without a warning.
+"""The site: ``mkdocs build --strict`` (mkdocs.yml, docs/) renders the guide and the docstrings without a warning.
 
 The docs extra (mkdocs, mkdocstrings' Python handler) is promised by the test command: without it the test
 skips locally and fails under CI. ``bash scripts/docs.sh`` makes the same build into site/.
@@ -44,3 +44,56 @@ def test_reference_builds_strict(tmp_path):
         assert ":::" not in html, f"{page}: a mkdocstrings block was left unrendered"
         missing = [name for name in names if f'id="{name}"' not in html]
         assert not missing, f"{page} does not document {missing}"
+
+
+def _guide_pages() -> list[str]:
+    """The guide's pages and the contributors' (docs/, the reference apart), relative to docs/."""
+    docs = os.path.join(ROOT, "docs")
+    return sorted(os.path.relpath(os.path.join(folder, name), docs)
+                  for folder, _, names in os.walk(docs) if not folder.startswith(os.path.join(docs, "reference"))
+                  for name in names if name.endswith(".md"))
+
+
+def test_every_page_is_in_the_nav_and_linked_from_the_readme():
+    """The README is the front page: every page of the guide is reachable from the site's nav and from it."""
+    with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as f:
+        nav = f.read().split("\nnav:", 1)[1].split("\n\n", 1)[0]
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    pages = _guide_pages()
+    assert "guide/pool.md" in pages and "index.md" in pages, pages
+    for page in pages:
+        assert f": {page}\n" in nav + "\n", f"{page} is not in mkdocs.yml's nav"
+        if page not in ("index.md", "contributing.md"):
+            assert f"](docs/{page})" in readme or f"](docs/{page}#" in readme, f"the README does not link {page}"
+    assert "](docs/index.md)" in readme
+
+
+def test_the_environment_table_names_every_variable():
+    """Every TAICHI_AOT_ variable the package or the bench reads, and every one config.VARIABLES names, is a row of
+    the guide's table (docs/guide/config.md); every row names one that something reads."""
+    import re
+
+    from taichi_aot import config
+
+    with open(os.path.join(ROOT, "docs", "guide", "config.md"), encoding="utf-8") as f:
+        table = f.read().split("## Environment variables", 1)[1]
+    rows = {name for line in table.splitlines() if line.startswith("| `")
+            for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1])}
+    read = set()
+    for folder in ("taichi_aot", "taichi_aot_bench"):
+        for path, _, names in os.walk(os.path.join(ROOT, folder)):
+            for name in names:
+                if name.endswith(".py"):
+                    with open(os.path.join(path, name), encoding="utf-8") as f:
+                        read |= set(re.findall(r"[\"'](TAICHI_AOT_[A-Z0-9_]+)[\"']", f.read()))
+    for name in ("setup.py", "build_ffi.py"):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            read |= set(re.findall(r"[\"'](TAICHI_AOT_[A-Z0-9_]+)[\"']", f.read()))
+    named = {v for v in config.VARIABLES if not v.endswith("_")}
+    assert read - rows == set(), f"read but not in the table: {sorted(read - rows)}"
+    assert named - rows == set(), f"in config.VARIABLES but not in the table: {sorted(named - rows)}"
+    with open(os.path.join(ROOT, "scripts", "setup.sh"), encoding="utf-8") as f:
+        scripts = f.read()
+    unread = {v for v in rows - read - named if v.startswith("TAICHI_AOT_") and v not in scripts}
+    assert not unread, f"in the table but read by nothing: {sorted(unread)}"
