@@ -22,8 +22,14 @@ from taichi_aot.ptx import _kernels, add_to_folder, fold, plan
 
 #: What the gate keeps on libtaichi's path in the corpus, and why (a word of the reason).
 REFUSED = {"count": "SNode fields", "nothing": "no tasks"}
-#: Kernels libtaichi 1.7.4 itself cannot launch: its CUDA JIT looks a task named in Cyrillic or Han up and fails.
-LIBTAICHI_CANNOT = {"сложить", "倍"}
+#: Kernels libtaichi 1.7.4 itself cannot launch: its CUDA JIT looks a task named in Cyrillic or Han up and fails; its
+#: C-API has no u64 scalar.
+LIBTAICHI_CANNOT = {"сложить", "倍", "lcg_u64"}
+#: Kernels whose sums of products llvmlite's LLVM orders unlike Taichi 1.7.4's LLVM 15 (both reassociate, as Taichi's
+#: IR allows): ``m @ p + t`` adds ``t`` into the first fused multiply-add, Taichi's last; the values differ by a
+#: rounding (on an H200: 412 of 12288 values, at most 4.8e-7). Checked within four ulps of the array's largest value
+#: (a rounding of a sum near zero is large against the sum, not against its terms).
+ORDERED_DIFFERENTLY = {"transform"}
 #: Kernels whose serial tasks do more than compute a bound (write arrays, start a reduction): every task launched.
 UNFOLDED = {"serial_scan", "total_i32", "between", "nothing", "count"}
 
@@ -171,11 +177,15 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
                     continue
                 unequal = [(x != y) & ~(np.isnan(x) & np.isnan(y)) if x.dtype.kind == "f" else x != y
                            for x, y in zip(a, b)]  # bit for bit (NaN where both are)
+                if kernel in ORDERED_DIFFERENTLY:  # a rounding apart, and said so
+                    unequal = [np.abs(x - y) > 4 * float(np.finfo(x.dtype).eps) * float(np.max(np.abs(y)))
+                               for x, y in zip(a, b)]
                 count = sum(int(u.sum()) for u in unequal)
                 worst = max((float(np.max(np.abs(x[u].astype(np.float64) - y[u]))) for x, y, u in zip(a, b, unequal)
                              if u.any()), default=0.0)
+                same = "all within a rounding" if kernel in ORDERED_DIFFERENTLY else "all equal"
                 lines.append(f"{name}/{kernel}: {paths[kernel]}; {sum(x.size for x in a)} values, "
-                             + (f"{count} UNEQUAL (largest difference {worst:.3g})" if count else "all equal"))
+                             + (f"{count} UNEQUAL (largest difference {worst:.3g})" if count else same))
                 if count:
                     failed.append(lines[-1])
             if name == "graphs":

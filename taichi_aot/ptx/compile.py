@@ -9,8 +9,9 @@ every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
 - each task gets a kernel of its own, ``T__w(args, runtime)``: the argument bytes by value (they travel in the
   launch's parameters: nothing is copied to the device per launch) and the runtime stand-in's pointer, which
   builds the task's RuntimeContext and calls it; the task itself becomes an internal function, inlined;
-- Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, f32
-  denormals flushed, libdevice's reflection told so), so values equal libtaichi's bit for bit.
+- Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, division by
+  a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so), so values equal libtaichi's bit
+  for bit (LLVM 15's in Taichi 1.7.4 and llvmlite's may still order a sum of products differently).
 Then LLVM's O3 pipeline (which inlines the helpers and removes their function pointers) and the PTX printer.
 """
 
@@ -43,8 +44,8 @@ _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it
 
 #: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
 #: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure serial tasks folded into the tasks after them
-#: (:mod:`.fold`); PTX ISA 6.2.
-VERSION = 3
+#: (:mod:`.fold`); PTX ISA 6.2. 4: divisions may use a reciprocal, as Taichi's UnsafeFPMath lets them.
+VERSION = 4
 
 
 class PtxError(TaichiError):
@@ -126,11 +127,13 @@ define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime)
 
 
 def _fast_math(m: re.Match) -> str:
-    """One fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted, and an f32 division approximate (Taichi
-    compiles with UnsafeFPMath, which makes it ``div.approx.ftz.f32``)."""
+    """One fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted; a division by a reciprocal where that helps
+    (Taichi compiles with UnsafeFPMath, whose code generator divides by a repeated divisor's reciprocal: ``rcp.rn.f64``
+    and multiplies), and an f32 division approximate (``div.approx.ftz.f32``)."""
     op, flags, f32 = m.group(1), m.group(2), m.group(3) or ""
-    if op == "fdiv" and f32 and "afn" not in flags:
-        flags += "afn "
+    if op == "fdiv":
+        flags += "arcp " if "arcp" not in flags else ""
+        flags += "afn " if f32 and "afn" not in flags else ""
     return f"= {op} {flags}contract {f32}"
 
 
