@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .module import AotModule
     from .runtime import Runtime
 
-__all__ = ["BoundLaunch", "ComputeGraph", "Kernel"]
+__all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "ReturningKernel"]
 
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
@@ -429,6 +429,33 @@ class Kernel(_Launchable):
         """
         self._module.ensure_open()
         return self._bound(list(self._bind(args, kwargs)))
+
+
+class ReturningKernel(Kernel):
+    """A kernel that returns values, on the own CUDA launcher: ``value = kernel(a)`` (a Python int or float; a
+    vector or matrix as a numpy array; several values as a tuple).
+
+    Its launch waits: the stream is synchronized and the results copied back before the call returns, so it is
+    refused (NotSupportedError) on a stream being captured into a CUDA graph. Every call takes Python's path (the C
+    call returns nothing); a bound launch or a replay runs it, and its value is that of the last launch, read by
+    :meth:`last_value`. On libtaichi's path a kernel's return value is lost (Taichi 1.7.4's C-API gives none): it is
+    a plain :class:`Kernel`, whose call returns None, and ``module.launchers()`` says so."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._recording():  # appended to the recording: nothing runs now
+            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
+            return None
+        if kwargs or len(args) != len(self._plan):
+            args = self._bind(args, kwargs)
+        self._launch_values(args)
+        return self._choice.results.read()
+
+    #: ``kernel.launch(a)``: the same as ``kernel(a)``.
+    launch = __call__
+
+    def last_value(self) -> Any:
+        """The values its last launch returned (a bound launch's or a replay's too), as a call returns them."""
+        return self._choice.results.read()
 
 
 class ComputeGraph(_Launchable):

@@ -32,7 +32,7 @@ from .errors import (
     MissingFileError,
     NameNotFoundError,
 )
-from .launch import ComputeGraph, Kernel
+from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
 from .metadata.source import extract_archive, is_zip
 
@@ -344,7 +344,7 @@ class AotModule(Child):
         name, info = self._described(kind, name)
         if isinstance(info, KernelInfo):
             choice, args = self._backends.kernel(name, info, lambda: self._library_handle("kernel", name))
-            obj = Kernel(self, name, choice, args)
+            obj = (Kernel if choice.results is None else ReturningKernel)(self, name, choice, args)
         else:
             choice = self._backends.graph(info, self._library_handle("graph", name))
             obj = ComputeGraph(self, name, choice, info.args)

@@ -1,6 +1,7 @@
 """A corpus of CUDA modules as users write them, for the own launcher: one-kernel modules, random numbers, vector
 and matrix ndarrays and matrix scalars, block-shared memory, atomics of each width, f16/i8/u8/u64, nested and
-serial loops, a compute graph, kernels with no arguments and kernels named in other scripts than Latin.
+serial loops, a compute graph, kernels with no arguments, kernels named in other scripts than Latin, kernels that
+return values.
 
 Compiled on a machine with a GPU (Taichi compiles for CUDA only there), one module a folder, and kept as test data
 (``tests/data/cuda-modules.tar.xz``, folder ``corpus``), since its IR is text:
@@ -335,10 +336,49 @@ def names():
     return {"сложить": сложить, "倍": 倍}
 
 
+def returns():
+    """Kernels that return values (Taichi 1.7.4's C-API gives none; the own launcher reads its result buffer)."""
+    @ti.kernel
+    def ret_i32(a: I32) -> ti.i32:
+        return a[0] + a[1]
+
+    @ti.kernel
+    def ret_f64(a: ti.types.ndarray(dtype=ti.f64, ndim=1), k: ti.f64) -> ti.f64:
+        return a[0] * k + a[1]
+
+    @ti.kernel
+    def atomic_total(a: F32) -> ti.f32:  # a reduction: a loop, then a serial task that returns
+        s = 0.0
+        for i in a:
+            s += a[i]
+        return s
+
+    @ti.kernel
+    def ret_vec(a: F32) -> ti.types.vector(3, ti.f32):
+        return ti.Vector([a[0], a[1] * 2.0, a[2] + 1.0])
+
+    @ti.kernel
+    def ret_mat(a: F32) -> ti.types.matrix(2, 3, ti.f32):
+        return ti.Matrix([[a[0], a[1], a[2]], [a[3], a[4], a[5]]])
+
+    @ti.kernel
+    def ret_pair(a: I32, x: ti.f64) -> (ti.i32, ti.f64):
+        return a[0] * 3, x * 0.5
+
+    @ti.kernel
+    def ret_const() -> ti.u8:
+        return 200
+
+    return {"ret_i32": ret_i32, "ret_f64": ret_f64, "atomic_total": atomic_total, "ret_vec": ret_vec,
+            "ret_mat": ret_mat, "ret_pair": ret_pair,
+            "ret_const": ret_const}
+
+
 #: The corpus's modules: folder name -> its kernels (and graphs).
 MODULES = {"one_add": one_add, "one_rand": one_rand, "one_noargs": one_noargs, "random": random_numbers,
            "matrices": matrices, "shared": shared_memory, "atomics": atomics, "small_types": small_types,
-           "loops": loops, "no_arguments": no_arguments, "graphs": graph_kernels, "names": names}
+           "loops": loops, "no_arguments": no_arguments, "graphs": graph_kernels, "names": names,
+           "returns": returns}
 
 
 def build(name: str, out: str) -> None:

@@ -112,6 +112,30 @@ def test_ptx_and_info_commands_over_the_corpus(corpus, cuda_modules, tmp_path):
     assert _manifest(str(tmp_path / "one_add"))["kernels"].keys() == {"add"}
 
 
+#: The corpus's kernels that return values: their arguments, and what Taichi 1.7.4 itself returned for them (run
+#: on an H200 with Taichi; a tuple where Taichi returns several values, numpy arrays for its vectors and matrices).
+_F32 = [1.25, -2.5, 3.0, 4.5, 5.0, -6.75]
+RETURNS = {"ret_i32": (([7, 35, 2], "i4"),), "ret_f64": (([0.1, 0.2], "f8"), 3.0), "atomic_total": ((_F32, "f4"),),
+           "ret_vec": ((_F32, "f4"),), "ret_mat": ((_F32, "f4"),), "ret_pair": (([7, 35, 2], "i4"), 0.3),
+           "ret_const": ()}
+TAICHI_RETURNED = {"ret_i32": 42, "ret_f64": 0.5, "atomic_total": 4.5, "ret_vec": np.array([1.25, -5.0, 4.0]),
+                   "ret_mat": np.array([[1.25, -2.5, 3.0], [4.5, 5.0, -6.75]]), "ret_pair": (21, 0.15),
+                   "ret_const": 200}
+
+
+def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
+    man = _manifest(corpus["returns"])
+    assert set(man["kernels"]) == set(RETURNS) and not man["refused"]
+    entries = _kernels(corpus["returns"])
+    laid = {k: plan.from_entry(entries[k]) for k in RETURNS}
+    assert laid["ret_pair"]["results"] == [{"type": 5, "offset": 0}, {"type": 2, "offset": 8}]
+    assert laid["ret_pair"]["result_size"] == 16
+    assert laid["ret_vec"]["results"] == [{"type": 1, "offset": 0, "shape": [3, 1]}]
+    assert laid["ret_mat"]["results"] == [{"type": 1, "offset": 0, "shape": [2, 3]}]
+    assert laid["ret_const"]["results"] == [{"type": 8, "offset": 0}] and not laid["ret_const"]["args"]
+    assert len(laid["atomic_total"]["tasks"]) >= 2  # the loop, then the serial task that returns
+
+
 # ---------------------------------------------------------------------------
 # On a GPU: both launch paths, the same values
 
@@ -203,3 +227,21 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
                 lines.append("graphs/axpy_square (graph): own; 8192 values equal")
     print("\n" + "\n".join(lines))
     assert not failed and cannot <= LIBTAICHI_CANNOT, (failed, cannot)
+
+
+def test_returning_kernels_give_taichis_values_on_a_gpu(corpus):
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    with Runtime(Arch.CUDA) as rt:
+        own = rt.load_module(corpus["returns"], cuda_launcher="own")
+        lib = rt.load_module(corpus["returns"], cuda_launcher="taichi")
+        for kernel, args in RETURNS.items():
+            values = [rt.ndarray_from_numpy(np.array(a[0], a[1])) if isinstance(a, tuple) else a for a in args]
+            got, want = own.kernels[kernel](*values), TAICHI_RETURNED[kernel]
+            assert own.launchers()[kernel] == "own"
+            if isinstance(want, np.ndarray):
+                assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == want.shape, got
+                np.testing.assert_array_equal(got, want.astype(np.float32))
+            else:
+                assert got == want and type(got) is type(want), (kernel, got)
+            assert lib.kernels[kernel](*values) is None  # libtaichi's C-API gives no value

@@ -26,7 +26,7 @@ from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, plan, read_ma
 from taichi_aot.ptx.compile import VERSION
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REFUSED = {"printer": "vprintf", "field_user": "SNode fields", "returner": "result buffer"}
+REFUSED = {"printer": "vprintf", "field_user": "SNode fields"}
 
 
 @pytest.fixture(scope="module")
@@ -160,15 +160,43 @@ def _entry(folder: str, kernel: str) -> dict:
 
 def test_gate_keeps_what_needs_taichis_runtime_on_libtaichi(with_ptx):
     man = _manifest(with_ptx["ptx"])
-    assert set(man["kernels"]) == {"rnd", "rangen", "add2d", "grid3", "mathk", "wide"}
+    assert set(man["kernels"]) == {"rnd", "rangen", "add2d", "grid3", "mathk", "wide", "returner"}
     assert {k: next(w for w in REFUSED.values() if w in why) for k, why in man["refused"].items()} == REFUSED
     assert man["kernels"]["rnd"]["rand"] and not man["kernels"]["rangen"]["rand"]
     # metadata alone keeps a kernel away too: return values, argpacks, dynamic shared memory (grad pointers no
     # more: the own launcher fills a reverse-mode kernel's)
-    assert gate.read_entry({"ret_size": 4}) == "returns values"
+    f32 = {"type_kind": 0, "content": {"type": 1}}
+    returning = {"ret_size": 4, "ret_type": {"type_kind": 3, "content": {"elements_": [
+        {"name": "ret_0", "offset": 0, "type": f32}]}}}
+    assert gate.read_entry(returning) is None
+    assert "cannot be read" in gate.read_entry({"ret_size": 4})
+    member = {"type_kind": 3, "content": {"elements_": [{"name": "n", "offset": 0, "type": f32}]}}
+    struct = {"ret_size": 4, "ret_type": {"type_kind": 3, "content": {"elements_": [
+        {"name": "ret_0", "offset": 0, "type": member}]}}}
+    assert "struct" in gate.read_entry(struct)
+    assert "at most 4096" in gate.read_entry({**returning, "ret_size": 8192})
     assert gate.read_entry({"args": [[[0], {"needs_grad": True}]]}) is None
     assert "argpack" in gate.read_entry({"args": [[[0], {"is_argpack": True}]]})
     assert "shared" in gate.read_entry({"compiled_data": {"tasks": [{"dynamic_shared_array_bytes": 64}]}})
+
+
+def test_a_returning_kernel_writes_its_value_after_the_stand_in(with_ptx):
+    """returner (``-> ti.f32``): the gate takes it, its plan says where its value lies in the result buffer, and its
+    PTX stores the value through the pointer it builds from the stand-in's (the bytes after the LLVMRuntime)."""
+    man = _manifest(with_ptx["ptx"])
+    assert "returner" in man["kernels"] and "returner" not in man["refused"]
+    entry = _entry(with_ptx["ptx"], "returner")
+    laid = plan.from_entry(entry)
+    assert laid["results"] == [{"type": 1, "offset": 0}] and laid["result_size"] == 4
+    assert "results" not in plan.from_entry(_entry(with_ptx["ptx"], "rangen"))
+    with open(os.path.join(with_ptx["ptx"], man["kernels"]["returner"]["ptx"]), encoding="utf-8") as f:
+        ptx = f.read()
+    size = man["runtime"]["size"]
+    assert re.search(rf"st\.global\.[bf]32\s+\[%rd\d+\+{size}\]", ptx), ptx
+    with pytest.raises(CorruptedDataError, match="return value 0"):
+        plan.check({**laid, "results": [{"type": 2, "offset": 0}]}, "m")
+    with pytest.raises(CorruptedDataError, match="results' size"):
+        plan.check({**laid, "result_size": plan.RESULT_BYTES + 8}, "m")
 
 
 def test_fast_math_as_taichi_and_arguments_in_the_launch_parameters(with_ptx):
@@ -357,9 +385,44 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
                 _graphs(rt, own, lib)
             if name == "ptx":
                 assert paths["printer"].startswith("taichi: calls vprintf")
+                _returner(rt, own, lib)
                 r = [_run(rt, m, "rnd", [np.zeros(100_000, np.float32)])[0] for m in (own, lib)]
                 np.testing.assert_array_equal(r[0], r[1])  # Taichi's generators, seeded as Taichi seeds them
                 assert r[0].min() >= 0 and r[0].max() < 1 and abs(r[0].mean() - 0.5) < 0.01
+
+
+def _returner(rt, own, lib) -> None:
+    """``returner(a) -> ti.f32`` (``a[0] * 2.0``): its value on the own launcher, computed as Taichi computes it
+    (f32); a kernel without one still returns None; libtaichi's path returns None (its C-API gives no value)."""
+    a = rt.ndarray_from_numpy(np.array([1.7, -3.0, 9.0], np.float32))
+    returner = own.kernels["returner"]
+    value = returner(a)
+    assert type(value) is float and value == float(np.float32(1.7) * np.float32(2.0))
+    assert returner.launch(a) == value
+    a.from_numpy(np.array([-0.5, 0, 0], np.float32))
+    assert returner(a) == -1.0 and returner.last_value() == -1.0
+    bound = returner.bind(a)
+    a.from_numpy(np.array([4.25, 0, 0], np.float32))
+    assert bound() is None and returner.last_value() == 8.5  # a bound launch runs it: its value kept
+    out = rt.ndarray((4096,), np.float32)
+    assert own.kernels["rangen"](rt.ndarray_from_numpy(np.ones(4096, np.float32)), out, 10) is None
+    assert lib.kernels["returner"](a) is None and lib.kernels["returner"].launcher == "taichi"
+
+
+def test_a_returning_kernel_waits_and_is_refused_inside_a_cuda_graph_capture(with_ptx, cuda_torch):
+    from taichi_aot import NotSupportedError
+
+    torch = cuda_torch
+    with Runtime(Arch.CUDA) as rt:
+        returner = rt.load_module(with_ptx["ptx"]).kernels["returner"]
+        a = torch.full((4,), 1.5, device="cuda")
+        assert returner(a) == 3.0  # a torch tensor: the value read back after the stream is waited for
+        g = torch.cuda.CUDAGraph()
+        with pytest.raises(NotSupportedError, match="returns a value"), torch.cuda.graph(g):
+            rt.set_cuda_stream(torch.cuda.current_stream())
+            returner(a)
+        rt.set_cuda_stream(None)
+        assert returner(a) == 3.0
 
 
 @pytest.fixture

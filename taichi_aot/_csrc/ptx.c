@@ -167,6 +167,23 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
     return exported ? (int)ti_get_last_error(NULL, NULL) : 0;
 }
 
+/* After a launch that must be waited for: the stream synchronized, then a reverse kernel's autodiff stacks' flag
+   read (`overflowed` set where one overflowed) and a returning kernel's results copied from the stand-in's result
+   buffer into the plan's host memory. Returns 0 or the driver's CUresult. */
+static int ptx_after(const TaichiAotCudaDriverCalls *cu, void *stream, const TaichiAotCudaKernel *k, uint64_t standin,
+                     int *overflowed) {
+    int32_t flag = 0;
+    int code = ((taichi_aot_cu_sync)cu->sync)(stream);
+    if (code == 0 && k->overflow != 0) {
+        code = ((taichi_aot_cu_dtoh)cu->dtoh)(&flag, k->overflow, 4);
+        *overflowed = code == 0 && flag != 0;
+    }
+    if (code == 0 && k->result_size != 0) {
+        code = ((taichi_aot_cu_dtoh)cu->dtoh)(k->result, standin + k->result_at, k->result_size);
+    }
+    return code;
+}
+
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
     unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
@@ -197,8 +214,8 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         int status = 0;
         code = ((taichi_aot_cu_capturing)cu->capturing)(rt->stream, &status);
         if (code == 0 && status != 0) { /* active, or invalidated and not ended yet */
-            if (k->overflow != 0) { /* its check waits for the launch: nothing a capture may hold */
-                code = TAICHI_AOT_CUDA_CAPTURE_REFUSED;
+            if (k->overflow != 0 || k->result_size != 0) { /* it waits for the launch: nothing a capture may hold */
+                code = k->overflow != 0 ? TAICHI_AOT_CUDA_CAPTURE_REFUSED : TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED;
             } else { /* the graph holds the stand-in's address: Python keeps the stand-in */
                 ((TaichiAotCudaRuntime *)rt)->captured = 1;
             }
@@ -217,18 +234,13 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         code = ((taichi_aot_cu_launch)cu->launch)(task->function, grid, 1, 1, task->block, 1, 1, 0, rt->stream,
                                                   kernel_params, NULL);
     }
-    if (code == 0 && k->overflow != 0) { /* its autodiff stacks: known once it ran (a wait) */
-        int32_t flag = 0;
-        code = ((taichi_aot_cu_sync)cu->sync)(rt->stream);
-        if (code == 0) {
-            code = ((taichi_aot_cu_dtoh)cu->dtoh)(&flag, k->overflow, 4);
-        }
-        overflowed = code == 0 && flag != 0;
+    if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
+        code = ptx_after(cu, rt->stream, k, standin, &overflowed);
     }
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
     }
-    if (code == TAICHI_AOT_CUDA_CAPTURE_REFUSED) {
+    if (code == TAICHI_AOT_CUDA_CAPTURE_REFUSED || code == TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED) {
         return code;
     }
     if (overflowed) {

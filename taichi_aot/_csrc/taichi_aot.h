@@ -153,6 +153,8 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
 #define TAICHI_AOT_CUDA_STACK_OVERFLOW (-103) /* a reverse-mode kernel overflowed its autodiff stacks */
 /* a kernel whose launch waits (its autodiff stacks' check) launched on a stream being captured into a CUDA graph */
 #define TAICHI_AOT_CUDA_CAPTURE_REFUSED (-104)
+/* a kernel that returns a value (read back after the launch: a wait) launched on a stream being captured */
+#define TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED (-105)
 #define TAICHI_AOT_CUDA_ERROR (-1000)
 #define TAICHI_AOT_CUDA_NDARRAY 1
 #define TAICHI_AOT_CUDA_SCALAR 2
@@ -201,6 +203,10 @@ typedef struct {
     uint32_t grad_count;
     uint64_t overflow; /* a reverse kernel whose PTX bounds its autodiff stacks: the device address of the flag an
                           overflow sets (cleared on the stream before the launch, read after it: a wait), or 0 */
+    uint64_t result_at; /* a kernel that returns values: where its result buffer lies in a stand-in (the bytes after
+                           the LLVMRuntime, which its PTX hands the kernel as RuntimeContext.result_buffer) */
+    uint32_t result_size; /* its results' bytes (copied into `result` after the launch, the stream waited for), or 0 */
+    void *result; /* host memory of result_size bytes: the last launch's results */
 } TaichiAotCudaKernel;
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *kernel, uint32_t count,
                            const TiArgument *args);

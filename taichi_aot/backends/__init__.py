@@ -6,6 +6,7 @@ A launch backend launches a module's kernels (and graphs) its own way:
   reference, and the fallback of the others;
 * the own CUDA launcher (:mod:`.cuda`, reverse-mode kernels in :mod:`.cuda_reverse`): CUDA kernels the module has
   PTX for, launched from taichi_aot's C plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper a launch;
+  the one that gives a kernel's return value (``value = kernel(a)``: libtaichi's C-API cannot);
 * the own x64 launch (:mod:`.cpu`): x64 reverse-mode kernels, compiled here from the module's IR (libtaichi cannot
   hand a reverse kernel its gradients).
 
@@ -48,7 +49,7 @@ __all__ = ["OWN", "Choice", "ModuleBackends", "RuntimeBackends", "cuda_launcher"
 OWN = "own"
 #: The error codes of the own launches (ptx.c) and of launch.c's refusal, beside libtaichi's TiError codes.
 _OWN_CODES = (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED, lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
-              lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED)
+              lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED, lib.TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED)
 
 
 def launch_error(code: int, what: str) -> Exception:
@@ -74,6 +75,7 @@ class Choice:
     library: Any  # libtaichi's handle (TiKernel, TiComputeGraph); None where libtaichi cannot launch it
     widens: bool = False  # takes every scalar type as it is (the own launches), not only the C-API's
     graphable: bool = False  # its launch never waits: XLA may capture it into a command buffer (a CUDA graph)
+    results: Any = None  # a kernel that returns values on the own CUDA launcher: their reader (cuda.Results)
 
     @property
     def pointers(self) -> bool:
@@ -151,7 +153,9 @@ class ModuleBackends:
             return _library(libtaichi.KERNEL, library()), info.args
         if info.reverse:  # libtaichi, which cannot run it, gives it no handle
             return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None, True), gradient_signature(info.args)
-        return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), True, not plan.overflow), info.args
+        results = self._own.results.get(name)  # type: ignore[union-attr]  # a plan: the own launcher's
+        return (Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), True,
+                       not plan.overflow and results is None, results), info.args)
 
     def graph(self, info: GraphInfo, library: Any) -> Choice:
         """The choice of a compute graph: the own CUDA launcher's where it takes every kernel the graph dispatches,

@@ -8,9 +8,15 @@ metadata and checked, :func:`taichi_aot.ptx.plan.check`).
 
 The kernels' code reads Taichi's runtime for two things: ``temporaries`` (a serial task leaves a loop bound
 there for the next) and, for ``ti.random``, ``rand_states``. Each stream kernels run on gets a stand-in of its
-own (zeroed device memory laid out as the IR's ``LLVMRuntime``, with those two fields set), so launches on two
-streams never share temporaries; random states are made as Taichi makes them (seed 0) for as many threads as
+own (zeroed device memory laid out as the IR's ``LLVMRuntime``, with those two fields set, and after it the result
+buffer where a kernel that returns values writes them), so launches on two streams never share temporaries or
+results; random states are made as Taichi makes them (seed 0) for as many threads as
 the largest grid launched.
+
+A kernel that returns values (``-> ti.f32``; vectors and matrices; several as a tuple) is launched as any, then
+the stream is waited for and its results copied back (``_csrc/ptx.c``): ``value = kernel(a)`` returns them
+(:class:`Results`). Such a launch waits, so it is refused on a stream being captured into a CUDA graph
+(NotSupportedError), as a reverse kernel's whose autodiff stacks are checked.
 
 ``TAICHI_AOT_CUDA_LAUNCHER=taichi`` (or ``load_module(..., cuda_launcher="taichi")``) keeps every kernel on
 libtaichi's path.
@@ -33,7 +39,7 @@ from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.compile import entry as ptx_entry
-from ..ptx.plan import check, from_entry
+from ..ptx.plan import RESULT_BYTES, SCALAR_SIZES, check, from_entry
 
 #: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
 ENV = "TAICHI_AOT_CUDA_LAUNCHER"
@@ -85,6 +91,10 @@ def own_launch_error(code: int, what: str) -> Exception:
         return NotSupportedError(
             f"{what}: its autodiff stacks are checked after each launch, a wait no CUDA graph capture may hold; "
             "launch it outside the capture")
+    if code == lib.TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED:
+        return NotSupportedError(
+            f"{what}: it returns a value, which is read back after each launch, a wait no CUDA graph capture may "
+            "hold; launch it outside the capture")
     if code == lib.TAICHI_AOT_REFUSED:
         return NotSupportedError(
             f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
@@ -137,10 +147,10 @@ class Launcher:
         layout = self.layout
         made: list[int] = []
         try:
-            made.append(_alloc(cu, layout["size"], "a CUDA runtime stand-in"))
+            made.append(_alloc(cu, layout["size"] + RESULT_BYTES, "a CUDA runtime stand-in"))
             made.append(_alloc(cu, TEMPORARIES_BYTES, "a CUDA runtime stand-in's temporaries"))
             runtime, temporaries = made
-            image = np.zeros(layout["size"], np.uint8)
+            image = np.zeros(layout["size"] + RESULT_BYTES, np.uint8)
             image[layout["temporaries"]:layout["temporaries"] + 8] = np.frombuffer(
                 np.uint64(temporaries).tobytes(), np.uint8)
             _cuda.htod(runtime, image, 0)
@@ -259,6 +269,7 @@ class Kernels:
     def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], entries: dict[str, Any],
                  where: str):
         self.plans: dict[str, Any] = {}
+        self.results: dict[str, Results] = {}  # the kernels that return values: their results' reader
         self.refused: dict[str, str] = dict(manifest["refused"])
         self._modules: list[int] = []
         self._keep: list[Any] = []
@@ -269,7 +280,8 @@ class Kernels:
                 for name, k in manifest["kernels"].items():
                     reason = self._add(cu, launcher, folder, name, k, entries.get(name), where)
                     if reason is not None:
-                        self.refused[name] = reason
+                        returns = entries.get(name) is not None and gate.returns(entries[name])
+                        self.refused[name] = f"{reason}; {gate.VALUE_LOST}" if returns else reason
         except BaseException:
             self.unload()
             raise
@@ -279,6 +291,7 @@ class Kernels:
         """No kernel on the own launcher, each with the reason why."""
         self = cls.__new__(cls)
         self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
+        self.results = {}
         self._launcher = None
         return self
 
@@ -309,6 +322,10 @@ class Kernels:
             launcher.need_rand(max(t["grid"] * t["block"] for t in plan["tasks"]))
         if reverse:  # where its autodiff stacks are bounded: the flag an overflow sets, read after a launch
             c.overflow = _overflow_flag(cu, module)
+        if "results" in plan:  # read back after each launch into host memory the plan holds
+            self.results[name] = Results(plan["results"], plan["result_size"])
+            c.result_at, c.result_size, c.result = launcher.layout["size"], plan["result_size"], \
+                self.results[name].host
         self.plans[name] = c
         return None
 
@@ -365,6 +382,37 @@ class Kernels:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
+
+
+class Results:
+    """A returning kernel's results as its last launch left them in the plan's host memory (``host``): one value
+    (a Python int or float; a vector or matrix as a numpy array, a vector 1-D), or a tuple of several."""
+
+    def __init__(self, rets: list[dict], size: int):
+        self.host = ffi.new("unsigned char[]", size)
+        self._buffer = ffi.buffer(self.host)
+        self._rets = [(np.dtype(_RESULT_DTYPES[r["type"]]), r["offset"], _shape(r.get("shape"))) for r in rets]
+
+    def read(self) -> Any:
+        """The values the last launch returned (copies: the next launch overwrites the buffer)."""
+        values = []
+        for dtype, offset, shape in self._rets:
+            if shape is None:
+                values.append(np.frombuffer(self._buffer, dtype, 1, offset)[0].item())
+            else:
+                values.append(np.frombuffer(self._buffer, dtype, int(np.prod(shape)), offset).reshape(shape).copy())
+        return values[0] if len(values) == 1 else tuple(values)
+
+
+#: numpy's dtype of each scalar type code (SCALAR_SIZES's): f16 f32 f64 i8 i16 i32 i64 u1 u8 u16 u32 u64.
+_RESULT_DTYPES = dict(zip(SCALAR_SIZES, ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "?", "u1", "u2", "u4", "u8")))
+
+
+def _shape(shape: list[int] | None) -> tuple[int, ...] | None:
+    """A returned tensor's shape as numpy's: a vector (Taichi records ``[n, 1]``) 1-D."""
+    if shape is None:
+        return None
+    return (shape[0],) if len(shape) == 2 and shape[1] == 1 else tuple(shape)
 
 
 def _tasks(cu: Any, module: Any, tasks: list[dict]) -> Any:

@@ -55,7 +55,7 @@ def add_to_folder(folder: str) -> dict[str, Any]:
     for name, entry in sorted(_kernels(folder).items()):
         reason = _add_kernel(folder, name, entry, manifest)
         if reason is not None:
-            manifest["refused"][name] = reason
+            manifest["refused"][name] = f"{reason}; {gate.VALUE_LOST}" if gate.returns(entry) else reason
     if manifest["runtime"] is None and manifest["kernels"]:  # no IR lays Taichi's runtime out: no stand-in to make
         why = "the module's IR does not lay Taichi's runtime out"
         manifest["refused"].update({k: why for k in manifest["kernels"]})

@@ -8,7 +8,8 @@ every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
 - the target's data layout is set (Taichi writes none);
 - each task gets a kernel of its own, ``T__w(args, runtime)``: the argument bytes by value (they travel in the
   launch's parameters: nothing is copied to the device per launch) and the runtime stand-in's pointer, which
-  builds the task's RuntimeContext and calls it; the task itself becomes an internal function, inlined;
+  builds the task's RuntimeContext (its result buffer: the bytes after the stand-in) and calls it; the task
+  itself becomes an internal function, inlined;
 - Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, division by
   a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so), so values equal libtaichi's bit
   for bit (LLVM 15's in Taichi 1.7.4 and llvmlite's may still order a sum of products differently).
@@ -91,7 +92,8 @@ def entry(task: str) -> str:
 
 def _wrapper(task: str, context: str, args_size: int, attrs: int, before: list[str], runtime: str | None,
              reach: int) -> str:
-    """The kernel :func:`entry`: argument bytes by value and the runtime stand-in, made into the task's context.
+    """The kernel :func:`entry`: argument bytes by value and the runtime stand-in, made into the task's context
+    (its result buffer: the bytes after the stand-in's ``runtime``, where a returning kernel writes its values).
     Where pure serial tasks fold into it (``before``, :mod:`.fold`), it runs them first into temporaries of its own
     thread (``reach`` bytes): a stand-in ``runtime`` on the stack whose temporaries are those and whose random
     states are the stream's."""
@@ -110,6 +112,10 @@ def _wrapper(task: str, context: str, args_size: int, attrs: int, before: list[s
   store ptr %rsv, ptr %ls, align 8
 """
     calls = "".join(f"  call void {llvm_ir.ref(t)}(ptr byval({context}) align 8 %ctx)\n" for t in [*before, task])
+    result = "null"
+    if runtime is not None:  # the result buffer: the bytes after the stand-in's LLVMRuntime
+        local += f"  %result = getelementptr inbounds {runtime}, ptr %runtime, i64 1\n"
+        result = "%result"
     return f"""
 define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime) #{attrs} {{
 {local}  %ctx = alloca {context}, align 8
@@ -120,7 +126,7 @@ define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime)
   %t = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 2
   store i32 0, ptr %t, align 8
   %b = getelementptr inbounds {context}, ptr %ctx, i32 0, i32 3
-  store ptr null, ptr %b, align 8
+  store ptr {result}, ptr %b, align 8
 {calls}  ret void
 }}
 """

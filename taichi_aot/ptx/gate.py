@@ -5,9 +5,14 @@ A kernel's offloaded tasks reach Taichi's runtime through the ``LLVMRuntime`` it
 The launcher gives each stream a stand-in for it with two fields filled: ``temporaries`` (where a serial task
 leaves a loop bound for the next task) and ``rand_states`` (``ti.random``'s generators, set up as Taichi does).
 A kernel that touches any other field (SNode roots, allocators, the memory pool, the error code, the profiler),
-calls a function the module does not define (``vprintf``: print), returns values, reads its context's result
-buffer or thread id, has an argpack, dynamic shared memory or an argument of a kind the launcher
-does not pack stays on libtaichi's path; the reason is kept, and ``info`` shows it.
+calls a function the module does not define (``vprintf``: print), reads its context's thread id, returns a
+struct or more than the stand-in's result buffer holds, has an argpack, dynamic shared memory or an argument of a
+kind the launcher does not pack stays on libtaichi's path; the reason is kept, and ``info`` shows it.
+
+Return values: the launcher hands each task the bytes after its stream's stand-in as ``RuntimeContext``'s
+``result_buffer``, where Taichi's code writes them (``ret_type``'s layout); the launch waits and copies them back
+(:func:`.plan.results`). On libtaichi's path a returned value is lost (Taichi 1.7.4's C-API gives none):
+:data:`VALUE_LOST` says so beside the reason.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from ..metadata import llvm_ir
 
 #: Fields of LLVMRuntime the stand-in fills (by their index in the IR's struct type).
 RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES = 14, 15
-#: Fields of RuntimeContext a task may read: the argument buffer and the runtime.
-CONTEXT_FIELDS = {0, 1}
+#: Fields of RuntimeContext a task may read: the argument buffer, the runtime and the result buffer.
+CONTEXT_FIELDS = {0, 1, 3}
+#: What the reason of a returning kernel left to libtaichi adds.
+VALUE_LOST = "its return value is lost on libtaichi's path (Taichi 1.7.4's C-API gives none: a call returns None)"
 
 #: Declarations the PTX step resolves: LLVM's and NVVM's intrinsics, and libdevice's reflection query.
 _KNOWN_DECLARATIONS = re.compile(r"llvm\.|__nvvm_reflect$")
@@ -47,7 +54,7 @@ def read_ir(text: str) -> Gate:
         return Gate("reads Taichi's runtime through a cast pointer")
     context = sorted(llvm_ir.context_fields(text) - CONTEXT_FIELDS)
     if context:
-        names = {2: "the CPU thread id", 3: "the result buffer (return values)"}
+        names = {2: "the CPU thread id"}
         return Gate("reads " + ", ".join(names.get(f, f"field {f}") for f in context) + " of its RuntimeContext")
     calls = sorted(name for name in llvm_ir.declares(text) if not _KNOWN_DECLARATIONS.match(name))
     if calls:
@@ -58,8 +65,15 @@ def read_ir(text: str) -> Gate:
 
 def read_entry(entry: dict) -> str | None:
     """Why a kernel's metadata entry keeps it on libtaichi's path, or None."""
-    if entry.get("ret_size", 0) or entry.get("rets"):
-        return "returns values"
+    if returns(entry):
+        from .plan import RESULT_BYTES, PlanError, results
+
+        try:
+            results(entry)
+        except PlanError as e:
+            return f"its return values cannot be read: {e}"
+        if not 0 < entry.get("ret_size", 0) <= RESULT_BYTES:
+            return f"returns {entry.get('ret_size')} bytes of values (the own launcher reads at most {RESULT_BYTES})"
     for _, arg in entry.get("args", []):
         if arg.get("is_argpack"):
             return "has an argpack argument"
@@ -69,3 +83,8 @@ def read_entry(entry: dict) -> str | None:
     if "compiled_data" in entry and not entry["compiled_data"].get("tasks"):
         return "has no tasks (Taichi compiled its body to nothing): libtaichi launches nothing for it either"
     return None
+
+
+def returns(entry: dict) -> bool:
+    """Whether a kernel's metadata entry says it returns values."""
+    return bool(entry.get("ret_size", 0) or entry.get("rets"))

@@ -20,6 +20,8 @@ MAX_DIMS = 16
 MAX_GRID = 2**31 - 1
 MAX_BLOCK = 1024
 MAX_TASKS = 64
+#: The most bytes of results a kernel returns on the own launcher (each stand-in keeps this much after its runtime).
+RESULT_BYTES = 4096
 
 
 class PlanError(CorruptedDataError):
@@ -103,9 +105,39 @@ def from_entry(entry: dict, ir: str | None = None) -> dict:
         from .fold import launched
 
         tasks = launched(tasks, ir)
-    plan = {"tasks": tasks, "args": args, "args_size": int(entry.get("args_size", 0))}
+    plan = {"tasks": tasks, "args": args, "args_size": int(entry.get("args_size", 0)), **_results(entry)}
     check(plan, "metadata")
     return plan
+
+
+def _results(entry: dict) -> dict:
+    """A returning kernel's plan's ``results`` and ``result_size``; nothing for another kernel."""
+    if not (entry.get("ret_size") or entry.get("rets")):
+        return {}
+    return {"results": results(entry), "result_size": int(entry.get("ret_size", 0))}
+
+
+def results(entry: dict) -> list[dict]:
+    """Where a kernel's return values lie in its result buffer (``ret_type``: a struct ``ret_0``, ``ret_1``...
+    as Taichi's LLVM code generator writes it): each a scalar (``type``, ``offset``) or a vector or matrix of one
+    scalar type (``shape`` too: its elements in row-major order); PlanError for what else a kernel returns."""
+    rets = _elements(entry.get("ret_type"))
+    if [e.get("name") for e in rets] != [f"ret_{k}" for k in range(len(rets))] or not rets:
+        raise PlanError("return values not laid out as ret_0, ret_1, ...")
+    out = []
+    for e in rets:
+        t, offset = e.get("type"), e.get("offset")
+        if isinstance(t, dict) and t.get("type_kind") == 2:  # a vector or matrix
+            content = t.get("content") or {}
+            shape = content.get("shape_")
+            if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or not all(type(n) is int for n in shape):
+                raise PlanError("a returned vector or matrix of unknown shape")
+            out.append({"type": _scalar_code(content.get("element_")), "offset": offset, "shape": shape})
+        elif isinstance(t, dict) and t.get("type_kind") == 0:
+            out.append({"type": _scalar_code(t), "offset": offset})
+        else:
+            raise PlanError("returns a struct (taichi_aot reads scalars, vectors and matrices)")
+    return out
 
 
 def _int(value: Any, low: int, high: int, what: str) -> int:
@@ -136,7 +168,28 @@ def check(plan: Any, where: str) -> dict:
             _check_value(arg, offset, size, what)
         else:
             raise CorruptedDataError(f"{what}: unknown kind {kind!r}")
+    if "results" in plan:
+        _check_results(plan["results"], plan.get("result_size"), where)
     return plan
+
+
+def _check_results(rets: Any, size: Any, where: str) -> None:
+    """Each return value aligned and inside the ``size`` bytes of results, which fit the stand-in's result buffer."""
+    size = _int(size, 1, RESULT_BYTES, f"{where}: the results' size")
+    if not isinstance(rets, list) or not rets:
+        raise CorruptedDataError(f"{where}: a kernel plan with a results' size and no results")
+    for i, ret in enumerate(rets):
+        what = f"{where}: return value {i}"
+        code = ret.get("type") if isinstance(ret, dict) else None
+        if code not in SCALAR_SIZES:
+            raise CorruptedDataError(f"{what}: an unknown scalar type {code!r}")
+        width = SCALAR_SIZES[code]
+        count = 1
+        for n in ret.get("shape") or []:
+            count *= _int(n, 1, RESULT_BYTES, f"{what}'s shape")
+        offset = _int(ret.get("offset"), 0, size - width, f"{what}'s offset")
+        if offset % width or offset + width * count > size:
+            raise CorruptedDataError(f"{what}: misaligned or past the results ({size} bytes)")
 
 
 def _check_value(arg: dict, offset: int, size: int, what: str) -> None:
