@@ -100,9 +100,9 @@ def _array_forms(bench: Bench, saxpy: dict[str, Any], n: int) -> dict[str, Calla
                 it = iter(outs)
                 return bench.per_call(lambda: k(x, next(it), 0.5), n)()
             methods[f"{path}: a new {lib} output each call"] = new_output
-            made = _makers(empty=True)[lib]
-            methods[f"{path}: a new {lib} output made each call"] = bench.per_call(
-                lambda k=kernel, x=x, made=made: k(x, made(), 0.5), n)
+            def made_each_call(k: Any = kernel, x: Any = x, made: Callable[[], Any] = _makers(empty=True)[lib]) -> None:
+                k(x, made(), 0.5)
+            methods[f"{path}: a new {lib} output made each call"] = bench.per_call(made_each_call, n)
     return methods
 
 
