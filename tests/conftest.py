@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import shutil
 import signal
@@ -345,3 +346,26 @@ def cuda_modules(tmp_path_factory) -> str:
     with tarfile.open(os.path.join(HERE, "data", "cuda-modules.tar.xz")) as t:
         t.extractall(root, filter="data") if sys.version_info >= (3, 12) else t.extractall(root)
     return root
+
+
+def with_ptx_copies(root: str, names: list[str], tmp_path_factory) -> dict[str, str]:
+    """name -> a copy of the CUDA module ``root/name`` with its PTX made (``taichi_aot.ptx.add_to_folder``; the
+    ``ptx`` extra's llvmlite required): the unpacked test data stays as it is."""
+    require_extra("llvmlite.binding", "ptx")
+    from taichi_aot.ptx import add_to_folder
+
+    out = {}
+    for name in names:
+        folder = str(tmp_path_factory.mktemp(name) / name)
+        shutil.copytree(os.path.join(root, name), folder)
+        add_to_folder(folder)
+        out[name] = folder
+    return out
+
+
+def ptx_manifest(folder: str) -> dict:
+    """The PTX manifest (``ptx.json``) the PTX step wrote into ``folder``."""
+    from taichi_aot.ptx import MANIFEST
+
+    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)

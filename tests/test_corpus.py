@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import require_extra
+from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, Runtime, TaichiError, capi, metadata
 from taichi_aot.enums import NUMPY_DTYPES
-from taichi_aot.ptx import _kernels, add_to_folder, fold, plan
+from taichi_aot.ptx import _kernels, fold, plan
 
 #: What the gate keeps on libtaichi's path in the corpus, and why (a word of the reason).
 REFUSED = {"count": "SNode fields", "nothing": "no tasks"}
@@ -36,29 +35,15 @@ UNFOLDED = {"serial_scan", "total_i32", "between", "nothing", "count"}
 
 @pytest.fixture(scope="module")
 def corpus(cuda_modules, tmp_path_factory) -> dict[str, str]:
-    require_extra("llvmlite.binding", "ptx")
     root = os.path.join(cuda_modules, "corpus")
-    out = {}
-    for name in sorted(os.listdir(root)):
-        folder = str(tmp_path_factory.mktemp(name) / name)
-        shutil.copytree(os.path.join(root, name), folder)
-        add_to_folder(folder)
-        out[name] = folder
-    return out
-
-
-def _manifest(folder: str) -> dict:
-    import json
-
-    with open(os.path.join(folder, "ptx.json"), encoding="utf-8") as f:
-        return json.load(f)
+    return with_ptx_copies(root, sorted(os.listdir(root)), tmp_path_factory)
 
 
 def test_every_corpus_kernel_gets_ptx_or_a_reason(corpus):
     assert {"one_add", "one_rand", "one_noargs", "shared", "atomics", "names", "graphs"} <= set(corpus)
     seen = {}
     for name, folder in corpus.items():
-        man = _manifest(folder)
+        man = ptx_manifest(folder)
         kernels = set(metadata.read_module(folder).kernels)
         assert set(man["kernels"]) | set(man["refused"]) == kernels and not set(man["kernels"]) & set(man["refused"])
         for kernel, why in man["refused"].items():
@@ -74,8 +59,8 @@ def test_every_corpus_kernel_gets_ptx_or_a_reason(corpus):
             from taichi_aot.ptx.compile import entry as ptx_entry
             assert re.findall(r"\.visible \.entry (\w+)\(", ptx) == [ptx_entry(t) for t in launched], kernel
             seen[kernel] = len(launched), len(entries[kernel]["compiled_data"]["tasks"])
-    assert set(REFUSED) <= set().union(*(_manifest(f)["refused"] for f in corpus.values()))
-    assert "сложить" in seen and "倍" in seen and _manifest(corpus["one_rand"])["kernels"]["noise"]["rand"]
+    assert set(REFUSED) <= set().union(*(ptx_manifest(f)["refused"] for f in corpus.values()))
+    assert "сложить" in seen and "倍" in seen and ptx_manifest(corpus["one_rand"])["kernels"]["noise"]["rand"]
 
 
 def test_loops_launch_once_where_the_serial_task_only_computes_the_bound(corpus):
@@ -84,7 +69,7 @@ def test_loops_launch_once_where_the_serial_task_only_computes_the_bound(corpus)
     folded, kept = set(), set()
     for folder in corpus.values():
         entries = _kernels(folder)
-        for kernel in _manifest(folder)["kernels"]:
+        for kernel in ptx_manifest(folder)["kernels"]:
             with open(os.path.join(folder, f"{kernel}.ll"), encoding="utf-8") as f:
                 ir = f.read()
             tasks = [t["name"] for t in plan.from_entry(entries[kernel])["tasks"]]
@@ -103,13 +88,13 @@ def test_ptx_and_info_commands_over_the_corpus(corpus, cuda_modules, tmp_path):
         proc = subprocess.run([sys.executable, "-m", "taichi_aot", "ptx", os.path.join(cuda_modules, "corpus", name),
                                "-o", out], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
-        man = _manifest(out)
+        man = ptx_manifest(out)
         assert f"PTX (sm_60) for {len(man['kernels'])} CUDA kernel" in proc.stdout, proc.stdout
         info = subprocess.run([sys.executable, "-m", "taichi_aot", "info", out], capture_output=True, text=True)
         assert info.returncode == 0, info.stderr
         for kernel, why in man["refused"].items():
             assert kernel in info.stdout and why in info.stdout
-    assert _manifest(str(tmp_path / "one_add"))["kernels"].keys() == {"add"}
+    assert ptx_manifest(str(tmp_path / "one_add"))["kernels"].keys() == {"add"}
 
 
 #: The corpus's kernels that return values: their arguments, and what Taichi 1.7.4 itself returned for them (run
@@ -124,7 +109,7 @@ TAICHI_RETURNED = {"ret_i32": 42, "ret_f64": 0.5, "atomic_total": 4.5, "ret_vec"
 
 
 def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
-    man = _manifest(corpus["returns"])
+    man = ptx_manifest(corpus["returns"])
     assert set(man["kernels"]) == set(RETURNS) and not man["refused"]
     entries = _kernels(corpus["returns"])
     laid = {k: plan.from_entry(entries[k]) for k in RETURNS}

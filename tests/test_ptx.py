@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import require_extra
+from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, CorruptedDataError, Runtime, capi, metadata
 from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, plan, read_manifest
 from taichi_aot.ptx.compile import VERSION
@@ -31,24 +31,12 @@ REFUSED = {"printer": "vprintf", "field_user": "SNode fields"}
 
 @pytest.fixture(scope="module")
 def with_ptx(cuda_modules, tmp_path_factory) -> dict[str, str]:
-    require_extra("llvmlite.binding", "ptx")
-    out = {}
-    for name in ("tests", "ptx", "sim", "bench", "autodiff"):
-        folder = str(tmp_path_factory.mktemp(name) / name)
-        shutil.copytree(os.path.join(cuda_modules, name), folder)
-        add_to_folder(folder)
-        out[name] = folder
-    return out
-
-
-def _manifest(folder: str) -> dict:
-    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
-        return json.load(f)
+    return with_ptx_copies(cuda_modules, ["tests", "ptx", "sim", "bench", "autodiff"], tmp_path_factory)
 
 
 def test_every_kernel_of_the_suite_gets_ptx(with_ptx):
     for name in ("tests", "sim", "bench"):
-        man = _manifest(with_ptx[name])
+        man = ptx_manifest(with_ptx[name])
         kernels = set(metadata.read_module(with_ptx[name]).kernels)
         assert set(man["kernels"]) == kernels and not man["refused"]
         assert man["runtime"] == {"size": 35256, "temporaries": 32872, "rand_states": 32880, "rand_state_size": 20}
@@ -91,8 +79,8 @@ def test_struct_names_that_llvm_suffixed_still_lay_the_runtime_out(with_ptx, cud
     assert not any(re.search(r"^%struct\.LLVMRuntime = ", _read(os.path.join(folder, n)), re.M)
                    for n in os.listdir(folder) if n.endswith(".ll"))
     man = add_to_folder(folder)
-    assert man["runtime"] == _manifest(with_ptx["bench"])["runtime"] and not man["refused"]
-    assert set(man["kernels"]) == set(_manifest(with_ptx["bench"])["kernels"])
+    assert man["runtime"] == ptx_manifest(with_ptx["bench"])["runtime"] and not man["refused"]
+    assert set(man["kernels"]) == set(ptx_manifest(with_ptx["bench"])["kernels"])
     for entry in man["kernels"].values():  # the same PTX as from the names unsuffixed
         assert _read(os.path.join(folder, entry["ptx"])) == _read(os.path.join(with_ptx["bench"], entry["ptx"]))
 
@@ -132,7 +120,7 @@ def test_reverse_kernels_get_ptx_with_gradient_pointers_and_bounded_stacks(with_
     PTX; a reverse kernel's plan puts a gradient pointer beside each data pointer, and its PTX bounds Taichi's
     autodiff stacks (a push past one sets taichi_aot_adstack_overflow, which the launcher reads)."""
     folder = with_ptx["autodiff"]
-    man = _manifest(folder)
+    man = ptx_manifest(folder)
     info = metadata.read_module(folder)
     assert set(man["kernels"]) == set(info.kernels) and not man["refused"]
     reverse = {name for name, k in info.kernels.items() if k.reverse}
@@ -159,7 +147,7 @@ def _entry(folder: str, kernel: str) -> dict:
 
 
 def test_gate_keeps_what_needs_taichis_runtime_on_libtaichi(with_ptx):
-    man = _manifest(with_ptx["ptx"])
+    man = ptx_manifest(with_ptx["ptx"])
     assert set(man["kernels"]) == {"rnd", "rangen", "add2d", "grid3", "mathk", "wide", "returner"}
     assert {k: next(w for w in REFUSED.values() if w in why) for k, why in man["refused"].items()} == REFUSED
     assert man["kernels"]["rnd"]["rand"] and not man["kernels"]["rangen"]["rand"]
@@ -183,7 +171,7 @@ def test_gate_keeps_what_needs_taichis_runtime_on_libtaichi(with_ptx):
 def test_a_returning_kernel_writes_its_value_after_the_stand_in(with_ptx):
     """returner (``-> ti.f32``): the gate takes it, its plan says where its value lies in the result buffer, and its
     PTX stores the value through the pointer it builds from the stand-in's (the bytes after the LLVMRuntime)."""
-    man = _manifest(with_ptx["ptx"])
+    man = ptx_manifest(with_ptx["ptx"])
     assert "returner" in man["kernels"] and "returner" not in man["refused"]
     entry = _entry(with_ptx["ptx"], "returner")
     laid = plan.from_entry(entry)
@@ -486,13 +474,13 @@ def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch)
         assert rows[:1000].eq(1.0).all() and rows[1000:].eq(0).all()  # each path added 0.5 y once
 
 
-def test_what_a_load_reads_again_rather_than_trusting_the_manifest(with_ptx, tmp_path):
+def test_what_a_load_reads_again_rather_than_trusting_theptx_manifest(with_ptx, tmp_path):
     from taichi_aot.backends.cuda import _read
     from taichi_aot.ptx import _kernels
 
     folder = str(tmp_path / "ptx")
     shutil.copytree(with_ptx["ptx"], folder)
-    man, entries = _manifest(folder), _kernels(folder)
+    man, entries = ptx_manifest(folder), _kernels(folder)
     _, layout, rand = _read(folder, "rnd", {**man["kernels"]["rnd"], "rand": False}, entries["rnd"], "m")
     assert rand and layout["args_size"] == 16  # random states by the IR, whatever the manifest says
     assert "no entry" in _read(folder, "rangen", man["kernels"]["rangen"], {**entries["rangen"], "args_size": 48},
