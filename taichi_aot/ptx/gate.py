@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..metadata import llvm_ir
+from .plan import RESULT_BYTES, PlanError, results, returns
 
 #: Fields of LLVMRuntime the stand-in fills (by their index in the IR's struct type).
 RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES = 14, 15
@@ -66,8 +67,6 @@ def read_ir(text: str) -> Gate:
 def read_entry(entry: dict) -> str | None:
     """Why a kernel's metadata entry keeps it on libtaichi's path, or None."""
     if returns(entry):
-        from .plan import RESULT_BYTES, PlanError, results
-
         try:
             results(entry)
         except PlanError as e:
@@ -83,8 +82,3 @@ def read_entry(entry: dict) -> str | None:
     if "compiled_data" in entry and not entry["compiled_data"].get("tasks"):
         return "has no tasks (Taichi compiled its body to nothing): libtaichi launches nothing for it either"
     return None
-
-
-def returns(entry: dict) -> bool:
-    """Whether a kernel's metadata entry says it returns values."""
-    return bool(entry.get("ret_size", 0) or entry.get("rets"))

@@ -112,9 +112,14 @@ def from_entry(entry: dict, ir: str | None = None) -> dict:
 
 def _results(entry: dict) -> dict:
     """A returning kernel's plan's ``results`` and ``result_size``; nothing for another kernel."""
-    if not (entry.get("ret_size") or entry.get("rets")):
+    if not returns(entry):
         return {}
     return {"results": results(entry), "result_size": int(entry.get("ret_size", 0))}
+
+
+def returns(entry: dict) -> bool:
+    """Whether a kernel's metadata entry says it returns values."""
+    return bool(entry.get("ret_size", 0) or entry.get("rets"))
 
 
 def results(entry: dict) -> list[dict]:
