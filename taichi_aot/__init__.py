@@ -69,7 +69,7 @@ from .errors import (
     WrongThreadError,
 )
 from .image import Image, Sampler, Texture
-from .launch import BoundLaunch, ComputeGraph, Kernel
+from .launch import BoundLaunch, ComputeGraph, Kernel, ReturningKernel
 from .memory import Memory, MemorySlice
 from .module import AotModule
 from .ndarray import NdArray
@@ -124,6 +124,7 @@ __all__ = [
     "PoolClosedError",
     "PoolError",
     "ReadOnlyArrayError",
+    "ReturningKernel",
     "Runtime",
     "Sampler",
     "TaichiError",
