@@ -388,6 +388,12 @@ _SCALAR_PACKERS: dict[DataType, Callable[[ArgInfo, str], Packer]] = {
 }
 
 
+def c_api_passes(spec: ArgInfo) -> bool:
+    """Whether libtaichi_c_api 1.7.4 can pass argument ``spec`` (it has no room for f64, i64, u64, u32, i8 or u8
+    scalars: the own launches take those)."""
+    return spec.kind != "scalar" or spec.dtype in _SCALAR_PACKERS
+
+
 def gradient_map(grads: Any, needing: list[int], names: list[str | None], what: str) -> dict[int, Any]:
     """{argument index: gradient array}: ``grads`` a sequence in the order of the arguments needing one, or a dict
     by argument index or name."""

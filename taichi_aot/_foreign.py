@@ -66,7 +66,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "Staged", "numpy_hit", "print_hit"]
 
-#: How many ndarrays made for foreign kernel arguments a runtime keeps.
+#: How many ndarrays made for foreign kernel arguments a runtime keeps at least; a runtime keeps twice the most
+#: arrays one of its kernels or graphs takes where that is more (ForeignArgs.fit), so a call of many arrays never
+#: evicts its own.
 CACHE_SIZE = 16
 #: How many CUDA arrays passed to kernels a runtime holds before it lets them go in a batch, once an event recorded
 #: after the kernels queued so far completes (no wait); and how many such batches may be pending before the oldest
@@ -234,13 +236,15 @@ class ForeignArgs:
     """
 
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_held", "_on_cuda",
-                 "_runtime", "_spare", "allow_copies", "hits", "imports", "staged", "unmaps")
+                 "_runtime", "_spare", "allow_copies", "held_limit", "hits", "imports", "size", "staged", "unmaps")
 
     def __init__(self, runtime: Runtime):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
         self._on_cuda = runtime.arch == Arch.CUDA
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit
+        self.held_limit = HELD_LIMIT
         self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for (or spilled)
         self._batches: collections.deque[tuple[int, list[Any]]] = collections.deque()  # (CUDA event, arrays): spill
@@ -303,29 +307,37 @@ class ForeignArgs:
                                    argument=bytes(ffi.buffer(arg))))
         cpu = not self._on_cuda  # numpy's array objects are read in place where ARRAY_KEYS says they can be
         return {"imports": self.imports, "host_numpy": int(cpu and ARRAY_KEYS), "torch_device": 0 if cpu else 1,
-                "torch_index": _cuda.RUNTIME_DEVICE, "held": None if cpu else self._held, "held_limit": HELD_LIMIT,
+                "torch_index": _cuda.RUNTIME_DEVICE, "held": None if cpu else self._held, "held_limit": self.held_limit,
                 "cai_classes": None if cpu else self._cai_classes,
                 "pointer_device": 0 if cpu else _cuda.pointer_attribute_address(),
                 "spill": None if cpu else self.spill, "slots": slots}
 
+    def fit(self, count: int) -> None:
+        """A kernel or graph of ``count`` array arguments is prepared on the runtime: remember at least twice as
+        many arrays shared before (a call, and the next with others), and hold on CUDA four times that before a
+        :meth:`spill`."""
+        if 2 * count > self.size:
+            self.size = 2 * count
+            self.held_limit = max(HELD_LIMIT, 4 * self.size)
+
     def before_pack(self, count: int) -> None:
         """Before a launch of ``count`` arguments is packed in Python: where the CUDA arrays held and its own could
-        pass HELD_LIMIT, :meth:`spill` (now, while none of this launch's is held yet)."""
-        if self._on_cuda and len(self._held) + count >= HELD_LIMIT:
+        pass the held limit, :meth:`spill` (now, while none of this launch's is held yet)."""
+        if self._on_cuda and len(self._held) + count >= self.held_limit:
             self.spill()
 
     def spill(self) -> None:
-        """Many CUDA arrays held (HELD_LIMIT): hand all but the newest CACHE_SIZE (which a launch being packed may
+        """Many CUDA arrays held (the held limit): hand all but the newest ``size`` (which a launch being packed may
         hold) to a batch let go once an event recorded now on the runtime's stream completes, that is, once the
         kernels queued so far that read them have run; no wait, unless HELD_BATCHES batches are pending. Let go of
         the batches whose kernels have run."""
-        held = self._held
-        if len(held) > CACHE_SIZE:
+        held, keep = self._held, self.size
+        if len(held) > keep:
             items = list(held.items())
-            batch = [v for _, v in items[:-CACHE_SIZE]]
+            batch = [v for _, v in items[:-keep]]
             self._batches.append((_cuda.event_after(self._rt().cuda_stream), batch))
             held.clear()
-            held.update(items[-CACHE_SIZE:])
+            held.update(items[-keep:])
         batches = self._batches
         while batches and _cuda.event_done(batches[0][0], wait=len(batches) > HELD_BATCHES):
             batches.popleft()
@@ -469,7 +481,7 @@ class ForeignArgs:
 
     def _keep(self, key: Any, entry: _Entry) -> None:
         self._entries[key] = entry
-        while len(self._entries) > CACHE_SIZE:
+        while len(self._entries) > self.size:
             try:
                 self._entries.popitem(last=False)
             except KeyError:
@@ -509,7 +521,7 @@ class ForeignArgs:
         self._trim_hits()
 
     def _trim_hits(self) -> None:
-        while len(self.hits) > CACHE_SIZE:
+        while len(self.hits) > self.size:
             try:
                 self.hits.pop(next(iter(self.hits)), None)
             except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again

@@ -188,6 +188,7 @@ class _Launchable(Launcher):
         C call's view of the shared buffer's slots."""
         # the own launches take every scalar type
         arch, graph, widens = self._runtime.arch, isinstance(self, ComputeGraph), self._choice.widens
+        self._foreign.fit(sum(spec.kind == "ndarray" for spec in self._args))  # remembers as many arrays as it takes
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()

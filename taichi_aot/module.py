@@ -293,10 +293,12 @@ class AotModule(Child):
         return self._backends.reverse(self, name, self._meta, self._runtime.cpu_threads)
 
     def launchers(self) -> dict[str, str]:
-        """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX) or "taichi"
-        (libtaichi), with the reason after a colon where the module's PTX leaves a kernel to libtaichi. A graph
-        whose every kernel is "own" is launched by the own launcher too (``graph.launcher``)."""
-        return self._backends.launchers(self.kernel_names())
+        """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX; on x64 its own
+        launch, for kernels that return values or take scalars libtaichi cannot pass) or "taichi" (libtaichi), with
+        the reason after a colon where the own launches leave a kernel to libtaichi; "refused: ..." for a kernel
+        that returns values no backend here gives (looking it up raises NotSupportedError). A graph whose every
+        kernel is "own" is launched by the own launcher too (``graph.launcher``)."""
+        return self._backends.launchers(self.kernel_names(), self._meta)
 
     @property
     def handle(self) -> Any:

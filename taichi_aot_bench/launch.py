@@ -263,6 +263,10 @@ def _per_dispatch(bench: Bench, loop: Callable[[], None], dispatches: int) -> Ca
 # -- foreign arrays -------------------------------------------------------------------------------------
 
 
+#: The arrays of the interop section's many-array launch (bench_kernels.py's tiny32).
+MANY = 32
+
+
 def interop(bench: Bench) -> list[Row]:
     """Dynamic launches with the caller's own arrays against the same launches with NdArrays, with 1 and with 3
     array arguments: numpy on the CPU (zero-copy) and on Vulkan (staged copies), torch, CuPy and JAX on CUDA
@@ -271,18 +275,21 @@ def interop(bench: Bench) -> list[Row]:
     fast = not bench.gpu or bench.arch == Arch.CUDA
     n = (2000 if bench.quick else 3000) if fast else (300 if bench.quick else 1500)
     rounds = 3 if bench.quick else 11
-    tiny, tiny3 = bench.mod.kernels["tiny"], bench.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
-    nds = [bench.rt.ndarray((16,), np.float32) for _ in range(3)]
+    mod = bench.mod
+    tiny, tiny3 = mod.kernels["tiny"], mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
+    tiny32 = mod.kernels["tiny32"].declare_access({i: "read" for i in range(1, MANY)})
+    nds = [bench.rt.ndarray((16,), np.float32) for _ in range(MANY)]
     methods = {"1 array: NdArray": _launches(bench, tiny, (nds[0], 1.0), n),
-               "3 arrays: NdArray": _launches(bench, tiny3, (*nds, 1.0), n)}
+               "3 arrays: NdArray": _launches(bench, tiny3, (*nds[:3], 1.0), n),
+               f"{MANY} arrays: NdArray": _launches(bench, tiny32, (*nds, 1.0), n)}
     compared: list[tuple[str, str, bool]] = []  # (foreign form, its NdArray form, zero-copy?)
     for kind, make, zero_copy in _foreign_kinds(bench.arch):
         try:
-            arrays = [make() for _ in range(3)]
+            arrays = [make() for _ in range(MANY)]
         except Exception as e:  # the library cannot allocate here (no GPU for it)
             bench.log(f"  interop: {kind} skipped ({type(e).__name__}: {e})")
             continue
-        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, tiny, tiny3):
+        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, (tiny, tiny3, tiny32)):
             methods[name] = _launches(bench, kernel, args, n)
             compared.append((name, limit, zero_copy))
     measured = measure(methods, None, rounds)  # paired rounds: each foreign form against its NdArray form
@@ -333,15 +340,20 @@ def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
     return kinds
 
 
-def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], tiny: Launch, tiny3: Launch
+def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], kernels: tuple[Launch, Launch, Launch]
                    ) -> list[tuple[str, Launch, tuple, str]]:
-    """The launches that take ``kind``'s ``arrays``: (name, kernel, arguments, the NdArray form it is compared
-    with). A JAX array is immutable: it goes only to the arguments ``tiny3`` reads (y, z), x an NdArray."""
+    """The launches that take ``kind``'s ``arrays`` (MANY of them): (name, kernel, arguments, the NdArray form it is
+    compared with), ``kernels`` being tiny, tiny3 and tiny32. A JAX array is immutable: it goes only to the arguments
+    ``tiny3`` and ``tiny32`` read (all but x), x an NdArray. MANY arrays a call: more than a runtime remembers of
+    arrays passed before unless it sizes its records by the calls it makes (``ForeignArgs.fit``)."""
+    tiny, tiny3, tiny32 = kernels
     if kind.startswith("JAX"):
         return [(f"1 array: {kind}", tiny3, (nds[0], arrays[1], nds[2], 1.0), "3 arrays: NdArray"),
-                (f"3 arrays: {kind} as y and z, x an NdArray", tiny3, (nds[0], *arrays[1:], 1.0), "3 arrays: NdArray")]
+                (f"3 arrays: {kind} as y and z, x an NdArray", tiny3, (nds[0], *arrays[1:3], 1.0), "3 arrays: NdArray"),
+                (f"{MANY} arrays: {kind} as all but x", tiny32, (nds[0], *arrays[1:], 1.0), f"{MANY} arrays: NdArray")]
     return [(f"1 array: {kind}", tiny, (arrays[0], 1.0), "1 array: NdArray"),
-            (f"3 arrays: {kind}", tiny3, (*arrays, 1.0), "3 arrays: NdArray")]
+            (f"3 arrays: {kind}", tiny3, (*arrays[:3], 1.0), "3 arrays: NdArray"),
+            (f"{MANY} arrays: {kind}", tiny32, (*arrays, 1.0), f"{MANY} arrays: NdArray")]
 
 
 def _launches(bench: Bench, kernel: Launch, args: tuple, n: int) -> Callable[[], float]:

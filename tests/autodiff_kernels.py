@@ -12,7 +12,7 @@ import numpy as np
 import taichi as ti
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from autodiff_cases import CASES, SEED, N, X
+from autodiff_cases import CASES, INDEX, SEED, N, X
 
 A = ti.types.ndarray(dtype=ti.f32, ndim=1, needs_grad=True)
 
@@ -76,6 +76,30 @@ def long(x: A, y: A):
         y[i] = s
 
 
+@ti.aot.export
+@ti.kernel
+def loss0(x: A, loss: ti.types.ndarray(dtype=ti.f32, ndim=0, needs_grad=True)):
+    for i in x:
+        loss[None] += x[i] * x[i] * 0.5  # Taichi's usual 0-D loss
+
+
+@ti.aot.export
+@ti.kernel
+def gather(x: A, idx: ti.types.ndarray(dtype=ti.i32, ndim=1), y: A, k: ti.f32):
+    for i in y:
+        y[i] = ti.sin(x[idx[i]]) * k  # a gather through an index array, which carries no gradient
+
+
+@ti.aot.export
+@ti.kernel
+def loopy(x: A, y: A):
+    for i in x:
+        s = x[i]
+        while s < 10.0:  # Taichi 1.7.4 cannot differentiate a while loop: built without its reverse kernel
+            s = ti.abs(s) * 2.0 + 1.0
+        y[i] = s
+
+
 AOT_CAPS = ["spirv_has_float64", "spirv_has_int64"]  # wave's f64, in the Vulkan part
 
 
@@ -99,6 +123,26 @@ def expected() -> dict:
         kernel.grad(x, y, *scalars)
         out[f"{name}_y"], out[f"{name}_xgrad"], out[f"{name}_ygrad"] = y.to_numpy(), x.grad.to_numpy(), \
             y.grad.to_numpy()
+    out.update(_mixed())
+    return out
+
+
+def _mixed() -> dict:
+    """Taichi's own gradients of the 0-D loss and of the gather through indices."""
+    x = ti.ndarray(ti.f32, N, needs_grad=True)
+    x.from_numpy(X)
+    loss = ti.ndarray(ti.f32, (), needs_grad=True)
+    loss0(x, loss)
+    loss.grad[None] = 1.0
+    loss0.grad(x, loss)
+    out = {"loss0_loss": loss.to_numpy(), "loss0_xgrad": x.grad.to_numpy()}
+    x.grad.fill(0)
+    idx, y = ti.ndarray(ti.i32, N), ti.ndarray(ti.f32, N, needs_grad=True)
+    idx.from_numpy(INDEX)
+    gather(x, idx, y, 1.5)
+    y.grad.from_numpy(SEED)
+    gather.grad(x, idx, y, 1.5)
+    out.update({"gather_y": y.to_numpy(), "gather_xgrad": x.grad.to_numpy()})
     return out
 
 

@@ -26,7 +26,8 @@ SOURCE = os.path.join(HERE, "autodiff_kernels.py")
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[str, dict]:
-    """The kernels built for x64 and Vulkan, and Taichi's own gradients of them."""
+    """The kernels built for x64 and Vulkan, and Taichi's own gradients of them (and, under ``"build"``, what the
+    build printed)."""
     require_arch(Arch.X64)
     require_extra("llvmlite.binding", "ptx")
     root = tmp_path_factory.mktemp("autodiff")
@@ -40,7 +41,7 @@ def built(tmp_path_factory) -> tuple[str, dict]:
     for proc, text in zip(procs, said):
         assert proc.returncode == 0, text[-3000:]
     with np.load(expect) as f:
-        return out, dict(f)
+        return out, {**f, "build": said[0]}
 
 
 def _has(arch: Arch) -> bool:
@@ -50,7 +51,36 @@ def _has(arch: Arch) -> bool:
 
 
 sys.path.insert(0, HERE)
-from autodiff_cases import CASES, SEED, N, X  # noqa: E402
+from autodiff_cases import CASES, INDEX, SEED, N, X  # noqa: E402
+
+
+def test_a_0d_loss_and_a_gather_through_indices_build_and_give_taichis_gradients(built):
+    """A 0-D ``needs_grad`` loss (``loss[None] += ...``) and a kernel mixing ``needs_grad`` arrays with a plain i32
+    index array build with their reverse kernels, which give Taichi's own gradients; a kernel Taichi cannot
+    differentiate (a while loop) is built without its reverse kernel, said by the build, and the others with it."""
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        loss, x_grad = np.zeros((), np.float32), np.zeros(N, np.float32)
+        mod.kernels["loss0"](X, loss)
+        np.testing.assert_array_equal(loss, expect["loss0_loss"])
+        mod.kernels["loss0"].grad(X, loss, grads=(x_grad, np.ones((), np.float32)))
+        np.testing.assert_allclose(x_grad, expect["loss0_xgrad"], rtol=1e-6)
+        y, x_grad = np.zeros(N, np.float32), np.zeros(N, np.float32)
+        gather = mod.kernels["gather"]
+        gather(X, INDEX, y, 1.5)
+        np.testing.assert_array_equal(y, expect["gather_y"])
+        gather.grad(X, INDEX, y, 1.5, grads={"x": x_grad, "y": SEED.copy()})  # idx needs none
+        np.testing.assert_allclose(x_grad, expect["gather_xgrad"], rtol=1e-6)
+        assert x_grad[INDEX[3]] != 0 and (x_grad[np.setdiff1d(np.arange(N), INDEX)] == 0).all()
+        with pytest.raises(ArgumentTypeError):
+            gather.grad(X, INDEX.astype(np.float32), y, 1.5, grads=(x_grad, SEED.copy()))
+        assert "warning: kernel loopy (x64) built without its reverse-mode kernel" in expect["build"]
+        y = np.zeros(N, np.float32)
+        mod.kernels["loopy"](X, y)
+        assert (y >= 10).all()
+        with pytest.raises(NotSupportedError, match="no reverse-mode kernel"):
+            mod.kernels["loopy"].grad(X, y, grads=(x_grad, SEED.copy()))
 
 
 def test_reverse_kernels_give_taichis_own_gradients(built):

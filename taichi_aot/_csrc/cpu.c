@@ -74,10 +74,69 @@ void *taichi_aot_cpu_parallel_for_address(void) {
     return (void *)&taichi_aot_cpu_parallel_for;
 }
 
-void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args) {
-    TaichiAotCpuContext context = {args, kernel->standin, 0, NULL};
+static void cpu_run(const TaichiAotCpuKernel *kernel, void *args) {
+    TaichiAotCpuContext context = {args, kernel->standin, 0, (int64_t *)kernel->result};
     uint32_t i;
     for (i = 0; i < kernel->count; ++i) {
         ((TaichiAotCpuTask)kernel->tasks[i])(&context);
     }
+}
+
+void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args) {
+    cpu_run(kernel, args);
+}
+
+/* An ndarray argument's host address: the argument's memory itself (TAICHI_AOT_POINTER_TAG: an array taken anew
+   in C), else libtaichi's memory mapped (on x64 its address; unmapping it is a no-op); 0 where it is not the
+   library's (its error is left in the library's slot). */
+static uint64_t cpu_address(TiRuntime runtime, const TiNdArray *nd) {
+    void *mapped;
+    if ((uintptr_t)nd->memory & TAICHI_AOT_POINTER_TAG) {
+        return (uint64_t)((uintptr_t)nd->memory & ~TAICHI_AOT_POINTER_TAG);
+    }
+    mapped = ti_map_memory(runtime, nd->memory);
+    if (mapped != NULL) {
+        ti_unmap_memory(runtime, nd->memory);
+    }
+    return (uint64_t)(uintptr_t)mapped;
+}
+
+int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t count, const TiArgument *args) {
+    unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
+    uint32_t i, d, n;
+    if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
+        return TAICHI_AOT_CUDA_BAD_ARGS;
+    }
+    memset(params, 0, k->args_size);
+    for (i = 0; i < k->arg_count; ++i) {
+        const TaichiAotCudaArg *a = &k->args[i];
+        const TiArgument *v = &args[i];
+        if (a->kind == TAICHI_AOT_CUDA_NDARRAY) {
+            const TiNdArray *nd = &v->value.ndarray;
+            uint64_t address;
+            if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
+                return TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
+            for (d = 0; d < n; ++d) {
+                int32_t dim = (int32_t)nd->shape.dims[d];
+                memcpy(params + a->offset + 4 * d, &dim, 4);
+            }
+            address = cpu_address(runtime, nd);
+            if (address == 0) {
+                int error = (int)ti_get_last_error(NULL, NULL);
+                return error != 0 ? error : TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            memcpy(params + a->data, &address, 8);
+        } else {
+            uint16_t half;
+            const void *src = ptx_value(a, v, &half);
+            if (src == NULL) {
+                return TAICHI_AOT_CUDA_BAD_ARGS;
+            }
+            memcpy(params + a->offset, src, (size_t)a->size * a->count);
+        }
+    }
+    cpu_run(k, params);
+    return 0;
 }

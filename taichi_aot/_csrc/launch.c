@@ -23,6 +23,10 @@ static int launch_any(const TaichiAotLaunch *l) {
         taichi_aot_cpu_launch((const TaichiAotCpuKernel *)l->handle, (void *)l->args);
         return 0;
     }
+    if (l->kind == TAICHI_AOT_KIND_CPU_CALL) {
+        return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
+                                   (const TiArgument *)l->args);
+    }
     if (l->pending != NULL && l->pending[1]) {
         return TAICHI_AOT_REFUSED;
     }
@@ -98,7 +102,7 @@ int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *wh
         kernel.runtime = where->own;
         return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
     }
-    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL) {
+    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL || l->kind == TAICHI_AOT_KIND_CPU_CALL) {
         return launch_any(l);
     }
     if (l->kind != TAICHI_AOT_KIND_KERNEL && l->kind != TAICHI_AOT_KIND_GRAPH) {

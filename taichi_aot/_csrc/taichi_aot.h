@@ -19,7 +19,10 @@
        TaichiAotCudaKernel / TaichiAotCudaGraph, `args` as libtaichi's, but an ndarray's TiMemory may be a device
        pointer tagged with TAICHI_AOT_POINTER_TAG;
      TAICHI_AOT_KIND_CPU_KERNEL: the own x64 launch (cpu.c) of a reverse-mode kernel, `handle` a TaichiAotCpuKernel,
-       `args` the kernel's argument struct as its IR lays it out.
+       `args` the kernel's argument struct as its IR lays it out;
+     TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (cpu.c) of a kernel called as any is (one that returns values, or
+       takes scalars libtaichi's C-API cannot pass), `handle` a TaichiAotCpuKernel with its plan, `args` as
+       libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG.
    Kinds from TAICHI_AOT_KIND_OWN on are taichi_aot's own launches, which report their errors by their code.
    `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
@@ -32,6 +35,7 @@
 #define TAICHI_AOT_KIND_CUDA_KERNEL 2
 #define TAICHI_AOT_KIND_CUDA_GRAPH 3
 #define TAICHI_AOT_KIND_CPU_KERNEL 4
+#define TAICHI_AOT_KIND_CPU_CALL 5
 #define TAICHI_AOT_KIND_OWN 2
 typedef struct {
     TiRuntime runtime;
@@ -295,14 +299,24 @@ void taichi_aot_vulkan_fence_counts(uint64_t *out);
 
 /* cpu.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
-   thread_pool points to the int32 count of threads a loop may use). */
+   thread_pool points to the int32 count of threads a loop may use). A kernel called as any is (kind
+   TAICHI_AOT_KIND_CPU_CALL) has a plan: its arguments laid out as the CUDA plan's are (`args`, `arg_count`,
+   `args_size`, at most TAICHI_AOT_CUDA_MAX_ARGS) and, where it returns values, `result`: host memory of
+   `result_size` bytes its tasks write them into (RuntimeContext.result_buffer). taichi_aot_cpu_call returns 0,
+   TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
+   where an ndarray's memory is not its (ti_map_memory failed). */
 typedef struct {
     void *standin;
     void *const *tasks;
     uint32_t count;
+    const TaichiAotCudaArg *args;
+    uint32_t arg_count;
+    uint32_t args_size;
+    void *result;
 } TaichiAotCpuKernel;
 void *taichi_aot_cpu_parallel_for_address(void);
 void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args);
+int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uint32_t count, const TiArgument *args);
 
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */

@@ -7,8 +7,12 @@ A launch backend launches a module's kernels (and graphs) its own way:
 * the own CUDA launcher (:mod:`.cuda`, reverse-mode kernels in :mod:`.cuda_reverse`): CUDA kernels the module has
   PTX for, launched from taichi_aot's C plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper a launch;
   the one that gives a kernel's return value (``value = kernel(a)``: libtaichi's C-API cannot);
-* the own x64 launch (:mod:`.cpu`): x64 reverse-mode kernels, compiled here from the module's IR (libtaichi cannot
-  hand a reverse kernel its gradients).
+* the own x64 launch (:mod:`.cpu`): x64 kernels compiled here from the module's IR (llvmlite) where libtaichi
+  cannot give them what they need: reverse-mode kernels (libtaichi cannot hand them their gradients), kernels that
+  return values (``value = kernel(a)``) and kernels that take f64, i64, u64, u32, i8 or u8 scalars.
+
+A kernel that returns values on a backend that cannot give them (Vulkan; CUDA without PTX; x64 without llvmlite)
+is refused when it is looked up (NotSupportedError), and ``launchers()`` says why: never a call that returns None.
 
 What differs between them is theirs: which kernels they take and why not, the argument layout and which scalar
 types they take as they are, stand-ins and streams, their error codes, what may be captured. The rest of the package
@@ -33,6 +37,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from .._arguments import c_api_passes
 from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import NotSupportedError
@@ -127,11 +132,14 @@ class ModuleBackends:
     """The launch backends of one loaded module: which launches each kernel and graph (:meth:`kernel`,
     :meth:`graph`), and its reverse-mode kernels (:meth:`reverse`)."""
 
-    def __init__(self, arch: Arch, folder: str | None, own: cuda.Kernels | None):
+    def __init__(self, arch: Arch, folder: str | None, own: cuda.Kernels | None, threads: int | None = None):
         self._arch = arch
-        self._folder = folder  # the module's files (a .tcm's unpacked): the x64 reverse launch compiles their IR
+        self._folder = folder  # the module's files (a .tcm's unpacked): the x64 launch compiles their IR
         self._own = own  # its kernels on the own CUDA launcher, or None
+        self._threads = threads  # an x64 runtime's CPU threads: the own x64 launch's parallel loops use as many
         self._reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel's call, made once
+        self._cpu: dict[str, Any] = {}  # x64 kernels on the own x64 launch (cpu.CpuCall), made at their look-up
+        self._refused: dict[str, str] = {}  # kernels libtaichi launches: why not the own x64 launch
 
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
@@ -143,19 +151,62 @@ class ModuleBackends:
             from ..ptx import _kernels
 
             own = cuda.load(state, runtime, folder, _kernels(folder), what)
-        return cls(runtime.arch, folder, own)
+        return cls(runtime.arch, folder, own, runtime.cpu_threads if runtime.arch == Arch.X64 else None)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]]:
         """The choice of kernel ``name`` and the signature its launches take (a reverse-mode kernel on the own CUDA
         launcher: its arguments, then their gradients); ``library()`` gives libtaichi's handle."""
         plan = self._own.plans.get(name) if self._own is not None else None
+        if plan is None and self._x64_own(info):
+            call = self._cpu_call(name, info)
+            if call is not None:
+                return Choice(OWN, lib.TAICHI_AOT_KIND_CPU_CALL, call.c, library(), True, False, call.results), \
+                    info.args
         if plan is None:
+            if info.returns:
+                raise NotSupportedError(f"kernel {name!r} returns values, which {self._lost(name)}")
             return _library(libtaichi.KERNEL, library()), info.args
         if info.reverse:  # libtaichi, which cannot run it, gives it no handle
             return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None, True), gradient_signature(info.args)
         results = self._own.results.get(name)  # type: ignore[union-attr]  # a plan: the own launcher's
         return (Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), True,
                        not plan.overflow and results is None, results), info.args)
+
+    def _x64_own(self, info: KernelInfo) -> bool:
+        """Whether a kernel is for the own x64 launch: it returns values or takes scalars libtaichi cannot pass."""
+        return self._arch == Arch.X64 and not info.reverse and (
+            info.returns or not all(c_api_passes(a) for a in info.args))
+
+    def _cpu_call(self, name: str, info: KernelInfo) -> Any:
+        """Kernel ``name`` on the own x64 launch (a ``cpu.CpuCall``, made once), or None with the reason noted."""
+        made = self._cpu.get(name)
+        if made is not None or name in self._refused:
+            return made
+        folder, why = self._folder, "the module has no IR files"
+        if folder is not None:
+            from ..ptx import _kernels
+            from . import cpu
+
+            try:
+                made = self._cpu[name] = cpu.compile_call(folder, name, _kernels(folder)[name], self._threads or 1)
+            except NotSupportedError as e:
+                why = str(e)
+        if made is None:
+            self._refused[name] = why
+        return made
+
+    def _lost(self, name: str) -> str:
+        """Why a kernel that returns values has no backend here that gives them (the end of a sentence)."""
+        if self._arch == Arch.X64:
+            return f"only taichi_aot's x64 launch gives, and it cannot take it: {self._refused.get(name, '')}"
+        if self._arch == Arch.CUDA:
+            why = self._own.refused.get(name) if self._own is not None else None
+            return ("only taichi_aot's own CUDA launcher gives (libtaichi_c_api 1.7.4 gives no kernel result), "
+                    + (f"and it does not take it: {why}" if why else
+                       "which needs the module's PTX (build it where llvmlite is installed, or run `taichi_aot ptx`) "
+                       "and the own launcher (not cuda_launcher='taichi')"))
+        return (f"libtaichi_c_api 1.7.4 does not give back on {self._arch.name} (its C-API gives no kernel result); "
+                "taichi_aot gives them on x64 and CUDA: write them into an ndarray argument here")
 
     def graph(self, info: GraphInfo, library: Any) -> Choice:
         """The choice of a compute graph: the own CUDA launcher's where it takes every kernel the graph dispatches,
@@ -165,15 +216,21 @@ class ModuleBackends:
             return _library(libtaichi.GRAPH, library)
         return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_GRAPH, plan, library, True)
 
-    def launchers(self, names: list[str]) -> dict[str, str]:
-        """``AotModule.launchers()``: each kernel's launcher, "own" or "taichi" (with the own launcher's reason after a
-        colon, where the module's PTX leaves it to libtaichi)."""
+    def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
+        """``AotModule.launchers()``: each kernel's launcher, "own" or "taichi" (with the reason after a colon where
+        the own launches leave it to libtaichi), or "refused: ..." for a kernel that returns values no backend here
+        gives (its look-up raises NotSupportedError)."""
         own, out = self._own, {}
         for name in names:
-            if own is not None and name in own.plans:
+            info = meta.kernels.get(name)
+            if info is not None and self._x64_own(info):
+                self._cpu_call(name, info)
+            if (own is not None and name in own.plans) or name in self._cpu:
                 out[name] = OWN
+            elif info is not None and info.returns:
+                out[name] = f"refused: returns values, which {self._lost(name)}"
             else:
-                reason = own.refused.get(name) if own is not None else None
+                reason = own.refused.get(name) if own is not None else self._refused.get(name)
                 out[name] = f"{libtaichi.NAME}: {reason}" if reason else libtaichi.NAME
         return out
 
@@ -190,7 +247,7 @@ class ModuleBackends:
         if grad is None or not grad.reverse:
             raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {module.source} (build "
                                     "exports one, named <kernel>_grad, for kernels whose ndarrays say "
-                                    "needs_grad=True)")
+                                    "needs_grad=True, and warns where Taichi could not differentiate one)")
         if self._arch == Arch.CUDA:
             made = self._reverse[name] = self._cuda_reverse(module, name, grad.name, grad.args)
         elif self._arch == Arch.X64 and self._folder is not None:

@@ -155,8 +155,9 @@ def _llvm():
     try:
         import llvmlite.binding as llvm  # type: ignore[import-untyped]  # llvmlite ships no type information
     except ImportError:
-        raise NotSupportedError("reverse-mode kernels are compiled for this machine with llvmlite: "
-                                "pip install 'taichi_aot[ptx]'") from None
+        raise NotSupportedError("the x64 kernels libtaichi cannot launch (reverse-mode kernels, kernels that return "
+                                "values or take f64, i64, u64, u32, i8 or u8 scalars) are compiled for this machine "
+                                "with llvmlite, which is not installed: pip install 'taichi_aot[ptx]'") from None
     with _lock:
         if not hasattr(_llvm, "ready"):
             llvm.initialize_native_target()
@@ -165,14 +166,16 @@ def _llvm():
     return llvm, llvm.Target.from_default_triple().create_target_machine(opt=2)
 
 
-def _gate(text: str) -> str | None:
-    """Why the stand-in cannot run this IR, or None."""
+def _gate(text: str, returns: bool = False) -> str | None:
+    """Why the stand-in cannot run this IR (``returns``: the kernel returns values, into the result buffer the
+    launch hands it), or None."""
     other = sorted(llvm_ir.runtime_fields(text) - {_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES})
     if other:
         return f"it uses Taichi's runtime beyond its temporaries and parallel loops (LLVMRuntime fields {other})"
     if llvm_ir.casts_runtime(text):
         return "it reads Taichi's runtime through a cast pointer"
-    if sorted(llvm_ir.context_fields(text) - {0, 1, 2}):  # its arguments, runtime and thread id: our context's
+    # its arguments, runtime and thread id: our context's; the result buffer where it returns values
+    if sorted(llvm_ir.context_fields(text) - ({0, 1, 2, 3} if returns else {0, 1, 2})):
         return "it returns values (its RuntimeContext's result buffer)"
     calls = sorted(n for n in llvm_ir.declares(text) if not n.startswith("llvm.") and not _LIBM.fullmatch(n))
     if calls:
@@ -209,19 +212,30 @@ def _slots(entry: dict) -> list[tuple]:
     return out
 
 
-def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKernel:
+class _Code:
+    """A kernel's IR compiled for this machine: its tasks' addresses, in order, its stand-in for Taichi's runtime
+    (``standin``, with the memory it points to in ``keep``, and the execution engine), and the address of its
+    autodiff stacks' overflow flag where its IR has checked accesses (0: none)."""
+
+    def __init__(self, tasks: list[int], standin: np.ndarray, keep: list[Any], overflow: int):
+        self.tasks = tasks
+        self.standin = standin
+        self.keep = keep
+        self.overflow = overflow
+
+
+def _compile(folder: str, name: str, entry: dict, threads: int, returns: bool) -> _Code:
     """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine,
-    its parallel loops on at most ``threads`` threads (the runtime's); NotSupportedError saying why where the
-    stand-in cannot run it."""
+    its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the stand-in cannot run
+    it."""
     path = os.path.join(folder, f"{name}.ll")
     if not os.path.isfile(path):
         raise NotSupportedError(f"kernel {name!r}: the module has no IR for it ({name}.ll)")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    why = _gate(text)
+    why = _gate(text, returns)
     if why:
         raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {why}")
-    slots = _slots(entry)
     tasks = [t["name"] for t in entry["compiled_data"]["tasks"]]
     runtime = llvm_ir.runtime_struct(text)
     llvm, machine = _llvm()
@@ -253,7 +267,51 @@ def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKern
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
         for field, value in words.items():
             struct.pack_into("<Q", standin.data, offsets[field], value)
-    kernel = CpuKernel(name, addresses, slots, entry["args_size"], standin, [temporaries, pool, engine])
-    if guarded:
-        kernel.overflow = ffi.cast("int32_t *", engine.get_global_value_address(llvm_ir.STACK_OVERFLOW))
+    overflow = engine.get_global_value_address(llvm_ir.STACK_OVERFLOW) if guarded else 0
+    return _Code(addresses, standin, [temporaries, pool, engine], overflow)
+
+
+def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKernel:
+    """Reverse-mode kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for
+    this machine, its parallel loops on at most ``threads`` threads (the runtime's); NotSupportedError saying why
+    where the stand-in cannot run it."""
+    slots = _slots(entry)
+    code = _compile(folder, name, entry, threads, False)
+    kernel = CpuKernel(name, code.tasks, slots, entry["args_size"], code.standin, code.keep)
+    if code.overflow:
+        kernel.overflow = ffi.cast("int32_t *", code.overflow)
     return kernel
+
+
+class CpuCall:
+    """A kernel of an x64 module called as any kernel is (``kernel(x, 0.5)``, the C call, bound launches,
+    replays) and launched by the own x64 launch (``_csrc/cpu.c``, TAICHI_AOT_KIND_CPU_CALL): kernels libtaichi's
+    C-API cannot give all they need, those that return values (``results``: their reader) and those that take f64,
+    i64, u64, u32, i8 or u8 scalars. ``c`` is its TaichiAotCpuKernel with its argument plan."""
+
+    def __init__(self, c: Any, results: Any, keep: list[Any]):
+        self.c = c
+        self.results = results
+        self._keep = keep  # the code, stand-in and plan the C kernel points to: alive with it
+
+
+def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
+    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine as
+    a :class:`CpuCall`, its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the
+    own x64 launch cannot run it."""
+    from ..ptx.plan import PlanError, arguments
+    from .cuda import Results, c_args
+
+    try:
+        plan = arguments(entry, f"kernel {name!r}")
+    except PlanError as e:
+        raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {e}") from None
+    code = _compile(folder, name, entry, threads, "results" in plan)
+    results = Results(plan["results"], plan["result_size"]) if "results" in plan else None
+    args, _ = c_args(plan["args"], False)
+    listed = ffi.new("void *[]", [ffi.cast("void *", a) for a in code.tasks])
+    c = ffi.new("TaichiAotCpuKernel *", {
+        "standin": ffi.cast("void *", code.standin.ctypes.data), "tasks": listed, "count": len(code.tasks),
+        "args": args, "arg_count": len(plan["args"]), "args_size": plan["args_size"],
+        "result": results.host if results is not None else ffi.NULL})
+    return CpuCall(c, results, [code.standin, listed, args, *code.keep])

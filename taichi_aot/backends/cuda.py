@@ -312,7 +312,7 @@ class Kernels:
         reverse = is_reverse(entry)  # a reverse kernel takes its gradients after its arguments
         if reverse and not _gradients_match(plan["args"], entry):
             return "its layout's gradient pointers are not its arguments that need gradients"
-        args, grads = _args(plan["args"], reverse)
+        args, grads = c_args(plan["args"], reverse)
         c = ffi.new("TaichiAotCudaKernel *")
         c.runtime, c.tasks, c.args = launcher.c, tasks, args
         c.task_count, c.arg_count, c.args_size = len(plan["tasks"]), len(plan["args"]), plan["args_size"]
@@ -443,7 +443,7 @@ def _overflow_flag(cu: Any, module: Any) -> int:
     return int(flag.value) if found == 0 and size.value == 4 else 0
 
 
-def _args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
+def c_args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
     """The C arguments of a plan's ``args``, and how many gradients a reverse kernel takes after them."""
     args, grads = ffi.new("TaichiAotCudaArg[]", max(len(plan_args), 1)), 0
     for a, arg in zip(args, plan_args):

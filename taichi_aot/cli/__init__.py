@@ -171,6 +171,9 @@ def _print_built(summary: dict, asked_threads: int | None) -> None:
         print(f"  ndarray access recorded for {llvm}, from {how}")
     if summary["ptx"] is not None:
         _print_ptx(summary["ptx"])
+    for kernel, why in summary.get("no_grad", {}).items():
+        print(f"  warning: kernel {kernel} built without its reverse-mode kernel (kernel.grad refuses it): Taichi "
+              f"could not differentiate it: {why}")
 
 
 def _print_ptx(manifest: dict | str) -> None:

@@ -252,8 +252,9 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     Returns a summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"),
     ``cpu_threads`` (what the CPU part's kernels run on, or None), ``access`` (where the LLVM parts' access came
     from: "vulkan part" (or another gfx arch's), "probe" or "unknown"; None without an LLVM part: gfx metadata
-    records its own), ``access_reason`` (why it is unknown, else None) and ``ptx`` (with a CUDA part: the PTX
-    manifest, :mod:`taichi_aot.ptx`, or why none was made)."""
+    records its own), ``access_reason`` (why it is unknown, else None), ``ptx`` (with a CUDA part: the PTX
+    manifest, :mod:`taichi_aot.ptx`, or why none was made) and ``no_grad`` ({"kernel (arch)": Taichi's reason} of
+    the differentiable kernels built without their reverse-mode kernel, which Taichi could not compile)."""
     archs, prebuilt = _checked(source, archs, prebuilt, cpu_threads)
     out = os.path.abspath(out)
     every = [*archs, *prebuilt]
@@ -330,8 +331,9 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
+    no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
-            "cpu_threads": threads, "access": learned, "access_reason": reason, "ptx": ptx}
+            "cpu_threads": threads, "access": learned, "access_reason": reason, "ptx": ptx, "no_grad": no_grad}
 
 
 def _access_of(tmp: str, every: list[str], signatures: dict, probe: Future[str] | None, access: bool

@@ -49,17 +49,36 @@ def argument_names(kernel):
     return [a.name for i, a in enumerate(arguments) if i not in templates]
 
 
-def _grad_arrays(kernel):
-    """{argument: an ndarray made with needs_grad=True} for each ndarray argument whose annotation says
-    ``needs_grad=True``: Taichi compiles such a kernel only given arrays that carry gradients."""
-    import taichi as ti
+def _ndarray_annotations(kernel):
+    """(name, annotation) of each ndarray argument of ``kernel``, in order."""
     from taichi.types.ndarray_type import NdarrayType
 
+    arguments = getattr(getattr(kernel, "_primal", None), "arguments", ())
+    return [(a.name, a.annotation) for a in arguments if isinstance(getattr(a, "annotation", None), NdarrayType)]
+
+
+def _differentiable(kernel):
+    """Whether an ndarray argument of ``kernel`` says ``needs_grad=True``: its reverse-mode kernel is exported."""
+    return any(annotation.needs_grad for _, annotation in _ndarray_annotations(kernel))
+
+
+def _grad_arrays(kernel):
+    """{argument: an ndarray} for every ndarray argument of a kernel one of whose ndarrays says ``needs_grad=True``
+    (made with gradients where its annotation says so, of its dimensions: a 0-D one for a 0-D loss): Taichi
+    compiles such a kernel only given arrays for all of them, those that carry gradients with them (index and
+    constant arrays among them carry none). Nothing for another kernel."""
+    import taichi as ti
+
+    annotations = _ndarray_annotations(kernel)
+    if not any(annotation.needs_grad for _, annotation in annotations):
+        return {}
     out = {}
-    for a in getattr(getattr(kernel, "_primal", None), "arguments", ()):
-        annotation = getattr(a, "annotation", None)
-        if isinstance(annotation, NdarrayType) and annotation.needs_grad:
-            out[a.name] = ti.ndarray(annotation.dtype, shape=(1,) * (annotation.ndim or 1), needs_grad=True)
+    for name, annotation in annotations:
+        ndim = annotation.ndim if isinstance(annotation.ndim, int) else 1
+        if annotation.dtype is None:
+            raise BuildError(f"ndarray argument {name!r} says no dtype: Taichi compiles a differentiable kernel for "
+                             "arrays of one dtype (ti.types.ndarray(dtype=..., ndim=...))")
+        out[name] = ti.ndarray(annotation.dtype, shape=(1,) * ndim, needs_grad=bool(annotation.needs_grad))
     return out
 
 
@@ -100,14 +119,15 @@ def build_part(source, arch, gfx, folder, caps, cpu_threads=None):
     all_caps = list(caps) + list(getattr(user, "AOT_CAPS", []) or [])
     module = ti.aot.Module(getattr(ti, arch), caps=all_caps if gfx else None)
     fields = _fields(user)
-    _add(module, arch, gfx, fields, records, graphs)
+    no_grad = _add(module, arch, gfx, fields, records, graphs)
     os.makedirs(folder, exist_ok=True)  # Taichi 1.7.4 needs the folder to exist (gfx)
     module.save(folder)
     args = {r.name: argument_names(r.kernel) for r in records}
     if not gfx:  # a reverse-mode kernel takes its primal's arguments
-        args.update({f"{r.name}_grad": args[r.name] for r in records if _grad_arrays(r.kernel)})
+        args.update({f"{r.name}_grad": args[r.name] for r in records
+                     if _differentiable(r.kernel) and r.name not in no_grad})
     return {"kernels": names, "graphs": list(graphs), "fields": [n for n, _ in fields], "arch": arch,
-            "taichi": ".".join(map(str, ti.__version__)), "args": args}
+            "taichi": ".".join(map(str, ti.__version__)), "args": args, "no_grad": no_grad}
 
 
 def _taichi(arch, cpu_threads):
@@ -148,12 +168,14 @@ def _kernel_names(source, records, graphs):
 
 
 def _add(module, arch, gfx, fields, records, graphs):
-    """Put the fields, kernels and graphs into ``module``; a BuildError naming the one Taichi refused."""
+    """Put the fields, kernels and graphs into ``module``; a BuildError naming the one Taichi refused. A kernel whose
+    reverse-mode kernel Taichi cannot compile is built without it: returns {kernel: Taichi's reason} of those."""
     for name, field in fields:  # the global fields the kernels share: an LLVM module of none has no memory for them
         try:
             module.add_field(name, field)
         except Exception as e:
             raise BuildError(f"Taichi could not add field {name!r} for {arch}: {e}") from e
+    no_grad = {}
     for r in records:
         templates = {**_grad_arrays(r.kernel), **(r.template_types or {})}
         try:
@@ -161,16 +183,21 @@ def _add(module, arch, gfx, fields, records, graphs):
                 module.add_kernel(r.kernel, template_args=templates, name=r.name)
             else:
                 module.add_kernel(r.kernel, name=r.name)
-            if templates and not gfx and _grad_arrays(r.kernel):  # its reverse-mode kernel beside it
-                module.add_kernel(_Reverse(r.kernel, r.name), template_args=templates, name=f"{r.name}_grad")
         except Exception as e:
             hint = " (gfx backends may need --caps, e.g. spirv_has_int64 spirv_has_float64)" if gfx else ""
-            raise BuildError(f"Taichi could not compile kernel {r.name!r} for {arch}: {e}{hint}") from e
+            raise BuildError(f"Taichi could not compile kernel {r.name!r} for {arch}: {e}{hint} (drop it from the "
+                             "file's exports to build the others)") from e
+        if not gfx and _differentiable(r.kernel):  # its reverse-mode kernel beside it
+            try:
+                module.add_kernel(_Reverse(r.kernel, r.name), template_args=templates, name=f"{r.name}_grad")
+            except Exception as e:
+                no_grad[r.name] = f"{type(e).__name__}: {e}"[:500]
     for name, graph in graphs.items():
         try:
             module.add_graph(name, graph)
         except Exception as e:
             raise BuildError(f"Taichi could not add graph {name!r}: {e}") from e
+    return no_grad
 
 
 def main(argv):

@@ -66,8 +66,9 @@ def _gfx_kernel(k: dict, tasks: _Tasks) -> KernelInfo:
             args.append(_gfx_arg(k["name"], entry, arg_types, access, tasks.formats))
         except (KeyError, TypeError, ValueError, IndexError):
             raise CorruptedDataError(f"metadata: malformed argument of kernel {k['name']!r}") from None
+    returns = bool(ctx.get("rets_bytes_") or ctx.get("ret_attribs_vec_"))
     return KernelInfo(k["name"], sorted(args, key=lambda a: a.index), tasks.unsupported.get(k["name"], ""),
-                      software=tasks.software.get(k["name"], ""))
+                      software=tasks.software.get(k["name"], ""), returns=returns)
 
 
 def _gfx_arg(kernel: str, entry: dict, arg_types: dict, access: dict[int, Access],

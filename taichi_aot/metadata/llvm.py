@@ -220,10 +220,11 @@ def _llvm(doc: Any) -> ModuleInfo:
                 index = int(entry[0][0])
                 args.append(_llvm_arg(index, entry[1]))
             reverse = is_reverse(k)
+            returns = bool(k.get("ret_size") or k.get("rets"))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
             raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
         info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",
-                                        reverse=reverse)
+                                        reverse=reverse, returns=returns)
     fields = cache.get("fields")
     if isinstance(fields, dict) and fields:  # {tree: its root size and SNodes}: allocated on each load
         try:

@@ -91,6 +91,8 @@ class KernelInfo:
     #: a reverse-mode (autodiff) kernel: it runs on taichi_aot's own launches only (x64: its primal's ``grad``;
     #: CUDA: the own launcher, by name too)
     reverse: bool = False
+    #: it returns values (``-> ti.f32``): only taichi_aot's own launches give them (libtaichi's C-API gives none)
+    returns: bool = False
 
 
 @dataclass

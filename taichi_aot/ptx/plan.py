@@ -90,6 +90,26 @@ def from_entry(entry: dict, ir: str | None = None) -> dict:
     tasks = []
     for task in (entry.get("compiled_data") or {}).get("tasks") or []:
         tasks.append({"name": str(task["name"]), "grid": int(task["grid_dim"]), "block": int(task["block_dim"])})
+    if ir is not None:
+        from .fold import launched
+
+        tasks = launched(tasks, ir)
+    plan = {"tasks": tasks, **_laid_out(entry), **_results(entry)}
+    check(plan, "metadata")
+    return plan
+
+
+def arguments(entry: dict, where: str) -> dict:
+    """Where each argument of a metadata kernel entry goes in its argument struct, checked (the x64 launch's plan,
+    which has no tasks to launch): ``{"args": [...], "args_size": N}`` and, for a kernel that returns values,
+    ``results`` and ``result_size``."""
+    plan = {**_laid_out(entry), **_results(entry)}
+    check_arguments(plan, where)
+    return plan
+
+
+def _laid_out(entry: dict) -> dict:
+    """``args`` and ``args_size`` of a metadata kernel entry (``args_type``: the offsets Taichi laid out)."""
     args_type = entry.get("args_type")
     members = {e.get("name"): e for e in _elements(args_type)} if entry.get("args") else {}
     args: list[dict] = [{}] * len(entry.get("args") or [])
@@ -101,13 +121,7 @@ def from_entry(entry: dict, ir: str | None = None) -> dict:
         if not 0 <= index < len(args) or member is None:
             raise PlanError(f"argument {index} is not laid out")
         args[index] = _argument(arg, member.get("type"), int(member.get("offset", -1)))
-    if ir is not None:
-        from .fold import launched
-
-        tasks = launched(tasks, ir)
-    plan = {"tasks": tasks, "args": args, "args_size": int(entry.get("args_size", 0)), **_results(entry)}
-    check(plan, "metadata")
-    return plan
+    return {"args": args, "args_size": int(entry.get("args_size", 0))}
 
 
 def _results(entry: dict) -> dict:
@@ -156,13 +170,21 @@ def check(plan: Any, where: str) -> dict:
     every write inside ``args_size``, aligned, grids and blocks possible; else CorruptedDataError."""
     if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list) or not isinstance(plan.get("args"), list):
         raise CorruptedDataError(f"{where}: a kernel plan without tasks and args")
-    size = _int(plan.get("args_size"), 0, MAX_ARGS_SIZE, f"{where}: args_size")
     _int(len(plan["tasks"]), 1, MAX_TASKS, f"{where}: the number of tasks")
     for task in plan["tasks"]:
         if not isinstance(task, dict) or not isinstance(task.get("name"), str) or not task["name"]:
             raise CorruptedDataError(f"{where}: a task without a name")
         _int(task.get("grid"), 1, MAX_GRID, f"{where}: task {task['name']}'s grid")
         _int(task.get("block"), 1, MAX_BLOCK, f"{where}: task {task['name']}'s block")
+    return check_arguments(plan, where)
+
+
+def check_arguments(plan: dict, where: str) -> dict:
+    """The arguments and results of ``plan`` (:func:`check`'s, or :func:`arguments`'): every write inside
+    ``args_size`` and the results' bytes, aligned; else CorruptedDataError."""
+    if not isinstance(plan.get("args"), list):
+        raise CorruptedDataError(f"{where}: a kernel plan without args")
+    size = _int(plan.get("args_size"), 0, MAX_ARGS_SIZE, f"{where}: args_size")
     for i, arg in enumerate(plan["args"]):
         what = f"{where}: argument {i}"
         kind = arg.get("kind") if isinstance(arg, dict) else None

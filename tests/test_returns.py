@@ -1,0 +1,175 @@
+"""Kernels libtaichi_c_api 1.7.4 cannot give all they need, on x64: those that return values (``value =
+kernel(x)``) and those that take f64, i64, u64 and u8 scalars run on taichi_aot's own x64 launch (the module's IR
+compiled with llvmlite) and give what Taichi's own JIT gives (tests/returns_kernels.py computes it); where no
+backend gives a kernel's values (Vulkan; x64 without llvmlite) its look-up is refused, typed, and
+``launchers()`` says why: never a call that returns None in silence."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import HERE, require_arch, require_extra
+from taichi_aot import (
+    Arch,
+    ArgumentTypeError,
+    ClosedError,
+    InvalidArgumentError,
+    NotSupportedError,
+    ReturningKernel,
+    Runtime,
+)
+
+SOURCE = os.path.join(HERE, "returns_kernels.py")
+sys.path.insert(0, HERE)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[str, dict]:
+    """The kernels built for x64 and Vulkan, and what Taichi's own JIT returns and writes."""
+    require_arch(Arch.X64)
+    require_extra("llvmlite.binding", "ptx")
+    root = tmp_path_factory.mktemp("returns")
+    out, expect = str(root / "returns.tcm"), str(root / "expect.npz")
+    procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", SOURCE, "--arch", "x64", "vulkan",
+                               "-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+             subprocess.Popen([sys.executable, SOURCE, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)]
+    said = [proc.communicate(timeout=600)[0] for proc in procs]
+    for proc, text in zip(procs, said):
+        assert proc.returncode == 0, text[-3000:]
+    with np.load(expect) as f:
+        return out, dict(f)
+
+
+def test_returned_values_and_wide_scalars_on_x64_are_taichis(built):
+    from returns_kernels import CALLS, X32, X64
+
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        assert mod.launchers() == {"total": "own", "stats": "own", "count_and_mean": "own", "wide": "own",
+                                   "plain": "taichi", "many": "taichi"}
+        total = mod.kernels["total"]
+        assert isinstance(total, ReturningKernel) and total.launcher == "own"
+        value = total(X32)
+        assert type(value) is float and value == expect["total"]
+        assert total(rt.ndarray_from_numpy(X32)) == value  # an NdArray
+        assert total(X32[::-1].copy()) == value and total(np.zeros(5, np.float32)) == 0.0  # new arrays each call
+        stats = mod.kernels["stats"](X64, *CALLS["stats"])  # an f64 scalar in, an f64 vector out
+        assert isinstance(stats, np.ndarray) and stats.dtype == np.float64 and stats.shape == (3,)
+        np.testing.assert_array_equal(stats, expect["stats"])
+        n, mean = mod.kernels["count_and_mean"](X32, *CALLS["count_and_mean"])  # several values: a tuple
+        assert (type(n), type(mean)) == (int, float) and (n, mean) == (expect["count"], expect["mean"])
+        x = X64.copy()
+        assert mod.kernels["wide"](x, *CALLS["wide"]) is None  # f64, i64, u64 and u8 scalars
+        np.testing.assert_array_equal(x, expect["wide"])
+        y = X64.copy()
+        mod.kernels["wide"](y, a=0.5, k=CALLS["wide"][1], n=CALLS["wide"][2], b=200)  # by keyword
+        np.testing.assert_array_equal(y, expect["wide"])
+
+
+def test_a_returning_kernel_bound_and_replayed_keeps_its_last_value(built):
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        total = rt.load_module(path).kernels["total"]
+        x = rt.ndarray_from_numpy(np.ones(64, np.float32))
+        bound = total.bind(x)
+        assert bound() is None and total.last_value() == 64.0
+        with x.map() as view:
+            view[:] = 2
+        with rt.record() as seq:
+            assert total(x) is None  # recorded, not run
+        seq.replay(3)
+        assert total.last_value() == 128.0
+
+
+def test_bad_input_to_the_own_x64_launch_is_typed_and_harmless(built):
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        total, wide = mod.kernels["total"], mod.kernels["wide"]
+        x = np.zeros(4)
+        with pytest.raises(InvalidArgumentError, match="expected f32 ndarray"):
+            total(np.zeros(4, np.float64))  # an f64 array for an f32 one
+        with pytest.raises(ArgumentTypeError):
+            total()
+        with pytest.raises(InvalidArgumentError, match="out of range"):
+            wide(x, 1.0, 2**63, 0, 0)  # past i64
+        with pytest.raises(InvalidArgumentError, match="out of range"):
+            wide(x, 1.0, 0, -1, 0)  # a negative u64
+        with pytest.raises(InvalidArgumentError, match="out of range"):
+            wide(x, 1.0, 0, 0, 256)  # past u8
+        with pytest.raises(ArgumentTypeError):
+            wide(x, "1.0", 0, 0, 0)
+        with pytest.raises(ArgumentTypeError):
+            wide(x, 1.0, 0.5, 0, 0)  # a float for an i64
+        assert total(np.full(3, 2, np.float32)) == 6.0  # the kernels still right after the refusals
+    with pytest.raises(ClosedError):
+        total(np.ones(3, np.float32))
+
+
+def test_twenty_numpy_arrays_a_call_are_remembered_and_taken_in_c(built, slow_calls):
+    """A call of 20 numpy arrays, more than the 16 a runtime remembered before it sized its records by its
+    kernels: each call after the first finds every array again, in C."""
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        many = rt.load_module(path).kernels["many"]
+        arrays = [np.full(8, i, np.float32) for i in range(20)]
+        for _ in range(3):
+            many(*arrays)
+        assert slow_calls[0] == 1 and (arrays[0] == sum(range(1, 20))).all()
+        assert rt.foreign.size >= 40
+
+
+def test_vulkan_refuses_a_returning_kernel_at_look_up(built, vulkan):
+    path, _ = built
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(path)
+        said = mod.launchers()
+        assert said["total"].startswith("refused: returns values") and "VULKAN" in said["total"]
+        assert said["plain"] == "taichi"
+        with pytest.raises(NotSupportedError, match="returns values"):
+            mod.kernels["total"]
+        with pytest.raises(NotSupportedError, match="cannot pass a f64 scalar"):
+            mod.kernels["wide"](np.zeros(4), 1.0, 0, 0, 0)
+        x = np.zeros(4, np.float32)
+        mod.kernels["plain"](x, 1.5)  # the module's other kernels as ever
+        rt.wait()
+        assert (x == 1.5).all()
+
+
+NO_LLVMLITE = """
+import sys
+sys.modules["llvmlite"] = None  # as where the ptx extra is not installed
+import numpy as np
+from taichi_aot import NotSupportedError, Runtime
+with Runtime("x64") as rt:
+    mod = rt.load_module(sys.argv[1])
+    said = mod.launchers()
+    try:
+        mod.kernels["total"]
+    except NotSupportedError as e:
+        print("look-up:", e)
+    try:
+        mod.kernels["wide"](np.zeros(4), 1.0, 0, 0, 0)
+    except NotSupportedError as e:
+        print("call:", e)
+    print("total:", said["total"])
+    print("wide:", said["wide"])
+"""
+
+
+def test_without_llvmlite_x64_refuses_them_saying_why(built):
+    path, _ = built
+    out = subprocess.run([sys.executable, "-c", NO_LLVMLITE, path], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in out.stdout.splitlines())
+    assert "returns values" in lines["look-up"] and "llvmlite" in lines["look-up"]
+    assert "cannot pass a f64 scalar" in lines["call"]
+    assert lines["total"].startswith("refused: returns values") and "llvmlite" in lines["total"]
+    assert lines["wide"].startswith("taichi: ") and "llvmlite" in lines["wide"]
