@@ -57,5 +57,20 @@ if [ "$mode" = test ]; then
     fi
   fi
 fi
-"${pip[@]}" -e ".$extras"
+# Installed before from the same sources (the C files, the build scripts, the vendored headers, the package's
+# requirements) with these extras (test's include main's): nothing to do, as an editable install reads the Python
+# files where they are. The stamp of each mode: .venv/taichi_aot-installed-MODE.
+sources=$( (cat pyproject.toml setup.py build_ffi.py taichi_aot/_bundle.py; \
+           find include taichi_aot/_csrc taichi_aot_bench/_csrc -type f | LC_ALL=C sort | xargs cat) | sha256sum)
+installed=""
+for m in "$mode" test; do
+  [ -f ".venv/taichi_aot-installed-$m" ] && [ "$(cat ".venv/taichi_aot-installed-$m")" = "$sources" ] && installed=$m
+done
+if [ -n "$installed" ] && .venv/bin/python -c "import taichi_aot.capi" >/dev/null 2>&1; then
+  echo "setup: taichi_aot is installed from these sources ($installed extras): nothing to reinstall"
+else
+  rm -f .venv/taichi_aot-installed-*
+  "${pip[@]}" -e ".$extras"
+  echo "$sources" > ".venv/taichi_aot-installed-$mode"
+fi
 .venv/bin/python -c "import taichi_aot.capi as c; print('setup: taichi_aot loads', c.library.path, 'C-API', c.get_version())"

@@ -289,7 +289,7 @@ def interop(bench: Bench) -> list[Row]:
         except Exception as e:  # the library cannot allocate here (no GPU for it)
             bench.log(f"  interop: {kind} skipped ({type(e).__name__}: {e})")
             continue
-        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, (tiny, tiny3, tiny32)):
+        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, (tiny, tiny3, tiny32), zero_copy):
             methods[name] = _launches(bench, kernel, args, n)
             compared.append((name, limit, zero_copy))
     measured = measure(methods, None, rounds)  # paired rounds: each foreign form against its NdArray form
@@ -340,20 +340,24 @@ def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
     return kinds
 
 
-def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], kernels: tuple[Launch, Launch, Launch]
-                   ) -> list[tuple[str, Launch, tuple, str]]:
+def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], kernels: tuple[Launch, Launch, Launch],
+                   shared: bool) -> list[tuple[str, Launch, tuple, str]]:
     """The launches that take ``kind``'s ``arrays`` (MANY of them): (name, kernel, arguments, the NdArray form it is
     compared with), ``kernels`` being tiny, tiny3 and tiny32. A JAX array is immutable: it goes only to the arguments
-    ``tiny3`` and ``tiny32`` read (all but x), x an NdArray. MANY arrays a call: more than a runtime remembers of
-    arrays passed before unless it sizes its records by the calls it makes (``ForeignArgs.fit``)."""
+    ``tiny3`` and ``tiny32`` read (all but x), x an NdArray. MANY arrays a call, where they are ``shared`` (not
+    staged copies, which nothing remembers): more than a runtime remembers of arrays passed before unless it sizes
+    its records by the calls it makes (``ForeignArgs.fit``)."""
     tiny, tiny3, tiny32 = kernels
     if kind.startswith("JAX"):
-        return [(f"1 array: {kind}", tiny3, (nds[0], arrays[1], nds[2], 1.0), "3 arrays: NdArray"),
-                (f"3 arrays: {kind} as y and z, x an NdArray", tiny3, (nds[0], *arrays[1:3], 1.0), "3 arrays: NdArray"),
-                (f"{MANY} arrays: {kind} as all but x", tiny32, (nds[0], *arrays[1:], 1.0), f"{MANY} arrays: NdArray")]
-    return [(f"1 array: {kind}", tiny, (arrays[0], 1.0), "1 array: NdArray"),
-            (f"3 arrays: {kind}", tiny3, (*arrays[:3], 1.0), "3 arrays: NdArray"),
-            (f"{MANY} arrays: {kind}", tiny32, (*arrays, 1.0), f"{MANY} arrays: NdArray")]
+        forms = [(f"1 array: {kind}", tiny3, (nds[0], arrays[1], nds[2], 1.0), "3 arrays: NdArray"),
+                 (f"3 arrays: {kind} as y and z, x an NdArray", tiny3, (nds[0], *arrays[1:3], 1.0),
+                  "3 arrays: NdArray"),
+                 (f"{MANY} arrays: {kind} as all but x", tiny32, (nds[0], *arrays[1:], 1.0), f"{MANY} arrays: NdArray")]
+    else:
+        forms = [(f"1 array: {kind}", tiny, (arrays[0], 1.0), "1 array: NdArray"),
+                 (f"3 arrays: {kind}", tiny3, (*arrays[:3], 1.0), "3 arrays: NdArray"),
+                 (f"{MANY} arrays: {kind}", tiny32, (*arrays, 1.0), f"{MANY} arrays: NdArray")]
+    return forms if shared else forms[:2]
 
 
 def _launches(bench: Bench, kernel: Launch, args: tuple, n: int) -> Callable[[], float]:

@@ -78,6 +78,16 @@ def long(x: A, y: A):
 
 @ti.aot.export
 @ti.kernel
+def tanh_loop(x: A, y: A, n: ti.i32):
+    for i in x:
+        s = x[i]
+        for _ in range(n):  # Taichi 1.7.4 differentiates this wrongly (docs/guide/limitations.md): as Taichi does
+            s = ti.tanh(s)
+        y[i] = s
+
+
+@ti.aot.export
+@ti.kernel
 def loss0(x: A, loss: ti.types.ndarray(dtype=ti.f32, ndim=0, needs_grad=True)):
     for i in x:
         loss[None] += x[i] * x[i] * 0.5  # Taichi's usual 0-D loss
