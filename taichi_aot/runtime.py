@@ -258,6 +258,8 @@ class Runtime:
     def ensure_open(self) -> None:
         """Raise unless the runtime is open and used from its own thread (every public method calls this)."""
         if self._owned.closed:
+            if self._owned.abandoned:
+                _park_at_exit()
             why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
             raise ClosedError(f"this {self._arch.name} runtime is closed{why}")
         if threading.get_ident() != self.gate.thread or os.getpid() != self._pid:
@@ -626,14 +628,27 @@ def _close_open_runtimes() -> None:
         else:
             runtime._close()
     deadline = time.monotonic() + 1.0
-    for thread in busy:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    while busy and time.monotonic() < deadline:  # each has left its C call: ended, or parked (_park_at_exit)
+        busy = [t for t in busy if t.is_alive() and t.ident not in _parked]
+        if busy:
+            busy[0].join(0.005)
     # a creation, destruction or module load another thread has under way (LLVM compiling) finishes before the
     # library's static destructors run at process exit, and none starts after: the library stays held
     _library.busy.acquire(timeout=10.0)
 
 
 _exit_hook: list[bool] = []  # [True] once _close_open_runtimes is registered
+_parked: set[int | None] = set()  # the daemon threads parked at exit (_park_at_exit)
+
+
+def _park_at_exit() -> None:
+    """A daemon thread that uses a runtime abandoned at interpreter exit waits there for the process to end (it is
+    out of every C call), rather than raise ClosedError, whose traceback the thread's end would print as the
+    program exits normally. Any other thread goes on to the ClosedError."""
+    thread = threading.current_thread()
+    if thread.daemon and thread is not threading.main_thread():
+        _parked.add(thread.ident)
+        threading.Event().wait()
 
 
 def _register_exit_hook() -> None:

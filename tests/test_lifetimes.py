@@ -205,7 +205,8 @@ print("main returns")
 
 def test_interpreter_exit_while_a_daemon_thread_launches(arch, modules, tmp_path):
     """The main thread returns while a daemon thread launches on its own runtime: the runtime is abandoned at
-    exit (that thread gets ClosedError saying why), never destroyed under it (this crashed 1 run in 3 on x64)."""
+    exit, never destroyed under it (this crashed 1 run in 3 on x64), and the thread, out of its C call, waits for
+    the process's end at its next use of it: nothing printed (it raised ClosedError, whose traceback was)."""
     import subprocess
     import sys
 
@@ -214,8 +215,7 @@ def test_interpreter_exit_while_a_daemon_thread_launches(arch, modules, tmp_path
     for _ in range(4):
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and proc.stdout == "main returns\n", proc.stderr[-2000:]
-        assert "Segmentation" not in proc.stderr and ("ClosedError" not in proc.stderr
-                                                       or "the interpreter is exiting" in proc.stderr), proc.stderr
+        assert proc.stderr == "", proc.stderr  # the thread waits for the process's end: no traceback
 
 
 def test_closing_belongs_to_the_runtimes_thread(arch, modules):
