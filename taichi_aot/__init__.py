@@ -76,6 +76,19 @@ from .ndarray import NdArray
 from .replay import LaunchSequence
 from .runtime import Runtime, arch_for_module, best_arch
 
+
+def freeze_support() -> None:
+    """Call first thing in a program frozen by a freezer other than PyInstaller (Nuitka, cx_Freeze), as
+    ``multiprocessing.freeze_support()`` is: where the process is a child taichi_aot started (its probes, a module's
+    first check), it runs taichi_aot's work there and exits; else it returns at once. A frozen app's executable is
+    the app, so without it taichi_aot starts no child and answers in the process (its archs then are probed anew
+    each start). PyInstaller needs nothing: taichi_aot's hook does this before the app runs. Harmless anywhere
+    else."""
+    from ._probe import serve_child
+
+    serve_child()
+
+
 # NdArray and data_type lived in taichi_aot.memory, a room below theirs now: the face keeps
 # the old path working without memory.py importing upward.
 for _name in ("NdArray", "data_type"):
@@ -141,6 +154,7 @@ __all__ = [
     "devices",
     "enums",
     "errors",
+    "freeze_support",
     "launch",
     "metadata",
     "module",

@@ -112,6 +112,21 @@ def _prepare_environment(install_dir: str) -> None:
     runtime_dir = os.path.join(install_dir, "runtime")
     if not os.environ.get("TI_LIB_DIR") and os.path.isdir(runtime_dir):
         os.environ["TI_LIB_DIR"] = runtime_dir
+    # libtaichi_c_api 1.7.4's static initialisers abort the process where HOME is unset (env -i, systemd units, some
+    # containers): the user's home from the password database, as os.path.expanduser finds it, else the temporary
+    # folder
+    if not os.environ.get("HOME"):
+        os.environ["HOME"] = _home()
+
+
+def _home() -> str:
+    try:
+        import pwd
+
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, OSError):
+        home = ""
+    return home if home and os.path.isdir(home) else tempfile.gettempdir()
 
 
 def load() -> LibraryInfo:

@@ -212,10 +212,79 @@ def host_cpu_arch() -> Arch | None:
 _PACKAGE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Child processes. Each runs the package's code, never the program's own script: ``python -c CODE`` where the
+# executable is Python; in a frozen app (PyInstaller, Nuitka), whose executable is the app, the app itself with
+# CODE in CHILD_VARIABLE, which the package's PyInstaller run-time hook (taichi_aot/_pyinstaller) or
+# taichi_aot.freeze_support() runs instead of the app. An app that serves it says so in ENTRY_VARIABLE (its
+# executable); where none does, the package starts no child (in-process answers, not cached).
+
+#: The code a child of a frozen app runs in place of the app (:func:`serve_child`).
+CHILD_VARIABLE = "TAICHI_AOT_CHILD"
+#: The executable of the frozen app that serves CHILD_VARIABLE (set by the run-time hook or freeze_support()).
+ENTRY_VARIABLE = "TAICHI_AOT_CHILD_ENTRY"
+#: The child's first line: the package's code runs there (not, say, a frozen app's own script).
+_STARTED = "taichi_aot-child:started"
+
+
+class _NoChildError(Exception):
+    """A frozen app that runs no child of the package (neither the run-time hook nor freeze_support())."""
+
+
+def frozen_executable() -> str | None:
+    """The executable of the frozen app this process is (PyInstaller: ``sys.frozen``; Nuitka: ``__compiled__``),
+    else None."""
+    if getattr(sys, "frozen", False):
+        return sys.executable
+    if "__compiled__" in globals() and sys.argv and sys.argv[0]:  # Nuitka: sys.executable names no real file
+        return os.path.abspath(sys.argv[0])
+    return None
+
+
+def serve_child() -> None:
+    """In a frozen app, first thing (``taichi_aot.freeze_support()``): where this process is a child the package
+    started, run its code and exit; else note that the app serves the package's children."""
+    code = os.environ.pop(CHILD_VARIABLE, None)
+    app = frozen_executable()
+    if app is not None:
+        os.environ[ENTRY_VARIABLE] = app
+    if code is None:
+        return
+    status: Any = 0
+    try:
+        exec(compile(code, "<taichi_aot child>", "exec"), {"__name__": "__taichi_aot_child__"})
+    except SystemExit as e:
+        status = e.code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status if isinstance(status, int) else 1)
+
+
 def _run_child(code: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python -c code args...`` in a child process of this environment; TimeoutExpired past ``timeout``."""
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
-                          env=os.environ.copy(), cwd=_PACKAGE_HOME)
+    """``code`` run with ``args`` (``sys.argv[1:]``) in a child process of this environment, its first line
+    _STARTED; TimeoutExpired past ``timeout``; _NoChildError in a frozen app that serves none."""
+    code = f"print({_STARTED!r}, flush=True)\n{code}"
+    env = os.environ.copy()
+    app = frozen_executable()
+    if app is None:
+        command = [sys.executable, "-c", code, *args]
+    elif env.get(ENTRY_VARIABLE) == app:
+        command, env[CHILD_VARIABLE] = [app, *args], code
+    else:
+        raise _NoChildError
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=_PACKAGE_HOME)
+
+
+def _started(proc: subprocess.CompletedProcess[str]) -> bool:
+    """Whether the child ran the package's code (a frozen app that ran its own script instead did not)."""
+    return proc.stdout.startswith(_STARTED)
+
+
+#: False once this process answered a question without a child that ran the package's code (a frozen app that
+#: serves none): such answers are not kept in the cache folder.
+_conclusive = [True]
+#: Why a frozen app's archs are not probed in children.
+_UNSERVED = ("not probed in a child process: this frozen app serves none (PyInstaller: the package's hook; other "
+             "freezers: call taichi_aot.freeze_support() first thing)")
 
 
 def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
@@ -224,12 +293,34 @@ def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
                           timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"probe timed out after {timeout:.0f} s"
+    except _NoChildError:
+        _conclusive[0] = False
+        return _probe_here(arch)
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
             status, _, why = line[len(_MARK) :].partition(" ")
             return status == "ok", why
+    if not _started(proc):
+        _conclusive[0] = False
+        return False, f"the probe's child process did not run taichi_aot (exit code {proc.returncode})"
     tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
     return False, f"probe process died (exit code {proc.returncode}) {tail[0]}".strip()
+
+
+def _probe_here(arch: Arch) -> tuple[bool, str]:
+    """The answer of a frozen app that serves no child, without risking the process: the CPU arch by a runtime
+    made and destroyed here; CUDA by its driver's devices (a CUDA runtime made here would be the process's second);
+    Vulkan by its loader's devices; no other."""
+    if arch in CPU_ARCHS:
+        status = _child_status(arch)
+        return status == "ok", status.partition(" ")[2]
+    if arch == Arch.CUDA:
+        count, why = cuda_device_count()
+        return bool(count), _UNSERVED if count else why
+    if arch == Arch.VULKAN:
+        devices, why = vulkan_devices()
+        return bool(devices), _UNSERVED if devices else why
+    return False, _UNSERVED
 
 
 def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
@@ -292,6 +383,8 @@ def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
                           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))", timeout=timeout)
         rows = json.loads(proc.stdout.strip().splitlines()[-1])
         return [_device(r) for r in rows], ""
+    except _NoChildError:
+        return vulkan_devices()
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
         return [], f"the Vulkan device list could not be read ({type(e).__name__})"
 
@@ -310,10 +403,38 @@ def _shared_libraries(*names: str) -> list[str]:
     return sorted({f for d in folders if d for n in names for f in glob.glob(os.path.join(d, f"lib{n}.so*"))})
 
 
+def library_identity(library: str) -> str:
+    """What tells the library at ``library`` from another, wherever it lies (a one-file app unpacks it into a new
+    folder at every start): its ELF build id, else its size and the digest of its first MiB."""
+    found = _identities.get(library)
+    if found is not None:
+        return found
+    try:
+        with open(library, "rb") as f:
+            head = f.read(1 << 20)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return f"{library}:-"
+    at = head.find(_BUILD_ID_NOTE, 0, 1 << 16)
+    if at >= 0:
+        found = "build-id:" + head[at + len(_BUILD_ID_NOTE):at + len(_BUILD_ID_NOTE) + 20].hex()
+    else:
+        found = f"{size}:{hashlib.sha256(head).hexdigest()[:32]}"
+    _identities[library] = found
+    return found
+
+
+#: A GNU build id note's header: 4 bytes of name, 20 of id, type 3 (NT_GNU_BUILD_ID), "GNU\0".
+_BUILD_ID_NOTE = b"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00"
+_identities: dict[str, str] = {}
+_OWN_LIB_DIR = "(the library's own)"
+
+
 def _cache_key(library: str) -> str:
-    """A digest of what the probe's answer depends on."""
-    parts: list[str] = [_FORMAT, sys.executable, platform.machine(), library]
-    files = [library, *sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
+    """A digest of what the probe's answer depends on (the library by its identity: a one-file app's unpack
+    folder is new at every start)."""
+    parts: list[str] = [_FORMAT, sys.executable, platform.machine(), library_identity(library)]
+    files = [*sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
              *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
              *_shared_libraries("cuda", "vulkan")]
     for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
@@ -324,9 +445,11 @@ def _cache_key(library: str) -> str:
             parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
         except OSError:
             parts.append(f"{name}:-")
+    own = os.path.join(os.path.dirname(os.path.dirname(library)), "runtime")  # TI_LIB_DIR as the package sets it
     for var in ("CUDA_VISIBLE_DEVICES", "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "DISPLAY",
                 "WAYLAND_DISPLAY", "TI_LIB_DIR", "__EGL_VENDOR_LIBRARY_FILENAMES"):
-        parts.append(f"{var}={os.environ.get(var, '')}")
+        value = os.environ.get(var, "")
+        parts.append(f"{var}={_OWN_LIB_DIR if var == 'TI_LIB_DIR' and value == own else value}")
     if sys.platform.startswith("linux"):
         try:
             with open("/proc/driver/nvidia/version", "rb") as version:
@@ -363,7 +486,10 @@ def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
                 return _from_json(json.load(f))
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    _conclusive[0] = True
     status = probe()
+    if not _conclusive[0]:  # a frozen app's answer without children: asked again next time
+        return status
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -377,23 +503,25 @@ def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
 
 def _child(arch_value: int) -> int:
     # Runs in the child: load the library, create and destroy one runtime.
+    print(f"{_MARK}{_child_status(Arch(arch_value))}", flush=True)
+    return 0
+
+
+def _child_status(arch: Arch) -> str:
+    """"ok", or "no " and why: whether a runtime of ``arch`` is made and destroyed without an error."""
     from . import errors
     from ._library import Quiet
     from ._native import ffi, lib
 
-    arch = Arch(arch_value)
-    q = Quiet()
-    with q:
+    with Quiet():
         runtime = lib.ti_create_runtime(arch, 0)
     code, message = errors.take_last_error()
     if code != 0 or runtime == ffi.NULL:
-        print(f"{_MARK}no {message or 'runtime creation failed'}", flush=True)
-        return 0
+        return f"no {message or 'runtime creation failed'}"
     with Quiet():
         lib.ti_destroy_runtime(runtime)
     code, message = errors.take_last_error()
-    print(f"{_MARK}ok" if code == 0 else f"{_MARK}no destroy failed: {message}", flush=True)
-    return 0
+    return "ok" if code == 0 else f"no destroy failed: {message}"
 
 
 
@@ -413,7 +541,7 @@ _verdicts: dict[tuple[Any, ...], str] = {}
 
 
 def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
-    """What :data:`_verdicts` is keyed by; its fourth item is the library's (size, modification time)."""
+    """What :data:`_verdicts` is keyed by; its fourth item is the library's identity (:func:`library_identity`)."""
     files = []
     for name in _module_files(folder):
         try:
@@ -422,16 +550,11 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
             continue
         if stat.S_ISREG(st.st_mode):
             files.append((name, st.st_size, st.st_mtime_ns))
-    try:
-        lib_st = os.stat(library)
-        lib_key: tuple[Any, ...] = (lib_st.st_size, lib_st.st_mtime_ns)
-    except OSError:
-        lib_key = ()
-    return (os.path.abspath(folder), int(arch), library, lib_key, tuple(files))
+    return (os.path.abspath(folder), int(arch), library, library_identity(library), tuple(files))
 
 
-def _module_digest(folder: str, arch: Arch, library: str, lib_key: tuple[Any, ...]) -> str:
-    h = hashlib.sha256(f"{int(arch)}\0{library}\0{lib_key}\0".encode())
+def _module_digest(folder: str, arch: Arch, identity: str) -> str:
+    h = hashlib.sha256(f"{int(arch)}\0{identity}\0".encode())
     hash_module_files(h, folder)
     return h.hexdigest()[:32]
 
@@ -466,15 +589,14 @@ def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str],
     seen = _stat_key(folder, arch, library)
     if seen in _verdicts:
         return _verdicts[seen]
-    verdict = _module_verdict(folder, arch, kernels, graphs, library, seen[3])
+    verdict = _module_verdict(folder, arch, kernels, graphs, seen[3])
     _verdicts[seen] = verdict
     return verdict
 
 
-def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str,
-                    lib_key: tuple[Any, ...]) -> str:
+def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str) -> str:
     """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
-    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, library, lib_key)}.txt")
+    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, identity)}.txt")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -487,6 +609,10 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
                           os.path.abspath(folder), str(int(arch)), names, timeout=_MODULE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"did not finish loading it in {_MODULE_TIMEOUT:.0f} s (in a child process)"
+    except _NoChildError:  # a frozen app that serves no child: its own modules, trusted (and checked again next time)
+        return ""
+    if not _started(proc):  # not the package's code: no verdict to keep
+        return ""
     if any(line.strip() == f"{_MARK}ok" for line in proc.stdout.splitlines()):
         verdict = ""
     elif proc.returncode < 0:

@@ -1,0 +1,142 @@
+"""taichi_aot where apps ship and services run: a program frozen by PyInstaller (no options: the package's hook),
+another freezer's program that calls ``taichi_aot.freeze_support()``, one that does neither, HOME unset, a cache
+folder that cannot be written. In each, the package's child processes (its probes, a module's first check) run the
+package's code, never the program's own script, and what was not found by such a child is not kept."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT, require_arch
+from taichi_aot import Arch
+
+MODULE = os.path.join(ROOT, "examples", "physics.tcm")  # step(x, dt) and step4, x64 and Vulkan parts
+#: The app: one line in APP_LOG each time its script runs (a child that ran it again would add one), the best arch
+#: here (every arch probed), then the kernel and the graph on each arch named.
+APP = textwrap.dedent('''
+    import os
+    import sys
+
+    {before}
+    import numpy as np
+
+    from taichi_aot import Runtime, best_arch
+
+    with open(os.environ["APP_LOG"], "a") as log:
+        log.write(f"{{os.getpid()}}\\n")
+    print("best", best_arch().name, flush=True)  # every arch probed
+    for arch in sys.argv[2:]:
+        with Runtime(arch) as rt:
+            mod = rt.load_module(sys.argv[1])
+            x = rt.ndarray((4,), np.float32)
+            mod.kernels["step"](x, 0.5)
+            mod.graphs["step4"](x=x, dt=0.5)
+            rt.wait()
+            print(arch, x.to_numpy().tolist(), flush=True)
+''')
+RIGHT = [0.0, 2.5, 5.0, 7.5]  # step then step4 at dt 0.5: x[i] = 5 * 0.5 * i
+
+
+def _ran(proc: subprocess.CompletedProcess, log: str, archs: list[str]) -> None:
+    """The app ran right on each arch, its script once."""
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    for arch in archs:
+        assert f"{arch} {RIGHT}" in proc.stdout, proc.stdout
+    with open(log) as f:
+        assert len(f.read().split()) == 1, "the app's script ran again in a child process"
+
+
+def _cached(cache: str) -> tuple[list[str], list[str]]:
+    """The probe answers and module verdicts kept in the cache folder ``cache``."""
+    return glob.glob(os.path.join(cache, "probe-*.json")), glob.glob(os.path.join(cache, "modules", "*.txt"))
+
+
+def test_home_unset_imports_and_runs(tmp_path):
+    """libtaichi_c_api's static initialisers abort where HOME is unset (env -i, systemd units): the package gives
+    it the user's home first."""
+    require_arch(Arch.X64)
+    log = tmp_path / "log"
+    proc = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"APP_LOG={log}", f"TAICHI_AOT_CACHE={tmp_path}/c",
+                           sys.executable, "-c", APP.format(before=""), MODULE, "x64"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    _ran(proc, str(log), ["x64"])
+
+
+def test_an_unwritable_cache_falls_back_to_a_private_temporary_one(tmp_path):
+    code = ("import json, taichi_aot; from taichi_aot._bundle import cache_home; from taichi_aot import capi; "
+            "capi.arch_status(); print(json.dumps(cache_home()))")
+    env = {**os.environ, "TAICHI_AOT_CACHE": "/proc/taichi_aot-cache"}  # not even root writes there
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = json.loads(proc.stdout.splitlines()[-1])
+    assert folder.startswith(os.path.realpath(os.environ.get("TMPDIR", "/tmp"))) and f"-{os.getuid()}" in folder
+    assert os.stat(folder).st_mode & 0o777 == 0o700 and _cached(folder)[0]
+
+
+def test_a_frozen_app_that_serves_no_child_answers_in_process_and_keeps_nothing(vulkan, tmp_path):
+    """A freezer's app that calls no freeze_support(): no child runs its script; the CPU and Vulkan archs are
+    answered in the process; nothing is cached (it asks again next start)."""
+    require_arch(Arch.X64)
+    cache, log = tmp_path / "cache", tmp_path / "log"
+    script = tmp_path / "app.py"
+    script.write_text(APP.format(before="sys.frozen = True  # as a freezer marks its programs"))
+    archs = ["x64", "vulkan"]
+    env = {**os.environ, "APP_LOG": str(log), "TAICHI_AOT_CACHE": str(cache)}
+    proc = subprocess.run([sys.executable, str(script), MODULE, *archs], capture_output=True, text=True, timeout=300,
+                          env=env)
+    _ran(proc, str(log), archs)
+    assert _cached(str(cache)) == ([], [])
+
+
+def test_freeze_support_serves_the_packages_children(tmp_path):
+    """Another freezer's app (its executable is the app: a launcher script here) that calls
+    taichi_aot.freeze_support() first: the package's children run in it, its script runs once, and their answers
+    are kept."""
+    require_arch(Arch.X64)
+    cache, log = tmp_path / "cache", tmp_path / "log"
+    script, launcher = tmp_path / "app.py", tmp_path / "app"
+    script.write_text(APP.format(before=f"sys.frozen, sys.executable = True, {str(launcher)!r}\n"
+                                 "import taichi_aot\ntaichi_aot.freeze_support()"))
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    launcher.chmod(0o755)
+    env = {**os.environ, "APP_LOG": str(log), "TAICHI_AOT_CACHE": str(cache)}
+    proc = subprocess.run([str(launcher), MODULE, "x64"], capture_output=True, text=True, timeout=300, env=env)
+    _ran(proc, str(log), ["x64"])
+    probes, verdicts = _cached(str(cache))
+    assert len(probes) == 1 and len(verdicts) == 1
+    with open(probes[0]) as f:
+        assert any(row[0] == "X64" and row[1] for row in json.load(f))
+    with open(verdicts[0]) as f:
+        assert f.read() == ""  # the module is sound, as its child found
+
+
+def test_a_pyinstaller_app_runs_with_no_options(fresh_venv, vulkan, tmp_path):
+    """An app frozen by PyInstaller with no options (the wheel's hook collects the library and serves the
+    package's children), run from another folder with HOME unset and with it set: its kernels right on x64 and
+    Vulkan, its script run once a start, the probe kept once."""
+    require_arch(Arch.X64)
+    fresh_venv.link("pyinstaller")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "app.py").write_text(APP.format(before=""))
+    proc = fresh_venv.run(["-m", "PyInstaller", "--noconfirm", "--onedir", "--log-level", "ERROR", "app.py"],
+                          cwd=str(build), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    app = str(build / "dist" / "app" / "app")
+    archs = ["x64", "vulkan"]
+    elsewhere, cache = tmp_path / "elsewhere", tmp_path / "cache"
+    elsewhere.mkdir()
+    for i, home in enumerate((None, str(tmp_path))):
+        log = tmp_path / f"log{i}"
+        env = ["env", "-i", "PATH=/usr/bin:/bin", f"APP_LOG={log}", f"TAICHI_AOT_CACHE={cache}",
+               *([f"HOME={home}"] if home else [])]
+        ran = subprocess.run([*env, app, MODULE, *archs], capture_output=True, text=True, timeout=300,
+                             cwd=str(elsewhere))
+        _ran(ran, str(log), archs)
+    probes, verdicts = _cached(str(cache))
+    assert len(probes) == 1 and len(verdicts) == 1  # one probe for both starts; the x64 part checked once
