@@ -37,13 +37,16 @@ from .metadata.model import GraphInfo, KernelInfo
 from .metadata.source import extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
+    from importlib.abc import Traversable
+
     from .metadata import ModuleInfo
     from .runtime import Runtime
 
 __all__ = ["AotModule", "ModuleSource"]
 
-#: What :class:`AotModule` loads: a folder or ``.tcm`` path, or ``.tcm`` bytes.
-ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+#: What a module is loaded from: a path (folder, ``.tcm``, multi-arch file), ``.tcm`` bytes, or a package's resource
+#: (``importlib.resources.files(...) / "physics.tcm"``).
+ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, "Traversable"]
 
 _E = TypeVar("_E", Kernel, ComputeGraph)
 
@@ -85,6 +88,7 @@ def _open(runtime: Runtime, source: object) -> _Source:
     """Check ``source`` and read its metadata (corrupt input raises here, before C sees it)."""
     data: bytes | None = None
     path: str | None = None
+    source = metadata.loadable(source)  # an importlib.resources file of a zipped package: its bytes
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         if not data:

@@ -52,6 +52,7 @@ from .replay import LaunchSequence
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
+    from .module import ModuleSource
     from .ndarray import DTypeLike, HostAccess
 
 __all__ = ["ARCH_PREFERENCE", "Runtime", "arch_for_module", "best_arch", "resolve_arch"]
@@ -108,7 +109,7 @@ def _usable_arch(archs: Any, status: dict) -> Arch | None:
     return usable[0] if usable else None
 
 
-def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Arch:
+def arch_for_module(source: ModuleSource) -> Arch:
     """The fastest backend that both this machine and the module ``source`` have (order as :func:`best_arch`;
     ``TAICHI_AOT_ARCH`` chooses among them).
 
@@ -116,9 +117,10 @@ def arch_for_module(source: str | os.PathLike[str] | bytes | bytearray | memoryv
         IncompatibleModuleError: none of the archs the module holds works here (the message says why each not).
         MissingFileError, CorruptedDataError: as :meth:`Runtime.load_module`.
     """
-    if isinstance(source, (bytearray, memoryview)):
-        source = bytes(source)
-    archs = metadata.loads_on(source)
+    loadable: Any = metadata.loadable(source)  # a path or bytes now
+    if isinstance(loadable, (bytearray, memoryview)):
+        loadable = bytes(loadable)
+    archs = metadata.loads_on(loadable)
     status = capi.arch_status()
     found = _usable_arch(archs, status)
     if found is not None:
@@ -542,19 +544,19 @@ class Runtime:
         """Create a sampler (``mag_filter``, ``min_filter``, ``address_mode``, ``max_anisotropy``)."""
         return Sampler(self, **kwargs)
 
-    def load_module(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-                    cuda_launcher: str | None = None) -> AotModule:
+    def load_module(self, source: ModuleSource, *, cuda_launcher: str | None = None) -> AotModule:
         """Load an AOT module from a folder, a ``.tcm`` file, ``.tcm`` bytes, or a multi-arch module file (the
-        part for this runtime's arch), on every arch. ``cuda_launcher`` (CUDA): "own" launches the kernels the
-        module has PTX for with taichi_aot's own launcher, "taichi" all through libtaichi (default:
-        ``TAICHI_AOT_CUDA_LAUNCHER``, else "own").
+        part for this runtime's arch), on every arch; any of these may be a package's resource
+        (``importlib.resources.files("mypackage") / "physics.tcm"``: a library's module shipped as package data).
+        ``cuda_launcher`` (CUDA): "own" launches the kernels the module has PTX for with taichi_aot's own
+        launcher, "taichi" all through libtaichi (default: ``TAICHI_AOT_CUDA_LAUNCHER``, else "own").
 
         See :class:`~taichi_aot.module.AotModule` for what is checked and raised.
         """
         return AotModule(self, source, cuda_launcher=cuda_launcher)
 
     @classmethod
-    def for_module(cls, source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    def for_module(cls, source: ModuleSource,
                    device_index: int = 0) -> Runtime:
         """A runtime on the fastest backend that both this machine and the module have::
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import ROOT, require_arch
 from taichi_aot import Arch
 
@@ -140,3 +142,38 @@ def test_a_pyinstaller_app_runs_with_no_options(fresh_venv, vulkan, tmp_path):
         _ran(ran, str(log), archs)
     probes, verdicts = _cached(str(cache))
     assert len(probes) == 1 and len(verdicts) == 1  # one probe for both starts; the x64 part checked once
+
+
+def test_a_module_shipped_as_package_data_loads_from_a_zipped_package(modules, tmp_path, monkeypatch):
+    """A library ships its modules as package data, read through importlib.resources: here from a package imported
+    out of a zip archive (its resources are no files on disk), a multi-arch file and a module folder."""
+    import importlib
+    import importlib.resources
+    import zipfile
+
+    import numpy as np
+
+    from taichi_aot import MissingFileError, Runtime
+
+    require_arch(Arch.X64)
+    archive = tmp_path / "shipped.zip"
+    folder = modules.path(Arch.X64)
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("shipped_kernels/__init__.py", "")
+        z.write(MODULE, "shipped_kernels/physics.tcm")
+        for name in sorted(os.listdir(folder)):
+            z.write(os.path.join(folder, name), f"shipped_kernels/x64/{name}")
+    monkeypatch.syspath_prepend(str(archive))
+    importlib.invalidate_caches()
+    files = importlib.resources.files("shipped_kernels")
+    assert not isinstance(files, os.PathLike)  # a zip's resource: no path to hand the library
+    with Runtime.for_module(files / "physics.tcm") as rt:
+        x = rt.ndarray((4,), np.float32)
+        rt.load_module(files / "physics.tcm").kernels["step"](x, 0.5)
+        rt.wait()
+        assert x.to_numpy().tolist() == [0.0, 0.5, 1.0, 1.5]
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(files / "x64")
+        assert "add" in mod.kernels
+        with pytest.raises(MissingFileError):
+            rt.load_module(files / "nothing.tcm")

@@ -36,7 +36,15 @@ from .model import (
     graph_access,
 )
 from .multi import apply_names, part_for, parts_of
-from .source import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS, MAX_METADATA_BYTES, _Source, extract_archive, is_zip
+from .source import (
+    MAX_ARCHIVE_BYTES,
+    MAX_ARCHIVE_MEMBERS,
+    MAX_METADATA_BYTES,
+    _Source,
+    extract_archive,
+    is_zip,
+    loadable,
+)
 
 _log = logging.getLogger("taichi_aot")
 
@@ -321,6 +329,7 @@ __all__ = [
     "extract_archive",
     "forget_shaders",
     "is_zip",
+    "loadable",
     "loads_on",
     "parse_text",
     "read_module",

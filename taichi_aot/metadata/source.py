@@ -187,3 +187,30 @@ def zip_folder(folder: str, out: str) -> None:
         for name in sorted(os.listdir(folder)):
             with open(os.path.join(folder, name), "rb") as f:
                 store_member(z, name, f.read())
+
+
+def loadable(source: object) -> object:
+    """``source`` as a module source the loaders take: a path, or ``.tcm`` bytes. An ``importlib.resources``
+    resource that is no file on disk (a package imported from a zip archive) is read: a file's bytes, a folder's
+    files as a ``.tcm`` archive in memory. Anything else is given back as it is (the loaders say what is wrong
+    with it)."""
+    if isinstance(source, (str, bytes, bytearray, memoryview, os.PathLike)) or not all(
+            callable(getattr(source, name, None)) for name in ("is_file", "is_dir", "iterdir", "read_bytes")):
+        return source
+    what = f"load_module: the resource {source}"
+    if source.is_file():  # type: ignore[attr-defined]  # a Traversable (checked above)
+        return source.read_bytes()  # type: ignore[attr-defined]
+    if not source.is_dir():  # type: ignore[attr-defined]
+        raise MissingFileError(f"{what} does not exist")
+    members = sorted((m for m in source.iterdir() if m.is_file()), key=lambda m: m.name)  # type: ignore[attr-defined]
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise CorruptedDataError(f"{what} holds more than {MAX_ARCHIVE_MEMBERS} files")
+    out, total = io.BytesIO(), 0
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for member in members:
+            data = member.read_bytes()
+            total += len(data)
+            if total > MAX_ARCHIVE_BYTES:
+                raise CorruptedDataError(f"{what} holds more than {MAX_ARCHIVE_BYTES} bytes")
+            store_member(z, member.name, data)
+    return out.getvalue()
