@@ -30,9 +30,7 @@ import os
 import sys
 import tempfile
 import threading
-from typing import Any, NamedTuple
-
-import cffi
+from typing import NamedTuple
 
 from ._bundle import BUNDLE_DIR
 from ._native import ffi, lib
@@ -246,32 +244,26 @@ class _LogSink:
         self._lock = threading.RLock()  # Quiet sections may nest
         self._fd = -1  # an unlinked temporary file, open for the life of the process
         self._stream: object = None
-        self._c: Any = None
         self._forwarded = 0  # where the lines not yet given to Python's logging begin
 
     def route(self) -> None:
         """Create the library's logger with its stream pointing here (once, at import)."""
         if library_output_enabled():
             return
-        c = cffi.FFI()
-        c.cdef("typedef struct FILE FILE; extern FILE *stderr; extern FILE *stdout; "
-               "FILE *fdopen(int, const char *); int fflush(FILE *);")
-        libc = c.dlopen(None)
         with tempfile.TemporaryFile() as file:
             fd = os.dup(file.fileno())
-        stream = libc.fdopen(os.dup(fd), b"a")
-        if stream == c.NULL:
+        stream = lib.taichi_aot_stdio_open(os.dup(fd))
+        if stream == ffi.NULL:
             os.close(fd)
             return
-        saved = libc.stderr
-        libc.stderr = stream
+        saved = lib.taichi_aot_stdio_swap(2, stream)
         try:
             # the first log line creates the logger, which keeps the stream it finds now
             lib.ti_set_last_error(Error.INVALID_STATE, b"taichi_aot: the library's log goes to a file from here")
             lib.ti_set_last_error(Error.SUCCESS, ffi.NULL)
         finally:
-            libc.stderr = saved
-        self._c, self._stream, self._fd = libc, stream, fd
+            lib.taichi_aot_stdio_swap(2, saved)
+        self._stream, self._fd = stream, fd
         self._forwarded = self.position()  # the line above is ours: not the library's to forward
 
     def divert_stdout(self) -> object:
@@ -281,23 +273,21 @@ class _LogSink:
         if self._fd < 0:
             return None
         self._lock.acquire()
-        saved = self._c.stdout
-        self._c.stdout = self._stream
-        return saved
+        return lib.taichi_aot_stdio_swap(1, self._stream)
 
     def restore_stdout(self, saved: object) -> None:
         """Undo :meth:`divert_stdout`."""
         if saved is None:
             return
-        self._c.fflush(self._stream)
-        self._c.stdout = saved
+        lib.taichi_aot_stdio_flush(self._stream)
+        lib.taichi_aot_stdio_swap(1, saved)
         self._lock.release()
 
     def position(self) -> int:
         """Where the next line will be written."""
         if self._fd < 0:
             return 0
-        self._c.fflush(self._stream)
+        lib.taichi_aot_stdio_flush(self._stream)
         return os.lseek(self._fd, 0, os.SEEK_END)
 
     def since(self, start: int) -> str:

@@ -42,18 +42,10 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
         from .scaling import scaling
 
         return scaling(bench.rt, quick, log)
-    if section == "launcher":
-        from .launcher import launcher
+    if section in _OF_BENCH:  # a module of its own, imported when asked for: its function of the same name
+        import importlib
 
-        return launcher(bench)
-    if section == "ops":
-        from .ops import ops
-
-        return ops(bench)
-    if section == "autodiff":
-        from .autodiff import autodiff
-
-        return autodiff(bench)
+        return getattr(importlib.import_module(f".{section}", __package__), section)(bench)
     if section == "validation":
         from .validation import validation
 
@@ -61,8 +53,10 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
     return memory_growth(bench)
 
 
+#: The sections whose rows a function of the bench alone makes, in a module of the section's name.
+_OF_BENCH = ("launcher", "ops", "autodiff", "startup")
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops", "autodiff")
+            "validation", "ops", "autodiff", "startup")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

@@ -318,6 +318,12 @@ void *taichi_aot_cpu_parallel_for_address(void);
 void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args);
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uint32_t count, const TiArgument *args);
 
+/* logsink.c: C's stdio streams, which the library writes to, pointed at a file descriptor of ours (`which`: 2 stderr,
+   1 stdout); open returns NULL where fdopen fails. */
+void *taichi_aot_stdio_open(int fd);
+void *taichi_aot_stdio_swap(int which, void *stream);
+int taichi_aot_stdio_flush(void *stream);
+
 /* threads.c: the thread count of the x64 runtimes created next (libtaichi_c_api asks get_nprocs; its slot
    for it is pointed at our answer once the library is loaded). */
 int taichi_aot_hook_cpu_threads(void);
