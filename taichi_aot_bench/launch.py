@@ -277,11 +277,14 @@ def interop(bench: Bench) -> list[Row]:
     rounds = 3 if bench.quick else 11
     mod = bench.mod
     tiny, tiny3 = mod.kernels["tiny"], mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
-    tiny32 = mod.kernels["tiny32"].declare_access({i: "read" for i in range(1, MANY)})
+    # tiny32: a module compiled before it had it (a GPU's, carried) measures 1 and 3 arrays only
+    tiny32 = mod.kernels["tiny32"].declare_access({i: "read" for i in range(1, MANY)}) if "tiny32" in mod.kernels \
+        else None
     nds = [bench.rt.ndarray((16,), np.float32) for _ in range(MANY)]
     methods = {"1 array: NdArray": _launches(bench, tiny, (nds[0], 1.0), n),
-               "3 arrays: NdArray": _launches(bench, tiny3, (*nds[:3], 1.0), n),
-               f"{MANY} arrays: NdArray": _launches(bench, tiny32, (*nds, 1.0), n)}
+               "3 arrays: NdArray": _launches(bench, tiny3, (*nds[:3], 1.0), n)}
+    if tiny32 is not None:
+        methods[f"{MANY} arrays: NdArray"] = _launches(bench, tiny32, (*nds, 1.0), n)
     compared: list[tuple[str, str, bool]] = []  # (foreign form, its NdArray form, zero-copy?)
     for kind, make, zero_copy in _foreign_kinds(bench.arch):
         try:
@@ -340,24 +343,26 @@ def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:
     return kinds
 
 
-def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], kernels: tuple[Launch, Launch, Launch],
+def _foreign_forms(kind: str, arrays: list[Any], nds: list[NdArray], kernels: tuple[Launch, Launch, Launch | None],
                    shared: bool) -> list[tuple[str, Launch, tuple, str]]:
     """The launches that take ``kind``'s ``arrays`` (MANY of them): (name, kernel, arguments, the NdArray form it is
     compared with), ``kernels`` being tiny, tiny3 and tiny32. A JAX array is immutable: it goes only to the arguments
     ``tiny3`` and ``tiny32`` read (all but x), x an NdArray. MANY arrays a call, where they are ``shared`` (not
-    staged copies, which nothing remembers): more than a runtime remembers of arrays passed before unless it sizes
-    its records by the calls it makes (``ForeignArgs.fit``)."""
+    staged copies, which nothing remembers) and the module has ``tiny32``: more than a runtime remembers of arrays
+    passed before unless it sizes its records by the calls it makes (``ForeignArgs.fit``)."""
     tiny, tiny3, tiny32 = kernels
-    if kind.startswith("JAX"):
+    jax = kind.startswith("JAX")
+    if jax:
         forms = [(f"1 array: {kind}", tiny3, (nds[0], arrays[1], nds[2], 1.0), "3 arrays: NdArray"),
                  (f"3 arrays: {kind} as y and z, x an NdArray", tiny3, (nds[0], *arrays[1:3], 1.0),
-                  "3 arrays: NdArray"),
-                 (f"{MANY} arrays: {kind} as all but x", tiny32, (nds[0], *arrays[1:], 1.0), f"{MANY} arrays: NdArray")]
+                  "3 arrays: NdArray")]
     else:
         forms = [(f"1 array: {kind}", tiny, (arrays[0], 1.0), "1 array: NdArray"),
-                 (f"3 arrays: {kind}", tiny3, (*arrays[:3], 1.0), "3 arrays: NdArray"),
-                 (f"{MANY} arrays: {kind}", tiny32, (*arrays, 1.0), f"{MANY} arrays: NdArray")]
-    return forms if shared else forms[:2]
+                 (f"3 arrays: {kind}", tiny3, (*arrays[:3], 1.0), "3 arrays: NdArray")]
+    if shared and tiny32 is not None:
+        forms.append((f"{MANY} arrays: {kind} as all but x" if jax else f"{MANY} arrays: {kind}", tiny32,
+                      (nds[0], *arrays[1:], 1.0) if jax else (*arrays, 1.0), f"{MANY} arrays: NdArray"))
+    return forms
 
 
 def _launches(bench: Bench, kernel: Launch, args: tuple, n: int) -> Callable[[], float]:

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, CorruptedDataError, NotSupportedError, Runtime, capi, metadata
-from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, plan, read_manifest
+from taichi_aot.ptx import MANIFEST, _kernels, add_ptx, add_to_folder, gate, plan, read_manifest
 from taichi_aot.ptx.compile import VERSION
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -529,3 +529,52 @@ def test_a_wrong_launcher_choice_is_a_typed_error_on_every_arch(modules, monkeyp
         monkeypatch.setenv("TAICHI_AOT_CUDA_LAUNCHER", "nope")
         with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_CUDA_LAUNCHER"):
             rt.load_module(path)
+
+
+def test_a_module_saved_without_ptx_gets_it_at_its_first_load_and_keeps_it(cuda_modules, tmp_path, monkeypatch):
+    """A CUDA module as ``ti.aot.Module(ti.cuda).save`` writes it (no PTX): its PTX is made once, where llvmlite is,
+    into the cache folder under a key of its IR and metadata, LLVM's and the step's versions; found there next
+    time; the module's own folder untouched; a changed IR a new entry. Without llvmlite: why, for launchers()."""
+    require_extra("llvmlite.binding", "ptx")
+    from taichi_aot.ptx import NO_LLVMLITE, ptx_folder
+
+    monkeypatch.setenv("TAICHI_AOT_CACHE", str(tmp_path / "cache"))
+    module = str(tmp_path / "sim")
+    shutil.copytree(os.path.join(cuda_modules, "sim"), module)
+    before = sorted(os.listdir(module))
+    made, why = ptx_folder(module)
+    assert made is not None and why == "" and made.startswith(str(tmp_path / "cache"))
+    assert sorted(os.listdir(module)) == before  # nothing written into the module
+    manifest = ptx_manifest(made)
+    assert manifest["kernels"] and set(manifest["kernels"]) <= set(_kernels(module))
+    stamp = os.stat(os.path.join(made, MANIFEST)).st_mtime_ns
+    assert ptx_folder(module) == (made, "") and os.stat(os.path.join(made, MANIFEST)).st_mtime_ns == stamp
+    name = next(iter(manifest["kernels"]))
+    with open(os.path.join(module, f"{name}.ll"), "a", encoding="utf-8") as f:
+        f.write("\n; changed\n")
+    again, _ = ptx_folder(module)
+    assert again is not None and again != made
+    script = ("import sys; sys.modules['llvmlite'] = None\n"
+              "from taichi_aot.ptx import ptx_folder; print(ptx_folder(sys.argv[1])[1])")
+    fresh = str(tmp_path / "fresh")
+    shutil.copytree(os.path.join(cuda_modules, "bench"), fresh)
+    out = subprocess.run([sys.executable, "-c", script, fresh], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "TAICHI_AOT_CACHE": str(tmp_path / "other")})
+    assert out.returncode == 0 and out.stdout.strip() == NO_LLVMLITE, out.stderr[-2000:]
+
+
+def test_a_module_saved_without_ptx_runs_on_the_own_launcher_on_a_gpu(cuda_modules, tmp_path, monkeypatch):
+    require_extra("llvmlite.binding", "ptx")
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    monkeypatch.setenv("TAICHI_AOT_CACHE", str(tmp_path / "cache"))
+    with Runtime(Arch.CUDA) as rt:
+        plain = rt.load_module(os.path.join(cuda_modules, "bench"))  # as Taichi saved it: no PTX
+        assert plain.launchers()["saxpy"] == "own"
+        x = rt.ndarray_from_numpy(np.arange(4096, dtype=np.float32))
+        y = rt.ndarray_from_numpy(np.ones(4096, np.float32))
+        plain.kernels["saxpy"](x, y, 0.5)
+        rt.wait()
+        np.testing.assert_array_equal(y.to_numpy(), 0.5 * np.arange(4096, dtype=np.float32) + 1)
+        lib = rt.load_module(os.path.join(cuda_modules, "bench"), cuda_launcher="taichi")
+        assert lib.launchers()["saxpy"] == "taichi"

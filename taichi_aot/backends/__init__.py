@@ -33,7 +33,6 @@ thread, the flat API's ``ti_launch_*``), is made by ``_csrc/launch.c`` from a ``
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -144,13 +143,16 @@ class ModuleBackends:
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
         """The backends of a module of ``folder`` (its files, where it has a folder) just loaded in ``runtime``:
-        on CUDA, with ``choice`` "own" (:func:`cuda_launcher`), its kernels with PTX loaded on the own launcher."""
+        on CUDA, with ``choice`` "own" (:func:`cuda_launcher`), its kernels with PTX loaded on the own launcher
+        (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the cache)."""
         own = None
-        if runtime.arch == Arch.CUDA and choice == OWN and folder is not None \
-                and os.path.isfile(os.path.join(folder, "ptx.json")):
-            from ..ptx import _kernels
+        if runtime.arch == Arch.CUDA and choice == OWN and folder is not None:
+            from ..ptx import _kernels, ptx_folder
 
-            own = cuda.load(state, runtime, folder, _kernels(folder), what)
+            source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
+            entries = _kernels(folder)
+            own = cuda.load(state, runtime, source, entries, what) if source is not None else \
+                cuda.Kernels.none(dict.fromkeys(entries, why))
         return cls(runtime.arch, folder, own, runtime.cpu_threads if runtime.arch == Arch.X64 else None)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]]:

@@ -225,3 +225,70 @@ def paths_of(source: str) -> dict[str, str] | None:
     out = {name: "own" for name in manifest["kernels"]}
     out.update({name: f"taichi: {why}" for name, why in manifest["refused"].items()})
     return out
+
+
+#: Why a CUDA module without PTX stays on libtaichi's path where llvmlite is missing.
+NO_LLVMLITE = ("the module has no PTX, and llvmlite, which makes it at its first load, is not installed (pip install "
+               "'taichi_aot[cuda]'), or run `taichi_aot ptx` on the module")
+
+
+def cached_folder(folder: str) -> str | None:
+    """A folder holding PTX for the CUDA module in ``folder``, which has none of this taichi_aot's PTX step (saved by
+    ``ti.aot.Module`` and ``save``, or PTX of an older step): made at the module's first load here with llvmlite and
+    kept in the cache folder, keyed by the module's IR and metadata, LLVM's version and the step's, then found there.
+    The folder holds copies of the IR and metadata the PTX was made from (the launcher reads both again). None
+    without llvmlite (:data:`NO_LLVMLITE`)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("llvmlite") is None:
+            return None
+    except ValueError:  # its spec set to None (a program that hides it)
+        return None
+    from .._bundle import cache_home
+    from .compile import VERSION
+
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".ll") or n == "metadata.json")
+    h = hashlib.sha256(f"{FORMAT}\0{VERSION}\0{importlib.metadata.version('llvmlite')}\0".encode())
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    home = os.path.join(cache_home(), "ptx")
+    out = os.path.join(home, h.hexdigest()[:32])
+    if os.path.isfile(os.path.join(out, MANIFEST)):
+        return out
+    os.makedirs(home, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".making_", dir=home)
+    try:
+        for name in names:
+            shutil.copyfile(os.path.join(folder, name), os.path.join(tmp, name))
+        add_to_folder(tmp)
+        try:
+            os.rename(tmp, out)  # whole or not at all; another process may have made it meanwhile
+        except OSError:
+            if not os.path.isfile(os.path.join(out, MANIFEST)):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def ptx_folder(folder: str) -> tuple[str | None, str]:
+    """Where the own CUDA launcher reads a CUDA module's PTX: the module's own folder where this PTX step made it
+    there, else :func:`cached_folder`'s; ``(None, why)`` where there is none."""
+    from .compile import VERSION
+
+    try:
+        with open(os.path.join(folder, MANIFEST), "rb") as f:
+            if json.loads(f.read()).get("compile") == VERSION:
+                return folder, ""
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, AttributeError):  # a damaged manifest: the launcher's load says what is wrong
+        return folder, ""
+    try:
+        made = cached_folder(folder)
+    except (OSError, CorruptedDataError) as e:
+        return None, f"the module has no PTX, and making it at its load failed: {type(e).__name__}: {e}"
+    return (made, "") if made is not None else (None, NO_LLVMLITE)
