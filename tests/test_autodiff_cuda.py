@@ -17,7 +17,7 @@ from conftest import HERE
 from taichi_aot import Arch, InvalidArgumentError, OutOfMemoryError, Runtime, capi
 
 sys.path.insert(0, HERE)
-from autodiff_cases import CASES, SEED, N, X
+from autodiff_cases import CASES, INDEX, SEED, N, X
 
 SOURCE = os.path.join(HERE, "autodiff_kernels.py")
 
@@ -37,6 +37,28 @@ def cuda_built(tmp_path_factory) -> tuple[str, dict]:
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with np.load(expect) as f:
         return out, dict(f)
+
+
+def test_a_0d_loss_and_a_gather_through_indices_on_the_own_launcher(cuda_built):
+    """The 0-D ``needs_grad`` loss and the gather through a plain i32 index array, built with their reverse kernels
+    for CUDA: Taichi's own gradients, on NdArrays."""
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        assert mod.launchers()["loss0_grad"] == "own" and mod.launchers()["gather_grad"] == "own"
+        x, loss = rt.ndarray_from_numpy(X), rt.ndarray_from_numpy(np.zeros((), np.float32))
+        mod.kernels["loss0"](x, loss)
+        x_grad = rt.ndarray((N,), np.float32)
+        mod.kernels["loss0"].grad(x, loss, grads=(x_grad, rt.ndarray_from_numpy(np.ones((), np.float32))))
+        rt.wait()
+        np.testing.assert_allclose(loss.to_numpy(), expect["loss0_loss"], rtol=1e-6)
+        np.testing.assert_allclose(x_grad.to_numpy(), expect["loss0_xgrad"], rtol=1e-5, atol=1e-6)
+        idx, y, x_grad = rt.ndarray_from_numpy(INDEX), rt.ndarray((N,), np.float32), rt.ndarray((N,), np.float32)
+        mod.kernels["gather"](x, idx, y, 1.5)
+        mod.kernels["gather"].grad(x, idx, y, 1.5, grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
+        rt.wait()
+        np.testing.assert_allclose(y.to_numpy(), expect["gather_y"], rtol=1e-6)
+        np.testing.assert_allclose(x_grad.to_numpy(), expect["gather_xgrad"], rtol=1e-5, atol=1e-6)
 
 
 def test_reverse_kernels_on_the_own_launcher_give_taichis_gradients(cuda_built):
