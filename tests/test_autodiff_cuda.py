@@ -51,13 +51,13 @@ def test_a_0d_loss_and_a_gather_through_indices_on_the_own_launcher(cuda_built):
         x_grad = rt.ndarray((N,), np.float32)
         mod.kernels["loss0"].grad(x, loss, grads=(x_grad, rt.ndarray_from_numpy(np.ones((), np.float32))))
         rt.wait()
-        np.testing.assert_allclose(loss.to_numpy(), expect["loss0_loss"], rtol=1e-6)
+        np.testing.assert_allclose(loss.to_numpy(), expect["loss0_loss"], rtol=1e-5)
         np.testing.assert_allclose(x_grad.to_numpy(), expect["loss0_xgrad"], rtol=1e-5, atol=1e-6)
         idx, y, x_grad = rt.ndarray_from_numpy(INDEX), rt.ndarray((N,), np.float32), rt.ndarray((N,), np.float32)
         mod.kernels["gather"](x, idx, y, 1.5)
         mod.kernels["gather"].grad(x, idx, y, 1.5, grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
         rt.wait()
-        np.testing.assert_allclose(y.to_numpy(), expect["gather_y"], rtol=1e-6)
+        np.testing.assert_allclose(y.to_numpy(), expect["gather_y"], rtol=1e-5, atol=1e-6)  # CUDA's sin
         np.testing.assert_allclose(x_grad.to_numpy(), expect["gather_xgrad"], rtol=1e-5, atol=1e-6)
 
 

@@ -38,7 +38,6 @@ from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError
 from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
-from ..ptx.compile import entry as ptx_entry
 from ..ptx.plan import RESULT_BYTES, SCALAR_SIZES, check, from_entry
 
 #: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
@@ -415,13 +414,20 @@ def _shape(shape: list[int] | None) -> tuple[int, ...] | None:
     return (shape[0],) if len(shape) == 2 and shape[1] == 1 else tuple(shape)
 
 
+def _entry(task: str) -> str:
+    """A task's PTX entry (the PTX step's name for it: ``ptx.compile`` is imported when a module with PTX loads)."""
+    from ..ptx.compile import entry
+
+    return entry(task)
+
+
 def _tasks(cu: Any, module: Any, tasks: list[dict]) -> Any:
     """The C tasks of a plan's ``tasks`` (each one's function in the loaded ``module``, grid, block, and whether it
     is a grid-stride range_for), or why one has no entry in the PTX."""
     out = ffi.new("TaichiAotCudaTask[]", len(tasks))
     for t, task in zip(out, tasks):
         function = ctypes.c_void_p()
-        code = cu.cuModuleGetFunction(ctypes.byref(function), module, ptx_entry(task["name"]).encode())
+        code = cu.cuModuleGetFunction(ctypes.byref(function), module, _entry(task["name"]).encode())
         if code != 0:
             return f"its PTX has no entry for task {task['name']} (error {code})"
         t.function = ffi.cast("void *", function.value)
@@ -493,8 +499,8 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     entries = {m.group(1).decode(): int(m.group(2)) for m in _ENTRY.finditer(ptx)}
     size = max(plan["args_size"], 8)
     for task in plan["tasks"]:
-        if entries.get(ptx_entry(task["name"])) != size:
-            return f"its PTX has no entry {ptx_entry(task['name'])} taking {size} argument bytes and the runtime"
+        if entries.get(_entry(task["name"])) != size:
+            return f"its PTX has no entry {_entry(task['name'])} taking {size} argument bytes and the runtime"
     return None
 
 
