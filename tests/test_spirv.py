@@ -308,7 +308,8 @@ def test_what_taichi_writes_passes(vulkan_rt, modules):
 def test_kernels_of_many_shapes_pass_and_run(vulkan_rt, tmp_path):
     """What Taichi writes for loops with break and continue, while loops, functions returning from inside loops,
     matrices, math, bit operations, every width, atomics and textures (tests/spirv_zoo.py) passes the check, the
-    driver makes every pipeline, and each kernel runs."""
+    driver makes every pipeline, and each kernel runs (but ``grid``, which returns a value Vulkan cannot give back:
+    its look-up is refused)."""
     out = tmp_path / "zoo"
     out.mkdir()
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "spirv_zoo.py"), str(out)],
@@ -324,11 +325,8 @@ def test_kernels_of_many_shapes_pass_and_run(vulkan_rt, tmp_path):
     assert (y.to_numpy() >= np.array(steps)).all()
     m, v = vulkan_rt.ndarray((n,), np.float32, (3, 3)), vulkan_rt.ndarray((n,), np.float32, (3,))
     mod.kernels["maths"](x, m, v)
-    grid = vulkan_rt.ndarray_from_numpy(np.ones((4, 4), np.float32))
-    mod.kernels["grid"](grid, 2.0, 3)  # doubled, then [0, 0] += 0 + 1 + 2, then [0, 1] += 1 three times
-    want = np.full((4, 4), 2.0, np.float32)
-    want[0, :2] = 5.0
-    np.testing.assert_array_equal(grid.to_numpy(), want)
+    with pytest.raises(ta.NotSupportedError, match="returns values"):  # its total: no Vulkan backend gives it
+        mod.kernels["grid"]
     for name in ("bits", "textures"):
         assert mod.kernels[name].signature  # its pipelines were made
     vulkan_rt.wait()

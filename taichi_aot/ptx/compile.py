@@ -11,8 +11,9 @@ every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
   builds the task's RuntimeContext (its result buffer: the bytes after the stand-in) and calls it; the task
   itself becomes an internal function, inlined;
 - Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, division by
-  a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so), so values equal libtaichi's bit
-  for bit (LLVM 15's in Taichi 1.7.4 and llvmlite's may still order a sum of products differently).
+  a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so, an f32 square root's reciprocal
+  estimated), so the code and values equal libtaichi's (LLVM 15's in Taichi 1.7.4 and llvmlite's may still order a
+  sum of products differently).
 Then LLVM's O3 pipeline (which inlines the helpers and removes their function pointers) and the PTX printer.
 """
 
@@ -34,7 +35,10 @@ from .gate import RUNTIME_RAND_STATES, RUNTIME_TEMPORARIES
 TARGET = "sm_60"
 PTX_FEATURES = "+ptx62"
 TRIPLE = "nvptx64-nvidia-cuda"
-_FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'
+#: Every function's attributes: f32 denormals flushed, and an f32 square root's reciprocal estimated where fast
+#: math allows (``x / (a * sqrt(a))`` becomes ``x * rsqrt.approx(a * a * a)``, as Taichi's LLVM 15 makes it under
+#: UnsafeFPMath; a square root alone stays ``sqrt.rn``, as Taichi's does).
+_FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign" "reciprocal-estimates"="sqrtf:0"'
 _FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
 _ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
 _FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
@@ -43,10 +47,12 @@ _BARE_DEFINE = re.compile(r"^(define [^\n]*\))(?: \{)$", re.M)
 _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it is (a '$' or '.' would not do)
 
 
-#: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again by
-#: ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure serial tasks folded into the tasks after them
-#: (:mod:`.fold`); PTX ISA 6.2. 4: divisions may use a reciprocal, as Taichi's UnsafeFPMath lets them.
-VERSION = 4
+#: The version of this compile step, recorded in the manifest: PTX made by another is not used (made again at the
+#: module's load where llvmlite is, or by ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure
+#: serial tasks folded into the tasks after them (:mod:`.fold`); PTX ISA 6.2. 4: divisions may use a reciprocal, as
+#: Taichi's UnsafeFPMath lets them. 5: an f32 square root's reciprocal estimated (``rsqrt.approx``) where fast math
+#: allows, as Taichi's (an n-body force loop ran 1.91x Taichi's own with ``sqrt.rn`` and a division).
+VERSION = 5
 
 
 class PtxError(TaichiError):
