@@ -50,7 +50,18 @@ def define() -> dict:
                y31: vec, a: ti.f32):
         x[0] = x[0] + a  # 32 arrays a call (the others passed, not read): what taking many arrays costs
 
-    return {"tiny": tiny, "tiny3": tiny3, "copy": copy, "saxpy": saxpy, "tiny32": tiny32}
+    @ti.kernel
+    def nbody(p: ti.types.ndarray(dtype=ti.math.vec3, ndim=1), f: ti.types.ndarray(dtype=ti.math.vec3, ndim=1),
+              n: ti.i32):
+        for i in range(n):  # O(n^2) work in the kernel: what a launch path's code costs, not its launch
+            acc = ti.math.vec3(0.0)
+            for j in range(n):
+                d = p[j] - p[i]
+                r2 = d.dot(d) + 1e-3
+                acc += d / (r2 * ti.sqrt(r2))
+            f[i] = acc
+
+    return {"tiny": tiny, "tiny3": tiny3, "copy": copy, "saxpy": saxpy, "tiny32": tiny32, "nbody": nbody}
 
 
 def build(arch: str, out: str) -> None:

@@ -8,7 +8,10 @@
   new ``cupy.empty`` output each call (target: at most 1.1x), torch's ``torch.add`` beside them; and made before
   the loop, each passed once, against arrays passed again (target: at most 1.1x), on both paths;
 * the simulation's step, its four kernels called one by one from Python (``sim_kernels.py``), on both paths
-  (target: the own launcher's below libtaichi's).
+  (target: the own launcher's below libtaichi's);
+* a kernel's own time, apart from its launch: an n-body force kernel (``bench_kernels.py``'s ``nbody``, O(n^2)
+  work: a launch costs microseconds of its milliseconds) on both paths, a few launches and a wait, ms a launch
+  (target: the own launcher's code at most 1.03x libtaichi's).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["launcher"]
 
 N = 4096
-CUPY_TARGET, NEW_TARGET, SIM_TARGET = 1.2, 1.1, 1.0
+CUPY_TARGET, NEW_TARGET, SIM_TARGET, KERNEL_TARGET = 1.2, 1.1, 1.0, 1.03
+BODIES = 8192  # the n-body kernel's bodies: about 0.5 ms a launch on an H200
 _SAXPY = r"""extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = a * x[i] + y[i];
 }"""
@@ -127,13 +131,40 @@ def _simulation(bench: Bench, steps: int) -> dict[str, Callable[[], float]]:
     return methods
 
 
+def _kernel_time(bench: Bench, paths: dict[str, Any], quick: bool) -> list[Row]:
+    """The n-body kernel's time a launch on each path (``paths``: "own" and "taichi" -> the module loaded so), ms,
+    in paired rounds; none where the module has no such kernel (one compiled before it had it)."""
+    if "nbody" not in bench.mod.kernels:
+        bench.log("  launcher: the bench module has no nbody kernel: no kernel-time rows")
+        return []
+    rt = bench.rt
+    p = rt.ndarray_from_numpy(np.random.default_rng(0).standard_normal((BODIES, 3)).astype(np.float32), elem_ndim=1)
+    f = rt.ndarray((BODIES,), np.float32, (3,))
+    launches, rounds = (3, 3) if quick else (10, 9)
+    def launch(kernel: Any) -> Callable[[], object]:
+        return lambda: kernel(p, f, BODIES)
+    methods = {f"{path}: n-body kernel ({BODIES} bodies)": bench.per_call(launch(mod.kernels["nbody"]), launches)
+               for path, mod in paths.items()}
+    measured = measure(methods, None, rounds)
+    params = {"launches": launches, "rounds": rounds, "bodies": BODIES}
+    rows = {k: Row("launcher", bench.name, k, "ms/launch", [v / 1e3 for v in samples], params=params)
+            for k, samples in measured.bests.items()}
+    own, lib = (f"{path}: n-body kernel ({BODIES} bodies)" for path in ("own", "taichi"))
+    paired = measured.pair(own, lib)
+    if paired is not None:
+        row = rows[own]
+        row.limit, (row.ratio, row.spread) = lib, paired
+        row.target, row.met = f"<= {KERNEL_TARGET:g}", row.ratio <= KERNEL_TARGET
+    return list(rows.values())
+
+
 def launcher(bench: Bench) -> list[Row]:
     """The rows of the launcher section on CUDA (none elsewhere: the own launcher is CUDA's)."""
     if bench.rt.arch != Arch.CUDA:
         return []
     n, rounds = (500, 3) if bench.quick else (5000, 9)
-    saxpy = {"own": bench.mod.kernels["saxpy"],
-             "taichi": bench.rt.load_module(bench.module_path, cuda_launcher="taichi").kernels["saxpy"]}
+    paths = {"own": bench.mod, "taichi": bench.rt.load_module(bench.module_path, cuda_launcher="taichi")}
+    saxpy = {path: mod.kernels["saxpy"] for path, mod in paths.items()}
     if bench.mod.launchers()["saxpy"] != "own":
         bench.log(f"  launcher: the bench module has no PTX ({bench.mod.launchers()['saxpy']}); both rows are "
                   "libtaichi's")
@@ -171,4 +202,4 @@ def launcher(bench: Bench) -> list[Row]:
     out = list(rows.values())
     if measured.warnings:
         out[0].note = "; ".join(measured.warnings)
-    return out
+    return out + _kernel_time(bench, paths, bench.quick)
