@@ -559,9 +559,12 @@ def _module_digest(folder: str, arch: Arch, identity: str) -> str:
     return h.hexdigest()[:32]
 
 
-def hash_module_files(h: Any, folder: str) -> None:
-    """Feed the hash ``h`` a module folder's files, names and contents in order (not the loader's lock file)."""
+def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
+    """Feed the hash ``h`` a module folder's files, names and contents in order (not the loader's lock file, nor
+    ``skip``)."""
     for name in _module_files(folder):
+        if name == skip:
+            continue
         path = os.path.join(folder, name)
         try:
             with open(path, "rb") as f:
@@ -580,16 +583,42 @@ def _module_files(folder: str) -> list[str]:
     return sorted(n for n in os.listdir(folder) if not n.endswith(".lock"))
 
 
+#: The record ``taichi_aot build`` keeps beside a module's files (metadata.multi.SIDECAR), and its seal of them.
+_SIDECAR, _SEAL = "taichi_aot.json", "files_sha256"
+
+
+def module_seal(folder: str) -> str:
+    """The digest of a module folder's files but its sidecar: what ``build`` records in the sidecar of each part it
+    made (:func:`sealed`)."""
+    h = hashlib.sha256()
+    hash_module_files(h, folder, skip=_SIDECAR)
+    return h.hexdigest()
+
+
+def sealed(folder: str) -> bool:
+    """Whether an LLVM module folder holds the very files ``taichi_aot build`` wrote (Taichi's output, then the PTX
+    step's), as its sidecar's seal records them: the package's own checks of what libtaichi reads (the binary
+    metadata compared byte for byte, the arguments' layout against the code) then vouch for it, and its first load
+    needs no child process. A seal is against damage, not forgery: whoever may write the module may write it."""
+    try:
+        with open(os.path.join(folder, _SIDECAR), encoding="utf-8") as f:
+            seal = json.load(f).get(_SEAL)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(seal, str) and seal == module_seal(folder)
+
+
 def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str) -> str:
     """Why libtaichi_c_api cannot read the LLVM module ``folder`` on ``arch`` without crashing ("" where it can):
-    found by a child process that loads it and looks up ``kernels`` and ``graphs``, remembered by content.
+    found by a child process that loads it and looks up ``kernels`` and ``graphs``, remembered by content; none for
+    a module :func:`sealed` as ``build`` wrote it.
     ``TAICHI_AOT_CHECK_MODULES=0`` skips it (modules of your own build, trusted)."""
     if os.environ.get("TAICHI_AOT_CHECK_MODULES", "") == "0":
         return ""
     seen = _stat_key(folder, arch, library)
     if seen in _verdicts:
         return _verdicts[seen]
-    verdict = _module_verdict(folder, arch, kernels, graphs, seen[3])
+    verdict = "" if sealed(folder) else _module_verdict(folder, arch, kernels, graphs, seen[3])
     _verdicts[seen] = verdict
     return verdict
 

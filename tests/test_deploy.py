@@ -177,3 +177,31 @@ def test_a_module_shipped_as_package_data_loads_from_a_zipped_package(modules, t
         assert "add" in mod.kernels
         with pytest.raises(MissingFileError):
             rt.load_module(files / "nothing.tcm")
+
+
+def test_a_module_as_build_wrote_it_loads_with_no_child(tmp_path):
+    """build seals each LLVM part it makes (the digest of its files in its taichi_aot.json): such a module's first
+    load needs no child process (nothing kept in the cache's module verdicts); a changed file breaks the seal, and the
+    child checks it as any module."""
+    require_arch(Arch.X64)
+    source = tmp_path / "k.py"
+    source.write_text("import taichi as ti\n\n\n@ti.aot.export\n@ti.kernel\n"
+                      "def step(x: ti.types.ndarray(dtype=ti.f32, ndim=1)):\n    for i in x:\n        x[i] += 1.0\n")
+    out = tmp_path / "k"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", str(source), "--arch", "x64", "-o", str(out),
+                           "--no-access"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out / "taichi_aot.json") as f:
+        assert len(json.load(f)["files_sha256"]) == 64
+    code = ("import sys, numpy as np; from taichi_aot import Runtime\n"
+            "with Runtime('x64') as rt:\n    x = np.zeros(3, np.float32)\n"
+            "    rt.load_module(sys.argv[1]).kernels['step'](x)\n    print(x.tolist())")
+    for changed, verdicts in ((False, 0), (True, 1)):
+        if changed:
+            with open(out / "step.ll", "a") as f:
+                f.write("\n; changed\n")
+        cache = tmp_path / f"cache-{changed}"
+        ran = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "TAICHI_AOT_CACHE": str(cache)})
+        assert ran.returncode == 0 and ran.stdout.strip() == "[1.0, 1.0, 1.0]", ran.stderr[-2000:]
+        assert len(_cached(str(cache))[1]) == verdicts

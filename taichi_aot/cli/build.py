@@ -36,6 +36,10 @@ does not: learned from Taichi's own analysis for gfx backends, taken from the mo
 has one, else from a Vulkan build of the same file into a throwaway folder (the probe, run beside the parts and
 never written out). Where that cannot be had (no Vulkan here, a kernel Vulkan cannot compile, ``--no-access``),
 the access stays unknown (callers assume every ndarray read and written) and the summary says why.
+
+Each LLVM part built here is sealed last: its ``taichi_aot.json`` records the digest of its files
+(``files_sha256``), so that its first load needs no child process while its files are as written
+(``_probe.sealed``).
 """
 
 from __future__ import annotations
@@ -180,6 +184,18 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
         return "folder"
     os.replace(staged, out)
     return kind
+
+
+def _seal(folder: str) -> None:
+    """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_probe.module_seal``)."""
+    from .._probe import module_seal
+
+    path = os.path.join(folder, SIDECAR)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["files_sha256"] = module_seal(folder)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
 
 
 def _access_words(info: ModuleInfo) -> dict[str, dict[str, dict[str, str]]]:
@@ -329,6 +345,9 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         cpu = next((a for a in every if a in CPU_PARTS), None)
         threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
         ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
+        for a in archs:  # the LLVM parts made here, sealed last: their first load needs no child (_probe.sealed)
+            if a in LLVM_PARTS:
+                _seal(os.path.join(tmp, a))
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
