@@ -22,7 +22,7 @@ def taichi_module(kind: str, arch: str) -> str:
     source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
     ptx = arch == "cuda" and importlib.util.find_spec("llvmlite") is not None  # the own launcher's PTX too
     with open(source, "rb") as f:
-        key = digest(f.read(), b"ptx" if ptx else b"")
+        key = digest(f.read(), b"ptx" if ptx else b"", b"sealed")
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{key}")
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
@@ -37,6 +37,10 @@ def taichi_module(kind: str, arch: str) -> str:
             from taichi_aot.ptx import add_to_folder
 
             add_to_folder(tmp)
+        if arch != "vulkan" and os.path.isfile(os.path.join(tmp, "taichi_aot.json")):
+            from taichi_aot.cli.build import seal
+
+            seal(tmp)  # as build seals what it makes: its first load needs no child process
 
     return cached_module(out, make)
 

@@ -186,7 +186,7 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
     return kind
 
 
-def _seal(folder: str) -> None:
+def seal(folder: str) -> None:
     """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_probe.module_seal``)."""
     from .._probe import module_seal
 
@@ -347,7 +347,7 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
         for a in archs:  # the LLVM parts made here, sealed last: their first load needs no child (_probe.sealed)
             if a in LLVM_PARTS:
-                _seal(os.path.join(tmp, a))
+                seal(os.path.join(tmp, a))
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
