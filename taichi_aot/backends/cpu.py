@@ -1,4 +1,7 @@
-"""x64 kernels launched without libtaichi_c_api (``_csrc/cpu.c``): a module's reverse-mode (autodiff) kernels.
+"""x64 kernels launched without libtaichi_c_api (``_csrc/cpu.c``): a module's reverse-mode (autodiff) kernels
+(:func:`compile_kernel`), and kernels called as any is whose values or scalars libtaichi's C-API cannot carry
+(:func:`compile_call`: a kernel that returns values, into a result buffer of ours; f64, i64, u64, u32, i8 and u8
+scalars, laid into the argument struct by the CUDA plan's layout).
 
 A reverse kernel's argument struct holds, for each ndarray that ``needs_grad``, a gradient pointer after its data
 pointer; libtaichi's ``TiNdArray`` has no field for it, so libtaichi cannot run the kernel (a launch crashed).
