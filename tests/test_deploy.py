@@ -117,19 +117,21 @@ def test_freeze_support_serves_the_packages_children(tmp_path):
         assert f.read() == ""  # the module is sound, as its child found
 
 
-def test_a_pyinstaller_app_runs_with_no_options(fresh_venv, vulkan, tmp_path):
+@pytest.mark.parametrize("form", ["onedir", "onefile"])
+def test_a_pyinstaller_app_runs_with_no_options(form, fresh_venv, vulkan, tmp_path):
     """An app frozen by PyInstaller with no options (the wheel's hook collects the library and serves the
-    package's children), run from another folder with HOME unset and with it set: its kernels right on x64 and
-    Vulkan, its script run once a start, the probe kept once."""
+    package's children), one folder or one file, run from another folder with HOME unset and with it set: its
+    kernels right on x64 and Vulkan, its script run once a start, the probe kept once (a one-file app unpacks into a
+    new folder each start: the cache's keys name the library by its build id)."""
     require_arch(Arch.X64)
     fresh_venv.link("pyinstaller")
     build = tmp_path / "build"
     build.mkdir()
     (build / "app.py").write_text(APP.format(before=""))
-    proc = fresh_venv.run(["-m", "PyInstaller", "--noconfirm", "--onedir", "--log-level", "ERROR", "app.py"],
+    proc = fresh_venv.run(["-m", "PyInstaller", "--noconfirm", f"--{form}", "--log-level", "ERROR", "app.py"],
                           cwd=str(build), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    app = str(build / "dist" / "app" / "app")
+    app = str(build / "dist" / "app" / "app") if form == "onedir" else str(build / "dist" / "app")
     archs = ["x64", "vulkan"]
     elsewhere, cache = tmp_path / "elsewhere", tmp_path / "cache"
     elsewhere.mkdir()
