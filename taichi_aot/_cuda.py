@@ -123,9 +123,20 @@ def driver() -> ctypes.CDLL:
     return _cuda()
 
 
+def error_name(code: int) -> str:
+    """A CUDA driver error ``code`` as its name and number ("CUDA_ERROR_ILLEGAL_ADDRESS (700)"; the number alone
+    where the driver cannot be asked)."""
+    name = ctypes.c_char_p()
+    try:
+        found = driver().cuGetErrorName(ctypes.c_int(code), ctypes.byref(name))
+    except (OSError, AttributeError):
+        found = -1
+    return f"{name.value.decode('ascii', 'replace')} ({code})" if found == 0 and name.value else str(code)
+
+
 def _ok(code: int, what: str) -> None:
     if code != 0:
-        raise InvalidStateError(f"{what}: the CUDA driver returned error {code}")
+        raise InvalidStateError(f"{what}: the CUDA driver returned error {error_name(code)}")
 
 
 def context_of(device_ptr: int) -> int:
@@ -332,7 +343,8 @@ def host_alloc(nbytes: int) -> int:
     with primary_context() as cu:
         code = cu.cuMemHostAlloc(ctypes.byref(ptr), max(nbytes, 1), _MEMHOSTALLOC_PORTABLE)
     if code != 0 or not ptr.value:
-        raise OutOfMemoryError(f"page-locked host memory of {nbytes} bytes: the CUDA driver returned error {code}")
+        raise OutOfMemoryError(f"page-locked host memory of {nbytes} bytes: the CUDA driver returned error "
+                               f"{error_name(code)}")
     return int(ptr.value)
 
 

@@ -580,3 +580,20 @@ def test_a_module_saved_without_ptx_runs_on_the_own_launcher_on_a_gpu(cuda_modul
         np.testing.assert_array_equal(y.to_numpy(), 0.5 * np.arange(4096, dtype=np.float32) + 1)
         lib = rt.load_module(os.path.join(cuda_modules, "bench"), cuda_launcher="taichi")
         assert lib.launchers()["saxpy"] == "taichi"
+
+
+def test_cuda_driver_errors_are_named():
+    """A CUDA driver error in a message is its name and number where the driver is here, its number elsewhere."""
+    from taichi_aot import _cuda
+    from taichi_aot.backends import cuda
+
+    named = "CUDA_ERROR_ILLEGAL_ADDRESS (700)" if capi.arch_status()[Arch.CUDA].available else "700"
+    assert _cuda.error_name(700) == named
+    assert str(cuda.own_launch_error(lib_code(700), "launch of kernel 'k'")).endswith(f"the launch ({named})")
+
+
+def lib_code(cuda_error: int) -> int:
+    """The own launcher's code for a CUDA driver error (ptx.c: TAICHI_AOT_CUDA_ERROR minus the CUresult)."""
+    from taichi_aot._native import lib
+
+    return lib.TAICHI_AOT_CUDA_ERROR - cuda_error

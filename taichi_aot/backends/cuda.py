@@ -101,14 +101,15 @@ def own_launch_error(code: int, what: str) -> Exception:
             "default stream, and waits); set a blocking stream or None (rt.set_cuda_stream), or give the module PTX "
             "(python -m taichi_aot ptx)")
     cuda = lib.TAICHI_AOT_CUDA_ERROR - code
-    return InvalidStateError(f"{what}: the CUDA driver refused the launch (CUresult {cuda})")
+    return InvalidStateError(f"{what}: the CUDA driver refused the launch ({_cuda.error_name(cuda)})")
 
 
 def _alloc(cu: Any, nbytes: int, what: str) -> int:
     ptr = ctypes.c_uint64()
     code = cu.cuMemAlloc_v2(ctypes.byref(ptr), nbytes)
     if code != 0:
-        raise OutOfMemoryError(f"{what}: {nbytes} bytes of device memory (the CUDA driver returned error {code})")
+        raise OutOfMemoryError(f"{what}: {nbytes} bytes of device memory (the CUDA driver returned error "
+                               f"{_cuda.error_name(code)})")
     return int(ptr.value)
 
 
@@ -303,7 +304,7 @@ class Kernels:
         module = ctypes.c_void_p()
         code = cu.cuModuleLoadData(ctypes.byref(module), ptx + b"\0")
         if code != 0:
-            return f"the CUDA driver could not load its PTX (error {code})"
+            return f"the CUDA driver could not load its PTX ({_cuda.error_name(code)})"
         self._modules.append(int(module.value or 0))
         tasks = _tasks(cu, module, plan["tasks"])
         if isinstance(tasks, str):
@@ -429,7 +430,7 @@ def _tasks(cu: Any, module: Any, tasks: list[dict]) -> Any:
         function = ctypes.c_void_p()
         code = cu.cuModuleGetFunction(ctypes.byref(function), module, _entry(task["name"]).encode())
         if code != 0:
-            return f"its PTX has no entry for task {task['name']} (error {code})"
+            return f"its PTX has no entry for task {task['name']} ({_cuda.error_name(code)})"
         t.function = ffi.cast("void *", function.value)
         t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
     return out
