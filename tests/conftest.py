@@ -348,6 +348,23 @@ def cuda_modules(tmp_path_factory) -> str:
     return root
 
 
+def build_beside_taichi(source: str, archs: list[str], out: str, expect: str) -> tuple[dict, str]:
+    """``taichi_aot build source --arch archs -o out`` and, beside it, ``python source expect`` (the kernels' file
+    run as a script: Taichi's own JIT writes what they give to ``expect``, an .npz); both checked. Returns what
+    Taichi's JIT gave, and what the build printed."""
+    import numpy as np
+
+    procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", source, "--arch", *archs, "-o", out],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+             subprocess.Popen([sys.executable, source, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)]
+    said = [proc.communicate(timeout=600)[0] for proc in procs]
+    for proc, text in zip(procs, said):
+        assert proc.returncode == 0, text[-3000:]
+    with np.load(expect) as f:
+        return dict(f), said[0]
+
+
 def with_ptx_copies(root: str, names: list[str], tmp_path_factory) -> dict[str, str]:
     """name -> a copy of the CUDA module ``root/name`` with its PTX made (``taichi_aot.ptx.add_to_folder``; the
     ``ptx`` extra's llvmlite required): the unpacked test data stays as it is."""

@@ -5,13 +5,12 @@ giving Taichi's own JIT's gradients (tests/autodiff_kernels.py computes them).""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import HERE, IN_CI, require_arch, require_extra
+from conftest import HERE, IN_CI, build_beside_taichi, require_arch, require_extra
 from taichi_aot import (
     Arch,
     ArgumentTypeError,
@@ -33,15 +32,8 @@ def built(tmp_path_factory) -> tuple[str, dict]:
     root = tmp_path_factory.mktemp("autodiff")
     out, expect = str(root / "autodiff.tcm"), str(root / "expect.npz")
     archs = ["x64", "vulkan"] if IN_CI or _has(Arch.VULKAN) else ["x64"]
-    procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", SOURCE, "--arch", *archs, "-o", out],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-             subprocess.Popen([sys.executable, SOURCE, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)]
-    said = [proc.communicate(timeout=600)[0] for proc in procs]
-    for proc, text in zip(procs, said):
-        assert proc.returncode == 0, text[-3000:]
-    with np.load(expect) as f:
-        return out, {**f, "build": said[0]}
+    expected, printed = build_beside_taichi(SOURCE, archs, out, expect)
+    return out, {**expected, "build": printed}
 
 
 def _has(arch: Arch) -> bool:

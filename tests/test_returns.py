@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import HERE, require_arch, require_extra
+from conftest import HERE, build_beside_taichi, require_arch, require_extra
 from taichi_aot import (
     Arch,
     ArgumentTypeError,
@@ -35,15 +35,7 @@ def built(tmp_path_factory) -> tuple[str, dict]:
     require_extra("llvmlite.binding", "ptx")
     root = tmp_path_factory.mktemp("returns")
     out, expect = str(root / "returns.tcm"), str(root / "expect.npz")
-    procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", SOURCE, "--arch", "x64", "vulkan",
-                               "-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-             subprocess.Popen([sys.executable, SOURCE, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)]
-    said = [proc.communicate(timeout=600)[0] for proc in procs]
-    for proc, text in zip(procs, said):
-        assert proc.returncode == 0, text[-3000:]
-    with np.load(expect) as f:
-        return out, dict(f)
+    return out, build_beside_taichi(SOURCE, ["x64", "vulkan"], out, expect)[0]
 
 
 def test_returned_values_and_wide_scalars_on_x64_are_taichis(built):

@@ -103,7 +103,7 @@ static uint64_t cpu_address(TiRuntime runtime, const TiNdArray *nd) {
 
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t count, const TiArgument *args) {
     unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
-    uint32_t i, d, n;
+    uint32_t i;
     if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
         return TAICHI_AOT_CUDA_BAD_ARGS;
     }
@@ -117,24 +117,15 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_CUDA_BAD_ARGS;
             }
-            n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
-            for (d = 0; d < n; ++d) {
-                int32_t dim = (int32_t)nd->shape.dims[d];
-                memcpy(params + a->offset + 4 * d, &dim, 4);
-            }
+            plan_shape(a, nd, params);
             address = cpu_address(runtime, nd);
             if (address == 0) {
                 int error = (int)ti_get_last_error(NULL, NULL);
                 return error != 0 ? error : TAICHI_AOT_CUDA_BAD_ARGS;
             }
             memcpy(params + a->data, &address, 8);
-        } else {
-            uint16_t half;
-            const void *src = ptx_value(a, v, &half);
-            if (src == NULL) {
-                return TAICHI_AOT_CUDA_BAD_ARGS;
-            }
-            memcpy(params + a->offset, src, (size_t)a->size * a->count);
+        } else if (plan_value(a, v, params) != 0) {
+            return TAICHI_AOT_CUDA_BAD_ARGS;
         }
     }
     cpu_run(k, params);

@@ -93,6 +93,31 @@ static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uin
     }
 }
 
+/* An ndarray argument's shape written at its plan's offset in `params` (as many dimensions as the plan lays out);
+   returns its element count (at most 2**40). Shared with the own x64 launch (cpu.c). */
+static uint64_t plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsigned char *params) {
+    uint64_t count = 1;
+    uint32_t d, n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
+    for (d = 0; d < n; ++d) {
+        int32_t dim = (int32_t)nd->shape.dims[d];
+        memcpy(params + a->offset + 4 * d, &dim, 4);
+        count = count * nd->shape.dims[d] > (1ULL << 40) ? (1ULL << 40) : count * nd->shape.dims[d];
+    }
+    return count;
+}
+
+/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_CUDA_BAD_ARGS where
+   the TiArgument is not what the plan expects. Shared with the own x64 launch (cpu.c). */
+static int plan_value(const TaichiAotCudaArg *a, const TiArgument *v, unsigned char *params) {
+    uint16_t half;
+    const void *src = ptx_value(a, v, &half);
+    if (src == NULL) {
+        return TAICHI_AOT_CUDA_BAD_ARGS;
+    }
+    memcpy(params + a->offset, src, (size_t)a->size * a->count);
+    return 0;
+}
+
 /* An ndarray argument's device pointer written at `at` in `params`: the argument's memory itself
    (TAICHI_AOT_POINTER_TAG: an array taken anew in C), else looked up with ti_export_cuda_memory (`exported` set). */
 static void ptx_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *params, uint32_t at, int *exported) {
@@ -112,7 +137,7 @@ static void ptx_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *p
    out, or the library's error code where an ndarray's memory is not its (ti_export_cuda_memory failed). */
 static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArgument *args, unsigned char *params,
                     uint64_t *elements) {
-    uint32_t i, d, n, gradient = k->arg_count;
+    uint32_t i, d, gradient = k->arg_count;
     int exported = 0;
     *elements = 0;
     memset(params, 0, k->args_size);
@@ -124,14 +149,7 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_CUDA_BAD_ARGS;
             }
-            uint64_t count_elements = 1;
-            n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
-            for (d = 0; d < n; ++d) {
-                int32_t dim = (int32_t)nd->shape.dims[d];
-                memcpy(params + a->offset + 4 * d, &dim, 4);
-                count_elements = count_elements * nd->shape.dims[d] > (1ULL << 40) ? (1ULL << 40)
-                                                                                   : count_elements * nd->shape.dims[d];
-            }
+            uint64_t count_elements = plan_shape(a, nd, params);
             if (count_elements > *elements) {
                 *elements = count_elements;
             }
@@ -152,13 +170,8 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
                 }
                 ptx_pointer(runtime, &args[gradient++].value.ndarray, params, a->grad, &exported);
             }
-        } else {
-            uint16_t half;
-            const void *src = ptx_value(a, v, &half);
-            if (src == NULL) {
-                return TAICHI_AOT_CUDA_BAD_ARGS;
-            }
-            memcpy(params + a->offset, src, (size_t)a->size * a->count);
+        } else if (plan_value(a, v, params) != 0) {
+            return TAICHI_AOT_CUDA_BAD_ARGS;
         }
     }
     if (gradient != k->arg_count + k->grad_count) {
