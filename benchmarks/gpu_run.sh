@@ -5,7 +5,9 @@
 # not part of this repository: it is expected at ../shared/tools/gpu-carry.sh beside the checkout;
 # .gpu/cache/ holds the modules compiled there (taichi_aot/cli/cache.py's cache, TAICHI_AOT_CACHE).
 # Usage there: [GPU_TESTS=SECONDS [GPU_TEST_ARGS="tests/test_cuda.py ..."]] [GPU_SWEEP="--arch cuda ..."]
-#   [GPU_DEMO=1] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+#   [GPU_DEMO=1] [GPU_CORPUS=1] bash benchmarks/gpu_run.sh OUT_DIR [bench arguments...]
+# GPU_CORPUS=1 unpacks the test suite's corpus of CUDA modules and passes it as the bench's --corpus (every kernel's
+# GPU time on both launch paths).
 # GPU_SWEEP runs the sweep command with those arguments after the bench, its picture in OUT_DIR/sweep.png.
 # GPU_DEMO=1 compiles the demo's CUDA part (OUT_DIR/demo-cuda.tcm), which scripts/demo_module.sh joins to the
 # shipped taichi_aot/cli/demo.tcm (Taichi compiles for CUDA only where a GPU is).
@@ -43,6 +45,10 @@ if [ -n "${GPU_DEMO:-}" ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -m taichi_aot archs --caps 2>&1 | head -40 | tee "$out/archs.txt"
+if [ -n "${GPU_CORPUS:-}" ]; then
+  mkdir -p /tmp/cuda-modules && tar -xJf "$repo/tests/data/cuda-modules.tar.xz" -C /tmp/cuda-modules
+  set -- "$@" --corpus /tmp/cuda-modules/corpus
+fi
 PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-480}" python3 -m taichi_aot bench "$@" --json "$out/gpu.json" --plot "$out/gpu.png" 2>&1 | tee "$out/bench.txt"
 if [ -n "${GPU_SWEEP:-}" ]; then
   # shellcheck disable=SC2086

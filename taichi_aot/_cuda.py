@@ -24,7 +24,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -57,6 +57,7 @@ _MEMHOSTALLOC_PORTABLE = 1
 _STREAM_NON_BLOCKING = 1
 _EVENT_DISABLE_TIMING = 2
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
+_CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 
 
 def _cuda() -> ctypes.CDLL:
@@ -81,6 +82,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuStreamSynchronize", (vp,)),
                                ("cuStreamGetFlags", (vp, ctypes.POINTER(ctypes.c_uint))),
                                ("cuStreamIsCapturing", (vp, ctypes.POINTER(i32))),
+                               ("cuThreadExchangeStreamCaptureMode", (ctypes.POINTER(i32),)),
                                ("cuEventCreate", (pvp, ctypes.c_uint)), ("cuEventRecord", (vp, vp)),
                                ("cuEventSynchronize", (vp,)), ("cuEventDestroy_v2", (vp,)), ("cuEventQuery", (vp,)),
                                ("cuStreamWaitEvent", (vp, vp, ctypes.c_uint)),
@@ -132,6 +134,32 @@ def error_name(code: int) -> str:
     except (OSError, AttributeError):
         found = -1
     return f"{name.value.decode('ascii', 'replace')} ({code})" if found == 0 and name.value else str(code)
+
+
+@contextmanager
+def relaxed_capture() -> Iterator[None]:
+    """The block's driver calls on this thread (a free, an unregistration: through libtaichi too) in the driver's
+    relaxed capture mode: where another library is capturing a CUDA graph meanwhile (torch's ``torch.cuda.graph``,
+    in the driver's global mode), an object of this package collected or closed inside its capture no longer
+    invalidates the capture (a ``cuMemFree`` would: torch then raised "operation failed due to a previous error
+    during capture"). Nothing is done where the package has not loaded libcuda (no CUDA runtime was made)."""
+    lib = _driver
+    mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
+    swapped = lib is not None and lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
+    try:
+        yield
+    finally:
+        if swapped and lib is not None:
+            lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))  # the thread's mode before
+
+
+def relaxed(release: Callable[[], object]) -> None:
+    """``release()`` under :func:`relaxed_capture` where libcuda is loaded, else as it is (no cost off CUDA)."""
+    if _driver is None:
+        release()
+        return
+    with relaxed_capture():
+        release()
 
 
 def _ok(code: int, what: str) -> None:
@@ -349,7 +377,7 @@ def host_alloc(nbytes: int) -> int:
 
 
 def host_free(ptr: int) -> None:
-    with primary_context() as cu:
+    with relaxed_capture(), primary_context() as cu:
         cu.cuMemFreeHost(ctypes.c_void_p(ptr))
 
 
@@ -451,7 +479,7 @@ class _Registered:
         if self.ref is None:
             return
         try:
-            with primary_context() as cu:
+            with relaxed_capture(), primary_context() as cu:
                 cu.cuMemHostUnregister(ctypes.c_void_p(self.start))
         except Exception:  # the driver is gone (interpreter exit)
             pass

@@ -24,6 +24,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import _cuda
 from ._native import lib
 from .errors import ArgumentTypeError, ClosedError, TaichiError
 
@@ -133,7 +134,10 @@ class Owned:
     def _do_release(self) -> None:
         try:
             if self._pid == os.getpid() and not self._gone():
-                self._release()
+                if self._quiet:  # nothing the driver frees: no cost a call
+                    self._release()
+                else:  # a CUDA free breaks no CUDA graph another library captures
+                    _cuda.relaxed(self._release)
         except ClosedError:
             pass  # its runtime was destroyed first, which released it with everything else
         except (TaichiError, OSError):

@@ -233,6 +233,8 @@ class Runtime:
         if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
             gc.collect()  # kernels refer to each other), are released before another is made
         handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
+        if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
+            _cuda.driver()
         self._handle: Any = handle
         self._cpu_threads = capi.runtime_threads(handle) or None
         self._owned = Owned(functools.partial(capi.destroy_runtime, handle))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,8 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
+    p.add_argument("--corpus", metavar="FOLDER", help="the launcher section also times every kernel of every module "
+                   "in FOLDER on both CUDA launch paths (GPU time, through torch.profiler)")
     p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
 
 
@@ -47,7 +50,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     quiet = args.json == "-"
     results = run(archs, quick=args.quick, sections=args.sections or SECTIONS, jit=not args.no_jit,
                   log=(lambda m: print(m, file=sys.stderr)) if quiet else print,
-                  saved=lambda r: _save(args.json, r))
+                  saved=lambda r: _save(args.json, r), corpus=args.corpus)
     _save(args.json, results)
     if quiet:
         print(json.dumps(results, indent=1))
@@ -62,6 +65,8 @@ def _refused(args: argparse.Namespace, known: Sequence[str]) -> str | None:
     unknown = [s for s in args.sections or () if s not in known]
     if unknown:
         return f"unknown section(s) {unknown}; choose from {', '.join(known)}"
+    if args.corpus and not os.path.isdir(args.corpus):
+        return f"--corpus {args.corpus!r}: not a folder"
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return "--plot needs matplotlib (pip install 'taichi_aot[plot]')"
     return None

@@ -84,6 +84,7 @@ class Bench:
         self.device = device_name(arch)
         self.software = "lavapipe" in self.device or "llvmpipe" in self.device  # a CPU behind Vulkan
         self.module_path = taichi_module("bench", self.name)
+        self.corpus: str | None = None  # a folder of CUDA modules the launcher section times kernel by kernel
         self.driver: Server | None = None
         self.driver_note = ""
         try:

@@ -11,7 +11,9 @@
   (target: the own launcher's below libtaichi's);
 * a kernel's own time, apart from its launch: an n-body force kernel (``bench_kernels.py``'s ``nbody``, O(n^2)
   work: a launch costs microseconds of its milliseconds) on both paths, a few launches and a wait, ms a launch
-  (target: the own launcher's code at most 1.03x libtaichi's).
+  (target: the own launcher's code at most 1.03x libtaichi's);
+* with ``--corpus FOLDER``, every kernel of those modules: its GPU time on both paths, as CUPTI records it
+  (kernel_time.py; target: at most 1.03x libtaichi's each).
 """
 
 from __future__ import annotations
@@ -202,4 +204,9 @@ def launcher(bench: Bench) -> list[Row]:
     out = list(rows.values())
     if measured.warnings:
         out[0].note = "; ".join(measured.warnings)
-    return out + _kernel_time(bench, paths, bench.quick)
+    out += _kernel_time(bench, paths, bench.quick)
+    if bench.corpus:
+        from .kernel_time import corpus_rows
+
+        out += corpus_rows(bench, bench.corpus)
+    return out

@@ -22,6 +22,8 @@ import taichi as ti
 
 F32 = ti.types.ndarray(dtype=ti.f32, ndim=1)
 I32 = ti.types.ndarray(dtype=ti.i32, ndim=1)
+V3 = ti.types.ndarray(dtype=ti.math.vec3, ndim=1)
+V3D = ti.types.ndarray(dtype=ti.types.vector(3, ti.f64), ndim=1)
 BLOCK = 64
 
 
@@ -374,11 +376,37 @@ def returns():
             "ret_const": ret_const}
 
 
+def roots():
+    """Square roots and their reciprocals, f32 and f64, as Taichi's fast math compiles them (``rsqrt.approx`` for a
+    reciprocal, ``sqrt.rn`` for a root alone); ``taichi-ptx/roots`` in the test data holds Taichi's own PTX of them."""
+    @ti.kernel
+    def roots64(a: ti.types.ndarray(dtype=ti.f64, ndim=1), b: ti.types.ndarray(dtype=ti.f64, ndim=1)):
+        for i in a:
+            x = ti.abs(a[i]) + 0.5
+            b[i] = 1.0 / ti.sqrt(x) + ti.sqrt(x) + x / 3.0
+
+    return {"forces32": _forces(V3, ti.f32), "forces64": _forces(V3D, ti.f64), "roots64": roots64}
+
+
+def _forces(array, dtype):
+    @ti.kernel
+    def kernel(p: array, f: array):  # an n-body force loop: d / (r2 * sqrt(r2))
+        for i in p:
+            acc = ti.types.vector(3, dtype)(0.0)
+            for j in range(p.shape[0]):
+                d = p[j] - p[i]
+                r2 = d.dot(d) + 1e-3
+                acc += d / (r2 * ti.sqrt(r2))
+            f[i] = acc
+
+    return kernel
+
+
 #: The corpus's modules: folder name -> its kernels (and graphs).
 MODULES = {"one_add": one_add, "one_rand": one_rand, "one_noargs": one_noargs, "random": random_numbers,
            "matrices": matrices, "shared": shared_memory, "atomics": atomics, "small_types": small_types,
            "loops": loops, "no_arguments": no_arguments, "graphs": graph_kernels, "names": names,
-           "returns": returns}
+           "returns": returns, "roots": roots}
 
 
 def build(name: str, out: str) -> None:

@@ -65,6 +65,9 @@ def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--sections", "nope"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown section" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--corpus", "no-such-folder"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--corpus 'no-such-folder': not a folder" in proc.stderr, proc.stderr
 
 
 def test_bench_check_exits_1_exactly_when_a_target_is_missed(tmp_path):

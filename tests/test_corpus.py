@@ -16,8 +16,8 @@ import pytest
 
 from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, NotSupportedError, Runtime, TaichiError, capi, metadata
-from taichi_aot.enums import NUMPY_DTYPES
 from taichi_aot.ptx import _kernels, fold, plan
+from taichi_aot_bench.kernel_time import arguments
 
 #: What the gate keeps on libtaichi's path in the corpus, and why (a word of the reason).
 REFUSED = {"count": "SNode fields", "nothing": "no tasks"}
@@ -53,6 +53,8 @@ def test_every_corpus_kernel_gets_ptx_or_a_reason(corpus):
             with open(os.path.join(folder, entry["ptx"]), encoding="utf-8") as f:
                 ptx = f.read()
             assert not re.search(r"\bcall(\.uni)?\b", ptx) and "__local_depot" not in ptx, kernel
+            # atomics relaxed at the GPU's scope, as Taichi's: no system-wide fence or atomic (LLVM 22's seq_cst)
+            assert not re.search(r"membar\.sys|fence\.sc\.sys|\batom\.(\w+\.)*sys\b", ptx), kernel
             with open(os.path.join(folder, f"{kernel}.ll"), encoding="utf-8") as f:
                 ir = f.read()
             launched = [t["name"] for t in plan.from_entry(entries[kernel], ir)["tasks"]]
@@ -61,6 +63,29 @@ def test_every_corpus_kernel_gets_ptx_or_a_reason(corpus):
             seen[kernel] = len(launched), len(entries[kernel]["compiled_data"]["tasks"])
     assert set(REFUSED) <= set().union(*(ptx_manifest(f)["refused"] for f in corpus.values()))
     assert "сложить" in seen and "倍" in seen and ptx_manifest(corpus["one_rand"])["kernels"]["noise"]["rand"]
+
+
+#: The instructions of Taichi's fast math that the PTX step must choose as Taichi's code generator does.
+_FAST_MATH = re.compile(r"\b(?:rsqrt|sqrt|rcp|div|ex2|lg2|sin|cos)\.[\w.]+")
+
+
+def test_fast_math_instructions_are_taichis(corpus, cuda_modules):
+    """Square roots and their reciprocals, f32 and f64: the PTX step's instructions are those of Taichi's own PTX
+    of the same kernels (``taichi-ptx/``, printed by Taichi 1.7.4's JIT on an H200: ``rsqrt.approx`` where a root's
+    reciprocal is taken, ``sqrt.rn`` for a root alone)."""
+    reference = os.path.join(cuda_modules, "taichi-ptx")
+    checked = []
+    for module in sorted(os.listdir(reference)):
+        for file in sorted(os.listdir(os.path.join(reference, module))):
+            kernel = file.removesuffix(".ptx")
+            with open(os.path.join(reference, module, file), encoding="utf-8") as f:
+                theirs = sorted(_FAST_MATH.findall(f.read()))
+            with open(os.path.join(corpus[module], ptx_manifest(corpus[module])["kernels"][kernel]["ptx"]),
+                      encoding="utf-8") as f:
+                ours = sorted(_FAST_MATH.findall(f.read()))
+            assert ours == theirs and theirs, (module, kernel, ours, theirs)
+            checked.append(kernel)
+    assert {"forces32", "forces64", "roots64"} <= set(checked)
 
 
 def test_loops_launch_once_where_the_serial_task_only_computes_the_bound(corpus):
@@ -124,38 +149,8 @@ def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
 # ---------------------------------------------------------------------------
 # On a GPU: both launch paths, the same values
 
-def _values(arg, kernel: str, rng: np.random.Generator):
-    """A value for argument ``arg`` of ``kernel``: arrays of random values (small integers where floats are added
-    atomically, so any order of the additions gives the same sum), scalars and vectors that keep loops inside the
-    arrays."""
-    if arg.kind == "ndarray":
-        dtype = NUMPY_DTYPES[arg.dtype]
-        shape = {0: (), 1: (4096,), 2: (64, 48), 3: (8, 6, 5)}[arg.ndim] + tuple(arg.elem_shape)
-        if dtype.kind == "f":
-            data = (rng.integers(-4, 5, shape) if kernel.startswith("atomic") else rng.standard_normal(shape))
-        else:
-            data = rng.integers(1, 100, shape)
-        return rng, (data.astype(dtype), len(arg.elem_shape))
-    count = arg.length or 1
-    if arg.dtype is not None and NUMPY_DTYPES[arg.dtype].kind == "f":
-        vals = [0.75 - 0.5 * k for k in range(count)]
-    else:
-        vals = [5 + 16 * arg.index + k for k in range(count)]
-    if arg.kind == "scalar":
-        return rng, vals[0]
-    side = round(count ** 0.5)
-    return rng, (tuple(tuple(vals[r * side:(r + 1) * side]) for r in range(side)) if len(arg.elem_shape) == 2
-                 else tuple(vals))
-
-
 def _run(rt, kernel, info, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    args = []
-    for arg in info.args:
-        rng, v = _values(arg, info.name, rng)
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], np.ndarray):
-            v = rt.ndarray_from_numpy(v[0], elem_ndim=v[1])
-        args.append(v)
+    args = arguments(rt, info, seed)  # the bench's kernel-time rows give the kernels the same
     kernel(*args)
     rt.wait()
     return [a.to_numpy() for a in args if hasattr(a, "to_numpy")]

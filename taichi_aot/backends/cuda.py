@@ -114,9 +114,10 @@ def _alloc(cu: Any, nbytes: int, what: str) -> int:
 
 
 def _free(cu: Any, pointers: tuple[int, ...]) -> None:
-    for ptr in pointers:
-        if ptr:
-            cu.cuMemFree_v2(ptr)
+    with _cuda.relaxed_capture():  # given back while another library may capture a CUDA graph
+        for ptr in pointers:
+            if ptr:
+                cu.cuMemFree_v2(ptr)
 
 
 class Launcher:

@@ -11,9 +11,10 @@ every helper it needs linked in (libdevice's bodies too). Before LLVM reads it:
   builds the task's RuntimeContext (its result buffer: the bytes after the stand-in) and calls it; the task
   itself becomes an internal function, inlined;
 - Taichi's fast-math settings for CUDA are applied (floating-point contraction on fadd/fsub/fmul/fdiv, division by
-  a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so, an f32 square root's reciprocal
+  a reciprocal allowed, f32 denormals flushed, libdevice's reflection told so, a square root's reciprocal
   estimated), so the code and values equal libtaichi's (LLVM 15's in Taichi 1.7.4 and llvmlite's may still order a
-  sum of products differently).
+  sum of products differently);
+- atomics made relaxed at the GPU's scope (:func:`_relaxed`), as Taichi's LLVM 15 printed them.
 Then LLVM's O3 pipeline (which inlines the helpers and removes their function pointers) and the PTX printer.
 """
 
@@ -35,11 +36,13 @@ from .gate import RUNTIME_RAND_STATES, RUNTIME_TEMPORARIES
 TARGET = "sm_60"
 PTX_FEATURES = "+ptx62"
 TRIPLE = "nvptx64-nvidia-cuda"
-#: Every function's attributes: f32 denormals flushed, and an f32 square root's reciprocal estimated where fast
-#: math allows (``x / (a * sqrt(a))`` becomes ``x * rsqrt.approx(a * a * a)``, as Taichi's LLVM 15 makes it under
+#: Every function's attributes: f32 denormals flushed, and a square root's reciprocal (f32 and f64) estimated where
+#: fast math allows (``x / (a * sqrt(a))`` becomes ``x * rsqrt.approx(a * a * a)``, as Taichi's LLVM 15 makes it under
 #: UnsafeFPMath; a square root alone stays ``sqrt.rn``, as Taichi's does).
-_FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign" "reciprocal-estimates"="sqrtf:0"'
+_FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign" "reciprocal-estimates"="sqrt:0"'
 _FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
+_ATOMIC = re.compile(r"^[^\n]*\b(?:atomicrmw|cmpxchg)\b[^\n]*$", re.M)
+_ORDERING = re.compile(r" (?:seq_cst|acq_rel|acquire|release|monotonic)(?: (?:seq_cst|acquire|monotonic))?(?=,|$)")
 _ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
 _FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
 _METADATA_ID = re.compile(r"^!(\d+) = ", re.M)
@@ -51,8 +54,11 @@ _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it
 #: module's load where llvmlite is, or by ``taichi_aot ptx``). 2: f32 division approximate, as Taichi's. 3: pure
 #: serial tasks folded into the tasks after them (:mod:`.fold`); PTX ISA 6.2. 4: divisions may use a reciprocal, as
 #: Taichi's UnsafeFPMath lets them. 5: an f32 square root's reciprocal estimated (``rsqrt.approx``) where fast math
-#: allows, as Taichi's (an n-body force loop ran 1.91x Taichi's own with ``sqrt.rn`` and a division).
-VERSION = 5
+#: allows, as Taichi's (an n-body force loop ran 1.91x Taichi's own with ``sqrt.rn`` and a division). 6: atomics
+#: relaxed at the GPU's scope, as Taichi's LLVM 15 printed them (a ``membar.sys`` before each system-scope atomic in
+#: LLVM 22: an i8 sum's compare-and-swap loop ran 1.74x Taichi's); an f64 square root's reciprocal estimated too
+#: (``rsqrt.approx.f64``, as Taichi's PTX has it).
+VERSION = 6
 
 
 class PtxError(TaichiError):
@@ -149,6 +155,17 @@ def _fast_math(m: re.Match) -> str:
     return f"= {op} {flags}contract {f32}"
 
 
+def _relaxed(m: re.Match) -> str:
+    """One atomicrmw or cmpxchg as Taichi's LLVM 15 made it: relaxed, at the GPU's scope (``atom.global.add``, no
+    fence). Taichi writes them ``seq_cst`` at the system's scope, which LLVM 15's NVPTX printed with neither ordering
+    nor scope, and LLVM 22 honours: ``membar.sys`` before each ``atom.sys`` (in a contended compare-and-swap loop of an
+    i8 sum: 1.74x Taichi's time)."""
+    line = m.group(0)
+    if "syncscope" in line:
+        return line
+    return _ORDERING.sub(lambda o: ' syncscope("device")' + re.sub(r"\w+", "monotonic", o.group(0)), line, count=1)
+
+
 def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
     """The IR of one kernel made ready for the NVPTX pipeline (see the module's comment)."""
     found = llvm_ir.tasks(text)
@@ -161,6 +178,7 @@ def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
         triple = f'target triple = "{TRIPLE}"'
         text = text.replace(triple, f'{triple}\ntarget datalayout = "{layout}"', 1)
     text = _FP_OP.sub(_fast_math, text)
+    text = _ATOMIC.sub(_relaxed, text)
     text = _ATTR_GROUP.sub(lambda m: f"attributes #{m.group(1)} = {{ {_FTZ} ", text)
     attrs = max((int(n) for n in _ATTR_GROUP.findall(text)), default=0) + 1
     text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals
