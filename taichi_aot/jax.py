@@ -117,7 +117,7 @@ class _Plan:
         self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
         self.what = ffi.new("char[]", str(spec).encode())
         p = self.c = ffi.new("TaichiAotXlaPlan *")
-        p.runtime, (p.kind, p.handle) = op._cell, op._choice.elsewhere()
+        p.runtime, (p.kind, p.flags, p.handle) = op._cell, op._choice.elsewhere()
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)

@@ -115,8 +115,7 @@ class _Packed:
 
     __slots__ = ("array", "buf", "keep", "launch", "slots")
 
-    def __init__(self, runtime: Runtime, kind: int, handle: Any, ctype: str, count: int, stride: int,
-                 arg_offset: int):
+    def __init__(self, runtime: Runtime, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int):
         self.buf = bytearray(max(count, 1) * stride)
         self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
         base: Any = ffi.cast("char *", self.array) if count else None
@@ -127,7 +126,8 @@ class _Packed:
         ]
         self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
         c = ffi.new("TaichiAotLaunch *")
-        c.runtime, c.kind, c.handle, c.arg_count, c.args = runtime.handle, kind, handle, count, self.array
+        c.runtime, c.kind, c.flags, c.handle = runtime.handle, choice.kind, choice.flags, choice.handle
+        c.arg_count, c.args = count, self.array
         c.seen = -1  # stale: the first launch checks in Python
         c.thread, c.pending = runtime.gate.thread, runtime.gate.pending
         self.launch: Any = c
@@ -362,7 +362,7 @@ class Kernel(_Launchable):
 
     def _new_packed(self) -> _Packed:
         choice = self._choice
-        packed = _Packed(self._runtime, choice.kind, choice.handle, "TiArgument", len(self._args), ARG_SIZE, 0)
+        packed = _Packed(self._runtime, choice, "TiArgument", len(self._args), ARG_SIZE, 0)
         packed.prefill(self._args)
         return packed
 
@@ -486,7 +486,7 @@ class ComputeGraph(_Launchable):
 
     def _new_packed(self) -> _Packed:
         choice = self._choice
-        packed = _Packed(self._runtime, choice.kind, choice.handle, "TiNamedArgument", len(self._args), _NAMED_SIZE,
+        packed = _Packed(self._runtime, choice, "TiNamedArgument", len(self._args), _NAMED_SIZE,
                          _NAMED_ARG)
         for i, cname in enumerate(self._cnames):
             packed.array[i].name = cname

@@ -8,7 +8,7 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from taichi_aot import Arch, _cuda
+from taichi_aot import Arch, NotSupportedError, _cuda
 from taichi_aot._native import ffi as native_ffi
 from taichi_aot._native import lib as native_lib
 
@@ -67,6 +67,10 @@ def c_loop(step: Sequence[BoundLaunch], every: Sequence[BoundLaunch] = (), readb
     def run(steps: int, each: int) -> float:
         assert keep
         seconds = lib.taichi_aot_steps(launches, len(step), others, len(every), steps, each, readback)
+        if seconds == -2.0:
+            raise NotSupportedError("the raw C step loop times kernels and graphs of libtaichi and of the own CUDA "
+                                    f"launcher only; a launch of kind {[b._c.kind for b in (*step, *every)]} is "
+                                    "neither (nothing was launched)")
         if seconds < 0:
             raise RuntimeError("the raw C step loop failed")
         return seconds / steps

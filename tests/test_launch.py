@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
 import time
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import raised_in_thread
-from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, Runtime, WrongThreadError
+from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, NotSupportedError, Runtime, WrongThreadError
 
 
 def test_bound_launch_matches_dynamic_call(env):
@@ -264,3 +265,50 @@ def test_kernels_and_graphs_show_their_arguments(modules, vulkan):
         assert list(params) == ["arg0", "arg1", "arg2"]
         assert params["arg0"].kind is inspect.Parameter.POSITIONAL_ONLY
         assert params["arg0"].annotation.endswith("access unknown")
+
+
+def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
+    """The dispatcher's one switch on the kind (``_csrc/launch.c``) refuses a kind it does not know, launching
+    nothing, on every way in: a launch from Python, the flat API's, a replay and a launch made elsewhere; the bench's
+    raw loop refuses it before timing; and no C file compares kind numbers by their order."""
+    import glob
+    import re
+
+    from taichi_aot._native import ffi, lib
+    from taichi_aot.backends import launch_error
+    from taichi_aot_bench.steps import c_loop
+
+    rt, mod = env
+    x = rt.ndarray_from_numpy(np.zeros(8, np.float32))
+    y = rt.ndarray_from_numpy(np.ones(8, np.float32))
+    bound = mod.kernels["add"].bind(x, y, 2.0)
+    bound()  # the record is current (epoch, thread) and launches
+    rt.wait()
+    record = ffi.new("TaichiAotLaunch *", bound._c[0])
+    record.kind = 99
+    unknown = lib.TAICHI_AOT_UNKNOWN_KIND
+    assert lib.taichi_aot_launch(record) == unknown and lib.taichi_aot_dispatch(record) == unknown
+    done = ffi.new("uint64_t *")
+    assert lib.taichi_aot_replay(record, 1, 1, done) == unknown and done[0] == 0
+    where = ffi.new("TaichiAotElsewhere *")
+    assert lib.taichi_aot_launch_elsewhere(record, where) == unknown
+    assert "does not know" in str(launch_error(unknown, "launch of kernel 'add'"))
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(8, 2, np.float32))  # the one real launch, nothing more
+
+    kind, bound._c.kind = bound._c.kind, 99  # the bench's loop over bound launches
+    try:
+        with pytest.raises(NotSupportedError, match="neither"):
+            c_loop([bound])(1, 0)
+    finally:
+        bound._c.kind = kind
+    assert np.array_equal(x.to_numpy(), np.full(8, 2, np.float32))
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder, switches in (("taichi_aot/_csrc", 1), ("taichi_aot_bench/_csrc", 1)):
+        texts = []
+        for path in glob.glob(os.path.join(here, "..", folder, "*.c")):
+            with open(path, encoding="utf-8") as f:
+                texts.append(f.read())
+        assert not any(re.search(r"kind\s*(>=|<=|<|>)\s*TAICHI_AOT_KIND", t) for t in texts), folder
+        assert sum(len(re.findall(r"switch \(l->kind\)", t)) for t in texts) == switches, folder

@@ -427,7 +427,7 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
         }
         if (s->fresh.fresh != FRESH_NONE) {
             if (!fresh_take(&self->fresh, &s->fresh, s->writes, value, self->launch->runtime, s->arg,
-                            self->launch->kind >= TAICHI_AOT_KIND_OWN)) {
+                            (self->launch->flags & TAICHI_AOT_LAUNCH_POINTERS) != 0)) {
                 return 0;
             }
             continue;

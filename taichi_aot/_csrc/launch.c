@@ -9,34 +9,46 @@
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
 
-/* One launch of any kind, no check; the error code (the library's last error for kinds 0 and 1). */
-static int launch_any(const TaichiAotLaunch *l) {
-    if (l->kind == TAICHI_AOT_KIND_CUDA_KERNEL) {
+/* One launch of any kind, no check: the one switch on the kind, an unknown one refused. `own`: the record a kernel of
+   the own CUDA launcher runs with where it is launched elsewhere (taichi_aot_launch_elsewhere), else NULL. Returns
+   the launch's error code (the library's last error for libtaichi's kinds). */
+static int launch_any(const TaichiAotLaunch *l, TaichiAotCudaRuntime *own) {
+    switch (l->kind) {
+    case TAICHI_AOT_KIND_KERNEL:
+    case TAICHI_AOT_KIND_GRAPH:
+        if (l->pending != NULL && l->pending[1]) {
+            return TAICHI_AOT_REFUSED;
+        }
+        if (l->kind == TAICHI_AOT_KIND_KERNEL) {
+            ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+        } else {
+            ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
+                                    (const TiNamedArgument *)l->args);
+        }
+        return (int)ti_get_last_error(NULL, NULL);
+    case TAICHI_AOT_KIND_CUDA_KERNEL:
+        if (own != NULL) { /* the kernel's plan with the caller's record: its stand-in */
+            TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)l->handle;
+            kernel.runtime = own;
+            return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
+        }
         return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
                                       (const TiArgument *)l->args);
-    }
-    if (l->kind == TAICHI_AOT_KIND_CUDA_GRAPH) {
+    case TAICHI_AOT_KIND_CUDA_GRAPH:
+        if (own != NULL) { /* one record cannot carry its dispatches' stand-ins: never launched elsewhere */
+            return TAICHI_AOT_REFUSED;
+        }
         return taichi_aot_cuda_graph(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
                                      (const TiNamedArgument *)l->args);
-    }
-    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL) {
+    case TAICHI_AOT_KIND_CPU_KERNEL:
         taichi_aot_cpu_launch((const TaichiAotCpuKernel *)l->handle, (void *)l->args);
         return 0;
-    }
-    if (l->kind == TAICHI_AOT_KIND_CPU_CALL) {
+    case TAICHI_AOT_KIND_CPU_CALL:
         return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
                                    (const TiArgument *)l->args);
+    default:
+        return TAICHI_AOT_UNKNOWN_KIND;
     }
-    if (l->pending != NULL && l->pending[1]) {
-        return TAICHI_AOT_REFUSED;
-    }
-    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
-        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-    } else {
-        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
-                                (const TiNamedArgument *)l->args);
-    }
-    return (int)ti_get_last_error(NULL, NULL);
 }
 
 /* Counts a launch through libtaichi in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0:
@@ -64,12 +76,12 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_STALE;
     }
-    return count_launch(l, launch_any(l));
+    return count_launch(l, launch_any(l, NULL));
 }
 
 /* One launch of any kind, with no check: the flat API's (taichi_aot.capi checked its arguments). */
 int taichi_aot_dispatch(const TaichiAotLaunch *l) {
-    return launch_any(l);
+    return launch_any(l, NULL);
 }
 
 /* Replay recorded launches `repeat` times with no Python in between. The first pass checks the
@@ -84,9 +96,9 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     for (r = 0; r < repeat; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
-            error = count_launch(l, launch_any(l));
-            /* the own launches' error codes are checked every time */
-            if (error != 0 && (r == 0 || l->kind >= TAICHI_AOT_KIND_OWN)) {
+            error = count_launch(l, launch_any(l, NULL));
+            /* the error codes of launches that report by code are checked every time */
+            if (error != 0 && (r == 0 || (l->flags & TAICHI_AOT_LAUNCH_CODES) != 0)) {
                 return error;
             }
             ++*done;
@@ -96,17 +108,11 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
 }
 
 int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *where) {
-    if (l->kind == TAICHI_AOT_KIND_CUDA_KERNEL) { /* the kernel's plan with the caller's record: its stand-in */
-        TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)l->handle;
-        where->own->stream = where->stream;
-        kernel.runtime = where->own;
-        return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
-    }
-    if (l->kind == TAICHI_AOT_KIND_CPU_KERNEL || l->kind == TAICHI_AOT_KIND_CPU_CALL) {
-        return launch_any(l);
-    }
-    if (l->kind != TAICHI_AOT_KIND_KERNEL && l->kind != TAICHI_AOT_KIND_GRAPH) {
-        return TAICHI_AOT_REFUSED;
+    if ((l->flags & TAICHI_AOT_LAUNCH_CODES) != 0) { /* the own launches: on the caller's stream, as they are */
+        if (where->own != NULL) {
+            where->own->stream = where->stream;
+        }
+        return launch_any(l, where->own);
     }
     if (where->sync != NULL && where->stream != NULL) {
         int waited = where->sync(where->stream);
@@ -114,7 +120,9 @@ int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *wh
             return TAICHI_AOT_CUDA_ERROR - waited;
         }
     }
-    launch_any(l);
+    if (launch_any(l, NULL) == TAICHI_AOT_UNKNOWN_KIND) {
+        return TAICHI_AOT_UNKNOWN_KIND;
+    }
     ti_wait(l->runtime);
     return (int)ti_get_last_error(NULL, NULL);
 }

@@ -23,7 +23,13 @@
      TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (cpu.c) of a kernel called as any is (one that returns values, or
        takes scalars libtaichi's C-API cannot pass), `handle` a TaichiAotCpuKernel with its plan, `args` as
        libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG.
-   Kinds from TAICHI_AOT_KIND_OWN on are taichi_aot's own launches, which report their errors by their code.
+   launch.c's launch_any is the one switch on the kind; an unknown kind is refused (TAICHI_AOT_UNKNOWN_KIND).
+   `flags` says what the launch is where C must know it elsewhere, written from its backend's Choice
+   (backends/__init__.py) as each backend declares it: TAICHI_AOT_LAUNCH_POINTERS, an ndarray may be passed as a
+   pointer tagged with TAICHI_AOT_POINTER_TAG (call.c, fresh.c and xla.c pass new arrays so); TAICHI_AOT_LAUNCH_CODES,
+   it reports its errors by its return code, not libtaichi's error slot (checked on every replay, and no wait for
+   libtaichi's copies where it is launched elsewhere); TAICHI_AOT_LAUNCH_GRAPHABLE, its launch never waits (a CUDA
+   graph may hold it).
    `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
@@ -36,10 +42,13 @@
 #define TAICHI_AOT_KIND_CUDA_GRAPH 3
 #define TAICHI_AOT_KIND_CPU_KERNEL 4
 #define TAICHI_AOT_KIND_CPU_CALL 5
-#define TAICHI_AOT_KIND_OWN 2
+#define TAICHI_AOT_LAUNCH_POINTERS 1
+#define TAICHI_AOT_LAUNCH_CODES 2
+#define TAICHI_AOT_LAUNCH_GRAPHABLE 4
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
+    uint32_t flags;
     void *handle;
     uint32_t arg_count;
     const void *args;
@@ -69,6 +78,7 @@ int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char
 extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)
 #define TAICHI_AOT_REFUSED (-102)
+#define TAICHI_AOT_UNKNOWN_KIND (-106) /* a launch whose kind launch_any does not know: nothing launched */
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_dispatch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
@@ -269,6 +279,7 @@ typedef struct {
 typedef struct {
     void *runtime;
     uint32_t kind;
+    uint32_t flags; /* the launch's (TAICHI_AOT_LAUNCH_*) */
     void *handle;
     uint32_t arg_count;
     const TaichiAotXlaArg *args;

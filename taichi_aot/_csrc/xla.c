@@ -241,7 +241,7 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
             return 1;
         }
     }
-    if (p->kind >= TAICHI_AOT_KIND_OWN) { /* the own CUDA launcher takes the pointer itself (ptx.c) */
+    if ((p->flags & TAICHI_AOT_LAUNCH_POINTERS) != 0) { /* the own launches take the pointer themselves */
         out->value.ndarray.memory = (TiMemory)((uintptr_t)b->data | TAICHI_AOT_POINTER_TAG);
         return 0;
     }
@@ -274,6 +274,7 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         memset(&launch, 0, sizeof(launch));
         launch.runtime = c->runtime;
         launch.kind = p->kind;
+        launch.flags = p->flags;
         launch.handle = p->handle;
         launch.arg_count = p->arg_count;
         launch.args = args;
@@ -290,7 +291,7 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         code = taichi_aot_launch_elsewhere(&launch, &where);
         c->captured += own.captured;
     }
-    if (code < TAICHI_AOT_CUDA_ERROR && p->kind < TAICHI_AOT_KIND_OWN) {
+    if (code < TAICHI_AOT_CUDA_ERROR && (p->flags & TAICHI_AOT_LAUNCH_CODES) == 0) {
         snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed (CUresult %d)", p->what,
                  TAICHI_AOT_CUDA_ERROR - code);
         return 1;

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._arguments import c_api_passes
 from .._native import ffi, lib
 from ..enums import Arch
-from ..errors import NotSupportedError
+from ..errors import InvalidStateError, NotSupportedError
 from . import cuda, libtaichi
 from .cuda_reverse import GradCall, gradient_signature
 
@@ -58,6 +58,8 @@ _OWN_CODES = (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED, lib.TAICHI_A
 
 def launch_error(code: int, what: str) -> Exception:
     """The exception of a launch's non-zero error ``code`` (``what`` names the launch), by the backend that gave it."""
+    if code == lib.TAICHI_AOT_UNKNOWN_KIND:  # a record no backend wrote: the dispatcher launched nothing
+        return InvalidStateError(f"{what}: a launch of a kind the dispatcher does not know (nothing was launched)")
     if code <= lib.TAICHI_AOT_CUDA_ERROR or code in _OWN_CODES:
         return cuda.own_launch_error(code, what)
     return libtaichi.launch_error(code, what)
@@ -80,22 +82,31 @@ class Choice:
     widens: bool = False  # takes every scalar type as it is (the own launches), not only the C-API's
     graphable: bool = False  # its launch never waits: XLA may capture it into a command buffer (a CUDA graph)
     results: Any = None  # a kernel that returns values on the own CUDA launcher: their reader (cuda.Results)
+    pointers: bool = False  # an ndarray may be passed as a tagged pointer (the own launches), not only a TiMemory
+    codes: bool = False  # it reports its errors by its return code (the own launches), not libtaichi's error slot
 
     @property
-    def pointers(self) -> bool:
-        """Whether its launch takes an ndarray as a device pointer (the own CUDA launcher), not a TiMemory."""
-        return self.kind >= lib.TAICHI_AOT_KIND_OWN
+    def flags(self) -> int:
+        """What the launch record tells C of it (``TaichiAotLaunch.flags``, ``_csrc/taichi_aot.h``): C switches on
+        these, never on the order of the kind numbers."""
+        return ((lib.TAICHI_AOT_LAUNCH_POINTERS if self.pointers else 0) | (lib.TAICHI_AOT_LAUNCH_CODES if self.codes
+                else 0) | (lib.TAICHI_AOT_LAUNCH_GRAPHABLE if self.graphable else 0))
 
-    def elsewhere(self) -> tuple[int, Any]:
-        """The kind and handle of its launch from XLA's handler: a graph of the own launcher goes through
+    def elsewhere(self) -> tuple[int, int, Any]:
+        """The kind, flags and handle of its launch from XLA's handler: a graph of the own launcher goes through
         libtaichi's (one dispatch's record is all a launch made elsewhere carries)."""
         if self.kind == lib.TAICHI_AOT_KIND_CUDA_GRAPH:
-            return libtaichi.GRAPH, self.library
-        return self.kind, self.handle
+            return libtaichi.GRAPH, 0, self.library
+        return self.kind, self.flags, self.handle
 
 
 def _library(kind: int, handle: Any) -> Choice:
     return Choice(libtaichi.NAME, kind, handle, handle)
+
+
+def _own(kind: int, handle: Any, library: Any, graphable: bool = False, results: Any = None) -> Choice:
+    """A choice of the own launches: every scalar type, tagged pointers, errors by code."""
+    return Choice(OWN, kind, handle, library, True, graphable, results, pointers=True, codes=True)
 
 
 class RuntimeBackends:
@@ -162,17 +173,16 @@ class ModuleBackends:
         if plan is None and self._x64_own(info):
             call = self._cpu_call(name, info)
             if call is not None:
-                return Choice(OWN, lib.TAICHI_AOT_KIND_CPU_CALL, call.c, library(), True, False, call.results), \
-                    info.args
+                return _own(lib.TAICHI_AOT_KIND_CPU_CALL, call.c, library(), results=call.results), info.args
         if plan is None:
             if info.returns:
                 raise NotSupportedError(f"kernel {name!r} returns values, which {self._lost(name)}")
             return _library(libtaichi.KERNEL, library()), info.args
         if info.reverse:  # libtaichi, which cannot run it, gives it no handle
-            return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None, True), gradient_signature(info.args)
+            return _own(lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None), gradient_signature(info.args)
         results = self._own.results.get(name)  # type: ignore[union-attr]  # a plan: the own launcher's
-        return (Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), True,
-                       not plan.overflow and results is None, results), info.args)
+        return (_own(lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), not plan.overflow and results is None,
+                     results), info.args)
 
     def _x64_own(self, info: KernelInfo) -> bool:
         """Whether a kernel is for the own x64 launch: it returns values or takes scalars libtaichi cannot pass."""
@@ -216,7 +226,7 @@ class ModuleBackends:
         plan = self._own.graph(info) if self._own is not None else None
         if plan is None:
             return _library(libtaichi.GRAPH, library)
-        return Choice(OWN, lib.TAICHI_AOT_KIND_CUDA_GRAPH, plan, library, True)
+        return _own(lib.TAICHI_AOT_KIND_CUDA_GRAPH, plan, library)
 
     def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
         """``AotModule.launchers()``: each kernel's launcher, "own" or "taichi" (with the reason after a colon where

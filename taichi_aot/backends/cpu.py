@@ -59,7 +59,8 @@ class CpuKernel:
         # the launch the dispatcher makes (launch.c, TAICHI_AOT_KIND_CPU_KERNEL): its tasks on the stand-in
         self._kernel = ffi.new("TaichiAotCpuKernel *", {"standin": ffi.cast("void *", standin.ctypes.data),
                                                         "tasks": listed, "count": len(tasks)})
-        self._launch_c = ffi.new("TaichiAotLaunch *", {"kind": lib.TAICHI_AOT_KIND_CPU_KERNEL, "handle": self._kernel})
+        self._launch_c = ffi.new("TaichiAotLaunch *", {"kind": lib.TAICHI_AOT_KIND_CPU_KERNEL, "handle": self._kernel,
+                                                       "flags": lib.TAICHI_AOT_LAUNCH_CODES})
         self._where = ffi.new("TaichiAotElsewhere *")
         self._keep = [standin, listed, *keep]  # the stand-in, its temporaries, the execution engine: alive with it
 

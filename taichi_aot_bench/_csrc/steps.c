@@ -28,30 +28,38 @@ static double taichi_aot_now(void) {
 }
 
 /* One launch, the work launch.c's launch_any makes for every launch from Python: a kernel of the own CUDA
-   launcher (kind 2) or a graph of them (3), else, where libtaichi's launches are not refused (pending[1]), a
-   kernel (0) or a graph (1) through libtaichi and a read of its error slot. */
-static void taichi_aot_raw_launch(const TaichiAotLaunch *l) {
+   launcher or a graph of them, else, where libtaichi's launches are not refused (pending[1]), a kernel or a graph
+   through libtaichi and a read of its error slot. A kind this loop does not time (the own x64 launches) or knows
+   not: -1, before anything is launched (taichi_aot_steps checks every launch first). */
+static int taichi_aot_raw_launch(const TaichiAotLaunch *l, int launch) {
     switch (l->kind) {
-    case 2:
-        (void)CALL(taichi_aot_cuda_launch)(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
-                                           (const TiArgument *)l->args);
-        return;
-    case 3:
-        (void)CALL(taichi_aot_cuda_graph)(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
-                                          (const TiNamedArgument *)l->args);
-        return;
-    case 0:
-        if (!l->pending[1]) {
+    case TAICHI_AOT_KIND_CUDA_KERNEL:
+        if (launch) {
+            (void)CALL(taichi_aot_cuda_launch)(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
+                                               (const TiArgument *)l->args);
+        }
+        return 0;
+    case TAICHI_AOT_KIND_CUDA_GRAPH:
+        if (launch) {
+            (void)CALL(taichi_aot_cuda_graph)(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                              (const TiNamedArgument *)l->args);
+        }
+        return 0;
+    case TAICHI_AOT_KIND_KERNEL:
+        if (launch && !l->pending[1]) {
             CALL(ti_launch_kernel)(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
             (void)CALL(ti_get_last_error)(NULL, NULL);
         }
-        return;
-    default:
-        if (!l->pending[1]) {
+        return 0;
+    case TAICHI_AOT_KIND_GRAPH:
+        if (launch && !l->pending[1]) {
             CALL(ti_launch_compute_graph)(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
                                           (const TiNamedArgument *)l->args);
             (void)CALL(ti_get_last_error)(NULL, NULL);
         }
+        return 0;
+    default:
+        return -1;
     }
 }
 
@@ -79,14 +87,25 @@ double taichi_aot_steps(const void *step_launches, uint32_t count, const void *e
     const TaichiAotLaunch *others = (const TaichiAotLaunch *)every_launches;
     uint64_t s;
     uint32_t i;
-    double t0 = taichi_aot_now();
+    double t0;
+    for (i = 0; i < count; ++i) { /* every launch of a kind this loop launches, or none is made */
+        if (taichi_aot_raw_launch(&step[i], 0) != 0) {
+            return -2.0;
+        }
+    }
+    for (i = 0; i < every_count; ++i) {
+        if (taichi_aot_raw_launch(&others[i], 0) != 0) {
+            return -2.0;
+        }
+    }
+    t0 = taichi_aot_now();
     for (s = 0; s < steps; ++s) {
         for (i = 0; i < count; ++i) {
-            taichi_aot_raw_launch(&step[i]);
+            (void)taichi_aot_raw_launch(&step[i], 1);
         }
         if (every != 0 && s % every == every - 1) {
             for (i = 0; i < every_count; ++i) {
-                taichi_aot_raw_launch(&others[i]);
+                (void)taichi_aot_raw_launch(&others[i], 1);
             }
             CALL(ti_wait)(step[0].runtime);
             if (taichi_aot_read_back(readback) != 0) {
@@ -110,7 +129,7 @@ double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_
     uint64_t s;
     uint32_t i;
     double t0, t1;
-    if (step->kind != 0 || count > 16 || count > step->arg_count) {
+    if (step->kind != TAICHI_AOT_KIND_KERNEL || count > 16 || count > step->arg_count) {
         return -1.0;
     }
     for (i = 0; i < count; ++i) {
@@ -122,7 +141,7 @@ double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_
             args[i].value.ndarray.memory = cuda ? CALL(ti_import_cuda_memory)(step->runtime, (void *)ptrs[i], size)
                                                 : CALL(ti_import_cpu_memory)(step->runtime, (void *)ptrs[i], size);
         }
-        taichi_aot_raw_launch(step);
+        (void)taichi_aot_raw_launch(step, 1);
     }
     CALL(ti_wait)(step->runtime);
     t1 = taichi_aot_now();

@@ -40,7 +40,7 @@ typedef struct {
 
 /* `steps` times the `count` launches at `step` (TaichiAotLaunch structs), and every `every` steps (0: never) the
    `every_count` launches at `every_launches`, a wait and the read back; then a wait. Returns the seconds it took,
-   or -1 where the library reported an error. */
+   or -1 where the library reported an error, -2 (before any launch) where a launch is of a kind it does not time. */
 double taichi_aot_steps(const void *step, uint32_t count, const void *every_launches, uint32_t every_count,
                         uint64_t steps, uint64_t every, const TaichiAotReadback *readback);
 
