@@ -115,7 +115,7 @@ class OpSpec:
         reverse = module.kernel_info(name)
         if reverse is None or not reverse.reverse:
             return None
-        if arch == Arch.CUDA and module.launchers().get(name) != "own":
+        if arch == Arch.CUDA and module.launchers().get(name) != "cuda":
             return None
         return [a.index for a in reverse.args if a.needs_grad]
 

@@ -108,7 +108,7 @@ def _cuda_launcher() -> dict[str, Any]:
 
     from .ptx.compile import TARGET
 
-    choice = os.environ.get("TAICHI_AOT_CUDA_LAUNCHER", "own")
+    choice = os.environ.get("TAICHI_AOT_CUDA_LAUNCHER", "auto")
     return {"launcher": choice, "ptx_target": TARGET, "llvmlite": importlib.util.find_spec("llvmlite") is not None}
 
 
@@ -241,7 +241,7 @@ def _path_lines(c: dict[str, Any]) -> list[str]:
     """``show_config``'s lines of the paths a launch or a load takes: CUDA's launcher, the SPIR-V validator, the
     Vulkan fences."""
     cuda = c["cuda_launcher"]
-    path = "taichi_aot's own launcher" if cuda["launcher"] == "own" else "libtaichi"
+    path = "libtaichi" if cuda["launcher"] == "taichi" else "taichi_aot's own launcher"
     spv = c["spirv_validator"]
     fences = c["vulkan_fences"]
     return [f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "

@@ -172,7 +172,8 @@ class _Launchable(Launcher):
 
     @property
     def launcher(self) -> str:
-        """"own" where taichi_aot's CUDA launcher launches it (the module's PTX), else "taichi" (libtaichi)."""
+        """The backend that launches it: "cuda" (taichi_aot's own CUDA launcher, the module's PTX), "x64" (taichi_aot's
+        own x64 launch) or "taichi" (libtaichi)."""
         return self._choice.backend
 
     @property

@@ -29,6 +29,7 @@ from .enums import LLVM_ARCHS, Arch
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
+    InvalidArgumentError,
     MissingFileError,
     NameNotFoundError,
 )
@@ -239,6 +240,19 @@ class _Shared:
             s.owned.close()
 
 
+def _launchers(launcher: str | None, cuda_launcher: str | None) -> str:
+    """The launchers asked for by ``load_module(launcher=)`` or its old name ``cuda_launcher=`` (not both, unless they
+    agree), checked: "auto" or "taichi"."""
+    for name, given in (("launcher", launcher), ("cuda_launcher", cuda_launcher)):
+        if given is not None and not isinstance(given, str):
+            raise ArgumentTypeError(f"{name} is 'auto' or 'taichi', got {given!r}")
+    if launcher is not None and cuda_launcher is not None and \
+            launcher_choice(launcher) != launcher_choice(cuda_launcher, "cuda_launcher"):
+        raise InvalidArgumentError(f"launcher={launcher!r} and its old name cuda_launcher={cuda_launcher!r} disagree: "
+                                   "give launcher= only")
+    return launcher_choice(launcher) if launcher is not None else launcher_choice(cuda_launcher, "cuda_launcher")
+
+
 class AotModule(Child):
     """A loaded AOT module: ``AotModule(rt, source)`` or :meth:`Runtime.load_module`.
 
@@ -257,11 +271,10 @@ class AotModule(Child):
 
     _kind = "module"
 
-    def __init__(self, runtime: Runtime, source: ModuleSource, *, cuda_launcher: str | None = None):
+    def __init__(self, runtime: Runtime, source: ModuleSource, *, launcher: str | None = None,
+                 cuda_launcher: str | None = None):
         runtime.ensure_open()
-        if cuda_launcher is not None and not isinstance(cuda_launcher, str):
-            raise ArgumentTypeError(f"cuda_launcher is 'own' or 'taichi', got {cuda_launcher!r}")
-        choice = launcher_choice(cuda_launcher)  # checked on every arch
+        choice = _launchers(launcher, cuda_launcher)  # checked on every arch
         src = _open(runtime, source)
         key = (src.key, choice if runtime.arch == Arch.CUDA else "")
         shared, owned = _Shared.take(runtime, key)  # pinned from here on
@@ -297,11 +310,12 @@ class AotModule(Child):
         return self._backends.reverse(self, name, self._meta, self._runtime.cpu_threads)
 
     def launchers(self) -> dict[str, str]:
-        """How each kernel is launched: "own" (taichi_aot's CUDA launcher, from the module's PTX; on x64 its own
-        launch, for kernels that return values or take scalars libtaichi cannot pass) or "taichi" (libtaichi), with
-        the reason after a colon where the own launches leave a kernel to libtaichi; "refused: ..." for a kernel
-        that returns values no backend here gives (looking it up raises NotSupportedError). A graph whose every
-        kernel is "own" is launched by the own launcher too (``graph.launcher``)."""
+        """Which backend launches each kernel: "cuda" (taichi_aot's own CUDA launcher, from the module's PTX), "x64"
+        (taichi_aot's own x64 launch, for kernels that return values or take scalars libtaichi cannot pass) or
+        "taichi" (libtaichi), with the reason after a colon where the own launches leave a kernel to libtaichi;
+        "refused: ..." for a kernel that returns values no backend here gives (looking it up raises
+        NotSupportedError). A graph whose every kernel is "cuda" is launched by the own launcher too
+        (``graph.launcher``)."""
         return self._backends.launchers(self.kernel_names(), self._meta)
 
     @property

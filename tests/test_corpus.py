@@ -164,12 +164,12 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
     cannot: set[str] = set()
     with Runtime(Arch.CUDA) as rt:
         for name, folder in corpus.items():
-            own = rt.load_module(folder, cuda_launcher="own")
+            own = rt.load_module(folder, launcher="cuda")
             lib = rt.load_module(folder, cuda_launcher="taichi")
             paths = own.launchers()
             infos = metadata.read_module(folder).kernels
             for kernel in own.kernel_names():
-                assert (paths[kernel] == "own") == (kernel not in REFUSED), (kernel, paths[kernel])
+                assert (paths[kernel] == "cuda") == (kernel not in REFUSED), (kernel, paths[kernel])
                 if kernel in REFUSED:
                     continue
                 a = _run(rt, own.kernels[kernel], infos[kernel], 1)
@@ -204,7 +204,7 @@ def test_every_corpus_kernel_gives_the_same_values_on_both_paths(corpus):
                     mod.graphs["axpy_square"](x=x, y=y, a=0.5)
                     rt.wait()
                     outs.append((x.to_numpy(), y.to_numpy()))
-                assert own.graphs["axpy_square"].launcher == "own"
+                assert own.graphs["axpy_square"].launcher == "cuda"
                 for x, y in zip(*outs):
                     np.testing.assert_array_equal(x, y)
                 lines.append("graphs/axpy_square (graph): own; 8192 values equal")
@@ -221,7 +221,7 @@ def test_returning_kernels_give_taichis_values_on_a_gpu(corpus):
         for kernel, args in RETURNS.items():
             values = [rt.ndarray_from_numpy(np.array(a[0], a[1])) if isinstance(a, tuple) else a for a in args]
             got, want = own.kernels[kernel](*values), TAICHI_RETURNED[kernel]
-            assert own.launchers()[kernel] == "own"
+            assert own.launchers()[kernel] == "cuda"
             if isinstance(want, np.ndarray):
                 assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == want.shape, got
                 np.testing.assert_array_equal(got, want.astype(np.float32))

@@ -455,7 +455,7 @@ def test_streams_and_fast_transfers(cuda_module):
         assert graph.launcher == add.launcher == module.launchers()["add"]
         with torch.cuda.stream(side):
             yt.mul_(3)  # queued on the stream, the kernels after it, then torch again: ordered with no sync
-            if add.launcher == "own":
+            if add.launcher == "cuda":
                 add(xt, yt, 0.5)
                 graph(x=xt, y=yt, a=1.0)
                 xt.add_(1)

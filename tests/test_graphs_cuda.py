@@ -42,7 +42,7 @@ def test_a_kernel_called_directly_in_cuda_graphs(cuda_module):  # noqa: F811
     with Runtime(Arch.CUDA) as rt:
         mod = rt.load_module(cuda_module["cuda"])
         add = mod.kernels["add"]
-        assert add.launcher == "own"
+        assert add.launcher == "cuda"
         x, y = torch.zeros(N, device="cuda"), torch.rand(N, device="cuda")
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):  # torch's default capture stream, new to the runtime

@@ -281,4 +281,4 @@ def test_the_shipped_demo_module_is_built_from_its_source():
         assert [a.name for a in part.graphs["steps16"].args] == ["a", "b", "feed", "kill"]
     from taichi_aot.ptx import paths_of
 
-    assert set(paths_of(DEMO_MODULE).values()) == {"own"}  # its CUDA kernels run on taichi_aot's own launcher
+    assert set(paths_of(DEMO_MODULE).values()) == {"cuda"}  # its CUDA kernels run on taichi_aot's own launcher

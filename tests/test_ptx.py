@@ -326,7 +326,7 @@ def _simulation(rt, mod) -> list[np.ndarray]:
 
 def _graphs(rt, own, lib) -> None:
     """Compute graphs of kernels that all have PTX run on the own launcher too, with libtaichi's results."""
-    assert {own.graphs[g].launcher for g in own.graph_names()} == {"own"}
+    assert {own.graphs[g].launcher for g in own.graph_names()} == {"cuda"}
     assert {lib.graphs[g].launcher for g in lib.graph_names()} == {"taichi"}
     for mod in (own, lib):
         x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
@@ -350,7 +350,7 @@ def test_both_launch_paths_give_the_same_values_on_a_gpu(with_ptx):
             assert all(v.startswith("refused: returns values") if k in returning else v == "taichi"
                        for k, v in lib.launchers().items())  # libtaichi gives no value: refused, not None
             for kernel in own.kernel_names():
-                assert paths[kernel] == ("own" if kernel not in REFUSED else paths[kernel])
+                assert paths[kernel] == ("cuda" if kernel not in REFUSED else paths[kernel])
                 values = _inputs(kernel, np.random.default_rng(1))
                 if values is None:
                     continue
@@ -523,11 +523,19 @@ def test_a_wrong_launcher_choice_is_a_typed_error_on_every_arch(modules, monkeyp
 
     with Runtime(Arch.X64) as rt:
         path = modules.path(Arch.X64)
-        assert rt.load_module(path, cuda_launcher="taichi").kernels["add"].launcher == "taichi"
-        with pytest.raises(InvalidArgumentError, match="cuda_launcher must be one of own, taichi"):
+        assert rt.load_module(path, cuda_launcher="taichi").kernels["add"].launcher == "taichi"  # the old name
+        assert rt.load_module(path, launcher="taichi").kernels["add"].launcher == "taichi"
+        assert rt.load_module(path, launcher="x64", cuda_launcher="own").kernels["add"].launcher == "taichi"
+        with pytest.raises(InvalidArgumentError, match="launcher must be one of auto, taichi, cuda, x64, own"):
+            rt.load_module(path, launcher="fast")
+        with pytest.raises(InvalidArgumentError, match="cuda_launcher must be one of"):
             rt.load_module(path, cuda_launcher="fast")
+        with pytest.raises(InvalidArgumentError, match="disagree"):
+            rt.load_module(path, launcher="auto", cuda_launcher="taichi")
         with pytest.raises(ArgumentTypeError, match="cuda_launcher"):
             rt.load_module(path, cuda_launcher=1)
+        with pytest.raises(ArgumentTypeError, match="launcher"):
+            rt.load_module(path, launcher=1)
         monkeypatch.setenv("TAICHI_AOT_CUDA_LAUNCHER", "nope")
         with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_CUDA_LAUNCHER"):
             rt.load_module(path)
@@ -572,7 +580,7 @@ def test_a_module_saved_without_ptx_runs_on_the_own_launcher_on_a_gpu(cuda_modul
     monkeypatch.setenv("TAICHI_AOT_CACHE", str(tmp_path / "cache"))
     with Runtime(Arch.CUDA) as rt:
         plain = rt.load_module(os.path.join(cuda_modules, "bench"))  # as Taichi saved it: no PTX
-        assert plain.launchers()["saxpy"] == "own"
+        assert plain.launchers()["saxpy"] == "cuda"
         x = rt.ndarray_from_numpy(np.arange(4096, dtype=np.float32))
         y = rt.ndarray_from_numpy(np.ones(4096, np.float32))
         plain.kernels["saxpy"](x, y, 0.5)

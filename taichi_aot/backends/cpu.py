@@ -24,17 +24,22 @@ import os
 import re
 import struct
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .._arguments import describe_value, gradient_map
+from .._arguments import c_api_passes, describe_value, gradient_map
 from .._arrays import array_like, host_array, on_cuda
 from .._native import ffi, lib
 from ..enums import NUMPY_DTYPES
 from ..errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
 from ..metadata import llvm_ir
 from ..metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
+from .choice import X64, Choice, own_choice
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata import ArgInfo
+    from ..metadata.model import GraphInfo, KernelInfo
 
 #: LLVMRuntime's fields the stand-in fills: the thread pool (any pointer), parallel_for, the temporaries.
 _THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES = 9, 10, 14
@@ -319,3 +324,58 @@ def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
         "args": args, "arg_count": len(plan["args"]), "args_size": plan["args_size"],
         "result": results.host if results is not None else ffi.NULL})
     return CpuCall(c, results, [code.standin, listed, args, *code.keep])
+
+
+class X64Backend:
+    """The own x64 launch as a module's backend (``choice.Backend``): the x64 kernels libtaichi's C-API cannot give
+    all they need (they return values, or take scalars it cannot pass), compiled at their first look-up; the others
+    are libtaichi's."""
+
+    name = X64
+
+    def __init__(self, folder: str | None, threads: int):
+        self._folder = folder  # the module's files (a .tcm's unpacked): their IR is compiled
+        self._threads = threads  # the runtime's CPU threads: parallel loops use as many
+        self._calls: dict[str, CpuCall] = {}
+        self._refused: dict[str, str] = {}  # why a kernel it wanted is not its own
+
+    @staticmethod
+    def wants(info: KernelInfo) -> bool:
+        """Whether a kernel needs the own x64 launch: it returns values or takes scalars libtaichi cannot pass."""
+        return not info.reverse and (info.returns or not all(c_api_passes(a) for a in info.args))
+
+    def _call(self, name: str, info: KernelInfo) -> CpuCall | None:
+        """Kernel ``name`` compiled (once), or None with the reason noted."""
+        made = self._calls.get(name)
+        if made is not None or name in self._refused or not self.wants(info):
+            return made
+        why = "the module has no IR files"
+        if self._folder is not None:
+            from ..ptx import _kernels
+
+            try:
+                made = self._calls[name] = compile_call(self._folder, name, _kernels(self._folder)[name],
+                                                        self._threads)
+            except NotSupportedError as e:
+                why = str(e)
+        if made is None:
+            self._refused[name] = why
+        return made
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        call = self._call(name, info)
+        if call is None:
+            return None
+        return own_choice(X64, lib.TAICHI_AOT_KIND_CPU_CALL, call.c, library(), results=call.results), info.args
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        return None  # a graph's kernels are libtaichi's
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        return info is not None and self._call(name, info) is not None
+
+    def why_not(self, name: str) -> str | None:
+        return self._refused.get(name)
+
+    def unload(self) -> None:
+        pass  # the compiled code lives as long as the calls that hold it

@@ -28,7 +28,7 @@ import ctypes
 import hashlib
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -39,10 +39,18 @@ from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.plan import RESULT_BYTES, SCALAR_SIZES, check, from_entry
+from .choice import CUDA, Choice, own_choice
 
-#: The environment variable that picks the launcher of CUDA kernels: "own" (the default) or "taichi".
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata import ArgInfo
+    from ..metadata.model import GraphInfo, KernelInfo
+
+#: The environment variable that picks a module's launchers: "auto" (the default: the own launches where they take a
+#: kernel, libtaichi for the rest) or "taichi" (libtaichi for every kernel it can launch); "cuda", "x64" and "own"
+#: (the old word) read as "auto".
 ENV = "TAICHI_AOT_CUDA_LAUNCHER"
-CHOICES = ("own", "taichi")
+AUTO = "auto"
+CHOICES = (AUTO, "taichi", CUDA, "x64", "own")
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
 #: Stand-ins kept for streams selected before (one each: about 1 MiB, and random states where kernels use them).
@@ -59,13 +67,13 @@ GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel 
 _calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
 
 
-def choice(given: str | None) -> str:
-    """The launcher asked for: ``given``, else the environment's, else "own"."""
-    value = given if given is not None else os.environ.get(ENV, "own")
+def choice(given: str | None, where: str = "launcher") -> str:
+    """The launchers asked for (``given``, else the environment's, else "auto"), as AUTO or "taichi"."""
+    value = given if given is not None else os.environ.get(ENV, AUTO)
     if value not in CHOICES:
-        where = "cuda_launcher" if given is not None else ENV
-        raise InvalidArgumentError(f"{where} must be one of {', '.join(CHOICES)}, got {value!r}")
-    return value
+        raise InvalidArgumentError(f"{where if given is not None else ENV} must be one of {', '.join(CHOICES)}, got "
+                                   f"{value!r}")
+    return "taichi" if value == "taichi" else AUTO
 
 
 def _driver() -> Any:
@@ -384,6 +392,40 @@ class Kernels:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
+
+
+class CudaBackend:
+    """The own CUDA launcher as a module's backend (``choice.Backend``): the kernels and graphs its PTX covers."""
+
+    name = CUDA
+
+    def __init__(self, kernels: Kernels):
+        self.kernels = kernels
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        plan = self.kernels.plans.get(name)
+        if plan is None:
+            return None
+        if info.reverse:  # libtaichi, which cannot run it, gives it no handle
+            from .cuda_reverse import gradient_signature
+
+            return own_choice(CUDA, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None), gradient_signature(info.args)
+        results = self.kernels.results.get(name)
+        return own_choice(CUDA, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), not plan.overflow and results is None,
+                          results), info.args
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        plan = self.kernels.graph(info)
+        return None if plan is None else own_choice(CUDA, lib.TAICHI_AOT_KIND_CUDA_GRAPH, plan, library)
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        return name in self.kernels.plans
+
+    def why_not(self, name: str) -> str | None:
+        return self.kernels.refused.get(name)
+
+    def unload(self) -> None:
+        self.kernels.unload()
 
 
 class Results:

@@ -10,14 +10,43 @@ stream of its own: it cannot run on a non-blocking stream nor be captured into a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 from .._native import lib
 from ..errors import make_error, take_last_error
+from .choice import LIBTAICHI, Choice, library_choice
 
-__all__ = ["NAME", "launch_error"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata import ArgInfo
+    from ..metadata.model import GraphInfo, KernelInfo
+
+__all__ = ["NAME", "LibtaichiBackend", "launch_error"]
 
 #: The backend's name, as ``Kernel.launcher`` and ``AotModule.launchers()`` say it.
-NAME = "taichi"
+NAME = LIBTAICHI
 KERNEL, GRAPH = lib.TAICHI_AOT_KIND_KERNEL, lib.TAICHI_AOT_KIND_GRAPH
+
+
+class LibtaichiBackend:
+    """libtaichi as a module's backend (``choice.Backend``): every kernel and graph, but a kernel that returns values
+    (its C-API gives none: the room refuses it rather than lose the value)."""
+
+    name = NAME
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        return None if info.returns else (library_choice(KERNEL, library()), info.args)
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        return library_choice(GRAPH, library)
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        return info is None or not info.returns
+
+    def why_not(self, name: str) -> str | None:
+        return None
+
+    def unload(self) -> None:
+        pass  # libtaichi's module is the AotModule's own
 
 
 def launch_error(code: int, what: str) -> Exception:

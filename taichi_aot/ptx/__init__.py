@@ -218,11 +218,11 @@ def manifest_of(source: str) -> dict[str, Any] | None:
 
 def paths_of(source: str) -> dict[str, str] | None:
     """How each kernel of a CUDA module is launched, as :meth:`AotModule.launchers` says it, from its manifest
-    alone: "own", or "taichi: <why>"; None where the module has no PTX."""
+    alone: "cuda", or "taichi: <why>"; None where the module has no PTX."""
     manifest = manifest_of(source)
     if manifest is None:
         return None
-    out = {name: "own" for name in manifest["kernels"]}
+    out = {name: "cuda" for name in manifest["kernels"]}
     out.update({name: f"taichi: {why}" for name, why in manifest["refused"].items()})
     return out
 

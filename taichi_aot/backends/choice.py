@@ -1,0 +1,88 @@
+"""The contract of the launch backends: what each shows the room (``backends/__init__.py``).
+
+Every backend of a loaded module is a :class:`Backend`: it has a name (what ``Kernel.launcher`` and
+``AotModule.launchers()`` say: "cuda", "x64", "taichi"), answers for each kernel and graph with a :class:`Choice` or
+None (not its own), says why it declines a kernel, and lets its code go when the module is released. The room asks
+a module's backends in order (the own launches first, libtaichi last) and takes the first answer.
+
+A :class:`Choice` is all the rest of the package sees of a launch: the C launch record's kind and handle, and its
+``flags`` (``_csrc/taichi_aot.h``), which C reads where it must know what a launch is. It never compares kinds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from .._native import lib
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata import ArgInfo
+    from ..metadata.model import GraphInfo, KernelInfo
+
+__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "library_choice", "own_choice"]
+
+#: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
+CUDA, X64, LIBTAICHI = "cuda", "x64", "taichi"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which backend launches one kernel or graph, and what its launches need."""
+
+    backend: str  # the backend's name: CUDA, X64 or LIBTAICHI
+    kind: int  # the TaichiAotLaunch kind (_csrc/taichi_aot.h)
+    handle: Any  # what that kind launches: a TaichiAotCudaKernel / TaichiAotCudaGraph, or libtaichi's handle
+    library: Any  # libtaichi's handle (TiKernel, TiComputeGraph); None where libtaichi cannot launch it
+    widens: bool = False  # takes every scalar type as it is (the own launches), not only the C-API's
+    graphable: bool = False  # its launch never waits: XLA may capture it into a command buffer (a CUDA graph)
+    results: Any = None  # a kernel that returns values: their reader (cuda.Results)
+    pointers: bool = False  # an ndarray may be passed as a tagged pointer (the own launches), not only a TiMemory
+    codes: bool = False  # it reports its errors by its return code (the own launches), not libtaichi's error slot
+
+    @property
+    def flags(self) -> int:
+        """What the launch record tells C of it (``TaichiAotLaunch.flags``): C switches on these, never on the
+        order of the kind numbers."""
+        return ((lib.TAICHI_AOT_LAUNCH_POINTERS if self.pointers else 0) | (lib.TAICHI_AOT_LAUNCH_CODES if self.codes
+                else 0) | (lib.TAICHI_AOT_LAUNCH_GRAPHABLE if self.graphable else 0))
+
+    def elsewhere(self) -> tuple[int, int, Any]:
+        """The kind, flags and handle of its launch from XLA's handler: a graph of the own launcher goes through
+        libtaichi's (one dispatch's record is all a launch made elsewhere carries)."""
+        if self.kind == lib.TAICHI_AOT_KIND_CUDA_GRAPH:
+            return lib.TAICHI_AOT_KIND_GRAPH, 0, self.library
+        return self.kind, self.flags, self.handle
+
+
+def own_choice(backend: str, kind: int, handle: Any, library: Any, graphable: bool = False, results: Any = None
+               ) -> Choice:
+    """A choice of one of taichi_aot's own launches: every scalar type, tagged pointers, errors by code."""
+    return Choice(backend, kind, handle, library, True, graphable, results, pointers=True, codes=True)
+
+
+def library_choice(kind: int, handle: Any) -> Choice:
+    """A choice of libtaichi's launch of ``handle``."""
+    return Choice(LIBTAICHI, kind, handle, handle)
+
+
+class Backend(Protocol):
+    """What every launch backend of a loaded module answers."""
+
+    name: str
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        """Its choice of kernel ``name`` and the signature its launches take, or None where it does not launch it
+        (``library()`` gives libtaichi's handle, looked up only when needed)."""
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        """Its choice of a compute graph (``library``: libtaichi's handle), or None."""
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        """Whether it launches kernel ``name`` (``launchers()``; it may prepare the kernel to know)."""
+
+    def why_not(self, name: str) -> str | None:
+        """Why it does not launch kernel ``name``, where it has a reason to give."""
+
+    def unload(self) -> None:
+        """The module is being released: its code given back (unless a CUDA graph holds it)."""
