@@ -29,8 +29,9 @@ HEADER = "taichi_aot.h"
 #: Our C files, compiled after the trampolines (loader.c fills their table).
 #: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
-C_FILES = ("loader.c", "ptx.c", "xla.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cpu.c",
-           "cuda.c", "torch.c", "spirv.c", "logsink.c", "table.c")
+#: Each launch backend's C lies in ``backends/`` (libtaichi's is launch.c's switch).
+C_FILES = ("loader.c", "backends/cuda.c", "backends/x64.c", "xla.c", "launch.c", "arrays.c", "got.c", "threads.c",
+           "vkfence.c", "cuda.c", "torch.c", "spirv.c", "logsink.c", "table.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

@@ -355,7 +355,8 @@ _WIDE = {DataType.F64: np.uint64, DataType.I64: np.uint64, DataType.U64: np.uint
 
 
 def _wide_packer(spec: ArgInfo, what: str) -> Packer:
-    """A scalar the C-API has no room for, as its bits in the TiScalar's x64 (read back by ``_csrc/ptx.c``)."""
+    """A scalar the C-API has no room for, as its bits in the TiScalar's x64 (read back by the own launches:
+    ``_csrc/backends/cuda.c``, ``x64.c``)."""
     wrong = _wrong(spec, what)
     dt = spec.dtype
     assert dt is not None

@@ -285,16 +285,7 @@ def interop(bench: Bench) -> list[Row]:
                "3 arrays: NdArray": _launches(bench, tiny3, (*nds[:3], 1.0), n)}
     if tiny32 is not None:
         methods[f"{MANY} arrays: NdArray"] = _launches(bench, tiny32, (*nds, 1.0), n)
-    compared: list[tuple[str, str, bool]] = []  # (foreign form, its NdArray form, zero-copy?)
-    for kind, make, zero_copy in _foreign_kinds(bench.arch):
-        try:
-            arrays = [make() for _ in range(MANY)]
-        except Exception as e:  # the library cannot allocate here (no GPU for it)
-            bench.log(f"  interop: {kind} skipped ({type(e).__name__}: {e})")
-            continue
-        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, (tiny, tiny3, tiny32), zero_copy):
-            methods[name] = _launches(bench, kernel, args, n)
-            compared.append((name, limit, zero_copy))
+    compared = _add_foreign(bench, methods, nds, (tiny, tiny3, tiny32), n)
     measured = measure(methods, None, rounds)  # paired rounds: each foreign form against its NdArray form
     rows = [Row("interop", bench.name, f"dynamic call, {k}", "us/launch", v,
                 params={"launches": n, "rounds": rounds}) for k, v in measured.bests.items()]
@@ -304,6 +295,23 @@ def interop(bench: Bench) -> list[Row]:
     for nd in nds:
         nd.close()
     return rows + fresh(bench)  # arrays made anew each call (fresh.py)
+
+
+def _add_foreign(bench: Bench, methods: dict[str, Callable[[], float]], nds: list[Any], kernels: tuple, n: int
+                 ) -> list[tuple[str, str, bool]]:
+    """The launches with each library's arrays here added to ``methods``; (foreign form, its NdArray form,
+    zero-copy?) of each."""
+    compared: list[tuple[str, str, bool]] = []
+    for kind, make, zero_copy in _foreign_kinds(bench.arch):
+        try:
+            arrays = [make() for _ in range(MANY)]
+        except Exception as e:  # the library cannot allocate here (no GPU for it)
+            bench.log(f"  interop: {kind} skipped ({type(e).__name__}: {e})")
+            continue
+        for name, kernel, args, limit in _foreign_forms(kind, arrays, nds, kernels, zero_copy):
+            methods[name] = _launches(bench, kernel, args, n)
+            compared.append((name, limit, zero_copy))
+    return compared
 
 
 def _foreign_kinds(arch: Arch) -> list[tuple[str, Callable[[], Any], bool]]:

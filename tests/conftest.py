@@ -38,6 +38,18 @@ def _declined() -> dict[str, str]:
         return dict(line.strip().partition(": ")[::2] for line in f if ": " in line)
 
 
+#: The launcher choices the behaviour suites run under (``load_module(launcher=)``): taichi_aot's own launches where
+#: they take a kernel ("auto"), and libtaichi's for every kernel it can launch ("taichi").
+LAUNCHER_CHOICES = ("auto", "taichi")
+
+
+@pytest.fixture(params=LAUNCHER_CHOICES)
+def launcher(request) -> str:
+    """A behaviour test taking ``launcher`` runs once per launcher choice (as warp's ``add_function_test(devices=)``
+    runs a test per device): it loads its module with ``launcher=launcher``. A new backend joins by its choice."""
+    return request.param
+
+
 def require_extra(module: str, extra: str):
     """Import ``module`` of a promised extra: skip (locally) or fail (under CI) where it is not installed. An
     extra the test command declined here (the interop extra where pip has only torch's CUDA build) skips with

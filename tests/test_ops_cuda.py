@@ -10,10 +10,7 @@ from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels 
 
 from taichi_aot import Arch, ArgumentTypeError, InvalidStateError, NotSupportedError, Runtime
 
-LAUNCHERS = ["own", "taichi"]
 
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F811
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -21,7 +18,7 @@ def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F
     import taichi_aot.torch as tt
 
     with Runtime(Arch.CUDA) as rt:
-        mod = rt.load_module(cuda_module["cuda"], cuda_launcher=launcher)
+        mod = rt.load_module(cuda_module["cuda"], launcher=launcher)
         add = tt.op(mod.kernels["add"], {0: 1})
         y = torch.linspace(0, 1, 4096, device="cuda")
         torch.library.opcheck(add.custom_op, (y, 2.0))
@@ -31,7 +28,7 @@ def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F
 
         compiled = torch.compile(step, fullgraph=True)
         streams = [torch.cuda.current_stream()]
-        if launcher == "own":  # libtaichi needs a blocking stream; the own launcher takes torch's
+        if launcher == "auto":  # libtaichi needs a blocking stream; the own launcher takes torch's
             streams.append(torch.cuda.Stream())
         for stream in streams:
             with torch.cuda.stream(stream):
@@ -46,7 +43,6 @@ def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F
             add(y.cpu(), 2.0)  # eagerly, as the fake refuses it under torch.compile
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
     jax = pytest.importorskip("jax")
     if not any(d.platform == "gpu" for d in jax.devices()):
@@ -56,7 +52,7 @@ def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
     import taichi_aot.jax as tj
 
     with Runtime(Arch.CUDA) as rt:
-        mod = rt.load_module(cuda_module["cuda"], cuda_launcher=launcher)
+        mod = rt.load_module(cuda_module["cuda"], launcher=launcher)
         add = tj.op(mod.kernels["add"], {0: 1})
         twice = tj.op(mod.graphs["add_twice"], {"x": "y"})
 

@@ -601,7 +601,7 @@ def test_cuda_driver_errors_are_named():
 
 
 def lib_code(cuda_error: int) -> int:
-    """The own launcher's code for a CUDA driver error (ptx.c: TAICHI_AOT_CUDA_ERROR minus the CUresult)."""
+    """The own launcher's code for a CUDA driver error (backends/cuda.c: TAICHI_AOT_CUDA_ERROR minus the CUresult)."""
     from taichi_aot._native import lib
 
     return lib.TAICHI_AOT_CUDA_ERROR - cuda_error

@@ -172,6 +172,90 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     return (PyObject *)self;
 }
 
+/* Slot `s` read from the CallSlot record `item`: its kind, access, argument address, signature and name; 0 with an
+   exception set where the record is not one. */
+static int launcher_read_slot(taichi_aot_slot *s, PyObject *item) {
+    PyObject *sig, *name;
+    if (!record_is(item, RECORD_SLOT)) {
+        PyErr_SetString(PyExc_TypeError, "_prepare: slots must be CallSlot records");
+        return 0;
+    }
+    s->kind = (int)PyLong_AsLong(RECORD_FIELD(item, SLOT_KIND));
+    s->writes = PyObject_IsTrue(RECORD_FIELD(item, SLOT_WRITES));
+    s->arg = (TiArgument *)PyLong_AsVoidPtr(RECORD_FIELD(item, SLOT_ARGUMENT));
+    if (s->arg == NULL || s->writes < 0 || PyErr_Occurred()) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_prepare: a NULL argument address");
+        }
+        return 0;
+    }
+    sig = RECORD_FIELD(item, SLOT_SIG);
+    name = RECORD_FIELD(item, SLOT_NAME);
+    if (sig != Py_None) {
+        Py_INCREF(sig);
+        s->sig = sig;
+    }
+    if (name != Py_None) {
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "_prepare: a slot's name is a str or None");
+            return 0;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        s->name = name;
+    }
+    return 1;
+}
+
+/* The slots of the CallSlot records in `list` (`*count` of them), or NULL with an exception set. */
+static taichi_aot_slot *launcher_read_slots(PyObject *list, Py_ssize_t *count) {
+    Py_ssize_t n, i;
+    taichi_aot_slot *slots;
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "_prepare: slots must be a list");
+        return NULL;
+    }
+    n = PyList_Size(list);
+    slots = (taichi_aot_slot *)PyMem_Malloc((n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memset(slots, 0, (n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
+    for (i = 0; i < n; ++i) {
+        if (!launcher_read_slot(&slots[i], PyList_GetItem(list, i))) {
+            for (i = 0; i < n; ++i) {
+                Py_XDECREF(slots[i].sig);
+                Py_XDECREF(slots[i].name);
+            }
+            PyMem_Free(slots);
+            return NULL;
+        }
+    }
+    *count = n;
+    return slots;
+}
+
+/* What _prepare refuses before reading its slots: a call not of its six keywords, `hits` not a dict or None, an
+   unbound module or a launcher packing a call; 0 with an exception set. */
+static int launcher_prepare_ok(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs, PyObject *hits) {
+    if (PyTuple_Size(args) != 0 || kwargs == NULL || PyDict_Size(kwargs) != 6) {
+        PyErr_SetString(PyExc_TypeError, "_prepare takes launch, graph, ndarray_type, numpy_type, slots and hits, "
+                                         "as keywords");
+        return 0;
+    }
+    if (hits != Py_None && !PyDict_Check(hits)) {
+        PyErr_SetString(PyExc_TypeError, "_prepare: hits must be a dict or None");
+        return 0;
+    }
+    if (taichi_aot_api.size == 0 || self->packing) {
+        PyErr_SetString(PyExc_RuntimeError, self->packing ? "_prepare: the launcher is packing a call"
+                                                           : "_prepare: taichi_aot._call is not bound (_bind) yet");
+        return 0;
+    }
+    return 1;
+}
+
 /* _prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): `launch` the address of the TaichiAotLaunch,
    `slots` a list of CallSlot records (records.c), one per argument in buffer order; `hits` the runtime's dict of
    remembered arrays (ForeignArgs.hits), or None. */
@@ -180,25 +264,12 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args, PyObject *kwargs
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     PyObject *address, *ndarray_type, *numpy_type, *list, *hits;
     int graph;
-    Py_ssize_t n, i;
+    Py_ssize_t n = 0;
     taichi_aot_slot *slots;
     void *launch;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OiOOOO", keywords, &address, &graph, &ndarray_type,
-                                     &numpy_type, &list, &hits)) {
-        return NULL;
-    }
-    if (PyTuple_Size(args) != 0 || kwargs == NULL || PyDict_Size(kwargs) != 6) {
-        PyErr_SetString(PyExc_TypeError, "_prepare takes launch, graph, ndarray_type, numpy_type, slots and hits, "
-                                         "as keywords");
-        return NULL;
-    }
-    if (hits != Py_None && !PyDict_Check(hits)) {
-        PyErr_SetString(PyExc_TypeError, "_prepare: hits must be a dict or None");
-        return NULL;
-    }
-    if (taichi_aot_api.size == 0 || self->packing) {
-        PyErr_SetString(PyExc_RuntimeError, self->packing ? "_prepare: the launcher is packing a call"
-                                                           : "_prepare: taichi_aot._call is not bound (_bind) yet");
+                                     &numpy_type, &list, &hits) ||
+        !launcher_prepare_ok(self, args, kwargs, hits)) {
         return NULL;
     }
     launch = PyLong_AsVoidPtr(address);
@@ -208,47 +279,9 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args, PyObject *kwargs
         }
         return NULL;
     }
-    if (!PyList_Check(list)) {
-        PyErr_SetString(PyExc_TypeError, "_prepare: slots must be a list");
-        return NULL;
-    }
-    n = PyList_Size(list);
-    slots = (taichi_aot_slot *)PyMem_Malloc((n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
+    slots = launcher_read_slots(list, &n);
     if (slots == NULL) {
-        return PyErr_NoMemory();
-    }
-    memset(slots, 0, (n > 0 ? (size_t)n : 1) * sizeof(taichi_aot_slot));
-    for (i = 0; i < n; ++i) {
-        PyObject *item = PyList_GetItem(list, i), *sig, *name;
-        taichi_aot_slot *s = &slots[i];
-        if (!record_is(item, RECORD_SLOT)) {
-            PyErr_SetString(PyExc_TypeError, "_prepare: slots must be CallSlot records");
-            goto fail;
-        }
-        s->kind = (int)PyLong_AsLong(RECORD_FIELD(item, SLOT_KIND));
-        s->writes = PyObject_IsTrue(RECORD_FIELD(item, SLOT_WRITES));
-        s->arg = (TiArgument *)PyLong_AsVoidPtr(RECORD_FIELD(item, SLOT_ARGUMENT));
-        if (s->arg == NULL || s->writes < 0 || PyErr_Occurred()) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "_prepare: a NULL argument address");
-            }
-            goto fail;
-        }
-        sig = RECORD_FIELD(item, SLOT_SIG);
-        name = RECORD_FIELD(item, SLOT_NAME);
-        if (sig != Py_None) {
-            Py_INCREF(sig);
-            s->sig = sig;
-        }
-        if (name != Py_None) {
-            if (!PyUnicode_Check(name)) {
-                PyErr_SetString(PyExc_TypeError, "_prepare: a slot's name is a str or None");
-                goto fail;
-            }
-            Py_INCREF(name);
-            PyUnicode_InternInPlace(&name);
-            s->name = name;
-        }
+        return NULL;
     }
     launcher_release(self);
     self->launch = (TaichiAotLaunch *)launch;
@@ -264,13 +297,6 @@ static PyObject *launcher_prepare(PyObject *op, PyObject *args, PyObject *kwargs
         self->hits = hits;
     }
     Py_RETURN_NONE;
-fail:
-    for (i = 0; i < n; ++i) {
-        Py_XDECREF(slots[i].sig);
-        Py_XDECREF(slots[i].name);
-    }
-    PyMem_Free(slots);
-    return NULL;
 }
 
 /* _fresh(*, imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes, pointer_device, spill,
@@ -446,6 +472,57 @@ static int launcher_pack_arrays(taichi_aot_launcher *self) {
     return 1;
 }
 
+/* An ndarray slot's value: the array the slot remembers (its foreign reads unchanged), or one taken anew whose
+   kind is known here; 0 sends the call to Python. */
+static int launcher_pack_array_slot(taichi_aot_launcher *self, taichi_aot_slot *s, PyObject *value) {
+    s->fresh.fresh = FRESH_NONE;
+    if (s->last == NULL || !weak_is(s->last, value)) {
+        /* an array taken anew (the first time it is seen), or Python's, which remembers it */
+        return !(s->seen != NULL && weak_is(s->seen, value)) &&
+               fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type);
+    }
+    return s->reads == NULL || launcher_foreign_same(s, value, 0);
+}
+
+/* An f32 slot's value written: an exact float, or an exact int, within f32's range; 0 sends the call to Python. */
+static int launcher_pack_f32(taichi_aot_slot *s, PyObject *value) {
+    double d;
+    float f;
+    if (PyFloat_CheckExact(value)) {
+        d = PyFloat_AsDouble(value);
+    } else if (PyLong_CheckExact(value)) {
+        d = PyLong_AsDouble(value);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    f = (float)d;
+    if (isinf(f) && !isinf(d)) {
+        return 0; /* out of f32's range: Python raises */
+    }
+    s->arg->value.f32 = f;
+    return 1;
+}
+
+/* An i32 slot's value written: an exact int within i32's range; 0 sends the call to Python. */
+static int launcher_pack_i32(taichi_aot_slot *s, PyObject *value) {
+    int overflow = 0;
+    long v;
+    if (!PyLong_CheckExact(value)) {
+        return 0;
+    }
+    v = PyLong_AsLongAndOverflow(value, &overflow);
+    if (overflow || v < INT32_MIN || v > INT32_MAX || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    s->arg->value.i32 = (int32_t)v;
+    return 1;
+}
+
 /* Whether the values can be vouched for here (see the file's comment), writing the scalars into their slots on
    the way and then the arrays' (launcher_pack_arrays); 0 sends the call to Python, which writes every slot
    anew. */
@@ -456,50 +533,11 @@ static int launcher_pack(taichi_aot_launcher *self, PyObject *args, PyObject *kw
     }
     for (i = 0; i < self->count; ++i) {
         taichi_aot_slot *s = &self->slots[i];
-        PyObject *value = s->value;
-        if (s->kind == TAICHI_AOT_SLOT_NDARRAY) {
-            s->fresh.fresh = FRESH_NONE;
-            if (s->last == NULL || !weak_is(s->last, value)) {
-                /* an array taken anew (the first time it is seen), or Python's, which remembers it */
-                if ((s->seen != NULL && weak_is(s->seen, value)) ||
-                    !fresh_kind(&self->fresh, &s->fresh, value, self->numpy_type)) {
-                    return 0;
-                }
-            } else if (s->reads != NULL && !launcher_foreign_same(s, value, 0)) {
-                return 0;
-            }
-        } else if (s->kind == TAICHI_AOT_SLOT_F32) {
-            double d;
-            float f;
-            if (PyFloat_CheckExact(value)) {
-                d = PyFloat_AsDouble(value);
-            } else if (PyLong_CheckExact(value)) {
-                d = PyLong_AsDouble(value);
-                if (d == -1.0 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    return 0;
-                }
-            } else {
-                return 0;
-            }
-            f = (float)d;
-            if (isinf(f) && !isinf(d)) {
-                return 0; /* out of f32's range: Python raises */
-            }
-            s->arg->value.f32 = f;
-        } else if (s->kind == TAICHI_AOT_SLOT_I32) {
-            int overflow = 0;
-            long v;
-            if (!PyLong_CheckExact(value)) {
-                return 0;
-            }
-            v = PyLong_AsLongAndOverflow(value, &overflow);
-            if (overflow || v < INT32_MIN || v > INT32_MAX || (v == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                return 0;
-            }
-            s->arg->value.i32 = (int32_t)v;
-        } else {
+        int ok = s->kind == TAICHI_AOT_SLOT_NDARRAY ? launcher_pack_array_slot(self, s, s->value)
+                 : s->kind == TAICHI_AOT_SLOT_F32   ? launcher_pack_f32(s, s->value)
+                 : s->kind == TAICHI_AOT_SLOT_I32   ? launcher_pack_i32(s, s->value)
+                                                    : 0;
+        if (!ok) {
             return 0;
         }
     }
@@ -599,7 +637,28 @@ static PyGetSetDef launcher_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* _slow_call(*args, **kwargs) and _after_code(code): what the C call hands to Python by name (the slow path, a
+   launch's non-zero code). Each subclass provides its own; these say so where one does not. */
+static PyObject *launcher_slow_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+    (void)args;
+    (void)kwargs;
+    PyErr_Format(PyExc_NotImplementedError, "%s provides no _slow_call (a Launcher subclass must)",
+                 Py_TYPE(op)->tp_name);
+    return NULL;
+}
+
+static PyObject *launcher_after_code(PyObject *op, PyObject *code) {
+    (void)code;
+    PyErr_Format(PyExc_NotImplementedError, "%s provides no _after_code (a Launcher subclass must)",
+                 Py_TYPE(op)->tp_name);
+    return NULL;
+}
+
 static PyMethodDef launcher_methods[] = {
+    {"_slow_call", (PyCFunction)(void (*)(void))launcher_slow_call, METH_VARARGS | METH_KEYWORDS,
+     "_slow_call(*args, **kwargs): the Python path of a call C cannot vouch for (each subclass provides it)"},
+    {"_after_code", launcher_after_code, METH_O,
+     "_after_code(code): a launch's non-zero code, raised or re-checked (each subclass provides it)"},
     {"_prepare", (PyCFunction)(void (*)(void))launcher_prepare, METH_VARARGS | METH_KEYWORDS,
      "_prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): the launch struct's address, its CallSlot "
      "records and the runtime's remembered arrays"},

@@ -274,28 +274,40 @@ static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, 
     return s->got_data != 0;
 }
 
+/* Whether a CUDA array interface `cai` is one C can read: its data a pair, its shape `nd` ints (into `dims`), no
+   mask, and no stream of its own but the legacy default ones (1, 2). */
+static int fresh_cai_plain(PyObject *cai, int nd, intptr_t *dims) {
+    PyObject *item = PyDict_GetItemString(cai, "data"), *stream = PyDict_GetItemString(cai, "stream");
+    long ordinal;
+    if (item == NULL || !PyTuple_CheckExact(item) || PyTuple_Size(item) != 2 ||
+        !fresh_ints(PyDict_GetItemString(cai, "shape"), nd, dims) || PyDict_GetItemString(cai, "mask") != NULL) {
+        return 0;
+    }
+    if (stream == NULL || stream == Py_None) {
+        return 1;
+    }
+    ordinal = PyLong_CheckExact(stream) ? PyLong_AsLong(stream) : 0;
+    return ordinal >= 1 && ordinal <= 2;
+}
+
 /* A CUDA array's memory, dims and strides from its interface (read in the first phase): 0 where it is not of the
    slot's dims and dtype, is read-only where the kernel may write it, has a mask, names a stream of its own (Python
    synchronizes it), or lies on another device. */
 static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s, int writes, const void **data,
                           intptr_t *dims, intptr_t *strides) {
-    PyObject *cai = s->cai, *item, *stream = PyDict_GetItemString(cai, "stream");
+    PyObject *cai = s->cai, *item, *pair;
     int nd = s->ndim + s->elem_ndim;
-    intptr_t address_ro[2];
+    intptr_t address, ro;
     uint64_t ordinal = 0;
-    item = PyDict_GetItemString(cai, "data");
-    if (item == NULL || !PyTuple_CheckExact(item) || PyTuple_Size(item) != 2 ||
-        !fresh_ints(PyDict_GetItemString(cai, "shape"), nd, dims) || PyDict_GetItemString(cai, "mask") != NULL ||
-        (stream != NULL && stream != Py_None && !(PyLong_CheckExact(stream) && PyLong_AsLong(stream) >= 1 &&
-                                                  PyLong_AsLong(stream) <= 2))) {
+    if (!fresh_cai_plain(cai, nd, dims)) {
         PyErr_Clear();
         return 0;
     }
-    address_ro[0] = PyLong_CheckExact(PyTuple_GetItem(item, 0)) ? (intptr_t)PyLong_AsVoidPtr(PyTuple_GetItem(item, 0))
-                                                                : 0;
-    address_ro[1] = PyTuple_GetItem(item, 1) == Py_True ? 1 : PyTuple_GetItem(item, 1) == Py_False ? 0 : -1;
+    pair = PyDict_GetItemString(cai, "data");
+    address = PyLong_CheckExact(PyTuple_GetItem(pair, 0)) ? (intptr_t)PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0)) : 0;
+    ro = PyTuple_GetItem(pair, 1) == Py_True ? 1 : PyTuple_GetItem(pair, 1) == Py_False ? 0 : -1;
     item = PyDict_GetItemString(cai, "typestr");
-    if (address_ro[1] < 0 || (writes && (address_ro[1] || s->read_only)) || item == NULL || !PyUnicode_Check(item) ||
+    if (ro < 0 || (writes && (ro || s->read_only)) || item == NULL || !PyUnicode_Check(item) ||
         PyUnicode_Compare(item, s->typestr) != 0) {
         PyErr_Clear();
         return 0;
@@ -306,9 +318,9 @@ static int fresh_read_cai(const taichi_aot_fresh *f, const taichi_aot_fresh_slot
     } else if (!fresh_ints(item, nd, strides)) {
         return 0;
     }
-    *data = (const void *)address_ro[0];
-    return address_ro[0] != 0 && (f->pointer_device == NULL || f->pointer_device(&ordinal, 9, (uint64_t)address_ro[0])
-                                  != 0 || (int)ordinal == f->torch_index); /* 9: CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+    *data = (const void *)address;
+    return address != 0 && (f->pointer_device == NULL || f->pointer_device(&ordinal, 9, (uint64_t)address) != 0 ||
+                            (int)ordinal == f->torch_index); /* 9: CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
 }
 
 /* Import the `bytes` at `data` into `runtime` and add it to the pool under `key`: the handle, or NULL (nothing kept,
@@ -393,60 +405,86 @@ static int fresh_read(const taichi_aot_fresh *f, const taichi_aot_fresh_slot *s,
     }
 }
 
-/* The second phase, after every read that may run Python code: take `value` (its kind found by fresh_kind) into
-   the launch's `arg`, holding a CUDA array until the runtime is waited for; 0 where it cannot be taken here. */
-static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int writes, PyObject *value,
-                      TiRuntime runtime, TiArgument *arg, int own) {
-    intptr_t dims[16], strides[16], bytes = s->itemsize;
-    const void *data = NULL;
-    int i, nd = s->ndim + s->elem_ndim;
-    PyObject *key, *entry;
-    void *handle;
-    int read = fresh_read(f, s, writes, value, &data, dims, strides); /* s->cai is let go in fresh_settle */
-    if (!read) {
-        return 0;
-    }
-    for (i = nd - 1; i >= 0; --i) { /* C-contiguous: a dimension of one addresses nothing else */
+/* The bytes of a C-contiguous array of the slot's dims (`nd` of them, an element's dims as the slot's; a dimension of
+   one addresses nothing else), or 0 where it is not one. */
+static intptr_t fresh_bytes(const taichi_aot_fresh_slot *s, int nd, const intptr_t *dims, const intptr_t *strides) {
+    intptr_t bytes = s->itemsize;
+    int i;
+    for (i = nd - 1; i >= 0; --i) {
         if (dims[i] <= 0 || dims[i] > (intptr_t)UINT32_MAX || (i >= s->ndim && dims[i] != s->elem_dims[i - s->ndim]) ||
             (dims[i] != 1 && strides[i] != bytes) || bytes > INTPTR_MAX / dims[i]) {
             return 0;
         }
         bytes *= dims[i];
     }
-    if (data == NULL) {
+    return bytes;
+}
+
+/* The TiMemory the launch gets for the `bytes` at `data`: the pointer itself, tagged, for a launch that takes
+   pointers (`own`: nothing imported, nothing kept), else the pool's import of it (made now where the pool has none
+   as large); NULL where the library refused it. */
+static void *fresh_handle(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, TiRuntime runtime, const void *data,
+                          intptr_t bytes, int own) {
+    PyObject *key, *entry;
+    void *handle;
+    if (own) {
+        return (void *)((uintptr_t)data | TAICHI_AOT_POINTER_TAG);
+    }
+    if ((key = PyLong_FromVoidPtr((void *)data)) == NULL) {
+        return NULL;
+    }
+    entry = dict_get(f->imports, key);
+    handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
+                     PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
+                 ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
+                 : fresh_import(f, s, runtime, data, bytes);
+    Py_XDECREF(entry);
+    Py_DECREF(key);
+    return handle;
+}
+
+/* On CUDA, `value` held until the runtime is waited for (queued kernels read it); 0 where the held arrays are at
+   their limit (Python waits first) or it cannot be held. */
+static int fresh_hold(const taichi_aot_fresh *f, PyObject *value) {
+    PyObject *key;
+    int held;
+    if (f->held == NULL) {
+        return 1;
+    }
+    if (PyDict_Size(f->held) >= f->held_limit) {
         return 0;
     }
-    if (own) { /* the own CUDA launcher takes the pointer itself (ptx.c): nothing imported, nothing kept */
-        handle = (void *)((uintptr_t)data | TAICHI_AOT_POINTER_TAG);
-    } else {
-        if ((key = PyLong_FromVoidPtr((void *)data)) == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        entry = dict_get(f->imports, key);
-        handle = entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2 &&
-                         PyLong_AsSsize_t(PyTuple_GetItem(entry, 0)) >= bytes
-                     ? PyLong_AsVoidPtr(PyTuple_GetItem(entry, 1))
-                     : fresh_import(f, s, runtime, data, bytes);
-        Py_XDECREF(entry);
-        Py_DECREF(key);
+    key = PyLong_FromVoidPtr(value);
+    held = key != NULL && PyDict_SetItem(f->held, key, value) == 0;
+    Py_XDECREF(key);
+    if (!held) {
+        PyErr_Clear();
     }
+    return held;
+}
+
+/* The second phase, after every read that may run Python code: take `value` (its kind found by fresh_kind) into
+   the launch's `arg`, holding a CUDA array until the runtime is waited for; 0 where it cannot be taken here. */
+static int fresh_take(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, int writes, PyObject *value,
+                      TiRuntime runtime, TiArgument *arg, int own) {
+    intptr_t dims[16], strides[16], bytes;
+    const void *data = NULL;
+    int i, nd = s->ndim + s->elem_ndim;
+    void *handle;
+    if (!fresh_read(f, s, writes, value, &data, dims, strides)) { /* s->cai is let go in fresh_settle */
+        return 0;
+    }
+    bytes = fresh_bytes(s, nd, dims, strides);
+    if (bytes == 0 || data == NULL) {
+        return 0;
+    }
+    handle = fresh_handle(f, s, runtime, data, bytes, own);
     if (handle == NULL) {
         PyErr_Clear();
         return 0;
     }
-    if (f->held != NULL) { /* CUDA: queued kernels read it until the runtime is waited for */
-        int held;
-        if (PyDict_Size(f->held) >= f->held_limit) {
-            return 0; /* Python waits first */
-        }
-        key = PyLong_FromVoidPtr(value);
-        held = key != NULL && PyDict_SetItem(f->held, key, value) == 0;
-        Py_XDECREF(key);
-        if (!held) {
-            PyErr_Clear();
-            return 0;
-        }
+    if (!fresh_hold(f, value)) {
+        return 0;
     }
     memcpy(arg, &s->arg, sizeof(TiArgument));
     arg->value.ndarray.memory = (TiMemory)handle;

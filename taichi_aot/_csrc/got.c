@@ -56,6 +56,54 @@ static int taichi_aot_patch_slot(void **slot, void *fn, const TaichiAotRelro *re
 static uintptr_t taichi_aot_dyn_address(const struct link_map *map, ElfW(Addr) value) {
     return value < map->l_addr ? map->l_addr + value : value;
 }
+
+/* What the library's dynamic section says of its symbols and relocations: its symbol and string tables, its PLT
+   relocations (tables[0]) and its other RELA relocations (tables[1]) with their sizes in bytes. */
+typedef struct {
+    const ElfW(Sym) *symtab;
+    const char *strtab;
+    const ElfW(Rela) *tables[2];
+    size_t sizes[2];
+    int plt_is_rela;
+} TaichiAotDynamic;
+
+static void taichi_aot_read_dynamic(const struct link_map *map, TaichiAotDynamic *d) {
+    const ElfW(Dyn) *dyn;
+    for (dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: d->symtab = (const ElfW(Sym) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: d->strtab = (const char *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
+        case DT_JMPREL: d->tables[0] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
+        case DT_PLTRELSZ: d->sizes[0] = dyn->d_un.d_val; break;
+        case DT_RELA: d->tables[1] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
+        case DT_RELASZ: d->sizes[1] = dyn->d_un.d_val; break;
+        case DT_PLTREL: d->plt_is_rela = dyn->d_un.d_val == DT_RELA; break;
+        default: break;
+        }
+    }
+}
+
+/* The slots of relocation table `t` that bind `name` (a jump slot or a GOT entry) pointed at `fn`: how many, or -1
+   where a page cannot be made writable. */
+static int taichi_aot_patch_table(const struct link_map *map, const TaichiAotDynamic *d, int t, const char *name,
+                                  void *fn, const TaichiAotRelro *relro) {
+    size_t i, count = d->tables[t] == NULL ? 0 : d->sizes[t] / sizeof(ElfW(Rela));
+    int patched = 0;
+    for (i = 0; i < count; ++i) {
+        const ElfW(Rela) *rela = &d->tables[t][i];
+        unsigned long type = ELF64_R_TYPE(rela->r_info);
+        unsigned long sym = ELF64_R_SYM(rela->r_info);
+        if ((type != TAICHI_AOT_JUMP_SLOT && type != TAICHI_AOT_GLOB_DAT) || sym == 0 ||
+            strcmp(d->strtab + d->symtab[sym].st_name, name) != 0) {
+            continue;
+        }
+        if (taichi_aot_patch_slot((void **)(map->l_addr + rela->r_offset), fn, relro) != 0) {
+            return -1;
+        }
+        ++patched;
+    }
+    return patched;
+}
 #endif
 
 /* Point the library's GOT slots for `name` at `fn`; the number of slots patched (0: the library does not call
@@ -64,50 +112,24 @@ static uintptr_t taichi_aot_dyn_address(const struct link_map *map, ElfW(Addr) v
 int taichi_aot_patch_library_calls(const char *name, void *fn) {
 #ifdef TAICHI_AOT_JUMP_SLOT
     struct link_map *map = NULL;
-    const ElfW(Dyn) *dyn;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *tables[2] = {NULL, NULL};
-    size_t sizes[2] = {0, 0};
+    TaichiAotDynamic d = {NULL, NULL, {NULL, NULL}, {0, 0}, 1};
     TaichiAotRelro relro = {0, 0, 0};
-    int plt_is_rela = 1, patched = 0, t;
+    int patched = 0, t;
     if (taichi_aot_handle == NULL || dlinfo(taichi_aot_handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL) {
         return -1;
     }
     relro.base = map->l_addr;
     dl_iterate_phdr(taichi_aot_find_relro, &relro);
-    for (dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: tables[0] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: sizes[0] = dyn->d_un.d_val; break;
-        case DT_RELA: tables[1] = (const ElfW(Rela) *)taichi_aot_dyn_address(map, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: sizes[1] = dyn->d_un.d_val; break;
-        case DT_PLTREL: plt_is_rela = dyn->d_un.d_val == DT_RELA; break;
-        default: break;
-        }
-    }
-    if (symtab == NULL || strtab == NULL || !plt_is_rela) {
+    taichi_aot_read_dynamic(map, &d);
+    if (d.symtab == NULL || d.strtab == NULL || !d.plt_is_rela) {
         return -1;
     }
     for (t = 0; t < 2; ++t) {
-        size_t i, count = tables[t] == NULL ? 0 : sizes[t] / sizeof(ElfW(Rela));
-        for (i = 0; i < count; ++i) {
-            const ElfW(Rela) *rela = &tables[t][i];
-            unsigned long type = ELF64_R_TYPE(rela->r_info);
-            unsigned long sym = ELF64_R_SYM(rela->r_info);
-            if ((type != TAICHI_AOT_JUMP_SLOT && type != TAICHI_AOT_GLOB_DAT) || sym == 0) {
-                continue;
-            }
-            if (strcmp(strtab + symtab[sym].st_name, name) != 0) {
-                continue;
-            }
-            if (taichi_aot_patch_slot((void **)(map->l_addr + rela->r_offset), fn, &relro) != 0) {
-                return -1;
-            }
-            ++patched;
+        int n = taichi_aot_patch_table(map, &d, t, name, fn, &relro);
+        if (n < 0) {
+            return -1;
         }
+        patched += n;
     }
     return patched;
 #else

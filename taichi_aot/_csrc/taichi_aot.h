@@ -15,12 +15,12 @@
    and launch.c's dispatcher is the one place that launches by it:
      TAICHI_AOT_KIND_KERNEL, TAICHI_AOT_KIND_GRAPH: libtaichi's ti_launch_kernel / ti_launch_compute_graph, `handle` a
        TiKernel / TiComputeGraph, `args` TiArguments / TiNamedArguments;
-     TAICHI_AOT_KIND_CUDA_KERNEL, TAICHI_AOT_KIND_CUDA_GRAPH: the own CUDA launcher (ptx.c), `handle` a
+     TAICHI_AOT_KIND_CUDA_KERNEL, TAICHI_AOT_KIND_CUDA_GRAPH: the own CUDA launcher (backends/cuda.c), `handle` a
        TaichiAotCudaKernel / TaichiAotCudaGraph, `args` as libtaichi's, but an ndarray's TiMemory may be a device
        pointer tagged with TAICHI_AOT_POINTER_TAG;
-     TAICHI_AOT_KIND_CPU_KERNEL: the own x64 launch (cpu.c) of a reverse-mode kernel, `handle` a TaichiAotCpuKernel,
+     TAICHI_AOT_KIND_CPU_KERNEL: the own x64 launch (backends/x64.c) of a reverse-mode kernel, `handle` a TaichiAotCpuKernel,
        `args` the kernel's argument struct as its IR lays it out;
-     TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (cpu.c) of a kernel called as any is (one that returns values, or
+     TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (backends/x64.c) of a kernel called as any is (one that returns values, or
        takes scalars libtaichi's C-API cannot pass), `handle` a TaichiAotCpuKernel with its plan, `args` as
        libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG.
    launch.c's launch_any is the one switch on the kind; an unknown kind is refused (TAICHI_AOT_UNKNOWN_KIND).
@@ -153,7 +153,7 @@ typedef struct {
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device);
 
-/* ptx.c: a kernel launched by taichi_aot itself (TaichiAotLaunch kind 2, whose handle is a TaichiAotCudaKernel):
+/* backends/cuda.c: a kernel launched by taichi_aot itself (TaichiAotLaunch kind 2, whose handle is a TaichiAotCudaKernel):
    its TiArguments laid out in the launch parameters by `args` (kind NDARRAY: `size` i32 dims at `offset`, the
    device pointer at `data`; SCALAR and TENSOR: `count` values of `size` bytes at `offset`), then each task
    launched in order on the runtime's `stream` with its stand-in `standin` (a device LLVMRuntime). Returns 0, the
@@ -308,7 +308,7 @@ int taichi_aot_hook_vulkan_fences(int on);
 int taichi_aot_vulkan_fences_hooked(void);
 void taichi_aot_vulkan_fence_counts(uint64_t *out);
 
-/* cpu.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
+/* backends/x64.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
    thread_pool points to the int32 count of threads a loop may use). A kernel called as any is (kind
    TAICHI_AOT_KIND_CPU_CALL) has a plan: its arguments laid out as the CUDA plan's are (`args`, `arg_count`,

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "RuntimeBackends", "cuda_launcher",
            "launch_error"]
-#: The error codes of the own launches (ptx.c) and of launch.c's refusal, beside libtaichi's TiError codes.
+#: The error codes of the own launches (backends/cuda.c) and of launch.c's refusal, beside libtaichi's TiError codes.
 _OWN_CODES = (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED, lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
               lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED, lib.TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED)
 

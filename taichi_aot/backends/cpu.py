@@ -1,4 +1,4 @@
-"""x64 kernels launched without libtaichi_c_api (``_csrc/cpu.c``): a module's reverse-mode (autodiff) kernels
+"""x64 kernels launched without libtaichi_c_api (``_csrc/backends/x64.c``): a module's reverse-mode (autodiff) kernels
 (:func:`compile_kernel`), and kernels called as any is whose values or scalars libtaichi's C-API cannot carry
 (:func:`compile_call`: a kernel that returns values, into a result buffer of ours; f64, i64, u64, u32, i8 and u8
 scalars, laid into the argument struct by the CUDA plan's layout).
@@ -270,7 +270,7 @@ def _compile(folder: str, name: str, entry: dict, threads: int, returns: bool) -
         raise NotSupportedError(f"kernel {name!r}: its IR defines no task {tasks[addresses.index(0)]}")
     standin = np.zeros(size, np.uint8)
     temporaries = np.zeros(TEMPORARIES_BYTES, np.uint8)
-    pool = np.array([max(1, threads)], np.int32)  # cpu.c's TaichiAotCpuPool: the threads a loop may use
+    pool = np.array([max(1, threads)], np.int32)  # backends/x64.c's TaichiAotCpuPool: the threads a loop may use
     if offsets:
         words = {_THREAD_POOL: pool.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
@@ -294,9 +294,9 @@ def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKern
 
 class CpuCall:
     """A kernel of an x64 module called as any kernel is (``kernel(x, 0.5)``, the C call, bound launches,
-    replays) and launched by the own x64 launch (``_csrc/cpu.c``, TAICHI_AOT_KIND_CPU_CALL): kernels libtaichi's
-    C-API cannot give all they need, those that return values (``results``: their reader) and those that take f64,
-    i64, u64, u32, i8 or u8 scalars. ``c`` is its TaichiAotCpuKernel with its argument plan."""
+    replays) and launched by the own x64 launch (``_csrc/backends/x64.c``, TAICHI_AOT_KIND_CPU_CALL): kernels
+    libtaichi's C-API cannot give all they need, those that return values (``results``: their reader) and those
+    that take f64, i64, u64, u32, i8 or u8 scalars. ``c`` is its TaichiAotCpuKernel with its argument plan."""
 
     def __init__(self, c: Any, results: Any, keep: list[Any]):
         self.c = c

@@ -1,6 +1,6 @@
 """The own CUDA launcher, a launch backend: PTX loaded once per module, the runtime stand-ins, the C plans.
 
-A CUDA module with PTX (``ptx.json``, see :mod:`taichi_aot.ptx`) has its kernels launched by ``_csrc/ptx.c``
+A CUDA module with PTX (``ptx.json``, see :mod:`taichi_aot.ptx`) has its kernels launched by ``_csrc/backends/cuda.c``
 instead of libtaichi: the PTX of each kernel is loaded once (``cuModuleLoadData``, in device 0's primary
 context, which is the context Taichi 1.7.4 itself runs in), and each kernel gets a C plan: its tasks'
 functions, grids and blocks, and where each argument goes in the launch parameters (read again from the
@@ -14,7 +14,7 @@ results; random states are made as Taichi makes them (seed 0) for as many thread
 the largest grid launched.
 
 A kernel that returns values (``-> ti.f32``; vectors and matrices; several as a tuple) is launched as any, then
-the stream is waited for and its results copied back (``_csrc/ptx.c``): ``value = kernel(a)`` returns them
+the stream is waited for and its results copied back (``_csrc/backends/cuda.c``): ``value = kernel(a)`` returns them
 (:class:`Results`). Such a launch waits, so it is refused on a stream being captured into a CUDA graph
 (NotSupportedError), as a reverse kernel's whose autodiff stacks are checked.
 
@@ -89,7 +89,7 @@ def _driver() -> Any:
 
 
 def own_launch_error(code: int, what: str) -> Exception:
-    """The exception for an error code of the own launcher (``_csrc/ptx.c``)."""
+    """The exception for an error code of the own launcher (``_csrc/backends/cuda.c``)."""
     if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
     if code == lib.TAICHI_AOT_CUDA_STACK_OVERFLOW:

@@ -45,7 +45,7 @@ class GradCall:
              before: Callable[[], object]) -> None:
         """As ``cpu.CpuKernel.call``; ``before`` is not needed: the launch is ordered on the runtime's
         stream. Where the kernel's autodiff stacks are bounded (its PTX made by this version), the launch waits for
-        it, to raise OutOfMemoryError where one overflowed (``_csrc/ptx.c``). From another thread than the
+        it, to raise OutOfMemoryError where one overflowed (``_csrc/backends/cuda.c``). From another thread than the
         runtime's (torch's autograd runs CUDA backward on a thread of its own while the runtime's waits), the arrays
         must be CUDA arrays (``__cuda_array_interface__``: torch, CuPy), launched on that thread's torch stream."""
         order = gradient_map(grads, self.needing, names, f"{kernel}: grads")

@@ -342,17 +342,25 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         _name_prebuilt(tmp, every, prebuilt)
         signatures = _one_signature(tmp, every)
         learned, reason = _access_of(tmp, every, signatures, probe, access) if has_llvm else (None, None)
-        cpu = next((a for a in every if a in CPU_PARTS), None)
-        threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
-        ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
-        for a in archs:  # the LLVM parts made here, sealed last: their first load needs no child (_probe.sealed)
-            if a in LLVM_PARTS:
-                seal(os.path.join(tmp, a))
+        finished = _finish_parts(tmp, archs, every)
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
-            "cpu_threads": threads, "access": learned, "access_reason": reason, "ptx": ptx, "no_grad": no_grad}
+            "access": learned, "access_reason": reason, "no_grad": no_grad, **finished}
+
+
+def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
+    """The parts in ``tmp`` finished: the CPU part's threads read, PTX added to the CUDA part, the LLVM parts made
+    here sealed last (their first load needs no child: ``_probe.sealed``); ``cpu_threads`` and ``ptx`` for the
+    summary."""
+    cpu = next((a for a in every if a in CPU_PARTS), None)
+    threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
+    ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
+    for a in archs:
+        if a in LLVM_PARTS:
+            seal(os.path.join(tmp, a))
+    return {"cpu_threads": threads, "ptx": ptx}
 
 
 def _access_of(tmp: str, every: list[str], signatures: dict, probe: Future[str] | None, access: bool

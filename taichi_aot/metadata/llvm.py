@@ -204,6 +204,21 @@ REVERSE = ("a reverse-mode (autodiff) kernel: libtaichi_c_api cannot hand it its
            "own launcher takes it by name too)")
 
 
+def _llvm_kernel(name: str, k: Any) -> KernelInfo:
+    """One kernel's record of an LLVM module's metadata: its arguments in order, reverse-mode or not, returning."""
+    args = []
+    try:
+        for entry in k.get("args") or []:
+            index = int(entry[0][0])
+            args.append(_llvm_arg(index, entry[1]))
+        reverse = is_reverse(k)
+        returns = bool(k.get("ret_size") or k.get("rets"))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
+        raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
+    return KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "", reverse=reverse,
+                      returns=returns)
+
+
 def _llvm(doc: Any) -> ModuleInfo:
     cache = doc.get("cache") if isinstance(doc, dict) else None
     if not isinstance(cache, dict):
@@ -214,17 +229,7 @@ def _llvm(doc: Any) -> ModuleInfo:
     if not isinstance(kernels, dict):
         raise CorruptedDataError("metadata: 'kernels' is not a mapping")
     for name, k in kernels.items():
-        args = []
-        try:
-            for entry in k.get("args") or []:
-                index = int(entry[0][0])
-                args.append(_llvm_arg(index, entry[1]))
-            reverse = is_reverse(k)
-            returns = bool(k.get("ret_size") or k.get("rets"))
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError):
-            raise CorruptedDataError(f"metadata: malformed arguments of kernel {name!r}") from None
-        info.kernels[name] = KernelInfo(name, sorted(args, key=lambda a: a.index), REVERSE if reverse else "",
-                                        reverse=reverse, returns=returns)
+        info.kernels[name] = _llvm_kernel(name, k)
     fields = cache.get("fields")
     if isinstance(fields, dict) and fields:  # {tree: its root size and SNodes}: allocated on each load
         try:

@@ -63,28 +63,25 @@ static TiArgument f32_arg(float v) {
     return arg;
 }
 
-int main(int argc, char **argv) {
-    char line[256];
-    TiKernel tiny, copy, saxpy;
-    TiComputeGraph graph;
-    TiMemory small_memory;
-    TiArgument tiny_args[2];
-    TiNamedArgument graph_args[2];
-    uint64_t stream_size = 0;
-    TiMemory stream_memory[2];
-    TiArgument stream_args[3];
-    int cpu;
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s ARCH MODULE_DIR\n", argv[0]);
-        return 2;
-    }
-    cpu = atoi(argv[1]) == TI_ARCH_X64 || atoi(argv[1]) == TI_ARCH_ARM64;
-    runtime = ti_create_runtime((TiArch)atoi(argv[1]), 0);
+static TiKernel tiny, copy_kernel, saxpy;
+static TiComputeGraph graph;
+static TiArgument tiny_args[2];
+static TiNamedArgument graph_args[2];
+static int cpu;                   /* a CPU backend: no device-to-device copy, memory never freed (1.7.4) */
+static uint64_t stream_size = 0;  /* the stream commands' arrays, grown as asked */
+static TiMemory stream_memory[2];
+static TiArgument stream_args[3];
+
+/* The runtime, the module and its kernels, the small launches' arguments: 0, or 1 where the library failed (said). */
+static int setup(const char *arch, const char *dir) {
+    static TiMemory small_memory;
+    cpu = atoi(arch) == TI_ARCH_X64 || atoi(arch) == TI_ARCH_ARM64;
+    runtime = ti_create_runtime((TiArch)atoi(arch), 0);
     if (failed("ti_create_runtime")) return 1;
-    module = ti_load_aot_module(runtime, argv[2]);
+    module = ti_load_aot_module(runtime, dir);
     if (failed("ti_load_aot_module")) return 1;
     tiny = ti_get_aot_module_kernel(module, "tiny");
-    copy = ti_get_aot_module_kernel(module, "copy");
+    copy_kernel = ti_get_aot_module_kernel(module, "copy");
     saxpy = ti_get_aot_module_kernel(module, "saxpy");
     graph = ti_get_aot_module_compute_graph(module, "tiny16");
     if (failed("ti_get_aot_module_kernel")) return 1;
@@ -94,74 +91,110 @@ int main(int argc, char **argv) {
     graph_args[0].argument = tiny_args[0];
     graph_args[1].name = "a";
     graph_args[1].argument = tiny_args[1];
-    if (failed("setup")) return 1;
+    return failed("setup");
+}
+
+/* The small launches' commands (launch, graph, kernels16) timed into `*seconds`; 0 where `line` is none of them. */
+static int small_command(const char *line, double *seconds) {
+    unsigned long long n = 0, i, j;
+    double t0 = now();
+    if (sscanf(line, "launch %llu", &n) == 1) {
+        for (i = 0; i < n; ++i) ti_launch_kernel(runtime, tiny, 2, tiny_args);
+    } else if (sscanf(line, "graph %llu", &n) == 1) {
+        for (i = 0; i < n; ++i) ti_launch_compute_graph(runtime, graph, 2, graph_args);
+    } else if (sscanf(line, "kernels16 %llu", &n) == 1) {
+        for (i = 0; i < n; ++i)
+            for (j = 0; j < 16; ++j) ti_launch_kernel(runtime, tiny, 2, tiny_args);
+    } else {
+        return 0;
+    }
+    ti_wait(runtime);
+    *seconds = now() - t0;
+    return 1;
+}
+
+/* The stream arrays grown to `size` f32 elements (grow only: CPU backends of 1.7.4 cannot free memory); 0, or 1
+   where the library failed (said). */
+static int stream_arrays(uint64_t size) {
+    if (size > stream_size) {
+        if (stream_size != 0 && !cpu) {
+            ti_free_memory(runtime, stream_memory[0]);
+            ti_free_memory(runtime, stream_memory[1]);
+        }
+        stream_args[0] = ndarray_arg(size, &stream_memory[0]);
+        stream_args[1] = ndarray_arg(size, &stream_memory[1]);
+        stream_args[2] = f32_arg(0.5f);
+        stream_size = size;
+        if (failed("allocate")) return 1;
+    }
+    stream_args[0].value.ndarray.shape.dims[0] = (uint32_t)size;
+    stream_args[1].value.ndarray.shape.dims[0] = (uint32_t)size;
+    return 0;
+}
+
+/* One stream step: a device-to-device copy of `size` f32 elements (none on CPU backends), or a copy or saxpy
+   launch over them. */
+static void stream_step(int d2d, const char *kind, uint64_t size) {
+    if (d2d) {
+        TiMemorySlice src, dst;
+        src.memory = stream_memory[0];
+        src.offset = 0;
+        src.size = size * 4;
+        dst = src;
+        dst.memory = stream_memory[1];
+        ti_copy_memory_device_to_device(runtime, &dst, &src);
+    } else if (strcmp(kind, "copy") == 0) {
+        ti_launch_kernel(runtime, copy_kernel, 2, stream_args);
+    } else {
+        ti_launch_kernel(runtime, saxpy, 3, stream_args);
+    }
+}
+
+/* The stream and d2d commands timed into `*seconds`: 1, 0 where `line` is neither, -1 where the arrays could not be
+   allocated (said). */
+static int stream_command(const char *line, double *seconds) {
+    char kind[32] = "";
+    unsigned long long n = 0, size = 0, i;
+    int d2d;
+    double t0;
+    if (sscanf(line, "stream %31s %llu %llu", kind, &size, &n) != 3 && sscanf(line, "d2d %llu %llu", &size, &n) != 2) {
+        return 0;
+    }
+    d2d = strncmp(line, "d2d", 3) == 0;
+    if (stream_arrays(size) != 0) return -1;
+    if (d2d && cpu) n = 0; /* no device-to-device copy on CPU backends */
+    t0 = now();
+    for (i = 0; i < n; ++i) {
+        stream_step(d2d, kind, size);
+    }
+    ti_wait(runtime);
+    *seconds = now() - t0;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    char line[256];
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s ARCH MODULE_DIR\n", argv[0]);
+        return 2;
+    }
+    if (setup(argv[1], argv[2]) != 0) return 1;
     printf("{\"ready\": true}\n");
     fflush(stdout);
 
     while (fgets(line, sizeof(line), stdin) != NULL) {
-        char kind[32];
-        unsigned long long n = 0, size = 0, i, j;
-        double t0, t1;
-        if (sscanf(line, "launch %llu", &n) == 1) {
-            t0 = now();
-            for (i = 0; i < n; ++i) ti_launch_kernel(runtime, tiny, 2, tiny_args);
-            ti_wait(runtime);
-            t1 = now();
-        } else if (sscanf(line, "graph %llu", &n) == 1) {
-            t0 = now();
-            for (i = 0; i < n; ++i) ti_launch_compute_graph(runtime, graph, 2, graph_args);
-            ti_wait(runtime);
-            t1 = now();
-        } else if (sscanf(line, "kernels16 %llu", &n) == 1) {
-            t0 = now();
-            for (i = 0; i < n; ++i)
-                for (j = 0; j < 16; ++j) ti_launch_kernel(runtime, tiny, 2, tiny_args);
-            ti_wait(runtime);
-            t1 = now();
-        } else if (sscanf(line, "stream %31s %llu %llu", kind, &size, &n) == 3 ||
-                   sscanf(line, "d2d %llu %llu", &size, &n) == 2) {
-            int d2d = strncmp(line, "d2d", 3) == 0;
-            if (size > stream_size) { /* grow only: CPU backends of 1.7.4 cannot free memory */
-                if (stream_size != 0 && !cpu) {
-                    ti_free_memory(runtime, stream_memory[0]);
-                    ti_free_memory(runtime, stream_memory[1]);
-                }
-                stream_args[0] = ndarray_arg(size, &stream_memory[0]);
-                stream_args[1] = ndarray_arg(size, &stream_memory[1]);
-                stream_args[2] = f32_arg(0.5f);
-                stream_size = size;
-                if (failed("allocate")) continue;
-            }
-            stream_args[0].value.ndarray.shape.dims[0] = (uint32_t)size;
-            stream_args[1].value.ndarray.shape.dims[0] = (uint32_t)size;
-            t0 = now();
-            for (i = 0; i < n; ++i) {
-                if (d2d) {
-                    TiMemorySlice src, dst;
-                    src.memory = stream_memory[0];
-                    src.offset = 0;
-                    src.size = size * 4;
-                    dst = src;
-                    dst.memory = stream_memory[1];
-                    if (cpu) break; /* no device-to-device copy on CPU backends */
-                    ti_copy_memory_device_to_device(runtime, &dst, &src);
-                } else if (strcmp(kind, "copy") == 0) {
-                    ti_launch_kernel(runtime, copy, 2, stream_args);
-                } else {
-                    ti_launch_kernel(runtime, saxpy, 3, stream_args);
-                }
-            }
-            ti_wait(runtime);
-            t1 = now();
-        } else if (strncmp(line, "quit", 4) == 0) {
-            break;
-        } else {
+        double seconds = 0.0;
+        int done = small_command(line, &seconds);
+        if (done == 0) done = stream_command(line, &seconds);
+        if (done < 0) continue;
+        if (done == 0) {
+            if (strncmp(line, "quit", 4) == 0) break;
             printf("{\"error\": -4, \"what\": \"unknown command\"}\n");
             fflush(stdout);
             continue;
         }
         if (failed("command")) continue;
-        printf("{\"seconds\": %.9f}\n", t1 - t0);
+        printf("{\"seconds\": %.9f}\n", seconds);
         fflush(stdout);
     }
     ti_destroy_aot_module(module);

@@ -1,7 +1,7 @@
 /* A step loop driven by C alone: the raw C reference of `taichi-aot bench` (its launch and simulation
    sections), run in the benchmark's own process, on its runtime, with the handles and packed arguments
    of the launches it compares, so that both sides launch the same work on the same device queue. The
-   launches are plain ti_launch_kernel / ti_launch_compute_graph calls (or the own CUDA launcher's, ptx.c): no
+   launches are plain ti_launch_kernel / ti_launch_compute_graph calls (or the own CUDA launcher's, backends/cuda.c): no
    check of any kind. The functions are taichi_aot._native's, called through the addresses it handed over
    (steps.h: TaichiAotBenchCalls). */
 #include <string.h>

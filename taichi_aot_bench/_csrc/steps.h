@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* The functions of taichi_aot._native the loops call, each field named for its function: the trampolines into
-   libtaichi_c_api and the own CUDA launcher's entries (ptx.c). Their addresses are handed over once, at import
+   libtaichi_c_api and the own CUDA launcher's entries (backends/cuda.c). Their addresses are handed over once, at import
    (steps.py: taichi_aot_bench_bind). */
 typedef struct {
     void *ti_launch_kernel;

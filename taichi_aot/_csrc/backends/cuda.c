@@ -94,7 +94,7 @@ static const void *ptx_value(const TaichiAotCudaArg *a, const TiArgument *v, uin
 }
 
 /* An ndarray argument's shape written at its plan's offset in `params` (as many dimensions as the plan lays out);
-   returns its element count (at most 2**40). Shared with the own x64 launch (cpu.c). */
+   returns its element count (at most 2**40). Shared with the own x64 launch (backends/x64.c). */
 static uint64_t plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsigned char *params) {
     uint64_t count = 1;
     uint32_t d, n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
@@ -107,7 +107,7 @@ static uint64_t plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsig
 }
 
 /* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_CUDA_BAD_ARGS where
-   the TiArgument is not what the plan expects. Shared with the own x64 launch (cpu.c). */
+   the TiArgument is not what the plan expects. Shared with the own x64 launch (backends/x64.c). */
 static int plan_value(const TaichiAotCudaArg *a, const TiArgument *v, unsigned char *params) {
     uint16_t half;
     const void *src = ptx_value(a, v, &half);
@@ -197,14 +197,68 @@ static int ptx_after(const TaichiAotCudaDriverCalls *cu, void *stream, const Tai
     return code;
 }
 
+/* The runtime's context made current on this thread where another library made its own current since (`*pushed`
+   set then): 0, or the driver's error as the launch returns it. */
+static int ptx_enter(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt, int *pushed) {
+    void *current = NULL;
+    int code;
+    if (((taichi_aot_cu_current)cu->current)(&current) == 0 && current == rt->context) {
+        return 0;
+    }
+    code = ((taichi_aot_cu_push)cu->push)(rt->context);
+    if (code != 0) {
+        return TAICHI_AOT_CUDA_ERROR - code;
+    }
+    *pushed = 1;
+    return 0;
+}
+
+/* Where the runtime's stream is being captured into a CUDA graph (the legacy default stream never is): a launch
+   that waits refused (its autodiff stacks or its results are read after it), else the capture noted (the graph
+   holds the stand-in's address: Python keeps the stand-in). 0, the refusal, or the driver's error asking. */
+static int ptx_capture(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt,
+                       const TaichiAotCudaKernel *k) {
+    int status = 0, code;
+    if (rt->stream == NULL) {
+        return 0;
+    }
+    code = ((taichi_aot_cu_capturing)cu->capturing)(rt->stream, &status);
+    if (code != 0 || status == 0) { /* a capture active, or invalidated and not ended yet, both count */
+        return code;
+    }
+    if (k->overflow != 0 || k->result_size != 0) {
+        return k->overflow != 0 ? TAICHI_AOT_CUDA_CAPTURE_REFUSED : TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED;
+    }
+    ((TaichiAotCudaRuntime *)rt)->captured = 1;
+    return 0;
+}
+
+/* The kernel's tasks launched in order on the runtime's stream; a range_for's grid trimmed to `elements` (one
+   thread an element, as the full grid gives them, fewer idle blocks). The driver's error, or 0. */
+static int ptx_tasks(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt, const TaichiAotCudaKernel *k,
+                     void **kernel_params, uint64_t elements) {
+    uint32_t t;
+    int code = 0;
+    for (t = 0; t < k->task_count && code == 0; ++t) {
+        const TaichiAotCudaTask *task = &k->tasks[t];
+        uint32_t grid = task->grid;
+        if (task->trim && elements > 0) {
+            uint64_t needed = (elements + task->block - 1) / task->block;
+            grid = needed < grid ? (uint32_t)needed : grid;
+        }
+        code = ((taichi_aot_cu_launch)cu->launch)(task->function, grid, 1, 1, task->block, 1, 1, 0, rt->stream,
+                                                  kernel_params, NULL);
+    }
+    return code;
+}
+
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
     unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
     const TaichiAotCudaDriverCalls *cu = rt->driver;
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
-    void *current = NULL, *popped = NULL;
-    uint32_t t;
+    void *popped = NULL;
     int code, pushed = 0, overflowed = 0;
     if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
         return TAICHI_AOT_CUDA_BAD_ARGS;
@@ -215,37 +269,16 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     }
     kernel_params[0] = params;
     kernel_params[1] = &standin;
-    /* the runtime's context, current on its thread unless another library made its own current since */
-    if (((taichi_aot_cu_current)cu->current)(&current) != 0 || current != rt->context) {
-        code = ((taichi_aot_cu_push)cu->push)(rt->context);
-        if (code != 0) {
-            return TAICHI_AOT_CUDA_ERROR - code;
-        }
-        pushed = 1;
+    code = ptx_enter(cu, rt, &pushed); /* the runtime's context, current on its thread as a rule */
+    if (code != 0) {
+        return code;
     }
-    if (rt->stream != NULL) { /* a stream being captured into a CUDA graph (the legacy default stream never is) */
-        int status = 0;
-        code = ((taichi_aot_cu_capturing)cu->capturing)(rt->stream, &status);
-        if (code == 0 && status != 0) { /* active, or invalidated and not ended yet */
-            if (k->overflow != 0 || k->result_size != 0) { /* it waits for the launch: nothing a capture may hold */
-                code = k->overflow != 0 ? TAICHI_AOT_CUDA_CAPTURE_REFUSED : TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED;
-            } else { /* the graph holds the stand-in's address: Python keeps the stand-in */
-                ((TaichiAotCudaRuntime *)rt)->captured = 1;
-            }
-        }
-    }
+    code = ptx_capture(cu, rt, k);
     if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
     }
-    for (t = 0; t < k->task_count && code == 0; ++t) {
-        const TaichiAotCudaTask *task = &k->tasks[t];
-        uint32_t grid = task->grid;
-        if (task->trim && elements > 0) { /* one thread an element, as the full grid gives them, fewer idle blocks */
-            uint64_t needed = (elements + task->block - 1) / task->block;
-            grid = needed < grid ? (uint32_t)needed : grid;
-        }
-        code = ((taichi_aot_cu_launch)cu->launch)(task->function, grid, 1, 1, task->block, 1, 1, 0, rt->stream,
-                                                  kernel_params, NULL);
+    if (code == 0) {
+        code = ptx_tasks(cu, rt, k, kernel_params, elements);
     }
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
         code = ptx_after(cu, rt->stream, k, standin, &overflowed);
