@@ -70,6 +70,5 @@ def test_every_c_file_of_the_package_is_built():
         setup = f.read()
     call = {name for name in have if f'"{name}"' in setup.split("CALL_FILES = ", 1)[1].split(")", 1)[0]}
     assert native <= have, f"build_ffi.py lists C files that are not there: {sorted(native - have)}"
-    assert not native & call, sorted(native & call)
     assert have == native | call, f"C files built into no extension: {sorted(have - native - call)}"
     assert {"backends/cuda.c", "backends/x64.c"} <= native  # each own backend's C beside the others

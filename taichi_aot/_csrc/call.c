@@ -640,17 +640,17 @@ static PyGetSetDef launcher_getset[] = {
 /* _slow_call(*args, **kwargs) and _after_code(code): what the C call hands to Python by name (the slow path, a
    launch's non-zero code). Each subclass provides its own; these say so where one does not. */
 static PyObject *launcher_slow_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+    (void)op;
     (void)args;
     (void)kwargs;
-    PyErr_Format(PyExc_NotImplementedError, "%s provides no _slow_call (a Launcher subclass must)",
-                 Py_TYPE(op)->tp_name);
+    PyErr_SetString(PyExc_NotImplementedError, "this Launcher provides no _slow_call (its subclass must)");
     return NULL;
 }
 
 static PyObject *launcher_after_code(PyObject *op, PyObject *code) {
+    (void)op;
     (void)code;
-    PyErr_Format(PyExc_NotImplementedError, "%s provides no _after_code (a Launcher subclass must)",
-                 Py_TYPE(op)->tp_name);
+    PyErr_SetString(PyExc_NotImplementedError, "this Launcher provides no _after_code (its subclass must)");
     return NULL;
 }
 
