@@ -312,3 +312,38 @@ def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
                 texts.append(f.read())
         assert not any(re.search(r"kind\s*(>=|<=|<|>)\s*TAICHI_AOT_KIND", t) for t in texts), folder
         assert sum(len(re.findall(r"switch \(l->kind\)", t)) for t in texts) == switches, folder
+    # every kind the header defines is handled or refused by name in both switches
+    with open(os.path.join(here, "..", "taichi_aot", "_csrc", "taichi_aot.h"), encoding="utf-8") as f:
+        kinds = set(re.findall(r"#define (TAICHI_AOT_KIND_\w+) \d+", f.read()))
+    assert len(kinds) >= 6
+    for path in ("taichi_aot/_csrc/launch.c", "taichi_aot_bench/_csrc/steps.c"):
+        with open(os.path.join(here, "..", path), encoding="utf-8") as f:
+            cases = set(re.findall(r"case (TAICHI_AOT_KIND_\w+):", f.read()))
+        assert cases == kinds, (path, kinds - cases)
+
+
+def test_adding_a_backend_touches_the_files_the_contributor_page_lists():
+    """Every file of the package that names the latest backend (the own x64 launch: its kind, its class, its C) is
+    one the contributor page's "Adding a backend" steps name: a new backend's steps are the real list."""
+    import re
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    with open(os.path.join(root, "docs", "contributing.md"), encoding="utf-8") as f:
+        steps = f.read().split("### Adding a backend", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([\w./]+)`", steps))
+    marks = re.compile(r"TAICHI_AOT_KIND_CPU_CALL|X64Backend|backends/x64\.c")
+    touched = []
+    for top in ("taichi_aot", "taichi_aot_bench", "build_ffi.py"):
+        for folder, _, files in os.walk(os.path.join(root, top)) if not top.endswith(".py") else [(root, [], [top])]:
+            for name in files:
+                if name.endswith((".py", ".c", ".h")):
+                    with open(os.path.join(folder, name), encoding="utf-8") as f:
+                        if marks.search(f.read()):
+                            touched.append(os.path.relpath(os.path.join(folder, name), root))
+    assert len(touched) >= 6, touched
+
+    def listed(path: str) -> bool:  # named by its name, or its folder (a new module in taichi_aot/backends/)
+        return any(path.endswith(n.rstrip("/")) or (n.endswith("/") and n.rstrip("/") in os.path.dirname(path))
+                   for n in named)
+
+    assert [p for p in touched if not listed(p)] == []

@@ -58,6 +58,8 @@ static int taichi_aot_raw_launch(const TaichiAotLaunch *l, int launch) {
             (void)CALL(ti_get_last_error)(NULL, NULL);
         }
         return 0;
+    case TAICHI_AOT_KIND_CPU_KERNEL: /* the own x64 launches: not timed by this loop */
+    case TAICHI_AOT_KIND_CPU_CALL:
     default:
         return -1;
     }
