@@ -202,7 +202,11 @@ def test_fast_math_as_taichi_and_arguments_in_the_launch_parameters(with_ptx):
         assert "32872" in f.read()  # a kernel whose tasks all launch: the temporaries, by their offset
     args = plan.from_entry(_entry(with_ptx["sim"], "p2g"))["args"]
     assert [a["kind"] for a in args] == ["ndarray"] * 4 and args[2] == {"kind": "ndarray", "offset": 32, "dims": 3,
-                                                                         "data": 48}
+                                                                         "data": 48, "type": args[2]["type"]}
+    from taichi_aot.enums import DataType
+    from taichi_aot.metadata.model import _data_type
+
+    assert _data_type(args[2]["type"]) == DataType.F32  # its elements' type, which the x64 launch reads by
     wide = plan.from_entry(_entry(with_ptx["ptx"], "wide"))["args"]
     assert [(a["kind"], a.get("size")) for a in wide] == [("ndarray", None), ("scalar", 8), ("scalar", 8),
                                                           ("scalar", 1)]

@@ -32,9 +32,9 @@ from .._arguments import c_api_passes, describe_value, gradient_map
 from .._arrays import array_like, host_array, on_cuda
 from .._native import ffi, lib
 from ..enums import NUMPY_DTYPES
-from ..errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
+from ..errors import ArgumentTypeError, CorruptedDataError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
 from ..metadata import llvm_ir
-from ..metadata.model import PTYPE_NDARRAY, PTYPE_SCALAR, TYPE_PRIMITIVE, TYPE_STRUCT, _data_type
+from ..metadata.model import _data_type
 from .choice import X64, Choice, own_choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -193,31 +193,32 @@ def _gate(text: str, returns: bool = False) -> str | None:
 
 
 def _slots(entry: dict) -> list[tuple]:
-    """How each argument is written into the argument struct (the metadata's layout, which the load checked)."""
-    elements = entry["args_type"]["content"]["elements_"]
+    """How each argument is written into the argument struct: the plan's layout (``ptx/plan.py``'s ``arguments``,
+    every member found by name, as the CUDA launcher's), with what the host needs beside it (an ndarray's dtype and
+    element shape)."""
+    from ..ptx.plan import PlanError, arguments
+
+    try:
+        plan = arguments(entry, "the kernel's metadata")
+    except (PlanError, CorruptedDataError) as e:
+        raise NotSupportedError(f"its arguments cannot be laid out here: {e}") from None
+    params = {int(ids[0]): param for ids, param in entry["args"]}
     out: list[tuple] = []
-    for (key, param), element in zip(sorted(entry["args"], key=lambda e: e[0]), elements):
-        offset, laid = element["offset"], element["type"]
-        if param["ptype"] == PTYPE_NDARRAY:
-            members = {m["name"]: m for m in laid["content"]["elements_"]}
-            dims = [offset + members["shape"]["offset"] + d["offset"]
-                    for d in members["shape"]["type"]["content"]["elements_"]]
-            pointee = members["data_ptr"]["type"]["content"]["pointee_"]
-            dtype = _data_type(pointee["content"].get("type")) if pointee["type_kind"] == TYPE_PRIMITIVE else None
+    for index, laid in enumerate(plan["args"]):
+        param = params[index]
+        dtype = _data_type(laid["type"]) if "type" in laid else None
+        if laid["kind"] == "ndarray":
             if dtype is None:
-                raise NotSupportedError(f"argument {key[0]}: an ndarray of vectors or matrices")
-            grad = offset + members["grad_ptr"]["offset"] if "grad_ptr" in members else None
+                raise NotSupportedError(f"argument {index}: an ndarray of vectors or matrices")
             elem = tuple(param["element_shape"])
-            out.append(("ndarray", dims, offset + members["data_ptr"]["offset"], grad, NUMPY_DTYPES[dtype],
+            dims = [laid["offset"] + 4 * d for d in range(laid["dims"])]
+            out.append(("ndarray", dims, laid["data"], laid.get("grad"), NUMPY_DTYPES[dtype],
                         param["total_dim"] - len(elem), elem))
-        elif param["ptype"] == PTYPE_SCALAR and laid["type_kind"] == TYPE_PRIMITIVE:
-            dtype = _data_type(laid["content"]["type"])
-            if dtype is None:
-                raise NotSupportedError(f"argument {key[0]}: a scalar of type {laid['content']['type']}")
-            out.append(("scalar", offset, NUMPY_DTYPES[dtype]))
+        elif laid["kind"] == "scalar" and dtype is not None:
+            out.append(("scalar", laid["offset"], NUMPY_DTYPES[dtype]))
         else:
-            kind = "a vector or matrix" if laid["type_kind"] == TYPE_STRUCT else f"an argument of kind {param['ptype']}"
-            raise NotSupportedError(f"argument {key[0]}: {kind}")
+            kind = "a vector or matrix" if laid["kind"] == "tensor" else f"a scalar of type {laid.get('type')}"
+            raise NotSupportedError(f"argument {index}: {kind}")
     return out
 
 

@@ -79,6 +79,9 @@ def _ndarray(t: Any, offset: int) -> dict:
         raise PlanError("an ndarray shape with unexpected offsets")
     out = {"kind": "ndarray", "offset": offset + int(members["shape"]["offset"]), "dims": len(shape),
            "data": offset + int(members["data_ptr"]["offset"])}
+    pointee = ((members["data_ptr"].get("type") or {}).get("content") or {}).get("pointee_") or {}
+    if pointee.get("type_kind") == 0:  # its elements' scalar type (the x64 launch reads its arrays so)
+        out["type"] = _scalar_code(pointee)
     if "grad_ptr" in members:  # the arguments say needs_grad: read by the reverse-mode kernel only
         out["grad"] = offset + int(members["grad_ptr"]["offset"])
     return out
