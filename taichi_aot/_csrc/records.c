@@ -4,7 +4,8 @@
    - PrintHit: a torch, CuPy or JAX array shared before, found again by its print (the reads of its class);
    - CallSlot: what the C call checks itself of one argument of a kernel or graph (Launcher._prepare);
    - FreshSlot: what an array taken anew for one argument must be (Launcher._fresh).
-   Each field is named once, in its kind's table below, and read from Python as a read-only attribute of that name.
+   Each field is named once, in its kind's list below (the enum, names, members and signature are made from it), and
+   read from Python as a read-only attribute of that name (_call.pyi declares them; stubtest checks the two agree).
    (#included by call_module.c before call.c.) */
 #include <structmember.h>
 
@@ -15,42 +16,42 @@ typedef struct {
     PyObject *field[RECORD_FIELDS_MAX];
 } taichi_aot_record;
 
-/* The fields of each kind, in the order of their enum. */
-enum { NUMPY_HIT_ADDRESS, NUMPY_HIT_KEY, NUMPY_HIT_OWNED, NUMPY_HIT_REF, NUMPY_HIT_SIG, NUMPY_HIT_FIELDS };
-enum {
-    PRINT_HIT_ARG_BYTES, PRINT_HIT_CLS, PRINT_HIT_HELD, PRINT_HIT_ND, PRINT_HIT_OWNED, PRINT_HIT_PRINT,
-    PRINT_HIT_READ_ONLY, PRINT_HIT_READS, PRINT_HIT_REF, PRINT_HIT_SIG, PRINT_HIT_FIELDS
-};
-enum { SLOT_KIND, SLOT_WRITES, SLOT_ARGUMENT, SLOT_SIG, SLOT_NAME, SLOT_FIELDS };
-enum {
-    FRESH_SLOT_DTYPE, FRESH_SLOT_TYPESTR, FRESH_SLOT_DATA_TYPE, FRESH_SLOT_ITEMSIZE, FRESH_SLOT_NDIM,
-    FRESH_SLOT_ELEMENT_SHAPE, FRESH_SLOT_ARGUMENT, FRESH_SLOT_FIELDS
-};
+/* The fields of each kind, each named once here, in order: X(KIND, FIELD, name). The enum of each kind's field
+   indexes (KIND_FIELD, then KIND_FIELDS, their count), its names, its read-only members and its signature's
+   keywords are all made from these lists. */
+#define NUMPY_HIT_LIST(X) X(NUMPY_HIT, ADDRESS, address) X(NUMPY_HIT, KEY, key) X(NUMPY_HIT, OWNED, owned) \
+    X(NUMPY_HIT, REF, ref) X(NUMPY_HIT, SIG, sig)
+#define PRINT_HIT_LIST(X) X(PRINT_HIT, ARG_BYTES, arg_bytes) X(PRINT_HIT, CLS, cls) X(PRINT_HIT, HELD, held) \
+    X(PRINT_HIT, ND, nd) X(PRINT_HIT, OWNED, owned) X(PRINT_HIT, PRINT, print) X(PRINT_HIT, READ_ONLY, read_only) \
+    X(PRINT_HIT, READS, reads) X(PRINT_HIT, REF, ref) X(PRINT_HIT, SIG, sig)
+#define SLOT_LIST(X) X(SLOT, KIND, kind) X(SLOT, WRITES, writes) X(SLOT, ARGUMENT, argument) X(SLOT, SIG, sig) \
+    X(SLOT, NAME, name)
+#define FRESH_SLOT_LIST(X) X(FRESH_SLOT, DTYPE, dtype) X(FRESH_SLOT, TYPESTR, typestr) \
+    X(FRESH_SLOT, DATA_TYPE, data_type) X(FRESH_SLOT, ITEMSIZE, itemsize) X(FRESH_SLOT, NDIM, ndim) \
+    X(FRESH_SLOT, ELEMENT_SHAPE, element_shape) X(FRESH_SLOT, ARGUMENT, argument)
+
+#define RECORD_ENUM(k, f, n) k##_##f,
+#define RECORD_NAME(k, f, n) #n,
+#define RECORD_MEMBER(k, f, n) \
+    {#n, T_OBJECT_EX, offsetof(taichi_aot_record, field) + (k##_##f) * sizeof(PyObject *), READONLY, NULL},
+#define RECORD_KEYWORD(k, f, n) ", " #n
+#define RECORD_END {NULL, 0, 0, 0, NULL}
+
+enum { NUMPY_HIT_LIST(RECORD_ENUM) NUMPY_HIT_FIELDS };
+enum { PRINT_HIT_LIST(RECORD_ENUM) PRINT_HIT_FIELDS };
+enum { SLOT_LIST(RECORD_ENUM) SLOT_FIELDS };
+enum { FRESH_SLOT_LIST(RECORD_ENUM) FRESH_SLOT_FIELDS };
 enum { RECORD_NUMPY_HIT, RECORD_PRINT_HIT, RECORD_SLOT, RECORD_FRESH_SLOT, RECORD_KINDS };
 
-static const char *const numpy_hit_fields[] = {"address", "key", "owned", "ref", "sig", NULL};
-static const char *const print_hit_fields[] = {"arg_bytes", "cls", "held", "nd", "owned", "print", "read_only",
-                                               "reads", "ref", "sig", NULL};
-static const char *const slot_fields[] = {"kind", "writes", "argument", "sig", "name", NULL};
-static const char *const fresh_slot_fields[] = {"dtype", "typestr", "data_type", "itemsize", "ndim", "element_shape",
-                                                "argument", NULL};
+static const char *const numpy_hit_fields[] = {NUMPY_HIT_LIST(RECORD_NAME) NULL};
+static const char *const print_hit_fields[] = {PRINT_HIT_LIST(RECORD_NAME) NULL};
+static const char *const slot_fields[] = {SLOT_LIST(RECORD_NAME) NULL};
+static const char *const fresh_slot_fields[] = {FRESH_SLOT_LIST(RECORD_NAME) NULL};
 
-#define RECORD_MEMBER(name, i) \
-    {name, T_OBJECT_EX, offsetof(taichi_aot_record, field) + (i) * sizeof(PyObject *), READONLY, NULL}
-static PyMemberDef numpy_hit_members[] = {
-    RECORD_MEMBER("address", 0), RECORD_MEMBER("key", 1), RECORD_MEMBER("owned", 2), RECORD_MEMBER("ref", 3),
-    RECORD_MEMBER("sig", 4), {NULL, 0, 0, 0, NULL}};
-static PyMemberDef print_hit_members[] = {
-    RECORD_MEMBER("arg_bytes", 0), RECORD_MEMBER("cls", 1), RECORD_MEMBER("held", 2), RECORD_MEMBER("nd", 3),
-    RECORD_MEMBER("owned", 4), RECORD_MEMBER("print", 5), RECORD_MEMBER("read_only", 6), RECORD_MEMBER("reads", 7),
-    RECORD_MEMBER("ref", 8), RECORD_MEMBER("sig", 9), {NULL, 0, 0, 0, NULL}};
-static PyMemberDef slot_members[] = {
-    RECORD_MEMBER("kind", 0), RECORD_MEMBER("writes", 1), RECORD_MEMBER("argument", 2), RECORD_MEMBER("sig", 3),
-    RECORD_MEMBER("name", 4), {NULL, 0, 0, 0, NULL}};
-static PyMemberDef fresh_slot_members[] = {
-    RECORD_MEMBER("dtype", 0), RECORD_MEMBER("typestr", 1), RECORD_MEMBER("data_type", 2),
-    RECORD_MEMBER("itemsize", 3), RECORD_MEMBER("ndim", 4), RECORD_MEMBER("element_shape", 5),
-    RECORD_MEMBER("argument", 6), {NULL, 0, 0, 0, NULL}};
+static PyMemberDef numpy_hit_members[] = {NUMPY_HIT_LIST(RECORD_MEMBER) RECORD_END};
+static PyMemberDef print_hit_members[] = {PRINT_HIT_LIST(RECORD_MEMBER) RECORD_END};
+static PyMemberDef slot_members[] = {SLOT_LIST(RECORD_MEMBER) RECORD_END};
+static PyMemberDef fresh_slot_members[] = {FRESH_SLOT_LIST(RECORD_MEMBER) RECORD_END};
 
 typedef struct {
     const char *name; /* the type's, qualified */
@@ -63,24 +64,24 @@ typedef struct {
 
 static taichi_aot_record_kind record_kinds[RECORD_KINDS] = {
     {"taichi_aot._call.NumpyHit",
-     "NumpyHit(*, address, key, owned, ref, sig)\n--\n\n"
+     "NumpyHit(*" NUMPY_HIT_LIST(RECORD_KEYWORD) ")\n--\n\n"
      "A numpy array shared without a copy (its TaichiAotArrayKey `key`, at `address`), of the ndarray whose "
      "lifetime record is `owned` and signature `sig`; `ref` holds it weakly.",
      numpy_hit_fields, NUMPY_HIT_FIELDS, numpy_hit_members, NULL},
     {"taichi_aot._call.PrintHit",
-     "PrintHit(*, arg_bytes, cls, held, nd, owned, print, read_only, reads, ref, sig)\n--\n\n"
+     "PrintHit(*" PRINT_HIT_LIST(RECORD_KEYWORD) ")\n--\n\n"
      "An array of class `cls` shared before, found again by its `print` (what its `reads` give); `arg_bytes` is"
      " the TiArgument of the ndarray `nd` "
      "it travels in (`owned`, `sig`), `held` the runtime's held arrays (None: a host array).",
      print_hit_fields, PRINT_HIT_FIELDS, print_hit_members, NULL},
     {"taichi_aot._call.CallSlot",
-     "CallSlot(*, kind, writes, argument, sig, name)\n--\n\n"
+     "CallSlot(*" SLOT_LIST(RECORD_KEYWORD) ")\n--\n\n"
      "What the C call checks of one argument (kind: TAICHI_AOT_SLOT_*; writes: the kernel may write it; "
      "argument: its TiArgument's address; sig: an ndarray's signature or None; "
      "name: a keyword's name or None).",
      slot_fields, SLOT_FIELDS, slot_members, NULL},
     {"taichi_aot._call.FreshSlot",
-     "FreshSlot(*, dtype, typestr, data_type, itemsize, ndim, element_shape, argument)\n--\n\n"
+     "FreshSlot(*" FRESH_SLOT_LIST(RECORD_KEYWORD) ")\n--\n\n"
      "What an array taken anew for one argument must be (numpy dtype, its typestr, TiDataType, itemsize, dims, "
      "element shape), and its argument's "
      "bytes with all but its memory and dims written.",
