@@ -9,33 +9,60 @@
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
 
-/* One launch of any kind, no check: the one switch on the kind, an unknown one refused. `own`: the record a kernel of
-   the own CUDA launcher runs with where it is launched elsewhere (taichi_aot_launch_elsewhere), else NULL. Returns
-   the launch's error code (the library's last error for libtaichi's kinds). */
-static int launch_any(const TaichiAotLaunch *l, TaichiAotCudaRuntime *own) {
+/* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
+   first ordered after the caller's stream (libtaichi launches on a stream of its own) and then waited for (x64: the
+   caller reads the results next; CUDA: the caller's stream is not ordered with libtaichi's). The library's last
+   error, or the wait for the caller's stream's. */
+static int launch_library(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    if (where != NULL && where->sync != NULL && where->stream != NULL) {
+        int waited = where->sync(where->stream);
+        if (waited != 0) {
+            return TAICHI_AOT_CUDA_ERROR - waited;
+        }
+    }
+    if (l->pending != NULL && l->pending[1]) {
+        return TAICHI_AOT_REFUSED;
+    }
+    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count, (const TiNamedArgument *)l->args);
+    }
+    if (where != NULL) {
+        ti_wait(l->runtime);
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
+/* A kernel of the own CUDA launcher; made elsewhere (`where`), with the caller's record (its stand-in) on the
+   caller's stream, and refused where the caller gives none. */
+static int launch_cuda_kernel(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    TaichiAotCudaKernel kernel;
+    if (where == NULL) {
+        return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
+                                      (const TiArgument *)l->args);
+    }
+    if (where->own == NULL) {
+        return TAICHI_AOT_REFUSED;
+    }
+    where->own->stream = where->stream;
+    kernel = *(const TaichiAotCudaKernel *)l->handle;
+    kernel.runtime = where->own;
+    return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
+}
+
+/* One launch of any kind, no check: the one switch on the kind, an unknown one refused before anything is done.
+   `where`: the caller's stream and records where the launch is made elsewhere (taichi_aot_launch_elsewhere), else
+   NULL. Returns the launch's error code (the library's last error for libtaichi's kinds). */
+static int launch_any(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
     switch (l->kind) {
     case TAICHI_AOT_KIND_KERNEL:
     case TAICHI_AOT_KIND_GRAPH:
-        if (l->pending != NULL && l->pending[1]) {
-            return TAICHI_AOT_REFUSED;
-        }
-        if (l->kind == TAICHI_AOT_KIND_KERNEL) {
-            ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-        } else {
-            ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count,
-                                    (const TiNamedArgument *)l->args);
-        }
-        return (int)ti_get_last_error(NULL, NULL);
+        return launch_library(l, where);
     case TAICHI_AOT_KIND_CUDA_KERNEL:
-        if (own != NULL) { /* the kernel's plan with the caller's record: its stand-in */
-            TaichiAotCudaKernel kernel = *(const TaichiAotCudaKernel *)l->handle;
-            kernel.runtime = own;
-            return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
-        }
-        return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
-                                      (const TiArgument *)l->args);
+        return launch_cuda_kernel(l, where);
     case TAICHI_AOT_KIND_CUDA_GRAPH:
-        if (own != NULL) { /* one record cannot carry its dispatches' stand-ins: never launched elsewhere */
+        if (where != NULL) { /* one record cannot carry its dispatches' stand-ins: never launched elsewhere */
             return TAICHI_AOT_REFUSED;
         }
         return taichi_aot_cuda_graph(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
@@ -57,6 +84,9 @@ static int launch_any(const TaichiAotLaunch *l, TaichiAotCudaRuntime *own) {
    Returns the launch's error, else the wait's. */
 static int count_launch(const TaichiAotLaunch *l, int error) {
     int32_t *pending = l->pending;
+    if (error == TAICHI_AOT_UNKNOWN_KIND) { /* nothing was launched */
+        return error;
+    }
     if (pending[2] > 0 && error == 0 && pending[0] >= pending[2]) {
         ti_wait(l->runtime);
         pending[0] = 0;
@@ -108,21 +138,5 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
 }
 
 int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *where) {
-    if ((l->flags & TAICHI_AOT_LAUNCH_CODES) != 0) { /* the own launches: on the caller's stream, as they are */
-        if (where->own != NULL) {
-            where->own->stream = where->stream;
-        }
-        return launch_any(l, where->own);
-    }
-    if (where->sync != NULL && where->stream != NULL) {
-        int waited = where->sync(where->stream);
-        if (waited != 0) {
-            return TAICHI_AOT_CUDA_ERROR - waited;
-        }
-    }
-    if (launch_any(l, NULL) == TAICHI_AOT_UNKNOWN_KIND) {
-        return TAICHI_AOT_UNKNOWN_KIND;
-    }
-    ti_wait(l->runtime);
-    return (int)ti_get_last_error(NULL, NULL);
+    return launch_any(l, where);
 }

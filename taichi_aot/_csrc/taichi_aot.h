@@ -241,8 +241,9 @@ int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, ui
    `own` (a stand-in of the caller's, the `stream` set into it; its `captured` set where a CUDA graph took the
    launch); one of libtaichi's, where `sync` is given, first waits for `stream` (libtaichi launches on a stream of its
    own) and then for itself (x64: the caller reads the results next; CUDA: `stream` is not ordered with libtaichi's).
-   An x64 kernel of the own launch runs as it would anywhere. A graph of the own CUDA launcher is refused
-   (TAICHI_AOT_REFUSED: none is launched elsewhere). Returns 0 or the
+   An x64 kernel of the own launch runs as it would anywhere. A graph of the own CUDA launcher, and a kernel of it
+   given no `own`, are refused (TAICHI_AOT_REFUSED: none is launched elsewhere); an unknown kind too
+   (TAICHI_AOT_UNKNOWN_KIND), before anything is waited for. Returns 0 or the
    launch's error code; the library's last error is left for the caller to read and clear. */
 typedef struct {
     void *stream;

@@ -349,7 +349,7 @@ class Kernels:
         record.standin = launcher.side_standin(AUTOGRAD_STANDIN)
         launch = ffi.new("TaichiAotLaunch *")
         launch.runtime, launch.kind, launch.handle = runtime, lib.TAICHI_AOT_KIND_CUDA_KERNEL, self.plans[name]
-        launch.flags = lib.TAICHI_AOT_LAUNCH_POINTERS | lib.TAICHI_AOT_LAUNCH_CODES  # as backends._own declares
+        launch.flags = lib.TAICHI_AOT_LAUNCH_POINTERS | lib.TAICHI_AOT_LAUNCH_CODES  # as choice.own_choice declares
         launch.arg_count, launch.args = count, args
         where = ffi.new("TaichiAotElsewhere *")
         where.stream, where.own = ffi.cast("void *", stream or 0), record

@@ -95,7 +95,7 @@ double taichi_aot_steps(const void *step_launches, uint32_t count, const void *e
             return -2.0;
         }
     }
-    for (i = 0; i < every_count; ++i) {
+    for (i = 0; every != 0 && i < every_count; ++i) { /* launched only every `every` steps */
         if (taichi_aot_raw_launch(&others[i], 0) != 0) {
             return -2.0;
         }
