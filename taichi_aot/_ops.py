@@ -61,10 +61,12 @@ class OpSpec:
         shapes: output position -> what it is shaped like (:data:`Shape`).
         inout: outputs the op also takes as inputs (read and written).
         inputs: argument positions the op takes, in signature order; names: their parameter names.
+        returned: what a kernel that returns values returns (``ReturningKernel.returned``: dtype and shape of
+        each), after the outputs; empty for another.
     """
 
     def __init__(self, entry: Kernel | ComputeGraph, outputs: Mapping[Any, Any], framework: str):
-        from .launch import ComputeGraph, Kernel
+        from .launch import ComputeGraph, Kernel, ReturningKernel
 
         if not isinstance(entry, (Kernel, ComputeGraph)):
             raise ArgumentTypeError(f"{framework}.op takes a Kernel or a ComputeGraph, got {type(entry).__name__}")
@@ -73,9 +75,11 @@ class OpSpec:
         self.graph = isinstance(entry, ComputeGraph)
         self.args: list[ArgInfo] = entry.signature
         self.kind = "graph" if self.graph else "kernel"
-        if not isinstance(outputs, Mapping) or not outputs:
+        self.returned = entry.returned if isinstance(entry, ReturningKernel) else []
+        if not isinstance(outputs, Mapping) or (not outputs and not self.returned):
             raise ArgumentTypeError(f"{framework}.op({entry.name!r}): outputs must be a non-empty mapping "
-                                    "{output argument: the input it is shaped like, or (shape, dtype)}")
+                                    "{output argument: the input it is shaped like, or (shape, dtype)} (empty only "
+                                    "for a kernel that returns values)")
         self.outputs: list[int] = []
         self.shapes: dict[int, Shape] = {}
         self.inout: set[int] = set()

@@ -156,6 +156,10 @@ class Op:
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
                  vmap_method: str | None = "sequential"):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.jax")
+        if spec.returned:  # XLA's handler has no buffer for them: refused, never lost
+            raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, which a JAX "
+                                    "op does not give yet; call the kernel itself (value = kernel(x)), or make a "
+                                    "taichi_aot.torch op of it, which returns them as tensors")
         rt = spec.entry.module.runtime
         if rt.arch not in (Arch.X64, Arch.CUDA):
             raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "

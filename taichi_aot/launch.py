@@ -459,6 +459,11 @@ class ReturningKernel(Kernel):
         """The values its last launch returned (a bound launch's or a replay's too), as a call returns them."""
         return self._choice.results.read()
 
+    @property
+    def returned(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
+        """Each value it returns: its numpy dtype and shape (None: a scalar; a vector 1-D, a matrix 2-D)."""
+        return self._choice.results.layout()
+
 
 class ComputeGraph(_Launchable):
     """A compute graph of a module. Call with named arguments: ``graph(x=a, y=b, s=0.5)``, which enqueues a launch.

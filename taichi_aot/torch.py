@@ -84,7 +84,10 @@ class Op:
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
         self._cuda = self._runtime.arch == Arch.CUDA
         types = _schema_types(spec)
-        rets = "Tensor" if len(spec.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(spec.outputs)) + ")"
+        # the kernel's returned values come after the outputs, a tensor each (0-D for a scalar)
+        self._returned = [(_torch_dtype(dtype), shape or ()) for dtype, shape in spec.returned]
+        count = len(spec.outputs) + len(self._returned)
+        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
         qualname = self.qualname = _qualname(name, launchable.name)
         namespace, _, opname = qualname.partition("::")
         # a Library operator with kernels of its own: torch.library.custom_op's wrapper costs 5-9 us more a call,
@@ -203,7 +206,17 @@ class Op:
     def _fake(self, *inputs: Any) -> Any:
         self._check(inputs)
         out = self._outputs(inputs, fake=True)
+        out += [torch.empty(shape, dtype=dtype, device=self._device) for dtype, shape in self._returned]
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _values(self) -> list[torch.Tensor]:
+        """The values the kernel's launch returned, a tensor each on the op's device (0-D for a scalar)."""
+        if not self._returned:
+            return []
+        got = self.spec.entry.last_value()  # type: ignore[union-attr]  # a ReturningKernel: it returns values
+        got = got if isinstance(got, tuple) else (got,)
+        return [torch.as_tensor(v, dtype=dtype, device=self._device).reshape(shape)
+                for v, (dtype, shape) in zip(got, self._returned)]
 
     def _impl(self, *inputs: Any) -> Any:
         return self._launch(inputs)
@@ -224,6 +237,7 @@ class Op:
         except (TaichiError, AttributeError, TypeError):
             self._explain(args)
             raise
+        out += self._values()
         return out[0] if len(out) == 1 else tuple(out)
 
     def _launch(self, inputs: Sequence[Any]) -> Any:
@@ -295,6 +309,9 @@ class Op:
         if self._user_backward is None:
             return
         outs = output if isinstance(output, tuple) else (output,)
+        if self._returned:  # the kernel's returned values: no gradient flows through them
+            ctx.mark_non_differentiable(*outs[len(self.spec.outputs):])
+            outs = outs[:len(self.spec.outputs)]
         ctx.save_for_backward(*[v for v in inputs if isinstance(v, torch.Tensor)], *outs)
         ctx.numbers = [None if isinstance(v, torch.Tensor) else v for v in inputs]
 
@@ -303,6 +320,7 @@ class Op:
             raise NotSupportedError(f"{self.spec}: no backward was given (taichi_aot.torch.op(..., "
                                     "backward=fn), fn(inputs, outputs, grads) returning a gradient per input)")
         saved = list(ctx.saved_tensors)
+        grads = grads[:len(self.spec.outputs)]  # none for the returned values
         inputs = [saved.pop(0) if n is None else n for n in ctx.numbers]
         result = self._user_backward(tuple(inputs), tuple(saved), grads)
         result = tuple(result) if isinstance(result, (tuple, list)) else (result,)

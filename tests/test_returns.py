@@ -65,6 +65,43 @@ def test_returned_values_and_wide_scalars_on_x64_are_taichis(built):
         np.testing.assert_array_equal(y, expect["wide"])
 
 
+def test_returned_values_come_back_through_torch_ops_and_jax_ops_refuse_them(built):
+    """A torch op of a kernel that returns values returns them after its outputs, a tensor each (0-D for a scalar),
+    eagerly and compiled, and no gradient flows through them; a JAX op of one is refused when it is made (never a
+    value lost)."""
+    from returns_kernels import CALLS, X32, X64
+
+    torch = require_extra("torch", "interop")
+    import taichi_aot.torch as tt
+
+    path, expect = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        total = tt.op(mod.kernels["total"], {})  # no output array: the returned value is the op's result
+        got = total(torch.from_numpy(X32))
+        assert isinstance(got, torch.Tensor) and got.dim() == 0 and got.dtype == torch.float32
+        assert got.item() == expect["total"]
+        stats = tt.op(mod.kernels["stats"], {})(torch.from_numpy(X64), *CALLS["stats"])
+        assert stats.dtype == torch.float64 and stats.shape == (3,)
+        np.testing.assert_array_equal(stats.numpy(), expect["stats"])
+        n, mean = tt.op(mod.kernels["count_and_mean"], {})(torch.from_numpy(X32), *CALLS["count_and_mean"])
+        assert (n.dtype, mean.dtype) == (torch.int32, torch.float32) and (n.item(), mean.item()) == (
+            expect["count"], expect["mean"])
+        compiled = torch.compile(lambda x: total(x) * 2, fullgraph=True)  # the fake gives the value's shape
+        assert compiled(torch.from_numpy(X32)).item() == 2 * expect["total"]
+        x = torch.from_numpy(X32).requires_grad_()
+        value = total(x)  # an input that needs a gradient, and no backward: the value is right, backward refused
+        assert value.item() == expect["total"]
+        with pytest.raises(NotSupportedError, match="no backward"):
+            value.backward()
+        jax = require_extra("jax", "jax")
+        import taichi_aot.jax as tj
+
+        with pytest.raises(NotSupportedError, match="returns values, which a JAX op does not give yet"):
+            tj.op(mod.kernels["total"], {})
+        assert jax is not None
+
+
 def test_a_returning_kernel_bound_and_replayed_keeps_its_last_value(built):
     path, _ = built
     with Runtime(Arch.X64) as rt:

@@ -437,6 +437,10 @@ class Results:
         self._buffer = ffi.buffer(self.host)
         self._rets = [(np.dtype(_RESULT_DTYPES[r["type"]]), r["offset"], _shape(r.get("shape"))) for r in rets]
 
+    def layout(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
+        """Each returned value's dtype and shape (None: a scalar), in order."""
+        return [(dtype, shape) for dtype, _, shape in self._rets]
+
     def read(self) -> Any:
         """The values the last launch returned (copies: the next launch overwrites the buffer)."""
         values = []
