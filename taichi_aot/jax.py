@@ -149,8 +149,8 @@ class _Plan:
 class Op:
     """A kernel or graph as a JAX function: call it with the inputs (signature order, or keywords); it returns the
     outputs (one array, or a tuple in the order ``outputs`` gave them). Traceable: ``jax.jit``, ``jax.vmap`` (a
-    sequential loop), ``jax.grad`` where a ``backward`` was given or the module holds the kernel's reverse-mode
-    kernel (x64, and CUDA where the own launcher takes it).
+    sequential loop, or one launch with ``vmap_method="batch"``), ``jax.grad`` where a ``backward`` was given or
+    the module holds the kernel's reverse-mode kernel (x64, and CUDA where the own launcher takes it).
     """
 
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
@@ -179,7 +179,13 @@ class Op:
         self._needing = spec.gradients() if backward is None else None
         self._reverse_op = self._make_reverse_op() if self._needing is not None and self._cuda else None
         self._backward = backward
-        self._vmap_method = vmap_method
+        self._batch = vmap_method == "batch"  # jax.vmap as one launch (:meth:`_batched`)
+        if self._batch:
+            why = self._unbatchable()
+            if why is not None:
+                raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}, vmap_method='batch'): {why}; "
+                                        "use vmap_method='sequential' (a launch per batch element)")
+        self._vmap_method = "sequential" if self._batch else vmap_method  # a vmap inside the batch's own: a loop
         owned = spec.entry.module.owned
         owned.pin()  # the kernel's handle stays valid while the op lives (a runtime closed first closes the cell)
         self._finalizer = weakref.finalize(self, _release, self._plans, owned)
@@ -196,13 +202,18 @@ class Op:
         if plan is None:
             plan = self._plans[key] = _Plan(self, attrs)
         packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
-        results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(shapes)]
-        call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
-                                input_output_aliases=plan.aliases)
         extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
+        positions = list(shapes)  # the array operands' argument positions, in operand order
 
-        def run(*arrays: Any) -> Any:
+        def run(*arrays: Any) -> Any:  # the call, its outputs shaped by the arrays given (a batch's are merged)
+            got = {i: tuple(a.shape) for i, a in zip(positions, arrays)}
+            results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(got)]
+            call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
+                                    input_output_aliases=plan.aliases)
             return call(*arrays, plan=plan.address, **extra)
+
+        if self._batch:
+            run = self._batched(run, positions)
 
         backward = self._backward
         if backward is None and self._reverse_op is not None:
@@ -211,6 +222,43 @@ class Op:
             backward = self._from_reverse(values, attrs)
         out = self._differentiable(run, backward)(*operands)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _unbatchable(self) -> str | None:
+        """Why ``jax.vmap`` cannot be one launch of this kernel over the whole batch, or None: every array argument
+        must have a leading axis the batch can join, and every output be shaped like an input."""
+        spec = self.spec
+        for i, a in enumerate(spec.args):
+            if a.kind == "ndarray" and a.ndim == 0:
+                return f"{spec.what(i)} is 0-D: no leading axis to join the batch to"
+        for i in spec.outputs:
+            if not isinstance(spec.shapes[i], int) and i not in spec.inout:
+                return f"output {spec.what(i)} has a shape of its own, not an input's"
+        return None
+
+    def _batched(self, run: Callable[..., Any], positions: list[int]) -> Callable[..., Any]:
+        """``run`` whose ``jax.vmap`` is one launch: each batched array's batch axis joined to its leading axis
+        ((B, N, ...) -> (B * N, ...)), an unbatched array broadcast over the batch first, the outputs split back.
+        The kernel must treat its arrays' leading axis element by element (what the user says with
+        ``vmap_method="batch"``); a scalar must be the batch's one value."""
+        spec = self.spec
+        batched = jax.custom_batching.custom_vmap(run)
+
+        @batched.def_vmap
+        def rule(axis_size: int, in_batched: Sequence[bool], *arrays: Any) -> tuple[list[Any], list[bool]]:
+            merged = []
+            for i, x, b in zip(positions, arrays, in_batched):
+                if spec.args[i].kind != "ndarray":
+                    if b:
+                        raise NotSupportedError(f"{spec.what(i)}: vmap_method='batch' takes one scalar for the "
+                                                "whole batch (a Python number, or an array vmap does not map)")
+                    merged.append(x)
+                    continue
+                x = x if b else jnp.broadcast_to(x, (axis_size, *x.shape))
+                merged.append(x.reshape((axis_size * x.shape[1], *x.shape[2:])))
+            outs = run(*merged)
+            return [o.reshape((axis_size, o.shape[0] // axis_size, *o.shape[1:])) for o in outs], [True] * len(outs)
+
+        return batched
 
     def _split(self, values: Sequence[Any]) -> tuple[list[bool], list[Any], dict[int, tuple[int, ...]]]:
         """Which inputs are attributes (Python numbers), the operands (checked: dtype, shape), and input shapes."""
@@ -398,8 +446,10 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
             (``Kernel.grad``, run on the host through ``jax.pure_callback``), or on a CUDA runtime whose own
             launcher takes it, an op of the reverse kernel on XLA's stream; any other raises NotSupportedError
             when a gradient is asked for.
-        vmap_method: how ``jax.vmap`` batches it (``jax.ffi.ffi_call``'s: "sequential", a loop of calls, by
-            default; None makes vmap an error).
+        vmap_method: how ``jax.vmap`` batches it: "sequential", a loop of calls, by default; "batch", one launch
+            for the whole batch, the batch joined to every array's leading axis (for a kernel that maps over its
+            arrays' leading axis element by element; one that cannot be batched so is refused here, saying why);
+            None makes vmap an error; or another of ``jax.ffi.ffi_call``'s.
 
     Raises:
         ArgumentTypeError: an unknown argument or a wrong output; a call with a wrong count, dtype or shape of

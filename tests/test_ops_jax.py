@@ -187,3 +187,28 @@ def test_closed_runtime_and_other_threads(modules):
         add(y, 1.0)
     with pytest.raises(Exception, match="ClosedError: op of kernel 'add': its runtime is closed"):
         np.asarray(compiled(y))  # compiled before: XLA reports the handler's error, no launch
+
+
+def test_vmap_as_one_launch_equals_the_loop(x64):
+    """``vmap_method="batch"``: ``jax.vmap`` of the op is one launch over the batch joined to the arrays' leading
+    axis (one FFI call in the program, no loop), its values the sequential loop's, under ``jax.jit`` too; an
+    unbatched array is broadcast over the batch; a kernel that cannot be batched so is refused when the op is
+    made, and a batched scalar when it is traced."""
+    add_loop = tj.op(x64.kernels["add"], {0: 1})
+    add = tj.op(x64.kernels["add"], {0: 1}, vmap_method="batch")
+    ys = jnp.arange(24, dtype=jnp.float32).reshape(6, 4) - 7.5
+    want = jax.vmap(lambda y: add_loop(y, 1.5))(ys)
+    got = jax.vmap(lambda y: add(y, 1.5))(ys)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(lambda y: add(y, 1.5)))(ys)), np.asarray(want))
+    text = str(jax.make_jaxpr(jax.vmap(lambda y: add(y, 1.5)))(ys))
+    loop = str(jax.make_jaxpr(jax.vmap(lambda y: add_loop(y, 1.5)))(ys))
+    assert text.count("ffi_call") == 1 and "while" not in text and "scan" not in text, text
+    assert "f32[24]" in text  # the batch joined to the leading axis: one launch of 24 elements
+    assert "while" in loop or "scan" in loop  # the default: a launch per batch element
+    nested = jax.vmap(jax.vmap(lambda y: add(y, 1.5)))(ys.reshape(2, 3, 4))  # the inner vmap: one launch
+    np.testing.assert_array_equal(np.asarray(nested).reshape(6, 4), np.asarray(want))
+    with pytest.raises(NotSupportedError, match="one scalar for the whole batch"):
+        jax.vmap(lambda y, a: add(y, a))(ys, jnp.arange(6, dtype=jnp.float32))
+    with pytest.raises(NotSupportedError, match="has a shape of its own"):  # refused when the op is made
+        tj.op(x64.kernels["add"], {0: ((4,), jnp.float32)}, vmap_method="batch")
