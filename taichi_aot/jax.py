@@ -119,6 +119,12 @@ class _Plan:
         p = self.c = ffi.new("TaichiAotXlaPlan *")
         p.runtime, (p.kind, p.flags, p.handle) = op._cell, op._choice.elsewhere()
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
+        if spec.returned:  # copied from its results' host memory into the result buffers after the outputs'
+            layout = op._choice.results.layout_bytes()
+            self.value_offsets = ffi.new("uint32_t[]", [o for o, _ in layout])
+            self.value_sizes = ffi.new("uint32_t[]", [size for _, size in layout])
+            p.value_count, p.value_first = len(layout), len(spec.outputs)
+            p.value_offsets, p.value_sizes, p.values = self.value_offsets, self.value_sizes, op._choice.results.host
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)
 
@@ -156,11 +162,11 @@ class Op:
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
                  vmap_method: str | None = "sequential"):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.jax")
-        if spec.returned:  # XLA's handler has no buffer for them: refused, never lost
-            raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, which a JAX "
-                                    "op does not give yet; call the kernel itself (value = kernel(x)), or make a "
-                                    "taichi_aot.torch op of it, which returns them as tensors")
         rt = spec.entry.module.runtime
+        if spec.returned and rt.arch == Arch.CUDA:  # refused, never lost
+            raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, which a JAX "
+                                    "op gives on x64 only yet; on CUDA call the kernel itself (value = kernel(x)), "
+                                    "or make a taichi_aot.torch op of it, which returns them as tensors")
         if rt.arch not in (Arch.X64, Arch.CUDA):
             raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "
                                     f"{rt.arch.name}")
@@ -208,6 +214,7 @@ class Op:
         def run(*arrays: Any) -> Any:  # the call, its outputs shaped by the arrays given (a batch's are merged)
             got = {i: tuple(a.shape) for i, a in zip(positions, arrays)}
             results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(got)]
+            results += [jax.ShapeDtypeStruct(shape or (), dtype) for dtype, shape in spec.returned]
             call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
                                     input_output_aliases=plan.aliases)
             return call(*arrays, plan=plan.address, **extra)
@@ -227,6 +234,8 @@ class Op:
         """Why ``jax.vmap`` cannot be one launch of this kernel over the whole batch, or None: every array argument
         must have a leading axis the batch can join, and every output be shaped like an input."""
         spec = self.spec
+        if spec.returned:
+            return "the kernel returns values, one for the whole launch, not one per batch element"
         for i, a in enumerate(spec.args):
             if a.kind == "ndarray" and a.ndim == 0:
                 return f"{spec.what(i)} is 0-D: no leading axis to join the batch to"
@@ -318,7 +327,8 @@ class Op:
             if backward is None:
                 raise NotSupportedError(f"{spec}: no backward was given (taichi_aot.jax.op(..., backward=fn), "
                                         "fn(inputs, outputs, cotangents) returning one per array input)")
-            result = backward(tuple(arrays), tuple(out), tuple(grads))
+            n = len(spec.outputs)  # a kernel's returned values after the outputs: no gradient flows through them
+            result = backward(tuple(arrays), tuple(out[:n]), tuple(grads[:n]))
             result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
             if len(result) != len(arrays):
                 raise ArgumentTypeError(f"{spec}: backward returned {len(result)} cotangent(s) for {len(arrays)} "

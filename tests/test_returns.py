@@ -65,10 +65,9 @@ def test_returned_values_and_wide_scalars_on_x64_are_taichis(built):
         np.testing.assert_array_equal(y, expect["wide"])
 
 
-def test_returned_values_come_back_through_torch_ops_and_jax_ops_refuse_them(built):
-    """A torch op of a kernel that returns values returns them after its outputs, a tensor each (0-D for a scalar),
-    eagerly and compiled, and no gradient flows through them; a JAX op of one is refused when it is made (never a
-    value lost)."""
+def test_returned_values_come_back_through_torch_and_jax_ops(built):
+    """A torch or JAX op of a kernel that returns values returns them after its outputs, a tensor or array each
+    (0-D for a scalar), eagerly and compiled (``torch.compile``, ``jax.jit``); no gradient flows through them."""
     from returns_kernels import CALLS, X32, X64
 
     torch = require_extra("torch", "interop")
@@ -95,11 +94,19 @@ def test_returned_values_come_back_through_torch_ops_and_jax_ops_refuse_them(bui
         with pytest.raises(NotSupportedError, match="no backward"):
             value.backward()
         jax = require_extra("jax", "jax")
+        import jax.numpy as jnp
+
         import taichi_aot.jax as tj
 
-        with pytest.raises(NotSupportedError, match="returns values, which a JAX op does not give yet"):
-            tj.op(mod.kernels["total"], {})
-        assert jax is not None
+        jtotal = tj.op(mod.kernels["total"], {})  # the same through XLA's handler: the values after the outputs
+        got = jtotal(jnp.asarray(X32))
+        assert got.shape == () and got.dtype == jnp.float32 and float(got) == expect["total"]
+        assert float(jax.jit(lambda x: jtotal(x) * 2)(jnp.asarray(X32))) == 2 * expect["total"]
+        n, mean = tj.op(mod.kernels["count_and_mean"], {})(jnp.asarray(X32), *CALLS["count_and_mean"])
+        assert (n.dtype, mean.dtype) == (jnp.int32, jnp.float32) and (int(n), float(mean)) == (
+            expect["count"], expect["mean"])
+        with pytest.raises(NotSupportedError, match="one for the whole launch"):  # not per batch element
+            tj.op(mod.kernels["total"], {}, vmap_method="batch")
 
 
 def test_a_returning_kernel_bound_and_replayed_keeps_its_last_value(built):

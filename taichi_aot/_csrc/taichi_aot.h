@@ -288,6 +288,13 @@ typedef struct {
     const char *const *names;
     const char *what;
     int32_t closed;
+    /* a kernel that returns values (x64): after the launch, value k's `value_sizes[k]` bytes at `values` +
+       `value_offsets[k]` (its results' host memory) copied into XLA's result buffer `value_first` + k */
+    uint32_t value_count;
+    uint32_t value_first;
+    const uint32_t *value_offsets;
+    const uint32_t *value_sizes;
+    const void *values;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync);

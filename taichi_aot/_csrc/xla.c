@@ -253,6 +253,23 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
     return 0;
 }
 
+/* A returning kernel's values, after its launch: each copied from its results' host memory into its XLA result
+   buffer (x64: XLA's buffers are host memory). 0, or a message in `why`. */
+static int xla_values(const TaichiAotXlaPlan *p, const tao_ffi_frame *f, char *why, size_t why_size) {
+    uint32_t k;
+    for (k = 0; k < p->value_count; ++k) {
+        uint32_t at = p->value_first + k;
+        const tao_ffi_buffer *b;
+        if ((int64_t)at >= f->rets.size || f->rets.types[at] != 1) {
+            snprintf(why, why_size, "%s: no result buffer %u for returned value %u", p->what, at, k);
+            return 1;
+        }
+        b = (const tao_ffi_buffer *)f->rets.items[at];
+        memcpy(b->data, (const char *)p->values + p->value_offsets[k], p->value_sizes[k]);
+    }
+    return 0;
+}
+
 /* The launch (the cell's lock held): 0, or a message in `why`. */
 static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_frame *f, void *stream, char *why,
                       size_t why_size) {
@@ -311,7 +328,7 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
         return 1;
     }
-    return 0;
+    return xla_values(p, f, why, why_size);
 }
 
 /* What XLA asks of a handler before it runs it: its API version and traits (`graphable`: its launches may be captured

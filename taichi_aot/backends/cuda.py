@@ -441,6 +441,10 @@ class Results:
         """Each returned value's dtype and shape (None: a scalar), in order."""
         return [(dtype, shape) for dtype, _, shape in self._rets]
 
+    def layout_bytes(self) -> list[tuple[int, int]]:
+        """Each returned value's offset in :attr:`host` and its size in bytes, in order."""
+        return [(offset, dtype.itemsize * int(np.prod(shape or ()))) for dtype, offset, shape in self._rets]
+
     def read(self) -> Any:
         """The values the last launch returned (copies: the next launch overwrites the buffer)."""
         values = []
