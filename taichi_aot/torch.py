@@ -34,6 +34,7 @@ _raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream
 _compiling = torch.compiler.is_compiling
 _modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
 _level, _tracing = torch._C._functorch.maybe_current_level, torch._C._get_tracing_state
+_profiling = torch._C._autograd._profiler_enabled  # a torch.profiler is recording: calls go by the dispatcher
 _Tensor = torch.Tensor
 _CONTIGUOUS = torch.contiguous_format
 
@@ -133,8 +134,10 @@ class Op:
         """Whether a call may skip torch's dispatcher (its two Python kernels cost about 8 us): an eager call, not
         traced (torch.compile, torch.jit.trace), under no dispatch or function mode (fake tensors, opcheck,
         functionalization, export) or functorch transform (vmap, grad), of plain tensors of which none needs a
-        gradient. The dispatcher would hand those straight to :meth:`_impl` too."""
-        if _compiling() or _modes() or _function_modes() or _level() is not None or _tracing() is not None:
+        gradient, while no torch.profiler records (its trace names an op by the dispatcher's record of the call). The
+        dispatcher would hand those straight to :meth:`_impl` too."""
+        if (_compiling() or _modes() or _function_modes() or _level() is not None or _tracing() is not None
+                or _profiling()):  # a profiler names the op's calls by the dispatcher's record of them
             return False
         cuda = self._cuda
         for k in self._tensor_inputs:

@@ -152,3 +152,20 @@ def test_eager_calls_skip_the_dispatcher_only_where_it_would_hand_them_on(x64):
     batched = torch.vmap(lambda v: add(v, 2.0))(y.reshape(2, 4))  # each row through the dispatcher's fallback
     assert torch.equal(batched, 2 * y.reshape(2, 4))
     assert not add._direct((torch.zeros(8, device="meta"), 2.0))
+
+
+def test_a_profiler_trace_names_the_op(x64):
+    """Under ``torch.profiler`` an eager call goes by torch's dispatcher, so the trace names the op as it names
+    torch's own (``<namespace>::<name>``); its values are the same, and outside the profiler the call skips the
+    dispatcher again."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1}, name="taichi_aot_test::profiled_add")
+    y = torch.arange(8, dtype=torch.float32)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = add(y, 2.0)
+    torch.testing.assert_close(out, 2 * y)
+    names = {e.key for e in prof.key_averages()}
+    assert "taichi_aot_test::profiled_add" in names, sorted(names)
+    assert add._direct((y, 2.0))  # no profiler: the dispatcher is skipped again
