@@ -87,20 +87,9 @@ class Op:
         types = _schema_types(spec)
         # the kernel's returned values come after the outputs, a tensor each (0-D for a scalar)
         self._returned = [(_torch_dtype(dtype), shape or ()) for dtype, shape in spec.returned]
-        count = len(spec.outputs) + len(self._returned)
-        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
         qualname = self.qualname = _qualname(name, launchable.name)
         namespace, _, opname = qualname.partition("::")
-        # a Library operator with kernels of its own: torch.library.custom_op's wrapper costs 5-9 us more a call,
-        # eagerly and in compiled graphs alike
-        self._library = torch.library.Library(namespace, "FRAGMENT")
-        try:
-            self._library.define(f"{opname}({', '.join(types)}) -> {rets}")
-        except RuntimeError as e:
-            raise ArgumentTypeError(f"taichi_aot.torch.op: torch refused the operator {qualname!r} (a name is one "
-                                    f"operator for the process's life: name another op anew): {e}") from None
-        self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
-        torch.library.register_fake(qualname, self._fake, lib=self._library)
+        self._define(namespace, opname, types)
         needing = spec.gradients()
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         self._backward_op: Any = None
@@ -122,6 +111,20 @@ class Op:
         # each argument's place in (inputs..., outputs...): a kernel's values in signature order from the two
         self._order = [spec.inputs.index(i) if i in spec.inputs and i not in spec.inout else
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
+
+    def _define(self, namespace: str, opname: str, types: list[str]) -> None:
+        """The operator: a Library operator with kernels of its own (torch.library.custom_op's wrapper costs 5-9 us
+        more a call, eagerly and in compiled graphs alike), its implementation and its fake."""
+        count = len(self.spec.outputs) + len(self._returned)
+        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
+        self._library = torch.library.Library(namespace, "FRAGMENT")
+        try:
+            self._library.define(f"{opname}({', '.join(types)}) -> {rets}")
+        except RuntimeError as e:
+            raise ArgumentTypeError(f"taichi_aot.torch.op: torch refused the operator {self.qualname!r} (a name is "
+                                    f"one operator for the process's life: name another op anew): {e}") from None
+        self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
+        torch.library.register_fake(self.qualname, self._fake, lib=self._library)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != self._count:  # else every input by position: nothing to put in order

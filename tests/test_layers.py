@@ -211,6 +211,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("torch", "_len_torch_function_stack"): "...no dispatch or function mode, no functorch transform and no",
     ("torch", "_functorch"): "...tracer is active: torch's C layer is where those are asked (about 0.1 us each);",
     ("torch", "_get_tracing_state"): "...torch.jit.trace's state, as torch's own Python code asks it",
+    ("torch", "_autograd"): "...and no torch.profiler records (its C layer's _profiler_enabled, which torch's own",
+    ("torch", "_profiler_enabled"): "...profiler code asks): a recorded call goes by the dispatcher, which names it",
 }
 
 
