@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import InvalidStateError, NotSupportedError
-from . import cuda, libtaichi
-from .choice import CUDA, LIBTAICHI, X64, Backend, Choice
-from .cuda_reverse import GradCall
+from . import libtaichi
+from .choice import AUTO, CUDA, LIBTAICHI, X64, Backend, Choice, launchers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo, ModuleInfo
     from ..metadata.model import GraphInfo, KernelInfo
+    from . import cuda
+    from .cuda_reverse import GradCall
 
 __all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "RuntimeBackends", "cuda_launcher",
            "launch_error"]
@@ -60,7 +61,9 @@ def launch_error(code: int, what: str) -> Exception:
     if code == lib.TAICHI_AOT_UNKNOWN_KIND:  # a record no backend wrote: the dispatcher launched nothing
         return InvalidStateError(f"{what}: a launch of a kind the dispatcher does not know (nothing was launched)")
     if code <= lib.TAICHI_AOT_CUDA_ERROR or code in _OWN_CODES:
-        return cuda.own_launch_error(code, what)
+        from .cuda import own_launch_error  # imported when first needed: the CUDA backend's import is not small
+
+        return own_launch_error(code, what)
     return libtaichi.launch_error(code, what)
 
 
@@ -68,7 +71,7 @@ def cuda_launcher(given: str | None, where: str = "launcher") -> str:
     """The launchers asked for: ``given`` (``load_module(launcher=)``, named ``where`` in messages), else
     ``TAICHI_AOT_CUDA_LAUNCHER``, else "auto": "auto" or "taichi" ("cuda", "x64" and the old "own" read as "auto");
     InvalidArgumentError for another word."""
-    return cuda.choice(given, where)
+    return launchers(given, where)
 
 
 class RuntimeBackends:
@@ -119,8 +122,9 @@ class ModuleBackends:
         x64, the own x64 launch for the kernels libtaichi cannot give all they need; libtaichi last."""
         order: list[Backend] = []
         own = None
-        if runtime.arch == Arch.CUDA and choice == cuda.AUTO and folder is not None:
+        if runtime.arch == Arch.CUDA and choice == AUTO and folder is not None:
             from ..ptx import _kernels, ptx_folder
+            from . import cuda
 
             source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
             entries = _kernels(folder)
@@ -225,6 +229,8 @@ class ModuleBackends:
                 "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
                                                      "and the module has no PTX for it (build it where llvmlite "
                                                      "is installed, or run `taichi_aot ptx`)"))
+        from .cuda_reverse import GradCall
+
         handle = module.runtime.handle
         return GradCall(module.kernels[grad], [a.index for a in args if a.needs_grad],
                         lambda values, count, stream: own.launch_elsewhere(handle, grad, values, count, stream))

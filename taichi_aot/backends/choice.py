@@ -11,19 +11,37 @@ A :class:`Choice` is all the rest of the package sees of a launch: the C launch 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .._native import lib
+from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "library_choice", "own_choice"]
+__all__ = ["AUTO", "CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "launchers", "library_choice", "own_choice"]
 
 #: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
 CUDA, X64, LIBTAICHI = "cuda", "x64", "taichi"
+#: The environment variable that picks a module's launchers: "auto" (the default: the own launches where they take a
+#: kernel, libtaichi for the rest) or "taichi" (libtaichi for every kernel it can launch); "cuda", "x64" and "own"
+#: (the old word) read as "auto".
+ENV = "TAICHI_AOT_CUDA_LAUNCHER"
+AUTO = "auto"
+CHOICES = (AUTO, LIBTAICHI, CUDA, X64, "own")
+
+
+def launchers(given: str | None, where: str = "launcher") -> str:
+    """The launchers asked for (``given``, else the environment's, else "auto"), as AUTO or "taichi";
+    InvalidArgumentError for another word."""
+    value = given if given is not None else os.environ.get(ENV, AUTO)
+    if value not in CHOICES:
+        raise InvalidArgumentError(f"{where if given is not None else ENV} must be one of {', '.join(CHOICES)}, got "
+                                   f"{value!r}")
+    return LIBTAICHI if value == LIBTAICHI else AUTO
 
 
 @dataclass(frozen=True)

@@ -45,12 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-#: The environment variable that picks a module's launchers: "auto" (the default: the own launches where they take a
-#: kernel, libtaichi for the rest) or "taichi" (libtaichi for every kernel it can launch); "cuda", "x64" and "own"
-#: (the old word) read as "auto".
-ENV = "TAICHI_AOT_CUDA_LAUNCHER"
-AUTO = "auto"
-CHOICES = (AUTO, "taichi", CUDA, "x64", "own")
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
 #: Stand-ins kept for streams selected before (one each: about 1 MiB, and random states where kernels use them).
@@ -65,15 +59,6 @@ _KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
 GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel a graph of the own launcher passes
 
 _calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
-
-
-def choice(given: str | None, where: str = "launcher") -> str:
-    """The launchers asked for (``given``, else the environment's, else "auto"), as AUTO or "taichi"."""
-    value = given if given is not None else os.environ.get(ENV, AUTO)
-    if value not in CHOICES:
-        raise InvalidArgumentError(f"{where if given is not None else ENV} must be one of {', '.join(CHOICES)}, got "
-                                   f"{value!r}")
-    return "taichi" if value == "taichi" else AUTO
 
 
 def _driver() -> Any:
