@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Un
 from . import _probe, capi, metadata
 from ._lifetime import Child, Owned, unpicklable
 from .backends import ModuleBackends
-from .backends import cuda_launcher as launcher_choice
+from .backends import launchers as launcher_choice
 from .enums import LLVM_ARCHS, Arch
 from .errors import (
     ArgumentTypeError,
@@ -246,11 +246,11 @@ def _launchers(launcher: str | None, cuda_launcher: str | None) -> str:
     for name, given in (("launcher", launcher), ("cuda_launcher", cuda_launcher)):
         if given is not None and not isinstance(given, str):
             raise ArgumentTypeError(f"{name} is 'auto' or 'taichi', got {given!r}")
-    if launcher is not None and cuda_launcher is not None and \
-            launcher_choice(launcher) != launcher_choice(cuda_launcher, "cuda_launcher"):
+    chosen = launcher_choice(launcher) if launcher is not None else launcher_choice(cuda_launcher, "cuda_launcher")
+    if launcher is not None and cuda_launcher is not None and launcher_choice(cuda_launcher, "cuda_launcher") != chosen:
         raise InvalidArgumentError(f"launcher={launcher!r} and its old name cuda_launcher={cuda_launcher!r} disagree: "
                                    "give launcher= only")
-    return launcher_choice(launcher) if launcher is not None else launcher_choice(cuda_launcher, "cuda_launcher")
+    return chosen
 
 
 class AotModule(Child):

@@ -49,8 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from . import cuda
     from .cuda_reverse import GradCall
 
-__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "RuntimeBackends", "cuda_launcher",
-           "launch_error"]
+__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "RuntimeBackends", "launch_error",
+           "launchers"]
 #: The error codes of the own launches (backends/cuda.c) and of launch.c's refusal, beside libtaichi's TiError codes.
 _OWN_CODES = (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED, lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
               lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED, lib.TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED)
@@ -65,13 +65,6 @@ def launch_error(code: int, what: str) -> Exception:
 
         return own_launch_error(code, what)
     return libtaichi.launch_error(code, what)
-
-
-def cuda_launcher(given: str | None, where: str = "launcher") -> str:
-    """The launchers asked for: ``given`` (``load_module(launcher=)``, named ``where`` in messages), else
-    ``TAICHI_AOT_CUDA_LAUNCHER``, else "auto": "auto" or "taichi" ("cuda", "x64" and the old "own" read as "auto");
-    InvalidArgumentError for another word."""
-    return launchers(given, where)
 
 
 class RuntimeBackends:
@@ -117,9 +110,9 @@ class ModuleBackends:
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
         """The backends of a module of ``folder`` (its files, where it has a folder) just loaded in ``runtime``,
-        with ``choice`` (:func:`cuda_launcher`): on CUDA with "auto", its kernels with PTX loaded on the own launcher
-        (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the cache); on
-        x64, the own x64 launch for the kernels libtaichi cannot give all they need; libtaichi last."""
+        with ``choice`` (:func:`~.choice.launchers`): on CUDA with "auto", its kernels with PTX loaded on the own
+        launcher (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the
+        cache); on x64, the own x64 launch for the kernels libtaichi cannot give all they need; libtaichi last."""
         order: list[Backend] = []
         own = None
         if runtime.arch == Arch.CUDA and choice == AUTO and folder is not None:

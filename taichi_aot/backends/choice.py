@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["AUTO", "CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "launchers", "library_choice", "own_choice"]
+__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "X64", "Backend", "Choice", "launchers", "library_choice",
+           "own_choice"]
 
 #: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
 CUDA, X64, LIBTAICHI = "cuda", "x64", "taichi"
@@ -71,6 +72,11 @@ class Choice:
         if self.kind == lib.TAICHI_AOT_KIND_CUDA_GRAPH:
             return lib.TAICHI_AOT_KIND_GRAPH, 0, self.library
         return self.kind, self.flags, self.handle
+
+
+#: The flags of a record of one of taichi_aot's own kernel launches: tagged pointers, errors by code (what
+#: :func:`own_choice`'s choices carry, graphable aside; a record made by hand, as a launch elsewhere is, takes these).
+OWN_FLAGS = lib.TAICHI_AOT_LAUNCH_POINTERS | lib.TAICHI_AOT_LAUNCH_CODES
 
 
 def own_choice(backend: str, kind: int, handle: Any, library: Any, graphable: bool = False, results: Any = None

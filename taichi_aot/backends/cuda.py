@@ -39,7 +39,7 @@ from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.plan import RESULT_BYTES, SCALAR_SIZES, check, from_entry
-from .choice import CUDA, Choice, own_choice
+from .choice import CUDA, OWN_FLAGS, Choice, own_choice
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
@@ -334,7 +334,7 @@ class Kernels:
         record.standin = launcher.side_standin(AUTOGRAD_STANDIN)
         launch = ffi.new("TaichiAotLaunch *")
         launch.runtime, launch.kind, launch.handle = runtime, lib.TAICHI_AOT_KIND_CUDA_KERNEL, self.plans[name]
-        launch.flags = lib.TAICHI_AOT_LAUNCH_POINTERS | lib.TAICHI_AOT_LAUNCH_CODES  # as choice.own_choice declares
+        launch.flags = OWN_FLAGS
         launch.arg_count, launch.args = count, args
         where = ffi.new("TaichiAotElsewhere *")
         where.stream, where.own = ffi.cast("void *", stream or 0), record
