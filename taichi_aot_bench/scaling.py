@@ -8,9 +8,11 @@ The pools run speculatively (``Pool(speculative=True)``: a straggler is copied o
 end; each row counts the copies). The section reports throughput (simulations/s) and scaling efficiency,
 ``throughput(n) / (n * throughput(1))``, all measured in one run. On the CPU, n independent processes without a
 pool run the largest count's work beside it (independent.py): the machine's ceiling, and the pool's share
-of it (target: INDEPENDENT_TARGET). It also reports what
-the pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
-this process, and one simulation through the pool against the same simulation run here.
+of it (target: INDEPENDENT_TARGET). On a GPU the series runs again with tasks of about 10 ms (SHORT_TASK_S, 64 a
+worker; SHORT_TARGET at 2 GPUs), where the pool's own cost shows most. It also reports what the pool costs per
+task: a task that does nothing, through a one-worker pool, against the same call in this process, and each
+simulation through the pool against the same simulation run here (the difference is the pool's: the task's own
+work, its read-back included, is in both).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from .row import Row
 
 #: Scaling efficiency a pool must reach on GPUs (one worker per device).
 EFFICIENCY_TARGET = 0.9
+#: The GPU series of short tasks (about this long each, in one process) and its efficiency target at 2 GPUs.
+SHORT_TASK_S = 0.010
+SHORT_TARGET = 0.95
 #: ... and on CPU cores (one worker a core): (up to this many workers, the efficiency), the first that applies
 CPU_EFFICIENCY_TARGETS = ((2, 0.9), (8, 0.85), (16, 0.8))
 #: The pool of n CPU workers against n independent processes doing the same work (independent.py).
@@ -78,27 +83,54 @@ def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
 def scaling(rt: Runtime, quick: bool, log: Callable[[str], None], workers: int | None = None,
             backend: str = "local") -> list[Row]:
     """Throughput and efficiency of the sweep on 1..N workers of ``rt``'s arch, and the pool's cost per task
-    (the in-process reference runs on ``rt``: a process holds one CUDA runtime at a time)."""
+    (the in-process reference runs on ``rt``: a process holds one CUDA runtime at a time). On a GPU the series
+    runs again with tasks of about SHORT_TASK_S, where the pool's own cost per task shows."""
     s = _setup(rt.arch, quick, workers, backend)
     # every task is the same simulation (the grid's middle), so that n workers do exactly n times one worker's
     # work: a simulation's cost depends on its parameters (one whose pattern dies out computes with subnormal
     # floats, several times slower on some CPUs), and a mix of costs would measure how the tasks happen to pack
     same = s.grid[len(s.grid) // 2 + 4]
+    # what a task receives, in this process: the bench's runtime with the same module
+    here = SimpleNamespace(runtime=rt, module=rt.load_module(s.module), cache={})
+    try:
+        warm_up(here)
+        rows = _series(s, same, "", log)
+        short = _short_task(here, same) if s.gpu and not quick else None
+        if short is not None:
+            rows += _series(s, short, f", {short[3]} steps (~{SHORT_TASK_S * 1e3:.0f} ms tasks)", log, 4)
+        if not s.gpu and s.counts[-1] > 1:
+            n = s.counts[-1]
+            rows += _independent_rows(s.name, s.module, n, [same] * (s.per_worker * n), s.repeats,
+                                      max(rows[0].samples), max(rows[-1].samples), log)
+        rows += _pool_cost(s, here, [same] + ([short] if short else []), log)
+    finally:
+        here.cache.clear()
+        here.module.close()
+    return rows
+
+
+def _series(s: SimpleNamespace, task: tuple, label: str, log: Callable[[str], None], more: int = 1) -> list[Row]:
+    """``task`` run ``more * s.per_worker`` times a worker on pools of every count of ``s.counts``: a row each."""
     rows: list[Row] = []
     base = None
     for n in s.counts:
-        tasks = [same] * (s.per_worker * n)
+        tasks = [task] * (more * s.per_worker * n)
         samples, copies, won = _sweep(s, n, tasks)
         base = base or max(samples)
-        row = _sweep_row(s, n, tasks, samples, base, copies, won)
+        row = _sweep_row(s, n, tasks, samples, base, copies, won, label)
         rows.append(row)
-        log(f"   {n} worker(s): {max(samples):.2f} sims/s, efficiency {row.ratio:.3f}")
-    if not s.gpu and base is not None and s.counts[-1] > 1:
-        n = s.counts[-1]
-        rows += _independent_rows(s.name, s.module, n, [same] * (s.per_worker * n), s.repeats, base,
-                                  max(rows[-1].samples), log)
-    rows += _pool_cost(rt, s, log)
+        log(f"   {n} worker(s){label}: {max(samples):.2f} sims/s, efficiency {row.ratio:.3f}")
     return rows
+
+
+def _short_task(here: SimpleNamespace, task: tuple) -> tuple:
+    """``task`` with as many steps (a multiple of 16) as take about SHORT_TASK_S in this process."""
+    feed, kill, size, steps = task
+    simulate(here, task)
+    t0 = time.perf_counter()
+    simulate(here, task)
+    per_step = (time.perf_counter() - t0) / steps
+    return feed, kill, size, max(16, round(SHORT_TASK_S / per_step / 16) * 16)
 
 
 def _setup(arch: Arch, quick: bool, workers: int | None, backend: str) -> SimpleNamespace:
@@ -134,20 +166,21 @@ def _sweep(s: SimpleNamespace, n: int, tasks: list) -> tuple[list[float], int, i
         return samples, pool.speculated - copies, pool.speculation_won - won
 
 
-def _sweep_row(s: SimpleNamespace, n: int, tasks: list, samples: list[float], base: float, copies: int, won: int
-               ) -> Row:
+def _sweep_row(s: SimpleNamespace, n: int, tasks: list, samples: list[float], base: float, copies: int, won: int,
+               label: str = "") -> Row:
     """The row of ``n`` workers: sims/s, and the efficiency against ``n`` times one worker's (``base``)."""
     throughput = max(samples)
     wall = len(tasks) / throughput
     efficiency = throughput / (n * base)
     devices, models = s.devices, s.models
-    row = Row("scaling", s.name, f"sweep, {n} worker{'s' * (n > 1)}", "sims/s", samples, ratio=efficiency,
+    steps = tasks[0][3]
+    row = Row("scaling", s.name, f"sweep, {n} worker{'s' * (n > 1)}{label}", "sims/s", samples, ratio=efficiency,
               limit=f"{n} x 1 worker",
-              params={"workers": n, "tasks": len(tasks), "size": s.size, "steps": s.steps, "backend": s.backend,
+              params={"workers": n, "tasks": len(tasks), "size": s.size, "steps": steps, "backend": s.backend,
                       "devices": devices[:n] if devices else None, "repeats": s.repeats, "best_wall_s": wall,
                       "gpus_on_host": len(devices) if devices else 0, "gpu_models": models[:n],
                       "speculative_copies": copies, "copies_first": won})
-    target = EFFICIENCY_TARGET if s.gpu else _cpu_target(n)
+    target = (SHORT_TARGET if label and n == 2 else EFFICIENCY_TARGET) if s.gpu else _cpu_target(n)
     if n > 1 and target is not None:
         row.target, row.met = f">= {target}", efficiency >= target
     row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation" + (
@@ -172,45 +205,49 @@ def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int,
     return [ceiling, versus]
 
 
-def _pool_cost(rt: Runtime, s: SimpleNamespace, log: Callable[[str], None]) -> list[Row]:
-    """What the pool costs per task: nothing to do, and one simulation, against the same call in this process
-    (``s``: the section's setup, :func:`_setup`)."""
+def _pool_cost(s: SimpleNamespace, here: SimpleNamespace, sims: list[tuple], log: Callable[[str], None]
+               ) -> list[Row]:
+    """What the pool costs per task: a task that does nothing, and each simulation of ``sims``, through a one-worker
+    pool against the same call in this process (``here``: the bench's runtime and module, warmed up), so that
+    the difference is the pool's (sending the task, the result's way back), not the task's own work."""
     from taichi_aot.pool import Pool
 
     calls = 200 if s.quick else 2000
+    count = 4 if s.quick else 16
+    pooled: dict[int, float] = {}
     with Pool(s.module, arch=s.arch, workers=1, devices=s.devices[:1] if s.devices else None, backend=s.backend,
               threads=None if s.gpu else 1, setup=warm_up) as pool:
         pool.map(noop, range(50), progress=False)
         t0 = time.perf_counter()
         pool.map(noop, range(calls), progress=False)
         pooled_noop = (time.perf_counter() - t0) / calls
-        sims = s.grid[:4]
-        pool.map(simulate, sims[:1], progress=False)
-        t0 = time.perf_counter()
-        pool.map(simulate, sims, progress=False)
-        pooled_sim = (time.perf_counter() - t0) / len(sims)
-    # what a task receives, in this process: the bench's runtime with the same module
-    here = SimpleNamespace(runtime=rt, module=rt.load_module(s.module), cache={})
-    try:
-        warm_up(here)
-        t0 = time.perf_counter()
-        for i in range(calls):
-            noop(here, i)
-        local_noop = (time.perf_counter() - t0) / calls
-        simulate(here, sims[0])
-        t0 = time.perf_counter()
-        for task in sims:
-            simulate(here, task)
-        local_sim = (time.perf_counter() - t0) / len(sims)
-    finally:
-        here.cache.clear()
-        here.module.close()
+        for k, task in enumerate(sims):
+            pool.map(simulate, [task], progress=False)
+            t0 = time.perf_counter()
+            pool.map(simulate, [task] * count, progress=False)
+            pooled[k] = (time.perf_counter() - t0) / count
+    t0 = time.perf_counter()
+    for i in range(calls):
+        noop(here, i)
+    local_noop = (time.perf_counter() - t0) / calls
     overhead = Row("scaling", s.name, "pool cost per task (empty task)", "us/task", [(pooled_noop - local_noop) * 1e6],
                    params={"calls": calls, "pooled_us": pooled_noop * 1e6, "in_process_us": local_noop * 1e6})
     overhead.note = f"{pooled_noop * 1e6:.0f} us through the pool vs {local_noop * 1e6:.2f} us in-process"
-    sim_row = Row("scaling", s.name, "one simulation through the pool", "ms/sim", [pooled_sim * 1e3],
-                  limit="the same simulation in-process", ratio=pooled_sim / local_sim,
-                  params={"size": s.size, "steps": s.steps, "in_process_ms": local_sim * 1e3})
-    log(f"   pool cost per task: {(pooled_noop - local_noop) * 1e6:.0f} us; a simulation: {pooled_sim * 1e3:.1f} ms "
-        f"pooled vs {local_sim * 1e3:.1f} ms here")
-    return [overhead, sim_row]
+    rows = [overhead]
+    for k, task in enumerate(sims):
+        simulate(here, task)
+        t0 = time.perf_counter()
+        for _ in range(count):
+            simulate(here, task)
+        local = (time.perf_counter() - t0) / count
+        what = f"{task[2]}x{task[2]}, {task[3]} steps"
+        row = Row("scaling", s.name, f"one simulation through the pool ({what})", "ms/sim", [pooled[k] * 1e3],
+                  limit="the same simulation in-process", ratio=pooled[k] / local,
+                  params={"size": task[2], "steps": task[3], "in_process_ms": local * 1e3, "tasks": count,
+                          "pool_cost_us": (pooled[k] - local) * 1e6})
+        row.note = (f"the pool's cost {(pooled[k] - local) * 1e6:.0f} us a task (the task's own work, its read-back "
+                    f"included, {local * 1e3:.2f} ms in-process)")
+        rows.append(row)
+        log(f"   a simulation ({what}): {pooled[k] * 1e3:.2f} ms pooled vs {local * 1e3:.2f} ms here")
+    log(f"   pool cost per empty task: {(pooled_noop - local_noop) * 1e6:.0f} us")
+    return rows

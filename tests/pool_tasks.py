@@ -38,6 +38,12 @@ def whoami(worker, _item):
             "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
+def slow_whoami(worker, item):
+    """``whoami`` after a pause, so that every worker of a pool takes some of a map's items."""
+    time.sleep(0.1)
+    return whoami(worker, item)
+
+
 def fails(worker, item):
     if item == 2:
         raise ValueError(f"item {item} is bad")

@@ -615,10 +615,11 @@ def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, slow_calls):
             add(cupy.zeros(2 * n, cupy.float32)[::2], c, 1.0)
 
 
-def test_kill_9_during_a_cuda_map_with_two_workers_on_one_gpu(cuda_module):
-    """Issue 46's fault run, as far as one GPU allows: two CUDA workers share GPU 0, one is killed (SIGKILL) in the
-    middle of a map; every item comes back once, in order and right, the lost task ran again on the other, and
-    the worker started in its place sees the same GPU."""
+def test_kill_9_during_a_cuda_map(cuda_module):
+    """Issues 46 and 69's fault run: two CUDA workers, on two GPUs where the host has them (else both on GPU 0);
+    the one on the last GPU is killed (SIGKILL) in the middle of a map. Every item comes back once, in order and
+    right, the lost task ran again on the other worker, ``pool.workers`` says the place is starting, then that
+    its new worker runs on the same GPU, and a map after it runs on every GPU of the pool."""
     import signal
     import threading
     import time
@@ -627,9 +628,11 @@ def test_kill_9_during_a_cuda_map_with_two_workers_on_one_gpu(cuda_module):
 
     from taichi_aot.pool import Pool
 
+    devices = [0, 1] if (capi.arch_status()[Arch.CUDA].device_count or 1) >= 2 else [0]
     items = [float(i) for i in range(12)]
-    with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=[0], workers=2) as pool:
-        victim = pool.workers[0]
+    with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=devices, workers=2) as pool:
+        victim = pool.workers[-1]
+        assert victim["state"] == "running" and victim["device"] == devices[-1]
         killer = threading.Timer(0.5, os.kill, (victim["pid"], signal.SIGKILL))
         killer.start()
         results = pool.map(tasks.slow_axpy, items)
@@ -639,11 +642,15 @@ def test_kill_9_during_a_cuda_map_with_two_workers_on_one_gpu(cuda_module):
             np.testing.assert_array_equal(values, a * np.arange(8, dtype=np.float32))
         [lost] = pool.lost_workers
         assert lost.pid == victim["pid"] and lost.retried and results[lost.index][1] != victim["pid"]
+        [place] = [w for w in pool.workers if w["slot"] == victim["slot"]]
+        assert place["state"] in ("starting", "running") and place["device"] == victim["device"]
+        assert place["pid"] != victim["pid"] and len(pool.workers) == 2
         deadline = time.monotonic() + 120  # the worker started in its place (a CUDA runtime takes seconds)
-        while not [w for w in pool.workers if w["slot"] == victim["slot"]] and time.monotonic() < deadline:
+        while pool.workers[victim["slot"]]["state"] == "starting" and time.monotonic() < deadline:
             time.sleep(0.1)
-        [again] = [w for w in pool.workers if w["slot"] == victim["slot"]]
-        assert again["pid"] != victim["pid"] and again["device"] == victim["device"] == 0  # on its GPU
-        seen = pool.map(tasks.whoami, range(16))
-        assert {(s["device"], s["cuda_visible"]) for s in seen} == {(0, "0")}
+        again = pool.workers[victim["slot"]]
+        assert again["state"] == "running" and again["pid"] not in (None, victim["pid"])
+        assert again["device"] == victim["device"] == devices[-1]  # on its GPU
+        seen = pool.map(tasks.slow_whoami, range(8))
+        assert {(s["device"], s["cuda_visible"]) for s in seen} == {(d, str(d)) for d in devices}
         assert victim["pid"] not in {s["pid"] for s in seen}

@@ -109,6 +109,20 @@ class _Slot:
         self.handle: WorkerHandle | None = None
         self.thread: threading.Thread | None = None
         self.lost: BaseException | None = None
+        #: "starting" (first start, or a dead worker's replacement), "running", "lost" (could not be replaced)
+        #: or "stopped" (the pool closed it); set before ``handle`` is cleared and after it is set
+        self.state = "starting"
+
+    def describe(self) -> dict[str, Any] | None:
+        """What ``Pool.workers`` says of this place; None once its worker was stopped with the pool."""
+        state, handle = self.state, self.handle
+        if state == "running" and handle is not None:
+            return {**handle.info, "state": "running"}
+        if state in ("starting", "lost"):
+            c = self.config
+            about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device, "state": state}
+            return {**about, "error": str(self.lost)} if state == "lost" else about
+        return None
 
 
 class Pool:
@@ -237,6 +251,8 @@ class Pool:
             deadline = time.monotonic() + self._start_timeout
             for handle in handles:
                 handle.ready(max(deadline - time.monotonic(), 0.1))
+            for slot in self._slots:
+                slot.state = "running"
         except BaseException as e:
             for slot in self._slots:
                 if slot.handle is not None:
@@ -333,6 +349,7 @@ class Pool:
             except WorkerDiedError as death:
                 handle.release()
                 info, handle = handle.info, None
+                slot.state = "stopped" if self._terminating else "starting"  # its replacement, below
                 slot.handle = None
                 if self._terminating:
                     if self._ended(task, started):
@@ -340,6 +357,7 @@ class Pool:
                     break
                 self._crashed(slot, task, death, info)
                 handle = slot.handle = self._replace(slot)
+                slot.state = "running" if handle is not None else "stopped" if self._terminating else "lost"
                 continue
             except (ArgumentTypeError, WorkerTaskError) as e:  # not sent (cannot be pickled), or not carried back
                 if self._ended(task, started):
@@ -348,6 +366,7 @@ class Pool:
             if self._ended(task, started):
                 _deliver(task, reply)
         if handle is not None:
+            slot.state = "stopped"
             if self._terminating:
                 handle.kill()
                 handle.release()
@@ -404,8 +423,14 @@ class Pool:
 
     @property
     def workers(self) -> list[dict[str, Any]]:
-        """What each worker said when it started: slot, pid, host, arch, device (and a Ray worker's node id)."""
-        return [dict(s.handle.info) for s in self._slots if s.handle is not None]
+        """One entry a worker place, in slot order: what its worker said when it started (slot, pid, host, arch,
+        device, and a Ray worker's node id), with ``"state": "running"``. While a dead worker's replacement starts
+        (on the same device), the place says ``"state": "starting"`` with its slot, arch and device (``pid`` None);
+        a place whose worker could not be replaced, ``"state": "lost"`` and the ``"error"``. Empty once the pool
+        is closed."""
+        if self._closed:
+            return []
+        return [d for d in (s.describe() for s in self._slots) if d is not None]
 
     @property
     def lost_workers(self) -> list[WorkerLost]:
