@@ -11,8 +11,8 @@ pool run the largest count's work beside it (independent.py): the machine's ceil
 of it (target: INDEPENDENT_TARGET). On a GPU the series runs again with tasks of about 10 ms (SHORT_TASK_S, 64 a
 worker; SHORT_TARGET at 2 GPUs), where the pool's own cost shows most. It also reports what the pool costs per
 task: a task that does nothing, through a one-worker pool, against the same call in this process, and each
-simulation through the pool against the same simulation run here (the difference is the pool's: the task's own
-work, its read-back included, is in both).
+simulation through the pool against its time inside the worker (the difference is the pool's: the task's own
+work, its read-back included, is inside).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Callable
 
 from taichi_aot import Arch, Runtime, _cpus, capi
 from taichi_aot.cli.cache import demo_module
-from taichi_aot.cli.sweep import noop, params, simulate, warm_up
+from taichi_aot.cli.sweep import noop, params, simulate, timed, warm_up
 from taichi_aot.enums import CPU_ARCHS
 
 from .independent import independent
@@ -207,25 +207,26 @@ def _independent_rows(name: str, module: str, n: int, tasks: list, repeats: int,
 
 def _pool_cost(s: SimpleNamespace, here: SimpleNamespace, sims: list[tuple], log: Callable[[str], None]
                ) -> list[Row]:
-    """What the pool costs per task: a task that does nothing, and each simulation of ``sims``, through a one-worker
-    pool against the same call in this process (``here``: the bench's runtime and module, warmed up), so that
-    the difference is the pool's (sending the task, the result's way back), not the task's own work."""
+    """What the pool costs per task: a task that does nothing, through a one-worker pool, against the same call in
+    this process (``here``: the bench's runtime and module); and each simulation of ``sims`` through the pool,
+    against the time the task took inside the worker (its read-back included), so that the difference is the
+    pool's (sending the task, the result's way back, the worker's loop), not the task's own work."""
     from taichi_aot.pool import Pool
 
     calls = 200 if s.quick else 2000
     count = 4 if s.quick else 16
-    pooled: dict[int, float] = {}
+    pooled: list[tuple[float, float]] = []  # (wall seconds a task through the pool, seconds inside the worker)
     with Pool(s.module, arch=s.arch, workers=1, devices=s.devices[:1] if s.devices else None, backend=s.backend,
               threads=None if s.gpu else 1, setup=warm_up) as pool:
         pool.map(noop, range(50), progress=False)
         t0 = time.perf_counter()
         pool.map(noop, range(calls), progress=False)
         pooled_noop = (time.perf_counter() - t0) / calls
-        for k, task in enumerate(sims):
-            pool.map(simulate, [task], progress=False)
+        for task in sims:
+            pool.map(timed, [task], progress=False)
             t0 = time.perf_counter()
-            pool.map(simulate, [task] * count, progress=False)
-            pooled[k] = (time.perf_counter() - t0) / count
+            within = [seconds for _, seconds in pool.map(timed, [task] * count, progress=False)]
+            pooled.append(((time.perf_counter() - t0) / count, sum(within) / count))
     t0 = time.perf_counter()
     for i in range(calls):
         noop(here, i)
@@ -234,20 +235,15 @@ def _pool_cost(s: SimpleNamespace, here: SimpleNamespace, sims: list[tuple], log
                    params={"calls": calls, "pooled_us": pooled_noop * 1e6, "in_process_us": local_noop * 1e6})
     overhead.note = f"{pooled_noop * 1e6:.0f} us through the pool vs {local_noop * 1e6:.2f} us in-process"
     rows = [overhead]
-    for k, task in enumerate(sims):
-        simulate(here, task)
-        t0 = time.perf_counter()
-        for _ in range(count):
-            simulate(here, task)
-        local = (time.perf_counter() - t0) / count
+    for task, (wall, inside) in zip(sims, pooled):
         what = f"{task[2]}x{task[2]}, {task[3]} steps"
-        row = Row("scaling", s.name, f"one simulation through the pool ({what})", "ms/sim", [pooled[k] * 1e3],
-                  limit="the same simulation in-process", ratio=pooled[k] / local,
-                  params={"size": task[2], "steps": task[3], "in_process_ms": local * 1e3, "tasks": count,
-                          "pool_cost_us": (pooled[k] - local) * 1e6})
-        row.note = (f"the pool's cost {(pooled[k] - local) * 1e6:.0f} us a task (the task's own work, its read-back "
-                    f"included, {local * 1e3:.2f} ms in-process)")
+        row = Row("scaling", s.name, f"pool cost per task ({what})", "us/task", [(wall - inside) * 1e6],
+                  limit="the task's time inside the worker", ratio=wall / inside,
+                  params={"size": task[2], "steps": task[3], "pooled_ms": wall * 1e3, "inside_ms": inside * 1e3,
+                          "tasks": count})
+        row.note = (f"{wall * 1e3:.2f} ms a task through a one-worker pool, {inside * 1e3:.2f} ms of it inside the "
+                    "worker (the simulation and its read-back)")
         rows.append(row)
-        log(f"   a simulation ({what}): {pooled[k] * 1e3:.2f} ms pooled vs {local * 1e3:.2f} ms here")
+        log(f"   a simulation ({what}): {wall * 1e3:.2f} ms through the pool, {inside * 1e3:.2f} ms inside the worker")
     log(f"   pool cost per empty task: {(pooled_noop - local_noop) * 1e6:.0f} us")
     return rows

@@ -98,13 +98,15 @@ def test_returned_values_come_back_through_torch_and_jax_ops(built):
 
         import taichi_aot.jax as tj
 
-        jtotal = tj.op(mod.kernels["total"], {})  # the same through XLA's handler: the values after the outputs
-        got = jtotal(jnp.asarray(X32))
-        assert got.shape == () and got.dtype == jnp.float32 and float(got) == expect["total"]
-        assert float(jax.jit(lambda x: jtotal(x) * 2)(jnp.asarray(X32))) == 2 * expect["total"]
-        n, mean = tj.op(mod.kernels["count_and_mean"], {})(jnp.asarray(X32), *CALLS["count_and_mean"])
-        assert (n.dtype, mean.dtype) == (jnp.int32, jnp.float32) and (int(n), float(mean)) == (
-            expect["count"], expect["mean"])
+        with jax.default_device(jax.devices("cpu")[0]):  # an x64 op: its arrays on the CPU (a GPU host's default
+            # is a GPU)
+            jtotal = tj.op(mod.kernels["total"], {})  # the same through XLA's handler: the values after the outputs
+            got = jtotal(jnp.asarray(X32))
+            assert got.shape == () and got.dtype == jnp.float32 and float(got) == expect["total"]
+            assert float(jax.jit(lambda x: jtotal(x) * 2)(jnp.asarray(X32))) == 2 * expect["total"]
+            n, mean = tj.op(mod.kernels["count_and_mean"], {})(jnp.asarray(X32), *CALLS["count_and_mean"])
+            assert (n.dtype, mean.dtype) == (jnp.int32, jnp.float32) and (int(n), float(mean)) == (
+                expect["count"], expect["mean"])
         with pytest.raises(NotSupportedError, match="one for the whole launch"):  # not per batch element
             tj.op(mod.kernels["total"], {}, vmap_method="batch")
 

@@ -49,6 +49,14 @@ def simulate(worker: Any, task: tuple[float, float, int, int]) -> tuple[np.ndarr
     return a.to_numpy()[..., 1], seconds
 
 
+def timed(worker: Any, task: tuple[float, float, int, int]) -> tuple[tuple[np.ndarray, float], float]:
+    """``simulate``, and the seconds the whole task took in the worker (its read-back included): what a pool's
+    cost per task is measured against."""
+    started = time.perf_counter()
+    out = simulate(worker, task)
+    return out, time.perf_counter() - started
+
+
 def warm_up(worker: Any) -> None:
     """A pool's ``setup``: one short simulation, so the first real task pays no pipeline or kernel compilation."""
     simulate(worker, (0.037, 0.06, 32, 16))
