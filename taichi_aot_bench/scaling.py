@@ -115,11 +115,12 @@ def _series(s: SimpleNamespace, task: tuple, label: str, log: Callable[[str], No
     base = None
     for n in s.counts:
         tasks = [task] * (more * s.per_worker * n)
-        samples, copies, won = _sweep(s, n, tasks)
-        base = base or max(samples)
-        row = _sweep_row(s, n, tasks, samples, base, copies, won, label)
+        run = _sweep(s, n, tasks)
+        base = base or run
+        row = _sweep_row(s, n, tasks, run, base, label)
         rows.append(row)
-        log(f"   {n} worker(s){label}: {max(samples):.2f} sims/s, efficiency {row.ratio:.3f}")
+        log(f"   {n} worker(s){label}: {max(run.samples):.2f} sims/s, efficiency {row.ratio:.3f}, "
+            f"{run.inside * 1e3:.2f} ms a task inside a worker")
     return rows
 
 
@@ -149,29 +150,36 @@ def _setup(arch: Arch, quick: bool, workers: int | None, backend: str) -> Simple
         models=_device_names(arch, devices))  # recorded beside each figure: runs on other hosts compare by it
 
 
-def _sweep(s: SimpleNamespace, n: int, tasks: list) -> tuple[list[float], int, int]:
-    """``tasks`` on a pool of ``n`` workers, ``s.repeats`` times: sims/s of each time, and how many speculative
-    copies the pool made and how many of them ended first."""
+def _sweep(s: SimpleNamespace, n: int, tasks: list) -> SimpleNamespace:
+    """``tasks`` on a pool of ``n`` workers, ``s.repeats`` times: ``samples`` (sims/s of each time), ``inside``
+    (the seconds a task took inside its worker, on average, in the fastest time), and how many speculative
+    ``copies`` the pool made and how many of them ``won`` (ended first)."""
     from taichi_aot.pool import Pool
 
     with Pool(s.module, arch=s.arch, workers=n, devices=s.devices[:n] if s.devices else None, backend=s.backend,
               threads=None if s.gpu else 1, setup=warm_up, speculative=True) as pool:
         pool.map(simulate, tasks[:2 * n], progress=False)  # warm: every worker has run full-size simulations
-        samples = []
+        samples, insides = [], []
         copies, won = pool.speculated, pool.speculation_won
         for _ in range(s.repeats):
             t0 = time.perf_counter()
-            pool.map(simulate, tasks, progress=False)
+            within = [seconds for _, seconds in pool.map(timed, tasks, progress=False)]
             samples.append(len(tasks) / (time.perf_counter() - t0))
-        return samples, pool.speculated - copies, pool.speculation_won - won
+            insides.append(sum(within) / len(within))
+        return SimpleNamespace(samples=samples, inside=insides[samples.index(max(samples))],
+                               copies=pool.speculated - copies, won=pool.speculation_won - won)
 
 
-def _sweep_row(s: SimpleNamespace, n: int, tasks: list, samples: list[float], base: float, copies: int, won: int,
+def _sweep_row(s: SimpleNamespace, n: int, tasks: list, run: SimpleNamespace, base: SimpleNamespace,
                label: str = "") -> Row:
-    """The row of ``n`` workers: sims/s, and the efficiency against ``n`` times one worker's (``base``)."""
+    """The row of ``n`` workers (``run``, :func:`_sweep`'s): sims/s, the efficiency against ``n`` times one worker's
+    (``base``), and how much of what is lost the tasks lost inside the workers (the machine's share: host cores,
+    memory, the driver) rather than between them (the pool's)."""
+    samples = run.samples
     throughput = max(samples)
     wall = len(tasks) / throughput
-    efficiency = throughput / (n * base)
+    efficiency = throughput / (n * max(base.samples))
+    machine = base.inside / run.inside  # the efficiency the tasks' own times allow
     devices, models = s.devices, s.models
     steps = tasks[0][3]
     row = Row("scaling", s.name, f"sweep, {n} worker{'s' * (n > 1)}{label}", "sims/s", samples, ratio=efficiency,
@@ -179,11 +187,14 @@ def _sweep_row(s: SimpleNamespace, n: int, tasks: list, samples: list[float], ba
               params={"workers": n, "tasks": len(tasks), "size": s.size, "steps": steps, "backend": s.backend,
                       "devices": devices[:n] if devices else None, "repeats": s.repeats, "best_wall_s": wall,
                       "gpus_on_host": len(devices) if devices else 0, "gpu_models": models[:n],
-                      "speculative_copies": copies, "copies_first": won})
+                      "speculative_copies": run.copies, "copies_first": run.won, "inside_ms": run.inside * 1e3,
+                      "inside_efficiency": machine, "pool_efficiency": efficiency / machine})
     target = (SHORT_TARGET if label and n == 2 else EFFICIENCY_TARGET) if s.gpu else _cpu_target(n)
     if n > 1 and target is not None:
         row.target, row.met = f">= {target}", efficiency >= target
-    row.note = f"efficiency {efficiency:.3f}, {wall / len(tasks) * 1e3:.1f} ms per simulation" + (
+    row.note = (f"efficiency {efficiency:.3f} = {machine:.3f} inside the workers ({run.inside * 1e3:.2f} ms a task, "
+                f"{base.inside * 1e3:.2f} alone) x {efficiency / machine:.3f} the pool's, "
+                f"{wall / len(tasks) * 1e3:.1f} ms per simulation") + (
         f"; {n} of {len(devices)} GPUs: {', '.join(sorted(set(models[:n])))}" if s.gpu and devices else "")
     return row
 
