@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ._arrays import array_like, same_print
+from ._arrays import array_like, print_hit_accepts
 from ._native import ffi, lib
 from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
@@ -210,8 +210,7 @@ def _other_array(value: Any, cls: type, slot: Slot, sig: Any, writes: bool, wron
     ForeignArgs takes it); ``wrong(value)`` raised for what is no array."""
     address = id(value)
     hit = slot.hits.get(address)
-    if (hit is None or hit.cls is not cls or hit.sig is not sig or hit.owned.closed
-            or (writes and hit.read_only) or not same_print(value, hit.reads, hit.print)):
+    if hit is None or not print_hit_accepts(hit, value, sig, writes):  # the C call's rule (_csrc/reads.c)
         if not array_like(value):
             raise wrong(value)
         return False

@@ -48,8 +48,8 @@ ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterf
 
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
            "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "forget_print", "host_array",
-           "is_jax", "on_cuda", "overlaps_itself", "print_of", "producer_error", "read_print", "refuse_lazy",
-           "same_layout", "same_print", "share", "storage_guards", "torch_layout_status", "why_copy"]
+           "is_jax", "on_cuda", "overlaps_itself", "print_hit_accepts", "print_of", "producer_error", "read_print",
+           "refuse_lazy", "same_layout", "share", "storage_guards", "torch_layout_status", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -256,13 +256,9 @@ _bind(int(ffi.cast("uintptr_t", lib.taichi_aot_call_table())))
 read_print = Launcher.read_print  # (value, reads): the print of a CUDA array, made in C
 
 
-def same_print(value: Any, reads: tuple, print_: tuple) -> bool:
-    """Whether ``value``'s print is still ``print_``; False where a read raises (a tensor changed in place into one
-    its library cannot read so: the slow path says what is wrong with it)."""
-    try:
-        return bool(print_ == read_print(value, reads))
-    except Exception:
-        return False
+#: (hit, value, sig, writes): whether ``value`` is the CUDA array its PrintHit ``hit`` remembers, passed where a
+#: kernel of signature ``sig`` takes it (writing it where ``writes``): the rule the C call keeps too (_csrc/reads.c)
+print_hit_accepts = Launcher.print_hit_accepts
 
 #: The reads of each array class seen (None: none known; such arrays take the slow path every time).
 _PRINT_OF: dict[type, Any] = {}

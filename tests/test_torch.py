@@ -212,7 +212,7 @@ def test_the_print_that_finds_a_tensor_again(torch):
     do not. A plain tensor's layout is read through torch's own C functions (checked against torch's getters when
     first used); a subclass's through the getters. The reads are the same for CPU tensors, which let this run
     anywhere."""
-    from taichi_aot._arrays import _PRINTS, Launcher, print_of, read_print, same_print
+    from taichi_aot._arrays import _PRINTS, Launcher, print_of, read_print
 
     t = torch.zeros(16)
     assert read_print(t, _PRINTS["torch"]) == (t.data_ptr(), t.shape, True, torch.float32, False, False)
@@ -232,7 +232,7 @@ def test_the_print_that_finds_a_tensor_again(torch):
             u = torch.zeros(16)
             before = read_print(u, reads)
             change(u)
-            assert not same_print(u, reads, before)
+            assert not _found_again(u, reads, before)
         square = torch.zeros(4, 4)
         before = read_print(square, reads)
         square.transpose_(0, 1)  # the same memory and shape, other strides
@@ -242,6 +242,42 @@ def test_the_print_that_finds_a_tensor_again(torch):
             Launcher.read_print(t, bad)
     with pytest.raises(AttributeError):
         read_print(t, ((None, "no_such_read", False),))
+
+
+class _Open:
+    closed = False
+
+
+def _found_again(value, reads, print_, *, sig=None, writes=False, read_only=False, owned=None) -> bool:
+    """Whether the rule the C call and the Python packer share (Launcher.print_hit_accepts) takes ``value`` as the
+    array a PrintHit of ``print_`` remembers."""
+    from taichi_aot._arrays import print_hit_accepts
+    from taichi_aot._call import PrintHit
+
+    hit = PrintHit(arg_bytes=bytes(64), cls=type(value), held=None, nd=None, owned=owned or _Open(), print=print_,
+                   read_only=read_only, reads=reads, ref=None, sig=None)
+    return print_hit_accepts(hit, value, sig, writes)
+
+
+def test_one_rule_takes_an_array_passed_again(torch):
+    """The rule for a torch, CuPy or JAX array passed again, one C function for the C call and the Python packer:
+    the class, the kernel's signature, writable where the kernel writes, its memory open, and its print."""
+    from taichi_aot._arrays import print_of, read_print
+
+    t = torch.zeros(16)
+    reads = print_of(torch.Tensor)
+    now = read_print(t, reads)
+    assert _found_again(t, reads, now)
+    assert not _found_again(t, reads, now, sig=object())  # remembered for another signature
+    assert not _found_again(t, reads, now, writes=True, read_only=True)  # shared read-only, now written
+    assert _found_again(t, reads, now, read_only=True)
+    gone = _Open()
+    gone.closed = True
+    assert not _found_again(t, reads, now, owned=gone)  # its memory closed since
+    assert not _found_again(torch.nn.Parameter(t), reads, now)  # another class
+    from taichi_aot._arrays import print_hit_accepts
+
+    assert not print_hit_accepts(object(), t, None, False)  # no PrintHit
 
 
 def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch):
@@ -254,7 +290,7 @@ def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch
     from torch.overrides import TorchFunctionMode
 
     from taichi_aot import _arrays
-    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, _reads, print_of, read_print, same_print
+    from taichi_aot._arrays import _PRINTS, _TORCH_LAYOUT, Launcher, _reads, print_of, read_print
 
     version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     _arrays._PRINT_OF.pop(torch.Tensor, None)
@@ -288,7 +324,7 @@ def test_a_plain_tensors_layout_is_read_by_torchs_c_functions(torch, monkeypatch
     u = torch.zeros(16)
     shared = read_print(u, reads)
     with Swap():
-        assert not same_print(u, reads, shared)
+        assert not _found_again(u, reads, shared)
     assert u.shape == (64,)
     monkeypatch.setattr(torch.Tensor, "_cdata", property(lambda self: 8), raising=False)
     assert read_print(t, reads) == before

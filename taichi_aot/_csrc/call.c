@@ -401,39 +401,23 @@ static int launcher_gather(taichi_aot_launcher *self, PyObject *args, PyObject *
 }
 
 
-/* A CUDA array of torch, CuPy or JAX found again in its slot: whether what its reads give (memory, shape, strides,
-   dtype, requires_grad; a JAX array's deletion) is still its print, as the Python packer checks. In two phases:
-   `layouts` 0, its class and the reads that may run Python code (a library's getter or method, which a
-   TorchFunctionMode may answer), made for every slot first; `layouts` 1, after all of those, the torch layout
-   reads, which run none, so that no Python code changes an array after its layout was compared; then its
-   ndarray's argument is written to the slot and the array held until the runtime is waited for. */
+/* A CUDA array of torch, CuPy or JAX found again in its slot: whether it is still the one remembered, by the rule
+   the Python packer keeps too (reads.c: print_hit_fits held when it was remembered, and nothing was closed since;
+   print_same now), in two phases: `layouts` 0, its class and the reads that may run Python code, made for every
+   slot first; `layouts` 1, after all of those, the torch layout reads; then its ndarray's argument is written to the
+   slot and the array held until the runtime is waited for. */
 static int launcher_foreign_same(taichi_aot_slot *s, PyObject *value, int layouts) {
-    int k, same;
-    if ((PyObject *)Py_TYPE(value) != s->cls) { /* its class changed: the reads were bound to the old one's */
+    int held;
+    if ((PyObject *)Py_TYPE(value) != s->cls || /* its class changed: the reads were bound to the old one's */
+        !print_same(value, s->read, s->expect, s->nreads, layouts ? PRINT_LAYOUTS : PRINT_CALLS)) {
         return 0;
-    }
-    for (k = 0; k < s->nreads; ++k) {
-        if ((s->read[k].call == READ_TORCH_LAYOUT) != layouts) {
-            continue;
-        }
-        if (layouts) { /* compared in place, field by field: no bytes made */
-            same = layout_same(value, s->expect[k]) ? 1 : -1;
-        } else {
-            PyObject *got = read_one(value, &s->read[k]);
-            same = got != NULL ? PyObject_RichCompareBool(got, s->expect[k], Py_EQ) : -1;
-            Py_XDECREF(got);
-        }
-        if (same != 1) {
-            PyErr_Clear();
-            return 0;
-        }
     }
     if (!layouts) {
         return 1;
     }
-    same = s->held == Py_None || PyDict_Contains(s->held, s->id) == 1 || /* None: a host array, read by now */
+    held = s->held == Py_None || PyDict_Contains(s->held, s->id) == 1 || /* None: a host array, read by now */
            PyDict_SetItem(s->held, s->id, value) == 0;
-    if (!same) {
+    if (!held) {
         PyErr_Clear();
         return 0;
     }
@@ -671,6 +655,9 @@ static PyMethodDef launcher_methods[] = {
      "_guards_hold(): whether every guarded storage kept its memory"},
     {"read_print", launcher_read_print, METH_VARARGS | METH_STATIC,
      "read_print(value, reads): the print of a CUDA array, a tuple of what each of its reads gives"},
+    {"print_hit_accepts", launcher_print_hit_accepts, METH_VARARGS | METH_STATIC,
+     "print_hit_accepts(hit, value, sig, writes): whether value is the CUDA array its PrintHit remembers, as the C "
+     "call takes one passed again"},
     {"_trust_layout", launcher_trust_layout, METH_VARARGS | METH_STATIC,
      "_trust_layout(cls, offset): torch layout reads of objects of exactly cls, its at::Tensor at offset"},
     {NULL, NULL, 0, NULL},

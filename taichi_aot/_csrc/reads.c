@@ -270,6 +270,90 @@ static PyObject *launcher_read_print(PyObject *unused, PyObject *args) {
     return print;
 }
 
+/* The one rule for a CUDA array of torch, CuPy or JAX passed again: the C call's slot (call.c) and the Python
+   packer (Launcher.print_hit_accepts, taichi_aot._arguments) both take an array found again by it. First what its
+   record (a PrintHit: remember.c) fixed when it was shared: the same class, the kernel's signature, writable where
+   the kernel writes, its memory not closed (print_hit_fits); then its print (print_same): every read of `phases`
+   gives what it gave then. PRINT_CALLS are the reads that may run Python code (a library's getter or method, which
+   a TorchFunctionMode may answer); PRINT_LAYOUTS torch's layout reads, which run none, compared in place; the C
+   call makes every slot's PRINT_CALLS before any PRINT_LAYOUTS, so that no Python code changes an array after its
+   layout was compared. */
+enum { PRINT_CALLS = 1, PRINT_LAYOUTS = 2, PRINT_ALL = 3 };
+
+static int print_same(PyObject *value, const taichi_aot_read *read, PyObject *const *expect, int n, int phases) {
+    int phase, k, same;
+    for (phase = PRINT_CALLS; phase <= PRINT_LAYOUTS; phase <<= 1) {
+        for (k = 0; (phases & phase) && k < n; ++k) {
+            int layout = read[k].call == READ_TORCH_LAYOUT;
+            if (layout != (phase == PRINT_LAYOUTS)) {
+                continue;
+            }
+            if (layout) { /* compared field by field: no bytes made */
+                same = layout_same(value, expect[k]) ? 1 : -1;
+            } else {
+                PyObject *got = read_one(value, &read[k]);
+                same = got != NULL ? PyObject_RichCompareBool(got, expect[k], Py_EQ) : -1;
+                Py_XDECREF(got);
+            }
+            if (same != 1) { /* another value, or a read that raised (the slow path says what is wrong) */
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The first half of the rule: whether the PrintHit `hit` fits `value` passed where a kernel of signature `sig`
+   (writing it where `writes`) takes it. 1 or 0, no error set. */
+static int print_hit_fits(PyObject *hit, PyObject *value, PyObject *sig, int writes) {
+    static PyObject *closed_name;
+    PyObject *closed;
+    int read_only, is_closed;
+    if (!record_is(hit, RECORD_PRINT_HIT) || RECORD_FIELD(hit, PRINT_HIT_CLS) != (PyObject *)Py_TYPE(value) ||
+        RECORD_FIELD(hit, PRINT_HIT_SIG) != sig) {
+        return 0;
+    }
+    read_only = PyObject_IsTrue(RECORD_FIELD(hit, PRINT_HIT_READ_ONLY));
+    if (closed_name == NULL) {
+        closed_name = PyUnicode_InternFromString("closed"); /* kept for the process */
+    }
+    closed = closed_name != NULL ? PyObject_GetAttr(RECORD_FIELD(hit, PRINT_HIT_OWNED), closed_name) : NULL;
+    is_closed = closed != NULL ? PyObject_IsTrue(closed) : -1;
+    Py_XDECREF(closed);
+    if (read_only < 0 || (read_only && writes) || is_closed != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Launcher.print_hit_accepts(hit, value, sig, writes): the whole rule, for the Python packer: whether `value` is
+   the array its PrintHit `hit` remembers, as the C call would take it. */
+static PyObject *launcher_print_hit_accepts(PyObject *unused, PyObject *args) {
+    taichi_aot_read read[TAICHI_AOT_READS];
+    PyObject *expect[TAICHI_AOT_READS];
+    PyObject *hit, *value, *sig, *print;
+    int writes, n, k;
+    (void)unused;
+    if (!PyArg_ParseTuple(args, "OOOp", &hit, &value, &sig, &writes)) {
+        return NULL;
+    }
+    if (!print_hit_fits(hit, value, sig, writes)) {
+        Py_RETURN_FALSE;
+    }
+    print = RECORD_FIELD(hit, PRINT_HIT_PRINT);
+    n = reads_parse(RECORD_FIELD(hit, PRINT_HIT_READS), read);
+    if (n < 0 || !PyTuple_Check(print) || PyTuple_Size(print) != n) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    for (k = 0; k < n; ++k) {
+        expect[k] = PyTuple_GetItem(print, k);
+    }
+    return PyBool_FromLong(print_same(value, read, expect, n, PRINT_ALL));
+}
+
 /* Whether every torch storage of a bound launch's `guards` ((storage, data pointer, bytes) each, or NULL: none)
    still has the memory it was bound with (Launcher._guard, call.c). */
 static int guards_hold(PyObject *guards) {

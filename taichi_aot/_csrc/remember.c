@@ -5,7 +5,7 @@
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
 static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
     PyObject *cls, *reads, *print, *arg_bytes, *held, *id;
-    int writable, n, k;
+    int n, k;
     if (!record_is(hit, RECORD_PRINT_HIT)) {
         return;
     }
@@ -14,9 +14,8 @@ static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObj
     print = RECORD_FIELD(hit, PRINT_HIT_PRINT);
     arg_bytes = RECORD_FIELD(hit, PRINT_HIT_ARG_BYTES);
     held = RECORD_FIELD(hit, PRINT_HIT_HELD);
-    writable = PyObject_IsTrue(RECORD_FIELD(hit, PRINT_HIT_READ_ONLY)) == 0;
     n = reads_parse(reads, s->read);
-    if (cls != (PyObject *)Py_TYPE(value) || RECORD_FIELD(hit, PRINT_HIT_SIG) != s->sig || (!writable && s->writes) ||
+    if (!print_hit_fits(hit, value, s->sig, s->writes) || /* the rule's first half (reads.c), held from now on */
         n < 0 || !PyTuple_Check(print) || PyTuple_Size(print) != n || !PyBytes_Check(arg_bytes) ||
         PyBytes_Size(arg_bytes) != (Py_ssize_t)sizeof(TiArgument) || !(PyDict_Check(held) || held == Py_None)) {
         PyErr_Clear();
