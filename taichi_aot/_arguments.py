@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ._arrays import array_like, print_hit_accepts
+from ._lifetime import Parent
 from ._native import ffi, lib
 from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
@@ -25,7 +26,6 @@ from .ndarray import NdArray, convert_checked, signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
-    from .runtime import Runtime
 
 ARG_SIZE: int = ffi.sizeof("TiArgument")
 _VALUE = ffi.offsetof("TiArgument", "value")
@@ -52,7 +52,7 @@ class Slot:
 
 
 #: ``pack(value, runtime, slot)``: validate ``value`` and write it into ``slot``.
-Packer = Callable[[Any, "Runtime", Slot], None]
+Packer = Callable[[Any, Parent, Slot], None]
 
 
 def by_name(names: list[str], args: Sequence[Any], kwargs: Mapping[str, Any], what: str,
@@ -131,7 +131,7 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool
                    "nothing the host sees (lavapipe), and its writes corrupted the process on an NVIDIA GPU; "
                    "declare the array u8 in the kernel")
 
-        def refuse_u1(value: Any, runtime: Runtime, slot: Slot) -> None:
+        def refuse_u1(value: Any, runtime: Parent, slot: Slot) -> None:
             raise NotSupportedError(message)
 
         return refuse_u1
@@ -152,7 +152,7 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool
     else:
         message = f"{what}: {spec.kind} arguments cannot be passed through the C-API"
 
-    def refuse(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def refuse(value: Any, runtime: Parent, slot: Slot) -> None:
         raise NotSupportedError(message)
 
     return refuse
@@ -176,7 +176,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     end = ARG_SIZE
     put = lib.taichi_aot_array_pack
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         cls = value.__class__
         if cls is not NdArray:
             if cls is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its array's id can
@@ -228,7 +228,7 @@ def _texture_packer(spec: ArgInfo, what: str) -> Packer:
     want_dim = _TEXTURE_DIMENSIONS.get(spec.ndim)
     want_usage = ImageUsage.STORAGE if spec.kind == "rw_texture" else ImageUsage.SAMPLED
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         texture = value if isinstance(value, Texture) else None
         image = texture.image if texture is not None else value
         if not isinstance(image, Image):
@@ -253,7 +253,7 @@ def _tensor_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
     target = NUMPY_DTYPES[spec.dtype] if spec.dtype is not None else None
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         if isinstance(value, (NdArray, Texture, Image, str, bytes)):
             raise wrong(value)
         try:
@@ -277,7 +277,7 @@ def _f32_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
     value_off = _VALUE
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         cls = value.__class__
         try:
             if cls is not float and cls is not int:
@@ -295,7 +295,7 @@ def _i32_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
     value_off = _VALUE
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         if value.__class__ is not int:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise wrong(value)
@@ -312,7 +312,7 @@ def _i16_packer(spec: ArgInfo, what: str) -> Packer:
     dt = DataType.I16 if spec.dtype == DataType.I16 else DataType.U16
     info = np.iinfo(np.int16 if dt == DataType.I16 else np.uint16)
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise wrong(value)
         v = int(value)
@@ -329,7 +329,7 @@ def _i16_packer(spec: ArgInfo, what: str) -> Packer:
 def _f16_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise wrong(value)
         try:
@@ -362,7 +362,7 @@ def _wide_packer(spec: ArgInfo, what: str) -> Packer:
     target, bits = NUMPY_DTYPES[dt], _WIDE[dt]
     floating = dt == DataType.F64
 
-    def pack(value: Any, runtime: Runtime, slot: Slot) -> None:
+    def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         kinds = (int, float, np.integer, np.floating) if floating else (int, np.integer)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
             raise wrong(value)

@@ -52,6 +52,7 @@ from ._arrays import (
     why_copy,
 )
 from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
+from ._lifetime import Parent
 from ._native import ffi, lib
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
@@ -62,7 +63,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .metadata import ArgInfo
     from .ndarray import HostAccess
-    from .runtime import Runtime
 
 __all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "Staged", "numpy_hit", "print_hit"]
 
@@ -238,7 +238,7 @@ class ForeignArgs:
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_held", "_on_cuda",
                  "_runtime", "_spare", "allow_copies", "held_limit", "hits", "imports", "size", "staged", "unmaps")
 
-    def __init__(self, runtime: Runtime):
+    def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
         self._on_cuda = runtime.arch == Arch.CUDA
@@ -342,7 +342,7 @@ class ForeignArgs:
         while batches and _cuda.event_done(batches[0][0], wait=len(batches) > HELD_BATCHES):
             batches.popleft()
 
-    def _rt(self) -> Runtime:
+    def _rt(self) -> Parent:
         rt = self._runtime()
         if rt is None:  # pragma: no cover - the runtime holds this object
             raise InvalidArgumentError("the runtime is gone")

@@ -22,18 +22,80 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from . import _cuda
 from ._native import lib
+from .enums import Arch
 from .errors import ArgumentTypeError, ClosedError, TaichiError
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Self
 
-    from .runtime import Runtime
+    from .runtime import Runtime  # the public type of Child.runtime only: children ask their runtime by Parent
 
 _pin_lock = threading.RLock()
+
+
+class Gate(Protocol):
+    """What a launch reads of its runtime's LaunchGate (runtime.py) before it writes anything."""
+
+    @property
+    def thread(self) -> int: ...
+    @property
+    def pending(self) -> Any: ...
+    @property
+    def ident(self) -> int: ...
+    @property
+    def recorder(self) -> Any: ...
+
+
+class ForeignPolicy(Protocol):
+    """What a runtime's children ask of its foreign-array policy (ForeignArgs, _foreign.py)."""
+
+    @property
+    def hits(self) -> dict[int, Any]: ...
+    @property
+    def unmaps(self) -> dict[int, Any]: ...
+    def pooled(self, address: int, nbytes: int) -> Any: ...
+    def argument(self, value: Any, spec: Any, what: str) -> Any: ...
+
+
+class Parent(Protocol):
+    """What a runtime's children (memory, images, ndarrays, modules, kernels and launches, the argument packers, the
+    foreign-array policy, the launch backends) may ask of their runtime: all of it, named here, so that the rooms
+    below runtime.py need not know the Runtime class. :class:`~taichi_aot.runtime.Runtime` is the one implementation;
+    ``tests/test_layers.py`` keeps the rooms below it from importing it, even for annotations."""
+
+    @property
+    def arch(self) -> Arch: ...
+    @property
+    def handle(self) -> Any: ...
+    @property
+    def owned(self) -> Owned: ...
+    @property
+    def device_index(self) -> int: ...
+    @property
+    def cpu_threads(self) -> int | None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def cuda_stream(self) -> int | None: ...
+    @property
+    def gate(self) -> Gate: ...
+    @property
+    def foreign(self) -> ForeignPolicy: ...
+    @property
+    def modules(self) -> dict[Any, Any]: ...
+    @property
+    def backends(self) -> Any: ...  # the launch backends' state of this runtime (backends.RuntimeBackends)
+    @property
+    def _children(self) -> weakref.WeakSet[Child]: ...
+    def ensure_open(self) -> None: ...
+    def on_its_thread(self) -> bool: ...
+    def wait(self) -> None: ...
+    def sync(self) -> None: ...
+    def _check_closer(self, what: str) -> None: ...
 
 
 def unpicklable(instead: str) -> Callable[[Any, Any], Any]:
@@ -156,11 +218,11 @@ class Child:
     """
 
     _kind = "object"
-    _runtime: Runtime
+    _runtime: Parent
     _owned: Owned
     _finalizer: weakref.finalize
 
-    def _attach(self, runtime: Runtime, owned: Owned) -> None:
+    def _attach(self, runtime: Parent, owned: Owned) -> None:
         self._runtime = runtime
         self._owned = owned
         self._finalizer = weakref.finalize(self, owned.close)
@@ -175,7 +237,7 @@ class Child:
     @property
     def runtime(self) -> Runtime:
         """The runtime this object belongs to."""
-        return self._runtime
+        return cast("Runtime", self._runtime)
 
     @property
     def closed(self) -> bool:

@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from . import capi
-from ._lifetime import Child, Owned, unpicklable
+from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
 from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError
@@ -14,7 +14,6 @@ from .errors import ArgumentTypeError, InvalidArgumentError
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
-    from .runtime import Runtime
 
 __all__ = ["Image", "Sampler", "Texture"]
 
@@ -63,7 +62,7 @@ class Image(Child):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Parent,
         dimension: ImageDimension | int | str,
         extent: Iterable[int] | int,
         format: Format | int | str,
@@ -166,7 +165,7 @@ class Sampler(Child):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Parent,
         mag_filter: Filter | int | str = Filter.LINEAR,
         min_filter: Filter | int | str = Filter.LINEAR,
         address_mode: AddressMode | int | str = AddressMode.CLAMP_TO_EDGE,

@@ -26,7 +26,7 @@ import numpy as np
 from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
-from ._lifetime import unpicklable
+from ._lifetime import Parent, unpicklable
 from ._native import ffi, lib
 from .backends import launch_error
 from .enums import GFX_ARCHS, Access, Arch, DataType
@@ -41,11 +41,11 @@ from .image import Image, Texture
 from .ndarray import NdArray, signature
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._foreign import ForeignArgs
     from ._lifetime import Owned
     from .backends import Choice
     from .metadata import ArgInfo
     from .module import AotModule
-    from .runtime import Runtime
 
 __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "ReturningKernel"]
 
@@ -98,13 +98,12 @@ def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
 def _bindable_value(entry: _Launchable, spec: ArgInfo, value: Any) -> Any:
     if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
         return value
-    rt = entry._runtime
-    foreign = rt.foreign
+    foreign = entry._foreign
     nd = foreign.argument(value, spec, f"{entry!r} argument {spec.index}")
     if foreign.staged:
         foreign.discard()
         raise InvalidArgumentError(
-            f"{entry!r} argument {spec.index}: {rt.arch.name} cannot address this array, and a bound "
+            f"{entry!r} argument {spec.index}: {entry._runtime.arch.name} cannot address this array, and a bound "
             "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
         )
     return nd
@@ -115,7 +114,7 @@ class _Packed:
 
     __slots__ = ("array", "buf", "keep", "launch", "slots")
 
-    def __init__(self, runtime: Runtime, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int):
+    def __init__(self, runtime: Parent, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int):
         self.buf = bytearray(max(count, 1) * stride)
         self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
         base: Any = ffi.cast("char *", self.array) if count else None
@@ -150,13 +149,14 @@ class _Launchable(Launcher):
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
+    _foreign: ForeignArgs  # its runtime's foreign-array policy
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
     def __init__(self, module: AotModule, name: str, choice: Choice):
         self._choice = choice  # its launch backend, and the kind and handle of its C launch
         self._module = module
-        self._runtime: Runtime = module.runtime
-        self._foreign = self._runtime.foreign
+        self._runtime: Parent = module.runtime
+        self._foreign = module.runtime.foreign
         self._name = name
         self._handle = choice.library  # libtaichi's handle, where libtaichi can launch it (the flat API's)
 
@@ -385,7 +385,7 @@ class Kernel(_Launchable):
     def _slow_call(self, *args: Any, **kwargs: Any) -> None:
         """A call the C call left to Python: every argument checked and packed here."""
         if self._recording():
-            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
+            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
             return
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
@@ -445,7 +445,7 @@ class ReturningKernel(Kernel):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._recording():  # appended to the recording: nothing runs now
-            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # type: ignore[union-attr]  # recording
+            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
             return None
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
@@ -520,7 +520,7 @@ class ComputeGraph(_Launchable):
             raise ArgumentTypeError(f"graph {self._name!r} takes named arguments only: "
                                     f"graph({', '.join(n + '=...' for n in self._order)})")
         if self._recording():
-            self._runtime.gate.recorder.append(self.bind(args))  # type: ignore[union-attr]  # recording
+            self._runtime.gate.recorder.append(self.bind(args))  # recording
             return
         self._launch_values(self._values(args))
 

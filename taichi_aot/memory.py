@@ -17,18 +17,15 @@ from __future__ import annotations
 import functools
 import mmap
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from . import _cuda, capi
-from ._lifetime import Child, Owned, unpicklable
+from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
 from .enums import CPU_ARCHS, Arch, MemoryUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .runtime import Runtime
 
 __all__ = ["Memory", "MemorySlice"]
 
@@ -151,7 +148,7 @@ class Memory(Child):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Parent,
         size: int,
         *,
         host_read: bool = False,
@@ -185,7 +182,7 @@ class Memory(Child):
         self._setup(runtime, handle, size, flags, release, None, address, None)
 
     @classmethod
-    def _imported_host(cls, runtime: Runtime, size: int, address: int, owner: object, pooled: bool = False) -> Memory:
+    def _imported_host(cls, runtime: Parent, size: int, address: int, owner: object, pooled: bool = False) -> Memory:
         """NdArray.over_host's memory: the caller's host memory of ``size`` bytes at ``address`` (CPU backends),
         writable and C-contiguous (the caller checked it: a raw address, not for users); ``owner``, what keeps it
         alive, is held as long as the native handle can be used (None: the caller sees to it). Closing forgets it
@@ -204,7 +201,7 @@ class Memory(Child):
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
     @classmethod
-    def _imported_cuda(cls, runtime: Runtime, size: int, pointer: int, owner: object, pooled: bool = False) -> Memory:
+    def _imported_cuda(cls, runtime: Parent, size: int, pointer: int, owner: object, pooled: bool = False) -> Memory:
         """NdArray.over_cuda's memory: another library's CUDA memory (torch, CuPy, JAX) of ``size`` bytes at
         ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
@@ -216,7 +213,7 @@ class Memory(Child):
         return cls._imported(runtime, handle, size, False, owner, None, pointer)
 
     @classmethod
-    def _imported(cls, runtime: Runtime, handle: Any, size: int, host_visible: bool, owner: object,
+    def _imported(cls, runtime: Parent, handle: Any, size: int, host_visible: bool, owner: object,
                   host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
         release = (functools.partial(_keep_pooled, owner) if pooled
@@ -225,7 +222,7 @@ class Memory(Child):
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
         return self
 
-    def _setup(self, runtime: Runtime, handle: Any, size: int, flags: tuple[bool, bool, bool, int],
+    def _setup(self, runtime: Parent, handle: Any, size: int, flags: tuple[bool, bool, bool, int],
                release: Callable[[], object], owner: object, host_address: int | None,
                cuda_address: int | None, quiet: bool = False) -> None:
         """Every route's one list of attributes: the handle, what it holds (``owner``: imported memory's, kept

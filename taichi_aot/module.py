@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
 
 from . import _probe, capi, metadata
-from ._lifetime import Child, Owned, unpicklable
+from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
 from .enums import LLVM_ARCHS, Arch
@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from importlib.abc import Traversable
 
     from .metadata import ModuleInfo
-    from .runtime import Runtime
 
 __all__ = ["AotModule", "ModuleSource"]
 
@@ -85,7 +84,7 @@ def _digest(data: bytes | None, path: str | None) -> str:
     return h.hexdigest()
 
 
-def _open(runtime: Runtime, source: object) -> _Source:
+def _open(runtime: Parent, source: object) -> _Source:
     """Check ``source`` and read its metadata (corrupt input raises here, before C sees it)."""
     data: bytes | None = None
     path: str | None = None
@@ -157,7 +156,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _load(runtime: Runtime, src: _Source) -> tuple[Any, str | None]:
+def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
@@ -194,7 +193,7 @@ class _Shared:
     _lock = threading.Lock()
     _clock = 0  # when each was last left, for the least recently used
 
-    def __init__(self, runtime: Runtime, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends):
+    def __init__(self, runtime: Parent, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends):
         self.runtime, self.key, self.handle, self.temp_dir = weakref.ref(runtime), key, handle, temp_dir
         self.backends = backends  # which backend launches each kernel and graph; reverse-mode kernels
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
@@ -204,7 +203,7 @@ class _Shared:
         runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
 
     @classmethod
-    def take(cls, runtime: Runtime, key: tuple) -> tuple[_Shared | None, Owned | None]:
+    def take(cls, runtime: Parent, key: tuple) -> tuple[_Shared | None, Owned | None]:
         """The runtime's open module of ``key`` and one more user's record of it (pinning it at once), or
         ``(None, None)``."""
         with cls._lock:
@@ -213,7 +212,7 @@ class _Shared:
                 return None, None
             return shared, shared._user()
 
-    def add(self, runtime: Runtime) -> Owned:
+    def add(self, runtime: Parent) -> Owned:
         """Make it the runtime's module of its key; its first user's record."""
         with self._lock:
             runtime.modules[self.key] = self
@@ -271,7 +270,7 @@ class AotModule(Child):
 
     _kind = "module"
 
-    def __init__(self, runtime: Runtime, source: ModuleSource, *, launcher: str | None = None,
+    def __init__(self, runtime: Parent, source: ModuleSource, *, launcher: str | None = None,
                  cuda_launcher: str | None = None):
         runtime.ensure_open()
         choice = _launchers(launcher, cuda_launcher)  # checked on every arch

@@ -13,12 +13,12 @@ How an ndarray's bytes reach the host is chosen once, when it is created:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union, cast
 
 import numpy as np
 
 from . import _cuda, _dlpack
-from ._lifetime import unpicklable
+from ._lifetime import Parent, unpicklable
 from ._native import ffi
 from .capi import MAX_ND_DIMS
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
     from ._lifetime import Owned
-    from .runtime import Runtime
+    from .runtime import Runtime  # the public type of NdArray.runtime only
 
 __all__ = [
     "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
@@ -193,7 +193,7 @@ def _element_type(dtype: DTypeLike, elem_dims: tuple[int, ...]) -> tuple[DataTyp
     return dt, elem_dims
 
 
-def _host_access(runtime: Runtime, host_access: HostAccess | None) -> tuple[bool, bool]:
+def _host_access(runtime: Parent, host_access: HostAccess | None) -> tuple[bool, bool]:
     """Whether the host may read and write an ndarray's memory (``None``: the runtime's default)."""
     if host_access is None:
         host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
@@ -249,7 +249,7 @@ class NdArray:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Parent,
         shape: Iterable[int] | int,
         dtype: DTypeLike = np.float32,
         elem_shape: Iterable[int] = (),
@@ -264,7 +264,7 @@ class NdArray:
             self._write(self, np.zeros(self._full_shape, self._dtype))
 
     @classmethod
-    def _unfilled(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
+    def _unfilled(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
                   ) -> NdArray:
         """An ndarray of host-visible memory whose bytes are not written yet (a staged copy, which its caller fills
         at once: on Vulkan, writing it would wait for the device)."""
@@ -275,7 +275,7 @@ class NdArray:
         return self
 
     @classmethod
-    def over_host(cls, runtime: Runtime, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
+    def over_host(cls, runtime: Parent, a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype,
                   elem_shape: tuple[int, ...], owner: object, pooled: bool = False) -> NdArray:
         """An ndarray over the caller's C-contiguous host array ``a`` (CPU backends), without a copy; ``owner`` (what
         keeps ``a``'s memory alive) is held as long as the ndarray (None: the caller sees to it); ``pooled``: over the
@@ -285,7 +285,7 @@ class NdArray:
                          lambda nbytes: Memory._imported_host(runtime, nbytes, address, owner, pooled))
 
     @classmethod
-    def over_cuda(cls, runtime: Runtime, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
+    def over_cuda(cls, runtime: Parent, pointer: int, shape: tuple[int, ...], dtype: np.dtype,
                   elem_shape: tuple[int, ...], owner: object, pooled: bool = False) -> NdArray:
         """An ndarray over another library's CUDA memory at ``pointer`` (CUDA runtimes), without a copy; ``owner``
         and ``pooled`` as :meth:`over_host` takes them."""
@@ -293,7 +293,7 @@ class NdArray:
                          lambda nbytes: Memory._imported_cuda(runtime, nbytes, pointer, owner, pooled))
 
     @classmethod
-    def _over(cls, runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...],
+    def _over(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...],
               memory: Callable[[int], Memory]) -> NdArray:
         """An ndarray over memory imported by ``memory(nbytes)``."""
         runtime.ensure_open()
@@ -302,7 +302,7 @@ class NdArray:
         self._bind(runtime, memory(layout.nbytes), layout)
         return self
 
-    def _bind(self, runtime: Runtime, memory: Memory, layout: _Layout) -> None:
+    def _bind(self, runtime: Parent, memory: Memory, layout: _Layout) -> None:
         """Every route's one list of attributes: the memory, the layout, the launch argument, how bytes move."""
         self._memory = memory
         self._runtime = runtime
@@ -377,7 +377,7 @@ class NdArray:
     @property
     def runtime(self) -> Runtime:
         """The runtime this ndarray belongs to."""
-        return self._runtime
+        return cast("Runtime", self._runtime)
 
     @property
     def closed(self) -> bool:

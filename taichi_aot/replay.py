@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._lifetime import unpicklable
+from ._lifetime import Parent, unpicklable
 from ._native import ffi, lib
 from .backends import launch_error
 from .enums import CPU_ARCHS
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .launch import BoundLaunch
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .runtime import Runtime
 
 __all__ = ["LaunchSequence"]
 
@@ -35,7 +32,7 @@ class LaunchSequence:
     """
     __reduce_ex__ = unpicklable("send what it launches and record it there")
 
-    def __init__(self, runtime: Runtime):
+    def __init__(self, runtime: Parent):
         self._runtime = runtime
         self._launches: list[BoundLaunch] = []
         self._steps: Any = None

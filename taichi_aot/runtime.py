@@ -244,7 +244,7 @@ class Runtime:
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
         #: Other libraries' arrays as this runtime's ndarrays and kernel arguments: the policy, its cache and the
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
-        self.foreign = ForeignArgs(self)
+        self.foreign: ForeignArgs = ForeignArgs(self)
         #: Modules loaded in this runtime, by content: each AotModule of the same content shares one (module.py's
         #: _Shared; for the package, not for users).
         self.modules: dict[Any, Any] = {}

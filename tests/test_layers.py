@@ -72,10 +72,11 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(module: str, path: str, known: dict[str, str]) -> set[str]:
-    """The package modules ``module`` imports at run time."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+def _imports(module: str, path: str, known: dict[str, str], tree: ast.AST | None = None) -> set[str]:
+    """The package modules ``module`` (its file, or ``tree`` of it) imports at run time."""
+    if tree is None:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
     is_package = path.endswith("__init__.py")
     found: set[str] = set()
 
@@ -156,6 +157,37 @@ def test_every_import_points_down():
         if RANK.get(_room(t), -1) > RANK.get(_room(m), -1)
     ]
     assert upward == []
+
+
+#: Imports under ``if TYPE_CHECKING:`` that point up, each with why; every other annotation a room needs of a room
+#: above it goes through a protocol below it (``_lifetime.Parent``: what a child may ask of its runtime).
+ANNOTATION_IMPORTS_UP = {
+    ("taichi_aot._lifetime", "taichi_aot.runtime"): "Child.runtime, the public property, returns a Runtime",
+    ("taichi_aot.ndarray", "taichi_aot.runtime"): "NdArray.runtime, the public property, returns a Runtime",
+    ("taichi_aot.launch", "taichi_aot.module"): "Kernel.module, the public property, returns an AotModule",
+    ("taichi_aot.backends.cuda_reverse", "taichi_aot.launch"): "a reverse kernel is made for a Kernel",
+}
+
+
+def _annotation_imports(module: str, path: str, known: dict[str, str]) -> set[str]:
+    """The package modules ``module`` imports under ``if TYPE_CHECKING:`` only."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.body:
+                found |= _imports(module, path, known, ast.Module(body=[child], type_ignores=[]))
+    return found
+
+
+def test_annotations_ask_their_runtime_by_protocol():
+    """No room below runtime.py imports Runtime, even for annotations, but for the public properties that return
+    one; the upward annotation imports are the few named, each with its reason."""
+    known = _modules()
+    up = {(m, t) for m, p in sorted(known.items()) for t in _annotation_imports(m, p, known)
+          if RANK.get(_room(t), -1) > RANK.get(_room(m), -1)}
+    assert up == set(ANNOTATION_IMPORTS_UP), sorted(up ^ set(ANNOTATION_IMPORTS_UP))
 
 
 def test_the_checker_sees_a_circle_and_an_upward_import():
