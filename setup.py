@@ -27,7 +27,7 @@ class BuildPyWithLibrary(build_py):
 
 
 #: The C call's extension, taichi_aot._call: call_module.c #includes the other files (their order matters).
-CALL_FILES = ("call_module.c", "records.c", "arrays.c", "reads.c", "fresh.c", "call.c", "remember.c")
+CALL_FILES = ("call_module.c", "records.c", "arrays.c", "reads.c", "fresh.c", "call.c", "remember.c", "eager.c")
 CSRC = os.path.join("taichi_aot", "_csrc")
 
 # The extensions use the stable ABI: cffi builds taichi_aot._native (and the bench's taichi_aot_bench._steps) with

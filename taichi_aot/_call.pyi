@@ -1,6 +1,6 @@
 # The extension built from _csrc/call_module.c (setup.py): the C call of kernels and graphs. Checked against the
 # built module by mypy's stubtest (tests/test_call_module.py).
-from typing import Any, final
+from typing import Any, Callable, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -34,6 +34,20 @@ class Launcher:
     def print_hit_accepts(hit: PrintHit | NumpyHit, value: Any, sig: Any, writes: bool, /) -> bool: ...
     @staticmethod
     def _trust_layout(cls: type, offset: int, /) -> bool: ...
+
+@disjoint_base
+class EagerOp:
+    """The eager call of a torch op in C (_csrc/eager.c): the base of taichi_aot.torch.Op."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def _eager_setup(self, *, count: int, truthy: tuple[Callable[[], Any], ...], nones: tuple[Callable[[], Any], ...],
+                     tensor: type, tensors: tuple[int, ...], device: str,
+                     makers: tuple[tuple[int, Callable[[Any], Any]], ...], order: tuple[int, ...],
+                     kernel: Callable[..., Any], wait: Callable[[], Any] | None, held: dict[int, Any] | None,
+                     stream: Callable[[], int] | None, runtime: Any) -> None: ...
+    # what the C call hands to Python by name; the subclass provides them
+    def _python_call(self, *args: Any, **kwargs: Any) -> Any: ...
+    def _eager_failed(self, args: tuple[Any, ...], error: BaseException, /) -> Any: ...
 
 # The records the Python half hands the C call (_csrc/records.c): made with keywords, read in C by field, read-only.
 

@@ -11,6 +11,7 @@ the process's one CUDA runtime (libtaichi_c_api 1.7.4 allows one at a time): the
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any, Callable, cast
 
 import torch
 
+from ._call import EagerOp
 from ._ops import FLOATS, OpSpec
 from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
@@ -37,7 +39,19 @@ _level, _tracing = torch._C._functorch.maybe_current_level, torch._C._get_tracin
 _profiling = torch._C._autograd._profiler_enabled  # a torch.profiler is recording: calls go by the dispatcher
 _Tensor = torch.Tensor
 _CONTIGUOUS = torch.contiguous_format
+_clone = torch.Tensor.clone  # the C call's output makers (Op._setup_eager)
+_zeros_like = functools.partial(torch.zeros_like, memory_format=_CONTIGUOUS)
 
+
+def _traced_call(self: Op, *args: Any, **kwargs: Any) -> Any:
+    """What torch.compile traces for an op's call, which it cannot trace into C (``EagerOp.__call__``): the Python
+    call, which under a trace calls the dispatcher's operator."""
+    return self._python_call(*args, **kwargs)
+
+
+_substitute = getattr(torch.compiler, "substitute_in_graph", None)  # torch 2.5 on
+if _substitute is not None:
+    _substitute(EagerOp.__call__, skip_signature_check=True)(_traced_call)
 
 def _torch_dtype(dtype: Any) -> torch.dtype:
     return getattr(torch, "bool" if dtype.kind == "b" else dtype.name)
@@ -68,9 +82,13 @@ def _qualname(name: str | None, kernel: str) -> str:
     return qualname
 
 
-class Op:
+class Op(EagerOp):
     """A kernel or graph as a PyTorch operator; call it with the inputs (signature order, or keywords): it returns
     the outputs (one tensor, or a tuple in the order ``outputs`` gave them).
+
+    A plain eager call of a kernel's op is made in C (``_csrc/eager.c``: the outputs made, the kernel's own C call,
+    the wait on x64); every other call (traced, compiled, under a mode, transform or profiler, needing a gradient, by
+    keyword, of a graph) goes through :meth:`_python_call`.
 
     Attributes:
         custom_op: the operator it calls, ``torch.ops.<namespace>.<name>.default`` (for ``torch.library.opcheck``).
@@ -111,6 +129,30 @@ class Op:
         # each argument's place in (inputs..., outputs...): a kernel's values in signature order from the two
         self._order = [spec.inputs.index(i) if i in spec.inputs and i not in spec.inout else
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
+        self._setup_eager()
+
+    def _setup_eager(self) -> None:
+        """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
+        or zeros like an input of their dtype and shape) and that returns no value; other ops keep the Python call
+        (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way."""
+        spec = self.spec
+        makers = []
+        for how, at, what in self._makers:
+            if how == "clone":
+                makers.append((at, _clone))
+            elif how == "like" and not what[1] and not spec.args[spec.inputs[at]].elem_shape and what[2] == (
+                    _torch_dtype(spec.dtype(spec.inputs[at]))):
+                makers.append((at, _zeros_like))
+            else:  # an output of its own shape, or another element shape or dtype than its input's
+                return
+        if spec.graph or self._returned or not makers:
+            return
+        rt, cuda = self._runtime, self._cuda
+        self._eager_setup(count=self._count, truthy=(_compiling, _modes, _function_modes, _profiling),
+                          nones=(_level, _tracing), tensor=_Tensor, tensors=tuple(self._tensor_inputs),
+                          device="is_cuda" if cuda else "is_cpu", makers=tuple(makers), order=tuple(self._order),
+                          kernel=spec.entry, wait=None if cuda else rt.wait, held=self._held if cuda else None,
+                          stream=functools.partial(_raw_stream, 0) if cuda else None, runtime=rt if cuda else None)
 
     def _define(self, namespace: str, opname: str, types: list[str]) -> None:
         """The operator: a Library operator with kernels of its own (torch.library.custom_op's wrapper costs 5-9 us
@@ -126,7 +168,8 @@ class Op:
         self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
         torch.library.register_fake(self.qualname, self._fake, lib=self._library)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _python_call(self, *args: Any, **kwargs: Any) -> Any:
+        """A call the eager call in C (``EagerOp.__call__``) did not make."""
         if kwargs or len(args) != self._count:  # else every input by position: nothing to put in order
             args = tuple(self.spec.bind(args, kwargs))
         if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
@@ -245,6 +288,13 @@ class Op:
             raise
         out += self._values()
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _eager_failed(self, args: tuple[Any, ...], error: BaseException) -> Any:
+        """A call the C call made that failed: the op's own message where its checks find the fault, else ``error``
+        (as :meth:`_eager`)."""
+        if isinstance(error, (TaichiError, AttributeError, TypeError)):
+            self._explain(args)
+        raise error
 
     def _launch(self, inputs: Sequence[Any]) -> Any:
         """The call torch's dispatcher hands the op: its tensors on the op's device (else the op's own message, as
@@ -385,6 +435,13 @@ class Op:
         else:  # x64, or autograd's thread: on the stream autograd set (the forward's), holding nothing
             kernel.grad(*values, grads=seeds)
         return _one([seeds[i] for i in self._wanted])
+
+
+if _substitute is None:  # torch before 2.5: a Python __call__, which torch.compile traces (0.4 us more a call)
+    def _python_level_call(self: EagerOp, *args: Any, **kwargs: Any) -> Any:
+        return self._python_call(*args, **kwargs) if _compiling() else EagerOp.__call__(self, *args, **kwargs)
+
+    Op.__call__ = _python_level_call  # type: ignore[method-assign]
 
 
 def _one(tensors: list[Any]) -> Any:

@@ -72,11 +72,14 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def _tree(path: str) -> ast.AST:
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
 def _imports(module: str, path: str, known: dict[str, str], tree: ast.AST | None = None) -> set[str]:
     """The package modules ``module`` (its file, or ``tree`` of it) imports at run time."""
-    if tree is None:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
+    tree = tree or _tree(path)
     is_package = path.endswith("__init__.py")
     found: set[str] = set()
 
@@ -171,10 +174,8 @@ ANNOTATION_IMPORTS_UP = {
 
 def _annotation_imports(module: str, path: str, known: dict[str, str]) -> set[str]:
     """The package modules ``module`` imports under ``if TYPE_CHECKING:`` only."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.If) and _is_type_checking(node):
             for child in node.body:
                 found |= _imports(module, path, known, ast.Module(body=[child], type_ignores=[]))

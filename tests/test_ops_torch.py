@@ -154,6 +154,48 @@ def test_eager_calls_skip_the_dispatcher_only_where_it_would_hand_them_on(x64):
     assert not add._direct((torch.zeros(8, device="meta"), 2.0))
 
 
+def test_a_plain_eager_call_is_made_in_c(x64):
+    """A plain eager call of a kernel's op is made in C (``_csrc/eager.c``), with no Python call of the op's own;
+    other calls (by keyword, an input needing a gradient, an op whose output has a shape of its own) go to its
+    Python call. A call C made that fails carries the op's own message, and the C half refuses a setup of the
+    wrong form."""
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    seen = []
+
+    def count(op):  # the op's Python call, counted
+        python_call = op._python_call
+
+        def counted(*args, **kwargs):
+            seen.append(args)
+            return python_call(*args, **kwargs)
+
+        op._python_call = counted
+
+    count(add)
+    y = torch.arange(8, dtype=torch.float32)
+    for a in (2.0, 3.0, 0.5):
+        assert torch.equal(add(y, a), a * y)
+    assert seen == []
+    with pytest.raises(ArgumentTypeError, match=r"argument 1: expected f32 ndarray with ndim 1, got torch.int32"):
+        add(torch.zeros(4, dtype=torch.int32), 1.0)  # made in C, failed in the launch: the op's message
+    assert seen == []
+    assert torch.equal(add(arg1=y, arg2=0.5), 0.5 * y) and len(seen) == 1  # by keyword
+    assert torch.equal(add(y.clone().requires_grad_(), 2.0), 2 * y) and len(seen) == 2  # autograd's way
+    shaped = tt.op(mod.kernels["fill_i32"], {0: ((3, 4), np.int32)})  # an output of its own shape: Python's call
+    count(shaped)
+    assert shaped(7).shape == (3, 4) and len(seen) == 3
+    form = dict(count=2, truthy=(), nones=(), tensor=torch.Tensor, tensors=(0,), device="is_cpu",
+                makers=((0, torch.clone),), order=(0, 1), kernel=print, wait=None, held=None, stream=None,
+                runtime=None)
+    with pytest.raises(TypeError, match="_eager_setup"):
+        add._eager_setup(**{**form, "tensor": 3})
+    for bad in ({"tensors": (2,)}, {"order": (0, 3)}, {"makers": ((5, torch.clone),)}, {"makers": ((0, 1),)}):
+        with pytest.raises(ValueError, match="_eager_setup"):
+            add._eager_setup(**{**form, **bad})
+    assert torch.equal(add(y, 2.0), 2 * y) and len(seen) == 3  # a refused setup leaves the op as it was
+
+
 def test_a_profiler_trace_names_the_op(x64):
     """Under ``torch.profiler`` an eager call goes by torch's dispatcher, so the trace names the op as it names
     torch's own (``<namespace>::<name>``); its values are the same, and outside the profiler the call skips the

@@ -71,6 +71,7 @@ static int weak_is(PyObject *ref, PyObject *value) {
 #include "fresh.c"
 #include "call.c"
 #include "remember.c"
+#include "eager.c"
 
 /* _bind(address): the table of taichi_aot._native at `address` (lib.taichi_aot_call_table()), copied once. */
 static PyObject *call_bind(PyObject *module, PyObject *address) {
@@ -102,7 +103,7 @@ static PyMethodDef call_module_methods[] = {
 static struct PyModuleDef call_module = {
     PyModuleDef_HEAD_INIT,
     "taichi_aot._call",
-    "The C call of kernels and graphs: the type Launcher (taichi_aot/_csrc/call.c).",
+    "The C call of kernels and graphs: the type Launcher (taichi_aot/_csrc/call.c), and EagerOp (eager.c).",
     -1,
     call_module_methods,
     NULL,
@@ -119,7 +120,8 @@ PyMODINIT_FUNC PyInit__call(void) {
         Py_XDECREF(module);
         return NULL;
     }
-    if (records_install(module) != 0 || PyModule_AddIntConstant(module, "LIMITED_API", Py_LIMITED_API) != 0) {
+    if (records_install(module) != 0 || eager_install(module) != 0 ||
+        PyModule_AddIntConstant(module, "LIMITED_API", Py_LIMITED_API) != 0) {
         Py_DECREF(module);
         return NULL;
     }
