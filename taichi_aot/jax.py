@@ -71,15 +71,16 @@ def _cell(rt: Any) -> Any:
     if cell is not None:
         return cell
     cuda = rt.arch == Arch.CUDA
-    own, memset_async, sync = ffi.NULL, ffi.NULL, ffi.NULL
+    own, memset_async, sync, htod = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
     if cuda:
         from . import _cuda
 
         cu = _cuda.driver()
         memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
+        htod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2")
         own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
         _kept.append(own)
-    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync)
+    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
     _cells[rt] = cell
@@ -163,10 +164,10 @@ class Op:
                  vmap_method: str | None = "sequential"):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.jax")
         rt = spec.entry.module.runtime
-        if spec.returned and rt.arch == Arch.CUDA:  # refused, never lost
-            raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, which a JAX "
-                                    "op gives on x64 only yet; on CUDA call the kernel itself (value = kernel(x)), "
-                                    "or make a taichi_aot.torch op of it, which returns them as tensors")
+        if spec.returned and rt.arch == Arch.CUDA and spec.entry.launcher != "cuda":  # refused, never lost
+            raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, and runs on "
+                                    "libtaichi's path, which gives none back: its module needs PTX (python -m "
+                                    "taichi_aot ptx MODULE) for the own CUDA launcher, which returns them")
         if rt.arch not in (Arch.X64, Arch.CUDA):
             raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "
                                     f"{rt.arch.name}")

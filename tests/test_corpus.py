@@ -133,6 +133,33 @@ TAICHI_RETURNED = {"ret_i32": 42, "ret_f64": 0.5, "atomic_total": 4.5, "ret_vec"
                    "ret_const": 200}
 
 
+def test_returned_values_through_torch_and_jax_ops_on_a_gpu(corpus):
+    """A returning kernel of the own CUDA launcher as a torch op and as a JAX op (eagerly and under jax.jit): its
+    values come back after its outputs, a tensor or array each on the GPU (0-D for a scalar), Taichi's values."""
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    torch = require_extra("torch", "interop")
+    jax = require_extra("jax", "jax")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+    import taichi_aot.torch as tt
+
+    with Runtime(Arch.CUDA) as rt:
+        own = rt.load_module(corpus["returns"], launcher="cuda")
+        for kernel in ("ret_i32", "atomic_total", "ret_vec", "ret_mat"):
+            (data, dtype), = RETURNS[kernel]
+            want = np.asarray(TAICHI_RETURNED[kernel])
+            got = tt.op(own.kernels[kernel], {})(torch.tensor(np.array(data, dtype), device="cuda"))
+            assert got.is_cuda and tuple(got.shape) == want.shape, (kernel, got)
+            np.testing.assert_array_equal(got.cpu().numpy(), want.astype(got.cpu().numpy().dtype))
+            jop = tj.op(own.kernels[kernel], {})
+            x = jnp.asarray(np.array(data, dtype))
+            for value in (jop(x), jax.jit(jop)(x)):
+                assert value.shape == want.shape and "gpu" in str(next(iter(value.devices()))).lower(), (kernel, value)
+                np.testing.assert_array_equal(np.asarray(value), want.astype(np.asarray(value).dtype))
+
+
 def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
     man = ptx_manifest(corpus["returns"])
     assert set(man["kernels"]) == set(RETURNS) and not man["refused"]

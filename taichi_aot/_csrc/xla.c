@@ -20,6 +20,7 @@
 
 typedef int (*xla_cu_memset)(uint64_t pointer, unsigned char value, size_t count, void *stream);
 typedef int (*xla_cu_sync)(void *stream);
+typedef int (*xla_cu_htod)(uint64_t device, const void *host, size_t bytes, void *stream);
 
 typedef struct {
     uintptr_t address;
@@ -35,13 +36,14 @@ typedef struct {
     TaichiAotCudaRuntime own;  /* CUDA: the own launcher's runtime with XLA's stream and the cell's stand-in */
     xla_cu_memset memset_async; /* cuMemsetD8Async */
     xla_cu_sync sync;          /* cuStreamSynchronize */
+    xla_cu_htod htod_async;    /* cuMemcpyHtoDAsync_v2: a returning kernel's values into XLA's device buffers */
     xla_import *table;         /* open addressing by address; capacity a power of two, at most half full */
     size_t count, capacity;
     uint64_t captured;         /* launches made while XLA captured its stream into a command buffer (a CUDA graph) */
 } xla_cell;
 
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync) {
+                             void *sync, void *htod_async) {
     xla_cell *c = (xla_cell *)calloc(1, sizeof(xla_cell));
     if (c == NULL) {
         return NULL;
@@ -54,6 +56,7 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
     }
     c->memset_async = (xla_cu_memset)memset_async;
     c->sync = (xla_cu_sync)sync;
+    c->htod_async = (xla_cu_htod)htod_async;
     return c;
 }
 
@@ -254,18 +257,32 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
 }
 
 /* A returning kernel's values, after its launch: each copied from its results' host memory into its XLA result
-   buffer (x64: XLA's buffers are host memory). 0, or a message in `why`. */
-static int xla_values(const TaichiAotXlaPlan *p, const tao_ffi_frame *f, char *why, size_t why_size) {
+   buffer: x64's are host memory; CUDA's are device memory, written on XLA's stream (the own launcher waited for the
+   kernel and read its results back before this). 0, or a message in `why`. */
+static int xla_values(const xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_frame *f, void *stream, char *why,
+                      size_t why_size) {
     uint32_t k;
     for (k = 0; k < p->value_count; ++k) {
         uint32_t at = p->value_first + k;
+        const char *value = (const char *)p->values + p->value_offsets[k];
         const tao_ffi_buffer *b;
+        int code;
         if ((int64_t)at >= f->rets.size || f->rets.types[at] != 1) {
             snprintf(why, why_size, "%s: no result buffer %u for returned value %u", p->what, at, k);
             return 1;
         }
         b = (const tao_ffi_buffer *)f->rets.items[at];
-        memcpy(b->data, (const char *)p->values + p->value_offsets[k], p->value_sizes[k]);
+        if (!c->cuda) {
+            memcpy(b->data, value, p->value_sizes[k]);
+            continue;
+        }
+        code = c->htod_async != NULL ? c->htod_async((uint64_t)(uintptr_t)b->data, value, p->value_sizes[k], stream)
+                                     : -1;
+        if (code != 0) {
+            snprintf(why, why_size, "%s: returned value %u: cuMemcpyHtoDAsync into XLA's buffer failed (CUresult %d)",
+                     p->what, k, code);
+            return 1;
+        }
     }
     return 0;
 }
@@ -328,7 +345,7 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
         return 1;
     }
-    return xla_values(p, f, why, why_size);
+    return xla_values(c, p, f, stream, why, why_size);
 }
 
 /* What XLA asks of a handler before it runs it: its API version and traits (`graphable`: its launches may be captured
