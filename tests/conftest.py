@@ -111,6 +111,13 @@ def interruptible():
         signal.signal(signal.SIGINT, handler)
 
 
+def taichi_env() -> dict[str, str]:
+    """This process's environment for a child that runs Taichi's compiler, less what torch sets for its own CUDA
+    use when it starts CUDA here (CUDA_MODULE_LOADING=LAZY): under it Taichi 1.7.4's CUDA compiler process aborts as
+    it exits (cuMemFreeAsync: CUDA_ERROR_INVALID_CONTEXT)."""
+    return {k: v for k, v in os.environ.items() if k != "CUDA_MODULE_LOADING"}
+
+
 def require_arch(arch: Arch) -> None:
     """Skip (locally) or fail (under CI) when ``arch`` cannot create a runtime here."""
     status = capi.arch_status()[arch]
@@ -148,8 +155,8 @@ class Modules:
     def _build(self, name: str, tcm: bool) -> None:
         out = os.path.join(self.root, name + (".tcm" if tcm else ""))
         proc = subprocess.run(
-            [sys.executable, KERNELS, "--arch", name, "--out", out], capture_output=True, text=True, timeout=300
-        )
+            [sys.executable, KERNELS, "--arch", name, "--out", out], capture_output=True, text=True, timeout=300,
+            env=taichi_env())
         if proc.returncode == 0 and os.path.exists(out):
             self._built[(name, tcm)] = out
         else:
@@ -367,9 +374,9 @@ def build_beside_taichi(source: str, archs: list[str], out: str, expect: str) ->
     import numpy as np
 
     procs = [subprocess.Popen([sys.executable, "-m", "taichi_aot", "build", source, "--arch", *archs, "-o", out],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=taichi_env()),
              subprocess.Popen([sys.executable, source, expect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)]
+                              text=True, env=taichi_env())]
     said = [proc.communicate(timeout=600)[0] for proc in procs]
     for proc, text in zip(procs, said):
         assert proc.returncode == 0, text[-3000:]

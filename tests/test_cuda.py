@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import KERNELS
+from conftest import KERNELS, taichi_env
 from taichi_aot import (
     Arch,
     ArgumentTypeError,
@@ -41,7 +41,7 @@ def cuda_module(tmp_path_factory):
     for name in ("cuda", "cuda.tcm"):
         path = str(root / name)
         proc = subprocess.run([sys.executable, KERNELS, "--arch", "cuda", "--out", path], capture_output=True,
-                              text=True, timeout=600)
+                              text=True, timeout=600, env=taichi_env())
         assert proc.returncode == 0, proc.stderr[-3000:]
         if importlib.util.find_spec("llvmlite") is not None:  # kernels on the own launcher (TAICHI_AOT_CUDA_LAUNCHER)
             add_ptx(path)
