@@ -6,6 +6,7 @@ launch, and (where a GPU is) every kernel gives the same values on both launch p
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -133,31 +134,43 @@ TAICHI_RETURNED = {"ret_i32": 42, "ret_f64": 0.5, "atomic_total": 4.5, "ret_vec"
                    "ret_const": 200}
 
 
+_OPS_RETURN = """
+import json, sys
+import numpy as np
+import jax, jax.numpy as jnp, torch
+import taichi_aot.jax as tj, taichi_aot.torch as tt
+from taichi_aot import Arch, Runtime
+folder, cases = sys.argv[1], json.loads(sys.argv[2])
+with Runtime(Arch.CUDA) as rt:
+    own = rt.load_module(folder, launcher="cuda")
+    for kernel, (data, dtype), want in cases:
+        want = np.asarray(want)
+        got = tt.op(own.kernels[kernel], {})(torch.tensor(np.array(data, dtype), device="cuda"))
+        assert got.is_cuda and tuple(got.shape) == want.shape, (kernel, got)
+        np.testing.assert_array_equal(got.cpu().numpy(), want.astype(got.cpu().numpy().dtype))
+        jop = tj.op(own.kernels[kernel], {})
+        x = jnp.asarray(np.array(data, dtype))
+        for value in (jop(x), jax.jit(lambda v: jop(v))(x)):
+            assert value.shape == want.shape and next(iter(value.devices())).platform == "gpu", (kernel, value)
+            np.testing.assert_array_equal(np.asarray(value), want.astype(np.asarray(value).dtype))
+        print(kernel, "torch", got.cpu().numpy().tolist(), "jax", np.asarray(value).tolist())
+"""
+
+
 def test_returned_values_through_torch_and_jax_ops_on_a_gpu(corpus):
     """A returning kernel of the own CUDA launcher as a torch op and as a JAX op (eagerly and under jax.jit): its
-    values come back after its outputs, a tensor or array each on the GPU (0-D for a scalar), Taichi's values."""
+    values come back after its outputs, a tensor or array each on the GPU (0-D for a scalar), Taichi's values. In a
+    process of its own: a JAX op keeps its module, and so its CUDA runtime, while it lives (as JAX's caches may)."""
     if not capi.arch_status()[Arch.CUDA].available:
         pytest.skip("no CUDA here")
-    torch = require_extra("torch", "interop")
-    jax = require_extra("jax", "jax")
-    import jax.numpy as jnp
-
-    import taichi_aot.jax as tj
-    import taichi_aot.torch as tt
-
-    with Runtime(Arch.CUDA) as rt:
-        own = rt.load_module(corpus["returns"], launcher="cuda")
-        for kernel in ("ret_i32", "atomic_total", "ret_vec", "ret_mat"):
-            (data, dtype), = RETURNS[kernel]
-            want = np.asarray(TAICHI_RETURNED[kernel])
-            got = tt.op(own.kernels[kernel], {})(torch.tensor(np.array(data, dtype), device="cuda"))
-            assert got.is_cuda and tuple(got.shape) == want.shape, (kernel, got)
-            np.testing.assert_array_equal(got.cpu().numpy(), want.astype(got.cpu().numpy().dtype))
-            jop = tj.op(own.kernels[kernel], {})
-            x = jnp.asarray(np.array(data, dtype))
-            for value in (jop(x), jax.jit(jop)(x)):
-                assert value.shape == want.shape and next(iter(value.devices())).platform == "gpu", (kernel, value)
-                np.testing.assert_array_equal(np.asarray(value), want.astype(np.asarray(value).dtype))
+    require_extra("torch", "interop")
+    require_extra("jax", "jax")
+    cases = [(k, RETURNS[k][0], np.asarray(TAICHI_RETURNED[k]).tolist()) for k in
+             ("ret_i32", "atomic_total", "ret_vec", "ret_mat")]
+    proc = subprocess.run([sys.executable, "-c", _OPS_RETURN, corpus["returns"], json.dumps(cases)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("torch") == 4, proc.stdout
 
 
 def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
