@@ -71,16 +71,18 @@ def _cell(rt: Any) -> Any:
     if cell is not None:
         return cell
     cuda = rt.arch == Arch.CUDA
-    own, memset_async, sync, htod = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
+    own, memset_async, sync, htod, name, device = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
     if cuda:
         from . import _cuda
 
         cu = _cuda.driver()
         memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
         htod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2")
+        name, device = _cuda.function(cu, "cuGetErrorName"), _cuda.function(cu, "cuCtxGetDevice")
         own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
         _kept.append(own)
-    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod)
+    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, name, device,
+                                      rt.device_index)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
     _cells[rt] = cell

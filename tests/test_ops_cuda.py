@@ -74,3 +74,23 @@ def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
 def test_one_cuda_runtime_for_ops(cuda_module):  # noqa: F811
     with Runtime(Arch.CUDA), pytest.raises(InvalidStateError):
         Runtime(Arch.CUDA)  # the ops use the one runtime the kernel belongs to
+
+
+def test_a_jax_op_on_another_gpu_says_why(cuda_module):  # noqa: F811
+    """The JAX op given arrays on GPU 1 while its runtime drives GPU 0 fails with a message that names both GPUs and
+    what to do (it said "code -1400" and nothing more); one GPU here: skipped."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if len(gpus) < 2:
+        pytest.skip("one GPU here")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    with Runtime(Arch.CUDA) as rt:
+        add = tj.op(rt.load_module(cuda_module["cuda"]).kernels["add"], {0: 1})
+        y = jax.device_put(jnp.ones(16, jnp.float32), gpus[1])
+        with pytest.raises(Exception, match=r"XLA runs it on GPU 1, and its runtime drives GPU 0"):
+            jax.block_until_ready(jax.jit(lambda v: add(v, 2.0))(y))
+        np.testing.assert_array_equal(np.asarray(add(jax.device_put(jnp.ones(16, jnp.float32), gpus[0]), 2.0)),
+                                      np.full(16, 2.0, np.float32))  # and on GPU 0, as before

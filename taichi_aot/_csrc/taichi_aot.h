@@ -297,7 +297,7 @@ typedef struct {
     const void *values;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync, void *htod_async);
+                             void *sync, void *htod_async, void *error_name, void *ctx_device, int device);
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 uint64_t taichi_aot_xla_imports(void *cell);

@@ -21,6 +21,8 @@
 typedef int (*xla_cu_memset)(uint64_t pointer, unsigned char value, size_t count, void *stream);
 typedef int (*xla_cu_sync)(void *stream);
 typedef int (*xla_cu_htod)(uint64_t device, const void *host, size_t bytes, void *stream);
+typedef int (*xla_cu_error_name)(int code, const char **name);
+typedef int (*xla_cu_ctx_device)(int *device);
 
 typedef struct {
     uintptr_t address;
@@ -37,13 +39,16 @@ typedef struct {
     xla_cu_memset memset_async; /* cuMemsetD8Async */
     xla_cu_sync sync;          /* cuStreamSynchronize */
     xla_cu_htod htod_async;    /* cuMemcpyHtoDAsync_v2: a returning kernel's values into XLA's device buffers */
+    xla_cu_error_name error_name; /* cuGetErrorName: a driver error said by name */
+    xla_cu_ctx_device ctx_device; /* cuCtxGetDevice: the GPU XLA runs the op on (its context is current) */
+    int device;                /* the GPU the runtime drives */
     xla_import *table;         /* open addressing by address; capacity a power of two, at most half full */
     size_t count, capacity;
     uint64_t captured;         /* launches made while XLA captured its stream into a command buffer (a CUDA graph) */
 } xla_cell;
 
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync, void *htod_async) {
+                             void *sync, void *htod_async, void *error_name, void *ctx_device, int device) {
     xla_cell *c = (xla_cell *)calloc(1, sizeof(xla_cell));
     if (c == NULL) {
         return NULL;
@@ -57,6 +62,9 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
     c->memset_async = (xla_cu_memset)memset_async;
     c->sync = (xla_cu_sync)sync;
     c->htod_async = (xla_cu_htod)htod_async;
+    c->error_name = (xla_cu_error_name)error_name;
+    c->ctx_device = (xla_cu_ctx_device)ctx_device;
+    c->device = device;
     return c;
 }
 
@@ -287,6 +295,20 @@ static int xla_values(const xla_cell *c, const TaichiAotXlaPlan *p, const tao_ff
     return 0;
 }
 
+/* What an error code of taichi_aot's own launches means (the Python launch's messages, backends/cuda.py, say more),
+   or NULL for libtaichi's (its last error says). */
+static const char *xla_own_code(int code) {
+    switch (code) {
+    case TAICHI_AOT_CUDA_BAD_ARGS: return "an argument the kernel's launch plan does not take";
+    case TAICHI_AOT_CUDA_CAPTURE_REFUSED: return "launched while its stream is captured into a CUDA graph, which "
+                                                 "this launch cannot be";
+    case TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED: return "the kernel returns values and waits for them: refused while "
+                                                        "its stream is captured into a CUDA graph";
+    case TAICHI_AOT_UNKNOWN_KIND: return "a launch of a kind the dispatcher does not know (nothing was launched)";
+    default: return NULL;
+    }
+}
+
 /* The launch (the cell's lock held): 0, or a message in `why`. */
 static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_frame *f, void *stream, char *why,
                       size_t why_size) {
@@ -325,9 +347,14 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         code = taichi_aot_launch_elsewhere(&launch, &where);
         c->captured += own.captured;
     }
-    if (code < TAICHI_AOT_CUDA_ERROR && (p->flags & TAICHI_AOT_LAUNCH_CODES) == 0) {
-        snprintf(why, why_size, "%s: cuStreamSynchronize of XLA's stream failed (CUresult %d)", p->what,
-                 TAICHI_AOT_CUDA_ERROR - code);
+    if (code < TAICHI_AOT_CUDA_ERROR) { /* the driver's error, by name */
+        const char *name = NULL;
+        if (c->error_name == NULL || c->error_name(TAICHI_AOT_CUDA_ERROR - code, &name) != 0 || name == NULL) {
+            name = "an error the driver does not name";
+        }
+        snprintf(why, why_size, "%s: %s failed: %s (CUresult %d)", p->what,
+                 (p->flags & TAICHI_AOT_LAUNCH_CODES) == 0 ? "cuStreamSynchronize of XLA's stream" : "the launch",
+                 name, TAICHI_AOT_CUDA_ERROR - code);
         return 1;
     }
     if (code == TAICHI_AOT_CUDA_STACK_OVERFLOW) {
@@ -338,10 +365,11 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
     if (code != 0) {
         char message[512] = "";
         uint64_t size = sizeof(message);
-        if (code > TAICHI_AOT_CUDA_ERROR && ti_get_last_error(&size, message) != TI_ERROR_SUCCESS) {
+        const char *own = xla_own_code(code);
+        if (own == NULL && ti_get_last_error(&size, message) != TI_ERROR_SUCCESS) {
             message[sizeof(message) - 1] = 0;
         }
-        snprintf(why, why_size, "%s failed (code %d): %s", p->what, code, message);
+        snprintf(why, why_size, "%s failed (code %d): %s", p->what, code, own != NULL ? own : message);
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
         return 1;
     }
@@ -369,7 +397,7 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     xla_cell *c;
     char why[768];
     void *stream = NULL;
-    int failed;
+    int failed, device = -1;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
         return xla_metadata(f, graphable);
     }
@@ -394,6 +422,12 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
             return xla_error(f, 13, "taichi_aot: XLA gave no CUDA stream");
         }
         stream = s.stream;
+        if (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device != c->device) {
+            snprintf(why, sizeof(why), "%s: XLA runs it on GPU %d, and its runtime drives GPU %d (a CUDA runtime of "
+                     "libtaichi 1.7.4 takes one GPU, device 0): put its arrays on GPU %d (jax.devices()[%d]), or "
+                     "run one process a GPU (taichi_aot.pool)", p->what, device, c->device, c->device, c->device);
+            return xla_error(f, 9, why);
+        }
     }
     pthread_mutex_lock(&c->lock);
     if (c->closed || p->closed) {
