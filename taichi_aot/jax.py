@@ -17,6 +17,7 @@ synchronization, refused: pass a number).
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -79,10 +80,13 @@ def _cell(rt: Any) -> Any:
         memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
         htod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2")
         name, device = _cuda.function(cu, "cuGetErrorName"), _cuda.function(cu, "cuCtxGetDevice")
+        ordinal = rt.device_index
+        handle = ctypes.c_int(ordinal)  # the runtime's GPU as cuCtxGetDevice gives it (a CUdevice)
+        cu_device = handle.value if cu.cuDeviceGet(ctypes.byref(handle), ordinal) == 0 else ordinal
         own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
         _kept.append(own)
     cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, name, device,
-                                      rt.device_index)
+                                      cu_device if cuda else 0)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
     _cells[rt] = cell

@@ -296,9 +296,11 @@ class Op(EagerOp):
     def _eager_failed(self, args: tuple[Any, ...], error: BaseException) -> Any:
         """A call the C call made that failed: the op's own message where its checks find the fault, else ``error``
         (as :meth:`_eager`)."""
-        if isinstance(error, (TaichiError, AttributeError, TypeError)):
-            self._explain(args)
-        raise error
+        try:
+            raise error
+        except (TaichiError, AttributeError, TypeError):
+            self._explain(args)  # raises the op's own, with ``error`` as its context, as in _eager
+            raise
 
     def _launch(self, inputs: Sequence[Any]) -> Any:
         """The call torch's dispatcher hands the op: its tensors on the op's device (else the op's own message, as

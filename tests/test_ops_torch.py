@@ -193,7 +193,41 @@ def test_a_plain_eager_call_is_made_in_c(x64):
     for bad in ({"tensors": (2,)}, {"order": (0, 3)}, {"makers": ((5, torch.clone),)}, {"makers": ((0, 1),)}):
         with pytest.raises(ValueError, match="_eager_setup"):
             add._eager_setup(**{**form, **bad})
+    for bad in ({"wait": 5}, {"truthy": (1,)}, {"stream": print}):  # not callable; a stream getter, no runtime
+        with pytest.raises(TypeError, match="_eager_setup"):
+            add._eager_setup(**{**form, **bad})
     assert torch.equal(add(y, 2.0), 2 * y) and len(seen) == 3  # a refused setup leaves the op as it was
+
+
+def test_the_eager_call_in_c_under_hostile_callables(x64):
+    """What the C call runs may set the op up anew (it works on references of its own), a check that raises (a
+    KeyboardInterrupt in torch's compile check) stops the call as the Python path would, and a failed call keeps
+    the launch's error as the context of the op's own."""
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    y = torch.arange(4, dtype=torch.float32)
+    form = dict(count=2, truthy=(), nones=(), tensor=torch.Tensor, tensors=(0,), device="is_cpu",
+                makers=((0, torch.zeros_like),), order=(1, 0, 1), kernel=add.spec.entry, wait=_rt.wait, held=None,
+                stream=None, runtime=None)
+
+    def resetting(x):  # a maker that sets the op up anew in the middle of the call
+        add._eager_setup(**{**form, "makers": ((0, torch.zeros_like),), "order": (2, 0, 1)})
+        return torch.zeros_like(x)
+
+    add._eager_setup(**{**form, "makers": ((0, resetting), (0, torch.zeros_like)), "order": (2, 0, 1)})
+    out = add(y, 2.0)  # the call goes on with what it began with
+    assert torch.equal(out[0], 2 * y) and torch.equal(add(y, 3.0), 3 * y)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    add._eager_setup(**{**form, "truthy": (interrupted,), "order": (2, 0, 1)})
+    with pytest.raises(KeyboardInterrupt):
+        add(y, 2.0)
+    fresh = tt.op(mod.kernels["add"], {0: 1})
+    with pytest.raises(ArgumentTypeError) as info:
+        fresh(torch.zeros(4, dtype=torch.int32), 1.0)
+    assert info.value.__context__ is not None  # the launch's own error, under the op's message
 
 
 def test_a_profiler_trace_names_the_op(x64):

@@ -6,7 +6,6 @@
    call the same way through torch's dispatcher or its own Python path. #included after call.c. */
 
 typedef struct {
-    PyObject_HEAD
     Py_ssize_t count;   /* the op's inputs; -1 until _eager_setup */
     PyObject *truthy;   /* callables: any giving a true value sends the call to Python (a trace, a mode, a profiler) */
     PyObject *nones;    /* callables: any giving other than None does (a functorch level, a jit trace) */
@@ -20,6 +19,11 @@ typedef struct {
     PyObject *held;     /* CUDA: the arrays launches hold (emptied after the launch), or None */
     PyObject *stream;   /* CUDA: torch's current raw stream getter (called with no argument), or None */
     PyObject *runtime;  /* CUDA: the runtime, whose _cuda_stream must be torch's stream, or None */
+} eager_fields;
+
+typedef struct {
+    PyObject_HEAD
+    eager_fields f; /* a call works on its own strong copy: Python code it runs may set them up anew */
 } taichi_aot_eager;
 
 #define EAGER_FIELDS(X) X(truthy) X(nones) X(tensor) X(tensors) X(device) X(makers) X(order) X(kernel) X(wait) \
@@ -29,19 +33,23 @@ static PyObject *eager_names[2]; /* "requires_grad", "_cuda_stream", interned on
 
 static int eager_traverse(PyObject *op, visitproc visit, void *arg) {
     taichi_aot_eager *self = (taichi_aot_eager *)op;
-#define EAGER_VISIT(name) Py_VISIT(self->name);
+#define EAGER_VISIT(name) Py_VISIT(self->f.name);
     EAGER_FIELDS(EAGER_VISIT)
 #undef EAGER_VISIT
     Py_VISIT((PyObject *)Py_TYPE(op)); /* a heap type's instances keep it alive */
     return 0;
 }
 
-static int eager_clear(PyObject *op) {
-    taichi_aot_eager *self = (taichi_aot_eager *)op;
-#define EAGER_CLEAR(name) Py_CLEAR(self->name);
+/* The fields let go (`f` may be an object's, or a call's copy). */
+static void eager_fields_clear(eager_fields *f) {
+    f->count = -1; /* first: a call made while they go finds none */
+#define EAGER_CLEAR(name) Py_CLEAR(f->name);
     EAGER_FIELDS(EAGER_CLEAR)
 #undef EAGER_CLEAR
-    self->count = -1;
+}
+
+static int eager_clear(PyObject *op) {
+    eager_fields_clear(&((taichi_aot_eager *)op)->f);
     return 0;
 }
 
@@ -58,7 +66,7 @@ static PyObject *eager_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     (void)args;
     (void)kwargs;
     if (self != NULL) {
-        self->count = -1;
+        self->f.count = -1;
     }
     return (PyObject *)self;
 }
@@ -90,6 +98,28 @@ static int eager_makers_fit(PyObject *makers, Py_ssize_t count) {
     return 1;
 }
 
+/* Whether every item of the tuple `calls` is callable. */
+static int eager_callables(PyObject *calls) {
+    Py_ssize_t i;
+    for (i = 0; i < PyTuple_Size(calls); ++i) {
+        if (!PyCallable_Check(PyTuple_GetItem(calls, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether _eager_setup's fields `v` (in EAGER_FIELDS' order) are of their forms: tuples of callables (truthy,
+   nones), a type, tuples (tensors, makers, order), a name, a kernel, a wait (callable or None), a dict or None, and
+   a stream getter with its runtime, or neither. */
+static int eager_forms_fit(PyObject *const *v) {
+    return PyTuple_Check(v[0]) && PyTuple_Check(v[1]) && eager_callables(v[0]) && eager_callables(v[1]) &&
+           PyType_Check(v[2]) && PyTuple_Check(v[3]) && PyUnicode_Check(v[4]) && PyTuple_Check(v[5]) &&
+           PyTuple_Check(v[6]) && PyCallable_Check(v[7]) && (v[8] == Py_None || PyCallable_Check(v[8])) &&
+           (v[9] == Py_None || PyDict_Check(v[9])) && (v[10] == Py_None || PyCallable_Check(v[10])) &&
+           (v[10] == Py_None) == (v[11] == Py_None);
+}
+
 /* _eager_setup(*, count, truthy, nones, tensor, tensors, device, makers, order, kernel, wait, held, stream,
    runtime): what the C call needs (see taichi_aot_eager), checked for its form. */
 static PyObject *eager_setup(PyObject *op, PyObject *args, PyObject *kwargs) {
@@ -103,11 +133,10 @@ static PyObject *eager_setup(PyObject *op, PyObject *args, PyObject *kwargs) {
                                      &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11])) {
         return NULL;
     }
-    if (count < 0 || !PyTuple_Check(v[0]) || !PyTuple_Check(v[1]) || !PyType_Check(v[2]) || !PyTuple_Check(v[3]) ||
-        !PyUnicode_Check(v[4]) || !PyTuple_Check(v[5]) || !PyTuple_Check(v[6]) || !PyCallable_Check(v[7]) ||
-        (v[9] != Py_None && !PyDict_Check(v[9]))) {
+    if (count < 0 || !eager_forms_fit(v)) {
         PyErr_SetString(PyExc_TypeError, "_eager_setup: tuples of callables and positions, a type, a name, a "
-                                         "kernel, and a dict or None");
+                                         "kernel, a wait (callable or None), a dict or None, and a stream getter "
+                                         "with its runtime, or neither");
         return NULL;
     }
     if (!eager_positions_fit(v[3], count) || !eager_positions_fit(v[6], count + PyTuple_Size(v[5])) ||
@@ -116,87 +145,89 @@ static PyObject *eager_setup(PyObject *op, PyObject *args, PyObject *kwargs) {
                                           "(input, maker)) or outside the inputs and outputs (order)");
         return NULL;
     }
-    eager_clear(op);
-#define EAGER_TAKE(name) self->name = strong(v[k++]);
+    eager_fields_clear(&self->f);
+#define EAGER_TAKE(name) self->f.name = strong(v[k++]);
     EAGER_FIELDS(EAGER_TAKE)
 #undef EAGER_TAKE
-    self->count = count;
+    self->f.count = count;
     Py_RETURN_NONE;
 }
 
-/* Whether every callable of `calls` gives a true value (`truthy`) or other than None: 1 where one does (or raised:
-   cleared, the Python path asks again), else 0. */
+/* Whether any callable of `calls` gives a true value (`truthy`) or other than None: 1 where one does, 0 where
+   none does, -1 with the error set where one raised (a KeyboardInterrupt goes on, as the Python path's would). */
 static int eager_any(PyObject *calls, int truthy) {
     Py_ssize_t i;
     for (i = 0; i < PyTuple_Size(calls); ++i) {
         PyObject *got = PyObject_CallObject(PyTuple_GetItem(calls, i), NULL);
-        int hit = got == NULL || (truthy ? PyObject_IsTrue(got) != 0 : got != Py_None);
+        int hit = got == NULL ? -1 : truthy ? PyObject_IsTrue(got) : got != Py_None;
         Py_XDECREF(got);
-        if (hit) {
-            PyErr_Clear();
-            return 1;
+        if (hit != 0) {
+            return hit;
         }
     }
     return 0;
 }
 
-/* An attribute of `value` that must be exactly `want` (Py_True, Py_False, or an object compared by identity). */
+/* Whether the attribute `name` of `value` is `want` (compared by identity): 1 or 0, or -1 with the error set. */
 static int eager_attr_is(PyObject *value, PyObject *name, PyObject *want) {
     PyObject *got = PyObject_GetAttr(value, name);
-    int same = got == want;
+    int same = got == NULL ? -1 : got == want;
     Py_XDECREF(got);
-    if (got == NULL) {
-        PyErr_Clear();
-    }
     return same;
 }
 
-/* Whether a call with `args` may be made here (see the file's comment): 1, or 0 for the Python path. */
-static int eager_direct(taichi_aot_eager *self, PyObject *args) {
-    Py_ssize_t i;
-    PyObject *stream;
-    int same;
-    if (self->count < 0 || PyTuple_Size(args) != self->count || eager_any(self->truthy, 1) ||
-        eager_any(self->nones, 0)) {
-        return 0;
-    }
-    for (i = 0; i < PyTuple_Size(self->tensors); ++i) {
-        PyObject *v = PyTuple_GetItem(args, PyLong_AsSsize_t(PyTuple_GetItem(self->tensors, i)));
-        if ((PyObject *)Py_TYPE(v) != self->tensor || !eager_attr_is(v, eager_names[0], Py_False) ||
-            !eager_attr_is(v, self->device, Py_True)) {
-            return 0;
-        }
-    }
-    if (self->held != Py_None && PyDict_Size(self->held) != 0) { /* held by a kernel call before: Python sorts */
-        return 0;
-    }
-    if (self->stream == Py_None) {
-        return 1;
-    }
-    stream = PyObject_CallObject(self->stream, NULL); /* torch's current stream, the runtime's already? */
+/* Whether torch's current stream is the runtime's (`f->stream` given): 1 or 0, or -1 with the error set. */
+static int eager_same_stream(const eager_fields *f) {
+    PyObject *stream = PyObject_CallObject(f->stream, NULL), *now;
+    int same, set;
     if (stream == NULL) {
-        PyErr_Clear();
-        return 0;
+        return -1;
     }
-    if (PyObject_IsTrue(stream) != 1) { /* 0: the legacy default stream, which the runtime calls None */
+    set = PyObject_IsTrue(stream);
+    if (set < 0) {
+        Py_DECREF(stream);
+        return -1;
+    }
+    if (!set) { /* 0: the legacy default stream, which the runtime calls None */
         Py_DECREF(stream);
         stream = strong(Py_None);
     }
-    {
-        PyObject *now = PyObject_GetAttr(self->runtime, eager_names[1]);
-        same = now != NULL ? PyObject_RichCompareBool(now, stream, Py_EQ) : -1;
-        Py_XDECREF(now);
-    }
+    now = PyObject_GetAttr(f->runtime, eager_names[1]);
+    same = now != NULL ? PyObject_RichCompareBool(now, stream, Py_EQ) : -1;
+    Py_XDECREF(now);
     Py_DECREF(stream);
-    if (same != 1) { /* another stream: the Python path selects it */
-        PyErr_Clear();
+    return same;
+}
+
+/* Whether a call with `args` may be made here (see the file's comment): 1, 0 for the Python path, or -1 with the
+   error set (a check raised). */
+static int eager_direct(const eager_fields *f, PyObject *args) {
+    Py_ssize_t i;
+    int hit;
+    if (f->count < 0 || PyTuple_Size(args) != f->count) {
         return 0;
     }
-    return 1;
+    if ((hit = eager_any(f->truthy, 1)) != 0 || (hit = eager_any(f->nones, 0)) != 0) {
+        return hit < 0 ? -1 : 0;
+    }
+    for (i = 0; i < PyTuple_Size(f->tensors); ++i) {
+        PyObject *v = PyTuple_GetItem(args, PyLong_AsSsize_t(PyTuple_GetItem(f->tensors, i)));
+        if ((PyObject *)Py_TYPE(v) != f->tensor) {
+            return 0;
+        }
+        if ((hit = eager_attr_is(v, eager_names[0], Py_False)) != 1 ||
+            (hit = eager_attr_is(v, f->device, Py_True)) != 1) {
+            return hit;
+        }
+    }
+    if (f->held != Py_None && PyDict_Size(f->held) != 0) { /* held by a kernel call before: Python sorts */
+        return 0;
+    }
+    return f->stream == Py_None ? 1 : eager_same_stream(f); /* another stream: the Python path selects it */
 }
 
 /* The outputs made, the kernel called, waited for: the outputs (one, or a tuple), or NULL with the error set. */
-static PyObject *eager_run(taichi_aot_eager *self, PyObject *args) {
+static PyObject *eager_run(const eager_fields *self, PyObject *args) {
     Py_ssize_t nout = PyTuple_Size(self->makers), n = PyTuple_Size(self->order), i;
     PyObject *outs = PyTuple_New(nout), *values = NULL, *got = NULL;
     for (i = 0; outs != NULL && i < nout; ++i) {
@@ -239,33 +270,36 @@ static PyObject *eager_run(taichi_aot_eager *self, PyObject *args) {
 }
 
 static PyObject *eager_call(PyObject *op, PyObject *args, PyObject *kwargs) {
-    taichi_aot_eager *self = (taichi_aot_eager *)op;
-    PyObject *out, *type, *value, *trace, *method;
-    if ((kwargs != NULL && PyDict_Size(kwargs) != 0) || !eager_direct(self, args)) {
+    eager_fields f = ((taichi_aot_eager *)op)->f; /* the call's own references: what it runs may set them up anew */
+    PyObject *out = NULL, *type, *value, *trace, *method;
+    int direct;
+#define EAGER_HOLD(name) Py_XINCREF(f.name);
+    EAGER_FIELDS(EAGER_HOLD)
+#undef EAGER_HOLD
+    direct = kwargs != NULL && PyDict_Size(kwargs) != 0 ? 0 : eager_direct(&f, args);
+    if (direct == 0) {
         method = PyObject_GetAttrString(op, "_python_call");
         out = method != NULL ? PyObject_Call(method, args, kwargs) : NULL;
         Py_XDECREF(method);
-        return out;
+    } else if (direct > 0 && (out = eager_run(&f, args)) == NULL) {
+        PyErr_Fetch(&type, &value, &trace); /* the op's own message, where its checks find the fault */
+        PyErr_NormalizeException(&type, &value, &trace);
+        if (trace != NULL && value != NULL) {
+            PyException_SetTraceback(value, trace);
+        }
+        out = PyObject_CallMethod(op, "_eager_failed", "OO", args, value != NULL ? value : Py_None);
+        Py_XDECREF(out); /* it raises; where it does not, the error as it was */
+        out = NULL;
+        if (!PyErr_Occurred()) {
+            PyErr_Restore(type, value, trace);
+        } else {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(trace);
+        }
     }
-    out = eager_run(self, args);
-    if (out != NULL) {
-        return out;
-    }
-    PyErr_Fetch(&type, &value, &trace); /* the op's own message, where its checks find the fault */
-    PyErr_NormalizeException(&type, &value, &trace);
-    if (trace != NULL && value != NULL) {
-        PyException_SetTraceback(value, trace);
-    }
-    out = PyObject_CallMethod(op, "_eager_failed", "OO", args, value != NULL ? value : Py_None);
-    Py_XDECREF(out); /* it raises; where it does not, the error as it was */
-    if (out != NULL) {
-        PyErr_Restore(type, value, trace);
-        return NULL;
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(trace);
-    return NULL;
+    eager_fields_clear(&f);
+    return out;
 }
 
 /* What the C call hands to Python by name: the subclass provides both (these raise NotImplementedError). */

@@ -315,13 +315,17 @@ static int print_hit_fits(PyObject *hit, PyObject *value, PyObject *sig, int wri
         return 0;
     }
     read_only = PyObject_IsTrue(RECORD_FIELD(hit, PRINT_HIT_READ_ONLY));
+    if (read_only < 0 || (read_only && writes)) {
+        PyErr_Clear();
+        return 0;
+    }
     if (closed_name == NULL) {
         closed_name = PyUnicode_InternFromString("closed"); /* kept for the process */
     }
     closed = closed_name != NULL ? PyObject_GetAttr(RECORD_FIELD(hit, PRINT_HIT_OWNED), closed_name) : NULL;
     is_closed = closed != NULL ? PyObject_IsTrue(closed) : -1;
     Py_XDECREF(closed);
-    if (read_only < 0 || (read_only && writes) || is_closed != 0) {
+    if (is_closed != 0) {
         PyErr_Clear();
         return 0;
     }

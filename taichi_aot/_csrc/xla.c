@@ -41,7 +41,7 @@ typedef struct {
     xla_cu_htod htod_async;    /* cuMemcpyHtoDAsync_v2: a returning kernel's values into XLA's device buffers */
     xla_cu_error_name error_name; /* cuGetErrorName: a driver error said by name */
     xla_cu_ctx_device ctx_device; /* cuCtxGetDevice: the GPU XLA runs the op on (its context is current) */
-    int device;                /* the GPU the runtime drives */
+    int device;                /* the GPU the runtime drives: its CUdevice (cuDeviceGet of its ordinal) */
     xla_import *table;         /* open addressing by address; capacity a power of two, at most half full */
     size_t count, capacity;
     uint64_t captured;         /* launches made while XLA captured its stream into a command buffer (a CUDA graph) */
@@ -264,6 +264,15 @@ static int xla_arg(xla_cell *c, const TaichiAotXlaPlan *p, uint32_t k, const tao
     return 0;
 }
 
+/* The driver's name of its error `code` (a CUresult), or a phrase where it gives none. */
+static const char *xla_driver_error(const xla_cell *c, int code) {
+    const char *name = NULL;
+    if (c->error_name == NULL || c->error_name(code, &name) != 0 || name == NULL) {
+        name = "an error the driver does not name";
+    }
+    return name;
+}
+
 /* A returning kernel's values, after its launch: each copied from its results' host memory into its XLA result
    buffer: x64's are host memory; CUDA's are device memory, written on XLA's stream (the own launcher waited for the
    kernel and read its results back before this). 0, or a message in `why`. */
@@ -287,8 +296,8 @@ static int xla_values(const xla_cell *c, const TaichiAotXlaPlan *p, const tao_ff
         code = c->htod_async != NULL ? c->htod_async((uint64_t)(uintptr_t)b->data, value, p->value_sizes[k], stream)
                                      : -1;
         if (code != 0) {
-            snprintf(why, why_size, "%s: returned value %u: cuMemcpyHtoDAsync into XLA's buffer failed (CUresult %d)",
-                     p->what, k, code);
+            snprintf(why, why_size, "%s: returned value %u: cuMemcpyHtoDAsync into XLA's buffer failed: %s (CUresult "
+                     "%d)", p->what, k, xla_driver_error(c, code), code);
             return 1;
         }
     }
@@ -348,13 +357,9 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         c->captured += own.captured;
     }
     if (code < TAICHI_AOT_CUDA_ERROR) { /* the driver's error, by name */
-        const char *name = NULL;
-        if (c->error_name == NULL || c->error_name(TAICHI_AOT_CUDA_ERROR - code, &name) != 0 || name == NULL) {
-            name = "an error the driver does not name";
-        }
         snprintf(why, why_size, "%s: %s failed: %s (CUresult %d)", p->what,
                  (p->flags & TAICHI_AOT_LAUNCH_CODES) == 0 ? "cuStreamSynchronize of XLA's stream" : "the launch",
-                 name, TAICHI_AOT_CUDA_ERROR - code);
+                 xla_driver_error(c, TAICHI_AOT_CUDA_ERROR - code), TAICHI_AOT_CUDA_ERROR - code);
         return 1;
     }
     if (code == TAICHI_AOT_CUDA_STACK_OVERFLOW) {

@@ -113,16 +113,15 @@ class _Slot:
         #: or "stopped" (the pool closed it); set before ``handle`` is cleared and after it is set
         self.state = "starting"
 
-    def describe(self) -> dict[str, Any] | None:
-        """What ``Pool.workers`` says of this place; None once its worker was stopped with the pool."""
+    def describe(self) -> dict[str, Any]:
+        """What ``Pool.workers`` says of this place."""
         state, handle = self.state, self.handle
         if state == "running" and handle is not None:
             return {**handle.info, "state": "running"}
-        if state in ("starting", "lost"):
-            c = self.config
-            about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device, "state": state}
-            return {**about, "error": str(self.lost)} if state == "lost" else about
-        return None
+        c = self.config
+        about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device,
+                 "state": "stopped" if state == "running" else state}  # running: its handle just let go
+        return {**about, "error": str(self.lost)} if state == "lost" else about
 
 
 class Pool:
@@ -274,10 +273,10 @@ class Pool:
                 handle = self._new_handle(slot.config)
                 handle.ready(self._start_timeout)
                 return handle
-            except (WorkerStartError, TimeoutError) as e:
+            except Exception as e:  # spawning, Ray: any failure loses the place, saying why
                 if handle is not None:
                     handle.release()
-                slot.lost = e if isinstance(e, WorkerStartError) else WorkerStartError(str(e))
+                slot.lost = e if isinstance(e, WorkerStartError) else WorkerStartError(f"{type(e).__name__}: {e}")
         return None
 
     # -- the slot threads -----------------------------------------------------------------
@@ -426,11 +425,11 @@ class Pool:
         """One entry a worker place, in slot order: what its worker said when it started (slot, pid, host, arch,
         device, and a Ray worker's node id), with ``"state": "running"``. While a dead worker's replacement starts
         (on the same device), the place says ``"state": "starting"`` with its slot, arch and device (``pid`` None);
-        a place whose worker could not be replaced, ``"state": "lost"`` and the ``"error"``. Empty once the pool
-        is closed."""
+        a place whose worker could not be replaced, ``"state": "lost"`` and the ``"error"``; while the pool closes,
+        ``"stopped"`` for a place whose worker has stopped. Empty once the pool is closed."""
         if self._closed:
             return []
-        return [d for d in (s.describe() for s in self._slots) if d is not None]
+        return [s.describe() for s in self._slots]
 
     @property
     def lost_workers(self) -> list[WorkerLost]:
