@@ -133,12 +133,23 @@ class Op(EagerOp):
         # each argument's place in (inputs..., outputs...): a kernel's values in signature order from the two
         self._order = [spec.inputs.index(i) if i in spec.inputs and i not in spec.inout else
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
-        self._setup_eager()
+        self._register_impl(opname, self._setup_eager())
 
-    def _setup_eager(self) -> None:
+    def _register_impl(self, opname: str, eager: dict[str, Any] | None) -> None:
+        """The op's implementation for torch's dispatcher: where the eager call in C is set up (``eager``: its
+        setup), an object of its own that makes the call in C the same way, but with no check of traces or modes
+        (the dispatcher has dealt with them) and, for a call it does not make, :meth:`_launch`; else :meth:`_impl`.
+        A subclass that gives its own ``_launch`` keeps it."""
+        impl: Any = self._impl
+        if eager is not None and type(self)._launch is Op._launch and type(self)._impl is Op._impl:
+            impl = _Impl(self)
+            impl._eager_setup(**{**eager, "truthy": (), "nones": ()})
+        self._library.impl(opname, impl, "CompositeExplicitAutograd")
+
+    def _setup_eager(self) -> dict[str, Any] | None:
         """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
         or zeros like an input of their dtype and shape) and that returns no value; other ops keep the Python call
-        (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way."""
+        (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way. Returns the setup, or None."""
         spec = self.spec
         makers = []
         for how, at, what in self._makers:
@@ -148,19 +159,22 @@ class Op(EagerOp):
                     _torch_dtype(spec.dtype(spec.inputs[at]))):
                 makers.append((at, _zeros_like))
             else:  # an output of its own shape, or another element shape or dtype than its input's
-                return
+                return None
         if spec.graph or self._returned or not makers:
-            return
+            return None
         rt, cuda = self._runtime, self._cuda
-        self._eager_setup(count=self._count, truthy=(_compiling, _modes, _function_modes, _profiling),
-                          nones=(_level, _tracing), tensor=_Tensor, tensors=tuple(self._tensor_inputs),
-                          device="is_cuda" if cuda else "is_cpu", makers=tuple(makers), order=tuple(self._order),
-                          kernel=spec.entry, wait=None if cuda else rt.wait, held=self._held if cuda else None,
-                          stream=functools.partial(_raw_stream, 0) if cuda else None, runtime=rt if cuda else None)
+        setup: dict[str, Any] = dict(
+            count=self._count, truthy=(_compiling, _modes, _function_modes, _profiling), nones=(_level, _tracing),
+            tensor=_Tensor, tensors=tuple(self._tensor_inputs), device="is_cuda" if cuda else "is_cpu",
+            makers=tuple(makers), order=tuple(self._order), kernel=spec.entry, wait=None if cuda else rt.wait,
+            held=self._held if cuda else None, stream=functools.partial(_raw_stream, 0) if cuda else None,
+            runtime=rt if cuda else None)
+        self._eager_setup(**setup)
+        return setup
 
     def _define(self, namespace: str, opname: str, types: list[str]) -> None:
         """The operator: a Library operator with kernels of its own (torch.library.custom_op's wrapper costs 5-9 us
-        more a call, eagerly and in compiled graphs alike), its implementation and its fake."""
+        more a call, eagerly and in compiled graphs alike), and its fake."""
         count = len(self.spec.outputs) + len(self._returned)
         rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
         self._library = torch.library.Library(namespace, "FRAGMENT")
@@ -169,8 +183,8 @@ class Op(EagerOp):
         except RuntimeError as e:
             raise ArgumentTypeError(f"taichi_aot.torch.op: torch refused the operator {self.qualname!r} (a name is "
                                     f"one operator for the process's life: name another op anew): {e}") from None
-        self._library.impl(opname, self._impl, "CompositeExplicitAutograd")
-        torch.library.register_fake(self.qualname, self._fake, lib=self._library)
+        torch.library.register_fake(self.qualname, self._fake, lib=self._library)  # its implementation: once the
+        # eager call's setup is known (_register_impl)
 
     def _python_call(self, *args: Any, **kwargs: Any) -> Any:
         """A call the eager call in C (``EagerOp.__call__``) did not make."""
@@ -448,6 +462,20 @@ if not _C_CALL_TRACED:
         return self._python_call(*args, **kwargs) if _compiling() else EagerOp.__call__(self, *args, **kwargs)
 
     Op.__call__ = _python_level_call  # type: ignore[method-assign]
+
+
+class _Impl(EagerOp):
+    """An op's implementation for torch's dispatcher, made in C as its eager call is (Op._register_impl); a call it
+    does not make goes to the op's :meth:`Op._launch`."""
+
+    def __init__(self, op: Op):
+        self._op = op
+
+    def _python_call(self, *args: Any, **kwargs: Any) -> Any:
+        return self._op._launch(args)
+
+    def _eager_failed(self, args: tuple[Any, ...], error: BaseException) -> Any:
+        return self._op._eager_failed(args, error)
 
 
 def _one(tensors: list[Any]) -> Any:

@@ -199,6 +199,27 @@ def test_a_plain_eager_call_is_made_in_c(x64):
     assert torch.equal(add(y, 2.0), 2 * y) and len(seen) == 3  # a refused setup leaves the op as it was
 
 
+def test_the_dispatchers_call_is_made_in_c_too(x64):
+    """The op's implementation that torch's dispatcher calls (a call through ``custom_op``, a compiled graph's) is
+    made in C as its eager call is, and values are the same; a subclass that gives its own ``_launch`` keeps it."""
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    launched = []
+    launch = add._launch
+    add._launch = lambda inputs: (launched.append(inputs), launch(inputs))[1]
+    y = torch.arange(8, dtype=torch.float32)
+    assert torch.equal(add.custom_op(y, 2.0), 2 * y)
+    assert torch.equal(torch.compile(lambda v: add(v, 3.0), fullgraph=True)(y), 3 * y)
+    assert launched == []
+
+    class Doubled(tt.Op):
+        def _launch(self, inputs):
+            return 2 * super()._launch(inputs)
+
+    doubled = Doubled(mod.kernels["add"], {0: 1})
+    assert torch.equal(doubled.custom_op(y, 2.0), 4 * y)  # its own _launch, through the dispatcher
+
+
 def test_the_eager_call_in_c_under_hostile_callables(x64):
     """What the C call runs may set the op up anew (it works on references of its own), a check that raises (a
     KeyboardInterrupt in torch's compile check) stops the call as the Python path would, and a failed call keeps
