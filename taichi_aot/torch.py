@@ -19,13 +19,16 @@ from typing import Any, Callable, cast
 
 import torch
 
+from . import metadata
 from ._call import EagerOp
 from ._ops import FLOATS, OpSpec
 from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
+from .module import ModuleSource
+from .runtime import Runtime
 
-__all__ = ["Op", "op"]
+__all__ = ["ModuleOp", "Op", "op", "op_of"]
 
 _numbers = itertools.count()
 #: torch's current CUDA stream on a device, as a CUstream handle: the raw getter torch.compile's generated code calls
@@ -142,8 +145,7 @@ class Op(EagerOp):
         A subclass that gives its own ``_launch`` keeps it."""
         impl: Any = self._impl
         if eager is not None and type(self)._launch is Op._launch and type(self)._impl is Op._impl:
-            impl = _Impl(self)
-            impl._eager_setup(**{**eager, "truthy": (), "nones": ()})
+            impl = _Impl(self, {**eager, "truthy": (), "nones": ()})
         self._library.impl(opname, impl, "CompositeExplicitAutograd")
 
     def _setup_eager(self) -> dict[str, Any] | None:
@@ -468,14 +470,133 @@ class _Impl(EagerOp):
     """An op's implementation for torch's dispatcher, made in C as its eager call is (Op._register_impl); a call it
     does not make goes to the op's :meth:`Op._launch`."""
 
-    def __init__(self, op: Op):
+    def __init__(self, op: Op, setup: dict[str, Any]):
         self._op = op
+        self._eager_setup(**setup)
 
     def _python_call(self, *args: Any, **kwargs: Any) -> Any:
         return self._op._launch(args)
 
     def _eager_failed(self, args: tuple[Any, ...], error: BaseException) -> Any:
         return self._op._eager_failed(args, error)
+
+
+#: The torch device type of each arch a part of a module may be for: a module op runs the part where its tensors are.
+_DEVICE_OF = {Arch.X64: "cpu", Arch.CUDA: "cuda"}
+
+
+def _device_type(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    """The device type of a call's first tensor (positional, then by keyword), or None where it has none."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, _Tensor):
+            return value.device.type
+    return None
+
+
+class ModuleOp:
+    """A kernel or graph of a module with several parts (``build --arch x64 cuda``) as one op: a call runs the part
+    for the device its tensors are on (torch's ``cpu``: the x64 part; ``cuda``: the CUDA part), eagerly, under
+    ``torch.compile`` and autograd. Each part is an :class:`Op` of its own (``<name>_cpu``, ``<name>_cuda``) on a
+    runtime of its own, loaded at its first call or by :meth:`load`; :meth:`close` closes the runtimes the op made.
+
+    Attributes:
+        devices: the device types the module has parts for, in its order of preference.
+    """
+
+    def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
+                 backward: Callable[..., Any] | None, op_name: str | None, runtimes: Mapping[str, Any] | None):
+        loadable: Any = metadata.loadable(module)
+        if isinstance(loadable, (bytearray, memoryview)):
+            loadable = bytes(loadable)
+        archs = metadata.loads_on(loadable)
+        self._source, self._name, self._outputs, self._backward = loadable, name, outputs, backward
+        self._where = metadata.describe(module)
+        self._archs = {_DEVICE_OF[a]: a for a in archs if a in _DEVICE_OF}
+        self._held = [a.name.lower() for a in archs]
+        self.devices = tuple(self._archs)
+        if not self.devices:
+            raise NotSupportedError(f"taichi_aot.torch.op_of: module {self._where} has parts for "
+                                    f"{', '.join(self._held) or 'no arch'}, none for x64 or CUDA, where torch's "
+                                    "tensors are")
+        self._given = dict(runtimes or {})
+        bad = sorted(set(self._given) - set(self._archs))
+        if bad:
+            raise ArgumentTypeError(f"taichi_aot.torch.op_of: runtimes for {', '.join(bad)}, and the module has "
+                                    f"parts for the devices {', '.join(self.devices)}")
+        self.qualname = _qualname(op_name, name)
+        self._parts: dict[str, Op] = {}
+        self._owned: list[Runtime] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        device = _device_type(args, kwargs) or self.devices[0]
+        part = self._parts.get(device)
+        return (part if part is not None else self.load(device))(*args, **kwargs)
+
+    def load(self, device: str) -> Op:
+        """The part for tensors on ``device`` (``"cpu"``, ``"cuda"``), its runtime made and module loaded now where
+        not yet (a runtime given as ``runtimes[device]`` is used instead of one of the op's own).
+
+        Raises:
+            ArgumentTypeError: the module has no part for ``device`` (the message names those it has).
+            NotSupportedError: under ``torch.compile``, a part not loaded yet (load it before, or call the op once).
+        """
+        part = self._parts.get(device)
+        if part is not None:
+            return part
+        if device not in self._archs:
+            rebuild = (f" (rebuild it with python -m taichi_aot build FILE.py --arch {' '.join(self._held)} cuda)"
+                       if device == "cuda" else "")
+            raise ArgumentTypeError(
+                f"{self}: tensors on {device}, and module {self._where} holds parts for {', '.join(self._held)}: "
+                f"the op runs on {' and '.join(self.devices)} tensors{rebuild}")
+        if _compiling():
+            raise NotSupportedError(f"{self}: its {device} part is not loaded, and torch.compile cannot trace the "
+                                    f"loading: call op.load({device!r}) first, or the op once eagerly")
+        rt = self._given.get(device)
+        if rt is None:
+            rt = Runtime(self._archs[device])
+            self._owned.append(rt)
+        module = rt.load_module(self._source)
+        launchable = module.graphs[self._name] if self._name in module.graph_names() else module.kernels[self._name]
+        part = self._parts[device] = Op(launchable, self._outputs, self._backward, f"{self.qualname}_{device}")
+        return part
+
+    @property
+    def parts(self) -> dict[str, Op]:
+        """The parts loaded so far, by device type."""
+        return dict(self._parts)
+
+    def close(self) -> None:
+        """Close the runtimes the op made (not those it was given); its parts' calls then raise ClosedError."""
+        for rt in self._owned:
+            rt.close()
+
+    def __repr__(self) -> str:
+        return f"<taichi_aot.torch.ModuleOp {self._name!r} of {self._where} on {', '.join(self.devices)}>"
+
+
+def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,
+          op_name: str | None = None, runtimes: Mapping[str, Any] | None = None) -> ModuleOp:
+    """The kernel or compute graph ``name`` of a module with several parts as one PyTorch op, for CPU and CUDA
+    tensors alike: each call runs the module's x64 part for tensors on the CPU and its CUDA part for tensors on a
+    GPU, each an :class:`Op` on a runtime of its own, loaded at its first call (see :class:`ModuleOp`).
+
+    Args:
+        module: a module with parts for x64 and/or CUDA (``build FILE.py --arch x64 cuda``), as
+            :meth:`~taichi_aot.Runtime.load_module` takes it.
+        name: the kernel's or graph's name.
+        outputs, backward: as :func:`op`.
+        op_name: the operators' qualified name (``"ns::name"``); each part's is it with ``_cpu`` or ``_cuda`` added.
+        runtimes: runtimes to load parts on, by device type (``{"cuda": rt}``: the program's CUDA runtime, as one
+            process may hold one); the op makes its own for the others.
+
+    Raises:
+        NotSupportedError: the module has no part for x64 or CUDA.
+        ArgumentTypeError: ``runtimes`` for a device the module has no part for; and as :func:`op`, at a part's
+            first call (a call on a device without a part names the parts the module holds).
+        MissingFileError, CorruptedDataError: as :meth:`~taichi_aot.Runtime.load_module`.
+    """
+    return ModuleOp(module, name, outputs, backward, op_name, runtimes)
 
 
 def _one(tensors: list[Any]) -> Any:

@@ -4,11 +4,13 @@ on torch's current stream and XLA's, through taichi_aot's own launcher (the modu
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
 
-from taichi_aot import Arch, ArgumentTypeError, InvalidStateError, NotSupportedError, Runtime
+from taichi_aot import Arch, ArgumentTypeError, InvalidStateError, NotSupportedError, Runtime, capi
 
 
 def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F811
@@ -94,3 +96,35 @@ def test_a_jax_op_on_another_gpu_says_why(cuda_module):  # noqa: F811
             jax.block_until_ready(jax.jit(lambda v: add(v, 2.0))(y))
         np.testing.assert_array_equal(np.asarray(add(jax.device_put(jnp.ones(16, jnp.float32), gpus[0]), 2.0)),
                                       np.full(16, 2.0, np.float32))  # and on GPU 0, as before
+
+
+def test_one_op_over_cpu_and_cuda_tensors(tmp_path):
+    """``taichi_aot.torch.op_of`` over a module built for x64 and CUDA: CPU tensors run its x64 part, CUDA tensors its
+    CUDA part, each on a runtime of its own made at its first call, eagerly and compiled, in one program."""
+    if not capi.arch_status()[Arch.CUDA].available:
+        pytest.skip("no CUDA here")
+    import subprocess
+    import sys
+
+    import torch
+
+    import taichi_aot.torch as tt
+    from conftest import taichi_env
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = str(tmp_path / "multi.tcm")
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", os.path.join(here, "export_sample.py"),
+                           "--arch", "x64", "cuda", "-o", path], capture_output=True, text=True, timeout=600,
+                          env=taichi_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    saxpy = tt.op_of(path, "saxpy", {"y": "y"})
+    try:
+        assert set(saxpy.devices) == {"cuda", "cpu"}
+        x, y = torch.arange(4, dtype=torch.float32), torch.ones(4)
+        on_cpu, on_gpu = saxpy(x, y, 2.0), saxpy(x.cuda(), y.cuda(), 2.0)
+        assert not on_cpu.is_cuda and on_gpu.is_cuda and set(saxpy.parts) == {"cpu", "cuda"}
+        assert torch.equal(on_cpu, 2 * x + 1) and torch.equal(on_gpu.cpu(), 2 * x + 1)
+        step = torch.compile(lambda u, v: saxpy(u, v, 3.0) * 2, fullgraph=True)
+        assert torch.equal(step(x, y), 2 * (3 * x + 1)) and torch.equal(step(x.cuda(), y.cuda()).cpu(), 2 * (3 * x + 1))
+    finally:
+        saxpy.close()

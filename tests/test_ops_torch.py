@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_multi import built  # noqa: F401  (the fixture: a module with x64 and Vulkan parts)
 
 from conftest import require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime
@@ -266,3 +267,37 @@ def test_a_profiler_trace_names_the_op(x64):
     names = {e.key for e in prof.key_averages()}
     assert "taichi_aot_test::profiled_add" in names, sorted(names)
     assert add._direct((y, 2.0))  # no profiler: the dispatcher is skipped again
+
+
+def test_one_op_over_a_modules_parts(built):  # noqa: F811
+    """``op_of``: a kernel of a module with several parts as one op, its part for the tensors' device loaded at the
+    first call on a runtime of its own (x64 here; CUDA where a GPU is, tests/test_ops_cuda.py), eagerly and compiled;
+    a device without a part names what the module holds; runtimes may be given; the op closes the ones it made."""
+    import os
+
+    from taichi_aot import ClosedError
+
+    path = os.path.join(built, "multi.tcm")  # x64 and Vulkan parts
+    saxpy = tt.op_of(path, "saxpy", {"y": "y"}, op_name="taichi_aot_test::multi_saxpy")
+    assert saxpy.devices == ("cpu",) and saxpy.parts == {}  # nothing loaded yet
+    x, y = torch.arange(4, dtype=torch.float32), torch.ones(4)
+    assert torch.equal(saxpy(x, y, 2.0), 2 * x + 1) and list(saxpy.parts) == ["cpu"]
+    assert saxpy.parts["cpu"].qualname == "taichi_aot_test::multi_saxpy_cpu"
+    assert torch.equal(saxpy(x=x, y=y, a=0.5), 0.5 * x + 1)  # keywords
+    compiled = torch.compile(lambda u, v: saxpy(u, v, 3.0) * 2, fullgraph=True)
+    assert torch.equal(compiled(x, y), 2 * (3 * x + 1))
+    with pytest.raises(ArgumentTypeError, match=r"meta, and module .* holds parts for vulkan, x64: the op runs on cpu"):
+        saxpy(torch.zeros(4, device="meta"), torch.zeros(4, device="meta"), 1.0)
+    saxpy.close()
+    with pytest.raises(ClosedError):
+        saxpy(x, y, 2.0)
+    with Runtime(Arch.X64) as rt:  # a runtime of the program's own: used, and not closed by the op
+        given = tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cpu": rt})
+        assert torch.equal(given(x, y, 1.0), x + 1)
+        given.close()
+        assert not rt.closed
+    with pytest.raises(ArgumentTypeError, match="runtimes for cuda"):
+        tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": object()})
+    vulkan_only = os.path.join(built, "vulkan.tcm")
+    with pytest.raises(NotSupportedError, match="none for x64 or CUDA"):
+        tt.op_of(vulkan_only, "saxpy", {"y": "y"})
