@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from . import metadata
 from ._arguments import by_name
 from .enums import NUMPY_DTYPES, Access, Arch, DataType
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
+from .module import ModuleSource
+from .runtime import Runtime
 
 if TYPE_CHECKING:  # pragma: no cover
     from .launch import ComputeGraph, Kernel
@@ -231,3 +234,61 @@ class OpSpec:
 
 #: Scalar data types an op takes as a framework number (``float`` / ``int``).
 FLOATS = frozenset({DataType.F16, DataType.F32, DataType.F64})
+
+
+class ModuleParts:
+    """A kernel or graph of a module with several parts (``build --arch x64 cuda``), for a framework's op over
+    devices (``taichi_aot.torch.op_of``, ``taichi_aot.jax.op_of``): each part, named by the framework's device
+    (``devices``: ``{Arch: name}``), on a runtime of its own made when the part is first asked for, or on one given in
+    ``runtimes`` (by device name); :meth:`close` closes those it made.
+
+    Attributes:
+        devices: the device names the module has parts for, in its order of preference.
+    """
+
+    def __init__(self, module: ModuleSource, name: str, devices: Mapping[Arch, str],
+                 runtimes: Mapping[str, Any] | None, what: str):
+        loadable: Any = metadata.loadable(module)
+        if isinstance(loadable, (bytearray, memoryview)):
+            loadable = bytes(loadable)
+        archs = metadata.loads_on(loadable)
+        self._source, self.name, self._what = loadable, name, what
+        self.where = metadata.describe(module)
+        self._archs = {devices[a]: a for a in archs if a in devices}
+        self.held = [a.name.lower() for a in archs]  # the module's parts, every arch
+        self.devices = tuple(self._archs)
+        if not self.devices:
+            raise NotSupportedError(f"{what}: module {self.where} has parts for {', '.join(self.held) or 'no arch'}, "
+                                    f"none for {' or '.join(a.name.lower() for a in devices)}")
+        self._given = dict(runtimes or {})
+        bad = sorted(set(self._given) - set(self._archs))
+        if bad:
+            raise ArgumentTypeError(f"{what}: runtimes for {', '.join(bad)}, and the module has parts for the "
+                                    f"devices {', '.join(self.devices)}")
+        self._owned: list[Runtime] = []
+
+    def arch(self, device: str) -> Arch:
+        """The arch of the part for ``device``; ArgumentTypeError naming the parts the module holds where none."""
+        arch = self._archs.get(device)
+        if arch is None:
+            rebuild = (f" (rebuild it with python -m taichi_aot build FILE.py --arch {' '.join(self.held)} cuda)"
+                       if device in ("cuda", "gpu") else "")
+            raise ArgumentTypeError(f"{self._what}: arrays on {device}, and module {self.where} holds parts for "
+                                    f"{', '.join(self.held)}: the op runs on {' and '.join(self.devices)}{rebuild}")
+        return arch
+
+    def launchable(self, device: str) -> Kernel | ComputeGraph:
+        """The kernel or graph of the part for ``device``, its runtime made and the module loaded now (see
+        :meth:`arch` for a device without a part)."""
+        arch = self.arch(device)
+        rt = self._given.get(device)
+        if rt is None:
+            rt = Runtime(arch)
+            self._owned.append(rt)
+        module = rt.load_module(self._source)
+        return module.graphs[self.name] if self.name in module.graph_names() else module.kernels[self.name]
+
+    def close(self) -> None:
+        """Close the runtimes made here (not those given)."""
+        for rt in self._owned:
+            rt.close()

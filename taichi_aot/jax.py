@@ -28,13 +28,14 @@ import numpy as np
 
 from ._arguments import ARG_SIZE, pack_one
 from ._native import ffi, lib
-from ._ops import OpSpec
+from ._ops import ModuleParts, OpSpec
 from .enums import DATA_TYPES, Arch, DataType
 from .errors import ArgumentTypeError, NotSupportedError
 from .launch import Kernel
+from .module import ModuleSource
 from .ndarray import ndarray_argument
 
-__all__ = ["Op", "empty_call", "op"]
+__all__ = ["ModuleOp", "Op", "empty_call", "op", "op_of"]
 
 _TARGET, _EMPTY = "taichi_aot_call", "taichi_aot_empty"
 #: The target of kernels XLA may capture into its command buffers (CUDA graphs): the own launcher's, whose launch
@@ -475,6 +476,85 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
         ClosedError: a call after the module or runtime was closed (a compiled call then fails in XLA, saying so).
     """
     return Op(launchable, outputs, backward, vmap_method)
+
+
+#: JAX's platform of each arch a part of a module may be for: a module op lowers the part of the platform XLA runs on.
+_PLATFORM_OF = {Arch.X64: "cpu", Arch.CUDA: "cuda"}
+
+
+class ModuleOp:
+    """A kernel or graph of a module with several parts (``build --arch x64 cuda``) as one JAX function: each call
+    lowers, with ``jax.lax.platform_dependent``, the part of the platform XLA runs it on (``cpu``: the x64 part;
+    ``cuda``: the CUDA part), each an :class:`Op` on a runtime of its own. The parts whose backend this machine has
+    are loaded at the first call; :meth:`close` closes the runtimes the op made.
+
+    Attributes:
+        devices: the platforms the module has parts for, in its order of preference.
+    """
+
+    def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
+                 backward: Callable[..., Any] | None, vmap_method: str | None, runtimes: Mapping[str, Any] | None):
+        self._modules = ModuleParts(module, name, _PLATFORM_OF, runtimes, "taichi_aot.jax.op_of")
+        self.devices = self._modules.devices
+        self._outputs, self._backward, self._vmap_method = outputs, backward, vmap_method
+        self._parts: dict[str, Op] = {}
+
+    def load(self) -> dict[str, Op]:
+        """The parts for the platforms this machine has (a CUDA part where CUDA works here), loaded now where not
+        yet."""
+        from . import capi
+
+        status = capi.arch_status()
+        for platform in self.devices:
+            arch = self._modules.arch(platform)
+            if platform not in self._parts and status[arch].available:
+                self._parts[platform] = Op(self._modules.launchable(platform), self._outputs, self._backward,
+                                           self._vmap_method)
+        return dict(self._parts)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        parts = self._parts or self.load()
+        if not parts:
+            raise NotSupportedError(f"{self}: none of the module's parts ({', '.join(self.devices)}) has its backend "
+                                    "on this machine (python -m taichi_aot archs says why)")
+        if len(parts) == 1:
+            [part] = parts.values()
+            return part(*args, **kwargs)
+        branches = {platform: (lambda part=part: part(*args, **kwargs)) for platform, part in parts.items()}
+        return jax.lax.platform_dependent(**branches)
+
+    @property
+    def parts(self) -> dict[str, Op]:
+        """The parts loaded so far, by platform."""
+        return dict(self._parts)
+
+    def close(self) -> None:
+        """Close the runtimes the op made (not those it was given)."""
+        self._modules.close()
+
+    def __repr__(self) -> str:
+        return (f"<taichi_aot.jax.ModuleOp {self._modules.name!r} of {self._modules.where} on "
+                f"{', '.join(self.devices)}>")
+
+
+def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,
+          vmap_method: str | None = "sequential", runtimes: Mapping[str, Any] | None = None) -> ModuleOp:
+    """The kernel or compute graph ``name`` of a module with several parts as one JAX function, for the CPU and
+    NVIDIA GPUs alike: each call runs the module's x64 part where XLA runs it on the CPU and its CUDA part on a GPU
+    (``jax.lax.platform_dependent``), each an :class:`Op` on a runtime of its own (see :class:`ModuleOp`).
+
+    Args:
+        module: a module with parts for x64 and/or CUDA (``build FILE.py --arch x64 cuda``).
+        name: the kernel's or graph's name.
+        outputs, backward, vmap_method: as :func:`op`.
+        runtimes: runtimes to load parts on, by platform (``{"cuda": rt}``); the op makes its own for the others.
+
+    Raises:
+        NotSupportedError: the module has no part for x64 or CUDA.
+        ArgumentTypeError: ``runtimes`` for a platform the module has no part for; and as :func:`op`.
+        MissingFileError, CorruptedDataError: as :meth:`~taichi_aot.Runtime.load_module`.
+    """
+    return ModuleOp(module, name, outputs, backward, vmap_method, runtimes)
 
 
 def empty_call(x: Any) -> Any:

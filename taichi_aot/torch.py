@@ -19,14 +19,12 @@ from typing import Any, Callable, cast
 
 import torch
 
-from . import metadata
 from ._call import EagerOp
-from ._ops import FLOATS, OpSpec
+from ._ops import FLOATS, ModuleParts, OpSpec
 from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
 from .module import ModuleSource
-from .runtime import Runtime
 
 __all__ = ["ModuleOp", "Op", "op", "op_of"]
 
@@ -505,27 +503,11 @@ class ModuleOp:
 
     def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
                  backward: Callable[..., Any] | None, op_name: str | None, runtimes: Mapping[str, Any] | None):
-        loadable: Any = metadata.loadable(module)
-        if isinstance(loadable, (bytearray, memoryview)):
-            loadable = bytes(loadable)
-        archs = metadata.loads_on(loadable)
-        self._source, self._name, self._outputs, self._backward = loadable, name, outputs, backward
-        self._where = metadata.describe(module)
-        self._archs = {_DEVICE_OF[a]: a for a in archs if a in _DEVICE_OF}
-        self._held = [a.name.lower() for a in archs]
-        self.devices = tuple(self._archs)
-        if not self.devices:
-            raise NotSupportedError(f"taichi_aot.torch.op_of: module {self._where} has parts for "
-                                    f"{', '.join(self._held) or 'no arch'}, none for x64 or CUDA, where torch's "
-                                    "tensors are")
-        self._given = dict(runtimes or {})
-        bad = sorted(set(self._given) - set(self._archs))
-        if bad:
-            raise ArgumentTypeError(f"taichi_aot.torch.op_of: runtimes for {', '.join(bad)}, and the module has "
-                                    f"parts for the devices {', '.join(self.devices)}")
+        self._modules = ModuleParts(module, name, _DEVICE_OF, runtimes, "taichi_aot.torch.op_of")
+        self.devices = self._modules.devices
+        self._outputs, self._backward = outputs, backward
         self.qualname = _qualname(op_name, name)
         self._parts: dict[str, Op] = {}
-        self._owned: list[Runtime] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         device = _device_type(args, kwargs) or self.devices[0]
@@ -543,22 +525,12 @@ class ModuleOp:
         part = self._parts.get(device)
         if part is not None:
             return part
-        if device not in self._archs:
-            rebuild = (f" (rebuild it with python -m taichi_aot build FILE.py --arch {' '.join(self._held)} cuda)"
-                       if device == "cuda" else "")
-            raise ArgumentTypeError(
-                f"{self}: tensors on {device}, and module {self._where} holds parts for {', '.join(self._held)}: "
-                f"the op runs on {' and '.join(self.devices)} tensors{rebuild}")
+        self._modules.arch(device)  # a device without a part: refused, naming those the module has
         if _compiling():
             raise NotSupportedError(f"{self}: its {device} part is not loaded, and torch.compile cannot trace the "
                                     f"loading: call op.load({device!r}) first, or the op once eagerly")
-        rt = self._given.get(device)
-        if rt is None:
-            rt = Runtime(self._archs[device])
-            self._owned.append(rt)
-        module = rt.load_module(self._source)
-        launchable = module.graphs[self._name] if self._name in module.graph_names() else module.kernels[self._name]
-        part = self._parts[device] = Op(launchable, self._outputs, self._backward, f"{self.qualname}_{device}")
+        part = Op(self._modules.launchable(device), self._outputs, self._backward, f"{self.qualname}_{device}")
+        self._parts[device] = part
         return part
 
     @property
@@ -568,11 +540,11 @@ class ModuleOp:
 
     def close(self) -> None:
         """Close the runtimes the op made (not those it was given); its parts' calls then raise ClosedError."""
-        for rt in self._owned:
-            rt.close()
+        self._modules.close()
 
     def __repr__(self) -> str:
-        return f"<taichi_aot.torch.ModuleOp {self._name!r} of {self._where} on {', '.join(self.devices)}>"
+        return (f"<taichi_aot.torch.ModuleOp {self._modules.name!r} of {self._modules.where} on "
+                f"{', '.join(self.devices)}>")
 
 
 def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,

@@ -99,8 +99,9 @@ def test_a_jax_op_on_another_gpu_says_why(cuda_module):  # noqa: F811
 
 
 def test_one_op_over_cpu_and_cuda_tensors(tmp_path):
-    """``taichi_aot.torch.op_of`` over a module built for x64 and CUDA: CPU tensors run its x64 part, CUDA tensors its
-    CUDA part, each on a runtime of its own made at its first call, eagerly and compiled, in one program."""
+    """``op_of`` over a module built for x64 and CUDA: torch's CPU tensors run its x64 part and CUDA tensors its CUDA
+    part, each on a runtime of its own made at its first call, eagerly and compiled; JAX's jitted function runs the
+    part of the platform XLA lowers it for, arrays on the CPU and on the GPU in one program."""
     if not capi.arch_status()[Arch.CUDA].available:
         pytest.skip("no CUDA here")
     import subprocess
@@ -128,3 +129,20 @@ def test_one_op_over_cpu_and_cuda_tensors(tmp_path):
         assert torch.equal(step(x, y), 2 * (3 * x + 1)) and torch.equal(step(x.cuda(), y.cuda()).cpu(), 2 * (3 * x + 1))
     finally:
         saxpy.close()
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    jsaxpy = tj.op_of(path, "saxpy", {"y": "y"})  # the part of the platform XLA lowers it for
+    try:
+        want = 2 * np.arange(4, dtype=np.float32) + 1
+        step = jax.jit(lambda u, v: jsaxpy(u, v, 2.0))
+        for device in (jax.devices("cpu")[0], next(d for d in jax.devices() if d.platform == "gpu")):
+            u, v = (jax.device_put(a, device) for a in (jnp.arange(4, dtype=jnp.float32), jnp.ones(4, jnp.float32)))
+            got = step(u, v)
+            assert next(iter(got.devices())).platform == device.platform
+            np.testing.assert_array_equal(np.asarray(got), want)
+        assert set(jsaxpy.parts) == {"cpu", "cuda"}
+    finally:
+        jsaxpy.close()

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from test_multi import built  # noqa: F401  (the fixture: a module with x64 and Vulkan parts)
 
 from conftest import IN_CI, require_arch, require_extra
 from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime
@@ -212,3 +213,20 @@ def test_vmap_as_one_launch_equals_the_loop(x64):
         jax.vmap(lambda y, a: add(y, a))(ys, jnp.arange(6, dtype=jnp.float32))
     with pytest.raises(NotSupportedError, match="has a shape of its own"):  # refused when the op is made
         tj.op(x64.kernels["add"], {0: ((4,), jnp.float32)}, vmap_method="batch")
+
+
+def test_one_function_over_a_modules_parts(built):  # noqa: F811
+    """``op_of``: a kernel of a module with several parts as one JAX function, the part of the platform XLA runs it
+    on (the CPU here; the CPU and a GPU where one is, jax.lax.platform_dependent), eagerly and jitted."""
+    path = os.path.join(built, "multi.tcm")  # x64 and Vulkan parts
+    saxpy = tj.op_of(path, "saxpy", {"y": "y"})
+    assert saxpy.devices == ("cpu",) and saxpy.parts == {}
+    with jax.default_device(jax.devices("cpu")[0]):
+        x, y = jnp.arange(4, dtype=jnp.float32), jnp.ones(4, jnp.float32)
+        np.testing.assert_array_equal(np.asarray(saxpy(x, y, 2.0)), 2 * np.arange(4) + 1)
+        assert list(saxpy.parts) == ["cpu"]
+        step = jax.jit(lambda u, v: saxpy(u, v, 3.0) * 2)
+        np.testing.assert_array_equal(np.asarray(step(x, y)), 2 * (3 * np.arange(4) + 1))
+    saxpy.close()
+    with pytest.raises(NotSupportedError, match="none for x64 or cuda"):
+        tj.op_of(os.path.join(built, "vulkan.tcm"), "saxpy", {"y": "y"})

@@ -299,5 +299,5 @@ def test_one_op_over_a_modules_parts(built):  # noqa: F811
     with pytest.raises(ArgumentTypeError, match="runtimes for cuda"):
         tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": object()})
     vulkan_only = os.path.join(built, "vulkan.tcm")
-    with pytest.raises(NotSupportedError, match="none for x64 or CUDA"):
+    with pytest.raises(NotSupportedError, match="none for x64 or cuda"):
         tt.op_of(vulkan_only, "saxpy", {"y": "y"})
