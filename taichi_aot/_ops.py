@@ -292,3 +292,32 @@ class ModuleParts:
         """Close the runtimes made here (not those given)."""
         for rt in self._owned:
             rt.close()
+
+
+class PartsOp:
+    """What a framework's op over a module's parts shares (``taichi_aot.torch.ModuleOp``, ``taichi_aot.jax.ModuleOp``):
+    the parts (``modules``), the ops made of them so far by device, and closing.
+
+    Attributes:
+        devices: the devices the module has parts for, in its order of preference.
+    """
+
+    _framework = "op"
+
+    def __init__(self, modules: ModuleParts):
+        self._modules = modules
+        self.devices = modules.devices
+        self._parts: dict[str, Any] = {}
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        """The parts' ops made so far, by device."""
+        return dict(self._parts)
+
+    def close(self) -> None:
+        """Close the runtimes the op made (not those it was given); its parts' calls then raise ClosedError."""
+        self._modules.close()
+
+    def __repr__(self) -> str:
+        return (f"<{self._framework}.ModuleOp {self._modules.name!r} of {self._modules.where} on "
+                f"{', '.join(self.devices)}>")

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._arguments import ARG_SIZE, pack_one
 from ._native import ffi, lib
-from ._ops import ModuleParts, OpSpec
+from ._ops import ModuleParts, OpSpec, PartsOp
 from .enums import DATA_TYPES, Arch, DataType
 from .errors import ArgumentTypeError, NotSupportedError
 from .launch import Kernel
@@ -482,7 +482,7 @@ def op(launchable: Any, outputs: Mapping[Any, Any], *, backward: Callable[..., A
 _PLATFORM_OF = {Arch.X64: "cpu", Arch.CUDA: "cuda"}
 
 
-class ModuleOp:
+class ModuleOp(PartsOp):
     """A kernel or graph of a module with several parts (``build --arch x64 cuda``) as one JAX function: each call
     lowers, with ``jax.lax.platform_dependent``, the part of the platform XLA runs it on (``cpu``: the x64 part;
     ``cuda``: the CUDA part), each an :class:`Op` on a runtime of its own. The parts whose backend this machine has
@@ -492,12 +492,12 @@ class ModuleOp:
         devices: the platforms the module has parts for, in its order of preference.
     """
 
+    _framework = "taichi_aot.jax"
+
     def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
                  backward: Callable[..., Any] | None, vmap_method: str | None, runtimes: Mapping[str, Any] | None):
-        self._modules = ModuleParts(module, name, _PLATFORM_OF, runtimes, "taichi_aot.jax.op_of")
-        self.devices = self._modules.devices
+        super().__init__(ModuleParts(module, name, _PLATFORM_OF, runtimes, "taichi_aot.jax.op_of"))
         self._outputs, self._backward, self._vmap_method = outputs, backward, vmap_method
-        self._parts: dict[str, Op] = {}
 
     def load(self) -> dict[str, Op]:
         """The parts for the platforms this machine has (a CUDA part where CUDA works here), loaded now where not
@@ -522,19 +522,6 @@ class ModuleOp:
             return part(*args, **kwargs)
         branches = {platform: (lambda part=part: part(*args, **kwargs)) for platform, part in parts.items()}
         return jax.lax.platform_dependent(**branches)
-
-    @property
-    def parts(self) -> dict[str, Op]:
-        """The parts loaded so far, by platform."""
-        return dict(self._parts)
-
-    def close(self) -> None:
-        """Close the runtimes the op made (not those it was given)."""
-        self._modules.close()
-
-    def __repr__(self) -> str:
-        return (f"<taichi_aot.jax.ModuleOp {self._modules.name!r} of {self._modules.where} on "
-                f"{', '.join(self.devices)}>")
 
 
 def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,

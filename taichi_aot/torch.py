@@ -20,7 +20,7 @@ from typing import Any, Callable, cast
 import torch
 
 from ._call import EagerOp
-from ._ops import FLOATS, ModuleParts, OpSpec
+from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
 from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
@@ -491,7 +491,7 @@ def _device_type(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-class ModuleOp:
+class ModuleOp(PartsOp):
     """A kernel or graph of a module with several parts (``build --arch x64 cuda``) as one op: a call runs the part
     for the device its tensors are on (torch's ``cpu``: the x64 part; ``cuda``: the CUDA part), eagerly, under
     ``torch.compile`` and autograd. Each part is an :class:`Op` of its own (``<name>_cpu``, ``<name>_cuda``) on a
@@ -501,13 +501,13 @@ class ModuleOp:
         devices: the device types the module has parts for, in its order of preference.
     """
 
+    _framework = "taichi_aot.torch"
+
     def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
                  backward: Callable[..., Any] | None, op_name: str | None, runtimes: Mapping[str, Any] | None):
-        self._modules = ModuleParts(module, name, _DEVICE_OF, runtimes, "taichi_aot.torch.op_of")
-        self.devices = self._modules.devices
+        super().__init__(ModuleParts(module, name, _DEVICE_OF, runtimes, "taichi_aot.torch.op_of"))
         self._outputs, self._backward = outputs, backward
         self.qualname = _qualname(op_name, name)
-        self._parts: dict[str, Op] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         device = _device_type(args, kwargs) or self.devices[0]
@@ -532,19 +532,6 @@ class ModuleOp:
         part = Op(self._modules.launchable(device), self._outputs, self._backward, f"{self.qualname}_{device}")
         self._parts[device] = part
         return part
-
-    @property
-    def parts(self) -> dict[str, Op]:
-        """The parts loaded so far, by device type."""
-        return dict(self._parts)
-
-    def close(self) -> None:
-        """Close the runtimes the op made (not those it was given); its parts' calls then raise ClosedError."""
-        self._modules.close()
-
-    def __repr__(self) -> str:
-        return (f"<taichi_aot.torch.ModuleOp {self._modules.name!r} of {self._modules.where} on "
-                f"{', '.join(self.devices)}>")
 
 
 def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,
