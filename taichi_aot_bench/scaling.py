@@ -23,7 +23,7 @@ from typing import Callable
 
 from taichi_aot import Arch, Runtime, _cpus, capi
 from taichi_aot.cli.cache import demo_module
-from taichi_aot.cli.sweep import noop, params, simulate, timed, warm_up
+from taichi_aot.cli.sweep import array_back, noop, params, simulate, timed, warm_up
 from taichi_aot.enums import CPU_ARCHS
 
 from .independent import independent
@@ -233,6 +233,11 @@ def _pool_cost(s: SimpleNamespace, here: SimpleNamespace, sims: list[tuple], log
         t0 = time.perf_counter()
         pool.map(noop, range(calls), progress=False)
         pooled_noop = (time.perf_counter() - t0) / calls
+        big = 1 << 20  # 4 MiB of f32 back (through the worker's shared memory, pool/_arena.py)
+        pool.map(array_back, [big] * 4, progress=False)
+        t0 = time.perf_counter()
+        pool.map(array_back, [big] * count, progress=False)
+        pooled_big = (time.perf_counter() - t0) / count
         for task in sims:
             pool.map(timed, [task], progress=False)
             t0 = time.perf_counter()
@@ -245,7 +250,15 @@ def _pool_cost(s: SimpleNamespace, here: SimpleNamespace, sims: list[tuple], log
     overhead = Row("scaling", s.name, "pool cost per task (empty task)", "us/task", [(pooled_noop - local_noop) * 1e6],
                    params={"calls": calls, "pooled_us": pooled_noop * 1e6, "in_process_us": local_noop * 1e6})
     overhead.note = f"{pooled_noop * 1e6:.0f} us through the pool vs {local_noop * 1e6:.2f} us in-process"
-    rows = [overhead]
+    t0 = time.perf_counter()
+    for _ in range(count):
+        array_back(here, big)
+    local_big = (time.perf_counter() - t0) / count
+    large = Row("scaling", s.name, "pool cost per task (a 4 MiB array back)", "us/task",
+                [(pooled_big - local_big) * 1e6], params={"bytes": 4 * big, "pooled_us": pooled_big * 1e6,
+                                                          "in_process_us": local_big * 1e6, "tasks": count})
+    large.note = f"{pooled_big * 1e6:.0f} us through the pool vs {local_big * 1e6:.0f} us in-process"
+    rows = [overhead, large]
     for task, (wall, inside) in zip(sims, pooled):
         what = f"{task[2]}x{task[2]}, {task[3]} steps"
         row = Row("scaling", s.name, f"pool cost per task ({what})", "us/task", [(wall - inside) * 1e6],

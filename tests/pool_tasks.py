@@ -139,3 +139,14 @@ def react(worker, steps):
         worker.module.graphs["steps16"](a=a, b=b, feed=0.037, kill=0.06)
     rt.wait()
     return a.to_numpy()
+
+
+def arrays(worker, n):
+    """Arrays of ``n`` elements in several layouts (a large result comes back through the worker's arena)."""
+    import numpy as np
+
+    frozen = np.arange(n, dtype=np.int16)
+    frozen.flags.writeable = False
+    fortran = np.asfortranarray(np.arange(2 * n, dtype=np.float64).reshape(2, n))
+    return {"a": np.arange(n, dtype=np.float32), "f": fortran, "two": [np.full(n, 7, np.int64), np.ones(n)],
+            "frozen": frozen, "tail": n}

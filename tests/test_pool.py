@@ -461,3 +461,37 @@ def test_ray_across_nodes(ray_cluster, modules):
             time.sleep(0.1)  # replacement is starting
         now = pool.workers
         assert [w["state"] for w in now] == ["running"] * len(nodes) and victim.node_id not in {w["node"] for w in now}
+
+
+def _expect_arrays(got, n):
+    assert got["tail"] == n
+    np.testing.assert_array_equal(got["a"], np.arange(n, dtype=np.float32))
+    assert got["f"].flags.f_contiguous and got["f"].shape == (2, n)
+    np.testing.assert_array_equal(got["f"], np.arange(2 * n, dtype=np.float64).reshape(2, n))
+    np.testing.assert_array_equal(got["two"][0], np.full(n, 7, np.int64))
+    np.testing.assert_array_equal(got["two"][1], np.ones(n))
+    np.testing.assert_array_equal(got["frozen"], np.arange(n, dtype=np.int16))
+    assert got["a"].flags.writeable
+
+
+def test_large_results_come_back_through_shared_memory(modules, monkeypatch):
+    """A result's large arrays come back through the worker's arena (shared memory), those that do not fit through
+    the pipe, and small ones in the pickle: every value, dtype and layout as the task made them."""
+    require_arch(Arch.X64)
+    from taichi_aot.pool import _arena
+
+    arena = _arena.Arena(1 << 20)  # the mechanism, in this process
+    try:
+        if arena.where is not None:  # Linux
+            mapped = _arena.open_arena(arena.where)
+            for n, through in ((10, "pickle"), (20000, "arena"), (300000, "pipe")):  # 1.2 MB > the 1 MiB arena
+                data = _arena.dumps(tasks.arrays(None, n), mapped)
+                assert data.startswith(_arena.MARK) == (through == "arena"), (n, through)
+                _expect_arrays(arena.loads(data), n)
+            mapped.close()
+    finally:
+        arena.close()
+    monkeypatch.setattr(_arena, "ARENA_BYTES", 1 << 20)  # the workers' arenas, as the parent makes them
+    with Pool(modules.path(Arch.X64), arch="x64", workers=1) as pool:
+        for n in (10, 20000, 300000, 20000):
+            _expect_arrays(pool.submit(tasks.arrays, n).result(timeout=60), n)

@@ -57,6 +57,11 @@ def timed(worker: Any, task: tuple[float, float, int, int]) -> tuple[tuple[np.nd
     return out, time.perf_counter() - started
 
 
+def array_back(worker: Any, count: int) -> np.ndarray:
+    """A task that sends back an array of ``count`` f32 and does nothing else: what a large result costs the pool."""
+    return np.ones(count, np.float32)
+
+
 def warm_up(worker: Any) -> None:
     """A pool's ``setup``: one short simulation, so the first real task pays no pipeline or kernel compilation."""
     simulate(worker, (0.037, 0.06, 32, 16))

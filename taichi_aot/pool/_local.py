@@ -1,4 +1,5 @@
-"""Local workers: one spawned process each, spoken to through a pipe (no dependency beyond the standard library).
+"""Local workers: one spawned process each, spoken to through a pipe (no dependency beyond the standard library);
+large results come back through shared memory (_arena.py).
 
 A handle runs one task at a time. While it waits for the answer it also watches the process's
 sentinel, so a worker that dies (segfault, abort, ``kill -9``) is seen at once, not by a timeout.
@@ -13,6 +14,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from ..errors import ArgumentTypeError
+from ._arena import Arena
 from ._worker import Reply, Started, WorkerConfig, WorkerDiedError, serve, start_error
 
 _context = multiprocessing.get_context("spawn")  # never fork: a forked runtime is unusable (and CUDA forbids it)
@@ -26,8 +28,9 @@ class LocalHandle:
     def __init__(self, config: WorkerConfig):
         self.config = config
         self._conn, child = _context.Pipe(duplex=True)
-        self.process = _context.Process(target=serve, args=(child, config, os.getpid()), daemon=True,
-                                        name=f"taichi_aot-worker-{config.slot}")
+        self._arena = Arena()  # large results come back through it (_arena.py)
+        self.process = _context.Process(target=serve, args=(child, config, os.getpid(), self._arena.where),
+                                        daemon=True, name=f"taichi_aot-worker-{config.slot}")
         self.process.start()
         self.pid = self.process.pid
         child.close()
@@ -65,7 +68,7 @@ class LocalHandle:
         ready = wait([self._conn, self.process.sentinel])
         if self._conn in ready:
             try:
-                return pickle.loads(self._conn.recv_bytes())
+                return self._arena.loads(self._conn.recv_bytes())
             except (EOFError, OSError):
                 pass
         self.process.join(5)
@@ -97,6 +100,7 @@ class LocalHandle:
             self.process.kill()
             self.process.join()
         self._conn.close()
+        self._arena.close()
 
 
 def _detail(config: WorkerConfig) -> dict[str, Any]:

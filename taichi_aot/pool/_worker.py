@@ -218,11 +218,15 @@ def _watch_parent(parent: int) -> None:
             os._exit(3)
 
 
-def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
+def serve(conn: Any, config: WorkerConfig, parent: int, arena: str | None = None) -> None:
     """A local worker process: start, say whether it is ready, then answer tasks until told to stop.
 
-    Messages in are pickled ``(fn, item)`` tuples (bytes), or ``None`` to stop; out, the replies.
+    Messages in are pickled ``(fn, item)`` tuples (bytes), or ``None`` to stop; out, the replies, their large
+    buffers through the parent's ``arena`` where it has one (_arena.py).
     """
+    from ._arena import dumps as dumps_reply
+    from ._arena import open_arena
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="taichi_aot-parent-watch").start()
     worker, hello = start_worker(config)
@@ -230,6 +234,7 @@ def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
     if worker is None:
         return
     loads, dumps, protocol = pickle.loads, pickle.dumps, pickle.HIGHEST_PROTOCOL
+    shared = open_arena(arena)
     while True:
         try:
             data = conn.recv_bytes()
@@ -245,7 +250,7 @@ def serve(conn: Any, config: WorkerConfig, parent: int) -> None:
                 break
             reply = run_task(worker, message[0], message[1])
         try:
-            out = dumps(reply, protocol)
+            out = dumps_reply(reply, shared)
         except Exception as e:  # the result cannot be pickled: say so instead of dying
             out = dumps(unsendable(reply, e), protocol)
         try:

@@ -1,0 +1,119 @@
+"""Large results of a local worker through shared memory, not through its pipe.
+
+A task's result (a simulation's field: an array of a few MiB) pickled into the worker's pipe crossed it at
+0.4-0.9 GB/s, in chunks the parent read as they came. Each local worker gets an *arena* instead: a memory file
+(Linux's ``memfd``) the parent makes and the worker maps. The worker pickles its reply with protocol 5, puts the
+large buffers (numpy arrays' memory, from ``OUT_OF_BAND`` bytes on) in the arena and sends only the pickle and where
+they are; the parent copies them out of the arena into memory of their own as it unpickles the reply. A worker runs
+one task at a time and the parent reads each reply before it sends the next task, so the arena is never written
+while the parent reads it. Replies whose buffers do not fit, and every reply where there is no arena (not Linux, a
+memory file refused), go through the pipe as before.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import struct
+import sys
+from typing import Any
+
+#: The arena's size (the memory file is sparse: only what replies have written is backed, at most this).
+ARENA_BYTES = 64 << 20
+#: Buffers of at least this many bytes go through the arena.
+OUT_OF_BAND = 64 << 10
+#: What starts a reply whose buffers are in the arena, followed by their count and (offset, size) each, then the
+#: pickle. A pickle (protocol 2 and up) starts with 0x80.
+MARK = b"\x00taichi_aot-arena\x00"
+_COUNT, _SPAN = struct.Struct("<I"), struct.Struct("<QQ")
+
+
+class Arena:
+    """The parent's side: the memory file, mapped; ``where`` tells the worker how to open it (None: no arena)."""
+
+    def __init__(self, size: int | None = None):
+        size = size or ARENA_BYTES
+        self.where: str | None = None
+        self._fd = -1
+        self._map: mmap.mmap | None = None
+        if not sys.platform.startswith("linux") or not hasattr(os, "memfd_create"):
+            return
+        try:
+            self._fd = os.memfd_create("taichi_aot-pool-arena", os.MFD_CLOEXEC)
+            os.ftruncate(self._fd, size)
+            self._map = mmap.mmap(self._fd, size)
+        except OSError:  # no memory file here: replies go through the pipe
+            self.close()
+            return
+        self.where = f"/proc/{os.getpid()}/fd/{self._fd}"
+
+    def loads(self, data: bytes) -> Any:
+        """A reply from the worker: its buffers copied out of the arena where it put them there."""
+        if not data.startswith(MARK) or self._map is None:
+            return pickle.loads(data)
+        at = len(MARK)
+        (count,) = _COUNT.unpack_from(data, at)
+        at += _COUNT.size
+        buffers = []
+        view = memoryview(self._map)
+        try:
+            for _ in range(count):
+                offset, size = _SPAN.unpack_from(data, at)
+                at += _SPAN.size
+                buffers.append(bytearray(view[offset:offset + size]))  # memory of its own: the arena is reused
+        finally:
+            view.release()
+        return pickle.loads(memoryview(data)[at:], buffers=buffers)
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.where = None
+
+
+def open_arena(where: str | None) -> mmap.mmap | None:
+    """The worker's side: the parent's arena mapped (None where there is none or it cannot be opened)."""
+    if where is None:
+        return None
+    try:
+        fd = os.open(where, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        return mmap.mmap(fd, os.fstat(fd).st_size)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def dumps(reply: Any, arena: mmap.mmap | None) -> bytes:
+    """``reply`` pickled for the parent: its large buffers written into ``arena`` where they fit."""
+    if arena is None:
+        return pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+    large: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        if buffer.raw().nbytes < OUT_OF_BAND:
+            return True  # in the pickle
+        large.append(buffer)
+        return False
+
+    data = pickle.dumps(reply, 5, buffer_callback=out_of_band)
+    if not large:
+        return data
+    sizes = [b.raw().nbytes for b in large]
+    if sum(sizes) > len(arena):  # too large for the arena: all through the pipe
+        return pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+    head = [MARK, _COUNT.pack(len(large))]
+    offset = 0
+    for buffer, size in zip(large, sizes):
+        arena[offset:offset + size] = buffer.raw()
+        head.append(_SPAN.pack(offset, size))
+        offset += size
+    return b"".join(head) + data
