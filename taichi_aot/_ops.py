@@ -265,7 +265,12 @@ class ModuleParts:
         if bad:
             raise ArgumentTypeError(f"{what}: runtimes for {', '.join(bad)}, and the module has parts for the "
                                     f"devices {', '.join(self.devices)}")
-        self._owned: list[Runtime] = []
+        for device, rt in self._given.items():
+            if not isinstance(rt, Runtime) or rt.arch != self._archs[device]:
+                raise ArgumentTypeError(f"{what}: runtimes[{device!r}] must be an {self._archs[device].name} Runtime, "
+                                        f"got {rt!r}")
+        self._owned: dict[str, Runtime] = {}  # the runtimes made here, by device
+        self.closed = False
 
     def arch(self, device: str) -> Arch:
         """The arch of the part for ``device``; ArgumentTypeError naming the parts the module holds where none."""
@@ -281,16 +286,24 @@ class ModuleParts:
         """The kernel or graph of the part for ``device``, its runtime made and the module loaded now (see
         :meth:`arch` for a device without a part)."""
         arch = self.arch(device)
-        rt = self._given.get(device)
+        if self.closed:
+            raise ClosedError(f"{self._what}: the op of {self.name!r} is closed")
+        rt: Runtime | None = self._given.get(device) or self._owned.get(device)
         if rt is None:
-            rt = Runtime(arch)
-            self._owned.append(rt)
-        module = rt.load_module(self._source)
-        return module.graphs[self.name] if self.name in module.graph_names() else module.kernels[self.name]
+            rt = self._owned[device] = Runtime(arch)
+        try:
+            module = rt.load_module(self._source)
+            return module.graphs[self.name] if self.name in module.graph_names() else module.kernels[self.name]
+        except BaseException:
+            made = self._owned.pop(device, None)  # a part that cannot load keeps no runtime of the op's
+            if made is not None:
+                made.close()
+            raise
 
     def close(self) -> None:
-        """Close the runtimes made here (not those given)."""
-        for rt in self._owned:
+        """Close the runtimes made here (not those given); no part is loaded after."""
+        self.closed = True
+        for rt in self._owned.values():
             rt.close()
 
 

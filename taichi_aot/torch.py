@@ -41,6 +41,9 @@ _profiling = torch._C._autograd._profiler_enabled  # a torch.profiler is recordi
 _Tensor = torch.Tensor
 _CONTIGUOUS = torch.contiguous_format
 _clone = torch.Tensor.clone  # the C call's output makers (Op._setup_eager)
+#: The steps of an op's call that the call in C makes itself: a subclass that gives its own keeps the Python path
+_CALL_PATH = ("_python_call", "_direct", "_eager", "_launch", "_impl", "_outputs", "_run", "_call", "_values",
+              "_unheld", "_on_torchs_stream", "_explain", "_check", "_eager_failed")
 _zeros_like = functools.partial(torch.zeros_like, memory_format=_CONTIGUOUS)
 
 
@@ -136,20 +139,9 @@ class Op(EagerOp):
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
         self._register_impl(opname, self._setup_eager())
 
-    def _register_impl(self, opname: str, eager: dict[str, Any] | None) -> None:
-        """The op's implementation for torch's dispatcher: where the eager call in C is set up (``eager``: its
-        setup), an object of its own that makes the call in C the same way, but with no check of traces or modes
-        (the dispatcher has dealt with them) and, for a call it does not make, :meth:`_launch`; else :meth:`_impl`.
-        A subclass that gives its own ``_launch`` keeps it."""
-        impl: Any = self._impl
-        if eager is not None and type(self)._launch is Op._launch and type(self)._impl is Op._impl:
-            impl = _Impl(self, {**eager, "truthy": (), "nones": ()})
-        self._library.impl(opname, impl, "CompositeExplicitAutograd")
-
-    def _setup_eager(self) -> dict[str, Any] | None:
-        """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
-        or zeros like an input of their dtype and shape) and that returns no value; other ops keep the Python call
-        (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way. Returns the setup, or None."""
+    def _c_makers(self) -> list[tuple[int, Callable[[Any], Any]]] | None:
+        """The outputs' makers for the call in C: (input position, a clone or zeros like it) each; None where an
+        output has a shape of its own, or another element shape or dtype than its input's."""
         spec = self.spec
         makers = []
         for how, at, what in self._makers:
@@ -158,8 +150,28 @@ class Op(EagerOp):
             elif how == "like" and not what[1] and not spec.args[spec.inputs[at]].elem_shape and what[2] == (
                     _torch_dtype(spec.dtype(spec.inputs[at]))):
                 makers.append((at, _zeros_like))
-            else:  # an output of its own shape, or another element shape or dtype than its input's
+            else:
                 return None
+        return makers
+
+    def _register_impl(self, opname: str, eager: dict[str, Any] | None) -> None:
+        """The op's implementation for torch's dispatcher: where the eager call in C is set up (``eager``: its
+        setup), an object of its own that makes the call in C the same way, but with no check of traces or modes
+        (the dispatcher has dealt with them) and, for a call it does not make, :meth:`_launch`; else :meth:`_impl`
+        (as for a subclass that gives its own step of the call, ``_CALL_PATH``)."""
+        impl: Any = self._impl
+        if eager is not None:
+            impl = _Impl(self, {**eager, "truthy": (), "nones": ()})
+        self._library.impl(opname, impl, "CompositeExplicitAutograd")
+
+    def _setup_eager(self) -> dict[str, Any] | None:
+        """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
+        or zeros like an input of their dtype and shape) and that returns no value; other ops keep the Python call
+        (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way. Returns the setup, or None."""
+        spec = self.spec
+        if any(getattr(type(self), name) is not getattr(Op, name) for name in _CALL_PATH):
+            return None  # a subclass's own step of the call: every call keeps the Python path, which takes it
+        makers = self._c_makers()
         if spec.graph or self._returned or not makers:
             return None
         rt, cuda = self._runtime, self._cuda
@@ -512,26 +524,32 @@ class ModuleOp(PartsOp):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         device = _device_type(args, kwargs) or self.devices[0]
         part = self._parts.get(device)
-        return (part if part is not None else self.load(device))(*args, **kwargs)
+        return (part if part is not None else _load_part(self, device))(*args, **kwargs)
 
     def load(self, device: str) -> Op:
         """The part for tensors on ``device`` (``"cpu"``, ``"cuda"``), its runtime made and module loaded now where
         not yet (a runtime given as ``runtimes[device]`` is used instead of one of the op's own).
 
+        Under ``torch.compile`` a part not loaded yet is loaded outside the trace (``torch.compiler.disable``: a graph
+        break, which ``fullgraph=True`` refuses): load it before, or call the op once eagerly.
+
         Raises:
             ArgumentTypeError: the module has no part for ``device`` (the message names those it has).
-            NotSupportedError: under ``torch.compile``, a part not loaded yet (load it before, or call the op once).
+            ClosedError: the op was closed.
         """
         part = self._parts.get(device)
         if part is not None:
             return part
         self._modules.arch(device)  # a device without a part: refused, naming those the module has
-        if _compiling():
-            raise NotSupportedError(f"{self}: its {device} part is not loaded, and torch.compile cannot trace the "
-                                    f"loading: call op.load({device!r}) first, or the op once eagerly")
         part = Op(self._modules.launchable(device), self._outputs, self._backward, f"{self.qualname}_{device}")
         self._parts[device] = part
         return part
+
+
+@torch.compiler.disable
+def _load_part(op: ModuleOp, device: str) -> Op:
+    """``op.load(device)`` outside any torch.compile trace (loading makes a runtime and torch operators)."""
+    return op.load(device)
 
 
 def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backward: Callable[..., Any] | None = None,

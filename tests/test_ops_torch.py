@@ -291,6 +291,18 @@ def test_one_op_over_a_modules_parts(built):  # noqa: F811
     saxpy.close()
     with pytest.raises(ClosedError):
         saxpy(x, y, 2.0)
+    unloaded = tt.op_of(path, "saxpy", {"y": "y"})
+    late = torch.compile(lambda u, v: unloaded(u, v, 1.0))  # not loaded yet: loaded outside the trace
+    assert torch.equal(late(x, y), x + 1) and list(unloaded.parts) == ["cpu"]
+    unloaded.close()
+    closed = tt.op_of(path, "saxpy", {"y": "y"})
+    closed.close()
+    with pytest.raises(ClosedError):  # no part is loaded after close
+        closed(x, y, 2.0)
+    missing = tt.op_of(path, "no_such_kernel", {0: 0})
+    for _ in range(2):  # each try loads anew, keeping no runtime of a part that cannot load
+        with pytest.raises(Exception, match="no_such_kernel"):
+            missing(x)
     with Runtime(Arch.X64) as rt:  # a runtime of the program's own: used, and not closed by the op
         given = tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cpu": rt})
         assert torch.equal(given(x, y, 1.0), x + 1)
@@ -298,6 +310,8 @@ def test_one_op_over_a_modules_parts(built):  # noqa: F811
         assert not rt.closed
     with pytest.raises(ArgumentTypeError, match="runtimes for cuda"):
         tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": object()})
+    with pytest.raises(ArgumentTypeError, match=r"runtimes\['cpu'\] must be an X64 Runtime"):
+        tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cpu": "a string"})
     vulkan_only = os.path.join(built, "vulkan.tcm")
     with pytest.raises(NotSupportedError, match="none for x64 or cuda"):
         tt.op_of(vulkan_only, "saxpy", {"y": "y"})

@@ -9,6 +9,7 @@ absence fails them.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -488,6 +489,8 @@ def test_large_results_come_back_through_shared_memory(modules, monkeypatch):
                 data = _arena.dumps(tasks.arrays(None, n), mapped)
                 assert data.startswith(_arena.MARK) == (through == "arena"), (n, through)
                 _expect_arrays(arena.loads(data), n)
+            back = arena.loads(_arena.dumps([pickle.PickleBuffer(b"x" * 100000)], mapped))
+            assert back == [b"x" * 100000] and type(back[0]) is bytes  # read-only: in the pickle, bytes again
             mapped.close()
     finally:
         arena.close()

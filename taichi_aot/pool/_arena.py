@@ -21,12 +21,16 @@ from typing import Any
 
 #: The arena's size (the memory file is sparse: only what replies have written is backed, at most this).
 ARENA_BYTES = 64 << 20
+#: The bytes of the arena that stay backed after a reply; a larger reply's other pages are given back as it is read.
+KEEP = 8 << 20
 #: Buffers of at least this many bytes go through the arena.
 OUT_OF_BAND = 64 << 10
 #: What starts a reply whose buffers are in the arena, followed by their count and (offset, size) each, then the
 #: pickle. A pickle (protocol 2 and up) starts with 0x80.
 MARK = b"\x00taichi_aot-arena\x00"
 _COUNT, _SPAN = struct.Struct("<I"), struct.Struct("<QQ")
+#: The memory file's name (``/memfd:<NAME>`` in ``/proc``).
+NAME = "taichi_aot-pool-arena"
 
 
 class Arena:
@@ -40,13 +44,19 @@ class Arena:
         if not sys.platform.startswith("linux") or not hasattr(os, "memfd_create"):
             return
         try:
-            self._fd = os.memfd_create("taichi_aot-pool-arena", os.MFD_CLOEXEC)
+            self._fd = os.memfd_create(NAME, os.MFD_CLOEXEC)
             os.ftruncate(self._fd, size)
             self._map = mmap.mmap(self._fd, size)
         except OSError:  # no memory file here: replies go through the pipe
             self.close()
             return
         self.where = f"/proc/{os.getpid()}/fd/{self._fd}"
+
+    def attached(self) -> None:
+        """The worker has mapped the arena: the parent's descriptor of it goes (its mapping stays)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def loads(self, data: bytes) -> Any:
         """A reply from the worker: its buffers copied out of the arena where it put them there."""
@@ -64,6 +74,9 @@ class Arena:
                 buffers.append(bytearray(view[offset:offset + size]))  # memory of its own: the arena is reused
         finally:
             view.release()
+        if offset + size > KEEP:  # a large reply's pages given back: the arena keeps at most KEEP bytes backed
+            start = KEEP // mmap.PAGESIZE * mmap.PAGESIZE
+            self._map.madvise(mmap.MADV_REMOVE, start, len(self._map) - start)
         return pickle.loads(memoryview(data)[at:], buffers=buffers)
 
     def close(self) -> None:
@@ -81,6 +94,8 @@ def open_arena(where: str | None) -> mmap.mmap | None:
     if where is None:
         return None
     try:
+        if not os.readlink(where).startswith(f"/memfd:{NAME}"):  # not the parent's arena (its pid taken anew)
+            return None
         fd = os.open(where, os.O_RDWR)
     except OSError:
         return None
@@ -99,8 +114,9 @@ def dumps(reply: Any, arena: mmap.mmap | None) -> bytes:
     large: list[pickle.PickleBuffer] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
-        if buffer.raw().nbytes < OUT_OF_BAND:
-            return True  # in the pickle
+        raw = buffer.raw()
+        if raw.nbytes < OUT_OF_BAND or raw.readonly:
+            return True  # in the pickle (a read-only buffer too: bytes come back as bytes, as through the pipe)
         large.append(buffer)
         return False
 

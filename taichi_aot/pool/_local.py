@@ -50,6 +50,7 @@ class LocalHandle:
         if not isinstance(reply, Started):
             self.process.join(5)
             raise start_error(self.config.slot, reply, self.process.exitcode, _detail(self.config))
+        self._arena.attached()  # the worker mapped it (or went without it) before it said hello
         self.info = reply.info
 
     def run(self, fn: Callable[..., Any], item: Any) -> Reply:

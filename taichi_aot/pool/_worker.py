@@ -229,12 +229,12 @@ def serve(conn: Any, config: WorkerConfig, parent: int, arena: str | None = None
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="taichi_aot-parent-watch").start()
+    shared = open_arena(arena)  # before the hello: then the parent lets its descriptor of the arena go
     worker, hello = start_worker(config)
     conn.send(hello)
     if worker is None:
         return
     loads, dumps, protocol = pickle.loads, pickle.dumps, pickle.HIGHEST_PROTOCOL
-    shared = open_arena(arena)
     while True:
         try:
             data = conn.recv_bytes()
