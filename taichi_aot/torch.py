@@ -540,7 +540,6 @@ class ModuleOp(PartsOp):
         part = self._parts.get(device)
         if part is not None:
             return part
-        self._modules.arch(device)  # a device without a part: refused, naming those the module has
         part = Op(self._modules.launchable(device), self._outputs, self._backward, f"{self.qualname}_{device}")
         self._parts[device] = part
         return part

@@ -6,8 +6,8 @@ A task's result (a simulation's field: an array of a few MiB) pickled into the w
 large buffers (numpy arrays' memory, from ``OUT_OF_BAND`` bytes on) in the arena and sends only the pickle and where
 they are; the parent copies them out of the arena into memory of their own as it unpickles the reply. A worker runs
 one task at a time and the parent reads each reply before it sends the next task, so the arena is never written
-while the parent reads it. Replies whose buffers do not fit, and every reply where there is no arena (not Linux, a
-memory file refused), go through the pipe as before.
+while the parent reads it. Buffers that do not fit in what is left of the arena, and every reply where there is no
+arena (not Linux, a memory file refused), go through the pipe as before.
 """
 
 from __future__ import annotations
@@ -111,25 +111,20 @@ def dumps(reply: Any, arena: mmap.mmap | None) -> bytes:
     """``reply`` pickled for the parent: its large buffers written into ``arena`` where they fit."""
     if arena is None:
         return pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
-    large: list[pickle.PickleBuffer] = []
+    head: list[bytes] = []
+    offset = 0
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        nonlocal offset
         raw = buffer.raw()
-        if raw.nbytes < OUT_OF_BAND or raw.readonly:
-            return True  # in the pickle (a read-only buffer too: bytes come back as bytes, as through the pipe)
-        large.append(buffer)
+        if raw.nbytes < OUT_OF_BAND or raw.readonly or offset + raw.nbytes > len(arena):
+            return True  # in the pickle: small, read-only (bytes come back as bytes), or no room left in the arena
+        arena[offset:offset + raw.nbytes] = raw
+        head.append(_SPAN.pack(offset, raw.nbytes))
+        offset += raw.nbytes
         return False
 
     data = pickle.dumps(reply, 5, buffer_callback=out_of_band)
-    if not large:
+    if not head:
         return data
-    sizes = [b.raw().nbytes for b in large]
-    if sum(sizes) > len(arena):  # too large for the arena: all through the pipe
-        return pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
-    head = [MARK, _COUNT.pack(len(large))]
-    offset = 0
-    for buffer, size in zip(large, sizes):
-        arena[offset:offset + size] = buffer.raw()
-        head.append(_SPAN.pack(offset, size))
-        offset += size
-    return b"".join(head) + data
+    return b"".join([MARK, _COUNT.pack(len(head)), *head]) + data
