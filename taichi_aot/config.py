@@ -12,7 +12,7 @@ import platform
 import sys
 from typing import IO, Any
 
-from . import _library, capi
+from . import _library, _nvtx, capi
 from ._bundle import cache_home
 from ._library import FENCES_VARIABLE
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, Arch
@@ -95,6 +95,7 @@ def config() -> dict[str, Any]:
         "cuda_launcher": _cuda_launcher(),
         "spirv_validator": _spirv_validator(),
         "vulkan_fences": vulkan_fences(),
+        "nvtx": nvtx(),
         "fast_reads": fast_reads(),
         "cache": {"folder": cache_home(), **{kind: len(paths) for kind, paths in cache_entries().items()}},
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(VARIABLES)},
@@ -188,6 +189,29 @@ def vulkan_fences() -> dict[str, Any]:
             "reused": int(counts[1]), "kept": int(counts[2])}
 
 
+def set_nvtx(on: bool) -> bool:
+    """Name every launch from now on in Nsight Systems (``on``), or stop: each kernel or graph launch (calls, bound
+    launches, replays, ops, the flat API's launches) is made inside an NVTX range ``taichi_aot:<name>``, on every
+    arch. The same as ``TAICHI_AOT_NVTX=1`` (read when the first kernel or graph is made), and it wins over the
+    variable. Off, a launch costs one branch more; on, a push and a pop of a range (NVIDIA's library, which records
+    nothing while no tool is attached).
+
+    Turning ranges on opens NVIDIA's NVTX library (``libnvToolsExt.so.1``) the first time: from the system's search
+    path, the ``nvidia-nvtx-cu12`` wheel (PyTorch's CUDA wheels install it) or the CUDA toolkit. Where none is found,
+    one RuntimeWarning says where it looked, and they stay off.
+
+    Returns:
+        Whether the ranges are on now.
+    """
+    return _nvtx.set_nvtx(bool(on))
+
+
+def nvtx() -> dict[str, Any]:
+    """Whether launches are named in NVTX ranges (:func:`set_nvtx`): ``on``, ``library`` (the NVTX library opened, or
+    None), ``asked`` (``TAICHI_AOT_NVTX`` asks for them) and ``looked`` (where the library was looked for in vain)."""
+    return _nvtx.status()
+
+
 def _spirv_validator() -> dict[str, Any]:
     """SPIRV-Tools, which validates every task of a Vulkan module at load: its path and version, or why it is
     missing (then Vulkan modules cannot be loaded)."""
@@ -250,4 +274,15 @@ def _path_lines(c: dict[str, Any]) -> list[str]:
             f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else
             f"SPIR-V validator: missing, so Vulkan modules cannot be loaded: {spv['error']}",
             f"Vulkan fences: {'reused' if fences['on'] else 'made for each submit'} ({fences['reason']}; "
-            f"{FENCES_VARIABLE}=0 turns this off); made {fences['made']}, reused {fences['reused']}"]
+            f"{FENCES_VARIABLE}=0 turns this off); made {fences['made']}, reused {fences['reused']}",
+            _nvtx_line(c["nvtx"])]
+
+
+def _nvtx_line(n: dict[str, Any]) -> str:
+    """``show_config``'s line of the NVTX ranges around launches."""
+    if n["on"]:
+        return f"NVTX ranges: on, every launch named taichi_aot:<kernel> ({n['library']})"
+    if n["looked"]:
+        return "NVTX ranges: asked for, but off: no NVTX library found; looked in: " + "; ".join(n["looked"])
+    return (f"NVTX ranges: off ({_nvtx.VARIABLE}=1 or taichi_aot.config.set_nvtx(True) names every launch in "
+            "Nsight Systems)")

@@ -28,6 +28,7 @@ from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launche
 from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
 from ._lifetime import Parent, unpicklable
 from ._native import ffi, lib
+from ._nvtx import first_use, range_name
 from .backends import launch_error
 from .enums import GFX_ARCHS, Access, Arch, DataType
 from .errors import (
@@ -110,11 +111,13 @@ def _bindable_value(entry: _Launchable, spec: ArgInfo, value: Any) -> Any:
 
 
 class _Packed:
-    """One launch's arguments: a byte buffer laid out as the C array, its slots, and the launch struct."""
+    """One launch's arguments: a byte buffer laid out as the C array, its slots, and the launch struct (named
+    ``name``: the NVTX range its launches are made inside, which it holds)."""
 
-    __slots__ = ("array", "buf", "keep", "launch", "slots")
+    __slots__ = ("array", "buf", "keep", "launch", "name", "slots")
 
-    def __init__(self, runtime: Parent, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int):
+    def __init__(self, runtime: Parent, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int,
+                 name: Any):
         self.buf = bytearray(max(count, 1) * stride)
         self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
         base: Any = ffi.cast("char *", self.array) if count else None
@@ -129,6 +132,7 @@ class _Packed:
         c.arg_count, c.args = count, self.array
         c.seen = -1  # stale: the first launch checks in Python
         c.thread, c.pending = runtime.gate.thread, runtime.gate.pending
+        c.name = self.name = name
         self.launch: Any = c
 
     def prefill(self, specs: list[ArgInfo]) -> None:
@@ -159,6 +163,8 @@ class _Launchable(Launcher):
         self._foreign = module.runtime.foreign
         self._name = name
         self._handle = choice.library  # libtaichi's handle, where libtaichi can launch it (the flat API's)
+        first_use()  # TAICHI_AOT_NVTX, read once
+        self._range = range_name(name)  # the NVTX range of its launches (_nvtx.py), held by every record of it
 
     @property
     def name(self) -> str:
@@ -363,7 +369,7 @@ class Kernel(_Launchable):
 
     def _new_packed(self) -> _Packed:
         choice = self._choice
-        packed = _Packed(self._runtime, choice, "TiArgument", len(self._args), ARG_SIZE, 0)
+        packed = _Packed(self._runtime, choice, "TiArgument", len(self._args), ARG_SIZE, 0, self._range)
         packed.prefill(self._args)
         return packed
 
@@ -493,7 +499,7 @@ class ComputeGraph(_Launchable):
     def _new_packed(self) -> _Packed:
         choice = self._choice
         packed = _Packed(self._runtime, choice, "TiNamedArgument", len(self._args), _NAMED_SIZE,
-                         _NAMED_ARG)
+                         _NAMED_ARG, self._range)
         for i, cname in enumerate(self._cnames):
             packed.array[i].name = cname
         packed.keep = list(self._cnames)

@@ -13,17 +13,26 @@ with a new output (x's copy, as the op makes it; waited for on x64): target at m
 step calling the op under ``torch.compile(mode="reduce-overhead")`` against the same step's work in torch's own ops
 under it (target at most 1.1x), and a ``torch.cuda.graph`` replay of the step. The kernel is the bench's ``tiny3``
 over 16 f32 (x read and written, y and z read): the op takes x, y, z and returns x's new values.
+
+On every arch, the NVTX rows (:func:`nvtx_rows`): what naming launches in NVTX ranges costs, and that it costs
+nothing while off. The bench's ``tiny`` kernel launched from C (a recorded sequence replayed: the dispatcher, no
+Python in between) with ranges off, against the raw C loop of the same launches (no dispatcher: the launch section's
+reference), target at most 1.05x as the launch section rates its replay; and the same replay with ranges on (where an
+NVTX library is found; no tool attached, so NVIDIA's library records nothing), against the replay with them off.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from taichi_aot import config
 from taichi_aot.enums import Arch
 
 from .harness import torch_here
+from .launch import _c_launches, _launch_counts
 from .measure import measure
 from .row import Row
 
@@ -42,6 +51,10 @@ EAGER_TARGET = 1.2  # the op called eagerly against the kernel called directly w
 GRAPHED = "torch (CUDA): a step with the op in torch.compile(mode='reduce-overhead')"
 GRAPHED_BUILTIN = "torch (CUDA): the step with torch's own ops in reduce-overhead"
 REPLAY = "torch (CUDA): torch.cuda.graph replay of the op's step"
+NVTX_RAW = "NVTX rows: raw C loop (no dispatcher)"
+NVTX_OFF = "NVTX off: C replay of the launch"
+NVTX_ON = "NVTX on: C replay, a range a launch"  # no tool attached: NVIDIA's library records nothing
+NVTX_TARGET = 1.05  # the replay with ranges off against raw C, as the launch section rates the replay
 
 
 def _torch_empty_op(kernel: Any) -> Any:
@@ -167,11 +180,58 @@ def _torch_targets(rows: dict[str, Row]) -> None:
             row.target, row.met = f"<= {target:g}", row.ratio <= target
 
 
+def nvtx_rows(bench: Bench) -> list[Row]:
+    """The NVTX rows (see the module docstring), in paired rounds as the launch section's; the ranges are left as
+    they were found."""
+    n, reps, rounds = _launch_counts(bench)
+    tiny = bench.mod.kernels["tiny"]
+    x = bench.rt.ndarray((16,), np.float32, host_access="none")
+    with bench.rt.record() as seq:
+        tiny(x, 1.0)
+    was = config.nvtx()["on"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # said below, once
+        can = config.set_nvtx(True)
+
+    def replay(on: bool) -> Callable[[], float]:
+        def one() -> float:
+            config.set_nvtx(on)
+            try:
+                return bench.timed(lambda: seq.replay(n)) / n * 1e6
+            finally:
+                config.set_nvtx(False)
+        return one
+
+    methods = {NVTX_RAW: _c_launches(tiny.bind(x, 1.0), n), NVTX_OFF: replay(False)}
+    if can:
+        methods[NVTX_ON] = replay(True)
+    else:
+        bench.log(f"  ops: no NVTX library here ({'; '.join(config.nvtx()['looked'])}): no NVTX-on row")
+    try:
+        measured = measure(methods, NVTX_RAW, rounds, reps)
+    finally:
+        config.set_nvtx(was)
+    params = {"launches": n, "rounds": rounds, "reps": reps}
+    rows = {k: Row("ops", bench.name, k, "us/launch", v, params=params) for k, v in measured.bests.items()}
+    off = rows[NVTX_OFF]
+    off.limit, off.ratio, off.spread = NVTX_RAW, measured.ratio(NVTX_OFF), measured.spread(NVTX_OFF)
+    off.target, off.met = f"<= {NVTX_TARGET:g}", off.ratio is not None and off.ratio <= NVTX_TARGET
+    paired = measured.pair(NVTX_ON, NVTX_OFF)
+    if paired is not None:
+        on = rows[NVTX_ON]
+        on.limit, (on.ratio, on.spread) = NVTX_OFF, paired
+        on.note = f"a range pushed and popped: {on.median - off.median:+.3f} us a launch; {config.nvtx()['library']}"
+    if measured.warnings:
+        rows[NVTX_RAW].note = "; ".join(measured.warnings)
+    return list(rows.values())
+
+
 def ops(bench: Bench) -> list[Row]:
-    """The ops rows on this arch (x64 or CUDA; see the module docstring)."""
+    """The ops rows on this arch (x64 or CUDA; see the module docstring), and the NVTX rows on every arch."""
     rt = bench.rt
+    nvtx = nvtx_rows(bench)
     if rt.arch not in (Arch.X64, Arch.CUDA):
-        return []
+        return nvtx
     n = 200 if bench.quick else 2000
     rounds = 2 if bench.quick else 9
     kernel = bench.mod.kernels["tiny3"].declare_access({1: "read", 2: "read"})
@@ -206,4 +266,4 @@ def ops(bench: Bench) -> list[Row]:
         rows[EAGER].note = "; ".join(measured.warnings)
     for nd in nds:
         nd.close()
-    return list(rows.values())
+    return [*nvtx, *rows.values()]

@@ -36,7 +36,8 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                          "dynamic call, 1 array: NdArray", "dynamic call, 3 arrays: NdArray",
                          "dynamic call, 32 arrays: NdArray", "sweep, 1 worker", "warm cache: import",
                          "a new cache: load", "python -c pass: total",
-                         "pool cost per task (empty task)"):
+                         "pool cost per task (empty task)", "NVTX rows: raw C loop (no dispatcher)",
+                         "NVTX off: C replay of the launch"):
             assert expected in names, (arch, expected)
         assert any(n.startswith("pool cost per task (") and "empty" not in n for n in names), names  # a simulation's
         for r in rows:
@@ -44,11 +45,15 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
             if r["unit"] in ("us/launch", "us/dispatch", "GB/s", "sims/s"):
                 assert r["median"] > 0, r
         targets = [r for r in rows if r["target"]]
-        assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "pre-bound launch",
+        assert {r["name"] for r in targets} >= {"recorded sequence (C replay)", "NVTX off: C replay of the launch",
+                                                 "pre-bound launch",
                                                  "dynamic calls (as users write them)", "from_numpy @1 MiB"}
+        on = [r for r in rows if r["name"] == "NVTX on: C replay, a range a launch"]  # where an NVTX library is
+        assert [r["limit"] for r in on] == ["NVTX off: C replay of the launch"] or not _nvtx_library(), on
         keyword = next(r for r in rows if r["name"] == "dynamic call by keyword")  # beside the positional call
         assert keyword["limit"] == "dynamic call (validated)" and keyword["spread"] is not None
-        paired = [r for r in rows if r["limit"] in ("raw C", "raw C step loop")]
+        paired = [r for r in rows if r["limit"] in ("raw C", "raw C step loop", "NVTX rows: raw C loop (no dispatcher)",
+                                                    "NVTX off: C replay of the launch")]
         assert paired and all(r["spread"] is not None for r in paired)  # measured in paired rounds
         assert all(r["ratio"] is not None or r["section"] in ("memory", "startup") for r in targets)
         if arch == "x64":  # a reverse kernel beside its forward (taichi_aot's own x64 launch)
@@ -59,6 +64,13 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                     "dynamic call, 32 arrays: numpy (zero-copy)"} <= {r["name"] for r in targets}
         if results["archs"][arch].get("jit"):
             assert "Taichi JIT (ti.kernel call)" in names
+
+
+def _nvtx_library() -> bool:
+    """An NVTX library is here (the test extra's nvidia-nvtx-cu12 wheel): the bench measures ranges on."""
+    from taichi_aot import _nvtx
+
+    return any(where == "the nvidia-nvtx wheel" for where, _ in _nvtx.candidates())
 
 
 def test_bench_bad_input():

@@ -24,7 +24,8 @@ LAYERS: list[set[str]] = [
     # C call), the build's helpers, the version, PyInstaller's hooks (they import nothing of the package)
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
-    {"_library"},  # finds and loads libtaichi_c_api, hides its output
+    {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
+    # around launches
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
     {"capi"},  # the flat, checked API

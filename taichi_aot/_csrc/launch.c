@@ -1,7 +1,8 @@
 /* The dispatcher: every launch, of every launch backend, is made here (launch_any decides by the launch's kind).
    Launches from Python in one C call: the close-epoch and thread check, the launch and its error code
    (taichi_aot_launch); recorded sequences replayed with no Python in between (taichi_aot_replay); launches made
-   elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). */
+   elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). Each
+   of them, where NVTX ranges are on, inside a range named for its kernel or graph (launch_any). */
 #include <pthread.h>
 
 #include "taichi_aot.h"
@@ -54,7 +55,7 @@ static int launch_cuda_kernel(const TaichiAotLaunch *l, const TaichiAotElsewhere
 /* One launch of any kind, no check: the one switch on the kind, an unknown one refused before anything is done.
    `where`: the caller's stream and records where the launch is made elsewhere (taichi_aot_launch_elsewhere), else
    NULL. Returns the launch's error code (the library's last error for libtaichi's kinds). */
-static int launch_any(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+static int launch_kind(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
     switch (l->kind) {
     case TAICHI_AOT_KIND_KERNEL:
     case TAICHI_AOT_KIND_GRAPH:
@@ -76,6 +77,21 @@ static int launch_any(const TaichiAotLaunch *l, const TaichiAotElsewhere *where)
     default:
         return TAICHI_AOT_UNKNOWN_KIND;
     }
+}
+
+/* Every launch, as launch_kind makes it; while NVTX ranges are on (nvtx.c), inside a range named for the kernel or
+   graph (the record's `name`), pushed on the calling thread before the launch and popped after it. Off, this is one
+   load and one branch the compiler is told is seldom taken. */
+static int launch_any(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    int error;
+    if (__builtin_expect(__atomic_load_n(&taichi_aot_nvtx, __ATOMIC_RELAXED) == 0, 1)) {
+        return launch_kind(l, where);
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the library's functions, set before the switch was */
+    taichi_aot_nvtx_push(l->name);
+    error = launch_kind(l, where);
+    taichi_aot_nvtx_pop();
+    return error;
 }
 
 /* Counts a launch through libtaichi in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0:

@@ -35,7 +35,9 @@
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
    libtaichi refused: TAICHI_AOT_REFUSED (a non-blocking CUDA stream is set, which libtaichi's own copies on the
    legacy default stream would not be ordered with); [2] the most launches queued before a launch waits for them
-   (0: no bound). */
+   (0: no bound). `name` is the NVTX range a launch is made inside while ranges are on (nvtx.c): "taichi_aot:" and the
+   kernel's or graph's name (launch.py), or NULL (the range is named "taichi_aot"); it lives as long as the record's
+   kernel or graph. */
 #define TAICHI_AOT_KIND_KERNEL 0
 #define TAICHI_AOT_KIND_GRAPH 1
 #define TAICHI_AOT_KIND_CUDA_KERNEL 2
@@ -55,6 +57,7 @@ typedef struct {
     int64_t seen;
     unsigned long thread;
     int32_t *pending;
+    const char *name;
 } TaichiAotLaunch;
 
 /* loader.c: libtaichi_c_api opened with dlopen, its functions looked up into the trampolines. */
@@ -82,6 +85,17 @@ extern int64_t taichi_aot_epoch;
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_dispatch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
+
+/* nvtx.c: NVTX ranges around every launch of the dispatcher. The NVTX library (libnvToolsExt.so.1, or the
+   libnvtx3interop.so.1 of newer CUDA wheels) is opened by path, once (taichi_aot._nvtx finds it): 0, or -1 with the
+   reason in `error`. taichi_aot_nvtx is the switch launch.c reads before every launch (nonzero: ranges on); only
+   taichi_aot_nvtx_enable sets it, and only where the library is open: it returns whether ranges are on now. */
+extern int taichi_aot_nvtx;
+int taichi_aot_nvtx_load(const char *path, char *error, size_t error_size);
+int taichi_aot_nvtx_loaded(void);
+int taichi_aot_nvtx_enable(int on);
+void taichi_aot_nvtx_push(const char *name);
+void taichi_aot_nvtx_pop(void);
 
 /* arrays.c: a numpy array passed to kernels before, recognised in one call: its data pointer, dtype
    object, dimensions, strides and writable flag, read from numpy's array object (whose layout numpy
@@ -295,6 +309,7 @@ typedef struct {
     const uint32_t *value_offsets;
     const uint32_t *value_sizes;
     const void *values;
+    const char *name; /* the launch's NVTX range (TaichiAotLaunch.name), or NULL */
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync, void *htod_async, void *error_name, void *ctx_device, int device);

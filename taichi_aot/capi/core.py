@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _cpus, _library, errors
+from .. import _cpus, _library, _nvtx, errors
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
 from .._probe import ArchStatus, cached_probe, host_cpu_arch, keep_vulkan_loaded, vulkan_kept_by_parent
@@ -643,17 +643,21 @@ def launch_kernel(runtime: Any, kernel: Any, num_args: Any = None, args: Sequenc
     for i in range(len(array)):
         _check_argument(runtime, array[i], f"launch_kernel({entry.name!r}) argument {i}")
     full = handles.count_launch(runtime)
-    _dispatch(runtime, lib.TAICHI_AOT_KIND_KERNEL, kernel, array)  # ti_launch_kernel
+    _dispatch(runtime, lib.TAICHI_AOT_KIND_KERNEL, kernel, array, entry.name)  # ti_launch_kernel
     check(f"launch_kernel({entry.name!r})")
     if full:  # a gfx runtime's queue, bounded as the object layer's launches bound it
         wait(runtime)
 
 
-def _dispatch(runtime: Any, kind: int, handle: Any, array: Any) -> None:
-    """libtaichi's launch of ``handle`` with the checked ``array``, made by the dispatcher (``_csrc/launch.c``) as every
-    launch is; its error is left in the library's slot."""
+def _dispatch(runtime: Any, kind: int, handle: Any, array: Any, name: str) -> None:
+    """libtaichi's launch of ``handle`` (kernel or graph ``name``) with the checked ``array``, made by the dispatcher
+    (``_csrc/launch.c``) as every launch is (inside its NVTX range, where ranges are on); its error is left in the
+    library's slot."""
+    _nvtx.first_use()
     launch = ffi.new("TaichiAotLaunch *")
     launch.runtime, launch.kind, launch.handle, launch.arg_count, launch.args = runtime, kind, handle, len(array), array
+    named = _nvtx.range_name(name)  # alive for the call
+    launch.name = named
     lib.taichi_aot_dispatch(launch)
 
 
@@ -676,7 +680,7 @@ def launch_compute_graph(runtime: Any, compute_graph: Any, num_args: Any = None,
         _check_argument(runtime, array[i].argument, f"launch_compute_graph({entry.name!r}) argument {name!r}")
     with Quiet():
         full = handles.count_launch(runtime)
-        _dispatch(runtime, lib.TAICHI_AOT_KIND_GRAPH, compute_graph, array)  # ti_launch_compute_graph
+        _dispatch(runtime, lib.TAICHI_AOT_KIND_GRAPH, compute_graph, array, entry.name)  # ti_launch_compute_graph
     code, message = take_last_error()
     if code != 0:
         if "Missing runtime value for" in message:
