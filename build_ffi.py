@@ -30,8 +30,8 @@ HEADER = "taichi_aot.h"
 #: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 #: Each launch backend's C lies in ``backends/`` (libtaichi's is launch.c's switch).
-C_FILES = ("loader.c", "backends/cuda.c", "backends/x64.c", "xla.c", "nvtx.c", "launch.c", "arrays.c", "got.c",
-           "threads.c", "vkfence.c", "cuda.c", "torch.c", "spirv.c", "logsink.c", "table.c")
+C_FILES = ("loader.c", "backends/cuda.c", "backends/x64.c", "xla.c", "nvtx.c", "imports.c", "launch.c", "arrays.c",
+           "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "spirv.c", "logsink.c", "table.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

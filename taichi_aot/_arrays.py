@@ -411,16 +411,16 @@ class CudaArray:
         return cls(owner.shape, owner.dtype, owner.data, owner.compact(), owner.device[1],
                    owner.read_only or is_jax(obj), owner)
 
-    def check(self, elem_ndim: int, what: str) -> None:
-        """Raise unless an ndarray of ``elem_ndim`` element dims can be made over it on this runtime."""
+    def check(self, elem_ndim: int, what: str, device: int = _cuda.RUNTIME_DEVICE) -> None:
+        """Raise unless an ndarray of ``elem_ndim`` element dims can be made over it on a runtime of CUDA ``device``."""
         shape = self.shape
         if self.dtype not in DATA_TYPES:
             raise ArgumentTypeError(f"{what}: {self.dtype} has no Taichi data type")
         if not 0 <= elem_ndim <= len(shape) or not shape or 0 in shape:
             raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
-        if self.device != _cuda.RUNTIME_DEVICE:
+        if self.device != device:
             raise InvalidArgumentError(f"{what}: the array is on CUDA device {self.device}; this runtime drives "
-                                       f"device {_cuda.RUNTIME_DEVICE} (in a pool, each worker sees its GPU as "
-                                       "device 0)")
+                                       f"device {device} (a runtime on the array's device takes it: "
+                                       f"Runtime('cuda', device_index={self.device}))")
         if not self.contiguous:
             raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")

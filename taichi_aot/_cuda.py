@@ -94,6 +94,8 @@ def _cuda() -> ctypes.CDLL:
                                                          ctypes.c_char_p)),
                                ("cuMemsetD32Async", (ptr, ctypes.c_uint, size, vp)),
                                ("cuMemAlloc_v2", (ctypes.POINTER(ptr), size)), ("cuMemFree_v2", (ptr,)),
+                               ("cuMemAllocManaged", (ctypes.POINTER(ptr), size, ctypes.c_uint)),
+                               ("cuDeviceGetCount", (ctypes.POINTER(i32),)),
                                ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()),
                                ("cuLaunchKernel", (vp, *(ctypes.c_uint,) * 7, vp, vp, vp))):
                 fn = getattr(lib, name)
@@ -338,26 +340,30 @@ def is_pinned(host_address: int) -> bool:
 
 # -- page-locked host memory ---------------------------------------------------------------
 
-_primary: ctypes.c_void_p | None = None
+_primary: dict[int, ctypes.c_void_p] = {}  # device ordinal -> its primary context, retained once
 
 
-def retain_primary(cu: Any) -> ctypes.c_void_p:
-    global _primary
+def retain_primary(cu: Any, device: int = RUNTIME_DEVICE) -> ctypes.c_void_p:
+    """The primary context of CUDA device ``device`` (an ordinal), retained once for the process's life: the context
+    torch, JAX and CuPy use, and the one Taichi 1.7.4 runs in on device 0."""
+    ctx = _primary.get(device)
+    if ctx is not None:
+        return ctx
     with _lock:
-        if _primary is None:
+        if device not in _primary:
             _ok(cu.cuInit(0), "initialize CUDA")
-            device, ctx = ctypes.c_int(0), ctypes.c_void_p()
-            _ok(cu.cuDeviceGet(ctypes.byref(device), RUNTIME_DEVICE), "find the CUDA device")
-            _ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device), "retain the CUDA primary context")
-            _primary = ctx
-        return _primary
+            handle, made = ctypes.c_int(0), ctypes.c_void_p()
+            _ok(cu.cuDeviceGet(ctypes.byref(handle), device), f"find CUDA device {device}")
+            _ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(made), handle), "retain the CUDA primary context")
+            _primary[device] = made
+        return _primary[device]
 
 
 @contextmanager
-def primary_context() -> Iterator[Any]:
-    """The driver, with device 0's primary context current (retained once, never released)."""
+def primary_context(device: int = RUNTIME_DEVICE) -> Iterator[Any]:
+    """The driver, with the primary context of ``device`` current (retained once, never released)."""
     cu = _cuda()
-    primary = _primary if _primary is not None else retain_primary(cu)
+    primary = _primary.get(device) or retain_primary(cu, device)
     _ok(cu.cuCtxPushCurrent_v2(primary), "use the CUDA primary context")
     try:
         yield cu
@@ -593,7 +599,7 @@ def registered_bytes() -> int:
 def _forget_after_fork() -> None:
     """In a forked child: the parent's CUDA state is unusable there, and its registrations are not the child's
     (its copies of the pages are ordinary memory). Drop them without calling the driver; fresh locks."""
-    global _lock, _lock_registered, _staging_lock, _registered_bytes, _copier, _primary
+    global _lock, _lock_registered, _staging_lock, _registered_bytes, _copier
     for entry in _registered.values():
         entry.ref = None
     _registered.clear()
@@ -601,7 +607,8 @@ def _forget_after_fork() -> None:
     _registered_bytes = 0
     _lock, _lock_registered, _staging_lock = threading.Lock(), threading.RLock(), threading.Lock()
     _staging.clear()
-    _copier, _primary = None, None
+    _copier = None
+    _primary.clear()
 
 
 # -- staged transfers -------------------------------------------------------------------------

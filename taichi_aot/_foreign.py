@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda
+from . import _cuda, _cudart
 from ._arrays import (
     CudaArray,
     array_like,
@@ -235,13 +235,16 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_entries", "_flight", "_held", "_on_cuda",
-                 "_runtime", "_spare", "allow_copies", "held_limit", "hits", "imports", "size", "staged", "unmaps")
+    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_flight", "_held",
+                 "_on_cuda", "_own", "_runtime", "_spare", "allow_copies", "held_limit", "hits", "imports", "size",
+                 "staged", "unmaps")
 
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
         self._on_cuda = runtime.arch == Arch.CUDA
+        self._device = runtime.device_index  # the CUDA device whose memory kernels take
+        self._own = runtime.cuda_device is not None  # taichi_aot's own CUDA runtime: pointers, never imports
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
         self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit
         self.held_limit = HELD_LIMIT
@@ -278,6 +281,8 @@ class ForeignArgs:
         entry = self.imports.get(address)
         if entry is not None and entry[0] >= nbytes:  # the C call's imports too
             return ffi.cast("TiMemory", entry[1])
+        if self._own:  # the own CUDA runtime's launches take the pointer itself
+            return _cudart.tagged(address)
         rt = self._rt()
         rt.ensure_open()
         # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
@@ -307,7 +312,7 @@ class ForeignArgs:
                                    argument=bytes(ffi.buffer(arg))))
         cpu = not self._on_cuda  # numpy's array objects are read in place where ARRAY_KEYS says they can be
         return {"imports": self.imports, "host_numpy": int(cpu and ARRAY_KEYS), "torch_device": 0 if cpu else 1,
-                "torch_index": _cuda.RUNTIME_DEVICE, "held": None if cpu else self._held, "held_limit": self.held_limit,
+                "torch_index": self._device, "held": None if cpu else self._held, "held_limit": self.held_limit,
                 "cai_classes": None if cpu else self._cai_classes,
                 "pointer_device": 0 if cpu else _cuda.pointer_attribute_address(),
                 "spill": None if cpu else self.spill, "slots": slots}
@@ -413,7 +418,7 @@ class ForeignArgs:
                                          "ndarray's memory is written by kernels: pass copy=None (a copy on the "
                                          "device) or a writable array")
             copy = True
-        c.check(elem_ndim, what)
+        c.check(elem_ndim, what, self._device)
         split = len(c.shape) - elem_ndim
         rt = self._rt()
         if copy:

@@ -71,6 +71,8 @@ def _cell(rt: Any) -> Any:
     """The runtime's C cell (xla.c): its lock and pool of imports, closed with the runtime, first."""
     cell = _cells.get(rt)
     if cell is not None:
+        if rt.cuda_device is not None and rt.handle:  # libtaichi's runtime, made beside the own since the cell was
+            lib.taichi_aot_xla_library(cell, rt.handle)
         return cell
     cuda = rt.arch == Arch.CUDA
     own, memset_async, sync, htod, name, device = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
@@ -126,6 +128,7 @@ class _Plan:
         self.what = ffi.new("char[]", str(spec).encode())
         p = self.c = ffi.new("TaichiAotXlaPlan *")
         p.runtime, (p.kind, p.flags, p.handle) = op._cell, op._choice.elsewhere()
+        p.name = spec.entry._range  # its NVTX range (the kernel or graph keeps the string)
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
         if spec.returned:  # copied from its results' host memory into the result buffers after the outputs'
             layout = op._choice.results.layout_bytes()

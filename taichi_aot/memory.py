@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _cuda, capi
+from . import _cuda, _cudart, capi
 from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
 from .enums import CPU_ARCHS, Arch, MemoryUsage
@@ -73,9 +73,11 @@ class _Mapping:
 
     def __init__(self, memory: Memory):
         self._owned = memory._owned
-        self._runtime = memory._runtime.handle
+        own = memory._runtime.cuda_device is not None  # the own CUDA runtime's managed memory: mapped as it is
+        self._runtime = None if own else memory._runtime.handle
         self._handle = memory._handle
-        self.ptr: Any = ffi.cast("uint8_t *", capi.map_memory(self._runtime, self._handle))
+        address = memory._cuda_address if own else capi.map_memory(self._runtime, self._handle)
+        self.ptr: Any = ffi.cast("uint8_t *", address)
         self._owned.pin()
         self._refs = 0
         self._memory_ref: Memory | None = memory
@@ -94,7 +96,8 @@ class _Mapping:
             if memory is not None:
                 memory._mapping = None
             try:
-                capi.unmap_memory(self._runtime, self._handle)
+                if self._runtime is not None:
+                    capi.unmap_memory(self._runtime, self._handle)
             except Exception:
                 pass
             self._owned.unpin()
@@ -173,6 +176,9 @@ class Memory(Child):
             address: int | None = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
             handle = capi.import_cpu_memory(rt, address, size).cdata
             release = functools.partial(_release_host, rt, handle, host)
+        elif runtime.cuda_device is not None:  # the own CUDA runtime's: the driver's, zero-filled
+            self._setup_own(runtime, size, flags)
+            return
         else:
             address = None
             handle = capi.allocate_memory(
@@ -180,6 +186,19 @@ class Memory(Child):
             ).cdata
             release = functools.partial(capi.free_memory, rt, handle)
         self._setup(runtime, handle, size, flags, release, None, address, None)
+
+    def _setup_own(self, runtime: Parent, size: int, flags: tuple[bool, bool, bool, int]) -> None:
+        """Memory of taichi_aot's own CUDA runtime (:mod:`taichi_aot._cudart`): device memory, or managed memory where
+        the host maps it; its TiMemory is the tagged pointer, which the own launches take as it is."""
+        device = runtime.cuda_device
+        pointer = device.alloc(size, managed=flags[0] or flags[1])
+        try:
+            device.memset(pointer, size)
+        except BaseException:
+            device.free(pointer)
+            raise
+        self._setup(runtime, _cudart.tagged(pointer), size, flags, functools.partial(device.free, pointer), None,
+                    None, pointer, context=device.context)
 
     @classmethod
     def _imported_host(cls, runtime: Parent, size: int, address: int, owner: object, pooled: bool = False) -> Memory:
@@ -206,6 +225,8 @@ class Memory(Child):
         ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
+        if runtime.cuda_device is not None:  # the own CUDA runtime imports nothing: the pointer itself, tagged
+            return cls._imported(runtime, _cudart.tagged(pointer), size, False, owner, None, pointer, pooled)
         if pooled:
             handle = runtime.foreign.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, True)
@@ -216,7 +237,7 @@ class Memory(Child):
     def _imported(cls, runtime: Parent, handle: Any, size: int, host_visible: bool, owner: object,
                   host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
-        release = (functools.partial(_keep_pooled, owner) if pooled
+        release = (functools.partial(_keep_pooled, owner) if pooled or runtime.cuda_device is not None
                    else functools.partial(_forget_imported, runtime.handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
@@ -224,7 +245,7 @@ class Memory(Child):
 
     def _setup(self, runtime: Parent, handle: Any, size: int, flags: tuple[bool, bool, bool, int],
                release: Callable[[], object], owner: object, host_address: int | None,
-               cuda_address: int | None, quiet: bool = False) -> None:
+               cuda_address: int | None, quiet: bool = False, context: int | None = None) -> None:
         """Every route's one list of attributes: the handle, what it holds (``owner``: imported memory's, kept
         by the release too), where the host sees it, and the record that releases it (``quiet`` for a pooled
         import: see Owned)."""
@@ -233,7 +254,7 @@ class Memory(Child):
         self._flags = flags
         self._mapping: _Mapping | None = None
         self._cuda_address = cuda_address
-        self._cuda_ctx: int | None = None
+        self._cuda_ctx: int | None = context  # the CUDA context of the pointer: found when first asked
         self._host: Any = owner
         self._host_address = host_address
         self._attach(runtime, Owned(release, runtime.owned, quiet))
@@ -286,6 +307,9 @@ class Memory(Child):
         native handles and the lifetime record, so that no reference cycle runs through a mapping kept so (a view's
         would: numpy does not show the collector what its arrays hold). The memory stays pinned until then."""
         self.ensure_open()
+        if self._runtime.cuda_device is not None:  # managed memory: the host addresses it as it is
+            self._owned.pin()
+            return self.cuda_pointer(), self._owned.unpin
         address = capi.map_memory(self._runtime.handle, self._handle)
         self._owned.pin()
         return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned)
@@ -322,6 +346,13 @@ class Memory(Child):
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
             ptr = mapping.ptr
+            if to_device:
+                ffi.memmove(ptr, data, nbytes)
+            else:
+                ffi.memmove(data, ptr, nbytes)
+            return
+        if self._runtime.cuda_device is not None:  # managed memory: copied where it is (the caller waited)
+            ptr = ffi.cast("uint8_t *", self.cuda_pointer())
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
             else:

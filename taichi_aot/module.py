@@ -55,7 +55,8 @@ def _release_module(module: Any, temp_dir: str | None, backends: ModuleBackends 
     try:
         if backends is not None:
             backends.unload()
-        capi.destroy_aot_module(module)
+        if module is not None:  # None: the own CUDA runtime's, which libtaichi never loaded
+            capi.destroy_aot_module(module)
     finally:
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
@@ -159,20 +160,33 @@ def _alive(pid: int) -> bool:
 def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
+    own = runtime.cuda_device is not None  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
         # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
         # refuses .tcm bytes: extract the archive to a private folder instead.
         temp_dir = _module_folder()
         try:
             extract_archive(data if data is not None else what, temp_dir)
-            return capi.load_checked(rt, temp_dir, meta), temp_dir
+            return None if own else capi.load_checked(rt, temp_dir, meta), temp_dir
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
     # the metadata was read and checked above: capi's loads by that metadata do not read it again
+    if own:
+        return None, None
     if data is not None:
         return capi.create_checked(rt, data, meta), None
     return capi.load_checked(rt, what, meta), None
+
+
+def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:
+    """libtaichi's load of a module on taichi_aot's own CUDA runtime, whose kernels it launches where the own launcher
+    does not (its runtime made beside the own on the first such module); the own backends unloaded where it fails."""
+    try:
+        return capi.load_checked(runtime.library_runtime(), folder if folder is not None else src.what, src.meta)
+    except BaseException:
+        backends.unload()
+        raise
 
 
 #: How many loaded modules no AotModule uses a runtime keeps, for a load of the same content to reuse.
@@ -282,6 +296,9 @@ class AotModule(Child):
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice)
+                if handle is None and runtime.cuda_device is not None and backends.needs_library(src.meta):
+                    # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches
+                    handle = _load_library(runtime, src, folder, backends)
             except BaseException:
                 _release_module(handle, temp_dir)
                 raise
@@ -389,6 +406,8 @@ class AotModule(Child):
     def _library_handle(self, kind: Literal["kernel", "graph"], name: str) -> Any:
         """libtaichi's handle of the kernel or graph ``name``, got once for every AotModule of this content."""
         handles = self._shared.handles
+        if self._handle is None:  # the own CUDA runtime's module: libtaichi has none
+            return None
         try:
             handle = handles.get((kind, name))
             if handle is None:

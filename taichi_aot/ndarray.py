@@ -260,7 +260,8 @@ class NdArray:
         layout = _layout(shape, dtype, elem_shape)
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
-        if runtime.arch not in CPU_ARCHS:  # CPU memory is zeroed on allocation; device memory is not
+        if runtime.arch not in CPU_ARCHS and runtime.cuda_device is None:  # CPU memory and the own CUDA runtime's
+            # are zeroed on allocation; libtaichi's device memory is not
             self._write(self, np.zeros(self._full_shape, self._dtype))
 
     @classmethod

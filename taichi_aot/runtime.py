@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from . import _cuda, _dlpack, _library, capi, metadata
+from . import _cuda, _cudart, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
 from ._lifetime import Child, Owned, unpicklable
-from ._native import lib
+from ._native import ffi, lib
 from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
@@ -78,21 +78,6 @@ def best_arch() -> Arch:
     if usable:
         return usable[0]
     raise NotSupportedError("no Taichi backend can create a runtime on this machine")
-
-
-def _stream_handle(stream: Any) -> int | None:
-    """The CUstream handle of ``stream`` (None, an int, or a torch or CuPy stream object), checked."""
-    if stream is not None and not isinstance(stream, int):
-        handle = getattr(stream, "cuda_stream", None)
-        if handle is None:
-            handle = getattr(stream, "ptr", None)
-        if not isinstance(handle, int):
-            raise ArgumentTypeError(f"set_cuda_stream: {type(stream).__name__} is not a CUDA stream (a CUstream "
-                                    "handle, a torch.cuda.Stream or a cupy.cuda.Stream)")
-        stream = handle
-    if isinstance(stream, bool) or (stream is not None and stream < 0):
-        raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
-    return stream
 
 
 def _usable_arch(archs: Any, status: dict) -> Arch | None:
@@ -212,10 +197,14 @@ class Runtime:
     Args:
         arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
             a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
-        device_index: the device to use (libtaichi_c_api 1.7.4 supports 0 only).
+        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; elsewhere 0 only).
         cpu_threads: CPU runtimes only: how many threads it starts (kernels run on at most this many, and at
             most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
             this process may use (its affinity, within a container's CPU quota).
+        cuda_runtime: CUDA only: "own" (the default, also "auto"; ``TAICHI_AOT_CUDA_RUNTIME``), taichi_aot's own
+            CUDA runtime in the device's primary context, on any device, several at once; on device 0 libtaichi's
+            runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone (device 0
+            only, one at a time). ``cuda_device`` is the own runtime's device (None: libtaichi's).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -227,20 +216,30 @@ class Runtime:
     _finalizer: weakref.finalize
 
     def __init__(self, arch: Arch | int | str | None = None, device_index: int = 0, *,
-                 cpu_threads: int | None = None):
+                 cpu_threads: int | None = None, cuda_runtime: str | None = None):
         self._arch: Arch = resolve_arch(arch)
         self._device_index = device_index
         if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
             gc.collect()  # kernels refer to each other), are released before another is made
-        handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
-        if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
-            _cuda.driver()
+        #: taichi_aot's own CUDA runtime's device (None: libtaichi's runtime; see taichi_aot._cudart)
+        self.cuda_device: _cudart.CudaDevice | None = None
+        self._library: list[Any] = []  # the own CUDA runtime's libtaichi runtime, once a module needs it
+        if self._arch == Arch.CUDA and _cudart.chosen(cuda_runtime, device_index) == _cudart.OWN:
+            self.cuda_device = _cudart.CudaDevice(device_index)
+            handle, pending = ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]")
+            # its memory and modules are given back before it, then libtaichi's runtime where one was made
+            self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
+        else:
+            handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
+            if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
+                _cuda.driver()
+            pending = capi.pending_flag(handle)
+            self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
         self._handle: Any = handle
-        self._cpu_threads = capi.runtime_threads(handle) or None
-        self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
+        self._cpu_threads = None if self.cuda_device else capi.runtime_threads(handle) or None
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
-        self.gate = LaunchGate(threading.get_ident(), capi.pending_flag(handle))
+        self.gate = LaunchGate(threading.get_ident(), pending)
         self._children: weakref.WeakSet[Child] = weakref.WeakSet()
         #: Other libraries' arrays as this runtime's ndarrays and kernel arguments: the policy, its cache and the
         #: staged copies of a launch (see taichi_aot._foreign; for the package, not for users).
@@ -299,7 +298,22 @@ class Runtime:
 
     @property
     def handle(self) -> Any:
-        """The C-API's ``TiRuntime`` handle (for the flat API, :mod:`taichi_aot.capi`)."""
+        """The C-API's ``TiRuntime`` handle (for the flat API, :mod:`taichi_aot.capi`); on the own CUDA runtime, NULL
+        until a module needs libtaichi's runtime beside it (:meth:`library_runtime`)."""
+        return self._handle
+
+    def library_runtime(self) -> Any:
+        """libtaichi's runtime, for the kernels of a module only libtaichi launches (for the package: module loads):
+        the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
+        process: InvalidStateError where another lives); NotSupportedError on another device."""
+        if self.cuda_device is None or self._library:
+            return self._handle
+        if self._device_index != 0:
+            raise NotSupportedError(_cudart.no_library(self._device_index))
+        self._handle = capi.create_runtime(Arch.CUDA, 0).cdata
+        self._library.append(self._handle)
+        if self._cuda_stream:  # libtaichi's launches on the stream set
+            capi.set_cuda_stream(self._cuda_stream)
         return self._handle
 
     def on_its_thread(self) -> bool:
@@ -313,8 +327,10 @@ class Runtime:
 
     @property
     def capabilities(self) -> dict[Capability | int, int]:
-        """``{Capability: level}`` of the device (empty on x64)."""
+        """``{Capability: level}`` of the device (empty on x64 and the own CUDA runtime)."""
         self.ensure_open()
+        if self.cuda_device is not None:
+            return {}
         return capi.get_runtime_capabilities(self._handle).as_dict()
 
     def set_capabilities(self, capabilities: Mapping[Capability | int, int] | None = None, **named: int) -> None:
@@ -340,7 +356,8 @@ class Runtime:
     def flush(self) -> None:
         """Submit queued work without waiting for it."""
         self.ensure_open()
-        capi.flush(self._handle)
+        if self._handle:  # the own CUDA runtime's work is submitted as it is launched
+            capi.flush(self._handle)
 
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
@@ -355,6 +372,11 @@ class Runtime:
             self.foreign.release()
 
     def _drain(self) -> None:
+        if self.cuda_device is not None:
+            self.cuda_device.synchronize()  # every stream's work, the caller's too
+            self.gate.pending[0] = 0
+            if not self._handle:
+                return
         capi.wait(self._handle)
         if self._cuda_stream:
             _cuda.stream_synchronize(self._cuda_stream)
@@ -405,13 +427,14 @@ class Runtime:
         self.ensure_open()
         if self._arch != Arch.CUDA:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
-        stream = _stream_handle(stream)
+        stream = _cudart.stream_handle(stream)
         capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
         if not (capturing or _cuda.capturing(self._cuda_stream)):
             self.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
         self.backends.select_stream(stream or None)  # its stand-in made first: it may fail (out of memory)
-        capi.set_cuda_stream(stream or None)
+        if self._handle:  # libtaichi's setting is the process's: the own runtime sets it only where it made one
+            capi.set_cuda_stream(stream or None)
         self._cuda_stream = stream or None
         self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
@@ -562,8 +585,7 @@ class Runtime:
         return AotModule(self, source, launcher=launcher, cuda_launcher=cuda_launcher)
 
     @classmethod
-    def for_module(cls, source: ModuleSource,
-                   device_index: int = 0) -> Runtime:
+    def for_module(cls, source: ModuleSource, device_index: int = 0, *, cuda_runtime: str | None = None) -> Runtime:
         """A runtime on the fastest backend that both this machine and the module have::
 
             with Runtime.for_module("physics.tcm") as rt:
@@ -572,7 +594,7 @@ class Runtime:
         Raises:
             IncompatibleModuleError: no arch the module holds works here.
         """
-        return cls(arch_for_module(source), device_index)
+        return cls(arch_for_module(source), device_index, cuda_runtime=cuda_runtime)
 
     # -- closing --------------------------------------------------------------------
 
@@ -601,7 +623,7 @@ class Runtime:
         self._close()
 
     def _close(self) -> None:
-        if self._cuda_stream and not self._owned.closed:  # Taichi's stream setting outlives the runtime
+        if self._cuda_stream and not self._owned.closed and self._handle:  # libtaichi's setting outlives the runtime
             capi.set_cuda_stream(None)
             self._cuda_stream = None
         if self._finalizer.detach() is not None:
@@ -619,7 +641,8 @@ class Runtime:
 
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
-        return f"<Runtime {self._arch.name} device {self._device_index} ({state})>"
+        own = " (taichi_aot's own)" if self.cuda_device is not None else ""
+        return f"<Runtime {self._arch.name}{own} device {self._device_index} ({state})>"
 
 
 def _close_open_runtimes() -> None:

@@ -107,7 +107,8 @@ class Op(EagerOp):
                  name: str | None = None):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.torch")
         self._runtime = spec.entry.module.runtime
-        self._device = torch.device("cuda", 0) if self._runtime.arch == Arch.CUDA else torch.device("cpu")
+        cuda = self._runtime.arch == Arch.CUDA  # on the runtime's GPU: torch's cuda:<its device_index>
+        self._device = torch.device("cuda", self._runtime.device_index) if cuda else torch.device("cpu")
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
         self._cuda = self._runtime.arch == Arch.CUDA
         types = _schema_types(spec)
@@ -179,8 +180,8 @@ class Op(EagerOp):
             count=self._count, truthy=(_compiling, _modes, _function_modes, _profiling), nones=(_level, _tracing),
             tensor=_Tensor, tensors=tuple(self._tensor_inputs), device="is_cuda" if cuda else "is_cpu",
             makers=tuple(makers), order=tuple(self._order), kernel=spec.entry, wait=None if cuda else rt.wait,
-            held=self._held if cuda else None, stream=functools.partial(_raw_stream, 0) if cuda else None,
-            runtime=rt if cuda else None)
+            held=self._held if cuda else None, runtime=rt if cuda else None,
+            stream=functools.partial(_raw_stream, self._device.index) if cuda else None)
         self._eager_setup(**setup)
         return setup
 
@@ -379,7 +380,7 @@ class Op(EagerOp):
         """A CUDA runtime's launches on torch's current stream, as torch orders its own work."""
         rt = self._runtime
         if rt.arch == Arch.CUDA:
-            stream = _raw_stream(0)
+            stream = _raw_stream(rt.device_index)
             if (stream or None) != rt.cuda_stream:
                 rt.set_cuda_stream(stream or None)
 

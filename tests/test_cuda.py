@@ -58,60 +58,75 @@ def test_cuda_module_metadata(cuda_module):
 def test_cuda_kernels_graphs_and_copies(cuda_module):
     for source in (cuda_module["cuda"], cuda_module["cuda.tcm"]):
         with Runtime(Arch.CUDA) as rt:
-            mod = rt.load_module(source)
-            x = rt.ndarray_from_numpy(np.zeros(1024, np.float32))
-            y = rt.ndarray_from_numpy(np.arange(1024, dtype=np.float32))
-            assert not x.memory.host_read  # device memory by default on CUDA
-            mod.kernels["add"](x, y, 0.5)
-            mod.graphs["add_twice"](x=x, y=y, a=1.0)
-            bound = mod.kernels["add"].bind(x, y, 2.0)
-            bound()
-            with rt.record() as seq:
-                mod.kernels["add"](x, y, 0.5)
-            seq.replay(2)
-            expected = np.arange(1024, dtype=np.float32) * np.float32(0.5 + 2 + 2 + 1)
-            np.testing.assert_allclose(x.to_numpy(), expected)
-            out = np.empty(1024, np.float32)
-            assert x.to_numpy(out=out) is out
-            z = rt.ndarray((1024,), np.float32)
-            assert not z.to_numpy().any()  # zero-filled through the driver
-            z.copy_from(x)
-            np.testing.assert_allclose(z.to_numpy(), expected)
-            z.fill(3.0)
-            assert (z.to_numpy() == 3.0).all()
-            i2 = rt.ndarray((4, 5), np.int32)
-            mod.kernels["fill_i32"](i2, 7)
-            assert i2.to_numpy()[3, 4] == 7 + 300 + 4
-            vec = rt.ndarray((3,), np.float32, (3,))
-            mod.kernels["scale_vec3"](vec, (1.0, 2.0, 3.0))
-            np.testing.assert_allclose(vec.to_numpy()[2], [3.0, 6.0, 9.0])
-            out64 = rt.ndarray((4,), np.float64)
-            mod.kernels["typed_scalars"](out64, np.int16(-3), np.uint16(65000), np.float16(0.5), 9)
-            np.testing.assert_allclose(out64.to_numpy(), [-3, 65000, 0.5, 9])
-            with pytest.raises(TypeError, match="expected f32 ndarray"):
-                mod.kernels["add"](1.0, y, 1.0)
-            host = rt.ndarray((8,), np.float32, host_access="readwrite")
-            with host.map() as view:
-                view[:] = 1.5
-            del view  # the runtime lives on while a view does, and the next loop creates another
-            np.testing.assert_allclose(host.to_numpy(), 1.5)
-            y.close()
-            with pytest.raises(ClosedError):
-                bound()
+            kernels_graphs_and_copies(rt, source)
 
 
-def test_one_cuda_runtime_at_a_time(cuda_module):
-    # two live CUDA runtimes abort the process when both are destroyed (libtaichi_c_api 1.7.4)
-    with Runtime(Arch.CUDA) as rt:
+def kernels_graphs_and_copies(rt: Runtime, source: str, launcher: str = "auto") -> None:
+    """The test kernels and graph of ``source`` on ``rt`` (``launcher="taichi"``: every one through libtaichi), called,
+    bound, replayed, and their ndarrays copied, filled and mapped (also test_cudart's, on the own runtime)."""
+    mod = rt.load_module(source, launcher=launcher)
+    if launcher == "taichi":
+        assert all(v.startswith(("taichi", "refused: ")) for v in mod.launchers().values()), mod.launchers()
+    x = rt.ndarray_from_numpy(np.zeros(1024, np.float32))
+    y = rt.ndarray_from_numpy(np.arange(1024, dtype=np.float32))
+    assert not x.memory.host_read  # device memory by default on CUDA
+    mod.kernels["add"](x, y, 0.5)
+    mod.graphs["add_twice"](x=x, y=y, a=1.0)
+    bound = mod.kernels["add"].bind(x, y, 2.0)
+    bound()
+    with rt.record() as seq:
+        mod.kernels["add"](x, y, 0.5)
+    seq.replay(2)
+    expected = np.arange(1024, dtype=np.float32) * np.float32(0.5 + 2 + 2 + 1)
+    np.testing.assert_allclose(x.to_numpy(), expected)
+    out = np.empty(1024, np.float32)
+    assert x.to_numpy(out=out) is out
+    z = rt.ndarray((1024,), np.float32)
+    assert not z.to_numpy().any()  # zero-filled
+    z.copy_from(x)
+    np.testing.assert_allclose(z.to_numpy(), expected)
+    z.fill(3.0)
+    assert (z.to_numpy() == 3.0).all()
+    i2 = rt.ndarray((4, 5), np.int32)
+    mod.kernels["fill_i32"](i2, 7)
+    assert i2.to_numpy()[3, 4] == 7 + 300 + 4
+    vec = rt.ndarray((3,), np.float32, (3,))
+    mod.kernels["scale_vec3"](vec, (1.0, 2.0, 3.0))
+    np.testing.assert_allclose(vec.to_numpy()[2], [3.0, 6.0, 9.0])
+    if launcher == "auto":  # scalars of widths the C-API does not carry: the own launcher's
+        out64 = rt.ndarray((4,), np.float64)
+        mod.kernels["typed_scalars"](out64, np.int16(-3), np.uint16(65000), np.float16(0.5), 9)
+        np.testing.assert_allclose(out64.to_numpy(), [-3, 65000, 0.5, 9])
+    with pytest.raises(TypeError, match="expected f32 ndarray"):
+        mod.kernels["add"](1.0, y, 1.0)
+    host = rt.ndarray((8,), np.float32, host_access="readwrite")
+    with host.map() as view:
+        view[:] = 1.5
+    del view  # the runtime lives on while a view does
+    mod.kernels["add"](host, rt.ndarray_from_numpy(np.ones(8, np.float32)), 2.0)
+    np.testing.assert_allclose(host.to_numpy(), 3.5)
+    with host.map() as view:
+        np.testing.assert_allclose(view, 3.5)
+    del view
+    y.close()
+    with pytest.raises(ClosedError):
+        bound()
+
+
+def test_one_libtaichi_cuda_runtime_at_a_time(cuda_module):
+    # two live CUDA runtimes of libtaichi's abort the process when both are destroyed (libtaichi_c_api 1.7.4); the own
+    # runtimes (the default) may be many (test_cudart)
+    taichi = {"cuda_runtime": "taichi"}
+    with Runtime(Arch.CUDA, **taichi) as rt:
         with pytest.raises(InvalidStateError, match="already exists"):
-            Runtime(Arch.CUDA)
+            Runtime(Arch.CUDA, **taichi)
         x = rt.ndarray((4,), np.float32, host_access="readwrite")
         view = x.map().view()
     with pytest.raises(InvalidStateError, match="already exists"):
-        Runtime(Arch.CUDA)  # the closed runtime lives on through the view
+        Runtime(Arch.CUDA, **taichi)  # the closed runtime lives on through the view
     del view
-    with Runtime(Arch.CUDA) as again:
-        assert again.arch == Arch.CUDA
+    with Runtime(Arch.CUDA, **taichi) as again:
+        assert again.arch == Arch.CUDA and again.cuda_device is None
 
 
 def test_cuda_and_x64_modules_do_not_mix(cuda_module, modules):

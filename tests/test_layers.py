@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     # around launches
     {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi"},  # the flat, checked API
+    {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
     {"_lifetime"},  # what every runtime-owned object shares
     {"memory", "image"},
     {"ndarray"},
@@ -208,6 +208,7 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
     ("jax", "_packers"): "an op packs a scalar given as a Python number with the kernel's own packer (its checks)",
+    ("jax", "_range"): "an op's XLA plan names its launches with its kernel's NVTX range, the string the kernel keeps",
     ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
     ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",

@@ -320,9 +320,7 @@ OPS = {
 
 @pytest.mark.parametrize("framework", [
     "torch",
-    pytest.param("jax", marks=pytest.mark.xfail(
-        strict=True, reason="xla.c does not name its launches yet: it must set the launch record's name from its "
-        "plan's (TaichiAotXlaPlan.name, which jax.py must set to the kernel's range)")),
+    "jax",
 ])
 def test_an_op_is_named_in_its_kernels_range(modules, tool, tmp_path, framework):
     """A kernel's torch op called eagerly on x64 (the C call), and its JAX op (XLA's handler, launched elsewhere),

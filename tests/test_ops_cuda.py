@@ -73,9 +73,9 @@ def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
             add(jnp.asarray(y0), jnp.float32(2.0))
 
 
-def test_one_cuda_runtime_for_ops(cuda_module):  # noqa: F811
-    with Runtime(Arch.CUDA), pytest.raises(InvalidStateError):
-        Runtime(Arch.CUDA)  # the ops use the one runtime the kernel belongs to
+def test_one_libtaichi_cuda_runtime_for_ops(cuda_module):  # noqa: F811
+    with Runtime(Arch.CUDA, cuda_runtime="taichi"), pytest.raises(InvalidStateError):
+        Runtime(Arch.CUDA, cuda_runtime="taichi")  # libtaichi's alone: one at a time (the own runtimes: test_cudart)
 
 
 def test_a_jax_op_on_another_gpu_says_why(cuda_module):  # noqa: F811

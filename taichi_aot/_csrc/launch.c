@@ -4,6 +4,7 @@
    elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). Each
    of them, where NVTX ranges are on, inside a range named for its kernel or graph (launch_any). */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "taichi_aot.h"
 
@@ -21,14 +22,21 @@ static int launch_library(const TaichiAotLaunch *l, const TaichiAotElsewhere *wh
             return TAICHI_AOT_CUDA_ERROR - waited;
         }
     }
+    void *made;
+    const void *args;
     if (l->pending != NULL && l->pending[1]) {
         return TAICHI_AOT_REFUSED;
     }
-    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
-        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);
-    } else {
-        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count, (const TiNamedArgument *)l->args);
+    args = taichi_aot_library_args(l, &made); /* the own CUDA runtime's memory as libtaichi's imports (imports.c) */
+    if (args == NULL) {
+        return (int)ti_get_last_error(NULL, NULL);
     }
+    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count, (const TiNamedArgument *)args);
+    }
+    free(made);
     if (where != NULL) {
         ti_wait(l->runtime);
     }
@@ -63,11 +71,14 @@ static int launch_kind(const TaichiAotLaunch *l, const TaichiAotElsewhere *where
     case TAICHI_AOT_KIND_CUDA_KERNEL:
         return launch_cuda_kernel(l, where);
     case TAICHI_AOT_KIND_CUDA_GRAPH:
-        if (where != NULL) { /* one record cannot carry its dispatches' stand-ins: never launched elsewhere */
+        if (where != NULL && where->own == NULL) { /* its dispatches need the caller's stand-in */
             return TAICHI_AOT_REFUSED;
         }
-        return taichi_aot_cuda_graph(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
-                                     (const TiNamedArgument *)l->args);
+        if (where != NULL) {
+            where->own->stream = where->stream;
+        }
+        return taichi_aot_cuda_graph_elsewhere(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                               (const TiNamedArgument *)l->args, where != NULL ? where->own : NULL);
     case TAICHI_AOT_KIND_CPU_KERNEL:
         taichi_aot_cpu_launch((const TaichiAotCpuKernel *)l->handle, (void *)l->args);
         return 0;

@@ -60,6 +60,13 @@ typedef struct {
     const char *name;
 } TaichiAotLaunch;
 
+/* imports.c: a launch through libtaichi on taichi_aot's own CUDA runtime, whose ndarrays are device pointers tagged
+   with TAICHI_AOT_POINTER_TAG: its arguments with each such one swapped for the runtime's import of that memory
+   (`args` itself where none is; else a copy, `*made`, which the caller frees); NULL with the library's error set where
+   an import failed. taichi_aot_imports_forget drops a runtime's imports (before it is destroyed). */
+const void *taichi_aot_library_args(const TaichiAotLaunch *launch, void **made);
+void taichi_aot_imports_forget(TiRuntime runtime);
+
 /* loader.c: libtaichi_c_api opened with dlopen, its functions looked up into the trampolines. */
 int taichi_aot_load(const char *path, char *error, size_t error_size);
 void taichi_aot_unload(void);
@@ -249,6 +256,10 @@ typedef struct {
 } TaichiAotCudaGraph;
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
                           const TiNamedArgument *args);
+/* The same made elsewhere (launch.c's taichi_aot_launch_elsewhere: XLA's handler): every dispatch with the caller's
+   record `own` (its stand-in and stream) in place of its kernel's runtime. */
+int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
+                                    const TiNamedArgument *args, TaichiAotCudaRuntime *own);
 
 /* launch.c: a launch made elsewhere than the runtime's thread and stream: XLA's handler (on XLA's threads and
    stream) and torch's autograd thread (on torch's stream). A kernel of the own CUDA launcher runs with the record
@@ -313,6 +324,7 @@ typedef struct {
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync, void *htod_async, void *error_name, void *ctx_device, int device);
+void taichi_aot_xla_library(void *cell, TiRuntime runtime);
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 uint64_t taichi_aot_xla_imports(void *cell);

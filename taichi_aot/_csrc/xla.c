@@ -68,6 +68,15 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
     return c;
 }
 
+/* The runtime's libtaichi runtime, made since the cell was (taichi_aot's own CUDA runtime makes one only for a module
+   whose kernels need it): the launches through libtaichi use it from now on. */
+void taichi_aot_xla_library(void *cell, TiRuntime runtime) {
+    xla_cell *c = (xla_cell *)cell;
+    pthread_mutex_lock(&c->lock);
+    c->runtime = runtime;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* The runtime is closing: no launch after this one returns. The cell itself stays (plans point to it). */
 void taichi_aot_xla_close(void *cell) {
     xla_cell *c = (xla_cell *)cell;
@@ -343,7 +352,8 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
         launch.handle = p->handle;
         launch.arg_count = p->arg_count;
         launch.args = args;
-        if (p->kind == TAICHI_AOT_KIND_GRAPH) {
+        launch.name = p->name; /* its NVTX range (nvtx.c) */
+        if (p->kind == TAICHI_AOT_KIND_GRAPH || p->kind == TAICHI_AOT_KIND_CUDA_GRAPH) { /* named arguments */
             for (k = 0; k < p->arg_count; ++k) {
                 named[k].name = p->names[k];
                 named[k].argument = args[k];

@@ -100,8 +100,10 @@ class ModuleBackends:
     """The launch backends of one loaded module, asked in order (the own launches first, libtaichi last): which
     launches each kernel and graph (:meth:`kernel`, :meth:`graph`), and its reverse-mode kernels (:meth:`reverse`)."""
 
-    def __init__(self, arch: Arch, folder: str | None, order: list[Backend], own: cuda.Kernels | None = None):
+    def __init__(self, arch: Arch, folder: str | None, order: list[Backend], own: cuda.Kernels | None = None,
+                 device: int | None = None):
         self._arch = arch
+        self._device = device  # the own CUDA runtime's device (libtaichi has no runtime there), else None
         self._folder = folder  # the module's files (a .tcm's unpacked): the x64 launch compiles their IR
         self._order = order
         self._own = own  # its kernels on the own CUDA launcher (reverse kernels run there), or None
@@ -115,6 +117,10 @@ class ModuleBackends:
         cache); on x64, the own x64 launch for the kernels libtaichi cannot give all they need; libtaichi last."""
         order: list[Backend] = []
         own = None
+        # the own CUDA runtime of a device but 0, where libtaichi has no runtime
+        device = runtime.device_index if runtime.cuda_device is not None and runtime.device_index != 0 else None
+        if device is not None and choice != AUTO:
+            raise NotSupportedError(f"{what}: launcher='taichi': {libtaichi.absent(device)}")
         if runtime.arch == Arch.CUDA and choice == AUTO and folder is not None:
             from ..ptx import _kernels, ptx_folder
             from . import cuda
@@ -129,8 +135,8 @@ class ModuleBackends:
             from .cpu import X64Backend
 
             order.append(X64Backend(folder, runtime.cpu_threads or 1))
-        order.append(libtaichi.LibtaichiBackend())
-        return cls(runtime.arch, folder, order, own)
+        order.append(libtaichi.LibtaichiBackend() if device is None else libtaichi.Absent())
+        return cls(runtime.arch, folder, order, own, device)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]]:
         """The choice of kernel ``name`` and the signature its launches take (a reverse-mode kernel on the own CUDA
@@ -140,6 +146,8 @@ class ModuleBackends:
             got = backend.kernel(name, info, library)
             if got is not None:
                 return got
+        if self._device is not None:
+            raise NotSupportedError(f"kernel {name!r}: {self._unowned(name)}")
         raise NotSupportedError(f"kernel {name!r} returns values, which {self._lost(name)}")
 
     def graph(self, info: GraphInfo, library: Any) -> Choice:
@@ -149,11 +157,30 @@ class ModuleBackends:
             got = backend.graph(info, library)
             if got is not None:
                 return got
+        if self._device is not None:
+            kernels = ", ".join(repr(k) for k in info.dispatches)
+            raise NotSupportedError(f"graph {info.name!r}: one of its kernels is not on taichi_aot's own CUDA launcher "
+                                    f"({kernels}; module.launchers() says why), and {libtaichi.absent(self._device)}")
         raise NotSupportedError(f"graph {info.name!r}: no launch backend takes it")  # libtaichi takes every graph
 
     def _why_not(self, name: str) -> str | None:
         """The first reason a backend gives for not launching kernel ``name``."""
         return next((why for b in self._order if (why := b.why_not(name))), None)
+
+    def needs_library(self, meta: ModuleInfo) -> bool:
+        """Whether a kernel or graph of the module is libtaichi's to launch (its module is loaded then): one the own
+        launches do not take (a reverse kernel or a kernel returning values never is)."""
+        own = self._own
+        if own is None:
+            return any(not info.reverse and not info.returns for info in meta.kernels.values()) or bool(meta.graphs)
+        if any(name not in own.plans and not info.reverse and not info.returns for name, info in meta.kernels.items()):
+            return True
+        return any(own.graph(info) is None for info in meta.graphs.values())
+
+    def _unowned(self, name: str) -> str:
+        """Why a kernel cannot run on the own CUDA runtime (the end of a sentence)."""
+        return (f"taichi_aot's own CUDA launcher does not take it ({self._why_not(name) or 'no PTX'}), and "
+                f"{libtaichi.absent(self._device or 0)}")
 
     def _lost(self, name: str) -> str:
         """Why a kernel that returns values has no backend here that gives them (the end of a sentence)."""
@@ -176,7 +203,9 @@ class ModuleBackends:
         for name in names:
             info = meta.kernels.get(name)
             taker = next((b.name for b in self._order if b.takes(name, info)), None)
-            if taker is None:
+            if taker is None and self._device is not None:
+                out[name] = f"refused: {self._unowned(name)}"
+            elif taker is None:
                 out[name] = f"refused: returns values, which {self._lost(name)}"
             elif taker == LIBTAICHI:
                 reason = self._why_not(name)

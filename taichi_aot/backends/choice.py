@@ -67,10 +67,8 @@ class Choice:
                 else 0) | (lib.TAICHI_AOT_LAUNCH_GRAPHABLE if self.graphable else 0))
 
     def elsewhere(self) -> tuple[int, int, Any]:
-        """The kind, flags and handle of its launch from XLA's handler: a graph of the own launcher goes through
-        libtaichi's (one dispatch's record is all a launch made elsewhere carries)."""
-        if self.kind == lib.TAICHI_AOT_KIND_CUDA_GRAPH:
-            return lib.TAICHI_AOT_KIND_GRAPH, 0, self.library
+        """The kind, flags and handle of its launch from XLA's handler: the same as its own (a graph of the own
+        launcher runs every dispatch with the caller's record there, ``taichi_aot_cuda_graph_elsewhere``)."""
         return self.kind, self.flags, self.handle
 
 

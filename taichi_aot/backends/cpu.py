@@ -31,6 +31,7 @@ import numpy as np
 from .._arguments import c_api_passes, describe_value, gradient_map
 from .._arrays import array_like, host_array, on_cuda
 from .._native import ffi, lib
+from .._nvtx import range_name
 from ..enums import NUMPY_DTYPES
 from ..errors import ArgumentTypeError, CorruptedDataError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
 from ..metadata import llvm_ir
@@ -64,8 +65,9 @@ class CpuKernel:
         # the launch the dispatcher makes (launch.c, TAICHI_AOT_KIND_CPU_KERNEL): its tasks on the stand-in
         self._kernel = ffi.new("TaichiAotCpuKernel *", {"standin": ffi.cast("void *", standin.ctypes.data),
                                                         "tasks": listed, "count": len(tasks)})
+        self._range = range_name(name)  # its NVTX range (_nvtx.py)
         self._launch_c = ffi.new("TaichiAotLaunch *", {"kind": lib.TAICHI_AOT_KIND_CPU_KERNEL, "handle": self._kernel,
-                                                       "flags": lib.TAICHI_AOT_LAUNCH_CODES})
+                                                       "flags": lib.TAICHI_AOT_LAUNCH_CODES, "name": self._range})
         self._where = ffi.new("TaichiAotElsewhere *")
         self._keep = [standin, listed, *keep]  # the stand-in, its temporaries, the execution engine: alive with it
 

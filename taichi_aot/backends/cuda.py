@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import _cuda
 from .._native import ffi, lib
+from .._nvtx import range_name
 from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
@@ -122,12 +123,13 @@ class Launcher:
     stream first seen while it is being captured gets the spare stand-in made ahead (nothing is allocated, copied
     or waited for while a stream captures)."""
 
-    def __init__(self, layout: dict[str, int]):
+    def __init__(self, layout: dict[str, int], device: int = _cuda.RUNTIME_DEVICE):
         cu = _driver()
         self.layout = layout
+        self.device = device  # the CUDA device (ordinal) whose primary context its launches run in
         self.c = ffi.new("TaichiAotCudaRuntime *")
         self.c.driver = _calls
-        self._context = _cuda.retain_primary(cu)
+        self._context = _cuda.retain_primary(cu, device)
         self.c.context = ffi.cast("void *", self._context.value)
         # stream -> (runtime, temporaries, rand states), the most recently selected last
         self._standins: dict[int, tuple[int, int, int]] = {}
@@ -171,7 +173,7 @@ class Launcher:
         self.note_captured()
         key = stream or 0
         capturing = _cuda.capturing(stream)
-        with _cuda.primary_context() as cu:
+        with _cuda.primary_context(self.device) as cu:
             if key not in self._standins:
                 if not capturing:
                     self._standins[key] = self._standin(cu)
@@ -224,7 +226,7 @@ class Launcher:
     def side_standin(self, key: int) -> int:
         """The stand-in of launches made outside the runtime's thread and streams (``key``: XLA_STANDIN, or
         AUTOGRAD_STANDIN: one stream at a time each), made once and kept until :meth:`free`."""
-        with _cuda.primary_context() as cu:
+        with _cuda.primary_context(self.device) as cu:
             if key not in self._standins:
                 self._standins = {key: self._standin(cu), **self._standins}
         return self._standins[key][0]
@@ -234,7 +236,7 @@ class Launcher:
         if threads <= self._rand_threads:
             return
         self._rand_threads = threads
-        with _cuda.primary_context() as cu:
+        with _cuda.primary_context(self.device) as cu:
             for key, standin in self._standins.items():  # graphs read the states through the stand-in: kept ones too
                 self._standins[key] = self._rand(cu, standin, threads)
             if self._spare is not None:
@@ -247,7 +249,7 @@ class Launcher:
         standins, self._standins = self._standins, {}
         spare, self._spare = self._spare, None
         keep = (*self._kept, *_SIDE) if self.captured else ()
-        with _cuda.primary_context() as cu:
+        with _cuda.primary_context(self.device) as cu:
             cu.cuCtxSynchronize()  # queued kernels may still read the stand-ins
             for key, standin in standins.items():
                 if key not in keep:
@@ -267,10 +269,12 @@ class Kernels:
         self.refused: dict[str, str] = dict(manifest["refused"])
         self._modules: list[int] = []
         self._keep: list[Any] = []
+        self._ranges: dict[str, Any] = {}  # the NVTX ranges of launches made elsewhere (reverse kernels)
         self._launcher: Launcher | None = launcher
+        self._device = launcher.device
         cu = _driver()
         try:
-            with _cuda.primary_context():
+            with _cuda.primary_context(launcher.device):
                 for name, k in manifest["kernels"].items():
                     reason = self._add(cu, launcher, folder, name, k, entries.get(name), where)
                     if reason is not None:
@@ -284,9 +288,10 @@ class Kernels:
     def none(cls, refused: dict[str, str]) -> Kernels:
         """No kernel on the own launcher, each with the reason why."""
         self = cls.__new__(cls)
-        self.plans, self.refused, self._modules, self._keep = {}, dict(refused), [], []
+        self.plans, self.refused, self._modules, self._keep, self._ranges = {}, dict(refused), [], [], {}
         self.results = {}
         self._launcher = None
+        self._device = _cuda.RUNTIME_DEVICE
         return self
 
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
@@ -334,7 +339,7 @@ class Kernels:
         record.standin = launcher.side_standin(AUTOGRAD_STANDIN)
         launch = ffi.new("TaichiAotLaunch *")
         launch.runtime, launch.kind, launch.handle = runtime, lib.TAICHI_AOT_KIND_CUDA_KERNEL, self.plans[name]
-        launch.flags = OWN_FLAGS
+        launch.flags, launch.name = OWN_FLAGS, self._range(name)
         launch.arg_count, launch.args = count, args
         where = ffi.new("TaichiAotElsewhere *")
         where.stream, where.own = ffi.cast("void *", stream or 0), record
@@ -343,6 +348,13 @@ class Kernels:
             launcher.captured = True
         if code != 0:
             raise own_launch_error(code, f"kernel {name!r}")
+
+    def _range(self, name: str) -> Any:
+        """Kernel ``name``'s NVTX range (_nvtx.py), made once."""
+        made = self._ranges.get(name)
+        if made is None:
+            made = self._ranges[name] = range_name(name)
+        return made
 
     def graph(self, info: Any) -> Any:
         """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the
@@ -373,7 +385,7 @@ class Kernels:
         modules, self._modules = self._modules, []
         if not modules or (launcher is not None and launcher.captured):
             return
-        with _cuda.primary_context() as cu:
+        with _cuda.primary_context(self._device) as cu:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
@@ -562,7 +574,7 @@ def load(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] |
         return Kernels.none({**manifest["refused"], **{name: why for name in manifest["kernels"]}})
     launcher = state.cuda
     if launcher is None:
-        launcher = state.cuda = Launcher(manifest["runtime"])
+        launcher = state.cuda = Launcher(manifest["runtime"], runtime.device_index)
         runtime.foreign.unmaps[id(launcher)] = launcher.free  # before the runtime goes, however it goes
         launcher.select(runtime.cuda_stream)
     elif launcher.layout != manifest["runtime"]:

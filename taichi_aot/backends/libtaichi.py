@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["NAME", "LibtaichiBackend", "launch_error"]
+__all__ = ["NAME", "Absent", "LibtaichiBackend", "absent", "launch_error"]
 
 #: The backend's name, as ``Kernel.launcher`` and ``AotModule.launchers()`` say it.
 NAME = LIBTAICHI
@@ -47,6 +47,35 @@ class LibtaichiBackend:
 
     def unload(self) -> None:
         pass  # libtaichi's module is the AotModule's own
+
+
+def absent(device: int) -> str:
+    """Why libtaichi launches nothing on taichi_aot's own CUDA runtime of ``device`` (the end of a sentence)."""
+    return (f"this runtime is taichi_aot's own CUDA runtime on device {device}, which has no libtaichi runtime to "
+            "launch it (libtaichi_c_api 1.7.4 makes one on device 0 only): give the module PTX (python -m taichi_aot "
+            "ptx, with llvmlite installed), or run it on device 0")
+
+
+class Absent:
+    """libtaichi's place among a module's backends on taichi_aot's own CUDA runtime (``choice.Backend``): it launches
+    nothing there (the room refuses each kernel the own launcher does not take, saying why)."""
+
+    name = NAME
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        return None
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        return None
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        return False
+
+    def why_not(self, name: str) -> str | None:
+        return None
+
+    def unload(self) -> None:
+        pass
 
 
 def launch_error(code: int, what: str) -> Exception:

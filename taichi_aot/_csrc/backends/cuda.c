@@ -296,12 +296,23 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
 }
 
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t count, const TiNamedArgument *args) {
+    return taichi_aot_cuda_graph_elsewhere(runtime, g, count, args, NULL);
+}
+
+int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t count,
+                                    const TiNamedArgument *args, TaichiAotCudaRuntime *own) {
     TiArgument local[TAICHI_AOT_CUDA_GRAPH_ARGS];
+    TaichiAotCudaKernel elsewhere;
     const uint32_t *map = g->maps;
     uint32_t d, i;
     int code;
     for (d = 0; d < g->dispatch_count; ++d) {
         const TaichiAotCudaKernel *k = g->kernels[d];
+        if (own != NULL) { /* every dispatch with the caller's record (its stand-in, its stream) */
+            elsewhere = *k;
+            elsewhere.runtime = own;
+            k = &elsewhere;
+        }
         if (k->arg_count > TAICHI_AOT_CUDA_GRAPH_ARGS) {
             return TAICHI_AOT_CUDA_BAD_ARGS;
         }

@@ -1,0 +1,170 @@
+"""taichi_aot's own CUDA runtime: a runtime on any CUDA device, without libtaichi's.
+
+libtaichi_c_api 1.7.4 makes its CUDA runtime on device 0 only, and one at a time (a process that destroys two
+aborts). A CUDA runtime of our own needs none of it where every kernel of its modules runs on the own CUDA launcher
+(a module with PTX: :mod:`taichi_aot.backends.cuda`): it lives in its device's *primary context* (the one torch,
+JAX and CuPy use, so their memory and streams are its own), allocates ndarrays with the driver, loads each module's
+PTX in that context, and waits through the driver. Several may be open at once, on one device or on several.
+
+Which runtime a ``Runtime("cuda", device_index=k)`` gets (:func:`chosen`): the ``cuda_runtime`` it is given, else
+``TAICHI_AOT_CUDA_RUNTIME``, else "auto", which is "own": taichi_aot's own on every device. On device 0 libtaichi's
+runtime is made beside it for a module whose kernels need it (SNode fields, ``print``, what the PTX step refuses,
+a module without PTX where llvmlite is missing, ``launcher="taichi"``): ``Runtime.library_runtime``; their launches
+get the own runtime's memory as libtaichi's imports (``_csrc/imports.c``). On other devices such kernels are refused,
+saying why. "taichi" asks for libtaichi's runtime alone (device 0 only, one at a time in a process).
+
+Memory of the own runtime is ``cuMemAlloc``'s (device memory), or ``cuMemAllocManaged``'s where the host maps it
+(``host_access``); its ``TiMemory`` in a launch record is the device pointer tagged with ``TAICHI_AOT_POINTER_TAG``,
+which the own launcher takes as it is (``_csrc/backends/cuda.c``); libtaichi never sees it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+from . import _cuda
+from ._native import ffi, lib
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+
+__all__ = ["AUTO", "ENV", "LIBTAICHI", "OWN", "CudaDevice", "chosen", "device_count", "no_library", "release",
+           "stream_handle", "tagged"]
+
+ENV = "TAICHI_AOT_CUDA_RUNTIME"
+AUTO, OWN, LIBTAICHI = "auto", "own", "taichi"
+_TAG = int(lib.TAICHI_AOT_POINTER_TAG)
+_MEM_ATTACH_GLOBAL = 1
+
+
+def chosen(given: str | None, device_index: int) -> str:
+    """Which CUDA runtime a runtime on ``device_index`` gets: OWN or LIBTAICHI (``given``, else the environment's,
+    else "auto": the own runtime but on device 0)."""
+    value = given if given is not None else os.environ.get(ENV, "").strip().lower() or AUTO
+    if value not in (AUTO, OWN, LIBTAICHI):
+        where = "cuda_runtime" if given is not None else ENV
+        raise InvalidArgumentError(f"{where} must be one of 'auto', 'own' or 'taichi', got {value!r}")
+    if value == LIBTAICHI and device_index != 0:
+        raise NotSupportedError(f"cuda_runtime='taichi' on CUDA device {device_index}: libtaichi_c_api 1.7.4 makes its "
+                                "CUDA runtime on device 0 only; taichi_aot's own runtime ('own', or 'auto') drives "
+                                "every device")
+    return LIBTAICHI if value == LIBTAICHI else OWN
+
+
+def no_library(device: int) -> str:
+    """Why the own CUDA runtime of ``device`` has no libtaichi runtime beside it."""
+    return (f"taichi_aot's own CUDA runtime on device {device} has no libtaichi runtime: libtaichi_c_api 1.7.4 makes "
+            "one on device 0 only; give the module PTX (python -m taichi_aot ptx, with llvmlite installed) for the own "
+            "CUDA launcher")
+
+
+def release(device: CudaDevice, library: list[Any]) -> None:
+    """A runtime on ``device`` is destroyed (its memory and modules were given back): libtaichi's runtime made beside
+    it (``library``: its handle, or empty) destroyed, its imports forgotten first; the device's work waited for."""
+    if library:
+        lib.taichi_aot_imports_forget(library[0])
+        from . import capi
+
+        capi.destroy_runtime(library[0])
+    device.settle()
+
+
+def device_count() -> int:
+    """How many CUDA devices this process sees (0 where the driver cannot say)."""
+    cu = _cuda.driver()
+    count = ctypes.c_int(0)
+    if cu.cuInit(0) != 0 or cu.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return int(count.value)
+
+
+def tagged(pointer: int) -> object:
+    """A device pointer as a launch record's ``TiMemory``: tagged, so that the own launches take it as it is."""
+    return ffi.cast("TiMemory", pointer | _TAG)
+
+
+def stream_handle(stream: Any) -> int | None:
+    """The CUstream handle of ``stream`` (None, an int, or a torch or CuPy stream object), checked."""
+    if stream is not None and not isinstance(stream, int):
+        handle = getattr(stream, "cuda_stream", None)
+        if handle is None:
+            handle = getattr(stream, "ptr", None)
+        if not isinstance(handle, int):
+            raise ArgumentTypeError(f"set_cuda_stream: {type(stream).__name__} is not a CUDA stream (a CUstream "
+                                    "handle, a torch.cuda.Stream or a cupy.cuda.Stream)")
+        stream = handle
+    if isinstance(stream, bool) or (stream is not None and stream < 0):
+        raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
+    return stream
+
+
+class CudaDevice:
+    """One CUDA device as the own runtime uses it: its primary context (retained for the process's life), memory
+    through the driver in that context, and waits for its work."""
+
+    def __init__(self, ordinal: int):
+        if isinstance(ordinal, bool) or not isinstance(ordinal, int):
+            raise InvalidArgumentError(f"device_index must be an int, got {ordinal!r}")
+        try:
+            cu = _cuda.driver()
+        except OSError as e:
+            raise NotSupportedError(f"CUDA: the driver (libcuda.so.1) cannot be loaded ({e})") from None
+        count = device_count()
+        if not 0 <= ordinal < count:
+            raise InvalidArgumentError(f"CUDA device {ordinal}: this process sees {count} CUDA "
+                                       f"device{'s' if count != 1 else ''} (0 to {count - 1}; CUDA_VISIBLE_DEVICES "
+                                       "may hide others)" if count else
+                                       f"CUDA device {ordinal}: this process sees no CUDA device")
+        self.ordinal = ordinal
+        self.context = int(_cuda.retain_primary(cu, ordinal).value or 0)
+
+    def alloc(self, nbytes: int, managed: bool) -> int:
+        """``nbytes`` of device memory (``managed``: managed memory, which the host can address too)."""
+        ptr = ctypes.c_uint64()
+        with _cuda.primary_context(self.ordinal) as cu:
+            code = (cu.cuMemAllocManaged(ctypes.byref(ptr), nbytes, _MEM_ATTACH_GLOBAL) if managed
+                    else cu.cuMemAlloc_v2(ctypes.byref(ptr), nbytes))
+        if code != 0:
+            raise OutOfMemoryError(f"allocate_memory: {nbytes} bytes of {'managed' if managed else 'device'} memory "
+                                   f"on CUDA device {self.ordinal} (the CUDA driver returned error "
+                                   f"{_cuda.error_name(code)})")
+        return int(ptr.value)
+
+    def free(self, pointer: int) -> None:
+        """Give ``pointer`` back (its work is done: the caller's runtime waited), in the driver's relaxed capture
+        mode (another library may be capturing a CUDA graph)."""
+        with _cuda.relaxed_capture(), _cuda.primary_context(self.ordinal) as cu:
+            cu.cuMemFree_v2(pointer)
+
+    def memset(self, pointer: int, nbytes: int) -> None:
+        """Zero ``nbytes`` at ``pointer`` (on the legacy default stream: ordered before the runtime's launches)."""
+        with _cuda.primary_context(self.ordinal) as cu:
+            code = cu.cuMemsetD8_v2(pointer, 0, nbytes)
+        if code != 0:
+            raise OutOfMemoryError(f"zero {nbytes} bytes on CUDA device {self.ordinal}: the CUDA driver returned "
+                                   f"error {_cuda.error_name(code)}")
+
+    def synchronize(self) -> None:
+        """Wait for every stream's work on the device (the primary context's)."""
+        with _cuda.primary_context(self.ordinal) as cu:
+            code = cu.cuCtxSynchronize()
+        if code != 0:
+            raise InvalidStateError(f"wait for CUDA device {self.ordinal}: the CUDA driver returned error "
+                                    f"{_cuda.error_name(code)} (a kernel failed)")
+
+    def settle(self) -> None:
+        """A runtime on the device is destroyed: its work waited for, quietly (an error is the next user's to see)."""
+        try:
+            with _cuda.primary_context(self.ordinal) as cu:
+                cu.cuCtxSynchronize()
+        except Exception:  # the driver is gone (interpreter exit)
+            pass
+
+    def name(self) -> str:
+        """The device's name, as the driver gives it."""
+        buffer = ctypes.create_string_buffer(256)
+        with _cuda.primary_context(self.ordinal) as cu:
+            handle = ctypes.c_int(0)
+            cu.cuDeviceGet(ctypes.byref(handle), self.ordinal)
+            cu.cuDeviceGetName(buffer, 256, handle)
+        return buffer.value.decode("utf-8", "replace")

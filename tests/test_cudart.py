@@ -1,0 +1,164 @@
+"""taichi_aot's own CUDA runtime (taichi_aot._cudart): a runtime on any GPU, several at once, without libtaichi's.
+
+The choice of runtime is checked everywhere (no GPU needed to refuse a bad one); the rest runs where a GPU is, as
+tests/test_cuda.py does, and the tests of two GPUs where the machine has two (skipped on one).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from test_cuda import (
+    cuda_module,  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
+    kernels_graphs_and_copies,
+)
+
+from taichi_aot import Arch, InvalidArgumentError, InvalidStateError, NotSupportedError, Runtime, capi
+
+
+def _gpus() -> int:
+    if not capi.arch_status()[Arch.CUDA].available:
+        return 0
+    from taichi_aot import _cudart
+
+    return _cudart.device_count()
+
+
+def test_the_runtime_asked_for_is_checked_before_anything_is_made(monkeypatch):
+    with pytest.raises(InvalidArgumentError, match="cuda_runtime must be one of 'auto', 'own' or 'taichi'"):
+        Runtime("cuda", cuda_runtime="mine")
+    with pytest.raises(NotSupportedError, match="makes its CUDA runtime on device 0 only"):
+        Runtime("cuda", device_index=1, cuda_runtime="taichi")
+    monkeypatch.setenv("TAICHI_AOT_CUDA_RUNTIME", "nope")
+    with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_CUDA_RUNTIME must be one of"):
+        Runtime("cuda", device_index=1)
+    monkeypatch.setenv("TAICHI_AOT_CUDA_RUNTIME", "own")
+    gpus = _gpus()
+    if gpus == 0:  # no driver, or no device: a typed error, never a crash
+        with pytest.raises((NotSupportedError, InvalidArgumentError), match="CUDA"):
+            Runtime("cuda")
+    with pytest.raises(InvalidArgumentError if gpus else (NotSupportedError, InvalidArgumentError), match="CUDA"):
+        Runtime("cuda", device_index=max(gpus, 1))
+
+
+@pytest.fixture
+def own(cuda_module):  # noqa: F811
+    with Runtime(Arch.CUDA, cuda_runtime="own") as rt:
+        yield rt
+
+
+def test_own_runtime_runs_kernels_graphs_replays_and_copies(own, cuda_module):  # noqa: F811
+    assert own.cuda_device is not None and own.cuda_device.ordinal == 0
+    assert "taichi_aot's own" in repr(own) and own.capabilities == {} and not own.handle
+    for source in (cuda_module["cuda"], cuda_module["cuda.tcm"]):
+        kernels_graphs_and_copies(own, source)
+    assert not own.handle  # every kernel on the own launcher: no libtaichi runtime was made
+    with Runtime(Arch.CUDA) as default:
+        assert default.cuda_device is not None  # the default, "auto", is the own runtime
+
+
+def test_several_own_runtimes_beside_libtaichis(cuda_module):  # noqa: F811
+    # libtaichi allows one CUDA runtime a process; the own runtimes any number, beside it, closed in any order
+    runtimes = [Runtime(Arch.CUDA, cuda_runtime="own") for _ in range(3)]
+    with Runtime(Arch.CUDA, cuda_runtime="taichi") as libtaichis:
+        assert libtaichis.cuda_device is None
+        for rt in (*runtimes, libtaichis):
+            kernels_graphs_and_copies(rt, cuda_module["cuda"])
+        runtimes[1].close()
+        kernels_graphs_and_copies(runtimes[2], cuda_module["cuda"])
+    runtimes[0].close()
+    kernels_graphs_and_copies(runtimes[2], cuda_module["cuda"])
+    runtimes[2].close()
+
+
+def test_libtaichi_beside_the_own_runtime_on_device_0(own, cuda_module):  # noqa: F811
+    # a module whose kernels libtaichi launches (here all, launcher="taichi"): libtaichi's runtime is made beside the
+    # own one, and its launches get the own runtime's ndarrays (and a torch tensor) as its imports
+    kernels_graphs_and_copies(own, cuda_module["cuda"], launcher="taichi")
+    assert own.handle and own.cuda_device is not None
+    kernels_graphs_and_copies(own, cuda_module["cuda"])  # the own launches beside them
+    with Runtime(Arch.CUDA) as other:  # libtaichi allows one CUDA runtime a process: a second is refused, typed
+        with pytest.raises(InvalidStateError, match="already exists"):
+            other.load_module(cuda_module["cuda"], launcher="taichi")
+        kernels_graphs_and_copies(other, cuda_module["cuda"])  # and the own launches go on
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        mod = own.load_module(cuda_module["cuda"], launcher="taichi")
+        x, y = torch.zeros(256, device="cuda"), torch.arange(256, dtype=torch.float32, device="cuda")
+        mod.kernels["add"](x, y, 2.0)
+        own.wait()
+        torch.testing.assert_close(x, 2 * y)
+
+
+def test_torch_tensors_and_ops_on_the_own_runtime(own, cuda_module):  # noqa: F811
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    mod = own.load_module(cuda_module["cuda"])
+    add = tt.op(mod.kernels["add"], {0: 1})
+    y = torch.linspace(0, 1, 4096, device="cuda")
+    torch.testing.assert_close(add(y, 2.0), 2 * y)
+    compiled = torch.compile(lambda v: add(torch.sin(v) + 1, 3.0) * 2, fullgraph=True)
+    torch.testing.assert_close(compiled(y), 3 * (torch.sin(y) + 1) * 2)
+    x = torch.zeros(4096, device="cuda")
+    mod.kernels["add"](x, y, 0.5)  # torch's memory passed to the kernel as it is
+    torch.testing.assert_close(x, 0.5 * y)
+    nd = own.ndarray_from(x)  # an ndarray over it
+    mod.kernels["add"](nd, y, 1.0)
+    torch.testing.assert_close(x, 1.5 * y)
+    back = torch.as_tensor(own.ndarray_from_numpy(np.arange(4, dtype=np.float32)), device="cuda")
+    torch.testing.assert_close(back, torch.arange(4, dtype=torch.float32, device="cuda"))
+
+
+TWO_GPUS = """
+import numpy as np, sys
+from taichi_aot import Runtime
+module = sys.argv[1]
+rts = [Runtime("cuda", device_index=k) for k in (0, 1)]
+assert [rt.cuda_device.ordinal for rt in rts] == [0, 1]   # the own runtime on each
+libtaichis = Runtime("cuda", device_index=0, cuda_runtime="taichi")
+for rt in (*rts, libtaichis):
+    mod = rt.load_module(module)
+    x = rt.ndarray_from_numpy(np.zeros(1024, np.float32))
+    y = rt.ndarray_from_numpy(np.arange(1024, dtype=np.float32) + rt.device_index)
+    mod.kernels["add"](x, y, 0.5)
+    mod.graphs["add_twice"](x=x, y=y, a=1.0)
+    np.testing.assert_allclose(x.to_numpy(), (np.arange(1024) + rt.device_index) * 2.5)
+import torch, taichi_aot.torch as tt
+ops = {k: tt.op(rt.load_module(module).kernels["add"], {0: 1}) for k, rt in ((0, rts[0]), (1, rts[1]))}
+for k in (1, 0, 1):
+    y = torch.arange(4096, dtype=torch.float32, device=f"cuda:{k}")
+    out = ops[k](y, 2.0)
+    assert out.device == torch.device("cuda", k), out.device
+    torch.testing.assert_close(out, 2 * y)
+try:
+    ops[1](torch.ones(4, device="cuda:0"), 2.0)
+except Exception as e:
+    assert "device 0" in str(e) and "device 1" in str(e), e
+else:
+    raise AssertionError("a tensor on another GPU than the op's runtime was taken")
+try:
+    rts[1].load_module(module, launcher="taichi")
+except Exception as e:
+    assert "device 1" in str(e) and "no libtaichi runtime" in str(e), e
+else:
+    raise AssertionError("libtaichi's launches on device 1")
+print("two GPUs ok")
+"""
+
+
+def test_runtimes_and_torch_ops_on_two_gpus(cuda_module):  # noqa: F811
+    if _gpus() < 2:
+        pytest.skip("fewer than two GPUs here")
+    pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if k != "TAICHI_AOT_CUDA_RUNTIME"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_GPUS), cuda_module["cuda"]],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0 and "two GPUs ok" in proc.stdout, proc.stdout + proc.stderr[-4000:]
