@@ -387,10 +387,10 @@ class CudaArray:
         except Exception as e:
             raise producer_error(obj, what, "a readable __cuda_array_interface__", e) from None
         row_major = tuple(s * dtype.itemsize for s in _dlpack.row_major(shape))
+        device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
         stream = iface.get("stream")
         if stream is not None:  # the producer's work must be done before kernels read it
-            _cuda.order_after(int(stream), consumer)
-        device = _cuda.device_of(ptr) if ptr else _cuda.RUNTIME_DEVICE
+            _cuda.order_after(int(stream), consumer, device)
         return cls(shape, dtype, ptr, strides is None or tuple(strides) == row_major, device,
                    read_only or is_jax(obj), None if weak else obj)
 

@@ -96,7 +96,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuMemAlloc_v2", (ctypes.POINTER(ptr), size)), ("cuMemFree_v2", (ptr,)),
                                ("cuMemAllocManaged", (ctypes.POINTER(ptr), size, ctypes.c_uint)),
                                ("cuDeviceGetCount", (ctypes.POINTER(i32),)),
-                               ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()),
+                               ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()), ("cuCtxSetCurrent", (vp,)),
                                ("cuLaunchKernel", (vp, *(ctypes.c_uint,) * 7, vp, vp, vp))):
                 fn = getattr(lib, name)
                 fn.argtypes = args
@@ -247,24 +247,28 @@ def dtod(dst: int, src: int, nbytes: int) -> None:
         _ok(cu.cuMemcpyDtoD_v2(dst, src, nbytes), what)
 
 
-_orders = threading.local()  # each thread's event of order_after (one thread's record never replaces another's)
+_orders = threading.local()  # each thread's events of order_after, a device each (one thread's never another's)
 
 
-def order_after(producer: int, consumer: int | None) -> None:
+def order_after(producer: int, consumer: int | None, device: int = RUNTIME_DEVICE) -> None:
     """Make ``consumer`` (a CUstream handle; None: the legacy default stream) wait on the device for the work queued
     on ``producer`` so far (what a ``__cuda_array_interface__``'s ``stream`` asks of its consumer): an event recorded
-    there and waited for here, the host never waiting; nothing where both are one stream. Legal while either
+    there and waited for here, the host never waiting; nothing where both are one stream. ``device``: the GPU of
+    ``producer`` (and of the array), whose primary context the event is made and recorded in. Legal while either
     stream is being captured into a CUDA graph (the wait is recorded in it)."""
     if producer == (consumer or 1) or (producer == 1 and not consumer):
         return
-    cu = _cuda()
-    event = getattr(_orders, "event", None)
-    if event is None:
-        made = ctypes.c_void_p()
-        _ok(cu.cuEventCreate(ctypes.byref(made), _EVENT_DISABLE_TIMING), "create a CUDA event")
-        event = _orders.event = made
-    _ok(cu.cuEventRecord(event, ctypes.c_void_p(producer)), "record a CUDA event on an array's stream")
-    _ok(cu.cuStreamWaitEvent(ctypes.c_void_p(consumer or 0), event, 0), "order a CUDA stream after an array's")
+    events = getattr(_orders, "events", None)
+    if events is None:
+        events = _orders.events = {}
+    with primary_context(device) as cu:
+        event = events.get(device)
+        if event is None:
+            made = ctypes.c_void_p()
+            _ok(cu.cuEventCreate(ctypes.byref(made), _EVENT_DISABLE_TIMING), "create a CUDA event")
+            event = events[device] = made
+        _ok(cu.cuEventRecord(event, ctypes.c_void_p(producer)), "record a CUDA event on an array's stream")
+        _ok(cu.cuStreamWaitEvent(ctypes.c_void_p(consumer or 0), event, 0), "order a CUDA stream after an array's")
 
 
 def stream_synchronize(stream: int) -> None:
@@ -292,15 +296,16 @@ def capturing(stream: int | None) -> bool:
     return status.value != 0  # active, or invalidated (still no wait until it ends)
 
 
-def event_after(stream: int | None) -> int:
-    """A CUDA event recorded on ``stream`` (None: the legacy default stream), in the current context: it completes
-    once the work queued there before it has run."""
-    cu, event = _cuda(), ctypes.c_void_p()
-    _ok(cu.cuEventCreate(ctypes.byref(event), _EVENT_DISABLE_TIMING), "create a CUDA event")
-    code = cu.cuEventRecord(event, ctypes.c_void_p(stream or 0))
-    if code != 0:
-        cu.cuEventDestroy_v2(event)
-        _ok(code, "record a CUDA event")
+def event_after(stream: int | None, device: int = RUNTIME_DEVICE) -> int:
+    """A CUDA event recorded on ``stream`` (None: the legacy default stream) of GPU ``device``, in its primary context:
+    it completes once the work queued there before it has run."""
+    event = ctypes.c_void_p()
+    with primary_context(device) as cu:
+        _ok(cu.cuEventCreate(ctypes.byref(event), _EVENT_DISABLE_TIMING), "create a CUDA event")
+        code = cu.cuEventRecord(event, ctypes.c_void_p(stream or 0))
+        if code != 0:
+            cu.cuEventDestroy_v2(event)
+            _ok(code, "record a CUDA event")
     return int(event.value or 0)
 
 
@@ -360,9 +365,12 @@ def retain_primary(cu: Any, device: int = RUNTIME_DEVICE) -> ctypes.c_void_p:
 
 
 @contextmanager
-def primary_context(device: int = RUNTIME_DEVICE) -> Iterator[Any]:
-    """The driver, with the primary context of ``device`` current (retained once, never released)."""
+def primary_context(device: int | None = RUNTIME_DEVICE) -> Iterator[Any]:
+    """The driver, with the primary context of ``device`` current (retained once, never released); None: any primary
+    context retained already (device 0's where none is), for what every context sees alike (portable host memory)."""
     cu = _cuda()
+    if device is None:
+        device = next(iter(_primary), RUNTIME_DEVICE)
     primary = _primary.get(device) or retain_primary(cu, device)
     _ok(cu.cuCtxPushCurrent_v2(primary), "use the CUDA primary context")
     try:
@@ -374,7 +382,7 @@ def primary_context(device: int = RUNTIME_DEVICE) -> Iterator[Any]:
 def host_alloc(nbytes: int) -> int:
     """``nbytes`` of page-locked host memory (portable: every context sees it as pinned)."""
     ptr = ctypes.c_void_p()
-    with primary_context() as cu:
+    with primary_context(None) as cu:
         code = cu.cuMemHostAlloc(ctypes.byref(ptr), max(nbytes, 1), _MEMHOSTALLOC_PORTABLE)
     if code != 0 or not ptr.value:
         raise OutOfMemoryError(f"page-locked host memory of {nbytes} bytes: the CUDA driver returned error "
@@ -383,7 +391,7 @@ def host_alloc(nbytes: int) -> int:
 
 
 def host_free(ptr: int) -> None:
-    with relaxed_capture(), primary_context() as cu:
+    with relaxed_capture(), primary_context(None) as cu:
         cu.cuMemFreeHost(ctypes.c_void_p(ptr))
 
 
@@ -485,7 +493,7 @@ class _Registered:
         if self.ref is None:
             return
         try:
-            with relaxed_capture(), primary_context() as cu:
+            with relaxed_capture(), primary_context(None) as cu:
                 cu.cuMemHostUnregister(ctypes.c_void_p(self.start))
         except Exception:  # the driver is gone (interpreter exit)
             pass
@@ -581,7 +589,7 @@ def _register(owner: np.ndarray, start: int) -> _Registered | str:
     _registered_bytes += size
     code = -1
     try:
-        with primary_context() as cu:
+        with primary_context(None) as cu:
             code = cu.cuMemHostRegister_v2(ctypes.c_void_p(start), size, _MEMHOSTREGISTER_PORTABLE)
     finally:
         if code != 0:  # already page-locked by someone else (copied directly anyway), or out of resources

@@ -40,7 +40,9 @@ _MEM_ATTACH_GLOBAL = 1
 def chosen(given: str | None, device_index: int) -> str:
     """Which CUDA runtime a runtime on ``device_index`` gets: OWN or LIBTAICHI (``given``, else the environment's,
     else "auto": the own runtime but on device 0)."""
-    value = given if given is not None else os.environ.get(ENV, "").strip().lower() or AUTO
+    if given is not None and not isinstance(given, str):
+        raise ArgumentTypeError(f"cuda_runtime must be 'auto', 'own' or 'taichi', got {given!r}")
+    value = (given if given is not None else os.environ.get(ENV, "")).strip().lower() or AUTO
     if value not in (AUTO, OWN, LIBTAICHI):
         where = "cuda_runtime" if given is not None else ENV
         raise InvalidArgumentError(f"{where} must be one of 'auto', 'own' or 'taichi', got {value!r}")
@@ -98,25 +100,44 @@ def stream_handle(stream: Any) -> int | None:
     return stream
 
 
+def _error(code: int, what: str) -> Exception:
+    """The exception of the driver's error ``code`` (``what`` was asked): OutOfMemoryError for
+    CUDA_ERROR_OUT_OF_MEMORY, else InvalidStateError (a kernel's fault stays the context's error: every later call
+    reports it)."""
+    message = f"{what}: the CUDA driver returned error {_cuda.error_name(code)}"
+    return OutOfMemoryError(message) if code == 2 else InvalidStateError(message)
+
+
 class CudaDevice:
     """One CUDA device as the own runtime uses it: its primary context (retained for the process's life), memory
     through the driver in that context, and waits for its work."""
 
     def __init__(self, ordinal: int):
         if isinstance(ordinal, bool) or not isinstance(ordinal, int):
-            raise InvalidArgumentError(f"device_index must be an int, got {ordinal!r}")
+            raise ArgumentTypeError(f"device_index must be an int, got {ordinal!r}")
         try:
             cu = _cuda.driver()
         except OSError as e:
             raise NotSupportedError(f"CUDA: the driver (libcuda.so.1) cannot be loaded ({e})") from None
         count = device_count()
+        if count == 0:
+            code = cu.cuInit(0)
+            why = (f"the driver cannot start ({_cuda.error_name(code)})" if code else
+                   "this process sees no CUDA device (CUDA_VISIBLE_DEVICES may hide them)")
+            raise NotSupportedError(f"CUDA: {why}")
         if not 0 <= ordinal < count:
             raise InvalidArgumentError(f"CUDA device {ordinal}: this process sees {count} CUDA "
                                        f"device{'s' if count != 1 else ''} (0 to {count - 1}; CUDA_VISIBLE_DEVICES "
-                                       "may hide others)" if count else
-                                       f"CUDA device {ordinal}: this process sees no CUDA device")
+                                       "may hide others)")
         self.ordinal = ordinal
-        self.context = int(_cuda.retain_primary(cu, ordinal).value or 0)
+        primary = _cuda.retain_primary(cu, ordinal)
+        self.context = int(primary.value or 0)
+        current = ctypes.c_void_p()
+        if ordinal == 0 and cu.cuCtxGetCurrent(ctypes.byref(current)) == 0 and not current.value:
+            # device 0's primary context current on a thread that has none, as libtaichi's runtime made its own: the
+            # driver's calls there need no push (the launches, a C program's copies), and CUDA's runtime API (torch,
+            # CuPy) takes it as device 0, its default; another device's is pushed where it is used, never left current
+            cu.cuCtxSetCurrent(primary)
 
     def alloc(self, nbytes: int, managed: bool) -> int:
         """``nbytes`` of device memory (``managed``: managed memory, which the host can address too)."""
@@ -125,9 +146,8 @@ class CudaDevice:
             code = (cu.cuMemAllocManaged(ctypes.byref(ptr), nbytes, _MEM_ATTACH_GLOBAL) if managed
                     else cu.cuMemAlloc_v2(ctypes.byref(ptr), nbytes))
         if code != 0:
-            raise OutOfMemoryError(f"allocate_memory: {nbytes} bytes of {'managed' if managed else 'device'} memory "
-                                   f"on CUDA device {self.ordinal} (the CUDA driver returned error "
-                                   f"{_cuda.error_name(code)})")
+            raise _error(code, f"allocate_memory: {nbytes} bytes of {'managed' if managed else 'device'} memory on "
+                               f"CUDA device {self.ordinal}")
         return int(ptr.value)
 
     def free(self, pointer: int) -> None:
@@ -137,26 +157,28 @@ class CudaDevice:
             cu.cuMemFree_v2(pointer)
 
     def memset(self, pointer: int, nbytes: int) -> None:
-        """Zero ``nbytes`` at ``pointer`` (on the legacy default stream: ordered before the runtime's launches)."""
+        """Zero ``nbytes`` at ``pointer``, done before this returns (on the legacy default stream, waited for: a
+        kernel on any stream, a non-blocking one too, finds the memory zeroed)."""
         with _cuda.primary_context(self.ordinal) as cu:
             code = cu.cuMemsetD8_v2(pointer, 0, nbytes)
+            code = code or cu.cuStreamSynchronize(None)
         if code != 0:
-            raise OutOfMemoryError(f"zero {nbytes} bytes on CUDA device {self.ordinal}: the CUDA driver returned "
-                                   f"error {_cuda.error_name(code)}")
+            raise _error(code, f"zero {nbytes} bytes on CUDA device {self.ordinal}")
 
     def synchronize(self) -> None:
-        """Wait for every stream's work on the device (the primary context's)."""
+        """Wait for the work queued on the legacy default stream of the device's primary context (the runtime's own
+        stream where it has none set; the runtime waits for a stream it set itself). Not cuCtxSynchronize: that would
+        wait for other libraries' streams too, and is refused while another thread captures a CUDA graph."""
         with _cuda.primary_context(self.ordinal) as cu:
-            code = cu.cuCtxSynchronize()
+            code = cu.cuStreamSynchronize(None)
         if code != 0:
-            raise InvalidStateError(f"wait for CUDA device {self.ordinal}: the CUDA driver returned error "
-                                    f"{_cuda.error_name(code)} (a kernel failed)")
+            raise _error(code, f"wait for CUDA device {self.ordinal}")
 
     def settle(self) -> None:
         """A runtime on the device is destroyed: its work waited for, quietly (an error is the next user's to see)."""
         try:
             with _cuda.primary_context(self.ordinal) as cu:
-                cu.cuCtxSynchronize()
+                cu.cuStreamSynchronize(None)
         except Exception:  # the driver is gone (interpreter exit)
             pass
 

@@ -340,7 +340,7 @@ class ForeignArgs:
         if len(held) > keep:
             items = list(held.items())
             batch = [v for _, v in items[:-keep]]
-            self._batches.append((_cuda.event_after(self._rt().cuda_stream), batch))
+            self._batches.append((_cuda.event_after(self._rt().cuda_stream, self._device), batch))
             held.clear()
             held.update(items[-keep:])
         batches = self._batches

@@ -110,7 +110,9 @@ def _cuda_launcher() -> dict[str, Any]:
     from .ptx.compile import TARGET
 
     choice = os.environ.get("TAICHI_AOT_CUDA_LAUNCHER", "auto")
-    return {"launcher": choice, "ptx_target": TARGET, "llvmlite": importlib.util.find_spec("llvmlite") is not None}
+    runtime = os.environ.get("TAICHI_AOT_CUDA_RUNTIME", "").strip().lower() or "own"
+    return {"launcher": choice, "runtime": "taichi" if runtime == "taichi" else "own", "ptx_target": TARGET,
+            "llvmlite": importlib.util.find_spec("llvmlite") is not None}
 
 
 def _available(archs: Any) -> tuple[list[str], str]:
@@ -268,7 +270,9 @@ def _path_lines(c: dict[str, Any]) -> list[str]:
     path = "libtaichi" if cuda["launcher"] == "taichi" else "taichi_aot's own launcher"
     spv = c["spirv_validator"]
     fences = c["vulkan_fences"]
-    return [f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
+    runtime = "taichi_aot's own (any GPU, several at once)" if cuda["runtime"] == "own" else "libtaichi's (device 0)"
+    return [f"CUDA runtime: {runtime} (TAICHI_AOT_CUDA_RUNTIME={cuda['runtime']})",
+            f"CUDA kernels with PTX: {path} (TAICHI_AOT_CUDA_LAUNCHER={cuda['launcher']}); PTX made for "
             f"{cuda['ptx_target']}, "
             f"{'here (llvmlite installed)' if cuda['llvmlite'] else 'not here (pip install taichi_aot[ptx])'}",
             f"SPIR-V validator: SPIRV-Tools {spv['version']} ({spv['path']})" if spv["path"] else

@@ -5,8 +5,8 @@ buffers, on an x64 runtime for the CPU and a CUDA runtime for NVIDIA GPUs. XLA a
 by the handler before the launch, or aliased to the input for an argument the kernel reads and writes); inputs are
 shared, never copied (each buffer address is imported into the runtime once and pooled). On x64 the handler waits
 for the kernel; on CUDA a kernel of taichi_aot's own launcher runs on XLA's stream, one through libtaichi after
-XLA's stream is synchronized, and is waited for. A CUDA op needs the process's one CUDA runtime (libtaichi_c_api
-1.7.4 allows one at a time): the runtime of the kernel it wraps.
+XLA's stream is synchronized, and is waited for. A CUDA op runs on the GPU of the kernel's runtime: XLA running it
+on another is refused, naming both.
 
 Scalars: a Python number (or numpy scalar) becomes an attribute of the call, packed once at trace time: nothing to
 read at run time, but under ``jax.jit`` each new value is a new compilation (pass values that change per step as
@@ -49,6 +49,7 @@ _XLA_TYPES = {np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3
               np.dtype(np.uint64): 9, np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12}
 _registered = False
 _cells: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_without_own: weakref.WeakSet[Any] = weakref.WeakSet()  # CUDA runtimes whose cell has no own launcher's record yet
 #: Plans stay for the process's life (a few hundred bytes each): XLA may hold compiled calls naming them.
 _kept: list[Any] = []
 
@@ -71,8 +72,14 @@ def _cell(rt: Any) -> Any:
     """The runtime's C cell (xla.c): its lock and pool of imports, closed with the runtime, first."""
     cell = _cells.get(rt)
     if cell is not None:
-        if rt.cuda_device is not None and rt.handle:  # libtaichi's runtime, made beside the own since the cell was
-            lib.taichi_aot_xla_library(cell, rt.handle)
+        if rt.arch == Arch.CUDA:  # what the runtime made since the cell was: the own launcher's record (a module with
+            # PTX loaded since), libtaichi's runtime (made beside the own for a module that needs it)
+            own = ffi.NULL
+            if rt in _without_own and rt.backends.cuda is not None:
+                own = rt.backends.xla_record()
+                _kept.append(own)
+                _without_own.discard(rt)
+            lib.taichi_aot_xla_update(cell, rt.handle, own)
         return cell
     cuda = rt.arch == Arch.CUDA
     own, memset_async, sync, htod, name, device = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
@@ -88,6 +95,8 @@ def _cell(rt: Any) -> Any:
         cu_device = handle.value if cu.cuDeviceGet(ctypes.byref(handle), ordinal) == 0 else ordinal
         own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
         _kept.append(own)
+        if own == ffi.NULL:  # no module with PTX loaded yet: the record is given to the cell once one is
+            _without_own.add(rt)
     cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, name, device,
                                       cu_device if cuda else 0)
     if cell == ffi.NULL:

@@ -5,8 +5,8 @@ The op is a ``torch.library`` operator with a fake implementation (``register_fa
 :class:`~taichi_aot.errors.NotSupportedError` at backward unless a ``backward`` is given. Outputs are allocated by
 torch on the inputs' device (zero-filled, or the input's values for an argument the kernel reads and writes), and
 the kernel is called with the tensors themselves: on x64 and CUDA torch's memory is shared, never copied. On x64
-the op waits for the kernel before it returns; on CUDA the kernel runs on torch's current stream. A CUDA op needs
-the process's one CUDA runtime (libtaichi_c_api 1.7.4 allows one at a time): the runtime of the kernel it wraps.
+the op waits for the kernel before it returns; on CUDA the kernel runs on torch's current stream of its runtime's
+GPU, and takes tensors on that GPU (``cuda:1`` for a runtime of device 1): the runtime of the kernel it wraps.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from ._call import EagerOp
 from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
 from .enums import Arch
-from .errors import ArgumentTypeError, NotSupportedError, TaichiError
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, TaichiError
 from .launch import Kernel
 from .module import ModuleSource
 
@@ -245,6 +245,10 @@ class Op(EagerOp):
             if value.device.type != self._device.type:
                 raise ArgumentTypeError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime is "
                                         f"{self._runtime.arch.name}: pass tensors on {self._device}")
+            if self._cuda and value.device.index != self._device.index:
+                raise InvalidArgumentError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime "
+                                           f"drives device {self._device.index}: pass tensors on {self._device} (a "
+                                           f"runtime of device {value.device.index} takes them there)")
 
     def _plan_outputs(self) -> list[tuple[str, Any, Any]]:
         """How each output is made from the inputs: ("clone", input position, None), ("like", input position,

@@ -148,8 +148,8 @@ def _keyword_calls(bench: Bench, tiny: Kernel, x: NdArray, named: dict[str, Any]
 
 
 def _launch_parts(bench: Bench, tiny: Kernel, x: NdArray, n: int) -> Methods:
-    """What the dynamic call saves: the flat capi launch, and the same call checked and packed in Python (the
-    path a call takes that the C call leaves to Python)."""
+    """What the dynamic call saves: the flat capi launch (where the runtime is libtaichi's), and the same call checked
+    and packed in Python (the path a call takes that the C call leaves to Python)."""
     keep = tiny.bind(x, 1.0)
     rh, kh, array = bench.rt.handle, tiny._handle, keep._packed.array
     slow = tiny._slow_call
@@ -168,6 +168,8 @@ def _launch_parts(bench: Bench, tiny: Kernel, x: NdArray, n: int) -> Methods:
                 slow(x, 1.0)
         return bench.timed(loop) / n * 1e6
 
+    if not rh or kh is None:  # taichi_aot's own CUDA runtime: no libtaichi runtime, no flat launch of the kernel
+        return {"dynamic call checked in Python": checked_in_python}
     return {"flat capi.launch_kernel": flat, "dynamic call checked in Python": checked_in_python}
 
 

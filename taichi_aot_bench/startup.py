@@ -8,11 +8,13 @@ from its start to its exit. Variants, each its own rows:
 * a new cache folder each process (a new machine or container: the arch probe and the module's first check run);
 * on CUDA, the CUDA driver's cache off as well (``CUDA_CACHE_DISABLE=1``: the PTX compiled anew, as in a new
   container);
+* on CUDA, libtaichi's runtime in place of taichi_aot's own (``TAICHI_AOT_CUDA_RUNTIME=taichi``, the cache warm);
 * beside them: ``python -c pass`` (the interpreter's own start) and, on CUDA, CuPy: a fresh process importing CuPy,
-  loading the same one-line kernel from PTX (``RawModule``), launching it and reading its result.
+  loading the same one-line kernel from PTX (``RawModule``), launching it and reading its result; and the floor of a
+  CUDA runtime's start: a fresh process's ``cuInit`` and the primary context of device 0 retained (ctypes).
 
 Targets: ``import taichi_aot`` (numpy included) at most 250 ms; on CUDA, the first result of a fresh process with
-a warm cache at most CuPy's.
+a warm cache at most CuPy's, and ``Runtime("cuda")`` (the own runtime) at most 1.2x the primary context's floor.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["startup"]
 
 IMPORT_TARGET_MS = 250.0
+RUNTIME_TARGET = 1.2  # Runtime("cuda") against retaining the primary context, in a fresh process
 _PHASES = ("import", "runtime", "load", "first result")
 #: A fresh process's phases, printed as JSON (seconds each).
 _OURS = r"""
@@ -53,6 +56,16 @@ mod.kernels["tiny"](x, 1.0)
 assert float(x.to_numpy()[0]) == 1.0
 t4 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "runtime": t2 - t1, "load": t3 - t2, "first result": t4 - t3}))
+"""
+#: The floor of a CUDA runtime's start: the driver loaded and initialized, device 0's primary context retained.
+_PRIMARY = r"""
+import ctypes, json, time
+t0 = time.perf_counter()
+cu = ctypes.CDLL("libcuda.so.1")
+device, context = ctypes.c_int(0), ctypes.c_void_p()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(device), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0
+print(json.dumps({"runtime": time.perf_counter() - t0}))
 """
 #: The same one-line kernel (x[0] += a) for CuPy, as PTX.
 _PTX = r"""
@@ -120,6 +133,9 @@ def startup(bench: Bench) -> list[Row]:
     if bench.arch == Arch.CUDA:
         variants["warm cache, CUDA driver cache off"] = _samples(count, _OURS, args, {**env, "CUDA_CACHE_DISABLE": "1"},
                                                                  False)
+        variants["warm cache, libtaichi's runtime"] = _samples(count, _OURS, args,
+                                                               {**env, "TAICHI_AOT_CUDA_RUNTIME": "taichi"}, False)
+        variants["primary context"] = _samples(count, _PRIMARY, [], env, False)
     variants["python -c pass"] = _samples(count, "pass", [], env, False)
     params = {"processes": count}
     rows = [Row("startup", bench.name, f"{variant}: {phase}", "ms", samples, params=params)
@@ -128,6 +144,9 @@ def startup(bench: Bench) -> list[Row]:
     imported = by["warm cache: import"]
     imported.target, imported.met = f"<= {IMPORT_TARGET_MS:.0f}", imported.median <= IMPORT_TARGET_MS
     if bench.arch == Arch.CUDA:
+        made, floor = by["warm cache: runtime"], by["primary context: runtime"]
+        made.limit, made.ratio = "primary context: runtime", made.median / floor.median
+        made.target, made.met = f"<= {RUNTIME_TARGET}", made.ratio <= RUNTIME_TARGET
         rows += _against_cupy(bench, by, env, count, params)
     return rows
 

@@ -80,8 +80,8 @@ def c_loop(step: Sequence[BoundLaunch], every: Sequence[BoundLaunch] = (), readb
 
 def import_loop(bound: BoundLaunch, ptrs: list[int], count: int, size: int, cuda: bool) -> Callable[[int], float]:
     """Raw C's launch of arrays handed anew: ``run(n)`` imports the memory at the first ``count`` of ``ptrs``
-    (``size`` bytes each; CUDA memory where ``cuda``) into ``bound``'s first ndarray arguments and launches it, ``n``
-    times; returns the seconds per launch."""
+    (``size`` bytes each; CUDA memory where ``cuda``) into ``bound``'s first ndarray arguments (on taichi_aot's own
+    CUDA runtime, the pointers themselves) and launches it, ``n`` times; returns the seconds per launch."""
     c_ptrs = ffi.new("uint64_t[]", ptrs)
     keep = (bound, c_ptrs)
 

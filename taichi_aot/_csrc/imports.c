@@ -25,16 +25,23 @@ static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
 /* bytes of an element of each TiDataType, F16 to U64 */
 static const uint8_t type_bytes[] = {2, 4, 8, 1, 2, 4, 8, 1, 1, 2, 4, 8};
 
+/* The first slot of (runtime, address): a multiplicative hash of both (allocations are aligned to 2 MiB and more:
+   their low bits say nothing), its high bits. */
+static size_t import_home(TiRuntime runtime, uint64_t address, size_t capacity) {
+    uint64_t h = (address ^ ((uint64_t)(uintptr_t)runtime * 0xC2B2AE3D27D4EB4FULL)) * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 32) & (capacity - 1);
+}
+
 static size_t import_slot(const import_entry *table, size_t capacity, TiRuntime runtime, uint64_t address) {
-    size_t i = (size_t)(((uintptr_t)runtime * 0x9E3779B97F4A7C15ULL) ^ (address >> 8)) & (capacity - 1);
+    size_t i = import_home(runtime, address, capacity);
     while (table[i].address != 0 && (table[i].address != address || table[i].runtime != runtime)) {
         i = (i + 1) & (capacity - 1);
     }
     return i;
 }
 
-/* The table twice as large (or first made), every entry but those of `dropped` moved over: 1, or 0 out of memory. */
-static int imports_rebuild(size_t capacity, TiRuntime dropped) {
+/* The table twice as large (or first made), every entry moved over: 1, or 0 out of memory (the table as it was). */
+static int imports_grow(size_t capacity) {
     import_entry *was = imports, *table = calloc(capacity, sizeof(import_entry));
     size_t i, old = imports_capacity;
     if (table == NULL) {
@@ -42,7 +49,7 @@ static int imports_rebuild(size_t capacity, TiRuntime dropped) {
     }
     imports_count = 0;
     for (i = 0; i < old; ++i) {
-        if (was[i].address != 0 && was[i].runtime != dropped) {
+        if (was[i].address != 0) {
             table[import_slot(table, capacity, was[i].runtime, was[i].address)] = was[i];
             ++imports_count;
         }
@@ -72,8 +79,7 @@ static TiMemory import_of(TiRuntime runtime, const TiNdArray *nd) {
     uint64_t address = (uint64_t)((uintptr_t)nd->memory & ~TAICHI_AOT_POINTER_TAG), bytes = nd_bytes(nd);
     TiMemory memory;
     size_t i;
-    if ((imports_count + 1) * 2 > imports_capacity && !imports_rebuild(imports_capacity ? 2 * imports_capacity : 64,
-                                                                      TI_NULL_HANDLE)) {
+    if ((imports_count + 1) * 2 > imports_capacity && !imports_grow(imports_capacity ? 2 * imports_capacity : 64)) {
         return TI_NULL_HANDLE;
     }
     i = import_slot(imports, imports_capacity, runtime, address);
@@ -103,24 +109,24 @@ static TiArgument *argument_at(const void *args, uint32_t i, int named) {
     return named ? &((TiNamedArgument *)args)[i].argument : &((TiArgument *)args)[i];
 }
 
-const void *taichi_aot_library_args(const TaichiAotLaunch *l, void **made) {
+int taichi_aot_library_args(const TaichiAotLaunch *l, const void **args, void **made) {
     int named = l->kind == TAICHI_AOT_KIND_GRAPH;
     size_t size = named ? sizeof(TiNamedArgument) : sizeof(TiArgument);
-    uint32_t i;
+    uint32_t i = 0;
     void *local;
     int failed = 0;
     *made = NULL;
-    i = 0;
+    *args = l->args; /* none of the own memory (no argument at all, too): as they are */
     while (i < l->arg_count && !is_tagged(argument_at(l->args, i, named))) {
         ++i;
     }
     if (i == l->arg_count) {
-        return l->args; /* none of the own memory: as they are */
+        return 0;
     }
     local = malloc(size * l->arg_count);
     if (local == NULL) {
         ti_set_last_error(TI_ERROR_OUT_OF_MEMORY, "taichi_aot: no memory to import an array into libtaichi");
-        return NULL;
+        return -1;
     }
     memcpy(local, l->args, size * l->arg_count);
     pthread_mutex_lock(&imports_lock);
@@ -137,16 +143,47 @@ const void *taichi_aot_library_args(const TaichiAotLaunch *l, void **made) {
         if (ti_get_last_error(NULL, NULL) == TI_ERROR_SUCCESS) {
             ti_set_last_error(TI_ERROR_OUT_OF_MEMORY, "taichi_aot: no memory for libtaichi's imports");
         }
-        return NULL;
+        return -1;
     }
     *made = local;
-    return local;
+    *args = local;
+    return 0;
+}
+
+/* Slot `i` emptied in place, the entries of its run after it moved back to where a look-up finds them (linear
+   probing's deletion: nothing allocated). */
+static void import_remove(size_t i) {
+    size_t j = i, home;
+    imports[i].address = 0;
+    --imports_count;
+    for (;;) {
+        j = (j + 1) & (imports_capacity - 1);
+        if (imports[j].address == 0) {
+            return;
+        }
+        home = import_home(imports[j].runtime, imports[j].address, imports_capacity);
+        /* it stays unless its home lies cyclically outside (i, j] */
+        if ((i <= j) ? (i < home && home <= j) : (i < home || home <= j)) {
+            continue;
+        }
+        imports[i] = imports[j];
+        imports[j].address = 0;
+        i = j;
+    }
 }
 
 void taichi_aot_imports_forget(TiRuntime runtime) {
+    size_t i;
+    int removed;
     pthread_mutex_lock(&imports_lock);
-    if (imports_capacity != 0) {
-        (void)imports_rebuild(imports_capacity, runtime); /* out of memory: the old table stays, and so do they */
-    }
+    do { /* again while a pass removed any: a removal may move an entry back past the wrap, behind the pass */
+        removed = 0;
+        for (i = 0; i < imports_capacity; ++i) {
+            while (imports[i].address != 0 && imports[i].runtime == runtime) {
+                import_remove(i); /* what moved into slot i is looked at again */
+                removed = 1;
+            }
+        }
+    } while (removed);
     pthread_mutex_unlock(&imports_lock);
 }

@@ -27,8 +27,7 @@ static int launch_library(const TaichiAotLaunch *l, const TaichiAotElsewhere *wh
     if (l->pending != NULL && l->pending[1]) {
         return TAICHI_AOT_REFUSED;
     }
-    args = taichi_aot_library_args(l, &made); /* the own CUDA runtime's memory as libtaichi's imports (imports.c) */
-    if (args == NULL) {
+    if (taichi_aot_library_args(l, &args, &made) != 0) { /* the own CUDA runtime's memory as imports (imports.c) */
         return (int)ti_get_last_error(NULL, NULL);
     }
     if (l->kind == TAICHI_AOT_KIND_KERNEL) {
@@ -51,7 +50,7 @@ static int launch_cuda_kernel(const TaichiAotLaunch *l, const TaichiAotElsewhere
         return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
                                       (const TiArgument *)l->args);
     }
-    if (where->own == NULL) {
+    if (where->own == NULL || where->own->driver == NULL) { /* no record of the own launcher's (none made yet) */
         return TAICHI_AOT_REFUSED;
     }
     where->own->stream = where->stream;
@@ -71,7 +70,7 @@ static int launch_kind(const TaichiAotLaunch *l, const TaichiAotElsewhere *where
     case TAICHI_AOT_KIND_CUDA_KERNEL:
         return launch_cuda_kernel(l, where);
     case TAICHI_AOT_KIND_CUDA_GRAPH:
-        if (where != NULL && where->own == NULL) { /* its dispatches need the caller's stand-in */
+        if (where != NULL && (where->own == NULL || where->own->driver == NULL)) { /* its dispatches need one */
             return TAICHI_AOT_REFUSED;
         }
         if (where != NULL) {

@@ -61,10 +61,10 @@ typedef struct {
 } TaichiAotLaunch;
 
 /* imports.c: a launch through libtaichi on taichi_aot's own CUDA runtime, whose ndarrays are device pointers tagged
-   with TAICHI_AOT_POINTER_TAG: its arguments with each such one swapped for the runtime's import of that memory
-   (`args` itself where none is; else a copy, `*made`, which the caller frees); NULL with the library's error set where
-   an import failed. taichi_aot_imports_forget drops a runtime's imports (before it is destroyed). */
-const void *taichi_aot_library_args(const TaichiAotLaunch *launch, void **made);
+   with TAICHI_AOT_POINTER_TAG: its arguments (`*args`) with each such one swapped for the runtime's import of that
+   memory (the record's own where none is; else a copy, `*made`, which the caller frees). 0, or -1 with the library's
+   error set where an import failed. taichi_aot_imports_forget drops a runtime's imports (before it is destroyed). */
+int taichi_aot_library_args(const TaichiAotLaunch *launch, const void **args, void **made);
 void taichi_aot_imports_forget(TiRuntime runtime);
 
 /* loader.c: libtaichi_c_api opened with dlopen, its functions looked up into the trampolines. */
@@ -324,7 +324,7 @@ typedef struct {
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync, void *htod_async, void *error_name, void *ctx_device, int device);
-void taichi_aot_xla_library(void *cell, TiRuntime runtime);
+void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 uint64_t taichi_aot_xla_imports(void *cell);

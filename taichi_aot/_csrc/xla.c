@@ -68,12 +68,16 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
     return c;
 }
 
-/* The runtime's libtaichi runtime, made since the cell was (taichi_aot's own CUDA runtime makes one only for a module
-   whose kernels need it): the launches through libtaichi use it from now on. */
-void taichi_aot_xla_library(void *cell, TiRuntime runtime) {
+/* What the runtime made since the cell was: its libtaichi runtime (taichi_aot's own CUDA runtime makes one only for a
+   module whose kernels need it; NULL: none yet), and the own launcher's record (`own`, where the cell had none: the
+   runtime's first module with PTX was loaded since; NULL: no change). Launches use them from now on. */
+void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own) {
     xla_cell *c = (xla_cell *)cell;
     pthread_mutex_lock(&c->lock);
     c->runtime = runtime;
+    if (own != NULL && c->own.driver == NULL) {
+        c->own = *own;
+    }
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -438,9 +442,10 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
         }
         stream = s.stream;
         if (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device != c->device) {
-            snprintf(why, sizeof(why), "%s: XLA runs it on GPU %d, and its runtime drives GPU %d (a CUDA runtime of "
-                     "libtaichi 1.7.4 takes one GPU, device 0): put its arrays on GPU %d (jax.devices()[%d]), or "
-                     "run one process a GPU (taichi_aot.pool)", p->what, device, c->device, c->device, c->device);
+            snprintf(why, sizeof(why), "%s: XLA runs it on GPU %d, and its runtime drives GPU %d: put its arrays "
+                     "on GPU %d (jax.devices()[%d]), or make the op of a kernel of a runtime of GPU %d "
+                     "(Runtime('cuda', device_index=%d))", p->what, device, c->device, c->device, c->device, device,
+                     device);
             return xla_error(f, 9, why);
         }
     }

@@ -146,7 +146,7 @@ class ModuleBackends:
             got = backend.kernel(name, info, library)
             if got is not None:
                 return got
-        if self._device is not None:
+        if self._device is not None or not info.returns:
             raise NotSupportedError(f"kernel {name!r}: {self._unowned(name)}")
         raise NotSupportedError(f"kernel {name!r} returns values, which {self._lost(name)}")
 
@@ -179,8 +179,12 @@ class ModuleBackends:
 
     def _unowned(self, name: str) -> str:
         """Why a kernel cannot run on the own CUDA runtime (the end of a sentence)."""
-        return (f"taichi_aot's own CUDA launcher does not take it ({self._why_not(name) or 'no PTX'}), and "
-                f"{libtaichi.absent(self._device or 0)}")
+        why = self._why_not(name) or "no PTX"
+        if self._device is None:  # device 0: libtaichi was not loaded for the module (a reverse kernel is never asked)
+            return (f"taichi_aot's own CUDA launcher does not take it ({why}), and the module was loaded without "
+                    "libtaichi (its kernels all run on the own launcher; a reverse-mode kernel runs through its "
+                    "primal's grad)")
+        return f"taichi_aot's own CUDA launcher does not take it ({why}), and {libtaichi.absent(self._device)}"
 
     def _lost(self, name: str) -> str:
         """Why a kernel that returns values has no backend here that gives them (the end of a sentence)."""

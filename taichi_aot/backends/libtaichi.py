@@ -34,10 +34,13 @@ class LibtaichiBackend:
     name = NAME
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
-        return None if info.returns else (library_choice(KERNEL, library()), info.args)
+        if info.returns:
+            return None
+        handle = library()  # None: the module was loaded without libtaichi (the own CUDA runtime's, all on PTX)
+        return None if handle is None else (library_choice(KERNEL, handle), info.args)
 
     def graph(self, info: GraphInfo, library: Any) -> Choice | None:
-        return library_choice(GRAPH, library)
+        return None if library is None else library_choice(GRAPH, library)
 
     def takes(self, name: str, info: KernelInfo | None) -> bool:
         return info is None or not info.returns

@@ -66,6 +66,40 @@ static int taichi_aot_raw_launch(const TaichiAotLaunch *l, int launch) {
 }
 
 typedef int (*taichi_aot_cuda_copy)(void *dst, uint64_t src, size_t size); /* cuMemcpyDtoH_v2 */
+typedef int (*taichi_aot_bench_push)(void *context);
+typedef int (*taichi_aot_bench_pop)(void **context);
+typedef int (*taichi_aot_bench_sync)(void *stream);
+
+/* The own CUDA launcher's runtime record of a launch of its kinds, else NULL. */
+static const TaichiAotCudaRuntime *taichi_aot_own_record(const TaichiAotLaunch *l) {
+    if (l->kind == TAICHI_AOT_KIND_CUDA_KERNEL) {
+        return ((const TaichiAotCudaKernel *)l->handle)->runtime;
+    }
+    if (l->kind == TAICHI_AOT_KIND_CUDA_GRAPH && ((const TaichiAotCudaGraph *)l->handle)->dispatch_count > 0) {
+        return ((const TaichiAotCudaGraph *)l->handle)->kernels[0]->runtime;
+    }
+    return NULL;
+}
+
+/* A loop's wait for its launches, as a C program makes it: libtaichi's ti_wait where they have its runtime; on
+   taichi_aot's own CUDA runtime (no libtaichi runtime: NULL), the launcher's stream synchronized in its context.
+   0, or -1 where the wait reports an error. */
+static int taichi_aot_wait(const TaichiAotLaunch *l) {
+    const TaichiAotCudaRuntime *rt;
+    void *was = NULL;
+    int code;
+    if (l->runtime != NULL) {
+        CALL(ti_wait)(l->runtime);
+        return 0;
+    }
+    rt = taichi_aot_own_record(l);
+    if (rt == NULL || ((taichi_aot_bench_push)rt->driver->push)(rt->context) != 0) {
+        return -1;
+    }
+    code = ((taichi_aot_bench_sync)rt->driver->sync)(rt->stream);
+    ((taichi_aot_bench_pop)rt->driver->pop)(&was);
+    return code == 0 ? 0 : -1;
+}
 
 static int taichi_aot_read_back(const TaichiAotReadback *r) {
     if (r->kind == 1) {
@@ -109,14 +143,12 @@ double taichi_aot_steps(const void *step_launches, uint32_t count, const void *e
             for (i = 0; i < every_count; ++i) {
                 (void)taichi_aot_raw_launch(&others[i], 1);
             }
-            CALL(ti_wait)(step[0].runtime);
-            if (taichi_aot_read_back(readback) != 0) {
+            if (taichi_aot_wait(&step[0]) != 0 || taichi_aot_read_back(readback) != 0) {
                 return -1.0;
             }
         }
     }
-    CALL(ti_wait)(step[0].runtime);
-    if (CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS) {
+    if (taichi_aot_wait(&step[0]) != 0 || CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS) {
         return -1.0;
     }
     return taichi_aot_now() - t0;
@@ -128,10 +160,11 @@ double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_
     const TaichiAotLaunch *step = (const TaichiAotLaunch *)launch;
     TiArgument *args = (TiArgument *)step->args;
     TiMemory kept[16];
+    int failed;
     uint64_t s;
     uint32_t i;
     double t0, t1;
-    if (step->kind != TAICHI_AOT_KIND_KERNEL || count > 16 || count > step->arg_count) {
+    if ((step->kind != TAICHI_AOT_KIND_KERNEL && step->runtime != NULL) || count > 16 || count > step->arg_count) {
         return -1.0;
     }
     for (i = 0; i < count; ++i) {
@@ -140,15 +173,17 @@ double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_
     t0 = taichi_aot_now();
     for (s = 0; s < steps; ++s) {
         for (i = 0; i < count; ++i) {
-            args[i].value.ndarray.memory = cuda ? CALL(ti_import_cuda_memory)(step->runtime, (void *)ptrs[i], size)
-                                                : CALL(ti_import_cpu_memory)(step->runtime, (void *)ptrs[i], size);
+            args[i].value.ndarray.memory = step->runtime == NULL /* the own CUDA runtime: the pointer itself */
+                                               ? (TiMemory)(uintptr_t)(ptrs[i] | TAICHI_AOT_POINTER_TAG)
+                                           : cuda ? CALL(ti_import_cuda_memory)(step->runtime, (void *)ptrs[i], size)
+                                                  : CALL(ti_import_cpu_memory)(step->runtime, (void *)ptrs[i], size);
         }
         (void)taichi_aot_raw_launch(step, 1);
     }
-    CALL(ti_wait)(step->runtime);
+    failed = taichi_aot_wait(step);
     t1 = taichi_aot_now();
     for (i = 0; i < count; ++i) {
         args[i].value.ndarray.memory = kept[i];
     }
-    return CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS ? -1.0 : t1 - t0;
+    return failed != 0 || CALL(ti_get_last_error)(NULL, NULL) != TI_ERROR_SUCCESS ? -1.0 : t1 - t0;
 }

@@ -46,7 +46,9 @@ double taichi_aot_steps(const void *step, uint32_t count, const void *every_laun
 
 /* Raw C's launch of arrays handed anew each step: the memory at each of `ptrs` (`size` bytes) imported (CUDA
    memory where `cuda`, else host memory) and written into the first `count` ndarray arguments of the kernel
-   launch at `step`, then the launch; `steps` times, then a wait. The seconds it took, or -1. */
+   launch at `step`, then the launch; `steps` times, then a wait. On taichi_aot's own CUDA runtime (no libtaichi
+   runtime) each pointer is written as it is (tagged), as a C program of the driver passes it. The seconds it took,
+   or -1. */
 double taichi_aot_import_steps(const void *step, const uint64_t *ptrs, uint32_t count, uint64_t size, uint32_t cuda,
                                uint64_t steps);
 
