@@ -18,6 +18,7 @@ synchronization, refused: pass a number).
 from __future__ import annotations
 
 import ctypes
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -30,7 +31,7 @@ from ._arguments import ARG_SIZE, pack_one
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from .enums import DATA_TYPES, Arch, DataType
-from .errors import ArgumentTypeError, NotSupportedError
+from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
 from .module import ModuleSource
 from .ndarray import ndarray_argument
@@ -52,6 +53,14 @@ _cells: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _without_own: weakref.WeakSet[Any] = weakref.WeakSet()  # CUDA runtimes whose cell has no own launcher's record yet
 #: Plans stay for the process's life (a few hundred bytes each): XLA may hold compiled calls naming them.
 _kept: list[Any] = []
+#: The runtimes of ops' twins on other GPUs (Op._twin), kept as their plans are; closed at exit with every runtime.
+_twin_runtimes: list[Any] = []
+
+
+def _local_gpus() -> list[int]:
+    """The CUDA ordinals of the GPUs JAX has in this process."""
+    return sorted({int(getattr(d, "local_hardware_id", None) or d.id) for d in jax.local_devices()
+                   if d.platform == "gpu"})
 
 
 def _register() -> None:
@@ -145,6 +154,10 @@ class _Plan:
             self.value_sizes = ffi.new("uint32_t[]", [size for _, size in layout])
             p.value_count, p.value_first = len(layout), len(spec.outputs)
             p.value_offsets, p.value_sizes, p.values = self.value_offsets, self.value_sizes, op._choice.results.host
+        if op._cuda:  # the same call's plans on the other GPUs JAX has, by CUDA device: pmap, shard_map
+            self.devices = op._device_table(attrs)
+            if self.devices is not None:
+                p.devices, p.device_count = self.devices, len(self.devices)
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)
 
@@ -201,6 +214,11 @@ class Op:
             self._target = _GRAPHABLE  # and the kernel's code past the runtime's close
             rt.backends.keep_for_graphs()
         self._plans: dict[tuple[bool, ...], _Plan] = {}
+        self._given = (outputs, backward, vmap_method)  # what made it: its twins on other GPUs are made alike
+        #: its twin on each other GPU (the module loaded on a runtime of that GPU, once; None where it cannot be)
+        self._twins: dict[int, Op | None] = {}
+        self._twin_of: Callable[[int], Op | None] | None = None  # how a reverse op finds its twins (its primal's)
+        self._is_twin = False  # a twin is reached through its op's table only: it has no table of its own
         # a backward from the reverse kernel: on the host (x64), or an op of its own (CUDA's own launcher)
         self._needing = spec.gradients() if backward is None else None
         self._reverse_op = self._make_reverse_op() if self._needing is not None and self._cuda else None
@@ -223,10 +241,7 @@ class Op:
         values = spec.bind(args, kwargs)
         spec.ensure_open()
         attrs, operands, shapes = self._split(values)
-        key = tuple(attrs)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = _Plan(self, attrs)
+        plan = self._plan(attrs)
         packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
         extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
         positions = list(shapes)  # the array operands' argument positions, in operand order
@@ -249,6 +264,60 @@ class Op:
             backward = self._from_reverse(values, attrs)
         out = self._differentiable(run, backward)(*operands)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _plan(self, attrs: Sequence[bool]) -> _Plan:
+        """The plan of a call whose inputs are attributes where ``attrs`` says (made once a way)."""
+        key = tuple(attrs)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan(self, attrs)
+        return plan
+
+    def _device_table(self, attrs: Sequence[bool]) -> Any:
+        """The plans of this call on every other GPU JAX has (``void *[]`` by CUDA device; NULL where a GPU has
+        none), so that XLA's handler launches on the GPU XLA runs it on (``jax.pmap``, ``shard_map``, arrays on
+        another GPU); None where JAX has no other GPU."""
+        own = self.spec.entry.module.runtime.device_index
+        gpus = [k for k in _local_gpus() if k != own]
+        if not gpus or self._is_twin:
+            return None
+        table = ffi.new("void *[]", max([*gpus, own]) + 1)
+        for k in gpus:
+            twin = self._twin(k)
+            if twin is not None:
+                table[k] = twin._plan(attrs).c
+        return table
+
+    def _twin(self, device: int) -> Op | None:
+        """This op on GPU ``device``: its kernel or graph of the module loaded there on a runtime of that GPU (made
+        once, kept for the process's life as the plans are); None where the module cannot be loaded again (no
+        files) or the kernel cannot run there (XLA's handler then says so, naming both GPUs)."""
+        if device in self._twins:
+            return self._twins[device]
+        made = None
+        try:
+            made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
+        except TaichiError as e:  # XLA running it there fails naming both GPUs; why is said now
+            warnings.warn(f"{self.spec}: it cannot run on GPU {device} as well, where jax.pmap or shard_map may "
+                          f"run it: {e}", RuntimeWarning, stacklevel=4)
+        self._twins[device] = made
+        return made
+
+    def _load_twin(self, device: int) -> Op | None:
+        entry = self.spec.entry
+        files = entry.module.files
+        if files is None:
+            return None
+        from .runtime import Runtime
+
+        runtime = Runtime(Arch.CUDA, device_index=device)
+        _twin_runtimes.append(runtime)  # the twins' plans live for the process, as compiled XLA calls may name them
+        module = runtime.load_module(files, launcher="taichi" if entry.launcher == "taichi" else None)
+        made = Op((module.kernels if isinstance(entry, Kernel) else module.graphs)[entry.name], *self._given)
+        made._is_twin = True
+        if made._reverse_op is not None:
+            made._reverse_op._is_twin = True
+        return made
 
     def _unbatchable(self) -> str | None:
         """Why ``jax.vmap`` cannot be one launch of this kernel over the whole batch, or None: every array argument
@@ -369,7 +438,14 @@ class Op:
         n, outputs = len(self.spec.args), {}
         for k, i in enumerate(self._needing or []):
             outputs[n + k] = n + k if i in self.spec.outputs else i
-        return Op(reverse, outputs)
+        made = Op(reverse, outputs)
+
+        def twin_of(device: int) -> Op | None:  # on another GPU: the reverse op of this op's twin there
+            twin = self._twin(device)
+            return None if twin is None else twin._reverse_op
+
+        made._twin_of = twin_of
+        return made
 
     def _from_reverse_op(self, values: Sequence[Any], attrs: Sequence[bool]) -> Callable[..., Any]:
         """The backward of one call (CUDA): the reverse kernel's op on the call's inputs and outputs and the

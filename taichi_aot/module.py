@@ -203,13 +203,15 @@ class _Shared:
     ones are let go only on the runtime's own thread (a finalizer may run on any), under one lock.
     """
 
-    __slots__ = ("__weakref__", "backends", "handle", "handles", "idle", "key", "owned", "runtime", "temp_dir", "users")
+    __slots__ = ("__weakref__", "backends", "folder", "handle", "handles", "idle", "key", "owned", "runtime",
+                 "temp_dir", "users")
     _lock = threading.Lock()
     _clock = 0  # when each was last left, for the least recently used
 
     def __init__(self, runtime: Parent, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends):
         self.runtime, self.key, self.handle, self.temp_dir = weakref.ref(runtime), key, handle, temp_dir
         self.backends = backends  # which backend launches each kernel and graph; reverse-mode kernels
+        self.folder: str | None = None  # its files' folder (its own, or the archive's extracted), where it has one
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
         self.users = 0
         self.idle = 0
@@ -303,6 +305,7 @@ class AotModule(Child):
                 _release_module(handle, temp_dir)
                 raise
             shared = _Shared(runtime, key, handle, temp_dir, backends)
+            shared.folder = folder
             owned = shared.add(runtime)
         self._shared = shared
         self._handle: Any = shared.handle
@@ -344,6 +347,13 @@ class AotModule(Child):
     def source(self) -> str:
         """Where the module came from (path, or a byte count)."""
         return self._source
+
+    @property
+    def files(self) -> str | None:
+        """The folder its files are read from on LLVM backends (x64, CUDA): the module's own folder, or the one its
+        archive (or the bytes given) was extracted to, removed with the module; None elsewhere. Another runtime may
+        load it from there while this module is open (taichi_aot.jax's ops load it on every GPU)."""
+        return self._shared.folder
 
     @property
     def metadata(self) -> ModuleInfo:

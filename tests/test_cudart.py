@@ -144,6 +144,19 @@ except Exception as e:
     assert "device 0" in str(e) and "device 1" in str(e), e
 else:
     raise AssertionError("a tensor on another GPU than the op's runtime was taken")
+import jax, jax.numpy as jnp, taichi_aot.jax as tj
+gpus = [d for d in jax.devices() if d.platform == "gpu"][:2]
+jop = tj.op(rts[0].load_module(module).kernels["add"], {0: 1})  # a kernel of GPU 0's runtime, run on both GPUs
+y = jnp.arange(2 * 4096, dtype=jnp.float32).reshape(2, 4096)
+np.testing.assert_allclose(np.asarray(jax.pmap(lambda v: jop(v, 2.0), devices=gpus)(y)), 2 * np.asarray(y))
+from jax.sharding import Mesh, PartitionSpec
+shard_map = getattr(jax, "shard_map", None)
+if shard_map is None:
+    from jax.experimental.shard_map import shard_map
+mesh = Mesh(np.array(gpus), ("g",))
+sharded = jax.jit(shard_map(lambda v: jop(v.reshape(-1), 3.0).reshape(v.shape), mesh=mesh,
+                            in_specs=PartitionSpec("g"), out_specs=PartitionSpec("g")))
+np.testing.assert_allclose(np.asarray(sharded(y)), 3 * np.asarray(y))
 try:
     rts[1].load_module(module, launcher="taichi")
 except Exception as e:
@@ -154,10 +167,27 @@ print("two GPUs ok")
 """
 
 
+def test_jax_op_under_pmap_on_the_own_runtime(own, cuda_module):  # noqa: F811
+    """pmap and jit over the one GPU here (two GPUs: the next test runs it on both, each GPU's twin of the op)."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    op = tj.op(own.load_module(cuda_module["cuda"]).kernels["add"], {0: 1})
+    y = jnp.arange(4096, dtype=jnp.float32).reshape(1, 4096)
+    np.testing.assert_allclose(np.asarray(jax.pmap(lambda v: op(v, 2.0), devices=gpus[:1])(y)), 2 * np.asarray(y))
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda v: op(v, 0.5))(y[0])), 0.5 * np.asarray(y[0]))
+
+
 def test_runtimes_and_torch_ops_on_two_gpus(cuda_module):  # noqa: F811
     if _gpus() < 2:
         pytest.skip("fewer than two GPUs here")
     pytest.importorskip("torch")
+    pytest.importorskip("jax")
     env = {k: v for k, v in os.environ.items() if k != "TAICHI_AOT_CUDA_RUNTIME"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_GPUS), cuda_module["cuda"]],
                           capture_output=True, text=True, timeout=600, env=env)

@@ -321,6 +321,10 @@ typedef struct {
     const uint32_t *value_sizes;
     const void *values;
     const char *name; /* the launch's NVTX range (TaichiAotLaunch.name), or NULL */
+    /* CUDA: the same op's plans on other GPUs, by CUDA device (`device_count` of them, NULL where a GPU has none):
+       XLA running the op on another GPU than its runtime's (jax.pmap, shard_map) launches that GPU's plan */
+    void *const *devices;
+    int32_t device_count;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync, void *htod_async, void *error_name, void *ctx_device, int device);

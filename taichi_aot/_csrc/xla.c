@@ -441,7 +441,12 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
             return xla_error(f, 13, "taichi_aot: XLA gave no CUDA stream");
         }
         stream = s.stream;
-        if (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device != c->device) {
+        if (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device != c->device && p->devices != NULL &&
+            device >= 0 && device < p->device_count && p->devices[device] != NULL) {
+            p = (TaichiAotXlaPlan *)p->devices[device]; /* the op's plan on the GPU XLA runs it on */
+            c = (xla_cell *)p->runtime;
+        }
+        if (c->ctx_device != NULL && device >= 0 && device != c->device) {
             snprintf(why, sizeof(why), "%s: XLA runs it on GPU %d, and its runtime drives GPU %d: put its arrays "
                      "on GPU %d (jax.devices()[%d]), or make the op of a kernel of a runtime of GPU %d "
                      "(Runtime('cuda', device_index=%d))", p->what, device, c->device, c->device, c->device, device,
