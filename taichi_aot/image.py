@@ -9,7 +9,7 @@ from . import capi
 from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
 from .enums import AddressMode, ArgumentType, Filter, Format, ImageDimension, ImageLayout, ImageUsage
-from .errors import ArgumentTypeError, InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
@@ -71,6 +71,8 @@ class Image(Child):
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ):
         runtime.ensure_open()
+        if runtime.cuda_device is not None:  # taichi_aot's own CUDA runtime: no libtaichi runtime to ask
+            raise NotSupportedError("allocate_image: CUDA has no images (Vulkan, OpenGL and Metal have)")
         dim = _dimension(dimension)
         fmt = _format(format)
         given: Any = (extent,) if isinstance(extent, int) and not isinstance(extent, bool) else extent
@@ -172,6 +174,8 @@ class Sampler(Child):
         max_anisotropy: float = 1.0,
     ):
         runtime.ensure_open()
+        if runtime.cuda_device is not None:
+            raise NotSupportedError("create_sampler: CUDA has no images to sample (Vulkan, OpenGL and Metal have)")
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
             "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),

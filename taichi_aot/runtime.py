@@ -340,6 +340,9 @@ class Runtime:
             InvalidArgumentError: an unknown capability name.
         """
         self.ensure_open()
+        if self.cuda_device is not None:
+            raise NotSupportedError("set_capabilities: taichi_aot's own CUDA runtime has no capability levels "
+                                    "(they are libtaichi's, for its gfx backends)")
         if capabilities is not None and not isinstance(capabilities, Mapping):
             raise ArgumentTypeError(f"set_capabilities: expected a mapping {{capability: level}} or keywords, got "
                                     f"{type(capabilities).__name__}")

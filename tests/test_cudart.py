@@ -58,6 +58,12 @@ def test_own_runtime_runs_kernels_graphs_replays_and_copies(own, cuda_module):  
     for source in (cuda_module["cuda"], cuda_module["cuda.tcm"]):
         kernels_graphs_and_copies(own, source)
     assert not own.handle  # every kernel on the own launcher: no libtaichi runtime was made
+    with pytest.raises(NotSupportedError, match="CUDA has no images"):
+        own.allocate_image("2d", (4, 4), "rgba8")
+    with pytest.raises(NotSupportedError, match="CUDA has no images"):
+        own.create_sampler()
+    with pytest.raises(NotSupportedError, match="no capability levels"):
+        own.set_capabilities(spirv_version=0x10300)
     with Runtime(Arch.CUDA) as default:
         assert default.cuda_device is not None  # the default, "auto", is the own runtime
 
