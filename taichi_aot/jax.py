@@ -154,12 +154,15 @@ class _Plan:
             self.value_sizes = ffi.new("uint32_t[]", [size for _, size in layout])
             p.value_count, p.value_first = len(layout), len(spec.outputs)
             p.value_offsets, p.value_sizes, p.values = self.value_offsets, self.value_sizes, op._choice.results.host
-        if op._cuda:  # the same call's plans on the other GPUs JAX has, by CUDA device: pmap, shard_map
-            self.devices = op._device_table(attrs)
-            if self.devices is not None:
-                p.devices, p.device_count = self.devices, len(self.devices)
+        self._devices(op, attrs)
         self.address = np.int64(int(ffi.cast("intptr_t", p)))
         _kept.append(self)
+
+    def _devices(self, op: Op, attrs: Sequence[bool]) -> None:
+        """CUDA: the same call's plans on the other GPUs JAX has, by CUDA device (jax.pmap, shard_map)."""
+        self.devices = op._device_table(attrs) if op._cuda else None
+        if self.devices is not None:
+            self.c.devices, self.c.device_count = self.devices, len(self.devices)
 
     def _array(self, spec: OpSpec, i: int, aliased: dict[int, int], operand: dict[int, int]) -> None:
         """Plan ndarray argument ``i``: its template, XLA type and dims, and the buffer it is (a result, the input's

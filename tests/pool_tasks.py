@@ -19,6 +19,16 @@ def axpy(worker, a):
     return x.to_numpy(), os.getpid()
 
 
+def axpy_on_each(worker, a):
+    """``axpy`` on each of the worker's runtimes (one a GPU it holds): [(values, its device index)]."""
+    out = []
+    for rt, modules in zip(worker.runtimes, worker.modules_on):
+        x = rt.ndarray((8,), np.float32)
+        modules[next(iter(modules))].kernels["add"](x, rt.ndarray_from_numpy(np.arange(8, dtype=np.float32)), a)
+        out.append((x.to_numpy(), rt.device_index))
+    return out
+
+
 def slow_axpy(worker, a):
     time.sleep(0.15)
     return axpy(worker, a)

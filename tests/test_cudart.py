@@ -123,6 +123,32 @@ def test_torch_tensors_and_ops_on_the_own_runtime(own, cuda_module):  # noqa: F8
     torch.testing.assert_close(back, torch.arange(4, dtype=torch.float32, device="cuda"))
 
 
+def test_pool_workers_on_their_gpus_by_index_and_holding_several(cuda_module):  # noqa: F811
+    """Workers that see every GPU (cuda_visible=False) take theirs by index; a worker may hold several GPUs, a
+    runtime each (every GPU of the host in one worker)."""
+    import pool_tasks as tasks
+
+    from taichi_aot.pool import Pool
+
+    gpus = _gpus()
+    if gpus == 0:
+        pytest.skip("no CUDA here")
+    with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=list(range(gpus)), cuda_visible=False) as pool:
+        seen = pool.map(tasks.whoami, range(4 * gpus))
+        assert all(s["cuda_visible"] == os.environ.get("CUDA_VISIBLE_DEVICES") for s in seen)
+        for values, _pid in pool.map(tasks.axpy, [1.5] * (2 * gpus)):
+            np.testing.assert_array_equal(values, 1.5 * np.arange(8, dtype=np.float32))
+    held = [list(range(gpus))]
+    for visible in (True, False):
+        with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=held, cuda_visible=visible) as pool:
+            (each,) = pool.map(tasks.axpy_on_each, [2.0])
+            assert [device for _, device in each] == list(range(gpus))  # seen as 0.. either way (all GPUs here)
+            for values, _ in each:
+                np.testing.assert_array_equal(values, 2.0 * np.arange(8, dtype=np.float32))
+    with pytest.raises(InvalidArgumentError, match="lists of them"):
+        Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=[[0, 0]])
+
+
 TWO_GPUS = """
 import numpy as np, sys
 from taichi_aot import Runtime

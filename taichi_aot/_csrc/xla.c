@@ -407,6 +407,35 @@ static void *xla_metadata(tao_ffi_frame *f, uint32_t traits) {
     return NULL;
 }
 
+/* CUDA: XLA's stream (`*stream`), and the plan and cell of the GPU XLA runs the op on (the op's plan there, where
+   its runtime drives another: jax.pmap, shard_map). 0, or 1 with the message in `why` (`*stream` NULL: no stream). */
+static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_cell **cell, void **stream, char *why,
+                         size_t why_size) {
+    tao_ffi_stream_args s;
+    TaichiAotXlaPlan *p = *plan;
+    int device = -1;
+    memset(&s, 0, sizeof(s));
+    s.struct_size = TAO_FFI_SIZE(tao_ffi_stream_args, stream);
+    s.ctx = f->ctx;
+    if (f->api->stream_get(&s) != NULL) {
+        snprintf(why, why_size, "taichi_aot: XLA gave no CUDA stream");
+        return 1;
+    }
+    *stream = s.stream;
+    if ((*cell)->ctx_device == NULL || (*cell)->ctx_device(&device) != 0 || device == (*cell)->device) {
+        return 0;
+    }
+    if (p->devices != NULL && device >= 0 && device < p->device_count && p->devices[device] != NULL) {
+        *plan = (TaichiAotXlaPlan *)p->devices[device]; /* the op's plan on the GPU XLA runs it on */
+        *cell = (xla_cell *)(*plan)->runtime;
+        return 0;
+    }
+    snprintf(why, why_size, "%s: XLA runs it on GPU %d, and its runtime drives GPU %d: put its arrays on GPU %d "
+             "(jax.devices()[%d]), or make the op of a kernel of a runtime of GPU %d (Runtime('cuda', "
+             "device_index=%d))", p->what, device, (*cell)->device, (*cell)->device, (*cell)->device, device, device);
+    return 1;
+}
+
 /* The handler of both platforms: `cuda`, whether XLA calls it for a GPU; `graphable`, whether it told XLA its launches
    may be captured (kernels of the own CUDA launcher whose launch never waits: Python picks the target). */
 static void *xla_call(void *frame, int cuda, uint32_t graphable) {
@@ -416,7 +445,7 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     xla_cell *c;
     char why[768];
     void *stream = NULL;
-    int failed, device = -1;
+    int failed;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
         return xla_metadata(f, graphable);
     }
@@ -432,27 +461,8 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
                  c->cuda ? "on the GPU" : "on the CPU (jax.devices(\"cpu\"), jax.default_device)");
         return xla_error(f, 3, why);
     }
-    if (c->cuda) {
-        tao_ffi_stream_args s;
-        memset(&s, 0, sizeof(s));
-        s.struct_size = TAO_FFI_SIZE(tao_ffi_stream_args, stream);
-        s.ctx = f->ctx;
-        if (f->api->stream_get(&s) != NULL) {
-            return xla_error(f, 13, "taichi_aot: XLA gave no CUDA stream");
-        }
-        stream = s.stream;
-        if (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device != c->device && p->devices != NULL &&
-            device >= 0 && device < p->device_count && p->devices[device] != NULL) {
-            p = (TaichiAotXlaPlan *)p->devices[device]; /* the op's plan on the GPU XLA runs it on */
-            c = (xla_cell *)p->runtime;
-        }
-        if (c->ctx_device != NULL && device >= 0 && device != c->device) {
-            snprintf(why, sizeof(why), "%s: XLA runs it on GPU %d, and its runtime drives GPU %d: put its arrays "
-                     "on GPU %d (jax.devices()[%d]), or make the op of a kernel of a runtime of GPU %d "
-                     "(Runtime('cuda', device_index=%d))", p->what, device, c->device, c->device, c->device, device,
-                     device);
-            return xla_error(f, 9, why);
-        }
+    if (c->cuda && xla_on_device(f, &p, &c, &stream, why, sizeof(why)) != 0) {
+        return xla_error(f, stream == NULL ? 13 : 9, why);
     }
     pthread_mutex_lock(&c->lock);
     if (c->closed || p->closed) {

@@ -11,8 +11,8 @@
         with Pool("physics.tcm", arch="cuda") as pool:   # one worker per GPU, each seeing only its own
             results = pool.map(simulate, params)          # in the order of params
 
-A runtime drives one device, and libtaichi_c_api 1.7.4 aborts a process that destroys two CUDA
-runtimes, so one process per device is how several devices are used. Workers are local processes
+A worker is a process with its runtimes, one a device it holds (one, by default): processes work side by side
+without sharing an interpreter or a lock. Workers are local processes
 (spawned, never forked) by default, or Ray actors with ``backend="ray"`` (``pip install
 'taichi_aot[ray]'``) to spread over a cluster with the same code.
 
@@ -133,8 +133,12 @@ class Pool:
             ``.tcm``) and the first as ``worker.module``.
         arch: the backend (an :class:`Arch`, its name, or None for the fastest here).
         devices: the devices to use, one worker each: CUDA ordinals (among the visible ones) or Vulkan
-            device indices. Default: every GPU the probe found (Vulkan: every non-software device, else
+            device indices; on CUDA an entry may be a list, the GPUs one worker holds, a runtime each
+            (``worker.runtimes``). Default: every GPU the probe found (Vulkan: every non-software device, else
             device 0); ignored on the CPU.
+        cuda_visible: CUDA: each worker sees only its GPUs (CUDA_VISIBLE_DEVICES set in it: its first GPU is
+            device 0 there, as torch's ``"cuda"`` is; the default), or with False every GPU, its runtimes taking
+            theirs by index (taichi_aot's own CUDA runtime drives any GPU).
         workers: how many workers; default one per device on a GPU, and on the CPU one per ``threads`` of
             the cores this process may use (its affinity, within a container's CPU quota). More workers than
             devices share them round-robin.
@@ -166,12 +170,14 @@ class Pool:
     """
 
     def __init__(self, modules: Modules = None, *, arch: Arch | str | int | None = None,
-                 devices: Sequence[int] | None = None, workers: int | None = None, threads: int | None = None,
-                 backend: str = "local",
+                 devices: Sequence[int | Sequence[int]] | None = None, workers: int | None = None,
+                 threads: int | None = None, backend: str = "local", cuda_visible: bool = True,
                  setup: Callable[[Worker], Any] | None = None, retries: int = 2, start_timeout: float = 300.0,
                  ray_init: bool = True, speculative: bool = False):
         if backend not in ("local", "ray"):
             raise InvalidArgumentError(f"Pool: backend must be 'local' or 'ray', got {backend!r}")
+        if not isinstance(cuda_visible, bool):
+            raise ArgumentTypeError(f"Pool: cuda_visible must be True or False, got {cuda_visible!r}")
         if not isinstance(speculative, bool):
             raise ArgumentTypeError(f"Pool: speculative must be True or False, got {speculative!r}")
         if not isinstance(retries, int) or retries < 0:
@@ -195,11 +201,11 @@ class Pool:
         #: how many speculative copies were started, and how many of them ended first
         self.speculated = self.speculation_won = 0
         sources = module_sources(modules, pack=backend == "ray")
-        plan = plan_devices(self.arch, devices, workers, backend)
+        plan = plan_devices(self.arch, devices, workers, backend, cuda_visible)
         cpus: list[tuple[int, ...] | None]
         if self.arch in CPU_ARCHS:
             threads, cpus = plan_cpus(workers, threads, backend)
-            plan = [(None, 0, None)] * len(cpus)
+            plan = [(None, (0,), None)] * len(cpus)
         elif threads is not None:
             raise InvalidArgumentError(f"Pool: threads is for CPU workers, not {self.arch.name}")
         else:
@@ -208,8 +214,9 @@ class Pool:
         self.threads = threads
         env = {k: v for k, v in os.environ.items() if k.startswith(_RAY_ENV_PREFIXES)} if backend == "ray" else {}
         self._slots = [
-            _Slot(WorkerConfig(slot=i, arch=self.arch.name, device_index=index, device=device, cuda_visible=visible,
-                               modules=sources, setup=setup, env=env, cpus=cpus[i], threads=threads))
+            _Slot(WorkerConfig(slot=i, arch=self.arch.name, device_index=index[0], device=device, cuda_visible=visible,
+                               modules=sources, setup=setup, env=env, cpus=cpus[i], threads=threads,
+                               more_devices=index[1:]))
             for i, (device, index, visible) in enumerate(plan)
         ]
         if backend == "ray":

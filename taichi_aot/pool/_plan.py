@@ -4,51 +4,72 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Optional, Union
 
 from .. import _cpus, capi
 from ..enums import CPU_ARCHS, Arch
 from ..errors import ArgumentOutOfRangeError, InvalidArgumentError
 
+Device = Union[int, Sequence[int]]  # a worker's device, or (CUDA) the several devices it holds
 
-def _checked_counts(workers: int | None, devices: Sequence[int] | None) -> list[int] | None:
-    """``devices`` as a list, after checking it and ``workers`` (InvalidArgumentError)."""
+
+def _is_number(d: object) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool) and d >= 0
+
+
+def _checked_counts(workers: int | None, devices: Sequence[Device] | None) -> list[tuple[int, ...]] | None:
+    """``devices`` as a list of each worker's devices, after checking it and ``workers`` (InvalidArgumentError)."""
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise InvalidArgumentError(f"Pool: workers must be an int >= 1, got {workers!r}")
     if devices is None:
         return None
-    devices = list(devices)
-    if not devices or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
-        raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers, got {devices!r}")
-    return devices
+    out = [(d,) if _is_number(d) else tuple(d) if isinstance(d, (list, tuple)) else () for d in devices]
+    if not out or not all(g and all(_is_number(d) for d in g) and len(set(g)) == len(g) for g in out):
+        raise InvalidArgumentError(f"Pool: devices must be a non-empty list of device numbers (or, on CUDA, lists of "
+                                   f"them: the devices a worker holds), got {devices!r}")
+    return out
 
 
-def plan_devices(arch: Arch, devices: Sequence[int] | None, workers: int | None,
-                 backend: str) -> list[tuple[int | None, int, str | None]]:
-    """``(device, runtime device_index, CUDA_VISIBLE_DEVICES)`` for each worker."""
-    devices = _checked_counts(workers, devices)
+#: One worker's place: the device (its first, where it holds several) given to it, its runtimes' device indices, and
+#: its CUDA_VISIBLE_DEVICES (None: the process's own).
+Placed = tuple[Optional[int], tuple[int, ...], Optional[str]]
+
+
+def plan_devices(arch: Arch, devices: Sequence[Device] | None, workers: int | None, backend: str,
+                 cuda_visible: bool = True) -> list[Placed]:
+    """Each worker's place. On CUDA a worker sees only its GPUs (``cuda_visible``: CUDA_VISIBLE_DEVICES set, so its
+    first GPU is device 0 there, as torch's "cuda" is), or every GPU, its runtimes taking theirs by index."""
+    groups = _checked_counts(workers, devices)
     if arch in CPU_ARCHS:
         return []  # how many workers, and their cores: plan_cpus
     status = capi.arch_status()[arch]
-    if devices is None:
-        devices = _every_device(arch, status)
+    if groups is None:
+        groups = [(d,) for d in _every_device(arch, status)]
+    if arch != Arch.CUDA and any(len(g) > 1 for g in groups):
+        raise InvalidArgumentError(f"Pool: a worker holds several devices on CUDA only, not {arch.name}")
+    if backend == "local":
+        _check_exist(arch, status, groups)
+    return [_place(arch, groups[i % len(groups)], backend, cuda_visible) for i in range(workers or len(groups))]
+
+
+def _check_exist(arch: Arch, status: capi.ArchStatus, groups: list[tuple[int, ...]]) -> None:
+    """ArgumentOutOfRangeError for a device of ``groups`` that this machine does not have."""
     known = len(status.devices) if arch == Arch.VULKAN and status.devices else status.device_count
-    if backend == "local" and known is not None:
-        for d in devices:
-            if d >= known:
-                raise ArgumentOutOfRangeError(f"Pool: device {d} does not exist: {arch.name.lower()} has {known} "
-                                              f"device(s) here")
-    count = workers or len(devices)
-    plan: list[tuple[int | None, int, str | None]] = []
-    for i in range(count):
-        device = devices[i % len(devices)]
-        if arch == Arch.CUDA:
-            if backend == "ray":  # Ray gives each CUDA actor its GPU (num_gpus=1) and sets the variable
-                plan.append((None, 0, None))
-            else:
-                plan.append((device, 0, _visible(device)))
-        else:
-            plan.append((device, device, None))
-    return plan
+    for d in (d for g in groups for d in g):
+        if known is not None and d >= known:
+            raise ArgumentOutOfRangeError(f"Pool: device {d} does not exist: {arch.name.lower()} has {known} "
+                                          f"device(s) here")
+
+
+def _place(arch: Arch, group: tuple[int, ...], backend: str, cuda_visible: bool) -> Placed:
+    """The place of a worker given the devices ``group``."""
+    if arch != Arch.CUDA:
+        return group[0], group, None
+    if backend == "ray":  # Ray gives each CUDA actor its GPUs (num_gpus) and sets the variable
+        return None, tuple(range(len(group))), None
+    if cuda_visible:
+        return group[0], tuple(range(len(group))), ",".join(_visible(d) for d in group)
+    return group[0], group, None  # every GPU seen: each runtime on its device by index (the own runtime's)
 
 
 def _every_device(arch: Arch, status: capi.ArchStatus) -> list[int]:

@@ -77,7 +77,8 @@ class RayHandle:
         # (at most what one node has: an actor asking for more would never start)
         cpus = min(config.threads or 1,
                    int(max((n.get("Resources", {}).get("CPU", 1) for n in ray.nodes()), default=1)))
-        resources: dict[str, Any] = {"num_gpus": 1, "num_cpus": 0} if cuda else {"num_cpus": max(cpus, 1)}
+        gpus = 1 + len(config.more_devices)  # the GPUs it holds
+        resources: dict[str, Any] = {"num_gpus": gpus, "num_cpus": 0} if cuda else {"num_cpus": max(cpus, 1)}
         options: dict[str, Any] = dict(resources, scheduling_strategy="SPREAD")  # over the nodes, not packed
         if config.env:  # set before the actor's process imports anything (the library reads some at import)
             options["runtime_env"] = {"env_vars": dict(config.env)}

@@ -34,9 +34,10 @@ class WorkerConfig:
 
     slot: int  # which of the pool's workers this is (0..N-1), kept by its replacements
     arch: str | None  # an Arch name, or None: the fastest here
-    device_index: int  # the runtime's device index (0 for CUDA: the process sees one GPU)
+    device_index: int  # the runtime's device index (on CUDA 0 where the worker sees only its GPUs)
     device: int | None  # the device given to this worker (a CUDA ordinal or Vulkan index), None on the CPU
     cuda_visible: str | None  # CUDA_VISIBLE_DEVICES for the worker process, set before CUDA starts
+    more_devices: tuple[int, ...] = ()  # CUDA: the device indices of the worker's other runtimes, one a GPU it holds
     modules: dict[str, ModuleSource] = field(default_factory=dict)
     setup: Callable[[Worker], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -115,9 +116,12 @@ class Worker:
 
     Attributes:
         slot: the worker's number in the pool (a replacement keeps its predecessor's number).
-        device: the device it was given (CUDA ordinal or Vulkan device index), None on the CPU.
+        device: the device it was given (CUDA ordinal or Vulkan device index; its first where it holds several),
+            None on the CPU.
         runtime: its :class:`~taichi_aot.Runtime` (used from the worker's own thread only).
-        modules: its loaded modules by name; ``module`` is the first (or only) one.
+        runtimes: a runtime for each GPU it holds (``Pool(devices=[[0, 1], [2, 3]])``), ``runtime`` first.
+        modules: its loaded modules by name; ``module`` is the first (or only) one. ``modules_on[k]``: those of
+            ``runtimes[k]``.
         cache: a dict kept between tasks: allocate ndarrays once, reuse them in every task.
     """
 
@@ -131,13 +135,18 @@ class Worker:
         if config.cpus and hasattr(os, "sched_setaffinity"):  # before the runtime starts its threads
             os.sched_setaffinity(0, config.cpus)
         self.runtime = Runtime(config.arch, config.device_index, cpu_threads=config.threads)
+        self.runtimes = [self.runtime]
         try:
-            self.modules = {name: self.runtime.load_module(source) for name, source in config.modules.items()}
+            self.runtimes += [Runtime(config.arch, k) for k in config.more_devices]
+            self.modules_on = [{name: rt.load_module(source) for name, source in config.modules.items()}
+                               for rt in self.runtimes]
+            self.modules = self.modules_on[0]
             if config.setup is not None:
                 config.setup(self)
             self.runtime.wait()
         except BaseException:
-            self.runtime.close()
+            for rt in self.runtimes:
+                rt.close()
             raise
 
     @property
@@ -158,7 +167,8 @@ class Worker:
     def close(self) -> None:
         """Close the runtime (and with it every module and ndarray of the worker)."""
         self.cache.clear()
-        self.runtime.close()
+        for rt in self.runtimes:
+            rt.close()
 
     def __repr__(self) -> str:
         return f"<Worker slot={self.slot} pid={self.pid} {self.runtime.arch.name.lower()} device={self.device}>"
