@@ -18,6 +18,7 @@ synchronization, refused: pass a number).
 from __future__ import annotations
 
 import ctypes
+import threading
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,7 @@ from ._arguments import ARG_SIZE, pack_one
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from .enums import DATA_TYPES, Arch, DataType
-from .errors import ArgumentTypeError, NotSupportedError, TaichiError
+from .errors import ArgumentTypeError, NotSupportedError
 from .launch import Kernel
 from .module import ModuleSource
 from .ndarray import ndarray_argument
@@ -53,14 +54,36 @@ _cells: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _without_own: weakref.WeakSet[Any] = weakref.WeakSet()  # CUDA runtimes whose cell has no own launcher's record yet
 #: Plans stay for the process's life (a few hundred bytes each): XLA may hold compiled calls naming them.
 _kept: list[Any] = []
-#: The runtimes of ops' twins on other GPUs (Op._twin), kept as their plans are; closed at exit with every runtime.
-_twin_runtimes: list[Any] = []
 
 
 def _local_gpus() -> list[int]:
-    """The CUDA ordinals of the GPUs JAX has in this process."""
-    return sorted({int(getattr(d, "local_hardware_id", None) or d.id) for d in jax.local_devices()
-                   if d.platform == "gpu"})
+    """The CUDA ordinals of the GPUs JAX has in this process (none where JAX has no GPU backend)."""
+    try:
+        gpus = jax.local_devices(backend="gpu")
+    except Exception:  # RuntimeError: no GPU backend (its text and type vary by JAX version)
+        return []
+    out = set()
+    for d in gpus:
+        ordinal = getattr(d, "local_hardware_id", None)
+        out.add(int(ordinal if ordinal is not None else d.id))
+    return sorted(out)
+
+
+_twins_lock = threading.RLock()  # a reverse op's twin is made inside its primal's
+#: The twins' runtimes, one a GPU and thread (their modules shared by content, as a runtime shares them), kept for
+#: the process, as the twins' plans are (compiled XLA calls may name them); closed at exit with every runtime.
+_twin_runtimes: dict[tuple[int, int], Any] = {}
+
+
+def _twin_runtime(device: int) -> Any:
+    """taichi_aot's own CUDA runtime of GPU ``device`` for this thread's ops' twins (made once)."""
+    key = (device, threading.get_ident())
+    runtime = _twin_runtimes.get(key)
+    if runtime is None or runtime.closed:
+        from .runtime import Runtime
+
+        runtime = _twin_runtimes[key] = Runtime(Arch.CUDA, device_index=device, cuda_runtime="own")
+    return runtime
 
 
 def _register() -> None:
@@ -295,27 +318,24 @@ class Op:
         """This op on GPU ``device``: its kernel or graph of the module loaded there on a runtime of that GPU (made
         once, kept for the process's life as the plans are); None where the module cannot be loaded again (no
         files) or the kernel cannot run there (XLA's handler then says so, naming both GPUs)."""
-        if device in self._twins:
-            return self._twins[device]
-        made = None
-        try:
-            made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
-        except TaichiError as e:  # XLA running it there fails naming both GPUs; why is said now
-            warnings.warn(f"{self.spec}: it cannot run on GPU {device} as well, where jax.pmap or shard_map may "
-                          f"run it: {e}", RuntimeWarning, stacklevel=4)
-        self._twins[device] = made
-        return made
+        with _twins_lock:  # two threads' first calls: one twin
+            if device in self._twins:
+                return self._twins[device]
+            made = None
+            try:
+                made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
+            except Exception as e:  # XLA running it there fails naming both GPUs; why is said now
+                warnings.warn(f"{self.spec}: it cannot run on GPU {device} as well, where jax.pmap or shard_map "
+                              f"may run it: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=4)
+            self._twins[device] = made
+            return made
 
     def _load_twin(self, device: int) -> Op | None:
         entry = self.spec.entry
         files = entry.module.files
         if files is None:
             return None
-        from .runtime import Runtime
-
-        runtime = Runtime(Arch.CUDA, device_index=device)
-        _twin_runtimes.append(runtime)  # the twins' plans live for the process, as compiled XLA calls may name them
-        module = runtime.load_module(files, launcher="taichi" if entry.launcher == "taichi" else None)
+        module = _twin_runtime(device).load_module(files, launcher="taichi" if entry.launcher == "taichi" else None)
         made = Op((module.kernels if isinstance(entry, Kernel) else module.graphs)[entry.name], *self._given)
         made._is_twin = True
         if made._reverse_op is not None:
@@ -442,9 +462,11 @@ class Op:
         for k, i in enumerate(self._needing or []):
             outputs[n + k] = n + k if i in self.spec.outputs else i
         made = Op(reverse, outputs)
+        primal = weakref.ref(self)  # no cycle through the reverse op: the op's finalizer runs when it is dropped
 
         def twin_of(device: int) -> Op | None:  # on another GPU: the reverse op of this op's twin there
-            twin = self._twin(device)
+            op = primal()
+            twin = op._twin(device) if op is not None else None
             return None if twin is None else twin._reverse_op
 
         made._twin_of = twin_of

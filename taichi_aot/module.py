@@ -298,8 +298,10 @@ class AotModule(Child):
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice)
-                if handle is None and runtime.cuda_device is not None and backends.needs_library(src.meta):
-                    # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches
+                if (handle is None and runtime.cuda_device is not None and runtime.device_index == 0
+                        and backends.needs_library(src.meta)):
+                    # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches;
+                    # on another device they are refused when looked up, the module's others run
                     handle = _load_library(runtime, src, folder, backends)
             except BaseException:
                 _release_module(handle, temp_dir)

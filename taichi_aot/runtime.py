@@ -376,11 +376,10 @@ class Runtime:
 
     def _drain(self) -> None:
         if self.cuda_device is not None:
-            self.cuda_device.synchronize()  # every stream's work, the caller's too
+            self.cuda_device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
-            if not self._handle:
-                return
-        capi.wait(self._handle)
+        if self._handle:  # libtaichi's (the own CUDA runtime has one only where a module needed it)
+            capi.wait(self._handle)
         if self._cuda_stream:
             _cuda.stream_synchronize(self._cuda_stream)
 

@@ -422,7 +422,8 @@ static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_ce
         return 1;
     }
     *stream = s.stream;
-    if ((*cell)->ctx_device == NULL || (*cell)->ctx_device(&device) != 0 || device == (*cell)->device) {
+    if ((*cell)->ctx_device == NULL || (*cell)->ctx_device(&device) != 0 || device == (*cell)->device ||
+        p->closed || (*cell)->closed) { /* a closed op or runtime: said by the caller, its twins never run */
         return 0;
     }
     if (p->devices != NULL && device >= 0 && device < p->device_count && p->devices[device] != NULL) {

@@ -137,13 +137,15 @@ class Worker:
         self.runtime = Runtime(config.arch, config.device_index, cpu_threads=config.threads)
         self.runtimes = [self.runtime]
         try:
-            self.runtimes += [Runtime(config.arch, k) for k in config.more_devices]
+            for k in config.more_devices:  # one at a time: each closed below where a later one fails
+                self.runtimes.append(Runtime(config.arch, k))
             self.modules_on = [{name: rt.load_module(source) for name, source in config.modules.items()}
                                for rt in self.runtimes]
             self.modules = self.modules_on[0]
             if config.setup is not None:
                 config.setup(self)
-            self.runtime.wait()
+            for rt in self.runtimes:
+                rt.wait()
         except BaseException:
             for rt in self.runtimes:
                 rt.close()

@@ -85,15 +85,16 @@ static const TaichiAotCudaRuntime *taichi_aot_own_record(const TaichiAotLaunch *
    taichi_aot's own CUDA runtime (no libtaichi runtime: NULL), the launcher's stream synchronized in its context.
    0, or -1 where the wait reports an error. */
 static int taichi_aot_wait(const TaichiAotLaunch *l) {
-    const TaichiAotCudaRuntime *rt;
+    const TaichiAotCudaRuntime *rt = taichi_aot_own_record(l);
     void *was = NULL;
     int code;
-    if (l->runtime != NULL) {
+    if (l->runtime != NULL) { /* libtaichi's runtime (beside the own one, where a module needed it) */
         CALL(ti_wait)(l->runtime);
-        return 0;
     }
-    rt = taichi_aot_own_record(l);
-    if (rt == NULL || ((taichi_aot_bench_push)rt->driver->push)(rt->context) != 0) {
+    if (rt == NULL) { /* libtaichi's launches: its wait was all */
+        return l->runtime != NULL ? 0 : -1;
+    }
+    if (((taichi_aot_bench_push)rt->driver->push)(rt->context) != 0) {
         return -1;
     }
     code = ((taichi_aot_bench_sync)rt->driver->sync)(rt->stream);
@@ -164,7 +165,8 @@ double taichi_aot_import_steps(const void *launch, const uint64_t *ptrs, uint32_
     uint64_t s;
     uint32_t i;
     double t0, t1;
-    if ((step->kind != TAICHI_AOT_KIND_KERNEL && step->runtime != NULL) || count > 16 || count > step->arg_count) {
+    if ((step->kind != TAICHI_AOT_KIND_KERNEL && !(step->runtime == NULL && step->kind == TAICHI_AOT_KIND_CUDA_KERNEL))
+        || count > 16 || count > step->arg_count) {
         return -1.0;
     }
     for (i = 0; i < count; ++i) {
