@@ -119,6 +119,16 @@ def test_torch_tensors_and_ops_on_the_own_runtime(own, cuda_module):  # noqa: F8
     nd = own.ndarray_from(x)  # an ndarray over it
     mod.kernels["add"](nd, y, 1.0)
     torch.testing.assert_close(x, 1.5 * y)
+    stream = torch.cuda.Stream()  # a non-blocking stream set: the runtime's wait waits for it too
+    own.set_cuda_stream(stream)
+    big = own.ndarray((1 << 24,), np.float32)
+    ones = own.ndarray_from_numpy(np.ones(1 << 24, np.float32))
+    for _ in range(50):
+        mod.kernels["add"](big, ones, 1.0)
+    own.wait()
+    assert stream.query()  # nothing left on it
+    own.set_cuda_stream(None)
+    assert float(big.to_numpy()[-1]) == 50.0
     back = torch.as_tensor(own.ndarray_from_numpy(np.arange(4, dtype=np.float32)), device="cuda")
     torch.testing.assert_close(back, torch.arange(4, dtype=torch.float32, device="cuda"))
 
