@@ -13,8 +13,9 @@ from its start to its exit. Variants, each its own rows:
   loading the same one-line kernel from PTX (``RawModule``), launching it and reading its result; and the floor of a
   CUDA runtime's start: a fresh process's ``cuInit`` and the primary context of device 0 retained (ctypes).
 
-Targets: ``import taichi_aot`` (numpy included; numpy's share a row of its own) at most 250 ms; on CUDA, the first result of a fresh process with
-a warm cache at most CuPy's, and ``Runtime("cuda")`` (the own runtime) at most 1.2x the primary context's floor.
+Targets: ``import taichi_aot`` (numpy included; numpy's share a row of its own) at most 250 ms; on CUDA, the first
+result of a fresh process with a warm cache at most CuPy's, and ``Runtime("cuda")`` (the own runtime) at most 1.2x
+the primary context's floor.
 """
 
 from __future__ import annotations
