@@ -197,7 +197,7 @@ class Runtime:
     Args:
         arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
             a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
-        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; elsewhere 0 only).
+        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; elsewhere as libtaichi takes it).
         cpu_threads: CPU runtimes only: how many threads it starts (kernels run on at most this many, and at
             most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
             this process may use (its affinity, within a container's CPU quota).
