@@ -174,3 +174,28 @@ def test_a_jax_ops_vjp_on_cuda_is_its_reverse_kernel(cuda_built):
         long = tj.op(mod.kernels["long"], {"y": "x"})
         with pytest.raises(Exception, match="overflowed its autodiff stacks"):
             jax.block_until_ready(jax.grad(lambda x: jnp.sum(long(x)))(x))
+
+
+def test_a_jax_ops_gradient_under_pmap_on_every_gpu(cuda_built):
+    """jax.grad through a JAX op under jax.pmap over every GPU JAX has: on each, the op's twin and its reverse op (the
+    module loaded on a runtime of that GPU) give Taichi's gradient (one GPU here: pmap over it; two: both)."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    path, expect = cuda_built
+    with Runtime(Arch.CUDA) as rt:
+        sq = tj.op(rt.load_module(path).kernels["sq"], {"y": "x"})
+        seed = jnp.asarray(SEED)
+
+        def grad(x):
+            return jax.grad(lambda v: jnp.sum(sq(v) * seed))(x)
+
+        xs = jnp.stack([jnp.asarray(X)] * len(gpus))
+        got = np.asarray(jax.pmap(grad, devices=gpus)(xs))
+        for row in got:
+            np.testing.assert_allclose(row, expect["sq_xgrad"], rtol=1e-5)
