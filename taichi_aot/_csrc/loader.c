@@ -31,6 +31,26 @@ int taichi_aot_load(const char *path, char *error, size_t error_size) {
     return (int)missing;
 }
 
+void *taichi_aot_open_functions(const char *path, const char *const *names, void **functions, size_t count,
+                                char *error, size_t error_size) {
+    size_t i;
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *why = dlerror();
+        snprintf(error, error_size, "%s", why ? why : "dlopen failed");
+        return NULL;
+    }
+    for (i = 0; i < count; ++i) {
+        functions[i] = dlsym(handle, names[i]);
+        if (functions[i] == NULL) {
+            snprintf(error, error_size, "%s lacks %s", path, names[i]);
+            dlclose(handle);
+            return NULL;
+        }
+    }
+    return handle;
+}
+
 void taichi_aot_unload(void) {
     size_t i;
     for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {

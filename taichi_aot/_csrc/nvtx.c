@@ -6,7 +6,6 @@
 
    The library is opened once and never closed; the functions are set before the switch turns on, and the switch
    (taichi_aot_nvtx) is the one thing a launch reads when ranges are off (launch.c). */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -25,26 +24,18 @@ static struct {
    has been opened, later calls keep it. Returns 0, or -1 with dlerror's message (or which function it lacks) in
    `error`. */
 int taichi_aot_nvtx_load(const char *path, char *error, size_t error_size) {
-    void *handle;
+    static const char *const names[] = {"nvtxRangePushA", "nvtxRangePop"};
+    void *found[2];
     int result = 0;
     pthread_mutex_lock(&nvtx.lock);
     if (nvtx.handle == NULL) {
-        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        void *handle = taichi_aot_open_functions(path, names, found, 2, error, error_size);
         if (handle == NULL) {
-            snprintf(error, error_size, "%s", dlerror());
             result = -1;
         } else {
-            *(void **)&nvtx.push = dlsym(handle, "nvtxRangePushA");
-            *(void **)&nvtx.pop = dlsym(handle, "nvtxRangePop");
-            if (nvtx.push != NULL && nvtx.pop != NULL) {
-                __atomic_store_n(&nvtx.handle, handle, __ATOMIC_RELEASE);
-            } else {
-                snprintf(error, error_size, "%s lacks nvtxRangePushA or nvtxRangePop", path);
-                nvtx.push = NULL;
-                nvtx.pop = NULL;
-                dlclose(handle);
-                result = -1;
-            }
+            *(void **)&nvtx.push = found[0];
+            *(void **)&nvtx.pop = found[1];
+            __atomic_store_n(&nvtx.handle, handle, __ATOMIC_RELEASE); /* after the functions: launches read it */
         }
     }
     pthread_mutex_unlock(&nvtx.lock);

@@ -3,7 +3,6 @@
    The few functions and types of its stable C API (spirv-tools/libspirv.h) used here are declared here. A
    context is made once for each target environment and kept; a mutex serialises the calls (a load validates
    its tasks one after another, with the GIL released by cffi). */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -25,28 +24,22 @@ static struct {
 } spirv_tools = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 int taichi_aot_spirv_load(const char *path, char *error, size_t error_size) {
-    void *handle;
+    static const char *const names[] = {"spvContextCreate", "spvValidate", "spvDiagnosticDestroy",
+                                        "spvParseTargetEnv", "spvSoftwareVersionString"};
+    void *found[5];
     int result = 0;
     pthread_mutex_lock(&spirv_tools.lock);
     if (spirv_tools.handle == NULL) {
-        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        void *handle = taichi_aot_open_functions(path, names, found, 5, error, error_size);
         if (handle == NULL) {
-            snprintf(error, error_size, "%s", dlerror());
             result = -1;
         } else {
-            *(void **)&spirv_tools.context_create = dlsym(handle, "spvContextCreate");
-            *(void **)&spirv_tools.validate = dlsym(handle, "spvValidate");
-            *(void **)&spirv_tools.diagnostic_destroy = dlsym(handle, "spvDiagnosticDestroy");
-            *(void **)&spirv_tools.parse_env = dlsym(handle, "spvParseTargetEnv");
-            *(void **)&spirv_tools.version = dlsym(handle, "spvSoftwareVersionString");
-            if (spirv_tools.context_create && spirv_tools.validate && spirv_tools.diagnostic_destroy &&
-                spirv_tools.parse_env && spirv_tools.version) {
-                spirv_tools.handle = handle;
-            } else {
-                snprintf(error, error_size, "%s lacks a function of SPIRV-Tools' C API", path);
-                dlclose(handle);
-                result = -1;
-            }
+            *(void **)&spirv_tools.context_create = found[0];
+            *(void **)&spirv_tools.validate = found[1];
+            *(void **)&spirv_tools.diagnostic_destroy = found[2];
+            *(void **)&spirv_tools.parse_env = found[3];
+            *(void **)&spirv_tools.version = found[4];
+            spirv_tools.handle = handle;
         }
     }
     pthread_mutex_unlock(&spirv_tools.lock);

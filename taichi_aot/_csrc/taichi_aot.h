@@ -72,6 +72,11 @@ int taichi_aot_load(const char *path, char *error, size_t error_size);
 void taichi_aot_unload(void);
 int taichi_aot_is_loaded(void);
 int taichi_aot_has_symbol(const char *name);
+/* Another library opened at `path` (RTLD_LOCAL) with its `count` functions `names` looked up into `functions`
+   (spirv.c's SPIRV-Tools, nvtx.c's NVTX): its handle, or NULL with dlerror's message, or the first function it
+   lacks, in `error` (the library closed again). */
+void *taichi_aot_open_functions(const char *path, const char *const *names, void **functions, size_t count,
+                                char *error, size_t error_size);
 
 /* spirv.c: SPIRV-Tools' validator, opened with dlopen. A validation returns SPIRV-Tools' result (0: valid; below
    0: invalid, the message says why) or TAICHI_AOT_SPIRV_UNAVAILABLE. */
