@@ -168,7 +168,9 @@ class _Plan:
         self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
         self.what = ffi.new("char[]", str(spec).encode())
         p = self.c = ffi.new("TaichiAotXlaPlan *")
-        p.runtime, (p.kind, p.flags, p.handle) = op._cell, op._choice.elsewhere()
+        # launched from XLA's handler as its own launches are (a graph of the own launcher: every dispatch with the
+        # handler's record, taichi_aot_cuda_graph_elsewhere)
+        p.runtime, p.kind, p.flags, p.handle = op._cell, op._choice.kind, op._choice.flags, op._choice.handle
         p.name = spec.entry._range  # its NVTX range (the kernel or graph keeps the string)
         p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
         if spec.returned:  # copied from its results' host memory into the result buffers after the outputs'

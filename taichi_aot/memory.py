@@ -225,11 +225,9 @@ class Memory(Child):
         ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
-        if runtime.cuda_device is not None:  # the own CUDA runtime imports nothing: the pointer itself, tagged
-            return cls._imported(runtime, _cudart.tagged(pointer), size, False, owner, None, pointer, pooled)
-        if pooled:
+        if pooled or runtime.cuda_device is not None:  # the runtime's pool (the own CUDA runtime's: the pointer itself)
             handle = runtime.foreign.pooled(pointer, size)
-            return cls._imported(runtime, handle, size, False, owner, None, pointer, True)
+            return cls._imported(runtime, handle, size, False, owner, None, pointer, pooled)
         handle = capi.import_cuda_memory(runtime.handle, pointer, size).cdata
         return cls._imported(runtime, handle, size, False, owner, None, pointer)
 

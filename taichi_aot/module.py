@@ -208,10 +208,11 @@ class _Shared:
     _lock = threading.Lock()
     _clock = 0  # when each was last left, for the least recently used
 
-    def __init__(self, runtime: Parent, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends):
+    def __init__(self, runtime: Parent, key: tuple, handle: Any, temp_dir: str | None, backends: ModuleBackends,
+                 folder: str | None):
         self.runtime, self.key, self.handle, self.temp_dir = weakref.ref(runtime), key, handle, temp_dir
         self.backends = backends  # which backend launches each kernel and graph; reverse-mode kernels
-        self.folder: str | None = None  # its files' folder (its own, or the archive's extracted), where it has one
+        self.folder = folder  # its files' folder (its own, or the archive's extracted), where it has one
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
         self.users = 0
         self.idle = 0
@@ -306,8 +307,7 @@ class AotModule(Child):
             except BaseException:
                 _release_module(handle, temp_dir)
                 raise
-            shared = _Shared(runtime, key, handle, temp_dir, backends)
-            shared.folder = folder
+            shared = _Shared(runtime, key, handle, temp_dir, backends, folder)
             owned = shared.add(runtime)
         self._shared = shared
         self._handle: Any = shared.handle

@@ -66,11 +66,6 @@ class Choice:
         return ((lib.TAICHI_AOT_LAUNCH_POINTERS if self.pointers else 0) | (lib.TAICHI_AOT_LAUNCH_CODES if self.codes
                 else 0) | (lib.TAICHI_AOT_LAUNCH_GRAPHABLE if self.graphable else 0))
 
-    def elsewhere(self) -> tuple[int, int, Any]:
-        """The kind, flags and handle of its launch from XLA's handler: the same as its own (a graph of the own
-        launcher runs every dispatch with the caller's record there, ``taichi_aot_cuda_graph_elsewhere``)."""
-        return self.kind, self.flags, self.handle
-
 
 #: The flags of a record of one of taichi_aot's own kernel launches: tagged pointers, errors by code (what
 #: :func:`own_choice`'s choices carry, graphable aside; a record made by hand, as a launch elsewhere is, takes these).

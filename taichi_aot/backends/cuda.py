@@ -271,7 +271,6 @@ class Kernels:
         self._keep: list[Any] = []
         self._ranges: dict[str, Any] = {}  # the NVTX ranges of launches made elsewhere (reverse kernels)
         self._launcher: Launcher | None = launcher
-        self._device = launcher.device
         cu = _driver()
         try:
             with _cuda.primary_context(launcher.device):
@@ -291,7 +290,6 @@ class Kernels:
         self.plans, self.refused, self._modules, self._keep, self._ranges = {}, dict(refused), [], [], {}
         self.results = {}
         self._launcher = None
-        self._device = _cuda.RUNTIME_DEVICE
         return self
 
     def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
@@ -383,9 +381,9 @@ class Kernels:
         if launcher is not None:
             launcher.note_captured()
         modules, self._modules = self._modules, []
-        if not modules or (launcher is not None and launcher.captured):
+        if not modules or launcher is None or launcher.captured:  # modules are loaded through a launcher only
             return
-        with _cuda.primary_context(self._device) as cu:
+        with _cuda.primary_context(launcher.device) as cu:
             cu.cuCtxSynchronize()  # queued kernels may still run the modules' code
             for m in modules:
                 cu.cuModuleUnload(ctypes.c_void_p(m))
