@@ -18,7 +18,15 @@ from test_cuda import (
     kernels_graphs_and_copies,
 )
 
-from taichi_aot import Arch, InvalidArgumentError, InvalidStateError, NotSupportedError, Runtime, capi
+from taichi_aot import (
+    Arch,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidStateError,
+    NotSupportedError,
+    Runtime,
+    capi,
+)
 
 
 def _gpus() -> int:
@@ -32,6 +40,11 @@ def _gpus() -> int:
 def test_the_runtime_asked_for_is_checked_before_anything_is_made(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="cuda_runtime must be one of 'auto', 'own' or 'taichi'"):
         Runtime("cuda", cuda_runtime="mine")
+    with pytest.raises(ArgumentTypeError, match="cuda_runtime must be"):
+        Runtime("cuda", cuda_runtime=1)
+    for index in ("1", True, 1.0):  # checked before any driver is asked
+        with pytest.raises(ArgumentTypeError, match="device_index must be an int"):
+            Runtime("cuda", device_index=index, cuda_runtime="own")
     with pytest.raises(NotSupportedError, match="makes its CUDA runtime on device 0 only"):
         Runtime("cuda", device_index=1, cuda_runtime="taichi")
     monkeypatch.setenv("TAICHI_AOT_CUDA_RUNTIME", "nope")

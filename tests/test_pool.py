@@ -275,6 +275,11 @@ def test_bad_arguments(modules):
         Pool(42, arch="x64")
     with pytest.raises(ArgumentTypeError, match="speculative"):
         Pool(path, arch="x64", speculative="yes")
+    with pytest.raises(ArgumentTypeError, match="cuda_visible"):
+        Pool(path, arch="x64", cuda_visible="yes")
+    for devices in ([[0, 0]], [[]], [[0, "1"]], [0, [-1]]):  # a worker's GPUs: distinct device numbers
+        with pytest.raises(InvalidArgumentError, match="lists of them"):
+            Pool(path, arch="x64", devices=devices)
     with Pool(path, arch="x64", workers=1) as pool:
         with pytest.raises(ArgumentTypeError, match="module level"):
             pool.submit(lambda w, i: i, 1)
@@ -290,6 +295,8 @@ def test_vulkan_devices_are_checked(vulkan, modules):
 
     with pytest.raises(ArgumentOutOfRangeError, match="device 7"):
         Pool(modules.path(Arch.VULKAN, tcm=True), arch="vulkan", devices=[7])
+    with pytest.raises(InvalidArgumentError, match="several devices on CUDA only"):
+        Pool(modules.path(Arch.VULKAN, tcm=True), arch="vulkan", devices=[[0, 1]])
     with Pool({"k": modules.path(Arch.VULKAN, tcm=True)}, arch="vulkan", devices=[0], workers=2) as pool:
         seen = pool.map(tasks.whoami, range(2))
     assert all(s["device"] == 0 and s["modules"] == ["k"] for s in seen)
