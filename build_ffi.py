@@ -31,7 +31,7 @@ HEADER = "taichi_aot.h"
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 #: Each launch backend's C lies in ``backends/`` (libtaichi's is launch.c's switch).
 C_FILES = ("loader.c", "backends/cuda.c", "backends/x64.c", "xla.c", "nvtx.c", "imports.c", "launch.c", "arrays.c",
-           "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "spirv.c", "logsink.c", "table.c")
+           "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 
@@ -75,6 +75,8 @@ def make_ffibuilder() -> FFI:
         # the C files reach the compiler through #include: a change to one must rebuild
         depends=[os.path.join(CSRC_DIR, name) for name in (HEADER, "xla_ffi.h", *C_FILES)],
         libraries=["dl", "pthread"],
+        # torchop.c's boxed kernel throws torch's error through its own frame (torch's unwinder needs its tables)
+        extra_compile_args=["-fexceptions"],
     )
     return builder
 

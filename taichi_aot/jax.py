@@ -17,7 +17,6 @@ synchronization, refused: pass a number).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import warnings
 import weakref
@@ -28,14 +27,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._arguments import ARG_SIZE, pack_one
+from ._arguments import pack_one
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
-from .enums import DATA_TYPES, Arch, DataType
+from ._plans import Plan, cell
+from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError
 from .launch import Kernel
 from .module import ModuleSource
-from .ndarray import ndarray_argument
 
 __all__ = ["ModuleOp", "Op", "empty_call", "op", "op_of"]
 
@@ -43,17 +42,7 @@ _TARGET, _EMPTY = "taichi_aot_call", "taichi_aot_empty"
 #: The target of kernels XLA may capture into its command buffers (CUDA graphs): the own launcher's, whose launch
 #: never waits (no autodiff stacks checked after it).
 _GRAPHABLE = "taichi_aot_call_graphable"
-_VALUE = ffi.offsetof("TiArgument", "value")
-_SCALAR_VALUE = _VALUE + ffi.offsetof("TiScalar", "value")
-#: XLA's FFI data type of each numpy dtype a kernel takes (xla/ffi/api/c_api.h's XLA_FFI_DataType).
-_XLA_TYPES = {np.dtype(np.bool_): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
-              np.dtype(np.int64): 5, np.dtype(np.uint8): 6, np.dtype(np.uint16): 7, np.dtype(np.uint32): 8,
-              np.dtype(np.uint64): 9, np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12}
 _registered = False
-_cells: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_without_own: weakref.WeakSet[Any] = weakref.WeakSet()  # CUDA runtimes whose cell has no own launcher's record yet
-#: Plans stay for the process's life (a few hundred bytes each): XLA may hold compiled calls naming them.
-_kept: list[Any] = []
 
 
 def _local_gpus() -> list[int]:
@@ -100,117 +89,14 @@ def _register() -> None:
     _registered = True
 
 
-def _cell(rt: Any) -> Any:
-    """The runtime's C cell (xla.c): its lock and pool of imports, closed with the runtime, first."""
-    cell = _cells.get(rt)
-    if cell is not None:
-        if rt.arch == Arch.CUDA:  # what the runtime made since the cell was: the own launcher's record (a module with
-            # PTX loaded since), libtaichi's runtime (made beside the own for a module that needs it)
-            own = ffi.NULL
-            if rt in _without_own and rt.backends.cuda is not None:
-                own = rt.backends.xla_record()
-                _kept.append(own)
-                _without_own.discard(rt)
-            lib.taichi_aot_xla_update(cell, rt.handle, own)
-        return cell
-    cuda = rt.arch == Arch.CUDA
-    own, memset_async, sync, htod, name, device = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
-    if cuda:
-        from . import _cuda
-
-        cu = _cuda.driver()
-        memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
-        htod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2")
-        name, device = _cuda.function(cu, "cuGetErrorName"), _cuda.function(cu, "cuCtxGetDevice")
-        ordinal = rt.device_index
-        handle = ctypes.c_int(ordinal)  # the runtime's GPU as cuCtxGetDevice gives it (a CUdevice)
-        cu_device = handle.value if cu.cuDeviceGet(ctypes.byref(handle), ordinal) == 0 else ordinal
-        own = rt.backends.xla_record()  # the own CUDA launcher's, with a stand-in of XLA's: not the runtime's stream
-        _kept.append(own)
-        if own == ffi.NULL:  # no module with PTX loaded yet: the record is given to the cell once one is
-            _without_own.add(rt)
-    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, name, device,
-                                      cu_device if cuda else 0)
-    if cell == ffi.NULL:
-        raise MemoryError("taichi_aot.jax: no memory for a runtime's cell")
-    _cells[rt] = cell
-    rt.foreign.unmaps[id(cell)] = lambda: lib.taichi_aot_xla_close(cell)  # called first when the runtime closes
-    return cell
-
-
-def _positions(inputs: Sequence[int], chosen: Sequence[bool]) -> dict[int, int]:
-    """Argument position -> its place among the ``chosen`` inputs (the operands, or the attributes)."""
-    return {i: k for k, i in enumerate(i for i, c in zip(inputs, chosen) if c)}
-
-
-class _Plan:
-    """One plan (xla.c's TaichiAotXlaPlan) of an op, for one way of passing its scalars (attribute or operand)."""
+class _Plan(Plan):
+    """A JAX op's plan, with its twins' plans on the other GPUs JAX has, by CUDA device (jax.pmap, shard_map)."""
 
     def __init__(self, op: Op, attrs: Sequence[bool]):
-        spec = op.spec
-        n = len(spec.args)
-        self.args = ffi.new("TaichiAotXlaArg[]", max(n, 1))
-        self.templates = ffi.new("TiArgument[]", max(n, 1))
-        operand, attr = _positions(spec.inputs, [not a for a in attrs]), _positions(spec.inputs, attrs)
-        aliased = {i: k for k, i in enumerate(spec.outputs)}
-        #: each output read and written: the operand its input is, for input_output_aliases
-        self.aliases = {operand[i]: k for k, i in enumerate(spec.outputs) if i in spec.inout} or None
-        for i, a in enumerate(spec.args):
-            c = self.args[i]
-            if a.kind == "ndarray":
-                self._array(spec, i, aliased, operand)
-            elif i in attr:
-                c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_ATTR, attr[i]
-            else:
-                c.kind, c.index, c.dtype = lib.TAICHI_AOT_XLA_SCALAR_OPERAND, operand[i], _XLA_TYPES[spec.dtype(i)]
-                c.value_offset, c.value_size = self._template(op, i)
-        self.names = [ffi.new("char[]", (a.name or "").encode()) for a in spec.args]
-        self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
-        self.what = ffi.new("char[]", str(spec).encode())
-        p = self.c = ffi.new("TaichiAotXlaPlan *")
-        # launched from XLA's handler as its own launches are (a graph of the own launcher: every dispatch with the
-        # handler's record, taichi_aot_cuda_graph_elsewhere)
-        p.runtime, p.kind, p.flags, p.handle = op._cell, op._choice.kind, op._choice.flags, op._choice.handle
-        p.name = spec.entry._range  # its NVTX range (the kernel or graph keeps the string)
-        p.arg_count, p.args, p.templates, p.names, p.what = n, self.args, self.templates, self.name_array, self.what
-        if spec.returned:  # copied from its results' host memory into the result buffers after the outputs'
-            layout = op._choice.results.layout_bytes()
-            self.value_offsets = ffi.new("uint32_t[]", [o for o, _ in layout])
-            self.value_sizes = ffi.new("uint32_t[]", [size for _, size in layout])
-            p.value_count, p.value_first = len(layout), len(spec.outputs)
-            p.value_offsets, p.value_sizes, p.values = self.value_offsets, self.value_sizes, op._choice.results.host
-        self._devices(op, attrs)
-        self.address = np.int64(int(ffi.cast("intptr_t", p)))
-        _kept.append(self)
-
-    def _devices(self, op: Op, attrs: Sequence[bool]) -> None:
-        """CUDA: the same call's plans on the other GPUs JAX has, by CUDA device (jax.pmap, shard_map)."""
+        super().__init__(op.spec, op._choice, op._cell, op._pack, attrs)
         self.devices = op._device_table(attrs) if op._cuda else None
         if self.devices is not None:
             self.c.devices, self.c.device_count = self.devices, len(self.devices)
-
-    def _array(self, spec: OpSpec, i: int, aliased: dict[int, int], operand: dict[int, int]) -> None:
-        """Plan ndarray argument ``i``: its template, XLA type and dims, and the buffer it is (a result, the input's
-        buffer itself where aliased, or an operand)."""
-        a, c, dtype = spec.args[i], self.args[i], spec.dtype(i)
-        t = ndarray_argument(ffi.NULL, (0,) * a.ndim, tuple(a.elem_shape), DATA_TYPES[dtype])
-        ffi.memmove(ffi.addressof(self.templates, i), t, ARG_SIZE)
-        c.dtype, c.itemsize = _XLA_TYPES[dtype], dtype.itemsize
-        c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
-        if i in aliased:
-            c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
-        else:
-            c.kind, c.index = lib.TAICHI_AOT_XLA_OPERAND, operand[i]
-
-    def _template(self, op: Op, i: int) -> tuple[int, int]:
-        """Prefill scalar argument ``i``'s TiArgument (type, data type) with a zero packed by its packer; where its
-        value's bytes go, and how many."""
-        spec = op.spec
-        a = spec.args[i]
-        buf = op._pack(i, 0)
-        ffi.memmove(ffi.addressof(self.templates, i), buf, ARG_SIZE)
-        at = _VALUE if a.dtype in (DataType.F32, DataType.I32) else _SCALAR_VALUE
-        return at, spec.dtype(i).itemsize
 
 
 class Op:
@@ -236,7 +122,7 @@ class Op:
         _register()
         self._cuda = rt.arch == Arch.CUDA
         self._choice = spec.entry._choice  # its launch backend's
-        self._cell = _cell(rt)
+        self._cell = cell(rt)
         self._target = _TARGET
         if self._choice.graphable:  # XLA may put it in a command buffer (a CUDA graph), which holds XLA's stand-in
             self._target = _GRAPHABLE  # and the kernel's code past the runtime's close

@@ -21,6 +21,7 @@ import torch
 
 from ._call import EagerOp
 from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
+from ._torchop import boxed_kernel
 from .enums import Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, TaichiError
 from .launch import Kernel
@@ -101,6 +102,8 @@ class Op(EagerOp):
     Attributes:
         custom_op: the operator it calls, ``torch.ops.<namespace>.<name>.default`` (for ``torch.library.opcheck``).
         spec: which arguments are inputs and outputs.
+        boxed: whether a compiled graph's call of the op, where no input needs a gradient, is made in C from torch's
+            dispatcher (its ``<name>_nograd`` operator's kernel, ``_csrc/torchop.c``).
     """
 
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
@@ -138,7 +141,11 @@ class Op(EagerOp):
         # each argument's place in (inputs..., outputs...): a kernel's values in signature order from the two
         self._order = [spec.inputs.index(i) if i in spec.inputs and i not in spec.inout else
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
-        self._register_impl(opname, self._setup_eager())
+        setup = self._setup_eager()
+        impl = self._register_impl(opname, setup)
+        self.boxed = False
+        #: the operator a traced call takes where no input needs a gradient (:meth:`_define_nograd`), or None
+        self._nograd_op = self._define_nograd(opname, types, impl) if setup is not None else None
 
     def _c_makers(self) -> list[tuple[int, Callable[[Any], Any]]] | None:
         """The outputs' makers for the call in C: (input position, a clone or zeros like it) each; None where an
@@ -155,7 +162,7 @@ class Op(EagerOp):
                 return None
         return makers
 
-    def _register_impl(self, opname: str, eager: dict[str, Any] | None) -> None:
+    def _register_impl(self, opname: str, eager: dict[str, Any] | None) -> Any:
         """The op's implementation for torch's dispatcher: where the eager call in C is set up (``eager``: its
         setup), an object of its own that makes the call in C the same way, but with no check of traces or modes
         (the dispatcher has dealt with them) and, for a call it does not make, :meth:`_launch`; else :meth:`_impl`
@@ -164,6 +171,25 @@ class Op(EagerOp):
         if eager is not None:
             impl = _Impl(self, {**eager, "truthy": (), "nones": ()})
         self._library.impl(opname, impl, "CompositeExplicitAutograd")
+        return impl
+
+    def _define_nograd(self, opname: str, types: list[str], impl: Any) -> Any:
+        """The operator ``<name>_nograd``: the op below autograd, which a traced call (torch.compile) takes where no
+        input needs a gradient (Dynamo guards on grad mode and on each input's ``requires_grad``). Its autograd
+        kernel falls through, and on the op's device its kernel is made in C (``_torchop``: no Python between the
+        compiled graph and the launch) where the C side takes the op; elsewhere ``impl``, the op's own."""
+        count = len(self.spec.outputs)
+        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
+        name = f"{opname}_nograd"
+        try:
+            self._library.define(f"{name}({', '.join(types)}) -> {rets}")
+        except RuntimeError:  # the name is taken: traced calls keep the op itself
+            return None
+        self._library.impl(name, impl, "CompositeExplicitAutograd")
+        self._library.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        torch.library.register_fake(f"{self.qualname}_nograd", self._fake, lib=self._library)
+        self.boxed = boxed_kernel(self, self.spec, self._makers, f"{self.qualname}_nograd")
+        return getattr(getattr(torch.ops, self.qualname.partition("::")[0]), name).default
 
     def _setup_eager(self) -> dict[str, Any] | None:
         """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
@@ -205,6 +231,9 @@ class Op(EagerOp):
             args = tuple(self.spec.bind(args, kwargs))
         if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
             return self._eager(args)
+        if self._nograd_op is not None and _compiling() and not (torch.is_grad_enabled() and any(
+                isinstance(v, torch.Tensor) and v.requires_grad for v in args)):
+            return self._nograd_op(*args)  # traced: below autograd, and in C where the op is made there
         return self.custom_op(*args)
 
     def _direct(self, args: Sequence[Any]) -> bool:

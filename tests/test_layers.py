@@ -42,6 +42,8 @@ LAYERS: list[set[str]] = [
     {"module"},  # AotModule
     {"runtime"},  # Runtime and its factories
     {"_ops"},  # kernels and graphs as framework ops: inputs, outputs and their checks
+    {"_plans", "_torchop"},  # launch plans of ops and the runtime cells they run in (XLA's handler); a torch
+    # op's kernel for torch's dispatcher in C, launching its plan
     {"config"},  # what this installation is and sees (versions, archs, devices, caches, variables, fast reads)
     {"taichi_aot"},  # the package's face (__init__)
     {"pool", "torch", "jax"},  # worker processes (or Ray actors); kernels as PyTorch and JAX ops
@@ -208,7 +210,9 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
     ("jax", "_packers"): "an op packs a scalar given as a Python number with the kernel's own packer (its checks)",
-    ("jax", "_range"): "an op's XLA plan names its launches with its kernel's NVTX range, the string the kernel keeps",
+    ("_torchop", "_packers"): "a torch op's C kernel's plan packs its scalars' templates with the kernel's packers",
+    ("_torchop", "_choice"): "...and launches the kernel's launch backend's kind and handle, as a JAX op's plan does",
+    ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",
     ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
     ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",

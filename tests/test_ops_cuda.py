@@ -45,6 +45,37 @@ def test_torch_op_on_cuda_streams_and_compile(cuda_module, launcher):  # noqa: F
             add(y.cpu(), 2.0)  # eagerly, as the fake refuses it under torch.compile
 
 
+def test_a_compiled_torch_op_launches_from_c_on_torchs_stream(cuda_module):  # noqa: F811
+    """A compiled call needing no gradient launches from the C kernel of the op's ``_nograd`` operator
+    (``_csrc/torchop.c``): on torch's current stream (a side stream too), inside a CUDA graph under
+    ``reduce-overhead``, and its faults are torch's errors that leave the op working."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(cuda_module["cuda"])
+        add = tt.op(mod.kernels["add"], {0: 1})
+        assert add.boxed
+        y = torch.linspace(0, 1, 4096, device="cuda")
+        step = torch.compile(lambda v: add(torch.sin(v) + 1, 3.0) * 2, fullgraph=True)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the kernel runs on it, after sin, before the product
+            for i in range(20):
+                torch.testing.assert_close(step(y + i), 6 * (torch.sin(y + i) + 1))
+        torch.cuda.current_stream().wait_stream(side)
+        graphed = torch.compile(lambda v: add(v * 2, 0.5) + 1, mode="reduce-overhead", fullgraph=True)
+        for i in range(6):  # recorded into a CUDA graph, then replayed
+            torch.testing.assert_close(graphed(y + i), (y + i) + 1)
+        with pytest.raises(RuntimeError, match=r"expected torch\.float32"):
+            add._nograd_op(y.double(), 1.0)
+        with pytest.raises(ArgumentTypeError, match="a tensor on cpu"):
+            add._nograd_op(y.cpu(), 1.0)
+        torch.testing.assert_close(add._nograd_op(y, 2.0), 2 * y)
+
+
 def test_jax_op_on_cuda_between_xla_ops(cuda_module, launcher):  # noqa: F811
     jax = pytest.importorskip("jax")
     if not any(d.platform == "gpu" for d in jax.devices()):

@@ -315,3 +315,75 @@ def test_one_op_over_a_modules_parts(built):  # noqa: F811
     vulkan_only = os.path.join(built, "vulkan.tcm")
     with pytest.raises(NotSupportedError, match="none for x64 or cuda"):
         tt.op_of(vulkan_only, "saxpy", {"y": "y"})
+
+
+def _traced_targets(fn, *args):
+    """The operators Dynamo's graph of ``fn(*args)`` calls, and the result of running that graph."""
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[-1], out
+
+
+def test_a_compiled_call_needing_no_gradient_is_made_in_c(x64):
+    """A traced call whose inputs need no gradient takes the op's ``<name>_nograd`` operator, whose kernel on the
+    op's device is made in C (``_csrc/torchop.c``: no Python between torch's dispatcher and the launch); a call
+    with an input that needs one takes the op itself (its autograd kernel)."""
+    _rt, mod = x64
+    add = tt.op(mod.kernels["add"], {0: 1})
+    assert add.boxed
+    y = torch.arange(8, dtype=torch.float32)
+    targets, out = _traced_targets(lambda v: add(v, 3.0), y)
+    assert f"{add.qualname.replace('::', '.')}_nograd.default" in targets and torch.equal(out, 3 * y)
+    targets, _ = _traced_targets(lambda v: add(v, 3.0), y.clone().requires_grad_())
+    assert str(add.custom_op) in targets
+    with torch.no_grad():  # grad mode off: no gradient, whatever the inputs say
+        targets, _ = _traced_targets(lambda v: add(v, 3.0), y.clone().requires_grad_())
+    assert f"{add.qualname.replace('::', '.')}_nograd.default" in targets
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: add(torch.cos(v), 0.5) + 1, fullgraph=True)  # inductor
+    for i in range(5):
+        assert torch.allclose(compiled(y + i), 0.5 * torch.cos(y + i) + 1), i
+    fill = tt.op(mod.kernels["fill_i32"], {0: 0})  # x read and written (a clone), an int scalar
+    assert fill.boxed
+    z = torch.zeros(3, 4, dtype=torch.int32)
+    expect = 7 + 100 * torch.arange(3)[:, None] + torch.arange(4)[None, :].int()
+    assert torch.equal(torch.compile(lambda x: fill(x, 7), fullgraph=True)(z), expect) and not z.any()
+    acc = tt.op(mod.kernels["accumulate"], {0: 0, 2: 2})  # a 0-d tensor and two outputs, through C
+    total, v = torch.tensor(1.0), torch.tensor([1.0, 2.0, 3.0])
+    t2, v2 = torch.compile(lambda t, u, w: acc(t, u, w), fullgraph=True)(total, torch.arange(4.0), v)
+    assert float(t2) == 7.0 and v2.tolist() == [2.0, 4.0, 6.0] and float(total) == 1.0
+
+
+def test_the_c_kernels_faults_are_torchs_errors_and_leave_the_process_whole(modules):
+    """Bad input handed to the ``_nograd`` operator itself (the traced call's checks never let it reach there):
+    torch's error naming what is wrong, nothing launched, and the op and its runtime still work; after the runtime
+    closes, the error says so."""
+    require_arch(Arch.X64)
+    rt = Runtime(Arch.X64)
+    mod = rt.load_module(modules.path(Arch.X64))
+    add, fill = tt.op(mod.kernels["add"], {0: 1}), tt.op(mod.kernels["fill_i32"], {0: 0})
+    nograd = add._nograd_op
+    y = torch.arange(8, dtype=torch.float32)
+    for bad, match in ((torch.zeros(4, dtype=torch.float64), r"input 0: a tensor of torch.float64 with 1 dims, "
+                                                               r"expected torch.float32 with 1"),
+                       (torch.zeros(2, 2), "expected torch.float32 with 1"),
+                       (torch.zeros(8)[::2], "not contiguous"),
+                       (torch.zeros(0), "an empty array cannot be passed")):
+        with pytest.raises(RuntimeError, match=match):
+            nograd(bad, 1.0)
+    with pytest.raises(ArgumentTypeError, match="a tensor on meta"):  # its fake's check, as the op's
+        nograd(torch.zeros(4, device="meta"), 1.0)
+    with pytest.raises(RuntimeError, match=r"input 1: 1099511627776 does not fit the kernel's type"):
+        fill._nograd_op(torch.zeros(3, 4, dtype=torch.int32), 2 ** 40)
+    assert torch.equal(nograd(y, 2.0), 2 * y) and torch.equal(add(y, 2.0), 2 * y)
+    rt.close()
+    with pytest.raises(RuntimeError, match=r"ClosedError: .*its runtime is closed"):
+        nograd(y, 2.0)
+    with pytest.raises(ClosedError):
+        add(y, 1.0)

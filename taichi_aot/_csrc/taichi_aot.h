@@ -343,6 +343,41 @@ void *taichi_aot_xla_call_cuda(void *frame);
 void *taichi_aot_xla_call_graphable(void *frame);
 void *taichi_aot_xla_empty(void *frame);
 
+/* torchop.c: a torch op's boxed kernel for torch's dispatcher, in C (taichi_aot.torch): its inputs (`input_count`
+   stack entries, each TAICHI_AOT_TORCH_TENSOR of torch dtype code `input_dtypes[k]`, or a FLOAT or INT scalar) are
+   the operands of `plan` (argument `input_args[k]` each); its outputs (`output_count`) are made from input
+   `output_from[k]` (zeros like it where `output_zero[k]`, else its clone) and are the plan's argument
+   `output_args[k]`. `device_type` is torch's code of the op's device (`cpu_type` the CPU's), `device_index` its
+   GPU; `device` and `what` name them in messages. bind returns 1 where torch's functions were found; register puts
+   the op in a slot of its own (see the file), returning it, or -1 (unbound, or every slot taken) or -2 (torch
+   refused); release unregisters it (`closed` is set first). */
+#define TAICHI_AOT_TORCH_SLOTS 64
+#define TAICHI_AOT_TORCH_TENSOR 0
+#define TAICHI_AOT_TORCH_FLOAT 1
+#define TAICHI_AOT_TORCH_INT 2
+typedef struct {
+    TaichiAotXlaPlan *plan;
+    uint32_t input_count;
+    const uint32_t *input_kinds;
+    const int32_t *input_dtypes;
+    const uint32_t *input_args;
+    uint32_t output_count;
+    const uint32_t *output_from;
+    const uint32_t *output_zero;
+    const uint32_t *output_args;
+    int32_t device_type;
+    int32_t cpu_type;
+    int32_t device_index;
+    int32_t closed;
+    const char *device;
+    const char *what;
+    void *library;
+    int32_t slot;
+} TaichiAotTorchOp;
+int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda);
+int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const char *name, const char *key);
+void taichi_aot_torch_op_release(TaichiAotTorchOp *op);
+
 /* got.c: libtaichi_c_api's calls of `name` pointed at `fn` (its GOT slots); the slots patched, or -1. */
 int taichi_aot_patch_library_calls(const char *name, void *fn);
 

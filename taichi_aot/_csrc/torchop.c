@@ -1,0 +1,374 @@
+/* A torch op's kernel for torch's dispatcher in C (taichi_aot.torch): what a compiled graph (torch.compile) calls
+   for an op whose inputs need no gradient, with no Python between the graph's call and the launch. It is a boxed
+   kernel registered through the C functions torch exports with a stable ABI (`aoti_torch_library_impl`,
+   torch/csrc/inductor/aoti_torch/c/shim.h): torch hands it a stack of 64-bit values (a tensor: a new at::Tensor
+   handle it owns; a float: a double's bits; an int: an int64) and takes its outputs from the same stack. The kernel
+   gets no word of which op it serves, so each op takes one of TAICHI_AOT_TORCH_SLOTS functions, each of which reads
+   its slot.
+
+   The launch is the op's plan's (xla.c's TaichiAotXlaPlan, made as a JAX op's): the tensors are laid out as XLA's
+   buffers would be, and xla_launch launches under its runtime cell's lock, on torch's current CUDA stream of the
+   op's GPU (x64: waited for). Its outputs are made here by torch's own functions: a clone of an input the kernel
+   reads and writes, or an empty tensor like an input that the plan zero-fills on the stream. Every tensor is checked
+   against what the plan takes (device, dtype, dims, element dims, a dense row-major layout, no empty dim) before
+   anything is launched; a fault is thrown to torch as its own error (c10::Error: a RuntimeError in Python), after
+   the handles this kernel owns are let go. #included after xla.c and torch.c (its bound functions). */
+
+#define TORCHOP_MESSAGE 768
+
+typedef int32_t (*torchop_handle_fn)(void *tensor);
+typedef int32_t (*torchop_clone_fn)(void *tensor, void **out);
+typedef int32_t (*torchop_empty_fn)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
+                                    int32_t device_type, int32_t device_index, void **out);
+typedef int32_t (*torchop_stream_fn)(int32_t device_index, void **stream);
+typedef int32_t (*torchop_init_fn)(const char *ns, const char *key, const char *file, uint32_t line, void **out);
+typedef int32_t (*torchop_impl_fn)(void *library, const char *name, void (*fn)(uint64_t *, uint64_t, uint64_t));
+typedef int32_t (*torchop_delete_fn)(void *library);
+typedef void (*torchop_fail_fn)(const char *func, const char *file, uint32_t line, const char *message);
+
+/* torch's functions, in the order bind looks them up (each a pointer, as dlsym gives it: no padding between) */
+static struct {
+    torchop_handle_fn delete_tensor;
+    torchop_clone_fn clone;
+    torchop_empty_fn empty_strided;
+    torchop_init_fn library_init;
+    torchop_impl_fn library_impl;
+    torchop_delete_fn library_delete;
+    torchop_fail_fn fail;          /* libc10's c10::detail::torchCheckFail(const char *, const char *, uint32_t,
+                                      const char *): throws c10::Error */
+    torchop_stream_fn cuda_stream; /* libtorch_cuda's; NULL without torch's CUDA */
+} torchop_fns;
+
+static int torchop_bound;
+static TaichiAotTorchOp *volatile torchop_slots[TAICHI_AOT_TORCH_SLOTS];
+static pthread_mutex_t torchop_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Look torch's functions up in its libraries, which `import torch` loaded (each opened again by its name, kept open
+   for the process): libtorch_cpu, libc10 and, where given, libtorch_cuda (its current stream). 1 where all were
+   found, and torch.c's too. */
+int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda) {
+    static const char *const names[6] = {"aoti_torch_delete_tensor_object", "aoti_torch_clone",
+                                         "aoti_torch_empty_strided", "aoti_torch_library_init_impl",
+                                         "aoti_torch_library_impl", "aoti_torch_delete_library_object"};
+    static const char *const fail[1] = {"_ZN3c106detail14torchCheckFailEPKcS2_jS2_"};
+    static const char *const stream[1] = {"aoti_torch_get_current_cuda_stream"};
+    void **slots = (void **)&torchop_fns;
+    char why[256];
+    if (torchop_bound) {
+        return 1;
+    }
+    if (!taichi_aot_torch_bind(torch_cpu) || taichi_aot_open_functions(torch_cpu, names, slots, 6, why, sizeof why) ==
+        NULL || taichi_aot_open_functions(c10, fail, slots + 6, 1, why, sizeof why) == NULL) {
+        return 0;
+    }
+    if (torch_cuda == NULL || taichi_aot_open_functions(torch_cuda, stream, slots + 7, 1, why, sizeof why) == NULL) {
+        torchop_fns.cuda_stream = NULL;
+    }
+    torchop_bound = 1;
+    return 1;
+}
+
+/* What one call holds: the stack's tensors (owned), the outputs made, XLA-style buffers and dims for the plan. */
+typedef struct {
+    void *inputs[TAICHI_AOT_XLA_MAX_ARGS];
+    void *outputs[TAICHI_AOT_XLA_MAX_ARGS];
+    tao_ffi_buffer in_buffers[TAICHI_AOT_XLA_MAX_ARGS], out_buffers[TAICHI_AOT_XLA_MAX_ARGS];
+    void *in_items[TAICHI_AOT_XLA_MAX_ARGS], *out_items[TAICHI_AOT_XLA_MAX_ARGS];
+    int32_t in_types[TAICHI_AOT_XLA_MAX_ARGS], out_types[TAICHI_AOT_XLA_MAX_ARGS];
+    int64_t scalars[TAICHI_AOT_XLA_MAX_ARGS];
+    char why[TORCHOP_MESSAGE];
+} torchop_call;
+
+/* Every handle the call owns let go (inputs, and the outputs where `outputs_too`). */
+static void torchop_let_go(const TaichiAotTorchOp *op, torchop_call *t, int outputs_too) {
+    uint32_t k;
+    for (k = 0; k < op->input_count; ++k) {
+        if (t->inputs[k] != NULL) {
+            torchop_fns.delete_tensor(t->inputs[k]);
+        }
+    }
+    for (k = 0; outputs_too && k < op->output_count; ++k) {
+        if (t->outputs[k] != NULL) {
+            torchop_fns.delete_tensor(t->outputs[k]);
+        }
+    }
+}
+
+/* torch's name of dtype `code` (c10::ScalarType's number, which torch's C functions give), or NULL. */
+static const char *torchop_dtype(int32_t code) {
+    static const char *const names[30] = {
+        "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", NULL, NULL, NULL, "bool", NULL,
+        NULL, NULL, "bfloat16", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "uint16",
+        "uint32", "uint64"};
+    return code >= 0 && code < 30 ? names[code] : NULL;
+}
+
+/* Tensor `t` as an XLA buffer of plan argument `arg` into `b` (its dims torch's own array): 0, or a message. */
+static int torchop_tensor(const TaichiAotTorchOp *op, void *t, int32_t dtype, const TaichiAotXlaArg *arg,
+                          const TiArgument *template_, tao_ffi_buffer *b, const char *what, char *why) {
+    TaichiAotTorchLayout l;
+    int64_t *sizes, *strides, expect = 1;
+    uint32_t rank = arg->ndim + arg->elem_ndim;
+    int64_t i;
+    if (!torch_read(t, &l, &sizes, &strides)) {
+        snprintf(why, TORCHOP_MESSAGE, "%s: %s: torch could not say its layout", op->what, what);
+        return 1;
+    }
+    if (l.device_type != op->device_type || (op->device_type != op->cpu_type && l.device_index != op->device_index)) {
+        snprintf(why, TORCHOP_MESSAGE, "%s: %s: a tensor on another device than the op's (%s)", op->what, what,
+                 op->device);
+        return 1;
+    }
+    if (l.dtype != dtype || l.dim != (int64_t)rank) {
+        const char *got = torchop_dtype(l.dtype), *want = torchop_dtype(dtype);
+        snprintf(why, TORCHOP_MESSAGE, "%s: %s: a tensor of torch.%s with %lld dims, expected torch.%s with %u",
+                 op->what, what, got != NULL ? got : "(another dtype)", (long long)l.dim,
+                 want != NULL ? want : "(its dtype)", rank);
+        return 1;
+    }
+    for (i = l.dim - 1; i >= 0; --i) { /* dense, row-major; element dims as the kernel was compiled for */
+        if (sizes[i] != 1 && strides[i] != expect) {
+            snprintf(why, TORCHOP_MESSAGE, "%s: %s: a tensor that is not contiguous", op->what, what);
+            return 1;
+        }
+        if (i >= arg->ndim && sizes[i] != (int64_t)template_->value.ndarray.elem_shape.dims[i - arg->ndim]) {
+            snprintf(why, TORCHOP_MESSAGE, "%s: %s: element dim %lld is %lld, and the kernel takes %u", op->what,
+                     what, (long long)(i - arg->ndim), (long long)sizes[i],
+                     template_->value.ndarray.elem_shape.dims[i - arg->ndim]);
+            return 1;
+        }
+        expect *= sizes[i];
+    }
+    b->struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
+    b->dtype = arg->dtype;
+    b->data = l.data;
+    b->rank = l.dim;
+    b->dims = sizes; /* torch's own array: valid while the tensor is held */
+    return 0;
+}
+
+/* Scalar input `k` (a double's or an int64's bits in `value`) as plan argument `arg`'s value in `out`: 0, or a
+   message where it does not fit the kernel's type. */
+static int torchop_scalar(const TaichiAotTorchOp *op, uint32_t k, uint64_t value, const TaichiAotXlaArg *arg,
+                          int64_t *out, char *why) {
+    double d;
+    int64_t v;
+    if (op->input_kinds[k] == TAICHI_AOT_TORCH_FLOAT) {
+        memcpy(&d, &value, sizeof d);
+        if (arg->dtype == 11) {
+            float f = (float)d;
+            memcpy(out, &f, sizeof f);
+        } else {
+            memcpy(out, &d, sizeof d);
+        }
+        return 0;
+    }
+    memcpy(&v, &value, sizeof v);
+    {
+        static const int64_t low[10] = {0, 0, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN, 0, 0, 0, 0};
+        static const int64_t high[10] = {0, 1, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX, UINT8_MAX, UINT16_MAX,
+                                         UINT32_MAX, INT64_MAX};
+        if (arg->dtype < 1 || arg->dtype > 9 || v < low[arg->dtype] || v > high[arg->dtype]) {
+            snprintf(why, TORCHOP_MESSAGE, "%s: input %u: %lld does not fit the kernel's type (XLA type %d)",
+                     op->what, k, (long long)v, (int)arg->dtype);
+            return 1;
+        }
+    }
+    memcpy(out, &v, sizeof v); /* little-endian: the low bytes are the narrower type's value */
+    return 0;
+}
+
+/* The stack's inputs as the plan's operands: 0, or a message. */
+static int torchop_inputs(const TaichiAotTorchOp *op, const uint64_t *stack, torchop_call *t) {
+    const TaichiAotXlaPlan *p = op->plan;
+    uint32_t k;
+    char what[32];
+    for (k = 0; k < op->input_count; ++k) {
+        const TaichiAotXlaArg *arg = &p->args[op->input_args[k]];
+        tao_ffi_buffer *b = &t->in_buffers[k];
+        memset(b, 0, sizeof(*b));
+        t->in_items[k] = b;
+        t->in_types[k] = 1;
+        snprintf(what, sizeof what, "input %u", k);
+        if (op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR) {
+            if (torchop_tensor(op, t->inputs[k], op->input_dtypes[k], arg, &p->templates[op->input_args[k]], b,
+                               what, t->why) != 0) {
+                return 1;
+            }
+            continue;
+        }
+        if (torchop_scalar(op, k, stack[k], arg, &t->scalars[k], t->why) != 0) {
+            return 1;
+        }
+        b->struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
+        b->dtype = arg->dtype;
+        b->data = &t->scalars[k];
+        b->rank = 0;
+    }
+    return 0;
+}
+
+/* The outputs made (a clone of their input, or an empty tensor like it, which the plan zero-fills): 0, or a
+   message. */
+static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t) {
+    const TaichiAotXlaPlan *p = op->plan;
+    uint32_t k;
+    char what[32];
+    for (k = 0; k < op->output_count; ++k) {
+        void *source = t->inputs[op->output_from[k]];
+        int32_t code;
+        if (op->output_zero[k]) {
+            int64_t *sizes = t->in_buffers[op->output_from[k]].dims, strides[16], expect = 1;
+            int64_t i, rank = t->in_buffers[op->output_from[k]].rank;
+            for (i = rank - 1; i >= 0; --i) {
+                strides[i] = expect;
+                expect *= sizes[i];
+            }
+            code = torchop_fns.empty_strided(rank, sizes, strides, op->input_dtypes[op->output_from[k]],
+                                             op->device_type, op->device_index, &t->outputs[k]);
+        } else {
+            code = torchop_fns.clone(source, &t->outputs[k]);
+        }
+        if (code != 0) {
+            t->outputs[k] = NULL;
+            snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make output %u", op->what, k);
+            return 1;
+        }
+        snprintf(what, sizeof what, "output %u", k);
+        memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
+        if (torchop_tensor(op, t->outputs[k], op->input_dtypes[op->output_from[k]], &p->args[op->output_args[k]],
+                           &p->templates[op->output_args[k]], &t->out_buffers[k], what, t->why) != 0) {
+            return 1;
+        }
+        t->out_items[k] = &t->out_buffers[k];
+        t->out_types[k] = 1;
+    }
+    return 0;
+}
+
+/* The launch on torch's current stream of the op's GPU (x64: none), under the cell's lock: 0, or a message. */
+static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t) {
+    TaichiAotXlaPlan *p = op->plan;
+    xla_cell *c = (xla_cell *)p->runtime;
+    tao_ffi_frame f;
+    void *stream = NULL;
+    int failed;
+    memset(&f, 0, sizeof(f));
+    f.args.size = op->input_count;
+    f.args.types = t->in_types;
+    f.args.items = t->in_items;
+    f.rets.size = op->output_count;
+    f.rets.types = t->out_types;
+    f.rets.items = t->out_items;
+    if (c->cuda && (torchop_fns.cuda_stream == NULL || torchop_fns.cuda_stream(op->device_index, &stream) != 0)) {
+        snprintf(t->why, TORCHOP_MESSAGE, "%s: torch gave no current CUDA stream", op->what);
+        return 1;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->closed || p->closed || op->closed) {
+        snprintf(t->why, TORCHOP_MESSAGE, "ClosedError: %s: %s", op->what,
+                 c->closed ? "its runtime is closed" : "its op was let go");
+        failed = 1;
+    } else {
+        failed = xla_launch(c, p, &f, stream, t->why, TORCHOP_MESSAGE);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return failed;
+}
+
+/* The boxed kernel of slot `slot`: see the file's head. */
+static void torchop_run(uint32_t slot, uint64_t *stack, uint64_t count, uint64_t returns) {
+    TaichiAotTorchOp *op = torchop_slots[slot];
+    torchop_call t;
+    uint32_t k;
+    int failed;
+    memset(t.inputs, 0, sizeof(t.inputs));
+    memset(t.outputs, 0, sizeof(t.outputs));
+    t.why[0] = 0;
+    if (op == NULL || count != op->input_count || returns != op->output_count) {
+        torchop_fns.fail("taichi_aot", __FILE__, __LINE__, "taichi_aot: a torch op's kernel called after its op "
+                         "was let go, or with a stack of another size (nothing was launched)");
+        return;
+    }
+    for (k = 0; k < op->input_count; ++k) {
+        if (op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR) {
+            t.inputs[k] = (void *)(uintptr_t)stack[k];
+        }
+    }
+    failed = torchop_inputs(op, stack, &t) || torchop_outputs(op, &t) || torchop_launch(op, &t);
+    torchop_let_go(op, &t, failed);
+    if (failed) {
+        ti_set_last_error(TI_ERROR_SUCCESS, NULL);
+        torchop_fns.fail("taichi_aot", __FILE__, __LINE__, t.why); /* throws: the message is copied first */
+        return;
+    }
+    for (k = 0; k < op->output_count; ++k) {
+        stack[k] = (uint64_t)(uintptr_t)t.outputs[k]; /* torch takes them over */
+    }
+}
+
+#define TORCHOP_SLOT(g, j) \
+    static void torchop_slot_##g##_##j(uint64_t *stack, uint64_t count, uint64_t returns) { \
+        torchop_run((g) * 8 + (j), stack, count, returns); \
+    }
+#define TORCHOP_EIGHT(g) TORCHOP_SLOT(g, 0) TORCHOP_SLOT(g, 1) TORCHOP_SLOT(g, 2) TORCHOP_SLOT(g, 3) \
+    TORCHOP_SLOT(g, 4) TORCHOP_SLOT(g, 5) TORCHOP_SLOT(g, 6) TORCHOP_SLOT(g, 7)
+TORCHOP_EIGHT(0)
+TORCHOP_EIGHT(1)
+TORCHOP_EIGHT(2)
+TORCHOP_EIGHT(3)
+TORCHOP_EIGHT(4)
+TORCHOP_EIGHT(5)
+TORCHOP_EIGHT(6)
+TORCHOP_EIGHT(7)
+#define TORCHOP_NAMES(g) torchop_slot_##g##_0, torchop_slot_##g##_1, torchop_slot_##g##_2, torchop_slot_##g##_3, \
+    torchop_slot_##g##_4, torchop_slot_##g##_5, torchop_slot_##g##_6, torchop_slot_##g##_7
+/* The slots' functions, by slot (8 x 8 = TAICHI_AOT_TORCH_SLOTS). */
+static void (*const torchop_fns_by_slot[TAICHI_AOT_TORCH_SLOTS])(uint64_t *, uint64_t, uint64_t) = {
+    TORCHOP_NAMES(0), TORCHOP_NAMES(1), TORCHOP_NAMES(2), TORCHOP_NAMES(3),
+    TORCHOP_NAMES(4), TORCHOP_NAMES(5), TORCHOP_NAMES(6), TORCHOP_NAMES(7)};
+
+/* Register `op`'s kernel for operator `ns`::`name` at dispatch key `key` ("CPU", "CUDA") in a slot of its own: the
+   slot, or -1 where torch's functions are not bound or every slot is taken, -2 where torch refused. */
+int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const char *name, const char *key) {
+    int slot = -1, i;
+    void *library = NULL;
+    if (!torchop_bound) {
+        return -1;
+    }
+    pthread_mutex_lock(&torchop_lock);
+    for (i = 0; i < TAICHI_AOT_TORCH_SLOTS && slot < 0; ++i) {
+        if (torchop_slots[i] == NULL) {
+            slot = i;
+        }
+    }
+    if (slot >= 0) {
+        if (torchop_fns.library_init(ns, key, "taichi_aot/_csrc/torchop.c", (uint32_t)__LINE__, &library) != 0 ||
+            torchop_fns.library_impl(library, name, torchop_fns_by_slot[slot]) != 0) {
+            if (library != NULL) {
+                torchop_fns.library_delete(library);
+            }
+            slot = -2;
+        } else {
+            op->library = library;
+            op->slot = slot;
+            torchop_slots[slot] = op;
+        }
+    }
+    pthread_mutex_unlock(&torchop_lock);
+    return slot;
+}
+
+/* The op's kernel unregistered from torch and its slot freed (its op is let go). */
+void taichi_aot_torch_op_release(TaichiAotTorchOp *op) {
+    pthread_mutex_lock(&torchop_lock);
+    if (op->library != NULL) {
+        op->closed = 1;
+        torchop_fns.library_delete(op->library);
+        op->library = NULL;
+        if (op->slot >= 0 && torchop_slots[op->slot] == op) {
+            torchop_slots[op->slot] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&torchop_lock);
+}

@@ -1,0 +1,107 @@
+"""A torch op's kernel for torch's dispatcher in C (``_csrc/torchop.c``): what a compiled graph calls for an op
+whose inputs need no gradient (taichi_aot.torch's ``<name>_nograd`` operator), with no Python between torch's
+dispatcher and the launch.
+
+It launches the op's plan (:class:`~taichi_aot._plans.Plan`, as a JAX op's) on torch's current CUDA stream of the
+op's GPU, or on x64 and waits. Made only for what the C side takes: a kernel (no graph) that returns no value, whose
+outputs are clones of inputs or zeros like them, whose scalars are of a 32- or 64-bit float or an integer type, of
+an x64 runtime or a CUDA one that launches it with its own launcher (a launch that may be captured into a CUDA
+graph), with torch's C functions found; else the operator keeps its Python kernel.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ._arguments import pack_one
+from ._native import ffi, lib
+from ._ops import OpSpec
+from ._plans import Plan, cell
+from .enums import DATA_TYPES, Arch
+
+__all__ = ["boxed_kernel"]
+
+#: c10::DeviceType's codes of the two devices (stable: torch's C functions take them)
+_CPU, _CUDA = 0, 1
+_SCALARS = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                  np.uint16, np.uint32, np.uint64)}
+_bound: bool | None = None
+
+
+def _bind(cuda: bool) -> bool:
+    """Whether torch's C functions are found (once a process)."""
+    global _bound
+    if _bound is None:
+        _bound = bool(lib.taichi_aot_torch_op_bind(b"libtorch_cpu.so", b"libc10.so",
+                                                   b"libtorch_cuda.so" if cuda else ffi.NULL))
+    return _bound
+
+
+def _takes(spec: OpSpec, runtime: Any) -> bool:
+    """Whether the C kernel takes the op (see the module's docstring), one whose eager call in C is set up (its
+    outputs clones of inputs or zeros like them)."""
+    if spec.graph or spec.returned or runtime.arch not in (Arch.X64, Arch.CUDA):
+        return False
+    if runtime.arch == Arch.CUDA and not spec.entry._choice.graphable:  # libtaichi's launch waits for torch's
+        return False  # stream, which a CUDA graph's capture refuses: the Python kernel says so in torch's words
+    if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS:
+        return False
+    return all(spec.args[i].kind == "ndarray" or spec.dtype(i) in _SCALARS for i in spec.inputs)
+
+
+class _Boxed:
+    """The C side's record of one op (TaichiAotTorchOp) and what it points to, kept while the op lives."""
+
+    def __init__(self, spec: OpSpec, makers: list[tuple[str, int, Any]], runtime: Any, cuda: bool):
+        entry = spec.entry
+        self.plan = Plan(spec, entry._choice, cell(runtime),
+                         lambda i, v: pack_one(entry._packers[i], spec.args[i], v, runtime), [False] * len(spec.inputs))
+        n = max(len(spec.inputs), 1)
+        kinds, dtypes = ffi.new("uint32_t[]", n), ffi.new("int32_t[]", n)
+        for k, i in enumerate(spec.inputs):
+            a, dtype = spec.args[i], spec.dtype(i)
+            if a.kind == "ndarray":
+                kinds[k], dtypes[k] = lib.TAICHI_AOT_TORCH_TENSOR, lib.taichi_aot_torch_code(DATA_TYPES[dtype])
+            else:
+                kinds[k] = lib.TAICHI_AOT_TORCH_FLOAT if dtype.kind == "f" else lib.TAICHI_AOT_TORCH_INT
+        self.arrays = [kinds, dtypes, ffi.new("uint32_t[]", list(spec.inputs) or [0]),
+                       ffi.new("uint32_t[]", [at for _, at, _ in makers] or [0]),
+                       ffi.new("uint32_t[]", [int(how == "like") for how, _, _ in makers] or [0]),
+                       ffi.new("uint32_t[]", list(spec.outputs) or [0])]
+        self.device = ffi.new("char[]", f"{'cuda:' + str(runtime.device_index) if cuda else 'cpu'}".encode())
+        c = self.c = ffi.new("TaichiAotTorchOp *")
+        c.plan, c.input_count, c.output_count = self.plan.c, len(spec.inputs), len(spec.outputs)
+        c.input_kinds, c.input_dtypes, c.input_args, c.output_from, c.output_zero, c.output_args = self.arrays
+        c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
+        c.device, c.what, c.slot = self.device, self.plan.what, -1
+
+
+def _release(boxed: _Boxed, owned: Any) -> None:
+    lib.taichi_aot_torch_op_release(boxed.c)
+    lib.taichi_aot_xla_release(boxed.plan.c)
+    owned.unpin()
+
+
+def boxed_kernel(owner: object, spec: OpSpec, makers: list[tuple[str, int, Any]], qualname: str) -> bool:
+    """Register the C kernel of operator ``qualname`` (``namespace::name``) at its device's dispatch key, kept while
+    ``owner`` (the op) lives: whether it was (else the operator keeps its Python kernel). ``makers``: each output
+    made from an input, ("clone" | "like", the input's position, ...), as the op's eager call in C makes them."""
+    runtime = spec.entry.module.runtime
+    cuda = runtime.arch == Arch.CUDA
+    if not _takes(spec, runtime) or not _bind(cuda):
+        return False
+    if any(lib.taichi_aot_torch_code(DATA_TYPES[spec.dtype(i)]) < 0 for i in spec.inputs
+           if spec.args[i].kind == "ndarray"):
+        return False
+    boxed = _Boxed(spec, makers, runtime, cuda)
+    namespace, _, name = qualname.partition("::")
+    if lib.taichi_aot_torch_op_register(boxed.c, namespace.encode(), name.encode(), b"CUDA" if cuda else b"CPU") < 0:
+        lib.taichi_aot_xla_release(boxed.plan.c)
+        return False
+    owned = spec.entry.module.owned
+    owned.pin()  # the kernel's handle stays valid while the op lives (a runtime closed first closes the cell)
+    weakref.finalize(owner, _release, boxed, owned)
+    return True
