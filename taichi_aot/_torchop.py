@@ -28,16 +28,17 @@ __all__ = ["boxed_kernel"]
 _CPU, _CUDA = 0, 1
 _SCALARS = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                   np.uint16, np.uint32, np.uint64)}
-_bound: bool | None = None
+_bound: dict[bool, bool] = {}
 
 
 def _bind(cuda: bool) -> bool:
-    """Whether torch's C functions are found (once a process)."""
-    global _bound
-    if _bound is None:
-        _bound = bool(lib.taichi_aot_torch_op_bind(b"libtorch_cpu.so", b"libc10.so",
-                                                   b"libtorch_cuda.so" if cuda else ffi.NULL))
-    return _bound
+    """Whether torch's C functions are found (asked once a process for CPU ops, and once for CUDA ops: those need
+    libtorch_cuda's too)."""
+    found = _bound.get(cuda)
+    if found is None:
+        found = _bound[cuda] = bool(lib.taichi_aot_torch_op_bind(b"libtorch_cpu.so", b"libc10.so",
+                                                                 b"libtorch_cuda.so" if cuda else ffi.NULL))
+    return found
 
 
 def _takes(spec: OpSpec, runtime: Any) -> bool:
@@ -77,6 +78,10 @@ class _Boxed:
         c.input_kinds, c.input_dtypes, c.input_args, c.output_from, c.output_zero, c.output_args = self.arrays
         c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
         c.device, c.what, c.slot = self.device, self.plan.what, -1
+        if cuda:  # an output the kernel reads and writes: its input's bytes copied in on torch's stream
+            from . import _cuda
+
+            c.copy = _cuda.function(_cuda.driver(), "cuMemcpyDtoDAsync_v2")
 
 
 def _release(boxed: _Boxed, owned: Any) -> None:

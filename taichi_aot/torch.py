@@ -36,6 +36,8 @@ _raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream
     lambda index: torch.cuda.current_stream(index).cuda_stream)
 # What says a call is traced, or runs under a mode or transform (Op._direct): each about 0.1 us
 _compiling = torch.compiler.is_compiling
+#: torch.export traces too, and an exported program is run again with no guard: it keeps the op itself
+_exporting: Callable[[], bool] = getattr(torch.compiler, "is_exporting", lambda: False)
 _modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
 _level, _tracing = torch._C._functorch.maybe_current_level, torch._C._get_tracing_state
 _profiling = torch._C._autograd._profiler_enabled  # a torch.profiler is recording: calls go by the dispatcher
@@ -174,8 +176,9 @@ class Op(EagerOp):
         return impl
 
     def _define_nograd(self, opname: str, types: list[str], impl: Any) -> Any:
-        """The operator ``<name>_nograd``: the op below autograd, which a traced call (torch.compile) takes where no
-        input needs a gradient (Dynamo guards on grad mode and on each input's ``requires_grad``). Its autograd
+        """The operator ``<name>_nograd``: the op below autograd, which a call traced by torch.compile takes where no
+        input needs a gradient (Dynamo guards on grad mode and on each input's ``requires_grad``; torch.export, whose
+        programs run again unguarded, keeps the op). Its autograd
         kernel falls through, and on the op's device its kernel is made in C (``_torchop``: no Python between the
         compiled graph and the launch) where the C side takes the op; elsewhere ``impl``, the op's own."""
         count = len(self.spec.outputs)
@@ -231,9 +234,9 @@ class Op(EagerOp):
             args = tuple(self.spec.bind(args, kwargs))
         if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
             return self._eager(args)
-        if self._nograd_op is not None and _compiling() and not (torch.is_grad_enabled() and any(
+        if self._nograd_op is not None and _compiling() and not _exporting() and not (torch.is_grad_enabled() and any(
                 isinstance(v, torch.Tensor) and v.requires_grad for v in args)):
-            return self._nograd_op(*args)  # traced: below autograd, and in C where the op is made there
+            return self._nograd_op(*args)  # compiled: below autograd, and in C where the op is made there
         return self.custom_op(*args)
 
     def _direct(self, args: Sequence[Any]) -> bool:

@@ -345,6 +345,13 @@ def test_a_compiled_call_needing_no_gradient_is_made_in_c(x64):
     with torch.no_grad():  # grad mode off: no gradient, whatever the inputs say
         targets, _ = _traced_targets(lambda v: add(v, 3.0), y.clone().requires_grad_())
     assert f"{add.qualname.replace('::', '.')}_nograd.default" in targets
+    class Step(torch.nn.Module):
+        def forward(self, v):
+            return add(v, 3.0)
+
+    exported = torch.export.export(Step(), (y,))  # run again later unguarded, with gradients maybe: the op itself
+    assert f"{add.qualname.replace('::', '.')}_nograd" not in exported.graph_module.code
+    assert torch.equal(exported.module()(y), 3 * y)
     torch._dynamo.reset()
     compiled = torch.compile(lambda v: add(torch.cos(v), 0.5) + 1, fullgraph=True)  # inductor
     for i in range(5):

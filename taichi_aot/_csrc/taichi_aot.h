@@ -346,7 +346,7 @@ void *taichi_aot_xla_empty(void *frame);
 /* torchop.c: a torch op's boxed kernel for torch's dispatcher, in C (taichi_aot.torch): its inputs (`input_count`
    stack entries, each TAICHI_AOT_TORCH_TENSOR of torch dtype code `input_dtypes[k]`, or a FLOAT or INT scalar) are
    the operands of `plan` (argument `input_args[k]` each); its outputs (`output_count`) are made from input
-   `output_from[k]` (zeros like it where `output_zero[k]`, else its clone) and are the plan's argument
+   `output_from[k]` (zeros like it where `output_zero[k]`, else its copy: `copy` on CUDA) and are the plan's argument
    `output_args[k]`. `device_type` is torch's code of the op's device (`cpu_type` the CPU's), `device_index` its
    GPU; `device` and `what` name them in messages. bind returns 1 where torch's functions were found; register puts
    the op in a slot of its own (see the file), returning it, or -1 (unbound, or every slot taken) or -2 (torch
@@ -373,6 +373,7 @@ typedef struct {
     const char *what;
     void *library;
     int32_t slot;
+    int (*copy)(uint64_t dst, uint64_t src, size_t bytes, void *stream); /* CUDA: cuMemcpyDtoDAsync_v2 */
 } TaichiAotTorchOp;
 int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda);
 int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const char *name, const char *key);

@@ -8,16 +8,17 @@
 
    The launch is the op's plan's (xla.c's TaichiAotXlaPlan, made as a JAX op's): the tensors are laid out as XLA's
    buffers would be, and xla_launch launches under its runtime cell's lock, on torch's current CUDA stream of the
-   op's GPU (x64: waited for). Its outputs are made here by torch's own functions: a clone of an input the kernel
-   reads and writes, or an empty tensor like an input that the plan zero-fills on the stream. Every tensor is checked
-   against what the plan takes (device, dtype, dims, element dims, a dense row-major layout, no empty dim) before
-   anything is launched; a fault is thrown to torch as its own error (c10::Error: a RuntimeError in Python), after
-   the handles this kernel owns are let go. #included after xla.c and torch.c (its bound functions). */
+   op's GPU (x64: waited for). Its outputs are made here by torch's own allocator, each an empty tensor like its
+   input: the input's bytes copied in on the stream where the kernel reads and writes it, else zero-filled by the
+   plan. Every tensor is checked against what the plan takes (device, dtype, dims, element dims, a dense row-major
+   layout, no empty dim) before anything is launched; a fault is thrown to torch as its own error (c10::Error: a
+   RuntimeError in Python), after the handles this kernel owns are let go. #included after xla.c and torch.c (its
+   bound functions). */
 
 #define TORCHOP_MESSAGE 768
 
 typedef int32_t (*torchop_handle_fn)(void *tensor);
-typedef int32_t (*torchop_clone_fn)(void *tensor, void **out);
+typedef int (*torchop_copy_fn)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
 typedef int32_t (*torchop_empty_fn)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
                                     int32_t device_type, int32_t device_index, void **out);
 typedef int32_t (*torchop_stream_fn)(int32_t device_index, void **stream);
@@ -29,7 +30,6 @@ typedef void (*torchop_fail_fn)(const char *func, const char *file, uint32_t lin
 /* torch's functions, in the order bind looks them up (each a pointer, as dlsym gives it: no padding between) */
 static struct {
     torchop_handle_fn delete_tensor;
-    torchop_clone_fn clone;
     torchop_empty_fn empty_strided;
     torchop_init_fn library_init;
     torchop_impl_fn library_impl;
@@ -44,28 +44,28 @@ static TaichiAotTorchOp *volatile torchop_slots[TAICHI_AOT_TORCH_SLOTS];
 static pthread_mutex_t torchop_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Look torch's functions up in its libraries, which `import torch` loaded (each opened again by its name, kept open
-   for the process): libtorch_cpu, libc10 and, where given, libtorch_cuda (its current stream). 1 where all were
-   found, and torch.c's too. */
+   for the process): libtorch_cpu and libc10 once, and where given (a CUDA op), libtorch_cuda's current stream. 1 where
+   all that was asked was found (torch.c's functions too). */
 int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda) {
-    static const char *const names[6] = {"aoti_torch_delete_tensor_object", "aoti_torch_clone",
-                                         "aoti_torch_empty_strided", "aoti_torch_library_init_impl",
-                                         "aoti_torch_library_impl", "aoti_torch_delete_library_object"};
+    static const char *const names[5] = {"aoti_torch_delete_tensor_object", "aoti_torch_empty_strided",
+                                         "aoti_torch_library_init_impl", "aoti_torch_library_impl",
+                                         "aoti_torch_delete_library_object"};
     static const char *const fail[1] = {"_ZN3c106detail14torchCheckFailEPKcS2_jS2_"};
     static const char *const stream[1] = {"aoti_torch_get_current_cuda_stream"};
     void **slots = (void **)&torchop_fns;
     char why[256];
-    if (torchop_bound) {
-        return 1;
+    pthread_mutex_lock(&torchop_lock);
+    if (!torchop_bound && taichi_aot_torch_bind(torch_cpu) &&
+        taichi_aot_open_functions(torch_cpu, names, slots, 5, why, sizeof why) != NULL &&
+        taichi_aot_open_functions(c10, fail, slots + 5, 1, why, sizeof why) != NULL) {
+        torchop_bound = 1;
     }
-    if (!taichi_aot_torch_bind(torch_cpu) || taichi_aot_open_functions(torch_cpu, names, slots, 6, why, sizeof why) ==
-        NULL || taichi_aot_open_functions(c10, fail, slots + 6, 1, why, sizeof why) == NULL) {
-        return 0;
-    }
-    if (torch_cuda == NULL || taichi_aot_open_functions(torch_cuda, stream, slots + 7, 1, why, sizeof why) == NULL) {
+    if (torchop_bound && torch_cuda != NULL && torchop_fns.cuda_stream == NULL &&
+        taichi_aot_open_functions(torch_cuda, stream, slots + 6, 1, why, sizeof why) == NULL) {
         torchop_fns.cuda_stream = NULL;
     }
-    torchop_bound = 1;
-    return 1;
+    pthread_mutex_unlock(&torchop_lock);
+    return torchop_bound && (torch_cuda == NULL || torchop_fns.cuda_stream != NULL);
 }
 
 /* What one call holds: the stack's tensors (owned), the outputs made, XLA-style buffers and dims for the plan. */
@@ -208,50 +208,54 @@ static int torchop_inputs(const TaichiAotTorchOp *op, const uint64_t *stack, tor
     return 0;
 }
 
-/* The outputs made (a clone of their input, or an empty tensor like it, which the plan zero-fills): 0, or a
-   message. */
-static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t) {
+/* The outputs made (each an empty tensor like its input, contiguous as the input is: the input's bytes copied in on
+   the stream where the kernel reads and writes it, else zero-filled by the plan): 0, or a message. */
+static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
     const TaichiAotXlaPlan *p = op->plan;
     uint32_t k;
     char what[32];
     for (k = 0; k < op->output_count; ++k) {
-        void *source = t->inputs[op->output_from[k]];
-        int32_t code;
-        if (op->output_zero[k]) {
-            int64_t *sizes = t->in_buffers[op->output_from[k]].dims, strides[16], expect = 1;
-            int64_t i, rank = t->in_buffers[op->output_from[k]].rank;
-            for (i = rank - 1; i >= 0; --i) {
-                strides[i] = expect;
-                expect *= sizes[i];
-            }
-            code = torchop_fns.empty_strided(rank, sizes, strides, op->input_dtypes[op->output_from[k]],
-                                             op->device_type, op->device_index, &t->outputs[k]);
-        } else {
-            code = torchop_fns.clone(source, &t->outputs[k]);
+        const tao_ffi_buffer *in = &t->in_buffers[op->output_from[k]];
+        const TaichiAotXlaArg *arg = &p->args[op->output_args[k]];
+        int64_t strides[16], expect = 1, i;
+        for (i = in->rank - 1; i >= 0; --i) {
+            strides[i] = expect;
+            expect *= in->dims[i];
         }
-        if (code != 0) {
+        if (torchop_fns.empty_strided(in->rank, in->dims, strides, op->input_dtypes[op->output_from[k]],
+                                      op->device_type, op->device_index, &t->outputs[k]) != 0) {
             t->outputs[k] = NULL;
             snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make output %u", op->what, k);
             return 1;
         }
         snprintf(what, sizeof what, "output %u", k);
         memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
-        if (torchop_tensor(op, t->outputs[k], op->input_dtypes[op->output_from[k]], &p->args[op->output_args[k]],
+        if (torchop_tensor(op, t->outputs[k], op->input_dtypes[op->output_from[k]], arg,
                            &p->templates[op->output_args[k]], &t->out_buffers[k], what, t->why) != 0) {
             return 1;
         }
         t->out_items[k] = &t->out_buffers[k];
         t->out_types[k] = 1;
+        if (op->output_zero[k]) {
+            continue;
+        }
+        if (stream == NULL && op->copy == NULL) { /* x64: host memory */
+            memcpy(t->out_buffers[k].data, in->data, (size_t)expect * arg->itemsize);
+        } else if (op->copy((uint64_t)(uintptr_t)t->out_buffers[k].data, (uint64_t)(uintptr_t)in->data,
+                            (size_t)expect * arg->itemsize, stream) != 0) {
+            snprintf(t->why, TORCHOP_MESSAGE, "%s: output %u: cuMemcpyDtoDAsync of its input failed", op->what, k);
+            return 1;
+        }
     }
     return 0;
 }
 
-/* The launch on torch's current stream of the op's GPU (x64: none), under the cell's lock: 0, or a message. */
-static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t) {
+/* The launch on `stream` (torch's current stream of the op's GPU; x64: none), under the cell's lock: 0, or a
+   message. */
+static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
     TaichiAotXlaPlan *p = op->plan;
     xla_cell *c = (xla_cell *)p->runtime;
     tao_ffi_frame f;
-    void *stream = NULL;
     int failed;
     memset(&f, 0, sizeof(f));
     f.args.size = op->input_count;
@@ -260,10 +264,6 @@ static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t) {
     f.rets.size = op->output_count;
     f.rets.types = t->out_types;
     f.rets.items = t->out_items;
-    if (c->cuda && (torchop_fns.cuda_stream == NULL || torchop_fns.cuda_stream(op->device_index, &stream) != 0)) {
-        snprintf(t->why, TORCHOP_MESSAGE, "%s: torch gave no current CUDA stream", op->what);
-        return 1;
-    }
     pthread_mutex_lock(&c->lock);
     if (c->closed || p->closed || op->closed) {
         snprintf(t->why, TORCHOP_MESSAGE, "ClosedError: %s: %s", op->what,
@@ -276,10 +276,22 @@ static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t) {
     return failed;
 }
 
+/* torch's current stream of the op's GPU into `*stream` (x64: NULL): 0, or a message. */
+static int torchop_stream(const TaichiAotTorchOp *op, torchop_call *t, void **stream) {
+    *stream = NULL;
+    if (op->device_type != op->cpu_type &&
+        (torchop_fns.cuda_stream == NULL || torchop_fns.cuda_stream(op->device_index, stream) != 0)) {
+        snprintf(t->why, TORCHOP_MESSAGE, "%s: torch gave no current CUDA stream", op->what);
+        return 1;
+    }
+    return 0;
+}
+
 /* The boxed kernel of slot `slot`: see the file's head. */
 static void torchop_run(uint32_t slot, uint64_t *stack, uint64_t count, uint64_t returns) {
     TaichiAotTorchOp *op = torchop_slots[slot];
     torchop_call t;
+    void *stream = NULL;
     uint32_t k;
     int failed;
     memset(t.inputs, 0, sizeof(t.inputs));
@@ -295,7 +307,8 @@ static void torchop_run(uint32_t slot, uint64_t *stack, uint64_t count, uint64_t
             t.inputs[k] = (void *)(uintptr_t)stack[k];
         }
     }
-    failed = torchop_inputs(op, stack, &t) || torchop_outputs(op, &t) || torchop_launch(op, &t);
+    failed = torchop_stream(op, &t, &stream) || torchop_inputs(op, stack, &t) || torchop_outputs(op, &t, stream) ||
+             torchop_launch(op, &t, stream);
     torchop_let_go(op, &t, failed);
     if (failed) {
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
