@@ -3,10 +3,10 @@ whose inputs need no gradient (taichi_aot.torch's ``<name>_nograd`` operator), w
 dispatcher and the launch.
 
 It launches the op's plan (:class:`~taichi_aot._plans.Plan`, as a JAX op's) on torch's current CUDA stream of the
-op's GPU, or on x64 and waits. Made only for what the C side takes: a kernel (no graph) that returns no value, whose
-outputs are clones of inputs or zeros like them, whose scalars are of a 32- or 64-bit float or an integer type, of
-an x64 runtime or a CUDA one that launches it with its own launcher (a launch that may be captured into a CUDA
-graph), with torch's C functions found; else the operator keeps its Python kernel.
+op's GPU, or on x64 and waits. Made where the C side takes the op: its scalars of a 32- or 64-bit float or an
+integer type, its arrays and values of a dtype torch has, on an x64 runtime or a CUDA one that launches it with its
+own launcher and never waits (a launch that may be captured into a CUDA graph), torch's C functions found; else the
+operator keeps its Python kernel.
 """
 
 from __future__ import annotations
@@ -42,21 +42,51 @@ def _bind(cuda: bool) -> bool:
 
 
 def _takes(spec: OpSpec, runtime: Any) -> bool:
-    """Whether the C kernel takes the op (see the module's docstring), one whose eager call in C is set up (its
-    outputs clones of inputs or zeros like them)."""
-    if spec.graph or spec.returned or runtime.arch not in (Arch.X64, Arch.CUDA):
+    """Whether the C kernel takes the op (see the module's docstring)."""
+    if runtime.arch not in (Arch.X64, Arch.CUDA):
         return False
     if runtime.arch == Arch.CUDA and not spec.entry._choice.graphable:  # libtaichi's launch waits for torch's
         return False  # stream, which a CUDA graph's capture refuses: the Python kernel says so in torch's words
-    if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS:
+    if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS or len(spec.outputs) + len(spec.returned) > (
+            lib.TAICHI_AOT_XLA_MAX_ARGS):
+        return False
+    if any(len(shape or ()) > 16 for _, shape in spec.returned):
         return False
     return all(spec.args[i].kind == "ndarray" or spec.dtype(i) in _SCALARS for i in spec.inputs)
+
+
+def _code(dtype: np.dtype) -> int:
+    """torch's dtype code of a numpy dtype (-1: none)."""
+    return int(lib.taichi_aot_torch_code(DATA_TYPES[dtype]))
+
+
+def _outputs(spec: OpSpec, makers: list[tuple[str, Any, Any]]) -> Any:
+    """The outputs as the C side makes them (TaichiAotTorchOutput[]): see taichi_aot.h."""
+    outs = ffi.new("TaichiAotTorchOutput[]", max(len(spec.outputs) + len(spec.returned), 1))
+    for k, (i, (how, at, what)) in enumerate(zip(spec.outputs, makers)):
+        o, a = outs[k], spec.args[i]
+        o.dtype, o.arg, o.source = _code(spec.dtype(i)), i, -1
+        if how == "clone":  # read and written: its input's every dim, its bytes copied in
+            o.source, o.copy, o.lead = at, 1, a.ndim + len(a.elem_shape)
+            o.rank = o.lead
+        elif how == "like":  # the input's array dims, then its own element dims
+            o.source, o.lead, dims = at, what[0], tuple(what[1])
+            o.rank = o.lead + len(dims)
+            o.dims[o.lead:o.rank] = dims
+        else:  # a shape of its own
+            o.rank = len(at)
+            o.dims[0:o.rank] = tuple(at)
+    for k, (dtype, shape) in enumerate(spec.returned, len(spec.outputs)):  # the values the kernel returns
+        o = outs[k]
+        o.dtype, o.arg, o.source, o.rank = _code(dtype), -1, -1, len(shape or ())
+        o.dims[0:o.rank] = tuple(shape or ())
+    return outs
 
 
 class _Boxed:
     """The C side's record of one op (TaichiAotTorchOp) and what it points to, kept while the op lives."""
 
-    def __init__(self, spec: OpSpec, makers: list[tuple[str, int, Any]], runtime: Any, cuda: bool):
+    def __init__(self, spec: OpSpec, makers: list[tuple[str, Any, Any]], runtime: Any, cuda: bool):
         entry = spec.entry
         self.plan = Plan(spec, entry._choice, cell(runtime),
                          lambda i, v: pack_one(entry._packers[i], spec.args[i], v, runtime), [False] * len(spec.inputs))
@@ -65,17 +95,15 @@ class _Boxed:
         for k, i in enumerate(spec.inputs):
             a, dtype = spec.args[i], spec.dtype(i)
             if a.kind == "ndarray":
-                kinds[k], dtypes[k] = lib.TAICHI_AOT_TORCH_TENSOR, lib.taichi_aot_torch_code(DATA_TYPES[dtype])
+                kinds[k], dtypes[k] = lib.TAICHI_AOT_TORCH_TENSOR, _code(dtype)
             else:
                 kinds[k] = lib.TAICHI_AOT_TORCH_FLOAT if dtype.kind == "f" else lib.TAICHI_AOT_TORCH_INT
-        self.arrays = [kinds, dtypes, ffi.new("uint32_t[]", list(spec.inputs) or [0]),
-                       ffi.new("uint32_t[]", [at for _, at, _ in makers] or [0]),
-                       ffi.new("uint32_t[]", [int(how == "like") for how, _, _ in makers] or [0]),
-                       ffi.new("uint32_t[]", list(spec.outputs) or [0])]
+        self.arrays = [kinds, dtypes, ffi.new("uint32_t[]", list(spec.inputs) or [0]), _outputs(spec, makers)]
         self.device = ffi.new("char[]", f"{'cuda:' + str(runtime.device_index) if cuda else 'cpu'}".encode())
         c = self.c = ffi.new("TaichiAotTorchOp *")
-        c.plan, c.input_count, c.output_count = self.plan.c, len(spec.inputs), len(spec.outputs)
-        c.input_kinds, c.input_dtypes, c.input_args, c.output_from, c.output_zero, c.output_args = self.arrays
+        c.plan, c.input_count = self.plan.c, len(spec.inputs)
+        c.output_count = len(spec.outputs) + len(spec.returned)
+        c.input_kinds, c.input_dtypes, c.input_args, c.outputs = self.arrays
         c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
         c.device, c.what, c.slot = self.device, self.plan.what, -1
         if cuda:  # an output the kernel reads and writes: its input's bytes copied in on torch's stream
@@ -92,14 +120,14 @@ def _release(boxed: _Boxed, owned: Any) -> None:
 
 def boxed_kernel(owner: object, spec: OpSpec, makers: list[tuple[str, int, Any]], qualname: str) -> bool:
     """Register the C kernel of operator ``qualname`` (``namespace::name``) at its device's dispatch key, kept while
-    ``owner`` (the op) lives: whether it was (else the operator keeps its Python kernel). ``makers``: each output
-    made from an input, ("clone" | "like", the input's position, ...), as the op's eager call in C makes them."""
+    ``owner`` (the op) lives: whether it was (else the operator keeps its Python kernel). ``makers``: how each
+    output is made (taichi_aot.torch's Op._plan_outputs)."""
     runtime = spec.entry.module.runtime
     cuda = runtime.arch == Arch.CUDA
     if not _takes(spec, runtime) or not _bind(cuda):
         return False
-    if any(lib.taichi_aot_torch_code(DATA_TYPES[spec.dtype(i)]) < 0 for i in spec.inputs
-           if spec.args[i].kind == "ndarray"):
+    arrays = [spec.dtype(i) for i in [*spec.inputs, *spec.outputs] if spec.args[i].kind == "ndarray"]
+    if any(_code(dtype) < 0 for dtype in [*arrays, *(dtype for dtype, _ in spec.returned)]):
         return False
     boxed = _Boxed(spec, makers, runtime, cuda)
     namespace, _, name = qualname.partition("::")

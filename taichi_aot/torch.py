@@ -147,7 +147,7 @@ class Op(EagerOp):
         impl = self._register_impl(opname, setup)
         self.boxed = False
         #: the operator a traced call takes where no input needs a gradient (:meth:`_define_nograd`), or None
-        self._nograd_op = self._define_nograd(opname, types, impl) if setup is not None else None
+        self._nograd_op = self._define_nograd(opname, types, impl, own_steps=self._own_steps())
 
     def _c_makers(self) -> list[tuple[int, Callable[[Any], Any]]] | None:
         """The outputs' makers for the call in C: (input position, a clone or zeros like it) each; None where an
@@ -175,13 +175,17 @@ class Op(EagerOp):
         self._library.impl(opname, impl, "CompositeExplicitAutograd")
         return impl
 
-    def _define_nograd(self, opname: str, types: list[str], impl: Any) -> Any:
+    def _own_steps(self) -> bool:
+        """Whether a subclass gives its own step of the call (``_CALL_PATH``): its calls keep the Python path."""
+        return any(getattr(type(self), name) is not getattr(Op, name) for name in _CALL_PATH)
+
+    def _define_nograd(self, opname: str, types: list[str], impl: Any, own_steps: bool) -> Any:
         """The operator ``<name>_nograd``: the op below autograd, which a call traced by torch.compile takes where no
         input needs a gradient (Dynamo guards on grad mode and on each input's ``requires_grad``; torch.export, whose
-        programs run again unguarded, keeps the op). Its autograd
-        kernel falls through, and on the op's device its kernel is made in C (``_torchop``: no Python between the
-        compiled graph and the launch) where the C side takes the op; elsewhere ``impl``, the op's own."""
-        count = len(self.spec.outputs)
+        programs run again unguarded, keeps the op). Its autograd kernel falls through, and on the op's device its
+        kernel is made in C (``_torchop``: no Python between the compiled graph and the launch) where the C side
+        takes the op and no subclass step (``own_steps``) is to be taken; elsewhere ``impl``, the op's own."""
+        count = len(self.spec.outputs) + len(self._returned)
         rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
         name = f"{opname}_nograd"
         try:
@@ -191,7 +195,7 @@ class Op(EagerOp):
         self._library.impl(name, impl, "CompositeExplicitAutograd")
         self._library.impl(name, torch.library.fallthrough_kernel, "Autograd")
         torch.library.register_fake(f"{self.qualname}_nograd", self._fake, lib=self._library)
-        self.boxed = boxed_kernel(self, self.spec, self._makers, f"{self.qualname}_nograd")
+        self.boxed = not own_steps and boxed_kernel(self, self.spec, self._makers, f"{self.qualname}_nograd")
         return getattr(getattr(torch.ops, self.qualname.partition("::")[0]), name).default
 
     def _setup_eager(self) -> dict[str, Any] | None:
@@ -199,7 +203,7 @@ class Op(EagerOp):
         or zeros like an input of their dtype and shape) and that returns no value; other ops keep the Python call
         (:meth:`_direct`, :meth:`_eager`), which takes the same calls the same way. Returns the setup, or None."""
         spec = self.spec
-        if any(getattr(type(self), name) is not getattr(Op, name) for name in _CALL_PATH):
+        if self._own_steps():
             return None  # a subclass's own step of the call: every call keeps the Python path, which takes it
         makers = self._c_makers()
         if spec.graph or self._returned or not makers:

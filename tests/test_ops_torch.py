@@ -361,6 +361,11 @@ def test_a_compiled_call_needing_no_gradient_is_made_in_c(x64):
     z = torch.zeros(3, 4, dtype=torch.int32)
     expect = 7 + 100 * torch.arange(3)[:, None] + torch.arange(4)[None, :].int()
     assert torch.equal(torch.compile(lambda x: fill(x, 7), fullgraph=True)(z), expect) and not z.any()
+    shaped = tt.op(mod.kernels["fill_i32"], {0: ((3, 4), np.int32)})  # an output of a shape of its own
+    twice = tt.op(mod.graphs["add_twice"], {"x": "y"})  # a compute graph
+    assert shaped.boxed and twice.boxed
+    assert torch.equal(torch.compile(lambda: shaped(7), fullgraph=True)(), expect)
+    assert torch.equal(torch.compile(lambda v: twice(y=v, a=1.5), fullgraph=True)(y), 3 * y)
     acc = tt.op(mod.kernels["accumulate"], {0: 0, 2: 2})  # a 0-d tensor and two outputs, through C
     total, v = torch.tensor(1.0), torch.tensor([1.0, 2.0, 3.0])
     t2, v2 = torch.compile(lambda t, u, w: acc(t, u, w), fullgraph=True)(total, torch.arange(4.0), v)

@@ -88,6 +88,10 @@ def test_returned_values_come_back_through_torch_and_jax_ops(built):
             expect["count"], expect["mean"])
         compiled = torch.compile(lambda x: total(x) * 2, fullgraph=True)  # the fake gives the value's shape
         assert compiled(torch.from_numpy(X32)).item() == 2 * expect["total"]
+        assert total.boxed  # compiled, the values come back through the op's kernel in C (_csrc/torchop.c)
+        stats_op = tt.op(mod.kernels["stats"], {})
+        np.testing.assert_array_equal(torch.compile(lambda x: stats_op(x, *CALLS["stats"]), fullgraph=True)(
+            torch.from_numpy(X64)).numpy(), expect["stats"])
         x = torch.from_numpy(X32).requires_grad_()
         value = total(x)  # an input that needs a gradient, and no backward: the value is right, backward refused
         assert value.item() == expect["total"]

@@ -345,16 +345,26 @@ void *taichi_aot_xla_empty(void *frame);
 
 /* torchop.c: a torch op's boxed kernel for torch's dispatcher, in C (taichi_aot.torch): its inputs (`input_count`
    stack entries, each TAICHI_AOT_TORCH_TENSOR of torch dtype code `input_dtypes[k]`, or a FLOAT or INT scalar) are
-   the operands of `plan` (argument `input_args[k]` each); its outputs (`output_count`) are made from input
-   `output_from[k]` (zeros like it where `output_zero[k]`, else its copy: `copy` on CUDA) and are the plan's argument
-   `output_args[k]`. `device_type` is torch's code of the op's device (`cpu_type` the CPU's), `device_index` its
-   GPU; `device` and `what` name them in messages. bind returns 1 where torch's functions were found; register puts
-   the op in a slot of its own (see the file), returning it, or -1 (unbound, or every slot taken) or -2 (torch
-   refused); release unregisters it (`closed` is set first). */
+   the operands of `plan` (argument `input_args[k]` each); its outputs (`output_count`, `outputs`) are made as each
+   TaichiAotTorchOutput says: torch's dtype code, `rank` dims, the first `lead` of them input `source`'s (-1: none),
+   the rest `dims`' own; where `copy`, input `source`'s bytes copied in (`copy` on CUDA: cuMemcpyDtoDAsync_v2); plan
+   argument `arg`, or -1 for a value the kernel returns. `device_type` is torch's code of the op's device
+   (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages. bind returns 1 where
+   torch's functions were found; register puts the op in a slot of its own (see the file), returning it, or -1
+   (unbound, or every slot taken) or -2 (torch refused); release unregisters it (`closed` is set first). */
 #define TAICHI_AOT_TORCH_SLOTS 64
 #define TAICHI_AOT_TORCH_TENSOR 0
 #define TAICHI_AOT_TORCH_FLOAT 1
 #define TAICHI_AOT_TORCH_INT 2
+typedef struct {
+    int32_t dtype;
+    int32_t source;
+    int32_t arg;
+    uint32_t copy;
+    uint32_t lead;
+    uint32_t rank;
+    int64_t dims[16];
+} TaichiAotTorchOutput;
 typedef struct {
     TaichiAotXlaPlan *plan;
     uint32_t input_count;
@@ -362,9 +372,7 @@ typedef struct {
     const int32_t *input_dtypes;
     const uint32_t *input_args;
     uint32_t output_count;
-    const uint32_t *output_from;
-    const uint32_t *output_zero;
-    const uint32_t *output_args;
+    const TaichiAotTorchOutput *outputs;
     int32_t device_type;
     int32_t cpu_type;
     int32_t device_index;
@@ -373,7 +381,7 @@ typedef struct {
     const char *what;
     void *library;
     int32_t slot;
-    int (*copy)(uint64_t dst, uint64_t src, size_t bytes, void *stream); /* CUDA: cuMemcpyDtoDAsync_v2 */
+    int (*copy)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
 } TaichiAotTorchOp;
 int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda);
 int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const char *name, const char *key);

@@ -208,42 +208,66 @@ static int torchop_inputs(const TaichiAotTorchOp *op, const uint64_t *stack, tor
     return 0;
 }
 
-/* The outputs made (each an empty tensor like its input, contiguous as the input is: the input's bytes copied in on
-   the stream where the kernel reads and writes it, else zero-filled by the plan): 0, or a message. */
-static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
+/* Output `k`'s dims into `dims` (its input's leading ones, then its own): its rank. */
+static int64_t torchop_dims(const TaichiAotTorchOp *op, const torchop_call *t, uint32_t k, int64_t *dims) {
+    const TaichiAotTorchOutput *o = &op->outputs[k];
+    uint32_t i;
+    for (i = 0; i < o->lead; ++i) {
+        dims[i] = t->in_buffers[o->source].dims[i];
+    }
+    for (i = o->lead; i < o->rank; ++i) {
+        dims[i] = o->dims[i];
+    }
+    return o->rank;
+}
+
+/* Output `k` made: an empty contiguous tensor (its input's bytes copied in on the stream where the kernel reads and
+   writes it; else zero-filled by the plan, or a returned value the launch writes) and its buffer: 0, or a message. */
+static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t k, void *stream) {
+    const TaichiAotTorchOutput *o = &op->outputs[k];
     const TaichiAotXlaPlan *p = op->plan;
-    uint32_t k;
+    int64_t dims[16], strides[16], count = 1, i, rank = torchop_dims(op, t, k, dims);
     char what[32];
+    for (i = rank - 1; i >= 0; --i) {
+        strides[i] = count;
+        count *= dims[i];
+    }
+    if (torchop_fns.empty_strided(rank, dims, strides, o->dtype, op->device_type, op->device_index,
+                                  &t->outputs[k]) != 0) {
+        t->outputs[k] = NULL;
+        snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make output %u", op->what, k);
+        return 1;
+    }
+    t->out_items[k] = &t->out_buffers[k];
+    t->out_types[k] = 1;
+    memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
+    if (o->arg < 0) { /* a returned value: its bytes copied in after the launch (xla.c's xla_values) */
+        t->out_buffers[k].struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
+        return torch_fns.data_ptr(t->outputs[k], &t->out_buffers[k].data) != 0;
+    }
+    snprintf(what, sizeof what, "output %u", k);
+    if (torchop_tensor(op, t->outputs[k], o->dtype, &p->args[o->arg], &p->templates[o->arg], &t->out_buffers[k],
+                       what, t->why) != 0) {
+        return 1;
+    }
+    if (!o->copy) {
+        return 0;
+    }
+    if (stream == NULL && op->copy == NULL) { /* x64: host memory */
+        memcpy(t->out_buffers[k].data, t->in_buffers[o->source].data, (size_t)count * p->args[o->arg].itemsize);
+    } else if (op->copy((uint64_t)(uintptr_t)t->out_buffers[k].data, (uint64_t)(uintptr_t)t->in_buffers[o->source].data,
+                        (size_t)count * p->args[o->arg].itemsize, stream) != 0) {
+        snprintf(t->why, TORCHOP_MESSAGE, "%s: output %u: cuMemcpyDtoDAsync of its input failed", op->what, k);
+        return 1;
+    }
+    return 0;
+}
+
+/* The outputs made (torchop_output): 0, or a message. */
+static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
+    uint32_t k;
     for (k = 0; k < op->output_count; ++k) {
-        const tao_ffi_buffer *in = &t->in_buffers[op->output_from[k]];
-        const TaichiAotXlaArg *arg = &p->args[op->output_args[k]];
-        int64_t strides[16], expect = 1, i;
-        for (i = in->rank - 1; i >= 0; --i) {
-            strides[i] = expect;
-            expect *= in->dims[i];
-        }
-        if (torchop_fns.empty_strided(in->rank, in->dims, strides, op->input_dtypes[op->output_from[k]],
-                                      op->device_type, op->device_index, &t->outputs[k]) != 0) {
-            t->outputs[k] = NULL;
-            snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make output %u", op->what, k);
-            return 1;
-        }
-        snprintf(what, sizeof what, "output %u", k);
-        memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
-        if (torchop_tensor(op, t->outputs[k], op->input_dtypes[op->output_from[k]], arg,
-                           &p->templates[op->output_args[k]], &t->out_buffers[k], what, t->why) != 0) {
-            return 1;
-        }
-        t->out_items[k] = &t->out_buffers[k];
-        t->out_types[k] = 1;
-        if (op->output_zero[k]) {
-            continue;
-        }
-        if (stream == NULL && op->copy == NULL) { /* x64: host memory */
-            memcpy(t->out_buffers[k].data, in->data, (size_t)expect * arg->itemsize);
-        } else if (op->copy((uint64_t)(uintptr_t)t->out_buffers[k].data, (uint64_t)(uintptr_t)in->data,
-                            (size_t)expect * arg->itemsize, stream) != 0) {
-            snprintf(t->why, TORCHOP_MESSAGE, "%s: output %u: cuMemcpyDtoDAsync of its input failed", op->what, k);
+        if (torchop_output(op, t, k, stream) != 0) {
             return 1;
         }
     }
