@@ -11,6 +11,7 @@ operator keeps its Python kernel.
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any
 
@@ -106,6 +107,7 @@ class _Boxed:
         c.input_kinds, c.input_dtypes, c.input_args, c.outputs = self.arrays
         c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
         c.device, c.what, c.slot = self.device, self.plan.what, -1
+        c.thread, c.pid = runtime.gate.thread, os.getpid()  # the runtime's: calls from elsewhere are refused
         if cuda:  # an output the kernel reads and writes: its input's bytes copied in on torch's stream
             from . import _cuda
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, cast
 
 import torch
 
+from ._arguments import pack_one
 from ._call import EagerOp
 from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
 from ._torchop import boxed_kernel
@@ -36,8 +37,14 @@ _raw_stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream
     lambda index: torch.cuda.current_stream(index).cuda_stream)
 # What says a call is traced, or runs under a mode or transform (Op._direct): each about 0.1 us
 _compiling = torch.compiler.is_compiling
-#: torch.export traces too, and an exported program is run again with no guard: it keeps the op itself
-_exporting: Callable[[], bool] = getattr(torch.compiler, "is_exporting", lambda: False)
+
+
+def _exporting() -> bool:
+    """Whether torch.export traces (its programs run again with no guard: they keep the op itself). Its flag is read
+    itself: torch 2.11's Dynamo answers ``torch.compiler.is_exporting()`` with True under torch.compile too."""
+    return bool(getattr(torch.compiler, "_is_exporting_flag", False))
+
+
 _modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
 _level, _tracing = torch._C._functorch.maybe_current_level, torch._C._get_tracing_state
 _profiling = torch._C._autograd._profiler_enabled  # a torch.profiler is recording: calls go by the dispatcher
@@ -48,6 +55,8 @@ _clone = torch.Tensor.clone  # the C call's output makers (Op._setup_eager)
 _CALL_PATH = ("_python_call", "_direct", "_eager", "_launch", "_impl", "_outputs", "_run", "_call", "_values",
               "_unheld", "_on_torchs_stream", "_explain", "_check", "_eager_failed")
 _zeros_like = functools.partial(torch.zeros_like, memory_format=_CONTIGUOUS)
+#: The namespace of the ops' operators below autograd (Op._define_nograd)
+_NOGRAD = "taichi_aot_nograd"
 
 
 def _traced_call(self: Op, *args: Any, **kwargs: Any) -> Any:
@@ -180,23 +189,23 @@ class Op(EagerOp):
         return any(getattr(type(self), name) is not getattr(Op, name) for name in _CALL_PATH)
 
     def _define_nograd(self, opname: str, types: list[str], impl: Any, own_steps: bool) -> Any:
-        """The operator ``<name>_nograd``: the op below autograd, which a call traced by torch.compile takes where no
-        input needs a gradient (Dynamo guards on grad mode and on each input's ``requires_grad``; torch.export, whose
-        programs run again unguarded, keeps the op). Its autograd kernel falls through, and on the op's device its
-        kernel is made in C (``_torchop``: no Python between the compiled graph and the launch) where the C side
-        takes the op and no subclass step (``own_steps``) is to be taken; elsewhere ``impl``, the op's own."""
+        """The operator ``taichi_aot_nograd::<namespace>__<name>``: the op below autograd, which a call traced by
+        torch.compile takes where no input needs a gradient (Dynamo guards on grad mode and on each input's
+        ``requires_grad``; under a functorch transform, and in torch.export, whose programs run again unguarded, the
+        op itself is taken). Its autograd kernel falls through, and on the op's device its kernel is made in C
+        (``_torchop``: no Python between the compiled graph and the launch) where the C side takes the op and no
+        subclass step (``own_steps``) is to be taken; elsewhere ``impl``, the op's own. A namespace of its own: no
+        name a user gives an op can be taken already."""
         count = len(self.spec.outputs) + len(self._returned)
         rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
-        name = f"{opname}_nograd"
-        try:
-            self._library.define(f"{name}({', '.join(types)}) -> {rets}")
-        except RuntimeError:  # the name is taken: traced calls keep the op itself
-            return None
-        self._library.impl(name, impl, "CompositeExplicitAutograd")
-        self._library.impl(name, torch.library.fallthrough_kernel, "Autograd")
-        torch.library.register_fake(f"{self.qualname}_nograd", self._fake, lib=self._library)
-        self.boxed = not own_steps and boxed_kernel(self, self.spec, self._makers, f"{self.qualname}_nograd")
-        return getattr(getattr(torch.ops, self.qualname.partition("::")[0]), name).default
+        name = self.qualname.replace("::", "__")
+        self._nograd_library = torch.library.Library(_NOGRAD, "FRAGMENT")
+        self._nograd_library.define(f"{name}({', '.join(types)}) -> {rets}")
+        self._nograd_library.impl(name, impl, "CompositeExplicitAutograd")
+        self._nograd_library.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        torch.library.register_fake(f"{_NOGRAD}::{name}", self._fake, lib=self._nograd_library)
+        self.boxed = not own_steps and boxed_kernel(self, self.spec, self._makers, f"{_NOGRAD}::{name}")
+        return getattr(getattr(torch.ops, _NOGRAD), name).default
 
     def _setup_eager(self) -> dict[str, Any] | None:
         """Hand the eager call in C what it needs, for a kernel's op whose outputs are made from its inputs (a clone,
@@ -238,9 +247,11 @@ class Op(EagerOp):
             args = tuple(self.spec.bind(args, kwargs))
         if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
             return self._eager(args)
-        if self._nograd_op is not None and _compiling() and not _exporting() and not (torch.is_grad_enabled() and any(
-                isinstance(v, torch.Tensor) and v.requires_grad for v in args)):
-            return self._nograd_op(*args)  # compiled: below autograd, and in C where the op is made there
+        if self._nograd_op is not None and _compiling() and not _exporting() and _level() is None and not (
+                torch.is_grad_enabled() and any(isinstance(v, _Tensor) and v.requires_grad for v in args)):
+            # compiled: below autograd, and in C where the op is made there, on contiguous tensors (a copy where not)
+            return self._nograd_op(*[v.contiguous() if isinstance(v, _Tensor) and not v.is_contiguous() else v
+                                     for v in args])
         return self.custom_op(*args)
 
     def _direct(self, args: Sequence[Any]) -> bool:
@@ -273,6 +284,8 @@ class Op(EagerOp):
             if a.kind != "ndarray":
                 if isinstance(value, torch.Tensor):
                     raise ArgumentTypeError(f"{spec.what(i)}: a scalar argument takes a Python number")
+                if type(value) in (bool, int, float):  # its packer's checks (type, range), as a launch makes them
+                    pack_one(spec.entry._packers[i], a, value, self._runtime)
                 continue
             if not isinstance(value, torch.Tensor):
                 raise ArgumentTypeError(f"{spec.what(i)}: expected a tensor ({a.describe()}), got "

@@ -8,7 +8,7 @@ import pytest
 from test_multi import built  # noqa: F401  (the fixture: a module with x64 and Vulkan parts)
 
 from conftest import require_arch, require_extra
-from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime
+from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime, WrongThreadError
 
 torch = require_extra("torch", "interop")
 tt = pytest.importorskip("taichi_aot.torch")
@@ -338,24 +338,30 @@ def test_a_compiled_call_needing_no_gradient_is_made_in_c(x64):
     add = tt.op(mod.kernels["add"], {0: 1})
     assert add.boxed
     y = torch.arange(8, dtype=torch.float32)
+    nograd = str(add._nograd_op)
+    assert nograd.startswith("taichi_aot_nograd.")  # a namespace of its own: no name of a user's is taken
     targets, out = _traced_targets(lambda v: add(v, 3.0), y)
-    assert f"{add.qualname.replace('::', '.')}_nograd.default" in targets and torch.equal(out, 3 * y)
+    assert nograd in targets and torch.equal(out, 3 * y)
     targets, _ = _traced_targets(lambda v: add(v, 3.0), y.clone().requires_grad_())
     assert str(add.custom_op) in targets
     with torch.no_grad():  # grad mode off: no gradient, whatever the inputs say
         targets, _ = _traced_targets(lambda v: add(v, 3.0), y.clone().requires_grad_())
-    assert f"{add.qualname.replace('::', '.')}_nograd.default" in targets
+    assert nograd in targets
     class Step(torch.nn.Module):
         def forward(self, v):
             return add(v, 3.0)
 
     exported = torch.export.export(Step(), (y,))  # run again later unguarded, with gradients maybe: the op itself
-    assert f"{add.qualname.replace('::', '.')}_nograd" not in exported.graph_module.code
+    assert "taichi_aot_nograd" not in exported.graph_module.code
     assert torch.equal(exported.module()(y), 3 * y)
     torch._dynamo.reset()
     compiled = torch.compile(lambda v: add(torch.cos(v), 0.5) + 1, fullgraph=True)  # inductor
     for i in range(5):
         assert torch.allclose(compiled(y + i), 0.5 * torch.cos(y + i) + 1), i
+    with pytest.raises(RuntimeError):  # under a functorch transform the op itself: no gradient of zeros made up
+        torch.compile(torch.func.grad(lambda v: add(v, 3.0).sum()))(y)
+    strided = torch.compile(lambda v: add(v[::2], 3.0) + add(v.view(4, 2).t()[1], 1.0), fullgraph=True)
+    assert torch.equal(strided(y), 3 * y[::2] + y.view(4, 2).t()[1])  # views copied to contiguous first
     fill = tt.op(mod.kernels["fill_i32"], {0: 0})  # x read and written (a clone), an int scalar
     assert fill.boxed
     z = torch.zeros(3, 4, dtype=torch.int32)
@@ -393,6 +399,27 @@ def test_the_c_kernels_faults_are_torchs_errors_and_leave_the_process_whole(modu
         nograd(torch.zeros(4, device="meta"), 1.0)
     with pytest.raises(RuntimeError, match=r"input 1: 1099511627776 does not fit the kernel's type"):
         fill._nograd_op(torch.zeros(3, 4, dtype=torch.int32), 2 ** 40)
+    with pytest.raises(RuntimeError, match=r"input 1: 1e\+300 is out of range for f32"):
+        nograd(y, 1e300)
+    with pytest.raises(Exception, match="out of range for f32"):  # the packer's checks at trace time, as eagerly
+        torch.compile(lambda v: add(v, 1e300), fullgraph=True)(y)
+    import threading
+
+    caught: list[BaseException] = []
+    compiled = torch.compile(lambda v: add(v, 2.0), fullgraph=True)
+    compiled(y)
+
+    def elsewhere():
+        try:
+            compiled(y)
+        except RuntimeError as e:
+            caught.append(e)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    # the runtime's thread only, as every launch: said by the C kernel in torch's error, or by the op's own
+    assert caught and ("WrongThreadError" in str(caught[0]) or isinstance(caught[0], WrongThreadError)), caught
     assert torch.equal(nograd(y, 2.0), 2 * y) and torch.equal(add(y, 2.0), 2 * y)
     rt.close()
     with pytest.raises(RuntimeError, match=r"ClosedError: .*its runtime is closed"):

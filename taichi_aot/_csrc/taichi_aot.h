@@ -349,10 +349,10 @@ void *taichi_aot_xla_empty(void *frame);
    TaichiAotTorchOutput says: torch's dtype code, `rank` dims, the first `lead` of them input `source`'s (-1: none),
    the rest `dims`' own; where `copy`, input `source`'s bytes copied in (`copy` on CUDA: cuMemcpyDtoDAsync_v2); plan
    argument `arg`, or -1 for a value the kernel returns. `device_type` is torch's code of the op's device
-   (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages. bind returns 1 where
+   (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages; a call from another `thread` or `pid` than the runtime's is refused. bind returns 1 where
    torch's functions were found; register puts the op in a slot of its own (see the file), returning it, or -1
    (unbound, or every slot taken) or -2 (torch refused); release unregisters it (`closed` is set first). */
-#define TAICHI_AOT_TORCH_SLOTS 64
+#define TAICHI_AOT_TORCH_SLOTS 256
 #define TAICHI_AOT_TORCH_TENSOR 0
 #define TAICHI_AOT_TORCH_FLOAT 1
 #define TAICHI_AOT_TORCH_INT 2
@@ -382,6 +382,9 @@ typedef struct {
     void *library;
     int32_t slot;
     int (*copy)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
+    uint64_t thread; /* the runtime's thread (pthread_self, as Python's threading.get_ident gives it) and process */
+    int32_t pid;
+    int32_t busy;    /* calls in flight (torchop_lock) */
 } TaichiAotTorchOp;
 int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char *torch_cuda);
 int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const char *name, const char *key);

@@ -15,6 +15,8 @@
    RuntimeError in Python), after the handles this kernel owns are let go. #included after xla.c and torch.c (its
    bound functions). */
 
+#include <unistd.h>
+
 #define TORCHOP_MESSAGE 768
 
 typedef int32_t (*torchop_handle_fn)(void *tensor);
@@ -22,6 +24,7 @@ typedef int (*torchop_copy_fn)(uint64_t dst, uint64_t src, size_t bytes, void *s
 typedef int32_t (*torchop_empty_fn)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
                                     int32_t device_type, int32_t device_index, void **out);
 typedef int32_t (*torchop_stream_fn)(int32_t device_index, void **stream);
+typedef int32_t (*torchop_guard_fn)(int32_t device_index, void **guard);
 typedef int32_t (*torchop_init_fn)(const char *ns, const char *key, const char *file, uint32_t line, void **out);
 typedef int32_t (*torchop_impl_fn)(void *library, const char *name, void (*fn)(uint64_t *, uint64_t, uint64_t));
 typedef int32_t (*torchop_delete_fn)(void *library);
@@ -36,12 +39,20 @@ static struct {
     torchop_delete_fn library_delete;
     torchop_fail_fn fail;          /* libc10's c10::detail::torchCheckFail(const char *, const char *, uint32_t,
                                       const char *): throws c10::Error */
-    torchop_stream_fn cuda_stream; /* libtorch_cuda's; NULL without torch's CUDA */
+    torchop_stream_fn cuda_stream; /* libtorch_cuda's (these three); NULL without torch's CUDA */
+    torchop_guard_fn cuda_guard;   /* torch's current device set to the op's GPU for the call (CUDAGuard) */
+    torchop_handle_fn cuda_guard_delete;
 } torchop_fns;
 
 static int torchop_bound;
-static TaichiAotTorchOp *volatile torchop_slots[TAICHI_AOT_TORCH_SLOTS];
+/* Each slot's op (NULL once let go), and what a call of a slot let go still needs: which stack entries are tensor
+   handles it owns (the slot's last op's, kept). A call in flight counts in its op's `busy`, under the lock; release
+   waits for none (`torchop_idle`) before the op's memory may go. */
+static TaichiAotTorchOp *torchop_slots[TAICHI_AOT_TORCH_SLOTS];
+static uint8_t torchop_slot_tensors[TAICHI_AOT_TORCH_SLOTS][TAICHI_AOT_XLA_MAX_ARGS];
+static uint32_t torchop_slot_counts[TAICHI_AOT_TORCH_SLOTS];
 static pthread_mutex_t torchop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t torchop_idle = PTHREAD_COND_INITIALIZER;
 
 /* Look torch's functions up in its libraries, which `import torch` loaded (each opened again by its name, kept open
    for the process): libtorch_cpu and libc10 once, and where given (a CUDA op), libtorch_cuda's current stream. 1 where
@@ -51,7 +62,8 @@ int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char 
                                          "aoti_torch_library_init_impl", "aoti_torch_library_impl",
                                          "aoti_torch_delete_library_object"};
     static const char *const fail[1] = {"_ZN3c106detail14torchCheckFailEPKcS2_jS2_"};
-    static const char *const stream[1] = {"aoti_torch_get_current_cuda_stream"};
+    static const char *const cuda[3] = {"aoti_torch_get_current_cuda_stream", "aoti_torch_create_cuda_guard",
+                                        "aoti_torch_delete_cuda_guard"};
     void **slots = (void **)&torchop_fns;
     char why[256];
     pthread_mutex_lock(&torchop_lock);
@@ -61,7 +73,7 @@ int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char 
         torchop_bound = 1;
     }
     if (torchop_bound && torch_cuda != NULL && torchop_fns.cuda_stream == NULL &&
-        taichi_aot_open_functions(torch_cuda, stream, slots + 6, 1, why, sizeof why) == NULL) {
+        taichi_aot_open_functions(torch_cuda, cuda, slots + 6, 3, why, sizeof why) == NULL) {
         torchop_fns.cuda_stream = NULL;
     }
     pthread_mutex_unlock(&torchop_lock);
@@ -157,6 +169,10 @@ static int torchop_scalar(const TaichiAotTorchOp *op, uint32_t k, uint64_t value
         memcpy(&d, &value, sizeof d);
         if (arg->dtype == 11) {
             float f = (float)d;
+            if (isfinite(d) && !isfinite(f)) {
+                snprintf(why, TORCHOP_MESSAGE, "%s: input %u: %g is out of range for f32", op->what, k, d);
+                return 1;
+            }
             memcpy(out, &f, sizeof f);
         } else {
             memcpy(out, &d, sizeof d);
@@ -311,36 +327,92 @@ static int torchop_stream(const TaichiAotTorchOp *op, torchop_call *t, void **st
     return 0;
 }
 
+/* Whether the call comes from the thread and process that own the op's runtime (as every launch of a runtime does):
+   0, or a message. */
+static int torchop_thread(const TaichiAotTorchOp *op, torchop_call *t) {
+    if ((uint64_t)pthread_self() == op->thread && getpid() == op->pid) {
+        return 0;
+    }
+    snprintf(t->why, TORCHOP_MESSAGE, "WrongThreadError: %s: its runtime belongs to thread %llu of process %d; it "
+             "was called from thread %llu of process %d (create one runtime per thread)", op->what,
+             (unsigned long long)op->thread, (int)op->pid, (unsigned long long)pthread_self(), (int)getpid());
+    return 1;
+}
+
+/* torch's current device made the op's GPU for the call (`*guard`, deleted after it) where the current CUDA context
+   is another GPU's or none (its copies and fills run in the current context): 0, or a message. */
+static int torchop_device(const TaichiAotTorchOp *op, torchop_call *t, void **guard) {
+    const xla_cell *c = (const xla_cell *)op->plan->runtime;
+    int device = -1;
+    *guard = NULL;
+    if (!c->cuda || (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device == c->device)) {
+        return 0;
+    }
+    if (torchop_fns.cuda_guard == NULL || torchop_fns.cuda_guard(op->device_index, guard) != 0) {
+        *guard = NULL;
+        snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make %s its current device", op->what, op->device);
+        return 1;
+    }
+    return 0;
+}
+
+/* The stack's tensor handles of a call that found its slot let go, or the stack not of its op's size, let go. */
+static void torchop_refuse(uint32_t slot, uint64_t *stack, uint64_t count) {
+    uint64_t k;
+    pthread_mutex_lock(&torchop_lock);
+    for (k = 0; k < count && k < torchop_slot_counts[slot]; ++k) {
+        if (torchop_slot_tensors[slot][k] && stack[k] != 0) {
+            torchop_fns.delete_tensor((void *)(uintptr_t)stack[k]);
+        }
+    }
+    pthread_mutex_unlock(&torchop_lock);
+}
+
 /* The boxed kernel of slot `slot`: see the file's head. */
 static void torchop_run(uint32_t slot, uint64_t *stack, uint64_t count, uint64_t returns) {
-    TaichiAotTorchOp *op = torchop_slots[slot];
+    TaichiAotTorchOp *op;
     torchop_call t;
-    void *stream = NULL;
+    void *stream = NULL, *guard = NULL;
     uint32_t k;
     int failed;
+    pthread_mutex_lock(&torchop_lock);
+    op = torchop_slots[slot];
+    if (op != NULL && count == op->input_count && returns == op->output_count) {
+        op->busy += 1; /* its memory stays until the call is done (release waits) */
+    } else {
+        op = NULL;
+    }
+    pthread_mutex_unlock(&torchop_lock);
+    if (op == NULL) {
+        torchop_refuse(slot, stack, count);
+        torchop_fns.fail("taichi_aot", __FILE__, __LINE__, "ClosedError: taichi_aot: a torch op's kernel called "
+                         "after its op was let go, or with a stack of another size (nothing was launched)");
+        return;
+    }
     memset(t.inputs, 0, sizeof(t.inputs));
     memset(t.outputs, 0, sizeof(t.outputs));
     t.why[0] = 0;
-    if (op == NULL || count != op->input_count || returns != op->output_count) {
-        torchop_fns.fail("taichi_aot", __FILE__, __LINE__, "taichi_aot: a torch op's kernel called after its op "
-                         "was let go, or with a stack of another size (nothing was launched)");
-        return;
-    }
     for (k = 0; k < op->input_count; ++k) {
         if (op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR) {
             t.inputs[k] = (void *)(uintptr_t)stack[k];
         }
     }
-    failed = torchop_stream(op, &t, &stream) || torchop_inputs(op, stack, &t) || torchop_outputs(op, &t, stream) ||
-             torchop_launch(op, &t, stream);
+    failed = torchop_thread(op, &t) || torchop_device(op, &t, &guard) || torchop_stream(op, &t, &stream) ||
+             torchop_inputs(op, stack, &t) || torchop_outputs(op, &t, stream) || torchop_launch(op, &t, stream);
     torchop_let_go(op, &t, failed);
+    if (guard != NULL) {
+        torchop_fns.cuda_guard_delete(guard);
+    }
+    for (k = 0; !failed && k < op->output_count; ++k) {
+        stack[k] = (uint64_t)(uintptr_t)t.outputs[k]; /* torch takes them over */
+    }
+    pthread_mutex_lock(&torchop_lock);
+    op->busy -= 1;
+    pthread_cond_broadcast(&torchop_idle);
+    pthread_mutex_unlock(&torchop_lock);
     if (failed) {
         ti_set_last_error(TI_ERROR_SUCCESS, NULL);
         torchop_fns.fail("taichi_aot", __FILE__, __LINE__, t.why); /* throws: the message is copied first */
-        return;
-    }
-    for (k = 0; k < op->output_count; ++k) {
-        stack[k] = (uint64_t)(uintptr_t)t.outputs[k]; /* torch takes them over */
     }
 }
 
@@ -358,12 +430,42 @@ TORCHOP_EIGHT(4)
 TORCHOP_EIGHT(5)
 TORCHOP_EIGHT(6)
 TORCHOP_EIGHT(7)
+TORCHOP_EIGHT(8)
+TORCHOP_EIGHT(9)
+TORCHOP_EIGHT(10)
+TORCHOP_EIGHT(11)
+TORCHOP_EIGHT(12)
+TORCHOP_EIGHT(13)
+TORCHOP_EIGHT(14)
+TORCHOP_EIGHT(15)
+TORCHOP_EIGHT(16)
+TORCHOP_EIGHT(17)
+TORCHOP_EIGHT(18)
+TORCHOP_EIGHT(19)
+TORCHOP_EIGHT(20)
+TORCHOP_EIGHT(21)
+TORCHOP_EIGHT(22)
+TORCHOP_EIGHT(23)
+TORCHOP_EIGHT(24)
+TORCHOP_EIGHT(25)
+TORCHOP_EIGHT(26)
+TORCHOP_EIGHT(27)
+TORCHOP_EIGHT(28)
+TORCHOP_EIGHT(29)
+TORCHOP_EIGHT(30)
+TORCHOP_EIGHT(31)
 #define TORCHOP_NAMES(g) torchop_slot_##g##_0, torchop_slot_##g##_1, torchop_slot_##g##_2, torchop_slot_##g##_3, \
     torchop_slot_##g##_4, torchop_slot_##g##_5, torchop_slot_##g##_6, torchop_slot_##g##_7
-/* The slots' functions, by slot (8 x 8 = TAICHI_AOT_TORCH_SLOTS). */
+/* The slots' functions, by slot (32 x 8 = TAICHI_AOT_TORCH_SLOTS). */
 static void (*const torchop_fns_by_slot[TAICHI_AOT_TORCH_SLOTS])(uint64_t *, uint64_t, uint64_t) = {
     TORCHOP_NAMES(0), TORCHOP_NAMES(1), TORCHOP_NAMES(2), TORCHOP_NAMES(3),
-    TORCHOP_NAMES(4), TORCHOP_NAMES(5), TORCHOP_NAMES(6), TORCHOP_NAMES(7)};
+    TORCHOP_NAMES(4), TORCHOP_NAMES(5), TORCHOP_NAMES(6), TORCHOP_NAMES(7),
+    TORCHOP_NAMES(8), TORCHOP_NAMES(9), TORCHOP_NAMES(10), TORCHOP_NAMES(11),
+    TORCHOP_NAMES(12), TORCHOP_NAMES(13), TORCHOP_NAMES(14), TORCHOP_NAMES(15),
+    TORCHOP_NAMES(16), TORCHOP_NAMES(17), TORCHOP_NAMES(18), TORCHOP_NAMES(19),
+    TORCHOP_NAMES(20), TORCHOP_NAMES(21), TORCHOP_NAMES(22), TORCHOP_NAMES(23),
+    TORCHOP_NAMES(24), TORCHOP_NAMES(25), TORCHOP_NAMES(26), TORCHOP_NAMES(27),
+    TORCHOP_NAMES(28), TORCHOP_NAMES(29), TORCHOP_NAMES(30), TORCHOP_NAMES(31)};
 
 /* Register `op`'s kernel for operator `ns`::`name` at dispatch key `key` ("CPU", "CUDA") in a slot of its own: the
    slot, or -1 where torch's functions are not bound or every slot is taken, -2 where torch refused. */
@@ -387,25 +489,34 @@ int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const cha
             }
             slot = -2;
         } else {
+            uint32_t k;
             op->library = library;
             op->slot = slot;
             torchop_slots[slot] = op;
+            torchop_slot_counts[slot] = op->input_count;
+            for (k = 0; k < op->input_count && k < TAICHI_AOT_XLA_MAX_ARGS; ++k) {
+                torchop_slot_tensors[slot][k] = op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR;
+            }
         }
     }
     pthread_mutex_unlock(&torchop_lock);
     return slot;
 }
 
-/* The op's kernel unregistered from torch and its slot freed (its op is let go). */
+/* The op's kernel unregistered from torch and its slot freed (its op is let go), once no call of it is in flight:
+   its memory may go after this returns. */
 void taichi_aot_torch_op_release(TaichiAotTorchOp *op) {
     pthread_mutex_lock(&torchop_lock);
+    if (op->slot >= 0 && torchop_slots[op->slot] == op) {
+        torchop_slots[op->slot] = NULL; /* first: a call from now on finds none */
+    }
+    while (op->busy > 0) {
+        pthread_cond_wait(&torchop_idle, &torchop_lock);
+    }
     if (op->library != NULL) {
         op->closed = 1;
         torchop_fns.library_delete(op->library);
         op->library = NULL;
-        if (op->slot >= 0 && torchop_slots[op->slot] == op) {
-            torchop_slots[op->slot] = NULL;
-        }
     }
     pthread_mutex_unlock(&torchop_lock);
 }
