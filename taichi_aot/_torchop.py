@@ -1,6 +1,6 @@
 """A torch op's kernel for torch's dispatcher in C (``_csrc/torchop.c``): what a compiled graph calls for an op
-whose inputs need no gradient (taichi_aot.torch's ``<name>_nograd`` operator), with no Python between torch's
-dispatcher and the launch.
+whose inputs need no gradient (the op's operator below autograd, taichi_aot.torch's Op._define_nograd), with no
+Python between torch's dispatcher and the launch.
 
 It launches the op's plan (:class:`~taichi_aot._plans.Plan`, as a JAX op's) on torch's current CUDA stream of the
 op's GPU, or on x64 and waits. Made where the C side takes the op: its scalars of a 32- or 64-bit float or an

@@ -114,7 +114,7 @@ class Op(EagerOp):
         custom_op: the operator it calls, ``torch.ops.<namespace>.<name>.default`` (for ``torch.library.opcheck``).
         spec: which arguments are inputs and outputs.
         boxed: whether a compiled graph's call of the op, where no input needs a gradient, is made in C from torch's
-            dispatcher (its ``<name>_nograd`` operator's kernel, ``_csrc/torchop.c``).
+            dispatcher (the kernel of its operator below autograd, ``_csrc/torchop.c``).
     """
 
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
