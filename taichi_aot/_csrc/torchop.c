@@ -53,6 +53,8 @@ static uint8_t torchop_slot_tensors[TAICHI_AOT_TORCH_SLOTS][TAICHI_AOT_XLA_MAX_A
 static uint32_t torchop_slot_counts[TAICHI_AOT_TORCH_SLOTS];
 static pthread_mutex_t torchop_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t torchop_idle = PTHREAD_COND_INITIALIZER;
+/* What a slot holds while its op is released (its kernel still registered): no call takes it, no op is given it. */
+static TaichiAotTorchOp torchop_closing;
 
 /* Look torch's functions up in its libraries, which `import torch` loaded (each opened again by its name, kept open
    for the process): libtorch_cpu and libc10 once, and where given (a CUDA op), libtorch_cuda's current stream. 1 where
@@ -377,7 +379,7 @@ static void torchop_run(uint32_t slot, uint64_t *stack, uint64_t count, uint64_t
     int failed;
     pthread_mutex_lock(&torchop_lock);
     op = torchop_slots[slot];
-    if (op != NULL && count == op->input_count && returns == op->output_count) {
+    if (op != NULL && op != &torchop_closing && count == op->input_count && returns == op->output_count) {
         op->busy += 1; /* its memory stays until the call is done (release waits) */
     } else {
         op = NULL;
@@ -506,9 +508,11 @@ int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const cha
 /* The op's kernel unregistered from torch and its slot freed (its op is let go), once no call of it is in flight:
    its memory may go after this returns. */
 void taichi_aot_torch_op_release(TaichiAotTorchOp *op) {
+    int mine;
     pthread_mutex_lock(&torchop_lock);
-    if (op->slot >= 0 && torchop_slots[op->slot] == op) {
-        torchop_slots[op->slot] = NULL; /* first: a call from now on finds none */
+    mine = op->slot >= 0 && torchop_slots[op->slot] == op;
+    if (mine) {
+        torchop_slots[op->slot] = &torchop_closing; /* first: a call from now on finds none, nor does a new op */
     }
     while (op->busy > 0) {
         pthread_cond_wait(&torchop_idle, &torchop_lock);
@@ -517,6 +521,9 @@ void taichi_aot_torch_op_release(TaichiAotTorchOp *op) {
         op->closed = 1;
         torchop_fns.library_delete(op->library);
         op->library = NULL;
+    }
+    if (mine) {
+        torchop_slots[op->slot] = NULL; /* the slot free once its kernel is unregistered */
     }
     pthread_mutex_unlock(&torchop_lock);
 }
