@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from . import metadata
-from ._arguments import by_name
+from ._arguments import by_name, pack_one
 from .enums import NUMPY_DTYPES, Access, Arch, DataType
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
 from .module import ModuleSource
@@ -175,6 +175,12 @@ class OpSpec:
         if spec.kind not in ("ndarray", "scalar"):
             raise NotSupportedError(f"{self.what(i)}: {spec.describe()} arguments cannot be op inputs "
                                     "(ndarrays and scalars can)")
+
+    def pack(self, i: int, value: Any) -> bytes:
+        """Scalar argument ``i`` = ``value`` as a packed TiArgument, by the kernel's own packer (its checks of type and
+        range, as a launch makes them)."""
+        entry = self.entry
+        return pack_one(entry._packers[i], self.args[i], value, entry.module.runtime)
 
     def dtype(self, i: int) -> np.dtype:
         """numpy's dtype of argument ``i`` (an ndarray's element type, or a scalar's)."""

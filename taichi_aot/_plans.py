@@ -49,13 +49,13 @@ def cell(rt: Any) -> Any:
             lib.taichi_aot_xla_update(cell, rt.handle, own)
         return cell
     cuda = rt.arch == Arch.CUDA
-    own, memset_async, sync, htod, name, device = ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL
+    own, memset_async, sync, htod, dtod, name, device = (ffi.NULL,) * 7
     if cuda:
         from . import _cuda
 
         cu = _cuda.driver()
         memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
-        htod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2")
+        htod, dtod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2"), _cuda.function(cu, "cuMemcpyDtoDAsync_v2")
         name, device = _cuda.function(cu, "cuGetErrorName"), _cuda.function(cu, "cuCtxGetDevice")
         ordinal = rt.device_index
         handle = ctypes.c_int(ordinal)  # the runtime's GPU as cuCtxGetDevice gives it (a CUdevice)
@@ -64,7 +64,7 @@ def cell(rt: Any) -> Any:
         _kept.append(own)
         if own == ffi.NULL:  # no module with PTX loaded yet: the record is given to the cell once one is
             _without_own.add(rt)
-    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, name, device,
+    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, dtod, name, device,
                                       cu_device if cuda else 0)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot: no memory for a runtime's cell")

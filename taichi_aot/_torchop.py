@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ._arguments import pack_one
 from ._native import ffi, lib
 from ._ops import OpSpec
 from ._plans import Plan, cell
@@ -43,9 +42,8 @@ def _bind(cuda: bool) -> bool:
 
 
 def _takes(spec: OpSpec, runtime: Any) -> bool:
-    """Whether the C kernel takes the op (see the module's docstring)."""
-    if runtime.arch not in (Arch.X64, Arch.CUDA):
-        return False
+    """Whether the C kernel takes the op of an x64 or CUDA runtime (see the module's docstring), torch's functions
+    bound (its dtype codes)."""
     if runtime.arch == Arch.CUDA and not spec.entry._choice.graphable:  # libtaichi's launch waits for torch's
         return False  # stream, which a CUDA graph's capture refuses: the Python kernel says so in torch's words
     if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS or len(spec.outputs) + len(spec.returned) > (
@@ -53,7 +51,10 @@ def _takes(spec: OpSpec, runtime: Any) -> bool:
         return False
     if any(len(shape or ()) > 16 for _, shape in spec.returned):
         return False
-    return all(spec.args[i].kind == "ndarray" or spec.dtype(i) in _SCALARS for i in spec.inputs)
+    if not all(spec.args[i].kind == "ndarray" or spec.dtype(i) in _SCALARS for i in spec.inputs):
+        return False
+    arrays = [spec.dtype(i) for i in [*spec.inputs, *spec.outputs] if spec.args[i].kind == "ndarray"]
+    return all(_code(dtype) >= 0 for dtype in [*arrays, *(dtype for dtype, _ in spec.returned)])
 
 
 def _code(dtype: np.dtype) -> int:
@@ -88,9 +89,7 @@ class _Boxed:
     """The C side's record of one op (TaichiAotTorchOp) and what it points to, kept while the op lives."""
 
     def __init__(self, spec: OpSpec, makers: list[tuple[str, Any, Any]], runtime: Any, cuda: bool):
-        entry = spec.entry
-        self.plan = Plan(spec, entry._choice, cell(runtime),
-                         lambda i, v: pack_one(entry._packers[i], spec.args[i], v, runtime), [False] * len(spec.inputs))
+        self.plan = Plan(spec, spec.entry._choice, cell(runtime), spec.pack, [False] * len(spec.inputs))
         n = max(len(spec.inputs), 1)
         kinds, dtypes = ffi.new("uint32_t[]", n), ffi.new("int32_t[]", n)
         for k, i in enumerate(spec.inputs):
@@ -108,10 +107,6 @@ class _Boxed:
         c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
         c.device, c.what, c.slot = self.device, self.plan.what, -1
         c.thread, c.pid = runtime.gate.thread, os.getpid()  # the runtime's: calls from elsewhere are refused
-        if cuda:  # an output the kernel reads and writes: its input's bytes copied in on torch's stream
-            from . import _cuda
-
-            c.copy = _cuda.function(_cuda.driver(), "cuMemcpyDtoDAsync_v2")
 
 
 def _release(boxed: _Boxed, owned: Any) -> None:
@@ -126,10 +121,7 @@ def boxed_kernel(owner: object, spec: OpSpec, makers: list[tuple[str, int, Any]]
     output is made (taichi_aot.torch's Op._plan_outputs)."""
     runtime = spec.entry.module.runtime
     cuda = runtime.arch == Arch.CUDA
-    if not _takes(spec, runtime) or not _bind(cuda):
-        return False
-    arrays = [spec.dtype(i) for i in [*spec.inputs, *spec.outputs] if spec.args[i].kind == "ndarray"]
-    if any(_code(dtype) < 0 for dtype in [*arrays, *(dtype for dtype, _ in spec.returned)]):
+    if runtime.arch not in (Arch.X64, Arch.CUDA) or not _bind(cuda) or not _takes(spec, runtime):
         return False
     boxed = _Boxed(spec, makers, runtime, cuda)
     namespace, _, name = qualname.partition("::")

@@ -27,7 +27,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._arguments import pack_one
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from ._plans import Plan, cell
@@ -298,8 +297,7 @@ class Op:
 
     def _pack(self, i: int, value: Any) -> bytes:
         """Scalar argument ``i`` = ``value`` as a packed TiArgument (its packer checks the type and range)."""
-        entry = self.spec.entry
-        return pack_one(entry._packers[i], self.spec.args[i], value, entry.module.runtime)
+        return self.spec.pack(i, value)
 
     def _differentiable(self, run: Callable[..., Any], backward: Callable[..., Any] | None) -> Callable[..., Any]:
         """``run`` with a VJP: ``backward`` (the user's, or one from the reverse kernel), or a NotSupportedError

@@ -19,7 +19,6 @@ from typing import Any, Callable, cast
 
 import torch
 
-from ._arguments import pack_one
 from ._call import EagerOp
 from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
 from ._torchop import boxed_kernel
@@ -57,6 +56,17 @@ _CALL_PATH = ("_python_call", "_direct", "_eager", "_launch", "_impl", "_outputs
 _zeros_like = functools.partial(torch.zeros_like, memory_format=_CONTIGUOUS)
 #: The namespace of the ops' operators below autograd (Op._define_nograd)
 _NOGRAD = "taichi_aot_nograd"
+
+
+def _schema(name: str, types: Sequence[str], returns: int) -> str:
+    """An operator's schema: ``name(<types>) -> Tensor`` (or a tuple of ``returns`` tensors)."""
+    rets = "Tensor" if returns == 1 else "(" + ", ".join(["Tensor"] * returns) + ")"
+    return f"{name}({', '.join(types)}) -> {rets}"
+
+
+def _needs_grad(values: Sequence[Any]) -> bool:
+    """Whether autograd records a call with ``values``: grad mode on, and a tensor among them that requires grad."""
+    return torch.is_grad_enabled() and any(isinstance(v, _Tensor) and v.requires_grad for v in values)
 
 
 def _traced_call(self: Op, *args: Any, **kwargs: Any) -> Any:
@@ -121,10 +131,9 @@ class Op(EagerOp):
                  name: str | None = None):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.torch")
         self._runtime = spec.entry.module.runtime
-        cuda = self._runtime.arch == Arch.CUDA  # on the runtime's GPU: torch's cuda:<its device_index>
+        cuda = self._cuda = self._runtime.arch == Arch.CUDA  # on the runtime's GPU: torch's cuda:<its device_index>
         self._device = torch.device("cuda", self._runtime.device_index) if cuda else torch.device("cpu")
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
-        self._cuda = self._runtime.arch == Arch.CUDA
         types = _schema_types(spec)
         # the kernel's returned values come after the outputs, a tensor each (0-D for a scalar)
         self._returned = [(_torch_dtype(dtype), shape or ()) for dtype, shape in spec.returned]
@@ -154,9 +163,8 @@ class Op(EagerOp):
                        len(spec.inputs) + spec.outputs.index(i) for i in range(len(spec.args))]
         setup = self._setup_eager()
         impl = self._register_impl(opname, setup)
-        self.boxed = False
-        #: the operator a traced call takes where no input needs a gradient (:meth:`_define_nograd`), or None
-        self._nograd_op = self._define_nograd(opname, types, impl, own_steps=self._own_steps())
+        #: the operator a traced call takes where no input needs a gradient (:meth:`_define_nograd`)
+        self._nograd_op = self._define_nograd(types, impl)
 
     def _c_makers(self) -> list[tuple[int, Callable[[Any], Any]]] | None:
         """The outputs' makers for the call in C: (input position, a clone or zeros like it) each; None where an
@@ -188,23 +196,21 @@ class Op(EagerOp):
         """Whether a subclass gives its own step of the call (``_CALL_PATH``): its calls keep the Python path."""
         return any(getattr(type(self), name) is not getattr(Op, name) for name in _CALL_PATH)
 
-    def _define_nograd(self, opname: str, types: list[str], impl: Any, own_steps: bool) -> Any:
+    def _define_nograd(self, types: list[str], impl: Any) -> Any:
         """The operator ``taichi_aot_nograd::<namespace>__<name>``: the op below autograd, which a call traced by
         torch.compile takes where no input needs a gradient (Dynamo guards on grad mode and on each input's
         ``requires_grad``; under a functorch transform, and in torch.export, whose programs run again unguarded, the
         op itself is taken). Its autograd kernel falls through, and on the op's device its kernel is made in C
-        (``_torchop``: no Python between the compiled graph and the launch) where the C side takes the op and no
-        subclass step (``own_steps``) is to be taken; elsewhere ``impl``, the op's own. A namespace of its own: no
-        name a user gives an op can be taken already."""
-        count = len(self.spec.outputs) + len(self._returned)
-        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
+        (``_torchop``: no Python between the compiled graph and the launch; :attr:`boxed`) where the C side takes the
+        op and no subclass step (:meth:`_own_steps`) is to be taken; elsewhere ``impl``, the op's own. A namespace of
+        its own: no name a user gives an op can be taken already."""
         name = self.qualname.replace("::", "__")
         self._nograd_library = torch.library.Library(_NOGRAD, "FRAGMENT")
-        self._nograd_library.define(f"{name}({', '.join(types)}) -> {rets}")
+        self._nograd_library.define(_schema(name, types, len(self.spec.outputs) + len(self._returned)))
         self._nograd_library.impl(name, impl, "CompositeExplicitAutograd")
         self._nograd_library.impl(name, torch.library.fallthrough_kernel, "Autograd")
         torch.library.register_fake(f"{_NOGRAD}::{name}", self._fake, lib=self._nograd_library)
-        self.boxed = not own_steps and boxed_kernel(self, self.spec, self._makers, f"{_NOGRAD}::{name}")
+        self.boxed = not self._own_steps() and boxed_kernel(self, self.spec, self._makers, f"{_NOGRAD}::{name}")
         return getattr(getattr(torch.ops, _NOGRAD), name).default
 
     def _setup_eager(self) -> dict[str, Any] | None:
@@ -230,11 +236,9 @@ class Op(EagerOp):
     def _define(self, namespace: str, opname: str, types: list[str]) -> None:
         """The operator: a Library operator with kernels of its own (torch.library.custom_op's wrapper costs 5-9 us
         more a call, eagerly and in compiled graphs alike), and its fake."""
-        count = len(self.spec.outputs) + len(self._returned)
-        rets = "Tensor" if count == 1 else "(" + ", ".join(["Tensor"] * count) + ")"
         self._library = torch.library.Library(namespace, "FRAGMENT")
         try:
-            self._library.define(f"{opname}({', '.join(types)}) -> {rets}")
+            self._library.define(_schema(opname, types, len(self.spec.outputs) + len(self._returned)))
         except RuntimeError as e:
             raise ArgumentTypeError(f"taichi_aot.torch.op: torch refused the operator {self.qualname!r} (a name is "
                                     f"one operator for the process's life: name another op anew): {e}") from None
@@ -247,8 +251,7 @@ class Op(EagerOp):
             args = tuple(self.spec.bind(args, kwargs))
         if self._direct(args):  # plain eager call: what torch's dispatcher would hand _impl
             return self._eager(args)
-        if self._nograd_op is not None and _compiling() and not _exporting() and _level() is None and not (
-                torch.is_grad_enabled() and any(isinstance(v, _Tensor) and v.requires_grad for v in args)):
+        if _compiling() and not _exporting() and _level() is None and not _needs_grad(args):
             # compiled: below autograd, and in C where the op is made there, on contiguous tensors (a copy where not)
             return self._nograd_op(*[v.contiguous() if isinstance(v, _Tensor) and not v.is_contiguous() else v
                                      for v in args])
@@ -285,7 +288,7 @@ class Op(EagerOp):
                 if isinstance(value, torch.Tensor):
                     raise ArgumentTypeError(f"{spec.what(i)}: a scalar argument takes a Python number")
                 if type(value) in (bool, int, float):  # its packer's checks (type, range), as a launch makes them
-                    pack_one(spec.entry._packers[i], a, value, self._runtime)
+                    spec.pack(i, value)
                 continue
             if not isinstance(value, torch.Tensor):
                 raise ArgumentTypeError(f"{spec.what(i)}: expected a tensor ({a.describe()}), got "
@@ -442,7 +445,7 @@ class Op(EagerOp):
     def _no_backward(self, *inputs: Any) -> Any:
         """The op's autograd kernel without a backward: the op itself where no input needs a gradient; else the
         op through a function whose backward raises NotSupportedError."""
-        if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs):
+        if _needs_grad(inputs):
             return _Unsupported.apply(self, *inputs)
         with torch._C._AutoDispatchBelowAutograd():
             return self.custom_op(*inputs)
@@ -482,9 +485,8 @@ class Op(EagerOp):
             return None
         n = len(spec.outputs)
         outs = [f"Tensor out{k}" for k in range(n)] + [f"Tensor grad{k}" for k in range(n)]
-        rets = "Tensor" if len(self._wanted) == 1 else "(" + ", ".join(["Tensor"] * len(self._wanted)) + ")"
         name = f"{opname}_backward"
-        self._library.define(f"{name}({', '.join([*types, *outs])}) -> {rets}")
+        self._library.define(_schema(name, [*types, *outs], len(self._wanted)))
         self._library.impl(name, self._reverse_impl, "CompositeExplicitAutograd")
         at = [spec.inputs.index(i) for i in self._wanted]
         torch.library.register_fake(f"{self.qualname}_backward",

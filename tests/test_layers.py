@@ -209,10 +209,8 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 # ``_handle`` for its own class may also read another's ``_handle`` unseen; what remains is listed here, each
 # with its reason.
 PRIVATE_READS: dict[tuple[str, str], str] = {
-    ("jax", "_packers"): "an op packs a scalar given as a Python number with the kernel's own packer (its checks)",
-    ("torch", "_packers"): "an op's fake checks a scalar with the kernel's own packer at trace time (type, range)",
-    ("_torchop", "_packers"): "a torch op's C kernel's plan packs its scalars' templates with the kernel's packers",
-    ("_torchop", "_choice"): "...and launches the kernel's launch backend's kind and handle, as a JAX op's plan does",
+    ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
+    ("_torchop", "_choice"): "a torch op's C kernel launches its kernel's backend's kind and handle, as JAX plans do",
     ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",
     ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",

@@ -332,7 +332,8 @@ typedef struct {
     int32_t device_count;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync, void *htod_async, void *error_name, void *ctx_device, int device);
+                             void *sync, void *htod_async, void *dtod_async, void *error_name, void *ctx_device,
+                             int device);
 void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
@@ -347,11 +348,11 @@ void *taichi_aot_xla_empty(void *frame);
    stack entries, each TAICHI_AOT_TORCH_TENSOR of torch dtype code `input_dtypes[k]`, or a FLOAT or INT scalar) are
    the operands of `plan` (argument `input_args[k]` each); its outputs (`output_count`, `outputs`) are made as each
    TaichiAotTorchOutput says: torch's dtype code, `rank` dims, the first `lead` of them input `source`'s (-1: none),
-   the rest `dims`' own; where `copy`, input `source`'s bytes copied in (`copy` on CUDA: cuMemcpyDtoDAsync_v2); plan
+   the rest `dims`' own; where `copy`, input `source`'s bytes copied in (on CUDA by the cell's cuMemcpyDtoDAsync); plan
    argument `arg`, or -1 for a value the kernel returns. `device_type` is torch's code of the op's device
    (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages; a call from another `thread` or `pid` than the runtime's is refused. bind returns 1 where
    torch's functions were found; register puts the op in a slot of its own (see the file), returning it, or -1
-   (unbound, or every slot taken) or -2 (torch refused); release unregisters it (`closed` is set first). */
+   (unbound, or every slot taken) or -2 (torch refused); release unregisters it once no call of it is in flight. */
 #define TAICHI_AOT_TORCH_SLOTS 256
 #define TAICHI_AOT_TORCH_TENSOR 0
 #define TAICHI_AOT_TORCH_FLOAT 1
@@ -376,12 +377,10 @@ typedef struct {
     int32_t device_type;
     int32_t cpu_type;
     int32_t device_index;
-    int32_t closed;
     const char *device;
     const char *what;
     void *library;
     int32_t slot;
-    int (*copy)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
     uint64_t thread; /* the runtime's thread (pthread_self, as Python's threading.get_ident gives it) and process */
     int32_t pid;
     int32_t busy;    /* calls in flight (torchop_lock) */

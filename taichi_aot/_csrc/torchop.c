@@ -20,7 +20,6 @@
 #define TORCHOP_MESSAGE 768
 
 typedef int32_t (*torchop_handle_fn)(void *tensor);
-typedef int (*torchop_copy_fn)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
 typedef int32_t (*torchop_empty_fn)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
                                     int32_t device_type, int32_t device_index, void **out);
 typedef int32_t (*torchop_stream_fn)(int32_t device_index, void **stream);
@@ -244,6 +243,7 @@ static int64_t torchop_dims(const TaichiAotTorchOp *op, const torchop_call *t, u
 static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t k, void *stream) {
     const TaichiAotTorchOutput *o = &op->outputs[k];
     const TaichiAotXlaPlan *p = op->plan;
+    const xla_cell *cell;
     int64_t dims[16], strides[16], count = 1, i, rank = torchop_dims(op, t, k, dims);
     char what[32];
     for (i = rank - 1; i >= 0; --i) {
@@ -261,7 +261,11 @@ static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t 
     memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
     if (o->arg < 0) { /* a returned value: its bytes copied in after the launch (xla.c's xla_values) */
         t->out_buffers[k].struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
-        return torch_fns.data_ptr(t->outputs[k], &t->out_buffers[k].data) != 0;
+        if (torch_fns.data_ptr(t->outputs[k], &t->out_buffers[k].data) != 0) {
+            snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not say output %u's memory", op->what, k);
+            return 1;
+        }
+        return 0;
     }
     snprintf(what, sizeof what, "output %u", k);
     if (torchop_tensor(op, t->outputs[k], o->dtype, &p->args[o->arg], &p->templates[o->arg], &t->out_buffers[k],
@@ -271,10 +275,12 @@ static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t 
     if (!o->copy) {
         return 0;
     }
-    if (stream == NULL && op->copy == NULL) { /* x64: host memory */
+    cell = (const xla_cell *)p->runtime;
+    if (!cell->cuda) { /* x64: host memory */
         memcpy(t->out_buffers[k].data, t->in_buffers[o->source].data, (size_t)count * p->args[o->arg].itemsize);
-    } else if (op->copy((uint64_t)(uintptr_t)t->out_buffers[k].data, (uint64_t)(uintptr_t)t->in_buffers[o->source].data,
-                        (size_t)count * p->args[o->arg].itemsize, stream) != 0) {
+    } else if (cell->dtod_async((uint64_t)(uintptr_t)t->out_buffers[k].data,
+                                (uint64_t)(uintptr_t)t->in_buffers[o->source].data,
+                                (size_t)count * p->args[o->arg].itemsize, stream) != 0) {
         snprintf(t->why, TORCHOP_MESSAGE, "%s: output %u: cuMemcpyDtoDAsync of its input failed", op->what, k);
         return 1;
     }
@@ -295,10 +301,7 @@ static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t, void *st
 /* The launch on `stream` (torch's current stream of the op's GPU; x64: none), under the cell's lock: 0, or a
    message. */
 static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
-    TaichiAotXlaPlan *p = op->plan;
-    xla_cell *c = (xla_cell *)p->runtime;
     tao_ffi_frame f;
-    int failed;
     memset(&f, 0, sizeof(f));
     f.args.size = op->input_count;
     f.args.types = t->in_types;
@@ -306,16 +309,7 @@ static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t, void *str
     f.rets.size = op->output_count;
     f.rets.types = t->out_types;
     f.rets.items = t->out_items;
-    pthread_mutex_lock(&c->lock);
-    if (c->closed || p->closed || op->closed) {
-        snprintf(t->why, TORCHOP_MESSAGE, "ClosedError: %s: %s", op->what,
-                 c->closed ? "its runtime is closed" : "its op was let go");
-        failed = 1;
-    } else {
-        failed = xla_launch(c, p, &f, stream, t->why, TORCHOP_MESSAGE);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return failed;
+    return xla_launch_open((xla_cell *)op->plan->runtime, op->plan, &f, stream, t->why, TORCHOP_MESSAGE);
 }
 
 /* torch's current stream of the op's GPU into `*stream` (x64: NULL): 0, or a message. */
@@ -518,7 +512,6 @@ void taichi_aot_torch_op_release(TaichiAotTorchOp *op) {
         pthread_cond_wait(&torchop_idle, &torchop_lock);
     }
     if (op->library != NULL) {
-        op->closed = 1;
         torchop_fns.library_delete(op->library);
         op->library = NULL;
     }

@@ -21,6 +21,7 @@
 typedef int (*xla_cu_memset)(uint64_t pointer, unsigned char value, size_t count, void *stream);
 typedef int (*xla_cu_sync)(void *stream);
 typedef int (*xla_cu_htod)(uint64_t device, const void *host, size_t bytes, void *stream);
+typedef int (*xla_cu_dtod)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
 typedef int (*xla_cu_error_name)(int code, const char **name);
 typedef int (*xla_cu_ctx_device)(int *device);
 
@@ -39,6 +40,7 @@ typedef struct {
     xla_cu_memset memset_async; /* cuMemsetD8Async */
     xla_cu_sync sync;          /* cuStreamSynchronize */
     xla_cu_htod htod_async;    /* cuMemcpyHtoDAsync_v2: a returning kernel's values into XLA's device buffers */
+    xla_cu_dtod dtod_async;    /* cuMemcpyDtoDAsync_v2: an input's bytes into a torch op's output (torchop.c) */
     xla_cu_error_name error_name; /* cuGetErrorName: a driver error said by name */
     xla_cu_ctx_device ctx_device; /* cuCtxGetDevice: the GPU XLA runs the op on (its context is current) */
     int device;                /* the GPU the runtime drives: its CUdevice (cuDeviceGet of its ordinal) */
@@ -48,7 +50,8 @@ typedef struct {
 } xla_cell;
 
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync, void *htod_async, void *error_name, void *ctx_device, int device) {
+                             void *sync, void *htod_async, void *dtod_async, void *error_name, void *ctx_device,
+                             int device) {
     xla_cell *c = (xla_cell *)calloc(1, sizeof(xla_cell));
     if (c == NULL) {
         return NULL;
@@ -62,6 +65,7 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
     c->memset_async = (xla_cu_memset)memset_async;
     c->sync = (xla_cu_sync)sync;
     c->htod_async = (xla_cu_htod)htod_async;
+    c->dtod_async = (xla_cu_dtod)dtod_async;
     c->error_name = (xla_cu_error_name)error_name;
     c->ctx_device = (xla_cu_ctx_device)ctx_device;
     c->device = device;
@@ -395,6 +399,23 @@ static int xla_launch(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_fram
     return xla_values(c, p, f, stream, why, why_size);
 }
 
+/* The launch under the cell's lock, refused where the runtime or the op (`p`) was closed: 0, or a message in `why`.
+   XLA's handler and torch's boxed kernel (torchop.c) launch through it. */
+static int xla_launch_open(xla_cell *c, const TaichiAotXlaPlan *p, const tao_ffi_frame *f, void *stream, char *why,
+                           size_t why_size) {
+    int failed;
+    pthread_mutex_lock(&c->lock);
+    if (c->closed || p->closed) {
+        snprintf(why, why_size, "ClosedError: %s: %s", p->what,
+                 c->closed ? "its runtime is closed" : "its op was let go");
+        failed = 1;
+    } else {
+        failed = xla_launch(c, p, f, stream, why, why_size);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return failed;
+}
+
 /* What XLA asks of a handler before it runs it: its API version and traits (`graphable`: its launches may be captured
    into XLA's command buffers, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE). */
 static void *xla_metadata(tao_ffi_frame *f, uint32_t traits) {
@@ -446,7 +467,6 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     xla_cell *c;
     char why[768];
     void *stream = NULL;
-    int failed;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
         return xla_metadata(f, graphable);
     }
@@ -465,16 +485,7 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     if (c->cuda && xla_on_device(f, &p, &c, &stream, why, sizeof(why)) != 0) {
         return xla_error(f, stream == NULL ? 13 : 9, why);
     }
-    pthread_mutex_lock(&c->lock);
-    if (c->closed || p->closed) {
-        snprintf(why, sizeof(why), "ClosedError: %s: %s", p->what,
-                 c->closed ? "its runtime is closed" : "its op was let go");
-        failed = 1;
-    } else {
-        failed = xla_launch(c, p, f, stream, why, sizeof(why));
-    }
-    pthread_mutex_unlock(&c->lock);
-    return failed ? xla_error(f, 9, why) : NULL;
+    return xla_launch_open(c, p, f, stream, why, sizeof(why)) != 0 ? xla_error(f, 9, why) : NULL;
 }
 
 /* The handlers: XLA_FFI_Error *(XLA_FFI_CallFrame *), registered for the platforms "cpu" and "CUDA". */
