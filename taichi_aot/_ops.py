@@ -248,12 +248,15 @@ class ModuleParts:
     (``devices``: ``{Arch: name}``), on a runtime of its own made when the part is first asked for, or on one given in
     ``runtimes`` (by device name); :meth:`close` closes those it made.
 
+    With ``by_gpu`` a CUDA part is asked for by GPU as well: ``"cuda"`` names the GPU of the runtime given for it
+    (device 0 where none is), ``"cuda:k"`` any other GPU ``k`` (a runtime made on it, or one given by that name).
+
     Attributes:
         devices: the device names the module has parts for, in its order of preference.
     """
 
     def __init__(self, module: ModuleSource, name: str, devices: Mapping[Arch, str],
-                 runtimes: Mapping[str, Any] | None, what: str):
+                 runtimes: Mapping[str, Any] | None, what: str, by_gpu: bool = False):
         loadable: Any = metadata.loadable(module)
         if isinstance(loadable, (bytearray, memoryview)):
             loadable = bytes(loadable)
@@ -266,24 +269,65 @@ class ModuleParts:
         if not self.devices:
             raise NotSupportedError(f"{what}: module {self.where} has parts for {', '.join(self.held) or 'no arch'}, "
                                     f"none for {' or '.join(a.name.lower() for a in devices)}")
-        self._given = dict(runtimes or {})
-        bad = sorted(set(self._given) - set(self._archs))
-        if bad:
-            raise ArgumentTypeError(f"{what}: runtimes for {', '.join(bad)}, and the module has parts for the "
-                                    f"devices {', '.join(self.devices)}")
-        for device, rt in self._given.items():
-            if not isinstance(rt, Runtime) or rt.arch != self._archs[device]:
-                raise ArgumentTypeError(f"{what}: runtimes[{device!r}] must be an {self._archs[device].name} Runtime, "
-                                        f"got {rt!r}")
+        self._by_gpu = by_gpu
+        self._given = self._checked(runtimes or {})
         self._owned: dict[str, Runtime] = {}  # the runtimes made here, by device
         self.closed = False
 
+    def _checked(self, runtimes: Mapping[str, Any]) -> dict[str, Runtime]:
+        """The runtimes given, by device name, checked: each of a part's arch, a ``"cuda:k"`` one of GPU k."""
+        given: dict[str, Runtime] = {}
+        for device, rt in dict(runtimes).items():
+            base = self._base(device)
+            if base not in self._archs:
+                raise ArgumentTypeError(f"{self._what}: runtimes for {device}, and the module has parts for the "
+                                        f"devices {', '.join(self.devices)}")
+            if not isinstance(rt, Runtime) or rt.arch != self._archs[base]:
+                raise ArgumentTypeError(f"{self._what}: runtimes[{device!r}] must be an {self._archs[base].name} "
+                                        f"Runtime, got {rt!r}")
+            if device != base and rt.device_index != int(device.partition(":")[2]):
+                raise ArgumentTypeError(f"{self._what}: runtimes[{device!r}] drives GPU {rt.device_index}")
+            given[device] = rt
+        if "cuda" not in given and "cuda:0" in given:  # device 0's runtime is the plain "cuda" one
+            given["cuda"] = given.pop("cuda:0")
+        home = given.get("cuda")
+        if home is not None and f"cuda:{home.device_index}" in given:
+            raise ArgumentTypeError(f"{self._what}: runtimes for 'cuda' and 'cuda:{home.device_index}', both GPU "
+                                    f"{home.device_index}")
+        return given
+
+    def _base(self, device: str) -> str:
+        """``device`` without its GPU (``"cuda:1"``: ``"cuda"``), where parts are asked for by GPU."""
+        if not isinstance(device, str):
+            return device
+        base, colon, index = device.partition(":")
+        return base if self._by_gpu and colon and base == "cuda" and index.isdigit() else device
+
+    def gpu(self, device: str) -> int:
+        """The GPU of a ``by_gpu`` device name: ``"cuda:k"`` k, ``"cuda"`` the GPU of the runtime given for it, else
+        0."""
+        if device != self._base(device):
+            return int(device.partition(":")[2])
+        home = self._given.get(device)
+        return home.device_index if home is not None else 0
+
+    def name_of(self, device: str, gpu: int) -> str:
+        """The device name of the part for tensors on ``device`` (a device type) and GPU ``gpu``: ``"cuda"`` for the
+        GPU of the ``"cuda"`` part, ``"cuda:k"`` for another."""
+        if device != "cuda" or not self._by_gpu or gpu == self.gpu("cuda"):
+            return device
+        return f"cuda:{gpu}"
+
+    def canonical(self, device: str) -> str:
+        """``device`` as parts are named: ``"cuda:k"`` is ``"cuda"`` where k is the ``"cuda"`` part's GPU."""
+        return self.name_of("cuda", self.gpu(device)) if device != self._base(device) else device
+
     def arch(self, device: str) -> Arch:
         """The arch of the part for ``device``; ArgumentTypeError naming the parts the module holds where none."""
-        arch = self._archs.get(device)
+        arch = self._archs.get(self._base(device))
         if arch is None:
             rebuild = (f" (rebuild it with python -m taichi_aot build FILE.py --arch {' '.join(self.held)} cuda)"
-                       if device in ("cuda", "gpu") else "")
+                       if self._base(device) in ("cuda", "gpu") else "")
             raise ArgumentTypeError(f"{self._what}: arrays on {device}, and module {self.where} holds parts for "
                                     f"{', '.join(self.held)}: the op runs on {' and '.join(self.devices)}{rebuild}")
         return arch
@@ -296,7 +340,8 @@ class ModuleParts:
             raise ClosedError(f"{self._what}: the op of {self.name!r} is closed")
         rt: Runtime | None = self._given.get(device) or self._owned.get(device)
         if rt is None:
-            rt = self._owned[device] = Runtime(arch)
+            rt = self._owned[device] = Runtime(arch) if device == self._base(device) else \
+                Runtime(arch, device_index=self.gpu(device))
         try:
             module = rt.load_module(self._source)
             return module.graphs[self.name] if self.name in module.graph_names() else module.kernels[self.name]

@@ -551,19 +551,22 @@ class _Impl(EagerOp):
 _DEVICE_OF = {Arch.X64: "cpu", Arch.CUDA: "cuda"}
 
 
-def _device_type(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
-    """The device type of a call's first tensor (positional, then by keyword), or None where it has none."""
+def _device_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The device type and index of a call's first tensor (positional, then by keyword), or None where it has
+    none."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, _Tensor):
-            return value.device.type
+            return value.device.type, value.device.index or 0
     return None
 
 
 class ModuleOp(PartsOp):
     """A kernel or graph of a module with several parts (``build --arch x64 cuda``) as one op: a call runs the part
-    for the device its tensors are on (torch's ``cpu``: the x64 part; ``cuda``: the CUDA part), eagerly, under
-    ``torch.compile`` and autograd. Each part is an :class:`Op` of its own (``<name>_cpu``, ``<name>_cuda``) on a
-    runtime of its own, loaded at its first call or by :meth:`load`; :meth:`close` closes the runtimes the op made.
+    for the device its tensors are on (torch's ``cpu``: the x64 part; ``cuda``: the CUDA part, on the tensors' GPU),
+    eagerly, under ``torch.compile`` and autograd. Each part is an :class:`Op` of its own (``<name>_cpu``,
+    ``<name>_cuda``; ``<name>_cuda1`` on GPU 1) on a runtime of its own, loaded at its first call or by :meth:`load`;
+    :meth:`close` closes the runtimes the op made. Parts are named by device: ``"cpu"``, ``"cuda"`` (device 0, or the
+    GPU of the runtime given as ``runtimes["cuda"]``) and ``"cuda:k"`` for any other GPU.
 
     Attributes:
         devices: the device types the module has parts for, in its order of preference.
@@ -573,18 +576,19 @@ class ModuleOp(PartsOp):
 
     def __init__(self, module: ModuleSource, name: str, outputs: Mapping[Any, Any],
                  backward: Callable[..., Any] | None, op_name: str | None, runtimes: Mapping[str, Any] | None):
-        super().__init__(ModuleParts(module, name, _DEVICE_OF, runtimes, "taichi_aot.torch.op_of"))
+        super().__init__(ModuleParts(module, name, _DEVICE_OF, runtimes, "taichi_aot.torch.op_of", by_gpu=True))
         self._outputs, self._backward = outputs, backward
         self.qualname = _qualname(op_name, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        device = _device_type(args, kwargs) or self.devices[0]
+        found = _device_of(args, kwargs)
+        device = self._modules.name_of(*found) if found is not None else self.devices[0]
         part = self._parts.get(device)
         return (part if part is not None else _load_part(self, device))(*args, **kwargs)
 
     def load(self, device: str) -> Op:
-        """The part for tensors on ``device`` (``"cpu"``, ``"cuda"``), its runtime made and module loaded now where
-        not yet (a runtime given as ``runtimes[device]`` is used instead of one of the op's own).
+        """The part for tensors on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``), its runtime made and module loaded
+        now where not yet (a runtime given as ``runtimes[device]`` is used instead of one of the op's own).
 
         Under ``torch.compile`` a part not loaded yet is loaded outside the trace (``torch.compiler.disable``: a graph
         break, which ``fullgraph=True`` refuses): load it before, or call the op once eagerly.
@@ -593,10 +597,12 @@ class ModuleOp(PartsOp):
             ArgumentTypeError: the module has no part for ``device`` (the message names those it has).
             ClosedError: the op was closed.
         """
+        device = self._modules.canonical(device)
         part = self._parts.get(device)
         if part is not None:
             return part
-        part = Op(self._modules.launchable(device), self._outputs, self._backward, f"{self.qualname}_{device}")
+        part = Op(self._modules.launchable(device), self._outputs, self._backward,
+                  f"{self.qualname}_{device.replace(':', '')}")
         self._parts[device] = part
         return part
 
@@ -619,8 +625,8 @@ def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backwa
         name: the kernel's or graph's name.
         outputs, backward: as :func:`op`.
         op_name: the operators' qualified name (``"ns::name"``); each part's is it with ``_cpu`` or ``_cuda`` added.
-        runtimes: runtimes to load parts on, by device type (``{"cuda": rt}``: the program's CUDA runtime, as one
-            process may hold one); the op makes its own for the others.
+        runtimes: runtimes to load parts on, by device (``{"cuda": rt}``: the program's CUDA runtime, whose GPU's
+            tensors it takes; ``{"cuda:1": rt1}``: GPU 1's); the op makes its own for the others.
 
     Raises:
         NotSupportedError: the module has no part for x64 or CUDA.

@@ -164,6 +164,7 @@ def test_pool_workers_on_their_gpus_by_index_and_holding_several(cuda_module):  
     held = [list(range(gpus))]
     for visible in (True, False):
         with Pool(cuda_module["cuda"], arch=Arch.CUDA, devices=held, cuda_visible=visible) as pool:
+            assert [(w["device"], w["devices"]) for w in pool.workers] == [(0, list(range(gpus)))]
             (each,) = pool.map(tasks.axpy_on_each, [2.0])
             assert [device for _, device in each] == list(range(gpus))  # seen as 0.. either way (all GPUs here)
             for values, _ in each:
@@ -193,6 +194,22 @@ for k in (1, 0, 1):
     out = ops[k](y, 2.0)
     assert out.device == torch.device("cuda", k), out.device
     torch.testing.assert_close(out, 2 * y)
+over = tt.op_of(module, "add", {0: 1})  # one op over the module: each call on its tensors' GPU
+for k in (1, 0, 1):
+    y = torch.arange(4096, dtype=torch.float32, device=f"cuda:{k}")
+    out = over(y, 2.0)
+    assert out.device == torch.device("cuda", k), out.device
+    torch.testing.assert_close(out, 2 * y)
+assert set(over.parts) == {"cuda", "cuda:1"} and over.parts["cuda:1"].qualname.endswith("_cuda1"), over.parts
+assert over.load("cuda:0") is over.parts["cuda"]
+over.close()
+homed = tt.op_of(module, "add", {0: 1}, runtimes={"cuda": rts[1]})  # "cuda" is GPU 1's runtime here
+for k in (1, 0):
+    y = torch.ones(64, device=f"cuda:{k}")
+    torch.testing.assert_close(homed(y, 3.0), 3 * y)
+assert set(homed.parts) == {"cuda", "cuda:0"}, homed.parts
+homed.close()
+assert not rts[1].closed
 try:
     ops[1](torch.ones(4, device="cuda:0"), 2.0)
 except Exception as e:

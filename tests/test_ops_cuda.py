@@ -139,6 +139,7 @@ import sys
 import numpy as np
 import torch
 import taichi_aot.torch as tt
+from taichi_aot import InvalidArgumentError
 path = sys.argv[1]
 saxpy = tt.op_of(path, "saxpy", {"y": "y"})
 try:
@@ -149,8 +150,35 @@ try:
     assert torch.equal(on_cpu, 2 * x + 1) and torch.equal(on_gpu.cpu(), 2 * x + 1)
     step = torch.compile(lambda u, v: saxpy(u, v, 3.0) * 2, fullgraph=True)
     assert torch.equal(step(x, y), 2 * (3 * x + 1)) and torch.equal(step(x.cuda(), y.cuda()).cpu(), 2 * (3 * x + 1))
+    assert saxpy.load("cuda:0") is saxpy.parts["cuda"]  # GPU 0 by name: the "cuda" part
+    if torch.cuda.device_count() == 1:  # no GPU 1: refused, typed, and nothing kept
+        try:
+            saxpy.load("cuda:1")
+        except InvalidArgumentError as e:
+            assert "CUDA device 1: this process sees 1" in str(e), e
+        else:
+            raise AssertionError("a part on a GPU this machine lacks")
+        assert set(saxpy.parts) == {"cpu", "cuda"}
 finally:
     saxpy.close()
+from taichi_aot import ArgumentTypeError, Runtime
+with Runtime("cuda") as rt0:  # a runtime given by its GPU's name is the "cuda" part's; another GPU's name is refused
+    given = tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda:0": rt0})
+    assert torch.equal(given(x.cuda(), y.cuda(), 2.0).cpu(), 2 * x + 1) and set(given.parts) == {"cuda"}
+    given.close()
+    assert not rt0.closed
+    try:
+        tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda:1": rt0})
+    except ArgumentTypeError as e:
+        assert "drives GPU 0" in str(e), e
+    else:
+        raise AssertionError("GPU 0's runtime taken for GPU 1")
+    try:
+        tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": rt0, "cuda:0": rt0})
+    except ArgumentTypeError as e:
+        assert "both GPU 0" in str(e), e
+    else:
+        raise AssertionError("two runtimes taken for GPU 0")
 print("torch: cpu and cuda")
 try:
     import jax

@@ -106,6 +106,8 @@ def test_map_on_every_backend(arch, backend, modules):
     items = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     with Pool(modules.path(arch), arch=arch, workers=2, backend=backend, setup=tasks.setup_cache) as pool:
         assert pool.size == 2 and len(pool.workers) == 2
+        if arch == Arch.X64:  # a CPU worker is given no device
+            assert all(w["device"] is None and "devices" not in w for w in pool.workers), pool.workers
         pids = [w["pid"] for w in pool.workers]
         results = pool.map(tasks.axpy, items)
         for a, (values, _pid) in zip(items, results):
@@ -299,6 +301,7 @@ def test_vulkan_devices_are_checked(vulkan, modules):
         Pool(modules.path(Arch.VULKAN, tcm=True), arch="vulkan", devices=[[0, 1]])
     with Pool({"k": modules.path(Arch.VULKAN, tcm=True)}, arch="vulkan", devices=[0], workers=2) as pool:
         seen = pool.map(tasks.whoami, range(2))
+        assert [(w["device"], w["devices"]) for w in pool.workers] == [(0, [0]), (0, [0])]
     assert all(s["device"] == 0 and s["modules"] == ["k"] for s in seen)
 
 

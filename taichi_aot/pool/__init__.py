@@ -119,7 +119,7 @@ class _Slot:
         if state == "running" and handle is not None:
             return {**handle.info, "state": "running"}
         c = self.config
-        about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device,
+        about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device, **c.held(),
                  "state": "stopped" if state == "running" else state}  # running: its handle just let go
         return {**about, "error": str(self.lost)} if state == "lost" else about
 
@@ -205,7 +205,7 @@ class Pool:
         cpus: list[tuple[int, ...] | None]
         if self.arch in CPU_ARCHS:
             threads, cpus = plan_cpus(workers, threads, backend)
-            plan = [(None, (0,), None)] * len(cpus)
+            plan = [(None, (0,), None, ())] * len(cpus)
         elif threads is not None:
             raise InvalidArgumentError(f"Pool: threads is for CPU workers, not {self.arch.name}")
         else:
@@ -216,8 +216,8 @@ class Pool:
         self._slots = [
             _Slot(WorkerConfig(slot=i, arch=self.arch.name, device_index=index[0], device=device, cuda_visible=visible,
                                modules=sources, setup=setup, env=env, cpus=cpus[i], threads=threads,
-                               more_devices=index[1:]))
-            for i, (device, index, visible) in enumerate(plan)
+                               more_devices=index[1:], devices=given))
+            for i, (device, index, visible, given) in enumerate(plan)
         ]
         if backend == "ray":
             self._start_ray(ray_init)
@@ -430,7 +430,8 @@ class Pool:
     @property
     def workers(self) -> list[dict[str, Any]]:
         """One entry a worker place, in slot order: what its worker said when it started (slot, pid, host, arch,
-        device, and a Ray worker's node id), with ``"state": "running"``. While a dead worker's replacement starts
+        device, every device it was given as ``devices`` where it was given any, and a Ray worker's node id), with
+        ``"state": "running"``. While a dead worker's replacement starts
         (on the same device), the place says ``"state": "starting"`` with its slot, arch and device (``pid`` None);
         a place whose worker could not be replaced, ``"state": "lost"`` and the ``"error"``; while the pool closes,
         ``"stopped"`` for a place whose worker has stopped. Empty once the pool is closed."""

@@ -30,9 +30,9 @@ def _checked_counts(workers: int | None, devices: Sequence[Device] | None) -> li
     return out
 
 
-#: One worker's place: the device (its first, where it holds several) given to it, its runtimes' device indices, and
-#: its CUDA_VISIBLE_DEVICES (None: the process's own).
-Placed = tuple[Optional[int], tuple[int, ...], Optional[str]]
+#: One worker's place: the device (its first, where it holds several) given to it, its runtimes' device indices, its
+#: CUDA_VISIBLE_DEVICES (None: the process's own), and every device given to it (empty where Ray gives them).
+Placed = tuple[Optional[int], tuple[int, ...], Optional[str], tuple[int, ...]]
 
 
 def plan_devices(arch: Arch, devices: Sequence[Device] | None, workers: int | None, backend: str,
@@ -64,12 +64,12 @@ def _check_exist(arch: Arch, status: capi.ArchStatus, groups: list[tuple[int, ..
 def _place(arch: Arch, group: tuple[int, ...], backend: str, cuda_visible: bool) -> Placed:
     """The place of a worker given the devices ``group``."""
     if arch != Arch.CUDA:
-        return group[0], group, None
+        return group[0], group, None, group
     if backend == "ray":  # Ray gives each CUDA actor its GPUs (num_gpus) and sets the variable
-        return None, tuple(range(len(group))), None
+        return None, tuple(range(len(group))), None, ()
     if cuda_visible:
-        return group[0], tuple(range(len(group))), ",".join(_visible(d) for d in group)
-    return group[0], group, None  # every GPU seen: each runtime on its device by index (the own runtime's)
+        return group[0], tuple(range(len(group))), ",".join(_visible(d) for d in group), group
+    return group[0], group, None, group  # every GPU seen: each runtime on its device by index (the own runtime's)
 
 
 def _every_device(arch: Arch, status: capi.ArchStatus) -> list[int]:

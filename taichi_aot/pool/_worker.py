@@ -38,11 +38,16 @@ class WorkerConfig:
     device: int | None  # the device given to this worker (a CUDA ordinal or Vulkan index), None on the CPU
     cuda_visible: str | None  # CUDA_VISIBLE_DEVICES for the worker process, set before CUDA starts
     more_devices: tuple[int, ...] = ()  # CUDA: the device indices of the worker's other runtimes, one a GPU it holds
+    devices: tuple[int, ...] = ()  # every device given to this worker, ``device`` first (empty: none, or Ray's)
     modules: dict[str, ModuleSource] = field(default_factory=dict)
     setup: Callable[[Worker], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None  # the cores a CPU worker runs on (its share), None: wherever
     threads: int | None = None  # the threads of a CPU worker's runtime (what Ray reserves for it); None on a GPU
+
+    def held(self) -> dict[str, list[int]]:
+        """``{"devices": [...]}``, every device given to the worker, where it was given any; else ``{}``."""
+        return {"devices": list(self.devices)} if self.devices else {}
 
 
 class Started(NamedTuple):
@@ -130,6 +135,7 @@ class Worker:
 
         self.slot = config.slot
         self.device = config.device
+        self._held = config.held()
         self.pid = os.getpid()
         self.cache: dict[str, Any] = {}
         if config.cpus and hasattr(os, "sched_setaffinity"):  # before the runtime starts its threads
@@ -162,9 +168,10 @@ class Worker:
         return self.runtime.arch
 
     def describe(self) -> dict[str, Any]:
-        """What the parent learns when the worker is ready (pid, arch, device)."""
+        """What the parent learns when the worker is ready (pid, arch, device, and every device it was given as
+        ``devices``)."""
         return {"slot": self.slot, "pid": self.pid, "arch": self.runtime.arch.name.lower(), "device": self.device,
-                "host": os.uname().nodename}
+                **self._held, "host": os.uname().nodename}
 
     def close(self) -> None:
         """Close the runtime (and with it every module and ndarray of the worker)."""
