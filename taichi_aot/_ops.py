@@ -10,6 +10,8 @@ as an input and returned as an output that starts as the input's values. Every o
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -242,6 +244,10 @@ class OpSpec:
 FLOATS = frozenset({DataType.F16, DataType.F32, DataType.F64})
 
 
+#: A device name of one GPU, where a module's parts are asked for by GPU: ``"cuda:1"``.
+_GPU_NAME = re.compile(r"cuda:([0-9]+)", re.ASCII)
+
+
 class ModuleParts:
     """A kernel or graph of a module with several parts (``build --arch x64 cuda``), for a framework's op over
     devices (``taichi_aot.torch.op_of``, ``taichi_aot.jax.op_of``): each part, named by the framework's device
@@ -278,16 +284,20 @@ class ModuleParts:
         """The runtimes given, by device name, checked: each of a part's arch, a ``"cuda:k"`` one of GPU k."""
         given: dict[str, Runtime] = {}
         for device, rt in dict(runtimes).items():
-            base = self._base(device)
+            index = self._index(device)
+            base = "cuda" if index is not None else device
             if base not in self._archs:
                 raise ArgumentTypeError(f"{self._what}: runtimes for {device}, and the module has parts for the "
                                         f"devices {', '.join(self.devices)}")
             if not isinstance(rt, Runtime) or rt.arch != self._archs[base]:
                 raise ArgumentTypeError(f"{self._what}: runtimes[{device!r}] must be an {self._archs[base].name} "
                                         f"Runtime, got {rt!r}")
-            if device != base and rt.device_index != int(device.partition(":")[2]):
+            if index is not None and rt.device_index != index:
                 raise ArgumentTypeError(f"{self._what}: runtimes[{device!r}] drives GPU {rt.device_index}")
-            given[device] = rt
+            key = device if index is None else f"cuda:{index}"
+            if key in given:
+                raise ArgumentTypeError(f"{self._what}: two runtimes for {key}")
+            given[key] = rt
         if "cuda" not in given and "cuda:0" in given:  # device 0's runtime is the plain "cuda" one
             given["cuda"] = given.pop("cuda:0")
         home = given.get("cuda")
@@ -296,18 +306,21 @@ class ModuleParts:
                                     f"{home.device_index}")
         return given
 
+    def _index(self, device: Any) -> int | None:
+        """k of a device name ``"cuda:k"`` where parts are asked for by GPU, else None."""
+        found = _GPU_NAME.fullmatch(device) if self._by_gpu and isinstance(device, str) else None
+        return int(found[1]) if found else None
+
     def _base(self, device: str) -> str:
         """``device`` without its GPU (``"cuda:1"``: ``"cuda"``), where parts are asked for by GPU."""
-        if not isinstance(device, str):
-            return device
-        base, colon, index = device.partition(":")
-        return base if self._by_gpu and colon and base == "cuda" and index.isdigit() else device
+        return "cuda" if self._index(device) is not None else device
 
     def gpu(self, device: str) -> int:
         """The GPU of a ``by_gpu`` device name: ``"cuda:k"`` k, ``"cuda"`` the GPU of the runtime given for it, else
         0."""
-        if device != self._base(device):
-            return int(device.partition(":")[2])
+        index = self._index(device)
+        if index is not None:
+            return index
         home = self._given.get(device)
         return home.device_index if home is not None else 0
 
@@ -320,7 +333,8 @@ class ModuleParts:
 
     def canonical(self, device: str) -> str:
         """``device`` as parts are named: ``"cuda:k"`` is ``"cuda"`` where k is the ``"cuda"`` part's GPU."""
-        return self.name_of("cuda", self.gpu(device)) if device != self._base(device) else device
+        index = self._index(device)
+        return self.name_of("cuda", index) if index is not None else device
 
     def arch(self, device: str) -> Arch:
         """The arch of the part for ``device``; ArgumentTypeError naming the parts the module holds where none."""
@@ -372,6 +386,7 @@ class PartsOp:
         self._modules = modules
         self.devices = modules.devices
         self._parts: dict[str, Any] = {}
+        self._loading = threading.Lock()  # two threads' first calls on one device: one runtime, one part
 
     @property
     def parts(self) -> dict[str, Any]:

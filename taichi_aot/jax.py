@@ -504,12 +504,13 @@ class ModuleOp(PartsOp):
         from . import capi
 
         status = capi.arch_status()
-        for platform in self.devices:
-            arch = self._modules.arch(platform)
-            if platform not in self._parts and status[arch].available:
-                self._parts[platform] = Op(self._modules.launchable(platform), self._outputs, self._backward,
-                                           self._vmap_method)
-        return dict(self._parts)
+        with self._loading:
+            for platform in self.devices:
+                arch = self._modules.arch(platform)
+                if platform not in self._parts and status[arch].available:
+                    self._parts[platform] = Op(self._modules.launchable(platform), self._outputs, self._backward,
+                                               self._vmap_method)
+            return dict(self._parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         parts = self._parts or self.load()

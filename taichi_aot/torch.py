@@ -596,14 +596,16 @@ class ModuleOp(PartsOp):
         Raises:
             ArgumentTypeError: the module has no part for ``device`` (the message names those it has).
             ClosedError: the op was closed.
+            InvalidArgumentError: ``"cuda:k"`` for a GPU this process does not see.
+            NotSupportedError: ``"cuda:k"`` (k > 0) where libtaichi's CUDA runtime was asked for
+                (``TAICHI_AOT_CUDA_RUNTIME=taichi``): it drives device 0 only.
         """
-        device = self._modules.canonical(device)
-        part = self._parts.get(device)
-        if part is not None:
-            return part
-        part = Op(self._modules.launchable(device), self._outputs, self._backward,
-                  f"{self.qualname}_{device.replace(':', '')}")
-        self._parts[device] = part
+        device = self._modules.canonical(str(device) if isinstance(device, torch.device) else device)
+        with self._loading:
+            part = self._parts.get(device)
+            if part is None:
+                part = self._parts[device] = Op(self._modules.launchable(device), self._outputs, self._backward,
+                                                f"{self.qualname}_{device.replace(':', '')}")
         return part
 
 
@@ -624,7 +626,8 @@ def op_of(module: ModuleSource, name: str, outputs: Mapping[Any, Any], *, backwa
             :meth:`~taichi_aot.Runtime.load_module` takes it.
         name: the kernel's or graph's name.
         outputs, backward: as :func:`op`.
-        op_name: the operators' qualified name (``"ns::name"``); each part's is it with ``_cpu`` or ``_cuda`` added.
+        op_name: the operators' qualified name (``"ns::name"``); each part's is it with ``_cpu``, ``_cuda`` or, for
+            another GPU k, ``_cudak`` added.
         runtimes: runtimes to load parts on, by device (``{"cuda": rt}``: the program's CUDA runtime, whose GPU's
             tensors it takes; ``{"cuda:1": rt1}``: GPU 1's); the op makes its own for the others.
 

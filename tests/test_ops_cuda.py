@@ -173,12 +173,18 @@ with Runtime("cuda") as rt0:  # a runtime given by its GPU's name is the "cuda" 
         assert "drives GPU 0" in str(e), e
     else:
         raise AssertionError("GPU 0's runtime taken for GPU 1")
-    try:
-        tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": rt0, "cuda:0": rt0})
-    except ArgumentTypeError as e:
-        assert "both GPU 0" in str(e), e
-    else:
-        raise AssertionError("two runtimes taken for GPU 0")
+    for twice in ({"cuda": rt0, "cuda:0": rt0}, {"cuda:0": rt0, "cuda:00": rt0}):
+        try:
+            tt.op_of(path, "saxpy", {"y": "y"}, runtimes=twice)
+        except ArgumentTypeError as e:
+            assert "both GPU 0" in str(e) or "two runtimes for cuda:0" in str(e), e
+        else:
+            raise AssertionError("two runtimes taken for GPU 0")
+    leading = tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda:00": rt0})  # GPU 0 however written: the "cuda" part
+    assert torch.equal(leading(x.cuda(), y.cuda(), 2.0).cpu(), 2 * x + 1) and set(leading.parts) == {"cuda"}
+    assert leading.load(torch.device("cuda", 0)) is leading.parts["cuda"]
+    leading.close()
+    assert not rt0.closed
 print("torch: cpu and cuda")
 try:
     import jax

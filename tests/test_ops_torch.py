@@ -312,13 +312,15 @@ def test_one_op_over_a_modules_parts(built):  # noqa: F811
         tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cuda": object()})
     with pytest.raises(ArgumentTypeError, match=r"runtimes\['cpu'\] must be an X64 Runtime"):
         tt.op_of(path, "saxpy", {"y": "y"}, runtimes={"cpu": "a string"})
-    for device in ("cuda:1", "cpu:0", "cuda:x", 1):  # a GPU of a part the module lacks; names that are no device
+    for device in ("cuda:1", "cuda:01", "cpu:0", "cuda:x", "cuda:\u00b2", 1):  # a part the module lacks; no device
         with pytest.raises(ArgumentTypeError, match=f"runtimes for {device}, and the module has parts for the devices"):
             tt.op_of(path, "saxpy", {"y": "y"}, runtimes={device: rt})
     lacking = tt.op_of(path, "saxpy", {"y": "y"})
-    for device in ("cuda:1", "cuda", 0):
+    for device in ("cuda:1", "cuda", 0, "cuda:\u00b2"):
         with pytest.raises(ArgumentTypeError, match=f"arrays on {device}, and module .* holds parts for vulkan, x64"):
             lacking.load(device)
+    with pytest.raises(ArgumentTypeError, match="arrays on cuda:1, and module"):
+        lacking.load(torch.device("cuda", 1))  # a torch device as its name
     assert lacking.parts == {}
     lacking.close()
     vulkan_only = os.path.join(built, "vulkan.tcm")
