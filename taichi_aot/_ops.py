@@ -277,6 +277,8 @@ class ModuleParts:
                                     f"none for {' or '.join(a.name.lower() for a in devices)}")
         self._by_gpu = by_gpu
         self._given = self._checked(runtimes or {})
+        home = self._given.get("cuda")
+        self._home = home.device_index if home is not None else 0  # the GPU of the part named "cuda"
         self._owned: dict[str, Runtime] = {}  # the runtimes made here, by device
         self.closed = False
 
@@ -315,19 +317,10 @@ class ModuleParts:
         """``device`` without its GPU (``"cuda:1"``: ``"cuda"``), where parts are asked for by GPU."""
         return "cuda" if self._index(device) is not None else device
 
-    def gpu(self, device: str) -> int:
-        """The GPU of a ``by_gpu`` device name: ``"cuda:k"`` k, ``"cuda"`` the GPU of the runtime given for it, else
-        0."""
-        index = self._index(device)
-        if index is not None:
-            return index
-        home = self._given.get(device)
-        return home.device_index if home is not None else 0
-
     def name_of(self, device: str, gpu: int) -> str:
         """The device name of the part for tensors on ``device`` (a device type) and GPU ``gpu``: ``"cuda"`` for the
         GPU of the ``"cuda"`` part, ``"cuda:k"`` for another."""
-        if device != "cuda" or not self._by_gpu or gpu == self.gpu("cuda"):
+        if device != "cuda" or not self._by_gpu or gpu == self._home:
             return device
         return f"cuda:{gpu}"
 
@@ -338,10 +331,11 @@ class ModuleParts:
 
     def arch(self, device: str) -> Arch:
         """The arch of the part for ``device``; ArgumentTypeError naming the parts the module holds where none."""
-        arch = self._archs.get(self._base(device))
+        base = self._base(device)
+        arch = self._archs.get(base)
         if arch is None:
             rebuild = (f" (rebuild it with python -m taichi_aot build FILE.py --arch {' '.join(self.held)} cuda)"
-                       if self._base(device) in ("cuda", "gpu") else "")
+                       if base in ("cuda", "gpu") else "")
             raise ArgumentTypeError(f"{self._what}: arrays on {device}, and module {self.where} holds parts for "
                                     f"{', '.join(self.held)}: the op runs on {' and '.join(self.devices)}{rebuild}")
         return arch
@@ -354,8 +348,8 @@ class ModuleParts:
             raise ClosedError(f"{self._what}: the op of {self.name!r} is closed")
         rt: Runtime | None = self._given.get(device) or self._owned.get(device)
         if rt is None:
-            rt = self._owned[device] = Runtime(arch) if device == self._base(device) else \
-                Runtime(arch, device_index=self.gpu(device))
+            index = self._index(device)
+            rt = self._owned[device] = Runtime(arch) if index is None else Runtime(arch, device_index=index)
         try:
             module = rt.load_module(self._source)
             return module.graphs[self.name] if self.name in module.graph_names() else module.kernels[self.name]
