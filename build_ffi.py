@@ -11,7 +11,8 @@ environment variable, and the library can be chosen at run time
 One translation unit: the vendored headers, the trampolines generated from them
 (``_cdef.trampolines``), then our own C files from ``taichi_aot/_csrc``
 (``#include``d, so compiler messages name those files and lines). The cdef is the
-headers' (``_cdef.build_cdef``) followed by ``_csrc/taichi_aot.h``'s.
+headers' (``_cdef.build_cdef``) followed by ``_csrc/taichi_aot.h``'s and the Python
+functions the C calls (``_cdef.PYTHON_CALLBACKS``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def make_ffibuilder() -> FFI:
         + "".join(f'#include "{name}"\n' for name in C_FILES)
     )
     builder = FFI()
-    builder.cdef(cdef + own_cdef)
+    builder.cdef(cdef + own_cdef + _cdef.PYTHON_CALLBACKS)
     builder.set_source(
         "taichi_aot._native",
         source,

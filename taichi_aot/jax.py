@@ -5,8 +5,10 @@ buffers, on an x64 runtime for the CPU and a CUDA runtime for NVIDIA GPUs. XLA a
 by the handler before the launch, or aliased to the input for an argument the kernel reads and writes); inputs are
 shared, never copied (each buffer address is imported into the runtime once and pooled). On x64 the handler waits
 for the kernel; on CUDA a kernel of taichi_aot's own launcher runs on XLA's stream, one through libtaichi after
-XLA's stream is synchronized, and is waited for. A CUDA op runs on the GPU of the kernel's runtime: XLA running it
-on another is refused, naming both.
+XLA's stream is synchronized, and is waited for. A CUDA op runs on the GPU XLA runs it on (``jax.pmap``,
+``shard_map``, arrays on another GPU): on the kernel's runtime's GPU, or on its twin of another GPU, made the first
+time XLA runs it there (the module loaded on a runtime of that GPU, once a GPU); where the kernel cannot run there
+(libtaichi's launcher: device 0 only), XLA's error names both GPUs and why.
 
 Scalars: a Python number (or numpy scalar) becomes an attribute of the call, packed once at trace time: nothing to
 read at run time, but under ``jax.jit`` each new value is a new compilation (pass values that change per step as
@@ -18,7 +20,6 @@ synchronization, refused: pass a number).
 from __future__ import annotations
 
 import threading
-import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -27,11 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _cuda
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from ._plans import Plan, cell
 from .enums import Arch
-from .errors import ArgumentTypeError, NotSupportedError
+from .errors import ArgumentTypeError, ClosedError, NotSupportedError
 from .launch import Kernel
 from .module import ModuleSource
 
@@ -89,13 +91,45 @@ def _register() -> None:
 
 
 class _Plan(Plan):
-    """A JAX op's plan, with its twins' plans on the other GPUs JAX has, by CUDA device (jax.pmap, shard_map)."""
+    """A JAX op's plan, with a table of its twins' plans on the other GPUs JAX has, by CUDA device (jax.pmap,
+    shard_map), each made the first time XLA runs the op on that GPU (:meth:`make_twin`)."""
 
     def __init__(self, op: Op, attrs: Sequence[bool]):
         super().__init__(op.spec, op._choice, op._cell, op._pack, attrs)
-        self.devices = op._device_table(attrs) if op._cuda else None
+        self.attrs = tuple(attrs)
+        self.devices = op._device_table() if op._cuda else None
         if self.devices is not None:
-            self.c.devices, self.c.device_count = self.devices, len(self.devices)
+            self._op = weakref.ref(op)  # the plan outlives its op (XLA's compiled calls name it): no cycle
+            self._handle = ffi.new_handle(self)  # kept with the plan, as the plan is, for the process's life
+            self.c.devices, self.c.device_count, self.c.twin = self.devices, len(self.devices), self._handle
+
+    def make_twin(self, device: int) -> None:
+        """Put this call's plan on GPU ``device`` in the table: the op's twin there made (the module loaded on a
+        runtime of that GPU, once a GPU) and its plan of the same scalars. XLA's handler asks for it the first
+        time it runs the op there, on XLA's thread, whose context is that GPU's and whose stream XLA may be
+        capturing into a command buffer: the twin is made in the driver's relaxed capture mode (its memory
+        allocated and zeroed aside, never captured). Raises why not."""
+        op = self._op()
+        if op is None:
+            raise ClosedError(f"{ffi.string(self.what).decode()}: its op was let go")
+        table = self.devices
+        assert table is not None  # asked through its table only
+        with _cuda.relaxed_capture():
+            table[device] = op._twin(device)._plan(self.attrs).c
+
+
+@ffi.def_extern(error=-1)
+def taichi_aot_xla_twin(handle: Any, device: int, why: Any, why_size: int) -> int:
+    """XLA's handler asks for the op's plan on GPU ``device`` (``_csrc/xla.c``, taichi_aot_xla_make_twin): 0 once
+    it is in the table of the plan whose handle is given, else 1 with why not, in ``why`` (NUL-terminated, at most
+    ``why_size`` bytes), which XLA's error then says."""
+    try:
+        ffi.from_handle(handle).make_twin(device)
+        return 0
+    except Exception as e:
+        text = f"{type(e).__name__}: {e}".encode("utf-8", "replace")[: max(why_size - 1, 0)]
+        ffi.memmove(why, text + b"\0", min(len(text) + 1, why_size))
+        return 1
 
 
 class Op:
@@ -128,9 +162,10 @@ class Op:
             rt.backends.keep_for_graphs()
         self._plans: dict[tuple[bool, ...], _Plan] = {}
         self._given = (outputs, backward, vmap_method)  # what made it: its twins on other GPUs are made alike
-        #: its twin on each other GPU (the module loaded on a runtime of that GPU, once; None where it cannot be)
-        self._twins: dict[int, Op | None] = {}
-        self._twin_of: Callable[[int], Op | None] | None = None  # how a reverse op finds its twins (its primal's)
+        #: its twin on each other GPU XLA ran it on (the module loaded on a runtime of that GPU, once), or why it
+        #: cannot be
+        self._twins: dict[int, Op | str] = {}
+        self._twin_of: Callable[[int], Op] | None = None  # how a reverse op finds its twins (its primal's)
         self._is_twin = False  # a twin is reached through its op's table only: it has no table of its own
         # a backward from the reverse kernel: on the host (x64), or an op of its own (CUDA's own launcher)
         self._needing = spec.gradients() if backward is None else None
@@ -186,42 +221,36 @@ class Op:
             plan = self._plans[key] = _Plan(self, attrs)
         return plan
 
-    def _device_table(self, attrs: Sequence[bool]) -> Any:
-        """The plans of this call on every other GPU JAX has (``void *[]`` by CUDA device; NULL where a GPU has
-        none), so that XLA's handler launches on the GPU XLA runs it on (``jax.pmap``, ``shard_map``, arrays on
-        another GPU); None where JAX has no other GPU."""
-        own = self.spec.entry.module.runtime.device_index
-        gpus = [k for k in _local_gpus() if k != own]
-        if not gpus or self._is_twin:
+    def _device_table(self) -> Any:
+        """A call's table of its plans on the GPUs JAX has (``void *[]`` by CUDA device, every entry NULL until XLA
+        first runs the op on that GPU: :meth:`_Plan.make_twin`), so that XLA's handler launches on the GPU XLA runs
+        it on (``jax.pmap``, ``shard_map``, arrays on another GPU); None for a twin."""
+        if self._is_twin:
             return None
-        table = ffi.new("void *[]", max([*gpus, own]) + 1)
-        for k in gpus:
-            twin = self._twin(k)
-            if twin is not None:
-                table[k] = twin._plan(attrs).c
-        return table
+        return ffi.new("void *[]", max([*_local_gpus(), self.spec.entry.module.runtime.device_index]) + 1)
 
-    def _twin(self, device: int) -> Op | None:
+    def _twin(self, device: int) -> Op:
         """This op on GPU ``device``: its kernel or graph of the module loaded there on a runtime of that GPU (made
-        once, kept for the process's life as the plans are); None where the module cannot be loaded again (no
-        files) or the kernel cannot run there (XLA's handler then says so, naming both GPUs)."""
+        once, kept for the process's life as the plans are). Raises NotSupportedError where the module cannot be
+        loaded again (no files) or the kernel cannot run there (said once, kept: each later run there says it)."""
         with _twins_lock:  # two threads' first calls: one twin
-            if device in self._twins:
-                return self._twins[device]
-            made = None
-            try:
-                made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
-            except Exception as e:  # XLA running it there fails naming both GPUs; why is said now
-                warnings.warn(f"{self.spec}: it cannot run on GPU {device} as well, where jax.pmap or shard_map "
-                              f"may run it: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=4)
-            self._twins[device] = made
-            return made
+            made = self._twins.get(device)
+            if made is None:
+                try:
+                    made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
+                except Exception as e:
+                    made = f"{type(e).__name__}: {e}"
+                self._twins[device] = made
+        if isinstance(made, str):
+            raise NotSupportedError(f"{self.spec} cannot run on GPU {device}: {made}")
+        return made
 
-    def _load_twin(self, device: int) -> Op | None:
+    def _load_twin(self, device: int) -> Op:
         entry = self.spec.entry
         files = entry.module.files
         if files is None:
-            return None
+            raise NotSupportedError("its module was not loaded from files (a folder or a .tcm), so it cannot be "
+                                    "loaded on another GPU")
         module = _twin_runtime(device).load_module(files, launcher="taichi" if entry.launcher == "taichi" else None)
         made = Op((module.kernels if isinstance(entry, Kernel) else module.graphs)[entry.name], *self._given)
         made._is_twin = True
@@ -350,10 +379,13 @@ class Op:
         made = Op(reverse, outputs)
         primal = weakref.ref(self)  # no cycle through the reverse op: the op's finalizer runs when it is dropped
 
-        def twin_of(device: int) -> Op | None:  # on another GPU: the reverse op of this op's twin there
+        def twin_of(device: int) -> Op:  # on another GPU: the reverse op of this op's twin there
             op = primal()
-            twin = op._twin(device) if op is not None else None
-            return None if twin is None else twin._reverse_op
+            if op is None:
+                raise ClosedError(f"{made.spec}: its op was let go")
+            reverse = op._twin(device)._reverse_op
+            assert reverse is not None  # a twin is made alike: a reverse op where its op has one
+            return reverse
 
         made._twin_of = twin_of
         return made

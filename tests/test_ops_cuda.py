@@ -4,7 +4,9 @@ on torch's current stream and XLA's, through taichi_aot's own launcher (the modu
 
 from __future__ import annotations
 
+import gc
 import os
+import re
 
 import numpy as np
 import pytest
@@ -125,13 +127,71 @@ def test_a_jax_op_on_another_gpu_runs_there_or_says_why(cuda_module):  # noqa: F
         add = tj.op(rt.load_module(cuda_module["cuda"]).kernels["add"], {0: 1})
         y = jax.device_put(jnp.ones(16, jnp.float32), gpus[1])
         np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: add(v, 2.0))(y)), np.full(16, 2.0, np.float32))
-        with pytest.warns(RuntimeWarning, match="cannot run on GPU 1"):
-            on_libtaichi = tj.op(rt.load_module(cuda_module["cuda"], launcher="taichi").kernels["add"], {0: 1})
-            traced = jax.jit(lambda v: on_libtaichi(v, 2.0))
-            with pytest.raises(Exception, match=r"XLA runs it on GPU 1, and its runtime drives GPU 0"):
-                jax.block_until_ready(traced(y))
+        assert set(add._twins) == {1}  # made on its first run there
+        on_libtaichi = tj.op(rt.load_module(cuda_module["cuda"], launcher="taichi").kernels["add"], {0: 1})
+        traced = jax.jit(lambda v: on_libtaichi(v, 2.0))
+        with pytest.raises(Exception, match=r"XLA runs it on GPU 1, and its runtime drives GPU 0; it cannot run on "
+                                            r"GPU 1 as well \(NotSupportedError: .*\)"):
+            jax.block_until_ready(traced(y))
         np.testing.assert_array_equal(np.asarray(add(jax.device_put(jnp.ones(16, jnp.float32), gpus[0]), 2.0)),
                                       np.full(16, 2.0, np.float32))  # and on GPU 0, as before
+
+
+def test_a_jax_ops_twin_is_made_when_xlas_handler_asks(cuda_module):  # noqa: F811
+    """XLA's handler, running an op on a GPU its runtime does not drive, has the op's twin there made then, once:
+    from C, on XLA's thread, through Python (which takes the GIL). Here, with one GPU, the handler's own entry is
+    asked for a twin on GPU 0 (the module loaded on a runtime of its own there): made once, right, and made inside
+    a CUDA graph capture of torch's without breaking it (XLA may be capturing its stream into a command buffer);
+    what cannot be made comes back as the reason XLA's error then says."""
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+    from taichi_aot._native import ffi, lib
+
+    why = ffi.new("char[]", 512)
+    with Runtime(Arch.CUDA) as rt:
+        add = tj.op(rt.load_module(cuda_module["cuda"]).kernels["add"], {0: 1})
+        y = jnp.arange(16, dtype=jnp.float32)
+        np.testing.assert_array_equal(np.asarray(add(y, 2.0)), 2 * np.arange(16, dtype=np.float32))
+        (plan,) = add._plans.values()
+        assert plan.devices[0] == ffi.NULL and not add._twins  # its own GPU: no twin made
+        torch = _cuda_torch()
+        if torch is not None:  # made while torch captures a graph on this thread (the driver's global mode)
+            x = torch.zeros(16, device="cuda")
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                x.add_(1)
+                assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0, ffi.string(why)
+                x.add_(1)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert x.tolist() == [2.0] * 16  # the capture held
+        else:
+            assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0, ffi.string(why)
+        twin = add._twins[0]
+        assert plan.devices[0] == twin._plan(plan.attrs).c and twin.spec.entry.module.runtime is not rt
+        assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0 and add._twins[0] is twin  # once
+        np.testing.assert_array_equal(np.asarray(twin(y, 3.0)), 3 * np.arange(16, dtype=np.float32))
+        assert lib.taichi_aot_xla_make_twin(plan.c, len(plan.devices), why, len(why)) == 1
+        assert ffi.string(why).decode() == f"JAX has no GPU {len(plan.devices)}"
+        gone = tj.op(add.spec.entry, {0: 1})
+        untraced = gone._plan(plan.attrs)  # a plan a compiled XLA call may still name after its op is let go
+        del gone
+        gc.collect()
+        assert lib.taichi_aot_xla_make_twin(untraced.c, 0, why, len(why)) == 1
+        assert re.fullmatch(r"ClosedError: .*: its op was let go", ffi.string(why).decode())
+
+
+def _cuda_torch():
+    """torch where it has CUDA here, else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
 
 
 _OVER_DEVICES = """

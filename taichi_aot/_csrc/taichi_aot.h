@@ -330,6 +330,9 @@ typedef struct {
        XLA running the op on another GPU than its runtime's (jax.pmap, shard_map) launches that GPU's plan */
     void *const *devices;
     int32_t device_count;
+    /* CUDA: the op's handle for Python, which makes its plan on GPU k into `devices[k]` the first time XLA runs it
+       there (taichi_aot_xla_make_twin); NULL: none is made */
+    void *twin;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
                              void *sync, void *htod_async, void *dtod_async, void *error_name, void *ctx_device,
@@ -337,6 +340,7 @@ void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRun
 void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
+int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *plan, int32_t device, char *why, size_t why_size);
 uint64_t taichi_aot_xla_imports(void *cell);
 uint64_t taichi_aot_xla_captured(void *cell);
 void *taichi_aot_xla_call_cpu(void *frame);

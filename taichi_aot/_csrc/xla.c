@@ -428,13 +428,38 @@ static void *xla_metadata(tao_ffi_frame *f, uint32_t traits) {
     return NULL;
 }
 
+/* Python's (taichi_aot.jax, cffi's extern "Python": it takes the GIL): the op's plan on GPU `device` made into the
+   table of the plan whose `twin` handle `op` is. 0, or nonzero with why not in `why`. */
+static int32_t taichi_aot_xla_twin(void *op, int32_t device, char *why, size_t why_size);
+
+/* The plan's twin on GPU `device` (by CUDA device), made the first time it is asked for: XLA running the op there.
+   The module is loaded on that GPU then, once, and only on the GPUs the program runs the op on. 0 (`devices[device]`
+   set), or 1 with why not in `why`. */
+int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *p, int32_t device, char *why, size_t why_size) {
+    why[0] = '\0';
+    if (p->devices == NULL || device < 0 || device >= p->device_count) {
+        snprintf(why, why_size, "JAX has no GPU %d", (int)device);
+        return 1;
+    }
+    if (p->devices[device] != NULL) {
+        return 0;
+    }
+    if (p->twin == NULL) {
+        snprintf(why, why_size, "a twin of an op is never made on another GPU");
+        return 1;
+    }
+    return taichi_aot_xla_twin(p->twin, device, why, why_size) != 0 || p->devices[device] == NULL;
+}
+
 /* CUDA: XLA's stream (`*stream`), and the plan and cell of the GPU XLA runs the op on (the op's plan there, where
-   its runtime drives another: jax.pmap, shard_map). 0, or 1 with the message in `why` (`*stream` NULL: no stream). */
+   its runtime drives another: jax.pmap, shard_map; made there at its first run). 0, or 1 with the message in `why`
+   (`*stream` NULL: no stream). */
 static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_cell **cell, void **stream, char *why,
                          size_t why_size) {
     tao_ffi_stream_args s;
     TaichiAotXlaPlan *p = *plan;
     int device = -1;
+    char made[512];
     memset(&s, 0, sizeof(s));
     s.struct_size = TAO_FFI_SIZE(tao_ffi_stream_args, stream);
     s.ctx = f->ctx;
@@ -447,14 +472,15 @@ static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_ce
         p->closed || (*cell)->closed) { /* a closed op or runtime: said by the caller, its twins never run */
         return 0;
     }
-    if (p->devices != NULL && device >= 0 && device < p->device_count && p->devices[device] != NULL) {
+    if (taichi_aot_xla_make_twin(p, device, made, sizeof(made)) == 0) {
         *plan = (TaichiAotXlaPlan *)p->devices[device]; /* the op's plan on the GPU XLA runs it on */
         *cell = (xla_cell *)(*plan)->runtime;
         return 0;
     }
-    snprintf(why, why_size, "%s: XLA runs it on GPU %d, and its runtime drives GPU %d: put its arrays on GPU %d "
-             "(jax.devices()[%d]), or make the op of a kernel of a runtime of GPU %d (Runtime('cuda', "
-             "device_index=%d))", p->what, device, (*cell)->device, (*cell)->device, (*cell)->device, device, device);
+    snprintf(why, why_size, "%s: XLA runs it on GPU %d, and its runtime drives GPU %d; it cannot run on GPU %d as "
+             "well (%s): put its arrays on GPU %d (jax.devices()[%d]), or make the op of a kernel of a runtime of GPU "
+             "%d (Runtime('cuda', device_index=%d))", p->what, device, (*cell)->device, device, made,
+             (*cell)->device, (*cell)->device, device, device);
     return 1;
 }
 
@@ -465,7 +491,7 @@ static void *xla_call(void *frame, int cuda, uint32_t graphable) {
     const tao_ffi_scalar *address;
     TaichiAotXlaPlan *p;
     xla_cell *c;
-    char why[768];
+    char why[1280];
     void *stream = NULL;
     if (f->extension_start != NULL && f->extension_start->type == 1) {
         return xla_metadata(f, graphable);
