@@ -55,7 +55,7 @@ typedef ptrdiff_t GLsizeiptr;
 
 #: Python functions the extension's C calls (cffi's ``extern "Python"``: each takes the GIL), declared to C in the
 #: C file that calls it: taichi_aot.jax's maker of a JAX op's plan on another GPU (``_csrc/xla.c``).
-PYTHON_CALLBACKS = 'extern "Python" int32_t taichi_aot_xla_twin(void *, int32_t, char *, size_t);\n'
+PYTHON_CALLBACKS = 'extern "Python" int32_t taichi_aot_xla_twin(void *, int32_t, void **, char *, size_t);\n'
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _INT_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+(-?(?:0x[0-9a-fA-F]+|\d+))\s*$")

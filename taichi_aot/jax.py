@@ -19,6 +19,7 @@ synchronization, refused: pass a number).
 
 from __future__ import annotations
 
+import atexit
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,7 @@ def _register() -> None:
         jax.ffi.register_ffi_target(_EMPTY, jax.ffi.pycapsule(empty), platform=platform)
     graphable = int(ffi.cast("uintptr_t", ffi.addressof(lib, "taichi_aot_xla_call_graphable")))
     jax.ffi.register_ffi_target(_GRAPHABLE, jax.ffi.pycapsule(graphable), platform="CUDA")
+    atexit.register(lib.taichi_aot_xla_stop_twins)  # run before the runtimes close: no twin made from then on
     _registered = True
 
 
@@ -103,32 +105,36 @@ class _Plan(Plan):
             self._handle = ffi.new_handle(self)  # kept with the plan, as the plan is, for the process's life
             self.c.devices, self.c.device_count, self.c.twin = self.devices, len(self.devices), self._handle
 
-    def make_twin(self, device: int) -> None:
-        """Put this call's plan on GPU ``device`` in the table: the op's twin there made (the module loaded on a
-        runtime of that GPU, once a GPU) and its plan of the same scalars. XLA's handler asks for it the first
-        time it runs the op there, on XLA's thread, whose context is that GPU's and whose stream XLA may be
-        capturing into a command buffer: the twin is made in the driver's relaxed capture mode (its memory
-        allocated and zeroed aside, never captured). Raises why not."""
+    def make_twin(self, device: int) -> Any:
+        """This call's plan on GPU ``device`` (its C struct, which C puts in the table): the op's twin there made
+        (the module loaded on a runtime of that GPU, once a GPU) and its plan of the same scalars. XLA's handler
+        asks for it the first time it runs the op there, on XLA's thread, whose context is that GPU's and whose
+        stream XLA may be capturing into a command buffer: the twin is made in the driver's relaxed capture mode
+        (its memory allocated and zeroed aside, never captured), under the twins' lock (two threads' first runs:
+        one twin, one plan). Raises why not."""
         op = self._op()
         if op is None:
             raise ClosedError(f"{ffi.string(self.what).decode()}: its op was let go")
-        table = self.devices
-        assert table is not None  # asked through its table only
-        with _cuda.relaxed_capture():
-            table[device] = op._twin(device)._plan(self.attrs).c
+        with _twins_lock, _cuda.relaxed_capture():
+            return op._twin(device)._plan(self.attrs).c
+
+
+class _UnavailableError(NotSupportedError):
+    """Why an op cannot run on a GPU (its text says it whole: the first failure's type and message)."""
 
 
 @ffi.def_extern(error=-1)
-def taichi_aot_xla_twin(handle: Any, device: int, why: Any, why_size: int) -> int:
-    """XLA's handler asks for the op's plan on GPU ``device`` (``_csrc/xla.c``, taichi_aot_xla_make_twin): 0 once
-    it is in the table of the plan whose handle is given, else 1 with why not, in ``why`` (NUL-terminated, at most
-    ``why_size`` bytes), which XLA's error then says."""
+def taichi_aot_xla_twin(handle: Any, device: int, made: Any, why: Any, why_size: int) -> int:
+    """XLA's handler asks for the op's plan on GPU ``device`` (``_csrc/xla.c``, taichi_aot_xla_make_twin): 0 with
+    the plan in ``made[0]``, which C puts in the table of the plan whose handle is given, else 1 with why not in
+    ``why`` (NUL-terminated, at most ``why_size`` bytes, whole UTF-8 characters), which XLA's error then says."""
     try:
-        ffi.from_handle(handle).make_twin(device)
+        made[0] = ffi.from_handle(handle).make_twin(device)
         return 0
     except Exception as e:
-        text = f"{type(e).__name__}: {e}".encode("utf-8", "replace")[: max(why_size - 1, 0)]
-        ffi.memmove(why, text + b"\0", min(len(text) + 1, why_size))
+        text = str(e) if isinstance(e, _UnavailableError) else f"{type(e).__name__}: {e}"
+        data = text.encode("utf-8", "replace")[: max(why_size - 1, 0)].decode("utf-8", "ignore").encode("utf-8")
+        ffi.memmove(why, data + b"\0", len(data) + 1)
         return 1
 
 
@@ -231,18 +237,18 @@ class Op:
 
     def _twin(self, device: int) -> Op:
         """This op on GPU ``device``: its kernel or graph of the module loaded there on a runtime of that GPU (made
-        once, kept for the process's life as the plans are). Raises NotSupportedError where the module cannot be
-        loaded again (no files) or the kernel cannot run there (said once, kept: each later run there says it)."""
+        once, kept for the process's life as the plans are). Raises _UnavailableError where the module cannot be loaded
+        again (no files) or the kernel cannot run there (found once and kept: each later run there says it)."""
         with _twins_lock:  # two threads' first calls: one twin
             made = self._twins.get(device)
             if made is None:
                 try:
                     made = self._twin_of(device) if self._twin_of is not None else self._load_twin(device)
-                except Exception as e:
-                    made = f"{type(e).__name__}: {e}"
+                except Exception as e:  # a reverse op's reason is its primal's, said once
+                    made = str(e) if isinstance(e, _UnavailableError) else f"{type(e).__name__}: {e}"
                 self._twins[device] = made
         if isinstance(made, str):
-            raise NotSupportedError(f"{self.spec} cannot run on GPU {device}: {made}")
+            raise _UnavailableError(made)
         return made
 
     def _load_twin(self, device: int) -> Op:

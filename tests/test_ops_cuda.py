@@ -7,11 +7,13 @@ from __future__ import annotations
 import gc
 import os
 import re
+import threading
 
 import numpy as np
 import pytest
 from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
 
+from conftest import with_ptx_copies
 from taichi_aot import Arch, ArgumentTypeError, InvalidStateError, NotSupportedError, Runtime, capi
 
 
@@ -131,18 +133,19 @@ def test_a_jax_op_on_another_gpu_runs_there_or_says_why(cuda_module):  # noqa: F
         on_libtaichi = tj.op(rt.load_module(cuda_module["cuda"], launcher="taichi").kernels["add"], {0: 1})
         traced = jax.jit(lambda v: on_libtaichi(v, 2.0))
         with pytest.raises(Exception, match=r"XLA runs it on GPU 1, and its runtime drives GPU 0; it cannot run on "
-                                            r"GPU 1 as well \(NotSupportedError: .*\)"):
+                                            r"GPU 1 as well: NotSupportedError: .*launcher='taichi'"):
             jax.block_until_ready(traced(y))
         np.testing.assert_array_equal(np.asarray(add(jax.device_put(jnp.ones(16, jnp.float32), gpus[0]), 2.0)),
                                       np.full(16, 2.0, np.float32))  # and on GPU 0, as before
 
 
-def test_a_jax_ops_twin_is_made_when_xlas_handler_asks(cuda_module):  # noqa: F811
+def test_a_jax_ops_twin_is_made_when_xlas_handler_asks(cuda_module, cuda_modules, tmp_path_factory):  # noqa: F811
     """XLA's handler, running an op on a GPU its runtime does not drive, has the op's twin there made then, once:
     from C, on XLA's thread, through Python (which takes the GIL). Here, with one GPU, the handler's own entry is
-    asked for a twin on GPU 0 (the module loaded on a runtime of its own there): made once, right, and made inside
-    a CUDA graph capture of torch's without breaking it (XLA may be capturing its stream into a command buffer);
-    what cannot be made comes back as the reason XLA's error then says."""
+    asked for twins on GPU 0 (the module loaded on a runtime of their own there): made once, right, and made on
+    another thread inside a CUDA graph capture of torch's without breaking it (XLA may be capturing its stream into
+    a command buffer), a kernel with random states too; what cannot be made comes back as the reason XLA's error
+    then says."""
     jax = pytest.importorskip("jax")
     if not any(d.platform == "gpu" for d in jax.devices()):
         pytest.skip("jax has no GPU here")
@@ -152,37 +155,71 @@ def test_a_jax_ops_twin_is_made_when_xlas_handler_asks(cuda_module):  # noqa: F8
     from taichi_aot._native import ffi, lib
 
     why = ffi.new("char[]", 512)
+    noise_module = with_ptx_copies(os.path.join(cuda_modules, "corpus"), ["one_rand"], tmp_path_factory)["one_rand"]
     with Runtime(Arch.CUDA) as rt:
         add = tj.op(rt.load_module(cuda_module["cuda"]).kernels["add"], {0: 1})
+        noise = tj.op(rt.load_module(noise_module).kernels["noise"], {0: jax.ShapeDtypeStruct((4096,), jnp.float32)})
         y = jnp.arange(16, dtype=jnp.float32)
         np.testing.assert_array_equal(np.asarray(add(y, 2.0)), 2 * np.arange(16, dtype=np.float32))
-        (plan,) = add._plans.values()
-        assert plan.devices[0] == ffi.NULL and not add._twins  # its own GPU: no twin made
+        drawn = np.asarray(noise())
+        plans = [next(iter(op._plans.values())) for op in (add, noise)]
+        assert all(p.devices[0] == ffi.NULL for p in plans) and not add._twins  # its own GPU: no twin made
+        got = []
+
+        def make() -> None:  # as XLA's thread would: another thread than the one that made the op
+            got.extend(lib.taichi_aot_xla_make_twin(p.c, 0, why, len(why)) for p in plans)
+
         torch = _cuda_torch()
-        if torch is not None:  # made while torch captures a graph on this thread (the driver's global mode)
+        if torch is not None:  # made while torch captures a graph on that thread (the driver's global mode)
             x = torch.zeros(16, device="cuda")
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                x.add_(1)
-                assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0, ffi.string(why)
-                x.add_(1)
+
+            def captured() -> None:
+                with torch.cuda.graph(graph):
+                    x.add_(1)
+                    make()
+                    x.add_(1)
+
+            _on_a_thread(captured)
             graph.replay()
             torch.cuda.synchronize()
             assert x.tolist() == [2.0] * 16  # the capture held
         else:
-            assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0, ffi.string(why)
+            _on_a_thread(make)
+        assert got == [0, 0], ffi.string(why)
         twin = add._twins[0]
-        assert plan.devices[0] == twin._plan(plan.attrs).c and twin.spec.entry.module.runtime is not rt
-        assert lib.taichi_aot_xla_make_twin(plan.c, 0, why, len(why)) == 0 and add._twins[0] is twin  # once
+        assert plans[0].devices[0] == twin._plan(plans[0].attrs).c and twin.spec.entry.module.runtime is not rt
+        assert lib.taichi_aot_xla_make_twin(plans[0].c, 0, why, len(why)) == 0 and add._twins[0] is twin  # once
         np.testing.assert_array_equal(np.asarray(twin(y, 3.0)), 3 * np.arange(16, dtype=np.float32))
-        assert lib.taichi_aot_xla_make_twin(plan.c, len(plan.devices), why, len(why)) == 1
-        assert ffi.string(why).decode() == f"JAX has no GPU {len(plan.devices)}"
+        np.testing.assert_array_equal(np.asarray(noise._twins[0]()), drawn)  # Taichi's seed on each GPU
+        beyond = len(plans[0].devices)
+        assert lib.taichi_aot_xla_make_twin(plans[0].c, beyond, why, len(why)) == 1
+        assert ffi.string(why).decode() == f"JAX had no GPU {beyond} when the op was traced"
+        assert lib.taichi_aot_xla_make_twin(twin._plan(plans[0].attrs).c, 0, why, len(why)) == 1
+        assert ffi.string(why).decode() == "an op's twin runs on its own GPU only"
         gone = tj.op(add.spec.entry, {0: 1})
-        untraced = gone._plan(plan.attrs)  # a plan a compiled XLA call may still name after its op is let go
+        untraced = gone._plan(plans[0].attrs)  # a plan a compiled XLA call may still name after its op is let go
         del gone
         gc.collect()
         assert lib.taichi_aot_xla_make_twin(untraced.c, 0, why, len(why)) == 1
         assert re.fullmatch(r"ClosedError: .*: its op was let go", ffi.string(why).decode())
+
+
+def _on_a_thread(work) -> None:
+    """``work()`` on a thread of its own, waited for; what it raised, raised here."""
+    raised = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # raised again on the caller's thread
+            raised.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
 
 
 def _cuda_torch():

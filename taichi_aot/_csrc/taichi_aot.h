@@ -328,10 +328,10 @@ typedef struct {
     const char *name; /* the launch's NVTX range (TaichiAotLaunch.name), or NULL */
     /* CUDA: the same op's plans on other GPUs, by CUDA device (`device_count` of them, NULL where a GPU has none):
        XLA running the op on another GPU than its runtime's (jax.pmap, shard_map) launches that GPU's plan */
-    void *const *devices;
+    void **devices;
     int32_t device_count;
-    /* CUDA: the op's handle for Python, which makes its plan on GPU k into `devices[k]` the first time XLA runs it
-       there (taichi_aot_xla_make_twin); NULL: none is made */
+    /* CUDA: the op's handle for Python, which makes its plan on GPU k, put into `devices[k]` the first time XLA runs
+       it there (taichi_aot_xla_make_twin); NULL: none is made */
     void *twin;
 } TaichiAotXlaPlan;
 void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
@@ -341,6 +341,7 @@ void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRun
 void taichi_aot_xla_close(void *cell);
 void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
 int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *plan, int32_t device, char *why, size_t why_size);
+void taichi_aot_xla_stop_twins(void);
 uint64_t taichi_aot_xla_imports(void *cell);
 uint64_t taichi_aot_xla_captured(void *cell);
 void *taichi_aot_xla_call_cpu(void *frame);

@@ -428,27 +428,47 @@ static void *xla_metadata(tao_ffi_frame *f, uint32_t traits) {
     return NULL;
 }
 
-/* Python's (taichi_aot.jax, cffi's extern "Python": it takes the GIL): the op's plan on GPU `device` made into the
-   table of the plan whose `twin` handle `op` is. 0, or nonzero with why not in `why`. */
-static int32_t taichi_aot_xla_twin(void *op, int32_t device, char *why, size_t why_size);
+/* Python's (taichi_aot.jax, cffi's extern "Python": it takes the GIL): the op's plan on GPU `device` (`*made`) of the
+   plan whose `twin` handle `op` is. 0, or nonzero with why not in `why`. */
+static int32_t taichi_aot_xla_twin(void *op, int32_t device, void **made, char *why, size_t why_size);
+
+/* Set at the interpreter's exit (atexit): from then on no twin is made, Python is not entered from XLA's threads. */
+static volatile int xla_twins_stopped;
+
+void taichi_aot_xla_stop_twins(void) {
+    xla_twins_stopped = 1;
+}
 
 /* The plan's twin on GPU `device` (by CUDA device), made the first time it is asked for: XLA running the op there.
-   The module is loaded on that GPU then, once, and only on the GPUs the program runs the op on. 0 (`devices[device]`
-   set), or 1 with why not in `why`. */
+   The module is loaded on that GPU then, once, and only on the GPUs the program runs the op on. The table entry is
+   published with release order and read with acquire order (XLA's threads read it with no lock). 0
+   (`devices[device]` set), or 1 with why not in `why`. */
 int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *p, int32_t device, char *why, size_t why_size) {
+    void *made = NULL;
     why[0] = '\0';
-    if (p->devices == NULL || device < 0 || device >= p->device_count) {
-        snprintf(why, why_size, "JAX has no GPU %d", (int)device);
+    if (p->devices == NULL) {
+        snprintf(why, why_size, "an op's twin runs on its own GPU only");
         return 1;
     }
-    if (p->devices[device] != NULL) {
+    if (device < 0 || device >= p->device_count) {
+        snprintf(why, why_size, "JAX had no GPU %d when the op was traced", (int)device);
+        return 1;
+    }
+    if (__atomic_load_n(&p->devices[device], __ATOMIC_ACQUIRE) != NULL) {
         return 0;
     }
-    if (p->twin == NULL) {
-        snprintf(why, why_size, "a twin of an op is never made on another GPU");
+    if (p->twin == NULL || xla_twins_stopped) {
+        snprintf(why, why_size, "%s", p->twin == NULL ? "no twin is made for it" : "the interpreter is exiting");
         return 1;
     }
-    return taichi_aot_xla_twin(p->twin, device, why, why_size) != 0 || p->devices[device] == NULL;
+    if (taichi_aot_xla_twin(p->twin, device, &made, why, why_size) != 0 || made == NULL) {
+        if (why[0] == '\0') { /* an exception the maker did not catch (KeyboardInterrupt): its traceback on stderr */
+            snprintf(why, why_size, "Python failed to make it (its traceback is on standard error)");
+        }
+        return 1;
+    }
+    __atomic_store_n(&p->devices[device], made, __ATOMIC_RELEASE);
+    return 0;
 }
 
 /* CUDA: XLA's stream (`*stream`), and the plan and cell of the GPU XLA runs the op on (the op's plan there, where
@@ -473,14 +493,13 @@ static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_ce
         return 0;
     }
     if (taichi_aot_xla_make_twin(p, device, made, sizeof(made)) == 0) {
-        *plan = (TaichiAotXlaPlan *)p->devices[device]; /* the op's plan on the GPU XLA runs it on */
+        /* the op's plan on the GPU XLA runs it on */
+        *plan = (TaichiAotXlaPlan *)__atomic_load_n(&p->devices[device], __ATOMIC_ACQUIRE);
         *cell = (xla_cell *)(*plan)->runtime;
         return 0;
     }
     snprintf(why, why_size, "%s: XLA runs it on GPU %d, and its runtime drives GPU %d; it cannot run on GPU %d as "
-             "well (%s): put its arrays on GPU %d (jax.devices()[%d]), or make the op of a kernel of a runtime of GPU "
-             "%d (Runtime('cuda', device_index=%d))", p->what, device, (*cell)->device, device, made,
-             (*cell)->device, (*cell)->device, device, device);
+             "well: %s", p->what, device, (*cell)->device, device, made);
     return 1;
 }
 

@@ -209,8 +209,12 @@ class Launcher:
             image[:, 0] = (np.uint64(123456789) * i * np.uint64(1000000007)) & np.uint64(0xFFFFFFFF)
             image[:, 1:4] = (362436069, 521288629, 88675123)
             _cuda.htod(states, image, 0)
-            cu.cuCtxSynchronize()  # queued kernels may still use the states replaced
+            if old:  # queued kernels, on any stream, may still use the states replaced
+                cu.cuCtxSynchronize()
             _cuda.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
+            # both copies done before a kernel on any stream reads them; a new stand-in's states need no wait for the
+            # whole context, which a twin made inside XLA's command buffer capture could not make
+            cu.cuStreamSynchronize(None)
         except BaseException:
             cu.cuMemFree_v2(states)
             raise
