@@ -97,6 +97,7 @@ def _cuda() -> ctypes.CDLL:
                                ("cuMemAllocManaged", (ctypes.POINTER(ptr), size, ctypes.c_uint)),
                                ("cuDeviceGetCount", (ctypes.POINTER(i32),)),
                                ("cuCtxGetCurrent", (pvp,)), ("cuCtxSynchronize", ()), ("cuCtxSetCurrent", (vp,)),
+                               ("cuStreamGetCtx", (vp, pvp)), ("cuCtxGetDevice", (ctypes.POINTER(i32),)),
                                ("cuLaunchKernel", (vp, *(ctypes.c_uint,) * 7, vp, vp, vp))):
                 fn = getattr(lib, name)
                 fn.argtypes = args
@@ -170,13 +171,16 @@ def _ok(code: int, what: str) -> None:
 
 
 def context_of(device_ptr: int) -> int:
-    """The CUcontext (as an integer) that owns ``device_ptr``; 0 where it names none: Taichi maps its memory
-    with the virtual memory API, and the runtime's own context is current on its thread (the only thread
-    that may use it)."""
-    ctx = ctypes.c_uint64(0)
-    _ok(_cuda().cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr),
+    """The CUcontext (as an integer) that owns ``device_ptr``. Memory mapped with the virtual memory API (Taichi's)
+    names none: its device's primary context then, the one Taichi 1.7.4 maps it in (another library may have left
+    another GPU's context current on the thread: XLA leaves the one it ran on)."""
+    cu, ctx = _cuda(), ctypes.c_uint64(0)
+    _ok(cu.cuPointerGetAttribute(ctypes.byref(ctx), _POINTER_ATTRIBUTE_CONTEXT, device_ptr),
         "find the CUDA context of a device pointer")
-    return int(ctx.value)
+    if ctx.value:
+        return int(ctx.value)
+    device = device_of(device_ptr)
+    return int(retain_primary(cu, device).value or 0)
 
 
 @contextmanager

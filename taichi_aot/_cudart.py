@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from . import _cuda
@@ -98,6 +100,61 @@ def stream_handle(stream: Any) -> int | None:
     if isinstance(stream, bool) or (stream is not None and stream < 0):
         raise ArgumentTypeError(f"set_cuda_stream: {stream!r} is not a CUstream handle")
     return stream
+
+
+def check_stream(stream: int | None, device: int) -> None:
+    """Raise InvalidArgumentError where ``stream`` was made in another GPU's context than ``device``'s (the legacy and
+    per-thread default streams, 0, 1 and 2, are every context's; so is one the driver cannot place)."""
+    if stream in (None, 0, 1, 2):
+        return
+    cu, ctx, found = _cuda.driver(), ctypes.c_void_p(), ctypes.c_int(-1)
+    if cu.cuStreamGetCtx(ctypes.c_void_p(stream), ctypes.byref(ctx)) != 0 or not ctx.value:
+        return
+    if cu.cuCtxPushCurrent_v2(ctx) != 0:
+        return
+    try:
+        known = cu.cuCtxGetDevice(ctypes.byref(found)) == 0  # a CUdevice: the driver numbers them as the ordinals
+    finally:
+        cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+    if known and found.value != device:
+        raise InvalidArgumentError(f"set_cuda_stream: the stream is GPU {found.value}'s, and this runtime drives GPU "
+                                   f"{device}: give a stream of its GPU (torch.cuda.current_stream({device}), a stream "
+                                   f"made under cupy.cuda.Device({device}))")
+
+
+@contextmanager
+def library_context() -> Iterator[None]:
+    """The block's libtaichi calls (its CUDA runtime made, a module loaded, memory allocated) in device 0's primary
+    context, the one Taichi 1.7.4 uses and allocates in without making it current: where another context is current
+    on the thread (XLA leaves the GPU's it ran on; ``torch.cuda.set_device(1)``), it is pushed and the other one
+    restored after; where none is, it is made current and left so, as libtaichi's first runtime makes it (CUDA's
+    runtime API, torch's and CuPy's, then takes it as device 0). Nothing where libcuda or a GPU is missing:
+    libtaichi says so itself."""
+    try:
+        cu = _cuda.driver()
+        primary = _cuda.retain_primary(cu, 0)
+    except (OSError, InvalidStateError):
+        yield
+        return
+    current = ctypes.c_void_p()
+    if cu.cuCtxGetCurrent(ctypes.byref(current)) != 0 or current.value == primary.value:
+        yield
+        return
+    if not current.value:
+        cu.cuCtxSetCurrent(primary)
+        yield
+        return
+    if cu.cuCtxPushCurrent_v2(primary) != 0:
+        raise InvalidStateError("libtaichi's CUDA calls: device 0's primary context cannot be made current")
+    try:
+        yield
+    finally:
+        cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
+
+def library_calls(cuda: bool) -> AbstractContextManager[None]:
+    """:func:`library_context` for a CUDA runtime's libtaichi calls (``cuda``), else nothing."""
+    return library_context() if cuda else nullcontext()
 
 
 def _error(code: int, what: str) -> Exception:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from . import _cuda
@@ -268,3 +270,24 @@ class Child:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_held = threading.local()  # ``on``: this thread makes runtimes where no collection may run (without_collection)
+
+
+def collection_held() -> bool:
+    """Whether this thread is inside :func:`without_collection` (a runtime made there collects nothing first)."""
+    return getattr(_held, "on", False)
+
+
+@contextmanager
+def without_collection() -> Iterator[None]:
+    """Runtimes made in the block make no collection first: XLA's handler makes a JAX op's twin on XLA's thread,
+    where other objects' finalizers must not run (one may wait for the whole GPU, which a command buffer capture
+    under way refuses)."""
+    before = collection_held()
+    _held.on = True
+    try:
+        yield
+    finally:
+        _held.on = before

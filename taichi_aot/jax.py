@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _cuda
+from ._lifetime import without_collection
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from ._plans import Plan, cell
@@ -73,7 +74,8 @@ def _twin_runtime(device: int) -> Any:
     if runtime is None or runtime.closed:
         from .runtime import Runtime
 
-        runtime = _twin_runtimes[key] = Runtime(Arch.CUDA, device_index=device, cuda_runtime="own")
+        with without_collection():  # on XLA's thread: no other object's finalizer runs there
+            runtime = _twin_runtimes[key] = Runtime(Arch.CUDA, device_index=device, cuda_runtime="own")
     return runtime
 
 

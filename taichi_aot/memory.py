@@ -181,9 +181,10 @@ class Memory(Child):
             return
         else:
             address = None
-            handle = capi.allocate_memory(
-                rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
-            ).cdata
+            with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
+                handle = capi.allocate_memory(
+                    rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
+                ).cdata
             release = functools.partial(capi.free_memory, rt, handle)
         self._setup(runtime, handle, size, flags, release, None, address, None)
 

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
 
-from . import _probe, capi, metadata
+from . import _cudart, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
@@ -167,23 +167,29 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
         temp_dir = _module_folder()
         try:
             extract_archive(data if data is not None else what, temp_dir)
-            return None if own else capi.load_checked(rt, temp_dir, meta), temp_dir
+            if own:
+                return None, temp_dir
+            with _cudart.library_calls(runtime.arch == Arch.CUDA):
+                return capi.load_checked(rt, temp_dir, meta), temp_dir
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
     # the metadata was read and checked above: capi's loads by that metadata do not read it again
     if own:
         return None, None
-    if data is not None:
-        return capi.create_checked(rt, data, meta), None
-    return capi.load_checked(rt, what, meta), None
+    with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
+        if data is not None:
+            return capi.create_checked(rt, data, meta), None
+        return capi.load_checked(rt, what, meta), None
 
 
 def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:
     """libtaichi's load of a module on taichi_aot's own CUDA runtime, whose kernels it launches where the own launcher
     does not (its runtime made beside the own on the first such module); the own backends unloaded where it fails."""
     try:
-        return capi.load_checked(runtime.library_runtime(), folder if folder is not None else src.what, src.meta)
+        library = runtime.library_runtime()
+        with _cudart.library_context():
+            return capi.load_checked(library, folder if folder is not None else src.what, src.meta)
     except BaseException:
         backends.unload()
         raise

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _cuda, _cudart, _dlpack, _library, capi, metadata
 from ._foreign import ForeignArgs
-from ._lifetime import Child, Owned, unpicklable
+from ._lifetime import Child, Owned, collection_held, unpicklable
 from ._native import ffi, lib
 from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
@@ -219,8 +219,8 @@ class Runtime:
                  cpu_threads: int | None = None, cuda_runtime: str | None = None):
         self._arch: Arch = resolve_arch(arch)
         self._device_index = device_index
-        if len(_open_runtimes) >= _COLLECT_AT:  # runtimes dropped unclosed, held by a cycle (a module and its
-            gc.collect()  # kernels refer to each other), are released before another is made
+        if len(_open_runtimes) >= _COLLECT_AT and not collection_held():  # runtimes dropped
+            gc.collect()  # unclosed, held by a cycle (a module and its kernels), are released before another is made
         #: taichi_aot's own CUDA runtime's device (None: libtaichi's runtime; see taichi_aot._cudart)
         self.cuda_device: _cudart.CudaDevice | None = None
         self._library: list[Any] = []  # the own CUDA runtime's libtaichi runtime, once a module needs it
@@ -230,7 +230,8 @@ class Runtime:
             # its memory and modules are given back before it, then libtaichi's runtime where one was made
             self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
         else:
-            handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
+            with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
+                handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
             if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
                 _cuda.driver()
             pending = capi.pending_flag(handle)
@@ -310,7 +311,8 @@ class Runtime:
             return self._handle
         if self._device_index != 0:
             raise NotSupportedError(_cudart.no_library(self._device_index))
-        self._handle = capi.create_runtime(Arch.CUDA, 0).cdata
+        with _cudart.library_context():  # device 0's context, whatever another library left current
+            self._handle = capi.create_runtime(Arch.CUDA, 0).cdata
         self._library.append(self._handle)
         if self._cuda_stream:  # libtaichi's launches on the stream set
             capi.set_cuda_stream(self._cuda_stream)
@@ -425,11 +427,13 @@ class Runtime:
         Raises:
             NotSupportedError: not a CUDA runtime.
             ArgumentTypeError: not a stream.
+            InvalidArgumentError: a stream of another GPU than the runtime's.
         """
         self.ensure_open()
         if self._arch != Arch.CUDA:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
         stream = _cudart.stream_handle(stream)
+        _cudart.check_stream(stream, self._device_index)
         capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
         if not (capturing or _cuda.capturing(self._cuda_stream)):

@@ -136,6 +136,32 @@ def test_a_torch_ops_backward_on_cuda_is_its_reverse_kernel(cuda_built):
         np.testing.assert_allclose(x.grad.cpu().numpy(), X * SEED, rtol=1e-5)
 
 
+def test_a_torch_ops_backward_on_every_gpu(cuda_built):
+    """A torch op of a runtime of each GPU torch has, and one op over the module (``op_of``: a part a GPU), give
+    Taichi's gradient on tensors of that GPU: autograd runs the reverse kernel on its thread of that GPU, on that GPU's
+    stream (one GPU here: GPU 0; two: both, GPU 1 first)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    path, expect = cuda_built
+    gpus = list(range(torch.cuda.device_count()))[::-1]
+    runtimes = [Runtime(Arch.CUDA, device_index=k) for k in gpus]
+    over = tt.op_of(path, "sq", {"y": "x"})
+    try:
+        for k, rt in zip(gpus, runtimes):
+            for op in (tt.op(rt.load_module(path).kernels["sq"], {"y": "x"}), over):
+                x = torch.tensor(X, device=f"cuda:{k}", requires_grad=True)
+                (op(x) * torch.tensor(SEED, device=f"cuda:{k}")).sum().backward()
+                assert x.grad.device == torch.device("cuda", k)
+                np.testing.assert_allclose(x.grad.cpu().numpy(), expect["sq_xgrad"], rtol=1e-5)
+    finally:
+        over.close()
+        for rt in runtimes:
+            rt.close()
+
+
 def test_a_jax_ops_vjp_on_cuda_is_its_reverse_kernel(cuda_built):
     """On CUDA a JAX op's VJP is an op of the reverse kernel on XLA's stream (the own launcher): jax.grad equals
     Taichi's own eagerly and under jax.jit, check_grads passes, an overflow is XLA's error saying so."""

@@ -201,6 +201,7 @@ def test_a_pool_of_cuda_workers_one_gpu_each(cuda_module):
     import pool_tasks as tasks
 
     from taichi_aot.pool import Pool
+    from taichi_aot.pool._plan import _visible
 
     count = capi.arch_status()[Arch.CUDA].device_count or 1
     devices = list(range(count))
@@ -212,7 +213,8 @@ def test_a_pool_of_cuda_workers_one_gpu_each(cuda_module):
             np.testing.assert_array_equal(values, a * np.arange(8, dtype=np.float32))
         seen = {s["slot"]: s for s in pool.map(tasks.whoami, range(8 * count))}
         visible = sorted(s["cuda_visible"] for s in seen.values())
-        assert visible == sorted(str(d) for d in devices)[: len(visible)]
+        # each device as this process's CUDA_VISIBLE_DEVICES names it ("2", a UUID), or its index where it is unset
+        assert visible == sorted(_visible(d) for d in devices)[: len(visible)]
         assert len({s["pid"] for s in seen.values()}) == len(seen)
 
 

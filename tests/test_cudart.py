@@ -211,6 +211,12 @@ assert set(homed.parts) == {"cuda", "cuda:0"}, homed.parts
 homed.close()
 assert not rts[1].closed
 try:
+    rts[0].set_cuda_stream(torch.cuda.current_stream(1))
+except Exception as e:
+    assert "the stream is GPU 1's, and this runtime drives GPU 0" in str(e), e
+else:
+    raise AssertionError("a stream of GPU 1 was set on a runtime of GPU 0")
+try:
     ops[1](torch.ones(4, device="cuda:0"), 2.0)
 except Exception as e:
     assert "device 0" in str(e) and "device 1" in str(e), e
@@ -237,6 +243,57 @@ else:
     raise AssertionError("libtaichi's launches on device 1")
 print("two GPUs ok")
 """
+
+
+ANOTHER_CONTEXT = """
+import ctypes, sys
+import numpy as np
+from taichi_aot import Runtime
+module = sys.argv[1]
+cu = ctypes.CDLL("libcuda.so.1")
+cu.cuInit(0)
+device = ctypes.c_int()
+assert cu.cuDeviceGet(ctypes.byref(device), 0) == 0
+Runtime("cuda", cuda_runtime="taichi").close()  # libtaichi's CUDA context made: later runtimes take it as it is
+mine = ctypes.c_void_p()
+assert cu.cuCtxCreate_v2(ctypes.byref(mine), 0, device) == 0  # another library's: current on this thread now
+
+
+def current():
+    ctx = ctypes.c_void_p()
+    assert cu.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
+    return ctx.value
+
+
+for how in ("taichi", "own"):  # libtaichi's runtime alone, and made beside the own for a module on libtaichi
+    with Runtime("cuda", cuda_runtime=how) as rt:
+        assert current() == mine.value, how  # libtaichi made it current (and would allocate in it) before
+        mod = rt.load_module(module, launcher="taichi")
+        x = rt.ndarray_from_numpy(np.zeros(4096, np.float32))
+        y = rt.ndarray_from_numpy(np.arange(4096, dtype=np.float32))
+        assert current() == mine.value, how  # the other library's context current again after each call
+        mod.kernels["add"](x, y, 0.5)
+        mod.graphs["add_twice"](x=x, y=y, a=1.0)
+        assert cu.cuCtxSetCurrent(mine) == 0  # libtaichi's launches leave device 0's current: the library's again
+        np.testing.assert_allclose(x.to_numpy(), np.arange(4096) * 2.5)
+        z = rt.ndarray((4096,), np.float32)
+        z.copy_from(x)  # a device-to-device copy (the driver's, in the memory's context)
+        np.testing.assert_allclose(z.to_numpy(), np.arange(4096) * 2.5)
+        assert current() == mine.value, how
+print("another context ok")
+"""
+
+
+def test_libtaichi_works_in_device_0s_context_whatever_is_current(cuda_module):  # noqa: F811
+    """Another library's context current on the thread (XLA leaves the one of the GPU it ran on; torch's
+    set_device; here a context of its own on GPU 0): libtaichi's runtime, module loads, memory and copies happen in
+    device 0's primary context, the one Taichi uses, and the other library's context is current again after each
+    (libtaichi made device 0's current for good when it made a runtime, and would allocate in whichever context was
+    current; its launches still leave device 0's current, as Taichi makes them)."""
+    env = {k: v for k, v in os.environ.items() if k != "TAICHI_AOT_CUDA_RUNTIME"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ANOTHER_CONTEXT), cuda_module["cuda"]],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0 and "another context ok" in proc.stdout, proc.stdout + proc.stderr[-4000:]
 
 
 def test_jax_op_under_pmap_on_the_own_runtime(own, cuda_module):  # noqa: F811

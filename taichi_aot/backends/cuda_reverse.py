@@ -61,7 +61,7 @@ class GradCall:
         else:
             if self.kernel.module.closed:  # closed objects are refused on any thread
                 raise ClosedError(f"{kernel}: its module or runtime is closed")
-            stream = _current_torch_stream()
+            stream = _current_torch_stream(rt.device_index)
             self.elsewhere(self._pack(given, kernel, stream), len(given), stream)
 
     def _pack(self, given: list[Any], kernel: str, stream: int | None) -> Any:
@@ -71,7 +71,8 @@ class GradCall:
         args = ffi.new("TiArgument[]", max(len(given), 1))
         for i, (spec, value) in enumerate(zip(k.signature, given)):
             if spec.kind == "ndarray":
-                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}", stream)
+                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}", stream,
+                                             k.module.runtime.device_index)
                 arg = bytes(ffi.buffer(ndarray_argument(
                     ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:spec.ndim],
                     tuple(spec.elem_shape), cast(DataType, spec.dtype))))
@@ -81,25 +82,26 @@ class GradCall:
         return args
 
 
-def _current_torch_stream() -> int | None:
-    """torch's current CUDA stream on this thread (autograd sets the forward's), or None: the legacy default."""
+def _current_torch_stream(device: int) -> int | None:
+    """torch's current CUDA stream of GPU ``device`` on this thread (autograd sets the forward's), or None: the
+    legacy default. The device is the runtime's, not the thread's current one (autograd's thread of another GPU)."""
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
-    return int(torch.cuda.current_stream().cuda_stream) or None
+    return int(torch.cuda.current_stream(device).cuda_stream) or None
 
 
-def _cuda_array(value: Any, spec: ArgInfo, what: str, stream: int | None) -> tuple[int, tuple[int, ...]]:
+def _cuda_array(value: Any, spec: ArgInfo, what: str, stream: int | None, device: int) -> tuple[int, tuple[int, ...]]:
     """A CUDA array's device pointer and shape (``_arrays.CudaArray``: its producer's stream ordered before
     ``stream``), checked against an ndarray argument: its dtype, dimensions and element shape, on the runtime's
-    device, contiguous."""
+    ``device``, contiguous."""
     face = cuda_interface(value, what)
     if face is None:
         raise ArgumentTypeError(f"{what}: from another thread than the runtime's, a CUDA array (torch, CuPy) is "
                                 f"needed, got {type(value).__name__}")
     refuse_lazy(value, what)
     array = CudaArray.from_interface(value, face, what, weak=True, consumer=stream)
-    array.check(len(spec.elem_shape), what)
+    array.check(len(spec.elem_shape), what, device)
     shape = array.shape
     if array.dtype != NUMPY_DTYPES[cast(DataType, spec.dtype)] or len(shape) != spec.ndim + len(spec.elem_shape) \
             or shape[spec.ndim:] != tuple(spec.elem_shape):
