@@ -187,6 +187,7 @@ def test_a_jax_ops_twin_is_made_when_xlas_handler_asks(cuda_module, cuda_modules
         else:
             _on_a_thread(make)
         assert got == [0, 0], ffi.string(why)
+        assert gc.isenabled()  # held off while the twins were made, on again
         twin = add._twins[0]
         assert plans[0].devices[0] == twin._plan(plans[0].attrs).c and twin.spec.entry.module.runtime is not rt
         assert lib.taichi_aot_xla_make_twin(plans[0].c, 0, why, len(why)) == 0 and add._twins[0] is twin  # once
