@@ -19,6 +19,7 @@ come back to Python to re-check only when it has moved: the hot path stays in C.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import weakref
@@ -273,6 +274,8 @@ class Child:
 
 
 _held = threading.local()  # ``on``: this thread makes runtimes where no collection may run (without_collection)
+_collector_lock = threading.Lock()
+_collector = [0, False]  # blocks inside without_collection on every thread; whether the collector was on before
 
 
 def collection_held() -> bool:
@@ -282,12 +285,22 @@ def collection_held() -> bool:
 
 @contextmanager
 def without_collection() -> Iterator[None]:
-    """Runtimes made in the block make no collection first: XLA's handler makes a JAX op's twin on XLA's thread,
-    where other objects' finalizers must not run (one may wait for the whole GPU, which a command buffer capture
-    under way refuses)."""
+    """No collection in the block: Python's automatic one off (on again when the last such block on any thread
+    ends, where it was on), and runtimes made in it make none first. XLA's handler makes a JAX op's twin on XLA's
+    thread, where other objects' finalizers must not run (one may wait for the whole GPU, which a command buffer
+    capture under way refuses)."""
     before = collection_held()
+    with _collector_lock:
+        if _collector[0] == 0:
+            _collector[1] = gc.isenabled()
+            gc.disable()
+        _collector[0] += 1
     _held.on = True
     try:
         yield
     finally:
         _held.on = before
+        with _collector_lock:
+            _collector[0] -= 1
+            if _collector[0] == 0 and _collector[1]:
+                gc.enable()

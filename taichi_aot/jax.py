@@ -20,11 +20,9 @@ synchronization, refused: pass a number).
 from __future__ import annotations
 
 import atexit
-import contextlib
-import gc
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import jax
@@ -76,8 +74,7 @@ def _twin_runtime(device: int) -> Any:
     if runtime is None or runtime.closed:
         from .runtime import Runtime
 
-        with without_collection():  # on XLA's thread: no other object's finalizer runs there
-            runtime = _twin_runtimes[key] = Runtime(Arch.CUDA, device_index=device, cuda_runtime="own")
+        runtime = _twin_runtimes[key] = Runtime(Arch.CUDA, device_index=device, cuda_runtime="own")
     return runtime
 
 
@@ -119,22 +116,8 @@ class _Plan(Plan):
         op = self._op()
         if op is None:
             raise ClosedError(f"{ffi.string(self.what).decode()}: its op was let go")
-        with _twins_lock, _cuda.relaxed_capture(), _collector_off():
+        with _twins_lock, _cuda.relaxed_capture(), without_collection():  # no other object's finalizer runs here
             return op._twin(device)._plan(self.attrs).c
-
-
-@contextlib.contextmanager
-def _collector_off() -> Iterator[None]:
-    """Python's automatic collection off in the block (a twin made on XLA's thread: no other object's finalizer
-    runs there, where one may wait for the whole GPU, which a command buffer capture under way refuses); the
-    twins' lock keeps two makers from turning it on under each other."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 class _UnavailableError(NotSupportedError):

@@ -161,26 +161,24 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     own = runtime.cuda_device is not None  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
-    if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
-        # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
-        # refuses .tcm bytes: extract the archive to a private folder instead.
-        temp_dir = _module_folder()
-        try:
+    temp_dir = None
+    try:
+        if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
+            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
+            # refuses .tcm bytes: extract the archive to a private folder instead.
+            temp_dir = _module_folder()
             extract_archive(data if data is not None else what, temp_dir)
-            if own:
-                return None, temp_dir
-            with _cudart.library_calls(runtime.arch == Arch.CUDA):
-                return capi.load_checked(rt, temp_dir, meta), temp_dir
-        except BaseException:
+            data, what = None, temp_dir
+        if own:
+            return None, temp_dir
+        # the metadata was read and checked above: capi's loads by that metadata do not read it again
+        with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
+            handle = capi.create_checked(rt, data, meta) if data is not None else capi.load_checked(rt, what, meta)
+        return handle, temp_dir
+    except BaseException:
+        if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
-            raise
-    # the metadata was read and checked above: capi's loads by that metadata do not read it again
-    if own:
-        return None, None
-    with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
-        if data is not None:
-            return capi.create_checked(rt, data, meta), None
-        return capi.load_checked(rt, what, meta), None
+        raise
 
 
 def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:

@@ -355,7 +355,8 @@ void *taichi_aot_xla_empty(void *frame);
    TaichiAotTorchOutput says: torch's dtype code, `rank` dims, the first `lead` of them input `source`'s (-1: none),
    the rest `dims`' own; where `copy`, input `source`'s bytes copied in (on CUDA by the cell's cuMemcpyDtoDAsync); plan
    argument `arg`, or -1 for a value the kernel returns. `device_type` is torch's code of the op's device
-   (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages; a call from another `thread` or `pid` than the runtime's is refused. bind returns 1 where
+   (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages; a call from another
+   `thread` or `pid` than the runtime's is refused. bind returns 1 where
    torch's functions were found; register puts the op in a slot of its own (see the file), returning it, or -1
    (unbound, or every slot taken) or -2 (torch refused); release unregisters it once no call of it is in flight. */
 #define TAICHI_AOT_TORCH_SLOTS 256

@@ -441,34 +441,40 @@ void taichi_aot_xla_stop_twins(void) {
 
 /* The plan's twin on GPU `device` (by CUDA device), made the first time it is asked for: XLA running the op there.
    The module is loaded on that GPU then, once, and only on the GPUs the program runs the op on. The table entry is
-   published with release order and read with acquire order (XLA's threads read it with no lock). 0
-   (`devices[device]` set), or 1 with why not in `why`. */
-int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *p, int32_t device, char *why, size_t why_size) {
-    void *made = NULL;
+   published with release order and read with acquire order (XLA's threads read it with no lock). The twin's plan,
+   or NULL with why not in `why`. */
+static TaichiAotXlaPlan *xla_twin_plan(const TaichiAotXlaPlan *p, int32_t device, char *why, size_t why_size) {
+    void *made;
     why[0] = '\0';
     if (p->devices == NULL) {
         snprintf(why, why_size, "an op's twin runs on its own GPU only");
-        return 1;
+        return NULL;
     }
     if (device < 0 || device >= p->device_count) {
         snprintf(why, why_size, "JAX had no GPU %d when the op was traced", (int)device);
-        return 1;
+        return NULL;
     }
-    if (__atomic_load_n(&p->devices[device], __ATOMIC_ACQUIRE) != NULL) {
-        return 0;
+    made = __atomic_load_n(&p->devices[device], __ATOMIC_ACQUIRE);
+    if (made != NULL) {
+        return (TaichiAotXlaPlan *)made;
     }
     if (p->twin == NULL || xla_twins_stopped) {
         snprintf(why, why_size, "%s", p->twin == NULL ? "no twin is made for it" : "the interpreter is exiting");
-        return 1;
+        return NULL;
     }
     if (taichi_aot_xla_twin(p->twin, device, &made, why, why_size) != 0 || made == NULL) {
         if (why[0] == '\0') { /* an exception the maker did not catch (KeyboardInterrupt): its traceback on stderr */
             snprintf(why, why_size, "Python failed to make it (its traceback is on standard error)");
         }
-        return 1;
+        return NULL;
     }
     __atomic_store_n(&p->devices[device], made, __ATOMIC_RELEASE);
-    return 0;
+    return (TaichiAotXlaPlan *)made;
+}
+
+/* xla_twin_plan as the handler asks for it, for the tests: 0 (`devices[device]` set), or 1 with why not. */
+int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *p, int32_t device, char *why, size_t why_size) {
+    return xla_twin_plan(p, device, why, why_size) == NULL;
 }
 
 /* CUDA: XLA's stream (`*stream`), and the plan and cell of the GPU XLA runs the op on (the op's plan there, where
@@ -477,7 +483,7 @@ int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *p, int32_t device, char
 static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_cell **cell, void **stream, char *why,
                          size_t why_size) {
     tao_ffi_stream_args s;
-    TaichiAotXlaPlan *p = *plan;
+    TaichiAotXlaPlan *p = *plan, *twin;
     int device = -1;
     char made[512];
     memset(&s, 0, sizeof(s));
@@ -492,10 +498,10 @@ static int xla_on_device(const tao_ffi_frame *f, TaichiAotXlaPlan **plan, xla_ce
         p->closed || (*cell)->closed) { /* a closed op or runtime: said by the caller, its twins never run */
         return 0;
     }
-    if (taichi_aot_xla_make_twin(p, device, made, sizeof(made)) == 0) {
-        /* the op's plan on the GPU XLA runs it on */
-        *plan = (TaichiAotXlaPlan *)__atomic_load_n(&p->devices[device], __ATOMIC_ACQUIRE);
-        *cell = (xla_cell *)(*plan)->runtime;
+    twin = xla_twin_plan(p, device, made, sizeof(made));
+    if (twin != NULL) { /* the op's plan on the GPU XLA runs it on */
+        *plan = twin;
+        *cell = (xla_cell *)twin->runtime;
         return 0;
     }
     snprintf(why, why_size, "%s: XLA runs it on GPU %d, and its runtime drives GPU %d; it cannot run on GPU %d as "
