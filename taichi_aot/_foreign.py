@@ -236,13 +236,14 @@ class ForeignArgs:
     """
 
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_flight", "_held",
-                 "_on_cuda", "_own", "_runtime", "_spare", "allow_copies", "held_limit", "hits", "imports", "size",
-                 "staged", "unmaps")
+                 "_on_cuda", "_on_device", "_own", "_runtime", "_spare", "allow_copies", "held_limit", "hits",
+                 "imports", "size", "staged", "unmaps")
 
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
         self._on_cuda = runtime.arch == Arch.CUDA
+        self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
         self._own = runtime.cuda_device is not None  # taichi_aot's own CUDA runtime: pointers, never imports
         self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
@@ -588,7 +589,7 @@ class ForeignArgs:
                 self._drop(nd, view)
                 raise
             return nd, view
-        if self._on_cuda:  # host-visible memory is managed memory there: device memory, copied by the driver
+        if self._on_device:  # host-visible memory is slow for kernels there: device memory, copied by the device
             return self._from_host(a, dims, True, None, what, owner=None, fill=fill), None
         split = a.ndim - dims
         nd = NdArray._unfilled(self._rt(), a.shape[:split], dtype, a.shape[split:])

@@ -81,6 +81,8 @@ class Parent(Protocol):
     @property
     def cuda_device(self) -> Any: ...  # taichi_aot's own CUDA runtime's device (_cudart.CudaDevice), or None
     @property
+    def device(self) -> Any: ...  # where memory lives and how bytes move (placement.Device)
+    @property
     def cpu_threads(self) -> int | None: ...
     @property
     def closed(self) -> bool: ...

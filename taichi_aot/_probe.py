@@ -84,8 +84,13 @@ def _vulkan_loader() -> tuple[Any, Any]:
         int vkEnumeratePhysicalDevices(void *instance, uint32_t *count, void **devices);
         void vkGetPhysicalDeviceProperties(void *device, void *properties);
         void vkGetPhysicalDeviceProperties2(void *device, void *properties);
+        void vkGetPhysicalDeviceMemoryProperties(void *device, void *properties);
     """)
     return c, c.dlopen("libvulkan.so.1")
+
+
+#: The loader as devices.vulkan reads a runtime's own physical device with it.
+vulkan_loader = _vulkan_loader
 
 
 #: The VkInstance that keeps the process's Vulkan driver loaded (None: none made yet; False: none can be).

@@ -7,25 +7,24 @@ alive; the mapping ends when the last one is garbage collected. A view can
 therefore never dangle, even after ``close()``: closing only stops new use.
 Views of memory without ``host_write`` are read-only.
 
-On CPU backends (x64), where libtaichi_c_api 1.7.4 cannot free the memory it
-allocates, memory is host memory of our own, imported into the runtime
-(``ti_import_cpu_memory``): closing it returns it to the system.
+Where the memory lives, who allocates it and how bytes move is the runtime's device's to say
+(:mod:`taichi_aot.placement`): host memory of our own on CPU backends, device memory on CUDA and on a
+discrete GPU's Vulkan, libtaichi's host-visible memory elsewhere.
 """
 
 from __future__ import annotations
 
 import functools
-import mmap
 import threading
 from typing import Any, Callable
 
 import numpy as np
 
-from . import _cuda, _cudart, capi
+from . import _cuda, capi
 from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
-from .enums import CPU_ARCHS, Arch, MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+from .enums import MemoryUsage
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError
 
 __all__ = ["Memory", "MemorySlice"]
 
@@ -59,13 +58,6 @@ def _keep_pooled(host: object) -> None:
     caller's, kept alive until now."""
 
 
-def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
-    try:
-        capi.free_memory(runtime, memory)  # imported memory: the registry forgets it
-    finally:
-        host.close()  # back to the system at once (every view of it is gone by now: views pin the memory)
-
-
 class _Mapping:
     """One ti_map_memory of a Memory, shared by every view until the last is gone."""
 
@@ -73,7 +65,7 @@ class _Mapping:
 
     def __init__(self, memory: Memory):
         self._owned = memory._owned
-        own = memory._runtime.cuda_device is not None  # the own CUDA runtime's managed memory: mapped as it is
+        own = memory._runtime.device.pointer_handles  # the own CUDA runtime's managed memory: mapped as it is
         self._runtime = None if own else memory._runtime.handle
         self._handle = memory._handle
         address = memory._cuda_address if own else capi.map_memory(self._runtime, self._handle)
@@ -163,43 +155,9 @@ class Memory(Child):
         size = _size_arg(size, "allocate_memory")
         usage = MemoryUsage(capi.enum_arg(MemoryUsage, usage, "allocate_memory: usage"))
         flags = (bool(host_read), bool(host_write), bool(export_sharing), int(usage))
-        rt = runtime.handle
-        release: Callable[[], object]
-        if runtime.arch in CPU_ARCHS:
-            # libtaichi_c_api 1.7.4 cannot free what it allocates on CPU backends, not even when the
-            # runtime is destroyed: host memory of our own (zero-filled, page-aligned), imported, goes
-            # back to the system when closed.
-            try:
-                host = mmap.mmap(-1, size)
-            except (OSError, OverflowError) as e:
-                raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
-            address: int | None = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
-            handle = capi.import_cpu_memory(rt, address, size).cdata
-            release = functools.partial(_release_host, rt, handle, host)
-        elif runtime.cuda_device is not None:  # the own CUDA runtime's: the driver's, zero-filled
-            self._setup_own(runtime, size, flags)
-            return
-        else:
-            address = None
-            with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
-                handle = capi.allocate_memory(
-                    rt, size=size, host_read=flags[0], host_write=flags[1], export_sharing=flags[2], usage=flags[3]
-                ).cdata
-            release = functools.partial(capi.free_memory, rt, handle)
-        self._setup(runtime, handle, size, flags, release, None, address, None)
-
-    def _setup_own(self, runtime: Parent, size: int, flags: tuple[bool, bool, bool, int]) -> None:
-        """Memory of taichi_aot's own CUDA runtime (:mod:`taichi_aot._cudart`): device memory, or managed memory where
-        the host maps it; its TiMemory is the tagged pointer, which the own launches take as it is."""
-        device = runtime.cuda_device
-        pointer = device.alloc(size, managed=flags[0] or flags[1])
-        try:
-            device.memset(pointer, size)
-        except BaseException:
-            device.free(pointer)
-            raise
-        self._setup(runtime, _cudart.tagged(pointer), size, flags, functools.partial(device.free, pointer), None,
-                    None, pointer, context=device.context)
+        block = runtime.device.allocate(size, flags)
+        self._setup(runtime, block.handle, size, flags, block.release, None, block.host_address, block.cuda_address,
+                    context=block.context)
 
     @classmethod
     def _imported_host(cls, runtime: Parent, size: int, address: int, owner: object, pooled: bool = False) -> Memory:
@@ -209,7 +167,7 @@ class Memory(Child):
         rather than frees it; ``pooled``: the handle is the runtime's import of that address, shared and kept
         (``ForeignArgs.pooled``: for kernel arguments, never mapped)."""
         runtime.ensure_open()
-        if runtime.arch not in CPU_ARCHS:
+        if not runtime.device.imports_host_memory:
             raise NotSupportedError(
                 f"{runtime.arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
                 "host memory on CPU backends only): copy it instead"
@@ -226,7 +184,7 @@ class Memory(Child):
         ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
-        if pooled or runtime.cuda_device is not None:  # the runtime's pool (the own CUDA runtime's: the pointer itself)
+        if pooled or runtime.device.pointer_handles:  # the runtime's pool (the own CUDA runtime's: the pointer itself)
             handle = runtime.foreign.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, pooled)
         handle = capi.import_cuda_memory(runtime.handle, pointer, size).cdata
@@ -236,7 +194,7 @@ class Memory(Child):
     def _imported(cls, runtime: Parent, handle: Any, size: int, host_visible: bool, owner: object,
                   host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
-        release = (functools.partial(_keep_pooled, owner) if pooled or runtime.cuda_device is not None
+        release = (functools.partial(_keep_pooled, owner) if pooled or runtime.device.pointer_handles
                    else functools.partial(_forget_imported, runtime.handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
@@ -306,7 +264,7 @@ class Memory(Child):
         native handles and the lifetime record, so that no reference cycle runs through a mapping kept so (a view's
         would: numpy does not show the collector what its arrays hold). The memory stays pinned until then."""
         self.ensure_open()
-        if self._runtime.cuda_device is not None:  # managed memory: the host addresses it as it is
+        if self._runtime.device.pointer_handles:  # managed memory: the host addresses it as it is
             self._owned.pin()
             return self.cuda_pointer(), self._owned.unpin
         address = capi.map_memory(self._runtime.handle, self._handle)
@@ -350,7 +308,7 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        if self._runtime.cuda_device is not None:  # managed memory: copied where it is (the caller waited)
+        if self._runtime.device.pointer_handles:  # managed memory: copied where it is (the caller waited)
             ptr = ffi.cast("uint8_t *", self.cuda_pointer())
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
@@ -442,24 +400,7 @@ class MemorySlice:
             raise InvalidArgumentError("copy_to: source and destination belong to different runtimes")
         if dst.size != self.size:
             raise InvalidArgumentError(f"copy_to: sizes differ (source {self.size} bytes, destination {dst.size})")
-        rt = src_mem._runtime
-        if rt.arch in CPU_ARCHS:
-            # 1.7.4 has no device-to-device copy on CPU backends; their memory is host memory.
-            rt.wait()
-            src = src_mem.host_view(self.size, self.offset)
-            dst_view = dst_mem.host_view(dst.size, dst.offset)
-            np.copyto(dst_view, src)
-            del src, dst_view
-            return
-        if rt.arch == Arch.CUDA:  # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
-            rt.sync()
-            _cuda.dtod(dst_mem.cuda_pointer() + dst.offset, src_mem.cuda_pointer() + self.offset, self.size)
-            return
-        capi.copy_memory_device_to_device(
-            rt.handle,
-            {"memory": dst_mem._handle, "offset": dst.offset, "size": dst.size},
-            {"memory": src_mem._handle, "offset": self.offset, "size": self.size},
-        )
+        src_mem._runtime.device.copy(dst_mem, dst.offset, src_mem, self.offset, self.size)
 
     def __repr__(self) -> str:
         return f"<MemorySlice [{self.offset}, {self.offset + self.size}) of {self.memory!r}>"

@@ -1,13 +1,8 @@
-"""NdArray: an n-dimensional array in device memory, and how its bytes move on each backend.
+"""NdArray: an n-dimensional array in device memory, and its exports.
 
-How an ndarray's bytes reach the host is chosen once, when it is created:
-
-* **direct**: memory the host can map (every CPU backend, and host-visible memory
-  elsewhere) is copied with one map/memcpy/unmap (or through a live view's mapping);
-* **CUDA**: libtaichi_c_api 1.7.4 has no host copies for CUDA memory, so the CUDA
-  driver copies to and from the device pointer;
-* **staged**: device-only memory of the gfx backends goes through a temporary
-  host-visible buffer and a device-to-device copy.
+Where its memory lives by default and how its bytes reach the host is the runtime's device's to say, once, when
+the ndarray is made (:mod:`taichi_aot.placement`): directly through a mapping where the host sees the memory, with
+the CUDA driver on CUDA, through the device's staging buffers for device memory of the gfx backends.
 """
 
 from __future__ import annotations
@@ -17,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Union, cas
 
 import numpy as np
 
-from . import _cuda, _dlpack
+from . import _dlpack
 from ._lifetime import Parent, unpicklable
 from ._native import ffi
 from .capi import MAX_ND_DIMS
-from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType, MemoryUsage
-from .errors import ArgumentTypeError, ExportError, InvalidArgumentError
+from .enums import DATA_TYPES, NUMPY_DTYPES, Arch, ArgumentType, DataType
+from .errors import ArgumentTypeError, ExportError, InvalidArgumentError, InvalidStateError
 from .memory import Memory, _MapContext
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,7 +32,7 @@ __all__ = [
 ]
 
 # DLPack device types (dlpack.h: kDLCPU, kDLCUDA, kDLVulkan)
-_DL_CPU, _DL_CUDA, _DL_VULKAN = _dlpack.CPU, _dlpack.CUDA, _dlpack.VULKAN  # DLPack's device types
+_DL_CPU, _DL_CUDA = _dlpack.CPU, _dlpack.CUDA  # DLPack's device types
 
 #: What ``dtype`` parameters take: a numpy dtype (or anything ``np.dtype()`` takes), a DataType, a name, or
 #: one of Taichi's types (``ti.f32``, ``ti.math.vec3``, ``ti.types.matrix(2, 2, ti.f32)``).
@@ -196,7 +191,7 @@ def _element_type(dtype: DTypeLike, elem_dims: tuple[int, ...]) -> tuple[DataTyp
 def _host_access(runtime: Parent, host_access: HostAccess | None) -> tuple[bool, bool]:
     """Whether the host may read and write an ndarray's memory (``None``: the runtime's default)."""
     if host_access is None:
-        host_access = "none" if runtime.arch == Arch.CUDA else "readwrite"
+        return runtime.device.default_access()
     if not isinstance(host_access, (str, bool, np.bool_)) or host_access not in _HOST_ACCESS:
         raise InvalidArgumentError(
             f"host_access must be 'none', 'read', 'write', 'readwrite' or a bool, got {host_access!r}"
@@ -237,8 +232,9 @@ class NdArray:
     Attributes: ``shape``, ``elem_shape``, ``dtype`` (numpy), ``data_type``, ``nbytes``, ``memory``.
 
     ``host_access`` (``"none"``, ``"read"``, ``"write"``, ``"readwrite"``): whether ``map()`` views are
-    possible. Default ``"readwrite"``, except on CUDA (``"none"``: host-visible memory is managed memory
-    there, slow for kernels and copies); to_numpy/from_numpy work either way.
+    possible. Default: the runtime's device's (``rt.device``): ``"none"`` where the GPU has memory of its own (CUDA,
+    Vulkan on a discrete GPU: host-visible memory is managed or host memory there, slow for kernels), else
+    ``"readwrite"`` (CPU backends, Vulkan on an integrated GPU or lavapipe); to_numpy/from_numpy work either way.
 
     Raises:
         ArgumentTypeError: a shape that is not a tuple of ints, or a dtype Taichi cannot store.
@@ -260,9 +256,8 @@ class NdArray:
         layout = _layout(shape, dtype, elem_shape)
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
-        if runtime.arch not in CPU_ARCHS and runtime.cuda_device is None:  # CPU memory and the own CUDA runtime's
-            # are zeroed on allocation; libtaichi's device memory is not
-            self._write(self, np.zeros(self._full_shape, self._dtype))
+        if not runtime.device.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
+            self._write(self._memory, np.zeros(self._full_shape, self._dtype))
 
     @classmethod
     def _unfilled(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
@@ -315,16 +310,9 @@ class NdArray:
         self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
         self._sig = signature(layout.data_type, len(layout.dims), layout.elem_dims)
         self._full_shape = layout.dims + layout.elem_dims
-        self._choose_copies(runtime.arch, memory.host_read, memory.host_write)
-
-    def _choose_copies(self, arch: Arch, host_read: bool, host_write: bool) -> None:
-        """How bytes move, chosen once (see the module docstring): directly where the host sees the memory, with
-        the CUDA driver on CUDA, else through a staging buffer."""
-        cpu, cls = arch in CPU_ARCHS, NdArray  # functions, not bound methods: those would make a reference cycle
-        self._read: Callable[[NdArray, np.ndarray], None] = (
-            cls._read_direct if cpu or host_read else cls._read_cuda if arch == Arch.CUDA else cls._read_staged)
-        self._write: Callable[[NdArray, np.ndarray], None] = (
-            cls._write_direct if cpu or host_write else cls._write_cuda if arch == Arch.CUDA else cls._write_staged)
+        # how bytes move, chosen once by the runtime's device (taichi_aot.placement): plain functions of the memory
+        self._read: Callable[[Memory, np.ndarray], None] = runtime.device.reader(memory)
+        self._write: Callable[[Memory, np.ndarray], None] = runtime.device.writer(memory)
 
     @property
     def owned(self) -> Owned:
@@ -401,7 +389,11 @@ class NdArray:
             InvalidStateError: the ndarray was made without host access.
         """
         self.ensure_open()
-        self._memory.require_host_access("NdArray.map")
+        if not (self._memory.host_read or self._memory.host_write):
+            raise InvalidStateError(
+                f"NdArray.map: this {self._runtime.arch.name} ndarray lives in memory the host cannot map "
+                f"({self._runtime.device.why_default()}); read and write it with to_numpy()/from_numpy(), which "
+                "stage the copy, or make it with host_access='readwrite' to map it")
 
         def make() -> np.ndarray:
             self.ensure_open()
@@ -425,7 +417,7 @@ class NdArray:
             target = np.dtype(dtype) if dtype is not None else self._dtype
         except TypeError as e:
             raise ArgumentTypeError(f"__array__: dtype {dtype!r} is not a numpy dtype ({e})") from None
-        host_visible = self._runtime.arch in CPU_ARCHS or self._memory.host_read
+        host_visible = self._runtime.device.host_visible(self._memory)
         if copy is False and (not host_visible or target != self._dtype):
             why = self._not_host_visible() if not host_visible else f"it holds {self._dtype}, not {target}"
             raise ExportError(f"np.asarray(copy=False) of this ndarray needs a copy: {why}; use to_numpy()")
@@ -451,11 +443,10 @@ class NdArray:
     def __dlpack_device__(self) -> tuple[int, int]:
         """DLPack's ``(device type, device id)``: the CPU where the host can address the memory (x64, host-visible
         memory), else the device (CUDA 2, Vulkan 7)."""
-        if self._runtime.arch in CPU_ARCHS or self._memory.host_read:
+        device = self._runtime.device
+        if device.host_visible(self._memory):
             return (_DL_CPU, 0)
-        if self._runtime.arch == Arch.CUDA:
-            return (_DL_CUDA, self._runtime.device_index)
-        return (_DL_VULKAN, self._runtime.device_index)
+        return (device.dlpack_type, self._runtime.device_index)
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
@@ -546,7 +537,7 @@ class NdArray:
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
         self._runtime.sync()
-        self._read(self, out)
+        self._read(self._memory, out)
         return out
 
     def _checked_input(self, array: Any, casting: Casting) -> np.ndarray:
@@ -594,7 +585,7 @@ class NdArray:
         self.ensure_open()
         data = self._checked_input(array, casting)
         self._runtime.sync()
-        self._write(self, data)
+        self._write(self._memory, data)
 
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``.
@@ -607,7 +598,7 @@ class NdArray:
         scalar = _scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
         self._runtime.sync()
-        self._write(self, data)
+        self._write(self._memory, data)
 
     def copy_from(self, other: NdArray) -> None:
         """Copy another ndarray of the same runtime, dtype and total shape into this one.
@@ -625,43 +616,6 @@ class NdArray:
                 f"copy_from: {other._dtype} {other.full_shape} does not match {self._dtype} {self.full_shape}"
             )
         other._memory.copy_to(self._memory)
-
-    # -- how bytes move (one pair chosen at creation) -----------------------------------
-
-    def _read_direct(self, out: np.ndarray) -> None:
-        self._memory.copy_host(out, self._memory.size, to_device=False)
-
-    def _write_direct(self, data: np.ndarray) -> None:
-        self._memory.copy_host(data, self._memory.size, to_device=True)
-
-    def _read_cuda(self, out: np.ndarray) -> None:
-        memory = self._memory
-        _cuda.dtoh(out, memory.cuda_pointer(), memory.cuda_context())
-
-    def _write_cuda(self, data: np.ndarray) -> None:  # contiguous: _checked_input's result, or fill's
-        memory = self._memory
-        _cuda.htod(memory.cuda_pointer(), data, memory.cuda_context())
-
-    def _staging(self) -> Memory:
-        return Memory(self._runtime, self.nbytes, host_read=True, host_write=True, usage=MemoryUsage.STORAGE)
-
-    def _read_staged(self, out: np.ndarray) -> None:
-        staging = self._staging()
-        try:
-            self._memory.copy_to(staging)
-            self._runtime.sync()
-            np.copyto(out.reshape(-1).view(np.uint8), staging.host_view())
-        finally:
-            staging.close()
-
-    def _write_staged(self, data: np.ndarray) -> None:
-        staging = self._staging()
-        try:
-            np.copyto(staging.host_view(), data.reshape(-1).view(np.uint8))
-            staging.copy_to(self._memory)
-            self._runtime.sync()
-        finally:
-            staging.close()
 
     # -- closing ------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ from .image import Image, Sampler
 from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
+from .placement import Device, device_for
+from .placement.vulkan import create_runtime as vulkan_runtime
 from .replay import LaunchSequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,7 +199,8 @@ class Runtime:
     Args:
         arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
             a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
-        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; elsewhere as libtaichi takes it).
+        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; on Vulkan any device,
+            0 the one libtaichi picks: :mod:`taichi_aot.placement.vulkan`; elsewhere as libtaichi takes it).
         cpu_threads: CPU runtimes only: how many threads it starts (kernels run on at most this many, and at
             most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
             this process may use (its affinity, within a container's CPU quota).
@@ -231,13 +234,16 @@ class Runtime:
             self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
         else:
             with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
-                handle = capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata
+                handle = (vulkan_runtime(device_index) if self._arch == Arch.VULKAN  # any device: placement.vulkan
+                          else capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata)
             if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
                 _cuda.driver()
             pending = capi.pending_flag(handle)
             self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
         self._handle: Any = handle
         self._cpu_threads = None if self.cuda_device else capi.runtime_threads(handle) or None
+        #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
+        self.device: Device = device_for(self)
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
         self.gate = LaunchGate(threading.get_ident(), pending)
@@ -251,6 +257,7 @@ class Runtime:
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         #: what the launch backends keep for this runtime (the own CUDA launcher's stand-ins and stream)
         self.backends = RuntimeBackends()
+        self.foreign.unmaps[id(self.device)] = self.device.close  # the staging buffers' mappings end first
         self._finalizer = weakref.finalize(self, _close_runtime, self._owned, self._children, repr(self), True,
                                            self.foreign.unmaps)
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
@@ -369,12 +376,14 @@ class Runtime:
         self.ensure_open()
         self._drain()
         self.foreign.release()
+        self.device.release()
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
         if self.gate.pending[0]:
             self._drain()
             self.foreign.release()
+            self.device.release()
 
     def _drain(self) -> None:
         if self.cuda_device is not None:
@@ -445,25 +454,18 @@ class Runtime:
         self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
-        """A zero-filled numpy array for fast transfers: page-locked on CUDA, where ``from_numpy`` and
-        ``to_numpy(out=)`` copy it directly at the full speed of the bus (pageable arrays go through staging
-        buffers); a plain array elsewhere. It is the caller's like any numpy array, and outlives the runtime.
+        """A zero-filled numpy array for fast transfers: page-locked on CUDA, and over a host-visible buffer of the
+        runtime's on a GPU whose ndarrays live in device memory (Vulkan on a discrete GPU), where ``from_numpy``
+        and ``to_numpy(out=)`` copy it directly at the full speed of the bus (other arrays go through staging
+        buffers); a plain array elsewhere. It is the caller's like any numpy array; on CUDA it outlives the
+        runtime, on Vulkan it keeps the runtime's memory until it goes.
 
         Raises:
             ArgumentTypeError: a bad shape or dtype.
             OutOfMemoryError: no page-locked memory of that size.
         """
         self.ensure_open()
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-            raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
-        try:
-            dt = np.dtype(dtype)
-        except TypeError as e:
-            raise ArgumentTypeError(f"host_array: {dtype!r} is not a dtype ({e})") from None
-        if self._arch == Arch.CUDA:
-            return _cuda.pinned_array(dims, dt)
-        return np.zeros(dims, dt)
+        return self.device.host_array(shape, dtype)
 
     def record(self) -> _Recording:
         """Record kernel and graph launches instead of running them; replay them from C later.

@@ -291,7 +291,7 @@ def test_arrays_of_the_other_byte_order(rt, arch, modules):
 
 
 def test_dlpack_export(rt):
-    x = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    x = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4), host_access="readwrite")
     if rt.arch == Arch.X64:  # host memory: shared, the consumer's array keeps it alive
         assert x.__dlpack_device__() == (1, 0)
         a = np.from_dlpack(x)

@@ -148,7 +148,7 @@ def test_graph_bind(env):
 
 def test_to_numpy_into_an_existing_array(env):
     rt, _ = env
-    nd = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    nd = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), host_access="readwrite")
     out = np.empty((2, 3), np.float32)
     assert nd.to_numpy(out=out) is out and np.array_equal(out, np.arange(6).reshape(2, 3))
     for bad, exc in ((np.empty((3, 2), np.float32), ValueError), (np.empty((2, 3), np.float64), ValueError),

@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
     {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
     {"_lifetime"},  # what every runtime-owned object shares
+    {"placement"},  # where a runtime's memory lives and how bytes move (host, CUDA, Vulkan's policy, staging)
     {"memory", "image"},
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)

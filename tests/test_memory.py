@@ -86,7 +86,7 @@ def test_slices_and_copies(rt):
 
 
 def test_views_keep_memory_mapped_and_alive(rt):
-    x = rt.ndarray((8,), np.int32)
+    x = rt.ndarray((8,), np.int32, host_access="readwrite")
     with x.map() as view:
         view[:] = 5
     x.close()  # closing with a live view defers the free
@@ -103,7 +103,7 @@ def test_views_keep_memory_mapped_and_alive(rt):
 
 def test_views_outlive_runtime_close(arch):
     rt = Runtime(arch)
-    x = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    x = rt.ndarray_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), host_access="readwrite")
     view = x.map().view()
     sub = view[1]
     rt.close()  # runtime destruction waits for the views
@@ -116,7 +116,7 @@ def test_views_outlive_runtime_close(arch):
 
 
 def test_two_views_share_one_mapping(rt):
-    x = rt.ndarray_from_numpy(np.arange(4, dtype=np.float32))
+    x = rt.ndarray_from_numpy(np.arange(4, dtype=np.float32), host_access="readwrite")
     v1 = x.map().view()
     v2 = x.map().view()  # Vulkan refuses to map twice: the mapping is shared
     v1[0] = 42
@@ -125,7 +125,7 @@ def test_two_views_share_one_mapping(rt):
 
 
 def test_ndarray_attributes(rt):
-    x = rt.ndarray((3, 4), np.float64, (2,))
+    x = rt.ndarray((3, 4), np.float64, (2,), host_access="readwrite")
     assert x.shape == (3, 4) and x.elem_shape == (2,) and x.ndim == 2 and x.full_shape == (3, 4, 2)
     assert x.dtype == np.float64 and x.data_type == ta.DataType.F64 and x.nbytes == 3 * 4 * 2 * 8
     assert x.memory.size == x.nbytes and x.runtime is rt

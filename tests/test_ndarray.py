@@ -18,7 +18,7 @@ from taichi_aot.ndarray import MAX_NBYTES
 
 @pytest.mark.parametrize("elem_shape", [(), (3,), (2, 2)])
 def test_zero_dimensional_ndarrays(rt, elem_shape):
-    x = rt.ndarray((), np.float32, elem_shape)
+    x = rt.ndarray((), np.float32, elem_shape, host_access="readwrite")  # mapped below
     assert x.shape == () and x.ndim == 0 and x.full_shape == elem_shape
     assert x.nbytes == 4 * math.prod(elem_shape)
     assert not x.to_numpy().any()

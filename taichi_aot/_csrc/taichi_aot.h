@@ -403,6 +403,7 @@ int taichi_aot_patch_library_calls(const char *name, void *fn);
 int taichi_aot_hook_vulkan_fences(int on);
 int taichi_aot_vulkan_fences_hooked(void);
 void taichi_aot_vulkan_fence_counts(uint64_t *out);
+int32_t taichi_aot_vulkan_select_device(int32_t index);
 
 /* backends/x64.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's

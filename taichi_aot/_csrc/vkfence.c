@@ -17,6 +17,7 @@
    (measured on the H100 beside the fence's 800). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int32_t TaichiAotVkResult;
@@ -156,6 +157,57 @@ static void taichi_aot_vk_destroy_device(TaichiAotVkHandle device, const void *a
     }
 }
 
+/* The physical device a new runtime is made on: vkEnumeratePhysicalDevices shows libtaichi that one alone while
+   taichi_aot_vulkan_select_device has one chosen (-1: every device, as the loader lists them). libtaichi_c_api 1.7.4
+   refuses a device index (ti_create_runtime) and picks a device itself: showing it one is how another is taken. */
+typedef TaichiAotVkResult (*TaichiAotVkEnumerate)(TaichiAotVkHandle, uint32_t *, TaichiAotVkHandle *);
+static volatile int32_t taichi_aot_vk_wanted = -1;
+static TaichiAotVkEnumerate taichi_aot_real_enumerate = NULL;
+
+static TaichiAotVkResult taichi_aot_vk_enumerate(TaichiAotVkHandle instance, uint32_t *count,
+                                                  TaichiAotVkHandle *devices) {
+    int32_t wanted = taichi_aot_vk_wanted;
+    uint32_t n = 0;
+    TaichiAotVkHandle *all;
+    TaichiAotVkResult result;
+    if (wanted < 0 || count == NULL) {
+        return taichi_aot_real_enumerate(instance, count, devices);
+    }
+    result = taichi_aot_real_enumerate(instance, &n, NULL);
+    if (result < 0 || (uint32_t)wanted >= n) {
+        *count = 0;
+        return result < 0 ? result : 0;
+    }
+    all = (TaichiAotVkHandle *)calloc(n, sizeof(TaichiAotVkHandle));
+    if (all == NULL) {
+        return -1; /* VK_ERROR_OUT_OF_HOST_MEMORY */
+    }
+    result = taichi_aot_real_enumerate(instance, &n, all);
+    if (result >= 0 && (uint32_t)wanted < n) {
+        if (devices == NULL) {
+            *count = 1;
+        } else if (*count >= 1) {
+            devices[0] = all[wanted];
+            *count = 1;
+        } else {
+            result = 5; /* VK_INCOMPLETE */
+        }
+        result = result == 5 ? result : 0;
+    } else if (result >= 0) {
+        *count = 0;
+    }
+    free(all);
+    return result;
+}
+
+/* Show libtaichi the loader's physical device `index` alone from now on (-1: every device); the one shown before.
+   Called with the library's lock held, around the making of one runtime. */
+int32_t taichi_aot_vulkan_select_device(int32_t index) {
+    int32_t before = taichi_aot_vk_wanted;
+    taichi_aot_vk_wanted = index;
+    return before;
+}
+
 /* The three functions above for their names, else NULL. */
 static TaichiAotVkVoidFunction taichi_aot_vk_ours(const char *name) {
     if (name == NULL) {
@@ -190,6 +242,10 @@ static TaichiAotVkVoidFunction taichi_aot_vk_gipa(TaichiAotVkHandle instance, co
     }
     if (strcmp(name, "vkGetInstanceProcAddr") == 0) {
         return (TaichiAotVkVoidFunction)&taichi_aot_vk_gipa;
+    }
+    if (strcmp(name, "vkEnumeratePhysicalDevices") == 0) {
+        taichi_aot_real_enumerate = (TaichiAotVkEnumerate)real; /* the loader's trampoline: any instance's */
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_enumerate;
     }
     ours = taichi_aot_vk_ours(name);
     if (ours == (TaichiAotVkVoidFunction)&taichi_aot_vk_create_fence) {

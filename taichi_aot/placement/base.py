@@ -1,0 +1,152 @@
+"""The device every other one builds on: libtaichi's memory as the C-API allocates it (the gfx backends), and
+what the object layer asks of a device (see the package's docstring)."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+import numpy as np
+
+from .. import _cudart, capi
+from ..enums import Arch
+from ..errors import ArgumentTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lifetime import Parent
+    from .staging import Staging
+
+__all__ = ["Block", "Device", "Mover"]
+
+#: How the host's bytes move between a numpy array and a memory: ``(memory, array)``.
+Mover = Callable[[Any, np.ndarray], None]
+
+
+class Block(NamedTuple):
+    """What an allocation gives the memory that holds it: the native handle (a ``TiMemory``, or the own CUDA
+    runtime's tagged pointer), the release, and where the host and CUDA address it (None: not known yet)."""
+
+    handle: Any
+    release: Callable[[], object]
+    host_address: int | None = None
+    cuda_address: int | None = None
+    context: int | None = None
+
+
+def _read_direct(memory: Any, out: np.ndarray) -> None:
+    memory.copy_host(out, memory.size, to_device=False)
+
+
+def _write_direct(memory: Any, data: np.ndarray) -> None:
+    memory.copy_host(data, memory.size, to_device=True)
+
+
+class Device:
+    """libtaichi's memory as the C-API allocates it (OpenGL, GLES, Metal; the base of the others): host-visible by
+    default, copies through a mapping, or through a staging buffer for memory made without host access."""
+
+    #: the policy's name, as ``config`` and ``archs`` show it
+    policy = "libtaichi"
+    #: new memory is zero-filled already (else the ndarray writes zeros)
+    zeroed = False
+    #: a host array passed to a kernel is copied into device memory (else into host-visible memory, read in place)
+    kernel_copies_on_device = False
+    #: the DLPack device type of memory the host does not address (kDLVulkan; CUDA's is 2)
+    dlpack_type = 7
+    #: memory handles are the driver's pointers, and host-visible memory is addressed as it is (the own CUDA
+    #: runtime's managed memory), never mapped through libtaichi
+    pointer_handles = False
+    #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
+    imports_host_memory = False
+
+    def __init__(self, runtime: Parent):
+        self.arch = runtime.arch
+        self.device_index = runtime.device_index
+        self._staging: Staging | None = None
+        self._runtime = runtime
+
+    # -- what memory is made of --------------------------------------------------------------------------------
+
+    def default_access(self) -> tuple[bool, bool]:
+        """``(host_read, host_write)`` of an ndarray made with ``host_access=None``."""
+        return True, True
+
+    def why_default(self) -> str:
+        """Why the default is what it is, in a few words (``config``, the guide's table)."""
+        return "libtaichi's memory, mapped by the host"
+
+    def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
+        """``size`` bytes with ``flags`` (host_read, host_write, export_sharing, usage)."""
+        rt = self._runtime.handle
+        with _cudart.library_calls(self.arch == Arch.CUDA):  # device 0's context, whatever is current
+            handle = capi.allocate_memory(rt, size=size, host_read=flags[0], host_write=flags[1],
+                                          export_sharing=flags[2], usage=flags[3]).cdata
+        return Block(handle, functools.partial(capi.free_memory, rt, handle))
+
+    def host_visible(self, memory: Any) -> bool:
+        """Whether the host addresses ``memory`` as it is (a view without a copy)."""
+        return bool(memory.host_read)
+
+    # -- how bytes move ----------------------------------------------------------------------------------------
+
+    def reader(self, memory: Any) -> Mover:
+        """How ``memory``'s bytes reach a host array, chosen once."""
+        return _read_direct if memory.host_read else self.staging.download
+
+    def writer(self, memory: Any) -> Mover:
+        """How a host array's bytes reach ``memory``, chosen once."""
+        return _write_direct if memory.host_write else self.staging.upload
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
+        """Copy ``size`` bytes between two memories of the runtime, enqueued."""
+        capi.copy_memory_device_to_device(
+            self._runtime.handle,
+            {"memory": dst.handle, "offset": dst_offset, "size": size},
+            {"memory": src.handle, "offset": src_offset, "size": size},
+        )
+
+    @property
+    def staging(self) -> Staging:
+        """The runtime's staging buffers, made at the first copy that needs one."""
+        staging = self._staging
+        if staging is None:
+            from .staging import Staging  # the room's own file, imported where first needed
+
+            staging = self._staging = Staging(self._runtime, self)
+        return staging
+
+    def host_array(self, shape: Any, dtype: Any) -> np.ndarray:
+        """A zero-filled host array the device copies to and from at the link's speed (``Runtime.host_array``).
+
+        Raises:
+            ArgumentTypeError: a bad shape or dtype.
+        """
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as e:
+            raise ArgumentTypeError(f"host_array: {dtype!r} is not a dtype ({e})") from None
+        return self._host_array(dims, dt)
+
+    def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """The host array of a checked shape and dtype: a plain one, where nothing is faster."""
+        return np.zeros(dims, dtype)
+
+    def release(self) -> None:
+        """The runtime waited: staging buffers in flight are free again."""
+        if self._staging is not None:
+            self._staging.release()
+
+    def close(self) -> None:
+        """The runtime closes: the staging buffers' mappings end (its memory goes with the native runtime)."""
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            staging.close()
+
+    def describe(self) -> dict[str, Any]:
+        """What ``config`` and the bench show of the device."""
+        read, write = self.default_access()
+        access = {(True, True): "readwrite", (True, False): "read", (False, True): "write"}.get((read, write), "none")
+        return {"policy": self.policy, "default_host_access": access, "why": self.why_default()}

@@ -1,0 +1,72 @@
+"""CUDA's devices: libtaichi's CUDA runtime (device 0), and taichi_aot's own CUDA runtime (any GPU).
+
+Both keep memory in the GPU's memory by default: host-visible memory is managed memory there, slow for kernels and
+copies. libtaichi_c_api 1.7.4 has no host copies nor device copies for CUDA memory, so the CUDA driver copies
+(``_cuda``: page-locked arrays at the bus's speed, pageable ones through its staging buffers).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .. import _cuda, _cudart
+from .base import Block, Device, Mover, _read_direct, _write_direct
+
+__all__ = ["LibraryCudaDevice", "OwnCudaDevice"]
+
+
+def _read_cuda(memory: Any, out: np.ndarray) -> None:
+    _cuda.dtoh(out, memory.cuda_pointer(), memory.cuda_context())
+
+
+def _write_cuda(memory: Any, data: np.ndarray) -> None:  # contiguous: the ndarray's checked input, or a fill's
+    _cuda.htod(memory.cuda_pointer(), data, memory.cuda_context())
+
+
+class LibraryCudaDevice(Device):
+    """libtaichi's CUDA memory, copied by the driver."""
+
+    policy = "cuda"
+    kernel_copies_on_device = True
+    dlpack_type = 2
+
+    def default_access(self) -> tuple[bool, bool]:
+        return False, False
+
+    def why_default(self) -> str:
+        return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
+
+    def reader(self, memory: Any) -> Mover:
+        return _read_direct if memory.host_read else _read_cuda
+
+    def writer(self, memory: Any) -> Mover:
+        return _write_direct if memory.host_write else _write_cuda
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
+        # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
+        self._runtime.sync()
+        _cuda.dtod(dst.cuda_pointer() + dst_offset, src.cuda_pointer() + src_offset, size)
+
+    def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return _cuda.pinned_array(dims, dtype)
+
+
+class OwnCudaDevice(LibraryCudaDevice):
+    """The own CUDA runtime's memory (:mod:`taichi_aot._cudart`): the driver's, zero-filled; device memory, or managed
+    memory where the host maps it. Its TiMemory is the tagged pointer, which the own launches take as it is."""
+
+    zeroed = True
+    pointer_handles = True
+
+    def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
+        device = self._runtime.cuda_device
+        pointer = device.alloc(size, managed=flags[0] or flags[1])
+        try:
+            device.memset(pointer, size)
+        except BaseException:
+            device.free(pointer)
+            raise
+        return Block(_cudart.tagged(pointer), functools.partial(device.free, pointer), None, pointer, device.context)

@@ -1,0 +1,67 @@
+"""The CPU backends' device (x64, arm64): host memory of our own, imported into libtaichi, copied directly.
+
+libtaichi_c_api 1.7.4 cannot free what it allocates on CPU backends, not even when the runtime is destroyed: memory
+here is host memory of our own (zero-filled, page-aligned by ``mmap``), imported, and goes back to the system when
+closed. Every byte of it is the host's: views without copies, copies with ``memcpy``.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+from typing import Any
+
+import numpy as np
+
+from .. import capi
+from .._native import ffi
+from ..errors import OutOfMemoryError
+from .base import Block, Device, Mover, _read_direct, _write_direct
+
+__all__ = ["HostDevice"]
+
+
+def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
+    try:
+        capi.free_memory(runtime, memory)  # imported memory: the registry forgets it
+    finally:
+        host.close()  # back to the system at once (every view of it is gone by now: views pin the memory)
+
+
+class HostDevice(Device):
+    """Host memory of our own, imported; every copy is the host's."""
+
+    policy = "host"
+    zeroed = True
+    dlpack_type = 1
+    imports_host_memory = True
+
+    def why_default(self) -> str:
+        return "host memory: the CPU runs the kernels"
+
+    def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
+        try:
+            host = mmap.mmap(-1, size)
+        except (OSError, OverflowError) as e:
+            raise OutOfMemoryError(f"allocate_memory: {size} bytes of host memory: {e}") from None
+        address = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
+        rt = self._runtime.handle
+        handle = capi.import_cpu_memory(rt, address, size).cdata
+        return Block(handle, functools.partial(_release_host, rt, handle, host), address)
+
+    def host_visible(self, memory: Any) -> bool:
+        return True
+
+    def reader(self, memory: Any) -> Mover:
+        return _read_direct
+
+    def writer(self, memory: Any) -> Mover:
+        return _write_direct
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
+        # 1.7.4 has no device-to-device copy on CPU backends; their memory is host memory.
+        self._runtime.wait()
+        source = src.host_view(size, src_offset)
+        target = dst.host_view(size, dst_offset)
+        np.copyto(target, source)
+        del source, target

@@ -1,0 +1,206 @@
+"""Host-visible buffers of one runtime, kept mapped and reused, through which the host's bytes reach memory the host
+cannot map (device memory of a discrete GPU), and the host arrays that the device copies at the link's speed.
+
+A copy to the device takes a free buffer (or makes one), writes the bytes into its mapping and enqueues the device's
+copy; the buffer is in flight until the runtime's next wait, so a copy returns without waiting and the next one
+takes another buffer (past ``FLIGHT_BYTES`` in flight, the runtime is waited for first). A copy from the device
+enqueues the device's copy into a buffer, waits, and reads the mapping. Copies larger than ``CHUNK`` go in pieces.
+Mapping memory waits for the device on Vulkan: buffers are mapped once, when made.
+
+:meth:`Staging.host_array` hands out a numpy array over such a buffer (what ``Runtime.host_array`` gives on such a
+device): ``to_numpy(out=)`` and ``from_numpy`` of it copy with the device alone, no pass of the host's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import capi
+from .._lifetime import Owned
+from .._native import ffi
+from ..enums import MemoryUsage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lifetime import Parent
+    from .base import Device
+
+__all__ = ["CHUNK", "FLIGHT_BYTES", "Staging"]
+
+#: The largest piece of one copy through a buffer.
+CHUNK = 64 << 20
+#: Bytes of buffers in flight (written, their device copies not waited for) before a copy waits for the runtime.
+FLIGHT_BYTES = 256 << 20
+#: Bytes of free buffers kept for the next copies; more are given back.
+SPARE_BYTES = 256 << 20
+#: The smallest buffer made (small copies share its size, so one serves many).
+SMALLEST = 64 << 10
+
+
+def _free(runtime: Any, handle: Any) -> None:
+    try:
+        capi.unmap_memory(runtime, handle)
+    finally:
+        capi.free_memory(runtime, handle)
+
+
+class _Buffer:
+    """One host-visible memory, mapped for good; its record pins the runtime until it is given back."""
+
+    __slots__ = ("address", "handle", "owned", "size")
+
+    def __init__(self, runtime: Parent, size: int):
+        rt = runtime.handle
+        self.handle = capi.allocate_memory(rt, size=size, host_read=True, host_write=True,
+                                           usage=int(MemoryUsage.STORAGE)).cdata
+        try:
+            self.address = capi.map_memory(rt, self.handle)
+        except BaseException:
+            capi.free_memory(rt, self.handle)
+            raise
+        self.size = size
+        self.owned = Owned(functools.partial(_free, rt, self.handle), runtime.owned)
+
+    def view(self, nbytes: int) -> Any:
+        return ffi.buffer(ffi.cast("char *", self.address), nbytes)
+
+
+class Staging:
+    """The staging buffers of one runtime (see the module docstring)."""
+
+    def __init__(self, runtime: Parent, device: Device):
+        self._runtime = weakref.ref(runtime)
+        self._device = device
+        self._free: list[_Buffer] = []
+        self._flight: list[_Buffer] = []
+        self._lock = threading.RLock()  # a host array's callback may run in a collection inside
+        self._arrays: list[tuple[int, int, _Buffer]] = []  # host arrays' buffers: (start, end, buffer)
+        self.closed = False
+
+    def _rt(self) -> Parent:
+        runtime = self._runtime()
+        assert runtime is not None  # the runtime closes its staging before it goes
+        return runtime
+
+    def _take(self, nbytes: int) -> _Buffer:
+        """A free buffer of at least ``nbytes`` (the smallest that fits), made where none fits."""
+        with self._lock:
+            fits = [b for b in self._free if b.size >= nbytes]
+            if fits:
+                buffer = min(fits, key=lambda b: b.size)
+                self._free.remove(buffer)
+                return buffer
+        if sum(b.size for b in self._flight) + nbytes > FLIGHT_BYTES and self._flight:
+            self._rt().wait()  # frees those in flight (release)
+            return self._take(nbytes)
+        size = max(SMALLEST, 1 << (nbytes - 1).bit_length())
+        return _Buffer(self._rt(), min(size, CHUNK) if nbytes <= CHUNK else nbytes)
+
+    def _give_back(self, buffer: _Buffer) -> None:
+        with self._lock:
+            if not self.closed and sum(b.size for b in self._free) + buffer.size <= SPARE_BYTES:
+                self._free.append(buffer)
+                return
+        buffer.owned.close()
+
+    def release(self) -> None:
+        """The runtime waited: every buffer in flight is free again."""
+        with self._lock:
+            flight, self._flight = self._flight, []
+        for buffer in flight:
+            self._give_back(buffer)
+
+    # -- copies ------------------------------------------------------------------------------------------------
+
+    def upload(self, memory: Any, data: np.ndarray) -> None:
+        """Copy the contiguous array ``data`` into ``memory`` (of at least its size), enqueued: a host array of
+        :meth:`host_array` directly, else through buffers in flight until the next wait."""
+        source = data.reshape(-1).view(np.uint8)
+        found = self._host_array_of(source)
+        if found is not None:
+            buffer, offset = found
+            self._device.copy(memory, 0, _Slice(buffer.handle), offset, source.nbytes)
+            self._rt().sync()  # the caller may write its array again once this returns
+            return
+        for start in range(0, source.nbytes, CHUNK):
+            piece = source[start:start + CHUNK]
+            buffer = self._take(piece.nbytes)
+            ffi.memmove(ffi.cast("char *", buffer.address), ffi.from_buffer(piece), piece.nbytes)
+            self._flight.append(buffer)
+            self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
+
+    def download(self, memory: Any, out: np.ndarray) -> None:
+        """Copy ``memory``'s first ``out.nbytes`` bytes into the contiguous array ``out``, done when this returns."""
+        target = out.reshape(-1).view(np.uint8)
+        found = self._host_array_of(target)
+        if found is not None:
+            buffer, offset = found
+            self._device.copy(_Slice(buffer.handle), offset, memory, 0, target.nbytes)
+            self._rt().sync()
+            return
+        for start in range(0, target.nbytes, CHUNK):
+            piece = target[start:start + CHUNK]
+            buffer = self._take(piece.nbytes)
+            try:
+                self._device.copy(_Slice(buffer.handle), 0, memory, start, piece.nbytes)
+                self._rt().sync()
+                ffi.memmove(ffi.from_buffer(piece), ffi.cast("char *", buffer.address), piece.nbytes)
+            finally:
+                self._give_back(buffer)
+
+    # -- host arrays -------------------------------------------------------------------------------------------
+
+    def host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A zero-filled numpy array over a buffer of its own, which copies to and from the device's memory use as
+        it is; the buffer (and the runtime's memory) stays until the array and every view of it go."""
+        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+        buffer = _Buffer(self._rt(), max(nbytes, 1))
+        start = int(buffer.address)
+        with self._lock:
+            bisect.insort(self._arrays, (start, start + buffer.size, buffer))
+        # the numpy array holds the cffi buffer, which holds this pointer: collected with the last view
+        pointer = ffi.gc(ffi.cast("char *", start), functools.partial(self._forget, start, buffer.owned))
+        raw = np.frombuffer(ffi.buffer(pointer, buffer.size), np.uint8)[:nbytes]
+        raw[:] = 0
+        return raw.view(dtype).reshape(dims)
+
+    def _forget(self, start: int, owned: Owned, _pointer: Any = None) -> None:
+        with self._lock:
+            self._arrays = [a for a in self._arrays if a[0] != start]
+        owned.close()
+
+    def _host_array_of(self, a: np.ndarray) -> tuple[_Buffer, int] | None:
+        """The buffer of a host array ``a`` lies in, and its offset there (None: another array)."""
+        if not self._arrays:
+            return None
+        start = a.__array_interface__["data"][0]
+        with self._lock:
+            i = bisect.bisect_right([first for first, _, _ in self._arrays], start) - 1
+            if i < 0:
+                return None
+            first, end, buffer = self._arrays[i]
+        if start + a.nbytes > end:
+            return None
+        return buffer, start - first
+
+    def close(self) -> None:
+        """The runtime closes: give every buffer back (host arrays keep theirs, and the runtime, until they go)."""
+        with self._lock:
+            self.closed = True
+            buffers, self._free, self._flight = self._free + self._flight, [], []
+        for buffer in buffers:
+            buffer.owned.close()
+
+
+class _Slice:
+    """A staging buffer as :meth:`Device.copy` takes a memory: its handle."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: Any):
+        self.handle = handle

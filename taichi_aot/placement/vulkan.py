@@ -1,0 +1,181 @@
+"""Vulkan's placement policy: where an ndarray lives by default, decided from the runtime's own physical device.
+
+On libtaichi_c_api 1.7.4 memory allocated with ``host_read`` or ``host_write`` is host memory on a GPU with memory of
+its own (a discrete GPU): every kernel reads it across the bus (on an H100, 71.5 GB/s against 1,649 GB/s for device
+memory). So where the host and the GPU do not share memory, ndarrays live in device memory by default and the host's
+bytes move through staging buffers (``staging.py``); where they share it (an integrated GPU, a CPU device such as
+lavapipe, or every memory heap of the device its own), host-visible memory costs the kernels nothing, and ndarrays
+stay host-visible, so ``map()`` views cost nothing either.
+
+The decision reads the device's type and memory heaps (``vkGetPhysicalDeviceProperties``,
+``vkGetPhysicalDeviceMemoryProperties`` of the runtime's ``VkPhysicalDevice``), never its name.
+``TAICHI_AOT_VULKAN_MEMORY`` overrides it: ``device`` (the discrete GPU's policy, on any device: the test suite runs
+it on lavapipe), ``host`` (host-visible by default), ``auto`` or unset (decided from the device).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .. import _library, _probe, capi
+from .._native import ffi, lib
+from ..enums import Arch
+from ..errors import InvalidArgumentError, NotSupportedError, TaichiError
+from .base import Device
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lifetime import Parent
+
+__all__ = ["MEMORY_VARIABLE", "DeviceMemoryVulkan", "SharedMemoryVulkan", "VulkanFacts", "create_runtime", "device_order",
+           "facts", "vulkan_device"]
+
+#: The variable that overrides the policy: ``device``, ``host`` or ``auto``.
+MEMORY_VARIABLE = "TAICHI_AOT_VULKAN_MEMORY"
+
+_HEAP_DEVICE_LOCAL = 1  # VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
+# VkPhysicalDeviceMemoryProperties: memoryTypeCount, memoryTypes[32] (8 bytes each), memoryHeapCount, then
+# memoryHeaps[16] (VkDeviceSize size, VkMemoryHeapFlags flags: 16 bytes each, 8-aligned)
+_HEAP_COUNT_OFFSET = 4 + 32 * 8
+_HEAPS_OFFSET = _HEAP_COUNT_OFFSET + 4  # 264: 8-aligned
+
+
+class VulkanFacts(NamedTuple):
+    """What the policy reads of a runtime's physical device."""
+
+    name: str
+    type: str  # one of _probe.VULKAN_DEVICE_TYPES' names
+    heaps: tuple[tuple[int, bool], ...]  # (bytes, device-local) of each memory heap
+
+    @property
+    def shared(self) -> bool:
+        """Whether the host and the device share memory: an integrated GPU, a CPU device, or a device whose every
+        memory heap is device-local (no heap of the host's apart)."""
+        return self.type in ("integrated GPU", "CPU") or all(local for _, local in self.heaps)
+
+
+def facts(runtime_handle: Any) -> VulkanFacts:
+    """The facts of a Vulkan runtime's physical device, read through the Vulkan loader."""
+    info = capi.export_vulkan_runtime(runtime_handle)
+    c, vk = _probe.vulkan_loader()
+    device = c.cast("void *", int(ffi.cast("uintptr_t", info.physical_device)))
+    props = c.new("char[]", 4096)  # VkPhysicalDeviceProperties is under 1 KiB
+    vk.vkGetPhysicalDeviceProperties(device, props)
+    words = c.cast("uint32_t *", props)  # apiVersion, driverVersion, vendorID, deviceID, deviceType
+    name = c.string(c.cast("char *", props) + 20, 256).decode("utf-8", "replace")
+    memory = c.new("char[]", 1024)  # VkPhysicalDeviceMemoryProperties: 520 bytes
+    vk.vkGetPhysicalDeviceMemoryProperties(device, memory)
+    count = min(int(c.cast("uint32_t *", memory + _HEAP_COUNT_OFFSET)[0]), 16)
+    heaps = []
+    for i in range(count):
+        size = int(c.cast("uint64_t *", memory + _HEAPS_OFFSET + 16 * i)[0])
+        flags = int(c.cast("uint32_t *", memory + _HEAPS_OFFSET + 16 * i + 8)[0])
+        heaps.append((size, bool(flags & _HEAP_DEVICE_LOCAL)))
+    return VulkanFacts(name, _probe.VULKAN_DEVICE_TYPES.get(int(words[4]), "other"), tuple(heaps))
+
+
+class SharedMemoryVulkan(Device):
+    """A Vulkan device whose memory the host shares: host-visible ndarrays by default, mapped and copied directly."""
+
+    policy = "vulkan-shared"
+
+    def __init__(self, runtime: Parent, found: VulkanFacts | None, why: str):
+        super().__init__(runtime)
+        self.facts = found
+        self._why = why
+
+    def why_default(self) -> str:
+        return self._why
+
+
+class DeviceMemoryVulkan(SharedMemoryVulkan):
+    """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
+    staging buffers, host arrays passed to kernels copied into device memory."""
+
+    policy = "vulkan-device"
+    kernel_copies_on_device = True
+
+    def default_access(self) -> tuple[bool, bool]:
+        return False, False
+
+    def _host_array(self, dims: tuple[int, ...], dtype: Any) -> Any:
+        return self.staging.host_array(dims, dtype)
+
+
+def vulkan_device(runtime: Parent) -> Device:
+    """The policy of a new Vulkan runtime: the variable's where it is set, else the device's facts'.
+
+    Raises:
+        InvalidArgumentError: the variable holds another word than ``device``, ``host`` or ``auto``.
+    """
+    chosen = os.environ.get(MEMORY_VARIABLE, "").strip().lower()
+    if chosen not in ("", "auto", "device", "host"):
+        raise InvalidArgumentError(f"{MEMORY_VARIABLE}={chosen!r}: expected 'device', 'host' or 'auto'")
+    try:
+        found: VulkanFacts | None = facts(runtime.handle)
+    except (OSError, AttributeError, TaichiError):  # no loader here, or one without the entry points
+        found = None
+    if chosen in ("device", "host"):
+        why = f"{MEMORY_VARIABLE}={chosen}"
+        policy = DeviceMemoryVulkan if chosen == "device" else SharedMemoryVulkan
+        return policy(runtime, found, why)
+    if found is None:
+        return SharedMemoryVulkan(runtime, None, "the device's memory could not be read: libtaichi's default kept")
+    if found.shared:
+        return SharedMemoryVulkan(runtime, found, f"{found.name} ({found.type}) shares memory with the host: "
+                                                  "host-visible memory costs its kernels nothing")
+    return DeviceMemoryVulkan(runtime, found, f"{found.name} ({found.type}) has memory of its own: kernels read "
+                                              "host-visible memory across the bus")
+
+
+def _score(device: _probe.VulkanDevice) -> int:
+    """How libtaichi ranks a device when it picks one (a discrete GPU first, then an integrated one, then the newer
+    Vulkan), as ``VulkanDeviceCreator`` scores them."""
+    kind = {"discrete GPU": 1000, "integrated GPU": 500}.get(device.type, 0)
+    minor = int(device.api_version.split(".")[1]) if device.api_version.count(".") == 2 else 0
+    return kind + 100 * minor
+
+
+def device_order(devices: list[_probe.VulkanDevice]) -> list[int]:
+    """The loader's indices of ``devices`` in the order of ``device_index``: the one libtaichi picks by itself first
+    (``TI_VISIBLE_DEVICE``'s, else the best ranked, the first of equals), then the others as the loader lists them."""
+    if not devices:
+        return []
+    visible = os.environ.get("TI_VISIBLE_DEVICE", "").strip()
+    if visible.isdigit() and int(visible) < len(devices):
+        first = int(visible)
+    else:
+        first = max(range(len(devices)), key=lambda i: (_score(devices[i]), -i))
+    return [first] + [i for i in range(len(devices)) if i != first]
+
+
+def create_runtime(device_index: int) -> Any:
+    """libtaichi's Vulkan runtime on device ``device_index`` (of :func:`device_order`); 0 is the device libtaichi
+    picks by itself. Another is shown to libtaichi alone while it makes the runtime (``_csrc/vkfence.c``).
+
+    Raises:
+        InvalidArgumentError: no such device here.
+        NotSupportedError: another device than libtaichi's own pick, where libtaichi's Vulkan is not reached through
+            taichi_aot's hook (``TAICHI_AOT_VULKAN_FENCES=0``).
+    """
+    if device_index == 0:
+        return capi.create_runtime(Arch.VULKAN, 0).cdata
+    if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
+        raise InvalidArgumentError(f"Runtime('vulkan'): device_index must be a non-negative int, got {device_index!r}")
+    devices, why = _probe.vulkan_devices()
+    order = device_order(devices)
+    if device_index >= len(order):
+        listed = ", ".join(f"{k}: {devices[i].name}" for k, i in enumerate(order)) or why
+        raise InvalidArgumentError(f"Runtime('vulkan', device_index={device_index}): this process sees "
+                                   f"{len(order)} Vulkan device{'s' if len(order) != 1 else ''} ({listed})")
+    if not _library.fences:
+        raise NotSupportedError(f"Runtime('vulkan', device_index={device_index}): libtaichi_c_api 1.7.4 picks its "
+                                f"Vulkan device itself, and taichi_aot cannot show it another here "
+                                f"({_library.fences_why_not}); set TI_VISIBLE_DEVICE={order[device_index]} before the "
+                                "process's first Vulkan runtime instead")
+    with _library.busy:
+        before = lib.taichi_aot_vulkan_select_device(order[device_index])
+        try:
+            return capi.create_runtime(Arch.VULKAN, 0).cdata
+        finally:
+            lib.taichi_aot_vulkan_select_device(before)

@@ -1,0 +1,199 @@
+"""Where a runtime's memory lives (taichi_aot.placement): Vulkan's policy decided from the runtime's own device,
+the discrete GPU's policy (device memory, staging buffers) forced on lavapipe by TAICHI_AOT_VULKAN_MEMORY=device so
+that it runs on every commit, the host arrays copied by the device alone, and any Vulkan device of the machine."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from taichi_aot import Arch, Runtime, _probe
+from taichi_aot._native import lib
+from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError
+from taichi_aot.placement import staging
+from taichi_aot.placement import vulkan as vk
+
+
+@pytest.fixture
+def device_policy(vulkan, monkeypatch):
+    """A Vulkan runtime under the discrete GPU's policy, whatever the device."""
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")
+    with Runtime(Arch.VULKAN) as rt:
+        yield rt
+
+
+def test_the_policy_follows_the_device(vulkan, monkeypatch):
+    monkeypatch.delenv(vk.MEMORY_VARIABLE, raising=False)
+    with Runtime(Arch.VULKAN) as rt:
+        facts = rt.device.facts
+        assert facts is not None and facts.heaps  # read from the runtime's own VkPhysicalDevice
+        shared = facts.type in ("integrated GPU", "CPU") or all(local for _, local in facts.heaps)
+        assert rt.device.policy == ("vulkan-shared" if shared else "vulkan-device")
+        x = rt.ndarray((16,), np.float32)
+        assert (x.memory.host_read, x.memory.host_write) == ((True, True) if shared else (False, False))
+        assert facts.name in rt.device.why_default()
+    with Runtime(Arch.X64) as cpu:
+        assert cpu.device.policy == "host" and cpu.ndarray((4,), np.int32).memory.host_read
+
+
+def test_the_variable_is_checked(vulkan, monkeypatch):
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "fast")
+    with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_MEMORY='fast'"):
+        Runtime(Arch.VULKAN)
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "host")
+    with Runtime(Arch.VULKAN) as rt:
+        assert rt.device.policy == "vulkan-shared" and rt.ndarray((4,), np.float32).memory.host_read
+
+
+def test_device_memory_by_default_and_copies_through_staging(device_policy):
+    rt = device_policy
+    assert rt.device.describe()["default_host_access"] == "none"
+    x = rt.ndarray((1000, 3), np.float32)
+    assert not (x.memory.host_read or x.memory.host_write)
+    assert np.array_equal(x.to_numpy(), np.zeros((1000, 3), np.float32))  # zero-filled through a staging buffer
+    data = np.random.default_rng(1).random((1000, 3), dtype=np.float32)
+    x.from_numpy(data)
+    assert np.array_equal(x.to_numpy(), data)
+    x.fill(2.5)
+    assert np.all(x.to_numpy() == 2.5)
+    y = rt.ndarray((1000, 3), np.float32)
+    y.copy_from(x)
+    assert np.all(np.asarray(y) == 2.5)  # __array__ copies memory the host cannot address
+    explicit = rt.ndarray((8,), np.int32, host_access="readwrite")  # host_access keeps its meaning
+    assert explicit.memory.host_read
+    with explicit.map() as view:
+        view[:] = np.arange(8)
+    assert np.array_equal(explicit.to_numpy(), np.arange(8))
+
+
+def test_a_map_of_device_memory_says_what_to_do(device_policy):
+    x = device_policy.ndarray((4,), np.float32)
+    with pytest.raises(InvalidStateError, match=r"to_numpy\(\)/from_numpy\(\).*host_access='readwrite'"):
+        x.map()
+    with pytest.raises(ExportError, match="to_numpy"):
+        x.__array__(copy=False)
+    assert x.__dlpack_device__() == (7, device_policy.device_index)  # kDLVulkan: not the host's
+    with pytest.raises(ExportError, match="to_numpy"):
+        x.__dlpack__()
+    assert np.array_equal(np.from_dlpack(x, copy=True), np.zeros(4, np.float32))
+
+
+def test_large_copies_go_in_pieces_through_reused_buffers(device_policy, monkeypatch):
+    monkeypatch.setattr(staging, "CHUNK", 1 << 16)  # pieces of 64 KiB: a copy of 1 MiB takes sixteen
+    rt = device_policy
+    data = np.arange(1 << 18, dtype=np.uint32)  # 1 MiB
+    x = rt.ndarray(data.shape, np.uint32)
+    for k in range(5):
+        x.from_numpy(data + k)  # each returns without a wait: its buffers are in flight until the next
+        assert np.array_equal(x.to_numpy(), data + k)
+    pool = rt.device.staging
+    kept = len(pool._free) + len(pool._flight)
+    for k in range(5):
+        x.from_numpy(data - k)
+        rt.wait()
+    assert len(pool._free) + len(pool._flight) <= max(kept, 17)  # reused, not made anew each copy
+    assert np.array_equal(x.to_numpy(), data - 4)
+
+
+def test_host_arrays_are_copied_by_the_device_alone(device_policy):
+    rt = device_policy
+    h = rt.host_array((300, 2), np.float64)
+    assert h.shape == (300, 2) and h.dtype == np.float64 and not h.any()
+    assert rt.device.staging._host_array_of(h.reshape(-1).view(np.uint8)) is not None
+    assert rt.device.staging._host_array_of(np.zeros(4)) is None
+    x = rt.ndarray((300, 2), np.float64)
+    h[:] = np.arange(600).reshape(300, 2)
+    x.from_numpy(h)
+    h[:] = 0  # the copy is done when from_numpy returns
+    x.to_numpy(out=h)
+    assert np.array_equal(h, np.arange(600).reshape(300, 2))
+    part = h[100:]  # a view inside the host array: still the device's copy
+    y = rt.ndarray((200, 2), np.float64)
+    y.from_numpy(part)
+    assert np.array_equal(y.to_numpy(), part)
+    del part
+    start = h.__array_interface__["data"][0]
+    del h
+    gc.collect()
+    assert all(first != start for first, _, _ in rt.device.staging._arrays)  # given back with the array
+
+
+def test_a_host_array_keeps_its_runtime_until_it_goes(vulkan, monkeypatch):
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")
+    rt = Runtime(Arch.VULKAN)
+    h = rt.host_array(64, np.int16)
+    rt.close()
+    h[:] = 3  # still the runtime's mapped memory: never dangling
+    assert int(h.sum()) == 192
+    del h
+    gc.collect()
+
+
+def test_kernels_take_host_arrays_through_device_memory(device_policy, modules):
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+    x = np.ones(64, np.float32)
+    y = np.arange(64, dtype=np.float32)
+    for _ in range(3):
+        add(x, y, 2.0)  # x is written: copied back; y only read
+    assert np.array_equal(x, 1 + 6 * np.arange(64, dtype=np.float32))
+    nd = rt.ndarray_from_numpy(y)
+    assert not nd.memory.host_read and np.array_equal(nd.to_numpy(), y)
+    dx = rt.ndarray((64,), np.float32)
+    add(dx, nd, 1.0)
+    rt.wait()
+    assert np.array_equal(dx.to_numpy(), y)
+
+
+def test_both_policies_give_the_same_results(vulkan, modules, monkeypatch):
+    results = []
+    for policy in ("host", "device"):
+        monkeypatch.setenv(vk.MEMORY_VARIABLE, policy)
+        with Runtime(Arch.VULKAN) as rt:
+            mod = rt.load_module(modules.path(Arch.VULKAN))
+            x = rt.ndarray_from_numpy(np.linspace(0, 1, 100, dtype=np.float32))
+            y = rt.ndarray_from_numpy(np.full(100, 0.5, np.float32))
+            for _ in range(4):
+                mod.kernels["add"](x, y, 0.25)
+            rt.wait()
+            results.append(x.to_numpy())
+    assert np.array_equal(results[0], results[1])
+
+
+def test_any_vulkan_device_by_its_index(vulkan):
+    devices, _ = _probe.vulkan_devices()
+    order = vk.device_order(devices)
+    assert sorted(order) == list(range(len(devices)))
+    with pytest.raises(InvalidArgumentError, match=f"sees {len(devices)} Vulkan device"):
+        Runtime(Arch.VULKAN, device_index=len(devices))
+    with pytest.raises(InvalidArgumentError, match="non-negative"):
+        Runtime(Arch.VULKAN, device_index=-1)
+    for k, loader_index in enumerate(order):  # each device of the machine, the one shown to libtaichi alone
+        before = lib.taichi_aot_vulkan_select_device(loader_index)
+        try:
+            with Runtime(Arch.VULKAN) as rt:
+                assert rt.device.facts.name == devices[loader_index].name
+        finally:
+            lib.taichi_aot_vulkan_select_device(before)
+        with Runtime(Arch.VULKAN, device_index=k) as rt:
+            assert rt.device.facts.name == devices[loader_index].name and rt.device_index == k
+
+
+def test_the_object_layer_decides_no_placement():
+    """Placement is the device's: memory.py and ndarray.py ask their runtime's device, never the arch."""
+    import inspect
+
+    from taichi_aot import memory, ndarray
+
+    allowed = {  # (file, text): why it is no placement decision
+        ("ndarray", "Arch.CUDA"): "the CUDA Array Interface is an export CUDA ndarrays have, wherever they live",
+    }
+    for room in (memory, ndarray):
+        source = inspect.getsource(room)
+        name = room.__name__.rsplit(".", 1)[1]
+        for word in ("CPU_ARCHS", "Arch.CUDA", "Arch.VULKAN", "cuda_device", ".arch =="):
+            if (name, word) in allowed:
+                continue
+            assert word not in source, f"{name}.py decides by {word}: ask runtime.device (taichi_aot.placement)"
