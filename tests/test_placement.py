@@ -197,3 +197,61 @@ def test_the_object_layer_decides_no_placement():
             if (name, word) in allowed:
                 continue
             assert word not in source, f"{name}.py decides by {word}: ask runtime.device (taichi_aot.placement)"
+
+
+def test_runtimes_on_every_vulkan_device_at_once_agree(vulkan, modules):
+    """A runtime on each Vulkan device (two on the one device where there is one), all alive at once, run the same
+    kernels and give the same results."""
+    devices, _ = _probe.vulkan_devices()
+    indices = list(range(len(devices))) if len(devices) > 1 else [0, 0]
+    runtimes = [Runtime(Arch.VULKAN, device_index=k) for k in indices]
+    try:
+        names = [rt.device.facts.name for rt in runtimes]
+        if len(devices) > 1:
+            assert sorted(names) == sorted(d.name for d in devices)
+        results = []
+        for rt in runtimes:
+            add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+            x = rt.ndarray_from_numpy(np.linspace(-1, 1, 4096, dtype=np.float32))
+            y = rt.ndarray_from_numpy(np.cos(np.arange(4096, dtype=np.float32)))
+            for _ in range(10):
+                add(x, y, 0.125)
+            results.append((x, rt))
+        values = [x.to_numpy() for x, _ in results]
+        for v in values[1:]:
+            assert np.array_equal(v, values[0])
+    finally:
+        for rt in runtimes:
+            rt.close()
+
+
+def test_runtime_sized_loops_are_dispatched_wide_on_a_gpu_of_its_own(vulkan, modules, monkeypatch):
+    """On a GPU with memory of its own, a loop over an ndarray's shape runs on more threads than Taichi records
+    (its loop strides by the threads dispatched): the same results, on any count; the variable is checked."""
+    import io
+    import json
+    import zipfile
+
+    path = modules.path(Arch.VULKAN)
+    data = vk.widened(None, path, 4 * vk.MODULE_GRID)
+    assert data is not None and vk.widened(None, path, vk.MODULE_GRID) is None
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        meta = json.loads(zf.read("metadata.json"))
+    counts = {t["advisory_total_num_threads"] for k in meta["kernels"] for t in k["tasks_attribs"]
+              if t["range_for_attribs"] and not t["range_for_attribs"]["const_end"]}
+    assert counts == {4 * vk.MODULE_GRID}
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")
+    results = []
+    for grid in ("module", "1", str(vk.GRID), "3000000"):
+        monkeypatch.setenv(vk.GRID_VARIABLE, grid)
+        with Runtime(Arch.VULKAN) as rt:
+            add = rt.load_module(path).kernels["add"]
+            x = rt.ndarray_from_numpy(np.arange(300_000, dtype=np.float32))
+            y = rt.ndarray_from_numpy(np.ones(300_000, np.float32))
+            add(x, y, 3.0)
+            results.append(x.to_numpy())
+    for r in results:
+        assert np.array_equal(r, np.arange(300_000, dtype=np.float32) + 3)
+    monkeypatch.setenv(vk.GRID_VARIABLE, "wide")
+    with Runtime(Arch.VULKAN) as rt, pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_GRID"):
+        rt.load_module(path)

@@ -15,7 +15,10 @@ it on lavapipe), ``host`` (host-visible by default), ``auto`` or unset (decided 
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import zipfile
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _library, _probe, capi
@@ -27,8 +30,8 @@ from .base import Device
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
-__all__ = ["MEMORY_VARIABLE", "DeviceMemoryVulkan", "SharedMemoryVulkan", "VulkanFacts", "create_runtime", "device_order",
-           "facts", "vulkan_device"]
+__all__ = ["GRID", "GRID_VARIABLE", "MEMORY_VARIABLE", "MODULE_GRID", "DeviceMemoryVulkan", "SharedMemoryVulkan",
+           "VulkanFacts", "create_runtime", "device_order", "facts", "grid_threads", "vulkan_device", "widened"]
 
 #: The variable that overrides the policy: ``device``, ``host`` or ``auto``.
 MEMORY_VARIABLE = "TAICHI_AOT_VULKAN_MEMORY"
@@ -100,6 +103,13 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
 
     def _host_array(self, dims: tuple[int, ...], dtype: Any) -> Any:
         return self.staging.host_array(dims, dtype)
+
+    def module_source(self, data: bytes | None, path: str) -> tuple[bytes | None, str]:
+        """A module's kernels dispatched wide enough for this GPU (:func:`grid_threads`): loops over a range known
+        only at launch run on 131,072 threads as Taichi compiles them, under half of what a large GPU keeps busy."""
+        threads = grid_threads()
+        patched = widened(data, path, threads) if threads != MODULE_GRID else None
+        return (patched, path) if patched is not None else (data, path)
 
 
 def vulkan_device(runtime: Parent) -> Device:
@@ -179,3 +189,67 @@ def create_runtime(device_index: int) -> Any:
             return capi.create_runtime(Arch.VULKAN, 0).cdata
         finally:
             lib.taichi_aot_vulkan_select_device(before)
+
+
+#: The variable that sets the threads a kernel's loop over a range known only at launch (an ndarray's shape) is
+#: dispatched with, on a Vulkan device with memory of its own: a number, or ``module`` (the module's own).
+GRID_VARIABLE = "TAICHI_AOT_VULKAN_GRID"
+#: What Taichi 1.7.4's SPIR-V code generation records for such a loop (its kMaxNumThreadsGridStrideLoop): the loop
+#: strides by the threads dispatched, so any count of at least one gives the same result.
+MODULE_GRID = 131072
+#: The default on a GPU with memory of its own.
+GRID = 4 * MODULE_GRID
+
+
+def grid_threads() -> int:
+    """The threads of a runtime-sized loop on a GPU with memory of its own (``GRID_VARIABLE``, else ``GRID``).
+
+    Raises:
+        InvalidArgumentError: the variable holds neither ``module`` nor a count from 1 to 2**26.
+    """
+    raw = os.environ.get(GRID_VARIABLE, "").strip().lower()
+    if not raw:
+        return GRID
+    if raw == "module":
+        return MODULE_GRID
+    if not raw.isdigit() or not 1 <= int(raw) <= 1 << 26:
+        raise InvalidArgumentError(f"{GRID_VARIABLE}={raw!r}: expected 'module' or a thread count from 1 to 2**26")
+    return int(raw)
+
+
+def widened(data: bytes | None, path: str, threads: int) -> bytes | None:
+    """The module (``data``, the bytes of a ``.tcm``; else the folder or ``.tcm`` at ``path``) as ``.tcm`` bytes whose
+    runtime-sized loops are dispatched with ``threads`` threads; None where it has no such loop or already has that
+    count. Its files were read and checked before (the object layer's load)."""
+    files: dict[str, bytes] = {}
+    if data is not None or os.path.isfile(path):
+        with zipfile.ZipFile(io.BytesIO(data) if data is not None else path) as zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    files[info.filename] = zf.read(info)
+    else:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    with open(entry.path, "rb") as f:
+                        files[entry.name] = f.read()
+    names = [n for n in files if n.rsplit("/", 1)[-1] == "metadata.json"]
+    if len(names) != 1:
+        return None
+    meta = json.loads(files[names[0]])
+    changed = False
+    for kernel in meta.get("kernels", []):
+        for task in kernel.get("tasks_attribs", []):
+            loop = task.get("range_for_attribs")
+            if (task.get("task_type") == 1 and isinstance(loop, dict) and not loop.get("const_end", True)
+                    and task.get("advisory_total_num_threads") == MODULE_GRID and threads != MODULE_GRID):
+                task["advisory_total_num_threads"] = threads
+                changed = True
+    if not changed:
+        return None
+    files[names[0]] = json.dumps(meta).encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+    return out.getvalue()

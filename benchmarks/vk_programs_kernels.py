@@ -1,0 +1,222 @@
+"""Taichi source of benchmarks/vk_programs.py's whole programs, and Taichi's own JIT run of them.
+
+    python vk_programs_kernels.py build ARCH OUT          compile the three programs' module (kernels and graphs)
+    python vk_programs_kernels.py jit ARCH STEPS ROUNDS   run each program's steps with Taichi's JIT: one JSON line
+
+The programs, each a step of several kernels over ndarrays (the kinds of taichi-aot-demo's):
+* ``mpm``: a particle-in-cell substep (clear, scatter with atomics, grid update, gather) as the graph
+  ``mpm_substep``, eight substeps a step;
+* ``sph``: neighbour search in cells and two neighbour loops (density, then forces and integration);
+* ``fem``: an implicit solve of a 2-D Poisson problem by 20 conjugate-gradient iterations a step, every scalar kept
+  on the device (matrix-free stencil, dot products into 0-D ndarrays).
+
+(No ``from __future__ import annotations`` here: Taichi reads the annotations.)
+"""
+# mypy: ignore-errors
+# (Taichi's DSL: kernel parameters are annotated with Taichi type objects, which are no Python types)
+
+import json
+import os
+import sys
+
+import numpy as np
+import taichi as ti
+from vk_programs_common import FEM_N, MPM_G, RESULT, SPH_CELLS, SPH_MAX, initial, steps, time_steps
+
+
+def define() -> dict:
+    f1 = ti.types.ndarray(dtype=ti.f32, ndim=1)
+    f2 = ti.types.ndarray(dtype=ti.f32, ndim=2)
+    f3 = ti.types.ndarray(dtype=ti.f32, ndim=3)
+    i1 = ti.types.ndarray(dtype=ti.i32, ndim=1)
+    i2 = ti.types.ndarray(dtype=ti.i32, ndim=2)
+    i3 = ti.types.ndarray(dtype=ti.i32, ndim=3)
+    f0 = ti.types.ndarray(dtype=ti.f32, ndim=0)
+
+    @ti.kernel
+    def mpm_clear(grid_v: f3, grid_m: f2):
+        for i, j in grid_m:
+            grid_v[i, j, 0] = 0.0
+            grid_v[i, j, 1] = 0.0
+            grid_m[i, j] = 0.0
+
+    @ti.kernel
+    def mpm_p2g(x: f2, v: f2, grid_v: f3, grid_m: f2):
+        for p in range(x.shape[0]):
+            px = ti.Vector([x[p, 0], x[p, 1]]) * MPM_G
+            base = ti.max(ti.min(ti.cast(px - 0.5, ti.i32), MPM_G - 3), 0)
+            fx = px - ti.cast(base, ti.f32)
+            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                weight = w[i][0] * w[j][1]
+                ti.atomic_add(grid_v[base[0] + i, base[1] + j, 0], weight * v[p, 0])
+                ti.atomic_add(grid_v[base[0] + i, base[1] + j, 1], weight * v[p, 1])
+                ti.atomic_add(grid_m[base[0] + i, base[1] + j], weight)
+
+    @ti.kernel
+    def mpm_grid(grid_v: f3, grid_m: f2, dt: ti.f32):
+        for i, j in grid_m:
+            m = grid_m[i, j]
+            if m > 1e-10:
+                vx = grid_v[i, j, 0] / m
+                vy = grid_v[i, j, 1] / m - dt * 9.8
+                if (i < 3 and vx < 0) or (i > MPM_G - 3 and vx > 0):
+                    vx = 0.0
+                if (j < 3 and vy < 0) or (j > MPM_G - 3 and vy > 0):
+                    vy = 0.0
+                grid_v[i, j, 0] = vx
+                grid_v[i, j, 1] = vy
+
+    @ti.kernel
+    def mpm_g2p(x: f2, v: f2, grid_v: f3, dt: ti.f32):
+        for p in range(x.shape[0]):
+            px = ti.Vector([x[p, 0], x[p, 1]]) * MPM_G
+            base = ti.max(ti.min(ti.cast(px - 0.5, ti.i32), MPM_G - 3), 0)
+            fx = px - ti.cast(base, ti.f32)
+            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
+            nv = ti.Vector([0.0, 0.0])
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                weight = w[i][0] * w[j][1]
+                nv += weight * ti.Vector([grid_v[base[0] + i, base[1] + j, 0], grid_v[base[0] + i, base[1] + j, 1]])
+            v[p, 0] = nv[0]
+            v[p, 1] = nv[1]
+            x[p, 0] = ti.min(ti.max(x[p, 0] + dt * nv[0], 0.01), 0.99)
+            x[p, 1] = ti.min(ti.max(x[p, 1] + dt * nv[1], 0.01), 0.99)
+
+    @ti.kernel
+    def sph_clear(count: i2):
+        for i, j in count:
+            count[i, j] = 0
+
+    @ti.kernel
+    def sph_bin(x: f2, count: i2, members: i3):
+        for p in range(x.shape[0]):
+            ci = ti.min(ti.max(ti.cast(x[p, 0] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            cj = ti.min(ti.max(ti.cast(x[p, 1] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            slot = ti.atomic_add(count[ci, cj], 1)
+            if slot < SPH_MAX:
+                members[ci, cj, slot] = p
+
+    @ti.kernel
+    def sph_density(x: f2, count: i2, members: i3, rho: f1):
+        h = 1.0 / SPH_CELLS
+        for p in range(x.shape[0]):
+            ci = ti.min(ti.max(ti.cast(x[p, 0] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            cj = ti.min(ti.max(ti.cast(x[p, 1] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            d = 0.0
+            for di, dj in ti.ndrange((-1, 2), (-1, 2)):
+                a, b = ci + di, cj + dj
+                if 0 <= a < SPH_CELLS and 0 <= b < SPH_CELLS:
+                    for k in range(ti.min(count[a, b], SPH_MAX)):
+                        q = members[a, b, k]
+                        r2 = (x[p, 0] - x[q, 0]) ** 2 + (x[p, 1] - x[q, 1]) ** 2
+                        if r2 < h * h:
+                            d += (h * h - r2) ** 3
+            rho[p] = d
+
+    @ti.kernel
+    def sph_force(x: f2, v: f2, count: i2, members: i3, rho: f1, dt: ti.f32):
+        h = 1.0 / SPH_CELLS
+        for p in range(x.shape[0]):
+            ci = ti.min(ti.max(ti.cast(x[p, 0] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            cj = ti.min(ti.max(ti.cast(x[p, 1] * SPH_CELLS, ti.i32), 0), SPH_CELLS - 1)
+            f = ti.Vector([0.0, -9.8])
+            for di, dj in ti.ndrange((-1, 2), (-1, 2)):
+                a, b = ci + di, cj + dj
+                if 0 <= a < SPH_CELLS and 0 <= b < SPH_CELLS:
+                    for k in range(ti.min(count[a, b], SPH_MAX)):
+                        q = members[a, b, k]
+                        dx = ti.Vector([x[p, 0] - x[q, 0], x[p, 1] - x[q, 1]])
+                        r2 = dx.dot(dx)
+                        if 0 < r2 < h * h:
+                            f += dx * (rho[p] + rho[q]) * 1e12 * (h * h - r2)
+            v[p, 0] += dt * f[0]
+            v[p, 1] += dt * f[1]
+            x[p, 0] = ti.min(ti.max(x[p, 0] + dt * v[p, 0], 0.0), 0.999)
+            x[p, 1] = ti.min(ti.max(x[p, 1] + dt * v[p, 1], 0.0), 0.999)
+
+    @ti.kernel
+    def fem_matvec(p: f2, ap: f2):
+        for i, j in p:
+            s = 4.0 * p[i, j]
+            if i > 0:
+                s -= p[i - 1, j]
+            if i < FEM_N - 1:
+                s -= p[i + 1, j]
+            if j > 0:
+                s -= p[i, j - 1]
+            if j < FEM_N - 1:
+                s -= p[i, j + 1]
+            ap[i, j] = s
+
+    @ti.kernel
+    def fem_dot(a: f2, b: f2, out: f0):
+        out[None] = 0.0
+        for i, j in a:
+            out[None] += a[i, j] * b[i, j]
+
+    @ti.kernel
+    def fem_update_x_r(x: f2, r: f2, p: f2, ap: f2, rr: f0, pap: f0):
+        alpha = rr[None] / (pap[None] + 1e-30)
+        for i, j in x:
+            x[i, j] += alpha * p[i, j]
+            r[i, j] -= alpha * ap[i, j]
+
+    @ti.kernel
+    def fem_update_p(r: f2, p: f2, rr_new: f0, rr: f0):
+        beta = rr_new[None] / (rr[None] + 1e-30)
+        for i, j in p:
+            p[i, j] = r[i, j] + beta * p[i, j]
+
+    @ti.kernel
+    def fem_swap(rr_new: f0, rr: f0):
+        rr[None] = rr_new[None]
+
+    return {k: v for k, v in locals().items() if k.split("_")[0] in ("mpm", "sph", "fem")}
+
+
+def build(arch: str, out: str) -> None:
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
+    kernels = define()
+    m = ti.aot.Module(getattr(ti, arch))
+    for kernel in kernels.values():
+        m.add_kernel(kernel)
+    args = [ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=2),
+            ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "v", ti.f32, ndim=2),
+            ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "grid_v", ti.f32, ndim=3),
+            ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "grid_m", ti.f32, ndim=2),
+            ti.graph.Arg(ti.graph.ArgKind.SCALAR, "dt", ti.f32)]
+    x, v, grid_v, grid_m, dt = args
+    g = ti.graph.GraphBuilder()
+    g.dispatch(kernels["mpm_clear"], grid_v, grid_m)
+    g.dispatch(kernels["mpm_p2g"], x, v, grid_v, grid_m)
+    g.dispatch(kernels["mpm_grid"], grid_v, grid_m, dt)
+    g.dispatch(kernels["mpm_g2p"], x, v, grid_v, dt)
+    m.add_graph("mpm_substep", g.compile())
+    os.makedirs(out, exist_ok=True)
+    m.save(out)
+
+
+def jit(arch: str, n: int, rounds: int) -> None:
+    ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=True)
+    kernels = define()
+    arrays = {}
+    for program, named in initial().items():
+        arrays[program] = {}
+        for name, value in named.items():
+            nd = ti.ndarray(ti.f32 if value.dtype == np.float32 else ti.i32, value.shape)
+            nd.from_numpy(value)
+            arrays[program][name] = nd
+    result = {}
+    for program, step in steps(kernels, arrays).items():
+        samples = time_steps(step, ti.sync, n, rounds)
+        out = arrays[program][RESULT[program]].to_numpy()
+        result[program] = {"ms": samples, "checksum": float(np.abs(out).sum())}
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3])
+    else:
+        jit(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

@@ -1,0 +1,161 @@
+"""The placement section of ``taichi-aot bench`` (Vulkan): what the default placement of ndarrays costs kernels and
+host copies, beside the placements a user could choose and beside CUDA on the same GPU.
+
+* A memory-bound kernel (saxpy, read twice and written once) over ndarrays made with the default ``host_access``,
+  with ``"none"`` (device memory) and with ``"readwrite"`` (host-visible memory), and the same kernel on CUDA's
+  runtime where this machine has one: the default against ``"none"`` (target >= 0.9 on a GPU) and against CUDA
+  (target >= 0.8 on a discrete GPU).
+* Host copies of 64 MiB (``from_numpy``, ``to_numpy(out=)``) from a pageable numpy array and from ``rt.host_array``,
+  beside CUDA's copies from its ``host_array`` (page-locked): Vulkan's host array against CUDA's (target >= 0.7).
+* A step of many small dispatches (64 launches of a kernel over 4096 elements, then a wait), per step.
+
+On a CPU device (lavapipe) the rows are measured and no target is set: its memory is the host's either way.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from taichi_aot import Arch, Runtime, capi
+
+from .compile import taichi_module
+from .harness import interleave, ratio
+from .row import Row
+
+if TYPE_CHECKING:
+    from .harness import Bench
+
+SECTION = "placement"
+DEFAULT, NONE, READWRITE, CUDA = ("saxpy, default ndarrays", "saxpy, host_access='none'",
+                                  "saxpy, host_access='readwrite'", "saxpy on CUDA (same GPU)")
+
+
+def placement(bench: Bench) -> list[Row]:
+    """The section's rows on a Vulkan bench (none on the other archs)."""
+    if bench.arch != Arch.VULKAN:
+        return []
+    cuda = _cuda_runtime(bench)
+    try:
+        rows = _kernels(bench, cuda) + _copies(bench, cuda) + _dispatches(bench)
+    finally:
+        if cuda is not None:
+            cuda[0].close()
+    policy = bench.rt.device.describe()
+    for row in rows:
+        row.params.setdefault("policy", policy["policy"])
+    return rows
+
+
+def _cuda_runtime(bench: Bench) -> tuple[Runtime, object] | None:
+    """CUDA's runtime and the bench module on it, where this machine has CUDA (None elsewhere)."""
+    if bench.software or Arch.CUDA not in capi.get_available_archs()[1]:
+        return None
+    try:
+        rt = Runtime(Arch.CUDA)
+        return rt, rt.load_module(taichi_module("bench", "cuda"))
+    except Exception as e:
+        bench.log(f"placement: no CUDA beside Vulkan ({type(e).__name__}: {e})")
+        return None
+
+
+def _saxpy_rate(rt: Runtime, mod: object, size: int, per: int, **access: str) -> Callable[[], float]:
+    """GB/s of ``per`` saxpy launches over ``size`` f32 (12 bytes an element), waited for."""
+    x = rt.ndarray((size,), np.float32, **access)  # type: ignore[arg-type]
+    y = rt.ndarray((size,), np.float32, **access)  # type: ignore[arg-type]
+    launch = mod.kernels["saxpy"].bind(x, y, 0.5)  # type: ignore[attr-defined]
+
+    def sample() -> float:
+        t0 = time.perf_counter()
+        for _ in range(per):
+            launch()
+        rt.wait()
+        return 12 * size * per / (time.perf_counter() - t0) / 1e9
+
+    return sample
+
+
+def _kernels(bench: Bench, cuda: tuple[Runtime, object] | None) -> list[Row]:
+    e = 16 if bench.quick else 24
+    size, per = 1 << e, 3 if bench.quick else 20
+    methods = {DEFAULT: _saxpy_rate(bench.rt, bench.mod, size, per),
+               NONE: _saxpy_rate(bench.rt, bench.mod, size, per, host_access="none"),
+               READWRITE: _saxpy_rate(bench.rt, bench.mod, size, max(1, per // 10), host_access="readwrite")}
+    if cuda is not None:
+        methods[CUDA] = _saxpy_rate(cuda[0], cuda[1], size, per)
+    samples = interleave(methods, 3 if bench.quick else 5)
+    rows = [Row(SECTION, bench.name, f"{name} @2^{e}", "GB/s", v, params={"elements": size, "launches": per})
+            for name, v in samples.items()]
+    gpu = not bench.software
+    ratio(rows, f"{DEFAULT} @2^{e}", f"{NONE} @2^{e}", 0.9 if gpu else None, higher_is_better=True, op=">=")
+    ratio(rows, f"{READWRITE} @2^{e}", f"{NONE} @2^{e}")
+    if cuda is not None:
+        by = {r.name: r for r in rows}
+        ratio(rows, f"{DEFAULT} @2^{e}", f"{CUDA} @2^{e}", 0.8, higher_is_better=True, op=">=")
+        by[f"{DEFAULT} @2^{e}"].note = f"against {NONE} (>= 0.9): " + _share(by, f"{DEFAULT} @2^{e}", f"{NONE} @2^{e}")
+    return rows
+
+
+def _share(by: dict[str, Row], name: str, limit: str) -> str:
+    return f"{by[name].median / by[limit].median:.2f}x"
+
+
+def _copy_rate(copy: Callable[[], object], nbytes: int, per: int, wait: Callable[[], object]) -> Callable[[], float]:
+    def sample() -> float:
+        t0 = time.perf_counter()
+        for _ in range(per):
+            copy()
+        wait()
+        return nbytes * per / (time.perf_counter() - t0) / 1e9
+
+    return sample
+
+
+def _copies(bench: Bench, cuda: tuple[Runtime, object] | None) -> list[Row]:
+    nbytes = (1 << 20) if bench.quick else (64 << 20)
+    per = 2 if bench.quick else 5
+    n = nbytes // 4
+    label = f"{nbytes >> 20} MiB"
+    methods = {}
+    for name, rt in (("Vulkan", bench.rt), ("CUDA", cuda[0] if cuda else None)):
+        if rt is None:
+            continue
+        nd = rt.ndarray((n,), np.float32)
+        fast = rt.host_array((n,), np.float32)
+        plain = np.ones(n, np.float32)
+        for kind, array in (("host_array", fast), ("numpy array", plain)):
+            methods[f"{name} from_numpy {label}, {kind}"] = _copy_rate(partial(nd.from_numpy, array), nbytes, per,
+                                                                      rt.wait)
+            methods[f"{name} to_numpy {label}, {kind}"] = _copy_rate(partial(nd.to_numpy, array), nbytes, per,
+                                                                    rt.wait)
+    samples = interleave(methods, 3 if bench.quick else 5)
+    rows = [Row(SECTION, bench.name, name, "GB/s", v, params={"bytes": nbytes}) for name, v in samples.items()]
+    for way in ("from_numpy", "to_numpy"):
+        for kind in ("host_array", "numpy array"):
+            target = 0.7 if kind == "host_array" else None
+            ratio(rows, f"Vulkan {way} {label}, {kind}", f"CUDA {way} {label}, {kind}", target,
+                  higher_is_better=True, op=">=")
+    return rows
+
+
+def _dispatches(bench: Bench) -> list[Row]:
+    """A step of 64 small dispatches and a wait, in microseconds a step."""
+    rt = bench.rt
+    x = rt.ndarray((4096,), np.float32)
+    y = rt.ndarray((4096,), np.float32)
+    launch = bench.mod.kernels["saxpy"].bind(x, y, 0.5)
+    steps = 5 if bench.quick else 50
+
+    def sample() -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            for _ in range(64):
+                launch()
+            rt.wait()
+        return (time.perf_counter() - t0) / steps * 1e6
+
+    samples = interleave({"step of 64 dispatches of saxpy @4096, then a wait": sample}, 3 if bench.quick else 5)
+    return [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 64}) for name, v in samples.items()]
