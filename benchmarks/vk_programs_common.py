@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-MPM_N, MPM_G, MPM_SUBSTEPS = 32768, 128, 8
+MPM_N, MPM_G, MPM_SUBSTEPS = 32768, 64, 8  # the grid: sim_kernels.GRID
 SPH_N, SPH_CELLS, SPH_MAX = 16384, 64, 48
 FEM_N, FEM_ITERS = 256, 20
 
@@ -37,11 +37,11 @@ def steps(k: dict, a: dict, graph=None) -> dict:
         m = a["mpm"]
         for _ in range(MPM_SUBSTEPS):
             if graph is not None:
-                graph(x=m["x"], v=m["v"], grid_v=m["grid_v"], grid_m=m["grid_m"], dt=dt)
+                graph(x=m["x"], v=m["v"], grid_v=m["grid_v"], grid_m=m["grid_m"], dt=dt, gravity=-9.8)
             else:
-                k["mpm_clear"](m["grid_v"], m["grid_m"])
+                k["mpm_clear_grid"](m["grid_v"], m["grid_m"])
                 k["mpm_p2g"](m["x"], m["v"], m["grid_v"], m["grid_m"])
-                k["mpm_grid"](m["grid_v"], m["grid_m"], dt)
+                k["mpm_grid_update"](m["grid_v"], m["grid_m"], dt, -9.8)
                 k["mpm_g2p"](m["x"], m["v"], m["grid_v"], dt)
 
     def sph():

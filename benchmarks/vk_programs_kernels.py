@@ -4,8 +4,8 @@
     python vk_programs_kernels.py jit ARCH STEPS ROUNDS   run each program's steps with Taichi's JIT: one JSON line
 
 The programs, each a step of several kernels over ndarrays (the kinds of taichi-aot-demo's):
-* ``mpm``: a particle-in-cell substep (clear, scatter with atomics, grid update, gather) as the graph
-  ``mpm_substep``, eight substeps a step;
+* ``mpm``: the bench's particle-in-cell substep (taichi_aot_bench/sim_kernels.py: clear, scatter with atomics, grid
+  update, gather) as the graph ``mpm_substep``, eight substeps a step, over 32,768 particles;
 * ``sph``: neighbour search in cells and two neighbour loops (density, then forces and integration);
 * ``fem``: an implicit solve of a 2-D Poisson problem by 20 conjugate-gradient iterations a step, every scalar kept
   on the device (matrix-free stencil, dot products into 0-D ndarrays).
@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 import taichi as ti
-from vk_programs_common import FEM_N, MPM_G, RESULT, SPH_CELLS, SPH_MAX, initial, steps, time_steps
+from vk_programs_common import FEM_N, RESULT, SPH_CELLS, SPH_MAX, initial, steps, time_steps
 
 
 def define() -> dict:
@@ -32,56 +32,6 @@ def define() -> dict:
     i2 = ti.types.ndarray(dtype=ti.i32, ndim=2)
     i3 = ti.types.ndarray(dtype=ti.i32, ndim=3)
     f0 = ti.types.ndarray(dtype=ti.f32, ndim=0)
-
-    @ti.kernel
-    def mpm_clear(grid_v: f3, grid_m: f2):
-        for i, j in grid_m:
-            grid_v[i, j, 0] = 0.0
-            grid_v[i, j, 1] = 0.0
-            grid_m[i, j] = 0.0
-
-    @ti.kernel
-    def mpm_p2g(x: f2, v: f2, grid_v: f3, grid_m: f2):
-        for p in range(x.shape[0]):
-            px = ti.Vector([x[p, 0], x[p, 1]]) * MPM_G
-            base = ti.max(ti.min(ti.cast(px - 0.5, ti.i32), MPM_G - 3), 0)
-            fx = px - ti.cast(base, ti.f32)
-            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
-            for i, j in ti.static(ti.ndrange(3, 3)):
-                weight = w[i][0] * w[j][1]
-                ti.atomic_add(grid_v[base[0] + i, base[1] + j, 0], weight * v[p, 0])
-                ti.atomic_add(grid_v[base[0] + i, base[1] + j, 1], weight * v[p, 1])
-                ti.atomic_add(grid_m[base[0] + i, base[1] + j], weight)
-
-    @ti.kernel
-    def mpm_grid(grid_v: f3, grid_m: f2, dt: ti.f32):
-        for i, j in grid_m:
-            m = grid_m[i, j]
-            if m > 1e-10:
-                vx = grid_v[i, j, 0] / m
-                vy = grid_v[i, j, 1] / m - dt * 9.8
-                if (i < 3 and vx < 0) or (i > MPM_G - 3 and vx > 0):
-                    vx = 0.0
-                if (j < 3 and vy < 0) or (j > MPM_G - 3 and vy > 0):
-                    vy = 0.0
-                grid_v[i, j, 0] = vx
-                grid_v[i, j, 1] = vy
-
-    @ti.kernel
-    def mpm_g2p(x: f2, v: f2, grid_v: f3, dt: ti.f32):
-        for p in range(x.shape[0]):
-            px = ti.Vector([x[p, 0], x[p, 1]]) * MPM_G
-            base = ti.max(ti.min(ti.cast(px - 0.5, ti.i32), MPM_G - 3), 0)
-            fx = px - ti.cast(base, ti.f32)
-            w = [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
-            nv = ti.Vector([0.0, 0.0])
-            for i, j in ti.static(ti.ndrange(3, 3)):
-                weight = w[i][0] * w[j][1]
-                nv += weight * ti.Vector([grid_v[base[0] + i, base[1] + j, 0], grid_v[base[0] + i, base[1] + j, 1]])
-            v[p, 0] = nv[0]
-            v[p, 1] = nv[1]
-            x[p, 0] = ti.min(ti.max(x[p, 0] + dt * nv[0], 0.01), 0.99)
-            x[p, 1] = ti.min(ti.max(x[p, 1] + dt * nv[1], 0.01), 0.99)
 
     @ti.kernel
     def sph_clear(count: i2):
@@ -172,7 +122,20 @@ def define() -> dict:
     def fem_swap(rr_new: f0, rr: f0):
         rr[None] = rr_new[None]
 
-    return {k: v for k, v in locals().items() if k.split("_")[0] in ("mpm", "sph", "fem")}
+    own = {k: v for k, v in locals().items() if k.split("_")[0] in ("sph", "fem")}
+    return {**{f"mpm_{k}": v for k, v in _sim().define().items()}, **own}
+
+
+def _sim():
+    """The bench's particle-in-cell kernels (taichi_aot_bench/sim_kernels.py), the MPM-like program's, read from
+    their file (the bench's package is not imported in a process that runs Taichi)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "taichi_aot_bench", "sim_kernels.py")
+    spec = importlib.util.spec_from_file_location("sim_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def build(arch: str, out: str) -> None:
@@ -185,12 +148,13 @@ def build(arch: str, out: str) -> None:
             ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "v", ti.f32, ndim=2),
             ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "grid_v", ti.f32, ndim=3),
             ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "grid_m", ti.f32, ndim=2),
-            ti.graph.Arg(ti.graph.ArgKind.SCALAR, "dt", ti.f32)]
-    x, v, grid_v, grid_m, dt = args
+            ti.graph.Arg(ti.graph.ArgKind.SCALAR, "dt", ti.f32),
+            ti.graph.Arg(ti.graph.ArgKind.SCALAR, "gravity", ti.f32)]
+    x, v, grid_v, grid_m, dt, gravity = args
     g = ti.graph.GraphBuilder()
-    g.dispatch(kernels["mpm_clear"], grid_v, grid_m)
+    g.dispatch(kernels["mpm_clear_grid"], grid_v, grid_m)
     g.dispatch(kernels["mpm_p2g"], x, v, grid_v, grid_m)
-    g.dispatch(kernels["mpm_grid"], grid_v, grid_m, dt)
+    g.dispatch(kernels["mpm_grid_update"], grid_v, grid_m, dt, gravity)
     g.dispatch(kernels["mpm_g2p"], x, v, grid_v, dt)
     m.add_graph("mpm_substep", g.compile())
     os.makedirs(out, exist_ok=True)
