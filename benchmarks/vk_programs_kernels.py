@@ -21,6 +21,8 @@ import sys
 
 import numpy as np
 import taichi as ti
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its neighbour, also where PYTHONSAFEPATH is set
 from vk_programs_common import FEM_N, RESULT, SPH_CELLS, SPH_MAX, initial, steps, time_steps
 
 
