@@ -175,6 +175,7 @@ def jit(arch: str, n: int, rounds: int) -> None:
             arrays[program][name] = nd
     result = {}
     for program, step in steps(kernels, arrays).items():
+        print(f"Taichi JIT: {program}", file=sys.stderr, flush=True)
         samples = time_steps(step, ti.sync, n, rounds)
         out = arrays[program][RESULT[program]].to_numpy()
         result[program] = {"ms": samples, "checksum": float(np.abs(out).sum())}
