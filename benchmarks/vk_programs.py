@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -34,7 +35,7 @@ TARGET = 1.05
 
 
 def child(*args: str) -> str:
-    print(f"vk_programs_kernels.py {' '.join(args)}", file=sys.stderr, flush=True)
+    print(f"{time.strftime('%T')} vk_programs_kernels.py {' '.join(args)}", file=sys.stderr, flush=True)
     proc = subprocess.run([sys.executable, os.path.join(HERE, "vk_programs_kernels.py"), *args], stdout=subprocess.PIPE,
                           text=True, timeout=900)
     if proc.returncode != 0:
@@ -52,7 +53,7 @@ def run_aot(arch: str, module: str, n: int, rounds: int, host_access: str | None
         arrays = {p: {name: rt.ndarray_from_numpy(value, **access) for name, value in named.items()}
                   for p, named in initial().items()}
         for program, step in steps(kernels, arrays, graph=mod.graphs["mpm_substep"]).items():
-            print(f"taichi_aot ({host_access or 'default'}): {program}", file=sys.stderr, flush=True)
+            print(f"{time.strftime('%T')} taichi_aot ({host_access or 'default'}): {program}", file=sys.stderr, flush=True)
             samples = time_steps(step, rt.wait, n, rounds)
             out = arrays[program][RESULT[program]].to_numpy()
             result[program] = {"ms": samples, "checksum": float(np.abs(out).sum())}

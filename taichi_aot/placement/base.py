@@ -4,13 +4,14 @@ what the object layer asks of a device (see the package's docstring)."""
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
 from .. import _cudart, capi
 from ..enums import Arch
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, ClosedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -63,7 +64,14 @@ class Device:
         self.arch = runtime.arch
         self.device_index = runtime.device_index
         self._staging: Staging | None = None
-        self._runtime = runtime
+        self._runtime_ref = weakref.ref(runtime)  # the runtime owns its device (and its finalizer the close)
+
+    @property
+    def _runtime(self) -> Parent:
+        runtime = self._runtime_ref()
+        if runtime is None:  # pragma: no cover - a device is used only through its live runtime
+            raise ClosedError("the runtime of this device is gone")
+        return runtime
 
     # -- what memory is made of --------------------------------------------------------------------------------
 
