@@ -53,7 +53,8 @@ def run_aot(arch: str, module: str, n: int, rounds: int, host_access: str | None
         arrays = {p: {name: rt.ndarray_from_numpy(value, **access) for name, value in named.items()}
                   for p, named in initial().items()}
         for program, step in steps(kernels, arrays, graph=mod.graphs["mpm_substep"]).items():
-            print(f"{time.strftime('%T')} taichi_aot ({host_access or 'default'}): {program}", file=sys.stderr, flush=True)
+            print(f"{time.strftime('%T')} taichi_aot ({host_access or 'default'}): {program}", file=sys.stderr,
+                  flush=True)
             samples = time_steps(step, rt.wait, n, rounds)
             out = arrays[program][RESULT[program]].to_numpy()
             result[program] = {"ms": samples, "checksum": float(np.abs(out).sum())}
