@@ -32,6 +32,9 @@ from vk_programs_common import RESULT, initial, steps, time_steps  # noqa: E402
 from taichi_aot import Arch, Runtime  # noqa: E402
 
 TARGET = 1.05
+#: What a desktop GPU's Vulkan has (``python -m taichi_aot archs --caps``), as ``build --caps`` takes them.
+CAPS = ("spirv_has_int64 spirv_has_float64 spirv_has_atomic_float spirv_has_atomic_float_add "
+        "spirv_has_subgroup_basic spirv_has_subgroup_vote spirv_has_subgroup_arithmetic spirv_has_subgroup_ballot")
 
 
 def child(*args: str) -> str:
@@ -69,11 +72,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--grids", default="", help="also the default ndarrays with these TAICHI_AOT_VULKAN_GRID "
                         "values (comma-separated, e.g. module,1048576)")
+    parser.add_argument("--caps", default=CAPS, help="the device capabilities the module is compiled for (Taichi's "
+                        "JIT takes the device's own): without spirv_has_atomic_float_add a float atomic is a "
+                        "compare-and-swap loop")
     parser.add_argument("--readwrite", action="store_true", help="also host-visible ndarrays (one step)")
     parser.add_argument("--json")
     args = parser.parse_args()
     module = os.path.join(tempfile.mkdtemp(prefix="vk_programs_"), "module")
-    child("build", args.arch, module)
+    child("build", args.arch, module, *args.caps.split())
     jit = json.loads(child("jit", args.arch, str(args.steps), str(args.rounds)).strip().splitlines()[-1])
     runs = {"default": run_aot(args.arch, module, args.steps, args.rounds, None),
             "none": run_aot(args.arch, module, args.steps, args.rounds, "none")}

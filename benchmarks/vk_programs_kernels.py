@@ -1,6 +1,6 @@
 """Taichi source of benchmarks/vk_programs.py's whole programs, and Taichi's own JIT run of them.
 
-    python vk_programs_kernels.py build ARCH OUT          compile the three programs' module (kernels and graphs)
+    python vk_programs_kernels.py build ARCH OUT [CAP...] compile the three programs' module (kernels and graphs)
     python vk_programs_kernels.py jit ARCH STEPS ROUNDS   run each program's steps with Taichi's JIT: one JSON line
 
 The programs, each a step of several kernels over ndarrays (the kinds of taichi-aot-demo's):
@@ -140,10 +140,10 @@ def _sim():
     return module
 
 
-def build(arch: str, out: str) -> None:
+def build(arch: str, out: str, caps: list) -> None:
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     kernels = define()
-    m = ti.aot.Module(getattr(ti, arch))
+    m = ti.aot.Module(getattr(ti, arch), caps=caps)
     for kernel in kernels.values():
         m.add_kernel(kernel)
     args = [ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=2),
@@ -184,6 +184,6 @@ def jit(arch: str, n: int, rounds: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "build":
-        build(sys.argv[2], sys.argv[3])
+        build(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         jit(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
