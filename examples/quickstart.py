@@ -21,8 +21,9 @@ with Runtime.for_module(MODULE) as rt:
     step(x, dt=0.5)                               # checked against the module's metadata, then one C call
     rt.wait()
     print("x[:4] =", x.to_numpy()[:4])            # [0.  0.5 1.  1.5]
-    with x.map() as view:                         # a zero-copy numpy view (where the memory is host-visible)
+    y = rt.ndarray((1024,), np.float32, host_access="readwrite")  # memory the host maps too (host memory on a
+    with y.map() as view:                         # discrete GPU): a zero-copy numpy view of it
         view[:] = 1.0
-    step(x, 0.25)
+    step(y, 0.25)
     rt.wait()
-    print("after map and another step:", x.to_numpy()[:4])   # [1.   1.25 1.5  1.75]
+    print("after map and another step:", y.to_numpy()[:4])   # [1.   1.25 1.5  1.75]

@@ -215,7 +215,7 @@ for t in threads:
     t.start()
 for _ in range(3):  # the library at work meanwhile: its chatty calls and its errors
     with Runtime(Arch(int(sys.argv[1]))) as rt:
-        x = rt.ndarray((64,), np.float32)
+        x = rt.ndarray((64,), np.float32, host_access="readwrite")
         with x.map() as view:
             view[:] = 1
         mod = rt.load_module(sys.argv[2])

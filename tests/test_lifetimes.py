@@ -117,7 +117,7 @@ from taichi_aot import Runtime, Arch
 arch, path, order = Arch[sys.argv[1]], sys.argv[2], sys.argv[3]
 rt = Runtime(arch)
 mod = rt.load_module(path)
-x = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32))
+x = rt.ndarray_from_numpy(np.arange(8, dtype=np.float32), host_access="readwrite")
 view = x.map().view()
 mod.kernels["add"](x, x, 1.0)
 if order == "close_runtime_keep_view":

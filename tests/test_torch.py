@@ -190,7 +190,7 @@ def test_ndarray_from_a_tensor(torch, rt, arch):
 
 
 def test_ndarrays_to_torch_through_dlpack(torch, rt, arch):
-    nd = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    nd = rt.ndarray_from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4), host_access="readwrite")
     t = torch.from_dlpack(nd)
     assert t.shape == (3, 4) and t.dtype == torch.float32 and t.device.type == "cpu"
     assert t.tolist() == nd.to_numpy().tolist()
