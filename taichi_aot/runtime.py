@@ -199,8 +199,9 @@ class Runtime:
     Args:
         arch: an :class:`Arch`, its name (``"vulkan"``) or None for the fastest here (:func:`best_arch`:
             a GPU, then the CPU, then a software Vulkan device; ``TAICHI_AOT_ARCH`` overrides).
-        device_index: the device to use (on CUDA any GPU: :mod:`taichi_aot._cudart`; on Vulkan any device,
-            0 the one libtaichi picks: :mod:`taichi_aot.placement.vulkan`; elsewhere as libtaichi takes it).
+        device_index: the device to use: on CUDA any GPU (:mod:`taichi_aot._cudart`; None: 0); on Vulkan any device
+            as ``python -m taichi_aot archs`` lists them (None: the one libtaichi picks, a discrete GPU first;
+            :mod:`taichi_aot.placement.vulkan`); elsewhere as libtaichi takes it (None: 0).
         cpu_threads: CPU runtimes only: how many threads it starts (kernels run on at most this many, and at
             most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
             this process may use (its affinity, within a container's CPU quota).
@@ -218,24 +219,26 @@ class Runtime:
 
     _finalizer: weakref.finalize
 
-    def __init__(self, arch: Arch | int | str | None = None, device_index: int = 0, *,
+    def __init__(self, arch: Arch | int | str | None = None, device_index: int | None = None, *,
                  cpu_threads: int | None = None, cuda_runtime: str | None = None):
         self._arch: Arch = resolve_arch(arch)
-        self._device_index = device_index
+        self._device_index: int = 0 if device_index is None else device_index  # Vulkan's: the one it is made on
         if len(_open_runtimes) >= _COLLECT_AT and not collection_held():  # runtimes dropped
             gc.collect()  # unclosed, held by a cycle (a module and its kernels), are released before another is made
         #: taichi_aot's own CUDA runtime's device (None: libtaichi's runtime; see taichi_aot._cudart)
         self.cuda_device: _cudart.CudaDevice | None = None
         self._library: list[Any] = []  # the own CUDA runtime's libtaichi runtime, once a module needs it
-        if self._arch == Arch.CUDA and _cudart.chosen(cuda_runtime, device_index) == _cudart.OWN:
-            self.cuda_device = _cudart.CudaDevice(device_index)
+        if self._arch == Arch.CUDA and _cudart.chosen(cuda_runtime, self._device_index) == _cudart.OWN:
+            self.cuda_device = _cudart.CudaDevice(self._device_index)
             handle, pending = ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]")
             # its memory and modules are given back before it, then libtaichi's runtime where one was made
             self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
         else:
-            with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
-                handle = (vulkan_runtime(device_index) if self._arch == Arch.VULKAN  # any device: placement.vulkan
-                          else capi.create_runtime(self._arch, device_index, cpu_threads=cpu_threads).cdata)
+            if self._arch == Arch.VULKAN:  # any device: placement.vulkan shows libtaichi the one asked for
+                handle, self._device_index = vulkan_runtime(device_index)
+            else:
+                with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
+                    handle = capi.create_runtime(self._arch, self._device_index, cpu_threads=cpu_threads).cdata
             if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
                 _cuda.driver()
             pending = capi.pending_flag(handle)
@@ -454,11 +457,9 @@ class Runtime:
         self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
-        """A zero-filled numpy array for fast transfers: page-locked on CUDA, and over a host-visible buffer of the
-        runtime's on a GPU whose ndarrays live in device memory (Vulkan on a discrete GPU), where ``from_numpy``
-        and ``to_numpy(out=)`` copy it directly at the full speed of the bus (other arrays go through staging
-        buffers); a plain array elsewhere. It is the caller's like any numpy array; on CUDA it outlives the
-        runtime, on Vulkan it keeps the runtime's memory until it goes.
+        """A zero-filled numpy array ``from_numpy`` and ``to_numpy(out=)`` copy at the bus's full speed: page-locked on
+        CUDA (it outlives the runtime), a host-visible buffer of the runtime's on a discrete GPU's Vulkan (kept until it
+        goes); a plain array elsewhere (see taichi_aot.placement).
 
         Raises:
             ArgumentTypeError: a bad shape or dtype.
@@ -593,7 +594,8 @@ class Runtime:
         return AotModule(self, source, launcher=launcher, cuda_launcher=cuda_launcher)
 
     @classmethod
-    def for_module(cls, source: ModuleSource, device_index: int = 0, *, cuda_runtime: str | None = None) -> Runtime:
+    def for_module(cls, source: ModuleSource, device_index: int | None = None, *, cuda_runtime: str | None = None
+                   ) -> Runtime:
         """A runtime on the fastest backend that both this machine and the module have::
 
             with Runtime.for_module("physics.tcm") as rt:

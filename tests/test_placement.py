@@ -9,8 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-from taichi_aot import Arch, Runtime, _probe
-from taichi_aot._native import lib
+from taichi_aot import Arch, Runtime, _probe, capi
 from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError
 from taichi_aot.placement import staging
 from taichi_aot.placement import vulkan as vk
@@ -163,22 +162,18 @@ def test_both_policies_give_the_same_results(vulkan, modules, monkeypatch):
 
 
 def test_any_vulkan_device_by_its_index(vulkan):
-    devices, _ = _probe.vulkan_devices()
-    order = vk.device_order(devices)
-    assert sorted(order) == list(range(len(devices)))
+    """device_index k is the k-th device as archs lists them (the loader's order); None, libtaichi's own pick."""
+    devices = capi.arch_status()[Arch.VULKAN].devices
     with pytest.raises(InvalidArgumentError, match=f"sees {len(devices)} Vulkan device"):
         Runtime(Arch.VULKAN, device_index=len(devices))
     with pytest.raises(InvalidArgumentError, match="non-negative"):
         Runtime(Arch.VULKAN, device_index=-1)
-    for k, loader_index in enumerate(order):  # each device of the machine, the one shown to libtaichi alone
-        before = lib.taichi_aot_vulkan_select_device(loader_index)
-        try:
-            with Runtime(Arch.VULKAN) as rt:
-                assert rt.device.facts.name == devices[loader_index].name
-        finally:
-            lib.taichi_aot_vulkan_select_device(before)
+    with Runtime(Arch.VULKAN) as rt:
+        assert rt.device_index == vk.best_device(devices)
+        assert rt.device.facts.name == devices[rt.device_index].name
+    for k, device in enumerate(devices):  # each device of the machine, the one shown to libtaichi alone
         with Runtime(Arch.VULKAN, device_index=k) as rt:
-            assert rt.device.facts.name == devices[loader_index].name and rt.device_index == k
+            assert rt.device.facts.name == device.name and rt.device_index == k
 
 
 def test_the_object_layer_decides_no_placement():

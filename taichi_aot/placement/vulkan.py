@@ -19,6 +19,7 @@ import io
 import json
 import os
 import zipfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _library, _probe, capi
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
 __all__ = ["GRID", "GRID_VARIABLE", "MEMORY_VARIABLE", "MODULE_GRID", "DeviceMemoryVulkan", "SharedMemoryVulkan",
-           "VulkanFacts", "create_runtime", "device_order", "facts", "grid_threads", "vulkan_device", "widened"]
+           "VulkanFacts", "best_device", "create_runtime", "facts", "grid_threads", "vulkan_device", "widened"]
 
 #: The variable that overrides the policy: ``device``, ``host`` or ``auto``.
 MEMORY_VARIABLE = "TAICHI_AOT_VULKAN_MEMORY"
@@ -146,47 +147,46 @@ def _score(device: _probe.VulkanDevice) -> int:
     return kind + 100 * minor
 
 
-def device_order(devices: list[_probe.VulkanDevice]) -> list[int]:
-    """The loader's indices of ``devices`` in the order of ``device_index``: the one libtaichi picks by itself first
-    (``TI_VISIBLE_DEVICE``'s, else the best ranked, the first of equals), then the others as the loader lists them."""
-    if not devices:
-        return []
+def best_device(devices: Sequence[_probe.VulkanDevice]) -> int:
+    """The index of the device libtaichi picks by itself: ``TI_VISIBLE_DEVICE``'s, else the best ranked (a discrete GPU,
+    then an integrated one, then the newer Vulkan; the first of equals)."""
     visible = os.environ.get("TI_VISIBLE_DEVICE", "").strip()
     if visible.isdigit() and int(visible) < len(devices):
-        first = int(visible)
-    else:
-        first = max(range(len(devices)), key=lambda i: (_score(devices[i]), -i))
-    return [first] + [i for i in range(len(devices)) if i != first]
+        return int(visible)
+    return max(range(len(devices)), key=lambda i: (_score(devices[i]), -i)) if devices else 0
 
 
-def create_runtime(device_index: int) -> Any:
-    """libtaichi's Vulkan runtime on device ``device_index`` (of :func:`device_order`); 0 is the device libtaichi
-    picks by itself. Another is shown to libtaichi alone while it makes the runtime (``_csrc/vkfence.c``).
+def create_runtime(device_index: int | None) -> tuple[Any, int]:
+    """libtaichi's Vulkan runtime on device ``device_index`` as ``archs`` lists them (the Vulkan loader's order; None:
+    the one libtaichi picks by itself), and that index. The device is shown to libtaichi alone while it makes the
+    runtime (``_csrc/vkfence.c``): libtaichi_c_api 1.7.4 refuses a device index and picks one itself.
 
     Raises:
         InvalidArgumentError: no such device here.
         NotSupportedError: another device than libtaichi's own pick, where libtaichi's Vulkan is not reached through
             taichi_aot's hook (``TAICHI_AOT_VULKAN_FENCES=0``).
     """
-    if device_index == 0:
-        return capi.create_runtime(Arch.VULKAN, 0).cdata
-    if isinstance(device_index, bool) or not isinstance(device_index, int) or device_index < 0:
+    if device_index is not None and (isinstance(device_index, bool) or not isinstance(device_index, int)
+                                     or device_index < 0):
         raise InvalidArgumentError(f"Runtime('vulkan'): device_index must be a non-negative int, got {device_index!r}")
-    devices, why = _probe.vulkan_devices()
-    order = device_order(devices)
-    if device_index >= len(order):
-        listed = ", ".join(f"{k}: {devices[i].name}" for k, i in enumerate(order)) or why
-        raise InvalidArgumentError(f"Runtime('vulkan', device_index={device_index}): this process sees "
-                                   f"{len(order)} Vulkan device{'s' if len(order) != 1 else ''} ({listed})")
+    devices = capi.arch_status()[Arch.VULKAN].devices  # the probe's list, as archs shows it
+    best = best_device(devices)
+    index = best if device_index is None else device_index
+    if devices and index >= len(devices):
+        listed = ", ".join(f"{k}: {d.name}" for k, d in enumerate(devices))
+        raise InvalidArgumentError(f"Runtime('vulkan', device_index={index}): this process sees {len(devices)} Vulkan "
+                                   f"device{'s' if len(devices) != 1 else ''} ({listed})")
+    if not devices or (index == best and not _library.fences):  # libtaichi's own pick, as it makes it
+        return capi.create_runtime(Arch.VULKAN, 0).cdata, index
     if not _library.fences:
-        raise NotSupportedError(f"Runtime('vulkan', device_index={device_index}): libtaichi_c_api 1.7.4 picks its "
-                                f"Vulkan device itself, and taichi_aot cannot show it another here "
-                                f"({_library.fences_why_not}); set TI_VISIBLE_DEVICE={order[device_index]} before the "
-                                "process's first Vulkan runtime instead")
+        raise NotSupportedError(f"Runtime('vulkan', device_index={index}): libtaichi_c_api 1.7.4 picks its Vulkan "
+                                "device itself, and taichi_aot cannot show it another here "
+                                f"({_library.fences_why_not}); set TI_VISIBLE_DEVICE={index} before the process's "
+                                "first Vulkan runtime instead")
     with _library.busy:
-        before = lib.taichi_aot_vulkan_select_device(order[device_index])
+        before = lib.taichi_aot_vulkan_select_device(index)
         try:
-            return capi.create_runtime(Arch.VULKAN, 0).cdata
+            return capi.create_runtime(Arch.VULKAN, 0).cdata, index
         finally:
             lib.taichi_aot_vulkan_select_device(before)
 
