@@ -321,3 +321,36 @@ def test_runtimes_and_torch_ops_on_two_gpus(cuda_module):  # noqa: F811
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_GPUS), cuda_module["cuda"]],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0 and "two GPUs ok" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+
+
+def test_0d_arrays_of_torch_and_cupy_on_cuda(cuda_module, launcher):  # noqa: F811
+    """A kernel's 0-D ndarray (a total, a loss) given a 0-D torch tensor or CuPy array, on each launcher, as on x64:
+    shared, not copied; ``ndarray_from`` over one; a torch op's 0-D output, eagerly and under torch.compile."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(cuda_module["cuda"], launcher=launcher)
+        accumulate = mod.kernels["accumulate"]
+        total, v = torch.tensor(1.0, device="cuda"), torch.tensor([1.0, 2.0, 3.0], device="cuda")
+        accumulate(total, torch.arange(4, dtype=torch.float32, device="cuda"), v)
+        rt.wait()
+        assert float(total) == 7.0 and v.tolist() == [2.0, 4.0, 6.0]
+        shared = rt.ndarray_from(total)
+        assert shared.shape == () and shared.memory.cuda_pointer() == total.data_ptr()
+        np.testing.assert_array_equal(shared.to_numpy(), np.float32(7.0))
+        acc = tt.op(accumulate, {0: 0, 2: 2})  # a 0-d output (and a 0-d vector one), new each call
+        t2, v2 = acc(torch.tensor(1.0, device="cuda"), torch.arange(4.0, device="cuda"), v)
+        assert t2.shape == () and float(t2) == 7.0 and v2.tolist() == [4.0, 8.0, 12.0]
+        compiled = torch.compile(lambda t, u, w: acc(t, u, w)[0] * 2, fullgraph=True)
+        assert float(compiled(torch.tensor(0.5, device="cuda"), torch.ones(8, device="cuda"), v)) == 17.0
+        try:
+            import cupy
+        except ImportError:
+            return
+        c = cupy.asarray(np.float32(2.0))
+        accumulate(c, cupy.ones(5, dtype=cupy.float32), cupy.zeros(3, dtype=cupy.float32))
+        rt.wait()
+        assert float(c) == 7.0
