@@ -225,3 +225,32 @@ def test_a_jax_ops_gradient_under_pmap_on_every_gpu(cuda_built):
         got = np.asarray(jax.pmap(grad, devices=gpus)(xs))
         for row in got:
             np.testing.assert_allclose(row, expect["sq_xgrad"], rtol=1e-5)
+
+
+def test_a_jax_ops_gradient_under_shard_map_on_every_gpu(cuda_built):
+    """jax.grad through a JAX op inside ``shard_map`` over every GPU JAX has (one GPU: a mesh of one, whose values are
+    typed varying all the same; two: both, each GPU's twin and its reverse op), and of a function calling
+    ``shard_map``, under jax.jit: Taichi's gradient on each shard."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec
+    from test_autodiff import shard_mapped
+
+    import taichi_aot.jax as tj
+
+    path, expect = cuda_built
+    mesh, spec = Mesh(np.array(gpus), ("g",)), PartitionSpec("g")
+    with Runtime(Arch.CUDA) as rt:
+        sq = tj.op(rt.load_module(path).kernels["sq"], {"y": "x"})
+        xs, seeds = np.tile(X, len(gpus)), np.tile(SEED, len(gpus))
+        inner = jax.jit(shard_mapped(jax)(jax.grad(lambda x, s: jnp.sum(sq(x) * s)), mesh=mesh, in_specs=(spec, spec),
+                                          out_specs=spec))
+        got = np.asarray(inner(jnp.asarray(xs), jnp.asarray(seeds)))
+        np.testing.assert_allclose(got, np.tile(expect["sq_xgrad"], len(gpus)), rtol=1e-5)
+        outer = jax.jit(jax.grad(lambda x: jnp.sum(shard_mapped(jax)(sq, mesh=mesh, in_specs=spec, out_specs=spec)(x)
+                                                   * jnp.asarray(seeds))))
+        np.testing.assert_allclose(np.asarray(outer(jnp.asarray(xs))), np.tile(expect["sq_xgrad"], len(gpus)),
+                                   rtol=1e-5)
