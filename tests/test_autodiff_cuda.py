@@ -254,3 +254,47 @@ def test_a_jax_ops_gradient_under_shard_map_on_every_gpu(cuda_built):
                                                    * jnp.asarray(seeds))))
         np.testing.assert_allclose(np.asarray(outer(jnp.asarray(xs))), np.tile(expect["sq_xgrad"], len(gpus)),
                                    rtol=1e-5)
+
+
+def test_gradients_on_another_thread_than_the_runtimes(cuda_built):
+    """The own CUDA runtime made on the main thread, its kernels and their gradients run on another (any thread may use
+    it): kernel.grad on its ndarrays, and a torch op made on the main thread, forward and backward, give Taichi's
+    gradients."""
+    import threading
+
+    path, expect = cuda_built
+    torch = None
+    try:
+        import torch
+    except ImportError:
+        pass
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        op = None
+        if torch is not None and torch.cuda.is_available():
+            import taichi_aot.torch as tt
+
+            op = tt.op(mod.kernels["sq"], {"y": "x"})
+        got: list = []
+
+        def work() -> None:
+            try:
+                x, y = rt.ndarray_from_numpy(X), rt.ndarray((N,), np.float32)
+                mod.kernels["sq"](x, y)
+                x_grad = rt.ndarray((N,), np.float32)
+                mod.kernels["sq"].grad(x, y, grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
+                rt.wait()
+                got.append(x_grad.to_numpy())
+                if op is not None:
+                    t = torch.tensor(X, device="cuda", requires_grad=True)
+                    (op(t) * torch.tensor(SEED, device="cuda")).sum().backward()
+                    got.append(t.grad.cpu().numpy())
+            except BaseException as e:  # raised again on the test's thread
+                got.append(e)
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        assert got and not any(isinstance(g, BaseException) for g in got), got
+        for values in got:
+            np.testing.assert_allclose(values, expect["sq_xgrad"], rtol=1e-5)

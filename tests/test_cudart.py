@@ -354,3 +354,89 @@ def test_0d_arrays_of_torch_and_cupy_on_cuda(cuda_module, launcher):  # noqa: F8
         accumulate(c, cupy.ones(5, dtype=cupy.float32), cupy.zeros(3, dtype=cupy.float32))
         rt.wait()
         assert float(c) == 7.0
+
+
+def _threads(work, count: int, here=None) -> list:
+    """``work(k)`` on ``count`` threads at once (k = 0..count-1), and ``here()`` meanwhile on this one, joined: what
+    each thread returned or raised, in order, then what ``here`` returned (where given)."""
+    import threading
+
+    out: list = [None] * count
+
+    def run(k: int) -> None:
+        try:
+            out[k] = work(k)
+        except BaseException as e:  # raised again by the test, on its thread
+            out[k] = e
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        mine = [here()] if here is not None else []
+    finally:
+        for t in threads:
+            t.join()
+    return out + mine
+
+
+def _drive(rt: Runtime, mod, n: int, scale: float, rounds: int = 100) -> np.ndarray:
+    """Kernels (called, bound, replayed), a graph, copies and waits on ``rt`` from the calling thread: the values."""
+    add = mod.kernels["add"]
+    x = rt.ndarray_from_numpy(np.zeros(n, np.float32))
+    y = rt.ndarray_from_numpy(np.arange(n, dtype=np.float32) * np.float32(scale))
+    for _ in range(rounds):
+        add(x, y, 1.0)
+    mod.graphs["add_twice"](x=x, y=y, a=1.0)
+    add.bind(x, y, 0.5)()
+    seq = rt.sequence()
+    seq.append(add.bind(x, y, 0.5))
+    seq.replay(2)
+    rt.wait()
+    z = rt.ndarray((n,), np.float32)
+    z.copy_from(x)
+    return z.to_numpy()
+
+
+def test_any_thread_drives_the_own_runtime(cuda_module):  # noqa: F811
+    """Runtimes made on the main thread, each driven by a thread of its own (two GPUs: one a GPU; one GPU: two of GPU
+    0), and one runtime driven by two threads at once through the same kernel (the C call's shared buffer is the
+    runtime thread's, another thread packs its own): kernels, bound launches, replays, a graph, copies and waits give
+    the right values. libtaichi's runtime keeps to its thread, and says so."""
+    from taichi_aot import WrongThreadError
+
+    devices = [0, 1] if _gpus() >= 2 else [0, 0]
+    runtimes = [Runtime(Arch.CUDA, device_index=d) for d in devices]
+    try:
+        mods = [rt.load_module(cuda_module["cuda"]) for rt in runtimes]
+        assert all(v == "cuda" for v in mods[0].launchers().values() if not v.startswith("refused")), \
+            mods[0].launchers()
+        n, rounds = 1 << 16, 100
+        got = _threads(lambda k: _drive(runtimes[k], mods[k], n, float(k + 1), rounds), 2)
+        for k, values in enumerate(got):
+            assert isinstance(values, np.ndarray), values
+            np.testing.assert_allclose(values, np.arange(n) * (k + 1) * (rounds + 2 + 0.5 + 1.0), rtol=1e-4)
+        # one runtime, two threads at once (the main thread too), the same kernel object, arrays of three sizes (a
+        # kernel's tasks share their stand-in's loop bound: queued apart, one would run over another's size)
+        sizes = (n, n - 4096, n - 8192)
+        got = _threads(lambda k: _drive(runtimes[0], mods[0], sizes[k], float(k + 1), 300), 2,
+                       lambda: _drive(runtimes[0], mods[0], sizes[2], 3.0, 300))
+        for k, values in enumerate(got):
+            assert isinstance(values, np.ndarray), values
+            np.testing.assert_allclose(values, np.arange(sizes[k]) * (k + 1) * (300 + 2 + 0.5 + 1.0), rtol=1e-4)
+        # a module loaded on another thread, its arrays closed there
+        loaded = _threads(lambda k: runtimes[1].load_module(cuda_module["cuda"]), 1)[0]
+        assert not isinstance(loaded, BaseException), loaded
+        np.testing.assert_allclose(_drive(runtimes[1], loaded, 64, 1.0, 1), np.arange(64) * 4.5)
+    finally:
+        for rt in runtimes:
+            rt.close()
+    with Runtime(Arch.CUDA, cuda_runtime="taichi") as libtaichis:
+        x = libtaichis.ndarray((4,), np.float32)
+        (error,) = _threads(lambda k: x.to_numpy(), 1)
+        assert isinstance(error, WrongThreadError) and "taichi_aot's own CUDA runtime" in str(error), error
+    with Runtime(Arch.CUDA) as own:  # libtaichi's launches beside the own runtime keep to its thread too
+        mod = own.load_module(cuda_module["cuda"], launcher="taichi")
+        x = own.ndarray((4,), np.float32)
+        (error,) = _threads(lambda k: mod.kernels["add"](x, x, 1.0), 1)
+        assert isinstance(error, WrongThreadError) and "launched through libtaichi" in str(error), error
