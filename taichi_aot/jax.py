@@ -83,7 +83,7 @@ def _varying(value: Any) -> frozenset[str]:
     ``vma`` in JAX before 0.10); empty outside it."""
     aval = jax.typeof(value)
     axes = getattr(aval, "manual_axis_type", None)
-    return frozenset(getattr(aval, "vma", ()) if axes is None else axes.varying)
+    return frozenset(getattr(aval, "vma", ()) if axes is None else getattr(axes, "varying", ()))
 
 
 def _vary_like(cotangent: Any, primal: Any) -> Any:
