@@ -20,7 +20,7 @@
 static pthread_mutex_t ptx_locks[PTX_LOCKS] = {[0 ... PTX_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_mutex_t *ptx_lock(uint64_t standin) {
-    return &ptx_locks[(standin >> 12) % PTX_LOCKS];
+    return &ptx_locks[((standin >> 8) * 0x9E3779B97F4A7C15ULL) >> 60]; /* the address's bits mixed: 16 locks */
 }
 
 typedef int (*taichi_aot_cu_launch)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
