@@ -305,7 +305,8 @@ class Runtime:
     def library_runtime(self) -> Any:
         """libtaichi's runtime, for the kernels of a module only libtaichi launches (for the package: module loads):
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
-        process: InvalidStateError where another lives); NotSupportedError on another device."""
+        process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
+        another thread than the runtime's."""
         if self.cuda_device is not None and (self._device_index != 0 or not self.on_its_thread()):
             raise _cudart.no_library(self._device_index, self.gate.thread)
         if self.cuda_device is None or self._library:
