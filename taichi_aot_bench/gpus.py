@@ -150,5 +150,5 @@ def gpus(bench: Bench) -> list[Row]:
     if "nbody" not in bench.mod.kernels:
         bench.log("  gpus: the bench module has no nbody kernel (compiled before it had it): no rows")
         return []
-    steps, rounds = (5, 3) if bench.quick else (20, 7)
+    steps, rounds = (5, 3) if bench.quick else (50, 7)
     return [*_thread_rows(bench, steps, rounds), *_jax_rows(bench, steps, rounds)]
