@@ -424,8 +424,11 @@ def test_any_thread_drives_the_own_runtime(cuda_module):  # noqa: F811
         for k, values in enumerate(got):
             assert isinstance(values, np.ndarray), values
             np.testing.assert_allclose(values, np.arange(sizes[k]) * (k + 1) * (300 + 2 + 0.5 + 1.0), rtol=1e-4)
-        # a module loaded on another thread, its arrays closed there
-        loaded = _threads(lambda k: runtimes[1].load_module(cuda_module["cuda"]), 1)[0]
+        def load_and_close(k: int):  # a module loaded on another thread, an array made and closed there
+            runtimes[1].ndarray((8,), np.float32).close()
+            return runtimes[1].load_module(cuda_module["cuda"])
+
+        loaded = _threads(load_and_close, 1)[0]
         assert not isinstance(loaded, BaseException), loaded
         np.testing.assert_allclose(_drive(runtimes[1], loaded, 64, 1.0, 1), np.arange(64) * 4.5)
     finally:
