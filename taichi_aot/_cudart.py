@@ -13,6 +13,14 @@ a module without PTX where llvmlite is missing, ``launcher="taichi"``): ``Runtim
 get the own runtime's memory as libtaichi's imports (``_csrc/imports.c``). On other devices such kernels are refused,
 saying why. "taichi" asks for libtaichi's runtime alone (device 0 only, one at a time in a process).
 
+Threads: any thread may use a runtime of the own CUDA runtime (launches, copies, waits, ops, gradients), as torch's
+and CuPy's arrays are used, whichever thread made it: a launch from another thread than the runtime's packs its
+arguments into a buffer of its own (``launch.py``), the launches made in Python take the runtime's lock
+(``backends.RuntimeBackends.lock``), and a kernel's tasks are queued under its stand-in's (``_csrc/backends/cuda.c``).
+Kernels run on the runtime's stream (:meth:`Runtime.set_cuda_stream`, one for every thread). libtaichi's runtimes
+(``cuda_runtime="taichi"``, x64, Vulkan) and libtaichi's launches beside the own runtime keep to the thread that
+made the runtime (WrongThreadError, saying so).
+
 Memory of the own runtime is ``cuMemAlloc``'s (device memory), or ``cuMemAllocManaged``'s where the host maps it
 (``host_access``); its ``TiMemory`` in a launch record is the device pointer tagged with ``TAICHI_AOT_POINTER_TAG``,
 which the own launcher takes as it is (``_csrc/backends/cuda.c``); libtaichi never sees it.
@@ -22,16 +30,24 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from . import _cuda
 from ._native import ffi, lib
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+from .errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidStateError,
+    NotSupportedError,
+    OutOfMemoryError,
+    WrongThreadError,
+)
 
 __all__ = ["AUTO", "ENV", "LIBTAICHI", "OWN", "CudaDevice", "chosen", "device_count", "no_library", "release",
-           "stream_handle", "tagged"]
+           "stream_handle", "tagged", "wrong_thread"]
 
 ENV = "TAICHI_AOT_CUDA_RUNTIME"
 AUTO, OWN, LIBTAICHI = "auto", "own", "taichi"
@@ -55,11 +71,27 @@ def chosen(given: str | None, device_index: int) -> str:
     return LIBTAICHI if value == LIBTAICHI else OWN
 
 
-def no_library(device: int) -> str:
-    """Why the own CUDA runtime of ``device`` has no libtaichi runtime beside it."""
-    return (f"taichi_aot's own CUDA runtime on device {device} has no libtaichi runtime: libtaichi_c_api 1.7.4 makes "
-            "one on device 0 only; give the module PTX (python -m taichi_aot ptx, with llvmlite installed) for the own "
-            "CUDA launcher")
+def no_library(device: int, owner: int) -> Exception:
+    """Why the own CUDA runtime of ``device`` makes no libtaichi runtime beside it: not device 0 (NotSupportedError),
+    or asked from another thread than ``owner``, the runtime's (WrongThreadError: libtaichi's runtime is the thread's
+    that made the own one)."""
+    if device != 0:
+        return NotSupportedError(
+            f"taichi_aot's own CUDA runtime on device {device} has no libtaichi runtime: libtaichi_c_api 1.7.4 makes "
+            "one on device 0 only; give the module PTX (python -m taichi_aot ptx, with llvmlite installed) for the "
+            "own CUDA launcher")
+    return WrongThreadError(
+        f"a module whose kernels libtaichi launches needs libtaichi's CUDA runtime, which is used from the thread that "
+        f"made the own runtime ({owner}), not from thread {threading.get_ident()}: load it there, or give the module "
+        "PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use")
+
+
+def wrong_thread(arch: str, owner: int) -> str:
+    """What WrongThreadError says where a runtime of libtaichi (on ``arch``) made on thread ``owner`` is used from
+    this one."""
+    own = ", or taichi_aot's own CUDA runtime (cuda_runtime='own'), which any thread may use" if arch == "CUDA" else ""
+    return (f"this {arch} runtime belongs to thread {owner}; it was used from thread {threading.get_ident()} "
+            f"(libtaichi's runtime is used from the thread that made it: create one runtime per thread{own})")
 
 
 def release(device: CudaDevice, library: list[Any]) -> None:

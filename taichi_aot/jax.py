@@ -78,6 +78,27 @@ def _twin_runtime(device: int) -> Any:
     return runtime
 
 
+def _varying(value: Any) -> frozenset[str]:
+    """The manual mesh axes ``value`` varies over inside ``shard_map`` (its type's: ``manual_axis_type.varying``, or
+    ``vma`` in JAX before 0.10); empty outside it."""
+    aval = jax.typeof(value)
+    axes = getattr(aval, "manual_axis_type", None)
+    return frozenset(getattr(aval, "vma", ()) if axes is None else getattr(axes, "varying", ()))
+
+
+def _vary_like(cotangent: Any, primal: Any) -> Any:
+    """A backward's ``cotangent`` typed as varying over every manual mesh axis its ``primal`` input varies over:
+    ``shard_map`` requires a VJP's cotangents of its inputs' types, and the reverse op's outputs (an FFI call's) vary
+    over none."""
+    if cotangent is None:
+        return None
+    missing = tuple(sorted(_varying(primal) - _varying(cotangent)))
+    if not missing:
+        return cotangent
+    pcast = getattr(jax.lax, "pcast", None)
+    return pcast(cotangent, missing, to="varying") if pcast is not None else jax.lax.pvary(cotangent, missing)
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -367,7 +388,7 @@ class Op:
             if len(result) != len(arrays):
                 raise ArgumentTypeError(f"{spec}: backward returned {len(result)} cotangent(s) for {len(arrays)} "
                                         "array input(s)")
-            return result
+            return tuple(_vary_like(g, a) for g, a in zip(result, arrays))
 
         f.defvjp(fwd, bwd)
         return f

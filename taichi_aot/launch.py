@@ -9,6 +9,11 @@ C that nothing was closed since Python last looked (the close epoch) and that th
 only when that comes back non-zero does Python look again (:func:`_launcher`). :class:`BoundLaunch` keeps a buffer
 of its own, packed once; :class:`LaunchSequence` replays bound launches from C (``taichi_aot_replay``) with no
 Python in between.
+
+Threads: a runtime of libtaichi is launched on from its own thread; taichi_aot's own CUDA runtime from any thread. A
+call from another thread than the runtime's takes Python's path and packs its arguments into a buffer of its own
+(the runtime's thread may be launching from the shared one meanwhile), under the runtime's lock, as every launch made
+in Python is (``RuntimeBackends.lock``: the staged copies and the foreign arrays' cache are the runtime's).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from .errors import (
     ClosedError,
     InvalidArgumentError,
     InvalidStateError,
+    WrongThreadError,
 )
 from .image import Image, Texture
 from .ndarray import NdArray, signature
@@ -56,6 +62,8 @@ _STALE: int = lib.TAICHI_AOT_STALE
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
+#: The launch kinds any thread may launch (the own CUDA launcher's, whose runtime allows it).
+ANY_THREAD_KINDS = (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH)
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
@@ -72,9 +80,24 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | C
         epoch = lib.taichi_aot_epoch
         validate()
         c.seen = epoch
+        if c.thread != _get_ident():  # another thread than the runtime's, which validate() let launch
+            c = _here(c, what)
         code = _launch(c)
     if code:
         raise launch_error(code, what if isinstance(what, str) else what())
+
+
+def _here(c: Any, what: str | Callable[[], str]) -> Any:
+    """A copy of launch record ``c`` for this thread (the record's is the runtime's): a launch of the own CUDA
+    launcher; libtaichi's launches keep to the runtime's thread (WrongThreadError)."""
+    if c.kind not in ANY_THREAD_KINDS:
+        raise WrongThreadError(
+            f"{what if isinstance(what, str) else what()}: launched through libtaichi (module.launchers() says why), "
+            f"whose runtime is used from the thread that made it ({c.thread}), not from thread {_get_ident()}; give "
+            "the module PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use")
+    here = ffi.new("TaichiAotLaunch *", c[0])
+    here.thread = _get_ident()
+    return here
 
 
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
@@ -220,22 +243,31 @@ class _Launchable(Launcher):
         return rt.gate.recorder is not None
 
     def _launch_values(self, values: Sequence[Any]) -> None:
-        """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch."""
+        """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch; from
+        another thread than the runtime's (the own CUDA runtime's), into a buffer of the call's own."""
         rt = self._runtime
         foreign = self._foreign
-        foreign.before_pack(len(values))
-        try:
-            for (pack, slot), value in zip(self._plan, values):
-                pack(value, rt, slot)
-            if foreign.staged:  # foreign arrays the backend cannot address travel as copies
-                return self._launch_staged(values)
-            code = _launch(self._c)
-            if code:
-                _after_launch(code, self._c, self._module.ensure_open, self._what)
-        except BaseException:
-            if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
-                foreign.discard()
-            raise
+        c, plan, packed = self._c, self._plan, None
+        if not rt.on_its_thread():
+            rt.ensure_open()  # another process, or another thread of a runtime of libtaichi: refused
+            _here(c, self._what)  # so are libtaichi's launches beside the own CUDA runtime, before anything is packed
+            packed = self._new_packed()
+            c, plan = packed.launch, list(zip(self._packers, packed.slots))
+            c.thread = _get_ident()
+        with rt.backends.lock:
+            foreign.before_pack(len(values))
+            try:
+                for (pack, slot), value in zip(plan, values):
+                    pack(value, rt, slot)
+                if foreign.staged:  # foreign arrays the backend cannot address travel as copies
+                    return self._launch_staged(values, c)
+                code = _launch(c)
+                if code:
+                    _after_launch(code, c, self._module.ensure_open, self._what)
+            except BaseException:
+                if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
+                    foreign.discard()
+                raise
 
     def _after_code(self, code: int) -> None:
         """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
@@ -244,25 +276,26 @@ class _Launchable(Launcher):
     def _bound(self, given: list[Any]) -> BoundLaunch:
         """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own (the
         caller found the module open)."""
-        values = _bindable(self, given)
-        packed = self._new_packed()
         rt = self._runtime
-        for pack, slot, value in zip(self._packers, packed.slots, values):
-            pack(value, rt, slot)
+        with rt.backends.lock:  # the runtime's staged copies and cache, which another thread may be launching with
+            values = _bindable(self, given)
+            packed = self._new_packed()
+            for pack, slot, value in zip(self._packers, packed.slots, values):
+                pack(value, rt, slot)
         return BoundLaunch(cast("Kernel | ComputeGraph", self), packed, values, given)
 
     def _new_packed(self) -> _Packed:
         raise NotImplementedError
 
-    def _launch_staged(self, values: Sequence[Any]) -> None:
-        """The launch of packed arguments of which some are staged copies: nothing shared may overlap a copy
-        written back; after the launch, each written copy goes back into its array (a failure before that
+    def _launch_staged(self, values: Sequence[Any], c: Any) -> None:
+        """The launch (record ``c``) of packed arguments of which some are staged copies: nothing shared may overlap
+        a copy written back; after the launch, each written copy goes back into its array (a failure before that
         leaves the copies to the caller's ``discard``)."""
         foreign = self._foreign
         foreign.before_launch(values, self._args)
-        code = _launch(self._c)
+        code = _launch(c)
         if code:
-            _after_launch(code, self._c, self._module.ensure_open, self._what)
+            _after_launch(code, c, self._module.ensure_open, self._what)
         foreign.after_launch()
 
     def _introspect(self) -> None:
@@ -455,8 +488,9 @@ class ReturningKernel(Kernel):
             return None
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
-        self._launch_values(args)
-        return self._choice.results.read()
+        with self._runtime.backends.lock:  # its results are read before another thread's launch writes them
+            self._launch_values(args)
+            return self._choice.results.read()
 
     #: ``kernel.launch(a)``: the same as ``kernel(a)``.
     launch = __call__

@@ -12,8 +12,8 @@ from ._lifetime import Parent, unpicklable
 from ._native import ffi, lib
 from .backends import launch_error
 from .enums import CPU_ARCHS
-from .errors import ArgumentTypeError, InvalidArgumentError
-from .launch import BoundLaunch
+from .errors import ArgumentTypeError, InvalidArgumentError, WrongThreadError
+from .launch import ANY_THREAD_KINDS, BoundLaunch
 
 __all__ = ["LaunchSequence"]
 
@@ -70,9 +70,7 @@ class LaunchSequence:
         """
         if isinstance(times, bool) or not isinstance(times, int) or times < 0:
             raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
-        for launch in self._launches:
-            launch._validate()
-        self._runtime.ensure_open()
+        self._check_here()
         if not self._launches or not times:
             return
         count = len(self._launches)
@@ -111,6 +109,16 @@ class LaunchSequence:
             if queued >= most and passes < times:
                 self._drain()
                 queued = 0
+
+    def _check_here(self) -> None:
+        """Raise unless every launch recorded, and the runtime, may be launched here (a runtime of libtaichi, and
+        libtaichi's launches beside the own CUDA runtime, from the runtime's thread only)."""
+        for launch in self._launches:
+            launch._validate()
+        self._runtime.ensure_open()
+        if not self._runtime.on_its_thread() and any(step._c.kind not in ANY_THREAD_KINDS for step in self._launches):
+            raise WrongThreadError("replay: a launch of the sequence is made through libtaichi, whose runtime is used "
+                                   "from the thread that made it; replay it there")
 
     def _chunk(self) -> int:
         """Passes in the next chunk: about _CHUNK_SECONDS of them, at most _CHUNK_GROWTH times the last chunk."""

@@ -6,11 +6,10 @@ every live child first. A runtime collected without ``close()`` (or a ``with``
 block) is closed by the garbage collector with a ``ResourceWarning``, as an open
 file is; runtimes still open when the interpreter exits are closed quietly.
 
-Threads. The C-API keeps its error state per thread and a runtime is meant to
-be driven from one thread. A Runtime and its children may only be used from the
-thread that created it; any other thread gets
-:class:`~taichi_aot.errors.WrongThreadError`. (Views and closing by garbage
-collection work from any thread.)
+Threads. The C-API keeps its error state per thread: a Runtime of libtaichi and its children may
+only be used from the thread that created it; any other thread gets :class:`~taichi_aot.errors.WrongThreadError`
+(views and closing by garbage collection work from any thread). taichi_aot's own CUDA runtime may be used from
+any thread, as torch's and CuPy's arrays are (:mod:`taichi_aot._cudart`).
 """
 
 from __future__ import annotations
@@ -206,9 +205,9 @@ class Runtime:
             most as many as their module was built for). Default: ``TAICHI_AOT_CPU_THREADS``, else the cores
             this process may use (its affinity, within a container's CPU quota).
         cuda_runtime: CUDA only: "own" (the default, also "auto"; ``TAICHI_AOT_CUDA_RUNTIME``), taichi_aot's own
-            CUDA runtime in the device's primary context, on any device, several at once; on device 0 libtaichi's
-            runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone (device 0
-            only, one at a time). ``cuda_device`` is the own runtime's device (None: libtaichi's).
+            CUDA runtime in the device's primary context, on any device, several at once, from any thread; on device 0
+            libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
+            (device 0, one at a time, its thread). ``cuda_device`` is the own runtime's device (None: libtaichi's).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -276,16 +275,13 @@ class Runtime:
                 _park_at_exit()
             why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
             raise ClosedError(f"this {self._arch.name} runtime is closed{why}")
-        if threading.get_ident() != self.gate.thread or os.getpid() != self._pid:
-            if os.getpid() != self._pid:
-                raise WrongProcessError(
-                    f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
-                    f"{os.getpid()} (after os.fork(), create a runtime in the child)"
-                )
-            raise WrongThreadError(
-                f"this {self._arch.name} runtime belongs to thread {self.gate.thread}; "
-                f"it was used from thread {threading.get_ident()} (create one runtime per thread)"
+        if os.getpid() != self._pid:
+            raise WrongProcessError(
+                f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
+                f"{os.getpid()} (after os.fork(), create a runtime in the child)"
             )
+        if threading.get_ident() != self.gate.thread and self.cuda_device is None:  # the own CUDA runtime's: any
+            raise WrongThreadError(_cudart.wrong_thread(self._arch.name, self.gate.thread))
 
     @property
     def arch(self) -> Arch:
@@ -316,11 +312,12 @@ class Runtime:
     def library_runtime(self) -> Any:
         """libtaichi's runtime, for the kernels of a module only libtaichi launches (for the package: module loads):
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
-        process: InvalidStateError where another lives); NotSupportedError on another device."""
+        process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
+        another thread than the runtime's."""
+        if self.cuda_device is not None and (self._device_index != 0 or not self.on_its_thread()):
+            raise _cudart.no_library(self._device_index, self.gate.thread)
         if self.cuda_device is None or self._library:
             return self._handle
-        if self._device_index != 0:
-            raise NotSupportedError(_cudart.no_library(self._device_index))
         with _cudart.library_context():  # device 0's context, whatever another library left current
             self._handle = capi.create_runtime(Arch.CUDA, 0).cdata
         self._library.append(self._handle)
@@ -616,8 +613,10 @@ class Runtime:
 
     def _check_closer(self, what: str) -> None:
         """Closing belongs to the runtime's thread while that thread runs: it may be inside a launch or a replay
-        of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed)."""
-        if not self._owned.closed and self._owner_running() is not None:
+        of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed); the own CUDA
+        runtime's objects (not the runtime) close from any thread, as torch's and CuPy's arrays are let go."""
+        if not self._owned.closed and self._owner_running() is not None and (
+                self.cuda_device is None or what == "Runtime.close()"):
             raise WrongThreadError(
                 f"{what}: this {self._arch.name} runtime and its objects belong to thread {self.gate.thread}, which is "
                 "still running; close them there (closing under a thread that may be using them would crash it)"

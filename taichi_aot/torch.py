@@ -419,18 +419,19 @@ class Op(EagerOp):
         ops hold none (a CUDA graph's memory pool may not keep them alive): torch's allocator reuses their memory in
         that stream's order. Those a kernel call held before stay held."""
         held = cast(dict, self._held)
-        # nothing held before (the common case: ops hold nothing): all the launch holds is its own
-        already = [id(v) in held for v in tensors] if held else None
-        try:
-            self._on_torchs_stream()
-            launch()
-        finally:
-            if already is None:
-                held.clear()
-            else:
-                for value, was in zip(tensors, already):
-                    if not was:
-                        held.pop(id(value), None)
+        with self._runtime.backends.lock:  # another thread's op sets its own stream (the own CUDA runtime's)
+            # nothing held before (the common case: ops hold nothing): all the launch holds is its own
+            already = [id(v) in held for v in tensors] if held else None
+            try:
+                self._on_torchs_stream()
+                launch()
+            finally:
+                if already is None:
+                    held.clear()
+                else:
+                    for value, was in zip(tensors, already):
+                        if not was:
+                            held.pop(id(value), None)
 
     def _on_torchs_stream(self) -> None:
         """A CUDA runtime's launches on torch's current stream, as torch orders its own work."""

@@ -22,7 +22,7 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
     p.add_argument("--sections", nargs="*",
                    help="launch simulation graph throughput transfers memory interop scaling launcher validation "
-                   "ops autodiff startup (default: all)")
+                   "ops autodiff startup gpus (default: all)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")

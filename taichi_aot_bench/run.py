@@ -54,9 +54,9 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 
 #: The sections whose rows a function of the bench alone makes, in a module of the section's name.
-_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement")
+_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus")
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops", "autodiff", "startup", "placement")
+            "validation", "ops", "autodiff", "startup", "placement", "gpus")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

@@ -272,3 +272,37 @@ def test_a_jax_ops_backward_is_its_reverse_kernel(built):
         squash = tj.op(mod.kernels["squash"], {"x": "x"})  # read and written: aliased
         g = jax.jit(jax.grad(lambda x: jnp.sum(squash(x, 0.5) * seed)))(jnp.asarray(X))
         np.testing.assert_allclose(g, X * SEED, rtol=1e-6)
+
+
+def shard_mapped(jax):
+    """``jax.shard_map`` (``jax.experimental.shard_map`` before JAX 0.7)."""
+    found = getattr(jax, "shard_map", None)
+    if found is None:
+        from jax.experimental.shard_map import shard_map as found
+    return found
+
+
+def test_a_jax_ops_gradient_under_shard_map(built):
+    """jax.grad of a function calling the op inside ``shard_map`` (and of one calling ``shard_map``): the VJP's
+    cotangents vary over the mesh axes their inputs vary over (a mesh of one CPU device: its values are typed varying
+    all the same), eagerly and under jax.jit."""
+    jax = require_extra("jax", "jax")
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec
+
+    import taichi_aot.jax as tj
+
+    path, expect = built
+    shard_map = shard_mapped(jax)
+    mesh = Mesh(np.array(jax.devices("cpu")[:1]), ("d",))
+    with Runtime(Arch.X64) as rt, jax.default_device(jax.devices("cpu")[0]):
+        sq = tj.op(rt.load_module(path).kernels["sq"], {"y": "x"})
+        seed = jnp.asarray(SEED)
+        inner = shard_map(jax.grad(lambda x, s: jnp.sum(sq(x) * s)), mesh=mesh, in_specs=(PartitionSpec("d"),) * 2,
+                          out_specs=PartitionSpec("d"))
+        outer = jax.grad(lambda x: jnp.sum(shard_map(sq, mesh=mesh, in_specs=PartitionSpec("d"),
+                                                     out_specs=PartitionSpec("d"))(x) * seed))
+        for grad in (inner, jax.jit(inner)):
+            np.testing.assert_allclose(grad(jnp.asarray(X), seed), expect["sq_xgrad"], rtol=1e-6)
+        for grad in (outer, jax.jit(outer)):
+            np.testing.assert_allclose(grad(jnp.asarray(X)), expect["sq_xgrad"], rtol=1e-6)

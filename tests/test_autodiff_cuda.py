@@ -225,3 +225,76 @@ def test_a_jax_ops_gradient_under_pmap_on_every_gpu(cuda_built):
         got = np.asarray(jax.pmap(grad, devices=gpus)(xs))
         for row in got:
             np.testing.assert_allclose(row, expect["sq_xgrad"], rtol=1e-5)
+
+
+def test_a_jax_ops_gradient_under_shard_map_on_every_gpu(cuda_built):
+    """jax.grad through a JAX op inside ``shard_map`` over every GPU JAX has (one GPU: a mesh of one, whose values are
+    typed varying all the same; two: both, each GPU's twin and its reverse op), and of a function calling
+    ``shard_map``, under jax.jit: Taichi's gradient on each shard."""
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec
+    from test_autodiff import shard_mapped
+
+    import taichi_aot.jax as tj
+
+    path, expect = cuda_built
+    mesh, spec = Mesh(np.array(gpus), ("g",)), PartitionSpec("g")
+    with Runtime(Arch.CUDA) as rt:
+        sq = tj.op(rt.load_module(path).kernels["sq"], {"y": "x"})
+        xs, seeds = np.tile(X, len(gpus)), np.tile(SEED, len(gpus))
+        inner = jax.jit(shard_mapped(jax)(jax.grad(lambda x, s: jnp.sum(sq(x) * s)), mesh=mesh, in_specs=(spec, spec),
+                                          out_specs=spec))
+        got = np.asarray(inner(jnp.asarray(xs), jnp.asarray(seeds)))
+        np.testing.assert_allclose(got, np.tile(expect["sq_xgrad"], len(gpus)), rtol=1e-5)
+        outer = jax.jit(jax.grad(lambda x: jnp.sum(shard_mapped(jax)(sq, mesh=mesh, in_specs=spec, out_specs=spec)(x)
+                                                   * jnp.asarray(seeds))))
+        np.testing.assert_allclose(np.asarray(outer(jnp.asarray(xs))), np.tile(expect["sq_xgrad"], len(gpus)),
+                                   rtol=1e-5)
+
+
+def test_gradients_on_another_thread_than_the_runtimes(cuda_built):
+    """The own CUDA runtime made on the main thread, its kernels and their gradients run on another (any thread may use
+    it): kernel.grad on its ndarrays, and a torch op made on the main thread, forward and backward, give Taichi's
+    gradients."""
+    import threading
+
+    path, expect = cuda_built
+    torch = None
+    try:
+        import torch
+    except ImportError:
+        pass
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(path)
+        op = None
+        if torch is not None and torch.cuda.is_available():
+            import taichi_aot.torch as tt
+
+            op = tt.op(mod.kernels["sq"], {"y": "x"})
+        got: list = []
+
+        def work() -> None:
+            try:
+                x, y = rt.ndarray_from_numpy(X), rt.ndarray((N,), np.float32)
+                mod.kernels["sq"](x, y)
+                x_grad = rt.ndarray((N,), np.float32)
+                mod.kernels["sq"].grad(x, y, grads=(x_grad, rt.ndarray_from_numpy(SEED.copy())))
+                rt.wait()
+                got.append(x_grad.to_numpy())
+                if op is not None:
+                    t = torch.tensor(X, device="cuda", requires_grad=True)
+                    (op(t) * torch.tensor(SEED, device="cuda")).sum().backward()
+                    got.append(t.grad.cpu().numpy())
+            except BaseException as e:  # raised again on the test's thread
+                got.append(e)
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        assert got and not any(isinstance(g, BaseException) for g in got), got
+        for values in got:
+            np.testing.assert_allclose(values, expect["sq_xgrad"], rtol=1e-5)

@@ -321,3 +321,125 @@ def test_runtimes_and_torch_ops_on_two_gpus(cuda_module):  # noqa: F811
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_GPUS), cuda_module["cuda"]],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0 and "two GPUs ok" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+
+
+def test_0d_arrays_of_torch_and_cupy_on_cuda(cuda_module, launcher):  # noqa: F811
+    """A kernel's 0-D ndarray (a total, a loss) given a 0-D torch tensor or CuPy array, on each launcher, as on x64:
+    shared, not copied; ``ndarray_from`` over one; a torch op's 0-D output, eagerly and under torch.compile."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    import taichi_aot.torch as tt
+
+    with Runtime(Arch.CUDA) as rt:
+        mod = rt.load_module(cuda_module["cuda"], launcher=launcher)
+        accumulate = mod.kernels["accumulate"]
+        total, v = torch.tensor(1.0, device="cuda"), torch.tensor([1.0, 2.0, 3.0], device="cuda")
+        accumulate(total, torch.arange(4, dtype=torch.float32, device="cuda"), v)
+        rt.wait()
+        assert float(total) == 7.0 and v.tolist() == [2.0, 4.0, 6.0]
+        shared = rt.ndarray_from(total)
+        assert shared.shape == () and shared.memory.cuda_pointer() == total.data_ptr()
+        np.testing.assert_array_equal(shared.to_numpy(), np.float32(7.0))
+        acc = tt.op(accumulate, {0: 0, 2: 2})  # a 0-d output (and a 0-d vector one), new each call
+        t2, v2 = acc(torch.tensor(1.0, device="cuda"), torch.arange(4.0, device="cuda"), v)
+        assert t2.shape == () and float(t2) == 7.0 and v2.tolist() == [4.0, 8.0, 12.0]
+        compiled = torch.compile(lambda t, u, w: acc(t, u, w)[0] * 2, fullgraph=True)
+        assert float(compiled(torch.tensor(0.5, device="cuda"), torch.ones(8, device="cuda"), v)) == 17.0
+        try:
+            import cupy
+        except ImportError:
+            return
+        c = cupy.asarray(np.float32(2.0))
+        accumulate(c, cupy.ones(5, dtype=cupy.float32), cupy.zeros(3, dtype=cupy.float32))
+        rt.wait()
+        assert float(c) == 7.0
+
+
+def _threads(work, count: int, here=None) -> list:
+    """``work(k)`` on ``count`` threads at once (k = 0..count-1), and ``here()`` meanwhile on this one, joined: what
+    each thread returned or raised, in order, then what ``here`` returned (where given)."""
+    import threading
+
+    out: list = [None] * count
+
+    def run(k: int) -> None:
+        try:
+            out[k] = work(k)
+        except BaseException as e:  # raised again by the test, on its thread
+            out[k] = e
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        mine = [here()] if here is not None else []
+    finally:
+        for t in threads:
+            t.join()
+    return out + mine
+
+
+def _drive(rt: Runtime, mod, n: int, scale: float, rounds: int = 100) -> np.ndarray:
+    """Kernels (called, bound, replayed), a graph, copies and waits on ``rt`` from the calling thread: the values."""
+    add = mod.kernels["add"]
+    x = rt.ndarray_from_numpy(np.zeros(n, np.float32))
+    y = rt.ndarray_from_numpy(np.arange(n, dtype=np.float32) * np.float32(scale))
+    for _ in range(rounds):
+        add(x, y, 1.0)
+    mod.graphs["add_twice"](x=x, y=y, a=1.0)
+    add.bind(x, y, 0.5)()
+    seq = rt.sequence()
+    seq.append(add.bind(x, y, 0.5))
+    seq.replay(2)
+    rt.wait()
+    z = rt.ndarray((n,), np.float32)
+    z.copy_from(x)
+    return z.to_numpy()
+
+
+def test_any_thread_drives_the_own_runtime(cuda_module):  # noqa: F811
+    """Runtimes made on the main thread, each driven by a thread of its own (two GPUs: one a GPU; one GPU: two of GPU
+    0), and one runtime driven by two threads at once through the same kernel (the C call's shared buffer is the
+    runtime thread's, another thread packs its own): kernels, bound launches, replays, a graph, copies and waits give
+    the right values. libtaichi's runtime keeps to its thread, and says so."""
+    from taichi_aot import WrongThreadError
+
+    devices = [0, 1] if _gpus() >= 2 else [0, 0]
+    runtimes = [Runtime(Arch.CUDA, device_index=d) for d in devices]
+    try:
+        mods = [rt.load_module(cuda_module["cuda"]) for rt in runtimes]
+        if mods[0].graphs["add_twice"].launcher != "cuda":  # libtaichi's launches keep to the runtime's thread
+            pytest.skip(f"the module has no PTX here (llvmlite): {mods[0].launchers()}")
+        n, rounds = 1 << 16, 100
+        got = _threads(lambda k: _drive(runtimes[k], mods[k], n, float(k + 1), rounds), 2)
+        for k, values in enumerate(got):
+            assert isinstance(values, np.ndarray), values
+            np.testing.assert_allclose(values, np.arange(n) * (k + 1) * (rounds + 2 + 0.5 + 1.0), rtol=1e-4)
+        # one runtime, two threads at once (the main thread too), the same kernel object, arrays of three sizes (a
+        # kernel's tasks share their stand-in's loop bound: queued apart, one would run over another's size)
+        sizes = (n, n - 4096, n - 8192)
+        got = _threads(lambda k: _drive(runtimes[0], mods[0], sizes[k], float(k + 1), 300), 2,
+                       lambda: _drive(runtimes[0], mods[0], sizes[2], 3.0, 300))
+        for k, values in enumerate(got):
+            assert isinstance(values, np.ndarray), values
+            np.testing.assert_allclose(values, np.arange(sizes[k]) * (k + 1) * (300 + 2 + 0.5 + 1.0), rtol=1e-4)
+        def load_and_close(k: int):  # a module loaded on another thread, an array made and closed there
+            runtimes[1].ndarray((8,), np.float32).close()
+            return runtimes[1].load_module(cuda_module["cuda"])
+
+        loaded = _threads(load_and_close, 1)[0]
+        assert not isinstance(loaded, BaseException), loaded
+        np.testing.assert_allclose(_drive(runtimes[1], loaded, 64, 1.0, 1), np.arange(64) * 4.5)
+    finally:
+        for rt in runtimes:
+            rt.close()
+    with Runtime(Arch.CUDA, cuda_runtime="taichi") as libtaichis:
+        x = libtaichis.ndarray((4,), np.float32)
+        (error,) = _threads(lambda k: x.to_numpy(), 1)
+        assert isinstance(error, WrongThreadError) and "taichi_aot's own CUDA runtime" in str(error), error
+    with Runtime(Arch.CUDA) as own:  # libtaichi's launches beside the own runtime keep to its thread too
+        mod = own.load_module(cuda_module["cuda"], launcher="taichi")
+        x = own.ndarray((4,), np.float32)
+        (error,) = _threads(lambda k: mod.kernels["add"](x, x, 1.0), 1)
+        assert isinstance(error, WrongThreadError) and "launched through libtaichi" in str(error), error

@@ -165,6 +165,7 @@ def test_kill_9_during_a_map(backend, modules):
         assert _gone([victim])
         place = pool.workers[first["slot"]]  # its place: a replacement starting, or running already
         assert place["state"] in ("starting", "running") and place["pid"] != victim and len(pool.workers) == 2
+        assert place["arch"] == first["arch"] == "x64"  # named alike whatever its state
         deadline = time.monotonic() + 60
         while pool.workers[first["slot"]]["state"] == "starting" and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -273,6 +273,7 @@ def test_wrong_thread_is_refused(arch, modules):
         t.start()
         t.join()
         assert len(errors) == 5 and all(isinstance(e, ta.WrongThreadError) for e in errors[:4])
+        assert "libtaichi's runtime is used from the thread that made it" in str(errors[0])
         assert errors[4] == [2.0, 2.0]
         np.testing.assert_array_equal(x.to_numpy(), np.zeros(4))  # untouched
 

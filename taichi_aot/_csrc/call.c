@@ -560,7 +560,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     TaichiAotLaunch *c = self->launch;
     PyObject *method, *result;
-    int code;
+    int code, home;
     if (self->packing) {
         /* a call while this launcher packs (a read ran Python code, which let another thread in or called the
            kernel itself): the Python path, which raises or writes every slot anew; the slots' records are left
@@ -572,7 +572,10 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         Py_XDECREF(method);
         return result;
     }
-    if (self->count >= 0 && c->seen == *taichi_aot_api.epoch && (unsigned long)pthread_self() == c->thread) {
+    /* the runtime's thread: the shared buffer and the slots' records are its own (another thread may launch where
+       its runtime allows: Python packs its call into a buffer of its own, and the slots stay as they are) */
+    home = self->count >= 0 && (unsigned long)pthread_self() == c->thread;
+    if (home && c->seen == *taichi_aot_api.epoch) {
         int packed;
         self->packing = 1;
         self->disturbed = 0;
@@ -596,7 +599,9 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     if (self->count >= 0) {
         launcher_settle(self, 0);
     }
-    launcher_forget(self); /* the slow call writes every slot anew */
+    if (home) {
+        launcher_forget(self); /* the slow call writes every slot anew */
+    }
     self->in_python++;
     method = PyObject_GetAttrString(op, "_slow_call");
     if (method == NULL) {
@@ -604,7 +609,7 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     }
     result = PyObject_Call(method, args, kwargs);
     Py_DECREF(method);
-    if (result != NULL && self->count >= 0 && self->launch->seen == *taichi_aot_api.epoch &&
+    if (result != NULL && home && self->launch->seen == *taichi_aot_api.epoch &&
         launcher_shape_ok(self, args, kwargs)) {
         launcher_remember(self, args, kwargs); /* it launched with them, every check passed */
     }

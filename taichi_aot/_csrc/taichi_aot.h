@@ -356,7 +356,7 @@ void *taichi_aot_xla_empty(void *frame);
    the rest `dims`' own; where `copy`, input `source`'s bytes copied in (on CUDA by the cell's cuMemcpyDtoDAsync); plan
    argument `arg`, or -1 for a value the kernel returns. `device_type` is torch's code of the op's device
    (`cpu_type` the CPU's), `device_index` its GPU; `device` and `what` name them in messages; a call from another
-   `thread` or `pid` than the runtime's is refused. bind returns 1 where
+   `thread` (0: any thread, taichi_aot's own CUDA runtime) or `pid` than the runtime's is refused. bind returns 1 where
    torch's functions were found; register puts the op in a slot of its own (see the file), returning it, or -1
    (unbound, or every slot taken) or -2 (torch refused); release unregisters it once no call of it is in flight. */
 #define TAICHI_AOT_TORCH_SLOTS 256
@@ -387,7 +387,8 @@ typedef struct {
     const char *what;
     void *library;
     int32_t slot;
-    uint64_t thread; /* the runtime's thread (pthread_self, as Python's threading.get_ident gives it) and process */
+    uint64_t thread; /* the runtime's thread (pthread_self, as Python's threading.get_ident gives it; 0: any thread)
+                        and process */
     int32_t pid;
     int32_t busy;    /* calls in flight (torchop_lock) */
 } TaichiAotTorchOp;

@@ -323,15 +323,17 @@ static int torchop_stream(const TaichiAotTorchOp *op, torchop_call *t, void **st
     return 0;
 }
 
-/* Whether the call comes from the thread and process that own the op's runtime (as every launch of a runtime does):
-   0, or a message. */
+/* Whether the call comes from the process that owns the op's runtime and from a thread that may launch on it: any
+   (`thread` 0: taichi_aot's own CUDA runtime), else the runtime's own (libtaichi's runtimes). 0, or a message. */
 static int torchop_thread(const TaichiAotTorchOp *op, torchop_call *t) {
-    if ((uint64_t)pthread_self() == op->thread && getpid() == op->pid) {
+    if ((op->thread == 0 || (uint64_t)pthread_self() == op->thread) && getpid() == op->pid) {
         return 0;
     }
     snprintf(t->why, TORCHOP_MESSAGE, "WrongThreadError: %s: its runtime belongs to thread %llu of process %d; it "
-             "was called from thread %llu of process %d (create one runtime per thread)", op->what,
-             (unsigned long long)op->thread, (int)op->pid, (unsigned long long)pthread_self(), (int)getpid());
+             "was called from thread %llu of process %d (libtaichi's runtime is used from the thread that made it: "
+             "create one runtime per thread%s)", op->what, (unsigned long long)op->thread, (int)op->pid,
+             (unsigned long long)pthread_self(), (int)getpid(),
+             op->device_type != op->cpu_type ? ", or taichi_aot's own CUDA runtime, which any thread may use" : "");
     return 1;
 }
 

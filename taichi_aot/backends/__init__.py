@@ -35,6 +35,7 @@ and a kind in ``_csrc/taichi_aot.h`` launched in ``launch_any`` (``docs/contribu
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import ffi, lib
@@ -69,10 +70,12 @@ def launch_error(code: int, what: str) -> Exception:
 
 class RuntimeBackends:
     """What the launch backends keep per runtime: the own CUDA launcher's state (``cuda``: its stand-ins, one a
-    stream, made with the runtime's first module with PTX)."""
+    stream, made with the runtime's first module with PTX), and the lock the launches made in Python take (``lock``:
+    any thread may launch on the own CUDA runtime; the runtime's staged copies and cache are one for all)."""
 
     def __init__(self) -> None:
         self.cuda: cuda.Launcher | None = None
+        self.lock = threading.RLock()
 
     def select_stream(self, stream: int | None) -> None:
         """Launch on ``stream`` (None: the legacy default stream) from now on (its stand-in made first: it may fail,

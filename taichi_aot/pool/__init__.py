@@ -119,7 +119,7 @@ class _Slot:
         if state == "running" and handle is not None:
             return {**handle.info, "state": "running"}
         c = self.config
-        about = {"slot": c.slot, "pid": None, "arch": c.arch, "device": c.device, **c.held(),
+        about = {"slot": c.slot, "pid": None, "arch": c.arch and c.arch.lower(), "device": c.device, **c.held(),
                  "state": "stopped" if state == "running" else state}  # running: its handle just let go
         return {**about, "error": str(self.lost)} if state == "lost" else about
 

@@ -8,7 +8,20 @@
 
    The plan (TaichiAotCudaKernel) was checked by Python when the module was loaded (ptx/plan.py's check): every
    offset and size lies inside args_size, which is at most TAICHI_AOT_CUDA_MAX_ARGS. */
+#include <pthread.h>
+
 #include "taichi_aot.h"
+
+/* Any thread may launch on a runtime of the own CUDA runtime: a kernel's tasks are queued, and a returning one's
+   results read, under the lock of its stand-in (serial tasks leave loop bounds in the stand-in's temporaries for the
+   next task; another kernel queued in between would overwrite them). A lock stands for every stand-in whose address
+   falls to it: two that share one only wait for each other. */
+#define PTX_LOCKS 16
+static pthread_mutex_t ptx_locks[PTX_LOCKS] = {[0 ... PTX_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_mutex_t *ptx_lock(uint64_t standin) {
+    return &ptx_locks[((standin >> 8) * 0x9E3779B97F4A7C15ULL) >> 60]; /* the address's bits mixed: 16 locks */
+}
 
 typedef int (*taichi_aot_cu_launch)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared,
@@ -273,6 +286,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     if (code != 0) {
         return code;
     }
+    pthread_mutex_lock(ptx_lock(standin));
     code = ptx_capture(cu, rt, k);
     if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
@@ -283,6 +297,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
         code = ptx_after(cu, rt->stream, k, standin, &overflowed);
     }
+    pthread_mutex_unlock(ptx_lock(standin));
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
     }
