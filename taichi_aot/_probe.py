@@ -9,10 +9,10 @@ destroys a runtime and prints one line; a crash there only fails that arch.
 The Vulkan loader is asked for every physical device (name and type), so that a
 software rasterizer (Mesa's lavapipe, a "CPU" device) is told from a GPU.
 
-The answer is kept in taichi_aot's cache folder (``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else
-``~/.cache/taichi_aot``) under a key made of everything that can change it: the
-library, the Vulkan drivers, the CUDA driver and the environment variables that
-choose among them. A warm cache answers without starting any child process.
+The answer is kept in taichi_aot's cache folder (``_cache``: this user's alone) under a key made of everything that
+can change it: the library, the Vulkan drivers, the CUDA driver and the environment variables that choose among them;
+an entry not written for that key, or not this user's, is not read. A warm cache answers without starting any child
+process.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ import platform
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Any, NamedTuple
 
-from ._bundle import cache_home
+from ._cache import cache_home, read_entry, write_entry
 from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
@@ -460,8 +459,7 @@ def _cache_key(library: str) -> str:
 
 
 def cache_folder() -> str:
-    """Where the probe's answer is kept: taichi_aot's cache folder (``_bundle.cache_home``: ``TAICHI_AOT_CACHE``,
-    else ``$XDG_CACHE_HOME/taichi_aot``, else ``~/.cache/taichi_aot``)."""
+    """Where the probe's answer is kept: taichi_aot's cache folder (``_cache.cache_home``)."""
     return cache_home()
 
 
@@ -478,26 +476,21 @@ def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
 
 
 def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
-    """:func:`probe`'s answer, from the cache folder when it still holds for this machine; else probed and kept."""
-    path = os.path.join(cache_folder(), f"probe-{_cache_key(library)}.json")
+    """:func:`probe`'s answer, from the cache folder when it still holds for this machine (an entry of this user's
+    alone, written for this key: ``_cache.read_entry``); else probed and kept."""
+    key = _cache_key(library)
+    path = os.path.join(cache_folder(), f"probe-{key}.json")
     if not refresh:
+        kept = read_entry(path, f"probe {key}")
         try:
-            with open(path, encoding="utf-8") as f:
-                return _from_json(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError):
+            if kept is not None:
+                return _from_json(json.loads(kept))
+        except (ValueError, KeyError, TypeError):
             pass
     _conclusive[0] = True
     status = probe()
-    if not _conclusive[0]:  # a frozen app's answer without children: asked again next time
-        return status
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(_to_json(status), f)
-        os.replace(tmp, path)  # whole or not at all, also with several processes at once
-    except OSError:
-        pass  # a read-only home: probe again next time
+    if _conclusive[0]:  # a frozen app's answer without children is not kept: asked again next time
+        write_entry(path, f"probe {key}", json.dumps(_to_json(status)))
     return status
 
 
@@ -556,7 +549,7 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 def _module_digest(folder: str, arch: Arch, identity: str) -> str:
     h = hashlib.sha256(f"{int(arch)}\0{identity}\0".encode())
     hash_module_files(h, folder)
-    return h.hexdigest()[:32]
+    return h.hexdigest()
 
 
 def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
@@ -625,12 +618,11 @@ def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str],
 
 def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str) -> str:
     """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
-    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, identity)}.txt")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        pass
+    digest = _module_digest(folder, arch, identity)
+    path = os.path.join(cache_folder(), "modules", f"{digest[:32]}.txt")
+    kept = read_entry(path, f"module {digest}")
+    if kept is not None:
+        return kept
     names = json.dumps([kernels, graphs])
     try:
         proc = _run_child("import sys; from taichi_aot._probe import _module_child; "
@@ -649,14 +641,7 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
     else:
         tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
         verdict = f"could not load it in a child process (exit status {proc.returncode}) {tail[0][:300]}".strip()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(verdict)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache: checked again next time
+    write_entry(path, f"module {digest}", verdict)  # where it cannot be kept: checked again next time
     return verdict
 
 
