@@ -31,6 +31,7 @@ import threading
 from typing import Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
+from ._child import NoChildError, run_child, started
 from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
@@ -205,79 +206,6 @@ def host_cpu_arch() -> Arch | None:
     return None
 
 
-#: The folder holding the taichi_aot in use: the children start there, so they import this same package
-#: whatever the caller's working directory holds (a checkout's unbuilt copy there shadowed an installed one,
-#: and its import error was kept as the probe's answer, or as a module's crash).
-_PACKAGE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# Child processes. Each runs the package's code, never the program's own script: ``python -c CODE`` where the
-# executable is Python; in a frozen app (PyInstaller, Nuitka), whose executable is the app, the app itself with
-# CODE in CHILD_VARIABLE, which the package's PyInstaller run-time hook (taichi_aot/_pyinstaller) or
-# taichi_aot.freeze_support() runs instead of the app. An app that serves it says so in ENTRY_VARIABLE (its
-# executable); where none does, the package starts no child (in-process answers, not cached).
-
-#: The code a child of a frozen app runs in place of the app (:func:`serve_child`).
-CHILD_VARIABLE = "TAICHI_AOT_CHILD"
-#: The executable of the frozen app that serves CHILD_VARIABLE (set by the run-time hook or freeze_support()).
-ENTRY_VARIABLE = "TAICHI_AOT_CHILD_ENTRY"
-#: The child's first line: the package's code runs there (not, say, a frozen app's own script).
-_STARTED = "taichi_aot-child:started"
-
-
-class _NoChildError(Exception):
-    """A frozen app that runs no child of the package (neither the run-time hook nor freeze_support())."""
-
-
-def frozen_executable() -> str | None:
-    """The executable of the frozen app this process is (PyInstaller: ``sys.frozen``; Nuitka: ``__compiled__``),
-    else None."""
-    if getattr(sys, "frozen", False):
-        return sys.executable
-    if "__compiled__" in globals() and sys.argv and sys.argv[0]:  # Nuitka: sys.executable names no real file
-        return os.path.abspath(sys.argv[0])
-    return None
-
-
-def serve_child() -> None:
-    """In a frozen app, first thing (``taichi_aot.freeze_support()``): where this process is a child the package
-    started, run its code and exit; else note that the app serves the package's children."""
-    code = os.environ.pop(CHILD_VARIABLE, None)
-    app = frozen_executable()
-    if app is not None:
-        os.environ[ENTRY_VARIABLE] = app
-    if code is None:
-        return
-    status: Any = 0
-    try:
-        exec(compile(code, "<taichi_aot child>", "exec"), {"__name__": "__taichi_aot_child__"})
-    except SystemExit as e:
-        status = e.code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status if isinstance(status, int) else 1)
-
-
-def _run_child(code: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``code`` run with ``args`` (``sys.argv[1:]``) in a child process of this environment, its first line
-    _STARTED; TimeoutExpired past ``timeout``; _NoChildError in a frozen app that serves none."""
-    code = f"print({_STARTED!r}, flush=True)\n{code}"
-    env = os.environ.copy()
-    app = frozen_executable()
-    if app is None:
-        command = [sys.executable, "-c", code, *args]
-    elif env.get(ENTRY_VARIABLE) == app:
-        command, env[CHILD_VARIABLE] = [app, *args], code
-    else:
-        raise _NoChildError
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=_PACKAGE_HOME)
-
-
-def _started(proc: subprocess.CompletedProcess[str]) -> bool:
-    """Whether the child ran the package's code (a frozen app that ran its own script instead did not)."""
-    return proc.stdout.startswith(_STARTED)
-
-
 #: False once this process answered a question without a child that ran the package's code (a frozen app that
 #: serves none): such answers are not kept in the cache folder.
 _conclusive = [True]
@@ -288,18 +216,18 @@ _UNSERVED = ("not probed in a child process: this frozen app serves none (PyInst
 
 def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
     try:
-        proc = _run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
+        proc = run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
                           timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"probe timed out after {timeout:.0f} s"
-    except _NoChildError:
+    except NoChildError:
         _conclusive[0] = False
         return _probe_here(arch)
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
             status, _, why = line[len(_MARK) :].partition(" ")
             return status == "ok", why
-    if not _started(proc):
+    if not started(proc):
         _conclusive[0] = False
         return False, f"the probe's child process did not run taichi_aot (exit code {proc.returncode})"
     tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
@@ -378,11 +306,11 @@ def _device(row: Any) -> VulkanDevice:
 def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     # the loader's drivers run in a child too: a broken driver must not take this process with it
     try:
-        proc = _run_child("import json; from taichi_aot._probe import vulkan_devices; "
+        proc = run_child("import json; from taichi_aot._probe import vulkan_devices; "
                           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))", timeout=timeout)
         rows = json.loads(proc.stdout.strip().splitlines()[-1])
         return [_device(r) for r in rows], ""
-    except _NoChildError:
+    except NoChildError:
         return vulkan_devices()
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
         return [], f"the Vulkan device list could not be read ({type(e).__name__})"
@@ -625,14 +553,14 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
         return kept
     names = json.dumps([kernels, graphs])
     try:
-        proc = _run_child("import sys; from taichi_aot._probe import _module_child; "
+        proc = run_child("import sys; from taichi_aot._probe import _module_child; "
                           "sys.exit(_module_child(sys.argv[1], int(sys.argv[2]), sys.argv[3]))",
                           os.path.abspath(folder), str(int(arch)), names, timeout=_MODULE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"did not finish loading it in {_MODULE_TIMEOUT:.0f} s (in a child process)"
-    except _NoChildError:  # a frozen app that serves no child: its own modules, trusted (and checked again next time)
+    except NoChildError:  # a frozen app that serves no child: its own modules, trusted (and checked again next time)
         return ""
-    if not _started(proc):  # not the package's code: no verdict to keep
+    if not started(proc):  # not the package's code: no verdict to keep
         return ""
     if any(line.strip() == f"{_MARK}ok" for line in proc.stdout.splitlines()):
         verdict = ""
