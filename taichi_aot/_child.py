@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 import sys
@@ -47,6 +48,18 @@ def frozen_executable() -> str | None:
     if "__compiled__" in globals() and sys.argv and sys.argv[0]:  # Nuitka: sys.executable names no real file
         return os.path.abspath(sys.argv[0])
     return None
+
+
+def app_identity() -> str | None:
+    """What names this frozen app from one start to the next (None unfrozen): Nuitka's one-file binary as it was
+    started (``__compiled__.original_argv0``: the process itself runs from a folder unpacked anew at every start,
+    where its ``sys.executable`` and ``sys.argv[0]`` lie), else :func:`frozen_executable`."""
+    started = getattr(globals().get("__compiled__"), "original_argv0", None)
+    if isinstance(started, str) and started:
+        found = started if os.sep in started else shutil.which(started)
+        if found and os.path.isfile(found):
+            return os.path.abspath(found)
+    return frozen_executable()
 
 
 def child_code(handed: str | None) -> str | None:

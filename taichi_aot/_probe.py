@@ -31,7 +31,7 @@ import threading
 from typing import Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
-from ._child import NoChildError, run_child, started
+from ._child import NoChildError, app_identity, run_child, started
 from .enums import CPU_ARCHS, Arch
 
 _MARK = "taichi_aot-probe:"
@@ -250,23 +250,19 @@ def _probe_here(arch: Arch) -> tuple[bool, str]:
     return False, _UNSERVED
 
 
-def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
-    """Probe every arch the C-API knows; GPU archs in child processes, in parallel (no cache)."""
-    results: dict[Arch, ArchStatus] = {}
+def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
+    """Probe every arch the C-API knows (``only``: these alone); GPU archs in child processes, in parallel (no
+    cache)."""
+    wanted = frozenset(Arch) if only is None else only
     cpu = host_cpu_arch()
-    for arch in sorted(CPU_ARCHS):
-        if arch != cpu:
-            results[arch] = ArchStatus(arch, False, None, f"this machine is {platform.machine()}")
-    cuda_count, cuda_why = cuda_device_count()
+    results = {a: ArchStatus(a, False, None, f"this machine is {platform.machine()}")
+               for a in sorted(CPU_ARCHS & wanted) if a != cpu}
+    cuda_count, cuda_why = cuda_device_count() if Arch.CUDA in wanted else (0, "")
     found: dict[Arch, tuple[bool, str]] = {}
-    children = _start_probes(cpu, cuda_count, cuda_why, timeout, results, found)
-    for arch, thread in children.items():
+    archs = [a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a in wanted]
+    for arch, thread in _start_probes(archs, cuda_count, cuda_why, timeout, results, found).items():
         thread.join()
-        ok, why = found.get(arch, (False, "probe did not report"))
-        count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
-        if arch in CPU_ARCHS:
-            count = 1 if ok else 0
-        results[arch] = ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
+        results[arch] = _status(arch, found.get(arch, (False, "probe did not report")), cuda_count)
     vulkan = results.get(Arch.VULKAN)
     if vulkan is not None and vulkan.available:
         devices, _ = _vulkan_devices_in_child(timeout)
@@ -274,16 +270,23 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
     return {a: results[a] for a in Arch if a in results}
 
 
-def _start_probes(cpu: Arch | None, cuda_count: int | None, cuda_why: str, timeout: float,
+def _status(arch: Arch, answer: tuple[bool, str], cuda_count: int) -> ArchStatus:
+    """An arch's status from its child's answer: the device count of CUDA (the driver's) and of a CPU arch (one)."""
+    ok, why = answer
+    count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
+    return ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
+
+
+def _start_probes(archs: list[Arch], cuda_count: int | None, cuda_why: str, timeout: float,
                   results: dict[Arch, ArchStatus], found: dict[Arch, tuple[bool, str]]) -> dict[Arch, threading.Thread]:
-    """A thread for each arch worth probing here, each probing its arch in a child process into ``found``; the archs
-    known unavailable without one (CUDA without a device, Metal off macOS) go into ``results``."""
+    """A thread for each of ``archs`` worth probing here, each probing its arch in a child process into ``found``;
+    the archs known unavailable without one (CUDA without a device, Metal off macOS) go into ``results``."""
     children: dict[Arch, threading.Thread] = {}
 
     def run(a: Arch) -> None:
         found[a] = _probe_in_child(a, timeout)
 
-    for arch in (a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a is not None):
+    for arch in archs:
         if arch == Arch.CUDA and cuda_count == 0:
             results[arch] = ArchStatus(arch, False, 0, cuda_why)
             continue
@@ -358,9 +361,9 @@ _OWN_LIB_DIR = "(the library's own)"
 
 
 def _cache_key(library: str) -> str:
-    """A digest of what the probe's answer depends on (the library by its identity: a one-file app's unpack
-    folder is new at every start)."""
-    parts: list[str] = [_FORMAT, sys.executable, platform.machine(), library_identity(library)]
+    """A digest of what the probe's answer depends on (the library by its identity and a frozen app by its own
+    executable: a one-file app's unpack folder, where Nuitka's sys.executable lies, is new at every start)."""
+    parts: list[str] = [_FORMAT, app_identity() or sys.executable, platform.machine(), library_identity(library)]
     files = [*sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
              *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
              *_shared_libraries("cuda", "vulkan")]
@@ -403,23 +406,42 @@ def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
     return out
 
 
-def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
-    """:func:`probe`'s answer, from the cache folder when it still holds for this machine (an entry of this user's
-    alone, written for this key: ``_cache.read_entry``); else probed and kept."""
+def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
+    """:func:`probe`'s answer (``only``: for these archs alone), from the cache folder when it still holds for this
+    machine (an entry of this user's alone, written for this key: ``_cache.read_entry``); else probed and kept. The
+    answer for every arch answers for a few too; a few are kept each on its own."""
     key = _cache_key(library)
-    path = os.path.join(cache_folder(), f"probe-{key}.json")
-    if not refresh:
-        kept = read_entry(path, f"probe {key}")
-        try:
-            if kept is not None:
-                return _from_json(json.loads(kept))
-        except (ValueError, KeyError, TypeError):
-            pass
+    whole = _kept(f"probe-{key}", refresh)
+    if whole is not None:
+        return whole if only is None else {a: s for a, s in whole.items() if a in only}
+    status: dict[Arch, ArchStatus] = {}
+    for arch in only or ():
+        status.update(_kept(f"probe-{key}-{arch.name.lower()}", refresh) or {})
+    if only is not None and not only - set(status):
+        return status
     _conclusive[0] = True
-    status = probe()
+    found = probe(only=None if only is None else only - set(status))
     if _conclusive[0]:  # a frozen app's answer without children is not kept: asked again next time
-        write_entry(path, f"probe {key}", json.dumps(_to_json(status)))
-    return status
+        _keep(key, found, whole=only is None)
+    status.update(found)
+    return {a: status[a] for a in Arch if a in status}
+
+
+def _keep(key: str, status: dict[Arch, ArchStatus], whole: bool) -> None:
+    """Keep the probe's answer in the cache folder: for every arch as one entry (``whole``), else each arch's alone."""
+    parts = [(f"probe-{key}", status)] if whole else [(f"probe-{key}-{a.name.lower()}", {a: s})
+                                                       for a, s in status.items()]
+    for name, part in parts:
+        write_entry(os.path.join(cache_folder(), f"{name}.json"), name, json.dumps(_to_json(part)))
+
+
+def _kept(name: str, refresh: bool) -> dict[Arch, ArchStatus] | None:
+    """The probe's answer kept as ``name`` in the cache folder, or None."""
+    kept = None if refresh else read_entry(os.path.join(cache_folder(), f"{name}.json"), name)
+    try:
+        return _from_json(json.loads(kept)) if kept is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _child(arch_value: int) -> int:

@@ -4,6 +4,7 @@ a planted, damaged or stale probe answer, module verdict or PTX folder is not us
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -87,13 +88,13 @@ def test_a_planted_probe_answer_is_not_used(tmp_path, monkeypatch):
     key = _probe._cache_key(_library_path())
     path = os.path.join(_cache.cache_home(), f"probe-{key}.json")
     none = json.dumps(_to_json({a: ArchStatus(a, False, 0, "planted") for a in (Arch.X64, Arch.VULKAN)}))
-    plants = [lambda: _write(path, none), lambda: _cache.write_entry(path, "probe another", none)]
+    plants = [lambda: _write(path, none), lambda: _cache.write_entry(path, "probe-another", none)]
     if IS_ROOT:
-        plants.append(lambda: (_cache.write_entry(path, f"probe {key}", none), os.chown(path, OTHER_UID, 0)))
+        plants.append(lambda: (_cache.write_entry(path, f"probe-{key}", none), os.chown(path, OTHER_UID, 0)))
     for plant in plants:
         plant()
         assert _probe.cached_probe(_library_path())[Arch.X64].available
-        assert _cache.read_entry(path, f"probe {key}") is not None  # the real answer, kept in its place
+        assert _cache.read_entry(path, f"probe-{key}") is not None  # the real answer, kept in its place
 
 
 def _write(path: str, text: str) -> None:
@@ -170,3 +171,62 @@ def test_a_planted_ptx_folder_is_not_used(cuda_modules, tmp_path, monkeypatch):
         with open(os.path.join(made, ptx[0]), "rb") as f:
             assert f.read() == right
         assert os.stat(made).st_uid == os.getuid()
+
+
+def test_a_named_arch_probes_that_arch_alone(vulkan, tmp_path):
+    """``Runtime("vulkan")`` in a fresh cache probes Vulkan alone and keeps that answer on its own; the next process
+    takes it from there (a doctored answer, written right, is what it meets); ``for_module`` probes the module's
+    archs alone."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "TAICHI_AOT_CACHE": str(tmp_path / "cache")}
+    code = "import sys; from taichi_aot import Runtime; Runtime(sys.argv[1]).close(); print('made')"
+    first = subprocess.run([sys.executable, "-c", code, "vulkan"], capture_output=True, text=True, timeout=300,
+                           env=env)
+    assert first.returncode == 0 and "made" in first.stdout, first.stderr[-2000:]
+    [kept] = glob.glob(str(tmp_path / "cache" / "probe-*.json"))
+    assert kept.endswith("-vulkan.json")
+    name = os.path.basename(kept)[:-len(".json")]
+    status = _probe._from_json(json.loads(_cache.read_entry(kept, name) or "null"))
+    assert list(status) == [Arch.VULKAN] and status[Arch.VULKAN].available
+    _cache.write_entry(kept, name, json.dumps(_probe._to_json({Arch.VULKAN: status[Arch.VULKAN]._replace(
+        available=False, reason="doctored")})))
+    second = subprocess.run([sys.executable, "-c", code, "vulkan"], capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert second.returncode != 0 and "doctored" in second.stderr
+    module = os.path.join(ROOT, "examples", "physics.tcm")  # x64 and Vulkan parts
+    code = "import sys; from taichi_aot import Runtime; print(Runtime.for_module(sys.argv[1]).arch.name)"
+    third = subprocess.run([sys.executable, "-c", code, module], capture_output=True, text=True, timeout=300,
+                           env=env)
+    assert third.returncode == 0 and third.stdout.split()[-1] == "X64", third.stderr[-2000:]  # Vulkan: doctored
+    kept_now = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "cache" / "probe-*.json")))
+    assert [p.rsplit("-", 1)[1] for p in kept_now] == ["vulkan.json", "x64.json"]
+
+
+def test_a_one_file_app_is_keyed_by_itself_not_its_unpack_folder(tmp_path, monkeypatch):
+    """Nuitka's one-file app runs from a folder unpacked anew at every start (its sys.executable and sys.argv[0]
+    there): the probe's key names the app as it was started (``__compiled__.original_argv0``), the same each start,
+    so a second start finds the first one's answer."""
+    import sys
+    import types
+
+    from taichi_aot import _child
+
+    app = tmp_path / "app.bin"
+    app.write_bytes(b"")
+    monkeypatch.setattr(_child, "__compiled__", types.SimpleNamespace(original_argv0=str(app)), raising=False)
+    keys = set()
+    for start in ("onefile_101_1", "onefile_202_2"):
+        unpacked = str(tmp_path / start / "app.bin")
+        monkeypatch.setattr(sys, "executable", unpacked)
+        monkeypatch.setattr(sys, "argv", [unpacked])
+        assert _child.app_identity() == str(app)
+        keys.add(_probe._cache_key(_library_path()))
+    assert len(keys) == 1
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"")
+    monkeypatch.setattr(_child, "__compiled__", types.SimpleNamespace(original_argv0=str(other)), raising=False)
+    assert _probe._cache_key(_library_path()) not in keys

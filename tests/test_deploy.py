@@ -233,6 +233,35 @@ def test_the_pyinstaller_hook_collects_what_the_package_runs_with_alone():
     assert any(src.endswith("libtaichi_c_api.so") for src, _ in hook["binaries"] + hook["datas"])
 
 
+@pytest.mark.parametrize("kept", ["no _lib", "_lib without its shared libraries"])
+def test_a_frozen_app_without_the_library_says_what_its_freezer_left_out(kept, tmp_path):
+    """A freezer that left out taichi_aot/_lib (or, as Nuitka's package data does, its shared libraries): the
+    ImportError names what is missing and how each freezer puts it in, not a build made without the library."""
+    import shutil
+
+    import _cffi_backend
+    import cffi
+    import numpy
+
+    import taichi_aot
+
+    app = tmp_path / "app"  # the package and what it imports, as a freezer lays them out: no taichi wheel beside
+    shutil.copytree(os.path.dirname(taichi_aot.__file__), app / "taichi_aot", ignore=shutil.ignore_patterns("_lib"))
+    if kept != "no _lib":
+        (app / "taichi_aot" / "_lib" / "runtime").mkdir(parents=True)
+    for module in (numpy, cffi):
+        os.symlink(os.path.dirname(module.__file__), app / module.__name__)
+    os.symlink(_cffi_backend.__file__, app / os.path.basename(_cffi_backend.__file__))
+    code = f"import sys; sys.path.insert(0, {str(app)!r}); sys.frozen = True\nimport taichi_aot"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "TAICHI_C_API_INSTALL_DIR"})
+    assert proc.returncode != 0 and "ImportError" in proc.stderr
+    said = proc.stderr[proc.stderr.index("ImportError"):]
+    assert "TAICHI_AOT_BUNDLE=0" not in said
+    assert ("left out taichi_aot/_lib" if kept == "no _lib" else "left out the bundled library's shared") in said
+    assert "--include-package-data=taichi_aot" in said and "include_files" in said
+
+
 def _collected(build: str) -> set[str]:
     """The modules a PyInstaller build put in its app's archive (its PYZ table in the build folder)."""
     import ast

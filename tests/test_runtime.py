@@ -349,7 +349,7 @@ def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):
         if row[0] == "X64":
             row[1], row[3] = False, "doctored"
     key = files[0].name[len("probe-"):-len(".json")]
-    assert _cache.write_entry(str(files[0]), f"probe {key}", json.dumps(rows))
+    assert _cache.write_entry(str(files[0]), f"probe-{key}", json.dumps(rows))
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert "X64" not in second.stdout and "X64" in first.stdout
     third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
