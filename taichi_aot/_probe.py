@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import signal
 import stat
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
 from ._child import NoChildError, app_identity, run_child, started
-from .enums import CPU_ARCHS, Arch
+from .enums import CPU_ARCHS, Arch, Error
 
 _MARK = "taichi_aot-probe:"
 
@@ -156,8 +157,9 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
     return found, "" if found else "no Vulkan device"
 
 
-#: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits).
-_FORMAT = "probe format 2"
+#: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits;
+#: 3: reasons a user can act on).
+_FORMAT = "probe format 3"
 
 # VkPhysicalDeviceProperties: 5 uint32, deviceName[256], pipelineCacheUUID[16], then the limits (8-aligned)
 _LIMITS_OFFSET = 296
@@ -185,7 +187,7 @@ def cuda_device_count() -> tuple[int, str]:
     try:
         cuda = ctypes.CDLL(name)
     except OSError as e:
-        return 0, f"libcuda not found ({e})"
+        return 0, f"libcuda not found: no NVIDIA driver is installed here ({e})"
     try:
         if cuda.cuInit(0) != 0:
             return 0, "cuInit failed (no usable NVIDIA driver)"
@@ -230,8 +232,26 @@ def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
     if not started(proc):
         _conclusive[0] = False
         return False, f"the probe's child process did not run taichi_aot (exit code {proc.returncode})"
+    return False, _died(arch, proc)
+
+
+#: What to use where a backend does not work, as the reasons say it.
+_OTHERS = "python -m taichi_aot archs lists those that work here"
+
+
+def _died(arch: Arch, proc: subprocess.CompletedProcess[str]) -> str:
+    """Why an arch is unavailable where its probe's child process ended without an answer, said so a user can act."""
     tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
-    return False, f"probe process died (exit code {proc.returncode}) {tail[0]}".strip()
+    if proc.returncode >= 0:
+        return f"the probe's child process ended with exit status {proc.returncode} {tail[0]}".strip()
+    try:
+        died = f"crashed creating a runtime ({signal.Signals(-proc.returncode).name}, in a child process)"
+    except ValueError:
+        died = f"crashed creating a runtime (signal {-proc.returncode}, in a child process)"
+    if arch in (Arch.OPENGL, Arch.GLES) and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return f"{died}: libtaichi's OpenGL backends need a display, and neither DISPLAY nor WAYLAND_DISPLAY is set " \
+               f"(run under X or Wayland, or use another arch: {_OTHERS})"
+    return f"{died}: its driver is missing or broken here; use another arch ({_OTHERS})"
 
 
 def _probe_here(arch: Arch) -> tuple[bool, str]:
@@ -459,6 +479,9 @@ def _child_status(arch: Arch) -> str:
     with Quiet():
         runtime = lib.ti_create_runtime(arch, 0)
     code, message = errors.take_last_error()
+    if code == Error.NOT_SUPPORTED:
+        return (f"no this libtaichi_c_api was built without this backend (it said: not supported: {message}); "
+                f"use another arch ({_OTHERS})")
     if code != 0 or runtime == ffi.NULL:
         return f"no {message or 'runtime creation failed'}"
     with Quiet():
