@@ -51,14 +51,17 @@ def frozen_executable() -> str | None:
 
 
 def app_identity() -> str | None:
-    """What names this frozen app from one start to the next (None unfrozen): Nuitka's one-file binary as it was
-    started (``__compiled__.original_argv0``: the process itself runs from a folder unpacked anew at every start,
-    where its ``sys.executable`` and ``sys.argv[0]`` lie), else :func:`frozen_executable`."""
-    started = getattr(globals().get("__compiled__"), "original_argv0", None)
-    if isinstance(started, str) and started:
-        found = started if os.sep in started else shutil.which(started)
-        if found and os.path.isfile(found):
-            return os.path.abspath(found)
+    """What names this frozen app from one start to the next (None unfrozen): Nuitka's one-file binary (the
+    process itself runs from a folder unpacked anew at every start, where its ``sys.executable`` lies), as its
+    bootstrap names it (``NUITKA_ONEFILE_BINARY``) or as it was started (``__compiled__.original_argv0``), else
+    :func:`frozen_executable`."""
+    compiled = globals().get("__compiled__")
+    if compiled is not None:
+        started = getattr(compiled, "original_argv0", None) or ""
+        for found in (os.environ.get("NUITKA_ONEFILE_BINARY", ""),
+                      started if os.sep in started else shutil.which(started) if started else ""):
+            if found and os.path.isfile(found):
+                return os.path.abspath(found)
     return frozen_executable()
 
 

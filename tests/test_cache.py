@@ -230,3 +230,6 @@ def test_a_one_file_app_is_keyed_by_itself_not_its_unpack_folder(tmp_path, monke
     other.write_bytes(b"")
     monkeypatch.setattr(_child, "__compiled__", types.SimpleNamespace(original_argv0=str(other)), raising=False)
     assert _probe._cache_key(_library_path()) not in keys
+    monkeypatch.setenv("NUITKA_ONEFILE_BINARY", str(app))  # the bootstrap's own name of it comes first
+    monkeypatch.setattr(_child, "__compiled__", types.SimpleNamespace(original_argv0="app.bin"), raising=False)
+    assert _child.app_identity() == str(app) and _probe._cache_key(_library_path()) in keys

@@ -143,6 +143,8 @@ def test_a_pyinstaller_app_runs_with_no_options(form, fresh_venv, vulkan, tmp_pa
     collected = _collected(str(build))
     assert {"taichi_aot", "taichi_aot._probe", "taichi_aot.backends.cuda"} <= collected
     assert not [m for m in collected if m.startswith(("taichi_aot.cli", "taichi_aot.__main__", "taichi_aot_bench"))]
+    if form == "onedir":
+        _lean_beside_taichi_and_jax(fresh_venv, build, tmp_path)
     archs = ["x64", "vulkan"]
     elsewhere, cache = tmp_path / "elsewhere", tmp_path / "cache"
     elsewhere.mkdir()
@@ -260,6 +262,41 @@ def test_a_frozen_app_without_the_library_says_what_its_freezer_left_out(kept, t
     assert "TAICHI_AOT_BUNDLE=0" not in said
     assert ("left out taichi_aot/_lib" if kept == "no _lib" else "left out the bundled library's shared") in said
     assert "--include-package-data=taichi_aot" in said and "include_files" in said
+
+
+#: A PyInstaller spec that analyses the app alone (no build) and writes what it would collect, and its size.
+ANALYSIS = textwrap.dedent('''
+    import json, os
+    a = Analysis(["app.py"])
+    toc = [*a.pure, *a.binaries, *a.datas]
+    json.dump({"modules": sorted(n for n, _, _ in a.pure),
+               "bytes": sum(os.path.getsize(p) for _, p, _ in toc if p and os.path.isfile(p))}, open(OUT, "w"))
+''')
+
+
+def _analysed(fresh_venv, build, name: str, pythonpath: str = "") -> dict:
+    """What PyInstaller would collect for the app in ``build`` (its analysis alone), with ``pythonpath`` on sys.path."""
+    (build / f"{name}.spec").write_text(f"OUT = {str(build / (name + '.json'))!r}\n" + ANALYSIS)
+    env = {k: v for k, v in os.environ.items() if k != "TAICHI_C_API_INSTALL_DIR"}
+    proc = subprocess.run([fresh_venv.python, "-m", "PyInstaller", "--noconfirm", "--log-level", "ERROR",
+                           "--workpath", str(build / f"work-{name}"), f"{name}.spec"], cwd=str(build),
+                          capture_output=True, text=True, timeout=600,
+                          env={**env, "PYTHONPATH": pythonpath, "PYTHONSAFEPATH": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(build / f"{name}.json") as f:
+        return json.load(f)
+
+
+def _lean_beside_taichi_and_jax(fresh_venv, build, tmp_path) -> None:
+    """The same app analysed where Taichi (the build extra) and JAX are installed too: the hook keeps them out, so
+    it collects none of their modules and stays within 1.1x the size of the app without them."""
+    alone = _analysed(fresh_venv, build, "alone")
+    beside = tmp_path / "beside"
+    for name in ("taichi", "jax"):
+        fresh_venv.link(name, into=str(beside))
+    both = _analysed(fresh_venv, build, "beside", str(beside))
+    assert not [m for m in both["modules"] if m.split(".")[0] in ("taichi", "jax", "jaxlib", "torch")]
+    assert both["bytes"] <= 1.1 * alone["bytes"], (alone["bytes"], both["bytes"])
 
 
 def _collected(build: str) -> set[str]:
