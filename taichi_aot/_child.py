@@ -68,7 +68,8 @@ def app_identity() -> str | None:
 def child_code(handed: str | None) -> str | None:
     """The code a child of the package is to run, from CHILD_VARIABLE's value ``handed``: read from the pipe it
     names (closed after), where that pipe's content begins with its token; else None (not a child the package
-    started: the variable came from elsewhere)."""
+    started: the variable came from elsewhere). The package's parent wrote the whole content and closed the pipe
+    before the child started: a pipe still open for writing is another's, and is not waited on."""
     fd_text, _, token = (handed or "").partition(":")
     if not fd_text.isdigit() or int(fd_text) < 3 or len(token) < 32:
         return None
@@ -76,10 +77,16 @@ def child_code(handed: str | None) -> str | None:
     try:
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return None
-        with os.fdopen(fd, "rb") as pipe:
-            given, _, code = pipe.read().partition(b"\n")
+        os.set_blocking(fd, False)
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            chunks = [pipe.read(1 << 16)]
+            while chunks[-1]:
+                chunks.append(pipe.read(1 << 16))
     except (OSError, ValueError):
         return None
+    if chunks[-1] is None:  # no end yet: its writer is still there
+        return None
+    given, _, code = b"".join(chunks).partition(b"\n")
     return code.decode("utf-8") if given == token.encode() else None
 
 

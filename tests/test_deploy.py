@@ -209,6 +209,10 @@ def test_a_child_is_one_the_package_handed_its_code_with_its_token():
     assert child_code(f"{pipe(token.encode())}:{other}") is None
     with open(__file__, "rb") as f:
         assert child_code(f"{f.fileno()}:{token}") is None
+    read, write = os.pipe()  # the right content, but its writer still there: not the package's pipe, not waited on
+    os.write(write, token.encode() + code)
+    assert child_code(f"{read}:{token}") is None
+    os.close(write)
     short = pipe(b"x")
     for handed in (None, "", "print(1)", f"0:{token}", f"{short}:short", f"999:{token}"):
         assert child_code(handed) is None

@@ -18,11 +18,15 @@ def _taichi_aot_child():
     try:
         if not stat.S_ISFIFO(os.fstat(int(fd)).st_mode):
             return
-        with os.fdopen(int(fd), "rb") as pipe:
-            given, _, code = pipe.read().partition(b"\n")
+        os.set_blocking(int(fd), False)  # written whole and closed before the child started: a pipe still open is not
+        with os.fdopen(int(fd), "rb", buffering=0) as pipe:  # taichi_aot's, and is not waited on
+            chunks = [pipe.read(1 << 16)]
+            while chunks[-1]:
+                chunks.append(pipe.read(1 << 16))
     except (OSError, ValueError):
         return
-    if given != token.encode():
+    given, _, code = b"".join(chunks[:-1]).partition(b"\n")
+    if chunks[-1] is None or given != token.encode():
         return
     status: object = 0
     try:
