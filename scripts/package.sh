@@ -35,4 +35,6 @@ tar -xzf "$sdist" -C "$out/src"
 # PYTHONSAFEPATH: the tests and the processes they start import the installed package, not the source tree
 (cd "$out"/src/taichi_aot-*/ && PYTHONSAFEPATH=1 "$out/venv-sdist/bin/python" -m pytest -q -p no:cacheprovider \
   tests/test_enums.py tests/test_bindings.py tests/test_ndarray.py -k "not typing")
+# the checks passed: their venvs and the unpacked sdist (about 500 MB) go, the distributions and logs stay
+rm -rf "$out/venv-wheel" "$out/venv-sdist" "$out/src"
 echo "package: $(basename "$repaired") $(basename "$sdist")"

@@ -84,7 +84,7 @@ def freeze_support() -> None:
     the app, so without it taichi_aot starts no child and answers in the process (its archs then are probed anew
     each start). PyInstaller needs nothing: taichi_aot's hook does this before the app runs. Harmless anywhere
     else."""
-    from ._probe import serve_child
+    from ._child import serve_child
 
     serve_child()
 

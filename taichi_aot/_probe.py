@@ -9,10 +9,10 @@ destroys a runtime and prints one line; a crash there only fails that arch.
 The Vulkan loader is asked for every physical device (name and type), so that a
 software rasterizer (Mesa's lavapipe, a "CPU" device) is told from a GPU.
 
-The answer is kept in taichi_aot's cache folder (``TAICHI_AOT_CACHE``, else ``$XDG_CACHE_HOME/taichi_aot``, else
-``~/.cache/taichi_aot``) under a key made of everything that can change it: the
-library, the Vulkan drivers, the CUDA driver and the environment variables that
-choose among them. A warm cache answers without starting any child process.
+The answer is kept in taichi_aot's cache folder (``_cache``: this user's alone) under a key made of everything that
+can change it: the library, the Vulkan drivers, the CUDA driver and the environment variables that choose among them;
+an entry not written for that key, or not this user's, is not read. A warm cache answers without starting any child
+process.
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ import hashlib
 import json
 import os
 import platform
+import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Any, NamedTuple
 
-from ._bundle import cache_home
-from .enums import CPU_ARCHS, Arch
+from ._cache import cache_home, read_entry, write_entry
+from ._child import NoChildError, app_identity, run_child, started
+from .enums import CPU_ARCHS, Arch, Error
 
 _MARK = "taichi_aot-probe:"
 
@@ -161,8 +162,9 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
     return found, "" if found else "no Vulkan device"
 
 
-#: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits).
-_FORMAT = "probe format 2"
+#: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits;
+#: 3: reasons a user can act on).
+_FORMAT = "probe format 3"
 
 # VkPhysicalDeviceProperties: 5 uint32, deviceName[256], pipelineCacheUUID[16], then the limits (8-aligned)
 _LIMITS_OFFSET = 296
@@ -190,7 +192,7 @@ def cuda_device_count() -> tuple[int, str]:
     try:
         cuda = ctypes.CDLL(name)
     except OSError as e:
-        return 0, f"libcuda not found ({e})"
+        return 0, f"libcuda not found: no NVIDIA driver is installed here ({e})"
     try:
         if cuda.cuInit(0) != 0:
             return 0, "cuInit failed (no usable NVIDIA driver)"
@@ -211,79 +213,6 @@ def host_cpu_arch() -> Arch | None:
     return None
 
 
-#: The folder holding the taichi_aot in use: the children start there, so they import this same package
-#: whatever the caller's working directory holds (a checkout's unbuilt copy there shadowed an installed one,
-#: and its import error was kept as the probe's answer, or as a module's crash).
-_PACKAGE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# Child processes. Each runs the package's code, never the program's own script: ``python -c CODE`` where the
-# executable is Python; in a frozen app (PyInstaller, Nuitka), whose executable is the app, the app itself with
-# CODE in CHILD_VARIABLE, which the package's PyInstaller run-time hook (taichi_aot/_pyinstaller) or
-# taichi_aot.freeze_support() runs instead of the app. An app that serves it says so in ENTRY_VARIABLE (its
-# executable); where none does, the package starts no child (in-process answers, not cached).
-
-#: The code a child of a frozen app runs in place of the app (:func:`serve_child`).
-CHILD_VARIABLE = "TAICHI_AOT_CHILD"
-#: The executable of the frozen app that serves CHILD_VARIABLE (set by the run-time hook or freeze_support()).
-ENTRY_VARIABLE = "TAICHI_AOT_CHILD_ENTRY"
-#: The child's first line: the package's code runs there (not, say, a frozen app's own script).
-_STARTED = "taichi_aot-child:started"
-
-
-class _NoChildError(Exception):
-    """A frozen app that runs no child of the package (neither the run-time hook nor freeze_support())."""
-
-
-def frozen_executable() -> str | None:
-    """The executable of the frozen app this process is (PyInstaller: ``sys.frozen``; Nuitka: ``__compiled__``),
-    else None."""
-    if getattr(sys, "frozen", False):
-        return sys.executable
-    if "__compiled__" in globals() and sys.argv and sys.argv[0]:  # Nuitka: sys.executable names no real file
-        return os.path.abspath(sys.argv[0])
-    return None
-
-
-def serve_child() -> None:
-    """In a frozen app, first thing (``taichi_aot.freeze_support()``): where this process is a child the package
-    started, run its code and exit; else note that the app serves the package's children."""
-    code = os.environ.pop(CHILD_VARIABLE, None)
-    app = frozen_executable()
-    if app is not None:
-        os.environ[ENTRY_VARIABLE] = app
-    if code is None:
-        return
-    status: Any = 0
-    try:
-        exec(compile(code, "<taichi_aot child>", "exec"), {"__name__": "__taichi_aot_child__"})
-    except SystemExit as e:
-        status = e.code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status if isinstance(status, int) else 1)
-
-
-def _run_child(code: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``code`` run with ``args`` (``sys.argv[1:]``) in a child process of this environment, its first line
-    _STARTED; TimeoutExpired past ``timeout``; _NoChildError in a frozen app that serves none."""
-    code = f"print({_STARTED!r}, flush=True)\n{code}"
-    env = os.environ.copy()
-    app = frozen_executable()
-    if app is None:
-        command = [sys.executable, "-c", code, *args]
-    elif env.get(ENTRY_VARIABLE) == app:
-        command, env[CHILD_VARIABLE] = [app, *args], code
-    else:
-        raise _NoChildError
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=_PACKAGE_HOME)
-
-
-def _started(proc: subprocess.CompletedProcess[str]) -> bool:
-    """Whether the child ran the package's code (a frozen app that ran its own script instead did not)."""
-    return proc.stdout.startswith(_STARTED)
-
-
 #: False once this process answered a question without a child that ran the package's code (a frozen app that
 #: serves none): such answers are not kept in the cache folder.
 _conclusive = [True]
@@ -294,22 +223,40 @@ _UNSERVED = ("not probed in a child process: this frozen app serves none (PyInst
 
 def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
     try:
-        proc = _run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
+        proc = run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
                           timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"probe timed out after {timeout:.0f} s"
-    except _NoChildError:
+    except NoChildError:
         _conclusive[0] = False
         return _probe_here(arch)
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
             status, _, why = line[len(_MARK) :].partition(" ")
             return status == "ok", why
-    if not _started(proc):
+    if not started(proc):
         _conclusive[0] = False
         return False, f"the probe's child process did not run taichi_aot (exit code {proc.returncode})"
+    return False, _died(arch, proc)
+
+
+#: What to use where a backend does not work, as the reasons say it.
+_OTHERS = "python -m taichi_aot archs lists those that work here"
+
+
+def _died(arch: Arch, proc: subprocess.CompletedProcess[str]) -> str:
+    """Why an arch is unavailable where its probe's child process ended without an answer, said so a user can act."""
     tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
-    return False, f"probe process died (exit code {proc.returncode}) {tail[0]}".strip()
+    if proc.returncode >= 0:
+        return f"the probe's child process ended with exit status {proc.returncode} {tail[0]}".strip()
+    try:
+        died = f"crashed creating a runtime ({signal.Signals(-proc.returncode).name}, in a child process)"
+    except ValueError:
+        died = f"crashed creating a runtime (signal {-proc.returncode}, in a child process)"
+    if arch in (Arch.OPENGL, Arch.GLES) and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return f"{died}: libtaichi's OpenGL backends need a display, and neither DISPLAY nor WAYLAND_DISPLAY is set " \
+               f"(run under X or Wayland, or use another arch: {_OTHERS})"
+    return f"{died}: its driver is missing or broken here; use another arch ({_OTHERS})"
 
 
 def _probe_here(arch: Arch) -> tuple[bool, str]:
@@ -328,23 +275,19 @@ def _probe_here(arch: Arch) -> tuple[bool, str]:
     return False, _UNSERVED
 
 
-def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
-    """Probe every arch the C-API knows; GPU archs in child processes, in parallel (no cache)."""
-    results: dict[Arch, ArchStatus] = {}
+def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
+    """Probe every arch the C-API knows (``only``: these alone); GPU archs in child processes, in parallel (no
+    cache)."""
+    wanted = frozenset(Arch) if only is None else only
     cpu = host_cpu_arch()
-    for arch in sorted(CPU_ARCHS):
-        if arch != cpu:
-            results[arch] = ArchStatus(arch, False, None, f"this machine is {platform.machine()}")
-    cuda_count, cuda_why = cuda_device_count()
+    results = {a: ArchStatus(a, False, None, f"this machine is {platform.machine()}")
+               for a in sorted(CPU_ARCHS & wanted) if a != cpu}
+    cuda_count, cuda_why = cuda_device_count() if Arch.CUDA in wanted else (0, "")
     found: dict[Arch, tuple[bool, str]] = {}
-    children = _start_probes(cpu, cuda_count, cuda_why, timeout, results, found)
-    for arch, thread in children.items():
+    archs = [a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a in wanted]
+    for arch, thread in _start_probes(archs, cuda_count, cuda_why, timeout, results, found).items():
         thread.join()
-        ok, why = found.get(arch, (False, "probe did not report"))
-        count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
-        if arch in CPU_ARCHS:
-            count = 1 if ok else 0
-        results[arch] = ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
+        results[arch] = _status(arch, found.get(arch, (False, "probe did not report")), cuda_count)
     vulkan = results.get(Arch.VULKAN)
     if vulkan is not None and vulkan.available:
         devices, _ = _vulkan_devices_in_child(timeout)
@@ -352,16 +295,23 @@ def probe(timeout: float = 60.0) -> dict[Arch, ArchStatus]:
     return {a: results[a] for a in Arch if a in results}
 
 
-def _start_probes(cpu: Arch | None, cuda_count: int | None, cuda_why: str, timeout: float,
+def _status(arch: Arch, answer: tuple[bool, str], cuda_count: int) -> ArchStatus:
+    """An arch's status from its child's answer: the device count of CUDA (the driver's) and of a CPU arch (one)."""
+    ok, why = answer
+    count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
+    return ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
+
+
+def _start_probes(archs: list[Arch], cuda_count: int | None, cuda_why: str, timeout: float,
                   results: dict[Arch, ArchStatus], found: dict[Arch, tuple[bool, str]]) -> dict[Arch, threading.Thread]:
-    """A thread for each arch worth probing here, each probing its arch in a child process into ``found``; the archs
-    known unavailable without one (CUDA without a device, Metal off macOS) go into ``results``."""
+    """A thread for each of ``archs`` worth probing here, each probing its arch in a child process into ``found``;
+    the archs known unavailable without one (CUDA without a device, Metal off macOS) go into ``results``."""
     children: dict[Arch, threading.Thread] = {}
 
     def run(a: Arch) -> None:
         found[a] = _probe_in_child(a, timeout)
 
-    for arch in (a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a is not None):
+    for arch in archs:
         if arch == Arch.CUDA and cuda_count == 0:
             results[arch] = ArchStatus(arch, False, 0, cuda_why)
             continue
@@ -384,11 +334,11 @@ def _device(row: Any) -> VulkanDevice:
 def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     # the loader's drivers run in a child too: a broken driver must not take this process with it
     try:
-        proc = _run_child("import json; from taichi_aot._probe import vulkan_devices; "
+        proc = run_child("import json; from taichi_aot._probe import vulkan_devices; "
                           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))", timeout=timeout)
         rows = json.loads(proc.stdout.strip().splitlines()[-1])
         return [_device(r) for r in rows], ""
-    except _NoChildError:
+    except NoChildError:
         return vulkan_devices()
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as e:
         return [], f"the Vulkan device list could not be read ({type(e).__name__})"
@@ -436,9 +386,9 @@ _OWN_LIB_DIR = "(the library's own)"
 
 
 def _cache_key(library: str) -> str:
-    """A digest of what the probe's answer depends on (the library by its identity: a one-file app's unpack
-    folder is new at every start)."""
-    parts: list[str] = [_FORMAT, sys.executable, platform.machine(), library_identity(library)]
+    """A digest of what the probe's answer depends on (the library by its identity and a frozen app by its own
+    executable: a one-file app's unpack folder, where Nuitka's sys.executable lies, is new at every start)."""
+    parts: list[str] = [_FORMAT, app_identity() or sys.executable, platform.machine(), library_identity(library)]
     files = [*sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
              *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
              *_shared_libraries("cuda", "vulkan")]
@@ -465,8 +415,7 @@ def _cache_key(library: str) -> str:
 
 
 def cache_folder() -> str:
-    """Where the probe's answer is kept: taichi_aot's cache folder (``_bundle.cache_home``: ``TAICHI_AOT_CACHE``,
-    else ``$XDG_CACHE_HOME/taichi_aot``, else ``~/.cache/taichi_aot``)."""
+    """Where the probe's answer is kept: taichi_aot's cache folder (``_cache.cache_home``)."""
     return cache_home()
 
 
@@ -482,28 +431,42 @@ def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
     return out
 
 
-def cached_probe(library: str, refresh: bool = False) -> dict[Arch, ArchStatus]:
-    """:func:`probe`'s answer, from the cache folder when it still holds for this machine; else probed and kept."""
-    path = os.path.join(cache_folder(), f"probe-{_cache_key(library)}.json")
-    if not refresh:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return _from_json(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    _conclusive[0] = True
-    status = probe()
-    if not _conclusive[0]:  # a frozen app's answer without children: asked again next time
+def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
+    """:func:`probe`'s answer (``only``: for these archs alone), from the cache folder when it still holds for this
+    machine (an entry of this user's alone, written for this key: ``_cache.read_entry``); else probed and kept. The
+    answer for every arch answers for a few too; a few are kept each on its own."""
+    key = _cache_key(library)
+    whole = _kept(f"probe-{key}", refresh)
+    if whole is not None:
+        return whole if only is None else {a: s for a, s in whole.items() if a in only}
+    status: dict[Arch, ArchStatus] = {}
+    for arch in only or ():
+        status.update(_kept(f"probe-{key}-{arch.name.lower()}", refresh) or {})
+    if only is not None and not only - set(status):
         return status
+    _conclusive[0] = True
+    found = probe(only=None if only is None else only - set(status))
+    if _conclusive[0]:  # a frozen app's answer without children is not kept: asked again next time
+        _keep(key, found, whole=only is None)
+    status.update(found)
+    return {a: status[a] for a in Arch if a in status}
+
+
+def _keep(key: str, status: dict[Arch, ArchStatus], whole: bool) -> None:
+    """Keep the probe's answer in the cache folder: for every arch as one entry (``whole``), else each arch's alone."""
+    parts = [(f"probe-{key}", status)] if whole else [(f"probe-{key}-{a.name.lower()}", {a: s})
+                                                       for a, s in status.items()]
+    for name, part in parts:
+        write_entry(os.path.join(cache_folder(), f"{name}.json"), name, json.dumps(_to_json(part)))
+
+
+def _kept(name: str, refresh: bool) -> dict[Arch, ArchStatus] | None:
+    """The probe's answer kept as ``name`` in the cache folder, or None."""
+    kept = None if refresh else read_entry(os.path.join(cache_folder(), f"{name}.json"), name)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(_to_json(status), f)
-        os.replace(tmp, path)  # whole or not at all, also with several processes at once
-    except OSError:
-        pass  # a read-only home: probe again next time
-    return status
+        return _from_json(json.loads(kept)) if kept is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _child(arch_value: int) -> int:
@@ -521,6 +484,9 @@ def _child_status(arch: Arch) -> str:
     with Quiet():
         runtime = lib.ti_create_runtime(arch, 0)
     code, message = errors.take_last_error()
+    if code == Error.NOT_SUPPORTED:
+        return (f"no this libtaichi_c_api was built without this backend (it said: not supported: {message}); "
+                f"use another arch ({_OTHERS})")
     if code != 0 or runtime == ffi.NULL:
         return f"no {message or 'runtime creation failed'}"
     with Quiet():
@@ -561,7 +527,7 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 def _module_digest(folder: str, arch: Arch, identity: str) -> str:
     h = hashlib.sha256(f"{int(arch)}\0{identity}\0".encode())
     hash_module_files(h, folder)
-    return h.hexdigest()[:32]
+    return h.hexdigest()
 
 
 def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
@@ -630,22 +596,21 @@ def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str],
 
 def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str) -> str:
     """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
-    path = os.path.join(cache_folder(), "modules", f"{_module_digest(folder, arch, identity)}.txt")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        pass
+    digest = _module_digest(folder, arch, identity)
+    path = os.path.join(cache_folder(), "modules", f"{digest[:32]}.txt")
+    kept = read_entry(path, f"module {digest}")
+    if kept is not None:
+        return kept
     names = json.dumps([kernels, graphs])
     try:
-        proc = _run_child("import sys; from taichi_aot._probe import _module_child; "
+        proc = run_child("import sys; from taichi_aot._probe import _module_child; "
                           "sys.exit(_module_child(sys.argv[1], int(sys.argv[2]), sys.argv[3]))",
                           os.path.abspath(folder), str(int(arch)), names, timeout=_MODULE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"did not finish loading it in {_MODULE_TIMEOUT:.0f} s (in a child process)"
-    except _NoChildError:  # a frozen app that serves no child: its own modules, trusted (and checked again next time)
+    except NoChildError:  # a frozen app that serves no child: its own modules, trusted (and checked again next time)
         return ""
-    if not _started(proc):  # not the package's code: no verdict to keep
+    if not started(proc):  # not the package's code: no verdict to keep
         return ""
     if any(line.strip() == f"{_MARK}ok" for line in proc.stdout.splitlines()):
         verdict = ""
@@ -654,14 +619,7 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
     else:
         tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
         verdict = f"could not load it in a child process (exit status {proc.returncode}) {tail[0][:300]}".strip()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(verdict)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache: checked again next time
+    write_entry(path, f"module {digest}", verdict)  # where it cannot be kept: checked again next time
     return verdict
 
 

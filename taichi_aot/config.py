@@ -13,7 +13,7 @@ import sys
 from typing import IO, Any
 
 from . import _library, _nvtx, capi
-from ._bundle import cache_home
+from ._cache import cache_home
 from ._library import FENCES_VARIABLE
 from .enums import ARCH_PREFERENCE, CPU_ARCHS, Arch
 

@@ -66,10 +66,10 @@ class LaunchSequence:
 
         Raises:
             ArgumentTypeError: ``times`` is not an int >= 0.
+            InvalidArgumentError: ``times`` is more than the C replay counts (2**64 - 1).
             ClosedError, WrongThreadError: a recorded object is closed, or another thread calls.
         """
-        if isinstance(times, bool) or not isinstance(times, int) or times < 0:
-            raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
+        _check_times(times)
         self._check_here()
         if not self._launches or not times:
             return
@@ -134,3 +134,11 @@ class LaunchSequence:
 
     def __repr__(self) -> str:
         return f"<LaunchSequence of {len(self._launches)} launches>"
+
+
+def _check_times(times: Any) -> None:
+    """ArgumentTypeError unless ``times`` is an int >= 0; InvalidArgumentError past what the C replay counts."""
+    if isinstance(times, bool) or not isinstance(times, int) or times < 0:
+        raise ArgumentTypeError(f"replay times must be an int >= 0, got {times!r}")
+    if times >= 1 << 64:
+        raise InvalidArgumentError(f"replay times must be below 2**64 (the C replay's count), got {times}")

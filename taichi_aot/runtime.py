@@ -107,7 +107,7 @@ def arch_for_module(source: ModuleSource) -> Arch:
     if isinstance(loadable, (bytearray, memoryview)):
         loadable = bytes(loadable)
     archs = metadata.loads_on(loadable)
-    status = capi.arch_status()
+    status = capi.arch_status(archs=archs)  # the module's archs alone
     found = _usable_arch(archs, status)
     if found is not None:
         return found

@@ -296,15 +296,16 @@ class Venv:
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
-    def link(self, name: str) -> None:
+    def link(self, name: str, into: str | None = None) -> None:
         """Make the distribution ``name`` installed here (and what it requires, markers of this Python applied)
         importable in the venv without copying it: its top-level files are linked into a folder a ``.pth`` file
-        names, after the venv's own packages (so the wheel's own dependencies stay the venv's)."""
+        names, after the venv's own packages (so the wheel's own dependencies stay the venv's). ``into``: another
+        folder, which no ``.pth`` file names (a run that puts it on PYTHONPATH sees them; the venv does not)."""
         import importlib.metadata
 
         from packaging.requirements import Requirement
 
-        folder = os.path.join(self.root, "linked")
+        folder = into or os.path.join(self.root, "linked")
         os.makedirs(folder, exist_ok=True)
         todo, seen = [name], set()
         while todo:
@@ -321,6 +322,8 @@ class Venv:
                 req = Requirement(text)
                 if req.marker is None or req.marker.evaluate({"extra": ""}):
                     todo.append(req.name)
+        if into is not None:
+            return
         site = subprocess.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
         with open(os.path.join(site, "linked.pth"), "w") as f:

@@ -45,6 +45,10 @@ def test_demo_writes_a_picture(arch_name, tmp_path):
     again = run_cli("demo", "--arch", arch_name, "--size", "32", "--steps", "16", "--out", str(png),
                     env={"TAICHI_AOT_CACHE": str(tmp_path / "cache")})
     assert again.returncode == 0, again.stderr
+    # the same picture every run (its first state made by a fixed seed, not drawn in a parallel loop)
+    third = run_cli("demo", "--arch", arch_name, "--size", "48", "--steps", "64", "--out", str(tmp_path / "3.png"),
+                    env={"TAICHI_AOT_CACHE": str(tmp_path / "cache")})
+    assert third.returncode == 0 and (tmp_path / "3.png").read_bytes() == data, third.stderr
 
 
 def test_version_names_the_package_and_the_library():
@@ -146,6 +150,10 @@ def test_build_bad_input(tmp_path):
         (["build", str(broken), "--arch", "x64", "-o", str(tmp_path / "o")], "RuntimeError: boom"),
         (["build", os.path.join(HERE, "export_sample.py"), "--arch", "riscv", "-o", str(tmp_path / "o")],
          "unknown arch"),
+        (["build", os.path.join(HERE, "export_sample.py"), "-o", str(tmp_path / "o")],
+         "no arch given: name the backends to compile for with --arch, e.g. --arch x64 vulkan"),
+        (["info", os.path.join(HERE, "export_sample.py")], "is Python source, not a module compiled from it"),
+        (["info", os.path.join(HERE, "export_sample.py")], "python -m taichi_aot build"),
     ]
     for args, text in cases:
         proc = run_cli(*args)
@@ -240,3 +248,23 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "taichi-aot: interrupted", err
     assert "Traceback" not in err
+
+
+def test_archs_gives_reasons_a_user_can_act_on(tmp_path):
+    """Every unavailable arch says why in words a user can act on: no bare word from the library, no exit code; a
+    backend the library was built without says so; an OpenGL backend that crashes without a display names it."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "archs", "--json"], capture_output=True, text=True,
+                          timeout=300, env={**env, "TAICHI_AOT_CACHE": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for arch in json.loads(proc.stdout):
+        if arch["available"]:
+            continue
+        reason = arch["reason"]
+        assert len(reason.split()) >= 3 and "exit code" not in reason, arch
+        if reason.startswith("crashed creating a runtime") and arch["arch"] in ("opengl", "gles"):
+            assert "DISPLAY" in reason and "another arch" in reason, arch
+        if "not supported" in reason:
+            assert "built without this backend" in reason, arch

@@ -14,12 +14,12 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, require_arch
+from conftest import ROOT, require_arch, require_extra
 from taichi_aot import Arch
 
 MODULE = os.path.join(ROOT, "examples", "physics.tcm")  # step(x, dt) and step4, x64 and Vulkan parts
 #: The app: one line in APP_LOG each time its script runs (a child that ran it again would add one), the best arch
-#: here (every arch probed), then the kernel and the graph on each arch named.
+#: here (every arch probed), then the kernel and the graph on each arch named; with APP_POOL set, a pool instead.
 APP = textwrap.dedent('''
     import os
     import sys
@@ -31,6 +31,12 @@ APP = textwrap.dedent('''
 
     with open(os.environ["APP_LOG"], "a") as log:
         log.write(f"{{os.getpid()}}\\n")
+    if os.environ.get("APP_POOL"):  # a pool, and no multiprocessing.freeze_support() first
+        from taichi_aot.pool import Pool
+
+        with Pool(arch="x64", workers=2) as pool:
+            print("pool", pool.map(abs, [-1]), flush=True)
+        sys.exit(0)
     print("best", best_arch().name, flush=True)  # every arch probed
     for arch in sys.argv[2:]:
         with Runtime(arch) as rt:
@@ -70,7 +76,7 @@ def test_home_unset_imports_and_runs(tmp_path):
 
 
 def test_an_unwritable_cache_falls_back_to_a_private_temporary_one(tmp_path):
-    code = ("import json, taichi_aot; from taichi_aot._bundle import cache_home; from taichi_aot import capi; "
+    code = ("import json, taichi_aot; from taichi_aot._cache import cache_home; from taichi_aot import capi; "
             "capi.arch_status(); print(json.dumps(cache_home()))")
     env = {**os.environ, "TAICHI_AOT_CACHE": "/proc/taichi_aot-cache"}  # not even root writes there
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
@@ -111,10 +117,12 @@ def test_freeze_support_serves_the_packages_children(tmp_path):
     _ran(proc, str(log), ["x64"])
     probes, verdicts = _cached(str(cache))
     assert len(probes) == 1 and len(verdicts) == 1
-    with open(probes[0]) as f:
-        assert any(row[0] == "X64" and row[1] for row in json.load(f))
+    _ignores_child_variable_from_outside([str(launcher), MODULE, "x64"], env, tmp_path)
+    _a_pool_without_freeze_support_stops_once([str(launcher)], env, tmp_path)
+    with open(probes[0]) as f:  # an entry: its digest's line, then the answer
+        assert any(row[0] == "X64" and row[1] for row in json.loads(f.read().partition("\n")[2]))
     with open(verdicts[0]) as f:
-        assert f.read() == ""  # the module is sound, as its child found
+        assert f.read().partition("\n")[2] == ""  # the module is sound, as its child found
 
 
 @pytest.mark.parametrize("form", ["onedir", "onefile"])
@@ -132,6 +140,11 @@ def test_a_pyinstaller_app_runs_with_no_options(form, fresh_venv, vulkan, tmp_pa
                           cwd=str(build), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     app = str(build / "dist" / "app" / "app") if form == "onedir" else str(build / "dist" / "app")
+    collected = _collected(str(build))
+    assert {"taichi_aot", "taichi_aot._probe", "taichi_aot.backends.cuda"} <= collected
+    assert not [m for m in collected if m.startswith(("taichi_aot.cli", "taichi_aot.__main__", "taichi_aot_bench"))]
+    if form == "onedir":
+        _lean_beside_taichi_and_jax(fresh_venv, build, tmp_path)
     archs = ["x64", "vulkan"]
     elsewhere, cache = tmp_path / "elsewhere", tmp_path / "cache"
     elsewhere.mkdir()
@@ -144,6 +157,159 @@ def test_a_pyinstaller_app_runs_with_no_options(form, fresh_venv, vulkan, tmp_pa
         _ran(ran, str(log), archs)
     probes, verdicts = _cached(str(cache))
     assert len(probes) == 1 and len(verdicts) == 1  # one probe for both starts; the x64 part checked once
+    _ignores_child_variable_from_outside([app, MODULE, "x64"], {**os.environ, "TAICHI_AOT_CACHE": str(cache)},
+                                         tmp_path)
+    _a_pool_without_freeze_support_stops_once([app], {**os.environ, "TAICHI_AOT_CACHE": str(cache)}, tmp_path)
+
+
+def _a_pool_without_freeze_support_stops_once(command: list[str], env: dict[str, str], tmp_path) -> None:
+    """A frozen app that makes a pool without calling multiprocessing.freeze_support() first: its workers run the
+    app's script, make no pool of their own and exit; the app stops with one error naming the fix. The script ran in
+    the app, its two workers and multiprocessing's resource tracker at most, not again and again."""
+    log = tmp_path / "pool-log"
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                         env={**env, "APP_LOG": str(log), "APP_POOL": "1"})
+    assert ran.returncode != 0 and "pool [" not in ran.stdout
+    assert ran.stderr.count("WorkerStartError: ") == 1, ran.stderr[-3000:]
+    assert ran.stderr.count("call multiprocessing.freeze_support() first thing") == 1, ran.stderr[-3000:]
+    with open(log) as f:
+        assert 1 < len(f.read().split()) <= 4
+
+
+#: What TAICHI_AOT_CHILD set from outside may hold: code, as the variable once held, and the form the package uses
+#: (an inherited pipe and its token) where no such pipe was handed down.
+PLANTED = ["import sys; print('planted', flush=True); sys.exit(7)", f"3:{'0' * 32}", f"9:{'0' * 32}"]
+
+
+def _ignores_child_variable_from_outside(command: list[str], env: dict[str, str], tmp_path) -> None:
+    """A frozen app started with TAICHI_AOT_CHILD set by someone other than taichi_aot runs as the app, nothing
+    else: its script once, its results right."""
+    for i, planted in enumerate(PLANTED):
+        log = tmp_path / f"planted{i}"
+        ran = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                             env={**env, "APP_LOG": str(log), "TAICHI_AOT_CHILD": planted})
+        assert "planted" not in ran.stdout
+        _ran(ran, str(log), command[2:])
+
+
+def test_a_child_is_one_the_package_handed_its_code_with_its_token():
+    """The code comes from an inherited pipe whose content begins with the variable's token: another token, a file
+    that is no pipe, a standard stream or a variable without a pipe is no child of the package."""
+    from taichi_aot._child import child_code
+
+    def pipe(content: bytes) -> int:
+        read, write = os.pipe()
+        os.write(write, content)
+        os.close(write)
+        return read
+
+    token, other, code = "ab" * 16, "cd" * 16, b"\nprint(1)"
+    assert child_code(f"{pipe(token.encode() + code)}:{token}") == "print(1)"
+    assert child_code(f"{pipe(other.encode() + code)}:{token}") is None
+    assert child_code(f"{pipe(token.encode())}:{other}") is None
+    with open(__file__, "rb") as f:
+        assert child_code(f"{f.fileno()}:{token}") is None
+    read, write = os.pipe()  # the right content, but its writer still there: not the package's pipe, not waited on
+    os.write(write, token.encode() + code)
+    assert child_code(f"{read}:{token}") is None
+    os.close(write)
+    short = pipe(b"x")
+    for handed in (None, "", "print(1)", f"0:{token}", f"{short}:short", f"999:{token}"):
+        assert child_code(handed) is None
+    os.close(short)
+
+
+def test_the_pyinstaller_hook_collects_what_the_package_runs_with_alone():
+    """The hook collects the package's modules but the command line (``__main__``, ``cli``: Taichi's compiler for
+    ``build``, the bench), PyInstaller's hooks and the interop modules (torch, jax at their top); keeps Taichi, torch,
+    jax and the bench out of what the package's own modules import (an app that imports one itself gets it as
+    usual); and its data is the bundled library alone."""
+    require_extra("PyInstaller", "package")
+    import runpy
+
+    hook = runpy.run_path(os.path.join(ROOT, "taichi_aot", "_pyinstaller", "hook-taichi_aot.py"))
+    hidden = set(hook["hiddenimports"])
+    assert {"_cffi_backend", "taichi_aot._probe", "taichi_aot._child", "taichi_aot._cache", "taichi_aot.backends.cuda",
+            "taichi_aot.ptx.compile", "taichi_aot.pool._worker", "taichi_aot.metadata.spirv"} <= hidden
+    left_out = ("taichi_aot.cli", "taichi_aot.__main__", "taichi_aot.torch", "taichi_aot.jax",
+                "taichi_aot._pyinstaller")
+    assert not [m for m in hidden if m.startswith(left_out)]
+    assert {"taichi", "torch", "jax", "taichi_aot_bench", *left_out} <= set(hook["excludedimports"])
+    assert hook["datas"] and all(dest.startswith(os.path.join("taichi_aot", "_lib")) for _, dest in hook["datas"])
+    assert any(src.endswith("libtaichi_c_api.so") for src, _ in hook["binaries"] + hook["datas"])
+
+
+@pytest.mark.parametrize("kept", ["no _lib", "_lib without its shared libraries"])
+def test_a_frozen_app_without_the_library_says_what_its_freezer_left_out(kept, tmp_path):
+    """A freezer that left out taichi_aot/_lib (or, as Nuitka's package data does, its shared libraries): the
+    ImportError names what is missing and how each freezer puts it in, not a build made without the library."""
+    import shutil
+
+    import _cffi_backend
+    import cffi
+    import numpy
+
+    import taichi_aot
+
+    app = tmp_path / "app"  # the package and what it imports, as a freezer lays them out: no taichi wheel beside
+    shutil.copytree(os.path.dirname(taichi_aot.__file__), app / "taichi_aot", ignore=shutil.ignore_patterns("_lib"))
+    if kept != "no _lib":
+        (app / "taichi_aot" / "_lib" / "runtime").mkdir(parents=True)
+    for module in (numpy, cffi):
+        os.symlink(os.path.dirname(module.__file__), app / module.__name__)
+    os.symlink(_cffi_backend.__file__, app / os.path.basename(_cffi_backend.__file__))
+    code = f"import sys; sys.path.insert(0, {str(app)!r}); sys.frozen = True\nimport taichi_aot"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "TAICHI_C_API_INSTALL_DIR"})
+    assert proc.returncode != 0 and "ImportError" in proc.stderr
+    said = proc.stderr[proc.stderr.index("ImportError"):]
+    assert "TAICHI_AOT_BUNDLE=0" not in said
+    assert ("left out taichi_aot/_lib" if kept == "no _lib" else "left out the bundled library's shared") in said
+    assert "--include-package-data=taichi_aot" in said and "include_files" in said
+
+
+#: A PyInstaller spec that analyses the app alone (no build) and writes what it would collect, and its size.
+ANALYSIS = textwrap.dedent('''
+    import json, os
+    a = Analysis(["app.py"])
+    toc = [*a.pure, *a.binaries, *a.datas]
+    json.dump({"modules": sorted(n for n, _, _ in a.pure),
+               "bytes": sum(os.path.getsize(p) for _, p, _ in toc if p and os.path.isfile(p))}, open(OUT, "w"))
+''')
+
+
+def _analysed(fresh_venv, build, name: str, pythonpath: str = "") -> dict:
+    """What PyInstaller would collect for the app in ``build`` (its analysis alone), with ``pythonpath`` on sys.path."""
+    (build / f"{name}.spec").write_text(f"OUT = {str(build / (name + '.json'))!r}\n" + ANALYSIS)
+    env = {k: v for k, v in os.environ.items() if k != "TAICHI_C_API_INSTALL_DIR"}
+    proc = subprocess.run([fresh_venv.python, "-m", "PyInstaller", "--noconfirm", "--log-level", "ERROR",
+                           "--workpath", str(build / f"work-{name}"), f"{name}.spec"], cwd=str(build),
+                          capture_output=True, text=True, timeout=600,
+                          env={**env, "PYTHONPATH": pythonpath, "PYTHONSAFEPATH": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(build / f"{name}.json") as f:
+        return json.load(f)
+
+
+def _lean_beside_taichi_and_jax(fresh_venv, build, tmp_path) -> None:
+    """The same app analysed where Taichi (the build extra) and JAX are installed too: the hook keeps them out, so
+    it collects none of their modules and stays within 1.1x the size of the app without them."""
+    alone = _analysed(fresh_venv, build, "alone")
+    beside = tmp_path / "beside"
+    for name in ("taichi", "jax"):
+        fresh_venv.link(name, into=str(beside))
+    both = _analysed(fresh_venv, build, "beside", str(beside))
+    assert not [m for m in both["modules"] if m.split(".")[0] in ("taichi", "jax", "jaxlib", "torch")]
+    assert both["bytes"] <= 1.1 * alone["bytes"], (alone["bytes"], both["bytes"])
+
+
+def _collected(build: str) -> set[str]:
+    """The modules a PyInstaller build put in its app's archive (its PYZ table in the build folder)."""
+    import ast
+
+    [toc] = glob.glob(os.path.join(build, "build", "app", "PYZ-*.toc"))
+    with open(toc) as f:
+        return {entry[0] for entry in ast.literal_eval(f.read())[-1]}
 
 
 def test_a_module_shipped_as_package_data_loads_from_a_zipped_package(modules, tmp_path, monkeypatch):

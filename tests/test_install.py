@@ -99,3 +99,48 @@ def test_the_wheel_runs_without_taichi(version, wheel, physics, tmp_path):
     proc = venv.run(["-m", "taichi_aot", "build", "physics.py", "--arch", "x64", "-o", str(tmp_path / "m")],
                     cwd=physics)
     assert proc.returncode == 2 and "taichi_aot[build]" in proc.stderr, proc.stderr
+
+
+def _readme_install_lines() -> list[str]:
+    """The commands of the README's install block (its first shell block), comments left out."""
+    import os
+
+    from conftest import ROOT
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text.split("## Install", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
+
+
+def test_the_readme_install_route_runs_in_a_fresh_clone_and_leaves_it_clean(tmp_path):
+    """The README's route from a fresh clone: its wheel command writes our wheel alone into dist/, the tree's
+    ``git status`` stays clean (what the build writes there is git-ignored), and the wheel its next line installs
+    loads its bundled library; the last line pins the build extra's Taichi."""
+    import glob
+    import os
+
+    from conftest import ROOT
+
+    if not os.path.exists(os.path.join(ROOT, ".git")):  # a worktree's .git is a file
+        pytest.skip("not a git checkout (an unpacked sdist)")
+    build, install, extra = _readme_install_lines()
+    assert build == "python -m pip wheel --no-deps -w dist ." and install == "pip install dist/taichi_aot-*.whl"
+    assert extra == "pip install taichi==1.7.4"
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, str(clone)], check=True, capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, *build.split()[1:]], cwd=clone, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    [wheel] = glob.glob(str(clone / "dist" / "*"))
+    assert os.path.basename(wheel).startswith("taichi_aot-") and wheel.endswith("-cp39-abi3-linux_x86_64.whl")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+    site = tmp_path / "site"  # the wheel alone (its numpy and cffi are this Python's)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
+                   check=True, capture_output=True, timeout=300)
+    code = "import taichi_aot; from taichi_aot import capi; print(taichi_aot.__file__, capi.library.source)"
+    ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(site), "PYTHONSAFEPATH": "1"})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == [str(site / "taichi_aot" / "__init__.py"), "bundled"]

@@ -12,7 +12,16 @@ import numpy as np
 import pytest
 
 from conftest import raised_in_thread
-from taichi_aot import Arch, BoundLaunch, ClosedError, LaunchSequence, NotSupportedError, Runtime, WrongThreadError
+from taichi_aot import (
+    Arch,
+    BoundLaunch,
+    ClosedError,
+    InvalidArgumentError,
+    LaunchSequence,
+    NotSupportedError,
+    Runtime,
+    WrongThreadError,
+)
 
 
 def test_bound_launch_matches_dynamic_call(env):
@@ -104,6 +113,11 @@ def test_recorded_sequence_replays_in_order(env):
     seq.replay(0)
     with pytest.raises(TypeError):
         seq.replay(-1)
+    for times in (2**64, 2**100):  # more than the C replay counts: refused, nothing run
+        with pytest.raises(InvalidArgumentError, match="below 2\\*\\*64"):
+            seq.replay(times)
+    rt.wait()
+    assert np.array_equal(x.to_numpy(), np.full(4, 4 * 21.0))
     with pytest.raises(TypeError), rt.record():
         add(x, 1.0)  # checked when recorded
     manual = rt.sequence()

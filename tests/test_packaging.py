@@ -33,6 +33,7 @@ def test_wheel_and_sdist(packaged):
     audited = {os.path.basename(obj["name"]) for obj in spec["wheel"]}
     assert {"_native.abi3.so", "_call.abi3.so", "_steps.abi3.so"} <= audited, audited
     assert (out / "demo.png").stat().st_size > 0  # the demo ran from the installed wheel
+    assert not [n for n in ("venv-wheel", "venv-sdist", "src") if (out / n).exists()]  # the checks' venvs: gone
     assert "passed" in proc.stdout and "failed" not in proc.stdout.split("package:")[0].splitlines()[-2]
     sdists = list(out.glob("*.tar.gz"))
     assert len(sdists) == 1

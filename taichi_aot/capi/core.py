@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import _cpus, _library, _nvtx, errors
@@ -108,13 +108,21 @@ def set_last_error(error: int, message: str | None = None) -> None:
 # Runtimes
 
 _arch_status: dict[Arch, ArchStatus] | None = None
+#: The archs probed on their own in this process (a runtime of a named arch probes that arch alone).
+_some_status: dict[Arch, ArchStatus] = {}
 _arch_lock = threading.Lock()
 
 
-def arch_status(refresh: bool = False) -> dict[Arch, ArchStatus]:
-    """Per-arch probe results (available, device count, reason); probed once per process."""
+def arch_status(refresh: bool = False, archs: Iterable[Arch] | None = None) -> dict[Arch, ArchStatus]:
+    """Per-arch probe results (available, device count, reason); probed once per process. ``archs``: those alone,
+    probed alone where the answer for every arch is not known yet."""
     global _arch_status
     with _arch_lock:
+        if archs is not None and not refresh:
+            wanted = frozenset(archs)
+            if _arch_status is None and wanted - set(_some_status):
+                _some_status.update(cached_probe(_library.info.path, False, wanted - set(_some_status)))
+            return {a: s for a, s in (_arch_status or _some_status).items() if a in wanted}
         if _arch_status is None or refresh:
             _arch_status = cached_probe(_library.info.path, refresh)
         return dict(_arch_status)
@@ -141,7 +149,7 @@ def require_available(arch: Arch, what: str) -> None:
     """NotSupportedError unless a runtime on ``arch`` can be created here (asked before every runtime is made)."""
     if arch in CPU_ARCHS and arch == host_cpu_arch():
         return  # creating an LLVM CPU runtime is safe in process; errors come back as errors
-    status = arch_status().get(arch)
+    status = arch_status(archs=(arch,)).get(arch)
     if status is None or not status.available:
         why = status.reason if status is not None else "unknown arch"
         raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
@@ -176,7 +184,7 @@ def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int
             "the process when two CUDA runtimes are destroyed, so one may exist at a time: close the other first "
             "(a closed runtime lives on while a numpy view of its memory does)"
         )
-    if arch == Arch.VULKAN and vulkan_kept_by_parent() and not arch_status()[Arch.VULKAN].software:
+    if arch == Arch.VULKAN and vulkan_kept_by_parent() and not arch_status(archs=(arch,))[arch].software:
         raise WrongProcessError(
             "create_runtime(VULKAN): this process was forked from one whose GPU's Vulkan driver was loaded "
             "(taichi_aot keeps it loaded from the first Vulkan runtime on), and a GPU driver does not survive "

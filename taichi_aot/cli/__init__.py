@@ -245,7 +245,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .. import Runtime, arch_for_module
-    from .cache import CompileError, demo_module
+    from .cache import CompileError, demo_module, demo_start
     from .png import colormap, write_png
 
     arch_choice = args.arch if args.arch or args.compile else arch_for_module(demo_module(""))
@@ -261,7 +261,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mod = rt.load_module(path)
         a = rt.ndarray((args.size, args.size), np.float32, (2,), host_access="none")
         b = rt.ndarray((args.size, args.size), np.float32, (2,), host_access="none")
-        mod.kernels["seed"](a, max(args.size // 16, 4))
+        a.from_numpy(demo_start(args.size))
         step16 = mod.graphs["steps16"]
         rt.wait()
         t2 = time.perf_counter()

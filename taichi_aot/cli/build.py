@@ -308,8 +308,11 @@ def _parts(archs: str | list[str], prebuilt: dict[str, str] | None) -> tuple[lis
     archs = [archs] if isinstance(archs, str) else list(dict.fromkeys(archs))
     prebuilt = dict(prebuilt or {})
     unknown = [a for a in [*archs, *prebuilt] if a not in ARCHS]
-    if not (archs or prebuilt) or unknown:
-        raise BuildError(f"unknown arch {', '.join(map(repr, unknown)) or '(none given)'} (one of {', '.join(ARCHS)})")
+    if not (archs or prebuilt):
+        raise BuildError(f"no arch given: name the backends to compile for with --arch, e.g. --arch x64 vulkan "
+                         f"(any of {', '.join(ARCHS)}; several make one multi-arch module)")
+    if unknown:
+        raise BuildError(f"unknown arch {', '.join(map(repr, unknown))} (one of {', '.join(ARCHS)})")
     twice = sorted(set(archs) & set(prebuilt))
     if twice:
         raise BuildError(f"{', '.join(twice)}: both built (--arch) and given (--with)")

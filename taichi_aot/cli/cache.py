@@ -8,7 +8,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -75,3 +78,17 @@ def demo_module(arch: str, compile: bool = False, cpu_threads: int | None = None
             raise CompileError(f"Taichi could not compile the demo module for {arch}: {e}") from None
 
     return cached_module(out, make)
+
+
+def demo_start(size: int) -> np.ndarray:
+    """The demo's first state on a ``size`` x ``size`` grid: u 1 and v 0, but in ``max(size // 16, 4)`` squares of 9 x
+    9 cells (u 0.5, v 0.25) placed by a fixed seed, as the module's ``seed`` kernel places them at random. Made here,
+    the picture is the same every run and on every backend: the kernel draws its places inside a parallel loop,
+    whose order among the CPU's threads changes from run to run."""
+    import numpy as np
+
+    uv = np.zeros((size, size, 2), np.float32)
+    uv[..., 0] = 1.0
+    for ci, cj in np.random.default_rng(2026).integers(10, size - 10, size=(max(size // 16, 4), 2)):
+        uv[ci - 4:ci + 5, cj - 4:cj + 5] = (0.5, 0.25)
+    return uv

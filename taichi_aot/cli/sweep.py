@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .cache import demo_start
+
 #: The parameter window of the map: F (feed) and k (kill) ranges where Gray-Scott shows its patterns.
 FEED = (0.010, 0.090)
 KILL = (0.040, 0.070)
@@ -35,12 +37,13 @@ def _fields(worker: Any, size: int) -> tuple[Any, Any]:
 
 
 def simulate(worker: Any, task: tuple[float, float, int, int]) -> tuple[np.ndarray, float]:
-    """One simulation: seed spots, ``steps`` steps (16 per graph launch); returns (v field, seconds on device)."""
+    """One simulation: the demo's first state (``cache.demo_start``), ``steps`` steps (16 per graph launch); returns
+    (v field, seconds on device)."""
     feed, kill, size, steps = task
     a, b = _fields(worker, size)
     mod = worker.module
     started = time.perf_counter()
-    mod.kernels["seed"](a, max(size // 16, 4))
+    a.from_numpy(demo_start(size))
     step16 = mod.graphs["steps16"]
     for _ in range(max(steps // 16, 1)):
         step16(a=a, b=b, feed=feed, kill=kill)

@@ -34,6 +34,16 @@ def is_zip(data: bytes) -> bool:
     return data[:4] == b"PK\x03\x04"
 
 
+def _source_hint(path: str) -> str:
+    """What to do with ``path`` where it is a Python file (the kernels' source, not a module built from it)."""
+    if not path.endswith((".py", ".pyw")):
+        return ""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return (f"{path} is Python source, not a module compiled from it: compile its exported kernels first (needs "
+            f"Taichi: pip install 'taichi_aot[build]'), e.g. python -m taichi_aot build {path} --arch x64 vulkan -o "
+            f"{stem}.tcm, then use {stem}.tcm")
+
+
 class _Source:
     """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit."""
 
@@ -48,17 +58,17 @@ class _Source:
         if os.path.isdir(path):
             self._dir = path
         elif os.path.isfile(path):
-            self._open_zip(path)
+            self._open_zip(path, _source_hint(path))
         elif os.path.exists(path):  # a device, a pipe, a socket: reading one may never end
             raise CorruptedDataError(f"{path!r} is neither a module folder nor a file")
         else:
             raise MissingFileError(f"no module at {path!r}")
 
-    def _open_zip(self, what: str | io.BytesIO) -> None:
+    def _open_zip(self, what: str | io.BytesIO, hint: str = "") -> None:
         try:
             zf = zipfile.ZipFile(what)
         except _ZIP_ERRORS as e:
-            raise CorruptedDataError(f"not a readable .tcm archive: {e}") from None
+            raise CorruptedDataError(hint or f"not a readable .tcm archive: {e}") from None
         try:
             members = _members(zf, "module archive")
         except BaseException:

@@ -169,7 +169,7 @@ def create_runtime(device_index: int | None) -> tuple[Any, int]:
     if device_index is not None and (isinstance(device_index, bool) or not isinstance(device_index, int)
                                      or device_index < 0):
         raise InvalidArgumentError(f"Runtime('vulkan'): device_index must be a non-negative int, got {device_index!r}")
-    devices = capi.arch_status()[Arch.VULKAN].devices  # the probe's list, as archs shows it
+    devices = capi.arch_status(archs=(Arch.VULKAN,))[Arch.VULKAN].devices  # the probe's list, as archs shows it
     best = best_device(devices)
     index = best if device_index is None else device_index
     if devices and index >= len(devices):
@@ -217,35 +217,48 @@ def grid_threads() -> int:
     return int(raw)
 
 
-def widened(data: bytes | None, path: str, threads: int) -> bytes | None:
-    """The module (``data``, the bytes of a ``.tcm``; else the folder or ``.tcm`` at ``path``) as ``.tcm`` bytes whose
-    runtime-sized loops are dispatched with ``threads`` threads; None where it has no such loop or already has that
-    count. Its files were read and checked before (the object layer's load)."""
+def _module_files(data: bytes | None, path: str) -> dict[str, bytes]:
+    """Every file of a module: the ``.tcm`` bytes ``data``, else the ``.tcm`` or folder at ``path``."""
     files: dict[str, bytes] = {}
     if data is not None or os.path.isfile(path):
         with zipfile.ZipFile(io.BytesIO(data) if data is not None else path) as zf:
             for info in zf.infolist():
                 if not info.is_dir():
                     files[info.filename] = zf.read(info)
-    else:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.is_file(follow_symlinks=False):
-                    with open(entry.path, "rb") as f:
-                        files[entry.name] = f.read()
-    names = [n for n in files if n.rsplit("/", 1)[-1] == "metadata.json"]
-    if len(names) != 1:
-        return None
-    meta = json.loads(files[names[0]])
+        return files
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                with open(entry.path, "rb") as f:
+                    files[entry.name] = f.read()
+    return files
+
+
+def _widen(meta: dict, threads: int) -> bool:
+    """Set the threads of every runtime-sized loop task of a module's metadata to ``threads``; whether any was."""
     changed = False
     for kernel in meta.get("kernels", []):
         for task in kernel.get("tasks_attribs", []):
             loop = task.get("range_for_attribs")
             if (task.get("task_type") == 1 and isinstance(loop, dict) and not loop.get("const_end", True)
-                    and task.get("advisory_total_num_threads") == MODULE_GRID and threads != MODULE_GRID):
+                    and task.get("advisory_total_num_threads") == MODULE_GRID):
                 task["advisory_total_num_threads"] = threads
                 changed = True
-    if not changed:
+    return changed
+
+
+def widened(data: bytes | None, path: str, threads: int) -> bytes | None:
+    """The module (``data``, the bytes of a ``.tcm``; else the folder or ``.tcm`` at ``path``) as ``.tcm`` bytes whose
+    runtime-sized loops are dispatched with ``threads`` threads; None where it has no such loop or already has that
+    count. Its files were read and checked before (the object layer's load)."""
+    if threads == MODULE_GRID:
+        return None
+    files = _module_files(data, path)
+    names = [n for n in files if n.rsplit("/", 1)[-1] == "metadata.json"]
+    if len(names) != 1:
+        return None
+    meta = json.loads(files[names[0]])
+    if not _widen(meta, threads):
         return None
     files[names[0]] = json.dumps(meta).encode()
     out = io.BytesIO()

@@ -48,7 +48,7 @@ from ..errors import (
     WorkerTaskError,
 )
 from ..runtime import resolve_arch
-from ._local import LocalHandle
+from ._local import LocalHandle, exit_if_unserved
 from ._modules import Modules, module_sources
 from ._plan import plan_cpus, plan_devices
 from ._progress import Progress
@@ -176,6 +176,8 @@ class Pool:
                  ray_init: bool = True, speculative: bool = False):
         if backend not in ("local", "ray"):
             raise InvalidArgumentError(f"Pool: backend must be 'local' or 'ray', got {backend!r}")
+        if backend == "local":
+            exit_if_unserved()  # a frozen app's worker that runs the app's script makes no pool of its own
         if not isinstance(cuda_visible, bool):
             raise ArgumentTypeError(f"Pool: cuda_visible must be True or False, got {cuda_visible!r}")
         if not isinstance(speculative, bool):

@@ -10,14 +10,43 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import sys
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
-from ..errors import ArgumentTypeError
+from .._child import frozen_executable
+from ..errors import ArgumentTypeError, WorkerStartError
 from ._arena import Arena
 from ._worker import Reply, Started, WorkerConfig, WorkerDiedError, serve, start_error
 
 _context = multiprocessing.get_context("spawn")  # never fork: a forked runtime is unusable (and CUDA forbids it)
+
+#: The exit status of a frozen app's process that multiprocessing started (a worker, its resource tracker) but that
+#: ran the app's own script, the app calling no multiprocessing.freeze_support(): it makes no pool of its own.
+UNSERVED_EXIT = 86
+#: What the pool of such an app says.
+UNSERVED = ("this frozen app's pool workers ran the app itself, not the worker: call multiprocessing.freeze_support() "
+            "first thing in the app (under if __name__ == '__main__':), before it makes a Pool, as every frozen app "
+            "that starts processes with multiprocessing must")
+
+
+def exit_if_unserved() -> None:
+    """In a frozen app's process that multiprocessing started but that runs the app's script, as the app called no
+    ``multiprocessing.freeze_support()``: a worker (``--multiprocessing-fork``) exits at once with UNSERVED_EXIT,
+    quietly (the parent's pool says why), instead of making a pool whose workers would run the app again; the
+    resource tracker (its ``-c`` line) is served as freeze_support() would, so that the parent's tracker stays."""
+    from multiprocessing import spawn
+
+    argv = sys.argv
+    if frozen_executable() is None:
+        return
+    if len(argv) >= 2 and argv[-2] == "-c" and argv[-1].startswith("from multiprocessing.resource_tracker import"):
+        exec(argv[-1])
+        os._exit(0)
+    if spawn.is_forking(argv):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(UNSERVED_EXIT)
 
 
 class LocalHandle:
@@ -49,6 +78,8 @@ class LocalHandle:
                 reply = None
         if not isinstance(reply, Started):
             self.process.join(5)
+            if self.process.exitcode == UNSERVED_EXIT and frozen_executable() is not None:
+                raise WorkerStartError(UNSERVED)
             raise start_error(self.config.slot, reply, self.process.exitcode, _detail(self.config))
         self._arena.attached()  # the worker mapped it (or went without it) before it said hello
         self.info = reply.info

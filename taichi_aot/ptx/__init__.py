@@ -235,9 +235,10 @@ NO_LLVMLITE = ("the module has no PTX, and llvmlite, which makes it at its first
 def cached_folder(folder: str) -> str | None:
     """A folder holding PTX for the CUDA module in ``folder``, which has none of this taichi_aot's PTX step (saved by
     ``ti.aot.Module`` and ``save``, or PTX of an older step): made at the module's first load here with llvmlite and
-    kept in the cache folder, keyed by the module's IR and metadata, LLVM's version and the step's, then found there.
-    The folder holds copies of the IR and metadata the PTX was made from (the launcher reads both again). None
-    without llvmlite (:data:`NO_LLVMLITE`)."""
+    kept in the cache folder, keyed by the module's IR and metadata, LLVM's version and the step's, then found there
+    while it is this user's alone and its files are those sealed under that key (``_cache.sealed_folder``: a planted,
+    damaged or stale folder is made again). The folder holds copies of the IR and metadata the PTX was made from (the
+    launcher reads both again). None without llvmlite (:data:`NO_LLVMLITE`)."""
     import importlib.metadata
     import importlib.util
 
@@ -246,7 +247,7 @@ def cached_folder(folder: str) -> str | None:
             return None
     except ValueError:  # its spec set to None (a program that hides it)
         return None
-    from .._bundle import cache_home
+    from .._cache import cache_home, seal_folder, sealed_folder
     from .compile import VERSION
 
     names = sorted(n for n in os.listdir(folder) if n.endswith(".ll") or n == "metadata.json")
@@ -254,24 +255,42 @@ def cached_folder(folder: str) -> str | None:
     for name in names:
         with open(os.path.join(folder, name), "rb") as f:
             h.update(name.encode() + b"\0" + f.read())
+    key = f"ptx {h.hexdigest()}"
     home = os.path.join(cache_home(), "ptx")
     out = os.path.join(home, h.hexdigest()[:32])
-    if os.path.isfile(os.path.join(out, MANIFEST)):
+    if sealed_folder(out, key):  # this user's, made for this very IR and metadata, unchanged since
         return out
-    os.makedirs(home, exist_ok=True)
+    os.makedirs(home, mode=0o700, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".making_", dir=home)
     try:
         for name in names:
             shutil.copyfile(os.path.join(folder, name), os.path.join(tmp, name))
         add_to_folder(tmp)
-        try:
-            os.rename(tmp, out)  # whole or not at all; another process may have made it meanwhile
-        except OSError:
-            if not os.path.isfile(os.path.join(out, MANIFEST)):
-                raise
+        seal_folder(tmp, key)
+        _put(tmp, out, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _put(tmp: str, out: str, key: str) -> None:
+    """Move the folder ``tmp`` to ``out`` whole; another process's sealed copy made meanwhile stands, and anything
+    else there (damaged, planted, stale) is moved aside and removed first."""
+    from .._cache import sealed_folder
+
+    try:
+        os.rename(tmp, out)
+        return
+    except OSError:
+        if sealed_folder(out, key):
+            return
+    aside = tempfile.mkdtemp(prefix=".stale_", dir=os.path.dirname(out))
+    try:
+        os.rename(out, os.path.join(aside, "old"))
+    except OSError:
+        pass
+    shutil.rmtree(aside, ignore_errors=True)
+    os.rename(tmp, out)
 
 
 def ptx_folder(folder: str) -> tuple[str | None, str]:
