@@ -234,7 +234,7 @@ class Runtime:
             self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
         else:
             if self._arch == Arch.VULKAN:  # any device: placement.vulkan shows libtaichi the one asked for
-                handle, self._device_index = vulkan_runtime(device_index)
+                handle, self._device_index = vulkan_runtime(device_index, cpu_threads)
             else:
                 with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
                     handle = capi.create_runtime(self._arch, self._device_index, cpu_threads=cpu_threads).cdata

@@ -156,10 +156,11 @@ def best_device(devices: Sequence[_probe.VulkanDevice]) -> int:
     return max(range(len(devices)), key=lambda i: (_score(devices[i]), -i)) if devices else 0
 
 
-def create_runtime(device_index: int | None) -> tuple[Any, int]:
+def create_runtime(device_index: int | None, cpu_threads: int | None = None) -> tuple[Any, int]:
     """libtaichi's Vulkan runtime on device ``device_index`` as ``archs`` lists them (the Vulkan loader's order; None:
     the one libtaichi picks by itself), and that index. The device is shown to libtaichi alone while it makes the
-    runtime (``_csrc/vkfence.c``): libtaichi_c_api 1.7.4 refuses a device index and picks one itself.
+    runtime (``_csrc/vkfence.c``): libtaichi_c_api 1.7.4 refuses a device index and picks one itself. ``cpu_threads``
+    is refused there, as for any GPU runtime.
 
     Raises:
         InvalidArgumentError: no such device here.
@@ -177,7 +178,7 @@ def create_runtime(device_index: int | None) -> tuple[Any, int]:
         raise InvalidArgumentError(f"Runtime('vulkan', device_index={index}): this process sees {len(devices)} Vulkan "
                                    f"device{'s' if len(devices) != 1 else ''} ({listed})")
     if not devices or (index == best and not _library.fences):  # libtaichi's own pick, as it makes it
-        return capi.create_runtime(Arch.VULKAN, 0).cdata, index
+        return capi.create_runtime(Arch.VULKAN, 0, cpu_threads=cpu_threads).cdata, index
     if not _library.fences:
         raise NotSupportedError(f"Runtime('vulkan', device_index={index}): libtaichi_c_api 1.7.4 picks its Vulkan "
                                 "device itself, and taichi_aot cannot show it another here "
@@ -186,7 +187,7 @@ def create_runtime(device_index: int | None) -> tuple[Any, int]:
     with _library.busy:
         before = lib.taichi_aot_vulkan_select_device(index)
         try:
-            return capi.create_runtime(Arch.VULKAN, 0).cdata, index
+            return capi.create_runtime(Arch.VULKAN, 0, cpu_threads=cpu_threads).cdata, index
         finally:
             lib.taichi_aot_vulkan_select_device(before)
 
