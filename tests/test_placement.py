@@ -250,3 +250,43 @@ def test_runtime_sized_loops_are_dispatched_wide_on_a_gpu_of_its_own(vulkan, mod
     monkeypatch.setenv(vk.GRID_VARIABLE, "wide")
     with Runtime(Arch.VULKAN) as rt, pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_GRID"):
         rt.load_module(path)
+
+
+def test_bad_input_is_typed_and_leaves_nothing_behind(vulkan, monkeypatch):
+    from taichi_aot.capi import handles
+    from taichi_aot.errors import ArgumentTypeError
+
+    before = handles.live_handle_count()
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "gpu")
+    for _ in range(2):
+        with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_MEMORY"):
+            Runtime(Arch.VULKAN)
+    assert handles.live_handle_count() == before  # refused before a runtime was made
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")
+    monkeypatch.setenv(vk.GRID_VARIABLE, "\u00b2")  # a digit to str.isdigit, no number to int()
+    with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_GRID"):
+        vk.grid_threads()
+    with Runtime(Arch.VULKAN) as rt:
+        assert rt.host_array(np.int64(3), np.float32).shape == (3,)
+        for shape, dtype in (((2, True), np.float32), ("ab", np.float32), ((4,), object), ((-1,), np.int8)):
+            with pytest.raises(ArgumentTypeError):
+                rt.host_array(shape, dtype)
+        with pytest.raises(InvalidArgumentError, match="too large"):
+            rt.host_array((2**40, 2**40), np.float32)
+        seen = rt.ndarray((4,), np.float32, host_access="read")  # read by the host, written through staging
+        view = seen.map().view()
+        seen.from_numpy(np.arange(4, dtype=np.float32))
+        assert view.tolist() == [0, 1, 2, 3]  # the copy is done when from_numpy returns
+
+
+def test_a_wider_dispatch_stays_within_every_devices_workgroup_limit(vulkan, modules):
+    import io
+    import json
+    import zipfile
+
+    data = vk.widened(None, modules.path(Arch.VULKAN), 1 << 26)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        meta = json.loads(zf.read("metadata.json"))
+    for kernel in meta["kernels"]:
+        for task in kernel["tasks_attribs"]:
+            assert task["advisory_total_num_threads"] <= vk.MAX_GROUPS * task["advisory_num_threads_per_group"]

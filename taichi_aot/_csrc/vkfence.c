@@ -186,13 +186,14 @@ static TaichiAotVkResult taichi_aot_vk_enumerate(TaichiAotVkHandle instance, uin
     if (result >= 0 && (uint32_t)wanted < n) {
         if (devices == NULL) {
             *count = 1;
+            result = 0;
         } else if (*count >= 1) {
             devices[0] = all[wanted];
             *count = 1;
+            result = 0; /* the one device shown is the whole list, complete */
         } else {
             result = 5; /* VK_INCOMPLETE */
         }
-        result = result == 5 ? result : 0;
     } else if (result >= 0) {
         *count = 0;
     }

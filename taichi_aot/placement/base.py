@@ -4,14 +4,17 @@ what the object layer asks of a device (see the package's docstring)."""
 from __future__ import annotations
 
 import functools
+import math
+import operator
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
 from .. import _cudart, capi
 from ..enums import Arch
-from ..errors import ArgumentTypeError, ClosedError
+from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -102,8 +105,11 @@ class Device:
         return _read_direct if memory.host_read else self.staging.download
 
     def writer(self, memory: Any) -> Mover:
-        """How a host array's bytes reach ``memory``, chosen once."""
-        return _write_direct if memory.host_write else self.staging.upload
+        """How a host array's bytes reach ``memory``, chosen once (memory the host reads but does not write: staged,
+        and waited for, so that a view of it shows the bytes once the copy returns)."""
+        if memory.host_write:
+            return _write_direct
+        return self.staging.upload_waited if memory.host_read else self.staging.upload
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Copy ``size`` bytes between two memories of the runtime, enqueued."""
@@ -129,13 +135,21 @@ class Device:
         Raises:
             ArgumentTypeError: a bad shape or dtype.
         """
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        items = tuple(shape) if isinstance(shape, Iterable) and not isinstance(shape, (str, bytes)) else (shape,)
+        try:
+            dims = tuple(-1 if isinstance(d, bool) else operator.index(d) for d in items)
+        except TypeError:
+            dims = (-1,)
+        if any(d < 0 for d in dims):
             raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
         try:
             dt = np.dtype(dtype)
         except TypeError as e:
             raise ArgumentTypeError(f"host_array: {dtype!r} is not a dtype ({e})") from None
+        if dt.hasobject:
+            raise ArgumentTypeError(f"host_array: {dt} holds Python objects, which no device copies")
+        if math.prod(dims) * dt.itemsize >= 2**63:
+            raise InvalidArgumentError(f"host_array: shape {dims} of {dt} is too large")
         return self._host_array(dims, dt)
 
     def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

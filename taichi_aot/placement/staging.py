@@ -134,6 +134,11 @@ class Staging:
             self._flight.append(buffer)
             self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
 
+    def upload_waited(self, memory: Any, data: np.ndarray) -> None:
+        """:meth:`upload`, done when this returns."""
+        self.upload(memory, data)
+        self._rt().sync()
+
     def download(self, memory: Any, out: np.ndarray) -> None:
         """Copy ``memory``'s first ``out.nbytes`` bytes into the contiguous array ``out``, done when this returns."""
         target = out.reshape(-1).view(np.uint8)

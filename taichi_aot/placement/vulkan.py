@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import _library, _probe, capi
 from .._native import ffi, lib
 from ..enums import Arch
-from ..errors import InvalidArgumentError, NotSupportedError, TaichiError
+from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError, TaichiError
 from .base import Device
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,15 +113,25 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         return (patched, path) if patched is not None else (data, path)
 
 
+def memory_choice() -> str:
+    """``TAICHI_AOT_VULKAN_MEMORY``'s word (empty where unset).
+
+    Raises:
+        InvalidArgumentError: another word than ``device``, ``host`` or ``auto``.
+    """
+    chosen = os.environ.get(MEMORY_VARIABLE, "").strip().lower()
+    if chosen not in ("", "auto", "device", "host"):
+        raise InvalidArgumentError(f"{MEMORY_VARIABLE}={chosen!r}: expected 'device', 'host' or 'auto'")
+    return chosen
+
+
 def vulkan_device(runtime: Parent) -> Device:
     """The policy of a new Vulkan runtime: the variable's where it is set, else the device's facts'.
 
     Raises:
         InvalidArgumentError: the variable holds another word than ``device``, ``host`` or ``auto``.
     """
-    chosen = os.environ.get(MEMORY_VARIABLE, "").strip().lower()
-    if chosen not in ("", "auto", "device", "host"):
-        raise InvalidArgumentError(f"{MEMORY_VARIABLE}={chosen!r}: expected 'device', 'host' or 'auto'")
+    chosen = memory_choice()
     try:
         found: VulkanFacts | None = facts(runtime.handle)
     except (OSError, AttributeError, TaichiError):  # no loader here, or one without the entry points
@@ -170,6 +180,7 @@ def create_runtime(device_index: int | None, cpu_threads: int | None = None) -> 
     if device_index is not None and (isinstance(device_index, bool) or not isinstance(device_index, int)
                                      or device_index < 0):
         raise InvalidArgumentError(f"Runtime('vulkan'): device_index must be a non-negative int, got {device_index!r}")
+    memory_choice()  # a bad word refused before a runtime is made
     devices = capi.arch_status(archs=(Arch.VULKAN,))[Arch.VULKAN].devices  # the probe's list, as archs shows it
     best = best_device(devices)
     index = best if device_index is None else device_index
@@ -184,12 +195,31 @@ def create_runtime(device_index: int | None, cpu_threads: int | None = None) -> 
                                 "device itself, and taichi_aot cannot show it another here "
                                 f"({_library.fences_why_not}); set TI_VISIBLE_DEVICE={index} before the process's "
                                 "first Vulkan runtime instead")
+    return _made_on(index, devices[index].name, cpu_threads), index
+
+
+def _made_on(index: int, name: str, cpu_threads: int | None) -> Any:
+    """libtaichi's runtime made while the loader's device ``index`` (``name``, as probed) is the only one shown.
+
+    Raises:
+        InvalidStateError: it came up on another device (the devices changed since they were probed).
+    """
     with _library.busy:
         before = lib.taichi_aot_vulkan_select_device(index)
         try:
-            return capi.create_runtime(Arch.VULKAN, 0, cpu_threads=cpu_threads).cdata, index
+            handle = capi.create_runtime(Arch.VULKAN, 0, cpu_threads=cpu_threads).cdata
         finally:
             lib.taichi_aot_vulkan_select_device(before)
+    try:
+        made = facts(handle).name
+    except (OSError, AttributeError, TaichiError):  # no loader to read it with: as shown
+        return handle
+    if made != name:  # the devices changed since they were probed (DRI_PRIME, a driver's variables)
+        capi.destroy_runtime(handle)
+        raise InvalidStateError(f"Runtime('vulkan', device_index={index}): the runtime came up on {made!r}, not on "
+                                f"{name!r} as probed: the Vulkan devices changed since; ask again with "
+                                "taichi_aot.capi.arch_status(refresh=True)")
+    return handle
 
 
 #: The variable that sets the threads a kernel's loop over a range known only at launch (an ndarray's shape) is
@@ -200,6 +230,8 @@ GRID_VARIABLE = "TAICHI_AOT_VULKAN_GRID"
 MODULE_GRID = 131072
 #: The default on a GPU with memory of its own.
 GRID = 4 * MODULE_GRID
+#: The workgroups of one dispatch every Vulkan device takes (maxComputeWorkGroupCount's least).
+MAX_GROUPS = 65535
 
 
 def grid_threads() -> int:
@@ -213,7 +245,7 @@ def grid_threads() -> int:
         return GRID
     if raw == "module":
         return MODULE_GRID
-    if not raw.isdigit() or not 1 <= int(raw) <= 1 << 26:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1 << 26:
         raise InvalidArgumentError(f"{GRID_VARIABLE}={raw!r}: expected 'module' or a thread count from 1 to 2**26")
     return int(raw)
 
@@ -229,7 +261,7 @@ def _module_files(data: bytes | None, path: str) -> dict[str, bytes]:
         return files
     with os.scandir(path) as entries:
         for entry in entries:
-            if entry.is_file(follow_symlinks=False):
+            if entry.is_file():  # a link as the module's checks take it: its target's bytes
                 with open(entry.path, "rb") as f:
                     files[entry.name] = f.read()
     return files
@@ -241,9 +273,11 @@ def _widen(meta: dict, threads: int) -> bool:
     for kernel in meta.get("kernels", []):
         for task in kernel.get("tasks_attribs", []):
             loop = task.get("range_for_attribs")
+            group = task.get("advisory_num_threads_per_group")
             if (task.get("task_type") == 1 and isinstance(loop, dict) and not loop.get("const_end", True)
-                    and task.get("advisory_total_num_threads") == MODULE_GRID):
-                task["advisory_total_num_threads"] = threads
+                    and task.get("advisory_total_num_threads") == MODULE_GRID and isinstance(group, int) and group > 0):
+                # within the 65,535 workgroups every Vulkan device dispatches at least
+                task["advisory_total_num_threads"] = min(threads, MAX_GROUPS * group)
                 changed = True
     return changed
 
