@@ -49,6 +49,8 @@ def build(work: str) -> str:
         f.write(APP)
     cmd = [sys.executable, "-m", "nuitka", "--onefile", "--assume-yes-for-downloads",
            "--include-package-data=taichi_aot", f"--include-data-dir={lib}=taichi_aot/_lib/lib",
+           # what the package imports only where a program asks for it: left to the app's own imports
+           "--nofollow-import-to=torch,jax,jaxlib,cupy,taichi,ray,llvmlite,matplotlib,taichi_aot_bench",
            "--output-filename=app.bin", "app.py"]
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     if proc.returncode != 0:
