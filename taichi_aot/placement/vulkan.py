@@ -15,6 +15,7 @@ it on lavapipe), ``host`` (host-visible by default), ``auto`` or unset (decided 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -58,10 +59,16 @@ class VulkanFacts(NamedTuple):
         return self.type in ("integrated GPU", "CPU") or all(local for _, local in self.heaps)
 
 
+@functools.lru_cache(maxsize=1)
+def _loader() -> tuple[Any, Any]:
+    """The Vulkan loader's entry points, opened once for the process (the driver stays loaded anyway)."""
+    return _probe.vulkan_loader()
+
+
 def facts(runtime_handle: Any) -> VulkanFacts:
     """The facts of a Vulkan runtime's physical device, read through the Vulkan loader."""
     info = capi.export_vulkan_runtime(runtime_handle)
-    c, vk = _probe.vulkan_loader()
+    c, vk = _loader()
     device = c.cast("void *", int(ffi.cast("uintptr_t", info.physical_device)))
     props = c.new("char[]", 4096)  # VkPhysicalDeviceProperties is under 1 KiB
     vk.vkGetPhysicalDeviceProperties(device, props)
