@@ -47,8 +47,10 @@ def build(work: str) -> str:
     lib = os.path.join(os.path.dirname(taichi_aot.__file__), "_lib", "lib")
     with open(os.path.join(work, "app.py"), "w", encoding="utf-8") as f:
         f.write(APP)
+    # Nuitka leaves shared libraries out of package data and data folders: each file of the bundled library named
+    files = [f"--include-data-files={os.path.join(lib, n)}=taichi_aot/_lib/lib/{n}" for n in sorted(os.listdir(lib))]
     cmd = [sys.executable, "-m", "nuitka", "--onefile", "--assume-yes-for-downloads",
-           "--include-package-data=taichi_aot", f"--include-data-dir={lib}=taichi_aot/_lib/lib",
+           "--include-package-data=taichi_aot", *files,
            # what the package imports only where a program asks for it: left to the app's own imports
            "--nofollow-import-to=torch,jax,jaxlib,cupy,taichi,ray,llvmlite,matplotlib,taichi_aot_bench",
            "--output-filename=app.bin", "app.py"]
