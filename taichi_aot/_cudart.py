@@ -134,22 +134,32 @@ def stream_handle(stream: Any) -> int | None:
     return stream
 
 
-def check_stream(stream: int | None, device: int) -> None:
-    """Raise InvalidArgumentError where ``stream`` was made in another GPU's context than ``device``'s (the legacy and
-    per-thread default streams, 0, 1 and 2, are every context's; so is one the driver cannot place)."""
-    if stream in (None, 0, 1, 2):
-        return
+def _stream_device(given: Any, stream: int | None) -> int | None:
+    """The GPU of stream ``given`` (the object) whose handle is ``stream``: what a torch or CuPy stream says
+    (``device_index``, ``device_id``: a default stream's handle, 0, names no GPU), else its context's; None: any."""
+    said = getattr(given, "device_index", getattr(given, "device_id", None))
+    if isinstance(said, int) and not isinstance(said, bool):
+        return said
+    if stream in (None, 0, 1, 2):  # the legacy and per-thread default streams are every context's
+        return None
     cu, ctx, found = _cuda.driver(), ctypes.c_void_p(), ctypes.c_int(-1)
     if cu.cuStreamGetCtx(ctypes.c_void_p(stream), ctypes.byref(ctx)) != 0 or not ctx.value:
-        return
+        return None  # one the driver cannot place
     if cu.cuCtxPushCurrent_v2(ctx) != 0:
-        return
+        return None
     try:
         known = cu.cuCtxGetDevice(ctypes.byref(found)) == 0  # a CUdevice: the driver numbers them as the ordinals
     finally:
         cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
-    if known and found.value != device:
-        raise InvalidArgumentError(f"set_cuda_stream: the stream is GPU {found.value}'s, and this runtime drives GPU "
+    return int(found.value) if known else None
+
+
+def check_stream(given: Any, stream: int | None, device: int) -> None:
+    """Raise InvalidArgumentError where stream ``given`` (handle ``stream``) is another GPU's than ``device``: a torch
+    or CuPy stream of another GPU (its default stream too), or one made in another GPU's context."""
+    found = _stream_device(given, stream)
+    if found is not None and found != device:
+        raise InvalidArgumentError(f"set_cuda_stream: the stream is GPU {found}'s, and this runtime drives GPU "
                                    f"{device}: give a stream of its GPU (torch.cuda.current_stream({device}), a stream "
                                    f"made under cupy.cuda.Device({device}))")
 

@@ -86,6 +86,26 @@ def _varying(value: Any) -> frozenset[str]:
     return frozenset(getattr(aval, "vma", ()) if axes is None else getattr(axes, "varying", ()))
 
 
+def _varying_alike(arrays: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Inside ``shard_map``: the call's array operands made varying over every manual mesh axis any of them varies
+    over (an FFI call takes operands of one type; a broadcast operand's cotangent is then summed over the axes, as
+    ``pcast``'s transpose does), and the keywords that type its results so (varying like its operands: a result typed
+    invariant would be made varying again by what uses it, whose transpose sums each GPU's cotangent over the mesh,
+    a gradient counted once a GPU). Outside ``shard_map``: the arrays as they are, no keywords."""
+    axes = frozenset().union(*(_varying(a) for a in arrays))
+    if not axes:
+        return tuple(arrays), {}
+    pcast = getattr(jax.lax, "pcast", None)
+    arrays = tuple(a if not (missing := tuple(sorted(axes - _varying(a)))) else
+              pcast(a, missing, to="varying") if pcast is not None else jax.lax.pvary(a, missing) for a in arrays)
+    aval = jax.typeof(arrays[0])
+    # the type names the mesh the axes are of: a result of the operands' mesh, replicated over its other axes
+    typed: dict[str, Any] = {"sharding": jax.sharding.NamedSharding(aval.sharding.mesh, jax.sharding.PartitionSpec())}
+    kind = getattr(aval, "manual_axis_type", None)
+    typed.update({"vma": axes} if kind is None else {"manual_axis_type": kind})
+    return arrays, typed
+
+
 def _vary_like(cotangent: Any, primal: Any) -> Any:
     """A backward's ``cotangent`` typed as varying over every manual mesh axis its ``primal`` input varies over:
     ``shard_map`` requires a VJP's cotangents of its inputs' types, and the reverse op's outputs (an FFI call's) vary
@@ -224,8 +244,9 @@ class Op:
 
         def run(*arrays: Any) -> Any:  # the call, its outputs shaped by the arrays given (a batch's are merged)
             got = {i: tuple(a.shape) for i, a in zip(positions, arrays)}
-            results = [jax.ShapeDtypeStruct(s, d) for s, d in spec.output_shapes(got)]
-            results += [jax.ShapeDtypeStruct(shape or (), dtype) for dtype, shape in spec.returned]
+            arrays, typed = _varying_alike(arrays)
+            results = [jax.ShapeDtypeStruct(s, d, **typed) for s, d in spec.output_shapes(got)]
+            results += [jax.ShapeDtypeStruct(shape or (), dtype, **typed) for dtype, shape in spec.returned]
             call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
                                     input_output_aliases=plan.aliases)
             return call(*arrays, plan=plan.address, **extra)

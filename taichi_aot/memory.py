@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable
 
 import numpy as np
@@ -44,10 +45,17 @@ def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
     capi.free_memory(runtime, memory)  # the registry forgets it; ``host`` is the caller's, kept alive until now
 
 
-def _unkeep(runtime: Any, memory: Any, owned: Owned) -> None:
+def _library(device: Any) -> AbstractContextManager[None]:
+    """What the runtime's ``device`` runs libtaichi's memory calls inside (device 0's context on its CUDA)."""
+    calls = device.library_calls
+    return nullcontext() if calls is None else calls()
+
+
+def _unkeep(runtime: Any, memory: Any, owned: Owned, device: Any) -> None:
     """End a mapping of :meth:`Memory.keep_mapped`."""
     try:
-        capi.unmap_memory(runtime, memory)
+        with _library(device):
+            capi.unmap_memory(runtime, memory)
     except Exception:  # the runtime was destroyed first: nothing is mapped any more
         pass
     owned.unpin()
@@ -61,14 +69,19 @@ def _keep_pooled(host: object) -> None:
 class _Mapping:
     """One ti_map_memory of a Memory, shared by every view until the last is gone."""
 
-    __slots__ = ("_handle", "_lock", "_memory_ref", "_owned", "_refs", "_runtime", "ptr")
+    __slots__ = ("_device", "_handle", "_lock", "_memory_ref", "_owned", "_refs", "_runtime", "ptr")
 
     def __init__(self, memory: Memory):
         self._owned = memory._owned
-        own = memory._runtime.device.pointer_handles  # the own CUDA runtime's managed memory: mapped as it is
+        self._device = device = memory._runtime.device
+        own = device.pointer_handles  # the own CUDA runtime's managed memory: mapped as it is
         self._runtime = None if own else memory._runtime.handle
         self._handle = memory._handle
-        address = memory._cuda_address if own else capi.map_memory(self._runtime, self._handle)
+        if own:
+            address = memory._cuda_address
+        else:
+            with _library(device):
+                address = capi.map_memory(self._runtime, self._handle)
         self.ptr: Any = ffi.cast("uint8_t *", address)
         self._owned.pin()
         self._refs = 0
@@ -89,7 +102,8 @@ class _Mapping:
                 memory._mapping = None
             try:
                 if self._runtime is not None:
-                    capi.unmap_memory(self._runtime, self._handle)
+                    with _library(self._device):
+                        capi.unmap_memory(self._runtime, self._handle)
             except Exception:
                 pass
             self._owned.unpin()
@@ -267,9 +281,11 @@ class Memory(Child):
         if self._runtime.device.pointer_handles:  # managed memory: the host addresses it as it is
             self._owned.pin()
             return self.cuda_pointer(), self._owned.unpin
-        address = capi.map_memory(self._runtime.handle, self._handle)
+        device = self._runtime.device
+        with _library(device):
+            address = capi.map_memory(self._runtime.handle, self._handle)
         self._owned.pin()
-        return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned)
+        return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned, device)
 
     def host_span(self) -> tuple[int, int] | None:
         """The host's addresses of this memory, first and one past the last (CPU backends, or while mapped)."""
@@ -302,6 +318,11 @@ class Memory(Child):
         """
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
+            if self._runtime.device.mapping_is_copy:
+                raise InvalidStateError(
+                    "a view of this memory from map() is alive, and on this runtime a mapping is a copy made when it "
+                    "was mapped (libtaichi's CUDA): drop the views before copying (their writes reach the memory when "
+                    "the last goes, over what kernels wrote since)")
             ptr = mapping.ptr
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
@@ -315,7 +336,12 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
+        calls = self._runtime.device.library_calls
+        if calls is None:
+            capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
+            return
+        with calls():
+            capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
 
     def require_host_access(self, what: str) -> None:
         """Raise InvalidStateError (naming ``what``) unless the memory was allocated for host access."""

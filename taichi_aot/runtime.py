@@ -390,7 +390,8 @@ class Runtime:
             self.cuda_device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
         if self._handle:  # libtaichi's (the own CUDA runtime has one only where a module needed it)
-            capi.wait(self._handle)
+            with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's streams, whatever is current
+                capi.wait(self._handle)
         if self._cuda_stream:
             _cuda.stream_synchronize(self._cuda_stream)
 
@@ -441,8 +442,8 @@ class Runtime:
         self.ensure_open()
         if self._arch != Arch.CUDA:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
-        stream = _cudart.stream_handle(stream)
-        _cudart.check_stream(stream, self._device_index)
+        given, stream = stream, _cudart.stream_handle(stream)
+        _cudart.check_stream(given, stream, self._device_index)
         capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
         if not (capturing or _cuda.capturing(self._cuda_stream)):

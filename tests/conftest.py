@@ -43,6 +43,26 @@ def _declined() -> dict[str, str]:
 LAUNCHER_CHOICES = ("auto", "taichi")
 
 
+@pytest.fixture(autouse=True)
+def _cuda_context_kept():
+    """The CUDA context current on the test's thread before it, current again after it: what runs on every GPU of a
+    host leaves another GPU's current (XLA leaves the last it ran on), which later tests' torch and CuPy arrays made
+    on "the" GPU would follow. Nothing where this process has not loaded libcuda."""
+    import ctypes
+
+    try:
+        cu = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError:
+        yield
+        return
+    before = ctypes.c_void_p()
+    if cu.cuCtxGetCurrent(ctypes.byref(before)) != 0:
+        yield
+        return
+    yield
+    cu.cuCtxSetCurrent(before)
+
+
 @pytest.fixture(params=LAUNCHER_CHOICES)
 def launcher(request) -> str:
     """A behaviour test taking ``launcher`` runs once per launcher choice (as warp's ``add_function_test(devices=)``
@@ -111,11 +131,22 @@ def interruptible():
         signal.signal(signal.SIGINT, handler)
 
 
+def taichi_cuda_abort(proc: subprocess.CompletedProcess) -> bool:
+    """Whether a Taichi compiler child died of Taichi 1.7.4's CUDA abort (see ``taichi_aot.cli.build``)."""
+    from taichi_aot.cli.build import taichi_cuda_abort as died
+
+    return died(proc)
+
+
 def taichi_env() -> dict[str, str]:
     """This process's environment for a child that runs Taichi's compiler, less what torch sets for its own CUDA
-    use when it starts CUDA here (CUDA_MODULE_LOADING=LAZY): under it Taichi 1.7.4's CUDA compiler process aborts as
-    it exits (cuMemFreeAsync: CUDA_ERROR_INVALID_CONTEXT)."""
-    return {k: v for k, v in os.environ.items() if k != "CUDA_MODULE_LOADING"}
+    use when it starts CUDA here (CUDA_MODULE_LOADING=LAZY), with one GPU visible (as ``build`` runs it): under the
+    first, and on a host of several GPUs, Taichi 1.7.4's CUDA compiler process aborts (cuMemFreeAsync:
+    CUDA_ERROR_INVALID_CONTEXT)."""
+    from taichi_aot.cli.build import compiler_env
+
+    env = compiler_env("cuda") or {}
+    return {k: v for k, v in env.items() if k != "CUDA_MODULE_LOADING"}
 
 
 def require_arch(arch: Arch) -> None:

@@ -304,5 +304,10 @@ def test_a_jax_ops_gradient_under_shard_map(built):
                                                      out_specs=PartitionSpec("d"))(x) * seed))
         for grad in (inner, jax.jit(inner)):
             np.testing.assert_allclose(grad(jnp.asarray(X), seed), expect["sq_xgrad"], rtol=1e-6)
+        # the op's results vary over the mesh as its operands do: typed invariant, what uses them would make them
+        # varying again, whose transpose sums every device's cotangent over the mesh (a mesh of two: twice the
+        # gradient); on a mesh of one that sum is there all the same, a psum over one device
+        assert "psum" not in str(jax.make_jaxpr(inner)(jnp.asarray(X), seed))
         for grad in (outer, jax.jit(outer)):
             np.testing.assert_allclose(grad(jnp.asarray(X)), expect["sq_xgrad"], rtol=1e-6)
+

@@ -248,12 +248,13 @@ print("two GPUs ok")
 ANOTHER_CONTEXT = """
 import ctypes, sys
 import numpy as np
-from taichi_aot import Runtime
+from taichi_aot import InvalidStateError, Runtime
 module = sys.argv[1]
 cu = ctypes.CDLL("libcuda.so.1")
 cu.cuInit(0)
-device = ctypes.c_int()
-assert cu.cuDeviceGet(ctypes.byref(device), 0) == 0
+device, count = ctypes.c_int(), ctypes.c_int()
+assert cu.cuDeviceGetCount(ctypes.byref(count)) == 0
+assert cu.cuDeviceGet(ctypes.byref(device), count.value - 1) == 0  # the last GPU's (two GPUs: another GPU's)
 Runtime("cuda", cuda_runtime="taichi").close()  # libtaichi's CUDA context made: later runtimes take it as it is
 mine = ctypes.c_void_p()
 assert cu.cuCtxCreate_v2(ctypes.byref(mine), 0, device) == 0  # another library's: current on this thread now
@@ -279,6 +280,24 @@ for how in ("taichi", "own"):  # libtaichi's runtime alone, and made beside the 
         z = rt.ndarray((4096,), np.float32)
         z.copy_from(x)  # a device-to-device copy (the driver's, in the memory's context)
         np.testing.assert_allclose(z.to_numpy(), np.arange(4096) * 2.5)
+        assert current() == mine.value, how
+        # memory the host maps: libtaichi maps, copies and unmaps it (managed memory), in device 0's context too
+        h = rt.ndarray((4096,), np.float32, host_access="readwrite")
+        h.from_numpy(np.arange(4096, dtype=np.float32))
+        with h.map() as view:
+            np.testing.assert_array_equal(view, np.arange(4096))
+            if how == "taichi":  # libtaichi's mapping is a copy: copies refused while a view of it lives
+                try:
+                    h.to_numpy()
+                except InvalidStateError as e:
+                    assert "a mapping is a copy" in str(e), e
+                else:
+                    raise AssertionError("to_numpy through libtaichi's CUDA mapping, a copy")
+        del view
+        mod.kernels["add"](h, y, 1.0)
+        assert cu.cuCtxSetCurrent(mine) == 0
+        np.testing.assert_allclose(h.to_numpy(), np.arange(4096) * 2.0, err_msg=how)
+        h.close()
         assert current() == mine.value, how
 print("another context ok")
 """

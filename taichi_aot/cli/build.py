@@ -49,6 +49,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,13 +85,32 @@ class BuildError(Exception):
 # The command: one child per arch, then the output
 
 
+def compiler_env(arch: str) -> dict[str, str] | None:
+    """The environment of a child running Taichi's compiler for ``arch``: for CUDA, one GPU visible (the first the
+    process sees): Taichi 1.7.4 compiles on one, and on a host of several its CUDA runtime aborts the process
+    (CUDA_ERROR_INVALID_CONTEXT freeing memory) as it builds graphs; None: this process's."""
+    if arch != "cuda":
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = "0" if visible is None else visible.split(",")[0].strip()
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": first}
+
+
+def taichi_cuda_abort(proc: subprocess.CompletedProcess) -> bool:
+    """Whether a child running Taichi 1.7.4's CUDA compiler died of its known abort: freeing memory in its CUDA
+    runtime fails (CUDA_ERROR_INVALID_CONTEXT in cuMemFreeAsync), at times, before the module is written."""
+    return proc.returncode == -signal.SIGABRT and "CUDA_ERROR_INVALID_CONTEXT" in (proc.stderr or "")
+
+
 def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads: int | None = None) -> dict:
     """Build one arch in a child process (build_part.py); write the argument names beside its files."""
     from .build_part import SUMMARY
 
     cmd = [sys.executable, os.path.join(HERE, "build_part.py"), arch, "gfx" if arch in GFX_ARCHS else "llvm",
            os.path.abspath(source), folder, str(cpu_threads) if arch in CPU_PARTS and cpu_threads else "-", *caps]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env(arch))
+    if taichi_cuda_abort(proc):  # at times, on a multi-GPU host most: it writes nothing then; once more
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env(arch))
     summary = None
     for line in proc.stdout.splitlines():
         if line.startswith(SUMMARY):

@@ -8,12 +8,12 @@ import math
 import operator
 import weakref
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
-from .. import _cudart, capi
-from ..enums import Arch
+from .. import capi
 from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +35,11 @@ class Block(NamedTuple):
     host_address: int | None = None
     cuda_address: int | None = None
     context: int | None = None
+
+
+def _inside(calls: Callable[[], AbstractContextManager[None]], call: Callable[[], object]) -> None:
+    with calls():
+        call()
 
 
 def _read_direct(memory: Any, out: np.ndarray) -> None:
@@ -62,6 +67,12 @@ class Device:
     pointer_handles = False
     #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
     imports_host_memory = False
+    #: a mapping is a copy of the memory made when it is mapped, written back when it ends (libtaichi's CUDA), not
+    #: the memory itself: what kernels write meanwhile is not seen through it
+    mapping_is_copy = False
+    #: what libtaichi's memory calls (map, unmap, copies, frees) run inside, or None: nothing (libtaichi's CUDA
+    #: runtime: device 0's primary context, whatever another library left current on the thread)
+    library_calls: Callable[[], AbstractContextManager[None]] | None = None
 
     def __init__(self, runtime: Parent):
         self.arch = runtime.arch
@@ -89,10 +100,12 @@ class Device:
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         """``size`` bytes with ``flags`` (host_read, host_write, export_sharing, usage)."""
         rt = self._runtime.handle
-        with _cudart.library_calls(self.arch == Arch.CUDA):  # device 0's context, whatever is current
+        calls = self.library_calls
+        with nullcontext() if calls is None else calls():
             handle = capi.allocate_memory(rt, size=size, host_read=flags[0], host_write=flags[1],
                                           export_sharing=flags[2], usage=flags[3]).cdata
-        return Block(handle, functools.partial(capi.free_memory, rt, handle))
+        free = functools.partial(capi.free_memory, rt, handle)
+        return Block(handle, free if calls is None else functools.partial(_inside, calls, free))
 
     def host_visible(self, memory: Any) -> bool:
         """Whether the host addresses ``memory`` as it is (a view without a copy)."""

@@ -8,7 +8,8 @@ copies. libtaichi_c_api 1.7.4 has no host copies nor device copies for CUDA memo
 from __future__ import annotations
 
 import functools
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,6 +33,8 @@ class LibraryCudaDevice(Device):
     policy = "cuda"
     kernel_copies_on_device = True
     dlpack_type = 2
+    library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
+    mapping_is_copy = True
 
     def default_access(self) -> tuple[bool, bool]:
         return False, False
@@ -60,6 +63,8 @@ class OwnCudaDevice(LibraryCudaDevice):
 
     zeroed = True
     pointer_handles = True
+    library_calls = None  # its memory is the driver's: libtaichi neither maps, copies nor frees it
+    mapping_is_copy = False  # managed memory, addressed as it is
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         device = self._runtime.cuda_device
