@@ -19,9 +19,9 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
-from . import _cudart, _probe, capi, metadata
+from . import _cudart, _firstload, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
@@ -35,18 +35,13 @@ from .errors import (
 )
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
-from .metadata.source import extract_archive, is_zip
+from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
-    from importlib.abc import Traversable
 
     from .metadata import ModuleInfo
 
 __all__ = ["AotModule", "ModuleSource"]
-
-#: What a module is loaded from: a path (folder, ``.tcm``, multi-arch file), ``.tcm`` bytes, or a package's resource
-#: (``importlib.resources.files(...) / "physics.tcm"``).
-ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, "Traversable"]
 
 _E = TypeVar("_E", Kernel, ComputeGraph)
 
@@ -78,7 +73,7 @@ def _digest(data: bytes | None, path: str | None) -> str:
     if data is not None:
         h.update(data)
     elif path is not None and os.path.isdir(path):
-        _probe.hash_module_files(h, path)
+        _firstload.hash_module_files(h, path)
     elif path is not None:
         with open(path, "rb") as f:
             h.update(f.read())

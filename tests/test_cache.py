@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from conftest import require_arch, require_extra
-from taichi_aot import Arch, _cache, _library, _probe
+from taichi_aot import Arch, _cache, _firstload, _library, _probe
 
 #: A uid no test runs as (nobody's); changing an owner needs root.
 OTHER_UID = 65534
@@ -124,17 +124,17 @@ def test_a_planted_module_verdict_is_not_used(modules, tmp_path, monkeypatch):
         plants.append(lambda path, key: (_cache.write_entry(path, key, ""), os.chown(path, OTHER_UID, 0)))
     for i, plant in enumerate(plants):
         bad = _damaged(modules, tmp_path, f"bad{i}")
-        digest = _probe._module_digest(bad, Arch.X64, identity)
+        digest = _firstload._module_digest(bad, Arch.X64, identity)
         path = os.path.join(_cache.cache_home(), "modules", f"{digest[:32]}.txt")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         plant(path, f"module {digest}")
-        assert "crashed loading it" in _probe.module_crash(bad, Arch.X64, ["add"], [], library)
+        assert "crashed loading it" in _firstload.module_crash(bad, Arch.X64, ["add"], [], library)
         assert "crashed loading it" in (_cache.read_entry(path, f"module {digest}") or "")
     bad = _damaged(modules, tmp_path, "kept")
-    digest = _probe._module_digest(bad, Arch.X64, identity)
+    digest = _firstload._module_digest(bad, Arch.X64, identity)
     path = os.path.join(_cache.cache_home(), "modules", f"{digest[:32]}.txt")
     assert _cache.write_entry(path, f"module {digest}", "as kept")
-    assert _probe.module_crash(bad, Arch.X64, ["add"], [], library) == "as kept"
+    assert _firstload.module_crash(bad, Arch.X64, ["add"], [], library) == "as kept"
 
 
 def test_a_planted_ptx_folder_is_not_used(cuda_modules, tmp_path, monkeypatch):

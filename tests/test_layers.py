@@ -27,10 +27,11 @@ LAYERS: list[set[str]] = [
     {"errors"},  # the exception tree and the error funnel
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
-    {"_probe", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, CUDA driver
-    # copies, DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
+    {"_probe", "_firstload", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, a
+    # module's first load in a child, CUDA driver copies, DLPack capsules, module metadata, the CPU cores and a CPU
+    # runtime's threads, PTX for CUDA modules
     {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
-    {"_lifetime"},  # what every runtime-owned object shares
+    {"_lifetime", "_archs"},  # what every runtime-owned object shares; which arch a runtime is made on
     {"placement"},  # where a runtime's memory lives and how bytes move (host, CUDA, Vulkan's policy, staging)
     {"memory", "image"},
     {"ndarray"},

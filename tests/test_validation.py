@@ -111,7 +111,7 @@ def test_a_module_that_crashes_the_library_is_met_in_a_child(modules, tmp_path):
     import shutil
     import time
 
-    from taichi_aot import _library, _probe
+    from taichi_aot import _firstload, _library
 
     require_arch(Arch.X64)
     for damage in ("garbage", "truncated"):
@@ -120,9 +120,9 @@ def test_a_module_that_crashes_the_library_is_met_in_a_child(modules, tmp_path):
         tcb = bad / "metadata.tcb"
         data = tcb.read_bytes()
         tcb.write_bytes(os.urandom(len(data)) if damage == "garbage" else data[: len(data) // 2])
-        assert "crashed loading it" in _probe.module_crash(str(bad), Arch.X64, ["add"], [], _library.info.path)
+        assert "crashed loading it" in _firstload.module_crash(str(bad), Arch.X64, ["add"], [], _library.info.path)
         t0 = time.perf_counter()
-        assert "crashed loading it" in _probe.module_crash(str(bad), Arch.X64, ["add"], [], _library.info.path)
+        assert "crashed loading it" in _firstload.module_crash(str(bad), Arch.X64, ["add"], [], _library.info.path)
         assert time.perf_counter() - t0 < 2.0  # the verdict is remembered: no second child
         with Runtime(Arch.X64) as rt:
             with pytest.raises(ta.CorruptedDataError, match=r"metadata\.tcb"):

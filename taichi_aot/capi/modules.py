@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _library, metadata
+from .._firstload import module_crash
 from .._library import Cerr, Quiet, check_quiet
 from .._native import lib
-from .._probe import host_cpu_arch, module_crash
+from .._probe import host_cpu_arch
 from ..enums import LLVM_ARCHS, Arch
 from ..errors import (
     ArgumentTypeError,

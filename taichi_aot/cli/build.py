@@ -39,7 +39,7 @@ the access stays unknown (callers assume every ndarray read and written) and the
 
 Each LLVM part built here is sealed last: its ``taichi_aot.json`` records the digest of its files
 (``files_sha256``), so that its first load needs no child process while its files are as written
-(``_probe.sealed``).
+(``_firstload.sealed``).
 """
 
 from __future__ import annotations
@@ -207,8 +207,8 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
 
 
 def seal(folder: str) -> None:
-    """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_probe.module_seal``)."""
-    from .._probe import module_seal
+    """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_firstload.module_seal``)."""
+    from .._firstload import module_seal
 
     path = os.path.join(folder, SIDECAR)
     with open(path, encoding="utf-8") as f:
@@ -375,7 +375,7 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
 
 def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
     """The parts in ``tmp`` finished: the CPU part's threads read, PTX added to the CUDA part, the LLVM parts made
-    here sealed last (their first load needs no child: ``_probe.sealed``); ``cpu_threads`` and ``ptx`` for the
+    here sealed last (their first load needs no child: ``_firstload.sealed``); ``cpu_threads`` and ``ptx`` for the
     summary."""
     cpu = next((a for a in every if a in CPU_PARTS), None)
     threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None

@@ -12,9 +12,17 @@ import os
 import shutil
 import stat
 import zipfile
+from typing import TYPE_CHECKING, Union
 from zlib import error as zlib_error
 
 from ..errors import CorruptedDataError, MissingFileError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.abc import Traversable
+
+#: What a module is loaded from: a path (folder, ``.tcm``, multi-arch file), ``.tcm`` bytes, or a package's resource
+#: (``importlib.resources.files(...) / "physics.tcm"``).
+ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, "Traversable"]
 
 #: The largest file read as metadata.
 MAX_METADATA_BYTES = 256 << 20
