@@ -27,19 +27,28 @@ def _files(pattern: str) -> list[str]:
     return sorted(f for p in PACKAGES for f in glob.glob(os.path.join(ROOT, p, pattern), recursive=True))
 
 
-def test_no_python_function_is_over_the_limit():
+#: Functions over the limit, by ``file:name``, each with why it reads best whole (none today): the rule asks for a
+#: reason, not a trim (a function bent under the line by helpers that split one decision reads worse).
+COMPLEX: dict[str, str] = {}
+
+
+def test_no_python_function_is_over_the_limit_without_a_reason():
     require_extra("radon", "check")
     from radon.complexity import cc_visit
 
-    over = []
+    over, seen = [], set()
     for path in _files("**/*.py"):
         with open(path, encoding="utf-8") as f:
             blocks = cc_visit(f.read())
         for block in blocks:
             for b in [block, *getattr(block, "methods", []), *getattr(block, "closures", [])]:
+                key = f"{os.path.relpath(path, ROOT)}:{b.name}"
                 if b.complexity > PY_LIMIT:
-                    over.append(f"{os.path.relpath(path, ROOT)}:{b.lineno} {b.name} ({b.complexity})")
-    assert not over, f"functions over radon's {PY_LIMIT}: {over}"
+                    seen.add(key)
+                    if key not in COMPLEX:
+                        over.append(f"{key} line {b.lineno} ({b.complexity})")
+    assert not over, f"over radon's {PY_LIMIT}: split them, or say in COMPLEX why each reads best whole: {over}"
+    assert not set(COMPLEX) - seen, f"no longer over the limit: take them off COMPLEX: {sorted(set(COMPLEX) - seen)}"
 
 
 def test_no_c_function_is_over_the_limit():
