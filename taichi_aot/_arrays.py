@@ -411,7 +411,7 @@ class CudaArray:
         return cls(owner.shape, owner.dtype, owner.data, owner.compact(), owner.device[1],
                    owner.read_only or is_jax(obj), owner)
 
-    def check(self, elem_ndim: int, what: str, device: int = _cuda.RUNTIME_DEVICE) -> None:
+    def check(self, elem_ndim: int, what: str, device: int) -> None:
         """Raise unless an ndarray of ``elem_ndim`` element dims can be made over it on a runtime of CUDA ``device``."""
         shape = self.shape
         if self.dtype not in DATA_TYPES:

@@ -36,7 +36,8 @@ from ._native import lib as _lib
 from .errors import InvalidArgumentError, InvalidStateError, OutOfMemoryError
 
 #: The CUDA device a Taichi 1.7.4 runtime drives: its CUDA context is always made on device 0 (of the
-#: devices the process sees; a pool's CUDA worker sees only its own GPU, as device 0).
+#: devices the process sees; a pool's CUDA worker sees only its own GPU, as device 0). No default of what else runs
+#: on a GPU: the own runtime lives on any, so every function here that works on a device is told which.
 RUNTIME_DEVICE = 0
 #: Transfers of at least this many bytes from or to pageable memory are staged through page-locked buffers
 #: (below it the driver's own pageable copy was faster on an H100 host: 9.4 against 5.6 GB/s at 1 MiB).
@@ -254,7 +255,7 @@ def dtod(dst: int, src: int, nbytes: int) -> None:
 _orders = threading.local()  # each thread's events of order_after, a device each (one thread's never another's)
 
 
-def order_after(producer: int, consumer: int | None, device: int = RUNTIME_DEVICE) -> None:
+def order_after(producer: int, consumer: int | None, device: int) -> None:
     """Make ``consumer`` (a CUstream handle; None: the legacy default stream) wait on the device for the work queued
     on ``producer`` so far (what a ``__cuda_array_interface__``'s ``stream`` asks of its consumer): an event recorded
     there and waited for here, the host never waiting; nothing where both are one stream. ``device``: the GPU of
@@ -300,7 +301,7 @@ def capturing(stream: int | None) -> bool:
     return status.value != 0  # active, or invalidated (still no wait until it ends)
 
 
-def event_after(stream: int | None, device: int = RUNTIME_DEVICE) -> int:
+def event_after(stream: int | None, device: int) -> int:
     """A CUDA event recorded on ``stream`` (None: the legacy default stream) of GPU ``device``, in its primary context:
     it completes once the work queued there before it has run."""
     event = ctypes.c_void_p()
@@ -352,7 +353,7 @@ def is_pinned(host_address: int) -> bool:
 _primary: dict[int, ctypes.c_void_p] = {}  # device ordinal -> its primary context, retained once
 
 
-def retain_primary(cu: Any, device: int = RUNTIME_DEVICE) -> ctypes.c_void_p:
+def retain_primary(cu: Any, device: int) -> ctypes.c_void_p:
     """The primary context of CUDA device ``device`` (an ordinal), retained once for the process's life: the context
     torch, JAX and CuPy use, and the one Taichi 1.7.4 runs in on device 0."""
     ctx = _primary.get(device)
@@ -369,7 +370,7 @@ def retain_primary(cu: Any, device: int = RUNTIME_DEVICE) -> ctypes.c_void_p:
 
 
 @contextmanager
-def primary_context(device: int | None = RUNTIME_DEVICE) -> Iterator[Any]:
+def primary_context(device: int | None) -> Iterator[Any]:
     """The driver, with the primary context of ``device`` current (retained once, never released); None: any primary
     context retained already (device 0's where none is), for what every context sees alike (portable host memory)."""
     cu = _cuda()

@@ -123,7 +123,7 @@ class Launcher:
     stream first seen while it is being captured gets the spare stand-in made ahead (nothing is allocated, copied
     or waited for while a stream captures)."""
 
-    def __init__(self, layout: dict[str, int], device: int = _cuda.RUNTIME_DEVICE):
+    def __init__(self, layout: dict[str, int], device: int):
         cu = _driver()
         self.layout = layout
         self.device = device  # the CUDA device (ordinal) whose primary context its launches run in
