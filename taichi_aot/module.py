@@ -168,7 +168,7 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
         # the metadata was read and checked above: capi's loads by that metadata do not read it again
-        with _cudart.library_calls(runtime.arch == Arch.CUDA):  # device 0's context, whatever is current
+        with runtime.device.libtaichi_context():  # CUDA: device 0's context, whatever is current
             handle = capi.create_checked(rt, data, meta) if data is not None else capi.load_checked(rt, what, meta)
         return handle, temp_dir
     except BaseException:

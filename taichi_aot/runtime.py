@@ -317,7 +317,7 @@ class Runtime:
             self.cuda_device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
         if self._handle:  # libtaichi's (the own CUDA runtime has one only where a module needed it)
-            with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's streams, whatever is current
+            with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
         if self._cuda_stream:
             _cuda.stream_synchronize(self._cuda_stream)

@@ -374,3 +374,62 @@ def test_a_file_over_the_size_limit_says_why():
                         listed_short.append(relative)
     assert not long, f"split these, or say in LONG_FILES why each is one room: {long}"
     assert not listed_short, f"no longer long: take them off LONG_FILES: {listed_short}"
+
+
+#: Decisions made by comparing with ``Arch.CUDA`` or the word "cuda" outside the rooms that own them (``backends/``,
+#: ``placement/``, the CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``), by file: how many, and why
+#: each file may. A new one fails :func:`test_cuda_decisions_live_in_the_backend_and_device_rooms`: ask the kernel's
+#: ``Choice`` (what it can do) or the runtime's ``device`` (where its memory is) instead.
+CUDA_DECISIONS = {
+    "taichi_aot/_probe.py": (5, "probing: CUDA is the arch counted in GPUs, and probed through its driver"),
+    "taichi_aot/capi/core.py": (1, "libtaichi 1.7.4 keeps one CUDA runtime a process: the flat API refuses a second"),
+    "taichi_aot/runtime.py": (4, "which native runtime is made (the own CUDA runtime or libtaichi's), before the "
+                                 "runtime's device exists; set_cuda_stream is CUDA's alone"),
+    "taichi_aot/ptx/__init__.py": (2, "the PTX room is CUDA's: a module of another arch has none"),
+    "taichi_aot/cli/__init__.py": (2, "the command line says what a module holds (its CUDA part)"),
+    "taichi_aot/cli/build.py": (2, "Taichi's compiler is run for CUDA with one GPU visible, and CUDA parts get PTX"),
+    "taichi_aot/pool/_plan.py": (2, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone"),
+    "taichi_aot/pool/__init__.py": (1, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
+    "taichi_aot/ndarray.py": (1, "__cuda_array_interface__ is CUDA's protocol"),
+    "taichi_aot/_foreign.py": (1, "owed: CUDA arrays (other libraries') are taken by pointer on a CUDA runtime; "
+                                  "the runtime's device should say it"),
+    "taichi_aot/module.py": (1, "owed: kernels are kept by launcher choice on CUDA; the choice should say whether it "
+                                "matters"),
+    "taichi_aot/_ops.py": (5, "torch's and JAX's device type is named 'cuda'; owed: whether a kernel returns values "
+                              "or has a reverse kernel is asked by launcher name, not of its Choice"),
+    "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell on CUDA; owed: the own launcher's "
+                                "record found by arch"),
+    "taichi_aot/_torchop.py": (2, "torch's CUDA dispatch key and stream are CUDA's; owed: graphable asked with arch"),
+    "taichi_aot/torch.py": (3, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
+    "taichi_aot/jax.py": (3, "XLA's CUDA platform and its GPU twins are CUDA's; owed: returned values asked by "
+                             "launcher name"),
+}
+
+
+def _cuda_decisions() -> dict[str, int]:
+    """How many comparisons with ``Arch.CUDA`` or "cuda" each package file outside the CUDA rooms makes."""
+    def is_cuda(n: ast.AST) -> bool:
+        return ((isinstance(n, ast.Attribute) and n.attr == "CUDA" and isinstance(n.value, ast.Name)
+                 and n.value.id == "Arch") or (isinstance(n, ast.Constant) and n.value == "cuda"))
+
+    found: dict[str, int] = {}
+    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py")
+    for where, _, files in os.walk(os.path.join(ROOT, "taichi_aot")):
+        for name in files:
+            relative = os.path.relpath(os.path.join(where, name), ROOT).replace(os.sep, "/")
+            if not name.endswith(".py") or relative.startswith(rooms) or "/_lib/" in relative:
+                continue
+            count = sum(1 for node in ast.walk(_tree(os.path.join(where, name)))
+                        if isinstance(node, ast.Compare) and any(map(is_cuda, [node.left, *node.comparators])))
+            if count:
+                found[relative] = count
+    return found
+
+
+def test_cuda_decisions_live_in_the_backend_and_device_rooms():
+    """No room outside backends/, placement/ and the CUDA rooms decides by ``== Arch.CUDA`` or ``== "cuda"`` but
+    those listed in :data:`CUDA_DECISIONS`, each file with its count and reason (a file with fewer: lower it)."""
+    found = _cuda_decisions()
+    listed = {path: count for path, (count, _) in CUDA_DECISIONS.items()}
+    assert found == listed, {p: (found.get(p, 0), listed.get(p, 0)) for p in set(found) | set(listed)
+                             if found.get(p, 0) != listed.get(p, 0)}

@@ -107,6 +107,11 @@ class Device:
         free = functools.partial(capi.free_memory, rt, handle)
         return Block(handle, free if calls is None else functools.partial(_inside, calls, free))
 
+    def libtaichi_context(self) -> AbstractContextManager[None]:
+        """What libtaichi's calls on the whole runtime (module loads, waits) run inside: nothing here (CUDA: device
+        0's primary context, whatever another library left current on the thread)."""
+        return nullcontext()
+
     def host_visible(self, memory: Any) -> bool:
         """Whether the host addresses ``memory`` as it is (a view without a copy)."""
         return bool(memory.host_read)

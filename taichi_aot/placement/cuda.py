@@ -39,6 +39,9 @@ class LibraryCudaDevice(Device):
     def default_access(self) -> tuple[bool, bool]:
         return False, False
 
+    def libtaichi_context(self) -> AbstractContextManager[None]:  # the own runtime's libtaichi runtime's too
+        return _cudart.library_context()
+
     def why_default(self) -> str:
         return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
 
