@@ -337,15 +337,17 @@ def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
 
 
 def test_adding_a_backend_touches_the_files_the_contributor_page_lists():
-    """Every file of the package that names the latest backend (the own x64 launch: its kind, its class, its C) is
-    one the contributor page's "Adding a backend" steps name: a new backend's steps are the real list."""
+    """Every file of the package that names a backend of its own (the own x64 launch and the own CUDA launcher and
+    runtime: their kinds, classes, C, plan and device) is one the contributor page's "Adding a backend" steps name:
+    a new backend's steps are the real list."""
     import re
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     with open(os.path.join(root, "docs", "contributing.md"), encoding="utf-8") as f:
         steps = f.read().split("### Adding a backend", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`([\w./]+)`", steps))
-    marks = re.compile(r"TAICHI_AOT_KIND_CPU_CALL|X64Backend|backends/x64\.c")
+    marks = re.compile(r"TAICHI_AOT_KIND_CPU_CALL|X64Backend|backends/x64\.c|TAICHI_AOT_KIND_CUDA_KERNEL|CudaBackend|"
+                       r"backends/cuda\.c|plan_value|OwnCudaDevice|needs_library")
     touched = []
     for top in ("taichi_aot", "taichi_aot_bench", "build_ffi.py"):
         for folder, _, files in os.walk(os.path.join(root, top)) if not top.endswith(".py") else [(root, [], [top])]:
