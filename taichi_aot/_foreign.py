@@ -677,12 +677,15 @@ class ForeignArgs:
         pending, self.staged = self.staged, []
         waited = False
         try:
-            if any(s.write_back for s in pending):
+            if any(s.write_back for s in pending):  # copies of device memory read back with the launch's wait
+                later = {id(s): s.nd._read_later() for s in pending if s.write_back and s.view is None}
                 self._rt().wait()
                 waited = True
                 for s in pending:
                     if s.write_back:
-                        np.copyto(s.array, s.view if s.view is not None else s.nd.to_numpy(), casting="equiv")
+                        read = later.get(id(s))
+                        data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read()
+                        np.copyto(s.array, data, casting="equiv")
         finally:
             for s in pending:
                 self._retire(s, not waited)

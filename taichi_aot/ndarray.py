@@ -313,6 +313,7 @@ class NdArray:
         # how bytes move, chosen once by the runtime's device (taichi_aot.placement): plain functions of the memory
         self._read: Callable[[Memory, np.ndarray], None] = runtime.device.reader(memory)
         self._write: Callable[[Memory, np.ndarray], None] = runtime.device.writer(memory)
+        self._write_waits = runtime.device.write_waits(memory)  # queued kernels done before a write reaches it
 
     @property
     def owned(self) -> Owned:
@@ -540,6 +541,20 @@ class NdArray:
         self._read(self._memory, out)
         return out
 
+    def _read_later(self) -> Callable[[], np.ndarray] | None:
+        """For the package's copies back: the read enqueued now, after the queued kernel that writes this ndarray, and
+        what returns its data once the runtime has waited (None: :meth:`to_numpy` it after the wait)."""
+        finish = self._runtime.device.read_later(self._memory)
+        if finish is None:
+            return None
+
+        def read() -> np.ndarray:
+            out = np.empty(self._full_shape, self._dtype)
+            finish(out)
+            return out
+
+        return read
+
     def _checked_input(self, array: Any, casting: Casting) -> np.ndarray:
         if array.__class__ is np.ndarray and array.dtype == self._dtype and array.shape == self._full_shape and (
             array.flags.c_contiguous
@@ -584,7 +599,8 @@ class NdArray:
         """
         self.ensure_open()
         data = self._checked_input(array, casting)
-        self._runtime.sync()
+        if self._write_waits:
+            self._runtime.sync()
         self._write(self._memory, data)
 
     def fill(self, value: Any) -> None:
@@ -597,7 +613,8 @@ class NdArray:
         self.ensure_open()
         scalar = _scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
-        self._runtime.sync()
+        if self._write_waits:
+            self._runtime.sync()
         self._write(self._memory, data)
 
     def copy_from(self, other: NdArray) -> None:

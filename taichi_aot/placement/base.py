@@ -122,12 +122,23 @@ class Device:
         """How ``memory``'s bytes reach a host array, chosen once."""
         return _read_direct if memory.host_read else self.staging.download
 
+    def read_later(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """A copy of ``memory`` the host does not read, enqueued now into staging buffers (after the queued kernel
+        that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
+        as it is after the wait (host-visible memory, a driver's copies)."""
+        return None if memory.host_read else self.staging.download_later(memory, memory.size)
+
     def writer(self, memory: Any) -> Mover:
         """How a host array's bytes reach ``memory``, chosen once (memory the host reads but does not write: staged,
         and waited for, so that a view of it shows the bytes once the copy returns)."""
         if memory.host_write:
             return _write_direct
         return self.staging.upload_waited if memory.host_read else self.staging.upload
+
+    def write_waits(self, memory: Any) -> bool:
+        """Whether a host array's write into ``memory`` waits for the queued kernels first (they may read what it
+        overwrites); not where the write is a copy the device queues after them (device memory, through staging)."""
+        return bool(memory.host_write or memory.host_read)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Copy ``size`` bytes between two memories of the runtime, enqueued."""

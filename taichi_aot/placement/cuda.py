@@ -45,6 +45,12 @@ class LibraryCudaDevice(Device):
     def why_default(self) -> str:
         return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
 
+    def write_waits(self, memory: Any) -> bool:  # its writes reach the memory directly
+        return True
+
+    def read_later(self, memory: Any) -> None:  # read after the wait, as the reader reads it
+        return None
+
     def reader(self, memory: Any) -> Mover:
         return _read_direct if memory.host_read else _read_cuda
 

@@ -52,6 +52,12 @@ class HostDevice(Device):
     def host_visible(self, memory: Any) -> bool:
         return True
 
+    def write_waits(self, memory: Any) -> bool:  # its writes reach the memory directly
+        return True
+
+    def read_later(self, memory: Any) -> None:  # read after the wait, as the reader reads it
+        return None
+
     def reader(self, memory: Any) -> Mover:
         return _read_direct
 

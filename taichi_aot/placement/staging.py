@@ -17,7 +17,7 @@ import bisect
 import functools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -157,6 +157,32 @@ class Staging:
                 ffi.memmove(ffi.from_buffer(piece), ffi.cast("char *", buffer.address), piece.nbytes)
             finally:
                 self._give_back(buffer)
+
+    def download_later(self, memory: Any, nbytes: int) -> Callable[[np.ndarray], None]:
+        """Enqueue copies of ``memory``'s first ``nbytes`` bytes into buffers now, after what is queued (a kernel that
+        writes it), and return what copies them into a contiguous array once the runtime has waited: one wait for a
+        launch and its copies back, not one more for each."""
+        taken: list[tuple[int, int, _Buffer]] = []
+        try:
+            for start in range(0, nbytes, CHUNK):
+                size = min(CHUNK, nbytes - start)
+                taken.append((start, size, self._take(size)))
+                self._device.copy(_Slice(taken[-1][2].handle), 0, memory, start, size)
+        except BaseException:
+            for _, _, buffer in taken:
+                self._give_back(buffer)
+            raise
+
+        def finish(out: np.ndarray) -> None:
+            target = out.reshape(-1).view(np.uint8)
+            try:
+                for start, size, buffer in taken:
+                    ffi.memmove(ffi.from_buffer(target[start:start + size]), ffi.cast("char *", buffer.address), size)
+            finally:
+                for _, _, buffer in taken:
+                    self._give_back(buffer)
+
+        return finish
 
     # -- host arrays -------------------------------------------------------------------------------------------
 
