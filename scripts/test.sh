@@ -17,18 +17,22 @@ if [ $# -gt 0 ]; then
 fi
 PACKAGING=(tests/test_deploy.py tests/test_install.py tests/test_packaging.py tests/test_readme.py tests/test_bench.py)
 side=$(mktemp -d)
-trap 'rm -rf "$side"' EXIT
+set -m  # the side job in a process group of its own: stopped with this script (an interrupt, a failure)
 (
-  set -e
-  .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$side/tmp" "${PACKAGING[@]}"
+  status=0
+  .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$side/tmp" "${PACKAGING[@]}" || status=$?
   # The Vulkan tests of memory, arrays, copies and launches again under a discrete GPU's placement (device memory by
   # default, copies through staging buffers), forced on whatever device this machine has (lavapipe in CI)
   echo "test: the Vulkan tests again with TAICHI_AOT_VULKAN_MEMORY=device"
   TAICHI_AOT_VULKAN_MEMORY=device .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$side/tmp" \
     -k vulkan tests/test_ndarray.py tests/test_memory.py tests/test_launch.py tests/test_call.py tests/test_interop.py \
-    tests/test_runtime.py tests/test_validation.py tests/test_lifetimes.py tests/test_torch.py tests/test_bindings.py
+    tests/test_runtime.py tests/test_validation.py tests/test_lifetimes.py tests/test_torch.py tests/test_bindings.py \
+    || status=$?
+  exit "$status"
 ) > "$side/log" 2>&1 &
 beside=$!
+set +m
+trap 'kill -- -"$beside" 2>/dev/null || true; rm -rf "$side"' EXIT
 echo "test: pytest (the packaging tests and the device-placement pass run beside it; their output follows)"
 status=0
 .venv/bin/python -m pytest -q "${PACKAGING[@]/#/--ignore=}" || status=$?

@@ -101,8 +101,18 @@ def release(device: CudaDevice, library: list[Any]) -> None:
         lib.taichi_aot_imports_forget(library[0])
         from . import capi
 
-        capi.destroy_runtime(library[0])
+        with library_context():  # its teardown frees and waits in device 0's context, whatever is current
+            capi.destroy_runtime(library[0])
     device.settle()
+
+
+def destroy_library_runtime(handle: Any) -> None:
+    """libtaichi's CUDA runtime ``handle`` destroyed in device 0's context (its teardown frees memory and waits:
+    in another GPU's context, left current by another library, the driver refuses them)."""
+    from . import capi
+
+    with library_context():
+        capi.destroy_runtime(handle)
 
 
 def device_count() -> int:
@@ -135,13 +145,12 @@ def stream_handle(stream: Any) -> int | None:
 
 
 def _stream_device(given: Any, stream: int | None) -> int | None:
-    """The GPU of stream ``given`` (the object) whose handle is ``stream``: what a torch or CuPy stream says
-    (``device_index``, ``device_id``: a default stream's handle, 0, names no GPU), else its context's; None: any."""
-    said = getattr(given, "device_index", getattr(given, "device_id", None))
-    if isinstance(said, int) and not isinstance(said, bool):
-        return said
-    if stream in (None, 0, 1, 2):  # the legacy and per-thread default streams are every context's
-        return None
+    """The GPU of stream ``given`` (the object) whose handle is ``stream``: the context's the driver places it in, or,
+    for a default stream (whose handle, 0, 1 or 2, names no GPU), what a torch or CuPy stream object says
+    (``device_index``, ``device_id``); None: any."""
+    if stream in (None, 0, 1, 2):  # the legacy and per-thread default streams: every context's, so the object's
+        said = getattr(given, "device_index", getattr(given, "device_id", None))  # (CuPy's default ones say -1)
+        return said if isinstance(said, int) and not isinstance(said, bool) and said >= 0 else None
     cu, ctx, found = _cuda.driver(), ctypes.c_void_p(), ctypes.c_int(-1)
     if cu.cuStreamGetCtx(ctypes.c_void_p(stream), ctypes.byref(ctx)) != 0 or not ctx.value:
         return None  # one the driver cannot place

@@ -673,20 +673,26 @@ class ForeignArgs:
 
     def after_launch(self) -> None:
         """After a launch with staged copies: where one is written, wait, and copy each written one back into its
-        array. Copies only read are left to the kernel: none is filled again before the next wait."""
+        array (copies of device memory queued after the kernel, read after that one wait). Copies only read are left
+        to the kernel: none is filled again before the next wait."""
         pending, self.staged = self.staged, []
-        waited = False
+        waited, later = False, {}
         try:
-            if any(s.write_back for s in pending):  # copies of device memory read back with the launch's wait
-                later = {id(s): s.nd._read_later() for s in pending if s.write_back and s.view is None}
+            if any(s.write_back for s in pending):
+                for s in pending:
+                    if s.write_back and s.view is None:
+                        later[id(s)] = s.nd._read_later()
                 self._rt().wait()
                 waited = True
                 for s in pending:
                     if s.write_back:
-                        read = later.get(id(s))
-                        data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read()
+                        read = later.pop(id(s), None)
+                        data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
                         np.copyto(s.array, data, casting="equiv")
         finally:
+            for unread in later.values():
+                if unread is not None:
+                    unread[1]()
             for s in pending:
                 self._retire(s, not waited)
 

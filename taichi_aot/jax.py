@@ -20,6 +20,7 @@ synchronization, refused: pass a number).
 from __future__ import annotations
 
 import atexit
+import inspect
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -81,29 +82,45 @@ def _twin_runtime(device: int) -> Any:
 def _varying(value: Any) -> frozenset[str]:
     """The manual mesh axes ``value`` varies over inside ``shard_map`` (its type's: ``manual_axis_type.varying``, or
     ``vma`` in JAX before 0.10); empty outside it."""
-    aval = jax.typeof(value)
+    typeof = getattr(jax, "typeof", None)
+    if typeof is None:  # a JAX before types said what varies
+        return frozenset()
+    aval = typeof(value)
     axes = getattr(aval, "manual_axis_type", None)
     return frozenset(getattr(aval, "vma", ()) if axes is None else getattr(axes, "varying", ()))
 
 
-def _varying_alike(arrays: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _vary_operands(operands: Sequence[Any]) -> tuple[Any, ...]:
     """Inside ``shard_map``: the call's array operands made varying over every manual mesh axis any of them varies
-    over (an FFI call takes operands of one type; a broadcast operand's cotangent is then summed over the axes, as
-    ``pcast``'s transpose does), and the keywords that type its results so (varying like its operands: a result typed
-    invariant would be made varying again by what uses it, whose transpose sums each GPU's cotangent over the mesh,
-    a gradient counted once a GPU). Outside ``shard_map``: the arrays as they are, no keywords."""
-    axes = frozenset().union(*(_varying(a) for a in arrays))
+    over (an FFI call takes operands of one type), before the op's VJP sees them: an invariant operand's cotangent is
+    then summed over the axes, as ``pcast``'s transpose does. Outside ``shard_map``: as they are."""
+    axes = frozenset().union(*(_varying(a) for a in operands))
     if not axes:
-        return tuple(arrays), {}
+        return tuple(operands)
     pcast = getattr(jax.lax, "pcast", None)
-    arrays = tuple(a if not (missing := tuple(sorted(axes - _varying(a)))) else
-              pcast(a, missing, to="varying") if pcast is not None else jax.lax.pvary(a, missing) for a in arrays)
+    return tuple(a if not (missing := tuple(sorted(axes - _varying(a)))) else
+                 pcast(a, missing, to="varying") if pcast is not None else jax.lax.pvary(a, missing) for a in operands)
+
+
+#: How this JAX's ShapeDtypeStruct takes the manual axes a value varies over, if it does.
+_TYPED_BY = next((k for k in ("manual_axis_type", "vma")
+                  if k in inspect.signature(jax.ShapeDtypeStruct.__init__).parameters), None)
+
+
+def _typed_like(arrays: Sequence[Any]) -> dict[str, Any]:
+    """The keywords that type an FFI call's results as varying over the manual mesh axes its operands vary over
+    (:func:`_vary_operands` made them one type): a result typed invariant would be made varying again by what uses
+    it, whose transpose sums each GPU's cotangent over the mesh, a gradient counted once a GPU. None outside
+    ``shard_map``."""
+    axes = frozenset().union(*(_varying(a) for a in arrays))
+    if not axes or _TYPED_BY is None:
+        return {}
     aval = jax.typeof(arrays[0])
     # the type names the mesh the axes are of: a result of the operands' mesh, replicated over its other axes
     typed: dict[str, Any] = {"sharding": jax.sharding.NamedSharding(aval.sharding.mesh, jax.sharding.PartitionSpec())}
     kind = getattr(aval, "manual_axis_type", None)
-    typed.update({"vma": axes} if kind is None else {"manual_axis_type": kind})
-    return arrays, typed
+    typed[_TYPED_BY] = axes if kind is None else type(kind)(varying=axes)
+    return typed
 
 
 def _vary_like(cotangent: Any, primal: Any) -> Any:
@@ -244,7 +261,7 @@ class Op:
 
         def run(*arrays: Any) -> Any:  # the call, its outputs shaped by the arrays given (a batch's are merged)
             got = {i: tuple(a.shape) for i, a in zip(positions, arrays)}
-            arrays, typed = _varying_alike(arrays)
+            typed = _typed_like(arrays)
             results = [jax.ShapeDtypeStruct(s, d, **typed) for s, d in spec.output_shapes(got)]
             results += [jax.ShapeDtypeStruct(shape or (), dtype, **typed) for dtype, shape in spec.returned]
             call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
@@ -259,7 +276,7 @@ class Op:
             backward = self._from_reverse_op(values, attrs)
         elif backward is None and self._needing is not None:
             backward = self._from_reverse(values, attrs)
-        out = self._differentiable(run, backward)(*operands)
+        out = self._differentiable(run, backward)(*_vary_operands(operands))
         return out[0] if len(out) == 1 else tuple(out)
 
     def _plan(self, attrs: Sequence[bool]) -> _Plan:

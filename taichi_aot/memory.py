@@ -318,11 +318,7 @@ class Memory(Child):
         """
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
-            if self._runtime.device.mapping_is_copy:
-                raise InvalidStateError(
-                    "a view of this memory from map() is alive, and on this runtime a mapping is a copy made when it "
-                    "was mapped (libtaichi's CUDA): drop the views before copying (their writes reach the memory when "
-                    "the last goes, over what kernels wrote since)")
+            self.refuse_mapped_copy()
             ptr = mapping.ptr
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
@@ -342,6 +338,16 @@ class Memory(Child):
             return
         with calls():
             capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
+
+    def refuse_mapped_copy(self) -> None:
+        """Raise InvalidStateError while a view of this memory lives where a mapping is a copy made when it was
+        mapped and written back when it ends (libtaichi's CUDA): a copy into or out of the memory meanwhile would
+        read that snapshot, or be undone by it."""
+        if self._mapping is not None and self._runtime.device.mapping_is_copy:
+            raise InvalidStateError(
+                "a view of this memory (from map(), or numpy.asarray of its ndarray) is alive, and on this runtime a "
+                "mapping is a copy made when it was mapped (libtaichi's CUDA), written back when the last view goes: "
+                "drop the views before copying")
 
     def require_host_access(self, what: str) -> None:
         """Raise InvalidStateError (naming ``what``) unless the memory was allocated for host access."""

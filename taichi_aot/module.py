@@ -19,7 +19,8 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, NamedTuple, TypeVar
 
 from . import _cudart, _firstload, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
@@ -46,12 +47,14 @@ __all__ = ["AotModule", "ModuleSource"]
 _E = TypeVar("_E", Kernel, ComputeGraph)
 
 
-def _release_module(module: Any, temp_dir: str | None, backends: ModuleBackends | None = None) -> None:
+def _release_module(module: Any, temp_dir: str | None, backends: ModuleBackends | None = None,
+                    inside: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
     try:
         if backends is not None:
             backends.unload()
         if module is not None:  # None: the own CUDA runtime's, which libtaichi never loaded
-            capi.destroy_aot_module(module)
+            with inside():  # the runtime's device's context for libtaichi (CUDA: device 0's, whatever is current)
+                capi.destroy_aot_module(module)
     finally:
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
@@ -216,7 +219,8 @@ class _Shared:
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
         self.users = 0
         self.idle = 0
-        self.owned = Owned(lambda: _release_module(handle, temp_dir, backends), runtime.owned)
+        inside = runtime.device.libtaichi_context
+        self.owned = Owned(lambda: _release_module(handle, temp_dir, backends, inside), runtime.owned)
         runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
 
     @classmethod
@@ -305,7 +309,7 @@ class AotModule(Child):
                     # on another device they are refused when looked up, the module's others run
                     handle = _load_library(runtime, src, folder, backends)
             except BaseException:
-                _release_module(handle, temp_dir)
+                _release_module(handle, temp_dir, None, runtime.device.libtaichi_context)
                 raise
             shared = _Shared(runtime, key, handle, temp_dir, backends, folder)
             owned = shared.add(runtime)

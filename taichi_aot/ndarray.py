@@ -541,19 +541,20 @@ class NdArray:
         self._read(self._memory, out)
         return out
 
-    def _read_later(self) -> Callable[[], np.ndarray] | None:
-        """For the package's copies back: the read enqueued now, after the queued kernel that writes this ndarray, and
-        what returns its data once the runtime has waited (None: :meth:`to_numpy` it after the wait)."""
-        finish = self._runtime.device.read_later(self._memory)
-        if finish is None:
+    def _read_later(self) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
+        """For the package's copies back: the read enqueued now, after the queued kernel that writes this ndarray:
+        what returns its data once the runtime has waited, and what gives it up unread; None: :meth:`to_numpy` it
+        after the wait."""
+        later = self._runtime.device.read_later(self._memory)
+        if later is None:
             return None
 
         def read() -> np.ndarray:
             out = np.empty(self._full_shape, self._dtype)
-            finish(out)
+            later(out)
             return out
 
-        return read
+        return read, later.drop
 
     def _checked_input(self, array: Any, casting: Casting) -> np.ndarray:
         if array.__class__ is np.ndarray and array.dtype == self._dtype and array.shape == self._full_shape and (

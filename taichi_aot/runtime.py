@@ -168,7 +168,8 @@ class Runtime:
             if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
                 _cuda.driver()
             pending = capi.pending_flag(handle)
-            self._owned = Owned(functools.partial(capi.destroy_runtime, handle))
+            destroy = _cudart.destroy_library_runtime if self._arch == Arch.CUDA else capi.destroy_runtime
+            self._owned = Owned(functools.partial(destroy, handle))
         self._handle: Any = handle
         self._cpu_threads = None if self.cuda_device else capi.runtime_threads(handle) or None
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.

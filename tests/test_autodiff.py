@@ -308,6 +308,16 @@ def test_a_jax_ops_gradient_under_shard_map(built):
         # varying again, whose transpose sums every device's cotangent over the mesh (a mesh of two: twice the
         # gradient); on a mesh of one that sum is there all the same, a psum over one device
         assert "psum" not in str(jax.make_jaxpr(inner)(jnp.asarray(X), seed))
+        # an operand the same on every device (replicated) beside one that varies: its gradient is the sum of each
+        # device's (a psum, the transpose of making it varying before the op), typed as it was, under jit too
+        gat = tj.op(rt.load_module(path).kernels["gather"], {"y": "idx"})
+        replicated = shard_map(jax.grad(lambda x, i, s: jnp.sum(gat(x, i, 1.5) * s)), mesh=mesh,
+                               in_specs=(PartitionSpec(), PartitionSpec("d"), PartitionSpec("d")),
+                               out_specs=PartitionSpec())
+        index = jnp.asarray(INDEX)
+        for grad in (replicated, jax.jit(replicated)):
+            np.testing.assert_allclose(grad(jnp.asarray(X), index, seed), expect["gather_xgrad"], rtol=1e-6)
+        assert "psum" in str(jax.make_jaxpr(replicated)(jnp.asarray(X), index, seed))
         for grad in (outer, jax.jit(outer)):
             np.testing.assert_allclose(grad(jnp.asarray(X)), expect["sq_xgrad"], rtol=1e-6)
 

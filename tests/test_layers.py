@@ -231,6 +231,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("_foreign", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
     ("_foreign", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
     ("_foreign", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
+    ("_foreign", "_read_later"): "a written staged copy's read back is queued after its kernel and read after the "
+                                 "launch's one wait: the package's copies back, no user's",
     ("ndarray", "_imported_host"): "NdArray's import routes (over_host, over_cuda) make their Memory with its",
     ("ndarray", "_imported_cuda"): "...import constructors, which take raw addresses their callers checked",
     ("_lifetime", "_children"): "Child registers with its runtime and closes through it: the lifetime protocol",
@@ -383,8 +385,8 @@ def test_a_file_over_the_size_limit_says_why():
 CUDA_DECISIONS = {
     "taichi_aot/_probe.py": (5, "probing: CUDA is the arch counted in GPUs, and probed through its driver"),
     "taichi_aot/capi/core.py": (1, "libtaichi 1.7.4 keeps one CUDA runtime a process: the flat API refuses a second"),
-    "taichi_aot/runtime.py": (4, "which native runtime is made (the own CUDA runtime or libtaichi's), before the "
-                                 "runtime's device exists; set_cuda_stream is CUDA's alone"),
+    "taichi_aot/runtime.py": (5, "which native runtime is made (the own CUDA runtime or libtaichi's) and how it is "
+                                 "destroyed, before the runtime's device exists; set_cuda_stream is CUDA's alone"),
     "taichi_aot/ptx/__init__.py": (2, "the PTX room is CUDA's: a module of another arch has none"),
     "taichi_aot/cli/__init__.py": (2, "the command line says what a module holds (its CUDA part)"),
     "taichi_aot/cli/build.py": (2, "Taichi's compiler is run for CUDA with one GPU visible, and CUDA parts get PTX"),

@@ -67,6 +67,38 @@ def test_device_memory_by_default_and_copies_through_staging(device_policy):
     assert np.array_equal(explicit.to_numpy(), np.arange(8))
 
 
+def test_a_copy_back_that_fails_to_queue_leaves_no_buffer_to_reuse_early(device_policy, monkeypatch):
+    """A queued copy back (a written host array's) whose later piece fails to enqueue: the pieces queued already are
+    not written again until the device is done with them; a read given up or made twice is typed."""
+    monkeypatch.setattr(staging, "CHUNK", 1 << 16)
+    rt = device_policy
+    data = np.arange(1 << 18, dtype=np.uint32)
+    src, dst = rt.ndarray_from_numpy(data), rt.ndarray(data.shape, np.uint32)
+    pool, device = rt.device.staging, rt.device
+    copy, calls = device.copy, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise InvalidStateError("a copy that failed to enqueue")
+        return copy(*args)
+
+    monkeypatch.setattr(device, "copy", failing)
+    with pytest.raises(InvalidStateError, match="failed to enqueue"):
+        pool.download_later(src.memory, src.nbytes)
+    monkeypatch.setattr(device, "copy", copy)
+    dst.from_numpy(np.full(data.shape, 7, np.uint32))  # its pieces in buffers other than the ones still queued
+    assert np.array_equal(dst.to_numpy(), np.full(data.shape, 7, np.uint32))
+    read = pool.download_later(src.memory, src.nbytes)
+    rt.wait()
+    out = np.empty_like(data)
+    read(out)
+    assert np.array_equal(out, data)
+    with pytest.raises(InvalidStateError, match="already"):
+        read(out)
+    read.drop()  # nothing: made already
+
+
 def test_a_map_of_device_memory_says_what_to_do(device_policy):
     x = device_policy.ndarray((4,), np.float32)
     with pytest.raises(InvalidStateError, match=r"to_numpy\(\)/from_numpy\(\).*host_access='readwrite'"):

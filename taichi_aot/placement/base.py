@@ -18,7 +18,7 @@ from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
-    from .staging import Staging
+    from .staging import Read, Staging
 
 __all__ = ["Block", "Device", "Mover"]
 
@@ -122,7 +122,7 @@ class Device:
         """How ``memory``'s bytes reach a host array, chosen once."""
         return _read_direct if memory.host_read else self.staging.download
 
-    def read_later(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+    def read_later(self, memory: Any) -> Read | None:
         """A copy of ``memory`` the host does not read, enqueued now into staging buffers (after the queued kernel
         that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
         as it is after the wait (host-visible memory, a driver's copies)."""

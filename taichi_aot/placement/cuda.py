@@ -24,6 +24,7 @@ def _read_cuda(memory: Any, out: np.ndarray) -> None:
 
 
 def _write_cuda(memory: Any, data: np.ndarray) -> None:  # contiguous: the ndarray's checked input, or a fill's
+    memory.refuse_mapped_copy()
     _cuda.htod(memory.cuda_pointer(), data, memory.cuda_context())
 
 
@@ -59,6 +60,7 @@ class LibraryCudaDevice(Device):
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
+        dst.refuse_mapped_copy()  # the driver would write under a mapping (a copy) that undoes it when it ends
         self._runtime.sync()
         _cuda.dtod(dst.cuda_pointer() + dst_offset, src.cuda_pointer() + src_offset, size)
 

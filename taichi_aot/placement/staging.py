@@ -17,7 +17,7 @@ import bisect
 import functools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from .. import capi
 from .._lifetime import Owned
 from .._native import ffi
 from ..enums import MemoryUsage
+from ..errors import InvalidStateError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -158,10 +159,11 @@ class Staging:
             finally:
                 self._give_back(buffer)
 
-    def download_later(self, memory: Any, nbytes: int) -> Callable[[np.ndarray], None]:
+    def download_later(self, memory: Any, nbytes: int) -> Read:
         """Enqueue copies of ``memory``'s first ``nbytes`` bytes into buffers now, after what is queued (a kernel that
-        writes it), and return what copies them into a contiguous array once the runtime has waited: one wait for a
-        launch and its copies back, not one more for each."""
+        writes it), and return the read that copies them into a contiguous array once the runtime has waited: one
+        wait for a launch and its copies back, not one more for each. Its buffers are the read's until it is made or
+        dropped (then free after the next wait, their copies done); a copy that fails to enqueue leaves them so."""
         taken: list[tuple[int, int, _Buffer]] = []
         try:
             for start in range(0, nbytes, CHUNK):
@@ -169,20 +171,14 @@ class Staging:
                 taken.append((start, size, self._take(size)))
                 self._device.copy(_Slice(taken[-1][2].handle), 0, memory, start, size)
         except BaseException:
-            for _, _, buffer in taken:
-                self._give_back(buffer)
+            self._later([b for _, _, b in taken])
             raise
+        return Read(self, taken)
 
-        def finish(out: np.ndarray) -> None:
-            target = out.reshape(-1).view(np.uint8)
-            try:
-                for start, size, buffer in taken:
-                    ffi.memmove(ffi.from_buffer(target[start:start + size]), ffi.cast("char *", buffer.address), size)
-            finally:
-                for _, _, buffer in taken:
-                    self._give_back(buffer)
-
-        return finish
+    def _later(self, buffers: list[_Buffer]) -> None:
+        """Buffers whose copies may be queued still: free after the next wait."""
+        with self._lock:
+            self._flight.extend(buffers)
 
     # -- host arrays -------------------------------------------------------------------------------------------
 
@@ -226,6 +222,35 @@ class Staging:
             buffers, self._free, self._flight = self._free + self._flight, [], []
         for buffer in buffers:
             buffer.owned.close()
+
+
+class Read:
+    """A copy back queued by :meth:`Staging.download_later`: called with an array once the runtime has waited, it
+    fills it; :meth:`drop` gives its buffers up unread. Either once."""
+
+    __slots__ = ("_staging", "_taken")
+
+    def __init__(self, staging: Staging, taken: list[tuple[int, int, _Buffer]]):
+        self._staging: Staging | None = staging
+        self._taken = taken
+
+    def __call__(self, out: np.ndarray) -> None:
+        staging = self._staging
+        if staging is None:
+            raise InvalidStateError("this read was made or dropped already")
+        self._staging = None
+        target = out.reshape(-1).view(np.uint8)
+        try:
+            for start, size, buffer in self._taken:
+                ffi.memmove(ffi.from_buffer(target[start:start + size]), ffi.cast("char *", buffer.address), size)
+        finally:
+            for _, _, buffer in self._taken:
+                staging._give_back(buffer)
+
+    def drop(self) -> None:
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            staging._later([b for _, _, b in self._taken])
 
 
 class _Slice:
