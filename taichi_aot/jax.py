@@ -79,27 +79,35 @@ def _twin_runtime(device: int) -> Any:
     return runtime
 
 
+#: What traces a value (shard_map's and jit's tracers): a concrete array, never inside ``shard_map``, varies over no
+#: axis, known without asking its type (the eager call's hot path).
+_TRACER = getattr(jax.core, "Tracer", object)
+
+
 def _varying(value: Any) -> frozenset[str]:
     """The manual mesh axes ``value`` varies over inside ``shard_map`` (its type's: ``manual_axis_type.varying``, or
     ``vma`` in JAX before 0.10); empty outside it."""
     typeof = getattr(jax, "typeof", None)
-    if typeof is None:  # a JAX before types said what varies
+    if typeof is None or not isinstance(value, _TRACER):  # a JAX before types said what varies; a concrete array
         return frozenset()
     aval = typeof(value)
     axes = getattr(aval, "manual_axis_type", None)
     return frozenset(getattr(aval, "vma", ()) if axes is None else getattr(axes, "varying", ()))
 
 
-def _vary_operands(operands: Sequence[Any]) -> tuple[Any, ...]:
+def _vary_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], frozenset[str]]:
     """Inside ``shard_map``: the call's array operands made varying over every manual mesh axis any of them varies
     over (an FFI call takes operands of one type), before the op's VJP sees them: an invariant operand's cotangent is
-    then summed over the axes, as ``pcast``'s transpose does. Outside ``shard_map``: as they are."""
-    axes = frozenset().union(*(_varying(a) for a in operands))
+    then summed over the axes, as ``pcast``'s transpose does; and those axes. Outside ``shard_map``: as they are, and
+    none."""
+    kinds = [_varying(a) for a in operands]
+    axes = frozenset().union(*kinds)
     if not axes:
-        return tuple(operands)
+        return tuple(operands), axes
     pcast = getattr(jax.lax, "pcast", None)
-    return tuple(a if not (missing := tuple(sorted(axes - _varying(a)))) else
-                 pcast(a, missing, to="varying") if pcast is not None else jax.lax.pvary(a, missing) for a in operands)
+    return tuple(a if not (missing := tuple(sorted(axes - kind))) else
+                 pcast(a, missing, to="varying") if pcast is not None else jax.lax.pvary(a, missing)
+                 for a, kind in zip(operands, kinds)), axes
 
 
 #: How this JAX's ShapeDtypeStruct takes the manual axes a value varies over, if it does.
@@ -107,13 +115,12 @@ _TYPED_BY = next((k for k in ("manual_axis_type", "vma")
                   if k in inspect.signature(jax.ShapeDtypeStruct.__init__).parameters), None)
 
 
-def _typed_like(arrays: Sequence[Any]) -> dict[str, Any]:
-    """The keywords that type an FFI call's results as varying over the manual mesh axes its operands vary over
-    (:func:`_vary_operands` made them one type): a result typed invariant would be made varying again by what uses
-    it, whose transpose sums each GPU's cotangent over the mesh, a gradient counted once a GPU. None outside
+def _typed_like(axes: frozenset[str], arrays: Sequence[Any]) -> dict[str, Any]:
+    """The keywords that type an FFI call's results as varying over ``axes``, the manual mesh axes its operands vary
+    over (:func:`_vary_operands` made them one type): a result typed invariant would be made varying again by what
+    uses it, whose transpose sums each GPU's cotangent over the mesh, a gradient counted once a GPU. None outside
     ``shard_map``."""
-    axes = frozenset().union(*(_varying(a) for a in arrays))
-    if not axes or _TYPED_BY is None:
+    if not axes or not arrays or _TYPED_BY is None:
         return {}
     aval = jax.typeof(arrays[0])
     # the type names the mesh the axes are of: a result of the operands' mesh, replicated over its other axes
@@ -258,10 +265,11 @@ class Op:
         packed = b"".join(self._pack(i, v) for i, v, a in zip(spec.inputs, values, attrs) if a)
         extra = {"scalars": np.frombuffer(packed, np.uint8)} if packed else {}
         positions = list(shapes)  # the array operands' argument positions, in operand order
+        typed_operands, axes = _vary_operands(operands)  # inside shard_map: one type, before the VJP sees them
 
         def run(*arrays: Any) -> Any:  # the call, its outputs shaped by the arrays given (a batch's are merged)
             got = {i: tuple(a.shape) for i, a in zip(positions, arrays)}
-            typed = _typed_like(arrays)
+            typed = _typed_like(axes, arrays)
             results = [jax.ShapeDtypeStruct(s, d, **typed) for s, d in spec.output_shapes(got)]
             results += [jax.ShapeDtypeStruct(shape or (), dtype, **typed) for dtype, shape in spec.returned]
             call = jax.ffi.ffi_call(self._target, results, vmap_method=self._vmap_method,
@@ -276,7 +284,7 @@ class Op:
             backward = self._from_reverse_op(values, attrs)
         elif backward is None and self._needing is not None:
             backward = self._from_reverse(values, attrs)
-        out = self._differentiable(run, backward)(*_vary_operands(operands))
+        out = self._differentiable(run, backward)(*typed_operands)
         return out[0] if len(out) == 1 else tuple(out)
 
     def _plan(self, attrs: Sequence[bool]) -> _Plan:
