@@ -99,10 +99,7 @@ def release(device: CudaDevice, library: list[Any]) -> None:
     it (``library``: its handle, or empty) destroyed, its imports forgotten first; the device's work waited for."""
     if library:
         lib.taichi_aot_imports_forget(library[0])
-        from . import capi
-
-        with library_context():  # its teardown frees and waits in device 0's context, whatever is current
-            capi.destroy_runtime(library[0])
+        destroy_library_runtime(library[0])
     device.settle()
 
 

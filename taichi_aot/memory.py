@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable
 
 import numpy as np
@@ -45,16 +44,10 @@ def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
     capi.free_memory(runtime, memory)  # the registry forgets it; ``host`` is the caller's, kept alive until now
 
 
-def _library(device: Any) -> AbstractContextManager[None]:
-    """What the runtime's ``device`` runs libtaichi's memory calls inside (device 0's context on its CUDA)."""
-    calls = device.library_calls
-    return nullcontext() if calls is None else calls()
-
-
 def _unkeep(runtime: Any, memory: Any, owned: Owned, device: Any) -> None:
     """End a mapping of :meth:`Memory.keep_mapped`."""
     try:
-        with _library(device):
+        with device.memory_context():
             capi.unmap_memory(runtime, memory)
     except Exception:  # the runtime was destroyed first: nothing is mapped any more
         pass
@@ -80,7 +73,7 @@ class _Mapping:
         if own:
             address = memory._cuda_address
         else:
-            with _library(device):
+            with device.memory_context():
                 address = capi.map_memory(self._runtime, self._handle)
         self.ptr: Any = ffi.cast("uint8_t *", address)
         self._owned.pin()
@@ -102,7 +95,7 @@ class _Mapping:
                 memory._mapping = None
             try:
                 if self._runtime is not None:
-                    with _library(self._device):
+                    with self._device.memory_context():
                         capi.unmap_memory(self._runtime, self._handle)
             except Exception:
                 pass
@@ -282,7 +275,7 @@ class Memory(Child):
             self._owned.pin()
             return self.cuda_pointer(), self._owned.unpin
         device = self._runtime.device
-        with _library(device):
+        with device.memory_context():
             address = capi.map_memory(self._runtime.handle, self._handle)
         self._owned.pin()
         return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned, device)

@@ -108,9 +108,10 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads:
 
     cmd = [sys.executable, os.path.join(HERE, "build_part.py"), arch, "gfx" if arch in GFX_ARCHS else "llvm",
            os.path.abspath(source), folder, str(cpu_threads) if arch in CPU_PARTS and cpu_threads else "-", *caps]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env(arch))
+    env = compiler_env(arch)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if taichi_cuda_abort(proc):  # at times, on a multi-GPU host most: it writes nothing then; once more
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=compiler_env(arch))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     summary = None
     for line in proc.stdout.splitlines():
         if line.startswith(SUMMARY):

@@ -67,6 +67,8 @@ class Device:
     pointer_handles = False
     #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
     imports_host_memory = False
+    #: memory the host does not map is copied through staging buffers (the gfx backends), not by a driver or as it is
+    stages = True
     #: a mapping is a copy of the memory made when it is mapped, written back when it ends (libtaichi's CUDA), not
     #: the memory itself: what kernels write meanwhile is not seen through it
     mapping_is_copy = False
@@ -100,12 +102,17 @@ class Device:
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         """``size`` bytes with ``flags`` (host_read, host_write, export_sharing, usage)."""
         rt = self._runtime.handle
-        calls = self.library_calls
-        with nullcontext() if calls is None else calls():
+        with self.memory_context():
             handle = capi.allocate_memory(rt, size=size, host_read=flags[0], host_write=flags[1],
                                           export_sharing=flags[2], usage=flags[3]).cdata
         free = functools.partial(capi.free_memory, rt, handle)
+        calls = self.library_calls  # the free runs inside it too, whenever the memory goes
         return Block(handle, free if calls is None else functools.partial(_inside, calls, free))
+
+    def memory_context(self) -> AbstractContextManager[None]:
+        """What one of libtaichi's memory calls runs inside (:attr:`library_calls`; nothing where it is None)."""
+        calls = self.library_calls
+        return nullcontext() if calls is None else calls()
 
     def libtaichi_context(self) -> AbstractContextManager[None]:
         """What libtaichi's calls on the whole runtime (module loads, waits) run inside: nothing here (CUDA: device
@@ -126,7 +133,7 @@ class Device:
         """A copy of ``memory`` the host does not read, enqueued now into staging buffers (after the queued kernel
         that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
         as it is after the wait (host-visible memory, a driver's copies)."""
-        return None if memory.host_read else self.staging.download_later(memory, memory.size)
+        return None if memory.host_read or not self.stages else self.staging.download_later(memory, memory.size)
 
     def writer(self, memory: Any) -> Mover:
         """How a host array's bytes reach ``memory``, chosen once (memory the host reads but does not write: staged,
@@ -138,7 +145,7 @@ class Device:
     def write_waits(self, memory: Any) -> bool:
         """Whether a host array's write into ``memory`` waits for the queued kernels first (they may read what it
         overwrites); not where the write is a copy the device queues after them (device memory, through staging)."""
-        return bool(memory.host_write or memory.host_read)
+        return bool(memory.host_write or memory.host_read or not self.stages)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Copy ``size`` bytes between two memories of the runtime, enqueued."""

@@ -34,6 +34,7 @@ class LibraryCudaDevice(Device):
     policy = "cuda"
     kernel_copies_on_device = True
     dlpack_type = 2
+    stages = False  # the driver copies
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
     mapping_is_copy = True
 
@@ -45,12 +46,6 @@ class LibraryCudaDevice(Device):
 
     def why_default(self) -> str:
         return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
-
-    def write_waits(self, memory: Any) -> bool:  # its writes reach the memory directly
-        return True
-
-    def read_later(self, memory: Any) -> None:  # read after the wait, as the reader reads it
-        return None
 
     def reader(self, memory: Any) -> Mover:
         return _read_direct if memory.host_read else _read_cuda

@@ -35,6 +35,7 @@ class HostDevice(Device):
     zeroed = True
     dlpack_type = 1
     imports_host_memory = True
+    stages = False  # every copy is the host's
 
     def why_default(self) -> str:
         return "host memory: the CPU runs the kernels"
@@ -51,12 +52,6 @@ class HostDevice(Device):
 
     def host_visible(self, memory: Any) -> bool:
         return True
-
-    def write_waits(self, memory: Any) -> bool:  # its writes reach the memory directly
-        return True
-
-    def read_later(self, memory: Any) -> None:  # read after the wait, as the reader reads it
-        return None
 
     def reader(self, memory: Any) -> Mover:
         return _read_direct
