@@ -4,10 +4,11 @@
     python benchmarks/vk_programs.py --arch cuda --launchers [--profile]
 
 The programs (benchmarks/vk_programs_kernels.py): an MPM-like particle-in-cell step launched as a compute graph,
-an SPH-like step of neighbour loops, an FEM-like implicit solve by conjugate gradients (100 small dispatches a
-step). Taichi compiles the module and runs its JIT in child processes; this process runs the module with
-taichi_aot alone, with the ndarrays a user gets by default, and, beside them, with ``"none"`` and (``--readwrite``,
-one step) ``host_access="readwrite"`` (host-visible memory: the default before placement followed the device).
+SPH-like steps of neighbour loops (2-D, and a fuller one in 3-D over vec3 ndarrays), an FEM-like implicit solve by
+conjugate gradients (100 small dispatches a step). Taichi compiles the module and runs its JIT in child processes;
+this process runs the module with taichi_aot alone, with the ndarrays a user gets by default, and, beside them,
+with ``"none"`` and (``--readwrite``, one step) ``host_access="readwrite"`` (host-visible memory: the default before
+placement followed the device).
 Printed: milliseconds a step (median of the rounds), each against Taichi's JIT (target <= 1.05 for the default),
 and each run's checksum of its result (atomic sums make the last digits differ between runs).
 
@@ -32,7 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from vk_programs_common import RESULT, initial, steps, time_steps  # noqa: E402
+from vk_programs_common import ELEM_NDIM, RESULT, initial, steps, time_steps  # noqa: E402
 
 from taichi_aot import Arch, Runtime  # noqa: E402
 
@@ -80,7 +81,8 @@ def run_aot(arch: str, module: str, n: int, rounds: int, host_access: str | None
     with Runtime(arch) as rt:
         mod = rt.load_module(module) if launcher is None else rt.load_module(module, launcher=launcher)
         kernels = {name: mod.kernels[name] for name in mod.kernels}
-        arrays = {p: {name: rt.ndarray_from_numpy(value, **access) for name, value in named.items()}
+        arrays = {p: {name: rt.ndarray_from_numpy(value, ELEM_NDIM.get((p, name), 0), **access)
+                      for name, value in named.items()}
                   for p, named in initial().items()}
         for program, step in steps(kernels, arrays, graph=mod.graphs["mpm_substep"]).items():
             print(f"{time.strftime('%T')} taichi_aot ({host_access or 'default'}): {program}", file=sys.stderr,

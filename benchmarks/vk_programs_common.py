@@ -8,7 +8,12 @@ import numpy as np
 
 MPM_N, MPM_G, MPM_SUBSTEPS = 32768, 64, 8  # the grid: sim_kernels.GRID
 SPH_N, SPH_CELLS, SPH_MAX = 16384, 64, 48
+SPH3_N, SPH3_CELLS, SPH3_MAX = 32768, 32, 32
+#: A particle's mass: the rest density about 1 (32768 particles in a cube of side 0.6, h a cell's side).
+SPH3_MASS = 0.216 / 32768
 FEM_N, FEM_ITERS = 256, 20
+#: The arrays whose last axis is an element (vec3): (program, name) -> element dimensions.
+ELEM_NDIM = {("sph3", "x"): 1, ("sph3", "v"): 1, ("sph3", "force"): 1}
 
 
 def initial() -> dict:
@@ -17,11 +22,16 @@ def initial() -> dict:
     mpm_x = (0.2 + 0.6 * rng.random((MPM_N, 2))).astype(np.float32)
     sph_x = (0.3 + 0.4 * rng.random((SPH_N, 2))).astype(np.float32)
     b = rng.random((FEM_N, FEM_N)).astype(np.float32)
+    sph3_x = (0.2 + 0.6 * rng.random((SPH3_N, 3))).astype(np.float32)
+    cells = (SPH3_CELLS,) * 3
     return {
         "mpm": {"x": mpm_x, "v": np.zeros((MPM_N, 2), np.float32), "grid_v": np.zeros((MPM_G, MPM_G, 2), np.float32),
                 "grid_m": np.zeros((MPM_G, MPM_G), np.float32)},
         "sph": {"x": sph_x, "v": np.zeros((SPH_N, 2), np.float32), "count": np.zeros((SPH_CELLS, SPH_CELLS), np.int32),
                 "members": np.zeros((SPH_CELLS, SPH_CELLS, SPH_MAX), np.int32), "rho": np.zeros(SPH_N, np.float32)},
+        "sph3": {"x": sph3_x, "v": np.zeros((SPH3_N, 3), np.float32), "count": np.zeros(cells, np.int32),
+                 "members": np.zeros((*cells, SPH3_MAX), np.int32), "rho": np.zeros(SPH3_N, np.float32),
+                 "pressure": np.zeros(SPH3_N, np.float32), "force": np.zeros((SPH3_N, 3), np.float32)},
         "fem": {"x": np.zeros((FEM_N, FEM_N), np.float32), "r": b, "p": b.copy(),
                 "ap": np.zeros((FEM_N, FEM_N), np.float32), "rr": np.array(float((b * b).sum()), np.float32),
                 "rr_new": np.zeros((), np.float32), "pap": np.zeros((), np.float32)},
@@ -51,6 +61,15 @@ def steps(k: dict, a: dict, graph=None) -> dict:
         k["sph_density"](s["x"], s["count"], s["members"], s["rho"])
         k["sph_force"](s["x"], s["v"], s["count"], s["members"], s["rho"], 2e-5)
 
+    def sph3():
+        s = a["sph3"]
+        k["sph3_clear"](s["count"])
+        k["sph3_bin"](s["x"], s["count"], s["members"])
+        k["sph3_density"](s["x"], s["count"], s["members"], s["rho"], s["pressure"])
+        k["sph3_force"](s["x"], s["v"], s["count"], s["members"], s["rho"], s["pressure"], s["force"])
+        k["sph3_integrate"](s["x"], s["v"], s["rho"], s["force"], 1e-5)
+        k["sph3_boundary"](s["x"], s["v"])
+
     def fem():
         f = a["fem"]
         for _ in range(FEM_ITERS):
@@ -61,11 +80,11 @@ def steps(k: dict, a: dict, graph=None) -> dict:
             k["fem_update_p"](f["r"], f["p"], f["rr_new"], f["rr"])
             k["fem_swap"](f["rr_new"], f["rr"])
 
-    return {"mpm": mpm, "sph": sph, "fem": fem}
+    return {"mpm": mpm, "sph": sph, "sph3": sph3, "fem": fem}
 
 
 #: What a program's result is read from (a checksum compares runs).
-RESULT = {"mpm": "x", "sph": "x", "fem": "x"}
+RESULT = {"mpm": "x", "sph": "x", "sph3": "x", "fem": "x"}
 
 
 def time_steps(step, sync, n: int, rounds: int) -> list:

@@ -7,6 +7,8 @@ The programs, each a step of several kernels over ndarrays (the kinds of taichi-
 * ``mpm``: the bench's particle-in-cell substep (taichi_aot_bench/sim_kernels.py: clear, scatter with atomics, grid
   update, gather) as the graph ``mpm_substep``, eight substeps a step, over 32,768 particles;
 * ``sph``: neighbour search in cells and two neighbour loops (density, then forces and integration);
+* ``sph3``: the same in 3-D as a fuller SPH solver writes it, six kernels over vec3 ndarrays: binning, density with
+  a Tait equation of state (``pow``), pressure and viscosity forces, integration and a boundary pass;
 * ``fem``: an implicit solve of a 2-D Poisson problem by 20 conjugate-gradient iterations a step, every scalar kept
   on the device (matrix-free stencil, dot products into 0-D ndarrays).
 
@@ -23,7 +25,19 @@ import numpy as np
 import taichi as ti
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its neighbour, also where PYTHONSAFEPATH is set
-from vk_programs_common import FEM_N, RESULT, SPH_CELLS, SPH_MAX, initial, steps, time_steps
+from vk_programs_common import (
+    ELEM_NDIM,
+    FEM_N,
+    RESULT,
+    SPH3_CELLS,
+    SPH3_MASS,
+    SPH3_MAX,
+    SPH_CELLS,
+    SPH_MAX,
+    initial,
+    steps,
+    time_steps,
+)
 
 
 def define() -> dict:
@@ -125,7 +139,87 @@ def define() -> dict:
         rr[None] = rr_new[None]
 
     own = {k: v for k, v in locals().items() if k.split("_")[0] in ("sph", "fem")}
+    own.update(define_sph3())
     return {**{f"mpm_{k}": v for k, v in _sim().define().items()}, **own}
+
+
+def define_sph3() -> dict:
+    """The 3-D SPH program's kernels (poly6 density, spiky pressure gradient, a viscosity term)."""
+    v3 = ti.types.ndarray(dtype=ti.math.vec3, ndim=1)
+    f1 = ti.types.ndarray(dtype=ti.f32, ndim=1)
+    i3 = ti.types.ndarray(dtype=ti.i32, ndim=3)
+    i4 = ti.types.ndarray(dtype=ti.i32, ndim=4)
+    h = 1.0 / SPH3_CELLS
+    poly6 = SPH3_MASS * 315.0 / (64.0 * 3.14159265 * h ** 9)
+    spiky = 45.0 / (3.14159265 * h ** 6)
+
+    @ti.func
+    def cell(p):
+        return ti.min(ti.max(ti.cast(p * SPH3_CELLS, ti.i32), 0), SPH3_CELLS - 1)
+
+    @ti.kernel
+    def sph3_clear(count: i3):
+        for c in ti.grouped(count):
+            count[c] = 0
+
+    @ti.kernel
+    def sph3_bin(x: v3, count: i3, members: i4):
+        for p in x:
+            c = cell(x[p])
+            slot = ti.atomic_add(count[c], 1)
+            if slot < SPH3_MAX:
+                members[c.x, c.y, c.z, slot] = p
+
+    @ti.kernel
+    def sph3_density(x: v3, count: i3, members: i4, rho: f1, pressure: f1):
+        for p in x:
+            c = cell(x[p])
+            d = 0.0
+            for off in ti.grouped(ti.ndrange((-1, 2), (-1, 2), (-1, 2))):
+                n = c + off
+                if (n >= 0).all() and (n < SPH3_CELLS).all():
+                    for k in range(ti.min(count[n], SPH3_MAX)):
+                        r2 = (x[p] - x[members[n.x, n.y, n.z, k]]).norm_sqr()
+                        if r2 < h * h:
+                            d += poly6 * (h * h - r2) ** 3
+            rho[p] = d
+            pressure[p] = 50.0 * (ti.pow(d, 7.0) - 1.0)
+
+    @ti.kernel
+    def sph3_force(x: v3, v: v3, count: i3, members: i4, rho: f1, pressure: f1, force: v3):
+        for p in x:
+            c = cell(x[p])
+            f = ti.Vector([0.0, 0.0, -9.8]) * rho[p]
+            for off in ti.grouped(ti.ndrange((-1, 2), (-1, 2), (-1, 2))):
+                n = c + off
+                if (n >= 0).all() and (n < SPH3_CELLS).all():
+                    for k in range(ti.min(count[n], SPH3_MAX)):
+                        q = members[n.x, n.y, n.z, k]
+                        d = x[p] - x[q]
+                        r = d.norm()
+                        if 0 < r < h:
+                            w = spiky * (h - r)
+                            share = pressure[p] / rho[p] ** 2 + pressure[q] / rho[q] ** 2
+                            f -= SPH3_MASS * share * w * (h - r) * d / r
+                            f += 0.01 * SPH3_MASS * (v[q] - v[p]) / rho[q] * w
+            force[p] = f
+
+    @ti.kernel
+    def sph3_integrate(x: v3, v: v3, rho: f1, force: v3, dt: ti.f32):
+        for p in x:
+            v[p] += dt * force[p] / rho[p]
+            x[p] += dt * v[p]
+
+    @ti.kernel
+    def sph3_boundary(x: v3, v: v3):
+        for p in x:
+            for i in ti.static(range(3)):
+                if x[p][i] < 0.05:
+                    x[p][i], v[p][i] = 0.05, -0.5 * v[p][i]
+                elif x[p][i] > 0.95:
+                    x[p][i], v[p][i] = 0.95, -0.5 * v[p][i]
+
+    return {k: v for k, v in locals().items() if k.startswith("sph3_")}
 
 
 def _sim():
@@ -170,7 +264,10 @@ def jit(arch: str, n: int, rounds: int) -> None:
     for program, named in initial().items():
         arrays[program] = {}
         for name, value in named.items():
-            nd = ti.ndarray(ti.f32 if value.dtype == np.float32 else ti.i32, value.shape)
+            dtype = ti.f32 if value.dtype == np.float32 else ti.i32
+            if ELEM_NDIM.get((program, name)):
+                dtype = ti.types.vector(value.shape[-1], dtype)
+            nd = ti.ndarray(dtype, value.shape[:len(value.shape) - ELEM_NDIM.get((program, name), 0)])
             nd.from_numpy(value)
             arrays[program][name] = nd
     result = {}

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import numpy as np
 
 from .. import capi
-from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
+from .._native import ffi, lib
+from ..capi.handles import mark_enqueued
+from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -148,12 +150,15 @@ class Device:
         return bool(memory.host_write or memory.host_read or not self.stages)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
-        """Copy ``size`` bytes between two memories of the runtime, enqueued."""
-        capi.copy_memory_device_to_device(
-            self._runtime.handle,
-            {"memory": dst.handle, "offset": dst_offset, "size": size},
-            {"memory": src.handle, "offset": src_offset, "size": size},
-        )
+        """Copy ``size`` bytes between two memories of the runtime, enqueued (the callers' slices are checked: a
+        MemorySlice's, or staging buffers' sized for the copy)."""
+        d, s = ffi.new("TiMemorySlice *"), ffi.new("TiMemorySlice *")
+        d.memory, d.offset, d.size = dst.handle, dst_offset, size
+        s.memory, s.offset, s.size = src.handle, src_offset, size
+        # the C call itself: the flat function's lookups and coercions cost ten times it on a staged launch's path
+        mark_enqueued(self._runtime.handle)
+        lib.ti_copy_memory_device_to_device(self._runtime.handle, d, s)
+        check("copy_memory_device_to_device")
 
     @property
     def staging(self) -> Staging:
