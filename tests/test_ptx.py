@@ -4,7 +4,8 @@ paths giving the same values.
 
 The CUDA modules were compiled by Taichi 1.7.4 on a GPU (Taichi compiles for CUDA only there) and are kept as
 test data: ``tests/data/cuda-modules.tar.xz`` holds the suite's kernels (tests/kernels.py), the simulation's and
-the benchmark's (taichi_aot_bench/*_kernels.py), and tests/ptx_kernels.py's.
+the benchmark's (taichi_aot_bench/*_kernels.py), and tests/ptx_kernels.py's; ``ir/`` one kernel's IR alone with
+Taichi's own PTX of it.
 """
 
 from __future__ import annotations
@@ -210,6 +211,28 @@ def test_fast_math_as_taichi_and_arguments_in_the_launch_parameters(with_ptx):
     wide = plan.from_entry(_entry(with_ptx["ptx"], "wide"))["args"]
     assert [(a["kind"], a.get("size")) for a in wide] == [("ndarray", None), ("scalar", 8), ("scalar", 8),
                                                           ("scalar", 1)]
+
+
+#: An f32 division, product or fused multiply-add in PTX (the rounding of each: approximate, contracted or not).
+_F32_ROUNDING = re.compile(r"\b(?:div|rcp|mul|fma)\.(?:rn\.|approx\.|full\.)?ftz\.f32\b")
+
+
+def test_fast_math_holds_for_what_the_optimiser_writes(cuda_modules):
+    """The 3-D SPH force loop of benchmarks/vk_programs_kernels.py (``ir/sph3_force.ll``, compiled by Taichi 1.7.4 for
+    CUDA; ``sph3_force.taichi.ptx``: Taichi's own JIT's PTX of it, on an H100). LLVM's optimiser rewrites
+    ``f -= c * d / r`` as ``(-(c * d)) / r``, a division with only the flags both operands had: without Taichi's
+    fast math set again after it, six divisions were ``div.rn`` and three products ``mul.rn`` (the loop 1.31x
+    Taichi's GPU time). The PTX step's kinds of f32 rounding are Taichi's."""
+    require_extra("llvmlite.binding", "ptx")
+    from taichi_aot.metadata import llvm_ir
+    from taichi_aot.ptx import compile as ptx_compile
+
+    with open(os.path.join(cuda_modules, "ir", "sph3_force.ll"), encoding="utf-8") as f:
+        text = f.read()
+    with open(os.path.join(cuda_modules, "ir", "sph3_force.taichi.ptx"), encoding="utf-8") as f:
+        theirs = set(_F32_ROUNDING.findall(f.read()))
+    ours = set(_F32_ROUNDING.findall(ptx_compile.to_ptx(text, list(llvm_ir.tasks(text)), 256)))
+    assert ours == theirs == {"div.approx.ftz.f32", "rcp.approx.ftz.f32", "mul.ftz.f32", "fma.rn.ftz.f32"}, ours
 
 
 @pytest.mark.parametrize("change, message", [

@@ -40,7 +40,8 @@ TRIPLE = "nvptx64-nvidia-cuda"
 #: fast math allows (``x / (a * sqrt(a))`` becomes ``x * rsqrt.approx(a * a * a)``, as Taichi's LLVM 15 makes it under
 #: UnsafeFPMath; a square root alone stays ``sqrt.rn``, as Taichi's does).
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign" "reciprocal-estimates"="sqrt:0"'
-_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:reassoc|nnan|ninf|nsz|arcp|afn) )*)(?!contract |fast )(float )?")
+_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:fast|reassoc|nnan|ninf|nsz|arcp|contract|afn) )*)"
+                    r"((?:<\d+ x )?(?:float|double|half|bfloat))\b")
 _ATOMIC = re.compile(r"^[^\n]*\b(?:atomicrmw|cmpxchg)\b[^\n]*$", re.M)
 _ORDERING = re.compile(r" (?:seq_cst|acq_rel|acquire|release|monotonic)(?: (?:seq_cst|acquire|monotonic))?(?=,|$)")
 _ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
@@ -57,8 +58,9 @@ _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it
 #: allows, as Taichi's (an n-body force loop ran 1.91x Taichi's own with ``sqrt.rn`` and a division). 6: atomics
 #: relaxed at the GPU's scope, as Taichi's LLVM 15 printed them (a ``membar.sys`` before each system-scope atomic in
 #: LLVM 22: an i8 sum's compare-and-swap loop ran 1.74x Taichi's); an f64 square root's reciprocal estimated too
-#: (``rsqrt.approx.f64``, as Taichi's PTX has it).
-VERSION = 6
+#: (``rsqrt.approx.f64``, as Taichi's PTX has it). 7: fast math set again after the optimiser, on the instructions it
+#: wrote (an SPH force loop's divisions were ``div.rn``, its products ``mul.rn``: 1.31x Taichi's GPU time).
+VERSION = 7
 
 
 class PtxError(TaichiError):
@@ -147,12 +149,13 @@ define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime)
 def _fast_math(m: re.Match) -> str:
     """One fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted; a division by a reciprocal where that helps
     (Taichi compiles with UnsafeFPMath, whose code generator divides by a repeated divisor's reciprocal: ``rcp.rn.f64``
-    and multiplies), and an f32 division approximate (``div.approx.ftz.f32``)."""
-    op, flags, f32 = m.group(1), m.group(2), m.group(3) or ""
-    if op == "fdiv":
-        flags += "arcp " if "arcp" not in flags else ""
-        flags += "afn " if f32 and "afn" not in flags else ""
-    return f"= {op} {flags}contract {f32}"
+    and multiplies), and an f32 division approximate (``div.approx.ftz.f32``). Flags it has are kept, none twice."""
+    op, flags, kind = m.group(1), m.group(2).split(), m.group(3)
+    if "fast" not in flags:
+        wanted = ["contract", *(["arcp"] if op == "fdiv" else [])]
+        wanted += ["afn"] if op == "fdiv" and kind.split()[-1] == "float" else []
+        flags += [f for f in wanted if f not in flags]
+    return f"= {op} {' '.join(flags)} {kind}"
 
 
 def _relaxed(m: re.Match) -> str:
@@ -256,6 +259,11 @@ def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
+    # Taichi's fast math again on what the pipeline made: an instruction it writes anew (``-(a / r)`` folded into
+    # ``(-a) / r``) keeps only the flags its operands share, and LLVM 22 decides a division's precision and a
+    # contraction by the instruction's own flags, where Taichi's LLVM 15 read UnsafeFPMath for the whole function
+    # (an SPH force loop's six divisions were ``div.rn``: 1.31x Taichi's GPU time)
+    module = _parse(llvm, _FP_OP.sub(_fast_math, str(module)))
     ptx = machine.emit_assembly(module)
     for task in fold.launched([{"name": t} for t in tasks], text):
         task = task["name"]
