@@ -28,6 +28,8 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
     p.add_argument("--corpus", metavar="FOLDER", help="the launcher section also times every kernel of every module "
                    "in FOLDER on both CUDA launch paths (GPU time, through torch.profiler)")
+    p.add_argument("--vk-raw", metavar="BINARY", help="the placement section (Vulkan) also runs this build of "
+                   "benchmarks/vk_raw.c: a launch and a step of 64 dispatches beside raw Vulkan's")
     p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
 
 
@@ -50,7 +52,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     quiet = args.json == "-"
     results = run(archs, quick=args.quick, sections=args.sections or SECTIONS, jit=not args.no_jit,
                   log=(lambda m: print(m, file=sys.stderr)) if quiet else print,
-                  saved=lambda r: _save(args.json, r), corpus=args.corpus)
+                  saved=lambda r: _save(args.json, r), corpus=args.corpus, vk_raw=args.vk_raw)
     _save(args.json, results)
     if quiet:
         print(json.dumps(results, indent=1))
@@ -67,6 +69,8 @@ def _refused(args: argparse.Namespace, known: Sequence[str]) -> str | None:
         return f"unknown section(s) {unknown}; choose from {', '.join(known)}"
     if args.corpus and not os.path.isdir(args.corpus):
         return f"--corpus {args.corpus!r}: not a folder"
+    if args.vk_raw and not (os.path.isfile(args.vk_raw) and os.access(args.vk_raw, os.X_OK)):
+        return f"--vk-raw {args.vk_raw!r}: not a program (cc -O2 -o vk_raw benchmarks/vk_raw.c -ldl)"
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return "--plot needs matplotlib (pip install 'taichi_aot[plot]')"
     return None

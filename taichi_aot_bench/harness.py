@@ -85,6 +85,7 @@ class Bench:
         self.software = "lavapipe" in self.device or "llvmpipe" in self.device  # a CPU behind Vulkan
         self.module_path = taichi_module("bench", self.name)
         self.corpus: str | None = None  # a folder of CUDA modules the launcher section times kernel by kernel
+        self.vk_raw: str | None = None  # a build of benchmarks/vk_raw.c (raw Vulkan's floors)
         self.driver: Server | None = None
         self.driver_note = ""
         try:

@@ -7,13 +7,17 @@ host copies, beside the placements a user could choose and beside CUDA on the sa
   (target >= 0.8 on a discrete GPU).
 * Host copies of 64 MiB (``from_numpy``, ``to_numpy(out=)``) from a pageable numpy array and from ``rt.host_array``,
   beside CUDA's copies from its ``host_array`` (page-locked): Vulkan's host array against CUDA's (target >= 0.7).
-* A step of many small dispatches (64 launches of a kernel over 4096 elements, then a wait), per step.
+* A launch and a wait, and a step of many small dispatches (64 launches of a kernel over 4096 elements, then a
+  wait); with ``--vk-raw``, beside raw Vulkan's (benchmarks/vk_raw.c: one dispatch of an empty shader recorded,
+  submitted and waited for, target <= 1.3 for the launch; 64 dispatches with barriers between them).
 
 On a CPU device (lavapipe) the rows are measured and no target is set: its memory is the host's either way.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Callable
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from taichi_aot import Arch, Runtime, capi
+from taichi_aot.placement.vulkan import facts
 
 from .compile import taichi_module
 from .harness import interleave, ratio
@@ -142,20 +147,53 @@ def _copies(bench: Bench, cuda: tuple[Runtime, object] | None) -> list[Row]:
 
 
 def _dispatches(bench: Bench) -> list[Row]:
-    """A step of 64 small dispatches and a wait, in microseconds a step."""
+    """A launch and a wait, and a step of 64 small dispatches and a wait, in microseconds; beside raw Vulkan's where
+    the bench has a build of vk_raw.c."""
     rt = bench.rt
     x = rt.ndarray((4096,), np.float32)
     y = rt.ndarray((4096,), np.float32)
     launch = bench.mod.kernels["saxpy"].bind(x, y, 0.5)
     steps = 5 if bench.quick else 50
 
-    def sample() -> float:
+    def sample(dispatches: int, repeats: int) -> float:
         t0 = time.perf_counter()
-        for _ in range(steps):
-            for _ in range(64):
+        for _ in range(repeats):
+            for _ in range(dispatches):
                 launch()
             rt.wait()
-        return (time.perf_counter() - t0) / steps * 1e6
+        return (time.perf_counter() - t0) / repeats * 1e6
 
-    samples = interleave({"step of 64 dispatches of saxpy @4096, then a wait": sample}, 3 if bench.quick else 5)
-    return [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 64}) for name, v in samples.items()]
+    one, many = "a launch of saxpy @4096, then a wait", "step of 64 dispatches of saxpy @4096, then a wait"
+    samples = interleave({one: partial(sample, 1, steps * 20), many: partial(sample, 64, steps)},
+                         3 if bench.quick else 5)
+    rows = [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 1 if name == one else 64})
+            for name, v in samples.items()]
+    raw = _raw_vulkan(bench, 200 if bench.quick else 2000)
+    if raw:
+        rows += [Row(SECTION, bench.name, RAW_ONE, "us/step", [raw["dispatch"]], params={"dispatches": 1}),
+                 Row(SECTION, bench.name, RAW_64, "us/step", [raw["dispatch_64"]], params={"dispatches": 64})]
+        ratio(rows, one, RAW_ONE, None if bench.software else 1.3)
+        ratio(rows, many, RAW_64)
+    return rows
+
+
+RAW_ONE, RAW_64 = ("raw Vulkan: a dispatch recorded, submitted, waited",
+                   "raw Vulkan: 64 dispatches and barriers, submitted, waited")
+
+
+def _raw_vulkan(bench: Bench, rounds: int) -> dict | None:
+    """vk_raw's figures on the bench's device (microseconds a round), or None without a build (a line in the log
+    where it fails)."""
+    if not bench.vk_raw:
+        return None
+    try:
+        name = facts(bench.rt.handle).name  # the runtime's own Vulkan device
+        run = subprocess.run([bench.vk_raw, name, str(rounds)], capture_output=True, text=True, timeout=600)
+        raw = json.loads(run.stdout) if run.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+        run, raw = None, {"error": str(e)}
+    if "dispatch" not in raw or "dispatch_64" not in raw:
+        why = raw.get("error") or (run.stderr.strip()[-300:] if run is not None else "") or "no dispatch rounds"
+        bench.log(f"  placement: vk_raw gave no dispatch figures: {why}")
+        return None
+    return raw

@@ -61,9 +61,10 @@ SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory"
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
         log: Callable[[str], None] = print, saved: Callable[[dict], None] | None = None,
-        corpus: str | None = None) -> dict:
+        corpus: str | None = None, vk_raw: str | None = None) -> dict:
     """Run the benchmark sections on every available arch (or ``archs``); returns the results. ``corpus``: a folder
-    of CUDA modules whose every kernel the launcher section times on both launch paths (kernel_time.py)."""
+    of CUDA modules whose every kernel the launcher section times on both launch paths (kernel_time.py); ``vk_raw``:
+    a build of benchmarks/vk_raw.c, raw Vulkan's floors beside the placement section's launches."""
     status = capi.arch_status()
     if archs is None:
         archs = [a for a in (Arch.X64, Arch.VULKAN, Arch.CUDA) if status[a].available]
@@ -83,7 +84,7 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
         log(f"== {arch.name.lower()} ==")
         try:
             bench = Bench(arch, quick, log)
-            bench.corpus = corpus
+            bench.corpus, bench.vk_raw = corpus, vk_raw
         except Exception as e:  # a backend that cannot run the harness: say so, go on with the others
             results["errors"].append(f"{arch.name.lower()}: {type(e).__name__}: {e}")
             log(f"{arch.name.lower()}: cannot run the benchmarks: {type(e).__name__}: {e}")

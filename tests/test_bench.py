@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -80,6 +81,10 @@ def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--corpus", "no-such-folder"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--corpus 'no-such-folder': not a folder" in proc.stderr, proc.stderr
+    folder = os.path.dirname(os.path.abspath(__file__))  # a folder, not a build of vk_raw.c
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--vk-raw", folder],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and f"--vk-raw {folder!r}: not a program" in proc.stderr, proc.stderr
 
 
 def test_bench_check_exits_1_exactly_when_a_target_is_missed(tmp_path):
