@@ -54,7 +54,7 @@ from ._arrays import (
 from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
 from ._lifetime import Parent
 from ._native import ffi, lib
-from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES, Arch
+from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
 from .ndarray import NdArray, check_copy, ndarray_argument
 
@@ -242,7 +242,7 @@ class ForeignArgs:
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
-        self._on_cuda = runtime.arch == Arch.CUDA
+        self._on_cuda = runtime.device.addresses_cuda_arrays
         self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
         self._own = runtime.cuda_device is not None  # taichi_aot's own CUDA runtime: pointers, never imports

@@ -112,19 +112,17 @@ class OpSpec:
         name = self.args[i].name
         return name if name and name.isidentifier() else f"arg{i}"
 
-    def gradients(self, cuda: bool = True) -> list[int] | None:
+    def gradients(self) -> list[int] | None:
         """The arguments with gradients, where the op's backward can be made from the kernel's reverse-mode kernel
-        (``Kernel.grad``: the module holds one, on an x64 runtime, or on a CUDA runtime (where ``cuda``) whose own
-        launcher takes it), else None. An in-out argument's gradient is seeded with its output's and comes back
+        (``Kernel.grad``: the module holds one and its launch backend runs it here, asked of the backends once, by
+        ``Kernel.prepare_grad``), else None. An in-out argument's gradient is seeded with its output's and comes back
         as its input's, as Taichi's reverse kernels define it (run on the input's values)."""
-        module, name = self.entry.module, f"{self.entry.name}_grad"
-        arch = module.runtime.arch
-        if self.graph or not (arch == Arch.X64 or (cuda and arch == Arch.CUDA)):
+        reverse = self.entry.module.kernel_info(f"{self.entry.name}_grad")
+        if self.graph or reverse is None or not reverse.reverse:
             return None
-        reverse = module.kernel_info(name)
-        if reverse is None or not reverse.reverse:
-            return None
-        if arch == Arch.CUDA and module.launchers().get(name) != "cuda":
+        try:
+            self.entry.prepare_grad()  # type: ignore[union-attr]  # a kernel: not self.graph
+        except NotSupportedError:
             return None
         return [a.index for a in reverse.args if a.needs_grad]
 

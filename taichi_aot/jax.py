@@ -215,10 +215,11 @@ class Op:
                  vmap_method: str | None = "sequential"):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.jax")
         rt = spec.entry.module.runtime
-        if spec.returned and rt.arch == Arch.CUDA and spec.entry.launcher != "cuda":  # refused, never lost
+        if spec.returned and spec.entry._choice.results is None:  # its launch gives none back: refused, never lost
             raise NotSupportedError(f"taichi_aot.jax.op({launchable.name!r}): the kernel returns values, and runs on "
-                                    "libtaichi's path, which gives none back: its module needs PTX (python -m "
-                                    "taichi_aot ptx MODULE) for the own CUDA launcher, which returns them")
+                                    f"libtaichi's path ({spec.entry.launcher}), which gives none back: load it with "
+                                    "taichi_aot's own launches (a CUDA module needs PTX: python -m taichi_aot ptx "
+                                    "MODULE)")
         if rt.arch not in (Arch.X64, Arch.CUDA):
             raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "
                                     f"{rt.arch.name}")

@@ -26,7 +26,7 @@ from . import _cudart, _firstload, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
-from .enums import LLVM_ARCHS, Arch
+from .enums import LLVM_ARCHS
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
@@ -296,7 +296,7 @@ class AotModule(Child):
         runtime.ensure_open()
         choice = _launchers(launcher, cuda_launcher)  # checked on every arch
         src = _open(runtime, source)
-        key = (src.key, choice if runtime.arch == Arch.CUDA else "")
+        key = (src.key, choice if ModuleBackends.by_choice(runtime) else "")
         shared, owned = _Shared.take(runtime, key)  # pinned from here on
         if shared is None or owned is None:
             handle, temp_dir = _load(runtime, src)

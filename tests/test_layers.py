@@ -393,18 +393,12 @@ CUDA_DECISIONS = {
     "taichi_aot/pool/_plan.py": (2, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone"),
     "taichi_aot/pool/__init__.py": (1, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
     "taichi_aot/ndarray.py": (1, "__cuda_array_interface__ is CUDA's protocol"),
-    "taichi_aot/_foreign.py": (1, "owed: CUDA arrays (other libraries') are taken by pointer on a CUDA runtime; "
-                                  "the runtime's device should say it"),
-    "taichi_aot/module.py": (1, "owed: kernels are kept by launcher choice on CUDA; the choice should say whether it "
-                                "matters"),
-    "taichi_aot/_ops.py": (5, "torch's and JAX's device type is named 'cuda'; owed: whether a kernel returns values "
-                              "or has a reverse kernel is asked by launcher name, not of its Choice"),
+    "taichi_aot/_ops.py": (2, "torch's and JAX's device type is named 'cuda'"),
     "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell on CUDA; owed: the own launcher's "
                                 "record found by arch"),
     "taichi_aot/_torchop.py": (2, "torch's CUDA dispatch key and stream are CUDA's; owed: graphable asked with arch"),
     "taichi_aot/torch.py": (3, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
-    "taichi_aot/jax.py": (3, "XLA's CUDA platform and its GPU twins are CUDA's; owed: returned values asked by "
-                             "launcher name"),
+    "taichi_aot/jax.py": (1, "XLA's CUDA platform and its GPU twins are CUDA's"),
 }
 
 

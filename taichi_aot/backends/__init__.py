@@ -112,6 +112,12 @@ class ModuleBackends:
         self._own = own  # its kernels on the own CUDA launcher (reverse kernels run there), or None
         self._reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel's call, made once
 
+    @staticmethod
+    def by_choice(runtime: Any) -> bool:
+        """Whether a module's kernels differ with the launchers asked for (``launcher=``) on ``runtime``: on CUDA the
+        own launcher takes them or libtaichi does; elsewhere the same backends load whatever is asked."""
+        return bool(runtime.arch == Arch.CUDA)
+
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
         """The backends of a module of ``folder`` (its files, where it has a folder) just loaded in ``runtime``,

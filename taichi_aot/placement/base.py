@@ -67,6 +67,9 @@ class Device:
     #: memory handles are the driver's pointers, and host-visible memory is addressed as it is (the own CUDA
     #: runtime's managed memory), never mapped through libtaichi
     pointer_handles = False
+    #: other libraries' CUDA arrays are the runtime's memory as they are, imported by pointer (the CUDA devices), not
+    #: arrays of another device, copied
+    addresses_cuda_arrays = False
     #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
     imports_host_memory = False
     #: memory the host does not map is copied through staging buffers (the gfx backends), not by a driver or as it is

@@ -34,6 +34,7 @@ class LibraryCudaDevice(Device):
     policy = "cuda"
     kernel_copies_on_device = True
     dlpack_type = 2
+    addresses_cuda_arrays = True
     stages = False  # the driver copies
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
     mapping_is_copy = True
