@@ -31,8 +31,11 @@ HEADER = "taichi_aot.h"
 #: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 #: Each launch backend's C lies in ``backends/`` (libtaichi's is launch.c's switch).
-C_FILES = ("loader.c", "backends/cuda.c", "backends/x64.c", "xla.c", "nvtx.c", "imports.c", "launch.c", "arrays.c",
-           "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c")
+C_FILES = ("loader.c", "backends/plan.c", "backends/cuda.c", "backends/x64.c", "xla.c", "nvtx.c", "imports.c",
+           "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c",
+           "logsink.c", "table.c")
+#: The private headers the C files share (never handed to cffi): a change to one must rebuild.
+PRIVATE_HEADERS = ("xla_ffi.h", "loader.h", "backends/plan.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 
@@ -64,6 +67,7 @@ def make_ffibuilder() -> FFI:
         + _cdef.INTEROP_PRELUDE
         + '#include "taichi/taichi.h"\n'
         + "".join(f'#include "taichi/{name}"\n' for name in _cdef.HEADERS)
+        + '#include "loader.h"\n'  # the trampolines' table type
         + _cdef.trampolines(_cdef.functions(cdef))
         + "".join(f'#include "{name}"\n' for name in C_FILES)
     )
@@ -74,7 +78,7 @@ def make_ffibuilder() -> FFI:
         source,
         include_dirs=[INCLUDE_DIR, CSRC_DIR],
         # the C files reach the compiler through #include: a change to one must rebuild
-        depends=[os.path.join(CSRC_DIR, name) for name in (HEADER, "xla_ffi.h", *C_FILES)],
+        depends=[os.path.join(CSRC_DIR, name) for name in (HEADER, *PRIVATE_HEADERS, *C_FILES)],
         libraries=["dl", "pthread"],
         # torchop.c's boxed kernel throws torch's error through its own frame (torch's unwinder needs its tables)
         extra_compile_args=["-fexceptions"],

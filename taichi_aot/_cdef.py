@@ -189,8 +189,8 @@ def functions(cdef: str) -> list[Function]:
 def trampolines(functions: list[Function]) -> str:
     """C source: one pointer and one forwarding definition per C-API function, and their table.
 
-    The table ``taichi_aot_symbols`` (name and pointer slot of each function) is
-    what ``_csrc/loader.c`` fills with ``dlsym``. A function the loaded library
+    The table ``taichi_aot_symbols`` (name and pointer slot of each function, ``_csrc/loader.h``'s
+    TaichiAotSymbol) is what ``_csrc/loader.c`` fills with ``dlsym``. A function the loaded library
     lacks reports TI_ERROR_NOT_SUPPORTED through the library's own last-error
     slot instead of jumping to NULL.
     """
@@ -215,9 +215,10 @@ def trampolines(functions: list[Function]) -> str:
     return (
         "static void taichi_aot_missing(const char *name);\n"
         + "\n".join(out)
-        + "\nstatic struct { const char *name; void **slot; } taichi_aot_symbols[] = {\n"
+        + "\nTaichiAotSymbol taichi_aot_symbols[] = {\n"
         + "\n".join(table)
         + "\n};\n"
+        + "const size_t taichi_aot_symbol_count = sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]);\n"
         + "static void taichi_aot_missing(const char *name) {\n"
         "    char message[160];\n"
         "    if (taichi_aot_fn_ti_set_last_error == NULL) return;\n"

@@ -1,5 +1,7 @@
 /* numpy arrays recognised from C (see taichi_aot.h): the argument packer's fast path asks whether the
    array it was given is, in every respect a kernel sees, the one it shared before. */
+#include <string.h>
+
 #include "taichi_aot.h"
 
 /* The start of numpy's array object (PyArrayObject_fields in numpy/ndarraytypes.h, the same in numpy 1

@@ -2,9 +2,17 @@
    GOT (the slots the dynamic linker fills), and only the library reads its own GOT. So pointing its slots for a
    function at ours changes what the library reaches and nothing else: Python and other libraries still reach
    the original. threads.c redirects get_nprocs, vkfence.c dlsym. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#endif
+#include <dlfcn.h>
 #include <link.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "taichi_aot.h"
+#include "loader.h"
 
 #if defined(__x86_64__)
 #define TAICHI_AOT_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -115,7 +123,8 @@ int taichi_aot_patch_library_calls(const char *name, void *fn) {
     TaichiAotDynamic d = {NULL, NULL, {NULL, NULL}, {0, 0}, 1};
     TaichiAotRelro relro = {0, 0, 0};
     int patched = 0, t;
-    if (taichi_aot_handle == NULL || dlinfo(taichi_aot_handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL) {
+    void *library = taichi_aot_library_handle();
+    if (library == NULL || dlinfo(library, RTLD_DI_LINKMAP, &map) != 0 || map == NULL) {
         return -1;
     }
     relro.base = map->l_addr;

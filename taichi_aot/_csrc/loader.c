@@ -1,14 +1,19 @@
 /* Open libtaichi_c_api at run time and point the trampolines at its functions.
 
    Compiled in one translation unit after the trampolines that _cdef.trampolines() generates, whose
-   table `taichi_aot_symbols` ({name, slot} per C-API function) this file fills and empties. */
+   table `taichi_aot_symbols` ({name, slot} per C-API function, loader.h) this file fills and empties. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "taichi_aot.h"
+#include "loader.h"
 
 static void *taichi_aot_handle = NULL;
+
+void *taichi_aot_library_handle(void) {
+    return taichi_aot_handle;
+}
 
 int taichi_aot_load(const char *path, char *error, size_t error_size) {
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -22,7 +27,7 @@ int taichi_aot_load(const char *path, char *error, size_t error_size) {
         dlclose(taichi_aot_handle);
     }
     taichi_aot_handle = handle;
-    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+    for (i = 0; i < taichi_aot_symbol_count; ++i) {
         *taichi_aot_symbols[i].slot = dlsym(handle, taichi_aot_symbols[i].name);
         if (*taichi_aot_symbols[i].slot == NULL) {
             ++missing;
@@ -53,7 +58,7 @@ void *taichi_aot_open_functions(const char *path, const char *const *names, void
 
 void taichi_aot_unload(void) {
     size_t i;
-    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+    for (i = 0; i < taichi_aot_symbol_count; ++i) {
         *taichi_aot_symbols[i].slot = NULL;
     }
     if (taichi_aot_handle != NULL) {
@@ -68,7 +73,7 @@ int taichi_aot_is_loaded(void) {
 
 int taichi_aot_has_symbol(const char *name) {
     size_t i;
-    for (i = 0; i < sizeof(taichi_aot_symbols) / sizeof(taichi_aot_symbols[0]); ++i) {
+    for (i = 0; i < taichi_aot_symbol_count; ++i) {
         if (strcmp(taichi_aot_symbols[i].name, name) == 0) {
             return *taichi_aot_symbols[i].slot != NULL;
         }

@@ -1,5 +1,6 @@
 /* The C stdio streams libtaichi_c_api writes to, pointed at a file of taichi_aot's (_library.py's log sink): its
    logger takes the `stderr` it finds when it is made, and some of its errors printf() to `stdout`. */
+#include <stdio.h>
 
 void *taichi_aot_stdio_open(int fd) {
     return fdopen(fd, "a");

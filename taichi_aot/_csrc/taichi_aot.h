@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "taichi/taichi_core.h"
+#include "taichi/taichi_cpu.h"
+#include "taichi/taichi_cuda.h"
 
 /* One prepared launch, of one of the launch backends (their Python half: taichi_aot/backends). `kind` says which,
    and launch.c's dispatcher is the one place that launches by it:

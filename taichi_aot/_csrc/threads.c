@@ -9,6 +9,8 @@
    Python and other libraries included, still reaches glibc. */
 #include <sys/sysinfo.h>
 
+#include "taichi_aot.h"
+
 static volatile int taichi_aot_threads_wanted = 0;
 
 static int taichi_aot_nprocs(void) {

@@ -15,10 +15,13 @@
    Semaphores are left as they are: libtaichi signals a new binary semaphore at each submit and waits on none,
    and a binary semaphore signalled and never waited cannot be signalled again; making one costs about 17 us
    (measured on the H100 beside the fence's 800). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "taichi_aot.h"
 
 typedef int32_t TaichiAotVkResult;
 typedef void *TaichiAotVkHandle; /* VkInstance, VkDevice: dispatchable handles */

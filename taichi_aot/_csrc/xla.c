@@ -11,7 +11,9 @@
    error XLA raises, never a launch on a dead handle. libtaichi's last error is thread-local: read and cleared here,
    on XLA's thread. On x64 the handler waits for the kernel before it returns (XLA reads the results next). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "taichi_aot.h"
 #include "xla_ffi.h"

@@ -6,6 +6,12 @@
    struct and a stand-in for Taichi's LLVMRuntime, which holds the temporaries a serial task leaves for the next,
    as its thread_pool a pointer to an int32, how many threads a launch may use, and, as its parallel_for,
    taichi_aot_cpu_parallel_for: a range-for task hands it its splits, which threads of its own take in turn. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "taichi_aot.h"
+#include "backends/plan.h"
 
 typedef void (*TaichiAotCpuTask)(void *context);
 typedef void (*TaichiAotCpuSplit)(void *context, int32_t thread, int32_t split);
@@ -117,14 +123,14 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_CUDA_BAD_ARGS;
             }
-            plan_shape(a, nd, params);
+            taichi_aot_plan_shape(a, nd, params);
             address = cpu_address(runtime, nd);
             if (address == 0) {
                 int error = (int)ti_get_last_error(NULL, NULL);
                 return error != 0 ? error : TAICHI_AOT_CUDA_BAD_ARGS;
             }
             memcpy(params + a->data, &address, 8);
-        } else if (plan_value(a, v, params) != 0) {
+        } else if (taichi_aot_plan_value(a, v, params) != 0) {
             return TAICHI_AOT_CUDA_BAD_ARGS;
         }
     }

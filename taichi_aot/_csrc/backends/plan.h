@@ -1,0 +1,18 @@
+/* backends/plan.c's functions, for the own launches (backends/cuda.c, backends/x64.c): a private header, never
+   handed to cffi. */
+#ifndef TAICHI_AOT_BACKENDS_PLAN_H
+#define TAICHI_AOT_BACKENDS_PLAN_H
+
+#include <stdint.h>
+
+#include "taichi_aot.h"
+
+/* An ndarray argument's shape written at its plan's offset in `params` (as many dimensions as the plan lays out);
+   returns its element count (at most 2**40). */
+uint64_t taichi_aot_plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsigned char *params);
+
+/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_CUDA_BAD_ARGS where
+   the TiArgument is not what the plan expects. */
+int taichi_aot_plan_value(const TaichiAotCudaArg *a, const TiArgument *v, unsigned char *params);
+
+#endif

@@ -1,0 +1,20 @@
+/* What loader.c shares with the other C files of taichi_aot._native: a private header, never handed to cffi. */
+#ifndef TAICHI_AOT_LOADER_H
+#define TAICHI_AOT_LOADER_H
+
+#include <stddef.h>
+
+/* A C-API function's name and the slot of its trampoline's pointer (_cdef.trampolines() writes the table, before
+   the C files in the one translation unit build_ffi.py makes; loader.c fills and empties it). */
+typedef struct {
+    const char *name;
+    void **slot;
+} TaichiAotSymbol;
+
+extern TaichiAotSymbol taichi_aot_symbols[];
+extern const size_t taichi_aot_symbol_count;
+
+/* The loaded libtaichi_c_api's dlopen handle, or NULL (got.c reads its link map). */
+void *taichi_aot_library_handle(void);
+
+#endif
