@@ -35,7 +35,7 @@ C_FILES = ("loader.c", "backends/plan.c", "backends/cuda.c", "backends/x64.c", "
            "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c",
            "logsink.c", "table.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
-PRIVATE_HEADERS = ("xla_ffi.h", "loader.h", "backends/plan.h")
+PRIVATE_HEADERS = ("xla_ffi.h", "loader.h", "arrays.h", "backends/plan.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

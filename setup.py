@@ -28,6 +28,8 @@ class BuildPyWithLibrary(build_py):
 
 #: The C call's extension, taichi_aot._call: call_module.c #includes the other files (their order matters).
 CALL_FILES = ("call_module.c", "records.c", "arrays.c", "reads.c", "fresh.c", "call.c", "remember.c", "eager.c")
+#: The private headers of what crosses those files: a change to one must rebuild.
+CALL_HEADERS = ("call_common.h", "records.h", "arrays.h", "reads.h", "fresh.h", "call.h")
 CSRC = os.path.join("taichi_aot", "_csrc")
 
 # The extensions use the stable ABI: cffi builds taichi_aot._native (and the bench's taichi_aot_bench._steps) with
@@ -37,7 +39,7 @@ CSRC = os.path.join("taichi_aot", "_csrc")
 call_extension = Extension(
     "taichi_aot._call",
     sources=[os.path.join(CSRC, "call_module.c")],
-    depends=[os.path.join(CSRC, name) for name in (*CALL_FILES[1:], "taichi_aot.h")],
+    depends=[os.path.join(CSRC, name) for name in (*CALL_FILES[1:], *CALL_HEADERS, "taichi_aot.h")],
     include_dirs=["include", CSRC],
     define_macros=[("Py_LIMITED_API", "0x03090000")],
     py_limited_api=True,

@@ -1,7 +1,9 @@
 """Every C file of the package compiles by itself: what it uses, it includes (the system's headers, taichi_aot.h,
 the private headers of what crosses files), though the builds compile each extension as one translation unit
 (build_ffi.py's C_FILES after the C-API's trampolines; setup.py's call_module.c, which includes the C call's files).
-A file that still leans on what an earlier file of its unit defined is listed with the reason."""
+What crosses files is declared in private headers (loader.h, backends/plan.h, call_common.h and those of the C
+call's files), never in taichi_aot.h, which cffi reads. A file that still leans on what an earlier file of its unit
+defined is listed with the reason."""
 
 from __future__ import annotations
 
@@ -20,13 +22,6 @@ CSRC = os.path.join(ROOT, "taichi_aot", "_csrc")
 NOT_ALONE = {
     "torchop.c": "owed (house6's opplan.c): torch's C kernel reaches xla.c's static launch through a fake XLA call "
                  "frame, and xla_ffi.h's types, defined before it in the unit",
-    "records.c": "owed: the C call's files share call_module.c's unit (its Python includes, its types and helpers); "
-                 "a private header of what crosses them is owed",
-    "reads.c": "owed: see records.c",
-    "fresh.c": "owed: see records.c",
-    "call.c": "owed: see records.c",
-    "remember.c": "owed: see records.c",
-    "eager.c": "owed: see records.c",
 }
 
 

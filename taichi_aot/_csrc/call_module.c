@@ -7,20 +7,7 @@
    libtaichi's imports and error slot) comes in one table (TaichiAotCallTable, table.c), handed over once by its
    address (`_bind`, called by taichi_aot._arrays at import): no symbol is looked up by name. Until then a Launcher
    cannot be prepared. The types are made here, in the module's init, and nowhere else. */
-#include <Python.h>
-
-#include <math.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "taichi_aot.h"
-
-/* taichi_aot._native's functions (zero until _bind). */
-static TaichiAotCallTable taichi_aot_api;
+#include "call_common.h" /* Python's headers, the system's, taichi_aot.h; taichi_aot_api, the helpers below */
 
 /* A dict's value for `key` as a new (strong) reference, taken at once; NULL where it has none or the lookup
    raised (cleared: the Python path, which takes the call then, looks again and says what is wrong). */

@@ -1,6 +1,9 @@
 /* What a call made by Python leaves the launcher of call.c to remember (#included after call.c, whose slots these
    fill): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays of other libraries it was given,
    so that the next call with them is made in C. Their records (NumpyHit, PrintHit) are records.c's: read by field. */
+#include "call_common.h"
+#include "call.h"
+#include "records.h"
 
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
 static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {
