@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -121,6 +121,15 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
     tensor.contents.length = a.size
     raw = np.ascontiguousarray(a).tobytes()
     ffi.memmove(getattr(tensor.contents.data, _TENSOR_FIELD[a.dtype.itemsize]), raw, len(raw))
+
+
+class Packing(NamedTuple):
+    """What a launch made elsewhere than a kernel's own call needs of its arguments (a reverse kernel launched from
+    torch's autograd thread, backends/cuda_reverse.py): their signature, packers and names in messages."""
+
+    signature: list[ArgInfo]
+    packers: list[Packer]
+    what: list[str]
 
 
 def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool = False) -> Packer:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
-from ._arguments import ARG_SIZE, Packer, Slot, by_name, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Packing, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
 from ._lifetime import Parent, unpicklable
@@ -380,9 +380,12 @@ class Kernel(_Launchable):
         WrongThreadError: called from a thread other than the runtime's (before anything is written).
     """
 
-    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo]):
+    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo], reverse: Callable[[], Any]):
         super().__init__(module, name, choice)
         self._args = self._recorded = args
+        #: its reverse-mode kernel as its module's backends make it once (``ModuleBackends.reverse``), handed down by
+        #: the module (NotSupportedError where there is none)
+        self._reverse = reverse
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
         packed = self._new_packed()
@@ -437,7 +440,12 @@ class Kernel(_Launchable):
         """Find (and on x64 compile) this kernel's reverse-mode kernel now rather than at the first :meth:`grad`:
         the first call must come from the runtime's thread, later ones may come from another (torch's autograd runs
         CUDA backward on a thread of its own; the torch op does this when it is made). Raises as :meth:`grad`."""
-        self._module._reverse(self._name)
+        self._reverse()
+
+    def packing(self) -> Packing:
+        """What a launch of it made elsewhere needs of its arguments (for the package: a reverse kernel launched from
+        another thread packs its scalars with these packers)."""
+        return Packing(self._args, self._packers, [self._what_arg(a) for a in self._args])
 
     def grad(self, *args: Any, grads: Any, **kwargs: Any) -> None:
         """Run this kernel's reverse-mode (autodiff) kernel: ``add.grad(x, y, 0.5, grads=(x_grad, y_grad))``.
@@ -458,7 +466,7 @@ class Kernel(_Launchable):
                 a kernel the own launches cannot run.
             ArgumentTypeError, InvalidArgumentError: an argument or gradient of the wrong kind, dtype or shape.
         """
-        reverse = self._module._reverse(self._name)
+        reverse = self._reverse()
         what = [self._what_arg(a) for a in self._args]
         reverse.call(list(self._bind(args, kwargs)), grads, self._names, what, f"kernel {self._name!r}",
                      self._runtime.wait)  # what libtaichi launched before has run first

@@ -10,6 +10,7 @@ another backend family, another LLVM arch or another Taichi minor version raises
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -396,7 +397,8 @@ class AotModule(Child):
         name, info = self._described(kind, name)
         if isinstance(info, KernelInfo):
             choice, args = self._backends.kernel(name, info, lambda: self._library_handle("kernel", name))
-            obj = (Kernel if choice.results is None else ReturningKernel)(self, name, choice, args)
+            obj = (Kernel if choice.results is None else ReturningKernel)(self, name, choice, args,
+                                                                          functools.partial(self._reverse, name))
         else:
             choice = self._backends.graph(info, self._library_handle("graph", name))
             obj = ComputeGraph(self, name, choice, info.args)

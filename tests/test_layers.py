@@ -173,8 +173,8 @@ def test_every_import_points_down():
 ANNOTATION_IMPORTS_UP = {
     ("taichi_aot._lifetime", "taichi_aot.runtime"): "Child.runtime, the public property, returns a Runtime",
     ("taichi_aot.ndarray", "taichi_aot.runtime"): "NdArray.runtime, the public property, returns a Runtime",
-    ("taichi_aot.launch", "taichi_aot.module"): "Kernel.module, the public property, returns an AotModule",
-    ("taichi_aot.backends.cuda_reverse", "taichi_aot.launch"): "a reverse kernel is made for a Kernel",
+    ("taichi_aot.launch", "taichi_aot.module"): "Kernel.module, the public property, returns an AotModule (its "
+                                                "reverse kernel is handed down: no call goes up)",
 }
 
 
@@ -218,9 +218,6 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("replay", "_c"): "a replay copies each bound launch's prepared C struct into the array C replays (launch.py's",
     ("replay", "_validate"): "...BoundLaunch, whose room the sequence shared until it had one of its own), re-checks",
     ("replay", "_entry"): "...a launch after a failure (its _validate), and names its kernel or graph in messages",
-    ("launch", "_reverse"): "a kernel's grad asks its module (above) for its reverse kernel, compiled once a load",
-    ("backends.cuda_reverse", "_packers"): "a reverse kernel launched from torch's autograd thread packs its",
-    ("backends.cuda_reverse", "_what_arg"): "...scalars with the kernel's own packers, and names its arguments",
     ("cli.build_part", "_adjoint"): "Taichi keeps a kernel's reverse-mode kernel there; build exports it so",
     ("_arguments", "_sig"): "the packer checks an NdArray's signature in the launch hot path (a property costs",
     ("_arguments", "_arg_bytes"): "...about 5% of a dynamic launch): it writes the NdArray's packed TiArgument",

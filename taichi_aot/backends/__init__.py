@@ -266,8 +266,9 @@ class ModuleBackends:
                                                      "is installed, or run `taichi_aot ptx`)"))
         from .cuda_reverse import GradCall
 
-        handle = module.runtime.handle
-        return GradCall(module.kernels[grad], [a.index for a in args if a.needs_grad],
+        handle, kernel = module.runtime.handle, module.kernels[grad]
+        return GradCall(kernel, kernel.packing(), module.runtime, lambda: module.closed,
+                        [a.index for a in args if a.needs_grad],
                         lambda values, count, stream: own.launch_elsewhere(handle, grad, values, count, stream))
 
     def unload(self) -> None:

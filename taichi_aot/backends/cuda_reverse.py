@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from .._arguments import ARG_SIZE, gradient_map, pack_one
+from .._arguments import ARG_SIZE, Packing, gradient_map, pack_one
 from .._arrays import CudaArray, cuda_interface, refuse_lazy
 from .._native import ffi, lib
 from ..enums import NUMPY_DTYPES, DataType
@@ -18,7 +18,7 @@ from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
 from ..ndarray import ndarray_argument
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..launch import Kernel
+    from .._lifetime import Parent
     from ..metadata import ArgInfo
 
 
@@ -34,12 +34,15 @@ def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
 
 class GradCall:
     """A reverse-mode kernel on taichi_aot's CUDA launcher, run as its primal's ``grad``: the primal's arguments,
-    then the gradient arrays of ``needing`` (argument positions), each of its array's shape.
-    ``elsewhere(args, count, stream)``: its launch from another thread than the runtime's
+    then the gradient arrays of ``needing`` (argument positions), each of its array's shape. ``launch``: the
+    reverse kernel's own call (on the runtime's thread), ``packing`` its arguments' record, ``runtime`` and
+    ``closed`` its module's; ``elsewhere(args, count, stream)``: its launch from another thread than the runtime's
     (``cuda.Kernels.launch_elsewhere``)."""
 
-    def __init__(self, kernel: Kernel, needing: list[int], elsewhere: Callable[[Any, int, int | None], None]):
-        self.kernel, self.needing, self.elsewhere = kernel, needing, elsewhere
+    def __init__(self, launch: Callable[..., Any], packing: Packing, runtime: Parent, closed: Callable[[], bool],
+                 needing: list[int], elsewhere: Callable[[Any, int, int | None], None]):
+        self.launch, self.packing, self.runtime, self.closed = launch, packing, runtime, closed
+        self.needing, self.elsewhere = needing, elsewhere
 
     def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
              before: Callable[[], object]) -> None:
@@ -55,11 +58,11 @@ class GradCall:
                 raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
                                            f"{tuple(shape)}")
         given = [*values, *(order[i] for i in self.needing)]
-        rt = self.kernel.module.runtime
+        rt = self.runtime
         if rt.on_its_thread():
-            self.kernel(*given)
+            self.launch(*given)
         else:
-            if self.kernel.module.closed:  # closed objects are refused on any thread
+            if self.closed():  # closed objects are refused on any thread
                 raise ClosedError(f"{kernel}: its module or runtime is closed")
             stream = _current_torch_stream(rt.device_index)
             self.elsewhere(self._pack(given, kernel, stream), len(given), stream)
@@ -67,17 +70,16 @@ class GradCall:
     def _pack(self, given: list[Any], kernel: str, stream: int | None) -> Any:
         """The TiArguments of a launch from another thread on ``stream``: each array a CUDA array's device pointer
         (checked: dtype, dimensions, element shape, device, C-contiguous), each scalar packed by its packer."""
-        k = self.kernel
+        p = self.packing
         args = ffi.new("TiArgument[]", max(len(given), 1))
-        for i, (spec, value) in enumerate(zip(k.signature, given)):
+        for i, (spec, value) in enumerate(zip(p.signature, given)):
             if spec.kind == "ndarray":
-                pointer, shape = _cuda_array(value, spec, f"{kernel}: {k._what_arg(spec)}", stream,
-                                             k.module.runtime.device_index)
+                pointer, shape = _cuda_array(value, spec, f"{kernel}: {p.what[i]}", stream, self.runtime.device_index)
                 arg = bytes(ffi.buffer(ndarray_argument(
                     ffi.cast("TiMemory", pointer | lib.TAICHI_AOT_POINTER_TAG), shape[:spec.ndim],
                     tuple(spec.elem_shape), cast(DataType, spec.dtype))))
             else:
-                arg = pack_one(k._packers[i], spec, value, k.module.runtime)
+                arg = pack_one(p.packers[i], spec, value, self.runtime)
             ffi.memmove(ffi.addressof(args, i), arg, ARG_SIZE)
         return args
 
