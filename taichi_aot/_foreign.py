@@ -28,7 +28,6 @@ import collections
 import functools
 import sys
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,24 +35,20 @@ import numpy as np
 from . import _cuda, _cudart
 from ._arrays import (
     CudaArray,
-    array_like,
-    byte_span,
     cuda_interface,
     forget_print,
     host_array,
     is_jax,
     on_cuda,
-    overlaps_itself,
     print_of,
     read_print,
     refuse_lazy,
-    same_layout,
-    share,
     why_copy,
 )
 from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
 from ._lifetime import Parent
 from ._native import ffi, lib
+from ._staged import Staged, StagedCopies
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
 from .ndarray import NdArray, check_copy, ndarray_argument
@@ -64,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
     from .ndarray import HostAccess
 
-__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "Staged", "numpy_hit", "print_hit"]
+__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "numpy_hit", "print_hit"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps at least; a runtime keeps twice the most
 #: arrays one of its kernels or graphs takes where that is more (ForeignArgs.fit), so a call of many arrays never
@@ -75,35 +70,6 @@ CACHE_SIZE = 16
 #: is waited for.
 HELD_LIMIT = 64
 HELD_BATCHES = 64
-#: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
-SPARE_COUNT = 8
-SPARE_BYTES = 16 << 20
-#: How many staged copies, and bytes, queued kernels may still read (none is refilled before a wait) before the
-#: next copy waits for them.
-FLIGHT_COUNT = 256
-FLIGHT_BYTES = 64 << 20
-
-def _clash(what: str, other: str) -> str:
-    return (f"{what} shares memory with {other}; the backend takes each as its own copy, and copying them "
-            "back would undo one's writes: pass one array, or NdArrays")
-
-
-def _nothing() -> None:
-    pass
-
-
-def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
-    """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
-    if view is None:
-        if a is None:
-            nd.fill(False if nd.dtype == np.bool_ else 0)
-        else:
-            nd.from_numpy(a)
-    elif a is None:
-        view[...] = 0
-    else:
-        np.copyto(view, a, casting="equiv")
-
 
 def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyArrayError:
     if spec.access is None:
@@ -174,21 +140,6 @@ def print_hit(value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read
                     read_only=read_only, held=held)
 
 
-@dataclass
-class Staged:
-    """A host array the backend takes as a copy for one launch: copied in where a kernel reads it (``filled``),
-    copied back after the launch where one writes it (``write_back``); ``view``, the copy's memory as mapped for
-    good (None where the host cannot map it: CUDA)."""
-
-    nd: NdArray
-    view: np.ndarray | None
-    array: np.ndarray
-    dims: int  # the element dims the copy was made with
-    what: str  # which argument, for messages
-    filled: bool
-    write_back: bool
-
-
 class _Entry:
     """A cached ndarray, and the weak reference to its array (or the array itself, where it has none)."""
 
@@ -235,9 +186,9 @@ class ForeignArgs:
     may run in any thread: the cache's own changes tolerate theirs.
     """
 
-    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_flight", "_held",
-                 "_on_cuda", "_on_device", "_own", "_runtime", "_spare", "allow_copies", "held_limit", "hits",
-                 "imports", "size", "staged", "unmaps")
+    __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_held", "_on_cuda",
+                 "_on_device", "_own", "_runtime", "allow_copies", "copies", "held_limit", "hits", "imports", "size",
+                 "staged", "unmaps")
 
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
@@ -252,14 +203,13 @@ class ForeignArgs:
         self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
         self._held: dict[int, Any] = {}  # id -> CUDA array passed since the runtime was last waited for (or spilled)
         self._batches: collections.deque[tuple[int, list[Any]]] = collections.deque()  # (CUDA event, arrays): spill
-        self.staged: list[Staged] = []
-        # (shape, dtype, element dims) -> spare copies (ndarray, its mapped view), free to fill; those queued kernels
-        # may read until the next wait (which frees them)
-        self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
-        self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
         # id(view) -> the unmap of a staged copy's mapping (Memory.keep_mapped): the runtime's finalizer calls those
         # left (the views hold no reference back, so a runtime dropped unclosed is still collected)
         self.unmaps: dict[int, Any] = {}
+        #: the host arrays taken as copies (_staged.py); ``staged``, the launch's, is its list
+        self.copies = StagedCopies(self._arch, self._on_device, self._rt, self._wait_keeping_held, self._device_copy,
+                                   self.unmaps)
+        self.staged: list[Staged] = self.copies.staged
         self.allow_copies = True
         # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
@@ -477,7 +427,17 @@ class ForeignArgs:
     def _staged_argument(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         if not self.allow_copies:
             raise InvalidArgumentError(f"{what}: {why_copy(a, self._arch)}; this runtime's allow_array_copies is False")
-        return self._stage(a, dims, spec, what)
+        return self.copies.stage(a, dims, spec, what)
+
+    def _wait_keeping_held(self) -> None:
+        """Wait for the runtime; the CUDA arrays this launch packed already stay held."""
+        held = dict(self._held)
+        self._rt().wait()
+        self._held.update(held)
+
+    def _device_copy(self, a: np.ndarray, dims: int, what: str, fill: bool) -> NdArray:
+        """A copy of ``a`` in device memory (filled with its values, or zeros), for a staged copy."""
+        return self._from_host(a, dims, True, None, what, owner=None, fill=fill)
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
         try:
@@ -533,168 +493,26 @@ class ForeignArgs:
             except (RuntimeError, StopIteration):  # a callback changed it meanwhile: look again
                 continue
 
-    def _stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
-        """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it. The
-        same array given again shares its copy; copies that are both copied back may not share memory (one
-        would undo the other's writes)."""
-        reads, writes = spec.reads, spec.may_write
-        same = next((s for s in self.staged if s.dims == dims and (s.array is a or same_layout(a, s.array))), None)
-        try:
-            if writes:
-                self._check_copied_back(a, same, what)
-            if same is not None:  # the same array again: one copy, as one memory
-                if reads and not same.filled:
-                    _fill(same.nd, same.view, a)
-                    same.filled = True
-                same.write_back = same.write_back or writes
-                return same.nd
-        except InvalidArgumentError:
-            self.discard()
-            raise
-        nd, view = self._staging(a, dims, reads, what)
-        self.staged.append(Staged(nd, view, a, dims, what, reads, writes))
-        return nd
-
-    def _check_copied_back(self, a: np.ndarray, same: Staged | None, what: str) -> None:
-        """``a``'s copy can be copied back: no other copy copied back shares its memory, nor do its own elements."""
-        for s in self.staged:
-            if s is not same and s.write_back and share(a, s.array):
-                raise InvalidArgumentError(_clash(what, s.what))
-        if overlaps_itself(a):
-            raise InvalidArgumentError(
-                f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
-                "writes to it cannot be copied back: pass a contiguous copy, or a read-only view of an input")
-
-    def _staging(self, a: np.ndarray, dims: int, fill: bool, what: str) -> tuple[NdArray, np.ndarray | None]:
-        """An ndarray for a staged copy of ``a`` (filled with its values, or zeros) and its mapped view: a spare one of
-        the same layout that no queued kernel reads where there is one (allocating device memory costs more than
-        copying a small array), written through a mapping kept for good (mapping memory waits for the device on
-        Vulkan); where the copies queued kernels may read are many, they are waited for first."""
-        dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
-        key = (a.shape, dtype, dims)
-        if not self._spare.get(key) and (len(self._flight) >= FLIGHT_COUNT
-                                         or sum(f[1].nbytes for f in self._flight) >= FLIGHT_BYTES):
-            held = dict(self._held)  # the CUDA arrays this launch packed already stay held
-            self._rt().wait()  # frees those in flight (release)
-            self._held.update(held)
-        spare = self._spare.get(key)
-        while spare:
-            nd, view = spare.pop()
-            if nd.closed:
-                self._drop(nd, view)
-                continue
-            try:
-                _fill(nd, view, a if fill else None)
-            except BaseException:
-                self._drop(nd, view)
-                raise
-            return nd, view
-        if self._on_device:  # host-visible memory is slow for kernels there: device memory, copied by the device
-            return self._from_host(a, dims, True, None, what, owner=None, fill=fill), None
-        split = a.ndim - dims
-        nd = NdArray._unfilled(self._rt(), a.shape[:split], dtype, a.shape[split:])
-        address, unmap = nd.memory.keep_mapped()  # for good: the view is made over the address, holding nothing
-        view = np.frombuffer(ffi.buffer(ffi.cast("char *", address), nd.nbytes), dtype).reshape(a.shape)
-        self.unmaps[id(view)] = unmap
-        _fill(nd, view, a if fill else None)
-        return nd, view
-
-    def _drop(self, nd: NdArray, view: np.ndarray | None) -> None:
-        """Close a staged copy's ndarray, its mapping ended first."""
-        if view is not None:
-            self.unmaps.pop(id(view), _nothing)()
-        nd.close()
-
     def close(self) -> None:
         """The runtime closes: end the staged copies' mappings (which pin their memory) and drop what is held."""
-        spares = [x for spare in self._spare.values() for x in spare] + [(nd, view) for _, nd, view in self._flight]
-        self._spare, self._flight = {}, []
-        for nd, view in spares:
-            self._drop(nd, view)
+        self.copies.close()
         for unmap in list(self.unmaps.values()):
             unmap()
         self.unmaps.clear()
         self._held.clear()
         self._batches.clear()
 
-    def _retire(self, s: Staged, in_flight: bool) -> None:
-        """A staged copy its launch is done with: kept as a spare (SPARE_COUNT, SPARE_BYTES; ``in_flight``: not to be
-        filled before the next wait), else closed."""
-        nd = s.nd
-        if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT + FLIGHT_COUNT:
-            self._drop(nd, s.view)
-            return
-        key = (s.array.shape, nd.dtype, s.dims)
-        if in_flight:
-            self._flight.append((key, nd, s.view))
-        else:
-            self._spare.setdefault(key, []).append((nd, s.view))
-
     def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None:
-        """Before a launch with staged copies: refuse an argument shared without a copy (an ndarray's host memory,
-        a host array on the CPU) whose memory overlaps a copy that is written back (its write-back would undo
-        the kernel's writes there)."""
-        spans = [(byte_span(s.array), s) for s in self.staged if s.write_back]
-        if not spans:
-            return
-        try:
-            for value, spec in zip(values, specs):
-                if spec.kind != "ndarray":
-                    continue
-                shared = self._lent(value)
-                if shared is None:
-                    continue
-                start, end = shared if isinstance(shared, tuple) else byte_span(shared)
-                for (first, last), s in spans:
-                    if start < last and first < end and (isinstance(shared, tuple) or share(shared, s.array)):
-                        raise InvalidArgumentError(_clash(s.what, "another argument of this launch"))
-        except InvalidArgumentError:
-            self.discard()
-            raise
-
-    def _lent(self, value: Any) -> np.ndarray | tuple[int, int] | None:
-        """The host memory a kernel argument lends the kernel directly: an array over it, its (start, end), or
-        None (nothing of the host's, or a copy)."""
-        if isinstance(value, NdArray):
-            return value.host_span()
-        if self._arch not in CPU_ARCHS or not array_like(value):
-            return None
-        try:
-            a = host_array(value, "")
-        except ArgumentTypeError:
-            return None
-        return None if why_copy(a, self._arch) else a
+        """Before a launch with staged copies (:meth:`StagedCopies.before_launch`)."""
+        self.copies.before_launch(values, specs)
 
     def discard(self) -> None:
         """Drop the staged copies of a launch that will not run."""
-        pending, self.staged = self.staged, []
-        for s in pending:
-            self._retire(s, False)
+        self.copies.discard()
 
     def after_launch(self) -> None:
-        """After a launch with staged copies: where one is written, wait, and copy each written one back into its
-        array (copies of device memory queued after the kernel, read after that one wait). Copies only read are left
-        to the kernel: none is filled again before the next wait."""
-        pending, self.staged = self.staged, []
-        waited, later = False, {}
-        try:
-            if any(s.write_back for s in pending):
-                for s in pending:
-                    if s.write_back and s.view is None:
-                        later[id(s)] = s.nd._read_later()
-                self._rt().wait()
-                waited = True
-                for s in pending:
-                    if s.write_back:
-                        read = later.pop(id(s), None)
-                        data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
-                        np.copyto(s.array, data, casting="equiv")
-        finally:
-            for unread in later.values():
-                if unread is not None:
-                    unread[1]()
-            for s in pending:
-                self._retire(s, not waited)
+        """After a launch with staged copies (:meth:`StagedCopies.after_launch`)."""
+        self.copies.after_launch()
 
     def release(self) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
@@ -703,6 +521,4 @@ class ForeignArgs:
         batches, self._batches = self._batches, collections.deque()
         for event, _ in batches:
             _cuda.event_done(event, wait=True)  # done: destroyed
-        flight, self._flight = self._flight, []
-        for key, nd, view in flight:
-            self._spare.setdefault(key, []).append((nd, view))
+        self.copies.release()

@@ -36,7 +36,8 @@ LAYERS: list[set[str]] = [
     {"memory", "image"},
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
-    {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, copies, the cache, access
+    {"_staged"},  # host arrays a kernel takes as copies: each launch's, spares, those in flight
+    {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, the cache, access, held CUDA arrays
     {"_arguments"},  # values -> kernel arguments
     {"backends"},  # the launch backends (libtaichi's, the own CUDA launcher, the own x64 launch of reverse-mode
     # kernels) and the one place that decides which launches a kernel
@@ -227,8 +228,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("_arguments", "_runtime"): "...(see above); textures and images too (their _runtime)",
     ("_foreign", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
     ("_foreign", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
-    ("_foreign", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
-    ("_foreign", "_read_later"): "a written staged copy's read back is queued after its kernel and read after the "
+    ("_staged", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
+    ("_staged", "_read_later"): "a written staged copy's read back is queued after its kernel and read after the "
                                  "launch's one wait: the package's copies back, no user's",
     ("ndarray", "_imported_host"): "NdArray's import routes (over_host, over_cuda) make their Memory with its",
     ("ndarray", "_imported_cuda"): "...import constructors, which take raw addresses their callers checked",
@@ -342,8 +343,6 @@ LONG_FILES = {
     "taichi_aot/jax.py": "one framework's adapter (the op, its plans on every GPU, gradients under every transform)",
     "taichi_aot/launch.py": "the launch path: Kernel, ComputeGraph and BoundLaunch share the argument checks and the "
                             "launch records",
-    "taichi_aot/_foreign.py": "owed (house6): the share-or-copy policy is one room, the arrays seen before and the C "
-                              "call's records another; split at ForeignArgs' cache",
     "tests/test_ptx.py": "the tests of one room, taichi_aot.ptx: making PTX, reading it, launching it",
 }
 
