@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import numpy as np
 
 from ._arrays import array_like, print_hit_accepts
+from ._dtypes import convert_checked, signature
 from ._lifetime import Parent
 from ._native import ffi, lib
 from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
 from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
-from .ndarray import NdArray, convert_checked, signature
+from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo

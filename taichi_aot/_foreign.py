@@ -46,12 +46,13 @@ from ._arrays import (
     why_copy,
 )
 from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
+from ._dtypes import check_copy, ndarray_argument
 from ._lifetime import Parent
 from ._native import ffi, lib
 from ._staged import Staged, StagedCopies
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
-from .ndarray import NdArray, check_copy, ndarray_argument
+from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence

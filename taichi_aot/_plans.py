@@ -17,10 +17,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ._arguments import ARG_SIZE
+from ._dtypes import ndarray_argument
 from ._native import ffi, lib
 from ._ops import OpSpec
 from .enums import DATA_TYPES, Arch, DataType
-from .ndarray import ndarray_argument
 
 __all__ = ["XLA_TYPES", "Plan", "cell"]
 

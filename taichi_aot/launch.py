@@ -31,6 +31,7 @@ import numpy as np
 from ._arguments import ARG_SIZE, Packer, Packing, Slot, by_name, make_packer, prefill
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
+from ._dtypes import signature
 from ._lifetime import Parent, unpicklable
 from ._native import ffi, lib
 from ._nvtx import first_use, range_name
@@ -45,7 +46,7 @@ from .errors import (
     WrongThreadError,
 )
 from .image import Image, Texture
-from .ndarray import NdArray, signature
+from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._foreign import ForeignArgs

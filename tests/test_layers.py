@@ -31,7 +31,8 @@ LAYERS: list[set[str]] = [
     # module's first load in a child, CUDA driver copies, DLPack capsules, module metadata, the CPU cores and a CPU
     # runtime's threads, PTX for CUDA modules
     {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
-    {"_lifetime", "_archs"},  # what every runtime-owned object shares; which arch a runtime is made on
+    {"_lifetime", "_archs", "_dtypes"},  # what every runtime-owned object shares; which arch a runtime is made on;
+    # Taichi's types in numpy's terms (dtypes, shapes, an ndarray's TiArgument, signatures)
     {"placement"},  # where a runtime's memory lives and how bytes move (host, CUDA, Vulkan's policy, staging)
     {"memory", "image"},
     {"ndarray"},

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taichi_aot import ArgumentTypeError, InvalidArgumentError, NdArray, Runtime
-from taichi_aot.ndarray import MAX_NBYTES
+from taichi_aot._dtypes import MAX_NBYTES
 
 
 @pytest.mark.parametrize("elem_shape", [(), (3,), (2, 2)])
@@ -137,7 +137,7 @@ def test_taichi_types_are_dtypes(arch):
         import numpy as np
         import taichi as ti
         from taichi_aot import Arch, ArgumentTypeError, InvalidArgumentError, Runtime
-        from taichi_aot.ndarray import data_type
+        from taichi_aot._dtypes import data_type
         with Runtime(Arch({int(arch)})) as rt:
             assert rt.ndarray((2,), ti.f32).dtype == np.float32
             assert rt.ndarray((2,), ti.u1).dtype == np.dtype(bool)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from .._arguments import ARG_SIZE, Packing, gradient_map, pack_one
 from .._arrays import CudaArray, cuda_interface, refuse_lazy
+from .._dtypes import ndarray_argument
 from .._native import ffi, lib
 from ..enums import NUMPY_DTYPES, DataType
 from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError
-from ..ndarray import ndarray_argument
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
