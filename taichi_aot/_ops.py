@@ -115,8 +115,10 @@ class OpSpec:
     def gradients(self) -> list[int] | None:
         """The arguments with gradients, where the op's backward can be made from the kernel's reverse-mode kernel
         (``Kernel.grad``: the module holds one and its launch backend runs it here, asked of the backends once, by
-        ``Kernel.prepare_grad``), else None. An in-out argument's gradient is seeded with its output's and comes back
-        as its input's, as Taichi's reverse kernels define it (run on the input's values)."""
+        ``Kernel.prepare_grad``, which makes it now: on x64 compiled, on the caller's thread), else None; a reverse
+        kernel that cannot be made for another reason (its IR, LLVM) raises here, when the op is made. An in-out
+        argument's gradient is seeded with its output's and comes back as its input's, as Taichi's reverse kernels
+        define it (run on the input's values)."""
         reverse = self.entry.module.kernel_info(f"{self.entry.name}_grad")
         if self.graph or reverse is None or not reverse.reverse:
             return None

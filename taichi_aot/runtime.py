@@ -317,10 +317,10 @@ class Runtime:
         if self.cuda_device is not None:
             self.cuda_device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
-        # libtaichi's, where anything was queued since its last wait (capi counts every enqueue in the flags this
-        # runtime shares; a wait with nothing queued costs a submit and a fence, 50-75 us on a discrete GPU's
-        # Vulkan). The own CUDA runtime's libtaichi runtime, made only where a module needed it, counts elsewhere.
-        if self._handle and (self.gate.pending[0] or self.cuda_device is not None):
+        # libtaichi's, where anything was queued since its last wait, on a device whose work is all counted (capi
+        # counts every enqueue in the flags this runtime shares; a wait with nothing queued costs a submit and a
+        # fence, 50-75 us on a discrete GPU's Vulkan); on CUDA, always (the driver copies beside libtaichi's queue)
+        if self._handle and (self.gate.pending[0] or not self.device.waits_counted):
             with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
         if self._cuda_stream:

@@ -140,13 +140,13 @@ class Op(EagerOp):
         qualname = self.qualname = _qualname(name, launchable.name)
         namespace, _, opname = qualname.partition("::")
         self._define(namespace, opname, types)
-        needing = spec.gradients()
+        # the module's reverse-mode kernel, made here, on the runtime's thread (autograd calls it from its own on CUDA),
+        # where no backward is given
+        needing = spec.gradients() if backward is None else None
         self._needing = needing or []  # the arguments with gradients, where the backward is _from_reverse
         self._backward_op: Any = None
         if backward is None and needing is not None:
             backward = self._from_reverse  # the module's reverse-mode kernel (x64, CUDA's own launcher)
-            if self._runtime.arch == Arch.CUDA:  # here, on the runtime's thread: autograd calls it from its own
-                launchable.prepare_grad()
             self._backward_op = self._define_backward(opname, types)
         self._user_backward = backward
         if backward is None:  # no autograd formula: below autograd at once, unless an input needs a gradient

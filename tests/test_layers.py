@@ -394,7 +394,7 @@ CUDA_DECISIONS = {
     "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell on CUDA; owed: the own launcher's "
                                 "record found by arch"),
     "taichi_aot/_torchop.py": (2, "torch's CUDA dispatch key and stream are CUDA's; owed: graphable asked with arch"),
-    "taichi_aot/torch.py": (3, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
+    "taichi_aot/torch.py": (2, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
     "taichi_aot/jax.py": (1, "XLA's CUDA platform and its GPU twins are CUDA's"),
 }
 

@@ -11,10 +11,11 @@ typedef struct {
     void **slot;
 } TaichiAotSymbol;
 
-extern TaichiAotSymbol taichi_aot_symbols[];
-extern const size_t taichi_aot_symbol_count;
+/* Hidden, as the functions below: read directly, never through the GOT (nothing looks them up by name). */
+extern __attribute__((visibility("hidden"))) TaichiAotSymbol taichi_aot_symbols[];
+extern __attribute__((visibility("hidden"))) const size_t taichi_aot_symbol_count;
 
 /* The loaded libtaichi_c_api's dlopen handle, or NULL (got.c reads its link map). */
-void *taichi_aot_library_handle(void);
+__attribute__((visibility("hidden"))) void *taichi_aot_library_handle(void);
 
 #endif

@@ -74,6 +74,9 @@ class Device:
     imports_host_memory = False
     #: memory the host does not map is copied through staging buffers (the gfx backends), not by a driver or as it is
     stages = True
+    #: all the runtime's work goes through libtaichi's queue and is counted in its pending flags (the gfx backends),
+    #: so a wait with none counted has nothing to wait for; not where a driver runs copies of its own (CUDA)
+    waits_counted = True
     #: a mapping is a copy of the memory made when it is mapped, written back when it ends (libtaichi's CUDA), not
     #: the memory itself: what kernels write meanwhile is not seen through it
     mapping_is_copy = False

@@ -35,6 +35,7 @@ class LibraryCudaDevice(Device):
     kernel_copies_on_device = True
     dlpack_type = 2
     addresses_cuda_arrays = True
+    waits_counted = False  # the driver's copies (cuMemcpyDtoD) are no libtaichi work
     stages = False  # the driver copies
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
     mapping_is_copy = True
