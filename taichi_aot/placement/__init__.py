@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _library
 from ..enums import CPU_ARCHS, Arch
 from .base import Block, Device, Mover
 
@@ -35,17 +36,20 @@ __all__ = ["Block", "Device", "Mover", "device_for"]
 
 
 def device_for(runtime: Parent) -> Device:
-    """The device of a runtime being made (its arch, handle and own CUDA device set)."""
-    if runtime.arch in CPU_ARCHS:
-        from .host import HostDevice
+    """The device of a runtime being made (its arch, handle and own CUDA device set). Its policy's file is imported
+    at the first runtime of its arch, under the library's busy lock: a fork waits for it (a child forked while
+    another thread imports a module inherits that module's import lock held, and hangs importing it)."""
+    with _library.busy:
+        if runtime.arch in CPU_ARCHS:
+            from .host import HostDevice
 
-        return HostDevice(runtime)
-    if runtime.arch == Arch.CUDA:
-        from .cuda import LibraryCudaDevice, OwnCudaDevice
+            return HostDevice(runtime)
+        if runtime.arch == Arch.CUDA:
+            from .cuda import LibraryCudaDevice, OwnCudaDevice
 
-        return OwnCudaDevice(runtime) if runtime.cuda_device is not None else LibraryCudaDevice(runtime)
-    if runtime.arch == Arch.VULKAN:
-        from .vulkan import vulkan_device
+            return OwnCudaDevice(runtime) if runtime.cuda_device is not None else LibraryCudaDevice(runtime)
+        if runtime.arch == Arch.VULKAN:
+            from .vulkan import vulkan_device
 
-        return vulkan_device(runtime)
-    return Device(runtime)
+            return vulkan_device(runtime)
+        return Device(runtime)
