@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Parent
     from .metadata import ArgInfo
 
-__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Staged", "StagedCopies", "clash"]
+__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Staged", "StagedCopies"]
 
 #: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
 SPARE_COUNT = 8
@@ -34,7 +34,7 @@ FLIGHT_COUNT = 256
 FLIGHT_BYTES = 64 << 20
 
 
-def clash(what: str, other: str) -> str:
+def _clash(what: str, other: str) -> str:
     return (f"{what} shares memory with {other}; the backend takes each as its own copy, and copying them "
             "back would undo one's writes: pass one array, or NdArrays")
 
@@ -116,7 +116,7 @@ class StagedCopies:
         """``a``'s copy can be copied back: no other copy copied back shares its memory, nor do its own elements."""
         for s in self.staged:
             if s is not same and s.write_back and share(a, s.array):
-                raise InvalidArgumentError(clash(what, s.what))
+                raise InvalidArgumentError(_clash(what, s.what))
         if overlaps_itself(a):
             raise InvalidArgumentError(
                 f"{what}: elements of this array share memory (a broadcast or stride-0 view), so what a kernel "
@@ -197,7 +197,7 @@ class StagedCopies:
                 start, end = shared if isinstance(shared, tuple) else byte_span(shared)
                 for (first, last), s in spans:
                     if start < last and first < end and (isinstance(shared, tuple) or share(shared, s.array)):
-                        raise InvalidArgumentError(clash(s.what, "another argument of this launch"))
+                        raise InvalidArgumentError(_clash(s.what, "another argument of this launch"))
         except InvalidArgumentError:
             self.discard()
             raise

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Union, cast
 import numpy as np
 
 from . import _dlpack
-from ._dtypes import (  # Taichi's types in numpy's terms; those other rooms import are re-exported here too
+from ._dtypes import (  # Taichi's types in numpy's terms (the public ones in __all__ stay importable from here)
     DTypeLike,
     Layout,
     check_copy,

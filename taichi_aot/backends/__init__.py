@@ -130,7 +130,7 @@ class ModuleBackends:
         device = runtime.device_index if runtime.cuda_device is not None and runtime.device_index != 0 else None
         if device is not None and choice != AUTO:
             raise NotSupportedError(f"{what}: launcher='taichi': {libtaichi.absent(device)}")
-        if runtime.arch == Arch.CUDA and choice == AUTO and folder is not None:
+        if cls.by_choice(runtime) and choice == AUTO and folder is not None:  # CUDA: the own launcher where asked
             from ..ptx import _kernels, ptx_folder
             from . import cuda
 
