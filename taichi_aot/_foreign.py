@@ -15,11 +15,11 @@ the caller declares; an unknown access is taken as "may be written":
   kernels do. A write-only argument's copy starts zero-filled, so what the kernel leaves unwritten comes
   back as zeros (declare it ``"read_write"`` to keep those elements).
 
-The cache. Ndarrays made for arrays shared without a copy are kept, held weakly: an entry is dropped in
-the array's weak-reference callback, which runs before the array's memory goes back, so an id found in
-the cache is that array's and its memory is still there; a temporary passed to a kernel is not kept
-alive by the cache. CUDA kernels run after the launch returns, so on CUDA an entry also holds its array
-until the runtime is waited for (:meth:`ForeignArgs.release`).
+The cache. Ndarrays made for arrays shared without a copy are kept, held weakly (their records are
+:mod:`taichi_aot._seen`'s): an entry is dropped in the array's weak-reference callback, which runs before the
+array's memory goes back, so an id found in the cache is that array's and its memory is still there; a temporary
+passed to a kernel is not kept alive by the cache. CUDA kernels run after the launch returns, so on CUDA an entry
+also holds its array until the runtime is waited for (:meth:`ForeignArgs.release`).
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from ._arrays import (
     is_jax,
     on_cuda,
     print_of,
-    read_print,
     refuse_lazy,
     why_copy,
 )
-from ._call import FreshSlot, NumpyHit, PrintHit  # the C call's records (_csrc/records.c)
+from ._call import FreshSlot  # the C call's record (_csrc/records.c)
 from ._dtypes import check_copy, ndarray_argument
 from ._lifetime import Parent
 from ._native import ffi, lib
+from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
 from ._staged import Staged, StagedCopies
 from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
     from .ndarray import HostAccess
 
-__all__ = ["ARRAY_KEYS", "CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "numpy_hit", "print_hit"]
+__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps at least; a runtime keeps twice the most
 #: arrays one of its kernels or graphs takes where that is more (ForeignArgs.fit), so a call of many arrays never
@@ -80,97 +80,6 @@ def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyAr
     else:
         why = f"the kernel writes it (its access is {spec.access_word()})"
     return ReadOnlyArrayError(f"{what}: {reason}, and {why}: {remedy}")
-
-
-# ---------------------------------------------------------------------------
-# The records
-
-
-def _array_keys_work() -> bool:
-    """Whether the extension reads numpy's array objects right here (CPython's id() is the object's address, and
-    numpy's object starts as the extension expects): checked against numpy's own attributes, once."""
-    try:
-        base = np.arange(24, dtype=np.float32).reshape(4, 6)
-        probes = [base, base[::2, 1::3], base.T, np.zeros((), np.int64), np.ones(3, np.uint8)[::-1]]
-        frozen = base.view()
-        frozen.flags.writeable = False
-        probes.append(frozen)
-        key = ffi.new("TaichiAotArrayKey *")
-        for a in probes:
-            if not lib.taichi_aot_array_key(id(a), key):
-                return False
-            data = int(ffi.cast("uintptr_t", key.data))
-            if (data != a.__array_interface__["data"][0] or key.nd != a.ndim
-                    or bool(key.writable) != a.flags.writeable or tuple(key.dims[0:a.ndim]) != a.shape
-                    or tuple(key.strides[0:a.ndim]) != a.strides or not lib.taichi_aot_array_same(id(a), key, 0)):
-                return False
-        other = probes[1]
-        return not lib.taichi_aot_array_same(id(frozen), key, 1) and not lib.taichi_aot_array_same(id(other), key, 0)
-    except Exception:  # pragma: no cover - an interpreter whose objects are not laid out as CPython's
-        return False
-
-
-#: Whether numpy arrays shared before are recognised in C (else each call takes ForeignArgs.argument).
-ARRAY_KEYS = _array_keys_work()
-
-
-def numpy_hit(key: Any, ref: weakref.ref[Any], nd: NdArray) -> NumpyHit:
-    """The record of a numpy array shared without a copy (``_call.NumpyHit``, a C type the C call reads by field), found
-    again by one lookup and one C call (the argument packer's fast path, ``taichi_aot_array_pack(id(array), hit.key,
-    writes, slot)``): its shape, strides and dtype can be reassigned in place, ``__setstate__`` replaces its memory
-    and its writable flag can be cleared, so all are compared on every use. ``key`` gets the ndarray's argument."""
-    ffi.memmove(ffi.addressof(key, "argument"), nd._arg_bytes, len(nd._arg_bytes))  # what a launch gets
-    return NumpyHit(key=key, address=int(ffi.cast("uintptr_t", key)), ref=ref,
-                    owned=nd.owned,  # whether the ndarray was closed
-                    sig=nd._sig)  # what the packer checks: (data type, dims, element shape)
-
-
-def print_hit(value: Any, ref: weakref.ref[Any], reads: tuple, nd: NdArray, read_only: bool,
-              held: dict[int, Any] | None) -> PrintHit:
-    """The record of a torch, CuPy or JAX array shared before (``_call.PrintHit``; on CUDA, or a host array on a CPU
-    backend), found again by the argument packer with one lookup and its print (``read_print`` of its class's reads,
-    ``print_of``) instead of the library's slow ``__cuda_array_interface__`` or host export: the argument of the
-    ndarray it travels in, and whether the array is immutable. The packer holds the array in ``held`` (the runtime's
-    arrays that queued kernels may read, until it is waited for; None for a host array, read when the launch
-    returns). The C call of kernels (``_csrc/remember.c``) reads the same fields and makes the same check, its reads
-    going straight to the class's C getters and methods."""
-    return PrintHit(cls=value.__class__, ref=ref, reads=reads, print=read_print(value, reads),
-                    nd=nd,  # kept: the hit's argument is its memory's
-                    owned=nd.owned, sig=nd._sig,  # what the packer checks: (data type, dims, element shape)
-                    arg_bytes=nd._arg_bytes,  # the TiArgument the packer writes
-                    read_only=read_only, held=held)
-
-
-class _Entry:
-    """A cached ndarray, and the weak reference to its array (or the array itself, where it has none)."""
-
-    __slots__ = ("held", "nd", "ref")
-
-    def __init__(self, nd: NdArray, ref: weakref.ref[Any] | None, held: Any):
-        self.nd = nd
-        self.ref = ref
-        self.held = held
-
-
-def _layout_key(value: Any, iface: dict | None, elem_ndim: int, writes: bool) -> tuple[Any, ...]:
-    """The cache key of a CUDA array: its id and everything its interface says that an ndarray over it fixes (memory,
-    shape, dtype, strides; its shape can be set in place). Without an interface (DLPack only) a key never found
-    again: its export is read anew each time."""
-    try:
-        return (id(value), int(iface["data"][0]), tuple(iface["shape"]), str(iface["typestr"]),
-                tuple(iface.get("strides") or ()), elem_ndim, writes) if iface else (id(value), object())
-    except Exception:  # a malformed interface: ForeignArgs._cuda says what is wrong with it
-        return (id(value), object())
-
-
-def _forget(entries: dict[Any, _Entry], hits: dict[int, Any], key: Any, ref: weakref.ref[Any]) -> None:
-    """The weak-reference callback of a cached array: it is being collected, its memory not yet freed."""
-    entry = entries.get(key)
-    if entry is not None and entry.ref is ref:
-        entries.pop(key, None)
-    hit = hits.get(key[0])
-    if hit is not None and hit.ref is ref:
-        hits.pop(key[0], None)
 
 
 # ---------------------------------------------------------------------------
@@ -198,7 +107,7 @@ class ForeignArgs:
         self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
         self._own = runtime.cuda_device is not None  # taichi_aot's own CUDA runtime: pointers, never imports
-        self._entries: collections.OrderedDict[Any, _Entry] = collections.OrderedDict()
+        self._entries: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit
         self.held_limit = HELD_LIMIT
         self.hits: dict[int, Any] = {}  # NumpyHit or PrintHit of arrays shared before, by id
@@ -416,7 +325,7 @@ class ForeignArgs:
         the launch returns), so the ndarray holds nothing of it where ``value`` can be referenced weakly."""
         ref = self._weak(key, value)
         nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a, pooled=True)
-        self._keep(key, _Entry(nd, ref, None if ref is not None else value))
+        self._keep(key, Entry(nd, ref, None if ref is not None else value))
         c_key = ffi.new("TaichiAotArrayKey *") if ARRAY_KEYS and value.__class__ is np.ndarray else None
         if ref is not None and c_key is not None and lib.taichi_aot_array_key(id(value), c_key):
             self.hits[id(value)] = numpy_hit(c_key, ref, nd)  # the packer finds it without this call
@@ -442,11 +351,11 @@ class ForeignArgs:
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
         try:
-            return weakref.ref(value, functools.partial(_forget, self._entries, self.hits, key))
+            return weakref.ref(value, functools.partial(forget, self._entries, self.hits, key))
         except TypeError:  # no weak references to it: held by the cache, so its id is not reused while cached
             return None
 
-    def _keep(self, key: Any, entry: _Entry) -> None:
+    def _keep(self, key: Any, entry: Entry) -> None:
         self._entries[key] = entry
         while len(self._entries) > self.size:
             try:
@@ -455,7 +364,7 @@ class ForeignArgs:
                 break
 
     def _cuda_argument(self, value: Any, iface: dict | None, spec: ArgInfo, elem_ndim: int, what: str) -> NdArray:
-        key = _layout_key(value, iface, elem_ndim, spec.may_write)
+        key = layout_key(value, iface, elem_ndim, spec.may_write)
         entry = self._entries.get(key)
         held = self._held  # the arrays queued kernels may read, held until the runtime is waited for
         if entry is not None and not entry.nd.closed:
@@ -463,7 +372,7 @@ class ForeignArgs:
             return entry.nd
         nd = self._cuda(value, iface, elem_ndim, None, what, weak=True, spec=spec)
         ref = self._weak(key, value)
-        self._keep(key, _Entry(nd, ref, value if ref is None else None))
+        self._keep(key, Entry(nd, ref, value if ref is None else None))
         held[id(value)] = value
         if ref is not None:
             self._print_hit(value, ref, nd, is_jax(value) or bool(iface and iface["data"][1]), held)

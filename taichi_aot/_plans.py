@@ -41,9 +41,8 @@ def cell(rt: Any) -> Any:
     if cell is not None:
         if rt.arch == Arch.CUDA:  # what the runtime made since the cell was: the own launcher's record (a module with
             # PTX loaded since), libtaichi's runtime (made beside the own for a module that needs it)
-            own = ffi.NULL
-            if rt in _without_own and rt.backends.cuda is not None:
-                own = rt.backends.xla_record()
+            own = rt.backends.xla_record() if rt in _without_own else ffi.NULL
+            if own != ffi.NULL:
                 _kept.append(own)
                 _without_own.discard(rt)
             lib.taichi_aot_xla_update(cell, rt.handle, own)

@@ -85,7 +85,7 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | C
             c = _here(c, what)
         code = _launch(c)
     if code:
-        raise launch_error(code, what if isinstance(what, str) else what())
+        raise launch_error(code, what if isinstance(what, str) else what(), c.kind)
 
 
 def _here(c: Any, what: str | Callable[[], str]) -> Any:

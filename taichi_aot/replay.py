@@ -103,7 +103,9 @@ class LaunchSequence:
                     where = f"replay step {done[0]} ({self._launches[done[0]]._entry!r}) after {made} launches"
                 else:
                     where = f"a replay of {made} launches"
-                raise launch_error(code, where)
+                # a step's own error, or the library's found after the passes (read as libtaichi's)
+                kind = steps[done[0] % count].kind if done[0] < n * count else None
+                raise launch_error(code, where, kind)
             passes += n
             queued += n
             if queued >= most and passes < times:

@@ -434,13 +434,13 @@ def test_cuda_arrays_found_again_by_the_c_call(cuda_module):
 
 
 def test_streams_and_fast_transfers(cuda_module):
-    from taichi_aot import NotSupportedError, _cuda
+    from taichi_aot import NotSupportedError, _cuda, _cuda_host
 
     with Runtime(Arch.CUDA) as rt:
         module = rt.load_module(cuda_module["cuda"])
         add = module.kernels["add"]
         # transfers: pageable arrays staged (odd sizes, several chunks), page-locked arrays directly
-        for count in (1000, (3 << 20) // 4 + 3, (_cuda.CHUNK * 2 + (5 << 20)) // 4 + 1):
+        for count in (1000, (3 << 20) // 4 + 3, (_cuda_host.CHUNK * 2 + (5 << 20)) // 4 + 1):
             data = np.random.default_rng(count).random(count, dtype=np.float32)
             nd = rt.ndarray((count,), np.float32)
             nd.from_numpy(data)
@@ -501,19 +501,19 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
     import gc
     import os
 
-    from taichi_aot import _cuda
+    from taichi_aot import _cuda, _cuda_host
 
     count = (3 << 20) // 4 + 5  # 3 MiB and a bit: at least REGISTER_MIN, not page-aligned at its end
     rng = np.random.default_rng(7)
     with Runtime(Arch.CUDA) as rt:
         nd = rt.ndarray((count,), np.float32)
-        base = _cuda.registered_bytes()
+        base = _cuda_host.registered_bytes()
         data = rng.random(count, dtype=np.float32)
         nd.from_numpy(data)  # the first transfer of an array leaves it as it is
         assert not _cuda.is_pinned(data.ctypes.data)
         data[:] = rng.random(count, dtype=np.float32)
         nd.from_numpy(data)  # the second page-locks it (the whole allocation) and copies directly
-        assert _cuda.is_pinned(data.ctypes.data) and _cuda.registered_bytes() == base + data.nbytes
+        assert _cuda.is_pinned(data.ctypes.data) and _cuda_host.registered_bytes() == base + data.nbytes
         out = np.full(count, -1, np.float32)
         for _ in range(3):  # to_numpy(out=) registers its target the same way
             nd.to_numpy(out=out)
@@ -525,17 +525,17 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
             grid[2] = data * k
             nd.from_numpy(grid[2])
             np.testing.assert_array_equal(nd.to_numpy(), data * k)
-        assert _cuda.is_pinned(grid[0].ctypes.data) and _cuda.registered_bytes() == base + 6 * data.nbytes
+        assert _cuda.is_pinned(grid[0].ctypes.data) and _cuda_host.registered_bytes() == base + 6 * data.nbytes
         # temporaries (a new array each time) are never registered
         for k in range(3):
             nd.from_numpy(data + k)
-        assert _cuda.registered_bytes() == base + 6 * data.nbytes
+        assert _cuda_host.registered_bytes() == base + 6 * data.nbytes
         # a registered array stays an ordinary array in a forked child (copy-on-write, no shared pages)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             same = bool((grid[2] == data * 3).all())
             data[0] = -5.0
-            forgotten = _cuda.registered_bytes() == 0  # the parent's registrations are not the child's
+            forgotten = _cuda_host.registered_bytes() == 0  # the parent's registrations are not the child's
             os._exit(0 if same and forgotten and data[0] == -5.0 else 1)
         assert os.waitpid(pid, 0)[1] == 0 and data[0] != -5.0
         # numpy refuses to resize a registered array in place (its memory would move under the registration)
@@ -549,11 +549,11 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
             nd.from_numpy(data)
             np.testing.assert_array_equal(nd.to_numpy(), moved)
         assert not _cuda.is_pinned(old) and not _cuda.is_pinned(data.ctypes.data)
-        assert _cuda.registered_bytes() == base + 5 * data.nbytes
+        assert _cuda_host.registered_bytes() == base + 5 * data.nbytes
         # collected arrays are unregistered before numpy frees their memory
         del data, out, grid
         gc.collect()
-        assert _cuda.registered_bytes() == base
+        assert _cuda_host.registered_bytes() == base
         # memory that moved without coming by is unpinned when the next array is registered
         data = rng.random(count, dtype=np.float32)
         for _ in range(2):
@@ -563,26 +563,26 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
         for _ in range(2):
             nd.from_numpy(moved)
         assert not _cuda.is_pinned(old) and _cuda.is_pinned(moved.ctypes.data)
-        assert _cuda.registered_bytes() == base + moved.nbytes
+        assert _cuda_host.registered_bytes() == base + moved.nbytes
         del data, moved
         gc.collect()
-        assert _cuda.registered_bytes() == base
+        assert _cuda_host.registered_bytes() == base
         # the budget: past it, the least recently used array is unregistered; 0 registers nothing
         arrays = [rng.random(count, dtype=np.float32) for _ in range(3)]
-        monkeypatch.setattr(_cuda, "REGISTER_LIMIT", base + 2 * arrays[0].nbytes)
+        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", base + 2 * arrays[0].nbytes)
         for a in arrays:
             nd.from_numpy(a)
             nd.from_numpy(a)
             np.testing.assert_array_equal(nd.to_numpy(), a)
         assert [_cuda.is_pinned(a.ctypes.data) for a in arrays] == [False, True, True]
-        monkeypatch.setattr(_cuda, "REGISTER_LIMIT", 0)
+        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", 0)
         extra = rng.random(count, dtype=np.float32)
         for _ in range(3):
             nd.from_numpy(extra)
         assert not _cuda.is_pinned(extra.ctypes.data)
         del arrays, a
         gc.collect()
-        assert _cuda.registered_bytes() == base
+        assert _cuda_host.registered_bytes() == base
 
 
 def test_new_cuda_arrays_each_call_are_taken_in_c(cuda_module, slow_calls):

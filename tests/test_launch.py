@@ -347,7 +347,7 @@ def test_adding_a_backend_touches_the_files_the_contributor_page_lists():
         steps = f.read().split("### Adding a backend", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`([\w./]+)`", steps))
     marks = re.compile(r"TAICHI_AOT_KIND_CPU_CALL|X64Backend|backends/x64\.c|TAICHI_AOT_KIND_CUDA_KERNEL|CudaBackend|"
-                       r"backends/cuda\.c|plan_value|OwnCudaDevice|needs_library")
+                       r"backends/cuda\.c|plan_value|OwnCudaDevice|register\((CUDA|X64|LIBTAICHI)")
     touched = []
     for top in ("taichi_aot", "taichi_aot_bench", "build_ffi.py"):
         for folder, _, files in os.walk(os.path.join(root, top)) if not top.endswith(".py") else [(root, [], [top])]:

@@ -27,9 +27,9 @@ LAYERS: list[set[str]] = [
     {"errors"},  # the exception tree and the error funnel
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
-    {"_probe", "_firstload", "_cuda", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing, a
-    # module's first load in a child, CUDA driver copies, DLPack capsules, module metadata, the CPU cores and a CPU
-    # runtime's threads, PTX for CUDA modules
+    {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
+    # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
+    # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
     {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
     {"_lifetime", "_archs", "_dtypes"},  # what every runtime-owned object shares; which arch a runtime is made on;
     # Taichi's types in numpy's terms (dtypes, shapes, an ndarray's TiArgument, signatures)
@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
     {"ndarray"},
     {"_arrays"},  # other libraries' arrays as they describe themselves (views, interfaces, prints, layouts)
     {"_staged"},  # host arrays a kernel takes as copies: each launch's, spares, those in flight
+    {"_seen"},  # arrays seen before: the records the packers and the C call find them by, the cache's entries
     {"_foreign"},  # the foreign-array policy of a runtime (ForeignArgs): sharing, the cache, access, held CUDA arrays
     {"_arguments"},  # values -> kernel arguments
     {"backends"},  # the launch backends (libtaichi's, the own CUDA launcher, the own x64 launch of reverse-mode
@@ -227,8 +228,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("_arguments", "_memory"): "...(NdArray._memory._owned.closed, NdArray._runtime), the same hot path",
     ("_arguments", "_owned"): "...(see above)",
     ("_arguments", "_runtime"): "...(see above); textures and images too (their _runtime)",
-    ("_foreign", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
-    ("_foreign", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
+    ("_seen", "_sig"): "a hit of the foreign-array cache keeps the signature and packed argument of the NdArray",
+    ("_seen", "_arg_bytes"): "...it was made for, which the packer then writes without the NdArray",
     ("_staged", "_unfilled"): "staged copies are made unfilled: writing zeros maps memory, which waits on Vulkan",
     ("_staged", "_read_later"): "a written staged copy's read back is queued after its kernel and read after the "
                                  "launch's one wait: the package's copies back, no user's",
@@ -375,54 +376,67 @@ def test_a_file_over_the_size_limit_says_why():
     assert not listed_short, f"no longer long: take them off LONG_FILES: {listed_short}"
 
 
-#: Decisions made by comparing with ``Arch.CUDA`` or the word "cuda" outside the rooms that own them (``backends/``,
-#: ``placement/``, the CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``), by file: how many, and why
-#: each file may. A new one fails :func:`test_cuda_decisions_live_in_the_backend_and_device_rooms`: ask the kernel's
-#: ``Choice`` (what it can do) or the runtime's ``device`` (where its memory is) instead.
-CUDA_DECISIONS = {
-    "taichi_aot/_probe.py": (5, "probing: CUDA is the arch counted in GPUs, and probed through its driver"),
-    "taichi_aot/capi/core.py": (1, "libtaichi 1.7.4 keeps one CUDA runtime a process: the flat API refuses a second"),
-    "taichi_aot/runtime.py": (5, "which native runtime is made (the own CUDA runtime or libtaichi's) and how it is "
-                                 "destroyed, before the runtime's device exists; set_cuda_stream is CUDA's alone"),
+#: Decisions made by comparing with an arch (``Arch.CUDA``, ``Arch.VULKAN``...) or a backend's name ("cuda", "x64",
+#: "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``) outside the rooms that own them (``backends/``, ``placement/``, the
+#: CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
+#: and why each file may. A new one fails :func:`test_arch_decisions_live_in_the_backend_and_device_rooms`: ask the
+#: kernel's ``Choice`` (what it can do), its backend, or the runtime's ``device`` (where its memory is) instead.
+ARCH_DECISIONS = {
+    "taichi_aot/_probe.py": (8, "probing: which archs work here, each by its own probe (CUDA's driver, Vulkan's "
+                                "devices, the archs libtaichi 1.7.4 was not built with)"),
+    "taichi_aot/capi/core.py": (3, "libtaichi 1.7.4 keeps one CUDA runtime a process, and a Vulkan driver a forked "
+                                   "child inherits crashes it: the flat API refuses both"),
+    "taichi_aot/capi/modules.py": (1, "kernels lavapipe miscompiles are refused on a software Vulkan device"),
+    "taichi_aot/runtime.py": (6, "which native runtime is made (the own CUDA runtime, libtaichi's, Vulkan's on the "
+                                 "device asked) and how it is destroyed, before the runtime's device exists; "
+                                 "set_cuda_stream is CUDA's alone"),
     "taichi_aot/ptx/__init__.py": (2, "the PTX room is CUDA's: a module of another arch has none"),
+    "taichi_aot/metadata/llvm.py": (1, "a module's LLVM IR is read where it is a CPU module's"),
     "taichi_aot/cli/__init__.py": (2, "the command line says what a module holds (its CUDA part)"),
     "taichi_aot/cli/build.py": (2, "Taichi's compiler is run for CUDA with one GPU visible, and CUDA parts get PTX"),
-    "taichi_aot/pool/_plan.py": (2, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone"),
+    "taichi_aot/config.py": (2, "show_config says which launcher and CUDA runtime the environment asks for"),
+    "taichi_aot/pool/_plan.py": (4, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone, and on "
+                                    "Vulkan's hardware devices"),
     "taichi_aot/pool/__init__.py": (1, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
     "taichi_aot/ndarray.py": (1, "__cuda_array_interface__ is CUDA's protocol"),
-    "taichi_aot/_ops.py": (2, "torch's and JAX's device type is named 'cuda'"),
-    "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell on CUDA; owed: the own launcher's "
-                                "record found by arch"),
-    "taichi_aot/_torchop.py": (2, "torch's CUDA dispatch key and stream are CUDA's; owed: graphable asked with arch"),
+    "taichi_aot/_ops.py": (3, "torch's and JAX's device type is named 'cuda'"),
+    "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell with the CUDA driver's copies"),
+    "taichi_aot/_torchop.py": (3, "torch's C kernel binds libtorch_cuda for a CUDA runtime's ops, its dispatch key "
+                                  "and stream are CUDA's; owed: graphable asked with arch"),
     "taichi_aot/torch.py": (2, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
-    "taichi_aot/jax.py": (1, "XLA's CUDA platform and its GPU twins are CUDA's"),
+    "taichi_aot/jax.py": (3, "XLA shares buffers with x64 and CUDA runtimes, its CUDA platform and GPU twins are "
+                             "CUDA's, and a twin loads its module with the launcher the kernel's was loaded with"),
 }
 
 
-def _cuda_decisions() -> dict[str, int]:
-    """How many comparisons with ``Arch.CUDA`` or "cuda" each package file outside the CUDA rooms makes."""
-    def is_cuda(n: ast.AST) -> bool:
-        return ((isinstance(n, ast.Attribute) and n.attr == "CUDA" and isinstance(n.value, ast.Name)
-                 and n.value.id == "Arch") or (isinstance(n, ast.Constant) and n.value == "cuda"))
+def _arch_decisions() -> dict[str, int]:
+    """How many comparisons with an arch or a backend's name each package file outside the owning rooms makes."""
+    def decides(n: ast.AST) -> bool:
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+            return any(map(decides, n.elts))
+        return ((isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "Arch")
+                or (isinstance(n, ast.Constant) and n.value in ("cuda", "x64", "taichi"))
+                or (isinstance(n, ast.Name) and n.id in ("CUDA", "X64", "LIBTAICHI")))
 
     found: dict[str, int] = {}
-    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py")
+    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py",
+             "taichi_aot/_archs.py")
     for where, _, files in os.walk(os.path.join(ROOT, "taichi_aot")):
         for name in files:
             relative = os.path.relpath(os.path.join(where, name), ROOT).replace(os.sep, "/")
             if not name.endswith(".py") or relative.startswith(rooms) or "/_lib/" in relative:
                 continue
             count = sum(1 for node in ast.walk(_tree(os.path.join(where, name)))
-                        if isinstance(node, ast.Compare) and any(map(is_cuda, [node.left, *node.comparators])))
+                        if isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators])))
             if count:
                 found[relative] = count
     return found
 
 
-def test_cuda_decisions_live_in_the_backend_and_device_rooms():
-    """No room outside backends/, placement/ and the CUDA rooms decides by ``== Arch.CUDA`` or ``== "cuda"`` but
-    those listed in :data:`CUDA_DECISIONS`, each file with its count and reason (a file with fewer: lower it)."""
-    found = _cuda_decisions()
-    listed = {path: count for path, (count, _) in CUDA_DECISIONS.items()}
+def test_arch_decisions_live_in_the_backend_and_device_rooms():
+    """No room outside backends/, placement/ and the CUDA and arch rooms decides by an arch or a backend's name but
+    those listed in :data:`ARCH_DECISIONS`, each file with its count and reason (a file with fewer: lower it)."""
+    found = _arch_decisions()
+    listed = {path: count for path, (count, _) in ARCH_DECISIONS.items()}
     assert found == listed, {p: (found.get(p, 0), listed.get(p, 0)) for p in set(found) | set(listed)
                              if found.get(p, 0) != listed.get(p, 0)}

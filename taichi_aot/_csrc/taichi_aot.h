@@ -181,26 +181,31 @@ typedef struct {
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device);
 
-/* backends/cuda.c: a kernel launched by taichi_aot itself (TaichiAotLaunch kind 2, whose handle is a TaichiAotCudaKernel):
-   its TiArguments laid out in the launch parameters by `args` (kind NDARRAY: `size` i32 dims at `offset`, the
-   device pointer at `data`; SCALAR and TENSOR: `count` values of `size` bytes at `offset`), then each task
-   launched in order on the runtime's `stream` with its stand-in `standin` (a device LLVMRuntime). Returns 0, the
-   library's error code (an ndarray's memory unknown to it), TAICHI_AOT_CUDA_BAD_ARGS (an argument not of the
-   planned kind), or TAICHI_AOT_CUDA_ERROR minus the driver's CUresult. */
-#define TAICHI_AOT_CUDA_MAX_ARGS 4096
+/* The argument plan both own launches share (backends/plan.c, read by metadata/layout.py): where each TiArgument
+   goes in a kernel's argument bytes (kind NDARRAY: `size` i32 dims at `offset`, the
+   data pointer at `data`, a reverse kernel's gradient pointer at `grad`; SCALAR and TENSOR: `count` values of `size`
+   bytes at `offset`), at most
+   TAICHI_AOT_PLAN_MAX_BYTES of them; TAICHI_AOT_PLAN_BAD_ARGS is a launch's code for an argument not of the kind
+   its plan lays out. */
+#define TAICHI_AOT_PLAN_MAX_BYTES 4096
+#define TAICHI_AOT_PLAN_BAD_ARGS (-101)
+#define TAICHI_AOT_PLAN_NDARRAY 1
+#define TAICHI_AOT_PLAN_SCALAR 2
+#define TAICHI_AOT_PLAN_TENSOR 3
 /* An ndarray argument's memory with this bit set is a device pointer itself (an array taken anew in C for a kernel
    of the own launcher: never imported), not a TiMemory: user-space addresses never have it. */
 #define TAICHI_AOT_POINTER_TAG 0x8000000000000000ULL
-#define TAICHI_AOT_CUDA_BAD_ARGS (-101)
+/* backends/cuda.c: a kernel launched by taichi_aot itself (TaichiAotLaunch kind 2, whose handle is a TaichiAotCudaKernel):
+   its TiArguments laid out in the launch parameters by its plan, then each task launched in order on the runtime's
+   `stream` with its stand-in `standin` (a device LLVMRuntime). Returns 0, the library's error code (an ndarray's
+   memory unknown to it), TAICHI_AOT_PLAN_BAD_ARGS (an argument not of the planned kind), or TAICHI_AOT_CUDA_ERROR
+   minus the driver's CUresult. */
 #define TAICHI_AOT_CUDA_STACK_OVERFLOW (-103) /* a reverse-mode kernel overflowed its autodiff stacks */
 /* a kernel whose launch waits (its autodiff stacks' check) launched on a stream being captured into a CUDA graph */
 #define TAICHI_AOT_CUDA_CAPTURE_REFUSED (-104)
 /* a kernel that returns a value (read back after the launch: a wait) launched on a stream being captured */
 #define TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED (-105)
 #define TAICHI_AOT_CUDA_ERROR (-1000)
-#define TAICHI_AOT_CUDA_NDARRAY 1
-#define TAICHI_AOT_CUDA_SCALAR 2
-#define TAICHI_AOT_CUDA_TENSOR 3
 typedef struct {
     void *launch;  /* cuLaunchKernel */
     void *current; /* cuCtxGetCurrent */
@@ -232,13 +237,13 @@ typedef struct {
     uint32_t count;
     uint32_t data;
     uint32_t grad; /* a reverse-mode kernel's ndarray: where its gradient's pointer goes (0: it has none) */
-} TaichiAotCudaArg;
+} TaichiAotArgPlan;
 /* A kernel's plan. A reverse-mode kernel takes, after its arg_count arguments, grad_count ndarrays: the gradients
    of its ndarrays whose grad is set, in their order. */
 typedef struct {
     const TaichiAotCudaRuntime *runtime;
     const TaichiAotCudaTask *tasks;
-    const TaichiAotCudaArg *args;
+    const TaichiAotArgPlan *args;
     uint32_t task_count;
     uint32_t arg_count;
     uint32_t args_size;
@@ -412,15 +417,15 @@ int32_t taichi_aot_vulkan_select_device(int32_t index);
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
    thread_pool points to the int32 count of threads a loop may use). A kernel called as any is (kind
    TAICHI_AOT_KIND_CPU_CALL) has a plan: its arguments laid out as the CUDA plan's are (`args`, `arg_count`,
-   `args_size`, at most TAICHI_AOT_CUDA_MAX_ARGS) and, where it returns values, `result`: host memory of
+   `args_size`, at most TAICHI_AOT_PLAN_MAX_BYTES) and, where it returns values, `result`: host memory of
    `result_size` bytes its tasks write them into (RuntimeContext.result_buffer). taichi_aot_cpu_call returns 0,
-   TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
+   TAICHI_AOT_PLAN_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
    where an ndarray's memory is not its (ti_map_memory failed). */
 typedef struct {
     void *standin;
     void *const *tasks;
     uint32_t count;
-    const TaichiAotCudaArg *args;
+    const TaichiAotArgPlan *args;
     uint32_t arg_count;
     uint32_t args_size;
     void *result;

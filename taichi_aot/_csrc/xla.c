@@ -327,7 +327,7 @@ static int xla_values(const xla_cell *c, const TaichiAotXlaPlan *p, const tao_ff
    or NULL for libtaichi's (its last error says). */
 static const char *xla_own_code(int code) {
     switch (code) {
-    case TAICHI_AOT_CUDA_BAD_ARGS: return "an argument the kernel's launch plan does not take";
+    case TAICHI_AOT_PLAN_BAD_ARGS: return "an argument the kernel's launch plan does not take";
     case TAICHI_AOT_CUDA_CAPTURE_REFUSED: return "launched while its stream is captured into a CUDA graph, which "
                                                  "this launch cannot be";
     case TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED: return "the kernel returns values and waits for them: refused while "

@@ -1,8 +1,10 @@
 """Launch backends, and the one place that decides which launches a kernel.
 
-A launch backend launches a module's kernels (and graphs) its own way. Each is a :class:`~.choice.Backend` (the
-contract: a name, a :class:`~.choice.Choice` or None for each kernel and graph, why it declines one, its code
-unloaded), and a module's backends are asked in order, the own launches first:
+A launch backend launches a module's kernels (and graphs) its own way. Each is registered here (:func:`register`:
+its name, module, the kinds of launch it makes, the arches it loads on, its priority), and its module gives a
+:class:`~.choice.Backend` for each module loaded (the contract: a name, a :class:`~.choice.Choice` or None for each
+kernel and graph, why it declines one, its reverse-mode kernels, its code unloaded) and reads its launches' error
+codes. A module's backends are asked in priority order, the own launches first:
 
 * "cuda", the own CUDA launcher (:mod:`.cuda`, reverse-mode kernels in :mod:`.cuda_reverse`): CUDA kernels the
   module has PTX for, launched from taichi_aot's C plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper
@@ -22,130 +24,163 @@ asks this room, never a backend's internals:
 
 * :class:`ModuleBackends`, one per loaded module: the :class:`Choice` of each kernel and graph (its backend, the C
   launch's kind, flags and handle, why not the own launches), ``launchers()``, reverse-mode kernels;
-* :class:`RuntimeBackends`, one per runtime: what a backend keeps per runtime (the own CUDA launcher's stand-ins,
-  the stream selected, what CUDA graphs hold);
-* :func:`launch_error`: the exception of a launch's error code, by the backend that gave it.
+* :class:`RuntimeBackends`, one per runtime: what each backend keeps per runtime, by name (the own CUDA launcher's
+  stand-ins, the stream selected, what CUDA graphs hold);
+* :func:`launch_error`: the exception of a launch's error code, read by the backend whose kind of launch gave it.
 
 Every launch, whatever way it comes in (the C call, the Python call, a replay, XLA's handler, torch's autograd
 thread, the flat API's ``ti_launch_*``), is made by ``_csrc/launch.c`` from a ``TaichiAotLaunch`` of the
 :class:`Choice`'s kind and flags: ``launch_any`` is the one switch on the kind. A new backend: a module here whose
-class keeps the contract, put in :meth:`ModuleBackends.load`'s order, with its error mapping in :func:`launch_error`,
-and a kind in ``_csrc/taichi_aot.h`` launched in ``launch_any`` (``docs/contributing.md`` lists every step).
+class keeps the contract, registered below, and, for a launch of its own, a kind in ``_csrc/taichi_aot.h`` launched
+in ``launch_any`` (``docs/contributing.md`` lists every step).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import InvalidStateError, NotSupportedError
 from . import libtaichi
-from .choice import AUTO, CUDA, LIBTAICHI, X64, Backend, Choice, launchers
+from .choice import CUDA, LIBTAICHI, X64, Backend, Choice, RuntimeState, launchers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo, ModuleInfo
     from ..metadata.model import GraphInfo, KernelInfo
-    from . import cuda
-    from .cuda_reverse import GradCall
 
-__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "RuntimeBackends", "launch_error",
-           "launchers"]
-#: The error codes of the own launches (backends/cuda.c) and of launch.c's refusal, beside libtaichi's TiError codes.
-_OWN_CODES = (lib.TAICHI_AOT_CUDA_BAD_ARGS, lib.TAICHI_AOT_REFUSED, lib.TAICHI_AOT_CUDA_STACK_OVERFLOW,
-              lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED, lib.TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED)
+__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "Registration", "RuntimeBackends",
+           "launch_error", "launchers", "register", "registered"]
 
 
-def launch_error(code: int, what: str) -> Exception:
-    """The exception of a launch's non-zero error ``code`` (``what`` names the launch), by the backend that gave it."""
+@dataclass(frozen=True)
+class Registration:
+    """A launch backend as the room knows it before its module is imported: its ``name``, its ``module`` (under
+    ``taichi_aot.backends`` where it starts with a dot; imported when a runtime of one of its ``arches`` first loads
+    a module, or when one of its launches fails), the ``kinds`` of ``TaichiAotLaunch`` its choices carry (a launch's
+    error code is its backend's to read), whether ``launcher="taichi"`` leaves its kernels to libtaichi
+    (``choosable``), and its ``priority`` (higher is asked first; libtaichi, the fallback, is 0).
+
+    The module gives ``load(runtime, state, what, folder, choice) -> Backend | None`` (``state``: the runtime's
+    :class:`RuntimeBackends`, where it keeps what it needs per runtime under its name; None: it takes nothing of
+    this module) and ``launch_error(code, what) -> Exception``."""
+
+    name: str
+    module: str
+    kinds: tuple[int, ...]
+    arches: frozenset[Arch] | None = None  # None: every arch
+    choosable: bool = False
+    priority: int = 0
+
+    def loads_on(self, arch: Arch) -> bool:
+        return self.arches is None or arch in self.arches
+
+    def imported(self) -> Any:
+        """The backend's module (imported the first time: the CUDA backend's import is not small)."""
+        return importlib.import_module(self.module, __name__)
+
+
+_registered: list[Registration] = []
+
+
+def register(name: str, module: str, kinds: tuple[int, ...], arches: frozenset[Arch] | None = None,
+             choosable: bool = False, priority: int = 0) -> None:
+    """Register a launch backend (:class:`Registration`): a module's backends are asked in priority order, highest
+    first. A name registered again is replaced."""
+    _registered[:] = sorted([r for r in _registered if r.name != name] +
+                            [Registration(name, module, tuple(kinds), arches, choosable, priority)],
+                            key=lambda r: -r.priority)
+
+
+def registered() -> list[Registration]:
+    """The launch backends, in the order a module's are asked."""
+    return list(_registered)
+
+
+register(CUDA, ".cuda", (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH), frozenset({Arch.CUDA}),
+         choosable=True, priority=300)
+register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL, lib.TAICHI_AOT_KIND_CPU_KERNEL), frozenset({Arch.X64}),
+         priority=200)
+register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH))
+
+
+def launch_error(code: int, what: str, kind: int | None = None) -> Exception:
+    """The exception of a launch's non-zero error ``code`` (``what`` names the launch), read by the backend whose
+    ``kind`` of launch gave it (None: libtaichi's, as the error a replay finds after its passes is)."""
     if code == lib.TAICHI_AOT_UNKNOWN_KIND:  # a record no backend wrote: the dispatcher launched nothing
         return InvalidStateError(f"{what}: a launch of a kind the dispatcher does not know (nothing was launched)")
-    if code <= lib.TAICHI_AOT_CUDA_ERROR or code in _OWN_CODES:
-        from .cuda import own_launch_error  # imported when first needed: the CUDA backend's import is not small
-
-        return own_launch_error(code, what)
-    return libtaichi.launch_error(code, what)
+    found = next((r for r in _registered if kind in r.kinds), None)
+    return (found.imported() if found is not None else libtaichi).launch_error(code, what)
 
 
 class RuntimeBackends:
-    """What the launch backends keep per runtime: the own CUDA launcher's state (``cuda``: its stand-ins, one a
-    stream, made with the runtime's first module with PTX), and the lock the launches made in Python take (``lock``:
-    any thread may launch on the own CUDA runtime; the runtime's staged copies and cache are one for all)."""
+    """What the launch backends keep per runtime, by backend name (``state[name]``: the own CUDA launcher's stand-ins,
+    one a stream, made with the runtime's first module with PTX), and the lock the launches made in Python take
+    (``lock``: any thread may launch on the own CUDA runtime; the runtime's staged copies and cache are one for
+    all)."""
 
     def __init__(self) -> None:
-        self.cuda: cuda.Launcher | None = None
+        self._states: dict[str, RuntimeState] = {}
         self.lock = threading.RLock()
 
+    def get(self, name: str) -> Any:
+        """Backend ``name``'s state of this runtime, or None."""
+        return self._states.get(name)
+
+    def __setitem__(self, name: str, state: RuntimeState) -> None:
+        self._states[name] = state
+
     def select_stream(self, stream: int | None) -> None:
-        """Launch on ``stream`` (None: the legacy default stream) from now on (its stand-in made first: it may fail,
-        out of memory)."""
-        if self.cuda is not None:
-            self.cuda.select(stream)
+        """Launch on ``stream`` (None: the legacy default stream) from now on (each backend's stand-in for it made
+        first: it may fail, out of memory)."""
+        for state in self._states.values():
+            state.select(stream)
 
     def xla_record(self) -> Any:
-        """The own CUDA launcher's runtime record for launches from XLA's handler (a copy, with a stand-in of XLA's
-        own: XLA's stream is not the runtime's), or NULL where the runtime has none. The caller keeps it alive."""
-        if self.cuda is None:
-            return ffi.NULL
-        record = ffi.new("TaichiAotCudaRuntime *", self.cuda.c[0])
-        record.standin = self.cuda.xla_standin()
-        return record
+        """The runtime record for launches from XLA's handler (a copy, with a stand-in of XLA's own: XLA's stream is
+        not the runtime's) of the backend that keeps one, or NULL where none does yet. The caller keeps it alive."""
+        return next((r for r in (s.xla_record() for s in self._states.values()) if r is not None), ffi.NULL)
 
     def keep_for_graphs(self) -> None:
-        """Launches may be captured into CUDA graphs out of the runtime's sight (XLA's command buffers): the own
-        launcher's stand-ins and code stay for the process's life."""
-        if self.cuda is not None:
-            self.cuda.captured = True
+        """Launches may be captured into CUDA graphs out of the runtime's sight (XLA's command buffers): each
+        backend's stand-ins and code stay for the process's life."""
+        for state in self._states.values():
+            state.keep_for_graphs()
 
 
 class ModuleBackends:
     """The launch backends of one loaded module, asked in order (the own launches first, libtaichi last): which
     launches each kernel and graph (:meth:`kernel`, :meth:`graph`), and its reverse-mode kernels (:meth:`reverse`)."""
 
-    def __init__(self, arch: Arch, folder: str | None, order: list[Backend], own: cuda.Kernels | None = None,
-                 device: int | None = None):
+    def __init__(self, arch: Arch, order: list[Backend]):
         self._arch = arch
-        self._device = device  # the own CUDA runtime's device (libtaichi has no runtime there), else None
-        self._folder = folder  # the module's files (a .tcm's unpacked): the x64 launch compiles their IR
         self._order = order
-        self._own = own  # its kernels on the own CUDA launcher (reverse kernels run there), or None
+        # the own CUDA runtime's device where libtaichi has no runtime (a device but 0), else None
+        self._device = next((b.device for b in order if isinstance(b, libtaichi.Absent)), None)
         self._reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel's call, made once
 
     @staticmethod
     def by_choice(runtime: Any) -> bool:
-        """Whether a module's kernels differ with the launchers asked for (``launcher=``) on ``runtime``: on CUDA the
-        own launcher takes them or libtaichi does; elsewhere the same backends load whatever is asked."""
-        return bool(runtime.arch == Arch.CUDA)
+        """Whether a module's kernels differ with the launchers asked for (``launcher=``) on ``runtime``: a backend
+        registered for its arch leaves them to libtaichi when asked (the own CUDA launcher)."""
+        return any(r.choosable and r.loads_on(runtime.arch) for r in _registered)
 
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
         """The backends of a module of ``folder`` (its files, where it has a folder) just loaded in ``runtime``,
-        with ``choice`` (:func:`~.choice.launchers`): on CUDA with "auto", its kernels with PTX loaded on the own
-        launcher (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the
-        cache); on x64, the own x64 launch for the kernels libtaichi cannot give all they need; libtaichi last."""
-        order: list[Backend] = []
-        own = None
-        # the own CUDA runtime of a device but 0, where libtaichi has no runtime
-        device = runtime.device_index if runtime.cuda_device is not None and runtime.device_index != 0 else None
-        if device is not None and choice != AUTO:
-            raise NotSupportedError(f"{what}: launcher='taichi': {libtaichi.absent(device)}")
-        if cls.by_choice(runtime) and choice == AUTO and folder is not None:  # CUDA: the own launcher where asked
-            from ..ptx import _kernels, ptx_folder
-            from . import cuda
-
-            source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
-            entries = _kernels(folder)
-            own = cuda.load(state, runtime, source, entries, what) if source is not None else \
-                cuda.Kernels.none(dict.fromkeys(entries, why))
-            if own is not None:
-                order.append(cuda.CudaBackend(own))
-        elif runtime.arch == Arch.X64:
-            from .cpu import X64Backend
-
-            order.append(X64Backend(folder, runtime.cpu_threads or 1))
-        order.append(libtaichi.LibtaichiBackend() if device is None else libtaichi.Absent())
-        return cls(runtime.arch, folder, order, own, device)
+        with ``choice`` (:func:`~.choice.launchers`): each registered backend of the runtime's arch asked in order
+        (its module's ``load``: the own CUDA launcher with "auto" where the module has PTX, made at its first load
+        where llvmlite is installed; the own x64 launch; libtaichi last)."""
+        order = []
+        for registration in _registered:
+            if registration.loads_on(runtime.arch):
+                backend = registration.imported().load(runtime, state, what, folder, choice)
+                if backend is not None:
+                    order.append(backend)
+        return cls(runtime.arch, order)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]]:
         """The choice of kernel ``name`` and the signature its launches take (a reverse-mode kernel on the own CUDA
@@ -177,14 +212,13 @@ class ModuleBackends:
         return next((why for b in self._order if (why := b.why_not(name))), None)
 
     def needs_library(self, meta: ModuleInfo) -> bool:
-        """Whether a kernel or graph of the module is libtaichi's to launch (its module is loaded then): one the own
-        launches do not take (a reverse kernel or a kernel returning values never is)."""
-        own = self._own
-        if own is None:
-            return any(not info.reverse and not info.returns for info in meta.kernels.values()) or bool(meta.graphs)
-        if any(name not in own.plans and not info.reverse and not info.returns for name, info in meta.kernels.items()):
+        """Whether a kernel or graph of the module is libtaichi's to launch (its module is loaded then): one no own
+        backend takes (a reverse kernel or a kernel returning values never is)."""
+        own = [b for b in self._order if b.name != LIBTAICHI]
+        if any(not info.reverse and not info.returns and not any(b.takes(name, info) for b in own)
+               for name, info in meta.kernels.items()):
             return True
-        return any(own.graph(info) is None for info in meta.graphs.values())
+        return any(all(b.graph(info, None) is None for b in own) for info in meta.graphs.values())
 
     def _unowned(self, name: str) -> str:
         """Why a kernel cannot run on the own CUDA runtime (the end of a sentence)."""
@@ -228,10 +262,10 @@ class ModuleBackends:
         return out
 
     def reverse(self, module: Any, name: str, meta: ModuleInfo, threads: int | None) -> Any:
-        """The reverse-mode kernel of kernel ``name`` (``<name>_grad``) as its primal's ``grad`` call
-        (``cuda_reverse.GradCall`` or ``cpu.CpuKernel``), made once; NotSupportedError saying why where there is
-        none or it cannot run here. ``module`` is the AotModule asking (checked open before one is made), ``threads``
-        an x64 runtime's."""
+        """The reverse-mode kernel of kernel ``name`` (``<name>_grad``) as its primal's ``grad`` call, made once by the
+        first backend that runs it (``cuda_reverse.GradCall``, ``cpu.CpuKernel``); NotSupportedError saying why where
+        there is none or it cannot run here. ``module`` is the AotModule asking (checked open before one is made),
+        ``threads`` an x64 runtime's."""
         made = self._reverse.get(name)
         if made is not None:
             return made
@@ -241,35 +275,18 @@ class ModuleBackends:
             raise NotSupportedError(f"kernel {name!r} has no reverse-mode kernel in module {module.source} (build "
                                     "exports one, named <kernel>_grad, for kernels whose ndarrays say "
                                     "needs_grad=True, and warns where Taichi could not differentiate one)")
-        if self._arch == Arch.CUDA:
-            made = self._reverse[name] = self._cuda_reverse(module, name, grad.name, grad.args)
-        elif self._arch == Arch.X64 and self._folder is not None:
-            from ..ptx import _kernels
-            from . import cpu
-
-            made = self._reverse[name] = cpu.compile_kernel(self._folder, grad.name, _kernels(self._folder)[grad.name],
-                                                            threads or 1)
-        else:
-            raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "
-                                    f"own launches); this is a {self._arch.name} runtime")
-        return made
-
-    def _cuda_reverse(self, module: Any, name: str, grad: str, args: list[ArgInfo]) -> GradCall:
-        """The own CUDA launcher's reverse kernel ``grad`` of kernel ``name``, where the module's PTX has it."""
-        own = self._own
-        if own is None or grad not in own.plans:
-            why = own.refused.get(grad) if own is not None else None
+        for backend in self._order:
+            made = backend.reverse(module, name, grad, threads)
+            if made is not None:
+                self._reverse[name] = made
+                return made
+        if self._arch == Arch.CUDA:  # no own launcher loaded the module (launcher="taichi", or no PTX)
             raise NotSupportedError(
                 f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi "
-                "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
-                                                     "and the module has no PTX for it (build it where llvmlite "
-                                                     "is installed, or run `taichi_aot ptx`)"))
-        from .cuda_reverse import GradCall
-
-        handle, kernel = module.runtime.handle, module.kernels[grad]
-        return GradCall(kernel, kernel.packing(), module.runtime, lambda: module.closed,
-                        [a.index for a in args if a.needs_grad],
-                        lambda values, count, stream: own.launch_elsewhere(handle, grad, values, count, stream))
+                "cannot hand it its gradients), and the module has no PTX for it (build it where llvmlite is "
+                "installed, or run `taichi_aot ptx`), or was loaded with launcher='taichi'")
+        raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's own "
+                                f"launches); this is a {self._arch.name} runtime")
 
     def unload(self) -> None:
         """The module is being released: each backend's code given back (unless a CUDA graph holds it)."""

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "X64", "Backend", "Choice", "launchers", "library_choice",
-           "own_choice"]
+__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "X64", "Backend", "Choice", "RuntimeState", "launchers",
+           "library_choice", "own_choice"]
 
 #: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
 CUDA, X64, LIBTAICHI = "cuda", "x64", "taichi"
@@ -55,7 +55,7 @@ class Choice:
     library: Any  # libtaichi's handle (TiKernel, TiComputeGraph); None where libtaichi cannot launch it
     widens: bool = False  # takes every scalar type as it is (the own launches), not only the C-API's
     graphable: bool = False  # its launch never waits: XLA may capture it into a command buffer (a CUDA graph)
-    results: Any = None  # a kernel that returns values: their reader (cuda.Results)
+    results: Any = None  # a kernel that returns values: their reader (plan.Results)
     pointers: bool = False  # an ndarray may be passed as a tagged pointer (the own launches), not only a TiMemory
     codes: bool = False  # it reports its errors by its return code (the own launches), not libtaichi's error slot
 
@@ -101,5 +101,24 @@ class Backend(Protocol):
     def why_not(self, name: str) -> str | None:
         """Why it does not launch kernel ``name``, where it has a reason to give."""
 
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> Any:
+        """Kernel ``name``'s reverse-mode kernel ``grad`` as its primal's ``grad`` call where this backend runs it
+        (NotSupportedError where it should and cannot), or None: another backend's to say (``module``: the
+        AotModule asking; ``threads``: an x64 runtime's)."""
+
     def unload(self) -> None:
         """The module is being released: its code given back (unless a CUDA graph holds it)."""
+
+
+class RuntimeState(Protocol):
+    """What a backend keeps per runtime (``backends.RuntimeBackends``, under the backend's name), as the runtime asks
+    it: launches go on another stream, XLA's handler wants a record to launch with, CUDA graphs may hold its code."""
+
+    def select(self, stream: int | None) -> None:
+        """Launch on ``stream`` (None: the legacy default stream) from now on."""
+
+    def xla_record(self) -> Any:
+        """The record XLA's handler launches with (``TaichiAotCudaRuntime *``), or None where it has none."""
+
+    def keep_for_graphs(self) -> None:
+        """Launches may be captured into graphs out of the runtime's sight: what they use stays."""

@@ -195,10 +195,10 @@ def _gate(text: str, returns: bool = False) -> str | None:
 
 
 def _slots(entry: dict) -> list[tuple]:
-    """How each argument is written into the argument struct: the plan's layout (``ptx/plan.py``'s ``arguments``,
+    """How each argument is written into the argument struct: the plan's layout (``metadata/layout.py``'s ``arguments``,
     every member found by name, as the CUDA launcher's), with what the host needs beside it (an ndarray's dtype and
     element shape)."""
-    from ..ptx.plan import PlanError, arguments
+    from ..metadata.layout import PlanError, arguments
 
     try:
         plan = arguments(entry, "the kernel's metadata")
@@ -311,8 +311,8 @@ def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
     """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine as
     a :class:`CpuCall`, its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the
     own x64 launch cannot run it."""
-    from ..ptx.plan import PlanError, arguments
-    from .cuda import Results, c_args
+    from ..metadata.layout import PlanError, arguments
+    from .plan import Results, c_args
 
     try:
         plan = arguments(entry, f"kernel {name!r}")
@@ -380,5 +380,31 @@ class X64Backend:
     def why_not(self, name: str) -> str | None:
         return self._refused.get(name)
 
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> CpuKernel | None:
+        """Kernel ``name``'s reverse-mode kernel ``grad`` compiled from the module's IR (llvmlite) as its primal's
+        ``grad`` call (NotSupportedError where it cannot be); None where the module has no IR files here."""
+        if self._folder is None:
+            return None
+        from ..ptx import _kernels
+
+        return compile_kernel(self._folder, grad.name, _kernels(self._folder)[grad.name], threads or 1)
+
     def unload(self) -> None:
         pass  # the compiled code lives as long as the calls that hold it
+
+
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> X64Backend:
+    """The own x64 launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): for the
+    kernels libtaichi cannot give all they need, whatever ``choice``."""
+    return X64Backend(folder, runtime.cpu_threads or 1)
+
+
+def launch_error(code: int, what: str) -> Exception:
+    """The exception for an error code of the own x64 launch (``_csrc/backends/x64.c``; the library's own, for an
+    ndarray's memory it could not map, are libtaichi's to read)."""
+    if code == lib.TAICHI_AOT_PLAN_BAD_ARGS:
+        return InvalidArgumentError(f"{what}: an argument is not of the kind the x64 kernel's argument plan lays "
+                                    "out")
+    from .libtaichi import launch_error as library_error
+
+    return library_error(code, what)

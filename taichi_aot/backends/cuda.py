@@ -4,7 +4,8 @@ A CUDA module with PTX (``ptx.json``, see :mod:`taichi_aot.ptx`) has its kernels
 instead of libtaichi: the PTX of each kernel is loaded once (``cuModuleLoadData``, in device 0's primary
 context, which is the context Taichi 1.7.4 itself runs in), and each kernel gets a C plan: its tasks'
 functions, grids and blocks, and where each argument goes in the launch parameters (read again from the
-metadata and checked, :func:`taichi_aot.ptx.plan.check`).
+metadata and checked, :func:`taichi_aot.ptx.plan.check`; the argument layout is
+:mod:`taichi_aot.metadata.layout`'s, laid into C by :mod:`.plan`).
 
 The kernels' code reads Taichi's runtime for two things: ``temporaries`` (a serial task leaves a loop bound
 there for the next) and, for ``ti.random``, ``rand_states``. Each stream kernels run on gets a stand-in of its
@@ -32,19 +33,22 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import _cuda
+from .. import _cuda, _cuda_host
 from .._native import ffi, lib
 from .._nvtx import range_name
 from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
+from ..metadata.layout import RESULT_BYTES
 from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
-from ..ptx.plan import RESULT_BYTES, SCALAR_SIZES, check, from_entry
-from .choice import CUDA, OWN_FLAGS, Choice, own_choice
+from ..ptx.plan import check, from_entry
+from .choice import AUTO, CUDA, OWN_FLAGS, Choice, own_choice
+from .plan import Results, c_args
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
+    from .cuda_reverse import GradCall
 
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
@@ -56,7 +60,6 @@ AUTOGRAD_STANDIN = -2  # the stand-in of launches from another thread than the r
 _SIDE = (XLA_STANDIN, AUTOGRAD_STANDIN)
 #: The most threads random states are made for (Taichi makes saturating grid x max block dim: about 1.1M on an H100).
 MAX_RAND_THREADS = 1 << 24
-_KINDS = {"ndarray": 1, "scalar": 2, "tensor": 3}
 GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel a graph of the own launcher passes
 
 _calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
@@ -74,10 +77,11 @@ def _driver() -> Any:
     return cu
 
 
-def own_launch_error(code: int, what: str) -> Exception:
-    """The exception for an error code of the own launcher (``_csrc/backends/cuda.c``)."""
-    if code == lib.TAICHI_AOT_CUDA_BAD_ARGS:
-        return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's PTX plan lays out")
+def launch_error(code: int, what: str) -> Exception:
+    """The exception for an error code of the own launcher (``_csrc/backends/cuda.c``; the library's own codes, for
+    an ndarray's memory it does not know, are libtaichi's to read)."""
+    if code == lib.TAICHI_AOT_PLAN_BAD_ARGS:
+        return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's argument plan lays out")
     if code == lib.TAICHI_AOT_CUDA_STACK_OVERFLOW:
         return OutOfMemoryError(f"{what}: {STACK_OVERFLOWED}")
     if code == lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED:
@@ -88,14 +92,13 @@ def own_launch_error(code: int, what: str) -> Exception:
         return NotSupportedError(
             f"{what}: it returns a value, which is read back after each launch, a wait no CUDA graph capture may "
             "hold; launch it outside the capture")
-    if code == lib.TAICHI_AOT_REFUSED:
-        return NotSupportedError(
-            f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
-            "CUDA stream set, nor be captured into a CUDA graph (it copies each launch's arguments on the legacy "
-            "default stream, and waits); set a blocking stream or None (rt.set_cuda_stream), or give the module PTX "
-            "(python -m taichi_aot ptx)")
-    cuda = lib.TAICHI_AOT_CUDA_ERROR - code
-    return InvalidStateError(f"{what}: the CUDA driver refused the launch ({_cuda.error_name(cuda)})")
+    if code == lib.TAICHI_AOT_REFUSED:  # a launch made elsewhere before the runtime had a launcher's record
+        return InvalidStateError(f"{what}: launched outside its runtime's thread and stream before taichi_aot's own "
+                                 "CUDA launcher had a record for it")
+    from .libtaichi import driver_error
+    from .libtaichi import launch_error as library_error
+
+    return driver_error(code, what) if code <= lib.TAICHI_AOT_CUDA_ERROR else library_error(code, what)
 
 
 def _alloc(cu: Any, nbytes: int, what: str) -> int:
@@ -149,8 +152,8 @@ class Launcher:
             image = np.zeros(layout["size"] + RESULT_BYTES, np.uint8)
             image[layout["temporaries"]:layout["temporaries"] + 8] = np.frombuffer(
                 np.uint64(temporaries).tobytes(), np.uint8)
-            _cuda.htod(runtime, image, 0)
-            _cuda.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
+            _cuda_host.htod(runtime, image, 0)
+            _cuda_host.htod(temporaries, np.zeros(TEMPORARIES_BYTES, np.uint8), 0)
             standin = (runtime, temporaries, 0)
             return self._rand(cu, standin, self._rand_threads) if self._rand_threads else standin
         except BaseException:
@@ -208,10 +211,10 @@ class Launcher:
             image = np.zeros((threads, size // 4), np.uint32)  # x, y, z, w, lock: as Taichi seeds them (seed 0)
             image[:, 0] = (np.uint64(123456789) * i * np.uint64(1000000007)) & np.uint64(0xFFFFFFFF)
             image[:, 1:4] = (362436069, 521288629, 88675123)
-            _cuda.htod(states, image, 0)
+            _cuda_host.htod(states, image, 0)
             if old:  # queued kernels, on any stream, may still use the states replaced
                 cu.cuCtxSynchronize()
-            _cuda.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
+            _cuda_host.htod(runtime + self.layout["rand_states"], np.array([states], np.uint64), 0)
             # both copies done before a kernel on any stream reads them; a new stand-in's states need no wait for the
             # whole context, which a twin made inside XLA's command buffer capture could not make
             cu.cuStreamSynchronize(None)
@@ -226,6 +229,17 @@ class Launcher:
         """The stand-in of the kernels XLA launches on its own stream (taichi_aot.jax: one stream at a time, its
         compute stream), made once and kept until :meth:`free`; random states as the others'."""
         return self.side_standin(XLA_STANDIN)
+
+    def xla_record(self) -> Any:
+        """The runtime record for launches from XLA's handler (``backends.RuntimeBackends.xla_record``): a copy of
+        the launcher's, with XLA's stand-in."""
+        record = ffi.new("TaichiAotCudaRuntime *", self.c[0])
+        record.standin = self.xla_standin()
+        return record
+
+    def keep_for_graphs(self) -> None:
+        """Launches may be captured out of the runtime's sight (XLA's command buffers): code and stand-ins stay."""
+        self.captured = True
 
     def side_standin(self, key: int) -> int:
         """The stand-in of launches made outside the runtime's thread and streams (``key``: XLA_STANDIN, or
@@ -349,7 +363,7 @@ class Kernels:
         if record.captured:  # into a CUDA graph (torch's backward under capture): the stand-in stays
             launcher.captured = True
         if code != 0:
-            raise own_launch_error(code, f"kernel {name!r}")
+            raise launch_error(code, f"kernel {name!r}")
 
     def _range(self, name: str) -> Any:
         """Kernel ``name``'s NVTX range (_nvtx.py), made once."""
@@ -423,47 +437,26 @@ class CudaBackend:
     def why_not(self, name: str) -> str | None:
         return self.kernels.refused.get(name)
 
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> GradCall:
+        """Kernel ``name``'s reverse-mode kernel ``grad`` as its primal's ``grad`` call, where the module's PTX has
+        it; NotSupportedError saying why not (libtaichi cannot run it either)."""
+        own = self.kernels
+        if grad.name not in own.plans:
+            why = own.refused.get(grad.name)
+            raise NotSupportedError(
+                f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi "
+                "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
+                                                     "and the module has no PTX for it (build it where llvmlite "
+                                                     "is installed, or run `taichi_aot ptx`)"))
+        from .cuda_reverse import GradCall
+
+        handle, kernel = module.runtime.handle, module.kernels[grad.name]
+        return GradCall(kernel, kernel.packing(), module.runtime, lambda: module.closed,
+                        [a.index for a in grad.args if a.needs_grad],
+                        lambda values, count, stream: own.launch_elsewhere(handle, grad.name, values, count, stream))
+
     def unload(self) -> None:
         self.kernels.unload()
-
-
-class Results:
-    """A returning kernel's results as its last launch left them in the plan's host memory (``host``): one value
-    (a Python int or float; a vector or matrix as a numpy array, a vector 1-D), or a tuple of several."""
-
-    def __init__(self, rets: list[dict], size: int):
-        self.host = ffi.new("unsigned char[]", size)
-        self._buffer = ffi.buffer(self.host)
-        self._rets = [(np.dtype(_RESULT_DTYPES[r["type"]]), r["offset"], _shape(r.get("shape"))) for r in rets]
-
-    def layout(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
-        """Each returned value's dtype and shape (None: a scalar), in order."""
-        return [(dtype, shape) for dtype, _, shape in self._rets]
-
-    def layout_bytes(self) -> list[tuple[int, int]]:
-        """Each returned value's offset in :attr:`host` and its size in bytes, in order."""
-        return [(offset, dtype.itemsize * int(np.prod(shape or ()))) for dtype, offset, shape in self._rets]
-
-    def read(self) -> Any:
-        """The values the last launch returned (copies: the next launch overwrites the buffer)."""
-        values = []
-        for dtype, offset, shape in self._rets:
-            if shape is None:
-                values.append(np.frombuffer(self._buffer, dtype, 1, offset)[0].item())
-            else:
-                values.append(np.frombuffer(self._buffer, dtype, int(np.prod(shape)), offset).reshape(shape).copy())
-        return values[0] if len(values) == 1 else tuple(values)
-
-
-#: numpy's dtype of each scalar type code (SCALAR_SIZES's): f16 f32 f64 i8 i16 i32 i64 u1 u8 u16 u32 u64.
-_RESULT_DTYPES = dict(zip(SCALAR_SIZES, ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "?", "u1", "u2", "u4", "u8")))
-
-
-def _shape(shape: list[int] | None) -> tuple[int, ...] | None:
-    """A returned tensor's shape as numpy's: a vector (Taichi records ``[n, 1]``) 1-D."""
-    if shape is None:
-        return None
-    return (shape[0],) if len(shape) == 2 and shape[1] == 1 else tuple(shape)
 
 
 def _entry(task: str) -> str:
@@ -499,20 +492,6 @@ def _overflow_flag(cu: Any, module: Any) -> int:
     flag, size = ctypes.c_uint64(), ctypes.c_size_t()
     found = cu.cuModuleGetGlobal_v2(ctypes.byref(flag), ctypes.byref(size), module, STACK_OVERFLOW.encode())
     return int(flag.value) if found == 0 and size.value == 4 else 0
-
-
-def c_args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
-    """The C arguments of a plan's ``args``, and how many gradients a reverse kernel takes after them."""
-    args, grads = ffi.new("TaichiAotCudaArg[]", max(len(plan_args), 1)), 0
-    for a, arg in zip(args, plan_args):
-        a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
-        if arg["kind"] == "ndarray":
-            a.size, a.count, a.data = arg["dims"], 1, arg["data"]
-            if reverse and "grad" in arg:
-                a.grad, grads = arg["grad"], grads + 1
-        else:
-            a.size, a.count = arg["size"], arg.get("count", 1)
-    return args, grads
 
 
 def _read(folder: str, name: str, k: dict, entry: Any, where: str) -> str | tuple[bytes, dict[str, Any], bool]:
@@ -556,10 +535,11 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     return None
 
 
-def load(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str) -> Kernels | None:
+def _kernels_in(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str
+                ) -> Kernels | None:
     """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX); the caller asked
     :func:`choice` for the own launcher. ``state`` is the runtime's backends record (``backends.RuntimeBackends``):
-    its ``cuda`` is the runtime's :class:`Launcher`, made here with its first module with PTX."""
+    its ``state.get(CUDA)`` is the runtime's :class:`Launcher`, made here with its first module with PTX."""
     if folder is None or entries is None:
         return None
     path = os.path.join(folder, MANIFEST)
@@ -574,11 +554,26 @@ def load(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] |
     if manifest.get("compile") != VERSION:  # an older compile step's PTX: every kernel stays on libtaichi
         why = "its PTX was made by another version of taichi_aot's PTX step (run `taichi_aot ptx` again)"
         return Kernels.none({**manifest["refused"], **{name: why for name in manifest["kernels"]}})
-    launcher = state.cuda
+    launcher = state.get(CUDA)
     if launcher is None:
-        launcher = state.cuda = Launcher(manifest["runtime"], runtime.device_index)
+        launcher = state[CUDA] = Launcher(manifest["runtime"], runtime.device_index)
         runtime.foreign.unmaps[id(launcher)] = launcher.free  # before the runtime goes, however it goes
         launcher.select(runtime.cuda_stream)
     elif launcher.layout != manifest["runtime"]:
         raise CorruptedDataError(f"{where}: {MANIFEST} lays Taichi's runtime out unlike the modules loaded before")
     return Kernels(launcher, folder, manifest, entries, where)
+
+
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> CudaBackend | None:
+    """The own CUDA launcher as the backend of a module of ``folder`` just loaded in ``runtime`` (its registration's
+    ``load``), where ``choice`` is "auto": its kernels the module has PTX for (a module saved without PTX gets it at
+    its first load where llvmlite is installed, kept in the cache); None where the module has none to give."""
+    if choice != AUTO or folder is None:
+        return None
+    from ..ptx import _kernels, ptx_folder
+
+    source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
+    entries = _kernels(folder)
+    own = _kernels_in(state, runtime, source, entries, what) if source is not None else \
+        Kernels.none(dict.fromkeys(entries, why))
+    return CudaBackend(own) if own is not None else None

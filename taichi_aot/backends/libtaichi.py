@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import lib
-from ..errors import make_error, take_last_error
-from .choice import LIBTAICHI, Choice, library_choice
+from ..errors import InvalidStateError, NotSupportedError, make_error, take_last_error
+from .choice import AUTO, LIBTAICHI, Choice, library_choice
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["NAME", "Absent", "LibtaichiBackend", "absent", "launch_error"]
+__all__ = ["NAME", "Absent", "LibtaichiBackend", "absent", "driver_error", "launch_error", "load"]
 
 #: The backend's name, as ``Kernel.launcher`` and ``AotModule.launchers()`` say it.
 NAME = LIBTAICHI
@@ -48,6 +48,9 @@ class LibtaichiBackend:
     def why_not(self, name: str) -> str | None:
         return None
 
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> Any:
+        return None  # libtaichi cannot hand a reverse-mode kernel its gradients
+
     def unload(self) -> None:
         pass  # libtaichi's module is the AotModule's own
 
@@ -60,10 +63,14 @@ def absent(device: int) -> str:
 
 
 class Absent:
-    """libtaichi's place among a module's backends on taichi_aot's own CUDA runtime (``choice.Backend``): it launches
-    nothing there (the room refuses each kernel the own launcher does not take, saying why)."""
+    """libtaichi's place among a module's backends on taichi_aot's own CUDA runtime of a device but 0
+    (``choice.Backend``): it launches nothing there (the room refuses each kernel the own launcher does not take,
+    saying why)."""
 
     name = NAME
+
+    def __init__(self, device: int):
+        self.device = device
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
         return None
@@ -77,11 +84,44 @@ class Absent:
     def why_not(self, name: str) -> str | None:
         return None
 
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> Any:
+        return None
+
     def unload(self) -> None:
         pass
 
 
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> LibtaichiBackend | Absent:
+    """libtaichi as the last backend of a module just loaded in ``runtime`` (its registration's ``load``); on
+    taichi_aot's own CUDA runtime of a device but 0, where libtaichi has no runtime, its :class:`Absent` place
+    (``launcher="taichi"`` refused there: NotSupportedError)."""
+    if runtime.cuda_device is None or runtime.device_index == 0:
+        return LibtaichiBackend()
+    if choice != AUTO:
+        raise NotSupportedError(f"{what}: launcher='taichi': {absent(runtime.device_index)}")
+    return Absent(runtime.device_index)
+
+
 def launch_error(code: int, what: str) -> Exception:
-    """The exception of a launch's error ``code``: the library's own, with its last message."""
+    """The exception of a launch's error ``code``: the library's own, with its last message; or the dispatcher's
+    refusal of a launch libtaichi cannot make on the CUDA stream set, or the driver's error waiting for the caller's
+    stream before a launch made elsewhere (``_csrc/launch.c``'s ``launch_library``)."""
+    if code == lib.TAICHI_AOT_REFUSED:
+        return NotSupportedError(
+            f"{what}: launched through libtaichi (module.launchers() says why), which cannot run on the non-blocking "
+            "CUDA stream set, nor be captured into a CUDA graph (it copies each launch's arguments on the legacy "
+            "default stream, and waits); set a blocking stream or None (rt.set_cuda_stream), or give the module PTX "
+            "(python -m taichi_aot ptx)")
+    if code <= lib.TAICHI_AOT_CUDA_ERROR:
+        return driver_error(code, what)
     c, message = take_last_error()
     return make_error(c or code, message, what)
+
+
+def driver_error(code: int, what: str) -> Exception:
+    """The exception of a launch's code for a CUDA driver error (TAICHI_AOT_CUDA_ERROR minus its CUresult), of
+    either launch on CUDA."""
+    from .._cuda import error_name
+
+    return InvalidStateError(f"{what}: the CUDA driver refused the launch "
+                             f"({error_name(lib.TAICHI_AOT_CUDA_ERROR - code)})")

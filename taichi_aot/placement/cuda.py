@@ -13,19 +13,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import _cuda, _cudart
+from .. import _cuda, _cuda_host, _cudart
 from .base import Block, Device, Mover, _read_direct, _write_direct
 
 __all__ = ["LibraryCudaDevice", "OwnCudaDevice"]
 
 
 def _read_cuda(memory: Any, out: np.ndarray) -> None:
-    _cuda.dtoh(out, memory.cuda_pointer(), memory.cuda_context())
+    _cuda_host.dtoh(out, memory.cuda_pointer(), memory.cuda_context())
 
 
 def _write_cuda(memory: Any, data: np.ndarray) -> None:  # contiguous: the ndarray's checked input, or a fill's
     memory.refuse_mapped_copy()
-    _cuda.htod(memory.cuda_pointer(), data, memory.cuda_context())
+    _cuda_host.htod(memory.cuda_pointer(), data, memory.cuda_context())
 
 
 class LibraryCudaDevice(Device):
@@ -62,7 +62,7 @@ class LibraryCudaDevice(Device):
         _cuda.dtod(dst.cuda_pointer() + dst_offset, src.cuda_pointer() + src_offset, size)
 
     def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        return _cuda.pinned_array(dims, dtype)
+        return _cuda_host.pinned_array(dims, dtype)
 
 
 class OwnCudaDevice(LibraryCudaDevice):

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..metadata import llvm_ir
-from .plan import RESULT_BYTES, PlanError, results, returns
+from ..metadata.layout import RESULT_BYTES, PlanError, results, returns
 
 #: Fields of LLVMRuntime the stand-in fills (by their index in the IR's struct type).
 RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES = 14, 15

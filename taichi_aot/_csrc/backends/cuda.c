@@ -6,8 +6,9 @@
    import: an ndarray's device pointer comes from ti_export_cuda_memory (a lookup), or is the argument's memory
    itself (TAICHI_AOT_POINTER_TAG: an array taken anew in C), and the parameters travel with the launch.
 
-   The plan (TaichiAotCudaKernel) was checked by Python when the module was loaded (ptx/plan.py's check): every
-   offset and size lies inside args_size, which is at most TAICHI_AOT_CUDA_MAX_ARGS. */
+   The plan (TaichiAotCudaKernel) was checked by Python when the module was loaded (ptx/plan.py's check, its
+   arguments metadata/layout.py's): every offset and size lies inside args_size, which is at most
+   TAICHI_AOT_PLAN_MAX_BYTES. */
 #include <pthread.h>
 #include <string.h>
 
@@ -51,7 +52,7 @@ static void ptx_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *p
 }
 
 /* The launch parameters of the kernel's arguments (and a reverse-mode kernel's gradients after them) written
-   into `params` (zeroed first); 0, or TAICHI_AOT_CUDA_BAD_ARGS where an argument is not of the kind the plan lays
+   into `params` (zeroed first); 0, or TAICHI_AOT_PLAN_BAD_ARGS where an argument is not of the kind the plan lays
    out, or the library's error code where an ndarray's memory is not its (ti_export_cuda_memory failed). */
 static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArgument *args, unsigned char *params,
                     uint64_t *elements) {
@@ -60,12 +61,12 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
     *elements = 0;
     memset(params, 0, k->args_size);
     for (i = 0; i < k->arg_count; ++i) {
-        const TaichiAotCudaArg *a = &k->args[i];
+        const TaichiAotArgPlan *a = &k->args[i];
         const TiArgument *v = &args[i];
-        if (a->kind == TAICHI_AOT_CUDA_NDARRAY) {
+        if (a->kind == TAICHI_AOT_PLAN_NDARRAY) {
             const TiNdArray *nd = &v->value.ndarray;
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
-                return TAICHI_AOT_CUDA_BAD_ARGS;
+                return TAICHI_AOT_PLAN_BAD_ARGS;
             }
             uint64_t count_elements = taichi_aot_plan_shape(a, nd, params);
             if (count_elements > *elements) {
@@ -75,25 +76,25 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
             if (a->grad != 0) { /* its gradient: the next of the arguments after the kernel's own */
                 const TiNdArray *g;
                 if (gradient >= k->arg_count + k->grad_count || args[gradient].type != TI_ARGUMENT_TYPE_NDARRAY) {
-                    return TAICHI_AOT_CUDA_BAD_ARGS;
+                    return TAICHI_AOT_PLAN_BAD_ARGS;
                 }
                 g = &args[gradient].value.ndarray;
                 if (g->shape.dim_count != nd->shape.dim_count) {
-                    return TAICHI_AOT_CUDA_BAD_ARGS;
+                    return TAICHI_AOT_PLAN_BAD_ARGS;
                 }
                 for (d = 0; d < nd->shape.dim_count && d < 16; ++d) { /* the kernel indexes it as its array */
                     if (g->shape.dims[d] != nd->shape.dims[d]) {
-                        return TAICHI_AOT_CUDA_BAD_ARGS;
+                        return TAICHI_AOT_PLAN_BAD_ARGS;
                     }
                 }
                 ptx_pointer(runtime, &args[gradient++].value.ndarray, params, a->grad, &exported);
             }
         } else if (taichi_aot_plan_value(a, v, params) != 0) {
-            return TAICHI_AOT_CUDA_BAD_ARGS;
+            return TAICHI_AOT_PLAN_BAD_ARGS;
         }
     }
     if (gradient != k->arg_count + k->grad_count) {
-        return TAICHI_AOT_CUDA_BAD_ARGS;
+        return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     return exported ? (int)ti_get_last_error(NULL, NULL) : 0;
 }
@@ -171,15 +172,15 @@ static int ptx_tasks(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRunt
 }
 
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
-    unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
+    unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
     const TaichiAotCudaDriverCalls *cu = rt->driver;
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *popped = NULL;
     int code, pushed = 0, overflowed = 0;
-    if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
-        return TAICHI_AOT_CUDA_BAD_ARGS;
+    if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
+        return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     code = ptx_pack(runtime, k, args, params, &elements);
     if (code != 0) {
@@ -234,11 +235,11 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
             k = &elsewhere;
         }
         if (k->arg_count > TAICHI_AOT_CUDA_GRAPH_ARGS) {
-            return TAICHI_AOT_CUDA_BAD_ARGS;
+            return TAICHI_AOT_PLAN_BAD_ARGS;
         }
         for (i = 0; i < k->arg_count; ++i) {
             if (map[i] >= count) {
-                return TAICHI_AOT_CUDA_BAD_ARGS;
+                return TAICHI_AOT_PLAN_BAD_ARGS;
             }
             local[i] = args[map[i]].argument;
         }

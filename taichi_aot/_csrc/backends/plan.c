@@ -1,6 +1,6 @@
 /* The argument plan both own launches share (backends/cuda.c, backends/x64.c): a kernel's TiArgument values written
-   into its argument bytes where its plan (TaichiAotCudaArg, checked by ptx/plan.py when the module was loaded) lays
-   them out, as Taichi's argument struct holds them. */
+   into its argument bytes where its plan (TaichiAotArgPlan, checked by metadata/layout.py when the module was
+   loaded) lays them out, as Taichi's argument struct holds them. */
 #include <stdint.h>
 #include <string.h>
 
@@ -51,10 +51,10 @@ static uint32_t plan_width(TiDataType type) {
 
 /* The bytes of a scalar or vector argument, or NULL where the TiArgument is not what the plan expects (`half`:
    room for an f16 made from the f32 the C-API carries). */
-static const void *plan_bytes(const TaichiAotCudaArg *a, const TiArgument *v, uint16_t *half) {
+static const void *plan_bytes(const TaichiAotArgPlan *a, const TiArgument *v, uint16_t *half) {
     uint32_t bytes = a->size * a->count;
     if (v->type == TI_ARGUMENT_TYPE_SCALAR && v->value.scalar.type == TI_DATA_TYPE_F16) {
-        if (a->kind != TAICHI_AOT_CUDA_SCALAR || bytes != 2) {
+        if (a->kind != TAICHI_AOT_PLAN_SCALAR || bytes != 2) {
             return NULL;
         }
         *half = plan_half(v->value.scalar.value.x32);
@@ -62,15 +62,15 @@ static const void *plan_bytes(const TaichiAotCudaArg *a, const TiArgument *v, ui
     }
     switch (v->type) {
     case TI_ARGUMENT_TYPE_I32:
-        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.i32 : NULL;
+        return a->kind == TAICHI_AOT_PLAN_SCALAR && bytes == 4 ? (const void *)&v->value.i32 : NULL;
     case TI_ARGUMENT_TYPE_F32:
-        return a->kind == TAICHI_AOT_CUDA_SCALAR && bytes == 4 ? (const void *)&v->value.f32 : NULL;
+        return a->kind == TAICHI_AOT_PLAN_SCALAR && bytes == 4 ? (const void *)&v->value.f32 : NULL;
     case TI_ARGUMENT_TYPE_SCALAR: /* the union's low bytes (little-endian), of a type of the planned width */
-        return a->kind == TAICHI_AOT_CUDA_SCALAR && plan_width(v->value.scalar.type) == a->size
+        return a->kind == TAICHI_AOT_PLAN_SCALAR && plan_width(v->value.scalar.type) == a->size
                    ? (const void *)&v->value.scalar.value
                    : NULL;
     case TI_ARGUMENT_TYPE_TENSOR:
-        return a->kind == TAICHI_AOT_CUDA_TENSOR && v->value.tensor.contents.length == a->count &&
+        return a->kind == TAICHI_AOT_PLAN_TENSOR && v->value.tensor.contents.length == a->count &&
                        plan_width(v->value.tensor.type) == a->size && bytes <= sizeof(v->value.tensor.contents.data)
                    ? (const void *)&v->value.tensor.contents.data
                    : NULL;
@@ -81,7 +81,7 @@ static const void *plan_bytes(const TaichiAotCudaArg *a, const TiArgument *v, ui
 
 /* An ndarray argument's shape written at its plan's offset in `params` (as many dimensions as the plan lays out);
    returns its element count (at most 2**40). */
-uint64_t taichi_aot_plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsigned char *params) {
+uint64_t taichi_aot_plan_shape(const TaichiAotArgPlan *a, const TiNdArray *nd, unsigned char *params) {
     uint64_t count = 1;
     uint32_t d, n = nd->shape.dim_count < a->size ? nd->shape.dim_count : a->size;
     for (d = 0; d < n; ++d) {
@@ -92,13 +92,13 @@ uint64_t taichi_aot_plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, u
     return count;
 }
 
-/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_CUDA_BAD_ARGS where
+/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_PLAN_BAD_ARGS where
    the TiArgument is not what the plan expects. */
-int taichi_aot_plan_value(const TaichiAotCudaArg *a, const TiArgument *v, unsigned char *params) {
+int taichi_aot_plan_value(const TaichiAotArgPlan *a, const TiArgument *v, unsigned char *params) {
     uint16_t half;
     const void *src = plan_bytes(a, v, &half);
     if (src == NULL) {
-        return TAICHI_AOT_CUDA_BAD_ARGS;
+        return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     memcpy(params + a->offset, src, (size_t)a->size * a->count);
     return 0;

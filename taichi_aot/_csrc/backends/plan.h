@@ -10,10 +10,10 @@
 /* An ndarray argument's shape written at its plan's offset in `params` (as many dimensions as the plan lays out);
    returns its element count (at most 2**40). */
 /* Hidden: called directly, never through the PLT (nothing looks them up by name). */
-__attribute__((visibility("hidden"))) uint64_t taichi_aot_plan_shape(const TaichiAotCudaArg *a, const TiNdArray *nd, unsigned char *params);
+__attribute__((visibility("hidden"))) uint64_t taichi_aot_plan_shape(const TaichiAotArgPlan *a, const TiNdArray *nd, unsigned char *params);
 
-/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_CUDA_BAD_ARGS where
+/* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_PLAN_BAD_ARGS where
    the TiArgument is not what the plan expects. */
-__attribute__((visibility("hidden"))) int taichi_aot_plan_value(const TaichiAotCudaArg *a, const TiArgument *v, unsigned char *params);
+__attribute__((visibility("hidden"))) int taichi_aot_plan_value(const TaichiAotArgPlan *a, const TiArgument *v, unsigned char *params);
 
 #endif

@@ -108,30 +108,30 @@ static uint64_t cpu_address(TiRuntime runtime, const TiNdArray *nd) {
 }
 
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t count, const TiArgument *args) {
-    unsigned char params[TAICHI_AOT_CUDA_MAX_ARGS] __attribute__((aligned(16)));
+    unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES] __attribute__((aligned(16)));
     uint32_t i;
-    if (count != k->arg_count || k->args_size > TAICHI_AOT_CUDA_MAX_ARGS) {
-        return TAICHI_AOT_CUDA_BAD_ARGS;
+    if (count != k->arg_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
+        return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     memset(params, 0, k->args_size);
     for (i = 0; i < k->arg_count; ++i) {
-        const TaichiAotCudaArg *a = &k->args[i];
+        const TaichiAotArgPlan *a = &k->args[i];
         const TiArgument *v = &args[i];
-        if (a->kind == TAICHI_AOT_CUDA_NDARRAY) {
+        if (a->kind == TAICHI_AOT_PLAN_NDARRAY) {
             const TiNdArray *nd = &v->value.ndarray;
             uint64_t address;
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
-                return TAICHI_AOT_CUDA_BAD_ARGS;
+                return TAICHI_AOT_PLAN_BAD_ARGS;
             }
             taichi_aot_plan_shape(a, nd, params);
             address = cpu_address(runtime, nd);
             if (address == 0) {
                 int error = (int)ti_get_last_error(NULL, NULL);
-                return error != 0 ? error : TAICHI_AOT_CUDA_BAD_ARGS;
+                return error != 0 ? error : TAICHI_AOT_PLAN_BAD_ARGS;
             }
             memcpy(params + a->data, &address, 8);
         } else if (taichi_aot_plan_value(a, v, params) != 0) {
-            return TAICHI_AOT_CUDA_BAD_ARGS;
+            return TAICHI_AOT_PLAN_BAD_ARGS;
         }
     }
     cpu_run(k, params);

@@ -1,0 +1,71 @@
+"""The argument plan both own launches share, in C's terms: a kernel's argument layout
+(:mod:`taichi_aot.metadata.layout`) as the ``TaichiAotArgPlan`` records ``_csrc/backends/plan.c`` lays values by, and
+the reader of what a kernel that returns values left in its plan's host memory (:class:`Results`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._native import ffi, lib
+from ..metadata.layout import SCALAR_SIZES
+
+__all__ = ["Results", "c_args"]
+
+_KINDS = {"ndarray": lib.TAICHI_AOT_PLAN_NDARRAY, "scalar": lib.TAICHI_AOT_PLAN_SCALAR,
+          "tensor": lib.TAICHI_AOT_PLAN_TENSOR}
+
+
+def c_args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
+    """The C arguments of a plan's ``args``, and how many gradients a reverse kernel takes after them."""
+    args, grads = ffi.new("TaichiAotArgPlan[]", max(len(plan_args), 1)), 0
+    for a, arg in zip(args, plan_args):
+        a.kind, a.offset = _KINDS[arg["kind"]], arg["offset"]
+        if arg["kind"] == "ndarray":
+            a.size, a.count, a.data = arg["dims"], 1, arg["data"]
+            if reverse and "grad" in arg:
+                a.grad, grads = arg["grad"], grads + 1
+        else:
+            a.size, a.count = arg["size"], arg.get("count", 1)
+    return args, grads
+
+
+class Results:
+    """A returning kernel's results as its last launch left them in the plan's host memory (``host``): one value
+    (a Python int or float; a vector or matrix as a numpy array, a vector 1-D), or a tuple of several."""
+
+    def __init__(self, rets: list[dict], size: int):
+        self.host = ffi.new("unsigned char[]", size)
+        self._buffer = ffi.buffer(self.host)
+        self._rets = [(np.dtype(_RESULT_DTYPES[r["type"]]), r["offset"], _shape(r.get("shape"))) for r in rets]
+
+    def layout(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
+        """Each returned value's dtype and shape (None: a scalar), in order."""
+        return [(dtype, shape) for dtype, _, shape in self._rets]
+
+    def layout_bytes(self) -> list[tuple[int, int]]:
+        """Each returned value's offset in :attr:`host` and its size in bytes, in order."""
+        return [(offset, dtype.itemsize * int(np.prod(shape or ()))) for dtype, offset, shape in self._rets]
+
+    def read(self) -> Any:
+        """The values the last launch returned (copies: the next launch overwrites the buffer)."""
+        values = []
+        for dtype, offset, shape in self._rets:
+            if shape is None:
+                values.append(np.frombuffer(self._buffer, dtype, 1, offset)[0].item())
+            else:
+                values.append(np.frombuffer(self._buffer, dtype, int(np.prod(shape)), offset).reshape(shape).copy())
+        return values[0] if len(values) == 1 else tuple(values)
+
+
+#: numpy's dtype of each scalar type code (SCALAR_SIZES's): f16 f32 f64 i8 i16 i32 i64 u1 u8 u16 u32 u64.
+_RESULT_DTYPES = dict(zip(SCALAR_SIZES, ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "?", "u1", "u2", "u4", "u8")))
+
+
+def _shape(shape: list[int] | None) -> tuple[int, ...] | None:
+    """A returned tensor's shape as numpy's: a vector (Taichi records ``[n, 1]``) 1-D."""
+    if shape is None:
+        return None
+    return (shape[0],) if len(shape) == 2 and shape[1] == 1 else tuple(shape)

@@ -1,0 +1,196 @@
+"""The launch backends' registry, as a contributor meets it: a new backend written by the steps of
+``docs/contributing.md`` ("Adding a backend") into a copy of the package, with a module compiled by Taichi launched
+through it; and each backend reading its own launches' error codes."""
+
+import filecmp
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import require_arch
+from taichi_aot import Arch
+from taichi_aot._native import lib
+from taichi_aot.backends import launch_error, registered
+from taichi_aot.errors import InvalidArgumentError, InvalidStateError, NotSupportedError
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+#: A toy backend's room, as step 1 asks: the x64 kernels named add*, launched by libtaichi's kind under the name
+#: "toy", with a record per runtime (how many modules it took).
+TOY = '''
+"""A toy launch backend (the contributor page's steps, followed by tests/test_backends.py)."""
+
+from . import libtaichi
+from .choice import Choice
+
+NAME = "toy"
+
+
+class ToyState:
+    def __init__(self):
+        self.modules = 0
+        self.streams = []
+
+    def select(self, stream):
+        self.streams.append(stream)
+
+    def xla_record(self):
+        return None
+
+    def keep_for_graphs(self):
+        pass
+
+
+class ToyBackend:
+    name = NAME
+
+    def kernel(self, name, info, library):
+        if not self.takes(name, info):
+            return None
+        handle = library()
+        return Choice(NAME, libtaichi.KERNEL, handle, handle), info.args
+
+    def graph(self, info, library):
+        return None
+
+    def takes(self, name, info):
+        return info is not None and name.startswith("add") and not info.returns and not info.reverse
+
+    def why_not(self, name):
+        return None if name.startswith("add") else "the toy takes add* only"
+
+    def reverse(self, module, name, grad, threads):
+        return None
+
+    def unload(self):
+        pass
+
+
+def load(runtime, state, what, folder, choice):
+    toy = state.get(NAME)
+    if toy is None:
+        toy = state[NAME] = ToyState()
+    toy.modules += 1
+    return ToyBackend()
+
+
+def launch_error(code, what):
+    return libtaichi.launch_error(code, what)
+'''
+
+#: Step 2: its registration, one line in backends/__init__.py.
+REGISTRATION = 'register("toy", ".toy", (), frozenset({Arch.X64}), priority=100)\n'
+
+#: What the copy runs: the toy takes add, libtaichi the rest, the values right.
+RUN = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import taichi_aot
+    from taichi_aot import Arch, Runtime
+    from taichi_aot.backends import registered
+
+    assert taichi_aot.__file__.startswith(sys.argv[2]), taichi_aot.__file__
+    print("order", [r.name for r in registered()])
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(sys.argv[1])
+        said = mod.launchers()
+        print("add", said["add"], "fill_i32", said["fill_i32"].split(":")[0])
+        x = rt.ndarray((8,), np.float32)
+        y = rt.ndarray((8,), np.float32)
+        x.from_numpy(np.arange(8, dtype=np.float32))
+        y.from_numpy(np.ones(8, dtype=np.float32))
+        mod.kernels["add"](x, y, 2.0)
+        z = rt.ndarray((2, 3), np.int32)
+        mod.kernels["fill_i32"](z, 7)
+        rt.wait()
+        print("kernel", mod.kernels["add"].launcher, x.to_numpy().tolist(), z.to_numpy().tolist())
+        print("modules", rt.backends.get("toy").modules)
+''')
+
+
+def _steps() -> str:
+    with open(os.path.join(ROOT, "docs", "contributing.md"), encoding="utf-8") as f:
+        return f.read().split("### Adding a backend", 1)[1].split("\n## ", 1)[0]
+
+
+def _changed(old: str, new: str, at: str = "") -> list[str]:
+    """Files added or changed in tree ``new`` against ``old`` (compiled files and caches left out)."""
+    out = []
+    cmp = filecmp.dircmp(old, new, ignore=["__pycache__", "_lib"])
+    out += [at + n for n in cmp.right_only]
+    out += [at + n for n in cmp.diff_files]
+    for sub in cmp.common_dirs:
+        out += _changed(os.path.join(old, sub), os.path.join(new, sub), f"{at}{sub}/")
+    return out
+
+
+def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list(modules, tmp_path):
+    """The page's steps, followed for a backend that launches through an existing kind (steps 1 and 2): a module of
+    its own in ``backends/`` and its registration; in a copy of the package, the toy launches a Taichi-compiled
+    module's add kernel, libtaichi the others, with the right values, and keeps a record per runtime; the files
+    touched are those the page names."""
+    require_arch(Arch.X64)
+    package = os.path.join(ROOT, "taichi_aot")
+    copy = tmp_path / "taichi_aot"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "_lib"))
+    os.symlink(os.path.join(package, "_lib"), copy / "_lib")
+    (copy / "backends" / "toy.py").write_text(TOY)
+    registry = copy / "backends" / "__init__.py"
+    text = registry.read_text()
+    last = text.index("register(LIBTAICHI")
+    registry.write_text(text[:last] + REGISTRATION + text[last:])
+
+    touched = sorted(_changed(package, str(copy)))
+    assert touched == ["backends/__init__.py", "backends/toy.py"]
+    steps = _steps()
+    named = set(re.findall(r"`([\w./<>]+)`", steps))
+    assert "backends/__init__.py" in named and "taichi_aot/backends/" in named, named
+
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", RUN, modules.path(Arch.X64), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["order"] == "['cuda', 'x64', 'toy', 'taichi']"
+    assert lines["add"] == "toy fill_i32 taichi"
+    filled = [[7 + 100 * i + j for j in range(3)] for i in range(2)]  # fill_i32: v + 100 i + j
+    assert lines["kernel"] == f"toy {[float(k + 2) for k in range(8)]} {filled}"
+    assert lines["modules"] == "1"
+
+
+def test_the_registry_asks_the_own_launches_first_and_libtaichi_last():
+    names = [r.name for r in registered()]
+    assert names == ["cuda", "x64", "taichi"]
+    by_name = {r.name: r for r in registered()}
+    assert by_name["cuda"].choosable and not by_name["x64"].choosable
+    assert by_name["taichi"].loads_on(Arch.VULKAN) and not by_name["cuda"].loads_on(Arch.X64)
+
+
+def test_each_backend_reads_its_own_error_codes():
+    """A launch's code is read by the backend whose kind of launch gave it: the same plan code says which launch's
+    plan; libtaichi's refusal on a non-blocking stream is libtaichi's; an unknown kind is the dispatcher's."""
+    bad = lib.TAICHI_AOT_PLAN_BAD_ARGS
+    x64 = launch_error(bad, "kernel 'k'", lib.TAICHI_AOT_KIND_CPU_CALL)
+    cuda = launch_error(bad, "kernel 'k'", lib.TAICHI_AOT_KIND_CUDA_KERNEL)
+    assert isinstance(x64, InvalidArgumentError) and "x64 kernel's argument plan" in str(x64)
+    assert isinstance(cuda, InvalidArgumentError) and "the kernel's argument plan" in str(cuda)
+    refused = launch_error(lib.TAICHI_AOT_REFUSED, "kernel 'k'", lib.TAICHI_AOT_KIND_KERNEL)
+    assert isinstance(refused, NotSupportedError) and "non-blocking CUDA stream" in str(refused)
+    elsewhere = launch_error(lib.TAICHI_AOT_REFUSED, "kernel 'k'", lib.TAICHI_AOT_KIND_CUDA_KERNEL)
+    assert isinstance(elsewhere, InvalidStateError) and "record" in str(elsewhere)
+    unknown = launch_error(lib.TAICHI_AOT_UNKNOWN_KIND, "kernel 'k'", 99)
+    assert isinstance(unknown, InvalidStateError) and "does not know" in str(unknown)
+
+
+@pytest.mark.parametrize("name", ["cuda", "cpu", "libtaichi"])
+def test_every_registered_module_gives_the_contract(name):
+    """Each backend module gives what its registration promises: ``load`` and ``launch_error``."""
+    import importlib
+
+    module = importlib.import_module(f"taichi_aot.backends.{name}")
+    assert callable(module.load) and callable(module.launch_error)
