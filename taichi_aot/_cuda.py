@@ -34,6 +34,13 @@ _STREAM_NON_BLOCKING = 1
 _EVENT_DISABLE_TIMING = 2
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
+#: The driver's table (``TaichiAotCudaDriver``, _csrc/taichi_aot.h): each field and the driver function it holds.
+DRIVER_TABLE = {
+    "push": "cuCtxPushCurrent_v2", "pop": "cuCtxPopCurrent_v2", "htod": "cuMemcpyHtoD_v2", "dtoh": "cuMemcpyDtoH_v2",
+    "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "sync": "cuStreamSynchronize",
+    "memset": "cuMemsetD32Async", "capturing": "cuStreamIsCapturing", "memset8_async": "cuMemsetD8Async",
+    "htod_async": "cuMemcpyHtoDAsync_v2", "dtod_async": "cuMemcpyDtoDAsync_v2", "error_name": "cuGetErrorName",
+    "ctx_device": "cuCtxGetDevice", "pointer_attribute": "cuPointerGetAttribute"}
 
 
 def _cuda() -> ctypes.CDLL:
@@ -79,9 +86,7 @@ def _cuda() -> ctypes.CDLL:
                 fn.argtypes = args
                 fn.restype = ctypes.c_int
             global _driver_functions
-            _driver_functions = functions_struct(lib, "TaichiAotCudaDriver", {
-                "push": "cuCtxPushCurrent_v2", "pop": "cuCtxPopCurrent_v2", "htod": "cuMemcpyHtoD_v2",
-                "dtoh": "cuMemcpyDtoH_v2"})
+            _driver_functions = functions_struct(lib, "TaichiAotCudaDriver", DRIVER_TABLE)
             _driver = lib
         return _driver
 
@@ -104,8 +109,9 @@ def driver() -> ctypes.CDLL:
     return _driver or _cuda()
 
 
-def transfer_table() -> Any:
-    """The driver's copy functions for the extension's ``taichi_aot_cuda_transfer`` (``TaichiAotCudaDriver *``)."""
+def table() -> Any:
+    """The driver's table every C file of the package calls it through (``TaichiAotCudaDriver *``: the copies of
+    ``cuda.c``, the own launcher's launches, the op cells), filled once a process; kept for its life."""
     if _driver_functions is None:
         _cuda()
     return _driver_functions
@@ -260,9 +266,10 @@ def event_done(event: int, wait: bool = False) -> bool:
 
 
 def pointer_attribute_address() -> int:
-    """The address of the driver's cuPointerGetAttribute (the C call's device check of a CUDA array), 0 without one."""
+    """The address of the driver's cuPointerGetAttribute (the C call's device check of a CUDA array: the table's),
+    0 without one."""
     try:
-        return int(ctypes.cast(_cuda().cuPointerGetAttribute, ctypes.c_void_p).value or 0)
+        return int(_ffi.cast("uintptr_t", table().pointer_attribute))
     except Exception:  # no driver here: the C call takes no CUDA array by its interface anyway
         return 0
 

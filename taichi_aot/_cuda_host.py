@@ -63,7 +63,7 @@ def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device:
     cu = _cuda.driver()
     ctx = context_of(device) if context is None else context
     if nbytes < REGISTER_MIN:  # small (a step loop's read back): one call into the extension, the GIL released
-        code = _lib.taichi_aot_cuda_transfer(_cuda.transfer_table(), ctx, _ffi.cast("void *", host), device, nbytes,
+        code = _lib.taichi_aot_cuda_transfer(_cuda.table(), ctx, _ffi.cast("void *", host), device, nbytes,
                                              to_device)
         _cuda.check(code, what)
         return

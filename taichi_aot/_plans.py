@@ -1,7 +1,8 @@
-"""Launch plans made from a kernel's op (xla.c's TaichiAotXlaPlan) and the runtime cells they run in: what XLA's
-handler (taichi_aot.jax) and torch's boxed kernel (taichi_aot.torch, ``_csrc/torchop.c``) launch with no Python.
+"""Launch plans made from a kernel's op (opplan.c's TaichiAotOpPlan) and the runtime cells they run in: what XLA's
+handler (taichi_aot.jax, ``_csrc/xla.c``) and torch's boxed kernel (taichi_aot.torch, ``_csrc/torchop.c``) launch with
+no Python, both through ``_csrc/opplan.c``.
 
-A runtime's cell (xla.c) is its lock, its pool of imported buffers and, on CUDA, the own launcher's record to launch
+A runtime's cell (opplan.c) is its lock, its pool of imported buffers and, on CUDA, the own launcher's record to launch
 on another library's stream; it is closed, first, when the runtime closes. A plan says where each kernel argument
 comes from (an operand, a result, a scalar operand or attribute). Cells and plans stay for the process's life (a few
 hundred bytes each): compiled XLA calls and torch graphs may name them.
@@ -36,7 +37,7 @@ _kept: list[Any] = []
 
 
 def cell(rt: Any) -> Any:
-    """The runtime's C cell (xla.c): its lock and pool of imports, closed with the runtime, first."""
+    """The runtime's C cell (opplan.c): its lock and pool of imports, closed with the runtime, first."""
     cell = _cells.get(rt)
     if cell is not None:
         if rt.arch == Arch.CUDA:  # what the runtime made since the cell was: the own launcher's record (a module with
@@ -45,17 +46,15 @@ def cell(rt: Any) -> Any:
             if own != ffi.NULL:
                 _kept.append(own)
                 _without_own.discard(rt)
-            lib.taichi_aot_xla_update(cell, rt.handle, own)
+            lib.taichi_aot_op_cell_update(cell, rt.handle, own)
         return cell
     cuda = rt.arch == Arch.CUDA
-    own, memset_async, sync, htod, dtod, name, device = (ffi.NULL,) * 7
+    own, table, cu_device = ffi.NULL, ffi.NULL, 0
     if cuda:
         from . import _cuda
 
         cu = _cuda.driver()
-        memset_async, sync = _cuda.function(cu, "cuMemsetD8Async"), _cuda.function(cu, "cuStreamSynchronize")
-        htod, dtod = _cuda.function(cu, "cuMemcpyHtoDAsync_v2"), _cuda.function(cu, "cuMemcpyDtoDAsync_v2")
-        name, device = _cuda.function(cu, "cuGetErrorName"), _cuda.function(cu, "cuCtxGetDevice")
+        table = _cuda.table()
         ordinal = rt.device_index
         handle = ctypes.c_int(ordinal)  # the runtime's GPU as cuCtxGetDevice gives it (a CUdevice)
         cu_device = handle.value if cu.cuDeviceGet(ctypes.byref(handle), ordinal) == 0 else ordinal
@@ -63,12 +62,11 @@ def cell(rt: Any) -> Any:
         _kept.append(own)
         if own == ffi.NULL:  # no module with PTX loaded yet: the record is given to the cell once one is
             _without_own.add(rt)
-    cell = lib.taichi_aot_xla_runtime(rt.handle, int(cuda), own, memset_async, sync, htod, dtod, name, device,
-                                      cu_device if cuda else 0)
+    cell = lib.taichi_aot_op_cell(rt.handle, int(cuda), own, table, cu_device)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot: no memory for a runtime's cell")
     _cells[rt] = cell
-    rt.foreign.unmaps[id(cell)] = lambda: lib.taichi_aot_xla_close(cell)  # called first when the runtime closes
+    rt.foreign.unmaps[id(cell)] = lambda: lib.taichi_aot_op_cell_close(cell)  # called first when the runtime closes
     return cell
 
 
@@ -78,14 +76,14 @@ def _positions(inputs: Sequence[int], chosen: Sequence[bool]) -> dict[int, int]:
 
 
 class Plan:
-    """One plan (xla.c's TaichiAotXlaPlan) of an op, for one way of passing its scalars (attribute or operand):
+    """One plan (opplan.c's TaichiAotOpPlan) of an op, for one way of passing its scalars (attribute or operand):
     ``choice`` is its kernel's launch backend's, ``cell`` its runtime's (:func:`cell`), ``pack(i, value)`` packs
     scalar argument ``i``."""
 
     def __init__(self, spec: OpSpec, choice: Any, cell: Any, pack: Callable[[int, Any], bytes],
                  attrs: Sequence[bool]):
         n = len(spec.args)
-        self.args = ffi.new("TaichiAotXlaArg[]", max(n, 1))
+        self.args = ffi.new("TaichiAotOpArg[]", max(n, 1))
         self.templates = ffi.new("TiArgument[]", max(n, 1))
         operand, attr = _positions(spec.inputs, [not a for a in attrs]), _positions(spec.inputs, attrs)
         aliased = {i: k for k, i in enumerate(spec.outputs)}
@@ -96,14 +94,14 @@ class Plan:
             if a.kind == "ndarray":
                 self._array(spec, i, aliased, operand)
             elif i in attr:
-                c.kind, c.index = lib.TAICHI_AOT_XLA_SCALAR_ATTR, attr[i]
+                c.kind, c.index = lib.TAICHI_AOT_OP_SCALAR_ATTR, attr[i]
             else:
-                c.kind, c.index, c.dtype = lib.TAICHI_AOT_XLA_SCALAR_OPERAND, operand[i], XLA_TYPES[spec.dtype(i)]
+                c.kind, c.index, c.dtype = lib.TAICHI_AOT_OP_SCALAR_OPERAND, operand[i], XLA_TYPES[spec.dtype(i)]
                 c.value_offset, c.value_size = self._template(spec, pack, i)
         self.names = [ffi.new("char[]", (a.name or "").encode()) for a in spec.args]
         self.name_array = ffi.new("char *[]", self.names or [ffi.NULL])
         self.what = ffi.new("char[]", str(spec).encode())
-        p = self.c = ffi.new("TaichiAotXlaPlan *")
+        p = self.c = ffi.new("TaichiAotOpPlan *")
         # launched from XLA's handler as its own launches are (a graph of the own launcher: every dispatch with the
         # handler's record, taichi_aot_cuda_graph_elsewhere)
         p.runtime, p.kind, p.flags, p.handle = cell, choice.kind, choice.flags, choice.handle
@@ -127,9 +125,9 @@ class Plan:
         c.dtype, c.itemsize = XLA_TYPES[dtype], dtype.itemsize
         c.ndim, c.elem_ndim = a.ndim, len(a.elem_shape)
         if i in aliased:
-            c.kind, c.index, c.zero = lib.TAICHI_AOT_XLA_RESULT, aliased[i], int(i not in spec.inout)
+            c.kind, c.index, c.zero = lib.TAICHI_AOT_OP_RESULT, aliased[i], int(i not in spec.inout)
         else:
-            c.kind, c.index = lib.TAICHI_AOT_XLA_OPERAND, operand[i]
+            c.kind, c.index = lib.TAICHI_AOT_OP_OPERAND, operand[i]
 
     def _template(self, spec: OpSpec, pack: Callable[[int, Any], bytes], i: int) -> tuple[int, int]:
         """Prefill scalar argument ``i``'s TiArgument (type, data type) with a zero packed by its packer; where its

@@ -46,8 +46,8 @@ def _takes(spec: OpSpec, runtime: Any) -> bool:
     bound (its dtype codes)."""
     if runtime.arch == Arch.CUDA and not spec.entry._choice.graphable:  # libtaichi's launch waits for torch's
         return False  # stream, which a CUDA graph's capture refuses: the Python kernel says so in torch's words
-    if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS or len(spec.outputs) + len(spec.returned) > (
-            lib.TAICHI_AOT_XLA_MAX_ARGS):
+    if len(spec.args) > lib.TAICHI_AOT_OP_MAX_ARGS or len(spec.outputs) + len(spec.returned) > (
+            lib.TAICHI_AOT_OP_MAX_ARGS):
         return False
     if any(len(shape or ()) > 16 for _, shape in spec.returned):
         return False
@@ -112,7 +112,7 @@ class _Boxed:
 
 def _release(boxed: _Boxed, owned: Any) -> None:
     lib.taichi_aot_torch_op_release(boxed.c)
-    lib.taichi_aot_xla_release(boxed.plan.c)
+    lib.taichi_aot_op_release(boxed.plan.c)
     owned.unpin()
 
 
@@ -127,7 +127,7 @@ def boxed_kernel(owner: object, spec: OpSpec, makers: list[tuple[str, int, Any]]
     boxed = _Boxed(spec, makers, runtime, cuda)
     namespace, _, name = qualname.partition("::")
     if lib.taichi_aot_torch_op_register(boxed.c, namespace.encode(), name.encode(), b"CUDA" if cuda else b"CPU") < 0:
-        lib.taichi_aot_xla_release(boxed.plan.c)
+        lib.taichi_aot_op_release(boxed.plan.c)
         return False
     owned = spec.entry.module.owned
     owned.pin()  # the kernel's handle stays valid while the op lives (a runtime closed first closes the cell)

@@ -223,8 +223,8 @@ class Op:
         if rt.arch not in (Arch.X64, Arch.CUDA):
             raise NotSupportedError(f"{spec}: XLA's buffers can be shared with an x64 or CUDA runtime, not "
                                     f"{rt.arch.name}")
-        if len(spec.args) > lib.TAICHI_AOT_XLA_MAX_ARGS:
-            raise NotSupportedError(f"{spec}: more than {lib.TAICHI_AOT_XLA_MAX_ARGS} arguments")
+        if len(spec.args) > lib.TAICHI_AOT_OP_MAX_ARGS:
+            raise NotSupportedError(f"{spec}: more than {lib.TAICHI_AOT_OP_MAX_ARGS} arguments")
         _register()
         self._cuda = rt.arch == Arch.CUDA
         self._choice = spec.entry._choice  # its launch backend's
@@ -536,13 +536,13 @@ class Op:
     @property
     def imports(self) -> int:
         """How many XLA buffer addresses the op's runtime imported so far (its pool, shared by its ops)."""
-        return int(lib.taichi_aot_xla_imports(self._cell))
+        return int(lib.taichi_aot_op_cell_imports(self._cell))
 
     @property
     def captured(self) -> int:
         """How many launches of the op's runtime's ops XLA captured into its command buffers (CUDA graphs, replayed
         without calling the op again) so far."""
-        return int(lib.taichi_aot_xla_captured(self._cell))
+        return int(lib.taichi_aot_op_cell_captured(self._cell))
 
     def __repr__(self) -> str:
         return f"<taichi_aot.jax.Op of {self.spec.kind} {self.spec.entry.name!r}>"
@@ -550,7 +550,7 @@ class Op:
 
 def _release(plans: dict[Any, _Plan], owned: Any) -> None:
     for plan in plans.values():
-        lib.taichi_aot_xla_release(plan.c)
+        lib.taichi_aot_op_release(plan.c)
     owned.unpin()
 
 

@@ -19,10 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSRC = os.path.join(ROOT, "taichi_aot", "_csrc")
 
 #: Files that compile only inside their unit, and why (each owed its own includes and a private header).
-NOT_ALONE = {
-    "torchop.c": "owed (house6's opplan.c): torch's C kernel reaches xla.c's static launch through a fake XLA call "
-                 "frame, and xla_ffi.h's types, defined before it in the unit",
-}
+NOT_ALONE: dict[str, str] = {}
 
 
 def _c_files() -> list[str]:

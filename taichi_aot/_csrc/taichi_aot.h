@@ -28,7 +28,7 @@
    launch.c's launch_any is the one switch on the kind; an unknown kind is refused (TAICHI_AOT_UNKNOWN_KIND).
    `flags` says what the launch is where C must know it elsewhere, written from its backend's Choice
    (backends/__init__.py) as each backend declares it: TAICHI_AOT_LAUNCH_POINTERS, an ndarray may be passed as a
-   pointer tagged with TAICHI_AOT_POINTER_TAG (call.c, fresh.c and xla.c pass new arrays so); TAICHI_AOT_LAUNCH_CODES,
+   pointer tagged with TAICHI_AOT_POINTER_TAG (call.c, fresh.c and opplan.c pass new arrays so); TAICHI_AOT_LAUNCH_CODES,
    it reports its errors by its return code, not libtaichi's error slot (checked on every replay, and no wait for
    libtaichi's copies where it is launched elsewhere); TAICHI_AOT_LAUNCH_GRAPHABLE, its launch never waits (a CUDA
    graph may hold it).
@@ -169,15 +169,28 @@ typedef struct {
 } TaichiAotCallTable;
 const TaichiAotCallTable *taichi_aot_call_table(void);
 
-/* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the
-   thread's current one), through the driver functions at these addresses (cuCtxPushCurrent_v2,
-   cuCtxPopCurrent_v2, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2). Returns the driver's CUresult. */
+/* The CUDA driver's entry points every C file of the package calls, in one table (_cuda.py fills it once a process,
+   from libcuda, and hands its address to each: the copies of cuda.c, the own launcher's launches, the op cells of
+   XLA's handler and torch's C kernel). Each field holds the address of the driver function named beside it. */
 typedef struct {
-    void *push;
-    void *pop;
-    void *htod;
-    void *dtoh;
+    void *push;              /* cuCtxPushCurrent_v2 */
+    void *pop;               /* cuCtxPopCurrent_v2 */
+    void *htod;              /* cuMemcpyHtoD_v2 */
+    void *dtoh;              /* cuMemcpyDtoH_v2 */
+    void *launch;            /* cuLaunchKernel */
+    void *current;           /* cuCtxGetCurrent */
+    void *sync;              /* cuStreamSynchronize */
+    void *memset;            /* cuMemsetD32Async */
+    void *capturing;         /* cuStreamIsCapturing */
+    void *memset8_async;     /* cuMemsetD8Async */
+    void *htod_async;        /* cuMemcpyHtoDAsync_v2 */
+    void *dtod_async;        /* cuMemcpyDtoDAsync_v2 */
+    void *error_name;        /* cuGetErrorName */
+    void *ctx_device;        /* cuCtxGetDevice */
+    void *pointer_attribute; /* cuPointerGetAttribute */
 } TaichiAotCudaDriver;
+/* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the thread's
+   current one), through the driver's table. Returns the driver's CUresult. */
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device);
 
@@ -207,17 +220,7 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
 #define TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED (-105)
 #define TAICHI_AOT_CUDA_ERROR (-1000)
 typedef struct {
-    void *launch;  /* cuLaunchKernel */
-    void *current; /* cuCtxGetCurrent */
-    void *push;    /* cuCtxPushCurrent_v2 */
-    void *pop;     /* cuCtxPopCurrent_v2 */
-    void *sync;    /* cuStreamSynchronize */
-    void *dtoh;    /* cuMemcpyDtoH_v2 */
-    void *memset;  /* cuMemsetD32Async */
-    void *capturing; /* cuStreamIsCapturing */
-} TaichiAotCudaDriverCalls;
-typedef struct {
-    const TaichiAotCudaDriverCalls *driver;
+    const TaichiAotCudaDriver *driver;
     void *context;   /* the runtime's CUcontext */
     void *stream;    /* the stream kernels run on (NULL: the legacy default stream) */
     uint64_t standin; /* that stream's runtime stand-in */
@@ -289,20 +292,20 @@ typedef struct {
 } TaichiAotElsewhere;
 int taichi_aot_launch_elsewhere(const TaichiAotLaunch *launch, TaichiAotElsewhere *where);
 
-/* xla.c: kernels and graphs as XLA FFI custom calls (taichi_aot.jax). A plan says, for each kernel argument
-   (`args[k]`, its TiArgument prefilled in `templates[k]`), where it comes from: operand buffer `index`
-   (TAICHI_AOT_XLA_OPERAND), result buffer `index` (TAICHI_AOT_XLA_RESULT, zero-filled first where `zero`), a 0-d
-   operand `index` whose `value_size` bytes go at byte `value_offset` of the TiArgument (SCALAR_OPERAND), or the
-   `index`th TiArgument of the u8 array attribute "scalars" (SCALAR_ATTR); `dtype` is XLA's type of the buffer, `ndim`
-   and `elem_ndim` its dims. `runtime` is the runtime's cell (taichi_aot_xla_runtime: its lock, its pool of imports,
-   on CUDA the own launcher's runtime to copy with XLA's stream); `kind` and `handle` are a TaichiAotLaunch's (the
-   dispatcher launches it). The handler's address goes to jax.ffi.register_ffi_target; it returns NULL or an
-   XLA_FFI_Error. */
-#define TAICHI_AOT_XLA_MAX_ARGS 64
-#define TAICHI_AOT_XLA_OPERAND 1
-#define TAICHI_AOT_XLA_RESULT 2
-#define TAICHI_AOT_XLA_SCALAR_OPERAND 3
-#define TAICHI_AOT_XLA_SCALAR_ATTR 4
+/* opplan.c: a kernel's or graph's launch as an op of a framework (XLA's handler, xla.c; torch's C kernel, torchop.c),
+   from a list of buffers with no Python. A plan says, for each kernel argument (`args[k]`, its TiArgument prefilled
+   in `templates[k]`), where it comes from: operand buffer `index` (TAICHI_AOT_OP_OPERAND), result buffer `index`
+   (TAICHI_AOT_OP_RESULT, zero-filled first where `zero`), a 0-d operand `index` whose `value_size` bytes go at byte
+   `value_offset` of the TiArgument (SCALAR_OPERAND), or the `index`th TiArgument of the packed scalars XLA passes as
+   the u8 array attribute "scalars" (SCALAR_ATTR); `dtype` is the buffer's type in XLA FFI's numbering (torch's
+   front-end maps its own), `ndim` and `elem_ndim` its dims. `runtime` is the runtime's cell (taichi_aot_op_cell: its
+   lock, its pool of imports, on CUDA the own launcher's runtime to launch with the caller's stream, the driver's
+   table); `kind` and `handle` are a TaichiAotLaunch's (the dispatcher launches it). */
+#define TAICHI_AOT_OP_MAX_ARGS 64
+#define TAICHI_AOT_OP_OPERAND 1
+#define TAICHI_AOT_OP_RESULT 2
+#define TAICHI_AOT_OP_SCALAR_OPERAND 3
+#define TAICHI_AOT_OP_SCALAR_ATTR 4
 typedef struct {
     uint32_t kind;
     uint32_t index;
@@ -313,14 +316,14 @@ typedef struct {
     uint32_t itemsize; /* an ndarray's: bytes of one element of its dtype */
     uint32_t value_offset;
     uint32_t value_size;
-} TaichiAotXlaArg;
+} TaichiAotOpArg;
 typedef struct {
     void *runtime;
     uint32_t kind;
     uint32_t flags; /* the launch's (TAICHI_AOT_LAUNCH_*) */
     void *handle;
     uint32_t arg_count;
-    const TaichiAotXlaArg *args;
+    const TaichiAotOpArg *args;
     const TiArgument *templates;
     const char *const *names;
     const char *what;
@@ -340,17 +343,19 @@ typedef struct {
     /* CUDA: the op's handle for Python, which makes its plan on GPU k, put into `devices[k]` the first time XLA runs
        it there (taichi_aot_xla_make_twin); NULL: none is made */
     void *twin;
-} TaichiAotXlaPlan;
-void *taichi_aot_xla_runtime(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, void *memset_async,
-                             void *sync, void *htod_async, void *dtod_async, void *error_name, void *ctx_device,
-                             int device);
-void taichi_aot_xla_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
-void taichi_aot_xla_close(void *cell);
-void taichi_aot_xla_release(TaichiAotXlaPlan *plan);
-int32_t taichi_aot_xla_make_twin(const TaichiAotXlaPlan *plan, int32_t device, char *why, size_t why_size);
+} TaichiAotOpPlan;
+void *taichi_aot_op_cell(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, const TaichiAotCudaDriver *cu,
+                         int device);
+void taichi_aot_op_cell_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
+void taichi_aot_op_cell_close(void *cell);
+void taichi_aot_op_release(TaichiAotOpPlan *plan);
+uint64_t taichi_aot_op_cell_imports(void *cell);
+uint64_t taichi_aot_op_cell_captured(void *cell);
+/* xla.c: the op plans as XLA FFI custom calls (taichi_aot.jax), thin over opplan.c: the handler's address goes to
+   jax.ffi.register_ffi_target; it returns NULL or an XLA_FFI_Error. A plan's twins (`devices`, `twin`) are its
+   plans on the other GPUs XLA runs the op on. */
+int32_t taichi_aot_xla_make_twin(const TaichiAotOpPlan *plan, int32_t device, char *why, size_t why_size);
 void taichi_aot_xla_stop_twins(void);
-uint64_t taichi_aot_xla_imports(void *cell);
-uint64_t taichi_aot_xla_captured(void *cell);
 void *taichi_aot_xla_call_cpu(void *frame);
 void *taichi_aot_xla_call_cuda(void *frame);
 void *taichi_aot_xla_call_graphable(void *frame);
@@ -380,7 +385,7 @@ typedef struct {
     int64_t dims[16];
 } TaichiAotTorchOutput;
 typedef struct {
-    TaichiAotXlaPlan *plan;
+    TaichiAotOpPlan *plan;
     uint32_t input_count;
     const uint32_t *input_kinds;
     const int32_t *input_dtypes;

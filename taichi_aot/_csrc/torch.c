@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "taichi_aot.h"
+#include "torch.h"
 
 typedef int32_t (*taichi_aot_torch_ptr_fn)(void *tensor, void **out);
 typedef int32_t (*taichi_aot_torch_i64_fn)(void *tensor, int64_t *out);
@@ -84,11 +85,8 @@ int taichi_aot_torch_bind(const char *library) {
     return 1;
 }
 
-/* Read the tensor whose at::Tensor is at `t` into `out`'s fields before `sizes` (its data pointer, storage
-   offset included; the size of its storage; dtype, device, dims), and point `sizes` and `strides` at torch's own
-   arrays: 0 where the functions are not bound, the at::Tensor holds no TensorImpl, torch reports an error (a
-   tensor of no storage) or the tensor has more dims than a layout holds. */
-static int torch_read(void *t, TaichiAotTorchLayout *out, int64_t **sizes, int64_t **strides) {
+/* torch.h says what it reads. */
+int taichi_aot_torch_read(void *t, TaichiAotTorchLayout *out, int64_t **sizes, int64_t **strides) {
     out->pad = 0;
     return torch_bound && *(void *const *)t != NULL && torch_fns.dim(t, &out->dim) == 0 && out->dim >= 0 &&
            out->dim <= 16 && torch_fns.data_ptr(t, &out->data) == 0 &&
@@ -97,13 +95,13 @@ static int torch_read(void *t, TaichiAotTorchLayout *out, int64_t **sizes, int64
            torch_fns.sizes(t, sizes) == 0 && torch_fns.strides(t, strides) == 0;
 }
 
-/* Fill `out` with the layout of the tensor whose at::Tensor is at `tensor` (see torch_read), its sizes and
+/* Fill `out` with the layout of the tensor whose at::Tensor is at `tensor` (see taichi_aot_torch_read), its sizes and
    strides copied; the bytes past its dims are zero, so that two layouts compare with memcmp. 0 (and `out` all
    zero) where it cannot be read. */
 int taichi_aot_torch_layout(uintptr_t tensor, TaichiAotTorchLayout *out) {
     int64_t *sizes, *strides;
     memset(out, 0, sizeof(*out));
-    if (!torch_read((void *)tensor, out, &sizes, &strides)) {
+    if (!taichi_aot_torch_read((void *)tensor, out, &sizes, &strides)) {
         memset(out, 0, sizeof(*out));
         return 0;
     }
@@ -118,7 +116,11 @@ int taichi_aot_torch_same(uintptr_t tensor, const TaichiAotTorchLayout *expect) 
     TaichiAotTorchLayout now; /* only its fields before `sizes` are read */
     int64_t *sizes, *strides;
     size_t n = (size_t)expect->dim * sizeof(int64_t);
-    return torch_read((void *)tensor, &now, &sizes, &strides) &&
+    return taichi_aot_torch_read((void *)tensor, &now, &sizes, &strides) &&
            memcmp(&now, expect, offsetof(TaichiAotTorchLayout, sizes)) == 0 && memcmp(sizes, expect->sizes, n) == 0 &&
            memcmp(strides, expect->strides, n) == 0;
+}
+
+int taichi_aot_torch_data_ptr(void *t, void **data) {
+    return torch_bound ? torch_fns.data_ptr(t, data) : -1;
 }

@@ -6,16 +6,23 @@
    gets no word of which op it serves, so each op takes one of TAICHI_AOT_TORCH_SLOTS functions, each of which reads
    its slot.
 
-   The launch is the op's plan's (xla.c's TaichiAotXlaPlan, made as a JAX op's): the tensors are laid out as XLA's
-   buffers would be, and xla_launch launches under its runtime cell's lock, on torch's current CUDA stream of the
+   The launch is the op's plan's (opplan.c's TaichiAotOpPlan, made as a JAX op's): the tensors become the launch's
+   list of buffers, and taichi_aot_op_launch launches under its runtime cell's lock, on torch's current CUDA stream of the
    op's GPU (x64: waited for). Its outputs are made here by torch's own allocator, each an empty tensor like its
    input: the input's bytes copied in on the stream where the kernel reads and writes it, else zero-filled by the
    plan. Every tensor is checked against what the plan takes (device, dtype, dims, element dims, a dense row-major
    layout, no empty dim) before anything is launched; a fault is thrown to torch as its own error (c10::Error: a
-   RuntimeError in Python), after the handles this kernel owns are let go. #included after xla.c and torch.c (its
-   bound functions). */
+   RuntimeError in Python), after the handles this kernel owns are let go. */
 
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "opplan.h"
+#include "taichi_aot.h"
+#include "torch.h"
 
 #define TORCHOP_MESSAGE 768
 
@@ -48,7 +55,7 @@ static int torchop_bound;
    handles it owns (the slot's last op's, kept). A call in flight counts in its op's `busy`, under the lock; release
    waits for none (`torchop_idle`) before the op's memory may go. */
 static TaichiAotTorchOp *torchop_slots[TAICHI_AOT_TORCH_SLOTS];
-static uint8_t torchop_slot_tensors[TAICHI_AOT_TORCH_SLOTS][TAICHI_AOT_XLA_MAX_ARGS];
+static uint8_t torchop_slot_tensors[TAICHI_AOT_TORCH_SLOTS][TAICHI_AOT_OP_MAX_ARGS];
 static uint32_t torchop_slot_counts[TAICHI_AOT_TORCH_SLOTS];
 static pthread_mutex_t torchop_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t torchop_idle = PTHREAD_COND_INITIALIZER;
@@ -81,14 +88,12 @@ int taichi_aot_torch_op_bind(const char *torch_cpu, const char *c10, const char 
     return torchop_bound && (torch_cuda == NULL || torchop_fns.cuda_stream != NULL);
 }
 
-/* What one call holds: the stack's tensors (owned), the outputs made, XLA-style buffers and dims for the plan. */
+/* What one call holds: the stack's tensors (owned), the outputs made, the launch's buffers (their dims torch's). */
 typedef struct {
-    void *inputs[TAICHI_AOT_XLA_MAX_ARGS];
-    void *outputs[TAICHI_AOT_XLA_MAX_ARGS];
-    tao_ffi_buffer in_buffers[TAICHI_AOT_XLA_MAX_ARGS], out_buffers[TAICHI_AOT_XLA_MAX_ARGS];
-    void *in_items[TAICHI_AOT_XLA_MAX_ARGS], *out_items[TAICHI_AOT_XLA_MAX_ARGS];
-    int32_t in_types[TAICHI_AOT_XLA_MAX_ARGS], out_types[TAICHI_AOT_XLA_MAX_ARGS];
-    int64_t scalars[TAICHI_AOT_XLA_MAX_ARGS];
+    void *inputs[TAICHI_AOT_OP_MAX_ARGS];
+    void *outputs[TAICHI_AOT_OP_MAX_ARGS];
+    TaichiAotOpBuffer in_buffers[TAICHI_AOT_OP_MAX_ARGS], out_buffers[TAICHI_AOT_OP_MAX_ARGS];
+    int64_t scalars[TAICHI_AOT_OP_MAX_ARGS];
     char why[TORCHOP_MESSAGE];
 } torchop_call;
 
@@ -116,14 +121,14 @@ static const char *torchop_dtype(int32_t code) {
     return code >= 0 && code < 30 ? names[code] : NULL;
 }
 
-/* Tensor `t` as an XLA buffer of plan argument `arg` into `b` (its dims torch's own array): 0, or a message. */
-static int torchop_tensor(const TaichiAotTorchOp *op, void *t, int32_t dtype, const TaichiAotXlaArg *arg,
-                          const TiArgument *template_, tao_ffi_buffer *b, const char *what, char *why) {
+/* Tensor `t` as the buffer of plan argument `arg` into `b` (its dims torch's own array): 0, or a message. */
+static int torchop_tensor(const TaichiAotTorchOp *op, void *t, int32_t dtype, const TaichiAotOpArg *arg,
+                          const TiArgument *template_, TaichiAotOpBuffer *b, const char *what, char *why) {
     TaichiAotTorchLayout l;
     int64_t *sizes, *strides, expect = 1;
     uint32_t rank = arg->ndim + arg->elem_ndim;
     int64_t i;
-    if (!torch_read(t, &l, &sizes, &strides)) {
+    if (!taichi_aot_torch_read(t, &l, &sizes, &strides)) {
         snprintf(why, TORCHOP_MESSAGE, "%s: %s: torch could not say its layout", op->what, what);
         return 1;
     }
@@ -152,7 +157,6 @@ static int torchop_tensor(const TaichiAotTorchOp *op, void *t, int32_t dtype, co
         }
         expect *= sizes[i];
     }
-    b->struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
     b->dtype = arg->dtype;
     b->data = l.data;
     b->rank = l.dim;
@@ -162,7 +166,7 @@ static int torchop_tensor(const TaichiAotTorchOp *op, void *t, int32_t dtype, co
 
 /* Scalar input `k` (a double's or an int64's bits in `value`) as plan argument `arg`'s value in `out`: 0, or a
    message where it does not fit the kernel's type. */
-static int torchop_scalar(const TaichiAotTorchOp *op, uint32_t k, uint64_t value, const TaichiAotXlaArg *arg,
+static int torchop_scalar(const TaichiAotTorchOp *op, uint32_t k, uint64_t value, const TaichiAotOpArg *arg,
                           int64_t *out, char *why) {
     double d;
     int64_t v;
@@ -197,15 +201,13 @@ static int torchop_scalar(const TaichiAotTorchOp *op, uint32_t k, uint64_t value
 
 /* The stack's inputs as the plan's operands: 0, or a message. */
 static int torchop_inputs(const TaichiAotTorchOp *op, const uint64_t *stack, torchop_call *t) {
-    const TaichiAotXlaPlan *p = op->plan;
+    const TaichiAotOpPlan *p = op->plan;
     uint32_t k;
     char what[32];
     for (k = 0; k < op->input_count; ++k) {
-        const TaichiAotXlaArg *arg = &p->args[op->input_args[k]];
-        tao_ffi_buffer *b = &t->in_buffers[k];
+        const TaichiAotOpArg *arg = &p->args[op->input_args[k]];
+        TaichiAotOpBuffer *b = &t->in_buffers[k];
         memset(b, 0, sizeof(*b));
-        t->in_items[k] = b;
-        t->in_types[k] = 1;
         snprintf(what, sizeof what, "input %u", k);
         if (op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR) {
             if (torchop_tensor(op, t->inputs[k], op->input_dtypes[k], arg, &p->templates[op->input_args[k]], b,
@@ -217,7 +219,6 @@ static int torchop_inputs(const TaichiAotTorchOp *op, const uint64_t *stack, tor
         if (torchop_scalar(op, k, stack[k], arg, &t->scalars[k], t->why) != 0) {
             return 1;
         }
-        b->struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
         b->dtype = arg->dtype;
         b->data = &t->scalars[k];
         b->rank = 0;
@@ -242,8 +243,8 @@ static int64_t torchop_dims(const TaichiAotTorchOp *op, const torchop_call *t, u
    writes it; else zero-filled by the plan, or a returned value the launch writes) and its buffer: 0, or a message. */
 static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t k, void *stream) {
     const TaichiAotTorchOutput *o = &op->outputs[k];
-    const TaichiAotXlaPlan *p = op->plan;
-    const xla_cell *cell;
+    const TaichiAotOpPlan *p = op->plan;
+    const TaichiAotOpCell *cell;
     int64_t dims[16], strides[16], count = 1, i, rank = torchop_dims(op, t, k, dims);
     char what[32];
     for (i = rank - 1; i >= 0; --i) {
@@ -256,12 +257,9 @@ static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t 
         snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not make output %u", op->what, k);
         return 1;
     }
-    t->out_items[k] = &t->out_buffers[k];
-    t->out_types[k] = 1;
     memset(&t->out_buffers[k], 0, sizeof(t->out_buffers[k]));
-    if (o->arg < 0) { /* a returned value: its bytes copied in after the launch (xla.c's xla_values) */
-        t->out_buffers[k].struct_size = TAO_FFI_SIZE(tao_ffi_buffer, dims);
-        if (torch_fns.data_ptr(t->outputs[k], &t->out_buffers[k].data) != 0) {
+    if (o->arg < 0) { /* a returned value: its bytes copied in after the launch (opplan.c's op_values) */
+        if (taichi_aot_torch_data_ptr(t->outputs[k], &t->out_buffers[k].data) != 0) {
             snprintf(t->why, TORCHOP_MESSAGE, "%s: torch could not say output %u's memory", op->what, k);
             return 1;
         }
@@ -275,12 +273,11 @@ static int torchop_output(const TaichiAotTorchOp *op, torchop_call *t, uint32_t 
     if (!o->copy) {
         return 0;
     }
-    cell = (const xla_cell *)p->runtime;
+    cell = (const TaichiAotOpCell *)p->runtime;
     if (!cell->cuda) { /* x64: host memory */
         memcpy(t->out_buffers[k].data, t->in_buffers[o->source].data, (size_t)count * p->args[o->arg].itemsize);
-    } else if (cell->dtod_async((uint64_t)(uintptr_t)t->out_buffers[k].data,
-                                (uint64_t)(uintptr_t)t->in_buffers[o->source].data,
-                                (size_t)count * p->args[o->arg].itemsize, stream) != 0) {
+    } else if (taichi_aot_op_copy(cell, t->out_buffers[k].data, t->in_buffers[o->source].data,
+                                  (size_t)count * p->args[o->arg].itemsize, stream) != 0) {
         snprintf(t->why, TORCHOP_MESSAGE, "%s: output %u: cuMemcpyDtoDAsync of its input failed", op->what, k);
         return 1;
     }
@@ -301,15 +298,9 @@ static int torchop_outputs(const TaichiAotTorchOp *op, torchop_call *t, void *st
 /* The launch on `stream` (torch's current stream of the op's GPU; x64: none), under the cell's lock: 0, or a
    message. */
 static int torchop_launch(const TaichiAotTorchOp *op, torchop_call *t, void *stream) {
-    tao_ffi_frame f;
-    memset(&f, 0, sizeof(f));
-    f.args.size = op->input_count;
-    f.args.types = t->in_types;
-    f.args.items = t->in_items;
-    f.rets.size = op->output_count;
-    f.rets.types = t->out_types;
-    f.rets.items = t->out_items;
-    return xla_launch_open((xla_cell *)op->plan->runtime, op->plan, &f, stream, t->why, TORCHOP_MESSAGE);
+    const TaichiAotOpCall call = {t->in_buffers, op->input_count, t->out_buffers, op->output_count, NULL, 0};
+    return taichi_aot_op_launch((TaichiAotOpCell *)op->plan->runtime, op->plan, &call, stream, t->why,
+                                TORCHOP_MESSAGE);
 }
 
 /* torch's current stream of the op's GPU into `*stream` (x64: NULL): 0, or a message. */
@@ -340,10 +331,10 @@ static int torchop_thread(const TaichiAotTorchOp *op, torchop_call *t) {
 /* torch's current device made the op's GPU for the call (`*guard`, deleted after it) where the current CUDA context
    is another GPU's or none (its copies and fills run in the current context): 0, or a message. */
 static int torchop_device(const TaichiAotTorchOp *op, torchop_call *t, void **guard) {
-    const xla_cell *c = (const xla_cell *)op->plan->runtime;
+    const TaichiAotOpCell *c = (const TaichiAotOpCell *)op->plan->runtime;
     int device = -1;
     *guard = NULL;
-    if (!c->cuda || (c->ctx_device != NULL && c->ctx_device(&device) == 0 && device == c->device)) {
+    if (!c->cuda || (taichi_aot_op_current_device(c, &device) == 0 && device == c->device)) {
         return 0;
     }
     if (torchop_fns.cuda_guard == NULL || torchop_fns.cuda_guard(op->device_index, guard) != 0) {
@@ -492,7 +483,7 @@ int taichi_aot_torch_op_register(TaichiAotTorchOp *op, const char *ns, const cha
             op->slot = slot;
             torchop_slots[slot] = op;
             torchop_slot_counts[slot] = op->input_count;
-            for (k = 0; k < op->input_count && k < TAICHI_AOT_XLA_MAX_ARGS; ++k) {
+            for (k = 0; k < op->input_count && k < TAICHI_AOT_OP_MAX_ARGS; ++k) {
                 torchop_slot_tensors[slot][k] = op->input_kinds[k] == TAICHI_AOT_TORCH_TENSOR;
             }
         }

@@ -62,19 +62,11 @@ _SIDE = (XLA_STANDIN, AUTOGRAD_STANDIN)
 MAX_RAND_THREADS = 1 << 24
 GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel a graph of the own launcher passes
 
-_calls: Any = None  # TaichiAotCudaDriverCalls, made once per process
 
 
 def _driver() -> Any:
-    """libcuda (its functions declared by _cuda), and the C launcher's table of them, made once."""
-    global _calls
-    cu = _cuda.driver()
-    if _calls is None:
-        _calls = _cuda.functions_struct(cu, "TaichiAotCudaDriverCalls", {
-            "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "push": "cuCtxPushCurrent_v2",
-            "pop": "cuCtxPopCurrent_v2", "sync": "cuStreamSynchronize", "dtoh": "cuMemcpyDtoH_v2",
-            "memset": "cuMemsetD32Async", "capturing": "cuStreamIsCapturing"})
-    return cu
+    """libcuda (its functions declared by _cuda; the C launcher calls it through ``_cuda.table()``)."""
+    return _cuda.driver()
 
 
 def launch_error(code: int, what: str) -> Exception:
@@ -131,7 +123,7 @@ class Launcher:
         self.layout = layout
         self.device = device  # the CUDA device (ordinal) whose primary context its launches run in
         self.c = ffi.new("TaichiAotCudaRuntime *")
-        self.c.driver = _calls
+        self.c.driver = _cuda.table()
         self._context = _cuda.retain_primary(cu, device)
         self.c.context = ffi.cast("void *", self._context.value)
         # stream -> (runtime, temporaries, rand states), the most recently selected last

@@ -102,7 +102,7 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
 /* After a launch that must be waited for: the stream synchronized, then a reverse kernel's autodiff stacks' flag
    read (`overflowed` set where one overflowed) and a returning kernel's results copied from the stand-in's result
    buffer into the plan's host memory. Returns 0 or the driver's CUresult. */
-static int ptx_after(const TaichiAotCudaDriverCalls *cu, void *stream, const TaichiAotCudaKernel *k, uint64_t standin,
+static int ptx_after(const TaichiAotCudaDriver *cu, void *stream, const TaichiAotCudaKernel *k, uint64_t standin,
                      int *overflowed) {
     int32_t flag = 0;
     int code = ((taichi_aot_cu_sync)cu->sync)(stream);
@@ -118,7 +118,7 @@ static int ptx_after(const TaichiAotCudaDriverCalls *cu, void *stream, const Tai
 
 /* The runtime's context made current on this thread where another library made its own current since (`*pushed`
    set then): 0, or the driver's error as the launch returns it. */
-static int ptx_enter(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt, int *pushed) {
+static int ptx_enter(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *rt, int *pushed) {
     void *current = NULL;
     int code;
     if (((taichi_aot_cu_current)cu->current)(&current) == 0 && current == rt->context) {
@@ -135,7 +135,7 @@ static int ptx_enter(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRunt
 /* Where the runtime's stream is being captured into a CUDA graph (the legacy default stream never is): a launch
    that waits refused (its autodiff stacks or its results are read after it), else the capture noted (the graph
    holds the stand-in's address: Python keeps the stand-in). 0, the refusal, or the driver's error asking. */
-static int ptx_capture(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt,
+static int ptx_capture(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *rt,
                        const TaichiAotCudaKernel *k) {
     int status = 0, code;
     if (rt->stream == NULL) {
@@ -154,7 +154,7 @@ static int ptx_capture(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRu
 
 /* The kernel's tasks launched in order on the runtime's stream; a range_for's grid trimmed to `elements` (one
    thread an element, as the full grid gives them, fewer idle blocks). The driver's error, or 0. */
-static int ptx_tasks(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRuntime *rt, const TaichiAotCudaKernel *k,
+static int ptx_tasks(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *rt, const TaichiAotCudaKernel *k,
                      void **kernel_params, uint64_t elements) {
     uint32_t t;
     int code = 0;
@@ -174,7 +174,7 @@ static int ptx_tasks(const TaichiAotCudaDriverCalls *cu, const TaichiAotCudaRunt
 int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
-    const TaichiAotCudaDriverCalls *cu = rt->driver;
+    const TaichiAotCudaDriver *cu = rt->driver;
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *popped = NULL;
