@@ -121,6 +121,10 @@ def _after_fork_in_child() -> None:
     # Every prepared launch in a forked child must come back to Python, which refuses it (the
     # runtime belongs to the parent process: its driver state is not the child's to use).
     lib.taichi_aot_epoch += 1
+    # Fresh locks: another thread of the parent may have held one at the fork (closing a runtime), and the child has
+    # no such thread to let it go (a runtime the child makes and closes would wait for it for ever).
+    global _pin_lock, _collector_lock
+    _pin_lock, _collector_lock = threading.RLock(), threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

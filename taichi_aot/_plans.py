@@ -21,7 +21,7 @@ from ._arguments import ARG_SIZE
 from ._dtypes import ndarray_argument
 from ._native import ffi, lib
 from ._ops import OpSpec
-from .enums import DATA_TYPES, Arch, DataType
+from .enums import DATA_TYPES, DataType
 
 __all__ = ["XLA_TYPES", "Plan", "cell"]
 
@@ -39,16 +39,15 @@ _kept: list[Any] = []
 def cell(rt: Any) -> Any:
     """The runtime's C cell (opplan.c): its lock and pool of imports, closed with the runtime, first."""
     cell = _cells.get(rt)
-    if cell is not None:
-        if rt.arch == Arch.CUDA:  # what the runtime made since the cell was: the own launcher's record (a module with
-            # PTX loaded since), libtaichi's runtime (made beside the own for a module that needs it)
-            own = rt.backends.xla_record() if rt in _without_own else ffi.NULL
-            if own != ffi.NULL:
-                _kept.append(own)
-                _without_own.discard(rt)
-            lib.taichi_aot_op_cell_update(cell, rt.handle, own)
+    if cell is not None:  # what the runtime made since the cell was: the own launcher's record (a module with PTX
+        # loaded since), libtaichi's runtime (the own CUDA runtime makes one beside it for a module that needs it)
+        own = rt.backends.xla_record() if rt in _without_own else ffi.NULL
+        if own != ffi.NULL:
+            _kept.append(own)
+            _without_own.discard(rt)
+        lib.taichi_aot_op_cell_update(cell, rt.handle, own)
         return cell
-    cuda = rt.arch == Arch.CUDA
+    cuda = rt.device.addresses_cuda_arrays  # the runtime's memory is CUDA's: the cell fills and copies by the driver
     own, table, cu_device = ffi.NULL, ffi.NULL, 0
     if cuda:
         from . import _cuda

@@ -41,11 +41,11 @@ def _bind(cuda: bool) -> bool:
     return found
 
 
-def _takes(spec: OpSpec, runtime: Any) -> bool:
-    """Whether the C kernel takes the op of an x64 or CUDA runtime (see the module's docstring), torch's functions
-    bound (its dtype codes)."""
-    if runtime.arch == Arch.CUDA and not spec.entry._choice.graphable:  # libtaichi's launch waits for torch's
-        return False  # stream, which a CUDA graph's capture refuses: the Python kernel says so in torch's words
+def _takes(spec: OpSpec, cuda: bool) -> bool:
+    """Whether the C kernel takes the op (``cuda``: for torch's CUDA dispatch key; else its CPU's: see the module's
+    docstring), torch's functions bound (its dtype codes)."""
+    if cuda and not spec.entry._choice.graphable:  # torch may capture the CUDA key's calls into a CUDA graph, and this
+        return False  # launch waits (libtaichi's for torch's stream): the Python kernel says so in torch's words
     if len(spec.args) > lib.TAICHI_AOT_OP_MAX_ARGS or len(spec.outputs) + len(spec.returned) > (
             lib.TAICHI_AOT_OP_MAX_ARGS):
         return False
@@ -122,7 +122,7 @@ def boxed_kernel(owner: object, spec: OpSpec, makers: list[tuple[str, int, Any]]
     output is made (taichi_aot.torch's Op._plan_outputs)."""
     runtime = spec.entry.module.runtime
     cuda = runtime.arch == Arch.CUDA
-    if runtime.arch not in (Arch.X64, Arch.CUDA) or not _bind(cuda) or not _takes(spec, runtime):
+    if runtime.arch not in (Arch.X64, Arch.CUDA) or not _bind(cuda) or not _takes(spec, cuda):
         return False
     boxed = _Boxed(spec, makers, runtime, cuda)
     namespace, _, name = qualname.partition("::")

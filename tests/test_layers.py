@@ -400,9 +400,8 @@ ARCH_DECISIONS = {
     "taichi_aot/pool/__init__.py": (1, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
     "taichi_aot/ndarray.py": (1, "__cuda_array_interface__ is CUDA's protocol"),
     "taichi_aot/_ops.py": (3, "torch's and JAX's device type is named 'cuda'"),
-    "taichi_aot/_plans.py": (2, "XLA's handler runs in a CUDA runtime's cell with the CUDA driver's copies"),
-    "taichi_aot/_torchop.py": (3, "torch's C kernel binds libtorch_cuda for a CUDA runtime's ops, its dispatch key "
-                                  "and stream are CUDA's; owed: graphable asked with arch"),
+    "taichi_aot/_torchop.py": (2, "torch's C kernel binds libtorch_cuda for a CUDA runtime's ops on torch's CUDA "
+                                  "dispatch key (its stream, its graph captures), x64's on its CPU key"),
     "taichi_aot/torch.py": (2, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
     "taichi_aot/jax.py": (3, "XLA shares buffers with x64 and CUDA runtimes, its CUDA platform and GPU twins are "
                              "CUDA's, and a twin loads its module with the launcher the kernel's was loaded with"),

@@ -65,6 +65,16 @@ class HandleRecord:
 
 _live: dict[tuple, HandleRecord] = {}
 _lock = threading.RLock()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked child's lock anew: another thread of the parent may have held it at the fork (recording or dropping
+    a handle), and the child has no such thread to let it go."""
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 # (kind, handle value) -> how many runtimes have a live handle of that value: x64 numbers its memory
 # 1, 2, ... in every runtime, so a value alone may not say whose memory it is
 _shared: dict[tuple, int] = {}
