@@ -125,6 +125,10 @@ def _after_fork_in_child() -> None:
     # no such thread to let it go (a runtime the child makes and closes would wait for it for ever).
     global _pin_lock, _collector_lock
     _pin_lock, _collector_lock = threading.RLock(), threading.Lock()
+    # Only the forking thread's blocks without collection go on in the child: the collector on again after them
+    _collector[0] = getattr(_held, "depth", 0)
+    if _collector[0] == 0 and _collector[1]:
+        gc.enable()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -170,6 +174,11 @@ class Owned:
         if ready:
             self._do_release()
 
+    @property
+    def in_its_process(self) -> bool:
+        """Whether this is the process that made the native object (a forked child never releases its parent's)."""
+        return self._pid == os.getpid()
+
     def close(self) -> None:
         """Mark closed; release now if nothing pins it. Safe to call twice, never raises."""
         with _pin_lock:
@@ -207,7 +216,7 @@ class Owned:
 
     def _do_release(self) -> None:
         try:
-            if self._pid == os.getpid() and not self._gone():
+            if self.in_its_process and not self._gone():
                 if self._quiet:  # nothing the driver frees: no cost a call
                     self._release()
                 else:  # a CUDA free breaks no CUDA graph another library captures
@@ -279,7 +288,8 @@ class Child:
         self.close()
 
 
-_held = threading.local()  # ``on``: this thread makes runtimes where no collection may run (without_collection)
+_held = threading.local()  # ``on``: this thread makes runtimes where no collection may run (without_collection);
+# ``depth``: how many such blocks it is in
 _collector_lock = threading.Lock()
 _collector = [0, False]  # blocks inside without_collection on every thread; whether the collector was on before
 
@@ -302,10 +312,12 @@ def without_collection() -> Iterator[None]:
             gc.disable()
         _collector[0] += 1
     _held.on = True
+    _held.depth = getattr(_held, "depth", 0) + 1  # this thread's blocks (a forked child keeps only its own)
     try:
         yield
     finally:
         _held.on = before
+        _held.depth -= 1
         with _collector_lock:
             _collector[0] -= 1
             if _collector[0] == 0 and _collector[1]:

@@ -107,8 +107,9 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
     if warn:
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
     # staged copies' mappings (ForeignArgs.unmaps), which pin their memory, the own CUDA launcher's stand-ins and
-    # the modules kept for reuse (module.py's _Shared)
-    for unmap in list(unmaps.values()):
+    # the modules kept for reuse (module.py's _Shared); none in a forked child (the parent's, whose locks another
+    # thread of the parent may have held at the fork)
+    for unmap in list(unmaps.values()) if owned.in_its_process else []:
         unmap()
     unmaps.clear()
     for child in list(children):

@@ -303,6 +303,37 @@ def test_fork_while_another_thread_creates_runtimes():
     assert proc.returncode == 0 and "children ok" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr[-2000:])
 
 
+FORK_INSIDE_NO_COLLECTION = """
+import gc, os, threading
+from taichi_aot import _lifetime
+inside, leave = threading.Event(), threading.Event()
+def hold():
+    with _lifetime.without_collection():
+        inside.set()
+        leave.wait()
+threading.Thread(target=hold).start()
+inside.wait()
+parent_off = not gc.isenabled()
+pid = os.fork()
+if pid == 0:
+    with _lifetime.without_collection():  # the child's own block, and the collector on again after it
+        pass
+    os._exit(0 if gc.isenabled() else 3)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+leave.set()
+print("parent off", parent_off, "child", code)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+def test_a_forked_child_collects_though_another_thread_held_collection_off():
+    """Python's collector, off while another thread of the parent makes a runtime where none may run, is on in a
+    forked child (that thread is not the child's: nothing there would turn it on again)."""
+    proc = subprocess.run([sys.executable, "-c", FORK_INSIDE_NO_COLLECTION], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ["parent", "off", "True", "child", "0"], (proc.stdout, proc.stderr[-2000:])
+
+
 VULKAN_AGAIN_AND_AGAIN = """
 import sys
 import numpy as np
