@@ -597,7 +597,8 @@ def _close_open_runtimes() -> None:
         owner = runtime._owner_running()
         if owner is not None:
             runtime._owned.abandon()
-            busy.append(owner)
+            if not isinstance(owner, threading._DummyThread):  # one Python did not start (XLA's, made a JAX op's
+                busy.append(owner)  # twin runtime there) is never joined: it is idle in its pool, or parks its own
         else:
             runtime._close()
     deadline = time.monotonic() + 1.0

@@ -334,6 +334,32 @@ def test_a_forked_child_collects_though_another_thread_held_collection_off():
     assert proc.stdout.split() == ["parent", "off", "True", "child", "0"], (proc.stdout, proc.stderr[-2000:])
 
 
+RUNTIME_OF_A_FOREIGN_THREAD = """
+import _thread, threading, time
+import taichi_aot as ta
+made = threading.Event()
+def foreign():
+    threading.current_thread()  # Python code on a thread it did not start (XLA's, calling in through cffi)
+    rt = ta.Runtime("x64")
+    made.set()
+    while True:
+        time.sleep(1)
+_thread.start_new_thread(foreign, ())
+made.wait()
+print("main exits")
+"""
+
+
+def test_the_exit_hook_abandons_a_runtime_of_a_thread_python_did_not_start():
+    """A runtime made on a thread Python did not start (XLA's, where a JAX op's twin runtime is made), still open at
+    the interpreter's exit, is abandoned quietly: the exit hook never joins such a thread (threading refuses)."""
+    require_arch(Arch.X64)
+    proc = subprocess.run([sys.executable, "-c", RUNTIME_OF_A_FOREIGN_THREAD], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "main exits", (proc.stdout, proc.stderr[-2000:])
+    assert "Exception ignored" not in proc.stderr and "dummy thread" not in proc.stderr, proc.stderr[-2000:]
+
+
 VULKAN_AGAIN_AND_AGAIN = """
 import sys
 import numpy as np
