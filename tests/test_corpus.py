@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, NotSupportedError, Runtime, TaichiError, capi, metadata
-from taichi_aot.ptx import _kernels, fold, plan
+from taichi_aot.ptx import fold, kernel_entries, plan
 from taichi_aot_bench.kernel_time import arguments
 
 #: What the gate keeps on libtaichi's path in the corpus, and why (a word of the reason).
@@ -49,7 +49,7 @@ def test_every_corpus_kernel_gets_ptx_or_a_reason(corpus):
         assert set(man["kernels"]) | set(man["refused"]) == kernels and not set(man["kernels"]) & set(man["refused"])
         for kernel, why in man["refused"].items():
             assert kernel in REFUSED and REFUSED[kernel] in why, (name, kernel, why)
-        entries = _kernels(folder)
+        entries = kernel_entries(folder)
         for kernel, entry in man["kernels"].items():
             with open(os.path.join(folder, entry["ptx"]), encoding="utf-8") as f:
                 ptx = f.read()
@@ -94,7 +94,7 @@ def test_loops_launch_once_where_the_serial_task_only_computes_the_bound(corpus)
     an array or starts a reduction keeps its launch (and every other task keeps its own)."""
     folded, kept = set(), set()
     for folder in corpus.values():
-        entries = _kernels(folder)
+        entries = kernel_entries(folder)
         for kernel in ptx_manifest(folder)["kernels"]:
             with open(os.path.join(folder, f"{kernel}.ll"), encoding="utf-8") as f:
                 ir = f.read()
@@ -176,7 +176,7 @@ def test_returned_values_through_torch_and_jax_ops_on_a_gpu(corpus):
 def test_returning_kernels_get_ptx_and_a_plan_of_their_results(corpus):
     man = ptx_manifest(corpus["returns"])
     assert set(man["kernels"]) == set(RETURNS) and not man["refused"]
-    entries = _kernels(corpus["returns"])
+    entries = kernel_entries(corpus["returns"])
     laid = {k: plan.from_entry(entries[k]) for k in RETURNS}
     assert laid["ret_pair"]["results"] == [{"type": 5, "offset": 0}, {"type": 2, "offset": 8}]
     assert laid["ret_pair"]["result_size"] == 16

@@ -24,7 +24,7 @@ import pytest
 from conftest import ptx_manifest, require_extra, with_ptx_copies
 from taichi_aot import Arch, CorruptedDataError, NotSupportedError, Runtime, capi, metadata
 from taichi_aot.metadata import layout
-from taichi_aot.ptx import MANIFEST, _kernels, add_ptx, add_to_folder, gate, plan, read_manifest
+from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, kernel_entries, plan, read_manifest
 from taichi_aot.ptx.compile import VERSION
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -143,9 +143,9 @@ def test_reverse_kernels_get_ptx_with_gradient_pointers_and_bounded_stacks(with_
 
 
 def _entry(folder: str, kernel: str) -> dict:
-    from taichi_aot.ptx import _kernels
+    from taichi_aot.ptx import kernel_entries
 
-    return _kernels(folder)[kernel]
+    return kernel_entries(folder)[kernel]
 
 
 def test_gate_keeps_what_needs_taichis_runtime_on_libtaichi(with_ptx):
@@ -507,11 +507,11 @@ def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch)
 
 def test_what_a_load_reads_again_rather_than_trusting_theptx_manifest(with_ptx, tmp_path):
     from taichi_aot.backends.cuda import _read
-    from taichi_aot.ptx import _kernels
+    from taichi_aot.ptx import kernel_entries
 
     folder = str(tmp_path / "ptx")
     shutil.copytree(with_ptx["ptx"], folder)
-    man, entries = ptx_manifest(folder), _kernels(folder)
+    man, entries = ptx_manifest(folder), kernel_entries(folder)
     _, layout, rand = _read(folder, "rnd", {**man["kernels"]["rnd"], "rand": False}, entries["rnd"], "m")
     assert rand and layout["args_size"] == 16  # random states by the IR, whatever the manifest says
     assert "no entry" in _read(folder, "rangen", man["kernels"]["rangen"], {**entries["rangen"], "args_size": 48},
@@ -584,7 +584,7 @@ def test_a_module_saved_without_ptx_gets_it_at_its_first_load_and_keeps_it(cuda_
     assert made is not None and why == "" and made.startswith(str(tmp_path / "cache"))
     assert sorted(os.listdir(module)) == before  # nothing written into the module
     manifest = ptx_manifest(made)
-    assert manifest["kernels"] and set(manifest["kernels"]) <= set(_kernels(module))
+    assert manifest["kernels"] and set(manifest["kernels"]) <= set(kernel_entries(module))
     stamp = os.stat(os.path.join(made, MANIFEST)).st_mtime_ns
     assert ptx_folder(module) == (made, "") and os.stat(os.path.join(made, MANIFEST)).st_mtime_ns == stamp
     name = next(iter(manifest["kernels"]))

@@ -354,10 +354,10 @@ class X64Backend:
             return made
         why = "the module has no IR files"
         if self._folder is not None:
-            from ..ptx import _kernels
+            from ..ptx import kernel_entries
 
             try:
-                made = self._calls[name] = compile_call(self._folder, name, _kernels(self._folder)[name],
+                made = self._calls[name] = compile_call(self._folder, name, kernel_entries(self._folder)[name],
                                                         self._threads)
             except NotSupportedError as e:
                 why = str(e)
@@ -385,9 +385,9 @@ class X64Backend:
         ``grad`` call (NotSupportedError where it cannot be); None where the module has no IR files here."""
         if self._folder is None:
             return None
-        from ..ptx import _kernels
+        from ..ptx import kernel_entries
 
-        return compile_kernel(self._folder, grad.name, _kernels(self._folder)[grad.name], threads or 1)
+        return compile_kernel(self._folder, grad.name, kernel_entries(self._folder)[grad.name], threads or 1)
 
     def unload(self) -> None:
         pass  # the compiled code lives as long as the calls that hold it

@@ -562,10 +562,10 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -
     its first load where llvmlite is installed, kept in the cache); None where the module has none to give."""
     if choice != AUTO or folder is None:
         return None
-    from ..ptx import _kernels, ptx_folder
+    from ..ptx import kernel_entries, ptx_folder
 
     source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
-    entries = _kernels(folder)
+    entries = kernel_entries(folder)
     own = _kernels_in(state, runtime, source, entries, what) if source is not None else \
         Kernels.none(dict.fromkeys(entries, why))
     return CudaBackend(own) if own is not None else None

@@ -33,7 +33,9 @@ MANIFEST = "ptx.json"
 FORMAT = 1
 
 
-def _kernels(folder: str) -> dict[str, Any]:
+def kernel_entries(folder: str) -> dict[str, Any]:
+    """The kernels' entries of a module's LLVM metadata in ``folder`` (its ``metadata.json``), by name: what the own
+    launches lay out and compile (their arguments, results, tasks)."""
     from ..metadata.llvm import parse_text
 
     with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
@@ -52,7 +54,7 @@ def add_to_folder(folder: str) -> dict[str, Any]:
     llvm = ptx_compile.llvm_version()
     manifest: dict[str, Any] = {"taichi_aot_ptx": FORMAT, "target": ptx_compile.TARGET, "llvm": llvm,
                                 "compile": ptx_compile.VERSION, "runtime": None, "kernels": {}, "refused": {}}
-    for name, entry in sorted(_kernels(folder).items()):
+    for name, entry in sorted(kernel_entries(folder).items()):
         reason = _add_kernel(folder, name, entry, manifest)
         if reason is not None:
             manifest["refused"][name] = f"{reason}; {gate.VALUE_LOST}" if gate.returns(entry) else reason
