@@ -367,10 +367,9 @@ class Pool:
                 handle = slot.handle = self._replace(slot)
                 slot.state = "running" if handle is not None else "stopped" if self._terminating else "lost"
                 continue
-            except (ArgumentTypeError, WorkerTaskError) as e:  # not sent (cannot be pickled), or not carried back
-                if self._ended(task, started):
-                    task.future.set_exception(type(e)(f"Pool: {task.label()}: {e}"))
-                continue
+            except Exception as e:  # not sent, not carried back, or anything else the transport raises
+                self._failed(task, started, e)
+                continue  # (a terminating pool gives no next task)
             if self._ended(task, started):
                 _deliver(task, reply)
         if handle is not None:
@@ -383,6 +382,19 @@ class Pool:
             slot.handle = None
         elif not self._terminating:
             self._slot_lost(slot)
+
+    def _failed(self, task: _Task, started: float, e: Exception) -> None:
+        """A copy of ``task`` raised ``e`` in the transport, its worker alive (a task or result that cannot be pickled:
+        ArgumentTypeError, WorkerTaskError), or anything else a transport raises (a killed worker's pipe, Ray's own
+        errors; PoolClosedError while the pool terminates): the task's future ends with it, never left pending."""
+        if isinstance(e, (ArgumentTypeError, WorkerTaskError)):
+            error: Exception = type(e)(f"Pool: {task.label()}: {e}")
+        elif self._terminating:
+            error = PoolClosedError(f"the pool was closed while {task.label()} ran")
+        else:
+            error = e
+        if self._ended(task, started):
+            task.future.set_exception(error)
 
     def _crashed(self, slot: _Slot, task: _Task, death: WorkerDiedError, info: dict[str, Any]) -> None:
         """Record the lost worker, then give its task to the next free worker, or fail it after ``retries``."""
