@@ -60,13 +60,13 @@ def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device:
     except ValueError:  # not C-contiguous
         host = array.__array_interface__["data"][0]
     nbytes = array.nbytes
-    cu = _cuda.driver()
     ctx = context_of(device) if context is None else context
     if nbytes < REGISTER_MIN:  # small (a step loop's read back): one call into the extension, the GIL released
         code = _lib.taichi_aot_cuda_transfer(_cuda.table(), ctx, _ffi.cast("void *", host), device, nbytes,
                                              to_device)
         _cuda.check(code, what)
         return
+    cu = _cuda.driver()
     registering = REGISTER_LIMIT or register_limit()
     entry = _entry_for(array, host, nbytes) if registering else None
     pushed = False

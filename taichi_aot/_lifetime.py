@@ -288,15 +288,15 @@ class Child:
         self.close()
 
 
-_held = threading.local()  # ``on``: this thread makes runtimes where no collection may run (without_collection);
-# ``depth``: how many such blocks it is in
+_held = threading.local()  # ``depth``: how many blocks of without_collection this thread is in (its runtimes made
+# where no collection may run)
 _collector_lock = threading.Lock()
 _collector = [0, False]  # blocks inside without_collection on every thread; whether the collector was on before
 
 
 def collection_held() -> bool:
     """Whether this thread is inside :func:`without_collection` (a runtime made there collects nothing first)."""
-    return getattr(_held, "on", False)
+    return getattr(_held, "depth", 0) > 0
 
 
 @contextmanager
@@ -305,18 +305,15 @@ def without_collection() -> Iterator[None]:
     ends, where it was on), and runtimes made in it make none first. XLA's handler makes a JAX op's twin on XLA's
     thread, where other objects' finalizers must not run (one may wait for the whole GPU, which a command buffer
     capture under way refuses)."""
-    before = collection_held()
     with _collector_lock:
         if _collector[0] == 0:
             _collector[1] = gc.isenabled()
             gc.disable()
         _collector[0] += 1
-    _held.on = True
     _held.depth = getattr(_held, "depth", 0) + 1  # this thread's blocks (a forked child keeps only its own)
     try:
         yield
     finally:
-        _held.on = before
         _held.depth -= 1
         with _collector_lock:
             _collector[0] -= 1

@@ -46,7 +46,7 @@ from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import InvalidStateError, NotSupportedError
 from . import libtaichi
-from .choice import CUDA, LIBTAICHI, X64, Backend, Choice, RuntimeState, launchers
+from .choice import AUTO, CUDA, LIBTAICHI, X64, Backend, Choice, RuntimeState, launchers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo, ModuleInfo
@@ -175,8 +175,8 @@ class ModuleBackends:
         (its module's ``load``: the own CUDA launcher with "auto" where the module has PTX, made at its first load
         where llvmlite is installed; the own x64 launch; libtaichi last)."""
         order = []
-        for registration in _registered:
-            if registration.loads_on(runtime.arch):
+        for registration in _registered:  # a choosable one left out where libtaichi is asked for (launcher="taichi")
+            if registration.loads_on(runtime.arch) and (choice == AUTO or not registration.choosable):
                 backend = registration.imported().load(runtime, state, what, folder, choice)
                 if backend is not None:
                     order.append(backend)

@@ -42,7 +42,7 @@ from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.plan import check, from_entry
-from .choice import AUTO, CUDA, OWN_FLAGS, Choice, own_choice
+from .choice import CUDA, OWN_FLAGS, Choice, own_choice
 from .plan import Results, c_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,10 +64,6 @@ GRAPH_ARGS = 64  # TAICHI_AOT_CUDA_GRAPH_ARGS: the most arguments of one kernel 
 
 
 
-def _driver() -> Any:
-    """libcuda (its functions declared by _cuda; the C launcher calls it through ``_cuda.table()``)."""
-    return _cuda.driver()
-
 
 def launch_error(code: int, what: str) -> Exception:
     """The exception for an error code of the own launcher (``_csrc/backends/cuda.c``; the library's own codes, for
@@ -87,10 +83,9 @@ def launch_error(code: int, what: str) -> Exception:
     if code == lib.TAICHI_AOT_REFUSED:  # a launch made elsewhere before the runtime had a launcher's record
         return InvalidStateError(f"{what}: launched outside its runtime's thread and stream before taichi_aot's own "
                                  "CUDA launcher had a record for it")
-    from .libtaichi import driver_error
-    from .libtaichi import launch_error as library_error
+    from .libtaichi import launch_error as library_error  # the driver's codes, and the library's own
 
-    return driver_error(code, what) if code <= lib.TAICHI_AOT_CUDA_ERROR else library_error(code, what)
+    return library_error(code, what)
 
 
 def _alloc(cu: Any, nbytes: int, what: str) -> int:
@@ -119,7 +114,7 @@ class Launcher:
     or waited for while a stream captures)."""
 
     def __init__(self, layout: dict[str, int], device: int):
-        cu = _driver()
+        cu = _cuda.driver()
         self.layout = layout
         self.device = device  # the CUDA device (ordinal) whose primary context its launches run in
         self.c = ffi.new("TaichiAotCudaRuntime *")
@@ -281,7 +276,7 @@ class Kernels:
         self._keep: list[Any] = []
         self._ranges: dict[str, Any] = {}  # the NVTX ranges of launches made elsewhere (reverse kernels)
         self._launcher: Launcher | None = launcher
-        cu = _driver()
+        cu = _cuda.driver()
         try:
             with _cuda.primary_context(launcher.device):
                 for name, k in manifest["kernels"].items():
@@ -558,9 +553,10 @@ def _kernels_in(state: Any, runtime: Any, folder: str | None, entries: dict[str,
 
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> CudaBackend | None:
     """The own CUDA launcher as the backend of a module of ``folder`` just loaded in ``runtime`` (its registration's
-    ``load``), where ``choice`` is "auto": its kernels the module has PTX for (a module saved without PTX gets it at
-    its first load where llvmlite is installed, kept in the cache); None where the module has none to give."""
-    if choice != AUTO or folder is None:
+    ``load``; asked only where ``choice`` is "auto": it is registered choosable): its kernels the module has PTX for
+    (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the cache); None where
+    the module has none to give."""
+    if folder is None:
         return None
     from ..ptx import kernel_entries, ptx_folder
 
