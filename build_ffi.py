@@ -35,7 +35,7 @@ C_FILES = ("loader.c", "backends/plan.c", "backends/cuda.c", "backends/x64.c", "
            "imports.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c",
            "spirv.c", "logsink.c", "table.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
-PRIVATE_HEADERS = ("xla_ffi.h", "loader.h", "arrays.h", "backends/plan.h", "opplan.h", "torch.h")
+PRIVATE_HEADERS = ("interop.h", "xla_ffi.h", "loader.h", "arrays.h", "backends/plan.h", "opplan.h", "torch.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 
@@ -64,7 +64,7 @@ def make_ffibuilder() -> FFI:
     own_cdef = _cdef.extension_cdef(_read(os.path.join(CSRC_DIR, HEADER)))
     source = (
         "".join(f"#include <{name}>\n" for name in SYSTEM_HEADERS)
-        + _cdef.INTEROP_PRELUDE
+        + '#include "interop.h"\n'  # the Vulkan and OpenGL types the interop headers name
         + '#include "taichi/taichi.h"\n'
         + "".join(f'#include "taichi/{name}"\n' for name in _cdef.HEADERS)
         + '#include "loader.h"\n'  # the trampolines' table type

@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import capi, metadata
-from .enums import ARCH_PREFERENCE, Arch
+from .enums import ARCH_PREFERENCE, Arch, arch_name_hint
 from .errors import IncompatibleModuleError, InvalidArgumentError, NotSupportedError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +85,6 @@ def resolve_arch(arch: Arch | int | str | None) -> Arch:
         try:
             return Arch[arch.strip().upper()]
         except KeyError:
-            names = ", ".join(a.name.lower() for a in Arch if a is not Arch.RESERVED)
-            raise InvalidArgumentError(f"unknown arch {arch!r} (expected one of {names})") from None
+            names = [a.name.lower() for a in Arch if a is not Arch.RESERVED]
+            raise InvalidArgumentError(f"unknown arch {arch!r}{arch_name_hint(arch, names)}") from None
     return capi.enum_arg(Arch, arch, "Runtime: arch")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._arrays import array_like, print_hit_accepts
+from ._arrays import array_like, describe_array, print_hit_accepts
 from ._dtypes import convert_checked, signature
 from ._lifetime import Parent
 from ._native import ffi, lib
@@ -81,10 +81,10 @@ def describe_value(value: Any) -> str:
     if isinstance(value, NdArray):
         elem = f", element shape {value.elem_shape}" if value.elem_shape else ""
         return f"{value.dtype} ndarray of shape {value.shape}{elem}"
-    if isinstance(value, np.ndarray):
-        return f"numpy {value.dtype} array of shape {value.shape}"
     if isinstance(value, np.generic):
         return f"numpy {value.dtype} scalar {value!r}"
+    if array_like(value):
+        return describe_array(value)  # another library's array, by its library (torch tensor, JAX array, ...)
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}"
 
@@ -187,6 +187,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
     put = lib.taichi_aot_array_pack
 
     def pack(value: Any, runtime: Parent, slot: Slot) -> None:
+        given = value  # what the caller passed, as messages describe it (a numpy or torch array, not its ndarray)
         cls = value.__class__
         if cls is not NdArray:
             if cls is ndarray:  # a numpy array shared before: one lookup (an entry leaves before its array's id can
@@ -202,7 +203,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
                     return
                 value = runtime.foreign.argument(value, spec, what)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
-            raise wrong(value, InvalidArgumentError)
+            raise wrong(given, InvalidArgumentError)
         if value._memory._owned.closed:
             value.ensure_open()
         if value._runtime is not runtime:

@@ -47,9 +47,10 @@ class SupportsCudaArrayInterface(Protocol):
 ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterface, SupportsCudaArrayInterface]
 
 __all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
-           "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "forget_print", "host_array",
-           "is_jax", "on_cuda", "overlaps_itself", "print_hit_accepts", "print_of", "producer_error", "read_print",
-           "refuse_lazy", "same_layout", "share", "storage_guards", "torch_layout_status", "why_copy"]
+           "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "describe_array",
+           "forget_print", "host_array", "is_jax", "on_cuda", "overlaps_itself", "print_hit_accepts", "print_of",
+           "producer_error", "read_print", "refuse_lazy", "same_layout", "share", "storage_guards",
+           "torch_layout_status", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -68,6 +69,27 @@ def array_like(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+#: What messages call an array of each library, by the first part of its type's module (no library imported).
+_NOUNS = {"numpy": "numpy array", "torch": "torch tensor", "cupy": "CuPy array", "jax": "JAX array",
+          "jaxlib": "JAX array"}
+
+
+def describe_array(value: Any) -> str:
+    """An array of another library as messages describe it, from what it says of itself (nothing converted, its
+    library not imported): ``float64 torch tensor of shape (8,)``, ``int32 JAX array of shape (4, 4)``."""
+    cls = type(value)
+    library = (cls.__module__ or "").partition(".")[0]
+    noun = _NOUNS.get(library) or (cls.__name__ if library in ("builtins", "") else f"{library}.{cls.__name__}")
+    try:
+        dtype = getattr(value, "dtype", None)
+        kind = f"{str(dtype).rpartition('.')[2]} " if dtype is not None else ""  # torch's prints as torch.float64
+        shape = getattr(value, "shape", None)
+        dims = f" of shape {tuple(int(n) for n in shape)}" if shape is not None else ""
+    except Exception:  # an array whose attributes raise (a deleted JAX array, a lazy tensor): its noun alone
+        return noun
+    return f"{kind}{noun}{dims}"
 
 
 def producer_error(obj: Any, what: str, how: str, e: BaseException) -> ArgumentTypeError:

@@ -98,7 +98,10 @@ def cache_home() -> str:
     on its own, outside the package); found once."""
     import runpy
 
-    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cache.py"))["cache_home"]()
+    here = os.path.dirname(os.path.abspath(__file__))
+    trust = runpy.run_path(os.path.join(here, "_trust.py"))
+    handed = {name: trust[name] for name in ("resolve", "untrusted_folder")}
+    return runpy.run_path(os.path.join(here, "_cache.py"), init_globals=handed)["cache_home"]()
 
 
 def cache_root() -> str:

@@ -29,6 +29,11 @@ import stat
 import tempfile
 import warnings
 
+try:
+    from ._trust import resolve, untrusted_folder
+except ImportError:  # run by its path by the build (_bundle.cache_home), which hands in _trust's functions
+    pass
+
 #: The first line of an entry: this mark, then the digest of its key and content.
 _MARK = "taichi_aot-entry "
 #: The file in a sealed folder that holds the digest of its key and files.
@@ -55,13 +60,17 @@ _resolved: dict[str, str] = {}
 
 
 def _preferred() -> str | None:
-    """The first choice, or None for a user without a usable home."""
+    """The first choice, or None for a user without a usable home (none, or the private one the package gave this
+    process: ``_home``)."""
     explicit = os.environ.get("TAICHI_AOT_CACHE")
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
+    if not base or not os.path.isabs(base):  # the XDG base directory rules: a relative path is to be ignored
         home = os.path.expanduser("~")
+        given = os.environ.get("TAICHI_AOT_PRIVATE_HOME")
+        if given and given == os.environ.get("HOME"):
+            return None
         if home in ("", "~", "/") or not os.path.isdir(home) or _same(home, tempfile.gettempdir()):
             return None
         base = os.path.join(home, ".cache")
@@ -77,49 +86,23 @@ def _same(a: str, b: str) -> bool:
 
 def _usable(folder: str) -> str | None:
     """``folder`` (made where missing, private) by its real path where it is this user's alone and writable; None
-    where it cannot be made or written (quietly: a read-only home) or is not this user's alone (with a warning)."""
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    real = os.path.realpath(folder)
-    why = untrusted_folder(real)
+    where it cannot be made or written (quietly: a read-only home) or is not this user's alone (with a warning).
+    Its links are followed only where this user or root made them (``_trust.resolve``): a link another user made
+    would have the package write, and ``cache clear`` delete, in the folder it points at."""
+    real, why = resolve(folder)
+    if not why:
+        try:
+            os.makedirs(real, mode=0o700, exist_ok=True)
+        except OSError:
+            return None
+        again, why = resolve(folder)
+        why = why or ("it changed while it was made" if again != real else "") or untrusted_folder(real)
     if why:
         warnings.warn(f"taichi_aot: the cache folder {folder} is ignored: {why}; another user could plant what this "
-                      f"process runs there (chmod go-w the folder, or remove it and let taichi_aot make it again)",
-                      RuntimeWarning, stacklevel=3)
+                      f"process runs there, or have it write where they choose (chmod go-w the folder, or remove it "
+                      f"and let taichi_aot make it again)", RuntimeWarning, stacklevel=3)
         return None
     return real if os.access(real, os.W_OK | os.X_OK) else None
-
-
-def untrusted_folder(folder: str) -> str:
-    """Why ``folder`` (a real path) is not this user's alone ("" where it is): itself not this user's, or writable
-    by others; a folder above it not this user's or root's, or writable by others (not as /tmp is)."""
-    uid = _uid()
-    try:
-        st = os.lstat(folder)
-    except OSError as e:
-        return f"it cannot be read ({e.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is no folder"
-    if st.st_uid != uid:
-        return f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
-    if st.st_mode & 0o022:
-        return f"others may write it (mode {stat.S_IMODE(st.st_mode):o})"
-    above = os.path.dirname(folder)
-    while True:
-        try:
-            st = os.stat(above)
-        except OSError as e:
-            return f"{above} cannot be read ({e.strerror})"
-        if st.st_uid not in (uid, 0):
-            return f"{above} belongs to uid {st.st_uid}"
-        sticky = st.st_mode & stat.S_ISVTX and st.st_uid == 0
-        if not sticky and (st.st_mode & 0o002 or (st.st_mode & 0o020 and st.st_gid != os.getgid())):
-            return f"others may write {above} (mode {stat.S_IMODE(st.st_mode):o})"
-        if above == os.path.dirname(above):
-            return ""
-        above = os.path.dirname(above)
 
 
 def _private() -> str:
@@ -136,7 +119,13 @@ def _private() -> str:
     if not why and os.access(real, os.W_OK | os.X_OK):
         return real
     own = tempfile.mkdtemp(prefix=f"taichi_aot-cache-{uid}-")
-    atexit.register(shutil.rmtree, own, True)
+    creator = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == creator:  # not in a forked child, whose parent still keeps its cache there
+            shutil.rmtree(own, True)
+
+    atexit.register(remove)
     if why:
         warnings.warn(f"taichi_aot: the cache folder {folder} is ignored: {why}; this process keeps its cache in "
                       f"{own}, removed at its exit", RuntimeWarning, stacklevel=3)

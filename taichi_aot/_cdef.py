@@ -23,36 +23,6 @@ HEADERS = (
 #: The C-API version the vendored headers describe.
 HEADER_VERSION_RE = re.compile(r"#define\s+TI_C_API_VERSION\s+(\d+)")
 
-# Types the interop headers take from system headers (Vulkan, OpenGL). They are
-# declared here instead of requiring the Vulkan SDK or GL headers at build time.
-# Handles are opaque pointers, enums and flag words are 32-bit integers, which
-# is how the Vulkan and GL ABIs define them on every 64-bit platform we target.
-INTEROP_PRELUDE = """\
-typedef struct VkInstance_T *VkInstance;
-typedef struct VkPhysicalDevice_T *VkPhysicalDevice;
-typedef struct VkDevice_T *VkDevice;
-typedef struct VkQueue_T *VkQueue;
-typedef struct VkBuffer_T *VkBuffer;
-typedef struct VkDeviceMemory_T *VkDeviceMemory;
-typedef struct VkImage_T *VkImage;
-typedef uint32_t VkFlags;
-typedef VkFlags VkBufferUsageFlags;
-typedef VkFlags VkImageUsageFlags;
-typedef int32_t VkImageType;
-typedef int32_t VkFormat;
-typedef int32_t VkSampleCountFlagBits;
-typedef int32_t VkImageTiling;
-typedef int32_t VkImageViewType;
-typedef int32_t VkImageLayout;
-typedef struct VkExtent3D { uint32_t width; uint32_t height; uint32_t depth; } VkExtent3D;
-typedef void (*PFN_vkVoidFunction)(void);
-typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance instance, const char *pName);
-typedef unsigned int GLuint;
-typedef unsigned int GLenum;
-typedef int GLsizei;
-typedef ptrdiff_t GLsizeiptr;
-"""
-
 #: Python functions the extension's C calls (cffi's ``extern "Python"``: each takes the GIL), declared to C in the
 #: C file that calls it: taichi_aot.jax's maker of a JAX op's plan on another GPU (``_csrc/xla.c``).
 PYTHON_CALLBACKS = 'extern "Python" int32_t taichi_aot_xla_twin(void *, int32_t, void **, char *, size_t);\n'
@@ -88,6 +58,17 @@ def _kept_lines(text: str) -> list[str]:
             continue
         lines.append(stripped)
     return lines
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+#: The Vulkan and OpenGL types the interop headers name (``_csrc/interop.h``, which the extension's source includes
+#: first), as cdef text.
+INTEROP_PRELUDE = "".join(line + "\n" for line in _kept_lines(_read_text(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "_csrc", "interop.h"))))
 
 
 def clean_header(text: str) -> str:

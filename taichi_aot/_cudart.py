@@ -37,6 +37,7 @@ from typing import Any
 
 from . import _cuda
 from ._native import ffi, lib
+from .enums import archs_instead
 from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
@@ -46,8 +47,8 @@ from .errors import (
     WrongThreadError,
 )
 
-__all__ = ["AUTO", "ENV", "LIBTAICHI", "OWN", "CudaDevice", "chosen", "device_count", "no_library", "release",
-           "stream_handle", "tagged", "wrong_thread"]
+__all__ = ["AUTO", "ENV", "LIBTAICHI", "OWN", "CudaDevice", "chosen", "device_count", "device_name", "no_library",
+           "release", "stream_handle", "tagged", "wrong_thread"]
 
 ENV = "TAICHI_AOT_CUDA_RUNTIME"
 AUTO, OWN, LIBTAICHI = "auto", "own", "taichi"
@@ -213,6 +214,13 @@ def _error(code: int, what: str) -> Exception:
     return OutOfMemoryError(message) if code == 2 else InvalidStateError(message)
 
 
+def _refused(why: str) -> NotSupportedError:
+    """A CUDA runtime refused here (``why``), naming the archs that work instead."""
+    from . import capi
+
+    return NotSupportedError(f"CUDA: {why}{archs_instead(capi.arch_status(), why)}")
+
+
 class CudaDevice:
     """One CUDA device as the own runtime uses it: its primary context (retained for the process's life), memory
     through the driver in that context, and waits for its work."""
@@ -223,13 +231,12 @@ class CudaDevice:
         try:
             cu = _cuda.driver()
         except OSError as e:
-            raise NotSupportedError(f"CUDA: the driver (libcuda.so.1) cannot be loaded ({e})") from None
+            raise _refused(f"the driver (libcuda.so.1) cannot be loaded ({e})") from None
         count = device_count()
         if count == 0:
             code = cu.cuInit(0)
-            why = (f"the driver cannot start ({_cuda.error_name(code)})" if code else
-                   "this process sees no CUDA device (CUDA_VISIBLE_DEVICES may hide them)")
-            raise NotSupportedError(f"CUDA: {why}")
+            raise _refused(f"the driver cannot start ({_cuda.error_name(code)})" if code else
+                           "this process sees no CUDA device (CUDA_VISIBLE_DEVICES may hide them)")
         if not 0 <= ordinal < count:
             raise InvalidArgumentError(f"CUDA device {ordinal}: this process sees {count} CUDA "
                                        f"device{'s' if count != 1 else ''} (0 to {count - 1}; CUDA_VISIBLE_DEVICES "
@@ -289,9 +296,14 @@ class CudaDevice:
 
     def name(self) -> str:
         """The device's name, as the driver gives it."""
-        buffer = ctypes.create_string_buffer(256)
-        with _cuda.primary_context(self.ordinal) as cu:
-            handle = ctypes.c_int(0)
-            cu.cuDeviceGet(ctypes.byref(handle), self.ordinal)
-            cu.cuDeviceGetName(buffer, 256, handle)
-        return buffer.value.decode("utf-8", "replace")
+        return device_name(self.ordinal)
+
+
+def device_name(ordinal: int) -> str:
+    """CUDA device ``ordinal``'s name, as the driver gives it."""
+    buffer = ctypes.create_string_buffer(256)
+    with _cuda.primary_context(ordinal) as cu:
+        handle = ctypes.c_int(0)
+        cu.cuDeviceGet(ctypes.byref(handle), ordinal)
+        cu.cuDeviceGetName(buffer, 256, handle)
+    return buffer.value.decode("utf-8", "replace")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._cache import read_entry, write_entry
 from ._child import NoChildError, run_child, started
-from ._probe import _MARK, cache_folder, library_identity
+from ._probe import _MARK, build_identity, cache_folder, library_identity
 from .enums import Arch
 
 __all__ = ["hash_module_files", "module_crash", "module_seal", "sealed"]
@@ -45,7 +45,7 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 
 
 def _module_digest(folder: str, arch: Arch, identity: str) -> str:
-    h = hashlib.sha256(f"{int(arch)}\0{identity}\0".encode())
+    h = hashlib.sha256(f"{int(arch)}\0{identity}\0{build_identity()}\0".encode())
     hash_module_files(h, folder)
     return h.hexdigest()
 
@@ -119,6 +119,8 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
     digest = _module_digest(folder, arch, identity)
     path = os.path.join(cache_folder(), "modules", f"{digest[:32]}.txt")
     kept = read_entry(path, f"module {digest}")
+    if kept:
+        return f"{kept} [a verdict kept in the cache: {path}; python -m taichi_aot cache clear has it found again]"
     if kept is not None:
         return kept
     names = json.dumps([kernels, graphs])

@@ -32,8 +32,10 @@ import tempfile
 import threading
 from typing import NamedTuple
 
+from . import _home
 from ._bundle import BUNDLE_DIR
 from ._native import ffi, lib
+from ._trust import untrusted_file
 from .enums import Error
 from .errors import make_error, take_last_error
 
@@ -105,26 +107,26 @@ def library_file(install_dir: str) -> str | None:
 
 
 def _prepare_environment(install_dir: str) -> None:
+    # libtaichi_c_api 1.7.4 aborts where HOME is unset (env -i, systemd units, some containers), and every library
+    # of the process reads it: one that is this user's alone, never a shared folder (_home)
+    _home.ensure_home()
     # The LLVM backends (x64, CUDA) read their runtime bitcode from TI_LIB_DIR
-    # and fail to create a runtime without it; respect a user's own setting.
+    # and fail to create a runtime without it; respect a user's own setting, unless another user could have
+    # written what it holds (the bitcode becomes code this process runs)
     runtime_dir = os.path.join(install_dir, "runtime")
-    if not os.environ.get("TI_LIB_DIR") and os.path.isdir(runtime_dir):
+    given = os.environ.get("TI_LIB_DIR")
+    if given:
+        why = untrusted_file(given, folder=True)
+        if not why:
+            return
+        import warnings
+
+        warnings.warn(f"taichi_aot: TI_LIB_DIR={given} is ignored: {why}; another user could plant the code the "
+                      f"LLVM backends run there (chmod go-w it, or unset TI_LIB_DIR)", RuntimeWarning, stacklevel=2)
+    if os.path.isdir(runtime_dir):
         os.environ["TI_LIB_DIR"] = runtime_dir
-    # libtaichi_c_api 1.7.4's static initialisers abort the process where HOME is unset (env -i, systemd units, some
-    # containers): the user's home from the password database, as os.path.expanduser finds it, else the temporary
-    # folder
-    if not os.environ.get("HOME"):
-        os.environ["HOME"] = _home()
-
-
-def _home() -> str:
-    try:
-        import pwd
-
-        home = pwd.getpwuid(os.getuid()).pw_dir
-    except (ImportError, KeyError, OSError):
-        home = ""
-    return home if home and os.path.isdir(home) else tempfile.gettempdir()
+    elif given:
+        del os.environ["TI_LIB_DIR"]
 
 
 def _left_out(bundled: str | None) -> str:
@@ -158,6 +160,13 @@ def load() -> LibraryInfo:
             attempts.append(f"{source}: {install_dir}: no {' or '.join(_LIB_NAMES)} there"
                             + (_left_out(install_dir) if source == "bundled" else ""))
             continue
+        if source != "bundled":  # a folder a variable or sys.path names: refused where another user could write it
+            why = untrusted_file(path) or (untrusted_file(os.path.join(install_dir, "runtime"), folder=True)
+                                           if os.path.isdir(os.path.join(install_dir, "runtime")) else "")
+            if why:
+                attempts.append(f"{source}: {path}: not loaded: {why}, so another user could plant code this "
+                                f"process would run (chmod go-w, or copy the library to a folder of your own)")
+                continue
         _prepare_environment(install_dir)
         missing = lib.taichi_aot_load(os.fsencode(path), error, len(error))
         if missing < 0:

@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 from ._native import ffi, lib
+from ._trust import untrusted_file
 
 __all__ = ["LIBRARY_NAMES", "VARIABLE", "first_use", "set_nvtx", "status"]
 
@@ -71,10 +72,13 @@ def candidates() -> list[tuple[str, str]]:
     """Where the library is looked for, in order (each of its names, NVTX 2's first, in each place): (where, what
     dlopen is given)."""
     wheel = []
+    here = os.path.realpath(os.getcwd()) if os.path.isdir(os.curdir) else ""
     for entry in dict.fromkeys(sys.path):
-        wheel += [os.path.join(entry or os.curdir, "nvidia", folder, "lib") for folder in ("nvtx", "cu13")]
+        # the working folder (sys.path's "" or its first entry under -m) is where another user may plant a library
+        if entry and os.path.isabs(entry) and os.path.realpath(entry) != here:
+            wheel += [os.path.join(entry, "nvidia", folder, "lib") for folder in ("nvtx", "cu13")]
     roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
-    toolkit = [os.path.join(root, "lib64") for root in dict.fromkeys(r for r in roots if r)]
+    toolkit = [os.path.join(root, "lib64") for root in dict.fromkeys(r for r in roots if os.path.isabs(r))]
     out = []
     for name in LIBRARY_NAMES:
         out.append(("the system's search path", name))
@@ -105,6 +109,10 @@ def _open() -> str | None:
     error = ffi.new("char[]", 1024)
     looked, found = [], candidates()
     for where, path in found:
+        why = untrusted_file(path) if os.sep in path else ""
+        if why:
+            looked.append(f"{where}: {path}: not opened: {why}, so another user could plant code there")
+            continue
         if lib.taichi_aot_nvtx_load(os.fsencode(path), error, len(error)) == 0:
             _library = path if os.sep in path else _mapped(path)
             _looked.clear()

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
@@ -163,7 +164,7 @@ def vulkan_devices() -> tuple[list[VulkanDevice], str]:
 
 #: What the cached answer holds; a new one asks again (format 2: Vulkan devices' image and allocation limits;
 #: 3: reasons a user can act on).
-_FORMAT = "probe format 3"
+_FORMAT = "probe format 4"
 
 # VkPhysicalDeviceProperties: 5 uint32, deviceName[256], pipelineCacheUUID[16], then the limits (8-aligned)
 _LIMITS_OFFSET = 296
@@ -387,12 +388,11 @@ _OWN_LIB_DIR = "(the library's own)"
 def _cache_key(library: str) -> str:
     """A digest of what the probe's answer depends on (the library by its identity and a frozen app by its own
     executable: a one-file app's unpack folder, where Nuitka's sys.executable lies, is new at every start)."""
-    parts: list[str] = [_FORMAT, app_identity() or sys.executable, platform.machine(), library_identity(library)]
-    files = [*sorted(glob.glob("/usr/share/vulkan/icd.d/*.json")),
-             *sorted(glob.glob("/etc/vulkan/icd.d/*.json")), "/proc/driver/nvidia/version",
-             *_shared_libraries("cuda", "vulkan")]
-    for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
-        files += [f for f in os.environ.get(var, "").split(os.pathsep) if f]
+    parts: list[str] = [_FORMAT, build_identity(), app_identity() or sys.executable, platform.machine(),
+                        library_identity(library)]
+    icds = _vulkan_driver_files()
+    files = [*icds, *_icd_libraries(icds), "/proc/driver/nvidia/version",
+             *_shared_libraries("cuda", "vulkan", "GLX", "GLdispatch", "EGL", "OpenGL", "GL", "GLX_nvidia")]
     for name in files:
         try:
             st = os.stat(name)
@@ -400,8 +400,8 @@ def _cache_key(library: str) -> str:
         except OSError:
             parts.append(f"{name}:-")
     own = os.path.join(os.path.dirname(os.path.dirname(library)), "runtime")  # TI_LIB_DIR as the package sets it
-    for var in ("CUDA_VISIBLE_DEVICES", "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "DISPLAY",
-                "WAYLAND_DISPLAY", "TI_LIB_DIR", "__EGL_VENDOR_LIBRARY_FILENAMES"):
+    for var in ("CUDA_VISIBLE_DEVICES", "DISPLAY", "WAYLAND_DISPLAY", "TI_LIB_DIR", "__EGL_VENDOR_LIBRARY_FILENAMES",
+                *_LOADER_VARIABLES):
         value = os.environ.get(var, "")
         parts.append(f"{var}={_OWN_LIB_DIR if var == 'TI_LIB_DIR' and value == own else value}")
     if sys.platform.startswith("linux"):
@@ -413,13 +413,68 @@ def _cache_key(library: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+#: What the Vulkan loader reads of the environment to choose its drivers and layers (a one-file app's
+#: LD_LIBRARY_PATH, new at every start, is not among them: the libraries it finds are, by _shared_libraries).
+_LOADER_VARIABLES = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "VK_LOADER_DRIVERS_SELECT",
+                     "VK_LOADER_DRIVERS_DISABLE", "VK_LOADER_LAYERS_ENABLE", "VK_LOADER_LAYERS_DISABLE",
+                     "VK_INSTANCE_LAYERS", "VK_LAYER_PATH", "VK_ADD_LAYER_PATH", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                     "XDG_CONFIG_DIRS", "XDG_DATA_DIRS")
+
+
+def _vulkan_driver_files() -> list[str]:
+    """The Vulkan loader's driver manifests (ICD files), where it looks for them: the variables that name them,
+    the system's and the user's folders."""
+    named = [f for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
+             for f in os.environ.get(var, "").split(os.pathsep) if f]
+    homes = [os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"),
+             os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")]
+    roots = [*os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep), "/etc", *homes,
+             *os.environ.get("XDG_DATA_DIRS", "/usr/local/share:/usr/share").split(os.pathsep)]
+    found = [f for root in dict.fromkeys(r for r in roots if os.path.isabs(r))
+             for f in sorted(glob.glob(os.path.join(root, "vulkan", "icd.d", "*.json")))]
+    return [*named, *found]
+
+
+def _icd_libraries(manifests: list[str]) -> list[str]:
+    """The driver library each manifest names (``ICD.library_path``), where it names a file by its path."""
+    out = []
+    for manifest in manifests:
+        try:
+            with open(manifest, encoding="utf-8") as f:
+                path = json.load(f)["ICD"]["library_path"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(path, str) and os.sep in path:
+            out.append(path if os.path.isabs(path) else os.path.join(os.path.dirname(manifest), path))
+    return out
+
+
+def build_identity() -> str:
+    """What tells this build of taichi_aot from another (its version, and its compiled extension by build id):
+    entries it keeps in the cache folder name it, so that another build (older or newer, a second checkout) never
+    takes them for its own."""
+    global _build
+    if _build is None:
+        import importlib
+
+        from ._version import __version__
+
+        native = importlib.import_module("._native", __package__)  # its file: the compiled extension of this build
+        _build = f"taichi_aot {__version__} {library_identity(getattr(native, '__file__', '') or '-')}"
+    return _build
+
+
+_build: str | None = None
+
+
 def cache_folder() -> str:
     """Where the probe's answer is kept: taichi_aot's cache folder (``_cache.cache_home``)."""
     return cache_home()
 
 
-def _to_json(status: dict[Arch, ArchStatus]) -> list[Any]:
-    return [[s.arch.name, s.available, s.device_count, s.reason, [[*d] for d in s.devices]] for s in status.values()]
+def _to_json(status: dict[Arch, ArchStatus]) -> dict[str, Any]:
+    rows = [[s.arch.name, s.available, s.device_count, s.reason, [[*d] for d in s.devices]] for s in status.values()]
+    return {"time": time.time(), "rows": rows}
 
 
 def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
@@ -430,25 +485,92 @@ def _from_json(rows: Any) -> dict[Arch, ArchStatus]:
     return out
 
 
-def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
+#: How long an arch's "unavailable" read from the cache is believed where the arch is not named (seconds): a driver
+#: installed or mended since is found at the latest then.
+NEGATIVE_LIFE = 600.0
+
+
+def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | None = None,
+                 named: frozenset[Arch] = frozenset()) -> dict[Arch, ArchStatus]:
     """:func:`probe`'s answer (``only``: for these archs alone), from the cache folder when it still holds for this
     machine (an entry of this user's alone, written for this key: ``_cache.read_entry``); else probed and kept. The
-    answer for every arch answers for a few too; a few are kept each on its own."""
+    answer for every arch answers for a few too; a few are kept each on its own. An arch found unavailable is asked
+    again where the caller names it (``named``, and ``only``), or where that answer is older than
+    :data:`NEGATIVE_LIFE`: what made it unavailable may be gone (a driver installed, a variable unset). An
+    "unavailable" read from the cache says so."""
     key = _cache_key(library)
-    whole = _kept(f"probe-{key}", refresh)
+    named = named | (only or frozenset())
+    wanted = _probed_archs() if only is None else set(only)
+    whole = _kept(f"probe-{key}", refresh, named)
+    status, kept = _kept_parts(key, whole, only, refresh, named)
+    asked = wanted - set(status)
+    if asked:
+        _conclusive[0] = True
+        found = probe(only=frozenset(asked) if only is not None or whole is not None else None)
+        if _conclusive[0]:  # a frozen app's answer without children is not kept: asked again next time
+            whole_entry = whole is not None or only is None
+            _keep(key, {**status, **found} if whole_entry else found, whole=whole_entry)
+        status.update(found)
+        kept = {a: w for a, w in kept.items() if a not in found}
+    return {a: _said(status[a], kept.get(a)) for a in Arch if a in status and a in wanted}
+
+
+class Answers:
+    """The probe's answers a process holds: for every arch, probed once (:func:`cached_probe`), or for a few named
+    alone until then; an arch asked for by name that was found unavailable is asked again."""
+
+    def __init__(self) -> None:
+        self._all: dict[Arch, ArchStatus] | None = None
+        self._some: dict[Arch, ArchStatus] = {}
+        self._lock = threading.Lock()
+
+    def status(self, library: str, refresh: bool, archs: Any, named: bool) -> dict[Arch, ArchStatus]:
+        """``capi.arch_status``'s answer (its docstring)."""
+        with self._lock:
+            fresh = refresh or (self._all is None and archs is None)
+            if fresh:
+                self._all = cached_probe(library, refresh, named=frozenset(Arch) if named else frozenset())
+            known = self._all if self._all is not None else self._some
+            wanted = frozenset(known if archs is None else archs)
+            if not fresh and (archs is not None or named):
+                _ask_again(library, known, wanted)
+            return {a: s for a, s in known.items() if a in wanted}
+
+
+def _ask_again(library: str, known: dict[Arch, ArchStatus], wanted: frozenset[Arch]) -> None:
+    """Each of the ``wanted`` archs ``known`` has no answer for, or one that says unavailable, probed (again)."""
+    ask = frozenset(a for a in wanted if a not in known or not known[a].available)
+    if ask:
+        known.update(cached_probe(library, False, ask))
+
+
+def _kept_parts(key: str, whole: tuple[dict[Arch, ArchStatus], str] | None, only: frozenset[Arch] | None,
+                refresh: bool, named: frozenset[Arch]) -> tuple[dict[Arch, ArchStatus], dict[Arch, str]]:
+    """What the cache holds for :func:`cached_probe`: the answer for every arch (``whole``), else each of ``only``'s
+    kept on its own; and, for each, where and since when it was kept."""
     if whole is not None:
-        return whole if only is None else {a: s for a, s in whole.items() if a in only}
+        return dict(whole[0]), dict.fromkeys(whole[0], whole[1])
     status: dict[Arch, ArchStatus] = {}
+    kept: dict[Arch, str] = {}
     for arch in only or ():
-        status.update(_kept(f"probe-{key}-{arch.name.lower()}", refresh) or {})
-    if only is not None and not only - set(status):
+        one = _kept(f"probe-{key}-{arch.name.lower()}", refresh, named)
+        if one is not None:
+            status.update(one[0])
+            kept.update(dict.fromkeys(one[0], one[1]))
+    return status, kept
+
+
+def _said(status: ArchStatus, kept: str | None) -> ArchStatus:
+    """``status``, where it is an "unavailable" read from the cache (``kept``: where and since when), saying so."""
+    if status.available or kept is None or _never_here(status.arch):
         return status
-    _conclusive[0] = True
-    found = probe(only=None if only is None else only - set(status))
-    if _conclusive[0]:  # a frozen app's answer without children is not kept: asked again next time
-        _keep(key, found, whole=only is None)
-    status.update(found)
-    return {a: status[a] for a in Arch if a in status}
+    return status._replace(reason=f"{status.reason} [an answer kept in the cache ({kept}); naming the arch "
+                                  "(Runtime(arch), python -m taichi_aot archs) asks again]")
+
+
+def _probed_archs() -> set[Arch]:
+    """The archs :func:`probe` answers for when asked for all."""
+    return {*CPU_ARCHS, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL}
 
 
 def _keep(key: str, status: dict[Arch, ArchStatus], whole: bool) -> None:
@@ -459,13 +581,33 @@ def _keep(key: str, status: dict[Arch, ArchStatus], whole: bool) -> None:
         write_entry(os.path.join(cache_folder(), f"{name}.json"), name, json.dumps(_to_json(part)))
 
 
-def _kept(name: str, refresh: bool) -> dict[Arch, ArchStatus] | None:
-    """The probe's answer kept as ``name`` in the cache folder, or None."""
-    kept = None if refresh else read_entry(os.path.join(cache_folder(), f"{name}.json"), name)
+def _kept(name: str, refresh: bool, named: frozenset[Arch]) -> tuple[dict[Arch, ArchStatus], str] | None:
+    """The probe's answer kept as ``name`` in the cache folder and where and since when it was kept, or None; without
+    the negative answers to be asked again (an arch ``named``, or an answer older than :data:`NEGATIVE_LIFE`)."""
+    path = os.path.join(cache_folder(), f"{name}.json")
+    kept = None if refresh else read_entry(path, name)
     try:
-        return _from_json(json.loads(kept)) if kept is not None else None
+        if kept is None:
+            return None
+        loaded = json.loads(kept)
+        status = _from_json(loaded["rows"])
+        since = float(loaded["time"])
     except (ValueError, KeyError, TypeError):
         return None
+    old = time.time() - since > NEGATIVE_LIFE
+    where = f"{path}, since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}"
+    return {a: s for a, s in status.items() if s.available or _never_here(a) or not (a in named or old)}, where
+
+
+def _never_here(arch: Arch) -> bool:
+    """Whether ``arch`` cannot be had on this machine whatever is installed (another CPU, Metal off macOS): its
+    negative answer needs no asking again."""
+    return arch not in {host_cpu_arch(), *_POSSIBLE}
+
+
+#: The archs a driver or library installed later may bring (Metal on macOS alone), besides the machine's CPU.
+_POSSIBLE = frozenset({Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, *([Arch.METAL] if sys.platform == "darwin"
+                                                                          else [])})
 
 
 def _child(arch_value: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import stat
 import sys
 from typing import IO, Any
 
@@ -29,8 +30,8 @@ def compile_cache() -> str:
 
 
 #: What taichi_aot keeps in its cache folder, by kind (file name patterns); ``cache clear`` removes these only.
-CACHE_ENTRIES = {"probe answers": ("probe-*.json",), "compiled modules": ("demo-*", "bench-*"),
-                 "libraries fetched by builds": ("c_api",)}
+CACHE_ENTRIES = {"probe answers": ("probe-*.json",), "module verdicts": ("modules",), "PTX made at load": ("ptx",),
+                 "compiled modules": ("demo-*", "bench-*"), "libraries fetched by builds": ("c_api",)}
 
 
 def cache_entries() -> dict[str, list[str]]:
@@ -49,8 +50,14 @@ def clear_cache() -> int:
     removed = 0
     for paths in cache_entries().values():
         for path in paths:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if st.st_uid != os.getuid():  # not made by this user's taichi_aot: left alone
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path, ignore_errors=True)  # links inside are removed, never followed
             else:
                 try:
                     os.remove(path)
@@ -63,7 +70,7 @@ def clear_cache() -> int:
 def devices() -> list[dict[str, Any]]:
     """Every arch the library knows, in order of preference: ``arch``, ``available``, ``reason`` (why not),
     ``device_count`` and ``devices`` (Vulkan: ``name``, ``type``, ``software``, ``api_version`` of each)."""
-    status = capi.arch_status()
+    status = capi.arch_status(named=True)  # every arch named: an "unavailable" kept from before is asked again
     out = []
     order = list(ARCH_PREFERENCE)
     for arch in sorted(status, key=lambda a: (a not in order, order.index(a) if a in order else 0, a.name)):
@@ -117,7 +124,7 @@ def _cuda_launcher() -> dict[str, Any]:
 
 def _available(archs: Any) -> tuple[list[str], str]:
     """The names of ``archs`` available here, and why none is (the first's reason)."""
-    status = capi.arch_status()
+    status = capi.arch_status(archs=archs)  # named: an "unavailable" kept from before is asked again
     found = [a for a in archs if a in status]
     return ([a.name.lower() for a in found if status[a].available],
             next((f"{a.name.lower()}: {status[a].reason}" for a in found if not status[a].available), "none known"))

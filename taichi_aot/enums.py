@@ -15,7 +15,10 @@ backend families, and the size and numpy dtype of each data type.
 
 from __future__ import annotations
 
+import difflib
 import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -302,6 +305,47 @@ ARCH_PREFERENCE: tuple[Arch, ...] = (
 )
 
 # ---------------------------------------------------------------------------
+# Archs in messages: what an error that refuses an arch name or an arch suggests instead
+
+#: The command that lists the archs that work here, with why each other one does not.
+ARCHS_COMMAND = "python -m taichi_aot archs"
+#: Words for a kind of device (not a backend), and the backends to name for one.
+_DEVICE_WORDS = {
+    "gpu": "for a GPU use 'cuda' (NVIDIA) or 'vulkan' (any GPU; 'metal' on macOS)",
+    "cpu": "for the CPU use 'x64' ('arm64' on ARM machines)",
+    "nvidia": "for an NVIDIA GPU use 'cuda' (or 'vulkan')",
+    "mps": "for an Apple GPU use 'metal' (or 'vulkan' through MoltenVK)",
+}
+
+
+def arch_name_hint(name: str, names: Sequence[str], archs_command: bool = True) -> str:
+    """What to write instead of the unknown arch ``name`` (one of ``names``), as the end of its message: the names
+    near it (``: did you mean 'vulkan'?``), or the backends for a kind of device (``"gpu"``), then ``names`` and,
+    with ``archs_command``, the command that lists those that work here."""
+    key = name.strip().lower()
+    lowered = {n.lower(): n for n in names}
+    near = difflib.get_close_matches(key, list(lowered), n=2, cutoff=0.6) if key not in _DEVICE_WORDS else []
+    if key in _DEVICE_WORDS:
+        hint = f": taichi_aot names backends, not device kinds: {_DEVICE_WORDS[key]}"
+    elif near:
+        hint = f": did you mean {' or '.join(repr(lowered[n]) for n in near)}?"
+    else:
+        hint = ""
+    where = f"; {ARCHS_COMMAND} lists those that work here" if archs_command else ""
+    return f"{hint} (expected one of {', '.join(names)}{where})"
+
+
+def archs_instead(status: Mapping[Arch, Any], reason: str) -> str:
+    """The end of a message that refuses an arch this machine lacks (``reason``: why): the archs that work here by
+    ``status`` (each arch's probe, its ``available``), in the order a runtime prefers them, and, unless ``reason``
+    names it already, the command that lists them."""
+    names = [a.name.lower() for a in ARCH_PREFERENCE if a in status and status[a].available]
+    listed = "" if ARCHS_COMMAND in reason else f" ({ARCHS_COMMAND} lists them, and why each other one does not work)"
+    if not names:
+        return f"; no arch works here{listed}"
+    return f"; use one that works here: {', '.join(names)}{listed}"
+
+# ---------------------------------------------------------------------------
 # Data types
 
 #: numpy dtype of every Taichi data type that can be stored (U1 is stored as a byte).
@@ -327,6 +371,7 @@ DATA_TYPE_SIZE: dict[DataType, int] = {k: v.itemsize for k, v in NUMPY_DTYPES.it
 SCALAR_ARGUMENT_TYPES: frozenset[DataType] = frozenset({DataType.I16, DataType.U16, DataType.F16})
 
 __all__ = [
+    "ARCHS_COMMAND",
     "ARCH_PREFERENCE",
     "CPU_ARCHS",
     "DATA_TYPES",
@@ -349,4 +394,6 @@ __all__ = [
     "ImageLayout",
     "ImageUsage",
     "MemoryUsage",
+    "arch_name_hint",
+    "archs_instead",
 ]

@@ -13,10 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import shutil
-import stat
-import tempfile
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -37,6 +34,7 @@ from .errors import (
 )
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
+from .metadata.private import copy_module, copy_reason, private_folder
 from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,7 +96,7 @@ def _open(runtime: Parent, source: object) -> _Source:
     elif isinstance(source, (str, os.PathLike)):
         path = os.fsdecode(os.fspath(source))
         if not os.path.exists(path):
-            raise MissingFileError(f"load_module: no module at {path!r}")
+            raise MissingFileError(f"load_module: no module at {path!r}{metadata.nearest_module(path)}")
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise CorruptedDataError(f"load_module: {path!r} is an empty file")
     else:
@@ -112,50 +110,6 @@ def _open(runtime: Parent, source: object) -> _Source:
     return _Source(data, path, what, meta, _digest(data, path))
 
 
-_FOLDER_PREFIX = "taichi_aot_module_"  # then the owner's pid and "_"
-_swept: list[bool] = []
-
-
-def _module_folder() -> str:
-    """A private folder for an extracted archive, named for this process. The first one a process makes removes
-    the folders that processes which ended without removing theirs (``os._exit``, a kill, a crash) left behind."""
-    if not _swept:
-        _swept.append(True)
-        _sweep(tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}_")
-
-
-def _sweep(root: str) -> None:
-    """Remove this user's module folders in ``root`` whose process has ended."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return
-    for name in names:
-        match = re.fullmatch(rf"{_FOLDER_PREFIX}(\d+)_\w+", name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        path = os.path.join(root, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # another user's, or no pid at all: left alone
-    return True
-
-
 def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
@@ -165,9 +119,14 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
         if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
             # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
             # refuses .tcm bytes: extract the archive to a private folder instead.
-            temp_dir = _module_folder()
+            temp_dir = private_folder()
             extract_archive(data if data is not None else what, temp_dir)
             data, what = None, temp_dir
+        elif runtime.arch in LLVM_ARCHS and copy_reason(what):
+            # it segfaults too where it cannot make its lock file beside the module, or finds one there
+            temp_dir = private_folder()
+            copy_module(what, temp_dir)
+            what = temp_dir
         if own:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)

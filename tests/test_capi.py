@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,7 @@ from taichi_aot import (
     errors,
 )
 from taichi_aot._native import ffi, lib
+from taichi_aot.enums import ARCH_PREFERENCE
 
 
 @pytest.fixture
@@ -111,6 +114,20 @@ def test_unavailable_arch_raises_instead_of_crashing():
     for a in missing:
         with pytest.raises(errors.NotSupportedError, match=a.name):
             capi.create_runtime(a)
+
+
+def test_an_unavailable_arch_names_those_that_work_here():
+    status = capi.arch_status()
+    works = [a.name.lower() for a in ARCH_PREFERENCE if a in status and status[a].available]
+    assert works, "x64 works here at least"
+    for arch, s in status.items():
+        if s.available:
+            continue
+        with pytest.raises(errors.NotSupportedError) as info:
+            capi.create_runtime(arch)
+        message = str(info.value)
+        assert f"; use one that works here: {', '.join(works)}" in message, message
+        assert message.count("python -m taichi_aot archs") == 1, message  # the probe's reason may name it already
 
 
 def test_create_runtime_bad_input():
@@ -408,6 +425,9 @@ def test_launch_bad_arguments(rt, module):
 def test_load_module_errors(rt, arch, modules, tmp_path):
     with pytest.raises(errors.MissingFileError):  # and so a FileNotFoundError, as in the object layer
         capi.load_aot_module(rt, str(tmp_path / "missing"))
+    shutil.copytree(modules.path(arch), tmp_path / "physics")
+    with pytest.raises(errors.MissingFileError, match=f"did you mean {re.escape(repr(str(tmp_path / 'physics')))}"):
+        capi.load_aot_module(rt, str(tmp_path / "physcs"))  # the nearest module of the folder named
     (tmp_path / "empty").mkdir()
     with pytest.raises(errors.CorruptedDataError):
         capi.load_aot_module(rt, str(tmp_path / "empty"))

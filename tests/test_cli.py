@@ -63,6 +63,8 @@ def test_demo_bad_input(tmp_path):
     assert run_cli("demo", "--size", "4").returncode == 2
     out = run_cli("demo", "--arch", "quantum", "--out", str(tmp_path / "x.png"))
     assert out.returncode == 2 and "unknown arch" in out.stderr and "Traceback" not in out.stderr
+    out = run_cli("demo", "--arch", "vulkn", "--out", str(tmp_path / "x.png"))
+    assert out.returncode == 2 and "did you mean 'vulkan'?" in out.stderr and "Traceback" not in out.stderr
     assert run_cli("nonsense").returncode == 2
 
 
@@ -150,6 +152,10 @@ def test_build_bad_input(tmp_path):
         (["build", str(broken), "--arch", "x64", "-o", str(tmp_path / "o")], "RuntimeError: boom"),
         (["build", os.path.join(HERE, "export_sample.py"), "--arch", "riscv", "-o", str(tmp_path / "o")],
          "unknown arch"),
+        (["build", os.path.join(HERE, "export_sample.py"), "--arch", "vulkn", "-o", str(tmp_path / "o")],
+         "unknown arch 'vulkn': did you mean 'vulkan'?"),
+        (["build", os.path.join(HERE, "export_sample.py"), "--arch", "gpu", "-o", str(tmp_path / "o")],
+         "taichi_aot names backends, not device kinds: for a GPU use 'cuda' (NVIDIA) or 'vulkan'"),
         (["build", os.path.join(HERE, "export_sample.py"), "-o", str(tmp_path / "o")],
          "no arch given: name the backends to compile for with --arch, e.g. --arch x64 vulkan"),
         (["info", os.path.join(HERE, "export_sample.py")], "is Python source, not a module compiled from it"),

@@ -59,6 +59,17 @@ def test_the_runtime_asked_for_is_checked_before_anything_is_made(monkeypatch):
         Runtime("cuda", device_index=max(gpus, 1))
 
 
+def test_a_cuda_runtime_refused_here_names_the_archs_that_work():
+    if _gpus():
+        pytest.skip("CUDA works here: nothing is refused")
+    works = ", ".join(a.name.lower() for a, s in capi.arch_status().items() if s.available)
+    for runtime in ("own", "taichi"):  # refused by the own runtime's driver, and by the flat API's probe
+        with pytest.raises(NotSupportedError, match="CUDA") as info:
+            Runtime("cuda", cuda_runtime=runtime)
+        assert "; use one that works here: " in str(info.value) and "python -m taichi_aot archs" in str(info.value)
+        assert set(str(info.value).split("works here: ")[1].split(" (")[0].split(", ")) == set(works.split(", "))
+
+
 @pytest.fixture
 def own(cuda_module):  # noqa: F811
     with Runtime(Arch.CUDA, cuda_runtime="own") as rt:

@@ -120,7 +120,7 @@ def test_freeze_support_serves_the_packages_children(tmp_path):
     _ignores_child_variable_from_outside([str(launcher), MODULE, "x64"], env, tmp_path)
     _a_pool_without_freeze_support_stops_once([str(launcher)], env, tmp_path)
     with open(probes[0]) as f:  # an entry: its digest's line, then the answer
-        assert any(row[0] == "X64" and row[1] for row in json.loads(f.read().partition("\n")[2]))
+        assert any(row[0] == "X64" and row[1] for row in json.loads(f.read().partition("\n")[2])["rows"])
     with open(verdicts[0]) as f:
         assert f.read().partition("\n")[2] == ""  # the module is sound, as its child found
 

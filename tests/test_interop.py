@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import require_arch
+from conftest import require_arch, require_extra
 from taichi_aot import (
     Arch,
     ArgumentTypeError,
@@ -18,6 +18,7 @@ from taichi_aot import (
     ReadOnlyArrayError,
     Runtime,
 )
+from taichi_aot._arrays import describe_array
 from taichi_aot.enums import DataType
 from taichi_aot.metadata import ArgInfo
 
@@ -277,6 +278,34 @@ def test_bad_foreign_input_is_typed(rt, arch, modules):
             np.asarray(rt.ndarray((4,), np.float32, host_access="write"), copy=False)
         with pytest.raises(ExportError, match="to_numpy"):
             rt.ndarray((4,), np.float32, host_access="none").__dlpack__()
+
+
+def test_a_wrong_array_is_named_by_its_library(rt, arch, modules):
+    """An argument error describes what the caller passed (a numpy array, not the ndarray made over it), named by
+    its library's name as the type's module gives it."""
+    mod = rt.load_module(modules.path(arch))
+    x, y = rt.ndarray((8,), np.float32), np.zeros(8)
+    for _ in range(2):  # the first call, and one whose array the runtime has seen
+        with pytest.raises(InvalidArgumentError, match=r"expected f32 ndarray with ndim 1, got float64 numpy array "
+                                                       r"of shape \(8,\)$"):
+            mod.kernels["add"](x, y, 1.0)
+    with pytest.raises(InvalidArgumentError, match=r"element shape \(3,\), got float32 numpy array of shape \(4, 2\)$"):
+        mod.kernels["scale_vec3"](np.zeros((4, 2), np.float32), (1.0, 2.0, 3.0))
+    with pytest.raises(InvalidArgumentError, match="got int32 ndarray of shape"):  # the package's own: an ndarray
+        mod.kernels["add"](x, rt.ndarray((8,), np.int32), 1.0)
+
+    class CupyLike:  # what the description reads of an array of CuPy's: its type's module, its dtype and shape
+        dtype, shape = np.dtype(np.float16), (2, 3)
+
+    CupyLike.__module__ = "cupy._core.core"
+    assert describe_array(CupyLike()) == "float16 CuPy array of shape (2, 3)"
+
+
+def test_a_wrong_jax_array_is_named_a_jax_array(rt, arch, modules):
+    jnp = require_extra("jax.numpy", "jax")
+    add = rt.load_module(modules.path(arch)).kernels["add"].declare_access({1: "read"})  # JAX arrays are read-only
+    with pytest.raises(InvalidArgumentError, match=r"got int32 JAX array of shape \(8,\)$"):
+        add(rt.ndarray((8,), np.float32), jnp.zeros(8, jnp.int32), 1.0)
 
 
 def test_arrays_of_the_other_byte_order(rt, arch, modules):

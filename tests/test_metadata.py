@@ -117,6 +117,27 @@ def test_texture_format_dimension_and_usage_are_checked(vulkan, modules):
         rt.wait()
 
 
+def test_a_missing_module_names_the_nearest_module_of_its_folder(modules, tmp_path):
+    """Entries that look like a module (a .tcm file, a file of the path's own suffix, a folder) near the name asked
+    for, case aside; nothing where none is near or the folder is missing (``info``, ``stubs`` and loads read it)."""
+    shutil.copy(modules.path(Arch.X64, tcm=True), tmp_path / "physics.tcm")
+    shutil.copytree(modules.path(Arch.VULKAN), tmp_path / "shoot")
+    shutil.copy(modules.path(Arch.X64, tcm=True), tmp_path / "multi.taichi")  # a multi-arch file's own suffix
+    for name in ("physics.py", ".physics.tcm", "physics.json"):  # source, hidden, another kind: never suggested
+        (tmp_path / name).write_text("")
+    near = {"Physics.TCM": "physics.tcm", "physicss.tcm": "physics.tcm", "shot": "shoot", "mult.taichi": "multi.taichi"}
+    for asked, found in near.items():
+        with pytest.raises(ta.MissingFileError) as info:
+            metadata.read_module(str(tmp_path / asked))
+        assert str(info.value).startswith(f"no module at {str(tmp_path / asked)!r}: did you mean "
+                                          f"{str(tmp_path / found)!r}"), str(info.value)
+        assert "physics.py" not in str(info.value) and ".physics" not in str(info.value)
+        assert metadata.nearest_module(str(tmp_path / asked)) in str(info.value)
+    for asked in ("zzz.tcm", "physics.json.tcm/x", "nowhere/physics.tcm"):
+        assert metadata.nearest_module(str(tmp_path / asked)) == ""
+    assert metadata.nearest_module(str(tmp_path / "physics.tcm")) == ""  # it exists: nothing to suggest
+
+
 def test_llvm_module_for_another_arch_is_incompatible(modules, tmp_path):
     from conftest import require_arch
 

@@ -37,6 +37,21 @@ def test_the_policy_follows_the_device(vulkan, monkeypatch):
         assert cpu.device.policy == "host" and cpu.ndarray((4,), np.int32).memory.host_read
 
 
+def test_a_device_prints_its_arch_gpu_and_policy(vulkan, monkeypatch):
+    monkeypatch.delenv(vk.MEMORY_VARIABLE, raising=False)
+    with Runtime(Arch.VULKAN) as rt:
+        facts, policy = rt.device.facts, rt.device.policy
+        memory = "device memory" if policy == "vulkan-device" else "host-visible memory"
+        assert repr(rt.device) == f"<Device vulkan:0 {facts.name!r} policy={policy} ({memory} by default)>"
+        assert str(rt.device) == repr(rt.device) and rt.device.describe()["policy"] in repr(rt.device)
+    assert repr(rt.device).startswith("<Device vulkan:0 ")  # the runtime closed: the device still says what it was
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")  # the policy the variable forces, on the same GPU
+    with Runtime(Arch.VULKAN) as rt:
+        assert repr(rt.device) == f"<Device vulkan:0 {facts.name!r} policy=vulkan-device (device memory by default)>"
+    with Runtime(Arch.X64) as cpu:
+        assert repr(cpu.device) == "<Device x64:0 policy=host (host memory by default)>"
+
+
 def test_the_variable_is_checked(vulkan, monkeypatch):
     monkeypatch.setenv(vk.MEMORY_VARIABLE, "fast")
     with pytest.raises(InvalidArgumentError, match="TAICHI_AOT_VULKAN_MEMORY='fast'"):

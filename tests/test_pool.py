@@ -239,6 +239,8 @@ def test_corrupt_and_missing_modules(tmp_path):
         Pool(str(bad), arch="x64", workers=1)
     with pytest.raises(MissingFileError):
         Pool(str(tmp_path / "nowhere.tcm"), arch="x64")
+    with pytest.raises(MissingFileError, match=f"did you mean {str(tmp_path / 'bad.tcm')!r}"):  # the nearest named
+        Pool(str(tmp_path / "bda.tcm"), arch="x64")
     import multiprocessing
 
     assert multiprocessing.active_children() == []  # nothing left of the failed starts

@@ -17,12 +17,13 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
 
 from conftest import ptx_manifest, require_extra, with_ptx_copies
-from taichi_aot import Arch, CorruptedDataError, NotSupportedError, Runtime, capi, metadata
+from taichi_aot import Arch, CorruptedDataError, IncompatibleModuleError, NotSupportedError, Runtime, capi, metadata
 from taichi_aot.metadata import layout
 from taichi_aot.ptx import MANIFEST, add_ptx, add_to_folder, gate, kernel_entries, plan, read_manifest
 from taichi_aot.ptx.compile import VERSION
@@ -299,6 +300,29 @@ def test_ptx_command_on_folders_archives_and_multi_arch_modules(cuda_modules, tm
         f.truncate()
     proc = subprocess.run([*cli, x64], capture_output=True, text=True)
     assert proc.returncode == 2 and "not a CUDA kernel's IR" in proc.stderr
+
+
+def test_ptx_on_a_module_with_no_cuda_part_says_how_to_make_one(modules, tmp_path):
+    """Nothing is corrupt in a module of other archs: the error names them and the way to a CUDA part, and the
+    command prints it as one line with exit status 2, writing nothing."""
+    multi = str(tmp_path / "multi.tcm")  # a multi-arch module of x64 and Vulkan parts, as build writes one
+    with zipfile.ZipFile(multi, "w", zipfile.ZIP_STORED) as z:
+        parts = {"x64": "x64.tcm", "vulkan": "vulkan.tcm"}
+        z.writestr("taichi_aot.json", json.dumps({"taichi_aot": 1, "parts": parts}))
+        z.write(modules.path(Arch.X64, tcm=True), "x64.tcm")
+        z.write(modules.path(Arch.VULKAN, tcm=True), "vulkan.tcm")
+    cases = [(modules.path(Arch.X64, tcm=True), "x64"), (modules.path(Arch.X64), "x64"),
+             (modules.path(Arch.VULKAN), "vulkan"), (multi, "vulkan, x64")]
+    for source, archs in cases:
+        with pytest.raises(IncompatibleModuleError) as info:
+            add_ptx(source, str(tmp_path / "out"))
+        assert f"this module has none (it runs on {archs}" in str(info.value)
+        assert "--arch cuda" in str(info.value) and not isinstance(info.value, CorruptedDataError)
+        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "ptx", source, "-o", str(tmp_path / "out")],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("taichi-aot: error: IncompatibleModuleError: ") and "--arch cuda" in proc.stderr
+        assert not os.path.exists(tmp_path / "out")
 
 
 # ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -65,6 +66,24 @@ def test_runtime_default_arch_and_env(monkeypatch):
         Runtime("quantum")
     with pytest.raises(ta.NotSupportedError):
         Runtime(Arch.METAL)
+
+
+def test_an_unknown_arch_name_says_what_to_write_instead(monkeypatch):
+    for name, near in (("vulkn", "'vulkan'"), ("VULCAN", "'vulkan'"), ("cdua", "'cuda'"), ("x86", "'x64'")):
+        with pytest.raises(ta.InvalidArgumentError, match=f"unknown arch {name!r}: did you mean {near}\\?") as info:
+            Runtime(name)
+        assert "python -m taichi_aot archs lists those that work here" in str(info.value)
+    with pytest.raises(ta.InvalidArgumentError) as info:  # a kind of device, not a backend: the backends for one
+        Runtime("gpu")
+    message = str(info.value)
+    assert "taichi_aot names backends, not device kinds: for a GPU use 'cuda'" in message and "'vulkan'" in message
+    assert "did you mean" not in message and "python -m taichi_aot archs" in message
+    with pytest.raises(ta.InvalidArgumentError) as info:  # nothing near: the names and the command alone
+        Runtime("quantum")
+    assert "did you mean" not in str(info.value) and "python -m taichi_aot archs" in str(info.value)
+    monkeypatch.setenv("TAICHI_AOT_ARCH", "vulkn")  # the variable's name is checked alike
+    with pytest.raises(ta.InvalidArgumentError, match="did you mean 'vulkan'"):
+        Runtime()
 
 
 def test_closed_runtime_raises_everywhere(arch, modules):
@@ -202,6 +221,26 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
     x = rt.ndarray_from_numpy(np.ones(3, np.float32))
     m.kernels["add"](x, x, 1.0)
     np.testing.assert_array_equal(x.to_numpy(), [2, 2, 2])
+
+
+def test_a_missing_module_names_the_nearest_one(rt, arch, modules, tmp_path):
+    shutil.copytree(modules.path(arch), tmp_path / "physics")
+    shutil.copy(modules.path(arch, tcm=True), tmp_path / "physics.tcm")
+    (tmp_path / "physics.py").write_text("")  # the kernels' source: no module, never suggested
+    (tmp_path / "physics.txt").write_text("")
+    with pytest.raises(ta.MissingFileError) as info:
+        rt.load_module(str(tmp_path / "physicss.tcm"))
+    message = str(info.value)
+    assert message.startswith(f"load_module: no module at {str(tmp_path / 'physicss.tcm')!r}: did you mean "
+                              f"{str(tmp_path / 'physics.tcm')!r}"), message
+    assert "physics.py'" not in message and "physics.txt" not in message
+    with pytest.raises(FileNotFoundError, match=f"did you mean {str(tmp_path / 'physics')!r}"):  # a folder too
+        rt.load_module(tmp_path / "Phisics")
+    assert rt.load_module(tmp_path / "physics.tcm").kernels["add"]  # what it suggests loads
+    for nothing_near in (tmp_path / "zzz.tcm", tmp_path / "nowhere" / "physics.tcm"):  # no name near, no folder
+        with pytest.raises(ta.MissingFileError) as info:
+            rt.load_module(nothing_near)
+        assert "did you mean" not in str(info.value)
 
 
 def test_hostile_archives_are_refused(rt, tmp_path):
@@ -345,12 +384,12 @@ def test_probe_lists_vulkan_devices_and_is_cached(tmp_path, vulkan):
     assert first.returncode == 0, first.stderr
     files = list((tmp_path / "taichi_aot").glob("probe-*.json"))
     assert len(files) == 1
-    rows = json.loads(files[0].read_text().partition("\n")[2])  # an entry: its digest's line, then the answer
-    for row in rows:  # doctor the cached answer (as this user, its entry written right): the next process takes it
+    kept = json.loads(files[0].read_text().partition("\n")[2])  # an entry: its digest's line, then the answer
+    for row in kept["rows"]:  # doctor the cached answer (as this user, written right): the next process takes it
         if row[0] == "X64":
             row[1], row[3] = False, "doctored"
     key = files[0].name[len("probe-"):-len(".json")]
-    assert _cache.write_entry(str(files[0]), f"probe-{key}", json.dumps(rows))
+    assert _cache.write_entry(str(files[0]), f"probe-{key}", json.dumps(kept))
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert "X64" not in second.stdout and "X64" in first.stdout
     third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

@@ -52,6 +52,18 @@ def test_tensors_as_kernel_and_graph_arguments(torch, rt, arch, modules):
         assert torch.equal(x, 3 * y)  # untouched
 
 
+def test_a_wrong_tensor_is_named_a_torch_tensor(torch, rt, arch, modules):
+    """An argument error describes the tensor passed (not the ndarray made over it): its dtype, shape and library."""
+    mod = rt.load_module(modules.path(arch))
+    x, y = rt.ndarray((8,), np.float32), torch.zeros(8, dtype=torch.float64)
+    for _ in range(2):  # the first call, and one whose tensor the runtime has seen
+        with pytest.raises(InvalidArgumentError, match=r"kernel 'add' argument 1.*: expected f32 ndarray with ndim 1, "
+                                                       r"got float64 torch tensor of shape \(8,\)$"):
+            mod.kernels["add"](x, y, 1.0)
+    with pytest.raises(InvalidArgumentError, match=r"got float32 torch tensor of shape \(4, 2\)$"):
+        mod.kernels["scale_vec3"](torch.zeros(4, 2), (1.0, 2.0, 3.0))
+
+
 def test_tensors_whose_memory_does_not_hold_their_values(torch, rt, arch, modules):
     add = rt.load_module(modules.path(arch)).kernels["add"]
     x = torch.zeros(4)

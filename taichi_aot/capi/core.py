@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import _cpus, _library, _nvtx, errors
 from .._library import Quiet, check_quiet
 from .._native import ffi, lib
-from .._probe import ArchStatus, cached_probe, host_cpu_arch, keep_vulkan_loaded, vulkan_kept_by_parent
+from .._probe import Answers, ArchStatus, host_cpu_arch, keep_vulkan_loaded, vulkan_kept_by_parent
 from ..enums import (
     CPU_ARCHS,
     DATA_TYPE_SIZE,
@@ -30,6 +29,7 @@ from ..enums import (
     DataType,
     Error,
     ImageLayout,
+    archs_instead,
 )
 from ..errors import (
     ArgumentNotFoundError,
@@ -107,25 +107,16 @@ def set_last_error(error: int, message: str | None = None) -> None:
 # ---------------------------------------------------------------------------
 # Runtimes
 
-_arch_status: dict[Arch, ArchStatus] | None = None
-#: The archs probed on their own in this process (a runtime of a named arch probes that arch alone).
-_some_status: dict[Arch, ArchStatus] = {}
-_arch_lock = threading.Lock()
+#: The probe's answers this process holds (``_probe.Answers``).
+_answers = Answers()
 
 
-def arch_status(refresh: bool = False, archs: Iterable[Arch] | None = None) -> dict[Arch, ArchStatus]:
+def arch_status(refresh: bool = False, archs: Iterable[Arch] | None = None,
+                named: bool = False) -> dict[Arch, ArchStatus]:
     """Per-arch probe results (available, device count, reason); probed once per process. ``archs``: those alone,
-    probed alone where the answer for every arch is not known yet."""
-    global _arch_status
-    with _arch_lock:
-        if archs is not None and not refresh:
-            wanted = frozenset(archs)
-            if _arch_status is None and wanted - set(_some_status):
-                _some_status.update(cached_probe(_library.info.path, False, wanted - set(_some_status)))
-            return {a: s for a, s in (_arch_status or _some_status).items() if a in wanted}
-        if _arch_status is None or refresh:
-            _arch_status = cached_probe(_library.info.path, refresh)
-        return dict(_arch_status)
+    probed alone where the answer for every arch is not known yet. An arch asked for by name (``archs``, or every
+    arch with ``named``: ``python -m taichi_aot archs``) found unavailable is asked again: its cause may be gone."""
+    return _answers.status(_library.info.path, refresh, archs, named)
 
 
 def get_available_archs() -> tuple[list[int], list[Arch]]:
@@ -152,7 +143,8 @@ def require_available(arch: Arch, what: str) -> None:
     status = arch_status(archs=(arch,)).get(arch)
     if status is None or not status.available:
         why = status.reason if status is not None else "unknown arch"
-        raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})")
+        raise NotSupportedError(f"{what}: arch {arch.name} is not available here ({why})"
+                                f"{archs_instead(arch_status(), why)}")
 
 
 def create_runtime(arch: Arch | int | str, device: int = 0, *, device_index: int | None = None,

@@ -8,14 +8,16 @@ already read and checked, so its metadata is read once per load.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 from collections.abc import Callable
 from typing import Any
 
 from .. import _library, metadata
 from .._firstload import module_crash
 from .._library import Cerr, Quiet, check_quiet
-from .._native import lib
+from .._native import ffi, lib
 from .._probe import host_cpu_arch
 from ..enums import LLVM_ARCHS, Arch
 from ..errors import (
@@ -28,6 +30,7 @@ from ..errors import (
     NotSupportedError,
     take_last_error,
 )
+from ..metadata.private import copy_module, copy_reason, private_folder
 from . import handles, structs
 from .coerce import describe
 from .core import NULL, arch_status, check
@@ -39,7 +42,7 @@ def _check_module(source: str | bytes, arch: Arch, what: str) -> metadata.Module
     # and on damaged SPIR-V (at launch), and reports a missing path or another backend's module as
     # corrupt data or an invalid state.
     if isinstance(source, str) and not os.path.exists(source):
-        raise MissingFileError(f"{what}: no module at {source!r}")
+        raise MissingFileError(f"{what}: no module at {source!r}{metadata.nearest_module(source)}")
     try:
         meta = metadata.read_module(source)
     except CorruptedDataError as e:
@@ -57,7 +60,7 @@ def _check_llvm_module_dir(path: str, what: str) -> None:
     # libtaichi_c_api 1.7.4 segfaults on LLVM backends when the folder is
     # missing, empty or a .tcm file: refuse anything that is not a module folder.
     if not os.path.exists(path):
-        raise CorruptedDataError(f"{what}: no module at {path!r} (path does not exist)")
+        raise CorruptedDataError(f"{what}: no module at {path!r} (path does not exist){metadata.nearest_module(path)}")
     if not os.path.isdir(path):
         raise NotSupportedError(
             f"{what}: {path!r} is a file; the x64/CUDA backends of libtaichi_c_api 1.7.4 load only module "
@@ -81,7 +84,32 @@ def load_aot_module(runtime: Any, filepath: str | os.PathLike | None = None, *,
     path = os.fsdecode(os.fspath(module_path))
     if "\0" in path:
         raise InvalidArgumentError("load_aot_module: module_path contains a NUL byte")
-    return load_checked(runtime, path, _check_module(path, rt.arch, f"load_aot_module({path!r})"))
+    meta = _check_module(path, rt.arch, f"load_aot_module({path!r})")
+    if rt.arch not in LLVM_ARCHS or not os.path.isdir(path) or not copy_reason(path):
+        return load_checked(runtime, path, meta)
+    # libtaichi_c_api 1.7.4 segfaults where it cannot make its lock file beside an LLVM module, or finds one there:
+    # a private copy is loaded instead, removed with the module (or at exit, where the runtime took it along)
+    folder = private_folder()
+    try:
+        copy_module(path, folder)
+        module = load_checked(runtime, folder, meta)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    _copies[int(ffi.cast("uintptr_t", module))] = folder
+    return module
+
+
+#: The private copies flat loads made, by their module's handle (removed with it, or at exit).
+_copies: dict[int, str] = {}
+_creator = os.getpid()
+
+
+@atexit.register
+def _remove_copies() -> None:
+    if os.getpid() == _creator:
+        for folder in _copies.values():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
@@ -162,6 +190,9 @@ def destroy_aot_module(aot_module: Any) -> None:
     handles.retire(key)
     with Quiet():
         lib.ti_destroy_aot_module(aot_module)
+    folder = _copies.pop(int(ffi.cast("uintptr_t", aot_module)), None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
     check("destroy_aot_module")
 
 

@@ -31,6 +31,7 @@ def cmd_archs(args: argparse.Namespace) -> int:
     """``archs``: each backend, available or why not; with ``--caps``, its device capabilities."""
     from .. import Runtime, capi
 
+    capi.arch_status(named=True)  # every arch named: an "unavailable" kept from before is asked again
     if args.json:
         import json
 

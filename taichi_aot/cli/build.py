@@ -333,7 +333,9 @@ def _parts(archs: str | list[str], prebuilt: dict[str, str] | None) -> tuple[lis
         raise BuildError(f"no arch given: name the backends to compile for with --arch, e.g. --arch x64 vulkan "
                          f"(any of {', '.join(ARCHS)}; several make one multi-arch module)")
     if unknown:
-        raise BuildError(f"unknown arch {', '.join(map(repr, unknown))} (one of {', '.join(ARCHS)})")
+        hint = enums.arch_name_hint(unknown[0], ARCHS, archs_command=False) if len(unknown) == 1 else \
+            f" (expected one of {', '.join(ARCHS)})"
+        raise BuildError(f"unknown arch {', '.join(map(repr, unknown))}{hint}")
     twice = sorted(set(archs) & set(prebuilt))
     if twice:
         raise BuildError(f"{', '.join(twice)}: both built (--arch) and given (--with)")

@@ -44,6 +44,7 @@ from .source import (
     extract_archive,
     is_zip,
     loadable,
+    nearest_module,
 )
 
 _log = logging.getLogger("taichi_aot")
@@ -331,6 +332,7 @@ __all__ = [
     "is_zip",
     "loadable",
     "loads_on",
+    "nearest_module",
     "parse_text",
     "read_module",
 ]

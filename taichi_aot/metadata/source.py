@@ -7,6 +7,7 @@ is a CorruptedDataError.
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
 import shutil
@@ -52,6 +53,29 @@ def _source_hint(path: str) -> str:
             f"{stem}.tcm, then use {stem}.tcm")
 
 
+def nearest_module(path: str) -> str:
+    """What a message that finds no module at ``path`` suggests: the entries of its folder (where that folder exists)
+    that look like a module (a ``.tcm`` file, a file of ``path``'s own suffix, a folder) and whose names are near its
+    name (``: did you mean 'examples/physics.tcm'?``); ``""`` where none is, or ``path`` exists."""
+    path = os.fsdecode(path)
+    folder, name = os.path.split(path.rstrip("/" + os.sep) or path)
+    if not name or os.path.exists(path):
+        return ""
+    try:
+        entries = os.listdir(folder or os.curdir)
+    except OSError:  # no such folder, or one that cannot be listed
+        return ""
+    suffix = os.path.splitext(name)[1].lower()
+    kinds = (".tcm", suffix) if suffix not in ("", ".py", ".pyw") else (".tcm",)
+    modules = {e.lower(): e for e in entries
+               if (not e.startswith(".") or name.startswith(".")) and e != "__pycache__"
+               and (e.lower().endswith(kinds) or os.path.isdir(os.path.join(folder, e)))}
+    near = difflib.get_close_matches(name.lower(), list(modules), n=3, cutoff=0.6)
+    if not near:
+        return ""
+    return f": did you mean {' or '.join(repr(os.path.join(folder, modules[n])) for n in near)}?"
+
+
 class _Source:
     """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit."""
 
@@ -70,7 +94,7 @@ class _Source:
         elif os.path.exists(path):  # a device, a pipe, a socket: reading one may never end
             raise CorruptedDataError(f"{path!r} is neither a module folder nor a file")
         else:
-            raise MissingFileError(f"no module at {path!r}")
+            raise MissingFileError(f"no module at {path!r}{nearest_module(path)}")
 
     def _open_zip(self, what: str | io.BytesIO, hint: str = "") -> None:
         try:

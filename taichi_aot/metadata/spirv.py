@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from .._bundle import BUNDLE_DIR, SPIRV_TOOLS_LIBRARY, installed_spirv_tools
 from .._native import ffi, lib
+from .._trust import untrusted_file
 from ..errors import CorruptedDataError, NotSupportedError
 from .spirv_rules import ATOMICS, Insts, interface, taichi_atomics, too_nested, typed_values, unsupported
 
@@ -76,6 +77,9 @@ def validator() -> Validator:
             for where, path in _candidates():
                 if os.sep in path and not os.path.isfile(path):
                     seen.append(f"{where} {path}: no such file")
+                elif where != "bundled" and os.sep in path and untrusted_file(path):
+                    seen.append(f"{where} {path}: not loaded: {untrusted_file(path)}, so another user could plant "
+                                "code this process would run (chmod go-w, or copy it to a folder of your own)")
                 elif lib.taichi_aot_spirv_load(path.encode(), error, 512) == 0:
                     version = ffi.string(lib.taichi_aot_spirv_version()).decode(errors="replace")
                     _loaded.append(Validator(path, version))

@@ -52,6 +52,10 @@ def _write_direct(memory: Any, data: np.ndarray) -> None:
     memory.copy_host(data, memory.size, to_device=True)
 
 
+#: Where a device's ndarrays live by default, by their default host access (``describe()``'s words).
+_MEMORY_WORDS = {"readwrite": "host-visible memory", "none": "device memory"}
+
+
 class Device:
     """libtaichi's memory as the C-API allocates it (OpenGL, GLES, Metal; the base of the others): host-visible by
     default, copies through a mapping, or through a staging buffer for memory made without host access."""
@@ -223,3 +227,20 @@ class Device:
         read, write = self.default_access()
         access = {(True, True): "readwrite", (True, False): "read", (False, True): "write"}.get((read, write), "none")
         return {"policy": self.policy, "default_host_access": access, "why": self.why_default()}
+
+    def device_name(self) -> str | None:
+        """The name of the device the runtime runs on, where this policy knows it cheaply (None: not known)."""
+        return None
+
+    def __repr__(self) -> str:
+        """``<Device vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)' policy=vulkan-shared (host-visible memory by
+        default)>``: the arch, the device's index and name, the placement policy and where ndarrays live by it."""
+        facts = self.describe()
+        name = self.device_name()
+        named = f" {name!r}" if name else ""
+        return (f"<Device {self.arch.name.lower()}:{self.device_index}{named} policy={facts['policy']} "
+                f"({self.memory_words(facts['default_host_access'])} by default)>")
+
+    def memory_words(self, access: str) -> str:
+        """Where ndarrays of the default host ``access`` (``describe()``'s word) live, in a few words."""
+        return _MEMORY_WORDS.get(access) or f"memory of host access {access}"

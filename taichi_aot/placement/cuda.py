@@ -39,6 +39,7 @@ class LibraryCudaDevice(Device):
     stages = False  # the driver copies
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
     mapping_is_copy = True
+    _name: str | None = None  # the GPU's name, once asked
 
     def default_access(self) -> tuple[bool, bool]:
         return False, False
@@ -48,6 +49,15 @@ class LibraryCudaDevice(Device):
 
     def why_default(self) -> str:
         return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
+
+    def device_name(self) -> str | None:
+        """The GPU's name, asked of the driver once (None where it cannot say)."""
+        if self._name is None:
+            try:
+                self._name = _cudart.device_name(self.device_index)
+            except Exception:  # the driver refuses (a context gone bad): the repr goes on without the name
+                return None
+        return self._name
 
     def reader(self, memory: Any) -> Mover:
         return _read_direct if memory.host_read else _read_cuda

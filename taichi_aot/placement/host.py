@@ -40,6 +40,9 @@ class HostDevice(Device):
     def why_default(self) -> str:
         return "host memory: the CPU runs the kernels"
 
+    def memory_words(self, access: str) -> str:
+        return "host memory"
+
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         try:
             host = mmap.mmap(-1, size)

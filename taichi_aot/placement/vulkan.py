@@ -98,6 +98,9 @@ class SharedMemoryVulkan(Device):
     def why_default(self) -> str:
         return self._why
 
+    def device_name(self) -> str | None:
+        return self.facts.name if self.facts is not None else None
+
 
 class DeviceMemoryVulkan(SharedMemoryVulkan):
     """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through

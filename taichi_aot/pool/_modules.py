@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 from ..errors import ArgumentTypeError, InvalidArgumentError, MissingFileError
+from ..metadata.source import nearest_module
 
 #: Modules as a pool takes them: one path (folder or ``.tcm``) or ``.tcm`` bytes, a list of them, or a dict
 #: name -> path or bytes (``worker.modules[name]``).
@@ -50,7 +51,7 @@ def _source(i: int, name: str | None, source: Any, pack: bool) -> tuple[Any, str
         raise ArgumentTypeError(f"Pool: a module is a path or bytes, got {type(source).__name__}")
     path = os.path.abspath(os.fspath(source))
     if not os.path.exists(path):
-        raise MissingFileError(f"Pool: no module at {path!r}")
+        raise MissingFileError(f"Pool: no module at {path!r}{nearest_module(path)}")
     stem = os.path.basename(path.rstrip(os.sep))
     key = name if name is not None else stem[:-4] if stem.endswith(".tcm") else stem
     return key, _pack(path) if pack else path

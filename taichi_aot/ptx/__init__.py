@@ -107,12 +107,23 @@ def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -
 
 def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     """Add PTX to a Taichi CUDA module: a folder, a ``.tcm`` or a multi-arch module (its CUDA part), written to
-    ``out`` (default: in place). Returns the manifest."""
+    ``out`` (default: in place). Returns the manifest.
+
+    Raises:
+        IncompatibleModuleError: the module has no CUDA part (nothing is written).
+        PtxError: no llvmlite. CorruptedDataError, MissingFileError: as :func:`~taichi_aot.metadata.read_module`.
+    """
     from ..metadata import read_module
     from ..metadata.multi import SIDECAR
     from ..metadata.source import extract_archive, store_member, zip_folder
 
     info = read_module(source)
+    if not ("cuda" in info.parts if info.parts else info.arch is not None and info.arch.name == "CUDA"):
+        archs = ", ".join(info.parts or [a.name.lower() for a in info.archs]) or "no known arch"
+        raise IncompatibleModuleError(
+            f"{source}: ptx adds PTX to a module's CUDA part, and this module has none (it runs on {archs}): build "
+            f"it for CUDA with python -m taichi_aot build FILE.py --arch cuda (beside other archs, one multi-arch "
+            f"module), which adds the PTX itself")
     out = out or source
     with tempfile.TemporaryDirectory(prefix="taichi_aot_ptx_") as tmp:
         if os.path.isdir(source):
@@ -120,8 +131,6 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
                 shutil.copytree(source, out, dirs_exist_ok=True)
             return add_to_folder(out)
         if info.parts:
-            if "cuda" not in info.parts:
-                raise CorruptedDataError(f"{source}: a multi-arch module with no CUDA part")
             whole = os.path.join(tmp, "whole")
             extract_archive(source, whole)
             with open(os.path.join(whole, SIDECAR), encoding="utf-8") as f:
@@ -137,8 +146,6 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
                     with open(os.path.join(whole, name), "rb") as f:
                         store_member(z, name, f.read())
         else:
-            if info.arch is None or info.arch.name != "CUDA":
-                raise CorruptedDataError(f"{source}: not a CUDA module")
             extract_archive(source, os.path.join(tmp, "cuda"))
             manifest = add_to_folder(os.path.join(tmp, "cuda"))
             staged = os.path.join(tmp, "out")
