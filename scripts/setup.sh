@@ -15,7 +15,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg >
   # libtaichi_c_api links libX11; Vulkan needs the loader and, without a GPU driver, Mesa's software
   # rasterizer (lavapipe); building the extension needs a C compiler and Python's headers.
   need=""
-  for pkg in libx11-6 libvulkan1 mesa-vulkan-drivers gcc python3-dev; do
+  # the test command also checks the own Vulkan launch's declarations against Vulkan's headers (libvulkan-dev)
+  for pkg in libx11-6 libvulkan1 mesa-vulkan-drivers gcc python3-dev $([ "$mode" = test ] && echo libvulkan-dev); do
     dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
   done
   if [ -n "$need" ]; then

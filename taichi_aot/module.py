@@ -110,8 +110,9 @@ def _open(runtime: Parent, source: object) -> _Source:
     return _Source(data, path, what, meta, _digest(data, path))
 
 
-def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
-    """Load a checked source in C: ``(handle, temp dir)``."""
+def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
+    """Load a checked source in C: ``(handle, temp dir)``; the files of a ``.tcm`` unpacked where a backend of
+    ``choice`` reads them from a folder (the own Vulkan launch: each task's SPIR-V)."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     own = runtime.cuda_device is not None  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
@@ -127,6 +128,10 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
             temp_dir = private_folder()
             copy_module(what, temp_dir)
             what = temp_dir
+        elif (data is not None or os.path.isfile(what)) and ModuleBackends.wants_files(runtime, choice):
+            temp_dir = private_folder()
+            extract_archive(data if data is not None else what, temp_dir)
+            data, what = None, temp_dir
         if own:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
@@ -259,7 +264,7 @@ class AotModule(Child):
         key = (src.key, choice if ModuleBackends.by_choice(runtime) else "")
         shared, owned = _Shared.take(runtime, key)  # pinned from here on
         if shared is None or owned is None:
-            handle, temp_dir = _load(runtime, src)
+            handle, temp_dir = _load(runtime, src, choice)
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice)

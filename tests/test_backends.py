@@ -156,7 +156,7 @@ def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list
                           text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
-    assert lines["order"] == "['cuda', 'x64', 'toy', 'taichi']"
+    assert lines["order"] == "['cuda', 'vulkan', 'x64', 'toy', 'taichi']"
     assert lines["add"] == "toy fill_i32 taichi"
     filled = [[7 + 100 * i + j for j in range(3)] for i in range(2)]  # fill_i32: v + 100 i + j
     assert lines["kernel"] == f"toy {[float(k + 2) for k in range(8)]} {filled}"
@@ -165,7 +165,7 @@ def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list
 
 def test_the_registry_asks_the_own_launches_first_and_libtaichi_last():
     names = [r.name for r in registered()]
-    assert names == ["cuda", "x64", "taichi"]
+    assert names == ["cuda", "vulkan", "x64", "taichi"]
     by_name = {r.name: r for r in registered()}
     assert by_name["cuda"].choosable and not by_name["x64"].choosable
     assert by_name["taichi"].loads_on(Arch.VULKAN) and not by_name["cuda"].loads_on(Arch.X64)

@@ -84,6 +84,15 @@ static int launch_kind(const TaichiAotLaunch *l, const TaichiAotElsewhere *where
     case TAICHI_AOT_KIND_CPU_CALL:
         return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
                                    (const TiArgument *)l->args);
+    case TAICHI_AOT_KIND_VULKAN_KERNEL:
+    case TAICHI_AOT_KIND_VULKAN_GRAPH:
+        if (where != NULL) { /* a Vulkan runtime's launches are its own thread's */
+            return TAICHI_AOT_REFUSED;
+        }
+        return l->kind == TAICHI_AOT_KIND_VULKAN_KERNEL
+                   ? taichi_aot_vk_launch(l->runtime, l->handle, l->arg_count, (const TiArgument *)l->args)
+                   : taichi_aot_vk_graph(l->runtime, (const TaichiAotVkGraph *)l->handle, l->arg_count,
+                                         (const TiNamedArgument *)l->args);
     default:
         return TAICHI_AOT_UNKNOWN_KIND;
     }
@@ -113,7 +122,9 @@ static int count_launch(const TaichiAotLaunch *l, int error) {
     if (error == TAICHI_AOT_UNKNOWN_KIND) { /* nothing was launched */
         return error;
     }
-    if (pending[2] > 0 && error == 0 && pending[0] >= pending[2]) {
+    /* the bound is libtaichi's (it keeps what each launch made until a wait); the own launches bound their own */
+    if (pending[2] > 0 && error == 0 && pending[0] >= pending[2] &&
+        (l->kind == TAICHI_AOT_KIND_KERNEL || l->kind == TAICHI_AOT_KIND_GRAPH)) {
         ti_wait(l->runtime);
         pending[0] = 0;
         return (int)ti_get_last_error(NULL, NULL);

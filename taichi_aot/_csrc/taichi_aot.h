@@ -24,7 +24,9 @@
        `args` the kernel's argument struct as its IR lays it out;
      TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (backends/x64.c) of a kernel called as any is (one that returns values, or
        takes scalars libtaichi's C-API cannot pass), `handle` a TaichiAotCpuKernel with its plan, `args` as
-       libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG.
+       libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG;
+     TAICHI_AOT_KIND_VULKAN_KERNEL, TAICHI_AOT_KIND_VULKAN_GRAPH: the own Vulkan launch (backends/vulkan.c), `handle` a
+       kernel it made (taichi_aot_vk_kernel) / a TaichiAotVkGraph, `args` as libtaichi's (ndarrays TiMemory).
    launch.c's launch_any is the one switch on the kind; an unknown kind is refused (TAICHI_AOT_UNKNOWN_KIND).
    `flags` says what the launch is where C must know it elsewhere, written from its backend's Choice
    (backends/__init__.py) as each backend declares it: TAICHI_AOT_LAUNCH_POINTERS, an ndarray may be passed as a
@@ -46,6 +48,8 @@
 #define TAICHI_AOT_KIND_CUDA_GRAPH 3
 #define TAICHI_AOT_KIND_CPU_KERNEL 4
 #define TAICHI_AOT_KIND_CPU_CALL 5
+#define TAICHI_AOT_KIND_VULKAN_KERNEL 6
+#define TAICHI_AOT_KIND_VULKAN_GRAPH 7
 #define TAICHI_AOT_LAUNCH_POINTERS 1
 #define TAICHI_AOT_LAUNCH_CODES 2
 #define TAICHI_AOT_LAUNCH_GRAPHABLE 4
@@ -438,6 +442,62 @@ typedef struct {
 void *taichi_aot_cpu_parallel_for_address(void);
 void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args);
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uint32_t count, const TiArgument *args);
+
+/* backends/vulkan.c: a Vulkan module's kernels dispatched by taichi_aot itself on the VkDevice and compute queue of
+   the runtime's libtaichi (the file says how, and how its submissions keep order with libtaichi's calls).
+   taichi_aot_vk_open makes the runtime's own state (once a runtime; its id, or 0 with the reason in `error`); it is
+   closed with the runtime (libtaichi's ti_destroy_runtime first closes it) or by taichi_aot_vk_close.
+   taichi_aot_vk_kernel makes a kernel of `task_count` tasks, each a pipeline of its SPIR-V (`code`, `words`) with its
+   bindings (TaichiAotVkBind: Taichi's binding number, what is bound there, an ARRAY's argument index), dispatched
+   with `groups` workgroups of `group_size` threads, or, where `trim`, as many as the largest ndarray argument's
+   elements need, `groups` at most (a loop over an ndarray's run-time length); its arguments laid out by `args` in
+   `args_size` bytes; a kernel that returns values `result_size` bytes of them, copied into `result` after each
+   launch (waited for). It returns the kernel's id and sets `*handle` (the launch record's), or 0 with the reason.
+   taichi_aot_vk_kernel_free lets a kernel go (any thread; freed once no batch runs it). A launch returns 0,
+   TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
+   minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
+   batches submitted, descriptor sets made, sets found kept, waits for fences. */
+#define TAICHI_AOT_VK_BIND_ARGS 1
+#define TAICHI_AOT_VK_BIND_RETS 2
+#define TAICHI_AOT_VK_BIND_TEMPS 3
+#define TAICHI_AOT_VK_BIND_ARRAY 4
+#define TAICHI_AOT_VK_MAX_BINDS 32
+#define TAICHI_AOT_VK_MAX_ARRAYS 32
+#define TAICHI_AOT_VK_BATCHES 4
+#define TAICHI_AOT_VK_BATCH_DISPATCHES 256
+#define TAICHI_AOT_VK_RESULT_BYTES 4096
+#define TAICHI_AOT_VK_COUNTS 8
+#define TAICHI_AOT_VK_ERROR (-3000)
+typedef struct {
+    uint32_t binding;
+    uint32_t kind;
+    uint32_t arg;
+} TaichiAotVkBind;
+typedef struct {
+    const uint32_t *code;
+    uint32_t words;
+    uint32_t group_size;
+    uint32_t groups;
+    uint32_t trim;
+    uint32_t bind_count;
+    const TaichiAotVkBind *binds;
+} TaichiAotVkTask;
+/* A compute graph whose every dispatch is a kernel of the own Vulkan launch (TaichiAotLaunch kind 7): dispatch d
+   launches kernels[d] with, as its argument i, the graph's named argument maps[offset + i], as the CUDA graph's. */
+typedef struct {
+    uint32_t dispatch_count;
+    void *const *kernels;
+    const uint32_t *maps;
+} TaichiAotVkGraph;
+uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size);
+void taichi_aot_vk_close(TiRuntime runtime);
+uint64_t taichi_aot_vk_kernel(uint64_t runtime_id, const TaichiAotVkTask *tasks, uint32_t task_count,
+                              const TaichiAotArgPlan *args, uint32_t arg_count, uint32_t args_size,
+                              uint32_t result_size, void *result, void **handle, char *error, size_t error_size);
+void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
+int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
+int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
+void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
 
 /* logsink.c: C's stdio streams, which the library writes to, pointed at a file descriptor of ours (`which`: 2 stderr,
    1 stdout); open returns NULL where fdopen fails. */

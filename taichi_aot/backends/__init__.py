@@ -9,13 +9,17 @@ codes. A module's backends are asked in priority order, the own launches first:
 * "cuda", the own CUDA launcher (:mod:`.cuda`, reverse-mode kernels in :mod:`.cuda_reverse`): CUDA kernels the
   module has PTX for, launched from taichi_aot's C plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper
   a launch; the one that gives a CUDA kernel's return value (``value = kernel(a)``: libtaichi's C-API cannot);
+* "vulkan", the own Vulkan launch (:mod:`.vulkan`): Vulkan kernels dispatched from taichi_aot's C on libtaichi's
+  device and queue, pipelines made once, descriptor sets kept for arrays passed again, launches batched into command
+  buffers, loops over an ndarray's run-time length dispatched for its elements; it gives return values;
 * "x64", the own x64 launch (:mod:`.cpu`): x64 kernels compiled here from the module's IR (llvmlite) where libtaichi
   cannot give them what they need: kernels that return values and kernels that take f64, i64, u64, u32, i8 or u8
   scalars (and, as their primal's ``grad``, reverse-mode kernels: libtaichi cannot hand them their gradients);
 * "taichi", libtaichi (:mod:`.libtaichi`): libtaichi_c_api's ``ti_launch_*``, every kernel and graph a module holds
   but those that return values; the reference, and the fallback of the others.
 
-A kernel that returns values on a backend that cannot give them (Vulkan; CUDA without PTX; x64 without llvmlite)
+A kernel that returns values on a backend that cannot give them (CUDA without PTX; x64 without llvmlite; Vulkan with
+``launcher="taichi"``)
 is refused when it is looked up (NotSupportedError), and ``launchers()`` says why: never a call that returns None.
 
 What differs between them is theirs: which kernels they take and why not, the argument layout and which scalar
@@ -46,14 +50,14 @@ from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import InvalidStateError, NotSupportedError
 from . import libtaichi
-from .choice import AUTO, CUDA, LIBTAICHI, X64, Backend, Choice, RuntimeState, launchers
+from .choice import AUTO, CUDA, LIBTAICHI, VULKAN, X64, Backend, Choice, RuntimeState, launchers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo, ModuleInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["CUDA", "LIBTAICHI", "X64", "Backend", "Choice", "ModuleBackends", "Registration", "RuntimeBackends",
-           "launch_error", "launchers", "register", "registered"]
+__all__ = ["CUDA", "LIBTAICHI", "VULKAN", "X64", "Backend", "Choice", "ModuleBackends", "Registration",
+           "RuntimeBackends", "launch_error", "launchers", "register", "registered"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Registration:
     arches: frozenset[Arch] | None = None  # None: every arch
     choosable: bool = False
     priority: int = 0
+    files: bool = False  # its ``load`` reads the module's files from their folder: a .tcm is unpacked for it
 
     def loads_on(self, arch: Arch) -> bool:
         return self.arches is None or arch in self.arches
@@ -87,11 +92,11 @@ _registered: list[Registration] = []
 
 
 def register(name: str, module: str, kinds: tuple[int, ...], arches: frozenset[Arch] | None = None,
-             choosable: bool = False, priority: int = 0) -> None:
+             choosable: bool = False, priority: int = 0, files: bool = False) -> None:
     """Register a launch backend (:class:`Registration`): a module's backends are asked in priority order, highest
     first. A name registered again is replaced."""
     _registered[:] = sorted([r for r in _registered if r.name != name] +
-                            [Registration(name, module, tuple(kinds), arches, choosable, priority)],
+                            [Registration(name, module, tuple(kinds), arches, choosable, priority, files)],
                             key=lambda r: -r.priority)
 
 
@@ -102,6 +107,8 @@ def registered() -> list[Registration]:
 
 register(CUDA, ".cuda", (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH), frozenset({Arch.CUDA}),
          choosable=True, priority=300)
+register(VULKAN, ".vulkan", (lib.TAICHI_AOT_KIND_VULKAN_KERNEL, lib.TAICHI_AOT_KIND_VULKAN_GRAPH),
+         frozenset({Arch.VULKAN}), choosable=True, priority=250, files=True)
 register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL, lib.TAICHI_AOT_KIND_CPU_KERNEL), frozenset({Arch.X64}),
          priority=200)
 register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH))
@@ -167,6 +174,12 @@ class ModuleBackends:
         """Whether a module's kernels differ with the launchers asked for (``launcher=``) on ``runtime``: a backend
         registered for its arch leaves them to libtaichi when asked (the own CUDA launcher)."""
         return any(r.choosable and r.loads_on(runtime.arch) for r in _registered)
+
+    @staticmethod
+    def wants_files(runtime: Any, choice: str) -> bool:
+        """Whether a backend that may load a module on ``runtime`` with ``choice`` reads its files from a folder (a
+        .tcm is unpacked for it)."""
+        return any(r.files and r.loads_on(runtime.arch) and (choice == AUTO or not r.choosable) for r in _registered)
 
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
@@ -239,8 +252,11 @@ class ModuleBackends:
                     + (f"and it does not take it: {why}" if why else
                        "which needs the module's PTX (build it where llvmlite is installed, or run `taichi_aot ptx`) "
                        "and the own launcher (not launcher='taichi')"))
+        if self._arch == Arch.VULKAN:
+            return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
+                    + (f"and it does not take it: {why}" if why else "which was not asked for (launcher='taichi')"))
         return (f"libtaichi_c_api 1.7.4 does not give back on {self._arch.name} (its C-API gives no kernel result); "
-                "taichi_aot gives them on x64 and CUDA: write them into an ndarray argument here")
+                "taichi_aot gives them on x64, CUDA and Vulkan: write them into an ndarray argument here")
 
     def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
         """``AotModule.launchers()``: each kernel's backend, "cuda", "x64" or "taichi" (with the reason after a colon

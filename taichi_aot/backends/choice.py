@@ -22,17 +22,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "X64", "Backend", "Choice", "RuntimeState", "launchers",
+__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "VULKAN", "X64", "Backend", "Choice", "RuntimeState", "launchers",
            "library_choice", "own_choice"]
 
 #: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
-CUDA, X64, LIBTAICHI = "cuda", "x64", "taichi"
+CUDA, X64, VULKAN, LIBTAICHI = "cuda", "x64", "vulkan", "taichi"
 #: The environment variable that picks a module's launchers: "auto" (the default: the own launches where they take a
-#: kernel, libtaichi for the rest) or "taichi" (libtaichi for every kernel it can launch); "cuda", "x64" and "own"
-#: (the old word) read as "auto".
+#: kernel, libtaichi for the rest) or "taichi" (libtaichi for every kernel it can launch); "cuda", "x64", "vulkan"
+#: and "own" (the old word) read as "auto".
 ENV = "TAICHI_AOT_CUDA_LAUNCHER"
 AUTO = "auto"
-CHOICES = (AUTO, LIBTAICHI, CUDA, X64, "own")
+CHOICES = (AUTO, LIBTAICHI, CUDA, X64, VULKAN, "own")
 
 
 def launchers(given: str | None, where: str = "launcher") -> str:
@@ -49,7 +49,7 @@ def launchers(given: str | None, where: str = "launcher") -> str:
 class Choice:
     """Which backend launches one kernel or graph, and what its launches need."""
 
-    backend: str  # the backend's name: CUDA, X64 or LIBTAICHI
+    backend: str  # the backend's name: CUDA, X64, VULKAN or LIBTAICHI
     kind: int  # the TaichiAotLaunch kind (_csrc/taichi_aot.h)
     handle: Any  # what that kind launches: a TaichiAotCudaKernel / TaichiAotCudaGraph, or libtaichi's handle
     library: Any  # libtaichi's handle (TiKernel, TiComputeGraph); None where libtaichi cannot launch it

@@ -211,6 +211,11 @@ class Device:
         """A checked module as this device loads it: ``(bytes of a .tcm, or None, path)``; as it is here."""
         return data, path
 
+    def loop_threads(self) -> int | None:
+        """The threads a kernel's loop over a range known only at launch is dispatched with at the most (None: as
+        the module says)."""
+        return None
+
     def release(self) -> None:
         """The runtime waited: staging buffers in flight are free again."""
         if self._staging is not None:

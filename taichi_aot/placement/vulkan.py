@@ -122,6 +122,10 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         patched = widened(data, path, threads) if threads != MODULE_GRID else None
         return (patched, path) if patched is not None else (data, path)
 
+    def loop_threads(self) -> int | None:
+        """As wide as :meth:`module_source` makes them (:func:`grid_threads`)."""
+        return grid_threads()
+
 
 def memory_choice() -> str:
     """``TAICHI_AOT_VULKAN_MEMORY``'s word (empty where unset).

@@ -45,6 +45,17 @@ static int taichi_aot_raw_launch(const TaichiAotLaunch *l, int launch) {
                                               (const TiNamedArgument *)l->args);
         }
         return 0;
+    case TAICHI_AOT_KIND_VULKAN_KERNEL:
+        if (launch) {
+            (void)CALL(taichi_aot_vk_launch)(l->runtime, l->handle, l->arg_count, (const TiArgument *)l->args);
+        }
+        return 0;
+    case TAICHI_AOT_KIND_VULKAN_GRAPH:
+        if (launch) {
+            (void)CALL(taichi_aot_vk_graph)(l->runtime, (const TaichiAotVkGraph *)l->handle, l->arg_count,
+                                            (const TiNamedArgument *)l->args);
+        }
+        return 0;
     case TAICHI_AOT_KIND_KERNEL:
         if (launch && !l->pending[1]) {
             CALL(ti_launch_kernel)(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)l->args);

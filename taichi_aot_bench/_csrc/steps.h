@@ -10,13 +10,15 @@
 #include <stdint.h>
 
 /* The functions of taichi_aot._native the loops call, each field named for its function: the trampolines into
-   libtaichi_c_api and the own CUDA launcher's entries (backends/cuda.c). Their addresses are handed over once, at import
+   libtaichi_c_api and the own CUDA and Vulkan launches' entries (backends/cuda.c, backends/vulkan.c). Their addresses are handed over once, at import
    (steps.py: taichi_aot_bench_bind). */
 typedef struct {
     void *ti_launch_kernel;
     void *ti_launch_compute_graph;
     void *taichi_aot_cuda_launch;
     void *taichi_aot_cuda_graph;
+    void *taichi_aot_vk_launch;
+    void *taichi_aot_vk_graph;
     void *ti_wait;
     void *ti_get_last_error;
     void *ti_map_memory;

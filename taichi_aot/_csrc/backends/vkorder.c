@@ -1,0 +1,183 @@
+/* libtaichi's calls on a runtime with the own Vulkan launch open, ordered with the launch's batches (backends/vulkan.c
+   says why): the trampolines' slots of the C-API functions that enqueue, wait, free or destroy pointed at the
+   wrappers here, once the first such runtime opens; every other call, and every runtime without the own launch,
+   goes to libtaichi as before. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interop.h"
+#include "taichi_aot.h"
+#include "taichi/taichi_vulkan.h"
+#include "loader.h"
+#include "backends/plan.h"
+#include "backends/vk.h"
+#include "backends/vulkan.h"
+
+/* ---------------------------------------------------------------------------------------------------------------
+   libtaichi's calls on a runtime with the own launch open, ordered with it */
+
+static struct {
+    __typeof__(&ti_launch_kernel) launch_kernel;
+    __typeof__(&ti_launch_compute_graph) launch_graph;
+    __typeof__(&ti_flush) flush;
+    __typeof__(&ti_wait) wait;
+    __typeof__(&ti_destroy_runtime) destroy_runtime;
+    __typeof__(&ti_free_memory) free_memory;
+    __typeof__(&ti_copy_memory_device_to_device) copy_memory;
+    __typeof__(&ti_copy_image_device_to_device) copy_image;
+    __typeof__(&ti_transition_image) transition_image;
+    __typeof__(&ti_allocate_image) allocate_image;
+    __typeof__(&ti_load_aot_module) load_module;
+    __typeof__(&ti_create_aot_module) create_module;
+} vk_real;
+
+void aot_vk_library_first(VkRt *rt) {
+    if (rt->library_pending) {
+        vk_real.flush(rt->runtime);
+        rt->library_pending = 0;
+    }
+}
+
+/* Before libtaichi enqueues on `runtime`: what the own launch recorded submitted; libtaichi's work noted. */
+static VkRt *vk_before_library(TiRuntime runtime) {
+    VkRt *rt = aot_vk_find(runtime);
+    if (rt != NULL) {
+        aot_vk_submit(rt);
+        rt->library_dirty = rt->library_pending = 1;
+    }
+    return rt;
+}
+
+static void vk_launch_kernel(TiRuntime runtime, TiKernel kernel, uint32_t n, const TiArgument *args) {
+    vk_before_library(runtime);
+    vk_real.launch_kernel(runtime, kernel, n, args);
+}
+
+static void vk_launch_graph(TiRuntime runtime, TiComputeGraph graph, uint32_t n, const TiNamedArgument *args) {
+    vk_before_library(runtime);
+    vk_real.launch_graph(runtime, graph, n, args);
+}
+
+static void vk_copy_memory(TiRuntime runtime, const TiMemorySlice *dst, const TiMemorySlice *src) {
+    vk_before_library(runtime);
+    vk_real.copy_memory(runtime, dst, src);
+}
+
+static void vk_copy_image(TiRuntime runtime, const TiImageSlice *dst, const TiImageSlice *src) {
+    vk_before_library(runtime);
+    vk_real.copy_image(runtime, dst, src);
+}
+
+static void vk_transition_image(TiRuntime runtime, TiImage image, TiImageLayout layout) {
+    vk_before_library(runtime);
+    vk_real.transition_image(runtime, image, layout);
+}
+
+static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *info) {
+    vk_before_library(runtime); /* a new image's layout is set by a command of libtaichi's */
+    return vk_real.allocate_image(runtime, info);
+}
+
+static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
+    vk_before_library(runtime);
+    return vk_real.load_module(runtime, path);
+}
+
+static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_t size) {
+    vk_before_library(runtime);
+    return vk_real.create_module(runtime, data, size);
+}
+
+static void vk_flush(TiRuntime runtime) {
+    VkRt *rt = aot_vk_find(runtime);
+    if (rt == NULL) {
+        vk_real.flush(runtime);
+        return;
+    }
+    aot_vk_submit(rt);
+    if (rt->library_pending) {
+        vk_real.flush(runtime);
+        rt->library_pending = 0;
+    }
+}
+
+/* A wait: the own batches submitted; libtaichi's wait where it enqueued since its last (it waits for the whole
+   queue), else the own batches' fences alone. */
+static void vk_wait(TiRuntime runtime) {
+    VkRt *rt = aot_vk_find(runtime);
+    if (rt == NULL) {
+        vk_real.wait(runtime);
+        return;
+    }
+    aot_vk_submit(rt);
+    if (rt->library_dirty) {
+        vk_real.wait(runtime);
+        rt->library_dirty = rt->library_pending = 0;
+    }
+    aot_vk_wait_batches(rt, NULL); /* done already where libtaichi waited: their fences are signalled */
+}
+
+/* Memory freed: nothing of the own launch may still use it, and no set kept binds it. */
+static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
+    VkRt *rt = aot_vk_find(runtime);
+    VkKernel *k;
+    uint32_t c, a;
+    if (rt != NULL) {
+        if (aot_vk_busy(rt)) {
+            aot_vk_finish(rt);
+        }
+        pthread_mutex_lock(&aot_vk_lock);
+        for (k = rt->kernels; k != NULL; k = k->next) {
+            for (c = 0; c < VK_CACHED; ++c) {
+                for (a = 0; k->cache[c].valid && a < k->array_count; ++a) {
+                    if (k->cache[c].memories[a] == memory) {
+                        aot_vk_drop_sets(rt, k, &k->cache[c]);
+                    }
+                }
+            }
+        }
+        pthread_mutex_unlock(&aot_vk_lock);
+    }
+    vk_real.free_memory(runtime, memory);
+}
+
+static void vk_destroy_runtime(TiRuntime runtime) {
+    aot_vk_close_runtime(runtime);
+    vk_real.destroy_runtime(runtime);
+}
+
+/* One trampoline's slot pointed at `wrapper`, its function kept in `*real`. */
+static void vk_hook_one(const char *name, void **real, void *wrapper) {
+    size_t i;
+    for (i = 0; i < taichi_aot_symbol_count; ++i) {
+        if (strcmp(taichi_aot_symbols[i].name, name) == 0 && *taichi_aot_symbols[i].slot != NULL) {
+            *real = *taichi_aot_symbols[i].slot;
+            __atomic_store_n(taichi_aot_symbols[i].slot, wrapper, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+/* The wrappers in place, once (called with aot_vk_lock held). */
+void aot_vk_hook_library(void) {
+    static int hooked = 0;
+    if (hooked) {
+        return;
+    }
+    hooked = 1;
+    vk_hook_one("ti_launch_kernel", (void **)&vk_real.launch_kernel, (void *)vk_launch_kernel);
+    vk_hook_one("ti_launch_compute_graph", (void **)&vk_real.launch_graph, (void *)vk_launch_graph);
+    vk_hook_one("ti_copy_memory_device_to_device", (void **)&vk_real.copy_memory, (void *)vk_copy_memory);
+    vk_hook_one("ti_copy_image_device_to_device", (void **)&vk_real.copy_image, (void *)vk_copy_image);
+    vk_hook_one("ti_transition_image", (void **)&vk_real.transition_image, (void *)vk_transition_image);
+    vk_hook_one("ti_allocate_image", (void **)&vk_real.allocate_image, (void *)vk_allocate_image);
+    vk_hook_one("ti_load_aot_module", (void **)&vk_real.load_module, (void *)vk_load_module);
+    vk_hook_one("ti_create_aot_module", (void **)&vk_real.create_module, (void *)vk_create_module);
+    vk_hook_one("ti_flush", (void **)&vk_real.flush, (void *)vk_flush);
+    vk_hook_one("ti_wait", (void **)&vk_real.wait, (void *)vk_wait);
+    vk_hook_one("ti_free_memory", (void **)&vk_real.free_memory, (void *)vk_free_memory);
+    vk_hook_one("ti_destroy_runtime", (void **)&vk_real.destroy_runtime, (void *)vk_destroy_runtime);
+}

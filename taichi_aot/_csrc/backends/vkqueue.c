@@ -1,0 +1,501 @@
+/* The own Vulkan launch's state of a runtime (backends/vulkan.c says what the launch is): opened once a runtime from
+   the VkDevice and compute queue libtaichi exports, with its command buffers and fences (TAICHI_AOT_VK_BATCHES
+   batches, each recorded, submitted and waited for in turn), its memory (the ring of argument slots, Taichi's
+   temporaries, the returned values), and the registry of open runtimes; closed with the runtime. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interop.h"
+#include "taichi_aot.h"
+#include "taichi/taichi_vulkan.h"
+#include "loader.h"
+#include "backends/plan.h"
+#include "backends/vk.h"
+#include "backends/vulkan.h"
+
+pthread_mutex_t aot_vk_lock = PTHREAD_MUTEX_INITIALIZER;
+static VkRt *vk_runtimes[VK_RUNTIMES];
+static TiRuntime vk_handles[VK_RUNTIMES]; /* each open one's runtime: compared before its state is read */
+static volatile int vk_open_count = 0;
+static uint64_t vk_ids = 0;
+
+uint64_t aot_vk_next_id(void) { /* under aot_vk_lock */
+    return ++vk_ids;
+}
+
+VkRt *aot_vk_find(TiRuntime runtime) {
+    int i;
+    if (__atomic_load_n(&vk_open_count, __ATOMIC_ACQUIRE) == 0) {
+        return NULL;
+    }
+    for (i = 0; i < VK_RUNTIMES; ++i) {
+        if (__atomic_load_n(&vk_handles[i], __ATOMIC_ACQUIRE) == runtime) {
+            return vk_runtimes[i]; /* another thread's runtime never: a runtime is used from its own thread */
+        }
+    }
+    return NULL;
+}
+
+void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code) {
+    if (error != NULL && size > 0) {
+        snprintf(error, size, "%s failed (VkResult %d)", what, (int)code);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   Batches: recorded, submitted, waited for */
+
+void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
+                       uint32_t dst_access) {
+    AotVkMemoryBarrier barrier = {AOT_VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, src_access, dst_access};
+    rt->f.CmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, NULL, 0, NULL);
+}
+
+
+/* Descriptor sets and kernels let go once the batches that use them are done. */
+void aot_vk_bury(VkRt *rt) {
+    uint32_t i = 0;
+    VkKernel **at, *freed = NULL;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (at = &rt->dead_kernels; *at != NULL;) {
+        VkKernel *k = *at;
+        if (k->used <= rt->done) {
+            *at = k->next;
+            k->next = freed;
+            freed = k;
+        } else {
+            at = &k->next;
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    while (freed != NULL) {
+        VkKernel *k = freed;
+        freed = k->next;
+        aot_vk_free_kernel(k);
+    }
+    while (i < rt->dead_count) {
+        if (rt->dead[i].serial <= rt->done) {
+            rt->f.FreeDescriptorSets(rt->device, rt->dead[i].pool, 1, &rt->dead[i].set);
+            rt->dead[i] = rt->dead[--rt->dead_count];
+        } else {
+            ++i;
+        }
+    }
+}
+
+static void vk_retire(VkRt *rt, VkBatch *b) {
+    b->state = 0;
+    if (b->serial > rt->done) {
+        rt->done = b->serial;
+    }
+}
+
+/* Wait for submitted batches: all of them (`all`), or only `one`. */
+AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
+    AotVkHandle fences[TAICHI_AOT_VK_BATCHES];
+    uint32_t n = 0, i;
+    AotVkResult code;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
+            fences[n++] = rt->batches[i].fence;
+        }
+    }
+    if (n == 0) {
+        return AOT_VK_SUCCESS;
+    }
+    ++rt->counts[4];
+    code = rt->f.WaitForFences(rt->device, n, fences, 1, UINT64_MAX);
+    if (code != AOT_VK_SUCCESS) {
+        return code;
+    }
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
+            vk_retire(rt, &rt->batches[i]);
+        }
+    }
+    aot_vk_bury(rt);
+    return AOT_VK_SUCCESS;
+}
+
+/* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
+VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
+    VkBatch *b;
+    AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                         AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    if (rt->current >= 0) {
+        return &rt->batches[rt->current];
+    }
+    b = &rt->batches[rt->next];
+    if (b->state == 2) {
+        *code = aot_vk_wait_batches(rt, b);
+        if (*code != AOT_VK_SUCCESS) {
+            return NULL;
+        }
+    }
+    if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
+        (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
+        (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
+        return NULL;
+    }
+    if (!rt->temps_zeroed) {
+        rt->f.CmdFillBuffer(b->cb, rt->temps_buffer, 0, AOT_VK_WHOLE_SIZE, 0);
+        rt->temps_zeroed = 1;
+    }
+    /* what the queue ran before (libtaichi's launches and copies, the host's writes) before this batch's reads */
+    aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
+               AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
+    b->state = 1;
+    b->serial = ++rt->serial;
+    b->head = (uint32_t)rt->next * VK_SEGMENT;
+    b->end = b->head + VK_SEGMENT;
+    b->dispatches = 0;
+    rt->current = rt->next;
+    rt->next = (rt->next + 1) % TAICHI_AOT_VK_BATCHES;
+    return b;
+}
+
+/* The batch being recorded ended and submitted (nothing where none is). */
+AotVkResult aot_vk_submit(VkRt *rt) {
+    VkBatch *b;
+    AotVkResult code;
+    AotVkSubmitInfo submit;
+    if (rt->current < 0) {
+        return AOT_VK_SUCCESS;
+    }
+    b = &rt->batches[rt->current];
+    rt->current = -1;
+    /* its writes, for the host (a map after the wait) and whatever the queue runs next */
+    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES | AOT_VK_PIPELINE_STAGE_HOST_BIT,
+               VK_ACCESS | AOT_VK_ACCESS_HOST_READ_BIT);
+    code = rt->f.EndCommandBuffer(b->cb);
+    if (code != AOT_VK_SUCCESS) {
+        b->state = 0;
+        return code;
+    }
+    memset(&submit, 0, sizeof(submit));
+    submit.sType = AOT_VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &b->cb;
+    code = rt->f.QueueSubmit(rt->queue, 1, &submit, b->fence);
+    if (code != AOT_VK_SUCCESS) {
+        b->state = 0;
+        return code;
+    }
+    b->state = 2;
+    ++rt->counts[1];
+    return AOT_VK_SUCCESS;
+}
+
+int aot_vk_busy(const VkRt *rt) {
+    int i;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Everything recorded submitted and waited for. */
+AotVkResult aot_vk_finish(VkRt *rt) {
+    AotVkResult code = aot_vk_submit(rt);
+    AotVkResult waited = aot_vk_wait_batches(rt, NULL);
+    return code != AOT_VK_SUCCESS ? code : waited;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   Memory of the runtime's own: the argument ring, the temporaries, the returned values */
+
+static int vk_memory_type(VkRt *rt, AotVkDispatch physical, uint32_t bits, uint32_t need, uint32_t prefer) {
+    AotVkPhysicalDeviceMemoryProperties props;
+    uint32_t i;
+    int found = -1;
+    memset(&props, 0, sizeof(props));
+    rt->f.GetPhysicalDeviceMemoryProperties(physical, &props);
+    for (i = 0; i < props.memoryTypeCount && i < 32; ++i) {
+        uint32_t flags = props.memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (flags & need) != need) {
+            continue;
+        }
+        if ((flags & prefer) == prefer) {
+            return (int)i;
+        }
+        if (found < 0) {
+            found = (int)i;
+        }
+    }
+    return found;
+}
+
+static AotVkResult vk_buffer(VkRt *rt, AotVkDispatch physical, uint64_t size, uint32_t usage, int host,
+                             AotVkHandle *buffer, AotVkHandle *memory, unsigned char **mapped) {
+    AotVkBufferCreateInfo info;
+    AotVkMemoryRequirements req;
+    AotVkMemoryAllocateInfo alloc;
+    AotVkResult code;
+    int type;
+    memset(&info, 0, sizeof(info));
+    info.sType = AOT_VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.size = size;
+    info.usage = usage;
+    if ((code = rt->f.CreateBuffer(rt->device, &info, NULL, buffer)) != AOT_VK_SUCCESS) {
+        return code;
+    }
+    rt->f.GetBufferMemoryRequirements(rt->device, *buffer, &req);
+    type = host ? vk_memory_type(rt, physical, req.memoryTypeBits,
+                                 AOT_VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | AOT_VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                 host == 2 ? AOT_VK_MEMORY_PROPERTY_HOST_CACHED_BIT : AOT_VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+                : vk_memory_type(rt, physical, req.memoryTypeBits, 0, AOT_VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    if (type < 0) {
+        return -2; /* VK_ERROR_OUT_OF_DEVICE_MEMORY: no type to hold it */
+    }
+    memset(&alloc, 0, sizeof(alloc));
+    alloc.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.allocationSize = req.size;
+    alloc.memoryTypeIndex = (uint32_t)type;
+    if ((code = rt->f.AllocateMemory(rt->device, &alloc, NULL, memory)) != AOT_VK_SUCCESS ||
+        (code = rt->f.BindBufferMemory(rt->device, *buffer, *memory, 0)) != AOT_VK_SUCCESS) {
+        return code;
+    }
+    if (host) {
+        return rt->f.MapMemory(rt->device, *memory, 0, AOT_VK_WHOLE_SIZE, 0, (void **)mapped);
+    }
+    return AOT_VK_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   The runtime's own Vulkan state: opened, closed */
+
+#define VK_DEVICE_FUNCTIONS(X) \
+    X(CreateCommandPool) X(DestroyCommandPool) X(AllocateCommandBuffers) X(BeginCommandBuffer) X(EndCommandBuffer) \
+    X(ResetCommandBuffer) X(QueueSubmit) X(QueueWaitIdle) X(DeviceWaitIdle) X(CreateFence) X(DestroyFence) \
+    X(WaitForFences) X(ResetFences) X(GetFenceStatus) X(CreateShaderModule) X(DestroyShaderModule) \
+    X(CreateDescriptorSetLayout) X(DestroyDescriptorSetLayout) X(CreatePipelineLayout) X(DestroyPipelineLayout) \
+    X(CreateComputePipelines) X(DestroyPipeline) X(CreateDescriptorPool) X(DestroyDescriptorPool) \
+    X(AllocateDescriptorSets) X(FreeDescriptorSets) X(UpdateDescriptorSets) X(CreateBuffer) X(DestroyBuffer) \
+    X(GetBufferMemoryRequirements) X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory) \
+    X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdDispatch) X(CmdPipelineBarrier) X(CmdFillBuffer)
+
+/* The device's entry points; the name of the first missing, or NULL. */
+static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch instance) {
+    AotVkGetProcAddr gdpa = (AotVkGetProcAddr)gipa(instance, "vkGetDeviceProcAddr");
+    if (gdpa == NULL) {
+        return "vkGetDeviceProcAddr";
+    }
+    *(void **)&rt->f.GetPhysicalDeviceProperties = (void *)gipa(instance, "vkGetPhysicalDeviceProperties");
+    *(void **)&rt->f.GetPhysicalDeviceMemoryProperties = (void *)gipa(instance, "vkGetPhysicalDeviceMemoryProperties");
+    if (rt->f.GetPhysicalDeviceProperties == NULL || rt->f.GetPhysicalDeviceMemoryProperties == NULL) {
+        return "vkGetPhysicalDeviceProperties";
+    }
+#define VK_LOOK_UP(name)                                                      \
+    *(void **)&rt->f.name = (void *)gdpa(rt->device, "vk" #name);             \
+    if (rt->f.name == NULL) {                                                 \
+        return "vk" #name;                                                    \
+    }
+    VK_DEVICE_FUNCTIONS(VK_LOOK_UP)
+#undef VK_LOOK_UP
+    return NULL;
+}
+
+/* Everything the runtime's own state made destroyed (the device idle first). */
+static void vk_destroy(VkRt *rt) {
+    uint32_t i;
+    if (rt->f.DeviceWaitIdle != NULL && rt->device != NULL) {
+        rt->f.DeviceWaitIdle(rt->device);
+    }
+    rt->done = rt->serial;
+    while (rt->kernels != NULL) {
+        VkKernel *k = rt->kernels;
+        rt->kernels = k->next;
+        aot_vk_free_kernel(k);
+    }
+    aot_vk_bury(rt); /* the dead kernels with the sets: nothing runs now */
+    for (i = 0; i < rt->pool_count; ++i) {
+        rt->f.DestroyDescriptorPool(rt->device, rt->pools[i], NULL);
+    }
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].fence) {
+            rt->f.DestroyFence(rt->device, rt->batches[i].fence, NULL);
+        }
+    }
+    if (rt->command_pool) {
+        rt->f.DestroyCommandPool(rt->device, rt->command_pool, NULL);
+    }
+    if (rt->f.DestroyBuffer != NULL) {
+        AotVkHandle buffers[3] = {rt->args_buffer, rt->temps_buffer, rt->rets_buffer};
+        AotVkHandle memories[3] = {rt->args_memory, rt->temps_memory, rt->rets_memory};
+        for (i = 0; i < 3; ++i) {
+            if (buffers[i]) {
+                rt->f.DestroyBuffer(rt->device, buffers[i], NULL);
+            }
+            if (memories[i]) {
+                rt->f.FreeMemory(rt->device, memories[i], NULL); /* unmapped with it */
+            }
+        }
+    }
+    free(rt->dead);
+    free(rt);
+}
+
+static AotVkResult vk_make(VkRt *rt, AotVkDispatch physical, const char **what) {
+    unsigned char props[AOT_VK_PROPERTIES_SIZE];
+    AotVkCommandPoolCreateInfo pool = {AOT_VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
+                                       AOT_VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, rt->family};
+    AotVkCommandBufferAllocateInfo alloc = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, 0,
+                                            AOT_VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+    AotVkFenceCreateInfo fence = {AOT_VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
+    AotVkResult code;
+    uint64_t align;
+    uint32_t i;
+    memset(props, 0, sizeof(props));
+    rt->f.GetPhysicalDeviceProperties(physical, props);
+    memcpy(&align, props + AOT_VK_LIMIT_MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT, 8);
+    memcpy(&rt->max_groups, props + AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT, 4);
+    memcpy(&rt->max_range, props + AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE, 4);
+    rt->align = align >= 16 && align <= 4096 ? (uint32_t)align : 256;
+    if (rt->max_groups == 0) {
+        rt->max_groups = 65535;
+    }
+    *what = "vkCreateCommandPool";
+    if ((code = rt->f.CreateCommandPool(rt->device, &pool, NULL, &rt->command_pool)) != AOT_VK_SUCCESS) {
+        return code;
+    }
+    alloc.commandPool = rt->command_pool;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        *what = "vkAllocateCommandBuffers";
+        if ((code = rt->f.AllocateCommandBuffers(rt->device, &alloc, &rt->batches[i].cb)) != AOT_VK_SUCCESS) {
+            return code;
+        }
+        *what = "vkCreateFence";
+        if ((code = rt->f.CreateFence(rt->device, &fence, NULL, &rt->batches[i].fence)) != AOT_VK_SUCCESS) {
+            return code;
+        }
+    }
+    *what = "the argument buffer";
+    code = vk_buffer(rt, physical, (uint64_t)VK_SEGMENT * TAICHI_AOT_VK_BATCHES, AOT_VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, 1,
+                     &rt->args_buffer, &rt->args_memory, &rt->args_host);
+    if (code != AOT_VK_SUCCESS) {
+        return code;
+    }
+    *what = "the temporaries buffer";
+    code = vk_buffer(rt, physical, VK_TEMPS, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | AOT_VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0,
+                     &rt->temps_buffer, &rt->temps_memory, NULL);
+    if (code != AOT_VK_SUCCESS) {
+        return code;
+    }
+    *what = "the results buffer";
+    return vk_buffer(rt, physical, TAICHI_AOT_VK_RESULT_BYTES, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 2, &rt->rets_buffer,
+                     &rt->rets_memory, &rt->rets_host);
+}
+
+uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
+    TiVulkanRuntimeInteropInfo info;
+    VkRt *rt;
+    const char *missing, *what = "";
+    AotVkResult code;
+    int i, slot = -1;
+    memset(&info, 0, sizeof(info));
+    ti_export_vulkan_runtime(runtime, &info);
+    if (info.device == NULL || info.compute_queue == NULL || info.get_instance_proc_addr == NULL) {
+        snprintf(error, error_size, "libtaichi_c_api exported no Vulkan device for the runtime");
+        return 0;
+    }
+    rt = (VkRt *)calloc(1, sizeof(VkRt));
+    if (rt == NULL) {
+        snprintf(error, error_size, "out of host memory");
+        return 0;
+    }
+    rt->runtime = runtime;
+    rt->device = (AotVkDispatch)info.device;
+    rt->queue = (AotVkDispatch)info.compute_queue;
+    rt->family = info.compute_queue_family_index;
+    rt->current = -1;
+    missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
+    if (missing != NULL) {
+        snprintf(error, error_size, "the Vulkan driver lacks %s", missing);
+        free(rt);
+        return 0;
+    }
+    code = vk_make(rt, (AotVkDispatch)info.physical_device, &what);
+    if (code != AOT_VK_SUCCESS) {
+        aot_vk_error(error, error_size, what, code);
+        vk_destroy(rt);
+        return 0;
+    }
+    pthread_mutex_lock(&aot_vk_lock);
+    for (i = 0; i < VK_RUNTIMES; ++i) {
+        if (vk_runtimes[i] == NULL && slot < 0) {
+            slot = i;
+        }
+        if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
+            slot = -2; /* opened already */
+            break;
+        }
+    }
+    if (slot >= 0) {
+        rt->id = aot_vk_next_id();
+        aot_vk_hook_library();
+        vk_runtimes[slot] = rt;
+        __atomic_store_n(&vk_handles[slot], runtime, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    if (slot < 0) {
+        snprintf(error, error_size, slot == -2 ? "the runtime's own Vulkan launch is open already"
+                                               : "too many Vulkan runtimes with the own launch at once");
+        vk_destroy(rt);
+        return 0;
+    }
+    return rt->id;
+}
+
+/* The runtime's own state closed (its kernels with it): before libtaichi destroys the runtime. */
+void aot_vk_close_runtime(TiRuntime runtime) {
+    VkRt *rt = NULL;
+    int i;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (i = 0; i < VK_RUNTIMES; ++i) {
+        if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
+            rt = vk_runtimes[i];
+            __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
+            vk_runtimes[i] = NULL;
+            __atomic_sub_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    if (rt != NULL) {
+        vk_destroy(rt);
+    }
+}
+
+void taichi_aot_vk_close(TiRuntime runtime) {
+    aot_vk_close_runtime(runtime);
+}
+
+/* The runtime's own state by its id (0: none open, or closed since). */
+VkRt *aot_vk_by_id(uint64_t id) {
+    int i;
+    for (i = 0; i < VK_RUNTIMES; ++i) {
+        if (vk_runtimes[i] != NULL && vk_runtimes[i]->id == id) {
+            return vk_runtimes[i];
+        }
+    }
+    return NULL;
+}
+
+void taichi_aot_vk_counts(uint64_t id, uint64_t *out) {
+    VkRt *rt;
+    pthread_mutex_lock(&aot_vk_lock);
+    rt = aot_vk_by_id(id);
+    if (rt != NULL) {
+        memcpy(out, rt->counts, sizeof(rt->counts));
+    } else {
+        memset(out, 0, sizeof(uint64_t) * TAICHI_AOT_VK_COUNTS);
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+}
+

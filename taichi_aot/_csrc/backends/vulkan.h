@@ -1,0 +1,121 @@
+/* What the own Vulkan launch's files share (backends/vkqueue.c: the runtime's own state, its batches and memory;
+   backends/vulkan.c: kernels and their launches; backends/vkorder.c: libtaichi's calls ordered with them): a private
+   header, never handed to cffi. backends/vulkan.c's opening comment says how the launch works. */
+#ifndef TAICHI_AOT_BACKENDS_VULKAN_H
+#define TAICHI_AOT_BACKENDS_VULKAN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "interop.h"
+#include "taichi_aot.h"
+#include "backends/vk.h"
+
+#define VK_SEGMENT (1u << 20)   /* argument bytes of one batch */
+#define VK_TEMPS (1u << 20)     /* Taichi's temporaries buffer (kGtmpBufferSize) */
+#define VK_RUNTIMES 64          /* runtimes with the own launch open at once */
+#define VK_POOL_SETS 512        /* descriptor sets a pool holds */
+#define VK_CACHED 4             /* combinations of arrays whose sets a kernel keeps */
+#define VK_LIBRARY_ERROR INT32_MIN /* a failure the library's last error tells */
+
+typedef struct VkRt VkRt;
+
+typedef struct {
+    AotVkHandle shader, set_layout, pipeline_layout, pipeline;
+    uint32_t group_size, groups, trim, dynamic;
+    uint32_t bind_count;
+    TaichiAotVkBind binds[TAICHI_AOT_VK_MAX_BINDS];
+} VkTaskMade;
+
+typedef struct {
+    TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
+    AotVkHandle buffers[TAICHI_AOT_VK_MAX_ARRAYS];
+    AotVkHandle *sets; /* one a task */
+    AotVkHandle pool;
+    uint64_t used;  /* the serial of the last batch that bound them */
+    uint64_t clock; /* when last used, for the least recently used */
+    int valid;
+} VkSets;
+
+typedef struct VkKernel {
+    VkRt *rt;
+    uint64_t id;
+    uint32_t task_count, arg_count, args_size, slot, result_size, array_count;
+    VkTaskMade *tasks;
+    TaichiAotArgPlan args[TAICHI_AOT_OP_MAX_ARGS];
+    uint32_t arrays[TAICHI_AOT_VK_MAX_ARRAYS]; /* the argument index of each array the tasks bind */
+    void *result;
+    AotVkHandle *layouts; /* each task's set layout, for allocating its sets */
+    VkSets cache[VK_CACHED];
+    uint64_t clock, used;
+    struct VkKernel *next;
+} VkKernel;
+
+typedef struct {
+    AotVkDispatch cb;
+    AotVkHandle fence;
+    uint64_t serial;
+    int state; /* 0 free, 1 recording, 2 submitted */
+    uint32_t head, end, dispatches;
+} VkBatch;
+
+typedef struct {
+    AotVkHandle pool, set;
+    uint64_t serial;
+} VkDead;
+
+struct VkRt {
+    TiRuntime runtime;
+    uint64_t id;
+    AotVkFunctions f;
+    AotVkDispatch device, queue;
+    uint32_t family, align, max_groups, max_range;
+    AotVkHandle command_pool;
+    VkBatch batches[TAICHI_AOT_VK_BATCHES];
+    int current, next;
+    uint64_t serial, done;
+    AotVkHandle args_buffer, args_memory, temps_buffer, temps_memory, rets_buffer, rets_memory;
+    unsigned char *args_host, *rets_host;
+    int temps_zeroed;
+    AotVkHandle pools[64];
+    uint32_t pool_count;
+    VkDead *dead;
+    uint32_t dead_count, dead_cap;
+    int library_dirty;   /* libtaichi enqueued since its last wait */
+    int library_pending; /* libtaichi enqueued since its last flush: it may hold work unsubmitted */
+    VkKernel *kernels;
+    VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
+    uint64_t counts[TAICHI_AOT_VK_COUNTS];
+};
+
+/* The stages and accesses of Taichi's barrier after every dispatch (its memory_barrier): compute and transfer. */
+#define VK_STAGES (AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | AOT_VK_PIPELINE_STAGE_TRANSFER_BIT)
+#define VK_ACCESS (AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT | AOT_VK_ACCESS_TRANSFER_READ_BIT | \
+                   AOT_VK_ACCESS_TRANSFER_WRITE_BIT)
+
+/* The registry of open runtimes, and the lock that guards it and each runtime's lists of kernels (vkqueue.c). */
+extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
+__attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
+__attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
+__attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
+__attribute__((visibility("hidden"))) void aot_vk_close_runtime(TiRuntime runtime);
+/* "WHAT failed (VkResult CODE)" in `error`. */
+__attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
+/* Batches (vkqueue.c): the one being recorded (begun where none is), submitted, waited for (`one`, or all: NULL); a
+   barrier recorded; sets and kernels let go once their batches are done. */
+__attribute__((visibility("hidden"))) VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code);
+__attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
+__attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
+__attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
+__attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
+__attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
+__attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
+                   uint32_t dst_access);
+/* Kernels (vulkan.c): one freed; the sets it keeps for some arrays let go. */
+__attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
+__attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
+/* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
+__attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
+__attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);
+
+#endif

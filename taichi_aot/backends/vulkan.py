@@ -1,0 +1,293 @@
+"""Vulkan kernels launched by taichi_aot itself (``_csrc/backends/vulkan.c``), on the device and queue of the runtime's
+libtaichi: each task a pipeline made once from the module's SPIR-V, descriptor sets kept for arrays passed again,
+arguments written into a ring of slots, dispatches recorded into command buffers submitted in batches, and a loop
+over an ndarray's run-time length dispatched for the elements it has (libtaichi_c_api 1.7.4 makes argument buffers
+and descriptor sets anew for every dispatch, and dispatches such a loop with 131,072 threads whatever its length).
+Kernels that return values give them (a wait each: libtaichi's C-API gives none).
+
+What it takes of a module: kernels whose tasks are serial or range-for loops over the arguments, the temporaries and
+the results (no fields, textures, argument packs), and graphs of such kernels; the rest stays libtaichi's, and
+``AotModule.launchers()`` says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._native import ffi, lib
+from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError
+from .choice import Choice
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata import ArgInfo
+    from ..metadata.model import GraphInfo, KernelInfo
+
+__all__ = ["NAME", "VulkanBackend", "VulkanState", "launch_error", "load"]
+
+#: The backend's name, as ``Kernel.launcher`` and ``AotModule.launchers()`` say it.
+NAME = "vulkan"
+KERNEL, GRAPH = lib.TAICHI_AOT_KIND_VULKAN_KERNEL, lib.TAICHI_AOT_KIND_VULKAN_GRAPH
+
+#: Taichi's buffer kinds (``TaichiAotVkBind``'s, by ``BufferType``): Root 0, GlobalTmps 1, Args 2, Rets 3, ListGen 4,
+#: ExtArr 5, ArgPack 6; the own launch binds all but the fields (Root), the struct-for lists and argument packs.
+_BINDS = {1: lib.TAICHI_AOT_VK_BIND_TEMPS, 2: lib.TAICHI_AOT_VK_BIND_ARGS, 3: lib.TAICHI_AOT_VK_BIND_RETS,
+          5: lib.TAICHI_AOT_VK_BIND_ARRAY}
+_UNBOUND = {0: "it reads or writes the module's fields", 4: "it loops over a field (a struct-for's list)",
+            6: "it takes an argument pack"}
+#: Taichi's task types the own launch dispatches: serial (0) and range-for (1).
+_SERIAL, _RANGE_FOR = 0, 1
+#: The counts ``taichi_aot_vk_counts`` gives, by name.
+COUNTS = ("dispatches", "submits", "sets made", "sets kept", "fence waits", "workgroups")
+
+
+class VulkanState:
+    """What the own Vulkan launch keeps per runtime (``backends.RuntimeBackends``' state under its name): the C
+    state of the runtime (``taichi_aot_vk_open``), closed with the runtime."""
+
+    def __init__(self, runtime: Any):
+        error = ffi.new("char[]", 512)
+        self.id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
+        self.why = "" if self.id else ffi.string(error).decode("utf-8", "replace")
+
+    def select(self, stream: int | None) -> None:
+        pass  # no streams on Vulkan
+
+    def xla_record(self) -> Any:
+        return None
+
+    def keep_for_graphs(self) -> None:
+        pass
+
+    def counts(self) -> dict[str, int]:
+        """How many dispatches were recorded, batches submitted, descriptor sets made and found kept, fences waited
+        for, workgroups dispatched, on this runtime."""
+        out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
+        lib.taichi_aot_vk_counts(self.id, out)
+        return dict(zip(COUNTS, (int(v) for v in out)))
+
+
+class _Made:
+    """A kernel made by the own launch: its C handle and id, and the reader of its values where it returns any."""
+
+    def __init__(self, handle: Any, kernel_id: int, arg_count: int, results: Any):
+        self.handle = handle
+        self.id = kernel_id
+        self.arg_count = arg_count
+        self.results = results
+
+
+#: What Taichi 1.7.4 records as the threads of a loop over a range known only at launch (its
+#: kMaxNumThreadsGridStrideLoop): the loop strides over the threads dispatched, so any count of at least one gives
+#: the same result.
+MODULE_GRID = 131072
+#: The most workgroups of one dispatch every Vulkan device takes (maxComputeWorkGroupCount's least).
+MAX_GROUPS = 65535
+
+
+def _groups(task: dict, threads: int | None) -> tuple[int, int, int]:
+    """A task's threads per workgroup, workgroups, and whether they are trimmed to the largest array at each launch
+    (a range-for whose end is known at launch only, read from an ndarray's shape: no serial task leaves it in the
+    temporaries), those at most ``threads`` threads (None: as the module says); ValueError where the metadata says
+    something else."""
+    group = task["advisory_num_threads_per_group"]
+    total = task["advisory_total_num_threads"]
+    if type(group) is not int or type(total) is not int or not 1 <= group <= 1024 or not 1 <= total <= 1 << 31:
+        raise ValueError("a task's threads are out of range")
+    loop = task.get("range_for_attribs")
+    runtime_sized = task["task_type"] == _RANGE_FOR and isinstance(loop, dict) and not loop.get("const_end", True)
+    if runtime_sized and total == MODULE_GRID and threads is not None:
+        total = min(threads, MAX_GROUPS * group)
+    temps = any(b["buffer"]["type"] == 1 for b in task["buffer_binds"])
+    return group, -(-total // group), int(runtime_sized and not temps)
+
+
+def _binds(task: dict, arrays: set[int]) -> list[tuple[int, int, int]]:
+    """A task's bindings as (binding, kind, argument); NotSupportedError where it binds what the own launch does
+    not, or an array argument that is not an ndarray of the plan (``arrays``)."""
+    out = []
+    for bind in task["buffer_binds"]:
+        buffer = bind["buffer"]
+        kind = buffer["type"]
+        if kind in _UNBOUND:
+            raise NotSupportedError(_UNBOUND[kind])
+        if kind not in _BINDS:
+            raise NotSupportedError(f"it binds a buffer of unknown kind {kind!r}")
+        arg = 0
+        if kind == 5:
+            ids = buffer.get("root_id")
+            if not isinstance(ids, list) or len(ids) != 1 or ids[0] not in arrays:
+                raise NotSupportedError("it binds an array that is not one of its ndarray arguments")
+            arg = ids[0]
+        out.append((bind["binding"], _BINDS[kind], arg))
+    if len(out) > lib.TAICHI_AOT_VK_MAX_BINDS or len({b for b, _, _ in out}) != len(out):
+        raise NotSupportedError("its bindings are more than the own Vulkan launch takes, or repeat")
+    return out
+
+
+def _entry(kernel: dict) -> dict:
+    """A gfx kernel's argument and result layout as the plan's reader (``metadata.layout``) reads an LLVM kernel's."""
+    ctx = kernel["ctx_attribs"]
+    return {"args": [[a["key"], a["value"]] for a in ctx.get("arg_attribs_vec_") or []],
+            "args_type": ctx.get("args_type_"), "args_size": ctx.get("args_bytes_", 0),
+            "ret_type": ctx.get("rets_type_"), "ret_size": ctx.get("rets_bytes_", 0),
+            "rets": ctx.get("ret_attribs_vec_") or []}
+
+
+class VulkanBackend:
+    """The own Vulkan launch as a module's backend (``choice.Backend``): the kernels whose tasks it can dispatch,
+    made at their first look-up, and the graphs of such kernels; the others are libtaichi's."""
+
+    name = NAME
+
+    def __init__(self, state: VulkanState, folder: str, kernels: dict[str, dict], threads: int | None):
+        self._state = state
+        self._threads = threads  # the threads of a loop over a range known at launch, as the device wants them
+        self._folder = folder
+        self._entries = kernels
+        self._made: dict[str, _Made] = {}
+        self._refused: dict[str, str] = {}
+        self._keep: list[Any] = []
+
+    def _kernel(self, name: str) -> _Made | None:
+        """Kernel ``name`` made (once), or None with the reason noted."""
+        made = self._made.get(name)
+        if made is not None or name in self._refused:
+            return made
+        entry = self._entries.get(name)
+        if entry is None:
+            self._refused[name] = "the module's metadata has no such kernel"
+            return None
+        try:
+            made = self._made[name] = self._make(name, entry)
+        except NotSupportedError as e:
+            self._refused[name] = str(e)
+        return made
+
+    def _make(self, name: str, entry: dict) -> _Made:
+        from ..metadata.layout import PlanError, arguments
+        from .plan import Results, c_args
+
+        try:
+            plan = arguments(_entry(entry), f"kernel {name!r}")
+        except (PlanError, KeyError, TypeError, ValueError) as e:
+            raise NotSupportedError(f"its arguments cannot be laid out here: {e}") from None
+        if entry.get("tasks_attribs") and any(t.get("texture_binds") for t in entry["tasks_attribs"]):
+            raise NotSupportedError("it takes textures")
+        arrays = {i for i, a in enumerate(plan["args"]) if a["kind"] == "ndarray"}
+        tasks, _keep = self._tasks(entry, arrays)  # _keep: what the records point to, alive through the call
+        results = Results(plan["results"], plan["result_size"]) if "results" in plan else None
+        args, _ = c_args(plan["args"], False)
+        handle, error = ffi.new("void **"), ffi.new("char[]", 512)
+        kernel_id = int(lib.taichi_aot_vk_kernel(
+            self._state.id, tasks, len(entry["tasks_attribs"]), args, len(plan["args"]), plan["args_size"],
+            plan.get("result_size", 0) if results is not None else 0,
+            results.host if results is not None else ffi.NULL, handle, error, len(error)))
+        if not kernel_id:
+            raise NotSupportedError(ffi.string(error).decode("utf-8", "replace"))
+        return _Made(handle[0], kernel_id, len(plan["args"]), results)
+
+    def _tasks(self, entry: dict, arrays: set[int]) -> tuple[Any, list[Any]]:
+        """The C records of a kernel's tasks, and what they point to (kept while the kernel is made)."""
+        listed = entry.get("tasks_attribs") or []
+        if not listed:
+            raise NotSupportedError("it has no tasks")
+        tasks = ffi.new("TaichiAotVkTask[]", len(listed))
+        keep: list[Any] = []
+        for c, task in zip(tasks, listed):
+            if task.get("task_type") not in (_SERIAL, _RANGE_FOR):
+                raise NotSupportedError(f"a task of type {task.get('task_type')!r} (a struct-for or mesh-for)")
+            try:
+                group, groups, trim = _groups(task, self._threads)
+                binds = _binds(task, arrays)
+            except (KeyError, TypeError, ValueError) as e:
+                raise NotSupportedError(f"its task {task.get('name')!r} is not as expected ({e})") from None
+            path = os.path.join(self._folder, f"{task['name']}.spv")
+            try:
+                with open(path, "rb") as f:
+                    code = f.read()
+            except OSError as e:
+                raise NotSupportedError(f"its task's SPIR-V cannot be read ({e.strerror})") from None
+            words = ffi.new("uint32_t[]", max(len(code) // 4, 1))
+            ffi.memmove(words, code, len(code) // 4 * 4)
+            c_binds = ffi.new("TaichiAotVkBind[]", [{"binding": b, "kind": k, "arg": a} for b, k, a in binds] or 1)
+            c.code, c.words, c.group_size, c.groups, c.trim = words, len(code) // 4, group, groups, trim
+            c.bind_count, c.binds = len(binds), c_binds
+            keep += [words, c_binds]
+        return tasks, keep
+
+    def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
+        made = self._kernel(name)
+        if made is None:
+            return None
+        return Choice(NAME, KERNEL, made.handle, None if info.returns else library(), widens=True,
+                      results=made.results, codes=True), info.args
+
+    def graph(self, info: GraphInfo, library: Any) -> Choice | None:
+        names = [a.name for a in info.args]
+        kernels = [self._kernel(k) for k in info.dispatches]
+        if not kernels or len(info.calls) != len(kernels):
+            return None
+        maps: list[int] = []
+        for made, call in zip(kernels, info.calls):
+            if made is None or made.results is not None or len(call) != made.arg_count or \
+                    any(n not in names for n in call):
+                return None
+            maps += [names.index(n) for n in call]
+        c = ffi.new("TaichiAotVkGraph *")
+        listed = ffi.new("void *[]", [m.handle for m in kernels if m is not None])
+        mapped = ffi.new("uint32_t[]", maps or [0])
+        c.dispatch_count, c.kernels, c.maps = len(kernels), listed, mapped
+        self._keep += [c, listed, mapped]
+        return Choice(NAME, GRAPH, c, library, widens=True, codes=True)
+
+    def takes(self, name: str, info: KernelInfo | None) -> bool:
+        return self._kernel(name) is not None
+
+    def why_not(self, name: str) -> str | None:
+        return self._refused.get(name)
+
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> Any:
+        return None  # Taichi's Vulkan modules have no reverse-mode kernels
+
+    def unload(self) -> None:
+        """The module is being released: its kernels let go (freed once no batch runs them)."""
+        made, self._made = self._made, {}
+        for m in made.values():
+            lib.taichi_aot_vk_kernel_free(self._state.id, m.id)
+
+
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> VulkanBackend | None:
+    """The own Vulkan launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): None
+    where the module has no folder of files (it then stays libtaichi's) or the runtime's own state cannot be made
+    (every kernel libtaichi's, ``launchers()`` saying why)."""
+    if folder is None:
+        return None
+    own = state.get(NAME)
+    if own is None:
+        own = state[NAME] = VulkanState(runtime)
+    try:
+        with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
+            kernels = {k["name"]: k for k in json.load(f)["kernels"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # the module's checks read it before: a module without one is libtaichi's
+    backend = VulkanBackend(own, folder, kernels, runtime.device.loop_threads())
+    if not own.id:
+        backend._refused = dict.fromkeys(kernels, f"the own Vulkan launch is not open on this runtime: {own.why}")
+    return backend
+
+
+def launch_error(code: int, what: str) -> Exception:
+    """The exception for an error code of the own Vulkan launch; the library's own (an ndarray's memory unknown to
+    it) are libtaichi's to read."""
+    if code == lib.TAICHI_AOT_PLAN_BAD_ARGS:
+        return InvalidArgumentError(f"{what}: an argument is not of the kind the Vulkan kernel's argument plan lays "
+                                    "out")
+    if code == lib.TAICHI_AOT_REFUSED:
+        return InvalidStateError(f"{what}: a Vulkan runtime's kernels launch from the runtime's own thread")
+    if code <= lib.TAICHI_AOT_VK_ERROR:
+        return InvalidStateError(f"{what}: Vulkan failed (VkResult {lib.TAICHI_AOT_VK_ERROR - code})")
+    from .libtaichi import launch_error as library_error
+
+    return library_error(code, what)

@@ -1,0 +1,245 @@
+"""The own Vulkan launch (``taichi_aot/backends/vulkan.py``, ``_csrc/backends/vulkan.c``): every kernel and graph of the
+test module gives what libtaichi's launch gives; launches, libtaichi's copies and launches and waits keep program
+order; launches batch, arrays passed again reuse their descriptor sets, freed arrays never linger in them, loops over
+an ndarray's run-time length are dispatched for its elements; errors stay typed; the C declarations of Vulkan's
+structures agree with Vulkan's own headers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import HERE, IN_CI
+from taichi_aot import Arch, ArgumentTypeError, ClosedError, InvalidArgumentError, Runtime, WrongThreadError
+
+ROOT = os.path.dirname(HERE)
+CSRC = os.path.join(ROOT, "taichi_aot", "_csrc")
+
+
+def _counts(rt: Runtime) -> dict[str, int]:
+    state = rt.backends.get("vulkan")
+    assert state is not None and state.id, getattr(state, "why", "no own Vulkan state")
+    return state.counts()
+
+
+def _run_all(rt: Runtime, mod) -> dict[str, np.ndarray]:
+    """Every plain kernel and graph of the test module run once, in one batch, then read."""
+    k, g = mod.kernels, mod.graphs
+    out: dict[str, np.ndarray] = {}
+    x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
+    y = rt.ndarray_from_numpy(np.linspace(-1, 1, 64).astype(np.float32))
+    k["add"](x, y, 0.5)
+    g["add_twice"](x=x, y=y, a=0.25)
+    filled = rt.ndarray((5, 7), np.int32)
+    k["fill_i32"](filled, 3)
+    vec = rt.ndarray((9,), np.float32, (3,))
+    k["scale_vec3"](vec, np.array([1.0, -2.0, 0.5], np.float32))
+    mat = rt.ndarray((6,), np.float32, (2, 2))
+    mat.from_numpy(np.arange(24, dtype=np.float32).reshape(6, 2, 2))
+    k["mat_apply"](mat, np.array([[0.0, 1.0], [2.0, -1.0]], np.float32))
+    typed = rt.ndarray((4,), np.float64)
+    k["typed_scalars"](typed, -7, 65000, 1.5, -123456)
+    half = rt.ndarray_from_numpy(np.linspace(0, 2, 33).astype(np.float16))
+    k["half_scale"](half, 0.75)
+    u8 = rt.ndarray((300,), np.uint8)
+    k["iota_u8"](u8)
+    big = rt.ndarray_from_numpy(np.arange(1000, dtype=np.int64) * 3)
+    summed = rt.ndarray((1,), np.int64)
+    k["sum_i64"](big, summed)
+    total, v = rt.ndarray((), np.float32), rt.ndarray((), np.float32, (3,))
+    v.from_numpy(np.array([1.0, 2.0, 3.0], np.float32))
+    k["accumulate"](total, x, v)
+    g["accumulate_graph"](total=total, x=x, v=v)
+    rt.wait()
+    for name, array in dict(x=x, filled=filled, vec=vec, mat=mat, typed=typed, half=half, u8=u8, summed=summed,
+                            total=total, v=v).items():
+        out[name] = array.to_numpy()
+    return out
+
+
+def test_every_kernel_and_graph_gives_what_libtaichis_launch_gives(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        own = rt.load_module(modules.path(vulkan))
+        said = own.launchers()
+        assert {n: w for n, w in said.items() if not n.startswith("tex_")} == dict.fromkeys(
+            [n for n in said if not n.startswith("tex_")], "vulkan")
+        assert said["tex_write"].startswith("taichi: ") and "texture" in said["tex_write"]
+        assert own.kernels["add"].launcher == "vulkan" and own.graphs["add_twice"].launcher == "vulkan"
+        got = _run_all(rt, own)
+        library = rt.load_module(modules.path(vulkan), launcher="taichi")
+        assert library.kernels["add"].launcher == "taichi"
+        expect = _run_all(rt, library)
+    assert got.keys() == expect.keys()
+    for name in got:
+        np.testing.assert_array_equal(got[name], expect[name], err_msg=name)
+    assert got["summed"][0] == 3 * sum(range(1000)) and got["u8"][299] == 299 % 256
+
+
+def test_launches_keep_order_with_libtaichis_copies_and_launches(vulkan, modules):
+    """No wait between: an own launch, libtaichi's device copy of its result, libtaichi's launch of the same
+    kernel, the own launch again, a copy back; each step sees the one before."""
+    with Runtime(vulkan) as rt:
+        own = rt.load_module(modules.path(vulkan)).kernels["add"]
+        library = rt.load_module(modules.path(vulkan), launcher="taichi").kernels["add"]
+        x = rt.ndarray_from_numpy(np.zeros(1000, np.float32))
+        y = rt.ndarray_from_numpy(np.ones(1000, np.float32))
+        z = rt.ndarray((1000,), np.float32)
+        expect = np.zeros(1000, np.float32)
+        for _ in range(20):
+            own(x, y, 1.0)
+            z.copy_from(x)  # libtaichi's ti_copy_memory_device_to_device
+            library(z, y, 2.0)
+            own(z, y, 3.0)
+            x.copy_from(z)
+            expect = expect + 6.0
+        rt.wait()
+        np.testing.assert_array_equal(x.to_numpy(), expect)
+
+
+def test_launches_batch_and_arrays_passed_again_keep_their_sets(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x, y = rt.ndarray((16,), np.float32), rt.ndarray_from_numpy(np.ones(16, np.float32))
+        before = _counts(rt)
+        for _ in range(2000):
+            add(x, y, 1.0)
+        rt.wait()
+        after = _counts(rt)
+        assert (x.to_numpy() == 2000).all()
+        assert after["dispatches"] - before["dispatches"] == 2000
+        assert 2000 // 256 <= after["submits"] - before["submits"] <= 2000 // 256 + 2  # batches, not one a launch
+        assert after["sets made"] - before["sets made"] <= 1 and after["sets kept"] - before["sets kept"] >= 1999
+        assert after["workgroups"] - before["workgroups"] == 2000  # 16 elements: one workgroup, not 1,024
+
+
+def test_a_loop_over_an_ndarray_is_dispatched_for_its_elements(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        for n in (1, 127, 128, 129, 100_000, 300_000):
+            x = rt.ndarray_from_numpy(np.arange(n, dtype=np.float32))
+            y = rt.ndarray_from_numpy(np.full(n, 2.0, np.float32))
+            before = _counts(rt)["workgroups"]
+            add(x, y, 0.5)
+            rt.wait()
+            groups = _counts(rt)["workgroups"] - before
+            loop = rt.device.loop_threads() or 131072
+            assert groups == max(1, min(-(-n // 128), -(-loop // 128))), n
+            np.testing.assert_array_equal(x.to_numpy(), np.arange(n, dtype=np.float32) + 1.0)  # every element
+
+
+def test_a_freed_array_never_lingers_in_a_kept_set(vulkan, modules):
+    """An array freed and a new one made (libtaichi may give it the freed one's handle): the kernel writes the new
+    one, launched before and after, with and without a wait between."""
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        y = rt.ndarray_from_numpy(np.ones(64, np.float32))
+        for i in range(30):
+            x = rt.ndarray((64,), np.float32)
+            add(x, y, float(i))
+            if i % 2:
+                rt.wait()
+            got = x.to_numpy()
+            np.testing.assert_array_equal(got, np.full(64, i, np.float32))
+            x.close()
+
+
+def test_errors_stay_typed_and_leave_the_runtime_working(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(modules.path(vulkan))
+        add = mod.kernels["add"]
+        x, y = rt.ndarray((8,), np.float32), rt.ndarray((8,), np.float32)
+        with pytest.raises(InvalidArgumentError, match="int32 ndarray"):
+            add(x, rt.ndarray((8,), np.int32), 1.0)
+        with pytest.raises(ArgumentTypeError):
+            add(x, y, "1")
+        errors = []
+        worker = threading.Thread(target=lambda: errors.append(_raises(add, x, y, 1.0)))
+        worker.start()
+        worker.join()
+        assert errors == [WrongThreadError]
+        y.from_numpy(np.ones(8, np.float32))
+        add(x, y, 4.0)
+        rt.wait()
+        assert (x.to_numpy() == 4).all()
+        pending = mod.kernels["fill_i32"]
+        pending(rt.ndarray((4, 4), np.int32), 1)  # recorded, not waited for: the close waits
+    with pytest.raises(ClosedError):
+        add(x, y, 1.0)
+
+
+def _raises(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:  # the type is what the test reads
+        return type(e)
+    return None
+
+
+def test_modules_and_runtimes_come_and_go_with_work_in_flight(vulkan, modules):
+    """Modules closed with their launches still queued, runtimes closed without a wait, two runtimes at once:
+    no crash, and each runtime's results its own."""
+    for _ in range(5):
+        with Runtime(vulkan) as a, Runtime(vulkan) as b:
+            xs = []
+            for rt in (a, b):
+                mod = rt.load_module(modules.path(vulkan))
+                x = rt.ndarray_from_numpy(np.zeros(32, np.float32))
+                y = rt.ndarray_from_numpy(np.ones(32, np.float32))
+                for _ in range(300):
+                    mod.kernels["add"](x, y, 1.0 if rt is a else 2.0)
+                mod.close()
+                xs.append(x)
+            assert (xs[0].to_numpy() == 300).all() and (xs[1].to_numpy() == 600).all()
+
+
+def test_vk_h_agrees_with_vulkans_own_headers(tmp_path):
+    """Every structure backends/vk.h declares by layout has the size and member offsets of Vulkan's own, and every
+    constant its value: compiled beside Vulkan's headers where they are installed (libvulkan-dev)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not os.path.isfile("/usr/include/vulkan/vulkan_core.h"):
+        if IN_CI:
+            pytest.fail("Vulkan's headers (libvulkan-dev) and a C compiler check backends/vk.h in CI")
+        pytest.skip("Vulkan's headers are not installed here (apt-get install libvulkan-dev)")
+    with open(os.path.join(CSRC, "backends", "vk.h"), encoding="utf-8") as f:
+        text = f.read()
+    import re
+
+    checks = []
+    for body, struct in re.findall(r"typedef struct \{(.*?)\} AotVk(\w+);", text, re.S):
+        if struct == "Functions":
+            continue
+        vk = f"Vk{struct}"
+        checks.append(f"_Static_assert(sizeof(AotVk{struct}) == sizeof({vk}), \"{struct}\");")
+        for member in re.findall(r"\b(\w+)(?:\[\d+\])?;", body):
+            checks.append(f"_Static_assert(offsetof(AotVk{struct}, {member}) == offsetof({vk}, {member}), "
+                          f"\"{struct}.{member}\");")
+    for name, value in re.findall(r"#define AOT_(VK_\w+) (\S+)", text):
+        if name.startswith(("VK_LIMIT_", "VK_PROPERTIES_")):
+            continue
+        checks.append(f"_Static_assert((long long)({value}) == (long long){name}, \"{name}\");")
+    checks.append("_Static_assert(AOT_VK_PROPERTIES_SIZE == sizeof(VkPhysicalDeviceProperties), \"properties\");")
+    for limit, member in (("MAX_UNIFORM_BUFFER_RANGE", "maxUniformBufferRange"),
+                          ("MAX_COMPUTE_WORK_GROUP_COUNT", "maxComputeWorkGroupCount"),
+                          ("MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT", "minUniformBufferOffsetAlignment")):
+        checks.append(f"_Static_assert(AOT_VK_LIMIT_{limit} == offsetof(VkPhysicalDeviceProperties, limits) + "
+                      f"offsetof(VkPhysicalDeviceLimits, {member}), \"{limit}\");")
+    source = tmp_path / "check.c"
+    source.write_text("#include <stddef.h>\n#include <vulkan/vulkan.h>\n#include \"backends/vk.h\"\n"
+                      + "\n".join(checks) + "\n")
+    proc = subprocess.run([cc, "-fsyntax-only", "-std=gnu11", "-I", CSRC, str(source)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(checks) > 120
+
+
+@pytest.fixture
+def vulkan():
+    from conftest import require_arch
+
+    require_arch(Arch.VULKAN)
+    return Arch.VULKAN
