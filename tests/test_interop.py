@@ -304,8 +304,11 @@ def test_a_wrong_array_is_named_by_its_library(rt, arch, modules):
 def test_a_wrong_jax_array_is_named_a_jax_array(rt, arch, modules):
     jnp = require_extra("jax.numpy", "jax")
     add = rt.load_module(modules.path(arch)).kernels["add"].declare_access({1: "read"})  # JAX arrays are read-only
+    import jax
+
+    wrong = jax.device_put(jnp.zeros(8, jnp.int32), jax.devices("cpu")[0])  # host memory, where a GPU is too
     with pytest.raises(InvalidArgumentError, match=r"got int32 JAX array of shape \(8,\)$"):
-        add(rt.ndarray((8,), np.float32), jnp.zeros(8, jnp.int32), 1.0)
+        add(rt.ndarray((8,), np.float32), wrong, 1.0)
 
 
 def test_arrays_of_the_other_byte_order(rt, arch, modules):

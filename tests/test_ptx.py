@@ -578,7 +578,7 @@ def test_a_wrong_launcher_choice_is_a_typed_error_on_every_arch(modules, monkeyp
         assert rt.load_module(path, cuda_launcher="taichi").kernels["add"].launcher == "taichi"  # the old name
         assert rt.load_module(path, launcher="taichi").kernels["add"].launcher == "taichi"
         assert rt.load_module(path, launcher="x64", cuda_launcher="own").kernels["add"].launcher == "taichi"
-        with pytest.raises(InvalidArgumentError, match="launcher must be one of auto, taichi, cuda, x64, own"):
+        with pytest.raises(InvalidArgumentError, match="launcher must be one of auto, taichi, cuda, x64, vulkan, own"):
             rt.load_module(path, launcher="fast")
         with pytest.raises(InvalidArgumentError, match="cuda_launcher must be one of"):
             rt.load_module(path, cuda_launcher="fast")

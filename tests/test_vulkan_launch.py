@@ -101,6 +101,21 @@ def test_launches_keep_order_with_libtaichis_copies_and_launches(vulkan, modules
         np.testing.assert_array_equal(x.to_numpy(), expect)
 
 
+def test_work_libtaichi_queued_before_the_module_loaded_comes_first(vulkan, modules):
+    """A copy libtaichi holds unsubmitted when the runtime's first module is loaded (an upload into device memory,
+    on a discrete GPU) runs before the first own launch that reads its result."""
+    for _ in range(3):
+        with Runtime(vulkan) as rt:
+            src = rt.ndarray_from_numpy(np.full(256, 5.0, np.float32))
+            rt.wait()
+            x = rt.ndarray((256,), np.float32)
+            x.copy_from(src)  # enqueued by libtaichi, no wait
+            add = rt.load_module(modules.path(vulkan)).kernels["add"]
+            add(x, src, 1.0)
+            rt.wait()
+            assert (x.to_numpy() == 10).all()
+
+
 def test_launches_batch_and_arrays_passed_again_keep_their_sets(vulkan, modules):
     with Runtime(vulkan) as rt:
         add = rt.load_module(modules.path(vulkan)).kernels["add"]

@@ -416,11 +416,13 @@ void taichi_aot_torch_op_release(TaichiAotTorchOp *op);
 int taichi_aot_patch_library_calls(const char *name, void *fn);
 
 /* vkfence.c: libtaichi's Vulkan fences kept and reused (`on`), its dlsym patched once; whether its Vulkan goes
-   through ours; the counts of fences made, taken from a pool and put back. */
+   through ours; the counts of fences made, taken from a pool and put back; the physical device libtaichi is shown;
+   whether a VkDevice was made with VK_EXT_external_memory_host (added where the driver has it). */
 int taichi_aot_hook_vulkan_fences(int on);
 int taichi_aot_vulkan_fences_hooked(void);
 void taichi_aot_vulkan_fence_counts(uint64_t *out);
 int32_t taichi_aot_vulkan_select_device(int32_t index);
+int taichi_aot_vulkan_imports_host(void *device);
 
 /* backends/x64.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
@@ -456,7 +458,8 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    taichi_aot_vk_kernel_free lets a kernel go (any thread; freed once no batch runs it). A launch returns 0,
    TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
-   batches submitted, descriptor sets made, sets found kept, waits for fences. */
+   batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
+   arrays copied through their imported pages. */
 #define TAICHI_AOT_VK_BIND_ARGS 1
 #define TAICHI_AOT_VK_BIND_RETS 2
 #define TAICHI_AOT_VK_BIND_TEMPS 3
@@ -498,6 +501,14 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
 int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
 void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
+/* backends/vkcopy.c: copies on the own state's queue: between two memories of the runtime, recorded as a launch is;
+   between host memory and a memory, through the host's pages imported (waited for). Each returns 0, 1 where it
+   cannot (no own state; host memory the device cannot import: the caller copies through libtaichi or staging
+   buffers), the library's error code (a memory unknown to it) or TAICHI_AOT_VK_ERROR minus Vulkan's VkResult. */
+int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
+                       uint64_t size);
+int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
+                            int to_device);
 
 /* logsink.c: C's stdio streams, which the library writes to, pointed at a file descriptor of ours (`which`: 2 stderr,
    1 stdout); open returns NULL where fdopen fails. */

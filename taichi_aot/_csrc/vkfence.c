@@ -1,4 +1,6 @@
-/* Vulkan fences reused: libtaichi_c_api 1.7.4 creates a VkFence for every submit (VulkanStream::submit) and
+/* libtaichi's Vulkan, reached through functions of ours for a few names (the rest is the loader's own).
+
+   Vulkan fences reused: libtaichi_c_api 1.7.4 creates a VkFence for every submit (VulkanStream::submit) and
    destroys it at the next wait, which costs about 0.8 ms a fence on NVIDIA's driver: more than half a millisecond
    on every ti_wait and ti_flush, where a submit and wait with a reused fence costs 37 us.
 
@@ -138,11 +140,14 @@ static void taichi_aot_vk_destroy_fence(TaichiAotVkHandle device, TaichiAotVkFen
     }
 }
 
+static void taichi_aot_forget_importing(TaichiAotVkHandle device);
+
 static void taichi_aot_vk_destroy_device(TaichiAotVkHandle device, const void *allocator) {
     TaichiAotFencePool *pool;
     TaichiAotVkDestroyDevice destroy_device = NULL;
     uint32_t i;
     pthread_mutex_lock(&taichi_aot_fence_lock);
+    taichi_aot_forget_importing(device);
     pool = taichi_aot_pool(device);
     if (pool != NULL) {
         for (i = 0; i < pool->kept; ++i) {
@@ -212,6 +217,98 @@ int32_t taichi_aot_vulkan_select_device(int32_t index) {
     return before;
 }
 
+/* A device made with VK_EXT_external_memory_host where its driver has it (libtaichi enables a list of its own, without
+   it): the host's pages can then be imported as buffers, and host arrays copied by the GPU itself, at the link's speed
+   (backends/vkcopy.c). VkDeviceCreateInfo as Vulkan lays it out on 64-bit targets: its extension count at byte 48 and
+   their names at 56. The devices so made are noted (taichi_aot_vulkan_imports_host). */
+typedef TaichiAotVkResult (*TaichiAotVkCreateDevice)(TaichiAotVkHandle, const void *, const void *,
+                                                      TaichiAotVkHandle *);
+typedef TaichiAotVkResult (*TaichiAotVkEnumerateExtensions)(TaichiAotVkHandle, const char *, uint32_t *, void *);
+#define TAICHI_AOT_HOST_MEMORY_EXTENSION "VK_EXT_external_memory_host"
+#define TAICHI_AOT_DEVICE_INFO_SIZE 72
+static TaichiAotVkCreateDevice taichi_aot_real_create_device = NULL;
+static TaichiAotVkEnumerateExtensions taichi_aot_real_extensions = NULL;
+static TaichiAotVkHandle taichi_aot_importing[TAICHI_AOT_FENCE_DEVICES]; /* devices made with the extension */
+
+static int taichi_aot_has_extension(TaichiAotVkHandle physical, const char *name) {
+    uint32_t count = 0, i;
+    char *found;
+    int has = 0;
+    if (taichi_aot_real_extensions == NULL || taichi_aot_real_extensions(physical, NULL, &count, NULL) != 0) {
+        return 0;
+    }
+    found = (char *)calloc(count ? count : 1, 260); /* VkExtensionProperties: a name of 256 bytes, a version */
+    if (found != NULL && taichi_aot_real_extensions(physical, NULL, &count, found) >= 0) {
+        for (i = 0; i < count && !has; ++i) {
+            has = strncmp(found + (size_t)i * 260, name, 256) == 0;
+        }
+    }
+    free(found);
+    return has;
+}
+
+static TaichiAotVkResult taichi_aot_vk_create_device(TaichiAotVkHandle physical, const void *info,
+                                                      const void *allocator, TaichiAotVkHandle *device) {
+    unsigned char copy[TAICHI_AOT_DEVICE_INFO_SIZE];
+    uint32_t count, i;
+    const char *const *names;
+    const char **more;
+    TaichiAotVkResult result;
+    if (info == NULL || !taichi_aot_has_extension(physical, TAICHI_AOT_HOST_MEMORY_EXTENSION)) {
+        return taichi_aot_real_create_device(physical, info, allocator, device);
+    }
+    memcpy(copy, info, sizeof(copy));
+    memcpy(&count, copy + 48, 4);
+    memcpy(&names, copy + 56, sizeof(names));
+    for (i = 0; i < count; ++i) {
+        if (strcmp(names[i], TAICHI_AOT_HOST_MEMORY_EXTENSION) == 0) {
+            return taichi_aot_real_create_device(physical, info, allocator, device);
+        }
+    }
+    more = (const char **)calloc(count + 1, sizeof(char *));
+    if (more == NULL) {
+        return taichi_aot_real_create_device(physical, info, allocator, device);
+    }
+    memcpy(more, names, count * sizeof(char *));
+    more[count++] = TAICHI_AOT_HOST_MEMORY_EXTENSION;
+    memcpy(copy + 48, &count, 4);
+    memcpy(copy + 56, &more, sizeof(more));
+    result = taichi_aot_real_create_device(physical, copy, allocator, device);
+    free(more);
+    if (result == 0) {
+        pthread_mutex_lock(&taichi_aot_fence_lock);
+        for (i = 0; i < TAICHI_AOT_FENCE_DEVICES; ++i) {
+            if (taichi_aot_importing[i] == NULL) {
+                taichi_aot_importing[i] = *device;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&taichi_aot_fence_lock);
+    }
+    return result;
+}
+
+/* Whether `device` was made with VK_EXT_external_memory_host (libtaichi's, through the hook). */
+int taichi_aot_vulkan_imports_host(void *device) {
+    int i, found = 0;
+    pthread_mutex_lock(&taichi_aot_fence_lock);
+    for (i = 0; i < TAICHI_AOT_FENCE_DEVICES && !found; ++i) {
+        found = device != NULL && taichi_aot_importing[i] == device;
+    }
+    pthread_mutex_unlock(&taichi_aot_fence_lock);
+    return found;
+}
+
+/* A destroyed device's note gone (another may be made at its address). */
+static void taichi_aot_forget_importing(TaichiAotVkHandle device) {
+    int i;
+    for (i = 0; i < TAICHI_AOT_FENCE_DEVICES; ++i) {
+        if (taichi_aot_importing[i] == device) {
+            taichi_aot_importing[i] = NULL;
+        }
+    }
+}
+
 /* The three functions above for their names, else NULL. */
 static TaichiAotVkVoidFunction taichi_aot_vk_ours(const char *name) {
     if (name == NULL) {
@@ -250,6 +347,12 @@ static TaichiAotVkVoidFunction taichi_aot_vk_gipa(TaichiAotVkHandle instance, co
     if (strcmp(name, "vkEnumeratePhysicalDevices") == 0) {
         taichi_aot_real_enumerate = (TaichiAotVkEnumerate)real; /* the loader's trampoline: any instance's */
         return (TaichiAotVkVoidFunction)&taichi_aot_vk_enumerate;
+    }
+    if (strcmp(name, "vkCreateDevice") == 0) {
+        taichi_aot_real_create_device = (TaichiAotVkCreateDevice)real; /* the loader's trampolines */
+        taichi_aot_real_extensions = (TaichiAotVkEnumerateExtensions)taichi_aot_real_gipa(
+            instance, "vkEnumerateDeviceExtensionProperties");
+        return (TaichiAotVkVoidFunction)&taichi_aot_vk_create_device;
     }
     ours = taichi_aot_vk_ours(name);
     if (ours == (TaichiAotVkVoidFunction)&taichi_aot_vk_create_fence) {

@@ -38,18 +38,16 @@ _UNBOUND = {0: "it reads or writes the module's fields", 4: "it loops over a fie
             6: "it takes an argument pack"}
 #: Taichi's task types the own launch dispatches: serial (0) and range-for (1).
 _SERIAL, _RANGE_FOR = 0, 1
-#: The counts ``taichi_aot_vk_counts`` gives, by name.
-COUNTS = ("dispatches", "submits", "sets made", "sets kept", "fence waits", "workgroups")
 
 
 class VulkanState:
     """What the own Vulkan launch keeps per runtime (``backends.RuntimeBackends``' state under its name): the C
-    state of the runtime (``taichi_aot_vk_open``), closed with the runtime."""
+    state of the runtime its device opened (``placement.vulkan``: ``vulkan_id``), closed with the runtime."""
 
     def __init__(self, runtime: Any):
-        error = ffi.new("char[]", 512)
-        self.id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
-        self.why = "" if self.id else ffi.string(error).decode("utf-8", "replace")
+        device = self._device = runtime.device
+        self.id = int(getattr(device, "vulkan_id", 0))
+        self.why = getattr(device, "vulkan_why", "") or ("" if self.id else "the runtime's device opened none")
 
     def select(self, stream: int | None) -> None:
         pass  # no streams on Vulkan
@@ -61,11 +59,8 @@ class VulkanState:
         pass
 
     def counts(self) -> dict[str, int]:
-        """How many dispatches were recorded, batches submitted, descriptor sets made and found kept, fences waited
-        for, workgroups dispatched, on this runtime."""
-        out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
-        lib.taichi_aot_vk_counts(self.id, out)
-        return dict(zip(COUNTS, (int(v) for v in out)))
+        """The own Vulkan state's counts on this runtime (its device's: ``placement.vulkan``)."""
+        return self._device.counts()
 
 
 class _Made:

@@ -201,6 +201,10 @@ class Staging:
             self._arrays = [a for a in self._arrays if a[0] != start]
         owned.close()
 
+    def holds(self, array: np.ndarray) -> bool:
+        """Whether ``array`` (contiguous) is one of :meth:`host_array`'s: its bytes in a staging buffer."""
+        return self._host_array_of(array.reshape(-1).view(np.uint8)) is not None
+
     def _host_array_of(self, a: np.ndarray) -> tuple[_Buffer, int] | None:
         """The buffer of a host array ``a`` lies in, and its offset there (None: another array)."""
         if not self._arrays:

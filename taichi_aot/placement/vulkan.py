@@ -23,10 +23,13 @@ import zipfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from .. import _library, _probe, capi
 from .._native import ffi, lib
+from ..capi.handles import mark_enqueued
 from ..enums import Arch
-from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError, TaichiError
+from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError, TaichiError, check
 from .base import Device
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,7 +89,12 @@ def facts(runtime_handle: Any) -> VulkanFacts:
 
 
 class SharedMemoryVulkan(Device):
-    """A Vulkan device whose memory the host shares: host-visible ndarrays by default, mapped and copied directly."""
+    """A Vulkan device whose memory the host shares: host-visible ndarrays by default, mapped and copied directly.
+
+    Each Vulkan device opens the runtime's own Vulkan state (``_csrc/backends/vkqueue.c``: its command buffers on
+    libtaichi's queue, which the own Vulkan launch records into): :attr:`vulkan_id` (0 where it could not be opened,
+    :attr:`vulkan_why` says why). Copies between two memories are recorded there, in one submission with the
+    launches around them."""
 
     policy = "vulkan-shared"
 
@@ -94,6 +102,28 @@ class SharedMemoryVulkan(Device):
         super().__init__(runtime)
         self.facts = found
         self._why = why
+        error = ffi.new("char[]", 512)
+        self.vulkan_id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
+        self.vulkan_why = "" if self.vulkan_id else ffi.string(error).decode("utf-8", "replace")
+
+    def counts(self) -> dict[str, int]:
+        """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
+        and found kept, fences waited for, workgroups dispatched, copies recorded, host arrays copied through their
+        imported pages (:data:`COUNTS`)."""
+        out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
+        lib.taichi_aot_vk_counts(self.vulkan_id, out)
+        return dict(zip(COUNTS, (int(v) for v in out)))
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
+        """Recorded on the own Vulkan state's queue where it is open (libtaichi's copy otherwise)."""
+        if self.vulkan_id:
+            handle = self._runtime.handle
+            mark_enqueued(handle)
+            code = lib.taichi_aot_vk_copy(handle, dst.handle, dst_offset, src.handle, src_offset, size)
+            if code != 1:
+                _raise_for(code, "copy_memory_device_to_device")
+                return
+        super().copy(dst, dst_offset, src, src_offset, size)
 
     def why_default(self) -> str:
         return self._why
@@ -104,13 +134,36 @@ class SharedMemoryVulkan(Device):
 
 class DeviceMemoryVulkan(SharedMemoryVulkan):
     """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
-    staging buffers, host arrays passed to kernels copied into device memory."""
+    staging buffers, host arrays passed to kernels copied into device memory. A host array of
+    :data:`HOST_IMPORT_BYTES` or more is copied by the GPU from and to its own pages, imported where the driver can
+    (VK_EXT_external_memory_host): no pass through a staging buffer."""
 
     policy = "vulkan-device"
     kernel_copies_on_device = True
 
     def default_access(self) -> tuple[bool, bool]:
         return False, False
+
+    def reader(self, memory: Any) -> Any:
+        staged = super().reader(memory)
+        return staged if memory.host_read or not self.vulkan_id else functools.partial(self._imported, staged, False)
+
+    def writer(self, memory: Any) -> Any:
+        staged = super().writer(memory)
+        return staged if memory.host_write or not self.vulkan_id else functools.partial(self._imported, staged, True)
+
+    def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
+        """``array``'s bytes moved by the GPU through its imported pages, where it is large and they can be;
+        through ``staged`` (the staging buffers) otherwise."""
+        if array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and not self.staging.holds(array):
+            handle = self._runtime.handle
+            mark_enqueued(handle)
+            code = lib.taichi_aot_vk_host_copy(handle, memory.handle, 0, ffi.cast("void *", array.ctypes.data),
+                                               array.nbytes, int(to_device))
+            if code != 1:
+                _raise_for(code, "a host array's copy")
+                return
+        staged(memory, array)
 
     def _host_array(self, dims: tuple[int, ...], dtype: Any) -> Any:
         return self.staging.host_array(dims, dtype)
@@ -125,6 +178,22 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def loop_threads(self) -> int | None:
         """As wide as :meth:`module_source` makes them (:func:`grid_threads`)."""
         return grid_threads()
+
+
+#: The counts of the own Vulkan state (``SharedMemoryVulkan.counts``), by name.
+COUNTS = ("dispatches", "submits", "sets made", "sets kept", "fence waits", "workgroups", "copies", "host copies")
+#: The smallest host array the GPU copies through its imported pages (smaller ones go through staging buffers, whose
+#: copies cost less than importing the pages).
+HOST_IMPORT_BYTES = 1 << 20
+
+
+def _raise_for(code: int, what: str) -> None:
+    """Nothing for 0; the library's error (its last) or Vulkan's for a copy's code."""
+    if code == 0:
+        return
+    if code <= lib.TAICHI_AOT_VK_ERROR:
+        raise InvalidStateError(f"{what}: Vulkan failed (VkResult {lib.TAICHI_AOT_VK_ERROR - code})")
+    check(what)
 
 
 def memory_choice() -> str:

@@ -37,6 +37,13 @@ typedef AotVkVoidFunction (*AotVkGetProcAddr)(AotVkDispatch, const char *);
 #define AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO 40
 #define AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO 42
 #define AOT_VK_STRUCTURE_TYPE_MEMORY_BARRIER 46
+#define AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2 1000059001
+#define AOT_VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO 1000072000
+#define AOT_VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT 1000178000
+#define AOT_VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT 1000178001
+#define AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT 1000178002
+#define AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT 0x80u
+#define AOT_VK_BUFFER_USAGE_TRANSFER_SRC_BIT 0x1u
 
 #define AOT_VK_DESCRIPTOR_TYPE_STORAGE_BUFFER 7
 #define AOT_VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC 8
@@ -256,6 +263,37 @@ typedef struct {
     AotVkMemoryHeap memoryHeaps[16];
 } AotVkPhysicalDeviceMemoryProperties;
 
+typedef struct {
+    uint64_t srcOffset;
+    uint64_t dstOffset;
+    uint64_t size;
+} AotVkBufferCopy;
+
+typedef struct {
+    int32_t sType;
+    void *pNext;
+    uint32_t handleTypes;
+} AotVkExternalMemoryBufferCreateInfo;
+
+typedef struct {
+    int32_t sType;
+    const void *pNext;
+    uint32_t handleType;
+    void *pHostPointer;
+} AotVkImportMemoryHostPointerInfoEXT;
+
+typedef struct {
+    int32_t sType;
+    void *pNext;
+    uint32_t memoryTypeBits;
+} AotVkMemoryHostPointerPropertiesEXT;
+
+typedef struct {
+    int32_t sType;
+    void *pNext;
+    uint64_t minImportedHostPointerAlignment;
+} AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT;
+
 /* The entry points, looked up once a device (vkGetDeviceProcAddr; the instance's two through the runtime's
    vkGetInstanceProcAddr). */
 typedef struct {
@@ -306,6 +344,11 @@ typedef struct {
     void (*CmdPipelineBarrier)(AotVkDispatch, uint32_t, uint32_t, uint32_t, uint32_t, const AotVkMemoryBarrier *,
                                uint32_t, const void *, uint32_t, const void *);
     void (*CmdFillBuffer)(AotVkDispatch, AotVkHandle, uint64_t, uint64_t, uint32_t);
+    void (*CmdCopyBuffer)(AotVkDispatch, AotVkHandle, AotVkHandle, uint32_t, const AotVkBufferCopy *);
+    /* where the device was made with VK_EXT_external_memory_host (else NULL), and Vulkan 1.1's properties query */
+    AotVkResult (*GetMemoryHostPointerPropertiesEXT)(AotVkDispatch, uint32_t, const void *,
+                                                     AotVkMemoryHostPointerPropertiesEXT *);
+    void (*GetPhysicalDeviceProperties2)(AotVkDispatch, void *);
 } AotVkFunctions;
 
 #endif

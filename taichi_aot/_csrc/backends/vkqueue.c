@@ -277,7 +277,8 @@ static AotVkResult vk_buffer(VkRt *rt, AotVkDispatch physical, uint64_t size, ui
     X(CreateComputePipelines) X(DestroyPipeline) X(CreateDescriptorPool) X(DestroyDescriptorPool) \
     X(AllocateDescriptorSets) X(FreeDescriptorSets) X(UpdateDescriptorSets) X(CreateBuffer) X(DestroyBuffer) \
     X(GetBufferMemoryRequirements) X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory) \
-    X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdDispatch) X(CmdPipelineBarrier) X(CmdFillBuffer)
+    X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdDispatch) X(CmdPipelineBarrier) X(CmdFillBuffer) \
+    X(CmdCopyBuffer)
 
 /* The device's entry points; the name of the first missing, or NULL. */
 static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch instance) {
@@ -297,6 +298,11 @@ static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch i
     }
     VK_DEVICE_FUNCTIONS(VK_LOOK_UP)
 #undef VK_LOOK_UP
+    *(void **)&rt->f.GetPhysicalDeviceProperties2 = (void *)gipa(instance, "vkGetPhysicalDeviceProperties2");
+    if (taichi_aot_vulkan_imports_host(rt->device)) { /* the device was made with the extension (vkfence.c) */
+        *(void **)&rt->f.GetMemoryHostPointerPropertiesEXT =
+            (void *)gdpa(rt->device, "vkGetMemoryHostPointerPropertiesEXT");
+    }
     return NULL;
 }
 
@@ -356,6 +362,7 @@ static AotVkResult vk_make(VkRt *rt, AotVkDispatch physical, const char **what) 
     memcpy(&rt->max_groups, props + AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT, 4);
     memcpy(&rt->max_range, props + AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE, 4);
     rt->align = align >= 16 && align <= 4096 ? (uint32_t)align : 256;
+    rt->host_align = aot_vk_host_alignment(rt, physical);
     if (rt->max_groups == 0) {
         rt->max_groups = 65535;
     }
@@ -413,6 +420,8 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     rt->queue = (AotVkDispatch)info.compute_queue;
     rt->family = info.compute_queue_family_index;
     rt->current = -1;
+    /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
+    rt->library_dirty = rt->library_pending = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
     if (missing != NULL) {
         snprintf(error, error_size, "the Vulkan driver lacks %s", missing);

@@ -1,5 +1,6 @@
 /* What the own Vulkan launch's files share (backends/vkqueue.c: the runtime's own state, its batches and memory;
-   backends/vulkan.c: kernels and their launches; backends/vkorder.c: libtaichi's calls ordered with them): a private
+   backends/vulkan.c: kernels and their launches; backends/vkcopy.c: copies on its queue, host memory imported;
+   backends/vkorder.c: libtaichi's calls ordered with them): a private
    header, never handed to cffi. backends/vulkan.c's opening comment says how the launch works. */
 #ifndef TAICHI_AOT_BACKENDS_VULKAN_H
 #define TAICHI_AOT_BACKENDS_VULKAN_H
@@ -70,6 +71,7 @@ struct VkRt {
     AotVkFunctions f;
     AotVkDispatch device, queue;
     uint32_t family, align, max_groups, max_range;
+    uint64_t host_align; /* minImportedHostPointerAlignment, where host memory is imported (vkcopy.c) */
     AotVkHandle command_pool;
     VkBatch batches[TAICHI_AOT_VK_BATCHES];
     int current, next;
@@ -114,6 +116,8 @@ __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatc
 /* Kernels (vulkan.c): one freed; the sets it keeps for some arrays let go. */
 __attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
 __attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
+/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot). */
+__attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical);
 /* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
 __attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);

@@ -1,0 +1,179 @@
+/* Copies on the own Vulkan state's queue (backends/vulkan.c says what that state is).
+
+   Between two memories of the runtime (taichi_aot_vk_copy): recorded into the batch being recorded, as a launch is,
+   so that a host array's staging copies, the kernel that reads it and the copy back of what it writes go in one
+   submission, waited for once (through libtaichi, each was a submission and a fence of its own, and the first
+   launch after them flushed libtaichi's queue first).
+
+   Between host memory and a memory (taichi_aot_vk_host_copy): the host's own pages imported as a VkBuffer
+   (VK_EXT_external_memory_host, which vkfence.c adds to the device libtaichi makes, where the driver has it) and
+   copied by the GPU, at the link's speed, with no pass through a staging buffer; waited for before it returns (the
+   pages are the caller's array's). The pages imported are those the array's bytes lie in, from the page its first
+   byte is in to the one its last is in: the copy touches the array's bytes alone. Where the device cannot import
+   (no extension, an alignment above the page's, a driver that refuses the pages), it returns 1 and the caller copies
+   through staging buffers. */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interop.h"
+#include "taichi_aot.h"
+#include "taichi/taichi_vulkan.h"
+#include "backends/vk.h"
+#include "backends/vulkan.h"
+
+uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical) {
+    AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT host;
+    unsigned char props[16 + AOT_VK_PROPERTIES_SIZE];
+    long page = sysconf(_SC_PAGESIZE);
+    int32_t type = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    void *next = &host;
+    if (rt->f.GetMemoryHostPointerPropertiesEXT == NULL || rt->f.GetPhysicalDeviceProperties2 == NULL || page <= 0) {
+        return 0;
+    }
+    memset(&host, 0, sizeof(host));
+    host.sType = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    memset(props, 0, sizeof(props)); /* VkPhysicalDeviceProperties2: sType, pNext, then the properties */
+    memcpy(props, &type, 4);
+    memcpy(props + 8, &next, sizeof(next));
+    rt->f.GetPhysicalDeviceProperties2(physical, props);
+    if (host.minImportedHostPointerAlignment == 0) { /* not said: the page (Mesa's CPU driver) */
+        return (uint64_t)page;
+    }
+    /* an alignment above the page's would import pages the array has no byte in, which may not be mapped */
+    return host.minImportedHostPointerAlignment <= (uint64_t)page ? (uint64_t)page : 0;
+}
+
+/* A memory's VkBuffer, or 0 (unknown to the library: its error says so). */
+static AotVkHandle vk_buffer_of(VkRt *rt, TiMemory memory) {
+    TiVulkanMemoryInteropInfo info;
+    memset(&info, 0, sizeof(info));
+    ti_export_vulkan_memory(rt->runtime, memory, &info);
+    return (AotVkHandle)(uintptr_t)info.buffer;
+}
+
+/* One copy recorded into the batch being recorded, with Taichi's barrier after it. */
+static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, const AotVkBufferCopy *region) {
+    AotVkResult code = AOT_VK_SUCCESS;
+    VkBatch *b;
+    aot_vk_library_first(rt);
+    b = aot_vk_begin(rt, &code);
+    if (b == NULL) {
+        return code;
+    }
+    rt->f.CmdCopyBuffer(b->cb, src, dst, 1, region);
+    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
+    ++b->dispatches;
+    ++rt->counts[6];
+    return AOT_VK_SUCCESS;
+}
+
+int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
+                       uint64_t size) {
+    VkRt *rt = aot_vk_find(runtime);
+    AotVkBufferCopy region;
+    AotVkHandle to, from;
+    AotVkResult code;
+    if (rt == NULL) {
+        return 1; /* no own state: libtaichi's copy */
+    }
+    to = vk_buffer_of(rt, dst);
+    from = vk_buffer_of(rt, src);
+    if (to == 0 || from == 0) {
+        return (int)ti_get_last_error(NULL, NULL);
+    }
+    region.srcOffset = src_offset;
+    region.dstOffset = dst_offset;
+    region.size = size;
+    code = vk_record_copy(rt, to, from, &region);
+    return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
+}
+
+/* The host pages from `start`, `length` bytes, imported as a buffer (`*buffer`, `*memory`); 1 where they cannot be. */
+static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHandle *buffer, AotVkHandle *memory) {
+    AotVkMemoryHostPointerPropertiesEXT props;
+    AotVkExternalMemoryBufferCreateInfo external;
+    AotVkImportMemoryHostPointerInfoEXT import;
+    AotVkBufferCreateInfo info;
+    AotVkMemoryAllocateInfo alloc;
+    AotVkMemoryRequirements req;
+    uint32_t bits, type;
+    memset(&props, 0, sizeof(props));
+    props.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+    if (rt->f.GetMemoryHostPointerPropertiesEXT(rt->device, AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+                                                (const void *)start, &props) != AOT_VK_SUCCESS) {
+        return 1;
+    }
+    memset(&external, 0, sizeof(external));
+    external.sType = AOT_VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+    external.handleTypes = AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    memset(&info, 0, sizeof(info));
+    info.sType = AOT_VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.pNext = &external;
+    info.size = length;
+    info.usage = AOT_VK_BUFFER_USAGE_TRANSFER_SRC_BIT | AOT_VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (rt->f.CreateBuffer(rt->device, &info, NULL, buffer) != AOT_VK_SUCCESS) {
+        return 1;
+    }
+    rt->f.GetBufferMemoryRequirements(rt->device, *buffer, &req);
+    bits = props.memoryTypeBits & req.memoryTypeBits;
+    for (type = 0; type < 32 && !(bits & (1u << type)); ++type) {
+    }
+    if (type == 32 || req.size > length) {
+        rt->f.DestroyBuffer(rt->device, *buffer, NULL);
+        return 1;
+    }
+    memset(&import, 0, sizeof(import));
+    import.sType = AOT_VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+    import.handleType = AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    import.pHostPointer = (void *)start;
+    memset(&alloc, 0, sizeof(alloc));
+    alloc.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.pNext = &import;
+    alloc.allocationSize = length;
+    alloc.memoryTypeIndex = type;
+    if (rt->f.AllocateMemory(rt->device, &alloc, NULL, memory) != AOT_VK_SUCCESS) {
+        rt->f.DestroyBuffer(rt->device, *buffer, NULL);
+        return 1;
+    }
+    if (rt->f.BindBufferMemory(rt->device, *buffer, *memory, 0) != AOT_VK_SUCCESS) {
+        rt->f.DestroyBuffer(rt->device, *buffer, NULL);
+        rt->f.FreeMemory(rt->device, *memory, NULL);
+        return 1;
+    }
+    return AOT_VK_SUCCESS;
+}
+
+int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
+                            int to_device) {
+    VkRt *rt = aot_vk_find(runtime);
+    AotVkHandle device_buffer, buffer, imported;
+    AotVkBufferCopy region;
+    AotVkResult code;
+    uintptr_t start, end;
+    if (rt == NULL || rt->host_align == 0 || size == 0) {
+        return 1;
+    }
+    device_buffer = vk_buffer_of(rt, memory);
+    if (device_buffer == 0) {
+        return (int)ti_get_last_error(NULL, NULL);
+    }
+    start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
+    end = ((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1);
+    if (vk_import(rt, start, end - start, &buffer, &imported) != AOT_VK_SUCCESS) {
+        return 1;
+    }
+    region.srcOffset = to_device ? (uintptr_t)host - start : offset;
+    region.dstOffset = to_device ? offset : (uintptr_t)host - start;
+    region.size = size;
+    code = vk_record_copy(rt, to_device ? device_buffer : buffer, to_device ? buffer : device_buffer, &region);
+    if (code == AOT_VK_SUCCESS) {
+        code = aot_vk_finish(rt); /* the pages are the caller's: done before they are let go */
+    } else {
+        aot_vk_finish(rt);
+    }
+    rt->f.DestroyBuffer(rt->device, buffer, NULL);
+    rt->f.FreeMemory(rt->device, imported, NULL);
+    rt->counts[7] += code == AOT_VK_SUCCESS;
+    return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
+}
