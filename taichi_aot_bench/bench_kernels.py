@@ -65,7 +65,8 @@ def define() -> dict:
 
 
 def build(arch: str, out: str) -> None:
-    """Compile the benchmark kernels and the 16-dispatch graph ``tiny16`` for ``arch`` into folder ``out``."""
+    """Compile the benchmark kernels, the 16-dispatch graph ``tiny16`` and the 64 dispatches of saxpy ``saxpy64``
+    for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     kernels = define()
     x = ti.graph.Arg(ti.graph.ArgKind.NDARRAY, "x", ti.f32, ndim=1)
@@ -77,6 +78,11 @@ def build(arch: str, out: str) -> None:
     for name, kernel in kernels.items():
         module.add_kernel(kernel, name=name)
     module.add_graph("tiny16", builder.compile())
+    x, y = (ti.graph.Arg(ti.graph.ArgKind.NDARRAY, name, ti.f32, ndim=1) for name in ("x", "y"))
+    steps = ti.graph.GraphBuilder()
+    for _ in range(64):  # a step of many small dispatches, as the placement section times it against raw Vulkan's
+        steps.dispatch(kernels["saxpy"], x, y, a)
+    module.add_graph("saxpy64", steps.compile())
     os.makedirs(out, exist_ok=True)
     module.save(out)
     # the kernels' argument names, as taichi_aot build records them (Taichi's x64 and CUDA metadata has none): the

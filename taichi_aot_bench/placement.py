@@ -7,9 +7,11 @@ host copies, beside the placements a user could choose and beside CUDA on the sa
   (target >= 0.8 on a discrete GPU).
 * Host copies of 64 MiB (``from_numpy``, ``to_numpy(out=)``) from a pageable numpy array and from ``rt.host_array``,
   beside CUDA's copies of the same arrays: each of Vulkan's against CUDA's (target >= 0.7).
-* A launch and a wait, and a step of many small dispatches (64 launches of a kernel over 4096 elements, then a
-  wait); with ``--vk-raw``, beside raw Vulkan's (benchmarks/vk_raw.c: one dispatch of an empty shader recorded,
-  submitted and waited for, target <= 1.3 for the launch; 64 dispatches with barriers between them).
+* A launch and a wait, a step of many small dispatches (64 launches of a kernel over 4096 elements, then a wait)
+  and a compute graph of the same 64 dispatches; with ``--vk-raw``, beside raw Vulkan's (benchmarks/vk_raw.c: one
+  dispatch of an empty shader recorded, submitted and waited for; 64 dispatches with barriers between them): on a
+  GPU, targets <= 1.1 for the launch, <= 1.3 for the 64 launches, <= 1.2 for the graph; <= 3 for the 64 launches on
+  a CPU device (lavapipe).
 
 On a CPU device (lavapipe) the rows are measured and no target is set: its memory is the host's either way.
 """
@@ -147,33 +149,41 @@ def _copies(bench: Bench, cuda: tuple[Runtime, object] | None) -> list[Row]:
 
 
 def _dispatches(bench: Bench) -> list[Row]:
-    """A launch and a wait, and a step of 64 small dispatches and a wait, in microseconds; beside raw Vulkan's where
-    the bench has a build of vk_raw.c."""
+    """A launch and a wait, a step of 64 small dispatches and a wait, and a compute graph of the same 64 and a wait,
+    in microseconds; beside raw Vulkan's where the bench has a build of vk_raw.c."""
     rt = bench.rt
-    x = rt.ndarray((4096,), np.float32)
-    y = rt.ndarray((4096,), np.float32)
+    size = 16 if bench.software else 4096  # on a CPU device, a kernel's own work would be most of what is timed
+    x = rt.ndarray((size,), np.float32)
+    y = rt.ndarray((size,), np.float32)
     launch = bench.mod.kernels["saxpy"].bind(x, y, 0.5)
+    graph = bench.mod.graphs["saxpy64"].bind(x=x, y=y, a=0.5) if "saxpy64" in bench.mod.graphs else None
     steps = 5 if bench.quick else 50
 
-    def sample(dispatches: int, repeats: int) -> float:
+    def sample(dispatches: int, repeats: int, step: Callable[[], object] = launch) -> float:
         t0 = time.perf_counter()
         for _ in range(repeats):
             for _ in range(dispatches):
-                launch()
+                step()
             rt.wait()
         return (time.perf_counter() - t0) / repeats * 1e6
 
-    one, many = "a launch of saxpy @4096, then a wait", "step of 64 dispatches of saxpy @4096, then a wait"
-    samples = interleave({one: partial(sample, 1, steps * 20), many: partial(sample, 64, steps)},
-                         3 if bench.quick else 5)
+    one, many = f"a launch of saxpy @{size}, then a wait", f"step of 64 dispatches of saxpy @{size}, then a wait"
+    graphed = f"a graph of 64 dispatches of saxpy @{size}, then a wait"
+    methods: dict[str, Callable[[], float]] = {one: partial(sample, 1, steps * 20), many: partial(sample, 64, steps)}
+    if graph is not None:
+        methods[graphed] = partial(sample, 1, steps, graph)
+    samples = interleave(methods, 3 if bench.quick else 5)
     rows = [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 1 if name == one else 64})
             for name, v in samples.items()]
     raw = _raw_vulkan(bench, 200 if bench.quick else 2000)
     if raw:
         rows += [Row(SECTION, bench.name, RAW_ONE, "us/step", [raw["dispatch"]], params={"dispatches": 1}),
                  Row(SECTION, bench.name, RAW_64, "us/step", [raw["dispatch_64"]], params={"dispatches": 64})]
-        ratio(rows, one, RAW_ONE, None if bench.software else 1.3)
-        ratio(rows, many, RAW_64)
+        gpu = not bench.software
+        ratio(rows, one, RAW_ONE, 1.1 if gpu else None)
+        ratio(rows, many, RAW_64, 1.3 if gpu else 3.0)
+        if graph is not None:
+            ratio(rows, graphed, RAW_64, 1.2 if gpu else None)
     return rows
 
 
