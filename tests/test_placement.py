@@ -395,3 +395,29 @@ def test_large_host_arrays_move_through_their_own_imported_pages(device_policy, 
     small = rt.ndarray((16,), np.float32)
     small.from_numpy(np.arange(16, dtype=np.float32)[::-1].copy())
     assert small.to_numpy().tolist() == list(range(15, -1, -1))
+
+
+def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
+    """The second copy of a numpy array imports the pages of its whole allocation for good; later copies see what
+    the host wrote there since; the import goes as the array is collected."""
+    import gc
+
+    rt = device_policy
+    n = (vk.HOST_IMPORT_BYTES >> 2) * 2
+    x = rt.ndarray((n,), np.float32)
+    host = np.arange(n, dtype=np.float32)
+    x.from_numpy(host)
+    assert rt.device._imports.kept_bytes() == 0  # the first copy: imported for that copy alone
+    for i in range(1, 4):
+        host[::1000] = i  # written between copies, in place
+        x.from_numpy(host)
+        assert rt.device._imports.kept_bytes() == host.nbytes
+        np.testing.assert_array_equal(x.to_numpy(), host)
+    view = host[n // 2:]  # a part of it, through the same import
+    back = np.empty_like(view)
+    back[:] = x.to_numpy()[n // 2:]
+    x.from_numpy(np.concatenate([host[:n // 2], 2 * view]))
+    np.testing.assert_array_equal(x.to_numpy()[n // 2:], 2 * back)
+    del host, view
+    gc.collect()
+    assert rt.device._imports.kept_bytes() == 0

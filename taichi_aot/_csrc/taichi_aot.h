@@ -468,6 +468,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_MAX_ARRAYS 32
 #define TAICHI_AOT_VK_BATCHES 4
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
+#define TAICHI_AOT_VK_EARLY_DISPATCHES 16
 #define TAICHI_AOT_VK_RESULT_BYTES 4096
 #define TAICHI_AOT_VK_COUNTS 8
 #define TAICHI_AOT_VK_ERROR (-3000)
@@ -508,7 +509,11 @@ void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
 int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
                        uint64_t size);
 int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
-                            int to_device);
+                            int to_device, uint64_t import_id);
+/* Host pages kept imported for copies of an array that moves again (`import_id` above; 0: imported for the one copy):
+   the import's id, or 0 where they cannot be; let go by taichi_aot_vk_import_free (any thread). */
+uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size);
+void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id);
 
 /* logsink.c: C's stdio streams, which the library writes to, pointed at a file descriptor of ours (`which`: 2 stderr,
    1 stdout); open returns NULL where fdopen fails. */

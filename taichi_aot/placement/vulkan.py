@@ -136,10 +136,12 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
     staging buffers, host arrays passed to kernels copied into device memory. A host array of
     :data:`HOST_IMPORT_BYTES` or more is copied by the GPU from and to its own pages, imported where the driver can
-    (VK_EXT_external_memory_host): no pass through a staging buffer."""
+    (VK_EXT_external_memory_host): no pass through a staging buffer; the pages of an array that moves again stay
+    imported (``placement.vkhost``)."""
 
     policy = "vulkan-device"
     kernel_copies_on_device = True
+    _imports: Any = None  # the host pages it keeps imported (placement.vkhost.Imports), made at the first
 
     def default_access(self) -> tuple[bool, bool]:
         return False, False
@@ -156,10 +158,13 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         """``array``'s bytes moved by the GPU through its imported pages, where it is large and they can be;
         through ``staged`` (the staging buffers) otherwise."""
         if array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and not self.staging.holds(array):
-            handle = self._runtime.handle
-            mark_enqueued(handle)
-            code = lib.taichi_aot_vk_host_copy(handle, memory.handle, 0, ffi.cast("void *", array.ctypes.data),
-                                               array.nbytes, int(to_device))
+            imports = self._imports
+            if imports is None:
+                from .vkhost import Imports  # the room's own file, imported where first needed
+
+                imports = self._imports = Imports(self._runtime.handle)
+            mark_enqueued(self._runtime.handle)
+            code = imports.copy(memory, array, to_device)
             if code != 1:
                 _raise_for(code, "a host array's copy")
                 return

@@ -12,7 +12,9 @@
    byte is in to the one its last is in: the copy touches the array's bytes alone. Where the device cannot import
    (no extension, an alignment above the page's, a driver that refuses the pages), it returns 1 and the caller copies
    through staging buffers. */
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -144,13 +146,76 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
     return AOT_VK_SUCCESS;
 }
 
-int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
-                            int to_device) {
+/* An import kept (taichi_aot_vk_import), found by its id in the runtime's list; NULL where it is not there. */
+static VkImport *vk_kept_import(VkRt *rt, uint64_t id) {
+    VkImport *i;
+    for (i = rt->imports; i != NULL && i->id != id; i = i->next) {
+    }
+    return i;
+}
+
+/* The pages of `host`, `size` bytes, imported and kept until taichi_aot_vk_import_free (or the runtime's close):
+   its id, or 0 where they cannot be imported. */
+uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
     VkRt *rt = aot_vk_find(runtime);
-    AotVkHandle device_buffer, buffer, imported;
+    VkImport *made;
+    uintptr_t start, end;
+    if (rt == NULL || rt->host_align == 0 || size == 0) {
+        return 0;
+    }
+    made = (VkImport *)calloc(1, sizeof(VkImport));
+    if (made == NULL) {
+        return 0;
+    }
+    start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
+    end = ((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1);
+    if (vk_import(rt, start, end - start, &made->buffer, &made->memory) != AOT_VK_SUCCESS) {
+        free(made);
+        return 0;
+    }
+    made->start = start;
+    made->length = end - start;
+    pthread_mutex_lock(&aot_vk_lock);
+    made->id = aot_vk_next_id();
+    made->next = rt->imports;
+    rt->imports = made;
+    pthread_mutex_unlock(&aot_vk_lock);
+    return made->id;
+}
+
+/* An import let go (any thread: a numpy array's collection), where its runtime is still open (else it went with
+   it). No copy uses it then: copies through it are waited for before they return. */
+void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id) {
+    VkRt *rt;
+    VkImport **at, *found = NULL;
+    pthread_mutex_lock(&aot_vk_lock);
+    rt = aot_vk_find(runtime);
+    for (at = rt != NULL ? &rt->imports : NULL; at != NULL && *at != NULL; at = &(*at)->next) {
+        if ((*at)->id == id) {
+            found = *at;
+            *at = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    if (found != NULL) {
+        aot_vk_free_import(rt, found);
+    }
+}
+
+void aot_vk_free_import(VkRt *rt, VkImport *i) {
+    rt->f.DestroyBuffer(rt->device, i->buffer, NULL);
+    rt->f.FreeMemory(rt->device, i->memory, NULL);
+    free(i);
+}
+
+int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
+                            int to_device, uint64_t import_id) {
+    VkRt *rt = aot_vk_find(runtime);
+    VkImport once, *through = NULL;
+    AotVkHandle device_buffer;
     AotVkBufferCopy region;
     AotVkResult code;
-    uintptr_t start, end;
     if (rt == NULL || rt->host_align == 0 || size == 0) {
         return 1;
     }
@@ -158,22 +223,37 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
     if (device_buffer == 0) {
         return (int)ti_get_last_error(NULL, NULL);
     }
-    start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
-    end = ((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1);
-    if (vk_import(rt, start, end - start, &buffer, &imported) != AOT_VK_SUCCESS) {
-        return 1;
+    if (import_id != 0) {
+        pthread_mutex_lock(&aot_vk_lock);
+        through = vk_kept_import(rt, import_id);
+        pthread_mutex_unlock(&aot_vk_lock);
+        if (through == NULL || (uintptr_t)host < through->start || (uintptr_t)host + size > through->start + through->length) {
+            return 1;
+        }
+    } else {
+        once.start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
+        once.length = (((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1)) - once.start;
+        if (vk_import(rt, once.start, once.length, &once.buffer, &once.memory) != AOT_VK_SUCCESS) {
+            return 1;
+        }
     }
-    region.srcOffset = to_device ? (uintptr_t)host - start : offset;
-    region.dstOffset = to_device ? offset : (uintptr_t)host - start;
-    region.size = size;
-    code = vk_record_copy(rt, to_device ? device_buffer : buffer, to_device ? buffer : device_buffer, &region);
+    {
+        const VkImport *pages = through != NULL ? through : &once;
+        region.srcOffset = to_device ? (uintptr_t)host - pages->start : offset;
+        region.dstOffset = to_device ? offset : (uintptr_t)host - pages->start;
+        region.size = size;
+        code = vk_record_copy(rt, to_device ? device_buffer : pages->buffer, to_device ? pages->buffer : device_buffer,
+                              &region);
+    }
     if (code == AOT_VK_SUCCESS) {
         code = aot_vk_finish(rt); /* the pages are the caller's: done before they are let go */
     } else {
         aot_vk_finish(rt);
     }
-    rt->f.DestroyBuffer(rt->device, buffer, NULL);
-    rt->f.FreeMemory(rt->device, imported, NULL);
+    if (through == NULL) {
+        rt->f.DestroyBuffer(rt->device, once.buffer, NULL);
+        rt->f.FreeMemory(rt->device, once.memory, NULL);
+    }
     rt->counts[7] += code == AOT_VK_SUCCESS;
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }

@@ -152,6 +152,8 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
+    b->pipeline = b->set = 0;
+    b->last_kernel = NULL;
     rt->current = rt->next;
     rt->next = (rt->next + 1) % TAICHI_AOT_VK_BATCHES;
     return b;
@@ -187,6 +189,22 @@ AotVkResult aot_vk_submit(VkRt *rt) {
     b->state = 2;
     ++rt->counts[1];
     return AOT_VK_SUCCESS;
+}
+
+/* Whether a submitted batch still runs (those found done retired): a batch recorded meanwhile can wait. */
+int aot_vk_running(VkRt *rt) {
+    int i, running = 0;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        VkBatch *b = &rt->batches[i];
+        if (b->state == 2) {
+            if (rt->f.GetFenceStatus(rt->device, b->fence) == AOT_VK_SUCCESS) {
+                vk_retire(rt, b);
+            } else {
+                running = 1;
+            }
+        }
+    }
+    return running;
 }
 
 int aot_vk_busy(const VkRt *rt) {
@@ -313,6 +331,11 @@ static void vk_destroy(VkRt *rt) {
         rt->f.DeviceWaitIdle(rt->device);
     }
     rt->done = rt->serial;
+    while (rt->imports != NULL) {
+        VkImport *i = rt->imports;
+        rt->imports = i->next;
+        aot_vk_free_import(rt, i);
+    }
     while (rt->kernels != NULL) {
         VkKernel *k = rt->kernels;
         rt->kernels = k->next;

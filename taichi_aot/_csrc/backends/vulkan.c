@@ -14,7 +14,9 @@
    argument struct lays them out), records each task's dispatch with Taichi's barrier after it (a dispatch of a loop
    over an ndarray's run-time length sized to the largest ndarray argument: Taichi's loops stride over the grid
    dispatched, so any size gives the same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES
-   dispatches, at a wait, or before libtaichi enqueues anything on the runtime. A kernel that returns values is
+   dispatches, or TAICHI_AOT_VK_EARLY_DISPATCHES while the GPU has nothing else to run (it starts on them while the
+   next are recorded), at a wait, or before libtaichi enqueues anything on the runtime. What a command buffer has
+   bound is not bound again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns values is
    submitted and waited for, and its values copied into the kernel's result memory.
 
    Order with libtaichi: the queue's submissions keep program order. libtaichi's functions that enqueue or wait on a
@@ -448,9 +450,17 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
     for (t = 0; t < k->task_count; ++t) {
         const VkTaskMade *task = &k->tasks[t];
         uint32_t groups = vk_groups(rt, task, largest);
-        rt->f.CmdBindPipeline(b->cb, AOT_VK_PIPELINE_BIND_POINT_COMPUTE, task->pipeline);
-        rt->f.CmdBindDescriptorSets(b->cb, AOT_VK_PIPELINE_BIND_POINT_COMPUTE, task->pipeline_layout, 0, 1,
-                                    &s->sets[t], task->dynamic, &offset);
+        if (b->pipeline != task->pipeline) {
+            rt->f.CmdBindPipeline(b->cb, AOT_VK_PIPELINE_BIND_POINT_COMPUTE, task->pipeline);
+            b->pipeline = task->pipeline;
+            b->set = 0; /* a new layout: the set bound again */
+        }
+        if (b->set != s->sets[t] || b->set_offset != offset) {
+            rt->f.CmdBindDescriptorSets(b->cb, AOT_VK_PIPELINE_BIND_POINT_COMPUTE, task->pipeline_layout, 0, 1,
+                                        &s->sets[t], task->dynamic, &offset);
+            b->set = s->sets[t];
+            b->set_offset = offset;
+        }
         rt->f.CmdDispatch(b->cb, groups, 1, 1);
         rt->counts[5] += groups;
         aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS); /* Taichi's, after every dispatch */
@@ -464,7 +474,7 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     VkRt *rt = k->rt;
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
     int64_t largest;
-    uint32_t i;
+    uint32_t i, offset;
     VkBatch *b;
     VkSets *s;
     AotVkResult code = AOT_VK_SUCCESS;
@@ -488,16 +498,24 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     if (largest < 0) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
-    vk_record(rt, b, k, s, b->head, (uint64_t)largest);
-    b->head += k->slot;
+    offset = b->head;
+    if (b->last_kernel == k && memcmp(rt->args_host + b->last_offset, rt->args_host + b->head, k->args_size) == 0) {
+        offset = b->last_offset; /* the same arguments as its last launch: that slot again */
+    } else {
+        b->last_kernel = k;
+        b->last_offset = b->head;
+        b->head += k->slot;
+    }
+    vk_record(rt, b, k, s, offset, (uint64_t)largest);
     k->used = s->used = b->serial;
     if (k->result_size > 0) { /* its values: the batch run now, and read */
         code = aot_vk_finish(rt);
         if (code == AOT_VK_SUCCESS) {
             memcpy(k->result, rt->rets_host, k->result_size);
         }
-    } else if (b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES) {
-        code = aot_vk_submit(rt);
+    } else if (b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
+               (b->dispatches >= TAICHI_AOT_VK_EARLY_DISPATCHES && !aot_vk_running(rt))) {
+        code = aot_vk_submit(rt); /* full, or the GPU has nothing to run: it starts while the next are recorded */
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }

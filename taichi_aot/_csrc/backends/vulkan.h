@@ -58,12 +58,26 @@ typedef struct {
     uint64_t serial;
     int state; /* 0 free, 1 recording, 2 submitted */
     uint32_t head, end, dispatches;
+    /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
+       launch's kernel and argument slot (a launch of it with the same bytes takes that slot again) */
+    AotVkHandle pipeline, set;
+    uint32_t set_offset, last_offset;
+    const void *last_kernel;
 } VkBatch;
 
 typedef struct {
     AotVkHandle pool, set;
     uint64_t serial;
 } VkDead;
+
+/* Host pages imported as a buffer, kept for an array that moves again (vkcopy.c). */
+typedef struct VkImport {
+    uint64_t id;
+    uintptr_t start;
+    uint64_t length;
+    AotVkHandle buffer, memory;
+    struct VkImport *next;
+} VkImport;
 
 struct VkRt {
     TiRuntime runtime;
@@ -87,6 +101,7 @@ struct VkRt {
     int library_pending; /* libtaichi enqueued since its last flush: it may hold work unsubmitted */
     VkKernel *kernels;
     VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
+    VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
 };
 
@@ -110,14 +125,16 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
+__attribute__((visibility("hidden"))) int aot_vk_running(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
                    uint32_t dst_access);
 /* Kernels (vulkan.c): one freed; the sets it keeps for some arrays let go. */
 __attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
 __attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
-/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot). */
+/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot); an import freed. */
 __attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical);
+__attribute__((visibility("hidden"))) void aot_vk_free_import(VkRt *rt, VkImport *i);
 /* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
 __attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);
