@@ -427,8 +427,10 @@ class ForeignArgs:
     def release(self) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
         read are free to fill again."""
-        self._held.clear()  # an array collected now leaves the cache in its callback
-        batches, self._batches = self._batches, collections.deque()
-        for event, _ in batches:
-            _cuda.event_done(event, wait=True)  # done: destroyed
+        if self._held:
+            self._held.clear()  # an array collected now leaves the cache in its callback
+        if self._batches:
+            batches, self._batches = self._batches, collections.deque()
+            for event, _ in batches:
+                _cuda.event_done(event, wait=True)  # done: destroyed
         self.copies.release()

@@ -250,6 +250,8 @@ class StagedCopies:
 
     def release(self) -> None:
         """The runtime waited: the copies queued kernels read are free to fill again."""
+        if not self._flight:
+            return
         flight, self._flight = self._flight, []
         for key, nd, view in flight:
             self._spare.setdefault(key, []).append((nd, view))

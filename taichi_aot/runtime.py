@@ -41,6 +41,7 @@ from .errors import (
     NotSupportedError,
     WrongProcessError,
     WrongThreadError,
+    check,
 )
 from .image import Image, Sampler
 from .memory import Memory
@@ -175,6 +176,8 @@ class Runtime:
         self._cpu_threads = None if self.cuda_device else capi.runtime_threads(handle) or None
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
         self.device: Device = device_for(self)
+        #: a wait is libtaichi's alone, where anything was counted (not the own CUDA runtime's, nor CUDA's streams)
+        self._counted_waits = bool(self._handle) and self.device.waits_counted and self.cuda_device is None
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
         self.gate = LaunchGate(threading.get_ident(), pending)
@@ -303,7 +306,11 @@ class Runtime:
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
         self.ensure_open()
-        self._drain()
+        if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
+            if lib.taichi_aot_runtime_wait(self._handle, self.gate.pending):
+                check("wait")
+        else:
+            self._drain()
         self.foreign.release()
         self.device.release()
 

@@ -7,11 +7,11 @@ host copies, beside the placements a user could choose and beside CUDA on the sa
   (target >= 0.8 on a discrete GPU).
 * Host copies of 64 MiB (``from_numpy``, ``to_numpy(out=)``) from a pageable numpy array and from ``rt.host_array``,
   beside CUDA's copies of the same arrays: each of Vulkan's against CUDA's (target >= 0.7).
-* A launch and a wait, a step of many small dispatches (64 launches of a kernel over 4096 elements, then a wait)
-  and a compute graph of the same 64 dispatches; with ``--vk-raw``, beside raw Vulkan's (benchmarks/vk_raw.c: one
-  dispatch of an empty shader recorded, submitted and waited for; 64 dispatches with barriers between them): on a
-  GPU, targets <= 1.1 for the launch, <= 1.3 for the 64 launches, <= 1.2 for the graph; <= 3 for the 64 launches on
-  a CPU device (lavapipe).
+* A launch and a wait, a step of many small dispatches (64 launches of a kernel, then a wait) and a compute graph of
+  the same 64 dispatches, of a kernel over 16 elements (one workgroup) and, on a GPU, over 4096; with ``--vk-raw``,
+  beside raw Vulkan's (benchmarks/vk_raw.c: one dispatch of an empty shader, one workgroup, recorded, submitted and
+  waited for; 64 dispatches with barriers between them): for the one-workgroup rows on a GPU, targets <= 1.1 for the
+  launch, <= 1.3 for the 64 launches, <= 1.2 for the graph; <= 3 for the 64 launches on a CPU device (lavapipe).
 
 On a CPU device (lavapipe) the rows are measured and no target is set: its memory is the host's either way.
 """
@@ -150,41 +150,49 @@ def _copies(bench: Bench, cuda: tuple[Runtime, object] | None) -> list[Row]:
 
 def _dispatches(bench: Bench) -> list[Row]:
     """A launch and a wait, a step of 64 small dispatches and a wait, and a compute graph of the same 64 and a wait,
-    in microseconds; beside raw Vulkan's where the bench has a build of vk_raw.c."""
+    in microseconds, of a kernel over 16 elements (one workgroup, as raw Vulkan's one dispatch of an empty shader)
+    and, on a GPU, over 4096 (32 workgroups: the kernel's own work shows); beside raw Vulkan's where the bench has a
+    build of vk_raw.c, the targets on the one-workgroup rows."""
     rt = bench.rt
-    size = 16 if bench.software else 4096  # on a CPU device, a kernel's own work would be most of what is timed
-    x = rt.ndarray((size,), np.float32)
-    y = rt.ndarray((size,), np.float32)
-    launch = bench.mod.kernels["saxpy"].bind(x, y, 0.5)
-    graph = bench.mod.graphs["saxpy64"].bind(x=x, y=y, a=0.5) if "saxpy64" in bench.mod.graphs else None
     steps = 5 if bench.quick else 50
-
-    def sample(dispatches: int, repeats: int, step: Callable[[], object] = launch) -> float:
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            for _ in range(dispatches):
-                step()
-            rt.wait()
-        return (time.perf_counter() - t0) / repeats * 1e6
-
-    one, many = f"a launch of saxpy @{size}, then a wait", f"step of 64 dispatches of saxpy @{size}, then a wait"
-    graphed = f"a graph of 64 dispatches of saxpy @{size}, then a wait"
-    methods: dict[str, Callable[[], float]] = {one: partial(sample, 1, steps * 20), many: partial(sample, 64, steps)}
-    if graph is not None:
-        methods[graphed] = partial(sample, 1, steps, graph)
+    methods: dict[str, Callable[[], float]] = {}
+    names: dict[int, tuple[str, str, str]] = {}
+    for size in (16,) if bench.software else (16, 4096):
+        x, y = rt.ndarray((size,), np.float32), rt.ndarray((size,), np.float32)
+        launch = bench.mod.kernels["saxpy"].bind(x, y, 0.5)
+        graph = bench.mod.graphs["saxpy64"].bind(x=x, y=y, a=0.5) if "saxpy64" in bench.mod.graphs else None
+        one, many = f"a launch of saxpy @{size}, then a wait", f"step of 64 dispatches of saxpy @{size}, then a wait"
+        graphed = f"a graph of 64 dispatches of saxpy @{size}, then a wait"
+        names[size] = (one, many, graphed)
+        methods[one] = partial(_steps, rt, launch, 1, steps * 20)
+        methods[many] = partial(_steps, rt, launch, 64, steps)
+        if graph is not None:
+            methods[graphed] = partial(_steps, rt, graph, 1, steps)
     samples = interleave(methods, 3 if bench.quick else 5)
-    rows = [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 1 if name == one else 64})
+    rows = [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 64 if "64" in name else 1})
             for name, v in samples.items()]
     raw = _raw_vulkan(bench, 200 if bench.quick else 2000)
     if raw:
         rows += [Row(SECTION, bench.name, RAW_ONE, "us/step", [raw["dispatch"]], params={"dispatches": 1}),
                  Row(SECTION, bench.name, RAW_64, "us/step", [raw["dispatch_64"]], params={"dispatches": 64})]
         gpu = not bench.software
-        ratio(rows, one, RAW_ONE, 1.1 if gpu else None)
-        ratio(rows, many, RAW_64, 1.3 if gpu else 3.0)
-        if graph is not None:
-            ratio(rows, graphed, RAW_64, 1.2 if gpu else None)
+        for size, (one, many, graphed) in names.items():
+            like = size == 16  # one workgroup each side: the targets
+            ratio(rows, one, RAW_ONE, 1.1 if gpu and like else None)
+            ratio(rows, many, RAW_64, (1.3 if gpu else 3.0) if like else None)
+            if graphed in samples:
+                ratio(rows, graphed, RAW_64, 1.2 if gpu and like else None)
     return rows
+
+
+def _steps(rt: Runtime, step: Callable[[], object], dispatches: int, repeats: int) -> float:
+    """Microseconds of ``dispatches`` calls of ``step`` and a wait, the mean of ``repeats``."""
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        for _ in range(dispatches):
+            step()
+        rt.wait()
+    return (time.perf_counter() - t0) / repeats * 1e6
 
 
 RAW_ONE, RAW_64 = ("raw Vulkan: a dispatch recorded, submitted, waited",

@@ -75,8 +75,8 @@ def test_every_kernel_and_graph_gives_what_libtaichis_launch_gives(vulkan, modul
         assert library.kernels["add"].launcher == "taichi"
         expect = _run_all(rt, library)
     assert got.keys() == expect.keys()
-    for name in got:
-        np.testing.assert_array_equal(got[name], expect[name], err_msg=name)
+    for name in got:  # a float sum by atomics, in another order on another grid: its last bits may differ
+        np.testing.assert_allclose(got[name], expect[name], rtol=1e-6 if name == "total" else 0, err_msg=name)
     assert got["summed"][0] == 3 * sum(range(1000)) and got["u8"][299] == 299 % 256
 
 

@@ -103,6 +103,7 @@ extern int64_t taichi_aot_epoch;
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_dispatch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
+int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending);
 
 /* nvtx.c: NVTX ranges around every launch of the dispatcher. The NVTX library (libnvToolsExt.so.1, or the
    libnvtx3interop.so.1 of newer CUDA wheels) is opened by path, once (taichi_aot._nvtx finds it): 0, or -1 with the

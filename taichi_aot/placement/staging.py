@@ -111,6 +111,8 @@ class Staging:
 
     def release(self) -> None:
         """The runtime waited: every buffer in flight is free again."""
+        if not self._flight:  # read without the lock: one filled meanwhile is the next wait's
+            return
         with self._lock:
             flight, self._flight = self._flight, []
         for buffer in flight:

@@ -191,20 +191,15 @@ AotVkResult aot_vk_submit(VkRt *rt) {
     return AOT_VK_SUCCESS;
 }
 
-/* Whether a submitted batch still runs (those found done retired): a batch recorded meanwhile can wait. */
-int aot_vk_running(VkRt *rt) {
-    int i, running = 0;
+/* Whether a batch was submitted since the last wait for all (the GPU may still run it). */
+int aot_vk_busy_since_wait(const VkRt *rt) {
+    int i;
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        VkBatch *b = &rt->batches[i];
-        if (b->state == 2) {
-            if (rt->f.GetFenceStatus(rt->device, b->fence) == AOT_VK_SUCCESS) {
-                vk_retire(rt, b);
-            } else {
-                running = 1;
-            }
+        if (rt->batches[i].state == 2) {
+            return 1;
         }
     }
-    return running;
+    return 0;
 }
 
 int aot_vk_busy(const VkRt *rt) {

@@ -14,8 +14,8 @@
    argument struct lays them out), records each task's dispatch with Taichi's barrier after it (a dispatch of a loop
    over an ndarray's run-time length sized to the largest ndarray argument: Taichi's loops stride over the grid
    dispatched, so any size gives the same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES
-   dispatches, or TAICHI_AOT_VK_EARLY_DISPATCHES while the GPU has nothing else to run (it starts on them while the
-   next are recorded), at a wait, or before libtaichi enqueues anything on the runtime. What a command buffer has
+   dispatches, or TAICHI_AOT_VK_EARLY_DISPATCHES where it is the first since a wait (the GPU, idle, starts on them
+   while the next are recorded; no fence is asked: that costs more than it saves on NVIDIA's driver), at a wait, or before libtaichi enqueues anything on the runtime. What a command buffer has
    bound is not bound again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns values is
    submitted and waited for, and its values copied into the kernel's result memory.
 
@@ -514,8 +514,8 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
             memcpy(k->result, rt->rets_host, k->result_size);
         }
     } else if (b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
-               (b->dispatches >= TAICHI_AOT_VK_EARLY_DISPATCHES && !aot_vk_running(rt))) {
-        code = aot_vk_submit(rt); /* full, or the GPU has nothing to run: it starts while the next are recorded */
+               (b->dispatches >= TAICHI_AOT_VK_EARLY_DISPATCHES && !aot_vk_busy_since_wait(rt))) {
+        code = aot_vk_submit(rt); /* full, or the first since a wait: the GPU starts while the next are recorded */
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }

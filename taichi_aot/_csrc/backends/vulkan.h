@@ -125,7 +125,7 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
-__attribute__((visibility("hidden"))) int aot_vk_running(VkRt *rt);
+__attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
                    uint32_t dst_access);
