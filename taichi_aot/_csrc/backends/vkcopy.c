@@ -99,7 +99,8 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
     AotVkBufferCreateInfo info;
     AotVkMemoryAllocateInfo alloc;
     AotVkMemoryRequirements req;
-    uint32_t bits, type;
+    uint32_t bits;
+    int type;
     memset(&props, 0, sizeof(props));
     props.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
     if (rt->f.GetMemoryHostPointerPropertiesEXT(rt->device, AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
@@ -119,9 +120,9 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
     }
     rt->f.GetBufferMemoryRequirements(rt->device, *buffer, &req);
     bits = props.memoryTypeBits & req.memoryTypeBits;
-    for (type = 0; type < 32 && !(bits & (1u << type)); ++type) {
-    }
-    if (type == 32 || req.size > length) {
+    /* coherent, and cached where the driver has it: the GPU's writes then snoop the caches the CPU reads through */
+    type = aot_vk_memory_type(rt, bits, AOT_VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, AOT_VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (type < 0 || req.size > length) {
         rt->f.DestroyBuffer(rt->device, *buffer, NULL);
         return 1;
     }
@@ -133,7 +134,7 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
     alloc.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
     alloc.pNext = &import;
     alloc.allocationSize = length;
-    alloc.memoryTypeIndex = type;
+    alloc.memoryTypeIndex = (uint32_t)type;
     if (rt->f.AllocateMemory(rt->device, &alloc, NULL, memory) != AOT_VK_SUCCESS) {
         rt->f.DestroyBuffer(rt->device, *buffer, NULL);
         return 1;

@@ -222,12 +222,12 @@ AotVkResult aot_vk_finish(VkRt *rt) {
 /* ---------------------------------------------------------------------------------------------------------------
    Memory of the runtime's own: the argument ring, the temporaries, the returned values */
 
-static int vk_memory_type(VkRt *rt, AotVkDispatch physical, uint32_t bits, uint32_t need, uint32_t prefer) {
+int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer) {
     AotVkPhysicalDeviceMemoryProperties props;
     uint32_t i;
     int found = -1;
     memset(&props, 0, sizeof(props));
-    rt->f.GetPhysicalDeviceMemoryProperties(physical, &props);
+    rt->f.GetPhysicalDeviceMemoryProperties(rt->physical, &props);
     for (i = 0; i < props.memoryTypeCount && i < 32; ++i) {
         uint32_t flags = props.memoryTypes[i].propertyFlags;
         if (!(bits & (1u << i)) || (flags & need) != need) {
@@ -258,10 +258,10 @@ static AotVkResult vk_buffer(VkRt *rt, AotVkDispatch physical, uint64_t size, ui
         return code;
     }
     rt->f.GetBufferMemoryRequirements(rt->device, *buffer, &req);
-    type = host ? vk_memory_type(rt, physical, req.memoryTypeBits,
+    type = host ? aot_vk_memory_type(rt, req.memoryTypeBits,
                                  AOT_VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | AOT_VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                  host == 2 ? AOT_VK_MEMORY_PROPERTY_HOST_CACHED_BIT : AOT_VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
-                : vk_memory_type(rt, physical, req.memoryTypeBits, 0, AOT_VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+                : aot_vk_memory_type(rt, req.memoryTypeBits, 0, AOT_VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     if (type < 0) {
         return -2; /* VK_ERROR_OUT_OF_DEVICE_MEMORY: no type to hold it */
     }
@@ -437,6 +437,7 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     rt->device = (AotVkDispatch)info.device;
     rt->queue = (AotVkDispatch)info.compute_queue;
     rt->family = info.compute_queue_family_index;
+    rt->physical = (AotVkDispatch)info.physical_device;
     rt->current = -1;
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = 1;

@@ -473,6 +473,7 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     VkKernel *k = (VkKernel *)handle;
     VkRt *rt = k->rt;
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
+    unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES];
     int64_t largest;
     uint32_t i, offset;
     VkBatch *b;
@@ -494,16 +495,17 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     if (s == NULL) {
         return code == VK_LIBRARY_ERROR ? (int)ti_get_last_error(NULL, NULL) : TAICHI_AOT_VK_ERROR - code;
     }
-    largest = vk_write_args(k, args, rt->args_host + b->head);
+    largest = vk_write_args(k, args, params);
     if (largest < 0) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
-    offset = b->head;
-    if (b->last_kernel == k && memcmp(rt->args_host + b->last_offset, rt->args_host + b->head, k->args_size) == 0) {
-        offset = b->last_offset; /* the same arguments as its last launch: that slot again */
-    } else {
+    offset = b->last_offset;
+    if (b->last_kernel != k || memcmp(b->last_args, params, k->args_size) != 0) { /* else: that slot again */
+        offset = b->head;
+        memcpy(rt->args_host + offset, params, k->args_size); /* written once, never read back */
+        memcpy(b->last_args, params, k->args_size);
         b->last_kernel = k;
-        b->last_offset = b->head;
+        b->last_offset = offset;
         b->head += k->slot;
     }
     vk_record(rt, b, k, s, offset, (uint64_t)largest);

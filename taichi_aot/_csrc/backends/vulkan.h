@@ -63,6 +63,8 @@ typedef struct {
     AotVkHandle pipeline, set;
     uint32_t set_offset, last_offset;
     const void *last_kernel;
+    unsigned char last_args[TAICHI_AOT_PLAN_MAX_BYTES]; /* its bytes, kept in host memory: the ring's is
+                                                          write-combined on a GPU, where a read costs microseconds */
 } VkBatch;
 
 typedef struct {
@@ -83,7 +85,7 @@ struct VkRt {
     TiRuntime runtime;
     uint64_t id;
     AotVkFunctions f;
-    AotVkDispatch device, queue;
+    AotVkDispatch device, queue, physical;
     uint32_t family, align, max_groups, max_range;
     uint64_t host_align; /* minImportedHostPointerAlignment, where host memory is imported (vkcopy.c) */
     AotVkHandle command_pool;
@@ -125,6 +127,8 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
+/* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
+__attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
 __attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
