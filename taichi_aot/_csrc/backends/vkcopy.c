@@ -63,6 +63,9 @@ static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, co
     if (b == NULL) {
         return code;
     }
+    /* the dispatches before it (their barriers are compute to compute) before it reads or writes */
+    aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, AOT_VK_ACCESS_SHADER_WRITE_BIT,
+                   AOT_VK_PIPELINE_STAGE_TRANSFER_BIT, AOT_VK_ACCESS_TRANSFER_READ_BIT | AOT_VK_ACCESS_TRANSFER_WRITE_BIT);
     rt->f.CmdCopyBuffer(b->cb, src, dst, 1, region);
     aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
     ++b->dispatches;

@@ -463,7 +463,11 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
         }
         rt->f.CmdDispatch(b->cb, groups, 1, 1);
         rt->counts[5] += groups;
-        aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS); /* Taichi's, after every dispatch */
+        /* its writes before the next dispatch's reads and writes (Taichi's barrier after every dispatch, compute to
+           compute: a copy after it records its own) */
+        aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, AOT_VK_ACCESS_SHADER_WRITE_BIT,
+                       AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT);
     }
     b->dispatches += k->task_count;
     rt->counts[0] += k->task_count;

@@ -88,6 +88,7 @@ struct VkRt {
     AotVkDispatch device, queue, physical;
     uint32_t family, align, max_groups, max_range;
     uint64_t host_align; /* minImportedHostPointerAlignment, where host memory is imported (vkcopy.c) */
+
     AotVkHandle command_pool;
     VkBatch batches[TAICHI_AOT_VK_BATCHES];
     int current, next;
@@ -107,7 +108,8 @@ struct VkRt {
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
 };
 
-/* The stages and accesses of Taichi's barrier after every dispatch (its memory_barrier): compute and transfer. */
+/* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
+   the own launch, compute to compute (a copy recorded after a dispatch records its own barrier first). */
 #define VK_STAGES (AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | AOT_VK_PIPELINE_STAGE_TRANSFER_BIT)
 #define VK_ACCESS (AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT | AOT_VK_ACCESS_TRANSFER_READ_BIT | \
                    AOT_VK_ACCESS_TRANSFER_WRITE_BIT)
