@@ -53,6 +53,30 @@ class Gate(Protocol):
     def recorder(self) -> Any: ...
 
 
+class LaunchGate:
+    """What a launch asks of its runtime before it writes anything (the :class:`Gate` protocol's class), in one record
+    that runtime.py sets and launch.py reads (``Runtime.gate``; for the package, not for users): ``thread``, the
+    thread that owns the runtime; ``pending``, the runtime's C flags ([0] work may be running, [1] libtaichi's
+    launches refused), which each prepared launch struct points to; ``ident``, the thread whose calls may take the
+    fast path (``thread``, or -1 while recording: every launch then goes to Python); ``recorder``, the sequence a
+    recording appends to."""
+
+    __slots__ = ("ident", "pending", "recorder", "thread")
+
+    def __init__(self, thread: int, pending: Any):
+        self.thread = thread
+        self.pending = pending
+        self.ident = thread
+        self.recorder: Any = None  # a replay.LaunchSequence while recording
+
+    def record(self, sequence: Any) -> None:
+        """Start (a sequence) or end (None) a recording."""
+        self.recorder = sequence
+        self.ident = self.thread if sequence is None else -1
+        if sequence is not None:
+            lib.taichi_aot_epoch += 1  # calls made in C (launch.py) come back to Python while it records
+
+
 class ForeignPolicy(Protocol):
     """What a runtime's children ask of its foreign-array policy (ForeignArgs, _foreign.py)."""
 

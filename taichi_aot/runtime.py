@@ -30,7 +30,7 @@ import numpy as np
 from . import _cuda, _cudart, _dlpack, _library, capi
 from ._archs import arch_for_module, best_arch, resolve_arch
 from ._foreign import ForeignArgs
-from ._lifetime import Child, Owned, collection_held, unpicklable
+from ._lifetime import Child, LaunchGate, Owned, collection_held, unpicklable
 from ._native import ffi, lib
 from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
@@ -63,29 +63,6 @@ __all__ = ["ARCH_PREFERENCE", "Runtime", "arch_for_module", "best_arch", "resolv
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 #: How many runtimes may be alive before making another first collects reference cycles.
 _COLLECT_AT = 4
-
-
-class LaunchGate:
-    """What a launch asks of its runtime before it writes anything, in one record that runtime.py sets and launch.py
-    reads (``Runtime.gate``; for the package, not for users): ``thread``, the thread that owns the runtime;
-    ``pending``, the runtime's two C flags ([0] work may be running, [1] libtaichi's launches refused), which each
-    prepared launch struct points to; ``ident``, the thread whose calls may take the fast path (``thread``, or -1
-    while recording: every launch then goes to Python); ``recorder``, the sequence a recording appends to."""
-
-    __slots__ = ("ident", "pending", "recorder", "thread")
-
-    def __init__(self, thread: int, pending: Any):
-        self.thread = thread
-        self.pending = pending
-        self.ident = thread
-        self.recorder: LaunchSequence | None = None
-
-    def record(self, sequence: LaunchSequence | None) -> None:
-        """Start (a sequence) or end (None) a recording."""
-        self.recorder = sequence
-        self.ident = self.thread if sequence is None else -1
-        if sequence is not None:
-            lib.taichi_aot_epoch += 1  # calls made in C (launch.py) come back to Python while it records
 
 
 class _Recording:

@@ -175,14 +175,18 @@ def _dispatches(bench: Bench) -> list[Row]:
     if raw:
         rows += [Row(SECTION, bench.name, RAW_ONE, "us/step", [raw["dispatch"]], params={"dispatches": 1}),
                  Row(SECTION, bench.name, RAW_64, "us/step", [raw["dispatch_64"]], params={"dispatches": 64})]
-        gpu = not bench.software
-        for size, (one, many, graphed) in names.items():
-            like = size == 16  # one workgroup each side: the targets
-            ratio(rows, one, RAW_ONE, 1.1 if gpu and like else None)
-            ratio(rows, many, RAW_64, (1.3 if gpu else 3.0) if like else None)
-            if graphed in samples:
-                ratio(rows, graphed, RAW_64, 1.2 if gpu and like else None)
+        _against_raw(rows, names, set(samples), not bench.software)
     return rows
+
+
+def _against_raw(rows: list[Row], names: dict[int, tuple[str, str, str]], measured: set[str], gpu: bool) -> None:
+    """Each dispatch row set against raw Vulkan's, the one-workgroup rows (one each side) with the targets."""
+    for size, (one, many, graphed) in names.items():
+        like = size == 16
+        ratio(rows, one, RAW_ONE, 1.1 if gpu and like else None)
+        ratio(rows, many, RAW_64, (1.3 if gpu else 3.0) if like else None)
+        if graphed in measured:
+            ratio(rows, graphed, RAW_64, 1.2 if gpu and like else None)
 
 
 def _steps(rt: Runtime, step: Callable[[], object], dispatches: int, repeats: int) -> float:
