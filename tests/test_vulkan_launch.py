@@ -258,3 +258,40 @@ def vulkan():
 
     require_arch(Arch.VULKAN)
     return Arch.VULKAN
+
+
+def test_build_takes_this_machines_capabilities_and_a_module_without_them_says_so(vulkan, tmp_path):
+    """``build --arch vulkan`` uses the capabilities of this machine's Vulkan device (a float atomic becomes the
+    device's own instruction, not a compare-and-swap loop); ``--portable`` Taichi's defaults. Loading a module
+    built without a float-atomic capability its device has warns once, naming the build line that fixes it."""
+    import json
+    import sys
+    import warnings
+    import zipfile
+
+    source = os.path.join(ROOT, "examples", "physics.py")  # its energy kernel sums with a float atomic
+    outs = {}
+    for name, extra in (("here", []), ("portable", ["--portable"])):
+        outs[name] = str(tmp_path / f"{name}.tcm")
+        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", source, "--arch", "vulkan", *extra,
+                               "-o", outs[name]], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with zipfile.ZipFile(outs[name]) as zf:
+            caps = {c["key"] for c in json.loads(zf.read("metadata.json"))["required_caps"]}
+        if name == "here":
+            assert "capabilities (this machine's" in proc.stdout and "spirv_has_atomic_float_add" in caps
+        else:
+            assert "(--portable)" in proc.stdout and "spirv_has_atomic_float_add" not in caps
+    with Runtime(vulkan) as rt:
+        if not rt.capabilities.get(next(c for c in rt.capabilities if "ATOMIC_FLOAT_ADD" in str(c))):
+            pytest.skip("this Vulkan device has no float atomic add")
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            rt.load_module(outs["here"])
+        assert not [w for w in seen if "compare-and-swap" in str(w.message)]
+        with pytest.warns(RuntimeWarning, match=r"compare-and-swap.*taichi_aot build FILE.py --arch vulkan"):
+            rt.load_module(outs["portable"])
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            rt.load_module(outs["portable"])  # once
+        assert not [w for w in seen if "compare-and-swap" in str(w.message)]

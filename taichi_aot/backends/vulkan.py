@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import ffi, lib
@@ -46,6 +47,7 @@ class VulkanState:
 
     def __init__(self, runtime: Any):
         device = self._device = runtime.device
+        self.caps: set[str] | None = None  # the device's capabilities that are on, read at the first module's load
         self.id = int(getattr(device, "vulkan_id", 0))
         self.why = getattr(device, "vulkan_why", "") or ("" if self.id else "the runtime's device opened none")
 
@@ -253,6 +255,51 @@ class VulkanBackend:
             lib.taichi_aot_vk_kernel_free(self._state.id, m.id)
 
 
+#: The capabilities whose absence has Taichi write float atomics as compare-and-swap loops (several times slower).
+FLOAT_ATOMIC_CAPS = ("spirv_has_atomic_float_add", "spirv_has_atomic_float64_add", "spirv_has_atomic_float",
+                     "spirv_has_atomic_float64")
+_OP_ATOMIC_COMPARE_EXCHANGE = 230
+#: The modules warned of already (by their metadata's bytes).
+_warned: set[int] = set()
+
+
+def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta: dict) -> None:
+    """Warn once of a module built without a float-atomic capability its device has, where its tasks have
+    compare-and-swap loops Taichi wrote in their place, saying which build line makes it use the device's."""
+    built = {c.get("key") for c in meta.get("required_caps") or [] if isinstance(c, dict) and c.get("value")}
+    if state.caps is None:
+        state.caps = {str(getattr(c, "name", c)).lower() for c, v in runtime.capabilities.items() if v}
+    missing = [c for c in FLOAT_ATOMIC_CAPS if c in state.caps and c not in built]
+    key = hash((what, json.dumps(meta.get("required_caps"), sort_keys=True), tuple(missing)))
+    if not missing or key in _warned or not _has_cas_loops(folder, meta):
+        return
+    _warned.add(key)
+    device = getattr(runtime.device, "device_name", lambda: None)() or "this Vulkan device"
+    warnings.warn(f"taichi_aot: module {what} was built without {', '.join(missing)}, which {device} has: its float "
+                  "atomics run as compare-and-swap loops, several times slower than the device's own; rebuild it "
+                  "here with `python -m taichi_aot build FILE.py --arch vulkan` (this machine's capabilities), or "
+                  f"--caps {' '.join(missing)}", RuntimeWarning, stacklevel=6)
+
+
+def _has_cas_loops(folder: str, meta: dict) -> bool:
+    """Whether a task of the module has an OpAtomicCompareExchange (Taichi's loop for an atomic the build's
+    capabilities do not cover)."""
+    for kernel in meta.get("kernels") or []:
+        for task in kernel.get("tasks_attribs") or []:
+            try:
+                with open(os.path.join(folder, f"{task['name']}.spv"), "rb") as f:
+                    words = memoryview(f.read()).cast("I")
+            except (OSError, KeyError, TypeError, ValueError):
+                continue
+            i = 5
+            while i < len(words):
+                count, op = words[i] >> 16, words[i] & 0xFFFF
+                if op == _OP_ATOMIC_COMPARE_EXCHANGE:
+                    return True
+                i += max(count, 1)
+    return False
+
+
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> VulkanBackend | None:
     """The own Vulkan launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): None
     where the module has no folder of files (it then stays libtaichi's) or the runtime's own state cannot be made
@@ -264,9 +311,11 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -
         own = state[NAME] = VulkanState(runtime)
     try:
         with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
-            kernels = {k["name"]: k for k in json.load(f)["kernels"]}
+            meta = json.load(f)
+        kernels = {k["name"]: k for k in meta["kernels"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None  # the module's checks read it before: a module without one is libtaichi's
+    _caps_warning(runtime, own, what, folder, meta)
     backend = VulkanBackend(own, folder, kernels, runtime.device.loop_threads())
     if not own.id:
         backend._refused = dict.fromkeys(kernels, f"the own Vulkan launch is not open on this runtime: {own.why}")

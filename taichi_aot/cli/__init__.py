@@ -129,7 +129,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     try:
         prebuilt = _with_parts(args.with_parts)
-        summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access)
+        summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access,
+                        args.portable)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
@@ -170,6 +171,8 @@ def _print_built(summary: dict, asked_threads: int | None) -> None:
     elif learned is not None:
         how = "a Vulkan build of the file, not kept" if learned == "probe" else f"the {learned}"
         print(f"  ndarray access recorded for {llvm}, from {how}")
+    for arch, (caps, where) in summary.get("caps", {}).items():
+        print(f"  {arch} capabilities ({where}): {' '.join(caps) or '(none beyond the SPIR-V version)'}")
     if summary["ptx"] is not None:
         _print_ptx(summary["ptx"])
     for kernel, why in summary.get("no_grad", {}).items():
@@ -396,7 +399,11 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
                    help="a module built elsewhere (folder or .tcm) as the part for ARCH, e.g. cuda=physics-cuda.tcm")
     p.add_argument("-o", "--out", required=True,
                    help="one arch: a folder, or a file ending in .tcm; several: the multi-arch module file")
-    p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends")
+    p.add_argument("--caps", nargs="*", default=[], help="device capabilities for gfx backends (default for "
+                   "Vulkan: this machine's Vulkan device's, as `archs --caps` lists them)")
+    p.add_argument("--portable", action="store_true",
+                   help="gfx parts with Taichi's default capabilities alone, for any device (Vulkan without --caps "
+                        "otherwise takes this machine's device's)")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
                    help="CPU kernels run on at most N threads (default and most: this machine's cores)")
     p.add_argument("--no-access", action="store_true",

@@ -281,7 +281,8 @@ def _learn_access(tmp: str, every: list[str], signatures: dict[str, dict],
 
 
 def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None,
-          prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None, access: bool = True) -> dict:
+          prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None, access: bool = True,
+          portable: bool = False) -> dict:
     """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written), with the
     modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too, CPU kernels on at most
     ``cpu_threads`` threads (default: this machine's cores, which also bound it), the LLVM parts' ndarray access
@@ -289,7 +290,9 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     Returns a summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"),
     ``cpu_threads`` (what the CPU part's kernels run on, or None), ``access`` (where the LLVM parts' access came
     from: "vulkan part" (or another gfx arch's), "probe" or "unknown"; None without an LLVM part: gfx metadata
-    records its own), ``access_reason`` (why it is unknown, else None), ``ptx`` (with a CUDA part: the PTX
+    records its own), ``access_reason`` (why it is unknown, else None), ``caps`` (``{arch: (capabilities, where
+    they came from)}`` of the gfx parts: those given, else, for Vulkan, this machine's device's unless ``portable``:
+    :func:`device_caps`), ``ptx`` (with a CUDA part: the PTX
     manifest, :mod:`taichi_aot.ptx`, or why none was made) and ``no_grad`` ({"kernel (arch)": Taichi's reason} of
     the differentiable kernels built without their reverse-mode kernel, which Taichi could not compile)."""
     archs, prebuilt = _checked(source, archs, prebuilt, cpu_threads)
@@ -301,7 +304,7 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     made = _missing_folders(parent)  # made for the output: removed again if the build fails
     os.makedirs(parent, exist_ok=True)
     try:
-        return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access)
+        return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access, portable)
     except BaseException:
         for folder in made:
             try:
@@ -354,8 +357,41 @@ def _missing_folders(folder: str) -> list[str]:
     return missing
 
 
+def device_caps(arch: str) -> tuple[list[str], str]:
+    """The capabilities this machine's device of ``arch`` has that Taichi's code generation takes (its
+    ``spirv_has_*`` ones that are on), and where they came from; ``([], why not)`` where no device of it answers.
+    A Vulkan module built with them uses what the device does natively (float atomics: Taichi otherwise writes each as
+    a compare-and-swap loop)."""
+    from .. import Runtime
+    from ..errors import TaichiError
+
+    try:
+        with Runtime(arch) as rt:
+            found = sorted(str(getattr(c, "name", c)).lower() for c, v in rt.capabilities.items() if v)
+            name = getattr(rt.device, "device_name", lambda: None)() or arch
+    except TaichiError as e:
+        return [], f"no {arch} device answered here ({str(e)[:200]}): Taichi's defaults"
+    return [c for c in found if c.startswith("spirv_has_")], f"this machine's {name}"
+
+
+def _part_caps(archs: list[str], caps: list[str] | None, portable: bool) -> dict[str, tuple[list[str], str]]:
+    """Each gfx part's capabilities and where they came from: ``caps`` where given, else this machine's Vulkan
+    device's for a Vulkan part (not where ``portable``), else Taichi's defaults."""
+    out = {}
+    for a in archs:
+        if a not in GFX_ARCHS:
+            continue
+        if caps:
+            out[a] = (list(caps), "--caps")
+        elif a == "vulkan" and not portable:
+            out[a] = device_caps(a)
+        else:
+            out[a] = ([], "Taichi's defaults (--portable)" if portable else "Taichi's defaults")
+    return out
+
+
 def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: list[str], out: str, parent: str,
-                caps: list[str] | None, cpu_threads: int | None, access: bool) -> dict:
+                caps: list[str] | None, cpu_threads: int | None, access: bool, portable: bool = False) -> dict:
     """``build`` once its arguments are checked and ``out``'s folder exists."""
     has_llvm = any(a in LLVM_PARTS for a in every)
     with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp, \
@@ -363,7 +399,9 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         probe = None
         if access and has_llvm and not any(a in GFX_ARCHS for a in every):  # built beside the parts
             probe = pool.submit(_probe, source, os.path.join(tmp, "access-probe"), list(caps or []))
-        summaries = {a: _run_part(source, a, os.path.join(tmp, a), list(caps or []), cpu_threads) for a in archs}
+        gfx_caps = _part_caps(archs, caps, portable)
+        summaries = {a: _run_part(source, a, os.path.join(tmp, a),
+                                  gfx_caps[a][0] if a in gfx_caps else list(caps or []), cpu_threads) for a in archs}
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
         _name_prebuilt(tmp, every, prebuilt)
         signatures = _one_signature(tmp, every)
@@ -373,7 +411,7 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
     first = summaries[every[0]]
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
-            "access": learned, "access_reason": reason, "no_grad": no_grad, **finished}
+            "access": learned, "access_reason": reason, "no_grad": no_grad, "caps": gfx_caps, **finished}
 
 
 def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
