@@ -97,3 +97,24 @@ def test_the_environment_table_names_every_variable():
         scripts = f.read()
     unread = {v for v in rows - read - named if v.startswith("TAICHI_AOT_") and v not in scripts}
     assert not unread, f"in the table but read by nothing: {sorted(unread)}"
+
+
+def test_the_layout_names_every_file_of_the_package_and_the_bench():
+    """docs/layout.md is the map: every source file of taichi_aot and taichi_aot_bench (Python, C, headers) is named
+    there, by its file name or, in a folder whose entry lists its modules by name, by its stem as a word."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "layout.md"), encoding="utf-8") as f:
+        layout = f.read()
+    missing = []
+    for folder in ("taichi_aot", "taichi_aot_bench"):
+        for path, dirs, names in os.walk(os.path.join(ROOT, folder)):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "_lib")]
+            for name in names:
+                if not name.endswith((".py", ".c", ".h")) or name == "__init__.py":
+                    continue
+                stem = name.rsplit(".", 1)[0]
+                if name not in layout and not re.search(rf"(?<![\w.]){re.escape(stem)}(?!\w)", layout):
+                    missing.append(os.path.relpath(os.path.join(path, name), ROOT))
+    assert "backends/vulkan.c" in layout and "placement/" in layout
+    assert not missing, f"files docs/layout.md does not name: {sorted(missing)}"
