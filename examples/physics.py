@@ -1,6 +1,6 @@
 """Taichi source of the examples' module, compiled into physics.tcm (x64 and Vulkan parts) by
 
-    python -m taichi_aot build examples/physics.py --arch x64 vulkan --cpu-threads 1 -o examples/physics.tcm
+    python -m taichi_aot build examples/physics.py --arch x64 vulkan --cpu-threads 1 --portable -o examples/physics.tcm
 
 (``--cpu-threads 1``: each x64 kernel runs on one thread, so a pool of CPU workers gets one core each). The
 examples load physics.tcm and run without Taichi; this file needs it (``pip install 'taichi_aot[build]'``).

@@ -64,7 +64,7 @@ def define() -> dict:
     return {"tiny": tiny, "tiny3": tiny3, "copy": copy, "saxpy": saxpy, "tiny32": tiny32, "nbody": nbody}
 
 
-def build(arch: str, out: str) -> None:
+def build(arch: str, out: str, caps: list[str] | None = None) -> None:
     """Compile the benchmark kernels, the 16-dispatch graph ``tiny16`` and the 64 dispatches of saxpy ``saxpy64``
     for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
@@ -74,7 +74,7 @@ def build(arch: str, out: str) -> None:
     builder = ti.graph.GraphBuilder()
     for _ in range(GRAPH_DISPATCHES):
         builder.dispatch(kernels["tiny"], x, a)
-    module = ti.aot.Module(getattr(ti, arch))
+    module = ti.aot.Module(getattr(ti, arch), caps=caps or None)
     for name, kernel in kernels.items():
         module.add_kernel(kernel, name=name)
     module.add_graph("tiny16", builder.compile())
@@ -115,7 +115,7 @@ def jit(arch: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "build":
-        build(sys.argv[2], sys.argv[3])
+        build(sys.argv[2], sys.argv[3], sys.argv[4:])
         # Taichi 1.7.4 can abort in its CUDA teardown at exit on multi-GPU hosts (CUDA_ERROR_INVALID_CONTEXT in
         # cuMemFreeAsync) after the module is written: leave without it
         sys.stdout.flush()

@@ -21,8 +21,13 @@ def taichi_module(kind: str, arch: str) -> str:
     """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
     source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
     ptx = arch == "cuda" and importlib.util.find_spec("llvmlite") is not None  # the own launcher's PTX too
+    caps: list[str] = []
+    if arch == "vulkan" and kind != "autodiff":  # as `build` makes a Vulkan module: this machine's capabilities
+        from taichi_aot.cli.build import device_caps
+
+        caps = device_caps(arch)[0]
     with open(source, "rb") as f:
-        key = digest(f.read(), b"ptx" if ptx else b"", b"sealed")
+        key = digest(f.read(), b"ptx" if ptx else b"", b"sealed", " ".join(caps).encode())
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{key}")
     if os.path.isfile(os.path.join(out, "__content__")):
         return out
@@ -30,7 +35,7 @@ def taichi_module(kind: str, arch: str) -> str:
         raise CompileError(f"the {kind} kernels are compiled with Taichi 1.7.4: pip install 'taichi_aot[build]'")
 
     def make(tmp: str) -> None:
-        proc = subprocess.run([sys.executable, source, "build", arch, tmp], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, source, "build", arch, tmp, *caps], capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"Taichi could not compile the {kind} module for {arch}:\n{proc.stderr[-2000:]}")
         if ptx:

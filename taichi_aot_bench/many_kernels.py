@@ -45,10 +45,10 @@ def define() -> dict:
     return out
 
 
-def build(arch: str, out: str) -> None:
+def build(arch: str, out: str, caps: list[str] | None = None) -> None:
     """Compile the kernels for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
-    module = ti.aot.Module(getattr(ti, arch))
+    module = ti.aot.Module(getattr(ti, arch), caps=caps or None)
     for name, kernel in define().items():
         module.add_kernel(kernel, name=name)
     os.makedirs(out, exist_ok=True)
@@ -56,7 +56,7 @@ def build(arch: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    build(sys.argv[2], sys.argv[3])
+    build(sys.argv[2], sys.argv[3], sys.argv[4:])
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(0)  # as sim_kernels.py: skip Taichi's CUDA teardown at exit

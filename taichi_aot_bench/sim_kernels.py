@@ -90,7 +90,7 @@ def define() -> dict:
     return {"clear_grid": clear_grid, "p2g": p2g, "grid_update": grid_update, "g2p": g2p, "stats": stats}
 
 
-def build(arch: str, out: str) -> None:
+def build(arch: str, out: str, caps: list[str] | None = None) -> None:
     """Compile the kernels and the graph ``substep`` for ``arch`` into folder ``out``."""
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     k = define()
@@ -106,7 +106,7 @@ def build(arch: str, out: str) -> None:
     builder.dispatch(k["p2g"], x, v, grid_v, grid_m)
     builder.dispatch(k["grid_update"], grid_v, grid_m, dt, gravity)
     builder.dispatch(k["g2p"], x, v, grid_v, dt)
-    module = ti.aot.Module(getattr(ti, arch))
+    module = ti.aot.Module(getattr(ti, arch), caps=caps or None)
     for name, kernel in k.items():
         module.add_kernel(kernel, name=name)
     module.add_graph("substep", builder.compile())
@@ -115,7 +115,7 @@ def build(arch: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    build(sys.argv[2], sys.argv[3])
+    build(sys.argv[2], sys.argv[3], sys.argv[4:])
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # as bench_kernels.py: skip Taichi's CUDA teardown at exit

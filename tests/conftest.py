@@ -177,8 +177,14 @@ class Modules:
         self.root = root
         self._built: dict[tuple[str, bool], str] = {}
         self._errors: dict[tuple[str, bool], str] = {}
+        self._caps: list[str] = []
 
     def build_all(self) -> None:
+        # the Vulkan module takes this machine's device's capabilities, as `build` does (a module built without
+        # the float atomics its device has warns at its load)
+        from taichi_aot.cli.build import device_caps
+
+        self._caps = device_caps("vulkan")[0] if "vulkan" in ARCHS else []
         jobs = [(name, tcm) for name in ARCHS for tcm in (False, True)]
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(lambda job: self._build(*job), jobs))
@@ -186,7 +192,9 @@ class Modules:
     def _build(self, name: str, tcm: bool) -> None:
         out = os.path.join(self.root, name + (".tcm" if tcm else ""))
         proc = subprocess.run(
-            [sys.executable, KERNELS, "--arch", name, "--out", out], capture_output=True, text=True, timeout=300,
+            [sys.executable, KERNELS, "--arch", name, "--out", out] + (["--caps", *self._caps] if name == "vulkan"
+                                                                      else []),
+            capture_output=True, text=True, timeout=300,
             env=taichi_env())
         if proc.returncode == 0 and os.path.exists(out):
             self._built[(name, tcm)] = out

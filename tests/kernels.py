@@ -127,11 +127,12 @@ def define_graphs(kernels):
     return graphs
 
 
-def build(arch: str, out: str) -> None:
+def build(arch: str, out: str, caps: list[str] | None = None) -> None:
     ti.init(arch=getattr(ti, arch), log_level=ti.ERROR, offline_cache=False)
     kernels = define_kernels(arch)
     graphs = define_graphs(kernels)
-    module = ti.aot.Module(getattr(ti, arch), caps=GFX_CAPS if arch == "vulkan" else None)
+    gfx = sorted(set(GFX_CAPS) | set(caps or []))
+    module = ti.aot.Module(getattr(ti, arch), caps=gfx if arch == "vulkan" else None)
     for name, kernel in kernels.items():
         module.add_kernel(kernel, name=name)
     for name, graph in graphs.items():
@@ -148,8 +149,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", required=True, choices=["x64", "vulkan", "cuda"])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--caps", nargs="*", default=[], help="capabilities beside GFX_CAPS (Vulkan)")
     args = parser.parse_args()
-    build(args.arch, args.out)
+    build(args.arch, args.out, args.caps)
     # Taichi 1.7.4 can abort in its CUDA teardown at exit on multi-GPU hosts (CUDA_ERROR_INVALID_CONTEXT in
     # cuMemFreeAsync) after the module is written: leave without it
     sys.stdout.flush()

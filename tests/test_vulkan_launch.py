@@ -262,8 +262,9 @@ def vulkan():
 
 def test_build_takes_this_machines_capabilities_and_a_module_without_them_says_so(vulkan, tmp_path):
     """``build --arch vulkan`` uses the capabilities of this machine's Vulkan device (a float atomic becomes the
-    device's own instruction, not a compare-and-swap loop); ``--portable`` Taichi's defaults. Loading a module
-    built without a float-atomic capability its device has warns once, naming the build line that fixes it."""
+    device's own instruction, not a compare-and-swap loop); ``--portable`` Taichi's defaults, recorded as chosen.
+    Loading a module built without a float-atomic capability its device has (as Taichi's own ``ti.aot.Module``
+    makes it) warns once, naming the build line that fixes it; a module built ``--portable`` says nothing."""
     import json
     import sys
     import warnings
@@ -289,9 +290,22 @@ def test_build_takes_this_machines_capabilities_and_a_module_without_them_says_s
             warnings.simplefilter("always")
             rt.load_module(outs["here"])
         assert not [w for w in seen if "compare-and-swap" in str(w.message)]
-        with pytest.warns(RuntimeWarning, match=r"compare-and-swap.*taichi_aot build FILE.py --arch vulkan"):
-            rt.load_module(outs["portable"])
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            rt.load_module(outs["portable"])  # once
+            rt.load_module(outs["portable"])  # portable on purpose
+        assert not [w for w in seen if "compare-and-swap" in str(w.message)]
+        plain = str(tmp_path / "plain.tcm")  # the same module with no word of --portable
+        with zipfile.ZipFile(outs["portable"]) as src, zipfile.ZipFile(plain, "w") as dst:
+            for info in src.infolist():
+                data = src.read(info)
+                if info.filename == "taichi_aot.json":
+                    sidecar = json.loads(data)
+                    assert sidecar.pop("portable") is True
+                    data = json.dumps(sidecar).encode()
+                dst.writestr(info, data)
+        with pytest.warns(RuntimeWarning, match=r"compare-and-swap.*taichi_aot build FILE.py --arch vulkan"):
+            rt.load_module(plain)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            rt.load_module(plain)  # once
         assert not [w for w in seen if "compare-and-swap" in str(w.message)]

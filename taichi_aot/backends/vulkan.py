@@ -266,6 +266,8 @@ _warned: set[int] = set()
 def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta: dict) -> None:
     """Warn once of a module built without a float-atomic capability its device has, where its tasks have
     compare-and-swap loops Taichi wrote in their place, saying which build line makes it use the device's."""
+    if _portable(folder):
+        return
     built = {c.get("key") for c in meta.get("required_caps") or [] if isinstance(c, dict) and c.get("value")}
     if state.caps is None:
         state.caps = {str(getattr(c, "name", c)).lower() for c, v in runtime.capabilities.items() if v}
@@ -279,6 +281,15 @@ def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta
                   "atomics run as compare-and-swap loops, several times slower than the device's own; rebuild it "
                   "here with `python -m taichi_aot build FILE.py --arch vulkan` (this machine's capabilities), or "
                   f"--caps {' '.join(missing)}", RuntimeWarning, stacklevel=6)
+
+
+def _portable(folder: str) -> bool:
+    """Whether the module's ``taichi_aot.json`` says it was built portable on purpose (``build --portable``)."""
+    try:
+        with open(os.path.join(folder, "taichi_aot.json"), encoding="utf-8") as f:
+            return json.load(f).get("portable") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _has_cas_loops(folder: str, meta: dict) -> bool:

@@ -402,6 +402,9 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         gfx_caps = _part_caps(archs, caps, portable)
         summaries = {a: _run_part(source, a, os.path.join(tmp, a),
                                   gfx_caps[a][0] if a in gfx_caps else list(caps or []), cpu_threads) for a in archs}
+        if portable:
+            for a in gfx_caps:
+                _mark_portable(os.path.join(tmp, a))
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
         _name_prebuilt(tmp, every, prebuilt)
         signatures = _one_signature(tmp, every)
@@ -412,6 +415,16 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
             "access": learned, "access_reason": reason, "no_grad": no_grad, "caps": gfx_caps, **finished}
+
+
+def _mark_portable(folder: str) -> None:
+    """Record in a gfx part's ``taichi_aot.json`` that it was built portable on purpose (``--portable``): its load
+    then says nothing of capabilities its device has beyond it."""
+    path = os.path.join(folder, SIDECAR)
+    with open(path, encoding="utf-8") as f:
+        sidecar = json.load(f)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**sidecar, "portable": True}, f, indent=1, sort_keys=True)
 
 
 def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
