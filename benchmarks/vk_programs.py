@@ -5,10 +5,10 @@
 
 The programs (benchmarks/vk_programs_kernels.py): an MPM-like particle-in-cell step launched as a compute graph,
 SPH-like steps of neighbour loops (2-D, and a fuller one in 3-D over vec3 ndarrays), an FEM-like implicit solve by
-conjugate gradients (100 small dispatches a step). Taichi compiles the module and runs its JIT in child processes;
-this process runs the module with taichi_aot alone, with the ndarrays a user gets by default, and, beside them,
-with ``"none"`` and (``--readwrite``, one step) ``host_access="readwrite"`` (host-visible memory: the default before
-placement followed the device).
+conjugate gradients (100 small dispatches a step), an n-body step (all pairs, four substeps). Taichi compiles the
+module and runs its JIT in child processes; this process runs the module with taichi_aot alone, with the ndarrays
+a user gets by default, and, beside them, with ``"none"`` and (``--readwrite``, one step)
+``host_access="readwrite"`` (host-visible memory: the default before placement followed the device).
 Printed: milliseconds a step (median of the rounds), each against Taichi's JIT (target <= 1.05 for the default),
 and each run's checksum of its result (atomic sums make the last digits differ between runs).
 

@@ -12,8 +12,10 @@ SPH3_N, SPH3_CELLS, SPH3_MAX = 32768, 32, 32
 #: A particle's mass: the rest density about 1 (32768 particles in a cube of side 0.6, h a cell's side).
 SPH3_MASS = 0.216 / 32768
 FEM_N, FEM_ITERS = 256, 20
+NBODY_N, NBODY_SUBSTEPS, NBODY_SOFT = 4096, 4, 1e-3
 #: The arrays whose last axis is an element (vec3): (program, name) -> element dimensions.
-ELEM_NDIM = {("sph3", "x"): 1, ("sph3", "v"): 1, ("sph3", "force"): 1}
+ELEM_NDIM = {("sph3", "x"): 1, ("sph3", "v"): 1, ("sph3", "force"): 1, ("nbody", "x"): 1, ("nbody", "v"): 1,
+             ("nbody", "acc"): 1}
 
 
 def initial() -> dict:
@@ -23,6 +25,7 @@ def initial() -> dict:
     sph_x = (0.3 + 0.4 * rng.random((SPH_N, 2))).astype(np.float32)
     b = rng.random((FEM_N, FEM_N)).astype(np.float32)
     sph3_x = (0.2 + 0.6 * rng.random((SPH3_N, 3))).astype(np.float32)
+    nbody_x = rng.standard_normal((NBODY_N, 3)).astype(np.float32)
     cells = (SPH3_CELLS,) * 3
     return {
         "mpm": {"x": mpm_x, "v": np.zeros((MPM_N, 2), np.float32), "grid_v": np.zeros((MPM_G, MPM_G, 2), np.float32),
@@ -35,6 +38,7 @@ def initial() -> dict:
         "fem": {"x": np.zeros((FEM_N, FEM_N), np.float32), "r": b, "p": b.copy(),
                 "ap": np.zeros((FEM_N, FEM_N), np.float32), "rr": np.array(float((b * b).sum()), np.float32),
                 "rr_new": np.zeros((), np.float32), "pap": np.zeros((), np.float32)},
+        "nbody": {"x": nbody_x, "v": np.zeros((NBODY_N, 3), np.float32), "acc": np.zeros((NBODY_N, 3), np.float32)},
     }
 
 
@@ -80,11 +84,17 @@ def steps(k: dict, a: dict, graph=None) -> dict:
             k["fem_update_p"](f["r"], f["p"], f["rr_new"], f["rr"])
             k["fem_swap"](f["rr_new"], f["rr"])
 
-    return {"mpm": mpm, "sph": sph, "sph3": sph3, "fem": fem}
+    def nbody():
+        b = a["nbody"]
+        for _ in range(NBODY_SUBSTEPS):
+            k["nbody_accel"](b["x"], b["acc"])
+            k["nbody_kick_drift"](b["x"], b["v"], b["acc"], 1e-3)
+
+    return {"mpm": mpm, "sph": sph, "sph3": sph3, "fem": fem, "nbody": nbody}
 
 
 #: What a program's result is read from (a checksum compares runs).
-RESULT = {"mpm": "x", "sph": "x", "sph3": "x", "fem": "x"}
+RESULT = {"mpm": "x", "sph": "x", "sph3": "x", "fem": "x", "nbody": "x"}
 
 
 def time_steps(step, sync, n: int, rounds: int) -> list:

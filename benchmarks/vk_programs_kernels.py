@@ -10,7 +10,9 @@ The programs, each a step of several kernels over ndarrays (the kinds of taichi-
 * ``sph3``: the same in 3-D as a fuller SPH solver writes it, six kernels over vec3 ndarrays: binning, density with
   a Tait equation of state (``pow``), pressure and viscosity forces, integration and a boundary pass;
 * ``fem``: an implicit solve of a 2-D Poisson problem by 20 conjugate-gradient iterations a step, every scalar kept
-  on the device (matrix-free stencil, dot products into 0-D ndarrays).
+  on the device (matrix-free stencil, dot products into 0-D ndarrays);
+* ``nbody``: gravity among 4,096 bodies, all pairs (O(n^2) a pass) over vec3 ndarrays, then a kick and a drift:
+  four such substeps a step.
 
 (No ``from __future__ import annotations`` here: Taichi reads the annotations.)
 """
@@ -28,6 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its neighbour,
 from vk_programs_common import (
     ELEM_NDIM,
     FEM_N,
+    NBODY_N,
+    NBODY_SOFT,
     RESULT,
     SPH3_CELLS,
     SPH3_MASS,
@@ -140,6 +144,7 @@ def define() -> dict:
 
     own = {k: v for k, v in locals().items() if k.split("_")[0] in ("sph", "fem")}
     own.update(define_sph3())
+    own.update(define_nbody())
     return {**{f"mpm_{k}": v for k, v in _sim().define().items()}, **own}
 
 
@@ -220,6 +225,31 @@ def define_sph3() -> dict:
                     x[p][i], v[p][i] = 0.95, -0.5 * v[p][i]
 
     return {k: v for k, v in locals().items() if k.startswith("sph3_")}
+
+
+def define_nbody() -> dict:
+    """The n-body program's kernels: every body's acceleration from all the others, then velocities and positions."""
+    v3 = ti.types.ndarray(dtype=ti.math.vec3, ndim=1)
+    mass = 1.0 / NBODY_N
+
+    @ti.kernel
+    def nbody_accel(x: v3, acc: v3):
+        for i in range(x.shape[0]):
+            a = ti.math.vec3(0.0)
+            xi = x[i]
+            for j in range(x.shape[0]):
+                d = x[j] - xi
+                r2 = d.dot(d) + NBODY_SOFT
+                a += d * (mass / (r2 * ti.sqrt(r2)))
+            acc[i] = a
+
+    @ti.kernel
+    def nbody_kick_drift(x: v3, v: v3, acc: v3, dt: ti.f32):
+        for i in range(x.shape[0]):
+            v[i] += dt * acc[i]
+            x[i] += dt * v[i]
+
+    return {"nbody_accel": nbody_accel, "nbody_kick_drift": nbody_kick_drift}
 
 
 def _sim():
