@@ -266,8 +266,6 @@ _warned: set[int] = set()
 def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta: dict) -> None:
     """Warn once of a module built without a float-atomic capability its device has, where its tasks have
     compare-and-swap loops Taichi wrote in their place, saying which build line makes it use the device's."""
-    if _portable(folder):
-        return
     built = {c.get("key") for c in meta.get("required_caps") or [] if isinstance(c, dict) and c.get("value")}
     if state.caps is None:
         state.caps = {str(getattr(c, "name", c)).lower() for c, v in runtime.capabilities.items() if v}
@@ -326,7 +324,8 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -
         kernels = {k["name"]: k for k in meta["kernels"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None  # the module's checks read it before: a module without one is libtaichi's
-    _caps_warning(runtime, own, what, folder, meta)
+    if not _portable(folder):
+        _caps_warning(runtime, own, what, folder, meta)
     backend = VulkanBackend(own, folder, kernels, runtime.device.loop_threads())
     if not own.id:
         backend._refused = dict.fromkeys(kernels, f"the own Vulkan launch is not open on this runtime: {own.why}")

@@ -102,8 +102,10 @@ def taichi_cuda_abort(proc: subprocess.CompletedProcess) -> bool:
     return proc.returncode == -signal.SIGABRT and "CUDA_ERROR_INVALID_CONTEXT" in (proc.stderr or "")
 
 
-def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads: int | None = None) -> dict:
-    """Build one arch in a child process (build_part.py); write the argument names beside its files."""
+def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads: int | None = None,
+              portable: bool = False) -> dict:
+    """Build one arch in a child process (build_part.py); write the argument names beside its files, and for a gfx
+    part built ``portable`` that it was (its load then says nothing of capabilities its device has beyond it)."""
     from .build_part import SUMMARY
 
     cmd = [sys.executable, os.path.join(HERE, "build_part.py"), arch, "gfx" if arch in GFX_ARCHS else "llvm",
@@ -119,6 +121,8 @@ def _run_part(source: str, arch: str, folder: str, caps: list[str], cpu_threads:
     if proc.returncode == 0 and summary is not None and os.path.isfile(os.path.join(folder, "metadata.json")):
         sidecar = {"taichi_aot": FORMAT, "arch": arch,
                    "kernels": {name: {"args": args} for name, args in summary["args"].items()}}
+        if portable and arch in GFX_ARCHS:
+            sidecar["portable"] = True
         with open(os.path.join(folder, SIDECAR), "w", encoding="utf-8") as f:
             json.dump(sidecar, f, indent=1, sort_keys=True)
         return summary
@@ -401,10 +405,8 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
             probe = pool.submit(_probe, source, os.path.join(tmp, "access-probe"), list(caps or []))
         gfx_caps = _part_caps(archs, caps, portable)
         summaries = {a: _run_part(source, a, os.path.join(tmp, a),
-                                  gfx_caps[a][0] if a in gfx_caps else list(caps or []), cpu_threads) for a in archs}
-        if portable:
-            for a in gfx_caps:
-                _mark_portable(os.path.join(tmp, a))
+                                  gfx_caps[a][0] if a in gfx_caps else list(caps or []), cpu_threads, portable)
+                     for a in archs}
         summaries.update({a: _add_prebuilt(a, m, os.path.join(tmp, a)) for a, m in prebuilt.items()})
         _name_prebuilt(tmp, every, prebuilt)
         signatures = _one_signature(tmp, every)
@@ -415,16 +417,6 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
     return {"kernels": first["kernels"], "graphs": first["graphs"], "archs": every, "out": out, "kind": kind,
             "access": learned, "access_reason": reason, "no_grad": no_grad, "caps": gfx_caps, **finished}
-
-
-def _mark_portable(folder: str) -> None:
-    """Record in a gfx part's ``taichi_aot.json`` that it was built portable on purpose (``--portable``): its load
-    then says nothing of capabilities its device has beyond it."""
-    path = os.path.join(folder, SIDECAR)
-    with open(path, encoding="utf-8") as f:
-        sidecar = json.load(f)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({**sidecar, "portable": True}, f, indent=1, sort_keys=True)
 
 
 def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
