@@ -71,12 +71,17 @@ int taichi_aot_is_loaded(void) {
     return taichi_aot_handle != NULL;
 }
 
-int taichi_aot_has_symbol(const char *name) {
+void **taichi_aot_symbol_slot(const char *name) {
     size_t i;
     for (i = 0; i < taichi_aot_symbol_count; ++i) {
         if (strcmp(taichi_aot_symbols[i].name, name) == 0) {
-            return *taichi_aot_symbols[i].slot != NULL;
+            return taichi_aot_symbols[i].slot;
         }
     }
-    return 0;
+    return NULL;
+}
+
+int taichi_aot_has_symbol(const char *name) {
+    void **slot = taichi_aot_symbol_slot(name);
+    return slot != NULL && *slot != NULL;
 }

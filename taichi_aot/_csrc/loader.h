@@ -15,6 +15,10 @@ typedef struct {
 extern __attribute__((visibility("hidden"))) TaichiAotSymbol taichi_aot_symbols[];
 extern __attribute__((visibility("hidden"))) const size_t taichi_aot_symbol_count;
 
+/* The trampoline slot of C-API function `name` (its pointer, NULL before the library is loaded), or NULL where the
+   table has no such function (backends/vkorder.c points slots at its wrappers). */
+__attribute__((visibility("hidden"))) void **taichi_aot_symbol_slot(const char *name);
+
 /* The loaded libtaichi_c_api's dlopen handle, or NULL (got.c reads its link map). */
 __attribute__((visibility("hidden"))) void *taichi_aot_library_handle(void);
 

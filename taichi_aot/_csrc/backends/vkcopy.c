@@ -24,7 +24,7 @@
 #include "backends/vk.h"
 #include "backends/vulkan.h"
 
-uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical) {
+uint64_t aot_vk_host_alignment(VkRt *rt) {
     AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT host;
     unsigned char props[16 + AOT_VK_PROPERTIES_SIZE];
     long page = sysconf(_SC_PAGESIZE);
@@ -38,7 +38,7 @@ uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical) {
     memset(props, 0, sizeof(props)); /* VkPhysicalDeviceProperties2: sType, pNext, then the properties */
     memcpy(props, &type, 4);
     memcpy(props + 8, &next, sizeof(next));
-    rt->f.GetPhysicalDeviceProperties2(physical, props);
+    rt->f.GetPhysicalDeviceProperties2(rt->physical, props);
     if (host.minImportedHostPointerAlignment == 0) { /* not said: the page (Mesa's CPU driver) */
         return (uint64_t)page;
     }
@@ -47,7 +47,7 @@ uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical) {
 }
 
 /* A memory's VkBuffer, or 0 (unknown to the library: its error says so). */
-static AotVkHandle vk_buffer_of(VkRt *rt, TiMemory memory) {
+AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory) {
     TiVulkanMemoryInteropInfo info;
     memset(&info, 0, sizeof(info));
     ti_export_vulkan_memory(rt->runtime, memory, &info);
@@ -82,8 +82,8 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
     if (rt == NULL) {
         return 1; /* no own state: libtaichi's copy */
     }
-    to = vk_buffer_of(rt, dst);
-    from = vk_buffer_of(rt, src);
+    to = aot_vk_buffer_of(rt, dst);
+    from = aot_vk_buffer_of(rt, src);
     if (to == 0 || from == 0) {
         return (int)ti_get_last_error(NULL, NULL);
     }
@@ -94,8 +94,9 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
 
-/* The host pages from `start`, `length` bytes, imported as a buffer (`*buffer`, `*memory`); 1 where they cannot be. */
-static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHandle *buffer, AotVkHandle *memory) {
+/* The pages `size` bytes from `host` lie in (from the page of its first byte to that of its last) imported as a buffer
+   into `pages` (its start, length, buffer and memory); 1 where they cannot be. */
+static AotVkResult vk_import(VkRt *rt, const void *host, uint64_t size, VkImport *pages) {
     AotVkMemoryHostPointerPropertiesEXT props;
     AotVkExternalMemoryBufferCreateInfo external;
     AotVkImportMemoryHostPointerInfoEXT import;
@@ -104,6 +105,9 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
     AotVkMemoryRequirements req;
     uint32_t bits;
     int type;
+    uintptr_t start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
+    uint64_t length = (((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1)) - start;
+    AotVkHandle *buffer = &pages->buffer, *memory = &pages->memory;
     memset(&props, 0, sizeof(props));
     props.sType = AOT_VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
     if (rt->f.GetMemoryHostPointerPropertiesEXT(rt->device, AOT_VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
@@ -147,6 +151,8 @@ static AotVkResult vk_import(VkRt *rt, uintptr_t start, uint64_t length, AotVkHa
         rt->f.FreeMemory(rt->device, *memory, NULL);
         return 1;
     }
+    pages->start = start;
+    pages->length = length;
     return AOT_VK_SUCCESS;
 }
 
@@ -163,7 +169,6 @@ static VkImport *vk_kept_import(VkRt *rt, uint64_t id) {
 uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
     VkRt *rt = aot_vk_find(runtime);
     VkImport *made;
-    uintptr_t start, end;
     if (rt == NULL || rt->host_align == 0 || size == 0) {
         return 0;
     }
@@ -171,14 +176,10 @@ uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
     if (made == NULL) {
         return 0;
     }
-    start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
-    end = ((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1);
-    if (vk_import(rt, start, end - start, &made->buffer, &made->memory) != AOT_VK_SUCCESS) {
+    if (vk_import(rt, host, size, made) != AOT_VK_SUCCESS) {
         free(made);
         return 0;
     }
-    made->start = start;
-    made->length = end - start;
     pthread_mutex_lock(&aot_vk_lock);
     made->id = aot_vk_next_id();
     made->next = rt->imports;
@@ -207,9 +208,14 @@ void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id) {
     }
 }
 
+/* The buffer and memory of imported pages let go. */
+static void vk_release(VkRt *rt, const VkImport *pages) {
+    rt->f.DestroyBuffer(rt->device, pages->buffer, NULL);
+    rt->f.FreeMemory(rt->device, pages->memory, NULL);
+}
+
 void aot_vk_free_import(VkRt *rt, VkImport *i) {
-    rt->f.DestroyBuffer(rt->device, i->buffer, NULL);
-    rt->f.FreeMemory(rt->device, i->memory, NULL);
+    vk_release(rt, i);
     free(i);
 }
 
@@ -223,7 +229,7 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
     if (rt == NULL || rt->host_align == 0 || size == 0) {
         return 1;
     }
-    device_buffer = vk_buffer_of(rt, memory);
+    device_buffer = aot_vk_buffer_of(rt, memory);
     if (device_buffer == 0) {
         return (int)ti_get_last_error(NULL, NULL);
     }
@@ -234,12 +240,8 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
         if (through == NULL || (uintptr_t)host < through->start || (uintptr_t)host + size > through->start + through->length) {
             return 1;
         }
-    } else {
-        once.start = (uintptr_t)host & ~(uintptr_t)(rt->host_align - 1);
-        once.length = (((uintptr_t)host + size + rt->host_align - 1) & ~(uintptr_t)(rt->host_align - 1)) - once.start;
-        if (vk_import(rt, once.start, once.length, &once.buffer, &once.memory) != AOT_VK_SUCCESS) {
-            return 1;
-        }
+    } else if (vk_import(rt, host, size, &once) != AOT_VK_SUCCESS) {
+        return 1;
     }
     {
         const VkImport *pages = through != NULL ? through : &once;
@@ -255,8 +257,7 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
         aot_vk_finish(rt);
     }
     if (through == NULL) {
-        rt->f.DestroyBuffer(rt->device, once.buffer, NULL);
-        rt->f.FreeMemory(rt->device, once.memory, NULL);
+        vk_release(rt, &once);
     }
     rt->counts[7] += code == AOT_VK_SUCCESS;
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;

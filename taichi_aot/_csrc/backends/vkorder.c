@@ -4,9 +4,6 @@
    goes to libtaichi as before. */
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "interop.h"
 #include "taichi_aot.h"
@@ -98,10 +95,7 @@ static void vk_flush(TiRuntime runtime) {
         return;
     }
     aot_vk_submit(rt);
-    if (rt->library_pending) {
-        vk_real.flush(runtime);
-        rt->library_pending = 0;
-    }
+    aot_vk_library_first(rt);
 }
 
 /* A wait: the own batches submitted; libtaichi's wait where it enqueued since its last (it waits for the whole
@@ -151,13 +145,10 @@ static void vk_destroy_runtime(TiRuntime runtime) {
 
 /* One trampoline's slot pointed at `wrapper`, its function kept in `*real`. */
 static void vk_hook_one(const char *name, void **real, void *wrapper) {
-    size_t i;
-    for (i = 0; i < taichi_aot_symbol_count; ++i) {
-        if (strcmp(taichi_aot_symbols[i].name, name) == 0 && *taichi_aot_symbols[i].slot != NULL) {
-            *real = *taichi_aot_symbols[i].slot;
-            __atomic_store_n(taichi_aot_symbols[i].slot, wrapper, __ATOMIC_RELEASE);
-            return;
-        }
+    void **slot = taichi_aot_symbol_slot(name);
+    if (slot != NULL && *slot != NULL) {
+        *real = *slot;
+        __atomic_store_n(slot, wrapper, __ATOMIC_RELEASE);
     }
 }
 

@@ -243,7 +243,7 @@ int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer) 
     return found;
 }
 
-static AotVkResult vk_buffer(VkRt *rt, AotVkDispatch physical, uint64_t size, uint32_t usage, int host,
+static AotVkResult vk_buffer(VkRt *rt, uint64_t size, uint32_t usage, int host,
                              AotVkHandle *buffer, AotVkHandle *memory, unsigned char **mapped) {
     AotVkBufferCreateInfo info;
     AotVkMemoryRequirements req;
@@ -364,7 +364,7 @@ static void vk_destroy(VkRt *rt) {
     free(rt);
 }
 
-static AotVkResult vk_make(VkRt *rt, AotVkDispatch physical, const char **what) {
+static AotVkResult vk_make(VkRt *rt, const char **what) {
     unsigned char props[AOT_VK_PROPERTIES_SIZE];
     AotVkCommandPoolCreateInfo pool = {AOT_VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
                                        AOT_VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, rt->family};
@@ -375,12 +375,12 @@ static AotVkResult vk_make(VkRt *rt, AotVkDispatch physical, const char **what) 
     uint64_t align;
     uint32_t i;
     memset(props, 0, sizeof(props));
-    rt->f.GetPhysicalDeviceProperties(physical, props);
+    rt->f.GetPhysicalDeviceProperties(rt->physical, props);
     memcpy(&align, props + AOT_VK_LIMIT_MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT, 8);
     memcpy(&rt->max_groups, props + AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT, 4);
     memcpy(&rt->max_range, props + AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE, 4);
     rt->align = align >= 16 && align <= 4096 ? (uint32_t)align : 256;
-    rt->host_align = aot_vk_host_alignment(rt, physical);
+    rt->host_align = aot_vk_host_alignment(rt);
     if (rt->max_groups == 0) {
         rt->max_groups = 65535;
     }
@@ -400,19 +400,19 @@ static AotVkResult vk_make(VkRt *rt, AotVkDispatch physical, const char **what) 
         }
     }
     *what = "the argument buffer";
-    code = vk_buffer(rt, physical, (uint64_t)VK_SEGMENT * TAICHI_AOT_VK_BATCHES, AOT_VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, 1,
+    code = vk_buffer(rt, (uint64_t)VK_SEGMENT * TAICHI_AOT_VK_BATCHES, AOT_VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, 1,
                      &rt->args_buffer, &rt->args_memory, &rt->args_host);
     if (code != AOT_VK_SUCCESS) {
         return code;
     }
     *what = "the temporaries buffer";
-    code = vk_buffer(rt, physical, VK_TEMPS, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | AOT_VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0,
+    code = vk_buffer(rt, VK_TEMPS, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | AOT_VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0,
                      &rt->temps_buffer, &rt->temps_memory, NULL);
     if (code != AOT_VK_SUCCESS) {
         return code;
     }
     *what = "the results buffer";
-    return vk_buffer(rt, physical, TAICHI_AOT_VK_RESULT_BYTES, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 2, &rt->rets_buffer,
+    return vk_buffer(rt, TAICHI_AOT_VK_RESULT_BYTES, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 2, &rt->rets_buffer,
                      &rt->rets_memory, &rt->rets_host);
 }
 
@@ -447,7 +447,7 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
         free(rt);
         return 0;
     }
-    code = vk_make(rt, (AotVkDispatch)info.physical_device, &what);
+    code = vk_make(rt, &what);
     if (code != AOT_VK_SUCCESS) {
         aot_vk_error(error, error_size, what, code);
         vk_destroy(rt);

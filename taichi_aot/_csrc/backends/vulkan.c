@@ -33,8 +33,6 @@
 
 #include "interop.h"
 #include "taichi_aot.h"
-#include "taichi/taichi_vulkan.h"
-#include "loader.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
 #include "backends/vulkan.h"
@@ -323,15 +321,12 @@ static VkSets *vk_sets(VkKernel *k, const TiMemory *memories, AotVkResult *code)
     }
     aot_vk_drop_sets(rt, k, s);
     for (a = 0; a < k->array_count; ++a) {
-        TiVulkanMemoryInteropInfo info;
-        memset(&info, 0, sizeof(info));
-        ti_export_vulkan_memory(rt->runtime, memories[a], &info);
-        if (info.buffer == NULL) {
+        s->buffers[a] = aot_vk_buffer_of(rt, memories[a]);
+        if (s->buffers[a] == 0) {
             *code = VK_LIBRARY_ERROR; /* its memory unknown to the library, whose error says so */
             return NULL;
         }
         s->memories[a] = memories[a];
-        s->buffers[a] = (AotVkHandle)(uintptr_t)info.buffer;
     }
     memset(&alloc, 0, sizeof(alloc));
     alloc.sType = AOT_VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;

@@ -138,8 +138,10 @@ __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatc
 /* Kernels (vulkan.c): one freed; the sets it keeps for some arrays let go. */
 __attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
 __attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
-/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot); an import freed. */
-__attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt, AotVkDispatch physical);
+/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot); an import freed; a
+   memory's VkBuffer (0: unknown to the library, whose last error says so). */
+__attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt);
+__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory);
 __attribute__((visibility("hidden"))) void aot_vk_free_import(VkRt *rt, VkImport *i);
 /* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
