@@ -54,9 +54,10 @@ def ensure_home() -> str:
     """Make ``HOME`` safe to hand the libraries before the first is loaded (module docstring); returns what was
     done ("" where HOME was kept as it was)."""
     home = os.environ.get("HOME", "")
-    if home and not _safe(home):
+    unsafe = _safe(home) if home else ""
+    if home and not unsafe:
         return ""
-    why = f"HOME={home} is not this user's alone ({_safe(home)})" if home else "HOME is unset"
+    why = f"HOME={home} is not this user's alone ({unsafe})" if home else "HOME is unset"
     found = _password_home()
     if not home and found and not _safe(found):
         os.environ["HOME"] = found

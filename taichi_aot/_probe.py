@@ -275,6 +275,10 @@ def _probe_here(arch: Arch) -> tuple[bool, str]:
     return False, _UNSERVED
 
 
+#: The archs probed in child processes besides the machine's CPU, in the order they are started.
+_DEVICE_ARCHS = (Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL)
+
+
 def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Arch, ArchStatus]:
     """Probe every arch the C-API knows (``only``: these alone); GPU archs in child processes, in parallel (no
     cache)."""
@@ -284,7 +288,7 @@ def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Ar
                for a in sorted(CPU_ARCHS & wanted) if a != cpu}
     cuda_count, cuda_why = cuda_device_count() if Arch.CUDA in wanted else (0, "")
     found: dict[Arch, tuple[bool, str]] = {}
-    archs = [a for a in (cpu, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL) if a in wanted]
+    archs = [a for a in (cpu, *_DEVICE_ARCHS) if a in wanted]
     for arch, thread in _start_probes(archs, cuda_count, cuda_why, timeout, results, found).items():
         thread.join()
         results[arch] = _status(arch, found.get(arch, (False, "probe did not report")), cuda_count)
@@ -570,7 +574,7 @@ def _said(status: ArchStatus, kept: str | None) -> ArchStatus:
 
 def _probed_archs() -> set[Arch]:
     """The archs :func:`probe` answers for when asked for all."""
-    return {*CPU_ARCHS, Arch.VULKAN, Arch.CUDA, Arch.OPENGL, Arch.GLES, Arch.METAL}
+    return {*CPU_ARCHS, *_DEVICE_ARCHS}
 
 
 def _keep(key: str, status: dict[Arch, ArchStatus], whole: bool) -> None:

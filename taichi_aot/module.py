@@ -117,21 +117,18 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
     own = runtime.cuda_device is not None  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
     try:
-        if runtime.arch in LLVM_ARCHS and (data is not None or os.path.isfile(what)):
-            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and
-            # refuses .tcm bytes: extract the archive to a private folder instead.
+        llvm, archive = runtime.arch in LLVM_ARCHS, data is not None or os.path.isfile(what)
+        if archive and (llvm or ModuleBackends.wants_files(runtime, choice)):
+            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and refuses .tcm bytes, and a
+            # backend that reads the module's files wants a folder: extract the archive to a private folder
             temp_dir = private_folder()
             extract_archive(data if data is not None else what, temp_dir)
             data, what = None, temp_dir
-        elif runtime.arch in LLVM_ARCHS and copy_reason(what):
+        elif llvm and copy_reason(what):
             # it segfaults too where it cannot make its lock file beside the module, or finds one there
             temp_dir = private_folder()
             copy_module(what, temp_dir)
             what = temp_dir
-        elif (data is not None or os.path.isfile(what)) and ModuleBackends.wants_files(runtime, choice):
-            temp_dir = private_folder()
-            extract_archive(data if data is not None else what, temp_dir)
-            data, what = None, temp_dir
         if own:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)

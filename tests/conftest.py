@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -68,6 +69,15 @@ def launcher(request) -> str:
     """A behaviour test taking ``launcher`` runs once per launcher choice (as warp's ``add_function_test(devices=)``
     runs a test per device): it loads its module with ``launcher=launcher``. A new backend joins by its choice."""
     return request.param
+
+
+def module_at(path: str, name: str):
+    """The Python file at ``path`` run as module ``name`` (a script or a room not importable as a package's)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def require_extra(module: str, extra: str):

@@ -12,10 +12,9 @@ radon and lizard come with the ``check`` extra (the test command installs it).""
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 
-from conftest import require_extra
+from conftest import module_at, require_extra
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -63,18 +62,10 @@ def test_no_c_function_is_over_the_limit():
     assert not over, f"C functions over lizard's {C_LIMIT}: {over}"
 
 
-def _module(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_c_file_of_the_package_is_built():
     csrc = os.path.join(ROOT, "taichi_aot", "_csrc")
     have = {os.path.relpath(f, csrc) for f in glob.glob(os.path.join(csrc, "**", "*.c"), recursive=True)}
-    native = set(_module(os.path.join(ROOT, "build_ffi.py"), "_build_ffi_for_test").C_FILES)
+    native = set(module_at(os.path.join(ROOT, "build_ffi.py"), "_build_ffi_for_test").C_FILES)
     with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
         setup = f.read()
     call = {name for name in have if f'"{name}"' in setup.split("CALL_FILES = ", 1)[1].split(")", 1)[0]}

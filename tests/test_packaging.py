@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -13,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from conftest import module_at
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE_SH = os.path.join(ROOT, "scripts", "package.sh")
@@ -108,11 +109,7 @@ def test_package_sh_removes_only_what_it_made(tmp_path):
 
 
 def _pytest_total():
-    spec = importlib.util.spec_from_file_location("pytest_total", os.path.join(ROOT, "scripts", "pytest_total.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_at(os.path.join(ROOT, "scripts", "pytest_total.py"), "pytest_total")
 
 
 @pytest.mark.parametrize(("logs", "expected"), [

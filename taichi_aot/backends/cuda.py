@@ -43,7 +43,7 @@ from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.plan import check, from_entry
 from .choice import CUDA, OWN_FLAGS, Choice, own_choice
-from .plan import Results, c_args
+from .plan import Results, c_args, dispatch_maps
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
@@ -362,16 +362,12 @@ class Kernels:
     def graph(self, info: Any) -> Any:
         """A TaichiAotCudaGraph for compute graph ``info`` (a GraphInfo) where every kernel it dispatches is on the
         own launcher, with each dispatch's arguments mapped to the graph's; else None (libtaichi launches it)."""
-        names = [a.name for a in info.args]
         kernels: list[Any] = [self.plans.get(k) for k in info.dispatches]
-        if not kernels or any(k is None or k.grad_count for k in kernels) or len(info.calls) != len(kernels):
+        if any(k is None or k.grad_count or k.arg_count > GRAPH_ARGS for k in kernels):
             return None
-        maps = []
-        for kernel, call in zip(kernels, info.calls):
-            if (len(call) != kernel.arg_count or kernel.arg_count > GRAPH_ARGS
-                    or any(n not in names for n in call)):
-                return None
-            maps += [names.index(n) for n in call]
+        maps = dispatch_maps(info, [k.arg_count for k in kernels])
+        if maps is None:
+            return None
         c = ffi.new("TaichiAotCudaGraph *")
         listed = ffi.new("TaichiAotCudaKernel *[]", kernels)
         mapped = ffi.new("uint32_t[]", maps or [0])

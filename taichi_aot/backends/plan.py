@@ -1,6 +1,7 @@
 """The argument plan both own launches share, in C's terms: a kernel's argument layout
 (:mod:`taichi_aot.metadata.layout`) as the ``TaichiAotArgPlan`` records ``_csrc/backends/plan.c`` lays values by, and
-the reader of what a kernel that returns values left in its plan's host memory (:class:`Results`).
+the reader of what a kernel that returns values left in its plan's host memory (:class:`Results`), and a compute
+graph's dispatches mapped onto the graph's arguments (:func:`dispatch_maps`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from .._native import ffi, lib
 from ..metadata.layout import SCALAR_SIZES
 
-__all__ = ["Results", "c_args"]
+__all__ = ["Results", "c_args", "dispatch_maps"]
 
 _KINDS = {"ndarray": lib.TAICHI_AOT_PLAN_NDARRAY, "scalar": lib.TAICHI_AOT_PLAN_SCALAR,
           "tensor": lib.TAICHI_AOT_PLAN_TENSOR}
@@ -30,6 +31,21 @@ def c_args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
         else:
             a.size, a.count = arg["size"], arg.get("count", 1)
     return args, grads
+
+
+def dispatch_maps(info: Any, arg_counts: list[int]) -> list[int] | None:
+    """Each dispatch's arguments of compute graph ``info`` (a GraphInfo) as indices of the graph's arguments, flat in
+    dispatch order (the ``maps`` of both own launches' graph records); None where the graph dispatches nothing, a
+    dispatch passes other than its kernel's ``arg_counts``, or names an argument the graph does not have."""
+    names = [a.name for a in info.args]
+    if not arg_counts or len(info.calls) != len(arg_counts):
+        return None
+    maps: list[int] = []
+    for count, call in zip(arg_counts, info.calls):
+        if len(call) != count or any(n not in names for n in call):
+            return None
+        maps += [names.index(n) for n in call]
+    return maps
 
 
 class Results:

@@ -222,18 +222,15 @@ class VulkanBackend:
                       results=made.results, codes=True), info.args
 
     def graph(self, info: GraphInfo, library: Any) -> Choice | None:
-        names = [a.name for a in info.args]
-        kernels = [self._kernel(k) for k in info.dispatches]
-        if not kernels or len(info.calls) != len(kernels):
+        from .plan import dispatch_maps
+
+        made = [self._kernel(k) for k in info.dispatches]
+        kernels = [m for m in made if m is not None and m.results is None]
+        maps = dispatch_maps(info, [m.arg_count for m in kernels]) if len(kernels) == len(made) else None
+        if maps is None:
             return None
-        maps: list[int] = []
-        for made, call in zip(kernels, info.calls):
-            if made is None or made.results is not None or len(call) != made.arg_count or \
-                    any(n not in names for n in call):
-                return None
-            maps += [names.index(n) for n in call]
         c = ffi.new("TaichiAotVkGraph *")
-        listed = ffi.new("void *[]", [m.handle for m in kernels if m is not None])
+        listed = ffi.new("void *[]", [m.handle for m in kernels])
         mapped = ffi.new("uint32_t[]", maps or [0])
         c.dispatch_count, c.kernels, c.maps = len(kernels), listed, mapped
         self._keep += [c, listed, mapped]

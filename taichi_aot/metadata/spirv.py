@@ -77,8 +77,8 @@ def validator() -> Validator:
             for where, path in _candidates():
                 if os.sep in path and not os.path.isfile(path):
                     seen.append(f"{where} {path}: no such file")
-                elif where != "bundled" and os.sep in path and untrusted_file(path):
-                    seen.append(f"{where} {path}: not loaded: {untrusted_file(path)}, so another user could plant "
+                elif where != "bundled" and os.sep in path and (why := untrusted_file(path)):
+                    seen.append(f"{where} {path}: not loaded: {why}, so another user could plant "
                                 "code this process would run (chmod go-w, or copy it to a folder of your own)")
                 elif lib.taichi_aot_spirv_load(path.encode(), error, 512) == 0:
                     version = ffi.string(lib.taichi_aot_spirv_version()).decode(errors="replace")
