@@ -424,13 +424,13 @@ class ForeignArgs:
         """After a launch with staged copies (:meth:`StagedCopies.after_launch`)."""
         self.copies.after_launch()
 
-    def release(self) -> None:
+    def release(self, flight: Any = None) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
-        read are free to fill again."""
+        read (``flight``, :meth:`StagedCopies.in_flight` taken before the wait; None: all) are free to fill again."""
         if self._held:
             self._held.clear()  # an array collected now leaves the cache in its callback
         if self._batches:
             batches, self._batches = self._batches, collections.deque()
             for event, _ in batches:
                 _cuda.event_done(event, wait=True)  # done: destroyed
-        self.copies.release()
+        self.copies.release(flight)

@@ -248,10 +248,16 @@ class StagedCopies:
             for s in pending:
                 self._retire(s, not waited)
 
-    def release(self) -> None:
-        """The runtime waited: the copies queued kernels read are free to fill again."""
-        if not self._flight:
-            return
+    def in_flight(self) -> list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]]:
+        """The copies queued kernels read, taken before a wait (their launches enqueued): what :meth:`release` frees
+        after it, where another thread may queue more meanwhile."""
         flight, self._flight = self._flight, []
+        return flight
+
+    def release(self, flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] | None = None) -> None:
+        """The runtime waited: the copies queued kernels read (``flight``, taken before the wait; None: all) are free
+        to fill again."""
+        if flight is None:
+            flight = self.in_flight()
         for key, nd, view in flight:
             self._spare.setdefault(key, []).append((nd, view))

@@ -63,8 +63,18 @@ _STALE: int = lib.TAICHI_AOT_STALE
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
-#: The launch kinds any thread may launch (the own CUDA launcher's, whose runtime allows it).
-ANY_THREAD_KINDS = (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH)
+#: The launch kinds of libtaichi's launch (the others are the package's own backends').
+_LIBRARY_KINDS = (lib.TAICHI_AOT_KIND_KERNEL, lib.TAICHI_AOT_KIND_GRAPH)
+_ANY_THREAD = lib.TAICHI_AOT_LAUNCH_ANY_THREAD
+
+
+def thread_flag(runtime: Any, kind: int) -> int:
+    """TAICHI_AOT_LAUNCH_ANY_THREAD where any thread may make a launch of ``kind`` on ``runtime``: its device allows
+    it (``any_thread``: the own CUDA runtime, a Vulkan runtime with the own launch open), for libtaichi's launches
+    only where the device makes libtaichi's calls one at a time too (``library_any_thread``)."""
+    device = runtime.device
+    allowed = device.library_any_thread or (device.any_thread and kind not in _LIBRARY_KINDS)
+    return _ANY_THREAD if allowed else 0
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
 _SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
@@ -91,11 +101,13 @@ def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | C
 def _here(c: Any, what: str | Callable[[], str]) -> Any:
     """A copy of launch record ``c`` for this thread (the record's is the runtime's): a launch of the own CUDA
     launcher; libtaichi's launches keep to the runtime's thread (WrongThreadError)."""
-    if c.kind not in ANY_THREAD_KINDS:
+    if not c.flags & _ANY_THREAD:
         raise WrongThreadError(
             f"{what if isinstance(what, str) else what()}: launched through libtaichi (module.launchers() says why), "
-            f"whose runtime is used from the thread that made it ({c.thread}), not from thread {_get_ident()}; give "
-            "the module PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use")
+            f"whose runtime is used from the thread that made it ({c.thread}), not from thread {_get_ident()}; on "
+            "CUDA, give the module PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use; "
+            "on Vulkan, any thread may use a runtime whose own Vulkan launch is open (runtime.device.vulkan_why says "
+            "why it is not)")
     here = ffi.new("TaichiAotLaunch *", c[0])
     here.thread = _get_ident()
     return here
@@ -152,7 +164,8 @@ class _Packed:
         ]
         self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
         c = ffi.new("TaichiAotLaunch *")
-        c.runtime, c.kind, c.flags, c.handle = runtime.handle, choice.kind, choice.flags, choice.handle
+        c.runtime, c.kind, c.handle = runtime.handle, choice.kind, choice.handle
+        c.flags = choice.flags | thread_flag(runtime, choice.kind)
         c.arg_count, c.args = count, self.array
         c.seen = -1  # stale: the first launch checks in Python
         c.thread, c.pending = runtime.gate.thread, runtime.gate.pending

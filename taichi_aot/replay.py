@@ -13,7 +13,9 @@ from ._native import ffi, lib
 from .backends import launch_error
 from .enums import CPU_ARCHS
 from .errors import ArgumentTypeError, InvalidArgumentError, WrongThreadError
-from .launch import ANY_THREAD_KINDS, BoundLaunch
+from .launch import BoundLaunch
+
+_STALE = lib.TAICHI_AOT_STALE
 
 __all__ = ["LaunchSequence"]
 
@@ -70,6 +72,7 @@ class LaunchSequence:
             ClosedError, WrongThreadError: a recorded object is closed, or another thread calls.
         """
         _check_times(times)
+        seen = lib.taichi_aot_epoch  # read first: a close after it makes C refuse the chunk (STALE)
         self._check_here()
         if not self._launches or not times:
             return
@@ -95,7 +98,11 @@ class LaunchSequence:
             most = times if cpu else max(1, self._queue // count)
             n = min(self._chunk(), times - passes, most - queued)
             start = _clock()
-            code = replay(steps, count, n, done)
+            code = replay(steps, count, n, done, seen)
+            if code == _STALE:  # something was closed since the check (another thread): checked again, nothing run
+                seen = lib.taichi_aot_epoch
+                self._check_here()
+                continue
             self._pass_seconds, self._last_chunk = max(_clock() - start, 1e-9) / n, n
             if code:
                 made = passes * count + done[0]
@@ -114,11 +121,12 @@ class LaunchSequence:
 
     def _check_here(self) -> None:
         """Raise unless every launch recorded, and the runtime, may be launched here (a runtime of libtaichi, and
-        libtaichi's launches beside the own CUDA runtime, from the runtime's thread only)."""
+        libtaichi's launches beside the own CUDA runtime, from the runtime's thread only: launch.thread_flag)."""
         for launch in self._launches:
             launch._validate()
         self._runtime.ensure_open()
-        if not self._runtime.on_its_thread() and any(step._c.kind not in ANY_THREAD_KINDS for step in self._launches):
+        if not self._runtime.on_its_thread() and any(
+                not step._c.flags & lib.TAICHI_AOT_LAUNCH_ANY_THREAD for step in self._launches):
             raise WrongThreadError("replay: a launch of the sequence is made through libtaichi, whose runtime is used "
                                    "from the thread that made it; replay it there")
 

@@ -6,10 +6,12 @@ every live child first. A runtime collected without ``close()`` (or a ``with``
 block) is closed by the garbage collector with a ``ResourceWarning``, as an open
 file is; runtimes still open when the interpreter exits are closed quietly.
 
-Threads. The C-API keeps its error state per thread: a Runtime of libtaichi and its children may
+Threads. The C-API keeps its error state per thread and takes no lock: a Runtime of libtaichi and its children may
 only be used from the thread that created it; any other thread gets :class:`~taichi_aot.errors.WrongThreadError`
 (views and closing by garbage collection work from any thread). taichi_aot's own CUDA runtime may be used from
-any thread, as torch's and CuPy's arrays are (:mod:`taichi_aot._cudart`).
+any thread, as torch's and CuPy's arrays are (:mod:`taichi_aot._cudart`), and so may a Vulkan runtime with the own
+Vulkan launch open, whose calls (its own and libtaichi's) are made one at a time (``backends/vulkan.c``); the
+device says which (``device.any_thread``).
 """
 
 from __future__ import annotations
@@ -155,6 +157,9 @@ class Runtime:
         self.device: Device = device_for(self)
         #: a wait is libtaichi's alone, where anything was counted (not the own CUDA runtime's, nor CUDA's streams)
         self._counted_waits = bool(self._handle) and self.device.waits_counted and self.cuda_device is None
+        #: ... and made even where none was counted: any thread enqueues, and another's wait may have cleared the count
+        #: while this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
+        self._wait_always = self._counted_waits and self.device.any_thread
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
         self.gate = LaunchGate(threading.get_ident(), pending)
@@ -189,7 +194,7 @@ class Runtime:
                 f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
                 f"{os.getpid()} (after os.fork(), create a runtime in the child)"
             )
-        if threading.get_ident() != self.gate.thread and self.cuda_device is None:  # the own CUDA runtime's: any
+        if threading.get_ident() != self.gate.thread and not self.device.any_thread:
             raise WrongThreadError(_cudart.wrong_thread(self._arch.name, self.gate.thread))
 
     @property
@@ -283,17 +288,24 @@ class Runtime:
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
         self.ensure_open()
+        self._wait()
+
+    def _wait(self) -> None:
+        # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
+        flight = (self.foreign.copies.in_flight(), self.device.in_flight()) if self._wait_always else (None, None)
         if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
-            if lib.taichi_aot_runtime_wait(self._handle, self.gate.pending):
+            if lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always):
                 check("wait")
         else:
             self._drain()
-        self.foreign.release()
-        self.device.release()
+        self.foreign.release(flight[0])
+        self.device.release(flight[1])
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
-        if self.gate.pending[0]:
+        if self._wait_always:
+            self._wait()
+        elif self.gate.pending[0]:
             self._drain()
             self.foreign.release()
             self.device.release()
@@ -533,7 +545,7 @@ class Runtime:
         of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed); the own CUDA
         runtime's objects (not the runtime) close from any thread, as torch's and CuPy's arrays are let go."""
         if not self._owned.closed and self._owner_running() is not None and (
-                self.cuda_device is None or what == "Runtime.close()"):
+                not self.device.any_thread or what == "Runtime.close()"):
             raise WrongThreadError(
                 f"{what}: this {self._arch.name} runtime and its objects belong to thread {self.gate.thread}, which is "
                 "still running; close them there (closing under a thread that may be using them would crash it)"

@@ -111,16 +111,20 @@ def test_recording_records_calls_that_were_made_in_c(env):
 
 
 def test_another_thread_is_refused_after_calls_made_in_c(env):
+    """libtaichi's runtime refuses another thread; a Vulkan runtime (its calls made one at a time) takes its call,
+    which writes its own arguments, never the shared buffer the calls made in C use."""
     rt, mod = env
     add = mod.kernels["add"]
     x, y = rt.ndarray((4,), np.float32), rt.ndarray_from_numpy(np.ones(4, np.float32))
     add(x, y, 1.0)
     add(x, y, 1.0)
     errors = raised_in_thread(WrongThreadError, lambda: add(x, y, 5.0))
-    assert len(errors) == 1
+    assert len(errors) == (0 if rt.device.any_thread else 1)
+    assert rt.device.any_thread == (rt.arch == Arch.VULKAN)
     add(x, y, 1.0)
     rt.wait()
-    assert np.array_equal(x.to_numpy(), np.full(4, 3, np.float32))  # the other thread's 5.0 never went in
+    expected = 8 if rt.device.any_thread else 3  # else: the other thread's 5.0 never went in
+    assert np.array_equal(x.to_numpy(), np.full(4, expected, np.float32))
 
 
 def test_declared_access_applies_to_calls_made_in_c(env):

@@ -88,7 +88,8 @@ def test_dynamic_call_after_close_and_from_another_thread(env):
     x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
     add(x, y, 1.0)
     bound = add.bind(x, y, 1.0)
-    assert _wrong_thread_errors(lambda: add(x, y, 1.0), bound, bound.launch) == 3
+    # refused on libtaichi's runtime; made on a Vulkan runtime (its calls one at a time: any thread)
+    assert _wrong_thread_errors(lambda: add(x, y, 1.0), bound, bound.launch) == (0 if rt.device.any_thread else 3)
     add(x, y, 1.0)  # still fine on the owning thread
     x.close()
     with pytest.raises(ClosedError):
@@ -176,9 +177,11 @@ def test_to_numpy_into_an_existing_array(env):
 
 
 def test_another_thread_never_writes_the_shared_arguments(env):
-    # A call from a foreign thread is refused before it packs anything: the owner's arguments
-    # stay as they were (the GIL is released during launches, so a write would tear them).
+    # A call from a foreign thread is refused before it packs anything, or, on a runtime any thread may use (Vulkan),
+    # packs into a buffer of its own: the owner's arguments stay as they were (the GIL is released during launches,
+    # so a write would tear them).
     rt, mod = env
+    refusals = 0 if rt.device.any_thread else 2
     add, graph = mod.kernels["add"], mod.graphs["add_twice"]
     x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
     other_x, other_y = rt.ndarray((64,), np.float32), rt.ndarray((64,), np.float32)
@@ -186,7 +189,7 @@ def test_another_thread_never_writes_the_shared_arguments(env):
     graph(x=x, y=y, a=1.0)
     packed = [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)]
     intruders = (lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0))
-    assert _wrong_thread_errors(*intruders) == 2
+    assert _wrong_thread_errors(*intruders) == refusals
     assert [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)] == packed
 
     # and while the owner launches in a loop, an intruder hammering the same kernel changes nothing
@@ -211,7 +214,7 @@ def test_another_thread_never_writes_the_shared_arguments(env):
         stop.set()
         t.join()
     rt.wait()
-    assert refused
+    assert bool(refused) == bool(refusals)
     assert np.array_equal(x.to_numpy(), np.full(64, 3 + 3 * launches, np.float32))
     assert not other_x.to_numpy().any()
 
@@ -249,7 +252,7 @@ def test_graph_call_after_close_and_from_another_thread(env):
     graph = mod.graphs["add_twice"]
     x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
     graph(x=x, y=y, a=1.0)
-    assert _wrong_thread_errors(lambda: graph(x=x, y=y, a=1.0)) == 1
+    assert _wrong_thread_errors(lambda: graph(x=x, y=y, a=1.0)) == (0 if rt.device.any_thread else 1)
     graph(x=x, y=y, a=1.0)
     mod.close()
     with pytest.raises(ClosedError):
@@ -303,7 +306,7 @@ def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
     unknown = lib.TAICHI_AOT_UNKNOWN_KIND
     assert lib.taichi_aot_launch(record) == unknown and lib.taichi_aot_dispatch(record) == unknown
     done = ffi.new("uint64_t *")
-    assert lib.taichi_aot_replay(record, 1, 1, done) == unknown and done[0] == 0
+    assert lib.taichi_aot_replay(record, 1, 1, done, lib.taichi_aot_epoch) == unknown and done[0] == 0
     where = ffi.new("TaichiAotElsewhere *")
     assert lib.taichi_aot_launch_elsewhere(record, where) == unknown
     assert "does not know" in str(launch_error(unknown, "launch of kernel 'add'"))

@@ -11,6 +11,24 @@
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
 
+/* The calls of a runtime any thread uses held for this thread where its launch is not the own CUDA launcher's (whose
+   driver takes any thread): a Vulkan runtime's, which a release on another thread holds too (taichi_aot_vk_calls).
+   Returns what taichi_aot_calls_let_go takes (NULL: nothing held). */
+static TiRuntime taichi_aot_calls_hold(const TaichiAotLaunch *l) {
+    if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) == 0 || l->runtime == NULL || l->kind == TAICHI_AOT_KIND_CUDA_KERNEL ||
+        l->kind == TAICHI_AOT_KIND_CUDA_GRAPH) {
+        return NULL;
+    }
+    taichi_aot_vk_calls(l->runtime, 1);
+    return l->runtime;
+}
+
+static void taichi_aot_calls_let_go(TiRuntime held) {
+    if (held != NULL) {
+        taichi_aot_vk_calls(held, 0);
+    }
+}
+
 /* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
    first ordered after the caller's stream (libtaichi launches on a stream of its own) and then waited for (x64: the
    caller reads the results next; CUDA: the caller's stream is not ordered with libtaichi's). The library's last
@@ -140,18 +158,30 @@ static int count_launch(const TaichiAotLaunch *l, int error) {
    not the runtime's thread: Python then re-checks (and raises) before launching again. The
    error message stays in the library's thread-local slot for the error funnel to take. */
 int taichi_aot_launch(const TaichiAotLaunch *l) {
-    if (l->seen != taichi_aot_epoch || (unsigned long)pthread_self() != l->thread) {
+    int error;
+    TiRuntime held;
+    if ((unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_STALE;
     }
-    return count_launch(l, launch_any(l, NULL));
+    /* a runtime any thread uses: the epoch read with its calls held, which a release on another thread takes too */
+    held = taichi_aot_calls_hold(l);
+    if (l->seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
+        taichi_aot_calls_let_go(held);
+        return TAICHI_AOT_STALE;
+    }
+    error = count_launch(l, launch_any(l, NULL));
+    taichi_aot_calls_let_go(held);
+    return error;
 }
 
 /* A runtime's wait from Python (Runtime.wait, on a device whose work is all counted in `pending`): libtaichi's wait
-   (its wrapper waits for the own Vulkan launch's batches too) where anything was queued since the last, the count
-   cleared; the library's error code (0: none), left for the error funnel. One C call: the flat function's checks
-   cost a fifth of a launch and its wait on a GPU. */
-int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending) {
-    if (pending[0]) {
+   (its wrapper waits for the own Vulkan launch's batches too) where anything was queued since the last, or `always`
+   (a runtime any thread uses: another thread's wait may have cleared the count while this thread's work still ran;
+   the own Vulkan launch's wait costs little with nothing queued), the count cleared; the library's error code (0:
+   none), left for the error funnel. One C call: the flat function's checks cost a fifth of a launch and its wait on
+   a GPU. */
+int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending, int always) {
+    if (pending[0] || always) {
         ti_wait(runtime);
         pending[0] = 0;
     }
@@ -167,23 +197,32 @@ int taichi_aot_dispatch(const TaichiAotLaunch *l) {
    error slot after every launch and stops at the first failure (`*done` counts the launches made
    before it); later passes repeat the same launches with the same arguments, so they are checked
    once, at the end (the sticky error slot keeps any failure until then). */
-int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done) {
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done, int64_t seen) {
     uint64_t r;
     uint32_t i;
-    int error;
+    int error = 0;
+    /* held for the whole replay on a runtime any thread uses (every launch is the first's runtime's); nothing is
+       launched where anything was closed since Python checked (`seen`) */
+    TiRuntime held = count > 0 ? taichi_aot_calls_hold(&launches[0]) : NULL;
     *done = 0;
-    for (r = 0; r < repeat; ++r) {
+    if (seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
+        taichi_aot_calls_let_go(held);
+        return TAICHI_AOT_STALE;
+    }
+    for (r = 0; r < repeat && error == 0; ++r) {
         for (i = 0; i < count; ++i) {
             const TaichiAotLaunch *l = &launches[i];
             error = count_launch(l, launch_any(l, NULL));
             /* the error codes of launches that report by code are checked every time */
             if (error != 0 && (r == 0 || (l->flags & TAICHI_AOT_LAUNCH_CODES) != 0)) {
-                return error;
+                break;
             }
+            error = 0;
             ++*done;
         }
     }
-    return (int)ti_get_last_error(NULL, NULL);
+    taichi_aot_calls_let_go(held);
+    return error != 0 ? error : (int)ti_get_last_error(NULL, NULL);
 }
 
 int taichi_aot_launch_elsewhere(const TaichiAotLaunch *l, TaichiAotElsewhere *where) {

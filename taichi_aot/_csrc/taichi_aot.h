@@ -33,7 +33,8 @@
    pointer tagged with TAICHI_AOT_POINTER_TAG (call.c, fresh.c and opplan.c pass new arrays so); TAICHI_AOT_LAUNCH_CODES,
    it reports its errors by its return code, not libtaichi's error slot (checked on every replay, and no wait for
    libtaichi's copies where it is launched elsewhere); TAICHI_AOT_LAUNCH_GRAPHABLE, its launch never waits (a CUDA
-   graph may hold it).
+   graph may hold it); TAICHI_AOT_LAUNCH_ANY_THREAD, any thread may launch it, not only the runtime's (its runtime's
+   device says so: launch.py).
    `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
@@ -53,6 +54,7 @@
 #define TAICHI_AOT_LAUNCH_POINTERS 1
 #define TAICHI_AOT_LAUNCH_CODES 2
 #define TAICHI_AOT_LAUNCH_GRAPHABLE 4
+#define TAICHI_AOT_LAUNCH_ANY_THREAD 8
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
@@ -102,8 +104,8 @@ extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_UNKNOWN_KIND (-106) /* a launch whose kind launch_any does not know: nothing launched */
 int taichi_aot_launch(const TaichiAotLaunch *launch);
 int taichi_aot_dispatch(const TaichiAotLaunch *launch);
-int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done);
-int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending);
+int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done, int64_t seen);
+int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending, int always);
 
 /* nvtx.c: NVTX ranges around every launch of the dispatcher. The NVTX library (libnvToolsExt.so.1, or the
    libnvtx3interop.so.1 of newer CUDA wheels) is opened by path, once (taichi_aot._nvtx finds it): 0, or -1 with the
@@ -460,7 +462,11 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
-   arrays copied through their imported pages. */
+   arrays copied through their imported pages.
+   taichi_aot_vk_calls holds (`hold` 1) or lets go (0) the runtime's calls for this thread, as every own launch,
+   copy, wait and wrapped call of libtaichi's on the runtime does (recursive; nothing where no own state is open):
+   Python's releases of what a launch may use (a module) run inside, and taichi_aot_launch and taichi_aot_replay
+   check the close epoch inside, so that a close on another thread comes wholly before or after a launch. */
 #define TAICHI_AOT_VK_BIND_ARGS 1
 #define TAICHI_AOT_VK_BIND_RETS 2
 #define TAICHI_AOT_VK_BIND_TEMPS 3
@@ -503,6 +509,7 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
 int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
 void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
+void taichi_aot_vk_calls(TiRuntime runtime, int hold);
 /* backends/vkcopy.c: copies on the own state's queue: between two memories of the runtime, recorded as a launch is;
    between host memory and a memory, through the host's pages imported (waited for). Each returns 0, 1 where it
    cannot (no own state; host memory the device cannot import: the caller copies through libtaichi or staging

@@ -325,10 +325,10 @@ def free_memory(runtime: Any, memory: Any) -> None:
             f"free_memory: libtaichi_c_api 1.7.4 cannot free memory on {rt.arch.name}; "
             "it stays valid and is released with its runtime"
         )
+    handles.retire(key)  # first: the library may hand the same handle to another thread's allocation once freed
     with Quiet():
         lib.ti_free_memory(runtime, memory)
     check("free_memory")
-    handles.retire(key)
 
 
 def memory_size(runtime: Any, memory: Any) -> int:
@@ -459,10 +459,10 @@ def free_image(runtime: Any, image: Any) -> None:
     """``ti_free_image``: free an image."""
     lookup_runtime(runtime, "free_image")
     key, _ = lookup_runtime_child("image", "TiImage", runtime, image, "free_image")
+    handles.retire(key)  # first: a handle freed may be another thread's next
     with Quiet():
         lib.ti_free_image(runtime, image)
     check("free_image")
-    handles.retire(key)
 
 
 def create_sampler(runtime: Any, create_info: Any = None, **fields: Any) -> Any:
@@ -479,10 +479,10 @@ def destroy_sampler(runtime: Any, sampler: Any) -> None:
     """``ti_destroy_sampler``: destroy a sampler."""
     lookup_runtime(runtime, "destroy_sampler")
     key, _ = lookup_runtime_child("sampler", "TiSampler", runtime, sampler, "destroy_sampler")
+    handles.retire(key)  # first: a handle freed may be another thread's next
     with Quiet():
         lib.ti_destroy_sampler(runtime, sampler)
     check("destroy_sampler")
-    handles.retire(key)
 
 
 def _image_slice(runtime: Any, value: Any, what: str) -> Any:

@@ -87,6 +87,12 @@ class Device:
     #: what libtaichi's memory calls (map, unmap, copies, frees) run inside, or None: nothing (libtaichi's CUDA
     #: runtime: device 0's primary context, whatever another library left current on the thread)
     library_calls: Callable[[], AbstractContextManager[None]] | None = None
+    #: the runtime and its objects may be used from any thread, not only the one that made it (the own CUDA runtime;
+    #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
+    any_thread = False
+    #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
+    #: own Vulkan launch's wrappers), not only the runtime's
+    library_any_thread = False
 
     def __init__(self, runtime: Parent):
         self.arch = runtime.arch
@@ -166,8 +172,8 @@ class Device:
         d.memory, d.offset, d.size = dst.handle, dst_offset, size
         s.memory, s.offset, s.size = src.handle, src_offset, size
         # the C call itself: the flat function's lookups and coercions cost ten times it on a staged launch's path
-        mark_enqueued(self._runtime.handle)
         lib.ti_copy_memory_device_to_device(self._runtime.handle, d, s)
+        mark_enqueued(self._runtime.handle)  # after: a wait another thread clears the count in meanwhile waits for it
         check("copy_memory_device_to_device")
 
     @property
@@ -216,10 +222,15 @@ class Device:
         the module says)."""
         return None
 
-    def release(self) -> None:
-        """The runtime waited: staging buffers in flight are free again."""
+    def in_flight(self) -> list[Any]:
+        """The staging buffers in flight, taken before a wait (see :meth:`release`)."""
+        return self._staging.in_flight() if self._staging is not None else []
+
+    def release(self, flight: list[Any] | None = None) -> None:
+        """The runtime waited: staging buffers in flight (``flight``, :meth:`in_flight` taken before the wait; None:
+        all) are free again."""
         if self._staging is not None:
-            self._staging.release()
+            self._staging.release(flight)
 
     def close(self) -> None:
         """The runtime closes: the staging buffers' mappings end (its memory goes with the native runtime)."""

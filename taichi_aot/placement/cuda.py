@@ -83,6 +83,7 @@ class OwnCudaDevice(LibraryCudaDevice):
     pointer_handles = True
     library_calls = None  # its memory is the driver's: libtaichi neither maps, copies nor frees it
     mapping_is_copy = False  # managed memory, addressed as it is
+    any_thread = True  # the driver's calls are any thread's (libtaichi's launches beside it are not)
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         device = self._runtime.cuda_device

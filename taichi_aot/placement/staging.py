@@ -109,13 +109,18 @@ class Staging:
                 return
         buffer.owned.close()
 
-    def release(self) -> None:
-        """The runtime waited: every buffer in flight is free again."""
+    def in_flight(self) -> list[_Buffer]:
+        """The buffers in flight, taken before a wait (their copies enqueued): what :meth:`release` frees after it,
+        where another thread may put more in flight meanwhile."""
         if not self._flight:  # read without the lock: one filled meanwhile is the next wait's
-            return
+            return []
         with self._lock:
             flight, self._flight = self._flight, []
-        for buffer in flight:
+        return flight
+
+    def release(self, flight: list[_Buffer] | None = None) -> None:
+        """The runtime waited: the buffers in flight (``flight``, taken before the wait; None: all) are free again."""
+        for buffer in self.in_flight() if flight is None else flight:
             self._give_back(buffer)
 
     # -- copies ------------------------------------------------------------------------------------------------
@@ -134,8 +139,10 @@ class Staging:
             piece = source[start:start + CHUNK]
             buffer = self._take(piece.nbytes)
             ffi.memmove(ffi.cast("char *", buffer.address), ffi.from_buffer(piece), piece.nbytes)
-            self._flight.append(buffer)
-            self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
+            try:
+                self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
+            finally:  # in flight once enqueued: a wait that took those in flight before frees only its own
+                self._later([buffer])
 
     def upload_waited(self, memory: Any, data: np.ndarray) -> None:
         """:meth:`upload`, done when this returns."""

@@ -73,15 +73,11 @@ static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, co
     return AOT_VK_SUCCESS;
 }
 
-int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
-                       uint64_t size) {
-    VkRt *rt = aot_vk_find(runtime);
+/* A copy between two memories, with the runtime's calls held (taichi_aot_vk_copy). */
+static int vk_copy(VkRt *rt, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset, uint64_t size) {
     AotVkBufferCopy region;
     AotVkHandle to, from;
     AotVkResult code;
-    if (rt == NULL) {
-        return 1; /* no own state: libtaichi's copy */
-    }
     to = aot_vk_buffer_of(rt, dst);
     from = aot_vk_buffer_of(rt, src);
     if (to == 0 || from == 0) {
@@ -92,6 +88,14 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
     region.size = size;
     code = vk_record_copy(rt, to, from, &region);
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
+}
+
+int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
+                       uint64_t size) {
+    VkRt *rt = aot_vk_hold(runtime);
+    int code = rt == NULL ? 1 : vk_copy(rt, dst, dst_offset, src, src_offset, size); /* 1: libtaichi's copy */
+    aot_vk_let_go(rt);
+    return code;
 }
 
 /* The pages `size` bytes from `host` lie in (from the page of its first byte to that of its last) imported as a buffer
@@ -219,16 +223,13 @@ void aot_vk_free_import(VkRt *rt, VkImport *i) {
     free(i);
 }
 
-int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
-                            int to_device, uint64_t import_id) {
-    VkRt *rt = aot_vk_find(runtime);
+/* A host array's copy through its pages, with the runtime's calls held (taichi_aot_vk_host_copy). */
+static int vk_host_copy(VkRt *rt, TiMemory memory, uint64_t offset, void *host, uint64_t size, int to_device,
+                        uint64_t import_id) {
     VkImport once, *through = NULL;
     AotVkHandle device_buffer;
     AotVkBufferCopy region;
     AotVkResult code;
-    if (rt == NULL || rt->host_align == 0 || size == 0) {
-        return 1;
-    }
     device_buffer = aot_vk_buffer_of(rt, memory);
     if (device_buffer == 0) {
         return (int)ti_get_last_error(NULL, NULL);
@@ -261,4 +262,14 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
     }
     rt->counts[7] += code == AOT_VK_SUCCESS;
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
+}
+
+int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
+                            int to_device, uint64_t import_id) {
+    VkRt *rt = aot_vk_hold(runtime);
+    int code = rt == NULL || rt->host_align == 0 || size == 0
+                   ? 1
+                   : vk_host_copy(rt, memory, offset, host, size, to_device, import_id);
+    aot_vk_let_go(rt);
+    return code;
 }

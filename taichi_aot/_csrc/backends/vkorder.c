@@ -1,7 +1,8 @@
 /* libtaichi's calls on a runtime with the own Vulkan launch open, ordered with the launch's batches (backends/vulkan.c
    says why): the trampolines' slots of the C-API functions that enqueue, wait, free or destroy pointed at the
-   wrappers here, once the first such runtime opens; every other call, and every runtime without the own launch,
-   goes to libtaichi as before. */
+   wrappers here, once the first such runtime opens, as are those that allocate, map and unmap memory and free images;
+   each holds the runtime's calls (its `calls` lock: libtaichi takes none, and any thread may use the runtime). Every
+   other call, and every runtime without the own launch, goes to libtaichi as before. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -29,6 +30,10 @@ static struct {
     __typeof__(&ti_allocate_image) allocate_image;
     __typeof__(&ti_load_aot_module) load_module;
     __typeof__(&ti_create_aot_module) create_module;
+    __typeof__(&ti_allocate_memory) allocate_memory;
+    __typeof__(&ti_map_memory) map_memory;
+    __typeof__(&ti_unmap_memory) unmap_memory;
+    __typeof__(&ti_free_image) free_image;
 } vk_real;
 
 void aot_vk_library_first(VkRt *rt) {
@@ -38,9 +43,10 @@ void aot_vk_library_first(VkRt *rt) {
     }
 }
 
-/* Before libtaichi enqueues on `runtime`: what the own launch recorded submitted; libtaichi's work noted. */
+/* Before libtaichi enqueues on `runtime`: its calls held (the caller lets them go), what the own launch recorded
+   submitted, libtaichi's work noted. */
 static VkRt *vk_before_library(TiRuntime runtime) {
-    VkRt *rt = aot_vk_find(runtime);
+    VkRt *rt = aot_vk_hold(runtime);
     if (rt != NULL) {
         aot_vk_submit(rt);
         rt->library_dirty = rt->library_pending = 1;
@@ -49,59 +55,71 @@ static VkRt *vk_before_library(TiRuntime runtime) {
 }
 
 static void vk_launch_kernel(TiRuntime runtime, TiKernel kernel, uint32_t n, const TiArgument *args) {
-    vk_before_library(runtime);
+    VkRt *rt = vk_before_library(runtime);
     vk_real.launch_kernel(runtime, kernel, n, args);
+    aot_vk_let_go(rt);
 }
 
 static void vk_launch_graph(TiRuntime runtime, TiComputeGraph graph, uint32_t n, const TiNamedArgument *args) {
-    vk_before_library(runtime);
+    VkRt *rt = vk_before_library(runtime);
     vk_real.launch_graph(runtime, graph, n, args);
+    aot_vk_let_go(rt);
 }
 
 static void vk_copy_memory(TiRuntime runtime, const TiMemorySlice *dst, const TiMemorySlice *src) {
-    vk_before_library(runtime);
+    VkRt *rt = vk_before_library(runtime);
     vk_real.copy_memory(runtime, dst, src);
+    aot_vk_let_go(rt);
 }
 
 static void vk_copy_image(TiRuntime runtime, const TiImageSlice *dst, const TiImageSlice *src) {
-    vk_before_library(runtime);
+    VkRt *rt = vk_before_library(runtime);
     vk_real.copy_image(runtime, dst, src);
+    aot_vk_let_go(rt);
 }
 
 static void vk_transition_image(TiRuntime runtime, TiImage image, TiImageLayout layout) {
-    vk_before_library(runtime);
+    VkRt *rt = vk_before_library(runtime);
     vk_real.transition_image(runtime, image, layout);
+    aot_vk_let_go(rt);
 }
 
 static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *info) {
-    vk_before_library(runtime); /* a new image's layout is set by a command of libtaichi's */
-    return vk_real.allocate_image(runtime, info);
+    VkRt *rt = vk_before_library(runtime); /* a new image's layout is set by a command of libtaichi's */
+    TiImage made = vk_real.allocate_image(runtime, info);
+    aot_vk_let_go(rt);
+    return made;
 }
 
 static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
-    vk_before_library(runtime);
-    return vk_real.load_module(runtime, path);
+    VkRt *rt = vk_before_library(runtime);
+    TiAotModule made = vk_real.load_module(runtime, path);
+    aot_vk_let_go(rt);
+    return made;
 }
 
 static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_t size) {
-    vk_before_library(runtime);
-    return vk_real.create_module(runtime, data, size);
+    VkRt *rt = vk_before_library(runtime);
+    TiAotModule made = vk_real.create_module(runtime, data, size);
+    aot_vk_let_go(rt);
+    return made;
 }
 
 static void vk_flush(TiRuntime runtime) {
-    VkRt *rt = aot_vk_find(runtime);
+    VkRt *rt = aot_vk_hold(runtime);
     if (rt == NULL) {
         vk_real.flush(runtime);
         return;
     }
     aot_vk_submit(rt);
     aot_vk_library_first(rt);
+    aot_vk_let_go(rt);
 }
 
 /* A wait: the own batches submitted; libtaichi's wait where it enqueued since its last (it waits for the whole
    queue), else the own batches' fences alone. */
 static void vk_wait(TiRuntime runtime) {
-    VkRt *rt = aot_vk_find(runtime);
+    VkRt *rt = aot_vk_hold(runtime);
     if (rt == NULL) {
         vk_real.wait(runtime);
         return;
@@ -112,11 +130,12 @@ static void vk_wait(TiRuntime runtime) {
         rt->library_dirty = rt->library_pending = 0;
     }
     aot_vk_wait_batches(rt, NULL); /* done already where libtaichi waited: their fences are signalled */
+    aot_vk_let_go(rt);
 }
 
 /* Memory freed: nothing of the own launch may still use it, and no set kept binds it. */
 static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
-    VkRt *rt = aot_vk_find(runtime);
+    VkRt *rt = aot_vk_hold(runtime);
     VkKernel *k;
     uint32_t c, a;
     if (rt != NULL) {
@@ -136,6 +155,33 @@ static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
         pthread_mutex_unlock(&aot_vk_lock);
     }
     vk_real.free_memory(runtime, memory);
+    aot_vk_let_go(rt);
+}
+
+static TiMemory vk_allocate_memory(TiRuntime runtime, const TiMemoryAllocateInfo *info) {
+    VkRt *rt = aot_vk_hold(runtime);
+    TiMemory made = vk_real.allocate_memory(runtime, info);
+    aot_vk_let_go(rt);
+    return made;
+}
+
+static void *vk_map_memory(TiRuntime runtime, TiMemory memory) {
+    VkRt *rt = aot_vk_hold(runtime);
+    void *mapped = vk_real.map_memory(runtime, memory);
+    aot_vk_let_go(rt);
+    return mapped;
+}
+
+static void vk_unmap_memory(TiRuntime runtime, TiMemory memory) {
+    VkRt *rt = aot_vk_hold(runtime);
+    vk_real.unmap_memory(runtime, memory);
+    aot_vk_let_go(rt);
+}
+
+static void vk_free_image(TiRuntime runtime, TiImage image) {
+    VkRt *rt = aot_vk_hold(runtime);
+    vk_real.free_image(runtime, image);
+    aot_vk_let_go(rt);
 }
 
 static void vk_destroy_runtime(TiRuntime runtime) {
@@ -171,4 +217,8 @@ void aot_vk_hook_library(void) {
     vk_hook_one("ti_wait", (void **)&vk_real.wait, (void *)vk_wait);
     vk_hook_one("ti_free_memory", (void **)&vk_real.free_memory, (void *)vk_free_memory);
     vk_hook_one("ti_destroy_runtime", (void **)&vk_real.destroy_runtime, (void *)vk_destroy_runtime);
+    vk_hook_one("ti_allocate_memory", (void **)&vk_real.allocate_memory, (void *)vk_allocate_memory);
+    vk_hook_one("ti_map_memory", (void **)&vk_real.map_memory, (void *)vk_map_memory);
+    vk_hook_one("ti_unmap_memory", (void **)&vk_real.unmap_memory, (void *)vk_unmap_memory);
+    vk_hook_one("ti_free_image", (void **)&vk_real.free_image, (void *)vk_free_image);
 }

@@ -33,10 +33,32 @@ VkRt *aot_vk_find(TiRuntime runtime) {
     }
     for (i = 0; i < VK_RUNTIMES; ++i) {
         if (__atomic_load_n(&vk_handles[i], __ATOMIC_ACQUIRE) == runtime) {
-            return vk_runtimes[i]; /* another thread's runtime never: a runtime is used from its own thread */
+            return vk_runtimes[i]; /* open while it is used: Python closes a runtime on no other thread's use */
         }
     }
     return NULL;
+}
+
+VkRt *aot_vk_hold(TiRuntime runtime) {
+    VkRt *rt = aot_vk_find(runtime);
+    if (rt != NULL) {
+        pthread_mutex_lock(&rt->calls);
+    }
+    return rt;
+}
+
+void aot_vk_let_go(VkRt *rt) {
+    if (rt != NULL) {
+        pthread_mutex_unlock(&rt->calls);
+    }
+}
+
+void taichi_aot_vk_calls(TiRuntime runtime, int hold) {
+    if (hold) {
+        aot_vk_hold(runtime);
+    } else {
+        aot_vk_let_go(aot_vk_find(runtime));
+    }
 }
 
 void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code) {
@@ -361,6 +383,7 @@ static void vk_destroy(VkRt *rt) {
         }
     }
     free(rt->dead);
+    pthread_mutex_destroy(&rt->calls);
     free(rt);
 }
 
@@ -433,6 +456,13 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
         snprintf(error, error_size, "out of host memory");
         return 0;
     }
+    {
+        pthread_mutexattr_t recursive;
+        pthread_mutexattr_init(&recursive);
+        pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&rt->calls, &recursive);
+        pthread_mutexattr_destroy(&recursive);
+    }
     rt->runtime = runtime;
     rt->device = (AotVkDispatch)info.device;
     rt->queue = (AotVkDispatch)info.compute_queue;
@@ -444,6 +474,7 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
     if (missing != NULL) {
         snprintf(error, error_size, "the Vulkan driver lacks %s", missing);
+        pthread_mutex_destroy(&rt->calls);
         free(rt);
         return 0;
     }

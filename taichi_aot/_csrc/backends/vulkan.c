@@ -23,8 +23,12 @@
    runtime (launches, copies, image and event commands, flush, wait) and those that free or destroy what the launches
    use are pointed at wrappers here (the trampolines' slots, once the first runtime opens), which first submit this
    runtime's recorded batch; before recording, a launch has libtaichi submit what it holds unsubmitted (ti_flush). A
-   wait with nothing of libtaichi's since its last waits only for the own batches. A runtime is used from one thread
-   (the dispatcher checks it), as libtaichi's calls on it are. */
+   wait with nothing of libtaichi's since its last waits only for the own batches.
+
+   Threads: any thread may use the runtime. Its calls are made one at a time (the runtime's recursive `calls` lock,
+   held by each launch, a graph's whole launch, copies, waits and every wrapped call of libtaichi's), so one thread's
+   launch never records into a batch another is submitting, and libtaichi's runtime, which takes no lock of its own,
+   sees one caller at a time. A wait holds it while the GPU finishes: another thread's launch waits meanwhile. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -468,9 +472,8 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
     rt->counts[0] += k->task_count;
 }
 
-int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, const TiArgument *args) {
-    VkKernel *k = (VkKernel *)handle;
-    VkRt *rt = k->rt;
+/* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */
+static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args) {
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES];
     int64_t largest;
@@ -478,7 +481,6 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     VkBatch *b;
     VkSets *s;
     AotVkResult code = AOT_VK_SUCCESS;
-    (void)runtime;
     if (!vk_args_fit(k, count, args)) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
@@ -521,25 +523,41 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
 
+int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, const TiArgument *args) {
+    VkKernel *k = (VkKernel *)handle;
+    int code;
+    (void)runtime;
+    pthread_mutex_lock(&k->rt->calls);
+    code = vk_launch(k->rt, k, count, args);
+    pthread_mutex_unlock(&k->rt->calls);
+    return code;
+}
+
+/* A graph's dispatches, one launch each, held together: another thread's launches come before or after them. */
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t count, const TiNamedArgument *args) {
     TiArgument local[TAICHI_AOT_OP_MAX_ARGS];
     const uint32_t *map = g->maps;
     uint32_t d, i;
-    int code;
-    for (d = 0; d < g->dispatch_count; ++d) {
-        const VkKernel *k = (const VkKernel *)g->kernels[d];
-        for (i = 0; i < k->arg_count; ++i) {
+    int code = 0;
+    VkRt *rt = g->dispatch_count > 0 ? ((const VkKernel *)g->kernels[0])->rt : NULL;
+    (void)runtime;
+    if (rt != NULL) {
+        pthread_mutex_lock(&rt->calls);
+    }
+    for (d = 0; d < g->dispatch_count && code == 0; ++d) {
+        VkKernel *k = (VkKernel *)g->kernels[d];
+        for (i = 0; i < k->arg_count && code == 0; ++i) {
             if (map[i] >= count) {
-                return TAICHI_AOT_PLAN_BAD_ARGS;
+                code = TAICHI_AOT_PLAN_BAD_ARGS;
+            } else {
+                local[i] = args[map[i]].argument;
             }
-            local[i] = args[map[i]].argument;
         }
         map += k->arg_count;
-        code = taichi_aot_vk_launch(runtime, k, k->arg_count, local);
-        if (code != 0) {
-            return code;
+        if (code == 0) {
+            code = vk_launch(k->rt, k, k->arg_count, local);
         }
     }
-    return 0;
+    aot_vk_let_go(rt);
+    return code;
 }
-

@@ -106,6 +106,9 @@ struct VkRt {
     VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
     VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
+    /* The runtime's calls one at a time, from whichever thread makes them: the own launches, copies and waits, and
+       libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. */
+    pthread_mutex_t calls;
 };
 
 /* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
@@ -118,6 +121,9 @@ struct VkRt {
 extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
 __attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
+/* The runtime's own state with its calls held for this thread (NULL, nothing held: none open); let go. */
+__attribute__((visibility("hidden"))) VkRt *aot_vk_hold(TiRuntime runtime);
+__attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
 __attribute__((visibility("hidden"))) void aot_vk_close_runtime(TiRuntime runtime);
 /* "WHAT failed (VkResult CODE)" in `error`. */
