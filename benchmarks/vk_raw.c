@@ -14,24 +14,7 @@
      workgroup dispatched), submitted, its fence waited for and reset;
    - dispatch_64: the same with 64 dispatches a command buffer, a compute-to-compute barrier after each (a step of many
      small kernels, as a compute graph or a sequence of launches records them). */
-#define VK_NO_PROTOTYPES
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <vulkan/vulkan.h>
-
-#define LOAD(scope, name) PFN_##name name = (PFN_##name)gipa(scope, #name)
-#define LOAD_DEVICE(name) PFN_##name name = (PFN_##name)gdpa(device, #name)
-#define CHECK(call)                                                                                                    \
-    do {                                                                                                               \
-        VkResult r_ = (call);                                                                                          \
-        if (r_ != VK_SUCCESS) {                                                                                        \
-            fprintf(stderr, "%s failed: %d\n", #call, (int)r_);                                                        \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
+#include "vk_bench.h"
 
 /* An empty compute shader (OpCapability Shader; OpMemoryModel Logical GLSL450; OpEntryPoint GLCompute %3 "main";
    OpExecutionMode %3 LocalSize 1 1 1; %1 void; %2 fn() -> void; %3 = OpFunction; OpLabel; OpReturn; OpFunctionEnd). */
@@ -50,9 +33,7 @@ static const uint32_t EMPTY_SPIRV[] = {
 };
 
 static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+    return vk_bench_seconds() * 1e6;
 }
 
 int main(int argc, char **argv) {

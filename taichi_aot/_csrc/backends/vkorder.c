@@ -49,7 +49,7 @@ static VkRt *vk_before_library(TiRuntime runtime) {
     VkRt *rt = aot_vk_hold(runtime);
     if (rt != NULL) {
         aot_vk_submit(rt);
-        rt->library_dirty = rt->library_pending = 1;
+        rt->library_dirty = rt->library_pending = rt->library_since = 1;
     }
     return rt;
 }

@@ -166,9 +166,15 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
         rt->f.CmdFillBuffer(b->cb, rt->temps_buffer, 0, AOT_VK_WHOLE_SIZE, 0);
         rt->temps_zeroed = 1;
     }
-    /* what the queue ran before (libtaichi's launches and copies, the host's writes) before this batch's reads */
-    aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
-               AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
+    /* what libtaichi enqueued before (its launches and copies) before this batch's reads; the last batch's own barrier
+       orders it before this one (a barrier's scopes run on over later submissions to the queue), and the submission
+       itself the host's writes */
+    if (rt->library_since) {
+        aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
+                       AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
+        rt->library_since = 0;
+    }
+    b->owed = 0;
     b->state = 1;
     b->serial = ++rt->serial;
     b->head = (uint32_t)rt->next * VK_SEGMENT;
@@ -191,7 +197,9 @@ AotVkResult aot_vk_submit(VkRt *rt) {
     }
     b = &rt->batches[rt->current];
     rt->current = -1;
-    /* its writes, for the host (a map after the wait) and whatever the queue runs next */
+    /* its writes (the last dispatch's owed barrier among them), for the host (a map after the wait) and whatever the
+       queue runs next */
+    b->owed = 0;
     aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES | AOT_VK_PIPELINE_STAGE_HOST_BIT,
                VK_ACCESS | AOT_VK_ACCESS_HOST_READ_BIT);
     code = rt->f.EndCommandBuffer(b->cb);
@@ -470,7 +478,7 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     rt->physical = (AotVkDispatch)info.physical_device;
     rt->current = -1;
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
-    rt->library_dirty = rt->library_pending = 1;
+    rt->library_dirty = rt->library_pending = rt->library_since = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
     if (missing != NULL) {
         snprintf(error, error_size, "the Vulkan driver lacks %s", missing);

@@ -11,13 +11,16 @@
    bound with its arguments' slot as the dynamic offset: an array passed again costs no descriptor work.
 
    A launch writes its arguments into the batch's next slot (the argument plan of backends/plan.c, as Taichi's
-   argument struct lays them out), records each task's dispatch with Taichi's barrier after it (a dispatch of a loop
-   over an ndarray's run-time length sized to the largest ndarray argument: Taichi's loops stride over the grid
-   dispatched, so any size gives the same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES
-   dispatches, or TAICHI_AOT_VK_EARLY_DISPATCHES where it is the first since a wait (the GPU, idle, starts on them
-   while the next are recorded; no fence is asked: that costs more than it saves on NVIDIA's driver), at a wait, or before libtaichi enqueues anything on the runtime. What a command buffer has
-   bound is not bound again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns values is
-   submitted and waited for, and its values copied into the kernel's result memory.
+   argument struct lays them out), records each task's dispatch (a dispatch of a loop over an ndarray's run-time
+   length sized to the largest ndarray argument: Taichi's loops stride over the grid dispatched, so any size gives the
+   same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES dispatches, or
+   TAICHI_AOT_VK_EARLY_DISPATCHES where it is the first since a wait (the GPU, idle, starts on them while the next are
+   recorded; no fence is asked: that costs more than it saves on NVIDIA's driver), at a wait, or before libtaichi
+   enqueues anything on the runtime. Taichi's barrier after each dispatch is recorded once something follows it in the
+   batch (the batch's end records one for all), and a batch begins with a barrier only where libtaichi enqueued since
+   the last (the last batch's end orders the queue's later submissions). What a command buffer has bound is not bound
+   again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns
+   values is submitted and waited for, and its values copied into the kernel's result memory.
 
    Order with libtaichi: the queue's submissions keep program order. libtaichi's functions that enqueue or wait on a
    runtime (launches, copies, image and event commands, flush, wait) and those that free or destroy what the launches
@@ -460,13 +463,16 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
             b->set = s->sets[t];
             b->set_offset = offset;
         }
+        if (b->owed) {
+            /* the last dispatch's writes before this one's reads and writes (Taichi's barrier after every dispatch,
+               compute to compute), recorded once another follows: a copy records its own, the batch's end its own */
+            aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, AOT_VK_ACCESS_SHADER_WRITE_BIT,
+                           AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT);
+        }
         rt->f.CmdDispatch(b->cb, groups, 1, 1);
         rt->counts[5] += groups;
-        /* its writes before the next dispatch's reads and writes (Taichi's barrier after every dispatch, compute to
-           compute: a copy after it records its own) */
-        aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, AOT_VK_ACCESS_SHADER_WRITE_BIT,
-                       AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT);
+        b->owed = 1;
     }
     b->dispatches += k->task_count;
     rt->counts[0] += k->task_count;

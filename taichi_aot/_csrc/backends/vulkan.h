@@ -18,6 +18,7 @@
 #define VK_POOL_SETS 512        /* descriptor sets a pool holds */
 #define VK_CACHED 4             /* combinations of arrays whose sets a kernel keeps */
 #define VK_LIBRARY_ERROR INT32_MIN /* a failure the library's last error tells */
+#define VK_HOST_ALIGN 256u      /* where a copy's host side starts at the link's speed (vkcopy.c) */
 
 typedef struct VkRt VkRt;
 
@@ -57,6 +58,7 @@ typedef struct {
     AotVkHandle fence;
     uint64_t serial;
     int state; /* 0 free, 1 recording, 2 submitted */
+    int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
     /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
        launch's kernel and argument slot (a launch of it with the same bytes takes that slot again) */
@@ -101,6 +103,7 @@ struct VkRt {
     VkDead *dead;
     uint32_t dead_count, dead_cap;
     int library_dirty;   /* libtaichi enqueued since its last wait */
+    int library_since;   /* libtaichi enqueued since the last batch began (its work the next batch must follow) */
     int library_pending; /* libtaichi enqueued since its last flush: it may hold work unsubmitted */
     VkKernel *kernels;
     VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
