@@ -369,25 +369,27 @@ def test_a_wider_dispatch_stays_within_every_devices_workgroup_limit(vulkan, mod
 
 
 def test_large_host_arrays_move_through_their_own_imported_pages(device_policy, modules):
-    """A host array of a MiB or more is copied by the GPU from and to its own pages (imported: no staging buffer),
-    at any offset in its pages and of any length (a copy whose host side is off 256-byte alignment goes as its head
-    and the rest); smaller ones and strided ones through staging buffers; every byte right, and nothing beside the
-    array's bytes written."""
+    """A host array of a MiB or more that moves again is copied by the GPU from and to its own pages (imported: no
+    staging buffer), at any offset in its pages and of any length (a copy whose host side is off 256-byte alignment
+    goes as its head and the rest); its first move, smaller ones and strided ones through staging buffers (the
+    host's pass over threads where large); every byte right, and nothing beside the array's bytes written."""
     rt = device_policy
     if not vk.HOST_IMPORT_BYTES or not rt.device.vulkan_id:
         pytest.fail(f"the own Vulkan state is not open: {rt.device.vulkan_why}")
     n = (vk.HOST_IMPORT_BYTES >> 2) + 12345
-    backing = np.arange(n + 2048, dtype=np.float32)
+    backing, out = np.arange(n + 2048, dtype=np.float32), np.empty(n + 2, np.float32)
     for start in (0, 1, 4, 63, 64, 1023):  # the array's first byte anywhere in its page
         src = backing[start:start + n]
         x = rt.ndarray((n,), np.float32)
         before = rt.device.counts()["host copies"]
-        x.from_numpy(src)
-        out = np.full(n + 2, -1.0, np.float32)
-        x.to_numpy(out=out[1:n + 1])
-        assert rt.device.counts()["host copies"] - before == 2  # in and out through the array's own pages
-        np.testing.assert_array_equal(out[1:n + 1], src)
-        assert out[0] == -1.0 and out[n + 1] == -1.0
+        for _ in range(2):
+            x.from_numpy(src)
+            out[:] = -1.0
+            x.to_numpy(out=out[1:n + 1])
+            np.testing.assert_array_equal(out[1:n + 1], src)
+            assert out[0] == -1.0 and out[n + 1] == -1.0
+        # in and out through the arrays' own pages, but the first move of each (backing's, out's): staged
+        assert rt.device.counts()["host copies"] - before == (2 if start == 0 else 4)
     add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
     big, ones = np.zeros(n, np.float32), np.ones(n, np.float32)
     for _ in range(3):
@@ -396,6 +398,28 @@ def test_large_host_arrays_move_through_their_own_imported_pages(device_policy, 
     small = rt.ndarray((16,), np.float32)
     small.from_numpy(np.arange(16, dtype=np.float32)[::-1].copy())
     assert small.to_numpy().tolist() == list(range(15, -1, -1))
+
+
+def test_large_first_moves_split_the_hosts_pass_over_threads(device_policy):
+    """An array's first move through staging buffers: the host's pass over threads from staging.THREADED_BYTES up,
+    each its part (whole pages; the last what is left); every byte right at any length; taichi_aot_copy_bytes itself
+    at any length and thread count."""
+    from taichi_aot._native import ffi, lib
+
+    rt = device_policy
+    for nbytes in (staging.THREADED_BYTES * 2, staging.THREADED_BYTES * 3 + 4100):
+        n = nbytes // 4
+        x = rt.ndarray((n,), np.float32)
+        src = np.random.default_rng(n).random(n, dtype=np.float32)
+        x.from_numpy(src)  # first seen: staged
+        np.testing.assert_array_equal(x.to_numpy(), src)  # a new array: staged
+    for size in (0, 1, 4095, 4097, (3 << 20) + 3):
+        src = np.random.default_rng(size).integers(0, 255, size + 8, dtype=np.uint8)
+        for threads in (0, 1, 3, 16, 40):
+            dst = np.zeros(size + 8, np.uint8)
+            lib.taichi_aot_copy_bytes(ffi.from_buffer(dst[3:]), ffi.from_buffer(src[5:]), size, threads)
+            assert np.array_equal(dst[3:3 + size], src[5:5 + size]), (size, threads)
+            assert not dst[:3].any() and not dst[3 + size:].any()
 
 
 def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
@@ -408,7 +432,7 @@ def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     x = rt.ndarray((n,), np.float32)
     host = np.arange(n, dtype=np.float32)
     x.from_numpy(host)
-    assert rt.device._imports.kept_bytes() == 0  # the first copy: imported for that copy alone
+    assert rt.device._imports.kept_bytes() == 0  # the first copy: staged
     for i in range(1, 4):
         host[::1000] = i  # written between copies, in place
         x.from_numpy(host)

@@ -535,4 +535,7 @@ int taichi_aot_hook_cpu_threads(void);
 void taichi_aot_set_cpu_threads(int count);
 int taichi_aot_get_cpu_threads(void);
 
+/* hostcopy.c: `size` bytes copied from `src` to `dst` (not overlapping) by `threads` threads (1-16), each a part. */
+void taichi_aot_copy_bytes(void *dst, const void *src, uint64_t size, uint32_t threads);
+
 #endif

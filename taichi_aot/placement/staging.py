@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ import numpy as np
 
 from .. import capi
 from .._lifetime import Owned
-from .._native import ffi
+from .._native import ffi, lib
 from ..enums import MemoryUsage
 from ..errors import InvalidStateError
 
@@ -41,6 +42,25 @@ FLIGHT_BYTES = 256 << 20
 SPARE_BYTES = 256 << 20
 #: The smallest buffer made (small copies share its size, so one serves many).
 SMALLEST = 64 << 10
+#: Bytes from which the host's pass between a buffer and an array is split over threads (``_csrc/hostcopy.c``): a
+#: new array's pages, faulted and zeroed one at a time by one thread, come at a few GB/s.
+THREADED_BYTES = 4 << 20
+#: The most threads that pass takes (each at least THREADED_BYTES of it).
+MOVE_THREADS = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _move(dst: Any, src: Any, nbytes: int) -> None:
+    """``nbytes`` from ``src`` to ``dst`` (cdata pointers or buffers), over threads where it is large."""
+    threads = min(MOVE_THREADS, _cores(), nbytes // THREADED_BYTES)
+    if threads < 2:
+        ffi.memmove(dst, src, nbytes)
+    else:
+        lib.taichi_aot_copy_bytes(dst, src, nbytes, threads)
 
 
 def _free(runtime: Any, handle: Any) -> None:
@@ -138,7 +158,7 @@ class Staging:
         for start in range(0, source.nbytes, CHUNK):
             piece = source[start:start + CHUNK]
             buffer = self._take(piece.nbytes)
-            ffi.memmove(ffi.cast("char *", buffer.address), ffi.from_buffer(piece), piece.nbytes)
+            _move(ffi.cast("char *", buffer.address), ffi.from_buffer(piece), piece.nbytes)
             try:
                 self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
             finally:  # in flight once enqueued: a wait that took those in flight before frees only its own
@@ -164,7 +184,7 @@ class Staging:
             try:
                 self._device.copy(_Slice(buffer.handle), 0, memory, start, piece.nbytes)
                 self._rt().sync()
-                ffi.memmove(ffi.from_buffer(piece), ffi.cast("char *", buffer.address), piece.nbytes)
+                _move(ffi.from_buffer(piece), ffi.cast("char *", buffer.address), piece.nbytes)
             finally:
                 self._give_back(buffer)
 
@@ -255,7 +275,7 @@ class Read:
         target = out.reshape(-1).view(np.uint8)
         try:
             for start, size, buffer in self._taken:
-                ffi.memmove(ffi.from_buffer(target[start:start + size]), ffi.cast("char *", buffer.address), size)
+                _move(ffi.from_buffer(target[start:start + size]), ffi.cast("char *", buffer.address), size)
         finally:
             for _, _, buffer in self._taken:
                 staging._give_back(buffer)

@@ -1,8 +1,10 @@
 """Host arrays the GPU copies through their own pages (``_csrc/backends/vkcopy.c``): a Vulkan device that imports host
 memory (VK_EXT_external_memory_host) moves a large numpy array with no pass through a staging buffer.
 
-Its first copy imports the pages for that copy alone (pinning them costs about what the copy does). A numpy array
-that moves a second time has the pages of its whole allocation (the array that owns the memory: ``base`` followed
+Its first copy goes through the staging buffers, the host's pass over several threads: the driver pins an array's
+pages slower than threads copy them (an H100 host: 64 MiB imported for one copy at 9-11 GB/s, 3.4 into a new array
+whose pages the import must first fault in). A numpy array that moves a second time has the pages of its whole
+allocation (the array that owns the memory: ``base`` followed
 to its end) imported and kept, within the page-lock budget CUDA's transfers share (``_cuda_host.register_limit``),
 and copied at the bus's speed from then on; the import is let go when that array is collected, before numpy frees
 the memory, or with the runtime.
@@ -52,16 +54,18 @@ class Imports:
         self._lock = threading.RLock()  # a collected array's callback may run inside a section
 
     def copy(self, memory: Any, array: np.ndarray, to_device: bool) -> int:
-        """``array`` (contiguous) copied to or from ``memory`` through its pages: the C code (1: they cannot be
-        imported, the caller copies otherwise)."""
+        """``array`` (contiguous) copied to or from ``memory`` through its pages, where they are kept imported: the C
+        code (1: they are not, the caller copies otherwise)."""
         host, nbytes = array.ctypes.data, array.nbytes
         kept = self._import_for(array, host, nbytes)
+        if kept is None:
+            return 1
         return int(lib.taichi_aot_vk_host_copy(self._handle, memory.handle, 0, ffi.cast("void *", host), nbytes,
-                                               int(to_device), kept.id if kept is not None else 0))
+                                               int(to_device), kept.id))
 
     def _import_for(self, array: np.ndarray, host: int, nbytes: int) -> _Kept | None:
         """The kept import of ``array``'s allocation: made the second time the array is seen, where numpy owns the
-        memory (its lifetime is the array's) and the budget allows; else None (imported for this copy alone)."""
+        memory (its lifetime is the array's) and the budget allows; else None (staged)."""
         root = array
         while isinstance(root.base, np.ndarray):
             root = root.base

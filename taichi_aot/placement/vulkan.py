@@ -149,10 +149,10 @@ class SharedMemoryVulkan(Device):
 
 class DeviceMemoryVulkan(SharedMemoryVulkan):
     """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
-    staging buffers, host arrays passed to kernels copied into device memory. A host array of
-    :data:`HOST_IMPORT_BYTES` or more is copied by the GPU from and to its own pages, imported where the driver can
-    (VK_EXT_external_memory_host): no pass through a staging buffer; the pages of an array that moves again stay
-    imported (``placement.vkhost``)."""
+    staging buffers (the host's pass over threads where large), host arrays passed to kernels copied into device
+    memory. A host array of :data:`HOST_IMPORT_BYTES` or more that moves a second time has its pages imported and
+    kept where the driver can (VK_EXT_external_memory_host), and the GPU copies from and to them: no pass through a
+    staging buffer (``placement.vkhost``)."""
 
     policy = "vulkan-device"
     kernel_copies_on_device = True
@@ -170,8 +170,8 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         return staged if memory.host_write or not self.vulkan_id else functools.partial(self._imported, staged, True)
 
     def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
-        """``array``'s bytes moved by the GPU through its imported pages, where it is large and they can be;
-        through ``staged`` (the staging buffers) otherwise."""
+        """``array``'s bytes moved by the GPU through its imported pages, where it is large, moves again and they can
+        be; through ``staged`` (the staging buffers) otherwise."""
         if array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and not self.staging.holds(array):
             imports = self._imports
             if imports is None:
