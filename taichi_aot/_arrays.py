@@ -14,7 +14,7 @@ import numpy as np
 from . import _cuda, _dlpack
 from ._call import Launcher, _bind
 from ._native import ffi, lib
-from .enums import CPU_ARCHS, DATA_TYPES, Arch
+from .enums import DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -196,9 +196,10 @@ def is_jax(obj: Any) -> bool:
         return False
 
 
-def why_copy(a: np.ndarray, arch: Arch) -> str:
-    """Why ``a`` cannot be shared with a runtime on ``arch`` (empty: it can)."""
-    if arch not in CPU_ARCHS:
+def why_copy(a: np.ndarray, arch: Arch, shares: bool) -> str:
+    """Why ``a`` cannot be shared with a runtime on ``arch`` whose device imports host memory where ``shares`` (its
+    ``imports_host_memory``) (empty: it can)."""
+    if not shares:
         return f"{arch.name} cannot address host memory (libtaichi_c_api 1.7.4 imports it on CPU backends only)"
     if not a.flags.c_contiguous:
         return "the array is not C-contiguous (a strided or reversed view)"

@@ -50,7 +50,7 @@ from ._lifetime import Parent
 from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
 from ._staged import Staged, StagedCopies
-from .enums import CPU_ARCHS, DATA_TYPES, NUMPY_DTYPES
+from .enums import DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
 from .ndarray import NdArray
 
@@ -97,16 +97,17 @@ class ForeignArgs:
     """
 
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_held", "_on_cuda",
-                 "_on_device", "_own", "_runtime", "allow_copies", "copies", "held_limit", "hits", "imports", "size",
-                 "staged", "unmaps")
+                 "_on_device", "_own", "_runtime", "_shares", "allow_copies", "copies", "held_limit", "hits", "imports",
+                 "size", "staged", "unmaps")
 
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
+        self._shares = runtime.device.imports_host_memory  # the caller's host memory passed as it is (the CPU's)
         self._on_cuda = runtime.device.addresses_cuda_arrays
         self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
-        self._own = runtime.cuda_device is not None  # taichi_aot's own CUDA runtime: pointers, never imports
+        self._own = runtime.device.pointer_handles  # taichi_aot's own CUDA runtime: pointers, never imports
         self._entries: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit
         self.held_limit = HELD_LIMIT
@@ -117,8 +118,8 @@ class ForeignArgs:
         # left (the views hold no reference back, so a runtime dropped unclosed is still collected)
         self.unmaps: dict[int, Any] = {}
         #: the host arrays taken as copies (_staged.py); ``staged``, the launch's, is its list
-        self.copies = StagedCopies(self._arch, self._on_device, self._rt, self._wait_keeping_held, self._device_copy,
-                                   self.unmaps)
+        self.copies = StagedCopies(self._arch, self._shares, self._on_device, self._rt, self._wait_keeping_held,
+                                   self._device_copy, self.unmaps)
         self.staged: list[Staged] = self.copies.staged
         self.allow_copies = True
         # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
@@ -158,7 +159,7 @@ class ForeignArgs:
         """The arguments of a launcher's ``_fresh`` (``_csrc/call.c``): what lets its C call take a numpy array (on
         a CPU) or a plain torch tensor (on the CPU or the runtime's GPU) it was never given before, found over
         memory in :meth:`pooled`; None where this runtime takes none so (Vulkan: host arrays are staged)."""
-        if self._arch not in CPU_ARCHS and not self._on_cuda:
+        if not self._shares and not self._on_cuda:
             return None
         slots: list[Any] = []
         for spec in specs:
@@ -233,7 +234,7 @@ class ForeignArgs:
         return self._from_host(a, elem_ndim, copy, host_access, "ndarray_from", owner=a)
 
     def _copy_needed(self, a: np.ndarray) -> bool:
-        return bool(why_copy(a, self._arch))
+        return bool(why_copy(a, self._arch, self._shares))
 
     def _from_host(self, a: np.ndarray, elem_ndim: int, copy: bool | None, host_access: HostAccess | None,
                    what: str, owner: Any, fill: bool = True, pooled: bool = False) -> NdArray:
@@ -248,7 +249,7 @@ class ForeignArgs:
         if a.size == 0:
             raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape})")
         split = a.ndim - elem_ndim
-        why = why_copy(a, self._arch)
+        why = why_copy(a, self._arch, self._shares)
         if copy is False and why:
             raise InvalidArgumentError(f"{what}(copy=False): {why}")
         rt = self._rt()
@@ -305,7 +306,7 @@ class ForeignArgs:
             reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
             raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
         dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
-        if self._arch not in CPU_ARCHS:  # host memory is never shared there: no cache to look in
+        if not self._shares:  # host memory is never shared there: no cache to look in
             return self._staged_argument(a, dims, spec, what)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
         entry = self._entries.get(key)
@@ -315,7 +316,7 @@ class ForeignArgs:
             except KeyError:  # its array was collected meanwhile (another thread)
                 pass
             return entry.nd
-        if why_copy(a, self._arch):
+        if why_copy(a, self._arch, self._shares):
             return self._staged_argument(a, dims, spec, what)
         return self._shared_host(value, a, key, dims, what)
 
@@ -336,7 +337,8 @@ class ForeignArgs:
 
     def _staged_argument(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         if not self.allow_copies:
-            raise InvalidArgumentError(f"{what}: {why_copy(a, self._arch)}; this runtime's allow_array_copies is False")
+            why = why_copy(a, self._arch, self._shares)
+            raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
         return self.copies.stage(a, dims, spec, what)
 
     def _wait_keeping_held(self) -> None:

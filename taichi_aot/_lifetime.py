@@ -103,8 +103,6 @@ class Parent(Protocol):
     @property
     def device_index(self) -> int: ...
     @property
-    def cuda_device(self) -> Any: ...  # taichi_aot's own CUDA runtime's device (_cudart.CudaDevice), or None
-    @property
     def device(self) -> Any: ...  # where memory lives and how bytes move (placement.Device)
     @property
     def cpu_threads(self) -> int | None: ...

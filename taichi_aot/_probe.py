@@ -186,7 +186,7 @@ def _max_allocation(c: Any, vk: Any, device: Any, api: int) -> int:
     return int(c.cast("uint64_t *", maintenance3 + 24)[0])
 
 
-def cuda_device_count() -> tuple[int, str]:
+def cuda_gpu_count() -> tuple[int, str]:
     """Devices libcuda reports, or (0, why not)."""
     name = ctypes.util.find_library("cuda") or "libcuda.so.1"
     try:
@@ -267,7 +267,7 @@ def _probe_here(arch: Arch) -> tuple[bool, str]:
         status = _child_status(arch)
         return status == "ok", status.partition(" ")[2]
     if arch == Arch.CUDA:
-        count, why = cuda_device_count()
+        count, why = cuda_gpu_count()
         return bool(count), _UNSERVED if count else why
     if arch == Arch.VULKAN:
         devices, why = vulkan_devices()
@@ -286,7 +286,7 @@ def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Ar
     cpu = host_cpu_arch()
     results = {a: ArchStatus(a, False, None, f"this machine is {platform.machine()}")
                for a in sorted(CPU_ARCHS & wanted) if a != cpu}
-    cuda_count, cuda_why = cuda_device_count() if Arch.CUDA in wanted else (0, "")
+    cuda_count, cuda_why = cuda_gpu_count() if Arch.CUDA in wanted else (0, "")
     found: dict[Arch, tuple[bool, str]] = {}
     archs = [a for a in (cpu, *_DEVICE_ARCHS) if a in wanted]
     for arch, thread in _start_probes(archs, cuda_count, cuda_why, timeout, results, found).items():

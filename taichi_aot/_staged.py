@@ -13,7 +13,7 @@ import numpy as np
 
 from ._arrays import array_like, byte_span, host_array, overlaps_itself, same_layout, share, why_copy
 from ._native import ffi
-from .enums import CPU_ARCHS, Arch
+from .enums import Arch
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .ndarray import NdArray
 
@@ -78,11 +78,11 @@ class StagedCopies:
     (where ``on_device``: host-visible memory is slow for kernels there); ``unmaps`` is the policy's, where a copy's
     mapping kept for good is ended when the runtime closes."""
 
-    __slots__ = ("_arch", "_copy", "_flight", "_on_device", "_rt", "_spare", "_wait", "staged", "unmaps")
+    __slots__ = ("_arch", "_copy", "_flight", "_on_device", "_rt", "_shares", "_spare", "_wait", "staged", "unmaps")
 
-    def __init__(self, arch: Arch, on_device: bool, rt: Callable[[], Parent], wait: Callable[[], None],
+    def __init__(self, arch: Arch, shares: bool, on_device: bool, rt: Callable[[], Parent], wait: Callable[[], None],
                  copy: Callable[[np.ndarray, int, str, bool], NdArray], unmaps: dict[int, Any]):
-        self._arch, self._on_device = arch, on_device
+        self._arch, self._shares, self._on_device = arch, shares, on_device
         self._rt, self._wait, self._copy, self.unmaps = rt, wait, copy, unmaps
         self.staged: list[Staged] = []
         # (shape, dtype, element dims) -> spare copies (ndarray, its mapped view), free to fill; those queued kernels
@@ -207,13 +207,13 @@ class StagedCopies:
         None (nothing of the host's, or a copy)."""
         if isinstance(value, NdArray):
             return value.host_span()
-        if self._arch not in CPU_ARCHS or not array_like(value):
+        if not self._shares or not array_like(value):
             return None
         try:
             a = host_array(value, "")
         except ArgumentTypeError:
             return None
-        return None if why_copy(a, self._arch) else a
+        return None if why_copy(a, self._arch, self._shares) else a
 
     def discard(self) -> None:
         """Drop the staged copies of a launch that will not run."""

@@ -71,7 +71,7 @@ class Image(Child):
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ):
         runtime.ensure_open()
-        if runtime.cuda_device is not None:  # taichi_aot's own CUDA runtime: no libtaichi runtime to ask
+        if runtime.device.own_runtime:  # taichi_aot's own CUDA runtime: no libtaichi runtime to ask
             raise NotSupportedError("allocate_image: CUDA has no images (Vulkan, OpenGL and Metal have)")
         dim = _dimension(dimension)
         fmt = _format(format)
@@ -174,7 +174,7 @@ class Sampler(Child):
         max_anisotropy: float = 1.0,
     ):
         runtime.ensure_open()
-        if runtime.cuda_device is not None:
+        if runtime.device.own_runtime:
             raise NotSupportedError("create_sampler: CUDA has no images to sample (Vulkan, OpenGL and Metal have)")
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),

@@ -17,7 +17,6 @@ device says which (``device.any_thread``).
 from __future__ import annotations
 
 import atexit
-import functools
 import gc
 import os
 import threading
@@ -33,7 +32,7 @@ from . import _cuda, _cudart, _dlpack, _library, capi
 from ._archs import arch_for_module, best_arch, resolve_arch
 from ._foreign import ForeignArgs
 from ._lifetime import Child, LaunchGate, Owned, collection_held, unpicklable
-from ._native import ffi, lib
+from ._native import lib
 from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
 from .errors import (
@@ -49,8 +48,7 @@ from .image import Image, Sampler
 from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
-from .placement import Device, device_for
-from .placement.vulkan import create_runtime as vulkan_runtime
+from .placement import Device, device_for, open_native
 from .replay import LaunchSequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,7 +113,8 @@ class Runtime:
         cuda_runtime: CUDA only: "own" (the default, also "auto"; ``TAICHI_AOT_CUDA_RUNTIME``), taichi_aot's own
             CUDA runtime in the device's primary context, on any device, several at once, from any thread; on device 0
             libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
-            (device 0, one at a time, its thread). ``cuda_device`` is the own runtime's device (None: libtaichi's).
+            (device 0, one at a time, its thread). ``device.own_runtime`` says which (``cuda_device``: an alias of
+            ``device.cuda``, the own runtime's GPU, kept for a release).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -132,31 +131,18 @@ class Runtime:
         self._device_index: int = 0 if device_index is None else device_index  # Vulkan's: the one it is made on
         if len(_open_runtimes) >= _COLLECT_AT and not collection_held():  # runtimes dropped
             gc.collect()  # unclosed, held by a cycle (a module and its kernels), are released before another is made
-        #: taichi_aot's own CUDA runtime's device (None: libtaichi's runtime; see taichi_aot._cudart)
-        self.cuda_device: _cudart.CudaDevice | None = None
-        self._library: list[Any] = []  # the own CUDA runtime's libtaichi runtime, once a module needs it
-        if self._arch == Arch.CUDA and _cudart.chosen(cuda_runtime, self._device_index) == _cudart.OWN:
-            self.cuda_device = _cudart.CudaDevice(self._device_index)
-            handle, pending = ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]")
-            # its memory and modules are given back before it, then libtaichi's runtime where one was made
-            self._owned = Owned(functools.partial(_cudart.release, self.cuda_device, self._library))
-        else:
-            if self._arch == Arch.VULKAN:  # any device: placement.vulkan shows libtaichi the one asked for
-                handle, self._device_index = vulkan_runtime(device_index, cpu_threads)
-            else:
-                with _cudart.library_calls(self._arch == Arch.CUDA):  # device 0's context, whatever is current
-                    handle = capi.create_runtime(self._arch, self._device_index, cpu_threads=cpu_threads).cdata
-            if self._arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
-                _cuda.driver()
-            pending = capi.pending_flag(handle)
-            destroy = _cudart.destroy_library_runtime if self._arch == Arch.CUDA else capi.destroy_runtime
-            self._owned = Owned(functools.partial(destroy, handle))
-        self._handle: Any = handle
-        self._cpu_threads = None if self.cuda_device else capi.runtime_threads(handle) or None
+        # the device's room makes the native runtime (libtaichi's, or the own CUDA runtime) and the device on it
+        native = open_native(self._arch, device_index, cpu_threads, cuda_runtime)
+        self._device_index = native.device_index
+        self._library: list[Any] = native.library  # the own CUDA runtime's libtaichi runtime, once a module needs it
+        self._owned = Owned(native.release)
+        self._handle: Any = native.handle
+        pending = native.pending
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
-        self.device: Device = device_for(self)
+        self.device: Device = device_for(self, native)
+        self._cpu_threads = None if self.device.own_runtime else capi.runtime_threads(self._handle) or None
         #: a wait is libtaichi's alone, where anything was counted (not the own CUDA runtime's, nor CUDA's streams)
-        self._counted_waits = bool(self._handle) and self.device.waits_counted and self.cuda_device is None
+        self._counted_waits = bool(self._handle) and self.device.waits_counted and not self.device.own_runtime
         #: ... and made even where none was counted: any thread enqueues, and another's wait may have cleared the count
         #: while this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
         self._wait_always = self._counted_waits and self.device.any_thread
@@ -203,6 +189,12 @@ class Runtime:
         return self._arch
 
     @property
+    def cuda_device(self) -> _cudart.CudaDevice | None:
+        """taichi_aot's own CUDA runtime's GPU (``_cudart.CudaDevice``; None: libtaichi's runtime). An alias kept for
+        a release: ``rt.device`` says what the runtime is (``own_runtime``) and holds it (``cuda``)."""
+        return getattr(self.device, "cuda", None)
+
+    @property
     def cpu_threads(self) -> int | None:
         """The threads this CPU runtime started (its kernels run on at most this many); None on a GPU."""
         return self._cpu_threads
@@ -228,12 +220,12 @@ class Runtime:
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
         process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
         another thread than the runtime's."""
-        if self.cuda_device is not None and (self._device_index != 0 or not self.on_its_thread()):
+        own = self.device.own_runtime
+        if own and (self._device_index != 0 or not self.on_its_thread()):
             raise _cudart.no_library(self._device_index, self.gate.thread)
-        if self.cuda_device is None or self._library:
+        if not own or self._library:
             return self._handle
-        with _cudart.library_context():  # device 0's context, whatever another library left current
-            self._handle = capi.create_runtime(Arch.CUDA, 0).cdata
+        self._handle = self.device.make_library_runtime()
         self._library.append(self._handle)
         if self._cuda_stream:  # libtaichi's launches on the stream set
             capi.set_cuda_stream(self._cuda_stream)
@@ -252,7 +244,7 @@ class Runtime:
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64 and the own CUDA runtime)."""
         self.ensure_open()
-        if self.cuda_device is not None:
+        if self.device.own_runtime:
             return {}
         return capi.get_runtime_capabilities(self._handle).as_dict()
 
@@ -263,7 +255,7 @@ class Runtime:
             InvalidArgumentError: an unknown capability name.
         """
         self.ensure_open()
-        if self.cuda_device is not None:
+        if self.device.own_runtime:
             raise NotSupportedError("set_capabilities: taichi_aot's own CUDA runtime has no capability levels "
                                     "(they are libtaichi's, for its gfx backends)")
         if capabilities is not None and not isinstance(capabilities, Mapping):
@@ -311,8 +303,8 @@ class Runtime:
             self.device.release()
 
     def _drain(self) -> None:
-        if self.cuda_device is not None:
-            self.cuda_device.synchronize()  # the legacy default stream's work; the stream set: below
+        if self.device.own_runtime:
+            self.device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
         # libtaichi's, where anything was queued since its last wait, on a device whose work is all counted (capi
         # counts every enqueue in the flags this runtime shares; a wait with nothing queued costs a submit and a
@@ -368,7 +360,7 @@ class Runtime:
             InvalidArgumentError: a stream of another GPU than the runtime's.
         """
         self.ensure_open()
-        if self._arch != Arch.CUDA:
+        if not self.device.cuda_streams:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
         given, stream = stream, _cudart.stream_handle(stream)
         _cudart.check_stream(given, stream, self._device_index)
@@ -579,7 +571,7 @@ class Runtime:
 
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
-        own = " (taichi_aot's own)" if self.cuda_device is not None else ""
+        own = " (taichi_aot's own)" if self.device.own_runtime else ""
         return f"<Runtime {self._arch.name}{own} device {self._device_index} ({state})>"
 
 

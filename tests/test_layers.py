@@ -380,28 +380,39 @@ def test_a_file_over_the_size_limit_says_why():
     assert not listed_short, f"no longer long: take them off LONG_FILES: {listed_short}"
 
 
-#: Decisions made by comparing with an arch (``Arch.CUDA``, ``Arch.VULKAN``...) or a backend's name ("cuda", "x64",
-#: "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``) outside the rooms that own them (``backends/``, ``placement/``, the
+#: Decisions made by an arch or a backend's name outside the rooms that own them (``backends/``, ``placement/``, the
 #: CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
-#: and why each file may. A new one fails :func:`test_arch_decisions_live_in_the_backend_and_device_rooms`: ask the
-#: kernel's ``Choice`` (what it can do), its backend, or the runtime's ``device`` (where its memory is) instead.
+#: and why each file may. Every spelling counts: a comparison with an arch (``Arch.CUDA``...) or a backend's name
+#: ("cuda", "x64", "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``), membership in a tuple of archs or of launch kinds
+#: (``CPU_ARCHS``, ``GFX_ARCHS``, ``LLVM_ARCHS``, ``*_KINDS``), and every read of ``cuda_device`` (the own CUDA
+#: runtime's GPU: the device's, ``device.own_runtime`` and ``device.cuda``). A new one fails
+#: :func:`test_arch_decisions_live_in_the_backend_and_device_rooms`: ask the kernel's ``Choice`` (what it can do), its
+#: backend, or the runtime's ``device`` (where its memory is, what it serves) instead.
 ARCH_DECISIONS = {
-    "taichi_aot/_probe.py": (8, "probing: which archs work here, each by its own probe (CUDA's driver, Vulkan's "
-                                "devices, the archs libtaichi 1.7.4 was not built with)"),
-    "taichi_aot/capi/core.py": (3, "libtaichi 1.7.4 keeps one CUDA runtime a process, and a Vulkan driver a forked "
-                                   "child inherits crashes it: the flat API refuses both"),
-    "taichi_aot/capi/modules.py": (1, "kernels lavapipe miscompiles are refused on a software Vulkan device"),
-    "taichi_aot/runtime.py": (6, "which native runtime is made (the own CUDA runtime, libtaichi's, Vulkan's on the "
-                                 "device asked) and how it is destroyed, before the runtime's device exists; "
-                                 "set_cuda_stream is CUDA's alone"),
+    "taichi_aot/_probe.py": (10, "probing: which archs work here, each by its own probe (CUDA's driver, Vulkan's "
+                                 "devices, the archs libtaichi 1.7.4 was not built with)"),
+    "taichi_aot/capi/core.py": (6, "the flat API is libtaichi's: it keeps one CUDA runtime a process, a Vulkan driver "
+                                   "a forked child inherits crashes it, CPU memory is the host's (mapped as it is) "
+                                   "and x64 cannot free what it allocated; each refused or said before the call"),
+    "taichi_aot/capi/handles.py": (1, "libtaichi keeps every command buffer a gfx backend submits until a wait: the "
+                                      "flat API bounds that queue"),
+    "taichi_aot/capi/modules.py": (5, "kernels lavapipe miscompiles are refused on a software Vulkan device; an LLVM "
+                                      "module (CPU, CUDA) holds fields and is loaded from a folder libtaichi may not "
+                                      "write into (the flat API copies it)"),
     "taichi_aot/ptx/__init__.py": (2, "the PTX room is CUDA's: a module of another arch has none"),
+    "taichi_aot/metadata/__init__.py": (4, "a module's format (LLVM or SPIR-V) says which archs load it, a gfx part "
+                                           "loads on the gfx archs in preference order, and a CPU module runs on the "
+                                           "CPU it was built for"),
     "taichi_aot/metadata/llvm.py": (1, "a module's LLVM IR is read where it is a CPU module's"),
+    "taichi_aot/module.py": (1, "an LLVM module's .tcm is unpacked by libtaichi itself, the others' files by the "
+                                "package"),
     "taichi_aot/cli/__init__.py": (2, "the command line says what a module holds (its CUDA part)"),
-    "taichi_aot/cli/build.py": (2, "Taichi's compiler is run for CUDA with one GPU visible, and CUDA parts get PTX"),
+    "taichi_aot/cli/build.py": (10, "Taichi's compiler is run for CUDA with one GPU visible, CUDA parts get PTX, "
+                                    "Vulkan parts the device's capabilities, and a build names the gfx archs"),
     "taichi_aot/config.py": (2, "show_config says which launcher and CUDA runtime the environment asks for"),
-    "taichi_aot/pool/_plan.py": (4, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone, and on "
+    "taichi_aot/pool/_plan.py": (5, "workers are placed on GPUs by CUDA_VISIBLE_DEVICES, CUDA's alone, and on "
                                     "Vulkan's hardware devices"),
-    "taichi_aot/pool/__init__.py": (1, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
+    "taichi_aot/pool/__init__.py": (2, "a Ray actor asks Ray for a GPU where its runtime is CUDA's"),
     "taichi_aot/ndarray.py": (1, "__cuda_array_interface__ is CUDA's protocol"),
     "taichi_aot/_ops.py": (3, "torch's and JAX's device type is named 'cuda'"),
     "taichi_aot/_torchop.py": (2, "torch's C kernel binds libtorch_cuda for a CUDA runtime's ops on torch's CUDA "
@@ -409,17 +420,31 @@ ARCH_DECISIONS = {
     "taichi_aot/torch.py": (2, "torch's device 'cuda:<k>' and its CUDA stream are CUDA's"),
     "taichi_aot/jax.py": (3, "XLA shares buffers with x64 and CUDA runtimes, its CUDA platform and GPU twins are "
                              "CUDA's, and a twin loads its module with the launcher the kernel's was loaded with"),
+    "taichi_aot/_cpus.py": (1, "thread counts are the CPU backends'"),
+    "taichi_aot/_arguments.py": (1, "a u1 ndarray is laid out as 32-bit booleans in a gfx backend's SPIR-V "
+                                    "(libtaichi 1.7.4): its slot is packed in Python"),
+    "taichi_aot/launch.py": (2, "the same u1 ndarray slot; and libtaichi's launch kinds take any thread only where "
+                                "the device makes libtaichi's calls one at a time"),
+    "taichi_aot/replay.py": (1, "a CPU runtime's launches run as they are made: its replay drains no queue"),
 }
 
 
 def _arch_decisions() -> dict[str, int]:
-    """How many comparisons with an arch or a backend's name each package file outside the owning rooms makes."""
+    """How many decisions by an arch or a backend's name each package file outside the owning rooms makes (every
+    spelling :data:`ARCH_DECISIONS` names)."""
     def decides(n: ast.AST) -> bool:
         if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
             return any(map(decides, n.elts))
+        named = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
         return ((isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "Arch")
                 or (isinstance(n, ast.Constant) and n.value in ("cuda", "x64", "taichi"))
-                or (isinstance(n, ast.Name) and n.id in ("CUDA", "X64", "LIBTAICHI")))
+                or (isinstance(n, ast.Name) and n.id in ("CUDA", "X64", "LIBTAICHI"))
+                or named.endswith(("_ARCHS", "_KINDS")))
+
+    def counted(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "cuda_device":
+            return True
+        return isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators]))
 
     found: dict[str, int] = {}
     rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py",
@@ -429,8 +454,7 @@ def _arch_decisions() -> dict[str, int]:
             relative = os.path.relpath(os.path.join(where, name), ROOT).replace(os.sep, "/")
             if not name.endswith(".py") or relative.startswith(rooms) or "/_lib/" in relative:
                 continue
-            count = sum(1 for node in ast.walk(_tree(os.path.join(where, name)))
-                        if isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators])))
+            count = sum(1 for node in ast.walk(_tree(os.path.join(where, name))) if counted(node))
             if count:
                 found[relative] = count
     return found

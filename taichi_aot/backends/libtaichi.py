@@ -95,7 +95,7 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -
     """libtaichi as the last backend of a module just loaded in ``runtime`` (its registration's ``load``); on
     taichi_aot's own CUDA runtime of a device but 0, where libtaichi has no runtime, its :class:`Absent` place
     (``launcher="taichi"`` refused there: NotSupportedError)."""
-    if runtime.cuda_device is None or runtime.device_index == 0:
+    if not runtime.device.own_runtime or runtime.device_index == 0:
         return LibtaichiBackend()
     if choice != AUTO:
         raise NotSupportedError(f"{what}: launcher='taichi': {absent(runtime.device_index)}")

@@ -16,7 +16,7 @@ import numpy as np
 from .. import capi
 from .._native import ffi, lib
 from ..capi.handles import mark_enqueued
-from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, check
+from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -90,6 +90,11 @@ class Device:
     #: the runtime and its objects may be used from any thread, not only the one that made it (the own CUDA runtime;
     #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
     any_thread = False
+    #: the runtime is taichi_aot's own (CUDA, ``_cudart``), not libtaichi's: it has no libtaichi runtime (nor its
+    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`make_library_runtime`)
+    own_runtime = False
+    #: kernels run on a CUDA stream the caller may set (``Runtime.set_cuda_stream``)
+    cuda_streams = False
     #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
     #: own Vulkan launch's wrappers), not only the runtime's
     library_any_thread = False
@@ -136,6 +141,15 @@ class Device:
         """What libtaichi's calls on the whole runtime (module loads, waits) run inside: nothing here (CUDA: device
         0's primary context, whatever another library left current on the thread)."""
         return nullcontext()
+
+    def make_library_runtime(self) -> Any:
+        """libtaichi's runtime made beside the own one, for a module's kernels only libtaichi launches: only the own
+        CUDA runtime has none of its own."""
+        raise NotSupportedError(f"{self.arch.name}: the runtime is libtaichi's already")
+
+    def synchronize(self) -> None:
+        """Wait for the device's work outside libtaichi's queue (the own CUDA runtime's legacy default stream):
+        nothing here."""
 
     def host_visible(self, memory: Any) -> bool:
         """Whether the host addresses ``memory`` as it is (a view without a copy)."""

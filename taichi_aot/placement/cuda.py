@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractContextManager
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import _cuda, _cuda_host, _cudart
+from .. import _cuda, _cuda_host, _cudart, capi
+from ..enums import Arch
 from .base import Block, Device, Mover, _read_direct, _write_direct
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lifetime import Parent
 
 __all__ = ["LibraryCudaDevice", "OwnCudaDevice"]
 
@@ -39,6 +43,7 @@ class LibraryCudaDevice(Device):
     stages = False  # the driver copies
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
     mapping_is_copy = True
+    cuda_streams = True
     _name: str | None = None  # the GPU's name, once asked
 
     def default_access(self) -> tuple[bool, bool]:
@@ -84,9 +89,22 @@ class OwnCudaDevice(LibraryCudaDevice):
     library_calls = None  # its memory is the driver's: libtaichi neither maps, copies nor frees it
     mapping_is_copy = False  # managed memory, addressed as it is
     any_thread = True  # the driver's calls are any thread's (libtaichi's launches beside it are not)
+    own_runtime = True
+
+    def __init__(self, runtime: Parent, cuda: _cudart.CudaDevice):
+        super().__init__(runtime)
+        #: the GPU the runtime runs on, through the driver (``_cudart.CudaDevice``)
+        self.cuda = cuda
+
+    def synchronize(self) -> None:
+        self.cuda.synchronize()
+
+    def make_library_runtime(self) -> Any:
+        with _cudart.library_context():  # device 0's context, whatever another library left current
+            return capi.create_runtime(Arch.CUDA, 0).cdata
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
-        device = self._runtime.cuda_device
+        device = self.cuda
         pointer = device.alloc(size, managed=flags[0] or flags[1])
         try:
             device.memset(pointer, size)
