@@ -78,7 +78,8 @@ class StagedCopies:
     (where ``on_device``: host-visible memory is slow for kernels there); ``unmaps`` is the policy's, where a copy's
     mapping kept for good is ended when the runtime closes."""
 
-    __slots__ = ("_arch", "_copy", "_flight", "_on_device", "_rt", "_shares", "_spare", "_wait", "staged", "unmaps")
+    __slots__ = ("_arch", "_copy", "_flight", "_flight_bytes", "_on_device", "_rt", "_shares", "_spare", "_wait",
+                 "staged", "unmaps")
 
     def __init__(self, arch: Arch, shares: bool, on_device: bool, rt: Callable[[], Parent], wait: Callable[[], None],
                  copy: Callable[[np.ndarray, int, str, bool], NdArray], unmaps: dict[int, Any]):
@@ -89,6 +90,7 @@ class StagedCopies:
         # may read until the next wait (which frees them)
         self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
         self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
+        self._flight_bytes = 0  # the bytes of those in flight
 
     def stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it. The
@@ -129,8 +131,7 @@ class StagedCopies:
         Vulkan); where the copies queued kernels may read are many, they are waited for first."""
         dtype = a.dtype if a.dtype.isnative else a.dtype.newbyteorder("=")
         key = (a.shape, dtype, dims)
-        if not self._spare.get(key) and (len(self._flight) >= FLIGHT_COUNT
-                                         or sum(f[1].nbytes for f in self._flight) >= FLIGHT_BYTES):
+        if not self._spare.get(key) and (len(self._flight) >= FLIGHT_COUNT or self._flight_bytes >= FLIGHT_BYTES):
             self._wait()  # frees those in flight (release); the CUDA arrays this launch packed already stay held
         spare = self._spare.get(key)
         while spare:
@@ -163,7 +164,7 @@ class StagedCopies:
     def close(self) -> None:
         """The runtime closes: the spares and the copies in flight closed, their mappings ended first."""
         spares = [x for spare in self._spare.values() for x in spare] + [(nd, view) for _, nd, view in self._flight]
-        self._spare, self._flight = {}, []
+        self._spare, self._flight, self._flight_bytes = {}, [], 0
         for nd, view in spares:
             self._drop(nd, view)
 
@@ -177,6 +178,7 @@ class StagedCopies:
         key = (s.array.shape, nd.dtype, s.dims)
         if in_flight:
             self._flight.append((key, nd, s.view))
+            self._flight_bytes += nd.nbytes
         else:
             self._spare.setdefault(key, []).append((nd, s.view))
 
@@ -251,7 +253,7 @@ class StagedCopies:
     def in_flight(self) -> list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]]:
         """The copies queued kernels read, taken before a wait (their launches enqueued): what :meth:`release` frees
         after it, where another thread may queue more meanwhile."""
-        flight, self._flight = self._flight, []
+        flight, self._flight, self._flight_bytes = self._flight, [], 0
         return flight
 
     def release(self, flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] | None = None) -> None:

@@ -422,6 +422,22 @@ def test_large_first_moves_split_the_hosts_pass_over_threads(device_policy):
             assert not dst[:3].any() and not dst[3 + size:].any()
 
 
+def test_small_uploads_between_waits_share_a_page(device_policy, modules):
+    """Small host arrays staged between two waits are packed into one page (not a buffer each), each copied in
+    order before the kernel after it reads it; the page is free again after the wait."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+    x, total = rt.ndarray((16,), np.float32), rt.ndarray((16,), np.float32)
+    staged = rt.device.staging
+    for i in range(300):
+        x.from_numpy(np.full(16, i, np.float32))  # staged, enqueued: no wait
+        add(total, x, 1.0)
+    pages = len(staged._flight) + (staged._page is not None)
+    assert pages <= 1, pages  # 300 uploads of 64 bytes: one page
+    np.testing.assert_array_equal(total.to_numpy(), np.full(16, sum(range(300)), np.float32))
+    assert staged._page is None and not staged._flight  # the wait took the page: free again
+
+
 def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     """The second copy of a numpy array imports the pages of its whole allocation for good; later copies see what
     the host wrote there since; the import goes as the array is collected."""

@@ -42,6 +42,11 @@ FLIGHT_BYTES = 256 << 20
 SPARE_BYTES = 256 << 20
 #: The smallest buffer made (small copies share its size, so one serves many).
 SMALLEST = 64 << 10
+#: Uploads of fewer bytes than this share one buffer (a page, filled from its start, in flight whole until the next
+#: wait): many small arrays staged between two waits take a page, not a buffer each.
+SMALL_UPLOAD = 16 << 10
+#: Where each small upload starts in its page.
+SMALL_ALIGN = 64
 #: Bytes from which the host's pass between a buffer and an array is split over threads (``_csrc/hostcopy.c``): a
 #: new array's pages, faulted and zeroed one at a time by one thread, come at a few GB/s.
 THREADED_BYTES = 4 << 20
@@ -97,8 +102,11 @@ class Staging:
     def __init__(self, runtime: Parent, device: Device):
         self._runtime = weakref.ref(runtime)
         self._device = device
-        self._free: list[_Buffer] = []
+        self._free: dict[int, list[_Buffer]] = {}  # free buffers by size
         self._flight: list[_Buffer] = []
+        self._free_bytes = self._flight_bytes = 0
+        self._page: _Buffer | None = None  # the buffer small uploads are packed into, in flight until the next wait
+        self._page_used = 0
         self._lock = threading.RLock()  # a host array's callback may run in a collection inside
         self._arrays: list[tuple[int, int, _Buffer]] = []  # host arrays' buffers: (start, end, buffer)
         self.closed = False
@@ -111,12 +119,11 @@ class Staging:
     def _take(self, nbytes: int) -> _Buffer:
         """A free buffer of at least ``nbytes`` (the smallest that fits), made where none fits."""
         with self._lock:
-            fits = [b for b in self._free if b.size >= nbytes]
-            if fits:
-                buffer = min(fits, key=lambda b: b.size)
-                self._free.remove(buffer)
-                return buffer
-        if sum(b.size for b in self._flight) + nbytes > FLIGHT_BYTES and self._flight:
+            for size in sorted(self._free):  # a few sizes: powers of two from SMALLEST, and larger copies' own
+                if size >= nbytes and self._free[size]:
+                    self._free_bytes -= size
+                    return self._free[size].pop()
+        if self._flight_bytes + nbytes > FLIGHT_BYTES and self._flight:
             self._rt().wait()  # frees those in flight (release)
             return self._take(nbytes)
         size = max(SMALLEST, 1 << (nbytes - 1).bit_length())
@@ -124,18 +131,37 @@ class Staging:
 
     def _give_back(self, buffer: _Buffer) -> None:
         with self._lock:
-            if not self.closed and sum(b.size for b in self._free) + buffer.size <= SPARE_BYTES:
-                self._free.append(buffer)
+            if not self.closed and self._free_bytes + buffer.size <= SPARE_BYTES:
+                self._free.setdefault(buffer.size, []).append(buffer)
+                self._free_bytes += buffer.size
                 return
         buffer.owned.close()
 
+    def _pack(self, nbytes: int) -> tuple[_Buffer, int]:
+        """Room for a small upload in the page (a new page where it is full: the full one in flight)."""
+        with self._lock:
+            page, at = self._page, self._page_used
+            if page is not None and at + nbytes <= page.size:
+                self._page_used = at + (nbytes + SMALL_ALIGN - 1) // SMALL_ALIGN * SMALL_ALIGN
+                return page, at
+            self._page = None
+        if page is not None:
+            self._later([page])
+        page = self._take(SMALLEST)
+        with self._lock:
+            self._page, self._page_used = page, (nbytes + SMALL_ALIGN - 1) // SMALL_ALIGN * SMALL_ALIGN
+        return page, 0
+
     def in_flight(self) -> list[_Buffer]:
-        """The buffers in flight, taken before a wait (their copies enqueued): what :meth:`release` frees after it,
-        where another thread may put more in flight meanwhile."""
-        if not self._flight:  # read without the lock: one filled meanwhile is the next wait's
+        """The buffers in flight, taken before a wait (their copies enqueued), the page of small uploads with them:
+        what :meth:`release` frees after it, where another thread may put more in flight meanwhile."""
+        if not self._flight and self._page is None:  # read without the lock: one filled meanwhile is the next wait's
             return []
         with self._lock:
-            flight, self._flight = self._flight, []
+            flight, self._flight, self._flight_bytes = self._flight, [], 0
+            if self._page is not None:
+                flight.append(self._page)
+                self._page = None
         return flight
 
     def release(self, flight: list[_Buffer] | None = None) -> None:
@@ -154,6 +180,12 @@ class Staging:
             buffer, offset = found
             self._device.copy(memory, 0, _Slice(buffer.handle), offset, source.nbytes)
             self._rt().sync()  # the caller may write its array again once this returns
+            return
+        if source.nbytes < SMALL_UPLOAD:  # packed into the page, in flight with it
+            with self._lock:  # enqueued before another thread's wait can take the page (in_flight) and free it
+                page, at = self._pack(source.nbytes)
+                ffi.memmove(ffi.cast("char *", page.address) + at, ffi.from_buffer(source), source.nbytes)
+                self._device.copy(memory, 0, _Slice(page.handle), at, source.nbytes)
             return
         for start in range(0, source.nbytes, CHUNK):
             piece = source[start:start + CHUNK]
@@ -208,6 +240,7 @@ class Staging:
         """Buffers whose copies may be queued still: free after the next wait."""
         with self._lock:
             self._flight.extend(buffers)
+            self._flight_bytes += sum(b.size for b in buffers)
 
     # -- host arrays -------------------------------------------------------------------------------------------
 
@@ -252,7 +285,9 @@ class Staging:
         """The runtime closes: give every buffer back (host arrays keep theirs, and the runtime, until they go)."""
         with self._lock:
             self.closed = True
-            buffers, self._free, self._flight = self._free + self._flight, [], []
+            buffers = [b for free in self._free.values() for b in free] + self._flight
+            buffers += [self._page] if self._page is not None else []
+            self._free, self._flight, self._page, self._free_bytes, self._flight_bytes = {}, [], None, 0, 0
         for buffer in buffers:
             buffer.owned.close()
 
