@@ -26,6 +26,8 @@ PAGES = {
                                   "taichi_aot.pool.Pool.lost_workers", "taichi_aot.pool.WorkerLost"],
     "reference/ops/index.html": ["taichi_aot.torch.op", "taichi_aot.torch.Op", "taichi_aot.jax.op",
                                  "taichi_aot.jax.Op"],
+    "reference/extending/index.html": ["taichi_aot.backends.register", "taichi_aot.backends.Choice",
+                                       "taichi_aot.placement.Device", "taichi_aot.placement.open_native"],
 }
 
 

@@ -63,6 +63,20 @@ def test_every_listed_name_exists_and_the_top_level_is_documented():
         assert re.search(rf"(?<!\w){re.escape(attr)}(?!\w)", pages), f"taichi_aot.{attr} is on no reference page"
 
 
+def test_the_rooms_a_backend_is_written_against_are_documented():
+    """backends and placement, the rooms a new backend and device are written against, have a reference page that
+    renders each whole, and each of their public classes and functions a docstring."""
+    with open(os.path.join(ROOT, "docs", "reference", "extending.md"), encoding="utf-8") as f:
+        page = f.read()
+    for name in ("taichi_aot.backends", "taichi_aot.placement"):
+        assert f"::: {name}\n" in page, f"{name} is on no reference page"
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            value = getattr(module, attr)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert inspect.getdoc(value), f"{name}.{attr} has no docstring"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         sys.path.insert(0, ROOT)
