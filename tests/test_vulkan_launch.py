@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -361,3 +362,49 @@ def test_threads_share_one_runtime(vulkan, modules, choice):
         x = rt.ndarray_from_numpy(np.zeros(8, np.float32))
         add(x, rt.ndarray_from_numpy(np.ones(8, np.float32)), 3.0)
         np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3, np.float32))
+
+
+def test_modules_released_on_one_thread_beside_launches_and_arrays_on_another(vulkan, modules, monkeypatch):
+    """The owner thread loads modules and releases them (none kept idle: libtaichi destroys each) while a worker
+    makes and frees arrays and launches a kernel of a module the owner closes under it: no deadlock between the
+    runtime's calls and Python's locks, no launch of a released kernel (each launch comes wholly before its module's
+    release, or raises ClosedError), and the runtime serves both threads after."""
+    from taichi_aot import module as module_room
+
+    monkeypatch.setattr(module_room, "KEEP_IDLE", 0)
+    path = modules.path(vulkan)
+    with Runtime(vulkan) as rt:
+        x, y = rt.ndarray((256,), np.float32), rt.ndarray_from_numpy(np.ones(256, np.float32))
+        current = {"add": rt.load_module(path).kernels["add"]}
+        stop, counts, failures = threading.Event(), {"launched": 0, "closed": 0, "arrays": 0}, []
+
+        def worker() -> None:
+            try:
+                while not stop.is_set():
+                    try:
+                        current["add"](x, y, 1.0)
+                        counts["launched"] += 1
+                    except ClosedError:
+                        counts["closed"] += 1
+                    with rt.ndarray((64,), np.float32) as z:
+                        z.from_numpy(np.full(64, 2.0, np.float32))
+                    counts["arrays"] += 1
+            except BaseException as e:  # the test reads it
+                failures.append(e)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        deadline = time.monotonic() + 3.0
+        try:
+            while time.monotonic() < deadline:
+                current["add"].module.close()  # released now (KEEP_IDLE 0), under the worker's launches
+                current["add"] = rt.load_module(path).kernels["add"]  # loaded anew: none of its content is open
+                time.sleep(0.002)  # the worker's launches of this one
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        assert not t.is_alive(), "the worker hangs: a deadlock between the runtime's calls and Python's locks"
+        assert failures == [] and counts["launched"] > 0 and counts["arrays"] > 0, (failures, counts)
+        rt.wait()
+        launched = counts["launched"]
+        assert (x.to_numpy() == launched).all()  # every launch that returned added its 1.0 once

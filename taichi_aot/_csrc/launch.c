@@ -12,21 +12,18 @@
 int64_t taichi_aot_epoch = 0;
 
 /* The calls of a runtime any thread uses held for this thread where its launch is not the own CUDA launcher's (whose
-   driver takes any thread): a Vulkan runtime's, which a release on another thread holds too (taichi_aot_vk_calls).
-   Returns what taichi_aot_calls_let_go takes (NULL: nothing held). */
-static TiRuntime taichi_aot_calls_hold(const TaichiAotLaunch *l) {
+   driver takes any thread): a Vulkan runtime's, which a release on another thread holds too
+   (taichi_aot_vk_hold_calls). Returns what taichi_aot_calls_let_go takes (NULL: nothing held). */
+static void *taichi_aot_calls_hold(const TaichiAotLaunch *l) {
     if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) == 0 || l->runtime == NULL || l->kind == TAICHI_AOT_KIND_CUDA_KERNEL ||
         l->kind == TAICHI_AOT_KIND_CUDA_GRAPH) {
         return NULL;
     }
-    taichi_aot_vk_calls(l->runtime, 1);
-    return l->runtime;
+    return taichi_aot_vk_hold_calls(l->runtime);
 }
 
-static void taichi_aot_calls_let_go(TiRuntime held) {
-    if (held != NULL) {
-        taichi_aot_vk_calls(held, 0);
-    }
+static void taichi_aot_calls_let_go(void *held) {
+    taichi_aot_vk_let_go_calls(held);
 }
 
 /* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
@@ -159,7 +156,7 @@ static int count_launch(const TaichiAotLaunch *l, int error) {
    error message stays in the library's thread-local slot for the error funnel to take. */
 int taichi_aot_launch(const TaichiAotLaunch *l) {
     int error;
-    TiRuntime held;
+    void *held;
     if ((unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_STALE;
     }
@@ -182,8 +179,8 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
    a GPU. */
 int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending, int always) {
     if (pending[0] || always) {
+        pending[0] = 0; /* first: what another thread counts meanwhile stays counted */
         ti_wait(runtime);
-        pending[0] = 0;
     }
     return (int)ti_get_last_error(NULL, NULL);
 }
@@ -203,7 +200,7 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     int error = 0;
     /* held for the whole replay on a runtime any thread uses (every launch is the first's runtime's); nothing is
        launched where anything was closed since Python checked (`seen`) */
-    TiRuntime held = count > 0 ? taichi_aot_calls_hold(&launches[0]) : NULL;
+    void *held = count > 0 ? taichi_aot_calls_hold(&launches[0]) : NULL;
     *done = 0;
     if (seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
         taichi_aot_calls_let_go(held);

@@ -463,10 +463,11 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
    arrays copied through their imported pages.
-   taichi_aot_vk_calls holds (`hold` 1) or lets go (0) the runtime's calls for this thread, as every own launch,
-   copy, wait and wrapped call of libtaichi's on the runtime does (recursive; nothing where no own state is open):
-   Python's releases of what a launch may use (a module) run inside, and taichi_aot_launch and taichi_aot_replay
-   check the close epoch inside, so that a close on another thread comes wholly before or after a launch. */
+   taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
+   call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:
+   nothing held, no own state open): taichi_aot_launch and taichi_aot_replay check the close epoch inside, and the
+   releases of what a launch uses hold them too (libtaichi's module destroy, a kernel's free), so that a close on
+   another thread comes wholly before or after a launch. */
 #define TAICHI_AOT_VK_BIND_ARGS 1
 #define TAICHI_AOT_VK_BIND_RETS 2
 #define TAICHI_AOT_VK_BIND_TEMPS 3
@@ -509,7 +510,8 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
 int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
 void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
-void taichi_aot_vk_calls(TiRuntime runtime, int hold);
+void *taichi_aot_vk_hold_calls(TiRuntime runtime);
+void taichi_aot_vk_let_go_calls(void *held);
 /* backends/vkcopy.c: copies on the own state's queue: between two memories of the runtime, recorded as a launch is;
    between host memory and a memory, through the host's pages imported (waited for). Each returns 0, 1 where it
    cannot (no own state; host memory the device cannot import: the caller copies through libtaichi or staging

@@ -20,8 +20,7 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -108,18 +107,6 @@ class SharedMemoryVulkan(Device):
         self.vulkan_why = "" if self.vulkan_id else ffi.string(error).decode("utf-8", "replace")
         # with the own state open, every call on the runtime is made one at a time (backends/vulkan.c): any thread
         self.any_thread = self.library_any_thread = bool(self.vulkan_id)
-        self._handle = runtime.handle
-
-    @contextmanager
-    def libtaichi_context(self) -> Iterator[None]:
-        """libtaichi's calls on the whole runtime (module loads and releases, waits) with the runtime's calls held
-        (the own state's lock, which every launch holds while it checks that nothing it uses was closed): a module
-        released on one thread comes wholly before or after another thread's launch of its kernels."""
-        lib.taichi_aot_vk_calls(self._handle, 1)
-        try:
-            yield
-        finally:
-            lib.taichi_aot_vk_calls(self._handle, 0)
 
     def counts(self) -> dict[str, int]:
         """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made

@@ -174,8 +174,7 @@ static VkImport *vk_kept_import(VkRt *rt, uint64_t id) {
 
 /* The pages of `host`, `size` bytes, imported and kept until taichi_aot_vk_import_free (or the runtime's close):
    its id, or 0 where they cannot be imported. */
-uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
-    VkRt *rt = aot_vk_find(runtime);
+static uint64_t vk_keep_import(VkRt *rt, void *host, uint64_t size) {
     VkImport *made;
     if (rt == NULL || rt->host_align == 0 || size == 0) {
         return 0;
@@ -196,13 +195,19 @@ uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
     return made->id;
 }
 
+uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size) {
+    VkRt *rt = aot_vk_hold(runtime);
+    uint64_t id = vk_keep_import(rt, host, size);
+    aot_vk_let_go(rt);
+    return id;
+}
+
 /* An import let go (any thread: a numpy array's collection), where its runtime is still open (else it went with
    it). No copy uses it then: copies through it are waited for before they return. */
 void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id) {
-    VkRt *rt;
+    VkRt *rt = aot_vk_hold(runtime); /* after a copy through it on another thread */
     VkImport **at, *found = NULL;
     pthread_mutex_lock(&aot_vk_lock);
-    rt = aot_vk_find(runtime);
     for (at = rt != NULL ? &rt->imports : NULL; at != NULL && *at != NULL; at = &(*at)->next) {
         if ((*at)->id == id) {
             found = *at;
@@ -214,6 +219,7 @@ void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id) {
     if (found != NULL) {
         aot_vk_free_import(rt, found);
     }
+    aot_vk_let_go(rt);
 }
 
 /* The buffer and memory of imported pages let go. */

@@ -1,6 +1,7 @@
 /* libtaichi's calls on a runtime with the own Vulkan launch open, ordered with the launch's batches (backends/vulkan.c
    says why): the trampolines' slots of the C-API functions that enqueue, wait, free or destroy pointed at the
-   wrappers here, once the first such runtime opens, as are those that allocate, map and unmap memory and free images;
+   wrappers here, once the first such runtime opens, as are those that allocate, map and unmap memory, free images,
+   destroy modules and look up their kernels and graphs;
    each holds the runtime's calls (its `calls` lock: libtaichi takes none, and any thread may use the runtime). Every
    other call, and every runtime without the own launch, goes to libtaichi as before. */
 #include <pthread.h>
@@ -34,6 +35,9 @@ static struct {
     __typeof__(&ti_map_memory) map_memory;
     __typeof__(&ti_unmap_memory) unmap_memory;
     __typeof__(&ti_free_image) free_image;
+    __typeof__(&ti_destroy_aot_module) destroy_module;
+    __typeof__(&ti_get_aot_module_kernel) module_kernel;
+    __typeof__(&ti_get_aot_module_compute_graph) module_graph;
 } vk_real;
 
 void aot_vk_library_first(VkRt *rt) {
@@ -91,18 +95,48 @@ static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *i
     return made;
 }
 
-static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
-    VkRt *rt = vk_before_library(runtime);
-    TiAotModule made = vk_real.load_module(runtime, path);
+/* A module loaded: noted as the runtime's, whose calls its destroy and lookups then hold. */
+static TiAotModule vk_loaded(VkRt *rt, TiAotModule made) {
+    if (rt != NULL && made != TI_NULL_HANDLE) {
+        aot_vk_note_module(rt, made);
+    }
     aot_vk_let_go(rt);
     return made;
 }
 
+static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
+    VkRt *rt = vk_before_library(runtime);
+    return vk_loaded(rt, vk_real.load_module(runtime, path));
+}
+
 static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_t size) {
     VkRt *rt = vk_before_library(runtime);
-    TiAotModule made = vk_real.create_module(runtime, data, size);
+    return vk_loaded(rt, vk_real.create_module(runtime, data, size));
+}
+
+/* A module's destroy and its kernels' and graphs' lookups (libtaichi fills a module's caches as it looks up) with
+   its runtime's calls held: a launch of its kernels on another thread comes wholly before. */
+static void vk_destroy_module(TiAotModule module) {
+    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
+    if (rt != NULL) {
+        aot_vk_forget_module(rt, module);
+    }
+    vk_real.destroy_module(module);
     aot_vk_let_go(rt);
-    return made;
+}
+
+static TiKernel vk_module_kernel(TiAotModule module, const char *name) {
+    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
+    TiKernel found = vk_real.module_kernel(module, name);
+    aot_vk_let_go(rt);
+    return found;
+}
+
+static TiComputeGraph vk_module_graph(TiAotModule module, const char *name) {
+    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
+    TiComputeGraph found = vk_real.module_graph(module, name);
+    aot_vk_let_go(rt);
+    return found;
 }
 
 static void vk_flush(TiRuntime runtime) {
@@ -221,4 +255,7 @@ void aot_vk_hook_library(void) {
     vk_hook_one("ti_map_memory", (void **)&vk_real.map_memory, (void *)vk_map_memory);
     vk_hook_one("ti_unmap_memory", (void **)&vk_real.unmap_memory, (void *)vk_unmap_memory);
     vk_hook_one("ti_free_image", (void **)&vk_real.free_image, (void *)vk_free_image);
+    vk_hook_one("ti_destroy_aot_module", (void **)&vk_real.destroy_module, (void *)vk_destroy_module);
+    vk_hook_one("ti_get_aot_module_kernel", (void **)&vk_real.module_kernel, (void *)vk_module_kernel);
+    vk_hook_one("ti_get_aot_module_compute_graph", (void **)&vk_real.module_graph, (void *)vk_module_graph);
 }

@@ -39,12 +39,64 @@ VkRt *aot_vk_find(TiRuntime runtime) {
     return NULL;
 }
 
-VkRt *aot_vk_hold(TiRuntime runtime) {
-    VkRt *rt = aot_vk_find(runtime);
+VkRt *aot_vk_hold_open(VkRt *rt) {
     if (rt != NULL) {
         pthread_mutex_lock(&rt->calls);
+        if (rt->closed) { /* closed while this thread waited: nothing of it is left to use */
+            pthread_mutex_unlock(&rt->calls);
+            return NULL;
+        }
     }
     return rt;
+}
+
+VkRt *aot_vk_hold(TiRuntime runtime) {
+    return aot_vk_hold_open(aot_vk_find(runtime));
+}
+
+void aot_vk_note_module(VkRt *rt, TiAotModule module) {
+    pthread_mutex_lock(&aot_vk_lock);
+    if (rt->module_count == rt->module_cap) {
+        uint32_t cap = rt->module_cap ? rt->module_cap * 2 : 16;
+        TiAotModule *grown = (TiAotModule *)realloc(rt->modules, cap * sizeof(TiAotModule));
+        if (grown != NULL) {
+            rt->modules = grown;
+            rt->module_cap = cap;
+        }
+    }
+    if (rt->module_count < rt->module_cap) { /* else, out of memory: its destroy holds no calls */
+        rt->modules[rt->module_count++] = module;
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+}
+
+void aot_vk_forget_module(VkRt *rt, TiAotModule module) {
+    uint32_t i;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (i = 0; i < rt->module_count; ++i) {
+        if (rt->modules[i] == module) {
+            rt->modules[i] = rt->modules[--rt->module_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+}
+
+VkRt *aot_vk_module_owner(TiAotModule module) {
+    VkRt *found = NULL;
+    int r;
+    uint32_t i;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (r = 0; r < VK_RUNTIMES && found == NULL; ++r) {
+        for (i = 0; vk_runtimes[r] != NULL && i < vk_runtimes[r]->module_count; ++i) {
+            if (vk_runtimes[r]->modules[i] == module) {
+                found = vk_runtimes[r];
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    return found;
 }
 
 void aot_vk_let_go(VkRt *rt) {
@@ -53,12 +105,12 @@ void aot_vk_let_go(VkRt *rt) {
     }
 }
 
-void taichi_aot_vk_calls(TiRuntime runtime, int hold) {
-    if (hold) {
-        aot_vk_hold(runtime);
-    } else {
-        aot_vk_let_go(aot_vk_find(runtime));
-    }
+void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
+    return aot_vk_hold(runtime);
+}
+
+void taichi_aot_vk_let_go_calls(void *held) {
+    aot_vk_let_go((VkRt *)held);
 }
 
 void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code) {
@@ -349,8 +401,8 @@ static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch i
     return NULL;
 }
 
-/* Everything the runtime's own state made destroyed (the device idle first). */
-static void vk_destroy(VkRt *rt) {
+/* Everything the runtime's own state made destroyed (the device idle first); the record itself stays. */
+static void vk_destroy_state(VkRt *rt) {
     uint32_t i;
     if (rt->f.DeviceWaitIdle != NULL && rt->device != NULL) {
         rt->f.DeviceWaitIdle(rt->device);
@@ -391,6 +443,15 @@ static void vk_destroy(VkRt *rt) {
         }
     }
     free(rt->dead);
+    rt->dead = NULL;
+    free(rt->modules);
+    rt->modules = NULL;
+    rt->module_count = rt->module_cap = 0;
+}
+
+/* A state that never opened: destroyed, record and all. */
+static void vk_destroy(VkRt *rt) {
+    vk_destroy_state(rt);
     pthread_mutex_destroy(&rt->calls);
     free(rt);
 }
@@ -534,8 +595,11 @@ void aot_vk_close_runtime(TiRuntime runtime) {
         }
     }
     pthread_mutex_unlock(&aot_vk_lock);
-    if (rt != NULL) {
-        vk_destroy(rt);
+    if (rt != NULL) { /* after the call another thread is in (if any); a thread waiting for it then finds it closed */
+        pthread_mutex_lock(&rt->calls);
+        vk_destroy_state(rt);
+        rt->closed = 1;
+        pthread_mutex_unlock(&rt->calls);
     }
 }
 

@@ -274,13 +274,17 @@ uint64_t taichi_aot_vk_kernel(uint64_t id, const TaichiAotVkTask *tasks, uint32_
     return k->id;
 }
 
-/* A kernel let go (from any thread: Python's finalizers): freed on its runtime's thread once no batch runs it (the
-   next wait, or the next batch done), or with its runtime. */
+/* A kernel let go (from any thread: Python's finalizers), with its runtime's calls held (a launch of it on another
+   thread comes wholly before): freed once no batch runs it (the next wait, or the next batch done), or with its
+   runtime. */
 void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id) {
     VkRt *rt;
     VkKernel **at;
     pthread_mutex_lock(&aot_vk_lock);
     rt = aot_vk_by_id(runtime_id);
+    pthread_mutex_unlock(&aot_vk_lock);
+    rt = aot_vk_hold_open(rt); /* after a launch another thread is in, which may use it still */
+    pthread_mutex_lock(&aot_vk_lock);
     for (at = rt != NULL ? &rt->kernels : NULL; at != NULL && *at != NULL; at = &(*at)->next) {
         if ((*at)->id == kernel_id) {
             VkKernel *k = *at;
@@ -291,6 +295,7 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id) {
         }
     }
     pthread_mutex_unlock(&aot_vk_lock);
+    aot_vk_let_go(rt);
 }
 
 /* ---------------------------------------------------------------------------------------------------------------

@@ -110,8 +110,15 @@ struct VkRt {
     VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
     /* The runtime's calls one at a time, from whichever thread makes them: the own launches, copies and waits, and
-       libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. */
+       libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. No Python
+       runs while it is held (Python's locks are taken before it, never after). */
     pthread_mutex_t calls;
+    /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
+       found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
+    int closed;
+    /* libtaichi's modules loaded on the runtime (under aot_vk_lock): whose calls a module's destroy and lookups hold */
+    TiAotModule *modules;
+    uint32_t module_count, module_cap;
 };
 
 /* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
@@ -124,7 +131,9 @@ struct VkRt {
 extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
 __attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
-/* The runtime's own state with its calls held for this thread (NULL, nothing held: none open); let go. */
+/* The runtime's own state with its calls held for this thread (NULL, nothing held: none open, or closed meanwhile);
+   let go. aot_vk_hold_open: the same for a state already found (NULL where it closed). */
+__attribute__((visibility("hidden"))) VkRt *aot_vk_hold_open(VkRt *rt);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_hold(TiRuntime runtime);
 __attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
@@ -152,6 +161,11 @@ __attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *
 __attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory);
 __attribute__((visibility("hidden"))) void aot_vk_free_import(VkRt *rt, VkImport *i);
+/* libtaichi's modules (vkqueue.c, under aot_vk_lock): one noted as its runtime's, forgotten, and the state of the
+   runtime it was loaded on (NULL: none open). */
+__attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
+__attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
+__attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
 /* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
 __attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);
