@@ -24,7 +24,7 @@ from . import _cuda, capi
 from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
 from .enums import MemoryUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError, NotSupportedError
+from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, InvalidStateError, NotSupportedError
 
 __all__ = ["Memory", "MemorySlice"]
 
@@ -307,8 +307,19 @@ class Memory(Child):
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
 
         Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
-        :func:`capi.memcpy_host` maps, copies and unmaps in one call.
+        :func:`capi.memcpy_host` maps, copies and unmaps in one call. The memory is pinned meanwhile: a close on
+        another thread (a runtime any thread uses) releases it after the copy, never under it.
         """
+        owned = self._owned
+        owned.pin()
+        try:
+            if owned.closed:
+                raise ClosedError(f"this {self._kind} is closed")
+            self._copy_host(data, nbytes, to_device)
+        finally:
+            owned.unpin()
+
+    def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
             self.refuse_mapped_copy()

@@ -408,3 +408,41 @@ def test_modules_released_on_one_thread_beside_launches_and_arrays_on_another(vu
         rt.wait()
         launched = counts["launched"]
         assert (x.to_numpy() == launched).all()  # every launch that returned added its 1.0 once
+
+
+def _calls_until_closed(rt, add, x, y, stop, errors) -> None:
+    """A worker's launches, arrays, copies and waits on ``rt`` until it is closed (a typed error then ends them) or
+    ``stop`` is set; anything else raised goes into ``errors``."""
+    from taichi_aot import TaichiError
+
+    while not stop.is_set():
+        try:
+            add(x, y, 1.0)
+            with rt.ndarray((64,), np.float32) as z:
+                z.from_numpy(np.ones(64, np.float32))
+                z.to_numpy()
+            rt.wait()
+        except TaichiError:
+            if rt.closed:
+                return
+        except BaseException as e:  # the test reads it
+            errors.append(e)
+            return
+
+
+def test_a_runtime_closed_under_a_workers_calls(vulkan, modules):
+    """The owner thread closes the runtime while a worker launches, makes, copies, reads and waits on it: every
+    call of the worker's comes wholly before the close or raises a typed error (ClosedError, or InvalidStateError
+    from a call libtaichi refuses on the closed runtime); nothing crashes, and the worker ends."""
+    for round_ in range(8):
+        rt = Runtime(vulkan)
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x, y = rt.ndarray((1024,), np.float32), rt.ndarray_from_numpy(np.ones(1024, np.float32))
+        stop, errors = threading.Event(), []
+        t = threading.Thread(target=_calls_until_closed, args=(rt, add, x, y, stop, errors))
+        t.start()
+        time.sleep(0.01 + 0.005 * round_)
+        rt.close()
+        stop.set()
+        t.join(timeout=60)
+        assert not t.is_alive() and errors == [], errors

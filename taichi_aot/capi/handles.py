@@ -81,11 +81,15 @@ _shared: dict[tuple, int] = {}
 
 
 def add(key: tuple, record: HandleRecord, parent_key: tuple | None) -> None:
-    """Record a live handle (and make it a child of ``parent_key``'s)."""
+    """Record a live handle (and make it a child of ``parent_key``'s). ClosedError where the parent is gone: a
+    runtime closed on another thread while this thread made something on it (gone with it)."""
     with _lock:
+        parent = _live.get(parent_key) if parent_key is not None else None
+        if parent_key is not None and parent is None:
+            raise ClosedError(f"{key[0]}: its {parent_key[0]} was closed (on another thread) while it was made")
         _live[key] = record
-        if parent_key is not None:
-            _live[parent_key].children.add(key)
+        if parent is not None:
+            parent.children.add(key)
         if len(key) == 3:
             _shared[key[0], key[2]] = _shared.get((key[0], key[2]), 0) + 1
 

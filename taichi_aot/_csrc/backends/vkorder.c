@@ -19,6 +19,7 @@
    libtaichi's calls on a runtime with the own launch open, ordered with it */
 
 static struct {
+    __typeof__(&ti_create_runtime) create_runtime;
     __typeof__(&ti_launch_kernel) launch_kernel;
     __typeof__(&ti_launch_compute_graph) launch_graph;
     __typeof__(&ti_flush) flush;
@@ -40,6 +41,20 @@ static struct {
     __typeof__(&ti_get_aot_module_compute_graph) module_graph;
 } vk_real;
 
+/* A wrapper's entry: the runtime's calls held (`rt`), or, where another thread closed the runtime, the call refused
+   (libtaichi's last error says so) and `refused` returned. */
+#define VK_ENTER(rt, runtime, refused)                \
+    VkRt *rt = aot_vk_hold(runtime);                  \
+    if (rt == NULL && aot_vk_refused(runtime)) {      \
+        return refused;                               \
+    }
+/* The same for a call that enqueues (vk_before_library). */
+#define VK_ENQUEUE(rt, runtime, refused)              \
+    VkRt *rt = vk_before_library(runtime);            \
+    if (rt == NULL && aot_vk_refused(runtime)) {      \
+        return refused;                               \
+    }
+
 void aot_vk_library_first(VkRt *rt) {
     if (rt->library_pending) {
         vk_real.flush(rt->runtime);
@@ -59,37 +74,37 @@ static VkRt *vk_before_library(TiRuntime runtime) {
 }
 
 static void vk_launch_kernel(TiRuntime runtime, TiKernel kernel, uint32_t n, const TiArgument *args) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, )
     vk_real.launch_kernel(runtime, kernel, n, args);
     aot_vk_let_go(rt);
 }
 
 static void vk_launch_graph(TiRuntime runtime, TiComputeGraph graph, uint32_t n, const TiNamedArgument *args) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, )
     vk_real.launch_graph(runtime, graph, n, args);
     aot_vk_let_go(rt);
 }
 
 static void vk_copy_memory(TiRuntime runtime, const TiMemorySlice *dst, const TiMemorySlice *src) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, )
     vk_real.copy_memory(runtime, dst, src);
     aot_vk_let_go(rt);
 }
 
 static void vk_copy_image(TiRuntime runtime, const TiImageSlice *dst, const TiImageSlice *src) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, )
     vk_real.copy_image(runtime, dst, src);
     aot_vk_let_go(rt);
 }
 
 static void vk_transition_image(TiRuntime runtime, TiImage image, TiImageLayout layout) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, )
     vk_real.transition_image(runtime, image, layout);
     aot_vk_let_go(rt);
 }
 
 static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *info) {
-    VkRt *rt = vk_before_library(runtime); /* a new image's layout is set by a command of libtaichi's */
+    VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE) /* a new image's layout is set by a command of libtaichi's */
     TiImage made = vk_real.allocate_image(runtime, info);
     aot_vk_let_go(rt);
     return made;
@@ -105,19 +120,36 @@ static TiAotModule vk_loaded(VkRt *rt, TiAotModule made) {
 }
 
 static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE)
     return vk_loaded(rt, vk_real.load_module(runtime, path));
 }
 
 static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_t size) {
-    VkRt *rt = vk_before_library(runtime);
+    VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE)
     return vk_loaded(rt, vk_real.create_module(runtime, data, size));
 }
 
 /* A module's destroy and its kernels' and graphs' lookups (libtaichi fills a module's caches as it looks up) with
    its runtime's calls held: a launch of its kernels on another thread comes wholly before. */
+/* The calls of the runtime `module` was loaded on held (NULL: a module of no open runtime's); `*gone` set where
+   another thread destroyed the module while this one waited for them (libtaichi's last error then says so). */
+static VkRt *vk_hold_module(TiAotModule module, int *gone) {
+    VkRt *owner = aot_vk_module_owner(module), *rt = aot_vk_hold_open(owner);
+    *gone = owner != NULL && (rt == NULL || aot_vk_module_owner(module) != rt);
+    if (*gone) {
+        aot_vk_let_go(rt);
+        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the module was destroyed (on another thread)");
+        return NULL;
+    }
+    return rt;
+}
+
 static void vk_destroy_module(TiAotModule module) {
-    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
+    int gone;
+    VkRt *rt = vk_hold_module(module, &gone);
+    if (gone) {
+        return;
+    }
     if (rt != NULL) {
         aot_vk_forget_module(rt, module);
     }
@@ -126,21 +158,23 @@ static void vk_destroy_module(TiAotModule module) {
 }
 
 static TiKernel vk_module_kernel(TiAotModule module, const char *name) {
-    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
-    TiKernel found = vk_real.module_kernel(module, name);
+    int gone;
+    VkRt *rt = vk_hold_module(module, &gone);
+    TiKernel found = gone ? TI_NULL_HANDLE : vk_real.module_kernel(module, name);
     aot_vk_let_go(rt);
     return found;
 }
 
 static TiComputeGraph vk_module_graph(TiAotModule module, const char *name) {
-    VkRt *rt = aot_vk_hold_open(aot_vk_module_owner(module));
-    TiComputeGraph found = vk_real.module_graph(module, name);
+    int gone;
+    VkRt *rt = vk_hold_module(module, &gone);
+    TiComputeGraph found = gone ? TI_NULL_HANDLE : vk_real.module_graph(module, name);
     aot_vk_let_go(rt);
     return found;
 }
 
 static void vk_flush(TiRuntime runtime) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, )
     if (rt == NULL) {
         vk_real.flush(runtime);
         return;
@@ -153,7 +187,7 @@ static void vk_flush(TiRuntime runtime) {
 /* A wait: the own batches submitted; libtaichi's wait where it enqueued since its last (it waits for the whole
    queue), else the own batches' fences alone. */
 static void vk_wait(TiRuntime runtime) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, )
     if (rt == NULL) {
         vk_real.wait(runtime);
         return;
@@ -169,7 +203,7 @@ static void vk_wait(TiRuntime runtime) {
 
 /* Memory freed: nothing of the own launch may still use it, and no set kept binds it. */
 static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, )
     VkKernel *k;
     uint32_t c, a;
     if (rt != NULL) {
@@ -193,34 +227,46 @@ static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
 }
 
 static TiMemory vk_allocate_memory(TiRuntime runtime, const TiMemoryAllocateInfo *info) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, TI_NULL_HANDLE)
     TiMemory made = vk_real.allocate_memory(runtime, info);
     aot_vk_let_go(rt);
     return made;
 }
 
 static void *vk_map_memory(TiRuntime runtime, TiMemory memory) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, NULL)
     void *mapped = vk_real.map_memory(runtime, memory);
     aot_vk_let_go(rt);
     return mapped;
 }
 
 static void vk_unmap_memory(TiRuntime runtime, TiMemory memory) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, )
     vk_real.unmap_memory(runtime, memory);
     aot_vk_let_go(rt);
 }
 
 static void vk_free_image(TiRuntime runtime, TiImage image) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VK_ENTER(rt, runtime, )
     vk_real.free_image(runtime, image);
     aot_vk_let_go(rt);
 }
 
+/* The runtime destroyed with its calls held throughout: a call another thread is in ends first, and one it makes
+   after finds the runtime closed and is refused. */
 static void vk_destroy_runtime(TiRuntime runtime) {
-    aot_vk_close_runtime(runtime);
+    VkRt *rt = aot_vk_close_runtime(runtime);
     vk_real.destroy_runtime(runtime);
+    aot_vk_let_go(rt);
+}
+
+/* A runtime made: a closed one's address noted before is another's now. */
+static TiRuntime vk_create_runtime(TiArch arch, uint32_t device_index) {
+    TiRuntime made = vk_real.create_runtime(arch, device_index);
+    if (made != TI_NULL_HANDLE) {
+        aot_vk_forget_closed(made);
+    }
+    return made;
 }
 
 /* One trampoline's slot pointed at `wrapper`, its function kept in `*real`. */
@@ -239,6 +285,7 @@ void aot_vk_hook_library(void) {
         return;
     }
     hooked = 1;
+    vk_hook_one("ti_create_runtime", (void **)&vk_real.create_runtime, (void *)vk_create_runtime);
     vk_hook_one("ti_launch_kernel", (void **)&vk_real.launch_kernel, (void *)vk_launch_kernel);
     vk_hook_one("ti_launch_compute_graph", (void **)&vk_real.launch_graph, (void *)vk_launch_graph);
     vk_hook_one("ti_copy_memory_device_to_device", (void **)&vk_real.copy_memory, (void *)vk_copy_memory);

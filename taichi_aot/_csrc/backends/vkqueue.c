@@ -21,6 +21,11 @@ static VkRt *vk_runtimes[VK_RUNTIMES];
 static TiRuntime vk_handles[VK_RUNTIMES]; /* each open one's runtime: compared before its state is read */
 static volatile int vk_open_count = 0;
 static uint64_t vk_ids = 0;
+/* Runtimes closed, by their handle (under aot_vk_lock), until a runtime is made at the same address again: a call
+   another thread makes on one is refused (aot_vk_refused), not made on libtaichi's destroyed runtime. */
+static TiRuntime vk_closed[VK_RUNTIMES];
+static int vk_closed_next = 0;
+static volatile int vk_closed_count = 0;
 
 uint64_t aot_vk_next_id(void) { /* under aot_vk_lock */
     return ++vk_ids;
@@ -51,7 +56,39 @@ VkRt *aot_vk_hold_open(VkRt *rt) {
 }
 
 VkRt *aot_vk_hold(TiRuntime runtime) {
-    return aot_vk_hold_open(aot_vk_find(runtime));
+    VkRt *rt = aot_vk_hold_open(aot_vk_find(runtime));
+    if (rt != NULL && rt->runtime != runtime) { /* its slot taken by another runtime meanwhile: this one closed */
+        aot_vk_let_go(rt);
+        rt = NULL;
+    }
+    return rt;
+}
+
+int aot_vk_refused(TiRuntime runtime) {
+    int i, found = 0;
+    if (__atomic_load_n(&vk_closed_count, __ATOMIC_ACQUIRE) == 0 || runtime == TI_NULL_HANDLE) {
+        return 0;
+    }
+    pthread_mutex_lock(&aot_vk_lock);
+    for (i = 0; i < VK_RUNTIMES && !found; ++i) {
+        found = vk_closed[i] == runtime;
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+    if (found) {
+        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the Vulkan runtime was closed (on another thread)");
+    }
+    return found;
+}
+
+void aot_vk_forget_closed(TiRuntime runtime) {
+    int i;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (i = 0; i < VK_RUNTIMES; ++i) {
+        if (vk_closed[i] == runtime) {
+            vk_closed[i] = TI_NULL_HANDLE;
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
 }
 
 void aot_vk_note_module(VkRt *rt, TiAotModule module) {
@@ -580,8 +617,9 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     return rt->id;
 }
 
-/* The runtime's own state closed (its kernels with it): before libtaichi destroys the runtime. */
-void aot_vk_close_runtime(TiRuntime runtime) {
+/* The runtime's own state closed (its kernels with it), before libtaichi destroys the runtime: its calls held by the
+   caller once this returns (NULL: none was open), until libtaichi's runtime is gone; its handle noted closed. */
+VkRt *aot_vk_close_runtime(TiRuntime runtime) {
     VkRt *rt = NULL;
     int i;
     pthread_mutex_lock(&aot_vk_lock);
@@ -591,6 +629,11 @@ void aot_vk_close_runtime(TiRuntime runtime) {
             __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
             vk_runtimes[i] = NULL;
             __atomic_sub_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);
+            vk_closed[vk_closed_next] = runtime;
+            vk_closed_next = (vk_closed_next + 1) % VK_RUNTIMES;
+            if (vk_closed_count < VK_RUNTIMES) {
+                __atomic_add_fetch(&vk_closed_count, 1, __ATOMIC_RELEASE);
+            }
             break;
         }
     }
@@ -599,12 +642,12 @@ void aot_vk_close_runtime(TiRuntime runtime) {
         pthread_mutex_lock(&rt->calls);
         vk_destroy_state(rt);
         rt->closed = 1;
-        pthread_mutex_unlock(&rt->calls);
     }
+    return rt;
 }
 
 void taichi_aot_vk_close(TiRuntime runtime) {
-    aot_vk_close_runtime(runtime);
+    aot_vk_let_go(aot_vk_close_runtime(runtime));
 }
 
 /* The runtime's own state by its id (0: none open, or closed since). */

@@ -239,18 +239,11 @@ static int vk_make_tasks(VkKernel *k, const TaichiAotVkTask *tasks, uint32_t tas
     return 0;
 }
 
-uint64_t taichi_aot_vk_kernel(uint64_t id, const TaichiAotVkTask *tasks, uint32_t task_count,
-                              const TaichiAotArgPlan *args, uint32_t arg_count, uint32_t args_size,
-                              uint32_t result_size, void *result, void **handle, char *error, size_t error_size) {
-    VkRt *rt;
+/* taichi_aot_vk_kernel's making, with the runtime's calls held. */
+static uint64_t vk_kernel_made(VkRt *rt, const TaichiAotVkTask *tasks, uint32_t task_count,
+                               const TaichiAotArgPlan *args, uint32_t arg_count, uint32_t args_size,
+                               uint32_t result_size, void *result, void **handle, char *error, size_t error_size) {
     VkKernel *k;
-    pthread_mutex_lock(&aot_vk_lock);
-    rt = aot_vk_by_id(id);
-    pthread_mutex_unlock(&aot_vk_lock);
-    if (rt == NULL) {
-        snprintf(error, error_size, "the runtime's own Vulkan launch is closed");
-        return 0;
-    }
     if (task_count == 0 || arg_count > TAICHI_AOT_OP_MAX_ARGS || args_size > TAICHI_AOT_PLAN_MAX_BYTES ||
         result_size > TAICHI_AOT_VK_RESULT_BYTES || (result_size > 0 && result == NULL)) {
         snprintf(error, error_size, "a kernel the own Vulkan launch cannot lay out");
@@ -272,6 +265,25 @@ uint64_t taichi_aot_vk_kernel(uint64_t id, const TaichiAotVkTask *tasks, uint32_
     pthread_mutex_unlock(&aot_vk_lock);
     *handle = k;
     return k->id;
+}
+
+uint64_t taichi_aot_vk_kernel(uint64_t id, const TaichiAotVkTask *tasks, uint32_t task_count,
+                              const TaichiAotArgPlan *args, uint32_t arg_count, uint32_t args_size,
+                              uint32_t result_size, void *result, void **handle, char *error, size_t error_size) {
+    VkRt *rt;
+    uint64_t kernel_id;
+    pthread_mutex_lock(&aot_vk_lock);
+    rt = aot_vk_by_id(id);
+    pthread_mutex_unlock(&aot_vk_lock);
+    rt = aot_vk_hold_open(rt); /* not made while another thread closes the runtime */
+    if (rt == NULL) {
+        snprintf(error, error_size, "the runtime's own Vulkan launch is closed");
+        return 0;
+    }
+    kernel_id = vk_kernel_made(rt, tasks, task_count, args, arg_count, args_size, result_size, result, handle, error,
+                               error_size);
+    aot_vk_let_go(rt);
+    return kernel_id;
 }
 
 /* A kernel let go (from any thread: Python's finalizers), with its runtime's calls held (a launch of it on another
