@@ -14,8 +14,10 @@ discrete GPU's Vulkan, libtaichi's host-visible memory elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -310,12 +312,20 @@ class Memory(Child):
         :func:`capi.memcpy_host` maps, copies and unmaps in one call. The memory is pinned meanwhile: a close on
         another thread (a runtime any thread uses) releases it after the copy, never under it.
         """
+        with self.in_use():
+            self._copy_host(data, nbytes, to_device)
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """The memory pinned for a use of several steps (a copy through a mapping or staging buffers): a close on
+        another thread (a runtime any thread uses) releases it after the use, never under it. ClosedError where it
+        was closed before."""
         owned = self._owned
         owned.pin()
         try:
             if owned.closed:
                 raise ClosedError(f"this {self._kind} is closed")
-            self._copy_host(data, nbytes, to_device)
+            yield
         finally:
             owned.unpin()
 

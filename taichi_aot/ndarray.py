@@ -383,8 +383,9 @@ class NdArray:
             flags = out.flags
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
-        self._runtime.sync()
-        self._read(self._memory, out)
+        with self._memory.in_use():  # not released under the copy by a close on another thread
+            self._runtime.sync()
+            self._read(self._memory, out)
         return out
 
     def _read_later(self) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
@@ -446,9 +447,10 @@ class NdArray:
         """
         self.ensure_open()
         data = self._checked_input(array, casting)
-        if self._write_waits:
-            self._runtime.sync()
-        self._write(self._memory, data)
+        with self._memory.in_use():  # not released under the copy by a close on another thread
+            if self._write_waits:
+                self._runtime.sync()
+            self._write(self._memory, data)
 
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``.
@@ -460,9 +462,10 @@ class NdArray:
         self.ensure_open()
         scalar = scalar_for(value, self._dtype, "fill")
         data = np.full(self._full_shape, scalar, self._dtype)
-        if self._write_waits:
-            self._runtime.sync()
-        self._write(self._memory, data)
+        with self._memory.in_use():  # not released under the copy by a close on another thread
+            if self._write_waits:
+                self._runtime.sync()
+            self._write(self._memory, data)
 
     def copy_from(self, other: NdArray) -> None:
         """Copy another ndarray of the same runtime, dtype and total shape into this one.

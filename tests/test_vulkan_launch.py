@@ -430,10 +430,13 @@ def _calls_until_closed(rt, add, x, y, stop, errors) -> None:
             return
 
 
-def test_a_runtime_closed_under_a_workers_calls(vulkan, modules):
-    """The owner thread closes the runtime while a worker launches, makes, copies, reads and waits on it: every
-    call of the worker's comes wholly before the close or raises a typed error (ClosedError, or InvalidStateError
-    from a call libtaichi refuses on the closed runtime); nothing crashes, and the worker ends."""
+@pytest.mark.parametrize("policy", ["auto", "device"])
+def test_a_runtime_closed_under_a_workers_calls(vulkan, modules, monkeypatch, policy):
+    """The owner thread closes the runtime while a worker launches, makes, copies, reads and waits on it (its arrays
+    where the device puts them, and in device memory through staging buffers): every call of the worker's comes
+    wholly before the close or raises a typed error (ClosedError, or InvalidStateError from a call libtaichi refuses
+    on the closed runtime); nothing crashes, and the worker ends."""
+    monkeypatch.setenv("TAICHI_AOT_VULKAN_MEMORY", policy)
     for round_ in range(8):
         rt = Runtime(vulkan)
         add = rt.load_module(modules.path(vulkan)).kernels["add"]
