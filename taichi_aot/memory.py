@@ -305,16 +305,6 @@ class Memory(Child):
             ctx = self._cuda_ctx = _cuda.context_of(self.cuda_pointer())
         return ctx
 
-    def copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
-        """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
-
-        Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
-        :func:`capi.memcpy_host` maps, copies and unmaps in one call. The memory is pinned meanwhile: a close on
-        another thread (a runtime any thread uses) releases it after the copy, never under it.
-        """
-        with self.in_use():
-            self._copy_host(data, nbytes, to_device)
-
     @contextlib.contextmanager
     def in_use(self) -> Iterator[None]:
         """The memory pinned for a use of several steps (a copy through a mapping or staging buffers): a close on
@@ -329,7 +319,13 @@ class Memory(Child):
         finally:
             owned.unpin()
 
-    def _copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
+    def copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
+        """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
+
+        Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
+        :func:`capi.memcpy_host` maps, copies and unmaps in one call. Its callers (an ndarray's reads and writes)
+        hold the memory :meth:`in_use` meanwhile.
+        """
         mapping = self._mapping
         if mapping is not None:  # a live view holds a mapping: use it
             self.refuse_mapped_copy()

@@ -103,7 +103,8 @@ class NdArray:
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
         if not runtime.device.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
-            self._write(self._memory, np.zeros(self._full_shape, self._dtype))
+            with self._memory.in_use():  # as every write of it is
+                self._write(self._memory, np.zeros(self._full_shape, self._dtype))
 
     @classmethod
     def _unfilled(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]

@@ -13,17 +13,13 @@ int64_t taichi_aot_epoch = 0;
 
 /* The calls of a runtime any thread uses held for this thread where its launch is not the own CUDA launcher's (whose
    driver takes any thread): a Vulkan runtime's, which a release on another thread holds too
-   (taichi_aot_vk_hold_calls). Returns what taichi_aot_calls_let_go takes (NULL: nothing held). */
+   (taichi_aot_vk_hold_calls). Returns what taichi_aot_vk_let_go_calls takes (NULL: nothing held). */
 static void *taichi_aot_calls_hold(const TaichiAotLaunch *l) {
     if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) == 0 || l->runtime == NULL || l->kind == TAICHI_AOT_KIND_CUDA_KERNEL ||
         l->kind == TAICHI_AOT_KIND_CUDA_GRAPH) {
         return NULL;
     }
     return taichi_aot_vk_hold_calls(l->runtime);
-}
-
-static void taichi_aot_calls_let_go(void *held) {
-    taichi_aot_vk_let_go_calls(held);
 }
 
 /* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
@@ -163,11 +159,11 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     /* a runtime any thread uses: the epoch read with its calls held, which a release on another thread takes too */
     held = taichi_aot_calls_hold(l);
     if (l->seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
-        taichi_aot_calls_let_go(held);
+        taichi_aot_vk_let_go_calls(held);
         return TAICHI_AOT_STALE;
     }
     error = count_launch(l, launch_any(l, NULL));
-    taichi_aot_calls_let_go(held);
+    taichi_aot_vk_let_go_calls(held);
     return error;
 }
 
@@ -203,7 +199,7 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
     void *held = count > 0 ? taichi_aot_calls_hold(&launches[0]) : NULL;
     *done = 0;
     if (seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
-        taichi_aot_calls_let_go(held);
+        taichi_aot_vk_let_go_calls(held);
         return TAICHI_AOT_STALE;
     }
     for (r = 0; r < repeat && error == 0; ++r) {
@@ -218,7 +214,7 @@ int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t 
             ++*done;
         }
     }
-    taichi_aot_calls_let_go(held);
+    taichi_aot_vk_let_go_calls(held);
     return error != 0 ? error : (int)ti_get_last_error(NULL, NULL);
 }
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import capi
+from .._cpus import usable_cpus
 from .._lifetime import Owned
 from .._native import ffi, lib
 from ..enums import MemoryUsage
@@ -54,9 +54,8 @@ THREADED_BYTES = 4 << 20
 MOVE_THREADS = 8
 
 
-@functools.lru_cache(maxsize=1)
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+#: The cores this process may keep busy (its affinity, within its CPU quota), asked once.
+_cores = functools.lru_cache(maxsize=1)(usable_cpus)
 
 
 def _move(dst: Any, src: Any, nbytes: int) -> None:
@@ -139,17 +138,18 @@ class Staging:
 
     def _pack(self, nbytes: int) -> tuple[_Buffer, int]:
         """Room for a small upload in the page (a new page where it is full: the full one in flight)."""
+        room = (nbytes + SMALL_ALIGN - 1) // SMALL_ALIGN * SMALL_ALIGN
         with self._lock:
             page, at = self._page, self._page_used
             if page is not None and at + nbytes <= page.size:
-                self._page_used = at + (nbytes + SMALL_ALIGN - 1) // SMALL_ALIGN * SMALL_ALIGN
+                self._page_used = at + room
                 return page, at
             self._page = None
         if page is not None:
             self._later([page])
         page = self._take(SMALLEST)
         with self._lock:
-            self._page, self._page_used = page, (nbytes + SMALL_ALIGN - 1) // SMALL_ALIGN * SMALL_ALIGN
+            self._page, self._page_used = page, room
         return page, 0
 
     def in_flight(self) -> list[_Buffer]:

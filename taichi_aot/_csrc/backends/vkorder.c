@@ -129,10 +129,10 @@ static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_
     return vk_loaded(rt, vk_real.create_module(runtime, data, size));
 }
 
-/* A module's destroy and its kernels' and graphs' lookups (libtaichi fills a module's caches as it looks up) with
-   its runtime's calls held: a launch of its kernels on another thread comes wholly before. */
-/* The calls of the runtime `module` was loaded on held (NULL: a module of no open runtime's); `*gone` set where
-   another thread destroyed the module while this one waited for them (libtaichi's last error then says so). */
+/* A module's destroy and its kernels' and graphs' lookups (libtaichi fills a module's caches as it looks up) hold
+   the calls of the runtime the module was loaded on: a launch of its kernels on another thread comes wholly before.
+   Those calls held (NULL: a module of no open runtime's); `*gone` set where another thread destroyed the module
+   while this one waited for them (libtaichi's last error then says so). */
 static VkRt *vk_hold_module(TiAotModule module, int *gone) {
     VkRt *owner = aot_vk_module_owner(module), *rt = aot_vk_hold_open(owner);
     *gone = owner != NULL && (rt == NULL || aot_vk_module_owner(module) != rt);
