@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._arrays import array_like, describe_array, print_hit_accepts
+from ._arrays import array_like, describe_array, detached, print_hit_accepts
 from ._dtypes import convert_checked, signature
 from ._lifetime import Parent
 from ._native import ffi, lib
-from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
-from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError
+from .enums import DATA_TYPES, GFX_ARCHS, NUMPY_DTYPES, Access, Arch, ArgumentType, DataType, ImageDimension, ImageUsage
+from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError
 from .image import Image, Texture
 from .ndarray import NdArray
 
@@ -126,7 +127,7 @@ def _write_tensor(dst: Any, value: Any, what: str) -> None:
 
 class Packing(NamedTuple):
     """What a launch made elsewhere than a kernel's own call needs of its arguments (a reverse kernel launched from
-    torch's autograd thread, backends/cuda_reverse.py): their signature, packers and names in messages."""
+    torch's autograd thread: :class:`GradCall`): their signature, packers and names in messages."""
 
     signature: list[ArgInfo]
     packers: list[Packer]
@@ -403,6 +404,64 @@ def c_api_passes(spec: ArgInfo) -> bool:
     """Whether libtaichi_c_api 1.7.4 can pass argument ``spec`` (it has no room for f64, i64, u64, u32, i8 or u8
     scalars: the own launches take those)."""
     return spec.kind != "scalar" or spec.dtype in _SCALAR_PACKERS
+
+
+def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
+    """A reverse-mode kernel's signature on taichi_aot's own launches: its arguments, then the gradient of each
+    ndarray that needs one (same dtype and shape, named ``<name>_grad`` where that name is free)."""
+    names = {a.name for a in args}
+    grads = [a for a in args if a.kind == "ndarray" and a.needs_grad]
+    # its primal arrays are read (Taichi's reverse pass turns each store to them into its gradient's), where no
+    # access is recorded; its gradients are read and written (added to; an output's read, then cleared)
+    primal = [replace(a, access=Access.READ) if a.kind == "ndarray" and a.access is None else a for a in args]
+    return [*primal, *(replace(a, index=len(args) + k, access=None, needs_grad=False,
+                             name=f"{a.name}_grad" if a.name and f"{a.name}_grad" not in names else None)
+                     for k, a in enumerate(grads))]
+
+
+class GradCall:
+    """A reverse-mode kernel run as its primal's ``grad``: ``kernel``, the module's kernel of its gradient signature
+    (:func:`gradient_signature`: the primal's arguments, then the gradient arrays of ``needing``, argument
+    positions), launched with them as any kernel is: the same packers and foreign-array policy, so a launch backend
+    takes addresses only. From another thread than the runtime's, where its backend launches there
+    (``elsewhere(args, count, stream)``: torch's autograd runs CUDA backward on a thread of its own while the
+    runtime's waits), the arrays are CUDA arrays taken by pointer on that thread's torch stream
+    (``_foreign.argument_elsewhere``) and the scalars packed by the kernel's packers; ``closed()`` says whether its
+    module or runtime is closed. Elsewhere None: the runtime's thread only, as the kernel's own launches."""
+
+    def __init__(self, kernel: Any, needing: list[int], closed: Callable[[], bool] | None = None,
+                 elsewhere: Callable[[Any, int, int | None], None] | None = None):
+        self.kernel, self.needing, self.closed, self.elsewhere = kernel, needing, closed, elsewhere
+        self.packing = kernel.packing() if elsewhere is not None else None
+
+    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str) -> None:
+        """The primal's ``grad(*values, grads=grads)`` (``names`` its arguments' names, ``what`` each as messages
+        name it, ``kernel`` the kernel): each gradient found and its shape checked against its array's, then the
+        launch."""
+        order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
+        for i in self.needing:
+            shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
+            if shape is not None and got is not None and tuple(shape) != tuple(got):
+                raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
+                                           f"{tuple(shape)}")
+        given = [detached(v) for v in (*values, *(order[i] for i in self.needing))]
+        runtime = self.kernel._runtime
+        if self.elsewhere is None or runtime.on_its_thread():
+            self.kernel(*given)
+            return
+        assert self.packing is not None and self.closed is not None
+        if self.closed():  # closed objects are refused on any thread
+            raise ClosedError(f"{kernel}: its module or runtime is closed")
+        from ._foreign import argument_elsewhere, torch_stream
+
+        stream = torch_stream(runtime.device_index)
+        p = self.packing
+        args = ffi.new("TiArgument[]", max(len(given), 1))
+        for i, (spec, value) in enumerate(zip(p.signature, given)):
+            arg = argument_elsewhere(value, spec, f"{kernel}: {p.what[i]}", stream, runtime.device_index) \
+                if spec.kind == "ndarray" else pack_one(p.packers[i], spec, value, runtime)
+            ffi.memmove(ffi.addressof(args, i), arg, ARG_SIZE)
+        self.elsewhere(args, len(given), stream)
 
 
 def gradient_map(grads: Any, needing: list[int], names: list[str | None], what: str) -> dict[int, Any]:

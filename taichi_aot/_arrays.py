@@ -71,6 +71,15 @@ def array_like(value: Any) -> bool:
     return True
 
 
+def detached(value: Any) -> Any:
+    """``value``, or where it is a torch tensor autograd records (``requires_grad``), the same memory detached from
+    autograd (which refuses to export it): a reverse-mode kernel's arrays, read as autograd's own backward reads
+    them."""
+    if getattr(value, "requires_grad", False) is True and type(value).__module__.startswith("torch"):
+        return value.detach()
+    return value
+
+
 #: What messages call an array of each library, by the first part of its type's module (no library imported).
 _NOUNS = {"numpy": "numpy array", "torch": "torch tensor", "cupy": "CuPy array", "jax": "JAX array",
           "jaxlib": "JAX array"}

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .metadata import ArgInfo
     from .ndarray import HostAccess
 
-__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs"]
+__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "argument_elsewhere", "torch_stream"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps at least; a runtime keeps twice the most
 #: arrays one of its kernels or graphs takes where that is more (ForeignArgs.fit), so a call of many arrays never
@@ -436,3 +436,34 @@ class ForeignArgs:
             for event, _ in batches:
                 _cuda.event_done(event, wait=True)  # done: destroyed
         self.copies.release(flight)
+
+
+def torch_stream(device: int) -> int | None:
+    """torch's current CUDA stream of GPU ``device`` on this thread (autograd sets the forward's), or None: the
+    legacy default. The device is the runtime's, not the thread's current one (autograd's thread of another GPU)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.current_stream(device).cuda_stream) or None
+
+
+def argument_elsewhere(value: Any, spec: ArgInfo, what: str, stream: int | None, device: int) -> bytes:
+    """The TiArgument bytes of ndarray argument ``spec`` for a launch from another thread than the runtime's (a
+    reverse kernel's, from torch's autograd thread), where no ndarray is made: ``value`` must be a CUDA array
+    (``__cuda_array_interface__``: torch, CuPy), its producer's stream ordered before ``stream``, checked against
+    ``spec`` (dtype, dimensions, element shape, on the runtime's ``device``, contiguous) and passed as its device
+    pointer."""
+    face = cuda_interface(value, what)
+    if face is None:
+        raise ArgumentTypeError(f"{what}: from another thread than the runtime's, a CUDA array (torch, CuPy) is "
+                                f"needed, got {type(value).__name__}")
+    refuse_lazy(value, what)
+    array = CudaArray.from_interface(value, face, what, weak=True, consumer=stream)
+    array.check(len(spec.elem_shape), what, device)
+    shape, dtype = array.shape, spec.dtype
+    assert dtype is not None  # an ndarray argument's dtype is recorded
+    if array.dtype != NUMPY_DTYPES[dtype] or len(shape) != spec.ndim + len(spec.elem_shape) \
+            or shape[spec.ndim:] != tuple(spec.elem_shape):
+        raise ArgumentTypeError(f"{what}: expected {spec.describe()}, got {array.dtype} of shape {shape}")
+    return bytes(ffi.buffer(ndarray_argument(ffi.cast("TiMemory", array.ptr | lib.TAICHI_AOT_POINTER_TAG),
+                                             shape[:spec.ndim], tuple(spec.elem_shape), dtype)))

@@ -482,8 +482,7 @@ class Kernel(_Launchable):
         """
         reverse = self._reverse()
         what = [self._what_arg(a) for a in self._args]
-        reverse.call(list(self._bind(args, kwargs)), grads, self._names, what, f"kernel {self._name!r}",
-                     self._runtime.wait)  # what libtaichi launched before has run first
+        reverse.call(list(self._bind(args, kwargs)), grads, self._names, what, f"kernel {self._name!r}")
 
     def bind(self, *args: Any, **kwargs: Any) -> BoundLaunch:
         """Check and pack arguments once; the returned :class:`BoundLaunch` launches with them.

@@ -467,3 +467,50 @@ def test_arch_decisions_live_in_the_backend_and_device_rooms():
     listed = {path: count for path, (count, _) in ARCH_DECISIONS.items()}
     assert found == listed, {p: (found.get(p, 0), listed.get(p, 0)) for p in set(found) | set(listed)
                              if found.get(p, 0) != listed.get(p, 0)}
+
+
+#: What reads another library's arrays (their protocols, their modules, the rooms that read them for a launch):
+#: the argument path's, above the backends (``_arrays``, ``_foreign``, ``_arguments``).
+_ARRAY_READERS = {"__cuda_array_interface__", "__array_interface__", "__dlpack__", "__array__", "detach", "numpy"}
+_ARRAY_ROOMS = {"taichi_aot._arrays", "taichi_aot._foreign", "taichi_aot._dlpack", "taichi_aot._seen",
+                "taichi_aot._staged"}
+_FRAMEWORKS = {"torch", "jax", "jaxlib", "cupy"}
+
+
+def array_reads_in_backends() -> list[str]:
+    """Where a file of ``taichi_aot/backends/`` reads another library's arrays itself: an import of a framework or
+    of a room that reads arrays, one of their protocols, or a framework looked up in ``sys.modules``."""
+    known, found = _modules(), []
+    for module, path in sorted(known.items()):
+        if not module.startswith("taichi_aot.backends"):
+            continue
+        tree = _tree(path)
+        for room in sorted(_imports(module, path, known, tree) & _ARRAY_ROOMS):
+            found.append(f"{module} imports {room}")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{module}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in _FRAMEWORKS]
+            elif isinstance(node, ast.Attribute) and node.attr in _ARRAY_READERS:
+                found.append(f"{module}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in _FRAMEWORKS | _ARRAY_READERS:
+                found.append(f"{module}:{node.lineno} names {node.value!r}")
+    return found
+
+
+def test_the_backends_take_addresses_and_read_no_other_librarys_arrays():
+    """One argument path: every launch, a reverse kernel's too (its gradients in the slots after its arguments,
+    ``_arguments.gradient_signature``), packs through the same packers and foreign-array policy, so a backend gets
+    TiArguments (memories, tagged pointers, scalars) and never reads a torch, numpy, CuPy or JAX array itself."""
+    assert not array_reads_in_backends(), array_reads_in_backends()
+
+
+def test_the_array_read_check_sees_a_reader(tmp_path, monkeypatch):
+    """The check above finds what it looks for: a backend file that reads a tensor's interface, or asks for torch."""
+    folder = tmp_path / "taichi_aot" / "backends"
+    folder.mkdir(parents=True)
+    (folder / "reader.py").write_text("import sys\n\ndef f(v):\n    t = sys.modules.get('torch')\n"
+                                      "    return v.__cuda_array_interface__, t\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    found = array_reads_in_backends()
+    assert any("reads .__cuda_array_interface__" in f for f in found) and any("'torch'" in f for f in found), found

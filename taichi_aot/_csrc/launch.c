@@ -89,9 +89,6 @@ static int launch_kind(const TaichiAotLaunch *l, const TaichiAotElsewhere *where
         }
         return taichi_aot_cuda_graph_elsewhere(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
                                                (const TiNamedArgument *)l->args, where != NULL ? where->own : NULL);
-    case TAICHI_AOT_KIND_CPU_KERNEL:
-        taichi_aot_cpu_launch((const TaichiAotCpuKernel *)l->handle, (void *)l->args);
-        return 0;
     case TAICHI_AOT_KIND_CPU_CALL:
         return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
                                    (const TiArgument *)l->args);

@@ -336,7 +336,7 @@ static int op_launch(TaichiAotOpCell *c, const TaichiAotOpPlan *p, const TaichiA
                  op_driver_error(c, TAICHI_AOT_CUDA_ERROR - code), TAICHI_AOT_CUDA_ERROR - code);
         return 1;
     }
-    if (code == TAICHI_AOT_CUDA_STACK_OVERFLOW) {
+    if (code == TAICHI_AOT_STACK_OVERFLOW) {
         snprintf(why, why_size, "%s overflowed its autodiff stacks (none was written past them): set AD_STACK_SIZE "
                  "(Taichi's ad_stack_size) in the kernel's file to more entries and build again", p->what);
         return 1;

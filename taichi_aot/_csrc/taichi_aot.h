@@ -20,11 +20,10 @@
      TAICHI_AOT_KIND_CUDA_KERNEL, TAICHI_AOT_KIND_CUDA_GRAPH: the own CUDA launcher (backends/cuda.c), `handle` a
        TaichiAotCudaKernel / TaichiAotCudaGraph, `args` as libtaichi's, but an ndarray's TiMemory may be a device
        pointer tagged with TAICHI_AOT_POINTER_TAG;
-     TAICHI_AOT_KIND_CPU_KERNEL: the own x64 launch (backends/x64.c) of a reverse-mode kernel, `handle` a TaichiAotCpuKernel,
-       `args` the kernel's argument struct as its IR lays it out;
-     TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (backends/x64.c) of a kernel called as any is (one that returns values, or
-       takes scalars libtaichi's C-API cannot pass), `handle` a TaichiAotCpuKernel with its plan, `args` as
-       libtaichi's, but an ndarray's TiMemory may be a host pointer tagged with TAICHI_AOT_POINTER_TAG;
+     TAICHI_AOT_KIND_CPU_CALL: the own x64 launch (backends/x64.c) of a kernel libtaichi's C-API cannot give all it
+       needs (one that returns values, takes scalars it cannot pass, or a reverse-mode kernel, its gradients after
+       its arguments), `handle` a TaichiAotCpuKernel with its plan, `args` as libtaichi's, but an ndarray's TiMemory
+       may be a host pointer tagged with TAICHI_AOT_POINTER_TAG;
      TAICHI_AOT_KIND_VULKAN_KERNEL, TAICHI_AOT_KIND_VULKAN_GRAPH: the own Vulkan launch (backends/vulkan.c), `handle` a
        kernel it made (taichi_aot_vk_kernel) / a TaichiAotVkGraph, `args` as libtaichi's (ndarrays TiMemory).
    launch.c's launch_any is the one switch on the kind; an unknown kind is refused (TAICHI_AOT_UNKNOWN_KIND).
@@ -47,7 +46,7 @@
 #define TAICHI_AOT_KIND_GRAPH 1
 #define TAICHI_AOT_KIND_CUDA_KERNEL 2
 #define TAICHI_AOT_KIND_CUDA_GRAPH 3
-#define TAICHI_AOT_KIND_CPU_KERNEL 4
+/* 4: no longer used (x64 reverse-mode kernels are TAICHI_AOT_KIND_CPU_CALL's) */
 #define TAICHI_AOT_KIND_CPU_CALL 5
 #define TAICHI_AOT_KIND_VULKAN_KERNEL 6
 #define TAICHI_AOT_KIND_VULKAN_GRAPH 7
@@ -220,7 +219,7 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
    `stream` with its stand-in `standin` (a device LLVMRuntime). Returns 0, the library's error code (an ndarray's
    memory unknown to it), TAICHI_AOT_PLAN_BAD_ARGS (an argument not of the planned kind), or TAICHI_AOT_CUDA_ERROR
    minus the driver's CUresult. */
-#define TAICHI_AOT_CUDA_STACK_OVERFLOW (-103) /* a reverse-mode kernel overflowed its autodiff stacks */
+#define TAICHI_AOT_STACK_OVERFLOW (-103) /* a reverse-mode kernel overflowed its autodiff stacks (either own launch) */
 /* a kernel whose launch waits (its autodiff stacks' check) launched on a stream being captured into a CUDA graph */
 #define TAICHI_AOT_CUDA_CAPTURE_REFUSED (-104)
 /* a kernel that returns a value (read back after the launch: a wait) launched on a stream being captured */
@@ -429,12 +428,14 @@ int taichi_aot_vulkan_imports_host(void *device);
 
 /* backends/x64.c: an x64 kernel's tasks (compiled by llvmlite) run without libtaichi on a stand-in for its runtime, whose
    parallel_for is taichi_aot_cpu_parallel_for_address() (its splits on threads of its own; the stand-in's
-   thread_pool points to the int32 count of threads a loop may use). A kernel called as any is (kind
-   TAICHI_AOT_KIND_CPU_CALL) has a plan: its arguments laid out as the CUDA plan's are (`args`, `arg_count`,
-   `args_size`, at most TAICHI_AOT_PLAN_MAX_BYTES) and, where it returns values, `result`: host memory of
-   `result_size` bytes its tasks write them into (RuntimeContext.result_buffer). taichi_aot_cpu_call returns 0,
-   TAICHI_AOT_PLAN_BAD_ARGS where an argument is not of the kind the plan lays out, or the library's error code
-   where an ndarray's memory is not its (ti_map_memory failed). */
+   thread_pool points to the int32 count of threads a loop may use). A kernel has a plan: its arguments laid out as
+   the CUDA plan's are (`args`, `arg_count`, `args_size`, at most TAICHI_AOT_PLAN_MAX_BYTES); a reverse-mode kernel
+   takes `grad_count` gradients after its arguments (each of its array's shape), and where its autodiff stacks are
+   bounded, `overflow` is the flag an overflow sets (cleared after each launch); where it returns values, `result`:
+   host memory of `result_size` bytes its tasks write them into (RuntimeContext.result_buffer). taichi_aot_cpu_call
+   returns 0, TAICHI_AOT_PLAN_BAD_ARGS where an argument is not of the kind the plan lays out,
+   TAICHI_AOT_STACK_OVERFLOW, or the library's error code where an ndarray's memory is not its (ti_map_memory
+   failed). */
 typedef struct {
     void *standin;
     void *const *tasks;
@@ -443,9 +444,10 @@ typedef struct {
     uint32_t arg_count;
     uint32_t args_size;
     void *result;
+    uint32_t grad_count;
+    int32_t *overflow;
 } TaichiAotCpuKernel;
 void *taichi_aot_cpu_parallel_for_address(void);
-void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args);
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uint32_t count, const TiArgument *args);
 
 /* backends/vulkan.c: a Vulkan module's kernels dispatched by taichi_aot itself on the VkDevice and compute queue of

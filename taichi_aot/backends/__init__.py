@@ -6,15 +6,16 @@ its name, module, the kinds of launch it makes, the arches it loads on, its prio
 kernel and graph, why it declines one, its reverse-mode kernels, its code unloaded) and reads its launches' error
 codes. A module's backends are asked in priority order, the own launches first:
 
-* "cuda", the own CUDA launcher (:mod:`.cuda`, reverse-mode kernels in :mod:`.cuda_reverse`): CUDA kernels the
-  module has PTX for, launched from taichi_aot's C plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper
-  a launch; the one that gives a CUDA kernel's return value (``value = kernel(a)``: libtaichi's C-API cannot);
+* "cuda", the own CUDA launcher (:mod:`.cuda`): CUDA kernels the module has PTX for, launched from taichi_aot's C
+  plans on any stream, capturable into CUDA graphs, 2.5-3x cheaper a launch; the one that gives a CUDA kernel's
+  return value (``value = kernel(a)``: libtaichi's C-API cannot);
 * "vulkan", the own Vulkan launch (:mod:`.vulkan`): Vulkan kernels dispatched from taichi_aot's C on libtaichi's
   device and queue, pipelines made once, descriptor sets kept for arrays passed again, launches batched into command
   buffers, loops over an ndarray's run-time length dispatched for its elements; it gives return values;
 * "x64", the own x64 launch (:mod:`.cpu`): x64 kernels compiled here from the module's IR (llvmlite) where libtaichi
-  cannot give them what they need: kernels that return values and kernels that take f64, i64, u64, u32, i8 or u8
-  scalars (and, as their primal's ``grad``, reverse-mode kernels: libtaichi cannot hand them their gradients);
+  cannot give them what they need: kernels that return values, kernels that take f64, i64, u64, u32, i8 or u8
+  scalars, and reverse-mode kernels (libtaichi cannot hand them their gradients: they take them after their
+  arguments, and run as their primal's ``grad``);
 * "taichi", libtaichi (:mod:`.libtaichi`): libtaichi_c_api's ``ti_launch_*``, every kernel and graph a module holds
   but those that return values; the reference, and the fallback of the others.
 
@@ -109,8 +110,7 @@ register(CUDA, ".cuda", (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CU
          choosable=True, priority=300)
 register(VULKAN, ".vulkan", (lib.TAICHI_AOT_KIND_VULKAN_KERNEL, lib.TAICHI_AOT_KIND_VULKAN_GRAPH),
          frozenset({Arch.VULKAN}), choosable=True, priority=250, files=True)
-register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL, lib.TAICHI_AOT_KIND_CPU_KERNEL), frozenset({Arch.X64}),
-         priority=200)
+register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL,), frozenset({Arch.X64}), priority=200)
 register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH))
 
 
@@ -279,7 +279,7 @@ class ModuleBackends:
 
     def reverse(self, module: Any, name: str, meta: ModuleInfo, threads: int | None) -> Any:
         """The reverse-mode kernel of kernel ``name`` (``<name>_grad``) as its primal's ``grad`` call, made once by the
-        first backend that runs it (``cuda_reverse.GradCall``, ``cpu.CpuKernel``); NotSupportedError saying why where
+        first backend that runs it (an ``_arguments.GradCall`` of its kernel); NotSupportedError saying why where
         there is none or it cannot run here. ``module`` is the AotModule asking (checked open before one is made),
         ``threads`` an x64 runtime's."""
         made = self._reverse.get(name)

@@ -1,10 +1,10 @@
-"""x64 kernels launched without libtaichi_c_api (``_csrc/backends/x64.c``): a module's reverse-mode (autodiff) kernels
-(:func:`compile_kernel`), and kernels called as any is whose values or scalars libtaichi's C-API cannot carry
-(:func:`compile_call`: a kernel that returns values, into a result buffer of ours; f64, i64, u64, u32, i8 and u8
-scalars, laid into the argument struct by the CUDA plan's layout).
+"""x64 kernels launched without libtaichi_c_api (``_csrc/backends/x64.c``): kernels libtaichi's C-API cannot give all
+they need, called as any kernel is (:func:`compile_call`): a reverse-mode (autodiff) kernel, its gradients after its
+arguments (libtaichi's ``TiNdArray`` has no field for the gradient pointer its argument struct holds beside each
+ndarray's data pointer: a launch crashed); a kernel that returns values, into a result buffer of ours; f64, i64,
+u64, u32, i8 and u8 scalars. Each is laid into the argument struct by the CUDA plan's layout, from the arguments
+every launch packs (``_arguments.py``): this room takes addresses, never another library's arrays.
 
-A reverse kernel's argument struct holds, for each ndarray that ``needs_grad``, a gradient pointer after its data
-pointer; libtaichi's ``TiNdArray`` has no field for it, so libtaichi cannot run the kernel (a launch crashed).
 Taichi's x64 IR is self-contained (its helpers inlined), so the kernel's ``NAME.ll`` is compiled here with llvmlite
 (the ``ptx`` extra) for this machine, and its tasks run in order on a stand-in for Taichi's ``LLVMRuntime``: the
 temporaries a serial task leaves for the next (field 14), and a ``parallel_for`` of ours (field 10) that runs a
@@ -28,14 +28,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .._arguments import c_api_passes, describe_value, gradient_map
-from .._arrays import array_like, host_array, on_cuda
+from .._arguments import GradCall, c_api_passes, gradient_signature
 from .._native import ffi, lib
-from .._nvtx import range_name
-from ..enums import NUMPY_DTYPES
-from ..errors import ArgumentTypeError, CorruptedDataError, InvalidArgumentError, NotSupportedError, OutOfMemoryError
+from ..errors import InvalidArgumentError, NotSupportedError, OutOfMemoryError
 from ..metadata import llvm_ir
-from ..metadata.model import _data_type
+from ..metadata.llvm import is_reverse
 from .choice import X64, Choice, own_choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,115 +46,6 @@ TEMPORARIES_BYTES = 64 << 10
 _LIBM = re.compile(r"(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:2|10|1p)?|pow|sqrt|cbrt|fabs|floor|ceil|round|"
                    r"trunc|fmod|fmin|fmax|hypot|erfc?|[lt]gamma)f?")
 _lock = threading.Lock()
-
-
-class CpuKernel:
-    """One reverse kernel compiled for this machine: its tasks' addresses and how its arguments are laid out."""
-
-    def __init__(self, name: str, tasks: list[int], slots: list[tuple], args_size: int, standin: np.ndarray,
-                 keep: list[Any]):
-        self.name = name
-        listed = ffi.new("void *[]", [ffi.cast("void *", a) for a in tasks])  # the tasks, in order
-        self.slots = slots  # per argument: ("ndarray", shape offsets, data, grad or None, dtype, ndim, elem) or
-        #                     ("scalar", offset, numpy dtype)
-        self.args_size = args_size
-        self.overflow: Any = None  # int32_t *: the flag of its checked stack accesses, where it has any
-        # the launch the dispatcher makes (launch.c, TAICHI_AOT_KIND_CPU_KERNEL): its tasks on the stand-in
-        self._kernel = ffi.new("TaichiAotCpuKernel *", {"standin": ffi.cast("void *", standin.ctypes.data),
-                                                        "tasks": listed, "count": len(tasks)})
-        self._range = range_name(name)  # its NVTX range (_nvtx.py)
-        self._launch_c = ffi.new("TaichiAotLaunch *", {"kind": lib.TAICHI_AOT_KIND_CPU_KERNEL, "handle": self._kernel,
-                                                       "flags": lib.TAICHI_AOT_LAUNCH_CODES, "name": self._range})
-        self._where = ffi.new("TaichiAotElsewhere *")
-        self._keep = [standin, listed, *keep]  # the stand-in, its temporaries, the execution engine: alive with it
-
-    def call(self, values: list[Any], grads: Any, names: list[str | None], what: list[str], kernel: str,
-             before: Any) -> None:
-        """The primal's ``grad(*values, grads=grads)``: every value and gradient checked (``what`` names each
-        argument, ``kernel`` the kernel), ``before()`` called, then the launch."""
-        arrays = [i for i, slot in enumerate(self.slots) if slot[0] == "ndarray"]
-        needing = [i for i in arrays if self.slots[i][3] is not None]
-        for i, slot in enumerate(self.slots):
-            values[i] = _host_array(values[i], slot, what[i], writable=False) if i in arrays \
-                else _host_scalar(values[i], slot[2], what[i])
-        checked = {i: _host_array(value, self.slots[i], f"{kernel}: the gradient of argument {i}", writable=True,
-                                  like=values[i])
-                   for i, value in gradient_map(grads, needing, names, f"{kernel}: grads").items()}
-        before()
-        self.launch(values, checked)
-
-    def launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
-        """Run the kernel (see :meth:`_launch`); OutOfMemoryError where it overflowed an autodiff stack."""
-        self._launch(values, grads)
-        if self.overflow is not None and self.overflow[0]:
-            self.overflow[0] = 0
-            raise OutOfMemoryError(f"kernel {self.name!r} {llvm_ir.STACK_OVERFLOWED}")
-
-    def _launch(self, values: list[Any], grads: dict[int, np.ndarray]) -> None:
-        """Run the kernel on ``values`` (numpy arrays and numbers, checked by the caller) with ``grads``."""
-        buf = bytearray(max(self.args_size, 8))
-        for i, (slot, value) in enumerate(zip(self.slots, values)):
-            if slot[0] == "scalar":
-                _, offset, dtype = slot
-                buf[offset:offset + dtype.itemsize] = np.array(value, dtype).tobytes()
-                continue
-            _, shape_offsets, data, grad, _, ndim, _ = slot
-            for off, extent in zip(shape_offsets, value.shape[:ndim] if ndim else (1,)):
-                struct.pack_into("<i", buf, off, extent)
-            struct.pack_into("<Q", buf, data, value.ctypes.data)
-            if grad is not None:
-                struct.pack_into("<Q", buf, grad, grads[i].ctypes.data if i in grads else 0)
-        launch = ffi.new("TaichiAotLaunch *", self._launch_c[0])  # one a call: calls may come from several threads
-        launch.args = ffi.from_buffer(buf)
-        lib.taichi_aot_launch_elsewhere(launch, self._where)
-
-
-def _host_array(value: Any, slot: tuple, what: str, writable: bool, like: Any = None) -> np.ndarray:
-    """``value`` as the C-contiguous numpy array the x64 launch hands its address of (a torch CPU tensor's own
-    memory), of the slot's dtype and dimensions (``like``'s shape, for a gradient)."""
-    value = _host_memory(value, what)
-    _, _, _, _, dtype, ndim, elem = slot
-    if value.dtype != dtype or value.ndim != ndim + len(elem) or tuple(value.shape[ndim:]) != elem:
-        raise ArgumentTypeError(f"{what}: expected {dtype} with {ndim} dimensions (element shape {elem}), got "
-                                f"{describe_value(value)}")
-    if like is not None and value.shape != like.shape:
-        raise InvalidArgumentError(f"{what}: shape {value.shape}, its array's is {like.shape}")
-    if not value.flags.c_contiguous or (writable and not value.flags.writeable):
-        raise InvalidArgumentError(f"{what}: the array must be C-contiguous{' and writable' if writable else ''}")
-    return value
-
-
-def _host_memory(value: Any, what: str) -> np.ndarray:
-    """``value``'s host memory as a numpy array (a torch CPU tensor's, a JAX CPU array's, any array's with DLPack
-    or an array interface): its memory, not a copy; CUDA memory and other values refused."""
-    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
-        if value.device.type != "cpu":
-            raise ArgumentTypeError(f"{what}: a tensor on {value.device}; the x64 launch takes CPU memory")
-        value = value.detach().numpy()
-    elif on_cuda(value, what):
-        raise ArgumentTypeError(f"{what}: {describe_value(value)} in CUDA memory; the x64 launch takes host memory")
-    elif array_like(value) and (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")):
-        value = host_array(value, what)
-    if not isinstance(value, np.ndarray):
-        raise ArgumentTypeError(f"{what}: expected a numpy array, a torch CPU tensor or an array of host memory "
-                                f"(DLPack, array interface), got {describe_value(value)}")
-    return value
-
-
-def _host_scalar(value: Any, dtype: np.dtype, what: str) -> Any:
-    """A scalar argument of the x64 launch, checked: a number of the argument's kind, within its dtype's range."""
-    integer = dtype.kind in "iu"
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
-        raise ArgumentTypeError(f"{what}: expected {dtype} scalar, got {describe_value(value)}")
-    if integer and not np.iinfo(dtype).min <= int(value) <= np.iinfo(dtype).max:
-        raise InvalidArgumentError(f"{what}: {value} is out of range for {dtype}")
-    if not integer:
-        with np.errstate(over="ignore"):
-            cast = np.array(float(value) if abs(value) < 1e308 else np.inf, dtype)
-        if np.isinf(cast) and np.isfinite(float(value)):
-            raise InvalidArgumentError(f"{what}: {describe_value(value)} is out of range for {dtype}")
-    return value
 
 
 def _llvm():
@@ -192,36 +80,6 @@ def _gate(text: str, returns: bool = False) -> str | None:
     if calls:
         return f"it calls {', '.join(calls)}, which only Taichi's runtime provides"
     return None
-
-
-def _slots(entry: dict) -> list[tuple]:
-    """How each argument is written into the argument struct: the plan's layout (``metadata/layout.py``'s ``arguments``,
-    every member found by name, as the CUDA launcher's), with what the host needs beside it (an ndarray's dtype and
-    element shape)."""
-    from ..metadata.layout import PlanError, arguments
-
-    try:
-        plan = arguments(entry, "the kernel's metadata")
-    except (PlanError, CorruptedDataError) as e:
-        raise NotSupportedError(f"its arguments cannot be laid out here: {e}") from None
-    params = {int(ids[0]): param for ids, param in entry["args"]}
-    out: list[tuple] = []
-    for index, laid in enumerate(plan["args"]):
-        param = params[index]
-        dtype = _data_type(laid["type"]) if "type" in laid else None
-        if laid["kind"] == "ndarray":
-            if dtype is None:
-                raise NotSupportedError(f"argument {index}: an ndarray of vectors or matrices")
-            elem = tuple(param["element_shape"])
-            dims = [laid["offset"] + 4 * d for d in range(laid["dims"])]
-            out.append(("ndarray", dims, laid["data"], laid.get("grad"), NUMPY_DTYPES[dtype],
-                        param["total_dim"] - len(elem), elem))
-        elif laid["kind"] == "scalar" and dtype is not None:
-            out.append(("scalar", laid["offset"], NUMPY_DTYPES[dtype]))
-        else:
-            kind = "a vector or matrix" if laid["kind"] == "tensor" else f"a scalar of type {laid.get('type')}"
-            raise NotSupportedError(f"argument {index}: {kind}")
-    return out
 
 
 class _Code:
@@ -283,23 +141,11 @@ def _compile(folder: str, name: str, entry: dict, threads: int, returns: bool) -
     return _Code(addresses, standin, [temporaries, pool, engine], overflow)
 
 
-def compile_kernel(folder: str, name: str, entry: dict, threads: int) -> CpuKernel:
-    """Reverse-mode kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for
-    this machine, its parallel loops on at most ``threads`` threads (the runtime's); NotSupportedError saying why
-    where the stand-in cannot run it."""
-    slots = _slots(entry)
-    code = _compile(folder, name, entry, threads, False)
-    kernel = CpuKernel(name, code.tasks, slots, entry["args_size"], code.standin, code.keep)
-    if code.overflow:
-        kernel.overflow = ffi.cast("int32_t *", code.overflow)
-    return kernel
-
-
 class CpuCall:
     """A kernel of an x64 module called as any kernel is (``kernel(x, 0.5)``, the C call, bound launches,
-    replays) and launched by the own x64 launch (``_csrc/backends/x64.c``, TAICHI_AOT_KIND_CPU_CALL): kernels
-    libtaichi's C-API cannot give all they need, those that return values (``results``: their reader) and those
-    that take f64, i64, u64, u32, i8 or u8 scalars. ``c`` is its TaichiAotCpuKernel with its argument plan."""
+    replays, a reverse kernel as its primal's ``grad``) and launched by the own x64 launch (``_csrc/backends/x64.c``,
+    TAICHI_AOT_KIND_CPU_CALL): kernels libtaichi's C-API cannot give all they need. ``c`` is its TaichiAotCpuKernel
+    with its argument plan, ``results`` the reader of the values it returns (or None)."""
 
     def __init__(self, c: Any, results: Any, keep: list[Any]):
         self.c = c
@@ -310,29 +156,36 @@ class CpuCall:
 def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
     """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine as
     a :class:`CpuCall`, its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the
-    own x64 launch cannot run it."""
+    own x64 launch cannot run it. A reverse-mode kernel takes its gradients after its arguments
+    (:func:`~taichi_aot._arguments.gradient_signature`); where its IR's autodiff stacks are checked, an overflow is
+    its launch's error (TAICHI_AOT_STACK_OVERFLOW)."""
     from ..metadata.layout import PlanError, arguments
-    from .plan import Results, c_args
+    from .plan import Results, c_args, gradients_match
 
     try:
         plan = arguments(entry, f"kernel {name!r}")
     except PlanError as e:
         raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {e}") from None
+    reverse = is_reverse(entry)
+    if reverse and not gradients_match(plan["args"], entry):
+        raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: its layout's gradient "
+                                "pointers are not its arguments that need gradients")
     code = _compile(folder, name, entry, threads, "results" in plan)
     results = Results(plan["results"], plan["result_size"]) if "results" in plan else None
-    args, _ = c_args(plan["args"], False)
+    args, grads = c_args(plan["args"], reverse)
     listed = ffi.new("void *[]", [ffi.cast("void *", a) for a in code.tasks])
     c = ffi.new("TaichiAotCpuKernel *", {
         "standin": ffi.cast("void *", code.standin.ctypes.data), "tasks": listed, "count": len(code.tasks),
         "args": args, "arg_count": len(plan["args"]), "args_size": plan["args_size"],
-        "result": results.host if results is not None else ffi.NULL})
+        "result": results.host if results is not None else ffi.NULL, "grad_count": grads,
+        "overflow": ffi.cast("int32_t *", code.overflow)})
     return CpuCall(c, results, [code.standin, listed, args, *code.keep])
 
 
 class X64Backend:
     """The own x64 launch as a module's backend (``choice.Backend``): the x64 kernels libtaichi's C-API cannot give
-    all they need (they return values, or take scalars it cannot pass), compiled at their first look-up; the others
-    are libtaichi's."""
+    all they need (reverse-mode kernels; kernels that return values or take scalars it cannot pass), compiled at
+    their first look-up; the others are libtaichi's."""
 
     name = X64
 
@@ -344,8 +197,9 @@ class X64Backend:
 
     @staticmethod
     def wants(info: KernelInfo) -> bool:
-        """Whether a kernel needs the own x64 launch: it returns values or takes scalars libtaichi cannot pass."""
-        return not info.reverse and (info.returns or not all(c_api_passes(a) for a in info.args))
+        """Whether a kernel needs the own x64 launch: a reverse-mode kernel, or one that returns values or takes
+        scalars libtaichi cannot pass."""
+        return info.reverse or info.returns or not all(c_api_passes(a) for a in info.args)
 
     def _call(self, name: str, info: KernelInfo) -> CpuCall | None:
         """Kernel ``name`` compiled (once), or None with the reason noted."""
@@ -369,6 +223,8 @@ class X64Backend:
         call = self._call(name, info)
         if call is None:
             return None
+        if info.reverse:  # libtaichi, which cannot run it, is not asked for it: its gradients follow its arguments
+            return own_choice(X64, lib.TAICHI_AOT_KIND_CPU_CALL, call.c, None), gradient_signature(info.args)
         return own_choice(X64, lib.TAICHI_AOT_KIND_CPU_CALL, call.c, library(), results=call.results), info.args
 
     def graph(self, info: GraphInfo, library: Any) -> Choice | None:
@@ -380,14 +236,17 @@ class X64Backend:
     def why_not(self, name: str) -> str | None:
         return self._refused.get(name)
 
-    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> CpuKernel | None:
-        """Kernel ``name``'s reverse-mode kernel ``grad`` compiled from the module's IR (llvmlite) as its primal's
-        ``grad`` call (NotSupportedError where it cannot be); None where the module has no IR files here."""
+    def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> GradCall | None:
+        """Kernel ``name``'s reverse-mode kernel ``grad`` (compiled from the module's IR with llvmlite) as its
+        primal's ``grad`` call, launched as any of its kernels is (the module's ``kernels[grad.name]``);
+        NotSupportedError saying why where it cannot run; None where the module has no IR files here."""
         if self._folder is None:
             return None
-        from ..ptx import kernel_entries
-
-        return compile_kernel(self._folder, grad.name, kernel_entries(self._folder)[grad.name], threads or 1)
+        if self._call(grad.name, grad) is None:
+            raise NotSupportedError(f"kernel {name!r}: its reverse-mode kernel {self._refused[grad.name]}"
+                                    .replace(f"kernel {grad.name!r} ", "", 1))
+        kernel = module.kernels[grad.name]
+        return GradCall(kernel, [a.index for a in grad.args if a.needs_grad])
 
     def unload(self) -> None:
         pass  # the compiled code lives as long as the calls that hold it
@@ -404,7 +263,9 @@ def launch_error(code: int, what: str) -> Exception:
     ndarray's memory it could not map, are libtaichi's to read)."""
     if code == lib.TAICHI_AOT_PLAN_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the x64 kernel's argument plan lays "
-                                    "out")
+                                    "out (a gradient: an ndarray of its array's shape)")
+    if code == lib.TAICHI_AOT_STACK_OVERFLOW:
+        return OutOfMemoryError(f"{what} {llvm_ir.STACK_OVERFLOWED}")
     from .libtaichi import launch_error as library_error
 
     return library_error(code, what)

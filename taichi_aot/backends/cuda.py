@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .. import _cuda, _cuda_host
+from .._arguments import GradCall, gradient_signature
 from .._native import ffi, lib
 from .._nvtx import range_name
 from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
@@ -43,12 +44,11 @@ from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, read_manifest
 from ..ptx.plan import check, from_entry
 from .choice import CUDA, OWN_FLAGS, Choice, own_choice
-from .plan import Results, c_args, dispatch_maps
+from .plan import Results, c_args, dispatch_maps, gradients_match
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
-    from .cuda_reverse import GradCall
 
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
@@ -70,7 +70,7 @@ def launch_error(code: int, what: str) -> Exception:
     an ndarray's memory it does not know, are libtaichi's to read)."""
     if code == lib.TAICHI_AOT_PLAN_BAD_ARGS:
         return InvalidArgumentError(f"{what}: an argument is not of the kind the kernel's argument plan lays out")
-    if code == lib.TAICHI_AOT_CUDA_STACK_OVERFLOW:
+    if code == lib.TAICHI_AOT_STACK_OVERFLOW:
         return OutOfMemoryError(f"{what}: {STACK_OVERFLOWED}")
     if code == lib.TAICHI_AOT_CUDA_CAPTURE_REFUSED:
         return NotSupportedError(
@@ -312,7 +312,7 @@ class Kernels:
         if isinstance(tasks, str):
             return tasks
         reverse = is_reverse(entry)  # a reverse kernel takes its gradients after its arguments
-        if reverse and not _gradients_match(plan["args"], entry):
+        if reverse and not gradients_match(plan["args"], entry):
             return "its layout's gradient pointers are not its arguments that need gradients"
         args, grads = c_args(plan["args"], reverse)
         c = ffi.new("TaichiAotCudaKernel *")
@@ -403,8 +403,6 @@ class CudaBackend:
         if plan is None:
             return None
         if info.reverse:  # libtaichi, which cannot run it, gives it no handle
-            from .cuda_reverse import gradient_signature
-
             return own_choice(CUDA, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, None), gradient_signature(info.args)
         results = self.kernels.results.get(name)
         return own_choice(CUDA, lib.TAICHI_AOT_KIND_CUDA_KERNEL, plan, library(), not plan.overflow and results is None,
@@ -431,11 +429,8 @@ class CudaBackend:
                 "cannot hand it its gradients), " + (f"which does not take it: {why}" if why else
                                                      "and the module has no PTX for it (build it where llvmlite "
                                                      "is installed, or run `taichi_aot ptx`)"))
-        from .cuda_reverse import GradCall
-
         handle, kernel = module.runtime.handle, module.kernels[grad.name]
-        return GradCall(kernel, kernel.packing(), module.runtime, lambda: module.closed,
-                        [a.index for a in grad.args if a.needs_grad],
+        return GradCall(kernel, [a.index for a in grad.args if a.needs_grad], lambda: module.closed,
                         lambda values, count, stream: own.launch_elsewhere(handle, grad.name, values, count, stream))
 
     def unload(self) -> None:
@@ -461,13 +456,6 @@ def _tasks(cu: Any, module: Any, tasks: list[dict]) -> Any:
         t.function = ffi.cast("void *", function.value)
         t.grid, t.block, t.trim = task["grid"], task["block"], int(task["name"].endswith("_range_for"))
     return out
-
-
-def _gradients_match(plan_args: list[dict], entry: dict) -> bool:
-    """Whether a reverse kernel's laid-out gradient pointers are its arguments the metadata says need gradients."""
-    laid = [i for i, arg in enumerate(plan_args) if "grad" in arg]
-    needing = sorted(int(key[0]) for key, a in entry.get("args") or [] if a.get("needs_grad"))
-    return laid == needing
 
 
 def _overflow_flag(cu: Any, module: Any) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 from .._native import ffi, lib
 from ..metadata.layout import SCALAR_SIZES
 
-__all__ = ["Results", "c_args", "dispatch_maps"]
+__all__ = ["Results", "c_args", "dispatch_maps", "gradients_match"]
 
 _KINDS = {"ndarray": lib.TAICHI_AOT_PLAN_NDARRAY, "scalar": lib.TAICHI_AOT_PLAN_SCALAR,
           "tensor": lib.TAICHI_AOT_PLAN_TENSOR}
@@ -31,6 +31,13 @@ def c_args(plan_args: list[dict], reverse: bool) -> tuple[Any, int]:
         else:
             a.size, a.count = arg["size"], arg.get("count", 1)
     return args, grads
+
+
+def gradients_match(plan_args: list[dict], entry: dict) -> bool:
+    """Whether a reverse kernel's laid-out gradient pointers are its arguments the metadata says need gradients."""
+    laid = [i for i, arg in enumerate(plan_args) if "grad" in arg]
+    needing = sorted(int(key[0]) for key, a in entry.get("args") or [] if a.get("needs_grad"))
+    return laid == needing
 
 
 def dispatch_maps(info: Any, arg_counts: list[int]) -> list[int] | None:

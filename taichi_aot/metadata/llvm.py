@@ -200,8 +200,8 @@ def is_reverse(entry: dict) -> bool:
 
 #: Why a reverse-mode kernel is not launched through libtaichi_c_api.
 REVERSE = ("a reverse-mode (autodiff) kernel: libtaichi_c_api cannot hand it its gradient arrays (the C-API's "
-           "TiNdArray has no gradient field; a launch crashed); run it as its primal's grad(...) (x64; on CUDA the "
-           "own launcher takes it by name too)")
+           "TiNdArray has no gradient field; a launch crashed); taichi_aot's own x64 and CUDA launches run it, its "
+           "gradients after its arguments, and as its primal's grad(...)")
 
 
 def _llvm_kernel(name: str, k: Any) -> KernelInfo:

@@ -69,8 +69,7 @@ static int taichi_aot_raw_launch(const TaichiAotLaunch *l, int launch) {
             (void)CALL(ti_get_last_error)(NULL, NULL);
         }
         return 0;
-    case TAICHI_AOT_KIND_CPU_KERNEL: /* the own x64 launches: not timed by this loop */
-    case TAICHI_AOT_KIND_CPU_CALL:
+    case TAICHI_AOT_KIND_CPU_CALL: /* the own x64 launch: not timed by this loop */
     default:
         return -1;
     }

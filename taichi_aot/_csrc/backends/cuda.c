@@ -56,7 +56,7 @@ static void ptx_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *p
    out, or the library's error code where an ndarray's memory is not its (ti_export_cuda_memory failed). */
 static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArgument *args, unsigned char *params,
                     uint64_t *elements) {
-    uint32_t i, d, gradient = k->arg_count;
+    uint32_t i, gradient = k->arg_count;
     int exported = 0;
     *elements = 0;
     memset(params, 0, k->args_size);
@@ -74,20 +74,11 @@ static int ptx_pack(TiRuntime runtime, const TaichiAotCudaKernel *k, const TiArg
             }
             ptx_pointer(runtime, nd, params, a->data, &exported);
             if (a->grad != 0) { /* its gradient: the next of the arguments after the kernel's own */
-                const TiNdArray *g;
-                if (gradient >= k->arg_count + k->grad_count || args[gradient].type != TI_ARGUMENT_TYPE_NDARRAY) {
+                const TiNdArray *g = taichi_aot_plan_gradient(nd, args, k->arg_count + k->grad_count, &gradient);
+                if (g == NULL) {
                     return TAICHI_AOT_PLAN_BAD_ARGS;
                 }
-                g = &args[gradient].value.ndarray;
-                if (g->shape.dim_count != nd->shape.dim_count) {
-                    return TAICHI_AOT_PLAN_BAD_ARGS;
-                }
-                for (d = 0; d < nd->shape.dim_count && d < 16; ++d) { /* the kernel indexes it as its array */
-                    if (g->shape.dims[d] != nd->shape.dims[d]) {
-                        return TAICHI_AOT_PLAN_BAD_ARGS;
-                    }
-                }
-                ptx_pointer(runtime, &args[gradient++].value.ndarray, params, a->grad, &exported);
+                ptx_pointer(runtime, g, params, a->grad, &exported);
             }
         } else if (taichi_aot_plan_value(a, v, params) != 0) {
             return TAICHI_AOT_PLAN_BAD_ARGS;
@@ -211,7 +202,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         return code;
     }
     if (overflowed) {
-        return TAICHI_AOT_CUDA_STACK_OVERFLOW;
+        return TAICHI_AOT_STACK_OVERFLOW;
     }
     return code != 0 ? TAICHI_AOT_CUDA_ERROR - code : 0;
 }

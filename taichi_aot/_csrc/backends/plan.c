@@ -92,6 +92,28 @@ uint64_t taichi_aot_plan_shape(const TaichiAotArgPlan *a, const TiNdArray *nd, u
     return count;
 }
 
+/* The gradient of ndarray `nd` in a reverse-mode kernel's arguments: `args[*next]` (then advanced), the next of those
+   after the kernel's own, which end at `end`; NULL where there is none left or it is not an ndarray of `nd`'s shape
+   (the kernel indexes it as its array). */
+const TiNdArray *taichi_aot_plan_gradient(const TiNdArray *nd, const TiArgument *args, uint32_t end, uint32_t *next) {
+    const TiNdArray *g;
+    uint32_t d;
+    if (*next >= end || args[*next].type != TI_ARGUMENT_TYPE_NDARRAY) {
+        return NULL;
+    }
+    g = &args[*next].value.ndarray;
+    if (g->shape.dim_count != nd->shape.dim_count) {
+        return NULL;
+    }
+    for (d = 0; d < nd->shape.dim_count && d < 16; ++d) {
+        if (g->shape.dims[d] != nd->shape.dims[d]) {
+            return NULL;
+        }
+    }
+    ++*next;
+    return g;
+}
+
 /* A scalar or vector argument's bytes written at its plan's offset in `params`; 0, or TAICHI_AOT_PLAN_BAD_ARGS where
    the TiArgument is not what the plan expects. */
 int taichi_aot_plan_value(const TaichiAotArgPlan *a, const TiArgument *v, unsigned char *params) {

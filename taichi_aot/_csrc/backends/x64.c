@@ -1,5 +1,6 @@
-/* Kernels of an x64 module launched without libtaichi_c_api: reverse-mode (autodiff) kernels, whose argument struct
-   holds a gradient pointer beside each ndarray's data pointer, which libtaichi's TiNdArray cannot fill.
+/* Kernels of an x64 module launched without libtaichi_c_api: those libtaichi's C-API cannot give all they need, as a
+   reverse-mode (autodiff) kernel, whose argument struct holds a gradient pointer beside each ndarray's data pointer,
+   which libtaichi's TiNdArray cannot fill (its gradients are passed after its arguments, as the CUDA launcher's).
 
    backends/cpu.py compiles the kernel's IR (the module's NAME.ll, self-contained: Taichi's helpers are inlined) with
    llvmlite and hands over its tasks' addresses; a launch runs them in order on a RuntimeContext of the argument
@@ -88,10 +89,6 @@ static void cpu_run(const TaichiAotCpuKernel *kernel, void *args) {
     }
 }
 
-void taichi_aot_cpu_launch(const TaichiAotCpuKernel *kernel, void *args) {
-    cpu_run(kernel, args);
-}
-
 /* An ndarray argument's host address: the argument's memory itself (TAICHI_AOT_POINTER_TAG: an array taken anew
    in C), else libtaichi's memory mapped (on x64 its address; unmapping it is a no-op); 0 where it is not the
    library's (its error is left in the library's slot). */
@@ -107,10 +104,23 @@ static uint64_t cpu_address(TiRuntime runtime, const TiNdArray *nd) {
     return (uint64_t)(uintptr_t)mapped;
 }
 
+/* An ndarray's host address written at `at` in `params`; 0, or the library's error (else TAICHI_AOT_PLAN_BAD_ARGS)
+   where its memory is not the library's. */
+static int cpu_pointer(TiRuntime runtime, const TiNdArray *nd, unsigned char *params, uint32_t at) {
+    uint64_t address = cpu_address(runtime, nd);
+    if (address == 0) {
+        int error = (int)ti_get_last_error(NULL, NULL);
+        return error != 0 ? error : TAICHI_AOT_PLAN_BAD_ARGS;
+    }
+    memcpy(params + at, &address, 8);
+    return 0;
+}
+
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t count, const TiArgument *args) {
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES] __attribute__((aligned(16)));
-    uint32_t i;
-    if (count != k->arg_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
+    uint32_t i, gradient = k->arg_count, end = k->arg_count + k->grad_count;
+    int code;
+    if (count != end || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     memset(params, 0, k->args_size);
@@ -119,21 +129,32 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
         const TiArgument *v = &args[i];
         if (a->kind == TAICHI_AOT_PLAN_NDARRAY) {
             const TiNdArray *nd = &v->value.ndarray;
-            uint64_t address;
             if (v->type != TI_ARGUMENT_TYPE_NDARRAY) {
                 return TAICHI_AOT_PLAN_BAD_ARGS;
             }
             taichi_aot_plan_shape(a, nd, params);
-            address = cpu_address(runtime, nd);
-            if (address == 0) {
-                int error = (int)ti_get_last_error(NULL, NULL);
-                return error != 0 ? error : TAICHI_AOT_PLAN_BAD_ARGS;
+            if ((code = cpu_pointer(runtime, nd, params, a->data)) != 0) {
+                return code;
             }
-            memcpy(params + a->data, &address, 8);
+            if (a->grad != 0) { /* its gradient: the next of the arguments after the kernel's own */
+                const TiNdArray *g = taichi_aot_plan_gradient(nd, args, end, &gradient);
+                if (g == NULL) {
+                    return TAICHI_AOT_PLAN_BAD_ARGS;
+                }
+                if ((code = cpu_pointer(runtime, g, params, a->grad)) != 0) {
+                    return code;
+                }
+            }
         } else if (taichi_aot_plan_value(a, v, params) != 0) {
             return TAICHI_AOT_PLAN_BAD_ARGS;
         }
     }
+    if (gradient != end) {
+        return TAICHI_AOT_PLAN_BAD_ARGS;
+    }
     cpu_run(k, params);
+    if (k->overflow != NULL && __atomic_exchange_n(k->overflow, 0, __ATOMIC_RELAXED) != 0) {
+        return TAICHI_AOT_STACK_OVERFLOW;
+    }
     return 0;
 }
