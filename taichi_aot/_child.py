@@ -14,12 +14,12 @@ Nothing of the package is imported here.
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import stat
-import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import subprocess
 
 #: The folder holding the taichi_aot in use: the children start there, so they import this same package
 #: whatever the caller's working directory holds (a checkout's unbuilt copy there shadowed an installed one,
@@ -55,6 +55,8 @@ def app_identity() -> str | None:
     process itself runs from a folder unpacked anew at every start, where its ``sys.executable`` lies), as its
     bootstrap names it (``NUITKA_ONEFILE_BINARY``) or as it was started (``__compiled__.original_argv0``), else
     :func:`frozen_executable`."""
+    import shutil
+
     compiled = globals().get("__compiled__")
     if compiled is not None:
         started = getattr(compiled, "original_argv0", None) or ""
@@ -112,6 +114,9 @@ def serve_child() -> None:
 def run_child(code: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``code`` run with ``args`` (``sys.argv[1:]``) in a child process of this environment, its first line
     _STARTED; TimeoutExpired past ``timeout``; NoChildError in a frozen app that serves none."""
+    import secrets
+    import subprocess
+
     code = f"print({_STARTED!r}, flush=True)\n{code}"
     env = os.environ.copy()
     app = frozen_executable()

@@ -8,11 +8,8 @@ once; a module sealed by ``taichi_aot build`` (its files as built, recorded besi
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import stat
-import subprocess
 import sys
 from typing import Any
 
@@ -45,6 +42,8 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
 
 
 def _module_digest(folder: str, arch: Arch, identity: str) -> str:
+    import hashlib
+
     h = hashlib.sha256(f"{int(arch)}\0{identity}\0{build_identity()}\0".encode())
     hash_module_files(h, folder)
     return h.hexdigest()
@@ -81,6 +80,8 @@ _SIDECAR, _SEAL = "taichi_aot.json", "files_sha256"
 def module_seal(folder: str) -> str:
     """The digest of a module folder's files but its sidecar: what ``build`` records in the sidecar of each part it
     made (:func:`sealed`)."""
+    import hashlib
+
     h = hashlib.sha256()
     hash_module_files(h, folder, skip=_SIDECAR)
     return h.hexdigest()
@@ -91,6 +92,8 @@ def sealed(folder: str) -> bool:
     step's), as its sidecar's seal records them: the package's own checks of what libtaichi reads (the binary
     metadata compared byte for byte, the arguments' layout against the code) then vouch for it, and its first load
     needs no child process. A seal is against damage, not forgery: whoever may write the module may write it."""
+    import json
+
     try:
         with open(os.path.join(folder, _SIDECAR), encoding="utf-8") as f:
             seal = json.load(f).get(_SEAL)
@@ -116,6 +119,9 @@ def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str],
 
 def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str) -> str:
     """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
+    import json
+    import subprocess
+
     digest = _module_digest(folder, arch, identity)
     path = os.path.join(cache_folder(), "modules", f"{digest[:32]}.txt")
     kept = read_entry(path, f"module {digest}")
@@ -148,6 +154,8 @@ def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[st
 def _module_child(folder: str, arch_value: int, names: str) -> int:
     # Runs in the child: load the module and look up every kernel and graph, with the library alone (no checks of
     # ours: they are what this tests). Errors the library reports are no crash: the parent meets them again.
+    import json
+
     from ._library import Quiet
     from ._native import ffi, lib
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import tempfile
 
 from ._trust import untrusted_file
 
@@ -62,6 +60,9 @@ def ensure_home() -> str:
     if not home and found and not _safe(found):
         os.environ["HOME"] = found
         return f"{why}: the password database's home, {found}"
+    import shutil
+    import tempfile
+
     own = tempfile.mkdtemp(prefix="taichi_aot-home-")
     creator = os.getpid()
 

@@ -28,7 +28,6 @@ import importlib.util
 import logging
 import os
 import sys
-import tempfile
 import threading
 from typing import NamedTuple
 
@@ -277,8 +276,7 @@ class _LogSink:
         """Create the library's logger with its stream pointing here (once, at import)."""
         if library_output_enabled():
             return
-        with tempfile.TemporaryFile() as file:
-            fd = os.dup(file.fileno())
+        fd = _unnamed_file()
         stream = lib.taichi_aot_stdio_open(os.dup(fd))
         if stream == ffi.NULL:
             os.close(fd)
@@ -334,6 +332,20 @@ class _LogSink:
                 os.ftruncate(fd, 0)  # the stream appends: its next line starts the file again
                 self._forwarded = 0
         return text
+
+
+def _unnamed_file() -> int:
+    """A file with no name, open for reading and writing: memory of this process's own (``memfd_create``: no
+    folder another user can write is touched), else an unlinked temporary file; tempfile is imported only there."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.memfd_create("taichi_aot-log", getattr(os, "MFD_CLOEXEC", 0))
+        except OSError:
+            pass
+    import tempfile
+
+    with tempfile.TemporaryFile() as file:
+        return os.dup(file.fileno())
 
 
 #: Where the library's log lines go in Python: ``logging.getLogger("taichi_aot")``, with a NullHandler, so that
@@ -410,6 +422,8 @@ class Cerr:
         try:
             if sys.stderr is not None:
                 sys.stderr.flush()
+            import tempfile
+
             fd, self.path = tempfile.mkstemp(prefix=f"taichi_aot-{os.getpid()}-", suffix=".log")
             self._file = os.fdopen(fd, "w+b")
             self._saved = os.dup(2)

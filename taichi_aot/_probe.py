@@ -17,23 +17,20 @@ process.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import glob
-import hashlib
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import threading
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
 from ._child import NoChildError, app_identity, run_child, started
 from .enums import CPU_ARCHS, Arch, Error
+
+if TYPE_CHECKING:  # pragma: no cover
+    import subprocess
 
 _MARK = "taichi_aot-probe:"
 
@@ -43,7 +40,6 @@ VULKAN_DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "v
 
 class VulkanDevice(NamedTuple):
     """A Vulkan physical device, as the loader reports it."""
-
     name: str
     type: str  # one of VULKAN_DEVICE_TYPES' names
     api_version: str
@@ -58,7 +54,6 @@ class VulkanDevice(NamedTuple):
 
 class ArchStatus(NamedTuple):
     """What the probe found for one arch."""
-
     arch: Arch
     available: bool
     device_count: int | None  # None where the C-API gives no way to count
@@ -188,6 +183,8 @@ def _max_allocation(c: Any, vk: Any, device: Any, api: int) -> int:
 
 def cuda_gpu_count() -> tuple[int, str]:
     """Devices libcuda reports, or (0, why not)."""
+    import ctypes.util
+
     name = ctypes.util.find_library("cuda") or "libcuda.so.1"
     try:
         cuda = ctypes.CDLL(name)
@@ -222,6 +219,8 @@ _UNSERVED = ("not probed in a child process: this frozen app serves none (PyInst
 
 
 def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
+    import subprocess
+
     try:
         proc = run_child(f"import sys; from taichi_aot._probe import _child; sys.exit(_child({int(arch)}))",
                           timeout=timeout)
@@ -246,6 +245,8 @@ _OTHERS = "python -m taichi_aot archs lists those that work here"
 
 def _died(arch: Arch, proc: subprocess.CompletedProcess[str]) -> str:
     """Why an arch is unavailable where its probe's child process ended without an answer, said so a user can act."""
+    import signal
+
     tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
     if proc.returncode >= 0:
         return f"the probe's child process ended with exit status {proc.returncode} {tail[0]}".strip()
@@ -337,6 +338,8 @@ def _device(row: Any) -> VulkanDevice:
 
 def _vulkan_devices_in_child(timeout: float) -> tuple[list[VulkanDevice], str]:
     # the loader's drivers run in a child too: a broken driver must not take this process with it
+    import subprocess
+
     try:
         proc = run_child("import json; from taichi_aot._probe import vulkan_devices; "
                           "d, why = vulkan_devices(); print(json.dumps([[*x] for x in d]))", timeout=timeout)
@@ -358,6 +361,8 @@ _LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", f"/usr/lib/{platfor
 
 def _shared_libraries(*names: str) -> list[str]:
     """Files of these shared libraries in the usual folders and LD_LIBRARY_PATH (a cheap look: no ldconfig)."""
+    import glob
+
     folders = [*os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep), *_LIBRARY_DIRS]
     return sorted({f for d in folders if d for n in names for f in glob.glob(os.path.join(d, f"lib{n}.so*"))})
 
@@ -365,6 +370,8 @@ def _shared_libraries(*names: str) -> list[str]:
 def library_identity(library: str) -> str:
     """What tells the library at ``library`` from another, wherever it lies (a one-file app unpacks it into a new
     folder at every start): its ELF build id, else its size and the digest of its first MiB."""
+    import hashlib
+
     found = _identities.get(library)
     if found is not None:
         return found
@@ -392,6 +399,8 @@ _OWN_LIB_DIR = "(the library's own)"
 def _cache_key(library: str) -> str:
     """A digest of what the probe's answer depends on (the library by its identity and a frozen app by its own
     executable: a one-file app's unpack folder, where Nuitka's sys.executable lies, is new at every start)."""
+    import hashlib
+
     parts: list[str] = [_FORMAT, build_identity(), app_identity() or sys.executable, platform.machine(),
                         library_identity(library)]
     icds = _vulkan_driver_files()
@@ -428,6 +437,8 @@ _LOADER_VARIABLES = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES
 def _vulkan_driver_files() -> list[str]:
     """The Vulkan loader's driver manifests (ICD files), where it looks for them: the variables that name them,
     the system's and the user's folders."""
+    import glob
+
     named = [f for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
              for f in os.environ.get(var, "").split(os.pathsep) if f]
     homes = [os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"),
@@ -522,7 +533,6 @@ def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | No
 class Answers:
     """The probe's answers a process holds: for every arch, probed once (:func:`cached_probe`), or for a few named
     alone until then; an arch asked for by name that was found unavailable is asked again."""
-
     def __init__(self) -> None:
         self._all: dict[Arch, ArchStatus] | None = None
         self._some: dict[Arch, ArchStatus] = {}

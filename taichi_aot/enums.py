@@ -15,7 +15,6 @@ backend families, and the size and numpy dtype of each data type.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -322,6 +321,8 @@ def arch_name_hint(name: str, names: Sequence[str], archs_command: bool = True) 
     """What to write instead of the unknown arch ``name`` (one of ``names``), as the end of its message: the names
     near it (``: did you mean 'vulkan'?``), or the backends for a kind of device (``"gpu"``), then ``names`` and,
     with ``archs_command``, the command that lists those that work here."""
+    import difflib
+
     key = name.strip().lower()
     lowered = {n.lower(): n for n in names}
     near = difflib.get_close_matches(key, list(lowered), n=2, cutoff=0.6) if key not in _DEVICE_WORDS else []

@@ -11,7 +11,6 @@ another backend family, another LLVM arch or another Taichi minor version raises
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import shutil
 import threading
@@ -71,6 +70,8 @@ class _Source(NamedTuple):
 
 def _digest(data: bytes | None, path: str | None) -> str:
     """The digest of a module's content: its bytes, a folder's files (names and contents) or a file's bytes."""
+    import hashlib
+
     h = hashlib.sha256()
     if data is not None:
         h.update(data)

@@ -13,9 +13,10 @@ its start to its exit. Variants, each its own rows:
   loading the same one-line kernel from PTX (``RawModule``), launching it and reading its result; and the floor of a
   CUDA runtime's start: a fresh process's ``cuInit`` and the primary context of device 0 retained (ctypes).
 
-Targets: the statement ``import taichi_aot`` at most 250 ms (``import numpy`` before it is the program's own, as in
-every program that hands taichi_aot numpy, torch, JAX or CuPy arrays: a row of its own, in the process's total); on
-CUDA, the first result of a fresh process with a warm cache at most CuPy's (whose import brings numpy), and
+Targets: the statement ``import taichi_aot`` at most 50 ms (``import numpy`` before it is the program's own, as in
+every program that hands taichi_aot numpy, torch, JAX or CuPy arrays: a row of its own, in the process's total; what
+only building, fetching, probing or a module's reading needs is imported there, not at import); on CUDA, the first
+result of a fresh process with a warm cache at most 0.9x CuPy's (whose import brings numpy), and
 ``Runtime("cuda")`` (the own runtime) at most 1.2x the primary context's floor.
 """
 
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["startup"]
 
-IMPORT_TARGET_MS = 250.0
+IMPORT_TARGET_MS = 50.0
 RUNTIME_TARGET = 1.2  # Runtime("cuda") against retaining the primary context, in a fresh process
+CUPY_TARGET = 0.9  # a warm start's whole run to its first result against CuPy's from PTX, in the same run
 #: A fresh process's phases, printed as JSON (seconds each).
 _OURS = r"""
 import json, sys, time
@@ -155,7 +157,7 @@ def startup(bench: Bench) -> list[Row]:
 
 
 def _against_cupy(bench: Bench, by: dict[str, Row], env: dict[str, str], count: int, params: dict) -> list[Row]:
-    """CuPy's fresh process beside ours, and our warm start's total against its (target: at most 1.0)."""
+    """CuPy's fresh process beside ours, and our warm start's total against its (target: at most CUPY_TARGET)."""
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(_PTX)
     try:
@@ -170,5 +172,5 @@ def _against_cupy(bench: Bench, by: dict[str, Row], env: dict[str, str], count: 
     ours = by["warm cache: total"]
     ours.limit = "CuPy from PTX: total"
     ours.ratio = ours.median / statistics.median(cupy["total"])
-    ours.target, ours.met = "<= 1.0", ours.ratio <= 1.0
+    ours.target, ours.met = f"<= {CUPY_TARGET}", ours.ratio <= CUPY_TARGET
     return rows

@@ -118,15 +118,30 @@ def _steps() -> str:
         return f.read().split("### Adding a backend", 1)[1].split("\n## ", 1)[0]
 
 
-def _changed(old: str, new: str, at: str = "") -> list[str]:
+def changed_files(old: str, new: str, at: str = "") -> list[str]:
     """Files added or changed in tree ``new`` against ``old`` (compiled files and caches left out)."""
     out = []
     cmp = filecmp.dircmp(old, new, ignore=["__pycache__", "_lib"])
     out += [at + n for n in cmp.right_only]
     out += [at + n for n in cmp.diff_files]
     for sub in cmp.common_dirs:
-        out += _changed(os.path.join(old, sub), os.path.join(new, sub), f"{at}{sub}/")
+        out += changed_files(os.path.join(old, sub), os.path.join(new, sub), f"{at}{sub}/")
     return out
+
+
+def package_copy(tmp_path, room: str, text: str, registry: str, before: str, line: str) -> list[str]:
+    """A copy of the package in ``tmp_path`` (its library linked), with file ``room`` (``text``) added and ``line``
+    written into ``registry`` before ``before``, as a contributor's steps do; the files that differ from the package's,
+    sorted."""
+    package = os.path.join(ROOT, "taichi_aot")
+    copy = tmp_path / "taichi_aot"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "_lib"))
+    os.symlink(os.path.join(package, "_lib"), copy / "_lib")
+    (copy / room).write_text(text)
+    written = (copy / registry).read_text()
+    at = written.index(before)
+    (copy / registry).write_text(written[:at] + line + written[at:])
+    return sorted(changed_files(package, str(copy)))
 
 
 def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list(modules, tmp_path):
@@ -135,17 +150,7 @@ def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list
     module's add kernel, libtaichi the others, with the right values, and keeps a record per runtime; the files
     touched are those the page names."""
     require_arch(Arch.X64)
-    package = os.path.join(ROOT, "taichi_aot")
-    copy = tmp_path / "taichi_aot"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "_lib"))
-    os.symlink(os.path.join(package, "_lib"), copy / "_lib")
-    (copy / "backends" / "toy.py").write_text(TOY)
-    registry = copy / "backends" / "__init__.py"
-    text = registry.read_text()
-    last = text.index("register(LIBTAICHI")
-    registry.write_text(text[:last] + REGISTRATION + text[last:])
-
-    touched = sorted(_changed(package, str(copy)))
+    touched = package_copy(tmp_path, "backends/toy.py", TOY, "backends/__init__.py", "register(LIBTAICHI", REGISTRATION)
     assert touched == ["backends/__init__.py", "backends/toy.py"]
     steps = _steps()
     named = set(re.findall(r"`([\w./<>]+)`", steps))

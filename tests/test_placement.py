@@ -5,10 +5,16 @@ that it runs on every commit, the host arrays copied by the device alone, and an
 from __future__ import annotations
 
 import gc
+import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from test_backends import package_copy
 
+from conftest import ROOT, require_arch
 from taichi_aot import Arch, Runtime, _probe, capi
 from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError
 from taichi_aot.placement import staging
@@ -462,3 +468,103 @@ def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     del host, view
     gc.collect()
     assert rt.device._imports.kept_bytes() == 0
+
+
+#: A toy device room, as the contributor page's "A runtime and memory of its own" asks: x64 runtimes whose memory is
+#: one arena of the room's own (a region of anonymous memory handed out in aligned pieces, imported into libtaichi),
+#: with libtaichi's CPU runtime as its native part.
+TOY_ROOM = '''
+"""A toy device room (the contributor page's steps, followed by tests/test_placement.py)."""
+
+import functools
+import mmap
+
+from .. import capi
+from .._native import ffi
+from ..errors import OutOfMemoryError
+from .base import Block, open_native as open_native
+from .host import HostDevice
+
+ARENA = 1 << 24
+
+
+class ArenaDevice(HostDevice):
+    policy = "toy"
+
+    def __init__(self, runtime):
+        super().__init__(runtime)
+        self.arena = mmap.mmap(-1, ARENA)
+        self.base = int(ffi.cast("uintptr_t", ffi.from_buffer(self.arena)))
+        self.used = 0
+        self.blocks = 0
+
+    def why_default(self):
+        return "the toy's arena"
+
+    def allocate(self, size, flags):
+        start = (self.used + 255) // 256 * 256
+        if start + size > ARENA:
+            raise OutOfMemoryError(f"allocate_memory: {size} bytes: the toy's arena is full")
+        self.used, self.blocks = start + size, self.blocks + 1
+        rt = self._runtime.handle
+        handle = capi.import_cpu_memory(rt, self.base + start, size).cdata
+        return Block(handle, functools.partial(capi.free_memory, rt, handle), self.base + start)
+
+
+def device(runtime, native):
+    return ArenaDevice(runtime)
+'''
+
+#: Its registration, one line in placement/__init__.py.
+TOY_REGISTRATION = 'register("toy", ".toy", frozenset({Arch.X64}), priority=200)\n'
+
+#: What the copy runs: an x64 runtime on the toy's memory, a Taichi-compiled kernel on it, its values read back.
+TOY_RUN = '''
+import sys
+import numpy as np
+import taichi_aot
+from taichi_aot import Arch, Runtime
+from taichi_aot.placement import registered
+
+assert taichi_aot.__file__.startswith(sys.argv[2]), taichi_aot.__file__
+print("rooms", [r.name for r in registered()])
+with Runtime(Arch.X64) as rt:
+    device = rt.device
+    mod = rt.load_module(sys.argv[1])
+    x, y = rt.ndarray((8,), np.float32), rt.ndarray((8,), np.float32)
+    x.from_numpy(np.arange(8, dtype=np.float32))
+    y.from_numpy(np.ones(8, dtype=np.float32))
+    mod.kernels["add"](x, y, 2.0)
+    rt.wait()
+    address = np.asarray(x).__array_interface__["data"][0]
+    print("device", device.policy, device.blocks, device.base <= address < device.base + device.used)
+    print("values", x.to_numpy().tolist())
+'''
+
+
+def _runtime_steps() -> str:
+    with open(os.path.join(ROOT, "docs", "contributing.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text.split("6. **A runtime and memory of its own**", 1)[1].split("\n7. ", 1)[0]
+
+
+def test_a_toy_runtime_with_its_own_memory_by_the_contributor_steps_touches_only_the_files_they_list(modules,
+                                                                                                      tmp_path):
+    """The page's step 6, followed for a runtime whose memory is its own (an arena it hands out): its room in
+    ``placement/`` and its registration; in a copy of the package, an x64 runtime is the toy's, a Taichi-compiled
+    kernel runs on the arena's memory with the right values, and the files touched are those the page names."""
+    require_arch(Arch.X64)
+    touched = package_copy(tmp_path, "placement/toy.py", TOY_ROOM, "placement/__init__.py", 'register("library"',
+                           TOY_REGISTRATION)
+    assert touched == ["placement/__init__.py", "placement/toy.py"]
+    named = set(re.findall(r"`([\w./<>]+)`", _runtime_steps()))
+    assert {"placement/", "placement/__init__.py"} <= named, named
+
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", TOY_RUN, modules.path(Arch.X64), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["rooms"] == "['toy', 'cuda', 'vulkan', 'host', 'library']"
+    assert lines["device"] == "toy 2 True"  # both arrays in the arena, the kernel's output among them
+    assert lines["values"] == str([float(k + 2) for k in range(8)])

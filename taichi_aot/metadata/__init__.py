@@ -17,14 +17,10 @@ import logging
 import os
 import re
 from dataclasses import replace
+from typing import Any
 
 from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
-from . import consistency, llvm_code, schema, tcb
-from .gfx import _check_tasks, _gfx, _gfx_graphs, forget_shaders
-from .gfx140 import GfxArgument, GfxGraph, GfxGraphArg, GfxKernel, GfxRuntime140
-from .llvm import MAX_DEPTH, _cpu_threads, _llvm, _llvm_arch, parse_text
-from .llvm import _llvm_graphs as _llvm_graphs  # tests read graphs.tcb bytes through it
 from .model import (
     GRAPH_KINDS,
     PTYPE_KINDS,
@@ -48,6 +44,22 @@ from .source import (
 )
 
 _log = logging.getLogger("taichi_aot")
+
+#: Names of the format rooms, imported at their first use (a module's reading imports its family's alone: gfx for
+#: Vulkan, Metal and OpenGL, LLVM for x64 and CUDA; importing the package reads neither).
+_LAZY = {"GfxArgument": ".gfx140", "GfxGraph": ".gfx140", "GfxGraphArg": ".gfx140", "GfxKernel": ".gfx140",
+         "GfxRuntime140": ".gfx140", "forget_shaders": ".gfx", "MAX_DEPTH": ".llvm", "parse_text": ".llvm",
+         "_llvm_graphs": ".llvm"}
+
+
+def __getattr__(name: str) -> Any:
+    """A format room's name (``_LAZY``), imported at its first use."""
+    room = _LAZY.get(name)
+    if room is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(room, __name__), name)
 
 # the archs that load a gfx module, in order of preference (Vulkan first)
 _GFX_LOADERS = tuple(a for a in ARCH_PREFERENCE if a in GFX_ARCHS)
@@ -176,6 +188,8 @@ def cpu_threads(source: str | bytes | os.PathLike) -> int | None:
     Raises:
         CorruptedDataError, MissingFileError: as :func:`read_module`.
     """
+    from .llvm import _cpu_threads
+
     src = _Source(source)
     try:
         parts = parts_of(src)
@@ -222,6 +236,9 @@ def describe(source: object) -> str:
 def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
     """A gfx module: its metadata's shape (schema), its agreement with itself (consistency), its tasks' SPIR-V,
     then its kernels and graphs."""
+    from . import consistency, schema
+    from .gfx import _check_tasks, _gfx, _gfx_graphs
+
     schema.check(doc, schema.METADATA, "metadata.json")
     graphs, graph_doc = src.read("graphs.json"), None
     if graphs is not None:
@@ -244,6 +261,9 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
     """An LLVM module from its metadata.json's ``text``: written as metadata.tcb, it must be metadata.tcb (what C
     reads), and agree with itself and its kernels' code (llvm_code); then its kernels and graphs, each graph's
     dispatches checked."""
+    from . import llvm_code, tcb
+    from .llvm import _llvm, _llvm_graphs, parse_text
+
     doc = parse_text(text)
     info = _llvm(doc)
     tcb_raw = src.read("metadata.tcb")
@@ -272,6 +292,8 @@ def _read(src: _Source) -> ModuleInfo:
     if isinstance(doc, dict):  # gfx: JSON (LLVM modules' text is not)
         info = _read_gfx(doc, src)
     else:
+        from .llvm import _llvm_arch
+
         info = _read_llvm(text, src)
         info.arch = _llvm_arch(src)
         info.archs = (info.arch,) if info.arch is not None else ()

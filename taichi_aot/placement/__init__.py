@@ -17,85 +17,93 @@ never decides by arch itself (``tests/test_layers.py`` keeps it so):
 * :meth:`Device.release` after each wait (staging buffers in flight are free again), :meth:`Device.close` before
   the native runtime goes.
 
-The rooms: ``host.py`` (the CPU backends), ``cuda.py`` (CUDA: libtaichi's runtime and the own one),
-``vulkan.py`` (the policy of Vulkan devices: device memory on a discrete GPU, host-visible memory where the host and
-the GPU share it), ``staging.py`` (host-visible buffers kept mapped and reused), ``base.py`` (libtaichi's memory of the
-other GPU backends, as the C-API allocates it) and this file (the choice).
+The rooms, each registered here (:func:`register`: its name, module, the arches it serves, its priority) and asked
+in priority order, as the launch backends are: ``host.py`` (the CPU backends), ``cuda.py`` (CUDA: libtaichi's
+runtime and the own one), ``vulkan.py`` (the policy of Vulkan devices: device memory on a discrete GPU, host-visible
+memory where the host and the GPU share it), ``base.py`` (libtaichi's runtime and memory as the C-API makes them,
+for every other arch: the fallback). A room's module gives ``open_native(arch, device_index, cpu_threads,
+cuda_runtime)``, its native runtime or None (not its own: the next room is asked), and ``device(runtime, native)``,
+the runtime's :class:`Device`; it is imported at the first runtime of one of its arches. ``staging.py`` holds the
+host-visible buffers kept mapped and reused; this file, the registry and the choice.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+import importlib
+from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple
 
-from .. import _cuda, _cudart, _library, capi
-from .._native import ffi
+from .. import _library
 from ..enums import CPU_ARCHS, Arch
-from .base import Block, Device, Mover
+from .base import Block, Device, Mover, Native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
-__all__ = ["Block", "Device", "Mover", "Native", "device_for", "open_native"]
+__all__ = ["Block", "Device", "Mover", "Native", "Registration", "device_for", "open_native", "register", "registered"]
 
 
-class Native(NamedTuple):
-    """A runtime's native part, as :func:`open_native` made it."""
+class Registration(NamedTuple):
+    """A device room as registered: its name (what ``Native.room`` holds), module (relative to this package), the
+    arches it serves (None: every arch) and its priority (rooms are asked highest first)."""
 
-    #: libtaichi's ``TiRuntime`` (NULL on the own CUDA runtime until a module needs libtaichi's beside it)
-    handle: Any
-    #: the runtime's C flags (``capi.pending_flag``): [0] work may be running, [1] libtaichi's launches refused,
-    #: [2] the most launches queued before one waits
-    pending: Any
-    #: what destroys it (its memory and modules given back first)
-    release: Callable[[], object]
-    #: the device it was made on (Vulkan's: the one libtaichi was shown)
-    device_index: int
-    #: taichi_aot's own CUDA runtime's device (``_cudart.CudaDevice``), or None: libtaichi's runtime
-    cuda: Any
-    #: the own CUDA runtime's libtaichi runtime, once a module needs it (its handle, or empty)
-    library: list[Any]
+    name: str
+    module: str
+    arches: frozenset[Arch] | None
+    priority: int
+
+    def serves(self, arch: Arch) -> bool:
+        return self.arches is None or arch in self.arches
+
+
+_registered: list[Registration] = []
+
+
+def register(name: str, module: str, arches: frozenset[Arch] | None = None, priority: int = 0) -> None:
+    """Register a device room: asked, in priority order, for the native runtime and the device of a runtime of one of
+    ``arches`` (module docstring); a later registration of a name replaces the earlier."""
+    _registered[:] = [r for r in _registered if r.name != name]
+    _registered.append(Registration(name, module, arches, priority))
+    _registered.sort(key=lambda r: -r.priority)  # stable: equal priorities keep their order
+
+
+def registered() -> list[Registration]:
+    """The device rooms, in the order they are asked."""
+    return list(_registered)
+
+
+def _rooms(arch: Arch) -> Iterator[tuple[Registration, ModuleType]]:
+    """The rooms serving ``arch`` and their modules, in order. A room's file is imported at the first runtime of its
+    arch, under the library's busy lock: a fork waits for it (a child forked while another thread imports a module
+    inherits that module's import lock held, and hangs importing it)."""
+    for registration in _registered:
+        if registration.serves(arch):
+            with _library.busy:
+                room = importlib.import_module(registration.module, __name__)
+            yield registration, room
 
 
 def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, cuda_runtime: str | None) -> Native:
-    """The native runtime of ``arch`` on ``device_index`` (None: the backend's default): taichi_aot's own CUDA runtime
-    (``cuda_runtime`` "own", on any GPU: :mod:`taichi_aot._cudart`), or libtaichi's (Vulkan on the device asked for:
-    ``vulkan.create_runtime``; CUDA in device 0's primary context, whatever another library left current)."""
-    index = 0 if device_index is None else device_index
-    library: list[Any] = []
-    if arch == Arch.CUDA and _cudart.chosen(cuda_runtime, index) == _cudart.OWN:
-        cuda = _cudart.CudaDevice(index)
-        # its memory and modules are given back before it, then libtaichi's runtime where one was made
-        release = functools.partial(_cudart.release, cuda, library)
-        return Native(ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]"), release, index, cuda, library)
-    if arch == Arch.VULKAN:
-        with _library.busy:  # the policy's file, imported as device_for imports it
-            from .vulkan import create_runtime
-        handle, index = create_runtime(device_index, cpu_threads)
-    else:
-        with _cudart.library_calls(arch == Arch.CUDA):
-            handle = capi.create_runtime(arch, index, cpu_threads=cpu_threads).cdata
-    if arch == Arch.CUDA:  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
-        _cuda.driver()
-    destroy = _cudart.destroy_library_runtime if arch == Arch.CUDA else capi.destroy_runtime
-    return Native(handle, capi.pending_flag(handle), functools.partial(destroy, handle), index, None, library)
+    """The native runtime of ``arch`` on ``device_index`` (None: the backend's default), made by the first room that
+    makes it (the own CUDA runtime where ``cuda_runtime`` chooses it; libtaichi's Vulkan runtime on the device asked
+    for; libtaichi's runtime for the rest: ``base.library_native``)."""
+    for registration, room in _rooms(arch):
+        native = room.open_native(arch, device_index, cpu_threads, cuda_runtime)
+        if native is not None:
+            return native._replace(room=registration.name)
+    raise AssertionError(f"no device room makes a runtime of {arch.name}")  # base's serves every arch
 
 
 def device_for(runtime: Parent, native: Native) -> Device:
-    """The device of a runtime being made (its arch and handle set) on ``native``. Its policy's file is imported
-    at the first runtime of its arch, under the library's busy lock: a fork waits for it (a child forked while
-    another thread imports a module inherits that module's import lock held, and hangs importing it)."""
-    with _library.busy:
-        if runtime.arch in CPU_ARCHS:
-            from .host import HostDevice
+    """The device of a runtime being made (its arch and handle set) on ``native``: the room's that made it."""
+    for registration, room in _rooms(runtime.arch):
+        if registration.name == native.room:
+            return room.device(runtime, native)
+    raise AssertionError(f"no device room named {native.room!r}")
 
-            return HostDevice(runtime)
-        if runtime.arch == Arch.CUDA:
-            from .cuda import LibraryCudaDevice, OwnCudaDevice
 
-            return OwnCudaDevice(runtime, native.cuda) if native.cuda is not None else LibraryCudaDevice(runtime)
-        if runtime.arch == Arch.VULKAN:
-            from .vulkan import vulkan_device
-
-            return vulkan_device(runtime)
-        return Device(runtime)
+register("cuda", ".cuda", frozenset({Arch.CUDA}), priority=100)
+register("vulkan", ".vulkan", frozenset({Arch.VULKAN}), priority=100)
+register("host", ".host", CPU_ARCHS, priority=100)
+register("library", ".base")

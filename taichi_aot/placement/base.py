@@ -1,5 +1,7 @@
 """The device every other one builds on: libtaichi's memory as the C-API allocates it (the gfx backends), and
-what the object layer asks of a device (see the package's docstring)."""
+what the object layer asks of a device (see the package's docstring); a runtime's native part (:class:`Native`),
+libtaichi's as the C-API makes it (:func:`library_native`); and this room's registration's ``open_native`` and
+``device``, the fallback for every arch no other room serves."""
 
 from __future__ import annotations
 
@@ -22,7 +24,45 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
     from .staging import Read, Staging
 
-__all__ = ["Block", "Device", "Mover"]
+__all__ = ["Block", "Device", "Mover", "Native", "device", "library_native", "open_native"]
+
+
+class Native(NamedTuple):
+    """A runtime's native part, as a device room's ``open_native`` made it."""
+
+    #: libtaichi's ``TiRuntime`` (NULL on the own CUDA runtime until a module needs libtaichi's beside it)
+    handle: Any
+    #: the runtime's C flags (``capi.pending_flag``): [0] work may be running, [1] libtaichi's launches refused,
+    #: [2] the most launches queued before one waits
+    pending: Any
+    #: what destroys it (its memory and modules given back first)
+    release: Callable[[], object]
+    #: the device it was made on (Vulkan's: the one libtaichi was shown)
+    device_index: int
+    #: taichi_aot's own CUDA runtime's device (``_cudart.CudaDevice``), or None: libtaichi's runtime
+    cuda: Any
+    #: the own CUDA runtime's libtaichi runtime, once a module needs it (its handle, or empty)
+    library: list[Any]
+    #: the registered room that made it (``placement.register``), which gives its device
+    room: str = ""
+
+
+def library_native(handle: Any, index: int, destroy: Callable[[Any], object] | None = None) -> Native:
+    """libtaichi's runtime ``handle`` (made on device ``index``) as a :class:`Native`, destroyed by ``destroy``
+    (``capi.destroy_runtime``)."""
+    return Native(handle, capi.pending_flag(handle), functools.partial(destroy or capi.destroy_runtime, handle), index,
+                  None, [])
+
+
+def open_native(arch: Any, device_index: int | None, cpu_threads: int | None, cuda_runtime: str | None) -> Native:
+    """libtaichi's runtime of ``arch``, as the C-API makes it (this room's registration: every arch)."""
+    index = 0 if device_index is None else device_index
+    return library_native(capi.create_runtime(arch, index, cpu_threads=cpu_threads).cdata, index)
+
+
+def device(runtime: Parent, native: Native) -> Device:
+    """The device of a runtime this room made: libtaichi's memory as the C-API allocates it."""
+    return Device(runtime)
 
 #: How the host's bytes move between a numpy array and a memory: ``(memory, array)``.
 Mover = Callable[[Any, np.ndarray], None]

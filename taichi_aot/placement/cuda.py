@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .. import _cuda, _cuda_host, _cudart, capi
+from .._native import ffi
 from ..enums import Arch
-from .base import Block, Device, Mover, _read_direct, _write_direct
+from .base import Block, Device, Mover, Native, _read_direct, _write_direct, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -112,3 +113,24 @@ class OwnCudaDevice(LibraryCudaDevice):
             device.free(pointer)
             raise
         return Block(_cudart.tagged(pointer), functools.partial(device.free, pointer), None, pointer, device.context)
+
+
+def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, cuda_runtime: str | None) -> Native:
+    """A CUDA runtime (this room's registration): taichi_aot's own (``cuda_runtime`` "own", on any GPU:
+    :mod:`taichi_aot._cudart`), or libtaichi's, in device 0's primary context whatever another library left
+    current."""
+    index = 0 if device_index is None else device_index
+    if _cudart.chosen(cuda_runtime, index) == _cudart.OWN:
+        cuda, library = _cudart.CudaDevice(index), []  # type: ignore[var-annotated]
+        # its memory and modules are given back before it, then libtaichi's runtime where one was made
+        release = functools.partial(_cudart.release, cuda, library)
+        return Native(ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]"), release, index, cuda, library)
+    with _cudart.library_calls(True):
+        handle = capi.create_runtime(arch, index, cpu_threads=cpu_threads).cdata
+    _cuda.driver()  # its frees run in the driver's relaxed capture mode (_cuda.relaxed_capture)
+    return library_native(handle, index, _cudart.destroy_library_runtime)
+
+
+def device(runtime: Any, native: Native) -> Device:
+    """The device of a CUDA runtime (this room's registration): the own runtime's, or libtaichi's."""
+    return OwnCudaDevice(runtime, native.cuda) if native.cuda is not None else LibraryCudaDevice(runtime)

@@ -16,7 +16,8 @@ import numpy as np
 from .. import capi
 from .._native import ffi
 from ..errors import OutOfMemoryError
-from .base import Block, Device, Mover, _read_direct, _write_direct
+from .base import Block, Device, Mover, Native, _read_direct, _write_direct
+from .base import open_native as open_native  # libtaichi's CPU runtime, as the C-API makes it
 
 __all__ = ["HostDevice"]
 
@@ -69,3 +70,8 @@ class HostDevice(Device):
         target = dst.host_view(size, dst_offset)
         np.copyto(target, source)
         del source, target
+
+
+def device(runtime: Any, native: Native) -> Device:
+    """The device of a CPU runtime (this room's registration): host memory of our own, imported."""
+    return HostDevice(runtime)

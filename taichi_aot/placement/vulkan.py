@@ -30,7 +30,7 @@ from .._native import ffi, lib
 from ..capi.handles import mark_enqueued
 from ..enums import Arch
 from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError, TaichiError, check
-from .base import Device
+from .base import Device, Native, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -391,3 +391,14 @@ def widened(data: bytes | None, path: str, threads: int) -> bytes | None:
         for name, content in files.items():
             zf.writestr(name, content)
     return out.getvalue()
+
+
+def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, cuda_runtime: str | None) -> Native:
+    """libtaichi's Vulkan runtime on the device asked for (:func:`create_runtime`; this room's registration)."""
+    handle, index = create_runtime(device_index, cpu_threads)
+    return library_native(handle, index)
+
+
+def device(runtime: Parent, native: Native) -> Device:
+    """The device of a Vulkan runtime (this room's registration): :func:`vulkan_device`'s policy."""
+    return vulkan_device(runtime)
