@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+import taichi_aot
 from conftest import require_arch
 from taichi_aot import Arch
 from taichi_aot._native import lib
@@ -130,10 +131,10 @@ def changed_files(old: str, new: str, at: str = "") -> list[str]:
 
 
 def package_copy(tmp_path, room: str, text: str, registry: str, before: str, line: str) -> list[str]:
-    """A copy of the package in ``tmp_path`` (its library linked), with file ``room`` (``text``) added and ``line``
-    written into ``registry`` before ``before``, as a contributor's steps do; the files that differ from the package's,
-    sorted."""
-    package = os.path.join(ROOT, "taichi_aot")
+    """A copy of the package in ``tmp_path`` (the one imported: a checkout's, or an installed build's; its library
+    linked), with file ``room`` (``text``) added and ``line`` written into ``registry`` before ``before``, as a
+    contributor's steps do; the files that differ from the package's, sorted."""
+    package = os.path.dirname(os.path.abspath(taichi_aot.__file__))
     copy = tmp_path / "taichi_aot"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "_lib"))
     os.symlink(os.path.join(package, "_lib"), copy / "_lib")
