@@ -48,7 +48,7 @@ from .image import Image, Sampler
 from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
-from .placement import Device, device_for, open_native
+from .placement import Device, DeviceAliases, device_for, open_native
 from .replay import LaunchSequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,7 +98,7 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
     owned.close()
 
 
-class Runtime:
+class Runtime(DeviceAliases):
     """A Taichi runtime on one backend; a context manager.
 
     Args:
@@ -113,8 +113,8 @@ class Runtime:
         cuda_runtime: CUDA only: "own" (the default, also "auto"; ``TAICHI_AOT_CUDA_RUNTIME``), taichi_aot's own
             CUDA runtime in the device's primary context, on any device, several at once, from any thread; on device 0
             libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
-            (device 0, one at a time, its thread). ``device.own_runtime`` says which (``cuda_device``: an alias of
-            ``device.cuda``, the own runtime's GPU, kept for a release).
+            (device 0, one at a time, its thread). ``device.own_runtime`` says which, and ``device.cuda`` is the own
+            runtime's GPU (the device room keeps an alias of it for a release: :class:`~.placement.DeviceAliases`).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -187,12 +187,6 @@ class Runtime:
     def arch(self) -> Arch:
         """The backend of this runtime."""
         return self._arch
-
-    @property
-    def cuda_device(self) -> _cudart.CudaDevice | None:
-        """taichi_aot's own CUDA runtime's GPU (``_cudart.CudaDevice``; None: libtaichi's runtime). An alias kept for
-        a release: ``rt.device`` says what the runtime is (``own_runtime``) and holds it (``cuda``)."""
-        return getattr(self.device, "cuda", None)
 
     @property
     def cpu_threads(self) -> int | None:

@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _library
 from ..enums import CPU_ARCHS, Arch
-from .base import Block, Device, Mover, Native
+from .base import Block, Device, DeviceAliases, Mover, Native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
-__all__ = ["Block", "Device", "Mover", "Native", "Registration", "device_for", "open_native", "register", "registered"]
+__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "Registration", "device_for", "open_native",
+           "register", "registered"]
 
 
 class Registration(NamedTuple):

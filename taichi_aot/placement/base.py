@@ -24,7 +24,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
     from .staging import Read, Staging
 
-__all__ = ["Block", "Device", "Mover", "Native", "device", "library_native", "open_native"]
+__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "device", "library_native", "open_native"]
+
+
+class DeviceAliases:
+    """The names a runtime answered before its device did, kept for a release: a ``Runtime``'s own, read from its
+    ``device``."""
+
+    device: Device
+
+    @property
+    def cuda_device(self) -> Any:
+        """taichi_aot's own CUDA runtime's GPU (``_cudart.CudaDevice``; None: libtaichi's runtime). An alias kept for
+        a release: ``rt.device`` says what the runtime is (``own_runtime``) and holds it (``cuda``)."""
+        return getattr(self.device, "cuda", None)
 
 
 class Native(NamedTuple):
