@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _cuda, _cudart
+from . import _cuda
 from ._arrays import (
     CudaArray,
     cuda_interface,
@@ -51,7 +51,7 @@ from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
 from ._staged import Staged, StagedCopies
 from .enums import DATA_TYPES, NUMPY_DTYPES
-from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, check
+from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,7 @@ class ForeignArgs:
     """
 
     __slots__ = ("__weakref__", "_arch", "_batches", "_cai_classes", "_device", "_entries", "_held", "_on_cuda",
-                 "_on_device", "_own", "_runtime", "_shares", "allow_copies", "copies", "held_limit", "hits", "imports",
+                 "_on_device", "_runtime", "_shares", "allow_copies", "copies", "held_limit", "hits", "imports",
                  "size", "staged", "unmaps")
 
     def __init__(self, runtime: Parent):
@@ -107,7 +107,6 @@ class ForeignArgs:
         self._on_cuda = runtime.device.addresses_cuda_arrays
         self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
-        self._own = runtime.device.pointer_handles  # taichi_aot's own CUDA runtime: pointers, never imports
         self._entries: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit
         self.held_limit = HELD_LIMIT
@@ -122,8 +121,8 @@ class ForeignArgs:
                                    self._device_copy, self.unmaps)
         self.staged: list[Staged] = self.copies.staged
         self.allow_copies = True
-        # The pool of imported memory (see pooled): address -> (bytes, TiMemory as an int), read by the C call too
-        self.imports: dict[int, tuple[int, int]] = {}
+        # The pool of imported memory (Device.pooled): address -> (bytes, TiMemory as an int), read by the C call too
+        self.imports = runtime.device.imports
         # classes of CUDA arrays (not torch's) taken by their __cuda_array_interface__ -> immutable (JAX)?
         self._cai_classes: dict[type, bool | int] = {}
 
@@ -134,31 +133,11 @@ class ForeignArgs:
         stream they ran on, which the op launches on)."""
         return self._held if self._on_cuda else None
 
-    def pooled(self, address: int, nbytes: int) -> Any:
-        """The runtime's import of the ``nbytes`` at ``address`` (host memory on a CPU, CUDA memory on CUDA) that
-        kernel arguments travel in: imported once an address, kept for the runtime's life (libtaichi_c_api 1.7.4
-        cannot release an import), and shared by every array found there later, as allocators hand the same
-        addresses out again. An import says only where memory is: each launch writes the live array's own shape
-        and dtype beside it. A larger array at an address imported smaller is imported anew."""
-        entry = self.imports.get(address)
-        if entry is not None and entry[0] >= nbytes:  # the C call's imports too
-            return ffi.cast("TiMemory", entry[1])
-        if self._own:  # the own CUDA runtime's launches take the pointer itself
-            return _cudart.tagged(address)
-        rt = self._rt()
-        rt.ensure_open()
-        # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
-        # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
-        importer = lib.ti_import_cuda_memory if self._on_cuda else lib.ti_import_cpu_memory
-        handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
-        check("import_cuda_memory" if self._on_cuda else "import_cpu_memory")
-        self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
-        return handle
-
     def fresh_plan(self, specs: Sequence[ArgInfo]) -> dict[str, Any] | None:
         """The arguments of a launcher's ``_fresh`` (``_csrc/call.c``): what lets its C call take a numpy array (on
         a CPU) or a plain torch tensor (on the CPU or the runtime's GPU) it was never given before, found over
-        memory in :meth:`pooled`; None where this runtime takes none so (Vulkan: host arrays are staged)."""
+        memory in its device's pool (``Device.pooled``); None where this runtime takes none so (Vulkan: host arrays
+        are staged)."""
         if not self._shares and not self._on_cuda:
             return None
         slots: list[Any] = []

@@ -174,7 +174,7 @@ class Memory(Child):
         writable and C-contiguous (the caller checked it: a raw address, not for users); ``owner``, what keeps it
         alive, is held as long as the native handle can be used (None: the caller sees to it). Closing forgets it
         rather than frees it; ``pooled``: the handle is the runtime's import of that address, shared and kept
-        (``ForeignArgs.pooled``: for kernel arguments, never mapped)."""
+        (``Device.pooled``: for kernel arguments, never mapped)."""
         runtime.ensure_open()
         if not runtime.device.imports_host_memory:
             raise NotSupportedError(
@@ -183,7 +183,7 @@ class Memory(Child):
             )
         size = _size_arg(size, "import_cpu_memory")
         if pooled:
-            return cls._imported(runtime, runtime.foreign.pooled(address, size), size, True, owner, address, None, True)
+            return cls._imported(runtime, runtime.device.pooled(address, size), size, True, owner, address, None, True)
         handle = capi.import_cpu_memory(runtime.handle, address, size).cdata
         return cls._imported(runtime, handle, size, True, owner, address, None)
 
@@ -194,7 +194,7 @@ class Memory(Child):
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
         if pooled or runtime.device.pointer_handles:  # the runtime's pool (the own CUDA runtime's: the pointer itself)
-            handle = runtime.foreign.pooled(pointer, size)
+            handle = runtime.device.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, pooled)
         handle = capi.import_cuda_memory(runtime.handle, pointer, size).cdata
         return cls._imported(runtime, handle, size, False, owner, None, pointer)

@@ -157,6 +157,9 @@ class Device:
         self.device_index = runtime.device_index
         self._staging: Staging | None = None
         self._runtime_ref = weakref.ref(runtime)  # the runtime owns its device (and its finalizer the close)
+        #: the pool of other libraries' memory imported for kernel arguments (:meth:`pooled`): address -> (bytes,
+        #: TiMemory as an int), read by the C call too
+        self.imports: dict[int, tuple[int, int]] = {}
 
     @property
     def _runtime(self) -> Parent:
@@ -164,6 +167,31 @@ class Device:
         if runtime is None:  # pragma: no cover - a device is used only through its live runtime
             raise ClosedError("the runtime of this device is gone")
         return runtime
+
+    def pooled(self, address: int, nbytes: int) -> Any:
+        """The runtime's import of the ``nbytes`` at ``address`` (another library's host memory on a CPU, CUDA memory
+        on CUDA) that kernel arguments travel in: imported once an address, kept for the runtime's life
+        (libtaichi_c_api 1.7.4 cannot release an import), and shared by every array found there later, as allocators
+        hand the same addresses out again. An import says only where memory is: each launch writes the live array's
+        own shape and dtype beside it. A larger array at an address imported smaller is imported anew; the own CUDA
+        runtime's launches take the pointer itself (``pointer_handles``)."""
+        entry = self.imports.get(address)
+        if entry is not None and entry[0] >= nbytes:  # the C call's imports too
+            return ffi.cast("TiMemory", entry[1])
+        if self.pointer_handles:
+            from .. import _cudart
+
+            return _cudart.tagged(address)
+        rt = self._runtime
+        rt.ensure_open()
+        # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
+        # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
+        cuda = self.addresses_cuda_arrays
+        handle = (lib.ti_import_cuda_memory if cuda else lib.ti_import_cpu_memory)(rt.handle, ffi.cast("void *",
+                                                                                                     address), nbytes)
+        check("import_cuda_memory" if cuda else "import_cpu_memory")
+        self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
+        return handle
 
     # -- what memory is made of --------------------------------------------------------------------------------
 
