@@ -157,7 +157,7 @@ def test_a_toy_backend_by_the_contributor_steps_touches_only_the_files_they_list
     named = set(re.findall(r"`([\w./<>]+)`", steps))
     assert "backends/__init__.py" in named and "taichi_aot/backends/" in named, named
 
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", RUN, modules.path(Arch.X64), str(tmp_path)], capture_output=True,
                           text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -560,7 +560,7 @@ def test_a_toy_runtime_with_its_own_memory_by_the_contributor_steps_touches_only
     named = set(re.findall(r"`([\w./<>]+)`", _runtime_steps()))
     assert {"placement/", "placement/__init__.py"} <= named, named
 
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", TOY_RUN, modules.path(Arch.X64), str(tmp_path)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
