@@ -411,9 +411,11 @@ def gradient_signature(args: list[ArgInfo]) -> list[ArgInfo]:
     ndarray that needs one (same dtype and shape, named ``<name>_grad`` where that name is free)."""
     names = {a.name for a in args}
     grads = [a for a in args if a.kind == "ndarray" and a.needs_grad]
-    # its primal arrays are read (Taichi's reverse pass turns each store to them into its gradient's), where no
-    # access is recorded; its gradients are read and written (added to; an output's read, then cleared)
-    primal = [replace(a, access=Access.READ) if a.kind == "ndarray" and a.access is None else a for a in args]
+    # its arrays with gradients are read (Taichi's reverse pass turns each store to them into one to its gradient),
+    # where no access is recorded; others keep theirs (a plain array the primal writes is written again); the
+    # gradients are read and written (added to; an output's read, then cleared)
+    primal = [replace(a, access=Access.READ) if a.kind == "ndarray" and a.needs_grad and a.access is None else a
+              for a in args]
     return [*primal, *(replace(a, index=len(args) + k, access=None, needs_grad=False,
                              name=f"{a.name}_grad" if a.name and f"{a.name}_grad" not in names else None)
                      for k, a in enumerate(grads))]
@@ -439,11 +441,13 @@ class GradCall:
         name it, ``kernel`` the kernel): each gradient found and its shape checked against its array's, then the
         launch."""
         order = gradient_map(grads, self.needing, names, f"{kernel}: grads")
+        signature = self.kernel.signature
         for i in self.needing:
             shape, got = getattr(values[i], "shape", None), getattr(order[i], "shape", None)
-            if shape is not None and got is not None and tuple(shape) != tuple(got):
-                raise InvalidArgumentError(f"{kernel}: the gradient of {what[i]}: shape {tuple(got)}, its array's is "
-                                           f"{tuple(shape)}")
+            ndim = signature[i].ndim  # the array's dimensions (an NdArray's shape has no element dims)
+            if shape is not None and got is not None and tuple(shape)[:ndim] != tuple(got)[:ndim]:
+                raise InvalidArgumentError(f"the gradient of {what[i]}: shape {tuple(got)[:ndim]}, its array's is "
+                                           f"{tuple(shape)[:ndim]}")
         given = [detached(v) for v in (*values, *(order[i] for i in self.needing))]
         runtime = self.kernel._runtime
         if self.elsewhere is None or runtime.on_its_thread():

@@ -124,7 +124,6 @@ def _private() -> str:
     creator = os.getpid()
 
     def remove() -> None:
-
         if os.getpid() == creator:  # not in a forked child, whose parent still keeps its cache there
             shutil.rmtree(own, True)
 

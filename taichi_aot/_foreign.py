@@ -439,6 +439,9 @@ def argument_elsewhere(value: Any, spec: ArgInfo, what: str, stream: int | None,
     refuse_lazy(value, what)
     array = CudaArray.from_interface(value, face, what, weak=True, consumer=stream)
     array.check(len(spec.elem_shape), what, device)
+    if array.read_only and spec.may_write:  # as the policy refuses it on the runtime's thread
+        raise _read_only(what, spec, "an immutable CUDA array (a read-only export, a JAX array)",
+                         "pass a writable copy")
     shape, dtype = array.shape, spec.dtype
     assert dtype is not None  # an ndarray argument's dtype is recorded
     if array.dtype != NUMPY_DTYPES[dtype] or len(shape) != spec.ndim + len(spec.elem_shape) \

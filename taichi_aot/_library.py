@@ -268,7 +268,7 @@ class _LogSink:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # Quiet sections may nest
-        self._fd = -1  # an unlinked temporary file, open for the life of the process
+        self._fd = -1  # a file with no name (_unnamed_file), open for the life of the process
         self._stream: object = None
         self._forwarded = 0  # where the lines not yet given to Python's logging begin
 

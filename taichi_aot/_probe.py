@@ -40,6 +40,7 @@ VULKAN_DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "v
 
 class VulkanDevice(NamedTuple):
     """A Vulkan physical device, as the loader reports it."""
+
     name: str
     type: str  # one of VULKAN_DEVICE_TYPES' names
     api_version: str
@@ -54,6 +55,7 @@ class VulkanDevice(NamedTuple):
 
 class ArchStatus(NamedTuple):
     """What the probe found for one arch."""
+
     arch: Arch
     available: bool
     device_count: int | None  # None where the C-API gives no way to count
@@ -533,6 +535,7 @@ def cached_probe(library: str, refresh: bool = False, only: frozenset[Arch] | No
 class Answers:
     """The probe's answers a process holds: for every arch, probed once (:func:`cached_probe`), or for a few named
     alone until then; an arch asked for by name that was found unavailable is asked again."""
+
     def __init__(self) -> None:
         self._all: dict[Arch, ArchStatus] | None = None
         self._some: dict[Arch, ArchStatus] = {}

@@ -511,6 +511,9 @@ class Op:
                 full[i] = v
             for i, v in zip(operands, flat):  # an in-out argument: its input's values
                 full[i] = v.item() if spec.args[i].kind == "scalar" else v
+                if i not in needing and i not in spec.outputs and spec.args[i].kind == "ndarray" \
+                        and not full[i].flags.writeable:  # an input without a gradient (indices): JAX's memory is
+                    full[i] = np.array(full[i])  # immutable, and a plain array's access is the primal's, unknown
             seeds = spec.reverse_seeds(full, flat[len(operands) + len(spec.outputs):], needing, np.zeros_like,
                                        lambda value, g: np.array(g, value.dtype, copy=True))
             kernel.grad(*full, grads=seeds)

@@ -475,10 +475,14 @@ class Kernel(_Launchable):
         (``build`` with llvmlite, or ``taichi_aot ptx``), on the runtime's stream like any kernel, with the arrays
         a CUDA launch takes (NdArrays, torch, CuPy, JAX arrays on the GPU).
 
+        The reverse kernel is launched as any kernel of the module is (its gradients in the slots after its
+        arguments: the same checks and foreign-array policy; inside ``rt.record()`` it is recorded, not run).
+
         Raises:
             NotSupportedError: no reverse-mode kernel, not x64 or CUDA, no llvmlite (x64), no PTX for it (CUDA), or
                 a kernel the own launches cannot run.
             ArgumentTypeError, InvalidArgumentError: an argument or gradient of the wrong kind, dtype or shape.
+            ReadOnlyArrayError: a gradient (or an array the kernel may write) its owner made read-only.
         """
         reverse = self._reverse()
         what = [self._what_arg(a) for a in self._args]

@@ -57,7 +57,7 @@ def _unkeep(runtime: Any, memory: Any, owned: Owned, device: Any) -> None:
 
 
 def _keep_pooled(host: object) -> None:
-    """A pooled import's release: the runtime's pool keeps the handle (``ForeignArgs.pooled``); ``host`` is the
+    """A pooled import's release: the runtime's device's pool keeps the handle (``Device.pooled``); ``host`` is the
     caller's, kept alive until now."""
 
 

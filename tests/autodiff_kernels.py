@@ -110,6 +110,21 @@ def loopy(x: A, y: A):
         y[i] = s
 
 
+@ti.aot.export
+@ti.kernel
+def vnorm(v: ti.types.ndarray(dtype=ti.math.vec3, ndim=1, needs_grad=True), out: A):
+    for i in v:
+        out[i] = v[i].dot(v[i])  # an array of vectors with gradients: d/dv = 2 v
+
+
+@ti.aot.export
+@ti.kernel
+def side(x: A, y: A, z: ti.types.ndarray(dtype=ti.f32, ndim=1)):
+    for i in x:
+        y[i] = x[i] * x[i]
+        z[i] = x[i] + 100.0  # a plain array the primal writes: its reverse kernel writes it again
+
+
 AOT_CAPS = ["spirv_has_float64", "spirv_has_int64"]  # wave's f64, in the Vulkan part
 
 

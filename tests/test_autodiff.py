@@ -149,6 +149,39 @@ def test_what_cannot_be_differentiated_is_refused_typed(built, tmp_path):
             mod.kernels["poly"].grad(x, y, "k", grads=good)
 
 
+def test_vector_gradients_and_the_arrays_a_reverse_kernel_writes(built):
+    """An array of vectors with gradients takes them as any argument of its kind: an NdArray's or numpy's, mixed
+    (an NdArray's shape leaves the element out, numpy's has it); the arrays with gradients are only read by the
+    reverse kernel (read-only ones serve), a plain array its primal writes is written again (a read-only one is
+    refused, naming it)."""
+    path, _ = built
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(path)
+        v = np.linspace(-1, 1, 3 * N, dtype=np.float32).reshape(N, 3)
+        seed = np.arange(1, N + 1, dtype=np.float32)
+        nd = rt.ndarray((N,), np.float32, elem_shape=(3,))
+        nd.from_numpy(v)
+        v_grad = np.zeros((N, 3), np.float32)
+        mod.kernels["vnorm"].grad(nd, np.zeros(N, np.float32), grads=(v_grad, seed.copy()))  # NdArray, numpy's
+        np.testing.assert_allclose(v_grad, 2 * v * seed[:, None], rtol=1e-6)
+        g = rt.ndarray((N,), np.float32, elem_shape=(3,))
+        g.from_numpy(np.zeros((N, 3), np.float32))
+        mod.kernels["vnorm"].grad(v, np.zeros(N, np.float32), grads=(g, seed.copy()))  # numpy's, an NdArray
+        np.testing.assert_allclose(g.to_numpy(), 2 * v * seed[:, None], rtol=1e-6)
+        with pytest.raises(InvalidArgumentError, match=r"the gradient of kernel 'vnorm' argument 0 .*: shape \(5,\)"):
+            mod.kernels["vnorm"].grad(nd, np.zeros(N, np.float32), grads=(np.zeros((5, 3), np.float32), seed))
+
+        side = mod.kernels["side"]
+        x, y, z = _read_only(X.copy()), _read_only(np.zeros(N, np.float32)), np.zeros(N, np.float32)
+        x_grad = np.zeros(N, np.float32)
+        side.grad(x, y, z, grads=(x_grad, np.ones(N, np.float32)))
+        np.testing.assert_allclose(x_grad, 2 * X, rtol=1e-6)
+        np.testing.assert_allclose(z, X + 100.0, rtol=1e-6)  # written again
+        with pytest.raises(ReadOnlyArrayError, match=r"'side_grad' argument 2 \('z'\).*read-only"):
+            side.grad(X, np.zeros(N, np.float32), _read_only(np.zeros(N, np.float32)),
+                      grads=(np.zeros(N, np.float32), np.ones(N, np.float32)))
+
+
 def test_an_autodiff_stack_overflow_is_an_error_not_a_crash(built):
     """A reverse kernel whose loop carries more values than Taichi sized its autodiff stacks for wrote past them
     (a bus error in Taichi's own JIT): taichi_aot's x64 launch checks each stack access, and raises."""

@@ -5,7 +5,7 @@
 
    An array is taken where it is of the slot's dtype, dims and element shape, C-contiguous (aligned, writable where
    the kernel may write it; for torch, neither requiring grad nor lazily negated), and its memory is found in, or
-   added to, the runtime's pool of imports: {address: (bytes, TiMemory)}, shared with Python's ForeignArgs.pooled.
+   added to, the runtime's pool of imports: {address: (bytes, TiMemory)}, shared with Python's Device.pooled.
    An import says only where memory is; the launch gets the live array's own dims and dtype beside it, so memory
    freed and handed to an array of another size or dtype is never taken for the old one. libtaichi_c_api 1.7.4
    cannot release an import: one per address for the runtime's life (as allocators hand addresses out again, few).

@@ -243,8 +243,10 @@ class X64Backend:
         if self._folder is None:
             return None
         if self._call(grad.name, grad) is None:
-            raise NotSupportedError(f"kernel {name!r}: its reverse-mode kernel {self._refused[grad.name]}"
-                                    .replace(f"kernel {grad.name!r} ", "", 1))
+            why = re.sub(rf"^kernel {re.escape(repr(grad.name))}(?: cannot run on taichi_aot's x64 launch)?: ", "",
+                         self._refused[grad.name])
+            raise NotSupportedError(f"kernel {name!r}: its reverse-mode kernel {grad.name!r} cannot run on "
+                                    f"taichi_aot's x64 launch: {why}")
         kernel = module.kernels[grad.name]
         return GradCall(kernel, [a.index for a in grad.args if a.needs_grad])
 
