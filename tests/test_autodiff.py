@@ -182,6 +182,33 @@ def test_vector_gradients_and_the_arrays_a_reverse_kernel_writes(built):
                       grads=(np.zeros(N, np.float32), np.ones(N, np.float32)))
 
 
+def test_a_reverse_kernel_the_x64_launch_cannot_take_is_refused_saying_why(built, tmp_path):
+    """Its IR missing, a reverse kernel is refused by ``grad`` and by ``launchers()`` with the reason, once; its
+    primal still runs on libtaichi."""
+    from taichi_aot.metadata import extract_archive
+
+    path, _ = built
+    folder = tmp_path / "x64"
+    extract_archive(path, str(tmp_path / "parts"))
+    part = tmp_path / "parts" / "x64.tcm"  # a multi-arch module's x64 part (built with Vulkan), else the module
+    if part.exists():
+        extract_archive(str(part), str(folder))
+    else:
+        (tmp_path / "parts").rename(folder)
+    (folder / "sq_grad.ll").unlink()
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(str(folder))
+        said = mod.launchers()["sq_grad"]
+        assert said.startswith("refused: a reverse-mode") and said.endswith("the module has no IR for it (sq_grad.ll)")
+        with pytest.raises(NotSupportedError, match=r"^kernel 'sq': its reverse-mode kernel 'sq_grad' cannot run on "
+                                                    r"taichi_aot's x64 launch: the module has no IR for it"):
+            mod.kernels["sq"].grad(X, np.zeros(N, np.float32), grads=(np.zeros(N, np.float32), SEED.copy()))
+        y = np.zeros(N, np.float32)
+        mod.kernels["sq"](X, y)
+        rt.wait()
+        np.testing.assert_allclose(y, X * X, rtol=1e-6)
+
+
 def test_an_autodiff_stack_overflow_is_an_error_not_a_crash(built):
     """A reverse kernel whose loop carries more values than Taichi sized its autodiff stacks for wrote past them
     (a bus error in Taichi's own JIT): taichi_aot's x64 launch checks each stack access, and raises."""

@@ -261,12 +261,15 @@ class ModuleBackends:
     def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
         """``AotModule.launchers()``: each kernel's backend, "cuda", "x64" or "taichi" (with the reason after a colon
         where the own launches leave it to libtaichi), or "refused: ..." for a kernel that returns values no backend
-        here gives (its look-up raises NotSupportedError)."""
+        here gives, or a reverse-mode kernel no own launch takes (its look-up raises NotSupportedError)."""
         out = {}
         for name in names:
             info = meta.kernels.get(name)
             taker = next((b.name for b in self._order if b.takes(name, info)), None)
-            if taker is None and self._device is not None:
+            if taker is None and info is not None and info.reverse:  # no own launch took it; libtaichi cannot
+                why = self._why_not(name)
+                out[name] = f"refused: {info.unsupported}" + (f"; the own launch does not: {why}" if why else "")
+            elif taker is None and self._device is not None:
                 out[name] = f"refused: {self._unowned(name)}"
             elif taker is None:
                 out[name] = f"refused: returns values, which {self._lost(name)}"

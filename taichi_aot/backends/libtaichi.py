@@ -43,7 +43,7 @@ class LibtaichiBackend:
         return None if library is None else library_choice(GRAPH, library)
 
     def takes(self, name: str, info: KernelInfo | None) -> bool:
-        return info is None or not info.returns
+        return info is None or not (info.returns or info.reverse)  # a reverse kernel's gradients: no TiNdArray field
 
     def why_not(self, name: str) -> str | None:
         return None
