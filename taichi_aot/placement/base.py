@@ -187,8 +187,8 @@ class Device:
         # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
         # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
         cuda = self.addresses_cuda_arrays
-        handle = (lib.ti_import_cuda_memory if cuda else lib.ti_import_cpu_memory)(rt.handle, ffi.cast("void *",
-                                                                                                     address), nbytes)
+        importer = lib.ti_import_cuda_memory if cuda else lib.ti_import_cpu_memory
+        handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
         check("import_cuda_memory" if cuda else "import_cpu_memory")
         self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
         return handle
