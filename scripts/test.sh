@@ -3,8 +3,8 @@
 # mypy on the package) and run the test suite. Extra arguments go to pytest, which then runs once as asked.
 # Without arguments the suite runs as two pytest processes side by side, as the machine's cores allow: the packaging
 # tests (wheels built and installed into fresh venvs, frozen apps, the guide run in one, the bench: mostly waiting on
-# pip, PyInstaller and children), then the Vulkan tests of memory, copies and launches once more under a discrete
-# GPU's placement; and, beside them, everything else.
+# pip, PyInstaller and children) and the close stress (a child of its own), then the Vulkan tests of memory, copies
+# and launches once more under a discrete GPU's placement; and, beside them, everything else.
 # Everything runs with a temporary folder of this run's own (TMPDIR, and the tools' own variables where one would
 # not follow it), removed at the end however the run ends: torch.compile's caches, Ray's sessions, pytest's folders
 # and every child's temporary files go with it. The last line totals the pytest runs' counts; the exit status is
@@ -48,7 +48,8 @@ if [ $# -gt 0 ]; then
   total
   exit "$status"
 fi
-PACKAGING=(tests/test_deploy.py tests/test_install.py tests/test_packaging.py tests/test_readme.py tests/test_bench.py)
+PACKAGING=(tests/test_deploy.py tests/test_install.py tests/test_packaging.py tests/test_readme.py tests/test_bench.py
+           tests/test_close_stress.py)
 (
   status=0
   .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$run/side" "${PACKAGING[@]}" \

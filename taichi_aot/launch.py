@@ -113,6 +113,15 @@ def _here(c: Any, what: str | Callable[[], str]) -> Any:
     return here
 
 
+def bound_owned(value: Any) -> Owned | None:
+    """The lifetime record of what a launch binds of argument ``value`` (an ndarray's memory, an image), else None."""
+    if isinstance(value, NdArray):
+        return value.owned
+    if isinstance(value, (Image, Texture)):
+        return (value.image if isinstance(value, Texture) else value).owned
+    return None
+
+
 def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
     """What the C call checks of the argument ``spec`` describes itself (``_SLOT_OTHER``: Python checks it)."""
     if spec.kind == "ndarray":
@@ -277,15 +286,30 @@ class _Launchable(Launcher):
                     return self._launch_staged(values, c)
                 code = _launch(c)
                 if code:
-                    _after_launch(code, c, self._module.ensure_open, self._what)
+                    _after_launch(code, c, self._checker(values), self._what)
             except BaseException:
                 if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
                     foreign.discard()
                 raise
 
     def _after_code(self, code: int) -> None:
-        """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
+        """What the C call does when its launch returned non-zero, other than stale (see :func:`_after_launch`; a
+        stale launch of the C call goes to :meth:`_slow_call`, which checks every argument again)."""
         _after_launch(code, self._c, self._module.ensure_open, self._what)
+
+    def _checker(self, values: Sequence[Any]) -> Callable[[], None]:
+        """What a launch of ``values`` re-checks before it is made again when C found it stale (something was closed
+        since it was packed, on any thread): the module, the runtime and every ndarray and image it binds, so that
+        a launch never binds what a close released (ClosedError instead)."""
+        owneds = [o for o in map(bound_owned, values) if o is not None]
+
+        def check() -> None:
+            self._module.ensure_open()
+            if any(o.closed for o in owneds):
+                raise ClosedError(f"{self._what}: an ndarray or image it was given was closed (on another thread) "
+                                  "before the launch was made")
+
+        return check
 
     def _bound(self, given: list[Any]) -> BoundLaunch:
         """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own (the
@@ -309,7 +333,7 @@ class _Launchable(Launcher):
         foreign.before_launch(values, self._args)
         code = _launch(c)
         if code:
-            _after_launch(code, c, self._module.ensure_open, self._what)
+            _after_launch(code, c, self._checker(values), self._what)
         foreign.after_launch()
 
     def _introspect(self) -> None:
@@ -643,11 +667,7 @@ class BoundLaunch(Launcher):
 
     def _refresh(self) -> None:
         owneds = [self._entry.module.owned, self._runtime.owned]
-        for v in self._values:
-            if isinstance(v, NdArray):
-                owneds.append(v.owned)
-            elif isinstance(v, (Image, Texture)):
-                owneds.append((v.image if isinstance(v, Texture) else v).owned)
+        owneds += [o for o in map(bound_owned, self._values) if o is not None]
         self._owneds = tuple(owneds)
         self._c.seen = -1
 

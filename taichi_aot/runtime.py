@@ -84,6 +84,9 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
                    unmaps: dict[int, Callable[[], None]]) -> None:
     if warn:
         warnings.warn(f"unclosed {name}: close it, or use it in a with block", ResourceWarning, stacklevel=2)
+    # closed first, released last: every check on another thread (a launch made again after a stale one, a copy)
+    # raises ClosedError from here on, and the native runtime goes once the children below, which pin it, are released
+    owned.close()
     # staged copies' mappings (ForeignArgs.unmaps), which pin their memory, the own CUDA launcher's stand-ins and
     # the modules kept for reuse (module.py's _Shared); none in a forked child (the parent's, whose locks another
     # thread of the parent may have held at the fork)
@@ -95,7 +98,6 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
             child._finalizer()  # the runtime's own teardown: already allowed here
         except Exception:
             pass
-    owned.close()
 
 
 class Runtime(DeviceAliases):
@@ -551,6 +553,7 @@ class Runtime(DeviceAliases):
             capi.set_cuda_stream(None)
             self._cuda_stream = None
         if self._finalizer.detach() is not None:
+            self._owned.close()  # first: a launch another thread makes meanwhile finds the runtime closed
             self.foreign.close()
             _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
             self.modules.clear()  # released with the runtime: nothing to reuse

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -167,6 +168,46 @@ def test_build_bad_input(tmp_path):
     deep = tmp_path / "new" / "folders" / "m.tcm"  # a failed build leaves no folder it made for its output
     proc = run_cli("build", str(broken), "--arch", "x64", "-o", str(deep))
     assert proc.returncode == 2 and not (tmp_path / "new").exists(), proc.stderr
+
+
+def test_build_never_replaces_an_input_or_a_file_of_the_users(tmp_path):
+    """-o naming the source (itself, by another spelling, through a link), a module given with --with, a file that is
+    no module or a folder of other files: refused (exit 2, the path named), every byte left as it was; -o naming a
+    module built before replaces it; an output nobody can write says so of the path given."""
+    source = tmp_path / "physics.py"
+    shutil.copyfile(os.path.join(HERE, "export_sample.py"), source)
+    before = source.read_bytes()
+    (tmp_path / "link.tcm").symlink_to(source)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "a.txt").write_text("mine\n")
+    built = tmp_path / "v.tcm"
+    first = run_cli("build", str(source), "--arch", "vulkan", "-o", str(built))
+    assert first.returncode == 0, first.stderr
+    cases = [
+        (["--arch", "x64", "vulkan", "-o", str(source)], "is one of the build's inputs"),
+        (["--arch", "x64", "-o", str(source)], "is one of the build's inputs"),
+        (["--arch", "x64", "-o", str(tmp_path / "." / "physics.py")], "is one of the build's inputs"),
+        (["--arch", "x64", "-o", str(tmp_path / "link.tcm")], "is one of the build's inputs"),
+        (["--arch", "x64", "--with", f"vulkan={built}", "-o", str(built)], "is one of the build's inputs"),
+        (["--arch", "x64", "-o", str(notes)], "is a file that is not a taichi_aot module"),
+        (["--arch", "vulkan", "-o", str(folder)], "is a folder of other files"),
+        (["--arch", "x64", "vulkan", "-o", str(tmp_path)], "is a folder; a module for several archs is one file"),
+        (["--arch", "x64", "-o", "/proc/p.tcm"], "-o /proc/p.tcm: cannot write there"),
+    ]
+    for args, text in cases:
+        proc = run_cli("build", str(source), *args)
+        assert proc.returncode == 2 and text in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert ".taichi_aot_build_" not in proc.stderr
+    assert source.read_bytes() == before and notes.read_text() == "mine\n"
+    assert sorted(os.listdir(folder)) == ["a.txt"] and os.path.islink(tmp_path / "link.tcm")
+    again = run_cli("build", str(source), "--arch", "x64", "vulkan", "-o", str(built))  # a module: replaced
+    assert again.returncode == 0 and "multi-arch" in again.stdout, again.stderr
+    from taichi_aot.metadata import read_module
+
+    assert read_module(str(built)).parts
 
 
 def test_bench_check_of_a_backend_not_here_fails():

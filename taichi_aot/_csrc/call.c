@@ -541,12 +541,16 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
             PyThreadState *state = PyEval_SaveThread();
             code = taichi_aot_api.launch(c);
             PyEval_RestoreThread(state);
-            self->in_c++;
-            launcher_settle(self, 1);
-            if (code) { /* raises, or (closed since the check) re-checks and launches again */
-                return PyObject_CallMethod(op, "_after_code", "i", code);
+            /* stale: something was closed (on another thread) since the pack, and nothing was launched: the
+               Python path below checks every argument again, so a launch never binds what a close released */
+            if (code != TAICHI_AOT_STALE) {
+                self->in_c++;
+                launcher_settle(self, 1);
+                if (code) { /* raises */
+                    return PyObject_CallMethod(op, "_after_code", "i", code);
+                }
+                Py_RETURN_NONE;
             }
-            Py_RETURN_NONE;
         }
     }
     if (self->count >= 0) {

@@ -302,20 +302,49 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     archs, prebuilt = _checked(source, archs, prebuilt, cpu_threads)
     out = os.path.abspath(out)
     every = [*archs, *prebuilt]
-    if len(every) > 1 and os.path.isdir(out):
-        raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
+    _check_output(out, [source, *prebuilt.values()], len(every) > 1)
     parent = os.path.dirname(out)
     made = _missing_folders(parent)  # made for the output: removed again if the build fails
-    os.makedirs(parent, exist_ok=True)
     try:
+        os.makedirs(parent, exist_ok=True)
         return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access, portable)
+    except OSError as e:  # the output's folder cannot be made or written: said of the path given, not of a temporary
+        _remove_made(made)
+        raise BuildError(f"-o {out}: cannot write there ({e.strerror or e})") from None
     except BaseException:
-        for folder in made:
-            try:
-                os.rmdir(folder)
-            except OSError:  # not empty (something else wrote there meanwhile): left as it is
-                break
+        _remove_made(made)
         raise
+
+
+def _remove_made(made: list[str]) -> None:
+    """Remove the folders a failed build made for its output (deepest first), unless something else wrote there."""
+    for folder in made:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (something else wrote there meanwhile): left as it is
+            break
+
+
+def _check_output(out: str, inputs: list[str], one_file: bool) -> None:
+    """Refuse an output path the build must not write: one of its inputs (the source, a module given with --with),
+    a folder for a module of several archs, or something that exists and is not a module (a file of the user's, a
+    folder with other files). An existing module there is replaced: naming it as the output asks for that."""
+    for given in inputs:
+        if os.path.abspath(given) == out or (os.path.exists(out) and os.path.exists(given) and
+                                             os.path.samefile(out, given)):
+            instead = os.path.splitext(out)[0] + ".tcm"
+            raise BuildError(f"-o {out} is one of the build's inputs ({given}): nothing was written; name another "
+                             "output" + (f", e.g. {instead}" if instead != out and not os.path.exists(instead) else ""))
+    if one_file and os.path.isdir(out):
+        raise BuildError(f"-o {out} is a folder; a module for several archs is one file")
+    if not os.path.lexists(out) or (os.path.isdir(out) and not os.listdir(out)):
+        return
+    try:
+        read_module(out)
+    except (MissingFileError, CorruptedDataError, OSError):
+        what = "a folder of other files" if os.path.isdir(out) else "a file that is not a taichi_aot module"
+        raise BuildError(f"-o {out} exists and is {what}: build replaces only a module; remove it or name another "
+                         "output") from None
 
 
 def _checked(source: str, archs: str | list[str], prebuilt: dict[str, str] | None, cpu_threads: int | None
