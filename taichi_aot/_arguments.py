@@ -204,7 +204,7 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
                     return
                 value = runtime.foreign.argument(value, spec, what)
         if (value._sig != sig) if sig is not None else (value._sig[1:] != shape_sig):
-            raise wrong(given, InvalidArgumentError)
+            raise ArgumentTypeError(f"{wrong(given)}: {array_fix(given, value, spec)}")
         if value._memory._owned.closed:
             value.ensure_open()
         if value._runtime is not runtime:
@@ -213,6 +213,29 @@ def _ndarray_packer(spec: ArgInfo, what: str) -> Packer:
         slot.buf[off:off + end] = value._arg_bytes
 
     return pack
+
+
+#: How each library converts an array to another dtype, by the module its array type comes from.
+_CONVERT = {"torch": ".to(torch.{})", "cupy": ".astype(cupy.{})", "jax": ".astype(jnp.{})", "jaxlib": ".astype(jnp.{})"}
+
+
+def array_fix(given: Any, nd: NdArray, spec: ArgInfo) -> str:
+    """What to do with an array (``given``, taken as ``nd``) whose dtype or dimensions ``spec`` does not take: the
+    conversion in its own library's words, the shape the kernel expects."""
+    fixes = []
+    want = NUMPY_DTYPES[spec.dtype] if spec.dtype is not None else None
+    if want is not None and nd.dtype != want:
+        if isinstance(given, NdArray):
+            fixes.append(f"make it a {want.name} ndarray (rt.ndarray(shape, np.{want.name}))")
+        else:
+            convert = _CONVERT.get(type(given).__module__.partition(".")[0], ".astype(np.{})").format(want.name)
+            fixes.append(f"convert it with {convert}")
+    if (len(nd.shape), nd.elem_shape) != (spec.ndim, spec.elem_shape):
+        dims = ", ".join(["n"] * spec.ndim + [str(d) for d in spec.elem_shape])
+        comma = "," if spec.ndim + len(spec.elem_shape) == 1 else ""
+        fixes.append(f"pass an array of shape ({dims}{comma})" + (
+            f": {spec.ndim} array dimension(s), then the element shape {spec.elem_shape}" if spec.elem_shape else ""))
+    return "; ".join(fixes) or "pass an array of the kernel's dtype and shape"
 
 
 def _other_array(value: Any, cls: type, slot: Slot, sig: Any, writes: bool, wrong: Callable[..., Exception]

@@ -437,7 +437,7 @@ class CudaArray:
         except Exception as e:
             raise producer_error(obj, what, "its DLPack export", e) from None
         if owner.device[0] not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
-            raise InvalidArgumentError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
+            raise ArgumentTypeError(f"{what}: a {type(obj).__name__} on DLPack device {owner.device}, not CUDA")
         if owner.dtype is None:
             raise ArgumentTypeError(f"{what}: {type(obj).__name__} of a dtype Taichi cannot store")
         return cls(owner.shape, owner.dtype, owner.data, owner.compact(), owner.device[1],
@@ -451,8 +451,8 @@ class CudaArray:
         if not 0 <= elem_ndim <= len(shape) or 0 in shape:  # () is a 0-D array: one element
             raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
         if self.device != device:
-            raise InvalidArgumentError(f"{what}: the array is on CUDA device {self.device}; this runtime drives "
-                                       f"device {device} (a runtime on the array's device takes it: "
-                                       f"Runtime('cuda', device_index={self.device}))")
+            raise ArgumentTypeError(f"{what}: the array is on CUDA device {self.device}; this runtime drives "
+                                    f"device {device} (a runtime on the array's device takes it: "
+                                    f"Runtime('cuda', device_index={self.device}))")
         if not self.contiguous:
             raise InvalidArgumentError(f"{what}: a strided CUDA array: make it contiguous with its own library")

@@ -39,6 +39,7 @@ from . import _cuda
 from ._native import ffi, lib
 from .enums import archs_instead
 from .errors import (
+    ArgumentOutOfRangeError,
     ArgumentTypeError,
     InvalidArgumentError,
     InvalidStateError,
@@ -238,9 +239,9 @@ class CudaDevice:
             raise _refused(f"the driver cannot start ({_cuda.error_name(code)})" if code else
                            "this process sees no CUDA device (CUDA_VISIBLE_DEVICES may hide them)")
         if not 0 <= ordinal < count:
-            raise InvalidArgumentError(f"CUDA device {ordinal}: this process sees {count} CUDA "
-                                       f"device{'s' if count != 1 else ''} (0 to {count - 1}; CUDA_VISIBLE_DEVICES "
-                                       "may hide others)")
+            raise ArgumentOutOfRangeError(f"CUDA device {ordinal}: this process sees {count} CUDA "
+                                          f"device{'s' if count != 1 else ''} (0 to {count - 1}; CUDA_VISIBLE_DEVICES "
+                                          "may hide others)")
         self.ordinal = ordinal
         primary = _cuda.retain_primary(cu, ordinal)
         self.context = int(primary.value or 0)

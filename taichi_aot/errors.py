@@ -73,8 +73,9 @@ class ArgumentNullError(TaichiError, ValueError):
     code = Error.ARGUMENT_NULL
 
 
-class ArgumentOutOfRangeError(TaichiError, ValueError):
-    """An argument is outside its valid range (TI_ERROR_ARGUMENT_OUT_OF_RANGE)."""
+class ArgumentOutOfRangeError(InvalidArgumentError):
+    """An argument is outside its valid range (TI_ERROR_ARGUMENT_OUT_OF_RANGE): a device that does not exist, an
+    image larger than the device takes. An :class:`InvalidArgumentError` too (so a ``ValueError``)."""
 
     code = Error.ARGUMENT_OUT_OF_RANGE
 

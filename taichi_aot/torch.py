@@ -23,7 +23,7 @@ from ._call import EagerOp
 from ._ops import FLOATS, ModuleParts, OpSpec, PartsOp
 from ._torchop import boxed_kernel
 from .enums import Arch
-from .errors import ArgumentTypeError, InvalidArgumentError, NotSupportedError, TaichiError
+from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
 from .module import ModuleSource
 
@@ -298,9 +298,9 @@ class Op(EagerOp):
                 raise ArgumentTypeError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime is "
                                         f"{self._runtime.arch.name}: pass tensors on {self._device}")
             if self._cuda and value.device.index != self._device.index:
-                raise InvalidArgumentError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime "
-                                           f"drives device {self._device.index}: pass tensors on {self._device} (a "
-                                           f"runtime of device {value.device.index} takes them there)")
+                raise ArgumentTypeError(f"{spec.what(i)}: a tensor on {value.device}, and the kernel's runtime "
+                                        f"drives device {self._device.index}: pass tensors on {self._device} (a "
+                                        f"runtime of device {value.device.index} takes them there)")
 
     def _plan_outputs(self) -> list[tuple[str, Any, Any]]:
         """How each output is made from the inputs: ("clone", input position, None), ("like", input position,

@@ -502,3 +502,12 @@ def _close_each(objects, errors: list[str], start=None) -> None:
             obj.close()
         except WrongThreadError as e:
             errors.append(str(e))
+
+
+def test_a_runtime_destroyed_with_memory_still_mapped(arch):
+    """libtaichi 1.7.4 aborts the process destroying a mapped allocation: the flat API unmaps it first."""
+    rt = capi.create_runtime(arch)
+    mem = capi.allocate_memory(rt, {"size": 64, "usage": 1}, host_read=1, host_write=1)
+    capi.map_memory(rt, mem)
+    capi.destroy_runtime(rt)
+    assert not capi.handles.is_live("runtime", rt) and not capi.handles.is_live("memory", rt, mem)

@@ -325,6 +325,21 @@ def test_ptx_on_a_module_with_no_cuda_part_says_how_to_make_one(modules, tmp_pat
         assert not os.path.exists(tmp_path / "out")
 
 
+def test_ptx_on_a_module_with_no_kernels_has_nothing_to_do(tmp_path):
+    """A module Taichi saved with no kernel names no arch: ptx says there is nothing to do, writes nothing, exit 0."""
+    from conftest import taichi_env
+
+    empty = str(tmp_path / "empty")
+    made = subprocess.run([sys.executable, "-c", "import sys, taichi as ti; ti.init(arch=ti.x64, offline_cache=False);"
+                           " ti.aot.Module(ti.x64).save(sys.argv[1])", empty], capture_output=True, text=True,
+                          env=taichi_env(), timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    before = sorted(os.listdir(empty))
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "ptx", empty], capture_output=True, text=True)
+    assert proc.returncode == 0 and "nothing to do" in proc.stdout and "holds no kernels" in proc.stdout, proc.stderr
+    assert sorted(os.listdir(empty)) == before and add_ptx(empty)["empty"] is True
+
+
 # ---------------------------------------------------------------------------
 # On a GPU: both launch paths, the same values
 

@@ -208,10 +208,14 @@ def runtime_threads(runtime: Any) -> int:
 
 
 def destroy_runtime(runtime: Any) -> None:
-    """``ti_destroy_runtime``: destroy a runtime; its memory, images, modules and kernels die with it."""
+    """``ti_destroy_runtime``: destroy a runtime; its memory, images, modules and kernels die with it (memory still
+    mapped is unmapped first: libtaichi 1.7.4 aborts the process destroying a mapped allocation)."""
     lookup_runtime(runtime, "destroy_runtime")
+    mapped = handles.mapped_memory(runtime)
     handles.retire(("runtime", runtime))
     with _library.busy, Quiet():
+        for memory in mapped:
+            lib.ti_unmap_memory(runtime, memory)
         lib.ti_destroy_runtime(runtime)
     check("destroy_runtime")
 

@@ -115,6 +115,13 @@ def retire(key: tuple) -> None:
             _live[record.parent].children.discard(key)
 
 
+def mapped_memory(runtime: Any) -> list[Any]:
+    """The memory of live ``runtime`` that is mapped now (allocated by the library, not imported)."""
+    with _lock:
+        children = [_live.get(key) for key in _live[("runtime", runtime)].children]
+    return [c.handle for c in children if c is not None and c.kind == "memory" and c.mapped and not c.imported]
+
+
 def find(key: tuple) -> HandleRecord | None:
     """The record of a live handle, or None (no checks: for the hot paths)."""
     return _live.get(key)

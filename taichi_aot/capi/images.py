@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..enums import Format, ImageDimension
-from ..errors import InvalidArgumentError, OutOfMemoryError
+from ..errors import ArgumentOutOfRangeError, InvalidArgumentError, OutOfMemoryError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -47,8 +47,8 @@ def check_image(info: Any, devices: Sequence[VulkanDevice], what: str) -> None:
              ImageDimension.DIM_3D: (ext.width, ext.height, ext.depth)}.get(dim, (ext.width, ext.height))
     bounds = [d.max_image[_LIMIT_OF[dim]] for d in devices if d.max_image[_LIMIT_OF[dim]]]
     if bounds and max(sides) > min(bounds):
-        raise InvalidArgumentError(f"{what}: a {dim.name} image of sides {tuple(int(s) for s in sides)}: the "
-                                   f"Vulkan device takes at most {min(bounds)} per side")
+        raise ArgumentOutOfRangeError(f"{what}: a {dim.name} image of sides {tuple(int(s) for s in sides)}: the "
+                                      f"Vulkan device takes at most {min(bounds)} per side")
     layers = max(int(ext.array_layer_count), 1) * (6 if dim == ImageDimension.CUBE else 1)
     nbytes = int(ext.width) * int(ext.height) * int(ext.depth) * layers * texel_bytes(fmt)
     if int(info.mip_level_count) > 1:

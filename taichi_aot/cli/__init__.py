@@ -199,6 +199,9 @@ def cmd_ptx(args: argparse.Namespace) -> int:
     except PtxError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
+    if manifest.get("empty"):
+        print(f"nothing to do: {args.module} holds no kernels (no PTX to add; nothing written)")
+        return 0
     print(f"wrote PTX into {args.out or args.module}")
     _print_ptx(manifest)
     return 0

@@ -29,7 +29,14 @@ from .. import _library, _probe, capi
 from .._native import ffi, lib
 from ..capi.handles import mark_enqueued
 from ..enums import Arch
-from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError, TaichiError, check
+from ..errors import (
+    ArgumentOutOfRangeError,
+    InvalidArgumentError,
+    InvalidStateError,
+    NotSupportedError,
+    TaichiError,
+    check,
+)
 from .base import Device, Native, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -276,8 +283,8 @@ def create_runtime(device_index: int | None, cpu_threads: int | None = None) -> 
     index = best if device_index is None else device_index
     if devices and index >= len(devices):
         listed = ", ".join(f"{k}: {d.name}" for k, d in enumerate(devices))
-        raise InvalidArgumentError(f"Runtime('vulkan', device_index={index}): this process sees {len(devices)} Vulkan "
-                                   f"device{'s' if len(devices) != 1 else ''} ({listed})")
+        raise ArgumentOutOfRangeError(f"Runtime('vulkan', device_index={index}): this process sees {len(devices)} "
+                                      f"Vulkan device{'s' if len(devices) != 1 else ''} ({listed})")
     if not devices or (index == best and not _library.fences):  # libtaichi's own pick, as it makes it
         return capi.create_runtime(Arch.VULKAN, 0, cpu_threads=cpu_threads).cdata, index
     if not _library.fences:

@@ -109,6 +109,8 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     """Add PTX to a Taichi CUDA module: a folder, a ``.tcm`` or a multi-arch module (its CUDA part), written to
     ``out`` (default: in place). Returns the manifest.
 
+    A module with no kernels has nothing to add: nothing is written, and the manifest says ``"empty": True``.
+
     Raises:
         IncompatibleModuleError: the module has no CUDA part (nothing is written).
         PtxError: no llvmlite. CorruptedDataError, MissingFileError: as :func:`~taichi_aot.metadata.read_module`.
@@ -118,6 +120,8 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     from ..metadata.source import extract_archive, store_member, zip_folder
 
     info = read_module(source)
+    if not info.parts and info.arch is None and not info.kernels:  # no kernel says which arch: nothing to add
+        return {"target": None, "kernels": {}, "refused": {}, "empty": True}
     if not ("cuda" in info.parts if info.parts else info.arch is not None and info.arch.name == "CUDA"):
         archs = ", ".join(info.parts or [a.name.lower() for a in info.archs]) or "no known arch"
         raise IncompatibleModuleError(
