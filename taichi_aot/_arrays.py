@@ -448,7 +448,10 @@ class CudaArray:
         shape = self.shape
         if self.dtype not in DATA_TYPES:
             raise ArgumentTypeError(f"{what}: {self.dtype} has no Taichi data type")
-        if not 0 <= elem_ndim <= len(shape) or 0 in shape:  # () is a 0-D array: one element
+        if 0 in shape:  # () is a 0-D array: one element
+            raise InvalidArgumentError(f"{what}: the array is empty (shape {shape}); a kernel takes at least one "
+                                       "element")
+        if not 0 <= elem_ndim <= len(shape):
             raise InvalidArgumentError(f"{what}: a CUDA array of shape {shape} with elem_ndim {elem_ndim}")
         if self.device != device:
             raise ArgumentTypeError(f"{what}: the array is on CUDA device {self.device}; this runtime drives "

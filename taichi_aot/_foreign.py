@@ -285,6 +285,9 @@ class ForeignArgs:
             reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
             raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
         dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
+        if a.size == 0:  # before any path's own checks, which an empty array's strides can mislead
+            raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape}); a kernel takes at least one "
+                                       "element")
         if not self._shares:  # host memory is never shared there: no cache to look in
             return self._staged_argument(a, dims, spec, what)
         key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._cache import cache_home, read_entry, write_entry
 from ._child import NoChildError, app_identity, run_child, started
-from .enums import CPU_ARCHS, Arch, Error
+from .enums import ARCHS_COMMAND, CPU_ARCHS, Arch, Error
 
 if TYPE_CHECKING:  # pragma: no cover
     import subprocess
@@ -242,7 +242,7 @@ def _probe_in_child(arch: Arch, timeout: float) -> tuple[bool, str]:
 
 
 #: What to use where a backend does not work, as the reasons say it.
-_OTHERS = "python -m taichi_aot archs lists those that work here"
+_OTHERS = f"{ARCHS_COMMAND} lists those that work here"
 
 
 def _died(arch: Arch, proc: subprocess.CompletedProcess[str]) -> str:
@@ -253,12 +253,14 @@ def _died(arch: Arch, proc: subprocess.CompletedProcess[str]) -> str:
     if proc.returncode >= 0:
         return f"the probe's child process ended with exit status {proc.returncode} {tail[0]}".strip()
     try:
-        died = f"crashed creating a runtime ({signal.Signals(-proc.returncode).name}, in a child process)"
+        sig = signal.Signals(-proc.returncode).name
     except ValueError:
-        died = f"crashed creating a runtime (signal {-proc.returncode}, in a child process)"
+        sig = f"signal {-proc.returncode}"
+    died = f"crashed creating a runtime ({sig}, in a child process)"
     if arch in (Arch.OPENGL, Arch.GLES) and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        return f"{died}: libtaichi's OpenGL backends need a display, and neither DISPLAY nor WAYLAND_DISPLAY is set " \
-               f"(run under X or Wayland, or use another arch: {_OTHERS})"
+        return f"no display: neither DISPLAY nor WAYLAND_DISPLAY is set, and libtaichi's OpenGL backends need one " \
+               f"(without it, creating a runtime crashed a child process: {sig}); run under X or Wayland, or use " \
+               f"another arch ({_OTHERS})"
     return f"{died}: its driver is missing or broken here; use another arch ({_OTHERS})"
 
 
@@ -305,6 +307,8 @@ def probe(timeout: float = 60.0, only: frozenset[Arch] | None = None) -> dict[Ar
 def _status(arch: Arch, answer: tuple[bool, str], cuda_count: int) -> ArchStatus:
     """An arch's status from its child's answer: the device count of CUDA (the driver's) and of a CPU arch (one)."""
     ok, why = answer
+    if arch == Arch.VULKAN and not ok:
+        why += _loader_choice()
     count = cuda_count if arch == Arch.CUDA else (1 if ok else 0)
     return ArchStatus(arch, ok, count if arch == Arch.CUDA or arch in CPU_ARCHS else None, why)
 
@@ -434,6 +438,16 @@ _LOADER_VARIABLES = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES
                      "VK_LOADER_DRIVERS_DISABLE", "VK_LOADER_LAYERS_ENABLE", "VK_LOADER_LAYERS_DISABLE",
                      "VK_INSTANCE_LAYERS", "VK_LAYER_PATH", "VK_ADD_LAYER_PATH", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                      "XDG_CONFIG_DIRS", "XDG_DATA_DIRS")
+
+
+def _loader_choice() -> str:
+    """Where variables of the environment choose the Vulkan loader's drivers: which, as a reason's last words."""
+    chosen = [f"{v}={os.environ[v]!r}" for v in ("VK_LOADER_DRIVERS_DISABLE", "VK_LOADER_DRIVERS_SELECT",
+                                                  "VK_DRIVER_FILES", "VK_ICD_FILENAMES") if os.environ.get(v)]
+    if not chosen:
+        return ""
+    return (f" (the Vulkan loader's drivers are chosen here by {', '.join(chosen)}, which may leave it none: unset "
+            f"{'it' if len(chosen) == 1 else 'them'} to let it find this machine's)")
 
 
 def _vulkan_driver_files() -> list[str]:

@@ -30,7 +30,7 @@ def compile_cache() -> str:
 
 
 #: What taichi_aot keeps in its cache folder, by kind (file name patterns); ``cache clear`` removes these only.
-CACHE_ENTRIES = {"probe answers": ("probe-*.json",), "module verdicts": ("modules",), "PTX made at load": ("ptx",),
+CACHE_ENTRIES = {"probe answers": ("probe-*.json",), "module verdicts": ("modules/*",), "PTX made at load": ("ptx/*",),
                  "compiled modules": ("demo-*", "bench-*"), "libraries fetched by builds": ("c_api",)}
 
 
@@ -64,6 +64,12 @@ def clear_cache() -> int:
                 except OSError:
                     continue
             removed += 1
+    for patterns in CACHE_ENTRIES.values():  # the folders that hold entries (module verdicts, PTX), once empty
+        for folder in {os.path.dirname(p) for p in patterns if os.sep in p or "/" in p}:
+            try:
+                os.rmdir(os.path.join(cache_home(), folder))
+            except OSError:  # not there, or another user's entry stays in it
+                pass
     return removed
 
 

@@ -114,7 +114,14 @@ def machine_warnings() -> list[str]:
         load = os.getloadavg()[0]
     except OSError:
         load = 0.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     if load > 0.5 * cores:
         warnings.append(f"load average {load:.1f} on {cores} usable cores: other work shares the machine")
     return warnings
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity and CPU quota: taichi_aot._cpus)."""
+    from taichi_aot._cpus import usable_cpus
+
+    return usable_cpus()

@@ -51,13 +51,26 @@ def format_figure(v: float | None) -> str:
 def summary(results: dict) -> str:
     """The target lines only: what the issue asks to see."""
     out = [f"errors: {e}" for e in results.get("errors", [])] + ["targets:"]
+    missed = 0
     for d in results["rows"]:
         if d["target"]:
             state = "met" if d["met"] else "MISSED"
+            missed += not d["met"]
             value = d["ratio"] if d["ratio"] is not None else d["median"]
             out.append(f"  [{state:6}] {d['arch']:7} {d['name']}: {value:.3g} ({d['target']})"
                        f"{' vs ' + d['limit'] if d['limit'] else ''}")
+    cores = results.get("cores")
+    if missed and cores is not None and cores < SET_ON_CORES:
+        out.append(f"note: this host gives the bench {cores} usable CPU core{'s' if cores != 1 else ''}; the targets "
+                   f"were set on GPU hosts of {SET_ON_CORES} or more (benchmarks/RESULTS.md). Rows that time "
+                   "threads, processes, host copies, torch or start-up share those cores with the bench itself "
+                   f"here, so some of the {missed} MISSED may be the host's, not the package's: compare the ratios "
+                   "on such a host")
     return "\n".join(out)
+
+
+#: The fewest usable cores of the hosts the bench's targets were set on (the device hosts: 16).
+SET_ON_CORES = 8
 
 
 def _empty(ax: Any, title: str, what: str) -> None:

@@ -13,7 +13,7 @@ from taichi_aot import Arch, capi
 
 from .harness import Bench, machine
 from .launch import graph_vs_kernels, interop, launch_overhead, memory_growth
-from .measure import machine_warnings
+from .measure import machine_warnings, usable_cores
 from .report import format_rows
 from .row import Row
 from .sim import simulation
@@ -73,7 +73,7 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "host": platform.node(),
         "machine": machine(), "python": platform.python_version(), "numpy": np.__version__,
         "library": capi.library.path, "c_api_version": capi.get_version(), "archs": {}, "rows": [], "errors": [],
-        "warnings": machine_warnings(),
+        "warnings": machine_warnings(), "cores": usable_cores(),
     }
     for warning in results["warnings"]:
         log(f"warning: {warning}")

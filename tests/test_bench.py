@@ -87,6 +87,38 @@ def test_bench_bad_input():
     assert proc.returncode == 2 and f"--vk-raw {folder!r}: not a program" in proc.stderr, proc.stderr
 
 
+_NO_LLVMLITE = """
+import sys
+class _Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "llvmlite":
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, _Absent())
+"""
+
+
+def test_bench_as_the_readmes_install_leaves_it(tmp_path):
+    """Without the ptx extra (llvmlite: the README's install route leaves it out) the autodiff section says why it
+    has no rows on x64, no traceback, exit 0; where targets are missed on a host of fewer cores than the targets were
+    set on, the summary says so."""
+    require_arch(Arch.X64)
+    from taichi_aot_bench.measure import usable_cores
+    from taichi_aot_bench.report import SET_ON_CORES
+
+    (tmp_path / "sitecustomize.py").write_text(_NO_LLVMLITE)
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--arch", "x64", "--sections",
+                           "autodiff", "startup", "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr
+    assert "autodiff: no rows on x64: " in proc.stdout and "pip install 'taichi_aot[ptx]'" in proc.stdout
+    results = json.loads(out.read_text())
+    assert results["errors"] == [] and results["cores"] == usable_cores()
+    missed = any(r["target"] and not r["met"] for r in results["rows"])
+    assert ("usable CPU core" in proc.stdout) == (missed and usable_cores() < SET_ON_CORES), proc.stdout[-2000:]
+
+
 def test_bench_check_exits_1_exactly_when_a_target_is_missed(tmp_path):
     require_arch(Arch.X64)
     out = tmp_path / "bench.json"

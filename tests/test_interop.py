@@ -302,6 +302,19 @@ def test_a_wrong_array_is_named_by_its_library(rt, arch, modules):
     assert describe_array(CupyLike()) == "float16 CuPy array of shape (2, 3)"
 
 
+def test_an_empty_array_is_refused_as_empty(rt, arch, modules):
+    """A host array with a zero dimension (1-D, 2-D, of vectors) is refused for what it is, on every backend and
+    placement, not for the strides an empty array happens to have."""
+    mod = rt.load_module(modules.path(arch))
+    cases = [(mod.kernels["add"], (np.zeros(0, np.float32), rt.ndarray((4,), np.float32), 1.0)),
+             (mod.kernels["fill_i32"], (np.zeros((0, 3), np.int32), 1)),
+             (mod.kernels["fill_i32"], (np.zeros((3, 0), np.int32), 1)),
+             (mod.kernels["scale_vec3"], (np.zeros((0, 3), np.float32), (1.0, 2.0, 3.0)))]
+    for kernel, args in cases:
+        with pytest.raises(InvalidArgumentError, match=r"argument 0.*: the array is empty \(shape \("):
+            kernel(*args)
+
+
 def test_a_wrong_jax_array_is_named_a_jax_array(rt, arch, modules):
     jnp = require_extra("jax.numpy", "jax")
     add = rt.load_module(modules.path(arch)).kernels["add"].declare_access({1: "read"})  # JAX arrays are read-only

@@ -55,8 +55,16 @@ def cmd_archs(args: argparse.Namespace) -> int:
                 line += "".join(f"\n      {getattr(c, 'name', c)}={v}" for c, v in caps.items())
             print(line)
         else:
-            print(f"  {arch.name.lower():8} unavailable: {status.reason}")
+            print(f"  {arch.name.lower():8} unavailable: {_in_archs(status.reason)}")
     return 0
+
+
+def _in_archs(reason: str) -> str:
+    """An arch's reason as ``archs`` prints it: without the pointer to ``archs`` itself that other commands add."""
+    from ..enums import ARCHS_COMMAND
+
+    pointer = f"{ARCHS_COMMAND} lists those that work here"
+    return reason.replace(f" ({pointer})", "").replace(f": {pointer}", "").replace(f"; {pointer}", "")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -415,7 +423,11 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
     p.add_argument("module", help="a CUDA module folder, .tcm, or multi-arch module with a CUDA part")
     p.add_argument("-o", "--out", default=None, help="write the result here (default: in place)")
     p = add_command(sub, "cache", cmd_cache, "list what taichi_aot keeps in its cache folder, or clear it")
-    p.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
+    p.add_argument("action", nargs="?", choices=["list", "clear"], default="list",
+                   help="list (the default): the cache folder and each kind of entry in it (probe answers, module "
+                        "verdicts, PTX made at load, compiled modules, libraries fetched by builds), counted and "
+                        "named; clear: remove those entries, this user's alone (nothing else in the folder is "
+                        "touched; each is made again when needed)")
     p = add_command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
