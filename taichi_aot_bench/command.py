@@ -13,6 +13,10 @@ from typing import Any
 
 from taichi_aot.cli import Subcommands, add_command, unwritable
 
+#: The bench's sections, in the order a run makes them (run.py's; here, where the command's help reads them).
+SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
+            "validation", "ops", "autodiff", "startup", "placement", "gpus")
+
 
 def add_bench(sub: Subcommands) -> None:
     """Add ``bench`` and its options to the command line's table of subcommands."""
@@ -21,8 +25,7 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
     p.add_argument("--arch", nargs="*", choices=["x64", "vulkan", "cuda"], help="archs (default: all available)")
     p.add_argument("--sections", nargs="*",
-                   help="launch simulation graph throughput transfers memory interop scaling launcher validation "
-                   "ops autodiff startup gpus (default: all)")
+                   help=f"{' '.join(SECTIONS)} (default: all)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': to stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the results (needs matplotlib)")
     p.add_argument("--no-jit", action="store_true", help="skip Taichi's own JIT path")
@@ -42,7 +45,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from taichi_aot import Arch
 
     from .report import summary
-    from .run import SECTIONS, run
+    from .run import run
 
     archs = [Arch[a.upper()] for a in args.arch] if args.arch else None
     problem = _refused(args, SECTIONS)

@@ -114,6 +114,8 @@ def _plot_throughput(ax: Any, rows: list[dict], title: str) -> None:
 
 def plot(results: dict, path: str) -> None:
     """Write a PNG of the launch costs and throughput (needs matplotlib)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,7 +125,7 @@ def plot(results: dict, path: str) -> None:
     fig, axes = plt.subplots(2, max(len(archs), 1), figsize=(6.5 * max(len(archs), 1), 9.5), squeeze=False)
     for i, arch in enumerate(archs):
         rows = [d for d in results["rows"] if d["arch"] == arch]
-        device = results["archs"][arch]["device"]
+        device = textwrap.fill(str(results["archs"][arch]["device"]), 64)  # a long device name on lines of its own
         _plot_launch(axes[0][i], [d for d in rows if d["section"] == "launch" and d["unit"] == "us/launch"],
                      f"{arch}: launch cost of a trivial kernel\n{device}")
         _plot_throughput(axes[1][i], [d for d in rows if d["section"] == "throughput"],

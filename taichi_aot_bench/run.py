@@ -11,6 +11,7 @@ import numpy as np
 
 from taichi_aot import Arch, capi
 
+from .command import SECTIONS
 from .harness import Bench, machine
 from .launch import graph_vs_kernels, interop, launch_overhead, memory_growth
 from .measure import machine_warnings, usable_cores
@@ -55,8 +56,6 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 #: The sections whose rows a function of the bench alone makes, in a module of the section's name.
 _OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus")
-SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops", "autodiff", "startup", "placement", "gpus")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

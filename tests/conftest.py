@@ -88,12 +88,12 @@ def require_extra(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError:
         declined = _declined().get(extra)
-        if declined:
-            pytest.skip(f"the {extra} extra: {declined}")
+        if declined:  # at a test module's top too (allow_module_level): the whole file skips, no collection error
+            pytest.skip(f"the {extra} extra: {declined}", allow_module_level=True)
         message = f"{module} is not installed (the {extra} extra: pip install -e '.[{extra}]')"
         if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message, allow_module_level=True)
 
 
 @pytest.fixture
