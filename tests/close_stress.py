@@ -14,6 +14,7 @@ closed runtime); anything else, a worker that does not end, or a value that is n
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import sys
 import threading
@@ -21,7 +22,7 @@ import time
 
 import numpy as np
 
-from taichi_aot import Arch, ClosedError, ImageLayout, InvalidStateError, Runtime, Texture
+from taichi_aot import Arch, ClosedError, ImageLayout, InvalidStateError, Runtime, Texture, capi
 
 TARGETS = ("arrays", "images", "module", "runtime")
 WORKERS = 4
@@ -106,6 +107,7 @@ class Round:
             self.rt.close()
 
     def run(self) -> list[str]:
+        failures = self.failures
         threads = [threading.Thread(target=self.work, args=(i,), daemon=True) for i in range(WORKERS)]
         for t in threads:
             t.start()
@@ -124,7 +126,15 @@ class Round:
         if not self.rt.closed:
             self.rt.wait()  # the runtime serves this thread after
             self.rt.close()
-        return self.failures
+        launched = self.launched
+        self.__dict__.clear()  # the round's objects let go: every native object of the round is released now
+        self.launched = launched
+        gc.collect()
+        left = capi.live_handle_count()
+        if left:
+            kinds = {k: capi.live_handle_count(k) for k in ("runtime", "memory", "image", "module")}
+            failures.append(f"{left} native objects outlived the round's runtime ({kinds})")
+        return failures
 
 
 def main(argv: list[str] | None = None) -> int:

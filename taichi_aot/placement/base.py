@@ -156,6 +156,7 @@ class Device:
         self.arch = runtime.arch
         self.device_index = runtime.device_index
         self._staging: Staging | None = None
+        self._closed = False  # set by close(): no staging is made after it
         self._runtime_ref = weakref.ref(runtime)  # the runtime owns its device (and its finalizer the close)
         #: the pool of other libraries' memory imported for kernel arguments (:meth:`pooled`): address -> (bytes,
         #: TiMemory as an int), read by the C call too
@@ -276,6 +277,8 @@ class Device:
         """The runtime's staging buffers, made at the first copy that needs one."""
         staging = self._staging
         if staging is None:
+            if self._closed:  # a copy on another thread after the close: no new buffers to outlive the runtime
+                raise ClosedError("the runtime is closed (on another thread): its staging buffers are gone")
             from .staging import Staging  # the room's own file, imported where first needed
 
             staging = self._staging = Staging(self._runtime, self)
@@ -328,10 +331,11 @@ class Device:
             self._staging.release(flight)
 
     def close(self) -> None:
-        """The runtime closes: the staging buffers' mappings end (its memory goes with the native runtime)."""
-        staging, self._staging = self._staging, None
-        if staging is not None:
-            staging.close()
+        """The runtime closes: the staging buffers' mappings end (its memory goes with the native runtime); the
+        closed staging stays, refusing new buffers to a copy another thread makes after this."""
+        self._closed = True
+        if self._staging is not None:
+            self._staging.close()
 
     def describe(self) -> dict[str, Any]:
         """What ``config`` and the bench show of the device."""

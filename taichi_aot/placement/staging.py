@@ -26,7 +26,7 @@ from .._cpus import usable_cpus
 from .._lifetime import Owned
 from .._native import ffi, lib
 from ..enums import MemoryUsage
-from ..errors import InvalidStateError
+from ..errors import ClosedError, InvalidStateError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -116,8 +116,11 @@ class Staging:
         return runtime
 
     def _take(self, nbytes: int) -> _Buffer:
-        """A free buffer of at least ``nbytes`` (the smallest that fits), made where none fits."""
+        """A free buffer of at least ``nbytes`` (the smallest that fits), made where none fits. ClosedError once the
+        runtime closed them (on another thread): a buffer made then would outlive it, and the runtime with it."""
         with self._lock:
+            if self.closed:
+                raise ClosedError("the runtime is closed (on another thread): its staging buffers are gone")
             for size in sorted(self._free):  # a few sizes: powers of two from SMALLEST, and larger copies' own
                 if size >= nbytes and self._free[size]:
                     self._free_bytes -= size
@@ -126,7 +129,12 @@ class Staging:
             self._rt().wait()  # frees those in flight (release)
             return self._take(nbytes)
         size = max(SMALLEST, 1 << (nbytes - 1).bit_length())
-        return _Buffer(self._rt(), min(size, CHUNK) if nbytes <= CHUNK else nbytes)
+        made = _Buffer(self._rt(), min(size, CHUNK) if nbytes <= CHUNK else nbytes)
+        with self._lock:
+            if not self.closed:
+                return made
+        made.owned.close()  # closed while it was made: nothing else would give it back
+        raise ClosedError("the runtime is closed (on another thread): its staging buffers are gone")
 
     def _give_back(self, buffer: _Buffer) -> None:
         with self._lock:
@@ -237,10 +245,15 @@ class Staging:
         return Read(self, taken)
 
     def _later(self, buffers: list[_Buffer]) -> None:
-        """Buffers whose copies may be queued still: free after the next wait."""
+        """Buffers whose copies may be queued still: free after the next wait (or now, where the runtime closed them
+        meanwhile on another thread: a free waits for the copies queued on it)."""
         with self._lock:
-            self._flight.extend(buffers)
-            self._flight_bytes += sum(b.size for b in buffers)
+            if not self.closed:
+                self._flight.extend(buffers)
+                self._flight_bytes += sum(b.size for b in buffers)
+                return
+        for buffer in buffers:
+            buffer.owned.close()
 
     # -- host arrays -------------------------------------------------------------------------------------------
 
