@@ -81,11 +81,17 @@ def _empty(ax: Any, title: str, what: str) -> None:
 
 def _plot_launch(ax: Any, launch: list[dict], title: str) -> None:
     """One arch's launch costs: a bar per path, log scale, the min-max as error bars."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator
+
     if not launch:
         return _empty(ax, title, "launch figures")
     ax.barh([d["name"] for d in launch], [d["median"] for d in launch],
             xerr=[[d["median"] - d["min"] for d in launch], [d["max"] - d["median"] for d in launch]])
     ax.set_xscale("log")
+    # plain numbers at 1, 2 and 5 of each decade (matplotlib's own minor labels overlap on a short range)
+    ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+    for axis_format in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
+        axis_format(FormatStrFormatter("%g"))
     ax.invert_yaxis()  # in the order the section ran them, top down
     ax.set_xlabel("µs per launch (median, min-max; log scale)")
     ax.set_title(title, fontsize=9)
