@@ -29,9 +29,9 @@ export TMPDIR=$run/tmp
 # the packaging tests' fresh venvs install from, and taichi_aot's, where the builds keep the library they fetch.
 export RAY_TMPDIR=$TMPDIR TORCHINDUCTOR_CACHE_DIR=$TMPDIR/torchinductor TRITON_CACHE_DIR=$TMPDIR/triton
 # and what would go into the home folder otherwise: Ray's usage-stats file (~/.ray), zig's cache (~/.cache/zig: the
-# packaging test's cross-compiler), matplotlib's font cache (~/.config/matplotlib)
+# packaging test's cross-compiler), matplotlib's font cache (~/.config/matplotlib), Mesa's shader cache (lavapipe's)
 export RAY_USAGE_STATS_ENABLED=0 RAY_USAGE_STATS_CONFIG_PATH=$TMPDIR/ray/config.json ZIG_GLOBAL_CACHE_DIR=$TMPDIR/zig \
-  MPLCONFIGDIR=$TMPDIR/matplotlib
+  MPLCONFIGDIR=$TMPDIR/matplotlib MESA_SHADER_CACHE_DIR=$TMPDIR/mesa
 bash scripts/setup.sh test
 echo "test: ruff"
 .venv/bin/ruff check taichi_aot taichi_aot_bench tests benchmarks examples build_ffi.py setup.py scripts
