@@ -30,14 +30,15 @@ HEADER = "taichi_aot.h"
 #: Our C files, compiled after the trampolines (loader.c fills their table).
 #: The C call's files (CPython-facing: setup.py's ``CALL_FILES``) are not among them: they make the extension
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
-#: Each launch backend's C lies in ``backends/`` (libtaichi's is launch.c's switch).
-C_FILES = ("loader.c", "backends/plan.c", "backends/cuda.c", "backends/x64.c", "backends/vkqueue.c",
-           "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c", "opplan.c", "xla.c", "nvtx.c",
-           "imports.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c", "torch.c", "torchop.c",
-           "spirv.c", "logsink.c", "table.c", "hostcopy.c")
+#: Each launch backend's C lies in ``backends/`` (libtaichi's too), its kinds' entries listed in kinds.c, which
+#: launch.c, the dispatcher, calls through.
+C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
+           "backends/vkqueue.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c", "opplan.c", "xla.c",
+           "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c",
+           "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
-                   "backends/plan.h", "opplan.h", "torch.h")
+                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from taichi_aot.__main__ import main
-from taichi_aot_bench.command import SECTIONS
+from taichi_aot_bench.row import SECTIONS
 
 if __name__ == "__main__":
     args = sys.argv[1:]

@@ -94,19 +94,28 @@ def _arrays(bench: Bench, v0: np.ndarray) -> tuple[Any, ...] | None:
     return start, torch.zeros_like(start), torch.zeros_like(start), torch.ones_like(start)
 
 
+def _reversible(bench: Bench) -> Any:
+    """The shoot kernel, with what its reverse kernel needs here (llvmlite on x64, PTX on CUDA); None on another arch,
+    and, said once in the log, where that is missing."""
+    if bench.rt.arch not in (Arch.X64, Arch.CUDA):
+        return None
+    kernel = bench.rt.load_module(taichi_module("autodiff", bench.name)).kernels["shoot"]
+    try:
+        kernel.prepare_grad()
+    except NotSupportedError as e:
+        bench.log(f"  autodiff: no rows on {bench.name}: {e}")
+        return None
+    return kernel
+
+
 def autodiff(bench: Bench) -> list[Row]:
     """The autodiff rows on x64 and CUDA (see the module docstring)."""
     rt = bench.rt
-    if rt.arch not in (Arch.X64, Arch.CUDA):
-        return []
     projectiles = 1024 if bench.quick else 4096
     n = 20 if bench.quick else 100
     rounds = 2 if bench.quick else 7
-    kernel = rt.load_module(taichi_module("autodiff", bench.name)).kernels["shoot"]
-    try:
-        kernel.prepare_grad()  # what the reverse kernel needs here (llvmlite on x64, PTX on CUDA), said once
-    except NotSupportedError as e:
-        bench.log(f"  autodiff: no rows on {bench.name}: {e}")
+    kernel = _reversible(bench)
+    if kernel is None:
         return []
     arrays = _arrays(bench, np.random.default_rng(0).uniform(0.5, 3.0, (projectiles, 2)).astype(np.float32))
     if arrays is None:

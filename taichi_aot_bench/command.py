@@ -13,9 +13,7 @@ from typing import Any
 
 from taichi_aot.cli import Subcommands, add_command, unwritable
 
-#: The bench's sections, in the order a run makes them (run.py's; here, where the command's help reads them).
-SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
-            "validation", "ops", "autodiff", "startup", "placement", "gpus")
+from .row import SECTIONS
 
 
 def add_bench(sub: Subcommands) -> None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+#: The bench's sections, in the order a run makes them (run.py), named by the command's help (command.py).
+SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
+            "validation", "ops", "autodiff", "startup", "placement", "gpus")
+
 
 @dataclass
 class Row:

@@ -11,12 +11,11 @@ import numpy as np
 
 from taichi_aot import Arch, capi
 
-from .command import SECTIONS
 from .harness import Bench, machine
 from .launch import graph_vs_kernels, interop, launch_overhead, memory_growth
 from .measure import machine_warnings, usable_cores
 from .report import format_rows
-from .row import Row
+from .row import SECTIONS, Row
 from .sim import simulation
 from .transfers import throughput, torch_server, transfers
 

@@ -285,9 +285,10 @@ def test_kernels_and_graphs_show_their_arguments(modules, vulkan):
 
 
 def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
-    """The dispatcher's one switch on the kind (``_csrc/launch.c``) refuses a kind it does not know, launching
-    nothing, on every way in: a launch from Python, the flat API's, a replay and a launch made elsewhere; the bench's
-    raw loop refuses it before timing; and no C file compares kind numbers by their order."""
+    """The dispatcher (``_csrc/launch.c``, through the kinds' table of ``_csrc/kinds.c``) refuses a kind it does not
+    know, launching nothing, on every way in: a launch from Python, the flat API's, a replay and a launch made
+    elsewhere; the bench's raw loop refuses it before timing; no C file compares kind numbers by their order, and the
+    dispatcher names no kind and no backend's function."""
     import glob
     import re
 
@@ -310,6 +311,8 @@ def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
     where = ffi.new("TaichiAotElsewhere *")
     assert lib.taichi_aot_launch_elsewhere(record, where) == unknown
     assert "does not know" in str(launch_error(unknown, "launch of kernel 'add'"))
+    record.kind = 4  # a number no longer used, a gap in the kinds' table
+    assert lib.taichi_aot_dispatch(record) == unknown and lib.taichi_aot_launch_elsewhere(record, where) == unknown
     rt.wait()
     assert np.array_equal(x.to_numpy(), np.full(8, 2, np.float32))  # the one real launch, nothing more
 
@@ -322,21 +325,30 @@ def test_a_launch_of_an_unknown_kind_is_refused_on_every_way_in(env):
     assert np.array_equal(x.to_numpy(), np.full(8, 2, np.float32))
 
     here = os.path.dirname(os.path.abspath(__file__))
-    for folder, switches in (("taichi_aot/_csrc", 1), ("taichi_aot_bench/_csrc", 1)):
+    for folder, switches in (("taichi_aot/_csrc", 0), ("taichi_aot_bench/_csrc", 1)):
         texts = []
-        for path in glob.glob(os.path.join(here, "..", folder, "*.c")):
+        for path in glob.glob(os.path.join(here, "..", folder, "**", "*.c"), recursive=True):
             with open(path, encoding="utf-8") as f:
                 texts.append(f.read())
         assert not any(re.search(r"kind\s*(>=|<=|<|>)\s*TAICHI_AOT_KIND", t) for t in texts), folder
         assert sum(len(re.findall(r"switch \(l->kind\)", t)) for t in texts) == switches, folder
-    # every kind the header defines is handled or refused by name in both switches
+    # every kind the header defines has its entries in kinds.c's table, and the bench's switch names it; the
+    # dispatcher names no kind and no backend's function (it calls through the table)
     with open(os.path.join(here, "..", "taichi_aot", "_csrc", "taichi_aot.h"), encoding="utf-8") as f:
         kinds = set(re.findall(r"#define (TAICHI_AOT_KIND_\w+) \d+", f.read()))
     assert len(kinds) >= 6
-    for path in ("taichi_aot/_csrc/launch.c", "taichi_aot_bench/_csrc/steps.c"):
+    for path, entry in (("taichi_aot/_csrc/kinds.c", r"\[(TAICHI_AOT_KIND_\w+)\] ="),
+                        ("taichi_aot_bench/_csrc/steps.c", r"case (TAICHI_AOT_KIND_\w+):")):
         with open(os.path.join(here, "..", path), encoding="utf-8") as f:
-            cases = set(re.findall(r"case (TAICHI_AOT_KIND_\w+):", f.read()))
-        assert cases == kinds, (path, kinds - cases)
+            cases = re.findall(entry, f.read())
+        assert set(cases) == kinds and len(cases) == len(kinds), (path, kinds - set(cases))  # each kind once
+    with open(os.path.join(here, "..", "taichi_aot", "_csrc", "launch.c"), encoding="utf-8") as f:
+        code = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)  # the code, not its comments
+    backend = r"\w*(?:_vk_|_cuda_|_cpu_|_library_|aot_vk|aot_cuda|aot_cpu)\w*"
+    named = re.findall(rf"TAICHI_AOT_KIND_\w+|{backend}|\bti_launch_\w+", code)
+    assert named == [], named
+    with open(os.path.join(here, "..", "taichi_aot", "_csrc", "kinds.c"), encoding="utf-8") as f:
+        assert len(re.findall(backend, f.read())) >= 10  # the check sees the names where they are
 
 
 def test_adding_a_backend_touches_the_files_the_contributor_page_lists():

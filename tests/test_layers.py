@@ -391,8 +391,9 @@ def test_a_file_over_the_size_limit_says_why():
 #: :func:`test_arch_decisions_live_in_the_backend_and_device_rooms`: ask the kernel's ``Choice`` (what it can do), its
 #: backend, or the runtime's ``device`` (where its memory is, what it serves) instead.
 ARCH_DECISIONS = {
-    "taichi_aot/_probe.py": (10, "probing: which archs work here, each by its own probe (CUDA's driver, Vulkan's "
-                                 "devices, the archs libtaichi 1.7.4 was not built with)"),
+    "taichi_aot/_probe.py": (11, "probing: which archs work here, each by its own probe (CUDA's driver, Vulkan's "
+                                 "devices, the archs libtaichi 1.7.4 was not built with), and why not in the words of "
+                                 "each (the variables that choose Vulkan's drivers)"),
     "taichi_aot/capi/core.py": (6, "the flat API is libtaichi's: it keeps one CUDA runtime a process, a Vulkan driver "
                                    "a forked child inherits crashes it, CPU memory is the host's (mapped as it is) "
                                    "and x64 cannot free what it allocated; each refused or said before the call"),

@@ -105,6 +105,16 @@ def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -
     return None
 
 
+def _check_cuda_part(info: Any, source: str) -> None:
+    """IncompatibleModuleError unless the module ``info`` (read from ``source``) has a CUDA part."""
+    if not ("cuda" in info.parts if info.parts else info.arch is not None and info.arch.name == "CUDA"):
+        archs = ", ".join(info.parts or [a.name.lower() for a in info.archs]) or "no known arch"
+        raise IncompatibleModuleError(
+            f"{source}: ptx adds PTX to a module's CUDA part, and this module has none (it runs on {archs}): build "
+            f"it for CUDA with python -m taichi_aot build FILE.py --arch cuda (beside other archs, one multi-arch "
+            f"module), which adds the PTX itself")
+
+
 def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     """Add PTX to a Taichi CUDA module: a folder, a ``.tcm`` or a multi-arch module (its CUDA part), written to
     ``out`` (default: in place). Returns the manifest.
@@ -122,12 +132,7 @@ def add_ptx(source: str, out: str | None = None) -> dict[str, Any]:
     info = read_module(source)
     if not info.parts and info.arch is None and not info.kernels:  # no kernel says which arch: nothing to add
         return {"target": None, "kernels": {}, "refused": {}, "empty": True}
-    if not ("cuda" in info.parts if info.parts else info.arch is not None and info.arch.name == "CUDA"):
-        archs = ", ".join(info.parts or [a.name.lower() for a in info.archs]) or "no known arch"
-        raise IncompatibleModuleError(
-            f"{source}: ptx adds PTX to a module's CUDA part, and this module has none (it runs on {archs}): build "
-            f"it for CUDA with python -m taichi_aot build FILE.py --arch cuda (beside other archs, one multi-arch "
-            f"module), which adds the PTX itself")
+    _check_cuda_part(info, source)
     out = out or source
     with tempfile.TemporaryDirectory(prefix="taichi_aot_ptx_") as tmp:
         if os.path.isdir(source):

@@ -14,6 +14,7 @@
 
 #include "taichi_aot.h"
 #include "backends/plan.h"
+#include "kinds.h"
 
 /* Any thread may launch on a runtime of the own CUDA runtime: a kernel's tasks are queued, and a returning one's
    results read, under the lock of its stand-in (serial tasks leave loop bounds in the stand-in's temporaries for the
@@ -241,4 +242,40 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
         }
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   The dispatcher's entries (kinds.h) */
+
+int aot_cuda_kernel_launch(const TaichiAotLaunch *l) {
+    return taichi_aot_cuda_launch(l->runtime, (const TaichiAotCudaKernel *)l->handle, l->arg_count,
+                                  (const TiArgument *)l->args);
+}
+
+/* Made elsewhere with the caller's record (its stand-in), on the caller's stream; refused where the caller gives none
+   (no record of the own launcher's made yet). */
+int aot_cuda_kernel_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    TaichiAotCudaKernel kernel;
+    if (where->own == NULL || where->own->driver == NULL) {
+        return TAICHI_AOT_REFUSED;
+    }
+    where->own->stream = where->stream;
+    kernel = *(const TaichiAotCudaKernel *)l->handle;
+    kernel.runtime = where->own;
+    return taichi_aot_cuda_launch(l->runtime, &kernel, l->arg_count, (const TiArgument *)l->args);
+}
+
+int aot_cuda_graph_launch(const TaichiAotLaunch *l) {
+    return taichi_aot_cuda_graph_elsewhere(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                           (const TiNamedArgument *)l->args, NULL);
+}
+
+/* Every dispatch with the caller's record, on the caller's stream; refused where the caller gives none. */
+int aot_cuda_graph_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    if (where->own == NULL || where->own->driver == NULL) {
+        return TAICHI_AOT_REFUSED;
+    }
+    where->own->stream = where->stream;
+    return taichi_aot_cuda_graph_elsewhere(l->runtime, (const TaichiAotCudaGraph *)l->handle, l->arg_count,
+                                           (const TiNamedArgument *)l->args, where->own);
 }

@@ -43,6 +43,7 @@
 #include "backends/plan.h"
 #include "backends/vk.h"
 #include "backends/vulkan.h"
+#include "kinds.h"
 
 /* ---------------------------------------------------------------------------------------------------------------
    Kernels: made from their tasks, freed */
@@ -583,4 +584,17 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     }
     aot_vk_let_go(rt);
     return code;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   The dispatcher's entries (kinds.h): a Vulkan runtime's launches are made on a thread of the caller's, never
+   elsewhere (no entry for that). */
+
+int aot_vk_kernel_launch(const TaichiAotLaunch *l) {
+    return taichi_aot_vk_launch(l->runtime, l->handle, l->arg_count, (const TiArgument *)l->args);
+}
+
+int aot_vk_graph_launch(const TaichiAotLaunch *l) {
+    return taichi_aot_vk_graph(l->runtime, (const TaichiAotVkGraph *)l->handle, l->arg_count,
+                               (const TiNamedArgument *)l->args);
 }

@@ -13,6 +13,7 @@
 
 #include "taichi_aot.h"
 #include "backends/plan.h"
+#include "kinds.h"
 
 typedef void (*TaichiAotCpuTask)(void *context);
 typedef void (*TaichiAotCpuSplit)(void *context, int32_t thread, int32_t split);
@@ -157,4 +158,17 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
         return TAICHI_AOT_STACK_OVERFLOW;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   The dispatcher's entries (kinds.h): the call runs on this thread wherever it is made. */
+
+int aot_cpu_call_launch(const TaichiAotLaunch *l) {
+    return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
+                               (const TiArgument *)l->args);
+}
+
+int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    (void)where;
+    return aot_cpu_call_launch(l);
 }

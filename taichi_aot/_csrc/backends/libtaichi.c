@@ -1,0 +1,45 @@
+/* libtaichi's launch (the TAICHI_AOT_KIND_KERNEL and TAICHI_AOT_KIND_GRAPH kinds, kinds.h's entries): the reference
+   and the fallback, ti_launch_kernel / ti_launch_compute_graph with the record's arguments. */
+#include <stdlib.h>
+
+#include "taichi_aot.h"
+#include "kinds.h"
+
+/* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
+   first ordered after the caller's stream (libtaichi launches on a stream of its own) and then waited for (x64: the
+   caller reads the results next; CUDA: the caller's stream is not ordered with libtaichi's). The library's last
+   error, or the wait for the caller's stream's. */
+static int launch_library(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    if (where != NULL && where->sync != NULL && where->stream != NULL) {
+        int waited = where->sync(where->stream);
+        if (waited != 0) {
+            return TAICHI_AOT_CUDA_ERROR - waited;
+        }
+    }
+    void *made;
+    const void *args;
+    if (l->pending != NULL && l->pending[1]) {
+        return TAICHI_AOT_REFUSED;
+    }
+    if (taichi_aot_library_args(l, &args, &made) != 0) { /* the own CUDA runtime's memory as imports (imports.c) */
+        return (int)ti_get_last_error(NULL, NULL);
+    }
+    if (l->kind == TAICHI_AOT_KIND_KERNEL) {
+        ti_launch_kernel(l->runtime, (TiKernel)l->handle, l->arg_count, (const TiArgument *)args);
+    } else {
+        ti_launch_compute_graph(l->runtime, (TiComputeGraph)l->handle, l->arg_count, (const TiNamedArgument *)args);
+    }
+    free(made);
+    if (where != NULL) {
+        ti_wait(l->runtime);
+    }
+    return (int)ti_get_last_error(NULL, NULL);
+}
+
+int aot_library_launch(const TaichiAotLaunch *l) {
+    return launch_library(l, NULL);
+}
+
+int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    return launch_library(l, where);
+}

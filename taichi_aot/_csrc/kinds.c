@@ -1,0 +1,28 @@
+/* The launch kinds and each one's entries (kinds.h): one line a kind, as the backends register in
+   backends/__init__.py. A new backend's kind is a #define in taichi_aot.h, its entries in its own C file, and a line
+   here; launch.c does not change. */
+#include <stddef.h>
+
+#include "taichi_aot.h"
+#include "kinds.h"
+
+/* The calls of a runtime that any thread uses are held by its own Vulkan state (vkqueue.c): the hold answers NULL,
+   holding nothing, for a runtime without one. The own CUDA launcher's driver takes any thread itself: no hold. */
+#define CALLS taichi_aot_vk_hold_calls, taichi_aot_vk_let_go_calls
+
+static const TaichiAotKindOps KINDS[] = {
+    [TAICHI_AOT_KIND_KERNEL] = {aot_library_launch, aot_library_elsewhere, CALLS, 1},
+    [TAICHI_AOT_KIND_GRAPH] = {aot_library_launch, aot_library_elsewhere, CALLS, 1},
+    [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, 0},
+    [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, 0},
+    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CALLS, 0},
+    [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, 0},
+    [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, 0},
+};
+
+const TaichiAotKindOps *taichi_aot_kind_ops(uint32_t kind) {
+    if (kind >= sizeof(KINDS) / sizeof(KINDS[0]) || KINDS[kind].launch == NULL) { /* past the table, or a gap (4) */
+        return NULL;
+    }
+    return &KINDS[kind];
+}

@@ -1,0 +1,41 @@
+/* The dispatcher's table of launch kinds: what launch.c calls for a launch of each kind. Each launch backend's C file
+   gives the entries of its kinds (backends/libtaichi.c, cuda.c, x64.c, vulkan.c), kinds.c lists them by kind, and
+   launch.c names none of them: it keeps the close epoch, the thread check, the counts and the NVTX range. A private
+   header: never handed to cffi. */
+#ifndef TAICHI_AOT_KINDS_H
+#define TAICHI_AOT_KINDS_H
+
+#include "taichi_aot.h"
+
+typedef struct {
+    /* A launch on the caller's thread, on the runtime's stream; its error code (0: none). */
+    int (*launch)(const TaichiAotLaunch *l);
+    /* A launch made elsewhere (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd thread); NULL: the kind
+       is never launched elsewhere (TAICHI_AOT_REFUSED). */
+    int (*elsewhere)(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+    /* For a launch any thread may make (TAICHI_AOT_LAUNCH_ANY_THREAD): the runtime's calls held for this thread
+       while the close epoch is read and the launch made, where its runtime keeps them one at a time (NULL returned:
+       nothing held; a NULL entry: the kind's driver takes any thread itself), and let go. */
+    void *(*hold)(TiRuntime runtime);
+    void (*let_go)(void *held);
+    /* 1: the runtime's queue bound (pending[2]) counts the kind's launches: libtaichi keeps what each of its launches
+       made until a wait. */
+    int bounded;
+} TaichiAotKindOps;
+
+/* The entry of `kind`; NULL: no such kind (nothing is launched: TAICHI_AOT_UNKNOWN_KIND). */
+__attribute__((visibility("hidden"))) const TaichiAotKindOps *taichi_aot_kind_ops(uint32_t kind);
+
+/* Each backend's entries (in its own C file), for kinds.c. */
+__attribute__((visibility("hidden"))) int aot_library_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) int aot_cuda_kernel_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_cuda_kernel_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) int aot_cuda_graph_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_cuda_graph_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
+
+#endif
