@@ -28,10 +28,14 @@ export TMPDIR=$run/tmp
 # GPU) keeps its cache in ~/.triton unless told: all named here. XDG_CACHE_HOME stays: it holds pip's cache, which
 # the packaging tests' fresh venvs install from, and taichi_aot's, where the builds keep the library they fetch.
 export RAY_TMPDIR=$TMPDIR TORCHINDUCTOR_CACHE_DIR=$TMPDIR/torchinductor TRITON_CACHE_DIR=$TMPDIR/triton
-# and what would go into the home folder otherwise: Ray's usage-stats file (~/.ray), zig's cache (~/.cache/zig: the
-# packaging test's cross-compiler), matplotlib's font cache (~/.config/matplotlib), Mesa's shader cache (lavapipe's)
-export RAY_USAGE_STATS_ENABLED=0 RAY_USAGE_STATS_CONFIG_PATH=$TMPDIR/ray/config.json ZIG_GLOBAL_CACHE_DIR=$TMPDIR/zig \
-  MPLCONFIGDIR=$TMPDIR/matplotlib MESA_SHADER_CACHE_DIR=$TMPDIR/mesa
+# and what would go into the home folder otherwise: Ray's files (~/.ray: its usage-stats setting, and the token of a
+# local cluster, which it writes there unless one exists where RAY_AUTH_TOKEN_PATH says), zig's cache (~/.cache/zig:
+# the packaging test's cross-compiler), matplotlib's font cache (~/.config/matplotlib), Mesa's shader cache
+mkdir -p "$TMPDIR/ray"
+python3 -c 'import secrets; print(secrets.token_hex(32))' > "$TMPDIR/ray/auth_token"
+export RAY_USAGE_STATS_ENABLED=0 RAY_USAGE_STATS_CONFIG_PATH=$TMPDIR/ray/config.json \
+  RAY_AUTH_TOKEN_PATH=$TMPDIR/ray/auth_token ZIG_GLOBAL_CACHE_DIR=$TMPDIR/zig MPLCONFIGDIR=$TMPDIR/matplotlib \
+  MESA_SHADER_CACHE_DIR=$TMPDIR/mesa
 bash scripts/setup.sh test
 echo "test: ruff"
 .venv/bin/ruff check taichi_aot taichi_aot_bench tests benchmarks examples build_ffi.py setup.py scripts
