@@ -193,10 +193,31 @@ def test_each_backend_reads_its_own_error_codes():
     assert isinstance(unknown, InvalidStateError) and "does not know" in str(unknown)
 
 
-@pytest.mark.parametrize("name", ["cuda", "cpu", "libtaichi"])
-def test_every_registered_module_gives_the_contract(name):
-    """Each backend module gives what its registration promises: ``load`` and ``launch_error``."""
-    import importlib
-
-    module = importlib.import_module(f"taichi_aot.backends.{name}")
+@pytest.mark.parametrize("registration", registered(), ids=lambda r: r.name)
+def test_every_registered_module_gives_the_contract(registration):
+    """Each registered backend's module (the registry walked, not a hand list) gives what its registration promises:
+    ``load`` and ``launch_error``, and its refusal sentences where it has them, each a sentence of its own words."""
+    module = registration.imported()
     assert callable(module.load) and callable(module.launch_error)
+    for question, arg in (("returns_refused", None), ("returns_refused", "no PTX for it"), ("reverse_refused", "k")):
+        said = getattr(module, question, None)
+        if said is not None:
+            answer = said(arg)
+            assert isinstance(answer, str) and len(answer.split()) >= 5, (registration.name, question, answer)
+
+
+def test_generic_code_decides_by_no_arch():
+    """``backends/__init__.py`` (the registry and ModuleBackends) compares no arch: the refusal sentences of an arch
+    come from its backend's module; only the registrations name arches."""
+    import ast
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "taichi_aot", "backends", "__init__.py")
+
+    def arch_compares(tree: ast.AST) -> list[int]:
+        return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+                and any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "Arch"
+                        for side in [node.left, *node.comparators] for n in ast.walk(side))]
+
+    with open(path, encoding="utf-8") as f:
+        assert arch_compares(ast.parse(f.read())) == []
+    assert arch_compares(ast.parse("if self._arch in (Arch.X64, Arch.CUDA):\n    pass\n")) == [1]  # it sees one

@@ -71,7 +71,10 @@ class Registration:
 
     The module gives ``load(runtime, state, what, folder, choice) -> Backend | None`` (``state``: the runtime's
     :class:`RuntimeBackends`, where it keeps what it needs per runtime under its name; None: it takes nothing of
-    this module) and ``launch_error(code, what) -> Exception``."""
+    this module) and ``launch_error(code, what) -> Exception``; and, where it has them to say, the refusals of its
+    arch in its own words, asked whether or not it loaded the module: ``returns_refused(why) -> str`` (the end of
+    "kernel 'k' returns values, which ...") and ``reverse_refused(name) -> str`` (why a reverse-mode kernel does not
+    run)."""
 
     name: str
     module: str
@@ -242,21 +245,30 @@ class ModuleBackends:
                     "primal's grad)")
         return f"taichi_aot's own CUDA launcher does not take it ({why}), and {libtaichi.absent(self._device)}"
 
+    def _said(self, question: str, *args: Any) -> str | None:
+        """The first answer to ``question`` (a function of each backend's module: ``returns_refused(why)``,
+        ``reverse_refused(name)``) of the backends registered for this arch, loaded for the module or not (one a
+        module left out, ``launcher="taichi"``, says why it is missing); None: none of them answers."""
+        for registration in _registered:
+            if registration.name != LIBTAICHI and registration.loads_on(self._arch):
+                said = getattr(registration.imported(), question, None)
+                answer = said(*args) if said is not None else None
+                if answer:
+                    return str(answer)
+        return None
+
     def _lost(self, name: str) -> str:
-        """Why a kernel that returns values has no backend here that gives them (the end of a sentence)."""
-        why = self._why_not(name)
-        if self._arch == Arch.X64:
-            return f"only taichi_aot's x64 launch gives, and it cannot take it: {why or ''}"
-        if self._arch == Arch.CUDA:
-            return ("only taichi_aot's own CUDA launcher gives (libtaichi_c_api 1.7.4 gives no kernel result), "
-                    + (f"and it does not take it: {why}" if why else
-                       "which needs the module's PTX (build it where llvmlite is installed, or run `taichi_aot ptx`) "
-                       "and the own launcher (not launcher='taichi')"))
-        if self._arch == Arch.VULKAN:
-            return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
-                    + (f"and it does not take it: {why}" if why else "which was not asked for (launcher='taichi')"))
-        return (f"libtaichi_c_api 1.7.4 does not give back on {self._arch.name} (its C-API gives no kernel result); "
-                "taichi_aot gives them on x64, CUDA and Vulkan: write them into an ndarray argument here")
+        """Why a kernel that returns values has no backend here that gives them (the end of a sentence): its arch's
+        own backend's words, else the library's."""
+        return self._said("returns_refused", self._why_not(name)) or (
+            f"libtaichi_c_api 1.7.4 does not give back on {self._arch.name} (its C-API gives no kernel result); "
+            f"taichi_aot gives them on {self._givers()}: write them into an ndarray argument here")
+
+    @staticmethod
+    def _givers() -> str:
+        """The archs where an own backend gives kernels' values, as a message lists them."""
+        names = [r.name for r in _registered if r.name != LIBTAICHI]
+        return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
 
     def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
         """``AotModule.launchers()``: each kernel's backend, "cuda", "x64" or "taichi" (with the reason after a colon
@@ -299,13 +311,9 @@ class ModuleBackends:
             if made is not None:
                 self._reverse[name] = made
                 return made
-        if self._arch == Arch.CUDA:  # no own launcher loaded the module (launcher="taichi", or no PTX)
-            raise NotSupportedError(
-                f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi "
-                "cannot hand it its gradients), and the module has no PTX for it (build it where llvmlite is "
-                "installed, or run `taichi_aot ptx`), or was loaded with launcher='taichi'")
-        raise NotSupportedError(f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's own "
-                                f"launches); this is a {self._arch.name} runtime")
+        said = self._said("reverse_refused", name)  # the arch's own backend's words, where it has some
+        raise NotSupportedError(said or f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "
+                                f"own launches); this is a {self._arch.name} runtime")
 
     def unload(self) -> None:
         """The module is being released: each backend's code given back (unless a CUDA graph holds it)."""

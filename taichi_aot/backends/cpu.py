@@ -254,6 +254,11 @@ class X64Backend:
         pass  # the compiled code lives as long as the calls that hold it
 
 
+def returns_refused(why: str | None) -> str:
+    """The end of "kernel 'k' returns values, which ..." on x64 where this launch does not take the kernel."""
+    return f"only taichi_aot's x64 launch gives, and it cannot take it: {why or ''}"
+
+
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> X64Backend:
     """The own x64 launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): for the
     kernels libtaichi cannot give all they need, whatever ``choice``."""

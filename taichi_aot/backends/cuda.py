@@ -535,6 +535,23 @@ def _kernels_in(state: Any, runtime: Any, folder: str | None, entries: dict[str,
     return Kernels(launcher, folder, manifest, entries, where)
 
 
+def returns_refused(why: str | None) -> str:
+    """The end of "kernel 'k' returns values, which ..." on CUDA where no backend gives them (``why``: this launcher's
+    reason for not taking the kernel, where it was loaded)."""
+    return ("only taichi_aot's own CUDA launcher gives (libtaichi_c_api 1.7.4 gives no kernel result), "
+            + (f"and it does not take it: {why}" if why else
+               "which needs the module's PTX (build it where llvmlite is installed, or run `taichi_aot ptx`) "
+               "and the own launcher (not launcher='taichi')"))
+
+
+def reverse_refused(name: str) -> str:
+    """Why kernel ``name``'s reverse-mode kernel does not run where no backend made it: this launcher did not load the
+    module (launcher="taichi", or no PTX)."""
+    return (f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own CUDA launcher only (libtaichi cannot "
+            "hand it its gradients), and the module has no PTX for it (build it where llvmlite is installed, or run "
+            "`taichi_aot ptx`), or was loaded with launcher='taichi'")
+
+
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> CudaBackend | None:
     """The own CUDA launcher as the backend of a module of ``folder`` just loaded in ``runtime`` (its registration's
     ``load``; asked only where ``choice`` is "auto": it is registered choosable): its kernels the module has PTX for

@@ -132,6 +132,12 @@ def _entry(kernel: dict) -> dict:
             "rets": ctx.get("ret_attribs_vec_") or []}
 
 
+def returns_refused(why: str | None) -> str:
+    """The end of "kernel 'k' returns values, which ..." on Vulkan where no backend gives them."""
+    return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
+            + (f"and it does not take it: {why}" if why else "which was not asked for (launcher='taichi')"))
+
+
 class VulkanBackend:
     """The own Vulkan launch as a module's backend (``choice.Backend``): the kernels whose tasks it can dispatch,
     made at their first look-up, and the graphs of such kernels; the others are libtaichi's."""
