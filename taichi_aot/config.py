@@ -143,7 +143,7 @@ def _read(name: str, active: bool, reason: str) -> dict[str, Any]:
 def _numpy_reads() -> list[dict[str, Any]]:
     """numpy arrays shared on a CPU backend: passed again (NumpyHit) and new each call (fresh.c), both reading numpy's
     array object in place where ARRAY_KEYS found it laid out as the extension reads it."""
-    from ._foreign import ARRAY_KEYS
+    from ._seen import ARRAY_KEYS
 
     cpu, no_cpu = _available(sorted(CPU_ARCHS))
     if not cpu:

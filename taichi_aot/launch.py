@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 import numpy as np
 
@@ -49,13 +49,28 @@ from .image import Image, Texture
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._foreign import ForeignArgs
     from ._lifetime import Owned
     from .backends import Choice
     from .metadata import ArgInfo
     from .module import AotModule
 
 __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "ReturningKernel"]
+
+
+class _Foreign(Protocol):
+    """What a launch asks of its runtime's foreign-array policy (``_foreign.ForeignArgs``, which the runtime makes):
+    named here, so that the launch room does not import the policy's (data flows to the launch, not back)."""
+
+    staged: list[Any]  # this launch's staged copies, where the backend cannot address an array
+    hits: dict[int, Any]
+
+    def fit(self, count: int) -> None: ...
+    def fresh_plan(self, specs: Sequence[ArgInfo]) -> dict[str, Any] | None: ...
+    def before_pack(self, count: int) -> None: ...
+    def argument(self, value: Any, spec: ArgInfo, what: str) -> NdArray: ...
+    def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None: ...
+    def discard(self) -> None: ...
+    def after_launch(self) -> None: ...
 
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
@@ -199,7 +214,7 @@ class _Launchable(Launcher):
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
-    _foreign: ForeignArgs  # its runtime's foreign-array policy
+    _foreign: _Foreign  # its runtime's foreign-array policy
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
     def __init__(self, module: AotModule, name: str, choice: Choice):

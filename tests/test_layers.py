@@ -517,3 +517,21 @@ def test_the_array_read_check_sees_a_reader(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
     found = array_reads_in_backends()
     assert any("reads .__cuda_array_interface__" in f for f in found) and any("'torch'" in f for f in found), found
+
+
+def test_the_foreign_array_policy_is_imported_by_its_maker_and_the_elsewhere_path_alone():
+    """The foreign-array policy's room (``_foreign``) is imported by the runtime, which makes it, and by the packers'
+    path for launches made elsewhere: the launch room names what it asks of it by a Protocol of its own, so data
+    flows from the policy to the launch and no helper calls the policy back (§13.10's first change)."""
+    importers = set()
+    for folder, _, names in os.walk(os.path.join(ROOT, "taichi_aot")):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "_foreign":
+                    importers.add(os.path.relpath(path, ROOT))
+    assert importers <= {"taichi_aot/runtime.py", "taichi_aot/_arguments.py"}, importers
