@@ -18,7 +18,7 @@ from ._child import NoChildError, run_child, started
 from ._probe import _MARK, build_identity, cache_folder, library_identity
 from .enums import Arch
 
-__all__ = ["hash_module_files", "module_crash", "module_seal", "sealed"]
+__all__ = ["hash_module_files", "module_crash", "module_seal", "seal", "sealed"]
 
 _MODULE_TIMEOUT = 300.0
 
@@ -85,6 +85,19 @@ def module_seal(folder: str) -> str:
     h = hashlib.sha256()
     hash_module_files(h, folder, skip=_SIDECAR)
     return h.hexdigest()
+
+
+def seal(folder: str) -> None:
+    """Record in the module folder's sidecar the digest of its files (:func:`module_seal`): what ``build`` does for the
+    parts it made, and the package for its private copy of a sealed module it changed itself (metadata.retarget)."""
+    import json
+
+    path = os.path.join(folder, _SIDECAR)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    doc[_SEAL] = module_seal(folder)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
 
 
 def sealed(folder: str) -> bool:

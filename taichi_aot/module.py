@@ -23,7 +23,7 @@ from . import _cudart, _firstload, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
-from .enums import LLVM_ARCHS
+from .enums import CPU_ARCHS, LLVM_ARCHS
 from .errors import (
     ArgumentTypeError,
     CorruptedDataError,
@@ -34,6 +34,7 @@ from .errors import (
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
 from .metadata.private import copy_module, copy_reason, private_folder
+from .metadata.retarget import cap, retarget, retarget_file
 from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,6 +131,8 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
             temp_dir = private_folder()
             copy_module(what, temp_dir)
             what = temp_dir
+        if runtime.arch in CPU_ARCHS and runtime.cpu_threads and data is None:
+            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads)
         if own:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
@@ -141,6 +144,31 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
         raise
+
+
+def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, str | None]:
+    """A CPU module's folder with its parallel loops on ``threads`` chunks, the runtime's threads (at most the cap
+    ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget): the folder as it
+    is where none needs a change, else the private copy (``temp_dir``, or one made now), changed there (never the
+    user's files). A sealed module's copy is sealed anew: the change is the package's own."""
+    threads = min(threads, cap(folder) or threads)  # build --max-cpu-threads N: a cap the user asked for
+    names = [n for n in os.listdir(folder) if n.endswith(".ll")]
+    todo = []
+    for name in names:
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+            if retarget(f.read(), threads) is not None:
+                todo.append(name)
+    if not todo:
+        return folder, temp_dir
+    was_sealed = _firstload.sealed(folder)
+    if temp_dir is None:
+        temp_dir = private_folder()
+        copy_module(folder, temp_dir)
+    for name in todo:
+        retarget_file(os.path.join(temp_dir, name), threads)
+    if was_sealed:
+        _firstload.seal(temp_dir)
+    return temp_dir, temp_dir
 
 
 def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:

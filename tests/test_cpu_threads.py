@@ -107,3 +107,91 @@ def test_the_flat_api_takes_and_reports_the_count():
         assert capi.runtime_threads(runtime) == 2 and _threads() - before == 2
     finally:
         capi.destroy_runtime(runtime)
+
+
+@pytest.fixture(scope="module")
+def built_for(tmp_path_factory):
+    """``{threads: module folder}``: tests/cpu_threads_kernels.py built for 1 and 2 threads, and for 2 with a cap of
+    1 (``--max-cpu-threads``)."""
+    require_arch(Arch.X64)
+    root = tmp_path_factory.mktemp("cpu-threads")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_threads_kernels.py")
+    out = {}
+    for key, extra in ((1, ["--cpu-threads", "1"]), (2, ["--cpu-threads", "2"]),
+                       ("capped", ["--cpu-threads", "2", "--max-cpu-threads", "1"])):
+        folder = str(root / f"built-{key}")
+        proc = subprocess.run([sys.executable, "-m", "taichi_aot", "build", source, "--arch", "x64", "--no-access",
+                               "-o", folder, *extra], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[key] = folder
+    return out
+
+
+def _run_all(folder: str, threads: int) -> tuple[dict[str, np.ndarray], str | None]:
+    """Every kernel's values on a runtime of ``threads`` threads, and the folder its module was read from."""
+    with Runtime(Arch.X64, cpu_threads=threads) as rt:
+        mod = rt.load_module(folder)
+        k = mod.kernels
+        y = rt.ndarray_from_numpy(np.ones(100_003, np.float32))
+        k["saxpy"](rt.ndarray_from_numpy(np.linspace(0, 1, 100_003).astype(np.float32)), y, 2.0)
+        grid = rt.ndarray((301, 77), np.float32)
+        k["grid"](grid, 1.5)
+        fixed = rt.ndarray((1000,), np.float32)
+        k["fixed"](fixed)
+        heavy = rt.ndarray((5000,), np.float32)
+        k["heavy"](heavy, 50)
+        rt.wait()
+        return ({"saxpy": y.to_numpy(), "grid": grid.to_numpy(), "fixed": fixed.to_numpy(),
+                 "heavy": heavy.to_numpy()}, mod.files)
+
+
+def _splits(folder: str, constant: bool = False) -> set[int]:
+    """The chunk counts of the parallel loops over an ndarray's length in a module folder's IR (``constant``: of the
+    kernel whose loop is over a constant range)."""
+    import glob
+    import re
+
+    found = set()
+    for path in glob.glob(os.path.join(folder, "*.ll")):
+        if os.path.basename(path).startswith("fixed") != constant:
+            continue
+        with open(path, encoding="utf-8") as f:
+            found |= {int(m) for m in re.findall(r"i32 noundef (\d+), i32 noundef \d+, i8\* noundef nonnull", f.read())}
+    return found
+
+
+def test_loops_run_on_the_runtimes_threads_whatever_the_module_was_built_for(built_for):
+    """A module built for 1 thread, loaded on a runtime of 3, has its loops over an ndarray's length split for 3, in
+    a private copy (the user's files untouched, still sealed as build made them); a module built for 2 on a runtime
+    of 1, for 1; a loop over a constant range stays as built (its chunk a constant the compiler may have unrolled
+    for); every kernel (loops over an ndarray's length, 1-D and 2-D, with an inner loop; a constant range) gives the
+    same values, bit for bit, built for 1 or 2 and on 1, 2 or 3 threads."""
+    from taichi_aot import _firstload
+
+    with open(os.path.join(built_for[1], "saxpy.ll"), encoding="utf-8") as f:
+        as_built = f.read()
+    assert _splits(built_for[1]) == {1} and _splits(built_for[2]) == {2}
+    expect, files = _run_all(built_for[2], 2)
+    assert files == built_for[2]  # built for the runtime's threads: loaded where it lies
+    for folder, threads in ((built_for[1], 3), (built_for[1], 2), (built_for[2], 1), (built_for[2], 3)):
+        with Runtime(Arch.X64, cpu_threads=threads) as rt:
+            mod = rt.load_module(folder)
+            assert mod.files != folder and _splits(mod.files) == {threads}, (folder, threads)
+            assert _splits(mod.files, constant=True) == _splits(folder, constant=True)  # as built
+            assert _firstload.sealed(mod.files)  # sealed anew: its first load needs no child process
+        got, _ = _run_all(folder, threads)
+        for name in expect:
+            np.testing.assert_array_equal(got[name], expect[name], err_msg=f"{name} ({folder}, {threads} threads)")
+    with open(os.path.join(built_for[1], "saxpy.ll"), encoding="utf-8") as f:
+        assert f.read() == as_built
+    assert _firstload.sealed(built_for[1])
+
+
+def test_a_cap_the_build_recorded_is_kept(built_for):
+    """``build --max-cpu-threads 1``: the module's loops stay on 1 thread on a runtime of 3 (a cap the user asked
+    for); ``info`` says what it was built for and that loads spread its loops."""
+    with Runtime(Arch.X64, cpu_threads=3) as rt:
+        assert _splits(rt.load_module(built_for["capped"]).files) == {1}
+    info = subprocess.run([sys.executable, "-m", "taichi_aot", "info", built_for[1]], capture_output=True, text=True,
+                          timeout=120)
+    assert info.returncode == 0 and "built for 1 thread" in info.stdout and "spreads" in info.stdout, info.stdout

@@ -407,8 +407,8 @@ ARCH_DECISIONS = {
                                            "loads on the gfx archs in preference order, and a CPU module runs on the "
                                            "CPU it was built for"),
     "taichi_aot/metadata/llvm.py": (1, "a module's LLVM IR is read where it is a CPU module's"),
-    "taichi_aot/module.py": (1, "an LLVM module's .tcm is unpacked by libtaichi itself, the others' files by the "
-                                "package"),
+    "taichi_aot/module.py": (2, "an LLVM module's .tcm is unpacked by libtaichi itself, the others' files by the "
+                                "package; a CPU module's loops are split for its runtime's threads at load"),
     "taichi_aot/cli/__init__.py": (2, "the command line says what a module holds (its CUDA part)"),
     "taichi_aot/cli/build.py": (10, "Taichi's compiler is run for CUDA with one GPU visible, CUDA parts get PTX, "
                                     "Vulkan parts the device's capabilities, and a build names the gfx archs"),

@@ -89,7 +89,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("  required capabilities: " + ", ".join(f"{k}={v}" for k, v in info.required_caps.items()))
     threads = metadata.cpu_threads(args.module)
     if threads is not None:
-        print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed when it was built)")
+        print(f"  CPU kernels: built for {threads} thread{'s' * (threads > 1)}; taichi_aot spreads their parallel "
+              "loops over the runtime's threads where it loads them (Runtime('x64', cpu_threads=N); a cap where "
+              "build --max-cpu-threads recorded one)")
     kernels = info.exported_kernels()
     internal = f"; {len(info.internal)} more compiled for graphs" if info.internal else ""
     print(f"  kernels ({len(kernels)}{internal}):")
@@ -138,11 +140,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     try:
         prebuilt = _with_parts(args.with_parts)
         summary = build(args.file, args.arch, args.out, args.caps, prebuilt, args.cpu_threads, not args.no_access,
-                        args.portable)
+                        args.portable, args.max_cpu_threads)
     except BuildError as e:
         print(f"taichi-aot: error: {e}", file=sys.stderr)
         return 2
-    _print_built(summary, args.cpu_threads)
+    _print_built(summary)
     return 0
 
 
@@ -159,7 +161,7 @@ def _with_parts(items: list[str]) -> dict[str, str]:
     return prebuilt
 
 
-def _print_built(summary: dict, asked_threads: int | None) -> None:
+def _print_built(summary: dict) -> None:
     """What ``build`` made: the file, its parts, kernels and graphs, CPU threads, where ndarray access came from,
     the PTX."""
     from .build import LLVM_PARTS
@@ -169,9 +171,13 @@ def _print_built(summary: dict, asked_threads: int | None) -> None:
           f"{', '.join(summary['kernels']) or '(none)'}; graphs {', '.join(summary['graphs']) or '(none)'}")
     threads = summary["cpu_threads"]
     if threads is not None:
-        print(f"  CPU kernels run on at most {threads} thread{'s' * (threads > 1)} (fixed now; --cpu-threads)")
-        if asked_threads and threads < asked_threads:
-            print(f"  (Taichi gives at most this machine's {threads} cores: build where the module runs for more)")
+        most = summary.get("max_cpu_threads")
+        if most:
+            print(f"  CPU kernels run on at most {most} thread{'s' * (most > 1)} wherever they run "
+                  "(--max-cpu-threads: a cap the module keeps)")
+        else:
+            print("  CPU kernels run on the threads of the runtime that loads them (all the cores it may use by "
+                  "default; --max-cpu-threads N caps them)")
     learned = summary["access"]
     llvm = ", ".join(a for a in summary["archs"] if a in LLVM_PARTS)
     if learned == "unknown":
@@ -416,7 +422,11 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
                    help="gfx parts with Taichi's default capabilities alone, for any device (Vulkan without --caps "
                         "otherwise takes this machine's device's)")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
-                   help="CPU kernels run on at most N threads (default and most: this machine's cores)")
+                   help="compile CPU kernels for N threads (default: this machine's cores); where they run, their "
+                        "loops are spread over the runtime's threads all the same")
+    p.add_argument("--max-cpu-threads", type=int, default=None, metavar="N",
+                   help="CPU kernels run on at most N threads wherever they run: a cap the module records (default: "
+                        "none, the threads of the runtime that loads them)")
     p.add_argument("--no-access", action="store_true",
                    help="record no ndarray access in the LLVM parts (skips the Vulkan build that learns it)")
     p = add_command(sub, "ptx", cmd_ptx, "add PTX for taichi_aot's own CUDA launcher to a Taichi CUDA module")

@@ -55,12 +55,14 @@ import sys
 import tempfile
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from .. import enums
 from ..errors import CorruptedDataError, MissingFileError
 from ..metadata import ModuleInfo, extract_archive, read_module
 from ..metadata import cpu_threads as _cpu_threads
 from ..metadata.multi import FORMAT, SIDECAR
+from ..metadata.retarget import CPU_CAP
 from ..metadata.source import store_member, zip_folder
 
 #: Taichi's names (``ti.vulkan``, ...) of the gfx backends (enums.GFX_ARCHS), in order of preference.
@@ -212,15 +214,10 @@ def _write_output(tmp: str, parts: list[str], out: str, source: str, taichi: str
 
 
 def seal(folder: str) -> None:
-    """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_firstload.module_seal``)."""
-    from .._firstload import module_seal
+    """Record in the part's ``taichi_aot.json`` the digest of its files as built (``_firstload.seal``)."""
+    from .._firstload import seal as record
 
-    path = os.path.join(folder, SIDECAR)
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    doc["files_sha256"] = module_seal(folder)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
+    record(folder)
 
 
 def _access_words(info: ModuleInfo) -> dict[str, dict[str, dict[str, str]]]:
@@ -286,10 +283,12 @@ def _learn_access(tmp: str, every: list[str], signatures: dict[str, dict],
 
 def build(source: str, archs: str | list[str], out: str, caps: list[str] | None = None,
           prebuilt: dict[str, str] | None = None, cpu_threads: int | None = None, access: bool = True,
-          portable: bool = False) -> dict:
+          portable: bool = False, max_cpu_threads: int | None = None) -> dict:
     """Compile ``source`` for each of ``archs`` into ``out`` (module docstring: what is written), with the
-    modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too, CPU kernels on at most
-    ``cpu_threads`` threads (default: this machine's cores, which also bound it), the LLVM parts' ndarray access
+    modules of ``prebuilt`` (``{arch: folder or .tcm}``, built elsewhere) as parts too, CPU kernels compiled for
+    ``cpu_threads`` threads (default: this machine's cores, which also bound it; their loads spread them over the
+    runtime's threads all the same) and run on at most ``max_cpu_threads`` wherever they run (a cap the module
+    records; None: none), the LLVM parts' ndarray access
     learned from a gfx part or, with none, from a Vulkan build of ``source`` (``access=False``: left unknown).
     Returns a summary: ``kernels``, ``graphs``, ``archs``, ``out``, ``kind`` ("folder", "tcm" or "multi-arch"),
     ``cpu_threads`` (what the CPU part's kernels run on, or None), ``access`` (where the LLVM parts' access came
@@ -300,6 +299,9 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     manifest, :mod:`taichi_aot.ptx`, or why none was made) and ``no_grad`` ({"kernel (arch)": Taichi's reason} of
     the differentiable kernels built without their reverse-mode kernel, which Taichi could not compile)."""
     archs, prebuilt = _checked(source, archs, prebuilt, cpu_threads)
+    if max_cpu_threads is not None and (isinstance(max_cpu_threads, bool) or not isinstance(max_cpu_threads, int)
+                                        or max_cpu_threads < 1):
+        raise BuildError(f"--max-cpu-threads takes a number >= 1, got {max_cpu_threads!r}")
     out = os.path.abspath(out)
     every = [*archs, *prebuilt]
     _check_output(out, [source, *prebuilt.values()], len(every) > 1)
@@ -307,7 +309,8 @@ def build(source: str, archs: str | list[str], out: str, caps: list[str] | None 
     made = _missing_folders(parent)  # made for the output: removed again if the build fails
     try:
         os.makedirs(parent, exist_ok=True)
-        return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access, portable)
+        return _build_into(source, archs, prebuilt, every, out, parent, caps, cpu_threads, access, portable,
+                           max_cpu_threads)
     except OSError as e:  # the output's folder cannot be made or written: said of the path given, not of a temporary
         _remove_made(made)
         raise BuildError(f"-o {out}: cannot write there ({e.strerror or e})") from None
@@ -424,7 +427,8 @@ def _part_caps(archs: list[str], caps: list[str] | None, portable: bool) -> dict
 
 
 def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: list[str], out: str, parent: str,
-                caps: list[str] | None, cpu_threads: int | None, access: bool, portable: bool = False) -> dict:
+                caps: list[str] | None, cpu_threads: int | None, access: bool, portable: bool = False,
+                max_cpu_threads: int | None = None) -> dict:
     """``build`` once its arguments are checked and ``out``'s folder exists."""
     has_llvm = any(a in LLVM_PARTS for a in every)
     with tempfile.TemporaryDirectory(prefix=".taichi_aot_build_", dir=parent) as tmp, \
@@ -440,7 +444,7 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
         _name_prebuilt(tmp, every, prebuilt)
         signatures = _one_signature(tmp, every)
         learned, reason = _access_of(tmp, every, signatures, probe, access) if has_llvm else (None, None)
-        finished = _finish_parts(tmp, archs, every)
+        finished = _finish_parts(tmp, archs, every, max_cpu_threads)
         kind = _write_output(tmp, every, out, source, summaries[every[0]]["taichi"])
     first = summaries[every[0]]
     no_grad = {f"{name} ({a})": why for a, s in summaries.items() for name, why in (s.get("no_grad") or {}).items()}
@@ -448,17 +452,32 @@ def _build_into(source: str, archs: list[str], prebuilt: dict[str, str], every: 
             "access": learned, "access_reason": reason, "no_grad": no_grad, "caps": gfx_caps, **finished}
 
 
-def _finish_parts(tmp: str, archs: list[str], every: list[str]) -> dict:
+def _record(folder: str, key: str, value: Any) -> None:
+    """Write ``key: value`` into the part's sidecar (``taichi_aot.json``; made where Taichi wrote none)."""
+    path = os.path.join(folder, SIDECAR)
+    doc = {"taichi_aot": FORMAT}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    doc[key] = value
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+
+
+def _finish_parts(tmp: str, archs: list[str], every: list[str], cap: int | None = None) -> dict:
     """The parts in ``tmp`` finished: the CPU part's threads read, PTX added to the CUDA part, the LLVM parts made
     here sealed last (their first load needs no child: ``_firstload.sealed``); ``cpu_threads`` and ``ptx`` for the
     summary."""
     cpu = next((a for a in every if a in CPU_PARTS), None)
     threads = _cpu_threads(os.path.join(tmp, cpu)) if cpu else None
+    if cpu in archs and cap is not None:  # asked for: a cap its loads keep (they spread the loops over the runtime's
+        _record(os.path.join(tmp, cpu), CPU_CAP, cap)  # threads up to it; without one, over all of them)
+    threads = min(threads, cap) if threads is not None and cap is not None and cpu in archs else threads
     ptx = _add_ptx(os.path.join(tmp, "cuda")) if "cuda" in every else None
     for a in archs:
         if a in LLVM_PARTS:
             seal(os.path.join(tmp, a))
-    return {"cpu_threads": threads, "ptx": ptx}
+    return {"cpu_threads": threads, "max_cpu_threads": cap if cpu in archs else None, "ptx": ptx}
 
 
 def _access_of(tmp: str, every: list[str], signatures: dict, probe: Future[str] | None, access: bool
