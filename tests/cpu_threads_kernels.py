@@ -1,5 +1,6 @@
 """Kernels with each shape of CPU parallel loop Taichi writes (over an ndarray's run-time length, 1-D and 2-D, and
-over a constant range), built by tests/test_cpu_threads.py for 1 and 2 threads: the loops over a length split anew at load."""
+over a constant range), built by tests/test_cpu_threads.py for 1 and 2 threads: the loops over a length are split
+anew at load."""
 
 import taichi as ti
 
