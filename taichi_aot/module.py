@@ -155,20 +155,30 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
     names = [n for n in os.listdir(folder) if n.endswith(".ll")]
     todo = []
     for name in names:
-        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
-            if retarget(f.read(), threads) is not None:
-                todo.append(name)
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                if retarget(f.read(), threads) is not None:
+                    todo.append(name)
+        except (OSError, UnicodeDecodeError):  # not IR this can read: left to the load's own checks
+            continue
     if not todo:
         return folder, temp_dir
     was_sealed = _firstload.sealed(folder)
-    if temp_dir is None:
-        temp_dir = private_folder()
-        copy_module(folder, temp_dir)
-    for name in todo:
-        retarget_file(os.path.join(temp_dir, name), threads)
-    if was_sealed:
-        _firstload.seal(temp_dir)
-    return temp_dir, temp_dir
+    made = temp_dir is None
+    copy = private_folder() if made else temp_dir
+    assert copy is not None
+    try:
+        if made:
+            copy_module(folder, copy)
+        for name in todo:
+            retarget_file(os.path.join(copy, name), threads)
+        if was_sealed:
+            _firstload.seal(copy)
+    except BaseException:
+        if made:  # the caller knows only the folder it made
+            shutil.rmtree(copy, ignore_errors=True)
+        raise
+    return copy, copy
 
 
 def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:

@@ -195,3 +195,26 @@ def test_a_cap_the_build_recorded_is_kept(built_for):
     info = subprocess.run([sys.executable, "-m", "taichi_aot", "info", built_for[1]], capture_output=True, text=True,
                           timeout=120)
     assert info.returncode == 0 and "built for 1 thread" in info.stdout and "spreads" in info.stdout, info.stdout
+
+
+def test_a_copy_loaded_again_and_a_loop_of_another_start_are_left_as_they_are(built_for):
+    """The private copy a load made (``module.files``), loaded by a runtime of other threads, is used as it is (its
+    loops were split once; a second rewrite would define its values twice) and gives the same values; IR whose
+    chunk is made for a loop that starts elsewhere than 0 is not taken for one that starts at 0 (its last elements
+    would be lost)."""
+    from taichi_aot.metadata.retarget import retarget
+
+    expect, _ = _run_all(built_for[2], 2)
+    with Runtime(Arch.X64, cpu_threads=3) as rt:
+        copy = rt.load_module(built_for[1]).files
+        assert copy is not None and _splits(copy) == {3}
+        got, files = _run_all(copy, 2)  # while the first module is open: its copy is still there
+        assert files == copy and _splits(copy) == {3}
+    for name in expect:
+        np.testing.assert_array_equal(got[name], expect[name], err_msg=name)
+    with open(os.path.join(built_for[2], "saxpy.ll"), encoding="utf-8") as f:
+        text = f.read()
+    once = retarget(text, 4)
+    assert once is not None and retarget(once[0], 3) is None
+    assert text.count("= add i32 %8, 1\n") == 1  # the shape of a loop from 0 built for 2
+    assert retarget(text.replace("= add i32 %8, 1\n", "= add i32 %8, 10\n"), 4) is None  # a loop from -9

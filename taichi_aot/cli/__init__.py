@@ -173,11 +173,13 @@ def _print_built(summary: dict) -> None:
     if threads is not None:
         most = summary.get("max_cpu_threads")
         if most:
-            print(f"  CPU kernels run on at most {most} thread{'s' * (most > 1)} wherever they run "
-                  "(--max-cpu-threads: a cap the module keeps)")
+            print(f"  CPU kernels' loops over an ndarray's length run on at most {most} thread{'s' * (most > 1)} "
+                  f"wherever they run (--max-cpu-threads: a cap the module keeps; other loops on the {threads} "
+                  "they were built for)")
         else:
-            print("  CPU kernels run on the threads of the runtime that loads them (all the cores it may use by "
-                  "default; --max-cpu-threads N caps them)")
+            print("  CPU kernels' loops over an ndarray's length run on the threads of the runtime that loads them "
+                  f"(all the cores it may use by default; --max-cpu-threads N caps them); other loops on the "
+                  f"{threads} they were built for")
     learned = summary["access"]
     llvm = ", ".join(a for a in summary["archs"] if a in LLVM_PARTS)
     if learned == "unknown":

@@ -38,21 +38,41 @@ def _body(preamble: str, index: str, built: int, threads: int, n: int) -> str | 
     not a loop over a run-time length (``n``: a number for the names of the instructions added). A loop of a
     constant length is left as built: its chunk is a constant the compiler may have unrolled the loop for (a chunk of
     4096 unrolled by 8 with no remainder: another chunk would run past its end)."""
+    if "%taichi_aot." in preamble:  # rewritten already (a private copy loaded again): left as it is
+        return None
     dynamic = _DYNAMIC_MAX.findall(preamble)
     ends = _DYNAMIC_END.findall(preamble)
     if len(dynamic) == 1 and len(ends) == 1:  # a loop over a run-time length
         indent, name, operand, _floor = dynamic[0]
         total = ends[0]
-        derived = operand == total if built == 1 else f"add i32 {total}, {built - 1}" in preamble
-        if not derived or not re.search(rf"mul i32 {re.escape(name)}, {re.escape(index)}\b", preamble):
+        if not _from_total(preamble, operand, total, built) or \
+                not re.search(rf"mul i32 {re.escape(name)}, {re.escape(index)}\b", preamble):
             return None
         line = _DYNAMIC_MAX.search(preamble)
         assert line is not None
-        added = (f"{indent}%taichi_aot.n{n} = add i32 {total}, {threads - 1}\n"
-                 f"{indent}%taichi_aot.q{n} = sdiv i32 %taichi_aot.n{n}, {threads}\n")
-        chunk = line.group(0).replace(f"(i32 {operand},", f"(i32 %taichi_aot.q{n},", 1)
+        # ceil(total / threads) as a quotient and a remainder: no sum that could wrap past 2**31 - 1
+        q, r, c, z, up = (f"%taichi_aot.{part}{n}" for part in ("q", "r", "c", "z", "up"))
+        added = (f"{indent}{q} = sdiv i32 {total}, {threads}\n{indent}{r} = srem i32 {total}, {threads}\n"
+                 f"{indent}{c} = icmp ne i32 {r}, 0\n{indent}{z} = zext i1 {c} to i32\n"
+                 f"{indent}{up} = add nsw i32 {q}, {z}\n")
+        chunk = line.group(0).replace(f"(i32 {operand},", f"(i32 {up},", 1)
         return preamble[:line.start()] + added + chunk + preamble[line.end():]
     return None
+
+
+def _from_total(preamble: str, operand: str, total: int | str, built: int) -> bool:
+    """Whether the chunk's operand ``operand`` is ``ceil(total / built)`` as Taichi writes it for a loop from 0:
+    ``total`` itself where built for 1, else made from exactly ``add i32 total, built - 1`` divided by ``built`` (a
+    loop with another start adds another number, and is left as built)."""
+    if built == 1:
+        return operand == total
+    added = re.findall(rf"^\s*(%[\w.]+) = add(?: nsw)? i32 {re.escape(str(total))}, {built - 1}$", preamble, re.M)
+    if len(added) != 1:
+        return False
+    divided = re.findall(rf"^\s*(%[\w.]+) = sdiv i32 {re.escape(added[0])}, {built}$", preamble, re.M)
+    return len(divided) == 1 and (operand == divided[0] or
+                                  re.search(rf"{re.escape(operand)} = add nsw i32 {re.escape(divided[0])}, ", preamble)
+                                  is not None)
 
 
 def retarget(text: str, threads: int) -> tuple[str, int] | None:
