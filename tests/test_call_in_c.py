@@ -209,7 +209,7 @@ def test_the_c_calls_records_are_c_types_made_with_keywords(x64):
 def test_show_config_says_which_fast_reads_are_active(x64, modules, torch, monkeypatch):
     import io
 
-    from taichi_aot import _foreign, capi, config, show_config
+    from taichi_aot import _foreign, _seen, capi, config, show_config
 
     reads = {r["name"]: r for r in config.fast_reads()}
     assert reads["C call"]["active"]
@@ -222,7 +222,8 @@ def test_show_config_says_which_fast_reads_are_active(x64, modules, torch, monke
     show_config(text)
     for r in reads.values():
         assert f"  {r['name']}: {'active' if r['active'] else 'not active'}: {r['reason']}" in text.getvalue()
-    monkeypatch.setattr(_foreign, "ARRAY_KEYS", False)  # numpy's objects not laid out as the extension reads them
+    for room in (_seen, _foreign):  # numpy's objects not laid out as the extension reads them (where each reads it)
+        monkeypatch.setattr(room, "ARRAY_KEYS", False)
     off = {r["name"]: r for r in config.fast_reads()}
     assert not off["numpy arrays passed again"]["active"] and not off["new numpy arrays each call"]["active"]
     assert "not laid out" in off["numpy arrays passed again"]["reason"]
