@@ -34,7 +34,7 @@ from .errors import (
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
 from .metadata.private import copy_module, copy_reason, private_folder
-from .metadata.retarget import cap, retarget, retarget_file
+from .metadata.retarget import cap, retarget
 from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -153,14 +153,15 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
     user's files). A sealed module's copy is sealed anew: the change is the package's own."""
     threads = min(threads, cap(folder) or threads)  # build --max-cpu-threads N: a cap the user asked for
     names = [n for n in os.listdir(folder) if n.endswith(".ll")]
-    todo = []
+    todo: dict[str, str] = {}  # file -> its text retargeted (read and rewritten once)
     for name in names:
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
-                if retarget(f.read(), threads) is not None:
-                    todo.append(name)
+                done = retarget(f.read(), threads)
         except (OSError, UnicodeDecodeError):  # not IR this can read: left to the load's own checks
             continue
+        if done is not None:
+            todo[name] = done[0]
     if not todo:
         return folder, temp_dir
     was_sealed = _firstload.sealed(folder)
@@ -170,8 +171,9 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
     try:
         if made:
             copy_module(folder, copy)
-        for name in todo:
-            retarget_file(os.path.join(copy, name), threads)
+        for name, text in todo.items():
+            with open(os.path.join(copy, name), "w", encoding="utf-8") as f:
+                f.write(text)
         if was_sealed:
             _firstload.seal(copy)
     except BaseException:

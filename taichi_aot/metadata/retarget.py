@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CPU_CAP", "cap", "retarget", "retarget_file"]
+__all__ = ["CPU_CAP", "cap", "retarget"]
 
 #: The key of a CPU part's sidecar (``taichi_aot.json``) that ``build --max-cpu-threads N`` writes: the most threads its
 #: loops are spread over wherever it runs (without it, as many as the runtime has).
@@ -101,18 +101,6 @@ def retarget(text: str, threads: int) -> tuple[str, int] | None:
     text = _ENTRY_CALL.sub(lambda m: f"{m.group(1)}{threads}{m.group(3)}{threads}{m.group(5)}", text)
     text = _CONTEXT.sub(lambda m: f"{m.group(1)}{threads}{m.group(3)}", text)
     return text, len(calls)
-
-
-def retarget_file(path: str, threads: int) -> int:
-    """Retarget the LLVM IR file ``path`` in place (:func:`retarget`); how many loops changed (0: left as it was)."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    done = retarget(text, threads)
-    if done is None:
-        return 0
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(done[0])
-    return done[1]
 
 
 def cap(folder: str) -> int | None:
