@@ -98,7 +98,13 @@ def jit(arch: str) -> None:
     kernels = define()
     tiny = kernels["tiny"]
     x = ti.ndarray(ti.f32, 16)
-    tiny(x, 1.0)
+    serve(arch, lambda words: tiny(x, 1.0))
+
+
+def serve(arch: str, call) -> None:
+    """Answer each line 'WORD N ...' with the seconds N calls of ``call(words)`` take, a ``ti.sync`` after them
+    (one call and a sync first, unmeasured); 'quit' or the end of input ends it."""
+    call(["warm", "1", "1"])
     ti.sync()
     print(json.dumps({"ready": True, "arch": arch}), flush=True)
     for line in sys.stdin:
@@ -108,7 +114,7 @@ def jit(arch: str) -> None:
         n = int(words[1])
         t0 = time.perf_counter()
         for _ in range(n):
-            tiny(x, 1.0)
+            call(words)
         ti.sync()
         print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
 

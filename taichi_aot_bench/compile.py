@@ -17,8 +17,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(HERE)
 
 
-def taichi_module(kind: str, arch: str) -> str:
-    """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process."""
+def taichi_module(kind: str, arch: str, *words: str) -> str:
+    """Compile (once, cached) ``<kind>_kernels.py``'s module for ``arch`` with Taichi in a child process; ``words``
+    follow the folder on the child's command line (the cores section's thread count)."""
     source = os.path.join(HERE, f"{kind}_kernels.py")  # never imported here: it imports taichi
     ptx = arch == "cuda" and importlib.util.find_spec("llvmlite") is not None  # the own launcher's PTX too
     caps: list[str] = []
@@ -26,6 +27,7 @@ def taichi_module(kind: str, arch: str) -> str:
         from taichi_aot.cli.build import device_caps
 
         caps = device_caps(arch)[0]
+    caps += words
     with open(source, "rb") as f:
         key = digest(f.read(), b"ptx" if ptx else b"", b"sealed", " ".join(caps).encode())
     out = os.path.join(cache_dir(), f"{kind}-{arch}-{key}")

@@ -54,7 +54,7 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 
 #: The sections whose rows a function of the bench alone makes, in a module of the section's name.
-_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus")
+_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus", "cores")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
@@ -82,7 +82,7 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
         log(f"== {arch.name.lower()} ==")
         try:
             bench = Bench(arch, quick, log)
-            bench.corpus, bench.vk_raw = corpus, vk_raw
+            bench.corpus, bench.vk_raw, bench.jit = corpus, vk_raw, jit_ok
         except Exception as e:  # a backend that cannot run the harness: say so, go on with the others
             results["errors"].append(f"{arch.name.lower()}: {type(e).__name__}: {e}")
             log(f"{arch.name.lower()}: cannot run the benchmarks: {type(e).__name__}: {e}")
