@@ -35,10 +35,11 @@ HEADER = "taichi_aot.h"
 C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
            "backends/vkqueue.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c", "opplan.c", "xla.c",
            "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c",
-           "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c")
+           "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
+           "backends/vkprofile.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
-                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h")
+                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h", "profile.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

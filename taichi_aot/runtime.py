@@ -49,6 +49,7 @@ from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
 from .placement import Device, DeviceAliases, device_for, open_native
+from .profile import Profile, adopt
 from .replay import LaunchSequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,6 +160,7 @@ class Runtime(DeviceAliases):
         #: _Shared; for the package, not for users).
         self.modules: dict[Any, Any] = {}
         self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
+        self.profiles: list[Profile] = []  # the profiles open on it (taichi_aot.profile; for the package)
         #: what the launch backends keep for this runtime (the own CUDA launcher's stand-ins and stream)
         self.backends = RuntimeBackends()
         self.foreign.unmaps[id(self.device)] = self.device.close  # the staging buffers' mappings end first
@@ -167,6 +169,7 @@ class Runtime(DeviceAliases):
         self._finalizer.atexit = False  # at exit, _close_open_runtimes closes it without a warning
         _open_runtimes.add(self)
         _register_exit_hook()
+        adopt(self)  # where python -m taichi_aot profile profiles every runtime
 
     # -- state ----------------------------------------------------------------
 
@@ -276,7 +279,16 @@ class Runtime(DeviceAliases):
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
         self.ensure_open()
+        start = time.monotonic_ns()
         self._wait()
+        for p in self.profiles:  # the wait, an event of each profile's
+            p.note_wait(self, start)
+
+    def profile(self) -> Profile:
+        """``with rt.profile() as prof:``: each launch's device time on this runtime, from any thread, while the block
+        runs (:mod:`taichi_aot.profile`: ``print(prof)``, ``prof.kernels()``, ``prof.save()``, ``prof.plot()``)."""
+        self.ensure_open()
+        return Profile(self)
 
     def _wait(self) -> None:
         # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
@@ -549,6 +561,8 @@ class Runtime(DeviceAliases):
         self._close()
 
     def _close(self) -> None:
+        for p in list(self.profiles):  # their records first, while the runtime's counts are its own
+            p.runtime_closing(self)
         if self._cuda_stream and not self._owned.closed and self._handle:  # libtaichi's setting outlives the runtime
             capi.set_cuda_stream(None)
             self._cuda_stream = None

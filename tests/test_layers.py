@@ -27,8 +27,8 @@ LAYERS: list[set[str]] = [
     # read, the package's child processes (they import only the trust room)
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
-    {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
-    # around launches
+    {"_library", "_nvtx", "profile"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the
+    # ranges around launches; the profiles of launches' device times
     {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
     # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
     # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
@@ -352,6 +352,8 @@ LONG_FILES = {
     "taichi_aot/launch.py": "the launch path: Kernel, ComputeGraph and BoundLaunch share the argument checks and the "
                             "launch records",
     "tests/test_ptx.py": "the tests of one room, taichi_aot.ptx: making PTX, reading it, launching it",
+    "taichi_aot/_csrc/taichi_aot.h": "the one header cffi reads (build_ffi.HEADER): what Python calls of every C "
+                                     "file, each file's part under a comment saying what its functions do",
 }
 
 

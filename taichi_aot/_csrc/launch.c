@@ -8,6 +8,7 @@
 
 #include "taichi_aot.h"
 #include "kinds.h"
+#include "profile.h"
 
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
@@ -40,19 +41,34 @@ static int launch_kind(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, co
     return ops->elsewhere != NULL ? ops->elsewhere(l, where) : TAICHI_AOT_REFUSED;
 }
 
+/* A launch while NVTX ranges are on or a profile is open (profile.c): inside its range, and inside its profile's
+   record where its runtime is profiled. */
+static int launch_observed(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, const TaichiAotElsewhere *where) {
+    int error, ranges = __atomic_load_n(&taichi_aot_nvtx, __ATOMIC_ACQUIRE); /* the library's functions, set
+                                                                                  before the switch was */
+    int64_t record = __atomic_load_n(&taichi_aot_profiling, __ATOMIC_RELAXED) ? aot_profile_begin(l) : -1;
+    if (ranges) {
+        taichi_aot_nvtx_push(l->name);
+    }
+    error = launch_kind(l, ops, where);
+    if (ranges) {
+        taichi_aot_nvtx_pop();
+    }
+    if (record >= 0) {
+        aot_profile_end(record);
+    }
+    return error;
+}
+
 /* Every launch, as launch_kind makes it; while NVTX ranges are on (nvtx.c), inside a range named for the kernel or
-   graph (the record's `name`), pushed on the calling thread before the launch and popped after it. Off, this is one
-   load and one branch the compiler is told is seldom taken. */
+   graph (the record's `name`), pushed on the calling thread before the launch and popped after it; while a profile is
+   open, timed (launch_observed). Off, this is two loads and one branch the compiler is told is seldom taken. */
 static int launch_any(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, const TaichiAotElsewhere *where) {
-    int error;
-    if (__builtin_expect(__atomic_load_n(&taichi_aot_nvtx, __ATOMIC_RELAXED) == 0, 1)) {
+    if (__builtin_expect((__atomic_load_n(&taichi_aot_nvtx, __ATOMIC_RELAXED) |
+                          __atomic_load_n(&taichi_aot_profiling, __ATOMIC_RELAXED)) == 0, 1)) {
         return launch_kind(l, ops, where);
     }
-    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the library's functions, set before the switch was */
-    taichi_aot_nvtx_push(l->name);
-    error = launch_kind(l, ops, where);
-    taichi_aot_nvtx_pop();
-    return error;
+    return launch_observed(l, ops, where);
 }
 
 /* Counts a launch in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0: gfx backends,

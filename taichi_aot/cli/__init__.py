@@ -371,6 +371,18 @@ def _check_build(args: argparse.Namespace) -> str | None:
     return unwritable(args.out, "-o", folder=True, makes_folders=True)
 
 
+def _check_profile(args: argparse.Namespace) -> str | None:
+    if not os.path.isfile(args.script):
+        return f"no such script: {args.script!r}"
+    return unwritable(args.trace, "--trace") or unwritable(args.plot, "--plot")
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from .profile import cmd_profile
+
+    return cmd_profile(args)
+
+
 Command = Callable[[argparse.Namespace], int]
 #: A command's own check of its options: a message for ``parser.error``, or None when they are fine.
 Check = Callable[[argparse.Namespace], Optional[str]]
@@ -443,6 +455,12 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
     p = add_command(sub, "stubs", cmd_stubs, "write typed signatures (.pyi) for a module", check=_check_stubs)
     p.add_argument("module", help="module folder or .tcm file")
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
+    p = add_command(sub, "profile", _cmd_profile, "run a Python script and print each kernel's device time",
+                    check=_check_profile)
+    p.add_argument("--trace", default=None, metavar="FILE", help="also write a Chrome trace (Perfetto opens it)")
+    p.add_argument("--plot", default=None, metavar="FILE", help="also draw the kernels' times (needs matplotlib)")
+    p.add_argument("script", help="the Python script to run, as python SCRIPT.py would")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
     for add in extra:  # the commands of rooms above this one: the bench (taichi_aot_bench.command)
         add(sub)
     p = add_command(sub, "demo", cmd_demo, "run a reaction-diffusion demo and write a picture", check=check_demo)

@@ -79,6 +79,11 @@ typedef AotVkVoidFunction (*AotVkGetProcAddr)(AotVkDispatch, const char *);
 #define AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE (296 + 24)
 #define AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT (296 + 220)
 #define AOT_VK_LIMIT_MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT (296 + 320)
+#define AOT_VK_LIMIT_TIMESTAMP_PERIOD (296 + 424)
+#define AOT_VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO 11
+#define AOT_VK_QUERY_TYPE_TIMESTAMP 2
+#define AOT_VK_QUERY_RESULT_64_BIT 0x1u
+#define AOT_VK_QUERY_RESULT_WAIT_BIT 0x2u
 
 typedef struct {
     int32_t sType;
@@ -294,6 +299,28 @@ typedef struct {
     uint64_t minImportedHostPointerAlignment;
 } AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT;
 
+typedef struct {
+    int32_t sType;
+    const void *pNext;
+    uint32_t flags;
+    int32_t queryType;
+    uint32_t queryCount;
+    uint32_t pipelineStatistics;
+} AotVkQueryPoolCreateInfo;
+
+typedef struct {
+    uint32_t width;
+    uint32_t height;
+    uint32_t depth;
+} AotVkExtent3D;
+
+typedef struct {
+    uint32_t queueFlags;
+    uint32_t queueCount;
+    uint32_t timestampValidBits;
+    AotVkExtent3D minImageTransferGranularity;
+} AotVkQueueFamilyProperties;
+
 /* The entry points, looked up once a device (vkGetDeviceProcAddr; the instance's two through the runtime's
    vkGetInstanceProcAddr). */
 typedef struct {
@@ -349,6 +376,14 @@ typedef struct {
     AotVkResult (*GetMemoryHostPointerPropertiesEXT)(AotVkDispatch, uint32_t, const void *,
                                                      AotVkMemoryHostPointerPropertiesEXT *);
     void (*GetPhysicalDeviceProperties2)(AotVkDispatch, void *);
+    /* timestamps (backends/vkprofile.c) */
+    void (*GetPhysicalDeviceQueueFamilyProperties)(AotVkDispatch, uint32_t *, AotVkQueueFamilyProperties *);
+    AotVkResult (*CreateQueryPool)(AotVkDispatch, const AotVkQueryPoolCreateInfo *, const void *, AotVkHandle *);
+    void (*DestroyQueryPool)(AotVkDispatch, AotVkHandle, const void *);
+    void (*CmdResetQueryPool)(AotVkDispatch, AotVkHandle, uint32_t, uint32_t);
+    void (*CmdWriteTimestamp)(AotVkDispatch, uint32_t, AotVkHandle, uint32_t);
+    AotVkResult (*GetQueryPoolResults)(AotVkDispatch, AotVkHandle, uint32_t, uint32_t, size_t, void *, uint64_t,
+                                       uint32_t);
 } AotVkFunctions;
 
 #endif

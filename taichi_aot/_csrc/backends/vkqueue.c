@@ -198,6 +198,7 @@ void aot_vk_bury(VkRt *rt) {
 }
 
 static void vk_retire(VkRt *rt, VkBatch *b) {
+    aot_vk_stamps_read(rt, b); /* its timestamps, where a profile took any */
     b->state = 0;
     if (b->serial > rt->done) {
         rt->done = b->serial;
@@ -269,6 +270,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
+    b->stamp_count = 0;
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;
     rt->current = rt->next;
@@ -410,7 +412,8 @@ static AotVkResult vk_buffer(VkRt *rt, uint64_t size, uint32_t usage, int host,
     X(AllocateDescriptorSets) X(FreeDescriptorSets) X(UpdateDescriptorSets) X(CreateBuffer) X(DestroyBuffer) \
     X(GetBufferMemoryRequirements) X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory) \
     X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdDispatch) X(CmdPipelineBarrier) X(CmdFillBuffer) \
-    X(CmdCopyBuffer)
+    X(CmdCopyBuffer) X(CreateQueryPool) X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) \
+    X(GetQueryPoolResults)
 
 /* The device's entry points; the name of the first missing, or NULL. */
 static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch instance) {
@@ -431,6 +434,8 @@ static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch i
     VK_DEVICE_FUNCTIONS(VK_LOOK_UP)
 #undef VK_LOOK_UP
     *(void **)&rt->f.GetPhysicalDeviceProperties2 = (void *)gipa(instance, "vkGetPhysicalDeviceProperties2");
+    *(void **)&rt->f.GetPhysicalDeviceQueueFamilyProperties =
+        (void *)gipa(instance, "vkGetPhysicalDeviceQueueFamilyProperties");
     if (taichi_aot_vulkan_imports_host(rt->device)) { /* the device was made with the extension (vkfence.c) */
         *(void **)&rt->f.GetMemoryHostPointerPropertiesEXT =
             (void *)gdpa(rt->device, "vkGetMemoryHostPointerPropertiesEXT");
@@ -462,6 +467,9 @@ static void vk_destroy_state(VkRt *rt) {
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
         if (rt->batches[i].fence) {
             rt->f.DestroyFence(rt->device, rt->batches[i].fence, NULL);
+        }
+        if (rt->batches[i].stamps) {
+            rt->f.DestroyQueryPool(rt->device, rt->batches[i].stamps, NULL);
         }
     }
     if (rt->command_pool) {

@@ -44,6 +44,7 @@
 #include "backends/vk.h"
 #include "backends/vulkan.h"
 #include "kinds.h"
+#include "profile.h"
 
 /* ---------------------------------------------------------------------------------------------------------------
    Kernels: made from their tasks, freed */
@@ -500,8 +501,8 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
 static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args) {
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES];
-    int64_t largest;
-    uint32_t i, offset;
+    int64_t largest, profiled = aot_profile_current(); /* the profile's record of this launch (-1: none) */
+    uint32_t i, offset, stamp;
     VkBatch *b;
     VkSets *s;
     AotVkResult code = AOT_VK_SUCCESS;
@@ -533,7 +534,11 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         b->last_offset = offset;
         b->head += k->slot;
     }
+    stamp = profiled >= 0 ? aot_vk_stamp_open(rt, b, profiled) : VK_NO_STAMP;
     vk_record(rt, b, k, s, offset, (uint64_t)largest);
+    if (stamp != VK_NO_STAMP) {
+        aot_vk_stamp_close(rt, b, stamp);
+    }
     k->used = s->used = b->serial;
     if (k->result_size > 0) { /* its values: the batch run now, and read */
         code = aot_vk_finish(rt);

@@ -19,6 +19,8 @@
 #define VK_CACHED 4             /* combinations of arrays whose sets a kernel keeps */
 #define VK_LIBRARY_ERROR INT32_MIN /* a failure the library's last error tells */
 #define VK_HOST_ALIGN 256u      /* where a copy's host side starts at the link's speed (vkcopy.c) */
+#define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES) /* timestamps a batch holds: two a launch (vkprofile.c) */
+#define VK_NO_STAMP UINT32_MAX
 
 typedef struct VkRt VkRt;
 
@@ -67,6 +69,11 @@ typedef struct {
     const void *last_kernel;
     unsigned char last_args[TAICHI_AOT_PLAN_MAX_BYTES]; /* its bytes, kept in host memory: the ring's is
                                                           write-combined on a GPU, where a read costs microseconds */
+    /* a profile's timestamps (vkprofile.c): the query pool (made at the first), how many were written, and the
+       record of each pair */
+    AotVkHandle stamps;
+    uint32_t stamp_count;
+    int64_t stamp_records[VK_STAMPS / 2];
 } VkBatch;
 
 typedef struct {
@@ -109,6 +116,11 @@ struct VkRt {
     VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
     VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
+    /* timestamps (vkprofile.c): 0 not asked yet, 1 the queue writes them, -1 it cannot; nanoseconds a tick; the
+       bits that count */
+    int stamp_state;
+    double stamp_period;
+    uint32_t stamp_bits;
     /* The runtime's calls one at a time, from whichever thread makes them: the own launches, copies and waits, and
        libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. No Python
        runs while it is held (Python's locks are taken before it, never after). */
@@ -170,6 +182,12 @@ __attribute__((visibility("hidden"))) void aot_vk_free_import(VkRt *rt, VkImport
 __attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
 __attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
+/* A profile's timestamps (vkprofile.c): around a launch recorded into batch `b` for the profile's record `token`
+   (open: the first, its query, VK_NO_STAMP where none was written; close: the second); a batch's read once it is
+   done and given to the records. */
+__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token);
+__attribute__((visibility("hidden"))) void aot_vk_stamp_close(VkRt *rt, VkBatch *b, uint32_t query);
+__attribute__((visibility("hidden"))) void aot_vk_stamps_read(VkRt *rt, VkBatch *b);
 /* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
 __attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);

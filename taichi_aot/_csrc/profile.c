@@ -1,0 +1,222 @@
+/* Each launch's times while a profile is open on its runtime (taichi_aot.h says what a record holds). launch.c opens a
+   record around every launch of a profiled runtime (aot_profile_begin, aot_profile_end) and makes it this thread's
+   current one while the launch is made, so that its backend can say how the device times it (aot_profile_current,
+   aot_profile_device: backends/vkprofile.c's timestamps). Off (no runtime profiled), launch.c reads one switch. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "taichi_aot.h"
+#include "profile.h"
+
+#define PROFILE_SLOTS 64 /* runtimes profiled at once */
+
+typedef struct {
+    TiRuntime runtime;
+    int32_t *pending;
+    int host_times;
+    TaichiAotProfileRecord *records; /* records[0] is record number `base` */
+    uint64_t base, count, cap, lost;
+    uint64_t serial; /* told apart from the slot's earlier profiles: a late device time for one is dropped */
+} ProfileSlot;
+
+int taichi_aot_profiling = 0;
+static pthread_mutex_t profile_lock = PTHREAD_MUTEX_INITIALIZER;
+static ProfileSlot slots[PROFILE_SLOTS];
+static uint64_t serials = 0;
+static __thread int64_t current = -1;
+
+int64_t aot_profile_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The slot of a runtime (by its counts, or its TiRuntime where a launch has none), under the lock; -1: none. */
+static int slot_of(TiRuntime runtime, const int32_t *pending) {
+    int i;
+    for (i = 0; i < PROFILE_SLOTS; ++i) {
+        if (slots[i].serial != 0 &&
+            ((pending != NULL && slots[i].pending == pending) || (runtime != NULL && slots[i].runtime == runtime))) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A record's token: its slot, the slot's profile and its number, in one integer (-1: none). */
+static int64_t token(int slot, uint64_t number) {
+    return (int64_t)(((slots[slot].serial & 0xFFFF) << 40) | ((uint64_t)slot << 34) | (number & 0x3FFFFFFFFull));
+}
+
+/* The record a token names, under the lock; NULL where it was taken or its profile closed. */
+static TaichiAotProfileRecord *record_of(int64_t t) {
+    uint64_t u = (uint64_t)t, number;
+    int slot = (int)((u >> 34) & 0x3F);
+    ProfileSlot *s = &slots[slot];
+    if (t < 0 || s->serial == 0 || (s->serial & 0xFFFF) != (u >> 40)) {
+        return NULL;
+    }
+    number = (s->base & ~0x3FFFFFFFFull) | (u & 0x3FFFFFFFFull);
+    if (number < s->base) {
+        number += 0x400000000ull;
+    }
+    return number - s->base < s->count ? &s->records[number - s->base] : NULL;
+}
+
+int64_t aot_profile_begin(const TaichiAotLaunch *l) {
+    TaichiAotProfileRecord *r;
+    ProfileSlot *s;
+    int slot;
+    const char *name = l->name != NULL ? l->name : "";
+    const char *colon = strchr(name, ':');
+    pthread_mutex_lock(&profile_lock);
+    slot = slot_of(l->runtime, l->pending);
+    if (slot < 0) {
+        pthread_mutex_unlock(&profile_lock);
+        return -1;
+    }
+    s = &slots[slot];
+    if (s->count == s->cap) {
+        uint64_t cap = s->cap ? s->cap * 2 : 1024;
+        TaichiAotProfileRecord *grown = cap <= TAICHI_AOT_PROFILE_MAX ? realloc(s->records, cap * sizeof(*grown)) : NULL;
+        if (grown == NULL) {
+            ++s->lost;
+            pthread_mutex_unlock(&profile_lock);
+            return -1;
+        }
+        s->records = grown;
+        s->cap = cap;
+    }
+    r = &s->records[s->count++];
+    memset(r, 0, sizeof(*r));
+    strncpy(r->name, colon != NULL ? colon + 1 : name, TAICHI_AOT_PROFILE_NAME - 1);
+    r->thread = (uint64_t)pthread_self();
+    r->kind = l->kind;
+    r->state = s->host_times ? 2 : 3;
+    r->device_start = r->device_end = -1;
+    current = token(slot, s->base + s->count - 1);
+    r->host_start = aot_profile_now();
+    pthread_mutex_unlock(&profile_lock);
+    return current;
+}
+
+void aot_profile_end(int64_t t) {
+    int64_t now = aot_profile_now();
+    TaichiAotProfileRecord *r;
+    current = -1;
+    pthread_mutex_lock(&profile_lock);
+    r = record_of(t);
+    if (r != NULL) {
+        r->host_end = now;
+        if (r->state == 2) {
+            r->device_start = r->host_start;
+            r->device_end = now;
+        }
+    }
+    pthread_mutex_unlock(&profile_lock);
+}
+
+int64_t aot_profile_current(void) {
+    return current;
+}
+
+void aot_profile_will_time(int64_t t) {
+    TaichiAotProfileRecord *r;
+    pthread_mutex_lock(&profile_lock);
+    r = record_of(t);
+    if (r != NULL && r->state == 3) {
+        r->state = 0;
+    }
+    pthread_mutex_unlock(&profile_lock);
+}
+
+void aot_profile_device(int64_t t, int64_t start, int64_t end) {
+    TaichiAotProfileRecord *r;
+    pthread_mutex_lock(&profile_lock);
+    r = record_of(t);
+    if (r != NULL && (r->state == 0 || r->state == 1)) {
+        if (r->state == 0 || start < r->device_start) {
+            r->device_start = start;
+        }
+        if (r->state == 0 || end > r->device_end) {
+            r->device_end = end;
+        }
+        r->state = 1;
+    }
+    pthread_mutex_unlock(&profile_lock);
+}
+
+void aot_profile_untimed(int64_t t) {
+    TaichiAotProfileRecord *r;
+    pthread_mutex_lock(&profile_lock);
+    r = record_of(t);
+    if (r != NULL && r->state == 0) {
+        r->state = 3;
+    }
+    pthread_mutex_unlock(&profile_lock);
+}
+
+int taichi_aot_profile_open(TiRuntime runtime, int32_t *pending, int host_times) {
+    int i, found = -1;
+    pthread_mutex_lock(&profile_lock);
+    if (slot_of(runtime, pending) >= 0) {
+        pthread_mutex_unlock(&profile_lock);
+        return 1; /* open already */
+    }
+    for (i = 0; i < PROFILE_SLOTS && found < 0; ++i) {
+        if (slots[i].serial == 0) {
+            found = i;
+        }
+    }
+    if (found < 0) {
+        pthread_mutex_unlock(&profile_lock);
+        return -1;
+    }
+    memset(&slots[found], 0, sizeof(slots[found]));
+    slots[found].runtime = runtime;
+    slots[found].pending = pending;
+    slots[found].host_times = host_times;
+    slots[found].serial = ++serials ? serials : ++serials;
+    __atomic_add_fetch(&taichi_aot_profiling, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&profile_lock);
+    return 0;
+}
+
+int taichi_aot_profile_close(TiRuntime runtime, int32_t *pending) {
+    int slot;
+    pthread_mutex_lock(&profile_lock);
+    slot = slot_of(runtime, pending);
+    if (slot >= 0) {
+        free(slots[slot].records);
+        memset(&slots[slot], 0, sizeof(slots[slot]));
+        __atomic_sub_fetch(&taichi_aot_profiling, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&profile_lock);
+    return slot >= 0 ? 0 : -1;
+}
+
+uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotProfileRecord *out, uint32_t cap,
+                                 int all, uint64_t *lost) {
+    uint64_t n = 0;
+    ProfileSlot *s;
+    int slot;
+    pthread_mutex_lock(&profile_lock);
+    slot = slot_of(runtime, pending);
+    if (slot < 0) {
+        pthread_mutex_unlock(&profile_lock);
+        return 0;
+    }
+    s = &slots[slot];
+    while (n < s->count && n < cap && (all || (s->records[n].host_end != 0 && s->records[n].state != 0))) {
+        ++n;
+    }
+    memcpy(out, s->records, n * sizeof(*out));
+    memmove(s->records, s->records + n, (s->count - n) * sizeof(*out));
+    s->count -= n;
+    s->base += n;
+    *lost = s->lost;
+    pthread_mutex_unlock(&profile_lock);
+    return (uint32_t)n;
+}

@@ -1,0 +1,325 @@
+"""Each kernel's device time in your program: ``with rt.profile() as prof:`` records every launch made on the
+runtime, from any thread, until the block ends; ``prof.kernels()`` gives a row a kernel, ``print(prof)`` the table,
+``prof.save("trace.json")`` a Chrome trace (Perfetto, ``chrome://tracing``), ``prof.plot("kernels.png")`` a chart.
+
+How a launch is timed (``Launch.timed``):
+
+* ``"device"``: the device's own clock around the work. On Vulkan (the own Vulkan launch), two timestamps written into
+  the launch's command batch at the compute stage, before and after its dispatches (a graph's record spans its
+  dispatches), read once the batch is done.
+* ``"call"``: on a CPU runtime the launch runs in the call, so the call's time is the kernel's.
+* ``"enqueue"``: the launch path times nothing on the device (libtaichi's own Vulkan and CUDA launches, CUDA's
+  launches for now): the figure is the host's call, which only enqueues the work. The table says so.
+
+Nothing is recorded, and nothing paid, outside a profile: the dispatcher (``_csrc/launch.c``) reads one switch. Inside
+one a launch takes two clock reads and a record (``_csrc/profile.c``); on Vulkan two timestamps more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, NamedTuple, Protocol
+
+from ._native import ffi, lib
+from .errors import InvalidArgumentError, InvalidStateError
+
+__all__ = ["KernelRow", "Launch", "Profile"]
+
+_TIMED = {1: "device", 2: "call", 3: "enqueue", 0: "enqueue"}  # profile.c's states: 0 never got its device times
+_TAKE = 4096  # records a call to the C store takes at most
+
+
+class Profiled(Protocol):
+    """What a profile needs of a runtime (taichi_aot.Runtime)."""
+
+    gate: Any
+    profiles: list[Profile]  # the profiles open on it (Runtime keeps them: its wait and close tell them)
+
+    @property
+    def handle(self) -> Any: ...
+    @property
+    def arch(self) -> Any: ...
+    @property
+    def cpu_threads(self) -> int | None: ...
+    @property
+    def device_index(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    def wait(self) -> None: ...
+
+
+class Launch(NamedTuple):
+    """One launch (or a host event: a wait), in seconds of the host's monotonic clock (``time.monotonic``)."""
+
+    name: str
+    device: str  # "vulkan:0", "x64:0", ...
+    thread: int  # the launching thread's pthread id
+    host_start: float  # the call's start and end on the host
+    host_end: float
+    start: float  # the work's start and end: the device's, placed on the host's clock (see Profile.launches)
+    end: float
+    timed: str  # "device", "call" (a CPU runtime's), "enqueue" (no device time: the call's) or "wait"
+
+    @property
+    def seconds(self) -> float:
+        """The work's time (the device's, or the call's where nothing timed the device)."""
+        return self.end - self.start
+
+
+class KernelRow(NamedTuple):
+    """A kernel's (or graph's) launches on one device: how many, and their seconds."""
+
+    name: str
+    device: str
+    launches: int
+    total: float
+    min: float
+    max: float
+    mean: float
+    timed: str  # as Launch.timed ("device", "call", "enqueue"); "mixed" where its launches differ
+
+
+class Profile:
+    """The launches of one or more runtimes while it is open (``Runtime.profile()``; see the module docstring).
+    A profile is read at any time (``kernels()``, ``launches``, ``print``, ``save``, ``plot``): what has finished
+    by then; it closes with its ``with`` block (or ``close()``), which waits for the runtimes' work first."""
+
+    def __init__(self, *runtimes: Profiled, every: bool = False):
+        if not runtimes and not every:
+            raise InvalidArgumentError("Profile: give the runtimes to profile (Runtime.profile() makes one)")
+        self._every = every  # every runtime made while it is open joins it (python -m taichi_aot profile)
+        self._runtimes: list[Profiled] = []
+        self._raw: list[tuple[Profiled, Any]] = []  # (runtime, record) not yet placed on the host's clock
+        self._launches: list[Launch] = []
+        self._offsets: dict[int, float] = {}  # a runtime's device clock to the host's (seconds added)
+        self._lock = threading.Lock()
+        self._lost = 0
+        self._open = False
+        self._pending_runtimes = list(runtimes)
+
+    # -- opening and closing ------------------------------------------------------------------------------------
+
+    def open(self) -> Profile:
+        """Start recording (``with`` does): every launch on the runtimes from now on."""
+        if self._open:
+            return self
+        for rt in self._pending_runtimes:
+            self.add(rt)
+        self._pending_runtimes = []
+        self._open = True
+        if self._every:
+            _EVERY.append(self)
+        return self
+
+    def add(self, rt: Profiled) -> None:
+        """Profile another runtime too, from now on."""
+        if rt.closed:
+            raise InvalidStateError(f"Profile: {rt!r} is closed")
+        with self._lock:
+            if any(r is rt for r in self._runtimes):
+                return
+            # a CPU runtime (one with threads) runs a launch in the call: the call's times are the kernel's
+            code = lib.taichi_aot_profile_open(_handle(rt), rt.gate.pending, int(rt.cpu_threads is not None))
+            if code < 0:
+                raise InvalidStateError("Profile: 64 runtimes are profiled already")
+            if code > 0:
+                raise InvalidStateError(f"Profile: {rt!r} is profiled already (one profile a runtime at a time)")
+            self._runtimes.append(rt)
+            rt.profiles.append(self)
+
+    def close(self) -> None:
+        """Stop recording: each runtime's work waited for (its last device times read), its records taken."""
+        for rt in list(self._runtimes):
+            if not rt.closed:
+                try:
+                    rt.wait()
+                except InvalidStateError:  # another thread's runtime: what has finished is taken
+                    pass
+            self.runtime_closing(rt)
+        self._open = False
+        if self in _EVERY:
+            _EVERY.remove(self)
+
+    def runtime_closing(self, rt: Profiled) -> None:
+        """A profiled runtime closes (Runtime.close calls this first): its records taken, its profile ended."""
+        with self._lock:
+            if not any(r is rt for r in self._runtimes):
+                return
+            self._take(rt, True)
+            lib.taichi_aot_profile_close(_handle(rt), rt.gate.pending)
+            self._runtimes = [r for r in self._runtimes if r is not rt]
+            if self in rt.profiles:
+                rt.profiles.remove(self)
+
+    def __enter__(self) -> Profile:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the records -----------------------------------------------------------------------------------------------
+
+    def _take(self, rt: Profiled, everything: bool) -> None:
+        out = ffi.new("TaichiAotProfileRecord[]", _TAKE)
+        lost = ffi.new("uint64_t *")
+        while True:
+            n = lib.taichi_aot_profile_take(_handle(rt), rt.gate.pending, out, _TAKE, int(everything), lost)
+            for i in range(n):
+                r = out[i]
+                self._raw.append((rt, (ffi.string(r.name).decode("utf-8", "replace"), int(r.thread),
+                                       r.host_start, r.host_end, r.device_start, r.device_end, int(r.state))))
+            self._lost = max(self._lost, int(lost[0]))
+            if n < _TAKE:
+                break
+
+    def note_wait(self, rt: Profiled, start_ns: int) -> None:
+        """A host wait on ``rt`` from ``start_ns`` (time.monotonic_ns) until now, as an event of its own."""
+        end = time.monotonic_ns()
+        with self._lock:
+            self._raw.append((rt, ("wait", threading.get_ident(), start_ns, end, start_ns, end, -1)))
+
+    def _collect(self) -> None:
+        with self._lock:
+            for rt in self._runtimes:
+                self._take(rt, False)
+            raw, self._raw = self._raw, []
+            for rt, rec in raw:  # a device's clock moved onto the host's: no launch's work before its call
+                if rec[6] == 1:
+                    need = (rec[2] - rec[4]) / 1e9
+                    self._offsets[id(rt)] = max(need, self._offsets.get(id(rt), need))
+            self._launches += [self._place(rt, rec) for rt, rec in raw]
+            self._launches.sort(key=lambda e: e.start)
+
+    def _place(self, rt: Profiled, rec: tuple) -> Launch:
+        """A record on the host's clock (seconds): a device's times moved by the runtime's offset, the largest
+        that puts some launch's work at the start of its call, and none before it (set as records are read: it only
+        grows, a run being read in pieces)."""
+        name, thread, h0, h1, d0, d1, state = rec
+        device = f"{rt.arch.name.lower()}:{rt.device_index}"
+        if state == 1:
+            offset = self._offsets[id(rt)]
+            start, end = d0 / 1e9 + offset, d1 / 1e9 + offset
+        else:
+            start, end = h0 / 1e9, h1 / 1e9
+        timed = "wait" if state == -1 else _TIMED[state]
+        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed)
+
+    @property
+    def launches(self) -> list[Launch]:
+        """Every launch (and wait) recorded so far whose times are known, in the order their work started."""
+        self._collect()
+        return list(self._launches)
+
+    @property
+    def lost(self) -> int:
+        """Launches not recorded: the store was full (4,194,304 records a runtime between reads)."""
+        return self._lost
+
+    def kernels(self) -> list[KernelRow]:
+        """A row a kernel (or graph) and device, sorted by total time, largest first (waits not counted)."""
+        groups: dict[tuple[str, str], list[Launch]] = {}
+        for e in self.launches:
+            if e.timed != "wait":
+                groups.setdefault((e.name, e.device), []).append(e)
+        rows = []
+        for (name, device), events in groups.items():
+            secs = [e.seconds for e in events]
+            kinds = {e.timed for e in events}
+            rows.append(KernelRow(name, device, len(secs), sum(secs), min(secs), max(secs), sum(secs) / len(secs),
+                                  kinds.pop() if len(kinds) == 1 else "mixed"))
+        rows.sort(key=lambda r: -r.total)
+        return rows
+
+    def table(self) -> str:
+        """The kernels' rows as text (``print(prof)``)."""
+        rows = self.kernels()
+        head = f"{'kernel':<32} {'device':<10} {'launches':>8} {'total ms':>10} {'mean us':>10} {'min us':>10} " \
+               f"{'max us':>10}  timed"
+        lines = [head, "-" * len(head)]
+        for r in rows:
+            lines.append(f"{r.name[:32]:<32} {r.device:<10} {r.launches:>8} {r.total * 1e3:>10.3f} "
+                         f"{r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} {r.max * 1e6:>10.1f}  {r.timed}")
+        if not rows:
+            lines.append("(no launches)")
+        if any(r.timed in ("enqueue", "mixed") for r in rows):
+            lines.append("timed 'enqueue': the launch path gives no device time here; the figure is the call's")
+        if self._lost:
+            lines.append(f"{self._lost} launch(es) not recorded: the store was full")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"<Profile of {len(self._runtimes)} runtime(s), {len(self._launches)} launch(es) read>"
+
+    # -- a trace, a plot ---------------------------------------------------------------------------------------------
+
+    def trace(self) -> dict:
+        """The Chrome trace format's object (``save`` writes it): one complete event a launch, named by the kernel,
+        on a track per device and thread (process: the device; thread: the launching thread), waits as events of
+        their own; times in microseconds from the first event."""
+        events = self.launches
+        t0 = min((e.start for e in events), default=0.0)
+        pids: dict[str, int] = {}
+        out: list[dict] = []
+        for e in events:
+            pid = pids.setdefault(e.device, len(pids) + 1)
+            out.append({"name": e.name, "cat": e.timed, "ph": "X", "pid": pid, "tid": e.thread,
+                        "ts": (e.start - t0) * 1e6, "dur": max(e.seconds, 0.0) * 1e6,
+                        "args": {"call_us": (e.host_end - e.host_start) * 1e6, "timed": e.timed}})
+        for device, pid in pids.items():
+            out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": device}})
+        return {"traceEvents": out, "displayTimeUnit": "ms"}
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write the Chrome trace (``trace()``) to ``path``; returns the path."""
+        path = os.fspath(path)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.trace(), f)
+        return path
+
+    def plot(self, path: str | os.PathLike, top: int = 20) -> str:
+        """A bar chart of the ``top`` kernels' total times, to ``path`` (PNG, SVG, ... by its suffix; needs
+        matplotlib: ``pip install matplotlib``); returns the path."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise InvalidStateError("Profile.plot needs matplotlib: pip install matplotlib") from e
+        rows = self.kernels()[:top][::-1]
+        fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(rows), 3) + 1.2))
+        labels = [f"{r.name} ({r.device})" for r in rows]
+        ax.barh(labels, [r.total * 1e3 for r in rows], color=["#4c72b0" if r.timed == "device" else "#999999"
+                                                                for r in rows])
+        for i, r in enumerate(rows):
+            ax.text(r.total * 1e3, i, f" {r.launches} x {r.mean * 1e6:.1f} us", va="center", fontsize=8)
+        ax.set_xlim(0, max((r.total for r in rows), default=0.0) * 1e3 * 1.35 or 1.0)  # room for the labels
+        ax.set_xlabel("total time (ms); grey: the call's time, no device time")
+        ax.set_title("taichi_aot profile: kernels by total time")
+        fig.tight_layout()
+        path = os.fspath(path)
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+
+def _handle(rt: Profiled) -> Any:
+    """The runtime's TiRuntime, or NULL where it has none (the own CUDA runtime without libtaichi's)."""
+    handle = rt.handle
+    return handle if handle else ffi.NULL
+
+
+#: The open profiles that every new runtime joins (Profile(every=True)).
+_EVERY: list[Profile] = []
+
+
+def adopt(rt: Profiled) -> None:
+    """A runtime just made joins the open profiles of every runtime (Runtime.__init__ calls this)."""
+    for p in _EVERY:
+        p.add(rt)

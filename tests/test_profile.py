@@ -1,0 +1,171 @@
+"""rt.profile(): each launch's device time (Vulkan timestamps in the own launch's batches, a CPU runtime's call), read
+as rows, a table, a Chrome trace and a chart; python -m taichi_aot profile SCRIPT.py; nothing recorded outside."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import require_extra
+from taichi_aot import Arch, Runtime
+from taichi_aot.errors import InvalidArgumentError, InvalidStateError
+from taichi_aot.profile import Profile
+
+N = 1 << 16
+
+
+def _arrays(rt):
+    return rt.ndarray_from_numpy(np.zeros(N, np.float32)), rt.ndarray_from_numpy(np.arange(N, dtype=np.float32))
+
+
+def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules, arch, tmp_path):
+    rt, _ = env
+    mod = rt.load_module(modules.path(arch), launcher=launcher)
+    add = mod.kernels["add"]
+    x, y = _arrays(rt)
+    add(x, y, 1.0)
+    rt.wait()
+    t0 = time.perf_counter()
+    with rt.profile() as prof:
+        for _ in range(20):
+            add(x, y, 0.5)
+        rt.wait()
+    wall = time.perf_counter() - t0
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 11.0)  # the kernel's own results
+    (row,) = [r for r in prof.kernels() if r.name == "add"]
+    assert row.launches == 20 and 0 < row.min <= row.mean <= row.max and row.total <= wall, (row, wall)
+    own_vulkan = arch == Arch.VULKAN and launcher == "auto"
+    assert row.timed == ("call" if arch == Arch.X64 else "device" if own_vulkan else "enqueue"), row
+    assert row.device == f"{arch.name.lower()}:0"
+    with open(prof.save(tmp_path / "trace.json"), encoding="utf-8") as f:
+        trace = json.load(f)
+    named = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "add"]
+    assert len(named) == 20 and all(e["dur"] > 0 for e in named)
+    assert any(e["name"] == "wait" for e in trace["traceEvents"])  # the host's wait, an event of its own
+    assert "add" in str(prof) and "launches" in str(prof)
+    for _ in range(3):  # the profile closed: nothing more is recorded
+        add(x, y, 0.5)
+    rt.wait()
+    assert sum(r.launches for r in prof.kernels()) == 20
+
+
+def test_a_graph_is_one_row_spanning_its_dispatches(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(modules.path(vulkan))
+        x, y = _arrays(rt)
+        with rt.profile() as prof:
+            for _ in range(5):
+                mod.graphs["add_twice"](x=x, y=y, a=1.0)
+            mod.kernels["add"](x, y, 1.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 11.0)
+        rows = {r.name: r for r in prof.kernels()}
+        assert rows["add_twice"].launches == 5 and rows["add_twice"].timed == "device"
+        assert rows["add"].launches == 1
+        # its record spans both dispatches: at least the one launch of add alone (the same work), give or take
+        assert rows["add_twice"].min > 0
+
+
+def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, modules):
+    with Runtime(vulkan) as rt:
+        mod = rt.load_module(modules.path(vulkan))
+        add = mod.kernels["add"]
+        pairs = [_arrays(rt) for _ in range(2)]
+
+        def work(x, y):
+            for _ in range(10):
+                add(x, y, 1.0)
+
+        with rt.profile() as prof:
+            threads = [threading.Thread(target=work, args=pair) for pair in pairs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for x, _ in pairs:
+            np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 10.0)
+        (row,) = [r for r in prof.kernels() if r.name == "add"]
+        assert row.launches == 20 and row.timed == "device"
+        tracks = {e["tid"] for e in prof.trace()["traceEvents"] if e.get("name") == "add"}
+        assert len(tracks) == 2
+
+
+def test_only_the_profiled_runtime_is_recorded_and_bad_use_is_refused(modules):
+    with Runtime(Arch.X64) as a, Runtime(Arch.X64) as b:
+        add_a = a.load_module(modules.path(Arch.X64)).kernels["add"]
+        add_b = b.load_module(modules.path(Arch.X64)).kernels["add"]
+        xa, ya = _arrays(a)
+        xb, yb = _arrays(b)
+        with a.profile() as prof:
+            add_a(xa, ya, 1.0)
+            add_b(xb, yb, 1.0)
+            with pytest.raises(InvalidStateError, match="profiled already"):
+                a.profile().open()
+        assert [(r.name, r.launches) for r in prof.kernels()] == [("add", 1)]
+        with pytest.raises(InvalidArgumentError):
+            Profile()
+    with pytest.raises(InvalidStateError):  # closed
+        Profile(a).open()
+
+
+def test_a_runtime_closed_inside_its_profile_keeps_its_rows(vulkan, modules):
+    rt = Runtime(vulkan)
+    add = rt.load_module(modules.path(vulkan)).kernels["add"]
+    x, y = _arrays(rt)
+    prof = rt.profile().open()
+    for _ in range(4):
+        add(x, y, 1.0)
+    rt.close()  # its records taken first, its device times read at the close's wait
+    (row,) = prof.kernels()
+    assert row.launches == 4 and row.min > 0
+    prof.close()
+
+
+def test_plot(modules, tmp_path):
+    require_extra("matplotlib", "plot")
+    with Runtime(Arch.X64) as rt:
+        add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+        x, y = _arrays(rt)
+        with rt.profile() as prof:
+            add(x, y, 1.0)
+    path = prof.plot(tmp_path / "kernels.png")
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+_SCRIPT = """
+import sys
+import numpy as np
+from taichi_aot import Runtime
+with Runtime(sys.argv[1]) as rt:
+    add = rt.load_module(sys.argv[2]).kernels["add"]
+    x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
+    for _ in range(20):
+        add(x, y, 0.5)
+    print("x0", x.to_numpy()[0])
+sys.exit(3)
+"""
+
+
+def test_the_profile_command_runs_a_script_and_prints_its_kernels(vulkan, modules, tmp_path):
+    script = tmp_path / "user_script.py"
+    script.write_text(_SCRIPT)
+    trace = tmp_path / "t.json"
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "profile", "--trace", str(trace), str(script),
+                           "vulkan", modules.path(vulkan)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-2000:]  # the script's own status
+    assert "x0 10.0" in proc.stdout
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("add ")]
+    assert line.split()[1:3] == ["vulkan:0", "20"] and line.split()[-1] == "device", proc.stderr
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "add"]
+    assert len(events) == 20
+    missing = subprocess.run([sys.executable, "-m", "taichi_aot", "profile", str(tmp_path / "none.py")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no such script" in missing.stderr
+    assert not os.path.exists(tmp_path / "none.py")
