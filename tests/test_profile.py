@@ -78,9 +78,13 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
         add = mod.kernels["add"]
         pairs = [_arrays(rt) for _ in range(2)]
 
+        both = threading.Barrier(2)  # both alive at once: a thread's id is not reused by the other
+
         def work(x, y):
+            both.wait()
             for _ in range(10):
                 add(x, y, 1.0)
+            both.wait()
 
         with rt.profile() as prof:
             threads = [threading.Thread(target=work, args=pair) for pair in pairs]
