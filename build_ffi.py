@@ -36,10 +36,11 @@ C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda
            "backends/vkqueue.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c", "opplan.c", "xla.c",
            "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c",
            "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
-           "backends/vkprofile.c")
+           "backends/vkprofile.c", "backends/cudaprofile.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
-                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h", "profile.h")
+                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
+                   "backends/cudaprofile.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

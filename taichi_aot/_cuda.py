@@ -40,7 +40,9 @@ DRIVER_TABLE = {
     "launch": "cuLaunchKernel", "current": "cuCtxGetCurrent", "sync": "cuStreamSynchronize",
     "memset": "cuMemsetD32Async", "capturing": "cuStreamIsCapturing", "memset8_async": "cuMemsetD8Async",
     "htod_async": "cuMemcpyHtoDAsync_v2", "dtod_async": "cuMemcpyDtoDAsync_v2", "error_name": "cuGetErrorName",
-    "ctx_device": "cuCtxGetDevice", "pointer_attribute": "cuPointerGetAttribute"}
+    "ctx_device": "cuCtxGetDevice", "pointer_attribute": "cuPointerGetAttribute",
+    "event_create": "cuEventCreate", "event_record": "cuEventRecord", "event_query": "cuEventQuery",
+    "event_sync": "cuEventSynchronize", "event_elapsed": "cuEventElapsedTime", "event_destroy": "cuEventDestroy_v2"}
 
 
 def _cuda() -> ctypes.CDLL:

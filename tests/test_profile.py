@@ -25,6 +25,19 @@ def _arrays(rt):
     return rt.ndarray_from_numpy(np.zeros(N, np.float32)), rt.ndarray_from_numpy(np.arange(N, dtype=np.float32))
 
 
+def _twenty(rt, add, x, y):
+    """20 launches of ``add`` inside a profile (and a wait): the profile, the wall seconds, the kernel's row."""
+    t0 = time.perf_counter()
+    with rt.profile() as prof:
+        for _ in range(20):
+            add(x, y, 0.5)
+        rt.wait()
+    wall = time.perf_counter() - t0
+    (row,) = [r for r in prof.kernels() if r.name == "add"]
+    assert row.launches == 20 and 0 < row.min <= row.mean <= row.max and row.total <= wall, (row, wall)
+    return prof, row
+
+
 def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules, arch, tmp_path):
     rt, _ = env
     mod = rt.load_module(modules.path(arch), launcher=launcher)
@@ -32,15 +45,8 @@ def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules
     x, y = _arrays(rt)
     add(x, y, 1.0)
     rt.wait()
-    t0 = time.perf_counter()
-    with rt.profile() as prof:
-        for _ in range(20):
-            add(x, y, 0.5)
-        rt.wait()
-    wall = time.perf_counter() - t0
+    prof, row = _twenty(rt, add, x, y)
     np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 11.0)  # the kernel's own results
-    (row,) = [r for r in prof.kernels() if r.name == "add"]
-    assert row.launches == 20 and 0 < row.min <= row.mean <= row.max and row.total <= wall, (row, wall)
     own_vulkan = arch == Arch.VULKAN and launcher == "auto"
     assert row.timed == ("call" if arch == Arch.X64 else "device" if own_vulkan else "enqueue"), row
     assert row.device == f"{arch.name.lower()}:0"
@@ -173,3 +179,21 @@ def test_the_profile_command_runs_a_script_and_prints_its_kernels(vulkan, module
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no such script" in missing.stderr
     assert not os.path.exists(tmp_path / "none.py")
+
+
+def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp_path_factory):
+    from conftest import with_ptx_copies
+    from taichi_aot import capi
+
+    status = capi.arch_status()[Arch.CUDA]
+    if not status.available:
+        pytest.skip(f"no CUDA here: {status.reason}")
+    require_extra("llvmlite", "ptx")
+    path = with_ptx_copies(cuda_modules, ["tests"], tmp_path_factory)["tests"]
+    with Runtime(Arch.CUDA) as rt:
+        for launcher, timed in (("auto", "device"), ("taichi", "enqueue")):
+            add = rt.load_module(path, launcher=launcher).kernels["add"]
+            x, y = _arrays(rt)
+            _, row = _twenty(rt, add, x, y)
+            np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 10.0)
+            assert row.timed == timed and row.device == "cuda:0", row

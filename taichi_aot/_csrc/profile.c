@@ -13,12 +13,20 @@
 #define PROFILE_SLOTS 64 /* runtimes profiled at once */
 
 typedef struct {
+    int64_t token;
+    AotProfileResolve resolve;
+    void *item;
+} Later;
+
+typedef struct {
     TiRuntime runtime;
     int32_t *pending;
     int host_times;
     TaichiAotProfileRecord *records; /* records[0] is record number `base` */
     uint64_t base, count, cap, lost;
     uint64_t serial; /* told apart from the slot's earlier profiles: a late device time for one is dropped */
+    Later *later;    /* device times a backend gives when asked (aot_profile_later) */
+    uint32_t later_count, later_cap;
 } ProfileSlot;
 
 int taichi_aot_profiling = 0;
@@ -26,6 +34,7 @@ static pthread_mutex_t profile_lock = PTHREAD_MUTEX_INITIALIZER;
 static ProfileSlot slots[PROFILE_SLOTS];
 static uint64_t serials = 0;
 static __thread int64_t current = -1;
+static __thread int current_timed = 0; /* the current launch's backend times it on the device (aot_profile_will_time) */
 
 int64_t aot_profile_now(void) {
     struct timespec t;
@@ -97,6 +106,7 @@ int64_t aot_profile_begin(const TaichiAotLaunch *l) {
     r->state = s->host_times ? 2 : 3;
     r->device_start = r->device_end = -1;
     current = token(slot, s->base + s->count - 1);
+    current_timed = 0;
     r->host_start = aot_profile_now();
     pthread_mutex_unlock(&profile_lock);
     return current;
@@ -105,11 +115,16 @@ int64_t aot_profile_begin(const TaichiAotLaunch *l) {
 void aot_profile_end(int64_t t) {
     int64_t now = aot_profile_now();
     TaichiAotProfileRecord *r;
+    int timed = current_timed;
     current = -1;
+    current_timed = 0;
     pthread_mutex_lock(&profile_lock);
     r = record_of(t);
     if (r != NULL) {
         r->host_end = now;
+        if (timed && r->state == 3) { /* its device times come later (a batch's timestamps, a pair of events) */
+            r->state = 0;
+        }
         if (r->state == 2) {
             r->device_start = r->host_start;
             r->device_end = now;
@@ -123,38 +138,100 @@ int64_t aot_profile_current(void) {
 }
 
 void aot_profile_will_time(int64_t t) {
-    TaichiAotProfileRecord *r;
+    if (t == current) { /* the launch being made here: its record says so when it closes, no lock taken now */
+        current_timed = 1;
+        return;
+    }
     pthread_mutex_lock(&profile_lock);
-    r = record_of(t);
-    if (r != NULL && r->state == 3) {
-        r->state = 0;
+    {
+        TaichiAotProfileRecord *r = record_of(t);
+        if (r != NULL && r->state == 3) {
+            r->state = 0;
+        }
     }
     pthread_mutex_unlock(&profile_lock);
 }
 
-void aot_profile_device(int64_t t, int64_t start, int64_t end) {
-    TaichiAotProfileRecord *r;
-    pthread_mutex_lock(&profile_lock);
-    r = record_of(t);
-    if (r != NULL && (r->state == 0 || r->state == 1)) {
-        if (r->state == 0 || start < r->device_start) {
+/* A span of device time given to record `t` (under the lock): the record spans all it is given. */
+static void device_span(int64_t t, int64_t start, int64_t end) {
+    TaichiAotProfileRecord *r = record_of(t);
+    /* a record still open (its launch not returned yet) may get its times first: a batch another thread waited for */
+    int first = r != NULL && (r->state == 0 || (r->state == 3 && r->host_end == 0));
+    if (r != NULL && (first || r->state == 1)) {
+        if (first || start < r->device_start) {
             r->device_start = start;
         }
-        if (r->state == 0 || end > r->device_end) {
+        if (first || end > r->device_end) {
             r->device_end = end;
         }
         r->state = 1;
     }
+}
+
+void aot_profile_device(int64_t t, int64_t start, int64_t end) {
+    pthread_mutex_lock(&profile_lock);
+    device_span(t, start, end);
     pthread_mutex_unlock(&profile_lock);
 }
 
-void aot_profile_untimed(int64_t t) {
-    TaichiAotProfileRecord *r;
-    pthread_mutex_lock(&profile_lock);
-    r = record_of(t);
+/* A record given no device time (under the lock). */
+static void no_span(int64_t t) {
+    TaichiAotProfileRecord *r = record_of(t);
     if (r != NULL && r->state == 0) {
         r->state = 3;
     }
+}
+
+void aot_profile_later(int64_t t, AotProfileResolve resolve, void *item) {
+    uint64_t u = (uint64_t)t;
+    ProfileSlot *s = &slots[(u >> 34) & 0x3F];
+    int64_t start, end;
+    pthread_mutex_lock(&profile_lock);
+    if (record_of(t) != NULL && s->later_count == s->later_cap) {
+        uint32_t cap = s->later_cap ? s->later_cap * 2 : 256;
+        Later *grown = realloc(s->later, cap * sizeof(*grown));
+        if (grown != NULL) {
+            s->later = grown;
+            s->later_cap = cap;
+        }
+    }
+    if (record_of(t) == NULL || s->later_count == s->later_cap) { /* its profile closed, or no room: none */
+        no_span(t);
+        pthread_mutex_unlock(&profile_lock);
+        resolve(item, 1, &start, &end); /* frees it */
+        return;
+    }
+    s->later[s->later_count].token = t;
+    s->later[s->later_count].resolve = resolve;
+    s->later[s->later_count].item = item;
+    ++s->later_count;
+    pthread_mutex_unlock(&profile_lock);
+}
+
+/* The slot's later device times asked for (under the lock), in order, as far as the first not known yet (all, waiting
+   for each, where `wait`). */
+static void ask_later(ProfileSlot *s, int wait) {
+    uint32_t n = 0;
+    while (n < s->later_count) {
+        int64_t start = 0, end = 0;
+        int got = s->later[n].resolve(s->later[n].item, wait, &start, &end);
+        if (got == 0) {
+            break;
+        }
+        if (got > 0) {
+            device_span(s->later[n].token, start, end);
+        } else {
+            no_span(s->later[n].token);
+        }
+        ++n;
+    }
+    memmove(s->later, s->later + n, (s->later_count - n) * sizeof(*s->later));
+    s->later_count -= n;
+}
+
+void aot_profile_untimed(int64_t t) {
+    pthread_mutex_lock(&profile_lock);
+    no_span(t);
     pthread_mutex_unlock(&profile_lock);
 }
 
@@ -189,6 +266,8 @@ int taichi_aot_profile_close(TiRuntime runtime, int32_t *pending) {
     pthread_mutex_lock(&profile_lock);
     slot = slot_of(runtime, pending);
     if (slot >= 0) {
+        ask_later(&slots[slot], 1); /* what the backends hold, let go */
+        free(slots[slot].later);
         free(slots[slot].records);
         memset(&slots[slot], 0, sizeof(slots[slot]));
         __atomic_sub_fetch(&taichi_aot_profiling, 1, __ATOMIC_RELEASE);
@@ -209,6 +288,7 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
         return 0;
     }
     s = &slots[slot];
+    ask_later(s, all);
     while (n < s->count && n < cap && (all || (s->records[n].host_end != 0 && s->records[n].state != 0))) {
         ++n;
     }

@@ -21,4 +21,10 @@ __attribute__((visibility("hidden"))) void aot_profile_will_time(int64_t token);
 __attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int64_t start, int64_t end);
 __attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token);
 
+/* Device times known later (CUDA's events): `resolve(item, wait, &start, &end)` answers 1 with the times, 0 where
+   they are not known yet (wait 0 only), -1 where they never will be; it frees the item where it answers nonzero.
+   Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all). */
+typedef int (*AotProfileResolve)(void *item, int wait, int64_t *start, int64_t *end);
+__attribute__((visibility("hidden"))) void aot_profile_later(int64_t token, AotProfileResolve resolve, void *item);
+
 #endif

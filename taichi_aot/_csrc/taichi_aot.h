@@ -221,6 +221,12 @@ typedef struct {
     void *error_name;        /* cuGetErrorName */
     void *ctx_device;        /* cuCtxGetDevice */
     void *pointer_attribute; /* cuPointerGetAttribute */
+    void *event_create;      /* cuEventCreate (a profile's events: backends/cudaprofile.c) */
+    void *event_record;      /* cuEventRecord */
+    void *event_query;       /* cuEventQuery */
+    void *event_sync;        /* cuEventSynchronize */
+    void *event_elapsed;     /* cuEventElapsedTime */
+    void *event_destroy;     /* cuEventDestroy_v2 */
 } TaichiAotCudaDriver;
 /* cuda.c: a copy between host memory and a CUDA device pointer, in `context` (pushed and popped; 0: the thread's
    current one), through the driver's table. Returns the driver's CUresult. */

@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "taichi_aot.h"
+#include "backends/cudaprofile.h"
 #include "backends/plan.h"
 #include "kinds.h"
+#include "profile.h"
 
 /* Any thread may launch on a runtime of the own CUDA runtime: a kernel's tasks are queued, and a returning one's
    results read, under the lock of its stand-in (serial tasks leave loop bounds in the stand-in's temporaries for the
@@ -190,7 +192,12 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
     }
     if (code == 0) {
+        /* inside a profile of the runtime: between two events (backends/cudaprofile.c) */
+        void *stamp = aot_profile_current() >= 0 ? aot_cuda_stamp_open(rt, aot_profile_current()) : NULL;
         code = ptx_tasks(cu, rt, k, kernel_params, elements);
+        if (stamp != NULL) {
+            aot_cuda_stamp_close(stamp);
+        }
     }
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
         code = ptx_after(cu, rt->stream, k, standin, &overflowed);

@@ -1,0 +1,189 @@
+/* A profile's CUDA events around the own CUDA launcher's launches. While a profile is open on the runtime, each launch
+   is recorded between two events on the runtime's stream; the pair is handed to the profile (profile.c's later
+   times) and read when its records are taken: its start as the time since the context's reference event (recorded
+   and waited for once, at the context's first profiled launch, beside the host's clock then), its end as the start
+   plus the pair's own elapsed time (cuEventElapsedTime's float keeps a short span exact). On a stream being captured
+   into a CUDA graph nothing is recorded. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "taichi_aot.h"
+#include "backends/cudaprofile.h"
+#include "profile.h"
+
+#define REFERENCES 16 /* contexts with a reference event */
+#define SPARE_EVENTS 1024 /* events kept for the next launches, with their contexts */
+
+typedef int (*cu_event_create)(void **event, unsigned flags);
+typedef int (*cu_event_record)(void *event, void *stream);
+typedef int (*cu_event_query)(void *event);
+typedef int (*cu_event_sync)(void *event);
+typedef int (*cu_event_elapsed)(float *ms, void *start, void *end);
+typedef int (*cu_event_destroy)(void *event);
+typedef int (*cu_push)(void *context);
+typedef int (*cu_pop)(void **context);
+typedef int (*cu_capturing)(void *stream, int *status);
+
+typedef struct {
+    const TaichiAotCudaDriver *cu;
+    void *context, *stream, *start, *end, *reference;
+    int64_t reference_host, token;
+} Stamp;
+
+static struct {
+    void *context, *event;
+    int64_t host;
+} references[REFERENCES];
+static pthread_mutex_t references_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *context, *event;
+} spares[SPARE_EVENTS];
+static uint32_t spare_count = 0;
+
+/* An event of the current context `context`: a spare one of it, else a new one; 0 or the driver's error. */
+static int event_take(const TaichiAotCudaDriver *cu, void *context, void **event) {
+    uint32_t i;
+    pthread_mutex_lock(&references_lock);
+    for (i = spare_count; i-- > 0;) {
+        if (spares[i].context == context) {
+            *event = spares[i].event;
+            spares[i] = spares[--spare_count];
+            pthread_mutex_unlock(&references_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&references_lock);
+    return ((cu_event_create)cu->event_create)(event, 0);
+}
+
+/* An event done with: kept for another launch where there is room, else destroyed. */
+static void event_give(const TaichiAotCudaDriver *cu, void *context, void *event) {
+    pthread_mutex_lock(&references_lock);
+    if (spare_count < SPARE_EVENTS) {
+        spares[spare_count].context = context;
+        spares[spare_count].event = event;
+        ++spare_count;
+        event = NULL;
+    }
+    pthread_mutex_unlock(&references_lock);
+    if (event != NULL) {
+        ((cu_event_destroy)cu->event_destroy)(event);
+    }
+}
+
+/* The context's reference event and the host's time it stands for (made at its first use: recorded, waited for);
+   NULL where none can be made. */
+static void *reference_of(const TaichiAotCudaRuntime *rt, int64_t *host) {
+    const TaichiAotCudaDriver *cu = rt->driver;
+    void *event = NULL;
+    int i, free_at = -1;
+    pthread_mutex_lock(&references_lock);
+    for (i = 0; i < REFERENCES; ++i) {
+        if (references[i].context == rt->context) {
+            *host = references[i].host;
+            pthread_mutex_unlock(&references_lock);
+            return references[i].event;
+        }
+        if (references[i].context == NULL && free_at < 0) {
+            free_at = i;
+        }
+    }
+    if (free_at >= 0 && ((cu_event_create)cu->event_create)(&event, 0) == 0) {
+        if (((cu_event_record)cu->event_record)(event, rt->stream) == 0 && ((cu_event_sync)cu->event_sync)(event) == 0) {
+            references[free_at].context = rt->context;
+            references[free_at].event = event;
+            references[free_at].host = *host = aot_profile_now();
+        } else {
+            ((cu_event_destroy)cu->event_destroy)(event);
+            event = NULL;
+        }
+    }
+    pthread_mutex_unlock(&references_lock);
+    return event;
+}
+
+static void stamp_free(Stamp *s) {
+    if (s->start != NULL) {
+        event_give(s->cu, s->context, s->start);
+    }
+    if (s->end != NULL) {
+        event_give(s->cu, s->context, s->end);
+    }
+    free(s);
+}
+
+/* A pair the driver refused: its events destroyed, never kept (their context may be gone). */
+static void stamp_drop(Stamp *s) {
+    if (s->start != NULL) {
+        ((cu_event_destroy)s->cu->event_destroy)(s->start);
+    }
+    if (s->end != NULL) {
+        ((cu_event_destroy)s->cu->event_destroy)(s->end);
+    }
+    free(s);
+}
+
+void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
+    const TaichiAotCudaDriver *cu = rt->driver;
+    Stamp *s;
+    int status = 0;
+    if (token < 0 || cu->event_create == NULL ||
+        (rt->stream != NULL && (((cu_capturing)cu->capturing)(rt->stream, &status) != 0 || status != 0))) {
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    s->cu = cu;
+    s->context = rt->context;
+    s->stream = rt->stream;
+    s->token = token;
+    s->reference = reference_of(rt, &s->reference_host);
+    if (s->reference == NULL || event_take(cu, rt->context, &s->start) != 0 ||
+        event_take(cu, rt->context, &s->end) != 0 ||
+        ((cu_event_record)cu->event_record)(s->start, rt->stream) != 0) {
+        stamp_drop(s);
+        return NULL;
+    }
+    aot_profile_will_time(token);
+    return s;
+}
+
+/* The pair's times (profile.c's later times): 1 and the times, 0 not yet (`wait` 0), -1 none; the pair freed where
+   it answers. */
+static int stamp_resolve(void *item, int wait, int64_t *start, int64_t *end) {
+    Stamp *s = (Stamp *)item;
+    const TaichiAotCudaDriver *cu = s->cu;
+    void *popped = NULL;
+    float since = 0.0f, took = 0.0f;
+    int code, got = -1;
+    if (((cu_push)cu->push)(s->context) != 0) {
+        free(s); /* its context is gone, and its events with it */
+        return -1;
+    }
+    code = wait ? ((cu_event_sync)cu->event_sync)(s->end) : ((cu_event_query)cu->event_query)(s->end);
+    if (code == 600 && !wait) { /* CUDA_ERROR_NOT_READY */
+        ((cu_pop)cu->pop)(&popped);
+        return 0;
+    }
+    if (code == 0 && ((cu_event_elapsed)cu->event_elapsed)(&since, s->reference, s->start) == 0 &&
+        ((cu_event_elapsed)cu->event_elapsed)(&took, s->start, s->end) == 0) {
+        *start = s->reference_host + (int64_t)((double)since * 1e6);
+        *end = *start + (int64_t)((double)took * 1e6);
+        got = 1;
+    }
+    stamp_free(s);
+    ((cu_pop)cu->pop)(&popped);
+    return got;
+}
+
+void aot_cuda_stamp_close(void *stamp) {
+    Stamp *s = (Stamp *)stamp;
+    if (((cu_event_record)s->cu->event_record)(s->end, s->stream) != 0) {
+        aot_profile_untimed(s->token);
+        stamp_drop(s);
+        return;
+    }
+    aot_profile_later(s->token, stamp_resolve, s);
+}

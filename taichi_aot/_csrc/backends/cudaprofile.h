@@ -1,0 +1,16 @@
+/* A profile's CUDA events around the own CUDA launcher's launches (backends/cudaprofile.c, called by
+   backends/cuda.c): a private header, never handed to cffi. */
+#ifndef TAICHI_AOT_BACKENDS_CUDAPROFILE_H
+#define TAICHI_AOT_BACKENDS_CUDAPROFILE_H
+
+#include <stdint.h>
+
+#include "taichi_aot.h"
+
+/* An event recorded on `stream` before a launch of the profile's record `token` (the context current), or NULL where
+   none is (no profile's record, the stream being captured, or the driver refused); its twin after the launch, the
+   pair then handed to the profile (read when its records are taken). */
+__attribute__((visibility("hidden"))) void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token);
+__attribute__((visibility("hidden"))) void aot_cuda_stamp_close(void *stamp);
+
+#endif
