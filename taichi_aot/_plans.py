@@ -64,6 +64,7 @@ def cell(rt: Any) -> Any:
     cell = lib.taichi_aot_op_cell(rt.handle, int(cuda), own, table, cu_device)
     if cell == ffi.NULL:
         raise MemoryError("taichi_aot: no memory for a runtime's cell")
+    lib.taichi_aot_op_cell_counts(cell, rt.gate.pending)  # a profile of rt records the op's launches
     _cells[rt] = cell
     rt.foreign.unmaps[id(cell)] = lambda: lib.taichi_aot_op_cell_close(cell)  # called first when the runtime closes
     return cell

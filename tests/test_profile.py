@@ -197,3 +197,37 @@ def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp
             _, row = _twenty(rt, add, x, y)
             np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 10.0)
             assert row.timed == timed and row.device == "cuda:0", row
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_kernel_called_as_an_op_is_profiled_as_itself(framework, modules):
+    """The op's launches (torch's eager call and its C kernel, XLA's handler) are the runtime's: a profile of it
+    records each under the kernel's name."""
+    require_extra(framework, "torch" if framework == "torch" else "jax")
+    with Runtime(Arch.X64) as rt:
+        mod = rt.load_module(modules.path(Arch.X64))
+        y = np.arange(16, dtype=np.float32)
+        if framework == "torch":
+            import torch
+
+            import taichi_aot.torch as tt
+
+            add = tt.op(mod.kernels["add"], {0: 1})
+            with rt.profile() as prof:
+                outs = [add(torch.from_numpy(y), 2.0) for _ in range(5)]
+        else:
+            import jax
+            import jax.numpy as jnp
+
+            import taichi_aot.jax as tj
+
+            jax.config.update("jax_default_device", jax.devices("cpu")[0])
+            op = tj.op(mod.kernels["add"], {0: 1})
+            step = jax.jit(lambda v: op(v, 2.0))
+            with rt.profile() as prof:
+                outs = [step(jnp.asarray(y)) for _ in range(5)]
+                jax.block_until_ready(outs)
+        for out in outs:
+            np.testing.assert_array_equal(np.asarray(out), 2 * y)
+        (row,) = [r for r in prof.kernels() if r.name == "add"]
+        assert row.launches == 5 and row.timed == "call" and row.min > 0, row

@@ -49,6 +49,10 @@ void taichi_aot_op_cell_update(void *cell, TiRuntime runtime, const TaichiAotCud
     pthread_mutex_unlock(&c->lock);
 }
 
+void taichi_aot_op_cell_counts(void *cell, int32_t *pending) {
+    ((TaichiAotOpCell *)cell)->pending = pending;
+}
+
 /* The runtime is closing: no launch after this one returns. The cell itself stays (plans point to it). */
 void taichi_aot_op_cell_close(void *cell) {
     TaichiAotOpCell *c = (TaichiAotOpCell *)cell;
@@ -317,6 +321,11 @@ static int op_launch(TaichiAotOpCell *c, const TaichiAotOpPlan *p, const TaichiA
         launch.arg_count = p->arg_count;
         launch.args = args;
         launch.name = p->name; /* its NVTX range (nvtx.c) */
+        /* the runtime's mark, by which a profile of it records the launch (profile.c); libtaichi's launches go without
+           (they read it for a refusal no op's launch has: a profile knows them by their TiRuntime) */
+        if (p->kind != TAICHI_AOT_KIND_KERNEL && p->kind != TAICHI_AOT_KIND_GRAPH) {
+            launch.pending = c->pending;
+        }
         if (p->kind == TAICHI_AOT_KIND_GRAPH || p->kind == TAICHI_AOT_KIND_CUDA_GRAPH) { /* named arguments */
             for (k = 0; k < p->arg_count; ++k) {
                 named[k].name = p->names[k];

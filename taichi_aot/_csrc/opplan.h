@@ -49,6 +49,7 @@ typedef struct {
     TaichiAotOpImport *table;       /* open addressing by address; capacity a power of two, at most half full */
     size_t count, capacity;
     uint64_t captured;              /* launches made while the caller's stream was captured into a CUDA graph */
+    int32_t *pending;               /* the runtime's counts: its launches' mark for a profile (never written here) */
 } TaichiAotOpCell;
 
 /* The launch of plan `p` with `call`'s buffers on `stream` (x64: NULL), under the cell's lock, refused where the

@@ -386,6 +386,8 @@ typedef struct {
 void *taichi_aot_op_cell(TiRuntime runtime, int cuda, const TaichiAotCudaRuntime *own, const TaichiAotCudaDriver *cu,
                          int device);
 void taichi_aot_op_cell_update(void *cell, TiRuntime runtime, const TaichiAotCudaRuntime *own);
+/* The runtime's counts (its launches' `pending`), by which a profile knows the op's launches as the runtime's. */
+void taichi_aot_op_cell_counts(void *cell, int32_t *pending);
 void taichi_aot_op_cell_close(void *cell);
 void taichi_aot_op_release(TaichiAotOpPlan *plan);
 uint64_t taichi_aot_op_cell_imports(void *cell);
