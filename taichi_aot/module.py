@@ -305,7 +305,7 @@ class AotModule(Child):
             handle, temp_dir = _load(runtime, src, choice)
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
-                backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice)
+                backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice, src.meta)
                 if (handle is None and runtime.device.own_runtime and runtime.device_index == 0
                         and backends.needs_library(src.meta)):
                     # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches;

@@ -72,7 +72,7 @@ class ToyBackend:
         pass
 
 
-def load(runtime, state, what, folder, choice):
+def load(runtime, state, what, folder, choice, meta):
     toy = state.get(NAME)
     if toy is None:
         toy = state[NAME] = ToyState()

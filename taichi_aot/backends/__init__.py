@@ -69,8 +69,9 @@ class Registration:
     error code is its backend's to read), whether ``launcher="taichi"`` leaves its kernels to libtaichi
     (``choosable``), and its ``priority`` (higher is asked first; libtaichi, the fallback, is 0).
 
-    The module gives ``load(runtime, state, what, folder, choice) -> Backend | None`` (``state``: the runtime's
-    :class:`RuntimeBackends`, where it keeps what it needs per runtime under its name; None: it takes nothing of
+    The module gives ``load(runtime, state, what, folder, choice, meta) -> Backend | None`` (``state``: the runtime's
+    :class:`RuntimeBackends`, where it keeps what it needs per runtime under its name; ``meta``: the module's
+    metadata as ``taichi_aot.metadata`` read and checked it, a gfx module's SPIR-V with it; None: it takes nothing of
     this module) and ``launch_error(code, what) -> Exception``; and, where it has them to say, the refusals of its
     arch in its own words, asked whether or not it loaded the module: ``returns_refused(why) -> str`` (the end of
     "kernel 'k' returns values, which ...") and ``reverse_refused(name) -> str`` (why a reverse-mode kernel does not
@@ -112,7 +113,7 @@ def registered() -> list[Registration]:
 register(CUDA, ".cuda", (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH), frozenset({Arch.CUDA}),
          choosable=True, priority=300)
 register(VULKAN, ".vulkan", (lib.TAICHI_AOT_KIND_VULKAN_KERNEL, lib.TAICHI_AOT_KIND_VULKAN_GRAPH),
-         frozenset({Arch.VULKAN}), choosable=True, priority=250, files=True)
+         frozenset({Arch.VULKAN}), choosable=True, priority=250)
 register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL,), frozenset({Arch.X64}), priority=200)
 register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH))
 
@@ -185,15 +186,17 @@ class ModuleBackends:
         return any(r.files and r.loads_on(runtime.arch) and (choice == AUTO or not r.choosable) for r in _registered)
 
     @classmethod
-    def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str) -> ModuleBackends:
-        """The backends of a module of ``folder`` (its files, where it has a folder) just loaded in ``runtime``,
+    def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str,
+             meta: ModuleInfo) -> ModuleBackends:
+        """The backends of a module of ``folder`` (its files, where it has a folder; ``meta`` its metadata, read and
+        checked) just loaded in ``runtime``,
         with ``choice`` (:func:`~.choice.launchers`): each registered backend of the runtime's arch asked in order
         (its module's ``load``: the own CUDA launcher with "auto" where the module has PTX, made at its first load
         where llvmlite is installed; the own x64 launch; libtaichi last)."""
         order = []
         for registration in _registered:  # a choosable one left out where libtaichi is asked for (launcher="taichi")
             if registration.loads_on(runtime.arch) and (choice == AUTO or not registration.choosable):
-                backend = registration.imported().load(runtime, state, what, folder, choice)
+                backend = registration.imported().load(runtime, state, what, folder, choice, meta)
                 if backend is not None:
                     order.append(backend)
         return cls(runtime.arch, order)

@@ -259,7 +259,7 @@ def returns_refused(why: str | None) -> str:
     return f"only taichi_aot's x64 launch gives, and it cannot take it: {why or ''}"
 
 
-def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> X64Backend:
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> X64Backend:
     """The own x64 launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): for the
     kernels libtaichi cannot give all they need, whatever ``choice``."""
     return X64Backend(folder, runtime.cpu_threads or 1)

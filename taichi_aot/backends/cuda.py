@@ -552,7 +552,7 @@ def reverse_refused(name: str) -> str:
             "`taichi_aot ptx`), or was loaded with launcher='taichi'")
 
 
-def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> CudaBackend | None:
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> CudaBackend | None:
     """The own CUDA launcher as the backend of a module of ``folder`` just loaded in ``runtime`` (its registration's
     ``load``; asked only where ``choice`` is "auto": it is registered choosable): its kernels the module has PTX for
     (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the cache); None where

@@ -91,7 +91,7 @@ class Absent:
         pass
 
 
-def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> LibtaichiBackend | Absent:
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> LibtaichiBackend | Absent:
     """libtaichi as the last backend of a module just loaded in ``runtime`` (its registration's ``load``); on
     taichi_aot's own CUDA runtime of a device but 0, where libtaichi has no runtime, its :class:`Absent` place
     (``launcher="taichi"`` refused there: NotSupportedError)."""

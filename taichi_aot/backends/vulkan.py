@@ -13,7 +13,6 @@ the results (no fields, textures, argument packs), and graphs of such kernels; t
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,7 +22,7 @@ from .choice import Choice
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
-    from ..metadata.model import GraphInfo, KernelInfo
+    from ..metadata.model import GfxCode, GraphInfo, KernelInfo, ModuleInfo
 
 __all__ = ["NAME", "VulkanBackend", "VulkanState", "launch_error", "load"]
 
@@ -144,11 +143,11 @@ class VulkanBackend:
 
     name = NAME
 
-    def __init__(self, state: VulkanState, folder: str, kernels: dict[str, dict], threads: int | None):
+    def __init__(self, state: VulkanState, code: GfxCode, threads: int | None):
         self._state = state
         self._threads = threads  # the threads of a loop over a range known at launch, as the device wants them
-        self._folder = folder
-        self._entries = kernels
+        self._spirv = code.spirv
+        self._entries = code.kernels
         self._made: dict[str, _Made] = {}
         self._refused: dict[str, str] = {}
         self._keep: list[Any] = []
@@ -206,12 +205,9 @@ class VulkanBackend:
                 binds = _binds(task, arrays)
             except (KeyError, TypeError, ValueError) as e:
                 raise NotSupportedError(f"its task {task.get('name')!r} is not as expected ({e})") from None
-            path = os.path.join(self._folder, f"{task['name']}.spv")
-            try:
-                with open(path, "rb") as f:
-                    code = f.read()
-            except OSError as e:
-                raise NotSupportedError(f"its task's SPIR-V cannot be read ({e.strerror})") from None
+            code = self._spirv.get(task.get("name"))  # read and checked once, by metadata/
+            if code is None:
+                raise NotSupportedError(f"its task {task.get('name')!r} has no SPIR-V")
             words = ffi.new("uint32_t[]", max(len(code) // 4, 1))
             ffi.memmove(words, code, len(code) // 4 * 4)
             c_binds = ffi.new("TaichiAotVkBind[]", [{"binding": b, "kind": k, "arg": a} for b, k, a in binds] or 1)
@@ -261,20 +257,19 @@ class VulkanBackend:
 #: The capabilities whose absence has Taichi write float atomics as compare-and-swap loops (several times slower).
 FLOAT_ATOMIC_CAPS = ("spirv_has_atomic_float_add", "spirv_has_atomic_float64_add", "spirv_has_atomic_float",
                      "spirv_has_atomic_float64")
-_OP_ATOMIC_COMPARE_EXCHANGE = 230
 #: The modules warned of already (by their metadata's bytes).
 _warned: set[int] = set()
 
 
-def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta: dict) -> None:
+def _caps_warning(runtime: Any, state: VulkanState, what: str, meta: ModuleInfo) -> None:
     """Warn once of a module built without a float-atomic capability its device has, where its tasks have
     compare-and-swap loops Taichi wrote in their place, saying which build line makes it use the device's."""
-    built = {c.get("key") for c in meta.get("required_caps") or [] if isinstance(c, dict) and c.get("value")}
+    built = {k for k, v in meta.required_caps.items() if v}
     if state.caps is None:
         state.caps = {str(getattr(c, "name", c)).lower() for c, v in runtime.capabilities.items() if v}
     missing = [c for c in FLOAT_ATOMIC_CAPS if c in state.caps and c not in built]
-    key = hash((what, json.dumps(meta.get("required_caps"), sort_keys=True), tuple(missing)))
-    if not missing or key in _warned or not _has_cas_loops(folder, meta):
+    key = hash((what, json.dumps(meta.required_caps, sort_keys=True), tuple(missing)))
+    if not missing or key in _warned or meta.gfx is None or not meta.gfx.cas_loops():
         return
     _warned.add(key)
     device = getattr(runtime.device, "device_name", lambda: None)() or "this Vulkan device"
@@ -284,54 +279,23 @@ def _caps_warning(runtime: Any, state: VulkanState, what: str, folder: str, meta
                   f"--caps {' '.join(missing)}", RuntimeWarning, stacklevel=6)
 
 
-def _portable(folder: str) -> bool:
-    """Whether the module's ``taichi_aot.json`` says it was built portable on purpose (``build --portable``)."""
-    try:
-        with open(os.path.join(folder, "taichi_aot.json"), encoding="utf-8") as f:
-            return json.load(f).get("portable") is True
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _has_cas_loops(folder: str, meta: dict) -> bool:
-    """Whether a task of the module has an OpAtomicCompareExchange (Taichi's loop for an atomic the build's
-    capabilities do not cover)."""
-    for kernel in meta.get("kernels") or []:
-        for task in kernel.get("tasks_attribs") or []:
-            try:
-                with open(os.path.join(folder, f"{task['name']}.spv"), "rb") as f:
-                    words = memoryview(f.read()).cast("I")
-            except (OSError, KeyError, TypeError, ValueError):
-                continue
-            i = 5
-            while i < len(words):
-                count, op = words[i] >> 16, words[i] & 0xFFFF
-                if op == _OP_ATOMIC_COMPARE_EXCHANGE:
-                    return True
-                i += max(count, 1)
-    return False
-
-
-def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str) -> VulkanBackend | None:
-    """The own Vulkan launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): None
-    where the module has no folder of files (it then stays libtaichi's) or the runtime's own state cannot be made
-    (every kernel libtaichi's, ``launchers()`` saying why)."""
-    if folder is None:
+def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: ModuleInfo
+         ) -> VulkanBackend | None:
+    """The own Vulkan launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``), made
+    of what ``meta`` holds (its kernels' entries and SPIR-V, read and checked once by metadata/: no file is opened
+    here); None where it has none (it then stays libtaichi's). Where the runtime's own state cannot be made, every
+    kernel is libtaichi's, ``launchers()`` saying why."""
+    if meta.gfx is None:
         return None
     own = state.get(NAME)
     if own is None:
         own = state[NAME] = VulkanState(runtime)
-    try:
-        with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        kernels = {k["name"]: k for k in meta["kernels"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # the module's checks read it before: a module without one is libtaichi's
-    if not _portable(folder):
-        _caps_warning(runtime, own, what, folder, meta)
-    backend = VulkanBackend(own, folder, kernels, runtime.device.loop_threads())
+    if not meta.portable:
+        _caps_warning(runtime, own, what, meta)
+    backend = VulkanBackend(own, meta.gfx, runtime.device.loop_threads())
     if not own.id:
-        backend._refused = dict.fromkeys(kernels, f"the own Vulkan launch is not open on this runtime: {own.why}")
+        why = f"the own Vulkan launch is not open on this runtime: {own.why}"
+        backend._refused = dict.fromkeys(meta.gfx.kernels, why)
     return backend
 
 

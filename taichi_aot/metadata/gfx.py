@@ -20,6 +20,7 @@ from .model import (
     GFX_EXT_ARR,
     PTYPE_KINDS,
     ArgInfo,
+    GfxCode,
     GraphInfo,
     KernelInfo,
     ModuleInfo,
@@ -49,6 +50,7 @@ def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
         if not isinstance(k, dict) or not isinstance(k.get("name"), str):
             raise CorruptedDataError("metadata: a kernel without a name")
         info.kernels[k["name"]] = _gfx_kernel(k, tasks)
+    info.gfx = GfxCode({k["name"]: k for k in meta["kernels"]}, tasks.spirv)
     return info
 
 
@@ -259,9 +261,9 @@ def _bind_once(seen: set[int], binding: int, what: str) -> None:
     seen.add(binding)
 
 
-def _check_task(task: dict, kernel: dict, names: set[str], source: _Source) -> _Shader:
+def _check_task(task: dict, kernel: dict, names: set[str], source: _Source) -> tuple[_Shader, bytes]:
     """One task of a kernel (of the shape :mod:`.schema` checked) against its metadata's invariants and its
-    SPIR-V; the shader it declares."""
+    SPIR-V; the shader it declares, and its SPIR-V."""
     what = f"metadata: task {task['name']!r} of kernel {kernel['name']!r}"
     if task["name"] in names:
         raise CorruptedDataError(f"{what} is listed twice")
@@ -276,15 +278,16 @@ def _check_task(task: dict, kernel: dict, names: set[str], source: _Source) -> _
     if size is not None and size[0] * size[1] * size[2] != group:
         raise CorruptedDataError(f"{what}: {group} threads per group, its SPIR-V's work group is {size}")
     _check_binds(task, shader, _arg_kinds(kernel), what)
-    return shader
+    return shader, code
 
 
 class _Tasks(NamedTuple):
-    """What a module's tasks' SPIR-V says about their kernels."""
+    """What a module's tasks' SPIR-V says about their kernels, and the SPIR-V itself."""
 
     formats: dict[tuple[str, int], Format]  # {(kernel, argument index): format} of storage textures
     unsupported: dict[str, str]  # {kernel: why drivers cannot run it}
     software: dict[str, str]  # {kernel: why software rasterizers cannot run it}
+    spirv: dict[str, bytes]  # {task: its SPIR-V}
 
 
 def _check_tasks(meta: dict, source: _Source) -> _Tasks:
@@ -293,11 +296,12 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
     out: dict[tuple[str, int], Format] = {}
     unsupported: dict[str, str] = {}
     software: dict[str, str] = {}
+    spirv: dict[str, bytes] = {}
     _check_no_orphans(meta, source)
     for k in meta["kernels"]:
         names: set[str] = set()
         for task in k["tasks_attribs"]:
-            shader = _check_task(task, k, names, source)
+            shader, spirv[task["name"]] = _check_task(task, k, names, source)
             if shader.unsupported:
                 unsupported.setdefault(k["name"], f"task {task['name']!r}: {shader.unsupported}")
             if shader.software:
@@ -306,7 +310,7 @@ def _check_tasks(meta: dict, source: _Source) -> _Tasks:
                 index = b["arg_id"][0] if isinstance(b["arg_id"], list) else b["arg_id"]
                 if b["is_storage"] and b["binding"] in shader.formats:
                     out[(k["name"], index)] = shader.formats[b["binding"]]
-    return _Tasks(out, unsupported, software)
+    return _Tasks(out, unsupported, software, spirv)
 
 
 def _check_no_orphans(meta: dict, source: _Source) -> None:

@@ -119,6 +119,30 @@ class FieldLayout(NamedTuple):
 
 
 @dataclass
+class GfxCode:
+    """A gfx module's kernels as its metadata records them and each task's SPIR-V, as the checks read them (once):
+    what a launch backend makes its pipelines of, without opening a file."""
+
+    kernels: dict[str, dict] = field(default_factory=dict)  # metadata.json's entry of each kernel, by name
+    spirv: dict[str, bytes] = field(default_factory=dict)  # each task's SPIR-V, by task name
+
+    def cas_loops(self) -> bool:
+        """Whether a task has an OpAtomicCompareExchange (Taichi's loop for a float atomic the build's capabilities
+        do not cover)."""
+        for code in self.spirv.values():
+            words = memoryview(code[: len(code) // 4 * 4]).cast("I")
+            i = 5
+            while i < len(words):
+                if words[i] & 0xFFFF == _OP_ATOMIC_COMPARE_EXCHANGE:
+                    return True
+                i += max(words[i] >> 16, 1)
+        return False
+
+
+_OP_ATOMIC_COMPARE_EXCHANGE = 230
+
+
+@dataclass
 class ModuleInfo:
     """What a module's metadata says."""
 
@@ -134,6 +158,8 @@ class ModuleInfo:
     content: tuple[list[str], list[str]] | None = None  # (kernels, graphs) the module lists, when it does
     parts: tuple[str, ...] = ()  # a multi-arch module's parts (arch names); this info describes one of them
     fields: FieldLayout | None = None  # its global fields (None: an LLVM module of none)
+    gfx: GfxCode | None = None  # a gfx module's kernel entries and SPIR-V (None: an LLVM module)
+    portable: bool = False  # its taichi_aot.json says it was built portable on purpose (build --portable)
 
     def exported_kernels(self) -> list[KernelInfo]:
         """The kernels the module exports by name (graph-internal copies left out)."""

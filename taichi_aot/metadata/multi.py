@@ -102,6 +102,7 @@ def apply_names(info: ModuleInfo, src: _Source) -> None:
     doc = _json(raw, SIDECAR)
     if "parts" in doc:
         raise CorruptedDataError(f"{SIDECAR}: a multi-arch module inside a module")
+    info.portable = doc.get("portable") is True  # build --portable: Taichi's default capabilities on purpose
     kernels = doc.get("kernels")
     if not isinstance(kernels, dict):
         raise CorruptedDataError(f"{SIDECAR}: no 'kernels' mapping")
