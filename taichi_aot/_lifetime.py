@@ -23,7 +23,7 @@ import gc
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
@@ -78,13 +78,23 @@ class LaunchGate:
 
 
 class ForeignPolicy(Protocol):
-    """What a runtime's children ask of its foreign-array policy (ForeignArgs, _foreign.py)."""
+    """What a runtime's children ask of its foreign-array policy (ForeignArgs, _foreign.py), named here so that no
+    room below the runtime imports the policy's (data flows to the launch, not back): an argument made of another
+    library's array; and, of a launch (launch.py), its staged copies and the steps around packing and launching."""
+
+    staged: list[Any]  # this launch's staged copies, where the backend cannot address an array
 
     @property
     def hits(self) -> dict[int, Any]: ...
     @property
     def unmaps(self) -> dict[int, Any]: ...
     def argument(self, value: Any, spec: Any, what: str) -> Any: ...
+    def fit(self, count: int) -> None: ...
+    def fresh_plan(self, specs: Sequence[Any]) -> dict[str, Any] | None: ...
+    def before_pack(self, count: int) -> None: ...
+    def before_launch(self, values: Sequence[Any], specs: Sequence[Any]) -> None: ...
+    def discard(self) -> None: ...
+    def after_launch(self) -> None: ...
 
 
 class Parent(Protocol):

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from ._arguments import ARG_SIZE, Packer, Packing, Slot, by_name, make_packer, p
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
 from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
 from ._dtypes import signature
-from ._lifetime import Parent, unpicklable
+from ._lifetime import ForeignPolicy, Parent, unpicklable
 from ._native import ffi, lib
 from ._nvtx import first_use, range_name
 from .backends import launch_error
@@ -56,21 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "ReturningKernel"]
 
-
-class _Foreign(Protocol):
-    """What a launch asks of its runtime's foreign-array policy (``_foreign.ForeignArgs``, which the runtime makes):
-    named here, so that the launch room does not import the policy's (data flows to the launch, not back)."""
-
-    staged: list[Any]  # this launch's staged copies, where the backend cannot address an array
-    hits: dict[int, Any]
-
-    def fit(self, count: int) -> None: ...
-    def fresh_plan(self, specs: Sequence[ArgInfo]) -> dict[str, Any] | None: ...
-    def before_pack(self, count: int) -> None: ...
-    def argument(self, value: Any, spec: ArgInfo, what: str) -> NdArray: ...
-    def before_launch(self, values: Sequence[Any], specs: Sequence[ArgInfo]) -> None: ...
-    def discard(self) -> None: ...
-    def after_launch(self) -> None: ...
 
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
 _launch = lib.taichi_aot_launch
@@ -214,7 +199,7 @@ class _Launchable(Launcher):
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
     _c: Any  # the prepared TaichiAotLaunch
     _what: str  # "launch of kernel 'step'", for messages
-    _foreign: _Foreign  # its runtime's foreign-array policy
+    _foreign: ForeignPolicy  # its runtime's foreign-array policy
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
     def __init__(self, module: AotModule, name: str, choice: Choice):
