@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import ffi, lib
 from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError
+from ..metadata.gfx import widened_total
 from .choice import Choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,14 +75,6 @@ class _Made:
         self.results = results
 
 
-#: What Taichi 1.7.4 records as the threads of a loop over a range known only at launch (its
-#: kMaxNumThreadsGridStrideLoop): the loop strides over the threads dispatched, so any count of at least one gives
-#: the same result.
-MODULE_GRID = 131072
-#: The most workgroups of one dispatch every Vulkan device takes (maxComputeWorkGroupCount's least).
-MAX_GROUPS = 65535
-
-
 def _groups(task: dict, threads: int | None) -> tuple[int, int, int]:
     """A task's threads per workgroup, workgroups, and whether they are trimmed to the largest array at each launch
     (a range-for whose end is known at launch only, read from an ndarray's shape: no serial task leaves it in the
@@ -93,8 +86,8 @@ def _groups(task: dict, threads: int | None) -> tuple[int, int, int]:
         raise ValueError("a task's threads are out of range")
     loop = task.get("range_for_attribs")
     runtime_sized = task["task_type"] == _RANGE_FOR and isinstance(loop, dict) and not loop.get("const_end", True)
-    if runtime_sized and total == MODULE_GRID and threads is not None:
-        total = min(threads, MAX_GROUPS * group)
+    widened = widened_total(task, threads) if threads is not None else None  # the grid's one rule (metadata.gfx)
+    total = widened if widened is not None else total
     temps = any(b["buffer"]["type"] == 1 for b in task["buffer_binds"])
     return group, -(-total // group), int(runtime_sized and not temps)
 

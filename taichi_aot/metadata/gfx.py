@@ -39,6 +39,27 @@ _TASK_FILE = re.compile(r"(.+)_c\d+_\d+_\d+_t\d+\.spv$")  # a task's file: <kern
 _KEEP_SHADERS = 1024  # how many shaders that passed are kept (by digest, a small record each); more start afresh
 
 
+#: What Taichi 1.7.4 records as the threads of a loop over a range known only at launch (its
+#: kMaxNumThreadsGridStrideLoop): the loop strides over the threads dispatched, so any count of at least one gives the
+#: same result.
+MODULE_GRID = 131072
+#: The most workgroups of one dispatch every Vulkan device takes (maxComputeWorkGroupCount's least).
+MAX_GROUPS = 65535
+
+
+def widened_total(task: dict, threads: int) -> int | None:
+    """The one rule of a loop's grid, for every launch path: the threads a task dispatches where the device wants
+    ``threads`` for a loop over a range known only at launch (a range-for whose end is not constant, recorded with
+    MODULE_GRID threads as Taichi writes it), within the workgroups every device takes; None where the task is no
+    such loop (its threads stay as recorded)."""
+    loop = task.get("range_for_attribs")
+    group = task.get("advisory_num_threads_per_group")
+    if (task.get("task_type") == 1 and isinstance(loop, dict) and not loop.get("const_end", True)
+            and task.get("advisory_total_num_threads") == MODULE_GRID and type(group) is int and group > 0):
+        return min(threads, MAX_GROUPS * group)
+    return None
+
+
 def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
     """Kernels of gfx metadata; ``tasks`` what their tasks' SPIR-V says (storage-texture formats, kernels
     drivers cannot run)."""

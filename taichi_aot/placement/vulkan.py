@@ -37,6 +37,7 @@ from ..errors import (
     TaichiError,
     check,
 )
+from ..metadata.gfx import MODULE_GRID, widened_total
 from .base import Device, Native, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -322,13 +323,9 @@ def _made_on(index: int, name: str, cpu_threads: int | None) -> Any:
 #: The variable that sets the threads a kernel's loop over a range known only at launch (an ndarray's shape) is
 #: dispatched with, on a Vulkan device with memory of its own: a number, or ``module`` (the module's own).
 GRID_VARIABLE = "TAICHI_AOT_VULKAN_GRID"
-#: What Taichi 1.7.4's SPIR-V code generation records for such a loop (its kMaxNumThreadsGridStrideLoop): the loop
-#: strides by the threads dispatched, so any count of at least one gives the same result.
-MODULE_GRID = 131072
-#: The default on a GPU with memory of its own.
+#: The default on a GPU with memory of its own (MODULE_GRID: what Taichi records for such a loop; the grid's rule is
+#: metadata.gfx's, for both launch paths).
 GRID = 4 * MODULE_GRID
-#: The workgroups of one dispatch every Vulkan device takes (maxComputeWorkGroupCount's least).
-MAX_GROUPS = 65535
 
 
 def grid_threads() -> int:
@@ -365,16 +362,14 @@ def _module_files(data: bytes | None, path: str) -> dict[str, bytes]:
 
 
 def _widen(meta: dict, threads: int) -> bool:
-    """Set the threads of every runtime-sized loop task of a module's metadata to ``threads``; whether any was."""
+    """Set the threads of every runtime-sized loop task of a module's metadata to ``threads`` (as the grid's rule,
+    ``metadata.gfx.widened_total``, says); whether any was."""
     changed = False
     for kernel in meta.get("kernels", []):
         for task in kernel.get("tasks_attribs", []):
-            loop = task.get("range_for_attribs")
-            group = task.get("advisory_num_threads_per_group")
-            if (task.get("task_type") == 1 and isinstance(loop, dict) and not loop.get("const_end", True)
-                    and task.get("advisory_total_num_threads") == MODULE_GRID and isinstance(group, int) and group > 0):
-                # within the 65,535 workgroups every Vulkan device dispatches at least
-                task["advisory_total_num_threads"] = min(threads, MAX_GROUPS * group)
+            total = widened_total(task, threads) if isinstance(task, dict) else None
+            if total is not None:
+                task["advisory_total_num_threads"] = total
                 changed = True
     return changed
 
