@@ -26,7 +26,7 @@ import time
 from typing import Any, NamedTuple, Protocol
 
 from ._native import ffi, lib
-from .errors import InvalidArgumentError, InvalidStateError
+from .errors import InvalidArgumentError, InvalidStateError, TaichiError
 
 __all__ = ["KernelRow", "Launch", "Profile"]
 
@@ -135,18 +135,19 @@ class Profile:
     def close(self) -> None:
         """Stop recording: each runtime's work waited for (its last device times read), its records taken."""
         for rt in list(self._runtimes):
-            if not rt.closed:
-                try:
-                    rt.wait()
-                except InvalidStateError:  # another thread's runtime: what has finished is taken
-                    pass
             self.runtime_closing(rt)
         self._open = False
         if self in _EVERY:
             _EVERY.remove(self)
 
     def runtime_closing(self, rt: Profiled) -> None:
-        """A profiled runtime closes (Runtime.close calls this first): its records taken, its profile ended."""
+        """A profiled runtime closes (Runtime.close calls this first): its work waited for where this thread may
+        (its last device times read), its records taken, its profile ended."""
+        if not rt.closed and any(r is rt for r in self._runtimes):
+            try:
+                rt.wait()
+            except TaichiError:  # another thread's runtime, or its device failed: what has finished is taken
+                pass
         with self._lock:
             if not any(r is rt for r in self._runtimes):
                 return
