@@ -65,6 +65,10 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
                     "dynamic call, 32 arrays: numpy (zero-copy)"} <= {r["name"] for r in targets}
         if results["archs"][arch].get("jit"):
             assert "Taichi JIT (ti.kernel call)" in names
+        from taichi_aot_bench import profiler  # a launch's cost inside a profile, and the time it records
+
+        assert by_name(rows, profiler.INSIDE)["limit"] == profiler.OUTSIDE
+        assert by_name(rows, profiler.PROFILED)["params"]["timed"] == ("call" if arch == "x64" else "device")
         if arch == "x64":  # a module built for 2 threads, against itself on 2 threads and Taichi's JIT
             from taichi_aot_bench import cores
 
@@ -72,6 +76,11 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
             assert by[cores.OWN]["limit"] == cores.BUILT and by[cores.OWN]["ratio"] > 0
             assert by[cores.OWN]["params"]["threads"] == by[cores.OWN]["params"]["cores"]
             assert (cores.JIT in by) == bool(results["archs"][arch].get("jit"))
+
+
+def by_name(rows: list, name: str) -> dict:
+    (row,) = [r for r in rows if r["name"] == name]
+    return row
 
 
 def _nvtx_library() -> bool:
