@@ -26,7 +26,7 @@ __all__ = ["profiler"]
 TARGET = 1.3
 AGREE = 0.1
 BIG = 1 << 24
-LAUNCHES, FEW = 20, 5
+LAUNCHES, FEW = 200, 5
 OUTSIDE, INSIDE = "tiny launch, no profile open", "tiny launch inside a profile"
 WALL, PROFILED = "saxpy @2^24: wall a launch", "saxpy @2^24: the profile's mean"
 
