@@ -103,6 +103,8 @@ class Parent(Protocol):
     below runtime.py need not know the Runtime class. :class:`~taichi_aot.runtime.Runtime` is the one implementation;
     ``tests/test_layers.py`` keeps the rooms below it from importing it, even for annotations."""
 
+    profiles: list[Any]  # the profiles open on it (taichi_aot.profile: its waits and its close tell them)
+
     @property
     def arch(self) -> Arch: ...
     @property

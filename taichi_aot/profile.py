@@ -23,8 +23,9 @@ import json
 import os
 import threading
 import time
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
+from ._lifetime import Parent
 from ._native import ffi, lib
 from .errors import InvalidArgumentError, InvalidStateError, TaichiError
 
@@ -32,25 +33,6 @@ __all__ = ["KernelRow", "Launch", "Profile"]
 
 _TIMED = {1: "device", 2: "call", 3: "enqueue", 0: "enqueue"}  # profile.c's states: 0 never got its device times
 _TAKE = 4096  # records a call to the C store takes at most
-
-
-class Profiled(Protocol):
-    """What a profile needs of a runtime (taichi_aot.Runtime)."""
-
-    gate: Any
-    profiles: list[Profile]  # the profiles open on it (Runtime keeps them: its wait and close tell them)
-
-    @property
-    def handle(self) -> Any: ...
-    @property
-    def arch(self) -> Any: ...
-    @property
-    def cpu_threads(self) -> int | None: ...
-    @property
-    def device_index(self) -> int: ...
-    @property
-    def closed(self) -> bool: ...
-    def wait(self) -> None: ...
 
 
 class Launch(NamedTuple):
@@ -89,12 +71,12 @@ class Profile:
     A profile is read at any time (``kernels()``, ``launches``, ``print``, ``save``, ``plot``): what has finished
     by then; it closes with its ``with`` block (or ``close()``), which waits for the runtimes' work first."""
 
-    def __init__(self, *runtimes: Profiled, every: bool = False):
+    def __init__(self, *runtimes: Parent, every: bool = False):
         if not runtimes and not every:
             raise InvalidArgumentError("Profile: give the runtimes to profile (Runtime.profile() makes one)")
         self._every = every  # every runtime made while it is open joins it (python -m taichi_aot profile)
-        self._runtimes: list[Profiled] = []
-        self._raw: list[tuple[Profiled, Any]] = []  # (runtime, record) not yet placed on the host's clock
+        self._runtimes: list[Parent] = []
+        self._raw: list[tuple[Parent, Any]] = []  # (runtime, record) not yet placed on the host's clock
         self._launches: list[Launch] = []
         self._offsets: dict[int, float] = {}  # a runtime's device clock to the host's (seconds added)
         self._lock = threading.Lock()
@@ -116,7 +98,7 @@ class Profile:
             _EVERY.append(self)
         return self
 
-    def add(self, rt: Profiled) -> None:
+    def add(self, rt: Parent) -> None:
         """Profile another runtime too, from now on."""
         if rt.closed:
             raise InvalidStateError(f"Profile: {rt!r} is closed")
@@ -140,7 +122,7 @@ class Profile:
         if self in _EVERY:
             _EVERY.remove(self)
 
-    def runtime_closing(self, rt: Profiled) -> None:
+    def runtime_closing(self, rt: Parent) -> None:
         """A profiled runtime closes (Runtime.close calls this first): its work waited for where this thread may
         (its last device times read), its records taken, its profile ended."""
         if not rt.closed and any(r is rt for r in self._runtimes):
@@ -165,7 +147,7 @@ class Profile:
 
     # -- the records -----------------------------------------------------------------------------------------------
 
-    def _take(self, rt: Profiled, everything: bool) -> None:
+    def _take(self, rt: Parent, everything: bool) -> None:
         out = ffi.new("TaichiAotProfileRecord[]", _TAKE)
         lost = ffi.new("uint64_t *")
         while True:
@@ -178,7 +160,7 @@ class Profile:
             if n < _TAKE:
                 break
 
-    def note_wait(self, rt: Profiled, start_ns: int) -> None:
+    def note_wait(self, rt: Parent, start_ns: int) -> None:
         """A host wait on ``rt`` from ``start_ns`` (time.monotonic_ns) until now, as an event of its own."""
         end = time.monotonic_ns()
         with self._lock:
@@ -196,7 +178,7 @@ class Profile:
             self._launches += [self._place(rt, rec) for rt, rec in raw]
             self._launches.sort(key=lambda e: e.start)
 
-    def _place(self, rt: Profiled, rec: tuple) -> Launch:
+    def _place(self, rt: Parent, rec: tuple) -> Launch:
         """A record on the host's clock (seconds): a device's times moved by the runtime's offset, the largest
         that puts some launch's work at the start of its call, and none before it (set as records are read: it only
         grows, a run being read in pieces)."""
@@ -312,7 +294,7 @@ class Profile:
         return path
 
 
-def _handle(rt: Profiled) -> Any:
+def _handle(rt: Parent) -> Any:
     """The runtime's TiRuntime, or NULL where it has none (the own CUDA runtime without libtaichi's)."""
     handle = rt.handle
     return handle if handle else ffi.NULL
@@ -322,7 +304,7 @@ def _handle(rt: Profiled) -> Any:
 _EVERY: list[Profile] = []
 
 
-def adopt(rt: Profiled) -> None:
+def adopt(rt: Parent) -> None:
     """A runtime just made joins the open profiles of every runtime (Runtime.__init__ calls this)."""
     for p in _EVERY:
         p.add(rt)

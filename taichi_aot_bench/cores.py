@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -50,8 +51,6 @@ def _start() -> np.ndarray:
 
 def _timed(rt: Any, relax: Any, x: Any, n: int, steps: int) -> Callable[[], float]:
     """A method: ms a launch, ``n`` launches of ``relax`` then a wait."""
-    import time
-
     def one() -> float:
         t0 = time.perf_counter()
         for _ in range(n):

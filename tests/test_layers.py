@@ -27,14 +27,15 @@ LAYERS: list[set[str]] = [
     # read, the package's child processes (they import only the trust room)
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
-    {"_library", "_nvtx", "profile"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the
-    # ranges around launches; the profiles of launches' device times
+    {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
+    # around launches
     {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
     # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
     # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
     {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
     {"_lifetime", "_archs", "_dtypes"},  # what every runtime-owned object shares; which arch a runtime is made on;
     # Taichi's types in numpy's terms (dtypes, shapes, an ndarray's TiArgument, signatures)
+    {"profile"},  # the profiles of a runtime's launches (their device times), asking it as its children do (Parent)
     {"placement"},  # where a runtime's memory lives and how bytes move (host, CUDA, Vulkan's policy, staging)
     {"memory", "image"},
     {"ndarray"},

@@ -137,19 +137,8 @@ int64_t aot_profile_current(void) {
     return current;
 }
 
-void aot_profile_will_time(int64_t t) {
-    if (t == current) { /* the launch being made here: its record says so when it closes, no lock taken now */
-        current_timed = 1;
-        return;
-    }
-    pthread_mutex_lock(&profile_lock);
-    {
-        TaichiAotProfileRecord *r = record_of(t);
-        if (r != NULL && r->state == 3) {
-            r->state = 0;
-        }
-    }
-    pthread_mutex_unlock(&profile_lock);
+void aot_profile_will_time(void) {
+    current_timed = 1; /* the launch being made here: its record says so when it closes */
 }
 
 /* A span of device time given to record `t` (under the lock): the record spans all it is given. */

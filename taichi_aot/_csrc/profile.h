@@ -13,11 +13,11 @@ __attribute__((visibility("hidden"))) int64_t aot_profile_now(void);
    closed after the launch (the call's end; on a CPU runtime its device times). */
 __attribute__((visibility("hidden"))) int64_t aot_profile_begin(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) void aot_profile_end(int64_t token);
-/* The record of the launch this thread is making (-1: none). A backend that will time it on the device says so
-   (aot_profile_will_time), then gives each of its spans (aot_profile_device: the record spans them all), or says it
-   could not (aot_profile_untimed). */
+/* The record of the launch this thread is making (-1: none). A backend that will time it on the device says so while
+   making it (aot_profile_will_time), then gives each of its spans (aot_profile_device: the record spans them all), or
+   says it could not (aot_profile_untimed). */
 __attribute__((visibility("hidden"))) int64_t aot_profile_current(void);
-__attribute__((visibility("hidden"))) void aot_profile_will_time(int64_t token);
+__attribute__((visibility("hidden"))) void aot_profile_will_time(void);
 __attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int64_t start, int64_t end);
 __attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token);
 

@@ -146,7 +146,7 @@ void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
         stamp_drop(s);
         return NULL;
     }
-    aot_profile_will_time(token);
+    aot_profile_will_time();
     return s;
 }
 

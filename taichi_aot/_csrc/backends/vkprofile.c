@@ -50,7 +50,7 @@ uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token) {
     if (q == 0) {
         rt->f.CmdResetQueryPool(b->cb, b->stamps, 0, VK_STAMPS);
     }
-    aot_profile_will_time(token);
+    aot_profile_will_time();
     rt->f.CmdWriteTimestamp(b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, b->stamps, q);
     b->stamp_records[q / 2] = token;
     b->stamp_count = q + 2;
