@@ -178,6 +178,10 @@ def test_the_profile_command_runs_a_script_and_prints_its_kernels(vulkan, module
     missing = subprocess.run([sys.executable, "-m", "taichi_aot", "profile", str(tmp_path / "none.py")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no such script" in missing.stderr
+    nowhere = subprocess.run([sys.executable, "-m", "taichi_aot", "profile", "--trace",
+                              str(tmp_path / "no" / "such" / "t.json"), str(script)], capture_output=True, text=True,
+                             timeout=120)  # refused before the script runs
+    assert nowhere.returncode == 2 and "--trace" in nowhere.stderr and "x0" not in nowhere.stdout
     assert not os.path.exists(tmp_path / "none.py")
 
 
