@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import _cuda
 from ._native import lib
@@ -34,8 +34,6 @@ from .errors import ArgumentTypeError, ClosedError, TaichiError
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Self
-
-    from .runtime import Runtime  # the public type of Child.runtime only: children ask their runtime by Parent
 
 _pin_lock = threading.RLock()
 
@@ -289,9 +287,10 @@ class Child:
         self._runtime.ensure_open()
 
     @property
-    def runtime(self) -> Runtime:
-        """The runtime this object belongs to."""
-        return cast("Runtime", self._runtime)
+    def runtime(self) -> Parent:
+        """The runtime this object belongs to (a :class:`~taichi_aot.runtime.Runtime`, typed by the protocol its
+        children know it by, so that this room need not import the one above it)."""
+        return self._runtime
 
     @property
     def closed(self) -> bool:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 import numpy as np
 
@@ -51,10 +51,32 @@ from .ndarray import NdArray
 if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Owned
     from .backends import Choice
-    from .metadata import ArgInfo
-    from .module import AotModule
+    from .metadata import ArgInfo, KernelInfo
 
 __all__ = ["BoundLaunch", "ComputeGraph", "Kernel", "ReturningKernel"]
+
+
+class Module(Protocol):
+    """What a kernel or graph (and the ops above them) asks of its module, named here so that this room need not
+    import module.py, which imports it: :class:`~taichi_aot.module.AotModule` is the one implementation, and the public
+    type of :attr:`Kernel.module`."""
+
+    @property
+    def runtime(self) -> Parent: ...
+    @property
+    def owned(self) -> Owned: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def files(self) -> str | None: ...
+    @property
+    def kernels(self) -> Mapping[str, Kernel]: ...
+    @property
+    def graphs(self) -> Mapping[str, ComputeGraph]: ...
+    def launchers(self) -> dict[str, str]: ...
+    def kernel_info(self, name: str) -> KernelInfo | None: ...
+    def ensure_open(self) -> None: ...
+    def close(self) -> None: ...
 
 
 # The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
@@ -202,7 +224,7 @@ class _Launchable(Launcher):
     _foreign: ForeignPolicy  # its runtime's foreign-array policy
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
 
-    def __init__(self, module: AotModule, name: str, choice: Choice):
+    def __init__(self, module: Module, name: str, choice: Choice):
         self._choice = choice  # its launch backend, and the kind and handle of its C launch
         self._module = module
         self._runtime: Parent = module.runtime
@@ -218,7 +240,7 @@ class _Launchable(Launcher):
         return self._name
 
     @property
-    def module(self) -> AotModule:
+    def module(self) -> Module:
         """The module it belongs to."""
         return self._module
 
@@ -418,7 +440,7 @@ class Kernel(_Launchable):
         WrongThreadError: called from a thread other than the runtime's (before anything is written).
     """
 
-    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo], reverse: Callable[[], Any]):
+    def __init__(self, module: Module, name: str, choice: Choice, args: list[ArgInfo], reverse: Callable[[], Any]):
         super().__init__(module, name, choice)
         self._args = self._recorded = args
         #: its reverse-mode kernel as its module's backends make it once (``ModuleBackends.reverse``), handed down by
@@ -561,7 +583,7 @@ class ComputeGraph(_Launchable):
     every name present and known, and each value's kind, dtype, ndim and element shape.
     """
 
-    def __init__(self, module: AotModule, name: str, choice: Choice, args: list[ArgInfo]):
+    def __init__(self, module: Module, name: str, choice: Choice, args: list[ArgInfo]):
         super().__init__(module, name, choice)
         self._args = self._recorded = args
         self._what = f"launch of graph {name!r}"

@@ -7,7 +7,7 @@ the CUDA driver on CUDA, through the device's staging buffers for device memory 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 import numpy as np
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
     from ._lifetime import Owned
-    from .runtime import Runtime  # the public type of NdArray.runtime only
 
 __all__ = [
     "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
@@ -212,9 +211,10 @@ class NdArray:
         return self._memory
 
     @property
-    def runtime(self) -> Runtime:
-        """The runtime this ndarray belongs to."""
-        return cast("Runtime", self._runtime)
+    def runtime(self) -> Parent:
+        """The runtime this ndarray belongs to (a :class:`~taichi_aot.runtime.Runtime`, typed by the protocol its
+        children know it by)."""
+        return self._runtime
 
     @property
     def closed(self) -> bool:

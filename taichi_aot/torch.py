@@ -15,7 +15,7 @@ import functools
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 
@@ -26,6 +26,9 @@ from .enums import Arch
 from .errors import ArgumentTypeError, NotSupportedError, TaichiError
 from .launch import Kernel
 from .module import ModuleSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runtime import Runtime
 
 __all__ = ["ModuleOp", "Op", "op", "op_of"]
 
@@ -130,7 +133,7 @@ class Op(EagerOp):
     def __init__(self, launchable: Any, outputs: Mapping[Any, Any], backward: Callable[..., Any] | None = None,
                  name: str | None = None):
         spec = self.spec = OpSpec(launchable, outputs, "taichi_aot.torch")
-        self._runtime = spec.entry.module.runtime
+        self._runtime = cast("Runtime", spec.entry.module.runtime)  # the one Parent there is
         cuda = self._cuda = self._runtime.arch == Arch.CUDA  # on the runtime's GPU: torch's cuda:<its device_index>
         self._device = torch.device("cuda", self._runtime.device_index) if cuda else torch.device("cpu")
         self._held = self._runtime.foreign.held  # CUDA: the arrays launches hold until a wait, which the op lets go
