@@ -73,6 +73,13 @@ def chosen(given: str | None, device_index: int) -> str:
     return LIBTAICHI if value == LIBTAICHI else OWN
 
 
+def library_absent(device: int) -> str:
+    """Why libtaichi launches nothing on taichi_aot's own CUDA runtime of ``device`` (the end of a sentence)."""
+    return (f"this runtime is taichi_aot's own CUDA runtime on device {device}, which has no libtaichi runtime to "
+            "launch it (libtaichi_c_api 1.7.4 makes one on device 0 only): give the module PTX (python -m taichi_aot "
+            "ptx, with llvmlite installed), or run it on device 0")
+
+
 def no_library(device: int, owner: int) -> Exception:
     """Why the own CUDA runtime of ``device`` makes no libtaichi runtime beside it: not device 0 (NotSupportedError),
     or asked from another thread than ``owner``, the runtime's (WrongThreadError: libtaichi's runtime is the thread's

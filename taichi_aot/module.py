@@ -116,7 +116,7 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``; the files of a ``.tcm`` unpacked where a backend of
     ``choice`` reads them from a folder (the own Vulkan launch: each task's SPIR-V)."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
-    own = runtime.device.own_runtime  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
+    own = not runtime.device.library_native  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
     try:
         llvm, archive = runtime.arch in LLVM_ARCHS, data is not None or os.path.isfile(what)
@@ -306,8 +306,7 @@ class AotModule(Child):
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice, src.meta)
-                if (handle is None and runtime.device.own_runtime and runtime.device_index == 0
-                        and backends.needs_library(src.meta)):
+                if handle is None and runtime.device.library_beside() and backends.needs_library(src.meta):
                     # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches;
                     # on another device they are refused when looked up, the module's others run
                     handle = _load_library(runtime, src, folder, backends)

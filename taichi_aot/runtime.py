@@ -137,15 +137,14 @@ class Runtime(DeviceAliases):
         # the device's room makes the native runtime (libtaichi's, or the own CUDA runtime) and the device on it
         native = open_native(self._arch, device_index, cpu_threads, cuda_runtime)
         self._device_index = native.device_index
-        self._library: list[Any] = native.library  # the own CUDA runtime's libtaichi runtime, once a module needs it
         self._owned = Owned(native.release)
         self._handle: Any = native.handle
         pending = native.pending
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
         self.device: Device = device_for(self, native)
-        self._cpu_threads = None if self.device.own_runtime else capi.runtime_threads(self._handle) or None
-        #: a wait is libtaichi's alone, where anything was counted (not the own CUDA runtime's, nor CUDA's streams)
-        self._counted_waits = bool(self._handle) and self.device.waits_counted and not self.device.own_runtime
+        self._cpu_threads = capi.runtime_threads(self._handle) or None if self.device.library_native else None
+        #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue)
+        self._counted_waits = bool(self._handle) and self.device.waits_counted
         #: ... and made even where none was counted: any thread enqueues, and another's wait may have cleared the count
         #: while this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
         self._wait_always = self._counted_waits and self.device.any_thread
@@ -219,14 +218,9 @@ class Runtime(DeviceAliases):
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
         process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
         another thread than the runtime's."""
-        own = self.device.own_runtime
-        if own and (self._device_index != 0 or not self.on_its_thread()):
-            raise _cudart.no_library(self._device_index, self.gate.thread)
-        if not own or self._library:
-            return self._handle
-        self._handle = self.device.make_library_runtime()
-        self._library.append(self._handle)
-        if self._cuda_stream:  # libtaichi's launches on the stream set
+        made = not self._handle
+        self._handle = self.device.library_runtime(self._handle, self.on_its_thread(), self.gate.thread)
+        if made and self._cuda_stream:  # libtaichi's launches on the stream set
             capi.set_cuda_stream(self._cuda_stream)
         return self._handle
 
@@ -243,7 +237,7 @@ class Runtime(DeviceAliases):
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64 and the own CUDA runtime)."""
         self.ensure_open()
-        if self.device.own_runtime:
+        if not self.device.library_native:
             return {}
         return capi.get_runtime_capabilities(self._handle).as_dict()
 
@@ -254,7 +248,7 @@ class Runtime(DeviceAliases):
             InvalidArgumentError: an unknown capability name.
         """
         self.ensure_open()
-        if self.device.own_runtime:
+        if not self.device.library_native:
             raise NotSupportedError("set_capabilities: taichi_aot's own CUDA runtime has no capability levels "
                                     "(they are libtaichi's, for its gfx backends)")
         if capabilities is not None and not isinstance(capabilities, Mapping):
@@ -311,7 +305,7 @@ class Runtime(DeviceAliases):
             self.device.release()
 
     def _drain(self) -> None:
-        if self.device.own_runtime:
+        if not self.device.library_native:
             self.device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
         # libtaichi's, where anything was queued since its last wait, on a device whose work is all counted (capi
@@ -582,8 +576,7 @@ class Runtime(DeviceAliases):
 
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
-        own = " (taichi_aot's own)" if self.device.own_runtime else ""
-        return f"<Runtime {self._arch.name}{own} device {self._device_index} ({state})>"
+        return f"<Runtime {self._arch.name}{self.device.runtime_words} device {self._device_index} ({state})>"
 
 
 def _close_open_runtimes() -> None:

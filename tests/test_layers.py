@@ -456,7 +456,7 @@ def _arch_decisions() -> dict[str, int]:
                 or named.endswith(("_ARCHS", "_KINDS")))
 
     def counted(node: ast.AST) -> bool:
-        if isinstance(node, ast.Attribute) and node.attr == "cuda_device":
+        if isinstance(node, ast.Attribute) and node.attr in ("cuda_device", "own_runtime"):  # the device's traits
             return True
         return isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators]))
 

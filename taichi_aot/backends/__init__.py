@@ -169,8 +169,8 @@ class ModuleBackends:
     def __init__(self, arch: Arch, order: list[Backend]):
         self._arch = arch
         self._order = order
-        # the own CUDA runtime's device where libtaichi has no runtime (a device but 0), else None
-        self._device = next((b.device for b in order if isinstance(b, libtaichi.Absent)), None)
+        # why libtaichi has no runtime for the module's kernels (the own CUDA runtime of a device but 0), else None
+        self._absent = next((b.reason for b in order if isinstance(b, libtaichi.Absent)), None)
         self._reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel's call, made once
 
     @staticmethod
@@ -209,7 +209,7 @@ class ModuleBackends:
             got = backend.kernel(name, info, library)
             if got is not None:
                 return got
-        if self._device is not None or not info.returns:
+        if self._absent is not None or not info.returns:
             raise NotSupportedError(f"kernel {name!r}: {self._unowned(name)}")
         raise NotSupportedError(f"kernel {name!r} returns values, which {self._lost(name)}")
 
@@ -220,10 +220,10 @@ class ModuleBackends:
             got = backend.graph(info, library)
             if got is not None:
                 return got
-        if self._device is not None:
+        if self._absent is not None:
             kernels = ", ".join(repr(k) for k in info.dispatches)
             raise NotSupportedError(f"graph {info.name!r}: one of its kernels is not on taichi_aot's own CUDA launcher "
-                                    f"({kernels}; module.launchers() says why), and {libtaichi.absent(self._device)}")
+                                    f"({kernels}; module.launchers() says why), and {self._absent}")
         raise NotSupportedError(f"graph {info.name!r}: no launch backend takes it")  # libtaichi takes every graph
 
     def _why_not(self, name: str) -> str | None:
@@ -242,11 +242,11 @@ class ModuleBackends:
     def _unowned(self, name: str) -> str:
         """Why a kernel cannot run on the own CUDA runtime (the end of a sentence)."""
         why = self._why_not(name) or "no PTX"
-        if self._device is None:  # device 0: libtaichi was not loaded for the module (a reverse kernel is never asked)
+        if self._absent is None:  # device 0: libtaichi was not loaded for the module (a reverse kernel is never asked)
             return (f"taichi_aot's own CUDA launcher does not take it ({why}), and the module was loaded without "
                     "libtaichi (its kernels all run on the own launcher; a reverse-mode kernel runs through its "
                     "primal's grad)")
-        return f"taichi_aot's own CUDA launcher does not take it ({why}), and {libtaichi.absent(self._device)}"
+        return f"taichi_aot's own CUDA launcher does not take it ({why}), and {self._absent}"
 
     def _said(self, question: str, *args: Any) -> str | None:
         """The first answer to ``question`` (a function of each backend's module: ``returns_refused(why)``,
@@ -284,7 +284,7 @@ class ModuleBackends:
             if taker is None and info is not None and info.reverse:  # no own launch took it; libtaichi cannot
                 why = self._why_not(name)
                 out[name] = f"refused: {info.unsupported}" + (f"; the own launch does not: {why}" if why else "")
-            elif taker is None and self._device is not None:
+            elif taker is None and self._absent is not None:
                 out[name] = f"refused: {self._unowned(name)}"
             elif taker is None:
                 out[name] = f"refused: returns values, which {self._lost(name)}"

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["NAME", "Absent", "LibtaichiBackend", "absent", "driver_error", "launch_error", "load"]
+__all__ = ["NAME", "Absent", "LibtaichiBackend", "driver_error", "launch_error", "load"]
 
 #: The backend's name, as ``Kernel.launcher`` and ``AotModule.launchers()`` say it.
 NAME = LIBTAICHI
@@ -55,13 +55,6 @@ class LibtaichiBackend:
         pass  # libtaichi's module is the AotModule's own
 
 
-def absent(device: int) -> str:
-    """Why libtaichi launches nothing on taichi_aot's own CUDA runtime of ``device`` (the end of a sentence)."""
-    return (f"this runtime is taichi_aot's own CUDA runtime on device {device}, which has no libtaichi runtime to "
-            "launch it (libtaichi_c_api 1.7.4 makes one on device 0 only): give the module PTX (python -m taichi_aot "
-            "ptx, with llvmlite installed), or run it on device 0")
-
-
 class Absent:
     """libtaichi's place among a module's backends on taichi_aot's own CUDA runtime of a device but 0
     (``choice.Backend``): it launches nothing there (the room refuses each kernel the own launcher does not take,
@@ -69,8 +62,8 @@ class Absent:
 
     name = NAME
 
-    def __init__(self, device: int):
-        self.device = device
+    def __init__(self, reason: str):
+        self.reason = reason  # why libtaichi has no runtime there (the device's words, the end of a sentence)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]] | None:
         return None
@@ -95,11 +88,12 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, m
     """libtaichi as the last backend of a module just loaded in ``runtime`` (its registration's ``load``); on
     taichi_aot's own CUDA runtime of a device but 0, where libtaichi has no runtime, its :class:`Absent` place
     (``launcher="taichi"`` refused there: NotSupportedError)."""
-    if not runtime.device.own_runtime or runtime.device_index == 0:
+    why = runtime.device.library_why_not()
+    if why is None:
         return LibtaichiBackend()
     if choice != AUTO:
-        raise NotSupportedError(f"{what}: launcher='taichi': {absent(runtime.device_index)}")
-    return Absent(runtime.device_index)
+        raise NotSupportedError(f"{what}: launcher='taichi': {why}")
+    return Absent(why)
 
 
 def launch_error(code: int, what: str) -> Exception:

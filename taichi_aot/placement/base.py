@@ -18,7 +18,7 @@ import numpy as np
 from .. import capi
 from .._native import ffi, lib
 from ..capi.handles import mark_enqueued
-from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, NotSupportedError, check
+from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -144,8 +144,16 @@ class Device:
     #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
     any_thread = False
     #: the runtime is taichi_aot's own (CUDA, ``_cudart``), not libtaichi's: it has no libtaichi runtime (nor its
-    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`make_library_runtime`)
+    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`library_runtime`). Read
+    #: inside this room only: the rooms above ask the traits and methods below
     own_runtime = False
+    #: libtaichi's runtime is the runtime itself: it loads the modules, has capability levels and threads (False:
+    #: the own CUDA runtime, which loads its modules' PTX itself)
+    library_native = True
+    #: why the device makes no images, or None where libtaichi's runtime makes them
+    no_images: str | None = None
+    #: what a runtime's repr says of it beside its arch
+    runtime_words = ""
     #: kernels run on a CUDA stream the caller may set (``Runtime.set_cuda_stream``)
     cuda_streams = False
     #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
@@ -224,10 +232,20 @@ class Device:
         0's primary context, whatever another library left current on the thread)."""
         return nullcontext()
 
-    def make_library_runtime(self) -> Any:
-        """libtaichi's runtime made beside the own one, for a module's kernels only libtaichi launches: only the own
-        CUDA runtime has none of its own."""
-        raise NotSupportedError(f"{self.arch.name}: the runtime is libtaichi's already")
+    def library_beside(self) -> bool:
+        """Whether libtaichi's runtime may be made beside this one, for a module's kernels only libtaichi launches
+        (the own CUDA runtime of device 0: the one place that rule is kept)."""
+        return False
+
+    def library_why_not(self) -> str | None:
+        """Why libtaichi has no runtime here to launch a kernel (the end of a sentence), or None where it has one or
+        may make one beside."""
+        return None
+
+    def library_runtime(self, handle: Any, on_its_thread: bool, thread: int) -> Any:
+        """libtaichi's runtime for a module's kernels only libtaichi launches: the runtime's own (``handle``), or one
+        made beside the own runtime now (:meth:`library_beside`), or raises with the reason there is none."""
+        return handle
 
     def synchronize(self) -> None:
         """Wait for the device's work outside libtaichi's queue (the own CUDA runtime's legacy default stream):

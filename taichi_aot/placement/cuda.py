@@ -91,18 +91,32 @@ class OwnCudaDevice(LibraryCudaDevice):
     mapping_is_copy = False  # managed memory, addressed as it is
     any_thread = True  # the driver's calls are any thread's (libtaichi's launches beside it are not)
     own_runtime = True
+    library_native = False
+    no_images = "CUDA has no images (Vulkan, OpenGL and Metal have)"
+    runtime_words = " (taichi_aot's own)"
 
-    def __init__(self, runtime: Parent, cuda: _cudart.CudaDevice):
+    def __init__(self, runtime: Parent, cuda: _cudart.CudaDevice, library: list[Any]):
         super().__init__(runtime)
         #: the GPU the runtime runs on, through the driver (``_cudart.CudaDevice``)
         self.cuda = cuda
+        self._library = library  # libtaichi's runtime beside it, once a module needs one (released by the native's)
 
     def synchronize(self) -> None:
         self.cuda.synchronize()
 
-    def make_library_runtime(self) -> Any:
-        with _cudart.library_context():  # device 0's context, whatever another library left current
-            return capi.create_runtime(Arch.CUDA, 0).cdata
+    def library_beside(self) -> bool:
+        return self.device_index == 0  # libtaichi_c_api 1.7.4 makes its CUDA runtime on device 0 only
+
+    def library_why_not(self) -> str | None:
+        return None if self.library_beside() else _cudart.library_absent(self.device_index)
+
+    def library_runtime(self, handle: Any, on_its_thread: bool, thread: int) -> Any:
+        if not self.library_beside() or not on_its_thread:
+            raise _cudart.no_library(self.device_index, thread)
+        if not self._library:
+            with _cudart.library_context():  # device 0's context, whatever another library left current
+                self._library.append(capi.create_runtime(Arch.CUDA, 0).cdata)
+        return self._library[0]
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         device = self.cuda
@@ -133,4 +147,6 @@ def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, c
 
 def device(runtime: Any, native: Native) -> Device:
     """The device of a CUDA runtime (this room's registration): the own runtime's, or libtaichi's."""
-    return OwnCudaDevice(runtime, native.cuda) if native.cuda is not None else LibraryCudaDevice(runtime)
+    if native.cuda is None:
+        return LibraryCudaDevice(runtime)
+    return OwnCudaDevice(runtime, native.cuda, native.library)
