@@ -233,6 +233,7 @@ class _Launchable(Launcher):
         self._handle = choice.library  # libtaichi's handle, where libtaichi can launch it (the flat API's)
         first_use()  # TAICHI_AOT_NVTX, read once
         self._range = range_name(name)  # the NVTX range of its launches (_nvtx.py), held by every record of it
+        self._twins = threading.local()  # its launcher on each other thread that launches it (_twin)
 
     @property
     def name(self) -> str:
@@ -265,6 +266,7 @@ class _Launchable(Launcher):
         arch, graph, widens = self._runtime.arch, isinstance(self, ComputeGraph), self._choice.widens
         self._foreign.fit(sum(spec.kind == "ndarray" for spec in self._args))  # remembers as many arrays as it takes
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
+        self._twins = threading.local()  # other threads' launchers packed the old way: made again
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
         slots = [CallSlot(kind=_slot_kind(spec, arch), writes=spec.may_write,
@@ -277,6 +279,28 @@ class _Launchable(Launcher):
         fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew
         if fresh is not None:
             self._fresh(**fresh)
+
+    def _twin(self) -> _Launchable | None:
+        """Its launcher for the calling thread, another than the runtime's, where any thread may make its launch (the
+        own CUDA and Vulkan launches): a copy with a buffer, slots and launch record of its own, made once a thread
+        (kept in a thread-local, gone with the thread), whose calls the C call makes as it makes the runtime's
+        thread's, instead of packing each call in Python. None on the launcher's own thread, or where the launch
+        keeps to the runtime's thread (the Python path says so)."""
+        ident = _get_ident()
+        if not self._c.flags & _ANY_THREAD or self._c.thread == ident:
+            return None
+        twin: _Launchable | None = getattr(self._twins, "launcher", None)
+        if twin is None:
+            self._runtime.ensure_open()  # another process: refused
+            twin = type(self).__new__(type(self))
+            twin.__dict__.update(self.__dict__)
+            packed = twin._new_packed()
+            packed.launch.thread = ident  # the C call's "home": this thread
+            twin._slots, twin._c = packed.slots, packed.launch
+            twin._set_packers()
+            self._twins.launcher = twin
+            self._add_twin(ident, twin)  # this thread's next calls handed to it in C
+        return twin
 
     def _recording(self) -> bool:
         """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow
@@ -295,6 +319,7 @@ class _Launchable(Launcher):
         c, plan, packed = self._c, self._plan, None
         if not rt.on_its_thread():
             rt.ensure_open()  # another process, or another thread of a runtime of libtaichi: refused
+        if c.thread != _get_ident():  # not its launcher's thread (a twin's is its own): a buffer of the call's own
             _here(c, self._what)  # so are libtaichi's launches beside the own CUDA runtime, before anything is packed
             packed = self._new_packed()
             c, plan = packed.launch, list(zip(self._packers, packed.slots))
@@ -489,6 +514,10 @@ class Kernel(_Launchable):
         if self._recording():
             self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
             return
+        twin = self._twin()
+        if twin is not None:  # another thread's launch: its own launcher's, made in C from the second call on
+            twin(*args, **kwargs)
+            return
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
         self._launch_values(args)
@@ -632,6 +661,10 @@ class ComputeGraph(_Launchable):
                                     f"graph({', '.join(n + '=...' for n in self._order)})")
         if self._recording():
             self._runtime.gate.recorder.append(self.bind(args))  # recording
+            return
+        twin = self._twin()
+        if twin is not None:  # another thread's launch: its own launcher's (Kernel._slow_call)
+            twin(**args)
             return
         self._launch_values(self._values(args))
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 #: The bench's sections, in the order a run makes them (run.py), named by the command's help (command.py).
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
             "validation", "ops", "autodiff", "startup", "placement", "gpus", "cores",
-            "profiler")
+            "profiler", "sharing")
 
 
 @dataclass

@@ -54,7 +54,7 @@ def _section(bench: Bench, section: str, arch: Arch, quick: bool, jit_ok: bool, 
 
 
 #: The sections whose rows a function of the bench alone makes, in a module of the section's name.
-_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus", "cores", "profiler")
+_OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus", "cores", "profiler", "sharing")
 
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,

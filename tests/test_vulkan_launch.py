@@ -323,6 +323,7 @@ def test_threads_share_one_runtime(vulkan, modules, choice):
         add, twice = mod.kernels["add"], mod.graphs["add_twice"]
         assert add.launcher == choice
         failures: list[BaseException] = []
+        counts: dict[int, tuple] = {}
         go = threading.Barrier(5)
 
         def work(seed: int) -> None:
@@ -349,6 +350,8 @@ def test_threads_share_one_runtime(vulkan, modules, choice):
                     np.testing.assert_array_equal(z.to_numpy(), big)
                     for a in (x, y, z):
                         a.close()
+                if seed < 4:  # another thread's launches: its own launcher's, made in C as this thread's are
+                    counts[seed] = (add._twin().call_counts, twice._twin().call_counts)
             except BaseException as e:  # the test reads them
                 failures.append(e)
 
@@ -359,6 +362,9 @@ def test_threads_share_one_runtime(vulkan, modules, choice):
         for t in threads:
             t.join()
         assert failures == []
+        for (in_c, in_python), graph in counts.values():  # new arrays each round, and others' closes, go to Python
+            assert in_c > 0 and in_c + in_python == 12 * 6 and sum(graph) == 12, counts
+        assert add._twin() is None  # this thread's launcher is the kernel itself
         x = rt.ndarray_from_numpy(np.zeros(8, np.float32))
         add(x, rt.ndarray_from_numpy(np.ones(8, np.float32)), 3.0)
         np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3, np.float32))

@@ -67,6 +67,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     Py_CLEAR(self->numpy_type);
     Py_CLEAR(self->hits);
     Py_CLEAR(self->guards);
+    Py_CLEAR(self->twins); /* made again for what _prepare gives now */
     fresh_clear(&self->fresh);
 }
 
@@ -98,6 +99,7 @@ static int launcher_traverse(PyObject *op, visitproc visit, void *arg) {
     Py_VISIT(self->numpy_type);
     Py_VISIT(self->hits);
     Py_VISIT(self->guards);
+    Py_VISIT(self->twins);
     Py_VISIT((PyObject *)Py_TYPE(op)); /* a heap type's instances keep it alive */
     return 0;
 }
@@ -528,6 +530,20 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     /* the runtime's thread: the shared buffer and the slots' records are its own (another thread may launch where
        its runtime allows: Python packs its call into a buffer of its own, and the slots stay as they are) */
     home = self->count >= 0 && (unsigned long)pthread_self() == c->thread;
+    if (!home && self->twins != NULL) { /* another thread's call: its own launcher's, where it has one */
+        PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
+        PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
+        Py_XDECREF(key);
+        if (twin != NULL) {
+            Py_INCREF(twin);
+            result = PyObject_Call(twin, args, kwargs);
+            Py_DECREF(twin);
+            return result;
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
     if (home && c->seen == *taichi_aot_api.epoch) {
         int packed;
         self->packing = 1;
@@ -538,9 +554,14 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
         /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
            collect and close what another slot holds */
         if (packed && !self->disturbed && c->seen == *taichi_aot_api.epoch) {
-            PyThreadState *state = PyEval_SaveThread();
-            code = taichi_aot_api.launch(c);
-            PyEval_RestoreThread(state);
+            /* Python's lock kept where the launch only enqueues and its runtime's calls are free (threads launching
+               at once then do not hand the lock to each other at every launch), else let go while it waits */
+            code = taichi_aot_api.launch_quick(c);
+            if (code == TAICHI_AOT_BUSY) {
+                PyThreadState *state = PyEval_SaveThread();
+                code = taichi_aot_api.launch(c);
+                PyEval_RestoreThread(state);
+            }
             /* stale: something was closed (on another thread) since the pack, and nothing was launched: the
                Python path below checks every argument again, so a launch never binds what a close released */
             if (code != TAICHI_AOT_STALE) {
@@ -600,6 +621,29 @@ static PyObject *launcher_after_code(PyObject *op, PyObject *code) {
     return NULL;
 }
 
+/* _add_twin(ident, twin): the launcher of thread `ident` (launch.py's _twin: a copy with a buffer, slots and launch
+   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS threads at most (a
+   thread past them is handed over by Python), and until _prepare is called again. */
+#define TWINS 64
+static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    PyObject *ident, *twin;
+    if (!PyArg_ParseTuple(args, "OO", &ident, &twin)) {
+        return NULL;
+    }
+    if (!PyLong_Check(ident) || !PyObject_TypeCheck(twin, Py_TYPE(op))) {
+        PyErr_SetString(PyExc_TypeError, "_add_twin: a thread ident and a launcher of the same type");
+        return NULL;
+    }
+    if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    if (PyDict_Size(self->twins) < TWINS && PyDict_SetItem(self->twins, ident, twin) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef launcher_methods[] = {
     {"_slow_call", (PyCFunction)(void (*)(void))launcher_slow_call, METH_VARARGS | METH_KEYWORDS,
      "_slow_call(*args, **kwargs): the Python path of a call C cannot vouch for (each subclass provides it)"},
@@ -608,6 +652,8 @@ static PyMethodDef launcher_methods[] = {
     {"_prepare", (PyCFunction)(void (*)(void))launcher_prepare, METH_VARARGS | METH_KEYWORDS,
      "_prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): the launch struct's address, its CallSlot "
      "records and the runtime's remembered arrays"},
+    {"_add_twin", launcher_add_twin, METH_VARARGS,
+     "_add_twin(ident, twin): the launcher that calls from thread `ident` are handed to (launch.py's _twin)"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"_fresh", (PyCFunction)(void (*)(void))launcher_fresh_method, METH_VARARGS | METH_KEYWORDS,
      "_fresh(*, imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes, pointer_device, spill, "

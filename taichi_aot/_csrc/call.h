@@ -57,6 +57,7 @@ typedef struct {
     taichi_aot_fresh fresh;  /* arrays taken anew (fresh.c), set by _fresh */
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
     unsigned long long in_c, in_python; /* calls launched here, calls handed to _slow_call (call_counts) */
+    PyObject *twins; /* {thread ident: its launcher} (_add_twin: launch.py's _twin), or NULL: none yet */
 } taichi_aot_launcher;
 
 /* call.c's functions remember.c calls, and remember.c's the launcher calls (see there). */

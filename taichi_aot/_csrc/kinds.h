@@ -21,6 +21,14 @@ typedef struct {
     /* 1: the runtime's queue bound (pending[2]) counts the kind's launches: libtaichi keeps what each of its launches
        made until a wait. */
     int bounded;
+    /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), so that the C
+       call makes it without letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick):
+       threads that launch at once do not hand that lock to each other at every launch. 0: it may run the kernel
+       (a CPU call) or take long (libtaichi's launch). */
+    int quick;
+    /* For a quick kind that holds its runtime's calls: take them only where no other thread has them (1: *held as
+       hold returns it; 0: busy, nothing held). */
+    int (*try_hold)(TiRuntime runtime, void **held);
 } TaichiAotKindOps;
 
 /* The entry of `kind`; NULL: no such kind (nothing is launched: TAICHI_AOT_UNKNOWN_KIND). */
@@ -37,5 +45,6 @@ __attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLau
 __attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
+__attribute__((visibility("hidden"))) int aot_vk_try_hold_calls(TiRuntime runtime, void **held);
 
 #endif

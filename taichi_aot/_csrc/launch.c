@@ -115,6 +115,29 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     return error;
 }
 
+/* taichi_aot_launch without blocking, for a caller that holds Python's lock (the C call): TAICHI_AOT_BUSY, nothing
+   launched, where the launch's kind is not quick (kinds.h) or another thread has its runtime's calls; the caller then
+   lets Python's lock go and makes taichi_aot_launch. */
+int taichi_aot_launch_quick(const TaichiAotLaunch *l) {
+    const TaichiAotKindOps *ops = taichi_aot_kind_ops(l->kind);
+    int error;
+    void *held = NULL;
+    if (ops == NULL || !ops->quick || (unsigned long)pthread_self() != l->thread) {
+        return TAICHI_AOT_BUSY;
+    }
+    if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) != 0 && l->runtime != NULL && ops->hold != NULL &&
+        (ops->try_hold == NULL || !ops->try_hold(l->runtime, &held))) {
+        return TAICHI_AOT_BUSY;
+    }
+    if (l->seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
+        calls_let_go(ops, held);
+        return TAICHI_AOT_STALE;
+    }
+    error = count_launch(l, ops, launch_any(l, ops, NULL));
+    calls_let_go(ops, held);
+    return error;
+}
+
 /* A runtime's wait from Python (Runtime.wait, on a device whose work is all counted in `pending`): libtaichi's wait
    (a backend that queues work of its own points it at a wrapper that waits for that too) where anything was queued
    since the last, or `always` (a runtime any thread uses: another thread's wait may have cleared the count while this

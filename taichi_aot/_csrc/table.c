@@ -13,6 +13,7 @@ static const TaichiAotCallTable taichi_aot_table = {
     ti_set_last_error,
     ti_import_cpu_memory,
     ti_import_cuda_memory,
+    taichi_aot_launch_quick,
 };
 
 const TaichiAotCallTable *taichi_aot_call_table(void) {

@@ -101,7 +101,9 @@ extern int64_t taichi_aot_epoch;
 #define TAICHI_AOT_STALE (-100)
 #define TAICHI_AOT_REFUSED (-102)
 #define TAICHI_AOT_UNKNOWN_KIND (-106) /* a launch whose kind launch_any does not know: nothing launched */
+#define TAICHI_AOT_BUSY (-107) /* taichi_aot_launch_quick: not made without blocking; nothing launched */
 int taichi_aot_launch(const TaichiAotLaunch *launch);
+int taichi_aot_launch_quick(const TaichiAotLaunch *launch);
 int taichi_aot_dispatch(const TaichiAotLaunch *launch);
 int taichi_aot_replay(const TaichiAotLaunch *launches, uint32_t count, uint64_t repeat, uint64_t *done, int64_t seen);
 int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending, int always);
@@ -199,6 +201,7 @@ typedef struct {
     void (*set_last_error)(TiError error, const char *message);
     TiMemory (*import_cpu_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
     TiMemory (*import_cuda_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
+    int (*launch_quick)(const TaichiAotLaunch *launch);
 } TaichiAotCallTable;
 const TaichiAotCallTable *taichi_aot_call_table(void);
 

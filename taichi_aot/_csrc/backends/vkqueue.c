@@ -146,6 +146,23 @@ void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
     return aot_vk_hold(runtime);
 }
 
+int aot_vk_try_hold_calls(TiRuntime runtime, void **held) {
+    VkRt *rt = aot_vk_find(runtime);
+    *held = NULL;
+    if (rt == NULL) {
+        return 1; /* none open: nothing to hold */
+    }
+    if (pthread_mutex_trylock(&rt->calls) != 0) {
+        return 0; /* another thread's call: the caller waits for it without Python's lock */
+    }
+    if (rt->closed || rt->runtime != runtime) { /* closed meanwhile, as aot_vk_hold finds it */
+        pthread_mutex_unlock(&rt->calls);
+        return 1;
+    }
+    *held = rt;
+    return 1;
+}
+
 void taichi_aot_vk_let_go_calls(void *held) {
     aot_vk_let_go((VkRt *)held);
 }

@@ -1,0 +1,149 @@
+"""Rows of ``taichi-aot bench``'s sharing section: what a runtime costs a program that shares it between threads, and
+one that passes host arrays to its kernels (issue "house8").
+
+* Threads (where other threads may use the runtime: not a CPU runtime's): THREADS threads sharing the bench's
+  runtime, each doing rounds of LAUNCHES launches of ``tiny`` on an ndarray of its own and a value read back,
+  against one thread doing the same launches and reads in turn (one thread's time / the threads' time: the
+  throughput the threads keep; target: at least THREADS_TARGET).
+* Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
+  kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
+  arrays, the launch, the written one read back), at a size where the launch path's cost shows (SMALL) and one where
+  the bytes do (LARGE); target: at most HOST_TARGET times the by-hand step. Paired rounds (measure.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .measure import measure
+from .row import Row
+
+if TYPE_CHECKING:
+    from .harness import Bench
+
+__all__ = ["sharing"]
+
+SECTION = "sharing"
+THREADS, LAUNCHES = 4, 200
+THREADS_TARGET = 1.0
+HOST_TARGET = 1.2
+SMALL, LARGE = 1 << 10, 1 << 20
+ONE = f"one thread: {THREADS} x ({LAUNCHES} launches of tiny and a value)"
+SHARED = f"{THREADS} threads sharing the runtime: {LAUNCHES} launches of tiny and a value each"
+
+
+def _work(bench: Bench, x: Any, rounds: int) -> None:
+    tiny = bench.mod.kernels["tiny"]
+    for _ in range(rounds):
+        for _ in range(LAUNCHES):
+            tiny(x, 1.0)
+        x.to_numpy()  # a value: waits for this thread's launches
+
+
+def _threads(bench: Bench, rounds: int) -> dict[str, Callable[[], float]]:
+    arrays = [bench.rt.ndarray((16,), np.float32) for _ in range(THREADS)]
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        for x in arrays:
+            _work(bench, x, rounds)
+        return (time.perf_counter() - t0) * 1e3
+
+    def shared() -> float:
+        errors: list[BaseException] = []
+
+        def body(x: Any) -> None:
+            try:
+                _work(bench, x, rounds)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=body, args=(x,)) for x in arrays]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return (time.perf_counter() - t0) * 1e3
+
+    return {ONE: one, SHARED: shared}
+
+
+def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
+    """Microseconds a step of saxpy over ``n`` elements: by hand, with numpy arrays, with torch CPU tensors."""
+    rt, saxpy = bench.rt, bench.mod.kernels["saxpy"]
+    xh, yh = np.ones(n, np.float32), np.zeros(n, np.float32)
+    x, y = rt.ndarray((n,), np.float32), rt.ndarray((n,), np.float32)
+    steps = 20 if n >= LARGE or bench.software else 200
+
+    def timed(step: Callable[[], object]) -> Callable[[], float]:
+        def one() -> float:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            rt.wait()
+            return (time.perf_counter() - t0) / steps * 1e6
+        return one
+
+    def by_hand() -> None:
+        x.from_numpy(xh)
+        y.from_numpy(yh)
+        saxpy(x, y, 0.5)
+        yh[:] = y.to_numpy()
+
+    def host() -> None:
+        saxpy(xh, yh, 0.5)
+        rt.sync()  # the step's result in yh, as by hand
+
+    methods = {row_name("by hand", n): timed(by_hand), row_name("numpy", n): timed(host)}
+    try:
+        import torch
+    except ImportError:
+        return methods
+    xt, yt = torch.from_numpy(xh.copy()), torch.from_numpy(yh.copy())
+
+    def tensors() -> None:
+        saxpy(xt, yt, 0.5)
+        rt.sync()
+
+    methods[row_name("torch CPU", n)] = timed(tensors)
+    return methods
+
+
+def row_name(how: str, n: int) -> str:
+    arrays = {"by hand": "ndarrays, the bytes copied by hand", "numpy": "numpy arrays passed as they are",
+              "torch CPU": "torch CPU tensors passed as they are"}[how]
+    return f"saxpy @{n}: {arrays}"
+
+
+def sharing(bench: Bench) -> list[Row]:
+    """The sharing rows on ``bench``'s arch (see the module docstring)."""
+    quick = bench.quick
+    rounds, reps = (3, 1) if quick else (7, 2)
+    per = 1 if quick or bench.software else 5
+    rows: list[Row] = []
+    if bench.rt.device.any_thread:  # a runtime other threads may use (a CPU runtime keeps to its thread)
+        measured = measure(_threads(bench, per), ONE, rounds, reps=reps)
+        rows = [Row(SECTION, bench.name, k, "ms", v, params={"threads": THREADS, "launches": LAUNCHES, "rounds": per})
+                for k, v in measured.bests.items()]
+        paired = measured.pair(ONE, SHARED)  # throughput kept: one thread's time over the threads'
+        if paired is not None:
+            row = rows[1]
+            row.limit, row.ratio, row.spread = ONE, paired[0], paired[1]
+            row.target, row.met = f">= {THREADS_TARGET:g} (throughput)", row.ratio >= THREADS_TARGET
+    for n in (SMALL,) if bench.software else (SMALL, LARGE):
+        host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
+        made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}
+        for name, row in made.items():
+            ratio = host.ratio(name)
+            if ratio is not None:
+                row.limit, row.ratio, row.spread = row_name("by hand", n), ratio, host.spread(name)
+                row.target, row.met = f"<= {HOST_TARGET:g}", ratio <= HOST_TARGET
+        rows += made.values()
+    return rows
