@@ -43,6 +43,13 @@ def _nothing() -> None:
     pass
 
 
+def _takes_directly(a: np.ndarray, nd: NdArray) -> bool:
+    """Whether ``nd``'s bytes may be read straight into ``a`` (``to_numpy(out=a)``): C-contiguous, writeable, of its
+    dtype and shape."""
+    flags = a.flags
+    return bool(flags.c_contiguous and flags.writeable) and a.dtype == nd.dtype and a.shape == nd.shape + nd.elem_shape
+
+
 def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
     """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
     if view is None:
@@ -241,6 +248,9 @@ class StagedCopies:
                 for s in pending:
                     if s.write_back:
                         read = later.pop(id(s), None)
+                        if s.view is None and read is None and _takes_directly(s.array, s.nd):
+                            s.nd.to_numpy(out=s.array)  # straight into the caller's array: no second host copy
+                            continue
                         data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
                         np.copyto(s.array, data, casting="equiv")
         finally:

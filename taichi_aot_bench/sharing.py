@@ -7,8 +7,9 @@ one that passes host arrays to its kernels (issue "house8").
   throughput the threads keep; target: at least THREADS_TARGET).
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
-  arrays, the launch, the written one read back), at a size where the launch path's cost shows (SMALL) and one where
-  the bytes do (LARGE); target: at most HOST_TARGET times the by-hand step. Paired rounds (measure.py).
+  arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
+  size where the launch path's cost shows (SMALL) and one where the bytes do (LARGE); target: at most HOST_TARGET
+  times the by-hand step. Paired rounds (measure.py).
 """
 
 from __future__ import annotations
@@ -91,11 +92,11 @@ def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
             return (time.perf_counter() - t0) / steps * 1e6
         return one
 
-    def by_hand() -> None:
+    def by_hand(xh: np.ndarray = xh, yh: np.ndarray = yh) -> None:
         x.from_numpy(xh)
         y.from_numpy(yh)
         saxpy(x, y, 0.5)
-        yh[:] = y.to_numpy()
+        y.to_numpy(out=yh)
 
     def host() -> None:
         saxpy(xh, yh, 0.5)
@@ -106,18 +107,21 @@ def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
         import torch
     except ImportError:
         return methods
-    xt, yt = torch.from_numpy(xh.copy()), torch.from_numpy(yh.copy())
+    xt, yt = torch.ones(n), torch.zeros(n)
+    xv, yv = xt.numpy(), yt.numpy()  # the tensors' own memory, as a user copying them by hand passes it
 
     def tensors() -> None:
         saxpy(xt, yt, 0.5)
         rt.sync()
 
+    methods[row_name("torch by hand", n)] = timed(lambda: by_hand(xv, yv))
     methods[row_name("torch CPU", n)] = timed(tensors)
     return methods
 
 
 def row_name(how: str, n: int) -> str:
     arrays = {"by hand": "ndarrays, the bytes copied by hand", "numpy": "numpy arrays passed as they are",
+              "torch by hand": "ndarrays, a torch tensor's bytes copied by hand",
               "torch CPU": "torch CPU tensors passed as they are"}[how]
     return f"saxpy @{n}: {arrays}"
 
@@ -140,10 +144,12 @@ def sharing(bench: Bench) -> list[Row]:
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}
-        for name, row in made.items():
-            ratio = host.ratio(name)
-            if ratio is not None:
-                row.limit, row.ratio, row.spread = row_name("by hand", n), ratio, host.spread(name)
-                row.target, row.met = f"<= {HOST_TARGET:g}", ratio <= HOST_TARGET
+        for how, reference in (("numpy", "by hand"), ("torch CPU", "torch by hand")):
+            name, limit = row_name(how, n), row_name(reference, n)
+            paired = host.pair(name, limit) if name in made else None
+            if paired is not None:
+                row = made[name]
+                row.limit, row.ratio, row.spread = limit, paired[0], paired[1]
+                row.target, row.met = f"<= {HOST_TARGET:g}", row.ratio <= HOST_TARGET
         rows += made.values()
     return rows
