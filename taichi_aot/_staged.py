@@ -241,8 +241,8 @@ class StagedCopies:
         try:
             if any(s.write_back for s in pending):
                 for s in pending:
-                    if s.write_back and s.view is None:
-                        later[id(s)] = s.nd._read_later()
+                    if s.write_back and s.view is None:  # the caller's array where it is read into as it is
+                        later[id(s)] = s.nd._read_later(s.array if _takes_directly(s.array, s.nd) else None)
                 self._rt().wait()
                 waited = True
                 for s in pending:

@@ -389,11 +389,11 @@ class NdArray:
             self._read(self._memory, out)
         return out
 
-    def _read_later(self) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
+    def _read_later(self, into: np.ndarray | None = None) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
         """For the package's copies back: the read enqueued now, after the queued kernel that writes this ndarray:
         what returns its data once the runtime has waited, and what gives it up unread; None: :meth:`to_numpy` it
-        after the wait."""
-        later = self._runtime.device.read_later(self._memory)
+        after the wait (``into``: the array it will be read into, which the device may take as it is)."""
+        later = self._runtime.device.read_later(self._memory, into)
         if later is None:
             return None
 

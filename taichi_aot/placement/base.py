@@ -261,10 +261,11 @@ class Device:
         """How ``memory``'s bytes reach a host array, chosen once."""
         return _read_direct if memory.host_read else self.staging.download
 
-    def read_later(self, memory: Any) -> Read | None:
+    def read_later(self, memory: Any, into: np.ndarray | None = None) -> Read | None:
         """A copy of ``memory`` the host does not read, enqueued now into staging buffers (after the queued kernel
         that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
-        as it is after the wait (host-visible memory, a driver's copies)."""
+        as it is after the wait (host-visible memory, a driver's copies; ``into``, the array it will be read into
+        where the caller has one, where the device's reader takes it as it is)."""
         return None if memory.host_read or not self.stages else self.staging.download_later(memory, memory.size)
 
     def writer(self, memory: Any) -> Mover:

@@ -42,6 +42,7 @@ from .base import Device, Native, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
+    from .staging import Read
 
 __all__ = ["GRID", "GRID_VARIABLE", "MEMORY_VARIABLE", "MODULE_GRID", "DeviceMemoryVulkan", "SharedMemoryVulkan",
            "VulkanFacts", "best_device", "create_runtime", "facts", "grid_threads", "vulkan_device", "widened"]
@@ -156,6 +157,17 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def default_access(self) -> tuple[bool, bool]:
         return False, False
 
+    def read_later(self, memory: Any, into: np.ndarray | None = None) -> Read | None:
+        if into is not None and self._imports_it(into):  # read after the wait through its pages: no staged pass
+            return None
+        return super().read_later(memory, into)
+
+    def _imports_it(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is one the GPU may copy through its imported pages (large, contiguous, not a staging
+        buffer's own, on a device that imports)."""
+        return bool(self.vulkan_id) and array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and \
+            not self.staging.holds(array)
+
     def reader(self, memory: Any) -> Any:
         staged = super().reader(memory)
         return staged if memory.host_read or not self.vulkan_id else functools.partial(self._imported, staged, False)
@@ -167,7 +179,7 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
         """``array``'s bytes moved by the GPU through its imported pages, where it is large, moves again and they can
         be; through ``staged`` (the staging buffers) otherwise."""
-        if array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and not self.staging.holds(array):
+        if self._imports_it(array):
             imports = self._imports
             if imports is None:
                 from .vkhost import Imports  # the room's own file, imported where first needed
