@@ -93,22 +93,10 @@ def test_own_runtime_runs_kernels_graphs_replays_and_copies(own, cuda_module):  
 
 
 def test_host_arrays_a_kernel_writes_come_back_whole(own, cuda_module):  # noqa: F811
-    """numpy arrays of a MiB and more passed to a kernel again and again (read back straight into the caller's array,
-    page-locked once it moves again), a strided one and one of another byte order: every value is the kernel's."""
-    add = own.load_module(cuda_module["cuda"]).kernels["add"]
-    n = 1 << 19
-    x, y = np.zeros(n, np.float32), np.arange(n, dtype=np.float32)
-    for k in range(1, 4):
-        add(x, y, 1.0)
-        np.testing.assert_array_equal(x, y * k)
-    np.testing.assert_array_equal(y, np.arange(n, dtype=np.float32))
-    wide = np.zeros(2 * n, np.float32)
-    add(wide[::2], y, 2.0)
-    np.testing.assert_array_equal(wide[::2], y * 2)
-    assert not wide[1::2].any()
-    swapped = np.zeros(n, np.dtype(np.float32).newbyteorder())
-    add(swapped, y, 3.0)
-    np.testing.assert_array_equal(swapped, y * 3)
+    """Read back straight into the caller's array, page-locked once it moves again."""
+    from test_vulkan_launch import host_arrays_come_back_whole
+
+    host_arrays_come_back_whole(own.load_module(cuda_module["cuda"]).kernels["add"])
 
 
 def test_several_own_runtimes_beside_libtaichis(cuda_module):  # noqa: F811

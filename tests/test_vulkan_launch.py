@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -133,24 +134,29 @@ def test_launches_batch_and_arrays_passed_again_keep_their_sets(vulkan, modules)
         assert after["workgroups"] - before["workgroups"] == 2000  # 16 elements: one workgroup, not 1,024
 
 
+def host_arrays_come_back_whole(add: Any) -> None:
+    """numpy arrays of a MiB and more passed to ``add`` again and again, a strided one and one of another byte order
+    (copied back through a copy): every value is the kernel's (test_cudart's too)."""
+    n = 1 << 19  # 2 MiB of f32
+    x, y = np.zeros(n, np.float32), np.arange(n, dtype=np.float32)
+    for k in range(1, 4):
+        add(x, y, 1.0)
+        np.testing.assert_array_equal(x, y * k)
+    np.testing.assert_array_equal(y, np.arange(n, dtype=np.float32))  # read only: never copied back over
+    wide = np.zeros(2 * n, np.float32)
+    add(wide[::2], y, 2.0)
+    np.testing.assert_array_equal(wide[::2], y * 2)
+    assert not wide[1::2].any()
+    swapped = np.zeros(n, np.dtype(np.float32).newbyteorder())
+    add(swapped, y, 3.0)
+    np.testing.assert_array_equal(swapped, y * 3)
+
+
 def test_host_arrays_a_kernel_writes_come_back_whole(vulkan, modules):
-    """numpy arrays of a MiB and more passed to a kernel, again and again (on a GPU with its own memory the copy back
-    is read straight into the caller's array, through its imported pages once it moves again), and a strided one and
-    one of another byte order (copied back through a copy): every value is the kernel's."""
+    """On a GPU with memory of its own, the copy back is read straight into the caller's array (through its
+    imported pages once it moves again)."""
     with Runtime(vulkan) as rt:
-        add = rt.load_module(modules.path(vulkan)).kernels["add"]
-        n = 1 << 19  # 2 MiB of f32
-        x, y = np.zeros(n, np.float32), np.arange(n, dtype=np.float32)
-        for k in range(1, 4):
-            add(x, y, 1.0)
-            np.testing.assert_array_equal(x, y * k)
-        wide = np.zeros(2 * n, np.float32)
-        add(wide[::2], y, 2.0)
-        np.testing.assert_array_equal(wide[::2], y * 2)
-        assert not wide[1::2].any()
-        swapped = np.zeros(n, np.dtype(np.float32).newbyteorder())
-        add(swapped, y, 3.0)
-        np.testing.assert_array_equal(swapped, y * 3)
+        host_arrays_come_back_whole(rt.load_module(modules.path(vulkan)).kernels["add"])
 
 
 def test_a_loop_over_an_ndarray_is_dispatched_for_its_elements(vulkan, modules):
