@@ -562,8 +562,11 @@ class Runtime(DeviceAliases):
             self._cuda_stream = None
         if self._finalizer.detach() is not None:
             self._owned.close()  # first: a launch another thread makes meanwhile finds the runtime closed
-            self.foreign.close()
-            _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
+            # after a launch with staged copies another thread is making: it waits, then reads them back through
+            # the mappings ended here (the launches' lock, taken before the runtime's calls, never after)
+            with self.backends.lock:
+                self.foreign.close()
+                _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
             self.modules.clear()  # released with the runtime: nothing to reuse
         _open_runtimes.discard(self)
 
