@@ -196,10 +196,8 @@ static void vk_wait(TiRuntime runtime) {
     if (rt->library_dirty) {
         vk_real.wait(runtime);
         rt->library_dirty = rt->library_pending = 0;
-        aot_vk_wait_batches(rt, NULL); /* done already: libtaichi waited for the whole queue */
-    } else {
-        aot_vk_wait_let_go(rt); /* other threads launch while the GPU works */
     }
+    aot_vk_wait_batches(rt, NULL); /* done already where libtaichi waited: their fences are signalled */
     aot_vk_let_go(rt);
 }
 

@@ -3,7 +3,6 @@
    batches, each recorded, submitted and waited for in turn), its memory (the ring of argument slots, Taichi's
    temporaries, the returned values), and the registry of open runtimes; closed with the runtime. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,56 +249,6 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
     return AOT_VK_SUCCESS;
 }
 
-/* Until no thread waits for `b`'s fence without the runtime's calls (each leaves as soon as its wait returns, without
-   taking them): its fence may then be reset or destroyed. */
-static void vk_unwaited(VkBatch *b) {
-    while (__atomic_load_n(&b->waiters, __ATOMIC_ACQUIRE) != 0) {
-        sched_yield();
-    }
-}
-
-AotVkResult aot_vk_wait_let_go(VkRt *rt) {
-    AotVkHandle fences[TAICHI_AOT_VK_BATCHES];
-    uint64_t serials[TAICHI_AOT_VK_BATCHES];
-    int which[TAICHI_AOT_VK_BATCHES];
-    uint32_t n = 0, i;
-    AotVkResult code;
-    __typeof__(rt->f.WaitForFences) wait;
-    AotVkDispatch device;
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        VkBatch *b = &rt->batches[i];
-        if (b->state == 2) {
-            fences[n] = b->fence;
-            serials[n] = b->serial;
-            which[n++] = (int)i;
-            __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
-        }
-    }
-    if (n == 0) {
-        return AOT_VK_SUCCESS;
-    }
-    ++rt->counts[4];
-    wait = rt->f.WaitForFences; /* read while held: a close meanwhile clears the state */
-    device = rt->device;
-    pthread_mutex_unlock(&rt->calls);
-    code = wait(device, n, fences, 1, UINT64_MAX);
-    for (i = 0; i < n; ++i) {
-        __atomic_sub_fetch(&rt->batches[which[i]].waiters, 1, __ATOMIC_ACQ_REL);
-    }
-    pthread_mutex_lock(&rt->calls);
-    if (rt->closed || code != AOT_VK_SUCCESS) { /* closed meanwhile: its state is gone, nothing to retire */
-        return code;
-    }
-    for (i = 0; i < n; ++i) {
-        VkBatch *b = &rt->batches[which[i]];
-        if (b->state == 2 && b->serial == serials[i]) { /* not retired (and begun again) by another thread */
-            vk_retire(rt, b);
-        }
-    }
-    aot_vk_bury(rt);
-    return AOT_VK_SUCCESS;
-}
-
 /* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
 VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     VkBatch *b;
@@ -315,7 +264,6 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
             return NULL;
         }
     }
-    vk_unwaited(b); /* its fence is waited for by no thread when it is reset */
     if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
         (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
         (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
@@ -534,7 +482,6 @@ static void vk_destroy_state(VkRt *rt) {
         rt->f.DestroyDescriptorPool(rt->device, rt->pools[i], NULL);
     }
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        vk_unwaited(&rt->batches[i]);
         if (rt->batches[i].fence) {
             rt->f.DestroyFence(rt->device, rt->batches[i].fence, NULL);
         }

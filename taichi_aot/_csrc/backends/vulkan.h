@@ -60,7 +60,6 @@ typedef struct {
     AotVkHandle fence;
     uint64_t serial;
     int state; /* 0 free, 1 recording, 2 submitted */
-    int waiters; /* threads waiting for its fence with the runtime's calls let go (atomic: aot_vk_wait_let_go) */
     int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
     /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
@@ -163,10 +162,6 @@ __attribute__((visibility("hidden"))) VkBatch *aot_vk_begin(VkRt *rt, AotVkResul
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
-/* Wait for the submitted batches with the runtime's calls let go while the GPU works (the caller holds them once;
-   other threads launch meanwhile), taken again after; those still the same batches retired. A batch's fence is
-   reset or destroyed only once no thread waits for it (its `waiters`). */
-__attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_let_go(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
 /* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
 __attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
