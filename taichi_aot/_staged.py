@@ -50,6 +50,17 @@ def _takes_directly(a: np.ndarray, nd: NdArray) -> bool:
     return bool(flags.c_contiguous and flags.writeable) and a.dtype == nd.dtype and a.shape == nd.shape + nd.elem_shape
 
 
+def _copy_back(s: Staged, read: tuple[Callable[[], np.ndarray], Callable[[], None]] | None) -> None:
+    """A staged copy the kernel wrote, into its array once the runtime has waited: straight into it where the device
+    reads into it as it is (no second host copy), else from its mapped view, its enqueued read (``read``) or a read
+    now."""
+    if s.view is None and read is None and _takes_directly(s.array, s.nd):
+        s.nd.to_numpy(out=s.array)
+        return
+    data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
+    np.copyto(s.array, data, casting="equiv")
+
+
 def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
     """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
     if view is None:
@@ -247,12 +258,7 @@ class StagedCopies:
                 waited = True
                 for s in pending:
                     if s.write_back:
-                        read = later.pop(id(s), None)
-                        if s.view is None and read is None and _takes_directly(s.array, s.nd):
-                            s.nd.to_numpy(out=s.array)  # straight into the caller's array: no second host copy
-                            continue
-                        data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
-                        np.copyto(s.array, data, casting="equiv")
+                        _copy_back(s, later.pop(id(s), None))
         finally:
             for unread in later.values():
                 if unread is not None:

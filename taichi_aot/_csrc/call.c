@@ -511,11 +511,69 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
     return (self->graph ? n == 0 : n <= self->count) && n + named == self->count;
 }
 
+/* The calling thread's own launcher (launch.py's _twin, handed over by _add_twin), a new reference; NULL: none (an
+   exception set where the lookup failed). */
+static PyObject *launcher_twin(taichi_aot_launcher *self) {
+    PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
+    PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
+    Py_XDECREF(key);
+    Py_XINCREF(twin);
+    return twin;
+}
+
+/* The packed launch: with Python's lock kept where it only enqueues and its runtime's calls are free (threads
+   launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
+static int launcher_launch(const TaichiAotLaunch *c) {
+    int code = taichi_aot_api.launch_quick(c);
+    if (code == TAICHI_AOT_BUSY) {
+        PyThreadState *state = PyEval_SaveThread();
+        code = taichi_aot_api.launch(c);
+        PyEval_RestoreThread(state);
+    }
+    return code;
+}
+
+/* A call of the launcher's own thread made here: packed into its slots and launched, its result in `*result` (None, or
+   what _after_code gives for a launch's non-zero code); 0 where the Python path takes it (something was closed
+   since the last pack, an argument C cannot vouch for, a call that came in during the pack, a stale launch). */
+static int launcher_fast(PyObject *op, PyObject *args, PyObject *kwargs, PyObject **result) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    TaichiAotLaunch *c = self->launch;
+    int packed, code;
+    if (c->seen != *taichi_aot_api.epoch) {
+        return 0;
+    }
+    self->packing = 1;
+    self->disturbed = 0;
+    packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) && guards_hold(self->guards);
+    self->packing = 0;
+    /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may collect and
+       close what another slot holds */
+    if (!packed || self->disturbed || c->seen != *taichi_aot_api.epoch) {
+        return 0;
+    }
+    code = launcher_launch(c);
+    /* stale: something was closed (on another thread) since the pack, and nothing was launched: the Python path
+       checks every argument again, so a launch never binds what a close released */
+    if (code == TAICHI_AOT_STALE) {
+        return 0;
+    }
+    self->in_c++;
+    launcher_settle(self, 1);
+    if (code) { /* raises */
+        *result = PyObject_CallMethod(op, "_after_code", "i", code);
+    } else {
+        Py_INCREF(Py_None);
+        *result = Py_None;
+    }
+    return 1;
+}
+
 static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
     TaichiAotLaunch *c = self->launch;
     PyObject *method, *result;
-    int code, home;
+    int home;
     if (self->packing) {
         /* a call while this launcher packs (a read ran Python code, which let another thread in or called the
            kernel itself): the Python path, which raises or writes every slot anew; the slots' records are left
@@ -531,48 +589,15 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
        its runtime allows: Python packs its call into a buffer of its own, and the slots stay as they are) */
     home = self->count >= 0 && (unsigned long)pthread_self() == c->thread;
     if (!home && self->twins != NULL) { /* another thread's call: its own launcher's, where it has one */
-        PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
-        PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
-        Py_XDECREF(key);
-        if (twin != NULL) {
-            Py_INCREF(twin);
-            result = PyObject_Call(twin, args, kwargs);
-            Py_DECREF(twin);
+        PyObject *twin = launcher_twin(self);
+        if (twin != NULL || PyErr_Occurred()) {
+            result = twin != NULL ? PyObject_Call(twin, args, kwargs) : NULL;
+            Py_XDECREF(twin);
             return result;
         }
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
     }
-    if (home && c->seen == *taichi_aot_api.epoch) {
-        int packed;
-        self->packing = 1;
-        self->disturbed = 0;
-        packed = launcher_shape_ok(self, args, kwargs) && launcher_pack(self, args, kwargs) &&
-                 guards_hold(self->guards);
-        self->packing = 0;
-        /* the epoch again after packing: a CUDA array's print runs Python code (its library's), which may
-           collect and close what another slot holds */
-        if (packed && !self->disturbed && c->seen == *taichi_aot_api.epoch) {
-            /* Python's lock kept where the launch only enqueues and its runtime's calls are free (threads launching
-               at once then do not hand the lock to each other at every launch), else let go while it waits */
-            code = taichi_aot_api.launch_quick(c);
-            if (code == TAICHI_AOT_BUSY) {
-                PyThreadState *state = PyEval_SaveThread();
-                code = taichi_aot_api.launch(c);
-                PyEval_RestoreThread(state);
-            }
-            /* stale: something was closed (on another thread) since the pack, and nothing was launched: the
-               Python path below checks every argument again, so a launch never binds what a close released */
-            if (code != TAICHI_AOT_STALE) {
-                self->in_c++;
-                launcher_settle(self, 1);
-                if (code) { /* raises */
-                    return PyObject_CallMethod(op, "_after_code", "i", code);
-                }
-                Py_RETURN_NONE;
-            }
-        }
+    if (home && launcher_fast(op, args, kwargs, &result)) {
+        return result;
     }
     if (self->count >= 0) {
         launcher_settle(self, 0);
