@@ -10,11 +10,12 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import taichi_aot
-from conftest import require_arch
-from taichi_aot import Arch
+from conftest import ARCHS, require_arch
+from taichi_aot import Arch, Runtime
 from taichi_aot._native import lib
 from taichi_aot.backends import launch_error, registered
 from taichi_aot.errors import InvalidArgumentError, InvalidStateError, NotSupportedError
@@ -204,6 +205,27 @@ def test_every_registered_module_gives_the_contract(registration):
         if said is not None:
             answer = said(arg)
             assert isinstance(answer, str) and len(answer.split()) >= 5, (registration.name, question, answer)
+
+
+@pytest.mark.parametrize(("registration", "arch"), [(r, a) for r in registered() if r.choosable
+                                                    for a in ARCHS.values() if r.loads_on(a)],
+                         ids=lambda v: getattr(v, "name", str(v)).lower())
+def test_every_chosen_backend_gives_what_libtaichi_gives(registration, arch, modules):
+    """Conformance: the test module's kernels and graphs (ndarrays of every dtype and element shape, scalars of every
+    width, vectors and matrices, 0-D arrays, atomics, graphs) on each registered backend a module may be loaded with
+    (``launcher=``), on every arch the suite builds modules for, give libtaichi's launch's bytes."""
+    from test_vulkan_launch import run_all
+
+    require_arch(arch)
+    with Runtime(arch) as rt:
+        own = rt.load_module(modules.path(arch), launcher=registration.name)
+        assert own.kernels["add"].launcher == registration.name
+        got = run_all(rt, own)
+        expect = run_all(rt, rt.load_module(modules.path(arch), launcher="taichi"))
+    assert got.keys() == expect.keys()
+    for name in got:  # a float sum by atomics, in another order on another grid: its last bits may differ
+        np.testing.assert_allclose(got[name], expect[name], rtol=1e-6 if name == "total" else 0, err_msg=name)
+    assert got["summed"][0] == 3 * sum(range(1000)) and got["u8"][299] == 299 % 256
 
 
 def test_generic_code_decides_by_no_arch():

@@ -29,7 +29,7 @@ def _counts(rt: Runtime) -> dict[str, int]:
     return state.counts()
 
 
-def _run_all(rt: Runtime, mod) -> dict[str, np.ndarray]:
+def run_all(rt: Runtime, mod) -> dict[str, np.ndarray]:
     """Every plain kernel and graph of the test module run once, in one batch, then read."""
     k, g = mod.kernels, mod.graphs
     out: dict[str, np.ndarray] = {}
@@ -64,7 +64,8 @@ def _run_all(rt: Runtime, mod) -> dict[str, np.ndarray]:
     return out
 
 
-def test_every_kernel_and_graph_gives_what_libtaichis_launch_gives(vulkan, modules):
+def test_the_own_launch_takes_every_kernel_but_those_on_textures(vulkan, modules):
+    """What it gives against libtaichi's launch: test_backends' conformance test, over every registered backend."""
     with Runtime(vulkan) as rt:
         own = rt.load_module(modules.path(vulkan))
         said = own.launchers()
@@ -72,14 +73,6 @@ def test_every_kernel_and_graph_gives_what_libtaichis_launch_gives(vulkan, modul
             [n for n in said if not n.startswith("tex_")], "vulkan")
         assert said["tex_write"].startswith("taichi: ") and "texture" in said["tex_write"]
         assert own.kernels["add"].launcher == "vulkan" and own.graphs["add_twice"].launcher == "vulkan"
-        got = _run_all(rt, own)
-        library = rt.load_module(modules.path(vulkan), launcher="taichi")
-        assert library.kernels["add"].launcher == "taichi"
-        expect = _run_all(rt, library)
-    assert got.keys() == expect.keys()
-    for name in got:  # a float sum by atomics, in another order on another grid: its last bits may differ
-        np.testing.assert_allclose(got[name], expect[name], rtol=1e-6 if name == "total" else 0, err_msg=name)
-    assert got["summed"][0] == 3 * sum(range(1000)) and got["u8"][299] == 299 % 256
 
 
 def test_launches_keep_order_with_libtaichis_copies_and_launches(vulkan, modules):
