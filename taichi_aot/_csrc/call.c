@@ -511,16 +511,6 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
     return (self->graph ? n == 0 : n <= self->count) && n + named == self->count;
 }
 
-/* The calling thread's own launcher (launch.py's _twin, handed over by _add_twin), a new reference; NULL: none (an
-   exception set where the lookup failed). */
-static PyObject *launcher_twin(taichi_aot_launcher *self) {
-    PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
-    PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
-    Py_XDECREF(key);
-    Py_XINCREF(twin);
-    return twin;
-}
-
 /* The packed launch: with Python's lock kept where it only enqueues and its runtime's calls are free (threads
    launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
 static int launcher_launch(const TaichiAotLaunch *c) {
@@ -644,29 +634,6 @@ static PyObject *launcher_after_code(PyObject *op, PyObject *code) {
     (void)code;
     PyErr_SetString(PyExc_NotImplementedError, "this Launcher provides no _after_code (its subclass must)");
     return NULL;
-}
-
-/* _add_twin(ident, twin): the launcher of thread `ident` (launch.py's _twin: a copy with a buffer, slots and launch
-   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS threads at most (a
-   thread past them is handed over by Python), and until _prepare is called again. */
-#define TWINS 64
-static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
-    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
-    PyObject *ident, *twin;
-    if (!PyArg_ParseTuple(args, "OO", &ident, &twin)) {
-        return NULL;
-    }
-    if (!PyLong_Check(ident) || !PyObject_TypeCheck(twin, Py_TYPE(op))) {
-        PyErr_SetString(PyExc_TypeError, "_add_twin: a thread ident and a launcher of the same type");
-        return NULL;
-    }
-    if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
-        return NULL;
-    }
-    if (PyDict_Size(self->twins) < TWINS && PyDict_SetItem(self->twins, ident, twin) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
 }
 
 static PyMethodDef launcher_methods[] = {

@@ -1,4 +1,4 @@
-/* call.c's launcher and its slots, for the files that fill them (remember.c, eager.c; a private header). */
+/* call.c's launcher and its slots, for the files that fill them (remember.c, eager.c, twins.c; a private header). */
 #ifndef TAICHI_AOT_CALL_H
 #define TAICHI_AOT_CALL_H
 
@@ -63,5 +63,8 @@ typedef struct {
 /* call.c's functions remember.c calls, and remember.c's the launcher calls (see there). */
 static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs);
 static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs);
+/* twins.c's: the calling thread's own launcher (a new reference, or NULL), and the method that hands one over. */
+static PyObject *launcher_twin(taichi_aot_launcher *self);
+static PyObject *launcher_add_twin(PyObject *op, PyObject *args);
 
 #endif

@@ -56,6 +56,7 @@ static int weak_is(PyObject *ref, PyObject *value) {
 #include "arrays.c"
 #include "reads.c"
 #include "fresh.c"
+#include "twins.c"
 #include "call.c"
 #include "remember.c"
 #include "eager.c"

@@ -1,0 +1,38 @@
+/* Each other thread's launcher of a kernel or graph (launch.py's _twin: a copy with a buffer, slots and launch record
+   of its own, made at the thread's first call), which call.c's launcher hands that thread's calls to here in C
+   (#included before call.c). */
+#include "call_common.h"
+#include "call.h"
+
+/* The calling thread's own launcher (launch.py's _twin, handed over by _add_twin), a new reference; NULL: none (an
+   exception set where the lookup failed). */
+static PyObject *launcher_twin(taichi_aot_launcher *self) {
+    PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
+    PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
+    Py_XDECREF(key);
+    Py_XINCREF(twin);
+    return twin;
+}
+
+/* _add_twin(ident, twin): the launcher of thread `ident` (launch.py's _twin: a copy with a buffer, slots and launch
+   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS threads at most (a
+   thread past them is handed over by Python), and until _prepare is called again. */
+#define TWINS 64
+static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
+    taichi_aot_launcher *self = (taichi_aot_launcher *)op;
+    PyObject *ident, *twin;
+    if (!PyArg_ParseTuple(args, "OO", &ident, &twin)) {
+        return NULL;
+    }
+    if (!PyLong_Check(ident) || !PyObject_TypeCheck(twin, Py_TYPE(op))) {
+        PyErr_SetString(PyExc_TypeError, "_add_twin: a thread ident and a launcher of the same type");
+        return NULL;
+    }
+    if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    if (PyDict_Size(self->twins) < TWINS && PyDict_SetItem(self->twins, ident, twin) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
