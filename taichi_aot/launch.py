@@ -283,13 +283,15 @@ class _Launchable(Launcher):
     def _twin(self) -> _Launchable | None:
         """Its launcher for the calling thread, another than the runtime's, where any thread may make its launch (the
         own CUDA and Vulkan launches): a copy with a buffer, slots and launch record of its own, made once a thread
-        (kept in a thread-local, gone with the thread), whose calls the C call makes as it makes the runtime's
+        (kept in a thread-local, and in the C call's table of thread idents, where the thread's next calls, or a
+        later thread's given the same ident, find it), whose calls the C call makes as it makes the runtime's
         thread's, instead of packing each call in Python. None on the launcher's own thread, or where the launch
         keeps to the runtime's thread (the Python path says so)."""
         ident = _get_ident()
         if not self._c.flags & _ANY_THREAD or self._c.thread == ident:
             return None
-        twin: _Launchable | None = getattr(self._twins, "launcher", None)
+        twins = self._twins  # replaced by declare_access meanwhile: a twin of the old arguments is not kept
+        twin: _Launchable | None = getattr(twins, "launcher", None)
         if twin is None:
             self._runtime.ensure_open()  # another process: refused
             twin = type(self).__new__(type(self))
@@ -298,8 +300,9 @@ class _Launchable(Launcher):
             packed.launch.thread = ident  # the C call's "home": this thread
             twin._slots, twin._c = packed.slots, packed.launch
             twin._set_packers()
-            self._twins.launcher = twin
-            self._add_twin(ident, twin)  # this thread's next calls handed to it in C
+            if self._twins is twins:
+                twins.launcher = twin
+                self._add_twin(ident, twin)  # this thread's next calls handed to it in C
         return twin
 
     def _recording(self) -> bool:

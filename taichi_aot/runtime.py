@@ -24,6 +24,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -564,7 +565,8 @@ class Runtime(DeviceAliases):
             self._owned.close()  # first: a launch another thread makes meanwhile finds the runtime closed
             # after a launch with staged copies another thread is making: it waits, then reads them back through
             # the mappings ended here (the launches' lock, taken before the runtime's calls, never after)
-            with self.backends.lock:
+            # (not in a forked child: another thread of the parent may have held that lock at the fork)
+            with self.backends.lock if self._owned.in_its_process else nullcontext():
                 self.foreign.close()
                 _close_runtime(self._owned, self._children, "", False, self.foreign.unmaps)
             self.modules.clear()  # released with the runtime: nothing to reuse

@@ -24,7 +24,9 @@ typedef struct {
     /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), so that the C
        call makes it without letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick):
        threads that launch at once do not hand that lock to each other at every launch. 0: it may run the kernel
-       (a CPU call) or take long (libtaichi's launch). */
+       (a CPU call), take long (libtaichi's launch) or block on what a thread without Python's lock holds (the own
+       CUDA launcher's stand-in lock, held across a stream's synchronization for a kernel's values or its autodiff
+       flag: a host function on that stream may need Python's lock). */
     int quick;
     /* For a quick kind that holds its runtime's calls: take them only where no other thread has them (1: *held as
        hold returns it; 0: busy, nothing held). */

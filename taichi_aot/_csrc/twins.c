@@ -15,8 +15,9 @@ static PyObject *launcher_twin(taichi_aot_launcher *self) {
 }
 
 /* _add_twin(ident, twin): the launcher of thread `ident` (launch.py's _twin: a copy with a buffer, slots and launch
-   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS threads at most (a
-   thread past them is handed over by Python), and until _prepare is called again. */
+   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS thread idents at
+   most (a thread past them is handed over by Python; a thread given an ident again finds the twin made for it,
+   whose record checks its slots anew), and until _prepare is called again. */
 #define TWINS 64
 static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
     taichi_aot_launcher *self = (taichi_aot_launcher *)op;
@@ -31,7 +32,8 @@ static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
     if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
         return NULL;
     }
-    if (PyDict_Size(self->twins) < TWINS && PyDict_SetItem(self->twins, ident, twin) < 0) {
+    if ((PyDict_Size(self->twins) < TWINS || PyDict_Contains(self->twins, ident) == 1) &&
+        PyDict_SetItem(self->twins, ident, twin) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
