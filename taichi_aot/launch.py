@@ -233,7 +233,6 @@ class _Launchable(Launcher):
         self._handle = choice.library  # libtaichi's handle, where libtaichi can launch it (the flat API's)
         first_use()  # TAICHI_AOT_NVTX, read once
         self._range = range_name(name)  # the NVTX range of its launches (_nvtx.py), held by every record of it
-        self._twins = threading.local()  # its launcher on each other thread that launches it (_twin)
 
     @property
     def name(self) -> str:
@@ -266,7 +265,7 @@ class _Launchable(Launcher):
         arch, graph, widens = self._runtime.arch, isinstance(self, ComputeGraph), self._choice.widens
         self._foreign.fit(sum(spec.kind == "ndarray" for spec in self._args))  # remembers as many arrays as it takes
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
-        self._twins = threading.local()  # other threads' launchers packed the old way: made again
+        self._twins = threading.local()  # its launcher on each other thread that launches it (_twin), made anew
         self._plan = list(zip(self._packers, self._slots))
         self._introspect()
         slots = [CallSlot(kind=_slot_kind(spec, arch), writes=spec.may_write,

@@ -13,13 +13,16 @@
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
 
-/* The calls of a runtime any thread uses held for this thread, where the launch's kind holds them (its entry's hold:
-   kinds.h); what the kind's let_go takes, NULL where nothing was held. */
+/* Whether a launch holds its runtime's calls: a runtime any thread uses, of a kind that holds them (its entry's hold:
+   kinds.h). */
+static int holds_calls(const TaichiAotLaunch *l, const TaichiAotKindOps *ops) {
+    return (l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) != 0 && l->runtime != NULL && ops != NULL && ops->hold != NULL;
+}
+
+/* The calls of a runtime any thread uses held for this thread, where the launch holds them; what the kind's let_go
+   takes, NULL where nothing was held. */
 static void *calls_hold(const TaichiAotLaunch *l, const TaichiAotKindOps *ops) {
-    if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) == 0 || l->runtime == NULL || ops == NULL || ops->hold == NULL) {
-        return NULL;
-    }
-    return ops->hold(l->runtime);
+    return holds_calls(l, ops) ? ops->hold(l->runtime) : NULL;
 }
 
 static void calls_let_go(const TaichiAotKindOps *ops, void *held) {
@@ -92,20 +95,11 @@ static int count_launch(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, i
     return error;
 }
 
-/* A launch and its error check in one call from Python. Returns the TiError code (0: success),
-   or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
-   not the runtime's thread: Python then re-checks (and raises) before launching again. The
-   error message stays in the library's thread-local slot for the error funnel to take. */
-int taichi_aot_launch(const TaichiAotLaunch *l) {
-    const TaichiAotKindOps *ops;
+/* The launch with its runtime's calls `held` (NULL: none held): on a runtime any thread uses, the epoch read with
+   them held, which a release on another thread takes too (TAICHI_AOT_STALE, nothing launched, where it moved); then
+   let go. */
+static int launch_held(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, void *held) {
     int error;
-    void *held;
-    if ((unsigned long)pthread_self() != l->thread) {
-        return TAICHI_AOT_STALE;
-    }
-    /* a runtime any thread uses: the epoch read with its calls held, which a release on another thread takes too */
-    ops = taichi_aot_kind_ops(l->kind);
-    held = calls_hold(l, ops);
     if (l->seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
         calls_let_go(ops, held);
         return TAICHI_AOT_STALE;
@@ -115,27 +109,32 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
     return error;
 }
 
+/* A launch and its error check in one call from Python. Returns the TiError code (0: success),
+   or TAICHI_AOT_STALE without launching when something was closed since `seen` or the caller is
+   not the runtime's thread: Python then re-checks (and raises) before launching again. The
+   error message stays in the library's thread-local slot for the error funnel to take. */
+int taichi_aot_launch(const TaichiAotLaunch *l) {
+    const TaichiAotKindOps *ops;
+    if ((unsigned long)pthread_self() != l->thread) {
+        return TAICHI_AOT_STALE;
+    }
+    ops = taichi_aot_kind_ops(l->kind);
+    return launch_held(l, ops, calls_hold(l, ops));
+}
+
 /* taichi_aot_launch without blocking, for a caller that holds Python's lock (the C call): TAICHI_AOT_BUSY, nothing
    launched, where the launch's kind is not quick (kinds.h) or another thread has its runtime's calls; the caller then
    lets Python's lock go and makes taichi_aot_launch. */
 int taichi_aot_launch_quick(const TaichiAotLaunch *l) {
     const TaichiAotKindOps *ops = taichi_aot_kind_ops(l->kind);
-    int error;
     void *held = NULL;
     if (ops == NULL || !ops->quick || (unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_BUSY;
     }
-    if ((l->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) != 0 && l->runtime != NULL && ops->hold != NULL &&
-        (ops->try_hold == NULL || !ops->try_hold(l->runtime, &held))) {
+    if (holds_calls(l, ops) && (ops->try_hold == NULL || !ops->try_hold(l->runtime, &held))) {
         return TAICHI_AOT_BUSY;
     }
-    if (l->seen != __atomic_load_n(&taichi_aot_epoch, __ATOMIC_ACQUIRE)) {
-        calls_let_go(ops, held);
-        return TAICHI_AOT_STALE;
-    }
-    error = count_launch(l, ops, launch_any(l, ops, NULL));
-    calls_let_go(ops, held);
-    return error;
+    return launch_held(l, ops, held);
 }
 
 /* A runtime's wait from Python (Runtime.wait, on a device whose work is all counted in `pending`): libtaichi's wait
