@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -60,3 +61,32 @@ def test_a_c_file_compiles_by_itself(name):
         assert proc.returncode != 0, f"{name} compiles alone now: take it off NOT_ALONE"
         return
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _without_comments(text: str) -> str:
+    return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+
+
+def c_calls() -> dict[str, set[str]]:
+    """Which C file calls a function another defines (one not ``static``), for every C file of the package: the
+    edges of its call graph, by file."""
+    texts = {}
+    for name in _c_files():
+        with open(os.path.join(CSRC, name), encoding="utf-8") as f:
+            texts[name] = _without_comments(f.read())
+    defined: dict[str, str] = {}
+    for name, text in texts.items():
+        for m in re.finditer(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(\w+)\([^;{]*\)\s*\{", text, re.M):
+            defined.setdefault(m.group(1), name)
+    return {name: {where for fn, where in defined.items() if where != name and re.search(rf"\b{fn}\b", text)}
+            for name, text in texts.items()}
+
+
+def test_no_circle_among_the_c_files():
+    """The C files are layers too: a file calls only those below it (the Vulkan launch's, backends/vulkan.h says
+    which), and a function that would call up is given to it instead, or lives below."""
+    from test_layers import _circles
+
+    edges = c_calls()
+    assert "backends/vkbatch.c" in edges["backends/vulkan.c"]  # the checker sees a call across files
+    assert _circles(edges) == []

@@ -502,7 +502,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
-   arrays copied through their imported pages.
+   arrays copied through their imported pages; taichi_aot_vk_count_name names each (NULL past the last).
    taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
    call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:
    nothing held, no own state open): taichi_aot_launch and taichi_aot_replay check the close epoch inside, and the
@@ -550,6 +550,7 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
 int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
 void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
+const char *taichi_aot_vk_count_name(uint32_t index);
 void *taichi_aot_vk_hold_calls(TiRuntime runtime);
 void taichi_aot_vk_let_go_calls(void *held);
 /* backends/vkcopy.c: copies on the own state's queue: between two memories of the runtime, recorded as a launch is;

@@ -207,8 +207,8 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         return grid_threads()
 
 
-#: The counts of the own Vulkan state (``SharedMemoryVulkan.counts``), by name.
-COUNTS = ("dispatches", "submits", "sets made", "sets kept", "fence waits", "workgroups", "copies", "host copies")
+#: The counts of the own Vulkan state (``SharedMemoryVulkan.counts``), by name, as the C names them.
+COUNTS = tuple(ffi.string(lib.taichi_aot_vk_count_name(i)).decode() for i in range(lib.TAICHI_AOT_VK_COUNTS))
 #: The smallest host array the GPU copies through its imported pages (smaller ones go through staging buffers, whose
 #: copies cost less than importing the pages).
 HOST_IMPORT_BYTES = 1 << 20

@@ -24,36 +24,6 @@
 #include "backends/vk.h"
 #include "backends/vulkan.h"
 
-uint64_t aot_vk_host_alignment(VkRt *rt) {
-    AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT host;
-    unsigned char props[16 + AOT_VK_PROPERTIES_SIZE];
-    long page = sysconf(_SC_PAGESIZE);
-    int32_t type = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-    void *next = &host;
-    if (rt->f.GetMemoryHostPointerPropertiesEXT == NULL || rt->f.GetPhysicalDeviceProperties2 == NULL || page <= 0) {
-        return 0;
-    }
-    memset(&host, 0, sizeof(host));
-    host.sType = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
-    memset(props, 0, sizeof(props)); /* VkPhysicalDeviceProperties2: sType, pNext, then the properties */
-    memcpy(props, &type, 4);
-    memcpy(props + 8, &next, sizeof(next));
-    rt->f.GetPhysicalDeviceProperties2(rt->physical, props);
-    if (host.minImportedHostPointerAlignment == 0) { /* not said: the page (Mesa's CPU driver) */
-        return (uint64_t)page;
-    }
-    /* an alignment above the page's would import pages the array has no byte in, which may not be mapped */
-    return host.minImportedHostPointerAlignment <= (uint64_t)page ? (uint64_t)page : 0;
-}
-
-/* A memory's VkBuffer, or 0 (unknown to the library: its error says so). */
-AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory) {
-    TiVulkanMemoryInteropInfo info;
-    memset(&info, 0, sizeof(info));
-    ti_export_vulkan_memory(rt->runtime, memory, &info);
-    return (AotVkHandle)(uintptr_t)info.buffer;
-}
-
 /* One copy of `count` regions recorded into the batch being recorded, with Taichi's barrier after it. */
 static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, uint32_t count,
                                   const AotVkBufferCopy *region) {
@@ -73,7 +43,7 @@ static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, ui
     aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
     b->owed = 0;
     ++b->dispatches;
-    ++rt->counts[6];
+    ++rt->counts[VK_COUNT_COPIES];
     return AOT_VK_SUCCESS;
 }
 
@@ -217,20 +187,10 @@ void taichi_aot_vk_import_free(TiRuntime runtime, uint64_t id) {
     }
     pthread_mutex_unlock(&aot_vk_lock);
     if (found != NULL) {
-        aot_vk_free_import(rt, found);
+        aot_vk_release_import(rt, found);
+        free(found);
     }
     aot_vk_let_go(rt);
-}
-
-/* The buffer and memory of imported pages let go. */
-static void vk_release(VkRt *rt, const VkImport *pages) {
-    rt->f.DestroyBuffer(rt->device, pages->buffer, NULL);
-    rt->f.FreeMemory(rt->device, pages->memory, NULL);
-}
-
-void aot_vk_free_import(VkRt *rt, VkImport *i) {
-    vk_release(rt, i);
-    free(i);
 }
 
 /* The regions of a copy of `size` bytes between host memory at `host` (in pages imported from `start`) and a
@@ -287,9 +247,9 @@ static int vk_host_copy(VkRt *rt, TiMemory memory, uint64_t offset, void *host, 
         aot_vk_finish(rt);
     }
     if (through == NULL) {
-        vk_release(rt, &once);
+        aot_vk_release_import(rt, &once);
     }
-    rt->counts[7] += code == AOT_VK_SUCCESS;
+    rt->counts[VK_COUNT_HOST_COPIES] += code == AOT_VK_SUCCESS;
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
 

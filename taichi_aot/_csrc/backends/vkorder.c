@@ -18,27 +18,23 @@
 /* ---------------------------------------------------------------------------------------------------------------
    libtaichi's calls on a runtime with the own launch open, ordered with it */
 
+/* libtaichi's functions wrapped here, one line each: the field of vk_real that keeps the real function (the
+   trampoline's slot's before the wrapper took it), and the C-API name; the wrapper is vk_<field>. */
+#define VK_WRAPPED(X)                                                                                          \
+    X(create_runtime, ti_create_runtime) X(destroy_runtime, ti_destroy_runtime)                                \
+    X(launch_kernel, ti_launch_kernel) X(launch_graph, ti_launch_compute_graph)                                \
+    X(copy_memory, ti_copy_memory_device_to_device) X(copy_image, ti_copy_image_device_to_device)              \
+    X(transition_image, ti_transition_image) X(allocate_image, ti_allocate_image) X(free_image, ti_free_image) \
+    X(load_module, ti_load_aot_module) X(create_module, ti_create_aot_module)                                  \
+    X(destroy_module, ti_destroy_aot_module) X(module_kernel, ti_get_aot_module_kernel)                        \
+    X(module_graph, ti_get_aot_module_compute_graph) X(flush, ti_flush) X(wait, ti_wait)                       \
+    X(allocate_memory, ti_allocate_memory) X(free_memory, ti_free_memory) X(map_memory, ti_map_memory)         \
+    X(unmap_memory, ti_unmap_memory)
+
 static struct {
-    __typeof__(&ti_create_runtime) create_runtime;
-    __typeof__(&ti_launch_kernel) launch_kernel;
-    __typeof__(&ti_launch_compute_graph) launch_graph;
-    __typeof__(&ti_flush) flush;
-    __typeof__(&ti_wait) wait;
-    __typeof__(&ti_destroy_runtime) destroy_runtime;
-    __typeof__(&ti_free_memory) free_memory;
-    __typeof__(&ti_copy_memory_device_to_device) copy_memory;
-    __typeof__(&ti_copy_image_device_to_device) copy_image;
-    __typeof__(&ti_transition_image) transition_image;
-    __typeof__(&ti_allocate_image) allocate_image;
-    __typeof__(&ti_load_aot_module) load_module;
-    __typeof__(&ti_create_aot_module) create_module;
-    __typeof__(&ti_allocate_memory) allocate_memory;
-    __typeof__(&ti_map_memory) map_memory;
-    __typeof__(&ti_unmap_memory) unmap_memory;
-    __typeof__(&ti_free_image) free_image;
-    __typeof__(&ti_destroy_aot_module) destroy_module;
-    __typeof__(&ti_get_aot_module_kernel) module_kernel;
-    __typeof__(&ti_get_aot_module_compute_graph) module_graph;
+#define VK_REAL(field, name) __typeof__(&name) field;
+    VK_WRAPPED(VK_REAL)
+#undef VK_REAL
 } vk_real;
 
 /* A wrapper's entry: the runtime's calls held (`rt`), or, where another thread closed the runtime, the call refused
@@ -73,35 +69,22 @@ static VkRt *vk_before_library(TiRuntime runtime) {
     return rt;
 }
 
-static void vk_launch_kernel(TiRuntime runtime, TiKernel kernel, uint32_t n, const TiArgument *args) {
-    VK_ENQUEUE(rt, runtime, )
-    vk_real.launch_kernel(runtime, kernel, n, args);
-    aot_vk_let_go(rt);
-}
+/* A wrapper of a call that enqueues and returns nothing: `params` its parameters (the runtime named `runtime`),
+   `args` the same names passed on. */
+#define VK_ENQUEUES(field, params, args) \
+    static void vk_##field params {      \
+        VK_ENQUEUE(rt, runtime, )        \
+        vk_real.field args;              \
+        aot_vk_let_go(rt);               \
+    }
 
-static void vk_launch_graph(TiRuntime runtime, TiComputeGraph graph, uint32_t n, const TiNamedArgument *args) {
-    VK_ENQUEUE(rt, runtime, )
-    vk_real.launch_graph(runtime, graph, n, args);
-    aot_vk_let_go(rt);
-}
-
-static void vk_copy_memory(TiRuntime runtime, const TiMemorySlice *dst, const TiMemorySlice *src) {
-    VK_ENQUEUE(rt, runtime, )
-    vk_real.copy_memory(runtime, dst, src);
-    aot_vk_let_go(rt);
-}
-
-static void vk_copy_image(TiRuntime runtime, const TiImageSlice *dst, const TiImageSlice *src) {
-    VK_ENQUEUE(rt, runtime, )
-    vk_real.copy_image(runtime, dst, src);
-    aot_vk_let_go(rt);
-}
-
-static void vk_transition_image(TiRuntime runtime, TiImage image, TiImageLayout layout) {
-    VK_ENQUEUE(rt, runtime, )
-    vk_real.transition_image(runtime, image, layout);
-    aot_vk_let_go(rt);
-}
+VK_ENQUEUES(launch_kernel, (TiRuntime runtime, TiKernel kernel, uint32_t n, const TiArgument *args),
+            (runtime, kernel, n, args))
+VK_ENQUEUES(launch_graph, (TiRuntime runtime, TiComputeGraph graph, uint32_t n, const TiNamedArgument *args),
+            (runtime, graph, n, args))
+VK_ENQUEUES(copy_memory, (TiRuntime runtime, const TiMemorySlice *dst, const TiMemorySlice *src), (runtime, dst, src))
+VK_ENQUEUES(copy_image, (TiRuntime runtime, const TiImageSlice *dst, const TiImageSlice *src), (runtime, dst, src))
+VK_ENQUEUES(transition_image, (TiRuntime runtime, TiImage image, TiImageLayout layout), (runtime, image, layout))
 
 static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *info) {
     VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE) /* a new image's layout is set by a command of libtaichi's */
@@ -204,23 +187,11 @@ static void vk_wait(TiRuntime runtime) {
 /* Memory freed: nothing of the own launch may still use it, and no set kept binds it. */
 static void vk_free_memory(TiRuntime runtime, TiMemory memory) {
     VK_ENTER(rt, runtime, )
-    VkKernel *k;
-    uint32_t c, a;
     if (rt != NULL) {
         if (aot_vk_busy(rt)) {
             aot_vk_finish(rt);
         }
-        pthread_mutex_lock(&aot_vk_lock);
-        for (k = rt->kernels; k != NULL; k = k->next) {
-            for (c = 0; c < VK_CACHED; ++c) {
-                for (a = 0; k->cache[c].valid && a < k->array_count; ++a) {
-                    if (k->cache[c].memories[a] == memory) {
-                        aot_vk_drop_sets(rt, k, &k->cache[c]);
-                    }
-                }
-            }
-        }
-        pthread_mutex_unlock(&aot_vk_lock);
+        aot_vk_forget_memory(rt, memory);
     }
     vk_real.free_memory(runtime, memory);
     aot_vk_let_go(rt);
@@ -278,31 +249,14 @@ static void vk_hook_one(const char *name, void **real, void *wrapper) {
     }
 }
 
-/* The wrappers in place, once (called with aot_vk_lock held). */
+static void vk_hook_all(void) {
+#define VK_HOOK(field, name) vk_hook_one(#name, (void **)&vk_real.field, (void *)vk_##field);
+    VK_WRAPPED(VK_HOOK)
+#undef VK_HOOK
+}
+
+/* The wrappers in place, once (before the first runtime's own state opens). */
 void aot_vk_hook_library(void) {
-    static int hooked = 0;
-    if (hooked) {
-        return;
-    }
-    hooked = 1;
-    vk_hook_one("ti_create_runtime", (void **)&vk_real.create_runtime, (void *)vk_create_runtime);
-    vk_hook_one("ti_launch_kernel", (void **)&vk_real.launch_kernel, (void *)vk_launch_kernel);
-    vk_hook_one("ti_launch_compute_graph", (void **)&vk_real.launch_graph, (void *)vk_launch_graph);
-    vk_hook_one("ti_copy_memory_device_to_device", (void **)&vk_real.copy_memory, (void *)vk_copy_memory);
-    vk_hook_one("ti_copy_image_device_to_device", (void **)&vk_real.copy_image, (void *)vk_copy_image);
-    vk_hook_one("ti_transition_image", (void **)&vk_real.transition_image, (void *)vk_transition_image);
-    vk_hook_one("ti_allocate_image", (void **)&vk_real.allocate_image, (void *)vk_allocate_image);
-    vk_hook_one("ti_load_aot_module", (void **)&vk_real.load_module, (void *)vk_load_module);
-    vk_hook_one("ti_create_aot_module", (void **)&vk_real.create_module, (void *)vk_create_module);
-    vk_hook_one("ti_flush", (void **)&vk_real.flush, (void *)vk_flush);
-    vk_hook_one("ti_wait", (void **)&vk_real.wait, (void *)vk_wait);
-    vk_hook_one("ti_free_memory", (void **)&vk_real.free_memory, (void *)vk_free_memory);
-    vk_hook_one("ti_destroy_runtime", (void **)&vk_real.destroy_runtime, (void *)vk_destroy_runtime);
-    vk_hook_one("ti_allocate_memory", (void **)&vk_real.allocate_memory, (void *)vk_allocate_memory);
-    vk_hook_one("ti_map_memory", (void **)&vk_real.map_memory, (void *)vk_map_memory);
-    vk_hook_one("ti_unmap_memory", (void **)&vk_real.unmap_memory, (void *)vk_unmap_memory);
-    vk_hook_one("ti_free_image", (void **)&vk_real.free_image, (void *)vk_free_image);
-    vk_hook_one("ti_destroy_aot_module", (void **)&vk_real.destroy_module, (void *)vk_destroy_module);
-    vk_hook_one("ti_get_aot_module_kernel", (void **)&vk_real.module_kernel, (void *)vk_module_kernel);
-    vk_hook_one("ti_get_aot_module_compute_graph", (void **)&vk_real.module_graph, (void *)vk_module_graph);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, vk_hook_all);
 }

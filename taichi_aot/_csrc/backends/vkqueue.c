@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "interop.h"
 #include "taichi_aot.h"
@@ -174,14 +175,76 @@ void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code) 
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
-   Batches: recorded, submitted, waited for */
+   What the runtime made, let go */
 
-void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
-                       uint32_t dst_access) {
-    AotVkMemoryBarrier barrier = {AOT_VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, src_access, dst_access};
-    rt->f.CmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, NULL, 0, NULL);
+void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s) {
+    uint32_t t;
+    if (!s->valid) {
+        return;
+    }
+    s->valid = 0;
+    for (t = 0; t < k->task_count; ++t) {
+        if (s->used <= rt->done) {
+            rt->f.FreeDescriptorSets(rt->device, s->pool, 1, &s->sets[t]);
+            continue;
+        }
+        if (rt->dead_count == rt->dead_cap) {
+            uint32_t cap = rt->dead_cap ? 2 * rt->dead_cap : 64;
+            VkDead *grown = (VkDead *)realloc(rt->dead, cap * sizeof(VkDead));
+            if (grown == NULL) { /* the sets stay with their pool, freed with it */
+                continue;
+            }
+            rt->dead = grown;
+            rt->dead_cap = cap;
+        }
+        rt->dead[rt->dead_count].pool = s->pool;
+        rt->dead[rt->dead_count].set = s->sets[t];
+        rt->dead[rt->dead_count].serial = s->used;
+        ++rt->dead_count;
+    }
 }
 
+void aot_vk_free_kernel(VkKernel *k) {
+    VkRt *rt = k->rt;
+    uint32_t t, c;
+    for (c = 0; c < VK_CACHED; ++c) {
+        aot_vk_drop_sets(rt, k, &k->cache[c]);
+        free(k->cache[c].sets);
+    }
+    for (t = 0; t < k->task_count; ++t) {
+        VkTaskMade *task = &k->tasks[t];
+        if (task->pipeline) rt->f.DestroyPipeline(rt->device, task->pipeline, NULL);
+        if (task->pipeline_layout) rt->f.DestroyPipelineLayout(rt->device, task->pipeline_layout, NULL);
+        if (task->set_layout) rt->f.DestroyDescriptorSetLayout(rt->device, task->set_layout, NULL);
+        if (task->shader) rt->f.DestroyShaderModule(rt->device, task->shader, NULL);
+    }
+    free(k->tasks);
+    free(k->layouts);
+    free(k);
+}
+
+/* The buffer and memory of imported pages let go (the record is the caller's). */
+void aot_vk_release_import(VkRt *rt, const VkImport *pages) {
+    rt->f.DestroyBuffer(rt->device, pages->buffer, NULL);
+    rt->f.FreeMemory(rt->device, pages->memory, NULL);
+}
+
+/* The sets of kept arrays that bind `memory` let go (it is being freed), for each of the runtime's kernels. */
+void aot_vk_forget_memory(VkRt *rt, TiMemory memory) {
+    VkKernel *k;
+    uint32_t c, a;
+    pthread_mutex_lock(&aot_vk_lock);
+    for (k = rt->kernels; k != NULL; k = k->next) {
+        for (c = 0; c < VK_CACHED; ++c) {
+            for (a = 0; k->cache[c].valid && a < k->array_count; ++a) {
+                if (k->cache[c].memories[a] == memory) {
+                    aot_vk_drop_sets(rt, k, &k->cache[c]);
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+}
 
 /* Descriptor sets and kernels let go once the batches that use them are done. */
 void aot_vk_bury(VkRt *rt) {
@@ -214,149 +277,6 @@ void aot_vk_bury(VkRt *rt) {
     }
 }
 
-static void vk_retire(VkRt *rt, VkBatch *b) {
-    aot_vk_stamps_read(rt, b); /* its timestamps, where a profile took any */
-    b->state = 0;
-    if (b->serial > rt->done) {
-        rt->done = b->serial;
-    }
-}
-
-/* Wait for submitted batches: all of them (`all`), or only `one`. */
-AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
-    AotVkHandle fences[TAICHI_AOT_VK_BATCHES];
-    uint32_t n = 0, i;
-    AotVkResult code;
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
-            fences[n++] = rt->batches[i].fence;
-        }
-    }
-    if (n == 0) {
-        return AOT_VK_SUCCESS;
-    }
-    ++rt->counts[4];
-    code = rt->f.WaitForFences(rt->device, n, fences, 1, UINT64_MAX);
-    if (code != AOT_VK_SUCCESS) {
-        return code;
-    }
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
-            vk_retire(rt, &rt->batches[i]);
-        }
-    }
-    aot_vk_bury(rt);
-    return AOT_VK_SUCCESS;
-}
-
-/* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
-VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
-    VkBatch *b;
-    AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
-                                         AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-    if (rt->current >= 0) {
-        return &rt->batches[rt->current];
-    }
-    b = &rt->batches[rt->next];
-    if (b->state == 2) {
-        *code = aot_vk_wait_batches(rt, b);
-        if (*code != AOT_VK_SUCCESS) {
-            return NULL;
-        }
-    }
-    if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
-        (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
-        (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
-        return NULL;
-    }
-    if (!rt->temps_zeroed) {
-        rt->f.CmdFillBuffer(b->cb, rt->temps_buffer, 0, AOT_VK_WHOLE_SIZE, 0);
-        rt->temps_zeroed = 1;
-    }
-    /* what libtaichi enqueued before (its launches and copies) before this batch's reads; the last batch's own barrier
-       orders it before this one (a barrier's scopes run on over later submissions to the queue), and the submission
-       itself the host's writes */
-    if (rt->library_since) {
-        aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
-                       AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
-        rt->library_since = 0;
-    }
-    b->owed = 0;
-    b->state = 1;
-    b->serial = ++rt->serial;
-    b->head = (uint32_t)rt->next * VK_SEGMENT;
-    b->end = b->head + VK_SEGMENT;
-    b->dispatches = 0;
-    b->stamp_count = 0;
-    b->pipeline = b->set = 0;
-    b->last_kernel = NULL;
-    rt->current = rt->next;
-    rt->next = (rt->next + 1) % TAICHI_AOT_VK_BATCHES;
-    return b;
-}
-
-/* The batch being recorded ended and submitted (nothing where none is). */
-AotVkResult aot_vk_submit(VkRt *rt) {
-    VkBatch *b;
-    AotVkResult code;
-    AotVkSubmitInfo submit;
-    if (rt->current < 0) {
-        return AOT_VK_SUCCESS;
-    }
-    b = &rt->batches[rt->current];
-    rt->current = -1;
-    /* its writes (the last dispatch's owed barrier among them), for the host (a map after the wait) and whatever the
-       queue runs next */
-    b->owed = 0;
-    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES | AOT_VK_PIPELINE_STAGE_HOST_BIT,
-               VK_ACCESS | AOT_VK_ACCESS_HOST_READ_BIT);
-    code = rt->f.EndCommandBuffer(b->cb);
-    if (code != AOT_VK_SUCCESS) {
-        b->state = 0;
-        return code;
-    }
-    memset(&submit, 0, sizeof(submit));
-    submit.sType = AOT_VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &b->cb;
-    code = rt->f.QueueSubmit(rt->queue, 1, &submit, b->fence);
-    if (code != AOT_VK_SUCCESS) {
-        b->state = 0;
-        return code;
-    }
-    b->state = 2;
-    ++rt->counts[1];
-    return AOT_VK_SUCCESS;
-}
-
-/* Whether a batch was submitted since the last wait for all (the GPU may still run it). */
-int aot_vk_busy_since_wait(const VkRt *rt) {
-    int i;
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        if (rt->batches[i].state == 2) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-int aot_vk_busy(const VkRt *rt) {
-    int i;
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        if (rt->batches[i].state != 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Everything recorded submitted and waited for. */
-AotVkResult aot_vk_finish(VkRt *rt) {
-    AotVkResult code = aot_vk_submit(rt);
-    AotVkResult waited = aot_vk_wait_batches(rt, NULL);
-    return code != AOT_VK_SUCCESS ? code : waited;
-}
-
 /* ---------------------------------------------------------------------------------------------------------------
    Memory of the runtime's own: the argument ring, the temporaries, the returned values */
 
@@ -379,6 +299,37 @@ int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer) 
         }
     }
     return found;
+}
+
+/* The alignment host memory is imported at, where it can be (0: it cannot; vkcopy.c imports). */
+static uint64_t vk_host_alignment(VkRt *rt) {
+    AotVkPhysicalDeviceExternalMemoryHostPropertiesEXT host;
+    unsigned char props[16 + AOT_VK_PROPERTIES_SIZE];
+    long page = sysconf(_SC_PAGESIZE);
+    int32_t type = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    void *next = &host;
+    if (rt->f.GetMemoryHostPointerPropertiesEXT == NULL || rt->f.GetPhysicalDeviceProperties2 == NULL || page <= 0) {
+        return 0;
+    }
+    memset(&host, 0, sizeof(host));
+    host.sType = AOT_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    memset(props, 0, sizeof(props)); /* VkPhysicalDeviceProperties2: sType, pNext, then the properties */
+    memcpy(props, &type, 4);
+    memcpy(props + 8, &next, sizeof(next));
+    rt->f.GetPhysicalDeviceProperties2(rt->physical, props);
+    if (host.minImportedHostPointerAlignment == 0) { /* not said: the page (Mesa's CPU driver) */
+        return (uint64_t)page;
+    }
+    /* an alignment above the page's would import pages the array has no byte in, which may not be mapped */
+    return host.minImportedHostPointerAlignment <= (uint64_t)page ? (uint64_t)page : 0;
+}
+
+/* A memory's VkBuffer, or 0 (unknown to the library: its error says so). */
+AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory) {
+    TiVulkanMemoryInteropInfo info;
+    memset(&info, 0, sizeof(info));
+    ti_export_vulkan_memory(rt->runtime, memory, &info);
+    return (AotVkHandle)(uintptr_t)info.buffer;
 }
 
 static AotVkResult vk_buffer(VkRt *rt, uint64_t size, uint32_t usage, int host,
@@ -470,7 +421,8 @@ static void vk_destroy_state(VkRt *rt) {
     while (rt->imports != NULL) {
         VkImport *i = rt->imports;
         rt->imports = i->next;
-        aot_vk_free_import(rt, i);
+        aot_vk_release_import(rt, i);
+        free(i);
     }
     while (rt->kernels != NULL) {
         VkKernel *k = rt->kernels;
@@ -534,7 +486,7 @@ static AotVkResult vk_make(VkRt *rt, const char **what) {
     memcpy(&rt->max_groups, props + AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT, 4);
     memcpy(&rt->max_range, props + AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE, 4);
     rt->align = align >= 16 && align <= 4096 ? (uint32_t)align : 256;
-    rt->host_align = aot_vk_host_alignment(rt);
+    rt->host_align = vk_host_alignment(rt);
     if (rt->max_groups == 0) {
         rt->max_groups = 65535;
     }
@@ -570,7 +522,7 @@ static AotVkResult vk_make(VkRt *rt, const char **what) {
                      &rt->rets_memory, &rt->rets_host);
 }
 
-uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
+uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     TiVulkanRuntimeInteropInfo info;
     VkRt *rt;
     const char *missing, *what = "";
@@ -627,7 +579,6 @@ uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
     }
     if (slot >= 0) {
         rt->id = aot_vk_next_id();
-        aot_vk_hook_library();
         vk_runtimes[slot] = rt;
         __atomic_store_n(&vk_handles[slot], runtime, __ATOMIC_RELEASE);
         __atomic_add_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);
@@ -698,3 +649,11 @@ void taichi_aot_vk_counts(uint64_t id, uint64_t *out) {
     pthread_mutex_unlock(&aot_vk_lock);
 }
 
+const char *taichi_aot_vk_count_name(uint32_t index) {
+    static const char *const names[] = {
+#define VK_COUNT_NAME(id, name) name,
+        VK_COUNTERS(VK_COUNT_NAME)
+#undef VK_COUNT_NAME
+    };
+    return index < VK_COUNTERS_ALL ? names[index] : NULL;
+}

@@ -46,54 +46,15 @@
 #include "kinds.h"
 #include "profile.h"
 
+/* The runtime's own state opened (backends/vkqueue.c), with libtaichi's calls wrapped first (backends/vkorder.c), so
+   that no call of the library's on it goes unordered with its batches. */
+uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size) {
+    aot_vk_hook_library();
+    return aot_vk_open_state(runtime, error, error_size);
+}
+
 /* ---------------------------------------------------------------------------------------------------------------
-   Kernels: made from their tasks, freed */
-
-void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s) {
-    uint32_t t;
-    if (!s->valid) {
-        return;
-    }
-    s->valid = 0;
-    for (t = 0; t < k->task_count; ++t) {
-        if (s->used <= rt->done) {
-            rt->f.FreeDescriptorSets(rt->device, s->pool, 1, &s->sets[t]);
-            continue;
-        }
-        if (rt->dead_count == rt->dead_cap) {
-            uint32_t cap = rt->dead_cap ? 2 * rt->dead_cap : 64;
-            VkDead *grown = (VkDead *)realloc(rt->dead, cap * sizeof(VkDead));
-            if (grown == NULL) { /* the sets stay with their pool, freed with it */
-                continue;
-            }
-            rt->dead = grown;
-            rt->dead_cap = cap;
-        }
-        rt->dead[rt->dead_count].pool = s->pool;
-        rt->dead[rt->dead_count].set = s->sets[t];
-        rt->dead[rt->dead_count].serial = s->used;
-        ++rt->dead_count;
-    }
-}
-
-void aot_vk_free_kernel(VkKernel *k) {
-    VkRt *rt = k->rt;
-    uint32_t t, c;
-    for (c = 0; c < VK_CACHED; ++c) {
-        aot_vk_drop_sets(rt, k, &k->cache[c]);
-        free(k->cache[c].sets);
-    }
-    for (t = 0; t < k->task_count; ++t) {
-        VkTaskMade *task = &k->tasks[t];
-        if (task->pipeline) rt->f.DestroyPipeline(rt->device, task->pipeline, NULL);
-        if (task->pipeline_layout) rt->f.DestroyPipelineLayout(rt->device, task->pipeline_layout, NULL);
-        if (task->set_layout) rt->f.DestroyDescriptorSetLayout(rt->device, task->set_layout, NULL);
-        if (task->shader) rt->f.DestroyShaderModule(rt->device, task->shader, NULL);
-    }
-    free(k->tasks);
-    free(k->layouts);
-    free(k);
-}
+   Kernels: made from their tasks (freed by vkqueue.c, with the runtime's other lists) */
 
 static AotVkResult vk_make_task(VkRt *rt, VkTaskMade *made, const TaichiAotVkTask *task, const char **what) {
     AotVkDescriptorSetLayoutBinding bindings[TAICHI_AOT_VK_MAX_BINDS];
@@ -321,7 +282,7 @@ static AotVkResult vk_new_pool(VkRt *rt) {
     AotVkDescriptorPoolCreateInfo info = {AOT_VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL,
                                           AOT_VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT, VK_POOL_SETS, 2, sizes};
     if (rt->pool_count == sizeof(rt->pools) / sizeof(rt->pools[0])) {
-        return -1000069000; /* VK_ERROR_OUT_OF_POOL_MEMORY */
+        return AOT_VK_ERROR_OUT_OF_POOL_MEMORY;
     }
     return rt->f.CreateDescriptorPool(rt->device, &info, NULL, &rt->pools[rt->pool_count++]);
 }
@@ -338,7 +299,7 @@ static VkSets *vk_sets(VkKernel *k, const TiMemory *memories, AotVkResult *code)
         VkSets *kept = &k->cache[c];
         if (kept->valid && memcmp(kept->memories, memories, k->array_count * sizeof(TiMemory)) == 0) {
             kept->clock = ++k->clock;
-            ++rt->counts[3];
+            ++rt->counts[VK_COUNT_SETS_KEPT];
             return kept;
         }
         if (s == NULL || (s->valid && (!kept->valid || kept->clock < s->clock))) {
@@ -358,7 +319,7 @@ static VkSets *vk_sets(VkKernel *k, const TiMemory *memories, AotVkResult *code)
     alloc.sType = AOT_VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
     alloc.descriptorSetCount = k->task_count;
     alloc.pSetLayouts = k->layouts;
-    *code = -1000069000;
+    *code = AOT_VK_ERROR_OUT_OF_POOL_MEMORY;
     if (rt->pool_count > 0) {
         alloc.descriptorPool = rt->pools[rt->pool_count - 1];
         *code = rt->f.AllocateDescriptorSets(rt->device, &alloc, s->sets);
@@ -407,7 +368,7 @@ static VkSets *vk_sets(VkKernel *k, const TiMemory *memories, AotVkResult *code)
     }
     s->valid = 1;
     s->clock = ++k->clock;
-    ++rt->counts[2];
+    ++rt->counts[VK_COUNT_SETS_MADE];
     *code = AOT_VK_SUCCESS;
     return s;
 }
@@ -490,11 +451,11 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
                            AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT);
         }
         rt->f.CmdDispatch(b->cb, groups, 1, 1);
-        rt->counts[5] += groups;
+        rt->counts[VK_COUNT_WORKGROUPS] += groups;
         b->owed = 1;
     }
     b->dispatches += k->task_count;
-    rt->counts[0] += k->task_count;
+    rt->counts[VK_COUNT_DISPATCHES] += k->task_count;
 }
 
 /* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */

@@ -1,7 +1,19 @@
-/* What the own Vulkan launch's files share (backends/vkqueue.c: the runtime's own state, its batches and memory;
-   backends/vulkan.c: kernels and their launches; backends/vkcopy.c: copies on its queue, host memory imported;
-   backends/vkorder.c: libtaichi's calls ordered with them): a private
-   header, never handed to cffi. backends/vulkan.c's opening comment says how the launch works. */
+/* What the own Vulkan launch's files share: a private header, never handed to cffi. backends/vulkan.c's opening
+   comment says how the launch works. The files are layers, each calling only those below it:
+     backends/vkqueue.c    the runtime's own state: the registry of open runtimes, the `calls` lock, its memory (the
+                           argument ring, temporaries, results), and the teardown of every list it keeps (kernels,
+                           their sets, imported pages);
+     backends/vkprofile.c  a profile's timestamps in a batch;
+     backends/vkbatch.c    batches: recorded, submitted with their fences, waited for; barriers;
+     backends/vkorder.c    libtaichi's calls on the runtime ordered with the batches (its wrappers);
+     backends/vulkan.c     the opener, kernels, their sets and the launch;  backends/vkcopy.c  copies on the queue.
+
+   The lock order, from the first taken to the last: Python's locks (the launches' RuntimeBackends.lock among them),
+   then Python's own lock let go (a C call of the launch), then a runtime's `calls`, then `aot_vk_lock`. Never the
+   reverse: no Python runs with `calls` held, and `aot_vk_lock` is held for a list's walk or change alone (nothing
+   under it waits for `calls` or the GPU). A call that uses a runtime's state or records, submits or waits for its
+   batches holds `calls`: the entry points of vulkan.c, vkcopy.c and vkorder.c take it (aot_vk_hold), the layers
+   below expect it held, save the registry's own functions, which take `aot_vk_lock`. */
 #ifndef TAICHI_AOT_BACKENDS_VULKAN_H
 #define TAICHI_AOT_BACKENDS_VULKAN_H
 
@@ -23,6 +35,19 @@
 #define VK_NO_STAMP UINT32_MAX
 
 typedef struct VkRt VkRt;
+
+/* The runtime's counts (VkRt.counts, taichi_aot_vk_counts), each with the name Python gives it
+   (taichi_aot_vk_count_name: placement/vulkan.py's COUNTS). */
+#define VK_COUNTERS(X)                                                                                      \
+    X(DISPATCHES, "dispatches") X(SUBMITS, "submits") X(SETS_MADE, "sets made") X(SETS_KEPT, "sets kept") \
+    X(FENCE_WAITS, "fence waits") X(WORKGROUPS, "workgroups") X(COPIES, "copies") X(HOST_COPIES, "host copies")
+enum {
+#define VK_COUNTER(id, name) VK_COUNT_##id,
+    VK_COUNTERS(VK_COUNTER)
+#undef VK_COUNTER
+    VK_COUNTERS_ALL
+};
+_Static_assert(VK_COUNTERS_ALL == TAICHI_AOT_VK_COUNTS, "taichi_aot.h's TAICHI_AOT_VK_COUNTS is the counters' number");
 
 typedef struct {
     AotVkHandle shader, set_layout, pipeline_layout, pipeline;
@@ -139,9 +164,12 @@ struct VkRt {
 #define VK_ACCESS (AOT_VK_ACCESS_SHADER_READ_BIT | AOT_VK_ACCESS_SHADER_WRITE_BIT | AOT_VK_ACCESS_TRANSFER_READ_BIT | \
                    AOT_VK_ACCESS_TRANSFER_WRITE_BIT)
 
-/* The registry of open runtimes, and the lock that guards it and each runtime's lists of kernels (vkqueue.c). */
+/* ---- backends/vkqueue.c: the state, the registry, the memory ---- */
+/* The registry of open runtimes, and the lock that guards it and each runtime's lists (kernels, imports, modules). */
 extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
 __attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
+/* The runtime's own state opened and registered: its id, or 0 with the reason in `error`. */
+__attribute__((visibility("hidden"))) uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
 /* The runtime's own state with its calls held for this thread (NULL, nothing held: none open, or closed meanwhile);
    let go. aot_vk_hold_open: the same for a state already found (NULL where it closed). */
@@ -154,41 +182,48 @@ __attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runti
    libtaichi's last error then says so, and the caller makes no call on it. */
 __attribute__((visibility("hidden"))) int aot_vk_refused(TiRuntime runtime);
 __attribute__((visibility("hidden"))) void aot_vk_forget_closed(TiRuntime runtime);
+/* libtaichi's modules (under aot_vk_lock): one noted as its runtime's, forgotten, and the state of the runtime it was
+   loaded on (NULL: none open). */
+__attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
+__attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
+__attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
 /* "WHAT failed (VkResult CODE)" in `error`. */
 __attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
-/* Batches (vkqueue.c): the one being recorded (begun where none is), submitted, waited for (`one`, or all: NULL); a
-   barrier recorded; sets and kernels let go once their batches are done. */
+/* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
+__attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
+/* A memory's VkBuffer (0: unknown to the library, whose last error says so). */
+__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory);
+/* What the runtime made, let go: a kernel freed; the sets it keeps for some arrays (at once where no batch uses them,
+   else once those are done: aot_vk_bury); the sets that bind a memory being freed; imported pages' buffer and memory;
+   the dead kernels and sets whose batches are done. */
+__attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
+__attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
+__attribute__((visibility("hidden"))) void aot_vk_forget_memory(VkRt *rt, TiMemory memory);
+__attribute__((visibility("hidden"))) void aot_vk_release_import(VkRt *rt, const VkImport *pages);
+__attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
+
+/* ---- backends/vkprofile.c: a profile's timestamps ---- */
+/* Around a launch recorded into batch `b` for the profile's record `token` (open: the first, its query, VK_NO_STAMP
+   where none was written; close: the second); a batch's read once it is done and given to the records. */
+__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token);
+__attribute__((visibility("hidden"))) void aot_vk_stamp_close(VkRt *rt, VkBatch *b, uint32_t query);
+__attribute__((visibility("hidden"))) void aot_vk_stamps_read(VkRt *rt, VkBatch *b);
+
+/* ---- backends/vkbatch.c: batches ---- */
+/* The one being recorded (begun where none is), submitted, waited for (`one`, or all: NULL), all of it submitted
+   and waited for; whether any is recorded or submitted (busy) or submitted since the last wait; a barrier recorded. */
 __attribute__((visibility("hidden"))) VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
-/* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
-__attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
 __attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
-__attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
-__attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
-                   uint32_t dst_access);
-/* Kernels (vulkan.c): one freed; the sets it keeps for some arrays let go. */
-__attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
-__attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
-/* Copies (vkcopy.c): the alignment host memory is imported at, where it can be (0: it cannot); an import freed; a
-   memory's VkBuffer (0: unknown to the library, whose last error says so). */
-__attribute__((visibility("hidden"))) uint64_t aot_vk_host_alignment(VkRt *rt);
-__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory);
-__attribute__((visibility("hidden"))) void aot_vk_free_import(VkRt *rt, VkImport *i);
-/* libtaichi's modules (vkqueue.c, under aot_vk_lock): one noted as its runtime's, forgotten, and the state of the
-   runtime it was loaded on (NULL: none open). */
-__attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
-/* A profile's timestamps (vkprofile.c): around a launch recorded into batch `b` for the profile's record `token`
-   (open: the first, its query, VK_NO_STAMP where none was written; close: the second); a batch's read once it is
-   done and given to the records. */
-__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token);
-__attribute__((visibility("hidden"))) void aot_vk_stamp_close(VkRt *rt, VkBatch *b, uint32_t query);
-__attribute__((visibility("hidden"))) void aot_vk_stamps_read(VkRt *rt, VkBatch *b);
-/* libtaichi's calls (vkorder.c): its wrappers put in place, once; what it holds unsubmitted submitted first. */
+__attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage,
+                                                          uint32_t src_access, uint32_t dst_stage,
+                                                          uint32_t dst_access);
+
+/* ---- backends/vkorder.c: libtaichi's calls ordered with the batches ---- */
+/* Its wrappers put in place, once; what it holds unsubmitted submitted first. */
 __attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
 __attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);
 

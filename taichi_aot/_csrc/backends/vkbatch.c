@@ -1,0 +1,161 @@
+/* The own Vulkan launch's batches (backends/vulkan.c says what the launch is): a runtime's TAICHI_AOT_VK_BATCHES
+   command buffers, each recorded, submitted with its fence and waited for in turn, and the barriers recorded into
+   them. Above the runtime's state (backends/vkqueue.c: what a finished batch lets go is freed there) and its
+   timestamps (backends/vkprofile.c: read as a batch finishes); below the kernels, copies and libtaichi's wrapped
+   calls, which record into and submit them. Called with the runtime's calls held. */
+#include <stdint.h>
+#include <string.h>
+
+#include "taichi_aot.h"
+#include "backends/vk.h"
+#include "backends/vulkan.h"
+
+void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
+                    uint32_t dst_access) {
+    AotVkMemoryBarrier barrier = {AOT_VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, src_access, dst_access};
+    rt->f.CmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, NULL, 0, NULL);
+}
+
+/* A batch the GPU finished: its timestamps read (where a profile took any), its slot free again. */
+static void vk_retire(VkRt *rt, VkBatch *b) {
+    aot_vk_stamps_read(rt, b); /* its timestamps, where a profile took any */
+    b->state = 0;
+    if (b->serial > rt->done) {
+        rt->done = b->serial;
+    }
+}
+
+/* Wait for submitted batches: all of them (`one` NULL), or only `one`. */
+AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
+    AotVkHandle fences[TAICHI_AOT_VK_BATCHES];
+    uint32_t n = 0, i;
+    AotVkResult code;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
+            fences[n++] = rt->batches[i].fence;
+        }
+    }
+    if (n == 0) {
+        return AOT_VK_SUCCESS;
+    }
+    ++rt->counts[VK_COUNT_FENCE_WAITS];
+    code = rt->f.WaitForFences(rt->device, n, fences, 1, UINT64_MAX);
+    if (code != AOT_VK_SUCCESS) {
+        return code;
+    }
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
+            vk_retire(rt, &rt->batches[i]);
+        }
+    }
+    aot_vk_bury(rt);
+    return AOT_VK_SUCCESS;
+}
+
+/* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
+VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
+    VkBatch *b;
+    AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                         AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    if (rt->current >= 0) {
+        return &rt->batches[rt->current];
+    }
+    b = &rt->batches[rt->next];
+    if (b->state == 2) {
+        *code = aot_vk_wait_batches(rt, b);
+        if (*code != AOT_VK_SUCCESS) {
+            return NULL;
+        }
+    }
+    if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
+        (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
+        (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
+        return NULL;
+    }
+    if (!rt->temps_zeroed) {
+        rt->f.CmdFillBuffer(b->cb, rt->temps_buffer, 0, AOT_VK_WHOLE_SIZE, 0);
+        rt->temps_zeroed = 1;
+    }
+    /* what libtaichi enqueued before (its launches and copies) before this batch's reads; the last batch's own barrier
+       orders it before this one (a barrier's scopes run on over later submissions to the queue), and the submission
+       itself the host's writes */
+    if (rt->library_since) {
+        aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
+                       AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
+        rt->library_since = 0;
+    }
+    b->owed = 0;
+    b->state = 1;
+    b->serial = ++rt->serial;
+    b->head = (uint32_t)rt->next * VK_SEGMENT;
+    b->end = b->head + VK_SEGMENT;
+    b->dispatches = 0;
+    b->stamp_count = 0;
+    b->pipeline = b->set = 0;
+    b->last_kernel = NULL;
+    rt->current = rt->next;
+    rt->next = (rt->next + 1) % TAICHI_AOT_VK_BATCHES;
+    return b;
+}
+
+/* The batch being recorded ended and submitted (nothing where none is). */
+AotVkResult aot_vk_submit(VkRt *rt) {
+    VkBatch *b;
+    AotVkResult code;
+    AotVkSubmitInfo submit;
+    if (rt->current < 0) {
+        return AOT_VK_SUCCESS;
+    }
+    b = &rt->batches[rt->current];
+    rt->current = -1;
+    /* its writes (the last dispatch's owed barrier among them), for the host (a map after the wait) and whatever the
+       queue runs next */
+    b->owed = 0;
+    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES | AOT_VK_PIPELINE_STAGE_HOST_BIT,
+               VK_ACCESS | AOT_VK_ACCESS_HOST_READ_BIT);
+    code = rt->f.EndCommandBuffer(b->cb);
+    if (code != AOT_VK_SUCCESS) {
+        b->state = 0;
+        return code;
+    }
+    memset(&submit, 0, sizeof(submit));
+    submit.sType = AOT_VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &b->cb;
+    code = rt->f.QueueSubmit(rt->queue, 1, &submit, b->fence);
+    if (code != AOT_VK_SUCCESS) {
+        b->state = 0;
+        return code;
+    }
+    b->state = 2;
+    ++rt->counts[VK_COUNT_SUBMITS];
+    return AOT_VK_SUCCESS;
+}
+
+/* Whether a batch was submitted since the last wait for all (the GPU may still run it). */
+int aot_vk_busy_since_wait(const VkRt *rt) {
+    int i;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state == 2) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int aot_vk_busy(const VkRt *rt) {
+    int i;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        if (rt->batches[i].state != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Everything recorded submitted and waited for. */
+AotVkResult aot_vk_finish(VkRt *rt) {
+    AotVkResult code = aot_vk_submit(rt);
+    AotVkResult waited = aot_vk_wait_batches(rt, NULL);
+    return code != AOT_VK_SUCCESS ? code : waited;
+}
