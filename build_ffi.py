@@ -34,8 +34,8 @@ HEADER = "taichi_aot.h"
 #: launch.c, the dispatcher, calls through.
 C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
            "backends/vkqueue.c", "backends/vkbatch.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c",
-           "opplan.c", "xla.c", "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c", "vkfence.c", "cuda.c",
-           "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
+           "opplan.c", "xla.c", "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c",
+           "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
            "backends/vkprofile.c", "backends/cudaprofile.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
