@@ -34,7 +34,7 @@ from .errors import (
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
 from .metadata.private import copy_module, copy_reason, private_folder
-from .metadata.retarget import cap, retarget
+from .metadata.retarget import cap, retarget, threads_for
 from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -151,7 +151,7 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
     ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget): the folder as it
     is where none needs a change, else the private copy (``temp_dir``, or one made now), changed there (never the
     user's files). A sealed module's copy is sealed anew: the change is the package's own."""
-    threads = min(threads, cap(folder) or threads)  # build --max-cpu-threads N: a cap the user asked for
+    threads = threads_for(threads, cap(folder))  # build --max-cpu-threads N: a cap the user asked for
     names = [n for n in os.listdir(folder) if n.endswith(".ll")]
     todo: dict[str, str] = {}  # file -> its text retargeted (read and rewritten once)
     for name in names:

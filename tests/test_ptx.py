@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -546,22 +547,30 @@ def test_new_arrays_on_the_own_launcher_are_never_imported(with_ptx, cuda_torch)
 
 def test_what_a_load_reads_again_rather_than_trusting_theptx_manifest(with_ptx, tmp_path):
     from taichi_aot.backends.cuda import _read
-    from taichi_aot.ptx import kernel_entries
+    from taichi_aot.metadata import read_module
 
     folder = str(tmp_path / "ptx")
     shutil.copytree(with_ptx["ptx"], folder)
-    man, entries = ptx_manifest(folder), kernel_entries(folder)
-    _, layout, rand = _read(folder, "rnd", {**man["kernels"]["rnd"], "rand": False}, entries["rnd"], "m")
+    man, code = ptx_manifest(folder), read_module(folder).llvm
+    assert code is not None  # the module's records and IR, as metadata/ read them once: the launcher opens no IR
+    entries = code.kernels
+
+    def read(name: str, k: dict, entry: dict | None = None, ir: bytes | None = None):
+        kernels = {n: e for n, e in {**entries, name: entry or entries[name]}.items() if n != name or entry != {}}
+        return _read(folder, replace(code, kernels=kernels, ir={**code.ir, **({name: ir} if ir else {})}), name, k,
+                     "m")
+
+    _, layout, rand = read("rnd", {**man["kernels"]["rnd"], "rand": False})
     assert rand and layout["args_size"] == 16  # random states by the IR, whatever the manifest says
-    assert "no entry" in _read(folder, "rangen", man["kernels"]["rangen"], {**entries["rangen"], "args_size": 48},
-                               "m")  # the PTX takes 40 argument bytes: launched with more, it would read garbage
+    assert "no entry" in read("rangen", man["kernels"]["rangen"], {**entries["rangen"], "args_size": 48})
+    # (the PTX takes 40 argument bytes: launched with more, it would read garbage)
     broken = copy.deepcopy(entries["rangen"])
     del broken["compiled_data"]["tasks"][0]["grid_dim"]
-    assert "cannot be laid out" in _read(folder, "rangen", man["kernels"]["rangen"], broken, "m")
-    assert "no entry for it" in _read(folder, "rangen", man["kernels"]["rangen"], None, "m")
-    with open(os.path.join(folder, "rangen.ll"), "a", encoding="utf-8") as f:
-        f.write("\n; changed\n")
-    assert "other IR" in _read(folder, "rangen", man["kernels"]["rangen"], entries["rangen"], "m")
+    assert "cannot be laid out" in read("rangen", man["kernels"]["rangen"], broken)
+    assert "no entry for it" in read("rangen", man["kernels"]["rangen"], {})
+    assert "other IR" in read("rangen", man["kernels"]["rangen"], ir=code.ir["rangen"] + b"\n; changed\n")
+    os.remove(os.path.join(folder, man["kernels"]["rangen"]["ptx"]))
+    assert "PTX cannot be read" in read("rangen", man["kernels"]["rangen"])
     for change, message in [(lambda d: d["runtime"].update(rand_state_size=2), "out of range"),
                             (lambda d: d["kernels"].update({"../x": d["kernels"]["rnd"]}), "malformed"),
                             (lambda d: d["refused"].update(printer=3), "not a text")]:

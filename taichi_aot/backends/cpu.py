@@ -20,7 +20,6 @@ one past the end is redirected to the array's start and noted, and the launch ra
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 import threading
@@ -37,7 +36,7 @@ from .choice import X64, Choice, own_choice
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
-    from ..metadata.model import GraphInfo, KernelInfo
+    from ..metadata.model import GraphInfo, KernelInfo, LlvmCode
 
 #: LLVMRuntime's fields the stand-in fills: the thread pool (any pointer), parallel_for, the temporaries.
 _THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES = 9, 10, 14
@@ -94,15 +93,13 @@ class _Code:
         self.overflow = overflow
 
 
-def _compile(folder: str, name: str, entry: dict, threads: int, returns: bool) -> _Code:
-    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine,
-    its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the stand-in cannot run
-    it."""
-    path = os.path.join(folder, f"{name}.ll")
-    if not os.path.isfile(path):
+def _compile(code_: LlvmCode, name: str, entry: dict, threads: int | None, returns: bool) -> _Code:
+    """Kernel ``name`` of an x64 module (its IR in ``code_``, ``entry`` its metadata record) compiled for this
+    machine, its parallel loops on at most ``threads`` threads (None: one, as built); NotSupportedError saying why
+    where the stand-in cannot run it."""
+    text = code_.text(name, threads)  # its loops on the runtime's threads, as libtaichi's copy of the module has them
+    if text is None:
         raise NotSupportedError(f"kernel {name!r}: the module has no IR for it ({name}.ll)")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
     why = _gate(text, returns)
     if why:
         raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {why}")
@@ -131,7 +128,7 @@ def _compile(folder: str, name: str, entry: dict, threads: int, returns: bool) -
         raise NotSupportedError(f"kernel {name!r}: its IR defines no task {tasks[addresses.index(0)]}")
     standin = np.zeros(size, np.uint8)
     temporaries = np.zeros(TEMPORARIES_BYTES, np.uint8)
-    pool = np.array([max(1, threads)], np.int32)  # backends/x64.c's TaichiAotCpuPool: the threads a loop may use
+    pool = np.array([max(1, threads or 1)], np.int32)  # backends/x64.c's TaichiAotCpuPool: the threads a loop may use
     if offsets:
         words = {_THREAD_POOL: pool.ctypes.data, _TEMPORARIES: temporaries.ctypes.data,
                  _PARALLEL_FOR: int(ffi.cast("uintptr_t", lib.taichi_aot_cpu_parallel_for_address()))}
@@ -153,15 +150,16 @@ class CpuCall:
         self._keep = keep  # the code, stand-in and plan the C kernel points to: alive with it
 
 
-def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
-    """Kernel ``name`` of the x64 module in ``folder`` (``entry``: its metadata record) compiled for this machine as
-    a :class:`CpuCall`, its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the
+def compile_call(code_: LlvmCode, name: str, threads: int | None) -> CpuCall:
+    """Kernel ``name`` of an x64 module (``code_``: its kernels' records and IR) compiled for this machine as a
+    :class:`CpuCall`, its parallel loops on at most ``threads`` threads; NotSupportedError saying why where the
     own x64 launch cannot run it. A reverse-mode kernel takes its gradients after its arguments
     (:func:`~taichi_aot._arguments.gradient_signature`); where its IR's autodiff stacks are checked, an overflow is
     its launch's error (TAICHI_AOT_STACK_OVERFLOW)."""
     from ..metadata.layout import PlanError, arguments
     from .plan import Results, c_args, gradients_match
 
+    entry = code_.kernels[name]
     try:
         plan = arguments(entry, f"kernel {name!r}")
     except PlanError as e:
@@ -170,7 +168,7 @@ def compile_call(folder: str, name: str, entry: dict, threads: int) -> CpuCall:
     if reverse and not gradients_match(plan["args"], entry):
         raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: its layout's gradient "
                                 "pointers are not its arguments that need gradients")
-    code = _compile(folder, name, entry, threads, "results" in plan)
+    code = _compile(code_, name, entry, threads, "results" in plan)
     results = Results(plan["results"], plan["result_size"]) if "results" in plan else None
     args, grads = c_args(plan["args"], reverse)
     listed = ffi.new("void *[]", [ffi.cast("void *", a) for a in code.tasks])
@@ -189,9 +187,9 @@ class X64Backend:
 
     name = X64
 
-    def __init__(self, folder: str | None, threads: int):
-        self._folder = folder  # the module's files (a .tcm's unpacked): their IR is compiled
-        self._threads = threads  # the runtime's CPU threads: parallel loops use as many
+    def __init__(self, code: LlvmCode | None, threads: int | None):
+        self._code = code  # the module's kernels' records and IR (metadata/, read once): compiled here
+        self._threads = threads  # the runtime's CPU threads (None: unknown): parallel loops use as many
         self._calls: dict[str, CpuCall] = {}
         self._refused: dict[str, str] = {}  # why a kernel it wanted is not its own
 
@@ -207,12 +205,9 @@ class X64Backend:
         if made is not None or name in self._refused or not self.wants(info):
             return made
         why = "the module has no IR files"
-        if self._folder is not None:
-            from ..ptx import kernel_entries
-
+        if self._code is not None and name in self._code.kernels:
             try:
-                made = self._calls[name] = compile_call(self._folder, name, kernel_entries(self._folder)[name],
-                                                        self._threads)
+                made = self._calls[name] = compile_call(self._code, name, self._threads)
             except NotSupportedError as e:
                 why = str(e)
         if made is None:
@@ -239,8 +234,8 @@ class X64Backend:
     def reverse(self, module: Any, name: str, grad: KernelInfo, threads: int | None) -> GradCall | None:
         """Kernel ``name``'s reverse-mode kernel ``grad`` (compiled from the module's IR with llvmlite) as its
         primal's ``grad`` call, launched as any of its kernels is (the module's ``kernels[grad.name]``);
-        NotSupportedError saying why where it cannot run; None where the module has no IR files here."""
-        if self._folder is None:
+        NotSupportedError saying why where it cannot run; None where the module has no IR."""
+        if self._code is None:
             return None
         if self._call(grad.name, grad) is None:
             why = re.sub(rf"^kernel {re.escape(repr(grad.name))}(?: cannot run on taichi_aot's x64 launch)?: ", "",
@@ -262,7 +257,7 @@ def returns_refused(why: str | None) -> str:
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> X64Backend:
     """The own x64 launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): for the
     kernels libtaichi cannot give all they need, whatever ``choice``."""
-    return X64Backend(folder, runtime.cpu_threads or 1)
+    return X64Backend(meta.llvm, runtime.cpu_threads)
 
 
 def launch_error(code: int, what: str) -> Exception:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,14 +40,14 @@ from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError
 from ..metadata.layout import RESULT_BYTES
 from ..metadata.llvm import is_reverse
 from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
-from ..ptx import MANIFEST, gate, read_manifest
+from ..ptx import MANIFEST, gate, kernel_ptx, manifest_in
 from ..ptx.plan import check, from_entry
 from .choice import CUDA, OWN_FLAGS, Choice, own_choice
 from .plan import Results, c_args, dispatch_maps, gradients_match
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
-    from ..metadata.model import GraphInfo, KernelInfo
+    from ..metadata.model import GraphInfo, KernelInfo, LlvmCode
 
 #: Bytes of Taichi's temporaries buffer (taichi_global_tmp_buffer_size).
 TEMPORARIES_BYTES = 1 << 20
@@ -267,8 +266,7 @@ class Kernels:
     """A module's kernels on the own launcher: their loaded PTX and C plans; ``refused`` says why the others are
     not."""
 
-    def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], entries: dict[str, Any],
-                 where: str):
+    def __init__(self, launcher: Launcher, folder: str, manifest: dict[str, Any], code: LlvmCode, where: str):
         self.plans: dict[str, Any] = {}
         self.results: dict[str, Results] = {}  # the kernels that return values: their results' reader
         self.refused: dict[str, str] = dict(manifest["refused"])
@@ -280,9 +278,10 @@ class Kernels:
         try:
             with _cuda.primary_context(launcher.device):
                 for name, k in manifest["kernels"].items():
-                    reason = self._add(cu, launcher, folder, name, k, entries.get(name), where)
+                    reason = self._add(cu, launcher, folder, code, name, k, where)
                     if reason is not None:
-                        returns = entries.get(name) is not None and gate.returns(entries[name])
+                        entry = code.kernels.get(name)
+                        returns = entry is not None and gate.returns(entry)
                         self.refused[name] = f"{reason}; {gate.VALUE_LOST}" if returns else reason
         except BaseException:
             self.unload()
@@ -297,9 +296,10 @@ class Kernels:
         self._launcher = None
         return self
 
-    def _add(self, cu: Any, launcher: Launcher, folder: str, name: str, k: dict, entry: Any, where: str) -> str | None:
+    def _add(self, cu: Any, launcher: Launcher, folder: str, llvm: LlvmCode, name: str, k: dict, where: str
+             ) -> str | None:
         """Load kernel ``name``'s PTX and make its C plan; the reason where it stays on libtaichi."""
-        read = _read(folder, name, k, entry, where)
+        read = _read(folder, llvm, name, k, where)
         if isinstance(read, str):
             return read
         ptx, plan, rand = read
@@ -311,6 +311,7 @@ class Kernels:
         tasks = _tasks(cu, module, plan["tasks"])
         if isinstance(tasks, str):
             return tasks
+        entry = llvm.kernels[name]
         reverse = is_reverse(entry)  # a reverse kernel takes its gradients after its arguments
         if reverse and not gradients_match(plan["args"], entry):
             return "its layout's gradient pointers are not its arguments that need gradients"
@@ -465,18 +466,18 @@ def _overflow_flag(cu: Any, module: Any) -> int:
     return int(flag.value) if found == 0 and size.value == 4 else 0
 
 
-def _read(folder: str, name: str, k: dict, entry: Any, where: str) -> str | tuple[bytes, dict[str, Any], bool]:
-    """Kernel ``name``'s PTX, checked plan and whether it uses random numbers, or why it stays on libtaichi: its IR
-    read again (the manifest's digest and verdict are not taken on trust), its metadata laid out again."""
+def _read(folder: str, code: LlvmCode, name: str, k: dict, where: str) -> str | tuple[bytes, dict[str, Any], bool]:
+    """Kernel ``name``'s PTX (in ``folder``), checked plan and whether it uses random numbers, or why it stays on
+    libtaichi: the manifest's digest and verdict are not taken on trust: the module's IR (``code``, as metadata/ read
+    it) is gated again and its metadata laid out again."""
+    entry, ir = code.kernels.get(name), code.ir.get(name)
     if entry is None:
         return "the metadata has no entry for it"
-    try:
-        with open(os.path.join(folder, f"{name}.ll"), "rb") as f:
-            ir = f.read()
-        with open(os.path.join(folder, k["ptx"]), "rb") as f:
-            ptx = f.read()
-    except OSError as e:
-        return f"its IR or PTX cannot be read ({e.strerror})"
+    if ir is None:
+        return "the module has no IR for it"
+    ptx = kernel_ptx(folder, k)
+    if isinstance(ptx, str):
+        return ptx
     if hashlib.sha256(ir).hexdigest() != k["ir_sha256"]:
         return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
     text = ir.decode("utf-8", "replace")
@@ -506,18 +507,12 @@ def _ptx_fits(ptx: bytes, plan: dict[str, Any]) -> str | None:
     return None
 
 
-def _kernels_in(state: Any, runtime: Any, folder: str | None, entries: dict[str, Any] | None, where: str
-                ) -> Kernels | None:
-    """The own launcher's kernels of a CUDA module in ``folder`` (None where it has no PTX); the caller asked
-    :func:`choice` for the own launcher. ``state`` is the runtime's backends record (``backends.RuntimeBackends``):
-    its ``state.get(CUDA)`` is the runtime's :class:`Launcher`, made here with its first module with PTX."""
-    if folder is None or entries is None:
-        return None
-    path = os.path.join(folder, MANIFEST)
-    if not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        manifest = read_manifest(f.read(), where)
+def _kernels_in(state: Any, runtime: Any, folder: str, code: LlvmCode, where: str) -> Kernels | None:
+    """The own launcher's kernels of a CUDA module (``code``: its kernels' records and IR) whose PTX is in ``folder``
+    (None where it has none); the caller asked :func:`choice` for the own launcher. ``state`` is the runtime's
+    backends record (``backends.RuntimeBackends``): its ``state.get(CUDA)`` is the runtime's :class:`Launcher`, made
+    here with its first module with PTX."""
+    manifest = manifest_in(folder, where)
     if manifest is None or not manifest["kernels"]:
         return None
     from ..ptx.compile import VERSION
@@ -532,7 +527,7 @@ def _kernels_in(state: Any, runtime: Any, folder: str | None, entries: dict[str,
         launcher.select(runtime.cuda_stream)
     elif launcher.layout != manifest["runtime"]:
         raise CorruptedDataError(f"{where}: {MANIFEST} lays Taichi's runtime out unlike the modules loaded before")
-    return Kernels(launcher, folder, manifest, entries, where)
+    return Kernels(launcher, folder, manifest, code, where)
 
 
 def returns_refused(why: str | None) -> str:
@@ -557,12 +552,11 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, m
     ``load``; asked only where ``choice`` is "auto": it is registered choosable): its kernels the module has PTX for
     (a module saved without PTX gets it at its first load where llvmlite is installed, kept in the cache); None where
     the module has none to give."""
-    if folder is None:
+    if folder is None or meta.llvm is None:
         return None
-    from ..ptx import kernel_entries, ptx_folder
+    from ..ptx import ptx_folder
 
     source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
-    entries = kernel_entries(folder)
-    own = _kernels_in(state, runtime, source, entries, what) if source is not None else \
-        Kernels.none(dict.fromkeys(entries, why))
+    own = _kernels_in(state, runtime, source, meta.llvm, what) if source is not None else \
+        Kernels.none(dict.fromkeys(meta.llvm.kernels, why))
     return CudaBackend(own) if own is not None else None

@@ -28,6 +28,7 @@ from .model import (
     FieldLayout,
     GraphInfo,
     KernelInfo,
+    LlvmCode,
     ModuleInfo,
     graph_access,
 )
@@ -270,7 +271,8 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
     if tcb_raw is None:
         raise CorruptedDataError("module has no metadata.tcb")
     tcb.check(text, doc["cache"], tcb_raw)
-    for name, why in llvm_code.check(doc["cache"], src).items():
+    info.llvm = LlvmCode(dict(doc["cache"]["kernels"]))
+    for name, why in llvm_code.check(doc["cache"], src, info.llvm.ir).items():
         info.kernels[name] = replace(info.kernels[name], unsupported=why)
     graphs = src.read("graphs.tcb")
     if graphs is not None:

@@ -65,11 +65,12 @@ _FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %
 _CAST = re.compile(rf"^\s*%[\w.]+ = bitcast (?:{_CONTEXT}\* %[\w.]+|i8\*\* (%[\w.]+)) to (\{{.*\}})\*\*$", re.M)
 
 
-def check(cache: dict, src: _Source) -> dict[str, str]:
+def check(cache: dict, src: _Source, ir: dict[str, bytes]) -> dict[str, str]:
     """Raise CorruptedDataError where an LLVM module's ``cache`` record (its ``metadata.json``, whose shape
-    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src``. Returns {kernel: why
-    it cannot run} of the kernels that read global fields where the module records none (Taichi compiled it
-    without ``Module.add_field``): libtaichi_c_api allocates no memory for them, and such a kernel crashed."""
+    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src`` (each read into ``ir``,
+    by kernel). Returns {kernel: why it cannot run} of the kernels that read global fields where the module records
+    none (Taichi compiled it without ``Module.add_field``): libtaichi_c_api allocates no memory for them, and such a
+    kernel crashed."""
     unusable = {}
     for name, k in cache["kernels"].items():
         what = f"metadata.json: kernel {name!r}"
@@ -78,7 +79,7 @@ def check(cache: dict, src: _Source) -> dict[str, str]:
         layout = _arguments(k, what)
         if k["ret_type"]["type_kind"] != -1 and _size(k["ret_type"], f"{what}: results' layout") != k["ret_size"]:
             raise CorruptedDataError(f"{what}: results' layout of {k['ret_size']} bytes, not its struct's size")
-        if _code(name, k["compiled_data"]["tasks"], layout, src, what) and not cache["fields"]:
+        if _code(name, k["compiled_data"]["tasks"], layout, src, what, ir) and not cache["fields"]:
             unusable[name] = NO_FIELDS
     return unusable
 
@@ -220,11 +221,12 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
 _agreed: dict[tuple[bytes, str, tuple[str, ...]], bool] = {}  # -> whether it reads the fields' memory
 
 
-def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str) -> bool:
-    """Check the kernel's code against its metadata; whether it reads the global fields' memory."""
+def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str, ir: dict[str, bytes]) -> bool:
+    """Check the kernel's code against its metadata (read into ``ir``); whether it reads the global fields' memory."""
     raw = src.read(f"{name}.ll")
     if raw is None:  # the library refuses looking the kernel up, and only that
         return False
+    ir[name] = raw
     key = (hashlib.sha256(raw).digest(), layout, tuple(t["name"] for t in tasks))
     if key in _agreed:
         return _agreed[key]

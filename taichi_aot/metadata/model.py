@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from ..enums import NUMPY_DTYPES, Access, Arch, DataType, Format
 from ..errors import CorruptedDataError
+from .retarget import on_threads
 
 #: ParameterType codes in the metadata (``ptype``).
 PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
@@ -143,6 +144,25 @@ _OP_ATOMIC_COMPARE_EXCHANGE = 230
 
 
 @dataclass
+class LlvmCode:
+    """An LLVM module's kernels as its metadata records them and each kernel's IR as the checks read it (once): what
+    the own x64 and CUDA launches lay out, check and compile, without opening a file."""
+
+    kernels: dict[str, dict] = field(default_factory=dict)  # metadata.json's entry of each kernel, by name
+    ir: dict[str, bytes] = field(default_factory=dict)  # each kernel's NAME.ll, where the module has one
+    cap: int | None = None  # the most threads its parallel loops may use (build --max-cpu-threads); None: no cap
+
+    def text(self, name: str, threads: int | None = None) -> str | None:
+        """Kernel ``name``'s IR (None: the module has none for it); with ``threads``, a CPU module's parallel loops
+        on as many chunks as a runtime of that many threads runs them on (:func:`.retarget.on_threads`)."""
+        raw = self.ir.get(name)
+        if raw is None:
+            return None
+        text = raw.decode("utf-8", "replace")
+        return text if threads is None else on_threads(text, threads, self.cap)
+
+
+@dataclass
 class ModuleInfo:
     """What a module's metadata says."""
 
@@ -159,6 +179,7 @@ class ModuleInfo:
     parts: tuple[str, ...] = ()  # a multi-arch module's parts (arch names); this info describes one of them
     fields: FieldLayout | None = None  # its global fields (None: an LLVM module of none)
     gfx: GfxCode | None = None  # a gfx module's kernel entries and SPIR-V (None: an LLVM module)
+    llvm: LlvmCode | None = None  # an LLVM module's kernel entries and IR (None: a gfx module)
     portable: bool = False  # its taichi_aot.json says it was built portable on purpose (build --portable)
 
     def exported_kernels(self) -> list[KernelInfo]:

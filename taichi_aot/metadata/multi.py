@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..enums import ARCH_PREFERENCE, Access, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
+from .retarget import cap_of
 
 if TYPE_CHECKING:
     from .model import ModuleInfo
@@ -103,6 +104,8 @@ def apply_names(info: ModuleInfo, src: _Source) -> None:
     if "parts" in doc:
         raise CorruptedDataError(f"{SIDECAR}: a multi-arch module inside a module")
     info.portable = doc.get("portable") is True  # build --portable: Taichi's default capabilities on purpose
+    if info.llvm is not None:
+        info.llvm.cap = cap_of(doc)
     kernels = doc.get("kernels")
     if not isinstance(kernels, dict):
         raise CorruptedDataError(f"{SIDECAR}: no 'kernels' mapping")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CPU_CAP", "cap", "retarget"]
+__all__ = ["CPU_CAP", "cap", "cap_of", "on_threads", "retarget", "threads_for"]
 
 #: The key of a CPU part's sidecar (``taichi_aot.json``) that ``build --max-cpu-threads N`` writes: the most threads its
 #: loops are spread over wherever it runs (without it, as many as the runtime has).
@@ -111,7 +111,25 @@ def cap(folder: str) -> int | None:
 
     try:
         with open(os.path.join(folder, "taichi_aot.json"), encoding="utf-8") as f:
-            value = json.load(f).get(CPU_CAP)
-    except (OSError, ValueError, AttributeError):
+            return cap_of(json.load(f))
+    except (OSError, ValueError):
         return None
+
+
+def cap_of(sidecar: object) -> int | None:
+    """The cap a module's ``taichi_aot.json`` (read: ``sidecar``) records (:func:`cap`), None where it records none."""
+    value = sidecar.get(CPU_CAP) if isinstance(sidecar, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def threads_for(threads: int, cap_: int | None) -> int:
+    """The chunks a CPU module's loops run in on a runtime of ``threads`` threads: as many, at most the module's cap
+    (``build --max-cpu-threads``, :func:`cap`) where it records one."""
+    return min(threads, cap_ or threads)
+
+
+def on_threads(text: str, threads: int, cap_: int | None) -> str:
+    """``text`` (a kernel's IR) with its loops on the chunks :func:`threads_for` gives, or as it is where
+    :func:`retarget` leaves it."""
+    done = retarget(text, threads_for(threads, cap_))
+    return done[0] if done is not None else text

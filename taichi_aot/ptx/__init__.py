@@ -311,6 +311,24 @@ def _put(tmp: str, out: str, key: str) -> None:
     os.rename(tmp, out)
 
 
+def manifest_in(folder: str, where: str) -> dict[str, Any] | None:
+    """The PTX manifest in ``folder`` (:func:`ptx_folder`'s), checked; None where it has none."""
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return read_manifest(f.read(), where)
+
+
+def kernel_ptx(folder: str, k: dict[str, Any]) -> bytes | str:
+    """The PTX a manifest's kernel entry ``k`` names, in ``folder``, or why it cannot be read."""
+    try:
+        with open(os.path.join(folder, k["ptx"]), "rb") as f:
+            return f.read()
+    except OSError as e:
+        return f"its PTX cannot be read ({e.strerror})"
+
+
 def ptx_folder(folder: str) -> tuple[str | None, str]:
     """Where the own CUDA launcher reads a CUDA module's PTX: the module's own folder where this PTX step made it
     there, else :func:`cached_folder`'s; ``(None, why)`` where there is none."""

@@ -1,0 +1,102 @@
+"""What each room of the house may do, beyond where its imports point (tests/test_layers.py): the launch backends
+take addresses and read no other library's arrays, and open no file; the foreign-array policy is imported by its
+maker and one path alone."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import test_layers
+from test_layers import ROOT, _imports, _modules, _tree
+
+#: What reads another library's arrays (their protocols, their modules, the rooms that read them for a launch):
+#: the argument path's, above the backends (``_arrays``, ``_foreign``, ``_arguments``).
+_ARRAY_READERS = {"__cuda_array_interface__", "__array_interface__", "__dlpack__", "__array__", "detach", "numpy"}
+_ARRAY_ROOMS = {"taichi_aot._arrays", "taichi_aot._foreign", "taichi_aot._dlpack", "taichi_aot._seen",
+                "taichi_aot._staged"}
+_FRAMEWORKS = {"torch", "jax", "jaxlib", "cupy"}
+
+
+def array_reads_in_backends() -> list[str]:
+    """Where a file of ``taichi_aot/backends/`` reads another library's arrays itself: an import of a framework or
+    of a room that reads arrays, one of their protocols, or a framework looked up in ``sys.modules``."""
+    known, found = _modules(), []
+    for module, path in sorted(known.items()):
+        if not module.startswith("taichi_aot.backends"):
+            continue
+        tree = _tree(path)
+        for room in sorted(_imports(module, path, known, tree) & _ARRAY_ROOMS):
+            found.append(f"{module} imports {room}")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{module}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in _FRAMEWORKS]
+            elif isinstance(node, ast.Attribute) and node.attr in _ARRAY_READERS:
+                found.append(f"{module}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in _FRAMEWORKS | _ARRAY_READERS:
+                found.append(f"{module}:{node.lineno} names {node.value!r}")
+    return found
+
+
+def test_the_backends_take_addresses_and_read_no_other_librarys_arrays():
+    """One argument path: every launch, a reverse kernel's too (its gradients in the slots after its arguments,
+    ``_arguments.gradient_signature``), packs through the same packers and foreign-array policy, so a backend gets
+    TiArguments (memories, tagged pointers, scalars) and never reads a torch, numpy, CuPy or JAX array itself."""
+    assert not array_reads_in_backends(), array_reads_in_backends()
+
+
+def test_the_array_read_check_sees_a_reader(tmp_path, monkeypatch):
+    """The check above finds what it looks for: a backend file that reads a tensor's interface, or asks for torch."""
+    folder = tmp_path / "taichi_aot" / "backends"
+    folder.mkdir(parents=True)
+    (folder / "reader.py").write_text("import sys\n\ndef f(v):\n    t = sys.modules.get('torch')\n"
+                                      "    return v.__cuda_array_interface__, t\n")
+    monkeypatch.setattr(test_layers, "ROOT", str(tmp_path))
+    found = array_reads_in_backends()
+    assert any("reads .__cuda_array_interface__" in f for f in found) and any("'torch'" in f for f in found), found
+
+
+def test_the_foreign_array_policy_is_imported_by_its_maker_and_the_elsewhere_path_alone():
+    """The foreign-array policy's room (``_foreign``) is imported by the runtime, which makes it, and by the packers'
+    path for launches made elsewhere: the launch room names what it asks of it by a Protocol of its own, so data
+    flows from the policy to the launch and no helper calls the policy back (§13.10's first change)."""
+    importers = set()
+    for folder, _, names in os.walk(os.path.join(ROOT, "taichi_aot")):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "_foreign":
+                    importers.add(os.path.relpath(path, ROOT))
+    assert importers <= {"taichi_aot/runtime.py", "taichi_aot/_arguments.py"}, importers
+
+
+#: The modules whose functions open, list or test paths, and what of ``os`` does (its environment does not).
+_FILE_READERS = {"io", "pathlib", "zipfile", "shutil", "glob", "tempfile"}
+_OS_FILES = {"path", "listdir", "scandir", "stat", "walk", "open", "fdopen"}
+
+
+def test_the_backends_open_no_file():
+    """A launch backend consumes what metadata/ read and checked once (``ModuleInfo``: a gfx module's SPIR-V, an LLVM
+    module's IR and records) and what the PTX room reads of its own files: it opens none itself, nor imports what
+    would (§13.10's fourth change)."""
+    found = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "taichi_aot", "backends"))):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(ROOT, "taichi_aot", "backends", name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                found.append(f"{name}:{node.lineno}: open()")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                  and node.attr in _OS_FILES):
+                found.append(f"{name}:{node.lineno}: os.{node.attr}")
+            elif isinstance(node, ast.Import):
+                found += [f"{name}:{node.lineno}: import {a.name}" for a in node.names
+                          if a.name.split(".")[0] in _FILE_READERS]
+    assert found == [], found
