@@ -30,7 +30,8 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--corpus", metavar="FOLDER", help="the launcher section also times every kernel of every module "
                    "in FOLDER on both CUDA launch paths (GPU time, through torch.profiler)")
     p.add_argument("--vk-raw", metavar="BINARY", help="the placement section (Vulkan) also runs this build of "
-                   "benchmarks/vk_raw.c: a launch and a step of 64 dispatches beside raw Vulkan's")
+                   "benchmarks/vk_raw.c: a launch and a step of 64 dispatches beside raw Vulkan's; the profiler "
+                   "section, a kernel's profiled time beside raw Vulkan's timestamps")
     p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
 
 

@@ -7,13 +7,26 @@ records is the kernel's (issue "profile").
   launch of LAUNCHES back-to-back launches and a wait (FEW on a CPU or a software rasterizer, where one takes
   a tenth of a second), against the profile's mean time a launch of the same launches
   (its device time where the launch path gives one; a CPU runtime's call), target within AGREE either way.
+* Beside raw Vulkan (``--vk-raw``, a build of benchmarks/vk_raw.c): the same task of ``saxpy``, its SPIR-V and
+  bindings as the module has them, dispatched by vk_raw as many times in one command buffer with as many workgroups as
+  the own launch dispatched, each between two timestamps: raw Vulkan's mean against the profile's mean of the same
+  launches, target within AGREE either way.
+* Beside CUDA events (CuPy's, where it is installed): each of the same launches on CUDA between two events of CuPy's
+  recorded on the runtime's stream, their mean against the profile's mean of the same launches, target within AGREE.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import struct
+import subprocess
+import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+
+from taichi_aot.placement.vulkan import SharedMemoryVulkan, facts
 
 from .measure import measure
 from .row import Row
@@ -29,6 +42,10 @@ BIG = 1 << 24
 LAUNCHES, FEW = 200, 5
 OUTSIDE, INSIDE = "tiny launch, no profile open", "tiny launch inside a profile"
 WALL, PROFILED = "saxpy @2^24: wall a launch", "saxpy @2^24: the profile's mean"
+RAW = "saxpy @2^24: raw Vulkan's timestamps, mean"
+EVENTS = "saxpy @2^24: CuPy's CUDA events around each launch, mean"
+#: Taichi's buffer kinds a gfx task binds (its ``buffer_binds``): how vk_raw binds each (bytes, or None: the args).
+_RAW_BINDS = {1: ("storage", 1 << 20), 2: ("uniform", None), 3: ("storage", 4096), 5: ("storage", 4 * BIG)}
 
 
 def _tiny(bench: Bench, n: int, inside: bool) -> Callable[[], float]:
@@ -69,6 +86,55 @@ def _big(bench: Bench, rounds: int) -> tuple[list[float], list[float], str]:
     return walls, profiled, timed
 
 
+def _raw_spec(bench: Bench, groups: int, folder: str) -> str:
+    """vk_raw's SPEC of ``saxpy(x, y, 0.5)`` over BIG elements (benchmarks/vk_raw.c): its one task's SPIR-V and
+    bindings as the module has them, its arguments laid out by the module's plan, ``groups`` workgroups."""
+    from taichi_aot.metadata import read_module
+    from taichi_aot.metadata.gfx import plan_entry
+    from taichi_aot.metadata.layout import arguments
+
+    gfx = read_module(bench.module_path).gfx
+    assert gfx is not None, "a Vulkan module"
+    entry = gfx.kernels["saxpy"]
+    (task,) = entry["tasks_attribs"]
+    plan = arguments(plan_entry(entry), "saxpy")
+    args = bytearray(max(plan["args_size"], 4))
+    for arg in plan["args"]:  # x and y: their shape; a: 0.5
+        if arg["kind"] == "ndarray":
+            struct.pack_into("<i", args, arg["offset"], BIG)
+        else:
+            struct.pack_into("<f", args, arg["offset"], 0.5)
+    spirv = os.path.join(folder, "saxpy.spv")
+    with open(spirv, "wb") as f:
+        f.write(gfx.spirv[task["name"]])
+    lines = [f"spirv {spirv}", f"groups {groups}"]
+    for bind in task["buffer_binds"]:
+        kind, size = _RAW_BINDS[bind["buffer"]["type"]]
+        lines.append(f"bind {bind['binding']} {kind} {size or -(-len(args) // 16) * 16}"
+                     + (f" {bytes(args).hex()}" if size is None else ""))
+    path = os.path.join(folder, "saxpy.spec")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def _raw(bench: Bench, launches: int, groups: int, runs: int = 3) -> list[float] | str:
+    """vk_raw's mean microseconds a dispatch of the same task (see the module docstring), a figure a run of ``runs``,
+    or why there is none."""
+    if not bench.vk_raw:
+        return "no vk_raw build (--vk-raw)"
+    means = []
+    with tempfile.TemporaryDirectory(prefix="vk_raw_spec_") as folder:
+        spec, name = _raw_spec(bench, groups, folder), facts(bench.rt.handle).name  # the runtime's own device
+        for _ in range(runs):
+            run = subprocess.run([bench.vk_raw, name, str(launches), spec], capture_output=True, text=True,
+                                 timeout=600)
+            if run.returncode != 0:
+                return f"vk_raw failed: {run.stderr.strip()[-300:]}"
+            means.append(float(json.loads(run.stdout)["stamped"]["mean"]))
+    return means
+
+
 def _launches(bench: Bench) -> int:
     return LAUNCHES if bench.gpu and not bench.software else FEW
 
@@ -94,4 +160,61 @@ def profiler(bench: Bench) -> list[Row]:
     mean.target, mean.met = f"within {AGREE:.0%}", abs(mean.ratio - 1) <= AGREE
     if measured.warnings:
         rows[OUTSIDE].note = "; ".join(measured.warnings)
-    return [*rows.values(), wall, mean]
+    return [*rows.values(), wall, mean, *_beside_raw(bench, mean, big), *_beside_events(bench, big)]
+
+
+def _beside_raw(bench: Bench, mean: Row, big: dict) -> list[Row]:
+    """On Vulkan, raw Vulkan's timestamps of the same task beside the profile's mean (the module docstring)."""
+    device = bench.rt.device
+    if not isinstance(device, SharedMemoryVulkan):  # not Vulkan
+        return []
+    saxpy = bench.mod.kernels["saxpy"]
+    x, y = bench.rt.ndarray((BIG,), np.float32), bench.rt.ndarray((BIG,), np.float32)
+    before = device.counts()
+    bench.timed(lambda: saxpy(x, y, 0.5))
+    after = device.counts()  # the own launch's grid, as it dispatched the launches measured
+    groups = (after["workgroups"] - before["workgroups"]) // max(after["dispatches"] - before["dispatches"], 1)
+    raw = _raw(bench, big["launches"], groups)
+    if isinstance(raw, str):
+        bench.log(f"  profiler: no raw Vulkan timestamps: {raw}")
+        return []
+    row = Row("profiler", bench.name, RAW, "us/launch", raw, params={**big, "groups": groups})
+    profiled = mean.median
+    mean_vs_raw = Row("profiler", bench.name, f"{PROFILED} (median round) over raw Vulkan's", "us/launch",
+                      [profiled], params=big, limit=RAW)
+    mean_vs_raw.ratio = profiled / row.median
+    mean_vs_raw.target, mean_vs_raw.met = f"within {AGREE:.0%}", abs(mean_vs_raw.ratio - 1) <= AGREE
+    return [row, mean_vs_raw]
+
+
+def _beside_events(bench: Bench, big: dict) -> list[Row]:
+    """On CUDA, each launch of ``saxpy`` between two of CuPy's events on the runtime's stream, inside a profile: the
+    events' mean beside the profile's mean of the same launches (the module docstring)."""
+    if bench.arch.name != "CUDA":
+        return []
+    try:
+        import cupy
+    except ImportError:
+        bench.log("  profiler: no CUDA events beside the profile: CuPy is not installed")
+        return []
+    saxpy, launches = bench.mod.kernels["saxpy"], big["launches"]
+    x, y = bench.rt.ndarray((BIG,), np.float32), bench.rt.ndarray((BIG,), np.float32)
+    stream = cupy.cuda.ExternalStream(bench.rt.cuda_stream or 0)
+    events, profiled = [], []
+    for _ in range(big["rounds"]):
+        pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(launches)]
+        with bench.rt.profile() as prof:
+            for start, end in pairs:
+                start.record(stream)
+                saxpy(x, y, 0.5)
+                end.record(stream)
+            bench.rt.wait()
+        pairs[-1][1].synchronize()
+        events.append(sum(cupy.cuda.get_elapsed_time(a, b) for a, b in pairs) / launches * 1e3)
+        profiled.append(next(r for r in prof.kernels() if r.name == "saxpy").mean * 1e6)
+    row = Row("profiler", bench.name, EVENTS, "us/launch", events, params=big)
+    mean = Row("profiler", bench.name, f"{PROFILED}, the same launches", "us/launch", profiled, params=big,
+               limit=EVENTS)
+    mean.ratio = sorted(p / e for p, e in zip(profiled, events))[len(events) // 2]
+    mean.target, mean.met = f"within {AGREE:.0%}", abs(mean.ratio - 1) <= AGREE
+    return [row, mean]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .._native import ffi, lib
 from ..errors import InvalidArgumentError, InvalidStateError, NotSupportedError
-from ..metadata.gfx import widened_total
+from ..metadata.gfx import plan_entry, widened_total
 from .choice import Choice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,15 +115,6 @@ def _binds(task: dict, arrays: set[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _entry(kernel: dict) -> dict:
-    """A gfx kernel's argument and result layout as the plan's reader (``metadata.layout``) reads an LLVM kernel's."""
-    ctx = kernel["ctx_attribs"]
-    return {"args": [[a["key"], a["value"]] for a in ctx.get("arg_attribs_vec_") or []],
-            "args_type": ctx.get("args_type_"), "args_size": ctx.get("args_bytes_", 0),
-            "ret_type": ctx.get("rets_type_"), "ret_size": ctx.get("rets_bytes_", 0),
-            "rets": ctx.get("ret_attribs_vec_") or []}
-
-
 def returns_refused(why: str | None) -> str:
     """The end of "kernel 'k' returns values, which ..." on Vulkan where no backend gives them."""
     return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
@@ -165,7 +156,7 @@ class VulkanBackend:
         from .plan import Results, c_args
 
         try:
-            plan = arguments(_entry(entry), f"kernel {name!r}")
+            plan = arguments(plan_entry(entry), f"kernel {name!r}")
         except (PlanError, KeyError, TypeError, ValueError) as e:
             raise NotSupportedError(f"its arguments cannot be laid out here: {e}") from None
         if entry.get("tasks_attribs") and any(t.get("texture_binds") for t in entry["tasks_attribs"]):

@@ -60,6 +60,16 @@ def widened_total(task: dict, threads: int) -> int | None:
     return None
 
 
+def plan_entry(kernel: dict) -> dict:
+    """A gfx kernel's argument and result layout (its metadata.json entry's) as the plan's reader
+    (:func:`.layout.arguments`) reads an LLVM kernel's."""
+    ctx = kernel["ctx_attribs"]
+    return {"args": [[a["key"], a["value"]] for a in ctx.get("arg_attribs_vec_") or []],
+            "args_type": ctx.get("args_type_"), "args_size": ctx.get("args_bytes_", 0),
+            "ret_type": ctx.get("rets_type_"), "ret_size": ctx.get("rets_bytes_", 0),
+            "rets": ctx.get("ret_attribs_vec_") or []}
+
+
 def _gfx(meta: dict, tasks: _Tasks) -> ModuleInfo:
     """Kernels of gfx metadata; ``tasks`` what their tasks' SPIR-V says (storage-texture formats, kernels
     drivers cannot run)."""
