@@ -16,8 +16,8 @@ static const TaichiAotKindOps KINDS[] = {
     [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, 0, 0, NULL},
     [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, 0, 0, NULL},
     [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CALLS, 0, 0, NULL},
-    [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, 0, 1, aot_vk_try_hold_calls},
-    [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, 0, 1, aot_vk_try_hold_calls},
+    [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, 0, 1, aot_vk_kernel_quick},
+    [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, 0, 1, aot_vk_graph_quick},
 };
 
 const TaichiAotKindOps *taichi_aot_kind_ops(uint32_t kind) {

@@ -28,9 +28,10 @@ typedef struct {
        CUDA launcher's stand-in lock, held across a stream's synchronization for a kernel's values or its autodiff
        flag: a host function on that stream may need Python's lock). */
     int quick;
-    /* For a quick kind that holds its runtime's calls: take them only where no other thread has them (1: *held as
-       hold returns it; 0: busy, nothing held). */
-    int (*try_hold)(TiRuntime runtime, void **held);
+    /* For a quick kind: whether the launch can be made now without blocking: the runtime's calls taken (where `hold`:
+       it holds them) only where no other thread has them, and nothing in it waits for the device (a full ring of
+       batches, a kernel's values). 1: go, *held as hold returns it; 0: busy, nothing held. */
+    int (*quick_hold)(const TaichiAotLaunch *l, int hold, void **held);
 } TaichiAotKindOps;
 
 /* The entry of `kind`; NULL: no such kind (nothing is launched: TAICHI_AOT_UNKNOWN_KIND). */
@@ -47,6 +48,7 @@ __attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLau
 __attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_vk_try_hold_calls(TiRuntime runtime, void **held);
+__attribute__((visibility("hidden"))) int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held);
+__attribute__((visibility("hidden"))) int aot_vk_graph_quick(const TaichiAotLaunch *l, int hold, void **held);
 
 #endif

@@ -123,15 +123,15 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
 }
 
 /* taichi_aot_launch without blocking, for a caller that holds Python's lock (the C call): TAICHI_AOT_BUSY, nothing
-   launched, where the launch's kind is not quick (kinds.h) or another thread has its runtime's calls; the caller then
-   lets Python's lock go and makes taichi_aot_launch. */
+   launched, where the launch's kind is not quick (kinds.h), another thread has its runtime's calls or the launch would
+   wait for the device; the caller then lets Python's lock go and makes taichi_aot_launch. */
 int taichi_aot_launch_quick(const TaichiAotLaunch *l) {
     const TaichiAotKindOps *ops = taichi_aot_kind_ops(l->kind);
     void *held = NULL;
     if (ops == NULL || !ops->quick || (unsigned long)pthread_self() != l->thread) {
         return TAICHI_AOT_BUSY;
     }
-    if (holds_calls(l, ops) && (ops->try_hold == NULL || !ops->try_hold(l->runtime, &held))) {
+    if (ops->quick_hold == NULL || !ops->quick_hold(l, holds_calls(l, ops), &held)) {
         return TAICHI_AOT_BUSY;
     }
     return launch_held(l, ops, held);

@@ -153,6 +153,18 @@ int aot_vk_busy(const VkRt *rt) {
     return 0;
 }
 
+int aot_vk_would_wait(VkRt *rt, uint32_t slot) {
+    const VkBatch *b = rt->current >= 0 ? &rt->batches[rt->current] : NULL;
+    if (b != NULL && b->head + slot <= b->end) {
+        return 0; /* it goes into the batch being recorded */
+    }
+    if (slot > VK_SEGMENT) {
+        return 1; /* more than a batch holds: past the next one too */
+    }
+    b = &rt->batches[rt->next];
+    return b->state == 2 && rt->f.GetFenceStatus(rt->device, b->fence) != AOT_VK_SUCCESS;
+}
+
 /* Everything recorded submitted and waited for. */
 AotVkResult aot_vk_finish(VkRt *rt) {
     AotVkResult code = aot_vk_submit(rt);

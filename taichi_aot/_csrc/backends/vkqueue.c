@@ -147,7 +147,7 @@ void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
     return aot_vk_hold(runtime);
 }
 
-int aot_vk_try_hold_calls(TiRuntime runtime, void **held) {
+int aot_vk_try_hold(TiRuntime runtime, VkRt **held) {
     VkRt *rt = aot_vk_find(runtime);
     *held = NULL;
     if (rt == NULL) {

@@ -560,6 +560,39 @@ int aot_vk_kernel_launch(const TaichiAotLaunch *l) {
     return taichi_aot_vk_launch(l->runtime, l->handle, l->arg_count, (const TiArgument *)l->args);
 }
 
+/* A quick launch (kinds.h): the runtime's calls taken where `hold` and free, and nothing of `slot` argument bytes
+   waits for the device (aot_vk_would_wait); a launch that returns values (`returns`) waits: never quick. */
+static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot, int returns, void **held) {
+    VkRt *taken = NULL;
+    *held = NULL;
+    if (returns || (hold && !aot_vk_try_hold(l->runtime, &taken))) {
+        return 0;
+    }
+    if ((!hold || taken != NULL) && !rt->closed && aot_vk_would_wait(rt, slot)) { /* read with the calls held */
+        aot_vk_let_go(taken);
+        return 0;
+    }
+    *held = taken;
+    return 1;
+}
+
+int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held) {
+    const VkKernel *k = (const VkKernel *)l->handle;
+    return vk_quick(l, k->rt, hold, k->slot, k->result_size > 0, held);
+}
+
+int aot_vk_graph_quick(const TaichiAotLaunch *l, int hold, void **held) {
+    const TaichiAotVkGraph *g = (const TaichiAotVkGraph *)l->handle;
+    uint32_t d, slots = 0;
+    int returns = 0;
+    for (d = 0; d < g->dispatch_count; ++d) {
+        const VkKernel *k = (const VkKernel *)g->kernels[d];
+        slots += k->slot;
+        returns |= k->result_size > 0;
+    }
+    return g->dispatch_count == 0 ? 0 : vk_quick(l, ((const VkKernel *)g->kernels[0])->rt, hold, slots, returns, held);
+}
+
 int aot_vk_graph_launch(const TaichiAotLaunch *l) {
     return taichi_aot_vk_graph(l->runtime, (const TaichiAotVkGraph *)l->handle, l->arg_count,
                                (const TiNamedArgument *)l->args);

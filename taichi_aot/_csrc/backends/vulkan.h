@@ -176,6 +176,9 @@ __attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_hold_open(VkRt *rt);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_hold(TiRuntime runtime);
 __attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
+/* aot_vk_hold without blocking: 0 where another thread has the calls (nothing held); else 1, `*held` as aot_vk_hold
+   returns it. */
+__attribute__((visibility("hidden"))) int aot_vk_try_hold(TiRuntime runtime, VkRt **held);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runtime);
 /* Whether `runtime` was closed (its record kept until a runtime is made at its address again: aot_vk_forget_closed):
@@ -217,6 +220,8 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
+/* Whether recording `slot` more argument bytes would wait for the device first (the next batch's slot still running). */
+__attribute__((visibility("hidden"))) int aot_vk_would_wait(VkRt *rt, uint32_t slot);
 __attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage,
                                                           uint32_t src_access, uint32_t dst_stage,
