@@ -336,6 +336,8 @@ class _Launchable(Launcher):
                 code = _launch(c)
                 if code:
                     _after_launch(code, c, self._checker(values), self._what)
+                    if rt.gate.recorder is not None:  # stamped fresh while the runtime records (a call that came
+                        c.seen = -1  # in before the recording began): the next calls of its thread are recorded
             except BaseException:
                 if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
                     foreign.discard()

@@ -474,3 +474,44 @@ def test_a_runtime_closed_under_a_workers_calls(vulkan, modules, monkeypatch, po
         stop.set()
         t.join(timeout=60)
         assert not t.is_alive() and errors == [], errors
+
+
+def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_recorded(vulkan, modules):
+    """Another thread's first call that passed the recording check just before the owner began recording launches
+    (it came first); its launcher, made then, is not taken as fresh: its next calls during the recording are
+    recorded, as every other thread's are, and run at the replay."""
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x, y = rt.ndarray_from_numpy(np.zeros(8, np.float32)), rt.ndarray_from_numpy(np.ones(8, np.float32))
+        failures: list[BaseException] = []
+
+        def on_another_thread(body) -> None:
+            def run() -> None:
+                try:
+                    body()
+                except BaseException as e:  # the test reads them
+                    failures.append(e)
+            t = threading.Thread(target=run)
+            t.start()
+            t.join()
+
+        def raced() -> None:  # the first call, as the slow path makes it once past the recording check
+            twin = add._twin()
+            assert twin is not None
+            twin._recording = lambda: False  # the check it passed before the owner began recording
+            twin(x, y, 1.0)
+            del twin._recording
+
+        def then_a_call() -> None:
+            raced()  # launched at once: 1
+            for _ in range(3):  # the same thread's next calls, in C by its launcher: recorded
+                add(x, y, 10.0)
+
+        with rt.record() as seq:
+            on_another_thread(then_a_call)
+            add(x, y, 100.0)  # the owner's: recorded
+        assert failures == []
+        np.testing.assert_array_equal(x.to_numpy(), np.full(8, 1, np.float32))
+        assert len(seq) == 4
+        seq.replay()
+        np.testing.assert_array_equal(x.to_numpy(), np.full(8, 131, np.float32))
