@@ -3,6 +3,7 @@ metadata does not: learned from the module's Vulkan part, or from a Vulkan build
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -155,11 +156,20 @@ def test_the_probe_is_not_part_of_the_output(built):
 
 
 def test_no_access_leaves_it_unknown(built):
+    """``--no-access`` records none in the module; what a load reads of the kernels' IR (metadata.llvm_access) is
+    never "not written" for an argument the gfx build finds written (unknown, or written, where it cannot tell)."""
     folder, summaries = built
     assert summaries["none"]["access"] == "unknown" and "--no-access" in summaries["none"]["access_reason"]
+    with open(os.path.join(folder, "none", "taichi_aot.json"), encoding="utf-8") as f:
+        sidecar = json.load(f)
+    assert not [k for k in sidecar.get("kernels", {}).values() if "access" in k] and not sidecar.get("graphs")
     kernels, graphs = access_of(x64_part(folder, "none"))
-    assert kernels == {k: dict.fromkeys(args) for k, args in KERNELS.items()}
-    assert graphs == {g: dict.fromkeys(args) for g, args in GRAPHS.items()}
+    for found, learned in ((kernels, KERNELS), (graphs, GRAPHS)):
+        assert set(found) == set(learned)
+        for name, args in learned.items():
+            for arg, access in args.items():
+                got = found[name][arg]
+                assert got is None or got == RW or not access & W, (name, arg, got, access)
 
 
 def test_a_file_vulkan_cannot_compile_builds_with_access_unknown(built):
@@ -172,7 +182,9 @@ def test_a_file_vulkan_cannot_compile_builds_with_access_unknown(built):
     assert [(a.name, a.access) for a in info.kernels["double"].args] == [("x", None), ("y", None)]
 
 
-def test_no_access_where_the_parts_cannot_be_matched_by_name(built):
+def test_no_access_where_the_parts_cannot_be_matched_by_name(built, monkeypatch):
+    """The build records no access where it cannot match the parts (what a load reads of the IR left aside)."""
+    monkeypatch.setattr(metadata, "_infer_access", lambda info: None)
     folder, summaries = built
     summary = summaries["differs"]
     assert summary["kernels"] == ["fill"] and summary["access"] == "unknown"

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Arch
+from ..enums import ARCH_PREFERENCE, CPU_ARCHS, GFX_ARCHS, LLVM_ARCHS, Access, Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
 from .model import (
     GRAPH_KINDS,
@@ -302,12 +302,32 @@ def _read(src: _Source) -> ModuleInfo:
     if version is not None:
         info.version = version
     apply_names(info, src)
+    if info.llvm is not None:  # what neither the metadata nor taichi_aot.json records, from the kernels' IR
+        _infer_access(info)
     graph_access(info)
     info.graph_names = list(info.graphs)
     content = src.read("__content__")
     if content is not None:
         _apply_content(info, content)
     return info
+
+
+def _infer_access(info: ModuleInfo) -> None:
+    """An LLVM module's kernels' ndarray arguments of unknown access: written where their IR may write them, read
+    otherwise (:func:`.llvm_access.written`; left unknown where it cannot tell)."""
+    from . import llvm_access, llvm_code
+
+    assert info.llvm is not None
+    for name, kernel in info.kernels.items():
+        unknown = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray" and a.access is None}
+        raw, entry = info.llvm.ir.get(name), info.llvm.kernels.get(name)
+        if not unknown or raw is None or entry is None:
+            continue
+        arrays = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray"}
+        written = llvm_access.written_in(raw, llvm_code.layout_of(entry, f"kernel {name!r}"), arrays)
+        if written is not None:
+            kernel.args = [replace(a, access=Access.READ_WRITE if i in written else Access.READ) if i in unknown
+                           else a for i, a in enumerate(kernel.args)]
 
 
 def _version(src: _Source) -> tuple[int, ...] | None:

@@ -88,6 +88,11 @@ NO_FIELDS = ("it reads global fields, and the module records none (Taichi compil
              "which `taichi_aot build` calls): libtaichi_c_api gives them no memory, and the kernel would crash")
 
 
+def layout_of(k: dict, what: str) -> str:
+    """A kernel's argument layout (its metadata entry ``k``, checked) as an LLVM type."""
+    return _arguments(k, what)
+
+
 def _arguments(k: dict, what: str) -> str:
     """Check a kernel's arguments against its layout; return the layout as an LLVM type."""
     args = sorted(k["args"], key=lambda e: e[0])
