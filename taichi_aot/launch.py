@@ -326,13 +326,18 @@ class _Launchable(Launcher):
             packed = self._new_packed()
             c, plan = packed.launch, list(zip(self._packers, packed.slots))
             c.thread = _get_ident()
+        start = time.monotonic_ns() if rt.profiles else 0  # a profile's copy event: the copies' bytes, in and back
         with rt.backends.lock:
             foreign.before_pack(len(values))
             try:
                 for (pack, slot), value in zip(plan, values):
                     pack(value, rt, slot)
                 if foreign.staged:  # foreign arrays the backend cannot address travel as copies
-                    return self._launch_staged(values, c)
+                    copied = sum(s.array.nbytes * (s.filled + s.write_back) for s in foreign.staged)
+                    self._launch_staged(values, c)
+                    for p in list(rt.profiles) if start else ():
+                        p.note_copy(rt, self._name, copied, start)
+                    return
                 code = _launch(c)
                 if code:
                     _after_launch(code, c, self._checker(values), self._what)

@@ -32,6 +32,7 @@ from .errors import InvalidArgumentError, InvalidStateError, TaichiError
 __all__ = ["KernelRow", "Launch", "Profile"]
 
 _TIMED = {1: "device", 2: "call", 3: "enqueue", 0: "enqueue"}  # profile.c's states: 0 never got its device times
+_HOST_EVENTS = {-1: "wait", -2: "copy"}  # the host's own events (note_wait, note_copy)
 _TAKE = 4096  # records a call to the C store takes at most
 
 
@@ -45,7 +46,8 @@ class Launch(NamedTuple):
     host_end: float
     start: float  # the work's start and end: the device's, placed on the host's clock (see Profile.launches)
     end: float
-    timed: str  # "device", "call" (a CPU runtime's), "enqueue" (no device time: the call's) or "wait"
+    timed: str  # "device", "call" (a CPU runtime's), "enqueue" (no device time: the call's), "wait" or "copy"
+    bytes: int = 0  # a copy event's: the host arrays' bytes the launch copied in and back
 
     @property
     def seconds(self) -> float:
@@ -64,6 +66,7 @@ class KernelRow(NamedTuple):
     max: float
     mean: float
     timed: str  # as Launch.timed ("device", "call", "enqueue"); "mixed" where its launches differ
+    bytes: int = 0  # the host arrays' bytes its launches copied in and back (staged copies), where any did
 
 
 class Profile:
@@ -166,6 +169,13 @@ class Profile:
         with self._lock:
             self._raw.append((rt, ("wait", threading.get_ident(), start_ns, end, start_ns, end, -1)))
 
+    def note_copy(self, rt: Parent, name: str, nbytes: int, start_ns: int) -> None:
+        """A launch of kernel ``name`` on ``rt`` whose host arrays were copied (``nbytes`` in and back), from
+        ``start_ns`` (time.monotonic_ns: its packing) until now (its copies back), as an event of its own."""
+        end = time.monotonic_ns()
+        with self._lock:
+            self._raw.append((rt, (name, threading.get_ident(), start_ns, end, start_ns, end, -2, nbytes)))
+
     def _collect(self) -> None:
         with self._lock:
             for rt in self._runtimes:
@@ -182,15 +192,15 @@ class Profile:
         """A record on the host's clock (seconds): a device's times moved by the runtime's offset, the largest
         that puts some launch's work at the start of its call, and none before it (set as records are read: it only
         grows, a run being read in pieces)."""
-        name, thread, h0, h1, d0, d1, state = rec
+        name, thread, h0, h1, d0, d1, state = rec[:7]
         device = f"{rt.arch.name.lower()}:{rt.device_index}"
         if state == 1:
             offset = self._offsets[id(rt)]
             start, end = d0 / 1e9 + offset, d1 / 1e9 + offset
         else:
             start, end = h0 / 1e9, h1 / 1e9
-        timed = "wait" if state == -1 else _TIMED[state]
-        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed)
+        timed = _HOST_EVENTS[state] if state < 0 else _TIMED[state]
+        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, rec[7] if len(rec) > 7 else 0)
 
     @property
     def launches(self) -> list[Launch]:
@@ -204,29 +214,35 @@ class Profile:
         return self._lost
 
     def kernels(self) -> list[KernelRow]:
-        """A row a kernel (or graph) and device, sorted by total time, largest first (waits not counted)."""
+        """A row a kernel (or graph) and device, sorted by total time, largest first (waits not counted; its launches'
+        copies counted in its ``bytes``, not in its times)."""
         groups: dict[tuple[str, str], list[Launch]] = {}
+        copied: dict[tuple[str, str], int] = {}
         for e in self.launches:
-            if e.timed != "wait":
+            if e.timed == "copy":
+                copied[(e.name, e.device)] = copied.get((e.name, e.device), 0) + e.bytes
+            elif e.timed != "wait":
                 groups.setdefault((e.name, e.device), []).append(e)
         rows = []
         for (name, device), events in groups.items():
             secs = [e.seconds for e in events]
             kinds = {e.timed for e in events}
             rows.append(KernelRow(name, device, len(secs), sum(secs), min(secs), max(secs), sum(secs) / len(secs),
-                                  kinds.pop() if len(kinds) == 1 else "mixed"))
+                                  kinds.pop() if len(kinds) == 1 else "mixed", copied.get((name, device), 0)))
         rows.sort(key=lambda r: -r.total)
         return rows
 
     def table(self) -> str:
         """The kernels' rows as text (``print(prof)``)."""
         rows = self.kernels()
+        copies = any(r.bytes for r in rows)  # a column of the bytes copied, where a launch copied host arrays
         head = f"{'kernel':<32} {'device':<10} {'launches':>8} {'total ms':>10} {'mean us':>10} {'min us':>10} " \
-               f"{'max us':>10}  timed"
+               f"{'max us':>10}" + (f" {'copied MB':>10}" if copies else "") + "  timed"
         lines = [head, "-" * len(head)]
         for r in rows:
             lines.append(f"{r.name[:32]:<32} {r.device:<10} {r.launches:>8} {r.total * 1e3:>10.3f} "
-                         f"{r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} {r.max * 1e6:>10.1f}  {r.timed}")
+                         f"{r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} {r.max * 1e6:>10.1f}"
+                         + (f" {r.bytes / 1e6:>10.3f}" if copies else "") + f"  {r.timed}")
         if not rows:
             lines.append("(no launches)")
         if any(r.timed in ("enqueue", "mixed") for r in rows):
@@ -245,17 +261,20 @@ class Profile:
 
     def trace(self) -> dict:
         """The Chrome trace format's object (``save`` writes it): one complete event a launch, named by the kernel,
-        on a track per device and thread (process: the device; thread: the launching thread), waits as events of
-        their own; times in microseconds from the first event."""
+        on a track per device and thread (process: the device; thread: the launching thread), waits and a launch's
+        host-array copies (``copies: <kernel>``, with their bytes) as events of their own; times in microseconds from
+        the first event."""
         events = self.launches
         t0 = min((e.start for e in events), default=0.0)
         pids: dict[str, int] = {}
         out: list[dict] = []
         for e in events:
             pid = pids.setdefault(e.device, len(pids) + 1)
-            out.append({"name": e.name, "cat": e.timed, "ph": "X", "pid": pid, "tid": e.thread,
-                        "ts": (e.start - t0) * 1e6, "dur": max(e.seconds, 0.0) * 1e6,
-                        "args": {"call_us": (e.host_end - e.host_start) * 1e6, "timed": e.timed}})
+            args = {"call_us": (e.host_end - e.host_start) * 1e6, "timed": e.timed, **({"bytes": e.bytes}
+                                                                                         if e.timed == "copy" else {})}
+            out.append({"name": f"copies: {e.name}" if e.timed == "copy" else e.name, "cat": e.timed, "ph": "X",
+                        "pid": pid, "tid": e.thread, "ts": (e.start - t0) * 1e6, "dur": max(e.seconds, 0.0) * 1e6,
+                        "args": args})
         for device, pid in pids.items():
             out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": device}})
         return {"traceEvents": out, "displayTimeUnit": "ms"}

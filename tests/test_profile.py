@@ -78,6 +78,28 @@ def test_a_graph_is_one_row_spanning_its_dispatches(vulkan, modules):
         assert rows["add_twice"].min > 0
 
 
+def test_host_arrays_copied_for_a_launch_are_counted_and_traced(vulkan, modules, tmp_path):
+    """Numpy arrays passed to a Vulkan kernel travel as copies: the kernel's row counts their bytes (copied in where
+    it reads one, back where it writes one), the table shows them, and the trace has each launch's copies as an
+    event of their own; an ndarray's launch copies nothing."""
+    with Runtime(vulkan) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x, y = np.zeros(N, np.float32), np.ones(N, np.float32)
+        nx, ny = _arrays(rt)
+        with rt.profile() as prof:
+            for _ in range(3):
+                add(x, y, 1.0)  # x read and written: in and back; y read: in
+            add(nx, ny, 1.0)
+        np.testing.assert_array_equal(x, np.full(N, 3, np.float32))
+        (row,) = prof.kernels()
+        assert row.launches == 4 and row.bytes == 3 * (2 * x.nbytes + y.nbytes)
+        assert "copied MB" in str(prof)
+        with open(prof.save(tmp_path / "t.json"), encoding="utf-8") as f:
+            copies = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "copy"]
+        assert [e["name"] for e in copies] == ["copies: add"] * 3 and {e["args"]["bytes"] for e in copies} == {
+            2 * x.nbytes + y.nbytes}
+
+
 def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, modules):
     with Runtime(vulkan) as rt:
         mod = rt.load_module(modules.path(vulkan))
