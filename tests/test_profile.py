@@ -62,7 +62,7 @@ def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules
     assert sum(r.launches for r in prof.kernels()) == 20
 
 
-def test_a_graph_is_one_row_spanning_its_dispatches(vulkan, modules):
+def test_a_graph_is_a_row_spanning_its_dispatches_and_each_dispatch_one(vulkan, modules):
     with Runtime(vulkan) as rt:
         mod = rt.load_module(modules.path(vulkan))
         x, y = _arrays(rt)
@@ -74,8 +74,17 @@ def test_a_graph_is_one_row_spanning_its_dispatches(vulkan, modules):
         rows = {r.name: r for r in prof.kernels()}
         assert rows["add_twice"].launches == 5 and rows["add_twice"].timed == "device"
         assert rows["add"].launches == 1
-        # its record spans both dispatches: at least the one launch of add alone (the same work), give or take
         assert rows["add_twice"].min > 0
+        # each dispatch a row of its own, named by the graph and the kernel, numbered where a kernel repeats; the
+        # graph's record spans them
+        parts = sorted(n for n in rows if n.startswith("add_twice/"))
+        assert len(parts) == 2 and parts[0].endswith("#1") and parts[1].endswith("#2")
+        for n in parts:
+            assert rows[n].launches == 5 and rows[n].timed == "device" and rows[n].min > 0
+        graph_events = [e for e in prof.launches if e.name == "add_twice"]
+        for e in prof.launches:
+            if e.name in parts:
+                assert any(g.start <= e.start and e.end <= g.end for g in graph_events), e
 
 
 def test_host_arrays_copied_for_a_launch_are_counted_and_traced(vulkan, modules, tmp_path):

@@ -74,55 +74,16 @@ static TaichiAotProfileRecord *record_of(int64_t t) {
     return number - s->base < s->count ? &s->records[number - s->base] : NULL;
 }
 
-int64_t aot_profile_begin(const TaichiAotLaunch *l) {
-    TaichiAotProfileRecord *r;
-    ProfileSlot *s;
-    int slot;
-    const char *name = l->name != NULL ? l->name : "";
-    const char *colon = strchr(name, ':');
-    pthread_mutex_lock(&profile_lock);
-    slot = slot_of(l->runtime, l->pending);
-    if (slot < 0) {
-        pthread_mutex_unlock(&profile_lock);
-        return -1;
-    }
-    s = &slots[slot];
-    if (s->count == s->cap) {
-        uint64_t cap = s->cap ? s->cap * 2 : 1024;
-        TaichiAotProfileRecord *grown = cap <= TAICHI_AOT_PROFILE_MAX ? realloc(s->records, cap * sizeof(*grown)) : NULL;
-        if (grown == NULL) {
-            ++s->lost;
-            pthread_mutex_unlock(&profile_lock);
-            return -1;
-        }
-        s->records = grown;
-        s->cap = cap;
-    }
-    r = &s->records[s->count++];
-    memset(r, 0, sizeof(*r));
-    strncpy(r->name, colon != NULL ? colon + 1 : name, TAICHI_AOT_PROFILE_NAME - 1);
-    r->thread = (uint64_t)pthread_self();
-    r->kind = l->kind;
-    r->state = s->host_times ? 2 : 3;
-    r->device_start = r->device_end = -1;
-    current = token(slot, s->base + s->count - 1);
-    current_timed = 0;
-    r->host_start = aot_profile_now();
-    pthread_mutex_unlock(&profile_lock);
-    return current;
-}
-
-void aot_profile_end(int64_t t) {
+/* Record `t` closed now: its call's end; `timed`: its device times come later (a batch's timestamps, a pair of
+   events); a CPU runtime's device times are its call's. */
+static void close_record(int64_t t, int timed) {
     int64_t now = aot_profile_now();
     TaichiAotProfileRecord *r;
-    int timed = current_timed;
-    current = -1;
-    current_timed = 0;
     pthread_mutex_lock(&profile_lock);
     r = record_of(t);
     if (r != NULL) {
         r->host_end = now;
-        if (timed && r->state == 3) { /* its device times come later (a batch's timestamps, a pair of events) */
+        if (timed && r->state == 3) {
             r->state = 0;
         }
         if (r->state == 2) {
@@ -131,6 +92,81 @@ void aot_profile_end(int64_t t) {
         }
     }
     pthread_mutex_unlock(&profile_lock);
+}
+
+/* A new record of slot `slot`, zeroed (under the lock; NULL where the store is full: counted lost). */
+static TaichiAotProfileRecord *new_record(int slot) {
+    ProfileSlot *s = &slots[slot];
+    TaichiAotProfileRecord *r;
+    if (s->count == s->cap) {
+        uint64_t cap = s->cap ? s->cap * 2 : 1024;
+        TaichiAotProfileRecord *grown = cap <= TAICHI_AOT_PROFILE_MAX ? realloc(s->records, cap * sizeof(*grown)) : NULL;
+        if (grown == NULL) {
+            ++s->lost;
+            return NULL;
+        }
+        s->records = grown;
+        s->cap = cap;
+    }
+    r = &s->records[s->count++];
+    memset(r, 0, sizeof(*r));
+    r->thread = (uint64_t)pthread_self();
+    r->state = s->host_times ? 2 : 3;
+    r->device_start = r->device_end = -1;
+    return r;
+}
+
+int64_t aot_profile_begin(const TaichiAotLaunch *l) {
+    TaichiAotProfileRecord *r;
+    int slot;
+    const char *name = l->name != NULL ? l->name : "";
+    const char *colon = strchr(name, ':');
+    pthread_mutex_lock(&profile_lock);
+    slot = slot_of(l->runtime, l->pending);
+    r = slot >= 0 ? new_record(slot) : NULL;
+    if (r == NULL) {
+        pthread_mutex_unlock(&profile_lock);
+        return -1;
+    }
+    strncpy(r->name, colon != NULL ? colon + 1 : name, TAICHI_AOT_PROFILE_NAME - 1);
+    r->kind = l->kind;
+    current = token(slot, slots[slot].base + slots[slot].count - 1);
+    current_timed = 0;
+    r->host_start = aot_profile_now();
+    pthread_mutex_unlock(&profile_lock);
+    return current;
+}
+
+int64_t aot_profile_part(int64_t parent, const char *name) {
+    TaichiAotProfileRecord *r;
+    int slot = (int)(((uint64_t)parent >> 34) & 0x3F);
+    uint32_t kind;
+    int64_t made = -1;
+    pthread_mutex_lock(&profile_lock);
+    r = record_of(parent);
+    if (r != NULL) {
+        kind = r->kind; /* read first: a new record may move the store */
+        r = new_record(slot);
+        if (r != NULL) {
+            strncpy(r->name, name != NULL ? name : "", TAICHI_AOT_PROFILE_NAME - 1);
+            r->kind = kind;
+            r->host_start = aot_profile_now();
+            made = token(slot, slots[slot].base + slots[slot].count - 1);
+        }
+    }
+    pthread_mutex_unlock(&profile_lock);
+    return made;
+}
+
+void aot_profile_part_end(int64_t part, int timed) {
+    close_record(part, timed);
+}
+
+void aot_profile_end(int64_t t) {
+    int timed = current_timed;
+    current = -1;
+    current_timed = 0;
+    close_record(t, timed);
 }
 
 int64_t aot_profile_current(void) {

@@ -21,6 +21,12 @@ __attribute__((visibility("hidden"))) void aot_profile_will_time(void);
 __attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int64_t start, int64_t end);
 __attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token);
 
+/* A record of its own for a part of the launch whose record is `parent` (a graph's dispatch), named `name`, on the
+   parent's runtime and thread, opened now (-1: none); closed when the part is made (`timed`: its device times come
+   later, aot_profile_device). */
+__attribute__((visibility("hidden"))) int64_t aot_profile_part(int64_t parent, const char *name);
+__attribute__((visibility("hidden"))) void aot_profile_part_end(int64_t part, int timed);
+
 /* Device times known later (CUDA's events): `resolve(item, wait, &start, &end)` answers 1 with the times, 0 where
    they are not known yet (wait 0 only), -1 where they never will be; it frees the item where it answers nonzero.
    Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all). */

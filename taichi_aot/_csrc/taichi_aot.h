@@ -540,6 +540,7 @@ typedef struct {
     uint32_t dispatch_count;
     void *const *kernels;
     const uint32_t *maps;
+    const char *const *names; /* each dispatch's name in a profile (its row: "<graph>/<kernel>"); NULL: none */
 } TaichiAotVkGraph;
 uint64_t taichi_aot_vk_open(TiRuntime runtime, char *error, size_t error_size);
 void taichi_aot_vk_close(TiRuntime runtime);

@@ -115,6 +115,18 @@ def _binds(task: dict, arrays: set[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def dispatch_names(info: GraphInfo) -> list[str]:
+    """Each dispatch's row in a profile: ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
+    a kernel more than once."""
+    repeated = {k for k in info.dispatches if info.dispatches.count(k) > 1}
+    seen: dict[str, int] = {}
+    out = []
+    for k in info.dispatches:
+        seen[k] = seen.get(k, 0) + 1
+        out.append(f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else ""))
+    return out
+
+
 def returns_refused(why: str | None) -> str:
     """The end of "kernel 'k' returns values, which ..." on Vulkan where no backend gives them."""
     return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
@@ -218,8 +230,10 @@ class VulkanBackend:
         c = ffi.new("TaichiAotVkGraph *")
         listed = ffi.new("void *[]", [m.handle for m in kernels])
         mapped = ffi.new("uint32_t[]", maps or [0])
-        c.dispatch_count, c.kernels, c.maps = len(kernels), listed, mapped
-        self._keep += [c, listed, mapped]
+        names = [ffi.new("char[]", n.encode("utf-8", "replace")) for n in dispatch_names(info)]
+        named = ffi.new("char *[]", names)
+        c.dispatch_count, c.kernels, c.maps, c.names = len(kernels), listed, mapped, named
+        self._keep += [c, listed, mapped, named, *names]
         return Choice(NAME, GRAPH, c, library, widens=True, codes=True)
 
     def takes(self, name: str, info: KernelInfo | None) -> bool:

@@ -1,7 +1,7 @@
 /* A profile's timestamps in the own Vulkan launch's batches (profile.c keeps the records). While a profile is open on
    the runtime, a launch is recorded between two timestamps written into its batch's query pool, at the compute stage:
    the first once the work before it has run, the second once its own dispatches have (a graph's dispatches each
-   between their own, its record spanning them). The pool is made at a batch's first timestamp and its queries reset
+   between their own, each a record of its own, the graph's record spanning them). The pool is made at a batch's first timestamp and its queries reset
    in the batch; once the batch's fence is waited for (vkqueue.c's retire), the pairs are read, turned from ticks into
    nanoseconds (the device's timestampPeriod, masked to the queue's valid bits) and given to their records. A queue
    that writes no timestamps leaves the records without device times. */
@@ -34,7 +34,7 @@ static int vk_stamps_here(VkRt *rt) {
     return rt->stamp_state > 0;
 }
 
-uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token) {
+uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token, int64_t parent) {
     uint32_t q = b->stamp_count;
     if (!vk_stamps_here(rt) || q + 2 > VK_STAMPS) {
         return VK_NO_STAMP;
@@ -53,6 +53,7 @@ uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token) {
     aot_profile_will_time();
     rt->f.CmdWriteTimestamp(b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, b->stamps, q);
     b->stamp_records[q / 2] = token;
+    b->stamp_parents[q / 2] = parent;
     b->stamp_count = q + 2;
     return q;
 }
@@ -73,14 +74,21 @@ void aot_vk_stamps_read(VkRt *rt, VkBatch *b) {
     read = rt->f.GetQueryPoolResults(rt->device, b->stamps, 0, n, sizeof(ticks), ticks, sizeof(uint64_t),
                                      AOT_VK_QUERY_RESULT_64_BIT | AOT_VK_QUERY_RESULT_WAIT_BIT) == AOT_VK_SUCCESS;
     for (i = 0; i < n; i += 2) {
-        int64_t token = b->stamp_records[i / 2];
+        int64_t token = b->stamp_records[i / 2], parent = b->stamp_parents[i / 2];
         if (read) {
             uint64_t start = ticks[i] & mask, end = ticks[i + 1] & mask;
             end = end >= start ? end : start; /* the counter wrapped: a span of nothing, never a negative one */
             aot_profile_device(token, (int64_t)((double)start * rt->stamp_period),
                                (int64_t)((double)end * rt->stamp_period));
+            if (parent >= 0) {
+                aot_profile_device(parent, (int64_t)((double)start * rt->stamp_period),
+                                   (int64_t)((double)end * rt->stamp_period));
+            }
         } else {
             aot_profile_untimed(token);
+            if (parent >= 0) {
+                aot_profile_untimed(parent);
+            }
         }
     }
 }

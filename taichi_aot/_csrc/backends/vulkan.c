@@ -459,10 +459,12 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
 }
 
 /* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */
-static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args) {
+/* A launch of `k`; `profiled`: the profile's record of it (-1: none), `parent` the record its span is also given to
+   (a graph's, -1: none). */
+static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args, int64_t profiled, int64_t parent) {
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES];
-    int64_t largest, profiled = aot_profile_current(); /* the profile's record of this launch (-1: none) */
+    int64_t largest;
     uint32_t i, offset, stamp;
     VkBatch *b;
     VkSets *s;
@@ -495,7 +497,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         b->last_offset = offset;
         b->head += k->slot;
     }
-    stamp = profiled >= 0 ? aot_vk_stamp_open(rt, b, profiled) : VK_NO_STAMP;
+    stamp = profiled >= 0 ? aot_vk_stamp_open(rt, b, profiled, parent) : VK_NO_STAMP;
     vk_record(rt, b, k, s, offset, (uint64_t)largest);
     if (stamp != VK_NO_STAMP) {
         aot_vk_stamp_close(rt, b, stamp);
@@ -518,8 +520,19 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     int code;
     (void)runtime;
     pthread_mutex_lock(&k->rt->calls);
-    code = vk_launch(k->rt, k, count, args);
+    code = vk_launch(k->rt, k, count, args, aot_profile_current(), -1);
     pthread_mutex_unlock(&k->rt->calls);
+    return code;
+}
+
+/* A graph's dispatch `k` of `args`, in a profile (the graph's record `graph`, -1: none) a record of its own named
+   `name`, its span the graph's too. */
+static int vk_dispatch(VkKernel *k, const TiArgument *args, const char *name, int64_t graph) {
+    int64_t part = graph >= 0 && name != NULL ? aot_profile_part(graph, name) : -1;
+    int code = vk_launch(k->rt, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1);
+    if (part >= 0) {
+        aot_profile_part_end(part, k->rt->stamp_state > 0);
+    }
     return code;
 }
 
@@ -530,6 +543,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     uint32_t d, i;
     int code = 0;
     VkRt *rt = g->dispatch_count > 0 ? ((const VkKernel *)g->kernels[0])->rt : NULL;
+    int64_t graph = aot_profile_current(); /* the profile's record of the graph (-1: none) */
     (void)runtime;
     if (rt != NULL) {
         pthread_mutex_lock(&rt->calls);
@@ -545,7 +559,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
         }
         map += k->arg_count;
         if (code == 0) {
-            code = vk_launch(k->rt, k, k->arg_count, local);
+            code = vk_dispatch(k, local, g->names != NULL ? g->names[d] : NULL, graph);
         }
     }
     aot_vk_let_go(rt);

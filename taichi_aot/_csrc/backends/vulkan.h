@@ -99,6 +99,7 @@ typedef struct {
     AotVkHandle stamps;
     uint32_t stamp_count;
     int64_t stamp_records[VK_STAMPS / 2];
+    int64_t stamp_parents[VK_STAMPS / 2]; /* the record a pair's span is given to besides its own (-1: none) */
 } VkBatch;
 
 typedef struct {
@@ -206,9 +207,10 @@ __attribute__((visibility("hidden"))) void aot_vk_release_import(VkRt *rt, const
 __attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
 
 /* ---- backends/vkprofile.c: a profile's timestamps ---- */
-/* Around a launch recorded into batch `b` for the profile's record `token` (open: the first, its query, VK_NO_STAMP
-   where none was written; close: the second); a batch's read once it is done and given to the records. */
-__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token);
+/* Around a launch recorded into batch `b` for the profile's record `token` (and `parent`'s, -1: none: a graph's, whose
+   record spans its dispatches) (open: the first, its query, VK_NO_STAMP where none was written; close: the second);
+   a batch's read once it is done and given to the records. */
+__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token, int64_t parent);
 __attribute__((visibility("hidden"))) void aot_vk_stamp_close(VkRt *rt, VkBatch *b, uint32_t query);
 __attribute__((visibility("hidden"))) void aot_vk_stamps_read(VkRt *rt, VkBatch *b);
 
