@@ -77,3 +77,62 @@ def test_what_the_reading_does_not_follow_leaves_it_unknown_or_written(cuda_modu
     if change == "call":
         changed += "\ndeclare void @consume(float*)\n"
     assert llvm_access.written(changed, layout, {0, 1}) == expect
+
+
+def test_kernels_with_quoted_names_are_read(cuda_modules):
+    """A kernel named in Cyrillic: its functions' names are quoted in the IR; its context is followed as any's."""
+    found = _access(os.path.join(cuda_modules, "corpus", "names"))
+    assert found["сложить"] == [RW, R]
+
+
+#: Changes to add's IR (an outside review's reproducers of holes found in an earlier reading), each with what the
+#: reading must answer: the context kept in a slot and reloaded in a block listed after its use (x still written);
+#: the context reloaded as another type, or reached from a read-only field's address, or given to a pointer the
+#: module does not name, or to a function through a cast of its type (unknown).
+_ALLOCS = "allocs:\n  %3 = alloca i32, align 4\n  br label %entry\n"
+_X_GEP = "  %10 = getelementptr %struct.RuntimeContext, %struct.RuntimeContext* %0, i32 0, i32 0"
+
+
+def _reloaded_later(text: str) -> str:
+    text = text.replace(_ALLOCS, "allocs:\n  %3 = alloca i32, align 4\n  %cslot = alloca %struct.RuntimeContext*, "
+                        "align 8\n  store %struct.RuntimeContext* %0, %struct.RuntimeContext** %cslot, align 8\n"
+                        "  br label %reload\n")
+    text = text.replace(_X_GEP, _X_GEP.replace("* %0,", "* %ctx2,"))
+    return text.replace("  store float %40, float* %20, align 4\n  br label %final\n}",
+                        "  store float %40, float* %20, align 4\n  br label %final\n\nreload:\n  %ctx2 = load "
+                        "%struct.RuntimeContext*, %struct.RuntimeContext** %cslot, align 8\n  br label %entry\n}")
+
+
+def _retyped(text: str) -> str:
+    text = text.replace(_ALLOCS, "allocs:\n  %3 = alloca i32, align 4\n  %cslot = alloca %struct.RuntimeContext*, "
+                        "align 8\n  store %struct.RuntimeContext* %0, %struct.RuntimeContext** %cslot, align 8\n"
+                        "  %cs8 = bitcast %struct.RuntimeContext** %cslot to i8**\n  %c8 = load i8*, i8** %cs8\n"
+                        "  %ctx3 = bitcast i8* %c8 to %struct.RuntimeContext*\n  br label %entry\n")
+    return text.replace(_X_GEP, _X_GEP.replace("* %0,", "* %ctx3,"))
+
+
+def _from_a_field(text: str) -> str:
+    anchor = "  %26 = load float, float* %25, align 4\n"
+    return text.replace(anchor, anchor + "  %ap = bitcast float* %25 to float**\n  %ys = getelementptr float*, "
+                        "float** %ap, i64 -1\n  %yd = load float*, float** %ys\n  store float 0.0, float* %yd\n")
+
+
+def _host_pointer(text: str) -> str:
+    return text.replace(_X_GEP, "  %rt = getelementptr %struct.LLVMRuntime, %struct.LLVMRuntime* %5, i32 0, i32 3\n"
+                        "  %fp = load void (%struct.RuntimeContext*)*, void (%struct.RuntimeContext*)** %rt\n"
+                        "  call void %fp(%struct.RuntimeContext* %0)\n" + _X_GEP)
+
+
+def _cast_callee(text: str) -> str:
+    return text.replace(_X_GEP, "  call void bitcast (void (i8*)* @poke to void (%struct.RuntimeContext*)*)("
+                        "%struct.RuntimeContext* %0)\n" + _X_GEP) + "\ndefine internal void @poke(i8* %p) {\n" \
+        "  ret void\n}\n"
+
+
+@pytest.mark.parametrize("change, expect", [(_reloaded_later, {0}), (_retyped, None), (_from_a_field, None),
+                                            (_host_pointer, None), (_cast_callee, None)])
+def test_what_the_reading_cannot_follow_leaves_it_unknown(cuda_modules, change, expect):
+    text, layout = _add(cuda_modules)
+    changed = change(text)
+    assert changed != text
+    assert llvm_access.written(changed, layout, {0, 1}) == expect

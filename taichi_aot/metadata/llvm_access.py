@@ -4,19 +4,23 @@ records it in ``taichi_aot.json``, which wins). A host array that a kernel only 
 a launch, and a read-only array may be passed to it.
 
 The answer must never be "not written" for an argument the code writes (its copy back would be skipped: the caller's
-array would keep its old bytes), so the reading follows every value derived from an argument's data pointer and
-gives up (None: every ndarray written, as before) at anything it does not follow. In each function:
+array would keep its old bytes), so the reading follows every value that leads to an argument's data, and gives up
+(None: every ndarray written, as before) at anything it does not follow. In each function:
 
-* the kernel's ``RuntimeContext`` (every value of its type: parameters, loads) leads to the argument buffer through
-  its first field (a ``getelementptr`` of it, or a cast of the context, loaded as the layout's pointer or as
-  ``i8*`` and cast to it); the context is passed on only to the module's own functions (read in their turn) and the
-  runtime's helpers Taichi calls with it (:data:`_CONTEXT_CALLS`);
-* from the layout's pointer, argument k's struct (``getelementptr LAYOUT, p, 0, k``), its shape (field 0, read),
-  its data pointer's slot (field 1), loaded as the data pointer, and its gradient's (field 2: a reverse kernel's
-  gradients are arguments of their own, always taken as read and written);
+* the kernel's ``RuntimeContext`` (a parameter of its type, or a load of its type) leads to the argument buffer
+  through its first field (a ``getelementptr`` of it, or a cast of the context), loaded as the layout's pointer (or as
+  ``i8*`` and cast to it); it may be kept in a stack slot of its own type (an ``alloca``: loads and stores of the
+  context alone), and is given only to the module's own functions (read in their turn), to the runtime's helpers
+  Taichi calls with it (:data:`_CONTEXT_CALLS`), and, inside the parallel-for helpers the module defines, to the task
+  functions each call of them names (:data:`_LOOPS`: every function they are given is the module's own);
+* from the layout's pointer, argument k's struct (``getelementptr LAYOUT, p, 0, k``) and its data pointer's slot
+  (field 1), loaded as the data pointer. What else is reached there (an argument's shape, a scalar argument, a
+  gradient's pointer, the context's other fields) is only read: a load of it, or a ``getelementptr`` inside it;
+  a gradient's pointer is its own argument's (a reverse kernel's gradients are arguments of their own, always taken
+  as read and written);
 * a data pointer's derived values (address arithmetic, casts, ``phi``, ``select``...) carry it; a ``store`` through
   one, an atomic on one, or a call given one writes the argument; a data pointer stored, returned, or any other use
-  of the layout's pointer, an argument's struct or a slot, ends the reading (None).
+  of what leads to one, ends the reading (None). So does a line it cannot read that names a value it follows.
 """
 
 from __future__ import annotations
@@ -29,95 +33,137 @@ from .llvm_ir import CONTEXT
 
 __all__ = ["written", "written_in"]
 
-#: The runtime's functions Taichi's code calls with the context (none of them writes an ndarray).
-_CONTEXT_CALLS = re.compile(r"RuntimeContext_get_(?:runtime|result_buffer)|[gc]pu_parallel_range_for|parallel_for"
-                            r"|rand_\w+|linear_thread_idx|StructMeta_set_context")
-_VALUE = re.compile(r"%[-\w.$]+|%\"[^\"]*\"")
-_RESULT = re.compile(r"^\s*(%[-\w.$]+) = (?:(?:tail|musttail|notail) )?(\w+)")
-_OPCODE = re.compile(r"^\s*(\w+)")
-_CALLEE = re.compile(r"@([-\w.$]+)\(")
-_POINTED = re.compile(r"@([-\w.$]+)(?![-\w.$(])")
-_DECLARED = re.compile(r"^declare [^@\n]*@([-\w.$]+)\(", re.M)
+#: A global's name as written: bare, or quoted (compared as written, never unquoted).
+_GLOBAL = r'@(?:[-\w.$]+|"(?:[^"\\\n]|\\[0-9A-Fa-f]{2})*")'
+#: The runtime's functions Taichi's code calls with the context (none of them writes an ndarray or reads the argument
+#: buffer), and its parallel-for helpers (which call the task functions they are given with it).
+_CONTEXT_CALLS = re.compile(r"@(?:RuntimeContext_get_(?:runtime|result_buffer)|[gc]pu_parallel_range_for"
+                            r"|parallel_for|rand_\w+|linear_thread_idx|StructMeta_set_context)")
+_LOOPS = re.compile(r"@(?:[gc]pu_parallel_range_for|parallel_for)")
+#: A local value's name as written: bare, or quoted.
+_LOCAL = r'%[-\w.$]+|%"[^"]*"'
+_VALUE = re.compile(_LOCAL)
+_RESULT = re.compile(rf"^\s*({_LOCAL}) = (?:(?:tail|musttail|notail) )?(\w+)")
+_OPCODE = re.compile(r"^\s*(?:(?:tail|musttail|notail) )?(\w+)")
+_CALLEE = re.compile(rf"({_GLOBAL})\(")
+#: A call of a global through a cast of its type (the linker's, between renamed struct types).
+_CAST_CALLEE = re.compile(rf"call [^@%(]*bitcast \([^@]*({_GLOBAL}) to ")
+_POINTED = re.compile(rf"({_GLOBAL})(?![-\w.$(\"])")
 _CONTEXT_TYPE = re.compile(rf"^{CONTEXT}\*$")
-_PARAMS = re.compile(r"@[-\w.$]+\((.*)\)")
-_GEP = re.compile(r"getelementptr(?: inbounds)? (.+?), \1\* (%[-\w.$]+)((?:, i(?:32|64) -?\d+)+)$")
-_LOAD = re.compile(r"load (.+?), \1\* (%[-\w.$]+)")
-_CAST = re.compile(r"bitcast (.+?) (%[-\w.$]+) to (.+)$")
-#: Instructions whose result carries nothing of their operands' pointers.
-_NO_POINTER = {"icmp", "fcmp", "load"}
+_PARAMS = re.compile(rf"{_GLOBAL}\((.*)\)")
+_GEP = re.compile(rf"getelementptr(?: inbounds)? (.+?), \1\* ({_LOCAL})((?:, i(?:32|64) -?\d+)+)$")
+_LOAD = re.compile(r"load (.+?), \1\* ")
+_CAST = re.compile(rf"bitcast (.+?) ({_LOCAL}) to (.+)$")
+_ALLOCA = re.compile(rf"alloca {CONTEXT}\*(?:,|$)")
 
 _GIVE_UP = object()
+
+
+def _indices(body: str) -> list[int] | None:
+    """A ``getelementptr``'s constant indices (None: not all constant, or not one)."""
+    gep = _GEP.search(body)
+    return [int(i) for i in re.findall(r"i(?:32|64) (-?\d+)", gep.group(3))] if gep else None
+
+
+def _inside(indices: list[int] | None) -> bool:
+    """Whether a ``getelementptr``'s indices stay inside the object it starts from (first 0, the rest not negative)."""
+    return indices is not None and len(indices) >= 1 and indices[0] == 0 and min(indices) >= 0
 
 
 class _Reader:
     """One function's reading (see the module docstring): each value's state, and the arguments written."""
 
-    def __init__(self, layout: str, arrays: set[int], defined: set[str], indirect: bool):
-        self.layout, self.arrays, self.defined, self.indirect = layout, arrays, defined, indirect
+    def __init__(self, layout: str, arrays: set[int], defined: set[str], loop: bool):
+        self.layout, self.arrays, self.defined, self.loop = layout, arrays, defined, loop
         self.state: dict[str, tuple] = {}
         self.written: set[int] = set()
         self.changed = False
 
+    def _set(self, name: str, state: tuple) -> None:
+        if self.state.get(name) != state:
+            self.state[name] = state
+            self.changed = True
+
+    # -- what a value's state gives an instruction's result ----------------------------------------------------------
+
     def _result_state(self, op: str, body: str, found: list[tuple]) -> tuple | object | None:
-        """The state of an instruction's result from its tainted operands ``found`` (None: nothing of them)."""
+        """The state of an instruction's result from its followed operands ``found`` (None: nothing of them)."""
+        if op in ("icmp", "fcmp"):
+            return None
         if {f[0] for f in found} == {"data"}:
-            return None if op in _NO_POINTER else ("data", frozenset().union(*(f[1] for f in found)))
+            return None if op == "load" else ("data", frozenset().union(*(f[1] for f in found)))
         if len(found) != 1:
             return _GIVE_UP
         return self._FROM[found[0][0]](self, op, body, found[0])
 
+    def _cast_to(self, body: str, *types: str) -> bool:
+        cast = _CAST.search(body)
+        return cast is not None and cast.group(3) in types
+
     def _from_context(self, op: str, body: str, _: tuple) -> tuple | object | None:
-        if op == "bitcast":
-            return self._from_args_slot(op, body, _)
+        if op == "bitcast":  # the first field at the struct's start
+            return ("args_slot",) if self._cast_to(body, "i8**", self.layout + "**") else _GIVE_UP
         indices = _indices(body) if op == "getelementptr" else None
-        if indices is None or len(indices) < 2 or indices[0] != 0:
+        if not _inside(indices) or indices is None or len(indices) < 2:
             return _GIVE_UP
         if indices[1] != 0:
-            return None  # another field: the runtime, the result buffer...
+            return ("field",)  # the runtime, the result buffer...: read
         return ("args_slot",) if len(indices) == 2 else _GIVE_UP
+
+    def _from_context_slot(self, op: str, body: str, _: tuple) -> tuple | object | None:
+        load = _LOAD.search(body) if op == "load" else None
+        return ("context",) if load is not None and _CONTEXT_TYPE.match(load.group(1)) else _GIVE_UP
 
     def _from_args_slot(self, op: str, body: str, _: tuple) -> tuple | object:
         if op == "bitcast":
-            cast = _CAST.search(body)
-            return ("args_slot",) if cast and cast.group(3) in ("i8**", self.layout + "**") else _GIVE_UP
+            return ("args_slot",) if self._cast_to(body, "i8**", self.layout + "**") else _GIVE_UP
         load = _LOAD.search(body) if op == "load" else None
         loaded = load.group(1) if load else ""
         return ("base",) if loaded == self.layout + "*" else ("raw",) if loaded == "i8*" else _GIVE_UP
 
     def _from_raw(self, op: str, body: str, _: tuple) -> tuple | object:
-        cast = _CAST.search(body) if op == "bitcast" else None
-        return ("base",) if cast and cast.group(3) == self.layout + "*" else _GIVE_UP
+        return ("base",) if op == "bitcast" and self._cast_to(body, self.layout + "*") else _GIVE_UP
 
     def _from_base(self, op: str, body: str, _: tuple) -> tuple | object | None:
         gep = _GEP.search(body) if op == "getelementptr" else None
         indices = _indices(body) if gep is not None and gep.group(1) == self.layout else None
-        if indices is None or len(indices) < 2 or indices[0] != 0:
+        if not _inside(indices) or indices is None or len(indices) < 2:
             return _GIVE_UP
         k, rest = indices[1], indices[2:]
         if k not in self.arrays:
-            return None  # a scalar's or a tensor's bytes: read
+            return ("field",)  # a scalar's or a tensor's bytes: read
         return ("arg", k) if not rest else self._from_arg(op, body, ("arg", k), [0, *rest])
 
     def _from_arg(self, op: str, body: str, kind: tuple, indices: list[int] | None = None) -> tuple | object | None:
         indices = indices if indices is not None else _indices(body) if op == "getelementptr" else None
-        if indices is None or len(indices) < 2 or indices[0] != 0:
+        if not _inside(indices) or indices is None or len(indices) < 2:
             return _GIVE_UP
-        if indices[1] in (0, 2):  # its shape (read); its gradient's pointer (a reverse kernel's gradients are arguments
-            return None  # of their own, always read and written: _arguments.gradient_signature)
-        return ("slot", kind[1]) if indices[1:] == [1] else _GIVE_UP
+        if indices[1:] == [1]:
+            return ("slot", kind[1])
+        return ("field",) if indices[1] in (0, 2) else _GIVE_UP  # its shape; its gradient's pointer (its own)
 
     def _from_slot(self, op: str, body: str, kind: tuple) -> tuple | object:
         return ("data", frozenset({kind[1]})) if op == "load" else kind if op == "bitcast" else _GIVE_UP
 
+    def _from_field(self, op: str, body: str, kind: tuple) -> tuple | object | None:
+        if op == "load":
+            return None
+        return kind if op == "getelementptr" and _inside(_indices(body)) else _GIVE_UP
+
     _FROM: ClassVar[dict[str, Callable[..., tuple | object | None]]] = {
-        "context": _from_context, "args_slot": _from_args_slot, "raw": _from_raw, "base": _from_base,
-        "arg": _from_arg, "slot": _from_slot}
+        "context": _from_context, "context_slot": _from_context_slot, "args_slot": _from_args_slot, "raw": _from_raw,
+        "base": _from_base, "arg": _from_arg, "slot": _from_slot, "field": _from_field}
+
+    # -- what an instruction does to the arguments -------------------------------------------------------------------
 
     def _store(self, body: str, values: list[str], found: list[tuple[str, tuple]], _: bool) -> bool:
         pointer = values[-1]
-        if any(s[0] != "context" for v, s in found if v != pointer):
-            return False  # a tracked pointer into memory: not followed there (a context is known by its type)
         kind = self.state.get(pointer, ("none",))
+        stored = [s[0] for v, s in found if v != pointer]
+        if kind[0] == "context_slot":  # the context kept in its own slot (a typed store: nothing else fits)
+            return stored in ([], ["context"])
+        if stored:
+            return False  # a followed value put into memory: not followed there
         if kind[0] == "data":
             self.written |= kind[1]
         return kind[0] in ("none", "data")
@@ -129,21 +175,27 @@ class _Reader:
         return True
 
     def _call(self, body: str, values: list[str], found: list[tuple[str, tuple]], returns: bool) -> bool:
-        """A call given a data pointer writes its argument; the context goes to the runtime's helpers and to the
-        module's own functions that return nothing (each read in its turn)."""
+        """A call given a data pointer writes its argument; the context goes to the runtime's helpers, to the module's
+        own functions that return nothing (each read in its turn), and inside a parallel-for helper to the task it
+        was given (see :func:`written`)."""
+        cast = _CAST_CALLEE.search(body if body.startswith("call") else "call " + body)
         callee = _CALLEE.search(body)
-        name = callee.group(1) if callee else None
-        helper = name is not None and bool(_CONTEXT_CALLS.fullmatch(name))
-        own = (self.indirect if name is None else name in self.defined) and not returns
+        name = cast.group(1) if cast else callee.group(1) if callee else None
+        if cast is not None:  # through a cast: only the runtime's helpers, whose parameters keep their meaning
+            allowed = bool(_CONTEXT_CALLS.fullmatch(name or ""))
+        elif name is None:
+            allowed = self.loop and not returns  # through a pointer: a parallel-for helper's task
+        else:
+            allowed = bool(_CONTEXT_CALLS.fullmatch(name)) or (name in self.defined and not returns)
         for _, s in found:
             if s[0] == "data":
                 self.written |= s[1]  # given to a function: taken as written
-            elif s[0] != "context" or not (helper or own):
+            elif s[0] != "context" or not allowed:
                 return False
         return True
 
     _EFFECTS: ClassVar[dict[str, Callable[..., bool]]] = {"store": _store, "atomicrmw": _atomic, "cmpxchg": _atomic,
-                                                "call": _call}
+                                                          "call": _call}
 
     def _effect(self, op: str, body: str, values: list[str], returns: bool) -> bool:
         """What an instruction does to the arguments (stores, atomics, calls, returns); False: the reading ends."""
@@ -157,34 +209,36 @@ class _Reader:
 
     def step(self, line: str) -> bool:
         """Read one instruction; False where the reading ends."""
+        values = list(dict.fromkeys(_VALUE.findall(line)))
         result = _RESULT.match(line)
         if result is None:
             opcode = _OPCODE.match(line)
-            values = list(dict.fromkeys(_VALUE.findall(line)))
-            return opcode is None or self._effect(opcode.group(1), line, values, False)
+            if opcode is None or "=" in line.split("(", 1)[0]:  # not read: fine only where it names nothing followed
+                return not any(v in self.state for v in values)
+            return self._effect(opcode.group(1), line, values, False)
         name, op = result.group(1), result.group(2)
+        values.remove(name)
         body = line[result.end(2):].strip()
-        values = list(dict.fromkeys(_VALUE.findall(body)))
         if op in self._EFFECTS:  # its result is an element's value, or what a function returns: not followed
             return self._effect(op, body, values, True)
-        load = _LOAD.search(line) if op == "load" else None
-        if load is not None and _CONTEXT_TYPE.match(load.group(1)):
-            self.state[name] = ("context",)
-            return True
+        return self._result(name, op, line, values)
+
+    def _result(self, name: str, op: str, line: str, values: list[str]) -> bool:
+        """An instruction that makes value ``name`` (not a call, store or atomic): its state."""
         found = [self.state[v] for v in values if v in self.state]
+        if op == "alloca" and _ALLOCA.search(line):
+            self._set(name, ("context_slot",))
+            return True
+        load = _LOAD.search(line) if op == "load" else None
+        if load is not None and _CONTEXT_TYPE.match(load.group(1)) and all(f[0] == "context_slot" for f in found):
+            self._set(name, ("context",))  # from its slot, or from memory not followed: a context
+            return True
         new = self._result_state(op, line, found) if found else None
         if new is _GIVE_UP:
             return False
-        if new is not None and self.state.get(name) != new:
-            self.state[name] = new  # type: ignore[assignment]
-            self.changed = True
+        if new is not None:
+            self._set(name, new)  # type: ignore[arg-type]
         return True
-
-
-def _indices(body: str) -> list[int] | None:
-    """A ``getelementptr``'s constant indices (None: not all constant, or not one)."""
-    gep = _GEP.search(body)
-    return [int(i) for i in re.findall(r"i(?:32|64) (-?\d+)", gep.group(3))] if gep else None
 
 
 def _params(header: str) -> list[str]:
@@ -213,9 +267,21 @@ def _functions(text: str) -> list[tuple[str, list[str]]]:
             lines = None
         elif lines is not None:
             stripped = line.split(";", 1)[0].rstrip() if ";" in line and '"' not in line else line.rstrip()
-            if stripped and not stripped.endswith(":") and stripped.strip():
+            if stripped.strip() and not (stripped.endswith(":") and not stripped.startswith(" ")):
                 lines.append(stripped)
     return out
+
+
+def _loop_tasks_known(text: str, defined: set[str]) -> bool:
+    """Whether every call of a parallel-for helper names, among its arguments, only the module's own functions (the
+    tasks the helper calls through a pointer with the context)."""
+    for line in text.splitlines():
+        callee = _CAST_CALLEE.search(line) or _CALLEE.search(line)
+        if callee is not None and "call " in line and _LOOPS.fullmatch(callee.group(1)):
+            named = _POINTED.findall(line[callee.end():])
+            if any(n not in defined for n in named):
+                return False
+    return True
 
 
 def written(text: str, layout: str, arrays: set[int]) -> set[int] | None:
@@ -223,16 +289,15 @@ def written(text: str, layout: str, arrays: set[int]) -> set[int] | None:
     laid out as the LLVM type ``layout``; None where the reading cannot tell (the module docstring)."""
     functions = _functions(text)
     defined = {m.group(1) for header, _ in functions if (m := _CALLEE.search(header)) is not None}
-    # a call through a pointer reaches a function the module names as a value: one it defines (read here), or a
-    # function of the runtime's that is given the context
-    pointed = set(_POINTED.findall(text))
-    indirect = all(n in defined or _CONTEXT_CALLS.fullmatch(n) for n in pointed & set(_DECLARED.findall(text)))
+    tasks_known = _loop_tasks_known(text, defined)
     out: set[int] = set()
     for header, lines in functions:
-        reader = _Reader(layout, arrays, defined, indirect)
+        callee = _CALLEE.search(header)
+        loop = tasks_known and callee is not None and bool(_LOOPS.fullmatch(callee.group(1)))
+        reader = _Reader(layout, arrays, defined, loop)
         for param in _params(header):  # the context's parameters (a task takes it by value)
             names = _VALUE.findall(param)
-            if names and re.match(rf"{CONTEXT}\*", param.strip()):
+            if names and re.match(rf"{CONTEXT}\*(?!\*)", param.strip()):
                 reader.state[names[-1]] = ("context",)
         for _ in range(16):  # values used before the line that makes them (phi): read again until nothing changes
             reader.changed = False
