@@ -160,3 +160,14 @@ def arrays(worker, n):
     fortran = np.asfortranarray(np.arange(2 * n, dtype=np.float64).reshape(2, n))
     return {"a": np.arange(n, dtype=np.float32), "f": fortran, "two": [np.full(n, 7, np.int64), np.ones(n)],
             "frozen": frozen, "tail": n}
+
+
+def axpy_times(worker, n):
+    """``add`` launched ``n`` times on the worker's runtime; its slot."""
+    rt = worker.runtime
+    x = rt.ndarray((8,), np.float32)
+    y = rt.ndarray_from_numpy(np.ones(8, dtype=np.float32))
+    for _ in range(n):
+        worker.module.kernels["add"](x, y, 1.0)
+    rt.wait()
+    return worker.slot

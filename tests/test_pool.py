@@ -511,3 +511,19 @@ def test_large_results_come_back_through_shared_memory(modules, monkeypatch):
     with Pool(modules.path(Arch.X64), arch="x64", workers=1) as pool:
         for n in (10, 20000, 300000, 20000):
             _expect_arrays(pool.submit(tasks.arrays, n).result(timeout=60), n)
+
+
+def test_a_profile_of_the_pool_brings_each_workers_rows_back_with_its_slot(modules):
+    """Tasks submitted while ``pool.profile()`` is open run inside a profile of their worker's runtimes; their kernel
+    rows come back with their values, by worker slot; tasks submitted after it closed are not profiled."""
+    with Pool(modules.path(Arch.X64), arch="x64", workers=2) as pool:
+        with pool.profile() as prof:
+            slots = pool.map(tasks.axpy_times, [3, 3, 3, 3])
+        assert set(slots) <= {0, 1}
+        rows = prof.kernels()
+        assert {r.slot for r in rows} == set(slots) and all(r.name == "add" and r.device == "x64:0" for r in rows)
+        assert sum(r.launches for r in rows) == 12
+        assert all(r.launches == 3 * slots.count(r.slot) and 0 < r.min <= r.max and r.timed == "call" for r in rows)
+        assert "slot" in str(prof)
+        assert pool.map(tasks.axpy_times, [2]) in ([0], [1])  # not profiled: a plain value
+        assert sum(r.launches for r in prof.kernels()) == 12

@@ -51,6 +51,7 @@ from ..runtime import resolve_arch
 from ._local import LocalHandle, exit_if_unserved
 from ._modules import Modules, module_sources
 from ._plan import plan_cpus, plan_devices
+from ._profile import PoolKernelRow, PoolProfile, Profiled
 from ._progress import Progress
 from ._report import WorkerLost, lost_worker
 from ._worker import Reply, TaskDone, Worker, WorkerConfig, WorkerDiedError, WorkerHandle
@@ -59,6 +60,8 @@ __all__ = [
     "Pool",
     "PoolClosedError",
     "PoolError",
+    "PoolKernelRow",
+    "PoolProfile",
     "RemoteTraceback",
     "Worker",
     "WorkerCrashedError",
@@ -83,10 +86,14 @@ class RemoteTraceback(Exception):  # noqa: N818  (a traceback, never raised: nam
 
 
 class _Task:
-    __slots__ = ("copies", "delivered", "fn", "future", "index", "item", "losses", "running", "started", "twice")
+    __slots__ = ("copies", "delivered", "fn", "future", "index", "item", "losses", "profiles", "running", "started",
+                 "twice")
 
-    def __init__(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None):
-        self.fn, self.item, self.index = fn, item, index
+    def __init__(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None,
+                 profiles: Sequence[PoolProfile] = ()):
+        # run inside a profile of its worker's runtimes where the pool's profiles are open (their rows come back)
+        self.fn, self.item, self.index = Profiled(fn) if profiles else fn, item, index
+        self.profiles = tuple(profiles)
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.losses: tuple[WorkerLost, ...] = ()  # the workers it was running on when they died
         self.running = False
@@ -190,6 +197,7 @@ class Pool:
         self._start_timeout = float(start_timeout)
         self._cv = threading.Condition()
         self._queue: deque[_Task] = deque()
+        self._profiles: list[PoolProfile] = []  # open: the tasks submitted meanwhile are profiled
         self._stopping = False
         self._terminating = False
         self._closed = False
@@ -488,12 +496,21 @@ class Pool:
                     "pool needs a function defined at module level (not a lambda or a nested function)") from None
 
     def _submit(self, fn: Callable[[Worker, Any], Any], item: Any, index: int | None) -> _Task:
-        task = _Task(fn, item, index)
+        task = _Task(fn, item, index, self._profiles)
         with self._cv:
             self._check_open()
             self._queue.append(task)
             self._cv.notify()
         return task
+
+    def profile(self) -> PoolProfile:
+        """``with pool.profile() as prof:``: each task submitted while it is open runs inside a profile of its
+        worker's runtimes, whose rows come back with its value (:mod:`taichi_aot.pool._profile`): ``prof.kernels()``,
+        a row a kernel, device and worker slot; ``print(prof)``, the table."""
+        self._check_open()
+        made = PoolProfile(self._profiles.remove)
+        self._profiles.append(made)
+        return made
 
     def submit(self, fn: Callable[[Worker, Any], Any], item: Any) -> concurrent.futures.Future:
         """Run ``fn(worker, item)`` on the next free worker; a :class:`concurrent.futures.Future` of its result.
@@ -613,7 +630,10 @@ class Pool:
 
 def _deliver(task: _Task, reply: Reply) -> None:
     if isinstance(reply, TaskDone):
-        task.future.set_result(reply.value)
+        value = reply.value
+        for p in task.profiles:  # a profiled task's value, its rows taken by each profile open when it was submitted
+            value = p.add(reply.value)
+        task.future.set_result(value)
         return
     payload, type_name, message, text = reply
     exc: BaseException | None = None
