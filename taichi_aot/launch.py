@@ -317,7 +317,6 @@ class _Launchable(Launcher):
         """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch; from
         another thread than the runtime's (the own CUDA runtime's), into a buffer of the call's own."""
         rt = self._runtime
-        foreign = self._foreign
         c, plan, packed = self._c, self._plan, None
         if not rt.on_its_thread():
             rt.ensure_open()  # another process, or another thread of a runtime of libtaichi: refused
@@ -327,6 +326,16 @@ class _Launchable(Launcher):
             c, plan = packed.launch, list(zip(self._packers, packed.slots))
             c.thread = _get_ident()
         start = time.monotonic_ns() if rt.profiles else 0  # a profile's copy event: the copies' bytes, in and back
+        try:
+            self._pack_and_launch(values, c, plan, start)
+        finally:
+            if rt.gate.recorder is not None:  # a launch made while the runtime records (a call that came in before
+                c.seen = -1  # the recording began): its record stale again, so its thread's next calls are recorded
+
+    def _pack_and_launch(self, values: Sequence[Any], c: Any, plan: list[tuple[Packer, Any]], start: int) -> None:
+        """Pack ``values`` into ``c``'s slots (``plan``) and launch, staged copies and all (``start``: where a profile
+        is open, when the call began)."""
+        rt, foreign = self._runtime, self._foreign
         with rt.backends.lock:
             foreign.before_pack(len(values))
             try:
@@ -341,8 +350,6 @@ class _Launchable(Launcher):
                 code = _launch(c)
                 if code:
                     _after_launch(code, c, self._checker(values), self._what)
-                    if rt.gate.recorder is not None:  # stamped fresh while the runtime records (a call that came
-                        c.seen = -1  # in before the recording began): the next calls of its thread are recorded
             except BaseException:
                 if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
                     foreign.discard()

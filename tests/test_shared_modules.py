@@ -136,7 +136,9 @@ import numpy as np
 import taichi_aot as ta
 from taichi_aot import runtime
 warnings.simplefilter("ignore", ResourceWarning)
-def rss():
+import ctypes
+def rss():  # memory freed given back first (glibc keeps freed blocks: 4-8 MB either way, by where frees fell)
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 def once(close):

@@ -476,7 +476,8 @@ def test_a_runtime_closed_under_a_workers_calls(vulkan, modules, monkeypatch, po
         assert not t.is_alive() and errors == [], errors
 
 
-def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_recorded(vulkan, modules):
+@pytest.mark.parametrize("first", ["ndarrays", "numpy"])  # numpy: staged copies, launched on another path
+def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_recorded(vulkan, modules, first):
     """Another thread's first call that passed the recording check just before the owner began recording launches
     (it came first); its launcher, made then, is not taken as fresh: its next calls during the recording are
     recorded, as every other thread's are, and run at the replay."""
@@ -495,11 +496,13 @@ def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_record
             t.start()
             t.join()
 
+        xh, yh = np.zeros(8, np.float32), np.ones(8, np.float32)
+
         def raced() -> None:  # the first call, as the slow path makes it once past the recording check
             twin = add._twin()
             assert twin is not None
             twin._recording = lambda: False  # the check it passed before the owner began recording
-            twin(x, y, 1.0)
+            twin(*((x, y) if first == "ndarrays" else (xh, yh)), 1.0)
             del twin._recording
 
         def then_a_call() -> None:
@@ -511,7 +514,9 @@ def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_record
             on_another_thread(then_a_call)
             add(x, y, 100.0)  # the owner's: recorded
         assert failures == []
-        np.testing.assert_array_equal(x.to_numpy(), np.full(8, 1, np.float32))
+        launched = 1 if first == "ndarrays" else 0  # the raced call's: on x, or on the numpy array
+        np.testing.assert_array_equal(x.to_numpy(), np.full(8, launched, np.float32))
+        np.testing.assert_array_equal(xh, np.full(8, 1 - launched, np.float32))
         assert len(seq) == 4
         seq.replay()
-        np.testing.assert_array_equal(x.to_numpy(), np.full(8, 131, np.float32))
+        np.testing.assert_array_equal(x.to_numpy(), np.full(8, 130 + launched, np.float32))

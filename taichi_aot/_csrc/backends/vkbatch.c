@@ -153,12 +153,12 @@ int aot_vk_busy(const VkRt *rt) {
     return 0;
 }
 
-int aot_vk_would_wait(VkRt *rt, uint32_t slot) {
+int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches) {
     const VkBatch *b = rt->current >= 0 ? &rt->batches[rt->current] : NULL;
-    if (b != NULL && b->head + slot <= b->end) {
-        return 0; /* it goes into the batch being recorded */
+    if (b != NULL && b->head + slot <= b->end && b->dispatches + dispatches < TAICHI_AOT_VK_BATCH_DISPATCHES) {
+        return 0; /* it goes into the batch being recorded, which is not submitted before it ends */
     }
-    if (slot > VK_SEGMENT) {
+    if (slot > VK_SEGMENT || dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES) {
         return 1; /* more than a batch holds: past the next one too */
     }
     b = &rt->batches[rt->next];

@@ -1,7 +1,7 @@
 /* libtaichi's calls on a runtime with the own Vulkan launch open, ordered with the launch's batches (backends/vulkan.c
    says why): the trampolines' slots of the C-API functions that enqueue, wait, free or destroy pointed at the
-   wrappers here, once the first such runtime opens, as are those that allocate, map and unmap memory, free images,
-   destroy modules and look up their kernels and graphs;
+   wrappers here, once, before the first such runtime's own state opens, as are those that allocate, map and unmap
+   memory, free images, destroy modules and look up their kernels and graphs;
    each holds the runtime's calls (its `calls` lock: libtaichi takes none, and any thread may use the runtime). Every
    other call, and every runtime without the own launch, goes to libtaichi as before. */
 #include <pthread.h>

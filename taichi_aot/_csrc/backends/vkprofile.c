@@ -1,10 +1,10 @@
 /* A profile's timestamps in the own Vulkan launch's batches (profile.c keeps the records). While a profile is open on
    the runtime, a launch is recorded between two timestamps written into its batch's query pool, at the compute stage:
    the first once the work before it has run, the second once its own dispatches have (a graph's dispatches each
-   between their own, each a record of its own, the graph's record spanning them). The pool is made at a batch's first timestamp and its queries reset
-   in the batch; once the batch's fence is waited for (vkqueue.c's retire), the pairs are read, turned from ticks into
-   nanoseconds (the device's timestampPeriod, masked to the queue's valid bits) and given to their records. A queue
-   that writes no timestamps leaves the records without device times. */
+   between their own, each a record of its own, the graph's record spanning them). The pool is made at a batch's first
+   timestamp and its queries reset in the batch; once the batch's fence is waited for (vkbatch.c's retire), the pairs
+   are read, turned from ticks into nanoseconds (the device's timestampPeriod, masked to the queue's valid bits) and
+   given to their records. A queue that writes no timestamps leaves the records without device times. */
 #include <stdint.h>
 #include <string.h>
 

@@ -24,9 +24,9 @@
 
    Order with libtaichi: the queue's submissions keep program order. libtaichi's functions that enqueue or wait on a
    runtime (launches, copies, image and event commands, flush, wait) and those that free or destroy what the launches
-   use are pointed at wrappers here (the trampolines' slots, once the first runtime opens), which first submit this
-   runtime's recorded batch; before recording, a launch has libtaichi submit what it holds unsubmitted (ti_flush). A
-   wait with nothing of libtaichi's since its last waits only for the own batches.
+   use are pointed at wrappers (vkorder.c: the trampolines' slots, once, before the first runtime's own state opens),
+   which first submit this runtime's recorded batch; before recording, a launch has libtaichi submit what it holds
+   unsubmitted (ti_flush). A wait with nothing of libtaichi's since its last waits only for the own batches.
 
    Threads: any thread may use the runtime. Its calls are made one at a time (the runtime's recursive `calls` lock,
    held by each launch, a graph's whole launch, copies, waits and every wrapped call of libtaichi's), so one thread's
@@ -460,8 +460,9 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
 
 /* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */
 /* A launch of `k`; `profiled`: the profile's record of it (-1: none), `parent` the record its span is also given to
-   (a graph's, -1: none). */
-static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args, int64_t profiled, int64_t parent) {
+   (a graph's, -1: none); `*stamped` (where given) set where its timestamps were written. */
+static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *args, int64_t profiled, int64_t parent,
+                     int *stamped) {
     TiMemory memories[TAICHI_AOT_VK_MAX_ARRAYS];
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES];
     int64_t largest;
@@ -498,6 +499,9 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         b->head += k->slot;
     }
     stamp = profiled >= 0 ? aot_vk_stamp_open(rt, b, profiled, parent) : VK_NO_STAMP;
+    if (stamped != NULL) {
+        *stamped = stamp != VK_NO_STAMP;
+    }
     vk_record(rt, b, k, s, offset, (uint64_t)largest);
     if (stamp != VK_NO_STAMP) {
         aot_vk_stamp_close(rt, b, stamp);
@@ -520,7 +524,7 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     int code;
     (void)runtime;
     pthread_mutex_lock(&k->rt->calls);
-    code = vk_launch(k->rt, k, count, args, aot_profile_current(), -1);
+    code = vk_launch(k->rt, k, count, args, aot_profile_current(), -1, NULL);
     pthread_mutex_unlock(&k->rt->calls);
     return code;
 }
@@ -529,9 +533,10 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
    `name`, its span the graph's too. */
 static int vk_dispatch(VkKernel *k, const TiArgument *args, const char *name, int64_t graph) {
     int64_t part = graph >= 0 && name != NULL ? aot_profile_part(graph, name) : -1;
-    int code = vk_launch(k->rt, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1);
+    int stamped = 0;
+    int code = vk_launch(k->rt, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1, &stamped);
     if (part >= 0) {
-        aot_profile_part_end(part, k->rt->stamp_state > 0);
+        aot_profile_part_end(part, stamped); /* its device times to come, where its timestamps were written */
     }
     return code;
 }
@@ -576,13 +581,14 @@ int aot_vk_kernel_launch(const TaichiAotLaunch *l) {
 
 /* A quick launch (kinds.h): the runtime's calls taken where `hold` and free, and nothing of `slot` argument bytes
    waits for the device (aot_vk_would_wait); a launch that returns values (`returns`) waits: never quick. */
-static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot, int returns, void **held) {
+static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot, uint32_t dispatches, int returns,
+                    void **held) {
     VkRt *taken = NULL;
     *held = NULL;
     if (returns || (hold && !aot_vk_try_hold(l->runtime, &taken))) {
         return 0;
     }
-    if ((!hold || taken != NULL) && !rt->closed && aot_vk_would_wait(rt, slot)) { /* read with the calls held */
+    if ((!hold || taken != NULL) && !rt->closed && aot_vk_would_wait(rt, slot, dispatches)) { /* calls held */
         aot_vk_let_go(taken);
         return 0;
     }
@@ -592,19 +598,21 @@ static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot,
 
 int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held) {
     const VkKernel *k = (const VkKernel *)l->handle;
-    return vk_quick(l, k->rt, hold, k->slot, k->result_size > 0, held);
+    return vk_quick(l, k->rt, hold, k->slot, 0, k->result_size > 0, held); /* its dispatches in one batch */
 }
 
 int aot_vk_graph_quick(const TaichiAotLaunch *l, int hold, void **held) {
     const TaichiAotVkGraph *g = (const TaichiAotVkGraph *)l->handle;
-    uint32_t d, slots = 0;
+    uint32_t d, slots = 0, dispatches = 0;
     int returns = 0;
     for (d = 0; d < g->dispatch_count; ++d) {
         const VkKernel *k = (const VkKernel *)g->kernels[d];
         slots += k->slot;
+        dispatches += k->task_count;
         returns |= k->result_size > 0;
     }
-    return g->dispatch_count == 0 ? 0 : vk_quick(l, ((const VkKernel *)g->kernels[0])->rt, hold, slots, returns, held);
+    return g->dispatch_count == 0 ? 0 : vk_quick(l, ((const VkKernel *)g->kernels[0])->rt, hold, slots, dispatches,
+                                                 returns, held);
 }
 
 int aot_vk_graph_launch(const TaichiAotLaunch *l) {

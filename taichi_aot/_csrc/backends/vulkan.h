@@ -222,8 +222,9 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
-/* Whether recording `slot` more argument bytes would wait for the device first (the next batch's slot still running). */
-__attribute__((visibility("hidden"))) int aot_vk_would_wait(VkRt *rt, uint32_t slot);
+/* Whether recording `slot` more argument bytes in `dispatches` dispatches after the first (a graph's: a batch full of
+   dispatches is submitted, the next begun) would wait for the device (the next batch's slot still running). */
+__attribute__((visibility("hidden"))) int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches);
 __attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage,
                                                           uint32_t src_access, uint32_t dst_stage,
