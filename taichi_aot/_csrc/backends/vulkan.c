@@ -579,8 +579,11 @@ int aot_vk_kernel_launch(const TaichiAotLaunch *l) {
     return taichi_aot_vk_launch(l->runtime, l->handle, l->arg_count, (const TiArgument *)l->args);
 }
 
-/* A quick launch (kinds.h): the runtime's calls taken where `hold` and free, and nothing of `slot` argument bytes
-   waits for the device (aot_vk_would_wait); a launch that returns values (`returns`) waits: never quick. */
+/* A quick launch (kinds.h): the runtime's calls taken where `hold` and free, and nothing of `slot` argument bytes in
+   `dispatches` dispatches waits for the device (aot_vk_would_wait); a launch that returns values (`returns`) waits:
+   never quick. The kernel's record is read here before launch_held checks the close epoch: the C call checked it
+   with Python's lock held, which every release takes, moving the epoch first (free-threaded Python would need the
+   check here too). */
 static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot, uint32_t dispatches, int returns,
                     void **held) {
     VkRt *taken = NULL;
