@@ -159,23 +159,25 @@ class Profile:
             for i in range(n):
                 r = out[i]
                 self._raw.append((rt, (ffi.string(r.name).decode("utf-8", "replace"), int(r.thread),
-                                       r.host_start, r.host_end, r.device_start, r.device_end, int(r.state))))
+                                       r.host_start, r.host_end, r.device_start, r.device_end, int(r.state), 0)))
             self._lost = max(self._lost, int(lost[0]))
             if n < _TAKE:
                 break
 
     def note_wait(self, rt: Parent, start_ns: int) -> None:
         """A host wait on ``rt`` from ``start_ns`` (time.monotonic_ns) until now, as an event of its own."""
-        end = time.monotonic_ns()
-        with self._lock:
-            self._raw.append((rt, ("wait", threading.get_ident(), start_ns, end, start_ns, end, -1)))
+        self._host_event(rt, "wait", start_ns, -1, 0)
 
     def note_copy(self, rt: Parent, name: str, nbytes: int, start_ns: int) -> None:
         """A launch of kernel ``name`` on ``rt`` whose host arrays were copied (``nbytes`` in and back), from
         ``start_ns`` (time.monotonic_ns: its packing) until now (its copies back), as an event of its own."""
+        self._host_event(rt, name, start_ns, -2, nbytes)
+
+    def _host_event(self, rt: Parent, name: str, start_ns: int, state: int, nbytes: int) -> None:
+        """An event of the host's own (``state``: a key of _HOST_EVENTS) from ``start_ns`` until now."""
         end = time.monotonic_ns()
         with self._lock:
-            self._raw.append((rt, (name, threading.get_ident(), start_ns, end, start_ns, end, -2, nbytes)))
+            self._raw.append((rt, (name, threading.get_ident(), start_ns, end, start_ns, end, state, nbytes)))
 
     def _collect(self) -> None:
         with self._lock:
@@ -193,7 +195,7 @@ class Profile:
         """A record on the host's clock (seconds): a device's times moved by the runtime's offset, the largest
         that puts some launch's work at the start of its call, and none before it (set as records are read: it only
         grows, a run being read in pieces)."""
-        name, thread, h0, h1, d0, d1, state = rec[:7]
+        name, thread, h0, h1, d0, d1, state, nbytes = rec
         device = f"{rt.arch.name.lower()}:{rt.device_index}"
         if state == 1:
             offset = self._offsets[id(rt)]
@@ -201,7 +203,7 @@ class Profile:
         else:
             start, end = h0 / 1e9, h1 / 1e9
         timed = _HOST_EVENTS[state] if state < 0 else _TIMED[state]
-        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, rec[7] if len(rec) > 7 else 0)
+        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, nbytes)
 
     @property
     def launches(self) -> list[Launch]:

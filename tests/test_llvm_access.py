@@ -10,7 +10,7 @@ import os
 import pytest
 
 from taichi_aot import Access
-from taichi_aot.metadata import llvm_access, llvm_code, read_module
+from taichi_aot.metadata import llvm_access, read_module
 
 R, RW = Access.READ, Access.READ_WRITE
 
@@ -38,8 +38,7 @@ def test_never_unwritten_where_taichi_found_a_write(cuda_modules):
     checked = 0
     for name, kernel in info.kernels.items():
         arrays = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray"}
-        written = llvm_access.written_in(info.llvm.ir[name], llvm_code.layout_of(info.llvm.kernels[name], name),
-                                         arrays)
+        written = llvm_access.written_in(info.llvm.ir[name], info.llvm.layouts[name], arrays)
         assert written is not None, name
         for i, a in enumerate(kernel.args):
             if a.kind == "ndarray" and a.access is not None and a.access & Access.WRITE:
@@ -51,7 +50,7 @@ def test_never_unwritten_where_taichi_found_a_write(cuda_modules):
 def _add(cuda_modules: str) -> tuple[str, str]:
     info = read_module(os.path.join(cuda_modules, "tests"))
     assert info.llvm is not None
-    return info.llvm.ir["add"].decode(), llvm_code.layout_of(info.llvm.kernels["add"], "add")
+    return info.llvm.ir["add"].decode(), info.llvm.layouts["add"]
 
 
 @pytest.mark.parametrize("change, expect", [

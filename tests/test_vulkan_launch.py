@@ -481,21 +481,11 @@ def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_record
     """Another thread's first call that passed the recording check just before the owner began recording launches
     (it came first); its launcher, made then, is not taken as fresh: its next calls during the recording are
     recorded, as every other thread's are, and run at the replay."""
+    from test_errors_guide import _on_another_thread
+
     with Runtime(vulkan) as rt:
         add = rt.load_module(modules.path(vulkan)).kernels["add"]
         x, y = rt.ndarray_from_numpy(np.zeros(8, np.float32)), rt.ndarray_from_numpy(np.ones(8, np.float32))
-        failures: list[BaseException] = []
-
-        def on_another_thread(body) -> None:
-            def run() -> None:
-                try:
-                    body()
-                except BaseException as e:  # the test reads them
-                    failures.append(e)
-            t = threading.Thread(target=run)
-            t.start()
-            t.join()
-
         xh, yh = np.zeros(8, np.float32), np.ones(8, np.float32)
 
         def raced() -> None:  # the first call, as the slow path makes it once past the recording check
@@ -511,9 +501,9 @@ def test_a_thread_whose_first_launch_raced_a_recording_has_its_next_calls_record
                 add(x, y, 10.0)
 
         with rt.record() as seq:
-            on_another_thread(then_a_call)
+            raised = _on_another_thread(then_a_call)
             add(x, y, 100.0)  # the owner's: recorded
-        assert failures == []
+        assert raised is None, raised
         launched = 1 if first == "ndarrays" else 0  # the raced call's: on x, or on the numpy array
         np.testing.assert_array_equal(x.to_numpy(), np.full(8, launched, np.float32))
         np.testing.assert_array_equal(xh, np.full(8, 1 - launched, np.float32))

@@ -272,7 +272,7 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
         raise CorruptedDataError("module has no metadata.tcb")
     tcb.check(text, doc["cache"], tcb_raw)
     info.llvm = LlvmCode(dict(doc["cache"]["kernels"]))
-    for name, why in llvm_code.check(doc["cache"], src, info.llvm.ir).items():
+    for name, why in llvm_code.check(doc["cache"], src, info.llvm).items():
         info.kernels[name] = replace(info.kernels[name], unsupported=why)
     graphs = src.read("graphs.tcb")
     if graphs is not None:
@@ -315,16 +315,16 @@ def _read(src: _Source) -> ModuleInfo:
 def _infer_access(info: ModuleInfo) -> None:
     """An LLVM module's kernels' ndarray arguments of unknown access: written where their IR may write them, read
     otherwise (:func:`.llvm_access.written`; left unknown where it cannot tell)."""
-    from . import llvm_access, llvm_code
+    from . import llvm_access
 
     assert info.llvm is not None
     for name, kernel in info.kernels.items():
         unknown = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray" and a.access is None}
-        raw, entry = info.llvm.ir.get(name), info.llvm.kernels.get(name)
-        if not unknown or raw is None or entry is None:
+        raw, layout = info.llvm.ir.get(name), info.llvm.layouts.get(name)
+        if not unknown or raw is None or layout is None:
             continue
         arrays = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray"}
-        written = llvm_access.written_in(raw, llvm_code.layout_of(entry, f"kernel {name!r}"), arrays)
+        written = llvm_access.written_in(raw, layout, arrays)
         if written is not None:
             kernel.args = [replace(a, access=Access.READ_WRITE if i in written else Access.READ) if i in unknown
                            else a for i, a in enumerate(kernel.args)]

@@ -40,7 +40,7 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from .model import ArgInfo, GraphInfo, KernelInfo
+    from .model import ArgInfo, GraphInfo, KernelInfo, LlvmCode
     from .source import _Source
 
 
@@ -65,32 +65,27 @@ _FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %
 _CAST = re.compile(rf"^\s*%[\w.]+ = bitcast (?:{_CONTEXT}\* %[\w.]+|i8\*\* (%[\w.]+)) to (\{{.*\}})\*\*$", re.M)
 
 
-def check(cache: dict, src: _Source, ir: dict[str, bytes]) -> dict[str, str]:
+def check(cache: dict, src: _Source, code: LlvmCode) -> dict[str, str]:
     """Raise CorruptedDataError where an LLVM module's ``cache`` record (its ``metadata.json``, whose shape
-    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src`` (each read into ``ir``,
-    by kernel). Returns {kernel: why it cannot run} of the kernels that read global fields where the module records
-    none (Taichi compiled it without ``Module.add_field``): libtaichi_c_api allocates no memory for them, and such a
-    kernel crashed."""
+    :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src`` (each kernel's file and
+    argument layout kept in ``code``: its ``ir`` and ``layouts``). Returns {kernel: why it cannot run} of the kernels
+    that read global fields where the module records none (Taichi compiled it without ``Module.add_field``):
+    libtaichi_c_api allocates no memory for them, and such a kernel crashed."""
     unusable = {}
     for name, k in cache["kernels"].items():
         what = f"metadata.json: kernel {name!r}"
         if k["kernel_key"] != name:
             raise CorruptedDataError(f"{what}: recorded as kernel {k['kernel_key']!r}")
-        layout = _arguments(k, what)
+        layout = code.layouts[name] = _arguments(k, what)
         if k["ret_type"]["type_kind"] != -1 and _size(k["ret_type"], f"{what}: results' layout") != k["ret_size"]:
             raise CorruptedDataError(f"{what}: results' layout of {k['ret_size']} bytes, not its struct's size")
-        if _code(name, k["compiled_data"]["tasks"], layout, src, what, ir) and not cache["fields"]:
+        if _code(name, k["compiled_data"]["tasks"], layout, src, what, code.ir) and not cache["fields"]:
             unusable[name] = NO_FIELDS
     return unusable
 
 
 NO_FIELDS = ("it reads global fields, and the module records none (Taichi compiled it without Module.add_field, "
              "which `taichi_aot build` calls): libtaichi_c_api gives them no memory, and the kernel would crash")
-
-
-def layout_of(k: dict, what: str) -> str:
-    """A kernel's argument layout (its metadata entry ``k``, checked) as an LLVM type."""
-    return _arguments(k, what)
 
 
 def _arguments(k: dict, what: str) -> str:

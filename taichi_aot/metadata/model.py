@@ -150,6 +150,7 @@ class LlvmCode:
 
     kernels: dict[str, dict] = field(default_factory=dict)  # metadata.json's entry of each kernel, by name
     ir: dict[str, bytes] = field(default_factory=dict)  # each kernel's NAME.ll, where the module has one
+    layouts: dict[str, str] = field(default_factory=dict)  # each kernel's argument buffer as an LLVM type (checked)
     cap: int | None = None  # the most threads its parallel loops may use (build --max-cpu-threads); None: no cap
 
     def text(self, name: str, threads: int | None = None) -> str | None:

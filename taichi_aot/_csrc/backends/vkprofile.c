@@ -77,12 +77,13 @@ void aot_vk_stamps_read(VkRt *rt, VkBatch *b) {
         int64_t token = b->stamp_records[i / 2], parent = b->stamp_parents[i / 2];
         if (read) {
             uint64_t start = ticks[i] & mask, end = ticks[i + 1] & mask;
+            int64_t from, to;
             end = end >= start ? end : start; /* the counter wrapped: a span of nothing, never a negative one */
-            aot_profile_device(token, (int64_t)((double)start * rt->stamp_period),
-                               (int64_t)((double)end * rt->stamp_period));
+            from = (int64_t)((double)start * rt->stamp_period);
+            to = (int64_t)((double)end * rt->stamp_period);
+            aot_profile_device(token, from, to);
             if (parent >= 0) {
-                aot_profile_device(parent, (int64_t)((double)start * rt->stamp_period),
-                                   (int64_t)((double)end * rt->stamp_period));
+                aot_profile_device(parent, from, to);
             }
         } else {
             aot_profile_untimed(token);
