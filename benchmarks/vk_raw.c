@@ -13,7 +13,10 @@
    - dispatch: a launch at its floor: a command buffer recorded anew (a compute pipeline of an empty shader bound, one
      workgroup dispatched), submitted, its fence waited for and reset;
    - dispatch_64: the same with 64 dispatches a command buffer, a compute-to-compute barrier after each (a step of many
-     small kernels, as a compute graph or a sequence of launches records them).
+     small kernels, as a compute graph or a sequence of launches records them);
+   - dispatch_64_stamps: dispatch_64 with each dispatch between two timestamps at the compute stage (a profile's
+     floor: what timing each dispatch costs the GPU), dispatch_64_stamp with one timestamp after each, the first
+     dispatch's start one before it (consecutive dispatches share a timestamp: one's end is the next one's start).
 
    With a SPEC file (vk_raw DEVICE ROUNDS SPEC), also a kernel's own time by timestamps ("stamped": microseconds, the
    median and mean of its dispatches), the figure `Runtime.profile()` is checked against (taichi_aot_bench's profiler
@@ -387,7 +390,7 @@ int main(int argc, char **argv) {
     VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &cb;
-    double t, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64;
+    double t, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64, stamps_2 = -1, stamps_1 = -1;
 
     t = now_us();
     for (i = 0; i < rounds; ++i) {
@@ -449,19 +452,38 @@ int main(int argc, char **argv) {
     VkMemoryBarrier barrier = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    int per_round[2] = {1, 64};
-    double *figures[2] = {&dispatch, &dispatch_64};
-    for (int kind = 0; kind < 2; ++kind) {
-        int n = per_round[kind], r = kind == 0 ? rounds : (rounds + 9) / 10;
+    LOAD_DEVICE(vkCreateQueryPool);
+    LOAD_DEVICE(vkCmdResetQueryPool);
+    LOAD_DEVICE(vkCmdWriteTimestamp);
+    VkQueryPoolCreateInfo qpi = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qpi.queryCount = 129;
+    VkQueryPool queries = VK_NULL_HANDLE;
+    int stamps_here = fprops[family].timestampValidBits > 0 &&
+                      vkCreateQueryPool(device, &qpi, NULL, &queries) == VK_SUCCESS;
+    int per_round[4] = {1, 64, 64, 64}, stamps_of[4] = {0, 0, 2, 1};
+    double *figures[4] = {&dispatch, &dispatch_64, &stamps_2, &stamps_1};
+    for (int kind = 0; kind < (stamps_here ? 4 : 2); ++kind) {
+        int n = per_round[kind], r = kind == 0 ? rounds : (rounds + 9) / 10, stamps = stamps_of[kind];
         t = now_us();
         for (i = 0; i < r; ++i) {
+            uint32_t q = 0;
             CHECK(vkResetCommandPool(device, pool, 0));
             CHECK(vkBeginCommandBuffer(cb, &cbi));
+            if (stamps > 0) {
+                vkCmdResetQueryPool(cb, queries, 0, 129);
+            }
             for (int d = 0; d < n; ++d) {
+                if (stamps == 2 || (stamps == 1 && d == 0)) {
+                    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries, q++);
+                }
                 vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
                 vkCmdDispatch(cb, 1, 1, 1);
-                vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                     &barrier, 0, NULL, 0, NULL);
+                if (stamps > 0) {
+                    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries, q++);
+                }
+                vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                                     1, &barrier, 0, NULL, 0, NULL);
             }
             CHECK(vkEndCommandBuffer(cb));
             CHECK(vkQueueSubmit(queue, 1, &si, fence));
@@ -473,8 +495,10 @@ int main(int argc, char **argv) {
 
     printf("{\"device\": \"%s\", \"rounds\": %d, \"reused_fence\": %.2f, \"wait_idle\": %.2f, "
            "\"new_fence_and_semaphore\": %.2f, \"new_semaphore\": %.2f, \"create_destroy_fence\": %.2f, "
-           "\"dispatch\": %.2f, \"dispatch_64\": %.2f",
-           props.deviceName, rounds, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64);
+           "\"dispatch\": %.2f, \"dispatch_64\": %.2f, \"dispatch_64_stamps\": %.2f, "
+           "\"dispatch_64_stamp\": %.2f",
+           props.deviceName, rounds, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64, stamps_2,
+           stamps_1);
     if (argc > 3) {
         Spec spec;
         VkPhysicalDeviceMemoryProperties mp;

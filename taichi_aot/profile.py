@@ -6,7 +6,8 @@ How a launch is timed (``Launch.timed``):
 
 * ``"device"``: the device's own clock around the work. On Vulkan (the own Vulkan launch), two timestamps written into
   the launch's command batch at the compute stage, before and after its dispatches (a graph's record spans its
-  dispatches, each of which is a record of its own, ``<graph>/<kernel>``), read once the batch is done; on CUDA (the
+  dispatches, each of which is a record of its own, ``<graph>/<kernel>``; a launch recorded right after another takes
+  the other's end as its start), read once the batch is done; on CUDA (the
   own CUDA launcher), two events on the launch's stream (none while the stream is captured into a CUDA graph), read
   when the profile is.
 * ``"call"``: on a CPU runtime the launch runs in the call, so the call's time is the kernel's.
@@ -14,8 +15,8 @@ How a launch is timed (``Launch.timed``):
   ``launcher="taichi"``): the figure is the host's call, which only enqueues the work. The table says so.
 
 Nothing is recorded, and nothing paid, outside a profile: the dispatcher (``_csrc/launch.c``) reads one switch. Inside
-one a launch takes two clock reads and a record (``_csrc/profile.c``); on Vulkan two timestamps more, on CUDA two
-events (``backends/vkprofile.c``, ``backends/cudaprofile.c``).
+one a launch takes two clock reads and a record (``_csrc/profile.c``); on Vulkan a timestamp more (two where the
+launch does not follow another's), on CUDA two events (``backends/vkprofile.c``, ``backends/cudaprofile.c``).
 """
 
 from __future__ import annotations

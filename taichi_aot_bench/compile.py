@@ -1,6 +1,7 @@
 """What the bench compiles on first use and keeps in taichi_aot's compile cache (taichi_aot/cli/cache.py): the
 Taichi modules of its sections (``*_kernels.py`` here, compiled in a child process) and the raw C driver
-(``_csrc/driver.c``, compiled with the system compiler against the library taichi_aot loaded)."""
+(``_csrc/driver.c``, compiled with the system compiler against the library taichi_aot loaded), and the raw programs
+that open their driver themselves (``_csrc/cuda_events.c``: :func:`raw_program`)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,31 @@ def taichi_module(kind: str, arch: str, *words: str) -> str:
     return cached_module(out, make)
 
 
+def _cc() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise CompileError("no C compiler (cc, gcc or clang) found for the raw C reference")
+    return cc
+
+
+def raw_program(name: str) -> str:
+    """Compile (once, cached) ``_csrc/<name>.c``, a program that opens its driver at run time (``-ldl``)."""
+    source = os.path.join(HERE, "_csrc", f"{name}.c")
+    with open(source, "rb") as f:
+        key = digest(f.read())
+    out = os.path.join(cache_dir(), f"bench-{name}-{key}")
+    if os.path.isfile(out):
+        return out
+    os.makedirs(cache_dir(), exist_ok=True)
+    tmp = out + f".tmp{os.getpid()}"
+    cmd = [_cc(), "-O2", "-o", tmp, source, "-ldl"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"compiling {name}.c failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+    os.replace(tmp, out)
+    return out
+
+
 def bench_driver(library_path: str) -> str:
     """Compile (once, cached) the raw C benchmark driver against ``library_path``."""
     source = os.path.join(HERE, "_csrc", "driver.c")
@@ -64,12 +90,9 @@ def bench_driver(library_path: str) -> str:
     out = os.path.join(cache_dir(), f"bench-driver-{key}")
     if os.path.isfile(out):
         return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise CompileError("no C compiler (cc, gcc or clang) found for the raw C reference")
     os.makedirs(cache_dir(), exist_ok=True)
     tmp = out + f".tmp{os.getpid()}"
-    cmd = [cc, "-O2", "-o", tmp, source, "-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"]
+    cmd = [_cc(), "-O2", "-o", tmp, source, "-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise CompileError(f"compiling the raw C driver failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")

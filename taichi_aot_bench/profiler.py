@@ -13,6 +13,10 @@ records is the kernel's (issue "profile").
   launches, target within AGREE either way.
 * Beside CUDA events (CuPy's, where it is installed): each of the same launches on CUDA between two events of CuPy's
   recorded on the runtime's stream, their mean against the profile's mean of the same launches, target within AGREE.
+* The floor of timing each launch, with no taichi_aot in the loop (no target: what the cost row is set against). On
+  Vulkan (``--vk-raw``), vk_raw's 64 empty dispatches a submit with one timestamp after each (as a profile records
+  consecutive launches) and with two, over none; on CUDA, ``_csrc/cuda_events.c`` (built here: compile.py's
+  :func:`raw_program`): an empty kernel's launch between two events over the launch alone.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from taichi_aot.cli.cache import CompileError
 from taichi_aot.placement.vulkan import SharedMemoryVulkan, facts
 
+from .compile import raw_program
 from .measure import measure
 from .row import Row
 
@@ -44,6 +50,12 @@ OUTSIDE, INSIDE = "tiny launch, no profile open", "tiny launch inside a profile"
 WALL, PROFILED = "saxpy @2^24: wall a launch", "saxpy @2^24: the profile's mean"
 RAW = "saxpy @2^24: raw Vulkan's timestamps, mean"
 EVENTS = "saxpy @2^24: CuPy's CUDA events around each launch, mean"
+#: The floors' rows: (name, the raw program's key); the first of each arch is the untimed one the others are over.
+_VK_FLOORS = (("raw Vulkan: 64 empty dispatches a submit, untimed", "dispatch_64"),
+              ("raw Vulkan: the same, a timestamp after each", "dispatch_64_stamp"),
+              ("raw Vulkan: the same, two timestamps each", "dispatch_64_stamps"))
+_CUDA_FLOORS = (("raw CUDA: an empty kernel's launch", "plain"),
+                ("raw CUDA: the same, between two events", "events_2"))
 #: Taichi's buffer kinds a gfx task binds (its ``buffer_binds``): how vk_raw binds each (bytes, or None: the args).
 _RAW_BINDS = {1: ("storage", 1 << 20), 2: ("uniform", None), 3: ("storage", 4096), 5: ("storage", 4 * BIG)}
 
@@ -118,12 +130,12 @@ def _raw_spec(bench: Bench, groups: int, folder: str) -> str:
     return path
 
 
-def _raw(bench: Bench, launches: int, groups: int, runs: int = 3) -> list[float] | str:
+def _raw(bench: Bench, launches: int, groups: int, runs: int = 3) -> tuple[list[float], list[dict]] | str:
     """vk_raw's mean microseconds a dispatch of the same task (see the module docstring), a figure a run of ``runs``,
-    or why there is none."""
+    and each run's whole answer (its floors), or why there is none."""
     if not bench.vk_raw:
         return "no vk_raw build (--vk-raw)"
-    means = []
+    means, answers = [], []
     with tempfile.TemporaryDirectory(prefix="vk_raw_spec_") as folder:
         spec, name = _raw_spec(bench, groups, folder), facts(bench.rt.handle).name  # the runtime's own device
         for _ in range(runs):
@@ -131,8 +143,44 @@ def _raw(bench: Bench, launches: int, groups: int, runs: int = 3) -> list[float]
                                  timeout=600)
             if run.returncode != 0:
                 return f"vk_raw failed: {run.stderr.strip()[-300:]}"
-            means.append(float(json.loads(run.stdout)["stamped"]["mean"]))
-    return means
+            answers.append(json.loads(run.stdout))
+            means.append(float(answers[-1]["stamped"]["mean"]))
+    return means, answers
+
+
+def _floor_rows(bench: Bench, floors: tuple[tuple[str, str], ...], answers: list[dict], per: int) -> list[Row]:
+    """The floors' rows from raw programs' answers (microseconds a round of ``per`` launches): the untimed first, each
+    other over it, a sample a run."""
+    rows: list[Row] = []
+    for name, key in floors:
+        samples = [a[key] / per for a in answers if a.get(key, -1) >= 0]
+        if not samples:
+            return []
+        row = Row("profiler", bench.name, name, "us/launch", samples, note="the floor: no taichi_aot in the loop")
+        if rows:
+            row.limit = rows[0].name
+            row.ratio = sorted(t / u for t, u in zip(samples, rows[0].samples))[len(samples) // 2]
+        rows.append(row)
+    return rows
+
+
+def _cuda_floors(bench: Bench, runs: int = 3) -> list[Row]:
+    """On CUDA, cuda_events's empty launches with and without two events each (the module docstring)."""
+    if bench.arch.name != "CUDA":
+        return []
+    try:
+        program = raw_program("cuda_events")
+    except CompileError as e:
+        bench.log(f"  profiler: no raw CUDA floor: {str(e).splitlines()[0]}")
+        return []
+    answers = []
+    for _ in range(runs):
+        run = subprocess.run([program, str(2000)], capture_output=True, text=True, timeout=600)
+        if run.returncode != 0:
+            bench.log(f"  profiler: no raw CUDA floor: {run.stderr.strip()[-300:]}")
+            return []
+        answers.append(json.loads(run.stdout))
+    return _floor_rows(bench, _CUDA_FLOORS, answers, 1)
 
 
 def _launches(bench: Bench) -> int:
@@ -160,14 +208,19 @@ def profiler(bench: Bench) -> list[Row]:
     mean.target, mean.met = f"within {AGREE:.0%}", abs(mean.ratio - 1) <= AGREE
     if measured.warnings:
         rows[OUTSIDE].note = "; ".join(measured.warnings)
-    return [*rows.values(), wall, mean, *_beside_raw(bench, mean, big), *_beside_events(bench, big)]
+    raw, floors = _beside_raw(bench, mean, big)
+    floors = floors or _cuda_floors(bench)
+    if floors and floors[1].ratio is not None and paired is not None:
+        rows[INSIDE].note = f"the floor, raw: {floors[1].ratio:.2f}x ({floors[1].name})"
+    return [*rows.values(), wall, mean, *raw, *_beside_events(bench, big), *floors]
 
 
-def _beside_raw(bench: Bench, mean: Row, big: dict) -> list[Row]:
-    """On Vulkan, raw Vulkan's timestamps of the same task beside the profile's mean (the module docstring)."""
+def _beside_raw(bench: Bench, mean: Row, big: dict) -> tuple[list[Row], list[Row]]:
+    """On Vulkan, raw Vulkan's timestamps of the same task beside the profile's mean, and raw Vulkan's floors (the
+    module docstring)."""
     device = bench.rt.device
     if not isinstance(device, SharedMemoryVulkan):  # not Vulkan
-        return []
+        return [], []
     saxpy = bench.mod.kernels["saxpy"]
     x, y = bench.rt.ndarray((BIG,), np.float32), bench.rt.ndarray((BIG,), np.float32)
     before = device.counts()
@@ -177,14 +230,14 @@ def _beside_raw(bench: Bench, mean: Row, big: dict) -> list[Row]:
     raw = _raw(bench, big["launches"], groups)
     if isinstance(raw, str):
         bench.log(f"  profiler: no raw Vulkan timestamps: {raw}")
-        return []
-    row = Row("profiler", bench.name, RAW, "us/launch", raw, params={**big, "groups": groups})
+        return [], []
+    row = Row("profiler", bench.name, RAW, "us/launch", raw[0], params={**big, "groups": groups})
     profiled = mean.median
     mean_vs_raw = Row("profiler", bench.name, f"{PROFILED} (median round) over raw Vulkan's", "us/launch",
                       [profiled], params=big, limit=RAW)
     mean_vs_raw.ratio = profiled / row.median
     mean_vs_raw.target, mean_vs_raw.met = f"within {AGREE:.0%}", abs(mean_vs_raw.ratio - 1) <= AGREE
-    return [row, mean_vs_raw]
+    return [row, mean_vs_raw], _floor_rows(bench, _VK_FLOORS, raw[1], 64)
 
 
 def _beside_events(bench: Bench, big: dict) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -107,6 +108,29 @@ def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--vk-raw", folder],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and f"--vk-raw {folder!r}: not a program" in proc.stderr, proc.stderr
+
+
+def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):
+    """The profiler section's raw CUDA floor (taichi_aot_bench/_csrc/cuda_events.c) builds with the system compiler,
+    once; where a CUDA driver is, it times the same launches with and without events (events dearer), else it says
+    there is none."""
+    monkeypatch.setenv("TAICHI_AOT_CACHE", str(tmp_path))
+    from taichi_aot_bench.compile import raw_program
+
+    program = raw_program("cuda_events")
+    assert raw_program("cuda_events") == program and os.access(program, os.X_OK)
+    proc = subprocess.run([program, "200"], capture_output=True, text=True, timeout=300)
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        driver = True
+    except OSError:
+        driver = False
+    if driver:
+        answer = json.loads(proc.stdout)
+        assert proc.returncode == 0 and answer["launches"] == 200
+        assert 0 < answer["plain"] < answer["events_2"] and answer["events_2_over_plain"] > 1
+    else:
+        assert proc.returncode == 1 and "no CUDA driver" in proc.stderr, proc.stderr
 
 
 _NO_LLVMLITE = """

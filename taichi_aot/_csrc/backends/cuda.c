@@ -128,10 +128,12 @@ static int ptx_enter(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *
 
 /* Where the runtime's stream is being captured into a CUDA graph (the legacy default stream never is): a launch
    that waits refused (its autodiff stacks or its results are read after it), else the capture noted (the graph
-   holds the stand-in's address: Python keeps the stand-in). 0, the refusal, or the driver's error asking. */
-static int ptx_capture(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *rt,
-                       const TaichiAotCudaKernel *k) {
+   holds the stand-in's address: Python keeps the stand-in). 0, the refusal, or the driver's error asking;
+   `*capturing` set where the stream is being captured. */
+static int ptx_capture(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *rt, const TaichiAotCudaKernel *k,
+                       int *capturing) {
     int status = 0, code;
+    *capturing = 0;
     if (rt->stream == NULL) {
         return 0;
     }
@@ -139,6 +141,7 @@ static int ptx_capture(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime
     if (code != 0 || status == 0) { /* a capture active, or invalidated and not ended yet, both count */
         return code;
     }
+    *capturing = 1;
     if (k->overflow != 0 || k->result_size != 0) {
         return k->overflow != 0 ? TAICHI_AOT_CUDA_CAPTURE_REFUSED : TAICHI_AOT_CUDA_RESULT_CAPTURE_REFUSED;
     }
@@ -172,7 +175,7 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *popped = NULL;
-    int code, pushed = 0, overflowed = 0;
+    int code, pushed = 0, overflowed = 0, capturing = 0;
     if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
@@ -187,13 +190,13 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
         return code;
     }
     pthread_mutex_lock(ptx_lock(standin));
-    code = ptx_capture(cu, rt, k);
+    code = ptx_capture(cu, rt, k, &capturing);
     if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
     }
     if (code == 0) {
-        /* inside a profile of the runtime: between two events (backends/cudaprofile.c) */
-        void *stamp = aot_profile_current() >= 0 ? aot_cuda_stamp_open(rt, aot_profile_current()) : NULL;
+        /* inside a profile of the runtime and not captured: between two events (backends/cudaprofile.c) */
+        void *stamp = aot_profile_current() >= 0 && !capturing ? aot_cuda_stamp_open(rt, aot_profile_current()) : NULL;
         code = ptx_tasks(cu, rt, k, kernel_params, elements);
         if (stamp != NULL) {
             aot_cuda_stamp_close(stamp);

@@ -3,7 +3,7 @@
    times) and read when its records are taken: its start as the time since the context's reference event (recorded
    and waited for once, at the context's first profiled launch, beside the host's clock then), its end as the start
    plus the pair's own elapsed time (cuEventElapsedTime's float keeps a short span exact). On a stream being captured
-   into a CUDA graph nothing is recorded. */
+   into a CUDA graph nothing is recorded (the launcher, which asks the stream anyway, does not open a pair there). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -22,7 +22,6 @@ typedef int (*cu_event_elapsed)(float *ms, void *start, void *end);
 typedef int (*cu_event_destroy)(void *event);
 typedef int (*cu_push)(void *context);
 typedef int (*cu_pop)(void **context);
-typedef int (*cu_capturing)(void *stream, int *status);
 
 typedef struct {
     const TaichiAotCudaDriver *cu;
@@ -40,20 +39,29 @@ static struct {
 } spares[SPARE_EVENTS];
 static uint32_t spare_count = 0;
 
-/* An event of the current context `context`: a spare one of it, else a new one; 0 or the driver's error. */
-static int event_take(const TaichiAotCudaDriver *cu, void *context, void **event) {
-    uint32_t i;
+/* Two events of the current context `context` (a pair's): spare ones of it, else new ones; 0 or the driver's error
+   (none taken then). */
+static int events_take(const TaichiAotCudaDriver *cu, void *context, void **start, void **end) {
+    void **want[2] = {start, end};
+    uint32_t i, got = 0;
+    int code = 0;
     pthread_mutex_lock(&references_lock);
-    for (i = spare_count; i-- > 0;) {
+    for (i = spare_count; i-- > 0 && got < 2;) {
         if (spares[i].context == context) {
-            *event = spares[i].event;
+            *want[got++] = spares[i].event;
             spares[i] = spares[--spare_count];
-            pthread_mutex_unlock(&references_lock);
-            return 0;
         }
     }
     pthread_mutex_unlock(&references_lock);
-    return ((cu_event_create)cu->event_create)(event, 0);
+    while (got < 2 && code == 0) {
+        code = ((cu_event_create)cu->event_create)(want[got], 0);
+        got += code == 0;
+    }
+    if (code != 0 && got == 1) {
+        ((cu_event_destroy)cu->event_destroy)(*start);
+        *start = NULL;
+    }
+    return code;
 }
 
 /* An event done with: kept for another launch where there is room, else destroyed. */
@@ -126,9 +134,7 @@ static void stamp_drop(Stamp *s) {
 void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
     const TaichiAotCudaDriver *cu = rt->driver;
     Stamp *s;
-    int status = 0;
-    if (token < 0 || cu->event_create == NULL ||
-        (rt->stream != NULL && (((cu_capturing)cu->capturing)(rt->stream, &status) != 0 || status != 0))) {
+    if (token < 0 || cu->event_create == NULL) {
         return NULL;
     }
     s = calloc(1, sizeof(*s));
@@ -140,8 +146,7 @@ void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
     s->stream = rt->stream;
     s->token = token;
     s->reference = reference_of(rt, &s->reference_host);
-    if (s->reference == NULL || event_take(cu, rt->context, &s->start) != 0 ||
-        event_take(cu, rt->context, &s->end) != 0 ||
+    if (s->reference == NULL || events_take(cu, rt->context, &s->start, &s->end) != 0 ||
         ((cu_event_record)cu->event_record)(s->start, rt->stream) != 0) {
         stamp_drop(s);
         return NULL;

@@ -8,8 +8,8 @@
 #include "taichi_aot.h"
 
 /* An event recorded on `stream` before a launch of the profile's record `token` (the context current), or NULL where
-   none is (no profile's record, the stream being captured, or the driver refused); its twin after the launch, the
-   pair then handed to the profile (read when its records are taken). */
+   none is (no profile's record, or the driver refused; the launcher opens none on a stream being captured); its twin
+   after the launch, the pair then handed to the profile (read when its records are taken). */
 __attribute__((visibility("hidden"))) void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token);
 __attribute__((visibility("hidden"))) void aot_cuda_stamp_close(void *stamp);
 

@@ -90,7 +90,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
-    b->stamp_count = 0;
+    b->stamp_count = b->stamp_spans = 0;
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;
     rt->current = rt->next;

@@ -31,7 +31,8 @@
 #define VK_CACHED 4             /* combinations of arrays whose sets a kernel keeps */
 #define VK_LIBRARY_ERROR INT32_MIN /* a failure the library's last error tells */
 #define VK_HOST_ALIGN 256u      /* where a copy's host side starts at the link's speed (vkcopy.c) */
-#define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES) /* timestamps a batch holds: two a launch (vkprofile.c) */
+/* timestamps a batch holds: at most two a launch (vkprofile.c) */
+#define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES)
 #define VK_NO_STAMP UINT32_MAX
 
 typedef struct VkRt VkRt;
@@ -94,12 +95,14 @@ typedef struct {
     const void *last_kernel;
     unsigned char last_args[TAICHI_AOT_PLAN_MAX_BYTES]; /* its bytes, kept in host memory: the ring's is
                                                           write-combined on a GPU, where a read costs microseconds */
-    /* a profile's timestamps (vkprofile.c): the query pool (made at the first), how many were written, and the
-       record of each pair */
+    /* a profile's timestamps (vkprofile.c): the query pool (made at the first), how many were written; the timed
+       launches (spans): each one's record, its start and end queries (a launch recorded right after another's end
+       shares it as its start); `stamp_mark`, the batch's `dispatches` when the last span was closed */
     AotVkHandle stamps;
-    uint32_t stamp_count;
+    uint32_t stamp_count, stamp_spans, stamp_mark;
     int64_t stamp_records[VK_STAMPS / 2];
-    int64_t stamp_parents[VK_STAMPS / 2]; /* the record a pair's span is given to besides its own (-1: none) */
+    int64_t stamp_parents[VK_STAMPS / 2]; /* the record a span is given to besides its own (-1: none) */
+    uint32_t stamp_from[VK_STAMPS / 2], stamp_to[VK_STAMPS / 2];
 } VkBatch;
 
 typedef struct {
