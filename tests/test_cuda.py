@@ -500,7 +500,7 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
     import gc
     import os
 
-    from taichi_aot import _cuda, _cuda_host
+    from taichi_aot import _cuda, _cuda_host, _hostpages
 
     count = (3 << 20) // 4 + 5  # 3 MiB and a bit: at least REGISTER_MIN, not page-aligned at its end
     rng = np.random.default_rng(7)
@@ -568,13 +568,13 @@ def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, mon
         assert _cuda_host.registered_bytes() == base
         # the budget: past it, the least recently used array is unregistered; 0 registers nothing
         arrays = [rng.random(count, dtype=np.float32) for _ in range(3)]
-        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", base + 2 * arrays[0].nbytes)
+        monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", base + 2 * arrays[0].nbytes)
         for a in arrays:
             nd.from_numpy(a)
             nd.from_numpy(a)
             np.testing.assert_array_equal(nd.to_numpy(), a)
         assert [_cuda.is_pinned(a.ctypes.data) for a in arrays] == [False, True, True]
-        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", 0)
+        monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", 0)
         extra = rng.random(count, dtype=np.float32)
         for _ in range(3):
             nd.from_numpy(extra)

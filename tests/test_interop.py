@@ -446,18 +446,18 @@ def test_host_array_and_cuda_streams_elsewhere(rt):
 
 
 def test_the_register_limit_is_read_from_the_environment(monkeypatch):
-    from taichi_aot import _cuda_host
+    from taichi_aot import _hostpages
 
     for text, value in (("0", 0), ("4G", 4 << 30), ("512m", 512 << 20), (" 1.5 GiB", 3 << 29), ("65536", 1 << 16)):
-        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", None)
+        monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", None)
         monkeypatch.setenv("TAICHI_AOT_REGISTER_LIMIT", text)
-        assert _cuda_host.register_limit() == value
+        assert _hostpages.register_limit() == value
     for text in ("lots", "-1", "inf", "nan", "1e400", "G", "4X"):
-        monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", None)
+        monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", None)
         monkeypatch.setenv("TAICHI_AOT_REGISTER_LIMIT", text)
         with pytest.raises(InvalidArgumentError, match=rf"TAICHI_AOT_REGISTER_LIMIT.*{text!r}"):
-            _cuda_host.register_limit()
-    monkeypatch.setattr(_cuda_host, "REGISTER_LIMIT", None)
+            _hostpages.register_limit()
+    monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", None)
     monkeypatch.delenv("TAICHI_AOT_REGISTER_LIMIT")
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    assert 0 < _cuda_host.register_limit() <= physical // 4  # a quarter of the memory the process may use
+    assert 0 < _hostpages.register_limit() <= physical // 4  # a quarter of the memory the process may use

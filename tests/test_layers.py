@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"errors"},  # the exception tree and the error funnel
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
+    {"_hostpages"},  # the caller's arrays whose pages a device keeps pinned (both drivers' one policy)
     {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
     # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
     # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules

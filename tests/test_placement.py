@@ -471,6 +471,28 @@ def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     assert rt.device._imports.kept_bytes() == 0
 
 
+def test_host_imports_keep_to_the_page_lock_budget(device_policy, monkeypatch):
+    """A Vulkan runtime's imports share CUDA's pages policy (taichi_aot._hostpages): past the budget an array is
+    copied through staging, and its bytes still arrive; within it, its second copy imports."""
+    from taichi_aot import _hostpages
+
+    rt = device_policy
+    n = (vk.HOST_IMPORT_BYTES >> 2) * 2
+    x = rt.ndarray((n,), np.float32)
+    host = np.arange(n, dtype=np.float32)
+    monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", host.nbytes - 1)
+    for i in range(3):
+        host[0] = i
+        x.from_numpy(host)
+        np.testing.assert_array_equal(x.to_numpy(), host)
+    assert rt.device._imports.kept_bytes() == 0
+    monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", host.nbytes)
+    x.from_numpy(host)
+    assert rt.device._imports.kept_bytes() == 0  # seen once within the budget
+    x.from_numpy(host)
+    assert rt.device._imports.kept_bytes() == host.nbytes
+
+
 #: A toy device room, as the contributor page's "A runtime and memory of its own" asks: x64 runtimes whose memory is
 #: one arena of the room's own (a region of anonymous memory handed out in aligned pieces, imported into libtaichi),
 #: with libtaichi's CPU runtime as its native part.
