@@ -103,9 +103,9 @@ class ForeignArgs:
     def __init__(self, runtime: Parent):
         self._runtime = weakref.ref(runtime)  # the runtime owns this room, not the other way round
         self._arch = runtime.arch
-        self._shares = runtime.device.imports_host_memory  # the caller's host memory passed as it is (the CPU's)
-        self._on_cuda = runtime.device.addresses_cuda_arrays
-        self._on_device = runtime.device.kernel_copies_on_device  # a host array's copy lives in device memory
+        self._shares = runtime.device.traits.imports_host_memory  # the caller's host memory passed as it is (the CPU's)
+        self._on_cuda = runtime.device.traits.addresses_cuda_arrays
+        self._on_device = runtime.device.traits.kernel_copies_on_device  # a host array's copy lives in device memory
         self._device = runtime.device_index  # the CUDA device whose memory kernels take
         self._entries: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self.size = CACHE_SIZE  # the arrays shared before that are remembered (entries, hits): see fit

@@ -47,7 +47,7 @@ def cell(rt: Any) -> Any:
             _without_own.discard(rt)
         lib.taichi_aot_op_cell_update(cell, rt.handle, own)
         return cell
-    cuda = rt.device.addresses_cuda_arrays  # the runtime's memory is CUDA's: the cell fills and copies by the driver
+    cuda = rt.device.traits.addresses_cuda_arrays  # the runtime's memory is CUDA's: the driver fills and copies
     own, table, cu_device = ffi.NULL, ffi.NULL, 0
     if cuda:
         from . import _cuda

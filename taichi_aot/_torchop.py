@@ -107,7 +107,7 @@ class _Boxed:
         c.device_type, c.cpu_type, c.device_index = _CUDA if cuda else _CPU, _CPU, runtime.device_index if cuda else 0
         c.device, c.what, c.slot = self.device, self.plan.what, -1
         # the runtime's: calls from elsewhere are refused, but where its device serves any thread (0)
-        c.thread, c.pid = 0 if runtime.device.any_thread else runtime.gate.thread, os.getpid()
+        c.thread, c.pid = 0 if runtime.device.traits.any_thread else runtime.gate.thread, os.getpid()
 
 
 def _release(boxed: _Boxed, owned: Any) -> None:

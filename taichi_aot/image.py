@@ -71,8 +71,8 @@ class Image(Child):
         usage: ImageUsage | int = ImageUsage.STORAGE | ImageUsage.SAMPLED,
     ):
         runtime.ensure_open()
-        if runtime.device.no_images:  # taichi_aot's own CUDA runtime: no libtaichi runtime to ask
-            raise NotSupportedError(f"allocate_image: {runtime.device.no_images}")
+        if runtime.device.traits.no_images:  # taichi_aot's own CUDA runtime: no libtaichi runtime to ask
+            raise NotSupportedError(f"allocate_image: {runtime.device.traits.no_images}")
         dim = _dimension(dimension)
         fmt = _format(format)
         given: Any = (extent,) if isinstance(extent, int) and not isinstance(extent, bool) else extent
@@ -174,8 +174,8 @@ class Sampler(Child):
         max_anisotropy: float = 1.0,
     ):
         runtime.ensure_open()
-        if runtime.device.no_images:
-            raise NotSupportedError(f"create_sampler: no images to sample: {runtime.device.no_images}")
+        if runtime.device.traits.no_images:
+            raise NotSupportedError(f"create_sampler: no images to sample: {runtime.device.traits.no_images}")
         info = {
             "mag_filter": capi.enum_arg(Filter, mag_filter, "mag_filter"),
             "min_filter": capi.enum_arg(Filter, min_filter, "min_filter"),

@@ -95,7 +95,7 @@ def thread_flag(runtime: Any, kind: int) -> int:
     it (``any_thread``: the own CUDA runtime, a Vulkan runtime with the own launch open), for libtaichi's launches
     only where the device makes libtaichi's calls one at a time too (``library_any_thread``)."""
     device = runtime.device
-    allowed = device.library_any_thread or (device.any_thread and kind not in _LIBRARY_KINDS)
+    allowed = device.traits.library_any_thread or (device.traits.any_thread and kind not in _LIBRARY_KINDS)
     return _ANY_THREAD if allowed else 0
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.

@@ -69,7 +69,7 @@ class _Mapping:
     def __init__(self, memory: Memory):
         self._owned = memory._owned
         self._device = device = memory._runtime.device
-        own = device.pointer_handles  # the own CUDA runtime's managed memory: mapped as it is
+        own = device.traits.pointer_handles  # the own CUDA runtime's managed memory: mapped as it is
         self._runtime = None if own else memory._runtime.handle
         self._handle = memory._handle
         if own:
@@ -176,7 +176,7 @@ class Memory(Child):
         rather than frees it; ``pooled``: the handle is the runtime's import of that address, shared and kept
         (``Device.pooled``: for kernel arguments, never mapped)."""
         runtime.ensure_open()
-        if not runtime.device.imports_host_memory:
+        if not runtime.device.traits.imports_host_memory:
             raise NotSupportedError(
                 f"{runtime.arch.name} cannot address host memory of the caller's (libtaichi_c_api 1.7.4 imports "
                 "host memory on CPU backends only): copy it instead"
@@ -193,7 +193,7 @@ class Memory(Child):
         ``pointer`` on this runtime's device, shared; ``owner`` and ``pooled`` as :meth:`_imported_host` takes them."""
         runtime.ensure_open()
         size = _size_arg(size, "import_cuda_memory")
-        if pooled or runtime.device.pointer_handles:  # the runtime's pool (the own CUDA runtime's: the pointer itself)
+        if pooled or runtime.device.traits.pointer_handles:  # the runtime's pool (the own CUDA runtime's: the pointer)
             handle = runtime.device.pooled(pointer, size)
             return cls._imported(runtime, handle, size, False, owner, None, pointer, pooled)
         handle = capi.import_cuda_memory(runtime.handle, pointer, size).cdata
@@ -203,7 +203,7 @@ class Memory(Child):
     def _imported(cls, runtime: Parent, handle: Any, size: int, host_visible: bool, owner: object,
                   host_address: int | None, cuda_address: int | None, pooled: bool = False) -> Memory:
         self = cls.__new__(cls)
-        release = (functools.partial(_keep_pooled, owner) if pooled or runtime.device.pointer_handles
+        release = (functools.partial(_keep_pooled, owner) if pooled or runtime.device.traits.pointer_handles
                    else functools.partial(_forget_imported, runtime.handle, handle, owner))
         flags = (host_visible, host_visible, False, int(MemoryUsage.STORAGE))
         self._setup(runtime, handle, size, flags, release, owner, host_address, cuda_address, quiet=pooled)
@@ -273,7 +273,7 @@ class Memory(Child):
         native handles and the lifetime record, so that no reference cycle runs through a mapping kept so (a view's
         would: numpy does not show the collector what its arrays hold). The memory stays pinned until then."""
         self.ensure_open()
-        if self._runtime.device.pointer_handles:  # managed memory: the host addresses it as it is
+        if self._runtime.device.traits.pointer_handles:  # managed memory: the host addresses it as it is
             self._owned.pin()
             return self.cuda_pointer(), self._owned.unpin
         device = self._runtime.device
@@ -335,7 +335,7 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        if self._runtime.device.pointer_handles:  # managed memory: copied where it is (the caller waited)
+        if self._runtime.device.traits.pointer_handles:  # managed memory: copied where it is (the caller waited)
             ptr = ffi.cast("uint8_t *", self.cuda_pointer())
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
@@ -353,7 +353,7 @@ class Memory(Child):
         """Raise InvalidStateError while a view of this memory lives where a mapping is a copy made when it was
         mapped and written back when it ends (libtaichi's CUDA): a copy into or out of the memory meanwhile would
         read that snapshot, or be undone by it."""
-        if self._mapping is not None and self._runtime.device.mapping_is_copy:
+        if self._mapping is not None and self._runtime.device.traits.mapping_is_copy:
             raise InvalidStateError(
                 "a view of this memory (from map(), or numpy.asarray of its ndarray) is alive, and on this runtime a "
                 "mapping is a copy made when it was mapped (libtaichi's CUDA), written back when the last view goes: "

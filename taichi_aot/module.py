@@ -116,7 +116,7 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
     """Load a checked source in C: ``(handle, temp dir)``; the files of a ``.tcm`` unpacked where a backend of
     ``choice`` reads them from a folder (the own Vulkan launch: each task's SPIR-V)."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
-    own = not runtime.device.library_native  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
+    own = not runtime.device.traits.library_native  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
     try:
         llvm, archive = runtime.arch in LLVM_ARCHS, data is not None or os.path.isfile(what)

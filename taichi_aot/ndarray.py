@@ -101,7 +101,7 @@ class NdArray:
         layout = layout_of(shape, dtype, elem_shape)
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
-        if not runtime.device.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
+        if not runtime.device.traits.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
             with self._memory.in_use():  # as every write of it is
                 self._write(self._memory, np.zeros(self._full_shape, self._dtype))
 
@@ -294,7 +294,7 @@ class NdArray:
         device = self._runtime.device
         if device.host_visible(self._memory):
             return (_DL_CPU, 0)
-        return (device.dlpack_type, self._runtime.device_index)
+        return (device.traits.dlpack_type, self._runtime.device_index)
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:

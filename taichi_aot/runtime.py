@@ -11,7 +11,7 @@ only be used from the thread that created it; any other thread gets :class:`~tai
 (views and closing by garbage collection work from any thread). taichi_aot's own CUDA runtime may be used from
 any thread, as torch's and CuPy's arrays are (:mod:`taichi_aot._cudart`), and so may a Vulkan runtime with the own
 Vulkan launch open, whose calls (its own and libtaichi's) are made one at a time (``backends/vulkan.c``); the
-device says which (``device.any_thread``).
+device says which (``device.traits.any_thread``).
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class Runtime(DeviceAliases):
         cuda_runtime: CUDA only: "own" (the default, also "auto"; ``TAICHI_AOT_CUDA_RUNTIME``), taichi_aot's own
             CUDA runtime in the device's primary context, on any device, several at once, from any thread; on device 0
             libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
-            (device 0, one at a time, its thread). ``device.own_runtime`` says which, and ``device.cuda`` is the own
-            runtime's GPU (the device room keeps an alias of it for a release: :class:`~.placement.DeviceAliases`).
+            (device 0, one at a time, its thread). ``device.traits.own_runtime`` says which; ``device.cuda`` is the
+            own runtime's GPU (an alias kept for a release: :class:`~.placement.DeviceAliases`).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
@@ -143,12 +143,13 @@ class Runtime(DeviceAliases):
         pending = native.pending
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
         self.device: Device = device_for(self, native)
-        self._cpu_threads = capi.runtime_threads(self._handle) or None if self.device.library_native else None
-        #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue)
-        self._counted_waits = bool(self._handle) and self.device.waits_counted
-        #: ... and made even where none was counted: any thread enqueues, and another's wait may have cleared the count
-        #: while this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
-        self._wait_always = self._counted_waits and self.device.any_thread
+        traits = self.device.traits
+        self._cpu_threads = capi.runtime_threads(self._handle) or None if traits.library_native else None
+        #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue),
+        #: and made even where none was: any thread enqueues, and another's wait may have cleared the count while
+        #: this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
+        self._counted_waits = bool(self._handle) and traits.waits_counted
+        self._wait_always = self._counted_waits and traits.any_thread
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
         self.gate = LaunchGate(threading.get_ident(), pending)
@@ -185,7 +186,7 @@ class Runtime(DeviceAliases):
                 f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
                 f"{os.getpid()} (after os.fork(), create a runtime in the child)"
             )
-        if threading.get_ident() != self.gate.thread and not self.device.any_thread:
+        if threading.get_ident() != self.gate.thread and not self.device.traits.any_thread:
             raise WrongThreadError(_cudart.wrong_thread(self._arch.name, self.gate.thread))
 
     @property
@@ -238,7 +239,7 @@ class Runtime(DeviceAliases):
     def capabilities(self) -> dict[Capability | int, int]:
         """``{Capability: level}`` of the device (empty on x64 and the own CUDA runtime)."""
         self.ensure_open()
-        if not self.device.library_native:
+        if not self.device.traits.library_native:
             return {}
         return capi.get_runtime_capabilities(self._handle).as_dict()
 
@@ -249,7 +250,7 @@ class Runtime(DeviceAliases):
             InvalidArgumentError: an unknown capability name.
         """
         self.ensure_open()
-        if not self.device.library_native:
+        if not self.device.traits.library_native:
             raise NotSupportedError("set_capabilities: taichi_aot's own CUDA runtime has no capability levels "
                                     "(they are libtaichi's, for its gfx backends)")
         if capabilities is not None and not isinstance(capabilities, Mapping):
@@ -306,13 +307,13 @@ class Runtime(DeviceAliases):
             self.device.release()
 
     def _drain(self) -> None:
-        if not self.device.library_native:
+        if not self.device.traits.library_native:
             self.device.synchronize()  # the legacy default stream's work; the stream set: below
             self.gate.pending[0] = 0
         # libtaichi's, where anything was queued since its last wait, on a device whose work is all counted (capi
         # counts every enqueue in the flags this runtime shares; a wait with nothing queued costs a submit and a
         # fence, 50-75 us on a discrete GPU's Vulkan); on CUDA, always (the driver copies beside libtaichi's queue)
-        if self._handle and (self.gate.pending[0] or not self.device.waits_counted):
+        if self._handle and (self.gate.pending[0] or not self.device.traits.waits_counted):
             with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
         if self._cuda_stream:
@@ -363,7 +364,7 @@ class Runtime(DeviceAliases):
             InvalidArgumentError: a stream of another GPU than the runtime's.
         """
         self.ensure_open()
-        if not self.device.cuda_streams:
+        if not self.device.traits.cuda_streams:
             raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
         given, stream = stream, _cudart.stream_handle(stream)
         _cudart.check_stream(given, stream, self._device_index)
@@ -540,7 +541,7 @@ class Runtime(DeviceAliases):
         of what would be destroyed. Another thread gets WrongThreadError (and nothing is closed); the own CUDA
         runtime's objects (not the runtime) close from any thread, as torch's and CuPy's arrays are let go."""
         if not self._owned.closed and self._owner_running() is not None and (
-                not self.device.any_thread or what == "Runtime.close()"):
+                not self.device.traits.any_thread or what == "Runtime.close()"):
             raise WrongThreadError(
                 f"{what}: this {self._arch.name} runtime and its objects belong to thread {self.gate.thread}, which is "
                 "still running; close them there (closing under a thread that may be using them would crash it)"
@@ -581,7 +582,7 @@ class Runtime(DeviceAliases):
 
     def __repr__(self) -> str:
         state = "closed" if self._owned.closed else "open"
-        return f"<Runtime {self._arch.name}{self.device.runtime_words} device {self._device_index} ({state})>"
+        return f"<Runtime {self._arch.name}{self.device.traits.runtime_words} device {self._device_index} ({state})>"
 
 
 def _close_open_runtimes() -> None:

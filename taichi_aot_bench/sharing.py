@@ -126,7 +126,7 @@ def sharing(bench: Bench) -> list[Row]:
     rounds, reps = (3, 1) if quick else (7, 2)
     per = 1 if quick or bench.software else 5
     rows: list[Row] = []
-    if bench.rt.device.any_thread:  # a runtime other threads may use (a CPU runtime keeps to its thread)
+    if bench.rt.device.traits.any_thread:  # a runtime other threads may use (a CPU runtime keeps to its thread)
         measured = measure(_threads(bench, per), ONE, rounds, reps=reps)
         rows = [Row(SECTION, bench.name, k, "ms", v, params={"threads": THREADS, "launches": LAUNCHES, "rounds": per})
                 for k, v in measured.bests.items()]

@@ -119,11 +119,11 @@ def test_another_thread_is_refused_after_calls_made_in_c(env):
     add(x, y, 1.0)
     add(x, y, 1.0)
     errors = raised_in_thread(WrongThreadError, lambda: add(x, y, 5.0))
-    assert len(errors) == (0 if rt.device.any_thread else 1)
-    assert rt.device.any_thread == (rt.arch == Arch.VULKAN)
+    assert len(errors) == (0 if rt.device.traits.any_thread else 1)
+    assert rt.device.traits.any_thread == (rt.arch == Arch.VULKAN)
     add(x, y, 1.0)
     rt.wait()
-    expected = 8 if rt.device.any_thread else 3  # else: the other thread's 5.0 never went in
+    expected = 8 if rt.device.traits.any_thread else 3  # else: the other thread's 5.0 never went in
     assert np.array_equal(x.to_numpy(), np.full(4, expected, np.float32))
 
 

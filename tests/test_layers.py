@@ -229,6 +229,11 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): the native runtime a room "
                                "made, named with the room",
+    ("placement.base", "_fields"): "a NamedTuple's own field names (its documented API): a trait by its old name",
+    ("placement.cuda", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): a room's traits, "
+                                    "its base's with its own",
+    ("placement.host", "_replace"): "as placement.cuda: a room's traits",
+    ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
     ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
@@ -399,7 +404,7 @@ def test_a_file_over_the_size_limit_says_why():
 #: and why each file may. Every spelling counts: a comparison with an arch (``Arch.CUDA``...) or a backend's name
 #: ("cuda", "x64", "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``), membership in a tuple of archs or of launch kinds
 #: (``CPU_ARCHS``, ``GFX_ARCHS``, ``LLVM_ARCHS``, ``*_KINDS``), and every read of ``cuda_device`` (the own CUDA
-#: runtime's GPU: the device's, ``device.own_runtime`` and ``device.cuda``). A new one fails
+#: runtime's GPU: the device's, ``device.traits.own_runtime`` and ``device.cuda``). A new one fails
 #: :func:`test_arch_decisions_live_in_the_backend_and_device_rooms`: ask the kernel's ``Choice`` (what it can do), its
 #: backend, or the runtime's ``device`` (where its memory is, what it serves) instead.
 ARCH_DECISIONS = {

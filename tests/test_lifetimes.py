@@ -228,7 +228,7 @@ def test_closing_belongs_to_the_runtimes_thread(arch, modules):
 
 
     with Runtime(arch) as probe:
-        any_thread = probe.device.any_thread
+        any_thread = probe.device.traits.any_thread
     if any_thread:
         _closed_under_a_replay(arch, modules)
         return

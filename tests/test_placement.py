@@ -591,3 +591,22 @@ def test_a_toy_runtime_with_its_own_memory_by_the_contributor_steps_touches_only
     assert lines["rooms"] == "['toy', 'cuda', 'vulkan', 'host', 'library']"
     assert lines["device"] == "toy 2 True"  # both arrays in the arena, the kernel's output among them
     assert lines["values"] == str([float(k + 2) for k in range(8)])
+
+
+def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
+    """A device's traits are one record fixed when it is made (the own Vulkan launch open: any thread), read as
+    ``device.traits.<name>``; the old attribute names still answer, for a release; a room's traits are its base's
+    with its own."""
+    from taichi_aot.placement.base import Device, Traits
+    from taichi_aot.placement.vulkan import DeviceMemoryVulkan, SharedMemoryVulkan
+
+    device = device_policy.device
+    traits = device.traits
+    assert isinstance(traits, Traits) and traits.any_thread == bool(device.vulkan_id) == traits.library_any_thread
+    assert device.any_thread == traits.any_thread and device.stages == traits.stages  # the old names
+    with pytest.raises(AttributeError):
+        traits.any_thread = False  # frozen: a device that opens gives itself a new record
+    with pytest.raises(AttributeError, match="no_such_trait"):
+        getattr(device, "no_such_trait")  # noqa: B009
+    assert DeviceMemoryVulkan.traits == SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
+    assert SharedMemoryVulkan.traits == Device.traits == Traits()

@@ -296,7 +296,7 @@ def test_wrong_thread_is_refused(arch, modules):
         mod = rt.load_module(modules.path(arch))
         x = rt.ndarray((4,), np.float32)
         errors = []
-        if rt.device.any_thread:
+        if rt.device.traits.any_thread:
             assert arch == Arch.VULKAN
             _served_in_another_thread(rt, mod, x)
             return

@@ -7,13 +7,13 @@ never decides by arch itself (``tests/test_layers.py`` keeps it so):
 
 * :meth:`Device.default_access`: what ``host_access=None`` means (``(host_read, host_write)``);
 * :meth:`Device.allocate`: a :class:`Block` of ``size`` bytes with those flags (who allocates, who frees);
-* :attr:`Device.zeroed`: whether new memory is zero-filled already;
+* :attr:`Device.traits` (:class:`Traits`): what the device is, fixed when it is made: among it ``zeroed`` (new
+  memory is zero-filled already) and ``kernel_copies_on_device`` (a host array a kernel takes is copied into device
+  memory, else into host-visible memory the kernel reads in place);
 * :meth:`Device.reader` / :meth:`Device.writer`: how the host's bytes move to and from a block, chosen once a
   memory (directly through a mapping, through the CUDA driver, or through the device's staging buffers);
 * :meth:`Device.copy`: a device-to-device copy between two blocks of the runtime;
 * :meth:`Device.host_visible`: whether the host addresses a block as it is (``__array__``, DLPack);
-* :attr:`Device.kernel_copies_on_device`: whether a host array a kernel takes is copied into device memory (else
-  into host-visible memory the kernel reads in place);
 * :meth:`Device.release` after each wait (staging buffers in flight are free again), :meth:`Device.close` before
   the native runtime goes.
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
     from .staging import Read, Staging
 
-__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "device", "library_native", "open_native"]
+__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "Traits", "device", "library_native", "open_native"]
 
 
 class DeviceAliases:
@@ -109,56 +109,65 @@ def _write_direct(memory: Any, data: np.ndarray) -> None:
 _MEMORY_WORDS = {"readwrite": "host-visible memory", "none": "device memory"}
 
 
+class Traits(NamedTuple):
+    """What a device is, fixed when it is made: a room's class gives its own (its base's ``_replace``-d); a device
+    may give itself another once, as it opens (a Vulkan device with the own launch open serves any thread). Read
+    as ``device.traits.<name>``."""
+
+    #: new memory is zero-filled already (else the ndarray writes zeros)
+    zeroed: bool = False
+    #: a host array passed to a kernel is copied into device memory (else into host-visible memory, read in place)
+    kernel_copies_on_device: bool = False
+    #: the DLPack device type of memory the host does not address (kDLVulkan; CUDA's is 2)
+    dlpack_type: int = 7
+    #: memory handles are the driver's pointers, and host-visible memory is addressed as it is (the own CUDA
+    #: runtime's managed memory), never mapped through libtaichi
+    pointer_handles: bool = False
+    #: other libraries' CUDA arrays are the runtime's memory as they are, imported by pointer (the CUDA devices), not
+    #: arrays of another device, copied
+    addresses_cuda_arrays: bool = False
+    #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
+    imports_host_memory: bool = False
+    #: memory the host does not map is copied through staging buffers (the gfx backends), not by a driver or as it is
+    stages: bool = True
+    #: all the runtime's work goes through libtaichi's queue and is counted in its pending flags (the gfx backends),
+    #: so a wait with none counted has nothing to wait for; not where a driver runs copies of its own (CUDA)
+    waits_counted: bool = True
+    #: a mapping is a copy of the memory made when it is mapped, written back when it ends (libtaichi's CUDA), not
+    #: the memory itself: what kernels write meanwhile is not seen through it
+    mapping_is_copy: bool = False
+    #: the runtime and its objects may be used from any thread, not only the one that made it (the own CUDA runtime;
+    #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
+    any_thread: bool = False
+    #: the runtime is taichi_aot's own (CUDA, ``_cudart``), not libtaichi's: it has no libtaichi runtime (nor its
+    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`Device.library_runtime`).
+    #: Read inside placement/ only: the rooms above ask the traits and methods below
+    own_runtime: bool = False
+    #: libtaichi's runtime is the runtime itself: it loads the modules, has capability levels and threads (False:
+    #: the own CUDA runtime, which loads its modules' PTX itself)
+    library_native: bool = True
+    #: why the device makes no images, or None where libtaichi's runtime makes them
+    no_images: str | None = None
+    #: what a runtime's repr says of it beside its arch
+    runtime_words: str = ""
+    #: kernels run on a CUDA stream the caller may set (``Runtime.set_cuda_stream``)
+    cuda_streams: bool = False
+    #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
+    #: own Vulkan launch's wrappers), not only the runtime's
+    library_any_thread: bool = False
+
+
 class Device:
     """libtaichi's memory as the C-API allocates it (OpenGL, GLES, Metal; the base of the others): host-visible by
     default, copies through a mapping, or through a staging buffer for memory made without host access."""
 
     #: the policy's name, as ``config`` and ``archs`` show it
     policy = "libtaichi"
-    #: new memory is zero-filled already (else the ndarray writes zeros)
-    zeroed = False
-    #: a host array passed to a kernel is copied into device memory (else into host-visible memory, read in place)
-    kernel_copies_on_device = False
-    #: the DLPack device type of memory the host does not address (kDLVulkan; CUDA's is 2)
-    dlpack_type = 7
-    #: memory handles are the driver's pointers, and host-visible memory is addressed as it is (the own CUDA
-    #: runtime's managed memory), never mapped through libtaichi
-    pointer_handles = False
-    #: other libraries' CUDA arrays are the runtime's memory as they are, imported by pointer (the CUDA devices), not
-    #: arrays of another device, copied
-    addresses_cuda_arrays = False
-    #: the caller's host memory can be imported as it is (the CPU backends: libtaichi imports host memory there only)
-    imports_host_memory = False
-    #: memory the host does not map is copied through staging buffers (the gfx backends), not by a driver or as it is
-    stages = True
-    #: all the runtime's work goes through libtaichi's queue and is counted in its pending flags (the gfx backends),
-    #: so a wait with none counted has nothing to wait for; not where a driver runs copies of its own (CUDA)
-    waits_counted = True
-    #: a mapping is a copy of the memory made when it is mapped, written back when it ends (libtaichi's CUDA), not
-    #: the memory itself: what kernels write meanwhile is not seen through it
-    mapping_is_copy = False
+    #: what the device is (:class:`Traits`)
+    traits = Traits()
     #: what libtaichi's memory calls (map, unmap, copies, frees) run inside, or None: nothing (libtaichi's CUDA
     #: runtime: device 0's primary context, whatever another library left current on the thread)
     library_calls: Callable[[], AbstractContextManager[None]] | None = None
-    #: the runtime and its objects may be used from any thread, not only the one that made it (the own CUDA runtime;
-    #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
-    any_thread = False
-    #: the runtime is taichi_aot's own (CUDA, ``_cudart``), not libtaichi's: it has no libtaichi runtime (nor its
-    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`library_runtime`). Read
-    #: inside this room only: the rooms above ask the traits and methods below
-    own_runtime = False
-    #: libtaichi's runtime is the runtime itself: it loads the modules, has capability levels and threads (False:
-    #: the own CUDA runtime, which loads its modules' PTX itself)
-    library_native = True
-    #: why the device makes no images, or None where libtaichi's runtime makes them
-    no_images: str | None = None
-    #: what a runtime's repr says of it beside its arch
-    runtime_words = ""
-    #: kernels run on a CUDA stream the caller may set (``Runtime.set_cuda_stream``)
-    cuda_streams = False
-    #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
-    #: own Vulkan launch's wrappers), not only the runtime's
-    library_any_thread = False
 
     def __init__(self, runtime: Parent):
         self.arch = runtime.arch
@@ -169,6 +178,12 @@ class Device:
         #: the pool of other libraries' memory imported for kernel arguments (:meth:`pooled`): address -> (bytes,
         #: TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        """A trait by the name it had before :attr:`traits` held them (``device.any_thread``), kept for a release."""
+        if name in Traits._fields:
+            return getattr(self.traits, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def _runtime(self) -> Parent:
@@ -187,7 +202,7 @@ class Device:
         entry = self.imports.get(address)
         if entry is not None and entry[0] >= nbytes:  # the C call's imports too
             return ffi.cast("TiMemory", entry[1])
-        if self.pointer_handles:
+        if self.traits.pointer_handles:
             from .. import _cudart
 
             return _cudart.tagged(address)
@@ -195,7 +210,7 @@ class Device:
         rt.ensure_open()
         # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
         # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
-        cuda = self.addresses_cuda_arrays
+        cuda = self.traits.addresses_cuda_arrays
         importer = lib.ti_import_cuda_memory if cuda else lib.ti_import_cpu_memory
         handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
         check("import_cuda_memory" if cuda else "import_cpu_memory")
@@ -266,7 +281,7 @@ class Device:
         that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
         as it is after the wait (host-visible memory, a driver's copies; ``into``, the array it will be read into
         where the caller has one, where the device's reader takes it as it is)."""
-        return None if memory.host_read or not self.stages else self.staging.download_later(memory, memory.size)
+        return None if memory.host_read or not self.traits.stages else self.staging.download_later(memory, memory.size)
 
     def writer(self, memory: Any) -> Mover:
         """How a host array's bytes reach ``memory``, chosen once (memory the host reads but does not write: staged,
@@ -278,7 +293,7 @@ class Device:
     def write_waits(self, memory: Any) -> bool:
         """Whether a host array's write into ``memory`` waits for the queued kernels first (they may read what it
         overwrites); not where the write is a copy the device queues after them (device memory, through staging)."""
-        return bool(memory.host_write or memory.host_read or not self.stages)
+        return bool(memory.host_write or memory.host_read or not self.traits.stages)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Copy ``size`` bytes between two memories of the runtime, enqueued (the callers' slices are checked: a

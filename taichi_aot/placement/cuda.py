@@ -37,14 +37,10 @@ class LibraryCudaDevice(Device):
     """libtaichi's CUDA memory, copied by the driver."""
 
     policy = "cuda"
-    kernel_copies_on_device = True
-    dlpack_type = 2
-    addresses_cuda_arrays = True
-    waits_counted = False  # the driver's copies (cuMemcpyDtoD) are no libtaichi work
-    stages = False  # the driver copies
+    # waits not counted: the driver's copies (cuMemcpyDtoD) are no libtaichi work; no staging: the driver copies
+    traits = Device.traits._replace(kernel_copies_on_device=True, dlpack_type=2, addresses_cuda_arrays=True,
+                                    waits_counted=False, stages=False, mapping_is_copy=True, cuda_streams=True)
     library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
-    mapping_is_copy = True
-    cuda_streams = True
     _name: str | None = None  # the GPU's name, once asked
 
     def default_access(self) -> tuple[bool, bool]:
@@ -85,15 +81,13 @@ class OwnCudaDevice(LibraryCudaDevice):
     """The own CUDA runtime's memory (:mod:`taichi_aot._cudart`): the driver's, zero-filled; device memory, or managed
     memory where the host maps it. Its TiMemory is the tagged pointer, which the own launches take as it is."""
 
-    zeroed = True
-    pointer_handles = True
+    # managed memory, addressed as it is (no mapping copies it); the driver's calls are any thread's (libtaichi's
+    # launches beside it are not)
+    traits = LibraryCudaDevice.traits._replace(
+        zeroed=True, pointer_handles=True, mapping_is_copy=False, any_thread=True, own_runtime=True,
+        library_native=False, no_images="CUDA has no images (Vulkan, OpenGL and Metal have)",
+        runtime_words=" (taichi_aot's own)")
     library_calls = None  # its memory is the driver's: libtaichi neither maps, copies nor frees it
-    mapping_is_copy = False  # managed memory, addressed as it is
-    any_thread = True  # the driver's calls are any thread's (libtaichi's launches beside it are not)
-    own_runtime = True
-    library_native = False
-    no_images = "CUDA has no images (Vulkan, OpenGL and Metal have)"
-    runtime_words = " (taichi_aot's own)"
 
     def __init__(self, runtime: Parent, cuda: _cudart.CudaDevice, library: list[Any]):
         super().__init__(runtime)

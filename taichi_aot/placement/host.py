@@ -33,10 +33,8 @@ class HostDevice(Device):
     """Host memory of our own, imported; every copy is the host's."""
 
     policy = "host"
-    zeroed = True
-    dlpack_type = 1
-    imports_host_memory = True
-    stages = False  # every copy is the host's
+    traits = Device.traits._replace(zeroed=True, dlpack_type=1, imports_host_memory=True,
+                                    stages=False)  # no staging: every copy is the host's
 
     def why_default(self) -> str:
         return "host memory: the CPU runs the kernels"

@@ -115,7 +115,8 @@ class SharedMemoryVulkan(Device):
         self.vulkan_id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
         self.vulkan_why = "" if self.vulkan_id else ffi.string(error).decode("utf-8", "replace")
         # with the own state open, every call on the runtime is made one at a time (backends/vulkan.c): any thread
-        self.any_thread = self.library_any_thread = bool(self.vulkan_id)
+        own = bool(self.vulkan_id)
+        self.traits = self.traits._replace(any_thread=own, library_any_thread=own)
 
     def counts(self) -> dict[str, int]:
         """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
@@ -151,7 +152,7 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     staging buffer (``placement.vkhost``)."""
 
     policy = "vulkan-device"
-    kernel_copies_on_device = True
+    traits = SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
     _imports: Any = None  # the host pages it keeps imported (placement.vkhost.Imports), made at the first
 
     def default_access(self) -> tuple[bool, bool]:
