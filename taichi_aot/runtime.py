@@ -160,7 +160,6 @@ class Runtime(DeviceAliases):
         #: Modules loaded in this runtime, by content: each AotModule of the same content shares one (module.py's
         #: _Shared; for the package, not for users).
         self.modules: dict[Any, Any] = {}
-        self._cuda_stream: int | None = None  # the caller's CUDA stream kernels run on (set_cuda_stream)
         self.profiles: list[Profile] = []  # the profiles open on it (taichi_aot.profile; for the package)
         #: what the launch backends keep for this runtime (the own CUDA launcher's stand-ins and stream)
         self.backends = RuntimeBackends()
@@ -220,10 +219,7 @@ class Runtime(DeviceAliases):
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
         process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
         another thread than the runtime's."""
-        made = not self._handle
         self._handle = self.device.library_runtime(self._handle, self.on_its_thread(), self.gate.thread)
-        if made and self._cuda_stream:  # libtaichi's launches on the stream set
-            capi.set_cuda_stream(self._cuda_stream)
         return self._handle
 
     def on_its_thread(self) -> bool:
@@ -316,8 +312,8 @@ class Runtime(DeviceAliases):
         if self._handle and (self.gate.pending[0] or not self.device.traits.waits_counted):
             with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
-        if self._cuda_stream:
-            _cuda.stream_synchronize(self._cuda_stream)
+        if self.device.stream:
+            _cuda.stream_synchronize(self.device.stream)
 
     @property
     def allow_array_copies(self) -> bool:
@@ -335,8 +331,8 @@ class Runtime(DeviceAliases):
     @property
     def cuda_stream(self) -> int | None:
         """The caller's CUDA stream (a ``CUstream`` handle) that kernels run on, or None: the legacy default
-        stream, which torch's and CuPy's default streams are too. See :meth:`set_cuda_stream`."""
-        return self._cuda_stream
+        stream, which torch's and CuPy's default streams are too. See :meth:`set_cuda_stream`. The device keeps it."""
+        return self.device.stream
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Run this CUDA runtime's kernels on the caller's stream: ``None`` (the legacy default stream), a
@@ -370,12 +366,10 @@ class Runtime(DeviceAliases):
         _cudart.check_stream(given, stream, self._device_index)
         capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
         blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
-        if not (capturing or _cuda.capturing(self._cuda_stream)):
+        if not (capturing or _cuda.capturing(self.device.stream)):
             self.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
         self.backends.select_stream(stream or None)  # its stand-in made first: it may fail (out of memory)
-        if self._handle:  # libtaichi's setting is the process's: the own runtime sets it only where it made one
-            capi.set_cuda_stream(stream or None)
-        self._cuda_stream = stream or None
+        self.device.select_stream(stream or None, self._handle)
         self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
@@ -559,9 +553,8 @@ class Runtime(DeviceAliases):
     def _close(self) -> None:
         for p in list(self.profiles):  # their records first, while the runtime's counts are its own
             p.runtime_closing(self)
-        if self._cuda_stream and not self._owned.closed and self._handle:  # libtaichi's setting outlives the runtime
-            capi.set_cuda_stream(None)
-            self._cuda_stream = None
+        if self.device.stream and not self._owned.closed:  # libtaichi's setting outlives the runtime
+            self.device.select_stream(None, self._handle)
         if self._finalizer.detach() is not None:
             self._owned.close()  # first: a launch another thread makes meanwhile finds the runtime closed
             # after a launch with staged copies another thread is making: it waits, then reads them back through

@@ -231,7 +231,7 @@ class Op(EagerOp):
             count=self._count, truthy=(_compiling, _modes, _function_modes, _profiling), nones=(_level, _tracing),
             tensor=_Tensor, tensors=tuple(self._tensor_inputs), device="is_cuda" if cuda else "is_cpu",
             makers=tuple(makers), order=tuple(self._order), kernel=spec.entry, wait=None if cuda else rt.wait,
-            held=self._held if cuda else None, runtime=rt if cuda else None,
+            held=self._held if cuda else None, runtime=rt.device if cuda else None,
             stream=functools.partial(_raw_stream, self._device.index) if cuda else None)
         self._eager_setup(**setup)
         return setup

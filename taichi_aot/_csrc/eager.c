@@ -20,7 +20,7 @@ typedef struct {
     PyObject *wait;     /* called after the launch (x64: the runtime's wait), or None */
     PyObject *held;     /* CUDA: the arrays launches hold (emptied after the launch), or None */
     PyObject *stream;   /* CUDA: torch's current raw stream getter (called with no argument), or None */
-    PyObject *runtime;  /* CUDA: the runtime, whose _cuda_stream must be torch's stream, or None */
+    PyObject *runtime;  /* CUDA: the runtime's device, whose stream must be torch's, or None */
 } eager_fields;
 
 typedef struct {
@@ -31,7 +31,7 @@ typedef struct {
 #define EAGER_FIELDS(X) X(truthy) X(nones) X(tensor) X(tensors) X(device) X(makers) X(order) X(kernel) X(wait) \
     X(held) X(stream) X(runtime)
 
-static PyObject *eager_names[2]; /* "requires_grad", "_cuda_stream", interned once (kept for the process) */
+static PyObject *eager_names[2]; /* "requires_grad", "stream", interned once (kept for the process) */
 
 static int eager_traverse(PyObject *op, visitproc visit, void *arg) {
     taichi_aot_eager *self = (taichi_aot_eager *)op;
@@ -354,7 +354,7 @@ static PyType_Spec eager_spec = {
 static int eager_install(PyObject *module) {
     PyObject *type;
     eager_names[0] = PyUnicode_InternFromString("requires_grad");
-    eager_names[1] = PyUnicode_InternFromString("_cuda_stream");
+    eager_names[1] = PyUnicode_InternFromString("stream");
     type = eager_names[0] != NULL && eager_names[1] != NULL ? PyType_FromSpec(&eager_spec) : NULL;
     if (type == NULL || PyModule_AddObject(module, "EagerOp", type) != 0) { /* steals type where it worked */
         Py_XDECREF(type);

@@ -178,6 +178,9 @@ class Device:
         #: the pool of other libraries' memory imported for kernel arguments (:meth:`pooled`): address -> (bytes,
         #: TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
+        #: the CUDA stream the runtime's kernels run on (a ``CUstream`` handle: :meth:`select_stream`), or None: the
+        #: legacy default stream
+        self.stream: int | None = None
 
     def __getattr__(self, name: str) -> Any:
         """A trait by the name it had before :attr:`traits` held them (``device.any_thread``), kept for a release."""
@@ -261,6 +264,15 @@ class Device:
         """libtaichi's runtime for a module's kernels only libtaichi launches: the runtime's own (``handle``), or one
         made beside the own runtime now (:meth:`library_beside`), or raises with the reason there is none."""
         return handle
+
+    def select_stream(self, stream: int | None, library: Any) -> None:
+        """Kernels run on ``stream`` from now on (``Runtime.set_cuda_stream`` checked it, waited, and gave it to the
+        launch backends first); libtaichi's launches too, where it has a runtime (``library``: its handle, NULL where
+        none was made: its setting is the process's, not the runtime's). A device with no CUDA stream never gets
+        here (``traits.cuda_streams``)."""
+        if library:
+            capi.set_cuda_stream(stream)
+        self.stream = stream
 
     def synchronize(self) -> None:
         """Wait for the device's work outside libtaichi's queue (the own CUDA runtime's legacy default stream):

@@ -110,6 +110,8 @@ class OwnCudaDevice(LibraryCudaDevice):
         if not self._library:
             with _cudart.library_context():  # device 0's context, whatever another library left current
                 self._library.append(capi.create_runtime(Arch.CUDA, 0).cdata)
+            if self.stream:  # libtaichi's launches on the stream set
+                capi.set_cuda_stream(self.stream)
         return self._library[0]
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
