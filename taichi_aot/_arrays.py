@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Union
 
 import numpy as np
 
@@ -46,11 +46,11 @@ class SupportsCudaArrayInterface(Protocol):
 #: array, or another library's array with DLPack or an array interface.
 ArrayArgument = Union["NdArray", np.ndarray, SupportsDLPack, SupportsArrayInterface, SupportsCudaArrayInterface]
 
-__all__ = ["ArrayArgument", "CudaArray", "Launcher", "SupportsArrayInterface", "SupportsCudaArrayInterface",
-           "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface", "describe_array",
-           "forget_print", "host_array", "is_jax", "on_cuda", "overlaps_itself", "print_hit_accepts", "print_of",
-           "producer_error", "read_print", "refuse_lazy", "same_layout", "share", "storage_guards",
-           "torch_layout_status", "why_copy"]
+__all__ = ["ArrayArgument", "ArrayView", "CudaArray", "Launcher", "SupportsArrayInterface",
+           "SupportsCudaArrayInterface", "SupportsDLPack", "array_like", "bound_hold", "byte_span", "cuda_interface",
+           "describe", "describe_array", "forget_print", "host_array", "is_jax", "on_cuda", "overlaps_itself",
+           "print_hit_accepts", "print_of", "producer_error", "read_print", "refuse_lazy", "same_layout", "share",
+           "storage_guards", "torch_layout_status", "why_copy"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None))
 _MISSING: Any = object()
@@ -203,6 +203,31 @@ def is_jax(obj: Any) -> bool:
         return isinstance(obj, jax.Array)
     except Exception:
         return False
+
+
+class ArrayView(NamedTuple):
+    """A kernel argument's array as it describes itself, read once (:func:`describe`): the caller's object
+    (``owner``: what keeps the memory alive), and either ``host``, a numpy array over its memory, or, ``cuda``, its
+    CUDA array interface (``iface``; None where only its DLPack export says it is CUDA memory, read as it is taken);
+    ``read_only``: its owner made it immutable (a read-only numpy array or export, a JAX array)."""
+
+    owner: Any
+    host: np.ndarray | None
+    cuda: bool
+    iface: dict | None
+    read_only: bool
+
+
+def describe(value: Any, what: str, cuda_memory: bool) -> ArrayView:
+    """``value`` as an :class:`ArrayView`: a CUDA array where the runtime addresses CUDA memory (``cuda_memory``)
+    and ``value`` is one, else a host array (a list is converted; what is no array is an ArgumentTypeError)."""
+    if cuda_memory:
+        # torch builds its __cuda_array_interface__ anew on each access (a few us): read once
+        iface = cuda_interface(value, what)
+        if iface is not None or on_cuda(value, what):
+            return ArrayView(value, None, True, iface, is_jax(value) or bool(iface and iface["data"][1]))
+    a = host_array(value, what)
+    return ArrayView(value, a, False, None, not a.flags.writeable or is_jax(value))
 
 
 def why_copy(a: np.ndarray, arch: Arch, shares: bool) -> str:

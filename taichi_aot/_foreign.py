@@ -15,6 +15,10 @@ the caller declares; an unknown access is taken as "may be written":
   kernels do. A write-only argument's copy starts zero-filled, so what the kernel leaves unwritten comes
   back as zeros (declare it ``"read_write"`` to keep those elements).
 
+An argument goes one way: described once (:func:`~taichi_aot._arrays.describe`: an ``ArrayView``), decided from
+that view alone (:func:`decide`: share, stage with the reason, or refuse), then carried out (shared over its memory,
+or a copy made by :mod:`taichi_aot._staged`, which calls nothing here back).
+
 The cache. Ndarrays made for arrays shared without a copy are kept, held weakly (their records are
 :mod:`taichi_aot._seen`'s): an entry is dropped in the array's weak-reference callback, which runs before the
 array's memory goes back, so an id found in the cache is that array's and its memory is still there; a temporary
@@ -28,14 +32,16 @@ import collections
 import functools
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from . import _cuda
 from ._arrays import (
+    ArrayView,
     CudaArray,
     cuda_interface,
+    describe,
     forget_print,
     host_array,
     is_jax,
@@ -51,16 +57,18 @@ from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
 from ._staged import Staged, StagedCopies
 from .enums import DATA_TYPES, NUMPY_DTYPES
-from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError
+from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
+    from .enums import Arch
     from .metadata import ArgInfo
     from .ndarray import HostAccess
 
-__all__ = ["CACHE_SIZE", "HELD_LIMIT", "ForeignArgs", "argument_elsewhere", "torch_stream"]
+__all__ = ["CACHE_SIZE", "HELD_LIMIT", "SHARE", "STAGE", "Decision", "ForeignArgs", "argument_elsewhere", "decide",
+           "torch_stream"]
 
 #: How many ndarrays made for foreign kernel arguments a runtime keeps at least; a runtime keeps twice the most
 #: arrays one of its kernels or graphs takes where that is more (ForeignArgs.fit), so a call of many arrays never
@@ -80,6 +88,42 @@ def _read_only(what: str, spec: ArgInfo, reason: str, remedy: str) -> ReadOnlyAr
     else:
         why = f"the kernel writes it (its access is {spec.access_word()})"
     return ReadOnlyArrayError(f"{what}: {reason}, and {why}: {remedy}")
+
+
+#: A :class:`Decision`'s ways: the memory passed as it is, or a copy for the launch.
+SHARE, STAGE = "share", "stage"
+
+
+class Decision(NamedTuple):
+    """What the policy makes of a host array for an ndarray argument (:func:`decide`): ``how``, SHARE or STAGE
+    (``reason``: why a copy), or a refusal (``error``, raised by the caller)."""
+
+    how: str
+    reason: str = ""
+    error: TaichiError | None = None
+
+
+def decide(view: ArrayView, spec: ArgInfo, arch: Arch, shares: bool, allow_copies: bool, what: str) -> Decision:
+    """The policy (the module docstring) for a host array's ``view`` passed for ``spec``, on a runtime of ``arch``
+    whose device imports host memory where ``shares``, copies allowed where ``allow_copies``; from the view alone,
+    calling nothing back. (A CUDA array on a CUDA runtime is shared: its own checks are made as it is taken.)"""
+    a = view.host
+    assert a is not None, "a host array's view"
+    if spec.may_write and view.read_only:
+        jax = is_jax(view.owner)
+        kind = "numpy array" if isinstance(view.owner, np.ndarray) else type(view.owner).__name__
+        reason = "a JAX array (JAX arrays are immutable)" if jax else f"this {kind} is read-only"
+        return Decision("", error=_read_only(what, spec, reason, "pass a writable copy (np.array(a))"))
+    if a.size == 0:  # before any path's own checks, which an empty array's strides can mislead
+        return Decision("", error=InvalidArgumentError(f"{what}: the array is empty (shape {a.shape}); a kernel takes "
+                                                       "at least one element"))
+    why = why_copy(a, arch, shares)
+    if not why:
+        return Decision(SHARE)
+    if not allow_copies:
+        return Decision("", error=InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is "
+                                                       "False"))
+    return Decision(STAGE, why)
 
 
 # ---------------------------------------------------------------------------
@@ -118,7 +162,7 @@ class ForeignArgs:
         self.unmaps: dict[int, Any] = {}
         #: the host arrays taken as copies (_staged.py); ``staged``, the launch's, is its list
         self.copies = StagedCopies(self._arch, self._shares, self._on_device, self._rt, self._wait_keeping_held,
-                                   self._device_copy, self.unmaps)
+                                   self.unmaps)
         self.staged: list[Staged] = self.copies.staged
         self.allow_copies = True
         # The pool of imported memory (Device.pooled): address -> (bytes, TiMemory as an int), read by the C call too
@@ -271,26 +315,23 @@ class ForeignArgs:
     # -- kernel arguments -------------------------------------------------------------------
 
     def argument(self, value: Any, spec: ArgInfo, what: str) -> NdArray:
-        """The ndarray kernel argument ``spec`` gets for ``value`` (a numpy or other array): shared where the
-        backend can address it (cached: a repeated argument costs one lookup), else a staged copy (``staged``)."""
-        elem_ndim = len(spec.elem_shape)
-        if self._on_cuda:
-            # torch builds its __cuda_array_interface__ anew on each access (a few µs): read it once per call
-            iface = cuda_interface(value, what)
-            if iface is not None or on_cuda(value, what):
-                return self._cuda_argument(value, iface, spec, elem_ndim, what)
-        a = host_array(value, what)
-        if spec.may_write and (not a.flags.writeable or is_jax(value)):
-            kind = "numpy array" if isinstance(value, np.ndarray) else type(value).__name__
-            reason = "a JAX array (JAX arrays are immutable)" if is_jax(value) else f"this {kind} is read-only"
-            raise _read_only(what, spec, reason, "pass a writable copy (np.array(a))")
-        dims = min(elem_ndim, a.ndim)  # the element dims the ndarray is made with
-        if a.size == 0:  # before any path's own checks, which an empty array's strides can mislead
-            raise InvalidArgumentError(f"{what}: the array is empty (shape {a.shape}); a kernel takes at least one "
-                                       "element")
-        if not self._shares:  # host memory is never shared there: no cache to look in
-            return self._staged_argument(a, dims, spec, what)
-        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, elem_ndim)
+        """The ndarray kernel argument ``spec`` gets for ``value`` (a numpy or other array), in one direction: the
+        array described (:func:`~taichi_aot._arrays.describe`), the policy's decision (:func:`decide`), carried out:
+        shared where the backend can address it (cached: a repeated argument costs one lookup), else a staged copy
+        (``staged``)."""
+        view = describe(value, what, self._on_cuda)
+        if view.cuda:
+            return self._cuda_argument(value, view.iface, spec, len(spec.elem_shape), what)
+        decision = decide(view, spec, self._arch, self._shares, self.allow_copies, what)
+        if decision.error is not None:
+            raise decision.error
+        a = view.host
+        assert a is not None  # a host array's view
+        dims = min(len(spec.elem_shape), a.ndim)  # the element dims the ndarray is made with
+        if decision.how == STAGE:
+            return self.copies.stage(a, dims, spec, what)
+        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype,
+                                len(spec.elem_shape))
         entry = self._entries.get(key)
         if entry is not None and not entry.nd.closed:
             try:
@@ -298,8 +339,6 @@ class ForeignArgs:
             except KeyError:  # its array was collected meanwhile (another thread)
                 pass
             return entry.nd
-        if why_copy(a, self._arch, self._shares):
-            return self._staged_argument(a, dims, spec, what)
         return self._shared_host(value, a, key, dims, what)
 
     def _shared_host(self, value: Any, a: np.ndarray, key: tuple[Any, ...], dims: int, what: str) -> NdArray:
@@ -317,21 +356,11 @@ class ForeignArgs:
             self._print_hit(value, ref, nd, not a.flags.writeable or is_jax(value), None)
         return nd
 
-    def _staged_argument(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
-        if not self.allow_copies:
-            why = why_copy(a, self._arch, self._shares)
-            raise InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is False")
-        return self.copies.stage(a, dims, spec, what)
-
     def _wait_keeping_held(self) -> None:
         """Wait for the runtime; the CUDA arrays this launch packed already stay held."""
         held = dict(self._held)
         self._rt().wait()
         self._held.update(held)
-
-    def _device_copy(self, a: np.ndarray, dims: int, what: str, fill: bool) -> NdArray:
-        """A copy of ``a`` in device memory (filled with its values, or zeros), for a staged copy."""
-        return self._from_host(a, dims, True, None, what, owner=None, fill=fill)
 
     def _weak(self, key: Any, value: Any) -> weakref.ref[Any] | None:
         try:

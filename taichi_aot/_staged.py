@@ -13,7 +13,7 @@ import numpy as np
 
 from ._arrays import array_like, byte_span, host_array, overlaps_itself, same_layout, share, why_copy
 from ._native import ffi
-from .enums import Arch
+from .enums import DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .ndarray import NdArray
 
@@ -92,17 +92,17 @@ class Staged:
 class StagedCopies:
     """A runtime's staged copies: the launch being packed's (``staged``: the policy's launch path reads this list,
     never rebound), the spares free to fill, and those in flight. ``rt()`` gives the runtime; ``wait()`` waits for
-    it keeping the CUDA arrays the launch holds; ``copy(a, dims, what, fill)`` makes a copy of ``a`` in device memory
-    (where ``on_device``: host-visible memory is slow for kernels there); ``unmaps`` is the policy's, where a copy's
-    mapping kept for good is ended when the runtime closes."""
+    it keeping the CUDA arrays the launch holds; a copy is made in device memory where ``on_device`` (host-visible
+    memory is slow for kernels there), else in host-visible memory kept mapped; ``unmaps`` is the policy's, where a
+    copy's mapping kept for good is ended when the runtime closes."""
 
-    __slots__ = ("_arch", "_copy", "_flight", "_flight_bytes", "_on_device", "_rt", "_shares", "_spare", "_wait",
+    __slots__ = ("_arch", "_flight", "_flight_bytes", "_on_device", "_rt", "_shares", "_spare", "_wait",
                  "staged", "unmaps")
 
     def __init__(self, arch: Arch, shares: bool, on_device: bool, rt: Callable[[], Parent], wait: Callable[[], None],
-                 copy: Callable[[np.ndarray, int, str, bool], NdArray], unmaps: dict[int, Any]):
+                 unmaps: dict[int, Any]):
         self._arch, self._shares, self._on_device = arch, shares, on_device
-        self._rt, self._wait, self._copy, self.unmaps = rt, wait, copy, unmaps
+        self._rt, self._wait, self.unmaps = rt, wait, unmaps
         self.staged: list[Staged] = []
         # (shape, dtype, element dims) -> spare copies (ndarray, its mapped view), free to fill; those queued kernels
         # may read until the next wait (which frees them)
@@ -163,9 +163,14 @@ class StagedCopies:
                 self._drop(nd, view)
                 raise
             return nd, view
-        if self._on_device:  # host-visible memory is slow for kernels there: device memory, copied by the device
-            return self._copy(a, dims, what, fill), None
         split = a.ndim - dims
+        if dtype not in DATA_TYPES:
+            raise ArgumentTypeError(f"{what}: {a.dtype} has no Taichi data type")
+        if self._on_device:  # host-visible memory is slow for kernels there: device memory, copied by the device
+            nd = NdArray(self._rt(), a.shape[:split], dtype, a.shape[split:])  # zeros, or its values
+            if fill:
+                nd.from_numpy(a)
+            return nd, None
         nd = NdArray._unfilled(self._rt(), a.shape[:split], dtype, a.shape[split:])
         address, unmap = nd.memory.keep_mapped()  # for good: the view is made over the address, holding nothing
         view = np.frombuffer(ffi.buffer(ffi.cast("char *", address), nd.nbytes), dtype).reshape(a.shape)

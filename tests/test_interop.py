@@ -44,6 +44,39 @@ def test_numpy_protocol(rt):
     assert np.asarray(device_only).tolist() == [0, 0, 0, 0]  # a copy where needed
 
 
+def test_an_argument_array_is_described_then_decided(rt, arch, modules):
+    """A host array for an ndarray argument goes one way: described once (_arrays.describe), decided from that
+    alone (_foreign.decide: share, stage with the reason, or refuse), then carried out by the launch."""
+    from taichi_aot._arrays import describe
+    from taichi_aot._foreign import SHARE, STAGE, decide
+
+    add = rt.load_module(modules.path(arch)).kernels["add"].declare_access({1: "read"})
+    written, read = add.signature[0], add.signature[1]  # add(x, y, a): x += a * y
+    shares = rt.device.traits.imports_host_memory
+    plain = describe(np.ones(8, np.float32), "x", False)
+    assert plain.host is not None and not plain.cuda and not plain.read_only
+    decision = decide(plain, written, arch, shares, True, "x")
+    assert decision.how == (SHARE if arch == Arch.X64 else STAGE) and decision.error is None
+    assert arch == Arch.X64 or "cannot address host memory" in decision.reason
+    strided = decide(describe(np.ones(16, np.float32)[::2], "x", False), written, arch, shares, True, "x")
+    assert strided.how == STAGE and strided.reason  # x64: not C-contiguous; elsewhere: host memory not addressed
+    frozen = np.ones(8, np.float32)
+    frozen.flags.writeable = False
+    refused = decide(describe(frozen, "x", False), written, arch, shares, True, "x")
+    assert isinstance(refused.error, ReadOnlyArrayError) and "read-only" in str(refused.error)
+    assert decide(describe(frozen, "y", False), read, arch, shares, True, "y").error is None  # only read
+    empty = decide(describe(np.ones(0, np.float32), "x", False), written, arch, shares, True, "x")
+    assert isinstance(empty.error, InvalidArgumentError) and "empty" in str(empty.error)
+    no_copies = decide(describe(np.ones(16, np.float32)[::2], "x", False), written, arch, shares, False, "x")
+    assert isinstance(no_copies.error, InvalidArgumentError) and "allow_array_copies is False" in str(no_copies.error)
+    with pytest.raises(ArgumentTypeError, match="not an array"):
+        describe(3.0, "x", False)
+    x, y = np.zeros(8, np.float32), np.ones(8, np.float32)  # carried out: the kernel's values in the caller's array
+    add(x, y, 2.0)
+    rt.wait()
+    assert x.tolist() == [2.0] * 8
+
+
 def test_ndarray_from_shares_on_x64_and_copies_elsewhere(rt, arch, modules):
     host = np.arange(8, dtype=np.float32)
     x = rt.ndarray_from(host)
