@@ -43,13 +43,15 @@ _SERIAL, _RANGE_FOR = 0, 1
 
 class VulkanState:
     """What the own Vulkan launch keeps per runtime (``backends.RuntimeBackends``' state under its name): the C
-    state of the runtime its device opened (``placement.vulkan``: ``vulkan_id``), closed with the runtime."""
+    state of the runtime its device opened (its ``launch_state()``: ``placement.vulkan``), closed with the
+    runtime."""
 
     def __init__(self, runtime: Any):
         device = self._device = runtime.device
         self.caps: set[str] | None = None  # the device's capabilities that are on, read at the first module's load
-        self.id = int(getattr(device, "vulkan_id", 0))
-        self.why = getattr(device, "vulkan_why", "") or ("" if self.id else "the runtime's device opened none")
+        opened = device.launch_state()
+        self.id = int(opened.id)
+        self.why = opened.why or ("" if self.id else "the runtime's device opened none")
 
     def select(self, stream: int | None) -> None:
         pass  # no streams on Vulkan
@@ -270,7 +272,7 @@ def _caps_warning(runtime: Any, state: VulkanState, what: str, meta: ModuleInfo)
     if not missing or key in _warned or meta.gfx is None or not meta.gfx.cas_loops():
         return
     _warned.add(key)
-    device = getattr(runtime.device, "device_name", lambda: None)() or "this Vulkan device"
+    device = runtime.device.device_name() or "this Vulkan device"
     warnings.warn(f"taichi_aot: module {what} was built without {', '.join(missing)}, which {device} has: its float "
                   "atomics run as compare-and-swap loops, several times slower than the device's own; rebuild it "
                   "here with `python -m taichi_aot build FILE.py --arch vulkan` (this machine's capabilities), or "

@@ -404,7 +404,7 @@ def device_caps(arch: str) -> tuple[list[str], str]:
     try:
         with Runtime(arch) as rt:
             found = sorted(str(getattr(c, "name", c)).lower() for c, v in rt.capabilities.items() if v)
-            name = getattr(rt.device, "device_name", lambda: None)() or arch
+            name = rt.device.device_name() or arch
     except TaichiError as e:
         return [], f"no {arch} device answered here ({str(e)[:200]}): Taichi's defaults"
     return [c for c in found if c.startswith("spirv_has_")], f"this machine's {name}"

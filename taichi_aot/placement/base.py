@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
     from .staging import Read, Staging
 
-__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "Traits", "device", "library_native", "open_native"]
+__all__ = ["Block", "Device", "DeviceAliases", "LaunchState", "Mover", "Native", "Traits", "device", "library_native",
+           "open_native"]
 
 
 class DeviceAliases:
@@ -76,6 +77,14 @@ def open_native(arch: Any, device_index: int | None, cpu_threads: int | None, cu
 def device(runtime: Parent, native: Native) -> Device:
     """The device of a runtime this room made: libtaichi's memory as the C-API allocates it."""
     return Device(runtime)
+
+class LaunchState(NamedTuple):
+    """The native state a device opened for an own launch of its arch (:meth:`Device.launch_state`): its id in C (0:
+    none), and why there is none."""
+
+    id: int
+    why: str
+
 
 #: How the host's bytes move between a numpy array and a memory: ``(memory, array)``.
 Mover = Callable[[Any, np.ndarray], None]
@@ -264,6 +273,11 @@ class Device:
         """libtaichi's runtime for a module's kernels only libtaichi launches: the runtime's own (``handle``), or one
         made beside the own runtime now (:meth:`library_beside`), or raises with the reason there is none."""
         return handle
+
+    def launch_state(self) -> LaunchState:
+        """The native state an own launch of the runtime's arch takes (the Vulkan devices': the own Vulkan state they
+        open, ``_csrc/backends/vkqueue.c``); none here."""
+        return LaunchState(0, "the runtime's device opened none")
 
     def select_stream(self, stream: int | None, library: Any) -> None:
         """Kernels run on ``stream`` from now on (``Runtime.set_cuda_stream`` checked it, waited, and gave it to the

@@ -38,7 +38,7 @@ from ..errors import (
     check,
 )
 from ..metadata.gfx import MODULE_GRID, widened_total
-from .base import Device, Native, library_native
+from .base import Device, LaunchState, Native, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -117,6 +117,9 @@ class SharedMemoryVulkan(Device):
         # with the own state open, every call on the runtime is made one at a time (backends/vulkan.c): any thread
         own = bool(self.vulkan_id)
         self.traits = self.traits._replace(any_thread=own, library_any_thread=own)
+
+    def launch_state(self) -> LaunchState:
+        return LaunchState(self.vulkan_id, self.vulkan_why)
 
     def counts(self) -> dict[str, int]:
         """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
