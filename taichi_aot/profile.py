@@ -7,9 +7,9 @@ How a launch is timed (``Launch.timed``):
 * ``"device"``: the device's own clock around the work. On Vulkan (the own Vulkan launch), two timestamps written into
   the launch's command batch at the compute stage, before and after its dispatches (a graph's record spans its
   dispatches, each of which is a record of its own, ``<graph>/<kernel>``; a launch recorded right after another takes
-  the other's end as its start), read once the batch is done; on CUDA (the
-  own CUDA launcher), two events on the launch's stream (none while the stream is captured into a CUDA graph), read
-  when the profile is.
+  the other's end as its start), read once the batch is done; on CUDA (the own CUDA launcher), two events on the
+  launch's stream (none while the stream is captured into a CUDA graph; a graph's dispatches each between their own,
+  each a record of its own as on Vulkan), read when the profile is.
 * ``"call"``: on a CPU runtime the launch runs in the call, so the call's time is the kernel's.
 * ``"enqueue"``: the launch path times nothing on the device (libtaichi's own Vulkan and CUDA launches,
   ``launcher="taichi"``): the figure is the host's call, which only enqueues the work. The table says so.

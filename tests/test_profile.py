@@ -71,20 +71,24 @@ def test_a_graph_is_a_row_spanning_its_dispatches_and_each_dispatch_one(vulkan, 
                 mod.graphs["add_twice"](x=x, y=y, a=1.0)
             mod.kernels["add"](x, y, 1.0)
         np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 11.0)
-        rows = {r.name: r for r in prof.kernels()}
-        assert rows["add_twice"].launches == 5 and rows["add_twice"].timed == "device"
-        assert rows["add"].launches == 1
-        assert rows["add_twice"].min > 0
-        # each dispatch a row of its own, named by the graph and the kernel, numbered where a kernel repeats; the
-        # graph's record spans them
-        parts = sorted(n for n in rows if n.startswith("add_twice/"))
-        assert len(parts) == 2 and parts[0].endswith("#1") and parts[1].endswith("#2")
-        for n in parts:
-            assert rows[n].launches == 5 and rows[n].timed == "device" and rows[n].min > 0
-        graph_events = [e for e in prof.launches if e.name == "add_twice"]
-        for e in prof.launches:
-            if e.name in parts:
-                assert any(g.start <= e.start and e.end <= g.end for g in graph_events), e
+        assert {r.name: r for r in prof.kernels()}["add"].launches == 1
+        _graph_rows(prof, 5)
+
+
+def _graph_rows(prof, launches):
+    """``add_twice``, launched ``launches`` times: a row timed on the device, and each dispatch a row of its own,
+    named by the graph and the kernel, numbered where a kernel repeats; the graph's record spans them."""
+    rows = {r.name: r for r in prof.kernels()}
+    assert rows["add_twice"].launches == launches and rows["add_twice"].timed == "device"
+    assert rows["add_twice"].min > 0
+    parts = sorted(n for n in rows if n.startswith("add_twice/"))
+    assert len(parts) == 2 and parts[0].endswith("#1") and parts[1].endswith("#2")
+    for n in parts:
+        assert rows[n].launches == launches and rows[n].timed == "device" and rows[n].min > 0
+    graph_events = [e for e in prof.launches if e.name == "add_twice"]
+    for e in prof.launches:
+        if e.name in parts:
+            assert any(g.start <= e.start and e.end <= g.end for g in graph_events), e
 
 
 def test_host_arrays_copied_for_a_launch_are_counted_and_traced(vulkan, modules, tmp_path):
@@ -232,6 +236,13 @@ def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp
             _, row = _twenty(rt, add, x, y)
             np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 10.0)
             assert row.timed == timed and row.device == "cuda:0", row
+        mod = rt.load_module(path)  # a graph of the own launcher: a row, and one for each dispatch (as on Vulkan)
+        x, y = _arrays(rt)
+        with rt.profile() as prof:
+            for _ in range(5):
+                mod.graphs["add_twice"](x=x, y=y, a=1.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32) * 10.0)
+        _graph_rows(prof, 5)
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])

@@ -13,7 +13,7 @@
 #define PROFILE_SLOTS 64 /* runtimes profiled at once */
 
 typedef struct {
-    int64_t token;
+    int64_t token, parent;
     AotProfileResolve resolve;
     void *item;
 } Later;
@@ -207,7 +207,7 @@ static void no_span(int64_t t) {
     }
 }
 
-void aot_profile_later(int64_t t, AotProfileResolve resolve, void *item) {
+void aot_profile_later(int64_t t, int64_t parent, AotProfileResolve resolve, void *item) {
     uint64_t u = (uint64_t)t;
     ProfileSlot *s = &slots[(u >> 34) & 0x3F];
     int64_t start, end;
@@ -222,11 +222,13 @@ void aot_profile_later(int64_t t, AotProfileResolve resolve, void *item) {
     }
     if (record_of(t) == NULL || s->later_count == s->later_cap) { /* its profile closed, or no room: none */
         no_span(t);
+        no_span(parent);
         pthread_mutex_unlock(&profile_lock);
         resolve(item, 1, &start, &end); /* frees it */
         return;
     }
     s->later[s->later_count].token = t;
+    s->later[s->later_count].parent = parent;
     s->later[s->later_count].resolve = resolve;
     s->later[s->later_count].item = item;
     ++s->later_count;
@@ -245,8 +247,10 @@ static void ask_later(ProfileSlot *s, int wait) {
         }
         if (got > 0) {
             device_span(s->later[n].token, start, end);
+            device_span(s->later[n].parent, start, end);
         } else {
             no_span(s->later[n].token);
+            no_span(s->later[n].parent);
         }
         ++n;
     }

@@ -29,8 +29,10 @@ __attribute__((visibility("hidden"))) void aot_profile_part_end(int64_t part, in
 
 /* Device times known later (CUDA's events): `resolve(item, wait, &start, &end)` answers 1 with the times, 0 where
    they are not known yet (wait 0 only), -1 where they never will be; it frees the item where it answers nonzero.
-   Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all). */
+   Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all). The span is
+   given to `parent` too (a graph's record, its dispatch's `token`; -1: none). */
 typedef int (*AotProfileResolve)(void *item, int wait, int64_t *start, int64_t *end);
-__attribute__((visibility("hidden"))) void aot_profile_later(int64_t token, AotProfileResolve resolve, void *item);
+__attribute__((visibility("hidden"))) void aot_profile_later(int64_t token, int64_t parent, AotProfileResolve resolve,
+                                                             void *item);
 
 #endif

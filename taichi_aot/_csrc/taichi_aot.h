@@ -310,6 +310,7 @@ typedef struct {
     uint32_t dispatch_count;
     const TaichiAotCudaKernel *const *kernels;
     const uint32_t *maps;
+    const char *const *names; /* each dispatch's name in a profile (its row: "<graph>/<kernel>"); NULL: none */
 } TaichiAotCudaGraph;
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *graph, uint32_t count,
                           const TiNamedArgument *args);

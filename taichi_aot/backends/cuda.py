@@ -43,7 +43,7 @@ from ..metadata.llvm_ir import STACK_OVERFLOW, STACK_OVERFLOWED
 from ..ptx import MANIFEST, gate, kernel_ptx, manifest_in
 from ..ptx.plan import check, from_entry
 from .choice import CUDA, OWN_FLAGS, Choice, own_choice
-from .plan import Results, c_args, dispatch_maps, gradients_match
+from .plan import Results, c_args, dispatch_maps, dispatch_names, gradients_match
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
@@ -372,8 +372,10 @@ class Kernels:
         c = ffi.new("TaichiAotCudaGraph *")
         listed = ffi.new("TaichiAotCudaKernel *[]", kernels)
         mapped = ffi.new("uint32_t[]", maps or [0])
-        c.dispatch_count, c.kernels, c.maps = len(kernels), listed, mapped
-        self._keep += [listed, mapped]
+        names = [ffi.new("char[]", n.encode("utf-8", "replace")) for n in dispatch_names(info)]  # a profile's rows
+        named = ffi.new("char *[]", names)
+        c.dispatch_count, c.kernels, c.maps, c.names = len(kernels), listed, mapped, named
+        self._keep += [listed, mapped, named, *names]
         return c
 
     def unload(self) -> None:

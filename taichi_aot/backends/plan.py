@@ -1,7 +1,8 @@
 """The argument plan both own launches share, in C's terms: a kernel's argument layout
 (:mod:`taichi_aot.metadata.layout`) as the ``TaichiAotArgPlan`` records ``_csrc/backends/plan.c`` lays values by, and
 the reader of what a kernel that returns values left in its plan's host memory (:class:`Results`), and a compute
-graph's dispatches mapped onto the graph's arguments (:func:`dispatch_maps`).
+graph's dispatches mapped onto the graph's arguments (:func:`dispatch_maps`) and named for a profile's rows
+(:func:`dispatch_names`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from .._native import ffi, lib
 from ..metadata.layout import SCALAR_SIZES
 
-__all__ = ["Results", "c_args", "dispatch_maps", "gradients_match"]
+__all__ = ["Results", "c_args", "dispatch_maps", "dispatch_names", "gradients_match"]
 
 _KINDS = {"ndarray": lib.TAICHI_AOT_PLAN_NDARRAY, "scalar": lib.TAICHI_AOT_PLAN_SCALAR,
           "tensor": lib.TAICHI_AOT_PLAN_TENSOR}
@@ -38,6 +39,18 @@ def gradients_match(plan_args: list[dict], entry: dict) -> bool:
     laid = [i for i, arg in enumerate(plan_args) if "grad" in arg]
     needing = sorted(int(key[0]) for key, a in entry.get("args") or [] if a.get("needs_grad"))
     return laid == needing
+
+
+def dispatch_names(info: Any) -> list[str]:
+    """Each dispatch's row in a profile: ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
+    a kernel more than once."""
+    repeated = {k for k in info.dispatches if info.dispatches.count(k) > 1}
+    seen: dict[str, int] = {}
+    out = []
+    for k in info.dispatches:
+        seen[k] = seen.get(k, 0) + 1
+        out.append(f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else ""))
+    return out
 
 
 def dispatch_maps(info: Any, arg_counts: list[int]) -> list[int] | None:

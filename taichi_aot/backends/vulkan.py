@@ -117,18 +117,6 @@ def _binds(task: dict, arrays: set[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def dispatch_names(info: GraphInfo) -> list[str]:
-    """Each dispatch's row in a profile: ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
-    a kernel more than once."""
-    repeated = {k for k in info.dispatches if info.dispatches.count(k) > 1}
-    seen: dict[str, int] = {}
-    out = []
-    for k in info.dispatches:
-        seen[k] = seen.get(k, 0) + 1
-        out.append(f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else ""))
-    return out
-
-
 def returns_refused(why: str | None) -> str:
     """The end of "kernel 'k' returns values, which ..." on Vulkan where no backend gives them."""
     return ("only taichi_aot's own Vulkan launch gives (libtaichi_c_api 1.7.4 gives no kernel result), "
@@ -222,7 +210,7 @@ class VulkanBackend:
                       results=made.results, codes=True), info.args
 
     def graph(self, info: GraphInfo, library: Any) -> Choice | None:
-        from .plan import dispatch_maps
+        from .plan import dispatch_maps, dispatch_names
 
         made = [self._kernel(k) for k in info.dispatches]
         kernels = [m for m in made if m is not None and m.results is None]

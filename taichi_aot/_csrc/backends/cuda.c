@@ -168,7 +168,10 @@ static int ptx_tasks(const TaichiAotCudaDriver *cu, const TaichiAotCudaRuntime *
     return code;
 }
 
-int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
+/* A launch of `k`; in a profile between two events for its record `profiled` (-1: none), their span given to
+   `parent` too (a graph's record, -1: none), `*stamped` set where they were recorded. */
+static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args,
+                       int64_t profiled, int64_t parent, int *stamped) {
     unsigned char params[TAICHI_AOT_PLAN_MAX_BYTES] __attribute__((aligned(16)));
     const TaichiAotCudaRuntime *rt = k->runtime;
     const TaichiAotCudaDriver *cu = rt->driver;
@@ -196,10 +199,11 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     }
     if (code == 0) {
         /* inside a profile of the runtime and not captured: between two events (backends/cudaprofile.c) */
-        void *stamp = aot_profile_current() >= 0 && !capturing ? aot_cuda_stamp_open(rt, aot_profile_current()) : NULL;
+        void *stamp = profiled >= 0 && !capturing ? aot_cuda_stamp_open(rt, profiled, parent) : NULL;
         code = ptx_tasks(cu, rt, k, kernel_params, elements);
         if (stamp != NULL) {
             aot_cuda_stamp_close(stamp);
+            *stamped = 1;
         }
     }
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
@@ -218,6 +222,24 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     return code != 0 ? TAICHI_AOT_CUDA_ERROR - code : 0;
 }
 
+int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t count, const TiArgument *args) {
+    int stamped = 0;
+    return cuda_launch(runtime, k, count, args, aot_profile_current(), -1, &stamped);
+}
+
+/* A graph's dispatch `d` of `k` with `args`; in a profile (the graph's record `graph`, -1: none) a record of its own
+   named by the graph, its span the graph's too. */
+static int cuda_dispatch(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t d, const TaichiAotCudaKernel *k,
+                         const TiArgument *args, int64_t graph) {
+    int64_t part = graph >= 0 && g->names != NULL ? aot_profile_part(graph, g->names[d]) : -1;
+    int stamped = 0;
+    int code = cuda_launch(runtime, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1, &stamped);
+    if (part >= 0) {
+        aot_profile_part_end(part, stamped); /* its device times to come, where its events were recorded */
+    }
+    return code;
+}
+
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t count, const TiNamedArgument *args) {
     return taichi_aot_cuda_graph_elsewhere(runtime, g, count, args, NULL);
 }
@@ -229,6 +251,7 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
     const uint32_t *map = g->maps;
     uint32_t d, i;
     int code;
+    int64_t graph = aot_profile_current(); /* the profile's record of the graph (-1: none) */
     for (d = 0; d < g->dispatch_count; ++d) {
         const TaichiAotCudaKernel *k = g->kernels[d];
         if (own != NULL) { /* every dispatch with the caller's record (its stand-in, its stream) */
@@ -246,7 +269,7 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
             local[i] = args[map[i]].argument;
         }
         map += k->arg_count;
-        code = taichi_aot_cuda_launch(runtime, k, k->arg_count, local);
+        code = cuda_dispatch(runtime, g, d, k, local, graph);
         if (code != 0) {
             return code;
         }

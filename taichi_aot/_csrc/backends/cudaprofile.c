@@ -26,7 +26,7 @@ typedef int (*cu_pop)(void **context);
 typedef struct {
     const TaichiAotCudaDriver *cu;
     void *context, *stream, *start, *end, *reference;
-    int64_t reference_host, token;
+    int64_t reference_host, token, parent;
 } Stamp;
 
 static struct {
@@ -131,7 +131,7 @@ static void stamp_drop(Stamp *s) {
     free(s);
 }
 
-void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
+void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token, int64_t parent) {
     const TaichiAotCudaDriver *cu = rt->driver;
     Stamp *s;
     if (token < 0 || cu->event_create == NULL) {
@@ -145,6 +145,7 @@ void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token) {
     s->context = rt->context;
     s->stream = rt->stream;
     s->token = token;
+    s->parent = parent;
     s->reference = reference_of(rt, &s->reference_host);
     if (s->reference == NULL || events_take(cu, rt->context, &s->start, &s->end) != 0 ||
         ((cu_event_record)cu->event_record)(s->start, rt->stream) != 0) {
@@ -187,8 +188,11 @@ void aot_cuda_stamp_close(void *stamp) {
     Stamp *s = (Stamp *)stamp;
     if (((cu_event_record)s->cu->event_record)(s->end, s->stream) != 0) {
         aot_profile_untimed(s->token);
+        if (s->parent >= 0) {
+            aot_profile_untimed(s->parent);
+        }
         stamp_drop(s);
         return;
     }
-    aot_profile_later(s->token, stamp_resolve, s);
+    aot_profile_later(s->token, s->parent, stamp_resolve, s);
 }

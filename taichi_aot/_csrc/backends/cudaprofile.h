@@ -9,8 +9,10 @@
 
 /* An event recorded on `stream` before a launch of the profile's record `token` (the context current), or NULL where
    none is (no profile's record, or the driver refused; the launcher opens none on a stream being captured); its twin
-   after the launch, the pair then handed to the profile (read when its records are taken). */
-__attribute__((visibility("hidden"))) void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token);
+   after the launch, the pair then handed to the profile (read when its records are taken), its span given to
+   `parent` too (a graph's record, `token` its dispatch's; -1: none). */
+__attribute__((visibility("hidden"))) void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token,
+                                                                int64_t parent);
 __attribute__((visibility("hidden"))) void aot_cuda_stamp_close(void *stamp);
 
 #endif
