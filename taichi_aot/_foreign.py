@@ -43,9 +43,7 @@ from ._arrays import (
     cuda_interface,
     describe,
     forget_print,
-    host_array,
     is_jax,
-    on_cuda,
     print_of,
     refuse_lazy,
     why_copy,
@@ -246,10 +244,12 @@ class ForeignArgs:
         if isinstance(elem_ndim, bool) or not isinstance(elem_ndim, (int, np.integer)):
             raise ArgumentTypeError(f"ndarray_from: elem_ndim must be an int, got {elem_ndim!r}")
         elem_ndim = int(elem_ndim)
-        if self._on_cuda and on_cuda(obj, "ndarray_from"):
-            return self._cuda(obj, cuda_interface(obj, "ndarray_from"), elem_ndim, copy, "ndarray_from")
-        a = host_array(obj, "ndarray_from")
-        if copy is not True and (is_jax(obj) or not a.flags.writeable) and not self._copy_needed(a):
+        view = describe(obj, "ndarray_from", self._on_cuda)
+        if view.cuda:
+            return self._cuda(obj, view.iface, elem_ndim, copy, "ndarray_from")
+        a = view.host
+        assert a is not None  # a host array's view
+        if copy is not True and view.read_only and not self._copy_needed(a):
             if copy is False:  # shared, it could be written: numpy 2 would refuse the same
                 raise ReadOnlyArrayError("ndarray_from(copy=False): the array is read-only (or a JAX array), and "
                                          "an ndarray's memory is written by kernels: pass a writable array")
