@@ -225,7 +225,9 @@ def describe(value: Any, what: str, cuda_memory: bool) -> ArrayView:
         # torch builds its __cuda_array_interface__ anew on each access (a few us): read once
         iface = cuda_interface(value, what)
         if iface is not None or on_cuda(value, what):
-            return ArrayView(value, None, True, iface, is_jax(value) or bool(iface and iface["data"][1]))
+            data = iface.get("data") if isinstance(iface, dict) else None  # checked as it is taken (from_interface)
+            flagged = isinstance(data, (tuple, list)) and len(data) > 1 and bool(data[1])
+            return ArrayView(value, None, True, iface, is_jax(value) or flagged)
     a = host_array(value, what)
     return ArrayView(value, a, False, None, not a.flags.writeable or is_jax(value))
 

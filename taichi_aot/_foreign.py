@@ -101,6 +101,9 @@ class Decision(NamedTuple):
     error: TaichiError | None = None
 
 
+_SHARED = Decision(SHARE)
+
+
 def decide(view: ArrayView, spec: ArgInfo, arch: Arch, shares: bool, allow_copies: bool, what: str) -> Decision:
     """The policy (the module docstring) for a host array's ``view`` passed for ``spec``, on a runtime of ``arch``
     whose device imports host memory where ``shares``, copies allowed where ``allow_copies``; from the view alone,
@@ -117,7 +120,7 @@ def decide(view: ArrayView, spec: ArgInfo, arch: Arch, shares: bool, allow_copie
                                                        "at least one element"))
     why = why_copy(a, arch, shares)
     if not why:
-        return Decision(SHARE)
+        return _SHARED
     if not allow_copies:
         return Decision("", error=InvalidArgumentError(f"{what}: {why}; this runtime's allow_array_copies is "
                                                        "False"))
@@ -322,23 +325,24 @@ class ForeignArgs:
         view = describe(value, what, self._on_cuda)
         if view.cuda:
             return self._cuda_argument(value, view.iface, spec, len(spec.elem_shape), what)
+        a = view.host
+        assert a is not None  # a host array's view
+        key: tuple[Any, ...] = ()
+        if self._shares:  # shared before: found in the cache, decided then (an immutable array written: decided anew)
+            key = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype, len(spec.elem_shape))
+            entry = self._entries.get(key)
+            if entry is not None and not entry.nd.closed and not (view.read_only and spec.may_write):
+                try:
+                    self._entries.move_to_end(key)
+                except KeyError:  # its array was collected meanwhile (another thread)
+                    pass
+                return entry.nd
         decision = decide(view, spec, self._arch, self._shares, self.allow_copies, what)
         if decision.error is not None:
             raise decision.error
-        a = view.host
-        assert a is not None  # a host array's view
         dims = min(len(spec.elem_shape), a.ndim)  # the element dims the ndarray is made with
         if decision.how == STAGE:
             return self.copies.stage(a, dims, spec, what)
-        key: tuple[Any, ...] = (id(value), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype,
-                                len(spec.elem_shape))
-        entry = self._entries.get(key)
-        if entry is not None and not entry.nd.closed:
-            try:
-                self._entries.move_to_end(key)
-            except KeyError:  # its array was collected meanwhile (another thread)
-                pass
-            return entry.nd
         return self._shared_host(value, a, key, dims, what)
 
     def _shared_host(self, value: Any, a: np.ndarray, key: tuple[Any, ...], dims: int, what: str) -> NdArray:

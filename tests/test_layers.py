@@ -230,6 +230,7 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): the native runtime a room "
                                "made, named with the room",
     ("placement.base", "_fields"): "a NamedTuple's own field names (its documented API): a trait by its old name",
+    ("placement.base", "_replace"): "as placement.cuda: a trait given by its old name, into the traits",
     ("placement.cuda", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): a room's traits, "
                                     "its base's with its own",
     ("placement.host", "_replace"): "as placement.cuda: a room's traits",

@@ -610,3 +610,12 @@ def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
         getattr(device, "no_such_trait")  # noqa: B009
     assert DeviceMemoryVulkan.traits == SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
     assert SharedMemoryVulkan.traits == Device.traits == Traits()
+
+    class OldStyle(Device):  # a room written before traits: its class attributes are folded in
+        zeroed = True
+        any_thread = True
+
+    assert OldStyle.traits == Traits(zeroed=True, any_thread=True) and "zeroed" not in OldStyle.__dict__
+    device.any_thread = not traits.any_thread  # set by the old name: the device's own record
+    assert device.traits.any_thread != traits.any_thread and device.traits.stages == traits.stages
+    device.any_thread = traits.any_thread

@@ -259,6 +259,9 @@ static void ask_later(ProfileSlot *s, int wait) {
 }
 
 void aot_profile_untimed(int64_t t) {
+    if (t >= 0 && t == current) {
+        current_timed = 0; /* the launch being made here gets no device times after all: closed as untimed */
+    }
     pthread_mutex_lock(&profile_lock);
     no_span(t);
     pthread_mutex_unlock(&profile_lock);

@@ -166,6 +166,9 @@ class Traits(NamedTuple):
     library_any_thread: bool = False
 
 
+_TRAIT_NAMES = frozenset(Traits._fields)
+
+
 class Device:
     """libtaichi's memory as the C-API allocates it (OpenGL, GLES, Metal; the base of the others): host-visible by
     default, copies through a mapping, or through a staging buffer for memory made without host access."""
@@ -191,11 +194,27 @@ class Device:
         #: legacy default stream
         self.stream: int | None = None
 
+    def __init_subclass__(cls, **kwargs: Any):
+        """A room's class that still gives a trait as a class attribute of its own (``any_thread = True``, as rooms
+        did before :attr:`traits`, for a release): folded into its traits."""
+        super().__init_subclass__(**kwargs)
+        given = {name: cls.__dict__[name] for name in _TRAIT_NAMES if name in cls.__dict__}
+        for name in given:
+            delattr(cls, name)
+        if given:
+            cls.traits = cls.traits._replace(**given)
+
     def __getattr__(self, name: str) -> Any:
         """A trait by the name it had before :attr:`traits` held them (``device.any_thread``), kept for a release."""
-        if name in Traits._fields:
+        if name in _TRAIT_NAMES:
             return getattr(self.traits, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A trait set by its old name (``device.any_thread = True``) sets it in the device's own traits."""
+        if name in _TRAIT_NAMES:
+            name, value = "traits", self.traits._replace(**{name: value})
+        object.__setattr__(self, name, value)
 
     @property
     def _runtime(self) -> Parent:

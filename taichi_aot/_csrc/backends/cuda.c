@@ -202,8 +202,7 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
         void *stamp = profiled >= 0 && !capturing ? aot_cuda_stamp_open(rt, profiled, parent) : NULL;
         code = ptx_tasks(cu, rt, k, kernel_params, elements);
         if (stamp != NULL) {
-            aot_cuda_stamp_close(stamp);
-            *stamped = 1;
+            *stamped = aot_cuda_stamp_close(stamp);
         }
     }
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */

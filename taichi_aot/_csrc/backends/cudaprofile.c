@@ -184,7 +184,7 @@ static int stamp_resolve(void *item, int wait, int64_t *start, int64_t *end) {
     return got;
 }
 
-void aot_cuda_stamp_close(void *stamp) {
+int aot_cuda_stamp_close(void *stamp) {
     Stamp *s = (Stamp *)stamp;
     if (((cu_event_record)s->cu->event_record)(s->end, s->stream) != 0) {
         aot_profile_untimed(s->token);
@@ -192,7 +192,8 @@ void aot_cuda_stamp_close(void *stamp) {
             aot_profile_untimed(s->parent);
         }
         stamp_drop(s);
-        return;
+        return 0;
     }
     aot_profile_later(s->token, s->parent, stamp_resolve, s);
+    return 1;
 }

@@ -13,6 +13,7 @@
    `parent` too (a graph's record, `token` its dispatch's; -1: none). */
 __attribute__((visibility("hidden"))) void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token,
                                                                 int64_t parent);
-__attribute__((visibility("hidden"))) void aot_cuda_stamp_close(void *stamp);
+/* 1 where the twin was recorded; 0 where the driver refused it (the records told they get no device times). */
+__attribute__((visibility("hidden"))) int aot_cuda_stamp_close(void *stamp);
 
 #endif
