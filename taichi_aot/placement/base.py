@@ -228,25 +228,25 @@ class Device:
         on CUDA) that kernel arguments travel in: imported once an address, kept for the runtime's life
         (libtaichi_c_api 1.7.4 cannot release an import), and shared by every array found there later, as allocators
         hand the same addresses out again. An import says only where memory is: each launch writes the live array's
-        own shape and dtype beside it. A larger array at an address imported smaller is imported anew; the own CUDA
-        runtime's launches take the pointer itself (``pointer_handles``)."""
+        own shape and dtype beside it. A larger array at an address imported smaller is imported anew (the device's
+        :meth:`_import`); the own CUDA runtime's launches take the pointer itself (its own ``pooled``)."""
         entry = self.imports.get(address)
         if entry is not None and entry[0] >= nbytes:  # the C call's imports too
             return ffi.cast("TiMemory", entry[1])
-        if self.traits.pointer_handles:
-            from .. import _cudart
-
-            return _cudart.tagged(address)
         rt = self._runtime
         rt.ensure_open()
         # straight to the library, as the C call does (the flat API's registry never sees these handles: x64
         # numbers memory 1, 2, ... in every runtime, and a pool lives as long as its runtime)
-        cuda = self.traits.addresses_cuda_arrays
-        importer = lib.ti_import_cuda_memory if cuda else lib.ti_import_cpu_memory
-        handle = importer(rt.handle, ffi.cast("void *", address), nbytes)
-        check("import_cuda_memory" if cuda else "import_cpu_memory")
+        handle = self._import(rt.handle, address, nbytes)
         self.imports[address] = (nbytes, int(ffi.cast("uintptr_t", handle)))
         return handle
+
+    def _import(self, handle: Any, address: int, nbytes: int) -> Any:
+        """libtaichi's import of another library's memory at ``address`` into runtime ``handle``: host memory here
+        (libtaichi_c_api 1.7.4 imports it on the CPU backends only)."""
+        memory = lib.ti_import_cpu_memory(handle, ffi.cast("void *", address), nbytes)
+        check("import_cpu_memory")
+        return memory
 
     # -- what memory is made of --------------------------------------------------------------------------------
 

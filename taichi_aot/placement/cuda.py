@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .. import _cuda, _cuda_host, _cudart, capi
-from .._native import ffi
+from .._native import ffi, lib
 from ..enums import Arch
+from ..errors import check
 from .base import Block, Device, Mover, Native, _read_direct, _write_direct, library_native
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,6 +77,12 @@ class LibraryCudaDevice(Device):
     def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return _cuda_host.pinned_array(dims, dtype)
 
+    def _import(self, handle: Any, address: int, nbytes: int) -> Any:
+        """libtaichi's import of another library's CUDA memory."""
+        memory = lib.ti_import_cuda_memory(handle, ffi.cast("void *", address), nbytes)
+        check("import_cuda_memory")
+        return memory
+
 
 class OwnCudaDevice(LibraryCudaDevice):
     """The own CUDA runtime's memory (:mod:`taichi_aot._cudart`): the driver's, zero-filled; device memory, or managed
@@ -97,6 +104,13 @@ class OwnCudaDevice(LibraryCudaDevice):
 
     def synchronize(self) -> None:
         self.cuda.synchronize()
+
+    def pooled(self, address: int, nbytes: int) -> Any:
+        """The pointer itself, tagged: the own launches take it as it is, and nothing is imported."""
+        entry = self.imports.get(address)
+        if entry is not None and entry[0] >= nbytes:  # the C call's
+            return ffi.cast("TiMemory", entry[1])
+        return _cudart.tagged(address)
 
     def library_beside(self) -> bool:
         return self.device_index == 0  # libtaichi_c_api 1.7.4 makes its CUDA runtime on device 0 only
