@@ -68,7 +68,7 @@ def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device:
     cu = _cuda.driver()
     entry = _pages.take(array, host, nbytes) if _hostpages.REGISTER_LIMIT or register_limit() else None
     pushed = False
-    try:  # everything after _entry_for inside: the entry stays busy (never unregistered) only while copying
+    try:  # everything after _pages.take inside: the entry stays busy (never unregistered) only while copying
         if ctx:
             _cuda.check(cu.cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), what)
             pushed = True

@@ -343,12 +343,14 @@ class ForeignArgs:
         dims = min(len(spec.elem_shape), a.ndim)  # the element dims the ndarray is made with
         if decision.how == STAGE:
             return self.copies.stage(a, dims, spec, what)
-        return self._shared_host(value, a, key, dims, what)
+        return self._shared_host(view, key, dims, what)
 
-    def _shared_host(self, value: Any, a: np.ndarray, key: tuple[Any, ...], dims: int, what: str) -> NdArray:
-        """An ndarray over host array ``a`` (``value``'s), kept in the cache under ``key``, and remembered for the
-        packer (:class:`NumpyHit`, :class:`PrintHit`). The cache holds ``value`` weakly (CPU kernels have run when
-        the launch returns), so the ndarray holds nothing of it where ``value`` can be referenced weakly."""
+    def _shared_host(self, view: ArrayView, key: tuple[Any, ...], dims: int, what: str) -> NdArray:
+        """An ndarray over the host array ``view`` describes, kept in the cache under ``key``, and remembered for the
+        packer (:class:`NumpyHit`, :class:`PrintHit`). The cache holds its owner weakly (CPU kernels have run when
+        the launch returns), so the ndarray holds nothing of it where the owner can be referenced weakly."""
+        value, a = view.owner, view.host
+        assert a is not None  # a host array's view
         ref = self._weak(key, value)
         nd = self._from_host(a, dims, False, None, what, owner=None if ref is not None else a, pooled=True)
         self._keep(key, Entry(nd, ref, None if ref is not None else value))
@@ -357,7 +359,7 @@ class ForeignArgs:
             self.hits[id(value)] = numpy_hit(c_key, ref, nd)  # the packer finds it without this call
             self._trim_hits()
         elif ref is not None and value.__class__ is not np.ndarray:  # a torch (or JAX) array on the host
-            self._print_hit(value, ref, nd, not a.flags.writeable or is_jax(value), None)
+            self._print_hit(value, ref, nd, view.read_only, None)
         return nd
 
     def _wait_keeping_held(self) -> None:

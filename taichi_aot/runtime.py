@@ -312,8 +312,9 @@ class Runtime(DeviceAliases):
         if self._handle and (self.gate.pending[0] or not self.device.traits.waits_counted):
             with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
-        if self.device.stream:
-            _cuda.stream_synchronize(self.device.stream)
+        stream = self.device.stream
+        if stream:
+            _cuda.stream_synchronize(stream)
 
     @property
     def allow_array_copies(self) -> bool:

@@ -53,48 +53,37 @@ def taichi_module(kind: str, arch: str, *words: str) -> str:
     return cached_module(out, make)
 
 
-def _cc() -> str:
+def _compiled(stem: str, source: str, args: list[str], *key: bytes, what: str) -> str:
+    """``source`` compiled once with the system compiler (``args`` after it), kept in the compile cache as
+    ``bench-<stem>-<digest>`` (of the source and ``key``); ``what`` names it in a failure."""
+    with open(source, "rb") as f:
+        out = os.path.join(cache_dir(), f"bench-{stem}-{digest(f.read(), *key)}")
+    if os.path.isfile(out):
+        return out
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         raise CompileError("no C compiler (cc, gcc or clang) found for the raw C reference")
-    return cc
+    os.makedirs(cache_dir(), exist_ok=True)
+    tmp = out + f".tmp{os.getpid()}"
+    cmd = [cc, "-O2", "-o", tmp, source, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"compiling {what} failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+    os.replace(tmp, out)
+    return out
 
 
 def raw_program(name: str) -> str:
     """Compile (once, cached) ``_csrc/<name>.c``, a program that opens its driver at run time (``-ldl``)."""
-    source = os.path.join(HERE, "_csrc", f"{name}.c")
-    with open(source, "rb") as f:
-        key = digest(f.read())
-    out = os.path.join(cache_dir(), f"bench-{name}-{key}")
-    if os.path.isfile(out):
-        return out
-    os.makedirs(cache_dir(), exist_ok=True)
-    tmp = out + f".tmp{os.getpid()}"
-    cmd = [_cc(), "-O2", "-o", tmp, source, "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileError(f"compiling {name}.c failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-    os.replace(tmp, out)
-    return out
+    return _compiled(name, os.path.join(HERE, "_csrc", f"{name}.c"), ["-ldl"], what=f"{name}.c")
 
 
 def bench_driver(library_path: str) -> str:
     """Compile (once, cached) the raw C benchmark driver against ``library_path``."""
-    source = os.path.join(HERE, "_csrc", "driver.c")
     lib_dir = os.path.dirname(os.path.abspath(library_path))
     include = os.path.join(os.path.dirname(lib_dir), "include")  # the library's own headers
     if not os.path.isfile(os.path.join(include, "taichi", "taichi_core.h")):
         include = os.path.join(CHECKOUT, "include")  # a source checkout's vendored copy
-    with open(source, "rb") as f:
-        key = digest(f.read(), library_path.encode(), include.encode())
-    out = os.path.join(cache_dir(), f"bench-driver-{key}")
-    if os.path.isfile(out):
-        return out
-    os.makedirs(cache_dir(), exist_ok=True)
-    tmp = out + f".tmp{os.getpid()}"
-    cmd = [_cc(), "-O2", "-o", tmp, source, "-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileError(f"compiling the raw C driver failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-    os.replace(tmp, out)
-    return out
+    return _compiled("driver", os.path.join(HERE, "_csrc", "driver.c"),
+                     ["-I", include, os.path.abspath(library_path), f"-Wl,-rpath,{lib_dir}"],
+                     library_path.encode(), include.encode(), what="the raw C driver")

@@ -193,9 +193,10 @@ static void device_span(int64_t t, int64_t start, int64_t end) {
     }
 }
 
-void aot_profile_device(int64_t t, int64_t start, int64_t end) {
+void aot_profile_device(int64_t t, int64_t parent, int64_t start, int64_t end) {
     pthread_mutex_lock(&profile_lock);
     device_span(t, start, end);
+    device_span(parent, start, end);
     pthread_mutex_unlock(&profile_lock);
 }
 
@@ -258,12 +259,13 @@ static void ask_later(ProfileSlot *s, int wait) {
     s->later_count -= n;
 }
 
-void aot_profile_untimed(int64_t t) {
-    if (t >= 0 && t == current) {
+void aot_profile_untimed(int64_t t, int64_t parent) {
+    if ((t >= 0 && t == current) || (parent >= 0 && parent == current)) {
         current_timed = 0; /* the launch being made here gets no device times after all: closed as untimed */
     }
     pthread_mutex_lock(&profile_lock);
     no_span(t);
+    no_span(parent);
     pthread_mutex_unlock(&profile_lock);
 }
 

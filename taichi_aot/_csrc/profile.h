@@ -15,11 +15,13 @@ __attribute__((visibility("hidden"))) int64_t aot_profile_begin(const TaichiAotL
 __attribute__((visibility("hidden"))) void aot_profile_end(int64_t token);
 /* The record of the launch this thread is making (-1: none). A backend that will time it on the device says so while
    making it (aot_profile_will_time), then gives each of its spans (aot_profile_device: the record spans them all), or
-   says it could not (aot_profile_untimed). */
+   says it could not (aot_profile_untimed); each to `parent` too (a graph's record, `token` its dispatch's; -1:
+   none). */
 __attribute__((visibility("hidden"))) int64_t aot_profile_current(void);
 __attribute__((visibility("hidden"))) void aot_profile_will_time(void);
-__attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int64_t start, int64_t end);
-__attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token);
+__attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int64_t parent, int64_t start,
+                                                              int64_t end);
+__attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token, int64_t parent);
 
 /* A record of its own for a part of the launch whose record is `parent` (a graph's dispatch), named `name`, on the
    parent's runtime and thread, opened now (-1: none); closed when the part is made (`timed`: its device times come

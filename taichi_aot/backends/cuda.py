@@ -372,8 +372,7 @@ class Kernels:
         c = ffi.new("TaichiAotCudaGraph *")
         listed = ffi.new("TaichiAotCudaKernel *[]", kernels)
         mapped = ffi.new("uint32_t[]", maps or [0])
-        names = [ffi.new("char[]", n.encode("utf-8", "replace")) for n in dispatch_names(info)]  # a profile's rows
-        named = ffi.new("char *[]", names)
+        named, names = dispatch_names(info)  # a profile's rows
         c.dispatch_count, c.kernels, c.maps, c.names = len(kernels), listed, mapped, named
         self._keep += [listed, mapped, named, *names]
         return c

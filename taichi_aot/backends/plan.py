@@ -41,16 +41,18 @@ def gradients_match(plan_args: list[dict], entry: dict) -> bool:
     return laid == needing
 
 
-def dispatch_names(info: Any) -> list[str]:
-    """Each dispatch's row in a profile: ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
-    a kernel more than once."""
+def dispatch_names(info: Any) -> tuple[Any, list[Any]]:
+    """Each dispatch's row in a profile, ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
+    a kernel more than once, as a graph's C record takes them: the ``char *[]`` (its ``names``) and what it holds
+    (both kept with the record)."""
     repeated = {k for k in info.dispatches if info.dispatches.count(k) > 1}
     seen: dict[str, int] = {}
-    out = []
+    names = []
     for k in info.dispatches:
         seen[k] = seen.get(k, 0) + 1
-        out.append(f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else ""))
-    return out
+        name = f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else "")
+        names.append(ffi.new("char[]", name.encode("utf-8", "replace")))
+    return ffi.new("char *[]", names), names
 
 
 def dispatch_maps(info: Any, arg_counts: list[int]) -> list[int] | None:

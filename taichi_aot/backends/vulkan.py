@@ -220,8 +220,7 @@ class VulkanBackend:
         c = ffi.new("TaichiAotVkGraph *")
         listed = ffi.new("void *[]", [m.handle for m in kernels])
         mapped = ffi.new("uint32_t[]", maps or [0])
-        names = [ffi.new("char[]", n.encode("utf-8", "replace")) for n in dispatch_names(info)]
-        named = ffi.new("char *[]", names)
+        named, names = dispatch_names(info)
         c.dispatch_count, c.kernels, c.maps, c.names = len(kernels), listed, mapped, named
         self._keep += [c, listed, mapped, named, *names]
         return Choice(NAME, GRAPH, c, library, widens=True, codes=True)

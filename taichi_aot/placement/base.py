@@ -78,6 +78,7 @@ def device(runtime: Parent, native: Native) -> Device:
     """The device of a runtime this room made: libtaichi's memory as the C-API allocates it."""
     return Device(runtime)
 
+
 class LaunchState(NamedTuple):
     """The native state a device opened for an own launch of its arch (:meth:`Device.launch_state`): its id in C (0:
     none), and why there is none."""

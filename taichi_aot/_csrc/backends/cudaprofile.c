@@ -187,10 +187,7 @@ static int stamp_resolve(void *item, int wait, int64_t *start, int64_t *end) {
 int aot_cuda_stamp_close(void *stamp) {
     Stamp *s = (Stamp *)stamp;
     if (((cu_event_record)s->cu->event_record)(s->end, s->stream) != 0) {
-        aot_profile_untimed(s->token);
-        if (s->parent >= 0) {
-            aot_profile_untimed(s->parent);
-        }
+        aot_profile_untimed(s->token, s->parent);
         stamp_drop(s);
         return 0;
     }

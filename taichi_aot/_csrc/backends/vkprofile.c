@@ -1,12 +1,12 @@
-/* A profile's timestamps in the own Vulkan launch's batches (profile.c keeps the records). While a profile is open on
-   the runtime, a launch is recorded between two timestamps written into its batch's query pool, at the compute stage:
-   the first once the work before it has run, the second once its own dispatches have (a graph's dispatches each
-   between their own, each a record of its own, the graph's record spanning them). A launch recorded right after
+/* A profile's timestamps in the own Vulkan launch's batches (profile.c keeps the records). While a profile is open
+   on the runtime, a launch is recorded between two timestamps written into its batch's query pool, at the compute
+   stage: the first once the work before it has run, the second once its own dispatches have (a graph's dispatches
+   each between their own, each a record of its own, the graph's record spanning them). A launch recorded right after
    another's end timestamp, nothing between them in the batch, takes that timestamp as its start: the GPU would write
-   the same time twice, and each timestamp costs it a pause (on an H200 about 1 us). The pool is made at a batch's first
-   timestamp and its queries reset in the batch; once the batch's fence is waited for (vkbatch.c's retire), the pairs
-   are read, turned from ticks into nanoseconds (the device's timestampPeriod, masked to the queue's valid bits) and
-   given to their records. A queue that writes no timestamps leaves the records without device times. */
+   the same time twice, and each timestamp costs it a pause (on an H200 about 1.3 us). The pool is made at a batch's
+   first timestamp and its queries reset in the batch; once the batch's fence is waited for (vkbatch.c's retire), the
+   pairs are read, turned from ticks into nanoseconds (the device's timestampPeriod, masked to the queue's valid
+   bits) and given to their records. A queue that writes no timestamps leaves the records without device times. */
 #include <stdint.h>
 #include <string.h>
 
@@ -88,19 +88,11 @@ void aot_vk_stamps_read(VkRt *rt, VkBatch *b) {
         int64_t token = b->stamp_records[i], parent = b->stamp_parents[i];
         if (read) {
             uint64_t start = ticks[b->stamp_from[i]] & mask, end = ticks[b->stamp_to[i]] & mask;
-            int64_t from, to;
             end = end >= start ? end : start; /* the counter wrapped: a span of nothing, never a negative one */
-            from = (int64_t)((double)start * rt->stamp_period);
-            to = (int64_t)((double)end * rt->stamp_period);
-            aot_profile_device(token, from, to);
-            if (parent >= 0) {
-                aot_profile_device(parent, from, to);
-            }
+            aot_profile_device(token, parent, (int64_t)((double)start * rt->stamp_period),
+                               (int64_t)((double)end * rt->stamp_period));
         } else {
-            aot_profile_untimed(token);
-            if (parent >= 0) {
-                aot_profile_untimed(parent);
-            }
+            aot_profile_untimed(token, parent);
         }
     }
 }
