@@ -10,6 +10,10 @@ LIMITED_API: int
 def _bind(address: int, /) -> None:
     """taichi_aot._native's call table, at its address (lib.taichi_aot_call_table()), once."""
 
+def came_back() -> None:
+    """This thread, back from a C call that let Python's lock go (a wait, a copy), has it again: launches made with
+    the lock kept no longer hand it over for this thread (_csrc/launch.c: taichi_aot_coming)."""
+
 @disjoint_base  # a C type with a layout of its own (PEP 800): no class derives from it and from another such
 class Launcher:
     """The C call of kernels and graphs (_csrc/call.c): the base of Kernel, ComputeGraph and BoundLaunch."""

@@ -53,7 +53,7 @@ from ._dtypes import check_copy, ndarray_argument
 from ._lifetime import Parent
 from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
-from ._staged import Staged, StagedCopies
+from ._staged import Again, Staged, StagedCopies
 from .enums import DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
 from .ndarray import NdArray
@@ -439,9 +439,10 @@ class ForeignArgs:
         """Drop the staged copies of a launch that will not run."""
         self.copies.discard()
 
-    def after_launch(self) -> None:
-        """After a launch with staged copies (:meth:`StagedCopies.after_launch`)."""
-        self.copies.after_launch()
+    def after_launch(self, values: Sequence[Any] | None = None, specs: Sequence[ArgInfo] = ()) -> Again | None:
+        """After a launch with staged copies (:meth:`StagedCopies.after_launch`): the copies kept for the next call
+        with ``values`` again where they can be."""
+        return self.copies.after_launch(values, specs)
 
     def release(self, flight: Any = None) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels

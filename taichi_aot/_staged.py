@@ -6,6 +6,7 @@ runtime, held by its :class:`~taichi_aot._foreign.ForeignArgs`."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Parent
     from .metadata import ArgInfo
 
-__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Staged", "StagedCopies"]
+__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Again", "Staged", "StagedCopies"]
 
 #: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
 SPARE_COUNT = 8
@@ -61,6 +62,13 @@ def _copy_back(s: Staged, read: tuple[Callable[[], np.ndarray], Callable[[], Non
     np.copyto(s.array, data, casting="equiv")
 
 
+def _waits_first(s: Staged, later: dict[int, Any]) -> bool:
+    """Whether a written copy's read back needs the runtime waited for first: a mapped view, or a read enqueued now
+    (``later``); a copy read by ``to_numpy`` after the launch orders itself after it (it waits first where its device
+    must)."""
+    return s.view is not None or later.get(id(s)) is not None
+
+
 def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
     """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
     if view is None:
@@ -96,7 +104,7 @@ class StagedCopies:
     memory is slow for kernels there), else in host-visible memory kept mapped; ``unmaps`` is the policy's, where a
     copy's mapping kept for good is ended when the runtime closes."""
 
-    __slots__ = ("_arch", "_flight", "_flight_bytes", "_on_device", "_rt", "_shares", "_spare", "_wait",
+    __slots__ = ("_arch", "_flight", "_flight_bytes", "_kept", "_on_device", "_rt", "_shares", "_spare", "_wait",
                  "staged", "unmaps")
 
     def __init__(self, arch: Arch, shares: bool, on_device: bool, rt: Callable[[], Parent], wait: Callable[[], None],
@@ -109,6 +117,7 @@ class StagedCopies:
         self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
         self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
         self._flight_bytes = 0  # the bytes of those in flight
+        self._kept: dict[int, NdArray] = {}  # copies kernels keep for their next call (Again), by id
 
     def stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it. The
@@ -187,7 +196,8 @@ class StagedCopies:
     def close(self) -> None:
         """The runtime closes: the spares and the copies in flight closed, their mappings ended first."""
         spares = [x for spare in self._spare.values() for x in spare] + [(nd, view) for _, nd, view in self._flight]
-        self._spare, self._flight, self._flight_bytes = {}, [], 0
+        spares += [(nd, None) for nd in self._kept.values()]
+        self._spare, self._flight, self._flight_bytes, self._kept = {}, [], 0, {}
         for nd, view in spares:
             self._drop(nd, view)
 
@@ -198,7 +208,7 @@ class StagedCopies:
         if nd.closed or nd.nbytes > SPARE_BYTES or sum(map(len, self._spare.values())) >= SPARE_COUNT + FLIGHT_COUNT:
             self._drop(nd, s.view)
             return
-        key = (s.array.shape, nd.dtype, s.dims)
+        key = (nd.full_shape, nd.dtype, s.dims)  # the array's shape: the copy was made of it
         if in_flight:
             self._flight.append((key, nd, s.view))
             self._flight_bytes += nd.nbytes
@@ -247,29 +257,66 @@ class StagedCopies:
         for s in pending:
             self._retire(s, False)
 
-    def after_launch(self) -> None:
+    def after_launch(self, values: Sequence[Any] | None = None, specs: Sequence[ArgInfo] = ()) -> Again | None:
         """After a launch with staged copies: where one is written, wait, and copy each written one back into its
         array (copies of device memory queued after the kernel, read after that one wait). Copies only read are left
-        to the kernel: none is filled again before the next wait."""
+        to the kernel: none is filled again before the next wait. With the launch's ``values`` (and their ``specs``),
+        the copies kept for its next call with the same arrays where they can be (:class:`Again`), else retired."""
         pending = self.staged[:]
         self.staged.clear()
-        waited, later = False, {}
+        waited = False
         try:
-            if any(s.write_back for s in pending):
-                for s in pending:
-                    if s.write_back and s.view is None:  # the caller's array where it is read into as it is
-                        later[id(s)] = s.nd._read_later(s.array if _takes_directly(s.array, s.nd) else None)
+            waited = self._write_back(pending)
+        except BaseException:
+            for s in pending:
+                self._retire(s, not waited)
+            raise
+        again = Again.made(self, pending, values, specs) if values is not None and self._on_device else None
+        if again is None:
+            for s in pending:
+                self._retire(s, not waited)
+        return again
+
+    def _write_back(self, pending: list[Staged]) -> bool:
+        """Each written copy of ``pending`` read back into its array after the launch: one wait for the reads made
+        after it, none where each read orders itself after the kernel (``to_numpy``: a wait first would cost one more
+        trip). Whether the launch's work was waited for."""
+        written = [s for s in pending if s.write_back]
+        if not written:
+            return False
+        if len(written) == 1 and written[0].view is None:  # one read, which orders itself after the kernel and waits
+            _copy_back(written[0], None)
+        else:
+            self._read_back(written)
+        return True  # by the wait, or by the reads (each waits for all that is queued)
+
+    def _read_back(self, written: list[Staged]) -> None:
+        """Several written copies read back: the device's reads queued now after the kernel where it queues them,
+        one wait, then each read (or mapped view copied)."""
+        later: dict[int, Any] = {}
+        try:
+            for s in written:
+                if s.view is None:  # the caller's array where it is read into as it is
+                    later[id(s)] = s.nd._read_later(s.array if _takes_directly(s.array, s.nd) else None)
+            if any(_waits_first(s, later) for s in written):
                 self._rt().wait()
-                waited = True
-                for s in pending:
-                    if s.write_back:
-                        _copy_back(s, later.pop(id(s), None))
+            for s in written:
+                _copy_back(s, later.pop(id(s), None))
         finally:
             for unread in later.values():
                 if unread is not None:
                     unread[1]()
-            for s in pending:
-                self._retire(s, not waited)
+
+    def keep(self, staged: list[Staged]) -> None:
+        """Copies a kernel keeps for its next call (:class:`Again`): closed with the runtime, until given back."""
+        for s in staged:
+            self._kept[id(s.nd)] = s.nd
+
+    def give_back(self, staged: list[Staged]) -> None:
+        """Copies an :class:`Again` held, free once queued kernels are done with them."""
+        for s in staged:
+            self._kept.pop(id(s.nd), None)
+            self._retire(s, True)
 
     def in_flight(self) -> list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]]:
         """The copies queued kernels read, taken before a wait (their launches enqueued): what :meth:`release` frees
@@ -284,3 +331,110 @@ class StagedCopies:
             flight = self.in_flight()
         for key, nd, view in flight:
             self._spare.setdefault(key, []).append((nd, view))
+
+
+class Again:
+    """A launch's staged copies kept by its kernel for the next call with the same numpy arrays (a loop's next step):
+    that call fills the copies, launches and copies back through them, without describing, deciding and staging each
+    array again. Made on a device whose copies are queued on the device (discrete GPUs: no mapped view is written
+    under a queued kernel). It holds the arrays weakly. The kernel keeps its last; a call with other arrays gives the
+    copies back (:meth:`drop`) and takes the policy's path."""
+
+    __slots__ = ("_copies", "_layouts", "_now", "_refs", "_staged")
+
+    def __init__(self, copies: StagedCopies, staged: list[tuple[Staged, tuple[int, ...]]],
+                 refs: list[tuple[int, Any]], layouts: list[tuple[int, tuple[Any, ...]]]):
+        self._copies, self._refs, self._layouts = copies, refs, layouts
+        # each copy as a record without its array (held weakly, in refs), and the positions of the values it takes
+        self._staged = [(Staged(s.nd, None, _NO_ARRAY, s.dims, s.what, s.filled, s.write_back), positions)
+                        for s, positions in staged]
+        self._now: list[Staged] = []  # the call's, with its arrays
+
+    @classmethod
+    def made(cls, copies: StagedCopies, pending: list[Staged], values: Sequence[Any],
+             specs: Sequence[ArgInfo]) -> Again | None:
+        """The plan of a launch of ``values`` whose staged copies were ``pending`` (None where one cannot be kept:
+        an array that is not a plain numpy array passed as it is, a mapped or large copy, an argument of no weak
+        reference)."""
+        hosts = {i: _view(v, "") for i, (spec, v) in enumerate(zip(specs, values))
+                 if spec.kind == "ndarray" and not isinstance(v, NdArray)}
+        staged = []
+        for s in pending:
+            positions = _positions(s.array, hosts)
+            if not positions or s.view is not None or s.nd.nbytes > SPARE_BYTES:
+                return None
+            staged.append((s, positions))
+        refs = []
+        for i, (spec, value) in enumerate(zip(specs, values)):
+            if spec.kind == "ndarray":
+                try:
+                    refs.append((i, weakref.ref(value)))
+                except TypeError:
+                    return None
+        # another library's array: its memory too (taken anew at each call)
+        layouts = [(i, _layout(a, values[i])) for i, a in hosts.items() if a is not None]
+        copies.keep(pending)
+        return cls(copies, staged, refs, layouts)
+
+    def values(self, values: Sequence[Any]) -> list[Any] | None:
+        """``values`` with each staged array's copy in its place, the copies filled from them; None where they are
+        not the arrays (and layouts) the plan was made for, or a copy was closed."""
+        for i, ref in self._refs:
+            if ref() is not values[i]:
+                return None
+        hosts = {}
+        for i, layout in self._layouts:
+            v = values[i]
+            a = v if v.__class__ is np.ndarray else _view(v, "")
+            if a is None or _layout(a, v) != layout:
+                return None
+            hosts[i] = a
+        if any(s.nd.closed for s, _ in self._staged):
+            return None
+        out, now = list(values), []
+        for s, positions in self._staged:
+            a = hosts[positions[0]]
+            if s.filled:
+                s.nd.from_numpy(a)
+            for i in positions:
+                out[i] = s.nd
+            now.append(Staged(s.nd, None, a, s.dims, s.what, s.filled, s.write_back))
+        self._now = now
+        return out
+
+    def after_launch(self) -> None:
+        """The written copies read back into their arrays (:meth:`StagedCopies._write_back`)."""
+        now, self._now = self._now, []
+        self._copies._write_back(now)
+
+    def drop(self) -> None:
+        """The copies given back to the runtime's spares (free once queued kernels are done with them)."""
+        self._now = []
+        self._copies.give_back([s for s, _ in self._staged])
+
+
+_NO_ARRAY = np.empty(0)  # a kept copy's record holds no array of the caller's
+
+
+def _positions(array: np.ndarray, hosts: dict[int, np.ndarray | None]) -> tuple[int, ...]:
+    """Where a staged copy's array was passed: the values whose host arrays are it, or views of its memory alike."""
+    start = array.__array_interface__["data"][0]
+    return tuple(i for i, a in hosts.items() if a is array or (
+        a is not None and a.__array_interface__["data"][0] == start and _layout(a) == _layout(array)))
+
+
+def _layout(a: np.ndarray, value: Any = None) -> tuple[Any, ...]:
+    """What a kept copy needs to hold of the host array ``a`` passed as ``value``: its layout, writability, and where
+    ``value`` is another library's array, its memory (a numpy array passed again is the same memory)."""
+    where = None if value is None or a is value else a.__array_interface__["data"][0]
+    return a.shape, a.strides, a.dtype, bool(a.flags.writeable), where
+
+
+def _view(value: Any, what: str) -> np.ndarray | None:
+    """The host array over ``value``'s memory, as the policy takes it (None: none, or no longer one)."""
+    if value.__class__ is np.ndarray:
+        return value
+    try:
+        return host_array(value, what)
+    except (ArgumentTypeError, InvalidArgumentError):
+        return None

@@ -223,6 +223,7 @@ class _Launchable(Launcher):
     _what: str  # "launch of kernel 'step'", for messages
     _foreign: ForeignPolicy  # its runtime's foreign-array policy
     _slots: list[Slot]  # the slots of the shared buffer that calls pack into
+    _again: Any = None  # the last call's staged copies, kept for its arrays passed again (_staged.Again)
 
     def __init__(self, module: Module, name: str, choice: Choice):
         self._choice = choice  # its launch backend, and the kind and handle of its C launch
@@ -337,13 +338,21 @@ class _Launchable(Launcher):
         is open, when the call began)."""
         rt, foreign = self._runtime, self._foreign
         with rt.backends.lock:
+            again = self._again
+            if again is not None:  # the last call's staged copies, kept for the same arrays (no profile open)
+                copies = again.values(values) if not start else None
+                if copies is not None:
+                    self._launch_again(again, copies, c, plan, values)
+                    return
+                self._again = None
+                again.drop()
             foreign.before_pack(len(values))
             try:
                 for (pack, slot), value in zip(plan, values):
                     pack(value, rt, slot)
                 if foreign.staged:  # foreign arrays the backend cannot address travel as copies
                     copied = sum(s.array.nbytes * (s.filled + s.write_back) for s in foreign.staged)
-                    self._launch_staged(values, c)
+                    self._launch_staged(values, c, keep=not start)
                     for p in list(rt.profiles) if start else ():
                         p.note_copy(rt, self._name, copied, start)
                     return
@@ -388,16 +397,34 @@ class _Launchable(Launcher):
     def _new_packed(self) -> _Packed:
         raise NotImplementedError
 
-    def _launch_staged(self, values: Sequence[Any], c: Any) -> None:
+    def _launch_staged(self, values: Sequence[Any], c: Any, keep: bool) -> None:
         """The launch (record ``c``) of packed arguments of which some are staged copies: nothing shared may overlap
         a copy written back; after the launch, each written copy goes back into its array (a failure before that
-        leaves the copies to the caller's ``discard``)."""
+        leaves the copies to the caller's ``discard``); where ``keep``, the copies kept for the next call with the
+        same arrays where they can be (``_again``)."""
         foreign = self._foreign
         foreign.before_launch(values, self._args)
         code = _launch(c)
         if code:
             _after_launch(code, c, self._checker(values), self._what)
-        foreign.after_launch()
+        self._again = foreign.after_launch(values if keep else None, self._args)
+
+    def _launch_again(self, again: Any, copies: list[Any], c: Any, plan: list[tuple[Packer, Any]],
+                      values: Sequence[Any]) -> None:
+        """The launch of ``copies`` (``values`` with the staged arrays' kept copies, filled, in their place) and
+        the written copies read back (``again``: the kept copies, given back where anything fails)."""
+        rt = self._runtime
+        try:
+            for (pack, slot), value in zip(plan, copies):
+                pack(value, rt, slot)
+            code = _launch(c)
+            if code:
+                _after_launch(code, c, self._checker(values), self._what)
+            again.after_launch()
+        except BaseException:
+            self._again = None
+            again.drop()
+            raise
 
     def _introspect(self) -> None:
         """What ``inspect.signature`` (and IDEs) and ``help()`` show of this kernel or graph: its arguments as the

@@ -160,6 +160,7 @@ class NdArray:
         self._read: Callable[[Memory, np.ndarray], None] = runtime.device.reader(memory)
         self._write: Callable[[Memory, np.ndarray], None] = runtime.device.writer(memory)
         self._write_waits = runtime.device.write_waits(memory)  # queued kernels done before a write reaches it
+        self._read_waits = runtime.device.read_waits(memory)  # and before a read of it starts
 
     @property
     def owned(self) -> Owned:
@@ -385,7 +386,8 @@ class NdArray:
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
         with self._memory.in_use():  # not released under the copy by a close on another thread
-            self._runtime.sync()
+            if self._read_waits:
+                self._runtime.sync()
             self._read(self._memory, out)
         return out
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _cuda, _cudart, _dlpack, _library, capi
 from ._archs import arch_for_module, best_arch, resolve_arch
+from ._call import came_back
 from ._foreign import ForeignArgs
 from ._lifetime import Child, LaunchGate, Owned, collection_held, unpicklable
 from ._native import lib
@@ -286,7 +287,9 @@ class Runtime(DeviceAliases):
         # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
         flight = (self.foreign.copies.in_flight(), self.device.in_flight()) if self._wait_always else (None, None)
         if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
-            if lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always):
+            code = lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always)
+            came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
+            if code:
                 check("wait")
         else:
             self._drain()

@@ -544,7 +544,8 @@ def test_vulkan_fences_are_kept_and_reused(vulkan, modules):
             np.testing.assert_array_equal(x.to_numpy(), 99 + np.arange(2)[:, None] * 100 + np.arange(3))
     after = vulkan_fences()
     assert after["hooked"]
-    assert after["reused"] - before["reused"] >= 190 and after["made"] - before["made"] <= 16
+    # made: at most a few of libtaichi's, and each runtime's own Vulkan state's fences (one a batch: 8), made once
+    assert after["reused"] - before["reused"] >= 190 and after["made"] - before["made"] <= 8 + 2 * 8
 
 
 def test_vulkan_fences_can_be_left_to_libtaichi(vulkan, modules):

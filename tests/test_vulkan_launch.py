@@ -18,6 +18,7 @@ import pytest
 
 from conftest import HERE, IN_CI
 from taichi_aot import Arch, ArgumentTypeError, ClosedError, InvalidArgumentError, Runtime
+from taichi_aot._native import lib
 
 ROOT = os.path.dirname(HERE)
 CSRC = os.path.join(ROOT, "taichi_aot", "_csrc")
@@ -381,6 +382,8 @@ def test_threads_share_one_runtime(vulkan, modules, choice):
         for t in threads:
             t.join()
         assert failures == []
+        # each thread back from a wait or a copy took Python's lock and unmarked itself (_csrc/launch.c)
+        assert lib.taichi_aot_coming == 0
         for (in_c, in_python), graph in counts.values():  # new arrays each round, and others' closes, go to Python
             assert in_c > 0 and in_c + in_python == 12 * 6 and sum(graph) == 12, counts
         assert add._twin() is None  # this thread's launcher is the kernel itself

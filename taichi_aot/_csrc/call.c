@@ -514,11 +514,17 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
 /* The packed launch: with Python's lock kept where it only enqueues and its runtime's calls are free (threads
    launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
 static int launcher_launch(const TaichiAotLaunch *c) {
-    int code = taichi_aot_api.launch_quick(c);
+    int code;
+    if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {
+        launcher_hand_over();
+    }
+    code = taichi_aot_api.launch_quick(c);
     if (code == TAICHI_AOT_BUSY) {
         PyThreadState *state = PyEval_SaveThread();
         code = taichi_aot_api.launch(c);
+        taichi_aot_api.coming_back(); /* it may have waited: handed the lock by a launching thread */
         PyEval_RestoreThread(state);
+        taichi_aot_api.came_back();
     }
     return code;
 }

@@ -8,11 +8,13 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "taichi_aot.h"
 
@@ -24,5 +26,6 @@ static PyObject *dict_get(PyObject *dict, PyObject *key);
 static PyObject *strong(PyObject *o);
 static PyObject *call_keyword(PyObject *kwargs, PyObject *name);
 static int weak_is(PyObject *ref, PyObject *value);
+static void launcher_hand_over(void);
 
 #endif

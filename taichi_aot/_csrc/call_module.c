@@ -52,6 +52,22 @@ static int weak_is(PyObject *ref, PyObject *value) {
 #endif
 }
 
+/* Python's lock handed to the threads coming back for it (taichi_aot.h: taichi_aot_coming): let go until they have it
+   (each unmarks itself then), or for HAND_OVER_NS at most (one that does not take it soon is left to Python's switch
+   interval, as before). */
+#define HAND_OVER_NS 1000000L
+static void launcher_hand_over(void) {
+    struct timespec start, now;
+    PyThreadState *state = PyEval_SaveThread();
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (__atomic_load_n(taichi_aot_api.coming, __ATOMIC_ACQUIRE) > 0 &&
+             (now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < HAND_OVER_NS);
+    PyEval_RestoreThread(state);
+}
+
 #include "records.c"
 #include "arrays.c"
 #include "reads.c"
@@ -83,8 +99,21 @@ static PyObject *call_bind(PyObject *module, PyObject *address) {
     Py_RETURN_NONE;
 }
 
+/* came_back(): this thread, marked as coming back for Python's lock by a C call that let it go (taichi_aot.h:
+   taichi_aot_coming_back), has it again: unmarked (nothing where it was not marked). */
+static PyObject *call_came_back(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    if (taichi_aot_api.size != 0) {
+        taichi_aot_api.came_back();
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef call_module_methods[] = {
     {"_bind", call_bind, METH_O, "_bind(address): taichi_aot._native's call table, at its address, once"},
+    {"came_back", call_came_back, METH_NOARGS,
+     "came_back(): this thread, back from a C call that let Python's lock go, has it again"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,22 @@
 
 /* Bumped by Python whenever a native object is closed. */
 int64_t taichi_aot_epoch = 0;
+int32_t taichi_aot_coming = 0;
+static __thread int taichi_aot_marked = 0; /* this thread is counted in taichi_aot_coming */
+
+void taichi_aot_coming_back(void) {
+    if (!taichi_aot_marked) {
+        taichi_aot_marked = 1;
+        __atomic_add_fetch(&taichi_aot_coming, 1, __ATOMIC_ACQ_REL);
+    }
+}
+
+void taichi_aot_came_back(void) {
+    if (taichi_aot_marked) {
+        taichi_aot_marked = 0;
+        __atomic_sub_fetch(&taichi_aot_coming, 1, __ATOMIC_ACQ_REL);
+    }
+}
 
 /* Whether a launch holds its runtime's calls: a runtime any thread uses, of a kind that holds them (its entry's hold:
    kinds.h). */
@@ -147,6 +163,7 @@ int taichi_aot_runtime_wait(TiRuntime runtime, int32_t *pending, int always) {
     if (pending[0] || always) {
         pending[0] = 0; /* first: what another thread counts meanwhile stays counted */
         ti_wait(runtime);
+        taichi_aot_coming_back(); /* the caller unmarks it (_call.came_back) */
     }
     return (int)ti_get_last_error(NULL, NULL);
 }

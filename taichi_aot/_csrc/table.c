@@ -14,6 +14,9 @@ static const TaichiAotCallTable taichi_aot_table = {
     ti_import_cpu_memory,
     ti_import_cuda_memory,
     taichi_aot_launch_quick,
+    &taichi_aot_coming,
+    taichi_aot_coming_back,
+    taichi_aot_came_back,
 };
 
 const TaichiAotCallTable *taichi_aot_call_table(void) {

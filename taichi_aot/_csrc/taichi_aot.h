@@ -98,6 +98,14 @@ int taichi_aot_spirv_validate(int env, const uint32_t *words, size_t count, char
    handler on XLA's threads and stream, torch's autograd thread), which take no epoch: their callers hold what they
    launch. */
 extern int64_t taichi_aot_epoch;
+/* Threads coming back for Python's lock (launch.c): a C call that may block with Python's lock let go (a wait, a copy
+   that waits for the runtime's calls) marks its thread as it returns (taichi_aot_coming_back), and the caller, once it
+   has the lock again, unmarks it (taichi_aot_came_back, from Python `_call.came_back()`). taichi_aot_coming counts
+   the marked threads: a launch made with the lock kept hands it to them first (call.c's launcher_launch), where
+   they would otherwise wait for Python's switch interval (5 ms) while another thread launches. */
+extern int32_t taichi_aot_coming;
+void taichi_aot_coming_back(void);
+void taichi_aot_came_back(void);
 #define TAICHI_AOT_STALE (-100)
 #define TAICHI_AOT_REFUSED (-102)
 #define TAICHI_AOT_UNKNOWN_KIND (-106) /* a launch whose kind launch_any does not know: nothing launched */
@@ -202,6 +210,9 @@ typedef struct {
     TiMemory (*import_cpu_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
     TiMemory (*import_cuda_memory)(TiRuntime runtime, void *ptr, size_t memory_size);
     int (*launch_quick)(const TaichiAotLaunch *launch);
+    int32_t *coming; /* taichi_aot_coming's address */
+    void (*coming_back)(void);
+    void (*came_back)(void);
 } TaichiAotCallTable;
 const TaichiAotCallTable *taichi_aot_call_table(void);
 
@@ -515,7 +526,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_BIND_ARRAY 4
 #define TAICHI_AOT_VK_MAX_BINDS 32
 #define TAICHI_AOT_VK_MAX_ARRAYS 32
-#define TAICHI_AOT_VK_BATCHES 4
+#define TAICHI_AOT_VK_BATCHES 8 /* a slot waited on by a thread with the calls let go is passed over (vkbatch.c) */
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
 #define TAICHI_AOT_VK_EARLY_DISPATCHES 16
 #define TAICHI_AOT_VK_RESULT_BYTES 4096

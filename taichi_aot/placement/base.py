@@ -336,6 +336,12 @@ class Device:
             return _write_direct
         return self.staging.upload_waited if memory.host_read else self.staging.upload
 
+    def read_waits(self, memory: Any) -> bool:
+        """Whether a read of ``memory`` into a host array waits for the queued kernels first (they may write what it
+        reads); not where the read is a copy the device queues after them and waits for (device memory, through
+        staging)."""
+        return bool(memory.host_read or not self.traits.stages)
+
     def write_waits(self, memory: Any) -> bool:
         """Whether a host array's write into ``memory`` waits for the queued kernels first (they may read what it
         overwrites); not where the write is a copy the device queues after them (device memory, through staging)."""

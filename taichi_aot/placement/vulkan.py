@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .. import _library, _probe, capi
+from .._call import came_back
 from .._native import ffi, lib
 from ..capi.handles import mark_enqueued
 from ..enums import Arch
@@ -135,6 +136,7 @@ class SharedMemoryVulkan(Device):
             handle = self._runtime.handle
             mark_enqueued(handle)
             code = lib.taichi_aot_vk_copy(handle, dst.handle, dst_offset, src.handle, src_offset, size)
+            came_back()  # Python's lock this thread's again, after a copy that may have waited for another's call
             if code != 1:
                 _raise_for(code, "copy_memory_device_to_device")
                 return

@@ -4,6 +4,7 @@
    timestamps (backends/vkprofile.c: read as a batch finishes); below the kernels, copies and libtaichi's wrapped
    calls, which record into and submit them. Called with the runtime's calls held. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "taichi_aot.h"
@@ -30,6 +31,7 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
     AotVkHandle fences[TAICHI_AOT_VK_BATCHES];
     uint32_t n = 0, i;
     AotVkResult code;
+    aot_vk_retire_signalled(rt); /* those a wait with the calls let go saw done: no wait, no fence, again */
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
         if (rt->batches[i].state == 2 && (one == NULL || one == &rt->batches[i])) {
             fences[n++] = rt->batches[i].fence;
@@ -52,13 +54,72 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
     return AOT_VK_SUCCESS;
 }
 
+/* The batches signalled since a wait with the calls let go (`unretired`) retired, with the calls held. */
+void aot_vk_retire_signalled(VkRt *rt) {
+    int i;
+    if (!__atomic_exchange_n(&rt->unretired, 0, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        VkBatch *b = &rt->batches[i];
+        if (b->state == 2 && rt->f.GetFenceStatus(rt->device, b->fence) == AOT_VK_SUCCESS) {
+            vk_retire(rt, b);
+        }
+    }
+    aot_vk_bury(rt);
+}
+
+int aot_vk_wait_free(VkRt *rt) {
+    VkBatch *which[TAICHI_AOT_VK_BATCHES];
+    uint32_t n = 0, i, j;
+    /* held where the calls are this thread's more than once, or a profile is open (its timestamps are read as a
+       batch is retired, before the wait returns) */
+    if (rt->depth != 1 || __atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE)) {
+        aot_vk_wait_batches(rt, NULL);
+        return 0;
+    }
+    aot_vk_retire_signalled(rt);
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        VkBatch *b = &rt->batches[i];
+        if (b->state == 2) {
+            for (j = n++; j > 0 && which[j - 1]->serial > b->serial; --j) {
+                which[j] = which[j - 1]; /* in the order they were submitted */
+            }
+            which[j] = b;
+            __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
+        }
+    }
+    if (n == 0) {
+        return 0;
+    }
+    ++rt->counts[VK_COUNT_FENCE_WAITS];
+    __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
+    aot_vk_calls_unlock(rt);
+    for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
+        rt->f.WaitForFences(rt->device, 1, &which[i]->fence, 1, UINT64_MAX);
+        __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
+    }
+    __atomic_store_n(&rt->unretired, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
+    return 1;
+}
+
 /* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
 VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     VkBatch *b;
     AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                          AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    uint32_t i;
     if (rt->current >= 0) {
         return &rt->batches[rt->current];
+    }
+    /* the next slot no thread waits on with the calls let go (aot_vk_wait_free): its fence is reset here */
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES &&
+                __atomic_load_n(&rt->batches[(rt->next + i) % TAICHI_AOT_VK_BATCHES].waiters, __ATOMIC_ACQUIRE) > 0;
+         ++i) {
+    }
+    if (i < TAICHI_AOT_VK_BATCHES) {
+        rt->next = (rt->next + (int)i) % TAICHI_AOT_VK_BATCHES;
     }
     b = &rt->batches[rt->next];
     if (b->state == 2) {
@@ -67,6 +128,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
             return NULL;
         }
     }
+    aot_vk_unwaited(rt, b); /* no thread waits on the fence reset here */
     if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
         (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
         (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {

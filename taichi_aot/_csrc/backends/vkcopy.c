@@ -69,6 +69,7 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
     VkRt *rt = aot_vk_hold(runtime);
     int code = rt == NULL ? 1 : vk_copy(rt, dst, dst_offset, src, src_offset, size); /* 1: libtaichi's copy */
     aot_vk_let_go(rt);
+    taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */
     return code;
 }
 

@@ -180,8 +180,9 @@ static void vk_wait(TiRuntime runtime) {
         vk_real.wait(runtime);
         rt->library_dirty = rt->library_pending = 0;
     }
-    aot_vk_wait_batches(rt, NULL); /* done already where libtaichi waited: their fences are signalled */
-    aot_vk_let_go(rt);
+    if (!aot_vk_wait_free(rt)) { /* done already where libtaichi waited: their fences are signalled */
+        aot_vk_let_go(rt);
+    }
 }
 
 /* Memory freed: nothing of the own launch may still use it, and no set kept binds it. */

@@ -3,6 +3,7 @@
    batches, each recorded, submitted and waited for in turn), its memory (the ring of argument slots, Taichi's
    temporaries, the returned values), and the registry of open runtimes; closed with the runtime. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +48,9 @@ VkRt *aot_vk_find(TiRuntime runtime) {
 
 VkRt *aot_vk_hold_open(VkRt *rt) {
     if (rt != NULL) {
-        pthread_mutex_lock(&rt->calls);
+        aot_vk_calls_lock(rt);
         if (rt->closed) { /* closed while this thread waited: nothing of it is left to use */
-            pthread_mutex_unlock(&rt->calls);
+            aot_vk_calls_unlock(rt);
             return NULL;
         }
     }
@@ -139,7 +140,7 @@ VkRt *aot_vk_module_owner(TiAotModule module) {
 
 void aot_vk_let_go(VkRt *rt) {
     if (rt != NULL) {
-        pthread_mutex_unlock(&rt->calls);
+        aot_vk_calls_unlock(rt);
     }
 }
 
@@ -156,8 +157,9 @@ int aot_vk_try_hold(TiRuntime runtime, VkRt **held) {
     if (pthread_mutex_trylock(&rt->calls) != 0) {
         return 0; /* another thread's call: the caller waits for it without Python's lock */
     }
+    ++rt->depth;
     if (rt->closed || rt->runtime != runtime) { /* closed meanwhile, as aot_vk_hold finds it */
-        pthread_mutex_unlock(&rt->calls);
+        aot_vk_calls_unlock(rt);
         return 1;
     }
     *held = rt;
@@ -411,12 +413,19 @@ static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch i
     return NULL;
 }
 
+void aot_vk_unwaited(VkRt *rt, const VkBatch *b) {
+    while (__atomic_load_n(b != NULL ? &b->waiters : &rt->waiting, __ATOMIC_ACQUIRE) > 0) {
+        sched_yield(); /* each is past its fence's signal, or about to wait on it: out at once */
+    }
+}
+
 /* Everything the runtime's own state made destroyed (the device idle first); the record itself stays. */
 static void vk_destroy_state(VkRt *rt) {
     uint32_t i;
     if (rt->f.DeviceWaitIdle != NULL && rt->device != NULL) {
         rt->f.DeviceWaitIdle(rt->device);
     }
+    aot_vk_unwaited(rt, NULL); /* a wait with the calls let go (vkbatch.c) is out of its fences before they go */
     rt->done = rt->serial;
     while (rt->imports != NULL) {
         VkImport *i = rt->imports;
@@ -615,7 +624,7 @@ VkRt *aot_vk_close_runtime(TiRuntime runtime) {
     }
     pthread_mutex_unlock(&aot_vk_lock);
     if (rt != NULL) { /* after the call another thread is in (if any); a thread waiting for it then finds it closed */
-        pthread_mutex_lock(&rt->calls);
+        aot_vk_calls_lock(rt);
         vk_destroy_state(rt);
         rt->closed = 1;
     }

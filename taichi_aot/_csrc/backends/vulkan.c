@@ -31,7 +31,8 @@
    Threads: any thread may use the runtime. Its calls are made one at a time (the runtime's recursive `calls` lock,
    held by each launch, a graph's whole launch, copies, waits and every wrapped call of libtaichi's), so one thread's
    launch never records into a batch another is submitting, and libtaichi's runtime, which takes no lock of its own,
-   sees one caller at a time. A wait holds it while the GPU finishes: another thread's launch waits meanwhile. */
+   sees one caller at a time. A user's wait (ti_wait) lets it go while the GPU runs what was submitted, so other
+   threads record and submit meanwhile (vkbatch.c: aot_vk_wait_free); other waits (a copy's, values') hold it. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -477,6 +478,9 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         memories[i] = args[k->arrays[i]].value.ndarray.memory;
     }
     aot_vk_library_first(rt);
+    if (__builtin_expect(__atomic_load_n(&rt->unretired, __ATOMIC_RELAXED), 0)) {
+        aot_vk_retire_signalled(rt);
+    }
     b = vk_batch_for(rt, k, &code);
     if (b == NULL) {
         return TAICHI_AOT_VK_ERROR - code;
@@ -523,9 +527,9 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     VkKernel *k = (VkKernel *)handle;
     int code;
     (void)runtime;
-    pthread_mutex_lock(&k->rt->calls);
+    aot_vk_calls_lock(k->rt);
     code = vk_launch(k->rt, k, count, args, aot_profile_current(), -1, NULL);
-    pthread_mutex_unlock(&k->rt->calls);
+    aot_vk_calls_unlock(k->rt);
     return code;
 }
 
@@ -551,7 +555,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     int64_t graph = aot_profile_current(); /* the profile's record of the graph (-1: none) */
     (void)runtime;
     if (rt != NULL) {
-        pthread_mutex_lock(&rt->calls);
+        aot_vk_calls_lock(rt);
     }
     for (d = 0; d < g->dispatch_count && code == 0; ++d) {
         VkKernel *k = (VkKernel *)g->kernels[d];
