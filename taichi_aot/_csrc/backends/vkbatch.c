@@ -54,17 +54,22 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
     return AOT_VK_SUCCESS;
 }
 
-/* The batches signalled since a wait with the calls let go (`unretired`) retired, with the calls held. */
+/* The batches a wait with the calls let go saw signalled (their serials up to `waited`), retired, with the calls held:
+   no fence is asked (they are done), so a wait after them finds what it found before they were waited for. */
 void aot_vk_retire_signalled(VkRt *rt) {
+    uint64_t upto = __atomic_load_n(&rt->waited, __ATOMIC_ACQUIRE);
     int i;
-    if (!__atomic_exchange_n(&rt->unretired, 0, __ATOMIC_ACQ_REL)) {
+    if (upto <= rt->done) {
         return;
     }
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
         VkBatch *b = &rt->batches[i];
-        if (b->state == 2 && rt->f.GetFenceStatus(rt->device, b->fence) == AOT_VK_SUCCESS) {
+        if (b->state == 2 && b->serial <= upto) {
             vk_retire(rt, b);
         }
+    }
+    if (rt->done < upto) {
+        rt->done = upto; /* each batch up to it is done, those begun again since among them */
     }
     aot_vk_bury(rt);
 }
@@ -99,7 +104,12 @@ int aot_vk_wait_free(VkRt *rt) {
         rt->f.WaitForFences(rt->device, 1, &which[i]->fence, 1, UINT64_MAX);
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
-    __atomic_store_n(&rt->unretired, 1, __ATOMIC_RELEASE);
+    {
+        uint64_t upto = which[n - 1]->serial, seen = __atomic_load_n(&rt->waited, __ATOMIC_ACQUIRE);
+        while (seen < upto && !__atomic_compare_exchange_n(&rt->waited, &seen, upto, 0, __ATOMIC_ACQ_REL,
+                                                           __ATOMIC_ACQUIRE)) {
+        }
+    }
     __atomic_sub_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
     return 1;
 }

@@ -159,7 +159,8 @@ struct VkRt {
     pthread_mutex_t calls;
     int depth;        /* how many times the thread that holds `calls` holds it (aot_vk_calls_lock) */
     uint32_t waiting; /* threads in a wait with the calls let go (atomic: aot_vk_wait_free) */
-    int unretired;    /* batches such a wait saw signalled, left to the next call that holds the calls (atomic) */
+    uint64_t waited;  /* the last serial such a wait saw done, its batches retired by the next call that holds the calls
+                         (atomic) */
     /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
        found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
     int closed;
@@ -249,7 +250,7 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
    wait meanwhile; on an H200, four threads sharing a runtime, 200 launches and a value each, kept 0.89x one thread's
    throughput with the calls held through the wait, 1.3-1.6x with them let go) and 1 is returned: the caller holds
    none then. The batches it waited for are retired by the next call that holds the calls (aot_vk_retire_signalled:
-   `unretired`, or a begin that reaches their slot). Else 0, waited with the calls held. A slot a thread waits on so
+   `waited`, or a begin that reaches their slot). Else 0, waited with the calls held. A slot a thread waits on so
    is passed over by a begin, or not begun until it is out of the wait (`waiters`): its fence is not reset under it. */
 __attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
