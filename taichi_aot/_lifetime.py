@@ -81,6 +81,7 @@ class ForeignPolicy(Protocol):
     library's array; and, of a launch (launch.py), its staged copies and the steps around packing and launching."""
 
     staged: list[Any]  # this launch's staged copies, where the backend cannot address an array
+    allow_copies: bool  # whether a host array the backend cannot address may travel as a copy
 
     @property
     def hits(self) -> dict[int, Any]: ...

@@ -117,7 +117,8 @@ class StagedCopies:
         self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
         self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
         self._flight_bytes = 0  # the bytes of those in flight
-        self._kept: dict[int, NdArray] = {}  # copies kernels keep for their next call (Again), by id
+        # copies kernels keep for their next call (Again), by id: weakly (a kernel collected lets its copies go)
+        self._kept: weakref.WeakValueDictionary[int, NdArray] = weakref.WeakValueDictionary()
 
     def stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
         """A copy of ``a`` for this launch: filled where the kernel reads it, copied back where it writes it. The
@@ -196,8 +197,9 @@ class StagedCopies:
     def close(self) -> None:
         """The runtime closes: the spares and the copies in flight closed, their mappings ended first."""
         spares = [x for spare in self._spare.values() for x in spare] + [(nd, view) for _, nd, view in self._flight]
-        spares += [(nd, None) for nd in self._kept.values()]
-        self._spare, self._flight, self._flight_bytes, self._kept = {}, [], 0, {}
+        spares += [(nd, None) for nd in list(self._kept.values())]
+        self._spare, self._flight, self._flight_bytes = {}, [], 0
+        self._kept.clear()
         for nd, view in spares:
             self._drop(nd, view)
 
@@ -340,7 +342,7 @@ class Again:
     under a queued kernel). It holds the arrays weakly. The kernel keeps its last; a call with other arrays gives the
     copies back (:meth:`drop`) and takes the policy's path."""
 
-    __slots__ = ("_copies", "_layouts", "_now", "_refs", "_staged")
+    __slots__ = ("_copies", "_direct", "_layouts", "_now", "_refs", "_staged")
 
     def __init__(self, copies: StagedCopies, staged: list[tuple[Staged, tuple[int, ...]]],
                  refs: list[tuple[int, Any]], layouts: list[tuple[int, tuple[Any, ...]]]):
@@ -348,7 +350,12 @@ class Again:
         # each copy as a record without its array (held weakly, in refs), and the positions of the values it takes
         self._staged = [(Staged(s.nd, None, _NO_ARRAY, s.dims, s.what, s.filled, s.write_back), positions)
                         for s, positions in staged]
-        self._now: list[Staged] = []  # the call's, with its arrays
+        written = [(k, s) for k, (s, _) in enumerate(staged) if s.write_back]
+        # the one written copy read straight into its array (to_numpy(out=): its layout is checked at each call), and
+        # which of the call's arrays that is
+        self._direct = (written[0][1].nd, written[0][0]) if len(written) == 1 and _takes_directly(
+            written[0][1].array, written[0][1].nd) else None
+        self._now: list[Any] = []  # the call's host arrays, a copy each
 
     @classmethod
     def made(cls, copies: StagedCopies, pending: list[Staged], values: Sequence[Any],
@@ -356,14 +363,14 @@ class Again:
         """The plan of a launch of ``values`` whose staged copies were ``pending`` (None where one cannot be kept:
         an array that is not a plain numpy array passed as it is, a mapped or large copy, an argument of no weak
         reference)."""
-        hosts = {i: _view(v, "") for i, (spec, v) in enumerate(zip(specs, values))
-                 if spec.kind == "ndarray" and not isinstance(v, NdArray)}
-        staged = []
-        for s in pending:
-            positions = _positions(s.array, hosts)
-            if not positions or s.view is not None or s.nd.nbytes > SPARE_BYTES:
-                return None
-            staged.append((s, positions))
+        try:
+            hosts = {i: _view(v, "") for i, (spec, v) in enumerate(zip(specs, values))
+                     if spec.kind == "ndarray" and not isinstance(v, NdArray)}
+        except Exception:  # whatever another library raises reading its array again: no plan
+            return None
+        staged = _covering(pending, hosts)
+        if staged is None:
+            return None
         refs = []
         for i, (spec, value) in enumerate(zip(specs, values)):
             if spec.kind == "ndarray":
@@ -378,34 +385,43 @@ class Again:
 
     def values(self, values: Sequence[Any]) -> list[Any] | None:
         """``values`` with each staged array's copy in its place, the copies filled from them; None where they are
-        not the arrays (and layouts) the plan was made for, or a copy was closed."""
+        not the arrays (and layouts) the plan was made for. A copy closed with the runtime raises as a closed
+        runtime does."""
         for i, ref in self._refs:
             if ref() is not values[i]:
                 return None
         hosts = {}
         for i, layout in self._layouts:
             v = values[i]
-            a = v if v.__class__ is np.ndarray else _view(v, "")
+            if v.__class__ is np.ndarray:  # the same array: its memory too
+                if (v.shape, v.strides, v.dtype, v.flags.writeable, None) != layout:
+                    return None
+                hosts[i] = v
+                continue
+            a = _view(v, "")
             if a is None or _layout(a, v) != layout:
                 return None
             hosts[i] = a
-        if any(s.nd.closed for s, _ in self._staged):
-            return None
         out, now = list(values), []
         for s, positions in self._staged:
             a = hosts[positions[0]]
-            if s.filled:
-                s.nd.from_numpy(a)
+            if s.filled or s.write_back:  # its values, or zeros where only written (as a new copy starts)
+                _fill(s.nd, None, a if s.filled else None)
             for i in positions:
                 out[i] = s.nd
-            now.append(Staged(s.nd, None, a, s.dims, s.what, s.filled, s.write_back))
+            now.append(a)
         self._now = now
         return out
 
     def after_launch(self) -> None:
         """The written copies read back into their arrays (:meth:`StagedCopies._write_back`)."""
         now, self._now = self._now, []
-        self._copies._write_back(now)
+        direct = self._direct
+        if direct is not None:  # one read, which orders itself after the kernel and waits
+            direct[0].to_numpy(out=now[direct[1]])
+            return
+        self._copies._write_back([Staged(s.nd, None, a, s.dims, s.what, s.filled, s.write_back)
+                                  for (s, _), a in zip(self._staged, now)])
 
     def drop(self) -> None:
         """The copies given back to the runtime's spares (free once queued kernels are done with them)."""
@@ -414,6 +430,22 @@ class Again:
 
 
 _NO_ARRAY = np.empty(0)  # a kept copy's record holds no array of the caller's
+
+
+def _covering(pending: list[Staged],
+              hosts: dict[int, np.ndarray | None]) -> list[tuple[Staged, tuple[int, ...]]] | None:
+    """Each staged copy of ``pending`` with the positions of the host arrays it was made for, where a plan can keep
+    them: each host array of the call in exactly one copy (packing the copies then stages nothing more), none mapped
+    or over SPARE_BYTES; else None."""
+    staged: list[tuple[Staged, tuple[int, ...]]] = []
+    covered: list[int] = []
+    for s in pending:
+        positions = _positions(s.array, hosts)
+        if not positions or s.view is not None or s.nd.nbytes > SPARE_BYTES:
+            return None
+        staged.append((s, positions))
+        covered += positions
+    return staged if sorted(covered) == sorted(i for i, a in hosts.items() if a is not None) else None
 
 
 def _positions(array: np.ndarray, hosts: dict[int, np.ndarray | None]) -> tuple[int, ...]:

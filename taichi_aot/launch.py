@@ -340,7 +340,7 @@ class _Launchable(Launcher):
         with rt.backends.lock:
             again = self._again
             if again is not None:  # the last call's staged copies, kept for the same arrays (no profile open)
-                copies = again.values(values) if not start else None
+                copies = again.values(values) if not start and foreign.allow_copies else None
                 if copies is not None:
                     self._launch_again(again, copies, c, plan, values)
                     return
@@ -415,6 +415,7 @@ class _Launchable(Launcher):
         the written copies read back (``again``: the kept copies, given back where anything fails)."""
         rt = self._runtime
         try:
+            self._foreign.before_pack(len(copies))  # CUDA arrays among them are held, within the held limit
             for (pack, slot), value in zip(plan, copies):
                 pack(value, rt, slot)
             code = _launch(c)
@@ -553,7 +554,10 @@ class Kernel(_Launchable):
         return args
 
     def _slow_call(self, *args: Any, **kwargs: Any) -> None:
-        """A call the C call left to Python: every argument checked and packed here."""
+        """A call the C call left to Python: every argument checked and packed here (the same host arrays as the
+        last call's, on the runtime's thread: through the copies that call kept, :meth:`_again_call`)."""
+        if self._again is not None and not kwargs and self._again_call(args):
+            return
         if self._recording():
             self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
             return
@@ -564,6 +568,22 @@ class Kernel(_Launchable):
         if kwargs or len(args) != len(self._plan):
             args = self._bind(args, kwargs)
         self._launch_values(args)
+
+    def _again_call(self, args: tuple[Any, ...]) -> bool:
+        """The call made through the copies the last call kept for its host arrays (``_again``), where these are
+        those arrays again and the call is the runtime's thread's own, outside a recording and a profile (whatever
+        else goes to :meth:`_launch_values`, which checks all of it); whether it was made."""
+        rt, c = self._runtime, self._c
+        if c.thread != _get_ident() or rt.gate.ident != c.thread or rt.profiles or len(args) != len(self._plan) or \
+                not self._foreign.allow_copies or not rt.on_its_thread():
+            return False
+        with rt.backends.lock:
+            again = self._again
+            copies = again.values(args) if again is not None else None
+            if copies is None:
+                return False
+            self._launch_again(again, copies, c, self._plan, args)
+        return True
 
     #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
     launch = Launcher.__call__

@@ -287,8 +287,10 @@ class Runtime(DeviceAliases):
         # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
         flight = (self.foreign.copies.in_flight(), self.device.in_flight()) if self._wait_always else (None, None)
         if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
-            code = lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always)
-            came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
+            try:
+                code = lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always)
+            finally:
+                came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
             if code:
                 check("wait")
         else:

@@ -275,6 +275,23 @@ def test_host_arrays_passed_again_reuse_their_copies(device_policy, modules):
     assert np.array_equal(x, expect)
 
 
+def test_an_array_passed_with_a_read_only_view_of_itself_again(device_policy, modules):
+    """An array and a read-only view of it in one call (one copy for both the first time, as the layouts match but
+    for the flag): no kept copies (each host array must be one copy's alone), and every step reads the array as it
+    is now."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    x = np.arange(64, dtype=np.float32)
+    xv = x.view()
+    xv.flags.writeable = False
+    expect = x.copy()
+    for _ in range(4):
+        add(x, xv, 0.5)
+        expect = expect + 0.5 * expect
+        np.testing.assert_allclose(x, expect, rtol=1e-6)
+    assert add._again is None
+
+
 def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
     torch = require_extra("torch", "interop")
     rt = device_policy

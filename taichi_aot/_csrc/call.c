@@ -515,9 +515,7 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
    launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
 static int launcher_launch(const TaichiAotLaunch *c) {
     int code;
-    if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {
-        launcher_hand_over();
-    }
+    taichi_aot_api.came_back(); /* this thread has the lock: not coming back for it (a mark Python left) */
     code = taichi_aot_api.launch_quick(c);
     if (code == TAICHI_AOT_BUSY) {
         PyThreadState *state = PyEval_SaveThread();
@@ -525,6 +523,9 @@ static int launcher_launch(const TaichiAotLaunch *c) {
         taichi_aot_api.coming_back(); /* it may have waited: handed the lock by a launching thread */
         PyEval_RestoreThread(state);
         taichi_aot_api.came_back();
+    } else if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {
+        /* after the launch: what the pack checked under the lock (the close epoch) stays true up to it */
+        launcher_hand_over();
     }
     return code;
 }

@@ -14,17 +14,32 @@
 int64_t taichi_aot_epoch = 0;
 int32_t taichi_aot_coming = 0;
 static __thread int taichi_aot_marked = 0; /* this thread is counted in taichi_aot_coming */
+static pthread_key_t taichi_aot_mark_key;   /* its destructor unmarks a thread that ends marked */
+static pthread_once_t taichi_aot_mark_once = PTHREAD_ONCE_INIT;
+
+static void taichi_aot_mark_gone(void *marked) {
+    if (marked != NULL) {
+        __atomic_sub_fetch(&taichi_aot_coming, 1, __ATOMIC_ACQ_REL);
+    }
+}
+
+static void taichi_aot_mark_key_make(void) {
+    pthread_key_create(&taichi_aot_mark_key, taichi_aot_mark_gone);
+}
 
 void taichi_aot_coming_back(void) {
     if (!taichi_aot_marked) {
+        pthread_once(&taichi_aot_mark_once, taichi_aot_mark_key_make);
         taichi_aot_marked = 1;
         __atomic_add_fetch(&taichi_aot_coming, 1, __ATOMIC_ACQ_REL);
+        pthread_setspecific(taichi_aot_mark_key, &taichi_aot_marked);
     }
 }
 
 void taichi_aot_came_back(void) {
     if (taichi_aot_marked) {
         taichi_aot_marked = 0;
+        pthread_setspecific(taichi_aot_mark_key, NULL);
         __atomic_sub_fetch(&taichi_aot_coming, 1, __ATOMIC_ACQ_REL);
     }
 }

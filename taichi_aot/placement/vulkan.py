@@ -135,8 +135,10 @@ class SharedMemoryVulkan(Device):
         if self.vulkan_id:
             handle = self._runtime.handle
             mark_enqueued(handle)
-            code = lib.taichi_aot_vk_copy(handle, dst.handle, dst_offset, src.handle, src_offset, size)
-            came_back()  # Python's lock this thread's again, after a copy that may have waited for another's call
+            try:
+                code = lib.taichi_aot_vk_copy(handle, dst.handle, dst_offset, src.handle, src_offset, size)
+            finally:
+                came_back()  # Python's lock this thread's again, after a copy that may have waited for another's call
             if code != 1:
                 _raise_for(code, "copy_memory_device_to_device")
                 return

@@ -114,23 +114,28 @@ int aot_vk_wait_free(VkRt *rt) {
     return 1;
 }
 
+/* The slot the next batch begins in: the next one no thread waits on with the calls let go (aot_vk_wait_free), whose
+   fence a begin resets; the next one where every slot is waited on (a begin then waits for those threads). */
+static int vk_next_slot(const VkRt *rt) {
+    int i;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        int slot = (rt->next + i) % TAICHI_AOT_VK_BATCHES;
+        if (__atomic_load_n(&rt->batches[slot].waiters, __ATOMIC_ACQUIRE) == 0) {
+            return slot;
+        }
+    }
+    return rt->next;
+}
+
 /* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
 VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     VkBatch *b;
     AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                          AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-    uint32_t i;
     if (rt->current >= 0) {
         return &rt->batches[rt->current];
     }
-    /* the next slot no thread waits on with the calls let go (aot_vk_wait_free): its fence is reset here */
-    for (i = 0; i < TAICHI_AOT_VK_BATCHES &&
-                __atomic_load_n(&rt->batches[(rt->next + i) % TAICHI_AOT_VK_BATCHES].waiters, __ATOMIC_ACQUIRE) > 0;
-         ++i) {
-    }
-    if (i < TAICHI_AOT_VK_BATCHES) {
-        rt->next = (rt->next + (int)i) % TAICHI_AOT_VK_BATCHES;
-    }
+    rt->next = vk_next_slot(rt);
     b = &rt->batches[rt->next];
     if (b->state == 2) {
         *code = aot_vk_wait_batches(rt, b);
@@ -233,8 +238,9 @@ int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches) {
     if (slot > VK_SEGMENT || dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES) {
         return 1; /* more than a batch holds: past the next one too */
     }
-    b = &rt->batches[rt->next];
-    return b->state == 2 && rt->f.GetFenceStatus(rt->device, b->fence) != AOT_VK_SUCCESS;
+    b = &rt->batches[vk_next_slot(rt)]; /* as a begin chooses it: one still waited on would be waited for */
+    return (b->state == 2 && rt->f.GetFenceStatus(rt->device, b->fence) != AOT_VK_SUCCESS) ||
+           __atomic_load_n(&b->waiters, __ATOMIC_ACQUIRE) > 0;
 }
 
 /* Everything recorded submitted and waited for. */

@@ -247,10 +247,10 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, 
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 /* aot_vk_wait_batches(rt, NULL) for a wait from outside (vkorder.c's ti_wait): where this thread holds the calls once
    and no profile is open, they are let go while the GPU runs what was submitted (other threads record, submit and
-   wait meanwhile; on an H200, four threads sharing a runtime, 200 launches and a value each, kept 0.89x one thread's
-   throughput with the calls held through the wait, 1.3-1.6x with them let go) and 1 is returned: the caller holds
-   none then. The batches it waited for are retired by the next call that holds the calls (aot_vk_retire_signalled:
-   `waited`, or a begin that reaches their slot). Else 0, waited with the calls held. A slot a thread waits on so
+   wait meanwhile; on an H200, four threads sharing a runtime, 200 launches and a value each, kept 0.81-0.94x one
+   thread's throughput with the calls held through the wait, 1.21-1.62x with them let go) and 1 is returned: the caller holds
+   none then. The batches it waited for are retired by the next launch or wait (aot_vk_retire_signalled: `waited`),
+   or a begin that reaches their slot; until then they read as submitted, their fences signalled. Else 0, waited with the calls held. A slot a thread waits on so
    is passed over by a begin, or not begun until it is out of the wait (`waiters`): its fence is not reset under it. */
 __attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
