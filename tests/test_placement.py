@@ -304,6 +304,12 @@ def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
     x.set_(torch.zeros(64))  # new memory under the same tensor: read and written there
     add(x, y, 1.0)
     assert torch.equal(x, y)
+    y.requires_grad_(True)  # now refused, as a first call refuses it (the kept copies are not used)
+    with pytest.raises(ArgumentTypeError, match="grad"):
+        add(x, y, 1.0)
+    y.requires_grad_(False)
+    add(x, y, 1.0)
+    assert torch.equal(x, 2 * y)
 
 
 def test_both_policies_give_the_same_results(vulkan, modules, monkeypatch):
