@@ -276,6 +276,16 @@ def vulkan() -> Arch:
     return Arch.VULKAN
 
 
+@pytest.fixture
+def device_policy(vulkan, monkeypatch):
+    """A Vulkan runtime under the discrete GPU's policy, whatever the device."""
+    from taichi_aot.placement import vulkan as vk
+
+    monkeypatch.setenv(vk.MEMORY_VARIABLE, "device")
+    with Runtime(Arch.VULKAN) as rt:
+        yield rt
+
+
 # ---------------------------------------------------------------------------
 # The package as a user installs it: a wheel of this checkout, in fresh virtual environments without Taichi
 

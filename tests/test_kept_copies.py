@@ -1,0 +1,91 @@
+"""Host arrays passed to a kernel again (a loop's step) under a discrete GPU's policy (conftest's device_policy):
+the copies the last call kept (_staged.Again) are filled from the arrays as they are now, and whatever the first call
+would refuse or copy anew takes its path again."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from conftest import require_extra
+from taichi_aot import Arch
+from taichi_aot.errors import ArgumentTypeError, ReadOnlyArrayError
+
+
+def test_host_arrays_passed_again_reuse_their_copies(device_policy, modules):
+    """A kernel called again with the same host arrays (a loop's step) fills, launches and reads back through the
+    copies its last call made (no policy in between): the values are the arrays' as they are now, and another array,
+    a changed layout or a read-only array takes the policy's path again, as the first call did."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    x, y = np.zeros(64, np.float32), np.arange(64, dtype=np.float32)
+    expect = x.copy()
+    for step in range(5):
+        y[:] = step  # the kernel reads what the array holds now
+        add(x, y, 0.5)
+        expect += 0.5 * step
+        assert np.array_equal(x, expect)
+    kept = add._again
+    assert kept is not None
+    add(x, y, 2.0)
+    expect += 8.0
+    assert add._again is kept and np.array_equal(x, expect)  # the same copies again
+    other = x.copy()  # another array of the same layout: the policy's path, and copies kept for it
+    add(other, y, 1.0)
+    assert np.array_equal(other, expect + 4.0) and add._again is not kept
+    add(x, y.reshape(8, 8).reshape(64), 1.0)  # a new view of y's memory: the same values
+    expect += 4.0
+    assert np.array_equal(x, expect)
+    x.flags.writeable = False  # a written array made read-only: refused as the first call would
+    with pytest.raises(ReadOnlyArrayError):
+        add(x, y, 1.0)
+    x.flags.writeable = True
+    add(x, y, 1.0)
+    expect += 4.0
+    assert np.array_equal(x, expect)
+    with pytest.raises(ArgumentTypeError):  # another shape: checked as at the first call
+        add(np.zeros((64, 1), np.float32), y, 1.0)
+    del other
+    gc.collect()
+    add(x, y, 1.0)  # the kept copies hold no array of the caller's
+    expect += 4.0
+    assert np.array_equal(x, expect)
+
+
+def test_an_array_passed_with_a_read_only_view_of_itself_again(device_policy, modules):
+    """An array and a read-only view of it in one call (one copy for both the first time, as the layouts match but
+    for the flag): no kept copies (each host array must be one copy's alone), and every step reads the array as it
+    is now."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    x = np.arange(64, dtype=np.float32)
+    xv = x.view()
+    xv.flags.writeable = False
+    expect = x.copy()
+    for _ in range(4):
+        add(x, xv, 0.5)
+        expect = expect + 0.5 * expect
+        np.testing.assert_allclose(x, expect, rtol=1e-6)
+    assert add._again is None
+
+
+def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
+    torch = require_extra("torch", "interop")
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+    x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
+    for _ in range(3):
+        add(x, y, 1.0)
+    assert add._again is not None
+    assert torch.equal(x, 3 * y)
+    x.set_(torch.zeros(64))  # new memory under the same tensor: read and written there
+    add(x, y, 1.0)
+    assert torch.equal(x, y)
+    y.requires_grad_(True)  # now refused, as a first call refuses it (the kept copies are not used)
+    with pytest.raises(ArgumentTypeError, match="grad"):
+        add(x, y, 1.0)
+    y.requires_grad_(False)
+    add(x, y, 1.0)
+    assert torch.equal(x, 2 * y)
