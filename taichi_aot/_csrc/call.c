@@ -515,14 +515,21 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
    launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
 static int launcher_launch(const TaichiAotLaunch *c) {
     int code;
-    taichi_aot_api.came_back(); /* this thread has the lock: not coming back for it (a mark Python left) */
+    if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {
+        taichi_aot_api.came_back(); /* this thread has the lock: not coming back for it (a mark Python left) */
+    }
     code = taichi_aot_api.launch_quick(c);
     if (code == TAICHI_AOT_BUSY) {
         PyThreadState *state = PyEval_SaveThread();
+        int shared = (c->flags & TAICHI_AOT_LAUNCH_ANY_THREAD) != 0; /* a runtime other threads launch on */
         code = taichi_aot_api.launch(c);
-        taichi_aot_api.coming_back(); /* it may have waited: handed the lock by a launching thread */
+        if (shared) {
+            taichi_aot_api.coming_back(); /* it may have waited: handed the lock by a launching thread */
+        }
         PyEval_RestoreThread(state);
-        taichi_aot_api.came_back();
+        if (shared) {
+            taichi_aot_api.came_back();
+        }
     } else if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {
         /* after the launch: what the pack checked under the lock (the close epoch) stays true up to it */
         launcher_hand_over();
