@@ -267,17 +267,15 @@ class StagedCopies:
         the copies kept for its next call with the same arrays where they can be (:class:`Again`), else retired."""
         pending = self.staged[:]
         self.staged.clear()
-        waited = False
+        waited, again = False, None
         try:
             waited = self._write_back(pending)
-        except BaseException:
-            for s in pending:
-                self._retire(s, not waited)
-            raise
-        again = Again.made(self, pending, values, specs) if values is not None and self._on_device else None
-        if again is None:
-            for s in pending:
-                self._retire(s, not waited)
+            if values is not None and self._on_device:
+                again = Again.made(self, pending, values, specs)
+        finally:
+            if again is None:
+                for s in pending:
+                    self._retire(s, not waited)
         return again
 
     def _write_back(self, pending: list[Staged]) -> bool:
@@ -394,20 +392,17 @@ class Again:
         hosts = {}
         for i, layout in self._layouts:
             v = values[i]
-            if v.__class__ is np.ndarray:  # the same array: its memory too
-                if (v.shape, v.strides, v.dtype, v.flags.writeable, None) != layout:
-                    return None
-                hosts[i] = v
-                continue
-            a = _view(v, "")
+            a = v if v.__class__ is np.ndarray else _view(v, "")  # a numpy array as it is (no call: a hot path)
             if a is None or _layout(a, v) != layout:
                 return None
             hosts[i] = a
         out, now = list(values), []
         for s, positions in self._staged:
             a = hosts[positions[0]]
-            if s.filled or s.write_back:  # its values, or zeros where only written (as a new copy starts)
-                _fill(s.nd, None, a if s.filled else None)
+            if s.filled:
+                s.nd.from_numpy(a)
+            elif s.write_back:  # zeros where only written, as a new copy starts
+                _fill(s.nd, None, None)
             for i in positions:
                 out[i] = s.nd
             now.append(a)

@@ -338,14 +338,11 @@ class _Launchable(Launcher):
         is open, when the call began)."""
         rt, foreign = self._runtime, self._foreign
         with rt.backends.lock:
-            again = self._again
-            if again is not None:  # the last call's staged copies, kept for the same arrays (no profile open)
-                copies = again.values(values) if not start and foreign.allow_copies else None
-                if copies is not None:
-                    self._launch_again(again, copies, c, plan, values)
-                    return
+            if not start and self._run_again(values, c, plan):  # no profile open: kept copies may serve
+                return
+            if self._again is not None:  # none made inside a profile: the last are given back
+                self._again.drop()
                 self._again = None
-                again.drop()
             foreign.before_pack(len(values))
             try:
                 for (pack, slot), value in zip(plan, values):
@@ -408,6 +405,21 @@ class _Launchable(Launcher):
         if code:
             _after_launch(code, c, self._checker(values), self._what)
         self._again = foreign.after_launch(values if keep else None, self._args)
+
+    def _run_again(self, values: Sequence[Any], c: Any, plan: list[tuple[Packer, Any]]) -> bool:
+        """The launch of ``values`` through the copies the last call kept (``_again``: filled, launched, read back)
+        where they are its arrays again and copies are allowed; those copies given back where they are not. Whether
+        it was made. Under the runtime's launch lock."""
+        again = self._again
+        if again is None:
+            return False
+        copies = again.values(values) if self._foreign.allow_copies else None
+        if copies is None:
+            self._again = None
+            again.drop()
+            return False
+        self._launch_again(again, copies, c, plan, values)
+        return True
 
     def _launch_again(self, again: Any, copies: list[Any], c: Any, plan: list[tuple[Packer, Any]],
                       values: Sequence[Any]) -> None:
@@ -575,15 +587,10 @@ class Kernel(_Launchable):
         else goes to :meth:`_launch_values`, which checks all of it); whether it was made."""
         rt, c = self._runtime, self._c
         if c.thread != _get_ident() or rt.gate.ident != c.thread or rt.profiles or len(args) != len(self._plan) or \
-                not self._foreign.allow_copies or not rt.on_its_thread():
+                not rt.on_its_thread():
             return False
         with rt.backends.lock:
-            again = self._again
-            copies = again.values(args) if again is not None else None
-            if copies is None:
-                return False
-            self._launch_again(again, copies, c, self._plan, args)
-        return True
+            return self._run_again(args, c, self._plan)
 
     #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
     launch = Launcher.__call__

@@ -4,7 +4,6 @@
    timestamps (backends/vkprofile.c: read as a batch finishes); below the kernels, copies and libtaichi's wrapped
    calls, which record into and submit them. Called with the runtime's calls held. */
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "taichi_aot.h"
@@ -68,9 +67,7 @@ void aot_vk_retire_signalled(VkRt *rt) {
             vk_retire(rt, b);
         }
     }
-    if (rt->done < upto) {
-        rt->done = upto; /* each batch up to it is done, those begun again since among them */
-    }
+    rt->done = upto; /* each batch up to it is done, those begun again since among them */
     aot_vk_bury(rt);
 }
 

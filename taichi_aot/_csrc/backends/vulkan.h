@@ -159,8 +159,7 @@ struct VkRt {
     pthread_mutex_t calls;
     int depth;        /* how many times the thread that holds `calls` holds it (aot_vk_calls_lock) */
     uint32_t waiting; /* threads in a wait with the calls let go (atomic: aot_vk_wait_free) */
-    uint64_t waited;  /* the last serial such a wait saw done, its batches retired by the next call that holds the calls
-                         (atomic) */
+    uint64_t waited;  /* the last serial such a wait saw done (atomic): retired by the next launch or wait */
     /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
        found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
     int closed;
@@ -248,10 +247,12 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
 /* aot_vk_wait_batches(rt, NULL) for a wait from outside (vkorder.c's ti_wait): where this thread holds the calls once
    and no profile is open, they are let go while the GPU runs what was submitted (other threads record, submit and
    wait meanwhile; on an H200, four threads sharing a runtime, 200 launches and a value each, kept 0.81-0.94x one
-   thread's throughput with the calls held through the wait, 1.21-1.62x with them let go) and 1 is returned: the caller holds
-   none then. The batches it waited for are retired by the next launch or wait (aot_vk_retire_signalled: `waited`),
-   or a begin that reaches their slot; until then they read as submitted, their fences signalled. Else 0, waited with the calls held. A slot a thread waits on so
-   is passed over by a begin, or not begun until it is out of the wait (`waiters`): its fence is not reset under it. */
+   thread's throughput with the calls held through the wait, 1.21-1.62x with them let go) and 1 is returned: the
+   caller holds none then. The batches it waited for are retired by the next launch or wait (aot_vk_retire_signalled:
+   `waited`), or a begin that reaches their slot; until then they read as submitted, their fences signalled. Else 0,
+   waited with the calls held. A slot a thread waits on so is passed over by a begin, or not begun until it is out
+   of the wait (`waiters`): its fence is not reset under it. aot_vk_retire_signalled: those batches retired (nothing
+   where there are none), with the calls held. */
 __attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
 
