@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,6 +48,15 @@ def htod(dst: int, src: np.ndarray, context: int | None = None) -> None:
 def dtoh(dst: np.ndarray, src: int, context: int | None = None) -> None:
     """Copy from device pointer ``src`` (owned by ``context``, found if None) into the contiguous array ``dst``."""
     _transfer(src, dst, context, to_device=False)
+
+
+def htod_small(device: int, context: int | None, wait: Callable[[], None], array: np.ndarray) -> None:
+    """Copy the small C-contiguous array ``array`` (below REGISTER_MIN) to device pointer ``device`` (owned by
+    ``context``, found if None) after ``wait``: one call into the extension (a kept copy's fill, made each call)."""
+    wait()
+    ctx = context_of(device) if context is None else context
+    _cuda.check(_lib.taichi_aot_cuda_transfer(_cuda.table(), ctx, _ffi.from_buffer(array), device, array.nbytes, True),
+                "copy to CUDA memory")
 
 
 def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device: bool) -> None:

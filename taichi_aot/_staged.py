@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ._arrays import array_like, byte_span, host_array, overlaps_itself, same_layout, share, why_copy
+from ._arrays import (
+    array_like,
+    byte_span,
+    host_array,
+    overlaps_itself,
+    print_of,
+    read_print,
+    same_layout,
+    share,
+    why_copy,
+)
 from ._native import ffi
 from .enums import DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError
@@ -335,20 +345,44 @@ class StagedCopies:
 
 
 class Again:
-    """A launch's staged copies kept by its kernel for the next call with the same numpy arrays (a loop's next step):
+    """A launch's staged copies kept by its kernel for the next call with the same host arrays (a loop's next step):
     that call fills the copies, launches and copies back through them, without describing, deciding and staging each
     array again. Made on a device whose copies are queued on the device (discrete GPUs: no mapped view is written
     under a queued kernel). It holds the arrays weakly. The kernel keeps its last; a call with other arrays gives the
-    copies back (:meth:`drop`) and takes the policy's path."""
+    copies back (:meth:`drop`) and takes the policy's path.
 
-    __slots__ = ("_copies", "_direct", "_layouts", "_now", "_refs", "_staged")
+    Each call checks that each array is still what the plan was made for: a numpy array its layout and
+    writability; a torch tensor its print (``_arrays.read_print``: memory, layout, requires_grad, read in C), whose
+    numpy view made with the plan is then the tensor's memory still. A copy is filled through the device's
+    :meth:`~taichi_aot.placement.base.Device.fill_writer` where it has one (a few bytes written by the device's own
+    command, no staging buffer), else as ``from_numpy`` fills it."""
+
+    __slots__ = ("_copies", "_direct", "_layouts", "_now", "_prints", "_refs", "_staged")
 
     def __init__(self, copies: StagedCopies, staged: list[tuple[Staged, tuple[int, ...]]],
-                 refs: list[tuple[int, Any]], layouts: list[tuple[int, tuple[Any, ...]]]):
-        self._copies, self._refs, self._layouts = copies, refs, layouts
-        # each copy as a record without its array (held weakly, in refs), and the positions of the values it takes
-        self._staged = [(Staged(s.nd, None, _NO_ARRAY, s.dims, s.what, s.filled, s.write_back), positions)
-                        for s, positions in staged]
+                 hosts: dict[int, np.ndarray | None], values: Sequence[Any], specs: Sequence[ArgInfo]):
+        self._copies = copies
+        # each copy as a record without its array (held weakly, in refs), the positions of the values it takes, and
+        # how it is filled (None: from_numpy)
+        self._staged = [(Staged(s.nd, None, _NO_ARRAY, s.dims, s.what, s.filled, s.write_back), positions,
+                         _filler(s.nd, s.array) if s.filled else None) for s, positions in staged]
+        # the host arrays checked at each call: torch tensors by their print (their numpy views held until the
+        # tensor goes: a weak reference's callback lets them go), whatever else by its layout
+        self._prints: list[tuple[int, Any, Any, list[np.ndarray]]] = []
+        self._layouts: list[tuple[int, tuple[Any, ...]]] = []
+        views: dict[int, list[np.ndarray]] = {}
+        for i, a in hosts.items():
+            if a is None:
+                continue
+            printed = _printed(values[i])
+            if printed is not None:
+                views[i] = [a]
+                self._prints.append((i, printed[0], printed[1], views[i]))
+            else:
+                self._layouts.append((i, _layout(a, values[i])))
+        # every array argument held weakly (TypeError where one cannot be: no plan)
+        self._refs = [(i, weakref.ref(v) if i not in views else weakref.ref(v, _letting_go(views[i])))
+                      for i, (spec, v) in enumerate(zip(specs, values)) if spec.kind == "ndarray"]
         written = [(k, s) for k, (s, _) in enumerate(staged) if s.write_back]
         # the one written copy read straight into its array (to_numpy(out=): its layout is checked at each call), and
         # which of the call's arrays that is
@@ -370,17 +404,30 @@ class Again:
         staged = _covering(pending, hosts)
         if staged is None:
             return None
-        refs = []
-        for i, (spec, value) in enumerate(zip(specs, values)):
-            if spec.kind == "ndarray":
-                try:
-                    refs.append((i, weakref.ref(value)))
-                except TypeError:
-                    return None
-        # another library's array: its memory too (taken anew at each call)
-        layouts = [(i, _layout(a, values[i])) for i, a in hosts.items() if a is not None]
+        try:
+            again = cls(copies, staged, hosts, values, specs)
+        except Exception:  # an argument of no weak reference, another library's array read again: no plan
+            return None
         copies.keep(pending)
-        return cls(copies, staged, refs, layouts)
+        return again
+
+    def _hosts(self, values: Sequence[Any]) -> dict[int, np.ndarray] | None:
+        """The host array of each of ``values`` the plan stages; None where one is not what the plan was made for."""
+        hosts = {}
+        for i, layout in self._layouts:
+            v = values[i]
+            a = v if v.__class__ is np.ndarray else _view(v, "")  # a numpy array as it is (no call: a hot path)
+            if a is None or _layout(a, v) != layout:
+                return None
+            hosts[i] = a
+        for i, reads, printed, views in self._prints:
+            try:
+                if not views or read_print(values[i], reads) != printed:
+                    return None
+            except Exception:  # the library's getter refuses now: the policy's path says why
+                return None
+            hosts[i] = views[0]
+        return hosts
 
     def values(self, values: Sequence[Any]) -> list[Any] | None:
         """``values`` with each staged array's copy in its place, the copies filled from them; None where they are
@@ -389,17 +436,16 @@ class Again:
         for i, ref in self._refs:
             if ref() is not values[i]:
                 return None
-        hosts = {}
-        for i, layout in self._layouts:
-            v = values[i]
-            a = v if v.__class__ is np.ndarray else _view(v, "")  # a numpy array as it is (no call: a hot path)
-            if a is None or _layout(a, v) != layout:
-                return None
-            hosts[i] = a
+        hosts = self._hosts(values)
+        if hosts is None:
+            return None
         out, now = list(values), []
-        for s, positions in self._staged:
+        for s, positions, fill in self._staged:
             a = hosts[positions[0]]
-            if s.filled:
+            if fill is not None:
+                s.nd.ensure_open()
+                fill(a)
+            elif s.filled:
                 s.nd.from_numpy(a)
             elif s.write_back:  # zeros where only written, as a new copy starts
                 _fill(s.nd, None, None)
@@ -417,12 +463,36 @@ class Again:
             direct[0].to_numpy(out=now[direct[1]])
             return
         self._copies._write_back([Staged(s.nd, None, a, s.dims, s.what, s.filled, s.write_back)
-                                  for (s, _), a in zip(self._staged, now)])
+                                  for (s, _, _), a in zip(self._staged, now)])
 
     def drop(self) -> None:
         """The copies given back to the runtime's spares (free once queued kernels are done with them)."""
         self._now = []
-        self._copies.give_back([s for s, _ in self._staged])
+        self._copies.give_back([s for s, _, _ in self._staged])
+
+
+def _filler(nd: NdArray, a: np.ndarray) -> Callable[[np.ndarray], None] | None:
+    """How the kept copy ``nd`` of host array ``a`` is filled at each call: the device's own write where ``a`` is
+    as the copy is (C-contiguous, of its dtype and size: checked again at each call by its layout or print); None:
+    ``from_numpy``."""
+    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes):
+        return None
+    return nd.runtime.device.fill_writer(nd.memory)
+
+
+def _letting_go(views: list[np.ndarray]) -> Callable[[Any], None]:
+    """A weak reference's callback that lets a collected tensor's numpy views go."""
+    return lambda _: views.clear()
+
+
+def _printed(value: Any) -> tuple[Any, Any] | None:
+    """A plain torch tensor's reads and print (``_arrays.print_of``), by which a call finds it unchanged; None for
+    any other array (or a torch whose tensors have no print)."""
+    torch = sys.modules.get("torch")
+    if torch is None or value.__class__ is not torch.Tensor:
+        return None
+    reads = print_of(value.__class__)
+    return None if reads is None else (reads, read_print(value, reads))
 
 
 _NO_ARRAY = np.empty(0)  # a kept copy's record holds no array of the caller's

@@ -674,3 +674,26 @@ def test_kill_9_during_a_cuda_map(cuda_module):
         seen = pool.map(tasks.slow_whoami, range(8))
         assert {(s["device"], s["cuda_visible"]) for s in seen} == {(d, str(d)) for d in devices}
         assert victim["pid"] not in {s["pid"] for s in seen}
+
+
+
+def test_host_arrays_passed_again_on_cuda(cuda_module):
+    """numpy arrays and torch CPU tensors passed to a CUDA kernel again (a loop's step) go through the copies the last
+    call kept, filled by one call into the driver (``fill_writer``), with the arrays' values as they are now."""
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(cuda_module["cuda"]).kernels["add"]  # x += a * y
+        assert rt.device.fill_writer(rt.ndarray((8,), np.float32).memory) is not None
+        x, y = np.zeros(256, np.float32), np.arange(256, dtype=np.float32)
+        for step in range(4):
+            y[:] = step
+            add(x, y, 0.5)
+            assert np.array_equal(x, np.full(256, 0.25 * step * (step + 1), np.float32))
+        assert add._again is not None
+        torch = pytest.importorskip("torch")
+        xt, yt = torch.zeros(256), torch.arange(256, dtype=torch.float32)
+        for _ in range(3):
+            add(xt, yt, 1.0)
+        assert add._again is not None and torch.equal(xt, 3 * yt)
+        yt.data = torch.ones(256)  # new memory under the same tensor: read there
+        add(xt, yt, 1.0)
+        assert torch.equal(xt, 3 * torch.arange(256, dtype=torch.float32) + 1)

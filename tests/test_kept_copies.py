@@ -89,3 +89,52 @@ def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
     y.requires_grad_(False)
     add(x, y, 1.0)
     assert torch.equal(x, 2 * y)
+
+
+def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
+    """A tensor passed again is found unchanged by its print (memory, layout, requires_grad): one given memory of
+    another dtype or a strided view's, or one collected, is not taken through the kept copies' views of its old
+    memory."""
+    torch = require_extra("torch", "interop")
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    assert add._again is not None and torch.equal(x, 2 * y)
+    y.data = torch.arange(64, dtype=torch.float64)  # new memory, of another dtype: refused as at a first call
+    with pytest.raises(ArgumentTypeError):
+        add(x, y, 1.0)
+    y.data = torch.arange(64, dtype=torch.float32)
+    add(x, y, 1.0)
+    add(x, y, 1.0)
+    assert torch.equal(x, 4 * y)
+    base = torch.arange(128, dtype=torch.float32)
+    y.data = base[::2]  # a strided view: the policy's path (its copy made anew)
+    add(x, y, 1.0)
+    assert torch.equal(x, 4 * torch.arange(64, dtype=torch.float32) + base[::2])
+    kept = add._again
+    del y, base
+    gc.collect()
+    y2 = torch.ones(64)
+    add(x, y2, 1.0)  # a new tensor: the policy's path; the collected one's views were let go
+    assert add._again is not kept
+    assert torch.equal(x, 4 * torch.arange(64, dtype=torch.float32) + torch.arange(0, 128, 2, dtype=torch.float32) + 1)
+
+
+def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):
+    """A discrete GPU's kept copy of a few bytes is filled by the device's own write (Vulkan: the command buffer's);
+    sizes of no whole words are staged, and large copies take the device's writer."""
+    rt = device_policy
+    small = rt.ndarray((16,), np.float32)
+    fill = rt.device.fill_writer(small.memory)
+    assert fill is not None
+    data = np.arange(16, dtype=np.float32)
+    fill(data)
+    data[:] = -1  # the bytes were taken when the write returned
+    assert np.array_equal(small.to_numpy(), np.arange(16, dtype=np.float32))
+    odd = rt.ndarray((3,), np.uint8)
+    rt.device.fill_writer(odd.memory)(np.array([7, 8, 9], np.uint8))  # three bytes: through staging
+    assert odd.to_numpy().tolist() == [7, 8, 9]
+    large = rt.ndarray((1 << 15,), np.float32)
+    assert rt.device.fill_writer(large.memory) is None

@@ -148,6 +148,13 @@ static PyObject *fresh_set(taichi_aot_fresh *f, Py_ssize_t count, PyObject *args
 
 static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value);
 
+/* Whether the plain tensor `value` lies on the runtime's kind of device: a torch CPU tensor passed to a GPU's kernel
+   goes to Python (a staged copy) without its flags read first. Its layout is read again in the second phase. */
+static int fresh_torch_on(const taichi_aot_fresh *f, PyObject *value) {
+    TaichiAotTorchLayout l;
+    return read_layout(value, &l) && l.device_type == f->torch_device;
+}
+
 /* The first phase (its reads may run Python code): whether slot `s` can take `value`, which is not the value it
    remembers, anew: its kind, and a torch tensor's flags. */
 static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObject *value, PyObject *numpy_type) {
@@ -164,7 +171,7 @@ static int fresh_kind(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, PyObj
     }
     if (layout_at(value) != 0) {
         s->fresh = FRESH_TORCH;
-        return f->torch_device >= 0 && flags_clear(value);
+        return f->torch_device >= 0 && fresh_torch_on(f, value) && flags_clear(value);
     }
     immutable = f->cai_classes != NULL ? dict_get(f->cai_classes, (PyObject *)Py_TYPE(value)) : NULL;
     kind = immutable == NULL ? -1 : PyLong_CheckExact(immutable) && PyLong_AsLong(immutable) == 2 ? 2

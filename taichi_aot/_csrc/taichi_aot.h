@@ -574,6 +574,11 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
                        uint64_t size);
 int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset, void *host, uint64_t size,
                             int to_device, uint64_t import_id);
+/* A host array's few bytes (at most TAICHI_AOT_VK_UPDATE_BYTES, a multiple of 4 at an offset of one) written into a
+   memory by the command buffer itself (vkCmdUpdateBuffer), recorded as a copy is: the bytes are taken when it
+   returns, no staging buffer in flight. */
+#define TAICHI_AOT_VK_UPDATE_BYTES 65536
+int taichi_aot_vk_update(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size);
 /* Host pages kept imported for copies of an array that moves again (`import_id` above; 0: imported for the one copy):
    the import's id, or 0 where they cannot be; let go by taichi_aot_vk_import_free (any thread). */
 uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size);

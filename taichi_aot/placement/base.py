@@ -336,6 +336,13 @@ class Device:
             return _write_direct
         return self.staging.upload_waited if memory.host_read else self.staging.upload
 
+    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """How a host array as ``memory`` is (C-contiguous, of its size) reaches it when it is written again and
+        again (a kept copy's fill, ``_staged.Again``), with the least work on the host's side: the device's own
+        write, which waits or orders itself as :meth:`writer`'s does; None where :meth:`writer` serves (none
+        here)."""
+        return None
+
     def read_waits(self, memory: Any) -> bool:
         """Whether a read of ``memory`` into a host array waits for the queued kernels first (they may write what it
         reads); not where the read is a copy the device queues after them and waits for (device memory, through

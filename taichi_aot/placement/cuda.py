@@ -68,6 +68,14 @@ class LibraryCudaDevice(Device):
     def writer(self, memory: Any) -> Mover:
         return _write_direct if memory.host_write else _write_cuda
 
+    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """A small array (below ``_cuda_host.REGISTER_MIN``) copied by the driver in one call into the extension,
+        after the runtime's wait, as :meth:`writer`'s copy is."""
+        if memory.host_write or memory.size >= _cuda_host.REGISTER_MIN:
+            return None
+        return functools.partial(_cuda_host.htod_small, memory.cuda_pointer(), memory.cuda_context(),
+                                 self._runtime.sync)
+
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
         dst.refuse_mapped_copy()  # the driver would write under a mapping (a copy) that undoes it when it ends

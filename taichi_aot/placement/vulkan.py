@@ -21,7 +21,7 @@ import json
 import os
 import zipfile
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -183,6 +183,28 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def writer(self, memory: Any) -> Any:
         staged = super().writer(memory)
         return staged if memory.host_write or not self.vulkan_id else functools.partial(self._imported, staged, True)
+
+    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """A few bytes (at most ``TAICHI_AOT_VK_UPDATE_BYTES``) written by the command buffer itself, recorded as a
+        copy is (``taichi_aot_vk_update``): no staging buffer, nothing in flight."""
+        if not self.vulkan_id or memory.host_write or memory.host_read or (
+                memory.size > lib.TAICHI_AOT_VK_UPDATE_BYTES):
+            return None
+        return functools.partial(self._update, self.writer(memory), memory)
+
+    def _update(self, staged: Any, memory: Any, array: np.ndarray) -> None:
+        """``array``'s bytes written into ``memory`` by the command buffer; through ``staged`` where they cannot be
+        (a size of no whole words)."""
+        handle = self._runtime.handle
+        mark_enqueued(handle)
+        try:
+            code = lib.taichi_aot_vk_update(handle, memory.handle, 0, ffi.from_buffer(array), array.nbytes)
+        finally:
+            came_back()  # Python's lock this thread's again, after a write that may have waited for another's call
+        if code == 1:
+            staged(memory, array)
+        elif code:
+            _raise_for(code, "a kept copy's fill")
 
     def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
         """``array``'s bytes moved by the GPU through its imported pages, where it is large, moves again and they can

@@ -372,6 +372,7 @@ typedef struct {
                                uint32_t, const void *, uint32_t, const void *);
     void (*CmdFillBuffer)(AotVkDispatch, AotVkHandle, uint64_t, uint64_t, uint32_t);
     void (*CmdCopyBuffer)(AotVkDispatch, AotVkHandle, AotVkHandle, uint32_t, const AotVkBufferCopy *);
+    void (*CmdUpdateBuffer)(AotVkDispatch, AotVkHandle, uint64_t, uint64_t, const void *);
     /* where the device was made with VK_EXT_external_memory_host (else NULL), and Vulkan 1.1's properties query */
     AotVkResult (*GetMemoryHostPointerPropertiesEXT)(AotVkDispatch, uint32_t, const void *,
                                                      AotVkMemoryHostPointerPropertiesEXT *);

@@ -5,6 +5,9 @@
    submission, waited for once (through libtaichi, each was a submission and a fence of its own, and the first
    launch after them flushed libtaichi's queue first).
 
+   A host array's few bytes into a memory (taichi_aot_vk_update): written by the command buffer itself, recorded as a
+   copy is; the bytes are taken into the command buffer as it is recorded (a kept copy's fill: _staged.Again).
+
    Between host memory and a memory (taichi_aot_vk_host_copy): the host's own pages imported as a VkBuffer
    (VK_EXT_external_memory_host, which vkfence.c adds to the device libtaichi makes, where the driver has it) and
    copied by the GPU, at the link's speed, with no pass through a staging buffer; waited for before it returns (the
@@ -24,26 +27,38 @@
 #include "backends/vk.h"
 #include "backends/vulkan.h"
 
-/* One copy of `count` regions recorded into the batch being recorded, with Taichi's barrier after it. */
-static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, uint32_t count,
-                                  const AotVkBufferCopy *region) {
-    AotVkResult code = AOT_VK_SUCCESS;
+/* The batch being recorded, ready for a transfer: the dispatch before it (its barrier owed) done first; NULL with
+   `code` where no batch can be begun. */
+static VkBatch *vk_transfer_batch(VkRt *rt, AotVkResult *code) {
     VkBatch *b;
     aot_vk_library_first(rt);
-    b = aot_vk_begin(rt, &code);
-    if (b == NULL) {
-        return code;
-    }
-    if (b->owed) { /* the dispatch before it (its barrier owed) before it reads or writes */
+    b = aot_vk_begin(rt, code);
+    if (b != NULL && b->owed) { /* the dispatch before it (its barrier owed) before it reads or writes */
         aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, AOT_VK_ACCESS_SHADER_WRITE_BIT,
                        AOT_VK_PIPELINE_STAGE_TRANSFER_BIT,
                        AOT_VK_ACCESS_TRANSFER_READ_BIT | AOT_VK_ACCESS_TRANSFER_WRITE_BIT);
     }
-    rt->f.CmdCopyBuffer(b->cb, src, dst, count, region);
+    return b;
+}
+
+/* A transfer recorded into `b`: Taichi's barrier after it, counted as a copy. */
+static void vk_transfer_done(VkRt *rt, VkBatch *b) {
     aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
     b->owed = 0;
     ++b->dispatches;
     ++rt->counts[VK_COUNT_COPIES];
+}
+
+/* One copy of `count` regions recorded into the batch being recorded, with Taichi's barrier after it. */
+static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, uint32_t count,
+                                  const AotVkBufferCopy *region) {
+    AotVkResult code = AOT_VK_SUCCESS;
+    VkBatch *b = vk_transfer_batch(rt, &code);
+    if (b == NULL) {
+        return code;
+    }
+    rt->f.CmdCopyBuffer(b->cb, src, dst, count, region);
+    vk_transfer_done(rt, b);
     return AOT_VK_SUCCESS;
 }
 
@@ -68,6 +83,37 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
                        uint64_t size) {
     VkRt *rt = aot_vk_hold(runtime);
     int code = rt == NULL ? 1 : vk_copy(rt, dst, dst_offset, src, src_offset, size); /* 1: libtaichi's copy */
+    aot_vk_let_go(rt);
+    taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */
+    return code;
+}
+
+/* `size` bytes of `host` written into `dst` at `dst_offset` by the batch being recorded, with the runtime's calls held
+   (taichi_aot_vk_update). */
+static int vk_update(VkRt *rt, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size) {
+    AotVkResult code = AOT_VK_SUCCESS;
+    AotVkHandle to = aot_vk_buffer_of(rt, dst);
+    VkBatch *b;
+    if (to == 0) {
+        return (int)ti_get_last_error(NULL, NULL);
+    }
+    b = vk_transfer_batch(rt, &code);
+    if (b == NULL) {
+        return TAICHI_AOT_VK_ERROR - code;
+    }
+    rt->f.CmdUpdateBuffer(b->cb, to, dst_offset, size, host); /* the bytes copied into the command buffer now */
+    vk_transfer_done(rt, b);
+    return 0;
+}
+
+int taichi_aot_vk_update(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size) {
+    VkRt *rt;
+    int code;
+    if (size == 0 || size > TAICHI_AOT_VK_UPDATE_BYTES || size % 4 != 0 || dst_offset % 4 != 0) {
+        return 1; /* not a command buffer's write: the caller stages it */
+    }
+    rt = aot_vk_hold(runtime);
+    code = rt == NULL ? 1 : vk_update(rt, dst, dst_offset, host, size);
     aot_vk_let_go(rt);
     taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */
     return code;
