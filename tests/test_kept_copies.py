@@ -138,3 +138,14 @@ def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):
     assert odd.to_numpy().tolist() == [7, 8, 9]
     large = rt.ndarray((1 << 15,), np.float32)
     assert rt.device.fill_writer(large.memory) is None
+    # from_numpy and fill of such an ndarray take the same write: the staging buffers stay unused
+    staging = rt.device.staging
+    rt.wait()  # the buffers in flight given back
+    small.from_numpy(np.full(16, 3, np.float32))
+    assert not staging.in_flight()
+    odd.fill(5)
+    assert len(staging.in_flight()) == 1  # the three bytes went through a buffer
+    assert np.array_equal(small.to_numpy(), np.full(16, 3, np.float32)) and odd.to_numpy().tolist() == [5, 5, 5]
+    strided = np.arange(32, dtype=np.float32)[::2]  # not contiguous: packed first, as from_numpy does
+    small.from_numpy(strided)
+    assert np.array_equal(small.to_numpy(), strided)

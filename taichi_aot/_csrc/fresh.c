@@ -152,7 +152,11 @@ static int fresh_read_cupy(const taichi_aot_fresh *f, taichi_aot_fresh_slot *s, 
    goes to Python (a staged copy) without its flags read first. Its layout is read again in the second phase. */
 static int fresh_torch_on(const taichi_aot_fresh *f, PyObject *value) {
     TaichiAotTorchLayout l;
-    return read_layout(value, &l) && l.device_type == f->torch_device;
+    if (read_layout(value, &l) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    return l.device_type == f->torch_device;
 }
 
 /* The first phase (its reads may run Python code): whether slot `s` can take `value`, which is not the value it

@@ -182,29 +182,42 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
 
     def writer(self, memory: Any) -> Any:
         staged = super().writer(memory)
-        return staged if memory.host_write or not self.vulkan_id else functools.partial(self._imported, staged, True)
+        if memory.host_write or not self.vulkan_id:
+            return staged
+        if self._updates(memory):  # a few bytes: carried by the command buffer
+            return functools.partial(self._update, staged)
+        return functools.partial(self._imported, staged, True)
 
     def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """A few bytes (at most ``TAICHI_AOT_VK_UPDATE_BYTES``) written by the command buffer itself, recorded as a
-        copy is (``taichi_aot_vk_update``): no staging buffer, nothing in flight."""
-        if not self.vulkan_id or memory.host_write or memory.host_read or (
-                memory.size > lib.TAICHI_AOT_VK_UPDATE_BYTES):
-            return None
-        return functools.partial(self._update, self.writer(memory), memory)
+        """The writer's own write of a few bytes (:meth:`_update`), with no ndarray's checks around it."""
+        return functools.partial(self._update, super().writer(memory), memory) if self._updates(memory) else None
+
+    def _updates(self, memory: Any) -> bool:
+        """Whether host arrays reach ``memory`` through the command buffer (:meth:`_update`): memory of the GPU's
+        alone (a host-readable one is written and waited for, so that a view shows the bytes), of a few bytes."""
+        return bool(self.vulkan_id) and not (memory.host_write or memory.host_read) and (
+            memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES)
 
     def _update(self, staged: Any, memory: Any, array: np.ndarray) -> None:
-        """``array``'s bytes written into ``memory`` by the command buffer; through ``staged`` where they cannot be
-        (a size of no whole words)."""
+        """``array``'s bytes written into ``memory`` by the command buffer itself, recorded as a copy is, in order
+        with the launches around it (``taichi_aot_vk_update``: the bytes are taken when it returns; no staging
+        buffer in flight); through ``staged`` where they cannot be (a size of no whole words, an array of no one
+        buffer)."""
+        try:
+            host = ffi.from_buffer(array)
+        except (TypeError, ValueError):  # not C-contiguous: the staged copy's pass packs it
+            staged(memory, array)
+            return
         handle = self._runtime.handle
         mark_enqueued(handle)
         try:
-            code = lib.taichi_aot_vk_update(handle, memory.handle, 0, ffi.from_buffer(array), array.nbytes)
+            code = lib.taichi_aot_vk_update(handle, memory.handle, 0, host, array.nbytes)
         finally:
             came_back()  # Python's lock this thread's again, after a write that may have waited for another's call
         if code == 1:
             staged(memory, array)
         elif code:
-            _raise_for(code, "a kept copy's fill")
+            _raise_for(code, "copy to device memory")
 
     def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
         """``array``'s bytes moved by the GPU through its imported pages, where it is large, moves again and they can
