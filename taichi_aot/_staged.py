@@ -374,7 +374,8 @@ class Again:
         for i, a in hosts.items():
             if a is None:
                 continue
-            printed = _printed(values[i])
+            printed = _printed(values[i]) if a.flags.c_contiguous else None  # a strided one: its layout (the
+            # print of torch's getters, before 2.10, has no strides)
             if printed is not None:
                 views[i] = [a]
                 self._prints.append((i, printed[0], printed[1], views[i]))
@@ -475,7 +476,7 @@ def _filler(nd: NdArray, a: np.ndarray) -> Callable[[np.ndarray], None] | None:
     """How the kept copy ``nd`` of host array ``a`` is filled at each call: the device's own write where ``a`` is
     as the copy is (C-contiguous, of its dtype and size: checked again at each call by its layout or print); None:
     ``from_numpy``."""
-    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes):
+    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes) or a.nbytes % 4:
         return None
     return nd.runtime.device.fill_writer(nd.memory)
 

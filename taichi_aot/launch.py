@@ -413,10 +413,14 @@ class _Launchable(Launcher):
         again = self._again
         if again is None:
             return False
-        copies = again.values(values) if self._foreign.allow_copies else None
+        copies = None
+        try:
+            copies = again.values(values) if self._foreign.allow_copies else None
+        finally:  # not its arrays, copies refused, or a fill refused (a closed runtime): the copies given back
+            if copies is None:
+                self._again = None
+                again.drop()
         if copies is None:
-            self._again = None
-            again.drop()
             return False
         self._launch_again(again, copies, c, plan, values)
         return True

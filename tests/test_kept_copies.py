@@ -109,17 +109,23 @@ def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
     add(x, y, 1.0)
     add(x, y, 1.0)
     assert torch.equal(x, 4 * y)
-    base = torch.arange(128, dtype=torch.float32)
-    y.data = base[::2]  # a strided view: the policy's path (its copy made anew)
+    base = torch.arange(256, dtype=torch.float32)
+    y.data = base[:128:2]  # a strided view: the policy's path (its copy made anew)
     add(x, y, 1.0)
-    assert torch.equal(x, 4 * torch.arange(64, dtype=torch.float32) + base[::2])
+    assert torch.equal(x, 4 * torch.arange(64, dtype=torch.float32) + base[:128:2])
+    add(x, y, 1.0)  # again: kept copies of a strided tensor
+    y.data = base[:192:3]  # another stride, the same start and shape: read through its own strides
+    x.zero_()
+    add(x, y, 1.0)
+    assert torch.equal(x, base[:192:3])
+    add(x, y, 1.0)
     kept = add._again
     del y, base
     gc.collect()
     y2 = torch.ones(64)
     add(x, y2, 1.0)  # a new tensor: the policy's path; the collected one's views were let go
     assert add._again is not kept
-    assert torch.equal(x, 4 * torch.arange(64, dtype=torch.float32) + torch.arange(0, 128, 2, dtype=torch.float32) + 1)
+    assert torch.equal(x, 2 * torch.arange(0, 192, 3, dtype=torch.float32) + 1)
 
 
 def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):

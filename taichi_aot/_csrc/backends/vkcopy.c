@@ -94,8 +94,9 @@ static int vk_update(VkRt *rt, TiMemory dst, uint64_t dst_offset, const void *ho
     AotVkResult code = AOT_VK_SUCCESS;
     AotVkHandle to = aot_vk_buffer_of(rt, dst);
     VkBatch *b;
-    if (to == 0) {
-        return (int)ti_get_last_error(NULL, NULL);
+    if (to == 0) { /* the library's error, or none said: the caller's staged copy says it */
+        int error = (int)ti_get_last_error(NULL, NULL);
+        return error != 0 ? error : 1;
     }
     b = vk_transfer_batch(rt, &code);
     if (b == NULL) {
