@@ -50,13 +50,18 @@ def dtoh(dst: np.ndarray, src: int, context: int | None = None) -> None:
     _transfer(src, dst, context, to_device=False)
 
 
-def htod_small(device: int, context: int | None, wait: Callable[[], None], array: np.ndarray) -> None:
+def htod_small(device: int, context: int, wait: Callable[[], None], array: np.ndarray) -> None:
     """Copy the small C-contiguous array ``array`` (below REGISTER_MIN) to device pointer ``device`` (owned by
-    ``context``, found if None) after ``wait``: one call into the extension (a kept copy's fill, made each call)."""
+    ``context``) after ``wait``: one call into the extension (a kept copy's fill, made each call)."""
     wait()
-    ctx = context_of(device) if context is None else context
-    _cuda.check(_lib.taichi_aot_cuda_transfer(_cuda.table(), ctx, _ffi.from_buffer(array), device, array.nbytes, True),
-                "copy to CUDA memory")
+    _small(device, _ffi.from_buffer(array), array.nbytes, context, True)
+
+
+def _small(device: int, host: Any, nbytes: int, context: int, to_device: bool) -> None:
+    """A copy below REGISTER_MIN (a step loop's read back, a kept copy's fill): one call into the extension, the GIL
+    released."""
+    code = _lib.taichi_aot_cuda_transfer(_cuda.table(), context, host, device, nbytes, to_device)
+    _cuda.check(code, "copy to CUDA memory" if to_device else "copy from CUDA memory")
 
 
 def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device: bool) -> None:
@@ -69,10 +74,8 @@ def _transfer(device: int, array: np.ndarray, context: int | None, *, to_device:
         host = array.__array_interface__["data"][0]
     nbytes = array.nbytes
     ctx = context_of(device) if context is None else context
-    if nbytes < REGISTER_MIN:  # small (a step loop's read back): one call into the extension, the GIL released
-        code = _lib.taichi_aot_cuda_transfer(_cuda.table(), ctx, _ffi.cast("void *", host), device, nbytes,
-                                             to_device)
-        _cuda.check(code, what)
+    if nbytes < REGISTER_MIN:
+        _small(device, _ffi.cast("void *", host), nbytes, ctx, to_device)
         return
     cu = _cuda.driver()
     entry = _pages.take(array, host, nbytes) if _hostpages.REGISTER_LIMIT or register_limit() else None

@@ -73,8 +73,9 @@ class LibraryCudaDevice(Device):
         after the runtime's wait, as :meth:`writer`'s copy is."""
         if memory.host_write or memory.size >= _cuda_host.REGISTER_MIN:
             return None
-        return functools.partial(_cuda_host.htod_small, memory.cuda_pointer(), memory.cuda_context(),
-                                 self._runtime.sync)
+        pointer, context = memory.cuda_pointer(), memory.cuda_context()
+        return functools.partial(_cuda_host.htod_small, pointer,
+                                 _cuda.context_of(pointer) if context is None else context, self._runtime.sync)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies

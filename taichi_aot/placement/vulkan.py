@@ -133,16 +133,21 @@ class SharedMemoryVulkan(Device):
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Recorded on the own Vulkan state's queue where it is open (libtaichi's copy otherwise)."""
         if self.vulkan_id:
-            handle = self._runtime.handle
-            mark_enqueued(handle)
-            try:
-                code = lib.taichi_aot_vk_copy(handle, dst.handle, dst_offset, src.handle, src_offset, size)
-            finally:
-                came_back()  # Python's lock this thread's again, after a copy that may have waited for another's call
+            code = self._queued(lib.taichi_aot_vk_copy, dst.handle, dst_offset, src.handle, src_offset, size)
             if code != 1:
                 _raise_for(code, "copy_memory_device_to_device")
                 return
         super().copy(dst, dst_offset, src, src_offset, size)
+
+    def _queued(self, call: Callable[..., int], *args: Any) -> int:
+        """``call(runtime, *args)``, one of the own Vulkan state's copies: the runtime marked as having work queued
+        first, Python's lock this thread's again after it (it may have waited for another thread's call)."""
+        handle = self._runtime.handle
+        mark_enqueued(handle)
+        try:
+            return call(handle, *args)
+        finally:
+            came_back()
 
     def why_default(self) -> str:
         return self._why
@@ -208,12 +213,7 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
         except (TypeError, ValueError):  # not C-contiguous: the staged copy's pass packs it
             staged(memory, array)
             return
-        handle = self._runtime.handle
-        mark_enqueued(handle)
-        try:
-            code = lib.taichi_aot_vk_update(handle, memory.handle, 0, host, array.nbytes)
-        finally:
-            came_back()  # Python's lock this thread's again, after a write that may have waited for another's call
+        code = self._queued(lib.taichi_aot_vk_update, memory.handle, 0, host, array.nbytes)
         if code == 1:
             staged(memory, array)
         elif code:

@@ -382,8 +382,8 @@ static AotVkResult vk_buffer(VkRt *rt, uint64_t size, uint32_t usage, int host,
     X(AllocateDescriptorSets) X(FreeDescriptorSets) X(UpdateDescriptorSets) X(CreateBuffer) X(DestroyBuffer) \
     X(GetBufferMemoryRequirements) X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory) \
     X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdDispatch) X(CmdPipelineBarrier) X(CmdFillBuffer) \
-    X(CmdCopyBuffer) X(CmdUpdateBuffer) X(CreateQueryPool) X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) \
-    X(GetQueryPoolResults)
+    X(CmdCopyBuffer) X(CmdUpdateBuffer) X(CreateQueryPool) X(DestroyQueryPool) X(CmdResetQueryPool) \
+    X(CmdWriteTimestamp) X(GetQueryPoolResults)
 
 /* The device's entry points; the name of the first missing, or NULL. */
 static const char *vk_functions(VkRt *rt, AotVkGetProcAddr gipa, AotVkDispatch instance) {
