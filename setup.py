@@ -27,8 +27,8 @@ class BuildPyWithLibrary(build_py):
 
 
 #: The C call's extension, taichi_aot._call: call_module.c #includes the other files (their order matters).
-CALL_FILES = ("call_module.c", "records.c", "arrays.c", "reads.c", "fresh.c", "twins.c", "call.c", "remember.c",
-              "eager.c")
+CALL_FILES = ("call_module.c", "pyhelp.c", "records.c", "arrays.c", "reads.c", "fresh.c", "twins.c",
+              "remember.c", "call.c", "eager.c")
 #: The private headers of what crosses those files: a change to one must rebuild.
 CALL_HEADERS = ("call_common.h", "records.h", "arrays.h", "reads.h", "fresh.h", "call.h")
 CSRC = os.path.join("taichi_aot", "_csrc")

@@ -200,7 +200,8 @@ def test_every_registered_module_gives_the_contract(registration):
     ``load`` and ``launch_error``, and its refusal sentences where it has them, each a sentence of its own words."""
     module = registration.imported()
     assert callable(module.load) and callable(module.launch_error)
-    for question, arg in (("returns_refused", None), ("returns_refused", "no PTX for it"), ("reverse_refused", "k")):
+    for question, arg in (("returns_refused", None), ("returns_refused", "no PTX for it"), ("reverse_refused", "k"),
+                          ("unowned_refused", None), ("unowned_refused", "no PTX for it"), ("graph_refused", "'k'")):
         said = getattr(module, question, None)
         if said is not None:
             answer = said(arg)

@@ -67,19 +67,34 @@ def _without_comments(text: str) -> str:
     return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
 
 
+#: A function's definition (``static`` or not) and a variable's at file scope (a type's spec, a table), by name.
+_FUNCTION = re.compile(r"^(?:static\s+|inline\s+)*[A-Za-z_][\w \t*]*?\b(\w+)\([^;{]*\)\s*\{", re.M)
+_VARIABLE = re.compile(r"^(?!extern\b|typedef\b|enum\b|union\b|struct\s+\w+\s*\{)(?:static\s+|const\s+)*"
+                       r"[A-Za-z_][\w \t*]*?\b(\w+)\s*(?:\[[^\]]*\])*\s*(?:=|;)", re.M)
+
+
 def c_calls() -> dict[str, set[str]]:
-    """Which C file calls a function another defines (one not ``static``), for every C file of the package: the
-    edges of its call graph, by file."""
+    """Which C file uses a function or file-scope variable another defines, for every C file of the package: the
+    edges of its graph, by file. Each build compiles its files as one translation unit (build_ffi.py's C_FILES,
+    setup.py's CALL_FILES), so a ``static`` function is seen across the files of its unit, and only there: names are
+    found within each unit (arrays.c is in both)."""
     texts = {}
     for name in _c_files():
         with open(os.path.join(CSRC, name), encoding="utf-8") as f:
             texts[name] = _without_comments(f.read())
-    defined: dict[str, str] = {}
-    for name, text in texts.items():
-        for m in re.finditer(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(\w+)\([^;{]*\)\s*\{", text, re.M):
-            defined.setdefault(m.group(1), name)
-    return {name: {where for fn, where in defined.items() if where != name and re.search(rf"\b{fn}\b", text)}
-            for name, text in texts.items()}
+    edges: dict[str, set[str]] = {name: set() for name in texts}
+    for unit in (_listed("build_ffi.py", "C_FILES"), _listed("setup.py", "CALL_FILES")):
+        defined: dict[str, set[str]] = {}
+        for name in unit:
+            for pattern in (_FUNCTION, _VARIABLE):
+                for m in pattern.finditer(texts[name]):
+                    defined.setdefault(m.group(1), set()).add(name)
+        twice = {fn: sorted(where) for fn, where in defined.items() if len(where) > 1}
+        assert twice == {}, f"defined in two files of one unit: {twice}"
+        for name in unit:
+            edges[name] |= {where for fn, (where,) in defined.items()
+                            if where != name and re.search(rf"\b{fn}\b", texts[name])}
+    return edges
 
 
 def test_no_circle_among_the_c_files():
@@ -88,5 +103,19 @@ def test_no_circle_among_the_c_files():
     from test_layers import _circles
 
     edges = c_calls()
-    assert "backends/vkbatch.c" in edges["backends/vulkan.c"]  # the checker sees a call across files
+    assert "backends/vkbatch.c" in edges["backends/vulkan.c"]  # the checker sees a call across files,
+    assert "pyhelp.c" in edges["call.c"]  # a static function's within a unit,
+    assert "call.c" in edges["call_module.c"]  # and a variable's (the launcher's type spec)
     assert _circles(edges) == []
+
+
+def test_the_c_calls_files_call_only_those_included_before_them():
+    """call_module.c #includes the C call's files lowest first (setup.py's CALL_FILES, in its order): each calls only
+    files before it, and call_module.c, the module's init, any of them."""
+    order = _listed("setup.py", "CALL_FILES")[1:]
+    edges = c_calls()
+    up = [(name, above) for i, name in enumerate(order) for above in sorted(edges[name])
+          if (above in order and order.index(above) > i) or above == "call_module.c"]
+    assert up == []
+    with open(os.path.join(CSRC, "call_module.c"), encoding="utf-8") as f:
+        assert re.findall(r'^#include "(\w+\.c)"', f.read(), re.M) == order

@@ -8,7 +8,7 @@ import ast
 import os
 
 import test_layers
-from test_layers import ROOT, _imports, _modules, _tree
+from test_layers import ROOT, _annotation_imports, _imports, _modules, _tree
 
 #: What reads another library's arrays (their protocols, their modules, the rooms that read them for a launch):
 #: the argument path's, above the backends (``_arrays``, ``_foreign``, ``_arguments``).
@@ -60,43 +60,53 @@ def test_the_array_read_check_sees_a_reader(tmp_path, monkeypatch):
 def test_the_foreign_array_policy_is_imported_by_its_maker_and_the_elsewhere_path_alone():
     """The foreign-array policy's room (``_foreign``) is imported by the runtime, which makes it, and by the packers'
     path for launches made elsewhere: the launch room names what it asks of it by a Protocol of its own, so data
-    flows from the policy to the launch and no helper calls the policy back (§13.10's first change)."""
-    importers = set()
-    for folder, _, names in os.walk(os.path.join(ROOT, "taichi_aot")):
-        for name in names:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "_foreign":
-                    importers.add(os.path.relpath(path, ROOT))
-    assert importers <= {"taichi_aot/runtime.py", "taichi_aot/_arguments.py"}, importers
+    flows from the policy to the launch and no helper calls the policy back (§13.10's first change). Every form of
+    import counts (``from . import _foreign``, one inside a function, one for annotations only)."""
+    known = _modules()
+    importers = {module for module, path in known.items()
+                 if "taichi_aot._foreign" in _imports(module, path, known) | _annotation_imports(module, path, known)}
+    assert importers <= {"taichi_aot.runtime", "taichi_aot._arguments"}, importers
 
 
-#: The modules whose functions open, list or test paths, and what of ``os`` does (its environment does not).
-_FILE_READERS = {"io", "pathlib", "zipfile", "shutil", "glob", "tempfile"}
+#: The modules whose functions open, list, map or test paths, and what of ``os`` does (its environment does not).
+_FILE_READERS = {"io", "pathlib", "zipfile", "tarfile", "shutil", "glob", "tempfile", "mmap"}
 _OS_FILES = {"path", "listdir", "scandir", "stat", "walk", "open", "fdopen"}
+#: numpy's functions that read a file.
+_NUMPY_FILES = {"fromfile", "load", "loadtxt", "genfromtxt", "memmap"}
+
+
+def file_reads(folder: str) -> list[str]:
+    """Where a Python file of ``folder`` opens a file itself, or imports what would."""
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                found.append(f"{name}:{node.lineno}: open()")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                    (node.value.id == "os" and node.attr in _OS_FILES)
+                    or (node.value.id in ("np", "numpy") and node.attr in _NUMPY_FILES)):
+                found.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{name}:{node.lineno}: imports {n}" for n in names if n.split(".")[0] in _FILE_READERS]
+    return found
 
 
 def test_the_backends_open_no_file():
     """A launch backend consumes what metadata/ read and checked once (``ModuleInfo``: a gfx module's SPIR-V, an LLVM
     module's IR and records) and what the PTX room reads of its own files: it opens none itself, nor imports what
     would (§13.10's fourth change)."""
-    found = []
-    for name in sorted(os.listdir(os.path.join(ROOT, "taichi_aot", "backends"))):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(ROOT, "taichi_aot", "backends", name), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
-                found.append(f"{name}:{node.lineno}: open()")
-            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
-                  and node.attr in _OS_FILES):
-                found.append(f"{name}:{node.lineno}: os.{node.attr}")
-            elif isinstance(node, ast.Import):
-                found += [f"{name}:{node.lineno}: import {a.name}" for a in node.names
-                          if a.name.split(".")[0] in _FILE_READERS]
+    found = file_reads(os.path.join(ROOT, "taichi_aot", "backends"))
     assert found == [], found
+
+
+def test_the_file_check_sees_a_reader(tmp_path):
+    """The check above finds each form it looks for."""
+    (tmp_path / "reader.py").write_text("from pathlib import Path\nimport numpy as np\n\ndef f(p):\n"
+                                        "    return Path(p), np.fromfile(p), open(p)\n")
+    found = file_reads(str(tmp_path))
+    assert sorted(f.split(": ", 1)[1] for f in found) == ["imports pathlib", "np.fromfile", "open()"], found

@@ -309,15 +309,6 @@ static PyObject *launcher_forget_method(PyObject *op, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* The value given for slot i, borrowed: a kernel's positional argument, else the keyword of the slot's name; NULL
-   where there is none (a keyword missing, or a module that records no names). */
-static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs) {
-    if (!self->graph && i < PyTuple_Size(args)) {
-        return PyTuple_GetItem(args, i);
-    }
-    return kwargs != NULL && self->slots[i].name != NULL ? call_keyword(kwargs, self->slots[i].name) : NULL;
-}
-
 /* The slot past the `n` positional ones, not yet given a value, named `key`: found by identity (a call's keywords are
    its code's interned names, as the slots' are), else by equality; -1 where there is none (Python's path raises). */
 static Py_ssize_t launcher_slot_named(taichi_aot_launcher *self, Py_ssize_t n, PyObject *key) {
@@ -499,9 +490,6 @@ static void launcher_settle(taichi_aot_launcher *self, int launched) {
         }
     }
 }
-
-/* After a launch made by _slow_call: remember the arrays it was given (remember.c). */
-static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs);
 
 /* Whether the call's arguments have the shape the fast path reads: a graph's all named, a kernel's positional then
    named, as many as it takes (each slot past the positional ones then finds its own keyword, or the call goes to

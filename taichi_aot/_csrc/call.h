@@ -60,8 +60,7 @@ typedef struct {
     PyObject *twins; /* {thread ident: its launcher} (_add_twin: launch.py's _twin), or NULL: none yet */
 } taichi_aot_launcher;
 
-/* call.c's functions remember.c calls, and remember.c's the launcher calls (see there). */
-static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs);
+/* remember.c's: what the launcher remembers after a slow call (see there). */
 static void launcher_remember(taichi_aot_launcher *self, PyObject *args, PyObject *kwargs);
 /* twins.c's: the calling thread's own launcher (a new reference, or NULL), and the method that hands one over. */
 static PyObject *launcher_twin(taichi_aot_launcher *self);

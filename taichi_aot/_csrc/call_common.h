@@ -1,5 +1,5 @@
 /* What the C call's files (setup.py's CALL_FILES: call_module.c and the files it #includes, one translation unit)
-   share: Python's headers first, the system's, taichi_aot.h, and call_module.c's helpers. A private header: never
+   share: Python's headers first, the system's, taichi_aot.h, and pyhelp.c's helpers. A private header: never
    handed to cffi. */
 #ifndef TAICHI_AOT_CALL_COMMON_H
 #define TAICHI_AOT_CALL_COMMON_H
@@ -21,7 +21,7 @@
 /* taichi_aot._native's functions (zero until _bind). */
 static TaichiAotCallTable taichi_aot_api;
 
-/* call_module.c's helpers (see there). */
+/* pyhelp.c's helpers (see there). */
 static PyObject *dict_get(PyObject *dict, PyObject *key);
 static PyObject *strong(PyObject *o);
 static PyObject *call_keyword(PyObject *kwargs, PyObject *name);

@@ -11,13 +11,13 @@
 #define CALLS taichi_aot_vk_hold_calls, taichi_aot_vk_let_go_calls
 
 static const TaichiAotKindOps KINDS[] = {
-    [TAICHI_AOT_KIND_KERNEL] = {aot_library_launch, aot_library_elsewhere, CALLS, 1, 0, NULL},
-    [TAICHI_AOT_KIND_GRAPH] = {aot_library_launch, aot_library_elsewhere, CALLS, 1, 0, NULL},
-    [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, 0, 0, NULL},
-    [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, 0, 0, NULL},
-    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CALLS, 0, 0, NULL},
-    [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, 0, 1, aot_vk_kernel_quick},
-    [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, 0, 1, aot_vk_graph_quick},
+    [TAICHI_AOT_KIND_KERNEL] = {aot_library_launch, aot_library_elsewhere, CALLS, aot_library_drain, 0, NULL},
+    [TAICHI_AOT_KIND_GRAPH] = {aot_library_launch, aot_library_elsewhere, CALLS, aot_library_drain, 0, NULL},
+    [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, NULL, 0, NULL},
+    [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, NULL, 0, NULL},
+    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CALLS, NULL, 0, NULL},
+    [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, NULL, 1, aot_vk_kernel_quick},
+    [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, NULL, 1, aot_vk_graph_quick},
 };
 
 const TaichiAotKindOps *taichi_aot_kind_ops(uint32_t kind) {

@@ -18,9 +18,10 @@ typedef struct {
        nothing held; a NULL entry: the kind's driver takes any thread itself), and let go. */
     void *(*hold)(TiRuntime runtime);
     void (*let_go)(void *held);
-    /* 1: the runtime's queue bound (pending[2]) counts the kind's launches: libtaichi keeps what each of its launches
-       made until a wait. */
-    int bounded;
+    /* For a kind the runtime's queue bound (pending[2]) counts (libtaichi's: it keeps what each of its launches made
+       until a wait): the wait for what is queued when the bound is reached, its error code (0: none). NULL: the kind
+       bounds its own queue (the bound does not count it). */
+    int (*drain)(const TaichiAotLaunch *l);
     /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), so that the C
        call makes it without letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick):
        threads that launch at once do not hand that lock to each other at every launch. 0: it may run the kernel
@@ -40,6 +41,7 @@ __attribute__((visibility("hidden"))) const TaichiAotKindOps *taichi_aot_kind_op
 /* Each backend's entries (in its own C file), for kinds.c. */
 __attribute__((visibility("hidden"))) int aot_library_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) int aot_library_drain(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_cuda_kernel_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_cuda_kernel_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
 __attribute__((visibility("hidden"))) int aot_cuda_graph_launch(const TaichiAotLaunch *l);

@@ -3,7 +3,9 @@
    Launches from Python in one C call: the close-epoch and thread check, the launch and its error code
    (taichi_aot_launch); recorded sequences replayed with no Python in between (taichi_aot_replay); launches made
    elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). Each
-   of them, where NVTX ranges are on, inside a range named for its kernel or graph (launch_any). */
+   of them, where NVTX ranges are on, inside a range named for its kernel or graph (launch_any). What it asks of the
+   C-API is what every runtime has, whichever backend launches on it: the runtime's wait (taichi_aot_runtime_wait) and
+   the thread's error slot, which every backend reports through. */
 #include <pthread.h>
 
 #include "taichi_aot.h"
@@ -105,20 +107,17 @@ static int launch_any(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, con
     return launch_observed(l, ops, where);
 }
 
-/* Counts a launch in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0: gfx backends,
-   whose libtaichi keeps every submitted command buffer, with its argument buffers, until a wait), a launch of a kind
-   the bound counts (its entry's `bounded`) that finds pending[2] launches queued waits for them, as a CUDA launch
-   blocks when its queue is full. Returns the launch's error, else the wait's. */
+/* Counts a launch in the runtime's pending[0]. On a runtime that bounds its queue (pending[2] > 0: gfx backends), a
+   launch of a kind the bound counts (its entry's `drain`) that finds pending[2] launches queued drains them first.
+   Returns the launch's error, else the drain's. */
 static int count_launch(const TaichiAotLaunch *l, const TaichiAotKindOps *ops, int error) {
     int32_t *pending = l->pending;
     if (error == TAICHI_AOT_UNKNOWN_KIND) { /* nothing was launched */
         return error;
     }
-    /* the bound is libtaichi's (it keeps what each launch made until a wait); the own launches bound their own */
-    if (pending[2] > 0 && error == 0 && pending[0] >= pending[2] && ops->bounded) {
-        ti_wait(l->runtime);
+    if (pending[2] > 0 && error == 0 && pending[0] >= pending[2] && ops->drain != NULL) {
         pending[0] = 0;
-        return (int)ti_get_last_error(NULL, NULL);
+        return ops->drain(l);
     }
     if (pending[0] < INT32_MAX) {
         ++pending[0];

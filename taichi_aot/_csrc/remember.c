@@ -1,9 +1,18 @@
-/* What a call made by Python leaves the launcher of call.c to remember (#included after call.c, whose slots these
-   fill): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays of other libraries it was given,
+/* What a call made by Python leaves the launcher of call.c to remember (#included before call.c, which calls it; the
+   slots these fill are call.h's): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays of other libraries it was given,
    so that the next call with them is made in C. Their records (NumpyHit, PrintHit) are records.c's: read by field. */
 #include "call_common.h"
 #include "call.h"
 #include "records.h"
+
+/* The value given for slot i, borrowed: a kernel's positional argument, else the keyword of the slot's name; NULL
+   where there is none (a keyword missing, or a module that records no names). */
+static PyObject *launcher_value(taichi_aot_launcher *self, Py_ssize_t i, PyObject *args, PyObject *kwargs) {
+    if (!self->graph && i < PyTuple_Size(args)) {
+        return PyTuple_GetItem(args, i);
+    }
+    return kwargs != NULL && self->slots[i].name != NULL ? call_keyword(kwargs, self->slots[i].name) : NULL;
+}
 
 /* Remember the CUDA array `value` of slot `s` by its PrintHit `hit` (of its class, signature and access). */
 static void launcher_remember_foreign(taichi_aot_slot *s, PyObject *value, PyObject *hit) {

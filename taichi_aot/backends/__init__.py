@@ -75,7 +75,9 @@ class Registration:
     this module) and ``launch_error(code, what) -> Exception``; and, where it has them to say, the refusals of its
     arch in its own words, asked whether or not it loaded the module: ``returns_refused(why) -> str`` (the end of
     "kernel 'k' returns values, which ...") and ``reverse_refused(name) -> str`` (why a reverse-mode kernel does not
-    run)."""
+    run); where libtaichi may be absent for its modules, ``unowned_refused(why) -> str`` (why it does not take a
+    kernel, ``why`` its own reason or None) and ``graph_refused(kernels) -> str`` (a graph with a kernel it does not
+    take: ``kernels``, the graph's, listed)."""
 
     name: str
     module: str
@@ -169,7 +171,7 @@ class ModuleBackends:
     def __init__(self, arch: Arch, order: list[Backend]):
         self._arch = arch
         self._order = order
-        # why libtaichi has no runtime for the module's kernels (the own CUDA runtime of a device but 0), else None
+        # why libtaichi has no runtime for the module's kernels (a backend's runtime it cannot share), else None
         self._absent = next((b.reason for b in order if isinstance(b, libtaichi.Absent)), None)
         self._reverse: dict[str, Any] = {}  # primal kernel -> its reverse-mode kernel's call, made once
 
@@ -222,8 +224,8 @@ class ModuleBackends:
                 return got
         if self._absent is not None:
             kernels = ", ".join(repr(k) for k in info.dispatches)
-            raise NotSupportedError(f"graph {info.name!r}: one of its kernels is not on taichi_aot's own CUDA launcher "
-                                    f"({kernels}; module.launchers() says why), and {self._absent}")
+            why = self._said("graph_refused", kernels) or f"no launch backend here takes all of its kernels ({kernels})"
+            raise NotSupportedError(f"graph {info.name!r}: {why}, and {self._absent}")
         raise NotSupportedError(f"graph {info.name!r}: no launch backend takes it")  # libtaichi takes every graph
 
     def _why_not(self, name: str) -> str | None:
@@ -240,18 +242,20 @@ class ModuleBackends:
         return any(all(b.graph(info, None) is None for b in own) for info in meta.graphs.values())
 
     def _unowned(self, name: str) -> str:
-        """Why a kernel cannot run on the own CUDA runtime (the end of a sentence)."""
-        why = self._why_not(name) or "no PTX"
-        if self._absent is None:  # device 0: libtaichi was not loaded for the module (a reverse kernel is never asked)
-            return (f"taichi_aot's own CUDA launcher does not take it ({why}), and the module was loaded without "
-                    "libtaichi (its kernels all run on the own launcher; a reverse-mode kernel runs through its "
-                    "primal's grad)")
-        return f"taichi_aot's own CUDA launcher does not take it ({why}), and {self._absent}"
+        """Why a kernel no backend took cannot run where libtaichi has no runtime for it or was not loaded for the
+        module (the end of a sentence): the arch's own backend's words for its part, then libtaichi's absence."""
+        why = self._why_not(name)
+        own = self._said("unowned_refused", why) or f"no launch backend here takes it{f' ({why})' if why else ''}"
+        if self._absent is None:  # libtaichi was not loaded for the module (a reverse kernel is never asked)
+            return (f"{own}, and the module was loaded without libtaichi (its kernels all run on the own launches; a "
+                    "reverse-mode kernel runs through its primal's grad)")
+        return f"{own}, and {self._absent}"
 
     def _said(self, question: str, *args: Any) -> str | None:
         """The first answer to ``question`` (a function of each backend's module: ``returns_refused(why)``,
-        ``reverse_refused(name)``) of the backends registered for this arch, loaded for the module or not (one a
-        module left out, ``launcher="taichi"``, says why it is missing); None: none of them answers."""
+        ``reverse_refused(name)``, ``unowned_refused(why)``, ``graph_refused(kernels)``) of the backends registered
+        for this arch, loaded for the module or not (one a module left out, ``launcher="taichi"``, says why it is
+        missing); None: none of them answers."""
         for registration in _registered:
             if registration.name != LIBTAICHI and registration.loads_on(self._arch):
                 said = getattr(registration.imported(), question, None)
@@ -315,8 +319,8 @@ class ModuleBackends:
                 self._reverse[name] = made
                 return made
         said = self._said("reverse_refused", name)  # the arch's own backend's words, where it has some
-        raise NotSupportedError(said or f"kernel {name!r}: reverse-mode kernels run on x64 and CUDA only (taichi_aot's "
-                                f"own launches); this is a {self._arch.name} runtime")
+        raise NotSupportedError(said or f"kernel {name!r}: no launch backend of a {self._arch.name} runtime runs its "
+                                "reverse-mode kernel (libtaichi cannot hand it its gradients)")
 
     def unload(self) -> None:
         """The module is being released: each backend's code given back (unless a CUDA graph holds it)."""

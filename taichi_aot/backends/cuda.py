@@ -548,6 +548,17 @@ def reverse_refused(name: str) -> str:
             "`taichi_aot ptx`), or was loaded with launcher='taichi'")
 
 
+def unowned_refused(why: str | None) -> str:
+    """Why a kernel no backend took cannot run where libtaichi has no runtime beside this launcher's (the own CUDA
+    runtime of a device but 0) or was not loaded: this launcher does not take it (``why``, its reason)."""
+    return f"taichi_aot's own CUDA launcher does not take it ({why or 'no PTX'})"
+
+
+def graph_refused(kernels: str) -> str:
+    """Why a graph cannot run where libtaichi has no runtime beside this launcher's: one of ``kernels`` is not on it."""
+    return f"one of its kernels is not on taichi_aot's own CUDA launcher ({kernels}; module.launchers() says why)"
+
+
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> CudaBackend | None:
     """The own CUDA launcher as the backend of a module of ``folder`` just loaded in ``runtime`` (its registration's
     ``load``; asked only where ``choice`` is "auto": it is registered choosable): its kernels the module has PTX for

@@ -123,6 +123,12 @@ def returns_refused(why: str | None) -> str:
             + (f"and it does not take it: {why}" if why else "which was not asked for (launcher='taichi')"))
 
 
+def reverse_refused(name: str) -> str:
+    """Why kernel ``name``'s reverse-mode kernel does not run on Vulkan."""
+    return (f"kernel {name!r}: reverse-mode kernels run on taichi_aot's own x64 and CUDA launches only (the own Vulkan "
+            "launch does not run them, and libtaichi cannot hand them their gradients); this is a VULKAN runtime")
+
+
 class VulkanBackend:
     """The own Vulkan launch as a module's backend (``choice.Backend``): the kernels whose tasks it can dispatch,
     made at their first look-up, and the graphs of such kernels; the others are libtaichi's."""

@@ -43,3 +43,11 @@ int aot_library_launch(const TaichiAotLaunch *l) {
 int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
     return launch_library(l, where);
 }
+
+/* The queue bound's wait (kinds.h's `drain`): libtaichi keeps each launch's command buffer and argument buffers until
+   a wait, so a runtime that bounds its queue waits once pending[2] of its launches are queued, as a CUDA launch
+   blocks when its queue is full. */
+int aot_library_drain(const TaichiAotLaunch *l) {
+    ti_wait(l->runtime);
+    return (int)ti_get_last_error(NULL, NULL);
+}
