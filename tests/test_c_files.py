@@ -67,10 +67,24 @@ def _without_comments(text: str) -> str:
     return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
 
 
-#: A function's definition (``static`` or not) and a variable's at file scope (a type's spec, a table), by name.
+#: A function's definition (``static`` or not; the package writes its return type on the name's line), and a
+#: variable's at file scope (a type's spec, a table; each name of a declaration of several), by name.
 _FUNCTION = re.compile(r"^(?:static\s+|inline\s+)*[A-Za-z_][\w \t*]*?\b(\w+)\([^;{]*\)\s*\{", re.M)
 _VARIABLE = re.compile(r"^(?!extern\b|typedef\b|enum\b|union\b|struct\s+\w+\s*\{)(?:static\s+|const\s+)*"
-                       r"[A-Za-z_][\w \t*]*?\b(\w+)\s*(?:\[[^\]]*\])*\s*(?:=|;)", re.M)
+                       r"[A-Za-z_][\w \t*]*?\b(\w+)\s*(?:\[[^\]]*\])*\s*(?:=|;|,)", re.M)
+_DECLARATION = re.compile(r"^(?!extern\b|typedef\b|enum\b|union\b|struct\s+\w+\s*\{|return\b)[A-Za-z_][^;(){}#]*;",
+                          re.M)
+
+
+def _names_defined(text: str) -> set[str]:
+    """The functions and file-scope variables ``text`` (a C file, comments removed) defines."""
+    names = {m.group(1) for pattern in (_FUNCTION, _VARIABLE) for m in pattern.finditer(text)}
+    for m in _DECLARATION.finditer(text):  # each name of `static T *a, *b;`
+        for part in m.group(0).rstrip(";").split(","):
+            found = re.findall(r"\w+", part.split("=")[0].split("[")[0])
+            if found:
+                names.add(found[-1])
+    return names
 
 
 def c_calls() -> dict[str, set[str]]:
@@ -86,9 +100,8 @@ def c_calls() -> dict[str, set[str]]:
     for unit in (_listed("build_ffi.py", "C_FILES"), _listed("setup.py", "CALL_FILES")):
         defined: dict[str, set[str]] = {}
         for name in unit:
-            for pattern in (_FUNCTION, _VARIABLE):
-                for m in pattern.finditer(texts[name]):
-                    defined.setdefault(m.group(1), set()).add(name)
+            for fn in _names_defined(texts[name]):
+                defined.setdefault(fn, set()).add(name)
         twice = {fn: sorted(where) for fn, where in defined.items() if len(where) > 1}
         assert twice == {}, f"defined in two files of one unit: {twice}"
         for name in unit:

@@ -60,8 +60,9 @@ def test_the_array_read_check_sees_a_reader(tmp_path, monkeypatch):
 def test_the_foreign_array_policy_is_imported_by_its_maker_and_the_elsewhere_path_alone():
     """The foreign-array policy's room (``_foreign``) is imported by the runtime, which makes it, and by the packers'
     path for launches made elsewhere: the launch room names what it asks of it by a Protocol of its own, so data
-    flows from the policy to the launch and no helper calls the policy back (§13.10's first change). Every form of
-    import counts (``from . import _foreign``, one inside a function, one for annotations only)."""
+    flows from the policy to the launch and no helper calls the policy back (§13.10's first change). Each form of
+    import statement counts (``from . import _foreign``, one inside a function, one for annotations only); the package's
+    imports by name (``importlib``) are of its registered and lazily read rooms and its extension, never this one."""
     known = _modules()
     importers = {module for module, path in known.items()
                  if "taichi_aot._foreign" in _imports(module, path, known) | _annotation_imports(module, path, known)}
@@ -70,9 +71,23 @@ def test_the_foreign_array_policy_is_imported_by_its_maker_and_the_elsewhere_pat
 
 #: The modules whose functions open, list, map or test paths, and what of ``os`` does (its environment does not).
 _FILE_READERS = {"io", "pathlib", "zipfile", "tarfile", "shutil", "glob", "tempfile", "mmap"}
-_OS_FILES = {"path", "listdir", "scandir", "stat", "walk", "open", "fdopen"}
-#: numpy's functions that read a file.
-_NUMPY_FILES = {"fromfile", "load", "loadtxt", "genfromtxt", "memmap"}
+_OS_FILES = {"path", "listdir", "scandir", "stat", "lstat", "access", "walk", "open", "fdopen", "remove", "unlink",
+             "rename", "replace", "makedirs", "mkdir", "rmdir"}
+#: numpy's functions that read or write a file (an array's ``tofile`` too).
+_NUMPY_FILES = {"fromfile", "load", "loadtxt", "genfromtxt", "memmap", "save", "savez", "savez_compressed", "savetxt",
+                "tofile"}
+
+
+def _imported_file_functions(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What of an import statement opens files: a module of ``_FILE_READERS`` or ``os.path``, or ``os``'s and
+    numpy's file functions imported by name."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] in _FILE_READERS or a.name == "os.path"]
+    module = node.module or ""
+    if module.split(".")[0] in _FILE_READERS or module == "os.path":
+        return [module]
+    named = _OS_FILES if module == "os" else _NUMPY_FILES if module == "numpy" else set()
+    return [f"{module}.{a.name}" for a in node.names if a.name in named]
 
 
 def file_reads(folder: str) -> list[str]:
@@ -86,13 +101,13 @@ def file_reads(folder: str) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
                 found.append(f"{name}:{node.lineno}: open()")
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
-                    (node.value.id == "os" and node.attr in _OS_FILES)
-                    or (node.value.id in ("np", "numpy") and node.attr in _NUMPY_FILES)):
-                found.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Attribute) and (
+                    node.attr == "tofile" or (isinstance(node.value, ast.Name) and (
+                        (node.value.id == "os" and node.attr in _OS_FILES)
+                        or (node.value.id in ("np", "numpy") and node.attr in _NUMPY_FILES)))):
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                found += [f"{name}:{node.lineno}: imports {n}" for n in names if n.split(".")[0] in _FILE_READERS]
+                found += [f"{name}:{node.lineno}: imports {n}" for n in _imported_file_functions(node)]
     return found
 
 
@@ -106,7 +121,10 @@ def test_the_backends_open_no_file():
 
 def test_the_file_check_sees_a_reader(tmp_path):
     """The check above finds each form it looks for."""
-    (tmp_path / "reader.py").write_text("from pathlib import Path\nimport numpy as np\n\ndef f(p):\n"
-                                        "    return Path(p), np.fromfile(p), open(p)\n")
-    found = file_reads(str(tmp_path))
-    assert sorted(f.split(": ", 1)[1] for f in found) == ["imports pathlib", "np.fromfile", "open()"], found
+    (tmp_path / "reader.py").write_text(
+        "import os\nimport os.path as osp\nimport numpy as np\nfrom pathlib import Path\nfrom os import listdir\n"
+        "from numpy import fromfile\nimport zipfile\n\ndef f(p, a):\n"
+        "    return Path(p), np.save(p, a), a.tofile(p), open(p), os.stat(p), osp.isfile(p)\n")
+    found = sorted(f.split(": ", 1)[1] for f in file_reads(str(tmp_path)))
+    assert found == [".save", ".stat", ".tofile", "imports numpy.fromfile", "imports os.listdir", "imports os.path",
+                     "imports pathlib", "imports zipfile", "open()"], found

@@ -19,8 +19,8 @@ typedef struct {
     void *(*hold)(TiRuntime runtime);
     void (*let_go)(void *held);
     /* For a kind the runtime's queue bound (pending[2]) counts (libtaichi's: it keeps what each of its launches made
-       until a wait): the wait for what is queued when the bound is reached, its error code (0: none). NULL: the kind
-       bounds its own queue (the bound does not count it). */
+       until a wait): the wait for what is queued when the bound is reached, its error code (0: none). NULL: a launch
+       of the kind never waits at the bound (its own launches bound their own queue); it is still counted. */
     int (*drain)(const TaichiAotLaunch *l);
     /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), so that the C
        call makes it without letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick):

@@ -5,7 +5,7 @@
    elsewhere than the runtime's thread and stream (taichi_aot_launch_elsewhere: XLA's handler, torch's autograd). Each
    of them, where NVTX ranges are on, inside a range named for its kernel or graph (launch_any). What it asks of the
    C-API is what every runtime has, whichever backend launches on it: the runtime's wait (taichi_aot_runtime_wait) and
-   the thread's error slot, which every backend reports through. */
+   the thread's error slot (where a replay finds an error its launches' codes did not give). */
 #include <pthread.h>
 
 #include "taichi_aot.h"

@@ -247,7 +247,7 @@ class ModuleBackends:
         why = self._why_not(name)
         own = self._said("unowned_refused", why) or f"no launch backend here takes it{f' ({why})' if why else ''}"
         if self._absent is None:  # libtaichi was not loaded for the module (a reverse kernel is never asked)
-            return (f"{own}, and the module was loaded without libtaichi (its kernels all run on the own launches; a "
+            return (f"{own}, and the module was loaded without libtaichi (its kernels all run on the own launcher; a "
                     "reverse-mode kernel runs through its primal's grad)")
         return f"{own}, and {self._absent}"
 
@@ -319,8 +319,8 @@ class ModuleBackends:
                 self._reverse[name] = made
                 return made
         said = self._said("reverse_refused", name)  # the arch's own backend's words, where it has some
-        raise NotSupportedError(said or f"kernel {name!r}: no launch backend of a {self._arch.name} runtime runs its "
-                                "reverse-mode kernel (libtaichi cannot hand it its gradients)")
+        raise NotSupportedError(said or f"kernel {name!r}: no launch backend on this {self._arch.name} runtime runs "
+                                "its reverse-mode kernel (libtaichi cannot hand it its gradients)")
 
     def unload(self) -> None:
         """The module is being released: each backend's code given back (unless a CUDA graph holds it)."""

@@ -254,6 +254,13 @@ def returns_refused(why: str | None) -> str:
     return f"only taichi_aot's x64 launch gives, and it cannot take it: {why or ''}"
 
 
+def reverse_refused(name: str) -> str:
+    """Why kernel ``name``'s reverse-mode kernel does not run on x64 where no backend made it: the own x64 launch runs
+    it from the module's IR, which this module does not have."""
+    return (f"kernel {name!r}: its reverse-mode kernel runs on taichi_aot's own x64 launch, from the module's LLVM IR, "
+            "which this module does not give it (libtaichi cannot hand it its gradients)")
+
+
 def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, meta: Any) -> X64Backend:
     """The own x64 launch as a backend of a module just loaded in ``runtime`` (its registration's ``load``): for the
     kernels libtaichi cannot give all they need, whatever ``choice``."""
