@@ -315,6 +315,22 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     assert "Traceback" not in err
 
 
+def test_ctrl_c_says_one_line_though_it_left_an_object_half_made():
+    """Ctrl-C inside a ZipFile's __init__ (a module being read) leaves one whose finalizer fails as the process ends:
+    the user still reads one line, the last."""
+    script = (
+        "import sys, zipfile\n"
+        "from taichi_aot.cli import add_command, main\n"
+        "def stop(args):\n"
+        "    global half\n"
+        "    half = zipfile.ZipFile.__new__(zipfile.ZipFile)\n"
+        "    half.fp = open(sys.executable, 'rb')  # as far as __init__ got: no _writing yet\n"
+        "    raise KeyboardInterrupt\n"
+        "sys.exit(main(['stop'], extra=[lambda sub: add_command(sub, 'stop', stop, 'interrupted')]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and proc.stderr.strip().splitlines() == ["taichi-aot: interrupted"], proc.stderr
+
+
 def test_archs_gives_reasons_a_user_can_act_on(tmp_path):
     """Every unavailable arch says why in words a user can act on: no bare word from the library, no exit code; a
     backend the library was built without says so; an OpenGL backend that crashes without a display names it."""

@@ -500,6 +500,9 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush at exit fails no more
         return 1
     except KeyboardInterrupt:
+        # an object the interrupt left half made (a ZipFile stopped inside its __init__) may fail in its finalizer
+        # as the process ends: after Ctrl-C that is noise, not the user's to read
+        sys.unraisablehook = lambda _unraisable: None
         print("taichi-aot: interrupted", file=sys.stderr)
         return 130
     except OSError as e:  # a file the user named cannot be read or written
