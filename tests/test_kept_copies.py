@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import require_extra
-from taichi_aot import Arch
-from taichi_aot.errors import ArgumentTypeError, ReadOnlyArrayError
+from taichi_aot import Arch, Runtime
+from taichi_aot.errors import ArgumentTypeError, ClosedError, InvalidArgumentError, ReadOnlyArrayError
 
 
 def test_host_arrays_passed_again_reuse_their_copies(device_policy, modules):
@@ -155,3 +155,32 @@ def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):
     strided = np.arange(32, dtype=np.float32)[::2]  # not contiguous: packed first, as from_numpy does
     small.from_numpy(strided)
     assert np.array_equal(small.to_numpy(), strided)
+
+
+def test_a_fill_writer_checks_what_it_is_given(device_policy):
+    """``rt.device.fill_writer`` is public: it takes a Memory of its runtime alone, and each write an array of that
+    memory's size into a memory still open (typed errors, nothing written); a strided array is packed first."""
+    rt = device_policy
+    nd = rt.ndarray((8,), np.float32)
+    for bad in (nd, 3, None):
+        with pytest.raises(ArgumentTypeError):
+            rt.device.fill_writer(bad)
+    with Runtime(rt.arch) as other, pytest.raises(ArgumentTypeError):
+        rt.device.fill_writer(other.ndarray((8,), np.float32).memory)
+    fill = rt.device.fill_writer(nd.memory)
+    assert fill is not None
+    nd.from_numpy(np.full(8, 2, np.float32))
+    for bad, error in ((np.zeros(16, np.float32), InvalidArgumentError),
+                       (np.zeros(4, np.float32), InvalidArgumentError), ([0.0] * 8, ArgumentTypeError)):
+        with pytest.raises(error):
+            fill(bad)
+    assert np.array_equal(nd.to_numpy(), np.full(8, 2, np.float32))  # nothing was written
+    fill(np.arange(16, dtype=np.float32)[::2])
+    fill(np.arange(8, dtype=np.int32))  # bytes: any dtype of the size
+    assert np.array_equal(nd.to_numpy().view(np.int32), np.arange(8, dtype=np.int32))
+    memory = nd.memory
+    nd.close()
+    with pytest.raises(ClosedError):
+        fill(np.zeros(8, np.float32))
+    with pytest.raises(ClosedError):
+        rt.device.fill_writer(memory)

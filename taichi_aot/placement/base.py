@@ -111,6 +111,17 @@ def _read_direct(memory: Any, out: np.ndarray) -> None:
     memory.copy_host(out, memory.size, to_device=False)
 
 
+def _checked_fill(fill: Callable[[np.ndarray], None], memory: Any, array: Any) -> None:
+    """A fill (:meth:`Device.fill_writer`) of an open ``memory`` from a numpy array of its size, made C-contiguous."""
+    memory.ensure_open()
+    if not isinstance(array, np.ndarray):
+        raise ArgumentTypeError(f"a fill needs a numpy array, got {type(array).__name__}")
+    if array.nbytes != memory.size:
+        raise InvalidArgumentError(f"a fill of a memory of {memory.size} bytes needs an array of as many, got "
+                                   f"{array.nbytes}")
+    fill(np.ascontiguousarray(array))
+
+
 def _write_direct(memory: Any, data: np.ndarray) -> None:
     memory.copy_host(data, memory.size, to_device=True)
 
@@ -336,11 +347,26 @@ class Device:
             return _write_direct
         return self.staging.upload_waited if memory.host_read else self.staging.upload
 
-    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """How a host array as ``memory`` is (C-contiguous, of its size) reaches it when it is written again and
-        again (a kept copy's fill, ``_staged.Again``), with the least work on the host's side: the device's own
-        write, which waits or orders itself as :meth:`writer`'s does; None where :meth:`writer` serves (none
-        here)."""
+    def fill_writer(self, memory: Any, *, checked: bool = True) -> Callable[[np.ndarray], None] | None:
+        """How a host array of ``memory``'s size reaches it when it is written again and again (a kept copy's fill,
+        ``_staged.Again``), with the least work on the host's side: the device's own write (:meth:`_fill`), which
+        waits or orders itself as :meth:`writer`'s does; None where :meth:`writer` serves. ``memory`` is a Memory of
+        this device's runtime; each write checks that it is still open and that the array is a numpy array of its
+        size (typed errors), unless ``checked`` is False: the caller has checked both and keeps ``memory`` open (the
+        kept copies, which check their arrays at each call)."""
+        if not checked:
+            return self._fill(memory)
+        if not all(hasattr(memory, a) for a in ("handle", "host_write", "ensure_open")) or (
+                memory.runtime is not self._runtime):
+            raise ArgumentTypeError(f"fill_writer needs a Memory of this device's runtime (an ndarray's: nd.memory), "
+                                    f"got {type(memory).__name__}")
+        memory.ensure_open()
+        fill = self._fill(memory)
+        return None if fill is None else functools.partial(_checked_fill, fill, memory)
+
+    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """:meth:`fill_writer`'s write, with no check around it (a C-contiguous array of ``memory``'s size); None
+        here: :meth:`writer` serves."""
         return None
 
     def read_waits(self, memory: Any) -> bool:

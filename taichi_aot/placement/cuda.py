@@ -68,7 +68,7 @@ class LibraryCudaDevice(Device):
     def writer(self, memory: Any) -> Mover:
         return _write_direct if memory.host_write else _write_cuda
 
-    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
         """A small array (below ``_cuda_host.REGISTER_MIN``) copied by the driver in one call into the extension,
         after the runtime's wait, as :meth:`writer`'s copy is."""
         if memory.host_write or memory.size >= _cuda_host.REGISTER_MIN:

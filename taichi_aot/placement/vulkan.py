@@ -193,7 +193,7 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
             return functools.partial(self._update, staged)
         return functools.partial(self._imported, staged, True)
 
-    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
         """The writer's own write of a few bytes (:meth:`_update`), with no ndarray's checks around it."""
         return functools.partial(self._update, super().writer(memory), memory) if self._updates(memory) else None
 
