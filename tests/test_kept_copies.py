@@ -184,3 +184,23 @@ def test_a_fill_writer_checks_what_it_is_given(device_policy):
         fill(np.zeros(8, np.float32))
     with pytest.raises(ClosedError):
         rt.device.fill_writer(memory)
+
+
+def test_the_own_vulkan_writes_refuse_bytes_past_a_memorys_end(device_policy):
+    """Below the Python checks, the own Vulkan state's writes and copies refuse a range past a memory's end with
+    the library's error (ArgumentOutOfRangeError), writing nothing, rather than hand the GPU an invalid copy."""
+    from taichi_aot._native import ffi, lib
+    from taichi_aot.errors import ArgumentOutOfRangeError, check
+
+    rt = device_policy
+    nd = rt.ndarray((8,), np.float32)
+    nd.from_numpy(np.full(8, 2, np.float32))
+    data = np.arange(64, dtype=np.float32)
+    handle, memory, host = rt.handle, nd.memory.handle, ffi.from_buffer(data)
+    for what, call in (("update", lambda: lib.taichi_aot_vk_update(handle, memory, 0, host, data.nbytes)),
+                       ("update at an offset", lambda: lib.taichi_aot_vk_update(handle, memory, 16, host, 32)),
+                       ("copy", lambda: lib.taichi_aot_vk_copy(handle, memory, 4, memory, 0, 32))):
+        assert call() == lib.TI_ERROR_ARGUMENT_OUT_OF_RANGE, what
+        with pytest.raises(ArgumentOutOfRangeError, match="past the end"):
+            check(what)
+    assert np.array_equal(nd.to_numpy(), np.full(8, 2, np.float32))

@@ -67,8 +67,8 @@ static int vk_copy(VkRt *rt, TiMemory dst, uint64_t dst_offset, TiMemory src, ui
     AotVkBufferCopy region;
     AotVkHandle to, from;
     AotVkResult code;
-    to = aot_vk_buffer_of(rt, dst);
-    from = aot_vk_buffer_of(rt, src);
+    to = aot_vk_buffer_of(rt, dst, dst_offset, size);
+    from = to != 0 ? aot_vk_buffer_of(rt, src, src_offset, size) : 0;
     if (to == 0 || from == 0) {
         return (int)ti_get_last_error(NULL, NULL);
     }
@@ -92,7 +92,7 @@ int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiM
    (taichi_aot_vk_update). */
 static int vk_update(VkRt *rt, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size) {
     AotVkResult code = AOT_VK_SUCCESS;
-    AotVkHandle to = aot_vk_buffer_of(rt, dst);
+    AotVkHandle to = aot_vk_buffer_of(rt, dst, dst_offset, size);
     VkBatch *b;
     if (to == 0) { /* the library's error, or none said: the caller's staged copy says it */
         int error = (int)ti_get_last_error(NULL, NULL);
@@ -269,7 +269,7 @@ static int vk_host_copy(VkRt *rt, TiMemory memory, uint64_t offset, void *host, 
     AotVkHandle device_buffer;
     AotVkBufferCopy regions[2];
     AotVkResult code;
-    device_buffer = aot_vk_buffer_of(rt, memory);
+    device_buffer = aot_vk_buffer_of(rt, memory, offset, size);
     if (device_buffer == 0) {
         return (int)ti_get_last_error(NULL, NULL);
     }

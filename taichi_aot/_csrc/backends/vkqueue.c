@@ -327,10 +327,15 @@ static uint64_t vk_host_alignment(VkRt *rt) {
 }
 
 /* A memory's VkBuffer, or 0 (unknown to the library: its error says so). */
-AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory) {
+AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory, uint64_t offset, uint64_t size) {
     TiVulkanMemoryInteropInfo info;
     memset(&info, 0, sizeof(info));
     ti_export_vulkan_memory(rt->runtime, memory, &info);
+    if (info.buffer != NULL && (offset > info.size || size > info.size - offset)) {
+        /* the callers check their ranges in Python: this keeps a write past the end off the GPU all the same */
+        ti_set_last_error(TI_ERROR_ARGUMENT_OUT_OF_RANGE, "taichi_aot: a copy past the end of a memory");
+        return 0;
+    }
     return (AotVkHandle)(uintptr_t)info.buffer;
 }
 

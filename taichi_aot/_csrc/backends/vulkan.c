@@ -309,7 +309,7 @@ static VkSets *vk_sets(VkKernel *k, const TiMemory *memories, AotVkResult *code)
     }
     aot_vk_drop_sets(rt, k, s);
     for (a = 0; a < k->array_count; ++a) {
-        s->buffers[a] = aot_vk_buffer_of(rt, memories[a]);
+        s->buffers[a] = aot_vk_buffer_of(rt, memories[a], 0, 0);
         if (s->buffers[a] == 0) {
             *code = VK_LIBRARY_ERROR; /* its memory unknown to the library, whose error says so */
             return NULL;

@@ -215,8 +215,10 @@ __attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule modu
 __attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
 /* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
 __attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
-/* A memory's VkBuffer (0: unknown to the library, whose last error says so). */
-__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory);
+/* A memory's VkBuffer for `size` bytes from `offset` (0, 0: the whole; a binding's); 0: unknown to the library, or
+   the bytes past the memory's end (TI_ERROR_ARGUMENT_OUT_OF_RANGE), the library's last error says which. */
+__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory, uint64_t offset,
+                                                                   uint64_t size);
 /* What the runtime made, let go: a kernel freed; the sets it keeps for some arrays (at once where no batch uses them,
    else once those are done: aot_vk_bury); the sets that bind a memory being freed; imported pages' buffer and memory;
    the dead kernels and sets whose batches are done. */
