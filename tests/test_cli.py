@@ -329,6 +329,11 @@ def test_ctrl_c_says_one_line_though_it_left_an_object_half_made():
         "sys.exit(main(['stop'], extra=[lambda sub: add_command(sub, 'stop', stop, 'interrupted')]))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 130 and proc.stderr.strip().splitlines() == ["taichi-aot: interrupted"], proc.stderr
+    # what is not a finalizer's still says itself: an atexit callback that fails
+    failing = script.replace("    raise KeyboardInterrupt\n", "    import atexit\n    atexit.register(lambda: 1 / 0)\n"
+                                                                "    raise KeyboardInterrupt\n")
+    proc = subprocess.run([sys.executable, "-c", failing], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and "ZeroDivisionError" in proc.stderr and "_writing" not in proc.stderr, proc.stderr
 
 
 def test_archs_gives_reasons_a_user_can_act_on(tmp_path):

@@ -175,6 +175,8 @@ def test_a_fill_writer_checks_what_it_is_given(device_policy):
         with pytest.raises(error):
             fill(bad)
     assert np.array_equal(nd.to_numpy(), np.full(8, 2, np.float32))  # nothing was written
+    with pytest.raises(ArgumentTypeError):
+        fill(np.array([None] * 4, dtype=object))  # 32 bytes of pointers: not numbers
     fill(np.arange(16, dtype=np.float32)[::2])
     fill(np.arange(8, dtype=np.int32))  # bytes: any dtype of the size
     assert np.array_equal(nd.to_numpy().view(np.int32), np.arange(8, dtype=np.int32))

@@ -20,6 +20,7 @@ writer (png.py). Nothing in the library imports from here.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -400,6 +401,12 @@ def add_command(sub: Subcommands, name: str, func: Command, help: str,
     return p
 
 
+def _quiet_finalizers(hook: Callable[[Any], object], unraisable: Any) -> None:
+    """``sys.unraisablehook`` after an interrupt: a finalizer's error left unsaid, anything else handed to ``hook``."""
+    if unraisable.err_msg is not None:
+        hook(unraisable)
+
+
 #: Adds a command of a room above this one to the table of subcommands (``add_command`` does the work).
 AddCommand = Callable[[Subcommands], None]
 
@@ -501,8 +508,9 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
         return 1
     except KeyboardInterrupt:
         # an object the interrupt left half made (a ZipFile stopped inside its __init__) may fail in its finalizer
-        # as the process ends: after Ctrl-C that is noise, not the user's to read
-        sys.unraisablehook = lambda _unraisable: None
+        # as the process ends: after Ctrl-C that is noise, not the user's to read (a finalizer's message has no
+        # err_msg; an atexit callback's and the rest still reach the hook there was)
+        sys.unraisablehook = functools.partial(_quiet_finalizers, sys.unraisablehook)
         print("taichi-aot: interrupted", file=sys.stderr)
         return 130
     except OSError as e:  # a file the user named cannot be read or written

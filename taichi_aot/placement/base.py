@@ -112,14 +112,18 @@ def _read_direct(memory: Any, out: np.ndarray) -> None:
 
 
 def _checked_fill(fill: Callable[[np.ndarray], None], memory: Any, array: Any) -> None:
-    """A fill (:meth:`Device.fill_writer`) of an open ``memory`` from a numpy array of its size, made C-contiguous."""
+    """A fill (:meth:`Device.fill_writer`) of an open ``memory`` from a numpy array of its size, made C-contiguous,
+    with the memory pinned (a close on another thread releases it after the write, never under it)."""
     memory.ensure_open()
     if not isinstance(array, np.ndarray):
         raise ArgumentTypeError(f"a fill needs a numpy array, got {type(array).__name__}")
     if array.nbytes != memory.size:
         raise InvalidArgumentError(f"a fill of a memory of {memory.size} bytes needs an array of as many, got "
                                    f"{array.nbytes}")
-    fill(np.ascontiguousarray(array))
+    if array.dtype.hasobject:
+        raise ArgumentTypeError("a fill needs an array of numbers, not of Python objects")
+    with memory.in_use():
+        fill(np.ascontiguousarray(array))
 
 
 def _write_direct(memory: Any, data: np.ndarray) -> None:

@@ -34,6 +34,13 @@ def _write_cuda(memory: Any, data: np.ndarray) -> None:  # contiguous: the ndarr
     _cuda_host.htod(memory.cuda_pointer(), data, memory.cuda_context())
 
 
+def _fill_cuda(memory: Any, pointer: int, context: int, wait: Callable[[], None], array: np.ndarray) -> None:
+    """A small fill (``Device.fill_writer``): refused while a view that is a copy lives (it would undo the fill when
+    it ends), then one call into the extension after ``wait``."""
+    memory.refuse_mapped_copy()
+    _cuda_host.htod_small(pointer, context, wait, array)
+
+
 class LibraryCudaDevice(Device):
     """libtaichi's CUDA memory, copied by the driver."""
 
@@ -74,8 +81,8 @@ class LibraryCudaDevice(Device):
         if memory.host_write or memory.size >= _cuda_host.REGISTER_MIN:
             return None
         pointer, context = memory.cuda_pointer(), memory.cuda_context()
-        return functools.partial(_cuda_host.htod_small, pointer,
-                                 _cuda.context_of(pointer) if context is None else context, self._runtime.sync)
+        return functools.partial(_fill_cuda, memory, pointer, _cuda.context_of(pointer) if context is None else context,
+                                 self._runtime.sync)
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         # 1.7.4 reports NOT_SUPPORTED for device copies on CUDA: the driver copies
