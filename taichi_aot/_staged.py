@@ -474,9 +474,9 @@ class Again:
 
 def _filler(nd: NdArray, a: np.ndarray) -> Callable[[np.ndarray], None] | None:
     """How the kept copy ``nd`` of host array ``a`` is filled at each call: the device's own write where ``a`` is
-    as the copy is (C-contiguous, of its dtype and size: checked again at each call by its layout or print); None:
-    ``from_numpy``."""
-    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes) or a.nbytes % 4:
+    as the copy is (C-contiguous, of its dtype and size: checked again at each call by its layout or print; what the
+    write itself cannot carry it hands to the device's staged copy); None: ``from_numpy``."""
+    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes):
         return None
     return nd.runtime.device.fill_writer(nd.memory, checked=False)  # checked here, and at each call
 

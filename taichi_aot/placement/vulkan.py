@@ -195,7 +195,7 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
 
     def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
         """The writer's own write of a few bytes (:meth:`_update`), with no ndarray's checks around it."""
-        return functools.partial(self._update, super().writer(memory), memory) if self._updates(memory) else None
+        return functools.partial(self.writer(memory), memory) if self._updates(memory) else None
 
     def _updates(self, memory: Any) -> bool:
         """Whether host arrays reach ``memory`` through the command buffer (:meth:`_update`): memory of the GPU's
