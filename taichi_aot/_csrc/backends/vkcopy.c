@@ -49,6 +49,13 @@ static void vk_transfer_done(VkRt *rt, VkBatch *b) {
     ++rt->counts[VK_COUNT_COPIES];
 }
 
+/* Where a memory gave no buffer (aot_vk_buffer_of): the library's error, else 1 (none said: the caller's other path,
+   libtaichi's copy or the staged one, says what is wrong). */
+static int vk_no_buffer(void) {
+    int error = (int)ti_get_last_error(NULL, NULL);
+    return error != 0 ? error : 1;
+}
+
 /* One copy of `count` regions recorded into the batch being recorded, with Taichi's barrier after it. */
 static AotVkResult vk_record_copy(VkRt *rt, AotVkHandle dst, AotVkHandle src, uint32_t count,
                                   const AotVkBufferCopy *region) {
@@ -70,7 +77,7 @@ static int vk_copy(VkRt *rt, TiMemory dst, uint64_t dst_offset, TiMemory src, ui
     to = aot_vk_buffer_of(rt, dst, dst_offset, size);
     from = to != 0 ? aot_vk_buffer_of(rt, src, src_offset, size) : 0;
     if (to == 0 || from == 0) {
-        return (int)ti_get_last_error(NULL, NULL);
+        return vk_no_buffer();
     }
     region.srcOffset = src_offset;
     region.dstOffset = dst_offset;
@@ -94,9 +101,8 @@ static int vk_update(VkRt *rt, TiMemory dst, uint64_t dst_offset, const void *ho
     AotVkResult code = AOT_VK_SUCCESS;
     AotVkHandle to = aot_vk_buffer_of(rt, dst, dst_offset, size);
     VkBatch *b;
-    if (to == 0) { /* the library's error, or none said: the caller's staged copy says it */
-        int error = (int)ti_get_last_error(NULL, NULL);
-        return error != 0 ? error : 1;
+    if (to == 0) {
+        return vk_no_buffer();
     }
     b = vk_transfer_batch(rt, &code);
     if (b == NULL) {
@@ -271,7 +277,7 @@ static int vk_host_copy(VkRt *rt, TiMemory memory, uint64_t offset, void *host, 
     AotVkResult code;
     device_buffer = aot_vk_buffer_of(rt, memory, offset, size);
     if (device_buffer == 0) {
-        return (int)ti_get_last_error(NULL, NULL);
+        return vk_no_buffer();
     }
     if (import_id != 0) {
         pthread_mutex_lock(&aot_vk_lock);
