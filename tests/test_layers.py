@@ -237,6 +237,8 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
+    ("_staged", "_fill"): "a kept copy's fill: the device's write without fill_writer's checks, which the plan makes "
+                          "when it is made and at each call",
     ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
     ("_torchop", "_choice"): "a torch op's C kernel launches its kernel's backend's kind and handle, as JAX plans do",
     ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",

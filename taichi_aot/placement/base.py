@@ -351,15 +351,12 @@ class Device:
             return _write_direct
         return self.staging.upload_waited if memory.host_read else self.staging.upload
 
-    def fill_writer(self, memory: Any, *, checked: bool = True) -> Callable[[np.ndarray], None] | None:
-        """How a host array of ``memory``'s size reaches it when it is written again and again (a kept copy's fill,
-        ``_staged.Again``), with the least work on the host's side: the device's own write (:meth:`_fill`), which
-        waits or orders itself as :meth:`writer`'s does; None where :meth:`writer` serves. ``memory`` is a Memory of
-        this device's runtime; each write checks that it is still open and that the array is a numpy array of its
-        size (typed errors), unless ``checked`` is False: the caller has checked both and keeps ``memory`` open (the
-        kept copies, which check their arrays at each call)."""
-        if not checked:
-            return self._fill(memory)
+    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+        """How a host array of ``memory``'s size reaches it when it is written again and again, with the least work on
+        the host's side: the device's own write (:meth:`_fill`), which waits or orders itself as :meth:`writer`'s
+        does; None where :meth:`writer` serves. ``memory`` is a Memory of this device's runtime; each write checks
+        that it is still open and that the array is a numpy array of its size (typed errors). The kept copies
+        (``_staged.Again``), which check their arrays at each call, take :meth:`_fill` itself."""
         if not all(hasattr(memory, a) for a in ("handle", "host_write", "ensure_open")) or (
                 memory.runtime is not self._runtime):
             raise ArgumentTypeError(f"fill_writer needs a Memory of this device's runtime (an ndarray's: nd.memory), "
@@ -369,8 +366,8 @@ class Device:
         return None if fill is None else functools.partial(_checked_fill, fill, memory)
 
     def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """:meth:`fill_writer`'s write, with no check around it (a C-contiguous array of ``memory``'s size); None
-        here: :meth:`writer` serves."""
+        """:meth:`fill_writer`'s write, with no check around it (a C-contiguous array of ``memory``'s size, an open
+        memory: the caller's to see to); None here: :meth:`writer` serves."""
         return None
 
     def read_waits(self, memory: Any) -> bool:
