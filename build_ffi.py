@@ -32,7 +32,7 @@ HEADER = "taichi_aot.h"
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 #: Each launch backend's C lies in ``backends/`` (libtaichi's too), its kinds' entries listed in kinds.c, which
 #: launch.c, the dispatcher, calls through.
-C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
+C_FILES = ("loader.c", "waits.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
            "backends/vkqueue.c", "backends/vkbatch.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c",
            "opplan.c", "xla.c", "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c",
            "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
@@ -40,7 +40,7 @@ C_FILES = ("loader.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
                    "backends/plan.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
-                   "backends/cudaprofile.h")
+                   "backends/cudaprofile.h", "waits.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

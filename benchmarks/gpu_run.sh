@@ -13,24 +13,7 @@
 # shipped taichi_aot/cli/demo.tcm (Taichi compiles for CUDA only where a GPU is).
 set -uo pipefail
 out=${1:?output folder}; shift
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
-repo=$(pwd)
-# SPIRV-Tools' validator, which the build bundles (no network there to fetch its wheel)
-[ -f .whl/libSPIRV-Tools-shared.so ] && export TAICHI_AOT_SPIRV_TOOLS_LIB=$repo/.whl/libSPIRV-Tools-shared.so
-if python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target /tmp/site .; then
-  where=/tmp
-else  # no compiler for the extensions there: use the checkout with the carried abi3 builds of them
-  echo "building taichi_aot there failed; using the carried taichi_aot/*.abi3.so and taichi_aot_bench/_steps.abi3.so"
-  export PYTHONPATH=$repo:/tmp/site
-  where=$repo
-fi
-if ! python3 -c 'import ctypes; ctypes.CDLL("libvulkan.so.1")' 2>/dev/null; then echo "no Vulkan loader"; fi
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && \
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-mkdir -p /tmp/cache && cp -r .gpu/cache/. /tmp/cache/ 2>/dev/null
-export TAICHI_AOT_CACHE=/tmp/cache
+source benchmarks/gpu_setup.sh  # the carried wheels, the loader, taichi_aot built: sets repo, where
 cd "$where"
 if [ -n "${GPU_TESTS:-}" ]; then  # the test suite too: CUDA tests run only where CUDA is
   # PYTHONSAFEPATH: the tests and the processes they start import the taichi_aot installed in /tmp/site

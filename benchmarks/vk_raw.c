@@ -5,6 +5,9 @@
 
    The loops, each on one compute queue of the first device whose name holds DEVICE_SUBSTRING:
    - reused_fence: an empty command buffer submitted with one fence, waited for and reset;
+   - reused_fence_polled, dispatch_polled, dispatch_64_polled: reused_fence, dispatch and dispatch_64 with the fence
+     polled (vkGetFenceStatus in a loop) instead of waited for in vkWaitForFences: a wait at the GPU's own floor,
+     which a blocking wait on NVIDIA's driver misses by 20-30 us;
    - wait_idle: vkQueueWaitIdle with nothing queued;
    - new_fence_and_semaphore: libtaichi 1.7.4's way, a new VkSemaphore (signalled) and a new VkFence each submit,
      vkQueueWaitIdle, both destroyed;
@@ -47,6 +50,19 @@ static const uint32_t EMPTY_SPIRV[] = {
 static double now_us(void) {
     return vk_bench_seconds() * 1e6;
 }
+
+/* The fence waited for: blocking in the driver, or polled until signalled. */
+#define WAIT_FENCE(polled)                                                        \
+    do {                                                                          \
+        if (polled) {                                                             \
+            VkResult status_;                                                     \
+            while ((status_ = vkGetFenceStatus(device, fence)) == VK_NOT_READY) { \
+            }                                                                     \
+            CHECK(status_);                                                       \
+        } else {                                                                  \
+            CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));       \
+        }                                                                         \
+    } while (0)
 
 #define MAX_BINDS 32
 
@@ -360,6 +376,7 @@ int main(int argc, char **argv) {
     LOAD_DEVICE(vkDestroyFence);
     LOAD_DEVICE(vkResetFences);
     LOAD_DEVICE(vkWaitForFences);
+    LOAD_DEVICE(vkGetFenceStatus);
     LOAD_DEVICE(vkCreateSemaphore);
     LOAD_DEVICE(vkDestroySemaphore);
     LOAD_DEVICE(vkQueueSubmit);
@@ -390,15 +407,18 @@ int main(int argc, char **argv) {
     VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &cb;
-    double t, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64, stamps_2 = -1, stamps_1 = -1;
+    double t, reused = -1, reused_polled = -1, idle, libtaichi, semaphore, create, dispatch, dispatch_64, stamps_2 = -1,
+        stamps_1 = -1, dispatch_polled = -1, dispatch_64_polled = -1;
 
-    t = now_us();
-    for (i = 0; i < rounds; ++i) {
-        CHECK(vkQueueSubmit(queue, 1, &si, fence));
-        CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-        CHECK(vkResetFences(device, 1, &fence));
+    for (int polled = 0; polled < 2; ++polled) {
+        t = now_us();
+        for (i = 0; i < rounds; ++i) {
+            CHECK(vkQueueSubmit(queue, 1, &si, fence));
+            WAIT_FENCE(polled);
+            CHECK(vkResetFences(device, 1, &fence));
+        }
+        *(polled ? &reused_polled : &reused) = (now_us() - t) / rounds;
     }
-    reused = (now_us() - t) / rounds;
 
     t = now_us();
     for (i = 0; i < rounds; ++i) {
@@ -461,10 +481,10 @@ int main(int argc, char **argv) {
     VkQueryPool queries = VK_NULL_HANDLE;
     int stamps_here = fprops[family].timestampValidBits > 0 &&
                       vkCreateQueryPool(device, &qpi, NULL, &queries) == VK_SUCCESS;
-    int per_round[4] = {1, 64, 64, 64}, stamps_of[4] = {0, 0, 2, 1};
-    double *figures[4] = {&dispatch, &dispatch_64, &stamps_2, &stamps_1};
-    for (int kind = 0; kind < (stamps_here ? 4 : 2); ++kind) {
-        int n = per_round[kind], r = kind == 0 ? rounds : (rounds + 9) / 10, stamps = stamps_of[kind];
+    int per_round[6] = {1, 64, 1, 64, 64, 64}, stamps_of[6] = {0, 0, 0, 0, 2, 1}, polls[6] = {0, 0, 1, 1, 0, 0};
+    double *figures[6] = {&dispatch, &dispatch_64, &dispatch_polled, &dispatch_64_polled, &stamps_2, &stamps_1};
+    for (int kind = 0; kind < (stamps_here ? 6 : 4); ++kind) {
+        int n = per_round[kind], r = n == 1 ? rounds : (rounds + 9) / 10, stamps = stamps_of[kind];
         t = now_us();
         for (i = 0; i < r; ++i) {
             uint32_t q = 0;
@@ -487,7 +507,7 @@ int main(int argc, char **argv) {
             }
             CHECK(vkEndCommandBuffer(cb));
             CHECK(vkQueueSubmit(queue, 1, &si, fence));
-            CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+            WAIT_FENCE(polls[kind]);
             CHECK(vkResetFences(device, 1, &fence));
         }
         *figures[kind] = (now_us() - t) / r;
@@ -496,9 +516,10 @@ int main(int argc, char **argv) {
     printf("{\"device\": \"%s\", \"rounds\": %d, \"reused_fence\": %.2f, \"wait_idle\": %.2f, "
            "\"new_fence_and_semaphore\": %.2f, \"new_semaphore\": %.2f, \"create_destroy_fence\": %.2f, "
            "\"dispatch\": %.2f, \"dispatch_64\": %.2f, \"dispatch_64_stamps\": %.2f, "
-           "\"dispatch_64_stamp\": %.2f",
+           "\"dispatch_64_stamp\": %.2f, \"reused_fence_polled\": %.2f, \"dispatch_polled\": %.2f, "
+           "\"dispatch_64_polled\": %.2f",
            props.deviceName, rounds, reused, idle, libtaichi, semaphore, create, dispatch, dispatch_64, stamps_2,
-           stamps_1);
+           stamps_1, reused_polled, dispatch_polled, dispatch_64_polled);
     if (argc > 3) {
         Spec spec;
         VkPhysicalDeviceMemoryProperties mp;

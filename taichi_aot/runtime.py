@@ -53,6 +53,7 @@ from .ndarray import NdArray
 from .placement import Device, DeviceAliases, device_for, open_native
 from .profile import Profile, adopt
 from .replay import LaunchSequence
+from .waits import resolve_wait
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
@@ -120,10 +121,11 @@ class Runtime(DeviceAliases):
             libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
             (device 0, one at a time, its thread). ``device.traits.own_runtime`` says which; ``device.cuda`` is the
             own runtime's GPU (an alias kept for a release: :class:`~.placement.DeviceAliases`).
+        wait: how its waits wait: "auto", "spin", "yield", "block" (:mod:`taichi_aot.waits`; ``TAICHI_AOT_WAIT``).
 
     Raises:
         NotSupportedError: the arch cannot create a runtime here.
-        InvalidArgumentError: an unknown arch name.
+        InvalidArgumentError: an unknown arch name or wait policy.
     """
 
     __reduce_ex__ = unpicklable("create a Runtime in the other process (taichi_aot.pool's workers each make theirs)")
@@ -131,8 +133,9 @@ class Runtime(DeviceAliases):
     _finalizer: weakref.finalize
 
     def __init__(self, arch: Arch | int | str | None = None, device_index: int | None = None, *,
-                 cpu_threads: int | None = None, cuda_runtime: str | None = None):
+                 cpu_threads: int | None = None, cuda_runtime: str | None = None, wait: str | None = None):
         self._arch: Arch = resolve_arch(arch)
+        self.wait_policy: str = resolve_wait(wait)  #: how its waits wait (the ``wait`` argument)
         self._device_index: int = 0 if device_index is None else device_index  # Vulkan's: the one it is made on
         if len(_open_runtimes) >= _COLLECT_AT and not collection_held():  # runtimes dropped
             gc.collect()  # unclosed, held by a cycle (a module and its kernels), are released before another is made
@@ -144,6 +147,7 @@ class Runtime(DeviceAliases):
         pending = native.pending
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
         self.device: Device = device_for(self, native)
+        self.device.set_wait(self.wait_policy)
         traits = self.device.traits
         self._cpu_threads = capi.runtime_threads(self._handle) or None if traits.library_native else None
         #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue),

@@ -7,6 +7,9 @@ records is the kernel's (issue "profile").
   launch of LAUNCHES back-to-back launches and a wait (FEW on a CPU or a software rasterizer, where one takes
   a tenth of a second), against the profile's mean time a launch of the same launches
   (its device time where the launch path gives one; a CPU runtime's call), target within AGREE either way.
+* A wait's cost: the same launches each waited for (``rt.wait()`` after each), the wall time a launch less the
+  profile's mean device time: what a wait adds to a waited kernel (target on a GPU: at most BEYOND microseconds,
+  issue "vkwait"; ``Runtime(wait=...)`` says how it waits).
 * Beside raw Vulkan (``--vk-raw``, a build of benchmarks/vk_raw.c): the same task of ``saxpy``, its SPIR-V and
   bindings as the module has them, dispatched by vk_raw as many times in one command buffer with as many workgroups as
   the own launch dispatched, each between two timestamps: raw Vulkan's mean against the profile's mean of the same
@@ -46,10 +49,13 @@ TARGET = 1.3
 AGREE = 0.1
 BIG = 1 << 24
 LAUNCHES, FEW = 200, 5
+BEYOND = 15.0
 OUTSIDE, INSIDE = "tiny launch, no profile open", "tiny launch inside a profile"
 WALL, PROFILED = "saxpy @2^24: wall a launch", "saxpy @2^24: the profile's mean"
 RAW = "saxpy @2^24: raw Vulkan's timestamps, mean"
 EVENTS = "saxpy @2^24: CuPy's CUDA events around each launch, mean"
+WAITED = "saxpy @2^24: wall a launch waited for (rt.wait() after each)"
+BEYOND_ROW = "saxpy @2^24: a waited launch beyond the profile's device time"
 #: The floors' rows: (name, the raw program's key); the first of each arch is the untimed one the others are over.
 _VK_FLOORS = (("raw Vulkan: 64 empty dispatches a submit, untimed", "dispatch_64"),
               ("raw Vulkan: the same, a timestamp after each", "dispatch_64_stamp"),
@@ -76,26 +82,51 @@ def _tiny(bench: Bench, n: int, inside: bool) -> Callable[[], float]:
     return one
 
 
-def _big(bench: Bench, rounds: int) -> tuple[list[float], list[float], str]:
-    """Wall and profiled microseconds a launch of ``saxpy`` over BIG elements, a pair a round; how it was timed."""
+def _big(bench: Bench, rounds: int) -> tuple[list[float], list[float], list[float], str]:
+    """Wall, profiled and waited microseconds a launch of ``saxpy`` over BIG elements, one each a round; how it was
+    timed."""
     saxpy = bench.mod.kernels["saxpy"]
-    x, y = bench.rt.ndarray((BIG,), np.float32), bench.rt.ndarray((BIG,), np.float32)
+    rt = bench.rt
+    x, y = rt.ndarray((BIG,), np.float32), rt.ndarray((BIG,), np.float32)
     launches = _launches(bench)
-    walls, profiled, timed = [], [], ""
+    walls, profiled, waited, timed = [], [], [], ""
 
     def loop() -> None:
         for _ in range(launches):
             saxpy(x, y, 0.5)
 
+    def each_waited() -> None:
+        for _ in range(launches):
+            saxpy(x, y, 0.5)
+            rt.wait()
+
+    gpu = bench.gpu and not bench.software  # where _beyond reads the waited launches
     bench.timed(loop)  # warm
+    if gpu:
+        bench.timed(each_waited)
     for _ in range(rounds):
         walls.append(bench.timed(loop) / launches * 1e6)
-        with bench.rt.profile() as prof:
+        if gpu:
+            waited.append(bench.timed(each_waited) / launches * 1e6)
+        with rt.profile() as prof:
             loop()
         row: Any = next(r for r in prof.kernels() if r.name == "saxpy")
         profiled.append(row.mean * 1e6)
         timed = row.timed
-    return walls, profiled, timed
+    return walls, profiled, waited, timed
+
+
+def _beyond(bench: Bench, waited: list[float], profiled: list[float], big: dict) -> list[Row]:
+    """The waited launches' row and what a wait adds beyond the profile's device time (a pair a round): on a GPU
+    (a CPU runtime's, or a software device's, profiled time is its call's, which the wait shares)."""
+    if not bench.gpu or bench.software:
+        return []
+    params = {**big, "wait": bench.rt.wait_policy}
+    row = Row("profiler", bench.name, WAITED, "us/launch", waited, params=params)
+    beyond = Row("profiler", bench.name, BEYOND_ROW, "us/launch", [w - p for w, p in zip(waited, profiled)],
+                 params=params, note=f"wait policy {bench.rt.wait_policy!r}")
+    beyond.target, beyond.met = f"<= {BEYOND:g} us", beyond.median <= BEYOND
+    return [row, beyond]
 
 
 def _raw_spec(bench: Bench, groups: int, folder: str) -> str:
@@ -198,7 +229,7 @@ def profiler(bench: Bench) -> list[Row]:
         row = rows[INSIDE]
         row.limit, row.ratio, row.spread = OUTSIDE, paired[0], paired[1]
         row.target, row.met = f"<= {TARGET:g}", row.ratio <= TARGET
-    walls, profiled, timed = _big(bench, rounds)
+    walls, profiled, waited, timed = _big(bench, rounds)
     big = {"elements": BIG, "launches": _launches(bench), "rounds": rounds, "timed": timed}
     wall = Row("profiler", bench.name, WALL, "us/launch", walls, params=big)
     mean = Row("profiler", bench.name, PROFILED, "us/launch", profiled, params=big, limit=WALL,
@@ -212,7 +243,8 @@ def profiler(bench: Bench) -> list[Row]:
     floors = floors or _cuda_floors(bench)
     if floors and floors[1].ratio is not None and paired is not None:
         rows[INSIDE].note = f"the floor, raw: {floors[1].ratio:.2f}x ({floors[1].name})"
-    return [*rows.values(), wall, mean, *raw, *_beside_events(bench, big), *floors]
+    return [*rows.values(), wall, mean, *_beyond(bench, waited, profiled, big), *raw, *_beside_events(bench, big),
+            *floors]
 
 
 def _beside_raw(bench: Bench, mean: Row, big: dict) -> tuple[list[Row], list[Row]]:

@@ -4,7 +4,9 @@ one that passes host arrays to its kernels (issue "house8").
 * Threads (where other threads may use the runtime: not a CPU runtime's): THREADS threads sharing the bench's
   runtime, each doing rounds of LAUNCHES launches of ``tiny`` on an ndarray of its own and a value read back,
   against one thread doing the same launches and reads in turn (one thread's time / the threads' time: the
-  throughput the threads keep; target: at least THREADS_TARGET).
+  throughput the threads keep; target: at least THREADS_TARGET); and the same with a value every FEW launches
+  (FEW_LAUNCHES_EACH launches a thread), where each thread waits often: a thread's value waits for its own work
+  while the others record theirs (target: at least FEW_TARGET, issue "vkwait").
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
   arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
@@ -31,27 +33,32 @@ __all__ = ["sharing"]
 SECTION = "sharing"
 THREADS, LAUNCHES = 4, 200
 THREADS_TARGET = 1.0
+FEW, FEW_LAUNCHES_EACH, FEW_TARGET = 10, 400, 1.5
 HOST_TARGET = 1.2
 SMALL, LARGE = 1 << 10, 1 << 20
 ONE = f"one thread: {THREADS} x ({LAUNCHES} launches of tiny and a value)"
 SHARED = f"{THREADS} threads sharing the runtime: {LAUNCHES} launches of tiny and a value each"
+ONE_FEW = f"one thread: {THREADS} x ({FEW_LAUNCHES_EACH} launches of tiny, a value every {FEW})"
+SHARED_FEW = f"{THREADS} threads sharing the runtime: {FEW_LAUNCHES_EACH} launches of tiny each, a value every {FEW}"
 
 
-def _work(bench: Bench, x: Any, rounds: int) -> None:
+def _work(bench: Bench, x: Any, rounds: int, launches: int) -> None:
     tiny = bench.mod.kernels["tiny"]
     for _ in range(rounds):
-        for _ in range(LAUNCHES):
+        for _ in range(launches):
             tiny(x, 1.0)
         x.to_numpy()  # a value: waits for this thread's launches
 
 
-def _threads(bench: Bench, rounds: int) -> dict[str, Callable[[], float]]:
+def _threads(bench: Bench, rounds: int, launches: int = LAUNCHES,
+             names: tuple[str, str] = (ONE, SHARED)) -> dict[str, Callable[[], float]]:
+    """One thread's and THREADS threads' time (ms) for ``rounds`` rounds each of ``launches`` launches and a value."""
     arrays = [bench.rt.ndarray((16,), np.float32) for _ in range(THREADS)]
 
     def one() -> float:
         t0 = time.perf_counter()
         for x in arrays:
-            _work(bench, x, rounds)
+            _work(bench, x, rounds, launches)
         return (time.perf_counter() - t0) * 1e3
 
     def shared() -> float:
@@ -59,7 +66,7 @@ def _threads(bench: Bench, rounds: int) -> dict[str, Callable[[], float]]:
 
         def body(x: Any) -> None:
             try:
-                _work(bench, x, rounds)
+                _work(bench, x, rounds, launches)
             except BaseException as e:
                 errors.append(e)
 
@@ -73,7 +80,7 @@ def _threads(bench: Bench, rounds: int) -> dict[str, Callable[[], float]]:
             raise errors[0]
         return (time.perf_counter() - t0) * 1e3
 
-    return {ONE: one, SHARED: shared}
+    return {names[0]: one, names[1]: shared}
 
 
 def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
@@ -127,14 +134,19 @@ def sharing(bench: Bench) -> list[Row]:
     per = 1 if quick or bench.software else 5
     rows: list[Row] = []
     if bench.rt.device.traits.any_thread:  # a runtime other threads may use (a CPU runtime keeps to its thread)
-        measured = measure(_threads(bench, per), ONE, rounds, reps=reps)
-        rows = [Row(SECTION, bench.name, k, "ms", v, params={"threads": THREADS, "launches": LAUNCHES, "rounds": per})
-                for k, v in measured.bests.items()]
-        paired = measured.pair(ONE, SHARED)  # throughput kept: one thread's time over the threads'
-        if paired is not None:
-            row = rows[1]
-            row.limit, row.ratio, row.spread = ONE, paired[0], paired[1]
-            row.target, row.met = f">= {THREADS_TARGET:g} (throughput)", row.ratio >= THREADS_TARGET
+        for launches, times, (one, shared), target in (
+                (LAUNCHES, per, (ONE, SHARED), THREADS_TARGET),
+                (FEW, per * FEW_LAUNCHES_EACH // FEW, (ONE_FEW, SHARED_FEW), FEW_TARGET)):
+            measured = measure(_threads(bench, times, launches, (one, shared)), one, rounds, reps=reps)
+            timed = [Row(SECTION, bench.name, k, "ms", v,
+                         params={"threads": THREADS, "launches": launches, "rounds": times})
+                     for k, v in measured.bests.items()]
+            paired = measured.pair(one, shared)  # throughput kept: one thread's time over the threads'
+            if paired is not None:
+                row = timed[1]
+                row.limit, row.ratio, row.spread = one, paired[0], paired[1]
+                row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
+            rows += timed
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}

@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     # read, the package's child processes (they import only the trust room)
     {"enums"},  # the C enums and the tables about them
     {"errors"},  # the exception tree and the error funnel
+    {"waits"},  # how a runtime waits for its device: the policies (read by the runtime and placement's devices)
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
     {"_hostpages"},  # the caller's arrays whose pages a device keeps pinned (both drivers' one policy)
@@ -370,6 +371,8 @@ LONG_FILES = {
     "taichi_aot/launch.py": "the launch path: Kernel, ComputeGraph and BoundLaunch share the argument checks and the "
                             "launch records",
     "tests/test_ptx.py": "the tests of one room, taichi_aot.ptx: making PTX, reading it, launching it",
+    "taichi_aot/runtime.py": "Runtime, the object a user holds: its making (arch, device, threads, waits), its "
+                             "factories and its work; owed: its stream and copy checks to the device's parts (house9)",
     "taichi_aot/_csrc/taichi_aot.h": "the one header cffi reads (build_ffi.HEADER): what Python calls of every C "
                                      "file, each file's part under a comment saying what its functions do",
 }

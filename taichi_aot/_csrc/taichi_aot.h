@@ -514,7 +514,8 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
-   arrays copied through their imported pages; taichi_aot_vk_count_name names each (NULL past the last).
+   arrays copied through their imported pages, fence waits that polled to their end and that blocked;
+   taichi_aot_vk_count_name names each (NULL past the last).
    taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
    call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:
    nothing held, no own state open): taichi_aot_launch and taichi_aot_replay check the close epoch inside, and the
@@ -530,7 +531,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
 #define TAICHI_AOT_VK_EARLY_DISPATCHES 16
 #define TAICHI_AOT_VK_RESULT_BYTES 4096
-#define TAICHI_AOT_VK_COUNTS 8
+#define TAICHI_AOT_VK_COUNTS 10
 #define TAICHI_AOT_VK_ERROR (-3000)
 typedef struct {
     uint32_t binding;
@@ -563,6 +564,14 @@ void taichi_aot_vk_kernel_free(uint64_t runtime_id, uint64_t kernel_id);
 int taichi_aot_vk_launch(TiRuntime runtime, const void *kernel, uint32_t count, const TiArgument *args);
 int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *graph, uint32_t count, const TiNamedArgument *args);
 void taichi_aot_vk_counts(uint64_t runtime_id, uint64_t *out);
+/* How a runtime's waits for its fences are made (waits.h): TAICHI_AOT_WAIT_AUTO polls for a bounded time learned from
+   its waits (at most `cap_ns`, 0: a millisecond) while fewer threads of the process poll than it has cores, then
+   blocks; SPIN polls until done; YIELD polls and yields the core between polls; BLOCK sleeps in the driver's wait. */
+#define TAICHI_AOT_WAIT_AUTO 0
+#define TAICHI_AOT_WAIT_SPIN 1
+#define TAICHI_AOT_WAIT_YIELD 2
+#define TAICHI_AOT_WAIT_BLOCK 3
+void taichi_aot_vk_set_wait(uint64_t runtime_id, int policy, uint64_t cap_ns);
 const char *taichi_aot_vk_count_name(uint32_t index);
 void *taichi_aot_vk_hold_calls(TiRuntime runtime);
 void taichi_aot_vk_let_go_calls(void *held);

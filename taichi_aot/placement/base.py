@@ -323,6 +323,10 @@ class Device:
             capi.set_cuda_stream(stream)
         self.stream = stream
 
+    def set_wait(self, policy: str) -> None:
+        """How the device's own waits wait (:mod:`taichi_aot.waits`: one of its POLICIES): nothing here, where the
+        driver's waits are taken as they are."""
+
     def synchronize(self) -> None:
         """Wait for the device's work outside libtaichi's queue (the own CUDA runtime's legacy default stream):
         nothing here."""

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "taichi_aot.h"
+#include "waits.h"
 #include "backends/vk.h"
 #include "backends/vulkan.h"
 
@@ -14,6 +15,44 @@ void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src
                     uint32_t dst_access) {
     AotVkMemoryBarrier barrier = {AOT_VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, src_access, dst_access};
     rt->f.CmdPipelineBarrier(cb, src_stage, dst_stage, 0, 1, &barrier, 0, NULL, 0, NULL);
+}
+
+/* Fences waited for by the runtime's wait policy (waits.h): polled with vkGetFenceStatus, each in turn, for as long as
+   the policy says, then a blocking vkWaitForFences for those left. */
+typedef struct {
+    VkRt *rt;
+    const AotVkHandle *fences;
+    uint32_t n, at; /* at: the first not yet seen signalled */
+} VkFenceWait;
+
+static int vk_fences_poll(void *ctx) {
+    VkFenceWait *w = (VkFenceWait *)ctx;
+    while (w->at < w->n) {
+        AotVkResult code = w->rt->f.GetFenceStatus(w->rt->device, w->fences[w->at]);
+        if (code == AOT_VK_NOT_READY) {
+            return 1;
+        }
+        if (code != AOT_VK_SUCCESS) {
+            return code;
+        }
+        ++w->at;
+    }
+    return 0;
+}
+
+static int vk_fences_block(void *ctx) {
+    VkFenceWait *w = (VkFenceWait *)ctx;
+    return w->at < w->n ? w->rt->f.WaitForFences(w->rt->device, w->n - w->at, w->fences + w->at, 1, UINT64_MAX) : 0;
+}
+
+/* Every one of `n` fences signalled, waited for by the policy; how, counted (atomic: a wait with the calls let go). */
+static AotVkResult vk_fences_wait(VkRt *rt, uint32_t n, const AotVkHandle *fences) {
+    VkFenceWait w = {rt, fences, n, 0};
+    int how, code;
+    code = aot_wait(&rt->wait, vk_fences_poll, vk_fences_block, &w, &how);
+    __atomic_add_fetch(&rt->counts[how == AOT_WAITED_POLLED ? VK_COUNT_WAITS_POLLED : VK_COUNT_WAITS_BLOCKED], 1,
+                       __ATOMIC_RELAXED);
+    return (AotVkResult)code;
 }
 
 /* A batch the GPU finished: its timestamps read (where a profile took any), its slot free again. */
@@ -40,7 +79,7 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
         return AOT_VK_SUCCESS;
     }
     ++rt->counts[VK_COUNT_FENCE_WAITS];
-    code = rt->f.WaitForFences(rt->device, n, fences, 1, UINT64_MAX);
+    code = vk_fences_wait(rt, n, fences);
     if (code != AOT_VK_SUCCESS) {
         return code;
     }
@@ -98,7 +137,7 @@ int aot_vk_wait_free(VkRt *rt) {
     __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
     aot_vk_calls_unlock(rt);
     for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
-        rt->f.WaitForFences(rt->device, 1, &which[i]->fence, 1, UINT64_MAX);
+        vk_fences_wait(rt, 1, &which[i]->fence);
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
     {
@@ -215,6 +254,18 @@ int aot_vk_busy_since_wait(const VkRt *rt) {
         }
     }
     return 0;
+}
+
+int aot_vk_gpu_idle(VkRt *rt) {
+    const VkBatch *newest = NULL;
+    int i;
+    for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
+        const VkBatch *b = &rt->batches[i];
+        if (b->state == 2 && (newest == NULL || b->serial > newest->serial)) {
+            newest = b;
+        }
+    }
+    return newest == NULL || rt->f.GetFenceStatus(rt->device, newest->fence) == AOT_VK_SUCCESS;
 }
 
 int aot_vk_busy(const VkRt *rt) {

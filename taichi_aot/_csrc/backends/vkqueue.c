@@ -566,6 +566,7 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     rt->family = info.compute_queue_family_index;
     rt->physical = (AotVkDispatch)info.physical_device;
     rt->current = -1;
+    rt->early = rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = rt->library_since = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
@@ -659,6 +660,18 @@ void taichi_aot_vk_counts(uint64_t id, uint64_t *out) {
         memcpy(out, rt->counts, sizeof(rt->counts));
     } else {
         memset(out, 0, sizeof(uint64_t) * TAICHI_AOT_VK_COUNTS);
+    }
+    pthread_mutex_unlock(&aot_vk_lock);
+}
+
+void taichi_aot_vk_set_wait(uint64_t id, int policy, uint64_t cap_ns) {
+    VkRt *rt;
+    pthread_mutex_lock(&aot_vk_lock);
+    rt = aot_vk_by_id(id);
+    if (rt != NULL) {
+        aot_wait_set(&rt->wait, policy, cap_ns);
+        rt->feed = policy != TAICHI_AOT_WAIT_BLOCK;
+        rt->early = rt->feed ? 1 : TAICHI_AOT_VK_EARLY_DISPATCHES;
     }
     pthread_mutex_unlock(&aot_vk_lock);
 }

@@ -13,10 +13,11 @@
    A launch writes its arguments into the batch's next slot (the argument plan of backends/plan.c, as Taichi's
    argument struct lays them out), records each task's dispatch (a dispatch of a loop over an ndarray's run-time
    length sized to the largest ndarray argument: Taichi's loops stride over the grid dispatched, so any size gives the
-   same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES dispatches, or
-   TAICHI_AOT_VK_EARLY_DISPATCHES where it is the first since a wait (the GPU, idle, starts on them while the next are
-   recorded; no fence is asked: that costs more than it saves on NVIDIA's driver), at a wait, or before libtaichi
-   enqueues anything on the runtime. Taichi's barrier after each dispatch is recorded once something follows it in the
+   same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES dispatches; where it is the first
+   since a wait, at its first dispatch (TAICHI_AOT_VK_EARLY_DISPATCHES where the runtime's waits block: VkRt.early;
+   the GPU, idle, starts on them while the next are recorded or Python comes to its wait); where waits poll, when the
+   GPU finished every batch submitted (looked at every VK_FEED_EVERY dispatches: a fence's status, where a wait would
+   cost more than it saves on NVIDIA's driver); at a wait; or before libtaichi enqueues anything on the runtime. Taichi's barrier after each dispatch is recorded once something follows it in the
    batch (the batch's end records one for all), and a batch begins with a barrier only where libtaichi enqueued since
    the last (the last batch's end orders the queue's later submissions). What a command buffer has bound is not bound
    again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns
@@ -515,8 +516,10 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
             memcpy(k->result, rt->rets_host, k->result_size);
         }
     } else if (b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
-               (b->dispatches >= TAICHI_AOT_VK_EARLY_DISPATCHES && !aot_vk_busy_since_wait(rt))) {
-        code = aot_vk_submit(rt); /* full, or the first since a wait: the GPU starts while the next are recorded */
+               (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
+               (rt->feed && b->dispatches % VK_FEED_EVERY == 0 && aot_vk_gpu_idle(rt))) {
+        code = aot_vk_submit(rt); /* full, the first since a wait, or the GPU idle again: it starts on them while the
+                                     next are recorded */
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }

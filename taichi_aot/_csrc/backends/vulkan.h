@@ -23,6 +23,7 @@
 
 #include "interop.h"
 #include "taichi_aot.h"
+#include "waits.h"
 #include "backends/vk.h"
 
 #define VK_SEGMENT (1u << 20)   /* argument bytes of one batch */
@@ -35,6 +36,7 @@
 /* timestamps a batch holds: at most two a launch (vkprofile.c) */
 #define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES)
 #define VK_NO_STAMP UINT32_MAX
+#define VK_FEED_EVERY 8         /* dispatches between two looks at whether the GPU went idle (VkRt.feed) */
 
 typedef struct VkRt VkRt;
 
@@ -42,7 +44,8 @@ typedef struct VkRt VkRt;
    (taichi_aot_vk_count_name: placement/vulkan.py's COUNTS). */
 #define VK_COUNTERS(X)                                                                                      \
     X(DISPATCHES, "dispatches") X(SUBMITS, "submits") X(SETS_MADE, "sets made") X(SETS_KEPT, "sets kept") \
-    X(FENCE_WAITS, "fence waits") X(WORKGROUPS, "workgroups") X(COPIES, "copies") X(HOST_COPIES, "host copies")
+    X(FENCE_WAITS, "fence waits") X(WORKGROUPS, "workgroups") X(COPIES, "copies") X(HOST_COPIES, "host copies") \
+    X(WAITS_POLLED, "waits polled") X(WAITS_BLOCKED, "waits blocked")
 enum {
 #define VK_COUNTER(id, name) VK_COUNT_##id,
     VK_COUNTERS(VK_COUNTER)
@@ -148,6 +151,13 @@ struct VkRt {
     VkKernel *dead_kernels; /* let go by Python (any thread), freed here once no batch runs them */
     VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
+    AotWaitPolicy wait; /* how its fences are waited for (waits.h; taichi_aot_vk_set_wait) */
+    /* the GPU kept fed (vulkan.c's launch): a batch is submitted at its `early`-th dispatch where the GPU is idle since
+       a wait (1 where waits poll: the GPU starts while Python comes to its wait; TAICHI_AOT_VK_EARLY_DISPATCHES where
+       they block, as before the policy), and, where waits poll, every VK_FEED_EVERY dispatches where the batches
+       submitted are done (aot_vk_gpu_idle) */
+    uint32_t early;
+    int feed;
     /* timestamps (vkprofile.c): 0 not asked yet, 1 the queue writes them, -1 it cannot; nanoseconds a tick; the
        bits that count */
     int stamp_state;
@@ -259,6 +269,8 @@ __attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
 __attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
 
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
+/* Whether every batch submitted is done (the newest one's fence signalled: the GPU has nothing of the runtime's). */
+__attribute__((visibility("hidden"))) int aot_vk_gpu_idle(VkRt *rt);
 /* Whether recording `slot` more argument bytes in `dispatches` dispatches after the first (a graph's: a batch full of
    dispatches is submitted, the next begun) would wait for the device (the next batch's slot still running). */
 __attribute__((visibility("hidden"))) int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches);

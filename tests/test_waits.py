@@ -1,0 +1,98 @@
+"""A runtime's wait policy (``Runtime(wait=...)``, ``TAICHI_AOT_WAIT``; ``taichi_aot/waits.py``, ``_csrc/waits.c``):
+each policy's waits are what it says (the own Vulkan state's counts: fence waits polled to their end, or blocked),
+every value is right under each, from one thread and from several; "auto" blocks on a CPU device (lavapipe), whose
+work runs on the cores a poll would take; a policy that is none is refused, by argument and by variable."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import require_arch
+from taichi_aot import Arch, InvalidArgumentError, Runtime
+from taichi_aot.waits import POLICIES
+
+
+def _waited_adds(rt: Runtime, add, rounds: int) -> np.ndarray:
+    """``rounds`` launches of add, each waited for, then read."""
+    x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
+    y = rt.ndarray_from_numpy(np.ones(64, np.float32))
+    for _ in range(rounds):
+        add(x, y, 1.0)
+        rt.wait()
+    return x.to_numpy()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_each_policy_waits_as_it_says_and_values_are_right(vulkan, modules, policy):
+    with Runtime(vulkan, wait=policy) as rt:
+        assert rt.wait_policy == policy
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        before = rt.device.counts()
+        got = _waited_adds(rt, add, 20)
+        np.testing.assert_array_equal(got, np.arange(64, dtype=np.float32) + 20)
+        counts = {k: v - before[k] for k, v in rt.device.counts().items()}
+        assert counts["fence waits"] >= 20, counts
+        polls = policy in ("spin", "yield") or (policy == "auto" and rt.device.facts.type != "CPU")
+        if polls:  # spin and yield poll to the end; auto within its bound (a tiny kernel's wait is well within it)
+            assert counts["waits polled"] >= 20 and (policy == "auto" or counts["waits blocked"] == 0), counts
+        else:  # block, and auto on a CPU device: the driver's wait, no poll
+            assert counts["waits polled"] == 0 and counts["waits blocked"] >= 20, counts
+
+
+@pytest.mark.parametrize("policy", ["spin", "auto"])
+def test_threads_waiting_under_a_policy_each_get_their_values(vulkan, modules, policy):
+    """Four threads and this one, each launching and waiting and reading its own array (more polling threads than this
+    machine has cores under "spin"): every value right, the runtime this thread's after."""
+    with Runtime(vulkan, wait=policy) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        failures: list[BaseException] = []
+        go = threading.Barrier(5)
+
+        def work(seed: int) -> None:
+            try:
+                go.wait()
+                x = rt.ndarray_from_numpy(np.full(32, seed, np.float32))
+                y = rt.ndarray_from_numpy(np.ones(32, np.float32))
+                for i in range(1, 31):
+                    add(x, y, 1.0)
+                    if i % 10 == 0:  # a value every 10th launch
+                        np.testing.assert_array_equal(x.to_numpy(), np.full(32, seed + i, np.float32))
+            except BaseException as e:  # the test reads them
+                failures.append(e)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        work(4)
+        for t in threads:
+            t.join()
+        assert failures == []
+        np.testing.assert_array_equal(_waited_adds(rt, add, 3), np.arange(64, dtype=np.float32) + 3)
+
+
+def test_the_policy_comes_from_the_environment_and_a_wrong_one_is_refused(vulkan, monkeypatch):
+    monkeypatch.setenv("TAICHI_AOT_WAIT", " Spin ")
+    with Runtime(vulkan) as rt:
+        assert rt.wait_policy == "spin"
+    with Runtime(vulkan, wait="block") as rt:  # the argument wins
+        assert rt.wait_policy == "block"
+    monkeypatch.setenv("TAICHI_AOT_WAIT", "busy")
+    with pytest.raises(InvalidArgumentError, match=r"TAICHI_AOT_WAIT='busy'.*'auto', 'spin', 'yield', 'block'"):
+        Runtime(vulkan)
+    monkeypatch.delenv("TAICHI_AOT_WAIT")
+    for wrong in ("fast", 1, ""):
+        with pytest.raises(InvalidArgumentError, match="wait="):
+            Runtime(vulkan, wait=wrong)  # type: ignore[arg-type]
+    with Runtime(vulkan) as rt:
+        assert rt.wait_policy == "auto"
+
+
+def test_a_cpu_runtime_takes_the_policy_and_its_launches_are_unchanged(modules):
+    require_arch(Arch.X64)
+    with Runtime(Arch.X64, wait="spin") as rt:
+        assert rt.wait_policy == "spin"
+        add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
+        np.testing.assert_array_equal(_waited_adds(rt, add, 5), np.arange(64, dtype=np.float32) + 5)
