@@ -55,6 +55,7 @@ def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules
     named = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "add"]
     assert len(named) == 20 and all(e["dur"] > 0 for e in named)
     assert any(e["name"] == "wait" for e in trace["traceEvents"])  # the host's wait, an event of its own
+    _waits_on_their_own_track(trace)
     assert "add" in str(prof) and "launches" in str(prof)
     for _ in range(3):  # the profile closed: nothing more is recorded
         add(x, y, 0.5)
@@ -129,7 +130,7 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
             both.wait()
 
         with rt.profile() as prof:
-            threads = [threading.Thread(target=work, args=pair) for pair in pairs]
+            threads = [threading.Thread(target=work, args=pair, name=f"launcher-{i}") for i, pair in enumerate(pairs)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -140,6 +141,7 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
         assert row.launches == 20 and row.timed == "device"
         tracks = {e["tid"] for e in prof.trace()["traceEvents"] if e.get("name") == "add"}
         assert len(tracks) == 2
+        _tracks_named_by_threads(prof.trace(), {"launcher-0", "launcher-1"})
 
 
 def test_only_the_profiled_runtime_is_recorded_and_bad_use_is_refused(modules):
@@ -407,35 +409,25 @@ def test_the_profile_command_checks_plot_before_the_script_runs_and_reports_the_
     assert not (tmp_path / "e.png").exists()
 
 
-def test_trace_tracks_are_named_by_their_threads_and_waits_have_their_own(vulkan, modules, tmp_path):
-    with Runtime(vulkan) as rt:
-        add = rt.load_module(modules.path(vulkan)).kernels["add"]
-        pairs = [_arrays(rt) for _ in range(2)]
+def _track_names(trace):
+    """Each track's name in a Chrome trace (its ``thread_name`` metadata event), by (process, track)."""
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
 
-        both = threading.Barrier(2)  # both alive at once: a thread's id is not reused by the other
 
-        def work(x, y):
-            both.wait()
-            for _ in range(5):
-                add(x, y, 1.0)
-            both.wait()
+def _tracks_named_by_threads(trace, threads):
+    """The launches of ``add`` are on tracks named by the launching threads' names, not their ids."""
+    names = _track_names(trace)
+    assert {names[(e["pid"], e["tid"])] for e in trace["traceEvents"] if e["name"] == "add"} == threads, names
 
-        with rt.profile() as prof:
-            threads = [threading.Thread(target=work, args=pair, name=f"launcher-{i}") for i, pair in enumerate(pairs)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            add(*pairs[0], 1.0)
-            rt.wait()
-    with open(prof.save(tmp_path / "t.json"), encoding="utf-8") as f:
-        events = json.load(f)["traceEvents"]
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
-    launches = {names[(e["pid"], e["tid"])] for e in events if e["ph"] == "X" and e["name"] == "add"}
-    assert launches == {"launcher-0", "launcher-1", "MainThread"}, names
-    waits = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X" and e["name"] == "wait"}
-    assert "MainThread: waits and copies" in {names[w] for w in waits}, names
-    assert all(names[w].endswith(": waits and copies") for w in waits), names  # never on a launches' track
+
+def _waits_on_their_own_track(trace):
+    """The host's waits are on a track of their own (``<thread>: waits and copies``), never on a launches' track:
+    those are the device's times, which the waits overlap."""
+    names = _track_names(trace)
+    waits = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "wait"}
+    launches = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "add"}
+    assert waits and not waits & launches
+    assert {names[w] for w in waits} == {"MainThread: waits and copies"}, names
 
 
 def test_a_pools_profile_saves_and_plots_and_the_profile_command_shows_its_workers(modules, tmp_path):
