@@ -488,7 +488,7 @@ def plot_rows(rows: list, path: str | os.PathLike, top: int, what: str) -> str:
     shown = shown[::-1]
     with _open_for_writing(target, what, "wb") as f:
         fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 3) + 1.2))
-        labels = [("    " + r.name.partition("/")[2] if r.graph else r.name) + " (" + ", ".join(
+        labels = [r.name + " (" + ", ".join(
             [r.device] + ([f"worker {r.slot}"] if hasattr(r, "slot") else [])) + ")" for r in shown]
         colours = [("#a1b9dd" if r.graph else "#4c72b0") if r.timed == "device" else "#999999" for r in shown]
         ax.barh(range(len(shown)), [r.total * 1e3 for r in shown], color=colours)
