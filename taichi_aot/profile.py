@@ -25,7 +25,8 @@ import json
 import os
 import threading
 import time
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import IO, Any, NamedTuple
 
 from ._lifetime import Parent
 from ._native import ffi, lib
@@ -50,6 +51,7 @@ class Launch(NamedTuple):
     end: float
     timed: str  # "device", "call" (a CPU runtime's), "enqueue" (no device time: the call's), "wait" or "copy"
     bytes: int = 0  # a copy event's: the host arrays' bytes the launch copied in and back
+    thread_name: str = ""  # the launching thread's name (threading.Thread.name), where it was known
 
     @property
     def seconds(self) -> float:
@@ -70,6 +72,12 @@ class KernelRow(NamedTuple):
     timed: str  # as Launch.timed ("device", "call", "enqueue"); "mixed" where its launches differ
     bytes: int = 0  # the host arrays' bytes its launches copied in and back (staged copies), where any did
 
+    @property
+    def graph(self) -> str | None:
+        """The graph whose dispatch this row is (its name is ``<graph>/<kernel>``: its time is inside the graph's
+        row), or None: a kernel's or a graph's own row."""
+        return graph_of(self.name)
+
 
 class Profile:
     """The launches of one or more runtimes while it is open (``Runtime.profile()``; see the module docstring).
@@ -86,6 +94,9 @@ class Profile:
         self._offsets: dict[int, float] = {}  # a runtime's device clock to the host's (seconds added)
         self._lock = threading.Lock()
         self._lost = 0
+        self._threads: dict[int, str] = {}  # a thread's id to its name, as seen while the profile was open
+        #: (every=True) the profiles of the pools made while it is open: their workers' rows (``pool.profile()``)
+        self.pools: list[Any] = []
         self._open = False
         self._pending_runtimes = list(runtimes)
 
@@ -99,6 +110,7 @@ class Profile:
             self.add(rt)
         self._pending_runtimes = []
         self._open = True
+        self._name_threads()
         if self._every:
             _EVERY.append(self)
         return self
@@ -123,6 +135,8 @@ class Profile:
         """Stop recording: each runtime's work waited for (its last device times read), its records taken."""
         for rt in list(self._runtimes):
             self.runtime_closing(rt)
+        for pool in self.pools:  # tasks submitted from now on run unprofiled; those before bring their rows back
+            pool.close()
         self._open = False
         if self in _EVERY:
             _EVERY.remove(self)
@@ -178,10 +192,20 @@ class Profile:
         """An event of the host's own (``state``: a key of _HOST_EVENTS) from ``start_ns`` until now."""
         end = time.monotonic_ns()
         with self._lock:
+            self._threads[threading.get_ident()] = threading.current_thread().name
             self._raw.append((rt, (name, threading.get_ident(), start_ns, end, start_ns, end, state, nbytes)))
+
+    def _name_threads(self) -> None:
+        """Take the names of the threads there are, and were: a thread's launches are read after it may have ended.
+        ``threading._dangling`` holds the Thread objects still referenced, ended ones too (the standard library's own
+        tests read it; nothing public lists ended threads): their names kept, a live thread's taking precedence."""
+        for t in [*list(getattr(threading, "_dangling", ())), *threading.enumerate()]:
+            if t.ident is not None:
+                self._threads[t.ident] = t.name
 
     def _collect(self) -> None:
         with self._lock:
+            self._name_threads()
             for rt in self._runtimes:
                 self._take(rt, False)
             raw, self._raw = self._raw, []
@@ -204,7 +228,8 @@ class Profile:
         else:
             start, end = h0 / 1e9, h1 / 1e9
         timed = _HOST_EVENTS[state] if state < 0 else _TIMED[state]
-        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, nbytes)
+        return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, nbytes,
+                      self._threads.get(thread, ""))
 
     @property
     def launches(self) -> list[Launch]:
@@ -218,9 +243,10 @@ class Profile:
         return self._lost
 
     def kernels(self) -> list[KernelRow]:
-        """A row a kernel (or graph) and device, sorted by total time, largest first (waits not counted; its launches'
-        copies counted in its ``bytes``, not in its times)."""
-        groups: dict[tuple[str, str], list[Launch]] = {}
+        """A row a kernel (or graph) and device: kernels and graphs by total time, largest first, each graph's dispatch
+        rows (``<graph>/<kernel>``, inside its time) right under it in the order the graph runs them (waits not
+        counted; its launches' copies counted in its ``bytes``, not in its times)."""
+        groups: dict[tuple[str, str], list[Launch]] = {}  # in the order each first started
         copied: dict[tuple[str, str], int] = {}
         for e in self.launches:
             if e.timed == "copy":
@@ -233,27 +259,12 @@ class Profile:
             kinds = {e.timed for e in events}
             rows.append(KernelRow(name, device, len(secs), sum(secs), min(secs), max(secs), sum(secs) / len(secs),
                                   kinds.pop() if len(kinds) == 1 else "mixed", copied.get((name, device), 0)))
-        rows.sort(key=lambda r: -r.total)
-        return rows
+        return nested(rows)
 
     def table(self) -> str:
-        """The kernels' rows as text (``print(prof)``)."""
-        rows = self.kernels()
-        copies = any(r.bytes for r in rows)  # a column of the bytes copied, where a launch copied host arrays
-        head = f"{'kernel':<32} {'device':<10} {'launches':>8} {'total ms':>10} {'mean us':>10} {'min us':>10} " \
-               f"{'max us':>10}" + (f" {'copied MB':>10}" if copies else "") + "  timed"
-        lines = [head, "-" * len(head)]
-        for r in rows:
-            lines.append(f"{r.name[:32]:<32} {r.device:<10} {r.launches:>8} {r.total * 1e3:>10.3f} "
-                         f"{r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} {r.max * 1e6:>10.1f}"
-                         + (f" {r.bytes / 1e6:>10.3f}" if copies else "") + f"  {r.timed}")
-        if not rows:
-            lines.append("(no launches)")
-        if any(r.timed in ("enqueue", "mixed") for r in rows):
-            lines.append("timed 'enqueue': the launch path gives no device time here; the figure is the call's")
-        if self._lost:
-            lines.append(f"{self._lost} launch(es) not recorded: the store was full")
-        return "\n".join(lines)
+        """The kernels' rows as text (``print(prof)``), with their total (a graph's dispatches counted once: in the
+        graph's row)."""
+        return rows_table(self.kernels(), self._lost)
 
     def __str__(self) -> str:
         return self.table()
@@ -264,57 +275,34 @@ class Profile:
     # -- a trace, a plot ---------------------------------------------------------------------------------------------
 
     def trace(self) -> dict:
-        """The Chrome trace format's object (``save`` writes it): one complete event a launch, named by the kernel,
-        on a track per device and thread (process: the device; thread: the launching thread), waits and a launch's
-        host-array copies (``copies: <kernel>``, with their bytes) as events of their own; times in microseconds from
-        the first event."""
-        events = self.launches
-        t0 = min((e.start for e in events), default=0.0)
-        pids: dict[str, int] = {}
-        out: list[dict] = []
-        for e in events:
-            pid = pids.setdefault(e.device, len(pids) + 1)
-            args = {"call_us": (e.host_end - e.host_start) * 1e6, "timed": e.timed, **({"bytes": e.bytes}
-                                                                                         if e.timed == "copy" else {})}
-            out.append({"name": f"copies: {e.name}" if e.timed == "copy" else e.name, "cat": e.timed, "ph": "X",
-                        "pid": pid, "tid": e.thread, "ts": (e.start - t0) * 1e6, "dur": max(e.seconds, 0.0) * 1e6,
-                        "args": args})
-        for device, pid in pids.items():
-            out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": device}})
-        return {"traceEvents": out, "displayTimeUnit": "ms"}
+        """The Chrome trace format's object (``save`` writes it): one complete event a launch, named by the kernel
+        (a graph's dispatches inside their graph's event), a process a device, a track a launching thread named by the
+        thread's name; the thread's waits and its launches' host-array copies (``copies: <kernel>``, with their bytes)
+        on a track of their own beside it (``<thread>: waits and copies``: they are the host's times, the launches the
+        device's); times in microseconds from the first event."""
+        return trace_of((e.device, e) for e in self.launches)
 
     def save(self, path: str | os.PathLike) -> str:
-        """Write the Chrome trace (``trace()``) to ``path``; returns the path."""
-        path = os.fspath(path)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.trace(), f)
-        return path
+        """Write the Chrome trace (``trace()``) to ``path``; returns the path.
+
+        Raises:
+            InvalidArgumentError: ``path`` is a folder, or cannot be written (a missing folder, no permission).
+        """
+        return write_trace(self.trace(), path, "Profile.save")
 
     def plot(self, path: str | os.PathLike, top: int = 20) -> str:
-        """A bar chart of the ``top`` kernels' total times, to ``path`` (PNG, SVG, ... by its suffix; needs
-        matplotlib: ``pip install matplotlib``); returns the path."""
-        try:
-            import matplotlib
+        """A bar chart of the ``top`` kernels' and graphs' total times (each graph's dispatches under it), to ``path``
+        (PNG, SVG, PDF, ... by its suffix; none: ``.png`` added; needs matplotlib: ``pip install matplotlib``); returns
+        the path written.
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError as e:
-            raise InvalidStateError("Profile.plot needs matplotlib: pip install matplotlib") from e
-        rows = self.kernels()[:top][::-1]
-        fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(rows), 3) + 1.2))
-        labels = [f"{r.name} ({r.device})" for r in rows]
-        ax.barh(labels, [r.total * 1e3 for r in rows], color=["#4c72b0" if r.timed == "device" else "#999999"
-                                                                for r in rows])
-        for i, r in enumerate(rows):
-            ax.text(r.total * 1e3, i, f" {r.launches} x {r.mean * 1e6:.1f} us", va="center", fontsize=8)
-        ax.set_xlim(0, max((r.total for r in rows), default=0.0) * 1e3 * 1.35 or 1.0)  # room for the labels
-        ax.set_xlabel("total time (ms); grey: the call's time, no device time")
-        ax.set_title("taichi_aot profile: kernels by total time")
-        fig.tight_layout()
-        path = os.fspath(path)
-        fig.savefig(path)
-        plt.close(fig)
-        return path
+        Raises:
+            InvalidStateError: no launch was recorded (nothing to draw), or matplotlib is not installed.
+            InvalidArgumentError: ``path`` is a folder, cannot be written, or has a suffix matplotlib cannot write.
+        """
+        if not self.kernels():
+            raise InvalidStateError("Profile.plot: no launch was recorded, nothing to draw (were the kernels launched "
+                                    "inside the profile, on a runtime it profiles?)")
+        return plot_rows(self.kernels(), path, top, "Profile.plot")
 
 
 def _handle(rt: Parent) -> Any:
@@ -331,3 +319,186 @@ def adopt(rt: Parent) -> None:
     """A runtime just made joins the open profiles of every runtime (Runtime.__init__ calls this)."""
     for p in _EVERY:
         p.add(rt)
+
+
+def adopt_pool(pool: Any) -> None:
+    """A pool just made: the open profiles of every runtime profile its workers' tasks too (Pool.__init__ calls this;
+    its rows are the profile's ``pools``)."""
+    for p in _EVERY:
+        p.pools.append(pool.profile())
+
+
+# -- what a runtime's profile and a pool's share: rows in order, the table, the trace, the chart -----------------------
+
+
+def graph_of(name: str) -> str | None:
+    """The graph a row named ``<graph>/<kernel>`` is a dispatch of (kernel and graph names have no ``/``), or None."""
+    graph, sep, _ = name.partition("/")
+    return graph if sep else None
+
+
+def _where(row: Any) -> tuple:
+    """Where a row's launches ran: its device, and a pool's worker slot."""
+    return row.device, getattr(row, "slot", None)
+
+
+def nested(rows: list[Any]) -> list[Any]:
+    """``rows`` as a table lists them: kernels' and graphs' rows by total time, largest first, each graph's dispatch
+    rows right under their graph's row on the same device (and worker), in the order given."""
+    parts: dict[tuple, list[Any]] = {}
+    top = []
+    for r in rows:
+        graph = graph_of(r.name)
+        if graph is None:
+            top.append(r)
+        else:
+            parts.setdefault((graph, *_where(r)), []).append(r)
+    top.sort(key=lambda r: -r.total)
+    out = []
+    for r in top:
+        out += [r, *parts.pop((r.name, *_where(r)), [])]
+    return out + [r for left in parts.values() for r in left]  # a dispatch row whose graph's row is not there
+
+
+def rows_table(rows: list, lost: int = 0, slots: bool = False) -> str:
+    """Rows (``nested``) as text: a graph's dispatch rows indented under it, the bytes copied where any launch
+    copied host arrays, the worker's slot where ``slots``; the total, a graph's dispatches counted in their graph's
+    row only."""
+    copies = any(r.bytes for r in rows)
+    head = f"{'kernel':<32} {'device':<10}" + (f" {'slot':>4}" if slots else "") + \
+        f" {'launches':>8} {'total ms':>10} {'mean us':>10} {'min us':>10} {'max us':>10}" + \
+        (f" {'copied MB':>10}" if copies else "") + "  timed"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        name = r.name if r.graph is None else "  " + r.name
+        lines.append(f"{name[:32]:<32} {r.device:<10}" + (f" {r.slot:>4}" if slots else "") +
+                     f" {r.launches:>8} {r.total * 1e3:>10.3f} {r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} "
+                     f"{r.max * 1e6:>10.1f}" + (f" {r.bytes / 1e6:>10.3f}" if copies else "") + f"  {r.timed}")
+    if not rows:
+        lines.append("(no launches)")
+    else:
+        top = [r for r in rows if r.graph is None]
+        inside = " (a graph's dispatch rows are inside its row: not added again)" if len(top) < len(rows) else ""
+        lines.append(f"{'total':<32} {'':<10}" + (f" {'':>4}" if slots else "") +
+                     f" {sum(r.launches for r in top):>8} {sum(r.total for r in top) * 1e3:>10.3f}{inside}")
+    if any(r.timed in ("enqueue", "mixed") for r in rows):
+        lines.append("timed 'enqueue': the launch path gives no device time here; the figure is the call's")
+    if lost:
+        lines.append(f"{lost} launch(es) not recorded: the store was full")
+    return "\n".join(lines)
+
+
+_HOST_TIMED = set(_HOST_EVENTS.values())
+
+
+def trace_of(events: Iterable[tuple[str, Launch]]) -> dict:
+    """The Chrome trace of ``(process, launch)`` pairs (``Profile.trace`` says what it holds): a process a name given,
+    a track a launching thread, and one beside it for the thread's waits and copies, each named by metadata events
+    (``process_name``, ``thread_name``, ``thread_sort_index``)."""
+    events = list(events)
+    t0 = min((e.start for _, e in events), default=0.0)
+    pids: dict[str, int] = {}
+    tids: dict[tuple[int, int, bool], int] = {}  # (process, thread, host's own events) -> track
+    names: dict[tuple[int, int], str] = {}
+    out: list[dict] = []
+    for process, e in events:
+        pid = pids.setdefault(process, len(pids) + 1)
+        host = e.timed in _HOST_TIMED
+        tid = tids.setdefault((pid, e.thread, host), len(tids) + 1)
+        if e.thread_name or (pid, e.thread) not in names:
+            names[(pid, e.thread)] = e.thread_name or names.get((pid, e.thread), "")
+        args = {"call_us": (e.host_end - e.host_start) * 1e6, "timed": e.timed,
+                **({"bytes": e.bytes} if e.timed == "copy" else {})}
+        out.append({"name": f"copies: {e.name}" if e.timed == "copy" else e.name, "cat": e.timed, "ph": "X",
+                    "pid": pid, "tid": tid, "ts": (e.start - t0) * 1e6, "dur": max(e.seconds, 0.0) * 1e6,
+                    "args": args})
+    for process, pid in pids.items():
+        out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": process}})
+    unnamed: dict[int, int] = {}
+    order = {key: i for i, key in enumerate(names)}  # a thread's tracks side by side: its launches', then its waits'
+    for (pid, thread, host), tid in tids.items():
+        name = names[(pid, thread)] or f"thread {unnamed.setdefault(thread, len(unnamed) + 1)}"
+        out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                    "args": {"name": f"{name}: waits and copies" if host else name}})
+        out.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                    "args": {"sort_index": 2 * order[(pid, thread)] + host}})
+    return {"traceEvents": out, "displayTimeUnit": "ms"}
+
+
+def _open_for_writing(path: str | os.PathLike, what: str, mode: str = "w") -> IO:
+    """``path`` opened for writing, or InvalidArgumentError naming it and why not (a folder, a missing folder, no
+    permission)."""
+    try:
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")
+    except IsADirectoryError:
+        raise InvalidArgumentError(f"{what}: {os.fspath(path)!r} is a folder; give a file's path") from None
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"{what}: cannot write {os.fspath(path)!r}: its folder "
+                                   f"{os.path.dirname(os.path.abspath(path))!r} does not exist") from None
+    except NotADirectoryError:
+        raise InvalidArgumentError(f"{what}: cannot write {os.fspath(path)!r}: a part of its folder is a file, not "
+                                   "a folder") from None
+    except OSError as e:
+        raise InvalidArgumentError(f"{what}: cannot write {os.fspath(path)!r}: {e.strerror or e}") from None
+
+
+def write_trace(trace: dict, path: str | os.PathLike, what: str) -> str:
+    """Write a Chrome trace's object to ``path``; the path (InvalidArgumentError: it cannot be written)."""
+    with _open_for_writing(path, what) as f:
+        json.dump(trace, f)
+    return os.fspath(path)
+
+
+def plot_target(path: str | os.PathLike, what: str = "Profile.plot") -> tuple[str, str]:
+    """Where a chart of ``path`` is written, and its format: ``path`` itself, or with ``.png`` added where it has no
+    suffix (as matplotlib does). Raises InvalidStateError without matplotlib, InvalidArgumentError for a folder or a
+    suffix matplotlib cannot write."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as e:
+        raise InvalidStateError(f"{what} needs matplotlib: pip install matplotlib") from e
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InvalidArgumentError(f"{what}: {path!r} is a folder; give a file's path")
+    suffix = os.path.splitext(path)[1][1:].lower()
+    if not suffix:
+        return path + ".png", "png"
+    known = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in known:
+        raise InvalidArgumentError(f"{what}: matplotlib cannot write .{suffix} files ({path!r}); give a path ending "
+                                   f"in one of {', '.join('.' + k for k in sorted(known))}")
+    return path, suffix
+
+
+def plot_rows(rows: list, path: str | os.PathLike, top: int, what: str) -> str:
+    """A bar chart of ``rows`` (``nested``): the ``top`` kernels and graphs by total time, each graph's dispatch rows
+    under it in a lighter colour; to ``path`` (``plot_target``); the path written."""
+    target, fmt = plot_target(path, what)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keep = {id(r) for r in [r for r in rows if r.graph is None][:top]}
+    shown, kept = [], False
+    for r in rows:  # a dispatch row follows its graph's: shown where its graph is
+        kept = id(r) in keep if r.graph is None else kept
+        if kept:
+            shown.append(r)
+    shown = shown[::-1]
+    with _open_for_writing(target, what, "wb") as f:
+        fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 3) + 1.2))
+        labels = [r.name + " (" + ", ".join(
+            [r.device] + ([f"worker {r.slot}"] if hasattr(r, "slot") else [])) + ")" for r in shown]
+        colours = [("#a1b9dd" if r.graph else "#4c72b0") if r.timed == "device" else "#999999" for r in shown]
+        ax.barh(range(len(shown)), [r.total * 1e3 for r in shown], color=colours)
+        ax.set_yticks(range(len(shown)), labels)
+        for i, r in enumerate(shown):
+            ax.text(r.total * 1e3, i, f" {r.launches} x {r.mean * 1e6:.1f} us", va="center", fontsize=8)
+        ax.set_xlim(0, max((r.total for r in shown), default=0.0) * 1e3 * 1.35 or 1.0)  # room for the labels
+        ax.set_xlabel("total time (ms); light: a graph's dispatches, inside its bar; grey: the call's time")
+        ax.set_title("taichi_aot profile: kernels and graphs by total time")
+        fig.tight_layout()
+        fig.savefig(f, format=fmt)
+        plt.close(fig)
+    return target

@@ -55,6 +55,7 @@ def test_twenty_launches_give_a_row_and_a_trace_of_twenty(env, launcher, modules
     named = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "add"]
     assert len(named) == 20 and all(e["dur"] > 0 for e in named)
     assert any(e["name"] == "wait" for e in trace["traceEvents"])  # the host's wait, an event of its own
+    _waits_on_their_own_track(trace)
     assert "add" in str(prof) and "launches" in str(prof)
     for _ in range(3):  # the profile closed: nothing more is recorded
         add(x, y, 0.5)
@@ -89,6 +90,7 @@ def _graph_rows(prof, launches):
     for e in prof.launches:
         if e.name in parts:
             assert any(g.start <= e.start and e.end <= g.end for g in graph_events), e
+    _dispatch_rows_under_their_graph(prof)
 
 
 def test_host_arrays_copied_for_a_launch_are_counted_and_traced(vulkan, modules, tmp_path):
@@ -128,7 +130,7 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
             both.wait()
 
         with rt.profile() as prof:
-            threads = [threading.Thread(target=work, args=pair) for pair in pairs]
+            threads = [threading.Thread(target=work, args=pair, name=f"launcher-{i}") for i, pair in enumerate(pairs)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -139,6 +141,7 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
         assert row.launches == 20 and row.timed == "device"
         tracks = {e["tid"] for e in prof.trace()["traceEvents"] if e.get("name") == "add"}
         assert len(tracks) == 2
+        _tracks_named_by_threads(prof.trace(), {"launcher-0", "launcher-1"})
 
 
 def test_only_the_profiled_runtime_is_recorded_and_bad_use_is_refused(modules):
@@ -277,3 +280,184 @@ def test_a_kernel_called_as_an_op_is_profiled_as_itself(framework, modules):
             np.testing.assert_array_equal(np.asarray(out), 2 * y)
         (row,) = [r for r in prof.kernels() if r.name == "add"]
         assert row.launches == 5 and row.timed == "call" and row.min > 0, row
+
+
+# -- the profile's rows, files and command line as users meet them ----------------------------------------------------
+
+
+def _profile_cli(*args, **kw):
+    """``python -m taichi_aot profile ARGS``, its output captured."""
+    return subprocess.run([sys.executable, "-m", "taichi_aot", "profile", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, **kw)
+
+
+_ARGV_SCRIPT = "import sys\nprint('argv', sys.argv[1:])\n"
+
+
+def test_profile_options_after_the_script_are_refused_and_a_dash_dash_hands_them_to_it(tmp_path):
+    """Profile's options come before the script; after it they would be the script's: refused before it runs, with
+    the right order shown; a ``--`` before the script hands them to it, and the script's arguments reach it as
+    given (a ``--`` among them too)."""
+    script = tmp_path / "takes_args.py"
+    script.write_text(_ARGV_SCRIPT)
+    trace = tmp_path / "t.json"
+    for slip in (["--trace", trace], [f"--plot={tmp_path / 'k.png'}"]):
+        proc = _profile_cli(script, "a", *slip)
+        option = str(slip[0]).split("=")[0]
+        assert proc.returncode == 2 and "argv" not in proc.stdout, proc.stderr
+        assert f"{option} after the script" in proc.stderr and f"profile {option} FILE {script}" in proc.stderr
+        assert f"profile -- {script}" in proc.stderr
+    assert not trace.exists() and not (tmp_path / "k.png").exists()
+    proc = _profile_cli("--trace", trace, "--", script, "--trace", "x")  # the script's own --trace
+    assert proc.returncode == 0 and "argv ['--trace', 'x']" in proc.stdout, proc.stderr
+    assert trace.exists()
+    proc = _profile_cli(script, "--", "b")
+    assert "argv ['--', 'b']" in proc.stdout, proc.stderr  # as python SCRIPT -- b gives it
+
+
+_RAISING_SCRIPT = """
+import sys
+import numpy as np
+from taichi_aot import Runtime
+
+def fail():
+    raise ValueError("the script's own error")
+
+with Runtime(sys.argv[1]) as rt:
+    add = rt.load_module(sys.argv[2]).kernels["add"]
+    x, y = rt.ndarray_from_numpy(np.zeros(64, np.float32)), rt.ndarray_from_numpy(np.ones(64, np.float32))
+    for _ in range(7):
+        add(x, y, 0.5)
+    rt.wait()
+    fail()
+"""
+
+
+def test_a_raising_script_keeps_its_profile_and_its_traceback_starts_at_its_own_frame(modules, tmp_path):
+    script = tmp_path / "raises.py"
+    script.write_text(_RAISING_SCRIPT)
+    proc = _profile_cli(script, "x64", modules.path(Arch.X64))
+    assert proc.returncode == 1, proc.stderr
+    tb = proc.stderr[proc.stderr.index("Traceback (most recent call last):"):]
+    frames = [ln.strip() for ln in tb.splitlines() if ln.strip().startswith("File ")]
+    assert frames and all(f.startswith(f'File "{script}"') for f in frames), tb
+    assert "ValueError: the script's own error" in tb
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("add ")]
+    assert line.split()[1:3] == ["x64:0", "7"], proc.stderr
+
+
+def _dispatch_rows_under_their_graph(prof):
+    """``add_twice``'s dispatch rows are named by the kernel (``add``, not Taichi's copy of it for the graph), listed
+    right under the graph's row, indented in the table, and counted once in its total (in the graph's row)."""
+    rows = prof.kernels()
+    names = [r.name for r in rows]
+    at = names.index("add_twice")
+    assert names[at + 1:at + 3] == ["add_twice/add#1", "add_twice/add#2"], names  # the kernel's name, not Taichi's
+    assert [r.graph for r in rows[at:at + 3]] == [None, "add_twice", "add_twice"]
+    top = [r for r in rows if r.graph is None]
+    (total,) = [ln for ln in str(prof).splitlines() if ln.startswith("total")]
+    assert total.split()[1:3] == [str(sum(r.launches for r in top)), f"{sum(r.total for r in top) * 1e3:.3f}"]
+    lines = str(prof).splitlines()
+    assert lines[2 + at + 1].startswith("  add_twice/add#1"), lines  # indented under its graph
+
+
+def test_save_and_plot_refuse_what_they_cannot_write_and_an_empty_profile_draws_nothing(modules, tmp_path):
+    require_extra("matplotlib", "plot")
+    with Runtime(Arch.X64) as rt:
+        empty, prof = rt.profile(), rt.profile()
+        with empty:
+            pass
+        with prof:
+            rt.load_module(modules.path(Arch.X64)).kernels["add"](*_arrays(rt), 1.0)
+    afile = tmp_path / "a.json"
+    afile.write_text("{}")
+    for bad, why in ((tmp_path, "is a folder"), (afile / "t", "is a file, not a folder"),
+                     (tmp_path / "no" / "t", "does not exist")):
+        for write in (prof.save, prof.plot):
+            with pytest.raises(InvalidArgumentError, match=why) as e:
+                write(bad)
+            assert str(bad) in str(e.value)
+    with pytest.raises(InvalidArgumentError, match=r"\.xyz"):
+        prof.plot(tmp_path / "k.xyz")
+    assert prof.plot(tmp_path / "kplot") == str(tmp_path / "kplot.png")  # the path reported is the path written
+    assert (tmp_path / "kplot.png").read_bytes()[:4] == b"\x89PNG" and not (tmp_path / "kplot").exists()
+    with pytest.raises(InvalidStateError, match="no launch was recorded"):
+        empty.plot(tmp_path / "empty.png")
+    assert not (tmp_path / "empty.png").exists()
+
+
+def test_the_profile_command_checks_plot_before_the_script_runs_and_reports_the_file_written(modules, tmp_path):
+    require_extra("matplotlib", "plot")
+    script = tmp_path / "user_script.py"
+    script.write_text(_SCRIPT)
+    run_args = [script, "x64", modules.path(Arch.X64)]
+    no_matplotlib = subprocess.run(  # matplotlib not importable (None in sys.modules): refused before the script
+        [sys.executable, "-c", "import sys; sys.modules['matplotlib'] = None; from taichi_aot.__main__ import main; "
+         "sys.exit(main(sys.argv[1:]))", "profile", "--plot", str(tmp_path / "k.png"), *map(str, run_args)],
+        capture_output=True, text=True, timeout=300)
+    assert no_matplotlib.returncode == 2 and "needs matplotlib" in no_matplotlib.stderr, no_matplotlib.stderr
+    assert "x0" not in no_matplotlib.stdout
+    proc = _profile_cli("--plot", tmp_path / "kplot", *run_args)
+    assert proc.returncode == 3 and f"plot: {tmp_path / 'kplot.png'}\n" in proc.stderr, proc.stderr
+    assert (tmp_path / "kplot.png").exists()
+    folder = _profile_cli("--plot", tmp_path, *run_args)
+    assert folder.returncode == 2 and "is a folder" in folder.stderr and "x0" not in folder.stdout
+    empty = tmp_path / "no_launch.py"
+    empty.write_text("print('nothing launched')\n")
+    proc = _profile_cli("--plot", tmp_path / "e.png", empty)
+    assert proc.returncode == 0 and "no launch was profiled, nothing to draw" in proc.stderr, proc.stderr
+    assert not (tmp_path / "e.png").exists()
+
+
+def _track_names(trace):
+    """Each track's name in a Chrome trace (its ``thread_name`` metadata event), by (process, track)."""
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+
+
+def _tracks_named_by_threads(trace, threads):
+    """The launches of ``add`` are on tracks named by the launching threads' names, not their ids."""
+    names = _track_names(trace)
+    assert {names[(e["pid"], e["tid"])] for e in trace["traceEvents"] if e["name"] == "add"} == threads, names
+
+
+def _waits_on_their_own_track(trace):
+    """The host's waits are on a track of their own (``<thread>: waits and copies``), never on a launches' track:
+    those are the device's times, which the waits overlap."""
+    names = _track_names(trace)
+    waits = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "wait"}
+    launches = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "add"}
+    assert waits and not waits & launches
+    assert {names[w] for w in waits} == {"MainThread: waits and copies"}, names
+
+
+def test_a_pools_profile_saves_and_plots_and_the_profile_command_shows_its_workers(modules, tmp_path):
+    import pool_tasks
+
+    from taichi_aot.pool import Pool
+
+    require_extra("matplotlib", "plot")
+
+    with Pool(modules.path(Arch.X64), arch="x64", workers=2) as pool, pool.profile() as prof:
+        slots = pool.map(pool_tasks.axpy_times, [3, 3])
+    with open(prof.save(tmp_path / "pool.json"), encoding="utf-8") as f:
+        events = json.load(f)["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    adds = [e for e in events if e["ph"] == "X" and e["name"] == "add"]
+    assert len(adds) == 6 and {processes[e["pid"]] for e in adds} == {f"worker {s} x64:0" for s in slots}
+    with pytest.raises(InvalidArgumentError, match="is a folder"):
+        prof.save(tmp_path)
+    assert prof.plot(tmp_path / "pool.png") == str(tmp_path / "pool.png")
+    script = tmp_path / "pool_script.py"
+    script.write_text("import sys\nimport pool_tasks\nfrom taichi_aot.pool import Pool\n"
+                      "if __name__ == '__main__':\n"
+                      "    with Pool(sys.argv[1], arch='x64', workers=1) as pool:\n"
+                      "        print(pool.map(pool_tasks.axpy_times, [4, 4]))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(pool_tasks.__file__),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = _profile_cli("--trace", tmp_path / "cli.json", script, modules.path(Arch.X64), env=env)
+    assert proc.returncode == 0, proc.stderr
+    workers = proc.stderr[proc.stderr.index("-- the workers of its pool"):]
+    (line,) = [ln for ln in workers.splitlines() if ln.startswith("add ")]
+    assert line.split()[1:4] == ["x64:0", "0", "8"], proc.stderr
+    traced = [e for e in json.loads((tmp_path / "cli.json").read_text())["traceEvents"] if e.get("name") == "add"]
+    assert len(traced) == 8

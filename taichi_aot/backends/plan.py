@@ -7,6 +7,7 @@ graph's dispatches mapped onto the graph's arguments (:func:`dispatch_maps`) and
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -41,14 +42,20 @@ def gradients_match(plan_args: list[dict], entry: dict) -> bool:
     return laid == needing
 
 
+#: Taichi's copy of a kernel compiled for a graph, ``<kernel>_c<n>_<m>`` (what a graph's dispatches name)
+_GRAPH_COPY = re.compile(r"(.+)_c\d+_\d+$")
+
+
 def dispatch_names(info: Any) -> tuple[Any, list[Any]]:
-    """Each dispatch's row in a profile, ``<graph>/<kernel>``, numbered ``#1``, ``#2``... where the graph dispatches
-    a kernel more than once, as a graph's C record takes them: the ``char *[]`` (its ``names``) and what it holds
-    (both kept with the record)."""
-    repeated = {k for k in info.dispatches if info.dispatches.count(k) > 1}
+    """Each dispatch's row in a profile, ``<graph>/<kernel>`` by the kernel's own name (not the name of Taichi's copy
+    of it for the graph, ``<kernel>_c<n>_<m>``), numbered ``#1``, ``#2``... where the graph dispatches a kernel more
+    than once, as a graph's C record takes them: the ``char *[]`` (its ``names``) and what it holds (both kept with
+    the record)."""
+    kernels = [_GRAPH_COPY.sub(r"\1", k) for k in info.dispatches]
+    repeated = {k for k in kernels if kernels.count(k) > 1}
     seen: dict[str, int] = {}
     names = []
-    for k in info.dispatches:
+    for k in kernels:
         seen[k] = seen.get(k, 0) + 1
         name = f"{info.name}/{k}" + (f"#{seen[k]}" if k in repeated else "")
         names.append(ffi.new("char[]", name.encode("utf-8", "replace")))

@@ -373,9 +373,9 @@ def _check_build(args: argparse.Namespace) -> str | None:
 
 
 def _check_profile(args: argparse.Namespace) -> str | None:
-    if not os.path.isfile(args.script):
-        return f"no such script: {args.script!r}"
-    return unwritable(args.trace, "--trace") or unwritable(args.plot, "--plot")
+    from .profile import check_profile
+
+    return check_profile(args)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -464,6 +464,11 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
     p.add_argument("-o", "--out", required=True, help="the .pyi file to write ('-' for stdout)")
     p = add_command(sub, "profile", _cmd_profile, "run a Python script and print each kernel's device time",
                     check=_check_profile)
+    p.usage = "%(prog)s [--trace FILE] [--plot FILE] [--] SCRIPT.py [ARGS ...]"
+    p.description = ("Profile's options come before the script (as python -m cProfile -o FILE SCRIPT takes them): "
+                     "everything after the script is the script's. --trace or --plot after it is refused; where the "
+                     "script itself takes them, put -- before the script.")
+    p.allow_abbrev = False  # --tr FILE after the script is as much a slip as --trace FILE
     p.add_argument("--trace", default=None, metavar="FILE", help="also write a Chrome trace (Perfetto opens it)")
     p.add_argument("--plot", default=None, metavar="FILE", help="also draw the kernels' times (needs matplotlib)")
     p.add_argument("script", help="the Python script to run, as python SCRIPT.py would")
@@ -491,6 +496,7 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
                    help="simulations first run on one worker, for the speed-up (default 4; 0: none)")
     p.add_argument("--out", default="taichi_aot_sweep.png", help="PNG to write")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (profile reads its script's arguments here)
     problem = args.check_options(args) if args.check_options is not None else None
     if problem:
         parser.error(problem)

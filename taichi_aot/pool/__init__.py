@@ -47,6 +47,7 @@ from ..errors import (
     WorkerStartError,
     WorkerTaskError,
 )
+from ..profile import adopt_pool
 from ..runtime import resolve_arch
 from ._local import LocalHandle, exit_if_unserved
 from ._modules import Modules, module_sources
@@ -237,6 +238,7 @@ class Pool:
                                            name=f"taichi_aot-pool-slot-{slot.config.slot}")
             slot.thread.start()
         self._finalizer = weakref.finalize(self, _kill_handles, self._slots)
+        adopt_pool(self)  # where python -m taichi_aot profile profiles every runtime: the workers' too
 
     # -- starting -------------------------------------------------------------------------
 

@@ -1,12 +1,17 @@
 """A profile of a pool's workers (``with pool.profile() as prof:``): every task submitted while it is open runs inside a
-profile of its worker's runtimes (:class:`~taichi_aot.profile.Profile`), whose kernel rows come back with the task's
-value, each with the worker's slot; ``prof.kernels()`` sums them by kernel, device and slot, ``print(prof)`` is the
-table."""
+profile of its worker's runtimes (:class:`~taichi_aot.profile.Profile`), whose kernel rows and launches come back with
+the task's value, each with the worker's slot; ``prof.kernels()`` sums the rows by kernel, device and slot,
+``print(prof)`` is the table, ``prof.save()`` the Chrome trace (a process a worker's device), ``prof.plot()`` the chart,
+as a runtime's profile gives them."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, NamedTuple
+
+from ..errors import InvalidStateError
+from ..profile import Launch, graph_of, nested, plot_rows, rows_table, trace_of, write_trace
 
 __all__ = ["PoolKernelRow", "PoolProfile", "Profiled"]
 
@@ -25,13 +30,20 @@ class PoolKernelRow(NamedTuple):
     timed: str  # as taichi_aot.profile.KernelRow's
     bytes: int = 0
 
+    @property
+    def graph(self) -> str | None:
+        """The graph whose dispatch this row is (``<graph>/<kernel>``), or None (as KernelRow's)."""
+        return graph_of(self.name)
+
 
 class ProfiledValue(NamedTuple):
-    """A profiled task's value, and its worker's rows (``KernelRow`` fields, as tuples) and slot."""
+    """A profiled task's value, and its worker's rows (``KernelRow`` fields, as tuples), slot and launches
+    (``Launch`` fields)."""
 
     value: Any
     rows: list[tuple]
     slot: int
+    launches: tuple[tuple, ...] = ()
 
 
 class Profiled:
@@ -46,7 +58,8 @@ class Profiled:
 
         with Profile(*worker.runtimes) as prof:
             value = self.fn(worker, item)
-        return ProfiledValue(value, [tuple(r) for r in prof.kernels()], worker.slot)
+        return ProfiledValue(value, [tuple(r) for r in prof.kernels()], worker.slot,
+                             tuple(tuple(e) for e in prof.launches))
 
 
 class PoolProfile:
@@ -56,13 +69,21 @@ class PoolProfile:
         self._close = close
         self._lock = threading.Lock()
         self._rows: list[PoolKernelRow] = []
+        self._launches: list[tuple[int, Launch]] = []  # (slot, launch)
         self.open = True
 
     def add(self, reply: ProfiledValue) -> Any:
-        """Take a profiled task's rows; its value."""
+        """Take a profiled task's rows and launches; its value."""
         with self._lock:
             self._rows += [PoolKernelRow(r[0], r[1], reply.slot, *r[2:]) for r in reply.rows]
+            self._launches += [(reply.slot, Launch(*e)) for e in reply.launches]
         return reply.value
+
+    @property
+    def launches(self) -> list[tuple[int, Launch]]:
+        """Each profiled task's launches (and waits), with its worker's slot, in the order the tasks came back."""
+        with self._lock:
+            return list(self._launches)
 
     def kernels(self) -> list[PoolKernelRow]:
         """A row a kernel, device and slot, summed over the tasks, largest total first."""
@@ -78,18 +99,39 @@ class PoolProfile:
             rows.append(PoolKernelRow(name, device, slot, launches, total, min(r.min for r in found),
                                       max(r.max for r in found), total / launches if launches else 0.0,
                                       kinds.pop() if len(kinds) == 1 else "mixed", sum(r.bytes for r in found)))
-        rows.sort(key=lambda r: -r.total)
-        return rows
+        return nested(rows)
 
     def table(self) -> str:
-        """The rows as text (``print(prof)``)."""
+        """The rows as text (``print(prof)``), as a runtime's profile's table with the worker's slot."""
+        return rows_table(self.kernels(), slots=True)
+
+    def trace(self) -> dict:
+        """The Chrome trace of the workers' launches (``Profile.trace``'s events), a process a worker's device
+        (``worker <slot> <device>``). Workers on this machine share its monotonic clock; Ray's on other machines have
+        their own (each process is right, their places against each other are not)."""
+        return trace_of((f"worker {slot} {e.device}", e) for slot, e in self.launches)
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write the Chrome trace (``trace()``) to ``path``; returns the path.
+
+        Raises:
+            InvalidArgumentError: ``path`` is a folder, or cannot be written.
+        """
+        return write_trace(self.trace(), path, "PoolProfile.save")
+
+    def plot(self, path: str | os.PathLike, top: int = 20) -> str:
+        """A bar chart of the ``top`` kernels' and graphs' total times by worker (``Profile.plot``'s); the path
+        written.
+
+        Raises:
+            InvalidStateError: no profiled task brought launches back (nothing to draw), or no matplotlib.
+            InvalidArgumentError: ``path`` is a folder, cannot be written, or has a suffix matplotlib cannot write.
+        """
         rows = self.kernels()
-        head = f"{'kernel':<32} {'device':<10} {'slot':>4} {'launches':>8} {'total ms':>10} {'mean us':>10} " \
-               f"{'min us':>10} {'max us':>10}  timed"
-        lines = [head, "-" * len(head)]
-        lines += [f"{r.name[:32]:<32} {r.device:<10} {r.slot:>4} {r.launches:>8} {r.total * 1e3:>10.3f} "
-                  f"{r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} {r.max * 1e6:>10.1f}  {r.timed}" for r in rows]
-        return "\n".join(lines if rows else [*lines, "(no launches)"])
+        if not rows:
+            raise InvalidStateError("PoolProfile.plot: no profiled task brought a launch back, nothing to draw (were "
+                                    "the tasks submitted while the profile was open?)")
+        return plot_rows(rows, path, top, "PoolProfile.plot")
 
     def __str__(self) -> str:
         return self.table()
