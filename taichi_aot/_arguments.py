@@ -171,9 +171,15 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool
 
 def _wrong(spec: ArgInfo, what: str) -> Callable[..., Exception]:
     expected = spec.describe()
+    want = NUMPY_DTYPES[spec.dtype].name if spec.dtype is not None else None
+    dtype = f", np.{want}" if want is not None else ""
+    # a list or tuple for an array: no array is made of it (what the kernel writes would be lost); what to pass
+    listed = (f": pass np.asarray(value{dtype}) or an ndarray (rt.ndarray_from_numpy(...)); a {{}} is not taken "
+              "as an array (what the kernel writes into it would be lost)") if spec.kind == "ndarray" else ""
 
     def wrong(value: Any, cls: type[Exception] = ArgumentTypeError) -> Exception:
-        return cls(f"{what}: expected {expected}, got {describe_value(value)}")
+        fix = listed.format(type(value).__name__) if isinstance(value, (list, tuple)) else ""
+        return cls(f"{what}: expected {expected}, got {describe_value(value)}{fix}")
 
     return wrong
 

@@ -414,6 +414,10 @@ class AotModule(Child):
         known = self.kernel_names() if kind == "kernel" else self.graph_names()
         listing = f"; the module has {kind}s: {', '.join(known) if known else '(none)'}"
         if name not in known:
+            other: Literal["kernel", "graph"] = "graph" if kind == "kernel" else "kernel"
+            if name in (self.graph_names() if other == "graph" else self.kernel_names()):
+                raise NameNotFoundError(f"{name!r} is a {other} of module {self._source}, not a {kind}: use "
+                                        f"module.{other}s[{name!r}]")
             raise NameNotFoundError(f"no {kind} named {name!r} in module {self._source}{listing}")
         info = self._meta.kernels.get(name) if kind == "kernel" else self._meta.graphs.get(name)
         if info is None:
