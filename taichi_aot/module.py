@@ -337,12 +337,12 @@ class AotModule(Child):
         return self._backends.reverse(self, name, self._meta, self._runtime.cpu_threads)
 
     def launchers(self) -> dict[str, str]:
-        """Which backend launches each kernel: "cuda" (taichi_aot's own CUDA launcher, from the module's PTX), "x64"
-        (taichi_aot's own x64 launch, for kernels that return values or take scalars libtaichi cannot pass) or
-        "taichi" (libtaichi), with the reason after a colon where the own launches leave a kernel to libtaichi;
-        "refused: ..." for a kernel that returns values no backend here gives (looking it up raises
-        NotSupportedError). A graph whose every kernel is "cuda" is launched by the own launcher too
-        (``graph.launcher``)."""
+        """Which backend launches each kernel: "cuda" (taichi_aot's own CUDA launcher, from the module's PTX),
+        "vulkan" (taichi_aot's own Vulkan launch, on libtaichi's device and queue), "x64" (taichi_aot's own x64
+        launch, for kernels that return values or take scalars libtaichi cannot pass) or "taichi" (libtaichi), with
+        the reason after a colon where the own launches leave a kernel to libtaichi; "refused: ..." for a kernel that
+        returns values no backend here gives (looking it up raises NotSupportedError). A graph whose every kernel is
+        "cuda" is launched by the own launcher too (``graph.launcher``)."""
         return self._backends.launchers(self.kernel_names(), self._meta)
 
     @property
