@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from . import (
+    _built,  # noqa: F401  (first: where the compiled parts were never built, says so and what to do)
     _library,  # noqa: F401  (loads libtaichi_c_api first; ImportError if none fits)
     capi,
     enums,

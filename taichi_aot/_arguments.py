@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ARG_SIZE: int = ffi.sizeof("TiArgument")
 _VALUE = ffi.offsetof("TiArgument", "value")
-_F32 = struct.Struct("<f").pack_into
 _I32 = struct.Struct("<i").pack_into
 _TYPE = struct.Struct("<I").pack_into
 _F16_MAX = 65504.0
@@ -171,9 +170,15 @@ def make_packer(spec: ArgInfo, what: str, arch: Arch | None = None, widens: bool
 
 def _wrong(spec: ArgInfo, what: str) -> Callable[..., Exception]:
     expected = spec.describe()
+    want = NUMPY_DTYPES[spec.dtype].name if spec.dtype is not None else None
+    dtype = f", np.{want}" if want is not None else ""
+    # a list or tuple for an array: no array is made of it (what the kernel writes would be lost); what to pass
+    listed = (f": pass np.asarray(value{dtype}) or an ndarray (rt.ndarray_from_numpy(...)); a {{}} is not taken "
+              "as an array (what the kernel writes into it would be lost)") if spec.kind == "ndarray" else ""
 
     def wrong(value: Any, cls: type[Exception] = ArgumentTypeError) -> Exception:
-        return cls(f"{what}: expected {expected}, got {describe_value(value)}")
+        fix = listed.format(type(value).__name__) if isinstance(value, (list, tuple)) else ""
+        return cls(f"{what}: expected {expected}, got {describe_value(value)}{fix}")
 
     return wrong
 
@@ -310,18 +315,20 @@ def _tensor_packer(spec: ArgInfo, what: str) -> Packer:
 
 def _f32_packer(spec: ArgInfo, what: str) -> Packer:
     wrong = _wrong(spec, what)
-    value_off = _VALUE
+    put = lib.taichi_aot_f32_pack  # the C call's own conversion (_csrc/arrays.c): both paths round a value alike
 
     def pack(value: Any, runtime: Parent, slot: Slot) -> None:
         cls = value.__class__
         try:
-            if cls is not float and cls is not int:
+            if cls is not float:
                 if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                     raise wrong(value)
-                value = float(value)
-            _F32(slot.buf, slot.off + value_off, value)  # the slot's type was written once (prefill)
-        except (OverflowError, struct.error):
-            raise InvalidArgumentError(f"{what}: {value!r} is out of range for f32") from None
+                value = float(value)  # an int as the C call converts it (to the nearest double first)
+            if put(value, slot.ptr):  # the slot's type was written once (prefill)
+                return
+        except OverflowError:  # an int past every double
+            pass
+        raise InvalidArgumentError(f"{what}: {value!r} is out of range for f32")
 
     return pack
 

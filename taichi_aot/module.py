@@ -337,12 +337,12 @@ class AotModule(Child):
         return self._backends.reverse(self, name, self._meta, self._runtime.cpu_threads)
 
     def launchers(self) -> dict[str, str]:
-        """Which backend launches each kernel: "cuda" (taichi_aot's own CUDA launcher, from the module's PTX), "x64"
-        (taichi_aot's own x64 launch, for kernels that return values or take scalars libtaichi cannot pass) or
-        "taichi" (libtaichi), with the reason after a colon where the own launches leave a kernel to libtaichi;
-        "refused: ..." for a kernel that returns values no backend here gives (looking it up raises
-        NotSupportedError). A graph whose every kernel is "cuda" is launched by the own launcher too
-        (``graph.launcher``)."""
+        """Which backend launches each kernel: "cuda" (taichi_aot's own CUDA launcher, from the module's PTX),
+        "vulkan" (taichi_aot's own Vulkan launch, on libtaichi's device and queue), "x64" (taichi_aot's own x64
+        launch, for kernels that return values or take scalars libtaichi cannot pass) or "taichi" (libtaichi), with
+        the reason after a colon where the own launches leave a kernel to libtaichi; "refused: ..." for a kernel that
+        returns values no backend here gives (looking it up raises NotSupportedError). A graph whose every kernel is
+        "cuda" is launched by the own launcher too (``graph.launcher``)."""
         return self._backends.launchers(self.kernel_names(), self._meta)
 
     @property
@@ -414,6 +414,10 @@ class AotModule(Child):
         known = self.kernel_names() if kind == "kernel" else self.graph_names()
         listing = f"; the module has {kind}s: {', '.join(known) if known else '(none)'}"
         if name not in known:
+            other: Literal["kernel", "graph"] = "graph" if kind == "kernel" else "kernel"
+            if name in (self.graph_names() if other == "graph" else self.kernel_names()):
+                raise NameNotFoundError(f"{name!r} is a {other} of module {self._source}, not a {kind}: use "
+                                        f"module.{other}s[{name!r}]")
             raise NameNotFoundError(f"no {kind} named {name!r} in module {self._source}{listing}")
         info = self._meta.kernels.get(name) if kind == "kernel" else self._meta.graphs.get(name)
         if info is None:

@@ -21,7 +21,7 @@ def format_rows(rows: Sequence[Row | dict]) -> str:
             lines.append(head)
         lo, hi = d["min"], d["max"]
         rng = f"{format_figure(lo)}-{format_figure(hi)}" if lo is not None and hi is not None and lo != hi else ""
-        ratio = f"{d['ratio']:.2f}x" if d["ratio"] is not None else ""
+        ratio = f"{format_figure(d['ratio'])}x" if d["ratio"] is not None else ""  # as compared (row.as_shown)
         if d.get("spread") is not None:  # paired rounds (measure.py): the ratios' spread
             mins = f"±{d['spread']:.1%}"
         else:
@@ -36,7 +36,8 @@ def format_rows(rows: Sequence[Row | dict]) -> str:
 
 
 def format_figure(v: float | None) -> str:
-    """A figure to three significant digits (thousands grouped); "" for None."""
+    """A figure to three significant digits, whole numbers from 100 on (thousands grouped): what a row's target is
+    compared with (:func:`.row.as_shown`); "" for None."""
     if v is None:
         return ""
     if v != v:
@@ -57,7 +58,7 @@ def summary(results: dict) -> str:
             state = "met" if d["met"] else "MISSED"
             missed += not d["met"]
             value = d["ratio"] if d["ratio"] is not None else d["median"]
-            out.append(f"  [{state:6}] {d['arch']:7} {d['name']}: {value:.3g} ({d['target']})"
+            out.append(f"  [{state:6}] {d['arch']:7} {d['name']}: {format_figure(value)} ({d['target']})"
                        f"{' vs ' + d['limit'] if d['limit'] else ''}")
     cores = results.get("cores")
     if missed and cores is not None and cores < SET_ON_CORES:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -9,6 +11,18 @@ from dataclasses import dataclass, field
 SECTIONS = ("launch", "simulation", "graph", "throughput", "transfers", "memory", "interop", "scaling", "launcher",
             "validation", "ops", "autodiff", "startup", "placement", "gpus", "cores",
             "profiler", "sharing")
+
+
+#: A target a figure meets by a comparison with one number: ``<= 1.05``, ``>= 2``.
+_BOUND = re.compile(r"(<=|>=)\s*([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)")
+
+
+def as_shown(value: float) -> float:
+    """``value`` as the report prints it (``report.format_figure``): three significant digits, whole numbers from
+    100 on."""
+    if not math.isfinite(value):
+        return value
+    return float(round(value)) if abs(value) >= 100 else float(f"{value:.3g}")
 
 
 @dataclass
@@ -40,5 +54,16 @@ class Row:
             "max": max(self.samples) if self.samples else None, "samples": self.samples,
             "limit": self.limit, "ratio": self.ratio, "min_ratio": self.min_ratio, "spread": self.spread,
             "target": self.target,
-            "met": self.met, "note": self.note, "params": self.params,
+            "met": self.verdict(), "note": self.note, "params": self.params,
         }
+
+    def verdict(self) -> bool | None:
+        """Whether the row meets its target, as the report shows it: a ``<= N`` or ``>= N`` target is met by a figure
+        (its ratio, else its median) that prints as N (a median of 50.04 ms prints 50.0: ``<= 50`` is met), whatever
+        finer comparison set ``met``."""
+        bound = _BOUND.fullmatch(self.target.strip()) if self.met is False and self.target else None
+        figure = self.ratio if self.ratio is not None else self.median
+        if bound is None or not math.isfinite(figure):
+            return self.met
+        limit, shown = float(bound.group(2)), as_shown(figure)
+        return shown <= limit if bound.group(1) == "<=" else shown >= limit

@@ -178,6 +178,18 @@ def test_the_registry_asks_the_own_launches_first_and_libtaichi_last():
     assert by_name["taichi"].loads_on(Arch.VULKAN) and not by_name["cuda"].loads_on(Arch.X64)
 
 
+def test_launchers_docstrings_name_every_backend():
+    """``AotModule.launchers()`` and the room's own ``launchers`` name each registered backend it may answer (before,
+    both left out "vulkan")."""
+    from taichi_aot.backends import ModuleBackends
+    from taichi_aot.module import AotModule
+
+    for doc in (AotModule.launchers.__doc__, ModuleBackends.launchers.__doc__):
+        assert doc is not None
+        missing = [r.name for r in registered() if f'"{r.name}"' not in doc]
+        assert not missing, (missing, doc)
+
+
 def test_each_backend_reads_its_own_error_codes():
     """A launch's code is read by the backend whose kind of launch gave it: the same plan code says which launch's
     plan; libtaichi's refusal on a non-blocking stream is libtaichi's; an unknown kind is the dispatcher's."""

@@ -97,6 +97,33 @@ def _nvtx_library() -> bool:
     return any(where == "the nvidia-nvtx wheel" for where, _ in _nvtx.candidates())
 
 
+def test_a_figure_that_reads_as_its_target_meets_it():
+    """A row's target is met or missed by the figure the report prints: a median of 50.04 ms prints "50.0" and meets
+    "<= 50" (before, the table read "50.0 <=50 MISSED"), a ratio of 1.0504 meets "<= 1.05", one of 0.9996 meets
+    ">= 1"; a figure that prints past its target still misses it."""
+    from taichi_aot_bench.report import format_rows, summary
+    from taichi_aot_bench.row import Row
+
+    def row(name: str, samples: list[float], target: str, met: bool, ratio: float | None = None) -> Row:
+        return Row("startup", "x64", name, "ms", samples, ratio=ratio, target=target, met=met)
+
+    rows = [row("import", [50.04], "<= 50", 50.04 <= 50), row("ratio", [1.0], "<= 1.05", 1.0504 <= 1.05, 1.0504),
+            row("speed", [1.0], ">= 1", 0.9996 >= 1, 0.9996), row("slow import", [50.06], "<= 50", 50.06 <= 50)]
+    table = format_rows(rows).splitlines()
+    line = {name: next(x for x in table if x.strip().startswith(name + " ")) for name in ("import", "ratio", "speed",
+                                                                                          "slow import")}
+    assert "50.0" in line["import"] and "<=50 ok" in line["import"], line
+    assert "1.05x" in line["ratio"] and "<=1.05 ok" in line["ratio"], line
+    assert " 1x " in line["speed"], line
+    assert ">=1 ok" in line["speed"], line
+    assert "50.1" in line["slow import"] and "MISSED" in line["slow import"], line
+    results = {"rows": [r.to_dict() for r in rows]}
+    text = summary(results)
+    assert "[met   ] x64     import: 50.0 (<= 50)" in text, text
+    assert "[MISSED] x64     slow import: 50.1 (<= 50)" in text, text
+    assert [r["met"] for r in results["rows"]] == [True, True, True, False]
+
+
 def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--sections", "nope"],
                           capture_output=True, text=True, timeout=120)

@@ -3,6 +3,8 @@ plain floats and ints, checks exactly what the Python path checks; whatever it c
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -264,3 +266,50 @@ def test_call_counts_tell_the_path_each_call_took(env):
     with pytest.raises(ClosedError):
         add(x, y, 1.0)
     assert add.call_counts == (4, 4)
+
+
+#: Floats and ints for an f32 scalar where a conversion to f32 may round two ways: f32's largest, the halfway point
+#: past it (which rounds to infinity: refused) and the doubles just below it, subnormals and halfway cases among
+#: them, halfway cases of 1.0's neighbours, ints rounded to a double first, signed zeros, infinities and NaNs (a
+#: signaling one: CPython 3.14's struct keeps its payload, C's conversion quiets it).
+F32_EDGES = [3.4028234663852886e38, 3.4028235677973362e38, 3.4028235677973366e38, -3.4028235677973366e38,
+             3.4028235677973e38, 1.401298464324817e-45, 7.006492321624085e-46, 7.006492321624087e-46,
+             2.1019476964872256e-45, 1.1754942106924411e-38, 5.877471754111438e-39, 1e-46, 5e-324, 1.0000000596046448,
+             1.0000001788139343, 0.1, 16777217.0, 2**24 + 1, 2**53 + 2**29 + 1, -(2**53 + 2**29 + 1), 2**128 - 2**103,
+             2**128 - 2**103 - 1, 2**1030, -0.0, 0.0, float("inf"), float("-inf"), float("nan"),
+             struct.unpack("<d", struct.pack("<Q", 0x7FF4000000000000))[0]]
+
+
+def test_both_call_paths_write_a_float_alike(env):
+    """An f32 scalar is converted once, the same way on either call path: the first call (the Python call's packer)
+    and the next with the same arrays (the C call) write the same bits, numpy's value for the element; a value past
+    f32's range is refused with the same error (the C call leaves it to the Python call, which refuses it)."""
+    rt, mod = env
+    add = mod.kernels["add"]  # x += a * y
+    y = rt.ndarray_from_numpy(np.ones(1, np.float32))
+    for value in F32_EDGES:
+        x = rt.ndarray((1,), np.float32)  # a new array: the first call is Python's
+        got = []
+        for path in ("python", "c"):
+            before = add.call_counts
+            x.from_numpy(np.full(1, -0.0, np.float32))  # -0.0 + a * 1.0 is a, signed zeros too
+            try:
+                add(x, y, value)
+                rt.wait()
+                got.append(int(x.to_numpy().view(np.uint32)[0]))
+            except InvalidArgumentError as e:
+                assert "is out of range for f32" in str(e)
+                got.append(None)
+            took = (add.call_counts[0] - before[0], add.call_counts[1] - before[1])
+            # a value refused once is the Python call's to refuse again (the C call leaves what it cannot write to it)
+            assert took == ((0, 1) if path == "python" or got[0] is None else (1, 0)), (value, path, took)
+        assert got[0] == got[1], (value, [hex(g) if g is not None else g for g in got])
+        if isinstance(value, int) and abs(value) >= 2**1024:  # past every double: no f32 either
+            assert got[0] is None
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = np.array([float(value)]).astype(np.float32)
+        if got[0] is None:
+            assert np.isinf(expected[0]) and not np.isinf(float(value)), value
+        else:
+            np.testing.assert_array_equal(np.array([got[0]], np.uint32).view(np.float32), expected)

@@ -81,6 +81,18 @@ def test_each_command_checks_its_own_options(capsys):
     assert main(["stubs", os.path.join(HERE, "no-such-module"), "-o", "-"]) == 2  # demo's limits are not its own
 
 
+def test_the_pictures_help_names_the_file_written_by_default(capsys):
+    """``demo --help`` and ``sweep --help`` say which PNG ``--out`` writes when it is not given."""
+    from taichi_aot.cli import main
+
+    for command in ("demo", "sweep"):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, "--help"])
+        assert exit_.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert f"--out OUT PNG to write (default taichi_aot_{command}.png)" in text, text
+
+
 def test_console_script_and_module_run_the_same_main():
     script = os.path.join(os.path.dirname(sys.executable), "taichi-aot")
     if not os.path.exists(script):

@@ -101,6 +101,32 @@ def test_the_environment_table_names_every_variable():
     assert not unread, f"in the table but read by nothing: {sorted(unread)}"
 
 
+def test_the_logging_example_logs_what_it_says(tmp_path):
+    """The guide's logging example (docs/guide/config.md) puts the library's lines on stderr through Python's
+    logging, as its text says (before, its program logged nothing at all), run on the examples' physics.tcm."""
+    import re
+    import shutil
+
+    from conftest import require_arch
+    from taichi_aot import Arch
+
+    require_arch(Arch.X64)
+    with open(os.path.join(ROOT, "docs", "guide", "config.md"), encoding="utf-8") as f:
+        section = f.read().split("## The library's log", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    shutil.copy(os.path.join(ROOT, "examples", "physics.tcm"), tmp_path / "physics.tcm")
+    (tmp_path / "example.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("TI_LOG_LEVEL", None)
+    env.pop("TAICHI_AOT_VERBOSE", None)
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^ERROR:taichi_aot:libtaichi_c_api: \[E .*Failed to load kernel=stepp$", proc.stderr, re.M), \
+        proc.stderr
+    assert re.search(r"^DEBUG:taichi_aot:libtaichi_c_api: .*C-API error", proc.stderr, re.M), proc.stderr
+
+
 def test_the_layout_names_every_file_of_the_package_and_the_bench():
     """docs/layout.md is the map: every source file of taichi_aot and taichi_aot_bench (Python, C, headers) is named
     there, by its file name or, in a folder whose entry lists its modules by name, by its stem as a word."""

@@ -144,3 +144,39 @@ def test_the_readme_install_route_runs_in_a_fresh_clone_and_leaves_it_clean(tmp_
                          env={**os.environ, "PYTHONPATH": str(site), "PYTHONSAFEPATH": "1"})
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.split() == [str(site / "taichi_aot" / "__init__.py"), "bundled"]
+
+
+def test_a_source_tree_never_built_says_it_hides_the_installed_package(tmp_path):
+    """``import taichi_aot`` and ``python -m taichi_aot`` run inside a clone whose compiled parts were never built
+    (after the README's install, from the clone's folder) say that the source tree hides the installed package and
+    what to do; before, they failed with "No module named 'taichi_aot._native'". Here this checkout stands for the
+    installed package, and ``-S`` keeps the editable install's finder of this venv out (a wheel has none)."""
+    import os
+    import shutil
+    import sysconfig
+
+    from conftest import ROOT
+
+    clone = tmp_path / "clone"
+    shutil.copytree(os.path.join(ROOT, "taichi_aot"), clone / "taichi_aot",
+                    ignore=shutil.ignore_patterns("*.so", "_lib", "__pycache__"))
+    assert not list((clone / "taichi_aot").glob("_native*.so"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([sysconfig.get_paths()["purelib"], ROOT])}
+    env.pop("PYTHONSAFEPATH", None)
+    installed = os.path.join(ROOT, "taichi_aot")
+    for args in (["-c", "import taichi_aot"], ["-m", "taichi_aot", "archs"]):
+        ran = subprocess.run([sys.executable, "-S", *args], cwd=clone, capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert ran.returncode == 1, ran.stderr
+        text = " ".join(ran.stderr.split())
+        assert "No module named" not in text, text
+        assert (f"ImportError: taichi_aot was imported from {clone / 'taichi_aot'}, a source tree whose compiled parts "
+                f"(taichi_aot/_native) were never built: Python finds it before the taichi_aot installed in this "
+                f"Python ({installed}), because {clone} is the current folder or on sys.path. Run Python from another "
+                f"folder to use the installed package, or build this tree in place: pip install -e . (or bash "
+                f"scripts/setup.sh) in {clone}") in text, text
+    elsewhere = tmp_path / "elsewhere"  # what it says to do: from another folder, the installed package imports
+    elsewhere.mkdir()
+    ran = subprocess.run([sys.executable, "-S", "-c", "import taichi_aot; print(taichi_aot.__file__)"], cwd=elsewhere,
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 0 and ran.stdout.strip() == os.path.join(installed, "__init__.py"), ran.stderr

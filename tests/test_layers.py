@@ -20,9 +20,9 @@ PACKAGES = ("taichi_aot", "taichi_aot_bench")
 #: The rooms from the ground up. A room may import from its own layer's rooms (no circle) and from
 #: any layer below it, never from one above. A new module must be given a place here.
 LAYERS: list[set[str]] = [
-    {"_native", "_call", "_cdef", "_trust", "_version", "_pyinstaller"},  # the extensions (the C-API bindings, the C
-    # call), what another local user could have written (paths told by owner and mode), the version, PyInstaller's
-    # hooks (they import nothing of the package)
+    {"_native", "_call", "_cdef", "_trust", "_version", "_pyinstaller", "_built"},  # the extensions (the C-API
+    # bindings, the C call), what another local user could have written (paths told by owner and mode), the version,
+    # PyInstaller's hooks, whether the extensions were built (they import nothing of the package)
     {"_bundle", "_cache", "_home", "_child"},  # the build's helpers, the cache folder, the HOME the loaded libraries
     # read, the package's child processes (they import only the trust room)
     {"enums"},  # the C enums and the tables about them

@@ -259,3 +259,48 @@ def test_an_llvm_graph_binding_other_arguments_is_refused(modules, tmp_path, cas
     (folder / "graphs.tcb").write_bytes(graphs_tcb([("g", [("nothing", good)])]))
     with pytest.raises(CorruptedDataError, match=r"dispatch of 'nothing': no such kernel"):
         metadata.read_module(str(folder))
+
+
+@pytest.mark.parametrize("where", ["everywhere", "the pool's counts", "the loop's end"])
+def test_a_kernel_built_for_no_sane_thread_count_is_refused_at_load(modules, tmp_path, where):
+    """A CPU kernel's ``.ll`` edited to a thread count of 0 or less, of more than a runtime may start, or of no number
+    at all is refused at load, naming the file: before, libtaichi aborted the process at the first launch of 0
+    threads, ran one of 2**31 - 1 for minutes, and ran none of the loop for an end of 0."""
+    import re
+
+    from taichi_aot import _cpus
+    from taichi_aot.metadata import llvm_ir
+
+    require_arch(Arch.X64)
+    assert llvm_ir.MOST_THREADS == _cpus.MAX_THREADS
+    with open(os.path.join(modules.path(Arch.X64), "add.ll")) as f:
+        text = f.read()
+    pool = re.compile(r"(i32 noundef )\d+(, i32 noundef )\d+(, i8\* noundef nonnull)")
+    end = re.compile(r"(store <4 x i32> <i32 0, i32 )\d+(, i32 1, i32 1>)")
+    assert len(pool.findall(text)) == 1 and len(end.findall(text)) == 1
+    for count in ("0", str(2**31 - 1), str(llvm_ir.MOST_THREADS + 1), "-3", "lots"):
+        edited = text
+        if where != "the loop's end":
+            edited = pool.sub(rf"\g<1>{count}\g<2>{count}\g<3>", edited)
+        if where != "the pool's counts":
+            edited = end.sub(rf"\g<1>{count}\g<2>", edited)
+        folder = tmp_path / f"threads{count}"
+        shutil.copytree(modules.path(Arch.X64), folder)
+        (folder / "add.ll").write_text(edited)
+        with pytest.raises(CorruptedDataError, match=rf"add\.ll runs its parallel loops on '{count}' threads, not a "
+                                                     rf"number from 1 to {llvm_ir.MOST_THREADS}"):
+            metadata.read_module(str(folder))
+        with Runtime(Arch.X64) as rt, pytest.raises(CorruptedDataError, match=r"add\.ll .* build the module again"):
+            rt.load_module(folder)
+    folder = tmp_path / "most"  # the most a runtime may start is a count, and runs
+    shutil.copytree(modules.path(Arch.X64), folder)
+    (folder / "add.ll").write_text(end.sub(rf"\g<1>{llvm_ir.MOST_THREADS}\g<2>",
+                                           pool.sub(rf"\g<1>{llvm_ir.MOST_THREADS}\g<2>{llvm_ir.MOST_THREADS}\g<3>",
+                                                    text)))
+    with Runtime(Arch.X64) as rt:
+        x, y = rt.ndarray((4,), np.float32), rt.ndarray((4,), np.float32)
+        x.from_numpy(np.arange(4, dtype=np.float32))
+        y.from_numpy(np.ones(4, np.float32))
+        rt.load_module(folder).kernels["add"](x, y, 2.0)
+        rt.wait()
+        assert x.to_numpy().tolist() == [2.0, 3.0, 4.0, 5.0]

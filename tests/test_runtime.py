@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import re
 import shutil
 import threading
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,15 @@ import pytest
 import taichi_aot as ta
 from conftest import require_arch
 from taichi_aot import Arch, Capability, Runtime, _cache, capi
+
+
+def _zipped(members: dict[str, bytes]) -> bytes:
+    """A zip archive of ``members`` (name: bytes), as bytes."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out.getvalue()
 
 
 @pytest.fixture(params=["folder", "tcm", "bytes"])
@@ -168,13 +180,44 @@ def test_unknown_names_list_what_exists(mod):
     assert isinstance(info.value, KeyError)
     assert "add" in str(info.value) and "fill_i32" in str(info.value)
     with pytest.raises(KeyError, match="add_twice"):
-        mod.graphs["add"]
+        mod.graphs["nope"]
     with pytest.raises(TypeError):
         mod.kernels[3]
     assert "add" in mod.kernels and "nope" not in mod.kernels
     gfx = {"tex_write_graph", "tex_read_graph"} if mod.runtime.arch == Arch.VULKAN else set()
     assert set(mod.graphs) == {"add_twice", "accumulate_graph"} | gfx and len(mod.graphs) == 2 + len(gfx)
     assert mod.kernels["add"] is mod.kernels["add"]
+
+
+def test_a_graph_looked_up_as_a_kernel_names_where_it_is(mod):
+    """A graph's name under ``kernels`` (and a kernel's under ``graphs``) says which it is and where to look it up."""
+    with pytest.raises(ta.NameNotFoundError, match=r"'add_twice' is a graph of module .*, not a kernel: use "
+                                                   r"module\.graphs\['add_twice'\]") as info:
+        mod.kernels["add_twice"]
+    assert isinstance(info.value, KeyError)
+    with pytest.raises(ta.NameNotFoundError, match=r"'add' is a kernel of module .*, not a graph: use "
+                                                   r"module\.kernels\['add'\]"):
+        mod.graphs["add"]
+    assert mod.graphs["add_twice"] and mod.kernels["add"]
+
+
+def test_a_list_for_an_array_says_what_to_pass(env):
+    """A Python list or tuple where a kernel or graph takes an array says to pass np.asarray with the kernel's dtype
+    or an ndarray, on both call paths (the first call packs in Python, the next in C)."""
+    rt, mod = env
+    x = rt.ndarray_from_numpy(np.ones(4, np.float32))
+    fix = r"got (list|tuple) .*: pass np\.asarray\(value, np\.float32\) or an ndarray \(rt\.ndarray_from_numpy"
+    for _ in range(2):
+        with pytest.raises(ta.ArgumentTypeError, match=r"argument 0.*" + fix):
+            mod.kernels["add"]([1.0, 2.0, 3.0, 4.0], x, 1.0)
+        with pytest.raises(ta.ArgumentTypeError, match=r"argument 1.*" + fix):
+            mod.kernels["add"](x, (1.0, 2.0, 3.0, 4.0), 1.0)
+        mod.kernels["add"](x, x, 1.0)
+    with pytest.raises(ta.ArgumentTypeError, match=fix):
+        mod.graphs["add_twice"](x=[1.0, 2.0, 3.0, 4.0], y=x, a=1.0)
+    mod.kernels["add"](x, np.asarray([1.0, 2.0, 3.0, 4.0], np.float32), 1.0)  # what it says to pass runs
+    rt.wait()
+    np.testing.assert_array_equal(x.to_numpy(), [5.0, 6.0, 7.0, 8.0])
 
 
 def test_bad_kernel_arguments_raise(rt, mod, arch):
@@ -212,8 +255,19 @@ def test_load_module_errors(rt, arch, modules, tmp_path):
     with pytest.raises(ta.CorruptedDataError):
         rt.load_module(data[: len(data) // 2])  # truncated archive
     (tmp_path / "emptydir").mkdir()
-    with pytest.raises(ta.CorruptedDataError):
+    with pytest.raises(ta.CorruptedDataError, match=r"is not a Taichi AOT module: it has no metadata\.json \(it is "
+                                                    r"empty\)\. A module, as `taichi_aot build`"):
         rt.load_module(tmp_path / "emptydir")
+    (tmp_path / "project" / "src").mkdir(parents=True)  # a folder holding a module, not one
+    (tmp_path / "project" / "kernels.py").write_text("")
+    shutil.copy(modules.path(arch, tcm=True), tmp_path / "project" / "physics.tcm")
+    with pytest.raises(ta.CorruptedDataError, match=r"no metadata\.json \(it holds kernels\.py, physics\.tcm, src/\)"
+                                                    r".*: pass such a folder or a \.tcm file; did you mean "
+                                                    rf"{re.escape(repr(str(tmp_path / 'project' / 'physics.tcm')))}\?"):
+        rt.load_module(tmp_path / "project")
+    with pytest.raises(ta.CorruptedDataError, match=r"the \.tcm archive is not a Taichi AOT module: it has no "
+                                                    r"metadata\.json \(it holds notes\.txt\)"):
+        rt.load_module(_zipped({"notes.txt": b"x"}))
     with pytest.raises(TypeError):
         rt.load_module(12)
     # the runtime is intact after all that

@@ -1,5 +1,6 @@
 /* numpy arrays recognised from C (see taichi_aot.h): the argument packer's fast path asks whether the
    array it was given is, in every respect a kernel sees, the one it shared before. */
+#include <math.h>
 #include <string.h>
 
 #include "taichi_aot.h"
@@ -50,5 +51,16 @@ int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int nee
         return 0;
     }
     memcpy(slot, &key->argument, sizeof(TiArgument));
+    return 1;
+}
+
+/* An f32 scalar argument's value from a double (see taichi_aot.h): 1 where written, 0 where a finite `d` rounds past
+   f32's range (its caller refuses it). */
+int taichi_aot_f32_pack(double d, TiArgument *slot) {
+    float f = (float)d;
+    if (isinf(f) && !isinf(d)) {
+        return 0;
+    }
+    slot->value.f32 = f;
     return 1;
 }

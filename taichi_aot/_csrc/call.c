@@ -414,10 +414,10 @@ static int launcher_pack_array_slot(taichi_aot_launcher *self, taichi_aot_slot *
     return s->reads == NULL || launcher_foreign_same(s, value, 0);
 }
 
-/* An f32 slot's value written: an exact float, or an exact int, within f32's range; 0 sends the call to Python. */
+/* An f32 slot's value written: an exact float, or an exact int, within f32's range, converted as the Python call
+   converts it (taichi_aot_f32_pack, arrays.c); 0 sends the call to Python (which raises for a value out of range). */
 static int launcher_pack_f32(taichi_aot_slot *s, PyObject *value) {
     double d;
-    float f;
     if (PyFloat_CheckExact(value)) {
         d = PyFloat_AsDouble(value);
     } else if (PyLong_CheckExact(value)) {
@@ -429,12 +429,7 @@ static int launcher_pack_f32(taichi_aot_slot *s, PyObject *value) {
     } else {
         return 0;
     }
-    f = (float)d;
-    if (isinf(f) && !isinf(d)) {
-        return 0; /* out of f32's range: Python raises */
-    }
-    s->arg->value.f32 = f;
-    return 1;
+    return taichi_aot_f32_pack(d, s->arg);
 }
 
 /* An i32 slot's value written: an exact int within i32's range; 0 sends the call to Python. */

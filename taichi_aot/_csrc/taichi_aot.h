@@ -171,6 +171,11 @@ typedef struct {
 int taichi_aot_array_key(uintptr_t array, TaichiAotArrayKey *key);
 int taichi_aot_array_same(uintptr_t array, const TaichiAotArrayKey *key, int need_writable);
 int taichi_aot_array_pack(uintptr_t array, const TaichiAotArrayKey *key, int need_writable, TiArgument *slot);
+/* arrays.c too (the one C file both extensions compile): an f32 scalar argument's value from a double (a Python
+   float, or an int as Python converts it), converted as C converts it (rounded to nearest even, a NaN quieted) into
+   `slot`'s value; 0 (nothing written) where a finite `d` rounds past f32's range. The one conversion of both call
+   paths: the C call's (call.c) and the Python call's packer (_arguments.py). */
+int taichi_aot_f32_pack(double d, TiArgument *slot);
 
 /* torch.c: a torch tensor's layout, read through the C functions torch exports for compiled models
    (aoti_torch_get_*), looked up in `library` (libtorch_cpu, loaded by torch; 1 where all were found).

@@ -278,9 +278,9 @@ class ModuleBackends:
         return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
 
     def launchers(self, names: list[str], meta: ModuleInfo) -> dict[str, str]:
-        """``AotModule.launchers()``: each kernel's backend, "cuda", "x64" or "taichi" (with the reason after a colon
-        where the own launches leave it to libtaichi), or "refused: ..." for a kernel that returns values no backend
-        here gives, or a reverse-mode kernel no own launch takes (its look-up raises NotSupportedError)."""
+        """``AotModule.launchers()``: each kernel's backend, "cuda", "vulkan", "x64" or "taichi" (with the reason
+        after a colon where the own launches leave it to libtaichi), or "refused: ..." for a kernel that returns values
+        no backend here gives, or a reverse-mode kernel no own launch takes (its look-up raises NotSupportedError)."""
         out = {}
         for name in names:
             info = meta.kernels.get(name)

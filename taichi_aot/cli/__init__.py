@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
     p.add_argument("--arch", default=None, help="backend (default: the best available)")
     p.add_argument("--size", type=int, default=256, help="grid side (default 256)")
     p.add_argument("--steps", type=int, default=4000, help="simulation steps (default 4000)")
-    p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write")
+    p.add_argument("--out", default="taichi_aot_demo.png", help="PNG to write (default taichi_aot_demo.png)")
     p.add_argument("--compile", action="store_true",
                    help="compile the demo's kernels with Taichi (the build extra) instead of the shipped module")
     p = add_command(sub, "sweep", cmd_sweep, "a Gray-Scott parameter map over a pool of workers", check=check_sweep)
@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None, extra: Sequence[AddCommand] = ()) -> int
     p.add_argument("--steps", type=int, default=2000, help="steps per simulation (default 2000)")
     p.add_argument("--baseline", type=int, default=4,
                    help="simulations first run on one worker, for the speed-up (default 4; 0: none)")
-    p.add_argument("--out", default="taichi_aot_sweep.png", help="PNG to write")
+    p.add_argument("--out", default="taichi_aot_sweep.png", help="PNG to write (default taichi_aot_sweep.png)")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (profile reads its script's arguments here)
     problem = args.check_options(args) if args.check_options is not None else None

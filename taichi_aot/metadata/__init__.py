@@ -284,7 +284,7 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
 def _read(src: _Source) -> ModuleInfo:
     raw = src.read("metadata.json")
     if raw is None:
-        raise CorruptedDataError("module has no metadata.json")
+        raise src.no_metadata()
     text = raw.decode("utf-8", "replace")
     version = _version(src)
     try:

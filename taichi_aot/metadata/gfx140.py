@@ -139,7 +139,7 @@ class GfxRuntime140:
             for name in ("metadata.json", "graphs.json"):
                 raw = src.read(name)
                 if raw is None and name == "metadata.json":
-                    raise CorruptedDataError("module has no metadata.json")
+                    raise src.no_metadata()
                 try:
                     docs.append(json.loads(raw) if raw is not None else [])
                 except (ValueError, RecursionError):

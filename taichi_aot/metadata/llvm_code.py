@@ -16,6 +16,8 @@ Each of these is a :class:`CorruptedDataError` naming the kernel:
 * the kernel's ``<kernel>.ll`` (where there is one: without it, the library refuses looking the kernel up)
   defines every task it runs, and where its code reads the argument buffer it reads it as the struct type of
   the layout;
+* a CPU kernel's parallel loops are built for a thread count from 1 to ``llvm_ir.MOST_THREADS`` (libtaichi aborts
+  the process at a launch on 0 threads, and one on 2**31 - 1 runs for minutes);
 * a graph dispatches kernels of the module, binding every argument of each with the kind, dtype and
   dimensions the kernel takes.
 """
@@ -236,6 +238,11 @@ def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str, ir
     for task in tasks:
         if task["name"] not in defined:
             raise CorruptedDataError(f"{what}: runs task {task['name']!r}, which {name}.ll does not define")
+    count = llvm_ir.bad_thread_count(text)
+    if count is not None:
+        raise CorruptedDataError(f"{what}: {name}.ll runs its parallel loops on {count!r} threads, not a number from 1 "
+                                 f"to {llvm_ir.MOST_THREADS} (Taichi writes the thread count of the machine that built "
+                                 "the module): build the module again, or restore the file")
     for i, (start, fn) in enumerate(starts):
         body = text[start:starts[i + 1][0] if i + 1 < len(starts) else len(text)]
         fields = set(_FIELD0.findall(body))

@@ -39,6 +39,34 @@ ROOTS = 7
 _ROOTS_GETTER = re.compile(r"@LLVMRuntime_get_roots\(")
 
 
+#: The most threads a CPU kernel's parallel loops may be built for: as many as a CPU runtime may start
+#: (``_cpus.MAX_THREADS``; Taichi writes the thread count of the machine that built the module, or its
+#: ``cpu_max_num_threads``).
+MOST_THREADS = 4096
+#: A CPU kernel's entry handing its parallel loop to the runtime's thread pool, ``parallel_for(pool, splits, threads,
+#: context, task)`` (groups 1 and 2: the two counts, as written), and the store of its range-for context's ``begin,
+#: end, block size, step`` (group 2: the end, which Taichi makes the thread count).
+_PARALLEL_FOR = re.compile(r"call void %[\w.]+\(i8\* noundef %[\w.]+, i32 noundef ([^,\n]*), i32 noundef ([^,\n]*), "
+                           r"i8\* noundef nonnull %[\w.]+, void \(i8\*, i32, i32\)\* noundef nonnull @")
+_RANGE_END = re.compile(r"= getelementptr inbounds %[\w.]+, %[\w.]+\* %[\w.]+, i64 0, i32 5\n"
+                        r"\s*(%[\w.]+) = bitcast i32\* %[\w.]+ to <4 x i32>\*\n"
+                        r"\s*store <4 x i32> <i32 0, i32 ([^,\n]*), i32 1, i32 1>, <4 x i32>\* \1,")
+
+
+def bad_thread_count(text: str) -> str | None:
+    """The first thread count of a CPU kernel's parallel loops (:data:`_PARALLEL_FOR`, :data:`_RANGE_END`) that is
+    not a number from 1 to :data:`MOST_THREADS` nor a value computed at run time, as written; None where all are.
+    libtaichi aborts the process at a launch of 0 threads or fewer, and a launch of 2**31 - 1 runs for minutes."""
+    counts = [c for m in _PARALLEL_FOR.finditer(text) for c in m.groups()]
+    counts += [m.group(2) for m in _RANGE_END.finditer(text)]
+    for count in counts:
+        if count.startswith("%") and _BARE.fullmatch(count[1:]):  # a register: a count made at run time
+            continue
+        if not (count.isascii() and count.isdigit() and 1 <= int(count) <= MOST_THREADS):
+            return count
+    return None
+
+
 def unquoted(match: re.Match, group: int = 1) -> str:
     """The name a :data:`NAME` match at ``group`` (bare) and ``group + 1`` (quoted) stands for."""
     bare = match.group(group)

@@ -136,6 +136,29 @@ class _Source:
         except (*_ZIP_ERRORS, zlib_error) as e:
             raise CorruptedDataError(f"module file {name} cannot be read: {e}") from None
 
+    def no_metadata(self) -> CorruptedDataError:
+        """The error of a source without ``metadata.json``: what it holds, what a module holds, and, for a folder,
+        the modules in it (a ``.tcm`` file or a folder with ``metadata.json``: one level down)."""
+        what, held, found = "the .tcm archive", self.names(), []
+        if self._zip is None:
+            what = repr(self._dir)
+            try:
+                entries = sorted(os.listdir(self._dir))
+            except OSError:
+                entries = []
+            held = [e + "/" if os.path.isdir(os.path.join(self._dir, e)) else e for e in entries]
+            for e in entries:
+                p = os.path.join(self._dir, e)
+                if (e.endswith(".tcm") and os.path.isfile(p)) or os.path.isfile(os.path.join(p, "metadata.json")):
+                    found.append(repr(p))
+        holds = f"it holds {', '.join(held[:6])}{', ...' if len(held) > 6 else ''}" if held else "it is empty"
+        there = f"; did you mean {' or '.join(found[:3])}?" if found else ""
+        return CorruptedDataError(
+            f"{what} is not a Taichi AOT module: it has no metadata.json ({holds}). A module, as `taichi_aot build` "
+            "or Taichi's Module.save writes it, holds metadata.json, with metadata.tcb and a .ll file for each kernel "
+            "(x64, CUDA) or a .spv file for each task (Vulkan), and graphs.tcb or graphs.json where it has graphs: "
+            f"pass such a folder or a .tcm file{there}")
+
     def close(self) -> None:
         """Close the archive, if the source is one."""
         if self._zip is not None:
