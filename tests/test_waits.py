@@ -15,6 +15,35 @@ from taichi_aot import Arch, InvalidArgumentError, Runtime
 from taichi_aot.waits import POLICIES
 
 
+def _values_in_threads(rt: Runtime, add, size: int, launches: int, every: int, here: bool = False) -> None:
+    """Four threads (and this one, where ``here``) each adding 1 ``launches`` times to an array of its own and reading
+    it every ``every`` launches: every value its own; the first failure raised."""
+    failures: list[BaseException] = []
+    go = threading.Barrier(5 if here else 4)
+
+    def work(seed: int) -> None:
+        try:
+            go.wait()
+            mine = rt.ndarray_from_numpy(np.full(size, seed, np.float32))
+            one = rt.ndarray_from_numpy(np.ones(size, np.float32))
+            for i in range(1, launches + 1):
+                add(mine, one, 1.0)
+                if i % every == 0:
+                    np.testing.assert_array_equal(mine.to_numpy(), np.full(size, seed + i, np.float32))
+        except BaseException as e:  # raised below
+            failures.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    if here:
+        work(4)
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+
+
 def _waited_adds(rt: Runtime, add, rounds: int) -> np.ndarray:
     """``rounds`` launches of add, each waited for, then read."""
     x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
@@ -48,28 +77,7 @@ def test_threads_waiting_under_a_policy_each_get_their_values(vulkan, modules, p
     machine has cores under "spin"): every value right, the runtime this thread's after."""
     with Runtime(vulkan, wait=policy) as rt:
         add = rt.load_module(modules.path(vulkan)).kernels["add"]
-        failures: list[BaseException] = []
-        go = threading.Barrier(5)
-
-        def work(seed: int) -> None:
-            try:
-                go.wait()
-                x = rt.ndarray_from_numpy(np.full(32, seed, np.float32))
-                y = rt.ndarray_from_numpy(np.ones(32, np.float32))
-                for i in range(1, 31):
-                    add(x, y, 1.0)
-                    if i % 10 == 0:  # a value every 10th launch
-                        np.testing.assert_array_equal(x.to_numpy(), np.full(32, seed + i, np.float32))
-            except BaseException as e:  # the test reads them
-                failures.append(e)
-
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-        for t in threads:
-            t.start()
-        work(4)
-        for t in threads:
-            t.join()
-        assert failures == []
+        _values_in_threads(rt, add, 32, 30, 10, here=True)
         np.testing.assert_array_equal(_waited_adds(rt, add, 3), np.arange(64, dtype=np.float32) + 3)
 
 
@@ -96,3 +104,35 @@ def test_a_cpu_runtime_takes_the_policy_and_its_launches_are_unchanged(modules):
         assert rt.wait_policy == "spin"
         add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
         np.testing.assert_array_equal(_waited_adds(rt, add, 5), np.arange(64, dtype=np.float32) + 5)
+
+
+def test_a_small_read_of_device_memory_waits_for_its_own_copy_alone(device_policy, modules, monkeypatch):
+    """Under a discrete GPU's placement, ``to_numpy`` of a few bytes of device memory is one copy recorded after the
+    launches that write them, one submit and one fence wait, no staging buffer; inside a profile (whose timestamps a
+    wait reads) and for a larger array too, the values are right; four threads reading their own arrays while the
+    others launch each get theirs."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+    x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
+    y = rt.ndarray_from_numpy(np.ones(64, np.float32))
+    rt.wait()
+    staging = type(rt.device.staging)
+    downloads: list[int] = []  # the staged path's reads, counted (it still serves past a batch's segment)
+    download = staging.download
+    monkeypatch.setattr(staging, "download", lambda self, memory, out: (downloads.append(out.nbytes),
+                                                                         download(self, memory, out)))
+    before = rt.device.counts()
+    for i in range(1, 6):
+        add(x, y, 1.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(64, dtype=np.float32) + i)
+    counts = {k: v - before[k] for k, v in rt.device.counts().items()}
+    assert counts["fence waits"] == 5 and counts["copies"] == 5 and counts["submits"] == 5, counts
+    assert downloads == []  # no staging buffer: the reads buffer's segment of the batch
+    with rt.profile() as prof:
+        add(x, y, 1.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(64, dtype=np.float32) + 6)
+    assert any(r.name == "add" for r in prof.kernels())
+    big = rt.ndarray_from_numpy(np.arange(1 << 15, dtype=np.float32))  # 128 KiB: past a batch's segment, staged
+    np.testing.assert_array_equal(big.to_numpy(), np.arange(1 << 15, dtype=np.float32))
+    assert downloads == [1 << 17]
+    _values_in_threads(rt, add, 16, 40, 4)

@@ -593,6 +593,10 @@ int taichi_aot_vk_host_copy(TiRuntime runtime, TiMemory memory, uint64_t offset,
    returns, no staging buffer in flight. */
 #define TAICHI_AOT_VK_UPDATE_BYTES 65536
 int taichi_aot_vk_update(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size);
+/* A memory's few bytes (at most TAICHI_AOT_VK_UPDATE_BYTES) read into host memory after what is recorded: copied into
+   the runtime's reads buffer, submitted and waited for by this thread alone (the runtime's calls let go while it
+   waits, by its wait policy); done when it returns. */
+int taichi_aot_vk_read(TiRuntime runtime, TiMemory src, uint64_t offset, void *host, uint64_t size);
 /* Host pages kept imported for copies of an array that moves again (`import_id` above; 0: imported for the one copy):
    the import's id, or 0 where they cannot be; let go by taichi_aot_vk_import_free (any thread). */
 uint64_t taichi_aot_vk_import(TiRuntime runtime, void *host, uint64_t size);

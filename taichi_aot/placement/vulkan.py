@@ -193,7 +193,11 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
 
     def reader(self, memory: Any) -> Any:
         staged = super().reader(memory)
-        return staged if memory.host_read or not self.vulkan_id else functools.partial(self._imported, staged, False)
+        if memory.host_read or not self.vulkan_id:
+            return staged
+        if memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES:  # a few bytes: read back by this thread's own wait
+            return functools.partial(self._read_back, staged)
+        return functools.partial(self._imported, staged, False)
 
     def writer(self, memory: Any) -> Any:
         staged = super().writer(memory)
@@ -228,6 +232,16 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
             staged(memory, array)
         elif code:
             _raise_for(code, "copy to device memory")
+
+    def _read_back(self, staged: Any, memory: Any, array: np.ndarray) -> None:
+        """``memory``'s first bytes read into ``array`` (contiguous) after the launches recorded before, waited for by
+        this thread alone with the runtime let go meanwhile (``taichi_aot_vk_read``: a copy, a submit, the wait, no
+        staging buffer); through ``staged`` where it cannot be."""
+        code = self._queued(lib.taichi_aot_vk_read, memory.handle, 0, ffi.from_buffer(array), array.nbytes)
+        if code == 1:
+            staged(memory, array)
+        elif code:
+            _raise_for(code, "copy from device memory")
 
     def _imported(self, staged: Any, to_device: bool, memory: Any, array: np.ndarray) -> None:
         """``array``'s bytes moved by the GPU through its imported pages, where it is large, moves again and they can

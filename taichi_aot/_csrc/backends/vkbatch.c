@@ -110,6 +110,14 @@ void aot_vk_retire_signalled(VkRt *rt) {
     aot_vk_bury(rt);
 }
 
+/* The last serial a wait with the calls let go saw done raised to `upto` (atomic: threads wait at once). */
+static void vk_waited_upto(VkRt *rt, uint64_t upto) {
+    uint64_t seen = __atomic_load_n(&rt->waited, __ATOMIC_ACQUIRE);
+    while (seen < upto &&
+           !__atomic_compare_exchange_n(&rt->waited, &seen, upto, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+}
+
 int aot_vk_wait_free(VkRt *rt) {
     VkBatch *which[TAICHI_AOT_VK_BATCHES];
     uint32_t n = 0, i, j;
@@ -140,14 +148,30 @@ int aot_vk_wait_free(VkRt *rt) {
         vk_fences_wait(rt, 1, &which[i]->fence);
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
-    {
-        uint64_t upto = which[n - 1]->serial, seen = __atomic_load_n(&rt->waited, __ATOMIC_ACQUIRE);
-        while (seen < upto && !__atomic_compare_exchange_n(&rt->waited, &seen, upto, 0, __ATOMIC_ACQ_REL,
-                                                           __ATOMIC_ACQUIRE)) {
-        }
-    }
+    vk_waited_upto(rt, which[n - 1]->serial);
     __atomic_sub_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
     return 1;
+}
+
+int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code) {
+    if (rt->depth != 1 || __atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE)) {
+        *code = aot_vk_wait_batches(rt, b); /* as aot_vk_wait_free: the calls held */
+        return 0;
+    }
+    __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
+    ++rt->counts[VK_COUNT_FENCE_WAITS];
+    aot_vk_calls_unlock(rt);
+    *code = vk_fences_wait(rt, 1, &b->fence);
+    if (*code == AOT_VK_SUCCESS) {
+        vk_waited_upto(rt, b->serial); /* it, and each batch submitted before it (the fence's first scope) */
+    }
+    return 1;
+}
+
+void aot_vk_wait_one_done(VkRt *rt, VkBatch *b) {
+    __atomic_sub_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
+    __atomic_sub_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
 }
 
 /* The slot the next batch begins in: the next one no thread waits on with the calls let go (aot_vk_wait_free), whose
@@ -203,6 +227,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
+    b->read_head = 0;
     b->stamp_count = b->stamp_spans = 0;
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;

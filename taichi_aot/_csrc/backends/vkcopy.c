@@ -8,6 +8,12 @@
    A host array's few bytes into a memory (taichi_aot_vk_update): written by the command buffer itself, recorded as a
    copy is; the bytes are taken into the command buffer as it is recorded (a kept copy's fill: _staged.Again).
 
+   A memory's few bytes read back (taichi_aot_vk_read): copied into the batch's segment of the runtime's host-visible
+   reads buffer, recorded after what is recorded (the launches that write them), the batch submitted and waited for
+   by this thread alone with the runtime's calls let go (aot_vk_wait_one: other threads record and submit meanwhile),
+   and the bytes copied out before the segment is given up: a value costs a copy, a submit and the wait, no staging
+   buffer and no wait for the whole runtime.
+
    Between host memory and a memory (taichi_aot_vk_host_copy): the host's own pages imported as a VkBuffer
    (VK_EXT_external_memory_host, which vkfence.c adds to the device libtaichi makes, where the driver has it) and
    copied by the GPU, at the link's speed, with no pass through a staging buffer; waited for before it returns (the
@@ -111,6 +117,58 @@ static int vk_update(VkRt *rt, TiMemory dst, uint64_t dst_offset, const void *ho
     rt->f.CmdUpdateBuffer(b->cb, to, dst_offset, size, host); /* the bytes copied into the command buffer now */
     vk_transfer_done(rt, b);
     return 0;
+}
+
+/* `size` bytes of `src` from `offset` read into `host` (taichi_aot_vk_read), with the runtime's calls held; `*held`
+   set to 0 where the wait let them go. */
+static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t size, int *held) {
+    AotVkResult code = AOT_VK_SUCCESS;
+    AotVkHandle from = aot_vk_buffer_of(rt, src, offset, size);
+    AotVkBufferCopy region;
+    VkBatch *b;
+    if (from == 0) {
+        return vk_no_buffer();
+    }
+    b = vk_transfer_batch(rt, &code);
+    if (b != NULL && b->read_head + size > VK_READ_SEGMENT) { /* its segment taken: the read goes in the next batch */
+        code = aot_vk_submit(rt);
+        b = code == AOT_VK_SUCCESS ? vk_transfer_batch(rt, &code) : NULL;
+    }
+    if (b == NULL) {
+        return TAICHI_AOT_VK_ERROR - code;
+    }
+    region.srcOffset = offset;
+    region.dstOffset = (uint64_t)(b - rt->batches) * VK_READ_SEGMENT + b->read_head;
+    region.size = size;
+    rt->f.CmdCopyBuffer(b->cb, from, rt->reads_buffer, 1, &region);
+    vk_transfer_done(rt, b);
+    b->read_head += (uint32_t)((size + 15) & ~(uint64_t)15);
+    if ((code = aot_vk_submit(rt)) != AOT_VK_SUCCESS) { /* its end's barrier makes the copy the host's to read */
+        return TAICHI_AOT_VK_ERROR - code;
+    }
+    *held = !aot_vk_wait_one(rt, b, &code);
+    if (code == AOT_VK_SUCCESS) {
+        memcpy(host, rt->reads_host + region.dstOffset, size);
+    }
+    if (!*held) {
+        aot_vk_wait_one_done(rt, b); /* read: its segment another batch's again */
+    }
+    return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
+}
+
+int taichi_aot_vk_read(TiRuntime runtime, TiMemory src, uint64_t offset, void *host, uint64_t size) {
+    VkRt *rt;
+    int code, held = 1;
+    if (size == 0 || size > VK_READ_SEGMENT) {
+        return 1; /* more than a batch's segment: the caller stages it */
+    }
+    rt = aot_vk_hold(runtime);
+    code = rt == NULL ? 1 : vk_read(rt, src, offset, host, size, &held);
+    if (held) {
+        aot_vk_let_go(rt);
+    }
+    taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */
+    return code;
 }
 
 int taichi_aot_vk_update(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, const void *host, uint64_t size) {

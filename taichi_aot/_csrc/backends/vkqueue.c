@@ -459,9 +459,9 @@ static void vk_destroy_state(VkRt *rt) {
         rt->f.DestroyCommandPool(rt->device, rt->command_pool, NULL);
     }
     if (rt->f.DestroyBuffer != NULL) {
-        AotVkHandle buffers[3] = {rt->args_buffer, rt->temps_buffer, rt->rets_buffer};
-        AotVkHandle memories[3] = {rt->args_memory, rt->temps_memory, rt->rets_memory};
-        for (i = 0; i < 3; ++i) {
+        AotVkHandle buffers[4] = {rt->args_buffer, rt->temps_buffer, rt->rets_buffer, rt->reads_buffer};
+        AotVkHandle memories[4] = {rt->args_memory, rt->temps_memory, rt->rets_memory, rt->reads_memory};
+        for (i = 0; i < 4; ++i) {
             if (buffers[i]) {
                 rt->f.DestroyBuffer(rt->device, buffers[i], NULL);
             }
@@ -532,8 +532,14 @@ static AotVkResult vk_make(VkRt *rt, const char **what) {
         return code;
     }
     *what = "the results buffer";
-    return vk_buffer(rt, TAICHI_AOT_VK_RESULT_BYTES, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 2, &rt->rets_buffer,
+    code = vk_buffer(rt, TAICHI_AOT_VK_RESULT_BYTES, AOT_VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 2, &rt->rets_buffer,
                      &rt->rets_memory, &rt->rets_host);
+    if (code != AOT_VK_SUCCESS) {
+        return code;
+    }
+    *what = "the reads buffer"; /* host-cached where the device has such memory: the host reads it */
+    return vk_buffer(rt, (uint64_t)VK_READ_SEGMENT * TAICHI_AOT_VK_BATCHES, AOT_VK_BUFFER_USAGE_TRANSFER_DST_BIT, 2,
+                     &rt->reads_buffer, &rt->reads_memory, &rt->reads_host);
 }
 
 uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {

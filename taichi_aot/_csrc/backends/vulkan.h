@@ -36,6 +36,7 @@
 /* timestamps a batch holds: at most two a launch (vkprofile.c) */
 #define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES)
 #define VK_NO_STAMP UINT32_MAX
+#define VK_READ_SEGMENT TAICHI_AOT_VK_UPDATE_BYTES /* bytes a batch copies back for the host (vkcopy.c's reads) */
 #define VK_FEED_EVERY 8         /* dispatches between two looks at whether the GPU went idle (VkRt.feed) */
 
 typedef struct VkRt VkRt;
@@ -92,6 +93,7 @@ typedef struct {
     int state; /* 0 free, 1 recording, 2 submitted */
     int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
+    uint32_t read_head; /* bytes of its segment of the reads buffer taken by the reads it records (vkcopy.c) */
     uint32_t waiters; /* threads waiting for its fence with the calls let go (atomic): its slot is not begun again
                          until they are out of the wait (vkbatch.c) */
     /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
@@ -138,7 +140,8 @@ struct VkRt {
     int current, next;
     uint64_t serial, done;
     AotVkHandle args_buffer, args_memory, temps_buffer, temps_memory, rets_buffer, rets_memory;
-    unsigned char *args_host, *rets_host;
+    AotVkHandle reads_buffer, reads_memory; /* a segment a batch (VK_READ_SEGMENT), host-visible: small reads back */
+    unsigned char *args_host, *rets_host, *reads_host;
     int temps_zeroed;
     AotVkHandle pools[64];
     uint32_t pool_count;
@@ -266,6 +269,12 @@ __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
    of the wait (`waiters`): its fence is not reset under it. aot_vk_retire_signalled: those batches retired (nothing
    where there are none), with the calls held. */
 __attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
+/* Batch `b` (submitted) waited for by this thread alone: as aot_vk_wait_free, with the calls let go where it holds them
+   once and no profile is open (1: the caller holds none; `b`'s slot is not begun again, nor the state destroyed, until
+   the caller says aot_vk_wait_one_done, after it read what `b` wrote for it), else with the calls held (0). `*code`:
+   the wait's VkResult. */
+__attribute__((visibility("hidden"))) int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code);
+__attribute__((visibility("hidden"))) void aot_vk_wait_one_done(VkRt *rt, VkBatch *b);
 __attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
 
 __attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
