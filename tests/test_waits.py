@@ -126,7 +126,8 @@ def test_a_small_read_of_device_memory_waits_for_its_own_copy_alone(device_polic
         add(x, y, 1.0)
         np.testing.assert_array_equal(x.to_numpy(), np.arange(64, dtype=np.float32) + i)
     counts = {k: v - before[k] for k, v in rt.device.counts().items()}
-    assert counts["fence waits"] == 5 and counts["copies"] == 5 and counts["submits"] == 5, counts
+    # a submit each, or two where waits poll (the launch's batch submitted at once on a GPU: the feed)
+    assert counts["fence waits"] == 5 and counts["copies"] == 5 and 5 <= counts["submits"] <= 10, counts
     assert downloads == []  # no staging buffer: the reads buffer's segment of the batch
     with rt.profile() as prof:
         add(x, y, 1.0)
