@@ -38,18 +38,25 @@ def build(folder, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+#: The folder ``built`` made, once a session: test_ops_jax and test_ops_torch take the fixture too (read only).
+_BUILT: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> str:
     """sample.py built as multi.tcm (x64 and Vulkan), x64 (a folder) and vulkan.tcm."""
     require_arch(Arch.X64)
     require_arch(Arch.VULKAN)
+    if _BUILT:
+        return _BUILT[0]
     folder = tmp_path_factory.mktemp("multi")
     (folder / "sample.py").write_text(SOURCE)
     for args in (["--arch", "x64", "vulkan", "-o", "multi.tcm"], ["--arch", "x64", "-o", "x64"],
                  ["--arch", "vulkan", "-o", "vulkan.tcm"]):
         proc = build(folder, *args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    return str(folder)
+    _BUILT.append(str(folder))
+    return _BUILT[0]
 
 
 def run(rt: Runtime, source: object) -> tuple[list, list]:
