@@ -87,9 +87,12 @@ python3 -m venv "$out/venv-wheel"
 echo "package: the demo ran from the installed wheel: $out/demo.png"
 # the sdist in a fresh venv: built from source, and its own tests run from the unpacked tree
 python3 -m venv "$out/venv-sdist" && mkdir -p "$out/src"
-# the build extra (Taichi: the tests compile their modules) and the test runner; not the test extra's optax, which
-# brings JAX for one example none of these tests runs
-"$out/venv-sdist/bin/python" -m pip install -q "$sdist[build]" "pytest>=7" "hypothesis>=6" \
+# The package built from the sdist, kept out of pip's wheel cache (pip caches a wheel it builds from a file named
+# like an sdist: this checkout's, about 23 MB, under a new key each run); then the build extra (Taichi: the tests
+# compile their modules) and the test runner, from pip's cache where they are there: not the test extra's optax,
+# which brings JAX for one example none of these tests runs
+{ "$out/venv-sdist/bin/python" -m pip install -q --no-cache-dir --no-deps "$sdist" \
+  && "$out/venv-sdist/bin/python" -m pip install -q "taichi_aot[build]" "pytest>=7" "hypothesis>=6"; } \
   >"$logs/venv-sdist.log" 2>&1 || { cat "$logs/venv-sdist.log"; exit 1; }
 tar -xzf "$sdist" -C "$out/src"
 # PYTHONSAFEPATH: the tests and the processes they start import the installed package, not the source tree

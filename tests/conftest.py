@@ -64,6 +64,170 @@ def _cuda_context_kept():
     cu.cuCtxSetCurrent(before)
 
 
+# ---------------------------------------------------------------------------
+# A skip is one short line in the summary (-ra): what is missing, not the whole of why (a backend's reason names
+# its probe's cache and how to ask again). ``pytest -v`` keeps each reason whole.
+
+#: The longest skip reason the summary shows whole.
+SKIP_REASON_CHARS = 100
+
+
+def short_reason(reason: str) -> str:
+    """``reason`` as one line of at most SKIP_REASON_CHARS: its first line, less what follows its first
+    parenthesis, bracket or semicolon, where it is longer; cut with "..." where that still is."""
+    line = reason.strip().splitlines()[0] if reason.strip() else reason
+    if len(line) <= SKIP_REASON_CHARS:
+        return line
+    cuts = [i for i in (line.find(" ("), line.find(" ["), line.find("; ")) if i >= 20]
+    if cuts:
+        line = line[:min(cuts)]
+    return line if len(line) <= SKIP_REASON_CHARS else line[:SKIP_REASON_CHARS - 3].rstrip() + "..."
+
+
+def shorten_skip(report, config):
+    """A skipped test's or module's report with its reason shortened (short_reason), unless -v was given."""
+    if report.skipped and isinstance(report.longrepr, tuple) and config.get_verbosity() < 1:
+        path, lineno, reason = report.longrepr
+        prefix = "Skipped: " if reason.startswith("Skipped: ") else ""
+        report.longrepr = (path, lineno, prefix + short_reason(reason[len(prefix):]))
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    return shorten_skip((yield), item.config)
+
+
+# ---------------------------------------------------------------------------
+# No test module leaves a process-wide setting behind: the suite's files run in one process (several GPU files
+# together on a GPU host), where one module's JAX default device or environment variable would decide what later
+# modules run on. Warnings filters need no check here: pytest restores them after every test.
+
+#: os.environ names (or their starts) that libraries set themselves as they load or start, which no test can take
+#: back: JAX's import (TF_CPP_MIN_LOG_LEVEL, TPU_SKIP_MDS_QUERY), torch.compile's (TORCHINDUCTOR_,
+#: _TORCHINDUCTOR_), Ray's start (RAY_, PYTHONBREAKPOINT), torch's CUDA start (CUDA_MODULE_LOADING)
+LIBRARY_VARIABLES = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "RAY_",
+                     "PYTHONBREAKPOINT", "CUDA_MODULE_LOADING")
+
+
+def _guarded(variable: str) -> bool:
+    """Whether a test module must leave ``variable`` as it found it (pytest sets PYTEST_CURRENT_TEST itself)."""
+    return not variable.startswith(LIBRARY_VARIABLES) and variable != "PYTEST_CURRENT_TEST"
+
+
+def _open_runtimes() -> int:
+    """Runtimes made and not closed (a closed one whose objects live on in a framework's op is closed)."""
+    from taichi_aot import runtime
+
+    return sum(1 for rt in list(runtime._open_runtimes) if not rt.closed)
+
+
+def process_state() -> dict[str, object]:
+    """What a test module must leave as it found it, read cheaply: the environment (less LIBRARY_VARIABLES),
+    sys.path (less the folders of installed libraries, which some add as they load), the working directory, the
+    root logger, SIGINT's handler (the one tests set; Ray's start sets SIGTERM's for its session), the runtimes
+    open; and numpy's error handling, torch's defaults and JAX's config (its default device among them) where the
+    process has imported them (nothing is imported here)."""
+    import logging
+
+    root = logging.getLogger()
+    state: dict[str, object] = {
+        "os.environ": {k: v for k, v in os.environ.items() if _guarded(k)},
+        # as a set: pytest puts a test module's folder first again when something else went first
+        "sys.path": sorted({p for p in sys.path if not p.startswith((sys.prefix, sys.base_prefix))}),
+        "the working directory": os.getcwd(),
+        # pytest's own capture handlers come and go with each test's phases
+        "the root logger": (root.level, [h for h in root.handlers if not type(h).__module__.startswith("_pytest")]),
+        "SIGINT's handler": signal.getsignal(signal.SIGINT),
+        "open runtimes": _open_runtimes(),
+    }
+    np = sys.modules.get("numpy")
+    if np is not None:
+        state["numpy's error handling"] = np.geterr()
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_default_dtype"):
+        state["torch's defaults"] = (torch.get_default_dtype(), torch.is_grad_enabled())
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "config"):
+        state["JAX's config"] = dict(jax.config.values)
+    return state
+
+
+def state_changes(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """Each difference between two process_state()s, one line each (what JAX or torch had not imported before is
+    not compared)."""
+    said = []
+    for what, old in before.items():
+        new = after.get(what, old)
+        if what == "open runtimes" and isinstance(new, int) and isinstance(old, int) and new > old:
+            import gc
+
+            gc.collect()  # a runtime only its reference cycle holds is no setting left behind
+            new = _open_runtimes()
+            if new <= old:
+                continue
+        if new == old:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in sorted(set(old) | set(new)):
+                if old.get(key, "(unset)") != new.get(key, "(unset)"):
+                    said.append(f"{what}[{key!r}]: {old.get(key, '(unset)')!r} -> {new.get(key, '(unset)')!r}")
+        else:
+            said.append(f"{what}: {old!r} -> {new!r}")
+    return said
+
+
+def restore_state(before: dict[str, object]) -> None:
+    """Put back what process_state() recorded and can be set again (the environment, sys.path, the working
+    directory, JAX's config): the module after the one that changed it runs as it would have."""
+    environ = before["os.environ"]
+    assert isinstance(environ, dict)
+    for key in [k for k in os.environ if k not in environ and _guarded(k)]:
+        del os.environ[key]
+    os.environ.update(environ)
+    kept = before["sys.path"]
+    assert isinstance(kept, list)
+    sys.path[:] = [p for p in sys.path if p in kept or p.startswith((sys.prefix, sys.base_prefix))]
+    os.chdir(str(before["the working directory"]))
+    jax = sys.modules.get("jax")
+    config = before.get("JAX's config")
+    if jax is not None and isinstance(config, dict):
+        for name, value in config.items():
+            if jax.config.values.get(name) != value:
+                jax.config.update(name, value)
+
+
+#: test module's path -> what importing it changed (pytest imports every module before the first test runs)
+_IMPORT_CHANGES: dict[str, list[str]] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    if not isinstance(collector, pytest.Module):
+        return shorten_skip((yield), collector.config)
+    before = process_state()
+    report = yield
+    changes = state_changes(before, process_state())
+    if changes:
+        _IMPORT_CHANGES[str(collector.path)] = changes
+    return shorten_skip(report, collector.config)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_process_wide_change(request):
+    """Fails the test module (an error at its last test's teardown) that changed process_state(), by its import or
+    its tests and fixtures, and puts back what it can: a change must be scoped (monkeypatch, a context manager such
+    as ``jax.default_device``, a fixture that restores)."""
+    before = process_state()
+    yield
+    changes = [f"when imported: {c}" for c in _IMPORT_CHANGES.pop(str(request.path), [])]
+    changes += state_changes(before, process_state())
+    if changes:
+        restore_state(before)
+        pytest.fail(f"{request.path.name} left process-wide changes behind:\n  " + "\n  ".join(changes),
+                    pytrace=False)
+
+
 @pytest.fixture(params=LAUNCHER_CHOICES)
 def launcher(request) -> str:
     """A behaviour test taking ``launcher`` runs once per launcher choice (as warp's ``add_function_test(devices=)``

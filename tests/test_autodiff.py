@@ -5,11 +5,11 @@ giving Taichi's own JIT's gradients (tests/autodiff_kernels.py computes them).""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
+from autodiff_cases import CASES, INDEX, SEED, N, X
 from conftest import HERE, IN_CI, build_beside_taichi, require_arch, require_extra
 from taichi_aot import (
     Arch,
@@ -41,10 +41,6 @@ def _has(arch: Arch) -> bool:
     from taichi_aot import capi
 
     return capi.arch_status()[arch].available
-
-
-sys.path.insert(0, HERE)
-from autodiff_cases import CASES, INDEX, SEED, N, X  # noqa: E402
 
 
 def test_a_0d_loss_and_a_gather_through_indices_build_and_give_taichis_gradients(built):

@@ -13,11 +13,9 @@ import sys
 import numpy as np
 import pytest
 
+from autodiff_cases import CASES, INDEX, SEED, N, X
 from conftest import HERE
 from taichi_aot import Arch, InvalidArgumentError, OutOfMemoryError, Runtime, capi
-
-sys.path.insert(0, HERE)
-from autodiff_cases import CASES, INDEX, SEED, N, X
 
 SOURCE = os.path.join(HERE, "autodiff_kernels.py")
 

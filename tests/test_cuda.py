@@ -222,13 +222,14 @@ def test_a_pool_of_cuda_workers_one_gpu_each(cuda_module):
         assert len({s["pid"] for s in seen.values()}) == len(seen)
 
 
-def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module):
+def test_dlpack_both_ways_with_torch_cupy_and_jax(cuda_module, monkeypatch):
     # CUDA ndarrays exported through DLPack without a copy (pointer equality), alive after close() while a
     # consumer holds them; JAX arrays (DLPack or their CUDA array interface) as kernel arguments and sources
     import gc
     import os
 
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX would take 75 % of the GPU
+    if "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:  # JAX would take 75 % of the GPU
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     torch = pytest.importorskip("torch")
     cupy = pytest.importorskip("cupy")
     jax = pytest.importorskip("jax")

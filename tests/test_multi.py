@@ -38,18 +38,25 @@ def build(folder, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+#: The folder ``built`` made, once a session: test_ops_jax and test_ops_torch take the fixture too (read only).
+_BUILT: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> str:
     """sample.py built as multi.tcm (x64 and Vulkan), x64 (a folder) and vulkan.tcm."""
     require_arch(Arch.X64)
     require_arch(Arch.VULKAN)
+    if _BUILT:
+        return _BUILT[0]
     folder = tmp_path_factory.mktemp("multi")
     (folder / "sample.py").write_text(SOURCE)
     for args in (["--arch", "x64", "vulkan", "-o", "multi.tcm"], ["--arch", "x64", "-o", "x64"],
                  ["--arch", "vulkan", "-o", "vulkan.tcm"]):
         proc = build(folder, *args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    return str(folder)
+    _BUILT.append(str(folder))
+    return _BUILT[0]
 
 
 def run(rt: Runtime, source: object) -> tuple[list, list]:
@@ -101,7 +108,7 @@ def test_info_and_stubs_show_parts_and_names(built, tmp_path):
     assert proc.returncode == 0 and "def __call__(self, x:" in proc.stdout and "arg0" not in proc.stdout, proc.stdout
 
 
-def test_for_module_takes_the_fastest_arch_both_have(built):
+def test_for_module_takes_the_fastest_arch_both_have(built, monkeypatch):
     # a GPU before the CPU; but lavapipe is a software rasterizer: where x64 is there too, the CPU wins
     software = capi.arch_status()[Arch.VULKAN].software
     assert arch_for_module(os.path.join(built, "multi.tcm")) == (Arch.X64 if software else Arch.VULKAN)
@@ -110,11 +117,8 @@ def test_for_module_takes_the_fastest_arch_both_have(built):
     assert metadata.loads_on(os.path.join(built, "x64")) == (Arch.X64,)
     with Runtime.for_module(os.path.join(built, "x64")) as rt:
         assert rt.arch == Arch.X64
-    os.environ["TAICHI_AOT_ARCH"] = "vulkan"
-    try:
-        assert arch_for_module(os.path.join(built, "multi.tcm")) == Arch.VULKAN  # chosen among the module's
-    finally:
-        del os.environ["TAICHI_AOT_ARCH"]
+    monkeypatch.setenv("TAICHI_AOT_ARCH", "vulkan")
+    assert arch_for_module(os.path.join(built, "multi.tcm")) == Arch.VULKAN  # chosen among the module's
 
 
 def _rewrite(source: str, target: str, change) -> None:

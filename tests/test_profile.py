@@ -270,10 +270,10 @@ def test_a_kernel_called_as_an_op_is_profiled_as_itself(framework, modules):
 
             import taichi_aot.jax as tj
 
-            jax.config.update("jax_default_device", jax.devices("cpu")[0])
             op = tj.op(mod.kernels["add"], {0: 1})
             step = jax.jit(lambda v: op(v, 2.0))
-            with rt.profile() as prof:
+            # an x64 op: its arrays on the CPU, for this test only (a GPU host's default device is its GPU)
+            with jax.default_device(jax.devices("cpu")[0]), rt.profile() as prof:
                 outs = [step(jnp.asarray(y)) for _ in range(5)]
                 jax.block_until_ready(outs)
         for out in outs:

@@ -25,7 +25,6 @@ from taichi_aot import (
 )
 
 SOURCE = os.path.join(HERE, "returns_kernels.py")
-sys.path.insert(0, HERE)
 
 
 @pytest.fixture(scope="module")
