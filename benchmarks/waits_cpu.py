@@ -1,5 +1,5 @@
-"""What a wait policy costs the host's CPU while the GPU works (issue "vkwait"): a step of about ``--ms`` milliseconds of
-device work (launches of examples/physics.tcm's ``step`` over 2^24 floats, queued first), then ``--threads`` threads
+"""What a wait policy costs the host's CPU while the GPU works (issue "vkwait"): a step of about ``--ms``
+milliseconds of device work (launches of examples/physics.tcm's ``step`` over 2^24 floats, queued first), then ``--threads`` threads
 each waiting for it at once (``rt.wait()``), under each policy in turn; the process's CPU time across the waits over
 the threads' wall time, a spinning thread's share of a core (1.0: each waiting thread kept a core busy).
 
@@ -32,6 +32,11 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _wait_at(go: threading.Barrier, rt: Runtime) -> None:
+    go.wait()
+    rt.wait()
+
+
 def share(policy: str, threads: int, ms: float, rounds: int) -> dict:
     """The CPU share of waiting threads under ``policy`` (the median of ``rounds``), and the step's wall time."""
     with Runtime("vulkan", wait=policy) as rt:
@@ -47,7 +52,7 @@ def share(policy: str, threads: int, ms: float, rounds: int) -> dict:
             for _ in range(launches):
                 step(x, 0.0)
             go = threading.Barrier(threads + 1)
-            waiters = [threading.Thread(target=lambda: (go.wait(), rt.wait())) for _ in range(threads)]
+            waiters = [threading.Thread(target=_wait_at, args=(go, rt)) for _ in range(threads)]
             for w in waiters:
                 w.start()
             go.wait()
