@@ -1,7 +1,8 @@
 """What a wait policy costs the host's CPU while the GPU works (issue "vkwait"): a step of about ``--ms``
 milliseconds of device work (launches of examples/physics.tcm's ``step`` over 2^24 floats, queued first), then
-``--threads`` threads each waiting for it at once (``rt.wait()``), under each policy in turn; the process's CPU time across the waits over
-the threads' wall time, a spinning thread's share of a core (1.0: each waiting thread kept a core busy).
+``--threads`` threads each waiting for it at once (``rt.wait()``), under each policy in turn; the process's CPU
+time across the waits over the threads' wall time, a spinning thread's share of a core (1.0: each waiting thread
+kept a core busy).
 
     python benchmarks/waits_cpu.py [--threads N ...] [--ms MS] [--rounds R]
 
