@@ -176,6 +176,16 @@ class LlvmCode:
             self._threads[key] = ir if text is ir.text else IrKernel(text)
         return self._threads[key]
 
+    def files(self) -> dict[str, bytes]:
+        """The module's files this record holds, as metadata/ read them, by name: each kernel's IR, metadata.json and
+        taichi_aot.json (what a private copy of the module is written from)."""
+        out = {f"{name}.ll": raw for name, raw in self.ir.items()}
+        if self.metadata:
+            out["metadata.json"] = self.metadata
+        if self.sidecar is not None:
+            out["taichi_aot.json"] = self.sidecar
+        return out
+
     def text(self, name: str, threads: int | None = None) -> str | None:
         """Kernel ``name``'s IR text (None: the module has none for it); ``threads`` as :meth:`kernel`'s."""
         ir = self.kernel(name, threads)
