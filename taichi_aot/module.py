@@ -34,12 +34,12 @@ from .errors import (
 from .launch import ComputeGraph, Kernel, ReturningKernel
 from .metadata.model import GraphInfo, KernelInfo
 from .metadata.private import copy_module, copy_reason, private_folder
-from .metadata.retarget import cap, retarget, threads_for
 from .metadata.source import ModuleSource, extract_archive, is_zip
 
 if TYPE_CHECKING:  # pragma: no cover
 
     from .metadata import ModuleInfo
+    from .metadata.model import LlvmCode
 
 __all__ = ["AotModule", "ModuleSource"]
 
@@ -129,10 +129,10 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
         elif llvm and copy_reason(what):
             # it segfaults too where it cannot make its lock file beside the module, or finds one there
             temp_dir = private_folder()
-            copy_module(what, temp_dir)
+            copy_module(what, temp_dir, _files_read(meta))
             what = temp_dir
         if runtime.arch in CPU_ARCHS and runtime.cpu_threads and data is None:
-            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads)
+            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads, meta.llvm)
         if own:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
@@ -146,22 +146,24 @@ def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
         raise
 
 
-def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, str | None]:
+def _files_read(meta: ModuleInfo) -> dict[str, bytes]:
+    """The files of a module metadata/ read and holds, by name (an LLVM module's: :meth:`.LlvmCode.files`)."""
+    return meta.llvm.files() if meta.llvm is not None else {}
+
+
+def _on_threads(folder: str, temp_dir: str | None, threads: int, code: LlvmCode | None) -> tuple[str, str | None]:
     """A CPU module's folder with its parallel loops on ``threads`` chunks, the runtime's threads (at most the cap
-    ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget): the folder as it
-    is where none needs a change, else the private copy (``temp_dir``, or one made now), changed there (never the
-    user's files). A sealed module's copy is sealed anew: the change is the package's own."""
-    threads = threads_for(threads, cap(folder))  # build --max-cpu-threads N: a cap the user asked for
-    names = [n for n in os.listdir(folder) if n.endswith(".ll")]
-    todo: dict[str, str] = {}  # file -> its text retargeted (read and rewritten once)
-    for name in names:
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                done = retarget(f.read(), threads)
-        except (OSError, UnicodeDecodeError):  # not IR this can read: left to the load's own checks
-            continue
-        if done is not None:
-            todo[name] = done[0]
+    ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget, on the IR
+    metadata/ read: ``code``): the folder as it is where none needs a change, else the private copy (``temp_dir``, or
+    one made now, written from what metadata/ read), changed there (never the user's files). A sealed module's copy
+    is sealed anew: the change is the package's own."""
+    if code is None:  # not an LLVM module's
+        return folder, temp_dir
+    todo: dict[str, bytes] = {}  # file -> its text retargeted
+    for name, raw in code.ir.items():
+        ir = code.kernel(name, threads)
+        if ir is not None and ir is not code.kernel(name) and _text(raw):  # IR this cannot read is left to the load
+            todo[f"{name}.ll"] = ir.text.encode()
     if not todo:
         return folder, temp_dir
     was_sealed = _firstload.sealed(folder)
@@ -170,10 +172,11 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
     assert copy is not None
     try:
         if made:
-            copy_module(folder, copy)
-        for name, text in todo.items():
-            with open(os.path.join(copy, name), "w", encoding="utf-8") as f:
-                f.write(text)
+            copy_module(folder, copy, {**code.files(), **todo})
+        else:
+            for name, raw in todo.items():
+                with open(os.path.join(copy, name), "wb") as f:
+                    f.write(raw)
         if was_sealed:
             _firstload.seal(copy)
     except BaseException:
@@ -181,6 +184,15 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int) -> tuple[str, s
             shutil.rmtree(copy, ignore_errors=True)
         raise
     return copy, copy
+
+
+def _text(raw: bytes) -> bool:
+    """Whether a file's bytes are text (UTF-8)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: ModuleBackends) -> Any:

@@ -218,3 +218,88 @@ def test_a_copy_loaded_again_and_a_loop_of_another_start_are_left_as_they_are(bu
     assert once is not None and retarget(once[0], 3) is None
     assert text.count("= add i32 %8, 1\n") == 1  # the shape of a loop from 0 built for 2
     assert retarget(text.replace("= add i32 %8, 1\n", "= add i32 %8, 10\n"), 4) is None  # a loop from -9
+
+
+#: The one room that opens a module's files after metadata/ read them: the first load's verdict and seal
+#: (``_firstload``) hash the files as they stand, as libtaichi is about to read them (bytes, never read as IR or
+#: metadata; the seal is read from the sidecar), and the sharing key is such a hash too.
+_FILE_CHECKERS = {"taichi_aot._firstload"}
+
+
+def _reads_after_metadata(monkeypatch, folder: str, run) -> list[str]:
+    """The reads of ``folder``'s ``.ll``, ``.json`` and ``.spv`` files made while ``run()`` runs once metadata/ has
+    read the module (``metadata.open_module`` returned), each as ``file: the package's room that opened it`` (its
+    innermost frame in taichi_aot); those of :data:`_FILE_CHECKERS` left out. Every way of opening is watched: the
+    builtin ``open`` (pathlib's and shutil's too) and ``os.open``."""
+    import builtins
+    import io
+
+    import taichi_aot.metadata as metadata
+
+    folder = os.path.realpath(folder)
+    armed, found = [False], []
+
+    def note(file, mode: str | int) -> None:
+        if not armed[0] or not isinstance(file, (str, bytes, os.PathLike)):
+            return
+        path = os.path.realpath(os.fsdecode(file))
+        writes = any(c in mode for c in "wxa+") if isinstance(mode, str) else bool(mode & (os.O_WRONLY | os.O_RDWR))
+        if writes or os.path.dirname(path) != folder or not path.endswith((".ll", ".json", ".spv")):
+            return
+        frame = sys._getframe(2)
+        while frame is not None and not frame.f_globals.get("__name__", "").startswith("taichi_aot"):
+            frame = frame.f_back
+        room = frame.f_globals["__name__"] if frame is not None else "?"
+        if room not in _FILE_CHECKERS:
+            found.append(f"{os.path.basename(path)}: {room}")
+
+    real_open, real_os_open, real_open_module = builtins.open, os.open, metadata.open_module
+
+    def watched_open(file, mode="r", *args, **kwargs):
+        note(file, mode)
+        return real_open(file, mode, *args, **kwargs)
+
+    def watched_os_open(path, flags, *args, **kwargs):
+        note(path, flags)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def open_module(*args, **kwargs):
+        out = real_open_module(*args, **kwargs)
+        armed[0] = True
+        return out
+
+    monkeypatch.setattr(builtins, "open", watched_open)
+    monkeypatch.setattr(io, "open", watched_open)
+    monkeypatch.setattr(os, "open", watched_os_open)
+    monkeypatch.setattr(metadata, "open_module", open_module)
+    run()
+    return found
+
+
+def test_a_load_and_launch_read_no_file_metadata_read(built_for, monkeypatch):
+    """What metadata/ read of a module (its ``ModuleInfo``: the kernels' IR, read once into ``llvm_ir.IrKernel``,
+    metadata.json and taichi_aot.json) is all a load and its launches read of those files: a module built for 2
+    threads, loaded on 3 (its loops retargeted, in a private copy written from what metadata/ read) and each kernel
+    launched, opens none of its ``.ll`` and ``.json`` files again but to hash them (:data:`_FILE_CHECKERS`)."""
+    assert _reads_after_metadata(monkeypatch, built_for[2], lambda: _run_all(built_for[2], 3)) == []
+
+
+def test_the_read_check_sees_a_reader(built_for, monkeypatch):
+    """The check above finds what it looks for: a reader planted in the load (a kernel's IR and metadata.json read
+    again through pathlib, ``open`` and ``os.open``), named by the room it runs in."""
+    from pathlib import Path
+
+    import taichi_aot.module
+
+    folder, real = built_for[2], taichi_aot.module._on_threads
+
+    def reading(*args):
+        Path(folder, "saxpy.ll").read_text(encoding="utf-8")
+        open(os.path.join(folder, "metadata.json"), "rb").close()
+        os.close(os.open(os.path.join(folder, "grid.ll"), os.O_RDONLY))
+        return real(*args)
+
+    monkeypatch.setattr(taichi_aot.module, "_on_threads", reading)
+    found = _reads_after_metadata(monkeypatch, folder, lambda: _run_all(folder, 3))
+    assert sorted(found) == ["grid.ll: taichi_aot.module", "metadata.json: taichi_aot.module",
+                             "saxpy.ll: taichi_aot.module"], found

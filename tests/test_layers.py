@@ -371,6 +371,9 @@ LONG_FILES = {
     "taichi_aot/launch.py": "the launch path: Kernel, ComputeGraph and BoundLaunch share the argument checks and the "
                             "launch records",
     "tests/test_ptx.py": "the tests of one room, taichi_aot.ptx: making PTX, reading it, launching it",
+    "taichi_aot/metadata/llvm_ir.py": "the one reader of Taichi's LLVM IR text: every pattern of that text, the reads "
+                                      "its consumers take and the edits the PTX step writes, so that another Taichi "
+                                      "or LLVM changes one file (tests/test_rooms.py holds the patterns here)",
     "taichi_aot/runtime.py": "Runtime, the object a user holds: its making (arch, device, threads, waits), its "
                              "factories and its work; owed: its stream and copy checks to the device's parts (house9)",
     "taichi_aot/_csrc/taichi_aot.h": "the one header cffi reads (build_ffi.HEADER): what Python calls of every C "

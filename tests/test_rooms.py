@@ -1,6 +1,6 @@
 """What each room of the house may do, beyond where its imports point (tests/test_layers.py): the launch backends
 take addresses and read no other library's arrays, and open no file; the foreign-array policy is imported by its
-maker and one path alone."""
+maker and one path alone; the LLVM IR's text is read by its reader alone."""
 
 from __future__ import annotations
 
@@ -128,3 +128,99 @@ def test_the_file_check_sees_a_reader(tmp_path):
     found = sorted(f.split(": ", 1)[1] for f in file_reads(str(tmp_path)))
     assert found == [".save", ".stat", ".tofile", "imports numpy.fromfile", "imports os.listdir", "imports os.path",
                      "imports pathlib", "imports zipfile", "open()"], found
+
+
+#: The rooms that read a module's LLVM IR: its reader (``metadata/llvm_ir.py``, the one that may hold patterns of its
+#: text) and what consumes what it reads (the metadata checks, access inference, retargeting; the PTX step; the
+#: launch backends).
+_IR_READER = os.path.join("taichi_aot", "metadata", "llvm_ir.py")
+_IR_ROOMS = (os.path.join("taichi_aot", "metadata"), os.path.join("taichi_aot", "ptx"),
+             os.path.join("taichi_aot", "backends"))
+#: What only a pattern over LLVM IR holds: its instructions, types, attributes, names and metadata as LLVM writes
+#: them (a pattern's literal text, its escapes taken off, is searched for each).
+_IR_WORDS = ("define ", "declare ", "getelementptr", "bitcast", "alloca", "store ", "load ", "call ", "noundef",
+             "%struct", "struct.", "i8*", "i32 ", "i64 ", "atomicrmw", "cmpxchg", "attributes #", "!nvvm", "!llvm",
+             "llvm.", "target triple", "datalayout", "fadd", "fdiv", "syncscope", "seq_cst", "monotonic", "@",
+             "%[", "= type", "!{", "!(", "void (", "nvvm_reflect", "RuntimeContext", "LLVMRuntime", "parallel_for",
+             "smax")
+#: The pattern pieces the reader gives (a type's or a name's pattern): a pattern made with one reads IR.
+_IR_PIECES = {"NAME", "RUNTIME", "CONTEXT", "GLOBAL", "struct"}
+_RE_CALLS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+
+
+def _pattern_text(node: ast.AST, constants: dict[str, str]) -> tuple[str, set[str]]:
+    """A pattern argument's literal text (its constant parts, and module constants it names) and the names it is made
+    with."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+        value = node.value
+        return (value.decode("latin-1") if isinstance(value, bytes) else value), set()
+    if isinstance(node, ast.Name):
+        return constants.get(node.id, ""), {node.id}
+    text, names = "", set()
+    for child in ast.iter_child_nodes(node):
+        part, used = _pattern_text(child, constants)
+        text, names = text + part, names | used
+    if isinstance(node, ast.Attribute):
+        names.add(node.attr)
+    return text, names
+
+
+def ir_patterns(root: str) -> list[str]:
+    """Where a Python file of the rooms that read the IR, but its reader, makes or applies a regular expression over
+    LLVM IR: a call of ``re``'s functions (``re.compile``, ``re.sub``..., or imported by name) whose pattern's text
+    holds what only LLVM IR holds (:data:`_IR_WORDS`) or is made with the reader's pieces (:data:`_IR_PIECES`), and
+    each import of those pieces."""
+    found = []
+    for room in _IR_ROOMS:
+        folder = os.path.join(root, room)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            path = os.path.join(room, name)
+            if not name.endswith(".py") or path == _IR_READER:
+                continue
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                         and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                         for t in n.targets if isinstance(t, ast.Name)}
+            by_name = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "re"
+                       for a in n.names if a.name in _RE_CALLS}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("llvm_ir"):
+                    found += [f"{path}:{node.lineno}: imports {a.name}" for a in node.names if a.name in _IR_PIECES]
+                if not isinstance(node, ast.Call) or not node.args:
+                    continue
+                f_ = node.func
+                if not ((isinstance(f_, ast.Attribute) and isinstance(f_.value, ast.Name) and f_.value.id == "re"
+                         and f_.attr in _RE_CALLS) or (isinstance(f_, ast.Name) and f_.id in by_name)):
+                    continue
+                text, names = _pattern_text(node.args[0], constants)
+                plain = text.replace("\\", "")
+                words = [w for w in _IR_WORDS if w in plain] + sorted(names & _IR_PIECES)
+                if words:
+                    found.append(f"{path}:{node.lineno}: a pattern over LLVM IR ({', '.join(words[:3])})")
+    return found
+
+
+def test_the_llvm_ir_is_read_by_one_room():
+    """Taichi's LLVM IR text is read by ``metadata/llvm_ir.py`` alone (REVIEW §14.10, the fourth redesign): the rooms
+    that consume it (metadata's checks, access inference and retargeting, the PTX step, the launch backends) take
+    what it read (``llvm_ir.IrKernel``) and write their edits of the text through it, and hold no pattern of that
+    text, so that a Taichi or an LLVM that writes it otherwise changes one room."""
+    assert ir_patterns(ROOT) == [], ir_patterns(ROOT)
+
+
+def test_the_ir_pattern_check_sees_a_pattern(tmp_path):
+    """The check above finds each form it looks for, and lets a pattern that is not over IR be."""
+    folder = tmp_path / "taichi_aot" / "ptx"
+    folder.mkdir(parents=True)
+    (folder / "reader.py").write_text(
+        "import re\nfrom re import sub as replace\nfrom ..metadata.llvm_ir import CONTEXT\n\n"
+        "_GEP = re.compile(r\"getelementptr inbounds (%[\\w.]+)\")\n_STORE = r\"^\\s*store i32 \"\n"
+        "_NAME = re.compile(r\"[A-Za-z_]\\w*\")\n\n"
+        "def f(text):\n"
+        "    return (re.search(rf\"{CONTEXT}\\* %x\", text), replace(r\"define void @f\\(\", '', text),\n"
+        "            re.findall(_STORE, text), re.match(r\"\\d+\", text))\n")
+    found = sorted(f.split(": ", 1)[1] for f in ir_patterns(str(tmp_path)))
+    assert found == ["a pattern over LLVM IR (CONTEXT)", "a pattern over LLVM IR (define , @)",
+                     "a pattern over LLVM IR (getelementptr, %[)", "a pattern over LLVM IR (store , i32 )",
+                     "imports CONTEXT"], found

@@ -64,18 +64,18 @@ def _llvm():
     return llvm, llvm.Target.from_default_triple().create_target_machine(opt=2)
 
 
-def _gate(text: str, returns: bool = False) -> str | None:
+def _gate(ir: llvm_ir.IrKernel, returns: bool = False) -> str | None:
     """Why the stand-in cannot run this IR (``returns``: the kernel returns values, into the result buffer the
     launch hands it), or None."""
-    other = sorted(llvm_ir.runtime_fields(text) - {_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES})
+    other = sorted(ir.runtime_fields - {_THREAD_POOL, _PARALLEL_FOR, _TEMPORARIES})
     if other:
         return f"it uses Taichi's runtime beyond its temporaries and parallel loops (LLVMRuntime fields {other})"
-    if llvm_ir.casts_runtime(text):
+    if ir.casts_runtime:
         return "it reads Taichi's runtime through a cast pointer"
     # its arguments, runtime and thread id: our context's; the result buffer where it returns values
-    if sorted(llvm_ir.context_fields(text) - ({0, 1, 2, 3} if returns else {0, 1, 2})):
+    if sorted(ir.context_fields - ({0, 1, 2, 3} if returns else {0, 1, 2})):
         return "it returns values (its RuntimeContext's result buffer)"
-    calls = sorted(n for n in llvm_ir.declares(text) if not n.startswith("llvm.") and not _LIBM.fullmatch(n))
+    calls = sorted(n for n in ir.declared if not n.startswith("llvm.") and not _LIBM.fullmatch(n))
     if calls:
         return f"it calls {', '.join(calls)}, which only Taichi's runtime provides"
     return None
@@ -97,18 +97,16 @@ def _compile(code_: LlvmCode, name: str, entry: dict, threads: int | None, retur
     """Kernel ``name`` of an x64 module (its IR in ``code_``, ``entry`` its metadata record) compiled for this
     machine, its parallel loops on at most ``threads`` threads (None: one, as built); NotSupportedError saying why
     where the stand-in cannot run it."""
-    text = code_.text(name, threads)  # its loops on the runtime's threads, as libtaichi's copy of the module has them
-    if text is None:
+    ir = code_.kernel(name, threads)  # its loops on the runtime's threads, as libtaichi's copy of the module has them
+    if ir is None:
         raise NotSupportedError(f"kernel {name!r}: the module has no IR for it ({name}.ll)")
-    why = _gate(text, returns)
+    why = _gate(ir, returns)
     if why:
         raise NotSupportedError(f"kernel {name!r} cannot run on taichi_aot's x64 launch: {why}")
     tasks = [t["name"] for t in entry["compiled_data"]["tasks"]]
-    runtime = llvm_ir.runtime_struct(text)
+    runtime = ir.runtime_struct
     llvm, machine = _llvm()
-    target = f'target triple = "{llvm.get_process_triple()}"\ntarget datalayout = "{machine.target_data}"'
-    text = re.sub(r"^target (?:triple|datalayout) = .*\n", "", text, flags=re.M)
-    text = text.replace("\n", "\n" + target + "\n", 1)
+    text = llvm_ir.with_target(ir.text, llvm.get_process_triple(), str(machine.target_data))
     text, guarded = llvm_ir.bound_stacks(text)
     try:
         module = llvm.parse_assembly(text)

@@ -471,7 +471,7 @@ def _read(folder: str, code: LlvmCode, name: str, k: dict, where: str) -> str | 
     """Kernel ``name``'s PTX (in ``folder``), checked plan and whether it uses random numbers, or why it stays on
     libtaichi: the manifest's digest and verdict are not taken on trust: the module's IR (``code``, as metadata/ read
     it) is gated again and its metadata laid out again."""
-    entry, ir = code.kernels.get(name), code.ir.get(name)
+    entry, ir = code.kernels.get(name), code.kernel(name)  # the IR as metadata/ read it
     if entry is None:
         return "the metadata has no entry for it"
     if ir is None:
@@ -479,14 +479,13 @@ def _read(folder: str, code: LlvmCode, name: str, k: dict, where: str) -> str | 
     ptx = kernel_ptx(folder, k)
     if isinstance(ptx, str):
         return ptx
-    if hashlib.sha256(ir).hexdigest() != k["ir_sha256"]:
+    if hashlib.sha256(code.ir[name]).hexdigest() != k["ir_sha256"]:
         return "its PTX was made from other IR than the module's (run `taichi_aot ptx` again)"
-    text = ir.decode("utf-8", "replace")
-    verdict = gate.read_ir(text)
+    verdict = gate.read_ir(ir)
     if verdict.reason is not None:
         return verdict.reason
     try:
-        plan = check(from_entry(entry, text), f"{where}: kernel {name!r}")
+        plan = check(from_entry(entry, ir), f"{where}: kernel {name!r}")
     except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
         return f"its metadata cannot be laid out: {type(e).__name__}: {e}"
     if verdict.rand and max(t["grid"] * t["block"] for t in plan["tasks"]) > MAX_RAND_THREADS:
@@ -568,7 +567,7 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, m
         return None
     from ..ptx import ptx_folder
 
-    source, why = ptx_folder(folder)  # the module's PTX, else made at its first load and kept
+    source, why = ptx_folder(folder, meta.llvm)  # the module's PTX, else made at its first load (of its code) and kept
     own = _kernels_in(state, runtime, source, meta.llvm, what) if source is not None else \
         Kernels.none(dict.fromkeys(meta.llvm.kernels, why))
     return CudaBackend(own) if own is not None else None

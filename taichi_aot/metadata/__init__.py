@@ -258,10 +258,10 @@ def _read_gfx(doc: dict, src: _Source) -> ModuleInfo:
     return info
 
 
-def _read_llvm(text: str, src: _Source) -> ModuleInfo:
-    """An LLVM module from its metadata.json's ``text``: written as metadata.tcb, it must be metadata.tcb (what C
-    reads), and agree with itself and its kernels' code (llvm_code); then its kernels and graphs, each graph's
-    dispatches checked."""
+def _read_llvm(raw: bytes, text: str, src: _Source) -> ModuleInfo:
+    """An LLVM module from its metadata.json (``raw``, decoded: ``text``): written as metadata.tcb, it must be
+    metadata.tcb (what C reads), and agree with itself and its kernels' code (llvm_code); then its kernels and
+    graphs, each graph's dispatches checked."""
     from . import llvm_code, tcb
     from .llvm import _llvm, _llvm_graphs, parse_text
 
@@ -271,7 +271,7 @@ def _read_llvm(text: str, src: _Source) -> ModuleInfo:
     if tcb_raw is None:
         raise CorruptedDataError("module has no metadata.tcb")
     tcb.check(text, doc["cache"], tcb_raw)
-    info.llvm = LlvmCode(dict(doc["cache"]["kernels"]))
+    info.llvm = LlvmCode(dict(doc["cache"]["kernels"]), metadata=raw)
     for name, why in llvm_code.check(doc["cache"], src, info.llvm).items():
         info.kernels[name] = replace(info.kernels[name], unsupported=why)
     graphs = src.read("graphs.tcb")
@@ -296,7 +296,7 @@ def _read(src: _Source) -> ModuleInfo:
     else:
         from .llvm import _llvm_arch
 
-        info = _read_llvm(text, src)
+        info = _read_llvm(raw, text, src)
         info.arch = _llvm_arch(src)
         info.archs = (info.arch,) if info.arch is not None else ()
     if version is not None:
@@ -324,7 +324,7 @@ def _infer_access(info: ModuleInfo) -> None:
         if not unknown or raw is None or layout is None:
             continue
         arrays = {i for i, a in enumerate(kernel.args) if a.kind == "ndarray"}
-        written = llvm_access.written_in(raw, layout, arrays)
+        written = llvm_access.written_in(raw, layout, arrays, info.llvm.parsed.get(name))
         if written is not None:
             kernel.args = [replace(a, access=Access.READ_WRITE if i in written else Access.READ) if i in unknown
                            else a for i, a in enumerate(kernel.args)]

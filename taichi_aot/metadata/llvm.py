@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..enums import Arch
 from ..errors import CorruptedDataError
+from . import llvm_ir
 from .model import (
     PTYPE_KINDS,
     TYPE_PRIMITIVE,
@@ -256,7 +257,6 @@ def _llvm_graphs(data: bytes) -> dict[str, GraphInfo]:
 # ---------------------------------------------------------------------------
 # Which arch
 
-_TRIPLE = re.compile(rb'target triple = "([^"]+)"')
 _TRIPLE_ARCHS = (("x86_64", Arch.X64), ("aarch64", Arch.ARM64), ("arm64", Arch.ARM64), ("nvptx", Arch.CUDA))
 
 
@@ -264,10 +264,8 @@ def _llvm_arch(source: _Source) -> Arch | None:
     """The arch of an LLVM module, from the target triple of its LLVM IR."""
     for name in source.names():
         if name.endswith(".ll"):
-            head = source.read(name, 64 << 10) or b""
-            m = _TRIPLE.search(head)
-            if m:
-                triple = m.group(1).decode("ascii", "replace")
+            triple = llvm_ir.triple(source.read(name, 64 << 10) or b"")
+            if triple is not None:
                 for prefix, arch in _TRIPLE_ARCHS:
                     if triple.startswith(prefix):
                         return arch
@@ -279,12 +277,6 @@ def _llvm_arch(source: _Source) -> Arch | None:
 # ``parallel_for(pool, splits, threads, context, task)``, both counts constants of the compiled code: Taichi
 # fixes them when it compiles (``cpu_max_num_threads``, which defaults to the building machine's core count
 # and is clamped by it), and nothing at run time changes them.
-_PARALLEL_FOR = re.compile(
-    rb"call void %\d+\(i8\* noundef %\d+, i32 noundef (\d+), i32 noundef (\d+), i8\* noundef nonnull %\d+, "
-    rb"void \(i8\*, i32, i32\)\* noundef nonnull @[\w.$]+\)"
-)
-
-
 def _cpu_threads(source: _Source) -> int | None:
     """How many threads the kernels of a CPU module run on at most (1 when none has a parallel loop); None
     when the module is no CPU module."""
@@ -293,6 +285,5 @@ def _cpu_threads(source: _Source) -> int | None:
     threads = 1
     for name in source.names():
         if name.endswith(".ll"):
-            for m in _PARALLEL_FOR.finditer(source.read(name) or b""):
-                threads = max(threads, int(m.group(2)))
+            threads = max(threads, *llvm_ir.built_threads(source.read(name) or b""), 1)
     return threads

@@ -11,8 +11,9 @@ array would keep its old bytes), so the reading follows every value that leads t
   through its first field (a ``getelementptr`` of it, or a cast of the context), loaded as the layout's pointer (or as
   ``i8*`` and cast to it); it may be kept in a stack slot of its own type (an ``alloca``: loads and stores of the
   context alone), and is given only to the module's own functions (read in their turn), to the runtime's helpers
-  Taichi calls with it (:data:`_CONTEXT_CALLS`), and, inside the parallel-for helpers the module defines, to the task
-  functions each call of them names (:data:`_LOOPS`: every function they are given is the module's own);
+  Taichi calls with it (:func:`.llvm_ir.context_call`), and, inside the parallel-for helpers the module defines
+  (:func:`.llvm_ir.loop_helper`), to the task functions each call of them names (every function they are given is
+  the module's own);
 * from the layout's pointer, argument k's struct (``getelementptr LAYOUT, p, 0, k``) and its data pointer's slot
   (field 1), loaded as the data pointer. What else is reached there (an argument's shape, a scalar argument, a
   gradient's pointer, the context's other fields) is only read: a load of it, or a ``getelementptr`` inside it;
@@ -26,43 +27,20 @@ array would keep its old bytes), so the reading follows every value that leads t
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Callable, ClassVar
 
-from .llvm_ir import CONTEXT
+from . import llvm_ir
+from .llvm_ir import Instruction, IrKernel
 
 __all__ = ["written", "written_in"]
-
-#: A global's name as written: bare, or quoted (compared as written, never unquoted).
-_GLOBAL = r'@(?:[-\w.$]+|"(?:[^"\\\n]|\\[0-9A-Fa-f]{2})*")'
-#: The runtime's functions Taichi's code calls with the context (none of them writes an ndarray or reads the argument
-#: buffer), and its parallel-for helpers (which call the task functions they are given with it).
-_CONTEXT_CALLS = re.compile(r"@(?:RuntimeContext_get_(?:runtime|result_buffer)|[gc]pu_parallel_range_for"
-                            r"|parallel_for|rand_\w+|linear_thread_idx|StructMeta_set_context)")
-_LOOPS = re.compile(r"@(?:[gc]pu_parallel_range_for|parallel_for)")
-#: A local value's name as written: bare, or quoted.
-_LOCAL = r'%[-\w.$]+|%"[^"]*"'
-_VALUE = re.compile(_LOCAL)
-_RESULT = re.compile(rf"^\s*({_LOCAL}) = (?:(?:tail|musttail|notail) )?(\w+)")
-_OPCODE = re.compile(r"^\s*(?:(?:tail|musttail|notail) )?(\w+)")
-_CALLEE = re.compile(rf"({_GLOBAL})\(")
-#: A call of a global through a cast of its type (the linker's, between renamed struct types).
-_CAST_CALLEE = re.compile(rf"call [^@%(]*bitcast \([^@]*({_GLOBAL}) to ")
-_POINTED = re.compile(rf"({_GLOBAL})(?![-\w.$(\"])")
-_CONTEXT_TYPE = re.compile(rf"^{CONTEXT}\*$")
-_PARAMS = re.compile(rf"{_GLOBAL}\((.*)\)")
-_GEP = re.compile(rf"getelementptr(?: inbounds)? (.+?), \1\* ({_LOCAL})((?:, i(?:32|64) -?\d+)+)$")
-_LOAD = re.compile(r"load (.+?), \1\* ")
-_CAST = re.compile(rf"bitcast (.+?) ({_LOCAL}) to (.+)$")
-_ALLOCA = re.compile(rf"alloca {CONTEXT}\*(?:,|$)")
 
 _GIVE_UP = object()
 
 
 def _indices(body: str) -> list[int] | None:
     """A ``getelementptr``'s constant indices (None: not all constant, or not one)."""
-    gep = _GEP.search(body)
-    return [int(i) for i in re.findall(r"i(?:32|64) (-?\d+)", gep.group(3))] if gep else None
+    gep = llvm_ir.gep(body)
+    return gep[1] if gep else None
 
 
 def _inside(indices: list[int] | None) -> bool:
@@ -97,8 +75,7 @@ class _Reader:
         return self._FROM[found[0][0]](self, op, body, found[0])
 
     def _cast_to(self, body: str, *types: str) -> bool:
-        cast = _CAST.search(body)
-        return cast is not None and cast.group(3) in types
+        return llvm_ir.cast_to(body) in types
 
     def _from_context(self, op: str, body: str, _: tuple) -> tuple | object | None:
         if op == "bitcast":  # the first field at the struct's start
@@ -111,22 +88,21 @@ class _Reader:
         return ("args_slot",) if len(indices) == 2 else _GIVE_UP
 
     def _from_context_slot(self, op: str, body: str, _: tuple) -> tuple | object | None:
-        load = _LOAD.search(body) if op == "load" else None
-        return ("context",) if load is not None and _CONTEXT_TYPE.match(load.group(1)) else _GIVE_UP
+        loaded = llvm_ir.loaded(body) if op == "load" else None
+        return ("context",) if loaded is not None and llvm_ir.is_context_pointer(loaded) else _GIVE_UP
 
     def _from_args_slot(self, op: str, body: str, _: tuple) -> tuple | object:
         if op == "bitcast":
             return ("args_slot",) if self._cast_to(body, "i8**", self.layout + "**") else _GIVE_UP
-        load = _LOAD.search(body) if op == "load" else None
-        loaded = load.group(1) if load else ""
+        loaded = (llvm_ir.loaded(body) if op == "load" else None) or ""
         return ("base",) if loaded == self.layout + "*" else ("raw",) if loaded == "i8*" else _GIVE_UP
 
     def _from_raw(self, op: str, body: str, _: tuple) -> tuple | object:
         return ("base",) if op == "bitcast" and self._cast_to(body, self.layout + "*") else _GIVE_UP
 
     def _from_base(self, op: str, body: str, _: tuple) -> tuple | object | None:
-        gep = _GEP.search(body) if op == "getelementptr" else None
-        indices = _indices(body) if gep is not None and gep.group(1) == self.layout else None
+        gep = llvm_ir.gep(body) if op == "getelementptr" else None
+        indices = gep[1] if gep is not None and gep[0] == self.layout else None
         if not _inside(indices) or indices is None or len(indices) < 2:
             return _GIVE_UP
         k, rest = indices[1], indices[2:]
@@ -178,15 +154,13 @@ class _Reader:
         """A call given a data pointer writes its argument; the context goes to the runtime's helpers, to the module's
         own functions that return nothing (each read in its turn), and inside a parallel-for helper to the task it
         was given (see :func:`written`)."""
-        cast = _CAST_CALLEE.search(body if body.startswith("call") else "call " + body)
-        callee = _CALLEE.search(body)
-        name = cast.group(1) if cast else callee.group(1) if callee else None
-        if cast is not None:  # through a cast: only the runtime's helpers, whose parameters keep their meaning
-            allowed = bool(_CONTEXT_CALLS.fullmatch(name or ""))
+        name, cast = llvm_ir.callee(body)
+        if cast:  # through a cast: only the runtime's helpers, whose parameters keep their meaning
+            allowed = llvm_ir.context_call(name or "")
         elif name is None:
             allowed = self.loop and not returns  # through a pointer: a parallel-for helper's task
         else:
-            allowed = bool(_CONTEXT_CALLS.fullmatch(name)) or (name in self.defined and not returns)
+            allowed = llvm_ir.context_call(name) or (name in self.defined and not returns)
         for _, s in found:
             if s[0] == "data":
                 self.written |= s[1]  # given to a function: taken as written
@@ -207,30 +181,26 @@ class _Reader:
             return op in ("br", "switch")  # a return or anything else with one: not followed
         return effect(self, body, values, found, returns)
 
-    def step(self, line: str) -> bool:
+    def step(self, ins: Instruction) -> bool:
         """Read one instruction; False where the reading ends."""
-        values = list(dict.fromkeys(_VALUE.findall(line)))
-        result = _RESULT.match(line)
-        if result is None:
-            opcode = _OPCODE.match(line)
-            if opcode is None or "=" in line.split("(", 1)[0]:  # not read: fine only where it names nothing followed
+        values = list(ins.values)
+        if ins.result is None:
+            if ins.opcode is None:  # not read: fine only where it names nothing followed
                 return not any(v in self.state for v in values)
-            return self._effect(opcode.group(1), line, values, False)
-        name, op = result.group(1), result.group(2)
-        values.remove(name)
-        body = line[result.end(2):].strip()
-        if op in self._EFFECTS:  # its result is an element's value, or what a function returns: not followed
-            return self._effect(op, body, values, True)
-        return self._result(name, op, line, values)
+            return self._effect(ins.opcode, ins.line, values, False)
+        values.remove(ins.result)
+        if ins.opcode in self._EFFECTS:  # its result is an element's value, or what a function returns: not followed
+            return self._effect(ins.opcode, ins.body, values, True)
+        return self._result(ins.result, ins.opcode or "", ins.line, values)
 
     def _result(self, name: str, op: str, line: str, values: list[str]) -> bool:
         """An instruction that makes value ``name`` (not a call, store or atomic): its state."""
         found = [self.state[v] for v in values if v in self.state]
-        if op == "alloca" and _ALLOCA.search(line):
+        if op == "alloca" and llvm_ir.allocates_context_slot(line):
             self._set(name, ("context_slot",))
             return True
-        load = _LOAD.search(line) if op == "load" else None
-        if load is not None and _CONTEXT_TYPE.match(load.group(1)) and all(f[0] == "context_slot" for f in found):
+        loaded = llvm_ir.loaded(line) if op == "load" else None
+        if loaded is not None and llvm_ir.is_context_pointer(loaded) and all(f[0] == "context_slot" for f in found):
             self._set(name, ("context",))  # from its slot, or from memory not followed: a context
             return True
         new = self._result_state(op, line, found) if found else None
@@ -241,67 +211,24 @@ class _Reader:
         return True
 
 
-def _params(header: str) -> list[str]:
-    """A function's parameters, each as written (type, attributes, name), split at the commas between them."""
-    found = _PARAMS.search(header)
-    out, depth, start = [], 0, 0
-    text = found.group(1) if found else ""
-    for i, ch in enumerate(text):
-        depth += ch in "({[<"
-        depth -= ch in ")}]>"
-        if ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    return [*out, text[start:]] if text else out
-
-
-def _functions(text: str) -> list[tuple[str, list[str]]]:
-    """Each defined function's header line and its instruction lines."""
-    out: list[tuple[str, list[str]]] = []
-    lines: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("define "):
-            lines = []
-            out.append((line, lines))
-        elif line.startswith("}"):
-            lines = None
-        elif lines is not None:
-            stripped = line.split(";", 1)[0].rstrip() if ";" in line and '"' not in line else line.rstrip()
-            if stripped.strip() and not (stripped.endswith(":") and not stripped.startswith(" ")):
-                lines.append(stripped)
-    return out
-
-
-def _loop_tasks_known(text: str, defined: set[str]) -> bool:
-    """Whether every call of a parallel-for helper names, among its arguments, only the module's own functions (the
-    tasks the helper calls through a pointer with the context)."""
-    for line in text.splitlines():
-        callee = _CAST_CALLEE.search(line) or _CALLEE.search(line)
-        if callee is not None and "call " in line and _LOOPS.fullmatch(callee.group(1)):
-            named = _POINTED.findall(line[callee.end():])
-            if any(n not in defined for n in named):
-                return False
-    return True
-
-
-def written(text: str, layout: str, arrays: set[int]) -> set[int] | None:
-    """The ndarray arguments (their indices, among ``arrays``) a kernel's IR ``text`` may write, its argument buffer
-    laid out as the LLVM type ``layout``; None where the reading cannot tell (the module docstring)."""
-    functions = _functions(text)
-    defined = {m.group(1) for header, _ in functions if (m := _CALLEE.search(header)) is not None}
-    tasks_known = _loop_tasks_known(text, defined)
+def written(ir: IrKernel | str, layout: str, arrays: set[int]) -> set[int] | None:
+    """The ndarray arguments (their indices, among ``arrays``) a kernel's IR (read, or its text) may write, its
+    argument buffer laid out as the LLVM type ``layout``; None where the reading cannot tell (the module docstring)."""
+    ir = IrKernel.of(ir)
+    functions = ir.functions
+    defined = {f.name for f in functions if f.name is not None}
+    # every call of a parallel-for helper names, among its arguments, only the module's own functions (the tasks the
+    # helper calls through a pointer with the context)
+    tasks_known = all(n in defined for named in ir.loop_arguments for n in named)
     out: set[int] = set()
-    for header, lines in functions:
-        callee = _CALLEE.search(header)
-        loop = tasks_known and callee is not None and bool(_LOOPS.fullmatch(callee.group(1)))
+    for function in functions:
+        loop = tasks_known and llvm_ir.loop_helper(function.name)
         reader = _Reader(layout, arrays, defined, loop)
-        for param in _params(header):  # the context's parameters (a task takes it by value)
-            names = _VALUE.findall(param)
-            if names and re.match(rf"{CONTEXT}\*(?!\*)", param.strip()):
-                reader.state[names[-1]] = ("context",)
+        for name in function.context_params:  # the context's parameters (a task takes it by value)
+            reader.state[name] = ("context",)
         for _ in range(16):  # values used before the line that makes them (phi): read again until nothing changes
             reader.changed = False
-            if not all(reader.step(line) for line in lines):
+            if not all(reader.step(ins) for ins in function.instructions):
                 return None
             if not reader.changed:
                 break
@@ -316,12 +243,13 @@ def written(text: str, layout: str, arrays: set[int]) -> set[int] | None:
 _read: dict[tuple[bytes, str, frozenset[int]], frozenset[int] | None] = {}
 
 
-def written_in(raw: bytes, layout: str, arrays: set[int]) -> frozenset[int] | None:
-    """:func:`written` of a kernel's IR as its file's bytes, remembered by content."""
+def written_in(raw: bytes, layout: str, arrays: set[int], ir: IrKernel | None = None) -> frozenset[int] | None:
+    """:func:`written` of a kernel's IR as its file's bytes (``ir``: those bytes read, where they were), remembered by
+    content."""
     key = (hashlib.sha256(raw).digest(), layout, frozenset(arrays))
     if key not in _read:
         if len(_read) > 4096:
             _read.clear()
-        found = written(raw.decode("utf-8", "replace"), layout, arrays)
+        found = written(ir if ir is not None else raw.decode("utf-8", "replace"), layout, arrays)
         _read[key] = frozenset(found) if found is not None else None
     return _read[key]

@@ -25,7 +25,6 @@ Each of these is a :class:`CorruptedDataError` naming the kernel:
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import TYPE_CHECKING, Any
 
 from ..enums import DATA_TYPE_SIZE, NUMPY_DTYPES, DataType
@@ -60,18 +59,13 @@ _POINTER_BYTES = 8  # x86-64, arm64 and nvptx64
 
 #: At most this many elements in a tensor, and dimensions of an ndarray (Taichi's indices are far fewer).
 _MOST_ELEMENTS, _MOST_DIMS = 1 << 31, 16
-_CONTEXT = llvm_ir.CONTEXT
-# Where the code reads the argument buffer, the first field of the RuntimeContext: optimised code casts the
-# context itself; unoptimised code (CUDA) takes the field's address first.
-_FIELD0 = re.compile(rf"^\s*(%[\w.]+) = getelementptr {_CONTEXT}, {_CONTEXT}\* %[\w.]+, i32 0, i32 0$", re.M)
-_CAST = re.compile(rf"^\s*%[\w.]+ = bitcast (?:{_CONTEXT}\* %[\w.]+|i8\*\* (%[\w.]+)) to (\{{.*\}})\*\*$", re.M)
 
 
 def check(cache: dict, src: _Source, code: LlvmCode) -> dict[str, str]:
     """Raise CorruptedDataError where an LLVM module's ``cache`` record (its ``metadata.json``, whose shape
     :mod:`.tcb` checked) disagrees with itself or with its kernels' ``.ll`` files in ``src`` (each kernel's file and
-    argument layout kept in ``code``: its ``ir`` and ``layouts``). Returns {kernel: why it cannot run} of the kernels
-    that read global fields where the module records none (Taichi compiled it without ``Module.add_field``):
+    argument layout kept in ``code``: its ``ir``, ``parsed`` and ``layouts``). Returns {kernel: why it cannot run} of
+    the kernels that read global fields where the module records none (Taichi compiled it without ``Module.add_field``):
     libtaichi_c_api allocates no memory for them, and such a kernel crashed."""
     unusable = {}
     for name, k in cache["kernels"].items():
@@ -81,7 +75,7 @@ def check(cache: dict, src: _Source, code: LlvmCode) -> dict[str, str]:
         layout = code.layouts[name] = _arguments(k, what)
         if k["ret_type"]["type_kind"] != -1 and _size(k["ret_type"], f"{what}: results' layout") != k["ret_size"]:
             raise CorruptedDataError(f"{what}: results' layout of {k['ret_size']} bytes, not its struct's size")
-        if _code(name, k["compiled_data"]["tasks"], layout, src, what, code.ir) and not cache["fields"]:
+        if _code(name, k["compiled_data"]["tasks"], layout, src, what, code) and not cache["fields"]:
             unusable[name] = NO_FIELDS
     return unusable
 
@@ -223,34 +217,30 @@ def _size_align(t: dict, what: str) -> tuple[int, int]:
 _agreed: dict[tuple[bytes, str, tuple[str, ...]], bool] = {}  # -> whether it reads the fields' memory
 
 
-def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str, ir: dict[str, bytes]) -> bool:
-    """Check the kernel's code against its metadata (read into ``ir``); whether it reads the global fields' memory."""
+def _code(name: str, tasks: list[dict], layout: str, src: _Source, what: str, code: LlvmCode) -> bool:
+    """Check the kernel's code against its metadata (read into ``code``: its bytes and the IR read once,
+    :class:`.llvm_ir.IrKernel`); whether it reads the global fields' memory."""
     raw = src.read(f"{name}.ll")
     if raw is None:  # the library refuses looking the kernel up, and only that
         return False
-    ir[name] = raw
+    code.ir[name] = raw
+    ir = code.parsed[name] = llvm_ir.IrKernel(raw.decode("utf-8", "replace"))
     key = (hashlib.sha256(raw).digest(), layout, tuple(t["name"] for t in tasks))
     if key in _agreed:
         return _agreed[key]
-    text = raw.decode("utf-8", "replace")
-    starts = llvm_ir.defines(text)
-    defined = {fn for _, fn in starts}
     for task in tasks:
-        if task["name"] not in defined:
+        if task["name"] not in ir.defined:
             raise CorruptedDataError(f"{what}: runs task {task['name']!r}, which {name}.ll does not define")
-    count = llvm_ir.bad_thread_count(text)
+    count = ir.bad_thread_count()
     if count is not None:
         raise CorruptedDataError(f"{what}: {name}.ll runs its parallel loops on {count!r} threads, not a number from 1 "
                                  f"to {llvm_ir.MOST_THREADS} (Taichi writes the thread count of the machine that built "
                                  "the module): build the module again, or restore the file")
-    for i, (start, fn) in enumerate(starts):
-        body = text[start:starts[i + 1][0] if i + 1 < len(starts) else len(text)]
-        fields = set(_FIELD0.findall(body))
-        for m in _CAST.finditer(body):
-            if (m.group(1) is None or m.group(1) in fields) and m.group(2) != layout:
-                raise CorruptedDataError(f"{what}: {name}.ll's {fn} reads its arguments as {m.group(2)}, the "
-                                         f"metadata lays them out as {layout}")
-    roots = llvm_ir.reads_roots(text)
+    for fn, read_as in ir.argument_types():
+        if read_as != layout:
+            raise CorruptedDataError(f"{what}: {name}.ll's {fn} reads its arguments as {read_as}, the "
+                                     f"metadata lays them out as {layout}")
+    roots = ir.reads_roots
     if len(_agreed) > 4096:
         _agreed.clear()
     _agreed[key] = roots

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from ..enums import NUMPY_DTYPES, Access, Arch, DataType, Format
 from ..errors import CorruptedDataError
+from .llvm_ir import IrKernel
 from .retarget import on_threads
 
 #: ParameterType codes in the metadata (``ptype``).
@@ -146,21 +147,49 @@ _OP_ATOMIC_COMPARE_EXCHANGE = 230
 @dataclass
 class LlvmCode:
     """An LLVM module's kernels as its metadata records them and each kernel's IR as the checks read it (once): what
-    the own x64 and CUDA launches lay out, check and compile, without opening a file."""
+    the own x64 and CUDA launches lay out, check and compile, and what the libtaichi load writes a private copy of,
+    without opening a file."""
 
     kernels: dict[str, dict] = field(default_factory=dict)  # metadata.json's entry of each kernel, by name
     ir: dict[str, bytes] = field(default_factory=dict)  # each kernel's NAME.ll, where the module has one
     layouts: dict[str, str] = field(default_factory=dict)  # each kernel's argument buffer as an LLVM type (checked)
     cap: int | None = None  # the most threads its parallel loops may use (build --max-cpu-threads); None: no cap
+    parsed: dict[str, IrKernel] = field(default_factory=dict)  # each kernel's IR read once (llvm_ir), by name
+    metadata: bytes = b""  # metadata.json's bytes, as read
+    sidecar: bytes | None = None  # taichi_aot.json's bytes, as read (None: the module has none)
+    _threads: dict[tuple[str, int], IrKernel] = field(default_factory=dict, repr=False)
+
+    def kernel(self, name: str, threads: int | None = None) -> IrKernel | None:
+        """Kernel ``name``'s IR, read (None: the module has none for it); with ``threads``, a CPU module's parallel
+        loops on as many chunks as a runtime of that many threads runs them on (:func:`.retarget.on_threads`)."""
+        ir = self.parsed.get(name)
+        if ir is None:
+            raw = self.ir.get(name)
+            if raw is None:
+                return None
+            ir = self.parsed[name] = IrKernel(raw.decode("utf-8", "replace"))
+        if threads is None:
+            return ir
+        key = (name, threads)
+        if key not in self._threads:
+            text = on_threads(ir, threads, self.cap)
+            self._threads[key] = ir if text is ir.text else IrKernel(text)
+        return self._threads[key]
+
+    def files(self) -> dict[str, bytes]:
+        """The module's files this record holds, as metadata/ read them, by name: each kernel's IR, metadata.json and
+        taichi_aot.json (what a private copy of the module is written from)."""
+        out = {f"{name}.ll": raw for name, raw in self.ir.items()}
+        if self.metadata:
+            out["metadata.json"] = self.metadata
+        if self.sidecar is not None:
+            out["taichi_aot.json"] = self.sidecar
+        return out
 
     def text(self, name: str, threads: int | None = None) -> str | None:
-        """Kernel ``name``'s IR (None: the module has none for it); with ``threads``, a CPU module's parallel loops
-        on as many chunks as a runtime of that many threads runs them on (:func:`.retarget.on_threads`)."""
-        raw = self.ir.get(name)
-        if raw is None:
-            return None
-        text = raw.decode("utf-8", "replace")
-        return text if threads is None else on_threads(text, threads, self.cap)
+        """Kernel ``name``'s IR text (None: the module has none for it); ``threads`` as :meth:`kernel`'s."""
+        ir = self.kernel(name, threads)
+        return ir.text if ir is not None else None
 
 
 @dataclass

@@ -106,6 +106,7 @@ def apply_names(info: ModuleInfo, src: _Source) -> None:
     info.portable = doc.get("portable") is True  # build --portable: Taichi's default capabilities on purpose
     if info.llvm is not None:
         info.llvm.cap = cap_of(doc)
+        info.llvm.sidecar = raw
     kernels = doc.get("kernels")
     if not isinstance(kernels, dict):
         raise CorruptedDataError(f"{SIDECAR}: no 'kernels' mapping")

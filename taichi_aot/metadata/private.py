@@ -77,10 +77,15 @@ def copy_reason(folder: str) -> str:
     return f"another user could plant a {LOCK} there ({why})" if why else ""
 
 
-def copy_module(folder: str, dest: str) -> None:
-    """Copy the plain files of the module ``folder`` (not a lock file) into the private folder ``dest``."""
+def copy_module(folder: str, dest: str, read: dict[str, bytes] | None = None) -> None:
+    """Copy the plain files of the module ``folder`` (not a lock file) into the private folder ``dest``; those
+    metadata/ read already (``read``: each one's bytes, by name) are written from what it read, not read again."""
+    read = read or {}
+    for name, raw in read.items():
+        with open(os.path.join(dest, name), "xb") as out:
+            out.write(raw)
     for name in os.listdir(folder):
-        if name.endswith(".lock"):
+        if name.endswith(".lock") or name in read:
             continue
         try:
             f = open(os.path.join(folder, name), "rb")

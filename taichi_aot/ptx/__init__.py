@@ -22,11 +22,14 @@ import os
 import shutil
 import tempfile
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..enums import Arch
 from ..errors import CorruptedDataError, IncompatibleModuleError
 from . import gate, plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata.model import LlvmCode
 
 #: The manifest's name inside a CUDA module, and its format version.
 MANIFEST = "ptx.json"
@@ -46,16 +49,35 @@ def kernel_entries(folder: str) -> dict[str, Any]:
     return kernels
 
 
-def add_to_folder(folder: str) -> dict[str, Any]:
+def code_in(folder: str) -> LlvmCode:
+    """The kernels' entries (:func:`kernel_entries`) and IR of the LLVM module in ``folder``, read here: for a module
+    no :mod:`taichi_aot.metadata` reading gave (the ``ptx`` command, ``build``)."""
+    from ..metadata.model import LlvmCode
+
+    with open(os.path.join(folder, "metadata.json"), "rb") as f:
+        code = LlvmCode(metadata=f.read())
+    code.kernels = kernel_entries(folder)
+    for name in code.kernels:
+        path = os.path.join(folder, f"{name}.ll")
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                code.ir[name] = f.read()
+    return code
+
+
+def add_to_folder(folder: str, code: LlvmCode | None = None) -> dict[str, Any]:
     """Write PTX and the manifest into a CUDA module folder; returns the manifest (``refused`` says why a kernel
-    has none). Raises PtxError without llvmlite, CorruptedDataError for a module that is not CUDA's."""
+    has none). ``code``: the module's kernels and IR as :mod:`taichi_aot.metadata` read them (None: read from
+    ``folder``, :func:`code_in`). Raises PtxError without llvmlite, CorruptedDataError for a module that is not
+    CUDA's."""
     from . import compile as ptx_compile
 
+    code = code if code is not None else code_in(folder)
     llvm = ptx_compile.llvm_version()
     manifest: dict[str, Any] = {"taichi_aot_ptx": FORMAT, "target": ptx_compile.TARGET, "llvm": llvm,
                                 "compile": ptx_compile.VERSION, "runtime": None, "kernels": {}, "refused": {}}
-    for name, entry in sorted(kernel_entries(folder).items()):
-        reason = _add_kernel(folder, name, entry, manifest)
+    for name, entry in sorted(code.kernels.items()):
+        reason = _add_kernel(folder, name, entry, manifest, code)
         if reason is not None:
             manifest["refused"][name] = f"{reason}; {gate.VALUE_LOST}" if gate.returns(entry) else reason
     if manifest["runtime"] is None and manifest["kernels"]:  # no IR lays Taichi's runtime out: no stand-in to make
@@ -67,19 +89,17 @@ def add_to_folder(folder: str) -> dict[str, Any]:
     return manifest
 
 
-def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -> str | None:
-    """PTX for kernel ``name`` (its metadata ``entry``) written beside its IR and entered in ``manifest`` (with the
-    runtime layout its IR gives, the module's first); or why it gets none."""
+def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any], code: LlvmCode) -> str | None:
+    """PTX for kernel ``name`` (its metadata ``entry``, its IR in ``code``) written into ``folder`` and entered in
+    ``manifest`` (with the runtime layout its IR gives, the module's first); or why it gets none."""
     from . import compile as ptx_compile
 
-    path = os.path.join(folder, f"{name}.ll")
-    if not os.path.isfile(path):
+    ir = code.kernel(name)
+    if ir is None:
         return "the module has no IR for it"
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if 'target triple = "nvptx64-nvidia-cuda"' not in text:
-        raise CorruptedDataError(f"{path}: not a CUDA kernel's IR")
-    verdict = gate.read_ir(text)
+    if not ir.targets(ptx_compile.TRIPLE):
+        raise CorruptedDataError(f"{os.path.join(folder, f'{name}.ll')}: not a CUDA kernel's IR")
+    verdict = gate.read_ir(ir)
     try:
         reason = verdict.reason or gate.read_entry(entry)
         if reason is not None:
@@ -88,8 +108,8 @@ def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -
     except (CorruptedDataError, KeyError, TypeError, ValueError, AttributeError) as e:
         return f"its metadata cannot be laid out here: {type(e).__name__}: {e}"
     try:
-        code = ptx_compile.to_ptx(text, [t["name"] for t in layout["tasks"]], layout["args_size"])
-        runtime = ptx_compile.runtime_layout(text)
+        ptx = ptx_compile.to_ptx(ir, [t["name"] for t in layout["tasks"]], layout["args_size"])
+        runtime = ptx_compile.runtime_layout(ir)
     except ptx_compile.PtxError as e:
         return str(e)
     if runtime is not None and manifest["runtime"] not in (None, runtime.__dict__):
@@ -99,9 +119,9 @@ def _add_kernel(folder: str, name: str, entry: dict, manifest: dict[str, Any]) -
     if runtime is not None:
         manifest["runtime"] = dict(runtime.__dict__)
     with open(os.path.join(folder, f"{name}.ptx"), "w", encoding="utf-8") as f:
-        f.write(code)
+        f.write(ptx)
     manifest["kernels"][name] = {"ptx": f"{name}.ptx", "rand": verdict.rand,
-                                 "ir_sha256": hashlib.sha256(text.encode()).hexdigest()}
+                                 "ir_sha256": hashlib.sha256(code.ir[name]).hexdigest()}
     return None
 
 
@@ -250,13 +270,14 @@ NO_LLVMLITE = ("the module has no PTX, and llvmlite, which makes it at its first
                "'taichi_aot[cuda]'), or run `taichi_aot ptx` on the module")
 
 
-def cached_folder(folder: str) -> str | None:
+def cached_folder(folder: str, code: LlvmCode | None = None) -> str | None:
     """A folder holding PTX for the CUDA module in ``folder``, which has none of this taichi_aot's PTX step (saved by
     ``ti.aot.Module`` and ``save``, or PTX of an older step): made at the module's first load here with llvmlite and
     kept in the cache folder, keyed by the module's IR and metadata, LLVM's version and the step's, then found there
     while it is this user's alone and its files are those sealed under that key (``_cache.sealed_folder``: a planted,
-    damaged or stale folder is made again). The folder holds copies of the IR and metadata the PTX was made from (the
-    launcher reads both again). None without llvmlite (:data:`NO_LLVMLITE`)."""
+    damaged or stale folder is made again). The folder holds copies of the IR and metadata the PTX was made from,
+    written from ``code`` (the module's kernels and IR as :mod:`taichi_aot.metadata` read them; None: read from
+    ``folder``, :func:`code_in`). None without llvmlite (:data:`NO_LLVMLITE`)."""
     import importlib.metadata
     import importlib.util
 
@@ -268,11 +289,12 @@ def cached_folder(folder: str) -> str | None:
     from .._cache import cache_home, seal_folder, sealed_folder
     from .compile import VERSION
 
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".ll") or n == "metadata.json")
+    code = code if code is not None else code_in(folder)
+    files = {f"{name}.ll": raw for name, raw in code.ir.items()}
+    files["metadata.json"] = code.metadata
     h = hashlib.sha256(f"{FORMAT}\0{VERSION}\0{importlib.metadata.version('llvmlite')}\0".encode())
-    for name in names:
-        with open(os.path.join(folder, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name])
     key = f"ptx {h.hexdigest()}"
     home = os.path.join(cache_home(), "ptx")
     out = os.path.join(home, h.hexdigest()[:32])
@@ -281,9 +303,10 @@ def cached_folder(folder: str) -> str | None:
     os.makedirs(home, mode=0o700, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".making_", dir=home)
     try:
-        for name in names:
-            shutil.copyfile(os.path.join(folder, name), os.path.join(tmp, name))
-        add_to_folder(tmp)
+        for name, raw in files.items():
+            with open(os.path.join(tmp, name), "xb") as f:
+                f.write(raw)
+        add_to_folder(tmp, code)
         seal_folder(tmp, key)
         _put(tmp, out, key)
     finally:
@@ -329,9 +352,10 @@ def kernel_ptx(folder: str, k: dict[str, Any]) -> bytes | str:
         return f"its PTX cannot be read ({e.strerror})"
 
 
-def ptx_folder(folder: str) -> tuple[str | None, str]:
+def ptx_folder(folder: str, code: LlvmCode | None = None) -> tuple[str | None, str]:
     """Where the own CUDA launcher reads a CUDA module's PTX: the module's own folder where this PTX step made it
-    there, else :func:`cached_folder`'s; ``(None, why)`` where there is none."""
+    there, else :func:`cached_folder`'s (of ``code``, the module's kernels and IR as :mod:`taichi_aot.metadata` read
+    them); ``(None, why)`` where there is none."""
     from .compile import VERSION
 
     try:
@@ -343,7 +367,7 @@ def ptx_folder(folder: str) -> tuple[str | None, str]:
     except (OSError, ValueError, AttributeError):  # a damaged manifest: the launcher's load says what is wrong
         return folder, ""
     try:
-        made = cached_folder(folder)
+        made = cached_folder(folder, code)
     except (OSError, CorruptedDataError) as e:
         return None, f"the module has no PTX, and making it at its load failed: {type(e).__name__}: {e}"
     return (made, "") if made is not None else (None, NO_LLVMLITE)

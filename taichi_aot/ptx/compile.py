@@ -40,14 +40,8 @@ TRIPLE = "nvptx64-nvidia-cuda"
 #: fast math allows (``x / (a * sqrt(a))`` becomes ``x * rsqrt.approx(a * a * a)``, as Taichi's LLVM 15 makes it under
 #: UnsafeFPMath; a square root alone stays ``sqrt.rn``, as Taichi's does).
 _FTZ = '"denormal-fp-math-f32"="preserve-sign,preserve-sign" "reciprocal-estimates"="sqrt:0"'
-_FP_OP = re.compile(r"= (fadd|fsub|fmul|fdiv) ((?:(?:fast|reassoc|nnan|ninf|nsz|arcp|contract|afn) )*)"
-                    r"((?:<\d+ x )?(?:float|double|half|bfloat))\b")
-_ATOMIC = re.compile(r"^[^\n]*\b(?:atomicrmw|cmpxchg)\b[^\n]*$", re.M)
-_ORDERING = re.compile(r" (?:seq_cst|acq_rel|acquire|release|monotonic)(?: (?:seq_cst|acquire|monotonic))?(?=,|$)")
-_ATTR_GROUP = re.compile(r"^attributes #(\d+) = \{ ", re.M)
-_FLAGS = re.compile(r"^!llvm\.module\.flags = !\{([^}]*)\}", re.M)
-_METADATA_ID = re.compile(r"^!(\d+) = ", re.M)
-_BARE_DEFINE = re.compile(r"^(define [^\n]*\))(?: \{)$", re.M)
+#: libdevice's reflection told that f32 denormals are flushed (a module flag).
+_REFLECT_FTZ = 'i32 4, !"nvvm-reflect-ftz", i32 1'
 _PTX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a task name PTX holds as it is (a '$' or '.' would not do)
 
 
@@ -146,93 +140,69 @@ define void @{entry(task)}(ptr byval([{size} x i8]) align 8 %args, ptr %runtime)
 """
 
 
-def _fast_math(m: re.Match) -> str:
-    """One fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted; a division by a reciprocal where that helps
-    (Taichi compiles with UnsafeFPMath, whose code generator divides by a repeated divisor's reciprocal: ``rcp.rn.f64``
-    and multiplies), and an f32 division approximate (``div.approx.ftz.f32``). Flags it has are kept, none twice."""
-    op, flags, kind = m.group(1), m.group(2).split(), m.group(3)
+def _fast_math(op: str, flags: list[str], kind: str) -> list[str]:
+    """The flags of one fadd/fsub/fmul/fdiv with Taichi's CUDA fast math: contracted; a division by a reciprocal
+    where that helps (Taichi compiles with UnsafeFPMath, whose code generator divides by a repeated divisor's
+    reciprocal: ``rcp.rn.f64`` and multiplies), and an f32 division approximate (``div.approx.ftz.f32``). Flags it has
+    are kept, none twice."""
     if "fast" not in flags:
         wanted = ["contract", *(["arcp"] if op == "fdiv" else [])]
         wanted += ["afn"] if op == "fdiv" and kind.split()[-1] == "float" else []
         flags += [f for f in wanted if f not in flags]
-    return f"= {op} {' '.join(flags)} {kind}"
+    return flags
 
 
-def _relaxed(m: re.Match) -> str:
-    """One atomicrmw or cmpxchg as Taichi's LLVM 15 made it: relaxed, at the GPU's scope (``atom.global.add``, no
+def _relaxed(text: str) -> str:
+    """Each atomicrmw or cmpxchg as Taichi's LLVM 15 made it: relaxed, at the GPU's scope (``atom.global.add``, no
     fence). Taichi writes them ``seq_cst`` at the system's scope, which LLVM 15's NVPTX printed with neither ordering
     nor scope, and LLVM 22 honours: ``membar.sys`` before each ``atom.sys`` (in a contended compare-and-swap loop of an
     i8 sum: 1.74x Taichi's time)."""
-    line = m.group(0)
-    if "syncscope" in line:
-        return line
-    return _ORDERING.sub(lambda o: ' syncscope("device")' + re.sub(r"\w+", "monotonic", o.group(0)), line, count=1)
+    return llvm_ir.with_atomics_at(text, "device", "monotonic")
 
 
-def prepare(text: str, tasks: list[str], args_size: int, layout: str) -> str:
-    """The IR of one kernel made ready for the NVPTX pipeline (see the module's comment)."""
-    found = llvm_ir.tasks(text)
+def prepare(ir: llvm_ir.IrKernel | str, tasks: list[str], args_size: int, layout: str) -> str:
+    """The IR of one kernel (read, or its text) made ready for the NVPTX pipeline (see the module's comment)."""
+    ir = llvm_ir.IrKernel.of(ir)
+    found = ir.tasks
     missing = [t for t in tasks if t not in found]
     if missing:
         raise PtxError(f"the IR defines no task {', '.join(missing)}")
-    original = text
-    text, _ = llvm_ir.bound_stacks(text)  # a reverse kernel's autodiff stacks: an overflow noted, not written
-    if "target datalayout" not in text:
-        triple = f'target triple = "{TRIPLE}"'
-        text = text.replace(triple, f'{triple}\ntarget datalayout = "{layout}"', 1)
-    text = _FP_OP.sub(_fast_math, text)
-    text = _ATOMIC.sub(_relaxed, text)
-    text = _ATTR_GROUP.sub(lambda m: f"attributes #{m.group(1)} = {{ {_FTZ} ", text)
-    attrs = max((int(n) for n in _ATTR_GROUP.findall(text)), default=0) + 1
-    text = _BARE_DEFINE.sub(lambda m: f"{m.group(1)} #{attrs} {{", text)  # every function flushes f32 denormals
-    pure = fold.folded(original, tasks)
-    runtime = llvm_ir.runtime_struct(original)
+    text, _ = llvm_ir.bound_stacks(ir.text)  # a reverse kernel's autodiff stacks: an overflow noted, not written
+    text = llvm_ir.with_datalayout(text, TRIPLE, layout)
+    text = llvm_ir.with_fp_flags(text, _fast_math)
+    text = _relaxed(text)
+    text, attrs = llvm_ir.with_attributes(text, _FTZ)
+    text = llvm_ir.with_bare_defines_in(text, attrs)  # every function flushes f32 denormals
+    pure = fold.folded(ir, tasks)
+    runtime = ir.runtime_struct
     if pure and runtime is None:
         pure = {}
     for i, task in enumerate(tasks):
         # the task: an internal function of the wrapper (inlined), no longer a kernel of its own
-        ref = llvm_ir.ref(task)
-        internal = f"define internal void {ref}".replace("\\", "\\\\")  # a replacement template: \XX kept
-        text = re.sub(rf"^define (?:dso_local )?void {re.escape(ref)}(\(.*\)) (?:#\d+ )?\{{",
-                      rf"{internal}\1 #{attrs + 1} {{", text, count=1, flags=re.M)
+        text = llvm_ir.made_internal(text, task, attrs + 1)
         if task in pure:  # run by the entries after it: no entry, no kernel annotations of its own
-            text = _drop_annotations(text, ref)
+            text = llvm_ir.without_annotations(text, task)
             continue
-        text = re.sub(rf"!\{{void \([^)]*\)\* {re.escape(ref)}, ", f"!{{ptr @{entry(task)}, ", text)
+        text = llvm_ir.with_kernel_mark_on(text, task, entry(task))
         before = [t for t in tasks[:i] if t in pure]
         text += _wrapper(task, found[task], args_size, attrs, before, runtime,
                          max((pure[t] for t in before), default=8))
     text += f"\nattributes #{attrs} = {{ {_FTZ} }}\nattributes #{attrs + 1} = {{ alwaysinline {_FTZ} }}\n"
-    flag_id = max((int(n) for n in _METADATA_ID.findall(text)), default=0) + 1
-    flag = f'!{flag_id} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}\n'
-    if _FLAGS.search(text):
-        text = _FLAGS.sub(lambda m: f"!llvm.module.flags = !{{{m.group(1)}, !{flag_id}}}", text, count=1) + flag
-    else:
-        text += f"!llvm.module.flags = !{{!{flag_id}}}\n" + flag
-    return text
+    return llvm_ir.with_module_flag(text, _REFLECT_FTZ)
 
 
-def _drop_annotations(text: str, ref: str) -> str:
-    """``text`` with the ``!nvvm.annotations`` entries of the function ``ref`` (its kernel mark, thread bounds) left
-    out of the list (the nodes stay, unlisted)."""
-    ids = set(re.findall(rf"^!(\d+) = !\{{void \([^)]*\)\* {re.escape(ref)}, ", text, re.M))
-
-    def keep(m: re.Match) -> str:
-        kept = [n for n in m.group(1).split(", ") if n.lstrip("!") not in ids]
-        return f"!nvvm.annotations = !{{{', '.join(kept)}}}"
-    return re.sub(r"^!nvvm\.annotations = !\{([^}]*)\}", keep, text, count=1, flags=re.M)
-
-
-def runtime_layout(text: str) -> Runtime | None:
-    """The stand-in's layout from one kernel's IR, or None where it declares no LLVMRuntime: the runtime type its
-    tasks' context points to and the random state that holds, under whatever suffix LLVM gave their names."""
+def runtime_layout(ir: llvm_ir.IrKernel | str) -> Runtime | None:
+    """The stand-in's layout from one kernel's IR (read, or its text), or None where it declares no LLVMRuntime: the
+    runtime type its tasks' context points to and the random state that holds, under whatever suffix LLVM gave their
+    names."""
     llvm, machine = _llvm()
     layout = str(machine.target_data)
-    name = llvm_ir.runtime_struct(text)
-    rand_pointer = llvm_ir.field_type(text, name, RUNTIME_RAND_STATES) if name else None
+    ir = llvm_ir.IrKernel.of(ir)
+    name = ir.runtime_struct
+    rand_pointer = llvm_ir.field_type(ir.text, name, RUNTIME_RAND_STATES) if name else None
     if name is None or not rand_pointer or not rand_pointer.endswith("*"):
         return None
-    module = _parse(llvm, prepare(text, [], 0, layout) if "target datalayout" not in text else text)
+    module = _parse(llvm, prepare(ir, [], 0, layout) if not llvm_ir.has_datalayout(ir.text) else ir.text)
     try:
         runtime = module.get_struct_type(name[1:])
         rand = module.get_struct_type(rand_pointer[1:-1])
@@ -252,10 +222,11 @@ def _parse(llvm, text: str):
     return module
 
 
-def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
-    """PTX of one kernel's IR: a ``TASK__w`` entry for each of ``tasks``."""
+def to_ptx(ir: llvm_ir.IrKernel | str, tasks: list[str], args_size: int) -> str:
+    """PTX of one kernel's IR (read, or its text): a ``TASK__w`` entry for each of ``tasks``."""
     llvm, machine = _llvm()
-    module = _parse(llvm, prepare(text, tasks, args_size, str(machine.target_data)))
+    ir = llvm_ir.IrKernel.of(ir)
+    module = _parse(llvm, prepare(ir, tasks, args_size, str(machine.target_data)))
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
@@ -263,9 +234,9 @@ def to_ptx(text: str, tasks: list[str], args_size: int) -> str:
     # ``(-a) / r``) keeps only the flags its operands share, and LLVM 22 decides a division's precision and a
     # contraction by the instruction's own flags, where Taichi's LLVM 15 read UnsafeFPMath for the whole function
     # (an SPH force loop's six divisions were ``div.rn``: 1.31x Taichi's GPU time)
-    module = _parse(llvm, _FP_OP.sub(_fast_math, str(module)))
+    module = _parse(llvm, llvm_ir.with_fp_flags(str(module), _fast_math))
     ptx = machine.emit_assembly(module)
-    for task in fold.launched([{"name": t} for t in tasks], text):
+    for task in fold.launched([{"name": t} for t in tasks], ir):
         task = task["name"]
         if f".entry {entry(task)}(" not in ptx:
             raise PtxError(f"the PTX has no entry {entry(task)} (task {task!r})")

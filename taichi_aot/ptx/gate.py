@@ -17,7 +17,6 @@ Return values: the launcher hands each task the bytes after its stream's stand-i
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..metadata import llvm_ir
@@ -30,8 +29,6 @@ CONTEXT_FIELDS = {0, 1, 3}
 #: What the reason of a returning kernel left to libtaichi adds.
 VALUE_LOST = "its return value is lost on libtaichi's path (Taichi 1.7.4's C-API gives none: a call returns None)"
 
-#: Declarations the PTX step resolves: LLVM's and NVVM's intrinsics, and libdevice's reflection query.
-_KNOWN_DECLARATIONS = re.compile(r"llvm\.|__nvvm_reflect$")
 _WHY_FIELD = {0: "the runtime's preallocated memory", llvm_ir.ROOTS: "SNode fields (the runtime's roots)",
               11: "SNode element lists", 12: "SNode node allocators"}
 
@@ -44,20 +41,21 @@ class Gate:
     rand: bool = False
 
 
-def read_ir(text: str) -> Gate:
-    """The gate's verdict from one kernel's IR (``NAME.ll``)."""
-    fields = llvm_ir.runtime_fields(text)
+def read_ir(ir: llvm_ir.IrKernel | str) -> Gate:
+    """The gate's verdict from one kernel's IR (``NAME.ll``, read once by :mod:`taichi_aot.metadata`)."""
+    ir = llvm_ir.IrKernel.of(ir)
+    fields = ir.runtime_fields
     other = sorted(fields - {RUNTIME_TEMPORARIES, RUNTIME_RAND_STATES})
     if other:
         what = ", ".join(_WHY_FIELD.get(f, f"field {f}") for f in other)
         return Gate(f"uses Taichi's runtime beyond temporaries and random states: LLVMRuntime {what}")
-    if llvm_ir.casts_runtime(text):
+    if ir.casts_runtime:
         return Gate("reads Taichi's runtime through a cast pointer")
-    context = sorted(llvm_ir.context_fields(text) - CONTEXT_FIELDS)
+    context = sorted(ir.context_fields - CONTEXT_FIELDS)
     if context:
         names = {2: "the CPU thread id"}
         return Gate("reads " + ", ".join(names.get(f, f"field {f}") for f in context) + " of its RuntimeContext")
-    calls = sorted(name for name in llvm_ir.declares(text) if not _KNOWN_DECLARATIONS.match(name))
+    calls = ir.unresolved()  # but LLVM's and NVVM's intrinsics and libdevice's reflection query: the PTX step's
     if calls:
         hint = " (print)" if "vprintf" in calls else ""
         return Gate(f"calls {', '.join(calls)}{hint}, which only Taichi's runtime provides")

@@ -6,19 +6,23 @@ make the C launcher write outside the parameter buffer or launch an impossible g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptedDataError
 from ..metadata.layout import check_arguments, checked_int, laid_out, results_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..metadata.llvm_ir import IrKernel
 
 MAX_GRID = 2**31 - 1
 MAX_BLOCK = 1024
 MAX_TASKS = 64
 
 
-def from_entry(entry: dict, ir: str | None = None) -> dict:
+def from_entry(entry: dict, ir: IrKernel | str | None = None) -> dict:
     """The plan of one metadata kernel entry: ``{"tasks": [...], "args": [...], "args_size": N}``; given the
-    kernel's IR, only the tasks launched once its pure serial tasks fold into the others (:mod:`.fold`)."""
+    kernel's IR (read, or its text), only the tasks launched once its pure serial tasks fold into the others
+    (:mod:`.fold`)."""
     tasks = []
     for task in (entry.get("compiled_data") or {}).get("tasks") or []:
         tasks.append({"name": str(task["name"]), "grid": int(task["grid_dim"]), "block": int(task["block_dim"])})
