@@ -368,24 +368,30 @@ def rows_table(rows: list, lost: int = 0, slots: bool = False) -> str:
     head = f"{'kernel':<32} {'device':<10}" + (f" {'slot':>4}" if slots else "") + \
         f" {'launches':>8} {'total ms':>10} {'mean us':>10} {'min us':>10} {'max us':>10}" + \
         (f" {'copied MB':>10}" if copies else "") + "  timed"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        name = r.name if r.graph is None else "  " + r.name
-        lines.append(f"{name[:32]:<32} {r.device:<10}" + (f" {r.slot:>4}" if slots else "") +
-                     f" {r.launches:>8} {r.total * 1e3:>10.3f} {r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} "
-                     f"{r.max * 1e6:>10.1f}" + (f" {r.bytes / 1e6:>10.3f}" if copies else "") + f"  {r.timed}")
-    if not rows:
-        lines.append("(no launches)")
-    else:
-        top = [r for r in rows if r.graph is None]
-        inside = " (a graph's dispatch rows are inside its row: not added again)" if len(top) < len(rows) else ""
-        lines.append(f"{'total':<32} {'':<10}" + (f" {'':>4}" if slots else "") +
-                     f" {sum(r.launches for r in top):>8} {sum(r.total for r in top) * 1e3:>10.3f}{inside}")
+    lines = [head, "-" * len(head), *(_row_line(r, slots, copies) for r in rows), _total_line(rows, slots)]
     if any(r.timed in ("enqueue", "mixed") for r in rows):
         lines.append("timed 'enqueue': the launch path gives no device time here; the figure is the call's")
     if lost:
         lines.append(f"{lost} launch(es) not recorded: the store was full")
     return "\n".join(lines)
+
+
+def _row_line(r: Any, slots: bool, copies: bool) -> str:
+    """One row of :func:`rows_table`: a graph's dispatch indented under its graph."""
+    name = r.name if r.graph is None else "  " + r.name
+    return (f"{name[:32]:<32} {r.device:<10}" + (f" {r.slot:>4}" if slots else "") +
+            f" {r.launches:>8} {r.total * 1e3:>10.3f} {r.mean * 1e6:>10.1f} {r.min * 1e6:>10.1f} "
+            f"{r.max * 1e6:>10.1f}" + (f" {r.bytes / 1e6:>10.3f}" if copies else "") + f"  {r.timed}")
+
+
+def _total_line(rows: list, slots: bool) -> str:
+    """:func:`rows_table`'s total: the rows outside a graph (a graph's dispatch rows are inside its row)."""
+    if not rows:
+        return "(no launches)"
+    top = [r for r in rows if r.graph is None]
+    inside = " (a graph's dispatch rows are inside its row: not added again)" if len(top) < len(rows) else ""
+    return (f"{'total':<32} {'':<10}" + (f" {'':>4}" if slots else "") +
+            f" {sum(r.launches for r in top):>8} {sum(r.total for r in top) * 1e3:>10.3f}{inside}")
 
 
 _HOST_TIMED = set(_HOST_EVENTS.values())
@@ -470,6 +476,17 @@ def plot_target(path: str | os.PathLike, what: str = "Profile.plot") -> tuple[st
     return path, suffix
 
 
+def _shown_rows(rows: list, top: int) -> list:
+    """The rows a chart shows, bottom first: the ``top`` kernels and graphs, each graph's dispatch rows with it."""
+    keep = {id(r) for r in [r for r in rows if r.graph is None][:top]}
+    shown, kept = [], False
+    for r in rows:  # a dispatch row follows its graph's: shown where its graph is
+        kept = id(r) in keep if r.graph is None else kept
+        if kept:
+            shown.append(r)
+    return shown[::-1]
+
+
 def plot_rows(rows: list, path: str | os.PathLike, top: int, what: str) -> str:
     """A bar chart of ``rows`` (``nested``): the ``top`` kernels and graphs by total time, each graph's dispatch rows
     under it in a lighter colour; to ``path`` (``plot_target``); the path written."""
@@ -479,13 +496,7 @@ def plot_rows(rows: list, path: str | os.PathLike, top: int, what: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keep = {id(r) for r in [r for r in rows if r.graph is None][:top]}
-    shown, kept = [], False
-    for r in rows:  # a dispatch row follows its graph's: shown where its graph is
-        kept = id(r) in keep if r.graph is None else kept
-        if kept:
-            shown.append(r)
-    shown = shown[::-1]
+    shown = _shown_rows(rows, top)
     with _open_for_writing(target, what, "wb") as f:
         fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 3) + 1.2))
         labels = [r.name + " (" + ", ".join(

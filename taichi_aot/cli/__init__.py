@@ -14,7 +14,7 @@
 
 The rest of this folder is what the commands are built from: the demo's kernels (demo_kernels.py), the
 sweep's task (sweep.py), ``build`` (build.py), ``stubs`` (stubs.py), the compile cache (cache.py) and a PNG
-writer (png.py). Nothing in the library imports from here.
+writer (png.py), an output path's check (paths.py). Nothing in the library imports from here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
+
+from .paths import unwritable
 
 
 def cmd_archs(args: argparse.Namespace) -> int:
@@ -345,23 +347,6 @@ def check_demo(args: argparse.Namespace) -> str | None:
     if args.size < 32 or args.steps < 16:
         return "--size must be at least 32 and --steps at least 16"
     return unwritable(args.out, "--out")
-
-
-def unwritable(path: str | None, option: str, folder: bool = False, makes_folders: bool = False) -> str | None:
-    """Why ``path`` cannot be written (checked before any long work), or None. ``folder``: it may be a folder;
-    ``makes_folders``: the command creates missing folders (then the nearest existing one must be writable)."""
-    if not path or path == "-":
-        return None
-    if os.path.isdir(path) and not folder:
-        return f"{option} {path!r} is a folder"
-    parent = os.path.dirname(os.path.abspath(path))
-    while makes_folders and not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        return f"{option} {path!r}: no folder {parent!r}"
-    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        return f"{option} {path!r} cannot be written"
-    return None
 
 
 def _check_stubs(args: argparse.Namespace) -> str | None:

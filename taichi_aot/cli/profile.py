@@ -40,7 +40,7 @@ def check_profile(args: argparse.Namespace) -> str | None:
     ``args.script_args`` from the command line as given, and ``args.plot`` to the file the chart goes to."""
     from ..errors import TaichiError
     from ..profile import plot_target
-    from . import unwritable
+    from .paths import unwritable
 
     command, marked = script_command(args.argv)
     if command:

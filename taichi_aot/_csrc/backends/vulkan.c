@@ -460,6 +460,14 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
     rt->counts[VK_COUNT_DISPATCHES] += k->task_count;
 }
 
+/* Whether a launch just recorded into `b` submits it: full, the first since a wait (VkRt.early), or, where waits
+   poll, the GPU idle again (VkRt.feed): the GPU starts on them while the next are recorded. */
+static int vk_submits_now(VkRt *rt, const VkBatch *b) {
+    return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
+           (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
+           (rt->feed && b->dispatches % VK_FEED_EVERY == 0 && aot_vk_gpu_idle(rt));
+}
+
 /* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */
 /* A launch of `k`; `profiled`: the profile's record of it (-1: none), `parent` the record its span is also given to
    (a graph's, -1: none); `*stamped` (where given) set where its timestamps were written. */
@@ -515,11 +523,8 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         if (code == AOT_VK_SUCCESS) {
             memcpy(k->result, rt->rets_host, k->result_size);
         }
-    } else if (b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
-               (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
-               (rt->feed && b->dispatches % VK_FEED_EVERY == 0 && aot_vk_gpu_idle(rt))) {
-        code = aot_vk_submit(rt); /* full, the first since a wait, or the GPU idle again: it starts on them while the
-                                     next are recorded */
+    } else if (vk_submits_now(rt, b)) {
+        code = aot_vk_submit(rt);
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
