@@ -9,7 +9,10 @@
 #include "taichi_aot.h"
 #include "waits.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkprofile.h"
+#include "backends/vkbatch.h"
 
 void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
                     uint32_t dst_access) {

@@ -12,7 +12,8 @@
 
 #include "taichi_aot.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkprofile.h"
 #include "profile.h"
 
 /* Whether the runtime's queue writes timestamps: asked once (its family's valid bits, the device's period). */

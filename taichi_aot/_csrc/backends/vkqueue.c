@@ -16,7 +16,8 @@
 #include "loader.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
 
 pthread_mutex_t aot_vk_lock = PTHREAD_MUTEX_INITIALIZER;
 static VkRt *vk_runtimes[VK_RUNTIMES];

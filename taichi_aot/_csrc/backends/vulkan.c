@@ -44,7 +44,11 @@
 #include "taichi_aot.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkprofile.h"
+#include "backends/vkbatch.h"
+#include "backends/vkorder.h"
 #include "kinds.h"
 #include "profile.h"
 

@@ -1,5 +1,8 @@
-/* What the own Vulkan launch's files share: a private header, never handed to cffi. backends/vulkan.c's opening
-   comment says how the launch works. The files are layers, each calling only those below it:
+/* The own Vulkan launch's state, the types its files share: a private header, never handed to cffi, named for no one
+   file (every layer includes it). backends/vulkan.c's opening comment says how the launch works. The files are
+   layers, each calling only those below it; each layer's functions are declared in the header named for its file
+   (vkqueue.h, ...), and a file includes only the headers of the layers it calls (tests/test_c_files.py counts an
+   include of X.h as a call of X.c):
      backends/vkqueue.c    the runtime's own state: the registry of open runtimes, the `calls` lock, its memory (the
                            argument ring, temporaries, results), and the teardown of every list it keeps (kernels,
                            their sets, imported pages);
@@ -7,6 +10,8 @@
      backends/vkbatch.c    batches: recorded, submitted with their fences, waited for; barriers;
      backends/vkorder.c    libtaichi's calls on the runtime ordered with the batches (its wrappers);
      backends/vulkan.c     the opener, kernels, their sets and the launch;  backends/vkcopy.c  copies on the queue.
+   The top two offer the rest of the package only their entries: the C-API's (taichi_aot.h) and the launch kinds'
+   (kinds.h), so they have no header of their own.
 
    The lock order, from the first taken to the last: Python's locks (the launches' RuntimeBackends.lock among them),
    then Python's own lock let go (a C call of the launch), then a runtime's `calls`, then `aot_vk_lock`. Never the
@@ -15,8 +20,8 @@
    batches holds `calls`: the entry points of vulkan.c, vkcopy.c and vkorder.c take it (aot_vk_hold), the layers
    below expect it held, save the registry's own functions, which take `aot_vk_lock`. A user's wait lets `calls` go
    while it waits for fences (aot_vk_wait_free: only where held once), and takes nothing after. */
-#ifndef TAICHI_AOT_BACKENDS_VULKAN_H
-#define TAICHI_AOT_BACKENDS_VULKAN_H
+#ifndef TAICHI_AOT_BACKENDS_VKSTATE_H
+#define TAICHI_AOT_BACKENDS_VKSTATE_H
 
 #include <pthread.h>
 #include <stdint.h>
@@ -197,100 +202,5 @@ static inline void aot_vk_calls_unlock(VkRt *rt) {
     --rt->depth;
     pthread_mutex_unlock(&rt->calls);
 }
-
-/* ---- backends/vkqueue.c: the state, the registry, the memory ---- */
-/* The registry of open runtimes, and the lock that guards it and each runtime's lists (kernels, imports, modules). */
-extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
-__attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
-/* The runtime's own state opened and registered: its id, or 0 with the reason in `error`. */
-__attribute__((visibility("hidden"))) uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_find(TiRuntime runtime);
-/* The runtime's own state with its calls held for this thread (NULL, nothing held: none open, or closed meanwhile);
-   let go. aot_vk_hold_open: the same for a state already found (NULL where it closed). */
-__attribute__((visibility("hidden"))) VkRt *aot_vk_hold_open(VkRt *rt);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_hold(TiRuntime runtime);
-__attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
-/* aot_vk_hold without blocking: 0 where another thread has the calls (nothing held); else 1, `*held` as aot_vk_hold
-   returns it. */
-__attribute__((visibility("hidden"))) int aot_vk_try_hold(TiRuntime runtime, VkRt **held);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runtime);
-/* Whether `runtime` was closed (its record kept until a runtime is made at its address again: aot_vk_forget_closed):
-   libtaichi's last error then says so, and the caller makes no call on it. */
-__attribute__((visibility("hidden"))) int aot_vk_refused(TiRuntime runtime);
-__attribute__((visibility("hidden"))) void aot_vk_forget_closed(TiRuntime runtime);
-/* libtaichi's modules (under aot_vk_lock): one noted as its runtime's, forgotten, and the state of the runtime it was
-   loaded on (NULL: none open). */
-__attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
-/* "WHAT failed (VkResult CODE)" in `error`. */
-__attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
-/* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */
-__attribute__((visibility("hidden"))) int aot_vk_memory_type(VkRt *rt, uint32_t bits, uint32_t need, uint32_t prefer);
-/* A memory's VkBuffer for `size` bytes from `offset` (0, 0: the whole; a binding's); 0: unknown to the library, or
-   the bytes past the memory's end (TI_ERROR_ARGUMENT_OUT_OF_RANGE), the library's last error says which. */
-__attribute__((visibility("hidden"))) AotVkHandle aot_vk_buffer_of(VkRt *rt, TiMemory memory, uint64_t offset,
-                                                                   uint64_t size);
-/* What the runtime made, let go: a kernel freed; the sets it keeps for some arrays (at once where no batch uses them,
-   else once those are done: aot_vk_bury); the sets that bind a memory being freed; imported pages' buffer and memory;
-   the dead kernels and sets whose batches are done. */
-__attribute__((visibility("hidden"))) void aot_vk_free_kernel(VkKernel *k);
-__attribute__((visibility("hidden"))) void aot_vk_drop_sets(VkRt *rt, VkKernel *k, VkSets *s);
-__attribute__((visibility("hidden"))) void aot_vk_forget_memory(VkRt *rt, TiMemory memory);
-__attribute__((visibility("hidden"))) void aot_vk_release_import(VkRt *rt, const VkImport *pages);
-__attribute__((visibility("hidden"))) void aot_vk_bury(VkRt *rt);
-/* The threads in a wait with the calls let go (vkbatch.c's aot_vk_wait_free) for batch `b` (NULL: any of the
-   runtime's) out of it, with the calls held and its fences signalled (a slot begun again, the state destroyed). */
-__attribute__((visibility("hidden"))) void aot_vk_unwaited(VkRt *rt, const VkBatch *b);
-
-/* ---- backends/vkprofile.c: a profile's timestamps ---- */
-/* Around a launch recorded into batch `b` for the profile's record `token` (and `parent`'s, -1: none: a graph's, whose
-   record spans its dispatches) (open: the first, its query, VK_NO_STAMP where none was written; close: the second);
-   a batch's read once it is done and given to the records. */
-__attribute__((visibility("hidden"))) uint32_t aot_vk_stamp_open(VkRt *rt, VkBatch *b, int64_t token, int64_t parent);
-__attribute__((visibility("hidden"))) void aot_vk_stamp_close(VkRt *rt, VkBatch *b, uint32_t query);
-__attribute__((visibility("hidden"))) void aot_vk_stamps_read(VkRt *rt, VkBatch *b);
-
-/* ---- backends/vkbatch.c: batches ---- */
-/* The one being recorded (begun where none is), submitted, waited for (`one`, or all: NULL), all of it submitted
-   and waited for; whether any is recorded or submitted (busy) or submitted since the last wait; a barrier recorded. */
-__attribute__((visibility("hidden"))) VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code);
-__attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
-__attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
-__attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);
-/* aot_vk_wait_batches(rt, NULL) for a wait from outside (vkorder.c's ti_wait): where this thread holds the calls once
-   and no profile is open, they are let go while the GPU runs what was submitted (other threads record, submit and
-   wait meanwhile; on an H200, four threads sharing a runtime, 200 launches and a value each, kept 0.81-0.94x one
-   thread's throughput with the calls held through the wait, 1.21-1.62x with them let go) and 1 is returned: the
-   caller holds none then. The batches it waited for are retired by the next launch or wait (aot_vk_retire_signalled:
-   `waited`), or a begin that reaches their slot; until then they read as submitted, their fences signalled. Else 0,
-   waited with the calls held. A slot a thread waits on so is passed over by a begin, or not begun until it is out
-   of the wait (`waiters`): its fence is not reset under it. aot_vk_retire_signalled: those batches retired (nothing
-   where there are none), with the calls held. */
-__attribute__((visibility("hidden"))) int aot_vk_wait_free(VkRt *rt);
-/* Batch `b` (submitted) waited for by this thread alone: as aot_vk_wait_free, with the calls let go where it holds them
-   once and no profile is open (1: the caller holds none; `b`'s slot is not begun again, nor the state destroyed, until
-   the caller says aot_vk_wait_one_done, after it read what `b` wrote for it), else with the calls held (0). `*code`:
-   the wait's VkResult. */
-__attribute__((visibility("hidden"))) int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code);
-__attribute__((visibility("hidden"))) void aot_vk_wait_one_done(VkRt *rt, VkBatch *b);
-__attribute__((visibility("hidden"))) void aot_vk_retire_signalled(VkRt *rt);
-
-__attribute__((visibility("hidden"))) int aot_vk_busy(const VkRt *rt);
-/* Whether every batch submitted is done (the newest one's fence signalled: the GPU has nothing of the runtime's). */
-__attribute__((visibility("hidden"))) int aot_vk_gpu_idle(VkRt *rt);
-/* Whether recording `slot` more argument bytes in `dispatches` dispatches after the first (a graph's: a batch full of
-   dispatches is submitted, the next begun) would wait for the device (the next batch's slot still running). */
-__attribute__((visibility("hidden"))) int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches);
-__attribute__((visibility("hidden"))) int aot_vk_busy_since_wait(const VkRt *rt);
-__attribute__((visibility("hidden"))) void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage,
-                                                          uint32_t src_access, uint32_t dst_stage,
-                                                          uint32_t dst_access);
-
-/* ---- backends/vkorder.c: libtaichi's calls ordered with the batches ---- */
-/* Its wrappers put in place, once; what it holds unsubmitted submitted first. */
-__attribute__((visibility("hidden"))) void aot_vk_hook_library(void);
-__attribute__((visibility("hidden"))) void aot_vk_library_first(VkRt *rt);
 
 #endif
