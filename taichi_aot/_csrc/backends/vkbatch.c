@@ -231,7 +231,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
     b->read_head = 0;
-    b->stamp_count = b->stamp_spans = 0;
+    aot_vk_stamps_drop(rt, b); /* where its last recording was never submitted: not read, given back */
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;
     rt->current = rt->next;

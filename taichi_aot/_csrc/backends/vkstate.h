@@ -3,10 +3,10 @@
    layers, each calling only those below it; each layer's functions are declared in the header named for its file
    (vkqueue.h, ...), and a file includes only the headers of the layers it calls (tests/test_c_files.py counts an
    include of X.h as a call of X.c):
+     backends/vkprofile.c  a profile's timestamps in a batch (VkStamps, VkStamping: its own types);
      backends/vkqueue.c    the runtime's own state: the registry of open runtimes, the `calls` lock, its memory (the
                            argument ring, temporaries, results), and the teardown of every list it keeps (kernels,
-                           their sets, imported pages);
-     backends/vkprofile.c  a profile's timestamps in a batch;
+                           their sets, imported pages, the timestamps);
      backends/vkbatch.c    batches: recorded, submitted with their fences, waited for; barriers;
      backends/vkorder.c    libtaichi's calls on the runtime ordered with the batches (its wrappers);
      backends/vulkan.c     the opener, kernels, their sets and the launch;  backends/vkcopy.c  copies on the queue.
@@ -38,13 +38,13 @@
 #define VK_CACHED 4             /* combinations of arrays whose sets a kernel keeps */
 #define VK_LIBRARY_ERROR INT32_MIN /* a failure the library's last error tells */
 #define VK_HOST_ALIGN 256u      /* where a copy's host side starts at the link's speed (vkcopy.c) */
-/* timestamps a batch holds: at most two a launch (vkprofile.c) */
-#define VK_STAMPS (2u * TAICHI_AOT_VK_BATCH_DISPATCHES)
-#define VK_NO_STAMP UINT32_MAX
 #define VK_READ_SEGMENT TAICHI_AOT_VK_UPDATE_BYTES /* bytes a batch copies back for the host (vkcopy.c's reads) */
 #define VK_FEED_EVERY 8         /* dispatches between two looks at whether the GPU went idle (VkRt.feed) */
 
 typedef struct VkRt VkRt;
+/* A profile's timestamps in a batch, and a runtime's way of taking them: vkprofile.c's, known elsewhere by pointer. */
+typedef struct VkStamps VkStamps;
+typedef struct VkStamping VkStamping;
 
 /* The runtime's counts (VkRt.counts, taichi_aot_vk_counts), each with the name Python gives it
    (taichi_aot_vk_count_name: placement/vulkan.py's COUNTS). */
@@ -108,14 +108,9 @@ typedef struct {
     const void *last_kernel;
     unsigned char last_args[TAICHI_AOT_PLAN_MAX_BYTES]; /* its bytes, kept in host memory: the ring's is
                                                           write-combined on a GPU, where a read costs microseconds */
-    /* a profile's timestamps (vkprofile.c): the query pool (made at the first), how many were written; the timed
-       launches (spans): each one's record, its start and end queries (a launch recorded right after another's end
-       shares it as its start); `stamp_mark`, the batch's `dispatches` when the last span was closed */
-    AotVkHandle stamps;
-    uint32_t stamp_count, stamp_spans, stamp_mark;
-    int64_t stamp_records[VK_STAMPS / 2];
-    int64_t stamp_parents[VK_STAMPS / 2]; /* the record a span is given to besides its own (-1: none) */
-    uint32_t stamp_from[VK_STAMPS / 2], stamp_to[VK_STAMPS / 2];
+    /* a profile's timestamps (vkprofile.c): taken at the first launch a profile times into the batch, given back
+       once the batch is done and they are read; NULL where no profile timed a launch into it */
+    VkStamps *stamps;
 } VkBatch;
 
 typedef struct {
@@ -166,11 +161,9 @@ struct VkRt {
        submitted are done (aot_vk_gpu_idle) */
     uint32_t early;
     int feed;
-    /* timestamps (vkprofile.c): 0 not asked yet, 1 the queue writes them, -1 it cannot; nanoseconds a tick; the
-       bits that count */
-    int stamp_state;
-    double stamp_period;
-    uint32_t stamp_bits;
+    /* whether its queue writes timestamps, their period, the batches' spare timestamps (vkprofile.c): NULL until a
+       profile first times a launch */
+    VkStamping *stamping;
     /* The runtime's calls one at a time, from whichever thread makes them: the own launches, copies and waits, and
        libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. No Python
        runs while it is held (Python's locks are taken before it, never after). */
