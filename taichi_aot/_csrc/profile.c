@@ -83,10 +83,10 @@ static void close_record(int64_t t, int timed) {
     r = record_of(t);
     if (r != NULL) {
         r->host_end = now;
-        if (timed && r->state == 3) {
-            r->state = 0;
+        if (timed && r->state == AOT_PROFILE_ENQUEUE) {
+            r->state = AOT_PROFILE_WAITING;
         }
-        if (r->state == 2) {
+        if (r->state == AOT_PROFILE_CALL) {
             r->device_start = r->host_start;
             r->device_end = now;
         }
@@ -111,7 +111,7 @@ static TaichiAotProfileRecord *new_record(int slot) {
     r = &s->records[s->count++];
     memset(r, 0, sizeof(*r));
     r->thread = (uint64_t)pthread_self();
-    r->state = s->host_times ? 2 : 3;
+    r->state = s->host_times ? AOT_PROFILE_CALL : AOT_PROFILE_ENQUEUE;
     r->device_start = r->device_end = -1;
     return r;
 }
@@ -181,15 +181,16 @@ void aot_profile_will_time(void) {
 static void device_span(int64_t t, int64_t start, int64_t end) {
     TaichiAotProfileRecord *r = record_of(t);
     /* a record still open (its launch not returned yet) may get its times first: a batch another thread waited for */
-    int first = r != NULL && (r->state == 0 || (r->state == 3 && r->host_end == 0));
-    if (r != NULL && (first || r->state == 1)) {
+    int first = r != NULL &&
+                (r->state == AOT_PROFILE_WAITING || (r->state == AOT_PROFILE_ENQUEUE && r->host_end == 0));
+    if (r != NULL && (first || r->state == AOT_PROFILE_DEVICE)) {
         if (first || start < r->device_start) {
             r->device_start = start;
         }
         if (first || end > r->device_end) {
             r->device_end = end;
         }
-        r->state = 1;
+        r->state = AOT_PROFILE_DEVICE;
     }
 }
 
@@ -203,8 +204,8 @@ void aot_profile_device(int64_t t, int64_t parent, int64_t start, int64_t end) {
 /* A record given no device time (under the lock). */
 static void no_span(int64_t t) {
     TaichiAotProfileRecord *r = record_of(t);
-    if (r != NULL && r->state == 0) {
-        r->state = 3;
+    if (r != NULL && r->state == AOT_PROFILE_WAITING) {
+        r->state = AOT_PROFILE_ENQUEUE;
     }
 }
 
@@ -323,7 +324,8 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
     }
     s = &slots[slot];
     ask_later(s, all);
-    while (n < s->count && n < cap && (all || (s->records[n].host_end != 0 && s->records[n].state != 0))) {
+    while (n < s->count && n < cap &&
+           (all || (s->records[n].host_end != 0 && s->records[n].state != AOT_PROFILE_WAITING))) {
         ++n;
     }
     memcpy(out, s->records, n * sizeof(*out));
@@ -333,4 +335,23 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
     *lost = s->lost;
     pthread_mutex_unlock(&profile_lock);
     return (uint32_t)n;
+}
+
+static const struct {
+    int32_t value;
+    const char *name;
+} PROFILE_STATES[] = {
+#define AOT_PROFILE_STATE(id, value, name) {value, name},
+    AOT_PROFILE_STATES(AOT_PROFILE_STATE)
+#undef AOT_PROFILE_STATE
+};
+_Static_assert(sizeof(PROFILE_STATES) / sizeof(PROFILE_STATES[0]) == TAICHI_AOT_PROFILE_STATES,
+               "taichi_aot.h's TAICHI_AOT_PROFILE_STATES is the states' number");
+
+const char *taichi_aot_profile_state(uint32_t index, int32_t *state) {
+    if (index >= TAICHI_AOT_PROFILE_STATES) {
+        return NULL;
+    }
+    *state = PROFILE_STATES[index].value;
+    return PROFILE_STATES[index].name;
 }

@@ -7,6 +7,22 @@
 
 #include "taichi_aot.h"
 
+/* A record's states (TaichiAotProfileRecord.state), each with its value and the name Python gives it
+   (taichi_aot_profile_state: profile.py's STATES). C writes the first four; the host's own events, negative, are
+   Python's (Profile.note_wait, note_copy), listed here so that one list names them all. */
+#define AOT_PROFILE_STATES(X)                                                                                     \
+    X(WAITING, 0, "waiting")  /* device times to come (a batch's timestamps, a pair of events) */                \
+    X(DEVICE, 1, "device")    /* device times given */                                                           \
+    X(CALL, 2, "call")        /* the call's times are the device's (a CPU runtime's) */                         \
+    X(ENQUEUE, 3, "enqueue")  /* no device times: the launch backend times nothing, the call only enqueues */    \
+    X(WAIT, -1, "wait")       /* a host wait on the runtime */                                                   \
+    X(COPY, -2, "copy")       /* a launch's host arrays copied in and back */
+enum {
+#define AOT_PROFILE_STATE(id, value, name) AOT_PROFILE_##id = value,
+    AOT_PROFILE_STATES(AOT_PROFILE_STATE)
+#undef AOT_PROFILE_STATE
+};
+
 /* CLOCK_MONOTONIC nanoseconds. */
 __attribute__((visibility("hidden"))) int64_t aot_profile_now(void);
 /* A record opened for launch `l` where its runtime is profiled (its token, made this thread's current one), and
