@@ -137,7 +137,9 @@ int64_t aot_profile_begin(const TaichiAotLaunch *l) {
     return current;
 }
 
-int64_t aot_profile_part(int64_t parent, const char *name) {
+/* A record of its own for a part of the launch whose record is `parent` (a graph's dispatch), named `name`, on the
+   parent's runtime and thread, opened now (-1: none). */
+static int64_t profile_part(int64_t parent, const char *name) {
     TaichiAotProfileRecord *r;
     int slot = (int)(((uint64_t)parent >> 34) & 0x3F);
     uint32_t kind;
@@ -158,8 +160,14 @@ int64_t aot_profile_part(int64_t parent, const char *name) {
     return made;
 }
 
-void aot_profile_part_end(int64_t part, int timed) {
-    close_record(part, timed);
+int aot_profile_dispatch(int64_t graph, const char *name, AotProfileLaunch launch, void *ctx) {
+    int64_t part = graph >= 0 && name != NULL ? profile_part(graph, name) : -1;
+    int timed = 0;
+    int code = launch(ctx, part >= 0 ? part : graph, part >= 0 ? graph : -1, &timed);
+    if (part >= 0) {
+        close_record(part, timed); /* its device times to come, where its backend timed it */
+    }
+    return code;
 }
 
 void aot_profile_end(int64_t t) {
