@@ -38,9 +38,9 @@ C_FILES = ("loader.c", "waits.c", "backends/plan.c", "backends/libtaichi.c", "ba
            "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
            "backends/vkprofile.c", "backends/cudaprofile.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
-PRIVATE_HEADERS = ("interop.h", "backends/vk.h", "backends/vulkan.h", "xla_ffi.h", "loader.h", "arrays.h",
-                   "backends/plan.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
-                   "backends/cudaprofile.h", "waits.h")
+PRIVATE_HEADERS = ("interop.h", "xla_ffi.h", "loader.h", "arrays.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
+                   "waits.h", "backends/plan.h", "backends/cudaprofile.h", "backends/vk.h", "backends/vkstate.h",
+                   "backends/vkqueue.h", "backends/vkprofile.h", "backends/vkbatch.h", "backends/vkorder.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

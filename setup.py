@@ -30,7 +30,7 @@ class BuildPyWithLibrary(build_py):
 CALL_FILES = ("call_module.c", "pyhelp.c", "records.c", "arrays.c", "reads.c", "fresh.c", "twins.c",
               "remember.c", "call.c", "eager.c")
 #: The private headers of what crosses those files: a change to one must rebuild.
-CALL_HEADERS = ("call_common.h", "records.h", "arrays.h", "reads.h", "fresh.h", "call.h")
+CALL_HEADERS = ("call_common.h", "records.h", "arrays.h", "reads.h", "fresh.h", "launcher.h")
 CSRC = os.path.join("taichi_aot", "_csrc")
 
 # The extensions use the stable ABI: cffi builds taichi_aot._native (and the bench's taichi_aot_bench._steps) with

@@ -34,8 +34,23 @@ from .errors import InvalidArgumentError, InvalidStateError, TaichiError
 
 __all__ = ["KernelRow", "Launch", "Profile"]
 
-_TIMED = {1: "device", 2: "call", 3: "enqueue", 0: "enqueue"}  # profile.c's states: 0 never got its device times
-_HOST_EVENTS = {-1: "wait", -2: "copy"}  # the host's own events (note_wait, note_copy)
+
+def _states() -> dict[str, int]:
+    """A record's states by name, as the C list gives them (``_csrc/profile.h``'s ``AOT_PROFILE_STATES``)."""
+    value = ffi.new("int32_t *")
+    states = {}
+    for i in range(lib.TAICHI_AOT_PROFILE_STATES):
+        name = ffi.string(lib.taichi_aot_profile_state(i, value)).decode()
+        states[name] = int(value[0])
+    return states
+
+
+#: A record's states (``TaichiAotProfileRecord.state``) by name: profile.c writes the launches', this file the host's
+#: own events (note_wait, note_copy).
+STATES = _states()
+_DEVICE, _WAIT, _COPY = STATES["device"], STATES["wait"], STATES["copy"]
+#: How a record of each state was timed (``Launch.timed``): one that never got its device times shows its enqueue.
+_TIMED = {value: "enqueue" if name == "waiting" else name for name, value in STATES.items()}
 _TAKE = 4096  # records a call to the C store takes at most
 
 
@@ -181,15 +196,15 @@ class Profile:
 
     def note_wait(self, rt: Parent, start_ns: int) -> None:
         """A host wait on ``rt`` from ``start_ns`` (time.monotonic_ns) until now, as an event of its own."""
-        self._host_event(rt, "wait", start_ns, -1, 0)
+        self._host_event(rt, "wait", start_ns, _WAIT, 0)
 
     def note_copy(self, rt: Parent, name: str, nbytes: int, start_ns: int) -> None:
         """A launch of kernel ``name`` on ``rt`` whose host arrays were copied (``nbytes`` in and back), from
         ``start_ns`` (time.monotonic_ns: its packing) until now (its copies back), as an event of its own."""
-        self._host_event(rt, name, start_ns, -2, nbytes)
+        self._host_event(rt, name, start_ns, _COPY, nbytes)
 
     def _host_event(self, rt: Parent, name: str, start_ns: int, state: int, nbytes: int) -> None:
-        """An event of the host's own (``state``: a key of _HOST_EVENTS) from ``start_ns`` until now."""
+        """An event of the host's own (``state``: _WAIT or _COPY) from ``start_ns`` until now."""
         end = time.monotonic_ns()
         with self._lock:
             self._threads[threading.get_ident()] = threading.current_thread().name
@@ -210,7 +225,7 @@ class Profile:
                 self._take(rt, False)
             raw, self._raw = self._raw, []
             for rt, rec in raw:  # a device's clock moved onto the host's: no launch's work before its call
-                if rec[6] == 1:
+                if rec[6] == _DEVICE:
                     need = (rec[2] - rec[4]) / 1e9
                     self._offsets[id(rt)] = max(need, self._offsets.get(id(rt), need))
             self._launches += [self._place(rt, rec) for rt, rec in raw]
@@ -222,12 +237,12 @@ class Profile:
         grows, a run being read in pieces)."""
         name, thread, h0, h1, d0, d1, state, nbytes = rec
         device = f"{rt.arch.name.lower()}:{rt.device_index}"
-        if state == 1:
+        if state == _DEVICE:
             offset = self._offsets[id(rt)]
             start, end = d0 / 1e9 + offset, d1 / 1e9 + offset
         else:
             start, end = h0 / 1e9, h1 / 1e9
-        timed = _HOST_EVENTS[state] if state < 0 else _TIMED[state]
+        timed = _TIMED[state]
         return Launch(name, device, thread, h0 / 1e9, h1 / 1e9, start, end, timed, nbytes,
                       self._threads.get(thread, ""))
 
@@ -394,7 +409,7 @@ def _total_line(rows: list, slots: bool) -> str:
             f" {sum(r.launches for r in top):>8} {sum(r.total for r in top) * 1e3:>10.3f}{inside}")
 
 
-_HOST_TIMED = set(_HOST_EVENTS.values())
+_HOST_TIMED = {_TIMED[_WAIT], _TIMED[_COPY]}
 
 
 def trace_of(events: Iterable[tuple[str, Launch]]) -> dict:

@@ -23,10 +23,11 @@ CSRC = os.path.join(ROOT, "taichi_aot", "_csrc")
 NOT_ALONE: dict[str, str] = {}
 
 
-def _c_files() -> list[str]:
+def _c_files(suffix: str = ".c") -> list[str]:
     found = []
     for where, _, files in os.walk(CSRC):
-        found += [os.path.relpath(os.path.join(where, f), CSRC).replace(os.sep, "/") for f in files if f.endswith(".c")]
+        found += [os.path.relpath(os.path.join(where, f), CSRC).replace(os.sep, "/")
+                  for f in files if f.endswith(suffix)]
     return sorted(found)
 
 
@@ -43,6 +44,13 @@ def _listed(script: str, name: str) -> list[str]:
 def test_the_builds_compile_every_c_file():
     listed = {*_listed("build_ffi.py", "C_FILES"), *_listed("setup.py", "CALL_FILES")}  # arrays.c is in both
     assert sorted(listed) == _c_files()
+
+
+def test_the_builds_depend_on_every_header():
+    """A change to any header rebuilds what includes it: each is the cdef's (build_ffi.py's HEADER), or a private one
+    of an extension (build_ffi.py's PRIVATE_HEADERS, setup.py's CALL_HEADERS)."""
+    listed = {"taichi_aot.h", *_listed("build_ffi.py", "PRIVATE_HEADERS"), *_listed("setup.py", "CALL_HEADERS")}
+    assert sorted(listed) == _c_files(".h")
 
 
 def _compile_alone(name: str) -> subprocess.CompletedProcess:
@@ -110,16 +118,90 @@ def c_calls() -> dict[str, set[str]]:
     return edges
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+#: Headers whose includers are no edge to the file they are named for, and why (each owed a split).
+INCLUDED_ACROSS: dict[str, str] = {
+    "kinds.h": "it declares every backend's entries for kinds.c's table besides kinds.c's own: the backends include "
+               "it for their entries' prototypes (each owed a header of its own, REVIEW.md 14.10 item 3)",
+}
+
+
+def _included(path: str) -> list[str]:
+    """The package's files ``path`` includes (``"..."``, found beside it or from ``_csrc``, as the builds' ``-I``),
+    relative to ``_csrc``; the vendored C-API's headers are none of them."""
+    with open(os.path.join(CSRC, path), encoding="utf-8") as f:
+        names = _INCLUDE.findall(_without_comments(f.read()))
+    found = []
+    for name in names:
+        for where in (os.path.dirname(path), ""):
+            candidate = os.path.normpath(os.path.join(where, name)).replace(os.sep, "/")
+            if os.path.isfile(os.path.join(CSRC, candidate)):
+                found.append(candidate)
+                break
+    return found
+
+
+def include_edges() -> dict[str, set[str]]:
+    """Which C file includes another's header (or the file itself), for every C file of the package: a header counts
+    as the file it is named for (``X.h`` as ``X.c`` where there is one), so ``#include "X.h"`` in a file, or in its
+    own header, is an edge to ``X.c``. A header named for no C file (``taichi_aot.h``, ``backends/vkstate.h``: types
+    every layer shares) is part of whichever file includes it: its own includes are that file's."""
+    def named_for(header: str) -> str | None:
+        source = header[:-2] + ".c"
+        return source if header.endswith(".h") and os.path.isfile(os.path.join(CSRC, source)) else None
+
+    edges: dict[str, set[str]] = {}
+    for name in _c_files():
+        own = name[:-2] + ".h"
+        todo = _included(name) + (_included(own) if os.path.isfile(os.path.join(CSRC, own)) else [])
+        seen: set[str] = set()
+        edges[name] = set()
+        while todo:
+            header = todo.pop()
+            if header in seen:
+                continue
+            seen.add(header)
+            target = header if header.endswith(".c") else named_for(header)
+            if target is None:
+                todo += _included(header)
+            elif target != name and header not in INCLUDED_ACROSS:
+                edges[name].add(target)
+    return edges
+
+
 def test_no_circle_among_the_c_files():
-    """The C files are layers too: a file calls only those below it (the Vulkan launch's, backends/vulkan.h says
-    which), and a function that would call up is given to it instead, or lives below."""
+    """The C files are layers too: a file calls only those below it (the Vulkan launch's, backends/vkstate.h says
+    which), and a function that would call up is given to it instead, or lives below. Its includes count too: a
+    header is the file it is named for, so a layer includes only the headers of those below it (a header every layer
+    includes is named for none: backends/vkstate.h, the Vulkan launch's types)."""
     from test_layers import _circles
 
     edges = c_calls()
     assert "backends/vkbatch.c" in edges["backends/vulkan.c"]  # the checker sees a call across files,
     assert "pyhelp.c" in edges["call.c"]  # a static function's within a unit,
     assert "call.c" in edges["call_module.c"]  # and a variable's (the launcher's type spec)
+    included = include_edges()
+    assert "profile.c" in included["launch.c"]  # an include of a file's header,
+    assert "waits.c" in included["backends/vkprofile.c"]  # one through a header named for no file (vkstate.h),
+    assert "call.c" in included["call_module.c"]  # and a C file's own include
+    for name, targets in included.items():
+        edges[name] |= targets
     assert _circles(edges) == []
+
+
+def test_a_header_that_includes_across_says_why():
+    """A header on INCLUDED_ACROSS would close a circle were its includes counted; one that no longer would is taken
+    off."""
+    from test_layers import _circles
+
+    calls = c_calls()
+    for header in INCLUDED_ACROSS:
+        edges = {name: set(targets) for name, targets in calls.items()}
+        for name in _c_files():
+            if header in _included(name):
+                edges[name].add(header[:-2] + ".c")
+        assert _circles(edges) != [], f"{header} closes no circle now: take it off INCLUDED_ACROSS"
 
 
 def test_the_c_calls_files_call_only_those_included_before_them():

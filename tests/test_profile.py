@@ -144,6 +144,20 @@ def test_launches_from_other_threads_are_profiled_on_their_tracks(vulkan, module
         _tracks_named_by_threads(prof.trace(), {"launcher-0", "launcher-1"})
 
 
+def test_the_states_are_the_c_lists():
+    """A record's states come from profile.h's one list (taichi_aot_profile_state), each value and name once; each
+    state says how its record was timed, as Launch.timed documents."""
+    from taichi_aot import profile
+    from taichi_aot._native import ffi, lib
+
+    assert len(profile.STATES) == len(set(profile.STATES.values())) == lib.TAICHI_AOT_PROFILE_STATES
+    assert lib.taichi_aot_profile_state(lib.TAICHI_AOT_PROFILE_STATES, ffi.new("int32_t *")) == ffi.NULL
+    assert set(profile._TIMED) == set(profile.STATES.values())
+    assert set(profile._TIMED.values()) == {"device", "call", "enqueue", "wait", "copy"}
+    assert profile._TIMED[profile._DEVICE] == "device"
+    assert sorted(profile._HOST_TIMED) == ["copy", "wait"]
+
+
 def test_only_the_profiled_runtime_is_recorded_and_bad_use_is_refused(modules):
     with Runtime(Arch.X64) as a, Runtime(Arch.X64) as b:
         add_a = a.load_module(modules.path(Arch.X64)).kernels["add"]

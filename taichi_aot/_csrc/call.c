@@ -23,7 +23,7 @@
    Compiled into the extension taichi_aot._call (call_module.c: its init, and the limited API level). */
 #include "call_common.h"
 #include "arrays.h"
-#include "call.h"
+#include "launcher.h"
 #include "fresh.h"
 #include "reads.h"
 #include "records.h"

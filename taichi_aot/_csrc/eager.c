@@ -5,7 +5,7 @@
    else, and an op that _eager_setup was not given, goes to the op's Python call (_python_call), which takes every
    call the same way through torch's dispatcher or its own Python path. #included after call.c. */
 #include "call_common.h"
-#include "call.h"
+#include "launcher.h"
 
 typedef struct {
     Py_ssize_t count;   /* the op's inputs; -1 until _eager_setup */

@@ -83,10 +83,10 @@ static void close_record(int64_t t, int timed) {
     r = record_of(t);
     if (r != NULL) {
         r->host_end = now;
-        if (timed && r->state == 3) {
-            r->state = 0;
+        if (timed && r->state == AOT_PROFILE_ENQUEUE) {
+            r->state = AOT_PROFILE_WAITING;
         }
-        if (r->state == 2) {
+        if (r->state == AOT_PROFILE_CALL) {
             r->device_start = r->host_start;
             r->device_end = now;
         }
@@ -111,7 +111,7 @@ static TaichiAotProfileRecord *new_record(int slot) {
     r = &s->records[s->count++];
     memset(r, 0, sizeof(*r));
     r->thread = (uint64_t)pthread_self();
-    r->state = s->host_times ? 2 : 3;
+    r->state = s->host_times ? AOT_PROFILE_CALL : AOT_PROFILE_ENQUEUE;
     r->device_start = r->device_end = -1;
     return r;
 }
@@ -137,7 +137,9 @@ int64_t aot_profile_begin(const TaichiAotLaunch *l) {
     return current;
 }
 
-int64_t aot_profile_part(int64_t parent, const char *name) {
+/* A record of its own for a part of the launch whose record is `parent` (a graph's dispatch), named `name`, on the
+   parent's runtime and thread, opened now (-1: none). */
+static int64_t profile_part(int64_t parent, const char *name) {
     TaichiAotProfileRecord *r;
     int slot = (int)(((uint64_t)parent >> 34) & 0x3F);
     uint32_t kind;
@@ -158,8 +160,14 @@ int64_t aot_profile_part(int64_t parent, const char *name) {
     return made;
 }
 
-void aot_profile_part_end(int64_t part, int timed) {
-    close_record(part, timed);
+int aot_profile_dispatch(int64_t graph, const char *name, AotProfileLaunch launch, void *ctx) {
+    int64_t part = graph >= 0 && name != NULL ? profile_part(graph, name) : -1;
+    int timed = 0;
+    int code = launch(ctx, part >= 0 ? part : graph, part >= 0 ? graph : -1, &timed);
+    if (part >= 0) {
+        close_record(part, timed); /* its device times to come, where its backend timed it */
+    }
+    return code;
 }
 
 void aot_profile_end(int64_t t) {
@@ -181,15 +189,16 @@ void aot_profile_will_time(void) {
 static void device_span(int64_t t, int64_t start, int64_t end) {
     TaichiAotProfileRecord *r = record_of(t);
     /* a record still open (its launch not returned yet) may get its times first: a batch another thread waited for */
-    int first = r != NULL && (r->state == 0 || (r->state == 3 && r->host_end == 0));
-    if (r != NULL && (first || r->state == 1)) {
+    int first = r != NULL &&
+                (r->state == AOT_PROFILE_WAITING || (r->state == AOT_PROFILE_ENQUEUE && r->host_end == 0));
+    if (r != NULL && (first || r->state == AOT_PROFILE_DEVICE)) {
         if (first || start < r->device_start) {
             r->device_start = start;
         }
         if (first || end > r->device_end) {
             r->device_end = end;
         }
-        r->state = 1;
+        r->state = AOT_PROFILE_DEVICE;
     }
 }
 
@@ -203,8 +212,8 @@ void aot_profile_device(int64_t t, int64_t parent, int64_t start, int64_t end) {
 /* A record given no device time (under the lock). */
 static void no_span(int64_t t) {
     TaichiAotProfileRecord *r = record_of(t);
-    if (r != NULL && r->state == 0) {
-        r->state = 3;
+    if (r != NULL && r->state == AOT_PROFILE_WAITING) {
+        r->state = AOT_PROFILE_ENQUEUE;
     }
 }
 
@@ -323,7 +332,8 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
     }
     s = &slots[slot];
     ask_later(s, all);
-    while (n < s->count && n < cap && (all || (s->records[n].host_end != 0 && s->records[n].state != 0))) {
+    while (n < s->count && n < cap &&
+           (all || (s->records[n].host_end != 0 && s->records[n].state != AOT_PROFILE_WAITING))) {
         ++n;
     }
     memcpy(out, s->records, n * sizeof(*out));
@@ -333,4 +343,23 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
     *lost = s->lost;
     pthread_mutex_unlock(&profile_lock);
     return (uint32_t)n;
+}
+
+static const struct {
+    int32_t value;
+    const char *name;
+} PROFILE_STATES[] = {
+#define AOT_PROFILE_STATE(id, value, name) {value, name},
+    AOT_PROFILE_STATES(AOT_PROFILE_STATE)
+#undef AOT_PROFILE_STATE
+};
+_Static_assert(sizeof(PROFILE_STATES) / sizeof(PROFILE_STATES[0]) == TAICHI_AOT_PROFILE_STATES,
+               "taichi_aot.h's TAICHI_AOT_PROFILE_STATES is the states' number");
+
+const char *taichi_aot_profile_state(uint32_t index, int32_t *state) {
+    if (index >= TAICHI_AOT_PROFILE_STATES) {
+        return NULL;
+    }
+    *state = PROFILE_STATES[index].value;
+    return PROFILE_STATES[index].name;
 }

@@ -7,6 +7,22 @@
 
 #include "taichi_aot.h"
 
+/* A record's states (TaichiAotProfileRecord.state), each with its value and the name Python gives it
+   (taichi_aot_profile_state: profile.py's STATES). C writes the first four; the host's own events, negative, are
+   Python's (Profile.note_wait, note_copy), listed here so that one list names them all. */
+#define AOT_PROFILE_STATES(X)                                                                                     \
+    X(WAITING, 0, "waiting")  /* device times to come (a batch's timestamps, a pair of events) */                \
+    X(DEVICE, 1, "device")    /* device times given */                                                           \
+    X(CALL, 2, "call")        /* the call's times are the device's (a CPU runtime's) */                         \
+    X(ENQUEUE, 3, "enqueue")  /* no device times: the launch backend times nothing, the call only enqueues */    \
+    X(WAIT, -1, "wait")       /* a host wait on the runtime */                                                   \
+    X(COPY, -2, "copy")       /* a launch's host arrays copied in and back */
+enum {
+#define AOT_PROFILE_STATE(id, value, name) AOT_PROFILE_##id = value,
+    AOT_PROFILE_STATES(AOT_PROFILE_STATE)
+#undef AOT_PROFILE_STATE
+};
+
 /* CLOCK_MONOTONIC nanoseconds. */
 __attribute__((visibility("hidden"))) int64_t aot_profile_now(void);
 /* A record opened for launch `l` where its runtime is profiled (its token, made this thread's current one), and
@@ -23,11 +39,14 @@ __attribute__((visibility("hidden"))) void aot_profile_device(int64_t token, int
                                                               int64_t end);
 __attribute__((visibility("hidden"))) void aot_profile_untimed(int64_t token, int64_t parent);
 
-/* A record of its own for a part of the launch whose record is `parent` (a graph's dispatch), named `name`, on the
-   parent's runtime and thread, opened now (-1: none); closed when the part is made (`timed`: its device times come
-   later, aot_profile_device). */
-__attribute__((visibility("hidden"))) int64_t aot_profile_part(int64_t parent, const char *name);
-__attribute__((visibility("hidden"))) void aot_profile_part_end(int64_t part, int timed);
+/* A graph's dispatch, launched by `launch(ctx, profiled, parent, &timed)` (the backend's launch of it, its code
+   returned): in a profile (the graph's record `graph`; -1: none), a record of its own named `name` (NULL: none, the
+   graph's record alone) on the graph's runtime and thread, opened now as `profiled` and closed once the launch is made
+   (`timed`, set by the launch: its device times come later, aot_profile_device); the backend gives its spans to
+   `parent`, the graph's record, too. Both own launches' graphs (vulkan.c, cuda.c) go through it. */
+typedef int (*AotProfileLaunch)(void *ctx, int64_t profiled, int64_t parent, int *timed);
+__attribute__((visibility("hidden"))) int aot_profile_dispatch(int64_t graph, const char *name, AotProfileLaunch launch,
+                                                               void *ctx);
 
 /* Device times known later (CUDA's events): `resolve(item, wait, &start, &end)` answers 1 with the times, 0 where
    they are not known yet (wait 0 only), -1 where they never will be; it frees the item where it answers nonzero.

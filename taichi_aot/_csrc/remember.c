@@ -1,9 +1,9 @@
 /* What a call made by Python leaves the launcher of call.c to remember (#included before call.c, which calls it;
-   the slots these fill are call.h's): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays
+   the slots these fill are launcher.h's): after _slow_call launched, the NdArrays, shared numpy arrays and CUDA arrays
    of other libraries it was given, so that the next call with them is made in C. Their records (NumpyHit, PrintHit)
    are records.c's: read by field. */
 #include "call_common.h"
-#include "call.h"
+#include "launcher.h"
 #include "records.h"
 
 /* The value given for slot i, borrowed: a kernel's positional argument, else the keyword of the slot's name; NULL

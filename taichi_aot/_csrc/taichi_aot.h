@@ -132,11 +132,13 @@ void taichi_aot_nvtx_pop(void);
    TiRuntime. A record is taken around every launch launch.c makes for it: the name (the kernel's or graph's, without
    the NVTX prefix), the thread, the host's CLOCK_MONOTONIC nanoseconds before and after the call, and the device's
    nanoseconds of the work: the call's own on a CPU runtime (`host_times`), else what the launch's backend gives
-   (Vulkan timestamps around its dispatches, read once their batch is done: state 0 until then), or none (state 3:
-   the launch backend times nothing, the call's times are its enqueue). taichi_aot_profiling is the switch launch.c
-   reads before every launch (the profiled runtimes' count: 0, nothing is taken). taichi_aot_profile_take copies out
-   the runtime's records in launch order, as far as the first not yet complete (all of them where `all`: those still
-   waiting for device times then say state 0), and forgets them; it returns how many (at most `cap`); `lost` counts
+   (Vulkan timestamps around its dispatches, read once their batch is done: "waiting" until then), or none
+   ("enqueue": the launch backend times nothing, the call's times are its enqueue). A record's states are profile.h's
+   list (AOT_PROFILE_STATES): taichi_aot_profile_state gives the `index`-th's value in `*state` and its name (NULL
+   past the last, TAICHI_AOT_PROFILE_STATES). taichi_aot_profiling is the switch launch.c reads before every launch
+   (the profiled runtimes' count: 0, nothing is taken). taichi_aot_profile_take copies out the runtime's records in
+   launch order, as far as the first not yet complete (all of them where `all`: those still waiting for device times
+   then say "waiting"), and forgets them; it returns how many (at most `cap`); `lost` counts
    records a full store (TAICHI_AOT_PROFILE_MAX) dropped. */
 #define TAICHI_AOT_PROFILE_NAME 64
 #define TAICHI_AOT_PROFILE_MAX 4194304
@@ -146,13 +148,15 @@ typedef struct {
     int64_t host_start, host_end;
     int64_t device_start, device_end;
     uint32_t kind;
-    int32_t state; /* 0 waiting for device times, 1 device times given, 2 the call's times (CPU), 3 no device times */
+    int32_t state; /* one of profile.h's AOT_PROFILE_STATES (taichi_aot_profile_state names them) */
 } TaichiAotProfileRecord;
+#define TAICHI_AOT_PROFILE_STATES 6
 extern int taichi_aot_profiling;
 int taichi_aot_profile_open(TiRuntime runtime, int32_t *pending, int host_times);
 int taichi_aot_profile_close(TiRuntime runtime, int32_t *pending);
 uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotProfileRecord *out, uint32_t cap,
                                  int all, uint64_t *lost);
+const char *taichi_aot_profile_state(uint32_t index, int32_t *state);
 
 /* arrays.c: a numpy array passed to kernels before, recognised in one call: its data pointer, dtype
    object, dimensions, strides and writable flag, read from numpy's array object (whose layout numpy

@@ -2,7 +2,7 @@
    of its own, made at the thread's first call), which call.c's launcher hands that thread's calls to here in C
    (#included before call.c). */
 #include "call_common.h"
-#include "call.h"
+#include "launcher.h"
 
 /* The calling thread's own launcher (launch.py's _twin, handed over by _add_twin), a new reference; NULL: none (an
    exception set where the lookup failed). */

@@ -226,17 +226,17 @@ int taichi_aot_cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint
     return cuda_launch(runtime, k, count, args, aot_profile_current(), -1, &stamped);
 }
 
-/* A graph's dispatch `d` of `k` with `args`; in a profile (the graph's record `graph`, -1: none) a record of its own
-   named by the graph, its span the graph's too. */
-static int cuda_dispatch(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t d, const TaichiAotCudaKernel *k,
-                         const TiArgument *args, int64_t graph) {
-    int64_t part = graph >= 0 && g->names != NULL ? aot_profile_part(graph, g->names[d]) : -1;
-    int stamped = 0;
-    int code = cuda_launch(runtime, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1, &stamped);
-    if (part >= 0) {
-        aot_profile_part_end(part, stamped); /* its device times to come, where its events were recorded */
-    }
-    return code;
+/* A graph's dispatch: `k` with `args` on `runtime` (aot_profile_dispatch's launch; `*stamped`: its events were
+   recorded). */
+typedef struct {
+    TiRuntime runtime;
+    const TaichiAotCudaKernel *k;
+    const TiArgument *args;
+} CudaDispatch;
+
+static int cuda_dispatch(void *ctx, int64_t profiled, int64_t parent, int *stamped) {
+    const CudaDispatch *d = (const CudaDispatch *)ctx;
+    return cuda_launch(d->runtime, d->k, d->k->arg_count, d->args, profiled, parent, stamped);
 }
 
 int taichi_aot_cuda_graph(TiRuntime runtime, const TaichiAotCudaGraph *g, uint32_t count, const TiNamedArgument *args) {
@@ -247,6 +247,7 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
                                     const TiNamedArgument *args, TaichiAotCudaRuntime *own) {
     TiArgument local[TAICHI_AOT_CUDA_GRAPH_ARGS];
     TaichiAotCudaKernel elsewhere;
+    CudaDispatch dispatch = {runtime, NULL, local};
     const uint32_t *map = g->maps;
     uint32_t d, i;
     int code;
@@ -268,7 +269,8 @@ int taichi_aot_cuda_graph_elsewhere(TiRuntime runtime, const TaichiAotCudaGraph 
             local[i] = args[map[i]].argument;
         }
         map += k->arg_count;
-        code = cuda_dispatch(runtime, g, d, k, local, graph);
+        dispatch.k = k;
+        code = aot_profile_dispatch(graph, g->names != NULL ? g->names[d] : NULL, cuda_dispatch, &dispatch);
         if (code != 0) {
             return code;
         }

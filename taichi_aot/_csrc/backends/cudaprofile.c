@@ -14,17 +14,34 @@
 #define REFERENCES 16 /* contexts with a reference event */
 #define SPARE_EVENTS 1024 /* events kept for the next launches, with their contexts */
 
-typedef int (*cu_event_create)(void **event, unsigned flags);
-typedef int (*cu_event_record)(void *event, void *stream);
-typedef int (*cu_event_query)(void *event);
-typedef int (*cu_event_sync)(void *event);
-typedef int (*cu_event_elapsed)(float *ms, void *start, void *end);
-typedef int (*cu_event_destroy)(void *event);
-typedef int (*cu_push)(void *context);
-typedef int (*cu_pop)(void **context);
+/* The driver's calls a profile makes, as a table of typed functions, taken (a copy each pair: 64 bytes) from the
+   addresses TaichiAotCudaDriver hands over as `void *` (cu_events): no call below casts. */
+typedef struct {
+    int (*event_create)(void **event, unsigned flags);
+    int (*event_record)(void *event, void *stream);
+    int (*event_query)(void *event);
+    int (*event_sync)(void *event);
+    int (*event_elapsed)(float *ms, void *start, void *end);
+    int (*event_destroy)(void *event);
+    int (*push)(void *context);
+    int (*pop)(void **context);
+} CuEvents;
+
+static CuEvents cu_events(const TaichiAotCudaDriver *cu) {
+    CuEvents e;
+    e.event_create = (int (*)(void **, unsigned))cu->event_create;
+    e.event_record = (int (*)(void *, void *))cu->event_record;
+    e.event_query = (int (*)(void *))cu->event_query;
+    e.event_sync = (int (*)(void *))cu->event_sync;
+    e.event_elapsed = (int (*)(float *, void *, void *))cu->event_elapsed;
+    e.event_destroy = (int (*)(void *))cu->event_destroy;
+    e.push = (int (*)(void *))cu->push;
+    e.pop = (int (*)(void **))cu->pop;
+    return e;
+}
 
 typedef struct {
-    const TaichiAotCudaDriver *cu;
+    CuEvents cu;
     void *context, *stream, *start, *end, *reference;
     int64_t reference_host, token, parent;
 } Stamp;
@@ -41,7 +58,7 @@ static uint32_t spare_count = 0;
 
 /* Two events of the current context `context` (a pair's): spare ones of it, else new ones; 0 or the driver's error
    (none taken then). */
-static int events_take(const TaichiAotCudaDriver *cu, void *context, void **start, void **end) {
+static int events_take(const CuEvents *cu, void *context, void **start, void **end) {
     void **want[2] = {start, end};
     uint32_t i, got = 0;
     int code = 0;
@@ -54,18 +71,18 @@ static int events_take(const TaichiAotCudaDriver *cu, void *context, void **star
     }
     pthread_mutex_unlock(&references_lock);
     while (got < 2 && code == 0) {
-        code = ((cu_event_create)cu->event_create)(want[got], 0);
+        code = cu->event_create(want[got], 0);
         got += code == 0;
     }
     if (code != 0 && got == 1) {
-        ((cu_event_destroy)cu->event_destroy)(*start);
+        cu->event_destroy(*start);
         *start = NULL;
     }
     return code;
 }
 
 /* An event done with: kept for another launch where there is room, else destroyed. */
-static void event_give(const TaichiAotCudaDriver *cu, void *context, void *event) {
+static void event_give(const CuEvents *cu, void *context, void *event) {
     pthread_mutex_lock(&references_lock);
     if (spare_count < SPARE_EVENTS) {
         spares[spare_count].context = context;
@@ -75,14 +92,13 @@ static void event_give(const TaichiAotCudaDriver *cu, void *context, void *event
     }
     pthread_mutex_unlock(&references_lock);
     if (event != NULL) {
-        ((cu_event_destroy)cu->event_destroy)(event);
+        cu->event_destroy(event);
     }
 }
 
 /* The context's reference event and the host's time it stands for (made at its first use: recorded, waited for);
    NULL where none can be made. */
-static void *reference_of(const TaichiAotCudaRuntime *rt, int64_t *host) {
-    const TaichiAotCudaDriver *cu = rt->driver;
+static void *reference_of(const TaichiAotCudaRuntime *rt, const CuEvents *cu, int64_t *host) {
     void *event = NULL;
     int i, free_at = -1;
     pthread_mutex_lock(&references_lock);
@@ -96,13 +112,13 @@ static void *reference_of(const TaichiAotCudaRuntime *rt, int64_t *host) {
             free_at = i;
         }
     }
-    if (free_at >= 0 && ((cu_event_create)cu->event_create)(&event, 0) == 0) {
-        if (((cu_event_record)cu->event_record)(event, rt->stream) == 0 && ((cu_event_sync)cu->event_sync)(event) == 0) {
+    if (free_at >= 0 && cu->event_create(&event, 0) == 0) {
+        if (cu->event_record(event, rt->stream) == 0 && cu->event_sync(event) == 0) {
             references[free_at].context = rt->context;
             references[free_at].event = event;
             references[free_at].host = *host = aot_profile_now();
         } else {
-            ((cu_event_destroy)cu->event_destroy)(event);
+            cu->event_destroy(event);
             event = NULL;
         }
     }
@@ -112,10 +128,10 @@ static void *reference_of(const TaichiAotCudaRuntime *rt, int64_t *host) {
 
 static void stamp_free(Stamp *s) {
     if (s->start != NULL) {
-        event_give(s->cu, s->context, s->start);
+        event_give(&s->cu, s->context, s->start);
     }
     if (s->end != NULL) {
-        event_give(s->cu, s->context, s->end);
+        event_give(&s->cu, s->context, s->end);
     }
     free(s);
 }
@@ -123,32 +139,31 @@ static void stamp_free(Stamp *s) {
 /* A pair the driver refused: its events destroyed, never kept (their context may be gone). */
 static void stamp_drop(Stamp *s) {
     if (s->start != NULL) {
-        ((cu_event_destroy)s->cu->event_destroy)(s->start);
+        s->cu.event_destroy(s->start);
     }
     if (s->end != NULL) {
-        ((cu_event_destroy)s->cu->event_destroy)(s->end);
+        s->cu.event_destroy(s->end);
     }
     free(s);
 }
 
 void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token, int64_t parent) {
-    const TaichiAotCudaDriver *cu = rt->driver;
     Stamp *s;
-    if (token < 0 || cu->event_create == NULL) {
+    if (token < 0 || rt->driver->event_create == NULL) {
         return NULL;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
     }
-    s->cu = cu;
+    s->cu = cu_events(rt->driver);
     s->context = rt->context;
     s->stream = rt->stream;
     s->token = token;
     s->parent = parent;
-    s->reference = reference_of(rt, &s->reference_host);
-    if (s->reference == NULL || events_take(cu, rt->context, &s->start, &s->end) != 0 ||
-        ((cu_event_record)cu->event_record)(s->start, rt->stream) != 0) {
+    s->reference = reference_of(rt, &s->cu, &s->reference_host);
+    if (s->reference == NULL || events_take(&s->cu, rt->context, &s->start, &s->end) != 0 ||
+        s->cu.event_record(s->start, rt->stream) != 0) {
         stamp_drop(s);
         return NULL;
     }
@@ -160,33 +175,33 @@ void *aot_cuda_stamp_open(const TaichiAotCudaRuntime *rt, int64_t token, int64_t
    it answers. */
 static int stamp_resolve(void *item, int wait, int64_t *start, int64_t *end) {
     Stamp *s = (Stamp *)item;
-    const TaichiAotCudaDriver *cu = s->cu;
+    const CuEvents cu = s->cu; /* a copy: the pair is freed before the context is popped */
     void *popped = NULL;
     float since = 0.0f, took = 0.0f;
     int code, got = -1;
-    if (((cu_push)cu->push)(s->context) != 0) {
+    if (cu.push(s->context) != 0) {
         free(s); /* its context is gone, and its events with it */
         return -1;
     }
-    code = wait ? ((cu_event_sync)cu->event_sync)(s->end) : ((cu_event_query)cu->event_query)(s->end);
+    code = wait ? cu.event_sync(s->end) : cu.event_query(s->end);
     if (code == 600 && !wait) { /* CUDA_ERROR_NOT_READY */
-        ((cu_pop)cu->pop)(&popped);
+        cu.pop(&popped);
         return 0;
     }
-    if (code == 0 && ((cu_event_elapsed)cu->event_elapsed)(&since, s->reference, s->start) == 0 &&
-        ((cu_event_elapsed)cu->event_elapsed)(&took, s->start, s->end) == 0) {
+    if (code == 0 && cu.event_elapsed(&since, s->reference, s->start) == 0 &&
+        cu.event_elapsed(&took, s->start, s->end) == 0) {
         *start = s->reference_host + (int64_t)((double)since * 1e6);
         *end = *start + (int64_t)((double)took * 1e6);
         got = 1;
     }
     stamp_free(s);
-    ((cu_pop)cu->pop)(&popped);
+    cu.pop(&popped);
     return got;
 }
 
 int aot_cuda_stamp_close(void *stamp) {
     Stamp *s = (Stamp *)stamp;
-    if (((cu_event_record)s->cu->event_record)(s->end, s->stream) != 0) {
+    if (s->cu.event_record(s->end, s->stream) != 0) {
         aot_profile_untimed(s->token, s->parent);
         stamp_drop(s);
         return 0;

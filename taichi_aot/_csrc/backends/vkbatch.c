@@ -9,7 +9,10 @@
 #include "taichi_aot.h"
 #include "waits.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkprofile.h"
+#include "backends/vkbatch.h"
 
 void aot_vk_barrier(VkRt *rt, AotVkDispatch cb, uint32_t src_stage, uint32_t src_access, uint32_t dst_stage,
                     uint32_t dst_access) {
@@ -228,7 +231,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
     b->read_head = 0;
-    b->stamp_count = b->stamp_spans = 0;
+    aot_vk_stamps_drop(rt, b); /* where its last recording was never submitted: not read, given back */
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;
     rt->current = rt->next;

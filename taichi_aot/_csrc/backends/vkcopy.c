@@ -31,7 +31,10 @@
 #include "taichi_aot.h"
 #include "taichi/taichi_vulkan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkbatch.h"
+#include "backends/vkorder.h"
 
 /* The batch being recorded, ready for a transfer: the dispatch before it (its barrier owed) done first; NULL with
    `code` where no batch can be begun. */

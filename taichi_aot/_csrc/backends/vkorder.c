@@ -13,7 +13,10 @@
 #include "loader.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkbatch.h"
+#include "backends/vkorder.h"
 
 /* ---------------------------------------------------------------------------------------------------------------
    libtaichi's calls on a runtime with the own launch open, ordered with it */

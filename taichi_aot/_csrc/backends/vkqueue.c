@@ -16,7 +16,9 @@
 #include "loader.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkprofile.h"
+#include "backends/vkqueue.h"
 
 pthread_mutex_t aot_vk_lock = PTHREAD_MUTEX_INITIALIZER;
 static VkRt *vk_runtimes[VK_RUNTIMES];
@@ -451,10 +453,8 @@ static void vk_destroy_state(VkRt *rt) {
         if (rt->batches[i].fence) {
             rt->f.DestroyFence(rt->device, rt->batches[i].fence, NULL);
         }
-        if (rt->batches[i].stamps) {
-            rt->f.DestroyQueryPool(rt->device, rt->batches[i].stamps, NULL);
-        }
     }
+    aot_vk_stamps_free(rt);
     if (rt->command_pool) {
         rt->f.DestroyCommandPool(rt->device, rt->command_pool, NULL);
     }

@@ -44,7 +44,11 @@
 #include "taichi_aot.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
-#include "backends/vulkan.h"
+#include "backends/vkstate.h"
+#include "backends/vkqueue.h"
+#include "backends/vkprofile.h"
+#include "backends/vkbatch.h"
+#include "backends/vkorder.h"
 #include "kinds.h"
 #include "profile.h"
 
@@ -460,9 +464,22 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
     rt->counts[VK_COUNT_DISPATCHES] += k->task_count;
 }
 
-/* Whether a launch just recorded into `b` submits it: full, the first since a wait (VkRt.early), or, where waits
-   poll, the GPU idle again (VkRt.feed): the GPU starts on them while the next are recorded. */
-static int vk_submits_now(VkRt *rt, const VkBatch *b) {
+/* The argument slot of a launch of `k` with bytes `params` in batch `b`: the last launch's again where that was `k`'s
+   with the same bytes, else the next one, written. */
+static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsigned char *params) {
+    if (b->last_kernel != k || memcmp(b->last_args, params, k->args_size) != 0) {
+        memcpy(rt->args_host + b->head, params, k->args_size); /* written once, never read back */
+        memcpy(b->last_args, params, k->args_size);
+        b->last_kernel = k;
+        b->last_offset = b->head;
+        b->head += k->slot;
+    }
+    return b->last_offset;
+}
+
+/* Whether batch `b` is submitted after the launch just recorded: full, the first since a wait, or the GPU idle again
+   (it starts on them while the next are recorded). */
+static int vk_submit_now(VkRt *rt, const VkBatch *b) {
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
            (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
            (rt->feed && b->dispatches % VK_FEED_EVERY == 0 && aot_vk_gpu_idle(rt));
@@ -500,15 +517,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
     if (largest < 0) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
-    offset = b->last_offset;
-    if (b->last_kernel != k || memcmp(b->last_args, params, k->args_size) != 0) { /* else: that slot again */
-        offset = b->head;
-        memcpy(rt->args_host + offset, params, k->args_size); /* written once, never read back */
-        memcpy(b->last_args, params, k->args_size);
-        b->last_kernel = k;
-        b->last_offset = offset;
-        b->head += k->slot;
-    }
+    offset = vk_args_slot(rt, b, k, params);
     stamp = profiled >= 0 ? aot_vk_stamp_open(rt, b, profiled, parent) : VK_NO_STAMP;
     if (stamped != NULL) {
         *stamped = stamp != VK_NO_STAMP;
@@ -523,7 +532,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         if (code == AOT_VK_SUCCESS) {
             memcpy(k->result, rt->rets_host, k->result_size);
         }
-    } else if (vk_submits_now(rt, b)) {
+    } else if (vk_submit_now(rt, b)) {
         code = aot_vk_submit(rt);
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
@@ -539,16 +548,15 @@ int taichi_aot_vk_launch(TiRuntime runtime, const void *handle, uint32_t count, 
     return code;
 }
 
-/* A graph's dispatch `k` of `args`, in a profile (the graph's record `graph`, -1: none) a record of its own named
-   `name`, its span the graph's too. */
-static int vk_dispatch(VkKernel *k, const TiArgument *args, const char *name, int64_t graph) {
-    int64_t part = graph >= 0 && name != NULL ? aot_profile_part(graph, name) : -1;
-    int stamped = 0;
-    int code = vk_launch(k->rt, k, k->arg_count, args, part >= 0 ? part : graph, part >= 0 ? graph : -1, &stamped);
-    if (part >= 0) {
-        aot_profile_part_end(part, stamped); /* its device times to come, where its timestamps were written */
-    }
-    return code;
+/* A graph's dispatch: `k` with `args` (aot_profile_dispatch's launch; `*stamped`: its timestamps were written). */
+typedef struct {
+    VkKernel *k;
+    const TiArgument *args;
+} VkDispatch;
+
+static int vk_dispatch(void *ctx, int64_t profiled, int64_t parent, int *stamped) {
+    const VkDispatch *d = (const VkDispatch *)ctx;
+    return vk_launch(d->k->rt, d->k, d->k->arg_count, d->args, profiled, parent, stamped);
 }
 
 /* A graph's dispatches, one launch each, held together: another thread's launches come before or after them. */
@@ -574,7 +582,8 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
         }
         map += k->arg_count;
         if (code == 0) {
-            code = vk_dispatch(k, local, g->names != NULL ? g->names[d] : NULL, graph);
+            VkDispatch dispatch = {k, local};
+            code = aot_profile_dispatch(graph, g->names != NULL ? g->names[d] : NULL, vk_dispatch, &dispatch);
         }
     }
     aot_vk_let_go(rt);

@@ -1,6 +1,7 @@
-/* call.c's launcher and its slots, for the files that fill them (remember.c, eager.c, twins.c; a private header). */
-#ifndef TAICHI_AOT_CALL_H
-#define TAICHI_AOT_CALL_H
+/* The C call's launcher and its slots (call.c's Launcher), for the files that fill them (remember.c, eager.c,
+   twins.c; a private header): types named for no one file, and the functions call.c takes of those below it. */
+#ifndef TAICHI_AOT_LAUNCHER_H
+#define TAICHI_AOT_LAUNCHER_H
 
 #include "call_common.h"
 #include "fresh.h"
