@@ -116,10 +116,13 @@ def _guarded(variable: str) -> bool:
 
 
 def _open_runtimes() -> int:
-    """Runtimes made and not closed (a closed one whose objects live on in a framework's op is closed)."""
+    """Runtimes made and not closed (a closed one whose objects live on in a framework's op is closed), less those
+    kept for the process by design: the JAX ops' twins' runtimes, one a GPU and thread (taichi_aot.jax)."""
     from taichi_aot import runtime
 
-    return sum(1 for rt in list(runtime._open_runtimes) if not rt.closed)
+    jax_ops = sys.modules.get("taichi_aot.jax")
+    kept = {id(rt) for rt in getattr(jax_ops, "_twin_runtimes", {}).values()}
+    return sum(1 for rt in list(runtime._open_runtimes) if not rt.closed and id(rt) not in kept)
 
 
 def process_state() -> dict[str, object]:
