@@ -48,6 +48,11 @@ __attribute__((visibility("hidden"))) int aot_cuda_graph_launch(const TaichiAotL
 __attribute__((visibility("hidden"))) int aot_cuda_graph_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
 __attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) void *aot_library_hold_calls(TiRuntime runtime);
+__attribute__((visibility("hidden"))) void aot_library_let_go_calls(void *held);
+__attribute__((visibility("hidden"))) void *aot_cpu_hold_calls(TiRuntime runtime);
+__attribute__((visibility("hidden"))) void aot_cpu_let_go_calls(void *held);
+__attribute__((visibility("hidden"))) int aot_cpu_holds(const void *held);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held);

@@ -610,6 +610,18 @@ int taichi_aot_hook_cpu_threads(void);
 void taichi_aot_set_cpu_threads(int count);
 int taichi_aot_get_cpu_threads(void);
 
+/* backends/cpucalls.c: libtaichi's calls on a CPU runtime made one at a time, so that any thread may use it. The hook
+   points the trampolines of the calls on a runtime (launches, copies, waits, memory, modules, its destroy) at
+   wrappers that hold its runtime's calls lock, once, after the library is loaded (1: in place); open gives a runtime
+   its lock (1; 0 where the wrappers are not in place, or taichi_aot_cpu_calls_max() CPU runtimes are open), which
+   any thread's launches hold (kinds.h) and its destroy gives up: a call on it after that, from any thread, is
+   refused (INVALID_STATE). settle returns once no other thread is inside a call on the runtime (a launch that may
+   read host memory about to go back to the system: one that comes after finds the close epoch moved). */
+int taichi_aot_cpu_calls_hook(void);
+int taichi_aot_cpu_calls_open(TiRuntime runtime);
+void taichi_aot_cpu_calls_settle(TiRuntime runtime);
+int taichi_aot_cpu_calls_max(void);
+
 /* hostcopy.c: `size` bytes copied from `src` to `dst` (not overlapping) by `threads` threads (1-16), each a part. */
 void taichi_aot_copy_bytes(void *dst, const void *src, uint64_t size, uint32_t threads);
 
