@@ -33,7 +33,9 @@
    it reports its errors by its return code, not libtaichi's error slot (checked on every replay, and no wait for
    libtaichi's copies where it is launched elsewhere); TAICHI_AOT_LAUNCH_GRAPHABLE, its launch never waits (a CUDA
    graph may hold it); TAICHI_AOT_LAUNCH_ANY_THREAD, any thread may launch it, not only the runtime's (its runtime's
-   device says so: launch.py).
+   device says so: launch.py); TAICHI_AOT_LAUNCH_LONG, set by C, not Python: a launch of the record on a CPU runtime
+   made with Python's lock kept ran past TAICHI_AOT_CPU_QUICK_NS (backends/cpucalls.c), so its later launches let
+   that lock go (one is tried with it kept again after 1023 of them, counted down in the bits from 20 up).
    `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
@@ -54,6 +56,7 @@
 #define TAICHI_AOT_LAUNCH_CODES 2
 #define TAICHI_AOT_LAUNCH_GRAPHABLE 4
 #define TAICHI_AOT_LAUNCH_ANY_THREAD 8
+#define TAICHI_AOT_LAUNCH_LONG 16
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;

@@ -13,16 +13,28 @@
    A call on a runtime destroyed meanwhile (another thread closed it) is refused: libtaichi's last error says so
    (INVALID_STATE), on the calling thread, never a call into the destroyed runtime. The lock is held only inside one C
    call, never while Python runs. A thread that holds it already (a launch's hold, then libtaichi's call inside) goes
-   through with a thread-local count, not a second lock. */
+   through with a thread-local count, not a second lock.
+
+   A launch on a CPU runtime runs its kernel before it returns. The C call makes it with Python's lock kept (a quick
+   launch, kinds.h) where the runtime's calls are free and its record's launches have been short: threads launching
+   small kernels at once then do not hand Python's lock to each other at every launch (each hand-over costs more than
+   such a launch). One that keeps that lock past TAICHI_AOT_CPU_QUICK_NS marks its record TAICHI_AOT_LAUNCH_LONG:
+   its later launches let Python's lock go while the kernel runs, as every launch from Python's own path does. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "taichi_aot.h"
 #include "loader.h"
 #include "kinds.h"
 
 #define CPU_RUNTIMES 128
+#define TAICHI_AOT_CPU_QUICK_NS 50000 /* a quick launch longer than this (50 us) lets Python's lock go after */
+/* A long record's launches counted down in its flags' bits from CPU_RETRY_SHIFT up: after CPU_RETRY_EVERY of them,
+   one is tried quick again (its kernel may be short again, or the long one was this thread's time taken away). */
+#define CPU_RETRY_SHIFT 20
+#define CPU_RETRY_EVERY 1023u
 
 typedef struct {
     pthread_mutex_t calls; /* made once, never destroyed: a thread waiting on it finds the slot given up, or taken */
@@ -57,6 +69,15 @@ static int cpu_gone_count = 0;
 #define CPU_TLS __attribute__((tls_model("initial-exec"))) /* read at every launch: no __tls_get_addr call */
 static __thread CpuRt *cpu_mine CPU_TLS = NULL;
 static __thread uint32_t cpu_depth CPU_TLS = 0;
+/* The quick launch this thread makes (its record, and when its hold began), timed when its hold ends. */
+static __thread TaichiAotLaunch *cpu_quick CPU_TLS = NULL;
+static __thread int64_t cpu_quick_since CPU_TLS = 0;
+
+static int64_t cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static CpuRt *cpu_find(TiRuntime runtime) {
     int i, high;
@@ -102,6 +123,13 @@ static void cpu_let_go(CpuRt *rt) {
             return;
         }
         cpu_mine = NULL;
+        if (cpu_quick != NULL) { /* a quick launch's hold: a long one lets Python's lock go from now on */
+            if (cpu_now() - cpu_quick_since > TAICHI_AOT_CPU_QUICK_NS) { /* its countdown is 0 here */
+                __atomic_or_fetch(&cpu_quick->flags, TAICHI_AOT_LAUNCH_LONG | (CPU_RETRY_EVERY << CPU_RETRY_SHIFT),
+                                  __ATOMIC_RELAXED);
+            }
+            cpu_quick = NULL;
+        }
     }
     pthread_mutex_unlock(&rt->calls);
 }
@@ -269,6 +297,40 @@ void *aot_cpu_hold_calls(TiRuntime runtime) {
 
 void aot_cpu_let_go_calls(void *held) {
     cpu_let_go((CpuRt *)held);
+}
+
+/* The quick hold (kinds.h) of libtaichi's launches and the own x64 launch: on a CPU runtime any thread uses, its
+   calls taken where no thread has them and the record's launches have been short (1, `*held` set; the hold's end
+   times the launch); anything else busy (0): a GPU runtime's libtaichi launch, a long record, a call under way. */
+int aot_cpu_quick_hold(const TaichiAotLaunch *l, int hold, void **held) {
+    TaichiAotLaunch *record = (TaichiAotLaunch *)l; /* the record's memory is Python's, writable: const to launches */
+    uint32_t flags = __atomic_load_n(&record->flags, __ATOMIC_RELAXED);
+    CpuRt *rt;
+    *held = NULL;
+    if (!hold || cpu_mine != NULL) {
+        return 0;
+    }
+    if ((flags & TAICHI_AOT_LAUNCH_LONG) != 0) {
+        if ((flags >> CPU_RETRY_SHIFT) != 0) {
+            __atomic_sub_fetch(&record->flags, 1u << CPU_RETRY_SHIFT, __ATOMIC_RELAXED);
+            return 0;
+        }
+        __atomic_and_fetch(&record->flags, ~(uint32_t)TAICHI_AOT_LAUNCH_LONG, __ATOMIC_RELAXED); /* tried again */
+    }
+    rt = cpu_find(l->runtime);
+    if (rt == NULL || pthread_mutex_trylock(&rt->calls) != 0) {
+        return 0;
+    }
+    if (__atomic_load_n(&rt->runtime, __ATOMIC_ACQUIRE) != l->runtime) { /* closed meanwhile */
+        pthread_mutex_unlock(&rt->calls);
+        return 0;
+    }
+    cpu_mine = rt;
+    cpu_depth = 1;
+    cpu_quick = record;
+    cpu_quick_since = cpu_now();
+    *held = rt;
+    return 1;
 }
 
 int aot_cpu_holds(const void *held) {
