@@ -33,6 +33,7 @@ HEADER = "taichi_aot.h"
 #: Each launch backend's C lies in ``backends/`` (libtaichi's too), its kinds' entries listed in kinds.c, which
 #: launch.c, the dispatcher, calls through.
 C_FILES = ("loader.c", "waits.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
+           "backends/cpucalls.c",
            "backends/vkqueue.c", "backends/vkbatch.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c",
            "opplan.c", "xla.c", "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c",
            "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",

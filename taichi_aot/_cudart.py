@@ -95,12 +95,12 @@ def no_library(device: int, owner: int) -> Exception:
         "PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use")
 
 
-def wrong_thread(arch: str, owner: int) -> str:
+def wrong_thread(arch: str, owner: int, why: str = "") -> str:
     """What WrongThreadError says where a runtime of libtaichi (on ``arch``) made on thread ``owner`` is used from
-    this one."""
+    this one; ``why``: the device's own reason it keeps to its thread, with what to do (else libtaichi's)."""
     own = ", or taichi_aot's own CUDA runtime (cuda_runtime='own'), which any thread may use" if arch == "CUDA" else ""
-    return (f"this {arch} runtime belongs to thread {owner}; it was used from thread {threading.get_ident()} "
-            f"(libtaichi's runtime is used from the thread that made it: create one runtime per thread{own})")
+    why = why or f"libtaichi's runtime is used from the thread that made it: create one runtime per thread{own}"
+    return f"this {arch} runtime belongs to thread {owner}; it was used from thread {threading.get_ident()} ({why})"
 
 
 def release(device: CudaDevice, library: list[Any]) -> None:

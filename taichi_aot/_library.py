@@ -201,6 +201,10 @@ def load() -> LibraryInfo:
 #: The library loaded at import.
 info: LibraryInfo = load()
 
+#: Whether libtaichi's calls on a CPU runtime are made one at a time (``_csrc/backends/cpucalls.c``: its trampolines'
+#: wrappers, in place before any runtime), so that any thread may use a CPU runtime (``placement/host.py``).
+cpu_calls: bool = bool(lib.taichi_aot_cpu_calls_hook())
+
 #: The variable that turns off the reuse of libtaichi's Vulkan fences (``0``): the library then reaches Vulkan
 #: untouched.
 FENCES_VARIABLE = "TAICHI_AOT_VULKAN_FENCES"

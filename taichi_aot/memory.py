@@ -30,6 +30,10 @@ from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, Invali
 
 __all__ = ["Memory", "MemorySlice"]
 
+#: The most bytes a host copy of a CPU backend's memory makes with Python's lock kept (a memmove at its address):
+#: a larger one is made in C with the lock let go (it takes long enough for other threads to run meanwhile).
+_HOST_COPY_KEPT = 1 << 16
+
 
 def _size_arg(size: Any, what: str) -> int:
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
@@ -322,14 +326,16 @@ class Memory(Child):
     def copy_host(self, data: Any, nbytes: int, to_device: bool) -> None:
         """memcpy between ``data`` (a contiguous buffer) and this memory, mapped for just this copy.
 
-        Hot path of to_numpy/from_numpy: a live view's mapping is used as it is; otherwise
-        :func:`capi.memcpy_host` maps, copies and unmaps in one call. Its callers (an ndarray's reads and writes)
-        hold the memory :meth:`in_use` meanwhile.
+        Hot path of to_numpy/from_numpy: a live view's mapping is used as it is, and so is a CPU backend's memory
+        of a few bytes (at its host address: no C call, which would let Python's lock go, and come back for it after
+        another thread's launches made with it kept); otherwise :func:`capi.memcpy_host` maps, copies and unmaps in
+        one call. Its callers (an ndarray's reads and writes) hold the memory :meth:`in_use` meanwhile.
         """
         mapping = self._mapping
-        if mapping is not None:  # a live view holds a mapping: use it
-            self.refuse_mapped_copy()
-            ptr = mapping.ptr
+        if mapping is not None or (self._host_address is not None and nbytes <= _HOST_COPY_KEPT):
+            if mapping is not None:  # a live view holds a mapping: use it
+                self.refuse_mapped_copy()
+            ptr = mapping.ptr if mapping is not None else ffi.cast("uint8_t *", self._host_address)
             if to_device:
                 ffi.memmove(ptr, data, nbytes)
             else:

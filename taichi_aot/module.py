@@ -449,6 +449,7 @@ class AotModule(Child):
                 get = capi.get_aot_module_kernel if kind == "kernel" else capi.get_aot_module_compute_graph
                 handle = handles[(kind, name)] = get(self._handle, name).cdata
         except NameNotFoundError:
+            self.ensure_open()  # closed meanwhile (on another thread): the look-up was refused, ClosedError says so
             raise CorruptedDataError(
                 f"module {self._source} lists {kind} {name!r}, but the library cannot load it: its compiled "
                 f"code is missing or damaged" + (f" ({name}.ll)" if self._meta.format == "llvm" else "")

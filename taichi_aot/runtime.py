@@ -152,9 +152,11 @@ class Runtime(DeviceAliases):
         self._cpu_threads = capi.runtime_threads(self._handle) or None if traits.library_native else None
         #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue),
         #: and made even where none was: any thread enqueues, and another's wait may have cleared the count while
-        #: this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait)
+        #: this thread's work still ran (cheap with nothing queued: the own Vulkan launch's wait); not where a launch
+        #: returns once its kernels have run (a CPU runtime's): no work is left running then
         self._counted_waits = bool(self._handle) and traits.waits_counted
-        self._wait_always = self._counted_waits and traits.any_thread
+        self._wait_always = self._counted_waits and traits.any_thread and not traits.launches_finish
+        self._launches_finish = traits.launches_finish and traits.library_native
         self._pid = os.getpid()
         #: The launch gate: the owning thread, the pending-work flags, the fast path's thread, the recorder.
         self.gate = LaunchGate(threading.get_ident(), pending)
@@ -191,7 +193,8 @@ class Runtime(DeviceAliases):
                 f"{os.getpid()} (after os.fork(), create a runtime in the child)"
             )
         if threading.get_ident() != self.gate.thread and not self.device.traits.any_thread:
-            raise WrongThreadError(_cudart.wrong_thread(self._arch.name, self.gate.thread))
+            raise WrongThreadError(_cudart.wrong_thread(self._arch.name, self.gate.thread,
+                                                        self.device.one_thread_why()))
 
     @property
     def arch(self) -> Arch:
@@ -304,12 +307,15 @@ class Runtime(DeviceAliases):
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
-        if self._wait_always:
+        if self._launches_finish:  # nothing runs once its launch returned (a CPU runtime): nothing to wait for
+            if self.gate.pending[0]:
+                self.gate.pending[0] = 0
+                self.foreign.release()
+                self.device.release()
+        elif self._wait_always or self.gate.pending[0]:
+            # where waits are counted, the one C call that tells threads launching with Python's lock kept that this
+            # one comes back for it (_csrc/launch.c's taichi_aot_coming)
             self._wait()
-        elif self.gate.pending[0]:
-            self._drain()
-            self.foreign.release()
-            self.device.release()
 
     def _drain(self) -> None:
         if not self.device.traits.library_native:

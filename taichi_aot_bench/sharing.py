@@ -1,7 +1,9 @@
 """Rows of ``taichi-aot bench``'s sharing section: what a runtime costs a program that shares it between threads, and
 one that passes host arrays to its kernels (issue "house8").
 
-* Threads (where other threads may use the runtime: not a CPU runtime's): THREADS threads sharing the bench's
+* Threads (where other threads may use the runtime: every runtime but one of libtaichi's that keeps to its thread,
+  as OpenGL's; a CPU runtime's calls are made one at a time, so its threads keep one thread's throughput): THREADS
+  threads sharing the bench's
   runtime, each doing rounds of LAUNCHES launches of ``tiny`` on an ndarray of its own and a value read back,
   against one thread doing the same launches and reads in turn (one thread's time / the threads' time: the
   throughput the threads keep; target: at least THREADS_TARGET); and the same with a value every FEW launches
@@ -133,7 +135,7 @@ def sharing(bench: Bench) -> list[Row]:
     rounds, reps = (3, 1) if quick else (7, 2)
     per = 1 if quick or bench.software else 5
     rows: list[Row] = []
-    if bench.rt.device.traits.any_thread:  # a runtime other threads may use (a CPU runtime keeps to its thread)
+    if bench.rt.device.traits.any_thread:  # a runtime other threads may use (CPU, CUDA, Vulkan)
         for launches, times, (one, shared), target in (
                 (LAUNCHES, per, (ONE, SHARED), THREADS_TARGET),
                 (FEW, per * FEW_LAUNCHES_EACH // FEW, (ONE_FEW, SHARED_FEW), FEW_TARGET)):

@@ -96,16 +96,21 @@ def test_torch_tensors_made_anew_and_resized(x64, slow_calls):
 
 
 def test_closed_runtime_and_another_thread(modules):
+    """New arrays taken in C serve another thread of a CPU runtime (any thread may use it), its own arrays into its
+    own launcher's slots; after the close, every thread's call raises ClosedError."""
     require_arch(Arch.X64)
     rt = Runtime(Arch.X64)
     add = rt.load_module(modules.path(Arch.X64)).kernels["add"]
     y = np.ones(8, np.float32)
     add(np.zeros(8, np.float32), y, 1.0)
-    errors = raised_in_thread(WrongThreadError, lambda: add(np.zeros(8, np.float32), y, 1.0))
-    assert len(errors) == 1
+    theirs = [np.zeros(8, np.float32) for _ in range(3)]
+    assert raised_in_thread(WrongThreadError, *(lambda x=x: add(x, y, 2.0) for x in theirs)) == []
+    for x in theirs:
+        np.testing.assert_array_equal(x, np.full(8, 2, np.float32))
     rt.close()
     with pytest.raises(ClosedError):
         add(np.zeros(8, np.float32), y, 1.0)
+    assert len(raised_in_thread(ClosedError, lambda: add(np.zeros(8, np.float32), y, 1.0))) == 1
 
 
 def test_new_numpy_arrays_leak_no_references(x64):

@@ -8,7 +8,7 @@ import pytest
 from test_multi import built  # noqa: F401  (the fixture: a module with x64 and Vulkan parts)
 
 from conftest import require_arch, require_extra
-from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime, WrongThreadError
+from taichi_aot import Arch, ArgumentTypeError, ClosedError, NotSupportedError, Runtime
 
 torch = require_extra("torch", "interop")
 tt = pytest.importorskip("taichi_aot.torch")
@@ -417,20 +417,21 @@ def test_the_c_kernels_faults_are_torchs_errors_and_leave_the_process_whole(modu
     import threading
 
     caught: list[BaseException] = []
+    got: list[torch.Tensor] = []
     compiled = torch.compile(lambda v: add(v, 2.0), fullgraph=True)
     compiled(y)
 
     def elsewhere():
         try:
-            compiled(y)
+            got.append(compiled(y))
         except RuntimeError as e:
             caught.append(e)
 
     worker = threading.Thread(target=elsewhere)
     worker.start()
     worker.join()
-    # the runtime's thread only, as every launch: said by the C kernel in torch's error, or by the op's own
-    assert caught and ("WrongThreadError" in str(caught[0]) or isinstance(caught[0], WrongThreadError)), caught
+    # any thread may launch on a CPU runtime: the C kernel serves the worker as it serves the runtime's thread
+    assert not caught and torch.equal(got[0], 2 * y), caught
     assert torch.equal(nograd(y, 2.0), 2 * y) and torch.equal(add(y, 2.0), 2 * y)
     rt.close()
     with pytest.raises(RuntimeError, match=r"ClosedError: .*its runtime is closed"):

@@ -6,16 +6,24 @@
 #include "taichi_aot.h"
 #include "kinds.h"
 
-/* The calls of a runtime that any thread uses are held by its own Vulkan state (vkqueue.c): the hold answers NULL,
-   holding nothing, for a runtime without one. The own CUDA launcher's driver takes any thread itself: no hold. */
+/* The calls of a runtime that any thread uses are held by its own Vulkan state (vkqueue.c) or, on a CPU runtime, by
+   its calls lock (backends/cpucalls.c): the hold answers NULL, holding nothing, for a runtime with neither.
+   libtaichi's launches are made on either (backends/libtaichi.c asks both), the own x64 launch on a CPU runtime, the
+   own Vulkan launch on its state. The own CUDA launcher's driver takes any thread itself: no hold. libtaichi's
+   launches and the own x64 launch are quick on a CPU runtime alone, while their record's launches are short
+   (backends/cpucalls.c's quick hold); elsewhere that hold answers busy: they let Python's lock go. */
 #define CALLS taichi_aot_vk_hold_calls, taichi_aot_vk_let_go_calls
+#define LIBRARY_CALLS aot_library_hold_calls, aot_library_let_go_calls
+#define CPU_CALLS aot_cpu_hold_calls, aot_cpu_let_go_calls
 
 static const TaichiAotKindOps KINDS[] = {
-    [TAICHI_AOT_KIND_KERNEL] = {aot_library_launch, aot_library_elsewhere, CALLS, aot_library_drain, 0, NULL},
-    [TAICHI_AOT_KIND_GRAPH] = {aot_library_launch, aot_library_elsewhere, CALLS, aot_library_drain, 0, NULL},
+    [TAICHI_AOT_KIND_KERNEL] = {aot_library_launch, aot_library_elsewhere, LIBRARY_CALLS, aot_library_drain, 1,
+                                aot_cpu_quick_hold},
+    [TAICHI_AOT_KIND_GRAPH] = {aot_library_launch, aot_library_elsewhere, LIBRARY_CALLS, aot_library_drain, 1,
+                               aot_cpu_quick_hold},
     [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, NULL, 0, NULL},
     [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, NULL, 0, NULL},
-    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CALLS, NULL, 0, NULL},
+    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CPU_CALLS, NULL, 1, aot_cpu_quick_hold},
     [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, NULL, 1, aot_vk_kernel_quick},
     [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, NULL, 1, aot_vk_graph_quick},
 };

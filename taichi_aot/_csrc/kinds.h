@@ -22,12 +22,13 @@ typedef struct {
        until a wait): the wait for what is queued when the bound is reached, its error code (0: none). NULL: a launch
        of the kind never waits at the bound (its own launches bound their own queue); it is still counted. */
     int (*drain)(const TaichiAotLaunch *l);
-    /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), so that the C
-       call makes it without letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick):
-       threads that launch at once do not hand that lock to each other at every launch. 0: it may run the kernel
-       (a CPU call), take long (libtaichi's launch) or block on what a thread without Python's lock holds (the own
-       CUDA launcher's stand-in lock, held across a stream's synchronization for a kernel's values or its autodiff
-       flag: a host function on that stream may need Python's lock). */
+    /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), or runs a CPU
+       kernel its record's launches found short (its quick_hold says which), so that the C call makes it without
+       letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick): threads that launch at
+       once do not hand that lock to each other at every launch. 0: it may take long (libtaichi's launch on a GPU)
+       or block on what a thread without Python's lock holds (the own CUDA launcher's stand-in lock, held across a
+       stream's synchronization for a kernel's values or its autodiff flag: a host function on that stream may need
+       Python's lock). */
     int quick;
     /* For a quick kind: whether the launch can be made now without blocking: the runtime's calls taken (where `hold`:
        it holds them) only where no other thread has them, and nothing in it waits for the device (a full ring of
@@ -48,6 +49,12 @@ __attribute__((visibility("hidden"))) int aot_cuda_graph_launch(const TaichiAotL
 __attribute__((visibility("hidden"))) int aot_cuda_graph_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
 __attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
+__attribute__((visibility("hidden"))) void *aot_library_hold_calls(TiRuntime runtime);
+__attribute__((visibility("hidden"))) void aot_library_let_go_calls(void *held);
+__attribute__((visibility("hidden"))) void *aot_cpu_hold_calls(TiRuntime runtime);
+__attribute__((visibility("hidden"))) void aot_cpu_let_go_calls(void *held);
+__attribute__((visibility("hidden"))) int aot_cpu_holds(const void *held);
+__attribute__((visibility("hidden"))) int aot_cpu_quick_hold(const TaichiAotLaunch *l, int hold, void **held);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
 __attribute__((visibility("hidden"))) int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held);

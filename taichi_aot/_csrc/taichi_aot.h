@@ -33,7 +33,9 @@
    it reports its errors by its return code, not libtaichi's error slot (checked on every replay, and no wait for
    libtaichi's copies where it is launched elsewhere); TAICHI_AOT_LAUNCH_GRAPHABLE, its launch never waits (a CUDA
    graph may hold it); TAICHI_AOT_LAUNCH_ANY_THREAD, any thread may launch it, not only the runtime's (its runtime's
-   device says so: launch.py).
+   device says so: launch.py); TAICHI_AOT_LAUNCH_LONG, set by C, not Python: a launch of the record on a CPU runtime
+   made with Python's lock kept ran past TAICHI_AOT_CPU_QUICK_NS (backends/cpucalls.c), so its later launches let
+   that lock go (one is tried with it kept again after 1023 of them, counted down in the bits from 20 up).
    `seen` is the close epoch at which Python last found every object it uses open, `thread` the thread that
    owns the runtime, `pending` the runtime's three counts: [0] "work may be running" (nonzero), set by every
    launch, on a runtime that bounds its queue the launches queued since the last wait; [1] launches through
@@ -54,6 +56,7 @@
 #define TAICHI_AOT_LAUNCH_CODES 2
 #define TAICHI_AOT_LAUNCH_GRAPHABLE 4
 #define TAICHI_AOT_LAUNCH_ANY_THREAD 8
+#define TAICHI_AOT_LAUNCH_LONG 16
 typedef struct {
     TiRuntime runtime;
     uint32_t kind;
@@ -617,6 +620,18 @@ int taichi_aot_stdio_flush(void *stream);
 int taichi_aot_hook_cpu_threads(void);
 void taichi_aot_set_cpu_threads(int count);
 int taichi_aot_get_cpu_threads(void);
+
+/* backends/cpucalls.c: libtaichi's calls on a CPU runtime made one at a time, so that any thread may use it. The hook
+   points the trampolines of the calls on a runtime (launches, copies, waits, memory, modules, its destroy) at
+   wrappers that hold its runtime's calls lock, once, after the library is loaded (1: in place); open gives a runtime
+   its lock (1; 0 where the wrappers are not in place, or taichi_aot_cpu_calls_max() CPU runtimes are open), which
+   any thread's launches hold (kinds.h) and its destroy gives up: a call on it after that, from any thread, is
+   refused (INVALID_STATE). settle returns once no other thread is inside a call on the runtime (a launch that may
+   read host memory about to go back to the system: one that comes after finds the close epoch moved). */
+int taichi_aot_cpu_calls_hook(void);
+int taichi_aot_cpu_calls_open(TiRuntime runtime);
+void taichi_aot_cpu_calls_settle(TiRuntime runtime);
+int taichi_aot_cpu_calls_max(void);
 
 /* hostcopy.c: `size` bytes copied from `src` to `dst` (not overlapping) by `threads` threads (1-16), each a part. */
 void taichi_aot_copy_bytes(void *dst, const void *src, uint64_t size, uint32_t threads);

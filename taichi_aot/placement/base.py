@@ -177,6 +177,10 @@ class Traits(NamedTuple):
     runtime_words: str = ""
     #: kernels run on a CUDA stream the caller may set (``Runtime.set_cuda_stream``)
     cuda_streams: bool = False
+    #: a launch returns once its kernels have run (the CPU backends: they run on the caller's thread and the
+    #: runtime's pool), so no thread's work is left running that a wait on another thread, which found nothing
+    #: counted, could miss: a runtime any thread uses waits only where work was counted, as one thread's does
+    launches_finish: bool = False
     #: libtaichi's launches on the runtime may be made from any thread too (its calls are made one at a time: the
     #: own Vulkan launch's wrappers), not only the runtime's
     library_any_thread: bool = False
@@ -269,6 +273,11 @@ class Device:
     def default_access(self) -> tuple[bool, bool]:
         """``(host_read, host_write)`` of an ndarray made with ``host_access=None``."""
         return True, True
+
+    def one_thread_why(self) -> str:
+        """Why the runtime keeps to the thread that made it, with what to do, where it does (``traits.any_thread``
+        false: what WrongThreadError says); "": libtaichi's reason."""
+        return ""
 
     def why_default(self) -> str:
         """Why the default is what it is, in a few words (``config``, the guide's table)."""

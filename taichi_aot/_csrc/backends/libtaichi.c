@@ -44,6 +44,21 @@ int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *wh
     return launch_library(l, where);
 }
 
+/* The hold of a launch any thread may make (kinds.h): the runtime's calls, where its runtime is a CPU runtime that
+   keeps them (backends/cpucalls.c) or has the own Vulkan state (backends/vkqueue.c); NULL: neither. */
+void *aot_library_hold_calls(TiRuntime runtime) {
+    void *held = aot_cpu_hold_calls(runtime);
+    return held != NULL ? held : taichi_aot_vk_hold_calls(runtime);
+}
+
+void aot_library_let_go_calls(void *held) {
+    if (aot_cpu_holds(held)) {
+        aot_cpu_let_go_calls(held);
+    } else {
+        taichi_aot_vk_let_go_calls(held);
+    }
+}
+
 /* The queue bound's wait (kinds.h's `drain`): libtaichi keeps each launch's command buffer and argument buffers until
    a wait, so a runtime that bounds its queue waits once pending[2] of its launches are queued, as a CUDA launch
    blocks when its queue is full. */

@@ -161,7 +161,9 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
-   The dispatcher's entries (kinds.h): the call runs on this thread wherever it is made. */
+   The dispatcher's entries (kinds.h): the call runs on this thread wherever it is made. A kernel's temporaries and
+   result memory are one for all its launches: a launch any thread makes holds its runtime's calls (the dispatcher's
+   hold, backends/cpucalls.c), and so does one made elsewhere (torch's autograd, XLA's handler). */
 
 int aot_cpu_call_launch(const TaichiAotLaunch *l) {
     return taichi_aot_cpu_call(l->runtime, (const TaichiAotCpuKernel *)l->handle, l->arg_count,
@@ -169,6 +171,10 @@ int aot_cpu_call_launch(const TaichiAotLaunch *l) {
 }
 
 int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
+    void *held = aot_cpu_hold_calls(l->runtime);
+    int code;
     (void)where;
-    return aot_cpu_call_launch(l);
+    code = aot_cpu_call_launch(l);
+    aot_cpu_let_go_calls(held);
+    return code;
 }
