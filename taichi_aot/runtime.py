@@ -135,7 +135,7 @@ class Runtime(DeviceAliases):
     def __init__(self, arch: Arch | int | str | None = None, device_index: int | None = None, *,
                  cpu_threads: int | None = None, cuda_runtime: str | None = None, wait: str | None = None):
         self._arch: Arch = resolve_arch(arch)
-        self.wait_policy: str = resolve_wait(wait)  #: how its waits wait (the ``wait`` argument)
+        self._wait_policy = resolve_wait(wait)
         self._device_index: int = 0 if device_index is None else device_index  # Vulkan's: the one it is made on
         if len(_open_runtimes) >= _COLLECT_AT and not collection_held():  # runtimes dropped
             gc.collect()  # unclosed, held by a cycle (a module and its kernels), are released before another is made
@@ -147,7 +147,7 @@ class Runtime(DeviceAliases):
         pending = native.pending
         #: Where this runtime's memory lives by default and how bytes move (taichi_aot.placement), chosen once.
         self.device: Device = device_for(self, native)
-        self.device.set_wait(self.wait_policy)
+        self.device.set_wait(self._wait_policy)
         traits = self.device.traits
         self._cpu_threads = capi.runtime_threads(self._handle) or None if traits.library_native else None
         #: a wait is libtaichi's alone, where anything was counted (not CUDA's: the driver copies beside its queue),
@@ -200,6 +200,11 @@ class Runtime(DeviceAliases):
     def arch(self) -> Arch:
         """The backend of this runtime."""
         return self._arch
+
+    @property
+    def wait_policy(self) -> str:
+        """How this runtime's waits wait (the ``wait`` argument; :mod:`taichi_aot.waits`)."""
+        return self._wait_policy
 
     @property
     def cpu_threads(self) -> int | None:

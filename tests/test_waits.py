@@ -137,3 +137,10 @@ def test_a_small_read_of_device_memory_waits_for_its_own_copy_alone(device_polic
     np.testing.assert_array_equal(big.to_numpy(), np.arange(1 << 15, dtype=np.float32))
     assert downloads == [1 << 17]
     _values_in_threads(rt, add, 16, 40, 4)
+
+
+def test_the_policy_is_read_only(vulkan):
+    with Runtime(vulkan, wait="yield") as rt:
+        with pytest.raises(AttributeError):
+            rt.wait_policy = "spin"  # type: ignore[misc]
+        assert rt.wait_policy == "yield"
