@@ -240,3 +240,44 @@ def test_without_llvmlite_x64_refuses_them_saying_why(built):
     assert "cannot pass a f64 scalar" in lines["call"]
     assert lines["total"].startswith("refused: returns values") and "llvmlite" in lines["total"]
     assert lines["wide"].startswith("taichi: ") and "llvmlite" in lines["wide"]
+
+
+def test_a_value_is_its_own_calls_with_an_op_of_the_kernel_on_another_thread(built):
+    """A CPU runtime serves any thread: a Python call of a returning kernel on this thread and a JAX op of the same
+    kernel (launched by XLA's handler) on another, at once over many rounds, each get the value of their own launch,
+    never the other's (a kernel's values are one buffer for all its launches)."""
+    jax = require_extra("jax", "jax")
+    import threading
+
+    import jax.numpy as jnp
+
+    import taichi_aot.jax as tj
+
+    path, _ = built
+    small, large = np.ones(64, np.float32), np.full(4096, 2.0, np.float32)  # totals 64 and 8192
+    with Runtime(Arch.X64) as rt:
+        total = rt.load_module(path).kernels["total"]
+        with jax.default_device(jax.devices("cpu")[0]):
+            jtotal = jax.jit(tj.op(total, {}))
+            jlarge = jnp.asarray(large)
+            assert float(jtotal(jlarge)) == 8192.0
+            wrong: list[float] = []
+            stop = threading.Event()
+
+            def op_calls() -> None:
+                while not stop.is_set():
+                    got = float(jtotal(jlarge))
+                    if got != 8192.0:
+                        wrong.append(got)
+
+            other = threading.Thread(target=op_calls)
+            other.start()
+            try:
+                for _ in range(2000):
+                    got = total(small)
+                    if got != 64.0:
+                        wrong.append(got)
+            finally:
+                stop.set()
+                other.join()
+    assert wrong == []

@@ -256,9 +256,14 @@ static const char *op_driver_error(const TaichiAotOpCell *c, int code) {
 static int op_values(const TaichiAotOpCell *c, const TaichiAotOpPlan *p, const TaichiAotOpCall *call, void *stream,
                      char *why, size_t why_size) {
     uint32_t k;
+    /* the own x64 launch's: this thread's launch's copy (another thread's launch of the kernel may have written the
+       kernel's values since) */
+    const char *values = p->kind == TAICHI_AOT_KIND_CPU_CALL
+                             ? (const char *)taichi_aot_cpu_values((const TaichiAotCpuKernel *)p->handle)
+                             : (const char *)p->values;
     for (k = 0; k < p->value_count; ++k) {
         uint32_t at = p->value_first + k;
-        const char *value = (const char *)p->values + p->value_offsets[k];
+        const char *value = values + p->value_offsets[k];
         const TaichiAotOpBuffer *b;
         int code;
         if (at >= call->ret_count || call->rets[at].rank < 0) {

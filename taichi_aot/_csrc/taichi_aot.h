@@ -494,7 +494,10 @@ int taichi_aot_vulkan_imports_host(void *device);
    the CUDA plan's are (`args`, `arg_count`, `args_size`, at most TAICHI_AOT_PLAN_MAX_BYTES); a reverse-mode kernel
    takes `grad_count` gradients after its arguments (each of its array's shape), and where its autodiff stacks are
    bounded, `overflow` is the flag an overflow sets (cleared after each launch); where it returns values, `result`:
-   host memory of `result_size` bytes its tasks write them into (RuntimeContext.result_buffer). taichi_aot_cpu_call
+   host memory of `result_size` bytes its tasks write them into (RuntimeContext.result_buffer), one for all its
+   launches: a launch copies them, before its runtime's calls are let go, into memory of the launching thread's, which
+   taichi_aot_cpu_values gives that thread (the kernel's `result` where the thread's last launch was another kernel's),
+   so a value read after a launch is that launch's whatever another thread launches meanwhile. taichi_aot_cpu_call
    returns 0, TAICHI_AOT_PLAN_BAD_ARGS where an argument is not of the kind the plan lays out,
    TAICHI_AOT_STACK_OVERFLOW, or the library's error code where an ndarray's memory is not its (ti_map_memory
    failed). */
@@ -508,8 +511,11 @@ typedef struct {
     void *result;
     uint32_t grad_count;
     int32_t *overflow;
+    uint32_t result_size;
 } TaichiAotCpuKernel;
+#define TAICHI_AOT_CPU_VALUES_BYTES 4096 /* a kernel's values at most, copied for its launching thread */
 void *taichi_aot_cpu_parallel_for_address(void);
+const void *taichi_aot_cpu_values(const TaichiAotCpuKernel *kernel);
 int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uint32_t count, const TiArgument *args);
 
 /* backends/vulkan.c: a Vulkan module's kernels dispatched by taichi_aot itself on the VkDevice and compute queue of

@@ -20,6 +20,7 @@ one past the end is redirected to the array's start and noted, and the launch ra
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import threading
@@ -174,7 +175,10 @@ def compile_call(code_: LlvmCode, name: str, threads: int | None) -> CpuCall:
         "standin": ffi.cast("void *", code.standin.ctypes.data), "tasks": listed, "count": len(code.tasks),
         "args": args, "arg_count": len(plan["args"]), "args_size": plan["args_size"],
         "result": results.host if results is not None else ffi.NULL, "grad_count": grads,
-        "overflow": ffi.cast("int32_t *", code.overflow)})
+        "overflow": ffi.cast("int32_t *", code.overflow),
+        "result_size": plan["result_size"] if results is not None else 0})
+    if results is not None:  # each thread reads its own launch's values (taichi_aot_cpu_values)
+        results.source = functools.partial(lib.taichi_aot_cpu_values, c)
     return CpuCall(c, results, [code.standin, listed, args, *code.keep])
 
 

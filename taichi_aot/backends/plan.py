@@ -8,7 +8,7 @@ graph's dispatches mapped onto the graph's arguments (:func:`dispatch_maps`) and
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -84,6 +84,10 @@ class Results:
     def __init__(self, rets: list[dict], size: int):
         self.host = ffi.new("unsigned char[]", size)
         self._buffer = ffi.buffer(self.host)
+        self._size = size
+        #: where the calling thread reads its last launch's values, where its backend keeps them per thread (the own
+        #: x64 launch: taichi_aot_cpu_values); None: :attr:`host`
+        self.source: Callable[[], Any] | None = None
         self._rets = [(np.dtype(_RESULT_DTYPES[r["type"]]), r["offset"], _shape(r.get("shape"))) for r in rets]
 
     def layout(self) -> list[tuple[np.dtype, tuple[int, ...] | None]]:
@@ -95,13 +99,15 @@ class Results:
         return [(offset, dtype.itemsize * int(np.prod(shape or ()))) for dtype, offset, shape in self._rets]
 
     def read(self) -> Any:
-        """The values the last launch returned (copies: the next launch overwrites the buffer)."""
+        """The values the last launch returned (copies: the next launch overwrites the buffer); this thread's last
+        launch's where the backend keeps them per thread."""
         values = []
+        buffer = self._buffer if self.source is None else ffi.buffer(self.source(), self._size)
         for dtype, offset, shape in self._rets:
             if shape is None:
-                values.append(np.frombuffer(self._buffer, dtype, 1, offset)[0].item())
+                values.append(np.frombuffer(buffer, dtype, 1, offset)[0].item())
             else:
-                values.append(np.frombuffer(self._buffer, dtype, int(np.prod(shape)), offset).reshape(shape).copy())
+                values.append(np.frombuffer(buffer, dtype, int(np.prod(shape)), offset).reshape(shape).copy())
         return values[0] if len(values) == 1 else tuple(values)
 
 

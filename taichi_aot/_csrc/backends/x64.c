@@ -9,6 +9,7 @@
    taichi_aot_cpu_parallel_for: a range-for task hands it its splits, which threads of its own take in turn. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "taichi_aot.h"
@@ -80,6 +81,39 @@ static void taichi_aot_cpu_parallel_for(void *pool, int32_t splits, int32_t thre
 
 void *taichi_aot_cpu_parallel_for_address(void) {
     return (void *)&taichi_aot_cpu_parallel_for;
+}
+
+/* The values of this thread's last launch of a kernel that returns them (taichi_aot_cpu_values), and its kernel: in
+   memory of the thread's, made at its first such launch and freed when it ends (a dlopened library's thread-local
+   storage is a few bytes: a pointer here). */
+static __thread const TaichiAotCpuKernel *cpu_values_of;
+static __thread int64_t *cpu_values;
+static pthread_key_t cpu_values_key;
+static pthread_once_t cpu_values_once = PTHREAD_ONCE_INIT;
+
+static void cpu_values_key_make(void) {
+    pthread_key_create(&cpu_values_key, free);
+}
+
+/* `k`'s values copied for this thread (its runtime's calls held, as they were while its tasks wrote them). */
+static void cpu_keep_values(const TaichiAotCpuKernel *k) {
+    if (k->result == NULL || k->result_size > TAICHI_AOT_CPU_VALUES_BYTES) {
+        return;
+    }
+    if (cpu_values == NULL) {
+        pthread_once(&cpu_values_once, cpu_values_key_make);
+        cpu_values = (int64_t *)malloc(TAICHI_AOT_CPU_VALUES_BYTES);
+        if (cpu_values == NULL) {
+            return;
+        }
+        pthread_setspecific(cpu_values_key, cpu_values);
+    }
+    memcpy(cpu_values, k->result, k->result_size);
+    cpu_values_of = k;
+}
+
+const void *taichi_aot_cpu_values(const TaichiAotCpuKernel *kernel) {
+    return cpu_values_of == kernel && cpu_values != NULL ? (const void *)cpu_values : kernel->result;
 }
 
 static void cpu_run(const TaichiAotCpuKernel *kernel, void *args) {
@@ -154,6 +188,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *k, uint32_t
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
     cpu_run(k, params);
+    cpu_keep_values(k);
     if (k->overflow != NULL && __atomic_exchange_n(k->overflow, 0, __ATOMIC_RELAXED) != 0) {
         return TAICHI_AOT_STACK_OVERFLOW;
     }
