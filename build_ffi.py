@@ -41,7 +41,9 @@ C_FILES = ("loader.c", "waits.c", "backends/plan.c", "backends/libtaichi.c", "ba
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
 PRIVATE_HEADERS = ("interop.h", "xla_ffi.h", "loader.h", "arrays.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
                    "waits.h", "backends/plan.h", "backends/cudaprofile.h", "backends/vk.h", "backends/vkstate.h",
-                   "backends/vkqueue.h", "backends/vkprofile.h", "backends/vkbatch.h", "backends/vkorder.h")
+                   "backends/vkqueue.h", "backends/vkprofile.h", "backends/vkbatch.h", "backends/vkorder.h",
+                   "backends/libtaichi.h", "backends/cuda.h", "backends/x64.h", "backends/cpucalls.h",
+                   "backends/vulkan.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

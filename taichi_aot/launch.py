@@ -35,7 +35,7 @@ from ._dtypes import signature
 from ._lifetime import ForeignPolicy, Parent, unpicklable
 from ._native import ffi, lib
 from ._nvtx import first_use, range_name
-from .backends import launch_error
+from .backends import launch_error, library_kind
 from .enums import GFX_ARCHS, Access, Arch, DataType
 from .errors import (
     ArgumentNotFoundError,
@@ -85,17 +85,15 @@ _STALE: int = lib.TAICHI_AOT_STALE
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
 _clock = time.perf_counter
-#: The launch kinds of libtaichi's launch (the others are the package's own backends').
-_LIBRARY_KINDS = (lib.TAICHI_AOT_KIND_KERNEL, lib.TAICHI_AOT_KIND_GRAPH)
 _ANY_THREAD = lib.TAICHI_AOT_LAUNCH_ANY_THREAD
 
 
 def thread_flag(runtime: Any, kind: int) -> int:
     """TAICHI_AOT_LAUNCH_ANY_THREAD where any thread may make a launch of ``kind`` on ``runtime``: its device allows
-    it (``any_thread``: the own CUDA runtime, a Vulkan runtime with the own launch open), for libtaichi's launches
-    only where the device makes libtaichi's calls one at a time too (``library_any_thread``)."""
-    device = runtime.device
-    allowed = device.traits.library_any_thread or (device.traits.any_thread and kind not in _LIBRARY_KINDS)
+    it (``any_thread``), for libtaichi's launches (their backend's registration says ``library_any_thread``) only
+    where the device makes libtaichi's calls one at a time too (``library_any_thread``)."""
+    traits = runtime.device.traits
+    allowed = traits.library_any_thread or (traits.any_thread and not library_kind(kind))
     return _ANY_THREAD if allowed else 0
 
 #: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
@@ -126,10 +124,9 @@ def _here(c: Any, what: str | Callable[[], str]) -> Any:
     if not c.flags & _ANY_THREAD:
         raise WrongThreadError(
             f"{what if isinstance(what, str) else what()}: launched through libtaichi (module.launchers() says why), "
-            f"whose runtime is used from the thread that made it ({c.thread}), not from thread {_get_ident()}; on "
-            "CUDA, give the module PTX (python -m taichi_aot ptx) for the own CUDA launcher, which any thread may use; "
-            "on Vulkan, any thread may use a runtime whose own Vulkan launch is open (runtime.device.vulkan_why says "
-            "why it is not)")
+            f"whose launches on this runtime are made from the thread that made it ({c.thread}), not from thread "
+            f"{_get_ident()}; any thread may make the launches of the kernels an own launcher takes "
+            "(module.launchers() says which, and why not the others)")
     here = ffi.new("TaichiAotLaunch *", c[0])
     here.thread = _get_ident()
     return here

@@ -112,17 +112,16 @@ def _open(runtime: Parent, source: object) -> _Source:
     return _Source(data, path, what, meta, _digest(data, path))
 
 
-def _load(runtime: Parent, src: _Source, choice: str) -> tuple[Any, str | None]:
-    """Load a checked source in C: ``(handle, temp dir)``; the files of a ``.tcm`` unpacked where a backend of
-    ``choice`` reads them from a folder (the own Vulkan launch: each task's SPIR-V)."""
+def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
+    """Load a checked source in C: ``(handle, temp dir)``; the files of a ``.tcm`` unpacked for an LLVM arch's."""
     rt, data, what, meta = runtime.handle, src.data, src.what, src.meta
     own = not runtime.device.traits.library_native  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
     try:
         llvm, archive = runtime.arch in LLVM_ARCHS, data is not None or os.path.isfile(what)
-        if archive and (llvm or ModuleBackends.wants_files(runtime, choice)):
-            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and refuses .tcm bytes, and a
-            # backend that reads the module's files wants a folder: extract the archive to a private folder
+        if archive and llvm:
+            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and refuses .tcm bytes: extract the
+            # archive to a private folder
             temp_dir = private_folder()
             extract_archive(data if data is not None else what, temp_dir)
             data, what = None, temp_dir
@@ -314,7 +313,7 @@ class AotModule(Child):
         key = (src.key, choice if ModuleBackends.by_choice(runtime) else "")
         shared, owned = _Shared.take(runtime, key)  # pinned from here on
         if shared is None or owned is None:
-            handle, temp_dir = _load(runtime, src, choice)
+            handle, temp_dir = _load(runtime, src)
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice, src.meta)

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ import taichi_aot
 from conftest import ARCHS, require_arch
 from taichi_aot import Arch, Runtime
 from taichi_aot._native import lib
-from taichi_aot.backends import launch_error, registered
+from taichi_aot.backends import BackendModule, ContractError, launch_error, registered
+from taichi_aot.backends.choice import needed
 from taichi_aot.errors import InvalidArgumentError, InvalidStateError, NotSupportedError
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -208,16 +210,123 @@ def test_each_backend_reads_its_own_error_codes():
 
 @pytest.mark.parametrize("registration", registered(), ids=lambda r: r.name)
 def test_every_registered_module_gives_the_contract(registration):
-    """Each registered backend's module (the registry walked, not a hand list) gives what its registration promises:
-    ``load`` and ``launch_error``, and its refusal sentences where it has them, each a sentence of its own words."""
+    """Each registered backend's module (the registry walked, not a hand list) keeps the contract it was checked
+    against when it was imported (``choice.BackendModule``): ``load`` and ``launch_error``, and every refusal, either
+    the contract's default (None: the room's own sentence) or a sentence of its own words."""
     module = registration.imported()
-    assert callable(module.load) and callable(module.launch_error)
+    assert isinstance(module, BackendModule) and module is registration.imported()  # read once
+    assert needed(BackendModule) == ("load", "launch_error")
+    assert all(callable(getattr(module, a)) for a in needed(BackendModule))
     for question, arg in (("returns_refused", None), ("returns_refused", "no PTX for it"), ("reverse_refused", "k"),
                           ("unowned_refused", None), ("unowned_refused", "no PTX for it"), ("graph_refused", "'k'")):
-        said = getattr(module, question, None)
-        if said is not None:
-            answer = said(arg)
-            assert isinstance(answer, str) and len(answer.split()) >= 5, (registration.name, question, answer)
+        answer = getattr(module, question)(arg)
+        assert answer is None or (isinstance(answer, str) and len(answer.split()) >= 5), (registration.name, question)
+
+
+class _ToyModule:
+    """A backend's module as an object: load and launch_error, no refusal of its own."""
+
+    def __init__(self, backend=None):
+        self.backend = backend
+
+    def load(self, runtime, state, what, folder, choice, meta):
+        return self.backend
+
+    def launch_error(self, code, what):
+        return InvalidStateError(f"{what}: toy code {code}")
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The room's registry, restored after the test (what a test registers stays in it)."""
+    import taichi_aot.backends as room
+
+    monkeypatch.setattr(room, "_registered", list(room._registered))
+    monkeypatch.setattr(room, "_read", dict(room._read))
+    return room
+
+
+def test_a_name_registered_twice_is_refused(registry):
+    """A second registration of a name is refused (before, it silently replaced the first), and changes nothing."""
+    before = registered()
+    with pytest.raises(ContractError, match="'taichi' is registered already"):
+        registry.register("taichi", _ToyModule(), (), frozenset({Arch.X64}), priority=100)
+    assert registered() == before
+    registry.register("toy", _ToyModule(), ())
+    with pytest.raises(ContractError, match="'toy' is registered already"):
+        registry.register("toy", ".toy", ())
+
+
+def test_a_module_missing_the_contract_is_refused_naming_what_it_lacks(registry):
+    """A backend's module without ``launch_error`` (or ``load``) is refused when it registers, naming the attribute;
+    one named by its path, when it is first imported; a refusal that is no function is named too."""
+    class NoError:
+        def load(self, *args):
+            return None
+
+    class BadRefusal(_ToyModule):
+        returns_refused = "no"
+
+    with pytest.raises(ContractError, match=r"'toy'.*lacks launch_error") as raised:
+        registry.register("toy", NoError(), ())
+    assert isinstance(raised.value, TypeError)
+    with pytest.raises(ContractError, match=r"lacks load, launch_error"):
+        registry.register("toy", object(), ())
+    with pytest.raises(ContractError, match=r"returns_refused \(not a function\)"):
+        registry.register("toy", BadRefusal(), ())
+    assert "toy" not in [r.name for r in registered()]
+    registry.register("toy", ".libtaichi.NAME", ())  # a path: checked at its import (here: no such module)
+    with pytest.raises(ModuleNotFoundError):
+        next(r for r in registered() if r.name == "toy").imported()
+    registry._registered[:] = [r for r in registry._registered if r.name != "toy"]
+    registry.register("toy", ".choice", ())  # a module that is no backend's
+    with pytest.raises(ContractError, match=r"'toy'.*lacks load, launch_error"):
+        next(r for r in registered() if r.name == "toy").imported()
+
+
+def test_a_backend_a_module_loads_is_checked_naming_what_it_lacks(registry):
+    """What a backend's ``load`` returns keeps ``choice.Backend``'s contract, checked when a module loads it."""
+    class Partial:
+        name = "toy"
+
+        def kernel(self, name, info, library):
+            return None
+
+    registry.register("toy", _ToyModule(Partial()), (), frozenset({Arch.OPENGL}), priority=100)  # asked first there
+    runtime = types.SimpleNamespace(arch=Arch.OPENGL)
+    with pytest.raises(ContractError, match=r"'toy'.*lacks graph, takes, why_not, reverse, unload"):
+        registry.ModuleBackends.load(runtime, None, "m", None, "taichi", None)
+
+
+def test_the_contract_defaults_speak_where_a_backend_gives_no_refusal_of_its_own(registry):
+    """A backend that gives none of the refusals is read with the contract's defaults (None), and the room says its
+    own sentences for it: a kernel returning values, a reverse kernel, a graph where libtaichi is absent."""
+    registry.register("toy", _ToyModule(), (), frozenset({Arch.OPENGL}), priority=100)
+    toy = next(r for r in registered() if r.name == "toy").imported()
+    assert [toy.returns_refused(None), toy.reverse_refused("k"), toy.unowned_refused(None),
+            toy.graph_refused("'k'")] == [None] * 4
+    assert isinstance(toy.launch_error(3, "kernel 'k'"), InvalidStateError)  # its own, not a default
+    room = registry.ModuleBackends(Arch.OPENGL, [])
+    meta = types.SimpleNamespace(kernels={"k": types.SimpleNamespace(returns=True, reverse=False)})
+    said = room.launchers(["k"], meta)["k"]
+    assert said.startswith("refused: returns values, which libtaichi_c_api 1.7.4 does not give back on OPENGL"), said
+    with pytest.raises(NotSupportedError, match="no launch backend on this OPENGL runtime runs its reverse-mode"):
+        room.reverse(types.SimpleNamespace(ensure_open=lambda: None), "k", types.SimpleNamespace(
+            kernels={"k_grad": types.SimpleNamespace(reverse=True)}), None)
+    absent = registry.ModuleBackends(Arch.OPENGL, [registry.libtaichi.Absent("libtaichi has no runtime here")])
+    with pytest.raises(NotSupportedError, match=r"takes all of its kernels \('k'\), and libtaichi has no runtime"):
+        absent.graph(types.SimpleNamespace(name="g", dispatches=["k"]), None)
+
+
+def test_the_registration_says_which_launches_are_libtaichis_calls():
+    """``Registration.library_any_thread`` (libtaichi's kinds): what ``launch.thread_flag`` asks, with no list of
+    kinds of its own."""
+    from taichi_aot.backends import library_kind
+
+    assert [r.name for r in registered() if r.library_any_thread] == ["taichi"]
+    assert library_kind(lib.TAICHI_AOT_KIND_KERNEL) and library_kind(lib.TAICHI_AOT_KIND_GRAPH)
+    assert not any(library_kind(k) for k in (lib.TAICHI_AOT_KIND_CPU_CALL, lib.TAICHI_AOT_KIND_VULKAN_KERNEL,
+                                             lib.TAICHI_AOT_KIND_CUDA_KERNEL))
 
 
 @pytest.mark.parametrize(("registration", "arch"), [(r, a) for r in registered() if r.choosable

@@ -121,10 +121,7 @@ def c_calls() -> dict[str, set[str]]:
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 #: Headers whose includers are no edge to the file they are named for, and why (each owed a split).
-INCLUDED_ACROSS: dict[str, str] = {
-    "kinds.h": "it declares every backend's entries for kinds.c's table besides kinds.c's own: the backends include "
-               "it for their entries' prototypes (each owed a header of its own, REVIEW.md 14.10 item 3)",
-}
+INCLUDED_ACROSS: dict[str, str] = {}
 
 
 def _included(path: str) -> list[str]:

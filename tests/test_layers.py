@@ -452,8 +452,7 @@ ARCH_DECISIONS = {
     "taichi_aot/_cpus.py": (1, "thread counts are the CPU backends'"),
     "taichi_aot/_arguments.py": (1, "a u1 ndarray is laid out as 32-bit booleans in a gfx backend's SPIR-V "
                                     "(libtaichi 1.7.4): its slot is packed in Python"),
-    "taichi_aot/launch.py": (2, "the same u1 ndarray slot; and libtaichi's launch kinds take any thread only where "
-                                "the device makes libtaichi's calls one at a time"),
+    "taichi_aot/launch.py": (1, "the same u1 ndarray slot"),
     "taichi_aot/replay.py": (1, "a CPU runtime's launches run as they are made: its replay drains no queue"),
 }
 

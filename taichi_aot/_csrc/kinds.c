@@ -1,10 +1,15 @@
 /* The launch kinds and each one's entries (kinds.h): one line a kind, as the backends register in
-   backends/__init__.py. A new backend's kind is a #define in taichi_aot.h, its entries in its own C file, and a line
-   here; launch.c does not change. */
+   backends/__init__.py. A new backend's kind is a #define in taichi_aot.h, its entries in its own C file (declared in
+   the header named for it), and a line here; launch.c does not change. */
 #include <stddef.h>
 
 #include "taichi_aot.h"
 #include "kinds.h"
+#include "backends/cpucalls.h"
+#include "backends/cuda.h"
+#include "backends/libtaichi.h"
+#include "backends/vulkan.h"
+#include "backends/x64.h"
 
 /* The calls of a runtime that any thread uses are held by its own Vulkan state (vkqueue.c) or, on a CPU runtime, by
    its calls lock (backends/cpucalls.c): the hold answers NULL, holding nothing, for a runtime with neither.

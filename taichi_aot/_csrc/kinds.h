@@ -1,7 +1,7 @@
 /* The dispatcher's table of launch kinds: what launch.c calls for a launch of each kind. Each launch backend's C file
-   gives the entries of its kinds (backends/libtaichi.c, cuda.c, x64.c, vulkan.c), kinds.c lists them by kind, and
-   launch.c names none of them: it keeps the close epoch, the thread check, the counts and the NVTX range. A private
-   header: never handed to cffi. */
+   gives the entries of its kinds, declared in the header named for it (backends/libtaichi.h, cuda.h, x64.h,
+   cpucalls.h, vulkan.h), kinds.c lists them by kind, and launch.c names none of them: it keeps the close epoch, the
+   thread check, the counts and the NVTX range. A private header: never handed to cffi. */
 #ifndef TAICHI_AOT_KINDS_H
 #define TAICHI_AOT_KINDS_H
 
@@ -38,26 +38,5 @@ typedef struct {
 
 /* The entry of `kind`; NULL: no such kind (nothing is launched: TAICHI_AOT_UNKNOWN_KIND). */
 __attribute__((visibility("hidden"))) const TaichiAotKindOps *taichi_aot_kind_ops(uint32_t kind);
-
-/* Each backend's entries (in its own C file), for kinds.c. */
-__attribute__((visibility("hidden"))) int aot_library_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
-__attribute__((visibility("hidden"))) int aot_library_drain(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_cuda_kernel_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_cuda_kernel_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
-__attribute__((visibility("hidden"))) int aot_cuda_graph_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_cuda_graph_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
-__attribute__((visibility("hidden"))) int aot_cpu_call_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where);
-__attribute__((visibility("hidden"))) void *aot_library_hold_calls(TiRuntime runtime);
-__attribute__((visibility("hidden"))) void aot_library_let_go_calls(void *held);
-__attribute__((visibility("hidden"))) void *aot_cpu_hold_calls(TiRuntime runtime);
-__attribute__((visibility("hidden"))) void aot_cpu_let_go_calls(void *held);
-__attribute__((visibility("hidden"))) int aot_cpu_holds(const void *held);
-__attribute__((visibility("hidden"))) int aot_cpu_quick_hold(const TaichiAotLaunch *l, int hold, void **held);
-__attribute__((visibility("hidden"))) int aot_vk_kernel_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_vk_graph_launch(const TaichiAotLaunch *l);
-__attribute__((visibility("hidden"))) int aot_vk_kernel_quick(const TaichiAotLaunch *l, int hold, void **held);
-__attribute__((visibility("hidden"))) int aot_vk_graph_quick(const TaichiAotLaunch *l, int hold, void **held);
 
 #endif

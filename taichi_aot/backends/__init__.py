@@ -51,60 +51,83 @@ from .._native import ffi, lib
 from ..enums import Arch
 from ..errors import InvalidStateError, NotSupportedError
 from . import libtaichi
-from .choice import AUTO, CUDA, LIBTAICHI, VULKAN, X64, Backend, Choice, RuntimeState, launchers
+from .choice import (
+    AUTO,
+    CUDA,
+    LIBTAICHI,
+    VULKAN,
+    X64,
+    Backend,
+    BackendModule,
+    Choice,
+    ContractError,
+    RuntimeState,
+    checked,
+    launchers,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo, ModuleInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["CUDA", "LIBTAICHI", "VULKAN", "X64", "Backend", "Choice", "ModuleBackends", "Registration",
-           "RuntimeBackends", "launch_error", "launchers", "register", "registered"]
+__all__ = ["CUDA", "LIBTAICHI", "VULKAN", "X64", "Backend", "BackendModule", "Choice", "ContractError",
+           "ModuleBackends", "Registration", "RuntimeBackends", "launch_error", "launchers", "library_kind", "register",
+           "registered"]
 
 
 @dataclass(frozen=True)
 class Registration:
-    """A launch backend as the room knows it before its module is imported: its ``name``, its ``module`` (under
-    ``taichi_aot.backends`` where it starts with a dot; imported when a runtime of one of its ``arches`` first loads
-    a module, or when one of its launches fails), the ``kinds`` of ``TaichiAotLaunch`` its choices carry (a launch's
-    error code is its backend's to read), whether ``launcher="taichi"`` leaves its kernels to libtaichi
-    (``choosable``), and its ``priority`` (higher is asked first; libtaichi, the fallback, is 0).
+    """A launch backend as the room knows it before its module is imported: its ``name``, its ``module`` (a path,
+    under ``taichi_aot.backends`` where it starts with a dot, imported when a runtime of one of its ``arches`` first
+    loads a module, or when one of its launches fails; or the module or :class:`~.choice.BackendModule` itself), the
+    ``kinds`` of ``TaichiAotLaunch`` its choices carry (a launch's error code is its backend's to read), whether
+    ``launcher="taichi"`` leaves its kernels to libtaichi (``choosable``), its ``priority`` (higher is asked first;
+    libtaichi, the fallback, is 0), and whether its launches are libtaichi's calls (``library_any_thread``: any
+    thread may make them only where the device says ``traits.library_any_thread``, not ``any_thread`` alone).
 
-    The module gives ``load(runtime, state, what, folder, choice, meta) -> Backend | None`` (``state``: the runtime's
-    :class:`RuntimeBackends`, where it keeps what it needs per runtime under its name; ``meta``: the module's
-    metadata as ``taichi_aot.metadata`` read and checked it, a gfx module's SPIR-V with it; None: it takes nothing of
-    this module) and ``launch_error(code, what) -> Exception``; and, where it has them to say, the refusals of its
-    arch in its own words, asked whether or not it loaded the module: ``returns_refused(why) -> str`` (the end of
-    "kernel 'k' returns values, which ...") and ``reverse_refused(name) -> str`` (why a reverse-mode kernel does not
-    run); where libtaichi may be absent for its modules, ``unowned_refused(why) -> str`` (why it does not take a
-    kernel, ``why`` its own reason or None) and ``graph_refused(kernels) -> str`` (a graph with a kernel it does not
-    take: ``kernels``, the graph's, listed)."""
+    Its module keeps :class:`~.choice.BackendModule`'s contract, checked when it registers (a module named by its
+    path: when it is imported): ``load`` and ``launch_error``, and the refusals of its arch where it has its own."""
 
     name: str
-    module: str
+    module: Any
     kinds: tuple[int, ...]
     arches: frozenset[Arch] | None = None  # None: every arch
     choosable: bool = False
     priority: int = 0
-    files: bool = False  # its ``load`` reads the module's files from their folder: a .tcm is unpacked for it
+    library_any_thread: bool = False
 
     def loads_on(self, arch: Arch) -> bool:
         return self.arches is None or arch in self.arches
 
-    def imported(self) -> Any:
-        """The backend's module (imported the first time: the CUDA backend's import is not small)."""
-        return importlib.import_module(self.module, __name__)
+    def imported(self) -> BackendModule:
+        """The backend's module as its contract (imported and checked the first time: the CUDA backend's import is
+        not small); ContractError where it does not keep it."""
+        read = _read.get(self.name)
+        if read is None:
+            given = importlib.import_module(self.module, __name__) if isinstance(self.module, str) else self.module
+            read = _read[self.name] = checked(given, self.name)
+        return read
 
 
 _registered: list[Registration] = []
+_read: dict[str, BackendModule] = {}  # a registered backend's module, checked (Registration.imported)
 
 
-def register(name: str, module: str, kinds: tuple[int, ...], arches: frozenset[Arch] | None = None,
-             choosable: bool = False, priority: int = 0, files: bool = False) -> None:
+def register(name: str, module: Any, kinds: tuple[int, ...], arches: frozenset[Arch] | None = None,
+             choosable: bool = False, priority: int = 0, library_any_thread: bool = False) -> None:
     """Register a launch backend (:class:`Registration`): a module's backends are asked in priority order, highest
-    first. A name registered again is replaced."""
-    _registered[:] = sorted([r for r in _registered if r.name != name] +
-                            [Registration(name, module, tuple(kinds), arches, choosable, priority, files)],
-                            key=lambda r: -r.priority)
+    first. ContractError for a name registered already, or a module (given as itself) that lacks what the contract
+    needs (a module given by its path is checked when it is first imported)."""
+    if any(r.name == name for r in _registered):
+        raise ContractError(f"launch backend {name!r} is registered already (by module {_by_name(name).module!r})")
+    if not isinstance(module, str):
+        _read[name] = checked(module, name)
+    _registered[:] = sorted([*_registered, Registration(name, module, tuple(kinds), arches, choosable, priority,
+                                                        library_any_thread)], key=lambda r: -r.priority)
+
+
+def _by_name(name: str) -> Registration:
+    return next(r for r in _registered if r.name == name)
 
 
 def registered() -> list[Registration]:
@@ -112,12 +135,18 @@ def registered() -> list[Registration]:
     return list(_registered)
 
 
+def library_kind(kind: int) -> bool:
+    """Whether a launch of ``kind`` is libtaichi's call (its registration's ``library_any_thread``): any thread may make
+    it only where the device's ``traits.library_any_thread`` says so."""
+    return any(kind in r.kinds and r.library_any_thread for r in _registered)
+
+
 register(CUDA, ".cuda", (lib.TAICHI_AOT_KIND_CUDA_KERNEL, lib.TAICHI_AOT_KIND_CUDA_GRAPH), frozenset({Arch.CUDA}),
          choosable=True, priority=300)
 register(VULKAN, ".vulkan", (lib.TAICHI_AOT_KIND_VULKAN_KERNEL, lib.TAICHI_AOT_KIND_VULKAN_GRAPH),
          frozenset({Arch.VULKAN}), choosable=True, priority=250)
 register(X64, ".cpu", (lib.TAICHI_AOT_KIND_CPU_CALL,), frozenset({Arch.X64}), priority=200)
-register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH))
+register(LIBTAICHI, ".libtaichi", (libtaichi.KERNEL, libtaichi.GRAPH), library_any_thread=True)
 
 
 def launch_error(code: int, what: str, kind: int | None = None) -> Exception:
@@ -181,12 +210,6 @@ class ModuleBackends:
         registered for its arch leaves them to libtaichi when asked (the own CUDA launcher)."""
         return any(r.choosable and r.loads_on(runtime.arch) for r in _registered)
 
-    @staticmethod
-    def wants_files(runtime: Any, choice: str) -> bool:
-        """Whether a backend that may load a module on ``runtime`` with ``choice`` reads its files from a folder (a
-        .tcm is unpacked for it)."""
-        return any(r.files and r.loads_on(runtime.arch) and (choice == AUTO or not r.choosable) for r in _registered)
-
     @classmethod
     def load(cls, runtime: Any, state: RuntimeBackends, what: str, folder: str | None, choice: str,
              meta: ModuleInfo) -> ModuleBackends:
@@ -200,7 +223,7 @@ class ModuleBackends:
             if registration.loads_on(runtime.arch) and (choice == AUTO or not registration.choosable):
                 backend = registration.imported().load(runtime, state, what, folder, choice, meta)
                 if backend is not None:
-                    order.append(backend)
+                    order.append(checked(backend, registration.name, Backend))
         return cls(runtime.arch, order)
 
     def kernel(self, name: str, info: KernelInfo, library: Callable[[], Any]) -> tuple[Choice, list[ArgInfo]]:
@@ -224,7 +247,8 @@ class ModuleBackends:
                 return got
         if self._absent is not None:
             kernels = ", ".join(repr(k) for k in info.dispatches)
-            why = self._said("graph_refused", kernels) or f"no launch backend here takes all of its kernels ({kernels})"
+            why = (self._said(lambda m: m.graph_refused(kernels))
+                   or f"no launch backend here takes all of its kernels ({kernels})")
             raise NotSupportedError(f"graph {info.name!r}: {why}, and {self._absent}")
         raise NotSupportedError(f"graph {info.name!r}: no launch backend takes it")  # libtaichi takes every graph
 
@@ -245,21 +269,22 @@ class ModuleBackends:
         """Why a kernel no backend took cannot run where libtaichi has no runtime for it or was not loaded for the
         module (the end of a sentence): the arch's own backend's words for its part, then libtaichi's absence."""
         why = self._why_not(name)
-        own = self._said("unowned_refused", why) or f"no launch backend here takes it{f' ({why})' if why else ''}"
+        own = (self._said(lambda m: m.unowned_refused(why))
+               or f"no launch backend here takes it{f' ({why})' if why else ''}")
         if self._absent is None:  # libtaichi was not loaded for the module (a reverse kernel is never asked)
             return (f"{own}, and the module was loaded without libtaichi (its kernels all run on the own launcher; a "
                     "reverse-mode kernel runs through its primal's grad)")
         return f"{own}, and {self._absent}"
 
-    def _said(self, question: str, *args: Any) -> str | None:
-        """The first answer to ``question`` (a function of each backend's module: ``returns_refused(why)``,
-        ``reverse_refused(name)``, ``unowned_refused(why)``, ``graph_refused(kernels)``) of the backends registered
-        for this arch, loaded for the module or not (one a module left out, ``launcher="taichi"``, says why it is
-        missing); None: none of them answers."""
+    def _said(self, question: Callable[[BackendModule], str | None]) -> str | None:
+        """The first answer to ``question`` (one of :class:`~.choice.BackendModule`'s refusals, asked of a backend's
+        module: ``returns_refused(why)``, ``reverse_refused(name)``, ``unowned_refused(why)``,
+        ``graph_refused(kernels)``) of the backends registered for this arch, loaded for the module or not (one a
+        module left out, ``launcher="taichi"``, says why it is missing); None: none of them answers (each gives the
+        contract's default, None, where it has no words of its own)."""
         for registration in _registered:
             if registration.name != LIBTAICHI and registration.loads_on(self._arch):
-                said = getattr(registration.imported(), question, None)
-                answer = said(*args) if said is not None else None
+                answer = question(registration.imported())
                 if answer:
                     return str(answer)
         return None
@@ -267,7 +292,8 @@ class ModuleBackends:
     def _lost(self, name: str) -> str:
         """Why a kernel that returns values has no backend here that gives them (the end of a sentence): its arch's
         own backend's words, else the library's."""
-        return self._said("returns_refused", self._why_not(name)) or (
+        why = self._why_not(name)
+        return self._said(lambda m: m.returns_refused(why)) or (
             f"libtaichi_c_api 1.7.4 does not give back on {self._arch.name} (its C-API gives no kernel result); "
             f"taichi_aot gives them on {self._givers()}: write them into an ndarray argument here")
 
@@ -318,7 +344,7 @@ class ModuleBackends:
             if made is not None:
                 self._reverse[name] = made
                 return made
-        said = self._said("reverse_refused", name)  # the arch's own backend's words, where it has some
+        said = self._said(lambda m: m.reverse_refused(name))  # the arch's own backend's words, where it has some
         raise NotSupportedError(said or f"kernel {name!r}: no launch backend on this {self._arch.name} runtime runs "
                                 "its reverse-mode kernel (libtaichi cannot hand it its gradients)")
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .._native import lib
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, TaichiError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..metadata import ArgInfo
     from ..metadata.model import GraphInfo, KernelInfo
 
-__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "VULKAN", "X64", "Backend", "Choice", "RuntimeState", "launchers",
-           "library_choice", "own_choice"]
+__all__ = ["AUTO", "CUDA", "LIBTAICHI", "OWN_FLAGS", "VULKAN", "X64", "Backend", "BackendModule", "Choice",
+           "ContractError", "RuntimeState", "checked", "launchers", "library_choice", "needed", "own_choice"]
 
 #: The backends' names, as ``Kernel.launcher`` and ``AotModule.launchers()`` say them.
 CUDA, X64, VULKAN, LIBTAICHI = "cuda", "x64", "vulkan", "taichi"
@@ -122,3 +122,76 @@ class RuntimeState(Protocol):
 
     def keep_for_graphs(self) -> None:
         """Launches may be captured into graphs out of the runtime's sight: what they use stays."""
+
+
+class BackendModule:
+    """What a registered backend's module gives the room (``backends.register``), checked when it registers (or, for
+    a module named by its path, when it is first imported): wgpu-py's needed-attributes rule.
+
+    Needed: ``load(runtime, state, what, folder, choice, meta) -> Backend | None`` (its :class:`Backend` for a module
+    just loaded in ``runtime``, or None: it takes nothing of it; ``state``: the runtime's ``RuntimeBackends``, where
+    it keeps a :class:`RuntimeState` under its name; ``meta``: the module's metadata as ``taichi_aot.metadata`` read
+    and checked it) and ``launch_error(code, what) -> Exception`` (the exception of its launches' error codes).
+
+    The refusals of its arch in its own words, asked whether or not it loaded the module, default to None here (the
+    room's own sentence is said): ``returns_refused(why)`` (the end of "kernel 'k' returns values, which ..."),
+    ``reverse_refused(name)`` (why a reverse-mode kernel does not run), and, where libtaichi may have no runtime for
+    its modules, ``unowned_refused(why)`` (why it does not take a kernel, ``why`` its own reason or None) and
+    ``graph_refused(kernels)`` (a graph with a kernel it does not take: ``kernels``, the graph's, listed).
+
+    A backend's module (a Python module of those functions) is read into one by :func:`checked`; a class may derive
+    from this one instead."""
+
+    load: Callable[..., Backend | None]
+    launch_error: Callable[[int, str], Exception]
+
+    def returns_refused(self, why: str | None) -> str | None:
+        return None
+
+    def reverse_refused(self, name: str) -> str | None:
+        return None
+
+    def unowned_refused(self, why: str | None) -> str | None:
+        return None
+
+    def graph_refused(self, kernels: str) -> str | None:
+        return None
+
+
+class ContractError(TaichiError, TypeError):
+    """A launch backend that does not keep the contract (:class:`BackendModule`, :class:`Backend`), or a second
+    registration of a backend's name."""
+
+
+def needed(contract: type) -> tuple[str, ...]:
+    """The attributes ``contract`` names (a :class:`Backend`'s, or those of :class:`BackendModule` it gives no default
+    for): its annotations and the functions it declares, in that order."""
+    names = list(getattr(contract, "__annotations__", {}))
+    if contract is not BackendModule:
+        names += [n for n, v in vars(contract).items() if callable(v) and not n.startswith("_")]
+    return tuple(names)
+
+
+#: The refusals a backend's module may give in its own words (:class:`BackendModule`'s defaults otherwise).
+REFUSALS = tuple(n for n, v in vars(BackendModule).items() if callable(v) and not n.startswith("_"))
+
+
+def checked(given: Any, name: str, contract: type = BackendModule) -> Any:
+    """``given`` as a ``contract`` of backend ``name`` (ContractError naming what it lacks): a :class:`Backend`
+    as it is; a :class:`BackendModule`, where ``given`` is a module or an object of its functions, one whose refusals
+    are its own where it gives them and the defaults elsewhere."""
+    missing = [a for a in needed(contract)
+               if not hasattr(given, a) or (a != "name" and not callable(getattr(given, a)))]
+    if contract is BackendModule:  # a refusal of its own words is a function too
+        missing += [f"{a} (not a function)" for a in REFUSALS if hasattr(given, a) and not callable(getattr(given, a))]
+    if missing:
+        what = "module" if contract is BackendModule else "backend"
+        raise ContractError(f"launch backend {name!r}: its {what} {given!r} lacks {', '.join(missing)} (the contract "
+                            f"of backends/choice.py's {contract.__name__}; docs/contributing.md, adding a backend)")
+    if contract is not BackendModule or isinstance(given, BackendModule):
+        return given
+    read = BackendModule()
+    for attr in needed(BackendModule) + REFUSALS:
+        if hasattr(given, attr):
+            vars(read)[attr] = getattr(given, attr)  # its own function, where it gives one (the default elsewhere)
+    return read

@@ -27,7 +27,7 @@
 
 #include "taichi_aot.h"
 #include "loader.h"
-#include "kinds.h"
+#include "cpucalls.h"
 
 #define CPU_RUNTIMES 128
 #define TAICHI_AOT_CPU_QUICK_NS 50000 /* a quick launch longer than this (50 us) lets Python's lock go after */

@@ -15,7 +15,7 @@
 #include "taichi_aot.h"
 #include "backends/cudaprofile.h"
 #include "backends/plan.h"
-#include "kinds.h"
+#include "cuda.h"
 #include "profile.h"
 
 /* Any thread may launch on a runtime of the own CUDA runtime: a kernel's tasks are queued, and a returning one's

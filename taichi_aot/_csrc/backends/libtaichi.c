@@ -3,7 +3,8 @@
 #include <stdlib.h>
 
 #include "taichi_aot.h"
-#include "kinds.h"
+#include "libtaichi.h"
+#include "cpucalls.h"
 
 /* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
    first ordered after the caller's stream (libtaichi launches on a stream of its own) and then waited for (x64: the

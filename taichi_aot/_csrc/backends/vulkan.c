@@ -49,7 +49,7 @@
 #include "backends/vkprofile.h"
 #include "backends/vkbatch.h"
 #include "backends/vkorder.h"
-#include "kinds.h"
+#include "vulkan.h"
 #include "profile.h"
 
 /* The runtime's own state opened (backends/vkqueue.c), with libtaichi's calls wrapped first (backends/vkorder.c), so

@@ -14,7 +14,8 @@
 
 #include "taichi_aot.h"
 #include "backends/plan.h"
-#include "kinds.h"
+#include "x64.h"
+#include "cpucalls.h"
 
 typedef void (*TaichiAotCpuTask)(void *context);
 typedef void (*TaichiAotCpuSplit)(void *context, int32_t thread, int32_t split);
