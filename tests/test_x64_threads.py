@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import HERE, ROOT, build_beside_taichi, raised_in_thread, require_arch, require_extra
-from taichi_aot import Arch, ClosedError, InvalidStateError, Runtime, TaichiError, WrongThreadError
+from taichi_aot import Arch, ClosedError, InvalidStateError, Runtime, TaichiError, WrongThreadError, capi
 
 WORKERS = 4
 N = 256
@@ -257,3 +257,23 @@ def test_closes_under_other_threads_launches_never_crash(modules):
     died = f" (killed by {signal.Signals(-proc.returncode).name})" if proc.returncode < 0 else ""
     assert proc.returncode == 0, f"exit {proc.returncode}{died}:\n{proc.stdout}{proc.stderr[-4000:]}"
     assert f"{rounds * 3} rounds" in proc.stdout, proc.stdout
+
+
+def test_a_module_at_a_destroyed_modules_address_is_not_refused(modules):
+    """A module destroyed on a CPU runtime is refused as destroyed (a look-up on another thread after the destroy);
+    a module libtaichi later makes at the same address, on a runtime of the flat API, is not: its look-ups and its
+    destroy go through (before, they were refused as destroyed, and the module never freed)."""
+    require_arch(Arch.X64)
+    path = modules.path(Arch.X64)
+    flat = capi.create_runtime(Arch.X64)  # a runtime the calls' registry never noted
+    try:
+        with Runtime(Arch.X64) as rt:
+            made = [capi.load_aot_module(rt.handle, path) for _ in range(60)]
+            for module in made:
+                capi.destroy_aot_module(module)
+            again = [capi.load_aot_module(flat, path) for _ in range(60)]
+            for module in again:
+                assert capi.get_aot_module_kernel(module, "add")
+                capi.destroy_aot_module(module)
+    finally:
+        capi.destroy_runtime(flat)

@@ -206,14 +206,24 @@ int taichi_aot_cpu_calls_max(void) {
     return CPU_RUNTIMES;
 }
 
-static void cpu_note_module(CpuRt *rt, TiAotModule module) {
+/* A module made at `module`'s address: no longer one destroyed (whatever runtime it was loaded on: a flat-API
+   runtime's, another arch's, one made past CPU_RUNTIMES, none of which is noted here). */
+static void cpu_unforget(TiAotModule module) {
     int i;
+    if (__atomic_load_n(&cpu_gone_count, __ATOMIC_ACQUIRE) == 0) {
+        return;
+    }
     pthread_mutex_lock(&cpu_lock);
-    for (i = 0; i < CPU_GONE_MODULES && cpu_gone_count > 0; ++i) { /* its address another module's now */
+    for (i = 0; i < CPU_GONE_MODULES; ++i) { /* its address another module's now */
         if (cpu_gone[i] == module) {
             cpu_gone[i] = TI_NULL_HANDLE;
         }
     }
+    pthread_mutex_unlock(&cpu_lock);
+}
+
+static void cpu_note_module(CpuRt *rt, TiAotModule module) {
+    pthread_mutex_lock(&cpu_lock);
     if (cpu_module_count == cpu_module_cap) {
         uint32_t cap = cpu_module_cap ? cpu_module_cap * 2 : 16;
         CpuModule *grown = (CpuModule *)realloc(cpu_modules, cap * sizeof(CpuModule));
@@ -399,6 +409,9 @@ CPU_VALUE(import_memory, TiMemory, TI_NULL_HANDLE, (TiRuntime runtime, void *mem
 
 /* A module loaded: noted as the runtime's, whose calls its destroy and look-ups then hold. */
 static TiAotModule cpu_loaded(CpuRt *rt, TiAotModule made) {
+    if (made != TI_NULL_HANDLE) {
+        cpu_unforget(made);
+    }
     if (rt != NULL && made != TI_NULL_HANDLE) {
         cpu_note_module(rt, made);
     }

@@ -124,6 +124,8 @@ static void vk_waited_upto(VkRt *rt, uint64_t upto) {
 int aot_vk_wait_free(VkRt *rt) {
     VkBatch *which[TAICHI_AOT_VK_BATCHES];
     uint32_t n = 0, i, j;
+    uint64_t upto;
+    AotVkResult failed = AOT_VK_SUCCESS;
     /* held where the calls are this thread's more than once, or a profile is open (its timestamps are read as a
        batch is retired, before the wait returns) */
     if (rt->depth != 1 || __atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE)) {
@@ -146,12 +148,19 @@ int aot_vk_wait_free(VkRt *rt) {
     }
     ++rt->counts[VK_COUNT_FENCE_WAITS];
     __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
+    upto = which[n - 1]->serial; /* read while its slot is this wait's: once let go, a begin gives it a new serial */
     aot_vk_calls_unlock(rt);
     for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
-        vk_fences_wait(rt, 1, &which[i]->fence);
+        AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence);
+        failed = failed != AOT_VK_SUCCESS ? failed : code;
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
-    vk_waited_upto(rt, which[n - 1]->serial);
+    if (failed == AOT_VK_SUCCESS) {
+        vk_waited_upto(rt, upto);
+    } else { /* the device lost: nothing marked done; the caller's error slot says so */
+        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: a wait for the Vulkan device's fences failed (the "
+                                                  "device was lost?)");
+    }
     __atomic_sub_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
     return 1;
 }
