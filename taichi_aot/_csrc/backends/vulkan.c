@@ -479,10 +479,11 @@ static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsi
 
 /* Whether batch `b` is submitted after the launch just recorded: full, the first since a wait, or the GPU idle again
    (it starts on them while the next are recorded). */
-static int vk_submit_now(VkRt *rt, const VkBatch *b) {
+static int vk_submit_now(VkRt *rt, const VkBatch *b, uint32_t tasks) {
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
            (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
-           (rt->feed && b->dispatches % VK_FEED_EVERY == 0 && aot_vk_gpu_idle(rt));
+           (rt->feed && b->dispatches / VK_FEED_EVERY != (b->dispatches - tasks) / VK_FEED_EVERY &&
+            aot_vk_gpu_idle(rt)); /* a multiple of VK_FEED_EVERY dispatches passed by this launch's tasks */
 }
 
 /* One launch, with the runtime's calls held (taichi_aot_vk_launch, taichi_aot_vk_graph). */
@@ -532,7 +533,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         if (code == AOT_VK_SUCCESS) {
             memcpy(k->result, rt->rets_host, k->result_size);
         }
-    } else if (vk_submit_now(rt, b)) {
+    } else if (vk_submit_now(rt, b, k->task_count)) {
         code = aot_vk_submit(rt);
     }
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
