@@ -28,7 +28,8 @@ static const TaichiAotKindOps KINDS[] = {
                                aot_cpu_quick_hold},
     [TAICHI_AOT_KIND_CUDA_KERNEL] = {aot_cuda_kernel_launch, aot_cuda_kernel_elsewhere, NULL, NULL, NULL, 0, NULL},
     [TAICHI_AOT_KIND_CUDA_GRAPH] = {aot_cuda_graph_launch, aot_cuda_graph_elsewhere, NULL, NULL, NULL, 0, NULL},
-    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CPU_CALLS, NULL, 1, aot_cpu_quick_hold},
+    [TAICHI_AOT_KIND_CPU_CALL] = {aot_cpu_call_launch, aot_cpu_call_elsewhere, CPU_CALLS, NULL, 1, aot_cpu_quick_hold,
+                                  aot_cpu_call_values},
     [TAICHI_AOT_KIND_VULKAN_KERNEL] = {aot_vk_kernel_launch, NULL, CALLS, NULL, 1, aot_vk_kernel_quick},
     [TAICHI_AOT_KIND_VULKAN_GRAPH] = {aot_vk_graph_launch, NULL, CALLS, NULL, 1, aot_vk_graph_quick},
 };

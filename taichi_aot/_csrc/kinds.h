@@ -34,6 +34,9 @@ typedef struct {
        it holds them) only where no other thread has them, and nothing in it waits for the device (a full ring of
        batches, a kernel's values). 1: go, *held as hold returns it; 0: busy, nothing held. */
     int (*quick_hold)(const TaichiAotLaunch *l, int hold, void **held);
+    /* For a kind that keeps a returning kernel's values for each launching thread: this thread's last launch's
+       values of the kernel `handle` (opplan.c's op copies them); NULL: the plan's host memory holds them. */
+    const void *(*values)(const void *handle);
 } TaichiAotKindOps;
 
 /* The entry of `kind`; NULL: no such kind (nothing is launched: TAICHI_AOT_UNKNOWN_KIND). */

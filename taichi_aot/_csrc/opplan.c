@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kinds.h"
 #include "opplan.h"
 #include "taichi_aot.h"
 
@@ -256,11 +257,11 @@ static const char *op_driver_error(const TaichiAotOpCell *c, int code) {
 static int op_values(const TaichiAotOpCell *c, const TaichiAotOpPlan *p, const TaichiAotOpCall *call, void *stream,
                      char *why, size_t why_size) {
     uint32_t k;
-    /* the own x64 launch's: this thread's launch's copy (another thread's launch of the kernel may have written the
-       kernel's values since) */
-    const char *values = p->kind == TAICHI_AOT_KIND_CPU_CALL
-                             ? (const char *)taichi_aot_cpu_values((const TaichiAotCpuKernel *)p->handle)
-                             : (const char *)p->values;
+    /* where its kind keeps them for each launching thread, this thread's launch's (another thread's launch of the
+       kernel may have written the kernel's values since: the own x64 launch's) */
+    const TaichiAotKindOps *ops = taichi_aot_kind_ops(p->kind);
+    const char *values = ops != NULL && ops->values != NULL ? (const char *)ops->values(p->handle)
+                                                            : (const char *)p->values;
     for (k = 0; k < p->value_count; ++k) {
         uint32_t at = p->value_first + k;
         const char *value = values + p->value_offsets[k];

@@ -206,6 +206,10 @@ int aot_cpu_call_launch(const TaichiAotLaunch *l) {
                                (const TiArgument *)l->args);
 }
 
+const void *aot_cpu_call_values(const void *handle) {
+    return taichi_aot_cpu_values((const TaichiAotCpuKernel *)handle);
+}
+
 int aot_cpu_call_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *where) {
     void *held = aot_cpu_hold_calls(l->runtime);
     int code;
