@@ -611,3 +611,15 @@ def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
     device.any_thread = not traits.any_thread  # set by the old name: the device's own record
     assert device.traits.any_thread != traits.any_thread and device.traits.stages == traits.stages
     device.any_thread = traits.any_thread
+
+
+def test_a_device_room_registered_twice_is_refused():
+    """One room a name, as the launch backends have it: a second registration of a name is refused, naming the room
+    that has it, and leaves the rooms as they were (before, it replaced the first in silence)."""
+    from taichi_aot import InvalidArgumentError
+    from taichi_aot.placement import register, registered
+
+    before = registered()
+    with pytest.raises(InvalidArgumentError, match=r"device room 'host' is registered already \(by module '.host'\)"):
+        register("host", ".toy", frozenset({Arch.X64}), priority=500)
+    assert registered() == before

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _library
 from ..enums import CPU_ARCHS, Arch
+from ..errors import InvalidArgumentError
 from .base import Block, Device, DeviceAliases, Mover, Native
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,8 +64,11 @@ _registered: list[Registration] = []
 
 def register(name: str, module: str, arches: frozenset[Arch] | None = None, priority: int = 0) -> None:
     """Register a device room: asked, in priority order, for the native runtime and the device of a runtime of one of
-    ``arches`` (module docstring); a later registration of a name replaces the earlier."""
-    _registered[:] = [r for r in _registered if r.name != name]
+    ``arches`` (module docstring). A name registered already is refused (InvalidArgumentError naming the room that
+    has it), as the launch backends' is: one room a name."""
+    for r in _registered:
+        if r.name == name:
+            raise InvalidArgumentError(f"device room {name!r} is registered already (by module {r.module!r})")
     _registered.append(Registration(name, module, arches, priority))
     _registered.sort(key=lambda r: -r.priority)  # stable: equal priorities keep their order
 

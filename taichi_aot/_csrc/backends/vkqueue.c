@@ -674,12 +674,14 @@ void taichi_aot_vk_set_wait(uint64_t id, int policy, uint64_t cap_ns) {
     VkRt *rt;
     pthread_mutex_lock(&aot_vk_lock);
     rt = aot_vk_by_id(id);
+    pthread_mutex_unlock(&aot_vk_lock);
+    rt = aot_vk_hold_open(rt); /* the launches read `feed` and `early` with the calls held (records are never freed) */
     if (rt != NULL) {
         aot_wait_set(&rt->wait, policy, cap_ns);
         rt->feed = policy != TAICHI_AOT_WAIT_BLOCK;
         rt->early = rt->feed ? 1 : TAICHI_AOT_VK_EARLY_DISPATCHES;
     }
-    pthread_mutex_unlock(&aot_vk_lock);
+    aot_vk_let_go(rt);
 }
 
 const char *taichi_aot_vk_count_name(uint32_t index) {
