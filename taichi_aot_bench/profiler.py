@@ -117,9 +117,10 @@ def _big(bench: Bench, rounds: int) -> tuple[list[float], list[float], list[floa
 
 
 def _beyond(bench: Bench, waited: list[float], profiled: list[float], big: dict) -> list[Row]:
-    """The waited launches' row and what a wait adds beyond the profile's device time (a pair a round): on a GPU
-    (a CPU runtime's, or a software device's, profiled time is its call's, which the wait shares)."""
-    if not bench.gpu or bench.software:
+    """The waited launches' row and what a wait adds beyond the profile's device time (a pair a round), where
+    :func:`_big` measured them: on a GPU (a CPU runtime's, or a software device's, profiled time is its call's, which
+    the wait shares)."""
+    if not waited:
         return []
     params = {**big, "wait": bench.rt.wait_policy}
     row = Row("profiler", bench.name, WAITED, "us/launch", waited, params=params)

@@ -121,14 +121,26 @@ static void vk_waited_upto(VkRt *rt, uint64_t upto) {
     }
 }
 
+/* Whether a wait may let the runtime's calls go: this thread holds them once, and no profile is open (its timestamps
+   are read as a batch is retired, before the wait returns). Else the wait holds them. */
+static int vk_may_let_go(const VkRt *rt) {
+    return rt->depth == 1 && !__atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE);
+}
+
+/* The calls let go for a wait: counted as a fence wait, and the thread as one waiting (a close waits for it to leave:
+   aot_vk_unwaited). */
+static void vk_let_go_for_wait(VkRt *rt) {
+    ++rt->counts[VK_COUNT_FENCE_WAITS];
+    __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
+    aot_vk_calls_unlock(rt);
+}
+
 int aot_vk_wait_free(VkRt *rt) {
     VkBatch *which[TAICHI_AOT_VK_BATCHES];
     uint32_t n = 0, i, j;
     uint64_t upto;
     AotVkResult failed = AOT_VK_SUCCESS;
-    /* held where the calls are this thread's more than once, or a profile is open (its timestamps are read as a
-       batch is retired, before the wait returns) */
-    if (rt->depth != 1 || __atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE)) {
+    if (!vk_may_let_go(rt)) {
         aot_vk_wait_batches(rt, NULL);
         return 0;
     }
@@ -146,10 +158,8 @@ int aot_vk_wait_free(VkRt *rt) {
     if (n == 0) {
         return 0;
     }
-    ++rt->counts[VK_COUNT_FENCE_WAITS];
-    __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
     upto = which[n - 1]->serial; /* read while its slot is this wait's: once let go, a begin gives it a new serial */
-    aot_vk_calls_unlock(rt);
+    vk_let_go_for_wait(rt);
     for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
         AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence);
         failed = failed != AOT_VK_SUCCESS ? failed : code;
@@ -166,14 +176,12 @@ int aot_vk_wait_free(VkRt *rt) {
 }
 
 int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code) {
-    if (rt->depth != 1 || __atomic_load_n(&taichi_aot_profiling, __ATOMIC_ACQUIRE)) {
-        *code = aot_vk_wait_batches(rt, b); /* as aot_vk_wait_free: the calls held */
+    if (!vk_may_let_go(rt)) {
+        *code = aot_vk_wait_batches(rt, b);
         return 0;
     }
     __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
-    __atomic_add_fetch(&rt->waiting, 1, __ATOMIC_ACQ_REL);
-    ++rt->counts[VK_COUNT_FENCE_WAITS];
-    aot_vk_calls_unlock(rt);
+    vk_let_go_for_wait(rt);
     *code = vk_fences_wait(rt, 1, &b->fence);
     if (*code == AOT_VK_SUCCESS) {
         vk_waited_upto(rt, b->serial); /* it, and each batch submitted before it (the fence's first scope) */
@@ -239,7 +247,6 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
     b->dispatches = 0;
-    b->read_head = 0;
     aot_vk_stamps_drop(rt, b); /* where its last recording was never submitted: not read, given back */
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;

@@ -133,19 +133,14 @@ static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t
         return vk_no_buffer();
     }
     b = vk_transfer_batch(rt, &code);
-    if (b != NULL && b->read_head + size > VK_READ_SEGMENT) { /* its segment taken: the read goes in the next batch */
-        code = aot_vk_submit(rt);
-        b = code == AOT_VK_SUCCESS ? vk_transfer_batch(rt, &code) : NULL;
-    }
     if (b == NULL) {
         return TAICHI_AOT_VK_ERROR - code;
     }
-    region.srcOffset = offset;
-    region.dstOffset = (uint64_t)(b - rt->batches) * VK_READ_SEGMENT + b->read_head;
+    region.srcOffset = offset; /* the batch's segment from its start: a read submits its batch, so it is the one */
+    region.dstOffset = (uint64_t)(b - rt->batches) * VK_READ_SEGMENT;
     region.size = size;
     rt->f.CmdCopyBuffer(b->cb, from, rt->reads_buffer, 1, &region);
     vk_transfer_done(rt, b);
-    b->read_head += (uint32_t)((size + 15) & ~(uint64_t)15);
     if ((code = aot_vk_submit(rt)) != AOT_VK_SUCCESS) { /* its end's barrier makes the copy the host's to read */
         return TAICHI_AOT_VK_ERROR - code;
     }

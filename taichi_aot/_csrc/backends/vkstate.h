@@ -98,7 +98,6 @@ typedef struct {
     int state; /* 0 free, 1 recording, 2 submitted */
     int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
-    uint32_t read_head; /* bytes of its segment of the reads buffer taken by the reads it records (vkcopy.c) */
     uint32_t waiters; /* threads waiting for its fence with the calls let go (atomic): its slot is not begun again
                          until they are out of the wait (vkbatch.c) */
     /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
