@@ -105,9 +105,10 @@ def pytest_runtest_makereport(item, call):
 
 #: os.environ names (or their starts) that libraries set themselves as they load or start, which no test can take
 #: back: JAX's import (TF_CPP_MIN_LOG_LEVEL, TPU_SKIP_MDS_QUERY), torch.compile's (TORCHINDUCTOR_,
-#: _TORCHINDUCTOR_), Ray's start (RAY_, PYTHONBREAKPOINT), torch's CUDA start (CUDA_MODULE_LOADING)
-LIBRARY_VARIABLES = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "RAY_",
-                     "PYTHONBREAKPOINT", "CUDA_MODULE_LOADING")
+#: _TORCHINDUCTOR_; on a GPU its Triton's TRITON_CACHE_DIR and TRITON_PTXAS_PATH), Ray's start (RAY_,
+#: PYTHONBREAKPOINT), torch's CUDA start (CUDA_MODULE_LOADING)
+LIBRARY_VARIABLES = ("TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_",
+                     "RAY_", "PYTHONBREAKPOINT", "CUDA_MODULE_LOADING")
 
 
 def _guarded(variable: str) -> bool:
