@@ -31,10 +31,11 @@ LAYERS: list[set[str]] = [
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
     {"_hostpages"},  # the caller's arrays whose pages a device keeps pinned (both drivers' one policy)
-    {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
-    # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
-    # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
+    {"_probe", "_firstload", "drivers", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing,
+    # a module's first load in a child, the drivers (the CUDA driver, host transfers, the own CUDA runtime's device:
+    # every room may import them), DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for
+    # CUDA modules
+    {"capi", "_cudart"},  # the flat, checked API; which CUDA runtime a runtime gets, and what is refused where
     {"_lifetime", "_archs", "_dtypes"},  # what every runtime-owned object shares; which arch a runtime is made on;
     # Taichi's types in numpy's terms (dtypes, shapes, an ndarray's TiArgument, signatures)
     {"profile"},  # the profiles of a runtime's launches (their device times), asking it as its children do (Parent)
@@ -230,16 +231,12 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): the native runtime a room "
                                "made, named with the room",
-    ("placement.base", "_fields"): "a NamedTuple's own field names (its documented API): a trait by its old name",
-    ("placement.base", "_replace"): "as placement.cuda: a trait given by its old name, into the traits",
     ("placement.cuda", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): a room's traits, "
                                     "its base's with its own",
     ("placement.host", "_replace"): "as placement.cuda: a room's traits",
     ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
-    ("_staged", "_fill"): "a kept copy's fill: the device's write without fill_writer's checks, which the plan makes "
-                          "when it is made and at each call",
     ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
     ("_torchop", "_choice"): "a torch op's C kernel launches its kernel's backend's kind and handle, as JAX plans do",
     ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",
@@ -409,7 +406,7 @@ def test_a_file_over_the_size_limit_says_why():
 
 
 #: Decisions made by an arch or a backend's name outside the rooms that own them (``backends/``, ``placement/``, the
-#: CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
+#: drivers ``drivers/`` and the CUDA runtime room ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
 #: and why each file may. Every spelling counts: a comparison with an arch (``Arch.CUDA``...) or a backend's name
 #: ("cuda", "x64", "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``), membership in a tuple of archs or of launch kinds
 #: (``CPU_ARCHS``, ``GFX_ARCHS``, ``LLVM_ARCHS``, ``*_KINDS``), and every read of ``cuda_device`` (the own CUDA
@@ -475,7 +472,7 @@ def _arch_decisions() -> dict[str, int]:
         return isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators]))
 
     found: dict[str, int] = {}
-    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py",
+    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/drivers/", "taichi_aot/_cudart.py",
              "taichi_aot/_archs.py")
     for where, _, files in os.walk(os.path.join(ROOT, "taichi_aot")):
         for name in files:
