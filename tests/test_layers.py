@@ -222,6 +222,59 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert RANK["memory"] < RANK["runtime"]
 
 
+# -- the whiteboard's nevers -----------------------------------------------------------------------------
+#
+# The target structure (REVIEW.md §14.4) draws parts of the house and arrows between them, and names arrows that must
+# never be drawn. The layers above keep most of them (an import upward fails); these are the ones the layers alone
+# would let through, or that hold for annotations too, each checked on every import of the parts' rooms: at run time
+# or under TYPE_CHECKING, at a module's top or in a function.
+
+#: The parts the nevers name, by their rooms.
+PARTS: dict[str, set[str]] = {
+    "Drivers": {"drivers"},  # the CUDA driver, host transfers, the own CUDA runtime's device: every room's to import
+    "Arrays": {"_lifetime", "_dtypes", "memory", "image", "ndarray"},  # what a runtime's memory and arrays are
+    "Device": {"placement", "_cudart"},  # where memory lives and how bytes move; which CUDA runtime a runtime gets
+    "Backends": {"backends"},  # the launch backends
+    "Runtime": {"runtime"},  # Runtime and its factories
+}
+#: The arrows never drawn, each with its reason.
+NEVERS: dict[tuple[str, str], str] = {
+    ("Backends", "Device"): "a backend takes launch state (the runtime it is handed, its device's launch_state), never "
+                            "placement: the drivers it calls are a part of their own, below both",
+    ("Arrays", "Runtime"): "arrays ask the device, not the runtime: they know their runtime as _lifetime.Parent",
+}
+
+
+def _part(module: str) -> str | None:
+    room = _room(module)
+    return next((part for part, rooms in PARTS.items() if room in rooms), None)
+
+
+def broken_nevers() -> list[str]:
+    """Every import (annotations too) from one part to another that :data:`NEVERS` forbids."""
+    known = _modules()
+    return sorted(f"{m} imports {t} ({a} -> {b}: {NEVERS[(a, b)]})"
+                  for m, p in sorted(known.items()) for t in _imports(m, p, known) | _annotation_imports(m, p, known)
+                  for a, b in [(_part(m), _part(t))] if (a, b) in NEVERS)
+
+
+def test_the_whiteboards_nevers_hold():
+    """No backend imports placement or the CUDA runtime room (it imports the drivers), and no array room imports
+    the runtime, even for annotations."""
+    assert broken_nevers() == []
+
+
+def test_the_nevers_checker_sees_the_parts():
+    """The parts are the rooms they say (a room on none would make its never pass unseen), and the backends reach the
+    CUDA driver through the drivers part: the never holds by the part, not by the driver going unused."""
+    rooms = {room for part in PARTS.values() for room in part}
+    assert rooms <= set(RANK), sorted(rooms - set(RANK))
+    assert {part for pair in NEVERS for part in pair} <= set(PARTS)
+    assert _part("taichi_aot.placement.cuda") == _part("taichi_aot._cudart") == "Device"
+    assert _part("taichi_aot.backends.cuda") == "Backends" and _part("taichi_aot.drivers.cuda") == "Drivers"
+    assert "taichi_aot.drivers.cuda" in graph()["taichi_aot.backends.cuda"]
+
+
 # -- private members ------------------------------------------------------------------------------------
 #
 # Layers call only downward, and through what a class shows: no module reads ``x._name`` (``x`` not self or

@@ -16,7 +16,7 @@ from test_backends import package_copy
 
 from conftest import ROOT, require_arch
 from taichi_aot import Arch, Runtime, _probe, capi
-from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError
+from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError, NotSupportedError
 from taichi_aot.metadata.gfx import MAX_GROUPS
 from taichi_aot.placement import staging
 from taichi_aot.placement import vulkan as vk
@@ -600,6 +600,34 @@ def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
         traits.any_thread = False  # frozen: a device that opens gives itself a new record
     assert DeviceMemoryVulkan.traits == SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
     assert SharedMemoryVulkan.traits == Device.traits == Traits()
+
+
+def test_a_device_is_composed_of_small_parts(device_policy):
+    """A Device keeps what it is and three small parts (house9): under 20 methods of its own (the defs of its class
+    body; 41 before); every room's class names parts that implement the small interfaces, and a runtime's device is
+    made of them, each asking the device it belongs to."""
+    import ast
+
+    from taichi_aot.placement import Device, Library, Stream, Transfers
+    from taichi_aot.placement.cuda import LibraryCudaDevice, OwnCudaDevice
+    from taichi_aot.placement.host import HostDevice
+    from taichi_aot.placement.vulkan import DeviceMemoryVulkan, SharedMemoryVulkan
+
+    with open(os.path.join(ROOT, "taichi_aot", "placement", "base.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Device").body
+    defs = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert len(defs) < 20, defs
+    for room in (Device, HostDevice, LibraryCudaDevice, OwnCudaDevice, SharedMemoryVulkan, DeviceMemoryVulkan):
+        assert issubclass(room.transfers_type, Transfers), room
+        assert issubclass(room.library_type, Library) and issubclass(room.stream_type, Stream), room
+    device = device_policy.device
+    assert isinstance(device.transfers, DeviceMemoryVulkan.transfers_type) and device.stream.handle is None
+    assert device.library.why_not() is None and not device.library.beside() and not device.stream.capturing()
+    with pytest.raises(NotSupportedError, match="no CUDA stream"):
+        device.stream.select(None)
+    with Runtime(Arch.X64) as rt:
+        assert type(rt.device.transfers) is HostDevice.transfers_type and rt.device.library.calls is None
 
 
 def test_a_device_room_registered_twice_is_refused():
