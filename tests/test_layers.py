@@ -425,7 +425,7 @@ LONG_FILES = {
                                       "its consumers take and the edits the PTX step writes, so that another Taichi "
                                       "or LLVM changes one file (tests/test_rooms.py holds the patterns here)",
     "taichi_aot/runtime.py": "Runtime, the object a user holds: its making (arch, device, threads, waits), its "
-                             "factories and its work; owed: its stream and copy checks to the device's parts (house9)",
+                             "factories and its work; owed: its copy checks to the device's parts (its stream's moved)",
     "taichi_aot/_csrc/taichi_aot.h": "the one header cffi reads (build_ffi.HEADER): what Python calls of every C "
                                      "file, each file's part under a comment saying what its functions do",
 }
