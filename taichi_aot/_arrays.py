@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Union
 
 import numpy as np
 
-from . import _cuda, _dlpack
+from . import _dlpack
 from ._call import Launcher, _bind
 from ._native import ffi, lib
+from .drivers import cuda as _cuda
 from .enums import DATA_TYPES, Arch
 from .errors import ArgumentTypeError, InvalidArgumentError, TaichiError
 

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _cuda
 from ._arrays import (
     ArrayView,
     CudaArray,
@@ -54,6 +53,7 @@ from ._lifetime import Parent
 from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
 from ._staged import Again, Staged, StagedCopies
+from .drivers import cuda as _cuda
 from .enums import DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
 from .ndarray import NdArray

@@ -1,6 +1,6 @@
 """The caller's host arrays whose pages a device keeps pinned for its copies: the one policy of both drivers' host
 transfers, given each driver's pin and unpin (:class:`HostPages`). CUDA's transfers page-lock arrays
-(``_cuda_host``: ``cuMemHostRegister``, one set for the process); a Vulkan runtime imports them
+(``drivers.cuda_host``: ``cuMemHostRegister``, one set for the process); a Vulkan runtime imports them
 (``placement/vkhost.py``: VK_EXT_external_memory_host, a set a runtime).
 
 * What is pinned is the whole allocation of the array that owns the memory (``base`` followed to its end), and only

@@ -27,8 +27,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from . import _cuda
 from ._native import lib
+from .drivers import cuda as _cuda
 from .enums import Arch
 from .errors import ArgumentTypeError, ClosedError, TaichiError
 

@@ -50,7 +50,7 @@ def cell(rt: Any) -> Any:
     cuda = rt.device.traits.addresses_cuda_arrays  # the runtime's memory is CUDA's: the driver fills and copies
     own, table, cu_device = ffi.NULL, ffi.NULL, 0
     if cuda:
-        from . import _cuda
+        from .drivers import cuda as _cuda
 
         cu = _cuda.driver()
         table = _cuda.table()

@@ -478,7 +478,7 @@ def _filler(nd: NdArray, a: np.ndarray) -> Callable[[np.ndarray], None] | None:
     write itself cannot carry it hands to the device's staged copy); None: ``from_numpy``."""
     if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes):
         return None
-    return nd.runtime.device._fill(nd.memory)  # the checks fill_writer makes are the plan's, here and at each call
+    return nd.runtime.device.transfers.fill(nd.memory, checked=False)  # the plan checks, here and at each call
 
 
 def _letting_go(views: list[np.ndarray]) -> Callable[[Any], None]:

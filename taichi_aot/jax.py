@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cuda
 from ._lifetime import without_collection
 from ._native import ffi, lib
 from ._ops import ModuleParts, OpSpec, PartsOp
 from ._plans import Plan, cell
+from .drivers import cuda as _cuda
 from .enums import Arch
 from .errors import ArgumentTypeError, ClosedError, NotSupportedError
 from .launch import Kernel

@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _cuda, capi
+from . import capi
 from ._lifetime import Child, Owned, Parent, unpicklable
 from ._native import ffi
+from .drivers import cuda as _cuda
 from .enums import MemoryUsage
 from .errors import ArgumentTypeError, ClosedError, InvalidArgumentError, InvalidStateError, NotSupportedError
 
@@ -53,7 +54,7 @@ def _forget_imported(runtime: Any, memory: Any, host: object) -> None:
 def _unkeep(runtime: Any, memory: Any, owned: Owned, device: Any) -> None:
     """End a mapping of :meth:`Memory.keep_mapped`."""
     try:
-        with device.memory_context():
+        with device.library.memory_context():
             capi.unmap_memory(runtime, memory)
     except Exception:  # the runtime was destroyed first: nothing is mapped any more
         pass
@@ -79,7 +80,7 @@ class _Mapping:
         if own:
             address = memory._cuda_address
         else:
-            with device.memory_context():
+            with device.library.memory_context():
                 address = capi.map_memory(self._runtime, self._handle)
         self.ptr: Any = ffi.cast("uint8_t *", address)
         self._owned.pin()
@@ -101,7 +102,7 @@ class _Mapping:
                 memory._mapping = None
             try:
                 if self._runtime is not None:
-                    with self._device.memory_context():
+                    with self._device.library.memory_context():
                         capi.unmap_memory(self._runtime, self._handle)
             except Exception:
                 pass
@@ -281,7 +282,7 @@ class Memory(Child):
             self._owned.pin()
             return self.cuda_pointer(), self._owned.unpin
         device = self._runtime.device
-        with device.memory_context():
+        with device.library.memory_context():
             address = capi.map_memory(self._runtime.handle, self._handle)
         self._owned.pin()
         return address, functools.partial(_unkeep, self._runtime.handle, self._handle, self._owned, device)
@@ -348,7 +349,7 @@ class Memory(Child):
             else:
                 ffi.memmove(data, ptr, nbytes)
             return
-        calls = self._runtime.device.library_calls
+        calls = self._runtime.device.library.calls
         if calls is None:
             capi.memcpy_host(self._runtime.handle, self._handle, data, nbytes, to_device)
             return
@@ -448,7 +449,7 @@ class MemorySlice:
             raise InvalidArgumentError("copy_to: source and destination belong to different runtimes")
         if dst.size != self.size:
             raise InvalidArgumentError(f"copy_to: sizes differ (source {self.size} bytes, destination {dst.size})")
-        src_mem._runtime.device.copy(dst_mem, dst.offset, src_mem, self.offset, self.size)
+        src_mem._runtime.device.transfers.copy(dst_mem, dst.offset, src_mem, self.offset, self.size)
 
     def __repr__(self) -> str:
         return f"<MemorySlice [{self.offset}, {self.offset + self.size}) of {self.memory!r}>"

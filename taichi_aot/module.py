@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, NamedTuple, TypeVar
 
-from . import _cudart, _firstload, _probe, capi, metadata
+from . import _firstload, _probe, capi, metadata
 from ._lifetime import Child, Owned, Parent, unpicklable
 from .backends import ModuleBackends
 from .backends import launchers as launcher_choice
@@ -136,7 +136,7 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
             return None, temp_dir
         data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
         # the metadata was read and checked above: capi's loads by that metadata do not read it again
-        with runtime.device.libtaichi_context():  # CUDA: device 0's context, whatever is current
+        with runtime.device.library.context():  # CUDA: device 0's context, whatever is current
             handle = capi.create_checked(rt, data, meta) if data is not None else capi.load_checked(rt, what, meta)
         return handle, temp_dir
     except BaseException:
@@ -199,7 +199,7 @@ def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: M
     does not (its runtime made beside the own on the first such module); the own backends unloaded where it fails."""
     try:
         library = runtime.library_runtime()
-        with _cudart.library_context():
+        with runtime.device.library.context():  # device 0's context, whatever is current
             return capi.load_checked(library, folder if folder is not None else src.what, src.meta)
     except BaseException:
         backends.unload()
@@ -233,7 +233,7 @@ class _Shared:
         self.handles: dict[tuple[str, str], Any] = {}  # (kind, name) -> the kernel's or graph's native handle
         self.users = 0
         self.idle = 0
-        inside = runtime.device.libtaichi_context
+        inside = runtime.device.library.context
         self.owned = Owned(lambda: _release_module(handle, temp_dir, backends, inside), runtime.owned)
         runtime.foreign.unmaps[id(self)] = self.owned.close  # the runtime's close releases it first
 
@@ -317,12 +317,12 @@ class AotModule(Child):
             folder = temp_dir or (src.path if src.path is not None and os.path.isdir(src.path) else None)
             try:
                 backends = ModuleBackends.load(runtime, runtime.backends, src.what, folder, choice, src.meta)
-                if handle is None and runtime.device.library_beside() and backends.needs_library(src.meta):
+                if handle is None and runtime.device.library.beside() and backends.needs_library(src.meta):
                     # the own CUDA runtime: libtaichi's runtime beside it (device 0), for the kernels only it launches;
                     # on another device they are refused when looked up, the module's others run
                     handle = _load_library(runtime, src, folder, backends)
             except BaseException:
-                _release_module(handle, temp_dir, None, runtime.device.libtaichi_context)
+                _release_module(handle, temp_dir, None, runtime.device.library.context)
                 raise
             shared = _Shared(runtime, key, handle, temp_dir, backends, folder)
             owned = shared.add(runtime)

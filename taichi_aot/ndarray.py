@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
     from ._lifetime import Owned
+    from .placement import Transfers
 
 __all__ = [
     "Casting", "DTypeLike", "HostAccess", "NdArray", "check_copy", "convert_checked",
@@ -102,8 +103,7 @@ class NdArray:
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
         if not runtime.device.traits.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
-            with self._memory.in_use():  # as every write of it is
-                self._write(self._memory, np.zeros(self._full_shape, self._dtype))
+            self._transfers.write(self._memory, np.zeros(self._full_shape, self._dtype), new=True)
 
     @classmethod
     def _unfilled(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
@@ -156,11 +156,8 @@ class NdArray:
         self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
         self._sig = signature(layout.data_type, len(layout.dims), layout.elem_dims)
         self._full_shape = layout.dims + layout.elem_dims
-        # how bytes move, chosen once by the runtime's device (taichi_aot.placement): plain functions of the memory
-        self._read: Callable[[Memory, np.ndarray], None] = runtime.device.reader(memory)
-        self._write: Callable[[Memory, np.ndarray], None] = runtime.device.writer(memory)
-        self._write_waits = runtime.device.write_waits(memory)  # queued kernels done before a write reaches it
-        self._read_waits = runtime.device.read_waits(memory)  # and before a read of it starts
+        # how bytes move: the runtime's device's (taichi_aot.placement), which pins the memory and waits as it must
+        self._transfers: Transfers = runtime.device.transfers
 
     @property
     def owned(self) -> Owned:
@@ -385,17 +382,14 @@ class NdArray:
             flags = out.flags
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
-        with self._memory.in_use():  # not released under the copy by a close on another thread
-            if self._read_waits:
-                self._runtime.sync()
-            self._read(self._memory, out)
+        self._transfers.read(self._memory, out)
         return out
 
     def _read_later(self, into: np.ndarray | None = None) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
         """For the package's copies back: the read enqueued now, after the queued kernel that writes this ndarray:
         what returns its data once the runtime has waited, and what gives it up unread; None: :meth:`to_numpy` it
         after the wait (``into``: the array it will be read into, which the device may take as it is)."""
-        later = self._runtime.device.read_later(self._memory, into)
+        later = self._transfers.read_later(self._memory, into)
         if later is None:
             return None
 
@@ -449,11 +443,7 @@ class NdArray:
             ArgumentTypeError: a dtype of another kind (a float into an int ndarray) unless ``"unsafe"``.
         """
         self.ensure_open()
-        data = self._checked_input(array, casting)
-        with self._memory.in_use():  # not released under the copy by a close on another thread
-            if self._write_waits:
-                self._runtime.sync()
-            self._write(self._memory, data)
+        self._transfers.write(self._memory, self._checked_input(array, casting))
 
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``.
@@ -464,11 +454,7 @@ class NdArray:
         """
         self.ensure_open()
         scalar = scalar_for(value, self._dtype, "fill")
-        data = np.full(self._full_shape, scalar, self._dtype)
-        with self._memory.in_use():  # not released under the copy by a close on another thread
-            if self._write_waits:
-                self._runtime.sync()
-            self._write(self._memory, data)
+        self._transfers.write(self._memory, np.full(self._full_shape, scalar, self._dtype))
 
     def copy_from(self, other: NdArray) -> None:
         """Copy another ndarray of the same runtime, dtype and total shape into this one.

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from . import _cuda, _cudart, _dlpack, _library, capi
+from . import _cudart, _dlpack, _library, capi
 from ._archs import arch_for_module, best_arch, resolve_arch
 from ._call import came_back
 from ._foreign import ForeignArgs
@@ -50,7 +50,7 @@ from .image import Image, Sampler
 from .memory import Memory
 from .module import AotModule
 from .ndarray import NdArray
-from .placement import Device, DeviceAliases, device_for, open_native
+from .placement import Device, device_for, open_native
 from .profile import Profile, adopt
 from .replay import LaunchSequence
 from .waits import resolve_wait
@@ -104,7 +104,7 @@ def _close_runtime(owned: Owned, children: weakref.WeakSet[Child], name: str, wa
             pass
 
 
-class Runtime(DeviceAliases):
+class Runtime:
     """A Taichi runtime on one backend; a context manager.
 
     Args:
@@ -120,7 +120,7 @@ class Runtime(DeviceAliases):
             CUDA runtime in the device's primary context, on any device, several at once, from any thread; on device 0
             libtaichi's runtime is made beside it for a module whose kernels need it. "taichi": libtaichi's alone
             (device 0, one at a time, its thread). ``device.traits.own_runtime`` says which; ``device.cuda`` is the
-            own runtime's GPU (an alias kept for a release: :class:`~.placement.DeviceAliases`).
+            own runtime's GPU.
         wait: how its waits wait: "auto", "spin", "yield", "block" (:mod:`taichi_aot.waits`; ``TAICHI_AOT_WAIT``).
 
     Raises:
@@ -232,7 +232,7 @@ class Runtime(DeviceAliases):
         the runtime's own, or on the own CUDA runtime of device 0 one made beside it now (libtaichi allows one in a
         process: InvalidStateError where another lives); NotSupportedError on another device, WrongThreadError on
         another thread than the runtime's."""
-        self._handle = self.device.library_runtime(self._handle, self.on_its_thread(), self.gate.thread)
+        self._handle = self.device.library.runtime(self._handle, self.on_its_thread(), self.gate.thread)
         return self._handle
 
     def on_its_thread(self) -> bool:
@@ -297,7 +297,8 @@ class Runtime(DeviceAliases):
 
     def _wait(self) -> None:
         # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
-        flight = (self.foreign.copies.in_flight(), self.device.in_flight()) if self._wait_always else (None, None)
+        transfers = self.device.transfers
+        flight = (self.foreign.copies.in_flight(), transfers.in_flight()) if self._wait_always else (None, None)
         if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
             try:
                 code = lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always)
@@ -308,7 +309,7 @@ class Runtime(DeviceAliases):
         else:
             self._drain()
         self.foreign.release(flight[0])
-        self.device.release(flight[1])
+        transfers.release(flight[1])
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
@@ -316,25 +317,22 @@ class Runtime(DeviceAliases):
             if self.gate.pending[0]:
                 self.gate.pending[0] = 0
                 self.foreign.release()
-                self.device.release()
+                self.device.transfers.release()
         elif self._wait_always or self.gate.pending[0]:
             # where waits are counted, the one C call that tells threads launching with Python's lock kept that this
             # one comes back for it (_csrc/launch.c's taichi_aot_coming)
             self._wait()
 
     def _drain(self) -> None:
-        if not self.device.traits.library_native:
-            self.device.synchronize()  # the legacy default stream's work; the stream set: below
+        if not self.device.traits.library_native:  # the own CUDA runtime's work: its stream's, below
             self.gate.pending[0] = 0
         # libtaichi's, where anything was queued since its last wait, on a device whose work is all counted (capi
         # counts every enqueue in the flags this runtime shares; a wait with nothing queued costs a submit and a
         # fence, 50-75 us on a discrete GPU's Vulkan); on CUDA, always (the driver copies beside libtaichi's queue)
         if self._handle and (self.gate.pending[0] or not self.device.traits.waits_counted):
-            with self.device.libtaichi_context():  # CUDA: device 0's streams, whatever is current
+            with self.device.library.context():  # CUDA: device 0's streams, whatever is current
                 capi.wait(self._handle)
-        stream = self.device.stream
-        if stream:
-            _cuda.stream_synchronize(stream)
+        self.device.stream.synchronize()  # the work beside libtaichi's queue: the stream set, the legacy default
 
     @property
     def allow_array_copies(self) -> bool:
@@ -352,8 +350,9 @@ class Runtime(DeviceAliases):
     @property
     def cuda_stream(self) -> int | None:
         """The caller's CUDA stream (a ``CUstream`` handle) that kernels run on, or None: the legacy default
-        stream, which torch's and CuPy's default streams are too. See :meth:`set_cuda_stream`. The device keeps it."""
-        return self.device.stream
+        stream, which torch's and CuPy's default streams are too. See :meth:`set_cuda_stream`. The device's stream
+        keeps it (``device.stream.handle``)."""
+        return self.device.stream.handle
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Run this CUDA runtime's kernels on the caller's stream: ``None`` (the legacy default stream), a
@@ -381,17 +380,7 @@ class Runtime(DeviceAliases):
             InvalidArgumentError: a stream of another GPU than the runtime's.
         """
         self.ensure_open()
-        if not self.device.traits.cuda_streams:
-            raise NotSupportedError(f"set_cuda_stream: a {self._arch.name} runtime has no CUDA stream")
-        given, stream = stream, _cudart.stream_handle(stream)
-        _cudart.check_stream(given, stream, self._device_index)
-        capturing = _cuda.capturing(stream)  # nothing else is asked of a stream while it captures
-        blocking = not stream or (not capturing and _cuda.stream_is_blocking(stream))
-        if not (capturing or _cuda.capturing(self.device.stream)):
-            self.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
-        self.backends.select_stream(stream or None)  # its stand-in made first: it may fail (out of memory)
-        self.device.select_stream(stream or None, self._handle)
-        self.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
+        self.device.stream.select(stream)  # its checks, the wait and the launch backends' stand-in: the device's
 
     def host_array(self, shape: Iterable[int] | int, dtype: Any = np.float32) -> np.ndarray:
         """A zero-filled numpy array ``from_numpy`` and ``to_numpy(out=)`` copy at the bus's full speed: page-locked on
@@ -403,7 +392,7 @@ class Runtime(DeviceAliases):
             OutOfMemoryError: no page-locked memory of that size.
         """
         self.ensure_open()
-        return self.device.host_array(shape, dtype)
+        return self.device.transfers.host_array(shape, dtype)
 
     def record(self) -> _Recording:
         """Record kernel and graph launches instead of running them; replay them from C later.
@@ -574,8 +563,8 @@ class Runtime(DeviceAliases):
     def _close(self) -> None:
         for p in list(self.profiles):  # their records first, while the runtime's counts are its own
             p.runtime_closing(self)
-        if self.device.stream and not self._owned.closed:  # libtaichi's setting outlives the runtime
-            self.device.select_stream(None, self._handle)
+        if not self._owned.closed:  # libtaichi's stream setting outlives the runtime: back to the default
+            self.device.stream.close()
         if self._finalizer.detach() is not None:
             self._owned.close()  # first: a launch another thread makes meanwhile finds the runtime closed
             # after a launch with staged copies another thread is making: it waits, then reads them back through

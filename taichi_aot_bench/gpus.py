@@ -141,7 +141,7 @@ def gpus(bench: Bench) -> list[Row]:
     if bench.rt.arch != Arch.CUDA:
         bench.log(f"  gpus: the section is CUDA's (no rows on {bench.name})")
         return []
-    from taichi_aot import _cudart
+    from taichi_aot.drivers import cudart as _cudart
 
     count = _cudart.device_count()
     if count < 2:

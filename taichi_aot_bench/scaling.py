@@ -69,7 +69,7 @@ def _device_names(arch: Arch, devices: list[int] | None) -> list[str]:
         return [found[i].name if i < len(found) else "unknown" for i in devices]
     import ctypes
 
-    from taichi_aot import _cuda
+    from taichi_aot.drivers import cuda as _cuda
 
     names = []
     for i in devices:

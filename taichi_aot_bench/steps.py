@@ -8,9 +8,10 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from taichi_aot import Arch, NotSupportedError, _cuda
+from taichi_aot import Arch, NotSupportedError
 from taichi_aot._native import ffi as native_ffi
 from taichi_aot._native import lib as native_lib
+from taichi_aot.drivers import cuda as _cuda
 
 from ._steps import ffi, lib
 

@@ -139,7 +139,7 @@ def _copy_limit(bench: Bench, methods: Methods, x: NdArray, y: NdArray, size: in
         methods["memcpy (np.copyto)"] = host_copy
         return "memcpy (np.copyto)"
     if bench.arch == Arch.CUDA:  # 1.7.4 has no device copy on CUDA: the driver's cuMemcpyDtoD
-        from taichi_aot import _cuda
+        from taichi_aot.drivers import cuda as _cuda
 
         dst_ptr, src_ptr = y.memory.cuda_pointer(), x.memory.cuda_pointer()
 

@@ -22,12 +22,15 @@ from taichi_aot import (
     IncompatibleModuleError,
     InvalidArgumentError,
     InvalidStateError,
+    NotSupportedError,
     ReadOnlyArrayError,
     Runtime,
     TaichiError,
     capi,
     metadata,
 )
+from taichi_aot.drivers import cuda as _cuda
+from taichi_aot.drivers import cuda_host as _cuda_host
 from taichi_aot.ptx import add_ptx
 
 
@@ -130,7 +133,7 @@ def test_one_libtaichi_cuda_runtime_at_a_time(cuda_module):
         Runtime(Arch.CUDA, **taichi)  # the closed runtime lives on through the view
     del view
     with Runtime(Arch.CUDA, **taichi) as again:
-        assert again.arch == Arch.CUDA and again.cuda_device is None
+        assert again.arch == Arch.CUDA and not again.device.traits.own_runtime
 
 
 def test_cuda_and_x64_modules_do_not_mix(cuda_module, modules):
@@ -434,8 +437,6 @@ def test_cuda_arrays_found_again_by_the_c_call(cuda_module):
 
 
 def test_streams_and_fast_transfers(cuda_module):
-    from taichi_aot import NotSupportedError, _cuda, _cuda_host
-
     with Runtime(Arch.CUDA) as rt:
         module = rt.load_module(cuda_module["cuda"])
         add = module.kernels["add"]
@@ -499,9 +500,8 @@ def test_streams_and_fast_transfers(cuda_module):
 
 def test_arrays_that_move_again_are_page_locked_until_collected(cuda_module, monkeypatch):
     import gc
-    import os
 
-    from taichi_aot import _cuda, _cuda_host, _hostpages
+    from taichi_aot import _hostpages
 
     count = (3 << 20) // 4 + 5  # 3 MiB and a bit: at least REGISTER_MIN, not page-aligned at its end
     rng = np.random.default_rng(7)
@@ -680,10 +680,10 @@ def test_kill_9_during_a_cuda_map(cuda_module):
 
 def test_host_arrays_passed_again_on_cuda(cuda_module):
     """numpy arrays and torch CPU tensors passed to a CUDA kernel again (a loop's step) go through the copies the last
-    call kept, filled by one call into the driver (``fill_writer``), with the arrays' values as they are now."""
+    call kept, filled by one call into the driver (``transfers.fill``), with the arrays' values as they are now."""
     with Runtime(Arch.CUDA) as rt:
         add = rt.load_module(cuda_module["cuda"]).kernels["add"]  # x += a * y
-        assert rt.device.fill_writer(rt.ndarray((8,), np.float32).memory) is not None
+        assert rt.device.transfers.fill(rt.ndarray((8,), np.float32).memory) is not None
         x, y = np.zeros(256, np.float32), np.arange(256, dtype=np.float32)
         for step in range(4):
             y[:] = step

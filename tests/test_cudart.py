@@ -32,7 +32,7 @@ from taichi_aot import (
 def _gpus() -> int:
     if not capi.arch_status()[Arch.CUDA].available:
         return 0
-    from taichi_aot import _cudart
+    from taichi_aot.drivers import cudart as _cudart
 
     return _cudart.device_count()
 
@@ -77,7 +77,7 @@ def own(cuda_module):  # noqa: F811
 
 
 def test_own_runtime_runs_kernels_graphs_replays_and_copies(own, cuda_module):  # noqa: F811
-    assert own.cuda_device is not None and own.cuda_device.ordinal == 0
+    assert own.device.cuda is not None and own.device.cuda.ordinal == 0
     assert "taichi_aot's own" in repr(own) and own.capabilities == {} and not own.handle
     for source in (cuda_module["cuda"], cuda_module["cuda.tcm"]):
         kernels_graphs_and_copies(own, source)
@@ -89,7 +89,7 @@ def test_own_runtime_runs_kernels_graphs_replays_and_copies(own, cuda_module):  
     with pytest.raises(NotSupportedError, match="no capability levels"):
         own.set_capabilities(spirv_version=0x10300)
     with Runtime(Arch.CUDA) as default:
-        assert default.cuda_device is not None  # the default, "auto", is the own runtime
+        assert default.device.cuda is not None  # the default, "auto", is the own runtime
 
 
 def test_host_arrays_a_kernel_writes_come_back_whole(own, cuda_module):  # noqa: F811
@@ -103,7 +103,7 @@ def test_several_own_runtimes_beside_libtaichis(cuda_module):  # noqa: F811
     # libtaichi allows one CUDA runtime a process; the own runtimes any number, beside it, closed in any order
     runtimes = [Runtime(Arch.CUDA, cuda_runtime="own") for _ in range(3)]
     with Runtime(Arch.CUDA, cuda_runtime="taichi") as libtaichis:
-        assert libtaichis.cuda_device is None
+        assert not libtaichis.device.traits.own_runtime
         for rt in (*runtimes, libtaichis):
             kernels_graphs_and_copies(rt, cuda_module["cuda"])
         runtimes[1].close()
@@ -117,7 +117,7 @@ def test_libtaichi_beside_the_own_runtime_on_device_0(own, cuda_module):  # noqa
     # a module whose kernels libtaichi launches (here all, launcher="taichi"): libtaichi's runtime is made beside the
     # own one, and its launches get the own runtime's ndarrays (and a torch tensor) as its imports
     kernels_graphs_and_copies(own, cuda_module["cuda"], launcher="taichi")
-    assert own.handle and own.cuda_device is not None
+    assert own.handle and own.device.cuda is not None
     kernels_graphs_and_copies(own, cuda_module["cuda"])  # the own launches beside them
     with Runtime(Arch.CUDA) as other:  # libtaichi allows one CUDA runtime a process: a second is refused, typed
         with pytest.raises(InvalidStateError, match="already exists"):
@@ -196,7 +196,7 @@ import numpy as np, sys
 from taichi_aot import Runtime
 module = sys.argv[1]
 rts = [Runtime("cuda", device_index=k) for k in (0, 1)]
-assert [rt.cuda_device.ordinal for rt in rts] == [0, 1]   # the own runtime on each
+assert [rt.device.cuda.ordinal for rt in rts] == [0, 1]   # the own runtime on each
 libtaichis = Runtime("cuda", device_index=0, cuda_runtime="taichi")
 for rt in (*rts, libtaichis):
     mod = rt.load_module(module)

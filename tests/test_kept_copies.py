@@ -133,19 +133,19 @@ def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):
     sizes of no whole words are staged, and large copies take the device's writer."""
     rt = device_policy
     small = rt.ndarray((16,), np.float32)
-    fill = rt.device.fill_writer(small.memory)
+    fill = rt.device.transfers.fill(small.memory)
     assert fill is not None
     data = np.arange(16, dtype=np.float32)
     fill(data)
     data[:] = -1  # the bytes were taken when the write returned
     assert np.array_equal(small.to_numpy(), np.arange(16, dtype=np.float32))
     odd = rt.ndarray((3,), np.uint8)
-    rt.device.fill_writer(odd.memory)(np.array([7, 8, 9], np.uint8))  # three bytes: through staging
+    rt.device.transfers.fill(odd.memory)(np.array([7, 8, 9], np.uint8))  # three bytes: through staging
     assert odd.to_numpy().tolist() == [7, 8, 9]
     large = rt.ndarray((1 << 15,), np.float32)
-    assert rt.device.fill_writer(large.memory) is None
+    assert rt.device.transfers.fill(large.memory) is None
     # from_numpy and fill of such an ndarray take the same write: the staging buffers stay unused
-    staging = rt.device.staging
+    staging = rt.device.transfers.staging
     rt.wait()  # the buffers in flight given back
     small.from_numpy(np.full(16, 3, np.float32))
     assert not staging.in_flight()
@@ -157,17 +157,17 @@ def test_a_kept_copy_filled_by_the_devices_own_write(device_policy):
     assert np.array_equal(small.to_numpy(), strided)
 
 
-def test_a_fill_writer_checks_what_it_is_given(device_policy):
-    """``rt.device.fill_writer`` is public: it takes a Memory of its runtime alone, and each write an array of that
+def test_a_fill_checks_what_it_is_given(device_policy):
+    """``rt.device.transfers.fill`` is public: it takes a Memory of its runtime alone, and each write an array of that
     memory's size into a memory still open (typed errors, nothing written); a strided array is packed first."""
     rt = device_policy
     nd = rt.ndarray((8,), np.float32)
     for bad in (nd, 3, None):
         with pytest.raises(ArgumentTypeError):
-            rt.device.fill_writer(bad)
+            rt.device.transfers.fill(bad)
     with Runtime(rt.arch) as other, pytest.raises(ArgumentTypeError):
-        rt.device.fill_writer(other.ndarray((8,), np.float32).memory)
-    fill = rt.device.fill_writer(nd.memory)
+        rt.device.transfers.fill(other.ndarray((8,), np.float32).memory)
+    fill = rt.device.transfers.fill(nd.memory)
     assert fill is not None
     nd.from_numpy(np.full(8, 2, np.float32))
     for bad, error in ((np.zeros(16, np.float32), InvalidArgumentError),
@@ -185,7 +185,7 @@ def test_a_fill_writer_checks_what_it_is_given(device_policy):
     with pytest.raises(ClosedError):
         fill(np.zeros(8, np.float32))
     with pytest.raises(ClosedError):
-        rt.device.fill_writer(memory)
+        rt.device.transfers.fill(memory)
 
 
 def test_the_own_vulkan_writes_refuse_bytes_past_a_memorys_end(device_policy):

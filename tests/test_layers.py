@@ -31,10 +31,11 @@ LAYERS: list[set[str]] = [
     {"_library", "_nvtx"},  # finds and loads libtaichi_c_api, hides its output; the NVTX library and the ranges
     # around launches
     {"_hostpages"},  # the caller's arrays whose pages a device keeps pinned (both drivers' one policy)
-    {"_probe", "_firstload", "_cuda", "_cuda_host", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API:
-    # arch probing, a module's first load in a child, the CUDA driver and host transfers, DLPack capsules, module
-    # metadata, the CPU cores and a CPU runtime's threads, PTX for CUDA modules
-    {"capi", "_cudart"},  # the flat, checked API; taichi_aot's own CUDA runtime's device (memory, waits)
+    {"_probe", "_firstload", "drivers", "_dlpack", "metadata", "_cpus", "ptx"},  # beside the flat API: arch probing,
+    # a module's first load in a child, the drivers (the CUDA driver, host transfers, the own CUDA runtime's device:
+    # every room may import them), DLPack capsules, module metadata, the CPU cores and a CPU runtime's threads, PTX for
+    # CUDA modules
+    {"capi", "_cudart"},  # the flat, checked API; which CUDA runtime a runtime gets, and what is refused where
     {"_lifetime", "_archs", "_dtypes"},  # what every runtime-owned object shares; which arch a runtime is made on;
     # Taichi's types in numpy's terms (dtypes, shapes, an ndarray's TiArgument, signatures)
     {"profile"},  # the profiles of a runtime's launches (their device times), asking it as its children do (Parent)
@@ -221,6 +222,59 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert RANK["memory"] < RANK["runtime"]
 
 
+# -- the whiteboard's nevers -----------------------------------------------------------------------------
+#
+# The target structure (REVIEW.md §14.4) draws parts of the house and arrows between them, and names arrows that must
+# never be drawn. The layers above keep most of them (an import upward fails); these are the ones the layers alone
+# would let through, or that hold for annotations too, each checked on every import of the parts' rooms: at run time
+# or under TYPE_CHECKING, at a module's top or in a function.
+
+#: The parts the nevers name, by their rooms.
+PARTS: dict[str, set[str]] = {
+    "Drivers": {"drivers"},  # the CUDA driver, host transfers, the own CUDA runtime's device: every room's to import
+    "Arrays": {"_lifetime", "_dtypes", "memory", "image", "ndarray"},  # what a runtime's memory and arrays are
+    "Device": {"placement", "_cudart"},  # where memory lives and how bytes move; which CUDA runtime a runtime gets
+    "Backends": {"backends"},  # the launch backends
+    "Runtime": {"runtime"},  # Runtime and its factories
+}
+#: The arrows never drawn, each with its reason.
+NEVERS: dict[tuple[str, str], str] = {
+    ("Backends", "Device"): "a backend takes launch state (the runtime it is handed, its device's launch_state), never "
+                            "placement: the drivers it calls are a part of their own, below both",
+    ("Arrays", "Runtime"): "arrays ask the device, not the runtime: they know their runtime as _lifetime.Parent",
+}
+
+
+def _part(module: str) -> str | None:
+    room = _room(module)
+    return next((part for part, rooms in PARTS.items() if room in rooms), None)
+
+
+def broken_nevers() -> list[str]:
+    """Every import (annotations too) from one part to another that :data:`NEVERS` forbids."""
+    known = _modules()
+    return sorted(f"{m} imports {t} ({a} -> {b}: {NEVERS[(a, b)]})"
+                  for m, p in sorted(known.items()) for t in _imports(m, p, known) | _annotation_imports(m, p, known)
+                  for a, b in [(_part(m), _part(t))] if (a, b) in NEVERS)
+
+
+def test_the_whiteboards_nevers_hold():
+    """No backend imports placement or the CUDA runtime room (it imports the drivers), and no array room imports
+    the runtime, even for annotations."""
+    assert broken_nevers() == []
+
+
+def test_the_nevers_checker_sees_the_parts():
+    """The parts are the rooms they say (a room on none would make its never pass unseen), and the backends reach the
+    CUDA driver through the drivers part: the never holds by the part, not by the driver going unused."""
+    rooms = {room for part in PARTS.values() for room in part}
+    assert rooms <= set(RANK), sorted(rooms - set(RANK))
+    assert {part for pair in NEVERS for part in pair} <= set(PARTS)
+    assert _part("taichi_aot.placement.cuda") == _part("taichi_aot._cudart") == "Device"
+    assert _part("taichi_aot.backends.cuda") == "Backends" and _part("taichi_aot.drivers.cuda") == "Drivers"
+    assert "taichi_aot.drivers.cuda" in graph()["taichi_aot.backends.cuda"]
+
+
 # -- private members ------------------------------------------------------------------------------------
 #
 # Layers call only downward, and through what a class shows: no module reads ``x._name`` (``x`` not self or
@@ -230,16 +284,12 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
 PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): the native runtime a room "
                                "made, named with the room",
-    ("placement.base", "_fields"): "a NamedTuple's own field names (its documented API): a trait by its old name",
-    ("placement.base", "_replace"): "as placement.cuda: a trait given by its old name, into the traits",
     ("placement.cuda", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): a room's traits, "
                                     "its base's with its own",
     ("placement.host", "_replace"): "as placement.cuda: a room's traits",
     ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
-    ("_staged", "_fill"): "a kept copy's fill: the device's write without fill_writer's checks, which the plan makes "
-                          "when it is made and at each call",
     ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
     ("_torchop", "_choice"): "a torch op's C kernel launches its kernel's backend's kind and handle, as JAX plans do",
     ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",
@@ -375,7 +425,7 @@ LONG_FILES = {
                                       "its consumers take and the edits the PTX step writes, so that another Taichi "
                                       "or LLVM changes one file (tests/test_rooms.py holds the patterns here)",
     "taichi_aot/runtime.py": "Runtime, the object a user holds: its making (arch, device, threads, waits), its "
-                             "factories and its work; owed: its stream and copy checks to the device's parts (house9)",
+                             "factories and its work; owed: its copy checks to the device's parts (its stream's moved)",
     "taichi_aot/_csrc/taichi_aot.h": "the one header cffi reads (build_ffi.HEADER): what Python calls of every C "
                                      "file, each file's part under a comment saying what its functions do",
 }
@@ -409,7 +459,7 @@ def test_a_file_over_the_size_limit_says_why():
 
 
 #: Decisions made by an arch or a backend's name outside the rooms that own them (``backends/``, ``placement/``, the
-#: CUDA driver and runtime rooms ``_cuda.py`` and ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
+#: drivers ``drivers/`` and the CUDA runtime room ``_cudart.py``, the arch choice ``_archs.py``), by file: how many,
 #: and why each file may. Every spelling counts: a comparison with an arch (``Arch.CUDA``...) or a backend's name
 #: ("cuda", "x64", "taichi"; ``CUDA``, ``X64``, ``LIBTAICHI``), membership in a tuple of archs or of launch kinds
 #: (``CPU_ARCHS``, ``GFX_ARCHS``, ``LLVM_ARCHS``, ``*_KINDS``), and every read of ``cuda_device`` (the own CUDA
@@ -475,7 +525,7 @@ def _arch_decisions() -> dict[str, int]:
         return isinstance(node, ast.Compare) and any(map(decides, [node.left, *node.comparators]))
 
     found: dict[str, int] = {}
-    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/_cuda.py", "taichi_aot/_cudart.py",
+    rooms = ("taichi_aot/backends/", "taichi_aot/placement/", "taichi_aot/drivers/", "taichi_aot/_cudart.py",
              "taichi_aot/_archs.py")
     for where, _, files in os.walk(os.path.join(ROOT, "taichi_aot")):
         for name in files:

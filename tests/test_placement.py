@@ -16,7 +16,7 @@ from test_backends import package_copy
 
 from conftest import ROOT, require_arch
 from taichi_aot import Arch, Runtime, _probe, capi
-from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError
+from taichi_aot.errors import ExportError, InvalidArgumentError, InvalidStateError, NotSupportedError
 from taichi_aot.metadata.gfx import MAX_GROUPS
 from taichi_aot.placement import staging
 from taichi_aot.placement import vulkan as vk
@@ -88,8 +88,8 @@ def test_a_copy_back_that_fails_to_queue_leaves_no_buffer_to_reuse_early(device_
     rt = device_policy
     data = np.arange(1 << 18, dtype=np.uint32)
     src, dst = rt.ndarray_from_numpy(data), rt.ndarray(data.shape, np.uint32)
-    pool, device = rt.device.staging, rt.device
-    copy, calls = device.copy, []
+    pool, transfers = rt.device.transfers.staging, rt.device.transfers
+    copy, calls = transfers.copy, []
 
     def failing(*args):
         calls.append(1)
@@ -97,10 +97,10 @@ def test_a_copy_back_that_fails_to_queue_leaves_no_buffer_to_reuse_early(device_
             raise InvalidStateError("a copy that failed to enqueue")
         return copy(*args)
 
-    monkeypatch.setattr(device, "copy", failing)
+    monkeypatch.setattr(transfers, "copy", failing)
     with pytest.raises(InvalidStateError, match="failed to enqueue"):
         pool.download_later(src.memory, src.nbytes)
-    monkeypatch.setattr(device, "copy", copy)
+    monkeypatch.setattr(transfers, "copy", copy)
     dst.from_numpy(np.full(data.shape, 7, np.uint32))  # its pieces in buffers other than the ones still queued
     assert np.array_equal(dst.to_numpy(), np.full(data.shape, 7, np.uint32))
     read = pool.download_later(src.memory, src.nbytes)
@@ -133,7 +133,7 @@ def test_large_copies_go_in_pieces_through_reused_buffers(device_policy, monkeyp
     for k in range(5):
         x.from_numpy(data + k)  # each returns without a wait: its buffers are in flight until the next
         assert np.array_equal(x.to_numpy(), data + k)
-    pool = rt.device.staging
+    pool = rt.device.transfers.staging
     kept = len(pool._free) + len(pool._flight)
     for k in range(5):
         x.from_numpy(data - k)
@@ -146,8 +146,8 @@ def test_host_arrays_are_copied_by_the_device_alone(device_policy):
     rt = device_policy
     h = rt.host_array((300, 2), np.float64)
     assert h.shape == (300, 2) and h.dtype == np.float64 and not h.any()
-    assert rt.device.staging._host_array_of(h.reshape(-1).view(np.uint8)) is not None
-    assert rt.device.staging._host_array_of(np.zeros(4)) is None
+    assert rt.device.transfers.staging._host_array_of(h.reshape(-1).view(np.uint8)) is not None
+    assert rt.device.transfers.staging._host_array_of(np.zeros(4)) is None
     x = rt.ndarray((300, 2), np.float64)
     h[:] = np.arange(600).reshape(300, 2)
     x.from_numpy(h)
@@ -162,7 +162,7 @@ def test_host_arrays_are_copied_by_the_device_alone(device_policy):
     start = h.__array_interface__["data"][0]
     del h
     gc.collect()
-    assert all(first != start for first, _, _ in rt.device.staging._arrays)  # given back with the array
+    assert all(first != start for first, _, _ in rt.device.transfers.staging._arrays)  # given back with the array
 
 
 def test_a_host_array_keeps_its_runtime_until_it_goes(vulkan, monkeypatch):
@@ -427,7 +427,7 @@ def test_small_uploads_between_waits_share_a_page(device_policy, modules):
     rt = device_policy
     add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
     x, total = rt.ndarray((16,), np.float32), rt.ndarray((16,), np.float32)
-    staged = rt.device.staging
+    staged = rt.device.transfers.staging
     for i in range(300):
         x.from_numpy(np.full(16, i, np.float32))  # staged, enqueued: no wait
         add(total, x, 1.0)
@@ -447,11 +447,11 @@ def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     x = rt.ndarray((n,), np.float32)
     host = np.arange(n, dtype=np.float32)
     x.from_numpy(host)
-    assert rt.device._imports.kept_bytes() == 0  # the first copy: staged
+    assert rt.device.transfers._imports.kept_bytes() == 0  # the first copy: staged
     for i in range(1, 4):
         host[::1000] = i  # written between copies, in place
         x.from_numpy(host)
-        assert rt.device._imports.kept_bytes() == host.nbytes
+        assert rt.device.transfers._imports.kept_bytes() == host.nbytes
         np.testing.assert_array_equal(x.to_numpy(), host)
     view = host[n // 2:]  # a part of it, through the same import
     back = np.empty_like(view)
@@ -460,7 +460,7 @@ def test_an_array_that_moves_again_keeps_its_pages_imported(device_policy):
     np.testing.assert_array_equal(x.to_numpy()[n // 2:], 2 * back)
     del host, view
     gc.collect()
-    assert rt.device._imports.kept_bytes() == 0
+    assert rt.device.transfers._imports.kept_bytes() == 0
 
 
 def test_host_imports_keep_to_the_page_lock_budget(device_policy, monkeypatch):
@@ -477,12 +477,12 @@ def test_host_imports_keep_to_the_page_lock_budget(device_policy, monkeypatch):
         host[0] = i
         x.from_numpy(host)
         np.testing.assert_array_equal(x.to_numpy(), host)
-    assert rt.device._imports.kept_bytes() == 0
+    assert rt.device.transfers._imports.kept_bytes() == 0
     monkeypatch.setattr(_hostpages, "REGISTER_LIMIT", host.nbytes)
     x.from_numpy(host)
-    assert rt.device._imports.kept_bytes() == 0  # seen once within the budget
+    assert rt.device.transfers._imports.kept_bytes() == 0  # seen once within the budget
     x.from_numpy(host)
-    assert rt.device._imports.kept_bytes() == host.nbytes
+    assert rt.device.transfers._imports.kept_bytes() == host.nbytes
 
 
 #: A toy device room, as the contributor page's "A runtime and memory of its own" asks: x64 runtimes whose memory is
@@ -587,7 +587,7 @@ def test_a_toy_runtime_with_its_own_memory_by_the_contributor_steps_touches_only
 
 def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
     """A device's traits are one record fixed when it is made (the own Vulkan launch open: any thread), read as
-    ``device.traits.<name>``; the old attribute names still answer, for a release; a room's traits are its base's
+    ``device.traits.<name>`` (the old attribute names, kept for a release, are gone); a room's traits are its base's
     with its own."""
     from taichi_aot.placement.base import Device, Traits
     from taichi_aot.placement.vulkan import DeviceMemoryVulkan, SharedMemoryVulkan
@@ -595,22 +595,39 @@ def test_a_device_says_what_it_is_in_one_frozen_record(device_policy):
     device = device_policy.device
     traits = device.traits
     assert isinstance(traits, Traits) and traits.any_thread == bool(device.vulkan_id) == traits.library_any_thread
-    assert device.any_thread == traits.any_thread and device.stages == traits.stages  # the old names
+    assert not hasattr(device, "any_thread") and not hasattr(device, "stages")  # the old names: gone
     with pytest.raises(AttributeError):
         traits.any_thread = False  # frozen: a device that opens gives itself a new record
-    with pytest.raises(AttributeError, match="no_such_trait"):
-        getattr(device, "no_such_trait")  # noqa: B009
     assert DeviceMemoryVulkan.traits == SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
     assert SharedMemoryVulkan.traits == Device.traits == Traits()
 
-    class OldStyle(Device):  # a room written before traits: its class attributes are folded in
-        zeroed = True
-        any_thread = True
 
-    assert OldStyle.traits == Traits(zeroed=True, any_thread=True) and "zeroed" not in OldStyle.__dict__
-    device.any_thread = not traits.any_thread  # set by the old name: the device's own record
-    assert device.traits.any_thread != traits.any_thread and device.traits.stages == traits.stages
-    device.any_thread = traits.any_thread
+def test_a_device_is_composed_of_small_parts(device_policy):
+    """A Device keeps what it is and three small parts (house9): under 20 methods of its own (the defs of its class
+    body; 41 before); every room's class names parts that implement the small interfaces, and a runtime's device is
+    made of them, each asking the device it belongs to."""
+    import ast
+
+    from taichi_aot.placement import Device, Library, Stream, Transfers
+    from taichi_aot.placement.cuda import LibraryCudaDevice, OwnCudaDevice
+    from taichi_aot.placement.host import HostDevice
+    from taichi_aot.placement.vulkan import DeviceMemoryVulkan, SharedMemoryVulkan
+
+    with open(os.path.join(ROOT, "taichi_aot", "placement", "base.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Device").body
+    defs = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert len(defs) < 20, defs
+    for room in (Device, HostDevice, LibraryCudaDevice, OwnCudaDevice, SharedMemoryVulkan, DeviceMemoryVulkan):
+        assert issubclass(room.transfers_type, Transfers), room
+        assert issubclass(room.library_type, Library) and issubclass(room.stream_type, Stream), room
+    device = device_policy.device
+    assert isinstance(device.transfers, DeviceMemoryVulkan.transfers_type) and device.stream.handle is None
+    assert device.library.why_not() is None and not device.library.beside() and not device.stream.capturing()
+    with pytest.raises(NotSupportedError, match="no CUDA stream"):
+        device.stream.select(None)
+    with Runtime(Arch.X64) as rt:
+        assert type(rt.device.transfers) is HostDevice.transfers_type and rt.device.library.calls is None
 
 
 def test_a_device_room_registered_twice_is_refused():

@@ -668,9 +668,9 @@ def test_a_module_saved_without_ptx_runs_on_the_own_launcher_on_a_gpu(cuda_modul
 
 def test_cuda_driver_errors_are_named():
     """A CUDA driver error in a message is its name and number where the driver is here, its number elsewhere."""
-    from taichi_aot import _cuda
     from taichi_aot._native import lib
     from taichi_aot.backends import launch_error
+    from taichi_aot.drivers import cuda as _cuda
 
     named = "CUDA_ERROR_ILLEGAL_ADDRESS (700)" if capi.arch_status()[Arch.CUDA].available else "700"
     assert _cuda.error_name(700) == named

@@ -116,7 +116,7 @@ def test_a_small_read_of_device_memory_waits_for_its_own_copy_alone(device_polic
     x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
     y = rt.ndarray_from_numpy(np.ones(64, np.float32))
     rt.wait()
-    staging = type(rt.device.staging)
+    staging = type(rt.device.transfers.staging)
     downloads: list[int] = []  # the staged path's reads, counted (it still serves past a batch's segment)
     download = staging.download
     monkeypatch.setattr(staging, "download", lambda self, memory, out: (downloads.append(out.nbytes),

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import _cuda, _cuda_host
 from .._arguments import GradCall, gradient_signature
 from .._native import ffi, lib
 from .._nvtx import range_name
+from ..drivers import cuda as _cuda
+from ..drivers import cuda_host as _cuda_host
 from ..errors import CorruptedDataError, InvalidArgumentError, InvalidStateError, NotSupportedError, OutOfMemoryError
 from ..metadata.layout import RESULT_BYTES
 from ..metadata.llvm import is_reverse

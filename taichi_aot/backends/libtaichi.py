@@ -88,7 +88,7 @@ def load(runtime: Any, state: Any, what: str, folder: str | None, choice: str, m
     """libtaichi as the last backend of a module just loaded in ``runtime`` (its registration's ``load``); on
     taichi_aot's own CUDA runtime of a device but 0, where libtaichi has no runtime, its :class:`Absent` place
     (``launcher="taichi"`` refused there: NotSupportedError)."""
-    why = runtime.device.library_why_not()
+    why = runtime.device.library.why_not()
     if why is None:
         return LibtaichiBackend()
     if choice != AUTO:
@@ -115,7 +115,7 @@ def launch_error(code: int, what: str) -> Exception:
 def driver_error(code: int, what: str) -> Exception:
     """The exception of a launch's code for a CUDA driver error (TAICHI_AOT_CUDA_ERROR minus its CUresult), of
     either launch on CUDA."""
-    from .._cuda import error_name
+    from ..drivers.cuda import error_name
 
     return InvalidStateError(f"{what}: the CUDA driver refused the launch "
                              f"({error_name(lib.TAICHI_AOT_CUDA_ERROR - code)})")

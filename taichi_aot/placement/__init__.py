@@ -3,19 +3,23 @@ the runtime's native part itself (:func:`open_native`: libtaichi's runtime, or t
 the device's room makes.
 
 The object layer (``memory.py``, ``ndarray.py``, ``_foreign.py``, ``runtime.py``) asks its runtime's device and
-never decides by arch itself (``tests/test_layers.py`` keeps it so):
+never decides by arch itself (``tests/test_layers.py`` keeps it so). A :class:`Device` is composed of small parts
+(:mod:`.parts`), each a room's own class where the room differs:
 
-* :meth:`Device.default_access`: what ``host_access=None`` means (``(host_read, host_write)``);
-* :meth:`Device.allocate`: a :class:`Block` of ``size`` bytes with those flags (who allocates, who frees);
 * :attr:`Device.traits` (:class:`Traits`): what the device is, fixed when it is made: among it ``zeroed`` (new
   memory is zero-filled already) and ``kernel_copies_on_device`` (a host array a kernel takes is copied into device
   memory, else into host-visible memory the kernel reads in place);
-* :meth:`Device.reader` / :meth:`Device.writer`: how the host's bytes move to and from a block, chosen once a
-  memory (directly through a mapping, through the CUDA driver, or through the device's staging buffers);
-* :meth:`Device.copy`: a device-to-device copy between two blocks of the runtime;
-* :meth:`Device.host_visible`: whether the host addresses a block as it is (``__array__``, DLPack);
-* :meth:`Device.release` after each wait (staging buffers in flight are free again), :meth:`Device.close` before
-  the native runtime goes.
+* :attr:`Device.transfers` (:class:`Transfers`): how bytes move: ``read(memory, out)``, ``write(memory, array)``,
+  ``fill(memory)`` (a writer for the same memory again and again) and ``read_later(memory, into)``, each pinning the
+  memory and saying whether it waits for the queued kernels; ``copy`` between two blocks of the runtime; the
+  staging buffers (``release`` after each wait, ``close`` with the runtime) and ``host_array``;
+* :attr:`Device.library` (:class:`Library`): libtaichi's runtime as the device has it (what its calls run inside,
+  one made beside the own CUDA runtime, why there is none);
+* :attr:`Device.stream` (:class:`Stream`): the CUDA stream the kernels run on (``select``, ``synchronize``,
+  ``capturing``: what ``Runtime.set_cuda_stream`` asks);
+* and the device's own few: :meth:`Device.default_access` (what ``host_access=None`` means), :meth:`Device.allocate`
+  (a :class:`Block` of ``size`` bytes: who allocates, who frees), :meth:`Device.host_visible` (whether the host
+  addresses a block as it is: ``__array__``, DLPack), :meth:`Device.close` before the native runtime goes.
 
 The rooms, each registered here (:func:`register`: its name, module, the arches it serves, its priority) and asked
 in priority order, as the launch backends are: ``host.py`` (the CPU backends), ``cuda.py`` (CUDA: libtaichi's
@@ -23,8 +27,9 @@ runtime and the own one), ``vulkan.py`` (the policy of Vulkan devices: device me
 memory where the host and the GPU share it), ``base.py`` (libtaichi's runtime and memory as the C-API makes them,
 for every other arch: the fallback). A room's module gives ``open_native(arch, device_index, cpu_threads,
 cuda_runtime)``, its native runtime or None (not its own: the next room is asked), and ``device(runtime, native)``,
-the runtime's :class:`Device`; it is imported at the first runtime of one of its arches. ``staging.py`` holds the
-host-visible buffers kept mapped and reused; this file, the registry and the choice.
+the runtime's :class:`Device`; it is imported at the first runtime of one of its arches. ``parts.py`` holds the
+parts as libtaichi's runtime has them, ``staging.py`` the host-visible buffers kept mapped and reused; this file,
+the registry and the choice.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import _library
 from ..enums import CPU_ARCHS, Arch
 from ..errors import InvalidArgumentError
-from .base import Block, Device, DeviceAliases, Mover, Native
+from .base import Block, Device, Native, Traits
+from .parts import Filler, Library, Mover, Stream, Transfers
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
-__all__ = ["Block", "Device", "DeviceAliases", "Mover", "Native", "Registration", "device_for", "open_native",
-           "register", "registered"]
+__all__ = ["Block", "Device", "Filler", "Library", "Mover", "Native", "Registration", "Stream", "Traits", "Transfers",
+           "device_for", "open_native", "register", "registered"]
 
 
 class Registration(NamedTuple):

@@ -6,39 +6,19 @@ libtaichi's as the C-API makes it (:func:`library_native`); and this room's regi
 from __future__ import annotations
 
 import functools
-import math
-import operator
 import weakref
-from collections.abc import Iterable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
-
-import numpy as np
 
 from .. import capi
 from .._native import ffi, lib
-from ..capi.handles import mark_enqueued
-from ..errors import ArgumentTypeError, ClosedError, InvalidArgumentError, check
+from ..errors import check
+from .parts import Library, Stream, Transfers, live
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
-    from .staging import Read, Staging
 
-__all__ = ["Block", "Device", "DeviceAliases", "LaunchState", "Mover", "Native", "Traits", "device", "library_native",
-           "open_native"]
-
-
-class DeviceAliases:
-    """The names a runtime answered before its device did, kept for a release: a ``Runtime``'s own, read from its
-    ``device``."""
-
-    device: Device
-
-    @property
-    def cuda_device(self) -> Any:
-        """taichi_aot's own CUDA runtime's GPU (``_cudart.CudaDevice``; None: libtaichi's runtime). An alias kept for
-        a release: ``rt.device`` says what the runtime is (``own_runtime``) and holds it (``cuda``)."""
-        return getattr(self.device, "cuda", None)
+__all__ = ["Block", "Device", "LaunchState", "Native", "Traits", "device", "library_native", "open_native"]
 
 
 class Native(NamedTuple):
@@ -53,7 +33,7 @@ class Native(NamedTuple):
     release: Callable[[], object]
     #: the device it was made on (Vulkan's: the one libtaichi was shown)
     device_index: int
-    #: taichi_aot's own CUDA runtime's device (``_cudart.CudaDevice``), or None: libtaichi's runtime
+    #: taichi_aot's own CUDA runtime's device (``drivers.cudart.CudaDevice``), or None: libtaichi's runtime
     cuda: Any
     #: the own CUDA runtime's libtaichi runtime, once a module needs it (its handle, or empty)
     library: list[Any]
@@ -87,10 +67,6 @@ class LaunchState(NamedTuple):
     why: str
 
 
-#: How the host's bytes move between a numpy array and a memory: ``(memory, array)``.
-Mover = Callable[[Any, np.ndarray], None]
-
-
 class Block(NamedTuple):
     """What an allocation gives the memory that holds it: the native handle (a ``TiMemory``, or the own CUDA
     runtime's tagged pointer), the release, and where the host and CUDA address it (None: not known yet)."""
@@ -105,29 +81,6 @@ class Block(NamedTuple):
 def _inside(calls: Callable[[], AbstractContextManager[None]], call: Callable[[], object]) -> None:
     with calls():
         call()
-
-
-def _read_direct(memory: Any, out: np.ndarray) -> None:
-    memory.copy_host(out, memory.size, to_device=False)
-
-
-def _checked_fill(fill: Callable[[np.ndarray], None], memory: Any, array: Any) -> None:
-    """A fill (:meth:`Device.fill_writer`) of an open ``memory`` from a numpy array of its size, made C-contiguous,
-    with the memory pinned (a close on another thread releases it after the write, never under it)."""
-    memory.ensure_open()
-    if not isinstance(array, np.ndarray):
-        raise ArgumentTypeError(f"a fill needs a numpy array, got {type(array).__name__}")
-    if array.nbytes != memory.size:
-        raise InvalidArgumentError(f"a fill of a memory of {memory.size} bytes needs an array of as many, got "
-                                   f"{array.nbytes}")
-    if array.dtype.hasobject:
-        raise ArgumentTypeError("a fill needs an array of numbers, not of Python objects")
-    with memory.in_use():
-        fill(np.ascontiguousarray(array))
-
-
-def _write_direct(memory: Any, data: np.ndarray) -> None:
-    memory.copy_host(data, memory.size, to_device=True)
 
 
 #: Where a device's ndarrays live by default, by their default host access (``describe()``'s words).
@@ -165,7 +118,7 @@ class Traits(NamedTuple):
     #: a Vulkan runtime with the own launch open, whose calls are made one at a time)
     any_thread: bool = False
     #: the runtime is taichi_aot's own (CUDA, ``_cudart``), not libtaichi's: it has no libtaichi runtime (nor its
-    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`Device.library_runtime`).
+    #: capabilities and images) unless a module needs one beside it, on device 0 (:meth:`.parts.Library.runtime`).
     #: Read inside placement/ only: the rooms above ask the traits and methods below
     own_runtime: bool = False
     #: libtaichi's runtime is the runtime itself: it loads the modules, has capability levels and threads (False:
@@ -186,62 +139,40 @@ class Traits(NamedTuple):
     library_any_thread: bool = False
 
 
-_TRAIT_NAMES = frozenset(Traits._fields)
-
-
 class Device:
     """libtaichi's memory as the C-API allocates it (OpenGL, GLES, Metal; the base of the others): host-visible by
-    default, copies through a mapping, or through a staging buffer for memory made without host access."""
+    default, copies through a mapping, or through a staging buffer for memory made without host access.
+
+    Composed of small parts, each a room's own where it differs (:mod:`taichi_aot.placement.parts`): what it is
+    (:attr:`traits`), how bytes move (:attr:`transfers`), libtaichi's runtime as it has it (:attr:`library`) and the
+    CUDA stream its kernels run on (:attr:`stream`)."""
 
     #: the policy's name, as ``config`` and ``archs`` show it
     policy = "libtaichi"
     #: what the device is (:class:`Traits`)
     traits = Traits()
-    #: what libtaichi's memory calls (map, unmap, copies, frees) run inside, or None: nothing (libtaichi's CUDA
-    #: runtime: device 0's primary context, whatever another library left current on the thread)
-    library_calls: Callable[[], AbstractContextManager[None]] | None = None
+    #: the classes of its parts, each made with the device and its runtime (a room's class names its own)
+    transfers_type: type[Transfers] = Transfers
+    library_type: type[Library] = Library
+    stream_type: type[Stream] = Stream
 
     def __init__(self, runtime: Parent):
         self.arch = runtime.arch
         self.device_index = runtime.device_index
-        self._staging: Staging | None = None
-        self._closed = False  # set by close(): no staging is made after it
         self._runtime_ref = weakref.ref(runtime)  # the runtime owns its device (and its finalizer the close)
         #: the pool of other libraries' memory imported for kernel arguments (:meth:`pooled`): address -> (bytes,
         #: TiMemory as an int), read by the C call too
         self.imports: dict[int, tuple[int, int]] = {}
-        #: the CUDA stream the runtime's kernels run on (a ``CUstream`` handle: :meth:`select_stream`), or None: the
-        #: legacy default stream
-        self.stream: int | None = None
-
-    def __init_subclass__(cls, **kwargs: Any):
-        """A room's class that still gives a trait as a class attribute of its own (``any_thread = True``, as rooms
-        did before :attr:`traits`, for a release): folded into its traits."""
-        super().__init_subclass__(**kwargs)
-        given = {name: cls.__dict__[name] for name in _TRAIT_NAMES if name in cls.__dict__}
-        for name in given:
-            delattr(cls, name)
-        if given:
-            cls.traits = cls.traits._replace(**given)
-
-    def __getattr__(self, name: str) -> Any:
-        """A trait by the name it had before :attr:`traits` held them (``device.any_thread``), kept for a release."""
-        if name in _TRAIT_NAMES:
-            return getattr(self.traits, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """A trait set by its old name (``device.any_thread = True``) sets it in the device's own traits."""
-        if name in _TRAIT_NAMES:
-            name, value = "traits", self.traits._replace(**{name: value})
-        object.__setattr__(self, name, value)
+        #: how bytes move between the host and the device's memory (:class:`~.parts.Transfers`)
+        self.transfers = self.transfers_type(self, runtime)
+        #: libtaichi's runtime as the device has it (:class:`~.parts.Library`)
+        self.library = self.library_type(self, runtime)
+        #: the CUDA stream the runtime's kernels run on (:class:`~.parts.Stream`)
+        self.stream = self.stream_type(self, runtime)
 
     @property
     def _runtime(self) -> Parent:
-        runtime = self._runtime_ref()
-        if runtime is None:  # pragma: no cover - a device is used only through its live runtime
-            raise ClosedError("the runtime of this device is gone")
-        return runtime
+        return live(self._runtime_ref)
 
     def pooled(self, address: int, nbytes: int) -> Any:
         """The runtime's import of the ``nbytes`` at ``address`` (another library's host memory on a CPU, CUDA memory
@@ -286,163 +217,25 @@ class Device:
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         """``size`` bytes with ``flags`` (host_read, host_write, export_sharing, usage)."""
         rt = self._runtime.handle
-        with self.memory_context():
+        with self.library.memory_context():
             handle = capi.allocate_memory(rt, size=size, host_read=flags[0], host_write=flags[1],
                                           export_sharing=flags[2], usage=flags[3]).cdata
         free = functools.partial(capi.free_memory, rt, handle)
-        calls = self.library_calls  # the free runs inside it too, whenever the memory goes
+        calls = self.library.calls  # the free runs inside it too, whenever the memory goes
         return Block(handle, free if calls is None else functools.partial(_inside, calls, free))
-
-    def memory_context(self) -> AbstractContextManager[None]:
-        """What one of libtaichi's memory calls runs inside (:attr:`library_calls`; nothing where it is None)."""
-        calls = self.library_calls
-        return nullcontext() if calls is None else calls()
-
-    def libtaichi_context(self) -> AbstractContextManager[None]:
-        """What libtaichi's calls on the whole runtime (module loads, waits) run inside: nothing here (CUDA: device
-        0's primary context, whatever another library left current on the thread)."""
-        return nullcontext()
-
-    def library_beside(self) -> bool:
-        """Whether libtaichi's runtime may be made beside this one, for a module's kernels only libtaichi launches
-        (the own CUDA runtime of device 0: the one place that rule is kept)."""
-        return False
-
-    def library_why_not(self) -> str | None:
-        """Why libtaichi has no runtime here to launch a kernel (the end of a sentence), or None where it has one or
-        may make one beside."""
-        return None
-
-    def library_runtime(self, handle: Any, on_its_thread: bool, thread: int) -> Any:
-        """libtaichi's runtime for a module's kernels only libtaichi launches: the runtime's own (``handle``), or one
-        made beside the own runtime now (:meth:`library_beside`), or raises with the reason there is none."""
-        return handle
 
     def launch_state(self) -> LaunchState:
         """The native state an own launch of the runtime's arch takes (the Vulkan devices': the own Vulkan state they
         open, ``_csrc/backends/vkqueue.c``); none here."""
         return LaunchState(0, "the runtime's device opened none")
 
-    def select_stream(self, stream: int | None, library: Any) -> None:
-        """Kernels run on ``stream`` from now on (``Runtime.set_cuda_stream`` checked it, waited, and gave it to the
-        launch backends first); libtaichi's launches too, where it has a runtime (``library``: its handle, NULL where
-        none was made: its setting is the process's, not the runtime's). A device with no CUDA stream never gets
-        here (``traits.cuda_streams``)."""
-        if library:
-            capi.set_cuda_stream(stream)
-        self.stream = stream
-
     def set_wait(self, policy: str) -> None:
         """How the device's own waits wait (:mod:`taichi_aot.waits`: one of its POLICIES): nothing here, where the
         driver's waits are taken as they are."""
 
-    def synchronize(self) -> None:
-        """Wait for the device's work outside libtaichi's queue (the own CUDA runtime's legacy default stream):
-        nothing here."""
-
     def host_visible(self, memory: Any) -> bool:
         """Whether the host addresses ``memory`` as it is (a view without a copy)."""
         return bool(memory.host_read)
-
-    # -- how bytes move ----------------------------------------------------------------------------------------
-
-    def reader(self, memory: Any) -> Mover:
-        """How ``memory``'s bytes reach a host array, chosen once."""
-        return _read_direct if memory.host_read else self.staging.download
-
-    def read_later(self, memory: Any, into: np.ndarray | None = None) -> Read | None:
-        """A copy of ``memory`` the host does not read, enqueued now into staging buffers (after the queued kernel
-        that writes it), and what reads it into an array once the runtime has waited; None where the memory is read
-        as it is after the wait (host-visible memory, a driver's copies; ``into``, the array it will be read into
-        where the caller has one, where the device's reader takes it as it is)."""
-        return None if memory.host_read or not self.traits.stages else self.staging.download_later(memory, memory.size)
-
-    def writer(self, memory: Any) -> Mover:
-        """How a host array's bytes reach ``memory``, chosen once (memory the host reads but does not write: staged,
-        and waited for, so that a view of it shows the bytes once the copy returns)."""
-        if memory.host_write:
-            return _write_direct
-        return self.staging.upload_waited if memory.host_read else self.staging.upload
-
-    def fill_writer(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """How a host array of ``memory``'s size reaches it when it is written again and again, with the least work on
-        the host's side: the device's own write (:meth:`_fill`), which waits or orders itself as :meth:`writer`'s
-        does; None where :meth:`writer` serves. ``memory`` is a Memory of this device's runtime; each write checks
-        that it is still open and that the array is a numpy array of its size (typed errors). The kept copies
-        (``_staged.Again``), which check their arrays at each call, take :meth:`_fill` itself."""
-        if not all(hasattr(memory, a) for a in ("handle", "host_write", "ensure_open")) or (
-                memory.runtime is not self._runtime):
-            raise ArgumentTypeError(f"fill_writer needs a Memory of this device's runtime (an ndarray's: nd.memory), "
-                                    f"got {type(memory).__name__}")
-        memory.ensure_open()
-        fill = self._fill(memory)
-        return None if fill is None else functools.partial(_checked_fill, fill, memory)
-
-    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """:meth:`fill_writer`'s write, with no check around it (a C-contiguous array of ``memory``'s size, an open
-        memory: the caller's to see to); None here: :meth:`writer` serves."""
-        return None
-
-    def read_waits(self, memory: Any) -> bool:
-        """Whether a read of ``memory`` into a host array waits for the queued kernels first (they may write what it
-        reads); not where the read is a copy the device queues after them and waits for (device memory, through
-        staging)."""
-        return bool(memory.host_read or not self.traits.stages)
-
-    def write_waits(self, memory: Any) -> bool:
-        """Whether a host array's write into ``memory`` waits for the queued kernels first (they may read what it
-        overwrites); not where the write is a copy the device queues after them (device memory, through staging)."""
-        return bool(memory.host_write or memory.host_read or not self.traits.stages)
-
-    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
-        """Copy ``size`` bytes between two memories of the runtime, enqueued (the callers' slices are checked: a
-        MemorySlice's, or staging buffers' sized for the copy)."""
-        d, s = ffi.new("TiMemorySlice *"), ffi.new("TiMemorySlice *")
-        d.memory, d.offset, d.size = dst.handle, dst_offset, size
-        s.memory, s.offset, s.size = src.handle, src_offset, size
-        # the C call itself: the flat function's lookups and coercions cost ten times it on a staged launch's path
-        lib.ti_copy_memory_device_to_device(self._runtime.handle, d, s)
-        mark_enqueued(self._runtime.handle)  # after: a wait another thread clears the count in meanwhile waits for it
-        check("copy_memory_device_to_device")
-
-    @property
-    def staging(self) -> Staging:
-        """The runtime's staging buffers, made at the first copy that needs one."""
-        staging = self._staging
-        if staging is None:
-            if self._closed:  # a copy on another thread after the close: no new buffers to outlive the runtime
-                raise ClosedError("the runtime is closed (on another thread): its staging buffers are gone")
-            from .staging import Staging  # the room's own file, imported where first needed
-
-            staging = self._staging = Staging(self._runtime, self)
-        return staging
-
-    def host_array(self, shape: Any, dtype: Any) -> np.ndarray:
-        """A zero-filled host array the device copies to and from at the link's speed (``Runtime.host_array``).
-
-        Raises:
-            ArgumentTypeError: a bad shape or dtype.
-        """
-        items = tuple(shape) if isinstance(shape, Iterable) and not isinstance(shape, (str, bytes)) else (shape,)
-        try:
-            dims = tuple(-1 if isinstance(d, bool) else operator.index(d) for d in items)
-        except TypeError:
-            dims = (-1,)
-        if any(d < 0 for d in dims):
-            raise ArgumentTypeError(f"host_array: shape {shape!r} is not a tuple of non-negative ints")
-        try:
-            dt = np.dtype(dtype)
-        except TypeError as e:
-            raise ArgumentTypeError(f"host_array: {dtype!r} is not a dtype ({e})") from None
-        if dt.hasobject:
-            raise ArgumentTypeError(f"host_array: {dt} holds Python objects, which no device copies")
-        if math.prod(dims) * dt.itemsize >= 2**63:
-            raise InvalidArgumentError(f"host_array: shape {dims} of {dt} is too large")
-        return self._host_array(dims, dt)
-
-    def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """The host array of a checked shape and dtype: a plain one, where nothing is faster."""
-        return np.zeros(dims, dtype)
 
     def module_source(self, data: bytes | None, path: str) -> tuple[bytes | None, str]:
         """A checked module as this device loads it: ``(bytes of a .tcm, or None, path)``; as it is here."""
@@ -453,22 +246,10 @@ class Device:
         the module says)."""
         return None
 
-    def in_flight(self) -> list[Any]:
-        """The staging buffers in flight, taken before a wait (see :meth:`release`)."""
-        return self._staging.in_flight() if self._staging is not None else []
-
-    def release(self, flight: list[Any] | None = None) -> None:
-        """The runtime waited: staging buffers in flight (``flight``, :meth:`in_flight` taken before the wait; None:
-        all) are free again."""
-        if self._staging is not None:
-            self._staging.release(flight)
-
     def close(self) -> None:
-        """The runtime closes: the staging buffers' mappings end (its memory goes with the native runtime); the
-        closed staging stays, refusing new buffers to a copy another thread makes after this."""
-        self._closed = True
-        if self._staging is not None:
-            self._staging.close()
+        """The runtime closes: its transfers' staging buffers' mappings end (its memory goes with the native runtime);
+        the closed staging stays, refusing new buffers to a copy another thread makes after this."""
+        self.transfers.close()
 
     def describe(self) -> dict[str, Any]:
         """What ``config`` and the bench show of the device."""

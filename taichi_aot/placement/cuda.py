@@ -2,7 +2,7 @@
 
 Both keep memory in the GPU's memory by default: host-visible memory is managed memory there, slow for kernels and
 copies. libtaichi_c_api 1.7.4 has no host copies nor device copies for CUDA memory, so the CUDA driver copies
-(``_cuda``: page-locked arrays at the bus's speed, pageable ones through its staging buffers).
+(:mod:`taichi_aot.drivers`: page-locked arrays at the bus's speed, pageable ones through its staging buffers).
 """
 
 from __future__ import annotations
@@ -13,16 +13,21 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .. import _cuda, _cuda_host, _cudart, capi
+from .. import _cudart, capi
 from .._native import ffi, lib
+from ..drivers import cuda as _cuda
+from ..drivers import cuda_host as _cuda_host
+from ..drivers.cudart import CudaDevice, check_stream, device_name, library_context, stream_handle, tagged
 from ..enums import Arch
 from ..errors import check
-from .base import Block, Device, Mover, Native, _read_direct, _write_direct, library_native
+from .base import Block, Device, Native, library_native
+from .parts import Filler, Library, Mover, Stream, Transfers, read_direct, write_direct
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
-__all__ = ["LibraryCudaDevice", "OwnCudaDevice"]
+__all__ = ["CudaLibrary", "CudaStream", "CudaTransfers", "LibraryCudaDevice", "OwnCudaDevice", "OwnCudaLibrary",
+           "OwnCudaStream"]
 
 
 def _read_cuda(memory: Any, out: np.ndarray) -> None:
@@ -35,49 +40,25 @@ def _write_cuda(memory: Any, data: np.ndarray) -> None:  # contiguous: the ndarr
 
 
 def _fill_cuda(memory: Any, pointer: int, context: int, wait: Callable[[], None], array: np.ndarray) -> None:
-    """A small fill (``Device.fill_writer``): refused while a view that is a copy lives (it would undo the fill when
-    it ends), then one call into the extension after ``wait``."""
+    """A small fill (``Transfers.fill``): refused while a view that is a copy lives (it would undo the fill when it
+    ends), then one call into the extension after ``wait``."""
     memory.refuse_mapped_copy()
     _cuda_host.htod_small(pointer, context, wait, array)
 
 
-class LibraryCudaDevice(Device):
-    """libtaichi's CUDA memory, copied by the driver."""
-
-    policy = "cuda"
-    # waits not counted: the driver's copies (cuMemcpyDtoD) are no libtaichi work; no staging: the driver copies
-    traits = Device.traits._replace(kernel_copies_on_device=True, dlpack_type=2, addresses_cuda_arrays=True,
-                                    waits_counted=False, stages=False, mapping_is_copy=True, cuda_streams=True)
-    library_calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(_cudart.library_context)
-    _name: str | None = None  # the GPU's name, once asked
-
-    def default_access(self) -> tuple[bool, bool]:
-        return False, False
-
-    def libtaichi_context(self) -> AbstractContextManager[None]:  # the own runtime's libtaichi runtime's too
-        return _cudart.library_context()
-
-    def why_default(self) -> str:
-        return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
-
-    def device_name(self) -> str | None:
-        """The GPU's name, asked of the driver once (None where it cannot say)."""
-        if self._name is None:
-            try:
-                self._name = _cudart.device_name(self.device_index)
-            except Exception:  # the driver refuses (a context gone bad): the repr goes on without the name
-                return None
-        return self._name
+class CudaTransfers(Transfers):
+    """CUDA memory, copied by the driver (libtaichi_c_api 1.7.4 has no host copies nor device copies for it):
+    page-locked arrays at the bus's speed, pageable ones through the driver's staging buffers; no staging of ours."""
 
     def reader(self, memory: Any) -> Mover:
-        return _read_direct if memory.host_read else _read_cuda
+        return read_direct if memory.host_read else _read_cuda
 
     def writer(self, memory: Any) -> Mover:
-        return _write_direct if memory.host_write else _write_cuda
+        return write_direct if memory.host_write else _write_cuda
 
-    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
-        """A small array (below ``_cuda_host.REGISTER_MIN``) copied by the driver in one call into the extension,
-        after the runtime's wait, as :meth:`writer`'s copy is."""
+    def filler(self, memory: Any) -> Filler | None:
+        """A small array (below ``drivers.cuda_host.REGISTER_MIN``) copied by the driver in one call into the
+        extension, after the runtime's wait, as :meth:`writer`'s copy is."""
         if memory.host_write or memory.size >= _cuda_host.REGISTER_MIN:
             return None
         pointer, context = memory.cuda_pointer(), memory.cuda_context()
@@ -90,14 +71,130 @@ class LibraryCudaDevice(Device):
         self._runtime.sync()
         _cuda.dtod(dst.cuda_pointer() + dst_offset, src.cuda_pointer() + src_offset, size)
 
-    def _host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    def new_host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return _cuda_host.pinned_array(dims, dtype)
+
+
+class CudaLibrary(Library):
+    """libtaichi's CUDA runtime: its calls in device 0's primary context, whatever another library left current."""
+
+    calls: Callable[[], AbstractContextManager[None]] | None = staticmethod(library_context)
+
+    def context(self) -> AbstractContextManager[None]:  # the own runtime's libtaichi runtime's too
+        return library_context()
+
+
+class CudaStream(Stream):
+    """The caller's CUDA stream (``Runtime.set_cuda_stream``): the runtime's kernels, libtaichi's launches too where
+    it has a runtime, run on it."""
+
+    def select(self, stream: Any) -> None:
+        """``Runtime.set_cuda_stream``'s work: ``stream`` checked (a handle, or a torch or CuPy stream object, of the
+        runtime's GPU), the runtime's work waited for first (not while either stream captures: nothing may wait
+        then), the launch backends' stand-in made for it, libtaichi's launches moved to it where the runtime has
+        libtaichi's, and libtaichi's launches refused while it is a non-blocking one."""
+        runtime = self._runtime
+        given, handle = stream, stream_handle(stream)
+        check_stream(given, handle, runtime.device_index)
+        capturing = _cuda.capturing(handle)  # nothing else is asked of a stream while it captures
+        blocking = not handle or (not capturing and _cuda.stream_is_blocking(handle))
+        if not (capturing or self.capturing()):
+            runtime.wait()  # while a stream is captured into a CUDA graph nothing may wait (torch ordered the streams)
+        runtime.backends.select_stream(handle or None)  # its stand-in made first: it may fail (out of memory)
+        self._move(handle or None)
+        runtime.gate.pending[1] = 0 if blocking else 1  # libtaichi's launches refused on a non-blocking stream
+
+    def _move(self, handle: int | None) -> None:
+        """Kernels run on ``handle`` from now on; libtaichi's launches too, where it has a runtime (NULL where none
+        was made: its setting is the process's, not the runtime's)."""
+        if self._runtime.handle:
+            capi.set_cuda_stream(handle)
+        self.handle = handle
+
+    def synchronize(self) -> None:
+        if self.handle:
+            _cuda.stream_synchronize(self.handle)
+
+    def capturing(self) -> bool:
+        return _cuda.capturing(self.handle)
+
+    def close(self) -> None:
+        if self.handle:
+            self._move(None)
+
+
+class LibraryCudaDevice(Device):
+    """libtaichi's CUDA memory, copied by the driver."""
+
+    policy = "cuda"
+    # waits not counted: the driver's copies (cuMemcpyDtoD) are no libtaichi work; no staging: the driver copies
+    traits = Device.traits._replace(kernel_copies_on_device=True, dlpack_type=2, addresses_cuda_arrays=True,
+                                    waits_counted=False, stages=False, mapping_is_copy=True, cuda_streams=True)
+    transfers_type = CudaTransfers
+    library_type: type[Library] = CudaLibrary
+    stream_type: type[Stream] = CudaStream
+    _name: str | None = None  # the GPU's name, once asked
+
+    def default_access(self) -> tuple[bool, bool]:
+        return False, False
+
+    def why_default(self) -> str:
+        return "GPU memory: host-visible memory is managed memory on CUDA, slow for kernels and copies"
+
+    def device_name(self) -> str | None:
+        """The GPU's name, asked of the driver once (None where it cannot say)."""
+        if self._name is None:
+            try:
+                self._name = device_name(self.device_index)
+            except Exception:  # the driver refuses (a context gone bad): the repr goes on without the name
+                return None
+        return self._name
 
     def _import(self, handle: Any, address: int, nbytes: int) -> Any:
         """libtaichi's import of another library's CUDA memory."""
         memory = lib.ti_import_cuda_memory(handle, ffi.cast("void *", address), nbytes)
         check("import_cuda_memory")
         return memory
+
+
+class OwnCudaLibrary(CudaLibrary):
+    """The own CUDA runtime's: its memory is the driver's (libtaichi neither maps, copies nor frees it); libtaichi's
+    runtime is made beside it on device 0 for a module whose kernels need it, on the thread that made the own one."""
+
+    calls = None
+    _device: OwnCudaDevice
+
+    def __init__(self, device: Device, runtime: Parent):
+        super().__init__(device, runtime)
+        self._made = self._device.made_beside  # the native's list: released with it
+
+    def beside(self) -> bool:
+        return self._device.device_index == 0  # libtaichi_c_api 1.7.4 makes its CUDA runtime on device 0 only
+
+    def why_not(self) -> str | None:
+        return None if self.beside() else _cudart.library_absent(self._device.device_index)
+
+    def runtime(self, handle: Any, on_its_thread: bool, thread: int) -> Any:
+        if not self.beside() or not on_its_thread:
+            raise _cudart.no_library(self._device.device_index, thread)
+        if not self._made:
+            with library_context():  # device 0's context, whatever another library left current
+                self._made.append(capi.create_runtime(Arch.CUDA, 0).cdata)
+            stream = self._device.stream.handle
+            if stream:  # libtaichi's launches on the stream set
+                capi.set_cuda_stream(stream)
+        return self._made[0]
+
+
+class OwnCudaStream(CudaStream):
+    """The own CUDA runtime's: the work of the legacy default stream of its GPU's primary context waited for too (its
+    own stream where none is set)."""
+
+    _device: OwnCudaDevice
+
+    def synchronize(self) -> None:
+        self._device.cuda.synchronize()
+        super().synchronize()
 
 
 class OwnCudaDevice(LibraryCudaDevice):
@@ -110,39 +207,23 @@ class OwnCudaDevice(LibraryCudaDevice):
         zeroed=True, pointer_handles=True, mapping_is_copy=False, any_thread=True, own_runtime=True,
         library_native=False, no_images="CUDA has no images (Vulkan, OpenGL and Metal have)",
         runtime_words=" (taichi_aot's own)")
-    library_calls = None  # its memory is the driver's: libtaichi neither maps, copies nor frees it
+    library_type = OwnCudaLibrary
+    stream_type = OwnCudaStream
 
-    def __init__(self, runtime: Parent, cuda: _cudart.CudaDevice, library: list[Any]):
-        super().__init__(runtime)
-        #: the GPU the runtime runs on, through the driver (``_cudart.CudaDevice``)
+    def __init__(self, runtime: Parent, cuda: CudaDevice, library: list[Any]):
+        #: the GPU the runtime runs on, through the driver (``drivers.cudart.CudaDevice``)
         self.cuda = cuda
-        self._library = library  # libtaichi's runtime beside it, once a module needs one (released by the native's)
-
-    def synchronize(self) -> None:
-        self.cuda.synchronize()
+        #: libtaichi's runtime made beside it, once a module needs one (its handle, or empty: the native's list,
+        #: released with it; :class:`OwnCudaLibrary` makes it)
+        self.made_beside = library
+        super().__init__(runtime)
 
     def pooled(self, address: int, nbytes: int) -> Any:
         """The pointer itself, tagged: the own launches take it as it is, and nothing is imported."""
         entry = self.imports.get(address)
         if entry is not None and entry[0] >= nbytes:  # the C call's
             return ffi.cast("TiMemory", entry[1])
-        return _cudart.tagged(address)
-
-    def library_beside(self) -> bool:
-        return self.device_index == 0  # libtaichi_c_api 1.7.4 makes its CUDA runtime on device 0 only
-
-    def library_why_not(self) -> str | None:
-        return None if self.library_beside() else _cudart.library_absent(self.device_index)
-
-    def library_runtime(self, handle: Any, on_its_thread: bool, thread: int) -> Any:
-        if not self.library_beside() or not on_its_thread:
-            raise _cudart.no_library(self.device_index, thread)
-        if not self._library:
-            with _cudart.library_context():  # device 0's context, whatever another library left current
-                self._library.append(capi.create_runtime(Arch.CUDA, 0).cdata)
-            if self.stream:  # libtaichi's launches on the stream set
-                capi.set_cuda_stream(self.stream)
-        return self._library[0]
+        return tagged(address)
 
     def allocate(self, size: int, flags: tuple[bool, bool, bool, int]) -> Block:
         device = self.cuda
@@ -152,7 +233,7 @@ class OwnCudaDevice(LibraryCudaDevice):
         except BaseException:
             device.free(pointer)
             raise
-        return Block(_cudart.tagged(pointer), functools.partial(device.free, pointer), None, pointer, device.context)
+        return Block(tagged(pointer), functools.partial(device.free, pointer), None, pointer, device.context)
 
 
 def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, cuda_runtime: str | None) -> Native:
@@ -161,7 +242,7 @@ def open_native(arch: Arch, device_index: int | None, cpu_threads: int | None, c
     current."""
     index = 0 if device_index is None else device_index
     if _cudart.chosen(cuda_runtime, index) == _cudart.OWN:
-        cuda, library = _cudart.CudaDevice(index), []  # type: ignore[var-annotated]
+        cuda, library = _cudart.open_device(index), []  # type: ignore[var-annotated]
         # its memory and modules are given back before it, then libtaichi's runtime where one was made
         release = functools.partial(_cudart.release, cuda, library)
         return Native(ffi.cast("TiRuntime", 0), ffi.new("int32_t[3]"), release, index, cuda, library)

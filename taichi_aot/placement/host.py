@@ -20,10 +20,11 @@ import numpy as np
 from .. import _library, capi
 from .._native import ffi, lib
 from ..errors import OutOfMemoryError
-from .base import Block, Device, Mover, Native, _read_direct, _write_direct
+from .base import Block, Device, Native
 from .base import open_native as open_native  # libtaichi's CPU runtime, as the C-API makes it
+from .parts import Mover, Transfers, read_direct, write_direct
 
-__all__ = ["HostDevice"]
+__all__ = ["HostDevice", "HostTransfers"]
 
 
 def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
@@ -35,10 +36,29 @@ def _release_host(runtime: Any, memory: Any, host: mmap.mmap) -> None:
         host.close()  # back to the system at once (every view of it is gone by now: views pin the memory)
 
 
+class HostTransfers(Transfers):
+    """Every byte is the host's: read and written where it lies, copied with ``memcpy``; no staging."""
+
+    def reader(self, memory: Any) -> Mover:
+        return read_direct
+
+    def writer(self, memory: Any) -> Mover:
+        return write_direct
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
+        # 1.7.4 has no device-to-device copy on CPU backends; their memory is host memory.
+        self._runtime.wait()
+        source = src.host_view(size, src_offset)
+        target = dst.host_view(size, dst_offset)
+        np.copyto(target, source)
+        del source, target
+
+
 class HostDevice(Device):
     """Host memory of our own, imported; every copy is the host's."""
 
     policy = "host"
+    transfers_type = HostTransfers
     traits = Device.traits._replace(zeroed=True, dlpack_type=1, imports_host_memory=True, launches_finish=True,
                                     stages=False)  # no staging: every copy is the host's
 
@@ -74,20 +94,6 @@ class HostDevice(Device):
 
     def host_visible(self, memory: Any) -> bool:
         return True
-
-    def reader(self, memory: Any) -> Mover:
-        return _read_direct
-
-    def writer(self, memory: Any) -> Mover:
-        return _write_direct
-
-    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
-        # 1.7.4 has no device-to-device copy on CPU backends; their memory is host memory.
-        self._runtime.wait()
-        source = src.host_view(size, src_offset)
-        target = dst.host_view(size, dst_offset)
-        np.copyto(target, source)
-        del source, target
 
 
 def device(runtime: Any, native: Native) -> Device:

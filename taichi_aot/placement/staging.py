@@ -30,7 +30,7 @@ from ..errors import ClosedError, InvalidStateError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
-    from .base import Device
+    from .parts import Transfers
 
 __all__ = ["CHUNK", "FLIGHT_BYTES", "Staging"]
 
@@ -98,9 +98,9 @@ class _Buffer:
 class Staging:
     """The staging buffers of one runtime (see the module docstring)."""
 
-    def __init__(self, runtime: Parent, device: Device):
+    def __init__(self, runtime: Parent, transfers: Transfers):
         self._runtime = weakref.ref(runtime)
-        self._device = device
+        self._transfers = transfers
         self._free: dict[int, list[_Buffer]] = {}  # free buffers by size
         self._flight: list[_Buffer] = []
         self._free_bytes = self._flight_bytes = 0
@@ -186,21 +186,21 @@ class Staging:
         found = self._host_array_of(source)
         if found is not None:
             buffer, offset = found
-            self._device.copy(memory, 0, _Slice(buffer.handle), offset, source.nbytes)
+            self._transfers.copy(memory, 0, _Slice(buffer.handle), offset, source.nbytes)
             self._rt().sync()  # the caller may write its array again once this returns
             return
         if source.nbytes < SMALL_UPLOAD:  # packed into the page, in flight with it
             with self._lock:  # enqueued before another thread's wait can take the page (in_flight) and free it
                 page, at = self._pack(source.nbytes)
                 ffi.memmove(ffi.cast("char *", page.address) + at, ffi.from_buffer(source), source.nbytes)
-                self._device.copy(memory, 0, _Slice(page.handle), at, source.nbytes)
+                self._transfers.copy(memory, 0, _Slice(page.handle), at, source.nbytes)
             return
         for start in range(0, source.nbytes, CHUNK):
             piece = source[start:start + CHUNK]
             buffer = self._take(piece.nbytes)
             _move(ffi.cast("char *", buffer.address), ffi.from_buffer(piece), piece.nbytes)
             try:
-                self._device.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
+                self._transfers.copy(memory, start, _Slice(buffer.handle), 0, piece.nbytes)
             finally:  # in flight once enqueued: a wait that took those in flight before frees only its own
                 self._later([buffer])
 
@@ -215,14 +215,14 @@ class Staging:
         found = self._host_array_of(target)
         if found is not None:
             buffer, offset = found
-            self._device.copy(_Slice(buffer.handle), offset, memory, 0, target.nbytes)
+            self._transfers.copy(_Slice(buffer.handle), offset, memory, 0, target.nbytes)
             self._rt().sync()
             return
         for start in range(0, target.nbytes, CHUNK):
             piece = target[start:start + CHUNK]
             buffer = self._take(piece.nbytes)
             try:
-                self._device.copy(_Slice(buffer.handle), 0, memory, start, piece.nbytes)
+                self._transfers.copy(_Slice(buffer.handle), 0, memory, start, piece.nbytes)
                 self._rt().sync()
                 _move(ffi.from_buffer(piece), ffi.cast("char *", buffer.address), piece.nbytes)
             finally:
@@ -238,7 +238,7 @@ class Staging:
             for start in range(0, nbytes, CHUNK):
                 size = min(CHUNK, nbytes - start)
                 taken.append((start, size, self._take(size)))
-                self._device.copy(_Slice(taken[-1][2].handle), 0, memory, start, size)
+                self._transfers.copy(_Slice(taken[-1][2].handle), 0, memory, start, size)
         except BaseException:
             self._later([b for _, _, b in taken])
             raise
@@ -335,7 +335,7 @@ class Read:
 
 
 class _Slice:
-    """A staging buffer as :meth:`Device.copy` takes a memory: its handle."""
+    """A staging buffer as :meth:`.parts.Transfers.copy` takes a memory: its handle."""
 
     __slots__ = ("handle",)
 

@@ -41,6 +41,7 @@ from ..errors import (
 from ..metadata.gfx import MODULE_GRID, widened_total
 from ..waits import POLICIES
 from .base import Device, LaunchState, Native, library_native
+from .parts import Filler, Transfers
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
@@ -99,50 +100,15 @@ def facts(runtime_handle: Any) -> VulkanFacts:
     return VulkanFacts(name, _probe.VULKAN_DEVICE_TYPES.get(int(words[4]), "other"), tuple(heaps))
 
 
-class SharedMemoryVulkan(Device):
-    """A Vulkan device whose memory the host shares: host-visible ndarrays by default, mapped and copied directly.
+class VulkanTransfers(Transfers):
+    """A Vulkan device's: copies between two memories recorded on the own Vulkan state's queue where it is open, in
+    one submission with the launches around them (libtaichi's copy otherwise)."""
 
-    Each Vulkan device opens the runtime's own Vulkan state (``_csrc/backends/vkqueue.c``: its command buffers on
-    libtaichi's queue, which the own Vulkan launch records into): :attr:`vulkan_id` (0 where it could not be opened,
-    :attr:`vulkan_why` says why). Copies between two memories are recorded there, in one submission with the
-    launches around them."""
-
-    policy = "vulkan-shared"
-
-    def __init__(self, runtime: Parent, found: VulkanFacts | None, why: str):
-        super().__init__(runtime)
-        self.facts = found
-        self._why = why
-        error = ffi.new("char[]", 512)
-        self.vulkan_id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
-        self.vulkan_why = "" if self.vulkan_id else ffi.string(error).decode("utf-8", "replace")
-        # with the own state open, every call on the runtime is made one at a time (backends/vulkan.c): any thread
-        own = bool(self.vulkan_id)
-        self.traits = self.traits._replace(any_thread=own, library_any_thread=own)
-
-    def launch_state(self) -> LaunchState:
-        return LaunchState(self.vulkan_id, self.vulkan_why)
-
-    def counts(self) -> dict[str, int]:
-        """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
-        and found kept, fences waited for, workgroups dispatched, copies recorded, host arrays copied through their
-        imported pages (:data:`COUNTS`)."""
-        out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
-        lib.taichi_aot_vk_counts(self.vulkan_id, out)
-        return dict(zip(COUNTS, (int(v) for v in out)))
-
-    def set_wait(self, policy: str) -> None:
-        """The own Vulkan state's fence waits by ``policy`` (:mod:`taichi_aot.waits`); "auto" blocks on a CPU device
-        (lavapipe), whose work runs on the host's cores that a poll would take (a waited launch on 2 cores: 35 us
-        blocking, 44 us polling)."""
-        if self.vulkan_id:
-            cpu = self.facts is not None and self.facts.type == "CPU"
-            code = POLICIES.index("block" if policy == "auto" and cpu else policy)
-            lib.taichi_aot_vk_set_wait(self.vulkan_id, code, 0)
+    _device: SharedMemoryVulkan
 
     def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> None:
         """Recorded on the own Vulkan state's queue where it is open (libtaichi's copy otherwise)."""
-        if self.vulkan_id:
+        if self._device.vulkan_id:
             code = self._queued(lib.taichi_aot_vk_copy, dst.handle, dst_offset, src.handle, src_offset, size)
             if code != 1:
                 _raise_for(code, "copy_memory_device_to_device")
@@ -159,26 +125,13 @@ class SharedMemoryVulkan(Device):
         finally:
             came_back()
 
-    def why_default(self) -> str:
-        return self._why
-
-    def device_name(self) -> str | None:
-        return self.facts.name if self.facts is not None else None
 
 
-class DeviceMemoryVulkan(SharedMemoryVulkan):
-    """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
-    staging buffers (the host's pass over threads where large), host arrays passed to kernels copied into device
-    memory. A host array of :data:`HOST_IMPORT_BYTES` or more that moves a second time has its pages imported and
-    kept where the driver can (VK_EXT_external_memory_host), and the GPU copies from and to them: no pass through a
-    staging buffer (``placement.vkhost``)."""
+class DeviceVulkanTransfers(VulkanTransfers):
+    """A Vulkan device with memory of its own: a few bytes carried by the command buffer itself, a large host array
+    that moves again through its imported pages (``placement.vkhost``), the rest through staging buffers."""
 
-    policy = "vulkan-device"
-    traits = SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
     _imports: Any = None  # the host pages it keeps imported (placement.vkhost.Imports), made at the first
-
-    def default_access(self) -> tuple[bool, bool]:
-        return False, False
 
     def read_later(self, memory: Any, into: np.ndarray | None = None) -> Read | None:
         if into is not None and self._imports_it(into):  # read after the wait through its pages: no staged pass
@@ -188,12 +141,12 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def _imports_it(self, array: np.ndarray) -> bool:
         """Whether ``array`` is one the GPU may copy through its imported pages (large, contiguous, not a staging
         buffer's own, on a device that imports)."""
-        return bool(self.vulkan_id) and array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and \
+        return bool(self._device.vulkan_id) and array.nbytes >= HOST_IMPORT_BYTES and array.flags.c_contiguous and \
             not self.staging.holds(array)
 
     def reader(self, memory: Any) -> Any:
         staged = super().reader(memory)
-        if memory.host_read or not self.vulkan_id:
+        if memory.host_read or not self._device.vulkan_id:
             return staged
         if memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES:  # a few bytes: read back by this thread's own wait
             return functools.partial(self._read_back, staged)
@@ -201,20 +154,20 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
 
     def writer(self, memory: Any) -> Any:
         staged = super().writer(memory)
-        if memory.host_write or not self.vulkan_id:
+        if memory.host_write or not self._device.vulkan_id:
             return staged
         if self._updates(memory):  # a few bytes: carried by the command buffer
             return functools.partial(self._update, staged)
         return functools.partial(self._imported, staged, True)
 
-    def _fill(self, memory: Any) -> Callable[[np.ndarray], None] | None:
+    def filler(self, memory: Any) -> Filler | None:
         """The writer's own write of a few bytes (:meth:`_update`), with no ndarray's checks around it."""
         return functools.partial(self.writer(memory), memory) if self._updates(memory) else None
 
     def _updates(self, memory: Any) -> bool:
         """Whether host arrays reach ``memory`` through the command buffer (:meth:`_update`): memory of the GPU's
         alone (a host-readable one is written and waited for, so that a view shows the bytes), of a few bytes."""
-        return bool(self.vulkan_id) and not (memory.host_write or memory.host_read) and (
+        return bool(self._device.vulkan_id) and not (memory.host_write or memory.host_read) and (
             memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES)
 
     def _update(self, staged: Any, memory: Any, array: np.ndarray) -> None:
@@ -259,8 +212,72 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
                 return
         staged(memory, array)
 
-    def _host_array(self, dims: tuple[int, ...], dtype: Any) -> Any:
+    def new_host_array(self, dims: tuple[int, ...], dtype: Any) -> Any:
         return self.staging.host_array(dims, dtype)
+
+
+class SharedMemoryVulkan(Device):
+    """A Vulkan device whose memory the host shares: host-visible ndarrays by default, mapped and copied directly.
+
+    Each Vulkan device opens the runtime's own Vulkan state (``_csrc/backends/vkqueue.c``: its command buffers on
+    libtaichi's queue, which the own Vulkan launch records into): :attr:`vulkan_id` (0 where it could not be opened,
+    :attr:`vulkan_why` says why). Copies between two memories are recorded there, in one submission with the
+    launches around them."""
+
+    policy = "vulkan-shared"
+    transfers_type: type[Transfers] = VulkanTransfers
+
+    def __init__(self, runtime: Parent, found: VulkanFacts | None, why: str):
+        super().__init__(runtime)
+        self.facts = found
+        self._why = why
+        error = ffi.new("char[]", 512)
+        self.vulkan_id = int(lib.taichi_aot_vk_open(runtime.handle, error, len(error)))
+        self.vulkan_why = "" if self.vulkan_id else ffi.string(error).decode("utf-8", "replace")
+        # with the own state open, every call on the runtime is made one at a time (backends/vulkan.c): any thread
+        own = bool(self.vulkan_id)
+        self.traits = self.traits._replace(any_thread=own, library_any_thread=own)
+
+    def launch_state(self) -> LaunchState:
+        return LaunchState(self.vulkan_id, self.vulkan_why)
+
+    def counts(self) -> dict[str, int]:
+        """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
+        and found kept, fences waited for, workgroups dispatched, copies recorded, host arrays copied through their
+        imported pages (:data:`COUNTS`)."""
+        out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
+        lib.taichi_aot_vk_counts(self.vulkan_id, out)
+        return dict(zip(COUNTS, (int(v) for v in out)))
+
+    def set_wait(self, policy: str) -> None:
+        """The own Vulkan state's fence waits by ``policy`` (:mod:`taichi_aot.waits`); "auto" blocks on a CPU device
+        (lavapipe), whose work runs on the host's cores that a poll would take (a waited launch on 2 cores: 35 us
+        blocking, 44 us polling)."""
+        if self.vulkan_id:
+            cpu = self.facts is not None and self.facts.type == "CPU"
+            code = POLICIES.index("block" if policy == "auto" and cpu else policy)
+            lib.taichi_aot_vk_set_wait(self.vulkan_id, code, 0)
+
+    def why_default(self) -> str:
+        return self._why
+
+    def device_name(self) -> str | None:
+        return self.facts.name if self.facts is not None else None
+
+
+class DeviceMemoryVulkan(SharedMemoryVulkan):
+    """A Vulkan device with memory of its own (a discrete GPU): device memory by default, the host's bytes through
+    staging buffers (the host's pass over threads where large), host arrays passed to kernels copied into device
+    memory. A host array of :data:`HOST_IMPORT_BYTES` or more that moves a second time has its pages imported and
+    kept where the driver can (VK_EXT_external_memory_host), and the GPU copies from and to them: no pass through a
+    staging buffer (``placement.vkhost``)."""
+
+    policy = "vulkan-device"
+    traits = SharedMemoryVulkan.traits._replace(kernel_copies_on_device=True)
+    transfers_type = DeviceVulkanTransfers
+
+    def default_access(self) -> tuple[bool, bool]:
+        return False, False
 
     def module_source(self, data: bytes | None, path: str) -> tuple[bytes | None, str]:
         """A module's kernels dispatched wide enough for this GPU (:func:`grid_threads`): loops over a range known

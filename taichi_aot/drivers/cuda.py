@@ -5,7 +5,7 @@ after another, capture), pointer attributes, error names, and the driver tables 
 Taichi 1.7.4's C-API lacks most of this on CUDA memory (its ``ti_copy_memory_device_to_device`` reports NOT_SUPPORTED
 on LLVM backends): the object layer asks the driver itself, each call in the context that owns the pointer (pushed,
 then popped) or, for pointers that name none, in the runtime's context. How host arrays move to and from the device
-(page-locked arrays, the page-lock budget, staged copies) is :mod:`taichi_aot._cuda_host`'s.
+(page-locked arrays, the page-lock budget, staged copies) is :mod:`taichi_aot.drivers.cuda_host`'s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._native import ffi as _ffi
-from .errors import InvalidStateError
+from .._native import ffi as _ffi
+from ..errors import InvalidStateError
 
 #: The CUDA device a Taichi 1.7.4 runtime drives: its CUDA context is always made on device 0 (of the
 #: devices the process sees; a pool's CUDA worker sees only its own GPU, as device 0). No default of what else runs

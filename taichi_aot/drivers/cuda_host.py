@@ -8,7 +8,8 @@ Vulkan runtime's imports share). The first transfer of an array goes through two
 staging buffers of our own from 16 MiB up: host copies (several threads) into one buffer overlap the DMA out of the
 other. Page-locked memory is allocated and registered in the device's primary context (retained for the life of the
 process, portable: every context sees it as pinned), so it outlives every Taichi runtime; arrays of it
-(:func:`pinned_array`) are copied directly, at the bus's full speed. The driver itself is :mod:`taichi_aot._cuda`'s.
+(:func:`pinned_array`) are copied directly, at the bus's full speed. The driver itself is
+:mod:`taichi_aot.drivers.cuda`'s.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _cuda, _hostpages
-from ._cuda import context_of, error_name, is_pinned, primary_context, relaxed_capture
-from ._hostpages import HostPages, Pin, register_limit
-from ._native import ffi as _ffi
-from ._native import lib as _lib
-from .errors import OutOfMemoryError
+from .. import _hostpages
+from .._hostpages import HostPages, Pin, register_limit
+from .._native import ffi as _ffi
+from .._native import lib as _lib
+from ..errors import OutOfMemoryError
+from . import cuda as _cuda
+from .cuda import context_of, error_name, is_pinned, primary_context, relaxed_capture
 
 #: Transfers of at least this many bytes from or to pageable memory are staged through page-locked buffers
 #: (below it the driver's own pageable copy was faster on an H100 host: 9.4 against 5.6 GB/s at 1 MiB).
