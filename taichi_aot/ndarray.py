@@ -103,7 +103,7 @@ class NdArray:
         host_read, host_write = _host_access(runtime, host_access)
         self._bind(runtime, Memory(runtime, layout.nbytes, host_read=host_read, host_write=host_write), layout)
         if not runtime.device.traits.zeroed:  # libtaichi's GPU memory is not zeroed on allocation
-            self._transfers.write(self._memory, np.zeros(self._full_shape, self._dtype), new=True)
+            self._moves.write(np.zeros(self._full_shape, self._dtype), new=True)
 
     @classmethod
     def _unfilled(cls, runtime: Parent, shape: tuple[int, ...], dtype: np.dtype, elem_shape: tuple[int, ...]
@@ -156,8 +156,10 @@ class NdArray:
         self._arg_bytes = bytes(ffi.buffer(self._arg))  # packed into launches with one byte copy
         self._sig = signature(layout.data_type, len(layout.dims), layout.elem_dims)
         self._full_shape = layout.dims + layout.elem_dims
-        # how bytes move: the runtime's device's (taichi_aot.placement), which pins the memory and waits as it must
+        # how bytes move: the runtime's device's (taichi_aot.placement), which pins the memory and waits as it must,
+        # its choices for this memory made once
         self._transfers: Transfers = runtime.device.transfers
+        self._moves = self._transfers.moves(memory)
 
     @property
     def owned(self) -> Owned:
@@ -382,7 +384,7 @@ class NdArray:
             flags = out.flags
             if not (flags.c_contiguous and flags.writeable):
                 raise InvalidArgumentError("to_numpy: out must be C-contiguous and writeable")
-        self._transfers.read(self._memory, out)
+        self._moves.read(out)
         return out
 
     def _read_later(self, into: np.ndarray | None = None) -> tuple[Callable[[], np.ndarray], Callable[[], None]] | None:
@@ -443,7 +445,7 @@ class NdArray:
             ArgumentTypeError: a dtype of another kind (a float into an int ndarray) unless ``"unsafe"``.
         """
         self.ensure_open()
-        self._transfers.write(self._memory, self._checked_input(array, casting))
+        self._moves.write(self._checked_input(array, casting))
 
     def fill(self, value: Any) -> None:
         """Set every element (every component of every element) to ``value``.
@@ -454,7 +456,7 @@ class NdArray:
         """
         self.ensure_open()
         scalar = scalar_for(value, self._dtype, "fill")
-        self._transfers.write(self._memory, np.full(self._full_shape, scalar, self._dtype))
+        self._moves.write(np.full(self._full_shape, scalar, self._dtype))
 
     def copy_from(self, other: NdArray) -> None:
         """Copy another ndarray of the same runtime, dtype and total shape into this one.

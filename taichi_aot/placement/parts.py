@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Device
     from .staging import Read, Staging
 
-__all__ = ["Filler", "Library", "Mover", "Stream", "Transfers"]
+__all__ = ["Filler", "Library", "Mover", "Moves", "Stream", "Transfers"]
 
 #: How the host's bytes move between a numpy array and a memory: ``(memory, array)``.
 Mover = Callable[[Any, np.ndarray], None]
@@ -98,6 +98,35 @@ def _checked(write: Filler, memory: Any, array: Any) -> None:
         write(np.ascontiguousarray(array))
 
 
+class Moves:
+    """How bytes move to and from one memory (:meth:`Transfers.moves`): its reader and writer, and whether each
+    waits for the queued kernels first, chosen once; each copy pins the memory meanwhile."""
+
+    __slots__ = ("_memory", "_read", "_read_waits", "_sync", "_write", "_write_waits")
+
+    def __init__(self, memory: Any, sync: Callable[[], None], reader: Mover, writer: Mover, read_waits: bool,
+                 write_waits: bool):
+        self._memory, self._sync = memory, sync
+        self._read, self._write = reader, writer
+        self._read_waits, self._write_waits = read_waits, write_waits
+
+    def read(self, out: np.ndarray) -> None:
+        """:meth:`Transfers.read` of the memory."""
+        memory = self._memory
+        with memory.in_use():  # not released under the copy by a close on another thread
+            if self._read_waits:
+                self._sync()
+            self._read(memory, out)
+
+    def write(self, array: np.ndarray, new: bool = False) -> None:
+        """:meth:`Transfers.write` of the memory."""
+        memory = self._memory
+        with memory.in_use():
+            if not new and self._write_waits:
+                self._sync()
+            self._write(memory, array)
+
+
 class Transfers(_Part):
     """libtaichi's memory as the host reaches it (OpenGL, GLES, Metal; the base of the others): through a mapping
     where the host sees it, through the runtime's staging buffers where not."""
@@ -113,19 +142,19 @@ class Transfers(_Part):
         """``memory``'s bytes into ``out`` (C-contiguous, of its size), done when this returns. Waits for the queued
         kernels first where they may write what it reads (:meth:`read_waits`); not where the read is a copy the
         device queues after them and waits for. ClosedError for a closed memory."""
-        with memory.in_use():  # not released under the copy by a close on another thread
-            if self.read_waits(memory):
-                self._runtime.sync()
-            self.reader(memory)(memory, out)
+        self.moves(memory).read(out)
 
     def write(self, memory: Any, array: np.ndarray, new: bool = False) -> None:
         """``array`` (C-contiguous, of ``memory``'s size) into ``memory``. Waits for the queued kernels first where
         they may read what it overwrites (:meth:`write_waits`); not where the write is a copy the device queues
         after them, nor for a ``new`` memory, which no kernel has seen. ClosedError for a closed memory."""
-        with memory.in_use():
-            if not new and self.write_waits(memory):
-                self._runtime.sync()
-            self.writer(memory)(memory, array)
+        self.moves(memory).write(array, new)
+
+    def moves(self, memory: Any) -> Moves:
+        """:meth:`read` and :meth:`write` of one memory, chosen once: what an ndarray keeps for its copies (a copy
+        then costs no choice)."""
+        return Moves(memory, self._runtime.sync, self.reader(memory), self.writer(memory), self.read_waits(memory),
+                     self.write_waits(memory))
 
     def fill(self, memory: Any, checked: bool = True) -> Filler | None:
         """How a host array of ``memory``'s size reaches it when it is written again and again, with the least work
