@@ -1,6 +1,6 @@
 """Host arrays passed to a kernel again (a loop's step) under a discrete GPU's policy (conftest's device_policy):
-the copies the last call kept (_staged.Again) are filled from the arrays as they are now, and whatever the first call
-would refuse or copy anew takes its path again."""
+the copies the last call kept (its call plan's, _callplan.KeptCopies) are filled from the arrays as they are now,
+and whatever the first call would refuse or copy anew takes its path again."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ def test_host_arrays_passed_again_reuse_their_copies(device_policy, modules):
         add(x, y, 0.5)
         expect += 0.5 * step
         assert np.array_equal(x, expect)
-    kept = add._again
+    kept = add._callplan.kept
     assert kept is not None
     add(x, y, 2.0)
     expect += 8.0
-    assert add._again is kept and np.array_equal(x, expect)  # the same copies again
+    assert add._callplan.kept is kept and np.array_equal(x, expect)  # the same copies again
     other = x.copy()  # another array of the same layout: the policy's path, and copies kept for it
     add(other, y, 1.0)
-    assert np.array_equal(other, expect + 4.0) and add._again is not kept
+    assert np.array_equal(other, expect + 4.0) and add._callplan.kept is not kept
     add(x, y.reshape(8, 8).reshape(64), 1.0)  # a new view of y's memory: the same values
     expect += 4.0
     assert np.array_equal(x, expect)
@@ -68,7 +68,7 @@ def test_an_array_passed_with_a_read_only_view_of_itself_again(device_policy, mo
         add(x, xv, 0.5)
         expect = expect + 0.5 * expect
         np.testing.assert_allclose(x, expect, rtol=1e-6)
-    assert add._again is None
+    assert add._callplan.kept is None
 
 
 def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
@@ -78,7 +78,7 @@ def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
     x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
     for _ in range(3):
         add(x, y, 1.0)
-    assert add._again is not None
+    assert add._callplan.kept is not None
     assert torch.equal(x, 3 * y)
     x.set_(torch.zeros(64))  # new memory under the same tensor: read and written there
     add(x, y, 1.0)
@@ -101,7 +101,7 @@ def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
     x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
     add(x, y, 1.0)
     add(x, y, 1.0)
-    assert add._again is not None and torch.equal(x, 2 * y)
+    assert add._callplan.kept is not None and torch.equal(x, 2 * y)
     y.data = torch.arange(64, dtype=torch.float64)  # new memory, of another dtype: refused as at a first call
     with pytest.raises(ArgumentTypeError):
         add(x, y, 1.0)
@@ -119,12 +119,12 @@ def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
     add(x, y, 1.0)
     assert torch.equal(x, base[:192:3])
     add(x, y, 1.0)
-    kept = add._again
+    kept = add._callplan.kept
     del y, base
     gc.collect()
     y2 = torch.ones(64)
     add(x, y2, 1.0)  # a new tensor: the policy's path; the collected one's views were let go
-    assert add._again is not kept
+    assert add._callplan.kept is not kept
     assert torch.equal(x, 2 * torch.arange(0, 192, 3, dtype=torch.float32) + 1)
 
 

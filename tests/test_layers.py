@@ -48,6 +48,7 @@ LAYERS: list[set[str]] = [
     {"_arguments"},  # values -> kernel arguments
     {"backends"},  # the launch backends (libtaichi's, the own CUDA launcher, the own x64 launch of reverse-mode
     # kernels) and the one place that decides which launches a kernel
+    {"_callplan"},  # one thread's calls of a kernel: its packed buffer, slots, launch record and kept copies
     {"launch"},  # kernels, graphs, bound launches
     {"replay"},  # recorded launches replayed from C
     {"module"},  # AotModule
@@ -238,8 +239,9 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
-    ("_staged", "_fill"): "a kept copy's fill: the device's write without fill_writer's checks, which the plan makes "
-                          "when it is made and at each call",
+    ("_callplan", "_prepare"): "a call plan's C launcher (the kernel, or a Twin) made from the plan's record and "
+                               "slots: Launcher's own methods, which the C call reads",
+    ("_callplan", "_fresh"): "...(see above)",
     ("_ops", "_packers"): "an op packs a scalar with the kernel's own packer (its checks): JAX ops, torch fakes, plans",
     ("_torchop", "_choice"): "a torch op's C kernel launches its kernel's backend's kind and handle, as JAX plans do",
     ("_plans", "_range"): "an op's launch plan names its launches with its kernel's NVTX range (the kernel keeps it)",
@@ -368,8 +370,6 @@ LONG_FILES = {
     "taichi_aot/torch.py": "one framework's adapter (the op's eager, compiled and C call paths, its autograd, op_of),"
                            " as jax.py is JAX's; a package of its own when it grows again",
     "taichi_aot/jax.py": "one framework's adapter (the op, its plans on every GPU, gradients under every transform)",
-    "taichi_aot/launch.py": "the launch path: Kernel, ComputeGraph and BoundLaunch share the argument checks and the "
-                            "launch records",
     "tests/test_ptx.py": "the tests of one room, taichi_aot.ptx: making PTX, reading it, launching it",
     "taichi_aot/metadata/llvm_ir.py": "the one reader of Taichi's LLVM IR text: every pattern of that text, the reads "
                                       "its consumers take and the edits the PTX step writes, so that another Taichi "
@@ -452,7 +452,7 @@ ARCH_DECISIONS = {
     "taichi_aot/_cpus.py": (1, "thread counts are the CPU backends'"),
     "taichi_aot/_arguments.py": (1, "a u1 ndarray is laid out as 32-bit booleans in a gfx backend's SPIR-V "
                                     "(libtaichi 1.7.4): its slot is packed in Python"),
-    "taichi_aot/launch.py": (1, "the same u1 ndarray slot"),
+    "taichi_aot/_callplan.py": (1, "the same u1 ndarray slot (what the C call checks of it)"),
     "taichi_aot/replay.py": (1, "a CPU runtime's launches run as they are made: its replay drains no queue"),
 }
 
