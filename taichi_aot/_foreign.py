@@ -52,14 +52,14 @@ from ._dtypes import check_copy, ndarray_argument
 from ._lifetime import Parent
 from ._native import ffi, lib
 from ._seen import ARRAY_KEYS, Entry, forget, layout_key, numpy_hit, print_hit
-from ._staged import Again, Staged, StagedCopies
+from ._staged import Staged, StagedCopies
 from .drivers import cuda as _cuda
 from .enums import DATA_TYPES, NUMPY_DTYPES
 from .errors import ArgumentTypeError, InvalidArgumentError, ReadOnlyArrayError, TaichiError
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from .enums import Arch
     from .metadata import ArgInfo
@@ -345,6 +345,16 @@ class ForeignArgs:
             return self.copies.stage(a, dims, spec, what)
         return self._shared_host(view, key, dims, what)
 
+    def bound_argument(self, value: Any, spec: ArgInfo, what: str) -> NdArray:
+        """The ndarray a bound launch holds for ``value`` (:meth:`argument`), refused where it would be a staged
+        copy (copied once, at bind: the launch would read stale values)."""
+        nd = self.argument(value, spec, what)
+        if self.staged:
+            self.discard()
+            raise InvalidArgumentError(f"{what}: {self._arch.name} cannot address this array, and a bound launch would "
+                                       "copy it once; pass an NdArray (rt.ndarray_from(array))")
+        return nd
+
     def _shared_host(self, view: ArrayView, key: tuple[Any, ...], dims: int, what: str) -> NdArray:
         """An ndarray over the host array ``view`` describes, kept in the cache under ``key``, and remembered for the
         packer (:class:`NumpyHit`, :class:`PrintHit`). The cache holds its owner weakly (CPU kernels have run when
@@ -439,10 +449,10 @@ class ForeignArgs:
         """Drop the staged copies of a launch that will not run."""
         self.copies.discard()
 
-    def after_launch(self, values: Sequence[Any] | None = None, specs: Sequence[ArgInfo] = ()) -> Again | None:
-        """After a launch with staged copies (:meth:`StagedCopies.after_launch`): the copies kept for the next call
-        with ``values`` again where they can be."""
-        return self.copies.after_launch(values, specs)
+    def after_launch(self, keep: Callable[[StagedCopies, list[Staged]], Any] | None = None) -> Any:
+        """After a launch with staged copies (:meth:`StagedCopies.after_launch`): what ``keep`` (a call plan's) keeps
+        of the copies for its next call, where it keeps them."""
+        return self.copies.after_launch(keep)
 
     def release(self, flight: Any = None) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels

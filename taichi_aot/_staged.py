@@ -6,7 +6,6 @@ runtime, held by its :class:`~taichi_aot._foreign.ForeignArgs`."""
 
 from __future__ import annotations
 
-import sys
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -18,8 +17,6 @@ from ._arrays import (
     byte_span,
     host_array,
     overlaps_itself,
-    print_of,
-    read_print,
     same_layout,
     share,
     why_copy,
@@ -35,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._lifetime import Parent
     from .metadata import ArgInfo
 
-__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Again", "Staged", "StagedCopies"]
+__all__ = ["FLIGHT_BYTES", "FLIGHT_COUNT", "SPARE_BYTES", "SPARE_COUNT", "Staged", "StagedCopies", "fill_copy",
+           "takes_directly"]
 
 #: How many ndarrays of staged copies a runtime keeps for the next launches, and the largest it keeps.
 SPARE_COUNT = 8
@@ -55,7 +53,7 @@ def _nothing() -> None:
     pass
 
 
-def _takes_directly(a: np.ndarray, nd: NdArray) -> bool:
+def takes_directly(a: np.ndarray, nd: NdArray) -> bool:
     """Whether ``nd``'s bytes may be read straight into ``a`` (``to_numpy(out=a)``): C-contiguous, writeable, of its
     dtype and shape."""
     flags = a.flags
@@ -66,7 +64,7 @@ def _copy_back(s: Staged, read: tuple[Callable[[], np.ndarray], Callable[[], Non
     """A staged copy the kernel wrote, into its array once the runtime has waited: straight into it where the device
     reads into it as it is (no second host copy), else from its mapped view, its enqueued read (``read``) or a read
     now."""
-    if s.view is None and read is None and _takes_directly(s.array, s.nd):
+    if s.view is None and read is None and takes_directly(s.array, s.nd):
         s.nd.to_numpy(out=s.array)
         return
     data = s.view if s.view is not None else s.nd.to_numpy() if read is None else read[0]()
@@ -80,7 +78,7 @@ def _waits_first(s: Staged, later: dict[int, Any]) -> bool:
     return s.view is not None or later.get(id(s)) is not None
 
 
-def _fill(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
+def fill_copy(nd: NdArray, view: np.ndarray | None, a: np.ndarray | None) -> None:
     """Write ``a``'s values (None: zeros) into a staged copy, through its mapped ``view`` where it has one."""
     if view is None:
         if a is None:
@@ -128,7 +126,8 @@ class StagedCopies:
         self._spare: dict[tuple[Any, ...], list[tuple[NdArray, np.ndarray | None]]] = {}
         self._flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] = []
         self._flight_bytes = 0  # the bytes of those in flight
-        # copies kernels keep for their next call (Again), by id: weakly (a kernel collected lets its copies go)
+        # copies call plans keep for their next call (_callplan.KeptCopies), by id: weakly (a plan collected lets its
+        # copies go)
         self._kept: weakref.WeakValueDictionary[int, NdArray] = weakref.WeakValueDictionary()
 
     def stage(self, a: np.ndarray, dims: int, spec: ArgInfo, what: str) -> NdArray:
@@ -142,7 +141,7 @@ class StagedCopies:
                 self._check_copied_back(a, same, what)
             if same is not None:  # the same array again: one copy, as one memory
                 if reads and not same.filled:
-                    _fill(same.nd, same.view, a)
+                    fill_copy(same.nd, same.view, a)
                     same.filled = True
                 same.write_back = same.write_back or writes
                 return same.nd
@@ -179,7 +178,7 @@ class StagedCopies:
                 self._drop(nd, view)
                 continue
             try:
-                _fill(nd, view, a if fill else None)
+                fill_copy(nd, view, a if fill else None)
             except BaseException:
                 self._drop(nd, view)
                 raise
@@ -196,7 +195,7 @@ class StagedCopies:
         address, unmap = nd.memory.keep_mapped()  # for good: the view is made over the address, holding nothing
         view = np.frombuffer(ffi.buffer(ffi.cast("char *", address), nd.nbytes), dtype).reshape(a.shape)
         self.unmaps[id(view)] = unmap
-        _fill(nd, view, a if fill else None)
+        fill_copy(nd, view, a if fill else None)
         return nd, view
 
     def _drop(self, nd: NdArray, view: np.ndarray | None) -> None:
@@ -270,25 +269,26 @@ class StagedCopies:
         for s in pending:
             self._retire(s, False)
 
-    def after_launch(self, values: Sequence[Any] | None = None, specs: Sequence[ArgInfo] = ()) -> Again | None:
+    def after_launch(self, keep: Callable[[StagedCopies, list[Staged]], Any] | None = None) -> Any:
         """After a launch with staged copies: where one is written, wait, and copy each written one back into its
         array (copies of device memory queued after the kernel, read after that one wait). Copies only read are left
-        to the kernel: none is filled again before the next wait. With the launch's ``values`` (and their ``specs``),
-        the copies kept for its next call with the same arrays where they can be (:class:`Again`), else retired."""
+        to the kernel: none is filled again before the next wait. Where copies live in device memory, ``keep`` (a call
+        plan's) is handed these copies and the launch's, and gives what keeps them for its next call (None: nothing
+        kept), which this returns; copies not kept are retired."""
         pending = self.staged[:]
         self.staged.clear()
-        waited, again = False, None
+        waited, kept = False, None
         try:
-            waited = self._write_back(pending)
-            if values is not None and self._on_device:
-                again = Again.made(self, pending, values, specs)
+            waited = self.write_back(pending)
+            if keep is not None and self._on_device:
+                kept = keep(self, pending)
         finally:
-            if again is None:
+            if kept is None:
                 for s in pending:
                     self._retire(s, not waited)
-        return again
+        return kept
 
-    def _write_back(self, pending: list[Staged]) -> bool:
+    def write_back(self, pending: list[Staged]) -> bool:
         """Each written copy of ``pending`` read back into its array after the launch: one wait for the reads made
         after it, none where each read orders itself after the kernel (``to_numpy``: a wait first would cost one more
         trip). Whether the launch's work was waited for."""
@@ -308,7 +308,7 @@ class StagedCopies:
         try:
             for s in written:
                 if s.view is None:  # the caller's array where it is read into as it is
-                    later[id(s)] = s.nd._read_later(s.array if _takes_directly(s.array, s.nd) else None)
+                    later[id(s)] = s.nd._read_later(s.array if takes_directly(s.array, s.nd) else None)
             if any(_waits_first(s, later) for s in written):
                 self._rt().wait()
             for s in written:
@@ -319,12 +319,13 @@ class StagedCopies:
                     unread[1]()
 
     def keep(self, staged: list[Staged]) -> None:
-        """Copies a kernel keeps for its next call (:class:`Again`): closed with the runtime, until given back."""
+        """Copies a call plan keeps for its next call (``_callplan.KeptCopies``): closed with the runtime, until given
+        back."""
         for s in staged:
             self._kept[id(s.nd)] = s.nd
 
     def give_back(self, staged: list[Staged]) -> None:
-        """Copies an :class:`Again` held, free once queued kernels are done with them."""
+        """Copies a call plan kept, free once queued kernels are done with them."""
         for s in staged:
             self._kept.pop(id(s.nd), None)
             self._retire(s, True)
@@ -342,206 +343,3 @@ class StagedCopies:
             flight = self.in_flight()
         for key, nd, view in flight:
             self._spare.setdefault(key, []).append((nd, view))
-
-
-class Again:
-    """A launch's staged copies kept by its kernel for the next call with the same host arrays (a loop's next step):
-    that call fills the copies, launches and copies back through them, without describing, deciding and staging each
-    array again. Made on a device whose copies are queued on the device (discrete GPUs: no mapped view is written
-    under a queued kernel). It holds the arrays weakly. The kernel keeps its last; a call with other arrays gives the
-    copies back (:meth:`drop`) and takes the policy's path.
-
-    Each call checks that each array is still what the plan was made for: a numpy array its layout and
-    writability; a torch tensor its print (``_arrays.read_print``: memory, layout, requires_grad, read in C), whose
-    numpy view made with the plan is then the tensor's memory still. A copy is filled through the device's
-    :meth:`~taichi_aot.placement.base.Device.fill_writer` where it has one (a few bytes written by the device's own
-    command, no staging buffer), else as ``from_numpy`` fills it."""
-
-    __slots__ = ("_copies", "_direct", "_layouts", "_now", "_prints", "_refs", "_staged")
-
-    def __init__(self, copies: StagedCopies, staged: list[tuple[Staged, tuple[int, ...]]],
-                 hosts: dict[int, np.ndarray | None], values: Sequence[Any], specs: Sequence[ArgInfo]):
-        self._copies = copies
-        # each copy as a record without its array (held weakly, in refs), the positions of the values it takes, and
-        # how it is filled (None: from_numpy)
-        self._staged = [(Staged(s.nd, None, _NO_ARRAY, s.dims, s.what, s.filled, s.write_back), positions,
-                         _filler(s.nd, s.array) if s.filled else None) for s, positions in staged]
-        # the host arrays checked at each call: torch tensors by their print (their numpy views held until the
-        # tensor goes: a weak reference's callback lets them go), whatever else by its layout
-        self._prints: list[tuple[int, Any, Any, list[np.ndarray]]] = []
-        self._layouts: list[tuple[int, tuple[Any, ...]]] = []
-        views: dict[int, list[np.ndarray]] = {}
-        for i, a in hosts.items():
-            if a is None:
-                continue
-            printed = _printed(values[i]) if a.flags.c_contiguous else None  # a strided one: its layout (the
-            # print of torch's getters, before 2.10, has no strides)
-            if printed is not None:
-                views[i] = [a]
-                self._prints.append((i, printed[0], printed[1], views[i]))
-            else:
-                self._layouts.append((i, _layout(a, values[i])))
-        # every array argument held weakly (TypeError where one cannot be: no plan)
-        self._refs = [(i, weakref.ref(v) if i not in views else weakref.ref(v, _letting_go(views[i])))
-                      for i, (spec, v) in enumerate(zip(specs, values)) if spec.kind == "ndarray"]
-        written = [(k, s) for k, (s, _) in enumerate(staged) if s.write_back]
-        # the one written copy read straight into its array (to_numpy(out=): its layout is checked at each call), and
-        # which of the call's arrays that is
-        self._direct = (written[0][1].nd, written[0][0]) if len(written) == 1 and _takes_directly(
-            written[0][1].array, written[0][1].nd) else None
-        self._now: list[Any] = []  # the call's host arrays, a copy each
-
-    @classmethod
-    def made(cls, copies: StagedCopies, pending: list[Staged], values: Sequence[Any],
-             specs: Sequence[ArgInfo]) -> Again | None:
-        """The plan of a launch of ``values`` whose staged copies were ``pending`` (None where one cannot be kept:
-        an array that is not a plain numpy array passed as it is, a mapped or large copy, an argument of no weak
-        reference)."""
-        try:
-            hosts = {i: _view(v, "") for i, (spec, v) in enumerate(zip(specs, values))
-                     if spec.kind == "ndarray" and not isinstance(v, NdArray)}
-        except Exception:  # whatever another library raises reading its array again: no plan
-            return None
-        staged = _covering(pending, hosts)
-        if staged is None:
-            return None
-        try:
-            again = cls(copies, staged, hosts, values, specs)
-        except Exception:  # an argument of no weak reference, another library's array read again: no plan
-            return None
-        copies.keep(pending)
-        return again
-
-    def _hosts(self, values: Sequence[Any]) -> dict[int, np.ndarray] | None:
-        """The host array of each of ``values`` the plan stages; None where one is not what the plan was made for."""
-        hosts = {}
-        for i, layout in self._layouts:
-            v = values[i]
-            a = v if v.__class__ is np.ndarray else _view(v, "")  # a numpy array as it is (no call: a hot path)
-            if a is None or _layout(a, v) != layout:
-                return None
-            hosts[i] = a
-        for i, reads, printed, views in self._prints:
-            try:
-                if not views or read_print(values[i], reads) != printed:
-                    return None
-            except Exception:  # the library's getter refuses now: the policy's path says why
-                return None
-            hosts[i] = views[0]
-        return hosts
-
-    def values(self, values: Sequence[Any]) -> list[Any] | None:
-        """``values`` with each staged array's copy in its place, the copies filled from them; None where they are
-        not the arrays (and layouts) the plan was made for. A copy closed with the runtime raises as a closed
-        runtime does."""
-        for i, ref in self._refs:
-            if ref() is not values[i]:
-                return None
-        hosts = self._hosts(values)
-        if hosts is None:
-            return None
-        out, now = list(values), []
-        for s, positions, fill in self._staged:
-            a = hosts[positions[0]]
-            if fill is not None:
-                s.nd.ensure_open()
-                fill(a)
-            elif s.filled:
-                s.nd.from_numpy(a)
-            elif s.write_back:  # zeros where only written, as a new copy starts
-                _fill(s.nd, None, None)
-            for i in positions:
-                out[i] = s.nd
-            now.append(a)
-        self._now = now
-        return out
-
-    def after_launch(self) -> None:
-        """The written copies read back into their arrays (:meth:`StagedCopies._write_back`)."""
-        now, self._now = self._now, []
-        direct = self._direct
-        if direct is not None:  # one read, which orders itself after the kernel and waits
-            direct[0].to_numpy(out=now[direct[1]])
-            return
-        self._copies._write_back([Staged(s.nd, None, a, s.dims, s.what, s.filled, s.write_back)
-                                  for (s, _, _), a in zip(self._staged, now)])
-
-    def drop(self) -> None:
-        """The copies given back to the runtime's spares (free once queued kernels are done with them)."""
-        self._now = []
-        self._copies.give_back([s for s, _, _ in self._staged])
-
-
-def _filler(nd: NdArray, a: np.ndarray) -> Callable[[np.ndarray], None] | None:
-    """How the kept copy ``nd`` of host array ``a`` is filled at each call: the device's own write where ``a`` is
-    as the copy is (C-contiguous, of its dtype and size: checked again at each call by its layout or print; what the
-    write itself cannot carry it hands to the device's staged copy); None: ``from_numpy``."""
-    if not (a.flags.c_contiguous and a.dtype == nd.dtype and a.nbytes == nd.nbytes):
-        return None
-    return nd.runtime.device.transfers.fill(nd.memory, checked=False)  # the plan checks, here and at each call
-
-
-def _letting_go(views: list[np.ndarray]) -> Callable[[Any], None]:
-    """A weak reference's callback that lets a collected tensor's numpy views go."""
-    return lambda _: views.clear()
-
-
-def _printed(value: Any) -> tuple[Any, Any] | None:
-    """A plain torch tensor's reads and print (``_arrays.print_of``), by which a call finds it unchanged; None for
-    any other array (or a torch whose tensors have no print)."""
-    torch = sys.modules.get("torch")
-    if torch is None or value.__class__ is not torch.Tensor:
-        return None
-    reads = print_of(value.__class__)
-    return None if reads is None else (reads, read_print(value, reads))
-
-
-_NO_ARRAY = np.empty(0)  # a kept copy's record holds no array of the caller's
-
-
-def _covering(pending: list[Staged],
-              hosts: dict[int, np.ndarray | None]) -> list[tuple[Staged, tuple[int, ...]]] | None:
-    """Each staged copy of ``pending`` with the positions of the host arrays it was made for, where a plan can keep
-    them: each host array of the call in exactly one copy (packing the copies then stages nothing more), none mapped
-    or over SPARE_BYTES; else None."""
-    staged: list[tuple[Staged, tuple[int, ...]]] = []
-    covered: list[int] = []
-    for s in pending:
-        positions = _positions(s.array, hosts)
-        if not positions or s.view is not None or s.nd.nbytes > SPARE_BYTES:
-            return None
-        staged.append((s, positions))
-        covered += positions
-    return staged if sorted(covered) == sorted(i for i, a in hosts.items() if a is not None) else None
-
-
-def _positions(array: np.ndarray, hosts: dict[int, np.ndarray | None]) -> tuple[int, ...]:
-    """Where a staged copy's array was passed: the values whose host arrays are it, or views of its memory alike."""
-    start = array.__array_interface__["data"][0]
-    return tuple(i for i, a in hosts.items() if a is array or (
-        a is not None and a.__array_interface__["data"][0] == start and _layout(a) == _layout(array)))
-
-
-def _layout(a: np.ndarray, value: Any = None) -> tuple[Any, ...]:
-    """What a kept copy needs to hold of the host array ``a`` passed as ``value``: its layout, writability, and where
-    ``value`` is another library's array, its memory (a numpy array passed again is the same memory)."""
-    where = None if value is None or a is value else a.__array_interface__["data"][0]
-    return a.shape, a.strides, a.dtype, bool(a.flags.writeable), where
-
-
-def _view(value: Any, what: str) -> np.ndarray | None:
-    """The host array over ``value``'s memory, as the policy takes it (None: none, or no longer one). A plain torch
-    CPU tensor's through its own ``numpy()`` (under a microsecond, where DLPack's export takes several), which refuses
-    what the policy refuses (a tensor on a device, one that requires grad, a lazily negated or conjugated one)."""
-    if value.__class__ is np.ndarray:
-        return value
-    torch = sys.modules.get("torch")
-    if torch is not None and value.__class__ is torch.Tensor:
-        try:
-            return value.numpy()
-        except Exception:  # refused: the policy's path says why
-            return None
-    try:
-        return host_array(value, what)
-    except (ArgumentTypeError, InvalidArgumentError):
-        return None

@@ -1,19 +1,18 @@
 """Launching kernels and compute graphs: the hot path.
 
-A :class:`Kernel` or :class:`ComputeGraph` owns one packed argument buffer laid out as the C array of ``TiArgument``
-/ ``TiNamedArgument``, and a ``TaichiAotLaunch`` struct pointing at it, of the kind its launch backend's
-:class:`~taichi_aot.backends.Choice` says (libtaichi's, or the own CUDA launcher's from the same buffer). A call
-checks that it comes from the runtime's thread *before* it writes that buffer, packs each argument with its
-precomputed packer (:mod:`taichi_aot._arguments`), and makes one C call, ``taichi_aot_launch``, which also checks in
-C that nothing was closed since Python last looked (the close epoch) and that the caller is the runtime's thread;
-only when that comes back non-zero does Python look again (:func:`_launcher`). :class:`BoundLaunch` keeps a buffer
-of its own, packed once; :class:`LaunchSequence` replays bound launches from C (``taichi_aot_replay``) with no
-Python in between.
+A :class:`Kernel` or :class:`ComputeGraph` calls through one call plan a thread (:mod:`taichi_aot._callplan`): a
+packed argument buffer laid out as the C array of ``TiArgument`` / ``TiNamedArgument``, its slots, a
+``TaichiAotLaunch`` struct pointing at it, of the kind its launch backend's :class:`~taichi_aot.backends.Choice` says
+(libtaichi's, or an own launcher's from the same buffer), and the copies its last call kept of host arrays. A call
+packs each argument with its precomputed packer (:mod:`taichi_aot._arguments`) and makes one C call,
+``taichi_aot_launch``, which also checks in C that nothing was closed since Python last looked (the close epoch) and
+that the caller is the record's thread; only when that comes back non-zero does Python look again
+(:func:`~taichi_aot._callplan.after_launch`). :class:`BoundLaunch` keeps a buffer of its own, packed once;
+:class:`LaunchSequence` replays bound launches from C (``taichi_aot_replay``) with no Python in between.
 
-Threads: a runtime of libtaichi is launched on from its own thread; taichi_aot's own CUDA runtime from any thread. A
-call from another thread than the runtime's takes Python's path and packs its arguments into a buffer of its own
-(the runtime's thread may be launching from the shared one meanwhile), under the runtime's lock, as every launch made
-in Python is (``RuntimeBackends.lock``: the staged copies and the foreign arrays' cache are the runtime's).
+Threads: a runtime of libtaichi is launched on from its own thread; an own launcher's runtime from any thread, each
+other thread through a plan of its own (its :class:`~taichi_aot._callplan.Twin`, to which the C call hands that
+thread's calls), under the runtime's lock where Python launches (``RuntimeBackends.lock``).
 """
 
 from __future__ import annotations
@@ -21,31 +20,20 @@ from __future__ import annotations
 import inspect
 import keyword
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 import numpy as np
 
-from ._arguments import ARG_SIZE, Packer, Packing, Slot, by_name, make_packer, prefill
+from ._arguments import ARG_SIZE, Packer, Packing, by_name, make_packer
 from ._arrays import Launcher, array_like, bound_hold, storage_guards  # Launcher: the C call's type (_csrc/call.c)
-from ._call import CallSlot  # what the C call checks of an argument itself (_csrc/records.c)
-from ._dtypes import signature
+from ._callplan import STALE, CallPlan, Packed, Twin, after_launch, bound_owned, prepare
 from ._lifetime import ForeignPolicy, Parent, unpicklable
 from ._native import ffi, lib
 from ._nvtx import first_use, range_name
-from .backends import launch_error, library_kind
-from .enums import GFX_ARCHS, Access, Arch, DataType
-from .errors import (
-    ArgumentNotFoundError,
-    ArgumentTypeError,
-    ClosedError,
-    InvalidArgumentError,
-    InvalidStateError,
-    WrongThreadError,
-)
-from .image import Image, Texture
+from .enums import Access
+from .errors import ArgumentNotFoundError, ArgumentTypeError, ClosedError, InvalidArgumentError, InvalidStateError
 from .ndarray import NdArray
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,77 +67,9 @@ class Module(Protocol):
     def close(self) -> None: ...
 
 
-# The C side (taichi_aot/_csrc): one launch, and the code it returns when Python must re-check first.
-_launch = lib.taichi_aot_launch
-_STALE: int = lib.TAICHI_AOT_STALE
 _get_ident = threading.get_ident
 _NAMED_SIZE, _NAMED_ARG = ffi.sizeof("TiNamedArgument"), ffi.offsetof("TiNamedArgument", "argument")
-_clock = time.perf_counter
 _ANY_THREAD = lib.TAICHI_AOT_LAUNCH_ANY_THREAD
-
-
-def thread_flag(runtime: Any, kind: int) -> int:
-    """TAICHI_AOT_LAUNCH_ANY_THREAD where any thread may make a launch of ``kind`` on ``runtime``: its device allows
-    it (``any_thread``), for libtaichi's launches (their backend's registration says ``library_any_thread``) only
-    where the device makes libtaichi's calls one at a time too (``library_any_thread``)."""
-    traits = runtime.device.traits
-    allowed = traits.library_any_thread or (traits.any_thread and not library_kind(kind))
-    return _ANY_THREAD if allowed else 0
-
-#: What the C call can check itself, per argument (call.c's TAICHI_AOT_SLOT_*): the rest is Python's.
-_SLOT_OTHER, _SLOT_NDARRAY, _SLOT_F32, _SLOT_I32 = 0, 1, 2, 3
-
-
-def _after_launch(code: int, c: Any, validate: Callable[[], None], what: str | Callable[[], str]) -> None:
-    """What every launch path does when ``_launch(c)`` returned non-zero: when C reports the launch stale (something
-    closed since the last look, or another thread), re-check with ``validate`` (which raises ClosedError /
-    WrongThreadError) and launch again; any other code raises. The C call itself stays inline at each launch site:
-    one Python frame more would cost a dynamic launch about 3 %."""
-    # Re-check until C finds the launch fresh: a finalizer (run by the garbage collector between the check and the
-    # launch) may close something else and move the epoch again. validate() raises for those, so this ends.
-    while code == _STALE:
-        epoch = lib.taichi_aot_epoch
-        validate()
-        c.seen = epoch
-        if c.thread != _get_ident():  # another thread than the runtime's, which validate() let launch
-            c = _here(c, what)
-        code = _launch(c)
-    if code:
-        raise launch_error(code, what if isinstance(what, str) else what(), c.kind)
-
-
-def _here(c: Any, what: str | Callable[[], str]) -> Any:
-    """A copy of launch record ``c`` for this thread (the record's is the runtime's): a launch of the own CUDA
-    launcher; libtaichi's launches keep to the runtime's thread (WrongThreadError)."""
-    if not c.flags & _ANY_THREAD:
-        raise WrongThreadError(
-            f"{what if isinstance(what, str) else what()}: launched through libtaichi (module.launchers() says why), "
-            f"whose launches on this runtime are made from the thread that made it ({c.thread}), not from thread "
-            f"{_get_ident()}; any thread may make the launches of the kernels an own launcher takes "
-            "(module.launchers() says which, and why not the others)")
-    here = ffi.new("TaichiAotLaunch *", c[0])
-    here.thread = _get_ident()
-    return here
-
-
-def bound_owned(value: Any) -> Owned | None:
-    """The lifetime record of what a launch binds of argument ``value`` (an ndarray's memory, an image), else None."""
-    if isinstance(value, NdArray):
-        return value.owned
-    if isinstance(value, (Image, Texture)):
-        return (value.image if isinstance(value, Texture) else value).owned
-    return None
-
-
-def _slot_kind(spec: ArgInfo, arch: Arch) -> int:
-    """What the C call checks of the argument ``spec`` describes itself (``_SLOT_OTHER``: Python checks it)."""
-    if spec.kind == "ndarray":
-        return _SLOT_OTHER if spec.dtype == DataType.U1 and arch in GFX_ARCHS else _SLOT_NDARRAY
-    if spec.kind == "scalar" and spec.dtype == DataType.F32:
-        return _SLOT_F32
-    if spec.kind == "scalar" and spec.dtype == DataType.I32:
-        return _SLOT_I32
-    return _SLOT_OTHER
 
 
 def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
@@ -163,46 +83,7 @@ def _bindable(entry: _Launchable, values: Sequence[Any]) -> list[Any]:
 def _bindable_value(entry: _Launchable, spec: ArgInfo, value: Any) -> Any:
     if spec.kind != "ndarray" or isinstance(value, NdArray) or not array_like(value):
         return value
-    foreign = entry._foreign
-    nd = foreign.argument(value, spec, f"{entry!r} argument {spec.index}")
-    if foreign.staged:
-        foreign.discard()
-        raise InvalidArgumentError(
-            f"{entry!r} argument {spec.index}: {entry._runtime.arch.name} cannot address this array, and a bound "
-            "launch would copy it once; pass an NdArray (rt.ndarray_from(array))"
-        )
-    return nd
-
-
-class _Packed:
-    """One launch's arguments: a byte buffer laid out as the C array, its slots, and the launch struct (named
-    ``name``: the NVTX range its launches are made inside, which it holds)."""
-
-    __slots__ = ("array", "buf", "keep", "launch", "name", "slots")
-
-    def __init__(self, runtime: Parent, choice: Choice, ctype: str, count: int, stride: int, arg_offset: int,
-                 name: Any):
-        self.buf = bytearray(max(count, 1) * stride)
-        self.array: Any = ffi.from_buffer(ctype + "[]", self.buf) if count else ffi.NULL
-        base: Any = ffi.cast("char *", self.array) if count else None
-        self.slots = [
-            Slot(self.buf, i * stride + arg_offset, ffi.cast("TiArgument *", base + i * stride + arg_offset),
-                 runtime.foreign.hits)
-            for i in range(count)
-        ]
-        self.keep: list[Any] = []  # what the C array points to (argument names of graphs)
-        c = ffi.new("TaichiAotLaunch *")
-        c.runtime, c.kind, c.handle = runtime.handle, choice.kind, choice.handle
-        c.flags = choice.flags | thread_flag(runtime, choice.kind)
-        c.arg_count, c.args = count, self.array
-        c.seen = -1  # stale: the first launch checks in Python
-        c.thread, c.pending = runtime.gate.thread, runtime.gate.pending
-        c.name = self.name = name
-        self.launch: Any = c
-
-    def prefill(self, specs: list[ArgInfo]) -> None:
-        """Write the constant parts of the arguments (the types of i32/f32 slots)."""
-        prefill(self.buf, [s.off for s in self.slots], specs)
+    return entry._foreign.bound_argument(value, spec, f"{entry!r} argument {spec.index}")
 
 
 class _Launchable(Launcher):
@@ -210,17 +91,17 @@ class _Launchable(Launcher):
 
     A call (``kernel(x, 0.5)``, ``graph(x=a)``) is :class:`Launcher`'s, made in C where every argument is one it
     can vouch for (``_csrc/call.c``: the NdArrays and shared numpy arrays of the last launch, exact floats and
-    ints), else by :meth:`_slow_call`: the checks and packing below, and :meth:`_launch_values`.
+    ints), else by :meth:`_slow_call`: the checks below, and the packing and launch of its thread's call plan
+    (:class:`~taichi_aot._callplan.CallPlan`: the kernel's own on its runtime's thread, a twin's elsewhere).
     """
 
     __reduce_ex__ = unpicklable("send the module's path and the kernel's or graph's name, and look it up there")
     _args: list[ArgInfo]
     _recorded: list[ArgInfo]  # as the module records them (declare_access may add to ``_args``)
-    _c: Any  # the prepared TaichiAotLaunch
+    _callplan: CallPlan  # its runtime's thread's calls: the buffer they pack into, the record, the kept copies
     _what: str  # "launch of kernel 'step'", for messages
     _foreign: ForeignPolicy  # its runtime's foreign-array policy
-    _slots: list[Slot]  # the slots of the shared buffer that calls pack into
-    _again: Any = None  # the last call's staged copies, kept for its arrays passed again (_staged.Again)
+    bind: Callable[..., BoundLaunch]  # Kernel.bind(*args, **kwargs), ComputeGraph.bind(**named)
 
     def __init__(self, module: Module, name: str, choice: Choice):
         self._choice = choice  # its launch backend, and the kind and handle of its C launch
@@ -258,124 +139,69 @@ class _Launchable(Launcher):
 
     def _set_packers(self) -> None:
         """One packer per argument of ``_args`` (as recorded, or as declared), what introspection shows, and the
-        C call's view of the shared buffer's slots."""
+        runtime's thread's call plan, made anew (the C call's view of its slots)."""
         # the own launches take every scalar type
-        arch, graph, widens = self._runtime.arch, isinstance(self, ComputeGraph), self._choice.widens
+        arch, widens = self._runtime.arch, self._choice.widens
         self._foreign.fit(sum(spec.kind == "ndarray" for spec in self._args))  # remembers as many arrays as it takes
         self._packers: list[Packer] = [make_packer(a, self._what_arg(a), arch, widens) for a in self._args]
         self._twins = threading.local()  # its launcher on each other thread that launches it (_twin), made anew
-        self._plan = list(zip(self._packers, self._slots))
         self._introspect()
-        slots = [CallSlot(kind=_slot_kind(spec, arch), writes=spec.may_write,
-                          argument=int(ffi.cast("uintptr_t", slot.ptr)),
-                          sig=signature(spec.dtype, spec.ndim, spec.elem_shape) if spec.dtype is not None else None,
-                          name=spec.name)  # a kernel's too: keyword calls are made in C
-                 for spec, slot in zip(self._args, self._slots)]
-        self._prepare(launch=int(ffi.cast("uintptr_t", self._c)), graph=int(graph), ndarray_type=NdArray,
-                      numpy_type=np.ndarray, slots=slots, hits=self._foreign.hits)
-        fresh = self._foreign.fresh_plan(self._args)  # arrays the C call may take anew
-        if fresh is not None:
-            self._fresh(**fresh)
+        old, self._callplan = getattr(self, "_callplan", None), self._plan(self._runtime.gate.thread)
+        prepare(self, self._callplan)
+        if old is not None:  # declared anew: the copies the old plan kept are given back
+            old.give_back()
 
-    def _twin(self) -> _Launchable | None:
+    def _plan(self, thread: int) -> CallPlan:
+        """A call plan of ``thread``'s calls: a buffer, slots and launch record of its own."""
+        return CallPlan(self._new_packed(), thread, self._packers, self._args, self._runtime, self._module, self._name,
+                        self._what, isinstance(self, ComputeGraph))
+
+    def _slow_call(self, *args: Any, **kwargs: Any) -> None:
+        """A call the C call left to Python, on the runtime's thread or handed to its twin (:meth:`_call_on`)."""
+        self._call_on(self._callplan, args, kwargs)
+
+    def _call_on(self, plan: CallPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A call the C call left to Python, of the thread whose plan is ``plan``: every argument checked, packed and
+        launched (the same host arrays as the last call's, on the runtime's thread: through the copies it kept)."""
+        raise NotImplementedError
+
+    def _elsewhere(self, plan: CallPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a call on ``plan`` went elsewhere: recorded (the runtime records; another thread's call that came
+        in before the recording began launches), or handed to its thread's twin (the runtime's plan's call from
+        another thread, where any thread may make its launch, made in C from the second call on)."""
+        if plan.recording():
+            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
+            return True
+        twin = self._twin() if plan is self._callplan else None
+        if twin is not None:
+            twin(*args, **kwargs)
+        return twin is not None
+
+    def _twin(self) -> Twin | None:
         """Its launcher for the calling thread, another than the runtime's, where any thread may make its launch (the
-        own CUDA and Vulkan launches): a copy with a buffer, slots and launch record of its own, made once a thread
-        (kept in a thread-local, and in the C call's table of thread idents, where the thread's next calls, or a
-        later thread's given the same ident, find it), whose calls the C call makes as it makes the runtime's
-        thread's, instead of packing each call in Python. None on the launcher's own thread, or where the launch
+        own CUDA, Vulkan and x64 launches): a :class:`~taichi_aot._callplan.Twin` of a call plan of its own, made
+        once a thread (kept in a thread-local, and in the C call's table of thread idents, where the thread's next
+        calls, or a later thread's given the same ident, find it), whose calls the C call makes as it makes the
+        runtime's thread's, instead of packing each call in Python. None on the runtime's thread, or where the launch
         keeps to the runtime's thread (the Python path says so)."""
-        ident = _get_ident()
-        if not self._c.flags & _ANY_THREAD or self._c.thread == ident:
+        ident, c = _get_ident(), self._callplan.launch
+        if not c.flags & _ANY_THREAD or c.thread == ident:
             return None
         twins = self._twins  # replaced by declare_access meanwhile: a twin of the old arguments is not kept
-        twin: _Launchable | None = getattr(twins, "launcher", None)
+        twin: Twin | None = getattr(twins, "launcher", None)
         if twin is None:
             self._runtime.ensure_open()  # another process: refused
-            twin = type(self).__new__(type(self))
-            twin.__dict__.update(self.__dict__)
-            packed = twin._new_packed()
-            packed.launch.thread = ident  # the C call's "home": this thread
-            twin._slots, twin._c = packed.slots, packed.launch
-            twin._set_packers()
+            twin = Twin(self._plan(ident), self._call_on)
             if self._twins is twins:
                 twins.launcher = twin
                 self._add_twin(ident, twin)  # this thread's next calls handed to it in C
         return twin
 
-    def _recording(self) -> bool:
-        """Whether the call comes from a thread other than the runtime's (raises) or while it records (the slow
-        path then appends a bound launch to the recording instead of launching)."""
-        rt = self._runtime
-        if _get_ident() == rt.gate.ident:
-            return False
-        rt.ensure_open()
-        return rt.gate.recorder is not None
-
-    def _launch_values(self, values: Sequence[Any]) -> None:
-        """The launch of a slow call: pack ``values`` (in signature order) into the shared buffer and launch; from
-        another thread than the runtime's (the own CUDA runtime's), into a buffer of the call's own."""
-        rt = self._runtime
-        c, plan, packed = self._c, self._plan, None
-        if not rt.on_its_thread():
-            rt.ensure_open()  # another process, or another thread of a runtime of libtaichi: refused
-        if c.thread != _get_ident():  # not its launcher's thread (a twin's is its own): a buffer of the call's own
-            _here(c, self._what)  # so are libtaichi's launches beside the own CUDA runtime, before anything is packed
-            packed = self._new_packed()
-            c, plan = packed.launch, list(zip(self._packers, packed.slots))
-            c.thread = _get_ident()
-        start = time.monotonic_ns() if rt.profiles else 0  # a profile's copy event: the copies' bytes, in and back
-        try:
-            self._pack_and_launch(values, c, plan, start)
-        finally:
-            if rt.gate.recorder is not None:  # a launch made while the runtime records (a call that came in before
-                c.seen = -1  # the recording began): its record stale again, so its thread's next calls are recorded
-
-    def _pack_and_launch(self, values: Sequence[Any], c: Any, plan: list[tuple[Packer, Any]], start: int) -> None:
-        """Pack ``values`` into ``c``'s slots (``plan``) and launch, staged copies and all (``start``: where a profile
-        is open, when the call began)."""
-        rt, foreign = self._runtime, self._foreign
-        with rt.backends.lock:
-            if not start and self._run_again(values, c, plan):  # no profile open: kept copies may serve
-                return
-            if self._again is not None:  # none made inside a profile: the last are given back
-                self._again.drop()
-                self._again = None
-            foreign.before_pack(len(values))
-            try:
-                for (pack, slot), value in zip(plan, values):
-                    pack(value, rt, slot)
-                if foreign.staged:  # foreign arrays the backend cannot address travel as copies
-                    copied = sum(s.array.nbytes * (s.filled + s.write_back) for s in foreign.staged)
-                    self._launch_staged(values, c, keep=not start)
-                    for p in list(rt.profiles) if start else ():
-                        p.note_copy(rt, self._name, copied, start)
-                    return
-                code = _launch(c)
-                if code:
-                    _after_launch(code, c, self._checker(values), self._what)
-            except BaseException:
-                if foreign.staged:  # no launch: the copies are dropped, never copied back over the caller's arrays
-                    foreign.discard()
-                raise
-
     def _after_code(self, code: int) -> None:
-        """What the C call does when its launch returned non-zero, other than stale (see :func:`_after_launch`; a
-        stale launch of the C call goes to :meth:`_slow_call`, which checks every argument again)."""
-        _after_launch(code, self._c, self._module.ensure_open, self._what)
-
-    def _checker(self, values: Sequence[Any]) -> Callable[[], None]:
-        """What a launch of ``values`` re-checks before it is made again when C found it stale (something was closed
-        since it was packed, on any thread): the module, the runtime and every ndarray and image it binds, so that
-        a launch never binds what a close released (ClosedError instead)."""
-        owneds = [o for o in map(bound_owned, values) if o is not None]
-
-        def check() -> None:
-            self._module.ensure_open()
-            if any(o.closed for o in owneds):
-                raise ClosedError(f"{self._what}: an ndarray or image it was given was closed (on another thread) "
-                                  "before the launch was made")
-
-        return check
+        """What the C call does when its launch returned non-zero, other than stale (see
+        :func:`~taichi_aot._callplan.after_launch`; a stale launch of the C call goes to :meth:`_slow_call`, which
+        checks every argument again)."""
+        self._callplan.after_code(code)
 
     def _bound(self, given: list[Any]) -> BoundLaunch:
         """A bound launch of ``given`` (values in signature order), checked and packed into a buffer of its own (the
@@ -388,57 +214,8 @@ class _Launchable(Launcher):
                 pack(value, rt, slot)
         return BoundLaunch(cast("Kernel | ComputeGraph", self), packed, values, given)
 
-    def _new_packed(self) -> _Packed:
+    def _new_packed(self) -> Packed:
         raise NotImplementedError
-
-    def _launch_staged(self, values: Sequence[Any], c: Any, keep: bool) -> None:
-        """The launch (record ``c``) of packed arguments of which some are staged copies: nothing shared may overlap
-        a copy written back; after the launch, each written copy goes back into its array (a failure before that
-        leaves the copies to the caller's ``discard``); where ``keep``, the copies kept for the next call with the
-        same arrays where they can be (``_again``)."""
-        foreign = self._foreign
-        foreign.before_launch(values, self._args)
-        code = _launch(c)
-        if code:
-            _after_launch(code, c, self._checker(values), self._what)
-        self._again = foreign.after_launch(values if keep else None, self._args)
-
-    def _run_again(self, values: Sequence[Any], c: Any, plan: list[tuple[Packer, Any]]) -> bool:
-        """The launch of ``values`` through the copies the last call kept (``_again``: filled, launched, read back)
-        where they are its arrays again and copies are allowed; those copies given back where they are not. Whether
-        it was made. Under the runtime's launch lock."""
-        again = self._again
-        if again is None:
-            return False
-        copies = None
-        try:
-            copies = again.values(values) if self._foreign.allow_copies else None
-        finally:  # not its arrays, copies refused, or a fill refused (a closed runtime): the copies given back
-            if copies is None:
-                self._again = None
-                again.drop()
-        if copies is None:
-            return False
-        self._launch_again(again, copies, c, plan, values)
-        return True
-
-    def _launch_again(self, again: Any, copies: list[Any], c: Any, plan: list[tuple[Packer, Any]],
-                      values: Sequence[Any]) -> None:
-        """The launch of ``copies`` (``values`` with the staged arrays' kept copies, filled, in their place) and
-        the written copies read back (``again``: the kept copies, given back where anything fails)."""
-        rt = self._runtime
-        try:
-            self._foreign.before_pack(len(copies))  # CUDA arrays among them are held, within the held limit
-            for (pack, slot), value in zip(plan, copies):
-                pack(value, rt, slot)
-            code = _launch(c)
-            if code:
-                _after_launch(code, c, self._checker(values), self._what)
-            again.after_launch()
-        except BaseException:
-            self._again = None
-            again.drop()
-            raise
 
     def _introspect(self) -> None:
         """What ``inspect.signature`` (and IDEs) and ``help()`` show of this kernel or graph: its arguments as the
@@ -530,9 +307,6 @@ class Kernel(_Launchable):
         self._reverse = reverse
         self._what = f"launch of kernel {name!r}"
         self._names: list[str | None] = [a.name for a in args]
-        packed = self._new_packed()
-        self._slots = packed.slots
-        self._c = packed.launch
         self._set_packers()
 
     def _what_arg(self, spec: ArgInfo) -> str:
@@ -545,9 +319,9 @@ class Kernel(_Launchable):
             return key
         return -1
 
-    def _new_packed(self) -> _Packed:
+    def _new_packed(self) -> Packed:
         choice = self._choice
-        packed = _Packed(self._runtime, choice, "TiArgument", len(self._args), ARG_SIZE, 0, self._range)
+        packed = Packed(self._runtime, choice, "TiArgument", len(self._args), ARG_SIZE, 0, self._range)
         packed.prefill(self._args)
         return packed
 
@@ -566,32 +340,14 @@ class Kernel(_Launchable):
             )
         return args
 
-    def _slow_call(self, *args: Any, **kwargs: Any) -> None:
-        """A call the C call left to Python: every argument checked and packed here (the same host arrays as the
-        last call's, on the runtime's thread: through the copies that call kept, :meth:`_again_call`)."""
-        if self._again is not None and not kwargs and self._again_call(args):
+    def _call_on(self, plan: CallPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not kwargs and plan.kept is not None and plan.call_kept(args):  # its host arrays again: the kept copies
             return
-        if self._recording():
-            self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
+        if self._elsewhere(plan, args, kwargs):
             return
-        twin = self._twin()
-        if twin is not None:  # another thread's launch: its own launcher's, made in C from the second call on
-            twin(*args, **kwargs)
-            return
-        if kwargs or len(args) != len(self._plan):
+        if kwargs or len(args) != len(self._packers):
             args = self._bind(args, kwargs)
-        self._launch_values(args)
-
-    def _again_call(self, args: tuple[Any, ...]) -> bool:
-        """The call made through the copies the last call kept for its host arrays (``_again``), where these are
-        those arrays again and the call is the runtime's thread's own, outside a recording and a profile (whatever
-        else goes to :meth:`_launch_values`, which checks all of it); whether it was made."""
-        rt, c = self._runtime, self._c
-        if c.thread != _get_ident() or rt.gate.ident != c.thread or rt.profiles or len(args) != len(self._plan) or \
-                not rt.on_its_thread():
-            return False
-        with rt.backends.lock:
-            return self._run_again(args, c, self._plan)
+        plan.call(args)
 
     #: ``kernel.launch(x, 0.5)``: the same as ``kernel(x, 0.5)``.
     launch = Launcher.__call__
@@ -654,13 +410,14 @@ class ReturningKernel(Kernel):
     a plain :class:`Kernel`, whose call returns None, and ``module.launchers()`` says so."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._recording():  # appended to the recording: nothing runs now
+        if self._callplan.recording():  # appended to the recording: nothing runs now
             self._runtime.gate.recorder.append(self.bind(*args, **kwargs))  # recording
             return None
-        if kwargs or len(args) != len(self._plan):
+        if kwargs or len(args) != len(self._packers):
             args = self._bind(args, kwargs)
+        twin = self._twin()  # another thread's: its plan's
         with self._runtime.backends.lock:  # its results are read before another thread's launch writes them
-            self._launch_values(args)
+            (self._callplan if twin is None else twin.plan).call(args)
             return self._choice.results.read()
 
     #: ``kernel.launch(a)``: the same as ``kernel(a)``.
@@ -690,9 +447,6 @@ class ComputeGraph(_Launchable):
         self._order: list[str] = [a.name or "" for a in args]
         self._index = {n: i for i, n in enumerate(self._order)}
         self._cnames = [ffi.new("char[]", n.encode()) for n in self._order]
-        packed = self._new_packed()
-        self._slots = packed.slots
-        self._c = packed.launch
         self._set_packers()
 
     def _what_arg(self, spec: ArgInfo) -> str:
@@ -701,9 +455,9 @@ class ComputeGraph(_Launchable):
     def _arg_index(self, key: Any) -> int:
         return self._index.get(key, -1) if isinstance(key, str) else -1
 
-    def _new_packed(self) -> _Packed:
+    def _new_packed(self) -> Packed:
         choice = self._choice
-        packed = _Packed(self._runtime, choice, "TiNamedArgument", len(self._args), _NAMED_SIZE,
+        packed = Packed(self._runtime, choice, "TiNamedArgument", len(self._args), _NAMED_SIZE,
                          _NAMED_ARG, self._range)
         for i, cname in enumerate(self._cnames):
             packed.array[i].name = cname
@@ -725,19 +479,12 @@ class ComputeGraph(_Launchable):
             raise ArgumentNotFoundError(f"graph {self._name!r}: missing argument(s) {', '.join(missing)}")
         return [args[n] for n in self._order]
 
-    def _slow_call(self, *positional: Any, **args: Any) -> None:
-        """A call the C call left to Python: every argument checked and packed here."""
-        if positional:
+    def _call_on(self, plan: CallPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if args:
             raise ArgumentTypeError(f"graph {self._name!r} takes named arguments only: "
                                     f"graph({', '.join(n + '=...' for n in self._order)})")
-        if self._recording():
-            self._runtime.gate.recorder.append(self.bind(args))  # recording
-            return
-        twin = self._twin()
-        if twin is not None:  # another thread's launch: its own launcher's (Kernel._slow_call)
-            twin(**args)
-            return
-        self._launch_values(self._values(args))
+        if not self._elsewhere(plan, args, kwargs):
+            plan.call(self._values(kwargs))
 
     def launch(self, args: Mapping[str, Any]) -> None:
         """Enqueue the graph with ``{name: value}`` arguments: ``graph.launch(d)`` is ``graph(**d)``.
@@ -778,7 +525,7 @@ class BoundLaunch(Launcher):
 
     __slots__ = ("__weakref__", "_c", "_entry", "_given", "_owneds", "_packed", "_runtime", "_values")
 
-    def __init__(self, entry: Kernel | ComputeGraph, packed: _Packed, values: list[Any], given: list[Any]):
+    def __init__(self, entry: Kernel | ComputeGraph, packed: Packed, values: list[Any], given: list[Any]):
         self._entry = entry
         self._packed = packed
         self._runtime = entry._runtime
@@ -817,11 +564,11 @@ class BoundLaunch(Launcher):
         if args or kwargs:
             raise ArgumentTypeError(f"launch of {self._entry!r}: a bound launch takes no arguments (set() changes "
                                     "one)")
-        self._after_code(_STALE)
+        self._after_code(STALE)
 
     def _after_code(self, code: int) -> None:
-        """What the C call does when its launch returned non-zero (see :func:`_after_launch`)."""
-        _after_launch(code, self._c, self._validate, lambda: f"launch of {self._entry!r}")
+        """What the C call does when its launch returned non-zero (see :func:`~taichi_aot._callplan.after_launch`)."""
+        after_launch(code, self._c, self._validate, lambda: f"launch of {self._entry!r}")
 
     #: The launch (``bound()``), as a method: ``run = bound.launch`` then ``run()``.
     launch = Launcher.__call__

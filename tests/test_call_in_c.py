@@ -190,7 +190,7 @@ def test_the_c_calls_records_are_c_types_made_with_keywords(x64):
     add(x, y, 1.0)
     hit = rt.foreign.hits[id(x)]
     assert type(hit) is _call.NumpyHit and hit.ref() is x
-    launch = int(ffi.cast("uintptr_t", add._c))
+    launch = int(ffi.cast("uintptr_t", add._callplan.launch))
     with pytest.raises(TypeError, match="CallSlot records"):
         add._prepare(launch=launch, graph=0, ndarray_type=type(hit), numpy_type=np.ndarray, slots=[(1, 1, 8, None,
                      None)], hits=None)

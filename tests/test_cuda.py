@@ -689,12 +689,12 @@ def test_host_arrays_passed_again_on_cuda(cuda_module):
             y[:] = step
             add(x, y, 0.5)
             assert np.array_equal(x, np.full(256, 0.25 * step * (step + 1), np.float32))
-        assert add._again is not None
+        assert add._callplan.kept is not None
         torch = pytest.importorskip("torch")
         xt, yt = torch.zeros(256), torch.arange(256, dtype=torch.float32)
         for _ in range(3):
             add(xt, yt, 1.0)
-        assert add._again is not None and torch.equal(xt, 3 * yt)
+        assert add._callplan.kept is not None and torch.equal(xt, 3 * yt)
         yt.data = torch.ones(256)  # new memory under the same tensor: read there
         add(xt, yt, 1.0)
         assert torch.equal(xt, 3 * torch.arange(256, dtype=torch.float32) + 1)

@@ -1,10 +1,13 @@
 """Host arrays passed to a kernel again (a loop's step) under a discrete GPU's policy (conftest's device_policy):
-the copies the last call kept (_staged.Again) are filled from the arrays as they are now, and whatever the first call
-would refuse or copy anew takes its path again."""
+the copies the last call kept (its call plan's, _callplan.KeptCopies) are filled from the arrays as they are now,
+and whatever the first call would refuse or copy anew takes its path again."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,14 +30,14 @@ def test_host_arrays_passed_again_reuse_their_copies(device_policy, modules):
         add(x, y, 0.5)
         expect += 0.5 * step
         assert np.array_equal(x, expect)
-    kept = add._again
+    kept = add._callplan.kept
     assert kept is not None
     add(x, y, 2.0)
     expect += 8.0
-    assert add._again is kept and np.array_equal(x, expect)  # the same copies again
+    assert add._callplan.kept is kept and np.array_equal(x, expect)  # the same copies again
     other = x.copy()  # another array of the same layout: the policy's path, and copies kept for it
     add(other, y, 1.0)
-    assert np.array_equal(other, expect + 4.0) and add._again is not kept
+    assert np.array_equal(other, expect + 4.0) and add._callplan.kept is not kept
     add(x, y.reshape(8, 8).reshape(64), 1.0)  # a new view of y's memory: the same values
     expect += 4.0
     assert np.array_equal(x, expect)
@@ -68,7 +71,7 @@ def test_an_array_passed_with_a_read_only_view_of_itself_again(device_policy, mo
         add(x, xv, 0.5)
         expect = expect + 0.5 * expect
         np.testing.assert_allclose(x, expect, rtol=1e-6)
-    assert add._again is None
+    assert add._callplan.kept is None
 
 
 def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
@@ -78,7 +81,7 @@ def test_torch_tensors_passed_again_reuse_their_copies(device_policy, modules):
     x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
     for _ in range(3):
         add(x, y, 1.0)
-    assert add._again is not None
+    assert add._callplan.kept is not None
     assert torch.equal(x, 3 * y)
     x.set_(torch.zeros(64))  # new memory under the same tensor: read and written there
     add(x, y, 1.0)
@@ -101,7 +104,7 @@ def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
     x, y = torch.zeros(64), torch.arange(64, dtype=torch.float32)
     add(x, y, 1.0)
     add(x, y, 1.0)
-    assert add._again is not None and torch.equal(x, 2 * y)
+    assert add._callplan.kept is not None and torch.equal(x, 2 * y)
     y.data = torch.arange(64, dtype=torch.float64)  # new memory, of another dtype: refused as at a first call
     with pytest.raises(ArgumentTypeError):
         add(x, y, 1.0)
@@ -119,12 +122,12 @@ def test_torch_tensors_changed_under_kept_copies(device_policy, modules):
     add(x, y, 1.0)
     assert torch.equal(x, base[:192:3])
     add(x, y, 1.0)
-    kept = add._again
+    kept = add._callplan.kept
     del y, base
     gc.collect()
     y2 = torch.ones(64)
     add(x, y2, 1.0)  # a new tensor: the policy's path; the collected one's views were let go
-    assert add._again is not kept
+    assert add._callplan.kept is not kept
     assert torch.equal(x, 2 * torch.arange(0, 192, 3, dtype=torch.float32) + 1)
 
 
@@ -206,3 +209,96 @@ def test_the_own_vulkan_writes_refuse_bytes_past_a_memorys_end(device_policy):
         with pytest.raises(ArgumentOutOfRangeError, match="past the end"):
             check(what)
     assert np.array_equal(nd.to_numpy(), np.full(8, 2, np.float32))
+
+
+def _moved_bytes(rt, monkeypatch) -> dict[str, int]:
+    """Counters of the bytes ``rt``'s policy stages from now on (``staged``: the host arrays it describes, decides and
+    copies anew) and of those its device moves through its staging buffers (``buffers``)."""
+    from taichi_aot._staged import StagedCopies
+
+    moved = {"staged": 0, "buffers": 0}
+    stage = StagedCopies.stage
+
+    def staging(copies: Any, a: np.ndarray, *args: Any) -> Any:
+        moved["staged"] += a.nbytes
+        return stage(copies, a, *args)
+
+    monkeypatch.setattr(StagedCopies, "stage", staging)
+    buffers = rt.device.transfers.staging
+    for name in ("upload", "upload_waited", "download", "download_later"):
+        method = getattr(buffers, name)
+
+        def moving(memory: Any, data: Any, method: Any = method) -> Any:
+            moved["buffers"] += data if isinstance(data, int) else data.nbytes
+            return method(memory, data)
+
+        monkeypatch.setattr(buffers, name, moving)
+    return moved
+
+
+def test_a_profile_runs_the_calls_it_measures(device_policy, modules, monkeypatch):
+    """Host arrays passed again inside a profile take the route they take outside it (their plan's kept copies): the
+    same bytes staged by the policy (none) and through the staging buffers, and each call's copies a copy event of
+    the profile's, the kept route's too."""
+    rt = device_policy
+    moved = _moved_bytes(rt, monkeypatch)  # before any copy is made: each memory's writer is chosen when it is made
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    n = 1024
+    x, y = np.zeros(n, np.float32), np.arange(n, dtype=np.float32)
+    add(x, y, 1.0)  # the copies made, and kept
+    rt.wait()
+    assert moved["staged"] == 2 * n * 4
+    kept, per_call = add._callplan.kept, []
+    for profiled in (False, True, False):
+        before = dict(moved)
+        with rt.profile() if profiled else contextlib.nullcontext() as prof:
+            for _ in range(3):
+                add(x, y, 1.0)
+                assert add._callplan.kept is kept  # the same copies, in the profile too
+            rt.wait()
+        per_call.append({k: moved[k] - before[k] for k in moved})
+        if profiled:
+            copies = [launch for launch in prof.launches if launch.timed == "copy"]
+            assert [(c.name, c.bytes) for c in copies] == [("add", 3 * n * 4)] * 3, copies  # x in and back, y in
+    assert per_call[0] == per_call[1] == per_call[2] and per_call[0]["staged"] == 0, per_call
+    np.testing.assert_array_equal(x, 10 * y)
+
+
+def test_a_kernels_kept_copies_are_its_threads_own(device_policy, modules):
+    """The runtime's thread and another (through a call plan of its own: Vulkan's own launches are any thread's)
+    calling one kernel at once, each with host arrays of its own: each plan keeps copies of its own (the other
+    thread's plan starts with none of the kernel's, and gives none of them back), and every value is right over
+    1,000 rounds."""
+    rt = device_policy
+    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]  # x += a * y
+    rounds, n = 1000, 64
+    xs = [np.zeros(n, np.float32) for _ in range(2)]
+    ys = [np.arange(n, dtype=np.float32) + 1000 * k for k in range(2)]
+    for _ in range(2):  # the runtime's thread keeps copies before the other thread's first call
+        add(xs[0], ys[0], 0.0)
+    owner = add._callplan.kept
+    assert owner is not None
+    go, failures, plans = threading.Barrier(2), [], {}
+
+    def work(k: int) -> None:
+        try:
+            go.wait()
+            for r in range(rounds):
+                add(xs[k], ys[k], 1.0)
+                np.testing.assert_array_equal(xs[k], (r + 1) * ys[k])
+                if r % 50 == 49:  # the copies in flight free to fill again
+                    rt.wait()
+            twin = add._twin()
+            plans[k] = add._callplan if twin is None else twin.plan
+        except BaseException as e:  # the test reads them
+            failures.append(e)
+
+    other = threading.Thread(target=work, args=(1,))
+    other.start()
+    work(0)
+    other.join()
+    assert failures == []
+    assert plans[0] is add._callplan and plans[1] is not plans[0]
+    assert plans[0].kept is owner and plans[1].kept is not None  # each its own, kept all along
+    mine, theirs = ({id(s.nd) for s, _, _ in p.kept._staged} for p in (plans[0], plans[1]))
+    assert mine and theirs and not mine & theirs

@@ -188,10 +188,10 @@ def test_another_thread_never_writes_the_shared_arguments(env):
     other_x, other_y = rt.ndarray((64,), np.float32), rt.ndarray((64,), np.float32)
     add(x, y, 1.0)
     graph(x=x, y=y, a=1.0)
-    packed = [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)]
+    packed = [bytes(add._callplan.slots[0].buf), bytes(graph._callplan.slots[0].buf)]
     intruders = (lambda: add(other_x, other_y, 1000.0), lambda: graph(x=other_x, y=other_y, a=1000.0))
     assert _wrong_thread_errors(*intruders) == refusals
-    assert [bytes(add._slots[0].buf), bytes(graph._slots[0].buf)] == packed
+    assert [bytes(add._callplan.slots[0].buf), bytes(graph._callplan.slots[0].buf)] == packed
 
     # and while the owner launches in a loop, an intruder hammering the same kernel changes nothing
     launches, stop = 400, threading.Event()

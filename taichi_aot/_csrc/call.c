@@ -642,7 +642,7 @@ static PyMethodDef launcher_methods[] = {
      "_prepare(*, launch, graph, ndarray_type, numpy_type, slots, hits): the launch struct's address, its CallSlot "
      "records and the runtime's remembered arrays"},
     {"_add_twin", launcher_add_twin, METH_VARARGS,
-     "_add_twin(ident, twin): the launcher that calls from thread `ident` are handed to (launch.py's _twin)"},
+     "_add_twin(ident, twin): the launcher that calls from thread `ident` are handed to (_callplan.py's Twin)"},
     {"_forget", launcher_forget_method, METH_NOARGS, "_forget(): forget the values remembered in the slots"},
     {"_fresh", (PyCFunction)(void (*)(void))launcher_fresh_method, METH_VARARGS | METH_KEYWORDS,
      "_fresh(*, imports, host_numpy, torch_device, torch_index, held, held_limit, cai_classes, pointer_device, spill, "

@@ -74,6 +74,8 @@ static struct PyModuleDef call_module = {
 PyMODINIT_FUNC PyInit__call(void) {
     PyObject *module = PyModule_Create(&call_module);
     PyObject *type = module != NULL ? PyType_FromSpec(&launcher_spec) : NULL;
+    Py_XINCREF(type);
+    launcher_base = type; /* _add_twin's check, kept for the process */
     if (type == NULL || PyModule_AddObject(module, "Launcher", type) != 0) { /* steals type where it worked */
         Py_XDECREF(type);
         Py_XDECREF(module);

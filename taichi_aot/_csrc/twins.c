@@ -1,10 +1,13 @@
-/* Each other thread's launcher of a kernel or graph (launch.py's _twin: a copy with a buffer, slots and launch record
-   of its own, made at the thread's first call), which call.c's launcher hands that thread's calls to here in C
-   (#included before call.c). */
+/* Each other thread's launcher of a kernel or graph (_callplan.py's Twin: the C launcher of the thread's CallPlan, a
+   buffer, slots and launch record of its own, made at the thread's first call), which call.c's launcher hands that
+   thread's calls to here in C (#included before call.c). */
 #include "call_common.h"
 #include "launcher.h"
 
-/* The calling thread's own launcher (launch.py's _twin, handed over by _add_twin), a new reference; NULL: none (an
+/* The type Launcher (call_module.c sets it, once): a twin is one of its instances. */
+static PyObject *launcher_base;
+
+/* The calling thread's own launcher (_callplan.py's Twin, handed over by _add_twin), a new reference; NULL: none (an
    exception set where the lookup failed). */
 static PyObject *launcher_twin(taichi_aot_launcher *self) {
     PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
@@ -14,8 +17,8 @@ static PyObject *launcher_twin(taichi_aot_launcher *self) {
     return twin;
 }
 
-/* _add_twin(ident, twin): the launcher of thread `ident` (launch.py's _twin: a copy with a buffer, slots and launch
-   record of its own), to which this launcher hands that thread's calls here in C; kept for TWINS thread idents at
+/* _add_twin(ident, twin): the launcher of thread `ident` (_callplan.py's Twin: its CallPlan's buffer, slots and launch
+   record), to which this launcher hands that thread's calls here in C; kept for TWINS thread idents at
    most (a thread past them is handed over by Python; a thread given an ident again finds the twin made for it,
    whose record checks its slots anew), and until _prepare is called again. */
 #define TWINS 64
@@ -25,8 +28,9 @@ static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO", &ident, &twin)) {
         return NULL;
     }
-    if (!PyLong_Check(ident) || !PyObject_TypeCheck(twin, Py_TYPE(op))) {
-        PyErr_SetString(PyExc_TypeError, "_add_twin: a thread ident and a launcher of the same type");
+    if (!PyLong_Check(ident) || launcher_base == NULL || PyObject_IsInstance(twin, launcher_base) != 1 || twin == op) {
+        PyErr_Clear(); /* what PyObject_IsInstance may have set: the TypeError below says it */
+        PyErr_SetString(PyExc_TypeError, "_add_twin: a thread ident and another Launcher");
         return NULL;
     }
     if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
