@@ -8,7 +8,11 @@ one that passes host arrays to its kernels (issue "house8").
   against one thread doing the same launches and reads in turn (one thread's time / the threads' time: the
   throughput the threads keep; target: at least THREADS_TARGET); and the same with a value every FEW launches
   (FEW_LAUNCHES_EACH launches a thread), where each thread waits often: a thread's value waits for its own work
-  while the others record theirs (target: at least FEW_TARGET, issue "vkwait").
+  while the others record theirs (target: at least FEW_TARGET, issue "vkwait"). Beside it, Python's lock's floor for
+  that shape: the same threads alternating as long with the lock held (a Python loop, as the launches hold it) and as
+  long let go (a C loop, as the value's wait lets it go, the whole value counted as let go: the floor's best case),
+  measured against one thread in turn: the most that any program of that shape keeps on this host, whose threads
+  hand Python's lock to each other at every value.
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
   arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
@@ -18,6 +22,7 @@ one that passes host arrays to its kernels (issue "house8").
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
@@ -30,7 +35,7 @@ from .row import Row
 if TYPE_CHECKING:
     from .harness import Bench
 
-__all__ = ["sharing"]
+__all__ = ["floor", "sharing", "together"]
 
 SECTION = "sharing"
 THREADS, LAUNCHES = 4, 200
@@ -42,6 +47,8 @@ ONE = f"one thread: {THREADS} x ({LAUNCHES} launches of tiny and a value)"
 SHARED = f"{THREADS} threads sharing the runtime: {LAUNCHES} launches of tiny and a value each"
 ONE_FEW = f"one thread: {THREADS} x ({FEW_LAUNCHES_EACH} launches of tiny, a value every {FEW})"
 SHARED_FEW = f"{THREADS} threads sharing the runtime: {FEW_LAUNCHES_EACH} launches of tiny each, a value every {FEW}"
+ONE_FLOOR = f"Python's lock alone: one thread: {THREADS} x the same rounds, held, then let go"
+SHARED_FLOOR = f"Python's lock alone: {THREADS} threads, each its rounds held, then let go"
 
 
 def _work(bench: Bench, x: Any, rounds: int, launches: int) -> None:
@@ -64,25 +71,72 @@ def _threads(bench: Bench, rounds: int, launches: int = LAUNCHES,
         return (time.perf_counter() - t0) * 1e3
 
     def shared() -> float:
-        errors: list[BaseException] = []
-
-        def body(x: Any) -> None:
-            try:
-                _work(bench, x, rounds, launches)
-            except BaseException as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=body, args=(x,)) for x in arrays]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        return (time.perf_counter() - t0) * 1e3
+        return together([lambda x=x: _work(bench, x, rounds, launches) for x in arrays])
 
     return {names[0]: one, names[1]: shared}
+
+
+def together(bodies: list[Callable[[], object]]) -> float:
+    """Milliseconds threads take to run ``bodies``, a thread each, started together (the first error raised)."""
+    errors: list[BaseException] = []
+
+    def run(body: Callable[[], object]) -> None:
+        try:
+            body()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(body,)) for body in bodies]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _shape(bench: Bench, x: Any) -> tuple[float, float]:
+    """Microseconds one thread's round of FEW launches holds Python's lock, and its value takes (medians of 40
+    rounds)."""
+    tiny = bench.mod.kernels["tiny"]
+    held, value = [], []
+    for _ in range(40):
+        t0 = time.perf_counter()
+        for _ in range(FEW):
+            tiny(x, 1.0)
+        t1 = time.perf_counter()
+        x.to_numpy()
+        held.append(t1 - t0)
+        value.append(time.perf_counter() - t1)
+    return statistics.median(held) * 1e6, statistics.median(value) * 1e6
+
+
+def floor(held_us: float, let_go_us: float, rounds: int) -> dict[str, Callable[[], float]]:
+    """One thread's and THREADS threads' time (ms) for ``rounds`` rounds each of ``held_us`` with Python's lock held
+    and ``let_go_us`` with it let go (:data:`ONE_FLOOR`, :data:`SHARED_FLOOR`)."""
+    from ._steps import lib
+
+    let_go_ns = int(let_go_us * 1e3)
+
+    def body() -> None:
+        for _ in range(rounds):
+            end = time.perf_counter() + held_us * 1e-6
+            while time.perf_counter() < end:
+                pass
+            lib.taichi_aot_bench_let_go(let_go_ns)
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        for _ in range(THREADS):
+            body()
+        return (time.perf_counter() - t0) * 1e3
+
+    def shared() -> float:
+        return together([body] * THREADS)
+
+    return {ONE_FLOOR: one, SHARED_FLOOR: shared}
 
 
 def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
@@ -149,6 +203,18 @@ def sharing(bench: Bench) -> list[Row]:
                 row.limit, row.ratio, row.spread = one, paired[0], paired[1]
                 row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
             rows += timed
+        held, let_go = _shape(bench, bench.rt.ndarray((16,), np.float32))
+        times = per * FEW_LAUNCHES_EACH // FEW
+        measured = measure(floor(held, let_go, times), ONE_FLOOR, rounds, reps=reps)
+        params = {"threads": THREADS, "held us": round(held, 1), "let go us": round(let_go, 1), "rounds": times}
+        timed = [Row(SECTION, bench.name, k, "ms", v, params=params) for k, v in measured.bests.items()]
+        paired = measured.pair(ONE_FLOOR, SHARED_FLOOR)
+        if paired is not None:
+            row = timed[1]
+            row.limit, row.ratio, row.spread = ONE_FLOOR, paired[0], paired[1]
+            row.note = (f"{held:.0f} us held, {let_go:.0f} us let go a round: what the row of a value every {FEW} "
+                        "keeps at most here")
+        rows += timed
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}

@@ -25,10 +25,11 @@ typedef struct {
     /* 1: a launch of the kind only enqueues work (a record into a command batch, a driver's launch), or runs a CPU
        kernel its record's launches found short (its quick_hold says which), so that the C call makes it without
        letting Python's lock go where the runtime's calls are free (taichi_aot_launch_quick): threads that launch at
-       once do not hand that lock to each other at every launch. 0: it may take long (libtaichi's launch on a GPU)
-       or block on what a thread without Python's lock holds (the own CUDA launcher's stand-in lock, held across a
-       stream's synchronization for a kernel's values or its autodiff flag: a host function on that stream may need
-       Python's lock). */
+       once do not hand that lock to each other at every launch. 0: it may take long (libtaichi's launch on a GPU).
+       A quick kind's launch that could block on what a thread without Python's lock holds is not quick at that
+       launch (its quick_hold: the own CUDA launcher's stand-in lock, held across a stream's synchronization for a
+       kernel's values or its autodiff flag, where a host function on that stream may need Python's lock, is taken
+       only where free). */
     int quick;
     /* For a quick kind: whether the launch can be made now without blocking: the runtime's calls taken (where `hold`:
        it holds them) only where no other thread has them, and nothing in it waits for the device (a full ring of

@@ -27,6 +27,12 @@ static double taichi_aot_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void taichi_aot_bench_let_go(uint64_t ns) {
+    double end = taichi_aot_now() + (double)ns * 1e-9;
+    while (taichi_aot_now() < end) {
+    }
+}
+
 /* One launch, the work launch.c's launch_any makes for every launch from Python: a kernel of the own CUDA
    launcher or a graph of them, else, where libtaichi's launches are not refused (pending[1]), a kernel or a graph
    through libtaichi and a read of its error slot. A kind this loop does not time (the own x64 launches) or knows

@@ -54,4 +54,8 @@ double taichi_aot_steps(const void *step, uint32_t count, const void *every_laun
 double taichi_aot_import_steps(const void *step, const uint64_t *ptrs, uint32_t count, uint64_t size, uint32_t cuda,
                                uint64_t steps);
 
+/* `ns` nanoseconds spent polling the clock, called with Python's lock let go (cffi lets it go around every call):
+   the wait of the sharing section's lock floor (sharing.py), a polled wait of that length that waits for nothing. */
+void taichi_aot_bench_let_go(uint64_t ns);
+
 #endif

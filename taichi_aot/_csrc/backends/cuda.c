@@ -29,6 +29,53 @@ static pthread_mutex_t *ptx_lock(uint64_t standin) {
     return &ptx_locks[((standin >> 8) * 0x9E3779B97F4A7C15ULL) >> 60]; /* the address's bits mixed: 16 locks */
 }
 
+/* The stand-in lock a quick launch (kinds.h) took on this thread before its launch, which the launch's tasks then
+   do not take again; let go by aot_cuda_let_go_quick after it. */
+static __thread pthread_mutex_t *ptx_quick_held;
+
+/* A quick launch of kernels on the stand-in `standin`: its lock taken only where it is free, as Python's lock is kept
+   meanwhile: a thread that has it may be synchronizing a stream for a kernel's values or its autodiff flag, on which
+   a host function may need Python's lock. 1: taken (`*held`); 0: busy, the launch lets Python's lock go. */
+static int ptx_quick_take(uint64_t standin, void **held) {
+    pthread_mutex_t *lock = ptx_lock(standin);
+    *held = NULL;
+    if (pthread_mutex_trylock(lock) != 0) {
+        return 0;
+    }
+    ptx_quick_held = lock;
+    *held = lock;
+    return 1;
+}
+
+int aot_cuda_kernel_quick(const TaichiAotLaunch *l, int hold, void **held) {
+    const TaichiAotCudaKernel *k = (const TaichiAotCudaKernel *)l->handle;
+    (void)hold; /* no runtime's calls: the driver takes any thread */
+    *held = NULL;
+    if (k->overflow != 0 || k->result_size != 0) { /* it waits for the stream after its tasks: never quick */
+        return 0;
+    }
+    return ptx_quick_take(k->runtime->standin, held);
+}
+
+int aot_cuda_graph_quick(const TaichiAotLaunch *l, int hold, void **held) {
+    const TaichiAotCudaGraph *g = (const TaichiAotCudaGraph *)l->handle;
+    uint32_t d;
+    (void)hold;
+    *held = NULL;
+    for (d = 0; d < g->dispatch_count; ++d) {
+        const TaichiAotCudaKernel *k = g->kernels[d];
+        if (k->overflow != 0 || k->result_size != 0 || k->runtime != g->kernels[0]->runtime) {
+            return 0;
+        }
+    }
+    return g->dispatch_count == 0 ? 0 : ptx_quick_take(g->kernels[0]->runtime->standin, held);
+}
+
+void aot_cuda_let_go_quick(void *held) {
+    ptx_quick_held = NULL;
+    pthread_mutex_unlock((pthread_mutex_t *)held);
+}
+
 typedef int (*taichi_aot_cu_launch)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared,
                                     void *stream, void **params, void **extra);
@@ -178,7 +225,8 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *popped = NULL;
-    int code, pushed = 0, overflowed = 0, capturing = 0;
+    pthread_mutex_t *lock;
+    int code, pushed = 0, overflowed = 0, capturing = 0, taken;
     if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
@@ -192,7 +240,11 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     if (code != 0) {
         return code;
     }
-    pthread_mutex_lock(ptx_lock(standin));
+    lock = ptx_lock(standin);
+    taken = ptx_quick_held != lock; /* else the quick launch holds it, and lets it go after the launch */
+    if (taken) {
+        pthread_mutex_lock(lock);
+    }
     code = ptx_capture(cu, rt, k, &capturing);
     if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
@@ -208,7 +260,9 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
         code = ptx_after(cu, rt->stream, k, standin, &overflowed);
     }
-    pthread_mutex_unlock(ptx_lock(standin));
+    if (taken) {
+        pthread_mutex_unlock(lock);
+    }
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
     }
