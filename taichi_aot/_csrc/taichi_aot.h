@@ -547,7 +547,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_MAX_ARRAYS 32
 #define TAICHI_AOT_VK_BATCHES 8 /* a slot waited on by a thread with the calls let go is passed over (vkbatch.c) */
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
-#define TAICHI_AOT_VK_EARLY_DISPATCHES 16
+#define TAICHI_AOT_VK_EARLY_LAUNCHES 16 /* where waits block, a batch begun after a wait is submitted at this launch */
 #define TAICHI_AOT_VK_RESULT_BYTES 4096
 #define TAICHI_AOT_VK_COUNTS 10
 #define TAICHI_AOT_VK_ERROR (-3000)

@@ -246,7 +246,7 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->serial = ++rt->serial;
     b->head = (uint32_t)rt->next * VK_SEGMENT;
     b->end = b->head + VK_SEGMENT;
-    b->dispatches = 0;
+    b->dispatches = b->launches = 0;
     aot_vk_stamps_drop(rt, b); /* where its last recording was never submitted: not read, given back */
     b->pipeline = b->set = 0;
     b->last_kernel = NULL;

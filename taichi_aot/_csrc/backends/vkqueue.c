@@ -572,7 +572,8 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     rt->family = info.compute_queue_family_index;
     rt->physical = (AotVkDispatch)info.physical_device;
     rt->current = -1;
-    rt->early = rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
+    rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
+    rt->early = VK_EARLY_POLLED;
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = rt->library_since = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
@@ -679,7 +680,7 @@ void taichi_aot_vk_set_wait(uint64_t id, int policy, uint64_t cap_ns) {
     if (rt != NULL) {
         aot_wait_set(&rt->wait, policy, cap_ns);
         rt->feed = policy != TAICHI_AOT_WAIT_BLOCK;
-        rt->early = rt->feed ? 1 : TAICHI_AOT_VK_EARLY_DISPATCHES;
+        rt->early = rt->feed ? VK_EARLY_POLLED : TAICHI_AOT_VK_EARLY_LAUNCHES;
     }
     aot_vk_let_go(rt);
 }

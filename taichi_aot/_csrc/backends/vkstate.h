@@ -40,6 +40,10 @@
 #define VK_HOST_ALIGN 256u      /* where a copy's host side starts at the link's speed (vkcopy.c) */
 #define VK_READ_SEGMENT TAICHI_AOT_VK_UPDATE_BYTES /* bytes a batch copies back for the host (vkcopy.c's reads) */
 #define VK_FEED_EVERY 8         /* dispatches between two looks at whether the GPU went idle (VkRt.feed) */
+/* The launch at which a batch begun after a wait is submitted where waits poll (VkRt.early): the second, so that a
+   launch and the value read after it (the copies filling its arrays before it, the copy of the value after it) go in
+   one submission, not in two; a launch and rt.wait() are one either way (the wait submits). */
+#define VK_EARLY_POLLED 2
 
 typedef struct VkRt VkRt;
 /* A profile's timestamps in a batch, and a runtime's way of taking them: vkprofile.c's, known elsewhere by pointer. */
@@ -98,6 +102,7 @@ typedef struct {
     int state; /* 0 free, 1 recording, 2 submitted */
     int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
+    uint32_t launches; /* kernels recorded (a copy is a dispatch, not a launch): what VkRt.early counts */
     uint32_t waiters; /* threads waiting for its fence with the calls let go (atomic): its slot is not begun again
                          until they are out of the wait (vkbatch.c) */
     /* what the command buffer has bound last (a launch that binds the same again records nothing), and the last
@@ -154,10 +159,10 @@ struct VkRt {
     VkImport *imports;      /* host pages kept imported */
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
     AotWaitPolicy wait; /* how its fences are waited for (waits.h; taichi_aot_vk_set_wait) */
-    /* the GPU kept fed (vulkan.c's launch): a batch is submitted at its `early`-th dispatch where the GPU is idle since
-       a wait (1 where waits poll: the GPU starts while Python comes to its wait; TAICHI_AOT_VK_EARLY_DISPATCHES where
-       they block, as before the policy), and, where waits poll, every VK_FEED_EVERY dispatches where the batches
-       submitted are done (aot_vk_gpu_idle) */
+    /* the GPU kept fed (vulkan.c's launch): a batch is submitted at its `early`-th launch where the GPU is idle since
+       a wait (VK_EARLY_POLLED where waits poll: the GPU starts while Python comes to its wait;
+       TAICHI_AOT_VK_EARLY_LAUNCHES where they block, as before the policy), and, where waits poll, every
+       VK_FEED_EVERY dispatches where the batches submitted are done (aot_vk_gpu_idle) */
     uint32_t early;
     int feed;
     /* whether its queue writes timestamps, their period, the batches' spare timestamps (vkprofile.c): NULL until a

@@ -14,7 +14,7 @@
    argument struct lays them out), records each task's dispatch (a dispatch of a loop over an ndarray's run-time
    length sized to the largest ndarray argument: Taichi's loops stride over the grid dispatched, so any size gives the
    same result), and submits the batch when it holds TAICHI_AOT_VK_BATCH_DISPATCHES dispatches; where it is the first
-   since a wait, at its first dispatch (TAICHI_AOT_VK_EARLY_DISPATCHES where the runtime's waits block: VkRt.early;
+   since a wait, at its second launch (TAICHI_AOT_VK_EARLY_LAUNCHES where the runtime's waits block: VkRt.early;
    the GPU, idle, starts on them while the next are recorded or Python comes to its wait); where waits poll, when the
    GPU finished every batch submitted (looked at every VK_FEED_EVERY dispatches: a fence's status, where a wait would
    cost more than it saves on NVIDIA's driver); at a wait; or before libtaichi enqueues anything on the runtime. Taichi's barrier after each dispatch is recorded once something follows it in the
@@ -461,6 +461,7 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
         b->owed = 1;
     }
     b->dispatches += k->task_count;
+    ++b->launches;
     rt->counts[VK_COUNT_DISPATCHES] += k->task_count;
 }
 
@@ -481,7 +482,7 @@ static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsi
    (it starts on them while the next are recorded). */
 static int vk_submit_now(VkRt *rt, const VkBatch *b, uint32_t tasks) {
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
-           (b->dispatches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
+           (b->launches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
            (rt->feed && b->dispatches / VK_FEED_EVERY != (b->dispatches - tasks) / VK_FEED_EVERY &&
             aot_vk_gpu_idle(rt)); /* a multiple of VK_FEED_EVERY dispatches passed by this launch's tasks */
 }
