@@ -9,10 +9,10 @@ one that passes host arrays to its kernels (issue "house8").
   throughput the threads keep; target: at least THREADS_TARGET); and the same with a value every FEW launches
   (FEW_LAUNCHES_EACH launches a thread), where each thread waits often: a thread's value waits for its own work
   while the others record theirs (target: at least FEW_TARGET, issue "vkwait"). Beside it, Python's lock's floor for
-  that shape: the same threads alternating as long with the lock held (a Python loop, as the launches hold it) and as
-  long let go (a C loop, as the value's wait lets it go, the whole value counted as let go: the floor's best case),
-  measured against one thread in turn: the most that any program of that shape keeps on this host, whose threads
-  hand Python's lock to each other at every value.
+  that shape: the same threads alternating as long with the lock held (as much work of a Python loop, as the
+  launches hold it) and as long let go (a C loop, as the value's wait lets it go, the whole value counted as let
+  go: the floor's best case), measured against one thread in turn: the most that any program of that shape keeps
+  on this host, whose threads hand Python's lock to each other at every value.
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
   arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
@@ -113,17 +113,29 @@ def _shape(bench: Bench, x: Any) -> tuple[float, float]:
     return statistics.median(held) * 1e6, statistics.median(value) * 1e6
 
 
+def _held_steps(held_us: float) -> int:
+    """How many steps of an empty Python loop take ``held_us`` on one thread here (the best of three timings)."""
+    n = 200_000
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pass
+        best = min(best, time.perf_counter() - t0)
+    return max(1, round(held_us * 1e-6 / (best / n)))
+
+
 def floor(held_us: float, let_go_us: float, rounds: int) -> dict[str, Callable[[], float]]:
     """One thread's and THREADS threads' time (ms) for ``rounds`` rounds each of ``held_us`` with Python's lock held
     and ``let_go_us`` with it let go (:data:`ONE_FLOOR`, :data:`SHARED_FLOOR`)."""
     from ._steps import lib
 
     let_go_ns = int(let_go_us * 1e3)
+    steps = _held_steps(held_us)
 
     def body() -> None:
         for _ in range(rounds):
-            end = time.perf_counter() + held_us * 1e-6
-            while time.perf_counter() < end:
+            for _ in range(steps):  # work, not a deadline: a thread that loses the lock meanwhile does it later
                 pass
             lib.taichi_aot_bench_let_go(let_go_ns)
 
