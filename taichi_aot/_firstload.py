@@ -17,6 +17,8 @@ from ._cache import read_entry, write_entry
 from ._child import NoChildError, run_child, started
 from ._probe import _MARK, build_identity, cache_folder, library_identity
 from .enums import Arch
+from .metadata.multi import SEAL, SIDECAR
+from .metadata.source import ModuleFiles, hash_file, module_file_names
 
 __all__ = ["hash_module_files", "module_crash", "module_seal", "seal", "sealed"]
 
@@ -31,7 +33,7 @@ _verdicts: dict[tuple[Any, ...], str] = {}
 def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
     """What :data:`_verdicts` is keyed by; its fourth item is the library's identity (:func:`library_identity`)."""
     files = []
-    for name in _module_files(folder):
+    for name in module_file_names(folder):
         try:
             st = os.stat(os.path.join(folder, name))
         except FileNotFoundError:  # gone meanwhile
@@ -41,18 +43,22 @@ def _stat_key(folder: str, arch: Arch, library: str) -> tuple[Any, ...]:
     return (os.path.abspath(folder), int(arch), library, library_identity(library), tuple(files))
 
 
-def _module_digest(folder: str, arch: Arch, identity: str) -> str:
+def _module_digest(folder: str, arch: Arch, identity: str, files: str | None = None) -> str:
+    """What a verdict is kept under: the arch, the library, this build, and the module's files' digest (``files``, as
+    metadata/ read them; None: hashed from the folder now)."""
     import hashlib
 
-    h = hashlib.sha256(f"{int(arch)}\0{identity}\0{build_identity()}\0".encode())
-    hash_module_files(h, folder)
-    return h.hexdigest()
+    if files is None:
+        h = hashlib.sha256()
+        hash_module_files(h, folder)
+        files = h.hexdigest()
+    return hashlib.sha256(f"{int(arch)}\0{identity}\0{build_identity()}\0{files}".encode()).hexdigest()
 
 
 def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
     """Feed the hash ``h`` a module folder's files, names and contents in order (not the loader's lock file, nor
-    ``skip``)."""
-    for name in _module_files(folder):
+    ``skip``), as metadata's ModuleFiles digests them."""
+    for name in module_file_names(folder):
         if name == skip:
             continue
         path = os.path.join(folder, name)
@@ -60,21 +66,13 @@ def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
             with open(path, "rb") as f:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     continue
-                h.update(name.encode("utf-8", "surrogateescape") + b"\0")
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
+                hash_file(h, name, f.read())
         except (FileNotFoundError, IsADirectoryError):  # gone meanwhile, or a folder
             continue
 
 
-def _module_files(folder: str) -> list[str]:
-    """The names of a module folder's files that make the module: not the lock file Taichi's loader makes beside
-    them while it reads (``metadata.lock``), which comes and goes as other processes load the module."""
-    return sorted(n for n in os.listdir(folder) if not n.endswith(".lock"))
-
-
-#: The record ``taichi_aot build`` keeps beside a module's files (metadata.multi.SIDECAR), and its seal of them.
-_SIDECAR, _SEAL = "taichi_aot.json", "files_sha256"
+#: The record ``taichi_aot build`` keeps beside a module's files, and its seal of them.
+_SIDECAR, _SEAL = SIDECAR, SEAL
 
 
 def module_seal(folder: str) -> str:
@@ -115,27 +113,32 @@ def sealed(folder: str) -> bool:
     return isinstance(seal, str) and seal == module_seal(folder)
 
 
-def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str) -> str:
+def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str,
+                 files: ModuleFiles | None = None, was_sealed: bool = False) -> str:
     """Why libtaichi_c_api cannot read the LLVM module ``folder`` on ``arch`` without crashing ("" where it can):
     found by a child process that loads it and looks up ``kernels`` and ``graphs``, remembered by content; none for
-    a module :func:`sealed` as ``build`` wrote it.
+    a module :func:`sealed` as ``build`` wrote it. ``files``: the folder's files' digests as metadata/ read them
+    (``was_sealed``: whether its seal was theirs), which the folder is then not read again for; None: read now.
     ``TAICHI_AOT_CHECK_MODULES=0`` skips it (modules of your own build, trusted)."""
     if os.environ.get("TAICHI_AOT_CHECK_MODULES", "") == "0":
         return ""
     seen = _stat_key(folder, arch, library)
     if seen in _verdicts:
         return _verdicts[seen]
-    verdict = "" if sealed(folder) else _module_verdict(folder, arch, kernels, graphs, seen[3])
+    trusted = was_sealed if files is not None else sealed(folder)
+    verdict = "" if trusted else _module_verdict(folder, arch, kernels, graphs, seen[3],
+                                                 files.digest if files is not None else None)
     _verdicts[seen] = verdict
     return verdict
 
 
-def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str) -> str:
+def _module_verdict(folder: str, arch: Arch, kernels: list[str], graphs: list[str], identity: str,
+                    files: str | None) -> str:
     """:func:`module_crash`'s answer from the cache folder (by the module's content), else from a child."""
     import json
     import subprocess
 
-    digest = _module_digest(folder, arch, identity)
+    digest = _module_digest(folder, arch, identity, files)
     path = os.path.join(cache_folder(), "modules", f"{digest[:32]}.txt")
     kept = read_entry(path, f"module {digest}")
     if kept:

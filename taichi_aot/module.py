@@ -39,7 +39,6 @@ from .metadata.source import ModuleSource, extract_archive, is_zip
 if TYPE_CHECKING:  # pragma: no cover
 
     from .metadata import ModuleInfo
-    from .metadata.model import LlvmCode
 
 __all__ = ["AotModule", "ModuleSource"]
 
@@ -105,11 +104,13 @@ def _open(runtime: Parent, source: object) -> _Source:
         raise ArgumentTypeError(f"load_module: expected a path or bytes, got {type(source).__name__}")
     what = path if path is not None else f"<{len(data or b'')} bytes>"
     # a multi-arch module gives the bytes of the part for this runtime's arch
-    loadable, meta, part = metadata.open_module(data if data is not None else path, runtime.arch, what)  # type: ignore[arg-type]
+    loadable, meta, part = metadata.open_module(data if data is not None else path, runtime.arch, what,  # type: ignore[arg-type]
+                                                files=True)
     if part is not None:
         data, path, what = loadable, None, f"{what} ({part} part)"  # type: ignore[assignment]
     metadata.check_compatible(meta, runtime.arch, capi.library.version, _probe.host_cpu_arch(), what)
-    return _Source(data, path, what, meta, _digest(data, path))
+    # a folder's digest from its files as metadata/ read them: none is read again
+    return _Source(data, path, what, meta, meta.files.digest if meta.files is not None else _digest(data, path))
 
 
 def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
@@ -118,26 +119,21 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
     own = not runtime.device.traits.library_native  # the own CUDA runtime: its PTX is loaded, libtaichi loads nothing
     temp_dir = None
     try:
-        llvm, archive = runtime.arch in LLVM_ARCHS, data is not None or os.path.isfile(what)
-        if archive and llvm:
-            # libtaichi_c_api 1.7.4 segfaults loading a .tcm path on LLVM backends and refuses .tcm bytes: extract the
-            # archive to a private folder
-            temp_dir = private_folder()
-            extract_archive(data if data is not None else what, temp_dir)
-            data, what = None, temp_dir
-        elif llvm and copy_reason(what):
-            # it segfaults too where it cannot make its lock file beside the module, or finds one there
-            temp_dir = private_folder()
-            copy_module(what, temp_dir, _files_read(meta))
-            what = temp_dir
+        if runtime.arch in LLVM_ARCHS:
+            data, what, temp_dir = _llvm_folder(data, what, meta)
+        files = meta.files  # the folder's files as metadata/ read them, while `what` holds them as they are
         if runtime.arch in CPU_ARCHS and runtime.cpu_threads and data is None:
-            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads, meta.llvm)
+            as_read = what
+            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads, meta)
+            files = files if what == as_read else None  # retargeted: the private copy's own
         if own:
             return None, temp_dir
-        data, what = runtime.device.module_source(data, what)  # as the device loads it (placement)
+        # as the device loads it (placement), from the files read where it changes them
+        data, what = runtime.device.module_source(data, what, files.contents if files is not None else None)
         # the metadata was read and checked above: capi's loads by that metadata do not read it again
         with runtime.device.library.context():  # CUDA: device 0's context, whatever is current
-            handle = capi.create_checked(rt, data, meta) if data is not None else capi.load_checked(rt, what, meta)
+            handle = capi.create_checked(rt, data, meta) if data is not None else capi.load_checked(
+                rt, what, meta, files, meta.sealed)
         return handle, temp_dir
     except BaseException:
         if temp_dir is not None:
@@ -145,17 +141,39 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
         raise
 
 
+def _llvm_folder(data: bytes | None, what: str, meta: ModuleInfo) -> tuple[None, str, str | None]:
+    """An LLVM module as libtaichi_c_api 1.7.4 loads it: a folder (``(None, folder, private copy or None)``): it
+    segfaults loading a .tcm path on LLVM backends and refuses .tcm bytes (the archive extracted to a private folder),
+    and where it cannot make its lock file beside the module, or finds one there (the folder copied, from the files
+    read)."""
+    archive = data is not None or os.path.isfile(what)
+    if not archive and not copy_reason(what):
+        return None, what, None
+    temp_dir = private_folder()
+    try:
+        if archive:
+            extract_archive(data if data is not None else what, temp_dir)
+        else:
+            copy_module(what, temp_dir, _files_read(meta))
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    return None, temp_dir, temp_dir
+
+
 def _files_read(meta: ModuleInfo) -> dict[str, bytes]:
-    """The files of a module metadata/ read and holds, by name (an LLVM module's: :meth:`.LlvmCode.files`)."""
-    return meta.llvm.files() if meta.llvm is not None else {}
+    """The files of a module metadata/ read and holds, by name (a folder's every file: ``ModuleInfo.files``; an LLVM
+    module's IR and metadata: :meth:`.LlvmCode.files`)."""
+    return {**(meta.files.contents if meta.files is not None else {}), **(meta.llvm.files() if meta.llvm else {})}
 
 
-def _on_threads(folder: str, temp_dir: str | None, threads: int, code: LlvmCode | None) -> tuple[str, str | None]:
+def _on_threads(folder: str, temp_dir: str | None, threads: int, meta: ModuleInfo) -> tuple[str, str | None]:
     """A CPU module's folder with its parallel loops on ``threads`` chunks, the runtime's threads (at most the cap
     ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget, on the IR
-    metadata/ read: ``code``): the folder as it is where none needs a change, else the private copy (``temp_dir``, or
-    one made now, written from what metadata/ read), changed there (never the user's files). A sealed module's copy
-    is sealed anew: the change is the package's own."""
+    metadata/ read: ``meta.llvm``): the folder as it is where none needs a change, else the private copy
+    (``temp_dir``, or one made now, written from what metadata/ read), changed there (never the user's files). A
+    sealed module's copy is sealed anew: the change is the package's own."""
+    code = meta.llvm
     if code is None:  # not an LLVM module's
         return folder, temp_dir
     todo: dict[str, bytes] = {}  # file -> its text retargeted
@@ -165,13 +183,13 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int, code: LlvmCode 
             todo[f"{name}.ll"] = ir.text.encode()
     if not todo:
         return folder, temp_dir
-    was_sealed = _firstload.sealed(folder)
+    was_sealed = meta.sealed if meta.files is not None else _firstload.sealed(folder)  # an archive's: its copy's
     made = temp_dir is None
     copy = private_folder() if made else temp_dir
     assert copy is not None
     try:
         if made:
-            copy_module(folder, copy, {**code.files(), **todo})
+            copy_module(folder, copy, {**_files_read(meta), **todo})
         else:
             for name, raw in todo.items():
                 with open(os.path.join(copy, name), "wb") as f:

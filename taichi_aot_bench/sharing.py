@@ -151,6 +151,22 @@ def floor(held_us: float, let_go_us: float, rounds: int) -> dict[str, Callable[[
     return {ONE_FLOOR: one, SHARED_FLOOR: shared}
 
 
+def _floor_rows(bench: Bench, times: int, rounds: int, reps: int) -> list[Row]:
+    """The lock's floor for the shape of a value every FEW launches on ``bench``'s runtime (ONE_FLOOR, SHARED_FLOOR:
+    ``times`` rounds a thread), paired."""
+    held, let_go = _shape(bench, bench.rt.ndarray((16,), np.float32))
+    measured = measure(floor(held, let_go, times), ONE_FLOOR, rounds, reps=reps)
+    params = {"threads": THREADS, "held us": round(held, 1), "let go us": round(let_go, 1), "rounds": times}
+    timed = [Row(SECTION, bench.name, k, "ms", v, params=params) for k, v in measured.bests.items()]
+    paired = measured.pair(ONE_FLOOR, SHARED_FLOOR)
+    if paired is not None:
+        row = timed[1]
+        row.limit, row.ratio, row.spread = ONE_FLOOR, paired[0], paired[1]
+        row.note = (f"{held:.0f} us held, {let_go:.0f} us let go a round: what the row of a value every {FEW} "
+                    "keeps at most here")
+    return timed
+
+
 def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
     """Microseconds a step of saxpy over ``n`` elements: by hand, with numpy arrays, with torch CPU tensors."""
     rt, saxpy = bench.rt, bench.mod.kernels["saxpy"]
@@ -215,18 +231,7 @@ def sharing(bench: Bench) -> list[Row]:
                 row.limit, row.ratio, row.spread = one, paired[0], paired[1]
                 row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
             rows += timed
-        held, let_go = _shape(bench, bench.rt.ndarray((16,), np.float32))
-        times = per * FEW_LAUNCHES_EACH // FEW
-        measured = measure(floor(held, let_go, times), ONE_FLOOR, rounds, reps=reps)
-        params = {"threads": THREADS, "held us": round(held, 1), "let go us": round(let_go, 1), "rounds": times}
-        timed = [Row(SECTION, bench.name, k, "ms", v, params=params) for k, v in measured.bests.items()]
-        paired = measured.pair(ONE_FLOOR, SHARED_FLOOR)
-        if paired is not None:
-            row = timed[1]
-            row.limit, row.ratio, row.spread = ONE_FLOOR, paired[0], paired[1]
-            row.note = (f"{held:.0f} us held, {let_go:.0f} us let go a round: what the row of a value every {FEW} "
-                        "keeps at most here")
-        rows += timed
+        rows += _floor_rows(bench, per * FEW_LAUNCHES_EACH // FEW, rounds, reps)
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}

@@ -112,14 +112,16 @@ def _remove_copies() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo) -> Any:
+def load_checked(runtime: Any, path: str, meta: metadata.ModuleInfo, files: metadata.ModuleFiles | None = None,
+                 sealed: bool = False) -> Any:
     """``load_aot_module`` of a module folder (or gfx ``.tcm``) whose metadata the caller has just read and
     checked for this runtime (``metadata.open_module`` and ``metadata.check_compatible``: the object layer),
-    so it is not read again; the checks only C's side needs are made here."""
+    so it is not read again; the checks only C's side needs are made here. ``files``: the folder's files as the
+    caller read them (and whether ``sealed`` as build wrote them), where ``path`` holds them as they were read."""
     rt = lookup_runtime(runtime, "load_aot_module")
     if rt.arch in LLVM_ARCHS:
         _check_llvm_module_dir(path, "load_aot_module")
-        why = module_crash(path, rt.arch, list(meta.kernels), list(meta.graphs), _library.info.path)
+        why = module_crash(path, rt.arch, list(meta.kernels), list(meta.graphs), _library.info.path, files, sealed)
         if why:
             raise CorruptedDataError(f"load_aot_module({path!r}): libtaichi_c_api {why}: its metadata.tcb or code "
                                      "is damaged, so this process does not load it")

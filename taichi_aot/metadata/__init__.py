@@ -32,11 +32,12 @@ from .model import (
     ModuleInfo,
     graph_access,
 )
-from .multi import apply_names, part_for, parts_of
+from .multi import SEAL, SIDECAR, apply_names, part_for, parts_of
 from .source import (
     MAX_ARCHIVE_BYTES,
     MAX_ARCHIVE_MEMBERS,
     MAX_METADATA_BYTES,
+    ModuleFiles,
     _Source,
     extract_archive,
     is_zip,
@@ -143,15 +144,20 @@ def read_module(source: str | bytes | os.PathLike, arch: Arch | None = None) -> 
     return open_module(source, arch)[1]
 
 
-def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None,
-                where: str = "") -> tuple[str | bytes | os.PathLike, ModuleInfo, str | None]:
+def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None, where: str = "",
+                files: bool = False) -> tuple[str | bytes | os.PathLike, ModuleInfo, str | None]:
     """``(what to load, its metadata, part name)``: ``source`` itself for a plain module (part None), the bytes
-    of the part for ``arch`` (or the preferred part) for a multi-arch module. See :func:`read_module`."""
+    of the part for ``arch`` (or the preferred part) for a multi-arch module. See :func:`read_module`. ``files``: a
+    module folder's digests recorded too (``ModuleInfo.files``, ``ModuleInfo.sealed``), from the files as read, each
+    read once: what loads the module after needs none of them again."""
     src = _Source(source)
     try:
         parts = parts_of(src)
         if parts is None:
-            return source, _read(src), None
+            info = _read(src)
+            if files:
+                _note_files(info, src)
+            return source, info, None
         name = next(iter(parts)) if arch is None else None
         member = parts[name] if name is not None else part_for(parts, arch, where or describe(source))  # type: ignore[arg-type]
         data = _part_bytes(src, member)
@@ -165,6 +171,19 @@ def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None,
     info.parts = tuple(parts)
     info.archs = _loaders(parts)
     return data, info, name or next(p for p, m in parts.items() if m == member)
+
+
+def _note_files(info: ModuleInfo, src: _Source) -> None:
+    """A module folder's digests, and whether its sidecar's seal is theirs (:class:`.ModuleFiles`)."""
+    info.files = src.files(SIDECAR)
+    if info.files is None:
+        return
+    raw = src.read(SIDECAR)
+    try:
+        doc = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        doc = None
+    info.sealed = isinstance(doc, dict) and doc.get(SEAL) == info.files.seal
 
 
 def loads_on(source: str | bytes | os.PathLike) -> tuple[Arch, ...]:
@@ -368,6 +387,7 @@ __all__ = [
     "GfxRuntime140",
     "GraphInfo",
     "KernelInfo",
+    "ModuleFiles",
     "ModuleInfo",
     "check_compatible",
     "cpu_threads",

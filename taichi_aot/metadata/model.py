@@ -13,6 +13,7 @@ from ..enums import NUMPY_DTYPES, Access, Arch, DataType, Format
 from ..errors import CorruptedDataError
 from .llvm_ir import IrKernel
 from .retarget import on_threads
+from .source import ModuleFiles
 
 #: ParameterType codes in the metadata (``ptype``).
 PTYPE_KINDS = {0: "scalar", 1: "ndarray", 2: "texture", 3: "rw_texture"}
@@ -211,6 +212,9 @@ class ModuleInfo:
     gfx: GfxCode | None = None  # a gfx module's kernel entries and SPIR-V (None: an LLVM module)
     llvm: LlvmCode | None = None  # an LLVM module's kernel entries and IR (None: a gfx module)
     portable: bool = False  # its taichi_aot.json says it was built portable on purpose (build --portable)
+    # a module folder's files' digests as they were read (open_module(files=True)); None: not asked for, an archive
+    files: ModuleFiles | None = None
+    sealed: bool = False  # its sidecar records the seal of the files read (files.seal): as taichi_aot build wrote them
 
     def exported_kernels(self) -> list[KernelInfo]:
         """The kernels the module exports by name (graph-internal copies left out)."""

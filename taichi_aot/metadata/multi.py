@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: The file taichi_aot's build writes into a module and at the root of a multi-arch module.
 SIDECAR = "taichi_aot.json"
+#: The sidecar's record of the digest of the module's other files as build wrote them (its seal: _firstload.sealed).
+SEAL = "files_sha256"
 #: The format version both carry (``"taichi_aot": 1``).
 FORMAT = 1
 #: Taichi's names of the archs a part can be built for, in the order ``Runtime.for_module`` prefers them.

@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import zipfile
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 from zlib import error as zlib_error
 
 from ..errors import CorruptedDataError, MissingFileError
@@ -76,13 +76,38 @@ def nearest_module(path: str) -> str:
     return f": did you mean {' or '.join(repr(os.path.join(folder, modules[n])) for n in near)}?"
 
 
+def module_file_names(folder: str) -> list[str]:
+    """The names of a module folder's entries that may be its files, sorted: not the lock file Taichi's loader makes
+    beside them while it reads (``metadata.lock``), which comes and goes as other processes load the module."""
+    return sorted(n for n in os.listdir(folder) if not n.endswith(".lock"))
+
+
+def hash_file(h: Any, name: str, data: bytes) -> None:
+    """Feed the hash ``h`` one file of a module: its name, then its bytes (a module's digest is its files' so fed, in
+    the order of their names)."""
+    h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+    h.update(data)
+
+
+class ModuleFiles(NamedTuple):
+    """A module folder's files as metadata/ read them (:meth:`_Source.files`): the digest of them all (names and
+    bytes, in order), the digest of all but its sidecar (the seal ``taichi_aot build`` records in the sidecar), and
+    their bytes by name (what a load that changes the module starts from, instead of reading the folder again)."""
+
+    digest: str
+    seal: str
+    contents: dict[str, bytes]
+
+
 class _Source:
-    """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit."""
+    """The files of a module folder, ``.tcm`` path or ``.tcm`` bytes, read on demand with a size limit, each once (a
+    file read again is served from what was read: whatever reads the module after, its files are one version)."""
 
     def __init__(self, source: str | bytes | os.PathLike):
         self._zip: zipfile.ZipFile | None = None
         self._members: dict[str, zipfile.ZipInfo] = {}
         self._dir = ""  # the folder, when the source is one
+        self._read: dict[str, bytes] = {}  # the files read whole, by name
         if isinstance(source, (bytes, bytearray, memoryview)):
             self._open_zip(io.BytesIO(bytes(source)))
             return
@@ -117,6 +142,37 @@ class _Source:
 
     def read(self, name: str, limit: int = MAX_METADATA_BYTES) -> bytes | None:
         """The file's bytes (at most ``limit``; more is an error unless ``limit`` is a prefix read)."""
+        done = self._read.get(name)
+        if done is not None:
+            return done[:limit] if limit < len(done) else done
+        data = self._read_file(name, limit)
+        if data is not None and (limit >= MAX_METADATA_BYTES or len(data) < limit):  # the whole file
+            self._read[name] = data
+        return data
+
+    def files(self, skip: str) -> ModuleFiles | None:
+        """The folder's files' digests (:class:`ModuleFiles`), each file read once: those read already as they were
+        read; None for an archive (its bytes are its digest) or a file past the size limit."""
+        if self._zip is not None:
+            return None
+        import hashlib
+
+        every, sealed = hashlib.sha256(), hashlib.sha256()
+        contents: dict[str, bytes] = {}
+        for name in module_file_names(self._dir):
+            try:
+                data = self.read(name)
+            except CorruptedDataError:  # too large to hold: the module's digest is made from its files, later
+                return None
+            if data is None:  # a folder, or gone meanwhile
+                continue
+            contents[name] = data
+            hash_file(every, name, data)
+            if name != skip:
+                hash_file(sealed, name, data)
+        return ModuleFiles(every.hexdigest(), sealed.hexdigest(), contents)
+
+    def _read_file(self, name: str, limit: int) -> bytes | None:
         try:
             if self._zip is not None:
                 info = self._members.get(name)

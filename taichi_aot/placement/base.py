@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -237,8 +238,11 @@ class Device:
         """Whether the host addresses ``memory`` as it is (a view without a copy)."""
         return bool(memory.host_read)
 
-    def module_source(self, data: bytes | None, path: str) -> tuple[bytes | None, str]:
-        """A checked module as this device loads it: ``(bytes of a .tcm, or None, path)``; as it is here."""
+    def module_source(self, data: bytes | None, path: str,
+                      files: Mapping[str, bytes] | None = None) -> tuple[bytes | None, str]:
+        """A checked module as this device loads it: ``(bytes of a .tcm, or None, path)``; as it is here. ``files``:
+        the folder's files as they were read, by name (where ``path`` is a folder that holds them as they were),
+        which a device that changes the module starts from: none is read again."""
         return data, path
 
     def loop_threads(self) -> int | None:

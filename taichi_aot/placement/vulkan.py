@@ -20,7 +20,7 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
@@ -279,11 +279,12 @@ class DeviceMemoryVulkan(SharedMemoryVulkan):
     def default_access(self) -> tuple[bool, bool]:
         return False, False
 
-    def module_source(self, data: bytes | None, path: str) -> tuple[bytes | None, str]:
+    def module_source(self, data: bytes | None, path: str,
+                      files: Mapping[str, bytes] | None = None) -> tuple[bytes | None, str]:
         """A module's kernels dispatched wide enough for this GPU (:func:`grid_threads`): loops over a range known
         only at launch run on 131,072 threads as Taichi compiles them, under half of what a large GPU keeps busy."""
         threads = grid_threads()
-        patched = widened(data, path, threads) if threads != MODULE_GRID else None
+        patched = widened(data, path, threads, files) if threads != MODULE_GRID else None
         return (patched, path) if patched is not None else (data, path)
 
     def loop_threads(self) -> int | None:
@@ -470,13 +471,14 @@ def _widen(meta: dict, threads: int) -> bool:
     return changed
 
 
-def widened(data: bytes | None, path: str, threads: int) -> bytes | None:
-    """The module (``data``, the bytes of a ``.tcm``; else the folder or ``.tcm`` at ``path``) as ``.tcm`` bytes whose
-    runtime-sized loops are dispatched with ``threads`` threads; None where it has no such loop or already has that
-    count. Its files were read and checked before (the object layer's load)."""
+def widened(data: bytes | None, path: str, threads: int, read: Mapping[str, bytes] | None = None) -> bytes | None:
+    """The module (``data``, the bytes of a ``.tcm``; else the folder or ``.tcm`` at ``path``, whose files ``read``
+    holds where the folder's were read) as ``.tcm`` bytes whose runtime-sized loops are dispatched with ``threads``
+    threads; None where it has no such loop or already has that count. Its files were read and checked before (the
+    object layer's load)."""
     if threads == MODULE_GRID:
         return None
-    files = _module_files(data, path)
+    files = dict(read) if read is not None and data is None else _module_files(data, path)
     names = [n for n in files if n.rsplit("/", 1)[-1] == "metadata.json"]
     if len(names) != 1:
         return None

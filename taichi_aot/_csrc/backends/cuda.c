@@ -71,6 +71,23 @@ int aot_cuda_graph_quick(const TaichiAotLaunch *l, int hold, void **held) {
     return g->dispatch_count == 0 ? 0 : ptx_quick_take(g->kernels[0]->runtime->standin, held);
 }
 
+/* The stand-in lock of a launch's tasks taken, unless the quick launch around it holds it: the lock to give back
+   after them, or NULL. */
+static pthread_mutex_t *ptx_take(uint64_t standin) {
+    pthread_mutex_t *lock = ptx_lock(standin);
+    if (ptx_quick_held == lock) { /* the quick launch lets it go after the launch */
+        return NULL;
+    }
+    pthread_mutex_lock(lock);
+    return lock;
+}
+
+static void ptx_give(pthread_mutex_t *taken) {
+    if (taken != NULL) {
+        pthread_mutex_unlock(taken);
+    }
+}
+
 void aot_cuda_let_go_quick(void *held) {
     ptx_quick_held = NULL;
     pthread_mutex_unlock((pthread_mutex_t *)held);
@@ -225,8 +242,8 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     uint64_t standin = rt->standin, elements;
     void *kernel_params[2];
     void *popped = NULL;
-    pthread_mutex_t *lock;
-    int code, pushed = 0, overflowed = 0, capturing = 0, taken;
+    pthread_mutex_t *taken;
+    int code, pushed = 0, overflowed = 0, capturing = 0;
     if (count != k->arg_count + k->grad_count || k->args_size > TAICHI_AOT_PLAN_MAX_BYTES) {
         return TAICHI_AOT_PLAN_BAD_ARGS;
     }
@@ -240,11 +257,7 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     if (code != 0) {
         return code;
     }
-    lock = ptx_lock(standin);
-    taken = ptx_quick_held != lock; /* else the quick launch holds it, and lets it go after the launch */
-    if (taken) {
-        pthread_mutex_lock(lock);
-    }
+    taken = ptx_take(standin);
     code = ptx_capture(cu, rt, k, &capturing);
     if (code == 0 && k->overflow != 0) { /* its autodiff stacks' flag, cleared in stream order */
         code = ((taichi_aot_cu_memset32)cu->memset)(k->overflow, 0, 1, rt->stream);
@@ -260,9 +273,7 @@ static int cuda_launch(TiRuntime runtime, const TaichiAotCudaKernel *k, uint32_t
     if (code == 0 && (k->overflow != 0 || k->result_size != 0)) { /* known once it ran: a wait */
         code = ptx_after(cu, rt->stream, k, standin, &overflowed);
     }
-    if (taken) {
-        pthread_mutex_unlock(lock);
-    }
+    ptx_give(taken);
     if (pushed) {
         ((taichi_aot_cu_pop)cu->pop)(&popped);
     }
