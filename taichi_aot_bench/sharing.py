@@ -22,6 +22,7 @@ one that passes host arrays to its kernels (issue "house8").
 
 from __future__ import annotations
 
+import functools
 import statistics
 import threading
 import time
@@ -71,7 +72,7 @@ def _threads(bench: Bench, rounds: int, launches: int = LAUNCHES,
         return (time.perf_counter() - t0) * 1e3
 
     def shared() -> float:
-        return together([lambda x=x: _work(bench, x, rounds, launches) for x in arrays])
+        return together([functools.partial(_work, bench, x, rounds, launches) for x in arrays])
 
     return {names[0]: one, names[1]: shared}
 
