@@ -6,7 +6,8 @@ lock sets (the bench's sharing section has the policy the runtime chose; this ha
 
 - The lock's floor (``taichi_aot_bench.sharing.floor``): THREADS threads, each alternating WORK us of Python (the
   lock held, as a launch holds it) and WAIT us in C with the lock let go (as a polled wait lets it go), against one
-  thread doing all of it in turn: the best any program of that shape keeps on this host.
+  thread doing all of it in turn: what threads of that shape keep on this host where they hand the lock over once a
+  round (beside it, the bound with no cost of handing it over).
 - Per arch and wait policy, the bench's ``tiny`` kernel on an ndarray of each thread's own: FEW_LAUNCHES_EACH
   launches with a value (``to_numpy``) every FEW (the sharing section's row), and the same launches with one value at
   the end (the launches' own sharing, no waits between). Each figure is one thread's time over the threads' (higher

@@ -123,9 +123,8 @@ def _load(runtime: Parent, src: _Source) -> tuple[Any, str | None]:
             data, what, temp_dir = _llvm_folder(data, what, meta)
         files = meta.files  # the folder's files as metadata/ read them, while `what` holds them as they are
         if runtime.arch in CPU_ARCHS and runtime.cpu_threads and data is None:
-            as_read = what
-            what, temp_dir = _on_threads(what, temp_dir, runtime.cpu_threads, meta)
-            files = files if what == as_read else None  # retargeted: the private copy's own
+            what, temp_dir, retargeted = _on_threads(what, temp_dir, runtime.cpu_threads, meta)
+            files = None if retargeted else files  # the private copy's own
         if own:
             return None, temp_dir
         # as the device loads it (placement), from the files read where it changes them
@@ -167,22 +166,22 @@ def _files_read(meta: ModuleInfo) -> dict[str, bytes]:
     return {**(meta.files.contents if meta.files is not None else {}), **(meta.llvm.files() if meta.llvm else {})}
 
 
-def _on_threads(folder: str, temp_dir: str | None, threads: int, meta: ModuleInfo) -> tuple[str, str | None]:
+def _on_threads(folder: str, temp_dir: str | None, threads: int, meta: ModuleInfo) -> tuple[str, str | None, bool]:
     """A CPU module's folder with its parallel loops on ``threads`` chunks, the runtime's threads (at most the cap
     ``build --max-cpu-threads`` recorded), whatever the machine that built it had (metadata.retarget, on the IR
     metadata/ read: ``meta.llvm``): the folder as it is where none needs a change, else the private copy
     (``temp_dir``, or one made now, written from what metadata/ read), changed there (never the user's files). A
-    sealed module's copy is sealed anew: the change is the package's own."""
+    sealed module's copy is sealed anew: the change is the package's own. ``(folder, temp_dir, whether changed)``."""
     code = meta.llvm
     if code is None:  # not an LLVM module's
-        return folder, temp_dir
+        return folder, temp_dir, False
     todo: dict[str, bytes] = {}  # file -> its text retargeted
     for name, raw in code.ir.items():
         ir = code.kernel(name, threads)
         if ir is not None and ir is not code.kernel(name) and _text(raw):  # IR this cannot read is left to the load
             todo[f"{name}.ll"] = ir.text.encode()
     if not todo:
-        return folder, temp_dir
+        return folder, temp_dir, False
     was_sealed = meta.sealed if meta.files is not None else _firstload.sealed(folder)  # an archive's: its copy's
     made = temp_dir is None
     copy = private_folder() if made else temp_dir
@@ -200,7 +199,7 @@ def _on_threads(folder: str, temp_dir: str | None, threads: int, meta: ModuleInf
         if made:  # the caller knows only the folder it made
             shutil.rmtree(copy, ignore_errors=True)
         raise
-    return copy, copy
+    return copy, copy, True
 
 
 def _text(raw: bytes) -> bool:
@@ -218,7 +217,9 @@ def _load_library(runtime: Parent, src: _Source, folder: str | None, backends: M
     try:
         library = runtime.library_runtime()
         with runtime.device.library.context():  # device 0's context, whatever is current
-            return capi.load_checked(library, folder if folder is not None else src.what, src.meta)
+            # a CUDA module's folder holds the files read (copied, not retargeted: that is a CPU module's)
+            return capi.load_checked(library, folder if folder is not None else src.what, src.meta, src.meta.files,
+                                     src.meta.sealed)
     except BaseException:
         backends.unload()
         raise
@@ -344,6 +345,8 @@ class AotModule(Child):
                 raise
             shared = _Shared(runtime, key, handle, temp_dir, backends, folder)
             owned = shared.add(runtime)
+        if src.meta.files is not None:  # loaded: the files' bytes are not held for the module's life
+            src.meta.files = src.meta.files._replace(contents={})
         self._shared = shared
         self._handle: Any = shared.handle
         self._source = src.what

@@ -11,8 +11,9 @@ one that passes host arrays to its kernels (issue "house8").
   while the others record theirs (target: at least FEW_TARGET, issue "vkwait"). Beside it, Python's lock's floor for
   that shape: the same threads alternating as long with the lock held (as much work of a Python loop, as the
   launches hold it) and as long let go (a C loop, as the value's wait lets it go, the whole value counted as let
-  go: the floor's best case), measured against one thread in turn: the most that any program of that shape keeps
-  on this host, whose threads hand Python's lock to each other at every value.
+  go), measured against one thread in turn: what threads of that shape keep on this host where they hand Python's
+  lock to each other once a round, at the value (a model of the row, not a bound: a launch that lets the lock go
+  shortens what is held).
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
   arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
@@ -163,8 +164,8 @@ def _floor_rows(bench: Bench, times: int, rounds: int, reps: int) -> list[Row]:
     if paired is not None:
         row = timed[1]
         row.limit, row.ratio, row.spread = ONE_FLOOR, paired[0], paired[1]
-        row.note = (f"{held:.0f} us held, {let_go:.0f} us let go a round: what the row of a value every {FEW} "
-                    "keeps at most here")
+        row.note = (f"{held:.0f} us held, {let_go:.0f} us let go a round: the row of a value every {FEW} "
+                    "with nothing launched")
     return timed
 
 

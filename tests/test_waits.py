@@ -120,7 +120,8 @@ def test_a_small_read_of_device_memory_waits_for_its_own_copy_alone(vulkan, modu
 
 
 def _small_reads(rt: Runtime, modules, monkeypatch) -> None:
-    add = rt.load_module(modules.path(Arch.VULKAN)).kernels["add"]
+    module = rt.load_module(modules.path(Arch.VULKAN))
+    add, twice = module.kernels["add"], module.graphs["add_twice"]
     x = rt.ndarray_from_numpy(np.arange(64, dtype=np.float32))
     y = rt.ndarray_from_numpy(np.ones(64, np.float32))
     rt.wait()
@@ -136,6 +137,13 @@ def _small_reads(rt: Runtime, modules, monkeypatch) -> None:
     counts = {k: v - before[k] for k, v in rt.device.counts().items()}
     assert counts["fence waits"] == 5 and counts["copies"] == 5 and counts["submits"] == 5, counts
     assert downloads == []  # no staging buffer: the reads buffer's segment of the batch
+    before = rt.device.counts()  # a graph of two dispatches is one launch: it and its value one submit too
+    for i in range(1, 4):
+        twice(x=x, y=y, a=1.0)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(64, dtype=np.float32) + 5 + 2 * i)
+    counts = {k: v - before[k] for k, v in rt.device.counts().items()}
+    assert counts["fence waits"] == 3 and counts["submits"] == 3, counts
+    x.from_numpy(np.arange(64, dtype=np.float32) + 5)
     with rt.profile() as prof:
         add(x, y, 1.0)
         np.testing.assert_array_equal(x.to_numpy(), np.arange(64, dtype=np.float32) + 6)

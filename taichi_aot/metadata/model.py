@@ -213,7 +213,7 @@ class ModuleInfo:
     llvm: LlvmCode | None = None  # an LLVM module's kernel entries and IR (None: a gfx module)
     portable: bool = False  # its taichi_aot.json says it was built portable on purpose (build --portable)
     # a module folder's files' digests as they were read (open_module(files=True)); None: not asked for, an archive
-    files: ModuleFiles | None = None
+    files: ModuleFiles | None = field(default=None, repr=False, compare=False)
     sealed: bool = False  # its sidecar records the seal of the files read (files.seal): as taichi_aot build wrote them
 
     def exported_kernels(self) -> list[KernelInfo]:

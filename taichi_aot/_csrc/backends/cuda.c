@@ -35,11 +35,14 @@ static __thread pthread_mutex_t *ptx_quick_held;
 
 /* A quick launch of kernels on the stand-in `standin`: its lock taken only where it is free, as Python's lock is kept
    meanwhile: a thread that has it may be synchronizing a stream for a kernel's values or its autodiff flag, on which
-   a host function may need Python's lock. 1: taken (`*held`); 0: busy, the launch lets Python's lock go. */
+   a host function may need Python's lock; and never while a profile is open. 1: taken (`*held`); 0: busy, the
+   launch lets Python's lock go. */
 static int ptx_quick_take(uint64_t standin, void **held) {
     pthread_mutex_t *lock = ptx_lock(standin);
     *held = NULL;
-    if (pthread_mutex_trylock(lock) != 0) {
+    /* inside a profile a launch may wait: for the context's reference event at its first, for the profile's lock
+       that a thread resolving events holds */
+    if (__atomic_load_n(&taichi_aot_profiling, __ATOMIC_RELAXED) != 0 || pthread_mutex_trylock(lock) != 0) {
         return 0;
     }
     ptx_quick_held = lock;

@@ -160,11 +160,12 @@ struct VkRt {
     uint64_t counts[TAICHI_AOT_VK_COUNTS];
     AotWaitPolicy wait; /* how its fences are waited for (waits.h; taichi_aot_vk_set_wait) */
     /* the GPU kept fed (vulkan.c's launch): a batch is submitted at its `early`-th launch where the GPU is idle since
-       a wait (VK_EARLY_POLLED where waits poll: the GPU starts while Python comes to its wait;
+       a wait (VK_EARLY_POLLED where waits poll: the GPU starts on the first while Python records the next;
        TAICHI_AOT_VK_EARLY_LAUNCHES where they block, as before the policy), and, where waits poll, every
        VK_FEED_EVERY dispatches where the batches submitted are done (aot_vk_gpu_idle) */
     uint32_t early;
     int feed;
+    int graphing; /* a graph's dispatches being recorded (with the calls held): one launch, counted after its last */
     /* whether its queue writes timestamps, their period, the batches' spare timestamps (vkprofile.c): NULL until a
        profile first times a launch */
     VkStamping *stamping;

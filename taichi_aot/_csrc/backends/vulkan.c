@@ -461,7 +461,6 @@ static void vk_record(VkRt *rt, VkBatch *b, const VkKernel *k, const VkSets *s, 
         b->owed = 1;
     }
     b->dispatches += k->task_count;
-    ++b->launches;
     rt->counts[VK_COUNT_DISPATCHES] += k->task_count;
 }
 
@@ -478,11 +477,16 @@ static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsi
     return b->last_offset;
 }
 
-/* Whether batch `b` is submitted after the launch just recorded: full, the first since a wait, or the GPU idle again
-   (it starts on them while the next are recorded). */
-static int vk_submit_now(VkRt *rt, const VkBatch *b, uint32_t tasks) {
+/* Whether batch `b` is submitted after what was just recorded into it: a launch's `tasks` dispatches, or a graph's
+   last dispatch (`graph`, a graph's dispatches before it: `tasks` 0 then): full, the `early`-th launch since a wait
+   (a graph one launch: its dispatches in one submission), or the GPU idle again (it starts on them while the next
+   are recorded). */
+static int vk_submit_now(VkRt *rt, VkBatch *b, uint32_t tasks) {
+    if (!rt->graphing) {
+        ++b->launches;
+    }
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
-           (b->launches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
+           (!rt->graphing && b->launches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
            (rt->feed && b->dispatches / VK_FEED_EVERY != (b->dispatches - tasks) / VK_FEED_EVERY &&
             aot_vk_gpu_idle(rt)); /* a multiple of VK_FEED_EVERY dispatches passed by this launch's tasks */
 }
@@ -572,6 +576,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     (void)runtime;
     if (rt != NULL) {
         aot_vk_calls_lock(rt);
+        rt->graphing = 1; /* its dispatches one launch: counted once, after the last (vk_submit_now) */
     }
     for (d = 0; d < g->dispatch_count && code == 0; ++d) {
         VkKernel *k = (VkKernel *)g->kernels[d];
@@ -586,6 +591,13 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
         if (code == 0) {
             VkDispatch dispatch = {k, local};
             code = aot_profile_dispatch(graph, g->names != NULL ? g->names[d] : NULL, vk_dispatch, &dispatch);
+        }
+    }
+    if (rt != NULL) {
+        rt->graphing = 0;
+        if (code == 0 && rt->current >= 0 && vk_submit_now(rt, &rt->batches[rt->current], 0)) {
+            AotVkResult submitted = aot_vk_submit(rt);
+            code = submitted == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - submitted;
         }
     }
     aot_vk_let_go(rt);
