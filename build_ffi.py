@@ -32,18 +32,18 @@ HEADER = "taichi_aot.h"
 #: ``taichi_aot._call``, which gets what it uses of this module from table.c's table, once.
 #: Each launch backend's C lies in ``backends/`` (libtaichi's too), its kinds' entries listed in kinds.c, which
 #: launch.c, the dispatcher, calls through.
-C_FILES = ("loader.c", "waits.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c", "backends/x64.c",
-           "backends/cpucalls.c",
+C_FILES = ("loader.c", "waits.c", "holds.c", "backends/plan.c", "backends/libtaichi.c", "backends/cuda.c",
+           "backends/x64.c", "backends/cpucalls.c",
            "backends/vkqueue.c", "backends/vkbatch.c", "backends/vulkan.c", "backends/vkcopy.c", "backends/vkorder.c",
            "opplan.c", "xla.c", "nvtx.c", "imports.c", "kinds.c", "launch.c", "arrays.c", "got.c", "threads.c",
            "vkfence.c", "cuda.c", "torch.c", "torchop.c", "spirv.c", "logsink.c", "table.c", "hostcopy.c", "profile.c",
            "backends/vkprofile.c", "backends/cudaprofile.c")
 #: The private headers the C files share (never handed to cffi): a change to one must rebuild.
-PRIVATE_HEADERS = ("interop.h", "xla_ffi.h", "loader.h", "arrays.h", "opplan.h", "torch.h", "kinds.h", "profile.h",
-                   "waits.h", "backends/plan.h", "backends/cudaprofile.h", "backends/vk.h", "backends/vkstate.h",
-                   "backends/vkqueue.h", "backends/vkprofile.h", "backends/vkbatch.h", "backends/vkorder.h",
-                   "backends/libtaichi.h", "backends/cuda.h", "backends/x64.h", "backends/cpucalls.h",
-                   "backends/vulkan.h")
+PRIVATE_HEADERS = ("interop.h", "xla_ffi.h", "loader.h", "holds.h", "arrays.h", "opplan.h", "torch.h", "kinds.h",
+                   "profile.h", "waits.h", "backends/plan.h", "backends/cudaprofile.h", "backends/vk.h",
+                   "backends/vkstate.h", "backends/vkqueue.h", "backends/vkprofile.h", "backends/vkbatch.h",
+                   "backends/vkorder.h", "backends/libtaichi.h", "backends/cuda.h", "backends/x64.h",
+                   "backends/cpucalls.h", "backends/vulkan.h")
 SYSTEM_HEADERS = ("dlfcn.h", "math.h", "pthread.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "string.h",
                   "time.h")
 

@@ -13,8 +13,9 @@
 
 /* The calls of a runtime that any thread uses are held by its own Vulkan state (vkqueue.c) or, on a CPU runtime, by
    its calls lock (backends/cpucalls.c): the hold answers NULL, holding nothing, for a runtime with neither.
-   libtaichi's launches are made on either (backends/libtaichi.c asks both), the own x64 launch on a CPU runtime, the
-   own Vulkan launch on its state. The own CUDA launcher's driver takes any thread itself: no hold. libtaichi's
+   libtaichi's launches are made on either (backends/libtaichi.c asks the calls registered for the runtime, holds.c,
+   where each of those states registers its own), the own x64 launch on a CPU runtime, the own Vulkan launch on its
+   state. The own CUDA launcher's driver takes any thread itself: no hold. libtaichi's
    launches and the own x64 launch are quick on a CPU runtime alone, while their record's launches are short
    (backends/cpucalls.c's quick hold); elsewhere that hold answers busy: they let Python's lock go. */
 #define CALLS taichi_aot_vk_hold_calls, taichi_aot_vk_let_go_calls

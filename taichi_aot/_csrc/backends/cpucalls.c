@@ -21,12 +21,14 @@
    such a launch). One that keeps that lock past TAICHI_AOT_CPU_QUICK_NS marks its record TAICHI_AOT_LAUNCH_LONG:
    its later launches let Python's lock go while the kernel runs, as every launch from Python's own path does. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "taichi_aot.h"
 #include "loader.h"
+#include "holds.h"
 #include "cpucalls.h"
 
 #define CPU_RUNTIMES 128
@@ -37,9 +39,11 @@
 #define CPU_RETRY_EVERY 1023u
 
 typedef struct {
+    AotCalls pair;         /* its hold and let-go, registered for the open runtime (holds.h): what a hold returns */
     pthread_mutex_t calls; /* made once, never destroyed: a thread waiting on it finds the slot given up, or taken */
     TiRuntime runtime;     /* the open runtime (atomic), NULL: a free slot */
 } CpuRt;
+#define CPU_OF(held) ((CpuRt *)((char *)(held) - offsetof(CpuRt, pair)))
 
 static CpuRt cpu_rts[CPU_RUNTIMES];
 static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER; /* the registry's changes, the modules, the closed */
@@ -172,6 +176,19 @@ static void cpu_forget_closed(TiRuntime runtime) { /* under cpu_lock */
 /* ---------------------------------------------------------------------------------------------------------------
    The registry */
 
+/* A slot's hold and let-go, registered for its runtime while open (holds.h): libtaichi's launches ask them. */
+static AotCalls *cpu_pair_hold(AotCalls *calls, TiRuntime runtime) {
+    CpuRt *rt = CPU_OF(calls);
+    if (__atomic_load_n(&rt->runtime, __ATOMIC_ACQUIRE) != runtime) { /* given up, or another runtime's since */
+        return NULL;
+    }
+    return cpu_hold_slot(rt, runtime) != NULL ? calls : NULL;
+}
+
+static void cpu_pair_let_go(AotCalls *calls) {
+    cpu_let_go(CPU_OF(calls));
+}
+
 int taichi_aot_cpu_calls_open(TiRuntime runtime) {
     int i, slot = -1;
     if (runtime == TI_NULL_HANDLE || !__atomic_load_n(&cpu_hooked, __ATOMIC_ACQUIRE)) {
@@ -185,7 +202,9 @@ int taichi_aot_cpu_calls_open(TiRuntime runtime) {
     }
     for (i = 0; i < CPU_RUNTIMES && slot < 0; ++i) {
         if (__atomic_load_n(&cpu_rts[i].runtime, __ATOMIC_ACQUIRE) == TI_NULL_HANDLE) {
-            slot = i;
+            slot = aot_holds_register(runtime, &cpu_rts[i].pair) ? i : CPU_RUNTIMES; /* else kept to its thread */
+        }
+        if (slot == i) {
             cpu_forget_closed(runtime);
             __atomic_store_n(&cpu_rts[i].runtime, runtime, __ATOMIC_RELEASE);
             if (i >= cpu_high) {
@@ -195,7 +214,7 @@ int taichi_aot_cpu_calls_open(TiRuntime runtime) {
         }
     }
     pthread_mutex_unlock(&cpu_lock);
-    return slot >= 0;
+    return slot >= 0 && slot < CPU_RUNTIMES;
 }
 
 void taichi_aot_cpu_calls_settle(TiRuntime runtime) {
@@ -302,11 +321,12 @@ static CpuRt *cpu_hold_module(TiAotModule module, int *gone) {
    The dispatcher's hold (kinds.h): a launch any thread may make on a CPU runtime */
 
 void *aot_cpu_hold_calls(TiRuntime runtime) {
-    return cpu_hold(runtime);
+    CpuRt *rt = cpu_hold(runtime);
+    return rt != NULL ? &rt->pair : NULL;
 }
 
 void aot_cpu_let_go_calls(void *held) {
-    cpu_let_go((CpuRt *)held);
+    cpu_let_go(held != NULL ? CPU_OF(held) : NULL);
 }
 
 /* The quick hold (kinds.h) of libtaichi's launches and the own x64 launch: on a CPU runtime any thread uses, its
@@ -339,12 +359,8 @@ int aot_cpu_quick_hold(const TaichiAotLaunch *l, int hold, void **held) {
     cpu_depth = 1;
     cpu_quick = record;
     cpu_quick_since = cpu_now();
-    *held = rt;
+    *held = &rt->pair; /* what aot_cpu_let_go_calls and aot_holds_let_go (libtaichi's kinds) take */
     return 1;
-}
-
-int aot_cpu_holds(const void *held) {
-    return held != NULL && (const CpuRt *)held >= cpu_rts && (const CpuRt *)held < cpu_rts + CPU_RUNTIMES;
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -461,6 +477,7 @@ static void cpu_destroy_runtime(TiRuntime runtime) {
     CpuRt *rt = cpu_hold(runtime);
     if (rt != NULL) {
         pthread_mutex_lock(&cpu_lock);
+        aot_holds_forget(runtime, &rt->pair);
         __atomic_store_n(&rt->runtime, TI_NULL_HANDLE, __ATOMIC_RELEASE);
         cpu_closed[cpu_closed_next] = runtime;
         cpu_closed_next = (cpu_closed_next + 1) % CPU_RUNTIMES;
@@ -506,6 +523,8 @@ static void cpu_hook_all(void) {
     pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
     for (i = 0; i < CPU_RUNTIMES; ++i) {
         pthread_mutex_init(&cpu_rts[i].calls, &recursive);
+        cpu_rts[i].pair.hold = cpu_pair_hold;
+        cpu_rts[i].pair.let_go = cpu_pair_let_go;
     }
     pthread_mutexattr_destroy(&recursive);
 #define CPU_HOOK(field, name) all &= cpu_hook_one(#name, (void **)&cpu_real.field, (void *)cpu_##field);

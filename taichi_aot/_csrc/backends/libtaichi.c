@@ -3,8 +3,8 @@
 #include <stdlib.h>
 
 #include "taichi_aot.h"
+#include "holds.h"
 #include "libtaichi.h"
-#include "cpucalls.h"
 
 /* A launch through libtaichi: refused where a non-blocking CUDA stream is set (pending[1]); made elsewhere (`where`),
    first ordered after the caller's stream (libtaichi launches on a stream of its own) and then waited for (x64: the
@@ -45,19 +45,14 @@ int aot_library_elsewhere(const TaichiAotLaunch *l, const TaichiAotElsewhere *wh
     return launch_library(l, where);
 }
 
-/* The hold of a launch any thread may make (kinds.h): the runtime's calls, where its runtime is a CPU runtime that
-   keeps them (backends/cpucalls.c) or has the own Vulkan state (backends/vkqueue.c); NULL: neither. */
+/* The hold of a launch any thread may make (kinds.h): the calls of whatever state lets any thread use the runtime,
+   as registered for it (holds.h); NULL, nothing held, where none is. */
 void *aot_library_hold_calls(TiRuntime runtime) {
-    void *held = aot_cpu_hold_calls(runtime);
-    return held != NULL ? held : taichi_aot_vk_hold_calls(runtime);
+    return aot_holds_hold(runtime);
 }
 
 void aot_library_let_go_calls(void *held) {
-    if (aot_cpu_holds(held)) {
-        aot_cpu_let_go_calls(held);
-    } else {
-        taichi_aot_vk_let_go_calls(held);
-    }
+    aot_holds_let_go(held);
 }
 
 /* The queue bound's wait (kinds.h's `drain`): libtaichi keeps each launch's command buffer and argument buffers until

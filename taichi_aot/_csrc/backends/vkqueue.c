@@ -4,6 +4,7 @@
    temporaries, the returned values), and the registry of open runtimes; closed with the runtime. */
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "taichi_aot.h"
 #include "taichi/taichi_vulkan.h"
 #include "loader.h"
+#include "holds.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
 #include "backends/vkstate.h"
@@ -144,6 +146,22 @@ void aot_vk_let_go(VkRt *rt) {
     if (rt != NULL) {
         aot_vk_calls_unlock(rt);
     }
+}
+
+/* The state's hold and let-go as registered for its runtime while open (holds.h): libtaichi's launches ask them. */
+#define VK_OF(calls) ((VkRt *)((char *)(calls) - offsetof(VkRt, pair)))
+
+static AotCalls *vk_pair_hold(AotCalls *calls, TiRuntime runtime) {
+    VkRt *rt = aot_vk_hold_open(VK_OF(calls));
+    if (rt != NULL && rt->runtime != runtime) { /* the registry's slot another runtime's since */
+        aot_vk_let_go(rt);
+        rt = NULL;
+    }
+    return rt != NULL ? calls : NULL;
+}
+
+static void vk_pair_let_go(AotCalls *calls) {
+    aot_vk_let_go(VK_OF(calls));
 }
 
 void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
@@ -567,6 +585,8 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
         pthread_mutexattr_destroy(&recursive);
     }
     rt->runtime = runtime;
+    rt->pair.hold = vk_pair_hold;
+    rt->pair.let_go = vk_pair_let_go;
     rt->device = (AotVkDispatch)info.device;
     rt->queue = (AotVkDispatch)info.compute_queue;
     rt->family = info.compute_queue_family_index;
@@ -599,6 +619,9 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
             break;
         }
     }
+    if (slot >= 0 && !aot_holds_register(runtime, &rt->pair)) {
+        slot = -3; /* the calls registry full (or the runtime's calls another state's) */
+    }
     if (slot >= 0) {
         rt->id = aot_vk_next_id();
         vk_runtimes[slot] = rt;
@@ -607,8 +630,9 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     }
     pthread_mutex_unlock(&aot_vk_lock);
     if (slot < 0) {
-        snprintf(error, error_size, slot == -2 ? "the runtime's own Vulkan launch is open already"
-                                               : "too many Vulkan runtimes with the own launch at once");
+        snprintf(error, error_size, slot == -2   ? "the runtime's own Vulkan launch is open already"
+                                    : slot == -3 ? "too many runtimes that any thread uses at once"
+                                                 : "too many Vulkan runtimes with the own launch at once");
         vk_destroy(rt);
         return 0;
     }
@@ -624,6 +648,7 @@ VkRt *aot_vk_close_runtime(TiRuntime runtime) {
     for (i = 0; i < VK_RUNTIMES; ++i) {
         if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
             rt = vk_runtimes[i];
+            aot_holds_forget(runtime, &rt->pair);
             __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
             vk_runtimes[i] = NULL;
             __atomic_sub_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);

@@ -28,6 +28,7 @@
 
 #include "interop.h"
 #include "taichi_aot.h"
+#include "holds.h"
 #include "waits.h"
 #include "backends/vk.h"
 
@@ -173,6 +174,7 @@ struct VkRt {
        libtaichi's calls on the runtime (vkorder.c's wrappers). Recursive: a wrapper's call reaches another. No Python
        runs while it is held (Python's locks are taken before it, never after). */
     pthread_mutex_t calls;
+    AotCalls pair;    /* its hold and let-go, registered for the runtime while open (holds.h: libtaichi's kinds) */
     int depth;        /* how many times the thread that holds `calls` holds it (aot_vk_calls_lock) */
     uint32_t waiting; /* threads in a wait with the calls let go (atomic: aot_vk_wait_free) */
     uint64_t waited;  /* the last serial such a wait saw done (atomic): retired by the next launch or wait */
