@@ -33,4 +33,16 @@ __attribute__((visibility("hidden"))) void aot_holds_forget(TiRuntime runtime, A
 __attribute__((visibility("hidden"))) void *aot_holds_hold(TiRuntime runtime);
 __attribute__((visibility("hidden"))) void aot_holds_let_go(void *held);
 
+/* A module's destroy and look-ups hold the calls of the runtime it was loaded on (a wrapper of libtaichi's, in the
+   backend that registered them). aot_holds_loaded: a module `made` on `runtime` with the calls `held` (what
+   aot_holds_hold returned, NULL: none registered) noted as the runtime's, no longer one destroyed; those calls let go;
+   `made` returned. aot_holds_hold_module: the calls of the module's runtime held (NULL: none noted has it); `*gone`
+   set, nothing held, where it was destroyed, or its runtime closed, before or while this thread waited (libtaichi's
+   last error then says so). aot_holds_forget_module, after the module is destroyed (its runtime's calls held), and
+   aot_holds_forget_modules, when the runtime's state closes: a hold of theirs from then on finds them gone. */
+__attribute__((visibility("hidden"))) TiAotModule aot_holds_loaded(void *held, TiRuntime runtime, TiAotModule made);
+__attribute__((visibility("hidden"))) void *aot_holds_hold_module(TiAotModule module, int *gone);
+__attribute__((visibility("hidden"))) void aot_holds_forget_module(TiAotModule module);
+__attribute__((visibility("hidden"))) void aot_holds_forget_modules(TiRuntime runtime);
+
 #endif

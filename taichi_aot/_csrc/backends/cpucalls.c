@@ -23,7 +23,6 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include "taichi_aot.h"
@@ -55,19 +54,8 @@ static int cpu_hooked = 0;                                   /* the wrappers are
 static TiRuntime cpu_closed[CPU_RUNTIMES];
 static int cpu_closed_next = 0;
 static int cpu_closed_count = 0;
-/* Each open runtime's modules (a module's destroy and look-ups hold its runtime's calls). */
-typedef struct {
-    TiAotModule module;
-    CpuRt *owner;
-} CpuModule;
-static CpuModule *cpu_modules = NULL;
-static uint32_t cpu_module_count = 0, cpu_module_cap = 0;
-/* Modules destroyed (with their runtime or alone), until a module is loaded at the same address again: a look-up or
-   destroy another thread makes on one is refused, not made on libtaichi's destroyed module. */
-#define CPU_GONE_MODULES 512
-static TiAotModule cpu_gone[CPU_GONE_MODULES];
-static int cpu_gone_next = 0;
-static int cpu_gone_count = 0;
+/* Each open runtime's modules, whose destroy and look-ups hold its calls, are noted where its calls are registered
+   (holds.c), as are those destroyed. */
 
 /* The slot whose calls this thread holds (its first hold), and how many holds deep it is. */
 #define CPU_TLS __attribute__((tls_model("initial-exec"))) /* read at every launch: no __tls_get_addr call */
@@ -225,98 +213,6 @@ int taichi_aot_cpu_calls_max(void) {
     return CPU_RUNTIMES;
 }
 
-/* A module made at `module`'s address: no longer one destroyed (whatever runtime it was loaded on: a flat-API
-   runtime's, another arch's, one made past CPU_RUNTIMES, none of which is noted here). */
-static void cpu_unforget(TiAotModule module) {
-    int i;
-    if (__atomic_load_n(&cpu_gone_count, __ATOMIC_ACQUIRE) == 0) {
-        return;
-    }
-    pthread_mutex_lock(&cpu_lock);
-    for (i = 0; i < CPU_GONE_MODULES; ++i) { /* its address another module's now */
-        if (cpu_gone[i] == module) {
-            cpu_gone[i] = TI_NULL_HANDLE;
-        }
-    }
-    pthread_mutex_unlock(&cpu_lock);
-}
-
-static void cpu_note_module(CpuRt *rt, TiAotModule module) {
-    pthread_mutex_lock(&cpu_lock);
-    if (cpu_module_count == cpu_module_cap) {
-        uint32_t cap = cpu_module_cap ? cpu_module_cap * 2 : 16;
-        CpuModule *grown = (CpuModule *)realloc(cpu_modules, cap * sizeof(CpuModule));
-        if (grown != NULL) {
-            cpu_modules = grown;
-            cpu_module_cap = cap;
-        }
-    }
-    if (cpu_module_count < cpu_module_cap) { /* else, out of memory: its destroy holds no calls */
-        cpu_modules[cpu_module_count].module = module;
-        cpu_modules[cpu_module_count++].owner = rt;
-    }
-    pthread_mutex_unlock(&cpu_lock);
-}
-
-/* Module `module` forgotten as destroyed, or every module of `owner` (`module` NULL). */
-static void cpu_forget_modules(TiAotModule module, CpuRt *owner) {
-    uint32_t i = 0;
-    pthread_mutex_lock(&cpu_lock);
-    while (i < cpu_module_count) {
-        if (module != TI_NULL_HANDLE ? cpu_modules[i].module == module : cpu_modules[i].owner == owner) {
-            cpu_gone[cpu_gone_next] = cpu_modules[i].module;
-            cpu_gone_next = (cpu_gone_next + 1) % CPU_GONE_MODULES;
-            if (cpu_gone_count < CPU_GONE_MODULES) {
-                __atomic_add_fetch(&cpu_gone_count, 1, __ATOMIC_ACQ_REL);
-            }
-            cpu_modules[i] = cpu_modules[--cpu_module_count];
-        } else {
-            ++i;
-        }
-    }
-    pthread_mutex_unlock(&cpu_lock);
-}
-
-/* The CPU runtime module `module` was loaded on (NULL: none open here has it); `*gone` set where it was destroyed. */
-static CpuRt *cpu_module_owner(TiAotModule module, int *gone) {
-    CpuRt *found = NULL;
-    uint32_t i;
-    *gone = 0;
-    if (__atomic_load_n(&cpu_open_count, __ATOMIC_ACQUIRE) == 0 &&
-        __atomic_load_n(&cpu_gone_count, __ATOMIC_ACQUIRE) == 0) {
-        return NULL;
-    }
-    pthread_mutex_lock(&cpu_lock);
-    for (i = 0; i < cpu_module_count && found == NULL; ++i) {
-        if (cpu_modules[i].module == module) {
-            found = cpu_modules[i].owner;
-        }
-    }
-    for (i = 0; found == NULL && cpu_gone_count > 0 && i < CPU_GONE_MODULES && !*gone; ++i) {
-        *gone = cpu_gone[i] == module;
-    }
-    pthread_mutex_unlock(&cpu_lock);
-    return found;
-}
-
-/* A module's runtime's calls held (NULL: a module of no CPU runtime opened here); `*gone` set where another thread
-   destroyed the module, or its runtime, while this one waited for them (libtaichi's last error then says so). */
-static CpuRt *cpu_hold_module(TiAotModule module, int *gone) {
-    int destroyed, again;
-    CpuRt *owner = cpu_module_owner(module, &destroyed), *rt = NULL;
-    TiRuntime runtime = owner != NULL ? __atomic_load_n(&owner->runtime, __ATOMIC_ACQUIRE) : TI_NULL_HANDLE;
-    if (owner != NULL) {
-        rt = runtime != TI_NULL_HANDLE ? cpu_hold_slot(owner, runtime) : NULL;
-    }
-    *gone = destroyed || (owner != NULL && (rt == NULL || cpu_module_owner(module, &again) != rt));
-    if (*gone) {
-        cpu_let_go(rt);
-        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the module was destroyed (on another thread)");
-        return NULL;
-    }
-    return rt;
-}
-
 /* ---------------------------------------------------------------------------------------------------------------
    The dispatcher's hold (kinds.h): a launch any thread may make on a CPU runtime */
 
@@ -423,48 +319,37 @@ CPU_VALUE(map_memory, void *, NULL, (TiRuntime runtime, TiMemory memory), (runti
 CPU_VALUE(import_memory, TiMemory, TI_NULL_HANDLE, (TiRuntime runtime, void *memory, uint64_t size),
           (runtime, memory, size))
 
-/* A module loaded: noted as the runtime's, whose calls its destroy and look-ups then hold. */
-static TiAotModule cpu_loaded(CpuRt *rt, TiAotModule made) {
-    if (made != TI_NULL_HANDLE) {
-        cpu_unforget(made);
-    }
-    if (rt != NULL && made != TI_NULL_HANDLE) {
-        cpu_note_module(rt, made);
-    }
-    cpu_let_go(rt);
-    return made;
-}
-
+/* A module loaded: noted as the runtime's (holds.c), whose calls its destroy and look-ups then hold. */
 static TiAotModule cpu_load_module(TiRuntime runtime, const char *path) {
     CPU_ENTER(rt, runtime, TI_NULL_HANDLE)
-    return cpu_loaded(rt, cpu_real.load_module(runtime, path));
+    return aot_holds_loaded(rt != NULL ? &rt->pair : NULL, runtime, cpu_real.load_module(runtime, path));
 }
 
 static TiAotModule cpu_create_module(TiRuntime runtime, const void *data, uint64_t size) {
     CPU_ENTER(rt, runtime, TI_NULL_HANDLE)
-    return cpu_loaded(rt, cpu_real.create_module(runtime, data, size));
+    return aot_holds_loaded(rt != NULL ? &rt->pair : NULL, runtime, cpu_real.create_module(runtime, data, size));
 }
 
+/* A module destroyed with its runtime's calls held (whichever backend registered them: the own Vulkan launch's
+   wrapper calls this one), and forgotten after, so that the wrapper around this one still finds it. */
 static void cpu_destroy_module(TiAotModule module) {
     int gone;
-    CpuRt *rt = cpu_hold_module(module, &gone);
+    void *held = aot_holds_hold_module(module, &gone);
     if (gone) {
         return;
     }
-    if (rt != NULL) {
-        cpu_forget_modules(module, NULL);
-    }
     cpu_real.destroy_module(module);
-    cpu_let_go(rt);
+    aot_holds_forget_module(module);
+    aot_holds_let_go(held);
 }
 
 /* A look-up of a module's kernel or graph (libtaichi fills the module's caches as it looks up) of `type`. */
 #define CPU_LOOKUP(field, type)                                                     \
     static type cpu_##field(TiAotModule module, const char *name) {                 \
         int gone;                                                                   \
-        CpuRt *rt = cpu_hold_module(module, &gone);                                 \
+        void *held = aot_holds_hold_module(module, &gone);                          \
         type found = gone ? TI_NULL_HANDLE : cpu_real.field(module, name);          \
-        cpu_let_go(rt);                                                             \
+        aot_holds_let_go(held);                                                     \
         return found;                                                               \
     }
 
@@ -486,7 +371,7 @@ static void cpu_destroy_runtime(TiRuntime runtime) {
         }
         __atomic_sub_fetch(&cpu_open_count, 1, __ATOMIC_ACQ_REL);
         pthread_mutex_unlock(&cpu_lock);
-        cpu_forget_modules(TI_NULL_HANDLE, rt);
+        aot_holds_forget_modules(runtime);
     } else if (cpu_refused(runtime)) {
         return; /* destroyed already, on another thread */
     }

@@ -11,6 +11,7 @@
 #include "taichi_aot.h"
 #include "taichi/taichi_vulkan.h"
 #include "loader.h"
+#include "holds.h"
 #include "backends/plan.h"
 #include "backends/vk.h"
 #include "backends/vkstate.h"
@@ -96,66 +97,44 @@ static TiImage vk_allocate_image(TiRuntime runtime, const TiImageAllocateInfo *i
     return made;
 }
 
-/* A module loaded: noted as the runtime's, whose calls its destroy and lookups then hold. */
-static TiAotModule vk_loaded(VkRt *rt, TiAotModule made) {
-    if (rt != NULL && made != TI_NULL_HANDLE) {
-        aot_vk_note_module(rt, made);
-    }
-    aot_vk_let_go(rt);
-    return made;
-}
-
+/* A module loaded: noted as the runtime's (holds.c), whose calls its destroy and lookups then hold. */
 static TiAotModule vk_load_module(TiRuntime runtime, const char *path) {
     VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE)
-    return vk_loaded(rt, vk_real.load_module(runtime, path));
+    return aot_holds_loaded(rt != NULL ? &rt->pair : NULL, runtime, vk_real.load_module(runtime, path));
 }
 
 static TiAotModule vk_create_module(TiRuntime runtime, const void *data, uint64_t size) {
     VK_ENQUEUE(rt, runtime, TI_NULL_HANDLE)
-    return vk_loaded(rt, vk_real.create_module(runtime, data, size));
+    return aot_holds_loaded(rt != NULL ? &rt->pair : NULL, runtime, vk_real.create_module(runtime, data, size));
 }
 
 /* A module's destroy and its kernels' and graphs' lookups (libtaichi fills a module's caches as it looks up) hold
-   the calls of the runtime the module was loaded on: a launch of its kernels on another thread comes wholly before.
-   Those calls held (NULL: a module of no open runtime's); `*gone` set where another thread destroyed the module
-   while this one waited for them (libtaichi's last error then says so). */
-static VkRt *vk_hold_module(TiAotModule module, int *gone) {
-    VkRt *owner = aot_vk_module_owner(module), *rt = aot_vk_hold_open(owner);
-    *gone = owner != NULL && (rt == NULL || aot_vk_module_owner(module) != rt);
-    if (*gone) {
-        aot_vk_let_go(rt);
-        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the module was destroyed (on another thread)");
-        return NULL;
-    }
-    return rt;
-}
-
+   the calls of the runtime the module was loaded on (holds.c): a launch of its kernels on another thread comes wholly
+   before. The module is forgotten after its destroy: the wrapper this one calls (backends/cpucalls.c's) finds it. */
 static void vk_destroy_module(TiAotModule module) {
     int gone;
-    VkRt *rt = vk_hold_module(module, &gone);
+    void *held = aot_holds_hold_module(module, &gone);
     if (gone) {
         return;
     }
-    if (rt != NULL) {
-        aot_vk_forget_module(rt, module);
-    }
     vk_real.destroy_module(module);
-    aot_vk_let_go(rt);
+    aot_holds_forget_module(module);
+    aot_holds_let_go(held);
 }
 
 static TiKernel vk_module_kernel(TiAotModule module, const char *name) {
     int gone;
-    VkRt *rt = vk_hold_module(module, &gone);
+    void *held = aot_holds_hold_module(module, &gone);
     TiKernel found = gone ? TI_NULL_HANDLE : vk_real.module_kernel(module, name);
-    aot_vk_let_go(rt);
+    aot_holds_let_go(held);
     return found;
 }
 
 static TiComputeGraph vk_module_graph(TiAotModule module, const char *name) {
     int gone;
-    VkRt *rt = vk_hold_module(module, &gone);
+    void *held = aot_holds_hold_module(module, &gone);
     TiComputeGraph found = gone ? TI_NULL_HANDLE : vk_real.module_graph(module, name);
-    aot_vk_let_go(rt);
+    aot_holds_let_go(held);
     return found;
 }
 

@@ -97,51 +97,6 @@ void aot_vk_forget_closed(TiRuntime runtime) {
     pthread_mutex_unlock(&aot_vk_lock);
 }
 
-void aot_vk_note_module(VkRt *rt, TiAotModule module) {
-    pthread_mutex_lock(&aot_vk_lock);
-    if (rt->module_count == rt->module_cap) {
-        uint32_t cap = rt->module_cap ? rt->module_cap * 2 : 16;
-        TiAotModule *grown = (TiAotModule *)realloc(rt->modules, cap * sizeof(TiAotModule));
-        if (grown != NULL) {
-            rt->modules = grown;
-            rt->module_cap = cap;
-        }
-    }
-    if (rt->module_count < rt->module_cap) { /* else, out of memory: its destroy holds no calls */
-        rt->modules[rt->module_count++] = module;
-    }
-    pthread_mutex_unlock(&aot_vk_lock);
-}
-
-void aot_vk_forget_module(VkRt *rt, TiAotModule module) {
-    uint32_t i;
-    pthread_mutex_lock(&aot_vk_lock);
-    for (i = 0; i < rt->module_count; ++i) {
-        if (rt->modules[i] == module) {
-            rt->modules[i] = rt->modules[--rt->module_count];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&aot_vk_lock);
-}
-
-VkRt *aot_vk_module_owner(TiAotModule module) {
-    VkRt *found = NULL;
-    int r;
-    uint32_t i;
-    pthread_mutex_lock(&aot_vk_lock);
-    for (r = 0; r < VK_RUNTIMES && found == NULL; ++r) {
-        for (i = 0; vk_runtimes[r] != NULL && i < vk_runtimes[r]->module_count; ++i) {
-            if (vk_runtimes[r]->modules[i] == module) {
-                found = vk_runtimes[r];
-                break;
-            }
-        }
-    }
-    pthread_mutex_unlock(&aot_vk_lock);
-    return found;
-}
-
 void aot_vk_let_go(VkRt *rt) {
     if (rt != NULL) {
         aot_vk_calls_unlock(rt);
@@ -490,9 +445,6 @@ static void vk_destroy_state(VkRt *rt) {
     }
     free(rt->dead);
     rt->dead = NULL;
-    free(rt->modules);
-    rt->modules = NULL;
-    rt->module_count = rt->module_cap = 0;
 }
 
 /* A state that never opened: destroyed, record and all. */
@@ -649,6 +601,7 @@ VkRt *aot_vk_close_runtime(TiRuntime runtime) {
         if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
             rt = vk_runtimes[i];
             aot_holds_forget(runtime, &rt->pair);
+            aot_holds_forget_modules(runtime);
             __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
             vk_runtimes[i] = NULL;
             __atomic_sub_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);

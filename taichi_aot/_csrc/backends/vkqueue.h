@@ -10,7 +10,7 @@
 #include "backends/vk.h"
 #include "backends/vkstate.h"
 
-/* The registry of open runtimes, and the lock that guards it and each runtime's lists (kernels, imports, modules). */
+/* The registry of open runtimes, and the lock that guards it and each runtime's lists (kernels, imports). */
 extern __attribute__((visibility("hidden"))) pthread_mutex_t aot_vk_lock;
 __attribute__((visibility("hidden"))) uint64_t aot_vk_next_id(void);
 /* The runtime's own state opened and registered: its id, or 0 with the reason in `error`. */
@@ -30,11 +30,6 @@ __attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runti
    libtaichi's last error then says so, and the caller makes no call on it. */
 __attribute__((visibility("hidden"))) int aot_vk_refused(TiRuntime runtime);
 __attribute__((visibility("hidden"))) void aot_vk_forget_closed(TiRuntime runtime);
-/* libtaichi's modules (under aot_vk_lock): one noted as its runtime's, forgotten, and the state of the runtime it was
-   loaded on (NULL: none open). */
-__attribute__((visibility("hidden"))) void aot_vk_note_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) void aot_vk_forget_module(VkRt *rt, TiAotModule module);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_module_owner(TiAotModule module);
 /* "WHAT failed (VkResult CODE)" in `error`. */
 __attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
 /* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */

@@ -181,9 +181,6 @@ struct VkRt {
     /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
        found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
     int closed;
-    /* libtaichi's modules loaded on the runtime (under aot_vk_lock): whose calls a module's destroy and lookups hold */
-    TiAotModule *modules;
-    uint32_t module_count, module_cap;
 };
 
 /* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
