@@ -19,6 +19,7 @@ PRIVATE_READS: dict[tuple[str, str], str] = {
     ("placement.cuda", "_replace"): "a NamedTuple's own copy-with-changes (its documented API): a room's traits, "
                                     "its base's with its own",
     ("placement.host", "_replace"): "as placement.cuda: a room's traits",
+    ("module", "_replace"): "as placement: a module's files' digests kept, their bytes let go once it is loaded",
     ("placement.vulkan", "_replace"): "as placement.cuda: a room's traits, and the device's own once it opens",
     ("runtime", "_DummyThread"): "threading has no public test of a thread Python did not start (XLA's), which join "
                                  "refuses: the exit hook never waits on one",
