@@ -17,12 +17,12 @@ lock sets (the bench's sharing section has the policy the runtime chose; this ha
 from __future__ import annotations
 
 import argparse
-import time
+import functools
 from typing import Any, Callable
 
 import numpy as np
 
-from taichi_aot_bench.sharing import FEW, FEW_LAUNCHES_EACH, ONE_FLOOR, SHARED_FLOOR, THREADS, floor, together
+from taichi_aot_bench.sharing import FEW, FEW_LAUNCHES_EACH, ONE_FLOOR, SHARED_FLOOR, THREADS, floor, in_turn, together
 
 
 def kept(one: Callable[[], float], many: Callable[[], float], rounds: int) -> tuple[float, float, float]:
@@ -63,15 +63,8 @@ def arch_rows(arch_name: str, policy: str, rounds: int) -> list[str]:
         arrays = [rt.ndarray((16,), np.float32) for _ in range(THREADS)]
         done = [0] * THREADS
         for name, work in ((f"a value every {FEW}", _values), ("one value at the end", _launches)):
-            bodies = [lambda i=i, work=work: work(tiny, arrays[i], done, i) for i in range(THREADS)]
-
-            def one(bodies: list[Callable[[], None]] = bodies) -> float:
-                t0 = time.perf_counter()
-                for body in bodies:
-                    body()
-                return (time.perf_counter() - t0) * 1e3
-
-            best, worst, one_ms = kept(one, lambda bodies=bodies: together(bodies), rounds)
+            bodies = [functools.partial(work, tiny, arrays[i], done, i) for i in range(THREADS)]
+            best, worst, one_ms = kept(functools.partial(in_turn, bodies), functools.partial(together, bodies), rounds)
             counts = rt.device.counts() if hasattr(rt.device, "counts") else {}
             waits = {k: v for k, v in counts.items() if k.startswith("waits")}
             rows.append(f"{arch_name} wait={policy}: {THREADS} threads x {FEW_LAUNCHES_EACH} launches, {name}: "

@@ -17,7 +17,7 @@ from ._cache import read_entry, write_entry
 from ._child import NoChildError, run_child, started
 from ._probe import _MARK, build_identity, cache_folder, library_identity
 from .enums import Arch
-from .metadata.multi import SEAL, SIDECAR
+from .metadata.multi import SEAL, SIDECAR, recorded_seal
 from .metadata.source import ModuleFiles, hash_file, module_file_names
 
 __all__ = ["hash_module_files", "module_crash", "module_seal", "seal", "sealed"]
@@ -71,17 +71,13 @@ def hash_module_files(h: Any, folder: str, skip: str = "") -> None:
             continue
 
 
-#: The record ``taichi_aot build`` keeps beside a module's files, and its seal of them.
-_SIDECAR, _SEAL = SIDECAR, SEAL
-
-
 def module_seal(folder: str) -> str:
     """The digest of a module folder's files but its sidecar: what ``build`` records in the sidecar of each part it
     made (:func:`sealed`)."""
     import hashlib
 
     h = hashlib.sha256()
-    hash_module_files(h, folder, skip=_SIDECAR)
+    hash_module_files(h, folder, skip=SIDECAR)
     return h.hexdigest()
 
 
@@ -90,10 +86,10 @@ def seal(folder: str) -> None:
     parts it made, and the package for its private copy of a sealed module it changed itself (metadata.retarget)."""
     import json
 
-    path = os.path.join(folder, _SIDECAR)
+    path = os.path.join(folder, SIDECAR)
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
-    doc[_SEAL] = module_seal(folder)
+    doc[SEAL] = module_seal(folder)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
 
@@ -103,14 +99,12 @@ def sealed(folder: str) -> bool:
     step's), as its sidecar's seal records them: the package's own checks of what libtaichi reads (the binary
     metadata compared byte for byte, the arguments' layout against the code) then vouch for it, and its first load
     needs no child process. A seal is against damage, not forgery: whoever may write the module may write it."""
-    import json
-
     try:
-        with open(os.path.join(folder, _SIDECAR), encoding="utf-8") as f:
-            seal = json.load(f).get(_SEAL)
-    except (OSError, ValueError, AttributeError):
+        with open(os.path.join(folder, SIDECAR), "rb") as f:
+            seal = recorded_seal(f.read())
+    except OSError:
         return False
-    return isinstance(seal, str) and seal == module_seal(folder)
+    return seal is not None and seal == module_seal(folder)
 
 
 def module_crash(folder: str, arch: Arch, kernels: list[str], graphs: list[str], library: str,

@@ -27,6 +27,7 @@ import functools
 import statistics
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -37,7 +38,7 @@ from .row import Row
 if TYPE_CHECKING:
     from .harness import Bench
 
-__all__ = ["floor", "sharing", "together"]
+__all__ = ["floor", "in_turn", "sharing", "together"]
 
 SECTION = "sharing"
 THREADS, LAUNCHES = 4, 200
@@ -66,19 +67,19 @@ def _threads(bench: Bench, rounds: int, launches: int = LAUNCHES,
     """One thread's and THREADS threads' time (ms) for ``rounds`` rounds each of ``launches`` launches and a value."""
     arrays = [bench.rt.ndarray((16,), np.float32) for _ in range(THREADS)]
 
-    def one() -> float:
-        t0 = time.perf_counter()
-        for x in arrays:
-            _work(bench, x, rounds, launches)
-        return (time.perf_counter() - t0) * 1e3
-
-    def shared() -> float:
-        return together([functools.partial(_work, bench, x, rounds, launches) for x in arrays])
-
-    return {names[0]: one, names[1]: shared}
+    bodies = [functools.partial(_work, bench, x, rounds, launches) for x in arrays]
+    return {names[0]: functools.partial(in_turn, bodies), names[1]: functools.partial(together, bodies)}
 
 
-def together(bodies: list[Callable[[], object]]) -> float:
+def in_turn(bodies: Sequence[Callable[[], object]]) -> float:
+    """Milliseconds one thread takes to run ``bodies``, one after another (what :func:`together` is paired with)."""
+    t0 = time.perf_counter()
+    for body in bodies:
+        body()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def together(bodies: Sequence[Callable[[], object]]) -> float:
     """Milliseconds threads take to run ``bodies``, a thread each, started together (the first error raised)."""
     errors: list[BaseException] = []
 
@@ -141,16 +142,8 @@ def floor(held_us: float, let_go_us: float, rounds: int) -> dict[str, Callable[[
                 pass
             lib.taichi_aot_bench_let_go(let_go_ns)
 
-    def one() -> float:
-        t0 = time.perf_counter()
-        for _ in range(THREADS):
-            body()
-        return (time.perf_counter() - t0) * 1e3
-
-    def shared() -> float:
-        return together([body] * THREADS)
-
-    return {ONE_FLOOR: one, SHARED_FLOOR: shared}
+    bodies = [body] * THREADS
+    return {ONE_FLOOR: functools.partial(in_turn, bodies), SHARED_FLOOR: functools.partial(together, bodies)}
 
 
 def _floor_rows(bench: Bench, times: int, rounds: int, reps: int) -> list[Row]:

@@ -32,7 +32,7 @@ from .model import (
     ModuleInfo,
     graph_access,
 )
-from .multi import SEAL, SIDECAR, apply_names, part_for, parts_of
+from .multi import SIDECAR, apply_names, part_for, parts_of, recorded_seal
 from .source import (
     MAX_ARCHIVE_BYTES,
     MAX_ARCHIVE_MEMBERS,
@@ -176,14 +176,8 @@ def open_module(source: str | bytes | os.PathLike, arch: Arch | None = None, whe
 def _note_files(info: ModuleInfo, src: _Source) -> None:
     """A module folder's digests, and whether its sidecar's seal is theirs (:class:`.ModuleFiles`)."""
     info.files = src.files(SIDECAR)
-    if info.files is None:
-        return
-    raw = src.read(SIDECAR)
-    try:
-        doc = json.loads(raw.decode("utf-8")) if raw is not None else None
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        doc = None
-    info.sealed = isinstance(doc, dict) and doc.get(SEAL) == info.files.seal
+    if info.files is not None:
+        info.sealed = recorded_seal(src.read(SIDECAR)) == info.files.seal
 
 
 def loads_on(source: str | bytes | os.PathLike) -> tuple[Arch, ...]:

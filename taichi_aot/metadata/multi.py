@@ -46,6 +46,16 @@ def parse_json(raw: bytes, what: str) -> Any:
         raise CorruptedDataError(f"{what} is not valid JSON") from None
 
 
+def recorded_seal(sidecar: bytes | None) -> str | None:
+    """The seal a module's sidecar (its bytes, None: none) records of the module's other files, or None."""
+    try:
+        doc = json.loads(sidecar.decode("utf-8")) if sidecar is not None else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    seal = doc.get(SEAL) if isinstance(doc, dict) else None
+    return seal if isinstance(seal, str) else None
+
+
 def _json(raw: bytes, what: str) -> dict:
     doc = parse_json(raw, what)
     if not isinstance(doc, dict) or doc.get("taichi_aot") != FORMAT:

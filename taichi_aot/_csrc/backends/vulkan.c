@@ -481,10 +481,7 @@ static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsi
    last dispatch (`graph`, a graph's dispatches before it: `tasks` 0 then): full, the `early`-th launch since a wait
    (a graph one launch: its dispatches in one submission), or the GPU idle again (it starts on them while the next
    are recorded). */
-static int vk_submit_now(VkRt *rt, VkBatch *b, uint32_t tasks) {
-    if (!rt->graphing) {
-        ++b->launches;
-    }
+static int vk_submit_now(VkRt *rt, const VkBatch *b, uint32_t tasks) {
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
            (!rt->graphing && b->launches >= rt->early && !aot_vk_busy_since_wait(rt)) ||
            (rt->feed && b->dispatches / VK_FEED_EVERY != (b->dispatches - tasks) / VK_FEED_EVERY &&
@@ -529,6 +526,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
         *stamped = stamp != VK_NO_STAMP;
     }
     vk_record(rt, b, k, s, offset, (uint64_t)largest);
+    b->launches += !rt->graphing; /* a graph's dispatches one launch, counted after its last */
     if (stamp != VK_NO_STAMP) {
         aot_vk_stamp_close(rt, b, stamp);
     }
@@ -576,7 +574,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     (void)runtime;
     if (rt != NULL) {
         aot_vk_calls_lock(rt);
-        rt->graphing = 1; /* its dispatches one launch: counted once, after the last (vk_submit_now) */
+        rt->graphing = 1; /* its dispatches one launch: counted once, after the last */
     }
     for (d = 0; d < g->dispatch_count && code == 0; ++d) {
         VkKernel *k = (VkKernel *)g->kernels[d];
@@ -595,9 +593,13 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     }
     if (rt != NULL) {
         rt->graphing = 0;
-        if (code == 0 && rt->current >= 0 && vk_submit_now(rt, &rt->batches[rt->current], 0)) {
-            AotVkResult submitted = aot_vk_submit(rt);
-            code = submitted == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - submitted;
+        if (code == 0 && rt->current >= 0) {
+            VkBatch *b = &rt->batches[rt->current];
+            ++b->launches;
+            if (vk_submit_now(rt, b, 0)) {
+                AotVkResult submitted = aot_vk_submit(rt);
+                code = submitted == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - submitted;
+            }
         }
     }
     aot_vk_let_go(rt);
