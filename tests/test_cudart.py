@@ -154,8 +154,12 @@ def test_torch_tensors_and_ops_on_the_own_runtime(own, cuda_module):  # noqa: F8
     own.set_cuda_stream(stream)
     big = own.ndarray((1 << 24,), np.float32)
     ones = own.ndarray_from_numpy(np.ones(1 << 24, np.float32))
+    small, one = own.ndarray((1024,), np.float32), own.ndarray_from_numpy(np.ones(1024, np.float32))
     for _ in range(50):
         mod.kernels["add"](big, ones, 1.0)
+        mod.kernels["add"](small, one, 1.0)
+    # a small read waits for the stream set (a non-blocking one: the copy alone would not), behind the large launches
+    assert float(small.to_numpy()[-1]) == 50.0
     own.wait()
     assert stream.query()  # nothing left on it
     own.set_cuda_stream(None)

@@ -7,6 +7,7 @@ typedef int (*taichi_aot_cu_push)(void *context);
 typedef int (*taichi_aot_cu_pop)(void **context);
 typedef int (*taichi_aot_cu_htod)(uint64_t dst, const void *src, size_t size);
 typedef int (*taichi_aot_cu_dtoh)(void *dst, uint64_t src, size_t size);
+typedef int (*taichi_aot_cu_sync)(void *stream);
 
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device) {
@@ -29,5 +30,26 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
             code = popped;
         }
     }
+    return code;
+}
+
+int taichi_aot_cuda_read(const TaichiAotCudaDriver *cu, uint64_t context, uint64_t stream, void *host, uint64_t device,
+                         uint64_t size) {
+    int code = 0, popped;
+    void *previous = NULL;
+    if (context != 0 && (code = ((taichi_aot_cu_push)cu->push)((void *)(uintptr_t)context)) != 0) {
+        return code;
+    }
+    if (stream != 0) { /* the stream set: its work first (a non-blocking one is not ordered with the copy's) */
+        code = ((taichi_aot_cu_sync)cu->sync)((void *)(uintptr_t)stream);
+    }
+    if (code == 0) { /* the legacy default stream's: after what was queued on it, and on every blocking stream */
+        code = ((taichi_aot_cu_dtoh)cu->dtoh)(host, device, (size_t)size);
+    }
+    if (context != 0) {
+        popped = ((taichi_aot_cu_pop)cu->pop)(&previous);
+        code = code != 0 ? code : popped;
+    }
+    taichi_aot_coming_back(); /* it waited with Python's lock let go (the caller unmarks it) */
     return code;
 }

@@ -258,6 +258,11 @@ typedef struct {
    current one), through the driver's table. Returns the driver's CUresult. */
 int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, void *host, uint64_t device, uint64_t size,
                          int to_device);
+/* cuda.c: `size` bytes of a CUDA device pointer read into `host` after the work queued before on the runtime's
+   stream (`stream`; 0: the legacy default stream, which every blocking stream's work precedes): one wait, the copy's
+   own where no stream is set. The thread marked as coming back for Python's lock (taichi_aot_coming_back). */
+int taichi_aot_cuda_read(const TaichiAotCudaDriver *cu, uint64_t context, uint64_t stream, void *host, uint64_t device,
+                         uint64_t size);
 
 /* The argument plan both own launches share (backends/plan.c, read by metadata/layout.py): where each TiArgument
    goes in a kernel's argument bytes (kind NDARRAY: `size` i32 dims at `offset`, the
@@ -549,7 +554,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
 #define TAICHI_AOT_VK_EARLY_LAUNCHES 16 /* where waits block, a batch begun after a wait is submitted at this launch */
 #define TAICHI_AOT_VK_RESULT_BYTES 4096
-#define TAICHI_AOT_VK_COUNTS 10
+#define TAICHI_AOT_VK_COUNTS 12
 #define TAICHI_AOT_VK_ERROR (-3000)
 typedef struct {
     uint32_t binding;

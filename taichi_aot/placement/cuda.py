@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .. import _cudart, capi
+from .._call import came_back
 from .._native import ffi, lib
 from ..drivers import cuda as _cuda
 from ..drivers import cuda_host as _cuda_host
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._lifetime import Parent
 
 __all__ = ["CudaLibrary", "CudaStream", "CudaTransfers", "LibraryCudaDevice", "OwnCudaDevice", "OwnCudaLibrary",
-           "OwnCudaStream"]
+           "OwnCudaStream", "OwnCudaTransfers"]
 
 
 def _read_cuda(memory: Any, out: np.ndarray) -> None:
@@ -73,6 +74,35 @@ class CudaTransfers(Transfers):
 
     def new_host_array(self, dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return _cuda_host.pinned_array(dims, dtype)
+
+
+def _read_own(stream: Stream, pointer: int, context: int, memory: Any, out: np.ndarray) -> None:
+    """A small read of the own runtime's device memory (below ``drivers.cuda_host.REGISTER_MIN``): after the work
+    queued on the runtime's stream, in one call into the extension that waits with Python's lock let go (a thread's
+    value then waits once, as the copy itself waits, and not for a whole-runtime wait first)."""
+    host = ffi.from_buffer(out, require_writable=True)
+    try:
+        code = lib.taichi_aot_cuda_read(_cuda.table(), context, stream.handle or 0, host, pointer, out.nbytes)
+    finally:
+        came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
+    _cuda.check(code, "copy from CUDA memory")
+
+
+class OwnCudaTransfers(CudaTransfers):
+    """The own runtime's: a small read of device memory waits for the runtime's stream in the call that copies."""
+
+    def _reads_itself(self, memory: Any) -> bool:
+        return not memory.host_read and memory.size < _cuda_host.REGISTER_MIN
+
+    def reader(self, memory: Any) -> Mover:
+        if not self._reads_itself(memory):
+            return super().reader(memory)
+        pointer, context = memory.cuda_pointer(), memory.cuda_context()
+        context = _cuda.context_of(pointer) if context is None else context
+        return functools.partial(_read_own, self._device.stream, pointer, context)
+
+    def read_waits(self, memory: Any) -> bool:
+        return not self._reads_itself(memory) and super().read_waits(memory)
 
 
 class CudaLibrary(Library):
@@ -207,6 +237,7 @@ class OwnCudaDevice(LibraryCudaDevice):
         zeroed=True, pointer_handles=True, mapping_is_copy=False, any_thread=True, own_runtime=True,
         library_native=False, no_images="CUDA has no images (Vulkan, OpenGL and Metal have)",
         runtime_words=" (taichi_aot's own)")
+    transfers_type = OwnCudaTransfers
     library_type = OwnCudaLibrary
     stream_type = OwnCudaStream
 

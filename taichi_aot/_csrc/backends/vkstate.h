@@ -56,7 +56,8 @@ typedef struct VkStamping VkStamping;
 #define VK_COUNTERS(X)                                                                                      \
     X(DISPATCHES, "dispatches") X(SUBMITS, "submits") X(SETS_MADE, "sets made") X(SETS_KEPT, "sets kept") \
     X(FENCE_WAITS, "fence waits") X(WORKGROUPS, "workgroups") X(COPIES, "copies") X(HOST_COPIES, "host copies") \
-    X(WAITS_POLLED, "waits polled") X(WAITS_BLOCKED, "waits blocked")
+    X(WAITS_POLLED, "waits polled") X(WAITS_BLOCKED, "waits blocked") X(QUICK_BUSY, "launches behind a call")     \
+    X(QUICK_FULL, "launches behind the GPU")
 enum {
 #define VK_COUNTER(id, name) VK_COUNT_##id,
     VK_COUNTERS(VK_COUNTER)

@@ -623,10 +623,15 @@ static int vk_quick(const TaichiAotLaunch *l, VkRt *rt, int hold, uint32_t slot,
                     void **held) {
     VkRt *taken = NULL;
     *held = NULL;
-    if (returns || (hold && !aot_vk_try_hold(l->runtime, &taken))) {
+    if (returns) {
+        return 0;
+    }
+    if (hold && !aot_vk_try_hold(l->runtime, &taken)) {
+        __atomic_add_fetch(&rt->counts[VK_COUNT_QUICK_BUSY], 1, __ATOMIC_RELAXED);
         return 0;
     }
     if ((!hold || taken != NULL) && !rt->closed && aot_vk_would_wait(rt, slot, dispatches)) { /* calls held */
+        ++rt->counts[VK_COUNT_QUICK_FULL];
         aot_vk_let_go(taken);
         return 0;
     }
