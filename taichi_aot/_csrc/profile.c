@@ -16,6 +16,8 @@ typedef struct {
     int64_t token, parent;
     AotProfileResolve resolve;
     void *item;
+    int64_t start, end; /* its answer (`got`: resolve's), once asked outside the lock (ask_later) */
+    int got;
 } Later;
 
 typedef struct {
@@ -27,10 +29,14 @@ typedef struct {
     uint64_t serial; /* told apart from the slot's earlier profiles: a late device time for one is dropped */
     Later *later;    /* device times a backend gives when asked (aot_profile_later) */
     uint32_t later_count, later_cap;
+    uint32_t asked; /* items a take or close has taken out of `later` to ask (ask_later): room is kept for them */
+    int resolving;  /* a thread asks the slot's later items, outside the lock: another waits for it (profile_asked) */
+    int closing;    /* its profile closes: no runtime finds it, no profile opens on it, no later item is added */
 } ProfileSlot;
 
 int taichi_aot_profiling = 0;
 static pthread_mutex_t profile_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t profile_asked = PTHREAD_COND_INITIALIZER; /* a slot's later items asked: `resolving` cleared */
 static ProfileSlot slots[PROFILE_SLOTS];
 static uint64_t serials = 0;
 static __thread int64_t current = -1;
@@ -42,11 +48,12 @@ int64_t aot_profile_now(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The slot of a runtime (by its counts, or its TiRuntime where a launch has none), under the lock; -1: none. */
+/* The slot of a runtime (by its counts, or its TiRuntime where a launch has none), under the lock; -1: none (or
+   closing). */
 static int slot_of(TiRuntime runtime, const int32_t *pending) {
     int i;
     for (i = 0; i < PROFILE_SLOTS; ++i) {
-        if (slots[i].serial != 0 &&
+        if (slots[i].serial != 0 && !slots[i].closing &&
             ((pending != NULL && slots[i].pending == pending) || (runtime != NULL && slots[i].runtime == runtime))) {
             return i;
         }
@@ -57,6 +64,10 @@ static int slot_of(TiRuntime runtime, const int32_t *pending) {
 /* A record's token: its slot, the slot's profile and its number, in one integer (-1: none). */
 static int64_t token(int slot, uint64_t number) {
     return (int64_t)(((slots[slot].serial & 0xFFFF) << 40) | ((uint64_t)slot << 34) | (number & 0x3FFFFFFFFull));
+}
+
+uint64_t aot_profile_of(int64_t t) {
+    return (uint64_t)t >> 34; /* the token's serial and slot bits */
 }
 
 /* The record a token names, under the lock; NULL where it was taken or its profile closed. */
@@ -221,16 +232,22 @@ void aot_profile_later(int64_t t, int64_t parent, AotProfileResolve resolve, voi
     uint64_t u = (uint64_t)t;
     ProfileSlot *s = &slots[(u >> 34) & 0x3F];
     int64_t start, end;
+    uint32_t need;
     pthread_mutex_lock(&profile_lock);
-    if (record_of(t) != NULL && s->later_count == s->later_cap) {
+    need = s->later_count + 1 + s->asked; /* room for the items out being asked too: they come back in front */
+    if (record_of(t) != NULL && !s->closing && s->later_cap < need) {
         uint32_t cap = s->later_cap ? s->later_cap * 2 : 256;
-        Later *grown = realloc(s->later, cap * sizeof(*grown));
+        Later *grown;
+        while (cap < need) {
+            cap *= 2;
+        }
+        grown = realloc(s->later, cap * sizeof(*grown));
         if (grown != NULL) {
             s->later = grown;
             s->later_cap = cap;
         }
     }
-    if (record_of(t) == NULL || s->later_count == s->later_cap) { /* its profile closed, or no room: none */
+    if (record_of(t) == NULL || s->closing || s->later_cap < need) { /* its profile closed, or no room: none */
         no_span(t);
         no_span(parent);
         pthread_mutex_unlock(&profile_lock);
@@ -245,27 +262,57 @@ void aot_profile_later(int64_t t, int64_t parent, AotProfileResolve resolve, voi
     pthread_mutex_unlock(&profile_lock);
 }
 
-/* The slot's later device times asked for (under the lock), in order, as far as the first not known yet (all, waiting
-   for each, where `wait`). */
+/* The slot's later device times asked for, in order, as far as the first not known yet (all, waiting for each, where
+   `wait`), by the one thread that finds the slot not being asked (`resolving`: the caller waits for it first). Called
+   and returning under the lock, it lets the lock go while the backends answer, so that a wait on the device holds
+   no other thread's launch: the slot's items are taken out (its array, whole: an item added meanwhile goes into a
+   new one, which keeps room for those taken), asked, their spans given under the lock again, and those not answered
+   put back in front of any added meanwhile, as an item is asked only once those before it are known. */
 static void ask_later(ProfileSlot *s, int wait) {
-    uint32_t n = 0;
-    while (n < s->later_count) {
-        int64_t start = 0, end = 0;
-        int got = s->later[n].resolve(s->later[n].item, wait, &start, &end);
-        if (got == 0) {
+    Later *asked = s->later;
+    uint32_t count = s->later_count, cap = s->later_cap, n = 0, i;
+    if (count == 0) {
+        return;
+    }
+    s->later = NULL;
+    s->later_count = s->later_cap = 0;
+    s->asked = count;
+    s->resolving = 1;
+    pthread_mutex_unlock(&profile_lock);
+    while (n < count) {
+        Later *l = &asked[n];
+        l->start = l->end = 0;
+        l->got = l->resolve(l->item, wait, &l->start, &l->end); /* nonzero: the item is freed */
+        if (l->got == 0) {
             break;
-        }
-        if (got > 0) {
-            device_span(s->later[n].token, start, end);
-            device_span(s->later[n].parent, start, end);
-        } else {
-            no_span(s->later[n].token);
-            no_span(s->later[n].parent);
         }
         ++n;
     }
-    memmove(s->later, s->later + n, (s->later_count - n) * sizeof(*s->later));
-    s->later_count -= n;
+    pthread_mutex_lock(&profile_lock);
+    for (i = 0; i < n; ++i) { /* records gone meanwhile (taken, their profile closed) are passed over */
+        if (asked[i].got > 0) {
+            device_span(asked[i].token, asked[i].start, asked[i].end);
+            device_span(asked[i].parent, asked[i].start, asked[i].end);
+        } else {
+            no_span(asked[i].token);
+            no_span(asked[i].parent);
+        }
+    }
+    count -= n;
+    if (s->later == NULL) { /* none added meanwhile: the array is the slot's again */
+        memmove(asked, asked + n, count * sizeof(*asked));
+        s->later = asked;
+        s->later_cap = cap;
+        s->later_count = count;
+    } else { /* room for them kept by aot_profile_later */
+        memmove(s->later + count, s->later, s->later_count * sizeof(*asked));
+        memcpy(s->later, asked + n, count * sizeof(*asked));
+        s->later_count += count;
+        free(asked);
+    }
+    s->asked = 0;
+    s->resolving = 0;
+    pthread_cond_broadcast(&profile_asked);
 }
 
 void aot_profile_untimed(int64_t t, int64_t parent) {
@@ -304,24 +351,37 @@ int taichi_aot_profile_open(TiRuntime runtime, int32_t *pending, int host_times)
     return 0;
 }
 
+/* A slot being closed keeps its serial and is marked `closing` until it is freed: no launch finds it for a new record,
+   no profile opens on it and no later item is added to it (aot_profile_later lets it go at once), so that once a take
+   asking its items is done, the close's own ask, waiting for each, leaves nothing a backend holds. */
 int taichi_aot_profile_close(TiRuntime runtime, int32_t *pending) {
+    ProfileSlot *s;
     int slot;
     pthread_mutex_lock(&profile_lock);
     slot = slot_of(runtime, pending);
-    if (slot >= 0) {
-        ask_later(&slots[slot], 1); /* what the backends hold, let go */
-        free(slots[slot].later);
-        free(slots[slot].records);
-        memset(&slots[slot], 0, sizeof(slots[slot]));
-        __atomic_sub_fetch(&taichi_aot_profiling, 1, __ATOMIC_RELEASE);
+    if (slot < 0) {
+        pthread_mutex_unlock(&profile_lock);
+        return -1;
     }
+    s = &slots[slot];
+    s->closing = 1;
+    while (s->resolving) {
+        pthread_cond_wait(&profile_asked, &profile_lock);
+    }
+    ask_later(s, 1); /* what the backends hold, let go */
+    free(s->later);
+    free(s->records);
+    memset(s, 0, sizeof(*s));
+    __atomic_sub_fetch(&taichi_aot_profiling, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&profile_asked); /* a take waiting for the slot finds it gone */
     pthread_mutex_unlock(&profile_lock);
-    return slot >= 0 ? 0 : -1;
+    return 0;
 }
 
 uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotProfileRecord *out, uint32_t cap,
                                  int all, uint64_t *lost) {
     uint64_t n = 0;
+    uint64_t serial;
     ProfileSlot *s;
     int slot;
     pthread_mutex_lock(&profile_lock);
@@ -331,6 +391,14 @@ uint32_t taichi_aot_profile_take(TiRuntime runtime, int32_t *pending, TaichiAotP
         return 0;
     }
     s = &slots[slot];
+    serial = s->serial;
+    while (s->resolving) { /* another thread asks its items: what it leaves is asked here after it */
+        pthread_cond_wait(&profile_asked, &profile_lock);
+        if (s->serial != serial || s->closing) {
+            pthread_mutex_unlock(&profile_lock);
+            return 0;
+        }
+    }
     ask_later(s, all);
     while (n < s->count && n < cap &&
            (all || (s->records[n].host_end != 0 && s->records[n].state != AOT_PROFILE_WAITING))) {

@@ -50,10 +50,17 @@ __attribute__((visibility("hidden"))) int aot_profile_dispatch(int64_t graph, co
 
 /* Device times known later (CUDA's events): `resolve(item, wait, &start, &end)` answers 1 with the times, 0 where
    they are not known yet (wait 0 only), -1 where they never will be; it frees the item where it answers nonzero.
-   Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all). The span is
-   given to `parent` too (a graph's record, its dispatch's `token`; -1: none). */
+   Asked when the record's runtime's records are taken (profile.c's take: waiting where it takes all) and when its
+   profile closes (waiting), in the order they were given, outside the profile's lock: a profile's items by one
+   thread at a time, but items of different profiles (and an item let go at once, its profile closing or no room) on
+   several threads at once, so that what `resolve` shares with the backend's launches is its own to guard. Where the
+   item cannot be kept it is resolved at once (waiting) and its record given no device times. The span is given to
+   `parent` too (a graph's record, its dispatch's `token`; -1: none). */
 typedef int (*AotProfileResolve)(void *item, int wait, int64_t *start, int64_t *end);
 __attribute__((visibility("hidden"))) void aot_profile_later(int64_t token, int64_t parent, AotProfileResolve resolve,
                                                              void *item);
+/* The profile record `token` belongs to (its slot and the slot's profile, from the token's bits): the same for each
+   record of one profile, another for the slot's next profiles (one again 65,536 profiles of the slot later). */
+__attribute__((visibility("hidden"))) uint64_t aot_profile_of(int64_t token);
 
 #endif

@@ -40,8 +40,8 @@ static __thread pthread_mutex_t *ptx_quick_held;
 static int ptx_quick_take(uint64_t standin, void **held) {
     pthread_mutex_t *lock = ptx_lock(standin);
     *held = NULL;
-    /* inside a profile a launch may wait: for the context's reference event at its first, for the profile's lock
-       that a thread resolving events holds */
+    /* inside a profile a launch may wait: for the profile's reference event at its first launch on the context
+       (backends/cudaprofile.c) */
     if (__atomic_load_n(&taichi_aot_profiling, __ATOMIC_RELAXED) != 0 || pthread_mutex_trylock(lock) != 0) {
         return 0;
     }
