@@ -4,6 +4,9 @@
 # `repo` (the checkout) and `where` (the folder to run from: the installed package's, not the checkout's).
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+# a wheel carried as an xz-compressed tar of its files (taichi's: 37 MB, not 54, where the 64 MiB a call carries are
+# short), unpacked as pip would
+for f in .whl/*.tar.xz; do [ -f "$f" ] && { tar -xJf "$f" -C /tmp/site || exit 1; }; done
 export PYTHONPATH=/tmp/site
 repo=$(pwd)
 # SPIRV-Tools' validator, which the build bundles (no network there to fetch its wheel)
