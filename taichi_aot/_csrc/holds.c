@@ -1,7 +1,8 @@
 /* The runtimes' calls locks, by runtime (holds.h says whose). A hold reads the table without a lock, as a launch
    reads it: a slot's runtime is compared, then its calls are asked, and the calls' own hold says whether they are
    still that runtime's (a close, or a slot taken again, between the two is found there). Registering and forgetting
-   take `holds_lock`, a leaf: nothing is called under it. Below, the modules of those runtimes, by module. */
+   take `holds_lock`, a leaf: nothing is called under it. Below, the modules of those runtimes, by module, and the
+   runtimes closed, by runtime. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,4 +201,60 @@ void *aot_holds_hold_module(TiAotModule module, int *gone) {
         return NULL;
     }
     return held;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+   The runtimes closed: one ring, under `holds_lock`, of the CPU calls states' closes and the Vulkan states', each
+   with its state's words. A state notes a close under its registry's lock (backends/cpucalls.c's cpu_lock,
+   backends/vkqueue.c's aot_vk_lock), as it forgets its calls here, and its wrappers ask with at most a runtime's
+   calls held: the order is a runtime's calls, then the registry's lock, then `holds_lock`, never the reverse. */
+
+typedef struct {
+    TiRuntime runtime; /* NULL: forgotten, or never used */
+    const char *words; /* the closing state's: its refusals' message */
+} AotClosed;
+
+static AotClosed holds_closed[AOT_HOLDS_CLOSED];
+static int holds_closed_next = 0;
+static int holds_closed_count = 0; /* slots filled (atomic): none, no look-up */
+
+void aot_holds_note_closed(TiRuntime runtime, const char *words) {
+    pthread_mutex_lock(&holds_lock);
+    holds_closed[holds_closed_next].runtime = runtime;
+    holds_closed[holds_closed_next].words = words;
+    holds_closed_next = (holds_closed_next + 1) % AOT_HOLDS_CLOSED;
+    if (holds_closed_count < AOT_HOLDS_CLOSED) {
+        __atomic_add_fetch(&holds_closed_count, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&holds_lock);
+}
+
+int aot_holds_refused(TiRuntime runtime, const char *words) {
+    int i, found = 0;
+    if (__atomic_load_n(&holds_closed_count, __ATOMIC_ACQUIRE) == 0 || runtime == TI_NULL_HANDLE) {
+        return 0;
+    }
+    pthread_mutex_lock(&holds_lock);
+    for (i = 0; i < AOT_HOLDS_CLOSED && !found; ++i) {
+        found = holds_closed[i].runtime == runtime && holds_closed[i].words == words;
+    }
+    pthread_mutex_unlock(&holds_lock);
+    if (found) {
+        ti_set_last_error(TI_ERROR_INVALID_STATE, words);
+    }
+    return found;
+}
+
+void aot_holds_forget_closed(TiRuntime runtime) {
+    int i;
+    if (runtime == TI_NULL_HANDLE || __atomic_load_n(&holds_closed_count, __ATOMIC_ACQUIRE) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&holds_lock);
+    for (i = 0; i < AOT_HOLDS_CLOSED; ++i) {
+        if (holds_closed[i].runtime == runtime) {
+            holds_closed[i].runtime = TI_NULL_HANDLE;
+        }
+    }
+    pthread_mutex_unlock(&holds_lock);
 }

@@ -1,7 +1,8 @@
 /* The runtimes' calls locks (holds.c): a runtime that any thread may use has one state that makes its calls one at a
    time (a CPU runtime's calls state, backends/cpucalls.c; a Vulkan runtime's own state, backends/vkqueue.c). That
    state registers its hold and let-go for the runtime when it opens and forgets them when it closes, and a launch
-   kind that runs on either (libtaichi's, backends/libtaichi.c) asks here: it names neither backend. A private header:
+   kind that runs on either (libtaichi's, backends/libtaichi.c) asks here: it names neither backend. Both states note
+   here the runtimes they close, so that their wrappers of libtaichi's calls refuse a call on one. A private header:
    never handed to cffi. */
 #ifndef TAICHI_AOT_HOLDS_H
 #define TAICHI_AOT_HOLDS_H
@@ -44,5 +45,20 @@ __attribute__((visibility("hidden"))) TiAotModule aot_holds_loaded(void *held, T
 __attribute__((visibility("hidden"))) void *aot_holds_hold_module(TiAotModule module, int *gone);
 __attribute__((visibility("hidden"))) void aot_holds_forget_module(TiAotModule module);
 __attribute__((visibility("hidden"))) void aot_holds_forget_modules(TiRuntime runtime);
+
+/* The runtimes closed, by handle, each kept until a runtime is made at the same address again (the last
+   AOT_HOLDS_CLOSED closed, the CPU calls states' and the Vulkan states' together), so that a call another thread makes
+   on one is refused rather than made on libtaichi's destroyed runtime. aot_holds_note_closed: `runtime` noted closed
+   by the state whose `words` (one array of its own, passed by the same pointer each time) are what its refusals say;
+   noted before the state's registry lets the runtime go, so that a thread that finds it gone there finds it closed
+   here. aot_holds_refused: whether `runtime` was noted closed with these same `words`, libtaichi's last error then set
+   to INVALID_STATE with them, on this thread. A state refuses only the runtimes it closed: the own Vulkan launch's
+   wrappers call the CPU calls' (backends/vkorder.c), so a Vulkan runtime's destroy, noted closed, goes on through the
+   CPU calls' wrapper to libtaichi, and a call on a closed CPU runtime passes the Vulkan wrapper to be refused in the
+   CPU's words. aot_holds_forget_closed: every note of `runtime` forgotten, when a runtime is made at its address. */
+#define AOT_HOLDS_CLOSED 128
+__attribute__((visibility("hidden"))) void aot_holds_note_closed(TiRuntime runtime, const char *words);
+__attribute__((visibility("hidden"))) int aot_holds_refused(TiRuntime runtime, const char *words);
+__attribute__((visibility("hidden"))) void aot_holds_forget_closed(TiRuntime runtime);
 
 #endif

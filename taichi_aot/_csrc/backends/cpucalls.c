@@ -11,9 +11,10 @@
      launch wraps some of the same slots: its wrappers then call these, which pass a call on any other runtime
      through as it is).
    A call on a runtime destroyed meanwhile (another thread closed it) is refused: libtaichi's last error says so
-   (INVALID_STATE), on the calling thread, never a call into the destroyed runtime. The lock is held only inside one C
-   call, never while Python runs. A thread that holds it already (a launch's hold, then libtaichi's call inside) goes
-   through with a thread-local count, not a second lock.
+   (INVALID_STATE), on the calling thread, never a call into the destroyed runtime (holds.c keeps the runtimes closed
+   here, with this file's words). The lock is held only inside one C call, never while Python runs. A thread that
+   holds it already (a launch's hold, then libtaichi's call inside) goes through with a thread-local count, not a
+   second lock.
 
    A launch on a CPU runtime runs its kernel before it returns. The C call makes it with Python's lock kept (a quick
    launch, kinds.h) where the runtime's calls are free and its record's launches have been short: threads launching
@@ -45,17 +46,13 @@ typedef struct {
 #define CPU_OF(held) ((CpuRt *)((char *)(held) - offsetof(CpuRt, pair)))
 
 static CpuRt cpu_rts[CPU_RUNTIMES];
-static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER; /* the registry's changes, the modules, the closed */
+static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER; /* the registry's changes */
 static int cpu_open_count = 0;                               /* read without the lock: none open, no look-up */
 static int cpu_high = 0;                                     /* slots ever used: a look-up reads these */
 static int cpu_hooked = 0;                                   /* the wrappers are in place */
-/* Runtimes closed, by their handle, until a runtime is made at the same address again: a call another thread makes
-   on one is refused, not made on libtaichi's destroyed runtime. */
-static TiRuntime cpu_closed[CPU_RUNTIMES];
-static int cpu_closed_next = 0;
-static int cpu_closed_count = 0;
-/* Each open runtime's modules, whose destroy and look-ups hold its calls, are noted where its calls are registered
-   (holds.c), as are those destroyed. */
+/* What a call on a runtime closed here is refused with: holds.c keeps the runtimes closed, each with its state's
+   words, as it keeps each open runtime's modules (whose destroy and look-ups hold its calls) and those destroyed. */
+static const char cpu_closed_words[] = "taichi_aot: the CPU runtime was closed (on another thread)";
 
 /* The slot whose calls this thread holds (its first hold), and how many holds deep it is. */
 #define CPU_TLS __attribute__((tls_model("initial-exec"))) /* read at every launch: no __tls_get_addr call */
@@ -135,32 +132,6 @@ static CpuRt *cpu_hold(TiRuntime runtime) {
     return cpu_hold_slot(cpu_find(runtime), runtime);
 }
 
-/* Whether `runtime` is a CPU runtime closed here (libtaichi's last error then says so, on this thread). */
-static int cpu_refused(TiRuntime runtime) {
-    int i, found = 0;
-    if (__atomic_load_n(&cpu_closed_count, __ATOMIC_ACQUIRE) == 0 || runtime == TI_NULL_HANDLE) {
-        return 0;
-    }
-    pthread_mutex_lock(&cpu_lock);
-    for (i = 0; i < CPU_RUNTIMES && !found; ++i) {
-        found = cpu_closed[i] == runtime;
-    }
-    pthread_mutex_unlock(&cpu_lock);
-    if (found) {
-        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the CPU runtime was closed (on another thread)");
-    }
-    return found;
-}
-
-static void cpu_forget_closed(TiRuntime runtime) { /* under cpu_lock */
-    int i;
-    for (i = 0; i < CPU_RUNTIMES; ++i) {
-        if (cpu_closed[i] == runtime) {
-            cpu_closed[i] = TI_NULL_HANDLE;
-        }
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------------------------
    The registry */
 
@@ -193,7 +164,7 @@ int taichi_aot_cpu_calls_open(TiRuntime runtime) {
             slot = aot_holds_register(runtime, &cpu_rts[i].pair) ? i : CPU_RUNTIMES; /* else kept to its thread */
         }
         if (slot == i) {
-            cpu_forget_closed(runtime);
+            aot_holds_forget_closed(runtime);
             __atomic_store_n(&cpu_rts[i].runtime, runtime, __ATOMIC_RELEASE);
             if (i >= cpu_high) {
                 __atomic_store_n(&cpu_high, i + 1, __ATOMIC_RELEASE);
@@ -280,10 +251,10 @@ static struct {
 
 /* A wrapper's entry: the runtime's calls held (`rt`; NULL: not a CPU runtime opened here), or, where another thread
    closed it, the call refused (libtaichi's last error says so) and `refused` returned. */
-#define CPU_ENTER(rt, runtime, refused)          \
-    CpuRt *rt = cpu_hold(runtime);               \
-    if (rt == NULL && cpu_refused(runtime)) {    \
-        return refused;                          \
+#define CPU_ENTER(rt, runtime, refused)                                \
+    CpuRt *rt = cpu_hold(runtime);                                     \
+    if (rt == NULL && aot_holds_refused(runtime, cpu_closed_words)) { \
+        return refused;                                                \
     }
 
 /* A wrapper of a call on a runtime that returns nothing: `params` its parameters (the runtime named `runtime`),
@@ -357,22 +328,18 @@ CPU_LOOKUP(module_kernel, TiKernel)
 CPU_LOOKUP(module_graph, TiComputeGraph)
 
 /* The runtime destroyed with its calls held throughout: a call another thread is in ends first, and one it makes
-   after finds the slot given up and is refused. */
+   after finds the slot given up and is refused (the runtime noted closed before the slot is given up). */
 static void cpu_destroy_runtime(TiRuntime runtime) {
     CpuRt *rt = cpu_hold(runtime);
     if (rt != NULL) {
         pthread_mutex_lock(&cpu_lock);
+        aot_holds_note_closed(runtime, cpu_closed_words);
         aot_holds_forget(runtime, &rt->pair);
         __atomic_store_n(&rt->runtime, TI_NULL_HANDLE, __ATOMIC_RELEASE);
-        cpu_closed[cpu_closed_next] = runtime;
-        cpu_closed_next = (cpu_closed_next + 1) % CPU_RUNTIMES;
-        if (cpu_closed_count < CPU_RUNTIMES) {
-            __atomic_add_fetch(&cpu_closed_count, 1, __ATOMIC_ACQ_REL);
-        }
         __atomic_sub_fetch(&cpu_open_count, 1, __ATOMIC_ACQ_REL);
         pthread_mutex_unlock(&cpu_lock);
         aot_holds_forget_modules(runtime);
-    } else if (cpu_refused(runtime)) {
+    } else if (aot_holds_refused(runtime, cpu_closed_words)) {
         return; /* destroyed already, on another thread */
     }
     cpu_real.destroy_runtime(runtime);
@@ -382,11 +349,7 @@ static void cpu_destroy_runtime(TiRuntime runtime) {
 /* A runtime made: a closed one's address noted before is another's now. */
 static TiRuntime cpu_create_runtime(TiArch arch, uint32_t device_index) {
     TiRuntime made = cpu_real.create_runtime(arch, device_index);
-    if (made != TI_NULL_HANDLE && __atomic_load_n(&cpu_closed_count, __ATOMIC_ACQUIRE) != 0) {
-        pthread_mutex_lock(&cpu_lock);
-        cpu_forget_closed(made);
-        pthread_mutex_unlock(&cpu_lock);
-    }
+    aot_holds_forget_closed(made);
     return made;
 }
 

@@ -217,9 +217,7 @@ static void vk_destroy_runtime(TiRuntime runtime) {
 /* A runtime made: a closed one's address noted before is another's now. */
 static TiRuntime vk_create_runtime(TiArch arch, uint32_t device_index) {
     TiRuntime made = vk_real.create_runtime(arch, device_index);
-    if (made != TI_NULL_HANDLE) {
-        aot_vk_forget_closed(made);
-    }
+    aot_holds_forget_closed(made);
     return made;
 }
 

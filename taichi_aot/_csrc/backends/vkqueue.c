@@ -1,7 +1,8 @@
 /* The own Vulkan launch's state of a runtime (backends/vulkan.c says what the launch is): opened once a runtime from
    the VkDevice and compute queue libtaichi exports, with its command buffers and fences (TAICHI_AOT_VK_BATCHES
    batches, each recorded, submitted and waited for in turn), its memory (the ring of argument slots, Taichi's
-   temporaries, the returned values), and the registry of open runtimes; closed with the runtime. */
+   temporaries, the returned values), and the registry of open runtimes; closed with the runtime, which is then noted
+   closed in holds.c (with this file's words), so that a call another thread makes on it is refused. */
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
@@ -27,11 +28,9 @@ static VkRt *vk_runtimes[VK_RUNTIMES];
 static TiRuntime vk_handles[VK_RUNTIMES]; /* each open one's runtime: compared before its state is read */
 static volatile int vk_open_count = 0;
 static uint64_t vk_ids = 0;
-/* Runtimes closed, by their handle (under aot_vk_lock), until a runtime is made at the same address again: a call
-   another thread makes on one is refused (aot_vk_refused), not made on libtaichi's destroyed runtime. */
-static TiRuntime vk_closed[VK_RUNTIMES];
-static int vk_closed_next = 0;
-static volatile int vk_closed_count = 0;
+/* What a call on a runtime closed here is refused with (aot_vk_refused): holds.c keeps the runtimes closed, each with
+   its state's words. */
+static const char vk_closed_words[] = "taichi_aot: the Vulkan runtime was closed (on another thread)";
 
 uint64_t aot_vk_next_id(void) { /* under aot_vk_lock */
     return ++vk_ids;
@@ -71,30 +70,7 @@ VkRt *aot_vk_hold(TiRuntime runtime) {
 }
 
 int aot_vk_refused(TiRuntime runtime) {
-    int i, found = 0;
-    if (__atomic_load_n(&vk_closed_count, __ATOMIC_ACQUIRE) == 0 || runtime == TI_NULL_HANDLE) {
-        return 0;
-    }
-    pthread_mutex_lock(&aot_vk_lock);
-    for (i = 0; i < VK_RUNTIMES && !found; ++i) {
-        found = vk_closed[i] == runtime;
-    }
-    pthread_mutex_unlock(&aot_vk_lock);
-    if (found) {
-        ti_set_last_error(TI_ERROR_INVALID_STATE, "taichi_aot: the Vulkan runtime was closed (on another thread)");
-    }
-    return found;
-}
-
-void aot_vk_forget_closed(TiRuntime runtime) {
-    int i;
-    pthread_mutex_lock(&aot_vk_lock);
-    for (i = 0; i < VK_RUNTIMES; ++i) {
-        if (vk_closed[i] == runtime) {
-            vk_closed[i] = TI_NULL_HANDLE;
-        }
-    }
-    pthread_mutex_unlock(&aot_vk_lock);
+    return aot_holds_refused(runtime, vk_closed_words);
 }
 
 void aot_vk_let_go(VkRt *rt) {
@@ -592,7 +568,8 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
 }
 
 /* The runtime's own state closed (its kernels with it), before libtaichi destroys the runtime: its calls held by the
-   caller once this returns (NULL: none was open), until libtaichi's runtime is gone; its handle noted closed. */
+   caller once this returns (NULL: none was open), until libtaichi's runtime is gone; its handle noted closed (before
+   the registry lets it go: a thread that finds it gone finds it closed). */
 VkRt *aot_vk_close_runtime(TiRuntime runtime) {
     VkRt *rt = NULL;
     int i;
@@ -600,16 +577,12 @@ VkRt *aot_vk_close_runtime(TiRuntime runtime) {
     for (i = 0; i < VK_RUNTIMES; ++i) {
         if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
             rt = vk_runtimes[i];
+            aot_holds_note_closed(runtime, vk_closed_words);
             aot_holds_forget(runtime, &rt->pair);
             aot_holds_forget_modules(runtime);
             __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
             vk_runtimes[i] = NULL;
             __atomic_sub_fetch(&vk_open_count, 1, __ATOMIC_RELEASE);
-            vk_closed[vk_closed_next] = runtime;
-            vk_closed_next = (vk_closed_next + 1) % VK_RUNTIMES;
-            if (vk_closed_count < VK_RUNTIMES) {
-                __atomic_add_fetch(&vk_closed_count, 1, __ATOMIC_RELEASE);
-            }
             break;
         }
     }

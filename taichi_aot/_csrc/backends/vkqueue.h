@@ -26,10 +26,9 @@ __attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
 __attribute__((visibility("hidden"))) int aot_vk_try_hold(TiRuntime runtime, VkRt **held);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runtime);
-/* Whether `runtime` was closed (its record kept until a runtime is made at its address again: aot_vk_forget_closed):
-   libtaichi's last error then says so, and the caller makes no call on it. */
+/* Whether `runtime` was closed here (holds.c keeps it until a runtime is made at its address again): libtaichi's last
+   error then says so, in the Vulkan state's words, and the caller makes no call on it. */
 __attribute__((visibility("hidden"))) int aot_vk_refused(TiRuntime runtime);
-__attribute__((visibility("hidden"))) void aot_vk_forget_closed(TiRuntime runtime);
 /* "WHAT failed (VkResult CODE)" in `error`. */
 __attribute__((visibility("hidden"))) void aot_vk_error(char *error, size_t size, const char *what, AotVkResult code);
 /* The first memory type of `bits` with the properties `need`, one with `prefer` too where there is one; -1: none. */

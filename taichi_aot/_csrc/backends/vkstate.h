@@ -14,12 +14,13 @@
    (kinds.h), so they have no header of their own.
 
    The lock order, from the first taken to the last: Python's locks (the launches' RuntimeBackends.lock among them),
-   then Python's own lock let go (a C call of the launch), then a runtime's `calls`, then `aot_vk_lock`. Never the
-   reverse: no Python runs with `calls` held, and `aot_vk_lock` is held for a list's walk or change alone (nothing
-   under it waits for `calls` or the GPU). A call that uses a runtime's state or records, submits or waits for its
-   batches holds `calls`: the entry points of vulkan.c, vkcopy.c and vkorder.c take it (aot_vk_hold), the layers
-   below expect it held, save the registry's own functions, which take `aot_vk_lock`. A user's wait lets `calls` go
-   while it waits for fences (aot_vk_wait_free: only where held once), and takes nothing after. */
+   then Python's own lock let go (a C call of the launch), then a runtime's `calls`, then `aot_vk_lock`, then holds.c's
+   `holds_lock` (a leaf: the registry notes there, under `aot_vk_lock`, the calls it registers and the runtimes it
+   closes). Never the reverse: no Python runs with `calls` held, and `aot_vk_lock` is held for a list's walk or change
+   alone (nothing under it waits for `calls` or the GPU). A call that uses a runtime's state or records, submits or
+   waits for its batches holds `calls`: the entry points of vulkan.c, vkcopy.c and vkorder.c take it (aot_vk_hold),
+   the layers below expect it held, save the registry's own functions, which take `aot_vk_lock`. A user's wait lets
+   `calls` go while it waits for fences (aot_vk_wait_free: only where held once), and takes nothing after. */
 #ifndef TAICHI_AOT_BACKENDS_VKSTATE_H
 #define TAICHI_AOT_BACKENDS_VKSTATE_H
 
