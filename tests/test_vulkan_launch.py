@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import textwrap
 import threading
 import time
 from typing import Any
@@ -477,6 +479,30 @@ def test_a_runtime_closed_under_a_workers_calls(vulkan, modules, monkeypatch, po
         stop.set()
         t.join(timeout=60)
         assert not t.is_alive() and errors == [], errors
+
+
+def test_a_closed_runtime_destroyed_again_through_the_c_api_is_refused(vulkan):
+    """libtaichi destroys a runtime twice where a C program (or a binding of its own) asks twice, and crashes; the
+    wrapper the own Vulkan launch puts around ti_destroy_runtime refuses the second, as every other call on a closed
+    runtime is refused (INVALID_STATE), in a child (a crash fails the test)."""
+    code = textwrap.dedent("""
+        from taichi_aot import Runtime
+        from taichi_aot._native import ffi, lib
+        rt = Runtime("vulkan")
+        handle = rt.handle
+        rt.close()
+        for _ in range(3):
+            lib.ti_destroy_runtime(handle)
+            error = lib.ti_get_last_error(ffi.NULL, ffi.NULL)
+            assert error == lib.TI_ERROR_INVALID_STATE, error
+        lib.ti_set_last_error(lib.TI_ERROR_SUCCESS, ffi.NULL)  # read: cleared, as a C program clears it
+        again = Runtime("vulkan")  # a runtime made again, at that address or another: used and closed as any
+        again.ndarray((4,), "float32").close()
+        again.close()
+        print("survived")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and "survived" in proc.stdout, proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("first", ["ndarrays", "numpy"])  # numpy: staged copies, launched on another path

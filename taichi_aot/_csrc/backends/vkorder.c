@@ -209,7 +209,11 @@ static void vk_free_image(TiRuntime runtime, TiImage image) {
 /* The runtime destroyed with its calls held throughout: a call another thread is in ends first, and one it makes
    after finds the runtime closed and is refused. */
 static void vk_destroy_runtime(TiRuntime runtime) {
-    VkRt *rt = aot_vk_close_runtime(runtime);
+    VkRt *rt;
+    if (aot_vk_refused(runtime)) { /* destroyed already (here, or on another thread): never twice */
+        return;
+    }
+    rt = aot_vk_close_runtime(runtime);
     vk_real.destroy_runtime(runtime);
     aot_vk_let_go(rt);
 }
