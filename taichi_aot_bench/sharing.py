@@ -80,19 +80,24 @@ def in_turn(bodies: Sequence[Callable[[], object]]) -> float:
 
 
 def together(bodies: Sequence[Callable[[], object]]) -> float:
-    """Milliseconds threads take to run ``bodies``, a thread each, started together (the first error raised)."""
+    """Milliseconds threads take to run ``bodies``, a thread each, let go together from a gate they all wait at (the
+    first error raised). The time runs from the gate, not from before the threads are started: starting and joining
+    four threads cost 5-10 % of a 4 ms row (x64 here), which one thread in turn does not pay."""
     errors: list[BaseException] = []
+    gate = threading.Barrier(len(bodies) + 1)
 
     def run(body: Callable[[], object]) -> None:
         try:
+            gate.wait()
             body()
         except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(body,)) for body in bodies]
-    t0 = time.perf_counter()
     for t in threads:
         t.start()
+    gate.wait()
+    t0 = time.perf_counter()
     for t in threads:
         t.join()
     if errors:
