@@ -336,6 +336,11 @@ class StagedCopies:
         flight, self._flight, self._flight_bytes = self._flight, [], 0
         return flight
 
+    def unwaited(self, flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]]) -> None:
+        """Copies taken by :meth:`in_flight` for a wait that did not happen: in flight again, for the next wait."""
+        self._flight[:0] = flight
+        self._flight_bytes += sum(nd.nbytes for _, nd, _ in flight)
+
     def release(self, flight: list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]] | None = None) -> None:
         """The runtime waited: the copies queued kernels read (``flight``, taken before the wait; None: all) are free
         to fill again."""

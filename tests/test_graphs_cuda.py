@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from test_autodiff_cuda import cuda_built  # noqa: F401  (the fixture: tests/autodiff_kernels.py built for CUDA)
 from test_cuda import cuda_module  # noqa: F401  (the fixture: the test kernels compiled for CUDA, PTX added)
@@ -55,10 +56,13 @@ def test_a_kernel_called_directly_in_cuda_graphs(cuda_module):  # noqa: F811
         rt.set_cuda_stream(s)
         with torch.cuda.stream(s):
             add(x, y, 3.0)
+        small = rt.ndarray((16,), np.float32)
         g2 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g2, stream=s):
             x.zero_()
             add(x, y, 3.0)
+            with pytest.raises(NotSupportedError, match="captured into a CUDA graph"):  # a read waits: refused,
+                small.to_numpy()  # the capture left as it was
         rt.set_cuda_stream(None)
         _replay(torch, g2, y, x, lambda v: 3 * v)
         _replay(torch, g, y, x, lambda v: 2 * v)  # the first graph still right after the second

@@ -262,6 +262,41 @@ def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp
         _graph_rows(prof, 5)
 
 
+def test_cuda_device_times_keep_the_hosts_spacing_across_renewed_references(cuda_modules, tmp_path_factory):
+    """A profile of the own CUDA launcher over more than a second: its reference event is renewed without a wait
+    (backends/cudaprofile.c), each renewal placed on the host's clock from the one before. Launches made after idle
+    pauses start on the device as far apart as their calls were made (the GPU idle, each starts right after its
+    call), with another thread reading the profile while this one launches; every launch is timed on the device."""
+    from conftest import with_ptx_copies
+    from taichi_aot import capi
+
+    status = capi.arch_status()[Arch.CUDA]
+    if not status.available:
+        pytest.skip(f"no CUDA here: {status.reason}")
+    require_extra("llvmlite", "ptx")
+    path = with_ptx_copies(cuda_modules, ["tests"], tmp_path_factory)["tests"]
+    with Runtime(Arch.CUDA) as rt:
+        add = rt.load_module(path).kernels["add"]
+        x, y = _arrays(rt)
+        read: list[int] = []
+        with rt.profile() as prof:
+            for _ in range(3):
+                reader = threading.Thread(target=lambda: read.append(len(prof.kernels())))
+                reader.start()  # the profile read (its later times resolved) while this thread launches
+                for _ in range(5):
+                    add(x, y, 0.5)
+                reader.join()
+                rt.wait()
+                time.sleep(0.6)  # idle: by the third round the reference is renewed
+        events = sorted((e for e in prof.launches if e.name == "add"), key=lambda e: e.host_start)
+    assert len(events) == 15 and all(e.timed == "device" for e in events), events
+    assert all(0 < e.end - e.start < 0.1 for e in events), events
+    for a, b in zip(events, events[1:]):
+        assert b.start >= a.start, (a, b)  # one stream: in the order they were made
+        if b.host_start - a.host_start > 0.5:  # across a pause: as far apart as their calls, within 5 ms
+            assert abs((b.start - a.start) - (b.host_start - a.host_start)) < 0.005, (a, b)
+
+
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_a_kernel_called_as_an_op_is_profiled_as_itself(framework, modules):
     """The op's launches (torch's eager call and its C kernel, XLA's handler) are the runtime's: a profile of it

@@ -104,8 +104,9 @@ extern int64_t taichi_aot_epoch;
 /* Threads coming back for Python's lock (launch.c): a C call that may block with Python's lock let go (a wait, a copy
    that waits for the runtime's calls) marks its thread as it returns (taichi_aot_coming_back), and the caller, once it
    has the lock again, unmarks it (taichi_aot_came_back, from Python `_call.came_back()`). taichi_aot_coming counts
-   the marked threads: a launch made with the lock kept hands it to them first (call.c's launcher_launch), where
-   they would otherwise wait for Python's switch interval (5 ms) while another thread launches. */
+   the marked threads: a launch made with the lock kept hands it to them after it (call.c's launcher_launch), at most
+   once a millisecond in the process (pyhelp.c's launcher_hand_over), where they would otherwise wait for Python's
+   switch interval (5 ms) while another thread launches. */
 extern int32_t taichi_aot_coming;
 void taichi_aot_coming_back(void);
 void taichi_aot_came_back(void);
@@ -260,9 +261,13 @@ int taichi_aot_cuda_transfer(const TaichiAotCudaDriver *cu, uint64_t context, vo
                          int to_device);
 /* cuda.c: `size` bytes of a CUDA device pointer read into `host` after the work queued before on the runtime's
    stream (`stream`; 0: the legacy default stream, which every blocking stream's work precedes): one wait, the copy's
-   own where no stream is set. The thread marked as coming back for Python's lock (taichi_aot_coming_back). */
-int taichi_aot_cuda_read(const TaichiAotCudaDriver *cu, uint64_t context, uint64_t stream, void *host, uint64_t device,
-                         uint64_t size);
+   own where no stream is set, which is the runtime's whole wait (its count `pending[0]` cleared first, as
+   taichi_aot_runtime_wait clears it). TAICHI_AOT_CUDA_CAPTURING, nothing asked of the stream but that, where the
+   stream set is being captured into a CUDA graph. The thread marked as coming back for Python's lock
+   (taichi_aot_coming_back) where it waited. Else the driver's CUresult. */
+#define TAICHI_AOT_CUDA_CAPTURING (-108)
+int taichi_aot_cuda_read(const TaichiAotCudaDriver *cu, uint64_t context, uint64_t stream, int32_t *pending,
+                         void *host, uint64_t device, uint64_t size);
 
 /* The argument plan both own launches share (backends/plan.c, read by metadata/layout.py): where each TiArgument
    goes in a kernel's argument bytes (kind NDARRAY: `size` i32 dims at `offset`, the
@@ -537,7 +542,8 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    TAICHI_AOT_PLAN_BAD_ARGS, the library's error code (an ndarray's memory unknown to it) or TAICHI_AOT_VK_ERROR
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
-   arrays copied through their imported pages, fence waits that polled to their end and that blocked;
+   arrays copied through their imported pages, fence waits that polled to their end and that blocked, quick launches
+   that let Python's lock go because another thread's call held the runtime or the next batch slot was still running;
    taichi_aot_vk_count_name names each (NULL past the last).
    taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
    call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:

@@ -20,7 +20,7 @@ from ..drivers import cuda as _cuda
 from ..drivers import cuda_host as _cuda_host
 from ..drivers.cudart import CudaDevice, check_stream, device_name, library_context, stream_handle, tagged
 from ..enums import Arch
-from ..errors import check
+from ..errors import NotSupportedError, check
 from .base import Block, Device, Native, library_native
 from .parts import Filler, Library, Mover, Stream, Transfers, read_direct, write_direct
 
@@ -76,33 +76,47 @@ class CudaTransfers(Transfers):
         return _cuda_host.pinned_array(dims, dtype)
 
 
-def _read_own(stream: Stream, pointer: int, context: int, memory: Any, out: np.ndarray) -> None:
-    """A small read of the own runtime's device memory (below ``drivers.cuda_host.REGISTER_MIN``): after the work
-    queued on the runtime's stream, in one call into the extension that waits with Python's lock let go (a thread's
-    value then waits once, as the copy itself waits, and not for a whole-runtime wait first)."""
-    host = ffi.from_buffer(out, require_writable=True)
-    try:
-        code = lib.taichi_aot_cuda_read(_cuda.table(), context, stream.handle or 0, host, pointer, out.nbytes)
-    finally:
-        came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
-    _cuda.check(code, "copy from CUDA memory")
-
-
 class OwnCudaTransfers(CudaTransfers):
-    """The own runtime's: a small read of device memory waits for the runtime's stream in the call that copies."""
+    """The own runtime's: a small read of device memory (below ``drivers.cuda_host.REGISTER_MIN``) is the runtime's
+    wait and the copy in one call into the extension, with Python's lock let go (``taichi_aot_cuda_read``): a value
+    waits once, as the copy itself waits, not through the driver's Python binding first."""
 
     def _reads_itself(self, memory: Any) -> bool:
         return not memory.host_read and memory.size < _cuda_host.REGISTER_MIN
 
     def reader(self, memory: Any) -> Mover:
-        if not self._reads_itself(memory):
-            return super().reader(memory)
-        pointer, context = memory.cuda_pointer(), memory.cuda_context()
-        context = _cuda.context_of(pointer) if context is None else context
-        return functools.partial(_read_own, self._device.stream, pointer, context)
+        return self._read_own if self._reads_itself(memory) else super().reader(memory)
 
     def read_waits(self, memory: Any) -> bool:
         return not self._reads_itself(memory) and super().read_waits(memory)
+
+    def _read_own(self, memory: Any, out: np.ndarray) -> None:
+        """``memory``'s bytes into ``out`` after the runtime's work (the stream set, or the legacy default stream),
+        which is the runtime's whole wait: what its queued kernels held is let go after it, as ``Runtime.wait`` lets
+        it go. NotSupportedError while the stream set is being captured into a CUDA graph (nothing may wait on it;
+        the capture is left as it was)."""
+        runtime, stream = self._runtime, self._device.stream.handle
+        if stream and _cuda.capturing(stream):
+            raise _capturing()
+        pointer, context = memory.cuda_pointer(), memory.cuda_context()  # found once, kept by the memory
+        host = ffi.from_buffer(out, require_writable=True)
+        copies = runtime.foreign.copies
+        flight = copies.in_flight()  # before the wait: what its work reads (no staging buffers on CUDA)
+        try:
+            code = lib.taichi_aot_cuda_read(_cuda.table(), context, stream or 0, runtime.gate.pending, host, pointer,
+                                            out.nbytes)
+        finally:
+            came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
+        if code == lib.TAICHI_AOT_CUDA_CAPTURING:  # a capture begun on another thread since the look above
+            copies.unwaited(flight)
+            raise _capturing()
+        _cuda.check(code, "copy from CUDA memory")
+        runtime.foreign.release(flight)
+
+
+def _capturing() -> NotSupportedError:
+    return NotSupportedError("to_numpy: the runtime's CUDA stream is being captured into a CUDA graph, and a read "
+                             "waits for it, which no capture may hold; read the ndarray after the capture ends")
 
 
 class CudaLibrary(Library):

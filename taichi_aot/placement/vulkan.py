@@ -244,7 +244,8 @@ class SharedMemoryVulkan(Device):
     def counts(self) -> dict[str, int]:
         """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
         and found kept, fences waited for, workgroups dispatched, copies recorded, host arrays copied through their
-        imported pages (:data:`COUNTS`)."""
+        imported pages, fence waits polled and blocked, and launches that let Python's lock go: behind another
+        thread's call, or behind the GPU (the next batch slot still running) (:data:`COUNTS`)."""
         out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
         lib.taichi_aot_vk_counts(self.vulkan_id, out)
         return dict(zip(COUNTS, (int(v) for v in out)))

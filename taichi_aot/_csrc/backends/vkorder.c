@@ -25,7 +25,8 @@
 /* libtaichi's functions wrapped here, one line each: the field of vk_real that keeps the real function (the
    trampoline's slot's before the wrapper took it), and the C-API name; the wrapper is vk_<field>. */
 #define VK_WRAPPED(X)                                                                                          \
-    X(create_runtime, ti_create_runtime) X(destroy_runtime, ti_destroy_runtime)                                \
+    X(create_runtime, ti_create_runtime) X(create_vulkan_runtime, ti_create_vulkan_runtime_ext)                \
+    X(import_vulkan_runtime, ti_import_vulkan_runtime) X(destroy_runtime, ti_destroy_runtime)                  \
     X(launch_kernel, ti_launch_kernel) X(launch_graph, ti_launch_compute_graph)                                \
     X(copy_memory, ti_copy_memory_device_to_device) X(copy_image, ti_copy_image_device_to_device)              \
     X(transition_image, ti_transition_image) X(allocate_image, ti_allocate_image) X(free_image, ti_free_image) \
@@ -213,14 +214,29 @@ static void vk_destroy_runtime(TiRuntime runtime) {
     if (aot_vk_refused(runtime)) { /* destroyed already (here, or on another thread): never twice */
         return;
     }
-    rt = aot_vk_close_runtime(runtime);
+    rt = aot_vk_close_runtime(runtime, 1);
     vk_real.destroy_runtime(runtime);
     aot_vk_let_go(rt);
 }
 
-/* A runtime made: a closed one's address noted before is another's now. */
+/* A runtime made, by any of libtaichi's makers: a closed one's address noted before is another's now. */
 static TiRuntime vk_create_runtime(TiArch arch, uint32_t device_index) {
     TiRuntime made = vk_real.create_runtime(arch, device_index);
+    aot_holds_forget_closed(made);
+    return made;
+}
+
+static TiRuntime vk_create_vulkan_runtime(uint32_t api_version, uint32_t instance_extension_count,
+                                          const char **instance_extensions, uint32_t device_extension_count,
+                                          const char **device_extensions) {
+    TiRuntime made = vk_real.create_vulkan_runtime(api_version, instance_extension_count, instance_extensions,
+                                                   device_extension_count, device_extensions);
+    aot_holds_forget_closed(made);
+    return made;
+}
+
+static TiRuntime vk_import_vulkan_runtime(const TiVulkanRuntimeInteropInfo *interop_info) {
+    TiRuntime made = vk_real.import_vulkan_runtime(interop_info);
     aot_holds_forget_closed(made);
     return made;
 }

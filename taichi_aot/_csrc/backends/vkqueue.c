@@ -567,17 +567,20 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     return rt->id;
 }
 
-/* The runtime's own state closed (its kernels with it), before libtaichi destroys the runtime: its calls held by the
-   caller once this returns (NULL: none was open), until libtaichi's runtime is gone; its handle noted closed (before
-   the registry lets it go: a thread that finds it gone finds it closed). */
-VkRt *aot_vk_close_runtime(TiRuntime runtime) {
+/* The runtime's own state closed (its kernels with it): its calls held by the caller once this returns (NULL: none
+   was open). Where libtaichi destroys the runtime next (`destroyed`), held until libtaichi's runtime is gone, and its
+   handle noted closed (before the registry lets it go: a thread that finds it gone finds it closed); a runtime whose
+   own state alone is closed (taichi_aot_vk_close) stays libtaichi's to use and destroy. */
+VkRt *aot_vk_close_runtime(TiRuntime runtime, int destroyed) {
     VkRt *rt = NULL;
     int i;
     pthread_mutex_lock(&aot_vk_lock);
     for (i = 0; i < VK_RUNTIMES; ++i) {
         if (vk_runtimes[i] != NULL && vk_runtimes[i]->runtime == runtime) {
             rt = vk_runtimes[i];
-            aot_holds_note_closed(runtime, vk_closed_words);
+            if (destroyed) {
+                aot_holds_note_closed(runtime, vk_closed_words);
+            }
             aot_holds_forget(runtime, &rt->pair);
             aot_holds_forget_modules(runtime);
             __atomic_store_n(&vk_handles[i], NULL, __ATOMIC_RELEASE);
@@ -596,7 +599,7 @@ VkRt *aot_vk_close_runtime(TiRuntime runtime) {
 }
 
 void taichi_aot_vk_close(TiRuntime runtime) {
-    aot_vk_let_go(aot_vk_close_runtime(runtime));
+    aot_vk_let_go(aot_vk_close_runtime(runtime, 0));
 }
 
 /* The runtime's own state by its id (0: none open, or closed since). */

@@ -25,7 +25,7 @@ __attribute__((visibility("hidden"))) void aot_vk_let_go(VkRt *rt);
    returns it. */
 __attribute__((visibility("hidden"))) int aot_vk_try_hold(TiRuntime runtime, VkRt **held);
 __attribute__((visibility("hidden"))) VkRt *aot_vk_by_id(uint64_t id);
-__attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runtime);
+__attribute__((visibility("hidden"))) VkRt *aot_vk_close_runtime(TiRuntime runtime, int destroyed);
 /* Whether `runtime` was closed here (holds.c keeps it until a runtime is made at its address again): libtaichi's last
    error then says so, in the Vulkan state's words, and the caller makes no call on it. */
 __attribute__((visibility("hidden"))) int aot_vk_refused(TiRuntime runtime);
