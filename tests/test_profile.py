@@ -237,7 +237,8 @@ def test_the_profile_command_runs_a_script_and_prints_its_kernels(vulkan, module
     assert not os.path.exists(tmp_path / "none.py")
 
 
-def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp_path_factory):
+def _with_ptx(cuda_modules, tmp_path_factory) -> str:
+    """The test kernels' CUDA module with its PTX added, for the own launcher (skipped where there is no CUDA)."""
     from conftest import with_ptx_copies
     from taichi_aot import capi
 
@@ -245,7 +246,11 @@ def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp
     if not status.available:
         pytest.skip(f"no CUDA here: {status.reason}")
     require_extra("llvmlite", "ptx")
-    path = with_ptx_copies(cuda_modules, ["tests"], tmp_path_factory)["tests"]
+    return with_ptx_copies(cuda_modules, ["tests"], tmp_path_factory)["tests"]
+
+
+def test_cuda_launches_are_timed_by_events_on_the_own_launcher(cuda_modules, tmp_path_factory):
+    path = _with_ptx(cuda_modules, tmp_path_factory)
     with Runtime(Arch.CUDA) as rt:
         for launcher, timed in (("auto", "device"), ("taichi", "enqueue")):
             add = rt.load_module(path, launcher=launcher).kernels["add"]
@@ -267,14 +272,7 @@ def test_cuda_device_times_keep_the_hosts_spacing_across_renewed_references(cuda
     (backends/cudaprofile.c), each renewal placed on the host's clock from the one before. Launches made after idle
     pauses start on the device as far apart as their calls were made (the GPU idle, each starts right after its
     call), with another thread reading the profile while this one launches; every launch is timed on the device."""
-    from conftest import with_ptx_copies
-    from taichi_aot import capi
-
-    status = capi.arch_status()[Arch.CUDA]
-    if not status.available:
-        pytest.skip(f"no CUDA here: {status.reason}")
-    require_extra("llvmlite", "ptx")
-    path = with_ptx_copies(cuda_modules, ["tests"], tmp_path_factory)["tests"]
+    path = _with_ptx(cuda_modules, tmp_path_factory)
     with Runtime(Arch.CUDA) as rt:
         add = rt.load_module(path).kernels["add"]
         x, y = _arrays(rt)
