@@ -39,24 +39,25 @@ int taichi_aot_cuda_read(const TaichiAotCudaDriver *cu, uint64_t context, uint64
                          void *host, uint64_t device, uint64_t size) {
     int code = 0, popped, status = 0;
     void *previous = NULL;
-    if (stream != 0 && (((taichi_aot_cu_capturing)cu->capturing)((void *)(uintptr_t)stream, &status) != 0 ||
-                        status != 0)) {
-        return TAICHI_AOT_CUDA_CAPTURING; /* nothing may wait on it: the caller refuses, the capture untouched */
-    }
     if (context != 0 && (code = ((taichi_aot_cu_push)cu->push)((void *)(uintptr_t)context)) != 0) {
         return code;
     }
-    pending[0] = 0; /* first, as a runtime's wait clears it: what another thread counts meanwhile stays counted */
-    if (stream != 0) { /* the stream set: its work first (a non-blocking one is not ordered with the copy's) */
-        code = ((taichi_aot_cu_sync)cu->sync)((void *)(uintptr_t)stream);
-    }
-    if (code == 0) { /* the legacy default stream's: after what was queued on it, and on every blocking stream */
-        code = ((taichi_aot_cu_dtoh)cu->dtoh)(host, device, (size_t)size);
+    if (stream != 0 && (((taichi_aot_cu_capturing)cu->capturing)((void *)(uintptr_t)stream, &status) != 0 ||
+                        status != 0)) {
+        code = TAICHI_AOT_CUDA_CAPTURING; /* nothing may wait on it: the caller refuses, the capture untouched */
+    } else {
+        pending[0] = 0; /* first, as a runtime's wait clears it: what another thread counts meanwhile stays counted */
+        if (stream != 0) { /* the stream set: its work first (a non-blocking one is not ordered with the copy's) */
+            code = ((taichi_aot_cu_sync)cu->sync)((void *)(uintptr_t)stream);
+        }
+        if (code == 0) { /* the legacy default stream's: after what was queued on it, and on every blocking stream */
+            code = ((taichi_aot_cu_dtoh)cu->dtoh)(host, device, (size_t)size);
+        }
+        taichi_aot_coming_back(); /* it waited with Python's lock let go (the caller unmarks it) */
     }
     if (context != 0) {
         popped = ((taichi_aot_cu_pop)cu->pop)(&previous);
         code = code != 0 ? code : popped;
     }
-    taichi_aot_coming_back(); /* it waited with Python's lock let go (the caller unmarks it) */
     return code;
 }

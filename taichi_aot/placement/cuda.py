@@ -96,8 +96,6 @@ class OwnCudaTransfers(CudaTransfers):
         it go. NotSupportedError while the stream set is being captured into a CUDA graph (nothing may wait on it;
         the capture is left as it was)."""
         runtime, stream = self._runtime, self._device.stream.handle
-        if stream and _cuda.capturing(stream):
-            raise _capturing()
         pointer, context = memory.cuda_pointer(), memory.cuda_context()  # found once, kept by the memory
         host = ffi.from_buffer(out, require_writable=True)
         copies = runtime.foreign.copies
@@ -107,16 +105,13 @@ class OwnCudaTransfers(CudaTransfers):
                                             out.nbytes)
         finally:
             came_back()  # Python's lock this thread's again (_csrc/launch.c: taichi_aot_coming)
-        if code == lib.TAICHI_AOT_CUDA_CAPTURING:  # a capture begun on another thread since the look above
+        if code == lib.TAICHI_AOT_CUDA_CAPTURING:  # nothing waited for: what the work reads is still in flight
             copies.unwaited(flight)
-            raise _capturing()
+            raise NotSupportedError("to_numpy: the runtime's CUDA stream is being captured into a CUDA graph, and a "
+                                    "read waits for it, which no capture may hold; read the ndarray after the capture "
+                                    "ends")
         _cuda.check(code, "copy from CUDA memory")
         runtime.foreign.release(flight)
-
-
-def _capturing() -> NotSupportedError:
-    return NotSupportedError("to_numpy: the runtime's CUDA stream is being captured into a CUDA graph, and a read "
-                             "waits for it, which no capture may hold; read the ndarray after the capture ends")
 
 
 class CudaLibrary(Library):

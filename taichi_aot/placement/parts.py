@@ -110,32 +110,25 @@ class Moves:
         self._read, self._write = reader, writer
         self._read_waits, self._write_waits = read_waits, write_waits
 
-    # Each copy pins the memory as Memory.in_use does, written out: the context manager's generator costs about a
-    # microsecond, a fifth of a small value's Python path (to_numpy after a launch).
-
     def read(self, out: np.ndarray) -> None:
         """:meth:`Transfers.read` of the memory."""
+        self._move(self._read, self._read_waits, out)
+
+    def write(self, array: np.ndarray, new: bool = False) -> None:
+        """:meth:`Transfers.write` of the memory."""
+        self._move(self._write, self._write_waits and not new, array)
+
+    def _move(self, mover: Mover, waits: bool, array: np.ndarray) -> None:
+        """One copy, the memory pinned as Memory.in_use pins it, written out (the context manager's generator costs
+        about a microsecond, a fifth of a small value's Python path: to_numpy after a launch)."""
         memory, owned = self._memory, self._owned
         owned.pin()  # not released under the copy by a close on another thread
         try:
             if owned.closed:
                 memory.ensure_open()  # raises: the memory's own words
-            if self._read_waits:
+            if waits:
                 self._sync()
-            self._read(memory, out)
-        finally:
-            owned.unpin()
-
-    def write(self, array: np.ndarray, new: bool = False) -> None:
-        """:meth:`Transfers.write` of the memory."""
-        memory, owned = self._memory, self._owned
-        owned.pin()
-        try:
-            if owned.closed:
-                memory.ensure_open()
-            if not new and self._write_waits:
-                self._sync()
-            self._write(memory, array)
+            mover(memory, array)
         finally:
             owned.unpin()
 
