@@ -5,13 +5,15 @@ The policies are CUDA's scheduling flags' (``cudaDeviceScheduleAuto``, ``Spin``,
 * ``"auto"``: poll for a bounded time, learned from how long the runtime's waits took (twice their recent length,
   at least 50 us, at most about a millisecond), and only while fewer threads of the process poll than it has cores;
   then sleep in the driver's wait; on a CPU device (Vulkan's lavapipe) it sleeps at once, as the device's own
-  threads need the cores a poll would take;
+  threads need the cores a poll would take, and so it does where threads share a Vulkan runtime (one thread's
+  launch, value or wait after another's, for the next few batches): a polling thread slows the one launching;
 * ``"spin"``: poll until the work is done (the lowest latency; a core busy for the whole wait);
 * ``"yield"``: poll, yielding the core between polls;
 * ``"block"``: sleep in the driver's wait at once (the least CPU time; on NVIDIA's Vulkan it wakes 20-30 us after
   the GPU is done).
 
-The own Vulkan launch's fence waits follow the policy (``rt.device.counts()``: ``waits polled``, ``waits blocked``).
+The own Vulkan launch's fence waits follow the policy (``rt.device.counts()``: ``waits polled``, ``waits blocked``,
+``waits while threads share``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A runtime's wait policy (``Runtime(wait=...)``, ``TAICHI_AOT_WAIT``; ``taichi_aot/waits.py``, ``_csrc/waits.c``):
 each policy's waits are what it says (the own Vulkan state's counts: fence waits polled to their end, or blocked),
 every value is right under each, from one thread and from several; "auto" blocks on a CPU device (lavapipe), whose
-work runs on the cores a poll would take; a policy that is none is refused, by argument and by variable."""
+work runs on the cores a poll would take, and where threads share the runtime; a policy that is none is refused, by
+argument and by variable."""
 
 from __future__ import annotations
 
@@ -79,6 +80,27 @@ def test_threads_waiting_under_a_policy_each_get_their_values(vulkan, modules, p
         add = rt.load_module(modules.path(vulkan)).kernels["add"]
         _values_in_threads(rt, add, 32, 30, 10, here=True)
         np.testing.assert_array_equal(_waited_adds(rt, add, 3), np.arange(64, dtype=np.float32) + 3)
+
+
+@pytest.mark.parametrize("policy", ["spin", "auto"])
+def test_waits_while_threads_share_a_runtime_are_told_apart(vulkan, modules, policy):
+    """One thread's waits are not made while threads share the runtime; four threads' values on one runtime are
+    (``waits while threads share``). There "auto" blocks on a GPU (polling threads slow the launching one), and "spin"
+    polls as it says; every value is right."""
+    with Runtime(vulkan, wait=policy) as rt:
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        before = rt.device.counts()
+        np.testing.assert_array_equal(_waited_adds(rt, add, 10), np.arange(64, dtype=np.float32) + 10)
+        alone = {k: v - before[k] for k, v in rt.device.counts().items()}
+        assert alone["fence waits"] >= 10 and alone["waits while threads share"] == 0, alone
+        before = rt.device.counts()
+        _values_in_threads(rt, add, 32, 30, 10)
+        shared = {k: v - before[k] for k, v in rt.device.counts().items()}
+        assert shared["waits while threads share"] >= 1, shared
+        if policy == "spin":
+            assert shared["waits blocked"] == 0, shared
+        else:  # auto: blocks where threads share (at once on a CPU device, lavapipe, as ever)
+            assert shared["waits blocked"] >= shared["waits while threads share"], shared
 
 
 def test_the_policy_comes_from_the_environment_and_a_wrong_one_is_refused(vulkan, monkeypatch):

@@ -543,8 +543,8 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    minus Vulkan's VkResult. taichi_aot_vk_counts gives a runtime's TAICHI_AOT_VK_COUNTS counts: dispatches recorded,
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
    arrays copied through their imported pages, fence waits that polled to their end and that blocked, quick launches
-   that let Python's lock go because another thread's call held the runtime or the next batch slot was still running;
-   taichi_aot_vk_count_name names each (NULL past the last).
+   that let Python's lock go because another thread's call held the runtime or the next batch slot was still running,
+   fence waits made while threads shared the runtime (vkstate.h: aot_vk_shared); taichi_aot_vk_count_name names each (NULL past the last).
    taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
    call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:
    nothing held, no own state open): taichi_aot_launch and taichi_aot_replay check the close epoch inside, and the
@@ -560,7 +560,7 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
 #define TAICHI_AOT_VK_BATCH_DISPATCHES 256
 #define TAICHI_AOT_VK_EARLY_LAUNCHES 16 /* where waits block, a batch begun after a wait is submitted at this launch */
 #define TAICHI_AOT_VK_RESULT_BYTES 4096
-#define TAICHI_AOT_VK_COUNTS 12
+#define TAICHI_AOT_VK_COUNTS 13
 #define TAICHI_AOT_VK_ERROR (-3000)
 typedef struct {
     uint32_t binding;

@@ -30,14 +30,6 @@ static uint64_t wait_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static inline void wait_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 void aot_wait_set(AotWaitPolicy *p, int policy, uint64_t cap_ns) {
     if (policy != TAICHI_AOT_WAIT_SPIN && policy != TAICHI_AOT_WAIT_YIELD && policy != TAICHI_AOT_WAIT_BLOCK) {
         policy = TAICHI_AOT_WAIT_AUTO;
@@ -63,11 +55,11 @@ static uint64_t wait_budget(const AotWaitPolicy *p) {
     return budget > cap ? cap : budget;
 }
 
-int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *), void *ctx, int *how) {
+int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *), void *ctx, int others, int *how) {
     int policy = __atomic_load_n(&p->policy, __ATOMIC_RELAXED), code, counted = 0;
     uint64_t start, budget = UINT64_MAX, took;
     *how = AOT_WAITED_BLOCKED;
-    if (policy == TAICHI_AOT_WAIT_BLOCK) {
+    if (policy == TAICHI_AOT_WAIT_BLOCK || (policy == TAICHI_AOT_WAIT_AUTO && others)) {
         return block(ctx);
     }
     if (policy == TAICHI_AOT_WAIT_AUTO) {
@@ -99,7 +91,7 @@ int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *), void *
         if (policy == TAICHI_AOT_WAIT_YIELD) {
             sched_yield();
         } else {
-            wait_relax();
+            aot_relax();
         }
     }
     if (counted) {

@@ -244,8 +244,9 @@ class SharedMemoryVulkan(Device):
     def counts(self) -> dict[str, int]:
         """What the own Vulkan state did on this runtime: dispatches recorded, batches submitted, descriptor sets made
         and found kept, fences waited for, workgroups dispatched, copies recorded, host arrays copied through their
-        imported pages, fence waits polled and blocked, and launches that let Python's lock go: behind another
-        thread's call, or behind the GPU (the next batch slot still running) (:data:`COUNTS`)."""
+        imported pages, fence waits polled and blocked, launches that let Python's lock go: behind another thread's
+        call (one longer than a quick launch waits for), or behind the GPU (the next batch slot still running), and
+        fence waits made while threads shared the runtime (:data:`COUNTS`)."""
         out = ffi.new("uint64_t[]", lib.TAICHI_AOT_VK_COUNTS)
         lib.taichi_aot_vk_counts(self.vulkan_id, out)
         return dict(zip(COUNTS, (int(v) for v in out)))

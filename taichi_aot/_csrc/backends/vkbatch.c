@@ -48,13 +48,17 @@ static int vk_fences_block(void *ctx) {
     return w->at < w->n ? w->rt->f.WaitForFences(w->rt->device, w->n - w->at, w->fences + w->at, 1, UINT64_MAX) : 0;
 }
 
-/* Every one of `n` fences signalled, waited for by the policy; how, counted (atomic: a wait with the calls let go). */
-static AotVkResult vk_fences_wait(VkRt *rt, uint32_t n, const AotVkHandle *fences) {
+/* Every one of `n` fences signalled, waited for by the policy (`shared`: aot_vk_shared, read with the calls held);
+   how, counted (atomic: a wait with the calls let go). */
+static AotVkResult vk_fences_wait(VkRt *rt, uint32_t n, const AotVkHandle *fences, int shared) {
     VkFenceWait w = {rt, fences, n, 0};
     int how, code;
-    code = aot_wait(&rt->wait, vk_fences_poll, vk_fences_block, &w, &how);
+    code = aot_wait(&rt->wait, vk_fences_poll, vk_fences_block, &w, shared && rt->adapts, &how);
     __atomic_add_fetch(&rt->counts[how == AOT_WAITED_POLLED ? VK_COUNT_WAITS_POLLED : VK_COUNT_WAITS_BLOCKED], 1,
                        __ATOMIC_RELAXED);
+    if (shared) {
+        __atomic_add_fetch(&rt->counts[VK_COUNT_WAITS_SHARED], 1, __ATOMIC_RELAXED);
+    }
     return (AotVkResult)code;
 }
 
@@ -82,7 +86,9 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
         return AOT_VK_SUCCESS;
     }
     ++rt->counts[VK_COUNT_FENCE_WAITS];
-    code = vk_fences_wait(rt, n, fences);
+    __atomic_store_n(&rt->stalled, 1, __ATOMIC_RELEASE); /* a quick launch on another thread does not wait for it */
+    code = vk_fences_wait(rt, n, fences, aot_vk_shared(rt));
+    __atomic_store_n(&rt->stalled, 0, __ATOMIC_RELEASE);
     if (code != AOT_VK_SUCCESS) {
         return code;
     }
@@ -140,6 +146,9 @@ int aot_vk_wait_free(VkRt *rt) {
     uint32_t n = 0, i, j;
     uint64_t upto;
     AotVkResult failed = AOT_VK_SUCCESS;
+    int shared;
+    aot_vk_note_thread(rt);
+    shared = aot_vk_shared(rt);
     if (!vk_may_let_go(rt)) {
         aot_vk_wait_batches(rt, NULL);
         return 0;
@@ -161,7 +170,7 @@ int aot_vk_wait_free(VkRt *rt) {
     upto = which[n - 1]->serial; /* read while its slot is this wait's: once let go, a begin gives it a new serial */
     vk_let_go_for_wait(rt);
     for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
-        AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence);
+        AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence, shared);
         failed = failed != AOT_VK_SUCCESS ? failed : code;
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
@@ -176,13 +185,14 @@ int aot_vk_wait_free(VkRt *rt) {
 }
 
 int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code) {
+    int shared = aot_vk_shared(rt);
     if (!vk_may_let_go(rt)) {
         *code = aot_vk_wait_batches(rt, b);
         return 0;
     }
     __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
     vk_let_go_for_wait(rt);
-    *code = vk_fences_wait(rt, 1, &b->fence);
+    *code = vk_fences_wait(rt, 1, &b->fence, shared);
     if (*code == AOT_VK_SUCCESS) {
         vk_waited_upto(rt, b->serial); /* it, and each batch submitted before it (the fence's first scope) */
     }

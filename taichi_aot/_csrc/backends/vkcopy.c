@@ -132,6 +132,7 @@ static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t
     if (from == 0) {
         return vk_no_buffer();
     }
+    aot_vk_note_thread(rt); /* a value read: whether threads share the runtime (its wait blocks where they do) */
     b = vk_transfer_batch(rt, &code);
     if (b == NULL) {
         return TAICHI_AOT_VK_ERROR - code;

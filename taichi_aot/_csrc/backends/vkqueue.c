@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "interop.h"
@@ -99,14 +100,35 @@ void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
     return aot_vk_hold(runtime);
 }
 
+/* The calls taken once another thread's call ends within VK_CALLS_SPIN_NS (1), polled with Python's lock kept; 0
+   where it does not, or waits for the GPU with them held (`stalled`): the caller then waits for them without
+   Python's lock. */
+static int vk_calls_soon(VkRt *rt) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        if (__atomic_load_n(&rt->stalled, __ATOMIC_ACQUIRE)) {
+            return 0;
+        }
+        if (pthread_mutex_trylock(&rt->calls) == 0) {
+            return 1;
+        }
+        aot_relax();
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) > VK_CALLS_SPIN_NS) {
+            return 0;
+        }
+    }
+}
+
 int aot_vk_try_hold(TiRuntime runtime, VkRt **held) {
     VkRt *rt = aot_vk_find(runtime);
     *held = NULL;
     if (rt == NULL) {
         return 1; /* none open: nothing to hold */
     }
-    if (pthread_mutex_trylock(&rt->calls) != 0) {
-        return 0; /* another thread's call: the caller waits for it without Python's lock */
+    if (pthread_mutex_trylock(&rt->calls) != 0 && !vk_calls_soon(rt)) {
+        return 0; /* another thread's call, not a short one: the caller waits for it without Python's lock */
     }
     ++rt->depth;
     if (rt->closed || rt->runtime != runtime) { /* closed meanwhile, as aot_vk_hold finds it */
@@ -522,6 +544,8 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     rt->current = -1;
     rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
     rt->early = VK_EARLY_POLLED;
+    rt->adapts = 1;
+    rt->shared_serial = (uint64_t)0 - 2 * VK_SHARED_BATCHES; /* no thread shares it yet */
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = rt->library_since = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);
@@ -635,6 +659,7 @@ void taichi_aot_vk_set_wait(uint64_t id, int policy, uint64_t cap_ns) {
         aot_wait_set(&rt->wait, policy, cap_ns);
         rt->feed = policy != TAICHI_AOT_WAIT_BLOCK;
         rt->early = rt->feed ? VK_EARLY_POLLED : TAICHI_AOT_VK_EARLY_LAUNCHES;
+        rt->adapts = policy != TAICHI_AOT_WAIT_BLOCK && policy != TAICHI_AOT_WAIT_SPIN && policy != TAICHI_AOT_WAIT_YIELD;
     }
     aot_vk_let_go(rt);
 }

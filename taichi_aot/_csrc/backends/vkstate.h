@@ -46,6 +46,13 @@
    launch and the value read after it (the copies filling its arrays before it, the copy of the value after it) go in
    one submission, not in two; a launch and rt.wait() are one either way (the wait submits). */
 #define VK_EARLY_POLLED 2
+/* Threads share a runtime (aot_vk_shared) for this many batches after one thread's launch, read or wait follows
+   another's. */
+#define VK_SHARED_BATCHES 4
+/* How long a quick launch waits, Python's lock kept, for another thread's call on the runtime to end before it lets
+   the lock go and waits for it (aot_vk_try_hold): a launch or a value's copy and submit holds the calls for a few
+   microseconds; handing Python's lock to another thread and taking it back costs a thread's turn. */
+#define VK_CALLS_SPIN_NS 30000
 
 typedef struct VkRt VkRt;
 /* A profile's timestamps in a batch, and a runtime's way of taking them: vkprofile.c's, known elsewhere by pointer. */
@@ -58,7 +65,7 @@ typedef struct VkStamping VkStamping;
     X(DISPATCHES, "dispatches") X(SUBMITS, "submits") X(SETS_MADE, "sets made") X(SETS_KEPT, "sets kept") \
     X(FENCE_WAITS, "fence waits") X(WORKGROUPS, "workgroups") X(COPIES, "copies") X(HOST_COPIES, "host copies") \
     X(WAITS_POLLED, "waits polled") X(WAITS_BLOCKED, "waits blocked") X(QUICK_BUSY, "launches behind a call")     \
-    X(QUICK_FULL, "launches behind the GPU")
+    X(QUICK_FULL, "launches behind the GPU") X(WAITS_SHARED, "waits while threads share")
 enum {
 #define VK_COUNTER(id, name) VK_COUNT_##id,
     VK_COUNTERS(VK_COUNTER)
@@ -183,6 +190,18 @@ struct VkRt {
     /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
        found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
     int closed;
+    /* Threads sharing the runtime (aot_vk_note_thread, with the calls held): the thread that last launched, read or
+       waited, and the serial of the newest batch when another thread than that one did (far back at first). While
+       they share it (aot_vk_shared) and the policy is auto (`adapts`), waits block and a batch is submitted only by a
+       value, a wait or when full (not early, not fed). On an H200, four threads sharing it, 400 launches each and a
+       value every 10: their launches took 91 us a round (ten launches) with waits polled and batches fed, 50 with
+       neither (one thread's: 28-35), and with the quick launch's wait for a short call (VK_CALLS_SPIN_NS) 8.8 ms
+       in all against 10.0 before (medians of 18; one thread 10.4-10.9 ms; benchmarks/RESULTS.md, session 49). */
+    pthread_t last_thread;
+    uint64_t shared_serial;
+    int adapts;
+    /* a thread waits for the GPU with the calls held (atomic): a quick launch does not wait for them (aot_vk_try_hold) */
+    int stalled;
 };
 
 /* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
@@ -200,6 +219,23 @@ static inline void aot_vk_calls_lock(VkRt *rt) {
 static inline void aot_vk_calls_unlock(VkRt *rt) {
     --rt->depth;
     pthread_mutex_unlock(&rt->calls);
+}
+
+/* This thread's launch, read or wait noted, with the calls held: another thread than the last makes the threads share
+   the runtime for VK_SHARED_BATCHES batches (aot_vk_shared). */
+static inline void aot_vk_note_thread(VkRt *rt) {
+    pthread_t self = pthread_self();
+    if (!pthread_equal(self, rt->last_thread)) {
+        if (rt->last_thread != 0) {
+            rt->shared_serial = rt->serial;
+        }
+        rt->last_thread = self;
+    }
+}
+
+/* Whether threads share the runtime now (aot_vk_note_thread), with the calls held. */
+static inline int aot_vk_shared(const VkRt *rt) {
+    return rt->serial - rt->shared_serial < VK_SHARED_BATCHES;
 }
 
 #endif
