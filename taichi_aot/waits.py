@@ -5,8 +5,9 @@ The policies are CUDA's scheduling flags' (``cudaDeviceScheduleAuto``, ``Spin``,
 * ``"auto"``: poll for a bounded time, learned from how long the runtime's waits took (twice their recent length,
   at least 50 us, at most about a millisecond), and only while fewer threads of the process poll than it has cores;
   then sleep in the driver's wait; on a CPU device (Vulkan's lavapipe) it sleeps at once, as the device's own
-  threads need the cores a poll would take, and so it does where threads share a Vulkan runtime (one thread's
-  launch, value or wait after another's, for the next few batches): a polling thread slows the one launching;
+  threads need the cores a poll would take, and so it does where threads share a Vulkan runtime (from a launch of
+  one thread after another's until one thread has made 64 launches in a row): a polling thread slows the one
+  launching;
 * ``"spin"``: poll until the work is done (the lowest latency; a core busy for the whole wait);
 * ``"yield"``: poll, yielding the core between polls;
 * ``"block"``: sleep in the driver's wait at once (the least CPU time; on NVIDIA's Vulkan it wakes 20-30 us after

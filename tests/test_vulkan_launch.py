@@ -261,6 +261,8 @@ def test_vk_h_agrees_with_vulkans_own_headers(tmp_path):
             continue
         checks.append(f"_Static_assert((long long)({value}) == (long long){name}, \"{name}\");")
     checks.append("_Static_assert(AOT_VK_PROPERTIES_SIZE == sizeof(VkPhysicalDeviceProperties), \"properties\");")
+    checks.append("_Static_assert(AOT_VK_PROPERTIES_DEVICE_TYPE == offsetof(VkPhysicalDeviceProperties, deviceType), "
+                  "\"deviceType\");")
     for limit, member in (("MAX_UNIFORM_BUFFER_RANGE", "maxUniformBufferRange"),
                           ("MAX_COMPUTE_WORK_GROUP_COUNT", "maxComputeWorkGroupCount"),
                           ("MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT", "minUniformBufferOffsetAlignment")):

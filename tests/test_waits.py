@@ -13,6 +13,7 @@ import pytest
 
 from conftest import require_arch
 from taichi_aot import Arch, InvalidArgumentError, Runtime
+from taichi_aot._native import lib
 from taichi_aot.waits import POLICIES
 
 
@@ -82,25 +83,94 @@ def test_threads_waiting_under_a_policy_each_get_their_values(vulkan, modules, p
         np.testing.assert_array_equal(_waited_adds(rt, add, 3), np.arange(64, dtype=np.float32) + 3)
 
 
+def _auto_in_c(rt: Runtime) -> None:
+    """The own Vulkan state's waits under "auto" as on a GPU, on lavapipe too (where the runtime's "auto" blocks at
+    once: a CPU device's threads need the cores), so that what auto does where threads share shows here."""
+    lib.taichi_aot_vk_set_wait(rt.device.vulkan_id, POLICIES.index("auto"), 0)
+
+
+def _moved(rt: Runtime, before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before[k] for k, v in rt.device.counts().items()}
+
+
 @pytest.mark.parametrize("policy", ["spin", "auto"])
 def test_waits_while_threads_share_a_runtime_are_told_apart(vulkan, modules, policy):
     """One thread's waits are not made while threads share the runtime; four threads' values on one runtime are
-    (``waits while threads share``). There "auto" blocks on a GPU (polling threads slow the launching one), and "spin"
+    (``waits while threads share``). There "auto" blocks (a polling thread slows the launching one), and "spin"
     polls as it says; every value is right."""
     with Runtime(vulkan, wait=policy) as rt:
+        if policy == "auto":
+            _auto_in_c(rt)
         add = rt.load_module(modules.path(vulkan)).kernels["add"]
         before = rt.device.counts()
         np.testing.assert_array_equal(_waited_adds(rt, add, 10), np.arange(64, dtype=np.float32) + 10)
-        alone = {k: v - before[k] for k, v in rt.device.counts().items()}
+        alone = _moved(rt, before)
         assert alone["fence waits"] >= 10 and alone["waits while threads share"] == 0, alone
         before = rt.device.counts()
         _values_in_threads(rt, add, 32, 30, 10)
-        shared = {k: v - before[k] for k, v in rt.device.counts().items()}
+        shared = _moved(rt, before)
         assert shared["waits while threads share"] >= 1, shared
         if policy == "spin":
             assert shared["waits blocked"] == 0, shared
-        else:  # auto: blocks where threads share (at once on a CPU device, lavapipe, as ever)
+        else:
             assert shared["waits blocked"] >= shared["waits while threads share"], shared
+
+
+def test_auto_blocks_and_submits_at_waits_while_threads_share_then_polls_and_feeds_again(vulkan, modules):
+    """Under "auto" (as on a GPU), a launch of another thread makes the runtime shared: this thread's next wait blocks
+    at once (it polls alone, for a bounded time), and its launches are submitted by the wait, not early; once this
+    thread has made 64 launches in a row the runtime is its own again: its waits are not shared, and a batch begun
+    after one is submitted at its second launch. A thread that only reads shares nothing."""
+    with Runtime(vulkan, wait="auto") as rt:
+        _auto_in_c(rt)
+        add = rt.load_module(modules.path(vulkan)).kernels["add"]
+        x = rt.ndarray_from_numpy(np.zeros(16, np.float32))
+        y = rt.ndarray_from_numpy(np.ones(16, np.float32))
+        add(x, y, 1.0)
+        rt.wait()
+
+        def other() -> None:
+            add(y, y, 0.0)  # y stays ones
+
+        before = rt.device.counts()
+        add(x, y, 1.0)
+        rt.wait()
+        alone = _moved(rt, before)
+        assert alone["fence waits"] >= 1 and alone["waits while threads share"] == 0, alone  # polled, within a bound
+
+        reader = threading.Thread(target=x.to_numpy)
+        reader.start()
+        reader.join()
+        before = rt.device.counts()
+        add(x, y, 1.0)
+        rt.wait()
+        assert _moved(rt, before)["waits while threads share"] == 0  # a thread that only reads shares nothing
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        before = rt.device.counts()
+        for _ in range(3):
+            add(x, y, 1.0)
+        assert _moved(rt, before)["submits"] == 0  # shared: not early, not fed
+        rt.wait()
+        shared = _moved(rt, before)
+        assert shared["submits"] >= 1 and shared["waits while threads share"] >= 1, shared
+        assert shared["waits polled"] == 0 and shared["waits blocked"] >= 1, shared
+
+        for _ in range(64):  # this thread's launches in a row: the runtime its own again
+            add(x, y, 1.0)
+        rt.wait()
+        before = rt.device.counts()
+        for _ in range(3):
+            add(x, y, 1.0)
+        early = _moved(rt, before)
+        assert early["submits"] >= 1, early  # at its second launch after the wait
+        rt.wait()
+        mine = _moved(rt, before)
+        assert mine["fence waits"] >= 1 and mine["waits while threads share"] == 0, mine
+        np.testing.assert_array_equal(x.to_numpy(), np.full(16, 3 + 3 + 64 + 3, np.float32))
+        np.testing.assert_array_equal(y.to_numpy(), np.ones(16, np.float32))
 
 
 def test_the_policy_comes_from_the_environment_and_a_wrong_one_is_refused(vulkan, monkeypatch):

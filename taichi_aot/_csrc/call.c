@@ -494,8 +494,9 @@ static int launcher_shape_ok(taichi_aot_launcher *self, PyObject *args, PyObject
     return (self->graph ? n == 0 : n <= self->count) && n + named == self->count;
 }
 
-/* The packed launch: with Python's lock kept where it only enqueues and its runtime's calls are free (threads
-   launching at once then do not hand the lock to each other at every launch), else with it let go while it waits. */
+/* The packed launch: with Python's lock kept where it only enqueues and its runtime's calls are free, or soon free
+   (threads launching at once then do not hand the lock to each other at every launch), else with it let go while it
+   waits. */
 static int launcher_launch(const TaichiAotLaunch *c) {
     int code;
     if (__builtin_expect(__atomic_load_n(taichi_aot_api.coming, __ATOMIC_RELAXED) > 0, 0)) {

@@ -32,7 +32,8 @@ typedef struct {
        only where free). */
     int quick;
     /* For a quick kind: whether the launch can be made now without blocking: the runtime's calls taken (where `hold`:
-       it holds them) only where no other thread has them, and nothing in it waits for the device (a full ring of
+       it holds them) only where no other thread has them (the own Vulkan launch waits a few microseconds for another
+       thread's brief call: backends/vkqueue.c's vk_calls_soon), and nothing in it waits for the device (a full ring of
        batches, a kernel's values). 1: go, *held as hold returns it; 0: busy, nothing held. */
     int (*quick_hold)(const TaichiAotLaunch *l, int hold, void **held);
     /* For a kind that keeps a returning kernel's values for each launching thread: this thread's last launch's

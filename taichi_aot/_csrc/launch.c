@@ -153,8 +153,9 @@ int taichi_aot_launch(const TaichiAotLaunch *l) {
 }
 
 /* taichi_aot_launch without blocking, for a caller that holds Python's lock (the C call): TAICHI_AOT_BUSY, nothing
-   launched, where the launch's kind is not quick (kinds.h), another thread has its runtime's calls or the launch would
-   wait for the device; the caller then lets Python's lock go and makes taichi_aot_launch. */
+   launched, where the launch's kind is not quick (kinds.h), another thread has its runtime's calls (beyond a brief
+   call's few microseconds, on Vulkan) or the launch would wait for the device; the caller then lets Python's lock go
+   and makes taichi_aot_launch. */
 int taichi_aot_launch_quick(const TaichiAotLaunch *l) {
     const TaichiAotKindOps *ops = taichi_aot_kind_ops(l->kind);
     void *held = NULL;

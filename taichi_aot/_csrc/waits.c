@@ -24,6 +24,11 @@ static void wait_count_cores(void) {
     __atomic_store_n(&wait_cores, (uint32_t)(n > 0 ? n : 1), __ATOMIC_RELEASE);
 }
 
+uint32_t aot_wait_cores(void) {
+    pthread_once(&wait_cores_once, wait_count_cores);
+    return __atomic_load_n(&wait_cores, __ATOMIC_ACQUIRE);
+}
+
 static uint64_t wait_now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

@@ -1,8 +1,8 @@
 /* A wait for the device by a runtime's wait policy (waits.c), as CUDA's scheduling flags have it: "spin" polls until
    the work is done, "yield" polls and yields the core between polls, "block" sleeps in the driver's wait, and "auto"
    (the default) polls for a bounded time, learned from how long the runtime's waits took (never past the policy's
-   cap, about a millisecond), and only while fewer threads of the process spin than it has cores and no other thread
-   launches on the runtime meanwhile; then blocks.
+   cap, about a millisecond), and only while fewer threads of the process spin than it has cores; then blocks. Where
+   other threads launch on the runtime (the backend says: `others`), auto blocks at once.
    On NVIDIA's Vulkan a blocking fence wait wakes 20-30 us after the GPU is done; a polled one within a microsecond or
    two. A private header, never handed to cffi. */
 #ifndef TAICHI_AOT_WAITS_H
@@ -24,9 +24,9 @@ typedef struct {
 enum { AOT_WAITED_POLLED = 0, AOT_WAITED_BLOCKED_AFTER_POLLING = 1, AOT_WAITED_BLOCKED = 2 };
 
 /* `poll(ctx)`: 0 done, 1 not yet, else an error (returned as it is); `block(ctx)`: waits until done, 0 or an error.
-   `others`: other threads launch on the runtime meanwhile (the backend says), where auto blocks at once: threads that
-   poll slow the one that launches, and a value's wait is hidden behind another thread's launches there (vkstate.h's
-   VkRt.adapts says what it measured). Returns the error (0: done) and, in `*how`, what the wait did
+   `others`: threads share the runtime (the backend says: the own Vulkan launch's aot_vk_shared), where auto blocks at
+   once: threads that poll slow the one that launches, and a value's wait is hidden behind another thread's launches
+   there (vkstate.h's VkRt.adapts says what it measured). Returns the error (0: done) and, in `*how`, what the wait did
    (AOT_WAITED_*). */
 __attribute__((visibility("hidden"))) int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *),
                                                    void *ctx, int others, int *how);
@@ -38,6 +38,8 @@ static inline void aot_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
+/* The cores the process may use (its affinity, read once). */
+__attribute__((visibility("hidden"))) uint32_t aot_wait_cores(void);
 /* The policy set: TAICHI_AOT_WAIT_* (another value: auto), `cap_ns` 0: the default cap. */
 __attribute__((visibility("hidden"))) void aot_wait_set(AotWaitPolicy *p, int policy, uint64_t cap_ns);
 

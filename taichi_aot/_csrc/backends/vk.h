@@ -76,6 +76,8 @@ typedef AotVkVoidFunction (*AotVkGetProcAddr)(AotVkDispatch, const char *);
 
 /* VkPhysicalDeviceProperties is read as bytes: its limits start at byte 296, and of them these few are read. */
 #define AOT_VK_PROPERTIES_SIZE 824
+#define AOT_VK_PROPERTIES_DEVICE_TYPE 16 /* deviceType (a VkPhysicalDeviceType) */
+#define AOT_VK_PHYSICAL_DEVICE_TYPE_CPU 4
 #define AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE (296 + 24)
 #define AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT (296 + 220)
 #define AOT_VK_LIMIT_MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT (296 + 320)

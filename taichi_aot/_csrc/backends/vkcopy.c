@@ -95,9 +95,18 @@ static int vk_copy(VkRt *rt, TiMemory dst, uint64_t dst_offset, TiMemory src, ui
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
 
+/* The runtime's calls held for a brief call (a copy recorded, a value's copy and submit: VkRt.brief), as aot_vk_hold. */
+static VkRt *vk_hold_brief(TiRuntime runtime) {
+    VkRt *rt = aot_vk_hold(runtime);
+    if (rt != NULL) {
+        aot_vk_brief(rt);
+    }
+    return rt;
+}
+
 int taichi_aot_vk_copy(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, TiMemory src, uint64_t src_offset,
                        uint64_t size) {
-    VkRt *rt = aot_vk_hold(runtime);
+    VkRt *rt = vk_hold_brief(runtime);
     int code = rt == NULL ? 1 : vk_copy(rt, dst, dst_offset, src, src_offset, size); /* 1: libtaichi's copy */
     aot_vk_let_go(rt);
     taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */
@@ -132,7 +141,6 @@ static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t
     if (from == 0) {
         return vk_no_buffer();
     }
-    aot_vk_note_thread(rt); /* a value read: whether threads share the runtime (its wait blocks where they do) */
     b = vk_transfer_batch(rt, &code);
     if (b == NULL) {
         return TAICHI_AOT_VK_ERROR - code;
@@ -161,7 +169,7 @@ int taichi_aot_vk_read(TiRuntime runtime, TiMemory src, uint64_t offset, void *h
     if (size == 0 || size > VK_READ_SEGMENT) {
         return 1; /* more than a batch's segment: the caller stages it */
     }
-    rt = aot_vk_hold(runtime);
+    rt = vk_hold_brief(runtime);
     code = rt == NULL ? 1 : vk_read(rt, src, offset, host, size, &held);
     if (held) {
         aot_vk_let_go(rt);
@@ -176,7 +184,7 @@ int taichi_aot_vk_update(TiRuntime runtime, TiMemory dst, uint64_t dst_offset, c
     if (size == 0 || size > TAICHI_AOT_VK_UPDATE_BYTES || size % 4 != 0 || dst_offset % 4 != 0) {
         return 1; /* not a command buffer's write: the caller stages it */
     }
-    rt = aot_vk_hold(runtime);
+    rt = vk_hold_brief(runtime);
     code = rt == NULL ? 1 : vk_update(rt, dst, dst_offset, host, size);
     aot_vk_let_go(rt);
     taichi_aot_coming_back(); /* it may have waited for another thread's call (the caller unmarks it) */

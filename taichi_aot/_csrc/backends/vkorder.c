@@ -160,9 +160,9 @@ static void vk_wait(TiRuntime runtime) {
     }
     aot_vk_submit(rt);
     if (rt->library_dirty) {
-        __atomic_store_n(&rt->stalled, 1, __ATOMIC_RELEASE); /* as aot_vk_wait_batches: waited with the calls held */
+        aot_vk_stall(rt, 1); /* as aot_vk_wait_batches: waited with the calls held */
         vk_real.wait(runtime);
-        __atomic_store_n(&rt->stalled, 0, __ATOMIC_RELEASE);
+        aot_vk_stall(rt, -1);
         rt->library_dirty = rt->library_pending = 0;
     }
     if (!aot_vk_wait_free(rt)) { /* done already where libtaichi waited: their fences are signalled */

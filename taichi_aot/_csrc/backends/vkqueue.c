@@ -100,14 +100,19 @@ void *taichi_aot_vk_hold_calls(TiRuntime runtime) {
     return aot_vk_hold(runtime);
 }
 
-/* The calls taken once another thread's call ends within VK_CALLS_SPIN_NS (1), polled with Python's lock kept; 0
-   where it does not, or waits for the GPU with them held (`stalled`): the caller then waits for them without
-   Python's lock. */
+/* The calls taken once another thread's brief call ends within VK_CALLS_SPIN_NS (1), polled with Python's lock kept
+   (no thread that holds the calls needs that lock, and the wait is bounded: the lock order's one exception); 0 where
+   the runtime does not wait so (`spins`), the call is not brief or ends later, a thread waits for the GPU with them
+   held, or another thread blocks for them: the caller then waits for them without Python's lock. */
 static int vk_calls_soon(VkRt *rt) {
     struct timespec start, now;
+    if (!rt->spins) {
+        return 0;
+    }
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        if (__atomic_load_n(&rt->stalled, __ATOMIC_ACQUIRE)) {
+        if (!__atomic_load_n(&rt->brief, __ATOMIC_ACQUIRE) || __atomic_load_n(&rt->stalled, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&rt->blocked, __ATOMIC_ACQUIRE)) {
             return 0;
         }
         if (pthread_mutex_trylock(&rt->calls) == 0) {
@@ -128,9 +133,10 @@ int aot_vk_try_hold(TiRuntime runtime, VkRt **held) {
         return 1; /* none open: nothing to hold */
     }
     if (pthread_mutex_trylock(&rt->calls) != 0 && !vk_calls_soon(rt)) {
-        return 0; /* another thread's call, not a short one: the caller waits for it without Python's lock */
+        return 0; /* another thread's call, not a brief one: the caller waits for it without Python's lock */
     }
     ++rt->depth;
+    aot_vk_brief(rt); /* a quick launch: brief */
     if (rt->closed || rt->runtime != runtime) { /* closed meanwhile, as aot_vk_hold finds it */
         aot_vk_calls_unlock(rt);
         return 1;
@@ -461,12 +467,14 @@ static AotVkResult vk_make(VkRt *rt, const char **what) {
     AotVkFenceCreateInfo fence = {AOT_VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
     AotVkResult code;
     uint64_t align;
-    uint32_t i;
+    uint32_t i, type;
     memset(props, 0, sizeof(props));
     rt->f.GetPhysicalDeviceProperties(rt->physical, props);
     memcpy(&align, props + AOT_VK_LIMIT_MIN_UNIFORM_BUFFER_OFFSET_ALIGNMENT, 8);
     memcpy(&rt->max_groups, props + AOT_VK_LIMIT_MAX_COMPUTE_WORK_GROUP_COUNT, 4);
     memcpy(&rt->max_range, props + AOT_VK_LIMIT_MAX_UNIFORM_BUFFER_RANGE, 4);
+    memcpy(&type, props + AOT_VK_PROPERTIES_DEVICE_TYPE, 4);
+    rt->spins = type != AOT_VK_PHYSICAL_DEVICE_TYPE_CPU && aot_wait_cores() >= 4;
     rt->align = align >= 16 && align <= 4096 ? (uint32_t)align : 256;
     rt->host_align = vk_host_alignment(rt);
     if (rt->max_groups == 0) {
@@ -545,7 +553,7 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
     rt->early = VK_EARLY_POLLED;
     rt->adapts = 1;
-    rt->shared_serial = (uint64_t)0 - 2 * VK_SHARED_BATCHES; /* no thread shares it yet */
+    rt->in_a_row = VK_SHARED_LAUNCHES; /* no thread shares it yet */
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = rt->library_since = 1;
     missing = vk_functions(rt, (AotVkGetProcAddr)info.get_instance_proc_addr, (AotVkDispatch)info.instance);

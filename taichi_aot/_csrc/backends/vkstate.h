@@ -17,7 +17,9 @@
    then Python's own lock let go (a C call of the launch), then a runtime's `calls`, then `aot_vk_lock`, then holds.c's
    `holds_lock` (a leaf: the registry notes there, under `aot_vk_lock`, the calls it registers and the runtimes it
    closes). Never the reverse: no Python runs with `calls` held, and `aot_vk_lock` is held for a list's walk or change
-   alone (nothing under it waits for `calls` or the GPU). A call that uses a runtime's state or records, submits or
+   alone (nothing under it waits for `calls` or the GPU). The one exception: a quick launch (kinds.h) waits for another
+   thread's brief call with Python's lock kept, for VK_CALLS_SPIN_NS at most (vkqueue.c's vk_calls_soon): bounded,
+   and no thread that holds `calls` takes Python's lock. A call that uses a runtime's state or records, submits or
    waits for its batches holds `calls`: the entry points of vulkan.c, vkcopy.c and vkorder.c take it (aot_vk_hold),
    the layers below expect it held, save the registry's own functions, which take `aot_vk_lock`. A user's wait lets
    `calls` go while it waits for fences (aot_vk_wait_free: only where held once), and takes nothing after. */
@@ -46,12 +48,12 @@
    launch and the value read after it (the copies filling its arrays before it, the copy of the value after it) go in
    one submission, not in two; a launch and rt.wait() are one either way (the wait submits). */
 #define VK_EARLY_POLLED 2
-/* Threads share a runtime (aot_vk_shared) for this many batches after one thread's launch, read or wait follows
-   another's. */
-#define VK_SHARED_BATCHES 4
-/* How long a quick launch waits, Python's lock kept, for another thread's call on the runtime to end before it lets
-   the lock go and waits for it (aot_vk_try_hold): a launch or a value's copy and submit holds the calls for a few
-   microseconds; handing Python's lock to another thread and taking it back costs a thread's turn. */
+/* Threads share a runtime (aot_vk_shared) from a launch of one thread after another's until one thread has made this
+   many launches in a row. */
+#define VK_SHARED_LAUNCHES 64
+/* How long a quick launch waits, Python's lock kept, for another thread's brief call on the runtime to end before it
+   lets the lock go and waits for it (aot_vk_try_hold): a launch or a value's copy and submit holds the calls for a
+   few microseconds; handing Python's lock to another thread and taking it back costs a thread's turn. */
 #define VK_CALLS_SPIN_NS 30000
 
 typedef struct VkRt VkRt;
@@ -190,18 +192,23 @@ struct VkRt {
     /* Closed (with its runtime): its state destroyed, the record itself kept (never freed), so that a thread that
        found it before the close and waits for `calls` finds it closed (aot_vk_hold), not freed memory. */
     int closed;
-    /* Threads sharing the runtime (aot_vk_note_thread, with the calls held): the thread that last launched, read or
-       waited, and the serial of the newest batch when another thread than that one did (far back at first). While
-       they share it (aot_vk_shared) and the policy is auto (`adapts`), waits block and a batch is submitted only by a
-       value, a wait or when full (not early, not fed). On an H200, four threads sharing it, 400 launches each and a
-       value every 10: their launches took 91 us a round (ten launches) with waits polled and batches fed, 50 with
-       neither (one thread's: 28-35), and with the quick launch's wait for a short call (VK_CALLS_SPIN_NS) 8.8 ms
-       in all against 10.0 before (medians of 18; one thread 10.4-10.9 ms; benchmarks/RESULTS.md, session 49). */
+    /* Threads sharing the runtime (aot_vk_note_launch, with the calls held): the thread that launched last, and its
+       launches in a row since another thread's (VK_SHARED_LAUNCHES at first: none shares it yet). While they share
+       it (aot_vk_shared) and the policy is auto on a GPU (`adapts`), waits block at once and a batch is not submitted
+       early or fed (values, waits, libtaichi's calls and a full batch submit it). Measured on an H200, four threads
+       sharing it, 400 launches each and a value every 10 (benchmarks/RESULTS.md, session 49): with this and the quick
+       launch's wait for a brief call (VK_CALLS_SPIN_NS), 8.2-8.8 ms in all against 9.6-10.0 before (medians of 12
+       and 18; their ten launches 44-50 us a round against 90; one thread's 28-35); either alone gained little. */
     pthread_t last_thread;
-    uint64_t shared_serial;
+    uint32_t in_a_row;
     int adapts;
-    /* a thread waits for the GPU with the calls held (atomic): a quick launch does not wait for them (aot_vk_try_hold) */
-    int stalled;
+    /* Whether a quick launch waits for a brief call (a GPU's runtime on a host of 4 cores or more: on a CPU device the
+       device's own threads need the cores); the holder's call is brief (atomic: a quick launch, a value's copy and
+       submit, a copy: aot_vk_brief; cleared as the calls are let go); threads that wait for the GPU with the calls
+       held (atomic: aot_vk_stall), or block for them (atomic, aot_vk_calls_lock): a quick launch waits for none of
+       these, nor gets ahead of a thread blocked for the calls. */
+    int spins;
+    uint32_t brief, stalled, blocked;
 };
 
 /* The stages and accesses of Taichi's barrier (its memory_barrier): compute and transfer. Between two dispatches of
@@ -213,29 +220,48 @@ struct VkRt {
 /* The runtime's calls taken and let go by the thread that holds them, counted (`depth`): a wait lets them go only where
    it holds them once (aot_vk_wait_free). */
 static inline void aot_vk_calls_lock(VkRt *rt) {
-    pthread_mutex_lock(&rt->calls);
+    if (pthread_mutex_trylock(&rt->calls) != 0) {
+        __atomic_add_fetch(&rt->blocked, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_lock(&rt->calls);
+        __atomic_sub_fetch(&rt->blocked, 1, __ATOMIC_ACQ_REL);
+    }
     ++rt->depth;
 }
 static inline void aot_vk_calls_unlock(VkRt *rt) {
-    --rt->depth;
+    if (--rt->depth == 0) {
+        __atomic_store_n(&rt->brief, 0, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&rt->calls);
 }
+/* The call that holds the calls once is brief (a quick launch on another thread waits for it: aot_vk_try_hold). */
+static inline void aot_vk_brief(VkRt *rt) {
+    if (rt->depth == 1) {
+        __atomic_store_n(&rt->brief, 1, __ATOMIC_RELEASE);
+    }
+}
+/* A wait for the GPU with the calls held begins (+1) or ends (-1). */
+static inline void aot_vk_stall(VkRt *rt, int by) {
+    __atomic_add_fetch(&rt->stalled, (uint32_t)by, __ATOMIC_ACQ_REL);
+}
 
-/* This thread's launch, read or wait noted, with the calls held: another thread than the last makes the threads share
-   the runtime for VK_SHARED_BATCHES batches (aot_vk_shared). */
-static inline void aot_vk_note_thread(VkRt *rt) {
+/* This thread's launch noted, with the calls held: one after another thread's makes the threads share the runtime,
+   until one thread has made VK_SHARED_LAUNCHES in a row (aot_vk_shared). A thread that only reads or waits shares
+   nothing. */
+static inline void aot_vk_note_launch(VkRt *rt) {
     pthread_t self = pthread_self();
     if (!pthread_equal(self, rt->last_thread)) {
         if (rt->last_thread != 0) {
-            rt->shared_serial = rt->serial;
+            rt->in_a_row = 0;
         }
         rt->last_thread = self;
+    } else if (rt->in_a_row < VK_SHARED_LAUNCHES) {
+        ++rt->in_a_row;
     }
 }
 
-/* Whether threads share the runtime now (aot_vk_note_thread), with the calls held. */
+/* Whether threads share the runtime now (aot_vk_note_launch), with the calls held. */
 static inline int aot_vk_shared(const VkRt *rt) {
-    return rt->serial - rt->shared_serial < VK_SHARED_BATCHES;
+    return rt->in_a_row < VK_SHARED_LAUNCHES;
 }
 
 #endif

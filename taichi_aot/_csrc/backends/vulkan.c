@@ -513,7 +513,7 @@ static int vk_launch(VkRt *rt, VkKernel *k, uint32_t count, const TiArgument *ar
     }
     aot_vk_library_first(rt);
     aot_vk_retire_signalled(rt); /* what a wait that let the calls go saw done (nothing, mostly) */
-    aot_vk_note_thread(rt);
+    aot_vk_note_launch(rt);
     b = vk_batch_for(rt, k, &code);
     if (b == NULL) {
         return TAICHI_AOT_VK_ERROR - code;
