@@ -107,6 +107,37 @@ def test_four_threads_launch_copy_and_wait_on_one_runtime(x64, modules):
     rt.wait()
 
 
+def test_more_threads_than_a_launcher_keeps_at_hand_each_call_their_own_twin(x64):
+    """Twelve threads at once (more than the eight whose launchers a kernel's C call finds without a lookup), then
+    twelve more (given the first ones' idents again, mostly): every thread's calls are made by its own twin, in C but
+    for a few after another thread made or let go of an array, each value is its own, and the owner's launcher still
+    serves its thread."""
+    rt, mod = x64
+    add = mod.kernels["add"]
+    ones = rt.ndarray_from_numpy(np.ones(N, np.float32))
+
+    def wave(seen: dict[int, tuple[int, int]] | None) -> None:
+        def work(i: int) -> None:
+            x = rt.ndarray_from_numpy(np.full(N, i, np.float32))
+            for _ in range(50):
+                add(x, ones, 1.0)
+            np.testing.assert_array_equal(x.to_numpy(), np.full(N, i + 50, np.float32))
+            if seen is not None:  # (a thread of the second wave made through Python would make a twin anew)
+                twin = add._twin()
+                assert twin is not None
+                seen[i] = twin.call_counts
+
+        assert _on_workers(work, 12) == []
+
+    first: dict[int, tuple[int, int]] = {}
+    wave(first)
+    assert len(first) == 12 and all(in_c >= 40 for in_c, _ in first.values()), sorted(first.items())
+    wave(None)
+    x = rt.ndarray_from_numpy(np.zeros(N, np.float32))
+    add(x, ones, 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
+
+
 def test_threads_of_their_own_runtime_and_a_shared_one(modules):
     """A runtime made on a worker thread serves the main thread too, and runtimes on several threads at once each
     keep their own calls: each worker makes a runtime, launches on it and on the shared one."""

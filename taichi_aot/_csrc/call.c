@@ -67,6 +67,7 @@ static void launcher_release(taichi_aot_launcher *self) {
     Py_CLEAR(self->numpy_type);
     Py_CLEAR(self->hits);
     Py_CLEAR(self->guards);
+    self->seen_count = 0; /* borrowed from the twins, which go now */
     Py_CLEAR(self->twins); /* made again for what _prepare gives now */
     fresh_clear(&self->fresh);
 }
@@ -579,7 +580,14 @@ static PyObject *launcher_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     if (!home && self->twins != NULL) { /* another thread's call: its own launcher's, where it has one */
         PyObject *twin = launcher_twin(self);
         if (twin != NULL || PyErr_Occurred()) {
-            result = twin != NULL ? PyObject_Call(twin, args, kwargs) : NULL;
+            /* a Twin calls as this type's instances do (it adds no __call__): called here, not through Python's call */
+            if (twin == NULL) {
+                result = NULL;
+            } else if (PyType_GetSlot(Py_TYPE(twin), Py_tp_call) == (void *)launcher_call) {
+                result = launcher_call(twin, args, kwargs);
+            } else {
+                result = PyObject_Call(twin, args, kwargs);
+            }
             Py_XDECREF(twin);
             return result;
         }

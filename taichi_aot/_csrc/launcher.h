@@ -43,6 +43,8 @@ typedef struct {
     PyObject *seen;               /* a weak reference to the array last taken anew: given again, Python learns it */
 } taichi_aot_slot;
 
+#define TWINS_SEEN 8 /* threads whose twins a launcher finds without a lookup */
+
 typedef struct {
     PyObject_HEAD
     TaichiAotLaunch *launch;
@@ -59,6 +61,11 @@ typedef struct {
     int disturbed; /* a call came in meanwhile (see launcher_call): what the pack wrote may be overwritten */
     unsigned long long in_c, in_python; /* calls launched here, calls handed to _slow_call (call_counts) */
     PyObject *twins; /* {thread ident: its launcher} (_add_twin: launch.py's _twin), or NULL: none yet */
+    /* the twins of the threads that called last, borrowed from `twins` (which holds them; emptied before it changes):
+       a thread's call finds its own without a key made and a dict looked up (twins.c) */
+    unsigned long seen_threads[TWINS_SEEN];
+    PyObject *seen_twins[TWINS_SEEN];
+    int seen_count;
 } taichi_aot_launcher;
 
 /* remember.c's: what the launcher remembers after a slow call (see there). */

@@ -10,9 +10,22 @@ static PyObject *launcher_base;
 /* The calling thread's own launcher (_callplan.py's Twin, handed over by _add_twin), a new reference; NULL: none (an
    exception set where the lookup failed). */
 static PyObject *launcher_twin(taichi_aot_launcher *self) {
-    PyObject *key = PyLong_FromUnsignedLong((unsigned long)pthread_self());
-    PyObject *twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
+    unsigned long me = (unsigned long)pthread_self();
+    PyObject *key, *twin;
+    int i;
+    for (i = 0; i < self->seen_count; ++i) {
+        if (self->seen_threads[i] == me) {
+            Py_INCREF(self->seen_twins[i]);
+            return self->seen_twins[i];
+        }
+    }
+    key = PyLong_FromUnsignedLong(me);
+    twin = key != NULL ? PyDict_GetItemWithError(self->twins, key) : NULL;
     Py_XDECREF(key);
+    if (twin != NULL && self->seen_count < TWINS_SEEN) { /* borrowed: the dict holds it until it changes */
+        self->seen_threads[self->seen_count] = me;
+        self->seen_twins[self->seen_count++] = twin;
+    }
     Py_XINCREF(twin);
     return twin;
 }
@@ -36,6 +49,7 @@ static PyObject *launcher_add_twin(PyObject *op, PyObject *args) {
     if (self->twins == NULL && (self->twins = PyDict_New()) == NULL) {
         return NULL;
     }
+    self->seen_count = 0; /* a twin replaced goes (and may run code that calls): none borrowed is found meanwhile */
     if ((PyDict_Size(self->twins) < TWINS || PyDict_Contains(self->twins, ident) == 1) &&
         PyDict_SetItem(self->twins, ident, twin) < 0) {
         return NULL;
