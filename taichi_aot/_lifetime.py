@@ -37,6 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _pin_lock = threading.RLock()
 
+#: This process's id, kept current in a child of os.fork() (its hook sets it): every ``ensure_open`` compares it,
+#: and os.getpid() is a system call (about 0.15 us here; a value read back, ``rt.wait()`` each made two or three).
+PID = [os.getpid()]
+if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX Python has it
+    os.register_at_fork(after_in_child=lambda: PID.__setitem__(0, os.getpid()))
+
 
 class Gate(Protocol):
     """What a launch reads of its runtime's LaunchGate (runtime.py) before it writes anything."""
@@ -213,7 +219,7 @@ class Owned:
     @property
     def in_its_process(self) -> bool:
         """Whether this is the process that made the native object (a forked child never releases its parent's)."""
-        return self._pid == os.getpid()
+        return self._pid == PID[0]
 
     def close(self) -> None:
         """Mark closed; release now if nothing pins it. Safe to call twice, never raises."""

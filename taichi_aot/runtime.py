@@ -33,7 +33,7 @@ from . import _cudart, _dlpack, _library, capi
 from ._archs import arch_for_module, best_arch, resolve_arch
 from ._call import came_back
 from ._foreign import ForeignArgs
-from ._lifetime import Child, LaunchGate, Owned, collection_held, unpicklable
+from ._lifetime import PID, Child, LaunchGate, Owned, collection_held, unpicklable
 from ._native import lib
 from .backends import RuntimeBackends
 from .enums import ARCH_PREFERENCE, Arch, Capability, ImageDimension, ImageUsage, MemoryUsage
@@ -187,7 +187,7 @@ class Runtime:
                 _park_at_exit()
             why = " (the interpreter is exiting while this thread still uses it)" if self._owned.abandoned else ""
             raise ClosedError(f"this {self._arch.name} runtime is closed{why}")
-        if os.getpid() != self._pid:
+        if PID[0] != self._pid:
             raise WrongProcessError(
                 f"this {self._arch.name} runtime belongs to process {self._pid}; it was used in process "
                 f"{os.getpid()} (after os.fork(), create a runtime in the child)"
@@ -237,7 +237,7 @@ class Runtime:
 
     def on_its_thread(self) -> bool:
         """Whether this is the thread (and process) that owns the runtime."""
-        return threading.get_ident() == self.gate.thread and os.getpid() == self._pid
+        return threading.get_ident() == self.gate.thread and PID[0] == self._pid
 
     @property
     def owned(self) -> Owned:
@@ -536,7 +536,7 @@ class Runtime:
 
     def _owner_running(self) -> threading.Thread | None:
         """The runtime's own thread, when it is another than the caller's and still runs (in this process)."""
-        if threading.get_ident() == self.gate.thread or os.getpid() != self._pid:
+        if threading.get_ident() == self.gate.thread or PID[0] != self._pid:
             return None
         return next((t for t in threading.enumerate() if t.ident == self.gate.thread and t.is_alive()), None)
 
