@@ -544,7 +544,8 @@ int taichi_aot_cpu_call(TiRuntime runtime, const TaichiAotCpuKernel *kernel, uin
    batches submitted, descriptor sets made, sets found kept, waits for fences, workgroups dispatched, copies, host
    arrays copied through their imported pages, fence waits that polled to their end and that blocked, quick launches
    that let Python's lock go because another thread's call held the runtime or the next batch slot was still running,
-   fence waits made while threads shared the runtime (vkstate.h: aot_vk_shared); taichi_aot_vk_count_name names each (NULL past the last).
+   fence waits made while threads shared the runtime (vkstate.h: aot_vk_shared); taichi_aot_vk_count_name names each
+   (NULL past the last).
    taichi_aot_vk_hold_calls holds the runtime's calls for this thread, as every own launch, copy, wait and wrapped
    call of libtaichi's on the runtime does (recursive), and returns what taichi_aot_vk_let_go_calls takes (NULL:
    nothing held, no own state open): taichi_aot_launch and taichi_aot_replay check the close epoch inside, and the

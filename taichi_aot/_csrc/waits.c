@@ -68,9 +68,8 @@ int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *), void *
         return block(ctx);
     }
     if (policy == TAICHI_AOT_WAIT_AUTO) {
-        pthread_once(&wait_cores_once, wait_count_cores);
         /* a core each for the threads that poll: where the process's cores are taken, block (CUDA's auto) */
-        if (__atomic_add_fetch(&wait_spinners, 1, __ATOMIC_ACQ_REL) > __atomic_load_n(&wait_cores, __ATOMIC_ACQUIRE)) {
+        if (__atomic_add_fetch(&wait_spinners, 1, __ATOMIC_ACQ_REL) > aot_wait_cores()) {
             __atomic_sub_fetch(&wait_spinners, 1, __ATOMIC_ACQ_REL);
             return block(ctx);
         }

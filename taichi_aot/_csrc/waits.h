@@ -26,8 +26,8 @@ enum { AOT_WAITED_POLLED = 0, AOT_WAITED_BLOCKED_AFTER_POLLING = 1, AOT_WAITED_B
 /* `poll(ctx)`: 0 done, 1 not yet, else an error (returned as it is); `block(ctx)`: waits until done, 0 or an error.
    `others`: threads share the runtime (the backend says: the own Vulkan launch's aot_vk_shared), where auto blocks at
    once: threads that poll slow the one that launches, and a value's wait is hidden behind another thread's launches
-   there (vkstate.h's VkRt.adapts says what it measured). Returns the error (0: done) and, in `*how`, what the wait did
-   (AOT_WAITED_*). */
+   there (vkstate.h's VkRt.in_a_row says what it measured). Returns the error (0: done) and, in `*how`, what the wait
+   did (AOT_WAITED_*). */
 __attribute__((visibility("hidden"))) int aot_wait(AotWaitPolicy *p, int (*poll)(void *), int (*block)(void *),
                                                    void *ctx, int others, int *how);
 /* A pause in a loop that polls (the core's hint that it spins). */
@@ -37,6 +37,10 @@ static inline void aot_relax(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+/* Whether the policy is auto (another thread may set it: read atomically). */
+static inline int aot_wait_auto(const AotWaitPolicy *p) {
+    return __atomic_load_n(&p->policy, __ATOMIC_RELAXED) == TAICHI_AOT_WAIT_AUTO;
 }
 /* The cores the process may use (its affinity, read once). */
 __attribute__((visibility("hidden"))) uint32_t aot_wait_cores(void);

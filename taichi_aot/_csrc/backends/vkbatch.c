@@ -48,18 +48,13 @@ static int vk_fences_block(void *ctx) {
     return w->at < w->n ? w->rt->f.WaitForFences(w->rt->device, w->n - w->at, w->fences + w->at, 1, UINT64_MAX) : 0;
 }
 
-/* Threads share the runtime (aot_vk_shared: bit 1) and its waits adapt to it (VkRt.adapts: bit 2), read with the
-   calls held for a wait that lets them go. */
-static int vk_sharing(const VkRt *rt) {
-    return aot_vk_shared(rt) ? (rt->adapts ? 3 : 1) : 0;
-}
-
-/* Every one of `n` fences signalled, waited for by the policy (`sharing`: vk_sharing's); how, counted, a fence wait
-   each (atomic: a wait with the calls let go). */
-static AotVkResult vk_fences_wait(VkRt *rt, uint32_t n, const AotVkHandle *fences, int sharing) {
+/* Every one of `n` fences signalled, waited for by the policy (`shared`: aot_vk_shared, read with the calls held,
+   before a wait lets them go: auto blocks then); how, counted, a fence wait each (atomic: a wait with the calls let
+   go). */
+static AotVkResult vk_fences_wait(VkRt *rt, uint32_t n, const AotVkHandle *fences, int shared) {
     VkFenceWait w = {rt, fences, n, 0};
-    int how, code, shared = sharing & 1;
-    code = aot_wait(&rt->wait, vk_fences_poll, vk_fences_block, &w, sharing == 3, &how);
+    int how, code;
+    code = aot_wait(&rt->wait, vk_fences_poll, vk_fences_block, &w, shared, &how);
     __atomic_add_fetch(&rt->counts[how == AOT_WAITED_POLLED ? VK_COUNT_WAITS_POLLED : VK_COUNT_WAITS_BLOCKED], 1,
                        __ATOMIC_RELAXED);
     if (shared) {
@@ -93,7 +88,7 @@ AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one) {
     }
     ++rt->counts[VK_COUNT_FENCE_WAITS];
     aot_vk_stall(rt, 1); /* a quick launch on another thread does not wait for it */
-    code = vk_fences_wait(rt, n, fences, vk_sharing(rt));
+    code = vk_fences_wait(rt, n, fences, aot_vk_shared(rt));
     aot_vk_stall(rt, -1);
     if (code != AOT_VK_SUCCESS) {
         return code;
@@ -152,7 +147,7 @@ int aot_vk_wait_free(VkRt *rt) {
     uint32_t n = 0, i, j;
     uint64_t upto;
     AotVkResult failed = AOT_VK_SUCCESS;
-    int sharing = vk_sharing(rt);
+    int shared = aot_vk_shared(rt);
     if (!vk_may_let_go(rt)) {
         aot_vk_wait_batches(rt, NULL);
         return 0;
@@ -174,7 +169,7 @@ int aot_vk_wait_free(VkRt *rt) {
     upto = which[n - 1]->serial; /* read while its slot is this wait's: once let go, a begin gives it a new serial */
     vk_let_go_for_wait(rt);
     for (i = 0; i < n; ++i) { /* each let go once signalled: a slot begun again waits for this thread no longer */
-        AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence, sharing);
+        AotVkResult code = vk_fences_wait(rt, 1, &which[i]->fence, shared);
         failed = failed != AOT_VK_SUCCESS ? failed : code;
         __atomic_sub_fetch(&which[i]->waiters, 1, __ATOMIC_ACQ_REL);
     }
@@ -189,14 +184,14 @@ int aot_vk_wait_free(VkRt *rt) {
 }
 
 int aot_vk_wait_one(VkRt *rt, VkBatch *b, AotVkResult *code) {
-    int sharing = vk_sharing(rt);
+    int shared = aot_vk_shared(rt);
     if (!vk_may_let_go(rt)) {
         *code = aot_vk_wait_batches(rt, b);
         return 0;
     }
     __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
     vk_let_go_for_wait(rt);
-    *code = vk_fences_wait(rt, 1, &b->fence, sharing);
+    *code = vk_fences_wait(rt, 1, &b->fence, shared);
     if (*code == AOT_VK_SUCCESS) {
         vk_waited_upto(rt, b->serial); /* it, and each batch submitted before it (the fence's first scope) */
     }

@@ -95,7 +95,8 @@ static int vk_copy(VkRt *rt, TiMemory dst, uint64_t dst_offset, TiMemory src, ui
     return code == AOT_VK_SUCCESS ? 0 : TAICHI_AOT_VK_ERROR - code;
 }
 
-/* The runtime's calls held for a brief call (a copy recorded, a value's copy and submit: VkRt.brief), as aot_vk_hold. */
+/* The runtime's calls held for a brief call (a copy recorded, a value's copy and submit: VkRt.brief), as
+   aot_vk_hold. */
 static VkRt *vk_hold_brief(TiRuntime runtime) {
     VkRt *rt = aot_vk_hold(runtime);
     if (rt != NULL) {

@@ -552,7 +552,6 @@ uint64_t aot_vk_open_state(TiRuntime runtime, char *error, size_t error_size) {
     rt->current = -1;
     rt->feed = 1; /* the wait policy's default, auto (taichi_aot_vk_set_wait) */
     rt->early = VK_EARLY_POLLED;
-    rt->adapts = 1;
     rt->in_a_row = VK_SHARED_LAUNCHES; /* no thread shares it yet */
     /* libtaichi may hold work enqueued before this opened (an upload into an array the first launch reads) */
     rt->library_dirty = rt->library_pending = rt->library_since = 1;
@@ -667,7 +666,6 @@ void taichi_aot_vk_set_wait(uint64_t id, int policy, uint64_t cap_ns) {
         aot_wait_set(&rt->wait, policy, cap_ns);
         rt->feed = policy != TAICHI_AOT_WAIT_BLOCK;
         rt->early = rt->feed ? VK_EARLY_POLLED : TAICHI_AOT_VK_EARLY_LAUNCHES;
-        rt->adapts = policy != TAICHI_AOT_WAIT_BLOCK && policy != TAICHI_AOT_WAIT_SPIN && policy != TAICHI_AOT_WAIT_YIELD;
     }
     aot_vk_let_go(rt);
 }

@@ -194,14 +194,14 @@ struct VkRt {
     int closed;
     /* Threads sharing the runtime (aot_vk_note_launch, with the calls held): the thread that launched last, and its
        launches in a row since another thread's (VK_SHARED_LAUNCHES at first: none shares it yet). While they share
-       it (aot_vk_shared) and the policy is auto on a GPU (`adapts`), waits block at once and a batch is not submitted
-       early or fed (values, waits, libtaichi's calls and a full batch submit it). Measured on an H200, four threads
+       it (aot_vk_shared) and the policy is auto (a CPU device's auto is block: placement/vulkan.py), waits block at
+       once and a batch is not submitted early or fed (values, waits, libtaichi's calls and a full batch submit it).
+       Measured on an H200, four threads
        sharing it, 400 launches each and a value every 10 (benchmarks/RESULTS.md, session 49): with this and the quick
        launch's wait for a brief call (VK_CALLS_SPIN_NS), 8.2-8.8 ms in all against 9.6-10.0 before (medians of 12
        and 18; their ten launches 44-50 us a round against 90; one thread's 28-35); either alone gained little. */
     pthread_t last_thread;
     uint32_t in_a_row;
-    int adapts;
     /* Whether a quick launch waits for a brief call (a GPU's runtime on a host of 4 cores or more: on a CPU device the
        device's own threads need the cores); the holder's call is brief (atomic: a quick launch, a value's copy and
        submit, a copy: aot_vk_brief; cleared as the calls are let go); threads that wait for the GPU with the calls

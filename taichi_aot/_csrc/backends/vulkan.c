@@ -19,8 +19,8 @@
    GPU finished every batch submitted (looked at every VK_FEED_EVERY dispatches: a fence's status, where a wait would
    cost more than it saves on NVIDIA's driver); at a wait; or before libtaichi enqueues anything on the runtime. Where
    threads share the runtime and its policy is auto (vkstate.h: aot_vk_shared), neither early nor fed: a value, a
-   wait or a full batch submits it, and its waits block. Taichi's barrier after each dispatch is recorded once something follows it in the
-   batch (the batch's end records one for all), and a batch begins with a barrier only where libtaichi enqueued since
+   wait or a full batch submits it, and its waits block. Taichi's barrier after each dispatch is recorded once
+   something follows it in the batch (the batch's end records one for all), and a batch begins with a barrier only where libtaichi enqueued since
    the last (the last batch's end orders the queue's later submissions). What a command buffer has bound is not bound
    again, and a launch with the same argument bytes as its kernel's last takes that slot again. A kernel that returns
    values is submitted and waited for, and its values copied into the kernel's result memory.
@@ -484,7 +484,7 @@ static uint32_t vk_args_slot(VkRt *rt, VkBatch *b, const VkKernel *k, const unsi
    (a graph one launch: its dispatches in one submission), or the GPU idle again (it starts on them while the next
    are recorded). */
 static int vk_submit_now(VkRt *rt, const VkBatch *b, uint32_t tasks) {
-    if (rt->adapts && aot_vk_shared(rt)) { /* threads share the runtime: a value, a wait or a full batch submits */
+    if (aot_wait_auto(&rt->wait) && aot_vk_shared(rt)) { /* threads share it: a value, a wait or a full batch submits */
         return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES;
     }
     return b->dispatches >= TAICHI_AOT_VK_BATCH_DISPATCHES ||
