@@ -216,39 +216,33 @@ static int vk_next_slot(const VkRt *rt) {
     return rt->next;
 }
 
-/* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
-VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
-    VkBatch *b;
-    AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
-                                         AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-    if (rt->current >= 0) {
-        return &rt->batches[rt->current];
-    }
-    rt->next = vk_next_slot(rt);
-    b = &rt->batches[rt->next];
-    if (b->state == 2) {
-        *code = aot_vk_wait_batches(rt, b);
-        if (*code != AOT_VK_SUCCESS) {
-            return NULL;
-        }
-    }
-    aot_vk_unwaited(rt, b); /* no thread waits on the fence reset here */
-    if ((*code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
-        (*code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
-        (*code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
-        return NULL;
-    }
+/* What a batch records before anything else, at its first use (a batch begun ahead meets libtaichi's work enqueued
+   after its begin): the temporaries zeroed, the first time; what libtaichi enqueued before (its launches and copies)
+   before this batch's reads (the last batch's own barrier orders it before this one: a barrier's scopes run on over
+   later submissions to the queue, and the submission itself the host's writes). */
+static void vk_first_use(VkRt *rt, VkBatch *b) {
+    b->fresh = 0;
     if (!rt->temps_zeroed) {
         rt->f.CmdFillBuffer(b->cb, rt->temps_buffer, 0, AOT_VK_WHOLE_SIZE, 0);
         rt->temps_zeroed = 1;
     }
-    /* what libtaichi enqueued before (its launches and copies) before this batch's reads; the last batch's own barrier
-       orders it before this one (a barrier's scopes run on over later submissions to the queue), and the submission
-       itself the host's writes */
     if (rt->library_since) {
         aot_vk_barrier(rt, b->cb, AOT_VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | AOT_VK_PIPELINE_STAGE_HOST_BIT,
                        AOT_VK_ACCESS_MEMORY_WRITE_BIT | AOT_VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS, VK_STAGES, VK_ACCESS);
         rt->library_since = 0;
+    }
+}
+
+/* Batch `b` (its slot's last batch done) begun as the one being recorded. */
+static AotVkResult vk_begin_in(VkRt *rt, VkBatch *b) {
+    AotVkResult code;
+    AotVkCommandBufferBeginInfo begin = {AOT_VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                         AOT_VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    aot_vk_unwaited(rt, b); /* no thread waits on the fence reset here */
+    if ((code = rt->f.ResetFences(rt->device, 1, &b->fence)) != AOT_VK_SUCCESS ||
+        (code = rt->f.ResetCommandBuffer(b->cb, 0)) != AOT_VK_SUCCESS ||
+        (code = rt->f.BeginCommandBuffer(b->cb, &begin)) != AOT_VK_SUCCESS) {
+        return code;
     }
     b->owed = 0;
     b->state = 1;
@@ -261,7 +255,49 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
     b->last_kernel = NULL;
     rt->current = rt->next;
     rt->next = (rt->next + 1) % TAICHI_AOT_VK_BATCHES;
+    return AOT_VK_SUCCESS;
+}
+
+/* The batch being recorded, begun where there is none (the next slot's, waited for where it is still running). */
+VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
+    VkBatch *b;
+    if (rt->current >= 0) {
+        b = &rt->batches[rt->current];
+        if (b->fresh) {
+            vk_first_use(rt, b);
+        }
+        return b;
+    }
+    rt->next = vk_next_slot(rt);
+    b = &rt->batches[rt->next];
+    if (b->state == 2) {
+        *code = aot_vk_wait_batches(rt, b);
+        if (*code != AOT_VK_SUCCESS) {
+            return NULL;
+        }
+    }
+    if ((*code = vk_begin_in(rt, b)) != AOT_VK_SUCCESS) {
+        return NULL;
+    }
+    vk_first_use(rt, b);
     return b;
+}
+
+void aot_vk_begin_ahead(VkRt *rt) {
+    VkBatch *b;
+    if (rt->current >= 0 || rt->closed) {
+        return;
+    }
+    rt->next = vk_next_slot(rt);
+    b = &rt->batches[rt->next];
+    if (b->state != 0 || __atomic_load_n(&b->waiters, __ATOMIC_ACQUIRE) > 0) {
+        return; /* its slot still running, or waited on: begun by the next launch, as before */
+    }
+    if (vk_begin_in(rt, b) != AOT_VK_SUCCESS) {
+        b->state = 0; /* the next begin tries again, and says why where it fails */
+        return;
+    }
+    b->fresh = 1;
 }
 
 /* The batch being recorded ended and submitted (nothing where none is). */
@@ -273,6 +309,9 @@ AotVkResult aot_vk_submit(VkRt *rt) {
         return AOT_VK_SUCCESS;
     }
     b = &rt->batches[rt->current];
+    if (b->fresh) { /* begun ahead, nothing in it: kept for what is recorded next */
+        return AOT_VK_SUCCESS;
+    }
     rt->current = -1;
     /* its writes (the last dispatch's owed barrier among them), for the host (a map after the wait) and whatever the
        queue runs next */
@@ -324,7 +363,7 @@ int aot_vk_gpu_idle(VkRt *rt) {
 int aot_vk_busy(const VkRt *rt) {
     int i;
     for (i = 0; i < TAICHI_AOT_VK_BATCHES; ++i) {
-        if (rt->batches[i].state != 0) {
+        if (rt->batches[i].state != 0 && !rt->batches[i].fresh) {
             return 1;
         }
     }
@@ -347,6 +386,7 @@ int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches) {
 /* Everything recorded submitted and waited for. */
 AotVkResult aot_vk_finish(VkRt *rt) {
     AotVkResult code = aot_vk_submit(rt);
+    aot_vk_begin_ahead(rt);
     AotVkResult waited = aot_vk_wait_batches(rt, NULL);
     return code != AOT_VK_SUCCESS ? code : waited;
 }

@@ -154,6 +154,7 @@ static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t
     if ((code = aot_vk_submit(rt)) != AOT_VK_SUCCESS) { /* its end's barrier makes the copy the host's to read */
         return TAICHI_AOT_VK_ERROR - code;
     }
+    aot_vk_begin_ahead(rt);
     *held = !aot_vk_wait_one(rt, b, &code);
     if (code == AOT_VK_SUCCESS) {
         memcpy(host, rt->reads_host + region.dstOffset, size);

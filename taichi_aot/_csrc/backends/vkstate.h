@@ -112,6 +112,7 @@ typedef struct {
     AotVkHandle fence;
     uint64_t serial;
     int state; /* 0 free, 1 recording, 2 submitted */
+    int fresh; /* begun ahead by a wait (aot_vk_begin_ahead), nothing recorded into it yet: not submitted */
     int owed;  /* a dispatch's writes not yet ordered before what the batch records next (a barrier owed) */
     uint32_t head, end, dispatches;
     uint32_t launches; /* kernels recorded (a copy is a dispatch, not a launch): what VkRt.early counts */
