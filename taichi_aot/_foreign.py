@@ -454,6 +454,12 @@ class ForeignArgs:
         of the copies for its next call, where it keeps them."""
         return self.copies.after_launch(keep)
 
+    @property
+    def holding(self) -> bool:
+        """Whether CUDA arrays or event batches are held for the runtime's work (what :meth:`release` lets go besides
+        the staged copies in flight)."""
+        return bool(self._held or self._batches)
+
     def release(self, flight: Any = None) -> None:
         """The runtime's work is done: let go of the CUDA arrays held for it, and the staged copies queued kernels
         read (``flight``, :meth:`StagedCopies.in_flight` taken before the wait; None: all) are free to fill again."""

@@ -333,6 +333,8 @@ class StagedCopies:
     def in_flight(self) -> list[tuple[tuple[Any, ...], NdArray, np.ndarray | None]]:
         """The copies queued kernels read, taken before a wait (their launches enqueued): what :meth:`release` frees
         after it, where another thread may queue more meanwhile."""
+        if not self._flight:
+            return []
         flight, self._flight, self._flight_bytes = self._flight, [], 0
         return flight
 

@@ -284,6 +284,9 @@ class Runtime:
     def wait(self) -> None:
         """Submit queued work and wait until the device has finished it."""
         self.ensure_open()
+        if not self.profiles:
+            self._wait()
+            return
         start = time.monotonic_ns()
         self._wait()
         for p in self.profiles:  # the wait, an event of each profile's
@@ -297,8 +300,8 @@ class Runtime:
 
     def _wait(self) -> None:
         # what is in flight now is freed after the wait: another thread may put more in flight meanwhile
-        transfers = self.device.transfers
-        flight = (self.foreign.copies.in_flight(), transfers.in_flight()) if self._wait_always else (None, None)
+        foreign, transfers = self.foreign, self.device.transfers
+        flight = (foreign.copies.in_flight(), transfers.in_flight()) if self._wait_always else (None, None)
         if self._counted_waits:  # one C call: libtaichi's wait where anything was queued (gfx devices)
             try:
                 code = lib.taichi_aot_runtime_wait(self._handle, self.gate.pending, self._wait_always)
@@ -308,8 +311,10 @@ class Runtime:
                 check("wait")
         else:
             self._drain()
-        self.foreign.release(flight[0])
-        transfers.release(flight[1])
+        if flight[0] is None or flight[0] or foreign.holding:  # nothing held or in flight: nothing to let go
+            foreign.release(flight[0])
+        if flight[1] is None or flight[1]:
+            transfers.release(flight[1])
 
     def sync(self) -> None:
         """Wait for enqueued work, if there is any (host copies call this: ti_wait is not free)."""
