@@ -25,7 +25,10 @@
    median and mean of its dispatches), the figure `Runtime.profile()` is checked against (taichi_aot_bench's profiler
    section writes the SPEC from a module's task): one task's SPIR-V dispatched ROUNDS times in one command buffer,
    each dispatch between two timestamps at the compute stage, a compute-to-compute barrier before each but the
-   first, as taichi_aot's launches record a profiled launch. The SPEC's lines:
+   first, as taichi_aot's launches record a profiled launch; and the same task waited for as a launch is, the floors
+   of taichi_aot's waited rows for the kernel they launch ("polled": one dispatch recorded, submitted, its fence
+   polled, microseconds a round; "polled_64": 64 dispatches with a barrier after each, the pipeline and set bound
+   once). The SPEC's lines:
      spirv PATH                          the task's SPIR-V
      groups N                            workgroups a dispatch
      bind BINDING uniform|storage BYTES [HEX]   a buffer bound at BINDING (all in set 0), its first bytes HEX */
@@ -155,7 +158,7 @@ static int memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits
    comment): the median and mean of its dispatches' own times, in microseconds. */
 static int stamped(PFN_vkGetDeviceProcAddr gdpa, VkDevice device, const VkPhysicalDeviceMemoryProperties *mp,
                    double period, uint32_t valid_bits, VkQueue queue, VkCommandBuffer cb, VkCommandPool pool,
-                   VkFence fence, uint32_t rounds, const Spec *spec, double *median, double *mean) {
+                   VkFence fence, uint32_t rounds, const Spec *spec, double *median, double *mean, double *polled) {
     LOAD_DEVICE(vkCreateDescriptorSetLayout);
     LOAD_DEVICE(vkCreateBuffer);
     LOAD_DEVICE(vkGetBufferMemoryRequirements);
@@ -179,6 +182,7 @@ static int stamped(PFN_vkGetDeviceProcAddr gdpa, VkDevice device, const VkPhysic
     LOAD_DEVICE(vkQueueSubmit);
     LOAD_DEVICE(vkWaitForFences);
     LOAD_DEVICE(vkResetFences);
+    LOAD_DEVICE(vkGetFenceStatus);
     static uint32_t code[1 << 20];
     FILE *f = fopen(spec->spirv, "rb");
     size_t words = f != NULL ? fread(code, 4, sizeof(code) / 4, f) : 0;
@@ -311,6 +315,32 @@ static int stamped(PFN_vkGetDeviceProcAddr gdpa, VkDevice device, const VkPhysic
     *mean = total / rounds;
     free(ticks);
     free(spans);
+    /* the same task waited for as a launch is (polled[0]: one dispatch a submit; polled[1]: 64, a barrier between
+       each two), its pipeline and set bound once a command buffer, each recorded anew, submitted, its fence polled */
+    for (int kind = 0; kind < 2; ++kind) {
+        uint32_t n = kind == 0 ? 1 : 64, r = kind == 0 ? rounds : (rounds + 9) / 10;
+        double t = 0;
+        for (uint32_t i = 0; i <= r; ++i) {
+            double start = now_us();
+            CHECK(vkResetCommandPool(device, pool, 0));
+            CHECK(vkBeginCommandBuffer(cb, &cbi));
+            vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+            vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+            for (uint32_t d = 0; d < n; ++d) {
+                vkCmdDispatch(cb, spec->groups, 1, 1);
+                vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                                     1, &barrier, 0, NULL, 0, NULL);
+            }
+            CHECK(vkEndCommandBuffer(cb));
+            CHECK(vkQueueSubmit(queue, 1, &si, fence));
+            WAIT_FENCE(1);
+            CHECK(vkResetFences(device, 1, &fence));
+            if (i > 0) { /* the first warms */
+                t += now_us() - start;
+            }
+        }
+        polled[kind] = t / r;
+    }
     return 0;
 }
 
@@ -523,18 +553,18 @@ int main(int argc, char **argv) {
     if (argc > 3) {
         Spec spec;
         VkPhysicalDeviceMemoryProperties mp;
-        double median, mean;
+        double median, mean, polled[2];
         uint32_t stamp_rounds = rounds < 1 ? 1 : rounds > 4096 ? 4096 : (uint32_t)rounds;
         LOAD(instance, vkGetPhysicalDeviceMemoryProperties);
         vkGetPhysicalDeviceMemoryProperties(physical, &mp);
         if (read_spec(argv[3], &spec) != 0 || fprops[family].timestampValidBits == 0 ||
             stamped(gdpa, device, &mp, props.limits.timestampPeriod, fprops[family].timestampValidBits, queue, cb,
-                    pool, fence, stamp_rounds, &spec, &median, &mean) != 0) {
+                    pool, fence, stamp_rounds, &spec, &median, &mean, polled) != 0) {
             fprintf(stderr, "no timestamps of the SPEC's kernel\n");
             return 1;
         }
-        printf(", \"stamped\": {\"median\": %.3f, \"mean\": %.3f, \"dispatches\": %u}", median, mean,
-               stamp_rounds);
+        printf(", \"stamped\": {\"median\": %.3f, \"mean\": %.3f, \"dispatches\": %u, \"polled\": %.2f, "
+               "\"polled_64\": %.2f}", median, mean, stamp_rounds, polled[0], polled[1]);
     }
     printf("}\n");
     return 0;

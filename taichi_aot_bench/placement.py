@@ -13,7 +13,10 @@ host copies, beside the placements a user could choose and beside CUDA on the sa
   waited for; 64 dispatches with barriers between them; each waited for in vkWaitForFences and with its fence polled,
   the GPU's own floor): for the one-workgroup rows on a GPU, targets against the polled floor: <= 1.15 for the
   launch, <= 1.05 for the 64 launches, <= 1.2 for the graph; <= 3 for the 64 launches against the blocking floor on a
-  CPU device (lavapipe), where a wait blocks.
+  CPU device (lavapipe), where a wait blocks. Beside them, raw Vulkan's floors for the kernel the rows launch:
+  vk_raw's SPEC of the same saxpy task @16 (its SPIR-V and bindings as the module has them, one workgroup), one
+  dispatch and 64 recorded, submitted and polled (no target: each set against the empty shader's, what the kernel
+  itself costs; each launch row's note gives its ratio to them).
 
 On a CPU device (lavapipe) the rows are measured and no target is set: its memory is the host's either way.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Callable
@@ -174,6 +178,10 @@ def _dispatches(bench: Bench) -> list[Row]:
     rows = [Row(SECTION, bench.name, name, "us/step", v, params={"dispatches": 64 if "64" in name else 1})
             for name, v in samples.items()]
     raw = _raw_vulkan(bench, 200 if bench.quick else 2000)
+    if raw and "polled" in raw.get("stamped", {}):  # the same kernel's floors (a build of vk_raw.c before them: none)
+        same = raw["stamped"]
+        rows += [Row(SECTION, bench.name, RAW_SAME_ONE, "us/step", [same["polled"]], params={"dispatches": 1}),
+                 Row(SECTION, bench.name, RAW_SAME_64, "us/step", [same["polled_64"]], params={"dispatches": 64})]
     if raw:
         rows += [Row(SECTION, bench.name, RAW_ONE, "us/step", [raw["dispatch"]], params={"dispatches": 1}),
                  Row(SECTION, bench.name, RAW_64, "us/step", [raw["dispatch_64"]], params={"dispatches": 64})]
@@ -184,7 +192,21 @@ def _dispatches(bench: Bench) -> list[Row]:
                      Row(SECTION, bench.name, RAW_64_POLLED, "us/step", [raw["dispatch_64_polled"]],
                          params={"dispatches": 64})]
         _against_raw(rows, names, set(samples), not bench.software, polled)
+        _against_same(rows, names[16], polled and not bench.software)
     return rows
+
+
+def _against_same(rows: list[Row], names: tuple[str, str, str], gpu_polled: bool) -> None:
+    """The floors of the same kernel set against the empty shader's (what the kernel costs raw Vulkan), and each
+    launch row's ratio to them in its note, on a GPU (``gpu_polled``; a CPU device's waits block)."""
+    if not gpu_polled:
+        return
+    ratio(rows, RAW_SAME_ONE, RAW_ONE_POLLED)
+    ratio(rows, RAW_SAME_64, RAW_64_POLLED)
+    by = {r.name: r for r in rows}
+    for name, floor in ((names[0], RAW_SAME_ONE), (names[1], RAW_SAME_64), (names[2], RAW_SAME_64)):
+        if name in by and floor in by and by[name].samples and by[floor].samples:
+            by[name].note = f"{by[name].median / by[floor].median:.2f}x raw Vulkan's same kernel, polled"
 
 
 def _against_raw(rows: list[Row], names: dict[int, tuple[str, str, str]], measured: set[str], gpu: bool,
@@ -213,6 +235,8 @@ def _steps(rt: Runtime, step: Callable[[], object], dispatches: int, repeats: in
 
 RAW_ONE, RAW_64 = ("raw Vulkan: a dispatch recorded, submitted, waited",
                    "raw Vulkan: 64 dispatches and barriers, submitted, waited")
+RAW_SAME_ONE, RAW_SAME_64 = ("raw Vulkan: saxpy's task @16, a dispatch recorded, submitted, its fence polled",
+                              "raw Vulkan: saxpy's task @16, 64 dispatches and barriers, submitted, its fence polled")
 RAW_ONE_POLLED, RAW_64_POLLED = ("raw Vulkan: a dispatch recorded, submitted, its fence polled",
                                  "raw Vulkan: 64 dispatches and barriers, submitted, its fence polled")
 
@@ -222,9 +246,14 @@ def _raw_vulkan(bench: Bench, rounds: int) -> dict | None:
     where it fails)."""
     if not bench.vk_raw:
         return None
+    from .profiler import raw_spec
+
     try:
         name = facts(bench.rt.handle).name  # the runtime's own Vulkan device
-        run = subprocess.run([bench.vk_raw, name, str(rounds)], capture_output=True, text=True, timeout=600)
+        with tempfile.TemporaryDirectory(prefix="vk_raw_spec_") as folder:
+            spec = raw_spec(bench, 1, folder, 16)  # the rows' kernel @16: one workgroup
+            run = subprocess.run([bench.vk_raw, name, str(rounds), spec], capture_output=True, text=True,
+                                 timeout=600)
         raw = json.loads(run.stdout) if run.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError) as e:
         run, raw = None, {"error": str(e)}

@@ -130,8 +130,8 @@ def _beyond(bench: Bench, waited: list[float], profiled: list[float], big: dict)
     return [row, beyond]
 
 
-def _raw_spec(bench: Bench, groups: int, folder: str) -> str:
-    """vk_raw's SPEC of ``saxpy(x, y, 0.5)`` over BIG elements (benchmarks/vk_raw.c): its one task's SPIR-V and
+def raw_spec(bench: Bench, groups: int, folder: str, elements: int = BIG) -> str:
+    """vk_raw's SPEC of ``saxpy(x, y, 0.5)`` over ``elements`` (benchmarks/vk_raw.c): its one task's SPIR-V and
     bindings as the module has them, its arguments laid out by the module's plan, ``groups`` workgroups."""
     from taichi_aot.metadata import read_module
     from taichi_aot.metadata.gfx import plan_entry
@@ -145,7 +145,7 @@ def _raw_spec(bench: Bench, groups: int, folder: str) -> str:
     args = bytearray(max(plan["args_size"], 4))
     for arg in plan["args"]:  # x and y: their shape; a: 0.5
         if arg["kind"] == "ndarray":
-            struct.pack_into("<i", args, arg["offset"], BIG)
+            struct.pack_into("<i", args, arg["offset"], elements)
         else:
             struct.pack_into("<f", args, arg["offset"], 0.5)
     spirv = os.path.join(folder, "saxpy.spv")
@@ -169,7 +169,7 @@ def _raw(bench: Bench, launches: int, groups: int, runs: int = 3) -> tuple[list[
         return "no vk_raw build (--vk-raw)"
     means, answers = [], []
     with tempfile.TemporaryDirectory(prefix="vk_raw_spec_") as folder:
-        spec, name = _raw_spec(bench, groups, folder), facts(bench.rt.handle).name  # the runtime's own device
+        spec, name = raw_spec(bench, groups, folder), facts(bench.rt.handle).name  # the runtime's own device
         for _ in range(runs):
             run = subprocess.run([bench.vk_raw, name, str(launches), spec], capture_output=True, text=True,
                                  timeout=600)
