@@ -293,11 +293,9 @@ void aot_vk_begin_ahead(VkRt *rt) {
     if (b->state != 0 || __atomic_load_n(&b->waiters, __ATOMIC_ACQUIRE) > 0) {
         return; /* its slot still running, or waited on: begun by the next launch, as before */
     }
-    if (vk_begin_in(rt, b) != AOT_VK_SUCCESS) {
-        b->state = 0; /* the next begin tries again, and says why where it fails */
-        return;
+    if (vk_begin_in(rt, b) == AOT_VK_SUCCESS) { /* else the next begin tries again, and says why where it fails */
+        b->fresh = 1;
     }
-    b->fresh = 1;
 }
 
 /* The batch being recorded ended and submitted (nothing where none is). */
@@ -386,7 +384,9 @@ int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches) {
 /* Everything recorded submitted and waited for. */
 AotVkResult aot_vk_finish(VkRt *rt) {
     AotVkResult code = aot_vk_submit(rt);
-    aot_vk_begin_ahead(rt);
+    if (aot_vk_busy_since_wait(rt)) { /* something to wait for: the next batch begun meanwhile */
+        aot_vk_begin_ahead(rt);
+    }
     AotVkResult waited = aot_vk_wait_batches(rt, NULL);
     return code != AOT_VK_SUCCESS ? code : waited;
 }

@@ -599,7 +599,7 @@ int taichi_aot_vk_graph(TiRuntime runtime, const TaichiAotVkGraph *g, uint32_t c
     }
     if (rt != NULL) {
         rt->graphing = 0;
-        if (code == 0 && rt->current >= 0) {
+        if (code == 0 && rt->current >= 0 && !rt->batches[rt->current].fresh) { /* begun ahead: not the graph's */
             VkBatch *b = &rt->batches[rt->current];
             ++b->launches;
             if (vk_submit_now(rt, b, 0)) {
