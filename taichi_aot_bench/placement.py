@@ -37,6 +37,7 @@ from taichi_aot.placement.vulkan import facts
 
 from .compile import taichi_module
 from .harness import interleave, ratio
+from .profiler import raw_spec
 from .row import Row
 
 if TYPE_CHECKING:
@@ -247,8 +248,6 @@ def _raw_vulkan(bench: Bench, rounds: int) -> dict | None:
     where it fails)."""
     if not bench.vk_raw:
         return None
-    from .profiler import raw_spec
-
     try:
         name = facts(bench.rt.handle).name  # the runtime's own Vulkan device
         with tempfile.TemporaryDirectory(prefix="vk_raw_spec_") as folder:

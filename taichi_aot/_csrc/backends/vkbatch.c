@@ -285,8 +285,8 @@ VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code) {
 
 void aot_vk_begin_ahead(VkRt *rt) {
     VkBatch *b;
-    if (rt->current >= 0 || rt->closed) {
-        return;
+    if (rt->current >= 0 || rt->closed || !aot_vk_busy_since_wait(rt)) {
+        return; /* one being recorded, or nothing submitted for the GPU to run meanwhile */
     }
     rt->next = vk_next_slot(rt);
     b = &rt->batches[rt->next];
@@ -384,9 +384,7 @@ int aot_vk_would_wait(VkRt *rt, uint32_t slot, uint32_t dispatches) {
 /* Everything recorded submitted and waited for. */
 AotVkResult aot_vk_finish(VkRt *rt) {
     AotVkResult code = aot_vk_submit(rt);
-    if (aot_vk_busy_since_wait(rt)) { /* something to wait for: the next batch begun meanwhile */
-        aot_vk_begin_ahead(rt);
-    }
+    aot_vk_begin_ahead(rt);
     AotVkResult waited = aot_vk_wait_batches(rt, NULL);
     return code != AOT_VK_SUCCESS ? code : waited;
 }

@@ -11,9 +11,9 @@
    and waited for; whether any is recorded or submitted (busy) or submitted since the last wait; a barrier recorded. */
 __attribute__((visibility("hidden"))) VkBatch *aot_vk_begin(VkRt *rt, AotVkResult *code);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_submit(VkRt *rt);
-/* After a submission a wait waits for: the next batch begun now, where its slot is free, while the GPU runs (the
-   driver's reset and begin of a command buffer, 1-2 us on an H200, off the next launch's path); kept as the one being
-   recorded, submitted only once something is recorded into it (`fresh`). */
+/* After a submission a wait waits for: the next batch begun now, where something was submitted and its slot is free,
+   while the GPU runs (the driver's reset and begin of a command buffer, 1-2 us on an H200, off the next launch's
+   path); kept as the one being recorded, submitted only once something is recorded into it (`fresh`). */
 __attribute__((visibility("hidden"))) void aot_vk_begin_ahead(VkRt *rt);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_wait_batches(VkRt *rt, VkBatch *one);
 __attribute__((visibility("hidden"))) AotVkResult aot_vk_finish(VkRt *rt);

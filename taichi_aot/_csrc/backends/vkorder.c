@@ -159,9 +159,7 @@ static void vk_wait(TiRuntime runtime) {
         return;
     }
     aot_vk_submit(rt);
-    if (aot_vk_busy_since_wait(rt)) {
-        aot_vk_begin_ahead(rt);
-    }
+    aot_vk_begin_ahead(rt);
     if (rt->library_dirty) {
         aot_vk_stall(rt, 1); /* as aot_vk_wait_batches: waited with the calls held */
         vk_real.wait(runtime);
