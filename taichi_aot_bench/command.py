@@ -32,6 +32,9 @@ def add_bench(sub: Subcommands) -> None:
     p.add_argument("--vk-raw", metavar="BINARY", help="the placement section (Vulkan) also runs this build of "
                    "benchmarks/vk_raw.c: a launch and a step of 64 dispatches beside raw Vulkan's; the profiler "
                    "section, a kernel's profiled time beside raw Vulkan's timestamps")
+    p.add_argument("--threads-raw", metavar="BINARY", help="the sharing section (Vulkan, CUDA) also runs this "
+                   "build of benchmarks/threads_raw.c: its rows of threads sharing a runtime beside the same shape in "
+                   "C alone")
     p.add_argument("--check", dest="check_targets", action="store_true", help="exit 1 when a figure misses its target")
 
 
@@ -54,7 +57,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     quiet = args.json == "-"
     results = run(archs, quick=args.quick, sections=args.sections or SECTIONS, jit=not args.no_jit,
                   log=(lambda m: print(m, file=sys.stderr)) if quiet else print,
-                  saved=lambda r: _save(args.json, r), corpus=args.corpus, vk_raw=args.vk_raw)
+                  saved=lambda r: _save(args.json, r), corpus=args.corpus, vk_raw=args.vk_raw,
+                  threads_raw=args.threads_raw)
     _save(args.json, results)
     if quiet:
         print(json.dumps(results, indent=1))
@@ -73,6 +77,9 @@ def _refused(args: argparse.Namespace, known: Sequence[str]) -> str | None:
         return f"--corpus {args.corpus!r}: not a folder"
     if args.vk_raw and not (os.path.isfile(args.vk_raw) and os.access(args.vk_raw, os.X_OK)):
         return f"--vk-raw {args.vk_raw!r}: not a program (cc -O2 -o vk_raw benchmarks/vk_raw.c -ldl)"
+    if args.threads_raw and not (os.path.isfile(args.threads_raw) and os.access(args.threads_raw, os.X_OK)):
+        return (f"--threads-raw {args.threads_raw!r}: not a program "
+                "(cc -O2 -o threads_raw benchmarks/threads_raw.c -ldl -lpthread)")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return "--plot needs matplotlib (pip install 'taichi_aot[plot]')"
     return None

@@ -86,6 +86,7 @@ class Bench:
         self.module_path = taichi_module("bench", self.name)
         self.corpus: str | None = None  # a folder of CUDA modules the launcher section times kernel by kernel
         self.vk_raw: str | None = None  # a build of benchmarks/vk_raw.c (raw Vulkan's floors)
+        self.threads_raw: str | None = None  # a build of benchmarks/threads_raw.c (threads sharing a GPU in C alone)
         self.jit = True  # whether rows beside Taichi's JIT are made (bench --no-jit, or no Taichi: not)
         self.driver: Server | None = None
         self.driver_note = ""

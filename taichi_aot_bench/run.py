@@ -59,10 +59,11 @@ _OF_BENCH = ("launcher", "ops", "autodiff", "startup", "placement", "gpus", "cor
 
 def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence[str] = SECTIONS, jit: bool = True,
         log: Callable[[str], None] = print, saved: Callable[[dict], None] | None = None,
-        corpus: str | None = None, vk_raw: str | None = None) -> dict:
+        corpus: str | None = None, vk_raw: str | None = None, threads_raw: str | None = None) -> dict:
     """Run the benchmark sections on every available arch (or ``archs``); returns the results. ``corpus``: a folder
     of CUDA modules whose every kernel the launcher section times on both launch paths (kernel_time.py); ``vk_raw``:
-    a build of benchmarks/vk_raw.c, raw Vulkan's floors beside the placement section's launches."""
+    a build of benchmarks/vk_raw.c, raw Vulkan's floors beside the placement section's launches; ``threads_raw``: a
+    build of benchmarks/threads_raw.c, the sharing section's shape in C alone beside its threads."""
     status = capi.arch_status()
     if archs is None:
         archs = [a for a in (Arch.X64, Arch.VULKAN, Arch.CUDA) if status[a].available]
@@ -82,7 +83,7 @@ def run(archs: list[Arch] | None = None, quick: bool = False, sections: Sequence
         log(f"== {arch.name.lower()} ==")
         try:
             bench = Bench(arch, quick, log)
-            bench.corpus, bench.vk_raw, bench.jit = corpus, vk_raw, jit_ok
+            bench.corpus, bench.vk_raw, bench.threads_raw, bench.jit = corpus, vk_raw, threads_raw, jit_ok
         except Exception as e:  # a backend that cannot run the harness: say so, go on with the others
             results["errors"].append(f"{arch.name.lower()}: {type(e).__name__}: {e}")
             log(f"{arch.name.lower()}: cannot run the benchmarks: {type(e).__name__}: {e}")

@@ -13,7 +13,10 @@ one that passes host arrays to its kernels (issue "house8").
   launches hold it) and as long let go (a C loop, as the value's wait lets it go, the whole value counted as let
   go), measured against one thread in turn: what threads of that shape keep on this host where they hand Python's
   lock to each other once a round, at the value (a model of the row, not a bound: a launch that lets the lock go
-  shortens what is held).
+  shortens what is held). With ``--threads-raw`` (a build of benchmarks/threads_raw.c, on Vulkan and CUDA), the
+  same shape in C alone beside them, no Python and no taichi_aot: the ratio each variant keeps (its waits blocking
+  or polled on Vulkan; one stream or a stream each on CUDA), with the threads' launches at once, and one at a time
+  as Python's lock makes them (what a runtime whose launches keep the lock can reach at best).
 * Host arrays: a step of ``saxpy`` over numpy arrays (and torch CPU tensors where torch is installed) passed to the
   kernel as they are, against the same step with ndarrays and the same bytes copied by hand (``from_numpy`` of both
   arrays, the launch, the written one read back with ``to_numpy(out=)``; a tensor's through its ``numpy()``), at a
@@ -24,7 +27,10 @@ one that passes host arrays to its kernels (issue "house8").
 from __future__ import annotations
 
 import functools
+import json
+import re
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -32,13 +38,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from taichi_aot.placement.vulkan import facts
+
 from .measure import measure
 from .row import Row
 
 if TYPE_CHECKING:
     from .harness import Bench
 
-__all__ = ["floor", "in_turn", "sharing", "together"]
+__all__ = ["floor", "in_turn", "raw_threads", "sharing", "together"]
 
 SECTION = "sharing"
 THREADS, LAUNCHES = 4, 200
@@ -173,6 +181,58 @@ def _floor_rows(bench: Bench, times: int, rounds: int, reps: int) -> list[Row]:
     return timed
 
 
+def raw_threads(binary: str, arch: str, rounds: int, pairs: int, device: str = "") -> dict[str, list[float]]:
+    """benchmarks/threads_raw.c's answer (a build of it, ``binary``) on ``arch`` ("vulkan": the first device named
+    like ``device``; "cuda": device 0): each variant's pair ratios (one thread's time over THREADS threads', for
+    ``rounds`` rounds each of FEW launches and a value). RuntimeError saying why where it gives none."""
+    argv = [binary, arch, str(rounds), str(FEW), str(pairs)] + ([device] if arch == "vulkan" else [])
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"threads_raw did not run: {e}") from None
+    ratios: dict[str, list[float]] = {}
+    for line in run.stdout.splitlines():
+        try:
+            answer = json.loads(line)
+            ratios[str(answer["variant"])] = [float(p["ratio"]) for p in answer["pairs"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+    if run.returncode != 0 or not ratios:
+        raise RuntimeError(f"threads_raw gave no figures (exit {run.returncode}): {run.stderr.strip()[-300:]}")
+    return ratios
+
+
+def raw_row_name(variant: str) -> str:
+    """The bench's name of threads_raw's ``variant``: "launches in turn" where its launches are made one at a time
+    (as under Python's lock), then its waits (Vulkan) or streams (CUDA)."""
+    arch, _, rest = variant.partition(" ")
+    rest = re.sub(r"sched=\w+, ", "", rest)
+    serial = rest.endswith(", serial")
+    rest = rest.removesuffix(", serial")
+    how = f"waits {rest}" if arch == "vulkan" else rest
+    return f"raw C{', launches in turn' if serial else ''}, {how}: {THREADS} threads, a value every {FEW}"
+
+
+def _raw_rows(bench: Bench) -> list[Row]:
+    """The shape of a value every FEW launches in C alone (:func:`raw_threads`) on ``bench``'s GPU, a row a variant:
+    the median of its pair ratios (a line in the log where it gives none)."""
+    try:
+        device = facts(bench.rt.handle).name if bench.name == "vulkan" else ""
+        ratios = raw_threads(str(bench.threads_raw), bench.name, FEW_LAUNCHES_EACH // FEW, 3 if bench.quick else 7,
+                             device)
+    except RuntimeError as e:
+        bench.log(f"  sharing: {e}")
+        return []
+    rows = []
+    for variant, values in ratios.items():
+        row = Row(SECTION, bench.name, raw_row_name(variant), "x one thread", values,
+                  params={"threads": THREADS, "launches": FEW_LAUNCHES_EACH, "few": FEW})
+        row.note = ("throughput kept, in C alone (benchmarks/threads_raw.c); launches in turn: one at a time, as "
+                    "Python's lock makes them")
+        rows.append(row)
+    return rows
+
+
 def _host(bench: Bench, n: int) -> dict[str, Callable[[], float]]:
     """Microseconds a step of saxpy over ``n`` elements: by hand, with numpy arrays, with torch CPU tensors."""
     rt, saxpy = bench.rt, bench.mod.kernels["saxpy"]
@@ -238,6 +298,8 @@ def sharing(bench: Bench) -> list[Row]:
                 row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
             rows += timed
         rows += _floor_rows(bench, per * FEW_LAUNCHES_EACH // FEW, rounds, reps)
+        if bench.threads_raw and bench.name in ("vulkan", "cuda"):
+            rows += _raw_rows(bench)
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}

@@ -6,11 +6,14 @@ import ctypes
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
-from conftest import require_arch, require_extra
-from taichi_aot import Arch, capi
+import pytest
+
+from conftest import IN_CI, require_arch, require_extra
+from taichi_aot import Arch, Runtime, capi
 
 
 def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
@@ -135,6 +138,39 @@ def test_bench_bad_input():
     proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--vk-raw", folder],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and f"--vk-raw {folder!r}: not a program" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "taichi_aot", "bench", "--quick", "--threads-raw", folder],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and f"--threads-raw {folder!r}: not a program" in proc.stderr, proc.stderr
+
+
+def test_threads_raw_gives_the_sharing_shape_in_c_alone(tmp_path):
+    """benchmarks/threads_raw.c (the sharing section's ``--threads-raw``) builds beside Vulkan's headers and, on
+    this host's Vulkan device, gives every variant's ratios (four threads' throughput against one thread's, each
+    thread's values checked in C); a device it has not, or an arch it does not know, is a RuntimeError saying why."""
+    require_arch(Arch.VULKAN)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not os.path.isfile("/usr/include/vulkan/vulkan_core.h"):
+        if IN_CI:
+            pytest.fail("Vulkan's headers (libvulkan-dev) and a C compiler build benchmarks/threads_raw.c in CI")
+        pytest.skip("Vulkan's headers are not installed here (apt-get install libvulkan-dev)")
+    from taichi_aot.placement.vulkan import facts
+    from taichi_aot_bench.sharing import raw_row_name, raw_threads
+
+    binary = str(tmp_path / "threads_raw")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([cc, "-O2", "-o", binary, os.path.join(root, "benchmarks", "threads_raw.c"), "-ldl", "-lpthread"],
+                   check=True, capture_output=True, timeout=120)
+    with Runtime(Arch.VULKAN) as rt:
+        name = facts(rt.handle).name
+    ratios = raw_threads(binary, "vulkan", 4, 2, name)
+    assert set(ratios) == {"vulkan blocking", "vulkan polled", "vulkan blocking, serial", "vulkan polled, serial"}
+    assert all(len(v) == 2 and all(r > 0 for r in v) for v in ratios.values()), ratios
+    assert raw_row_name("vulkan polled, serial") == "raw C, launches in turn, waits polled: 4 threads, a value every 10"
+    assert raw_row_name("cuda sched=auto, a stream each") == "raw C, a stream each: 4 threads, a value every 10"
+    with pytest.raises(RuntimeError, match="no device named like 'no such device'"):
+        raw_threads(binary, "vulkan", 4, 1, "no such device")
+    with pytest.raises(RuntimeError, match="vulkan or cuda, not 'metal'"):
+        raw_threads(binary, "metal", 4, 1)
 
 
 def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):
