@@ -284,22 +284,7 @@ def sharing(bench: Bench) -> list[Row]:
     per = 1 if quick or bench.software else 5
     rows: list[Row] = []
     if bench.rt.device.traits.any_thread:  # a runtime other threads may use (CPU, CUDA, Vulkan)
-        for launches, times, (one, shared), target in (
-                (LAUNCHES, per, (ONE, SHARED), THREADS_TARGET),
-                (FEW, per * FEW_LAUNCHES_EACH // FEW, (ONE_FEW, SHARED_FEW), FEW_TARGET)):
-            measured = measure(_threads(bench, times, launches, (one, shared)), one, rounds, reps=reps)
-            timed = [Row(SECTION, bench.name, k, "ms", v,
-                         params={"threads": THREADS, "launches": launches, "rounds": times})
-                     for k, v in measured.bests.items()]
-            paired = measured.pair(one, shared)  # throughput kept: one thread's time over the threads'
-            if paired is not None:
-                row = timed[1]
-                row.limit, row.ratio, row.spread = one, paired[0], paired[1]
-                row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
-            rows += timed
-        rows += _floor_rows(bench, per * FEW_LAUNCHES_EACH // FEW, rounds, reps)
-        if bench.threads_raw and bench.name in ("vulkan", "cuda"):
-            rows += _raw_rows(bench)
+        rows += _thread_rows(bench, rounds, reps, per)
     for n in (SMALL,) if bench.software else (SMALL, LARGE):
         host = measure(_host(bench, n), row_name("by hand", n), rounds, reps=reps)
         made = {k: Row(SECTION, bench.name, k, "us/step", v, params={"elements": n}) for k, v in host.bests.items()}
@@ -311,4 +296,26 @@ def sharing(bench: Bench) -> list[Row]:
                 row.limit, row.ratio, row.spread = limit, paired[0], paired[1]
                 row.target, row.met = f"<= {HOST_TARGET:g}", row.ratio <= HOST_TARGET
         rows += made.values()
+    return rows
+
+
+def _thread_rows(bench: Bench, rounds: int, reps: int, per: int) -> list[Row]:
+    """The threads' rows (a value every LAUNCHES launches, then every FEW), the lock's floor, and with
+    ``--threads-raw`` the shape in C alone."""
+    rows: list[Row] = []
+    for launches, times, (one, shared), target in (
+            (LAUNCHES, per, (ONE, SHARED), THREADS_TARGET),
+            (FEW, per * FEW_LAUNCHES_EACH // FEW, (ONE_FEW, SHARED_FEW), FEW_TARGET)):
+        measured = measure(_threads(bench, times, launches, (one, shared)), one, rounds, reps=reps)
+        params = {"threads": THREADS, "launches": launches, "rounds": times}
+        timed = [Row(SECTION, bench.name, k, "ms", v, params=dict(params)) for k, v in measured.bests.items()]
+        paired = measured.pair(one, shared)  # throughput kept: one thread's time over the threads'
+        if paired is not None:
+            row = timed[1]
+            row.limit, row.ratio, row.spread = one, paired[0], paired[1]
+            row.target, row.met = f">= {target:g} (throughput)", row.ratio >= target
+        rows += timed
+    rows += _floor_rows(bench, per * FEW_LAUNCHES_EACH // FEW, rounds, reps)
+    if bench.threads_raw and bench.name in ("vulkan", "cuda"):
+        rows += _raw_rows(bench)
     return rows
