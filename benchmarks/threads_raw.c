@@ -9,17 +9,20 @@
           threads_raw cuda [ROUNDS 40] [FEW 10] [PAIRS 3] [SCHED auto|spin|yield|block]
 
    A line of JSON a variant: each pair's ratio (one thread's time over the four threads'), both times (ms, the four's
-   from a gate they wait at) and, a round, the time in the launches and in the value (us; the four's include the
-   wait for a lock). The variants:
-   - vulkan: a launch is an empty shader's dispatch recorded with a compute-to-compute barrier after it, the value a
-     submission of the round's command buffer (a command pool, buffer and fence a thread; the queue's submissions one
-     at a time under a mutex) and its fence's wait, blocking (vkWaitForFences) or polled (vkGetFenceStatus);
-   - cuda: a launch is cuLaunchKernel of a kernel that adds to 16 floats, the value a 4-byte copy back on the stream
-     and the stream's synchronization; the threads launch on one stream shared, or a stream each; SCHED is the
-     primary context's scheduling flag;
+   from the first thread's start past a gate they wait at to the last one's end) and, a round, the time in the
+   launches and in the value (us; the four's include the wait for a lock). The variants:
+   - vulkan: a launch is an empty shader's dispatch recorded with a compute-to-compute barrier after it; the round's
+     command buffer is submitted after its last launch (counted with the launches; a command pool, buffer and fence a
+     thread, the queue's submissions one at a time under a mutex), and the value is its fence's wait alone, blocking
+     (vkWaitForFences) or polled (vkGetFenceStatus): nothing is read back or checked;
+   - cuda: a launch is cuLaunchKernel of a kernel that adds 1 to 16 floats, the value a 4-byte copy back on the
+     stream and the stream's synchronization, checked against the launches made; the threads launch on one stream
+     shared, or a stream each; SCHED is the primary context's scheduling flag;
    - "serial": the same with one mutex held through each round's launches and let go for its value, as launches that
      keep Python's lock do (the value lets it go). */
+#include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "vk_bench.h"
 
@@ -27,7 +30,8 @@
 #define FAIL(...)                                                                                                      \
     do {                                                                                                               \
         fprintf(stderr, __VA_ARGS__);                                                                                  \
-        exit(1);                                                                                                       \
+        fflush(stderr);                                                                                                \
+        _exit(1); /* no teardown of the drivers while other threads are inside them */                               \
     } while (0)
 
 static const uint32_t EMPTY_SPIRV[] = {
@@ -37,7 +41,7 @@ static const uint32_t EMPTY_SPIRV[] = {
 };
 
 /* An empty shader's dispatch on Vulkan; PTX of `tiny` (adds `v` to the first `n` floats) on CUDA. */
-static const char TINY_PTX[] = ".version 7.0\n.target sm_80\n.address_size 64\n"
+static const char TINY_PTX[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
                                ".visible .entry tiny(.param .u64 p, .param .f32 v, .param .u32 n) {\n"
                                ".reg .pred %p; .reg .b32 %r<3>; .reg .f32 %f<3>; .reg .b64 %rd<4>;\n"
                                "ld.param.u64 %rd1, [p]; ld.param.f32 %f1, [v]; ld.param.u32 %r1, [n];\n"
@@ -81,8 +85,9 @@ typedef struct {
     VkFence fence;
     void *stream;
     unsigned long long data;
-    float done;
+    uint32_t done; /* launches made on its array: what its value reads (a float, exact to 2^24: main's bound) */
     double launches_us, value_us;
+    double started, ended; /* its run's first and last moments on its own thread (seconds) */
 } Body;
 
 /* One round: FEW launches, then the value (checked). */
@@ -148,9 +153,9 @@ static void cuda_value(Body *b) {
     if (s->MemcpyDtoHAsync(&got, b->data, sizeof(got), b->stream) != 0 || s->StreamSynchronize(b->stream) != 0) {
         FAIL("cuda: read failed\n");
     }
-    b->done += (float)s->few;
-    if (got != b->done) {
-        FAIL("cuda: %g after %g launches\n", got, b->done);
+    b->done += (uint32_t)s->few;
+    if (got != (float)b->done) {
+        FAIL("cuda: %g after %u launches\n", got, b->done);
     }
 }
 
@@ -186,7 +191,9 @@ static void *thread_main(void *arg) {
         FAIL("cuda: no context on a thread\n");
     }
     pthread_barrier_wait(&b->s->gate);
+    b->started = vk_bench_seconds();
     run_rounds(b);
+    b->ended = vk_bench_seconds();
     return NULL;
 }
 
@@ -214,16 +221,22 @@ static void pair(Body *bodies, double *one, double *four, double *one_in, double
     }
     *one = (vk_bench_seconds() - t0) * 1e3;
     spent(bodies, one_in);
-    pthread_barrier_init(&s->gate, NULL, THREADS + 1);
+    if (pthread_barrier_init(&s->gate, NULL, THREADS + 1) != 0) {
+        FAIL("no gate for the threads\n");
+    }
     for (int i = 0; i < THREADS; ++i) {
-        pthread_create(&threads[i], NULL, thread_main, &bodies[i]);
+        if (pthread_create(&threads[i], NULL, thread_main, &bodies[i]) != 0) {
+            FAIL("no thread\n");
+        }
     }
     pthread_barrier_wait(&s->gate);
-    t0 = vk_bench_seconds();
+    double first = 0, last = 0;
     for (int i = 0; i < THREADS; ++i) {
         pthread_join(threads[i], NULL);
+        first = i == 0 || bodies[i].started < first ? bodies[i].started : first;
+        last = i == 0 || bodies[i].ended > last ? bodies[i].ended : last;
     }
-    *four = (vk_bench_seconds() - t0) * 1e3;
+    *four = (last - first) * 1e3;
     spent(bodies, four_in);
     pthread_barrier_destroy(&s->gate);
 }
@@ -235,7 +248,7 @@ static void report(const char *name, Body *bodies, int pairs) {
     for (int p = 0; p < pairs; ++p) {
         double one, four, one_in[2], four_in[2];
         pair(bodies, &one, &four, one_in, four_in);
-        printf("%s{\"ratio\": %.3f, \"one_ms\": %.3f, \"four_ms\": %.3f, \"one_launches_us\": %.1f, "
+        printf("%s{\"ratio\": %.6g, \"one_ms\": %.3f, \"four_ms\": %.3f, \"one_launches_us\": %.1f, "
                "\"one_value_us\": %.1f, \"four_launches_us\": %.1f, \"four_value_us\": %.1f}",
                p ? ", " : "", one / four, one, four, one_in[0], one_in[1], four_in[0], four_in[1]);
     }
@@ -369,7 +382,9 @@ static void vulkan_rows(int rounds, int few, int pairs, const char *want) {
             s.polled = polled;
             s.serial = serial;
             snprintf(name, sizeof(name), "vulkan %s%s", polled ? "polled" : "blocking", serial ? ", serial" : "");
-            run_rounds(&bodies[0]); /* warm */
+            for (int i = 0; i < THREADS; ++i) {
+                run_rounds(&bodies[i]); /* warm: every body's first uses before the pairs */
+            }
             report(name, bodies, pairs);
         }
     }
@@ -390,6 +405,9 @@ static void cuda_rows(int rounds, int few, int pairs, const char *sched) {
     int device;
     unsigned flags = strcmp(sched, "spin") == 0 ? 1 : strcmp(sched, "yield") == 0 ? 2 : strcmp(sched, "block") == 0 ? 4
                                                                                                                    : 0;
+    if (flags == 0 && strcmp(sched, "auto") != 0) {
+        FAIL("SCHED: auto, spin, yield or block, not '%s'\n", sched);
+    }
     if (lib == NULL) {
         FAIL("no libcuda: %s\n", dlerror());
     }
@@ -402,14 +420,17 @@ static void cuda_rows(int rounds, int few, int pairs, const char *sched) {
     int (*MemAlloc)(unsigned long long *, size_t) = cuda_symbol(lib, "cuMemAlloc_v2");
     int (*MemsetD32)(unsigned long long, unsigned, size_t) = cuda_symbol(lib, "cuMemsetD32_v2");
     int (*StreamCreate)(void **, unsigned) = cuda_symbol(lib, "cuStreamCreate");
+    int (*CtxSynchronize)(void) = cuda_symbol(lib, "cuCtxSynchronize");
     s.CtxSetCurrent = cuda_symbol(lib, "cuCtxSetCurrent");
     s.LaunchKernel = cuda_symbol(lib, "cuLaunchKernel");
     s.MemcpyDtoHAsync = cuda_symbol(lib, "cuMemcpyDtoHAsync_v2");
     s.StreamSynchronize = cuda_symbol(lib, "cuStreamSynchronize");
-    if (Init(0) != 0 || DeviceGet(&device, 0) != 0 || SetFlags(device, flags) != 0 || Retain(&s.context, device) != 0 ||
-        s.CtxSetCurrent(s.context) != 0 || ModuleLoadData(&module, TINY_PTX) != 0 ||
-        ModuleGetFunction(&s.function, module, "tiny") != 0 || StreamCreate(&shared_stream, 1) != 0) {
-        FAIL("cuda: no context, module or stream\n");
+    int code;
+    if ((code = Init(0)) != 0 || (code = DeviceGet(&device, 0)) != 0 || (code = SetFlags(device, flags)) != 0 ||
+        (code = Retain(&s.context, device)) != 0 || (code = s.CtxSetCurrent(s.context)) != 0 ||
+        (code = ModuleLoadData(&module, TINY_PTX)) != 0 || (code = ModuleGetFunction(&s.function, module, "tiny")) != 0 ||
+        (code = StreamCreate(&shared_stream, 1)) != 0) {
+        FAIL("cuda: no context, module or stream (CUresult %d)\n", code);
     }
     s.rounds = rounds;
     s.few = few;
@@ -422,6 +443,9 @@ static void cuda_rows(int rounds, int few, int pairs, const char *sched) {
             StreamCreate(&own[i], 1) != 0) {
             FAIL("cuda: no memory or stream\n");
         }
+    }
+    if (CtxSynchronize() != 0) { /* the zeroing (on the legacy stream) done before the first launch reads it */
+        FAIL("cuda: the arrays' zeroing failed\n");
     }
     for (int serial = 0; serial < 2; ++serial) {
         for (int each = 0; each < 2; ++each) {
@@ -440,13 +464,28 @@ static void cuda_rows(int rounds, int few, int pairs, const char *sched) {
     }
 }
 
+/* argv[i] as a count from 1 to `most` (`fallback` where absent); exits saying why where it is none. */
+static int count_arg(int argc, char **argv, int i, int fallback, long most) {
+    char *end;
+    long v;
+    if (argc <= i) {
+        return fallback;
+    }
+    errno = 0;
+    v = strtol(argv[i], &end, 10);
+    if (errno != 0 || end == argv[i] || *end != 0 || v < 1 || v > most) {
+        FAIL("'%s': ROUNDS, FEW and PAIRS are counts from 1 (ROUNDS x FEW at most 2^24)\n", argv[i]);
+    }
+    return (int)v;
+}
+
 int main(int argc, char **argv) {
     const char *kind = argc > 1 ? argv[1] : "vulkan";
-    int rounds = argc > 2 ? atoi(argv[2]) : 40, few = argc > 3 ? atoi(argv[3]) : 10,
-        pairs = argc > 4 ? atoi(argv[4]) : 3;
+    int rounds = count_arg(argc, argv, 2, 40, 1L << 24), few = count_arg(argc, argv, 3, 10, 1L << 24),
+        pairs = count_arg(argc, argv, 4, 3, 1000);
     const char *last = argc > 5 ? argv[5] : "";
-    if (rounds < 1 || few < 1 || pairs < 1) {
-        FAIL("ROUNDS, FEW and PAIRS: at least 1\n");
+    if ((long)rounds * few * 2 * 3 > (1L << 24)) { /* a body's launches over the variants' runs: exact in a float */
+        FAIL("ROUNDS x FEW: at most 2^24 launches of a body in all\n");
     }
     if (strcmp(kind, "vulkan") == 0) {
         vulkan_rows(rounds, few, pairs, last);

@@ -187,7 +187,7 @@ def raw_threads(binary: str, arch: str, rounds: int, pairs: int, device: str = "
     ``rounds`` rounds each of FEW launches and a value). RuntimeError saying why where it gives none."""
     argv = [binary, arch, str(rounds), str(FEW), str(pairs)] + ([device] if arch == "vulkan" else [])
     try:
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        run = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"threads_raw did not run: {e}") from None
     ratios: dict[str, list[float]] = {}
@@ -214,21 +214,23 @@ def raw_row_name(variant: str) -> str:
 
 
 def _raw_rows(bench: Bench) -> list[Row]:
-    """The shape of a value every FEW launches in C alone (:func:`raw_threads`) on ``bench``'s GPU, a row a variant:
-    the median of its pair ratios (a line in the log where it gives none)."""
+    """The shape of a value every FEW launches in C alone (:func:`raw_threads`) on ``bench``'s GPU (Vulkan: the
+    runtime's device, by name; CUDA: device 0, the bench's), a row a variant: the median of its pair ratios (a line
+    in the log where it gives none)."""
     try:
         device = facts(bench.rt.handle).name if bench.name == "vulkan" else ""
         ratios = raw_threads(str(bench.threads_raw), bench.name, FEW_LAUNCHES_EACH // FEW, 3 if bench.quick else 7,
                              device)
-    except RuntimeError as e:
-        bench.log(f"  sharing: {e}")
+    except Exception as e:  # the program's failure, or the device's name unread: a line, the section's rows kept
+        bench.log(f"  sharing: no rows of threads_raw: {type(e).__name__}: {e}")
         return []
     rows = []
     for variant, values in ratios.items():
         row = Row(SECTION, bench.name, raw_row_name(variant), "x one thread", values,
                   params={"threads": THREADS, "launches": FEW_LAUNCHES_EACH, "few": FEW})
-        row.note = ("throughput kept, in C alone (benchmarks/threads_raw.c); launches in turn: one at a time, as "
-                    "Python's lock makes them")
+        row.note = "throughput kept, in C alone (benchmarks/threads_raw.c)" + (
+            "; launches in turn: one at a time, as Python's lock makes them" if variant.endswith(", serial") else
+            "; launches at once")
         rows.append(row)
     return rows
 

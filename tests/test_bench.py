@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -145,8 +146,10 @@ def test_bench_bad_input():
 
 def test_threads_raw_gives_the_sharing_shape_in_c_alone(tmp_path):
     """benchmarks/threads_raw.c (the sharing section's ``--threads-raw``) builds beside Vulkan's headers and, on
-    this host's Vulkan device, gives every variant's ratios (four threads' throughput against one thread's, each
-    thread's values checked in C); a device it has not, or an arch it does not know, is a RuntimeError saying why."""
+    this host's Vulkan device, gives every variant's ratios (four threads' throughput against one thread's), which
+    the section makes rows of, each noting whether its launches ran at once or in turn; a device it has not, an arch
+    it does not know, a count that is none, or a program that fails or prints no figures is said, never raised into
+    the section."""
     require_arch(Arch.VULKAN)
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None or not os.path.isfile("/usr/include/vulkan/vulkan_core.h"):
@@ -154,23 +157,37 @@ def test_threads_raw_gives_the_sharing_shape_in_c_alone(tmp_path):
             pytest.fail("Vulkan's headers (libvulkan-dev) and a C compiler build benchmarks/threads_raw.c in CI")
         pytest.skip("Vulkan's headers are not installed here (apt-get install libvulkan-dev)")
     from taichi_aot.placement.vulkan import facts
-    from taichi_aot_bench.sharing import raw_row_name, raw_threads
+    from taichi_aot_bench.sharing import _raw_rows, raw_row_name, raw_threads
 
     binary = str(tmp_path / "threads_raw")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    subprocess.run([cc, "-O2", "-o", binary, os.path.join(root, "benchmarks", "threads_raw.c"), "-ldl", "-lpthread"],
-                   check=True, capture_output=True, timeout=120)
+    built = subprocess.run([cc, "-O2", "-o", binary, os.path.join(root, "benchmarks", "threads_raw.c"), "-ldl",
+                            "-lpthread"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
     with Runtime(Arch.VULKAN) as rt:
         name = facts(rt.handle).name
-    ratios = raw_threads(binary, "vulkan", 4, 2, name)
-    assert set(ratios) == {"vulkan blocking", "vulkan polled", "vulkan blocking, serial", "vulkan polled, serial"}
-    assert all(len(v) == 2 and all(r > 0 for r in v) for v in ratios.values()), ratios
+        ratios = raw_threads(binary, "vulkan", 4, 2, name)
+        variants = {"vulkan blocking", "vulkan polled", "vulkan blocking, serial", "vulkan polled, serial"}
+        assert set(ratios) == variants
+        assert all(len(v) == 2 and all(math.isfinite(r) and r > 0 for r in v) for v in ratios.values()), ratios
+        logged: list[str] = []
+        bench = SimpleNamespace(rt=rt, name="vulkan", quick=True, threads_raw=binary, log=logged.append)
+        rows = _raw_rows(bench)
+        assert {r.name for r in rows} == {raw_row_name(v) for v in variants} and not logged
+        assert all(r.unit == "x one thread" and len(r.samples) == 3 and r.median > 0 for r in rows)
+        assert all(r.note.endswith("in turn: one at a time, as Python's lock makes them") == ("in turn" in r.name)
+                   for r in rows)
+        for program in ("/bin/false", "/bin/echo"):  # fails; prints no figures
+            bench.threads_raw = program
+            assert _raw_rows(bench) == [] and "no rows of threads_raw" in logged[-1], logged
     assert raw_row_name("vulkan polled, serial") == "raw C, launches in turn, waits polled: 4 threads, a value every 10"
     assert raw_row_name("cuda sched=auto, a stream each") == "raw C, a stream each: 4 threads, a value every 10"
     with pytest.raises(RuntimeError, match="no device named like 'no such device'"):
         raw_threads(binary, "vulkan", 4, 1, "no such device")
     with pytest.raises(RuntimeError, match="vulkan or cuda, not 'metal'"):
         raw_threads(binary, "metal", 4, 1)
+    with pytest.raises(RuntimeError, match="counts from 1"):
+        raw_threads(binary, "vulkan", 0, 1, name)
 
 
 def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):
