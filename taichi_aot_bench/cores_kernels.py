@@ -17,7 +17,13 @@ import sys
 
 import numpy as np
 import taichi as ti
-from bench_kernels import serve  # beside this file: a script's folder is on its path
+
+# bench_kernels lies beside this file: a script's folder is on its path, but not under PYTHONSAFEPATH=1 (or -P),
+# which the bench's child processes inherit
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from bench_kernels import serve  # noqa: E402
 
 #: elements of the array the kernel runs over (cores.py makes the same)
 LENGTH = 1 << 16

@@ -254,3 +254,15 @@ def test_bench_check_exits_1_exactly_when_a_target_is_missed(tmp_path):
     missed = [r["name"] for r in results["rows"] if r["met"] is False]
     assert proc.returncode == (1 if missed else 0), (missed, proc.stderr[-2000:])
     assert ("target(s) missed" in proc.stderr) == bool(missed)
+
+
+def test_the_bench_compiles_its_modules_under_pythonsafepath(tmp_path):
+    """Under ``PYTHONSAFEPATH=1`` (which the bench's child processes inherit) a script's folder is not on its path:
+    the cores section's kernels still find their sibling (bench_kernels) and compile."""
+    require_arch(Arch.X64)
+    require_extra("taichi", "build")
+    code = "from taichi_aot_bench.compile import taichi_module; print(taichi_module('cores', 'x64', '2'))"
+    env = dict(os.environ, PYTHONSAFEPATH="1", TAICHI_AOT_CACHE=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert os.path.isfile(os.path.join(proc.stdout.strip(), "__content__")), proc.stdout
