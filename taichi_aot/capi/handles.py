@@ -173,6 +173,13 @@ def mark_enqueued(runtime: Any) -> None:
         record.pending[0] = 1
 
 
+def pending_of(runtime: Any) -> list[int] | None:
+    """The runtime's pending count, which :func:`mark_enqueued` sets (None: no live runtime of that handle), for a
+    caller that marks it at every call and finds it once."""
+    record = _live.get(("runtime", runtime))
+    return None if record is None else record.pending
+
+
 def count_launch(runtime: Any) -> bool:
     """Count a launch in the runtime's pending count (work may be running until the next wait); whether the runtime
     bounds its queue and this launch found it full: the caller then waits after it (as the C launch does)."""
