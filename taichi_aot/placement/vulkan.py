@@ -157,7 +157,7 @@ class DeviceVulkanTransfers(VulkanTransfers):
         if memory.host_write or not self._device.vulkan_id:
             return staged
         if self._updates(memory):  # a few bytes: carried by the command buffer
-            return functools.partial(self._update, staged)
+            return self._update(staged)
         return functools.partial(self._imported, staged, True)
 
     def filler(self, memory: Any) -> Filler | None:
@@ -170,39 +170,58 @@ class DeviceVulkanTransfers(VulkanTransfers):
         return bool(self._device.vulkan_id) and not (memory.host_write or memory.host_read) and (
             memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES)
 
-    def _update(self, staged: Any, memory: Any, array: np.ndarray) -> None:
-        """``array``'s bytes written into ``memory`` by the command buffer itself, recorded as a copy is, in order
+    def _queued_here(self, call: Callable[..., int]) -> Callable[..., int]:
+        """:meth:`_queued` of ``call`` with the runtime's handle and pending count found once, not at each copy (a
+        small value's Python path: 2.6-4 µs on an H200's host): for a memory's reader or writer, which is called only
+        while the memory is open, so while its runtime is."""
+        handle = self._runtime.handle
+        pending = pending_of(handle)
+
+        def queued(*args: Any) -> int:
+            if pending is not None and not pending[0]:
+                pending[0] = 1  # as mark_enqueued
+            try:
+                return call(handle, *args)
+            finally:
+                came_back()  # Python's lock this thread's again (it may have waited for another thread's call)
+
+        return queued
+
+    def _update(self, staged: Any) -> Callable[[Any, np.ndarray], None]:
+        """What writes an array's bytes into a memory by the command buffer itself, recorded as a copy is, in order
         with the launches around it (``taichi_aot_vk_update``: the bytes are taken when it returns; no staging
         buffer in flight); through ``staged`` where they cannot be (a size of no whole words, an array of no one
         buffer)."""
-        try:
-            host = ffi.from_buffer(array)
-        except (TypeError, ValueError):  # not C-contiguous: the staged copy's pass packs it
-            staged(memory, array)
-            return
-        code = self._queued(lib.taichi_aot_vk_update, memory.handle, 0, host, array.nbytes)
-        if code == 1:
-            staged(memory, array)
-        elif code:
-            _raise_for(code, "copy to device memory")
+        update, from_buffer = self._queued_here(lib.taichi_aot_vk_update), ffi.from_buffer
+
+        def write(memory: Any, array: np.ndarray) -> None:
+            try:
+                host = from_buffer(array)
+            except (TypeError, ValueError):  # not C-contiguous: the staged copy's pass packs it
+                staged(memory, array)
+                return
+            code = update(memory.handle, 0, host, array.nbytes)
+            if code == 1:
+                staged(memory, array)
+            elif code:
+                _raise_for(code, "copy to device memory")
+
+        return write
 
     def _read_back(self, staged: Any) -> Callable[[Any, np.ndarray], None]:
         """What reads a memory's first bytes into an array (contiguous) after the launches recorded before, waited
         for by this thread alone with the runtime let go meanwhile (``taichi_aot_vk_read``: a copy, a submit, the wait,
-        no staging buffer); through ``staged`` where it cannot be. :meth:`_queued`'s work, with the runtime's handle
-        and pending count found once, not at each value (a small value's Python path: 2.6-4 µs on an H200's host):
-        a memory's reader is called only while it is open, so while its runtime is."""
-        handle = self._runtime.handle
-        pending = pending_of(handle)
+        no staging buffer); through ``staged`` where it cannot be."""
+        handle, pending = self._runtime.handle, pending_of(self._runtime.handle)
         read, from_buffer = lib.taichi_aot_vk_read, ffi.from_buffer
 
-        def read_back(memory: Any, array: np.ndarray) -> None:
+        def read_back(memory: Any, array: np.ndarray) -> None:  # _queued_here's work written out: a value's path
             if pending is not None and not pending[0]:
-                pending[0] = 1  # as mark_enqueued
+                pending[0] = 1
             try:
                 code = read(handle, memory.handle, 0, from_buffer(array), array.nbytes)
             finally:
-                came_back()  # Python's lock this thread's again (it may have waited for another thread's call)
+                came_back()
             if code == 1:
                 staged(memory, array)
             elif code:
