@@ -118,13 +118,24 @@ class VulkanTransfers(Transfers):
     def _queued(self, call: Callable[..., int], *args: Any) -> int:
         """``call(runtime, *args)``, one of the own Vulkan state's copies: the runtime marked as having work queued
         first, Python's lock this thread's again after it (it may have waited for another thread's call)."""
-        handle = self._runtime.handle
-        mark_enqueued(handle)
-        try:
-            return call(handle, *args)
-        finally:
-            came_back()
+        return self._queued_here(call)(*args)
 
+    def _queued_here(self, call: Callable[..., int]) -> Callable[..., int]:
+        """:meth:`_queued`'s call of ``call`` with the runtime's handle and pending count found once, not at each call
+        (a small value's Python path: 2.6-4 µs on an H200's host): for a memory's reader or writer, called only while
+        the memory is open, so while its runtime is."""
+        handle = self._runtime.handle
+        pending = pending_of(handle)
+
+        def queued(*args: Any) -> int:
+            if pending is not None and not pending[0]:
+                pending[0] = 1  # as mark_enqueued
+            try:
+                return call(handle, *args)
+            finally:
+                came_back()  # Python's lock this thread's again (it may have waited for another thread's call)
+
+        return queued
 
 
 class DeviceVulkanTransfers(VulkanTransfers):
@@ -170,23 +181,6 @@ class DeviceVulkanTransfers(VulkanTransfers):
         return bool(self._device.vulkan_id) and not (memory.host_write or memory.host_read) and (
             memory.size <= lib.TAICHI_AOT_VK_UPDATE_BYTES)
 
-    def _queued_here(self, call: Callable[..., int]) -> Callable[..., int]:
-        """:meth:`_queued` of ``call`` with the runtime's handle and pending count found once, not at each copy (a
-        small value's Python path: 2.6-4 µs on an H200's host): for a memory's reader or writer, which is called only
-        while the memory is open, so while its runtime is."""
-        handle = self._runtime.handle
-        pending = pending_of(handle)
-
-        def queued(*args: Any) -> int:
-            if pending is not None and not pending[0]:
-                pending[0] = 1  # as mark_enqueued
-            try:
-                return call(handle, *args)
-            finally:
-                came_back()  # Python's lock this thread's again (it may have waited for another thread's call)
-
-        return queued
-
     def _update(self, staged: Any) -> Callable[[Any, np.ndarray], None]:
         """What writes an array's bytes into a memory by the command buffer itself, recorded as a copy is, in order
         with the launches around it (``taichi_aot_vk_update``: the bytes are taken when it returns; no staging
@@ -212,16 +206,10 @@ class DeviceVulkanTransfers(VulkanTransfers):
         """What reads a memory's first bytes into an array (contiguous) after the launches recorded before, waited
         for by this thread alone with the runtime let go meanwhile (``taichi_aot_vk_read``: a copy, a submit, the wait,
         no staging buffer); through ``staged`` where it cannot be."""
-        handle, pending = self._runtime.handle, pending_of(self._runtime.handle)
-        read, from_buffer = lib.taichi_aot_vk_read, ffi.from_buffer
+        read, from_buffer = self._queued_here(lib.taichi_aot_vk_read), ffi.from_buffer
 
-        def read_back(memory: Any, array: np.ndarray) -> None:  # _queued_here's work written out: a value's path
-            if pending is not None and not pending[0]:
-                pending[0] = 1
-            try:
-                code = read(handle, memory.handle, 0, from_buffer(array), array.nbytes)
-            finally:
-                came_back()
+        def read_back(memory: Any, array: np.ndarray) -> None:
+            code = read(memory.handle, 0, from_buffer(array), array.nbytes)
             if code == 1:
                 staged(memory, array)
             elif code:
