@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import math
 import os
@@ -192,6 +193,34 @@ def test_threads_raw_gives_the_sharing_shape_in_c_alone(tmp_path):
         raw_threads(binary, "metal", 4, 1)
     with pytest.raises(RuntimeError, match="counts from 1"):
         raw_threads(binary, "vulkan", 0, 1, name)
+
+
+def test_threads_gil_gives_python_locks_ceiling_for_cuda(tmp_path):
+    """benchmarks/threads_gil.py (four Python threads driving the CUDA driver through ctypes): where a CUDA driver and
+    GPU answer, every variant's ratio, each value checked; else exit 2 saying why, no traceback; a count that is none
+    is refused."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "benchmarks", "threads_gil.py")
+    spec = importlib.util.spec_from_file_location("threads_gil", script)
+    assert spec is not None and spec.loader is not None
+    threads_gil = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(threads_gil)  # its figures run only as a program
+    streams = threads_gil.STREAMS
+    out = tmp_path / "gil.json"
+    proc = subprocess.run([sys.executable, script, "--rounds", "3", "--pairs", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode == 2:
+        assert proc.stderr.startswith("threads_gil: ") and "Traceback" not in proc.stderr, proc.stderr
+        assert not out.exists()
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        rows = json.loads(out.read_text())["rows"]
+        assert [r["variant"] for r in rows] == [f"launch {how} Python's lock, {on}"
+                                                for how in ("keeps", "lets go") for on in streams]
+        assert all(r["ratio"] > 0 and r["one_ms"] > 0 and r["four_ms"] > 0 for r in rows), rows
+        assert len(proc.stdout.splitlines()) == 2 * len(streams)
+    refused = subprocess.run([sys.executable, script, "--pairs", "0"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "counts from 1" in refused.stderr
 
 
 def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):
