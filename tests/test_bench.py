@@ -83,6 +83,8 @@ def test_bench_quick_reports_every_figure_against_its_limit(tmp_path):
 
         shared = [r["limit"] for r in rows if r["name"] == sharing.SHARED]
         assert shared == [sharing.ONE], shared  # every arch here serves any thread (x64: its calls one at a time)
+        few = by_name(rows, sharing.SHARED_FEW)  # a CPU runtime's calls one at a time: one thread's throughput kept
+        assert few["target"] == f">= {sharing.CPU_FEW_TARGET if arch == 'x64' else sharing.FEW_TARGET:g} (throughput)"
         numpy_row = by_name(rows, sharing.row_name("numpy", sharing.SMALL))
         assert numpy_row["limit"] == sharing.row_name("by hand", sharing.SMALL) and numpy_row["ratio"] > 0
         if arch == "x64":  # a module built for 2 threads, against itself on 2 threads and Taichi's JIT

@@ -1,0 +1,101 @@
+"""Issue "vkwait"'s rows measured with the APIs every taichi_aot since 7dd3952 (the issue's start) has, so that an
+older checkout and this one run the same program alternately (build each into its own folder and put it first on
+PYTHONPATH):
+
+    python benchmarks/start_now.py vulkan|cuda
+
+One line: a launch of the bench's ``saxpy`` @16 and ``rt.wait()``; 64 launches and ``rt.wait()`` (µs, the median of 5
+runs); a waited ``saxpy`` over 2^24 floats beyond its device time (the profile's mean over 100 launches back to back);
+four threads sharing the runtime, each 40 rounds of 10 launches of ``tiny`` and a value (``to_numpy``), against one
+thread doing the four's rounds in turn (one thread's time over the threads', the median of 3 pairs). The modules are
+compiled by Taichi (``taichi_aot_bench.compile``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from taichi_aot import Runtime
+from taichi_aot_bench.compile import taichi_module
+
+
+def per_step(rt: Any, step: Callable[[], object], n: int, repeats: int) -> float:
+    """Microseconds of ``n`` calls of ``step`` and a wait, the median of 5 runs of ``repeats``."""
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            for _ in range(n):
+                step()
+            rt.wait()
+        runs.append((time.perf_counter() - t0) / repeats * 1e6)
+    return statistics.median(runs)
+
+
+def threads_kept(tiny: Any, arrays: list[Any]) -> float:
+    """One thread's time over four threads' for 40 rounds each of 10 launches and a value, the median of 3 pairs."""
+    def body(a: Any) -> None:
+        for _ in range(40):
+            for _ in range(10):
+                tiny(a, 1.0)
+            a.to_numpy()
+
+    def in_turn() -> float:
+        t0 = time.perf_counter()
+        for a in arrays:
+            body(a)
+        return time.perf_counter() - t0
+
+    def together() -> float:
+        gate = threading.Barrier(len(arrays) + 1)
+
+        def run(a: Any) -> None:
+            gate.wait(timeout=60)
+            body(a)
+
+        threads = [threading.Thread(target=run, args=(a,)) for a in arrays]
+        for t in threads:
+            t.start()
+        gate.wait(timeout=60)
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0
+
+    in_turn(), together()  # warm
+    return statistics.median(in_turn() / together() for _ in range(3))
+
+
+def main(arch: str) -> str:
+    with Runtime(arch) as rt:
+        mod = rt.load_module(taichi_module("bench", arch))
+        saxpy, tiny = mod.kernels["saxpy"], mod.kernels["tiny"]
+        x, y = rt.ndarray((16,), np.float32), rt.ndarray((16,), np.float32)
+        small = lambda: saxpy(x, y, 0.5)  # noqa: E731
+        per_step(rt, small, 1, 200)
+        out = {"launch+wait us": per_step(rt, small, 1, 1000), "64 launches+wait us": per_step(rt, small, 64, 30)}
+        bx, by = rt.ndarray((1 << 24,), np.float32), rt.ndarray((1 << 24,), np.float32)
+        big = lambda: saxpy(bx, by, 0.5)  # noqa: E731
+        per_step(rt, big, 1, 20)
+        waited = per_step(rt, big, 1, 100)
+        with rt.profile() as prof:
+            for _ in range(100):
+                big()
+            rt.wait()
+        device = next(r for r in prof.kernels() if r.name.startswith("saxpy")).mean * 1e6
+        out["2^24 waited beyond device us"] = waited - device
+        out["4 threads, a value every 10 (x one thread)"] = threads_kept(
+            tiny, [rt.ndarray((16,), np.float32) for _ in range(4)])
+    return f"{arch} " + " | ".join(f"{k} {v:.2f}" for k, v in out.items())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in ("vulkan", "cuda"):
+        sys.exit("usage: python benchmarks/start_now.py vulkan|cuda")
+    print(main(sys.argv[1]), flush=True)
