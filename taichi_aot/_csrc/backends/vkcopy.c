@@ -50,12 +50,17 @@ static VkBatch *vk_transfer_batch(VkRt *rt, AotVkResult *code) {
     return b;
 }
 
-/* A transfer recorded into `b`: Taichi's barrier after it, counted as a copy. */
-static void vk_transfer_done(VkRt *rt, VkBatch *b) {
-    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
+/* A transfer recorded into `b`, counted as a copy, its writes ordered before what follows by a barrier recorded after
+   it (vk_transfer_done: Taichi's barrier), or by the batch's end, where it is submitted next (vk_read). */
+static void vk_transfer_counted(VkBatch *b, VkRt *rt) {
     b->owed = 0;
     ++b->dispatches;
     ++rt->counts[VK_COUNT_COPIES];
+}
+
+static void vk_transfer_done(VkRt *rt, VkBatch *b) {
+    aot_vk_barrier(rt, b->cb, VK_STAGES, VK_ACCESS, VK_STAGES, VK_ACCESS);
+    vk_transfer_counted(b, rt);
 }
 
 /* Where a memory gave no buffer (aot_vk_buffer_of): the library's error, else 1 (none said: the caller's other path,
@@ -150,7 +155,7 @@ static int vk_read(VkRt *rt, TiMemory src, uint64_t offset, void *host, uint64_t
     region.dstOffset = (uint64_t)(b - rt->batches) * VK_READ_SEGMENT;
     region.size = size;
     rt->f.CmdCopyBuffer(b->cb, from, rt->reads_buffer, 1, &region);
-    vk_transfer_done(rt, b);
+    vk_transfer_counted(b, rt); /* no barrier of its own: the batch's end's, recorded next, orders it */
     if ((code = aot_vk_submit(rt)) != AOT_VK_SUCCESS) { /* its end's barrier makes the copy the host's to read */
         return TAICHI_AOT_VK_ERROR - code;
     }
