@@ -13,10 +13,12 @@ compiled by Taichi (``taichi_aot_bench.compile``).
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -38,38 +40,53 @@ def per_step(rt: Any, step: Callable[[], object], n: int, repeats: int) -> float
     return statistics.median(runs)
 
 
+def _rounds(tiny: Any, a: Any) -> None:
+    """40 rounds of 10 launches of ``tiny`` on ``a`` and a value."""
+    for _ in range(40):
+        for _ in range(10):
+            tiny(a, 1.0)
+        a.to_numpy()
+
+
+def _in_turn(bodies: Sequence[Callable[[], None]]) -> float:
+    t0 = time.perf_counter()
+    for body in bodies:
+        body()
+    return time.perf_counter() - t0
+
+
+def _together(bodies: Sequence[Callable[[], None]]) -> float:
+    """Seconds threads take to run ``bodies``, a thread each, from a gate (the first error raised)."""
+    gate, errors = threading.Barrier(len(bodies) + 1), []
+
+    def run(body: Callable[[], None]) -> None:
+        try:
+            gate.wait(timeout=60)
+            body()
+        except BaseException as e:  # the first error is the program's answer
+            errors.append(e)
+            gate.abort()
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    try:
+        gate.wait(timeout=60)
+    except threading.BrokenBarrierError:
+        pass
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - t0
+
+
 def threads_kept(tiny: Any, arrays: list[Any]) -> float:
     """One thread's time over four threads' for 40 rounds each of 10 launches and a value, the median of 3 pairs."""
-    def body(a: Any) -> None:
-        for _ in range(40):
-            for _ in range(10):
-                tiny(a, 1.0)
-            a.to_numpy()
-
-    def in_turn() -> float:
-        t0 = time.perf_counter()
-        for a in arrays:
-            body(a)
-        return time.perf_counter() - t0
-
-    def together() -> float:
-        gate = threading.Barrier(len(arrays) + 1)
-
-        def run(a: Any) -> None:
-            gate.wait(timeout=60)
-            body(a)
-
-        threads = [threading.Thread(target=run, args=(a,)) for a in arrays]
-        for t in threads:
-            t.start()
-        gate.wait(timeout=60)
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        return time.perf_counter() - t0
-
-    in_turn(), together()  # warm
-    return statistics.median(in_turn() / together() for _ in range(3))
+    bodies = [functools.partial(_rounds, tiny, a) for a in arrays]
+    _in_turn(bodies), _together(bodies)  # warm
+    return statistics.median(_in_turn(bodies) / _together(bodies) for _ in range(3))
 
 
 def main(arch: str) -> str:

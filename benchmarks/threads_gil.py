@@ -12,13 +12,14 @@ Each variant is a way a Python binding could launch:
 - on the legacy default stream (as taichi_aot's own CUDA runtime launches), on one stream the threads share, on a
   stream each (non-blocking), or on a blocking stream each, whose work the legacy default stream orders with the
   copies made on it (the value then read there); and the last with a thread's launch that follows another thread's
-  made on the legacy stream, which orders it after every blocking stream's work and their later work after it (the
-  threads' launches in the order they were made, as on one stream).
+  made on the legacy stream, which orders it after every blocking stream's work and their later work after it (where
+  the launch keeps the lock, the threads' launches run in the order they were made, as on one stream; where it lets
+  the lock go, two threads' launches made at once may pass each other).
 
 The value's copy and its stream's synchronization let the lock go in every variant. Each figure is one thread's time
 over the four threads' (higher is better: at least 1.5x is issue "vkwait"'s target), the median and range of PAIRS
 alternated pairs. benchmarks/threads_raw.c gives the same shape in C alone (no Python's lock). Exits 2 saying why
-where no CUDA driver or GPU answers.
+where no CUDA driver or GPU answers, 1 where a call fails or a value is wrong once the runs began.
 """
 
 from __future__ import annotations
@@ -45,12 +46,33 @@ TINY_PTX = (b".version 7.0\n.target sm_50\n.address_size 64\n"
             b"DONE: ret;\n}\n\0")
 STREAMS = ("the legacy stream", "one stream", "a stream each", "a blocking stream each",
            "a blocking stream each, a switch on the legacy stream")
-#: The thread that launched last (the variant that orders a thread's launch after another's through the legacy stream).
-LAST: list[object] = [None]
+#: The driver's functions called, and their arguments' C types (each returns a CUresult, an int).
+SIGNATURES: dict[str, tuple[Any, ...]] = {
+    "cuInit": (ctypes.c_uint,),
+    "cuDeviceGet": (ctypes.POINTER(ctypes.c_int), ctypes.c_int),
+    "cuDevicePrimaryCtxRetain": (ctypes.POINTER(ctypes.c_void_p), ctypes.c_int),
+    "cuCtxSetCurrent": (ctypes.c_void_p,),
+    "cuCtxSynchronize": (),
+    "cuModuleLoadData": (ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p),
+    "cuModuleGetFunction": (ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p),
+    "cuStreamCreate": (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint),
+    "cuStreamSynchronize": (ctypes.c_void_p,),
+    "cuMemAlloc_v2": (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t),
+    "cuMemsetD32_v2": (ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t),
+    "cuMemcpyDtoH_v2": (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t),
+    "cuMemcpyDtoHAsync_v2": (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p),
+    "cuLaunchKernel": (ctypes.c_void_p,) + (ctypes.c_uint,) * 7 + (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p),
+}
+#: Launches an array sees in a run, at most: its value is a float, exact to 2^24.
+MOST_LAUNCHES = 1 << 24
 
 
 class CudaError(Exception):
-    """No CUDA driver, or it answered an error: the program's answer is why (exit 2)."""
+    """A driver call failed, or a value read back is wrong, once the runs began: the program's answer (exit 1)."""
+
+
+class NoCudaError(Exception):
+    """No CUDA driver, or no GPU it can set up the runs on: the program's answer is why (exit 2)."""
 
 
 class Driver:
@@ -61,8 +83,12 @@ class Driver:
         try:
             self.free = ctypes.CDLL("libcuda.so.1")
             self.held = ctypes.PyDLL("libcuda.so.1")
-        except OSError as e:
-            raise CudaError(f"no CUDA driver: {e}") from None
+            for lib in (self.free, self.held):
+                for name, argtypes in SIGNATURES.items():
+                    function = getattr(lib, name)
+                    function.argtypes, function.restype = argtypes, ctypes.c_int
+        except (OSError, AttributeError) as e:
+            raise NoCudaError(f"no CUDA here: no driver: {e}") from None
         device = ctypes.c_int()
         self.context, module, self.function = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         self.check(self.free.cuInit(0), "cuInit")
@@ -102,8 +128,9 @@ class Body:
         self.streams = {STREAMS[0]: ctypes.c_void_p(), STREAMS[1]: shared, STREAMS[2]: cu.stream(False),
                         STREAMS[3]: blocking, STREAMS[4]: blocking}
 
-    def rounds(self, count: int, keeps_lock: bool, streams: str) -> None:
-        """``count`` rounds of FEW launches and a value, checked."""
+    def rounds(self, count: int, keeps_lock: bool, streams: str, last: list[object]) -> None:
+        """``count`` rounds of FEW launches and a value, checked; ``last``: the body that launched last (the variant's
+        own, where a thread's launch after another's goes on the legacy stream)."""
         cu, stream, got = self.cu, self.streams[streams], self.got
         launch = (cu.held if keeps_lock else cu.free).cuLaunchKernel
         # the copy on the legacy default stream, which orders it after every blocking stream's launches
@@ -112,8 +139,8 @@ class Body:
         for _ in range(count):
             for _ in range(FEW):
                 on = stream
-                if switch and LAST[0] is not self:  # after another thread's launch: on the legacy stream, which
-                    LAST[0], on = self, nothing    # orders it after every blocking stream's work, and theirs after it
+                if switch and last[0] is not self:  # after another thread's launch: on the legacy stream, which
+                    last[0], on = self, nothing    # orders it after every blocking stream's work, and theirs after it
                 cu.check(launch(cu.function, 1, 1, 1, 32, 1, 1, 0, on, self.params, None), "cuLaunchKernel")
             if legacy:
                 cu.check(cu.free.cuMemcpyDtoH_v2(ctypes.byref(got), self.data, 4), "cuMemcpyDtoH")
@@ -156,7 +183,8 @@ def together(cu: Driver, bodies: Sequence[Callable[[], None]]) -> float:
 
 def variant(cu: Driver, bodies: list[Body], keeps_lock: bool, streams: str, rounds: int, pairs: int) -> dict[str, Any]:
     """One variant's pairs: one thread in turn, then THREADS threads at once."""
-    work = [lambda b=b: b.rounds(rounds, keeps_lock, streams) for b in bodies]
+    last: list[object] = [None]
+    work = [lambda b=b: b.rounds(rounds, keeps_lock, streams, last) for b in bodies]
     for body in work:  # warm
         body()
     ratios, ones, fours = [], [], []
@@ -172,6 +200,19 @@ def variant(cu: Driver, bodies: list[Body], keeps_lock: bool, streams: str, roun
             "one_ms": statistics.median(ones), "four_ms": statistics.median(fours)}
 
 
+def setup() -> tuple[Driver, list[Body]]:
+    """The driver, and THREADS bodies with their arrays zeroed; NoCudaError where the driver or a GPU does not
+    answer."""
+    try:
+        cu = Driver()
+        shared = cu.stream(False)
+        bodies = [Body(cu, shared) for _ in range(THREADS)]
+        cu.check(cu.free.cuCtxSynchronize(), "the arrays' zeroing")
+    except CudaError as e:
+        raise NoCudaError(f"no CUDA here: {e}") from None
+    return cu, bodies
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=40, help="rounds of FEW launches and a value a thread")
@@ -180,11 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.pairs < 1:
         parser.error("--rounds and --pairs are counts from 1")
+    if 2 * len(STREAMS) * (1 + 2 * args.pairs) * args.rounds * FEW > MOST_LAUNCHES:
+        parser.error(f"--rounds x --pairs: an array's launches in the run past {MOST_LAUNCHES} (its value: a float)")
     try:
-        cu = Driver()
-        shared = cu.stream(False)
-        bodies = [Body(cu, shared) for _ in range(THREADS)]
-        cu.check(cu.free.cuCtxSynchronize(), "the arrays' zeroing")
+        cu, bodies = setup()
         rows = []
         for keeps_lock in (True, False):
             for streams in STREAMS:
@@ -193,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row['variant']:58} {row['ratio']:.2f}x one thread ({min(row['ratios']):.2f}-"
                       f"{max(row['ratios']):.2f}); one {row['one_ms']:.2f} ms, four {row['four_ms']:.2f} ms",
                       flush=True)
-    except CudaError as e:
+    except NoCudaError as e:
         print(f"threads_gil: {e}", file=sys.stderr)
         return 2
+    except CudaError as e:
+        print(f"threads_gil: failed: {e}", file=sys.stderr)
+        return 1
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": THREADS, "few": FEW, "rounds": args.rounds, "rows": rows}, f, indent=1)

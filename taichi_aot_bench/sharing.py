@@ -53,9 +53,7 @@ SECTION = "sharing"
 THREADS, LAUNCHES = 4, 200
 THREADS_TARGET = 1.0
 FEW, FEW_LAUNCHES_EACH, FEW_TARGET = 10, 400, 1.5
-CPU_FEW_TARGET = 1.0
-#: The bench's runtimes whose kernels run on the host's cores (their calls one at a time: no 1.5x to gain).
-CPU_ARCHS = ("x64", "arm64")
+CPU_FEW_TARGET = 1.0  # a CPU runtime's (its calls one at a time: one thread's throughput at best)
 HOST_TARGET = 1.2
 SMALL, LARGE = 1 << 10, 1 << 20
 ONE = f"one thread: {THREADS} x ({LAUNCHES} launches of tiny and a value)"
@@ -312,7 +310,7 @@ def _thread_rows(bench: Bench, rounds: int, reps: int, per: int) -> list[Row]:
     for launches, times, (one, shared), target in (
             (LAUNCHES, per, (ONE, SHARED), THREADS_TARGET),
             (FEW, per * FEW_LAUNCHES_EACH // FEW, (ONE_FEW, SHARED_FEW),
-             CPU_FEW_TARGET if bench.name in CPU_ARCHS else FEW_TARGET)):
+             FEW_TARGET if bench.gpu else CPU_FEW_TARGET)):
         measured = measure(_threads(bench, times, launches, (one, shared)), one, rounds, reps=reps)
         params = {"threads": THREADS, "launches": launches, "rounds": times}
         timed = [Row(SECTION, bench.name, k, "ms", v, params=dict(params)) for k, v in measured.bests.items()]

@@ -199,8 +199,9 @@ def test_threads_raw_gives_the_sharing_shape_in_c_alone(tmp_path):
 
 def test_threads_gil_gives_python_locks_ceiling_for_cuda(tmp_path):
     """benchmarks/threads_gil.py (four Python threads driving the CUDA driver through ctypes): where a CUDA driver and
-    GPU answer, every variant's ratio, each value checked; else exit 2 saying why, no traceback; a count that is none
-    is refused."""
+    GPU answer, every variant's ratio, each value checked (a wrong one or a failed call: exit 1, which fails here);
+    else exit 2 saying there is no CUDA, no traceback; a count that is none, or runs past what a value can count,
+    are refused."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = os.path.join(root, "benchmarks", "threads_gil.py")
     spec = importlib.util.spec_from_file_location("threads_gil", script)
@@ -212,7 +213,7 @@ def test_threads_gil_gives_python_locks_ceiling_for_cuda(tmp_path):
     proc = subprocess.run([sys.executable, script, "--rounds", "3", "--pairs", "1", "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
     if proc.returncode == 2:
-        assert proc.stderr.startswith("threads_gil: ") and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("threads_gil: no CUDA here: ") and "Traceback" not in proc.stderr, proc.stderr
         assert not out.exists()
     else:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -223,6 +224,9 @@ def test_threads_gil_gives_python_locks_ceiling_for_cuda(tmp_path):
         assert len(proc.stdout.splitlines()) == 2 * len(streams)
     refused = subprocess.run([sys.executable, script, "--pairs", "0"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "counts from 1" in refused.stderr
+    refused = subprocess.run([sys.executable, script, "--rounds", "100000", "--pairs", "10"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "its value: a float" in refused.stderr
 
 
 def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):

@@ -51,7 +51,8 @@ static VkBatch *vk_transfer_batch(VkRt *rt, AotVkResult *code) {
 }
 
 /* A transfer recorded into `b`, counted as a copy, its writes ordered before what follows by a barrier recorded after
-   it (vk_transfer_done: Taichi's barrier), or by the batch's end, where it is submitted next (vk_read). */
+   it (vk_transfer_done: Taichi's barrier), or by the batch's end (vk_read). Without vk_transfer_done only where the
+   batch is submitted right after, nothing recorded between: its closing barrier is then the transfer's. */
 static void vk_transfer_counted(VkBatch *b, VkRt *rt) {
     b->owed = 0;
     ++b->dispatches;
