@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -55,31 +56,21 @@ def _in_turn(bodies: Sequence[Callable[[], None]]) -> float:
     return time.perf_counter() - t0
 
 
+def _gated(gate: threading.Barrier, body: Callable[[], None]) -> None:
+    gate.wait(timeout=60)
+    body()
+
+
 def _together(bodies: Sequence[Callable[[], None]]) -> float:
-    """Seconds threads take to run ``bodies``, a thread each, from a gate (the first error raised)."""
-    gate, errors = threading.Barrier(len(bodies) + 1), []
-
-    def run(body: Callable[[], None]) -> None:
-        try:
-            gate.wait(timeout=60)
-            body()
-        except BaseException as e:  # the first error is the program's answer
-            errors.append(e)
-            gate.abort()
-
-    threads = [threading.Thread(target=run, args=(b,)) for b in bodies]
-    for t in threads:
-        t.start()
-    try:
+    """Seconds threads take to run ``bodies``, a thread each, from a gate (a thread's error raised)."""
+    gate = threading.Barrier(len(bodies) + 1)
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        done = [pool.submit(_gated, gate, body) for body in bodies]
         gate.wait(timeout=60)
-    except threading.BrokenBarrierError:
-        pass
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for each in done:
+            each.result()
+        return time.perf_counter() - t0
 
 
 def threads_kept(tiny: Any, arrays: list[Any]) -> float:
