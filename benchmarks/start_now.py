@@ -62,7 +62,8 @@ def _gated(gate: threading.Barrier, body: Callable[[], None]) -> None:
 
 
 def _together(bodies: Sequence[Callable[[], None]]) -> float:
-    """Seconds threads take to run ``bodies``, a thread each, from a gate (a thread's error raised)."""
+    """Seconds threads take to run ``bodies``, a thread each, from a gate (a thread's error raised). Not
+    taichi_aot_bench.sharing's ``together``: the start's bench, which this program runs beside, has none."""
     gate = threading.Barrier(len(bodies) + 1)
     with ThreadPoolExecutor(len(bodies)) as pool:
         done = [pool.submit(_gated, gate, body) for body in bodies]

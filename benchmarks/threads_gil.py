@@ -153,7 +153,9 @@ class Body:
 
 
 def together(cu: Driver, bodies: Sequence[Callable[[], None]]) -> float:
-    """Milliseconds THREADS threads take to run ``bodies``, a thread each, from a gate to the last one's end."""
+    """Milliseconds THREADS threads take to run ``bodies``, a thread each, from a gate to the last one's end (not
+    taichi_aot_bench.sharing's ``together``: this program runs where taichi_aot is not installed, and makes each
+    thread's CUDA context current before the gate)."""
     gate, ends, errors = threading.Barrier(len(bodies) + 1), [], []
 
     def run(body: Callable[[], None]) -> None:

@@ -168,16 +168,20 @@ def max_queued() -> int:
 
 def mark_enqueued(runtime: Any) -> None:
     """Set the runtime's pending count: work may be running until the next wait."""
-    record = _live.get(("runtime", runtime))
-    if record is not None and not record.pending[0]:
-        record.pending[0] = 1
+    mark_pending(pending_of(runtime))
 
 
-def pending_of(runtime: Any) -> list[int] | None:
-    """The runtime's pending count, which :func:`mark_enqueued` sets (None: no live runtime of that handle), for a
-    caller that marks it at every call and finds it once."""
+def pending_of(runtime: Any) -> Any:
+    """The runtime's pending count (its ``int32_t[3]``), which :func:`mark_pending` sets (None: no live runtime of that
+    handle), for a caller that marks it at every call and finds it once."""
     record = _live.get(("runtime", runtime))
     return None if record is None else record.pending
+
+
+def mark_pending(pending: Any) -> None:
+    """Set a pending count :func:`pending_of` gave (nothing for None): work may be running until the next wait."""
+    if pending is not None and not pending[0]:
+        pending[0] = 1
 
 
 def count_launch(runtime: Any) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 from .. import _library, _probe, capi
 from .._call import came_back
 from .._native import ffi, lib
-from ..capi.handles import mark_enqueued, pending_of
+from ..capi.handles import mark_enqueued, mark_pending, pending_of
 from ..enums import Arch
 from ..errors import (
     ArgumentOutOfRangeError,
@@ -128,8 +128,7 @@ class VulkanTransfers(Transfers):
         pending = pending_of(handle)
 
         def queued(*args: Any) -> int:
-            if pending is not None and not pending[0]:
-                pending[0] = 1  # as mark_enqueued
+            mark_pending(pending)
             try:
                 return call(handle, *args)
             finally:
