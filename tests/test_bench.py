@@ -229,6 +229,16 @@ def test_threads_gil_gives_python_locks_ceiling_for_cuda(tmp_path):
     assert refused.returncode == 2 and "its value: a float" in refused.stderr
 
 
+def test_start_now_refuses_an_arch_it_does_not_measure():
+    """benchmarks/start_now.py (the vkwait rows with APIs the issue's start has too) takes vulkan or cuda alone: any
+    other argument, or none, exits non-zero with its usage, no traceback."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "start_now.py")
+    for argv in (["metal"], [], ["vulkan", "cuda"]):
+        proc = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and "usage: python benchmarks/start_now.py vulkan|cuda" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_bench_builds_the_raw_cuda_floor(tmp_path, monkeypatch):
     """The profiler section's raw CUDA floor (taichi_aot_bench/_csrc/cuda_events.c) builds with the system compiler,
     once; where a CUDA driver is, it times the same launches with and without events (events dearer), else it says
